@@ -1,0 +1,8 @@
+//! One module per subcommand family; each exposes its clap arguments and a `run` that returns
+//! the process exit code.
+
+pub mod cosim;
+pub mod daemon;
+pub mod demo;
+pub mod sim;
+pub mod workload;

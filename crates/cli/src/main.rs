@@ -1,0 +1,47 @@
+//! `cosched`: subcommands only. Each `cmd/*.rs` parses its arguments, calls the library crate
+//! that owns the work, and prints; no scheduling logic lives here.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// A resource manager and scheduling laboratory for parallel jobs on clusters.
+#[derive(Parser)]
+#[command(name = "cosched", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show what cosched does, on an embedded default (no input needed)
+    Demo(cmd::demo::Args),
+    /// Read, summarise, generate and transform workloads (SWF traces, Lublin–Feitelson model)
+    #[command(subcommand)]
+    Workload(cmd::workload::Command),
+    /// Simulate job-level scheduling policies on a trace or a model workload
+    Sim(cmd::sim::Args),
+    /// Simulate process-level coscheduling schemes (GS, SB, DCS, PB, PROC, FCS…) on a scenario
+    Cosim(cmd::cosim::Args),
+    #[command(flatten)]
+    Daemon(cmd::daemon::Command),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Workload(c) => cmd::workload::run(c),
+        Command::Sim(args) => cmd::sim::run(args),
+        Command::Cosim(args) => cmd::cosim::run(args),
+        Command::Daemon(c) => cmd::daemon::run(c),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The process-level discrete-event simulator: drives cosched-node with BSP application models.

@@ -1,0 +1,1 @@
+//! The machine manager and node manager: the real-time drivers of cosched-policy and cosched-node.

@@ -1,0 +1,158 @@
+//! The contract between a policy and its two drivers.
+//!
+//! ## What a driver promises
+//! - Events arrive in time order; `now` never goes backwards.
+//! - At one instant, [`Event::Ended`] events are delivered before [`Event::Submitted`] ones.
+//! - Every decision is applied in order, before the next event.
+//! - A [`Decision::SetTimer`] leads to exactly one [`Event::Timer`] with the same token at the
+//!   requested time (or at `now`, if that time has passed).
+//! - A job's actual runtime is never revealed: the driver tells when a job ends.
+//!
+//! ## What a policy promises
+//! - At any instant no PE runs two jobs: a job only runs ([`Decision::Start`],
+//!   [`Decision::Resume`]) on PEs that no other *running* job occupies. Several *allocated*
+//!   jobs may share a PE in different slots of a time-sharing matrix.
+//! - It starts, places or resumes only jobs it was told about and that have not ended, and
+//!   never a job on a node it was told is down.
+
+use cosched_core::{Dur, JobId, MachineShape, NodeId, PeSet, Time};
+use serde::{Deserialize, Serialize};
+
+/// What a policy knows of a job: what a real scheduler is told at submission.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRequest {
+    pub id: JobId,
+    pub submit: Time,
+    pub procs: u32,
+    /// Runtime estimate or time limit. A driver fills it with something (the trace's requested
+    /// time, the exact runtime under "perfect information", or a default limit).
+    pub estimate: Dur,
+    /// Memory per PE in KiB, for policies that respect a per-node memory limit.
+    pub mem_per_pe_kib: Option<u64>,
+    /// Queue or class number (SWF field 15), mapped to classes by policies that have them.
+    pub queue: Option<u32>,
+    /// Class name given by a user (`cosched submit --class`), when any.
+    pub class: Option<String>,
+    pub user: Option<u32>,
+}
+
+impl JobRequest {
+    pub fn new(id: JobId, submit: Time, procs: u32, estimate: Dur) -> JobRequest {
+        JobRequest { id, submit, procs, estimate, mem_per_pe_kib: None, queue: None, class: None, user: None }
+    }
+}
+
+/// Something that happened, delivered to [`Policy::handle`] with the time it happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    /// A job arrived in the queue.
+    Submitted(JobRequest),
+    /// A job left the system, whatever its state: it finished, failed, was cancelled while
+    /// waiting or running, or was lost with a node. The policy forgets it and frees its PEs.
+    Ended(JobId),
+    /// A timer set with [`Decision::SetTimer`] fired.
+    Timer(u64),
+    /// A node stopped answering. Jobs running on it are ended separately by the driver
+    /// (an [`Event::Ended`] each, delivered right after this one).
+    NodeDown(NodeId),
+    /// A node came back (or joined) and may be used again.
+    NodeUp(NodeId),
+    /// An administrator or user holds a job: if waiting, it must not start; if running, the
+    /// driver has stopped it and the policy must not resume it until [`Event::Released`].
+    Held(JobId),
+    Released(JobId),
+    /// Start-up "hello" (as in Flux): this job already holds these PEs and has been running
+    /// since `since`. Sent by a restarted machine manager before any other event, one per
+    /// surviving job, so the policy rebuilds its state without disturbing running work.
+    Running { job: JobRequest, pes: PeSet, since: Time },
+}
+
+/// What a policy asks the driver to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Decision {
+    /// Give the job these PEs and run it now. `slot` is its row in a time-sharing matrix
+    /// (`None` for space-sharing policies). Also used to restart a preempted job: it then
+    /// continues its remaining work on the (possibly different) PEs.
+    Start { job: JobId, pes: PeSet, slot: Option<u32> },
+    /// Give the job these PEs in a slot of the matrix but leave it stopped; a later
+    /// [`Decision::Resume`] runs it.
+    Place { job: JobId, pes: PeSet, slot: Option<u32> },
+    /// Stop a running job; it keeps its PEs (a context switch out of its slot).
+    Suspend { job: JobId },
+    /// Run an allocated, stopped job again.
+    Resume { job: JobId },
+    /// Stop a job and take its PEs away (its state goes to disk); it waits until started
+    /// again. Work done so far is kept.
+    Preempt { job: JobId },
+    /// Kill a job; the driver answers with [`Event::Ended`].
+    Kill { job: JobId },
+    /// Deliver [`Event::Timer`]`(token)` at `at`.
+    SetTimer { at: Time, token: u64 },
+}
+
+/// A job-level scheduling policy: a pure state machine.
+pub trait Policy: Send {
+    /// The registry name (`fcfs`, `easy`, …).
+    fn name(&self) -> &str;
+
+    /// Reacts to one event at time `now`, pushing decisions onto `out` (which the driver
+    /// empties between calls).
+    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>);
+
+    /// Waiting jobs in the order the policy would start them.
+    fn queue(&self) -> Vec<JobId>;
+
+    /// The time-sharing matrix, for policies that have one (status tools draw it).
+    fn matrix(&self) -> Option<MatrixView> {
+        None
+    }
+
+    /// A copy of the whole state, so a driver can simulate forward ("forecast") without
+    /// disturbing the real one.
+    fn boxed_clone(&self) -> Box<dyn Policy>;
+}
+
+/// One row of the Ousterhout matrix: which job holds which PEs in this slot.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotView {
+    pub jobs: Vec<(JobId, PeSet)>,
+}
+
+/// The Ousterhout matrix as a status tool sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixView {
+    pub slots: Vec<SlotView>,
+    /// The slot whose jobs run now, when one does.
+    pub active: Option<u32>,
+}
+
+/// Everything a policy is built from: the machine and the options given on the command line
+/// or in a configuration file. Options a policy does not use are ignored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyConfig {
+    pub machine: MachineShape,
+    /// Multiprogramming level of time-sharing policies; `None` = unlimited.
+    pub mpl: Option<u32>,
+    /// Time quantum of time-sharing policies.
+    pub quantum: Option<Dur>,
+    /// Cost of one multi-context switch.
+    pub context_switch: Option<Dur>,
+    /// Named options of a particular policy (`packing = "buddy"`, `large_job = 32`, …), and the
+    /// contents of a policy's TOML file under `[policy]`.
+    pub options: toml::Table,
+}
+
+impl PolicyConfig {
+    pub fn new(machine: MachineShape) -> PolicyConfig {
+        PolicyConfig { machine, mpl: None, quantum: None, context_switch: None, options: toml::Table::new() }
+    }
+}
+
+/// A policy could not be built from its configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown policy {name:?}; known policies: {known}")]
+    UnknownPolicy { name: String, known: String },
+    #[error("policy {policy}: option {option}: {why}")]
+    BadOption { policy: String, option: String, why: String },
+}

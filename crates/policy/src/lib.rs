@@ -1,0 +1,33 @@
+//! Job-level scheduling policies: pure state machines, written once and driven twice — by the
+//! discrete-event simulator (`cosched-sim`) in virtual time and by the machine manager
+//! (`cosched-daemon`) in real time.
+//!
+//! A policy receives [`Event`]s with the current time as an argument and answers with
+//! [`Decision`]s. It never reads a clock, opens a file or spawns anything, and it never sees
+//! a job's actual runtime: only what a real scheduler would know ([`JobRequest`]).
+//!
+//! - [`api`]: the [`Policy`] trait, events, decisions, the views a status tool reads.
+//! - [`registry`]: policies by name; adding a policy is adding a file and one line there.
+//! - [`pool`]: [`PePool`], free-PE bookkeeping shared by the space-sharing policies.
+//!
+//! ```
+//! use cosched_core::{Dur, JobId, MachineShape, Time};
+//! use cosched_policy::{Decision, Event, JobRequest, PolicyConfig, registry};
+//!
+//! let cfg = PolicyConfig::new(MachineShape::flat(4, 1));
+//! let mut fcfs = registry::build("fcfs", &cfg).unwrap();
+//! let mut out = Vec::new();
+//! let job = JobRequest::new(JobId(1), Time::ZERO, 2, Dur::from_secs(60));
+//! fcfs.handle(Time::ZERO, Event::Submitted(job), &mut out);
+//! assert!(matches!(out[0], Decision::Start { job: JobId(1), .. }));
+//! ```
+
+pub mod api;
+pub mod fcfs;
+pub mod pool;
+pub mod registry;
+
+pub use api::{
+    ConfigError, Decision, Event, JobRequest, MatrixView, Policy, PolicyConfig, SlotView,
+};
+pub use pool::PePool;

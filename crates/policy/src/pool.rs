@@ -1,0 +1,157 @@
+//! [`PePool`]: which PEs are free, for space-sharing policies.
+//!
+//! A bitset over the machine's PEs. Allocation is first-fit on PE numbers, so jobs land on
+//! low-numbered PEs and whole nodes stay together when sizes allow. PEs of nodes that are
+//! down are neither free nor allocatable until the node comes back.
+
+use cosched_core::{MachineShape, NodeId, PeId, PeSet};
+
+#[derive(Clone, Debug)]
+pub struct PePool {
+    machine: MachineShape,
+    /// Bit set = PE free.
+    free: Vec<u64>,
+    /// Bit set = PE's node down (a PE can be both allocated and down: its job is being ended).
+    down: Vec<u64>,
+    free_count: u32,
+}
+
+impl PePool {
+    pub fn new(machine: MachineShape) -> PePool {
+        let n = machine.total_pes() as usize;
+        let words = n.div_ceil(64);
+        let mut free = vec![u64::MAX; words];
+        if n % 64 != 0 {
+            free[words - 1] = (1u64 << (n % 64)) - 1;
+        }
+        PePool { machine, free, down: vec![0; words], free_count: n as u32 }
+    }
+
+    pub fn machine(&self) -> &MachineShape {
+        &self.machine
+    }
+    /// PEs free now.
+    pub fn free_count(&self) -> u32 {
+        self.free_count
+    }
+    /// PEs on nodes that are up, allocated or not.
+    pub fn usable_count(&self) -> u32 {
+        self.machine.total_pes() - self.down.iter().map(|w| w.count_ones()).sum::<u32>()
+    }
+    pub fn is_free(&self, pe: PeId) -> bool {
+        self.free[(pe.0 / 64) as usize] & (1 << (pe.0 % 64)) != 0
+    }
+
+    /// Takes the `n` lowest-numbered free PEs, or `None` (and changes nothing) if fewer are free.
+    pub fn allocate(&mut self, n: u32) -> Option<PeSet> {
+        if n > self.free_count {
+            return None;
+        }
+        let mut set = PeSet::new();
+        let mut need = n;
+        for (w, word) in self.free.iter_mut().enumerate() {
+            while need > 0 && *word != 0 {
+                let bit = word.trailing_zeros();
+                *word &= *word - 1;
+                let pe = w as u32 * 64 + bit;
+                set.push_sorted(pe, pe + 1);
+                need -= 1;
+            }
+            if need == 0 {
+                break;
+            }
+        }
+        self.free_count -= n;
+        Some(set)
+    }
+
+    /// Takes exactly these PEs (a restarted manager re-adopting running jobs). Returns false
+    /// and changes nothing if any of them is not free.
+    pub fn take(&mut self, pes: &PeSet) -> bool {
+        if !pes.iter().all(|p| p.0 < self.machine.total_pes() && self.is_free(p)) {
+            return false;
+        }
+        for p in pes.iter() {
+            self.free[(p.0 / 64) as usize] &= !(1 << (p.0 % 64));
+        }
+        self.free_count -= pes.len();
+        true
+    }
+
+    /// Returns PEs to the pool. PEs of nodes that are down stay unavailable.
+    pub fn release(&mut self, pes: &PeSet) {
+        for p in pes.iter() {
+            let (w, b) = ((p.0 / 64) as usize, 1u64 << (p.0 % 64));
+            debug_assert!(self.free[w] & b == 0, "PE {p} released twice");
+            if self.down[w] & b == 0 && self.free[w] & b == 0 {
+                self.free[w] |= b;
+                self.free_count += 1;
+            }
+        }
+    }
+
+    /// Marks a node down: its free PEs leave the pool; allocated ones stay allocated until
+    /// released, then stay out.
+    pub fn node_down(&mut self, node: NodeId) {
+        for pe in self.machine.pes_of(node) {
+            let (w, b) = ((pe / 64) as usize, 1u64 << (pe % 64));
+            if self.down[w] & b == 0 {
+                self.down[w] |= b;
+                if self.free[w] & b != 0 {
+                    self.free[w] &= !b;
+                    self.free_count -= 1;
+                }
+            }
+        }
+    }
+
+    /// Marks a node up: its PEs that no job holds become free. `held` says whether a PE is
+    /// still allocated to some job.
+    pub fn node_up(&mut self, node: NodeId, held: impl Fn(PeId) -> bool) {
+        for pe in self.machine.pes_of(node) {
+            let (w, b) = ((pe / 64) as usize, 1u64 << (pe % 64));
+            if self.down[w] & b != 0 {
+                self.down[w] &= !b;
+                if !held(PeId(pe)) {
+                    self.free[w] |= b;
+                    self.free_count += 1;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocates_lowest_first_and_releases() {
+        let mut pool = PePool::new(MachineShape::flat(70, 1));
+        let a = pool.allocate(65).unwrap();
+        assert_eq!(a.runs(), &[(0, 65)]);
+        assert_eq!(pool.free_count(), 5);
+        assert!(pool.allocate(6).is_none());
+        assert_eq!(pool.free_count(), 5);
+        pool.release(&PeSet::contiguous(10, 3));
+        let b = pool.allocate(4).unwrap();
+        assert_eq!(b.to_string(), "10-12,65");
+        assert_eq!(pool.free_count(), 4);
+    }
+
+    #[test]
+    fn down_nodes_are_not_allocated() {
+        let m = MachineShape::flat(4, 2);
+        let mut pool = PePool::new(m);
+        let a = pool.allocate(2).unwrap(); // node 0
+        pool.node_down(NodeId(0));
+        pool.node_down(NodeId(1));
+        assert_eq!(pool.free_count(), 4);
+        assert_eq!(pool.usable_count(), 4);
+        pool.release(&a);
+        assert_eq!(pool.free_count(), 4);
+        assert_eq!(pool.allocate(4).unwrap().to_string(), "4-7");
+        pool.node_up(NodeId(0), |_| false);
+        assert_eq!(pool.free_count(), 2);
+    }
+}

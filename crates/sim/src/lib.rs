@@ -1,0 +1,1 @@
+//! The job-level discrete-event simulator: drives cosched-policy in virtual time; metrics, sweeps, plots.

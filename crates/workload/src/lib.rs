@@ -1,0 +1,1 @@
+//! SWF traces (read, write, transform) and the Lublin–Feitelson workload model.
