@@ -1,1 +1,28 @@
-//! STORM's three mechanisms (XFER-AND-SIGNAL, TEST-EVENT, COMPARE-AND-WRITE) over a k-ary tree transport.
+//! STORM's three mechanisms (XFER-AND-SIGNAL, TEST-EVENT, COMPARE-AND-WRITE) over a k-ary
+//! tree of authenticated TCP links.
+//!
+//! The daemons write every collective function (job launch, heartbeat and gang context
+//! switch, fault detection, status gathering) with these mechanisms, so the transport below
+//! them could be replaced (RDMA, hardware multicast) without touching the functions.
+//!
+//! - [`frame`]: length-delimited frames with an HMAC-SHA256 tag; the cluster [`Key`].
+//! - [`tree`]: the k-ary overlay ([`Topology`]) and destination sets ([`Dest`]).
+//! - [`mech`]: the mechanisms as messages ([`Down`], [`Up`]), node variables ([`Vars`]),
+//!   and the root's gathering of COMPARE answers ([`Gather`]).
+//! - [`link`]: parent-to-child connections with queued writers.
+//! - [`node`]: the node side (routing, variables, deliveries to the node manager).
+//! - [`root`]: the root side, driven by the machine manager.
+
+pub mod frame;
+pub mod link;
+pub mod mech;
+pub mod node;
+pub mod root;
+pub mod tree;
+
+pub use frame::{FrameError, Key};
+pub use link::ChildEvent;
+pub use mech::{Cmp, Cond, Down, Gather, Up, Var, Vars};
+pub use node::{Delivery, NodeHandle, spawn_node};
+pub use root::Root;
+pub use tree::{Dest, Topology};

@@ -1,0 +1,252 @@
+//! Length-delimited, authenticated frames: the unit every cosched peer sends over TCP.
+//!
+//! A frame is `u32 length (big-endian) | 32-byte HMAC-SHA256 tag | payload`, where the length
+//! counts tag and payload and the tag is computed with the cluster key over the payload. A
+//! peer that sends a frame longer than [`MAX_FRAME`], a wrong tag or a payload that does not
+//! decode gets an error here; callers drop the connection and log it, and keep serving others.
+//!
+//! Payloads are postcard-encoded serde values. Frames are not encrypted (the cluster network
+//! is trusted for confidentiality) and carry no replay counter: a captured frame could be
+//! replayed on a new connection. Both are noted in docs/daemons.md.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use hmac::{Hmac, KeyInit, Mac};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sha2::Sha256;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Longest frame accepted (tag included); bigger lengths are garbage or abuse.
+pub const MAX_FRAME: usize = 16 << 20;
+const TAG_LEN: usize = 32;
+
+/// The cluster key: 32 random bytes, stored as 64 hex digits in a file only its owner reads.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Key([u8; 32]);
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Key(..)")
+    }
+}
+
+/// Why a frame could not be read or a key loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("connection closed")]
+    Closed,
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("frame of {0} bytes is outside 32..={MAX_FRAME} (garbage or a foreign protocol)")]
+    BadLength(usize),
+    #[error("frame authentication failed (wrong cluster key or tampered data)")]
+    BadTag,
+    #[error("frame payload does not decode: {0}")]
+    Decode(postcard::Error),
+    #[error("key file {path}: {why}")]
+    KeyFile { path: String, why: String },
+}
+
+impl Key {
+    pub fn from_bytes(bytes: [u8; 32]) -> Key {
+        Key(bytes)
+    }
+
+    /// A fresh random key from the operating system.
+    pub fn generate() -> Result<Key, FrameError> {
+        let mut b = [0u8; 32];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+        Ok(Key(b))
+    }
+
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn from_hex(text: &str) -> Option<Key> {
+        let t = text.trim();
+        if t.len() != 64 {
+            return None;
+        }
+        let mut b = [0u8; 32];
+        for (i, byte) in b.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(t.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(Key(b))
+    }
+
+    pub fn load(path: &Path) -> Result<Key, FrameError> {
+        let err = |why: String| FrameError::KeyFile {
+            path: path.display().to_string(),
+            why,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        Key::from_hex(&text).ok_or_else(|| err("expected 64 hex digits".into()))
+    }
+
+    /// Writes the key readable by its owner only.
+    pub fn save(&self, path: &Path) -> Result<(), FrameError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?;
+        writeln!(f, "{}", self.to_hex())?;
+        Ok(())
+    }
+
+    fn mac(&self) -> Hmac<Sha256> {
+        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes keys of any length")
+    }
+
+    /// Encodes `msg` into a whole frame, length prefix included.
+    pub fn seal<T: Serialize>(&self, msg: &T) -> Vec<u8> {
+        let payload = postcard::to_stdvec(msg).expect("in-memory serialisation cannot fail");
+        let mut mac = self.mac();
+        mac.update(&payload);
+        let tag = mac.finalize().into_bytes();
+        let mut out = Vec::with_capacity(4 + TAG_LEN + payload.len());
+        out.extend_from_slice(&((TAG_LEN + payload.len()) as u32).to_be_bytes());
+        out.extend_from_slice(&tag);
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    /// Checks the tag of a frame body (what follows the length) and decodes its payload.
+    pub fn open<T: DeserializeOwned>(&self, body: &[u8]) -> Result<T, FrameError> {
+        if body.len() < TAG_LEN {
+            return Err(FrameError::BadLength(body.len()));
+        }
+        let (tag, payload) = body.split_at(TAG_LEN);
+        let mut mac = self.mac();
+        mac.update(payload);
+        mac.verify_slice(tag).map_err(|_| FrameError::BadTag)?;
+        postcard::from_bytes(payload).map_err(FrameError::Decode)
+    }
+}
+
+fn check_len(len: usize) -> Result<usize, FrameError> {
+    if (TAG_LEN..=MAX_FRAME).contains(&len) {
+        Ok(len)
+    } else {
+        Err(FrameError::BadLength(len))
+    }
+}
+
+/// Reads one frame from a blocking stream.
+pub fn read_blocking<R: Read, T: DeserializeOwned>(r: &mut R, key: &Key) -> Result<T, FrameError> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
+        Err(e) => return Err(e.into()),
+    }
+    let len = check_len(u32::from_be_bytes(len) as usize)?;
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    key.open(&body)
+}
+
+/// Writes one frame to a blocking stream.
+pub fn write_blocking<W: Write, T: Serialize>(
+    w: &mut W,
+    key: &Key,
+    msg: &T,
+) -> Result<(), FrameError> {
+    w.write_all(&key.seal(msg))?;
+    w.flush()?;
+    Ok(())
+}
+
+/// Reads one frame from an async stream.
+pub async fn read_frame<R: AsyncRead + Unpin, T: DeserializeOwned>(
+    r: &mut R,
+    key: &Key,
+) -> Result<T, FrameError> {
+    key.open(&read_body(r).await?)
+}
+
+/// Reads one frame body (tag and payload, length removed) without decoding it, so a router
+/// can authenticate and inspect it with [`Key::open`] and forward the same bytes with
+/// [`frame_of_body`].
+pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R) -> Result<Vec<u8>, FrameError> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
+        Err(e) => return Err(e.into()),
+    }
+    let len = check_len(u32::from_be_bytes(len) as usize)?;
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).await?;
+    Ok(body)
+}
+
+/// The whole frame (length prefix included) of a body read by [`read_body`].
+pub fn frame_of_body(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// Writes one frame to an async stream.
+pub async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(
+    w: &mut W,
+    key: &Key,
+    msg: &T,
+) -> Result<(), FrameError> {
+    w.write_all(&key.seal(msg)).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_rejections() {
+        let k = Key::from_bytes([7; 32]);
+        let frame = k.seal(&("hello", 42u32));
+        let mut r = &frame[..];
+        let v: (String, u32) = read_blocking(&mut r, &k).unwrap();
+        assert_eq!(v, ("hello".to_string(), 42));
+
+        let other = Key::from_bytes([8; 32]);
+        let mut r = &frame[..];
+        assert!(matches!(
+            read_blocking::<_, (String, u32)>(&mut r, &other),
+            Err(FrameError::BadTag)
+        ));
+
+        let mut tampered = frame.clone();
+        *tampered.last_mut().unwrap() ^= 1;
+        assert!(matches!(
+            read_blocking::<_, (String, u32)>(&mut &tampered[..], &k),
+            Err(FrameError::BadTag)
+        ));
+
+        let garbage = b"GET / HTTP/1.1\r\n\r\n";
+        assert!(matches!(
+            read_blocking::<_, u32>(&mut &garbage[..], &k),
+            Err(FrameError::BadLength(_))
+        ));
+        assert!(matches!(
+            read_blocking::<_, u32>(&mut &[][..], &k),
+            Err(FrameError::Closed)
+        ));
+    }
+
+    #[test]
+    fn key_hex_round_trip() {
+        let k = Key::generate().unwrap();
+        assert_eq!(Key::from_hex(&k.to_hex()), Some(k.clone()));
+        assert_eq!(Key::from_hex("zz"), None);
+        assert_ne!(k, Key::generate().unwrap());
+    }
+}

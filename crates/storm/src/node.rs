@@ -1,0 +1,196 @@
+//! The transport side of a node manager: accepts its parent (whoever sends a valid
+//! [`Down::Topology`] first), routes down-going messages to its children and up-going ones to
+//! its parent, applies XFER writes to its [`Vars`], answers COMPARE queries, and hands the
+//! payloads meant for it to the node manager.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cosched_core::NodeId;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::mpsc;
+
+use crate::frame::{Key, frame_of_body, read_body, read_frame};
+use crate::link::{ChildEvent, Children};
+use crate::mech::{Down, Up, Vars};
+use crate::tree::Topology;
+
+/// A peer must present its first frame within this time or be dropped.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the transport hands to the node manager.
+#[derive(Debug)]
+pub enum Delivery {
+    /// The payload of an XFER-AND-SIGNAL addressed to this node.
+    Xfer(Vec<u8>),
+    /// The node joined a (new) overlay.
+    Topology(Topology),
+    /// The connection to the parent broke; the node manager should register again.
+    ParentLost,
+}
+
+/// The node manager's handle on its transport.
+#[derive(Clone)]
+pub struct NodeHandle {
+    pub vars: Vars,
+    up: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+impl NodeHandle {
+    /// Sends a payload up the tree to the root (dropped if there is no parent right now).
+    pub fn signal_up(&self, payload: Vec<u8>) {
+        let _ = self.up.send(payload);
+    }
+}
+
+enum Ev {
+    NewParent {
+        conn: u64,
+        writer: OwnedWriteHalf,
+        topo: Topology,
+    },
+    FromParent {
+        conn: u64,
+        body: Vec<u8>,
+        msg: Down,
+    },
+    ParentClosed {
+        conn: u64,
+    },
+}
+
+/// Starts the transport of node `me` on `listener`; returns the handle and the deliveries.
+pub fn spawn_node(
+    listener: TcpListener,
+    key: Key,
+    me: NodeId,
+) -> (NodeHandle, mpsc::UnboundedReceiver<Delivery>) {
+    let (deliver_tx, deliver_rx) = mpsc::unbounded_channel();
+    let (up_tx, up_rx) = mpsc::unbounded_channel();
+    let vars = Vars::default();
+    tokio::spawn(run(listener, key, me, vars.clone(), deliver_tx, up_rx));
+    (NodeHandle { vars, up: up_tx }, deliver_rx)
+}
+
+async fn run(
+    listener: TcpListener,
+    key: Key,
+    me: NodeId,
+    vars: Vars,
+    deliver: mpsc::UnboundedSender<Delivery>,
+    mut up_rx: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Ev>();
+    let (child_tx, mut child_rx) = mpsc::unbounded_channel::<ChildEvent>();
+    let mut children = Children::new(key.clone(), child_tx);
+    let mut parent: Option<(u64, OwnedWriteHalf)> = None;
+    let mut epoch = 0u64;
+    let mut next_conn = 1u64;
+
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, peer)) = accepted else { continue };
+                let _ = stream.set_nodelay(true);
+                let conn = next_conn;
+                next_conn += 1;
+                let (key, ev_tx) = (key.clone(), ev_tx.clone());
+                tokio::spawn(async move {
+                    let (mut rd, writer) = stream.into_split();
+                    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_frame::<_, Down>(&mut rd, &key)).await;
+                    let topo = match first {
+                        Ok(Ok(Down::Topology(t))) => t,
+                        Ok(Ok(_)) => { eprintln!("storm: dropping {peer}: first frame is not a topology"); return; }
+                        Ok(Err(e)) => { eprintln!("storm: dropping {peer}: {e}"); return; }
+                        Err(_) => { eprintln!("storm: dropping {peer}: silent for {HANDSHAKE_TIMEOUT:?}"); return; }
+                    };
+                    if ev_tx.send(Ev::NewParent { conn, writer, topo }).is_err() { return; }
+                    loop {
+                        match read_body(&mut rd).await {
+                            Ok(body) => match key.open::<Down>(&body) {
+                                Ok(msg) => { if ev_tx.send(Ev::FromParent { conn, body, msg }).is_err() { return; } }
+                                Err(e) => { eprintln!("storm: dropping parent {peer}: {e}"); break; }
+                            },
+                            Err(crate::FrameError::Closed) => break,
+                            Err(e) => { eprintln!("storm: dropping parent {peer}: {e}"); break; }
+                        }
+                    }
+                    let _ = ev_tx.send(Ev::ParentClosed { conn });
+                });
+            }
+            Some(ev) = ev_rx.recv() => match ev {
+                Ev::NewParent { conn, writer, topo } => {
+                    if topo.epoch < epoch {
+                        continue; // a stale parent from an older overlay
+                    }
+                    parent = Some((conn, writer));
+                    epoch = topo.epoch;
+                    apply(&mut children, &key, me, &topo);
+                    let _ = deliver.send(Delivery::Topology(topo));
+                }
+                Ev::FromParent { conn, body, msg } => {
+                    if parent.as_ref().map(|p| p.0) != Some(conn) {
+                        continue;
+                    }
+                    match msg {
+                        Down::Topology(topo) => {
+                            if topo.epoch >= epoch {
+                                epoch = topo.epoch;
+                                apply(&mut children, &key, me, &topo);
+                                let _ = deliver.send(Delivery::Topology(topo));
+                            }
+                        }
+                        Down::Xfer { dest, write, payload } => {
+                            children.route(&dest, Arc::new(frame_of_body(&body)));
+                            if dest.includes(me) {
+                                if let Some((var, value)) = write {
+                                    vars.set(var, value);
+                                }
+                                let _ = deliver.send(Delivery::Xfer(payload));
+                            }
+                        }
+                        Down::Compare { id, dest, cond } => {
+                            children.route(&dest, Arc::new(frame_of_body(&body)));
+                            if dest.includes(me) {
+                                let answer = Up::Answer { id, from: me, holds: cond.holds(vars.get(cond.var)) };
+                                send_parent(&mut parent, &key.seal(&answer)).await;
+                            }
+                        }
+                    }
+                }
+                Ev::ParentClosed { conn } => {
+                    if parent.as_ref().map(|p| p.0) == Some(conn) {
+                        parent = None;
+                        let _ = deliver.send(Delivery::ParentLost);
+                    }
+                }
+            },
+            Some(ev) = child_rx.recv() => match ev {
+                ChildEvent::Up { frame, .. } => send_parent(&mut parent, &frame).await,
+                ChildEvent::Lost { node, conn } => { children.lost(node, conn); }
+            },
+            payload = up_rx.recv() => {
+                let Some(payload) = payload else { return };
+                send_parent(&mut parent, &key.seal(&Up::Signal { from: me, payload })).await;
+            }
+        }
+    }
+}
+
+fn apply(children: &mut Children, key: &Key, me: NodeId, topo: &Topology) {
+    let routes = match topo.position(me) {
+        Some(p) => topo.routes(p),
+        None => Vec::new(),
+    };
+    children.reconcile(routes, Arc::new(key.seal(&Down::Topology(topo.clone()))));
+}
+
+async fn send_parent(parent: &mut Option<(u64, OwnedWriteHalf)>, frame: &[u8]) {
+    if let Some((_, w)) = parent
+        && w.write_all(frame).await.is_err()
+    {
+        *parent = None;
+    }
+}
