@@ -1,0 +1,286 @@
+//! Conservative backfilling: every waiting job holds a reservation on an availability
+//! profile ([`Profile`]), made in queue order at the earliest time its PEs are expected free
+//! for its estimate. A job starts when its reservation comes due; a later job can only take
+//! a hole that no earlier job's reservation uses, so no job is ever delayed by one behind it.
+//!
+//! When a job ends before its estimate, is cancelled, or the machine changes, the profile is
+//! rebuilt from the running jobs and every reservation made again in queue order
+//! ("compression"): each job then starts no later than it was promised, as long as running
+//! jobs end by their estimates. A job past its estimate is expected to end now, so while one
+//! overruns the reservations behind it slide with time.
+
+use std::collections::HashSet;
+
+use cosched_core::{JobId, Time};
+
+use crate::profile::{Profile, Run, RunningSet};
+use crate::{Decision, Event, JobRequest, PePool, Policy, PolicyConfig};
+
+#[derive(Clone, Debug)]
+struct Waiting {
+    req: JobRequest,
+    /// The reservation; `None` while held or when the usable machine is too small for it.
+    resv: Option<Time>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Conservative {
+    pool: PePool,
+    /// Waiting jobs by (submit, id).
+    queue: Vec<Waiting>,
+    running: RunningSet,
+    held: HashSet<JobId>,
+    profile: Profile,
+    /// The profile holds exactly the running jobs and the queue's reservations.
+    valid: bool,
+}
+
+impl Conservative {
+    pub fn new(cfg: &PolicyConfig) -> Conservative {
+        Conservative {
+            pool: PePool::new(cfg.machine),
+            queue: Vec::new(),
+            running: RunningSet::default(),
+            held: HashSet::new(),
+            profile: Profile::default(),
+            valid: false,
+        }
+    }
+
+    /// Each waiting job's reservation, in queue order.
+    pub fn reservations(&self) -> Vec<(JobId, Option<Time>)> {
+        self.queue.iter().map(|w| (w.req.id, w.resv)).collect()
+    }
+
+    fn overrun(&self, now: Time) -> bool {
+        self.running.first_end().is_some_and(|t| t < now)
+    }
+
+    fn reserve(&mut self, k: usize) {
+        let w = &self.queue[k];
+        if self.held.contains(&w.req.id) {
+            self.queue[k].resv = None;
+            return;
+        }
+        let (procs, est) = (w.req.procs, w.req.estimate);
+        self.queue[k].resv = self.profile.earliest(procs, est).map(|(t, i)| {
+            self.profile.reserve(i, est, procs);
+            t
+        });
+    }
+
+    fn rebuild(&mut self, now: Time) {
+        self.profile
+            .rebuild(now, self.pool.free_count(), self.running.releases(now));
+        for k in 0..self.queue.len() {
+            self.reserve(k);
+        }
+        self.valid = true;
+    }
+
+    /// Starts the jobs whose reservation is due.
+    fn start_due(&mut self, now: Time, out: &mut Vec<Decision>) {
+        if self.pool.free_count() == 0 {
+            return;
+        }
+        let mut k = 0;
+        while k < self.queue.len() {
+            if self.queue[k].resv.is_some_and(|t| t <= now) {
+                let Some(pes) = self.pool.allocate(self.queue[k].req.procs) else {
+                    // The profile promised PEs the pool does not have (a node went down
+                    // under a reservation): make the reservations again at the next event.
+                    self.valid = false;
+                    k += 1;
+                    continue;
+                };
+                let w = self.queue.remove(k);
+                let run = Run {
+                    pes: pes.clone(),
+                    procs: w.req.procs,
+                    expected_end: now + w.req.estimate,
+                };
+                self.running.insert(w.req.id, run);
+                out.push(Decision::Start {
+                    job: w.req.id,
+                    pes,
+                    slot: None,
+                });
+            } else {
+                k += 1;
+            }
+        }
+    }
+}
+
+impl Policy for Conservative {
+    fn name(&self) -> &str {
+        "conservative"
+    }
+
+    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
+        // Whether the profile stays right as it is (only the past needs dropping).
+        let mut keep = false;
+        match event {
+            Event::Submitted(req) => {
+                let key = (req.submit, req.id);
+                let at = self
+                    .queue
+                    .partition_point(|w| (w.req.submit, w.req.id) <= key);
+                self.queue.insert(at, Waiting { req, resv: None });
+                if self.valid && !self.overrun(now) && at == self.queue.len() - 1 {
+                    // A job joining the tail takes the earliest hole left; nobody moves.
+                    self.profile.advance(now);
+                    self.reserve(at);
+                    keep = true;
+                }
+            }
+            Event::Ended(id) => {
+                if let Some(run) = self.running.remove(id) {
+                    self.pool.release(&run.pes);
+                    // Ending exactly when expected frees nothing the profile did not foresee.
+                    keep = run.expected_end == now && self.valid && !self.overrun(now);
+                    if keep {
+                        self.profile.advance(now);
+                    }
+                } else {
+                    self.queue.retain(|w| w.req.id != id);
+                }
+                self.held.remove(&id);
+            }
+            Event::Running { job, pes, since } => {
+                if self.pool.take(&pes) {
+                    let expected_end = since + job.estimate;
+                    self.running.insert(
+                        job.id,
+                        Run {
+                            pes,
+                            procs: job.procs,
+                            expected_end,
+                        },
+                    );
+                }
+            }
+            Event::NodeDown(node) => self.pool.node_down(node),
+            Event::NodeUp(node) => {
+                let running = &self.running;
+                self.pool.node_up(node, |pe| running.holds(pe));
+            }
+            Event::Held(id) => {
+                self.held.insert(id);
+            }
+            Event::Released(id) => {
+                self.held.remove(&id);
+            }
+            Event::Timer(_) => {
+                keep = self.valid && !self.overrun(now);
+                if keep {
+                    self.profile.advance(now);
+                }
+            }
+        }
+        if !keep {
+            self.rebuild(now);
+        }
+        self.start_due(now, out);
+    }
+
+    fn queue(&self) -> Vec<JobId> {
+        self.queue.iter().map(|w| w.req.id).collect()
+    }
+
+    fn boxed_clone(&self) -> Box<dyn Policy> {
+        Box::new(self.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_core::{Dur, MachineShape};
+
+    fn sub(p: &mut Conservative, now: i64, id: u64, procs: u32, est: i64) -> Vec<u64> {
+        let mut out = Vec::new();
+        let req = JobRequest::new(JobId(id), Time::from_secs(now), procs, Dur::from_secs(est));
+        p.handle(Time::from_secs(now), Event::Submitted(req), &mut out);
+        started(&out)
+    }
+    fn started(out: &[Decision]) -> Vec<u64> {
+        out.iter()
+            .map(|d| match d {
+                Decision::Start { job, .. } => job.0,
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
+    }
+    fn t(s: i64) -> Option<Time> {
+        Some(Time::from_secs(s))
+    }
+
+    /// Seed 002, Figs. 1-2 on 128 nodes: the 32-node job backfills only when it ends before
+    /// the 128-node job's reservation.
+    #[test]
+    fn fig1_reservations_for_every_job() {
+        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(128, 1)));
+        assert_eq!(sub(&mut p, 0, 1, 64, 100), vec![1]);
+        assert_eq!(sub(&mut p, 1, 2, 128, 50), Vec::<u64>::new());
+        assert_eq!(sub(&mut p, 2, 3, 32, 200), Vec::<u64>::new());
+        assert_eq!(sub(&mut p, 2, 4, 32, 90), vec![4]);
+        // Job 3 is reserved after job 2: 100 + 50.
+        assert_eq!(
+            p.reservations(),
+            vec![(JobId(2), t(100)), (JobId(3), t(150))]
+        );
+    }
+
+    #[test]
+    fn later_job_does_not_delay_an_earlier_non_head_reservation() {
+        // EASY would let job 4 (long, fits now) delay job 3; conservative must not.
+        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(10, 1)));
+        assert_eq!(sub(&mut p, 0, 1, 6, 100), vec![1]);
+        assert_eq!(sub(&mut p, 0, 2, 8, 10), Vec::<u64>::new()); // at 100
+        assert_eq!(sub(&mut p, 0, 3, 2, 50), vec![3]); // fits now and ends before 100
+        assert_eq!(sub(&mut p, 0, 4, 2, 1000), vec![4]); // uses the 2 extra PEs at 100
+        assert_eq!(sub(&mut p, 0, 5, 4, 20), Vec::<u64>::new());
+        // Job 5 needs 4: after job 2 (100-110), 8 free while job 4 runs → 110.
+        assert_eq!(
+            p.reservations(),
+            vec![(JobId(2), t(100)), (JobId(5), t(110))]
+        );
+    }
+
+    #[test]
+    fn early_end_compresses_reservations() {
+        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(10, 1)));
+        assert_eq!(sub(&mut p, 0, 1, 10, 100), vec![1]);
+        sub(&mut p, 0, 2, 10, 10);
+        sub(&mut p, 0, 3, 5, 10);
+        assert_eq!(
+            p.reservations(),
+            vec![(JobId(2), t(100)), (JobId(3), t(110))]
+        );
+        let mut out = Vec::new();
+        p.handle(Time::from_secs(40), Event::Ended(JobId(1)), &mut out);
+        assert_eq!(started(&out), vec![2]);
+        assert_eq!(p.reservations(), vec![(JobId(3), t(50))]);
+        out.clear();
+        p.handle(Time::from_secs(50), Event::Ended(JobId(2)), &mut out);
+        assert_eq!(started(&out), vec![3]);
+    }
+
+    #[test]
+    fn cancel_and_hold_release_reservations() {
+        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(4, 1)));
+        assert_eq!(sub(&mut p, 0, 1, 4, 10), vec![1]);
+        sub(&mut p, 0, 2, 4, 10);
+        sub(&mut p, 0, 3, 4, 10);
+        let mut out = Vec::new();
+        p.handle(Time::from_secs(1), Event::Ended(JobId(2)), &mut out);
+        assert_eq!(p.reservations(), vec![(JobId(3), t(10))]);
+        p.handle(Time::from_secs(1), Event::Held(JobId(3)), &mut out);
+        assert_eq!(p.reservations(), vec![(JobId(3), None)]);
+        p.handle(Time::from_secs(10), Event::Ended(JobId(1)), &mut out);
+        assert!(out.is_empty());
+        p.handle(Time::from_secs(12), Event::Released(JobId(3)), &mut out);
+        assert_eq!(started(&out), vec![3]);
+    }
+}

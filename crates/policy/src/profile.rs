@@ -1,0 +1,190 @@
+//! Bookkeeping shared by the backfilling policies: the running jobs ordered by their expected
+//! end ([`RunningSet`]) and the availability profile of the machine over future time
+//! ([`Profile`]).
+//!
+//! A running job is expected to end at `start + estimate`; one that has run past its estimate
+//! is expected to end *now* (whatever "now" is when the question is asked). Both policies use
+//! that rule, so an overrunning job never makes a reservation lie in the past.
+
+use std::collections::{BTreeSet, HashMap};
+
+use cosched_core::{Dur, JobId, PeSet, Time};
+
+/// One running (or allocated and held) job.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub pes: PeSet,
+    pub procs: u32,
+    /// `start + estimate`.
+    pub expected_end: Time,
+}
+
+/// Running jobs by id and by expected end.
+#[derive(Clone, Debug, Default)]
+pub struct RunningSet {
+    by_id: HashMap<JobId, Run>,
+    by_end: BTreeSet<(Time, JobId)>,
+}
+
+impl RunningSet {
+    pub fn insert(&mut self, id: JobId, run: Run) {
+        self.by_end.insert((run.expected_end, id));
+        self.by_id.insert(id, run);
+    }
+    pub fn remove(&mut self, id: JobId) -> Option<Run> {
+        let run = self.by_id.remove(&id)?;
+        self.by_end.remove(&(run.expected_end, id));
+        Some(run)
+    }
+    pub fn get(&self, id: JobId) -> Option<&Run> {
+        self.by_id.get(&id)
+    }
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+    /// True when some PE set held by a running job contains `pe`.
+    pub fn holds(&self, pe: cosched_core::PeId) -> bool {
+        self.by_id.values().any(|r| r.pes.contains(pe))
+    }
+    /// `(expected end clamped to now, procs)` in order of expected end.
+    pub fn releases(&self, now: Time) -> impl Iterator<Item = (Time, u32)> + '_ {
+        self.by_end
+            .iter()
+            .map(move |&(end, id)| (end.max(now), self.by_id[&id].procs))
+    }
+    /// The earliest unclamped expected end, if any job runs.
+    pub fn first_end(&self) -> Option<Time> {
+        self.by_end.first().map(|&(t, _)| t)
+    }
+}
+
+/// Free PEs over future time as steps: `steps[i].1` PEs are free during
+/// `[steps[i].0, steps[i+1].0)`, and the last step lasts for ever.
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    steps: Vec<(Time, u32)>,
+}
+
+impl Profile {
+    /// The profile at `now` with `free_now` free PEs and running jobs releasing theirs at the
+    /// given (non-decreasing) times.
+    pub fn rebuild(
+        &mut self,
+        now: Time,
+        free_now: u32,
+        releases: impl Iterator<Item = (Time, u32)>,
+    ) {
+        self.steps.clear();
+        self.steps.push((now, free_now));
+        let mut free = free_now;
+        for (t, procs) in releases {
+            free += procs;
+            let last = self.steps.last_mut().expect("never empty");
+            if last.0 == t {
+                last.1 = free;
+            } else {
+                self.steps.push((t, free));
+            }
+        }
+    }
+
+    /// Forgets the past: the profile then starts at `now`.
+    pub fn advance(&mut self, now: Time) {
+        let keep_from = self.steps.partition_point(|s| s.0 <= now).saturating_sub(1);
+        if keep_from > 0 {
+            self.steps.drain(..keep_from);
+        }
+        if let Some(first) = self.steps.first_mut() {
+            first.0 = first.0.max(now);
+        }
+    }
+
+    /// Free PEs at the profile's first instant.
+    pub fn free_at_start(&self) -> u32 {
+        self.steps.first().map_or(0, |s| s.1)
+    }
+
+    pub fn steps(&self) -> &[(Time, u32)] {
+        &self.steps
+    }
+
+    /// The earliest time `procs` PEs stay free for `dur`, with the index of its step; `None`
+    /// if the machine never has that many free.
+    pub fn earliest(&self, procs: u32, dur: Dur) -> Option<(Time, usize)> {
+        let s = &self.steps;
+        let dur = dur.max(Dur::from_micros(1));
+        let mut i = 0;
+        'candidates: while i < s.len() {
+            if s[i].1 < procs {
+                i += 1;
+                continue;
+            }
+            let end = s[i].0 + dur;
+            let mut j = i + 1;
+            while j < s.len() && s[j].0 < end {
+                if s[j].1 < procs {
+                    i = j + 1;
+                    continue 'candidates;
+                }
+                j += 1;
+            }
+            return Some((s[i].0, i));
+        }
+        None
+    }
+
+    /// Takes `procs` PEs during `[start, start + dur)`, where `start` is the time of step `at`
+    /// (as [`Profile::earliest`] returns it).
+    pub fn reserve(&mut self, at: usize, dur: Dur, procs: u32) {
+        let end = self.steps[at].0 + dur.max(Dur::from_micros(1));
+        let mut j = at;
+        while j < self.steps.len() && self.steps[j].0 < end {
+            j += 1;
+        }
+        if j == self.steps.len() || self.steps[j].0 != end {
+            let before = self.steps[j - 1].1;
+            self.steps.insert(j, (end, before));
+        }
+        for step in &mut self.steps[at..j] {
+            debug_assert!(step.1 >= procs, "reservation over a full step");
+            step.1 -= procs;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> Time {
+        Time::from_secs(s)
+    }
+    fn d(s: i64) -> Dur {
+        Dur::from_secs(s)
+    }
+
+    #[test]
+    fn earliest_fit_skips_holes_too_short() {
+        let mut p = Profile::default();
+        // 4 free now, 10 at 10 s, 16 at 30 s.
+        p.rebuild(t(0), 4, [(t(10), 6), (t(30), 6)].into_iter());
+        assert_eq!(p.earliest(4, d(100)).unwrap().0, t(0));
+        assert_eq!(p.earliest(8, d(5)).unwrap().0, t(10));
+        let (at, i) = p.earliest(10, d(5)).unwrap();
+        assert_eq!(at, t(10));
+        p.reserve(i, d(5), 10); // 0 free in [10, 15)
+        assert_eq!(
+            p.steps(),
+            &[(t(0), 4), (t(10), 0), (t(15), 10), (t(30), 16)]
+        );
+        // A 2-PE job for 12 s would run into the full step at 10: it goes at 15; 10 s fits at 0.
+        assert_eq!(p.earliest(2, d(12)).unwrap().0, t(15));
+        assert_eq!(p.earliest(2, d(10)).unwrap().0, t(0));
+        assert!(p.earliest(17, d(1)).is_none());
+        p.advance(t(12));
+        assert_eq!(p.steps(), &[(t(12), 0), (t(15), 10), (t(30), 16)]);
+    }
+}

@@ -1,0 +1,323 @@
+//! Figures of merit of a simulated schedule: per-job wait, response, slowdown and bounded
+//! slowdown; their means, percentiles and maxima; utilization and makespan; breakdowns by job
+//! size and runtime class; batch-means confidence intervals.
+//!
+//! Only jobs that ran to their end count (the others are reported as `unfinished`). Times are
+//! reported in seconds as floats: this is the edge where integers become figures.
+
+use serde::Serialize;
+
+use cosched_core::{Dur, Time};
+
+use crate::SimResult;
+
+/// Knobs of the metrics.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MetricsOptions {
+    /// Bounded slowdown uses `max(runtime, threshold)` as the denominator.
+    pub bsld_threshold: Dur,
+    /// Jobs per batch for batch means (in order of termination).
+    pub batch_size: usize,
+}
+
+impl Default for MetricsOptions {
+    fn default() -> MetricsOptions {
+        MetricsOptions {
+            bsld_threshold: Dur::from_secs(10),
+            batch_size: 3333,
+        }
+    }
+}
+
+/// Per-job figures, in seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct JobMetrics {
+    pub wait_s: f64,
+    pub response_s: f64,
+    pub slowdown: f64,
+    pub bounded_slowdown: f64,
+}
+
+/// Mean, percentiles and maximum of one figure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Dist {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Dist {
+    fn of(mut v: Vec<f64>) -> Dist {
+        if v.is_empty() {
+            return Dist::default();
+        }
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        v.sort_by(f64::total_cmp);
+        // Nearest-rank percentiles: the smallest value with at least q of the data at or below.
+        let q = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        Dist {
+            mean,
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            max: *v.last().expect("non-empty"),
+        }
+    }
+}
+
+/// The figures of one group of jobs (all of them, or one size or runtime class).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Group {
+    pub label: String,
+    pub jobs: usize,
+    pub wait_s: Dist,
+    pub response_s: Dist,
+    pub slowdown: Dist,
+    pub bounded_slowdown: Dist,
+}
+
+/// A batch-means estimate: the mean of batch means and the half-width of its 90 % confidence
+/// interval (Student t), the first batch left out as warm-up.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct BatchMeans {
+    pub batches: usize,
+    pub mean: f64,
+    pub ci90_half_width: f64,
+}
+
+/// Everything `cosched sim` reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    pub policy: String,
+    /// Jobs that completed (the population of every figure).
+    pub jobs: usize,
+    pub unfinished: usize,
+    pub procs: u32,
+    pub mean_wait_s: f64,
+    pub mean_response_s: f64,
+    pub mean_slowdown: f64,
+    pub mean_bounded_slowdown: f64,
+    pub bsld_threshold_s: f64,
+    /// Delivered PE-time over machine PE-time from the first submission to the last end.
+    pub utilization: f64,
+    pub makespan_s: f64,
+    pub all: Group,
+    pub by_size: Vec<Group>,
+    pub by_runtime: Vec<Group>,
+    /// Batch means of bounded slowdown and of wait; `None` with fewer than 3 batches.
+    pub batch_bounded_slowdown: Option<BatchMeans>,
+    pub batch_wait_s: Option<BatchMeans>,
+    pub events: u64,
+    pub decisions: u64,
+}
+
+/// Size classes: upper bounds (inclusive) on PEs.
+const SIZE_CLASSES: &[(u32, &str)] = &[
+    (1, "1"),
+    (4, "2-4"),
+    (16, "5-16"),
+    (64, "17-64"),
+    (256, "65-256"),
+    (u32::MAX, ">256"),
+];
+/// Runtime classes: upper bounds (exclusive) in seconds.
+const RUNTIME_CLASSES: &[(i64, &str)] = &[
+    (60, "<1m"),
+    (600, "1m-10m"),
+    (3_600, "10m-1h"),
+    (36_000, "1h-10h"),
+    (i64::MAX, ">=10h"),
+];
+
+/// Per-job figures of a completed job.
+pub fn job_metrics(
+    submit: Time,
+    start: Time,
+    end: Time,
+    runtime: Dur,
+    threshold: Dur,
+) -> JobMetrics {
+    let wait = (start - submit).as_secs_f64();
+    let response = (end - submit).as_secs_f64();
+    let run = runtime.as_secs_f64();
+    let slowdown = if run > 0.0 {
+        response / run
+    } else {
+        1.0f64.max(response)
+    };
+    let bounded_slowdown =
+        (response / run.max(threshold.as_secs_f64()).max(f64::MIN_POSITIVE)).max(1.0);
+    JobMetrics {
+        wait_s: wait,
+        response_s: response,
+        slowdown,
+        bounded_slowdown,
+    }
+}
+
+fn group(label: &str, rows: &[JobMetrics]) -> Group {
+    let col = |f: fn(&JobMetrics) -> f64| Dist::of(rows.iter().map(f).collect());
+    Group {
+        label: label.to_string(),
+        jobs: rows.len(),
+        wait_s: col(|m| m.wait_s),
+        response_s: col(|m| m.response_s),
+        slowdown: col(|m| m.slowdown),
+        bounded_slowdown: col(|m| m.bounded_slowdown),
+    }
+}
+
+/// Two-sided 90 % Student t quantiles (0.95) for 1..=30 degrees of freedom.
+const T95: [f64; 30] = [
+    6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771,
+    1.761, 1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706,
+    1.703, 1.701, 1.699, 1.697,
+];
+
+/// Batch means over values in termination order; the first batch is discarded.
+pub fn batch_means(values: &[f64], batch_size: usize) -> Option<BatchMeans> {
+    if batch_size == 0 {
+        return None;
+    }
+    let means: Vec<f64> = values
+        .chunks_exact(batch_size)
+        .skip(1)
+        .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+        .collect();
+    let k = means.len();
+    if k < 2 {
+        return None;
+    }
+    let mean = means.iter().sum::<f64>() / k as f64;
+    let var = means.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
+    let t = T95.get(k - 2).copied().unwrap_or(1.645);
+    Some(BatchMeans {
+        batches: k,
+        mean,
+        ci90_half_width: t * (var / k as f64).sqrt(),
+    })
+}
+
+/// Computes the summary of a run.
+pub fn summarize(result: &SimResult, opts: &MetricsOptions) -> Summary {
+    let mut rows = Vec::with_capacity(result.records.len());
+    // (end, id) for termination order, plus size and runtime for the breakdowns.
+    let mut keyed = Vec::with_capacity(result.records.len());
+    let mut delivered = 0f64;
+    let first_submit = result.records.iter().map(|r| r.submit).min();
+    let mut last_end = first_submit.unwrap_or(Time::ZERO);
+    for (r, &runtime) in result.records.iter().zip(&result.runtimes) {
+        if let (Some(start), Some(end)) = (r.start, r.end) {
+            let m = job_metrics(r.submit, start, end, runtime, opts.bsld_threshold);
+            let ran = (end - start) - r.suspended;
+            delivered += r.procs as f64 * ran.as_secs_f64();
+            last_end = last_end.max(end);
+            keyed.push((end, r.id, r.procs, runtime, rows.len()));
+            rows.push(m);
+        }
+    }
+    let makespan = first_submit.map_or(0.0, |f| (last_end - f).as_secs_f64());
+    let procs = result.machine.total_pes();
+    let utilization = if makespan > 0.0 {
+        delivered / (procs as f64 * makespan)
+    } else {
+        0.0
+    };
+    let all = group("all", &rows);
+    let by_size = SIZE_CLASSES
+        .iter()
+        .enumerate()
+        .map(|(k, &(hi, label))| {
+            let lo = if k == 0 { 0 } else { SIZE_CLASSES[k - 1].0 };
+            let sel: Vec<_> = keyed
+                .iter()
+                .filter(|e| e.2 > lo && e.2 <= hi)
+                .map(|e| rows[e.4])
+                .collect();
+            group(label, &sel)
+        })
+        .filter(|g| g.jobs > 0)
+        .collect();
+    let by_runtime = RUNTIME_CLASSES
+        .iter()
+        .enumerate()
+        .map(|(k, &(hi, label))| {
+            let lo = if k == 0 {
+                i64::MIN
+            } else {
+                RUNTIME_CLASSES[k - 1].0
+            };
+            let sel: Vec<_> = keyed
+                .iter()
+                .filter(|e| e.3.as_secs() >= lo && e.3.as_secs() < hi)
+                .map(|e| rows[e.4])
+                .collect();
+            group(label, &sel)
+        })
+        .filter(|g| g.jobs > 0)
+        .collect();
+    keyed.sort_by_key(|e| (e.0, e.1));
+    let ordered =
+        |f: fn(&JobMetrics) -> f64| keyed.iter().map(|e| f(&rows[e.4])).collect::<Vec<_>>();
+    Summary {
+        policy: result.policy.clone(),
+        jobs: rows.len(),
+        unfinished: result.unfinished,
+        procs,
+        mean_wait_s: all.wait_s.mean,
+        mean_response_s: all.response_s.mean,
+        mean_slowdown: all.slowdown.mean,
+        mean_bounded_slowdown: all.bounded_slowdown.mean,
+        bsld_threshold_s: opts.bsld_threshold.as_secs_f64(),
+        utilization,
+        makespan_s: makespan,
+        batch_bounded_slowdown: batch_means(&ordered(|m| m.bounded_slowdown), opts.batch_size),
+        batch_wait_s: batch_means(&ordered(|m| m.wait_s), opts.batch_size),
+        all,
+        by_size,
+        by_runtime,
+        events: result.events,
+        decisions: result.decisions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_slowdown_uses_the_threshold_for_short_jobs() {
+        let s = Time::from_secs;
+        let m = job_metrics(s(0), s(20), s(21), Dur::from_secs(1), Dur::from_secs(10));
+        assert_eq!(m.wait_s, 20.0);
+        assert_eq!(m.slowdown, 21.0);
+        assert!((m.bounded_slowdown - 2.1).abs() < 1e-12);
+        // A long job that did not wait has (bounded) slowdown 1.
+        let m = job_metrics(s(0), s(0), s(100), Dur::from_secs(100), Dur::from_secs(10));
+        assert_eq!((m.slowdown, m.bounded_slowdown), (1.0, 1.0));
+        // Never below 1, even for a job shorter than the threshold that did not wait.
+        let m = job_metrics(s(0), s(0), s(2), Dur::from_secs(2), Dur::from_secs(10));
+        assert_eq!(m.bounded_slowdown, 1.0);
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let d = Dist::of((1..=100).map(f64::from).collect());
+        assert_eq!((d.p50, d.p90, d.p99, d.max), (50.0, 90.0, 99.0, 100.0));
+        assert_eq!(d.mean, 50.5);
+    }
+
+    #[test]
+    fn batch_means_drop_the_first_batch() {
+        // Batches: [100,100] (discarded), [1,3], [3,5], [5,7] → means 2, 4, 6.
+        let v = [100.0, 100.0, 1.0, 3.0, 3.0, 5.0, 5.0, 7.0, 9.0];
+        let b = batch_means(&v, 2).unwrap();
+        assert_eq!(b.batches, 3);
+        assert!((b.mean - 4.0).abs() < 1e-12);
+        // s = 2, t(2 df) = 2.920: half-width 2.920 * 2 / sqrt(3).
+        assert!((b.ci90_half_width - 2.920 * 2.0 / 3f64.sqrt()).abs() < 1e-9);
+        assert!(batch_means(&v[..5], 2).is_none());
+    }
+}
