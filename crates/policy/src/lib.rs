@@ -24,6 +24,7 @@
 
 pub mod api;
 pub mod fcfs;
+pub mod gang;
 pub mod pool;
 pub mod registry;
 

@@ -5,17 +5,27 @@ use crate::{ConfigError, Policy, PolicyConfig};
 type Builder = fn(&PolicyConfig) -> Result<Box<dyn Policy>, ConfigError>;
 
 /// `(name, one-line description, builder)`; names are unique (a test checks it).
-const POLICIES: &[(&str, &str, Builder)] = &[(
-    "fcfs",
-    "first come, first served: start the queue head when it fits, never skip it",
-    |cfg| Ok(Box::new(crate::fcfs::Fcfs::new(cfg))),
-)];
+const POLICIES: &[(&str, &str, Builder)] = &[
+    (
+        "fcfs",
+        "first come, first served: start the queue head when it fits, never skip it",
+        |cfg| Ok(Box::new(crate::fcfs::Fcfs::new(cfg))),
+    ),
+    (
+        "gang",
+        "gang scheduling: Ousterhout matrix, buddy/first-fit/best-fit packing, alternate scheduling",
+        |cfg| Ok(Box::new(crate::gang::Gang::new(cfg)?)),
+    ),
+];
 
 /// Builds the policy registered as `name`.
 pub fn build(name: &str, cfg: &PolicyConfig) -> Result<Box<dyn Policy>, ConfigError> {
     match POLICIES.iter().find(|(n, _, _)| *n == name) {
         Some((_, _, builder)) => builder(cfg),
-        None => Err(ConfigError::UnknownPolicy { name: name.to_string(), known: names().join(", ") }),
+        None => Err(ConfigError::UnknownPolicy {
+            name: name.to_string(),
+            known: names().join(", "),
+        }),
     }
 }
 

@@ -1,0 +1,679 @@
+//! Gang scheduling with an Ousterhout matrix (`gang`).
+//!
+//! The matrix has one row (slot) per multiprogramming context and one column per PE. A job
+//! holds the same PEs in one row for its whole life; rows take turns on the machine, each for
+//! one time quantum, and a multi-context switch between rows costs `context_switch` during
+//! which the jobs leaving stop and the jobs arriving have not started yet.
+//!
+//! - New jobs are packed into rows by `packing`: `buddy` (aligned power-of-two blocks, the
+//!   scheme of the seed's gang simulations), `first-fit` (first row with room) or `best-fit`
+//!   (the fullest row with room). A new row opens while the multiprogramming level allows.
+//! - Alternate scheduling (`alternate = true`, the default): while a row is active, jobs of
+//!   other rows whose PEs are all idle in it run too; jobs already running keep running
+//!   across a switch when they still fit, so they pay no switch.
+//! - When jobs leave, the remaining jobs move to lower rows where their PEs are free
+//!   (`repack = true`), and empty rows disappear, so the cycle shortens.
+//! - With a memory size per node (`MachineShape::mem_per_node_mib`) and a job memory
+//!   (`JobRequest::mem_per_pe_kib`), a job is placed only where its memory fits beside the
+//!   jobs of all rows (they are all resident).
+//! - No quantum timer runs while nothing would change at a switch (one row, or every job
+//!   already running through alternate scheduling).
+//!
+//! Relaxed alternate scheduling (seed 000 Fig. 2.3: single processes of a gang filling holes)
+//! is a process-level idea that the job-level decisions cannot express, since a job runs on
+//! all its PEs or on none; `relaxed = true` is refused with that explanation.
+
+mod bits;
+pub(crate) mod opts;
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+
+use cosched_core::{Dur, JobId, MachineShape, PeSet, Time};
+
+pub(crate) use bits::Bits;
+use opts::Opts;
+
+use crate::{ConfigError, Decision, Event, JobRequest, MatrixView, Policy, PolicyConfig, SlotView};
+
+/// How a new job is put into the matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Packing {
+    /// An aligned block of the next power of two PEs; the job uses its first PEs and the rest
+    /// of the block stays reserved in that row.
+    Buddy,
+    /// The first row with enough free PEs (lowest-numbered free PEs).
+    FirstFit,
+    /// The row with the fewest free PEs that still has enough.
+    BestFit,
+}
+
+impl Packing {
+    fn parse(text: &str) -> Option<Packing> {
+        match text {
+            "buddy" => Some(Packing::Buddy),
+            "first-fit" | "first_fit" | "firstfit" => Some(Packing::FirstFit),
+            "best-fit" | "best_fit" | "bestfit" => Some(Packing::BestFit),
+            _ => None,
+        }
+    }
+}
+
+/// Counters a benchmark or a report reads after a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GangStats {
+    /// Times the active row changed.
+    pub slot_switches: u64,
+    /// Slot switches that stopped at least one job and so paid the context-switch cost.
+    pub context_switches: u64,
+    /// Most rows the matrix ever had.
+    pub max_rows: usize,
+}
+
+#[derive(Clone, Debug)]
+struct Row {
+    /// PEs of jobs in this row.
+    busy: Bits,
+    /// `busy` plus the unused rest of buddy blocks: what packing must avoid.
+    reserved: Bits,
+    /// Jobs in placement order.
+    jobs: Vec<JobId>,
+}
+
+#[derive(Clone, Debug)]
+struct Member {
+    req: JobRequest,
+    pes: PeSet,
+    /// The PEs this job keeps others from in its row (its buddy block, or `pes`).
+    block: PeSet,
+    row: usize,
+    held: bool,
+    /// A Start or Place was sent for it.
+    announced: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TimerKind {
+    QuantumEnd,
+    SwitchDone,
+}
+
+#[derive(Clone, Debug)]
+pub struct Gang {
+    machine: MachineShape,
+    pes: u32,
+    mpl: Option<u32>,
+    quantum: Dur,
+    context_switch: Dur,
+    packing: Packing,
+    alternate: bool,
+    repack: bool,
+    /// `fifo`: the first waiting job that does not fit blocks the others.
+    fifo: bool,
+    mem_limit_kib: Option<u64>,
+
+    rows: Vec<Row>,
+    members: HashMap<JobId, Member>,
+    queue: VecDeque<JobRequest>,
+    held_waiting: HashSet<JobId>,
+    down: Bits,
+    /// Memory in use per node (KiB), summed over all rows.
+    mem_used: Vec<u64>,
+
+    active: usize,
+    running: BTreeSet<JobId>,
+    /// Between the Suspends and the Resumes of a multi-context switch.
+    switching: bool,
+    pending: Option<(u64, TimerKind)>,
+    next_token: u64,
+    stats: GangStats,
+}
+
+/// Default time quantum when none is configured.
+pub const DEFAULT_QUANTUM: Dur = Dur::from_secs(10);
+
+impl Gang {
+    pub fn new(cfg: &PolicyConfig) -> Result<Gang, ConfigError> {
+        let o = Opts::new("gang", cfg);
+        let packing_text = o.string("packing", "buddy")?;
+        let packing = Packing::parse(&packing_text).ok_or_else(|| {
+            o.bad(
+                "packing",
+                format!("{packing_text:?} is not one of buddy, first-fit, best-fit"),
+            )
+        })?;
+        if o.boolean("relaxed", false)? {
+            return Err(o.bad(
+                "relaxed",
+                "relaxed alternate scheduling runs single processes of a job and cannot be expressed \
+                 with job-level decisions; use the process-level simulator (cosim) for it",
+            ));
+        }
+        let quantum = cfg.quantum.unwrap_or(DEFAULT_QUANTUM);
+        if quantum <= Dur::ZERO {
+            return Err(o.bad("quantum", "must be positive (pass --quantum 10s)"));
+        }
+        if cfg.mpl == Some(0) {
+            return Err(o.bad("mpl", "must be at least 1 (or absent for unlimited)"));
+        }
+        let queue_order = o.string("queue", "skip")?;
+        let fifo = match queue_order.as_str() {
+            "fifo" => true,
+            "skip" => false,
+            other => return Err(o.bad("queue", format!("{other:?} is not one of fifo, skip"))),
+        };
+        let machine = cfg.machine;
+        let pes = machine.total_pes();
+        Ok(Gang {
+            machine,
+            pes,
+            mpl: cfg.mpl,
+            quantum,
+            context_switch: cfg.context_switch.unwrap_or(Dur::ZERO),
+            packing,
+            alternate: o.boolean("alternate", true)?,
+            repack: o.boolean("repack", true)?,
+            fifo,
+            mem_limit_kib: machine.mem_per_node_mib.map(|m| m * 1024),
+            rows: Vec::new(),
+            members: HashMap::new(),
+            queue: VecDeque::new(),
+            held_waiting: HashSet::new(),
+            down: Bits::new(pes),
+            mem_used: vec![0; machine.nodes as usize],
+            active: 0,
+            running: BTreeSet::new(),
+            switching: false,
+            pending: None,
+            next_token: 0,
+            stats: GangStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> GangStats {
+        self.stats
+    }
+
+    /// Jobs running now.
+    pub fn running(&self) -> Vec<JobId> {
+        self.running.iter().copied().collect()
+    }
+
+    fn mem_per_node(&self, pes: &PeSet, kib_per_pe: u64) -> Vec<(usize, u64)> {
+        let per = self.machine.pes_per_node();
+        let mut out: Vec<(usize, u64)> = Vec::new();
+        for &(s, e) in pes.runs() {
+            let mut p = s;
+            while p < e {
+                let node = p / per;
+                let end = e.min((node + 1) * per);
+                let add = (end - p) as u64 * kib_per_pe;
+                match out.last_mut() {
+                    Some((n, k)) if *n == node as usize => *k += add,
+                    _ => out.push((node as usize, add)),
+                }
+                p = end;
+            }
+        }
+        out
+    }
+
+    fn mem_fits(&self, pes: &PeSet, req: &JobRequest) -> bool {
+        match (self.mem_limit_kib, req.mem_per_pe_kib) {
+            (Some(limit), Some(kib)) => self
+                .mem_per_node(pes, kib)
+                .iter()
+                .all(|&(n, k)| self.mem_used[n] + k <= limit),
+            _ => true,
+        }
+    }
+
+    fn mem_change(&mut self, pes: &PeSet, req: &JobRequest, add: bool) {
+        if let (Some(_), Some(kib)) = (self.mem_limit_kib, req.mem_per_pe_kib) {
+            for (n, k) in self.mem_per_node(pes, kib) {
+                if add {
+                    self.mem_used[n] += k
+                } else {
+                    self.mem_used[n] -= k
+                }
+            }
+        }
+    }
+
+    /// A job that can never run here: more PEs than the machine, or more memory per node
+    /// than a node has.
+    fn impossible(&self, req: &JobRequest) -> bool {
+        if req.procs == 0 || req.procs > self.pes {
+            return true;
+        }
+        match (self.mem_limit_kib, req.mem_per_pe_kib) {
+            (Some(limit), Some(kib)) => {
+                let per_node = self.machine.pes_per_node().min(req.procs) as u64;
+                // Packing fills nodes, so some node gets min(procs, pes_per_node) of its PEs.
+                kib.saturating_mul(per_node) > limit
+            }
+            _ => false,
+        }
+    }
+
+    /// Where `req` would go in `row` (its PEs and its block), if anywhere.
+    fn fit_in(&self, row: Option<&Row>, req: &JobRequest) -> Option<(PeSet, PeSet)> {
+        let blocked = match row {
+            Some(r) => r.reserved.or(&self.down),
+            None => self.down.clone(),
+        };
+        let n = req.procs;
+        match self.packing {
+            Packing::FirstFit | Packing::BestFit => {
+                let pes = blocked.lowest_clear(n)?;
+                self.mem_fits(&pes, req).then(|| (pes.clone(), pes))
+            }
+            Packing::Buddy => {
+                let size = n.next_power_of_two();
+                let mut start = 0;
+                while start + n <= self.pes {
+                    let end = (start + size).min(self.pes);
+                    if blocked.range_clear(start, end) {
+                        let pes = PeSet::contiguous(start, n);
+                        if self.mem_fits(&pes, req) {
+                            return Some((pes, PeSet::contiguous(start, end - start)));
+                        }
+                    }
+                    start += size;
+                }
+                None
+            }
+        }
+    }
+
+    /// Chooses a row (possibly a new one, index `rows.len()`) and PEs for `req`.
+    fn choose(&self, req: &JobRequest) -> Option<(usize, PeSet, PeSet)> {
+        let mut best: Option<(u32, usize, PeSet, PeSet)> = None;
+        for (i, row) in self.rows.iter().enumerate() {
+            if let Some((pes, block)) = self.fit_in(Some(row), req) {
+                if self.packing != Packing::BestFit {
+                    return Some((i, pes, block));
+                }
+                let free = self.pes - row.reserved.count();
+                if best.as_ref().is_none_or(|b| free < b.0) {
+                    best = Some((free, i, pes, block));
+                }
+            }
+        }
+        if let Some((_, i, pes, block)) = best {
+            return Some((i, pes, block));
+        }
+        let may_open = self.mpl.is_none_or(|m| (self.rows.len() as u32) < m);
+        if may_open {
+            return self
+                .fit_in(None, req)
+                .map(|(pes, block)| (self.rows.len(), pes, block));
+        }
+        None
+    }
+
+    fn insert(&mut self, req: JobRequest, row: usize, pes: PeSet, block: PeSet, held: bool) {
+        if row == self.rows.len() {
+            self.rows.push(Row {
+                busy: Bits::new(self.pes),
+                reserved: Bits::new(self.pes),
+                jobs: Vec::new(),
+            });
+            self.stats.max_rows = self.stats.max_rows.max(self.rows.len());
+        }
+        let r = &mut self.rows[row];
+        r.busy.set_pes(&pes);
+        r.reserved.set_pes(&block);
+        r.jobs.push(req.id);
+        self.mem_change(&pes, &req, true);
+        self.members.insert(
+            req.id,
+            Member {
+                req,
+                pes,
+                block,
+                row,
+                held,
+                announced: false,
+            },
+        );
+    }
+
+    /// Places waiting jobs into the matrix.
+    fn admit(&mut self) {
+        let mut i = 0;
+        while i < self.queue.len() {
+            let req = &self.queue[i];
+            if self.held_waiting.contains(&req.id) {
+                i += 1;
+                continue;
+            }
+            match self.choose(req) {
+                Some((row, pes, block)) => {
+                    let req = self.queue.remove(i).expect("index in range");
+                    self.insert(req, row, pes, block, false);
+                }
+                None if self.fifo => break,
+                None => i += 1,
+            }
+        }
+    }
+
+    /// The jobs that should run while the active row is active: its own jobs, then (with
+    /// alternate scheduling) the jobs running now that still fit, then other rows' jobs in
+    /// row order after the active one.
+    fn target(&self) -> BTreeSet<JobId> {
+        let mut chosen = BTreeSet::new();
+        if self.rows.is_empty() {
+            return chosen;
+        }
+        let mut mask = Bits::new(self.pes);
+        for id in &self.rows[self.active].jobs {
+            let m = &self.members[id];
+            if !m.held {
+                mask.set_pes(&m.pes);
+                chosen.insert(*id);
+            }
+        }
+        if self.alternate {
+            let consider = |id: &JobId, mask: &mut Bits, chosen: &mut BTreeSet<JobId>| {
+                let m = &self.members[id];
+                if !m.held && !chosen.contains(id) && !mask.intersects_pes(&m.pes) {
+                    mask.set_pes(&m.pes);
+                    chosen.insert(*id);
+                }
+            };
+            for id in &self.running {
+                consider(id, &mut mask, &mut chosen);
+            }
+            for k in 1..self.rows.len() {
+                let r = (self.active + k) % self.rows.len();
+                for id in &self.rows[r].jobs {
+                    consider(id, &mut mask, &mut chosen);
+                }
+            }
+        }
+        chosen
+    }
+
+    /// Sends the decisions that make the running set match [`Gang::target`], announces newly
+    /// placed jobs, and keeps the quantum timer armed only when a switch would change something.
+    fn reconcile(&mut self, now: Time, out: &mut Vec<Decision>) {
+        if self.switching {
+            self.announce_stopped(out);
+            return;
+        }
+        let target = self.target();
+        let stop: Vec<JobId> = self.running.difference(&target).copied().collect();
+        for job in stop {
+            self.running.remove(&job);
+            out.push(Decision::Suspend { job });
+        }
+        let go: Vec<JobId> = target.difference(&self.running).copied().collect();
+        for job in go {
+            let m = self.members.get_mut(&job).expect("target jobs are members");
+            if m.announced {
+                out.push(Decision::Resume { job });
+            } else {
+                m.announced = true;
+                out.push(Decision::Start {
+                    job,
+                    pes: m.pes.clone(),
+                    slot: Some(m.row as u32),
+                });
+            }
+            self.running.insert(job);
+        }
+        self.announce_stopped(out);
+        let runnable = self.members.values().filter(|m| !m.held).count();
+        let needs_switching = self.rows.len() > 1 && self.running.len() < runnable;
+        match self.pending {
+            None if needs_switching => {
+                self.set_timer(now + self.quantum, TimerKind::QuantumEnd, out)
+            }
+            Some((_, TimerKind::QuantumEnd)) if !needs_switching => self.pending = None,
+            _ => {}
+        }
+    }
+
+    fn announce_stopped(&mut self, out: &mut Vec<Decision>) {
+        let mut fresh: Vec<(JobId, PeSet, usize)> = self
+            .members
+            .values()
+            .filter(|m| !m.announced && !self.running.contains(&m.req.id))
+            .map(|m| (m.req.id, m.pes.clone(), m.row))
+            .collect();
+        fresh.sort_by_key(|f| f.0);
+        for (job, pes, row) in fresh {
+            self.members.get_mut(&job).expect("listed above").announced = true;
+            out.push(Decision::Place {
+                job,
+                pes,
+                slot: Some(row as u32),
+            });
+        }
+    }
+
+    fn set_timer(&mut self, at: Time, kind: TimerKind, out: &mut Vec<Decision>) {
+        self.next_token += 1;
+        self.pending = Some((self.next_token, kind));
+        out.push(Decision::SetTimer {
+            at,
+            token: self.next_token,
+        });
+    }
+
+    /// Makes `row` the active row: stops the jobs that must leave and, when that costs
+    /// something, starts the arriving ones only after the context switch.
+    fn switch_to(&mut self, now: Time, row: usize, out: &mut Vec<Decision>) {
+        self.pending = None;
+        self.active = row;
+        self.stats.slot_switches += 1;
+        let target = self.target();
+        let stop: Vec<JobId> = self.running.difference(&target).copied().collect();
+        if !stop.is_empty() && self.context_switch > Dur::ZERO {
+            self.stats.context_switches += 1;
+            for job in stop {
+                self.running.remove(&job);
+                out.push(Decision::Suspend { job });
+            }
+            self.switching = true;
+            self.set_timer(now + self.context_switch, TimerKind::SwitchDone, out);
+            self.announce_stopped(out);
+        } else {
+            if !stop.is_empty() {
+                self.stats.context_switches += 1;
+            }
+            self.reconcile(now, out);
+        }
+    }
+
+    /// After a departure: moves jobs down to lower rows where their blocks are free, drops
+    /// empty rows, and returns whether the active row disappeared (then at `self.active` now
+    /// stands the row after it).
+    fn compact(&mut self) -> bool {
+        if self.repack {
+            for r in 1..self.rows.len() {
+                let jobs = self.rows[r].jobs.clone();
+                for id in jobs {
+                    let running_in_active = r == self.active && self.running.contains(&id);
+                    if running_in_active {
+                        continue;
+                    }
+                    let block = self.members[&id].block.clone();
+                    let Some(q) = (0..r).find(|&q| !self.rows[q].reserved.intersects_pes(&block))
+                    else {
+                        continue;
+                    };
+                    let pes = self.members[&id].pes.clone();
+                    let from = &mut self.rows[r];
+                    from.busy.clear_pes(&pes);
+                    from.reserved.clear_pes(&block);
+                    from.jobs.retain(|j| *j != id);
+                    let to = &mut self.rows[q];
+                    to.busy.set_pes(&pes);
+                    to.reserved.set_pes(&block);
+                    to.jobs.push(id);
+                    self.members.get_mut(&id).expect("member").row = q;
+                }
+            }
+        }
+        let old = std::mem::take(&mut self.rows);
+        let mut active_gone = false;
+        let mut new_active = 0;
+        for (i, row) in old.into_iter().enumerate() {
+            if i == self.active {
+                active_gone = row.jobs.is_empty();
+                new_active = self.rows.len();
+            }
+            if !row.jobs.is_empty() {
+                self.rows.push(row);
+            }
+        }
+        self.active = if self.rows.is_empty() {
+            0
+        } else {
+            new_active % self.rows.len()
+        };
+        for (i, row) in self.rows.iter().enumerate() {
+            for id in &row.jobs {
+                self.members.get_mut(id).expect("row jobs are members").row = i;
+            }
+        }
+        active_gone
+    }
+
+    fn remove_member(&mut self, id: JobId) -> bool {
+        let Some(m) = self.members.remove(&id) else {
+            return false;
+        };
+        let row = &mut self.rows[m.row];
+        row.busy.clear_pes(&m.pes);
+        row.reserved.clear_pes(&m.block);
+        row.jobs.retain(|j| *j != id);
+        self.running.remove(&id);
+        self.mem_change(&m.pes, &m.req, false);
+        true
+    }
+
+    /// The common tail of every event: place waiting jobs, then run what should run.
+    fn settle(&mut self, now: Time, out: &mut Vec<Decision>, active_gone: bool) {
+        self.admit();
+        if active_gone && !self.switching && !self.rows.is_empty() {
+            let row = self.active;
+            self.switch_to(now, row, out);
+        } else {
+            self.reconcile(now, out);
+        }
+    }
+}
+
+impl Policy for Gang {
+    fn name(&self) -> &str {
+        "gang"
+    }
+
+    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
+        let mut active_gone = false;
+        match event {
+            Event::Submitted(req) => {
+                if self.impossible(&req) {
+                    out.push(Decision::Kill { job: req.id });
+                    return;
+                }
+                let key = (req.submit, req.id);
+                let at = self.queue.partition_point(|j| (j.submit, j.id) <= key);
+                self.queue.insert(at, req);
+            }
+            Event::Ended(id) => {
+                if self.remove_member(id) {
+                    active_gone = self.compact();
+                } else {
+                    self.queue.retain(|j| j.id != id);
+                }
+                self.held_waiting.remove(&id);
+            }
+            Event::Timer(token) => match self.pending {
+                Some((t, TimerKind::QuantumEnd)) if t == token => {
+                    if !self.switching && self.rows.len() > 1 {
+                        let next = (self.active + 1) % self.rows.len();
+                        self.admit();
+                        self.switch_to(now, next, out);
+                        return;
+                    }
+                    self.pending = None;
+                }
+                Some((t, TimerKind::SwitchDone)) if t == token => {
+                    self.pending = None;
+                    self.switching = false;
+                }
+                _ => return, // a timer that was cancelled
+            },
+            Event::Running { job, pes, since: _ } => {
+                let row = (0..self.rows.len())
+                    .find(|&r| !self.rows[r].reserved.intersects_pes(&pes))
+                    .unwrap_or(self.rows.len());
+                let id = job.id;
+                self.insert(job, row, pes.clone(), pes.clone(), false);
+                let m = self.members.get_mut(&id).expect("just inserted");
+                m.announced = true;
+                // It runs now; keep it running if no running job shares its PEs.
+                let clash = self
+                    .running
+                    .iter()
+                    .any(|r| self.members[r].pes.intersects(&pes));
+                if !clash {
+                    self.running.insert(id);
+                }
+            }
+            Event::NodeDown(node) => {
+                let r = self.machine.pes_of(node);
+                self.down.set_range(r.start, r.end);
+            }
+            Event::NodeUp(node) => {
+                let r = self.machine.pes_of(node);
+                self.down.clear_range(r.start, r.end);
+            }
+            Event::Held(id) => match self.members.get_mut(&id) {
+                Some(m) => {
+                    m.held = true;
+                    // The driver has stopped it.
+                    self.running.remove(&id);
+                }
+                None => {
+                    self.held_waiting.insert(id);
+                }
+            },
+            Event::Released(id) => {
+                if let Some(m) = self.members.get_mut(&id) {
+                    m.held = false;
+                }
+                self.held_waiting.remove(&id);
+            }
+        }
+        self.settle(now, out, active_gone);
+    }
+
+    fn queue(&self) -> Vec<JobId> {
+        self.queue.iter().map(|j| j.id).collect()
+    }
+
+    fn matrix(&self) -> Option<MatrixView> {
+        let slots = self
+            .rows
+            .iter()
+            .map(|r| SlotView {
+                jobs: r
+                    .jobs
+                    .iter()
+                    .map(|id| (*id, self.members[id].pes.clone()))
+                    .collect(),
+            })
+            .collect();
+        let active = (!self.rows.is_empty() && !self.switching).then_some(self.active as u32);
+        Some(MatrixView { slots, active })
+    }
+
+    fn boxed_clone(&self) -> Box<dyn Policy> {
+        Box::new(self.clone())
+    }
+}
