@@ -26,6 +26,7 @@ pub mod api;
 pub mod fcfs;
 pub mod gang;
 pub mod pool;
+pub mod prime;
 pub mod registry;
 
 pub use api::{

@@ -16,6 +16,11 @@ const POLICIES: &[(&str, &str, Builder)] = &[
         "gang scheduling: Ousterhout matrix, buddy/first-fit/best-fit packing, alternate scheduling",
         |cfg| Ok(Box::new(crate::gang::Gang::new(cfg)?)),
     ),
+    (
+        "prime",
+        "prime/non-prime: during prime time long and large jobs wait for the night (seed 002)",
+        |cfg| Ok(Box::new(crate::prime::Prime::new(cfg)?)),
+    ),
 ];
 
 /// Builds the policy registered as `name`.
