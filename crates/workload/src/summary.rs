@@ -197,12 +197,12 @@ pub fn summarize(trace: &Trace, source: &str) -> Summary {
     let mut accuracy = Vec::new();
     let (mut overrun, mut exact) = (0, 0);
     for r in records {
-        if let (Some(run), Some(req)) = (r.run, r.req_time) {
-            if req.as_micros() > 0 {
-                accuracy.push(run.as_secs_f64() / req.as_secs_f64());
-                overrun += usize::from(run > req);
-                exact += usize::from(run == req);
-            }
+        if let (Some(run), Some(req)) = (r.run, r.req_time)
+            && req.as_micros() > 0
+        {
+            accuracy.push(run.as_secs_f64() / req.as_secs_f64());
+            overrun += usize::from(run > req);
+            exact += usize::from(run == req);
         }
     }
     let n_est = accuracy.len();

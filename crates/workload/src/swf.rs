@@ -147,11 +147,12 @@ impl SwfHeader {
         let trimmed = text.trim();
         let Some((label, value)) = split_label(trimmed) else {
             // An unlabelled line continues the previous Note (the archive wraps long notes).
-            if !trimmed.is_empty() && self.last_label_was_note() {
-                if let Some(note) = self.notes.last_mut() {
-                    note.push('\n');
-                    note.push_str(trimmed);
-                }
+            if !trimmed.is_empty()
+                && self.last_label_was_note()
+                && let Some(note) = self.notes.last_mut()
+            {
+                note.push('\n');
+                note.push_str(trimmed);
             }
             return;
         };
