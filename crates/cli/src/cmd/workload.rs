@@ -1,11 +1,471 @@
-//! Placeholder until the workload crate lands.
+//! `cosched workload …`: summarise SWF traces, generate Lublin–Feitelson workloads, and
+//! transform traces (load, compression, first jobs, time windows). The work is done by
+//! `cosched-workload`; this module parses arguments and prints.
+
+use std::io::{self, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use cosched_core::{Dur, Time};
+use cosched_workload::lublin::{self, EstimateModel, GenOptions, LublinParams};
+use cosched_workload::summary::{Summary, summarize};
+use cosched_workload::swf::{self, Oversize, ReadOptions, SwfHeader, SwfRecord, Trace};
+use cosched_workload::transform;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Summarise a workload (not implemented yet)
-    Info,
+    /// Summarise a trace: jobs, machine size, span, offered load, sizes, runtimes, estimates
+    Info(InfoArgs),
+    /// Generate a synthetic workload (Lublin–Feitelson model) as an SWF file
+    Gen(GenArgs),
+    /// Rescale the load, compress time, or cut a trace, and write it as SWF
+    Transform(TransformArgs),
 }
 
-pub fn run(_c: Command) -> anyhow::Result<i32> {
-    anyhow::bail!("not implemented yet")
+/// How to read an input trace.
+#[derive(clap::Args, Clone)]
+pub struct ReadArgs {
+    /// Machine size in PEs (overrides the header; required when the trace has no
+    /// MaxProcs/MaxNodes line)
+    #[arg(long, value_name = "N")]
+    pub procs: Option<u32>,
+    /// Skip malformed job lines instead of failing, and report how many of each kind
+    #[arg(long)]
+    pub lenient: bool,
+    /// What to do with jobs larger than the machine: skip them, clip them to the machine
+    /// size, or stop with an error
+    #[arg(long, value_name = "skip|clip|error", default_value = "error")]
+    pub oversize: Oversize,
+}
+
+impl ReadArgs {
+    fn options(&self) -> anyhow::Result<ReadOptions> {
+        if self.procs == Some(0) {
+            bail!("--procs must be at least 1");
+        }
+        Ok(ReadOptions {
+            procs: self.procs,
+            lenient: self.lenient,
+            oversize: self.oversize,
+        })
+    }
+}
+
+#[derive(clap::Args)]
+pub struct InfoArgs {
+    /// SWF trace, plain or gzip-compressed
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// Print one JSON document instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    /// Lublin–Feitelson with separate batch and interactive jobs (the published default)
+    Lublin,
+    /// Lublin–Feitelson with the whole-sample parameters (no job types)
+    LublinUntyped,
+}
+
+#[derive(clap::Args)]
+pub struct GenArgs {
+    /// Workload model
+    #[arg(long, value_enum, default_value = "lublin")]
+    pub model: Model,
+    /// Number of jobs
+    #[arg(long, value_name = "N")]
+    pub jobs: usize,
+    /// Machine size in PEs (job sizes scale with it)
+    #[arg(long, value_name = "P")]
+    pub procs: u32,
+    /// Rescale inter-arrival times so the offered load is L
+    #[arg(long, value_name = "L")]
+    pub load: Option<f64>,
+    /// Random seed: the same seed gives the same file, byte for byte
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+    /// Requested times: exact (= runtime) or popular (overestimated, rounded up to round values)
+    #[arg(long, value_name = "exact|popular", default_value = "exact")]
+    pub estimates: EstimateModel,
+    /// Hour of the day (0–23) at which the workload starts
+    #[arg(long, value_name = "H", default_value_t = 0)]
+    pub start_hour: u32,
+    /// Output file (gzip-compressed when it ends in .gz)
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// Print the summary of the generated workload as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct TransformArgs {
+    /// Input SWF trace, plain or gzip-compressed
+    pub input: PathBuf,
+    /// Output file (gzip-compressed when it ends in .gz)
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// Keep only jobs submitted in FROM..TO (durations such as 10d, 36h, 3600; either side
+    /// may be empty), shifted so that FROM becomes time 0
+    #[arg(long, value_name = "FROM..TO")]
+    pub window: Option<String>,
+    /// Keep only the first N jobs (after --window)
+    #[arg(long, value_name = "N")]
+    pub first: Option<usize>,
+    /// Divide all times by F (after --first)
+    #[arg(long, value_name = "F")]
+    pub compress: Option<f64>,
+    /// Rescale inter-arrival times so the offered load is L (last)
+    #[arg(long, value_name = "L")]
+    pub load: Option<f64>,
+    /// Print the summary of the output as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(c: Command) -> anyhow::Result<i32> {
+    match c {
+        Command::Info(a) => info(a),
+        Command::Gen(a) => gen_cmd(a),
+        Command::Transform(a) => transform_cmd(a),
+    }
+}
+
+fn read(path: &Path, args: &ReadArgs) -> anyhow::Result<Trace> {
+    Ok(swf::read_trace(path, &args.options()?)?)
+}
+
+fn positive(name: &str, v: Option<f64>) -> anyhow::Result<()> {
+    match v {
+        Some(x) if !(x > 0.0 && x.is_finite()) => {
+            bail!("{name} must be a positive number, not {x}")
+        }
+        _ => Ok(()),
+    }
+}
+
+fn info(a: InfoArgs) -> anyhow::Result<i32> {
+    let trace = read(&a.file, &a.read)?;
+    let summary = summarize(&trace, &a.file.display().to_string());
+    emit(&summary, a.json)?;
+    Ok(0)
+}
+
+fn emit(summary: &Summary, json: bool) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, summary)?;
+        writeln!(out)?;
+    } else {
+        print_summary(summary, &mut out)?;
+    }
+    Ok(())
+}
+
+fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
+    if a.jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    if a.procs == 0 {
+        bail!("--procs must be at least 1");
+    }
+    if a.start_hour > 23 {
+        bail!("--start-hour must be 0..23, not {}", a.start_hour);
+    }
+    positive("--load", a.load)?;
+    let opts = GenOptions {
+        jobs: a.jobs,
+        procs: a.procs,
+        seed: a.seed,
+        load: a.load,
+        params: match a.model {
+            Model::Lublin => LublinParams::default(),
+            Model::LublinUntyped => LublinParams::untyped(),
+        },
+        estimates: a.estimates,
+        start_hour: a.start_hour,
+    };
+    let trace = lublin::generate(&opts);
+    write(&a.output, &trace.header, &trace.records)?;
+    finish(&trace, &a.output, a.json)
+}
+
+fn write(path: &Path, header: &SwfHeader, records: &[SwfRecord]) -> anyhow::Result<()> {
+    swf::write_trace_path(path, header, records)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn finish(trace: &Trace, output: &Path, json: bool) -> anyhow::Result<i32> {
+    let summary = summarize(trace, &output.display().to_string());
+    if !json {
+        println!(
+            "wrote {} jobs to {}\n",
+            group(trace.records.len() as f64),
+            output.display()
+        );
+    }
+    emit(&summary, json)?;
+    Ok(0)
+}
+
+/// Parses `FROM..TO` where each side is a duration (`10d`, `36h`, `3600`) or empty.
+pub fn parse_window(text: &str) -> anyhow::Result<Range<Time>> {
+    let Some((from, to)) = text.split_once("..") else {
+        bail!("--window {text:?}: expected FROM..TO, e.g. 10d..20d or ..36h");
+    };
+    let side = |s: &str, default: Time| -> anyhow::Result<Time> {
+        if s.trim().is_empty() {
+            return Ok(default);
+        }
+        let d = Dur::parse(s).with_context(|| format!("--window {text:?}"))?;
+        Ok(Time::from_micros(d.as_micros()))
+    };
+    let range = side(from, Time::ZERO)?..side(to, Time::MAX)?;
+    if range.start >= range.end {
+        bail!("--window {text:?}: FROM must be before TO");
+    }
+    Ok(range)
+}
+
+fn transform_cmd(a: TransformArgs) -> anyhow::Result<i32> {
+    positive("--load", a.load)?;
+    positive("--compress", a.compress)?;
+    let window = a.window.as_deref().map(parse_window).transpose()?;
+    let mut trace = read(&a.input, &a.read)?;
+    let mut steps = Vec::new();
+    if let Some(w) = window {
+        steps.push(format!("window {}..{}", w.start.as_secs(), w.end.as_secs()));
+        transform::window(&mut trace.records, w);
+    }
+    if let Some(n) = a.first {
+        steps.push(format!("first {n}"));
+        transform::first(&mut trace.records, n);
+    }
+    if let Some(f) = a.compress {
+        steps.push(format!("compress {f}"));
+        transform::compress(&mut trace.records, f);
+    }
+    if let Some(l) = a.load {
+        let before = transform::offered_load(&trace.records, trace.procs);
+        if before <= 0.0 {
+            bail!(
+                "--load: the offered load of the selected jobs is undefined (fewer than two \
+                 distinct submit times or no known sizes and runtimes)"
+            );
+        }
+        steps.push(format!("load {before:.4} -> {l}"));
+        transform::rescale_load(&mut trace.records, trace.procs, l);
+    }
+    if !steps.is_empty() {
+        trace.header.push_line(&format!(
+            " Note: transformed by cosched from {}: {}",
+            a.input.file_name().map_or_else(
+                || a.input.display().to_string(),
+                |n| n.to_string_lossy().into_owned()
+            ),
+            steps.join(", ")
+        ));
+    }
+    write(&a.output, &trace.header, &trace.records)?;
+    finish(&trace, &a.output, a.json)
+}
+
+/// A number with thousands separators (no decimals).
+fn group(v: f64) -> String {
+    let s = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 { format!("-{out}") } else { out }
+}
+
+/// Seconds in a compact human form: `45 s`, `12.5 min`, `3.2 h`, `12.1 d`.
+fn human_secs(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.1} min", s / 60.0)
+    } else if s < 2.0 * 86400.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{:.1} d", s / 86400.0)
+    }
+}
+
+/// Prints a workload summary as a human-readable table (used by `workload info`, `gen`,
+/// `transform` and `demo`).
+pub fn print_summary(s: &Summary, out: &mut impl Write) -> io::Result<()> {
+    let row = |out: &mut dyn Write, k: &str, v: String| writeln!(out, "{k:<18} {v}");
+    row(out, "workload", s.source.clone())?;
+    row(
+        out,
+        "jobs",
+        format!(
+            "{}{}",
+            group(s.jobs as f64),
+            if s.users > 0 {
+                format!(" from {} users", s.users)
+            } else {
+                String::new()
+            }
+        ),
+    )?;
+    row(out, "machine", format!("{} PEs", group(f64::from(s.procs))))?;
+    row(
+        out,
+        "span",
+        format!(
+            "{} ({} s, first to last submit)",
+            human_secs(s.span_s),
+            group(s.span_s)
+        ),
+    )?;
+    row(out, "offered load", format!("{:.3}", s.offered_load))?;
+    if let Some(m) = s.mean_interarrival_s {
+        row(out, "mean inter-arrival", format!("{m:.1} s"))?;
+    }
+    let z = &s.size;
+    row(
+        out,
+        "sizes",
+        format!(
+            "serial {:.1} %, power of two {:.1} % of parallel, mean {:.1}, median {}, max {}",
+            z.serial_pct, z.pow2_pct_of_parallel, z.mean, z.median, z.max
+        ),
+    )?;
+    writeln!(out, "  {:>13} {:>9} {:>7}", "PEs", "jobs", "%")?;
+    for b in &z.histogram {
+        let label = if b.from == b.to {
+            b.from.to_string()
+        } else {
+            format!("{}-{}", b.from, b.to)
+        };
+        let pct = if z.known == 0 {
+            0.0
+        } else {
+            100.0 * b.jobs as f64 / z.known as f64
+        };
+        writeln!(out, "  {label:>13} {:>9} {pct:>6.1}%", group(b.jobs as f64))?;
+    }
+    if let Some(q) = &s.runtime_s {
+        writeln!(out, "runtime (s)")?;
+        writeln!(
+            out,
+            "  {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "min", "p10", "p25", "median", "p75", "p90", "p99", "max", "mean"
+        )?;
+        writeln!(
+            out,
+            "  {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            group(q.min),
+            group(q.p10),
+            group(q.p25),
+            group(q.p50),
+            group(q.p75),
+            group(q.p90),
+            group(q.p99),
+            group(q.max),
+            group(q.mean)
+        )?;
+    }
+    if let Some(m) = s.mean_log_runtime {
+        row(out, "mean ln(runtime)", format!("{m:.3}"))?;
+    }
+    match &s.estimates {
+        Some(e) => row(
+            out,
+            "estimates",
+            format!(
+                "{} jobs; runtime/request median {:.2}, mean {:.2}; {:.1} % exact, {:.1} % overran",
+                group(e.jobs as f64),
+                e.accuracy.p50,
+                e.accuracy.mean,
+                e.exact_pct,
+                e.overrun_pct
+            ),
+        )?,
+        None => row(out, "estimates", "none in this workload".into())?,
+    }
+    let statuses: Vec<String> = s
+        .status
+        .iter()
+        .map(|(k, n)| format!("{k}: {}", group(*n as f64)))
+        .collect();
+    row(out, "status", statuses.join(", "))?;
+    if s.queues.len() > 1 || s.queues.first().is_some_and(|(q, _)| *q >= 0) {
+        let queues: Vec<String> = s
+            .queues
+            .iter()
+            .map(|(k, n)| format!("{k}: {}", group(*n as f64)))
+            .collect();
+        row(out, "queues", queues.join(", "))?;
+    }
+    let r = &s.read;
+    if r.lines > 0 {
+        row(
+            out,
+            "read",
+            format!(
+                "{} lines: {} jobs, {} comments, {} blank",
+                group(r.lines as f64),
+                group(r.job_lines as f64),
+                group(r.comment_lines as f64),
+                group(r.blank_lines as f64)
+            ),
+        )?;
+    }
+    if r.skipped_total() > 0 {
+        let kinds: Vec<String> = r.skipped.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        row(
+            out,
+            "skipped (lenient)",
+            format!("{} lines: {}", r.skipped_total(), kinds.join(", ")),
+        )?;
+        for e in &r.skipped_examples {
+            writeln!(out, "  {e}")?;
+        }
+    }
+    if r.oversize > 0 {
+        row(
+            out,
+            "oversize jobs",
+            format!(
+                "{} ({} skipped, {} clipped)",
+                r.oversize, r.oversize_skipped, r.oversize_clipped
+            ),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_parse() {
+        let w = parse_window("1d..36h").unwrap();
+        assert_eq!((w.start.as_secs(), w.end.as_secs()), (86_400, 129_600));
+        assert_eq!(parse_window("..100").unwrap().start, Time::ZERO);
+        assert_eq!(parse_window("5..").unwrap().end, Time::MAX);
+        assert!(parse_window("10").is_err());
+        assert!(parse_window("20..10").is_err());
+    }
+
+    #[test]
+    fn numbers_are_grouped() {
+        assert_eq!(group(243_306.0), "243,306");
+        assert_eq!(group(12.0), "12");
+        assert_eq!(group(-1_000.0), "-1,000");
+    }
 }
