@@ -9,6 +9,8 @@
 //! - [`api`]: the [`Policy`] trait, events, decisions, the views a status tool reads.
 //! - [`registry`]: policies by name; adding a policy is adding a file and one line there.
 //! - [`pool`]: [`PePool`], free-PE bookkeeping shared by the space-sharing policies.
+//! - [`profile`]: running jobs by expected end and the availability profile, for backfilling.
+//! - [`easy`], [`conservative`]: EASY and conservative backfilling.
 //!
 //! ```
 //! use cosched_core::{Dur, JobId, MachineShape, Time};
@@ -23,10 +25,13 @@
 //! ```
 
 pub mod api;
+pub mod conservative;
+pub mod easy;
 pub mod fcfs;
 pub mod gang;
 pub mod pool;
 pub mod prime;
+pub mod profile;
 pub mod registry;
 
 pub use api::{

@@ -12,6 +12,16 @@ const POLICIES: &[(&str, &str, Builder)] = &[
         |cfg| Ok(Box::new(crate::fcfs::Fcfs::new(cfg))),
     ),
     (
+        "easy",
+        "EASY backfilling: a reservation for the queue head; later jobs jump ahead if they do not delay it",
+        |cfg| Ok(Box::new(crate::easy::Easy::new(cfg))),
+    ),
+    (
+        "conservative",
+        "conservative backfilling: a reservation for every waiting job on an availability profile",
+        |cfg| Ok(Box::new(crate::conservative::Conservative::new(cfg))),
+    ),
+    (
         "gang",
         "gang scheduling: Ousterhout matrix, buddy/first-fit/best-fit packing, alternate scheduling",
         |cfg| Ok(Box::new(crate::gang::Gang::new(cfg)?)),

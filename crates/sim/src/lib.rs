@@ -5,9 +5,15 @@
 //!   every decision against the policy contract, all of [`cosched_policy::Decision`].
 //! - [`trace`]: SWF records → jobs under explicit trace semantics, and the schedule back to SWF.
 //! - [`metrics`]: wait, response, (bounded) slowdown, utilization, breakdowns, batch means.
+//! - [`setup`]: workload sources (trace, Lublin model) and policy configuration from options.
+//! - [`sweep`]: policies × loads × seeds in parallel; the table and the Fig. 6-style chart.
+//! - [`plot`]: line charts as PNG/SVG with an embedded font (reusable for other figures).
 
 pub mod engine;
 pub mod metrics;
+pub mod plot;
+pub mod setup;
+pub mod sweep;
 pub mod trace;
 
 pub use engine::{EngineOptions, SimError, SimJob, SimResult, simulate};

@@ -122,7 +122,7 @@ pub fn prepare(records: &[SwfRecord], procs: u32, sem: &Semantics, load: Option<
             skipped.size += 1;
             continue;
         };
-        if !r.run.is_some_and(|d| d > Dur::ZERO) {
+        if r.run.is_none_or(|d| d <= Dur::ZERO) {
             skipped.runtime += 1;
             continue;
         }

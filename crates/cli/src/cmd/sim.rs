@@ -1,8 +1,515 @@
-//! Placeholder until the owning crate lands.
+//! `cosched sim`: one policy over a trace or a model workload, and `cosched sim sweep` over
+//! policies × loads × seeds. The work lives in `cosched-sim`; this file parses, checks and
+//! prints.
 
-#[derive(clap::Args)]
-pub struct Args {}
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("not implemented yet")
+use anyhow::{Context, bail};
+use clap::{Args as ClapArgs, Subcommand};
+
+use cosched_core::{Dur, JobRecord, MachineShape};
+use cosched_policy::registry;
+use cosched_sim::metrics::{Group, MetricsOptions, Summary, job_metrics, summarize};
+use cosched_sim::setup::{PolicyOptions, Source, policy_config};
+use cosched_sim::sweep::{SweepSpec, chart, to_csv};
+use cosched_sim::trace::{Estimates, Semantics, SizeField, Workload, write_schedule};
+use cosched_sim::{EngineOptions, SimResult, plot, simulate};
+use cosched_workload::lublin::GenOptions;
+use cosched_workload::swf::{Oversize, ReadOptions};
+
+#[derive(ClapArgs)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    sub: Option<Sub>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum Sub {
+    /// Run every policy × load × seed in parallel; write a CSV/JSON table and a plot of mean
+    /// bounded slowdown against load
+    Sweep(SweepArgs),
+}
+
+/// Where the jobs come from, and how a trace is read.
+#[derive(ClapArgs, Clone)]
+struct SourceArgs {
+    /// SWF trace (plain or .gz)
+    #[arg(long, value_name = "FILE", conflicts_with = "model")]
+    trace: Option<PathBuf>,
+    /// Workload model instead of a trace (only `lublin`)
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// Jobs to generate with --model
+    #[arg(long, default_value_t = 10_000)]
+    jobs: usize,
+    /// Machine size in PEs (required with --model; overrides the trace header)
+    #[arg(long)]
+    procs: Option<u32>,
+    /// Model seed
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Simulate only the first N jobs of the trace
+    #[arg(long, value_name = "N")]
+    first: Option<usize>,
+    /// What the policy is told about runtimes: the trace's requested times, or exact runtimes
+    #[arg(long, default_value = "trace", value_name = "trace|exact")]
+    estimates: Estimates,
+    /// Job size from allocated (SWF field 5, else 8) or requested processors (8, else 5)
+    #[arg(long, default_value = "alloc", value_name = "alloc|req")]
+    size: SizeField,
+    /// Kill jobs at their estimate instead of letting them run their recorded runtime
+    #[arg(long)]
+    kill_at_estimate: bool,
+    /// At one instant, deliver arrivals before job ends (default: ends first)
+    #[arg(long)]
+    arrivals_first: bool,
+    /// Jobs larger than the machine: skip, clip or error
+    #[arg(long, default_value = "skip", value_name = "skip|clip|error")]
+    oversize: Oversize,
+    /// Skip malformed trace lines instead of failing
+    #[arg(long)]
+    lenient: bool,
+}
+
+/// Options every policy may read (each ignores what it does not use).
+#[derive(ClapArgs, Clone)]
+struct PolicyArgs {
+    /// Multiprogramming level (time-sharing policies)
+    #[arg(long)]
+    mpl: Option<u32>,
+    /// Time quantum, e.g. 10s, 10m (time-sharing policies)
+    #[arg(long, value_name = "DUR")]
+    quantum: Option<Dur>,
+    /// Cost of one context switch, e.g. 50ms
+    #[arg(long, value_name = "DUR")]
+    context_switch: Option<Dur>,
+    /// TOML file whose [policy] table sets policy options
+    #[arg(long, value_name = "FILE.toml")]
+    policy_config: Option<PathBuf>,
+    /// A policy option KEY=VALUE (repeatable; overrides the file)
+    #[arg(long = "opt", value_name = "KEY=VALUE")]
+    opts: Vec<String>,
+    /// Bounded-slowdown threshold
+    #[arg(long, default_value = "10s", value_name = "DUR")]
+    bsld_threshold: Dur,
+    /// Job terminations per batch for batch-means confidence intervals
+    #[arg(long, default_value_t = 3333)]
+    batch_size: usize,
+}
+
+#[derive(ClapArgs)]
+struct RunArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    #[command(flatten)]
+    policy_args: PolicyArgs,
+    /// Policy name (see `cosched sim --list`)
+    #[arg(long, default_value = "easy")]
+    policy: String,
+    /// Rescale inter-arrival times to this offered load
+    #[arg(long)]
+    load: Option<f64>,
+    /// List the policies and exit
+    #[arg(long)]
+    list: bool,
+    /// Print one JSON document instead of tables
+    #[arg(long)]
+    json: bool,
+    /// Write one CSV line per job (id,submit,start,end,procs,runtime,…; seconds)
+    #[arg(long, value_name = "FILE.csv")]
+    jobs_out: Option<PathBuf>,
+    /// Write the simulated schedule as SWF (wait and run times filled in)
+    #[arg(long, value_name = "FILE")]
+    swf_out: Option<PathBuf>,
+}
+
+#[derive(ClapArgs)]
+struct SweepArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    #[command(flatten)]
+    policy_args: PolicyArgs,
+    /// Policies, comma-separated
+    #[arg(long, value_delimiter = ',', default_value = "fcfs,easy,conservative")]
+    policies: Vec<String>,
+    /// Offered loads, comma-separated
+    #[arg(long, value_delimiter = ',', default_value = "0.5,0.6,0.7,0.8,0.9")]
+    loads: Vec<f64>,
+    /// Model seeds, comma-separated (a trace uses only the first)
+    #[arg(long, value_delimiter = ',')]
+    seeds: Option<Vec<u64>>,
+    /// Directory for sweep.csv, sweep.json, sweep.png and sweep.svg
+    #[arg(long, value_name = "DIR", default_value = "sweep-out")]
+    out: PathBuf,
+    /// Worker threads (default: all cores)
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print the JSON table instead of the text table
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    match args.sub {
+        Some(Sub::Sweep(s)) => run_sweep(s),
+        None => run_one(args.run),
+    }
+}
+
+fn source(a: &SourceArgs) -> anyhow::Result<Source> {
+    match (&a.trace, a.model.as_deref()) {
+        (Some(path), _) => {
+            let opts = ReadOptions {
+                procs: a.procs,
+                lenient: a.lenient,
+                oversize: a.oversize,
+            };
+            Source::trace(path, &opts, a.first)
+                .with_context(|| format!("reading trace {}", path.display()))
+        }
+        (None, Some("lublin")) => {
+            let Some(procs) = a.procs.filter(|&p| p > 0) else {
+                bail!("--model lublin needs the machine size: pass --procs N");
+            };
+            let model = GenOptions {
+                jobs: a.jobs,
+                procs,
+                seed: a.seed,
+                ..GenOptions::default()
+            };
+            Ok(Source::Lublin {
+                model: Box::new(model),
+            })
+        }
+        (None, Some(other)) => {
+            bail!("unknown model {other:?}: the only model is `lublin` (--model lublin)")
+        }
+        (None, None) => bail!("no workload: pass --trace FILE or --model lublin --procs N"),
+    }
+}
+
+fn semantics(a: &SourceArgs) -> Semantics {
+    Semantics {
+        size: a.size,
+        estimates: a.estimates,
+        kill_at_estimate: a.kill_at_estimate,
+    }
+}
+
+fn policy_options(a: &PolicyArgs) -> PolicyOptions {
+    PolicyOptions {
+        mpl: a.mpl,
+        quantum: a.quantum,
+        context_switch: a.context_switch,
+        file: a.policy_config.clone(),
+        opts: a.opts.clone(),
+    }
+}
+
+fn metrics_options(a: &PolicyArgs) -> MetricsOptions {
+    MetricsOptions {
+        bsld_threshold: a.bsld_threshold,
+        batch_size: a.batch_size,
+    }
+}
+
+fn check_load(load: f64) -> anyhow::Result<()> {
+    if !(load > 0.0 && load.is_finite()) {
+        bail!("--load {load}: the offered load must be a positive number (e.g. 0.7)");
+    }
+    Ok(())
+}
+
+fn run_one(a: RunArgs) -> anyhow::Result<i32> {
+    if a.list {
+        for (name, what) in registry::describe() {
+            println!("{name:<14} {what}");
+        }
+        return Ok(0);
+    }
+    if let Some(l) = a.load {
+        check_load(l)?;
+    }
+    let src = source(&a.source)?;
+    let machine = MachineShape::flat(src.procs(), 1);
+    let cfg = policy_config(machine, &policy_options(&a.policy_args))?;
+    let mut policy =
+        registry::build(&a.policy, &cfg).context("choose a policy with --policy NAME")?;
+    let (workload, header) = src.workload(&semantics(&a.source), a.load, None);
+    let opts = EngineOptions {
+        arrivals_first: a.source.arrivals_first,
+    };
+    let result = simulate(machine, &workload.jobs, policy.as_mut(), opts)?;
+    let mopts = metrics_options(&a.policy_args);
+    let summary = summarize(&result, &mopts);
+    if let Some(path) = &a.jobs_out {
+        write_jobs_csv(path, &workload, &result, &mopts)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.swf_out {
+        let mut header = header;
+        header.push_line(&format!(
+            " Note: schedule simulated by cosched sim, policy {}, estimates {:?}{}",
+            summary.policy,
+            a.source.estimates,
+            a.load
+                .map(|l| format!(", offered load rescaled to {l}"))
+                .unwrap_or_default()
+        ));
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        write_schedule(
+            std::io::BufWriter::new(file),
+            &header,
+            &workload,
+            &result.records,
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if a.json {
+        let doc = serde_json::json!({
+            "source": src.label(),
+            "load": a.load,
+            "estimates": a.source.estimates,
+            "skipped": workload.skipped,
+            "skipped_total": workload.skipped.total(),
+            "estimate_from_runtime": workload.estimate_from_runtime,
+            "overrunning": workload.overrunning,
+            "summary": &summary,
+            // The headline figures at top level too, for scripts.
+            "policy": summary.policy,
+            "jobs": summary.jobs,
+            "mean_wait_s": summary.mean_wait_s,
+            "mean_response_s": summary.mean_response_s,
+            "mean_slowdown": summary.mean_slowdown,
+            "mean_bounded_slowdown": summary.mean_bounded_slowdown,
+            "utilization": summary.utilization,
+            "makespan_s": summary.makespan_s,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print_summary(&src, &workload, &summary, a.load);
+    }
+    Ok(0)
+}
+
+fn write_jobs_csv(
+    path: &Path,
+    w: &Workload,
+    r: &SimResult,
+    m: &MetricsOptions,
+) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(
+        out,
+        "id,submit,start,end,procs,runtime,estimate,wait,response,slowdown,bounded_slowdown,suspended,preemptions,outcome"
+    )?;
+    for ((job, rec), &runtime) in w.jobs.iter().zip(&r.records).zip(&r.runtimes) {
+        let JobRecord {
+            id,
+            submit,
+            procs,
+            start,
+            end,
+            suspended,
+            preemptions,
+            outcome,
+            ..
+        } = rec;
+        let t = |x: Option<cosched_core::Time>| x.map_or(String::new(), |t| t.to_string());
+        let figures = match (start, end) {
+            (Some(s), Some(e)) => {
+                let jm = job_metrics(*submit, *s, *e, runtime, m.bsld_threshold);
+                format!(
+                    "{},{},{:.4},{:.4}",
+                    jm.wait_s, jm.response_s, jm.slowdown, jm.bounded_slowdown
+                )
+            }
+            _ => ",,,".to_string(),
+        };
+        let outcome = outcome
+            .map(|o| format!("{o:?}").to_lowercase())
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{id},{submit},{},{},{procs},{},{},{figures},{},{preemptions},{outcome}",
+            t(*start),
+            t(*end),
+            runtime.as_secs_f64(),
+            job.req.estimate.as_secs_f64(),
+            suspended.as_secs_f64(),
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn print_group_table(title: &str, groups: &[Group]) {
+    println!("\n{title}");
+    println!(
+        "  {:<8} {:>8} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
+        "class", "jobs", "wait_s", "p90_wait_s", "resp_s", "sld", "bsld", "p99_bsld"
+    );
+    for g in groups {
+        println!(
+            "  {:<8} {:>8} {:>12.1} {:>12.1} {:>12.1} {:>10.2} {:>10.2} {:>10.1}",
+            g.label,
+            g.jobs,
+            g.wait_s.mean,
+            g.wait_s.p90,
+            g.response_s.mean,
+            g.slowdown.mean,
+            g.bounded_slowdown.mean,
+            g.bounded_slowdown.p99
+        );
+    }
+}
+
+fn print_summary(src: &Source, w: &Workload, s: &Summary, load: Option<f64>) {
+    println!("policy            {}", s.policy);
+    println!(
+        "workload          {}{}",
+        src.label(),
+        load.map(|l| format!(", offered load {l}"))
+            .unwrap_or_default()
+    );
+    println!("machine           {} PEs", s.procs);
+    println!(
+        "jobs              {} simulated, {} unfinished, {} skipped (runtime {}, size {}, oversize {}, submit {})",
+        s.jobs,
+        s.unfinished,
+        w.skipped.total(),
+        w.skipped.runtime,
+        w.skipped.size,
+        w.skipped.oversize,
+        w.skipped.submit
+    );
+    println!(
+        "estimates         {} from the runtime, {} jobs run past their estimate",
+        w.estimate_from_runtime, w.overrunning
+    );
+    println!(
+        "mean wait         {:.1} s (p50 {:.1}, p90 {:.1}, max {:.1})",
+        s.mean_wait_s, s.all.wait_s.p50, s.all.wait_s.p90, s.all.wait_s.max
+    );
+    println!("mean response     {:.1} s", s.mean_response_s);
+    println!("mean slowdown     {:.3}", s.mean_slowdown);
+    print!(
+        "mean bounded sld  {:.3} (threshold {} s",
+        s.mean_bounded_slowdown, s.bsld_threshold_s
+    );
+    match s.batch_bounded_slowdown {
+        Some(b) => println!(
+            "; batch means {:.3} ± {:.3} at 90 %, {} batches)",
+            b.mean, b.ci90_half_width, b.batches
+        ),
+        None => println!(")"),
+    }
+    println!("utilization       {:.4}", s.utilization);
+    println!("makespan          {:.0} s", s.makespan_s);
+    print_group_table("by size (PEs)", &s.by_size);
+    print_group_table("by runtime", &s.by_runtime);
+}
+
+fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
+    for &l in &a.loads {
+        check_load(l)?;
+    }
+    if a.policies.is_empty() {
+        bail!("--policies is empty: name at least one policy");
+    }
+    let src = source(&a.source)?;
+    let seeds = match (&a.seeds, &src) {
+        (Some(s), Source::Lublin { .. }) if !s.is_empty() => s.clone(),
+        (Some(s), Source::Trace { .. }) if !s.is_empty() => vec![s[0]],
+        _ => vec![a.source.seed],
+    };
+    let spec = SweepSpec {
+        source: src,
+        policies: a.policies.clone(),
+        loads: a.loads.iter().map(|&l| Some(l)).collect(),
+        seeds,
+        semantics: semantics(&a.source),
+        engine: EngineOptions {
+            arrivals_first: a.source.arrivals_first,
+        },
+        policy: policy_options(&a.policy_args),
+        metrics: metrics_options(&a.policy_args),
+    };
+    let points = (spec.policies.len() * spec.loads.len() * spec.seeds.len()) as u64;
+    let bar = if std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(points);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}",
+            )
+            .expect("static template"),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let pool = {
+        let mut b = rayon::ThreadPoolBuilder::new();
+        if let Some(n) = a.threads {
+            b = b.num_threads(n);
+        }
+        b.build().context("starting worker threads")?
+    };
+    let rows = pool.install(|| cosched_sim::sweep::run(&spec, &|| bar.inc(1)))?;
+    bar.finish_and_clear();
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let csv = a.out.join("sweep.csv");
+    std::fs::write(&csv, to_csv(&rows)).with_context(|| format!("writing {}", csv.display()))?;
+    let json = serde_json::to_string_pretty(&rows)?;
+    let json_path = a.out.join("sweep.json");
+    std::fs::write(&json_path, &json)
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    let title = format!(
+        "{} ({:?} estimates)",
+        spec.source.label(),
+        spec.semantics.estimates
+    )
+    .to_lowercase();
+    let c = chart(&rows, &title);
+    for ext in ["png", "svg"] {
+        let p = a.out.join(format!("sweep.{ext}"));
+        plot::line_chart(&p, &c).with_context(|| format!("drawing {}", p.display()))?;
+    }
+    if a.json {
+        println!("{json}");
+    } else {
+        println!(
+            "{:<14} {:>6} {:>6} {:>8} {:>12} {:>10} {:>10} {:>8}",
+            "policy", "load", "seed", "jobs", "wait_s", "bsld", "±90%", "util"
+        );
+        for r in &rows {
+            println!(
+                "{:<14} {:>6} {:>6} {:>8} {:>12.1} {:>10.3} {:>10} {:>8.4}{}",
+                r.policy,
+                r.load.map_or("-".into(), |l| format!("{l}")),
+                r.seed,
+                r.jobs,
+                r.mean_wait_s,
+                r.mean_bounded_slowdown,
+                r.bounded_slowdown_ci90
+                    .map_or("-".into(), |c| format!("{c:.3}")),
+                r.utilization,
+                r.error
+                    .as_deref()
+                    .map(|e| format!("  ERROR: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+        println!("\nwrote {}/sweep.{{csv,json,png,svg}}", a.out.display());
+    }
+    Ok(if rows.iter().any(|r| r.error.is_some()) {
+        1
+    } else {
+        0
+    })
 }
