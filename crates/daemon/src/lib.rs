@@ -1,1 +1,77 @@
-//! The machine manager and node manager: the real-time drivers of cosched-policy and cosched-node.
+//! The machine manager and the node managers: the real-time driver of the job-level policies,
+//! running real parallel jobs on real nodes.
+//!
+//! - [`mm`]: the machine manager (policy driver, job records, tree root, failure detection).
+//! - [`nm`]: the node manager (tree node, launching, SIGSTOP/SIGCONT context switches).
+//! - [`proto`]: what daemons and clients say to each other.
+//! - [`db`]: the machine manager's SQLite (WAL) store.
+//! - [`client`]: a blocking client for user commands (submit, wait, status, …).
+//! - [`cluster`]: an embedded cluster of local daemons (`cosched cluster up|down`, the demo).
+//! - [`report`]: tables, the Ousterhout matrix and SWF export of job records.
+//! - [`util`]: clock, atomic files, signals.
+//!
+//! ```no_run
+//! use cosched_daemon::cluster::{ClusterOptions, up};
+//! let opts = ClusterOptions::new("/usr/local/bin/cosched".into(), "/tmp/cosched-demo".into(), 2, 2);
+//! let cluster = up(&opts).unwrap();
+//! let id = cluster.client.submit_simple(2, &["/bin/true"]).unwrap();
+//! let jobs = cluster.client.wait(&[id], std::time::Duration::from_secs(10)).unwrap();
+//! assert_eq!(jobs[0].state.as_str(), "completed");
+//! cluster.down().unwrap();
+//! ```
+
+pub mod client;
+pub mod cluster;
+pub mod db;
+pub mod mm;
+pub mod nm;
+pub mod proto;
+pub mod report;
+pub mod util;
+
+use std::path::PathBuf;
+
+/// What can go wrong in the daemons and their clients; each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("cannot listen on {addr}: {source} (choose another address with --listen)")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot reach the machine manager at {addr}: {source} (is the cluster up? `cosched cluster up`, or pass --mm ADDR)"
+    )]
+    Connect {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Frame(#[from] cosched_storm::FrameError),
+    #[error("{0}")]
+    Db(#[from] db::DbError),
+    #[error("{0}")]
+    Config(String),
+    #[error("the machine manager rejected this node: {0}")]
+    Rejected(String),
+    /// The machine manager answered the request with an error.
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Timeout(String),
+    #[error("state directory {dir}: {why}")]
+    StateDir { dir: PathBuf, why: String },
+}
+
+/// Where `cluster up` keeps its files: `$COSCHED_STATE_DIR`, else `~/.cosched`.
+pub fn default_state_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("COSCHED_STATE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".cosched"),
+        None => std::env::temp_dir().join("cosched"),
+    }
+}

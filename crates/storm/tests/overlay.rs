@@ -111,19 +111,17 @@ async fn mechanisms_over_a_binary_tree() {
     // A signal from a leaf two hops down reaches the root.
     nodes[5].0.signal_up(b"done".to_vec());
     loop {
-        match tokio::time::timeout(T, up.recv())
+        let ev = tokio::time::timeout(T, up.recv())
             .await
             .expect("signal within 10 s")
-            .unwrap()
+            .unwrap();
+        if let ChildEvent::Up {
+            msg: Up::Signal { from, payload },
+            ..
+        } = ev
         {
-            ChildEvent::Up {
-                msg: Up::Signal { from, payload },
-                ..
-            } => {
-                assert_eq!((from, payload), (NodeId(5), b"done".to_vec()));
-                break;
-            }
-            _ => {}
+            assert_eq!((from, payload), (NodeId(5), b"done".to_vec()));
+            break;
         }
     }
 

@@ -1,11 +1,421 @@
-//! Placeholder until the daemons land.
+//! The resource manager's commands: the daemons (`mm`, `nm`), the embedded cluster
+//! (`cluster up|down`) and the user commands (`submit`, `queue`, `wait`, `cancel`, `suspend`,
+//! `resume`, `status`, `acct`, `output`). The work is in `cosched-daemon`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use cosched_core::{Dur, JobId};
+use cosched_daemon::client::Client;
+use cosched_daemon::cluster::{self, ClusterOptions};
+use cosched_daemon::proto::{JobInfo, Request, SubmitRequest};
+use cosched_daemon::{default_state_dir, mm, nm, report};
+use cosched_storm::Key;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Run the machine manager (not implemented yet)
-    Mm,
+    /// Run the machine manager (normally started by `cosched cluster up`)
+    Mm(MmArgs),
+    /// Run a node manager that joins the machine manager at --mm
+    Nm(NmArgs),
+    /// Start or stop an embedded cluster of local daemons
+    #[command(subcommand)]
+    Cluster(ClusterCmd),
+    /// Submit a parallel job: `cosched submit -n 4 -- ./prog args`; prints its id
+    Submit(SubmitArgs),
+    /// List waiting, running and recently ended jobs
+    Queue(QueueArgs),
+    /// Wait until jobs end; exit status 0 only if all completed with exit code 0
+    Wait(WaitArgs),
+    /// Cancel a job (waiting or running)
+    Cancel(IdArgs),
+    /// Stop a job (SIGSTOP) and keep it from running until `resume`
+    Suspend(IdArgs),
+    /// Let a suspended job run again
+    Resume(IdArgs),
+    /// Node map and Ousterhout matrix (which job each PE runs in each slot)
+    Status(ConnArgs),
+    /// Accounting: one record per job; SWF export
+    Acct(AcctArgs),
+    /// Print what a rank of a job wrote to stdout and stderr
+    Output(OutputArgs),
 }
 
-pub fn run(_c: Command) -> anyhow::Result<i32> {
-    anyhow::bail!("not implemented yet")
+/// How to reach the machine manager.
+#[derive(clap::Args, Clone)]
+pub struct ConnArgs {
+    /// Machine manager address HOST:PORT (default: from $COSCHED_STATE_DIR/mm.addr)
+    #[arg(long)]
+    mm: Option<String>,
+    /// Cluster key file (default: $COSCHED_STATE_DIR/key)
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Print one JSON document instead of a table
+    #[arg(long)]
+    json: bool,
+}
+
+impl ConnArgs {
+    fn client(&self) -> anyhow::Result<Client> {
+        Ok(Client::from_state_dir(&default_state_dir(), self.mm.as_deref(), self.key_file.as_deref())?)
+    }
+}
+
+#[derive(clap::Args)]
+pub struct MmArgs {
+    /// Address to listen on
+    #[arg(long, default_value = "0.0.0.0:7070")]
+    listen: String,
+    /// Nodes in the machine
+    #[arg(long)]
+    nodes: u32,
+    /// PEs (cores) per node
+    #[arg(long)]
+    pes: u32,
+    /// Scheduling policy (see `cosched sim --help` for the registered names)
+    #[arg(long, default_value = "fcfs")]
+    policy: String,
+    /// Multiprogramming level of time-sharing policies
+    #[arg(long)]
+    mpl: Option<u32>,
+    /// Time quantum of time-sharing policies (e.g. 50ms)
+    #[arg(long)]
+    quantum: Option<Dur>,
+    /// Fan-out of the tree of node managers
+    #[arg(long, default_value_t = 8)]
+    fanout: u32,
+    /// Liveness heartbeat period; a node silent for 5 periods is marked down
+    #[arg(long, default_value = "200ms")]
+    heartbeat: Dur,
+    /// Requeue jobs lost with a failed node instead of failing them
+    #[arg(long)]
+    requeue: bool,
+    /// Where mm.addr and mm.db live (default: $COSCHED_STATE_DIR)
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Cluster key file (64 hex digits; created if missing)
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct NmArgs {
+    /// Machine manager address HOST:PORT
+    #[arg(long)]
+    mm: String,
+    /// Node name (default: the host name)
+    #[arg(long)]
+    name: Option<String>,
+    /// PEs (cores) this node offers
+    #[arg(long)]
+    pes: u32,
+    /// Where job output goes (default: $COSCHED_STATE_DIR/nm-NAME)
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+    /// Address for the tree parent to connect to (default: this host's address toward the MM)
+    #[arg(long)]
+    listen: Option<String>,
+    /// Cluster key file (the machine manager's)
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+}
+
+#[derive(clap::Subcommand)]
+pub enum ClusterCmd {
+    /// Start a machine manager and N node managers on this machine; prints the MM address
+    Up(UpArgs),
+    /// Stop the cluster of $COSCHED_STATE_DIR and every job on it
+    Down,
+}
+
+#[derive(clap::Args)]
+pub struct UpArgs {
+    /// Node managers to start
+    #[arg(long, default_value_t = 2)]
+    nodes: u32,
+    /// PEs per node
+    #[arg(long, default_value_t = 2)]
+    pes: u32,
+    /// Scheduling policy: fcfs, easy, gang, …
+    #[arg(long, default_value = "fcfs")]
+    policy: String,
+    /// Multiprogramming level (gang)
+    #[arg(long)]
+    mpl: Option<u32>,
+    /// Time quantum (gang; default 50ms, down to 1ms)
+    #[arg(long)]
+    quantum: Option<Dur>,
+    /// Fan-out of the tree
+    #[arg(long, default_value_t = 8)]
+    fanout: u32,
+    /// Heartbeat period
+    #[arg(long, default_value = "200ms")]
+    heartbeat: Dur,
+    /// Requeue jobs lost with a failed node
+    #[arg(long)]
+    requeue: bool,
+    /// Print one JSON document
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct SubmitArgs {
+    /// PEs the job needs (one rank per PE)
+    #[arg(short = 'n', long = "pes")]
+    pes: u32,
+    /// Time limit (counts only the time the job runs), e.g. 10m
+    #[arg(long)]
+    time: Option<Dur>,
+    /// Class name (for policies that have classes)
+    #[arg(long)]
+    class: Option<String>,
+    /// Job name (default: the program's name)
+    #[arg(long)]
+    name: Option<String>,
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// The program and its arguments, after `--`
+    #[arg(last = true, required = true)]
+    cmd: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub struct QueueArgs {
+    /// Every job ever submitted, not only live and recently ended ones
+    #[arg(long)]
+    all: bool,
+    #[command(flatten)]
+    conn: ConnArgs,
+}
+
+#[derive(clap::Args)]
+pub struct WaitArgs {
+    /// Job ids
+    #[arg(required = true)]
+    ids: Vec<u64>,
+    /// Give up after this long (exit status 2)
+    #[arg(long, default_value = "1h")]
+    timeout: Dur,
+    #[command(flatten)]
+    conn: ConnArgs,
+}
+
+#[derive(clap::Args)]
+pub struct IdArgs {
+    /// Job id
+    id: u64,
+    #[command(flatten)]
+    conn: ConnArgs,
+}
+
+#[derive(clap::Args)]
+pub struct AcctArgs {
+    /// Also write the ended jobs as an SWF trace to this file
+    #[arg(long)]
+    swf_out: Option<PathBuf>,
+    #[command(flatten)]
+    conn: ConnArgs,
+}
+
+#[derive(clap::Args)]
+pub struct OutputArgs {
+    /// Job id
+    id: u64,
+    /// Rank whose output to print
+    #[arg(long, default_value_t = 0)]
+    rank: u32,
+    #[command(flatten)]
+    conn: ConnArgs,
+}
+
+fn load_or_create_key(path: &std::path::Path) -> anyhow::Result<Key> {
+    if path.exists() {
+        return Ok(Key::load(path)?);
+    }
+    let key = Key::generate()?;
+    key.save(path).with_context(|| format!("writing the new cluster key to {}", path.display()))?;
+    eprintln!("created a new cluster key in {}; give it to the node managers (--key-file)", path.display());
+    Ok(key)
+}
+
+fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn now_us() -> i64 {
+    cosched_daemon::util::now().as_micros()
+}
+
+pub fn run(c: Command) -> anyhow::Result<i32> {
+    match c {
+        Command::Mm(a) => {
+            let dir = a.state_dir.unwrap_or_else(default_state_dir);
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let key = load_or_create_key(&a.key_file.unwrap_or_else(|| dir.join("key")))?;
+            let mut cfg = mm::MmConfig::new(dir, key, a.nodes, a.pes);
+            cfg.listen = a.listen;
+            cfg.policy = a.policy;
+            cfg.mpl = a.mpl;
+            cfg.quantum = a.quantum;
+            cfg.fanout = a.fanout.max(1);
+            cfg.heartbeat = a.heartbeat.max(Dur::from_millis(1));
+            cfg.dead_after = cfg.heartbeat * 5;
+            cfg.requeue = a.requeue;
+            std::fs::write(cfg.state_dir.join("mm.pid"), format!("{}\n", std::process::id()))?;
+            mm::run_blocking(cfg)?;
+            Ok(0)
+        }
+        Command::Nm(a) => {
+            let name = a.name.unwrap_or_else(hostname);
+            let dir = default_state_dir();
+            let key_file = a.key_file.unwrap_or_else(|| dir.join("key"));
+            let key = Key::load(&key_file).with_context(|| "the node manager needs the cluster key (--key-file)")?;
+            let workdir = a.workdir.unwrap_or_else(|| dir.join(format!("nm-{name}")));
+            let cfg = nm::NmConfig { mm: a.mm, name, pes: a.pes, workdir, listen: a.listen, key };
+            nm::run_blocking(cfg)?;
+            Ok(0)
+        }
+        Command::Cluster(ClusterCmd::Up(a)) => {
+            let exe = std::env::current_exe().context("finding the cosched executable")?;
+            let mut o = ClusterOptions::new(exe, default_state_dir(), a.nodes, a.pes);
+            o.policy = a.policy;
+            o.mpl = a.mpl;
+            o.quantum = a.quantum;
+            o.fanout = a.fanout;
+            o.heartbeat = a.heartbeat;
+            o.requeue = a.requeue;
+            let c = cluster::up(&o)?;
+            // The daemons outlive this command: `cluster down` stops them.
+            let addr = c.addr.clone();
+            std::mem::forget(c);
+            if a.json {
+                print_json(&serde_json::json!({
+                    "mm": addr, "nodes": o.nodes, "pes": o.pes, "policy": o.policy,
+                    "state_dir": o.state_dir.display().to_string(),
+                }))?;
+            } else {
+                println!("{addr}");
+                eprintln!(
+                    "cluster up: {} nodes × {} PEs, policy {}; state in {} (stop with `cosched cluster down`)",
+                    o.nodes,
+                    o.pes,
+                    o.policy,
+                    o.state_dir.display()
+                );
+            }
+            Ok(0)
+        }
+        Command::Cluster(ClusterCmd::Down) => {
+            cluster::down(&default_state_dir())?;
+            eprintln!("cluster down");
+            Ok(0)
+        }
+        Command::Submit(a) => {
+            let client = a.conn.client()?;
+            let id = client.submit(SubmitRequest {
+                procs: a.pes,
+                time_limit_us: a.time.map(|d| d.as_micros()),
+                class: a.class,
+                name: a.name,
+                cmd: a.cmd,
+                cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
+                user: Some(current_uid()),
+            })?;
+            if a.conn.json {
+                print_json(&serde_json::json!({ "id": id.0 }))?;
+            } else {
+                println!("{id}");
+            }
+            Ok(0)
+        }
+        Command::Queue(a) => {
+            let jobs = a.conn.client()?.jobs(&[])?;
+            let now = now_us();
+            let shown: Vec<JobInfo> = jobs
+                .into_iter()
+                .filter(|j| a.all || !j.state.is_final() || j.end_us.is_some_and(|e| now - e < 300_000_000))
+                .collect();
+            if a.conn.json {
+                print_json(&serde_json::json!({ "jobs": shown.iter().map(report::acct_record).collect::<Vec<_>>() }))?;
+            } else {
+                print!("{}", report::jobs_table(&shown, now));
+            }
+            Ok(0)
+        }
+        Command::Wait(a) => {
+            let ids: Vec<JobId> = a.ids.iter().map(|&i| JobId(i)).collect();
+            let timeout = Duration::from_micros(a.timeout.as_micros().max(0) as u64);
+            let jobs = a.conn.client()?.wait(&ids, timeout)?;
+            let ok = jobs.iter().all(|j| j.state.as_str() == "completed" && j.exit_code == Some(0));
+            if a.conn.json {
+                print_json(&serde_json::json!({
+                    "ok": ok, "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>()
+                }))?;
+            } else {
+                print!("{}", report::jobs_table(&jobs, now_us()));
+            }
+            Ok(if ok { 0 } else { 1 })
+        }
+        Command::Cancel(a) => simple(&a, Request::Cancel(JobId(a.id)), "cancelled"),
+        Command::Suspend(a) => simple(&a, Request::Suspend(JobId(a.id)), "suspended"),
+        Command::Resume(a) => simple(&a, Request::Resume(JobId(a.id)), "resumed"),
+        Command::Status(conn) => {
+            let st = conn.client()?.status()?;
+            if conn.json {
+                print_json(&st)?;
+            } else {
+                print!("{}", report::status_text(&st));
+            }
+            Ok(0)
+        }
+        Command::Acct(a) => {
+            let jobs = a.conn.client()?.jobs(&[])?;
+            if let Some(path) = &a.swf_out {
+                std::fs::write(path, report::swf(&jobs)).with_context(|| format!("writing {}", path.display()))?;
+            }
+            if a.conn.json {
+                print_json(&serde_json::json!({ "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>() }))?;
+            } else {
+                print!("{}", report::jobs_table(&jobs, now_us()));
+            }
+            Ok(0)
+        }
+        Command::Output(a) => {
+            let (out, err) = a.conn.client()?.output(JobId(a.id), a.rank)?;
+            if a.conn.json {
+                print_json(&serde_json::json!({
+                    "id": a.id, "rank": a.rank,
+                    "stdout": String::from_utf8_lossy(&out), "stderr": String::from_utf8_lossy(&err),
+                }))?;
+            } else {
+                std::io::stdout().write_all(&out)?;
+                std::io::stderr().write_all(&err)?;
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn simple(a: &IdArgs, req: Request, done: &str) -> anyhow::Result<i32> {
+    a.conn.client()?.simple(req)?;
+    if a.conn.json {
+        print_json(&serde_json::json!({ "id": a.id, "result": done }))?;
+    } else {
+        println!("job {} {done}", a.id);
+    }
+    Ok(0)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "node".into())
+}
+
+fn current_uid() -> u32 {
+    // /proc/self belongs to this process's user.
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0)
 }

@@ -1,0 +1,442 @@
+//! The node manager: registers with the machine manager, serves its place in the tree, and
+//! launches, stops, continues and kills the processes of the jobs placed on its PEs.
+//!
+//! Launching lives here, not in separate program-launcher processes as in the original
+//! testbed (seed 000 §4.3.5): those existed because a launcher had to fork per PE and per
+//! time slot inside a runtime (RMS) that owned the processes. Here each rank is simply a
+//! child process in its own process group, pinned to its PE, and SIGSTOP/SIGCONT on the group
+//! is the whole context switch, so one process per node suffices and there is no extra hop.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cosched_core::{JobId, NodeId};
+use cosched_storm::{Delivery, Key, NodeHandle, spawn_node};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use crate::DaemonError;
+use crate::proto::*;
+use crate::util::signal_group;
+
+/// Largest output file `cosched output` brings back (the rest is in the node's work directory).
+pub const MAX_OUTPUT: u64 = 4 << 20;
+
+#[derive(Clone, Debug)]
+pub struct NmConfig {
+    pub mm: String,
+    pub name: String,
+    pub pes: u32,
+    pub workdir: PathBuf,
+    /// Address to accept the tree parent on; `None`: the address this host uses to reach
+    /// the machine manager, port chosen by the system.
+    pub listen: Option<String>,
+    pub key: Key,
+}
+
+struct Rank {
+    pgid: i32,
+    exit: Option<RankExit>,
+}
+
+struct NodeJob {
+    ranks: BTreeMap<u32, Rank>,
+}
+
+struct Nm {
+    cfg: NmConfig,
+    jobs: HashMap<JobId, NodeJob>,
+    cpus: Vec<usize>,
+    /// Learnt at registration; the machine manager addresses placements by it.
+    id: Option<NodeId>,
+    exits: mpsc::UnboundedSender<(JobId, RankExit)>,
+}
+
+/// [`run`] on a fresh single-threaded runtime, for a command's main thread. The runtime
+/// stays on this thread, which matters: ranks die with the thread that forked them.
+pub fn run_blocking(cfg: NmConfig) -> Result<(), DaemonError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cfg))
+}
+
+/// Runs a node manager until the machine manager tells it to shut down (or rejects it).
+pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
+    std::fs::create_dir_all(cfg.workdir.join("jobs")).map_err(DaemonError::Io)?;
+    let listen = match &cfg.listen {
+        Some(l) => l.clone(),
+        None => {
+            let probe = TcpStream::connect(&cfg.mm)
+                .await
+                .map_err(|e| DaemonError::Connect {
+                    addr: cfg.mm.clone(),
+                    source: e,
+                })?;
+            format!("{}:0", probe.local_addr().map_err(DaemonError::Io)?.ip())
+        }
+    };
+    let listener = TcpListener::bind(&listen)
+        .await
+        .map_err(|e| DaemonError::Bind {
+            addr: listen.clone(),
+            source: e,
+        })?;
+    let addr = listener.local_addr().map_err(DaemonError::Io)?.to_string();
+    let (exit_tx, mut exit_rx) = mpsc::unbounded_channel();
+    let mut nm = Nm {
+        cpus: allowed_cpus(),
+        cfg,
+        jobs: HashMap::new(),
+        id: None,
+        exits: exit_tx,
+    };
+
+    let (node, heartbeat) = nm.register(&addr).await?;
+    eprintln!(
+        "nm {}: registered as node {node} (tree listener {addr})",
+        nm.cfg.name
+    );
+    let (handle, mut deliveries) = spawn_node(listener, nm.cfg.key.clone(), node);
+    let silence = heartbeat * 4 + Duration::from_millis(200);
+    let mut last_heard = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            d = deliveries.recv() => {
+                let Some(d) = d else { return Ok(()) };
+                match d {
+                    Delivery::Xfer(payload) => {
+                        last_heard = tokio::time::Instant::now();
+                        match postcard::from_bytes::<ToNode>(&payload) {
+                            Ok(ToNode::Shutdown) => {
+                                nm.kill_all();
+                                eprintln!("nm {}: shut down by the machine manager", nm.cfg.name);
+                                return Ok(());
+                            }
+                            Ok(msg) => nm.handle(msg, &handle),
+                            Err(e) => eprintln!("nm {}: undecodable message: {e}", nm.cfg.name),
+                        }
+                    }
+                    Delivery::Topology(_) => last_heard = tokio::time::Instant::now(),
+                    Delivery::ParentLost => {
+                        eprintln!("nm {}: lost its parent in the tree; registering again", nm.cfg.name);
+                        nm.register(&addr).await?;
+                        last_heard = tokio::time::Instant::now();
+                    }
+                }
+            }
+            Some((job, exit)) = exit_rx.recv() => {
+                if let Some(j) = nm.jobs.get_mut(&job) && let Some(r) = j.ranks.get_mut(&exit.rank) {
+                    r.exit = Some(exit.clone());
+                    handle.signal_up(postcard::to_stdvec(&FromNode::Exited { job, exit }).expect("encodes"));
+                }
+            }
+            _ = tokio::time::sleep_until(last_heard + silence) => {
+                eprintln!("nm {}: no heartbeat for {silence:?}; registering again", nm.cfg.name);
+                nm.register(&addr).await?;
+                last_heard = tokio::time::Instant::now();
+            }
+        }
+    }
+}
+
+impl Nm {
+    /// Registers (again) with the machine manager, retrying until it answers: after an MM
+    /// restart this is how the node comes back with its jobs.
+    async fn register(&mut self, addr: &str) -> Result<(NodeId, Duration), DaemonError> {
+        let mut warned = false;
+        loop {
+            let reg = Register {
+                name: self.cfg.name.clone(),
+                pes: self.cfg.pes,
+                addr: addr.to_string(),
+                jobs: self
+                    .jobs
+                    .iter()
+                    .map(|(id, j)| HeldJob {
+                        job: *id,
+                        ranks: j
+                            .ranks
+                            .iter()
+                            .map(|(r, s)| {
+                                s.exit.clone().unwrap_or(RankExit {
+                                    rank: *r,
+                                    code: None,
+                                    error: None,
+                                })
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+            };
+            match try_register(&self.cfg.mm, &self.cfg.key, &reg).await {
+                Ok(RegisterReply::Accepted {
+                    node,
+                    heartbeat_us,
+                    drop_jobs,
+                }) => {
+                    for job in drop_jobs {
+                        self.forget(job);
+                    }
+                    self.id = Some(node);
+                    return Ok((node, Duration::from_micros(heartbeat_us.max(1_000) as u64)));
+                }
+                Ok(RegisterReply::Rejected(why)) => return Err(DaemonError::Rejected(why)),
+                Err(e) => {
+                    if !warned {
+                        eprintln!(
+                            "nm {}: cannot register with {} ({e}); retrying",
+                            self.cfg.name, self.cfg.mm
+                        );
+                        warned = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: ToNode, handle: &NodeHandle) {
+        match msg {
+            ToNode::Heartbeat { .. } | ToNode::Shutdown => {}
+            ToNode::Launch(l) => self.launch(l),
+            ToNode::Switch { stop, cont, kill } => {
+                // Stop the outgoing jobs before continuing the incoming ones, so two jobs never
+                // share a PE even for an instant.
+                for (jobs, sig) in [
+                    (stop, libc::SIGSTOP),
+                    (cont, libc::SIGCONT),
+                    (kill, libc::SIGKILL),
+                ] {
+                    for job in jobs {
+                        self.signal(job, sig);
+                    }
+                }
+            }
+            ToNode::Forget { jobs } => {
+                for job in jobs {
+                    self.forget(job);
+                }
+            }
+            ToNode::FetchOutput { req, job, rank } => {
+                let dir = self.job_dir(job);
+                let read = |ext: &str| -> Option<Vec<u8>> {
+                    use std::io::Read;
+                    let f = std::fs::File::open(dir.join(format!("{rank}.{ext}"))).ok()?;
+                    let mut buf = Vec::new();
+                    f.take(MAX_OUTPUT).read_to_end(&mut buf).ok()?;
+                    Some(buf)
+                };
+                let (found, stdout, stderr) = match (read("out"), read("err")) {
+                    (Some(o), Some(e)) => (true, o, e),
+                    _ => (false, Vec::new(), Vec::new()),
+                };
+                handle.signal_up(
+                    postcard::to_stdvec(&FromNode::Output {
+                        req,
+                        found,
+                        stdout,
+                        stderr,
+                    })
+                    .expect("encodes"),
+                );
+            }
+        }
+    }
+
+    fn job_dir(&self, job: JobId) -> PathBuf {
+        self.cfg.workdir.join("jobs").join(job.0.to_string())
+    }
+
+    fn signal(&self, job: JobId, sig: i32) {
+        if let Some(j) = self.jobs.get(&job) {
+            for r in j.ranks.values().filter(|r| r.exit.is_none()) {
+                signal_group(r.pgid, sig);
+                if sig == libc::SIGKILL {
+                    signal_group(r.pgid, libc::SIGCONT);
+                }
+            }
+        }
+    }
+
+    fn forget(&mut self, job: JobId) {
+        self.signal(job, libc::SIGKILL);
+        self.jobs.remove(&job);
+    }
+
+    fn kill_all(&mut self) {
+        let ids: Vec<JobId> = self.jobs.keys().copied().collect();
+        for id in ids {
+            self.forget(id);
+        }
+    }
+
+    fn launch(&mut self, l: Launch) {
+        let Some(mine) = l.placement.iter().find(|p| Some(p.node) == self.id) else {
+            return;
+        };
+        let mine = mine.clone();
+        if self.jobs.contains_key(&l.job) {
+            return; // a duplicate delivery
+        }
+        let dir = self.job_dir(l.job);
+        let mut job = NodeJob {
+            ranks: BTreeMap::new(),
+        };
+        let _ = std::fs::create_dir_all(&dir);
+        for &(rank, local_pe) in &mine.ranks {
+            let cpu = self.cpus[local_pe as usize % self.cpus.len()];
+            match spawn_rank(&l, rank, local_pe, cpu, &self.cfg.name, &dir) {
+                Ok(mut child) => {
+                    let pid = child.id().map(|p| p as i32).unwrap_or(0);
+                    if l.stopped {
+                        signal_group(pid, libc::SIGSTOP);
+                    }
+                    job.ranks.insert(
+                        rank,
+                        Rank {
+                            pgid: pid,
+                            exit: None,
+                        },
+                    );
+                    let (tx, id) = (self.exits.clone(), l.job);
+                    tokio::spawn(async move {
+                        let code = match child.wait().await {
+                            Ok(st) => exit_code(st),
+                            Err(_) => -1,
+                        };
+                        let _ = tx.send((
+                            id,
+                            RankExit {
+                                rank,
+                                code: Some(code),
+                                error: None,
+                            },
+                        ));
+                    });
+                }
+                Err(e) => {
+                    let why = format!("cannot launch {:?}: {e}", l.cmd[0]);
+                    eprintln!("nm {}: job {} rank {rank}: {why}", self.cfg.name, l.job);
+                    let _ = std::fs::write(
+                        dir.join(format!("{rank}.err")),
+                        format!("cosched: {why}\n"),
+                    );
+                    let _ = std::fs::write(dir.join(format!("{rank}.out")), "");
+                    job.ranks.insert(
+                        rank,
+                        Rank {
+                            pgid: 0,
+                            exit: None,
+                        },
+                    );
+                    let _ = self.exits.send((
+                        l.job,
+                        RankExit {
+                            rank,
+                            code: Some(127),
+                            error: Some(why),
+                        },
+                    ));
+                }
+            }
+        }
+        self.jobs.insert(l.job, job);
+    }
+}
+
+fn spawn_rank(
+    l: &Launch,
+    rank: u32,
+    local_pe: u32,
+    cpu: usize,
+    node_name: &str,
+    dir: &std::path::Path,
+) -> std::io::Result<tokio::process::Child> {
+    let out = std::fs::File::create(dir.join(format!("{rank}.out")))?;
+    let err = std::fs::File::create(dir.join(format!("{rank}.err")))?;
+    let mut cmd = tokio::process::Command::new(&l.cmd[0]);
+    cmd.args(&l.cmd[1..])
+        .envs(l.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("COSCHED_JOB_ID", l.job.0.to_string())
+        .env("COSCHED_RANK", rank.to_string())
+        .env("COSCHED_SIZE", l.size.to_string())
+        .env("COSCHED_NODE", node_name)
+        .env("COSCHED_PE", local_pe.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0);
+    if std::path::Path::new(&l.cwd).is_dir() {
+        cmd.current_dir(&l.cwd);
+    } else {
+        cmd.current_dir(dir);
+    }
+    // SAFETY: only async-signal-safe calls (prctl, sched_setaffinity) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // A rank must not outlive its node manager: a killed NM takes its processes along,
+            // as a crashed node would.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+fn exit_code(st: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+}
+
+/// The CPUs this process may run on: PEs map onto them in order (modulo their number when a
+/// node claims more PEs than the host has cores, as an embedded cluster does).
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills a zeroed cpu_set_t of the size given.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let ok =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }
+            == 0;
+    let cpus: Vec<usize> = if ok {
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if cpus.is_empty() { vec![0] } else { cpus }
+}
+
+async fn try_register(mm: &str, key: &Key, reg: &Register) -> Result<RegisterReply, DaemonError> {
+    let connect = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(mm)).await;
+    let mut stream = match connect {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            return Err(DaemonError::Connect {
+                addr: mm.to_string(),
+                source: e,
+            });
+        }
+        Err(_) => {
+            return Err(DaemonError::Connect {
+                addr: mm.to_string(),
+                source: std::io::ErrorKind::TimedOut.into(),
+            });
+        }
+    };
+    cosched_storm::frame::write_frame(&mut stream, key, &Hello::Register(reg.clone())).await?;
+    let reply = tokio::time::timeout(
+        Duration::from_secs(5),
+        cosched_storm::frame::read_frame(&mut stream, key),
+    )
+    .await
+    .map_err(|_| DaemonError::Connect {
+        addr: mm.to_string(),
+        source: std::io::ErrorKind::TimedOut.into(),
+    })??;
+    Ok(reply)
+}

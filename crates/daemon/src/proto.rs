@@ -1,0 +1,246 @@
+//! What the daemons and the clients say to each other (postcard inside authenticated frames).
+//!
+//! - A peer connecting to the machine manager sends one [`Hello`] first: a node manager
+//!   registering, or a client request (one request, one [`Response`], then the connection
+//!   closes).
+//! - The machine manager talks to node managers only through the tree: [`ToNode`] payloads of
+//!   XFER-AND-SIGNAL going down, [`FromNode`] payloads of signals coming up.
+
+use cosched_core::{JobId, NodeId};
+use serde::{Deserialize, Serialize};
+
+/// Node variable written by every heartbeat (its sequence number); COMPARE checks it.
+pub const VAR_HEARTBEAT: u32 = 1;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Hello {
+    Register(Register),
+    Client(Request),
+}
+
+/// A node manager introduces itself (again, after losing its parent or an MM restart).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Register {
+    pub name: String,
+    pub pes: u32,
+    /// Where its storm listener accepts its parent.
+    pub addr: String,
+    /// Jobs it holds processes (or unreported exits) of.
+    pub jobs: Vec<HeldJob>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HeldJob {
+    pub job: JobId,
+    pub ranks: Vec<RankExit>,
+}
+
+/// A rank of a job on a node: `code` is `None` while it runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankExit {
+    pub rank: u32,
+    pub code: Option<i32>,
+    /// Why it could not be launched, when it could not.
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum RegisterReply {
+    Accepted {
+        node: NodeId,
+        heartbeat_us: i64,
+        /// Jobs the machine manager no longer runs: kill and forget them.
+        drop_jobs: Vec<JobId>,
+    },
+    Rejected(String),
+}
+
+/// One job's processes on a node: which ranks run on which of its PEs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub node: NodeId,
+    /// `(rank, local PE index)`.
+    pub ranks: Vec<(u32, u32)>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Launch {
+    pub job: JobId,
+    pub size: u32,
+    pub cmd: Vec<String>,
+    pub cwd: String,
+    pub env: Vec<(String, String)>,
+    /// Launch and stop at once (a policy's Place).
+    pub stopped: bool,
+    pub placement: Vec<Placement>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ToNode {
+    Heartbeat {
+        seq: i64,
+    },
+    Launch(Launch),
+    /// One multi-context switch: stop these jobs, then continue those, then kill those.
+    Switch {
+        stop: Vec<JobId>,
+        cont: Vec<JobId>,
+        kill: Vec<JobId>,
+    },
+    /// The machine manager has recorded these jobs' ends: drop their state.
+    Forget {
+        jobs: Vec<JobId>,
+    },
+    FetchOutput {
+        req: u64,
+        job: JobId,
+        rank: u32,
+    },
+    Shutdown,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum FromNode {
+    Exited {
+        job: JobId,
+        exit: RankExit,
+    },
+    Output {
+        req: u64,
+        found: bool,
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+    },
+}
+
+/// A user's request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Request {
+    Submit(SubmitRequest),
+    /// Jobs by id; every job when `ids` is empty.
+    Jobs {
+        ids: Vec<JobId>,
+    },
+    Cancel(JobId),
+    Suspend(JobId),
+    Resume(JobId),
+    Status,
+    Output {
+        job: JobId,
+        rank: u32,
+    },
+    /// Stop every job and every daemon.
+    Shutdown,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SubmitRequest {
+    pub procs: u32,
+    pub time_limit_us: Option<i64>,
+    pub class: Option<String>,
+    pub name: Option<String>,
+    pub cmd: Vec<String>,
+    pub cwd: String,
+    pub user: Option<u32>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Response {
+    Submitted(JobId),
+    Jobs(Vec<JobInfo>),
+    Done,
+    Status(StatusInfo),
+    Output { stdout: Vec<u8>, stderr: Vec<u8> },
+    Error(String),
+}
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Queued,
+    Running,
+    /// Allocated but stopped (time-slicing, a user's suspend, a preemption).
+    Suspended,
+    Completed,
+    Failed,
+    Cancelled,
+    TimedOut,
+    NodeFailed,
+}
+
+impl JobState {
+    pub fn is_final(self) -> bool {
+        !matches!(
+            self,
+            JobState::Queued | JobState::Running | JobState::Suspended
+        )
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Suspended => "suspended",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::TimedOut => "timed_out",
+            JobState::NodeFailed => "node_failed",
+        }
+    }
+}
+
+/// Everything recorded about a job: persisted by the machine manager, shown by the clients.
+/// Times are microseconds since the Unix epoch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobInfo {
+    pub id: JobId,
+    pub name: String,
+    pub class: Option<String>,
+    pub user: Option<u32>,
+    pub procs: u32,
+    pub time_limit_us: Option<i64>,
+    pub cmd: Vec<String>,
+    pub cwd: String,
+    pub state: JobState,
+    pub submit_us: i64,
+    pub start_us: Option<i64>,
+    pub end_us: Option<i64>,
+    /// Time allocated but stopped, between start and end.
+    pub suspended_us: i64,
+    /// Time actually run (what the time limit counts).
+    pub run_us: i64,
+    /// PEs held, as `0-3,8`.
+    pub pes: String,
+    pub placement: Vec<Placement>,
+    pub exit_code: Option<i32>,
+    /// Why it failed (launch error, lost node, time limit, …).
+    pub error: Option<String>,
+    /// Stopped by a user's `suspend`.
+    pub held: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub id: NodeId,
+    pub name: String,
+    /// `up` or `down`.
+    pub state: String,
+    pub addr: String,
+    pub pes: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StatusInfo {
+    pub policy: String,
+    pub nodes_total: u32,
+    pub pes_per_node: u32,
+    pub fanout: u32,
+    pub tree_depth: u32,
+    pub nodes: Vec<NodeInfo>,
+    /// `slots[s][pe]` = the job holding PE `pe` in slot `s`.
+    pub slots: Vec<Vec<Option<JobId>>>,
+    pub active_slot: Option<u32>,
+    /// Jobs running now, per PE.
+    pub running: Vec<Option<JobId>>,
+}
