@@ -1,1 +1,61 @@
-//! The process-level discrete-event simulator: drives cosched-node with BSP application models.
+//! The process-level discrete-event simulator: BSP applications on a cluster of nodes × PEs,
+//! each node scheduled by a `cosched-node` [`NodeScheduler`](cosched_node::NodeScheduler).
+//!
+//! - [`scenario`]: the TOML scenario (machine, costs, scheme parameters, workload, grid).
+//! - [`workload`]: scenario workloads → BSP jobs (explicit, seed-004 mixes, Lublin model).
+//! - [`engine`]: the event loop: PEs, processes, network, FCFS admission up to the MPL.
+//! - [`report`]: results (response, wait, message pending time, time breakdown, classes).
+//!
+//! [`run`] simulates one scheme; [`sweep`] runs schemes × grid points in parallel.
+
+pub mod engine;
+pub mod report;
+pub mod scenario;
+pub mod workload;
+
+use std::collections::BTreeMap;
+
+use cosched_node::Scheme;
+use rayon::prelude::*;
+
+pub use report::{Breakdown, ClassChange, RunResult};
+pub use scenario::{Scenario, ScenarioError};
+
+/// Simulates one scheme on a scenario. `class_history` keeps every FCS class change.
+pub fn run(sc: &Scenario, scheme: Scheme, class_history: bool) -> Result<RunResult, ScenarioError> {
+    let jobs = workload::build(sc)?;
+    Ok(engine::Engine::new(sc, scheme, &jobs, class_history).run())
+}
+
+/// Runs every scheme at every grid point of the scenario, in parallel; `progress` is called
+/// after each run with (done, total). Results come back in (grid point, scheme) order.
+pub fn sweep(
+    sc: &Scenario,
+    schemes: &[Scheme],
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<RunResult>, ScenarioError> {
+    let points = sc.grid_points();
+    let mut tasks = Vec::new();
+    for p in &points {
+        let applied = sc.with_params(p)?;
+        for &s in schemes {
+            tasks.push((p.clone(), applied.clone(), s));
+        }
+    }
+    let total = tasks.len();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    tasks
+        .into_par_iter()
+        .map(
+            |(params, scen, scheme): (BTreeMap<String, String>, Scenario, Scheme)| {
+                let mut r = run(&scen, scheme, false)?;
+                if !params.is_empty() {
+                    r.params = Some(params);
+                }
+                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                progress(n, total);
+                Ok(r)
+            },
+        )
+        .collect()
+}

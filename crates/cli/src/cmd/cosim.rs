@@ -1,8 +1,200 @@
-//! Placeholder until the owning crate lands.
+//! `cosched cosim`: run one coscheduling scheme on a scenario file, or sweep several schemes
+//! over the scenario's parameter grid (`cosched cosim sweep`).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use cosched_cosim::{RunResult, Scenario};
+use cosched_node::Scheme;
 
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    sweep: Option<Sub>,
+    /// Scenario file (TOML; see scenarios/ and docs/cosim.md)
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+    /// Scheme: local, ib, sb (alias ics), dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs
+    #[arg(long)]
+    scheme: Option<String>,
+    /// Print one JSON document instead of tables
+    #[arg(long)]
+    json: bool,
+    /// Write every FCS class change (JSON lines: time_s, job, rank, class) to this file
+    #[arg(long)]
+    class_history: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("not implemented yet")
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// Run several schemes over the scenario's parameter grid, in parallel
+    Sweep(SweepArgs),
+}
+
+#[derive(clap::Args)]
+struct SweepArgs {
+    /// Scenario file (TOML)
+    #[arg(long)]
+    scenario: PathBuf,
+    /// Comma-separated schemes (default: all ten)
+    #[arg(long, value_delimiter = ',')]
+    schemes: Vec<String>,
+    /// Print one JSON array instead of a table
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_schemes(names: &[String]) -> anyhow::Result<Vec<Scheme>> {
+    if names.is_empty() {
+        return Ok(Scheme::ALL.to_vec());
+    }
+    names
+        .iter()
+        .map(|n| {
+            n.parse::<Scheme>()
+                .map_err(|e| anyhow::anyhow!("--schemes: {e}"))
+        })
+        .collect()
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    if let Some(Sub::Sweep(s)) = args.sweep {
+        return sweep(s);
+    }
+    let Some(path) = args.scenario else {
+        bail!(
+            "missing --scenario FILE (for example: --scenario scenarios/fcs-classification.toml)"
+        );
+    };
+    let Some(name) = args.scheme else {
+        bail!(
+            "missing --scheme NAME (one of: local, ib, sb, dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs)"
+        );
+    };
+    let scheme: Scheme = name.parse().map_err(|e| anyhow::anyhow!("--scheme: {e}"))?;
+    let sc = Scenario::load(&path)?;
+    let history = args.class_history.is_some();
+    let result = cosched_cosim::run(&sc, scheme, history)?;
+    if let Some(file) = &args.class_history {
+        let mut text = String::new();
+        for c in result.class_history.as_deref().unwrap_or_default() {
+            text.push_str(&serde_json::to_string(c)?);
+            text.push('\n');
+        }
+        std::fs::write(file, text)
+            .with_context(|| format!("writing --class-history {}", file.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print_summary(&[result.clone()]);
+        print_jobs(&result);
+    }
+    Ok(0)
+}
+
+fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
+    let schemes = parse_schemes(&a.schemes)?;
+    let sc = Scenario::load(&a.scenario)?;
+    let total = (sc.grid_points().len() * schemes.len()) as u64;
+    let bar = if std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}",
+            )
+            .expect("static template"),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let results = cosched_cosim::sweep(&sc, &schemes, &|done, _| bar.set_position(done as u64))?;
+    bar.finish_and_clear();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        print_summary(&results);
+    }
+    Ok(0)
+}
+
+fn params_text(r: &RunResult) -> String {
+    r.params
+        .as_ref()
+        .map(|p| {
+            p.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+fn print_summary(results: &[RunResult]) {
+    println!(
+        "{:<22} {:<8} {:>11} {:>10} {:>12} {:>8} {:>6} {:>6} {:>6} {:>6}",
+        "params",
+        "scheme",
+        "response_s",
+        "wait_s",
+        "pending_ms",
+        "compute",
+        "spin",
+        "idle",
+        "cswitch",
+        "ovhd"
+    );
+    for r in results {
+        let b = &r.breakdown;
+        println!(
+            "{:<22} {:<8} {:>11.3} {:>10.3} {:>12.3} {:>8.3} {:>6.3} {:>6.3} {:>6.4} {:>6.4}",
+            params_text(r),
+            r.scheme,
+            r.mean_response_s,
+            r.mean_wait_s,
+            r.msg_pending_s * 1e3,
+            b.compute,
+            b.spin,
+            b.idle,
+            b.context_switch,
+            b.overhead
+        );
+    }
+}
+
+fn print_jobs(r: &RunResult) {
+    println!();
+    println!(
+        "short jobs (<0.6 s work): {} jobs, runtime {:.3} s, wait {:.3} s; long: {} jobs, runtime {:.3} s, wait {:.3} s",
+        r.short.jobs,
+        r.short.mean_runtime_s,
+        r.short.mean_wait_s,
+        r.long.jobs,
+        r.long.mean_runtime_s,
+        r.long.mean_wait_s
+    );
+    if r.jobs.len() > 40 {
+        return;
+    }
+    println!(
+        "{:>4} {:<22} {:>5} {:>9} {:>9} {:>11}  classes",
+        "job", "kind", "procs", "work_s", "wait_s", "response_s"
+    );
+    for j in &r.jobs {
+        let classes: Vec<&str> = j.processes.iter().map(|p| p.class.unwrap_or("-")).collect();
+        println!(
+            "{:>4} {:<22} {:>5} {:>9.3} {:>9} {:>11}  {}",
+            j.id,
+            j.kind,
+            j.procs,
+            j.work_s,
+            j.wait_s.map_or("-".into(), |w| format!("{w:.3}")),
+            j.response_s
+                .map_or("unfinished".into(), |w| format!("{w:.3}")),
+            classes.join(" ")
+        );
+    }
 }

@@ -1,0 +1,876 @@
+//! The discrete-event engine. Events are ordered by (time, sequence number), time is integer
+//! microseconds, and every process draws its compute times from its own seeded generator, so a
+//! scenario, a scheme and a seed give one exact outcome.
+//!
+//! The engine owns the mechanics — PEs, processes' progress through their BSP iterations, the
+//! network, job admission and time accounting — and asks each node's
+//! [`NodeScheduler`] for every scheduling decision.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+use cosched_core::{Dur, Time};
+use cosched_node::{
+    Action, FcsParams, LoadInfo, NodeScheduler, ProcClass, SchedParams, Scheme, WaitPolicy,
+};
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64;
+
+use crate::report::{Breakdown, ClassChange, JobResult, ProcResult, RunResult};
+use crate::scenario::Scenario;
+use crate::workload::{AppJob, peers};
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    JobArrive(usize),
+    /// The running segment on a PE reaches a compute end, quantum end or spin end.
+    SegEnd {
+        pe: usize,
+        epoch: u64,
+    },
+    /// A context switch or overhead period on a PE is over.
+    BusyEnd {
+        pe: usize,
+        epoch: u64,
+    },
+    IoDone(u32),
+    Msg {
+        dst: u32,
+        iter: u32,
+        from_node: u32,
+        info: LoadInfo,
+    },
+    Heartbeat,
+    PbTick(u32),
+}
+
+struct Entry {
+    at: Time,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // BinaryHeap is a max-heap: reverse so the earliest (then first scheduled) pops first.
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PeState {
+    Idle,
+    Busy {
+        until: Time,
+        switch: Dur,
+        overhead: Dur,
+    },
+    Running {
+        proc: u32,
+    },
+}
+
+struct Pe {
+    node: u32,
+    local: usize,
+    state: PeState,
+    since: Time,
+    epoch: u64,
+    last_run: Option<u32>,
+    quantum_end: Option<Time>,
+    acct: Breakdown,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Compute,
+    Io,
+    Send,
+    Wait,
+    Done,
+}
+
+struct Proc {
+    job: usize,
+    rank: u32,
+    node: u32,
+    gpe: usize,
+    iter: u32,
+    phase: Phase,
+    rem: Dur,
+    peers: Vec<u32>,
+    /// Arrived, unconsumed messages: (iteration, arrival, sender node).
+    inbox: Vec<(u32, Time, u32)>,
+    got: u32,
+    policy: Option<WaitPolicy>,
+    spin_left: Option<Dur>,
+    blocked: bool,
+    blocked_since: Time,
+    wait_waited: Dur,
+    wait_blocked: bool,
+    rng: Pcg64,
+    work_factor: f64,
+    variance: f64,
+    /// FCS class when the process exited.
+    final_class: Option<&'static str>,
+}
+
+struct JobRt {
+    start: Option<Time>,
+    end: Option<Time>,
+    procs: Vec<u32>,
+    left: u32,
+    row: u32,
+}
+
+/// Runs one scheme on a scenario's jobs.
+pub struct Engine<'a> {
+    sc: &'a Scenario,
+    scheme: Scheme,
+    jobs_in: &'a [AppJob],
+    now: Time,
+    seq: u64,
+    heap: BinaryHeap<Entry>,
+    nodes: Vec<NodeScheduler>,
+    pes: Vec<Pe>,
+    procs: Vec<Proc>,
+    jobs: Vec<JobRt>,
+    queue: VecDeque<usize>,
+    /// Ousterhout matrix: rows × PEs, holding process ids.
+    matrix: Vec<Vec<Option<u32>>>,
+    mpl: u32,
+    slot: u32,
+    unfinished: usize,
+    events: u64,
+    pending_sum: Dur,
+    pending_n: u64,
+    history: Option<Vec<ClassChange>>,
+    transit: Dur,
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(
+        sc: &'a Scenario,
+        scheme: Scheme,
+        jobs: &'a [AppJob],
+        record_history: bool,
+    ) -> Engine<'a> {
+        let m = sc.machine;
+        let mpl = if scheme == Scheme::Fcfs { 1 } else { m.mpl };
+        let mut fcs = FcsParams::table_4_1(sc.schemes.timeslice);
+        if let Some(x) = sc.schemes.fcs.max_wdc_wcs {
+            fcs.max_wdc_wcs = x;
+        }
+        if let Some(x) = sc.schemes.fcs.f_thresh {
+            fcs.f_thresh = x;
+        }
+        if let Some(x) = sc.schemes.fcs.max_spin {
+            fcs.max_spin = x;
+        }
+        let params = SchedParams {
+            scheme,
+            pes: m.pes_per_node as usize,
+            spin_time: sc.schemes.spin_time.unwrap_or(sc.costs.latency),
+            interrupt: sc.costs.interrupt,
+            check_endpoint: sc.costs.check_endpoint,
+            global_info: sc.costs.global_info,
+            queue_reorder: sc.costs.queue_reorder,
+            fcs,
+        };
+        let nodes = (0..m.nodes)
+            .map(|_| NodeScheduler::new(params.clone()))
+            .collect();
+        let mut pes = Vec::new();
+        for n in 0..m.nodes {
+            for l in 0..m.pes_per_node as usize {
+                pes.push(Pe {
+                    node: n,
+                    local: l,
+                    state: PeState::Idle,
+                    since: Time::ZERO,
+                    epoch: 0,
+                    last_run: None,
+                    quantum_end: None,
+                    acct: Breakdown::default(),
+                });
+            }
+        }
+        let total = pes.len();
+        Engine {
+            sc,
+            scheme,
+            jobs_in: jobs,
+            now: Time::ZERO,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            nodes,
+            pes,
+            procs: Vec::new(),
+            jobs: jobs
+                .iter()
+                .map(|_| JobRt {
+                    start: None,
+                    end: None,
+                    procs: Vec::new(),
+                    left: 0,
+                    row: 0,
+                })
+                .collect(),
+            queue: VecDeque::new(),
+            matrix: vec![vec![None; total]; mpl as usize],
+            mpl,
+            slot: 0,
+            unfinished: jobs.len(),
+            events: 0,
+            pending_sum: Dur::ZERO,
+            pending_n: 0,
+            history: record_history.then(Vec::new),
+            transit: sc.costs.transit(),
+        }
+    }
+
+    fn at(&mut self, at: Time, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Entry {
+            at,
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    /// Runs to completion (or the scenario's time limit) and reports.
+    pub fn run(mut self) -> RunResult {
+        for (i, j) in self.jobs_in.iter().enumerate() {
+            self.at(j.arrival, Ev::JobArrive(i));
+        }
+        if self.scheme.is_gang() {
+            self.at(Time::ZERO + self.sc.schemes.timeslice, Ev::Heartbeat);
+        }
+        if self.scheme.uses_periodic_boost() {
+            for n in 0..self.nodes.len() as u32 {
+                self.at(Time::ZERO + self.sc.schemes.pb_period, Ev::PbTick(n));
+            }
+        }
+        let limit = self.sc.limits.max_time.map(|d| Time::ZERO + d);
+        while self.unfinished > 0 {
+            let Some(e) = self.heap.pop() else { break };
+            if limit.is_some_and(|l| e.at > l) {
+                self.now = limit.unwrap_or(e.at);
+                break;
+            }
+            self.now = e.at;
+            self.events += 1;
+            self.handle(e.ev);
+        }
+        self.finish()
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::JobArrive(j) => {
+                self.queue.push_back(j);
+                self.admit();
+            }
+            Ev::SegEnd { pe, epoch } => {
+                if self.pes[pe].epoch == epoch {
+                    self.seg_end(pe);
+                }
+            }
+            Ev::BusyEnd { pe, epoch } => {
+                if self.pes[pe].epoch == epoch {
+                    self.close(pe);
+                    self.pes[pe].state = PeState::Idle;
+                    self.repick(pe);
+                }
+            }
+            Ev::IoDone(p) => {
+                let pr = &mut self.procs[p as usize];
+                pr.phase = Phase::Send;
+                let node = pr.node as usize;
+                let acts = self.nodes[node].wake(p, false);
+                self.apply(node, acts);
+            }
+            Ev::Msg {
+                dst,
+                iter,
+                from_node,
+                info,
+            } => self.msg(dst, iter, from_node, info),
+            Ev::Heartbeat => {
+                for id in 0..self.procs.len() as u32 {
+                    if self.procs[id as usize].blocked {
+                        let active = self.row_active(id);
+                        self.flush_blocked(id, active);
+                    }
+                }
+                self.slot = self.next_slot();
+                for n in 0..self.nodes.len() {
+                    let acts = self.nodes[n].heartbeat(self.slot);
+                    self.apply(n, acts);
+                }
+                let next = self.now + self.sc.schemes.timeslice;
+                self.at(next, Ev::Heartbeat);
+            }
+            Ev::PbTick(n) => {
+                let acts = self.nodes[n as usize].periodic_boost(self.now);
+                self.apply(n as usize, acts);
+                let next = self.now + self.sc.schemes.pb_period;
+                self.at(next, Ev::PbTick(n));
+            }
+        }
+    }
+
+    /// The next occupied row of the matrix after the current one.
+    fn next_slot(&self) -> u32 {
+        for k in 1..=self.mpl {
+            let r = (self.slot + k) % self.mpl;
+            if self.matrix[r as usize].iter().any(Option::is_some) {
+                return r;
+            }
+        }
+        self.slot
+    }
+
+    /// FCFS admission: the head of the queue enters the first matrix row with enough free
+    /// PEs; nobody overtakes it.
+    fn admit(&mut self) {
+        while let Some(&j) = self.queue.front() {
+            let need = self.jobs_in[j].procs as usize;
+            let Some(row) = (0..self.mpl as usize)
+                .find(|&r| self.matrix[r].iter().filter(|c| c.is_none()).count() >= need)
+            else {
+                return;
+            };
+            self.queue.pop_front();
+            let cols: Vec<usize> = (0..self.pes.len())
+                .filter(|&c| self.matrix[row][c].is_none())
+                .take(need)
+                .collect();
+            let job = &self.jobs_in[j];
+            self.jobs[j].start = Some(self.now);
+            self.jobs[j].row = row as u32;
+            self.jobs[j].left = job.procs;
+            let first = self.procs.len() as u32;
+            for (rank, &gpe) in cols.iter().enumerate() {
+                let rank = rank as u32;
+                let id = first + rank;
+                let (factor, variance) = job.rank_params(rank);
+                let seed = self.sc.seed
+                    ^ (u64::from(job.id) << 20)
+                    ^ u64::from(rank).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let mut p = Proc {
+                    job: j,
+                    rank,
+                    node: self.pes[gpe].node,
+                    gpe,
+                    iter: 0,
+                    phase: Phase::Compute,
+                    rem: Dur::ZERO,
+                    peers: peers(job.pattern, job.procs, rank)
+                        .into_iter()
+                        .map(|r| first + r)
+                        .collect(),
+                    inbox: Vec::new(),
+                    got: 0,
+                    policy: None,
+                    spin_left: None,
+                    blocked: false,
+                    blocked_since: Time::ZERO,
+                    wait_waited: Dur::ZERO,
+                    wait_blocked: false,
+                    rng: Pcg64::seed_from_u64(seed),
+                    work_factor: factor,
+                    variance,
+                    final_class: None,
+                };
+                p.rem = draw(&mut p.rng, job.compute, factor, variance);
+                self.procs.push(p);
+                self.matrix[row][gpe] = Some(id);
+                self.jobs[j].procs.push(id);
+                if let Some(h) = self.history.as_mut()
+                    && self.scheme == Scheme::Fcs
+                {
+                    h.push(ClassChange {
+                        time_s: self.now.as_secs_f64(),
+                        job: job.id,
+                        rank,
+                        class: "CS",
+                    });
+                }
+            }
+            for (rank, &gpe) in cols.iter().enumerate() {
+                let id = first + rank as u32;
+                let node = self.pes[gpe].node as usize;
+                let acts = self.nodes[node].add(id, self.pes[gpe].local, row as u32);
+                self.apply(node, acts);
+            }
+        }
+    }
+
+    fn apply(&mut self, node: usize, acts: Vec<Action>) {
+        let base = node * self.sc.machine.pes_per_node as usize;
+        for a in acts {
+            match a {
+                Action::Repick { pe } => self.repick(base + pe),
+                Action::Overhead { pe, dur } => self.overhead(base + pe, dur),
+                Action::Wake { proc } => {
+                    let active = self.row_active(proc);
+                    self.flush_blocked(proc, active);
+                    let p = &mut self.procs[proc as usize];
+                    p.blocked = false;
+                    p.policy = None;
+                }
+                Action::ClassChanged { proc, class } => {
+                    if let Some(h) = self.history.as_mut() {
+                        let p = &self.procs[proc as usize];
+                        h.push(ClassChange {
+                            time_s: self.now.as_secs_f64(),
+                            job: self.jobs_in[p.job].id,
+                            rank: p.rank,
+                            class: class.label(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Accounts the PE's current segment up to now.
+    fn close(&mut self, gpe: usize) {
+        let now = self.now;
+        let pe = &mut self.pes[gpe];
+        let d = now.since(pe.since);
+        pe.since = now;
+        match pe.state {
+            PeState::Idle => pe.acct.idle += d,
+            PeState::Busy {
+                switch, overhead, ..
+            } => {
+                // Busy periods are only closed when they end, so d = switch + overhead.
+                pe.acct.context_switch += switch;
+                pe.acct.overhead += overhead;
+                debug_assert_eq!(d, switch + overhead);
+            }
+            PeState::Running { proc } => {
+                let p = &mut self.procs[proc as usize];
+                match p.phase {
+                    Phase::Compute => {
+                        pe.acct.compute += d;
+                        p.rem -= d;
+                    }
+                    Phase::Wait => {
+                        pe.acct.spin += d;
+                        p.wait_waited += d;
+                        if let Some(s) = p.spin_left.as_mut() {
+                            *s -= d;
+                        }
+                    }
+                    // Send happens in zero time; I/O and Done never run.
+                    _ => pe.acct.compute += d,
+                }
+                let node = p.node as usize;
+                if !d.is_zero() {
+                    self.nodes[node].ran(proc, d);
+                }
+            }
+        }
+    }
+
+    fn overhead(&mut self, gpe: usize, dur: Dur) {
+        if dur <= Dur::ZERO {
+            return;
+        }
+        match self.pes[gpe].state {
+            PeState::Busy {
+                until,
+                switch,
+                overhead,
+            } => {
+                let until = until + dur;
+                self.pes[gpe].state = PeState::Busy {
+                    until,
+                    switch,
+                    overhead: overhead + dur,
+                };
+                self.pes[gpe].epoch += 1;
+                let epoch = self.pes[gpe].epoch;
+                self.at(until, Ev::BusyEnd { pe: gpe, epoch });
+            }
+            _ => {
+                self.close(gpe);
+                let until = self.now + dur;
+                self.pes[gpe].state = PeState::Busy {
+                    until,
+                    switch: Dur::ZERO,
+                    overhead: dur,
+                };
+                self.pes[gpe].epoch += 1;
+                let epoch = self.pes[gpe].epoch;
+                self.at(until, Ev::BusyEnd { pe: gpe, epoch });
+            }
+        }
+    }
+
+    /// Asks the node scheduler what runs on the PE now (deferred while the PE is busy: a busy
+    /// period always ends with a pick).
+    fn repick(&mut self, gpe: usize) {
+        if matches!(self.pes[gpe].state, PeState::Busy { .. }) {
+            return;
+        }
+        self.close(gpe);
+        let node = self.pes[gpe].node as usize;
+        let pick = self.nodes[node].pick(self.now, self.pes[gpe].local);
+        self.pes[gpe].quantum_end = pick.quantum_end;
+        self.pes[gpe].epoch += 1;
+        match pick.proc {
+            None => self.pes[gpe].state = PeState::Idle,
+            Some(p) => {
+                let switch = if self.pes[gpe].last_run == Some(p) {
+                    Dur::ZERO
+                } else {
+                    self.sc.costs.context_switch
+                };
+                self.pes[gpe].last_run = Some(p);
+                if switch + pick.overhead > Dur::ZERO {
+                    let until = self.now + switch + pick.overhead;
+                    self.pes[gpe].state = PeState::Busy {
+                        until,
+                        switch,
+                        overhead: pick.overhead,
+                    };
+                    let epoch = self.pes[gpe].epoch;
+                    self.at(until, Ev::BusyEnd { pe: gpe, epoch });
+                } else {
+                    self.start(gpe, p);
+                }
+            }
+        }
+    }
+
+    /// Puts a process on its PE. A waiting process decides afresh how to wait: its scheme may
+    /// have changed its mind since (another gang slot, another FCS class).
+    fn start(&mut self, gpe: usize, p: u32) {
+        self.pes[gpe].state = PeState::Running { proc: p };
+        let pr = &mut self.procs[p as usize];
+        if pr.phase == Phase::Wait {
+            pr.policy = None;
+        }
+        self.advance(p);
+    }
+
+    /// Blocked-wait time counts for FCS only while the process's own slot is active (seed 000
+    /// §3.4: time spent suspended is not counted); for the other schemes always.
+    fn flush_blocked(&mut self, id: u32, row_was_active: bool) {
+        let now = self.now;
+        let p = &mut self.procs[id as usize];
+        if p.blocked {
+            if row_was_active {
+                p.wait_waited += now.since(p.blocked_since);
+            }
+            p.blocked_since = now;
+        }
+    }
+
+    fn row_active(&self, id: u32) -> bool {
+        !self.scheme.is_gang() || self.jobs[self.procs[id as usize].job].row == self.slot
+    }
+
+    /// Moves a running process through its zero-time steps and schedules the end of its
+    /// segment.
+    fn advance(&mut self, id: u32) {
+        let i = id as usize;
+        let gpe = self.procs[i].gpe;
+        loop {
+            let job = &self.jobs_in[self.procs[i].job];
+            match self.procs[i].phase {
+                Phase::Compute if self.procs[i].rem > Dur::ZERO => break,
+                Phase::Compute => {
+                    if job.io > Dur::ZERO {
+                        let p = &mut self.procs[i];
+                        p.phase = Phase::Io;
+                        let io = draw(&mut p.rng, job.io, 1.0, p.variance);
+                        let node = p.node as usize;
+                        self.at(self.now + io, Ev::IoDone(id));
+                        let acts = self.nodes[node].block(id);
+                        self.apply(node, acts);
+                        return;
+                    }
+                    self.procs[i].phase = Phase::Send;
+                }
+                Phase::Send => {
+                    let p = &self.procs[i];
+                    let node = p.node as usize;
+                    let info = if self.scheme.uses_proc() {
+                        self.nodes[node].load_info(self.now)
+                    } else {
+                        LoadInfo::default()
+                    };
+                    let arrive = self.now + self.transit;
+                    let (iter, from_node) = (p.iter, p.node);
+                    let dsts = p.peers.clone();
+                    for dst in dsts {
+                        self.at(
+                            arrive,
+                            Ev::Msg {
+                                dst,
+                                iter,
+                                from_node,
+                                info,
+                            },
+                        );
+                    }
+                    let p = &mut self.procs[i];
+                    p.phase = Phase::Wait;
+                    p.got = 0;
+                    p.policy = None;
+                    p.wait_waited = Dur::ZERO;
+                    p.wait_blocked = false;
+                }
+                Phase::Wait => {
+                    self.consume(id);
+                    let p = &self.procs[i];
+                    if p.got as usize >= p.peers.len() {
+                        let node = p.node as usize;
+                        let (msgs, waited, blocked) =
+                            (p.peers.len() as u32, p.wait_waited, p.wait_blocked);
+                        if !p.peers.is_empty() {
+                            self.nodes[node].comm_done(id, msgs, waited, blocked);
+                        }
+                        let p = &mut self.procs[i];
+                        p.iter += 1;
+                        if p.iter >= job.iterations {
+                            self.exit(id);
+                            return;
+                        }
+                        p.phase = Phase::Compute;
+                        p.rem = draw(&mut p.rng, job.compute, p.work_factor, p.variance);
+                        continue;
+                    }
+                    if p.policy.is_none() {
+                        let pol = self.nodes[node_of(p)].wait_policy(id);
+                        let p = &mut self.procs[i];
+                        p.policy = Some(pol);
+                        p.spin_left = match pol {
+                            WaitPolicy::SpinForever => None,
+                            WaitPolicy::Spin(d) => Some(d),
+                            WaitPolicy::Block => Some(Dur::ZERO),
+                        };
+                    }
+                    if self.procs[i].spin_left.is_some_and(|s| s <= Dur::ZERO) {
+                        self.block_wait(id);
+                        return;
+                    }
+                    break;
+                }
+                Phase::Io | Phase::Done => return,
+            }
+        }
+        // Still running: the segment ends at the first of compute end, spin end, quantum end.
+        let p = &self.procs[i];
+        let mut end = match p.phase {
+            Phase::Compute => Some(self.now + p.rem),
+            _ => p.spin_left.map(|s| self.now + s),
+        };
+        if let Some(q) = self.pes[gpe].quantum_end {
+            end = Some(end.map_or(q, |e| e.min(q)));
+        }
+        self.pes[gpe].epoch += 1;
+        if let Some(e) = end {
+            let epoch = self.pes[gpe].epoch;
+            self.at(e.max(self.now), Ev::SegEnd { pe: gpe, epoch });
+        }
+    }
+
+    fn block_wait(&mut self, id: u32) {
+        let p = &mut self.procs[id as usize];
+        p.blocked = true;
+        p.wait_blocked = true;
+        p.blocked_since = self.now;
+        let node = p.node as usize;
+        let acts = self.nodes[node].block(id);
+        self.apply(node, acts);
+    }
+
+    /// Takes the messages of the current iteration out of the inbox.
+    fn consume(&mut self, id: u32) {
+        let p = &mut self.procs[id as usize];
+        let iter = p.iter;
+        let mut from = Vec::new();
+        let mut k = 0;
+        while k < p.inbox.len() {
+            if p.inbox[k].0 == iter {
+                let (_, arrived, node) = p.inbox.swap_remove(k);
+                self.pending_sum += self.now.since(arrived);
+                self.pending_n += 1;
+                p.got += 1;
+                from.push(node);
+            } else {
+                k += 1;
+            }
+        }
+        if !from.is_empty() {
+            let node = p.node as usize;
+            self.nodes[node].msgs_consumed(id, &from);
+        }
+    }
+
+    fn seg_end(&mut self, gpe: usize) {
+        let PeState::Running { proc } = self.pes[gpe].state else {
+            return;
+        };
+        self.close(gpe);
+        let p = &self.procs[proc as usize];
+        let progressed = (p.phase == Phase::Compute && p.rem <= Dur::ZERO)
+            || (p.phase == Phase::Wait && p.spin_left.is_some_and(|s| s <= Dur::ZERO));
+        let quantum_over = self.pes[gpe].quantum_end.is_some_and(|q| q <= self.now);
+        if progressed {
+            self.advance(proc);
+        }
+        if quantum_over && self.pes[gpe].state == (PeState::Running { proc }) {
+            let node = self.pes[gpe].node as usize;
+            self.nodes[node].quantum_expired(self.pes[gpe].local);
+            self.repick(gpe);
+        } else if !progressed && self.pes[gpe].state == (PeState::Running { proc }) {
+            self.advance(proc);
+        }
+    }
+
+    fn msg(&mut self, dst: u32, iter: u32, from_node: u32, info: LoadInfo) {
+        let i = dst as usize;
+        if self.procs[i].phase == Phase::Done {
+            return;
+        }
+        self.procs[i].inbox.push((iter, self.now, from_node));
+        let gpe = self.procs[i].gpe;
+        let running = self.pes[gpe].state == (PeState::Running { proc: dst });
+        let p = &self.procs[i];
+        let waiting_now = p.phase == Phase::Wait && p.iter == iter;
+        let node = p.node as usize;
+        let acts = self.nodes[node].msg_arrived(
+            self.now,
+            dst,
+            from_node,
+            info,
+            waiting_now && p.blocked,
+            running,
+        );
+        self.apply(node, acts);
+        // A receiver spinning on its PE takes the message at once.
+        if waiting_now && self.pes[gpe].state == (PeState::Running { proc: dst }) {
+            self.close(gpe);
+            self.advance(dst);
+        }
+    }
+
+    fn exit(&mut self, id: u32) {
+        let class = self.nodes[self.procs[id as usize].node as usize]
+            .class(id)
+            .map(ProcClass::label);
+        let p = &mut self.procs[id as usize];
+        p.phase = Phase::Done;
+        p.final_class = class;
+        let (j, gpe, node) = (p.job, p.gpe, p.node as usize);
+        let row = self.jobs[j].row as usize;
+        self.matrix[row][gpe] = None;
+        self.jobs[j].left -= 1;
+        if self.jobs[j].left == 0 {
+            self.jobs[j].end = Some(self.now);
+            self.unfinished -= 1;
+        }
+        let acts = self.nodes[node].remove(id);
+        self.apply(node, acts);
+        self.admit();
+    }
+
+    fn finish(mut self) -> RunResult {
+        for gpe in 0..self.pes.len() {
+            if let PeState::Busy { until, .. } = self.pes[gpe].state {
+                // A busy period still open at the end counts as far as it went.
+                let d = self.now.since(self.pes[gpe].since);
+                if let PeState::Busy {
+                    switch, overhead, ..
+                } = self.pes[gpe].state
+                {
+                    let ov = overhead.min(d);
+                    self.pes[gpe].acct.overhead += ov;
+                    self.pes[gpe].acct.context_switch += (d - ov).min(switch);
+                }
+                let _ = until;
+                self.pes[gpe].since = self.now;
+                self.pes[gpe].state = PeState::Idle;
+            } else {
+                self.close(gpe);
+            }
+        }
+        let end = self.now;
+        let ppn = self.sc.machine.pes_per_node as usize;
+        let nodes: Vec<Breakdown> = (0..self.nodes.len())
+            .map(|n| {
+                self.pes[n * ppn..(n + 1) * ppn]
+                    .iter()
+                    .fold(Breakdown::default(), |a, pe| a.plus(&pe.acct))
+            })
+            .collect();
+        let total = nodes.iter().fold(Breakdown::default(), |a, b| a.plus(b));
+        let mut jobs = Vec::new();
+        for (j, rt) in self.jobs.iter().enumerate() {
+            let spec = &self.jobs_in[j];
+            let processes = rt
+                .procs
+                .iter()
+                .map(|&id| {
+                    let p = &self.procs[id as usize];
+                    let class = p
+                        .final_class
+                        .or_else(|| self.nodes[p.node as usize].class(id).map(ProcClass::label));
+                    ProcResult {
+                        rank: p.rank,
+                        node: p.node,
+                        pe: self.pes[p.gpe].local as u32,
+                        class,
+                    }
+                })
+                .collect();
+            jobs.push(JobResult::new(spec, rt.start, rt.end, processes));
+        }
+        RunResult::new(
+            self.scheme,
+            end,
+            self.events,
+            if self.pending_n > 0 {
+                self.pending_sum.as_secs_f64() / self.pending_n as f64
+            } else {
+                0.0
+            },
+            total,
+            nodes,
+            jobs,
+            self.history,
+        )
+    }
+}
+
+fn node_of(p: &Proc) -> usize {
+    p.node as usize
+}
+
+/// One iteration's compute (or I/O): basic × factor × (1 + unif(−v, v)), at least 1 µs.
+fn draw(rng: &mut Pcg64, basic: Dur, factor: f64, variance: f64) -> Dur {
+    let jitter = if variance > 0.0 {
+        rng.random_range(-variance..variance)
+    } else {
+        0.0
+    };
+    Dur(((basic.0 as f64) * factor * (1.0 + jitter)).round() as i64).max(Dur(1))
+}

@@ -1,0 +1,553 @@
+//! Scenario files (TOML): the machine, the costs, the scheme parameters, the workload (an
+//! explicit job list, a seed-004 job mix, or a Lublin model workload) and an optional parameter
+//! grid for sweeps. Every field but the workload has a default; durations are strings such as
+//! `"100us"` or `"200ms"`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use cosched_core::Dur;
+use serde::Deserialize;
+
+/// A scenario as read from its file.
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "one")]
+    pub seed: u64,
+    #[serde(default)]
+    pub machine: MachineCfg,
+    #[serde(default)]
+    pub costs: Costs,
+    #[serde(default)]
+    pub schemes: SchemeCfg,
+    #[serde(default)]
+    pub app: AppCfg,
+    #[serde(default)]
+    pub jobs: Vec<JobCfg>,
+    pub mix: Option<MixCfg>,
+    pub lublin: Option<LublinCfg>,
+    #[serde(default)]
+    pub limits: Limits,
+    /// Sweep grid: parameter name → values (`workload`, `pattern`, `variance`, `mpl`).
+    #[serde(default)]
+    pub grid: BTreeMap<String, Vec<toml::Value>>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MachineCfg {
+    pub nodes: u32,
+    pub pes_per_node: u32,
+    /// Multiprogramming level: processes per PE (rows of the Ousterhout matrix).
+    pub mpl: u32,
+}
+
+impl Default for MachineCfg {
+    fn default() -> Self {
+        MachineCfg {
+            nodes: 32,
+            pes_per_node: 1,
+            mpl: 5,
+        }
+    }
+}
+
+/// Costs; defaults are seed 004 Table 3.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Costs {
+    #[serde(with = "dur")]
+    pub context_switch: Dur,
+    #[serde(with = "dur")]
+    pub interrupt: Dur,
+    #[serde(with = "dur")]
+    pub check_endpoint: Dur,
+    #[serde(with = "dur")]
+    pub global_info: Dur,
+    #[serde(with = "dur")]
+    pub queue_reorder: Dur,
+    /// One-way end-to-end latency of a message.
+    #[serde(with = "dur")]
+    pub latency: Dur,
+    /// Added transfer time per message: message_bytes / bandwidth (0 = included in latency).
+    pub bandwidth_mb_s: f64,
+    pub message_bytes: u64,
+}
+
+impl Default for Costs {
+    fn default() -> Self {
+        Costs {
+            context_switch: Dur::from_micros(100),
+            interrupt: Dur::from_micros(30),
+            check_endpoint: Dur::from_micros(2),
+            global_info: Dur::from_micros(2),
+            queue_reorder: Dur::from_micros(2),
+            latency: Dur::from_micros(188),
+            bandwidth_mb_s: 0.0,
+            message_bytes: 32 * 1024,
+        }
+    }
+}
+
+impl Costs {
+    /// Time from send to arrival at the receiver's NIC.
+    pub fn transit(&self) -> Dur {
+        let transfer = if self.bandwidth_mb_s > 0.0 {
+            Dur::from_secs_f64(self.message_bytes as f64 / (self.bandwidth_mb_s * 1e6))
+        } else {
+            Dur::ZERO
+        };
+        self.latency + transfer
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchemeCfg {
+    /// GS/FCS heartbeat interval (seed 000 Table 4.1 T); also the unit of granularity.
+    #[serde(with = "dur")]
+    pub timeslice: Dur,
+    /// SB spin time; default = the one-way latency (seed 004 §4).
+    #[serde(with = "opt_dur")]
+    pub spin_time: Option<Dur>,
+    /// PB boost-thread period.
+    #[serde(with = "dur")]
+    pub pb_period: Dur,
+    pub fcs: FcsCfg,
+}
+
+impl Default for SchemeCfg {
+    fn default() -> Self {
+        SchemeCfg {
+            timeslice: Dur::from_millis(200),
+            spin_time: None,
+            pb_period: Dur::from_millis(1),
+            fcs: FcsCfg::default(),
+        }
+    }
+}
+
+/// FCS overrides; anything unset follows Table 4.1 scaled to the time slice.
+#[derive(Clone, Copy, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct FcsCfg {
+    pub max_wdc_wcs: Option<f64>,
+    #[serde(with = "opt_dur")]
+    pub f_thresh: Option<Dur>,
+    #[serde(with = "opt_dur")]
+    pub max_spin: Option<Dur>,
+}
+
+/// How granularity-based jobs (explicit and Lublin) turn into iterations (seed 000 §4.5).
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AppCfg {
+    /// Estimated time of one message exchange (T_msg).
+    #[serde(with = "dur")]
+    pub msg_time: Dur,
+    /// Time to write one I/O block synchronously (T_IO).
+    #[serde(with = "dur")]
+    pub io_time: Dur,
+}
+
+impl Default for AppCfg {
+    fn default() -> Self {
+        AppCfg {
+            msg_time: Dur::from_micros(10),
+            io_time: Dur::from_micros(17_500),
+        }
+    }
+}
+
+/// Communication pattern of a BSP job.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    None,
+    Nn,
+    Aa,
+}
+
+impl Pattern {
+    pub fn parse(s: &str) -> Option<Pattern> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Some(Pattern::None),
+            "nn" => Some(Pattern::Nn),
+            "aa" => Some(Pattern::Aa),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::None => "none",
+            Pattern::Nn => "NN",
+            Pattern::Aa => "AA",
+        }
+    }
+}
+
+/// One explicit job (seed 000 Fig. 4.4 benchmark).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobCfg {
+    #[serde(with = "dur", default)]
+    pub arrival: Dur,
+    pub procs: u32,
+    /// Total work W.
+    #[serde(with = "dur")]
+    pub work: Dur,
+    /// Iteration length as a fraction of the time slice (G).
+    pub granularity: f64,
+    #[serde(default = "pattern_aa")]
+    pub pattern: Pattern,
+    /// Compute per iteration is uniform in w·(1 ± variance).
+    #[serde(default)]
+    pub variance: f64,
+    /// I/O blocks per iteration (B).
+    #[serde(default)]
+    pub io_blocks: u32,
+    /// Per-rank deviations (a slower process, a different variance).
+    #[serde(default)]
+    pub ranks: Vec<RankCfg>,
+}
+
+fn pattern_aa() -> Pattern {
+    Pattern::Aa
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RankCfg {
+    pub ranks: Vec<u32>,
+    #[serde(default = "one_f")]
+    pub work_factor: f64,
+    pub variance: Option<f64>,
+}
+
+fn one_f() -> f64 {
+    1.0
+}
+
+/// A seed-004 synthetic workload (Table 2): every job has `procs` processes and the
+/// computation / I/O / communication shares of J1, J2 or J3 (WL4 mixes them equally).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MixCfg {
+    pub workload: String,
+    pub jobs: u32,
+    pub procs: u32,
+    pub pattern: Pattern,
+    /// Per-iteration compute and I/O are multiplied by 1 + unif(−v/2, v/2) (seed 004 §4).
+    pub v: f64,
+    pub iterations: u32,
+    /// Time between arrivals (0: all at once).
+    #[serde(with = "dur", default)]
+    pub interarrival: Dur,
+}
+
+/// A Lublin-model workload (seed 000 §4.6).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LublinCfg {
+    pub jobs: usize,
+    pub load: f64,
+    #[serde(default = "hundred")]
+    pub compress: f64,
+    pub granularities: Vec<f64>,
+    pub variances: Vec<f64>,
+    /// Probabilities of none / NN / AA.
+    pub pattern_weights: [f64; 3],
+    #[serde(default)]
+    pub io_blocks: u32,
+    /// Keep only the first this many jobs (for quick runs); 0 = all.
+    #[serde(default)]
+    pub take: usize,
+}
+
+fn hundred() -> f64 {
+    100.0
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Stop the simulation at this simulated time (jobs unfinished are reported as such).
+    #[serde(with = "opt_dur")]
+    pub max_time: Option<Dur>,
+}
+
+/// A scenario that could not be read or makes no sense.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("{path}: field `{field}`: {why}")]
+    Invalid {
+        path: String,
+        field: String,
+        why: String,
+    },
+}
+
+mod dur {
+    use cosched_core::Dur;
+    use serde::{Deserialize, Deserializer};
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
+        let s = String::deserialize(d)?;
+        Dur::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+mod opt_dur {
+    use cosched_core::Dur;
+    use serde::{Deserialize, Deserializer};
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Dur>, D::Error> {
+        let s = Option::<String>::deserialize(d)?;
+        s.map(|s| Dur::parse(&s).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+impl Scenario {
+    /// Reads and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: p.clone(),
+            source,
+        })?;
+        Scenario::parse(&text, &p)
+    }
+
+    /// Parses and validates scenario text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let sc: Scenario = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+            let at = line.map(|l| format!(":{l}")).unwrap_or_default();
+            ScenarioError::Parse {
+                path: format!("{origin}{at}"),
+                message: e.message().to_string(),
+            }
+        })?;
+        sc.validate(origin)?;
+        Ok(sc)
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), ScenarioError> {
+        let bad = |field: &str, why: &str| {
+            Err(ScenarioError::Invalid {
+                path: origin.to_string(),
+                field: field.to_string(),
+                why: why.to_string(),
+            })
+        };
+        let m = self.machine;
+        if m.nodes == 0 || m.pes_per_node == 0 || m.mpl == 0 {
+            return bad(
+                "machine",
+                "nodes, pes_per_node and mpl must all be at least 1",
+            );
+        }
+        if self.schemes.timeslice <= Dur::ZERO {
+            return bad("schemes.timeslice", "must be positive");
+        }
+        if self.schemes.pb_period <= Dur::ZERO {
+            return bad("schemes.pb_period", "must be positive");
+        }
+        let sources = usize::from(!self.jobs.is_empty())
+            + usize::from(self.mix.is_some())
+            + usize::from(self.lublin.is_some());
+        if sources != 1 {
+            return bad(
+                "jobs / mix / lublin",
+                "give exactly one workload: [[jobs]], [mix] or [lublin]",
+            );
+        }
+        let total = m.nodes * m.pes_per_node;
+        for (i, j) in self.jobs.iter().enumerate() {
+            let f = |name: &str| format!("jobs[{i}].{name}");
+            if j.procs == 0 || j.procs > total {
+                return bad(
+                    &f("procs"),
+                    &format!("must be between 1 and the machine's {total} PEs"),
+                );
+            }
+            if !j.granularity.is_finite() || j.granularity <= 0.0 {
+                return bad(
+                    &f("granularity"),
+                    "must be a positive fraction of the time slice",
+                );
+            }
+            if !(0.0..1.0).contains(&j.variance) {
+                return bad(&f("variance"), "must be in [0, 1)");
+            }
+            for r in &j.ranks {
+                if r.ranks.iter().any(|&k| k >= j.procs) {
+                    return bad(&f("ranks"), "rank out of range for the job's procs");
+                }
+            }
+        }
+        if let Some(mix) = &self.mix {
+            if crate::workload::mix_shares(&mix.workload, 0).is_none() {
+                return bad("mix.workload", "must be WL1, WL2, WL3 or WL4");
+            }
+            if mix.procs == 0 || mix.procs > total {
+                return bad(
+                    "mix.procs",
+                    &format!("must be between 1 and the machine's {total} PEs"),
+                );
+            }
+            if mix.iterations == 0 || mix.jobs == 0 {
+                return bad("mix", "jobs and iterations must be at least 1");
+            }
+            if !(0.0..2.0).contains(&mix.v) {
+                return bad("mix.v", "must be in [0, 2)");
+            }
+        }
+        if let Some(l) = &self.lublin {
+            if l.granularities.is_empty() || l.variances.is_empty() {
+                return bad(
+                    "lublin",
+                    "granularities and variances need at least one value",
+                );
+            }
+            if l.pattern_weights.iter().any(|w| *w < 0.0)
+                || l.pattern_weights.iter().sum::<f64>() <= 0.0
+            {
+                return bad(
+                    "lublin.pattern_weights",
+                    "must be non-negative and not all zero",
+                );
+            }
+        }
+        for key in self.grid.keys() {
+            if !["workload", "pattern", "v", "variance", "mpl"].contains(&key.as_str()) {
+                return bad(
+                    &format!("grid.{key}"),
+                    "unknown grid parameter (use workload, pattern, v, variance or mpl)",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The grid points: every combination of the grid's values (one empty point if no grid).
+    pub fn grid_points(&self) -> Vec<BTreeMap<String, String>> {
+        let mut points = vec![BTreeMap::new()];
+        for (key, values) in &self.grid {
+            let mut next = Vec::new();
+            for p in &points {
+                for v in values {
+                    let mut q = p.clone();
+                    let text = match v {
+                        toml::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    q.insert(key.clone(), text);
+                    next.push(q);
+                }
+            }
+            points = next;
+        }
+        points
+    }
+
+    /// A copy with one grid point applied.
+    pub fn with_params(
+        &self,
+        params: &BTreeMap<String, String>,
+    ) -> Result<Scenario, ScenarioError> {
+        let mut sc = self.clone();
+        let bad = |field: &str, why: String| ScenarioError::Invalid {
+            path: self.name.clone(),
+            field: format!("grid.{field}"),
+            why,
+        };
+        for (k, v) in params {
+            match k.as_str() {
+                "workload" => match sc.mix.as_mut() {
+                    Some(m) => m.workload = v.clone(),
+                    None => return Err(bad(k, "needs a [mix] workload".into())),
+                },
+                "pattern" => {
+                    let p = Pattern::parse(v)
+                        .ok_or_else(|| bad(k, format!("{v:?} is not none, nn or aa")))?;
+                    if let Some(m) = sc.mix.as_mut() {
+                        m.pattern = p;
+                    }
+                    for j in &mut sc.jobs {
+                        j.pattern = p;
+                    }
+                }
+                "v" | "variance" => {
+                    let x: f64 = v
+                        .parse()
+                        .map_err(|_| bad(k, format!("{v:?} is not a number")))?;
+                    if let Some(m) = sc.mix.as_mut() {
+                        m.v = x;
+                    }
+                    for j in &mut sc.jobs {
+                        j.variance = x;
+                    }
+                }
+                "mpl" => {
+                    sc.machine.mpl = v
+                        .parse()
+                        .map_err(|_| bad(k, format!("{v:?} is not a whole number")))?
+                }
+                _ => return Err(bad(k, "unknown grid parameter".into())),
+            }
+        }
+        Ok(sc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_field() {
+        let text = "[machine]\nnodes = 0\n[[jobs]]\nprocs = 1\nwork = \"1s\"\ngranularity = 0.5\n";
+        let e = Scenario::parse(text, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("machine"), "{e}");
+        let e = Scenario::parse("[machine]\nnodez = 1\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("x.toml:"), "{e}");
+        let e = Scenario::parse(
+            "[[jobs]]\nprocs = 99\nwork = \"1s\"\ngranularity = 0.5\n",
+            "x.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("jobs[0].procs"), "{e}");
+    }
+
+    #[test]
+    fn grid_is_a_cartesian_product() {
+        let text = "[mix]\nworkload = \"WL1\"\njobs = 1\nprocs = 2\npattern = \"nn\"\nv = 0.5\niterations = 1\n\
+                    [machine]\nnodes = 2\n[grid]\nworkload = [\"WL1\", \"WL2\"]\npattern = [\"nn\", \"aa\"]\n";
+        let sc = Scenario::parse(text, "g").unwrap();
+        let pts = sc.grid_points();
+        assert_eq!(pts.len(), 4);
+        let applied = sc.with_params(&pts[3]).unwrap();
+        assert_eq!(applied.mix.unwrap().workload, "WL2");
+    }
+}
