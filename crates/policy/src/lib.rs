@@ -33,6 +33,7 @@ pub mod pool;
 pub mod prime;
 pub mod profile;
 pub mod registry;
+pub mod t3d;
 
 pub use api::{
     ConfigError, Decision, Event, JobRequest, MatrixView, Policy, PolicyConfig, SlotView,

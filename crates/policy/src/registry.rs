@@ -31,6 +31,11 @@ const POLICIES: &[(&str, &str, Builder)] = &[
         "prime/non-prime: during prime time long and large jobs wait for the night (seed 002)",
         |cfg| Ok(Box::new(crate::prime::Prime::new(cfg)?)),
     ),
+    (
+        "t3d",
+        "Cray T3D gang scheduler: job classes, do-not-disturb times, two-pass preemptive loading (seed 002)",
+        |cfg| Ok(Box::new(crate::t3d::T3d::new(cfg)?)),
+    ),
 ];
 
 /// Builds the policy registered as `name`.

@@ -86,24 +86,21 @@ pub fn simulate(
         assert!(now >= run.now, "time went backwards");
         run.now = now;
         let mut events = Vec::new();
-        if let Some((t, id)) = completion {
-            if t == now {
-                // Every job finishing now.
-                let done: Vec<JobId> = run
-                    .jobs
-                    .iter()
-                    .filter(|(_, l)| l.running_since.is_some_and(|s| s + l.remaining == now))
-                    .map(|(id, _)| *id)
-                    .collect();
-                let _ = id;
-                for id in done {
-                    let l = run.jobs.get_mut(&id).unwrap();
-                    stop(l, now, &mut run.busy_pe_time);
-                    l.end = Some(now);
-                    l.remaining = Dur::ZERO;
-                    l.pes = None;
-                    events.push(Event::Ended(id));
-                }
+        if completion.is_some_and(|(t, _)| t == now) {
+            // Every job finishing now.
+            let done: Vec<JobId> = run
+                .jobs
+                .iter()
+                .filter(|(_, l)| l.running_since.is_some_and(|s| s + l.remaining == now))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in done {
+                let l = run.jobs.get_mut(&id).unwrap();
+                stop(l, now, &mut run.busy_pe_time);
+                l.end = Some(now);
+                l.remaining = Dur::ZERO;
+                l.pes = None;
+                events.push(Event::Ended(id));
             }
         }
         while arrivals

@@ -1,0 +1,669 @@
+//! The Cray T3D class-based gang scheduler (`t3d`), seed 002 §4.
+//!
+//! A "lazy" gang scheduler: jobs run until a more urgent job needs their PEs; a preempted
+//! job's state goes to disk (a [`Decision::Preempt`]) and comes back later, possibly on other
+//! PEs. Moving a job's state costs `swap_per_pe × procs` each way: its PEs stay unusable
+//! while it swaps out, and a job coming back from disk starts only after swapping in.
+//!
+//! On every event the scheduler makes two passes over the waiting jobs (§4.3):
+//! 1. Jobs that have waited longer than their class's maximum wait, by class priority then
+//!    waiting time. The first one that can be given PEs — free ones, plus those of jobs
+//!    it may preempt (preemptible, of a class of no higher priority, cheapest first) — gets
+//!    them reserved. Victims whose do-not-disturb time is up are preempted at once, the
+//!    others when it runs out. One reservation at a time; a job of a higher-priority class
+//!    past its wait takes it over. The job loads as soon as its PEs are free, or earlier on
+//!    other free PEs.
+//! 2. The other jobs, by priority then waiting time, within the job, large-job, class and
+//!    system (over-allocation) processor limits, on free PEs or on PEs of jobs of a
+//!    strictly lower-priority class whose do-not-disturb time is up.
+//!
+//! The policy keeps a log of every preemption and every quantum (uninterrupted run), for the
+//! reports of Figs. 13-15 ([`T3d::quanta`], [`T3d::preemptions`]).
+
+pub mod config;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use cosched_core::{Dur, JobId, PeSet, Time};
+
+pub use config::{ClassParams, T3dConfig};
+
+use crate::{ConfigError, Decision, Event, JobRequest, Policy, PolicyConfig};
+
+/// One uninterrupted run of a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quantum {
+    pub job: JobId,
+    pub procs: u32,
+    pub class: usize,
+    pub start: Time,
+    pub end: Time,
+    /// Ended by a preemption (else by the job's end).
+    pub preempted: bool,
+}
+
+/// One preemption: who lost its PEs, for whom, and when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preemption {
+    pub at: Time,
+    pub victim: JobId,
+    pub victim_class: usize,
+    /// When the victim last started running.
+    pub victim_since: Time,
+    pub victim_procs: u32,
+    pub for_job: JobId,
+    pub for_class: usize,
+}
+
+/// PEs for a job, and the jobs to preempt for them (with their do-not-disturb ends).
+type Assignment = (Vec<u32>, Vec<(JobId, Time)>);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PeState {
+    Free,
+    Job(JobId),
+    /// Swapping a preempted job's state out until then.
+    Out(Time),
+}
+
+#[derive(Clone, Debug)]
+struct Waiting {
+    req: JobRequest,
+    class: usize,
+    /// Since when it waits for processors (submission, or its last preemption).
+    since: Time,
+    on_disk: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Loaded {
+    req: JobRequest,
+    class: usize,
+    pes: PeSet,
+    /// When it starts (or started) running: later than the load when swapping in.
+    ready_at: Time,
+    started: bool,
+}
+
+/// PEs set aside for one waiting job until they are all free.
+#[derive(Clone, Debug)]
+struct Earmark {
+    job: JobId,
+    pes: Vec<u32>,
+    /// Made by the first pass (the one reservation), else by the second.
+    reservation: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct T3d {
+    cfg: T3dConfig,
+    pe: Vec<PeState>,
+    loaded: BTreeMap<JobId, Loaded>,
+    waiting: Vec<Waiting>,
+    held: HashSet<JobId>,
+    earmarks: Vec<Earmark>,
+    /// PEs of jobs whose state is on disk.
+    disk_procs: u64,
+    asked: BTreeSet<Time>,
+    tokens: BTreeMap<u64, Time>,
+    next_token: u64,
+    quanta: Vec<Quantum>,
+    preemptions: Vec<Preemption>,
+}
+
+impl T3d {
+    pub fn new(cfg: &PolicyConfig) -> Result<T3d, ConfigError> {
+        Ok(T3d::with_config(
+            cfg.machine.total_pes(),
+            T3dConfig::from_policy_config(cfg)?,
+        ))
+    }
+
+    pub fn with_config(pes: u32, cfg: T3dConfig) -> T3d {
+        T3d {
+            cfg,
+            pe: vec![PeState::Free; pes as usize],
+            loaded: BTreeMap::new(),
+            waiting: Vec::new(),
+            held: HashSet::new(),
+            earmarks: Vec::new(),
+            disk_procs: 0,
+            asked: BTreeSet::new(),
+            tokens: BTreeMap::new(),
+            next_token: 0,
+            quanta: Vec::new(),
+            preemptions: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &T3dConfig {
+        &self.cfg
+    }
+    /// Every uninterrupted run so far (runs still going are not included).
+    pub fn quanta(&self) -> &[Quantum] {
+        &self.quanta
+    }
+    pub fn preemptions(&self) -> &[Preemption] {
+        &self.preemptions
+    }
+
+    fn class(&self, i: usize) -> &ClassParams {
+        &self.cfg.classes[i]
+    }
+
+    fn dnd_end(&self, l: &Loaded) -> Time {
+        let per = self.class(l.class).dnd_per_pe;
+        let dnd = Dur::from_micros(per.as_micros().saturating_mul(l.req.procs as i64));
+        Time::from_micros(l.ready_at.as_micros().saturating_add(dnd.as_micros()))
+    }
+
+    fn ask_timer(&mut self, at: Time, now: Time, out: &mut Vec<Decision>) {
+        // Far-future times ("one year") need no timer: some other event comes first.
+        if at <= now || at.as_micros() - now.as_micros() > config::YEAR.as_micros() / 2 {
+            return;
+        }
+        if self.asked.insert(at) {
+            self.next_token += 1;
+            self.tokens.insert(self.next_token, at);
+            out.push(Decision::SetTimer {
+                at,
+                token: self.next_token,
+            });
+        }
+    }
+
+    fn earmarked(&self) -> Vec<bool> {
+        let mut m = vec![false; self.pe.len()];
+        for e in &self.earmarks {
+            for &p in &e.pes {
+                m[p as usize] = true;
+            }
+        }
+        m
+    }
+
+    fn free_unmarked(&self) -> Vec<u32> {
+        let marked = self.earmarked();
+        (0..self.pe.len() as u32)
+            .filter(|&p| self.pe[p as usize] == PeState::Free && !marked[p as usize])
+            .collect()
+    }
+
+    /// Processors held by loaded and earmarked jobs, in total, of one class, and of large jobs.
+    fn usage(&self) -> (u64, Vec<u64>, u64) {
+        let mut total = 0;
+        let mut by_class = vec![0; self.cfg.classes.len()];
+        let mut large = 0;
+        let mut add = |req: &JobRequest, class: usize| {
+            let p = req.procs as u64;
+            total += p;
+            by_class[class] += p;
+            if req.procs >= self.cfg.large_job {
+                large += p;
+            }
+        };
+        for l in self.loaded.values() {
+            add(&l.req, l.class);
+        }
+        for e in &self.earmarks {
+            if let Some(w) = self.waiting.iter().find(|w| w.req.id == e.job) {
+                add(&w.req, w.class);
+            }
+        }
+        (total, by_class, large)
+    }
+
+    /// The job, large-job, class and system limits. A limit smaller than the job itself only
+    /// asks that the job runs alone in its category, so that no job waits forever.
+    fn within_limits(&self, w: &Waiting) -> bool {
+        let (total, by_class, large) = self.usage();
+        let p = w.req.procs as u64;
+        let disk = if w.on_disk {
+            self.disk_procs - p
+        } else {
+            self.disk_procs
+        };
+        let fits =
+            |used: u64, limit: u32| used + p <= limit as u64 || (used == 0 && p > limit as u64);
+        p <= self.cfg.job_limit as u64
+            && fits(by_class[w.class], self.class(w.class).proc_limit)
+            && (w.req.procs < self.cfg.large_job || fits(large, self.cfg.large_limit))
+            && fits(total + disk, self.cfg.system_limit)
+    }
+
+    /// Loads waiting job `idx` on `pes`: it starts now, or after swapping in from disk.
+    fn load(&mut self, idx: usize, pes: Vec<u32>, now: Time, out: &mut Vec<Decision>) {
+        let w = self.waiting.remove(idx);
+        self.earmarks.retain(|e| e.job != w.req.id);
+        let set = PeSet::from_pes(pes.iter().copied());
+        for &p in &pes {
+            self.pe[p as usize] = PeState::Job(w.req.id);
+        }
+        let ready_at = if w.on_disk {
+            self.disk_procs -= w.req.procs as u64;
+            now + Dur::from_micros(self.cfg.swap_per_pe.as_micros() * w.req.procs as i64)
+        } else {
+            now
+        };
+        let id = w.req.id;
+        self.loaded.insert(
+            id,
+            Loaded {
+                req: w.req,
+                class: w.class,
+                pes: set,
+                ready_at,
+                started: false,
+            },
+        );
+        if ready_at <= now {
+            self.start_ready(id, out);
+        } else {
+            self.ask_timer(ready_at, now, out);
+        }
+    }
+
+    fn start_ready(&mut self, id: JobId, out: &mut Vec<Decision>) {
+        let l = self.loaded.get_mut(&id).expect("loaded");
+        l.started = true;
+        out.push(Decision::Start {
+            job: id,
+            pes: l.pes.clone(),
+            slot: None,
+        });
+    }
+
+    fn preempt(
+        &mut self,
+        victim: JobId,
+        for_job: JobId,
+        for_class: usize,
+        now: Time,
+        out: &mut Vec<Decision>,
+    ) {
+        let l = self.loaded.remove(&victim).expect("victim is loaded");
+        let until = now + Dur::from_micros(self.cfg.swap_per_pe.as_micros() * l.req.procs as i64);
+        for p in l.pes.iter() {
+            self.pe[p.0 as usize] = if until > now {
+                PeState::Out(until)
+            } else {
+                PeState::Free
+            };
+        }
+        self.ask_timer(until, now, out);
+        self.quanta.push(Quantum {
+            job: victim,
+            procs: l.req.procs,
+            class: l.class,
+            start: l.ready_at,
+            end: now,
+            preempted: true,
+        });
+        self.preemptions.push(Preemption {
+            at: now,
+            victim,
+            victim_class: l.class,
+            victim_since: l.ready_at,
+            victim_procs: l.req.procs,
+            for_job,
+            for_class,
+        });
+        self.disk_procs += l.req.procs as u64;
+        out.push(Decision::Preempt { job: victim });
+        self.waiting.push(Waiting {
+            req: l.req,
+            class: l.class,
+            since: now,
+            on_disk: true,
+        });
+    }
+
+    /// Jobs that `w` may take PEs from, cheapest first: `(cost, job, dnd_end)`.
+    fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> Vec<(u64, JobId, Time)> {
+        let prio = self.class(w.class).priority;
+        let marked = self.earmarked();
+        let mut v: Vec<(u64, JobId, Time)> = self
+            .loaded
+            .iter()
+            .filter(|(_, l)| {
+                let c = self.class(l.class);
+                l.started
+                    && c.preemptible
+                    && if first_pass {
+                        c.priority <= prio
+                    } else {
+                        c.priority < prio
+                    }
+                    && !l.pes.iter().any(|p| marked[p.0 as usize])
+            })
+            .filter_map(|(id, l)| {
+                let dnd_end = self.dnd_end(l);
+                if !first_pass && dnd_end > now {
+                    return None;
+                }
+                let left = (dnd_end - now).max(Dur::ZERO).as_secs() as u64;
+                let c = self.class(l.class);
+                // Nodes taken, weighted by the victim's priority, plus its protected time left.
+                Some((
+                    l.req.procs as u64 * (1 + c.priority as u64) + left,
+                    *id,
+                    dnd_end,
+                ))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// PEs for `w`: free ones first, then the fewest cheapest victims. `None` if not enough.
+    fn assignment(
+        &self,
+        w: &Waiting,
+        now: Time,
+        first_pass: bool,
+    ) -> Option<Assignment> {
+        let need = w.req.procs as usize;
+        let free = self.free_unmarked();
+        if free.len() >= need {
+            return Some((free[..need].to_vec(), Vec::new()));
+        }
+        let mut chosen = Vec::new();
+        let mut have = free.len();
+        for (cost, id, dnd_end) in self.victims(w, now, first_pass) {
+            if have >= need {
+                break;
+            }
+            have += self.loaded[&id].req.procs as usize;
+            chosen.push((cost, id, dnd_end));
+        }
+        if have < need {
+            return None;
+        }
+        // Drop victims that turned out unnecessary, dearest first.
+        for i in (0..chosen.len()).rev() {
+            let p = self.loaded[&chosen[i].1].req.procs as usize;
+            if have - p >= need {
+                have -= p;
+                chosen.remove(i);
+            }
+        }
+        let mut pes = free;
+        for (_, id, _) in &chosen {
+            pes.extend(self.loaded[id].pes.iter().map(|p| p.0));
+        }
+        pes.sort_unstable();
+        pes.truncate(need);
+        Some((pes, chosen.into_iter().map(|(_, id, d)| (id, d)).collect()))
+    }
+
+    /// Preempts the loaded jobs on an earmark whose do-not-disturb time is up, and loads the
+    /// earmarked job when all its PEs are free.
+    fn serve_earmarks(&mut self, now: Time, out: &mut Vec<Decision>) {
+        let mut i = 0;
+        while i < self.earmarks.len() {
+            let e = self.earmarks[i].clone();
+            let Some(widx) = self.waiting.iter().position(|w| w.req.id == e.job) else {
+                self.earmarks.remove(i);
+                continue;
+            };
+            let (job, class) = (self.waiting[widx].req.id, self.waiting[widx].class);
+            let occupants: BTreeSet<JobId> = e
+                .pes
+                .iter()
+                .filter_map(|&p| match self.pe[p as usize] {
+                    PeState::Job(j) => Some(j),
+                    _ => None,
+                })
+                .collect();
+            let prio = self.class(class).priority;
+            let blocked = occupants.iter().any(|v| {
+                self.loaded.get(v).is_some_and(|l| {
+                    let c = self.class(l.class);
+                    !c.preemptible || c.priority > prio
+                })
+            });
+            if blocked {
+                // Never preempt for a job of a lower-priority class, nor a protected job.
+                self.earmarks.remove(i);
+                continue;
+            }
+            for v in occupants {
+                let Some(l) = self.loaded.get(&v) else {
+                    continue;
+                };
+                let dnd_end = self.dnd_end(l);
+                if l.started && dnd_end <= now {
+                    self.preempt(v, job, class, now, out);
+                } else {
+                    let at = if l.started { dnd_end } else { l.ready_at };
+                    self.ask_timer(at, now, out);
+                }
+            }
+            if e.pes.iter().all(|&p| self.pe[p as usize] == PeState::Free) {
+                let widx = self
+                    .waiting
+                    .iter()
+                    .position(|w| w.req.id == job)
+                    .expect("still waiting");
+                self.load(widx, e.pes, now, out);
+                continue; // load() removed the earmark
+            }
+            i += 1;
+        }
+    }
+
+    /// Waiting jobs not held and not earmarked, in (priority, waiting time) order.
+    fn ordered(&self, filter: impl Fn(&Waiting) -> bool) -> Vec<JobId> {
+        let mut v: Vec<&Waiting> = self
+            .waiting
+            .iter()
+            .filter(|w| {
+                !self.held.contains(&w.req.id) && !self.earmarks.iter().any(|e| e.job == w.req.id)
+            })
+            .filter(|w| filter(w))
+            .collect();
+        v.sort_by_key(|w| {
+            (
+                std::cmp::Reverse(self.class(w.class).priority),
+                w.since,
+                w.req.id,
+            )
+        });
+        v.iter().map(|w| w.req.id).collect()
+    }
+
+    fn widx(&self, id: JobId) -> usize {
+        self.waiting
+            .iter()
+            .position(|w| w.req.id == id)
+            .expect("waiting job")
+    }
+
+    fn schedule(&mut self, now: Time, out: &mut Vec<Decision>) {
+        // Swaps that are over.
+        for s in &mut self.pe {
+            if let PeState::Out(t) = *s
+                && t <= now
+            {
+                *s = PeState::Free;
+            }
+        }
+        let ready: Vec<JobId> = self
+            .loaded
+            .iter()
+            .filter(|(_, l)| !l.started && l.ready_at <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ready {
+            self.start_ready(id, out);
+        }
+
+        // First pass: jobs past their maximum wait.
+        let overdue = self.ordered(|w| now - w.since >= self.class(w.class).wait);
+        for id in overdue {
+            let w = self.waiting[self.widx(id)].clone();
+            if w.req.procs > self.cfg.job_limit {
+                continue;
+            }
+            let free = self.free_unmarked();
+            if free.len() >= w.req.procs as usize {
+                // Another compatible set is free: no need for the reservation.
+                self.earmarks.retain(|e| !(e.reservation && e.job == id));
+                let idx = self.widx(id);
+                self.load(idx, free[..w.req.procs as usize].to_vec(), now, out);
+                continue;
+            }
+            let current = self.earmarks.iter().find(|e| e.reservation).map(|e| e.job);
+            if let Some(holder) = current {
+                let holder_prio = self
+                    .waiting
+                    .iter()
+                    .find(|x| x.req.id == holder)
+                    .map(|x| self.class(x.class).priority);
+                if holder_prio.is_some_and(|p| p >= self.class(w.class).priority) {
+                    continue; // one reservation at a time
+                }
+                self.earmarks.retain(|e| !e.reservation);
+            }
+            if let Some((pes, _victims)) = self.assignment(&w, now, true) {
+                self.earmarks.push(Earmark {
+                    job: id,
+                    pes,
+                    reservation: true,
+                });
+            }
+        }
+        self.serve_earmarks(now, out);
+
+        // Second pass: everything else that fits the limits.
+        for id in self.ordered(|_| true) {
+            let idx = self.widx(id);
+            let w = self.waiting[idx].clone();
+            if !self.within_limits(&w) {
+                continue;
+            }
+            let Some((pes, victims)) = self.assignment(&w, now, false) else {
+                continue;
+            };
+            if victims.is_empty() {
+                self.load(idx, pes, now, out);
+            } else {
+                for (v, _) in victims {
+                    self.preempt(v, id, w.class, now, out);
+                }
+                self.earmarks.push(Earmark {
+                    job: id,
+                    pes,
+                    reservation: false,
+                });
+            }
+        }
+        self.serve_earmarks(now, out);
+
+        // Wake up when a waiting job becomes overdue.
+        let wakes: Vec<Time> = self
+            .waiting
+            .iter()
+            .map(|w| w.since + self.class(w.class).wait)
+            .collect();
+        for at in wakes {
+            self.ask_timer(at, now, out);
+        }
+    }
+
+    fn forget(&mut self, id: JobId, now: Time) {
+        if let Some(l) = self.loaded.remove(&id) {
+            for p in l.pes.iter() {
+                if self.pe[p.0 as usize] == PeState::Job(id) {
+                    self.pe[p.0 as usize] = PeState::Free;
+                }
+            }
+            if l.started {
+                self.quanta.push(Quantum {
+                    job: id,
+                    procs: l.req.procs,
+                    class: l.class,
+                    start: l.ready_at,
+                    end: now,
+                    preempted: false,
+                });
+            }
+        } else if let Some(i) = self.waiting.iter().position(|w| w.req.id == id) {
+            let w = self.waiting.remove(i);
+            if w.on_disk {
+                self.disk_procs -= w.req.procs as u64;
+            }
+        }
+        self.earmarks.retain(|e| e.job != id);
+        self.held.remove(&id);
+    }
+}
+
+impl Policy for T3d {
+    fn name(&self) -> &str {
+        "t3d"
+    }
+
+    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
+        match event {
+            Event::Submitted(req) => {
+                if req.procs == 0
+                    || req.procs as usize > self.pe.len()
+                    || req.procs > self.cfg.job_limit
+                {
+                    out.push(Decision::Kill { job: req.id });
+                    return;
+                }
+                let class = self.cfg.class_of(&req);
+                self.waiting.push(Waiting {
+                    since: req.submit.max(Time::ZERO).min(now),
+                    req,
+                    class,
+                    on_disk: false,
+                });
+            }
+            Event::Ended(id) => self.forget(id, now),
+            Event::Timer(token) => {
+                if let Some(at) = self.tokens.remove(&token) {
+                    self.asked.remove(&at);
+                }
+            }
+            Event::Running { job, pes, since } => {
+                let class = self.cfg.class_of(&job);
+                for p in pes.iter() {
+                    if let Some(s) = self.pe.get_mut(p.0 as usize) {
+                        *s = PeState::Job(job.id);
+                    }
+                }
+                self.loaded.insert(
+                    job.id,
+                    Loaded {
+                        req: job,
+                        class,
+                        pes,
+                        ready_at: since,
+                        started: true,
+                    },
+                );
+            }
+            // Jobs on a failed node are ended by the driver; PEs of a node that is down are
+            // not tracked separately here (the T3D had no node failures to schedule around).
+            Event::NodeDown(_) | Event::NodeUp(_) => {}
+            Event::Held(id) => {
+                self.held.insert(id);
+            }
+            Event::Released(id) => {
+                self.held.remove(&id);
+            }
+        }
+        self.schedule(now, out);
+    }
+
+    fn queue(&self) -> Vec<JobId> {
+        self.ordered(|_| true)
+    }
+
+    fn boxed_clone(&self) -> Box<dyn Policy> {
+        Box::new(self.clone())
+    }
+}
