@@ -90,6 +90,7 @@ struct Pe {
     last_run: Option<u32>,
     quantum_end: Option<Time>,
     acct: Breakdown,
+    last_traced: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,6 +158,17 @@ pub struct Engine<'a> {
     pending_n: u64,
     history: Option<Vec<ClassChange>>,
     transit: Dur,
+    trace: Option<Vec<Dispatch>>,
+}
+
+/// A process starting to run on a PE (recorded by [`Engine::traced`], for tests and plots).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dispatch {
+    pub at: Time,
+    /// Global PE index (node × PEs per node + local PE).
+    pub pe: usize,
+    pub job: u32,
+    pub rank: u32,
 }
 
 impl<'a> Engine<'a> {
@@ -203,6 +215,7 @@ impl<'a> Engine<'a> {
                     last_run: None,
                     quantum_end: None,
                     acct: Breakdown::default(),
+                    last_traced: None,
                 });
             }
         }
@@ -237,7 +250,29 @@ impl<'a> Engine<'a> {
             pending_n: 0,
             history: record_history.then(Vec::new),
             transit: sc.costs.transit(),
+            trace: None,
         }
+    }
+
+    /// Records every dispatch; [`Engine::run_traced`] returns them.
+    pub fn traced(mut self) -> Self {
+        self.trace = Some(Vec::new());
+        self
+    }
+
+    /// Runs and returns the result with the dispatch trace (empty unless [`Engine::traced`]).
+    pub fn run_traced(mut self) -> (RunResult, Vec<Dispatch>) {
+        let trace = std::mem::take(&mut self.trace);
+        self.trace = trace.map(|_| Vec::new());
+        let mut out = Vec::new();
+        let r = self.run_inner(&mut out);
+        (r, out)
+    }
+
+    /// Runs to completion (or the scenario's time limit) and reports.
+    pub fn run(self) -> RunResult {
+        let mut sink = Vec::new();
+        self.run_inner(&mut sink)
     }
 
     fn at(&mut self, at: Time, ev: Ev) {
@@ -249,8 +284,7 @@ impl<'a> Engine<'a> {
         });
     }
 
-    /// Runs to completion (or the scenario's time limit) and reports.
-    pub fn run(mut self) -> RunResult {
+    fn run_inner(mut self, trace_out: &mut Vec<Dispatch>) -> RunResult {
         for (i, j) in self.jobs_in.iter().enumerate() {
             self.at(j.arrival, Ev::JobArrive(i));
         }
@@ -272,6 +306,9 @@ impl<'a> Engine<'a> {
             self.now = e.at;
             self.events += 1;
             self.handle(e.ev);
+        }
+        if let Some(t) = self.trace.take() {
+            *trace_out = t;
         }
         self.finish()
     }
@@ -562,6 +599,18 @@ impl<'a> Engine<'a> {
     /// have changed its mind since (another gang slot, another FCS class).
     fn start(&mut self, gpe: usize, p: u32) {
         self.pes[gpe].state = PeState::Running { proc: p };
+        if let Some(t) = self.trace.as_mut()
+            && self.pes[gpe].last_traced != Some(p)
+        {
+            self.pes[gpe].last_traced = Some(p);
+            let pr = &self.procs[p as usize];
+            t.push(Dispatch {
+                at: self.now,
+                pe: gpe,
+                job: self.jobs_in[pr.job].id,
+                rank: pr.rank,
+            });
+        }
         let pr = &mut self.procs[p as usize];
         if pr.phase == Phase::Wait {
             pr.policy = None;
