@@ -213,6 +213,8 @@ async fn accept_loop(listener: TcpListener, key: Key, tx: mpsc::UnboundedSender<
             .await;
             let hello = match hello {
                 Ok(Ok(h)) => h,
+                // A connection closed before saying anything is a probe, not an attack.
+                Ok(Err(cosched_storm::FrameError::Closed)) => return,
                 Ok(Err(e)) => {
                     eprintln!("mm: dropping peer {peer}: {e}");
                     return;

@@ -59,7 +59,11 @@ pub struct ConnArgs {
 
 impl ConnArgs {
     fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client::from_state_dir(&default_state_dir(), self.mm.as_deref(), self.key_file.as_deref())?)
+        Ok(Client::from_state_dir(
+            &default_state_dir(),
+            self.mm.as_deref(),
+            self.key_file.as_deref(),
+        )?)
     }
 }
 
@@ -236,13 +240,22 @@ fn load_or_create_key(path: &std::path::Path) -> anyhow::Result<Key> {
         return Ok(Key::load(path)?);
     }
     let key = Key::generate()?;
-    key.save(path).with_context(|| format!("writing the new cluster key to {}", path.display()))?;
-    eprintln!("created a new cluster key in {}; give it to the node managers (--key-file)", path.display());
+    key.save(path)
+        .with_context(|| format!("writing the new cluster key to {}", path.display()))?;
+    eprintln!(
+        "created a new cluster key in {}; give it to the node managers (--key-file)",
+        path.display()
+    );
     Ok(key)
 }
 
+/// Prints to stdout; a reader that went away (`| head`) is not an error.
+fn emit(text: &str) {
+    let _ = std::io::stdout().write_all(text.as_bytes());
+}
+
 fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+    emit(&format!("{}\n", serde_json::to_string_pretty(v)?));
     Ok(())
 }
 
@@ -265,7 +278,10 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             cfg.heartbeat = a.heartbeat.max(Dur::from_millis(1));
             cfg.dead_after = cfg.heartbeat * 5;
             cfg.requeue = a.requeue;
-            std::fs::write(cfg.state_dir.join("mm.pid"), format!("{}\n", std::process::id()))?;
+            std::fs::write(
+                cfg.state_dir.join("mm.pid"),
+                format!("{}\n", std::process::id()),
+            )?;
             mm::run_blocking(cfg)?;
             Ok(0)
         }
@@ -273,9 +289,17 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let name = a.name.unwrap_or_else(hostname);
             let dir = default_state_dir();
             let key_file = a.key_file.unwrap_or_else(|| dir.join("key"));
-            let key = Key::load(&key_file).with_context(|| "the node manager needs the cluster key (--key-file)")?;
+            let key = Key::load(&key_file)
+                .with_context(|| "the node manager needs the cluster key (--key-file)")?;
             let workdir = a.workdir.unwrap_or_else(|| dir.join(format!("nm-{name}")));
-            let cfg = nm::NmConfig { mm: a.mm, name, pes: a.pes, workdir, listen: a.listen, key };
+            let cfg = nm::NmConfig {
+                mm: a.mm,
+                name,
+                pes: a.pes,
+                workdir,
+                listen: a.listen,
+                key,
+            };
             nm::run_blocking(cfg)?;
             Ok(0)
         }
@@ -298,7 +322,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                     "state_dir": o.state_dir.display().to_string(),
                 }))?;
             } else {
-                println!("{addr}");
+                emit(&format!("{addr}\n"));
                 eprintln!(
                     "cluster up: {} nodes × {} PEs, policy {}; state in {} (stop with `cosched cluster down`)",
                     o.nodes,
@@ -322,13 +346,15 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 class: a.class,
                 name: a.name,
                 cmd: a.cmd,
-                cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
+                cwd: std::env::current_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default(),
                 user: Some(current_uid()),
             })?;
             if a.conn.json {
                 print_json(&serde_json::json!({ "id": id.0 }))?;
             } else {
-                println!("{id}");
+                emit(&format!("{id}\n"));
             }
             Ok(0)
         }
@@ -337,12 +363,16 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let now = now_us();
             let shown: Vec<JobInfo> = jobs
                 .into_iter()
-                .filter(|j| a.all || !j.state.is_final() || j.end_us.is_some_and(|e| now - e < 300_000_000))
+                .filter(|j| {
+                    a.all || !j.state.is_final() || j.end_us.is_some_and(|e| now - e < 300_000_000)
+                })
                 .collect();
             if a.conn.json {
-                print_json(&serde_json::json!({ "jobs": shown.iter().map(report::acct_record).collect::<Vec<_>>() }))?;
+                print_json(
+                    &serde_json::json!({ "jobs": shown.iter().map(report::acct_record).collect::<Vec<_>>() }),
+                )?;
             } else {
-                print!("{}", report::jobs_table(&shown, now));
+                emit(&report::jobs_table(&shown, now));
             }
             Ok(0)
         }
@@ -350,13 +380,15 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let ids: Vec<JobId> = a.ids.iter().map(|&i| JobId(i)).collect();
             let timeout = Duration::from_micros(a.timeout.as_micros().max(0) as u64);
             let jobs = a.conn.client()?.wait(&ids, timeout)?;
-            let ok = jobs.iter().all(|j| j.state.as_str() == "completed" && j.exit_code == Some(0));
+            let ok = jobs
+                .iter()
+                .all(|j| j.state.as_str() == "completed" && j.exit_code == Some(0));
             if a.conn.json {
                 print_json(&serde_json::json!({
                     "ok": ok, "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>()
                 }))?;
             } else {
-                print!("{}", report::jobs_table(&jobs, now_us()));
+                emit(&report::jobs_table(&jobs, now_us()));
             }
             Ok(if ok { 0 } else { 1 })
         }
@@ -368,19 +400,22 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             if conn.json {
                 print_json(&st)?;
             } else {
-                print!("{}", report::status_text(&st));
+                emit(&report::status_text(&st));
             }
             Ok(0)
         }
         Command::Acct(a) => {
             let jobs = a.conn.client()?.jobs(&[])?;
             if let Some(path) = &a.swf_out {
-                std::fs::write(path, report::swf(&jobs)).with_context(|| format!("writing {}", path.display()))?;
+                std::fs::write(path, report::swf(&jobs))
+                    .with_context(|| format!("writing {}", path.display()))?;
             }
             if a.conn.json {
-                print_json(&serde_json::json!({ "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>() }))?;
+                print_json(
+                    &serde_json::json!({ "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>() }),
+                )?;
             } else {
-                print!("{}", report::jobs_table(&jobs, now_us()));
+                emit(&report::jobs_table(&jobs, now_us()));
             }
             Ok(0)
         }
@@ -392,8 +427,8 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                     "stdout": String::from_utf8_lossy(&out), "stderr": String::from_utf8_lossy(&err),
                 }))?;
             } else {
-                std::io::stdout().write_all(&out)?;
-                std::io::stderr().write_all(&err)?;
+                let _ = std::io::stdout().write_all(&out);
+                let _ = std::io::stderr().write_all(&err);
             }
             Ok(0)
         }
@@ -405,17 +440,21 @@ fn simple(a: &IdArgs, req: Request, done: &str) -> anyhow::Result<i32> {
     if a.conn.json {
         print_json(&serde_json::json!({ "id": a.id, "result": done }))?;
     } else {
-        println!("job {} {done}", a.id);
+        emit(&format!("job {} {done}\n", a.id));
     }
     Ok(0)
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "node".into())
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "node".into())
 }
 
 fn current_uid() -> u32 {
     // /proc/self belongs to this process's user.
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0)
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0)
 }

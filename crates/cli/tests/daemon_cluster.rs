@@ -1,0 +1,509 @@
+//! End-to-end tests of the resource manager: real daemons (`cosched cluster up`) on loopback,
+//! real processes. Each test has its own state directory and ephemeral ports, and tears its
+//! daemons down even when it fails (the guard's Drop).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_cosched")
+}
+
+/// A cluster brought up for one test; stopped and removed on drop.
+struct Cluster {
+    dir: PathBuf,
+}
+
+impl Cluster {
+    fn up(name: &str, args: &[&str]) -> Cluster {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "cosched-test-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = Cluster { dir };
+        let mut full = vec!["cluster", "up"];
+        full.extend_from_slice(args);
+        let out = c.run(&full);
+        assert!(
+            out.status.success(),
+            "cluster up failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(bin())
+            .args(args)
+            .env("COSCHED_STATE_DIR", &self.dir)
+            .output()
+            .expect("cosched runs")
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "cosched {args:?} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        serde_json::from_str(&self.ok(&a)).expect("valid JSON")
+    }
+
+    fn submit(&self, args: &[&str]) -> u64 {
+        self.ok(&[&["submit"], args].concat())
+            .trim()
+            .parse()
+            .expect("submit prints the job id")
+    }
+
+    fn job(&self, id: u64) -> Value {
+        let v = self.json(&["acct"]);
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .cloned()
+            .expect("job in acct")
+    }
+
+    /// Polls until `pred` holds on the job's record (at most `secs`).
+    fn until(&self, id: u64, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let j = self.job(id);
+            if pred(&j) {
+                return j;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(secs),
+                "job {id} never reached the state wanted: {j}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn pid(&self, file: &str) -> String {
+        std::fs::read_to_string(self.dir.join(file))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join("logs").join(name)).unwrap_or_default()
+    }
+
+    fn pids(&self) -> Vec<String> {
+        std::fs::read_dir(&self.dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".pid"))
+                    .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                    .map(|p| p.trim().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let pids = self.pids();
+        let _ = self.run(&["cluster", "down"]);
+        for p in pids {
+            kill9(&p);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn kill9(pid: &str) {
+    let _ = Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill -9 {pid} 2>/dev/null"))
+        .status();
+}
+
+fn python() -> bool {
+    Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A rank that burns `secs` of CPU time (not wall time), so time-slicing stretches it.
+fn spin(secs: f64) -> String {
+    format!("import time\nt=time.process_time()\nwhile time.process_time()-t<{secs}: pass")
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn hundred_short_jobs_complete_with_their_output() {
+    let c = Cluster::up("hundred", &["--nodes", "2", "--pes", "2"]);
+    let ids: Vec<u64> = (0..100)
+        .map(|i| {
+            c.submit(&[
+                "-n",
+                "1",
+                "--",
+                "sh",
+                "-c",
+                &format!("echo job{i} $COSCHED_JOB_ID $COSCHED_RANK/$COSCHED_SIZE"),
+            ])
+        })
+        .collect();
+    let mut wait = vec!["wait", "--timeout", "60s"];
+    let strs: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    wait.extend(strs.iter().map(String::as_str));
+    c.ok(&wait);
+    for (i, id) in ids.iter().enumerate() {
+        let out = c.ok(&["output", &id.to_string()]);
+        assert_eq!(out.trim(), format!("job{i} {id} 0/1"));
+    }
+    let acct = c.json(&["acct"]);
+    let jobs = acct["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 100);
+    for j in jobs {
+        assert_eq!(j["state"], "completed", "{j}");
+        assert_eq!(j["exit_code"], 0);
+        assert!(f(&j["end"]) >= f(&j["start"]) && f(&j["start"]) >= f(&j["submit"]));
+    }
+}
+
+#[test]
+fn ranks_get_their_environment_and_bad_input_is_refused() {
+    let c = Cluster::up("env", &["--nodes", "2", "--pes", "2"]);
+    let id = c.submit(&[
+        "-n",
+        "4",
+        "--name",
+        "envtest",
+        "--",
+        "sh",
+        "-c",
+        "echo $COSCHED_RANK $COSCHED_SIZE $COSCHED_NODE; echo err$COSCHED_RANK >&2",
+    ]);
+    c.ok(&["wait", &id.to_string()]);
+    let mut nodes = Vec::new();
+    for rank in 0..4 {
+        let out = c.run(&["output", &id.to_string(), "--rank", &rank.to_string()]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(&words[..2], &[rank.to_string().as_str(), "4"], "{text}");
+        nodes.push(words[2].to_string());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).trim(),
+            format!("err{rank}")
+        );
+    }
+    assert_eq!(nodes[0], nodes[1]);
+    assert_ne!(nodes[1], nodes[2], "ranks 2-3 are on the second node");
+
+    // Too many PEs: refused at submit, with the size of the machine in the message.
+    let out = c.run(&["submit", "-n", "5", "--", "true"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("only 4"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Unknown job id: clear error, non-zero exit, for every command taking an id.
+    for cmd in [
+        &["wait", "999"][..],
+        &["cancel", "999"],
+        &["output", "999"],
+        &["suspend", "999"],
+    ] {
+        let out = c.run(cmd);
+        assert!(!out.status.success(), "{cmd:?} succeeded");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("unknown job id 999"),
+            "{cmd:?}"
+        );
+    }
+
+    // A command that cannot run: the job fails with the launch error; the cluster continues.
+    let bad = c.submit(&["-n", "2", "--", "/no/such/program"]);
+    let out = c.run(&["wait", &bad.to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    let j = c.job(bad);
+    assert_eq!(j["state"], "failed");
+    assert!(
+        j["error"].as_str().unwrap().contains("cannot launch"),
+        "{j}"
+    );
+    assert!(c.ok(&["queue"]).contains("cannot launch"));
+    let good = c.submit(&["-n", "1", "--", "true"]);
+    c.ok(&["wait", &good.to_string()]);
+
+    // A rank that fails makes the job fail with its exit code.
+    let fails = c.submit(&["-n", "2", "--", "sh", "-c", "exit $((COSCHED_RANK * 3))"]);
+    assert_eq!(c.run(&["wait", &fails.to_string()]).status.code(), Some(1));
+    assert_eq!(c.job(fails)["exit_code"], 3);
+
+    // SWF export of the run.
+    let swf = c.dir.join("run.swf");
+    c.ok(&["acct", "--swf-out", swf.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&swf).unwrap();
+    assert_eq!(text.lines().filter(|l| !l.starts_with(';')).count(), 4);
+    assert!(
+        text.lines()
+            .all(|l| l.starts_with(';') || l.split_whitespace().count() == 18)
+    );
+}
+
+#[test]
+fn cancel_suspend_resume_and_time_limits_count_run_time_only() {
+    let c = Cluster::up("limits", &["--nodes", "1", "--pes", "2"]);
+    // Runs out of its 0.5 s limit.
+    let over = c.submit(&["-n", "1", "--time", "500ms", "--", "sleep", "20"]);
+    // Sleeps 1 s under a 2 s limit but is suspended for 2.5 s on the way: the wall time
+    // exceeds the limit, the run time does not (its timer expires while it is stopped).
+    let fits = c.submit(&["-n", "1", "--time", "2s", "--", "sleep", "1"]);
+    c.until(fits, 10, |j| j["state"] == "running");
+    c.ok(&["suspend", &fits.to_string()]);
+    assert_eq!(c.job(fits)["state"], "suspended");
+    assert!(c.ok(&["queue"]).contains("suspended(held)"));
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        c.job(fits)["state"],
+        "suspended",
+        "a held job stays stopped"
+    );
+    c.ok(&["resume", &fits.to_string()]);
+    let out = c.run(&[
+        "wait",
+        &over.to_string(),
+        &fits.to_string(),
+        "--timeout",
+        "30s",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the timed-out job makes wait fail"
+    );
+    let o = c.job(over);
+    assert_eq!(o["state"], "timed_out", "{o}");
+    assert!(o["error"].as_str().unwrap().contains("time limit"));
+    let j = c.job(fits);
+    assert_eq!(j["state"], "completed", "{j}");
+    assert!(f(&j["suspended_s"]) >= 2.4, "{j}");
+    assert!(f(&j["run_s"]) < 2.0, "{j}");
+    assert!(f(&j["end"]) - f(&j["start"]) > 2.4, "{j}");
+
+    let long = c.submit(&["-n", "2", "--", "sleep", "30"]);
+    c.until(long, 10, |j| j["state"] == "running");
+    c.ok(&["cancel", &long.to_string()]);
+    let j = c.until(long, 10, |j| j["state"] != "running");
+    assert_eq!(j["state"], "cancelled");
+}
+
+fn gang_pair(policy: &[&str]) -> (Value, Value) {
+    let c = Cluster::up(
+        policy[1],
+        &[&["--nodes", "1", "--pes", "2"], policy].concat(),
+    );
+    let a = c.submit(&["-n", "2", "--", "python3", "-c", &spin(1.0)]);
+    let b = c.submit(&["-n", "2", "--", "python3", "-c", &spin(1.0)]);
+    c.ok(&["wait", &a.to_string(), &b.to_string(), "--timeout", "60s"]);
+    (c.job(a), c.job(b))
+}
+
+#[test]
+fn gang_runs_two_jobs_at_once_and_fcfs_serialises_them() {
+    if !python() {
+        eprintln!("python3 not found: skipping the gang test");
+        return;
+    }
+    let (a, b) = gang_pair(&["--policy", "gang", "--mpl", "2", "--quantum", "50ms"]);
+    for j in [&a, &b] {
+        assert_eq!(j["state"], "completed", "{j}");
+        assert!(
+            f(&j["start"]) - f(&j["submit"]) < 0.5,
+            "both start at once under gang: {j}"
+        );
+        assert!(
+            f(&j["end"]) - f(&j["start"]) >= 1.6,
+            "each takes about twice its 1 s of CPU: {j}"
+        );
+        assert!(f(&j["suspended_s"]) >= 0.5, "time-sliced: {j}");
+    }
+    let (a, b) = gang_pair(&["--policy", "fcfs"]);
+    assert!(
+        f(&b["start"]) >= f(&a["end"]) - 0.05,
+        "under fcfs the second waits for the first: {a} {b}"
+    );
+    assert!(f(&a["suspended_s"]) == 0.0 && f(&b["suspended_s"]) == 0.0);
+}
+
+#[test]
+fn a_killed_node_manager_is_detected_and_its_job_fails() {
+    let c = Cluster::up(
+        "nmkill",
+        &["--nodes", "2", "--pes", "1", "--heartbeat", "100ms"],
+    );
+    let id = c.submit(&["-n", "2", "--", "sleep", "60"]);
+    c.until(id, 10, |j| j["state"] == "running");
+    let victim = c.pid("nm-n1.pid");
+    let killed_at = Instant::now();
+    kill9(&victim);
+    let j = c.until(id, 10, |j| j["state"] != "running");
+    eprintln!("job ended {:?} after the kill", killed_at.elapsed());
+    assert_eq!(j["state"], "node_failed", "{j}");
+    let st = c.json(&["status"]);
+    let states: Vec<&str> = st["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states.iter().filter(|s| **s == "down").count(), 1, "{st}");
+    assert_eq!(states.iter().filter(|s| **s == "up").count(), 1, "{st}");
+    // The cluster keeps serving on the surviving node; a 2-PE job cannot fit, a 1-PE one can.
+    let next = c.submit(&["-n", "1", "--", "true"]);
+    c.ok(&["wait", &next.to_string(), "--timeout", "10s"]);
+}
+
+#[test]
+fn a_killed_and_restarted_machine_manager_loses_no_record() {
+    let c = Cluster::up(
+        "mmkill",
+        &["--nodes", "1", "--pes", "1", "--heartbeat", "100ms"],
+    );
+    let done = c.submit(&["-n", "1", "--", "true"]);
+    c.ok(&["wait", &done.to_string()]);
+    let survivor = c.submit(&["-n", "1", "--", "sh", "-c", "sleep 2; echo survived"]);
+    let queued = c.submit(&["-n", "1", "--", "echo", "after"]);
+    c.until(survivor, 10, |j| j["state"] == "running");
+    let addr = std::fs::read_to_string(c.dir.join("mm.addr"))
+        .unwrap()
+        .trim()
+        .to_string();
+    kill9(&c.pid("mm.pid"));
+    std::thread::sleep(Duration::from_millis(300));
+    let log = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(c.dir.join("logs/mm.log"))
+        .unwrap();
+    let dir = c.dir.to_str().unwrap().to_string();
+    let key = c.dir.join("key");
+    let _mm = Command::new(bin())
+        .args([
+            "mm",
+            "--listen",
+            &addr,
+            "--nodes",
+            "1",
+            "--pes",
+            "1",
+            "--heartbeat",
+            "100ms",
+            "--state-dir",
+            &dir,
+        ])
+        .arg("--key-file")
+        .arg(&key)
+        .env("COSCHED_STATE_DIR", &c.dir)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("restart the machine manager");
+    let start = Instant::now();
+    while c.run(&["status"]).status.code() != Some(0) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the restarted MM does not answer"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = c.run(&[
+        "wait",
+        &done.to_string(),
+        &survivor.to_string(),
+        &queued.to_string(),
+        "--timeout",
+        "20s",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        c.log("mm.log")
+    );
+    assert_eq!(c.ok(&["output", &survivor.to_string()]).trim(), "survived");
+    assert_eq!(c.ok(&["output", &queued.to_string()]).trim(), "after");
+    assert_eq!(c.json(&["acct"])["jobs"].as_array().unwrap().len(), 3);
+    assert!(
+        c.log("mm.log").contains("recovered 3 jobs"),
+        "{}",
+        c.log("mm.log")
+    );
+}
+
+#[test]
+fn garbage_sent_to_the_machine_manager_is_dropped_while_jobs_continue() {
+    let c = Cluster::up("garbage", &["--nodes", "1", "--pes", "1"]);
+    let long = c.submit(&["-n", "1", "--", "sh", "-c", "sleep 1; echo fine"]);
+    let addr = std::fs::read_to_string(c.dir.join("mm.addr"))
+        .unwrap()
+        .trim()
+        .to_string();
+    // Raw garbage, an HTTP request, and a well-formed frame signed with another key.
+    let frames: Vec<Vec<u8>> = vec![
+        (0..200u32).map(|i| (i * 37 % 251) as u8).collect(),
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+        {
+            let mut v = vec![0, 0, 0, 40];
+            v.extend_from_slice(&[0xAB; 40]);
+            v
+        },
+    ];
+    for bytes in &frames {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.write_all(bytes).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let _ = std::io::Read::read_to_end(&mut s, &mut Vec::new());
+    }
+    let other = c.dir.join("other.key");
+    std::fs::write(&other, "11".repeat(32)).unwrap();
+    let out = c.run(&["status", "--key-file", other.to_str().unwrap()]);
+    assert!(
+        !out.status.success(),
+        "a client with the wrong key is refused"
+    );
+    c.ok(&["wait", &long.to_string(), "--timeout", "20s"]);
+    assert_eq!(c.ok(&["output", &long.to_string()]).trim(), "fine");
+    let next = c.submit(&["-n", "1", "--", "true"]);
+    c.ok(&["wait", &next.to_string()]);
+    let log = c.log("mm.log");
+    assert!(log.matches("dropping peer").count() >= 3, "{log}");
+    assert!(log.contains("authentication failed"), "{log}");
+}
