@@ -3,11 +3,13 @@
 //! for its estimate. A job starts when its reservation comes due; a later job can only take
 //! a hole that no earlier job's reservation uses, so no job is ever delayed by one behind it.
 //!
-//! When a job ends before its estimate, is cancelled, or the machine changes, the profile is
-//! rebuilt from the running jobs and every reservation made again in queue order
-//! ("compression"): each job then starts no later than it was promised, as long as running
-//! jobs end by their estimates. A job past its estimate is expected to end now, so while one
-//! overruns the reservations behind it slide with time.
+//! When a job ends before its estimate or a waiting job leaves, the reservations are
+//! compressed: in queue order each job gives its reservation back and takes the earliest one
+//! it can get, which is never later, so every job starts no later than it was first promised
+//! as long as running jobs end by their estimates. When the machine changes or a job is held
+//! or released, every reservation is made again from scratch in queue order. A job past its
+//! estimate is expected to end now, so while one overruns the reservations behind it slide
+//! with time.
 
 use std::collections::HashSet;
 
@@ -33,6 +35,8 @@ pub struct Conservative {
     profile: Profile,
     /// The profile holds exactly the running jobs and the queue's reservations.
     valid: bool,
+    /// The earliest timer asked for and not yet fired.
+    timer: Option<Time>,
 }
 
 impl Conservative {
@@ -44,12 +48,18 @@ impl Conservative {
             held: HashSet::new(),
             profile: Profile::default(),
             valid: false,
+            timer: None,
         }
     }
 
     /// Each waiting job's reservation, in queue order.
     pub fn reservations(&self) -> Vec<(JobId, Option<Time>)> {
         self.queue.iter().map(|w| (w.req.id, w.resv)).collect()
+    }
+
+    /// The availability profile (free PEs over time, reservations taken out).
+    pub fn profile(&self) -> &Profile {
+        &self.profile
     }
 
     fn overrun(&self, now: Time) -> bool {
@@ -78,36 +88,92 @@ impl Conservative {
         self.valid = true;
     }
 
-    /// Starts the jobs whose reservation is due.
-    fn start_due(&mut self, now: Time, out: &mut Vec<Decision>) {
-        if self.pool.free_count() == 0 {
-            return;
+    /// Compression after a change that can only free PEs (a job ended early, a waiting job
+    /// left): the profile is rebuilt with every reservation where it was, then each job in
+    /// queue order gives its reservation back and takes the earliest one it can get — never
+    /// later than before, since its old place is still free and the jobs after it have not
+    /// moved yet. Falls back to a full rebuild when a reservation no longer fits (a job ran
+    /// past its estimate).
+    fn compress(&mut self, now: Time) {
+        if !self.valid || self.overrun(now) {
+            return self.rebuild(now);
         }
+        self.profile
+            .rebuild(now, self.pool.free_count(), self.running.releases(now));
+        for k in 0..self.queue.len() {
+            let w = &self.queue[k];
+            if let Some(t) = w.resv
+                && !self.profile.reserve_at(t, w.req.estimate, w.req.procs)
+            {
+                return self.rebuild(now);
+            }
+        }
+        for k in 0..self.queue.len() {
+            let w = &self.queue[k];
+            if let Some(t) = w.resv {
+                self.profile.unreserve(t, w.req.estimate, w.req.procs);
+            }
+            let old = w.resv;
+            self.reserve(k);
+            debug_assert!(
+                old.is_none() || self.queue[k].resv.is_some_and(|new| Some(new) <= old),
+                "compression delayed job {}",
+                self.queue[k].req.id
+            );
+        }
+    }
+
+    /// Starts the jobs whose reservation is due, and asks for a timer at the next
+    /// reservation: compression can leave a reservation at an instant when nothing else
+    /// happens (the end of a reservation that has since moved).
+    fn start_due(&mut self, now: Time, out: &mut Vec<Decision>) {
+        let mut next: Option<Time> = None;
         let mut k = 0;
         while k < self.queue.len() {
-            if self.queue[k].resv.is_some_and(|t| t <= now) {
-                let Some(pes) = self.pool.allocate(self.queue[k].req.procs) else {
-                    // The profile promised PEs the pool does not have (a node went down
-                    // under a reservation): make the reservations again at the next event.
+            let due = match self.queue[k].resv {
+                Some(t) if t <= now => true,
+                Some(t) => {
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                    false
+                }
+                None => false,
+            };
+            if !due || self.pool.free_count() == 0 {
+                if due {
                     self.valid = false;
-                    k += 1;
-                    continue;
-                };
-                let w = self.queue.remove(k);
-                let run = Run {
-                    pes: pes.clone(),
-                    procs: w.req.procs,
-                    expected_end: now + w.req.estimate,
-                };
-                self.running.insert(w.req.id, run);
-                out.push(Decision::Start {
-                    job: w.req.id,
-                    pes,
-                    slot: None,
-                });
-            } else {
+                }
                 k += 1;
+                continue;
             }
+            let Some(pes) = self.pool.allocate(self.queue[k].req.procs) else {
+                // The profile promised PEs the pool does not have (a node went down under a
+                // reservation, or another job ends at this same instant but has not been
+                // reported yet): make the reservations again at the next event.
+                self.valid = false;
+                k += 1;
+                continue;
+            };
+            let w = self.queue.remove(k);
+            let run = Run {
+                pes: pes.clone(),
+                procs: w.req.procs,
+                expected_end: now + w.req.estimate,
+            };
+            self.running.insert(w.req.id, run);
+            out.push(Decision::Start {
+                job: w.req.id,
+                pes,
+                slot: None,
+            });
+        }
+        if let Some(t) = next
+            && self.timer.is_none_or(|x| x <= now || t < x)
+        {
+            self.timer = Some(t);
+            out.push(Decision::SetTimer {
+                at: t,
+                token: t.as_micros() as u64,
+            });
         }
     }
 }
@@ -118,8 +184,10 @@ impl Policy for Conservative {
     }
 
     fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
-        // Whether the profile stays right as it is (only the past needs dropping).
+        // Whether the profile stays right as it is (only the past needs dropping), or only
+        // improved (compression suffices).
         let mut keep = false;
+        let mut improved = false;
         match event {
             Event::Submitted(req) => {
                 let key = (req.submit, req.id);
@@ -142,8 +210,10 @@ impl Policy for Conservative {
                     if keep {
                         self.profile.advance(now);
                     }
+                    improved = run.expected_end > now;
                 } else {
                     self.queue.retain(|w| w.req.id != id);
+                    improved = true;
                 }
                 self.held.remove(&id);
             }
@@ -172,13 +242,18 @@ impl Policy for Conservative {
                 self.held.remove(&id);
             }
             Event::Timer(_) => {
+                if self.timer.is_some_and(|x| x <= now) {
+                    self.timer = None;
+                }
                 keep = self.valid && !self.overrun(now);
                 if keep {
                     self.profile.advance(now);
                 }
             }
         }
-        if !keep {
+        if improved {
+            self.compress(now);
+        } else if !keep {
             self.rebuild(now);
         }
         self.start_due(now, out);
@@ -204,10 +279,12 @@ mod tests {
         p.handle(Time::from_secs(now), Event::Submitted(req), &mut out);
         started(&out)
     }
+    /// Started jobs; timers are allowed, anything else is a bug.
     fn started(out: &[Decision]) -> Vec<u64> {
         out.iter()
-            .map(|d| match d {
-                Decision::Start { job, .. } => job.0,
+            .filter_map(|d| match d {
+                Decision::Start { job, .. } => Some(job.0),
+                Decision::SetTimer { .. } => None,
                 other => panic!("unexpected {other:?}"),
             })
             .collect()

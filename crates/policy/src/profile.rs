@@ -136,6 +136,47 @@ impl Profile {
         None
     }
 
+    /// Index of the step starting exactly at `t`, splitting the step that covers it if
+    /// needed. `t` must not be before the profile's start.
+    fn split(&mut self, t: Time) -> usize {
+        let i = self.steps.partition_point(|s| s.0 <= t);
+        debug_assert!(i > 0, "split before the profile's start");
+        if self.steps[i - 1].0 == t {
+            return i - 1;
+        }
+        let free = self.steps[i - 1].1;
+        self.steps.insert(i, (t, free));
+        i
+    }
+
+    /// Takes `procs` PEs during `[start, start + dur)` if they are free all along; returns
+    /// false (taking nothing) otherwise, or when `start` is before the profile's start.
+    pub fn reserve_at(&mut self, start: Time, dur: Dur, procs: u32) -> bool {
+        if self.steps.first().is_none_or(|s| start < s.0) {
+            return false;
+        }
+        let end = start + dur.max(Dur::from_micros(1));
+        let i = self.split(start);
+        let j = self.split(end);
+        if self.steps[i..j].iter().any(|s| s.1 < procs) {
+            return false;
+        }
+        for step in &mut self.steps[i..j] {
+            step.1 -= procs;
+        }
+        true
+    }
+
+    /// Gives back what [`Profile::reserve_at`] (or [`Profile::reserve`]) took.
+    pub fn unreserve(&mut self, start: Time, dur: Dur, procs: u32) {
+        let end = start + dur.max(Dur::from_micros(1));
+        let i = self.split(start);
+        let j = self.split(end);
+        for step in &mut self.steps[i..j] {
+            step.1 += procs;
+        }
+    }
+
     /// Takes `procs` PEs during `[start, start + dur)`, where `start` is the time of step `at`
     /// (as [`Profile::earliest`] returns it).
     pub fn reserve(&mut self, at: usize, dur: Dur, procs: u32) {
@@ -184,6 +225,13 @@ mod tests {
         assert_eq!(p.earliest(2, d(12)).unwrap().0, t(15));
         assert_eq!(p.earliest(2, d(10)).unwrap().0, t(0));
         assert!(p.earliest(17, d(1)).is_none());
+        // Giving back and taking again at a fixed time.
+        p.unreserve(t(10), d(5), 10);
+        assert_eq!(p.earliest(10, d(5)).unwrap().0, t(10));
+        assert!(!p.reserve_at(t(5), d(10), 5));
+        assert!(p.reserve_at(t(10), d(5), 10));
+        assert_eq!(p.earliest(1, d(3)).unwrap().0, t(0));
+        assert!(!p.reserve_at(t(-1), d(1), 1));
         p.advance(t(12));
         assert_eq!(p.steps(), &[(t(12), 0), (t(15), 10), (t(30), 16)]);
     }
