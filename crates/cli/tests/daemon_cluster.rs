@@ -137,6 +137,16 @@ impl Drop for Cluster {
     }
 }
 
+/// A daemon this test started itself: killed and reaped however the test ends.
+struct Reap(std::process::Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn kill9(pid: &str) {
     let _ = Command::new("sh")
         .arg("-c")
@@ -414,28 +424,30 @@ fn a_killed_and_restarted_machine_manager_loses_no_record() {
         .unwrap();
     let dir = c.dir.to_str().unwrap().to_string();
     let key = c.dir.join("key");
-    let _mm = Command::new(bin())
-        .args([
-            "mm",
-            "--listen",
-            &addr,
-            "--nodes",
-            "1",
-            "--pes",
-            "1",
-            "--heartbeat",
-            "100ms",
-            "--state-dir",
-            &dir,
-        ])
-        .arg("--key-file")
-        .arg(&key)
-        .env("COSCHED_STATE_DIR", &c.dir)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("restart the machine manager");
+    let _mm = Reap(
+        Command::new(bin())
+            .args([
+                "mm",
+                "--listen",
+                &addr,
+                "--nodes",
+                "1",
+                "--pes",
+                "1",
+                "--heartbeat",
+                "100ms",
+                "--state-dir",
+                &dir,
+            ])
+            .arg("--key-file")
+            .arg(&key)
+            .env("COSCHED_STATE_DIR", &c.dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("restart the machine manager"),
+    );
     let start = Instant::now();
     while c.run(&["status"]).status.code() != Some(0) {
         assert!(

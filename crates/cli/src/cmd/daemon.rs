@@ -17,30 +17,30 @@ use cosched_storm::Key;
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Run the machine manager (normally started by `cosched cluster up`)
-    Mm(MmArgs),
+    Mm(Box<MmArgs>),
     /// Run a node manager that joins the machine manager at --mm
-    Nm(NmArgs),
+    Nm(Box<NmArgs>),
     /// Start or stop an embedded cluster of local daemons
     #[command(subcommand)]
     Cluster(ClusterCmd),
     /// Submit a parallel job: `cosched submit -n 4 -- ./prog args`; prints its id
-    Submit(SubmitArgs),
+    Submit(Box<SubmitArgs>),
     /// List waiting, running and recently ended jobs
-    Queue(QueueArgs),
+    Queue(Box<QueueArgs>),
     /// Wait until jobs end; exit status 0 only if all completed with exit code 0
-    Wait(WaitArgs),
+    Wait(Box<WaitArgs>),
     /// Cancel a job (waiting or running)
-    Cancel(IdArgs),
+    Cancel(Box<IdArgs>),
     /// Stop a job (SIGSTOP) and keep it from running until `resume`
-    Suspend(IdArgs),
+    Suspend(Box<IdArgs>),
     /// Let a suspended job run again
-    Resume(IdArgs),
+    Resume(Box<IdArgs>),
     /// Node map and Ousterhout matrix (which job each PE runs in each slot)
-    Status(ConnArgs),
+    Status(Box<ConnArgs>),
     /// Accounting: one record per job; SWF export
-    Acct(AcctArgs),
+    Acct(Box<AcctArgs>),
     /// Print what a rank of a job wrote to stdout and stderr
-    Output(OutputArgs),
+    Output(Box<OutputArgs>),
 }
 
 /// How to reach the machine manager.
@@ -129,7 +129,7 @@ pub struct NmArgs {
 #[derive(clap::Subcommand)]
 pub enum ClusterCmd {
     /// Start a machine manager and N node managers on this machine; prints the MM address
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Stop the cluster of $COSCHED_STATE_DIR and every job on it
     Down,
 }

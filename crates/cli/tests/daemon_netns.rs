@@ -1,0 +1,251 @@
+//! The same binaries on two "hosts": two network namespaces joined by a veth pair. The machine
+//! manager and one node manager run in the first, another node manager in the second; a
+//! 2-rank job runs one rank on each. Needs root and iproute2 (`ip netns`); without them the
+//! test says so and returns.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_cosched")
+}
+
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Two namespaces and the daemons started in them; all removed on drop.
+struct Hosts {
+    ns: [String; 2],
+    dir: std::path::PathBuf,
+    daemons: Vec<Child>,
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for d in &mut self.daemons {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+        for ns in &self.ns {
+            ip(&["netns", "del", ns]);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Hosts {
+    fn exec(&self, host: usize, args: &[&str]) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.ns[host], bin()])
+            .args(args)
+            .env("COSCHED_STATE_DIR", &self.dir)
+            .output()
+            .expect("ip netns exec runs")
+    }
+
+    fn spawn(&mut self, host: usize, args: &[&str], log: &str) {
+        let log = std::fs::File::create(self.dir.join(log)).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.ns[host], bin()])
+            .args(args)
+            .env("COSCHED_STATE_DIR", &self.dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawn a daemon in a namespace");
+        self.daemons.push(child);
+    }
+}
+
+#[test]
+fn two_hosts_over_network_namespaces() {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root || !ip(&["-V"]) {
+        eprintln!("NOTICE: skipping the multi-host test: it needs root and iproute2 (`ip netns`)");
+        return;
+    }
+    let tag = std::process::id() % 10_000;
+    let ns = [format!("csa{tag}"), format!("csb{tag}")];
+    let dir = std::env::temp_dir().join(format!("cosched-netns-{tag}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut hosts = Hosts {
+        ns: ns.clone(),
+        dir: dir.clone(),
+        daemons: Vec::new(),
+    };
+    if !ip(&["netns", "add", &ns[0]]) || !ip(&["netns", "add", &ns[1]]) {
+        eprintln!("NOTICE: skipping the multi-host test: `ip netns add` is not permitted here");
+        return;
+    }
+    let (va, vb) = (format!("cva{tag}"), format!("cvb{tag}"));
+    let subnet = format!("10.{}.{}", 100 + tag % 100, tag / 100 % 250);
+    let (addr_a, addr_b) = (format!("{subnet}.1"), format!("{subnet}.2"));
+    for (ok, what) in [
+        (
+            ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb]),
+            "veth pair",
+        ),
+        (ip(&["link", "set", &va, "netns", &ns[0]]), "move veth a"),
+        (ip(&["link", "set", &vb, "netns", &ns[1]]), "move veth b"),
+        (
+            ip(&[
+                "-n",
+                &ns[0],
+                "addr",
+                "add",
+                &format!("{addr_a}/24"),
+                "dev",
+                &va,
+            ]),
+            "address a",
+        ),
+        (
+            ip(&[
+                "-n",
+                &ns[1],
+                "addr",
+                "add",
+                &format!("{addr_b}/24"),
+                "dev",
+                &vb,
+            ]),
+            "address b",
+        ),
+        (ip(&["-n", &ns[0], "link", "set", &va, "up"]), "veth a up"),
+        (ip(&["-n", &ns[1], "link", "set", &vb, "up"]), "veth b up"),
+        (ip(&["-n", &ns[0], "link", "set", "lo", "up"]), "lo a up"),
+        (ip(&["-n", &ns[1], "link", "set", "lo", "up"]), "lo b up"),
+    ] {
+        assert!(ok, "network setup failed at: {what}");
+    }
+    // The cluster key, shared by hand as an administrator would (e.g. over ssh).
+    let key = dir.join("key");
+    std::fs::write(&key, "5a".repeat(32)).unwrap();
+    let key = key.to_str().unwrap().to_string();
+    let mm = format!("{addr_a}:7070");
+    let d = dir.to_str().unwrap().to_string();
+    hosts.spawn(
+        0,
+        &[
+            "mm",
+            "--listen",
+            &mm,
+            "--nodes",
+            "2",
+            "--pes",
+            "1",
+            "--fanout",
+            "1",
+            "--state-dir",
+            &d,
+            "--key-file",
+            &key,
+        ],
+        "mm.log",
+    );
+    let wa = format!("{d}/host-a");
+    let wb = format!("{d}/host-b");
+    hosts.spawn(
+        0,
+        &[
+            "nm",
+            "--mm",
+            &mm,
+            "--name",
+            "host-a",
+            "--pes",
+            "1",
+            "--workdir",
+            &wa,
+            "--key-file",
+            &key,
+        ],
+        "a.log",
+    );
+    hosts.spawn(
+        1,
+        &[
+            "nm",
+            "--mm",
+            &mm,
+            "--name",
+            "host-b",
+            "--pes",
+            "1",
+            "--workdir",
+            &wb,
+            "--key-file",
+            &key,
+        ],
+        "b.log",
+    );
+
+    let conn = ["--mm", mm.as_str(), "--key-file", key.as_str()];
+    let start = Instant::now();
+    loop {
+        let out = hosts.exec(1, &[&["status", "--json"][..], &conn].concat());
+        if out.status.success() {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let up = v["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|n| n["state"] == "up")
+                .count();
+            if up == 2 {
+                break;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "nodes did not register: {}",
+            std::fs::read_to_string(dir.join("mm.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Submitted from host b, one rank per host; each reports where it ran.
+    let out = hosts.exec(
+        1,
+        &[
+            &["submit", "-n", "2"][..],
+            &conn,
+            &["--", "sh", "-c", "echo $COSCHED_NODE"],
+        ]
+        .concat(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let out = hosts.exec(0, &[&["wait", &id, "--timeout", "20s"][..], &conn].concat());
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut where_ = Vec::new();
+    for rank in ["0", "1"] {
+        let out = hosts.exec(1, &[&["output", &id, "--rank", rank][..], &conn].concat());
+        assert!(out.status.success());
+        where_.push(String::from_utf8(out.stdout).unwrap().trim().to_string());
+    }
+    where_.sort();
+    assert_eq!(where_, vec!["host-a", "host-b"]);
+}
