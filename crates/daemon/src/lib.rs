@@ -6,6 +6,7 @@
 //! - [`proto`]: what daemons and clients say to each other.
 //! - [`db`]: the machine manager's SQLite (WAL) store.
 //! - [`client`]: a blocking client for user commands (submit, wait, status, …).
+//! - [`bench`]: latency, gang-overhead and throughput benchmarks on an embedded cluster.
 //! - [`cluster`]: an embedded cluster of local daemons (`cosched cluster up|down`, the demo).
 //! - [`report`]: tables, the Ousterhout matrix and SWF export of job records.
 //! - [`util`]: clock, atomic files, signals.
@@ -20,6 +21,7 @@
 //! cluster.down().unwrap();
 //! ```
 
+pub mod bench;
 pub mod client;
 pub mod cluster;
 pub mod db;

@@ -132,6 +132,62 @@ pub enum ClusterCmd {
     Up(Box<UpArgs>),
     /// Stop the cluster of $COSCHED_STATE_DIR and every job on it
     Down,
+    /// Benchmarks on throw-away embedded clusters (figures in docs/benchmarks.md)
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// Burn this much CPU time and exit (the CPU-bound rank of `bench gang`)
+    #[command(hide = true)]
+    Spin { cpu: Dur },
+}
+
+#[derive(clap::Subcommand)]
+pub enum BenchCmd {
+    /// Submit-to-running latency of a job with one rank per node, for several node counts
+    Latency {
+        /// Node-manager counts to measure
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+        nodes: Vec<u32>,
+        /// Tree fan-out
+        #[arg(long, default_value_t = 8)]
+        fanout: u32,
+        /// Measured runs per node count (after one warm-up)
+        #[arg(long, default_value_t = 7)]
+        runs: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Slowdown of two CPU-bound jobs time-sliced at MPL 2, against FCFS, per quantum
+    Gang {
+        /// CPU time each rank burns
+        #[arg(long, default_value = "2s")]
+        cpu: Dur,
+        /// Quanta to measure
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "1ms,2ms,5ms,10ms,50ms,100ms"
+        )]
+        quanta: Vec<Dur>,
+        /// PEs of the single node (one rank per PE per job)
+        #[arg(long, default_value_t = 2)]
+        pes: u32,
+        /// Runs per setting (the median is reported)
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sustained throughput of trivial 1-PE jobs, submitted to completed
+    Throughput {
+        #[arg(long, default_value_t = 1000)]
+        jobs: usize,
+        #[arg(long, default_value_t = 4)]
+        nodes: u32,
+        #[arg(long, default_value_t = 2)]
+        pes: u32,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -333,6 +389,11 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
+        Command::Cluster(ClusterCmd::Spin { cpu }) => {
+            cosched_daemon::bench::spin_cpu(cpu);
+            Ok(0)
+        }
+        Command::Cluster(ClusterCmd::Bench(b)) => bench(b),
         Command::Cluster(ClusterCmd::Down) => {
             cluster::down(&default_state_dir())?;
             eprintln!("cluster down");
@@ -433,6 +494,93 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
+}
+
+fn bench(b: BenchCmd) -> anyhow::Result<i32> {
+    use cosched_daemon::bench;
+    let exe = std::env::current_exe().context("finding the cosched executable")?;
+    let dir = bench::scratch();
+    let result = (|| -> anyhow::Result<()> {
+        match b {
+            BenchCmd::Latency {
+                nodes,
+                fanout,
+                runs,
+                json,
+            } => {
+                let rows = bench::latency(&exe, &dir, &nodes, fanout, runs.max(1))?;
+                if json {
+                    return print_json(&rows);
+                }
+                let mut t = format!(
+                    "{:>6} {:>6} {:>12} {:>10}\n",
+                    "NODES", "DEPTH", "MEDIAN(ms)", "MAX(ms)"
+                );
+                for r in rows {
+                    t += &format!(
+                        "{:>6} {:>6} {:>12.1} {:>10.1}\n",
+                        r.nodes, r.tree_depth, r.median_ms, r.max_ms
+                    );
+                }
+                emit(&t);
+            }
+            BenchCmd::Gang {
+                cpu,
+                quanta,
+                pes,
+                runs,
+                json,
+            } => {
+                let rows = bench::gang(&exe, &dir, pes, cpu, &quanta, runs.max(1))?;
+                if json {
+                    return print_json(&rows);
+                }
+                let mut t = format!(
+                    "{:>10} {:>12} {:>10}\n",
+                    "QUANTUM", "MAKESPAN(s)", "SLOWDOWN"
+                );
+                for r in &rows {
+                    let q = r
+                        .quantum_ms
+                        .map(|q| format!("{q}ms"))
+                        .unwrap_or_else(|| "fcfs".into());
+                    t += &format!(
+                        "{:>10} {:>12.3} {:>9.1}%\n",
+                        q, r.makespan_s, r.slowdown_pct
+                    );
+                }
+                if let Some(best) = rows
+                    .iter()
+                    .filter(|r| r.quantum_ms.is_some() && r.slowdown_pct <= 2.0)
+                    .map(|r| r.quantum_ms.unwrap_or(0.0))
+                    .reduce(f64::min)
+                {
+                    t += &format!("smallest quantum with slowdown <= 2%: {best}ms\n");
+                } else {
+                    t += "no quantum measured has a slowdown <= 2%\n";
+                }
+                emit(&t);
+            }
+            BenchCmd::Throughput {
+                jobs,
+                nodes,
+                pes,
+                json,
+            } => {
+                let r = bench::throughput(&exe, &dir, nodes, pes, jobs)?;
+                if json {
+                    return print_json(&r);
+                }
+                emit(&format!(
+                    "{} trivial jobs on {} nodes x {} PEs: {:.2} s, {:.1} jobs/s\n",
+                    r.jobs, r.nodes, r.pes, r.elapsed_s, r.jobs_per_s
+                ));
+            }
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result.map(|_| 0)
 }
 
 fn simple(a: &IdArgs, req: Request, done: &str) -> anyhow::Result<i32> {

@@ -1,0 +1,238 @@
+//! Benchmarks of the real daemons on an embedded cluster (`cosched cluster bench …`):
+//! submit-to-running latency against the number of node managers, the cost of gang
+//! time-slicing against the quantum, and the throughput of trivial jobs.
+//!
+//! Figures are wall-clock measurements on whatever machine runs them; docs/benchmarks.md
+//! records the command, the machine and the date next to each.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cosched_core::{Dur, JobId};
+use serde::Serialize;
+
+use crate::DaemonError;
+use crate::cluster::{ClusterOptions, up};
+use crate::proto::{JobState, SubmitRequest};
+use crate::util::now;
+
+/// Burns `cpu` of this process's CPU time (not wall time): the CPU-bound rank of the gang
+/// benchmark, so a rank that is stopped half the time takes twice as long.
+pub fn spin_cpu(cpu: Dur) {
+    let used = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        ts.tv_sec * 1_000_000 + ts.tv_nsec / 1_000
+    };
+    let start = used();
+    let mut x = 0u64;
+    while used() - start < cpu.as_micros() {
+        for i in 0..10_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+    }
+}
+
+fn submit(procs: u32, cmd: Vec<String>) -> SubmitRequest {
+    SubmitRequest {
+        procs,
+        time_limit_us: None,
+        class: None,
+        name: None,
+        cmd,
+        cwd: "/".into(),
+        user: None,
+    }
+}
+
+fn opts(exe: &Path, dir: &Path, nodes: u32, pes: u32) -> ClusterOptions {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut o = ClusterOptions::new(exe.to_path_buf(), dir.to_path_buf(), nodes, pes);
+    o.timeout = Duration::from_secs(120);
+    o
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyRow {
+    pub nodes: u32,
+    pub tree_depth: u32,
+    /// Median and worst over the repetitions, milliseconds: from just before the submit
+    /// request leaves the client to the moment the last rank's process runs (`date`).
+    pub median_ms: f64,
+    pub max_ms: f64,
+    pub runs: usize,
+}
+
+/// Submit-to-running latency of a job with one rank on every node.
+pub fn latency(
+    exe: &Path,
+    dir: &Path,
+    nodes: &[u32],
+    fanout: u32,
+    runs: usize,
+) -> Result<Vec<LatencyRow>, DaemonError> {
+    let mut rows = Vec::new();
+    for &n in nodes {
+        let mut o = opts(exe, &dir.join(format!("lat{n}")), n, 1);
+        o.fanout = fanout;
+        let c = up(&o)?;
+        let depth = c.client.status()?.tree_depth;
+        let mut lat = Vec::new();
+        for _ in 0..runs + 1 {
+            let t0 = now();
+            let id = c
+                .client
+                .submit(submit(n, vec!["date".into(), "+%s%N".into()]))?;
+            c.client.wait(&[id], Duration::from_secs(60))?;
+            let mut last = 0i64;
+            for rank in 0..n {
+                let (out, _) = c.client.output(id, rank)?;
+                let ns: i64 = String::from_utf8_lossy(&out).trim().parse().unwrap_or(0);
+                last = last.max(ns / 1_000);
+            }
+            lat.push((last - t0.as_micros()) as f64 / 1_000.0);
+        }
+        lat.remove(0); // the first run warms caches (page cache, the tree's connections)
+        lat.sort_by(f64::total_cmp);
+        rows.push(LatencyRow {
+            nodes: n,
+            tree_depth: depth,
+            median_ms: lat[lat.len() / 2],
+            max_ms: *lat.last().unwrap_or(&0.0),
+            runs,
+        });
+        c.down()?;
+    }
+    Ok(rows)
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GangRow {
+    /// `None`: the FCFS baseline (the two jobs one after the other, no time-slicing).
+    pub quantum_ms: Option<f64>,
+    /// Time from the first submission to the last end, seconds (median over runs).
+    pub makespan_s: f64,
+    /// Makespan over the FCFS baseline's, minus one, in percent.
+    pub slowdown_pct: f64,
+}
+
+/// Two CPU-bound jobs filling one node at MPL 2, under FCFS and under gang at each quantum.
+pub fn gang(
+    exe: &Path,
+    dir: &Path,
+    pes: u32,
+    cpu: Dur,
+    quanta: &[Dur],
+    runs: usize,
+) -> Result<Vec<GangRow>, DaemonError> {
+    let one = |policy: &str, quantum: Option<Dur>| -> Result<f64, DaemonError> {
+        let mut o = opts(exe, &dir.join("gang"), 1, pes);
+        o.policy = policy.into();
+        if policy == "gang" {
+            o.mpl = Some(2);
+            o.quantum = quantum;
+        }
+        let c = up(&o)?;
+        let cmd = vec![
+            o.exe.display().to_string(),
+            "cluster".into(),
+            "spin".into(),
+            cpu.to_string(),
+        ];
+        let start = Instant::now();
+        let a = c.client.submit(submit(pes, cmd.clone()))?;
+        let b = c.client.submit(submit(pes, cmd))?;
+        let jobs = c.client.wait(&[a, b], Duration::from_secs(600))?;
+        let _ = start;
+        let first = jobs.iter().map(|j| j.submit_us).min().unwrap_or(0);
+        let last = jobs.iter().filter_map(|j| j.end_us).max().unwrap_or(0);
+        if jobs.iter().any(|j| j.state != JobState::Completed) {
+            return Err(DaemonError::Refused(format!(
+                "a benchmark job did not complete: {jobs:?}"
+            )));
+        }
+        c.down()?;
+        Ok((last - first) as f64 / 1e6)
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let base = median(
+        (0..runs)
+            .map(|_| one("fcfs", None))
+            .collect::<Result<_, _>>()?,
+    );
+    let mut rows = vec![GangRow {
+        quantum_ms: None,
+        makespan_s: base,
+        slowdown_pct: 0.0,
+    }];
+    for &q in quanta {
+        let m = median(
+            (0..runs)
+                .map(|_| one("gang", Some(q)))
+                .collect::<Result<_, _>>()?,
+        );
+        rows.push(GangRow {
+            quantum_ms: Some(q.as_micros() as f64 / 1e3),
+            makespan_s: m,
+            slowdown_pct: (m / base - 1.0) * 100.0,
+        });
+    }
+    Ok(rows)
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ThroughputRow {
+    pub nodes: u32,
+    pub pes: u32,
+    pub jobs: usize,
+    /// From the first submission to the last end.
+    pub elapsed_s: f64,
+    pub jobs_per_s: f64,
+}
+
+/// Trivial 1-PE jobs (`true`), submitted back to back, until all have completed.
+pub fn throughput(
+    exe: &Path,
+    dir: &Path,
+    nodes: u32,
+    pes: u32,
+    jobs: usize,
+) -> Result<ThroughputRow, DaemonError> {
+    let c = up(&opts(exe, &dir.join("tput"), nodes, pes))?;
+    let start = Instant::now();
+    let ids: Vec<JobId> = (0..jobs)
+        .map(|_| c.client.submit(submit(1, vec!["true".into()])))
+        .collect::<Result<_, _>>()?;
+    let done = c.client.wait(&ids, Duration::from_secs(600))?;
+    let elapsed = start.elapsed().as_secs_f64();
+    let bad = done
+        .iter()
+        .filter(|j| j.state != JobState::Completed)
+        .count();
+    c.down()?;
+    if bad > 0 {
+        return Err(DaemonError::Refused(format!(
+            "{bad} of {jobs} trivial jobs did not complete"
+        )));
+    }
+    Ok(ThroughputRow {
+        nodes,
+        pes,
+        jobs,
+        elapsed_s: elapsed,
+        jobs_per_s: jobs as f64 / elapsed,
+    })
+}
+
+/// A scratch directory for benchmark clusters.
+pub fn scratch() -> PathBuf {
+    std::env::temp_dir().join(format!("cosched-bench-{}", std::process::id()))
+}
