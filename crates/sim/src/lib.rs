@@ -8,12 +8,16 @@
 //! - [`setup`]: workload sources (trace, Lublin model) and policy configuration from options.
 //! - [`sweep`]: policies × loads × seeds in parallel; the table and the Fig. 6-style chart.
 //! - [`plot`]: line charts as PNG/SVG with an embedded font (reusable for other figures).
+//! - [`timeshare_metrics`]: preemptions, quanta and interactive slowdowns of time-sharing runs.
+//! - [`matrix_svg`]: the Ousterhout matrix over a time window, as SVG.
 
 pub mod engine;
+pub mod matrix_svg;
 pub mod metrics;
 pub mod plot;
 pub mod setup;
 pub mod sweep;
+pub mod timeshare_metrics;
 pub mod trace;
 
 pub use engine::{EngineOptions, SimError, SimJob, SimResult, simulate};

@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args as ClapArgs, Subcommand};
 
-use cosched_core::{Dur, JobRecord, MachineShape};
+use cosched_core::{Dur, JobRecord, MachineShape, Time};
 use cosched_policy::registry;
 use cosched_sim::metrics::{Group, MetricsOptions, Summary, job_metrics, summarize};
 use cosched_sim::setup::{PolicyOptions, Source, policy_config};
 use cosched_sim::sweep::{SweepSpec, chart, to_csv};
+use cosched_sim::timeshare_metrics::{Observer, TimeshareReport};
 use cosched_sim::trace::{Estimates, Semantics, SizeField, Workload, write_schedule};
-use cosched_sim::{EngineOptions, SimResult, plot, simulate};
+use cosched_sim::{EngineOptions, SimResult, matrix_svg, plot, simulate};
 use cosched_workload::lublin::GenOptions;
 use cosched_workload::swf::{Oversize, ReadOptions};
 
@@ -122,6 +123,18 @@ struct RunArgs {
     /// Write one CSV line per job (id,submit,start,end,procs,runtime,…; seconds)
     #[arg(long, value_name = "FILE.csv")]
     jobs_out: Option<PathBuf>,
+    /// Draw the Ousterhout matrix and what ran over a time window, as SVG
+    #[arg(long, value_name = "FILE.svg")]
+    matrix_out: Option<PathBuf>,
+    /// Start of the --matrix-out window, in simulated time
+    #[arg(long, value_name = "DUR", default_value = "0s")]
+    matrix_from: Dur,
+    /// Length of the --matrix-out window
+    #[arg(long, value_name = "DUR", default_value = "2m")]
+    matrix_span: Dur,
+    /// Write time-sharing figures (preemptions, quanta, interactive slowdowns) as JSON
+    #[arg(long, value_name = "FILE.json")]
+    timeshare_out: Option<PathBuf>,
     /// Write the simulated schedule as SWF (wait and run times filled in)
     #[arg(long, value_name = "FILE")]
     swf_out: Option<PathBuf>,
@@ -243,7 +256,17 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     let opts = EngineOptions {
         arrivals_first: a.source.arrivals_first,
     };
-    let result = simulate(machine, &workload.jobs, policy.as_mut(), opts)?;
+    // Time-sharing figures and the matrix drawing come from a wrapper that watches the policy.
+    let mut observer = None;
+    let result = if a.matrix_out.is_some() || a.timeshare_out.is_some() {
+        let from = Time::ZERO + a.matrix_from;
+        let mut o = Observer::new(policy).with_matrix_window(from, from + a.matrix_span);
+        let r = simulate(machine, &workload.jobs, &mut o, opts)?;
+        observer = Some(o);
+        r
+    } else {
+        simulate(machine, &workload.jobs, policy.as_mut(), opts)?
+    };
     let mopts = metrics_options(&a.policy_args);
     let summary = summarize(&result, &mopts);
     if let Some(path) = &a.jobs_out {
@@ -270,6 +293,10 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
         )
         .with_context(|| format!("writing {}", path.display()))?;
     }
+    let timeshare = match &mut observer {
+        Some(o) => Some(timeshare_outputs(o, &result, &cfg, &a, &summary.policy)?),
+        None => None,
+    };
     if a.json {
         let doc = serde_json::json!({
             "source": src.label(),
@@ -289,10 +316,14 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             "mean_bounded_slowdown": summary.mean_bounded_slowdown,
             "utilization": summary.utilization,
             "makespan_s": summary.makespan_s,
+            "timeshare": timeshare,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print_summary(&src, &workload, &summary, a.load);
+        if let Some(t) = &timeshare {
+            print!("\n{}", t.to_text());
+        }
     }
     Ok(0)
 }
@@ -512,4 +543,37 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
     } else {
         0
     })
+}
+
+/// Writes `--matrix-out` and `--timeshare-out` and returns the time-sharing report.
+fn timeshare_outputs(
+    o: &mut Observer,
+    result: &SimResult,
+    cfg: &cosched_policy::PolicyConfig,
+    a: &RunArgs,
+    policy: &str,
+) -> anyhow::Result<TimeshareReport> {
+    let end = result
+        .records
+        .iter()
+        .filter_map(|r| r.end)
+        .max()
+        .unwrap_or(Time::ZERO);
+    o.finish(end);
+    if let (Some(path), Some(rec)) = (&a.matrix_out, &o.matrix) {
+        let title = format!("{policy} on {} PEs", result.machine.total_pes());
+        std::fs::write(
+            path,
+            matrix_svg::render(rec, result.machine.total_pes(), &title),
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let classes = cosched_policy::t3d::T3dConfig::from_policy_config(cfg)
+        .context("the job classes (queues, default_class) decide which jobs are interactive")?;
+    let report = TimeshareReport::build(result, o, &classes, a.policy_args.bsld_threshold);
+    if let Some(path) = &a.timeshare_out {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(report)
 }
