@@ -122,6 +122,13 @@ impl Db {
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
+    /// The journal mode in force (`wal` once opened).
+    pub fn journal_mode(&self) -> Result<String, DbError> {
+        self.conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
+    }
+
     pub fn max_job_id(&self) -> Result<JobId, DbError> {
         let v: Option<i64> = self
             .conn

@@ -1,0 +1,157 @@
+//! Job records: the SQLite store gives back exactly what was written (across reopen, as after
+//! an MM restart), and the reports (table, matrix, SWF) render them.
+
+use cosched_core::{JobId, NodeId};
+use cosched_daemon::db::{Db, NodeRow};
+use cosched_daemon::mm::parse_pes;
+use cosched_daemon::proto::{JobInfo, JobState, NodeInfo, Placement, StatusInfo};
+use cosched_daemon::report;
+
+fn job(id: u64, state: JobState) -> JobInfo {
+    JobInfo {
+        id: JobId(id),
+        name: format!("j{id}"),
+        class: None,
+        user: Some(1000),
+        procs: 2,
+        time_limit_us: Some(60_000_000),
+        cmd: vec!["true".into()],
+        cwd: "/".into(),
+        state,
+        submit_us: 1_000_000 * id as i64,
+        start_us: Some(1_000_000 * id as i64 + 500_000),
+        end_us: state
+            .is_final()
+            .then_some(1_000_000 * id as i64 + 3_500_000),
+        suspended_us: 1_000_000,
+        run_us: 2_000_000,
+        pes: "0-1".into(),
+        placement: vec![Placement {
+            node: NodeId(0),
+            ranks: vec![(0, 0), (1, 1)],
+        }],
+        exit_code: state.is_final().then_some(0),
+        error: None,
+        held: false,
+    }
+}
+
+#[test]
+fn store_round_trips_across_reopen() {
+    let dir = std::env::temp_dir().join(format!("cosched-db-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mm.db");
+    {
+        let db = Db::open(&path).unwrap();
+        db.put_job(&job(1, JobState::Running)).unwrap();
+        db.put_job(&job(2, JobState::Queued)).unwrap();
+        db.put_job(&job(1, JobState::Completed)).unwrap(); // an update, not a second record
+        db.put_node(&NodeRow {
+            id: NodeId(0),
+            name: "n0".into(),
+            pes: 2,
+        })
+        .unwrap();
+    }
+    let db = Db::open(&path).unwrap();
+    let jobs = db.jobs().unwrap();
+    assert_eq!(
+        jobs,
+        vec![job(1, JobState::Completed), job(2, JobState::Queued)]
+    );
+    assert_eq!(db.max_job_id().unwrap(), JobId(2));
+    assert_eq!(
+        db.nodes().unwrap(),
+        vec![NodeRow {
+            id: NodeId(0),
+            name: "n0".into(),
+            pes: 2
+        }]
+    );
+    assert_eq!(db.journal_mode().unwrap(), "wal");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn pe_lists_parse_back() {
+    for text in ["0-3,8,10-11", "5", ""] {
+        assert_eq!(parse_pes(text).to_string(), text);
+    }
+}
+
+#[test]
+fn swf_has_eighteen_fields_and_relative_times() {
+    let jobs = vec![
+        job(1, JobState::Completed),
+        job(2, JobState::Running),
+        job(3, JobState::Cancelled),
+    ];
+    let swf = report::swf(&jobs);
+    let rows: Vec<Vec<&str>> = swf
+        .lines()
+        .filter(|l| !l.starts_with(';'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "only ended jobs: {swf}");
+    assert!(rows.iter().all(|r| r.len() == 18));
+    assert_eq!(&rows[0][..5], &["1", "0", "0", "3", "2"]);
+    assert_eq!(rows[1][1], "2", "submit relative to the first job");
+    assert_eq!(rows[0][10], "1");
+    assert_eq!(rows[1][10], "5");
+    let rec = report::acct_record(&jobs[0]);
+    for field in [
+        "id",
+        "state",
+        "submit",
+        "start",
+        "end",
+        "procs",
+        "exit_code",
+        "suspended_s",
+    ] {
+        assert!(!rec[field].is_null(), "{field} missing: {rec}");
+    }
+    assert_eq!(rec["suspended_s"], 1.0);
+}
+
+#[test]
+fn status_draws_the_matrix() {
+    let st = StatusInfo {
+        policy: "gang".into(),
+        nodes_total: 2,
+        pes_per_node: 2,
+        fanout: 8,
+        tree_depth: 1,
+        nodes: vec![
+            NodeInfo {
+                id: NodeId(0),
+                name: "n0".into(),
+                state: "up".into(),
+                addr: "a".into(),
+                pes: 2,
+            },
+            NodeInfo {
+                id: NodeId(1),
+                name: "n1".into(),
+                state: "down".into(),
+                addr: "b".into(),
+                pes: 2,
+            },
+        ],
+        slots: vec![
+            vec![Some(JobId(7)), Some(JobId(7)), None, None],
+            vec![Some(JobId(12)), None, None, None],
+        ],
+        active_slot: Some(1),
+        running: vec![Some(JobId(12)), None, None, None],
+    };
+    let text = report::status_text(&st);
+    assert!(text.contains("nodes 1/2 up"), "{text}");
+    let slot1 = text.lines().find(|l| l.starts_with("slot1")).unwrap();
+    assert!(
+        slot1.contains('*') && slot1.contains("12") && slot1.contains('x'),
+        "{text}"
+    );
+    let slot0 = text.lines().find(|l| l.starts_with("slot0")).unwrap();
+    assert_eq!(slot0.matches(" 7").count(), 2, "{text}");
+}
