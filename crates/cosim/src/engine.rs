@@ -46,13 +46,16 @@ enum Ev {
 
 struct Entry {
     at: Time,
+    /// At equal times the NIC delivers messages before CPUs act on their timers, so a receive
+    /// whose spin ends exactly when its message lands still catches it.
+    class: u8,
     seq: u64,
     ev: Ev,
 }
 
 impl PartialEq for Entry {
     fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
+        (self.at, self.class, self.seq) == (o.at, o.class, o.seq)
     }
 }
 impl Eq for Entry {}
@@ -64,7 +67,7 @@ impl PartialOrd for Entry {
 impl Ord for Entry {
     fn cmp(&self, o: &Self) -> Ordering {
         // BinaryHeap is a max-heap: reverse so the earliest (then first scheduled) pops first.
-        (o.at, o.seq).cmp(&(self.at, self.seq))
+        (o.at, o.class, o.seq).cmp(&(self.at, self.class, self.seq))
     }
 }
 
@@ -277,8 +280,10 @@ impl<'a> Engine<'a> {
 
     fn at(&mut self, at: Time, ev: Ev) {
         self.seq += 1;
+        let class = u8::from(!matches!(ev, Ev::Msg { .. }));
         self.heap.push(Entry {
             at,
+            class,
             seq: self.seq,
             ev,
         });

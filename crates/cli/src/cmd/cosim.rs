@@ -89,7 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        print_summary(&[result.clone()]);
+        print_summary(std::slice::from_ref(&result));
         print_jobs(&result);
     }
     Ok(0)

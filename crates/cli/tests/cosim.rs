@@ -1,0 +1,175 @@
+//! `cosched cosim` end to end: JSON shape of a run and of a sweep, and error messages.
+
+use std::process::Command;
+
+const SCENARIO: &str = r#"
+name = "cli-small"
+seed = 5
+[machine]
+nodes = 2
+pes_per_node = 2
+mpl = 2
+[schemes]
+timeslice = "20ms"
+[[jobs]]
+procs = 4
+work = "200ms"
+granularity = 0.5
+[[jobs]]
+procs = 2
+work = "100ms"
+granularity = 0.1
+pattern = "nn"
+variance = 0.5
+[grid]
+pattern = ["nn", "aa"]
+"#;
+
+fn scenario_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("cosched-cosim-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn cosched(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn run_json_has_the_documented_shape() {
+    let f = scenario_file("run.toml", SCENARIO);
+    let hist = f.with_extension("classes.jsonl");
+    let out = cosched(&[
+        "cosim",
+        "--scenario",
+        f.to_str().unwrap(),
+        "--scheme",
+        "fcs",
+        "--json",
+        "--class-history",
+        hist.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["scheme"], "fcs");
+    for key in ["mean_response_s", "mean_wait_s", "msg_pending_s"] {
+        assert!(v[key].as_f64().unwrap() >= 0.0, "{key}");
+    }
+    let b = &v["breakdown"];
+    let sum: f64 = ["compute", "spin", "idle", "context_switch", "overhead"]
+        .iter()
+        .map(|k| b[k].as_f64().unwrap())
+        .sum();
+    assert!((sum - 1.0).abs() < 1e-9, "{sum}");
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    let p0 = &jobs[0]["processes"][0];
+    assert!(p0["rank"].is_u64() && p0["node"].is_u64());
+    assert!(["CS", "F", "DC"].contains(&p0["class"].as_str().unwrap()));
+    assert!(jobs[0]["response_s"].as_f64().unwrap() > 0.0 && jobs[0]["wait_s"].is_f64());
+    let history = std::fs::read_to_string(&hist).unwrap();
+    assert!(
+        history.lines().count() >= 6,
+        "one initial record per process at least"
+    );
+    // Other schemes report no class.
+    let out = cosched(&[
+        "cosim",
+        "--scenario",
+        f.to_str().unwrap(),
+        "--scheme",
+        "sb",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["jobs"][0]["processes"][0]["class"].is_null());
+}
+
+#[test]
+fn sweep_json_is_an_array_with_params() {
+    let f = scenario_file("sweep.toml", SCENARIO);
+    let out = cosched(&[
+        "cosim",
+        "sweep",
+        "--scenario",
+        f.to_str().unwrap(),
+        "--schemes",
+        "gs,ics",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v.as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    let names: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["params"]["pattern"].as_str().unwrap(),
+                r["scheme"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [("nn", "gs"), ("nn", "sb"), ("aa", "gs"), ("aa", "sb")],
+        "grid values in file order"
+    );
+    // The table form too.
+    let out = cosched(&[
+        "cosim",
+        "sweep",
+        "--scenario",
+        f.to_str().unwrap(),
+        "--schemes",
+        "local",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("pattern=nn") && text.contains("local"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_input_says_what_and_where() {
+    let f = scenario_file(
+        "bad.toml",
+        "[machine]\nnodes = 2\n[[jobs]]\nprocs = 9\nwork = \"1s\"\ngranularity = 0.5\n",
+    );
+    let out = cosched(&["cosim", "--scenario", f.to_str().unwrap(), "--scheme", "gs"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("jobs[0].procs"), "{err}");
+    let out = cosched(&[
+        "cosim",
+        "--scenario",
+        f.to_str().unwrap(),
+        "--scheme",
+        "gang",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scheme"));
+    let out = cosched(&[
+        "cosim",
+        "--scenario",
+        "/nonexistent/x.toml",
+        "--scheme",
+        "gs",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/x.toml"));
+    let out = cosched(&["cosim", "--scheme", "gs"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--scenario"));
+}
