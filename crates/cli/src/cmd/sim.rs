@@ -117,6 +117,9 @@ struct RunArgs {
     /// List the policies and exit
     #[arg(long)]
     list: bool,
+    /// Print how long reading, preparing, simulating and measuring took (on stderr)
+    #[arg(long)]
+    timing: bool,
     /// Print one JSON document instead of tables
     #[arg(long)]
     json: bool,
@@ -247,12 +250,15 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     if let Some(l) = a.load {
         check_load(l)?;
     }
+    let clock = std::time::Instant::now();
     let src = source(&a.source)?;
+    let t_read = clock.elapsed();
     let machine = MachineShape::flat(src.procs(), 1);
     let cfg = policy_config(machine, &policy_options(&a.policy_args))?;
     let mut policy =
         registry::build(&a.policy, &cfg).context("choose a policy with --policy NAME")?;
     let (workload, header) = src.workload(&semantics(&a.source), a.load, None);
+    let t_prepare = clock.elapsed();
     let opts = EngineOptions {
         arrivals_first: a.source.arrivals_first,
     };
@@ -267,8 +273,21 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     } else {
         simulate(machine, &workload.jobs, policy.as_mut(), opts)?
     };
+    let t_simulate = clock.elapsed();
     let mopts = metrics_options(&a.policy_args);
     let summary = summarize(&result, &mopts);
+    if a.timing {
+        let t_metrics = clock.elapsed();
+        eprintln!(
+            "timing: read {:.3} s, prepare {:.3} s, simulate {:.3} s ({} events, {} decisions), metrics {:.3} s",
+            t_read.as_secs_f64(),
+            (t_prepare - t_read).as_secs_f64(),
+            (t_simulate - t_prepare).as_secs_f64(),
+            result.events,
+            result.decisions,
+            (t_metrics - t_simulate).as_secs_f64()
+        );
+    }
     if let Some(path) = &a.jobs_out {
         write_jobs_csv(path, &workload, &result, &mopts)
             .with_context(|| format!("writing {}", path.display()))?;
