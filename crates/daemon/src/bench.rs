@@ -65,6 +65,8 @@ pub struct LatencyRow {
     /// request leaves the client to the moment the last rank's process runs (`date`).
     pub median_ms: f64,
     pub max_ms: f64,
+    /// Median over runs of the time until the *first* rank runs.
+    pub first_rank_median_ms: f64,
     pub runs: usize,
 }
 
@@ -83,27 +85,34 @@ pub fn latency(
         let c = up(&o)?;
         let depth = c.client.status()?.tree_depth;
         let mut lat = Vec::new();
+        let mut first_lat = Vec::new();
         for _ in 0..runs + 1 {
             let t0 = now();
             let id = c
                 .client
                 .submit(submit(n, vec!["date".into(), "+%s%N".into()]))?;
             c.client.wait(&[id], Duration::from_secs(60))?;
-            let mut last = 0i64;
+            let (mut first, mut last) = (i64::MAX, 0i64);
             for rank in 0..n {
                 let (out, _) = c.client.output(id, rank)?;
                 let ns: i64 = String::from_utf8_lossy(&out).trim().parse().unwrap_or(0);
                 last = last.max(ns / 1_000);
+                first = first.min(ns / 1_000);
             }
             lat.push((last - t0.as_micros()) as f64 / 1_000.0);
+            first_lat.push((first - t0.as_micros()) as f64 / 1_000.0);
         }
-        lat.remove(0); // the first run warms caches (page cache, the tree's connections)
+        // The first run warms caches (page cache, the tree's connections).
+        lat.remove(0);
+        first_lat.remove(0);
         lat.sort_by(f64::total_cmp);
+        first_lat.sort_by(f64::total_cmp);
         rows.push(LatencyRow {
             nodes: n,
             tree_depth: depth,
             median_ms: lat[lat.len() / 2],
             max_ms: *lat.last().unwrap_or(&0.0),
+            first_rank_median_ms: first_lat[first_lat.len() / 2],
             runs,
         });
         c.down()?;

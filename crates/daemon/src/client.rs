@@ -48,12 +48,18 @@ impl Client {
     }
 
     pub fn request(&self, req: Request) -> Result<Response, DaemonError> {
-        let sock: std::net::SocketAddr = self.addr.parse().map_err(|_| {
-            DaemonError::Config(format!(
-                "machine manager address {:?} is not HOST:PORT (--mm)",
-                self.addr
-            ))
-        })?;
+        use std::net::ToSocketAddrs;
+        let sock = self
+            .addr
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| {
+                DaemonError::Config(format!(
+                    "machine manager address {:?} is not a reachable HOST:PORT (--mm)",
+                    self.addr
+                ))
+            })?;
         let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(3)).map_err(|e| {
             DaemonError::Connect {
                 addr: self.addr.clone(),

@@ -172,6 +172,8 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             dir.join(format!("nm-{name}")).display().to_string(),
             "--key-file".into(),
             dir.join("key").display().to_string(),
+            "--cpu-offset".into(),
+            (i * o.pes).to_string(),
         ];
         children.push(spawn_daemon(
             &o.exe,

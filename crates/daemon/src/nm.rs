@@ -33,6 +33,10 @@ pub struct NmConfig {
     /// the machine manager, port chosen by the system.
     pub listen: Option<String>,
     pub key: Key,
+    /// PE i runs on the (offset + i)-th usable CPU, modulo their number. Node managers
+    /// sharing a host (an embedded cluster) get different offsets so that their PEs spread
+    /// over the cores instead of all landing on the first ones.
+    pub cpu_offset: u32,
 }
 
 struct Rank {
@@ -286,7 +290,7 @@ impl Nm {
         };
         let _ = std::fs::create_dir_all(&dir);
         for &(rank, local_pe) in &mine.ranks {
-            let cpu = self.cpus[local_pe as usize % self.cpus.len()];
+            let cpu = self.cpus[(self.cfg.cpu_offset + local_pe) as usize % self.cpus.len()];
             match spawn_rank(&l, rank, local_pe, cpu, &self.cfg.name, &dir) {
                 Ok(mut child) => {
                     let pid = child.id().map(|p| p as i32).unwrap_or(0);

@@ -124,6 +124,9 @@ pub struct NmArgs {
     /// Cluster key file (the machine manager's)
     #[arg(long)]
     key_file: Option<PathBuf>,
+    /// Pin PE i to the (OFFSET + i)-th usable CPU (several node managers on one host)
+    #[arg(long, default_value_t = 0)]
+    cpu_offset: u32,
 }
 
 #[derive(clap::Subcommand)]
@@ -355,6 +358,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 workdir,
                 listen: a.listen,
                 key,
+                cpu_offset: a.cpu_offset,
             };
             nm::run_blocking(cfg)?;
             Ok(0)
@@ -513,13 +517,13 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                     return print_json(&rows);
                 }
                 let mut t = format!(
-                    "{:>6} {:>6} {:>12} {:>10}\n",
-                    "NODES", "DEPTH", "MEDIAN(ms)", "MAX(ms)"
+                    "{:>6} {:>6} {:>12} {:>10} {:>16}\n",
+                    "NODES", "DEPTH", "MEDIAN(ms)", "MAX(ms)", "FIRST RANK(ms)"
                 );
                 for r in rows {
                     t += &format!(
-                        "{:>6} {:>6} {:>12.1} {:>10.1}\n",
-                        r.nodes, r.tree_depth, r.median_ms, r.max_ms
+                        "{:>6} {:>6} {:>12.1} {:>10.1} {:>16.1}\n",
+                        r.nodes, r.tree_depth, r.median_ms, r.max_ms, r.first_rank_median_ms
                     );
                 }
                 emit(&t);
