@@ -252,6 +252,9 @@ pub struct MixCfg {
     /// Time between arrivals (0: all at once).
     #[serde(with = "dur", default)]
     pub interarrival: Dur,
+    /// Drop the I/O share (for sensitivity studies; the compute share is unchanged).
+    #[serde(default)]
+    pub without_io: bool,
 }
 
 /// A Lublin-model workload (seed 000 §4.6).
