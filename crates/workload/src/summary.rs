@@ -4,13 +4,17 @@
 
 use serde::Serialize;
 
-use crate::swf::{ReadReport, SwfRecord, Trace};
-use crate::transform;
+use crate::swf::{ReadReport, SwfHeader, SwfRecord, Trace};
 
 /// Summary of one workload; serialises to the JSON of `cosched workload info --json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
     pub source: String,
+    /// The header's `Computer` and `Installation` lines, when present.
+    pub computer: Option<String>,
+    pub installation: Option<String>,
+    /// The header's `Acknowledge` lines: whom to credit when publishing results on the log.
+    pub acknowledge: Vec<String>,
     pub jobs: usize,
     pub procs: u32,
     /// From the first to the last submit, in seconds.
@@ -112,12 +116,7 @@ fn pct(part: usize, whole: usize) -> f64 {
     }
 }
 
-fn size_stats(records: &[SwfRecord], procs: u32) -> SizeStats {
-    let mut sizes: Vec<u32> = records
-        .iter()
-        .filter_map(SwfRecord::size)
-        .filter(|&s| s > 0)
-        .collect();
+fn size_stats(mut sizes: Vec<u32>, procs: u32) -> SizeStats {
     sizes.sort_unstable();
     let serial = sizes.iter().filter(|&&s| s == 1).count();
     let parallel = sizes.len() - serial;
@@ -170,68 +169,146 @@ fn size_stats(records: &[SwfRecord], procs: u32) -> SizeStats {
     }
 }
 
-fn counts<K: Ord + Copy>(keys: impl Iterator<Item = K>) -> Vec<(K, usize)> {
-    let mut map = std::collections::BTreeMap::new();
-    for k in keys {
-        *map.entry(k).or_insert(0usize) += 1;
-    }
-    map.into_iter().collect()
+/// Accumulates a summary one record at a time, so that `cosched workload info` can stream a
+/// log without holding its records (it keeps a few numbers per job, not the whole record).
+#[derive(Debug, Default)]
+pub struct SummaryBuilder {
+    jobs: usize,
+    first_submit: Option<i64>,
+    last_submit: Option<i64>,
+    submits: usize,
+    work_pe_s: f64,
+    sizes: Vec<u32>,
+    runs: Vec<f64>,
+    log_run_sum: f64,
+    log_run_count: usize,
+    accuracy: Vec<f64>,
+    overrun: usize,
+    exact: usize,
+    users: Vec<u32>,
+    status: std::collections::BTreeMap<i32, usize>,
+    queues: std::collections::BTreeMap<i64, usize>,
 }
 
-/// Summarises a trace; `source` names it in the output.
-pub fn summarize(trace: &Trace, source: &str) -> Summary {
-    let records = &trace.records;
-    let range = transform::submit_range(records);
-    let span_s = range.map_or(0.0, |(a, b)| b.since(a).as_secs_f64());
-    let mut submits: Vec<i64> = records
-        .iter()
-        .filter_map(|r| r.submit.map(|t| t.as_micros()))
-        .collect();
-    submits.sort_unstable();
-    let mean_interarrival_s = (submits.len() > 1).then(|| span_s / (submits.len() - 1) as f64);
-    let mut runs: Vec<f64> = records
-        .iter()
-        .filter_map(|r| r.run.map(|d| d.as_secs_f64()))
-        .collect();
-    let logs: Vec<f64> = runs.iter().filter(|&&r| r >= 1.0).map(|r| r.ln()).collect();
-    let mut accuracy = Vec::new();
-    let (mut overrun, mut exact) = (0, 0);
-    for r in records {
-        if let (Some(run), Some(req)) = (r.run, r.req_time)
-            && req.as_micros() > 0
-        {
-            accuracy.push(run.as_secs_f64() / req.as_secs_f64());
-            overrun += usize::from(run > req);
-            exact += usize::from(run == req);
+impl SummaryBuilder {
+    pub fn with_capacity(jobs: usize) -> Self {
+        SummaryBuilder {
+            sizes: Vec::with_capacity(jobs),
+            runs: Vec::with_capacity(jobs),
+            ..Default::default()
         }
     }
-    let n_est = accuracy.len();
-    let mut users: Vec<u32> = records.iter().filter_map(|r| r.user).collect();
-    users.sort_unstable();
-    users.dedup();
-    Summary {
-        source: source.to_string(),
-        jobs: records.len(),
-        procs: trace.procs,
-        span_s,
-        offered_load: transform::offered_load(records, trace.procs),
-        first_submit_s: range.map(|(a, _)| a.as_secs_f64()),
-        last_submit_s: range.map(|(_, b)| b.as_secs_f64()),
-        mean_interarrival_s,
-        users: users.len(),
-        size: size_stats(records, trace.procs),
-        runtime_s: Quantiles::of(&mut runs),
-        mean_log_runtime: (!logs.is_empty()).then(|| logs.iter().sum::<f64>() / logs.len() as f64),
-        estimates: Quantiles::of(&mut accuracy).map(|accuracy| EstimateStats {
-            jobs: n_est,
-            accuracy,
-            overrun_pct: pct(overrun, n_est),
-            exact_pct: pct(exact, n_est),
-        }),
-        status: counts(records.iter().map(|r| r.status.unwrap_or(-1))),
-        queues: counts(records.iter().map(|r| r.queue.map_or(-1, i64::from))),
-        read: trace.report.clone(),
+
+    pub fn add(&mut self, r: &SwfRecord) {
+        self.jobs += 1;
+        if let Some(t) = r.submit.map(|t| t.as_micros()) {
+            self.submits += 1;
+            self.first_submit = Some(self.first_submit.map_or(t, |f| f.min(t)));
+            self.last_submit = Some(self.last_submit.map_or(t, |l| l.max(t)));
+        }
+        let size = r.size().filter(|&s| s > 0);
+        if let Some(s) = size {
+            self.sizes.push(s);
+        }
+        if let Some(run) = r.run {
+            let secs = run.as_secs_f64();
+            self.runs.push(secs);
+            if secs >= 1.0 {
+                self.log_run_sum += secs.ln();
+                self.log_run_count += 1;
+            }
+            if let Some(s) = r.size() {
+                self.work_pe_s += f64::from(s) * secs;
+            }
+            if let Some(req) = r.req_time.filter(|q| q.as_micros() > 0) {
+                self.accuracy.push(secs / req.as_secs_f64());
+                self.overrun += usize::from(run > req);
+                self.exact += usize::from(run == req);
+            }
+        }
+        if let Some(u) = r.user {
+            self.users.push(u);
+        }
+        *self.status.entry(r.status.unwrap_or(-1)).or_default() += 1;
+        *self
+            .queues
+            .entry(r.queue.map_or(-1, i64::from))
+            .or_default() += 1;
     }
+
+    /// The summary; `source` names the workload, `header`, `procs` and `read` come from the
+    /// reader.
+    pub fn finish(self, source: &str, header: &SwfHeader, procs: u32, read: ReadReport) -> Summary {
+        let span_s = match (self.first_submit, self.last_submit) {
+            (Some(a), Some(b)) => (b - a) as f64 / 1e6,
+            _ => 0.0,
+        };
+        let mut users = self.users;
+        users.sort_unstable();
+        users.dedup();
+        let mut runs = self.runs;
+        let mut accuracy = self.accuracy;
+        let n_est = accuracy.len();
+        Summary {
+            source: source.to_string(),
+            computer: header.computer.clone(),
+            installation: header.installation.clone(),
+            acknowledge: header.acknowledge.clone(),
+            jobs: self.jobs,
+            procs,
+            span_s,
+            offered_load: if span_s > 0.0 && procs > 0 {
+                self.work_pe_s / (f64::from(procs) * span_s)
+            } else {
+                0.0
+            },
+            first_submit_s: self.first_submit.map(|t| t as f64 / 1e6),
+            last_submit_s: self.last_submit.map(|t| t as f64 / 1e6),
+            mean_interarrival_s: (self.submits > 1).then(|| span_s / (self.submits - 1) as f64),
+            users: users.len(),
+            size: size_stats(self.sizes, procs),
+            runtime_s: Quantiles::of(&mut runs),
+            mean_log_runtime: (self.log_run_count > 0)
+                .then(|| self.log_run_sum / self.log_run_count as f64),
+            estimates: Quantiles::of(&mut accuracy).map(|accuracy| EstimateStats {
+                jobs: n_est,
+                accuracy,
+                overrun_pct: pct(self.overrun, n_est),
+                exact_pct: pct(self.exact, n_est),
+            }),
+            status: self.status.into_iter().collect(),
+            queues: self.queues.into_iter().collect(),
+            read,
+        }
+    }
+}
+
+/// Summarises a trace in memory; `source` names it in the output.
+pub fn summarize(trace: &Trace, source: &str) -> Summary {
+    let mut b = SummaryBuilder::with_capacity(trace.records.len());
+    for r in &trace.records {
+        b.add(r);
+    }
+    b.finish(source, &trace.header, trace.procs, trace.report.clone())
+}
+
+/// Reads and summarises a trace file in one streaming pass.
+pub fn summarize_file(
+    path: &std::path::Path,
+    opts: &crate::swf::ReadOptions,
+) -> Result<Summary, crate::swf::SwfError> {
+    let mut reader = crate::swf::open(path, opts)?;
+    let hint = reader
+        .header()
+        .max_records
+        .map_or(0, |n| n.min(1 << 24) as usize);
+    let mut b = SummaryBuilder::with_capacity(hint);
+    for r in reader.by_ref() {
+        b.add(&r?);
+    }
+    let procs = reader.procs();
+    let (header, report) = reader.into_parts();
+    Ok(b.finish(&path.display().to_string(), &header, procs, report))
 }
 
 #[cfg(test)]

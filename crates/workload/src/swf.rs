@@ -413,7 +413,12 @@ pub struct Trace {
 /// Reads a whole trace (plain or gzip, detected by magic bytes).
 pub fn read_trace(path: &Path, opts: &ReadOptions) -> Result<Trace, SwfError> {
     let mut reader = open(path, opts)?;
-    let mut records = Vec::new();
+    // The header's record count, when plausible, saves the vector's regrowth copies.
+    let hint = reader
+        .header
+        .max_records
+        .map_or(0, |n| n.min(1 << 24) as usize);
+    let mut records = Vec::with_capacity(hint);
     for rec in reader.by_ref() {
         records.push(rec?);
     }
@@ -777,6 +782,19 @@ fn as_dur(v: i64) -> Result<Option<Dur>, LineErrorKind> {
 
 /// Float fields keep their full text precision: parsed with the standard library.
 fn as_f64(s: &[u8]) -> Result<Option<f64>, LineErrorKind> {
+    // Most float fields hold -1 or a whole number: an integer converts to f64 exactly, and
+    // identically to the slow path below.
+    let digits = s.strip_prefix(b"-").unwrap_or(s);
+    if !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
+        let v = digits
+            .iter()
+            .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0'));
+        return match (s[0] == b'-', v) {
+            (true, 1) => Ok(None),
+            (true, 0) | (false, _) => Ok(Some(v as f64)),
+            (true, _) => Err(LineErrorKind::Negative),
+        };
+    }
     let text = std::str::from_utf8(s).map_err(|_| LineErrorKind::NotANumber)?;
     let v: f64 = text.parse().map_err(|_| LineErrorKind::NotANumber)?;
     if !v.is_finite() {
@@ -794,12 +812,20 @@ fn as_f64(s: &[u8]) -> Result<Option<f64>, LineErrorKind> {
 fn parse_record(line: &[u8]) -> Result<SwfRecord, BadField> {
     let mut fields: [&[u8]; 18] = [&[]; 18];
     let mut count = 0;
-    for field in line
-        .split(|b| b.is_ascii_whitespace())
-        .filter(|f| !f.is_empty())
-    {
+    let (mut i, n) = (0, line.len());
+    loop {
+        while i < n && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == n {
+            break;
+        }
+        let start = i;
+        while i < n && !line[i].is_ascii_whitespace() {
+            i += 1;
+        }
         if count < 18 {
-            fields[count] = field;
+            fields[count] = &line[start..i];
         }
         count += 1;
     }

@@ -112,3 +112,19 @@ fn write_then_read_gives_identical_records_and_header() {
     assert_eq!(from_gz.records, original.records);
     assert_eq!(from_gz.header, original.header);
 }
+
+#[test]
+fn streaming_summary_equals_in_memory_summary() {
+    let Some(dir) = traces_dir() else { return };
+    let path = dir.join("KTH-SP2-1996-2.1-cln.swf.gz");
+    let opts = ReadOptions::default();
+    let streamed = cosched_workload::summary::summarize_file(&path, &opts).unwrap();
+    let trace = swf::read_trace(&path, &opts).unwrap();
+    let in_memory = cosched_workload::summarize(&trace, &path.display().to_string());
+    assert_eq!(streamed, in_memory);
+    assert_eq!(streamed.jobs, 27_992);
+    assert_eq!(streamed.procs, 100);
+    assert!(streamed.acknowledge[0].contains("Malinowsky"));
+    // KTH requested times: every job has one.
+    assert_eq!(streamed.estimates.as_ref().unwrap().jobs, 27_992);
+}

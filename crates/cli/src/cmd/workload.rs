@@ -151,8 +151,7 @@ fn positive(name: &str, v: Option<f64>) -> anyhow::Result<()> {
 }
 
 fn info(a: InfoArgs) -> anyhow::Result<i32> {
-    let trace = read(&a.file, &a.read)?;
-    let summary = summarize(&trace, &a.file.display().to_string());
+    let summary = cosched_workload::summary::summarize_file(&a.file, &a.read.options()?)?;
     emit(&summary, a.json)?;
     Ok(0)
 }
@@ -320,7 +319,14 @@ pub fn print_summary(s: &Summary, out: &mut impl Write) -> io::Result<()> {
             }
         ),
     )?;
-    row(out, "machine", format!("{} PEs", group(f64::from(s.procs))))?;
+    let mut machine = format!("{} PEs", group(f64::from(s.procs)));
+    for part in [&s.computer, &s.installation].into_iter().flatten() {
+        machine.push_str(&format!(", {part}"));
+    }
+    row(out, "machine", machine)?;
+    for a in &s.acknowledge {
+        row(out, "acknowledge", a.clone())?;
+    }
     row(
         out,
         "span",
