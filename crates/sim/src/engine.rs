@@ -233,6 +233,8 @@ struct Engine<'a> {
     done: usize,
     /// Jobs running now.
     running: usize,
+    /// End events in the heap that suspensions, preemptions or kills made stale.
+    stale: usize,
     events: u64,
     decisions: u64,
 }
@@ -304,6 +306,7 @@ impl<'a> Engine<'a> {
             out: Vec::with_capacity(64),
             done: 0,
             running: 0,
+            stale: 0,
             events: 0,
             decisions: 0,
         })
@@ -377,6 +380,7 @@ impl<'a> Engine<'a> {
             let i = p.payload as usize;
             let st = &self.state[i];
             if st.state != State::Running || st.generation != p.generation {
+                self.stale -= 1;
                 continue; // stale: the job was suspended or preempted since
             }
             idle_ticks = 0;
@@ -495,14 +499,32 @@ impl<'a> Engine<'a> {
         let (end, g) = (now + st.remaining, st.generation);
         let kind = self.end_kind();
         self.push(end, kind, i as u64, g);
+        self.compact();
         Ok(())
     }
 
-    /// Stops job `i` running; it keeps its PEs unless `release`.
+    /// Drops stale end events once they outnumber the live entries, so a time-sharing policy
+    /// that suspends long jobs every quantum does not grow the heap without bound.
+    fn compact(&mut self) {
+        if self.stale < 4096 || self.stale * 2 < self.heap.len() {
+            return;
+        }
+        let state = &self.state;
+        self.heap.retain(|Reverse(p)| {
+            p.kind == KIND_TIMER || {
+                let st = &state[p.payload as usize];
+                st.state == State::Running && st.generation == p.generation
+            }
+        });
+        self.stale = 0;
+    }
+
+    /// Stops job `i` running; it keeps its PEs (the caller takes them for a preemption).
     fn stop_job(&mut self, i: usize, now: Time) {
         let st = &mut self.state[i];
         self.busy.set(&st.pes, false);
         self.running -= 1;
+        self.stale += 1;
         st.remaining -= now - st.since;
         st.generation += 1;
         st.state = State::Stopped;
@@ -569,9 +591,7 @@ impl<'a> Engine<'a> {
             Decision::Kill { job } => {
                 let i = self.lookup(job, now)?;
                 if self.state[i].state == State::Running {
-                    // Work done so far counts as delivered; bookkeeping of remaining is moot.
-                    let st = &mut self.state[i];
-                    st.remaining -= now - st.since;
+                    self.stale += 1; // its end event
                 }
                 self.finish(i, now, Outcome::Cancelled);
                 self.immediate.push_back(Event::Ended(job));
@@ -783,6 +803,98 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("unknown job"), "{err}");
+    }
+
+    /// Round robin of two jobs on one PE, one-second quanta: 20,000 context switches leave
+    /// 20,000 stale end events behind, which compaction must drop without losing live ones.
+    #[derive(Clone)]
+    struct RoundRobin {
+        running: Option<u64>,
+        alive: Vec<u64>,
+    }
+    impl Policy for RoundRobin {
+        fn name(&self) -> &str {
+            "rr"
+        }
+        fn handle(&mut self, now: Time, e: Event, out: &mut Vec<Decision>) {
+            let pe = PeSet::contiguous(0, 1);
+            match e {
+                Event::Submitted(j) => {
+                    self.alive.push(j.id.0);
+                    if self.running.is_none() {
+                        self.running = Some(j.id.0);
+                        out.push(Decision::Start {
+                            job: j.id,
+                            pes: pe,
+                            slot: Some(0),
+                        });
+                        out.push(Decision::SetTimer {
+                            at: now + Dur::from_secs(1),
+                            token: 0,
+                        });
+                    } else {
+                        out.push(Decision::Place {
+                            job: j.id,
+                            pes: pe,
+                            slot: Some(1),
+                        });
+                    }
+                }
+                Event::Ended(id) => {
+                    self.alive.retain(|&j| j != id.0);
+                    self.running = None;
+                    if let Some(&next) = self.alive.first() {
+                        self.running = Some(next);
+                        out.push(Decision::Resume { job: JobId(next) });
+                    }
+                }
+                Event::Timer(_) => {
+                    if let (Some(cur), 2) = (self.running, self.alive.len()) {
+                        let next = if self.alive[0] == cur {
+                            self.alive[1]
+                        } else {
+                            self.alive[0]
+                        };
+                        out.push(Decision::Suspend { job: JobId(cur) });
+                        out.push(Decision::Resume { job: JobId(next) });
+                        self.running = Some(next);
+                    }
+                    if !self.alive.is_empty() {
+                        out.push(Decision::SetTimer {
+                            at: now + Dur::from_secs(1),
+                            token: 0,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        fn queue(&self) -> Vec<JobId> {
+            Vec::new()
+        }
+        fn boxed_clone(&self) -> Box<dyn Policy> {
+            Box::new(self.clone())
+        }
+    }
+
+    #[test]
+    fn many_context_switches_keep_exact_accounting() {
+        let m = MachineShape::flat(1, 1);
+        let jobs = vec![
+            SimJob::exact(1, Time::ZERO, 1, Dur::from_secs(10_000)),
+            SimJob::exact(2, Time::ZERO, 1, Dur::from_secs(10_000)),
+        ];
+        let mut p = RoundRobin {
+            running: None,
+            alive: Vec::new(),
+        };
+        let r = simulate(m, &jobs, &mut p, EngineOptions::default()).unwrap();
+        // Job 1 runs in [0,1), [2,3), …: its 10,000th second ends at 19,999; job 2 at 20,000.
+        assert_eq!(r.records[0].end, Some(Time::from_secs(19_999)));
+        assert_eq!(r.records[1].end, Some(Time::from_secs(20_000)));
+        assert_eq!(r.records[1].start, Some(Time::from_secs(1)));
+        assert_eq!(r.records[0].suspended, Dur::from_secs(9_999));
+        assert_eq!(r.records[1].suspended, Dur::from_secs(9_999));
     }
 
     #[test]
