@@ -401,6 +401,70 @@ fn a_killed_node_manager_is_detected_and_its_job_fails() {
 }
 
 #[test]
+fn the_tree_repairs_itself_when_an_interior_node_manager_dies() {
+    // Fan-out 2 over 5 nodes: node 0 (position 1) is the parent of positions 3 and 4.
+    let c = Cluster::up(
+        "tree",
+        &[
+            "--nodes",
+            "5",
+            "--pes",
+            "1",
+            "--fanout",
+            "2",
+            "--heartbeat",
+            "100ms",
+        ],
+    );
+    let st = c.json(&["status"]);
+    assert_eq!(st["tree_depth"], 2, "{st}");
+    let all = c.submit(&["-n", "5", "--", "sh", "-c", "echo $COSCHED_RANK"]);
+    c.ok(&["wait", &all.to_string(), "--timeout", "20s"]);
+    let interior = st["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == 0)
+        .unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    kill9(&c.pid(&format!("nm-{interior}.pid")));
+    let start = Instant::now();
+    loop {
+        let st = c.json(&["status"]);
+        let up = st["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["state"] == "up")
+            .count();
+        if up == 4 && st["nodes"][0]["state"] == "down" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "tree not repaired: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The orphans of the dead node were re-parented: a job on all four survivors runs.
+    let four = c.submit(&["-n", "4", "--", "sh", "-c", "echo $COSCHED_NODE"]);
+    c.ok(&["wait", &four.to_string(), "--timeout", "20s"]);
+    let mut seen: Vec<String> = (0..4)
+        .map(|r| {
+            c.ok(&["output", &four.to_string(), "--rank", &r.to_string()])
+                .trim()
+                .to_string()
+        })
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 4);
+    assert!(!seen.contains(&interior));
+}
+
+#[test]
 fn a_killed_and_restarted_machine_manager_loses_no_record() {
     let c = Cluster::up(
         "mmkill",

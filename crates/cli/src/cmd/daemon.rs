@@ -174,7 +174,7 @@ pub enum BenchCmd {
         /// PEs of the single node (one rank per PE per job)
         #[arg(long, default_value_t = 2)]
         pes: u32,
-        /// Runs per setting (the median is reported)
+        /// Runs per setting (the best is reported: other load only adds time)
         #[arg(long, default_value_t = 3)]
         runs: usize,
         #[arg(long)]
