@@ -162,6 +162,9 @@ pub struct Engine<'a> {
     history: Option<Vec<ClassChange>>,
     transit: Dur,
     trace: Option<Vec<Dispatch>>,
+    /// Queued events other than heartbeats and boost ticks.
+    live: u64,
+    stalled: bool,
 }
 
 /// A process starting to run on a PE (recorded by [`Engine::traced`], for tests and plots).
@@ -254,6 +257,8 @@ impl<'a> Engine<'a> {
             history: record_history.then(Vec::new),
             transit: sc.costs.transit(),
             trace: None,
+            live: 0,
+            stalled: false,
         }
     }
 
@@ -281,6 +286,9 @@ impl<'a> Engine<'a> {
     fn at(&mut self, at: Time, ev: Ev) {
         self.seq += 1;
         let class = u8::from(!matches!(ev, Ev::Msg { .. }));
+        if !matches!(ev, Ev::Heartbeat | Ev::PbTick(_)) {
+            self.live += 1;
+        }
         self.heap.push(Entry {
             at,
             class,
@@ -302,6 +310,10 @@ impl<'a> Engine<'a> {
             }
         }
         let limit = self.sc.limits.max_time.map(|d| Time::ZERO + d);
+        // Heartbeats and boost ticks alone cannot unblock a process: if nothing else is left
+        // for a few rounds, the run is stuck (a modelling error) and stops instead of spinning.
+        let stall_after = 2 * (u64::from(self.mpl) + 2) * (self.nodes.len() as u64 + 1);
+        let mut idle_ticks = 0u64;
         while self.unfinished > 0 {
             let Some(e) = self.heap.pop() else { break };
             if limit.is_some_and(|l| e.at > l) {
@@ -310,7 +322,20 @@ impl<'a> Engine<'a> {
             }
             self.now = e.at;
             self.events += 1;
+            let periodic = matches!(e.ev, Ev::Heartbeat | Ev::PbTick(_));
+            if !periodic {
+                self.live -= 1;
+            }
             self.handle(e.ev);
+            idle_ticks = if periodic && self.live == 0 {
+                idle_ticks + 1
+            } else {
+                0
+            };
+            if idle_ticks > stall_after {
+                self.stalled = true;
+                break;
+            }
         }
         if let Some(t) = self.trace.take() {
             *trace_out = t;
@@ -898,7 +923,8 @@ impl<'a> Engine<'a> {
                 .collect();
             jobs.push(JobResult::new(spec, rt.start, rt.end, processes));
         }
-        RunResult::new(
+        let stalled = self.stalled;
+        let mut r = RunResult::new(
             self.scheme,
             end,
             self.events,
@@ -911,7 +937,9 @@ impl<'a> Engine<'a> {
             nodes,
             jobs,
             self.history,
-        )
+        );
+        r.stalled = stalled;
+        r
     }
 }
 

@@ -149,6 +149,9 @@ pub struct RunResult {
     pub breakdown: Fractions,
     pub makespan_s: f64,
     pub finished_jobs: usize,
+    /// True if the run stopped because no process could make progress any more (a bug or an
+    /// impossible scenario), rather than because every job finished or the time limit came.
+    pub stalled: bool,
     pub events: u64,
     /// Jobs with less than 0.6 s of work (one real minute compressed 100×) and the others.
     pub short: GroupStats,
@@ -203,6 +206,7 @@ impl RunResult {
             breakdown: total.fractions(),
             makespan_s: end.as_secs_f64(),
             finished_jobs: done.len(),
+            stalled: false,
             events,
             short: group(true),
             long: group(false),

@@ -96,7 +96,11 @@ pub fn build(sc: &Scenario) -> Result<Vec<AppJob>, ScenarioError> {
             let receives = peers(mix.pattern, mix.procs, 0).len().max(1) as i64;
             let comm_time = transit * receives;
             let compute = Dur::from_secs_f64(comm_time.as_secs_f64() * comp / comm);
-            let io_t = if mix.without_io { Dur::ZERO } else { Dur::from_secs_f64(comm_time.as_secs_f64() * io / comm) };
+            let io_t = if mix.without_io {
+                Dur::ZERO
+            } else {
+                Dur::from_secs_f64(comm_time.as_secs_f64() * io / comm)
+            };
             jobs.push(AppJob {
                 id: i + 1,
                 arrival: Time::ZERO + mix.interarrival * i64::from(i),

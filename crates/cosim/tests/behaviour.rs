@@ -33,6 +33,7 @@ fn breakdown_sums_to_elapsed_time_on_every_node() {
     for scheme in Scheme::ALL {
         let r = run(&sc, scheme, false).unwrap();
         assert_eq!(r.finished_jobs, 3, "{scheme}");
+        assert!(!r.stalled, "{scheme}");
         for (n, b) in r.node_breakdown.iter().enumerate() {
             assert_eq!(b.total(), r.makespan, "{scheme} node {n}: {b:?}");
         }
@@ -192,4 +193,21 @@ fn fcs_classification_scenario_of_seed_000() {
     // Job 1 goes through the initial CS and DC periods and (at least in part) back to CS.
     assert!(h.iter().any(|c| c.job == 1 && c.class == "DC"));
     assert!(classes(1).contains(&"CS"), "{:?}", classes(1));
+}
+
+#[test]
+fn time_limit_stops_the_run_and_reports_unfinished_jobs() {
+    let mut sc = small();
+    sc.limits.max_time = Some(Dur::from_millis(30));
+    let r = run(&sc, Scheme::Gs, false).unwrap();
+    assert!(r.finished_jobs < 3);
+    assert_eq!(r.makespan, Dur::from_millis(30));
+    assert!(
+        r.jobs
+            .iter()
+            .any(|j| j.response_s.is_none() && j.end_s.is_none())
+    );
+    for b in &r.node_breakdown {
+        assert_eq!(b.total(), r.makespan);
+    }
 }

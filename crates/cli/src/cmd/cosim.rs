@@ -77,6 +77,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let sc = Scenario::load(&path)?;
     let history = args.class_history.is_some();
     let result = cosched_cosim::run(&sc, scheme, history)?;
+    if result.stalled {
+        eprintln!(
+            "warning: {}: the run stopped at {:.3} s because no process could progress; {} of {} jobs finished",
+            path.display(),
+            result.makespan_s,
+            result.finished_jobs,
+            result.jobs.len()
+        );
+    }
     if let Some(file) = &args.class_history {
         let mut text = String::new();
         for c in result.class_history.as_deref().unwrap_or_default() {
