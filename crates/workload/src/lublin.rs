@@ -443,14 +443,17 @@ pub fn generated_header(opts: &GenOptions) -> SwfHeader {
         format!(" MaxNodes: {}", opts.procs),
         format!(" MaxProcs: {}", opts.procs),
         format!(
-            " Note: seed {}, {} model, estimates {:?}, start hour {}{}",
+            " Note: seed {}, {} model, estimates {}, start hour {}{}",
             opts.seed,
             if opts.params.typed {
                 "batch/interactive"
             } else {
                 "typeless"
             },
-            opts.estimates,
+            match opts.estimates {
+                EstimateModel::Exact => "exact",
+                EstimateModel::Popular => "popular",
+            },
             opts.start_hour,
             opts.load
                 .map(|l| format!(", rescaled to offered load {l}"))

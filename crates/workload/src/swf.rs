@@ -312,21 +312,18 @@ impl LineErrorKind {
 /// An error reading or writing a trace. Each variant says where (file, line) and what.
 #[derive(Debug, thiserror::Error)]
 pub enum SwfError {
-    #[error("{path}: cannot read: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: io::Error,
-    },
+    // The cause is part of the message rather than a `#[source]`, so that printing the error
+    // chain (as anyhow's `{:#}` does) does not repeat it.
+    #[error("{path}: cannot read: {cause}")]
+    Io { path: String, cause: io::Error },
     #[error(
-        "{path}: the gzip stream is truncated or corrupt (after line {line}): {source}; \
+        "{path}: the gzip stream is truncated or corrupt (after line {line}): {cause}; \
          the file is damaged, download or decompress it again"
     )]
     Gzip {
         path: String,
         line: u64,
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
     #[error("{path}:{line}: field {field} ({name}): bad value {value:?}: {why}; pass --lenient to skip bad lines", name = field_name(.field), why = kind_why(.kind))]
     Field {
@@ -433,9 +430,9 @@ pub fn read_trace(path: &Path, opts: &ReadOptions) -> Result<Trace, SwfError> {
 /// Opens a trace file for streaming; gzip is detected by its magic bytes, not the name.
 pub fn open(path: &Path, opts: &ReadOptions) -> Result<Reader<Box<dyn BufRead>>, SwfError> {
     let name = path.display().to_string();
-    let io_err = |source| SwfError::Io {
+    let io_err = |cause| SwfError::Io {
         path: name.clone(),
-        source,
+        cause,
     };
     let file = File::open(path).map_err(io_err)?;
     let mut buffered = BufReader::with_capacity(1 << 16, file);
@@ -534,17 +531,17 @@ impl<R: BufRead> Reader<R> {
         self.buf.clear();
         let n = match self.src.read_until(b'\n', &mut self.buf) {
             Ok(n) => n,
-            Err(source) => {
+            Err(cause) => {
                 return Err(if self.gzip {
                     SwfError::Gzip {
                         path: self.name.clone(),
                         line: self.line_no,
-                        source,
+                        cause,
                     }
                 } else {
                     SwfError::Io {
                         path: self.name.clone(),
-                        source,
+                        cause,
                     }
                 });
             }

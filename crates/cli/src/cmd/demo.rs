@@ -42,12 +42,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         anyhow::bail!("--jobs and --procs must be at least 1");
     }
     let (_trace, summary) = demo_workload(&args);
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &summary)?;
-        println!();
-    } else {
-        super::workload::print_summary(&summary, &mut out)?;
-    }
+    super::workload::emit(&summary, args.json, None)?;
     Ok(0)
 }

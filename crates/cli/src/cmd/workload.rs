@@ -152,19 +152,27 @@ fn positive(name: &str, v: Option<f64>) -> anyhow::Result<()> {
 
 fn info(a: InfoArgs) -> anyhow::Result<i32> {
     let summary = cosched_workload::summary::summarize_file(&a.file, &a.read.options()?)?;
-    emit(&summary, a.json)?;
+    emit(&summary, a.json, None)?;
     Ok(0)
 }
 
-fn emit(summary: &Summary, json: bool) -> anyhow::Result<()> {
+/// Prints the summary (after an optional first line, tables only). A closed pipe
+/// (`… | head`) ends the output quietly.
+pub fn emit(summary: &Summary, json: bool, preamble: Option<String>) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, summary)?;
-        writeln!(out)?;
+    let result = if json {
+        serde_json::to_writer_pretty(&mut out, summary)
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out))
     } else {
-        print_summary(summary, &mut out)?;
+        preamble
+            .map_or(Ok(()), |p| writeln!(out, "{p}\n"))
+            .and_then(|()| print_summary(summary, &mut out))
+    };
+    match result {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
     }
-    Ok(())
 }
 
 fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
@@ -202,14 +210,12 @@ fn write(path: &Path, header: &SwfHeader, records: &[SwfRecord]) -> anyhow::Resu
 
 fn finish(trace: &Trace, output: &Path, json: bool) -> anyhow::Result<i32> {
     let summary = summarize(trace, &output.display().to_string());
-    if !json {
-        println!(
-            "wrote {} jobs to {}\n",
-            group(trace.records.len() as f64),
-            output.display()
-        );
-    }
-    emit(&summary, json)?;
+    let wrote = format!(
+        "wrote {} jobs to {}",
+        group(trace.records.len() as f64),
+        output.display()
+    );
+    emit(&summary, json, Some(wrote))?;
     Ok(0)
 }
 
