@@ -19,6 +19,19 @@ use cosched_sim::{EngineOptions, SimResult, matrix_svg, plot, simulate};
 use cosched_workload::lublin::GenOptions;
 use cosched_workload::swf::{Oversize, ReadOptions};
 
+/// Prints to stdout, ignoring write errors: `cosched sim … | head` must end quietly, not
+/// panic on the closed pipe.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 #[derive(ClapArgs)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
@@ -177,6 +190,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 }
 
 fn source(a: &SourceArgs) -> anyhow::Result<Source> {
+    if a.procs == Some(0) {
+        bail!("--procs 0: the machine needs at least one PE");
+    }
     match (&a.trace, a.model.as_deref()) {
         (Some(path), _) => {
             let opts = ReadOptions {
@@ -243,7 +259,7 @@ fn check_load(load: f64) -> anyhow::Result<()> {
 fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     if a.list {
         for (name, what) in registry::describe() {
-            println!("{name:<14} {what}");
+            outln!("{name:<14} {what}");
         }
         return Ok(0);
     }
@@ -337,11 +353,11 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             "makespan_s": summary.makespan_s,
             "timeshare": timeshare,
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print_summary(&src, &workload, &summary, a.load);
         if let Some(t) = &timeshare {
-            print!("\n{}", t.to_text());
+            out!("\n{}", t.to_text());
         }
     }
     Ok(0)
@@ -399,13 +415,20 @@ fn write_jobs_csv(
 }
 
 fn print_group_table(title: &str, groups: &[Group]) {
-    println!("\n{title}");
-    println!(
+    outln!("\n{title}");
+    outln!(
         "  {:<8} {:>8} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
-        "class", "jobs", "wait_s", "p90_wait_s", "resp_s", "sld", "bsld", "p99_bsld"
+        "class",
+        "jobs",
+        "wait_s",
+        "p90_wait_s",
+        "resp_s",
+        "sld",
+        "bsld",
+        "p99_bsld"
     );
     for g in groups {
-        println!(
+        outln!(
             "  {:<8} {:>8} {:>12.1} {:>12.1} {:>12.1} {:>10.2} {:>10.2} {:>10.1}",
             g.label,
             g.jobs,
@@ -420,15 +443,15 @@ fn print_group_table(title: &str, groups: &[Group]) {
 }
 
 fn print_summary(src: &Source, w: &Workload, s: &Summary, load: Option<f64>) {
-    println!("policy            {}", s.policy);
-    println!(
+    outln!("policy            {}", s.policy);
+    outln!(
         "workload          {}{}",
         src.label(),
         load.map(|l| format!(", offered load {l}"))
             .unwrap_or_default()
     );
-    println!("machine           {} PEs", s.procs);
-    println!(
+    outln!("machine           {} PEs", s.procs);
+    outln!(
         "jobs              {} simulated, {} unfinished, {} skipped (runtime {}, size {}, oversize {}, submit {})",
         s.jobs,
         s.unfinished,
@@ -438,29 +461,36 @@ fn print_summary(src: &Source, w: &Workload, s: &Summary, load: Option<f64>) {
         w.skipped.oversize,
         w.skipped.submit
     );
-    println!(
+    outln!(
         "estimates         {} from the runtime, {} jobs run past their estimate",
-        w.estimate_from_runtime, w.overrunning
+        w.estimate_from_runtime,
+        w.overrunning
     );
-    println!(
+    outln!(
         "mean wait         {:.1} s (p50 {:.1}, p90 {:.1}, max {:.1})",
-        s.mean_wait_s, s.all.wait_s.p50, s.all.wait_s.p90, s.all.wait_s.max
+        s.mean_wait_s,
+        s.all.wait_s.p50,
+        s.all.wait_s.p90,
+        s.all.wait_s.max
     );
-    println!("mean response     {:.1} s", s.mean_response_s);
-    println!("mean slowdown     {:.3}", s.mean_slowdown);
-    print!(
+    outln!("mean response     {:.1} s", s.mean_response_s);
+    outln!("mean slowdown     {:.3}", s.mean_slowdown);
+    out!(
         "mean bounded sld  {:.3} (threshold {} s",
-        s.mean_bounded_slowdown, s.bsld_threshold_s
+        s.mean_bounded_slowdown,
+        s.bsld_threshold_s
     );
     match s.batch_bounded_slowdown {
-        Some(b) => println!(
+        Some(b) => outln!(
             "; batch means {:.3} ± {:.3} at 90 %, {} batches)",
-            b.mean, b.ci90_half_width, b.batches
+            b.mean,
+            b.ci90_half_width,
+            b.batches
         ),
-        None => println!(")"),
+        None => outln!(")"),
     }
-    println!("utilization       {:.4}", s.utilization);
-    println!("makespan          {:.0} s", s.makespan_s);
+    outln!("utilization       {:.4}", s.utilization);
+    outln!("makespan          {:.0} s", s.makespan_s);
     print_group_table("by size (PEs)", &s.by_size);
     print_group_table("by runtime", &s.by_runtime);
 }
@@ -531,14 +561,21 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
         plot::line_chart(&p, &c).with_context(|| format!("drawing {}", p.display()))?;
     }
     if a.json {
-        println!("{json}");
+        outln!("{json}");
     } else {
-        println!(
+        outln!(
             "{:<14} {:>6} {:>6} {:>8} {:>12} {:>10} {:>10} {:>8}",
-            "policy", "load", "seed", "jobs", "wait_s", "bsld", "±90%", "util"
+            "policy",
+            "load",
+            "seed",
+            "jobs",
+            "wait_s",
+            "bsld",
+            "±90%",
+            "util"
         );
         for r in &rows {
-            println!(
+            outln!(
                 "{:<14} {:>6} {:>6} {:>8} {:>12.1} {:>10.3} {:>10} {:>8.4}{}",
                 r.policy,
                 r.load.map_or("-".into(), |l| format!("{l}")),
@@ -555,7 +592,7 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
                     .unwrap_or_default()
             );
         }
-        println!("\nwrote {}/sweep.{{csv,json,png,svg}}", a.out.display());
+        outln!("\nwrote {}/sweep.{{csv,json,png,svg}}", a.out.display());
     }
     Ok(if rows.iter().any(|r| r.error.is_some()) {
         1
