@@ -146,13 +146,20 @@ impl SwfHeader {
         self.lines.push(text.to_string());
         let trimmed = text.trim();
         let Some((label, value)) = split_label(trimmed) else {
-            // An unlabelled line continues the previous Note (the archive wraps long notes).
-            if !trimmed.is_empty()
-                && self.last_label_was_note()
-                && let Some(note) = self.notes.last_mut()
-            {
-                note.push('\n');
-                note.push_str(trimmed);
+            // An unlabelled line continues the previous Note or Information line (the archive
+            // wraps long notes and lists several URLs under one label).
+            if trimmed.is_empty() {
+                return;
+            }
+            match self.continued_label() {
+                Some("Note") => {
+                    if let Some(note) = self.notes.last_mut() {
+                        note.push('\n');
+                        note.push_str(trimmed);
+                    }
+                }
+                Some("Information") => self.information.push(trimmed.to_string()),
+                _ => {}
             }
             return;
         };
@@ -195,17 +202,18 @@ impl SwfHeader {
         }
     }
 
-    fn last_label_was_note(&self) -> bool {
-        // Walk back over unlabelled lines to the last labelled one.
+    /// The label of the labelled line that the newest (unlabelled) line continues: walk back
+    /// over unlabelled lines; an empty comment line breaks the continuation.
+    fn continued_label(&self) -> Option<&str> {
         for line in self.lines.iter().rev().skip(1) {
             if let Some((label, _)) = split_label(line.trim()) {
-                return label == "Note";
+                return Some(label);
             }
             if line.trim().is_empty() {
-                return false;
+                return None;
             }
         }
-        false
+        None
     }
 }
 
@@ -220,11 +228,16 @@ fn kind_why(kind: &LineErrorKind) -> &'static str {
     kind.why()
 }
 
-/// `Label: value` where the label is one word of letters.
+/// `Label: value` where the label is one word of letters and the colon is followed by a space
+/// (or ends the line).
 fn split_label(text: &str) -> Option<(&str, &str)> {
     let colon = text.find(':')?;
     let label = &text[..colon];
     if label.is_empty() || !label.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return None;
+    }
+    // `Label: value`, not a URL such as `http://…` on a continuation line.
+    if text[colon + 1..].starts_with(|c: char| !c.is_whitespace()) {
         return None;
     }
     Some((label, &text[colon + 1..]))
@@ -1014,6 +1027,8 @@ mod tests {
             " MaxProcs: 1152",
             " Queue:  0  interactive    ",
             " Partition:  2  ALL",
+            " Information: http://a.example/",
+            "              http://b.example/",
             " Note: first",
             "       continued",
             " UnixStartTime: 956700003",
@@ -1025,6 +1040,10 @@ mod tests {
         assert_eq!(h.queues, vec![(0, "interactive".to_string())]);
         assert_eq!(h.partitions, vec![(2, "ALL".to_string())]);
         assert_eq!(h.notes, vec!["first\ncontinued".to_string()]);
+        assert_eq!(
+            h.information,
+            vec!["http://a.example/", "http://b.example/"]
+        );
         assert_eq!(h.unix_start_time, Some(956_700_003));
         assert_eq!(h.time_zone_string.as_deref(), Some("US/Pacific"));
         let mut nodes_only = SwfHeader::default();

@@ -99,6 +99,9 @@ fn write_then_read_gives_identical_records_and_header() {
     let Some(dir) = traces_dir() else { return };
     let path = dir.join("KTH-SP2-1996-2.1-cln.swf.gz");
     let original = swf::read_trace(&path, &ReadOptions::default()).unwrap();
+    // The second URL is an unlabelled continuation of the Information line.
+    assert_eq!(original.header.information.len(), 2);
+    assert!(original.header.notes.iter().any(|n| n.contains("job<=14")));
     let mut bytes = Vec::new();
     swf::write_trace(&mut bytes, &original.header, &original.records).unwrap();
     let again = swf::read_trace_from(&bytes[..], "roundtrip", &ReadOptions::default()).unwrap();
