@@ -636,6 +636,53 @@ mod tests {
         assert_eq!(r.unfinished, 0);
     }
 
+    /// Records the events it is given, in order, and lets FCFS decide.
+    struct Recorder(Vec<String>, Box<dyn Policy>);
+    impl Policy for Recorder {
+        fn name(&self) -> &str {
+            "recorder"
+        }
+        fn handle(&mut self, now: Time, e: Event, out: &mut Vec<Decision>) {
+            let what = match &e {
+                Event::Submitted(j) => format!("{}:submit{}", now.as_secs(), j.id),
+                Event::Ended(j) => format!("{}:end{}", now.as_secs(), j),
+                other => format!("{other:?}"),
+            };
+            self.0.push(what);
+            self.1.handle(now, e, out);
+        }
+        fn queue(&self) -> Vec<JobId> {
+            self.1.queue()
+        }
+        fn boxed_clone(&self) -> Box<dyn Policy> {
+            Box::new(Recorder(self.0.clone(), self.1.boxed_clone()))
+        }
+    }
+
+    #[test]
+    fn same_instant_order_is_ends_then_arrivals_unless_switched() {
+        let (m, p) = fcfs(4);
+        let jobs = vec![
+            SimJob::exact(1, Time::from_secs(0), 4, Dur::from_secs(10)),
+            SimJob::exact(2, Time::from_secs(10), 4, Dur::from_secs(5)),
+        ];
+        let mut r = Recorder(Vec::new(), p.boxed_clone());
+        simulate(m, &jobs, &mut r, EngineOptions::default()).unwrap();
+        assert_eq!(r.0, ["0:submit1", "10:end1", "10:submit2", "15:end2"]);
+        let mut r = Recorder(Vec::new(), p.boxed_clone());
+        let res = simulate(
+            m,
+            &jobs,
+            &mut r,
+            EngineOptions {
+                arrivals_first: true,
+            },
+        )
+        .unwrap();
+        assert_eq!(r.0, ["0:submit1", "10:submit2", "10:end1", "15:end2"]);
+        assert_eq!(res.records[1].start, Some(Time::from_secs(10)));
+    }
+
     /// A scripted policy: replays fixed decisions at given times, from timers (which fire
     /// after the arrivals of their instant).
     #[derive(Clone)]
