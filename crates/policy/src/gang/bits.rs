@@ -1,9 +1,9 @@
 //! [`Bits`]: a fixed-size bitset over PE numbers, with the range and [`PeSet`] operations the
 //! time-sharing matrix needs (one word covers 64 PEs, so a row test costs machine/64 steps).
 
-use cosched_core::PeSet;
+use cosched_core::{JobId, PeSet};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Bits {
     words: Vec<u64>,
     len: u32,
@@ -39,6 +39,10 @@ impl Bits {
             i = hi;
         }
         true
+    }
+
+    pub fn clear_all(&mut self) {
+        self.words.fill(0);
     }
 
     pub fn set_range(&mut self, s: u32, e: u32) {
@@ -110,6 +114,68 @@ impl Bits {
             }
         }
         None
+    }
+}
+
+/// A set of job ids kept as a sorted vector: the sets here hold tens of jobs, where a vector
+/// beats a tree.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SortedIds(Vec<JobId>);
+
+impl SortedIds {
+    pub fn contains(&self, id: &JobId) -> bool {
+        self.0.binary_search(id).is_ok()
+    }
+    pub fn insert(&mut self, id: JobId) {
+        if let Err(i) = self.0.binary_search(&id) {
+            self.0.insert(i, id);
+        }
+    }
+    pub fn remove(&mut self, id: JobId) {
+        if let Ok(i) = self.0.binary_search(&id) {
+            self.0.remove(i);
+        }
+    }
+    /// Appends without keeping order; call [`SortedIds::sort`] before any lookup.
+    pub fn push_unsorted(&mut self, id: JobId) {
+        self.0.push(id);
+    }
+    pub fn sort(&mut self) {
+        self.0.sort_unstable();
+        self.0.dedup();
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn iter(&self) -> std::slice::Iter<'_, JobId> {
+        self.0.iter()
+    }
+    /// The ids in `self` and not in `other`, in order.
+    pub fn difference(&self, other: &SortedIds) -> Vec<JobId> {
+        self.0
+            .iter()
+            .copied()
+            .filter(|id| !other.contains(id))
+            .collect()
+    }
+}
+
+/// A hasher for job ids: they are already well-spread integers, so a multiply is enough and
+/// much cheaper than SipHash on the per-quantum path.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 

@@ -26,11 +26,12 @@
 mod bits;
 pub(crate) mod opts;
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
 
 use cosched_core::{Dur, JobId, MachineShape, PeSet, Time};
 
-pub(crate) use bits::Bits;
+pub(crate) use bits::{Bits, IdHasher, SortedIds};
 use opts::Opts;
 
 use crate::{ConfigError, Decision, Event, JobRequest, MatrixView, Policy, PolicyConfig, SlotView};
@@ -77,6 +78,9 @@ struct Row {
     reserved: Bits,
     /// Jobs in placement order.
     jobs: Vec<JobId>,
+    /// `(job, procs, PEs)` of `jobs`, in the same order: read on every switch without a
+    /// lookup.
+    entries: Vec<(JobId, u32, PeSet)>,
 }
 
 #[derive(Clone, Debug)]
@@ -112,7 +116,19 @@ pub struct Gang {
     mem_limit_kib: Option<u64>,
 
     rows: Vec<Row>,
-    members: HashMap<JobId, Member>,
+    members: HashMap<JobId, Member, BuildHasherDefault<IdHasher>>,
+    /// Members with no Start or Place sent yet.
+    fresh: Vec<JobId>,
+    /// Members held by an administrator.
+    held_members: usize,
+    /// Reused by [`Gang::target`] so a switch allocates nothing for the mask.
+    scratch: Bits,
+    /// Bumped whenever the matrix or a hold changes; [`Gang::target`] results are reused
+    /// while it stays the same.
+    version: u64,
+    /// Per active row: `(version, running set before, target)` of the last computation. In a
+    /// steady matrix the cycle repeats, so most switches find their answer here.
+    cache: Vec<Option<(u64, SortedIds, SortedIds)>>,
     queue: VecDeque<JobRequest>,
     held_waiting: HashSet<JobId>,
     down: Bits,
@@ -120,7 +136,7 @@ pub struct Gang {
     mem_used: Vec<u64>,
 
     active: usize,
-    running: BTreeSet<JobId>,
+    running: SortedIds,
     /// Between the Suspends and the Resumes of a multi-context switch.
     switching: bool,
     pending: Option<(u64, TimerKind)>,
@@ -175,13 +191,18 @@ impl Gang {
             fifo,
             mem_limit_kib: machine.mem_per_node_mib.map(|m| m * 1024),
             rows: Vec::new(),
-            members: HashMap::new(),
+            members: HashMap::default(),
+            fresh: Vec::new(),
+            held_members: 0,
+            scratch: Bits::new(pes),
+            version: 0,
+            cache: Vec::new(),
             queue: VecDeque::new(),
             held_waiting: HashSet::new(),
             down: Bits::new(pes),
             mem_used: vec![0; machine.nodes as usize],
             active: 0,
-            running: BTreeSet::new(),
+            running: SortedIds::default(),
             switching: false,
             pending: None,
             next_token: 0,
@@ -312,11 +333,13 @@ impl Gang {
     }
 
     fn insert(&mut self, req: JobRequest, row: usize, pes: PeSet, block: PeSet, held: bool) {
+        self.version += 1;
         if row == self.rows.len() {
             self.rows.push(Row {
                 busy: Bits::new(self.pes),
                 reserved: Bits::new(self.pes),
                 jobs: Vec::new(),
+                entries: Vec::new(),
             });
             self.stats.max_rows = self.stats.max_rows.max(self.rows.len());
         }
@@ -324,7 +347,10 @@ impl Gang {
         r.busy.set_pes(&pes);
         r.reserved.set_pes(&block);
         r.jobs.push(req.id);
+        r.entries.push((req.id, req.procs, pes.clone()));
         self.mem_change(&pes, &req, true);
+        self.fresh.push(req.id);
+        self.held_members += held as usize;
         self.members.insert(
             req.id,
             Member {
@@ -361,37 +387,72 @@ impl Gang {
     /// The jobs that should run while the active row is active: its own jobs, then (with
     /// alternate scheduling) the jobs running now that still fit, then other rows' jobs in
     /// row order after the active one.
-    fn target(&self) -> BTreeSet<JobId> {
-        let mut chosen = BTreeSet::new();
+    fn target(&mut self) -> SortedIds {
+        if let Some(Some((v, before, result))) = self.cache.get(self.active)
+            && *v == self.version
+            && *before == self.running
+        {
+            return result.clone();
+        }
+        let result = self.compute_target();
+        if self.cache.len() <= self.active {
+            self.cache.resize(self.active + 1, None);
+        }
+        self.cache[self.active] = Some((self.version, self.running.clone(), result.clone()));
+        result
+    }
+
+    fn compute_target(&mut self) -> SortedIds {
+        let mut chosen = SortedIds::default();
         if self.rows.is_empty() {
             return chosen;
         }
-        let mut mask = Bits::new(self.pes);
+        let mut mask = std::mem::take(&mut self.scratch);
+        mask.clear_all();
+        let mut free = self.pes;
         for id in &self.rows[self.active].jobs {
             let m = &self.members[id];
             if !m.held {
                 mask.set_pes(&m.pes);
-                chosen.insert(*id);
+                free -= m.req.procs;
+                chosen.push_unsorted(*id);
             }
         }
-        if self.alternate {
-            let consider = |id: &JobId, mask: &mut Bits, chosen: &mut BTreeSet<JobId>| {
-                let m = &self.members[id];
-                if !m.held && !chosen.contains(id) && !mask.intersects_pes(&m.pes) {
-                    mask.set_pes(&m.pes);
-                    chosen.insert(*id);
+        chosen.sort();
+        if self.alternate && free > 0 {
+            let mut extra = Vec::new();
+            let members = &self.members;
+            let mut consider = |id: JobId, procs: u32, pes: &PeSet, mask: &mut Bits| {
+                if procs <= free
+                    && !mask.intersects_pes(pes)
+                    && !chosen.contains(&id)
+                    && !extra.contains(&id)
+                    && !members[&id].held
+                {
+                    mask.set_pes(pes);
+                    free -= procs;
+                    extra.push(id);
                 }
+                free == 0
             };
-            for id in &self.running {
-                consider(id, &mut mask, &mut chosen);
+            for id in self.running.iter() {
+                let m = &members[id];
+                consider(*id, m.req.procs, &m.pes, &mut mask);
             }
-            for k in 1..self.rows.len() {
+            'rows: for k in 1..self.rows.len() {
                 let r = (self.active + k) % self.rows.len();
-                for id in &self.rows[r].jobs {
-                    consider(id, &mut mask, &mut chosen);
+                for (id, procs, pes) in &self.rows[r].entries {
+                    if consider(*id, *procs, pes, &mut mask) {
+                        break 'rows;
+                    }
                 }
             }
+            for id in extra {
+                chosen.push_unsorted(id);
+            }
+            chosen.sort();
         }
+        self.scratch = mask;
         chosen
     }
 
@@ -403,12 +464,12 @@ impl Gang {
             return;
         }
         let target = self.target();
-        let stop: Vec<JobId> = self.running.difference(&target).copied().collect();
+        let stop = self.running.difference(&target);
         for job in stop {
-            self.running.remove(&job);
+            self.running.remove(job);
             out.push(Decision::Suspend { job });
         }
-        let go: Vec<JobId> = target.difference(&self.running).copied().collect();
+        let go = target.difference(&self.running);
         for job in go {
             let m = self.members.get_mut(&job).expect("target jobs are members");
             if m.announced {
@@ -424,7 +485,7 @@ impl Gang {
             self.running.insert(job);
         }
         self.announce_stopped(out);
-        let runnable = self.members.values().filter(|m| !m.held).count();
+        let runnable = self.members.len() - self.held_members;
         let needs_switching = self.rows.len() > 1 && self.running.len() < runnable;
         match self.pending {
             None if needs_switching => {
@@ -436,20 +497,24 @@ impl Gang {
     }
 
     fn announce_stopped(&mut self, out: &mut Vec<Decision>) {
-        let mut fresh: Vec<(JobId, PeSet, usize)> = self
-            .members
-            .values()
-            .filter(|m| !m.announced && !self.running.contains(&m.req.id))
-            .map(|m| (m.req.id, m.pes.clone(), m.row))
-            .collect();
-        fresh.sort_by_key(|f| f.0);
-        for (job, pes, row) in fresh {
-            self.members.get_mut(&job).expect("listed above").announced = true;
-            out.push(Decision::Place {
-                job,
-                pes,
-                slot: Some(row as u32),
-            });
+        if self.fresh.is_empty() {
+            return;
+        }
+        let mut fresh = std::mem::take(&mut self.fresh);
+        fresh.sort();
+        for job in fresh {
+            let running = self.running.contains(&job);
+            let Some(m) = self.members.get_mut(&job) else {
+                continue;
+            };
+            if !m.announced && !running {
+                m.announced = true;
+                out.push(Decision::Place {
+                    job,
+                    pes: m.pes.clone(),
+                    slot: Some(m.row as u32),
+                });
+            }
         }
     }
 
@@ -469,11 +534,11 @@ impl Gang {
         self.active = row;
         self.stats.slot_switches += 1;
         let target = self.target();
-        let stop: Vec<JobId> = self.running.difference(&target).copied().collect();
+        let stop = self.running.difference(&target);
         if !stop.is_empty() && self.context_switch > Dur::ZERO {
             self.stats.context_switches += 1;
             for job in stop {
-                self.running.remove(&job);
+                self.running.remove(job);
                 out.push(Decision::Suspend { job });
             }
             self.switching = true;
@@ -509,11 +574,14 @@ impl Gang {
                     from.busy.clear_pes(&pes);
                     from.reserved.clear_pes(&block);
                     from.jobs.retain(|j| *j != id);
+                    from.entries.retain(|e| e.0 != id);
                     let to = &mut self.rows[q];
                     to.busy.set_pes(&pes);
                     to.reserved.set_pes(&block);
                     to.jobs.push(id);
+                    to.entries.push((id, pes.len(), pes.clone()));
                     self.members.get_mut(&id).expect("member").row = q;
+                    self.version += 1;
                 }
             }
         }
@@ -543,6 +611,7 @@ impl Gang {
     }
 
     fn remove_member(&mut self, id: JobId) -> bool {
+        self.version += 1;
         let Some(m) = self.members.remove(&id) else {
             return false;
         };
@@ -550,7 +619,9 @@ impl Gang {
         row.busy.clear_pes(&m.pes);
         row.reserved.clear_pes(&m.block);
         row.jobs.retain(|j| *j != id);
-        self.running.remove(&id);
+        row.entries.retain(|e| e.0 != id);
+        self.running.remove(id);
+        self.held_members -= m.held as usize;
         self.mem_change(&m.pes, &m.req, false);
         true
     }
@@ -624,6 +695,7 @@ impl Policy for Gang {
                 if !clash {
                     self.running.insert(id);
                 }
+                self.fresh.retain(|j| *j != id);
             }
             Event::NodeDown(node) => {
                 let r = self.machine.pes_of(node);
@@ -635,17 +707,25 @@ impl Policy for Gang {
             }
             Event::Held(id) => match self.members.get_mut(&id) {
                 Some(m) => {
-                    m.held = true;
+                    if !m.held {
+                        m.held = true;
+                        self.held_members += 1;
+                    }
                     // The driver has stopped it.
-                    self.running.remove(&id);
+                    self.running.remove(id);
+                    self.version += 1;
                 }
                 None => {
                     self.held_waiting.insert(id);
                 }
             },
             Event::Released(id) => {
-                if let Some(m) = self.members.get_mut(&id) {
+                self.version += 1;
+                if let Some(m) = self.members.get_mut(&id)
+                    && m.held
+                {
                     m.held = false;
+                    self.held_members -= 1;
                 }
                 self.held_waiting.remove(&id);
             }
