@@ -1,0 +1,157 @@
+//! `cosched sim` with the time-sharing policies: the matrix drawing, the time-sharing report,
+//! and configuration errors that name what is wrong.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn cosched(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(args)
+        .output()
+        .expect("cosched runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cosched-timeshare-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn gang_draws_the_matrix_and_reports_quanta() {
+    let dir = scratch("gang");
+    let svg = dir.join("m.svg");
+    let json = dir.join("t.json");
+    let out = cosched(&[
+        "sim",
+        "--model",
+        "lublin",
+        "--procs",
+        "32",
+        "--jobs",
+        "300",
+        "--load",
+        "0.9",
+        "--policy",
+        "gang",
+        "--quantum",
+        "10s",
+        "--opt",
+        "packing=best-fit",
+        "--matrix-out",
+        svg.to_str().unwrap(),
+        "--matrix-from",
+        "1h",
+        "--matrix-span",
+        "5m",
+        "--timeshare-out",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("time sharing") && stdout.contains("mean quantum"),
+        "{stdout}"
+    );
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        picture.starts_with("<svg") && picture.contains("slot 0"),
+        "{picture}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["jobs"], 300);
+    assert!(
+        report["suspensions_total"].as_u64().unwrap() > 0,
+        "gang at load 0.9 time-slices"
+    );
+    assert_eq!(
+        report["preemptions_total"], 0,
+        "gang suspends, it never preempts"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn t3d_reads_its_classes_from_the_policy_config_file() {
+    let dir = scratch("t3d");
+    let cfg = dir.join("t3d.toml");
+    std::fs::write(&cfg, "[policy]\nswap_per_pe = \"500ms\"\n[policy.queues]\n0 = \"interactive\"\n1 = \"production\"\n").unwrap();
+    let out = cosched(&[
+        "sim",
+        "--model",
+        "lublin",
+        "--procs",
+        "64",
+        "--jobs",
+        "400",
+        "--load",
+        "0.8",
+        "--policy",
+        "t3d",
+        "--policy-config",
+        cfg.to_str().unwrap(),
+        "--json",
+        "--timeshare-out",
+        dir.join("t.json").to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["policy"], "t3d");
+    assert_eq!(doc["jobs"], 400);
+    assert!(
+        doc["timeshare"]["by_size"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+    );
+
+    std::fs::write(&cfg, "[policy.classes.debug]\nprio = 3\n").unwrap();
+    let out = cosched(&[
+        "sim",
+        "--model",
+        "lublin",
+        "--procs",
+        "64",
+        "--jobs",
+        "10",
+        "--policy",
+        "t3d",
+        "--policy-config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("classes.debug.prio") && err.contains("priority"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn unknown_packing_is_refused_with_the_choices() {
+    let out = cosched(&[
+        "sim",
+        "--model",
+        "lublin",
+        "--procs",
+        "16",
+        "--jobs",
+        "10",
+        "--policy",
+        "gang",
+        "--opt",
+        "packing=tetris",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("packing") && err.contains("best-fit"), "{err}");
+}
