@@ -168,22 +168,23 @@ pub fn gang(
     };
     // Other load on the machine only ever adds time, so the best run is the least noisy.
     let best = |v: Vec<f64>| v.into_iter().fold(f64::INFINITY, f64::min);
-    let base = best(
-        (0..runs)
-            .map(|_| one("fcfs", None))
-            .collect::<Result<_, _>>()?,
-    );
+    // Rounds over all settings, so a change in the machine's other load touches every
+    // setting alike; each setting keeps its best run.
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); quanta.len() + 1];
+    for _ in 0..runs {
+        times[0].push(one("fcfs", None)?);
+        for (i, &q) in quanta.iter().enumerate() {
+            times[i + 1].push(one("gang", Some(q))?);
+        }
+    }
+    let base = best(times[0].clone());
     let mut rows = vec![GangRow {
         quantum_ms: None,
         makespan_s: base,
         slowdown_pct: 0.0,
     }];
-    for &q in quanta {
-        let m = best(
-            (0..runs)
-                .map(|_| one("gang", Some(q)))
-                .collect::<Result<_, _>>()?,
-        );
+    for (i, &q) in quanta.iter().enumerate() {
+        let m = best(times[i + 1].clone());
         rows.push(GangRow {
             quantum_ms: Some(q.as_micros() as f64 / 1e3),
             makespan_s: m,

@@ -688,7 +688,11 @@ impl Mm {
             _ => return,
         }
         self.switch.nodes.extend(nodes);
-        self.persist(id);
+        // Time-slicing switches are not written through (up to 2000 a second at a 1 ms
+        // quantum); the next state change, end or user action writes the record.
+        if self.jobs[&id].info.held {
+            self.persist(id);
+        }
     }
 
     fn flush_switch(&mut self) {
