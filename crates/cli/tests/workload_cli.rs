@@ -324,3 +324,34 @@ fn demo_summarises_a_model_workload() {
     assert_eq!(v["jobs"], 2000);
     assert_eq!(v["procs"], 128);
 }
+
+#[test]
+fn dash_reads_stdin_and_writes_stdout() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let generated = cosched(&[
+        "workload", "gen", "--jobs", "300", "--procs", "32", "-o", "-",
+    ]);
+    assert!(generated.status.success(), "{}", stderr(&generated));
+    let text = stdout(&generated);
+    assert!(
+        text.starts_with("; Version: 2.2"),
+        "only the trace on stdout"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(["workload", "info", "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&generated.stdout)
+        .unwrap();
+    let v = json(&child.wait_with_output().unwrap());
+    assert_eq!(v["jobs"], 300);
+    assert_eq!(v["source"], "<stdin>");
+}

@@ -307,8 +307,9 @@ pub fn summarize_file(
         b.add(&r?);
     }
     let procs = reader.procs();
+    let name = reader.name().to_string();
     let (header, report) = reader.into_parts();
-    Ok(b.finish(&path.display().to_string(), &header, procs, report))
+    Ok(b.finish(&name, &header, procs, report))
 }
 
 #[cfg(test)]

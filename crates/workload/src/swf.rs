@@ -441,14 +441,24 @@ pub fn read_trace(path: &Path, opts: &ReadOptions) -> Result<Trace, SwfError> {
 }
 
 /// Opens a trace file for streaming; gzip is detected by its magic bytes, not the name.
+/// The path `-` reads standard input (named `<stdin>` in messages).
 pub fn open(path: &Path, opts: &ReadOptions) -> Result<Reader<Box<dyn BufRead>>, SwfError> {
-    let name = path.display().to_string();
+    let stdin = path.as_os_str() == "-";
+    let name = if stdin {
+        "<stdin>".to_string()
+    } else {
+        path.display().to_string()
+    };
     let io_err = |cause| SwfError::Io {
         path: name.clone(),
         cause,
     };
-    let file = File::open(path).map_err(io_err)?;
-    let mut buffered = BufReader::with_capacity(1 << 16, file);
+    let input: Box<dyn Read> = if stdin {
+        Box::new(io::stdin().lock())
+    } else {
+        Box::new(File::open(path).map_err(io_err)?)
+    };
+    let mut buffered = BufReader::with_capacity(1 << 16, input);
     let magic = buffered.fill_buf().map_err(io_err)?;
     let gzip = magic.len() >= 2 && magic[0] == 0x1f && magic[1] == 0x8b;
     let src: Box<dyn BufRead> = if gzip {
@@ -525,6 +535,10 @@ impl<R: BufRead> Reader<R> {
         Ok(reader)
     }
 
+    /// The name used in messages (the path, or `<stdin>`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
     pub fn header(&self) -> &SwfHeader {
         &self.header
     }
@@ -960,7 +974,11 @@ pub fn write_trace<W: Write>(w: W, header: &SwfHeader, records: &[SwfRecord]) ->
 }
 
 /// Writes a trace to a file, gzip-compressed when the name ends in `.gz`.
+/// The path `-` writes (uncompressed) to standard output.
 pub fn write_trace_path(path: &Path, header: &SwfHeader, records: &[SwfRecord]) -> io::Result<()> {
+    if path.as_os_str() == "-" {
+        return write_trace(io::stdout().lock(), header, records);
+    }
     let file = File::create(path)?;
     if path.extension().is_some_and(|e| e == "gz") {
         let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());

@@ -54,7 +54,7 @@ impl ReadArgs {
 
 #[derive(clap::Args)]
 pub struct InfoArgs {
-    /// SWF trace, plain or gzip-compressed
+    /// SWF trace, plain or gzip-compressed (`-` reads standard input)
     pub file: PathBuf,
     #[command(flatten)]
     pub read: ReadArgs,
@@ -94,7 +94,8 @@ pub struct GenArgs {
     /// Hour of the day (0–23) at which the workload starts
     #[arg(long, value_name = "H", default_value_t = 0)]
     pub start_hour: u32,
-    /// Output file (gzip-compressed when it ends in .gz)
+    /// Output file (gzip-compressed when it ends in .gz; `-` writes the trace to standard
+    /// output and prints nothing else)
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
     /// Print the summary of the generated workload as JSON
@@ -104,9 +105,10 @@ pub struct GenArgs {
 
 #[derive(clap::Args)]
 pub struct TransformArgs {
-    /// Input SWF trace, plain or gzip-compressed
+    /// Input SWF trace, plain or gzip-compressed (`-` reads standard input)
     pub input: PathBuf,
-    /// Output file (gzip-compressed when it ends in .gz)
+    /// Output file (gzip-compressed when it ends in .gz; `-` writes the trace to standard
+    /// output and prints nothing else)
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
     #[command(flatten)]
@@ -209,6 +211,10 @@ fn write(path: &Path, header: &SwfHeader, records: &[SwfRecord]) -> anyhow::Resu
 }
 
 fn finish(trace: &Trace, output: &Path, json: bool) -> anyhow::Result<i32> {
+    if output.as_os_str() == "-" {
+        // The trace itself went to standard output; nothing else may.
+        return Ok(0);
+    }
     let summary = summarize(trace, &output.display().to_string());
     let wrote = format!(
         "wrote {} jobs to {}",
