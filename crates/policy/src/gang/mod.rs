@@ -464,25 +464,30 @@ impl Gang {
             return;
         }
         let target = self.target();
-        let stop = self.running.difference(&target);
-        for job in stop {
-            self.running.remove(job);
-            out.push(Decision::Suspend { job });
-        }
-        let go = target.difference(&self.running);
-        for job in go {
-            let m = self.members.get_mut(&job).expect("target jobs are members");
-            if m.announced {
-                out.push(Decision::Resume { job });
-            } else {
-                m.announced = true;
-                out.push(Decision::Start {
-                    job,
-                    pes: m.pes.clone(),
-                    slot: Some(m.row as u32),
-                });
+        if target != self.running {
+            let old = std::mem::replace(&mut self.running, target);
+            // Who stops, then who goes: both sets are sorted, so each test is a binary search.
+            for job in old.iter() {
+                if !self.running.contains(job) {
+                    out.push(Decision::Suspend { job: *job });
+                }
             }
-            self.running.insert(job);
+            for job in self.running.iter() {
+                if old.contains(job) {
+                    continue;
+                }
+                let m = self.members.get_mut(job).expect("target jobs are members");
+                if m.announced {
+                    out.push(Decision::Resume { job: *job });
+                } else {
+                    m.announced = true;
+                    out.push(Decision::Start {
+                        job: *job,
+                        pes: m.pes.clone(),
+                        slot: Some(m.row as u32),
+                    });
+                }
+            }
         }
         self.announce_stopped(out);
         let runnable = self.members.len() - self.held_members;
