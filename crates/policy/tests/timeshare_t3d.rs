@@ -264,3 +264,39 @@ fn random_mixed_workloads_obey_the_rules() {
 fn l_procs(jobs: &[TestJob], id: JobId) -> u32 {
     jobs.iter().find(|j| j.req.id == id).unwrap().req.procs
 }
+
+#[test]
+fn pes_of_a_node_that_is_down_are_not_used() {
+    let mut p = T3d::new(&config(64)).unwrap();
+    let mut out = Vec::new();
+    p.handle(
+        Time::ZERO,
+        cosched_policy::Event::NodeDown(cosched_core::NodeId(0)),
+        &mut out,
+    );
+    let mut req = cosched_policy::JobRequest::new(JobId(1), Time::ZERO, 63, Dur::from_secs(10));
+    req.queue = Some(PRODUCTION);
+    p.handle(Time::ZERO, cosched_policy::Event::Submitted(req), &mut out);
+    match &out[..] {
+        [Decision::Start { pes, .. }] => assert_eq!(pes.to_string(), "1-63"),
+        other => panic!("{other:?}"),
+    }
+    let mut req = cosched_policy::JobRequest::new(JobId(2), Time::ZERO, 1, Dur::from_secs(10));
+    req.queue = Some(PRODUCTION);
+    out.clear();
+    p.handle(Time::ZERO, cosched_policy::Event::Submitted(req), &mut out);
+    assert!(
+        !out.iter().any(|d| matches!(d, Decision::Start { .. })),
+        "{out:?}"
+    );
+    out.clear();
+    p.handle(
+        Time::from_secs(1),
+        cosched_policy::Event::NodeUp(cosched_core::NodeId(0)),
+        &mut out,
+    );
+    assert!(
+        matches!(&out[..], [Decision::Start { job: JobId(2), .. }]),
+        "{out:?}"
+    );
+}

@@ -102,6 +102,9 @@ pub struct T3d {
     waiting: Vec<Waiting>,
     held: HashSet<JobId>,
     earmarks: Vec<Earmark>,
+    /// PEs of nodes that are down: never given to a job.
+    down: Vec<bool>,
+    pes_per_node: u32,
     /// PEs of jobs whose state is on disk.
     disk_procs: u64,
     asked: BTreeSet<Time>,
@@ -113,10 +116,9 @@ pub struct T3d {
 
 impl T3d {
     pub fn new(cfg: &PolicyConfig) -> Result<T3d, ConfigError> {
-        Ok(T3d::with_config(
-            cfg.machine.total_pes(),
-            T3dConfig::from_policy_config(cfg)?,
-        ))
+        let mut t = T3d::with_config(cfg.machine.total_pes(), T3dConfig::from_policy_config(cfg)?);
+        t.pes_per_node = cfg.machine.pes_per_node().max(1);
+        Ok(t)
     }
 
     pub fn with_config(pes: u32, cfg: T3dConfig) -> T3d {
@@ -127,6 +129,8 @@ impl T3d {
             waiting: Vec::new(),
             held: HashSet::new(),
             earmarks: Vec::new(),
+            down: vec![false; pes as usize],
+            pes_per_node: 1,
             disk_procs: 0,
             asked: BTreeSet::new(),
             tokens: BTreeMap::new(),
@@ -185,7 +189,11 @@ impl T3d {
     fn free_unmarked(&self) -> Vec<u32> {
         let marked = self.earmarked();
         (0..self.pe.len() as u32)
-            .filter(|&p| self.pe[p as usize] == PeState::Free && !marked[p as usize])
+            .filter(|&p| {
+                self.pe[p as usize] == PeState::Free
+                    && !marked[p as usize]
+                    && !self.down[p as usize]
+            })
             .collect()
     }
 
@@ -356,12 +364,7 @@ impl T3d {
     }
 
     /// PEs for `w`: free ones first, then the fewest cheapest victims. `None` if not enough.
-    fn assignment(
-        &self,
-        w: &Waiting,
-        now: Time,
-        first_pass: bool,
-    ) -> Option<Assignment> {
+    fn assignment(&self, w: &Waiting, now: Time, first_pass: bool) -> Option<Assignment> {
         let need = w.req.procs as usize;
         let free = self.free_unmarked();
         if free.len() >= need {
@@ -605,6 +608,7 @@ impl Policy for T3d {
     }
 
     fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
+        let node_up = matches!(event, Event::NodeUp(_));
         match event {
             Event::Submitted(req) => {
                 if req.procs == 0
@@ -646,9 +650,17 @@ impl Policy for T3d {
                     },
                 );
             }
-            // Jobs on a failed node are ended by the driver; PEs of a node that is down are
-            // not tracked separately here (the T3D had no node failures to schedule around).
-            Event::NodeDown(_) | Event::NodeUp(_) => {}
+            // Jobs on a failed node are ended by the driver; its PEs are not used until it is up.
+            Event::NodeDown(node) | Event::NodeUp(node) => {
+                let per = self.pes_per_node;
+                for p in node.0 * per..(node.0 + 1) * per {
+                    if let Some(d) = self.down.get_mut(p as usize) {
+                        *d = !node_up;
+                    }
+                }
+                self.earmarks
+                    .retain(|e| e.pes.iter().all(|&p| !self.down[p as usize]));
+            }
             Event::Held(id) => {
                 self.held.insert(id);
             }
