@@ -409,6 +409,8 @@ impl ReadReport {
 }
 
 const MAX_EXAMPLES: usize = 5;
+/// The end of a line error's message; left out of the examples of lines already skipped.
+const LENIENT_HINT: &str = "; pass --lenient to skip bad lines";
 
 /// A trace in memory.
 #[derive(Clone, Debug, PartialEq)]
@@ -614,7 +616,9 @@ impl<R: BufRead> Reader<R> {
                         let kind = err.line_kind().map_or("other", LineErrorKind::name);
                         *self.report.skipped.entry(kind.to_string()).or_default() += 1;
                         if self.report.skipped_examples.len() < MAX_EXAMPLES {
-                            self.report.skipped_examples.push(err.to_string());
+                            let msg = err.to_string();
+                            let msg = msg.strip_suffix(LENIENT_HINT).unwrap_or(&msg);
+                            self.report.skipped_examples.push(msg.to_string());
                         }
                         continue;
                     }

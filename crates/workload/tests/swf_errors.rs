@@ -114,6 +114,8 @@ fn lenient_skips_bad_lines_and_counts_them_by_kind() {
     assert_eq!(t.report.skipped.get("negative"), Some(&1));
     assert_eq!(t.report.skipped.get("fractional"), Some(&1));
     assert_eq!(t.report.skipped_examples.len(), 4);
+    assert!(t.report.skipped_examples[0].starts_with("test.swf:4: field 4 (run time)"));
+    assert!(!t.report.skipped_examples[0].contains("--lenient"));
 }
 
 #[test]
