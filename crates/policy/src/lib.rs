@@ -11,6 +11,8 @@
 //! - [`pool`]: [`PePool`], free-PE bookkeeping shared by the space-sharing policies.
 //! - [`profile`]: running jobs by expected end and the availability profile, for backfilling.
 //! - [`easy`], [`conservative`]: EASY and conservative backfilling.
+//! - [`gang`]: gang scheduling on an Ousterhout matrix (packing, MPL, quanta, alternate
+//!   scheduling); [`prime`]: prime/non-prime; [`t3d`]: the Cray T3D class-based gang scheduler.
 //!
 //! ```
 //! use cosched_core::{Dur, JobId, MachineShape, Time};
