@@ -8,8 +8,9 @@
 //! it can get, which is never later, so every job starts no later than it was first promised
 //! as long as running jobs end by their estimates. When the machine changes or a job is held
 //! or released, every reservation is made again from scratch in queue order. A job past its
-//! estimate is expected to end now, so while one overruns the reservations behind it slide
-//! with time.
+//! estimate is expected to end now: its PEs count as free from now on, so a reservation may
+//! come due while it still runs; that job then waits, and every reservation is made again at
+//! the next event.
 
 use std::collections::HashSet;
 
@@ -62,10 +63,6 @@ impl Conservative {
         &self.profile
     }
 
-    fn overrun(&self, now: Time) -> bool {
-        self.running.first_end().is_some_and(|t| t < now)
-    }
-
     fn reserve(&mut self, k: usize) {
         let w = &self.queue[k];
         if self.held.contains(&w.req.id) {
@@ -95,7 +92,7 @@ impl Conservative {
     /// moved yet. Falls back to a full rebuild when a reservation no longer fits (a job ran
     /// past its estimate).
     fn compress(&mut self, now: Time) {
-        if !self.valid || self.overrun(now) {
+        if !self.valid {
             return self.rebuild(now);
         }
         self.profile
@@ -130,26 +127,27 @@ impl Conservative {
         let mut next: Option<Time> = None;
         let mut k = 0;
         while k < self.queue.len() {
-            let due = match self.queue[k].resv {
-                Some(t) if t <= now => true,
+            let (due, late) = match self.queue[k].resv {
+                Some(t) if t <= now => (true, t < now),
                 Some(t) => {
                     next = Some(next.map_or(t, |n| n.min(t)));
-                    false
+                    (false, false)
                 }
-                None => false,
+                None => (false, false),
             };
-            if !due || self.pool.free_count() == 0 {
-                if due {
-                    self.valid = false;
-                }
-                k += 1;
-                continue;
-            }
-            let Some(pes) = self.pool.allocate(self.queue[k].req.procs) else {
-                // The profile promised PEs the pool does not have (a node went down under a
-                // reservation, or another job ends at this same instant but has not been
-                // reported yet): make the reservations again at the next event.
+            // A due job whose PEs are not free yet: if another job ends at this same instant
+            // and has not been reported yet, the next event frees them and the profile stays
+            // right. Once time has moved on (a job ran past its estimate, a node went down),
+            // the profile placed this job too early: make every reservation again.
+            let pes = if due {
+                self.pool.allocate(self.queue[k].req.procs)
+            } else {
+                None
+            };
+            if late {
                 self.valid = false;
+            }
+            let Some(pes) = pes else {
                 k += 1;
                 continue;
             };
@@ -195,7 +193,7 @@ impl Policy for Conservative {
                     .queue
                     .partition_point(|w| (w.req.submit, w.req.id) <= key);
                 self.queue.insert(at, Waiting { req, resv: None });
-                if self.valid && !self.overrun(now) && at == self.queue.len() - 1 {
+                if self.valid && at == self.queue.len() - 1 {
                     // A job joining the tail takes the earliest hole left; nobody moves.
                     self.profile.advance(now);
                     self.reserve(at);
@@ -205,8 +203,9 @@ impl Policy for Conservative {
             Event::Ended(id) => {
                 if let Some(run) = self.running.remove(id) {
                     self.pool.release(&run.pes);
-                    // Ending exactly when expected frees nothing the profile did not foresee.
-                    keep = run.expected_end == now && self.valid && !self.overrun(now);
+                    // Ending when expected, or after (the profile already counted an
+                    // overrunning job's PEs free from now on), frees nothing unforeseen.
+                    keep = run.expected_end <= now && self.valid;
                     if keep {
                         self.profile.advance(now);
                     }
@@ -245,7 +244,7 @@ impl Policy for Conservative {
                 if self.timer.is_some_and(|x| x <= now) {
                     self.timer = None;
                 }
-                keep = self.valid && !self.overrun(now);
+                keep = self.valid;
                 if keep {
                     self.profile.advance(now);
                 }

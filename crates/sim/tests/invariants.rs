@@ -199,6 +199,82 @@ proptest! {
     }
 }
 
+/// Found by proptest: two jobs end at one instant and a 9-PE job is due; the first end alone
+/// does not free enough PEs. Remaking every reservation there (instead of waiting for the
+/// second end) delayed other jobs past their promises.
+#[test]
+fn simultaneous_ends_keep_conservative_promises() {
+    // (submit s, procs, estimate s, runtime s), ids from 1.
+    const JOBS: &[(i64, u32, i64, i64)] = &[
+        (20, 4, 3584, 896),
+        (127, 6, 434, 434),
+        (139, 8, 1418, 1418),
+        (164, 6, 1108, 1108),
+        (204, 2, 657, 657),
+        (254, 2, 221, 221),
+        (348, 1, 924, 924),
+        (371, 9, 66, 66),
+        (412, 3, 3237, 1079),
+        (508, 5, 1205, 1205),
+        (567, 8, 576, 288),
+        (653, 4, 1178, 589),
+        (708, 2, 3112, 778),
+        (816, 2, 2948, 1474),
+        (921, 5, 1096, 1096),
+        (929, 1, 83, 83),
+        (963, 8, 75, 75),
+        (1031, 2, 546, 546),
+        (1131, 9, 1599, 1599),
+        (1230, 3, 1919, 1919),
+        (1297, 1, 4929, 1643),
+        (1350, 4, 955, 955),
+        (1428, 5, 2210, 1105),
+        (1489, 8, 2540, 1270),
+        (1567, 4, 3108, 1036),
+        (1673, 3, 1876, 1876),
+        (1753, 6, 4652, 1163),
+        (1837, 9, 225, 225),
+        (1861, 4, 3856, 1928),
+        (1931, 1, 3576, 1788),
+        (2021, 2, 489, 489),
+        (2035, 2, 619, 619),
+        (2061, 3, 1874, 1874),
+        (2086, 4, 647, 647),
+        (2139, 4, 1803, 1803),
+        (2187, 8, 2522, 1261),
+        (2281, 9, 1848, 924),
+        (2376, 7, 553, 553),
+        (2479, 5, 1699, 1699),
+        (2480, 1, 421, 421),
+        (2582, 3, 3225, 1075),
+        (2616, 4, 1490, 745),
+        (2625, 4, 1282, 1282),
+        (2631, 8, 1621, 1621),
+        (2720, 4, 1643, 1643),
+        (2813, 5, 1413, 1413),
+        (2840, 2, 472, 472),
+        (2848, 4, 2124, 531),
+        (2957, 2, 866, 866),
+        (3017, 8, 612, 612),
+        (3104, 8, 328, 328),
+        (3135, 3, 1433, 1433),
+    ];
+    let jobs: Vec<SimJob> = JOBS
+        .iter()
+        .enumerate()
+        .map(|(i, &(t, p, est, run))| {
+            SimJob::with_estimate(
+                i as u64 + 1,
+                Time::from_secs(t),
+                p,
+                Dur::from_secs(run),
+                Dur::from_secs(est),
+            )
+        })
+        .collect();
+    run_all(MachineShape::flat(9, 1), &jobs, true);
+}
+
 /// Estimates below runtimes (users underestimate): promises may slip, but the schedule
 /// invariants must hold.
 #[test]
