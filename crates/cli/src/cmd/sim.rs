@@ -151,6 +151,10 @@ struct RunArgs {
     /// Write time-sharing figures (preemptions, quanta, interactive slowdowns) as JSON
     #[arg(long, value_name = "FILE.json")]
     timeshare_out: Option<PathBuf>,
+    /// Memory of one node in MiB: jobs with a memory request (SWF field 10) are only placed
+    /// where it fits (policies with a memory limit, e.g. gang)
+    #[arg(long, value_name = "MIB")]
+    mem_per_node: Option<u64>,
     /// Write the simulated schedule as SWF (wait and run times filled in)
     #[arg(long, value_name = "FILE")]
     swf_out: Option<PathBuf>,
@@ -269,7 +273,8 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     let clock = std::time::Instant::now();
     let src = source(&a.source)?;
     let t_read = clock.elapsed();
-    let machine = MachineShape::flat(src.procs(), 1);
+    let mut machine = MachineShape::flat(src.procs(), 1);
+    machine.mem_per_node_mib = a.mem_per_node;
     let cfg = policy_config(machine, &policy_options(&a.policy_args))?;
     let mut policy =
         registry::build(&a.policy, &cfg).context("choose a policy with --policy NAME")?;
