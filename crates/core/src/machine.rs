@@ -20,7 +20,12 @@ pub struct MachineShape {
 impl MachineShape {
     /// `nodes` nodes of `pes_per_node` PEs each, one socket, no memory limit.
     pub const fn flat(nodes: u32, pes_per_node: u32) -> MachineShape {
-        MachineShape { nodes, sockets_per_node: 1, cores_per_socket: pes_per_node, mem_per_node_mib: None }
+        MachineShape {
+            nodes,
+            sockets_per_node: 1,
+            cores_per_socket: pes_per_node,
+            mem_per_node_mib: None,
+        }
     }
     pub const fn pes_per_node(&self) -> u32 {
         self.sockets_per_node * self.cores_per_socket
@@ -48,7 +53,12 @@ mod tests {
 
     #[test]
     fn numbering_is_node_major() {
-        let m = MachineShape { nodes: 3, sockets_per_node: 2, cores_per_socket: 4, mem_per_node_mib: None };
+        let m = MachineShape {
+            nodes: 3,
+            sockets_per_node: 2,
+            cores_per_socket: 4,
+            mem_per_node_mib: None,
+        };
         assert_eq!(m.total_pes(), 24);
         assert_eq!(m.node_of(PeId(7)), NodeId(0));
         assert_eq!(m.node_of(PeId(8)), NodeId(1));

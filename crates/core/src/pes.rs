@@ -19,7 +19,13 @@ impl PeSet {
     }
     /// PEs `start .. start + len`.
     pub fn contiguous(start: u32, len: u32) -> PeSet {
-        if len == 0 { PeSet::new() } else { PeSet { runs: vec![(start, start + len)] } }
+        if len == 0 {
+            PeSet::new()
+        } else {
+            PeSet {
+                runs: vec![(start, start + len)],
+            }
+        }
     }
     /// Builds a set from PEs in any order; duplicates are merged.
     pub fn from_pes<I: IntoIterator<Item = u32>>(pes: I) -> PeSet {
@@ -84,7 +90,11 @@ impl fmt::Display for PeSet {
             if i > 0 {
                 f.write_str(",")?;
             }
-            if e - s == 1 { write!(f, "{s}")? } else { write!(f, "{}-{}", s, e - 1)? }
+            if e - s == 1 {
+                write!(f, "{s}")?
+            } else {
+                write!(f, "{}-{}", s, e - 1)?
+            }
         }
         Ok(())
     }

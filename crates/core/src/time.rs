@@ -12,12 +12,16 @@ use serde::{Deserialize, Serialize};
 const MICROS_PER_SEC: i64 = 1_000_000;
 
 /// An instant, in microseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Time(pub i64);
 
 /// A span of time, in microseconds. May be negative as the result of a subtraction.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Dur(pub i64);
 
@@ -90,7 +94,10 @@ impl Dur {
     /// several of them concatenated (`1h30m`), or a bare number of seconds (`90`, `0.5`).
     pub fn parse(text: &str) -> Result<Dur, ParseDurError> {
         let s = text.trim();
-        let err = |why: &'static str| ParseDurError { text: text.to_string(), why };
+        let err = |why: &'static str| ParseDurError {
+            text: text.to_string(),
+            why,
+        };
         if s.is_empty() {
             return Err(err("empty"));
         }
@@ -111,7 +118,9 @@ impl Dur {
             }
             let value: f64 = rest[..num_len].parse().map_err(|_| err("bad number"))?;
             rest = &rest[num_len..];
-            let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+            let unit_len = rest
+                .find(|c: char| c.is_ascii_digit() || c == '.')
+                .unwrap_or(rest.len());
             let unit = match &rest[..unit_len] {
                 "us" | "µs" => 1,
                 "ms" => 1_000,

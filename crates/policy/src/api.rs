@@ -38,7 +38,16 @@ pub struct JobRequest {
 
 impl JobRequest {
     pub fn new(id: JobId, submit: Time, procs: u32, estimate: Dur) -> JobRequest {
-        JobRequest { id, submit, procs, estimate, mem_per_pe_kib: None, queue: None, class: None, user: None }
+        JobRequest {
+            id,
+            submit,
+            procs,
+            estimate,
+            mem_per_pe_kib: None,
+            queue: None,
+            class: None,
+            user: None,
+        }
     }
 }
 
@@ -64,7 +73,11 @@ pub enum Event {
     /// Start-up "hello" (as in Flux): this job already holds these PEs and has been running
     /// since `since`. Sent by a restarted machine manager before any other event, one per
     /// surviving job, so the policy rebuilds its state without disturbing running work.
-    Running { job: JobRequest, pes: PeSet, since: Time },
+    Running {
+        job: JobRequest,
+        pes: PeSet,
+        since: Time,
+    },
 }
 
 /// What a policy asks the driver to do.
@@ -73,10 +86,18 @@ pub enum Decision {
     /// Give the job these PEs and run it now. `slot` is its row in a time-sharing matrix
     /// (`None` for space-sharing policies). Also used to restart a preempted job: it then
     /// continues its remaining work on the (possibly different) PEs.
-    Start { job: JobId, pes: PeSet, slot: Option<u32> },
+    Start {
+        job: JobId,
+        pes: PeSet,
+        slot: Option<u32>,
+    },
     /// Give the job these PEs in a slot of the matrix but leave it stopped; a later
     /// [`Decision::Resume`] runs it.
-    Place { job: JobId, pes: PeSet, slot: Option<u32> },
+    Place {
+        job: JobId,
+        pes: PeSet,
+        slot: Option<u32>,
+    },
     /// Stop a running job; it keeps its PEs (a context switch out of its slot).
     Suspend { job: JobId },
     /// Run an allocated, stopped job again.
@@ -144,7 +165,13 @@ pub struct PolicyConfig {
 
 impl PolicyConfig {
     pub fn new(machine: MachineShape) -> PolicyConfig {
-        PolicyConfig { machine, mpl: None, quantum: None, context_switch: None, options: toml::Table::new() }
+        PolicyConfig {
+            machine,
+            mpl: None,
+            quantum: None,
+            context_switch: None,
+            options: toml::Table::new(),
+        }
     }
 }
 
@@ -154,5 +181,9 @@ pub enum ConfigError {
     #[error("unknown policy {name:?}; known policies: {known}")]
     UnknownPolicy { name: String, known: String },
     #[error("policy {policy}: option {option}: {why}")]
-    BadOption { policy: String, option: String, why: String },
+    BadOption {
+        policy: String,
+        option: String,
+        why: String,
+    },
 }

@@ -18,15 +18,26 @@ pub struct Fcfs {
 
 impl Fcfs {
     pub fn new(cfg: &PolicyConfig) -> Fcfs {
-        Fcfs { pool: PePool::new(cfg.machine), queue: VecDeque::new(), running: HashMap::new(), held: HashSet::new() }
+        Fcfs {
+            pool: PePool::new(cfg.machine),
+            queue: VecDeque::new(),
+            running: HashMap::new(),
+            held: HashSet::new(),
+        }
     }
 
     fn schedule(&mut self, out: &mut Vec<Decision>) {
         while let Some(head) = self.queue.iter().position(|j| !self.held.contains(&j.id)) {
-            let Some(pes) = self.pool.allocate(self.queue[head].procs) else { break };
+            let Some(pes) = self.pool.allocate(self.queue[head].procs) else {
+                break;
+            };
             let job = self.queue.remove(head).expect("position is in range").id;
             self.running.insert(job, pes.clone());
-            out.push(Decision::Start { job, pes, slot: None });
+            out.push(Decision::Start {
+                job,
+                pes,
+                slot: None,
+            });
         }
     }
 }
@@ -60,7 +71,8 @@ impl Policy for Fcfs {
             Event::NodeDown(node) => self.pool.node_down(node),
             Event::NodeUp(node) => {
                 let running = &self.running;
-                self.pool.node_up(node, |pe| running.values().any(|s| s.contains(pe)));
+                self.pool
+                    .node_up(node, |pe| running.values().any(|s| s.contains(pe)));
             }
             Event::Held(id) => {
                 self.held.insert(id);
@@ -88,7 +100,12 @@ mod tests {
     use cosched_core::{Dur, MachineShape};
 
     fn req(id: u64, t: i64, procs: u32) -> Event {
-        Event::Submitted(JobRequest::new(JobId(id), Time::from_secs(t), procs, Dur::from_secs(100)))
+        Event::Submitted(JobRequest::new(
+            JobId(id),
+            Time::from_secs(t),
+            procs,
+            Dur::from_secs(100),
+        ))
     }
 
     #[test]
@@ -98,7 +115,11 @@ mod tests {
         p.handle(Time::ZERO, req(1, 0, 6), &mut out);
         p.handle(Time::ZERO, req(2, 0, 6), &mut out);
         p.handle(Time::ZERO, req(3, 0, 1), &mut out);
-        assert_eq!(out.len(), 1, "only job 1 fits; job 3 must not overtake job 2");
+        assert_eq!(
+            out.len(),
+            1,
+            "only job 1 fits; job 3 must not overtake job 2"
+        );
         out.clear();
         p.handle(Time::from_secs(5), Event::Ended(JobId(1)), &mut out);
         let started: Vec<_> = out

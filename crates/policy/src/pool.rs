@@ -21,10 +21,15 @@ impl PePool {
         let n = machine.total_pes() as usize;
         let words = n.div_ceil(64);
         let mut free = vec![u64::MAX; words];
-        if n % 64 != 0 {
+        if !n.is_multiple_of(64) {
             free[words - 1] = (1u64 << (n % 64)) - 1;
         }
-        PePool { machine, free, down: vec![0; words], free_count: n as u32 }
+        PePool {
+            machine,
+            free,
+            down: vec![0; words],
+            free_count: n as u32,
+        }
     }
 
     pub fn machine(&self) -> &MachineShape {
@@ -68,7 +73,10 @@ impl PePool {
     /// Takes exactly these PEs (a restarted manager re-adopting running jobs). Returns false
     /// and changes nothing if any of them is not free.
     pub fn take(&mut self, pes: &PeSet) -> bool {
-        if !pes.iter().all(|p| p.0 < self.machine.total_pes() && self.is_free(p)) {
+        if !pes
+            .iter()
+            .all(|p| p.0 < self.machine.total_pes() && self.is_free(p))
+        {
             return false;
         }
         for p in pes.iter() {
