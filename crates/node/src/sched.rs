@@ -511,24 +511,38 @@ impl NodeScheduler {
                         .max_by_key(|p| (p.pri, std::cmp::Reverse(p.stamp)));
                     let keep_cur = cur_runnable && !self.pes[pe].expired && {
                         let ci = self.idx(cur.unwrap_or_default()).unwrap_or(0);
-                        best.is_none_or(|b| b.pri <= self.procs[ci].pri)
+                        let c = &self.procs[ci];
+                        // A PROC choice below the top level stays until it is descheduled.
+                        let reordered = self.p.scheme == Scheme::SbProc
+                            && !c.pending_from.is_empty()
+                            && best.is_some_and(|b| !b.pending_from.is_empty());
+                        reordered || best.is_none_or(|b| b.pri <= c.pri)
                     };
                     if keep_cur {
                         cur
                     } else if self.p.scheme == Scheme::SbProc {
+                        // When the scheduler is about to run a process with pending messages,
+                        // every ready process with pending messages competes on ERT.
                         let top = best.map(|b| b.pri);
+                        let any_level = best.is_some_and(|b| !b.pending_from.is_empty());
                         let cands: Vec<usize> = (0..self.procs.len())
                             .filter(|&i| {
                                 let p = &self.procs[i];
-                                runnable(p) && Some(p.pri) == top && !p.pending_from.is_empty()
+                                runnable(p)
+                                    && (any_level || Some(p.pri) == top)
+                                    && !p.pending_from.is_empty()
                             })
                             .collect();
                         let best_id = best.map(|b| b.id);
                         if cands.len() >= 2 {
-                            overhead += self.p.queue_reorder;
-                            self.least_ert(now, &cands)
+                            let choice = self
+                                .least_ert(now, &cands)
                                 .map(|i| self.procs[i].id)
-                                .or(best_id)
+                                .or(best_id);
+                            if choice != best_id {
+                                overhead += self.p.queue_reorder;
+                            }
+                            choice
                         } else {
                             best_id
                         }
