@@ -341,7 +341,7 @@ impl Scenario {
         let sc: Scenario = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
-                .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             let at = line.map(|l| format!(":{l}")).unwrap_or_default();
             ScenarioError::Parse {
                 path: format!("{origin}{at}"),
