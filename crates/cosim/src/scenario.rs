@@ -533,7 +533,7 @@ mod tests {
         let e = Scenario::parse("[machine]\nnodez = 1\n", "x.toml")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("x.toml:"), "{e}");
+        assert!(e.contains("x.toml:2:") || e.contains("x.toml:2 "), "{e}");
         let e = Scenario::parse(
             "[[jobs]]\nprocs = 99\nwork = \"1s\"\ngranularity = 0.5\n",
             "x.toml",
