@@ -21,7 +21,7 @@ enum Command {
     #[command(subcommand)]
     Workload(cmd::workload::Command),
     /// Simulate job-level scheduling policies on a trace or a model workload
-    Sim(cmd::sim::Args),
+    Sim(Box<cmd::sim::Args>),
     /// Simulate process-level coscheduling schemes (GS, SB, DCS, PB, PROC, FCS…) on a scenario
     Cosim(cmd::cosim::Args),
     #[command(flatten)]
@@ -33,7 +33,7 @@ fn main() {
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Workload(c) => cmd::workload::run(c),
-        Command::Sim(args) => cmd::sim::run(args),
+        Command::Sim(args) => cmd::sim::run(*args),
         Command::Cosim(args) => cmd::cosim::run(args),
         Command::Daemon(c) => cmd::daemon::run(c),
     };

@@ -173,7 +173,7 @@ impl fmt::Display for Dur {
             (1_000, "ms"),
             (1, "us"),
         ] {
-            if us % unit == 0 {
+            if us.is_multiple_of(unit) {
                 return write!(f, "{}{}", us / unit, name);
             }
         }
