@@ -77,6 +77,8 @@ struct NodeEntry {
     last_seen: Time,
     /// Known from the database but not yet heard from since this machine manager started.
     awaiting: bool,
+    /// The node manager process last registered (see [`Register::incarnation`]).
+    incarnation: u64,
 }
 
 struct JobRt {
@@ -91,6 +93,8 @@ struct JobRt {
     end_reason: Option<(JobState, String)>,
     /// Exit code per rank, `None` while it runs.
     ranks: BTreeMap<u32, Option<i32>>,
+    /// The first non-zero exit code reported (the job's; the others may be our SIGKILLs).
+    first_bad: Option<i32>,
 }
 
 impl JobRt {
@@ -146,6 +150,7 @@ struct Mm {
     next_req: u64,
     outputs: HashMap<u64, (oneshot::Sender<Response>, Time)>,
     switch: Switch,
+    switches: u64,
     shutting_down: bool,
 }
 
@@ -171,17 +176,35 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     tokio::spawn(accept_loop(listener, mm.cfg.key.clone(), in_tx));
     write_atomic(&mm.cfg.state_dir.join("mm.addr"), &format!("{addr}\n"))
         .map_err(DaemonError::Io)?;
+    eprintln!("mm: running at {}", crate::util::raise_priority());
     eprintln!(
         "mm: listening on {addr}, policy {}, {} nodes × {} PEs",
         mm.cfg.policy, mm.cfg.nodes, mm.cfg.pes
     );
     loop {
-        let wake = mm.next_wake();
-        let sleep = tokio::time::sleep(wake_duration(wake));
-        tokio::select! {
-            Some(inc) = in_rx.recv() => mm.incoming(inc),
-            Some(ev) = up_rx.recv() => mm.tree_event(ev),
-            _ = sleep => {}
+        let wait = wake_duration(mm.next_wake());
+        if wait < PRECISE_BELOW {
+            // tokio's timers tick in whole milliseconds, which would stretch a 1 ms quantum
+            // to about 2 ms: let the link tasks run, take what has arrived, and sleep the
+            // exact remainder on this thread.
+            tokio::task::yield_now().await;
+            while let Ok(inc) = in_rx.try_recv() {
+                mm.incoming(inc);
+            }
+            while let Ok(ev) = up_rx.try_recv() {
+                mm.tree_event(ev);
+            }
+            let wait = wake_duration(mm.next_wake());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
+        } else {
+            let sleep = tokio::time::sleep(wait - PRECISE_BELOW / 2);
+            tokio::select! {
+                Some(inc) = in_rx.recv() => mm.incoming(inc),
+                Some(ev) = up_rx.recv() => mm.tree_event(ev),
+                _ = sleep => {}
+            }
         }
         mm.tick();
         if mm.shutting_down {
@@ -191,6 +214,9 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         }
     }
 }
+
+/// Waits shorter than this are slept precisely on the thread rather than with tokio's timer.
+const PRECISE_BELOW: std::time::Duration = std::time::Duration::from_millis(2);
 
 fn wake_duration(at: Time) -> std::time::Duration {
     let us = (at - now()).as_micros().clamp(0, 1_000_000);
@@ -282,6 +308,7 @@ impl Mm {
             next_req: 1,
             outputs: HashMap::new(),
             switch: Switch::default(),
+            switches: 0,
             shutting_down: false,
             db,
             cfg,
@@ -308,6 +335,7 @@ impl Mm {
                 up: false,
                 last_seen: t,
                 awaiting: true,
+                incarnation: 0,
             });
         }
         let mut queued = Vec::new();
@@ -317,6 +345,7 @@ impl Mm {
             let final_ = info.state.is_final();
             let mut rt = JobRt {
                 ranks: BTreeMap::new(),
+                first_bad: None,
                 launched: !info.placement.is_empty() && !final_,
                 policy_running: info.state == JobState::Running,
                 run_since: (info.state == JobState::Running).then_some(t),
@@ -544,6 +573,7 @@ impl Mm {
         j.run_since = None;
         j.stopped_since = None;
         j.ranks.clear();
+        j.first_bad = None;
         j.info.placement.clear();
         j.info.pes.clear();
         j.info.state = JobState::Queued;
@@ -629,15 +659,7 @@ impl Mm {
             j.run_since = Some(t);
             j.info.start_us.get_or_insert(t.as_micros());
         }
-        let launch = Launch {
-            job: id,
-            size: j.info.procs,
-            cmd: j.info.cmd.clone(),
-            cwd: j.info.cwd.clone(),
-            env: vec![("COSCHED_JOB_NAME".into(), j.info.name.clone())],
-            stopped,
-            placement: placement.clone(),
-        };
+        let launch = launch_of(j, stopped);
         let dest = Dest::nodes(placement.iter().map(|p| p.node).collect());
         self.root.xfer(
             &dest,
@@ -701,6 +723,7 @@ impl Mm {
             return;
         }
         let s = std::mem::take(&mut self.switch);
+        self.switches += 1;
         let dest = Dest::nodes(s.nodes.into_iter().collect());
         let msg = ToNode::Switch {
             stop: s.stop,
@@ -760,7 +783,7 @@ impl Mm {
         if let Some(s) = j.stopped_since.take() {
             j.info.suspended_us += (t - s).as_micros();
         }
-        let first_bad = j.ranks.values().flatten().copied().find(|c| *c != 0);
+        let first_bad = j.first_bad;
         let all_reported = j.ranks.values().all(|c| c.is_some());
         j.info.exit_code = if j.launched && all_reported {
             Some(first_bad.unwrap_or(0))
@@ -796,6 +819,9 @@ impl Mm {
         }
         let code = exit.code.unwrap_or(-1);
         j.ranks.insert(exit.rank, Some(code));
+        if code != 0 && j.first_bad.is_none() {
+            j.first_bad = Some(code);
+        }
         if let Some(err) = exit.error {
             j.info.error = Some(format!("rank {}: {err}", exit.rank));
             if j.end_reason.is_none() {
@@ -920,6 +946,7 @@ impl Mm {
                     up: false,
                     last_seen: t,
                     awaiting: false,
+                    incarnation: 0,
                 });
                 self.nodes.len() - 1
             }
@@ -954,6 +981,8 @@ impl Mm {
                 _ => drop_jobs.push(h.job),
             }
         }
+        let same_process = self.nodes[idx].incarnation == reg.incarnation;
+        self.nodes[idx].incarnation = reg.incarnation;
         let lost: Vec<JobId> = self
             .jobs
             .values()
@@ -962,6 +991,14 @@ impl Mm {
             .map(|j| j.info.id)
             .collect();
         for job in lost {
+            if same_process {
+                // The launch was in flight when the node lost its parent: send it again.
+                let j = &self.jobs[&job];
+                let launch = launch_of(j, j.run_since.is_none());
+                let msg = postcard::to_stdvec(&ToNode::Launch(launch)).expect("encodes");
+                self.root.xfer(&Dest::nodes(vec![id]), None, msg);
+                continue;
+            }
             let why = format!("its processes on node {} were lost", reg.name);
             let nodes = self.jobs[&job].nodes();
             self.switch.kill.push(job);
@@ -1154,6 +1191,7 @@ impl Mm {
             stopped_since: None,
             end_reason: None,
             ranks: BTreeMap::new(),
+            first_bad: None,
         };
         let req = rt.request();
         self.jobs.insert(id, rt);
@@ -1233,7 +1271,20 @@ impl Mm {
             slots,
             active_slot: active,
             running,
+            switches: self.switches,
         }
+    }
+}
+
+fn launch_of(j: &JobRt, stopped: bool) -> Launch {
+    Launch {
+        job: j.info.id,
+        size: j.info.procs,
+        cmd: j.info.cmd.clone(),
+        cwd: j.info.cwd.clone(),
+        env: vec![("COSCHED_JOB_NAME".into(), j.info.name.clone())],
+        stopped,
+        placement: j.info.placement.clone(),
     }
 }
 

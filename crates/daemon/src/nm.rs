@@ -54,6 +54,7 @@ struct Nm {
     cpus: Vec<usize>,
     /// Learnt at registration; the machine manager addresses placements by it.
     id: Option<NodeId>,
+    incarnation: u64,
     exits: mpsc::UnboundedSender<(JobId, RankExit)>,
 }
 
@@ -72,12 +73,23 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
     let listen = match &cfg.listen {
         Some(l) => l.clone(),
         None => {
-            let probe = TcpStream::connect(&cfg.mm)
-                .await
-                .map_err(|e| DaemonError::Connect {
-                    addr: cfg.mm.clone(),
-                    source: e,
-                })?;
+            // The machine manager may not be up yet (started together, or restarting).
+            let mut warned = false;
+            let probe = loop {
+                match TcpStream::connect(&cfg.mm).await {
+                    Ok(p) => break p,
+                    Err(e) => {
+                        if !warned {
+                            eprintln!(
+                                "nm {}: cannot reach {} yet ({e}); retrying",
+                                cfg.name, cfg.mm
+                            );
+                            warned = true;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            };
             format!("{}:0", probe.local_addr().map_err(DaemonError::Io)?.ip())
         }
     };
@@ -94,10 +106,13 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
         cfg,
         jobs: HashMap::new(),
         id: None,
+        incarnation: crate::util::now().as_micros() as u64,
         exits: exit_tx,
     };
 
+    let priority = crate::util::raise_priority();
     let (node, heartbeat) = nm.register(&addr).await?;
+    eprintln!("nm {}: running at {priority}", nm.cfg.name);
     eprintln!(
         "nm {}: registered as node {node} (tree listener {addr})",
         nm.cfg.name
@@ -155,6 +170,7 @@ impl Nm {
                 name: self.cfg.name.clone(),
                 pes: self.cfg.pes,
                 addr: addr.to_string(),
+                incarnation: self.incarnation,
                 jobs: self
                     .jobs
                     .iter()
@@ -383,6 +399,10 @@ fn spawn_rank(
             // A rank must not outlive its node manager: a killed NM takes its processes along,
             // as a crashed node would.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // Ranks run at normal priority whatever the node manager's.
+            let normal = libc::sched_param { sched_priority: 0 };
+            libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal);
+            libc::setpriority(libc::PRIO_PROCESS, 0, 0);
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);

@@ -27,6 +27,10 @@ pub struct Register {
     pub addr: String,
     /// Jobs it holds processes (or unreported exits) of.
     pub jobs: Vec<HeldJob>,
+    /// Fixed for the life of the node manager process (its start time): tells a reconnection
+    /// (same process: a launch it lacks was lost in flight, so it is sent again) from a
+    /// restart (a new process: the old processes are gone).
+    pub incarnation: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -243,4 +247,6 @@ pub struct StatusInfo {
     pub active_slot: Option<u32>,
     /// Jobs running now, per PE.
     pub running: Vec<Option<JobId>>,
+    /// Multi-context-switch messages sent down the tree since the MM started.
+    pub switches: u64,
 }

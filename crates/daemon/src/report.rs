@@ -93,8 +93,8 @@ pub fn status_text(st: &StatusInfo) -> String {
     let up = st.nodes.iter().filter(|n| n.state == "up").count();
     let _ = writeln!(
         s,
-        "policy {}  nodes {up}/{} up  {} PEs per node  tree fan-out {} depth {}",
-        st.policy, st.nodes_total, st.pes_per_node, st.fanout, st.tree_depth
+        "policy {}  nodes {up}/{} up  {} PEs per node  tree fan-out {} depth {}  switches sent {}",
+        st.policy, st.nodes_total, st.pes_per_node, st.fanout, st.tree_depth, st.switches
     );
     let _ = writeln!(
         s,

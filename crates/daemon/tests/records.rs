@@ -144,6 +144,7 @@ fn status_draws_the_matrix() {
         ],
         active_slot: Some(1),
         running: vec![Some(JobId(12)), None, None, None],
+        switches: 0,
     };
     let text = report::status_text(&st);
     assert!(text.contains("nodes 1/2 up"), "{text}");
