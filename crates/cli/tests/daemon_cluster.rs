@@ -401,6 +401,45 @@ fn a_killed_node_manager_is_detected_and_its_job_fails() {
 }
 
 #[test]
+fn with_requeue_a_job_lost_with_its_node_runs_again_elsewhere() {
+    let c = Cluster::up(
+        "requeue",
+        &[
+            "--nodes",
+            "2",
+            "--pes",
+            "1",
+            "--heartbeat",
+            "100ms",
+            "--requeue",
+        ],
+    );
+    let id = c.submit(&["-n", "1", "--", "sh", "-c", "sleep 1; echo $COSCHED_NODE"]);
+    let j = c.until(id, 10, |j| j["state"] == "running");
+    let node: u64 = j["pes"].as_str().unwrap().parse().unwrap();
+    let st = c.json(&["status"]);
+    let name = st["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == node)
+        .unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    kill9(&c.pid(&format!("nm-{name}.pid")));
+    c.ok(&["wait", &id.to_string(), "--timeout", "20s"]);
+    let j = c.job(id);
+    assert_eq!(j["state"], "completed", "{j}");
+    assert!(
+        j["error"].as_str().unwrap_or("").contains("requeued"),
+        "{j}"
+    );
+    let ran_on = c.ok(&["output", &id.to_string()]).trim().to_string();
+    assert_ne!(ran_on, name, "it ran again on the surviving node");
+}
+
+#[test]
 fn the_tree_repairs_itself_when_an_interior_node_manager_dies() {
     // Fan-out 2 over 5 nodes: node 0 (position 1) is the parent of positions 3 and 4.
     let c = Cluster::up(
