@@ -130,7 +130,7 @@ pub fn status_text(st: &StatusInfo) -> String {
     );
     let mut header = String::from("       ");
     for pe in 0..st.running.len() {
-        if pe > 0 && pe as u32 % st.pes_per_node == 0 {
+        if pe > 0 && (pe as u32).is_multiple_of(st.pes_per_node) {
             header.push_str(" |");
         }
         let _ = write!(header, " {:>width$}", pe);
@@ -146,7 +146,7 @@ pub fn status_text(st: &StatusInfo) -> String {
     let row = |cells: &[Option<cosched_core::JobId>]| {
         let mut r = String::new();
         for (pe, c) in cells.iter().enumerate() {
-            if pe > 0 && pe as u32 % st.pes_per_node == 0 {
+            if pe > 0 && (pe as u32).is_multiple_of(st.pes_per_node) {
                 r.push_str(" |");
             }
             let cell = match c {
