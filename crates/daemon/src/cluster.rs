@@ -181,6 +181,14 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             &dir.join(format!("logs/nm-{name}.log")),
             &dir.join(format!("nm-{name}.pid")),
         )?);
+        // One at a time, so that node nI gets id I (ids follow registration order).
+        let probe = Client::new(addr.clone(), key.clone());
+        while start.elapsed() < o.timeout {
+            match probe.status() {
+                Ok(st) if st.nodes.iter().filter(|n| n.state == "up").count() as u32 > i => break,
+                _ => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
     }
     let client = Client::new(addr.clone(), key);
     let mut cluster = Cluster {

@@ -103,15 +103,11 @@ pub fn status_text(st: &StatusInfo) -> String {
     );
     for n in &st.nodes {
         let first = n.id.0 * st.pes_per_node;
+        let pes = cosched_core::PeSet::contiguous(first, n.pes);
         let _ = writeln!(
             s,
-            "{:>4}  {:<10} {:<5} {:<22} {}-{}",
-            n.id.0,
-            n.name,
-            n.state,
-            n.addr,
-            first,
-            first + n.pes - 1
+            "{:>4}  {:<10} {:<5} {:<22} {pes}",
+            n.id.0, n.name, n.state, n.addr
         );
     }
     let width = st
