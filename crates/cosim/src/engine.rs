@@ -161,6 +161,8 @@ pub struct Engine<'a> {
     pending_n: u64,
     history: Option<Vec<ClassChange>>,
     transit: Dur,
+    /// Per node: when its NIC is free to send the next message (`serial_nic`).
+    nic_free: Vec<Time>,
     trace: Option<Vec<Dispatch>>,
     /// Queued events other than heartbeats and boost ticks.
     live: u64,
@@ -256,6 +258,7 @@ impl<'a> Engine<'a> {
             pending_n: 0,
             history: record_history.then(Vec::new),
             transit: sc.costs.transit(),
+            nic_free: vec![Time::ZERO; sc.machine.nodes as usize],
             trace: None,
             live: 0,
             stalled: false,
@@ -695,10 +698,24 @@ impl<'a> Engine<'a> {
                     } else {
                         LoadInfo::default()
                     };
-                    let arrive = self.now + self.transit;
                     let (iter, from_node) = (p.iter, p.node);
-                    let dsts = p.peers.clone();
+                    let mut dsts = p.peers.clone();
+                    let serial = self.sc.costs.serial_nic;
+                    if serial {
+                        // Each rank starts with its right-hand peer (rank + 1, + 2, ...), so
+                        // that an all-to-all does not send everyone's first message to rank 0.
+                        let (rank, n) = (p.rank, self.jobs_in[p.job].procs.max(1));
+                        dsts.sort_by_key(|&d| (self.procs[d as usize].rank + n - rank) % n);
+                    }
                     for dst in dsts {
+                        let arrive = if serial {
+                            let nic = &mut self.nic_free[from_node as usize];
+                            let start = (*nic).max(self.now);
+                            *nic = start + self.transit;
+                            *nic
+                        } else {
+                            self.now + self.transit
+                        };
                         self.at(
                             arrive,
                             Ev::Msg {
@@ -717,7 +734,12 @@ impl<'a> Engine<'a> {
                     p.wait_blocked = false;
                 }
                 Phase::Wait => {
+                    let before = self.procs[i].got;
                     self.consume(id);
+                    if self.sc.schemes.spin_per_message && self.procs[i].got > before {
+                        // A fresh spin budget for the next message.
+                        self.procs[i].policy = None;
+                    }
                     let p = &self.procs[i];
                     if p.got as usize >= p.peers.len() {
                         let node = p.node as usize;

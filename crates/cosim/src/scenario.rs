@@ -81,6 +81,11 @@ pub struct Costs {
     /// Added transfer time per message: message_bytes / bandwidth (0 = included in latency).
     pub bandwidth_mb_s: f64,
     pub message_bytes: u64,
+    /// The sending NIC puts one message on the wire at a time, each occupying it for the whole
+    /// transit time, so k messages of one send leave over k transits (seed 004 sizes an
+    /// iteration's communication as messages × one-way latency, Table 2). Off: every message
+    /// of a send arrives one transit after it.
+    pub serial_nic: bool,
 }
 
 impl Default for Costs {
@@ -94,6 +99,7 @@ impl Default for Costs {
             latency: Dur::from_micros(188),
             bandwidth_mb_s: 0.0,
             message_bytes: 32 * 1024,
+            serial_nic: false,
         }
     }
 }
@@ -122,6 +128,10 @@ pub struct SchemeCfg {
     /// PB boost-thread period.
     #[serde(with = "dur")]
     pub pb_period: Dur,
+    /// A bounded spin (SB, FCS) is a budget per message: each message that arrives while a
+    /// receive still waits for others restarts it (seed 004 §4: "the spin time for a
+    /// message"). Off: one budget per receive operation, however many messages it takes.
+    pub spin_per_message: bool,
     pub fcs: FcsCfg,
 }
 
@@ -131,6 +141,7 @@ impl Default for SchemeCfg {
             timeslice: Dur::from_millis(200),
             spin_time: None,
             pb_period: Dur::from_millis(1),
+            spin_per_message: false,
             fcs: FcsCfg::default(),
         }
     }

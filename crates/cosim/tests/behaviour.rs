@@ -211,3 +211,93 @@ fn time_limit_stops_the_run_and_reports_unfinished_jobs() {
         assert_eq!(b.total(), r.makespan);
     }
 }
+
+/// One all-to-all job of 5 ranks alone on 5 nodes, with almost no compute or I/O: each
+/// iteration is its communication.
+const AA_ALONE: &str = r#"
+seed = 5
+[machine]
+nodes = 5
+pes_per_node = 1
+mpl = 1
+[mix]
+workload = "WL3"
+jobs = 1
+procs = 5
+pattern = "aa"
+v = 0.0
+iterations = 50
+without_io = true
+"#;
+
+#[test]
+fn serial_nic_sends_one_message_per_transit() {
+    let mut sc = Scenario::parse(AA_ALONE, "aa-alone").unwrap();
+    let transit = sc.costs.transit();
+    let jobs = workload::build(&sc).unwrap();
+    // Table 2 sizing: compute = 25/70 of 4 transits per iteration.
+    let iteration_compute = jobs[0].compute;
+    let parallel = run(&sc, Scheme::Local, false).unwrap();
+    sc.costs.serial_nic = true;
+    let serial = run(&sc, Scheme::Local, false).unwrap();
+    let iters = 50;
+    // All messages of a send in flight together: about compute + 1 transit per iteration.
+    assert!(
+        parallel.makespan < (iteration_compute + transit * 2) * iters,
+        "parallel {}",
+        parallel.makespan
+    );
+    // One at a time: the last of the 4 leaves 4 transits after the send.
+    assert!(
+        serial.makespan >= (iteration_compute + transit * 4) * iters,
+        "serial {}",
+        serial.makespan
+    );
+    assert!(
+        serial.makespan < (iteration_compute + transit * 5) * iters,
+        "serial {}",
+        serial.makespan
+    );
+}
+
+/// Three ranks in a ring, alone, equal compute, a serial NIC: each receive's two messages
+/// arrive one and two transits (188 µs each) after the send; SB spins 250 µs.
+const RING_SB: &str = r#"
+seed = 9
+[machine]
+nodes = 3
+pes_per_node = 1
+mpl = 1
+[costs]
+serial_nic = true
+[schemes]
+spin_time = "250us"
+[mix]
+workload = "WL2"
+jobs = 1
+procs = 3
+pattern = "nn"
+v = 0.0
+iterations = 40
+without_io = true
+"#;
+
+#[test]
+fn spin_per_message_restarts_the_spin_budget_on_each_message() {
+    let mut sc = Scenario::parse(RING_SB, "ring-sb").unwrap();
+    // One budget for the whole receive: it runs out 62 µs after the first message, the
+    // process blocks and the PE idles until the second message wakes it.
+    let per_receive = run(&sc, Scheme::Sb, false).unwrap();
+    assert!(
+        per_receive.node_breakdown[0].idle > Dur::ZERO,
+        "{:?}",
+        per_receive.node_breakdown[0]
+    );
+    // A fresh budget after the first message covers the second: no block, no idle.
+    sc.schemes.spin_per_message = true;
+    let per_message = run(&sc, Scheme::Sb, false).unwrap();
+    for b in &per_message.node_breakdown {
+        assert_eq!(b.idle, Dur::ZERO, "{b:?}");
+    }
+    assert!(per_message.makespan < per_receive.makespan);
+}
