@@ -63,7 +63,7 @@ impl Client {
         let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(3)).map_err(|e| {
             DaemonError::Connect {
                 addr: self.addr.clone(),
-                source: e,
+                cause: e,
             }
         })?;
         s.set_nodelay(true)?;

@@ -12,10 +12,10 @@ use crate::proto::JobInfo;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    #[error("database {path}: {source}")]
+    #[error("database {path}: {cause}")]
     Sqlite {
         path: String,
-        source: rusqlite::Error,
+        cause: rusqlite::Error,
     },
     #[error("database {path}: record {what} does not decode: {why}")]
     Corrupt {
@@ -41,9 +41,9 @@ pub struct NodeRow {
 impl Db {
     pub fn open(path: &Path) -> Result<Db, DbError> {
         let p = path.display().to_string();
-        let err = |source| DbError::Sqlite {
+        let err = |cause| DbError::Sqlite {
             path: p.clone(),
-            source,
+            cause,
         };
         let conn = Connection::open(path).map_err(err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -59,10 +59,10 @@ impl Db {
         Ok(Db { conn, path: p })
     }
 
-    fn err(&self, source: rusqlite::Error) -> DbError {
+    fn err(&self, cause: rusqlite::Error) -> DbError {
         DbError::Sqlite {
             path: self.path.clone(),
-            source,
+            cause,
         }
     }
 

@@ -36,23 +36,17 @@ use std::path::PathBuf;
 /// What can go wrong in the daemons and their clients; each message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    #[error("i/o: {0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
-    #[error("cannot listen on {addr}: {source} (choose another address with --listen)")]
-    Bind {
-        addr: String,
-        source: std::io::Error,
-    },
+    #[error("cannot listen on {addr}: {cause} (choose another address with --listen)")]
+    Bind { addr: String, cause: std::io::Error },
     #[error(
-        "cannot reach the machine manager at {addr}: {source} (is the cluster up? `cosched cluster up`, or pass --mm ADDR)"
+        "cannot reach the machine manager at {addr}: {cause} (is the cluster up? `cosched cluster up`, or pass --mm ADDR)"
     )]
-    Connect {
-        addr: String,
-        source: std::io::Error,
-    },
-    #[error("{0}")]
+    Connect { addr: String, cause: std::io::Error },
+    #[error(transparent)]
     Frame(#[from] cosched_storm::FrameError),
-    #[error("{0}")]
+    #[error(transparent)]
     Db(#[from] db::DbError),
     #[error("{0}")]
     Config(String),

@@ -168,7 +168,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         .await
         .map_err(|e| DaemonError::Bind {
             addr: cfg.listen.clone(),
-            source: e,
+            cause: e,
         })?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?;
     let (mut mm, mut up_rx) = Mm::open(cfg)?;

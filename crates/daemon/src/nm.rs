@@ -97,7 +97,7 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
         .await
         .map_err(|e| DaemonError::Bind {
             addr: listen.clone(),
-            source: e,
+            cause: e,
         })?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?.to_string();
     let (exit_tx, mut exit_rx) = mpsc::unbounded_channel();
@@ -442,13 +442,13 @@ async fn try_register(mm: &str, key: &Key, reg: &Register) -> Result<RegisterRep
         Ok(Err(e)) => {
             return Err(DaemonError::Connect {
                 addr: mm.to_string(),
-                source: e,
+                cause: e,
             });
         }
         Err(_) => {
             return Err(DaemonError::Connect {
                 addr: mm.to_string(),
-                source: std::io::ErrorKind::TimedOut.into(),
+                cause: std::io::ErrorKind::TimedOut.into(),
             });
         }
     };
@@ -460,7 +460,7 @@ async fn try_register(mm: &str, key: &Key, reg: &Register) -> Result<RegisterRep
     .await
     .map_err(|_| DaemonError::Connect {
         addr: mm.to_string(),
-        source: std::io::ErrorKind::TimedOut.into(),
+        cause: std::io::ErrorKind::TimedOut.into(),
     })??;
     Ok(reply)
 }
