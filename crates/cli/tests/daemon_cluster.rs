@@ -154,19 +154,6 @@ fn kill9(pid: &str) {
         .status();
 }
 
-fn python() -> bool {
-    Command::new("python3")
-        .arg("-c")
-        .arg("pass")
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// A rank that burns `secs` of CPU time (not wall time), so time-slicing stretches it.
-fn spin(secs: f64) -> String {
-    format!("import time\nt=time.process_time()\nwhile time.process_time()-t<{secs}: pass")
-}
-
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -339,18 +326,15 @@ fn gang_pair(policy: &[&str]) -> (Value, Value) {
         policy[1],
         &[&["--nodes", "1", "--pes", "2"], policy].concat(),
     );
-    let a = c.submit(&["-n", "2", "--", "python3", "-c", &spin(1.0)]);
-    let b = c.submit(&["-n", "2", "--", "python3", "-c", &spin(1.0)]);
+    // Ranks that burn 1 s of CPU time (not wall time), so time-slicing stretches them.
+    let a = c.submit(&["-n", "2", "--", bin(), "cluster", "spin", "1s"]);
+    let b = c.submit(&["-n", "2", "--", bin(), "cluster", "spin", "1s"]);
     c.ok(&["wait", &a.to_string(), &b.to_string(), "--timeout", "60s"]);
     (c.job(a), c.job(b))
 }
 
 #[test]
 fn gang_runs_two_jobs_at_once_and_fcfs_serialises_them() {
-    if !python() {
-        eprintln!("python3 not found: skipping the gang test");
-        return;
-    }
     let (a, b) = gang_pair(&["--policy", "gang", "--mpl", "2", "--quantum", "50ms"]);
     for j in [&a, &b] {
         assert_eq!(j["state"], "completed", "{j}");
