@@ -3,7 +3,10 @@
 use std::process::Command;
 
 fn cosched(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_cosched")).args(args).output().expect("cosched runs")
+    Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(args)
+        .output()
+        .expect("cosched runs")
 }
 
 #[test]
@@ -16,7 +19,10 @@ fn help_lists_subcommands_with_descriptions() {
             .lines()
             .find(|l| l.trim_start().starts_with(sub))
             .unwrap_or_else(|| panic!("--help does not list {sub}:\n{text}"));
-        assert!(line.trim_start().len() > sub.len() + 5, "no description for {sub}: {line:?}");
+        assert!(
+            line.trim_start().len() > sub.len() + 5,
+            "no description for {sub}: {line:?}"
+        );
     }
 }
 
