@@ -313,16 +313,16 @@ fn info_on_an_archive_log_has_the_documented_keys() {
 
 #[test]
 fn demo_summarises_a_model_workload() {
-    let o = cosched(&["demo"]);
+    let o = cosched(&["demo", "--no-cluster"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(
         text.contains("Lublin") && text.contains("2,000") && text.contains("offered load"),
         "{text}"
     );
-    let v = json(&cosched(&["demo", "--json"]));
-    assert_eq!(v["jobs"], 2000);
-    assert_eq!(v["procs"], 128);
+    let v = json(&cosched(&["demo", "--no-cluster", "--json"]));
+    assert_eq!(v["workload"]["jobs"], 2000);
+    assert_eq!(v["workload"]["procs"], 128);
 }
 
 #[test]
