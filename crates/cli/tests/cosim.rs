@@ -142,6 +142,20 @@ fn sweep_json_is_an_array_with_params() {
         text.contains("pattern=nn") && text.contains("local"),
         "{text}"
     );
+    // The makespan column sits after wait_s and is never shorter than the mean response.
+    let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    let col = header
+        .iter()
+        .position(|h| *h == "makespan_s")
+        .expect("makespan_s column");
+    assert_eq!(header[col - 1], "wait_s");
+    for line in text.lines().skip(1).filter(|l| l.contains("local")) {
+        // "pattern=nn local ...": params take one field here.
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        let response: f64 = cells[2].parse().unwrap();
+        let makespan: f64 = cells[col].parse().unwrap();
+        assert!(makespan >= response && makespan > 0.0, "{line}");
+    }
 }
 
 #[test]

@@ -144,11 +144,12 @@ fn params_text(r: &RunResult) -> String {
 
 fn print_summary(results: &[RunResult]) {
     println!(
-        "{:<22} {:<8} {:>11} {:>10} {:>12} {:>8} {:>6} {:>6} {:>6} {:>6}",
+        "{:<22} {:<8} {:>11} {:>10} {:>11} {:>12} {:>8} {:>6} {:>6} {:>6} {:>6}",
         "params",
         "scheme",
         "response_s",
         "wait_s",
+        "makespan_s",
         "pending_ms",
         "compute",
         "spin",
@@ -159,11 +160,12 @@ fn print_summary(results: &[RunResult]) {
     for r in results {
         let b = &r.breakdown;
         println!(
-            "{:<22} {:<8} {:>11.3} {:>10.3} {:>12.3} {:>8.3} {:>6.3} {:>6.3} {:>6.4} {:>6.4}",
+            "{:<22} {:<8} {:>11.3} {:>10.3} {:>11.3} {:>12.3} {:>8.3} {:>6.3} {:>6.3} {:>6.4} {:>6.4}",
             params_text(r),
             r.scheme,
             r.mean_response_s,
             r.mean_wait_s,
+            r.makespan_s,
             r.msg_pending_s * 1e3,
             b.compute,
             b.spin,
