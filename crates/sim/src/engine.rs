@@ -6,9 +6,9 @@
 //! were created, so equal inputs always give byte-identical outputs.
 //!
 //! The driver owns what the policy must never see: each job's actual runtime and the work it
-//! has left. A running job has one live end event at `resumed + remaining`; suspending or
-//! preempting it bumps the job's generation, which turns that event stale (lazy deletion), so
-//! millions of suspend/resume decisions cost a heap push each and nothing more.
+//! has left. Timers sit in one heap; the end events of running jobs sit in a second, small
+//! heap indexed by job ([`EndHeap`]), so a suspension removes its job's end in O(log running)
+//! and millions of suspend/resume decisions leave no stale entries behind.
 //!
 //! Every decision is checked against the policy's promises (no PE runs two jobs at one
 //! instant, only known, submitted, live jobs are touched); a broken promise stops the run with
@@ -117,24 +117,143 @@ struct JobState {
     since: Time,
     /// When it last stopped running after its first start (for suspended time).
     stopped_at: Option<Time>,
-    generation: u32,
     pes: PeSet,
 }
 
-/// Heap entry; `Reverse` makes the max-heap pop the earliest.
+/// Timer heap entry; `Reverse` makes the max-heap pop the earliest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Pending {
     time: Time,
-    kind: u8,
     seq: u64,
-    /// Job index for ends, timer token for timers.
-    payload: u64,
-    generation: u32,
+    token: u64,
+}
+
+/// The end events of the running jobs: a binary min-heap on `(end, seq)` that knows where
+/// each job sits, so stopping a job removes its end at once instead of leaving a stale entry.
+struct EndHeap {
+    /// `(end, seq, job index)`.
+    heap: Vec<(Time, u64, u32)>,
+    /// Position of each job in `heap`, `u32::MAX` when it has no end event.
+    pos: Vec<u32>,
+}
+
+impl EndHeap {
+    fn new(jobs: usize) -> EndHeap {
+        EndHeap {
+            heap: Vec::with_capacity(64),
+            pos: vec![u32::MAX; jobs],
+        }
+    }
+    fn peek(&self) -> Option<(Time, u64, u32)> {
+        self.heap.first().copied()
+    }
+    fn key(&self, k: usize) -> (Time, u64) {
+        (self.heap[k].0, self.heap[k].1)
+    }
+    fn swap(&mut self, a: usize, b: usize) {
+        self.heap.swap(a, b);
+        self.pos[self.heap[a].2 as usize] = a as u32;
+        self.pos[self.heap[b].2 as usize] = b as u32;
+    }
+    fn up(&mut self, mut k: usize) {
+        while k > 0 {
+            let parent = (k - 1) / 2;
+            if self.key(parent) <= self.key(k) {
+                break;
+            }
+            self.swap(parent, k);
+            k = parent;
+        }
+    }
+    fn down(&mut self, mut k: usize) {
+        loop {
+            let (l, r) = (2 * k + 1, 2 * k + 2);
+            let mut least = k;
+            if l < self.heap.len() && self.key(l) < self.key(least) {
+                least = l;
+            }
+            if r < self.heap.len() && self.key(r) < self.key(least) {
+                least = r;
+            }
+            if least == k {
+                break;
+            }
+            self.swap(k, least);
+            k = least;
+        }
+    }
+    fn insert(&mut self, end: Time, seq: u64, job: usize) {
+        debug_assert_eq!(self.pos[job], u32::MAX);
+        self.heap.push((end, seq, job as u32));
+        let k = self.heap.len() - 1;
+        self.pos[job] = k as u32;
+        self.up(k);
+    }
+    /// Drops job `job`'s end event, if it has one.
+    fn remove(&mut self, job: usize) {
+        let k = self.pos[job];
+        if k == u32::MAX {
+            return;
+        }
+        let k = k as usize;
+        let last = self.heap.len() - 1;
+        if k != last {
+            self.swap(k, last);
+        }
+        self.heap.pop();
+        self.pos[job] = u32::MAX;
+        if k < self.heap.len() {
+            self.down(k);
+            self.up(k);
+        }
+    }
 }
 
 const KIND_END: u8 = 0;
 const KIND_ARRIVAL: u8 = 1;
 const KIND_TIMER: u8 = 2;
+
+/// Job id to input position. Trace ids are usually small and dense, so a plain array does
+/// the lookup of every decision without hashing; sparse ids fall back to a hash map.
+enum JobIndex {
+    Dense(Vec<u32>),
+    Hashed(IdMap),
+}
+
+impl JobIndex {
+    fn build(jobs: &[SimJob]) -> Result<JobIndex, SimError> {
+        let max = jobs.iter().map(|j| j.req.id.0).max().unwrap_or(0);
+        if max < 4 * jobs.len() as u64 + 1024 {
+            let mut v = vec![u32::MAX; max as usize + 1];
+            for (i, j) in jobs.iter().enumerate() {
+                let slot = &mut v[j.req.id.0 as usize];
+                if *slot != u32::MAX {
+                    return Err(SimError::DuplicateJob { job: j.req.id });
+                }
+                *slot = i as u32;
+            }
+            return Ok(JobIndex::Dense(v));
+        }
+        let mut index = IdMap::default();
+        index.reserve(jobs.len());
+        for (i, j) in jobs.iter().enumerate() {
+            if index.insert(j.req.id, i as u32).is_some() {
+                return Err(SimError::DuplicateJob { job: j.req.id });
+            }
+        }
+        Ok(JobIndex::Hashed(index))
+    }
+    fn get(&self, job: JobId) -> Option<usize> {
+        match self {
+            JobIndex::Dense(v) => v
+                .get(job.0 as usize)
+                .copied()
+                .filter(|&i| i != u32::MAX)
+                .map(|i| i as usize),
+            JobIndex::Hashed(m) => m.get(&job).map(|&i| i as usize),
+        }
+    }
+}
 
 /// A multiplicative hash for job ids: they are small distinct integers, so SipHash's cost
 /// buys nothing here.
@@ -218,11 +337,14 @@ struct Engine<'a> {
     jobs: &'a [SimJob],
     policy: &'a mut dyn Policy,
     opts: EngineOptions,
-    index: IdMap,
+    index: JobIndex,
     /// Job indices by (submit, id).
     arrivals: Vec<u32>,
     next_arrival: usize,
+    /// Pending timers.
     heap: BinaryHeap<Reverse<Pending>>,
+    /// End events of the running jobs.
+    ends: EndHeap,
     seq: u64,
     state: Vec<JobState>,
     records: Vec<JobRecord>,
@@ -233,8 +355,6 @@ struct Engine<'a> {
     done: usize,
     /// Jobs running now.
     running: usize,
-    /// End events in the heap that suspensions, preemptions or kills made stale.
-    stale: usize,
     events: u64,
     decisions: u64,
 }
@@ -246,12 +366,8 @@ impl<'a> Engine<'a> {
         policy: &'a mut dyn Policy,
         opts: EngineOptions,
     ) -> Result<Engine<'a>, SimError> {
-        let mut index = IdMap::default();
-        index.reserve(jobs.len());
-        for (i, j) in jobs.iter().enumerate() {
-            if index.insert(j.req.id, i as u32).is_some() {
-                return Err(SimError::DuplicateJob { job: j.req.id });
-            }
+        let index = JobIndex::build(jobs)?;
+        for j in jobs {
             if j.req.procs > machine.total_pes() {
                 return Err(SimError::TooLarge {
                     job: j.req.id,
@@ -272,7 +388,6 @@ impl<'a> Engine<'a> {
                 remaining: j.limit.map_or(j.runtime, |l| j.runtime.min(l)),
                 since: Time::ZERO,
                 stopped_at: None,
-                generation: 0,
                 pes: PeSet::new(),
             })
             .collect();
@@ -298,6 +413,7 @@ impl<'a> Engine<'a> {
             arrivals,
             next_arrival: 0,
             heap: BinaryHeap::with_capacity(1024),
+            ends: EndHeap::new(jobs.len()),
             seq: 0,
             state,
             records,
@@ -306,20 +422,17 @@ impl<'a> Engine<'a> {
             out: Vec::with_capacity(64),
             done: 0,
             running: 0,
-            stale: 0,
             events: 0,
             decisions: 0,
         })
     }
 
-    fn push(&mut self, time: Time, kind: u8, payload: u64, generation: u32) {
+    fn push_timer(&mut self, time: Time, token: u64) {
         self.seq += 1;
         self.heap.push(Reverse(Pending {
             time,
-            kind,
             seq: self.seq,
-            payload,
-            generation,
+            token,
         }));
     }
 
@@ -347,7 +460,18 @@ impl<'a> Engine<'a> {
                 let j = &self.jobs[i as usize];
                 (j.req.submit, self.arrival_kind(), 0u64)
             });
-            let timed = self.heap.peek().map(|Reverse(p)| (p.time, p.kind, p.seq));
+            let timer = self
+                .heap
+                .peek()
+                .map(|Reverse(p)| (p.time, KIND_TIMER, p.seq));
+            let end = self
+                .ends
+                .peek()
+                .map(|(t, seq, _)| (t, self.end_kind(), seq));
+            let timed = match (timer, end) {
+                (Some(t), Some(e)) => Some(t.min(e)),
+                (t, e) => t.or(e),
+            };
             let take_arrival = match (arrival, timed) {
                 (None, None) => break,
                 (Some(_), None) => true,
@@ -363,8 +487,8 @@ impl<'a> Engine<'a> {
                 self.deliver(now, Event::Submitted(self.jobs[i].req.clone()))?;
                 continue;
             }
-            let Reverse(p) = self.heap.pop().expect("peeked");
-            if p.kind == KIND_TIMER {
+            if timed == timer {
+                let Reverse(p) = self.heap.pop().expect("peeked");
                 if self.running == 0 && self.next_arrival == self.arrivals.len() {
                     idle_ticks += 1;
                     if idle_ticks > 10_000 || self.done == self.jobs.len() {
@@ -373,23 +497,19 @@ impl<'a> Engine<'a> {
                 } else {
                     idle_ticks = 0;
                 }
-                self.deliver(p.time, Event::Timer(p.payload))?;
+                self.deliver(p.time, Event::Timer(p.token))?;
                 continue;
             }
-            debug_assert_eq!(p.kind, self.end_kind());
-            let i = p.payload as usize;
-            let st = &self.state[i];
-            if st.state != State::Running || st.generation != p.generation {
-                self.stale -= 1;
-                continue; // stale: the job was suspended or preempted since
-            }
+            let (now, _, i) = self.ends.peek().expect("peeked");
+            let i = i as usize;
+            debug_assert_eq!(self.state[i].state, State::Running);
             idle_ticks = 0;
             let outcome = match self.jobs[i].limit {
                 Some(l) if self.jobs[i].runtime > l => Outcome::TimedOut,
                 _ => Outcome::Completed,
             };
-            self.finish(i, p.time, outcome);
-            self.deliver(p.time, Event::Ended(self.jobs[i].req.id))?;
+            self.finish(i, now, outcome);
+            self.deliver(now, Event::Ended(self.jobs[i].req.id))?;
         }
         let unfinished = self.jobs.len() - self.done;
         Ok(SimResult {
@@ -407,13 +527,13 @@ impl<'a> Engine<'a> {
         let st = &mut self.state[i];
         if st.state == State::Running {
             self.busy.set(&st.pes, false);
+            self.ends.remove(i);
             self.running -= 1;
         }
         if let Some(at) = st.stopped_at.take() {
             self.records[i].suspended += now - at;
         }
         st.state = State::Done;
-        st.generation += 1;
         let rec = &mut self.records[i];
         rec.end = Some(now);
         rec.outcome = Some(outcome);
@@ -447,10 +567,10 @@ impl<'a> Engine<'a> {
     }
 
     fn lookup(&self, job: JobId, now: Time) -> Result<usize, SimError> {
-        let i = *self
+        let i = self
             .index
-            .get(&job)
-            .ok_or_else(|| self.violation(job, now, "unknown job"))? as usize;
+            .get(job)
+            .ok_or_else(|| self.violation(job, now, "unknown job"))?;
         match self.state[i].state {
             State::Future => Err(self.violation(job, now, "job not submitted yet")),
             State::Done => Err(self.violation(job, now, "job already ended")),
@@ -489,44 +609,25 @@ impl<'a> Engine<'a> {
         self.running += 1;
         st.state = State::Running;
         st.since = now;
-        st.generation += 1;
         if let Some(at) = st.stopped_at.take() {
             self.records[i].suspended += now - at;
         }
         if self.records[i].start.is_none() {
             self.records[i].start = Some(now);
         }
-        let (end, g) = (now + st.remaining, st.generation);
-        let kind = self.end_kind();
-        self.push(end, kind, i as u64, g);
-        self.compact();
+        let end = now + st.remaining;
+        self.seq += 1;
+        self.ends.insert(end, self.seq, i);
         Ok(())
-    }
-
-    /// Drops stale end events once they outnumber the live entries, so a time-sharing policy
-    /// that suspends long jobs every quantum does not grow the heap without bound.
-    fn compact(&mut self) {
-        if self.stale < 4096 || self.stale * 2 < self.heap.len() {
-            return;
-        }
-        let state = &self.state;
-        self.heap.retain(|Reverse(p)| {
-            p.kind == KIND_TIMER || {
-                let st = &state[p.payload as usize];
-                st.state == State::Running && st.generation == p.generation
-            }
-        });
-        self.stale = 0;
     }
 
     /// Stops job `i` running; it keeps its PEs (the caller takes them for a preemption).
     fn stop_job(&mut self, i: usize, now: Time) {
         let st = &mut self.state[i];
         self.busy.set(&st.pes, false);
+        self.ends.remove(i);
         self.running -= 1;
-        self.stale += 1;
         st.remaining -= now - st.since;
-        st.generation += 1;
         st.state = State::Stopped;
         st.stopped_at = Some(now);
     }
@@ -590,15 +691,12 @@ impl<'a> Engine<'a> {
             }
             Decision::Kill { job } => {
                 let i = self.lookup(job, now)?;
-                if self.state[i].state == State::Running {
-                    self.stale += 1; // its end event
-                }
                 self.finish(i, now, Outcome::Cancelled);
                 self.immediate.push_back(Event::Ended(job));
             }
             Decision::SetTimer { at, token } => {
                 let at = if at < now { now } else { at };
-                self.push(at, KIND_TIMER, token, 0);
+                self.push_timer(at, token);
             }
         }
         Ok(())
@@ -852,8 +950,8 @@ mod tests {
         assert!(err.contains("unknown job"), "{err}");
     }
 
-    /// Round robin of two jobs on one PE, one-second quanta: 20,000 context switches leave
-    /// 20,000 stale end events behind, which compaction must drop without losing live ones.
+    /// Round robin of two jobs on one PE, one-second quanta: 20,000 context switches each
+    /// remove one end event and add another, and the accounting must stay exact.
     #[derive(Clone)]
     struct RoundRobin {
         running: Option<u64>,
