@@ -150,6 +150,12 @@ impl SortedIds {
     pub fn iter(&self) -> std::slice::Iter<'_, JobId> {
         self.0.iter()
     }
+    /// Makes `self` a copy of `other`, reusing its buffer (a derived `clone_from` would
+    /// allocate).
+    pub fn copy_from(&mut self, other: &SortedIds) {
+        self.0.clear();
+        self.0.extend_from_slice(&other.0);
+    }
     /// The ids in `self` and not in `other`, in order.
     pub fn difference(&self, other: &SortedIds) -> Vec<JobId> {
         self.0

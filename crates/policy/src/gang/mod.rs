@@ -137,6 +137,9 @@ pub struct Gang {
 
     active: usize,
     running: SortedIds,
+    /// What [`Gang::target`] computed; swapped with `running` when it takes effect, so a
+    /// switch allocates nothing.
+    next: SortedIds,
     /// Between the Suspends and the Resumes of a multi-context switch.
     switching: bool,
     pending: Option<(u64, TimerKind)>,
@@ -203,6 +206,7 @@ impl Gang {
             mem_used: vec![0; machine.nodes as usize],
             active: 0,
             running: SortedIds::default(),
+            next: SortedIds::default(),
             switching: false,
             pending: None,
             next_token: 0,
@@ -386,20 +390,21 @@ impl Gang {
 
     /// The jobs that should run while the active row is active: its own jobs, then (with
     /// alternate scheduling) the jobs running now that still fit, then other rows' jobs in
-    /// row order after the active one.
-    fn target(&mut self) -> SortedIds {
+    /// row order after the active one. The answer goes to `self.next`.
+    fn target(&mut self) {
         if let Some(Some((v, before, result))) = self.cache.get(self.active)
             && *v == self.version
             && *before == self.running
         {
-            return result.clone();
+            self.next.copy_from(result);
+            return;
         }
         let result = self.compute_target();
         if self.cache.len() <= self.active {
             self.cache.resize(self.active + 1, None);
         }
-        self.cache[self.active] = Some((self.version, self.running.clone(), result.clone()));
-        result
+        self.next.copy_from(&result);
+        self.cache[self.active] = Some((self.version, self.running.clone(), result));
     }
 
     fn compute_target(&mut self) -> SortedIds {
@@ -463,17 +468,28 @@ impl Gang {
             self.announce_stopped(out);
             return;
         }
-        let target = self.target();
-        if target != self.running {
-            let old = std::mem::replace(&mut self.running, target);
+        self.target();
+        self.apply_target(now, out);
+    }
+
+    /// The second half of [`Gang::reconcile`], once `self.next` holds the target.
+    fn apply_target(&mut self, now: Time, out: &mut Vec<Decision>) {
+        if self.next != self.running {
             // Who stops, then who goes: both sets are sorted, so each test is a binary search.
-            for job in old.iter() {
-                if !self.running.contains(job) {
+            for job in self.running.iter() {
+                if !self.next.contains(job) {
                     out.push(Decision::Suspend { job: *job });
                 }
             }
-            for job in self.running.iter() {
-                if old.contains(job) {
+            // Every member leaves `fresh` only once announced, so with `fresh` empty each
+            // arriving job just resumes, without a member lookup.
+            let all_announced = self.fresh.is_empty();
+            for job in self.next.iter() {
+                if self.running.contains(job) {
+                    continue;
+                }
+                if all_announced {
+                    out.push(Decision::Resume { job: *job });
                     continue;
                 }
                 let m = self.members.get_mut(job).expect("target jobs are members");
@@ -488,6 +504,7 @@ impl Gang {
                     });
                 }
             }
+            std::mem::swap(&mut self.running, &mut self.next);
         }
         self.announce_stopped(out);
         let runnable = self.members.len() - self.held_members;
@@ -538,11 +555,11 @@ impl Gang {
         self.pending = None;
         self.active = row;
         self.stats.slot_switches += 1;
-        let target = self.target();
-        let stop = self.running.difference(&target);
-        if !stop.is_empty() && self.context_switch > Dur::ZERO {
+        self.target();
+        let stops = self.running.iter().any(|j| !self.next.contains(j));
+        if stops && self.context_switch > Dur::ZERO {
             self.stats.context_switches += 1;
-            for job in stop {
+            for job in self.running.difference(&self.next) {
                 self.running.remove(job);
                 out.push(Decision::Suspend { job });
             }
@@ -550,10 +567,12 @@ impl Gang {
             self.set_timer(now + self.context_switch, TimerKind::SwitchDone, out);
             self.announce_stopped(out);
         } else {
-            if !stop.is_empty() {
+            if stops {
                 self.stats.context_switches += 1;
             }
-            self.reconcile(now, out);
+            // Not switching (callers check), so this is what `reconcile` would do, without
+            // computing the target a second time.
+            self.apply_target(now, out);
         }
     }
 
