@@ -6,9 +6,9 @@
 //! were created, so equal inputs always give byte-identical outputs.
 //!
 //! The driver owns what the policy must never see: each job's actual runtime and the work it
-//! has left. Timers sit in one heap; the end events of running jobs sit in a second, small
-//! heap indexed by job ([`EndHeap`]), so a suspension removes its job's end in O(log running)
-//! and millions of suspend/resume decisions leave no stale entries behind.
+//! has left. Timers sit in a heap; the end events of running jobs sit apart, indexed by job
+//! ([`RunningEnds`]), so a suspension removes its job's end at once and millions of
+//! suspend/resume decisions leave no stale entries behind.
 //!
 //! Every decision is checked against the policy's promises (no PE runs two jobs at one
 //! instant, only known, submitted, live jobs are touched); a broken promise stops the run with
@@ -128,66 +128,59 @@ struct Pending {
     token: u64,
 }
 
-/// The end events of the running jobs: a binary min-heap on `(end, seq)` that knows where
-/// each job sits, so stopping a job removes its end at once instead of leaving a stale entry.
-struct EndHeap {
+/// The end events of the running jobs. Time-sharing stops and restarts the same few tens of
+/// jobs every quantum, so this is an unordered vector that knows where each job sits (O(1)
+/// insertion and removal) and remembers its earliest entry, found again by one scan only
+/// after that entry leaves.
+struct RunningEnds {
     /// `(end, seq, job index)`.
-    heap: Vec<(Time, u64, u32)>,
-    /// Position of each job in `heap`, `u32::MAX` when it has no end event.
+    items: Vec<(Time, u64, u32)>,
+    /// Position of each job in `items`, `u32::MAX` when it has no end event.
     pos: Vec<u32>,
+    /// Position of the earliest `(end, seq)`; `None` when it must be searched for again.
+    min: Option<usize>,
 }
 
-impl EndHeap {
-    fn new(jobs: usize) -> EndHeap {
-        EndHeap {
-            heap: Vec::with_capacity(64),
+impl RunningEnds {
+    fn new(jobs: usize) -> RunningEnds {
+        RunningEnds {
+            items: Vec::with_capacity(64),
             pos: vec![u32::MAX; jobs],
+            min: None,
         }
     }
-    fn peek(&self) -> Option<(Time, u64, u32)> {
-        self.heap.first().copied()
-    }
-    fn key(&self, k: usize) -> (Time, u64) {
-        (self.heap[k].0, self.heap[k].1)
-    }
-    fn swap(&mut self, a: usize, b: usize) {
-        self.heap.swap(a, b);
-        self.pos[self.heap[a].2 as usize] = a as u32;
-        self.pos[self.heap[b].2 as usize] = b as u32;
-    }
-    fn up(&mut self, mut k: usize) {
-        while k > 0 {
-            let parent = (k - 1) / 2;
-            if self.key(parent) <= self.key(k) {
-                break;
-            }
-            self.swap(parent, k);
-            k = parent;
+    /// The earliest end event.
+    fn peek(&mut self) -> Option<(Time, u64, u32)> {
+        if self.items.is_empty() {
+            return None;
         }
-    }
-    fn down(&mut self, mut k: usize) {
-        loop {
-            let (l, r) = (2 * k + 1, 2 * k + 2);
-            let mut least = k;
-            if l < self.heap.len() && self.key(l) < self.key(least) {
-                least = l;
+        let k = match self.min {
+            Some(k) => k,
+            None => {
+                let mut k = 0;
+                for (j, it) in self.items.iter().enumerate().skip(1) {
+                    if (it.0, it.1) < (self.items[k].0, self.items[k].1) {
+                        k = j;
+                    }
+                }
+                self.min = Some(k);
+                k
             }
-            if r < self.heap.len() && self.key(r) < self.key(least) {
-                least = r;
-            }
-            if least == k {
-                break;
-            }
-            self.swap(k, least);
-            k = least;
-        }
+        };
+        Some(self.items[k])
     }
     fn insert(&mut self, end: Time, seq: u64, job: usize) {
         debug_assert_eq!(self.pos[job], u32::MAX);
-        self.heap.push((end, seq, job as u32));
-        let k = self.heap.len() - 1;
+        let k = self.items.len();
+        self.items.push((end, seq, job as u32));
         self.pos[job] = k as u32;
-        self.up(k);
+        if let Some(m) = self.min
+            && (end, seq) < (self.items[m].0, self.items[m].1)
+        {
+            self.min = Some(k);
+        } else if self.items.len() == 1 {
+            self.min = Some(0);
+        }
     }
     /// Drops job `job`'s end event, if it has one.
     fn remove(&mut self, job: usize) {
@@ -196,16 +189,18 @@ impl EndHeap {
             return;
         }
         let k = k as usize;
-        let last = self.heap.len() - 1;
-        if k != last {
-            self.swap(k, last);
-        }
-        self.heap.pop();
         self.pos[job] = u32::MAX;
-        if k < self.heap.len() {
-            self.down(k);
-            self.up(k);
+        self.items.swap_remove(k);
+        let last = self.items.len();
+        if k < last {
+            self.pos[self.items[k].2 as usize] = k as u32;
         }
+        self.min = match self.min {
+            Some(m) if m == k => None,
+            // The last entry moved into the hole.
+            Some(m) if m == last => Some(k),
+            other => other,
+        };
     }
 }
 
@@ -344,7 +339,7 @@ struct Engine<'a> {
     /// Pending timers.
     heap: BinaryHeap<Reverse<Pending>>,
     /// End events of the running jobs.
-    ends: EndHeap,
+    ends: RunningEnds,
     seq: u64,
     state: Vec<JobState>,
     records: Vec<JobRecord>,
@@ -413,7 +408,7 @@ impl<'a> Engine<'a> {
             arrivals,
             next_arrival: 0,
             heap: BinaryHeap::with_capacity(1024),
-            ends: EndHeap::new(jobs.len()),
+            ends: RunningEnds::new(jobs.len()),
             seq: 0,
             state,
             records,
@@ -1040,6 +1035,39 @@ mod tests {
         assert_eq!(r.records[1].start, Some(Time::from_secs(1)));
         assert_eq!(r.records[0].suspended, Dur::from_secs(9_999));
         assert_eq!(r.records[1].suspended, Dur::from_secs(9_999));
+    }
+
+    /// The running-ends set against a sorted reference, over a long mix of inserts and
+    /// removals that often drop the earliest entry (as suspending a whole row does).
+    #[test]
+    fn running_ends_always_yield_the_earliest_live_end() {
+        use std::collections::BTreeSet;
+        let jobs = 64;
+        let mut ends = RunningEnds::new(jobs);
+        let mut reference: BTreeSet<(Time, u64, u32)> = BTreeSet::new();
+        let mut live: Vec<Option<(Time, u64)>> = vec![None; jobs];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for seq in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let job = (x % jobs as u64) as usize;
+            match live[job] {
+                Some((t, s)) => {
+                    ends.remove(job);
+                    reference.remove(&(t, s, job as u32));
+                    live[job] = None;
+                }
+                None => {
+                    // Few distinct times, so ties are broken by `seq`.
+                    let t = Time::from_secs(((x >> 20) % 50) as i64);
+                    ends.insert(t, seq, job);
+                    reference.insert((t, seq, job as u32));
+                    live[job] = Some((t, seq));
+                }
+            }
+            assert_eq!(ends.peek(), reference.first().copied(), "after op {seq}");
+        }
     }
 
     #[test]

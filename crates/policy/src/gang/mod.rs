@@ -475,35 +475,30 @@ impl Gang {
     /// The second half of [`Gang::reconcile`], once `self.next` holds the target.
     fn apply_target(&mut self, now: Time, out: &mut Vec<Decision>) {
         if self.next != self.running {
-            // Who stops, then who goes: both sets are sorted, so each test is a binary search.
-            for job in self.running.iter() {
-                if !self.next.contains(job) {
-                    out.push(Decision::Suspend { job: *job });
-                }
-            }
+            // Who stops, then who goes: both sets are sorted, so each is one merge walk.
+            self.running
+                .for_each_not_in(&self.next, |job| out.push(Decision::Suspend { job }));
             // Every member leaves `fresh` only once announced, so with `fresh` empty each
             // arriving job just resumes, without a member lookup.
             let all_announced = self.fresh.is_empty();
-            for job in self.next.iter() {
-                if self.running.contains(job) {
-                    continue;
-                }
+            let members = &mut self.members;
+            self.next.for_each_not_in(&self.running, |job| {
                 if all_announced {
-                    out.push(Decision::Resume { job: *job });
-                    continue;
+                    out.push(Decision::Resume { job });
+                    return;
                 }
-                let m = self.members.get_mut(job).expect("target jobs are members");
+                let m = members.get_mut(&job).expect("target jobs are members");
                 if m.announced {
-                    out.push(Decision::Resume { job: *job });
+                    out.push(Decision::Resume { job });
                 } else {
                     m.announced = true;
                     out.push(Decision::Start {
-                        job: *job,
+                        job,
                         pes: m.pes.clone(),
                         slot: Some(m.row as u32),
                     });
                 }
-            }
+            });
             std::mem::swap(&mut self.running, &mut self.next);
         }
         self.announce_stopped(out);
@@ -556,7 +551,8 @@ impl Gang {
         self.active = row;
         self.stats.slot_switches += 1;
         self.target();
-        let stops = self.running.iter().any(|j| !self.next.contains(j));
+        let mut stops = false;
+        self.running.for_each_not_in(&self.next, |_| stops = true);
         if stops && self.context_switch > Dur::ZERO {
             self.stats.context_switches += 1;
             for job in self.running.difference(&self.next) {
