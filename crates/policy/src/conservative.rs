@@ -86,36 +86,28 @@ impl Conservative {
     }
 
     /// Compression after a change that can only free PEs (a job ended early, a waiting job
-    /// left): each job in queue order gives its reservation back and takes the earliest one
-    /// it can get — never later than before, since its old place is still free and the jobs
-    /// after it have not moved yet. With `patched`, the caller has already added the freed
-    /// PEs to the (valid) profile; otherwise the profile is rebuilt with every reservation
-    /// where it was, falling back to a full rebuild when one no longer fits (a job ran past
-    /// its estimate).
-    fn compress(&mut self, now: Time, patched: bool) {
+    /// left): the profile is rebuilt with every reservation where it was, then each job in
+    /// queue order gives its reservation back and takes the earliest one it can get — never
+    /// later than before, since its old place is still free and the jobs after it have not
+    /// moved yet. Falls back to a full rebuild when a reservation no longer fits (a job ran
+    /// past its estimate).
+    fn compress(&mut self, now: Time) {
         if !self.valid {
             return self.rebuild(now);
         }
-        if patched {
-            debug_assert_eq!(
-                Some(self.profile.normalized()),
-                self.rebuilt_with_reservations(now).map(|p| p.normalized()),
-                "the patched profile differs from a rebuilt one"
-            );
-        } else {
-            match self.rebuilt_with_reservations(now) {
-                Some(p) => self.profile = p,
-                None => return self.rebuild(now),
+        self.profile
+            .rebuild(now, self.pool.free_count(), self.running.releases(now));
+        for k in 0..self.queue.len() {
+            let w = &self.queue[k];
+            if let Some(t) = w.resv
+                && !self.profile.reserve_at(t, w.req.estimate, w.req.procs)
+            {
+                return self.rebuild(now);
             }
         }
         for k in 0..self.queue.len() {
             let w = &self.queue[k];
             if let Some(t) = w.resv {
-                // Nothing before its reservation has room for it: it cannot move (its old
-                // place is still free), and giving it back and taking it again changes nothing.
-                if !self.profile.room_before(t, w.req.procs) {
-                    continue;
-                }
                 self.profile.unreserve(t, w.req.estimate, w.req.procs);
             }
             let old = w.resv;
@@ -126,21 +118,6 @@ impl Conservative {
                 self.queue[k].req.id
             );
         }
-    }
-
-    /// The profile of the running jobs with every reservation where it is, or `None` when
-    /// one no longer fits.
-    fn rebuilt_with_reservations(&self, now: Time) -> Option<Profile> {
-        let mut p = Profile::default();
-        p.rebuild(now, self.pool.free_count(), self.running.releases(now));
-        for w in &self.queue {
-            if let Some(t) = w.resv
-                && !p.reserve_at(t, w.req.estimate, w.req.procs)
-            {
-                return None;
-            }
-        }
-        Some(p)
     }
 
     /// Starts the jobs whose reservation is due, and asks for a timer at the next
@@ -209,8 +186,6 @@ impl Policy for Conservative {
         // improved (compression suffices).
         let mut keep = false;
         let mut improved = false;
-        // The freed PEs are already in the profile (no rebuild needed before compressing).
-        let mut patched = false;
         match event {
             Event::Submitted(req) => {
                 let key = (req.submit, req.id);
@@ -235,34 +210,9 @@ impl Policy for Conservative {
                         self.profile.advance(now);
                     }
                     improved = run.expected_end > now;
-                    if improved && self.valid {
-                        // Its PEs are free from now until its expected end.
-                        self.profile.advance(now);
-                        self.profile
-                            .unreserve(now, run.expected_end - now, run.procs);
-                        patched = true;
-                    }
                 } else {
-                    let mut left = Vec::new();
-                    self.queue.retain(|w| {
-                        let keep = w.req.id != id;
-                        if !keep {
-                            left.push((w.resv, w.req.estimate, w.req.procs));
-                        }
-                        keep
-                    });
+                    self.queue.retain(|w| w.req.id != id);
                     improved = true;
-                    if self.valid
-                        && let [(resv, est, procs)] = left[..]
-                        && resv.is_none_or(|t| t >= now)
-                    {
-                        // Its reservation (if any) is given back.
-                        self.profile.advance(now);
-                        if let Some(t) = resv {
-                            self.profile.unreserve(t, est, procs);
-                        }
-                        patched = true;
-                    }
                 }
                 self.held.remove(&id);
             }
@@ -300,13 +250,8 @@ impl Policy for Conservative {
                 }
             }
         }
-        // A reservation left in the past (its job waits for an overrunning one) means the
-        // profile no longer tells the truth: compression must start from a rebuild.
-        if patched && self.queue.iter().any(|w| w.resv.is_some_and(|t| t < now)) {
-            patched = false;
-        }
         if improved {
-            self.compress(now, patched);
+            self.compress(now);
         } else if !keep {
             self.rebuild(now);
         }

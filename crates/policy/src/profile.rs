@@ -66,11 +66,6 @@ impl RunningSet {
 #[derive(Clone, Debug, Default)]
 pub struct Profile {
     steps: Vec<(Time, u32)>,
-    /// `prefix_max[i]`: the most PEs free in any of `steps[..=i]`, right for `i < fresh`
-    /// (a change at step `i` lowers `fresh` to `i`; the rest is recomputed on demand). It is
-    /// non-decreasing, so the first step with room for a job is found by binary search.
-    prefix_max: Vec<u32>,
-    fresh: usize,
 }
 
 impl Profile {
@@ -82,7 +77,6 @@ impl Profile {
         free_now: u32,
         releases: impl Iterator<Item = (Time, u32)>,
     ) {
-        self.fresh = 0;
         self.steps.clear();
         self.steps.push((now, free_now));
         let mut free = free_now;
@@ -101,7 +95,6 @@ impl Profile {
     pub fn advance(&mut self, now: Time) {
         let keep_from = self.steps.partition_point(|s| s.0 <= now).saturating_sub(1);
         if keep_from > 0 {
-            self.fresh = 0;
             self.steps.drain(..keep_from);
         }
         if let Some(first) = self.steps.first_mut() {
@@ -118,25 +111,12 @@ impl Profile {
         &self.steps
     }
 
-    /// The steps with neighbours of equal value merged: two profiles that free the same PEs
-    /// at the same times have the same normalized steps, however they were split.
-    pub fn normalized(&self) -> Vec<(Time, u32)> {
-        let mut out: Vec<(Time, u32)> = Vec::with_capacity(self.steps.len());
-        for &s in &self.steps {
-            if out.last().is_none_or(|l| l.1 != s.1) {
-                out.push(s);
-            }
-        }
-        out
-    }
-
     /// The earliest time `procs` PEs stay free for `dur`, with the index of its step; `None`
     /// if the machine never has that many free.
-    pub fn earliest(&mut self, procs: u32, dur: Dur) -> Option<(Time, usize)> {
-        let dur = dur.max(Dur::from_micros(1));
-        // No start before the first step with room: skip the full stretch at once.
-        let mut i = self.first_with_room(procs);
+    pub fn earliest(&self, procs: u32, dur: Dur) -> Option<(Time, usize)> {
         let s = &self.steps;
+        let dur = dur.max(Dur::from_micros(1));
+        let mut i = 0;
         'candidates: while i < s.len() {
             if s[i].1 < procs {
                 i += 1;
@@ -166,36 +146,7 @@ impl Profile {
         }
         let free = self.steps[i - 1].1;
         self.steps.insert(i, (t, free));
-        self.fresh = self.fresh.min(i);
         i
-    }
-
-    /// True when some step starting before `t` has at least `procs` PEs free: otherwise no
-    /// job of that size can start before `t`, whatever its length.
-    pub fn room_before(&mut self, t: Time, procs: u32) -> bool {
-        let i = self.steps.partition_point(|s| s.0 < t);
-        i > 0 && self.first_with_room(procs) < i
-    }
-
-    /// Index of the first step with at least `procs` PEs free (`steps.len()` if none).
-    fn first_with_room(&mut self, procs: u32) -> usize {
-        let n = self.steps.len();
-        let fresh = self.fresh.min(n);
-        self.prefix_max.truncate(fresh);
-        let mut most = self.prefix_max.last().copied().unwrap_or(0);
-        if most >= procs {
-            return self.prefix_max.partition_point(|&m| m < procs);
-        }
-        for i in fresh..n {
-            most = most.max(self.steps[i].1);
-            self.prefix_max.push(most);
-            if most >= procs {
-                self.fresh = i + 1;
-                return i;
-            }
-        }
-        self.fresh = n;
-        n
     }
 
     /// Takes `procs` PEs during `[start, start + dur)` if they are free all along; returns
@@ -210,7 +161,6 @@ impl Profile {
         if self.steps[i..j].iter().any(|s| s.1 < procs) {
             return false;
         }
-        self.fresh = self.fresh.min(i);
         for step in &mut self.steps[i..j] {
             step.1 -= procs;
         }
@@ -222,7 +172,6 @@ impl Profile {
         let end = start + dur.max(Dur::from_micros(1));
         let i = self.split(start);
         let j = self.split(end);
-        self.fresh = self.fresh.min(i);
         for step in &mut self.steps[i..j] {
             step.1 += procs;
         }
@@ -240,7 +189,6 @@ impl Profile {
             let before = self.steps[j - 1].1;
             self.steps.insert(j, (end, before));
         }
-        self.fresh = self.fresh.min(at);
         for step in &mut self.steps[at..j] {
             debug_assert!(step.1 >= procs, "reservation over a full step");
             step.1 -= procs;
@@ -284,16 +232,7 @@ mod tests {
         assert!(p.reserve_at(t(10), d(5), 10));
         assert_eq!(p.earliest(1, d(3)).unwrap().0, t(0));
         assert!(!p.reserve_at(t(-1), d(1), 1));
-        // Room before a time, kept right across changes.
-        assert!(p.room_before(t(10), 4) && !p.room_before(t(10), 5));
-        assert!(!p.room_before(t(0), 1));
-        assert!(p.room_before(t(16), 10) && !p.room_before(t(15), 10));
-        p.unreserve(t(10), d(5), 10);
-        assert!(p.room_before(t(15), 10));
-        assert!(p.reserve_at(t(10), d(5), 10));
-        assert!(!p.room_before(t(15), 10));
         p.advance(t(12));
         assert_eq!(p.steps(), &[(t(12), 0), (t(15), 10), (t(30), 16)]);
-        assert!(!p.room_before(t(15), 1) && p.room_before(t(31), 16));
     }
 }
