@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 
-use cosched_core::{JobId, Time};
+use cosched_core::{Dur, JobId, Time};
 
 use crate::profile::{Profile, Run, RunningSet};
 use crate::{Decision, Event, JobRequest, PePool, Policy, PolicyConfig};
@@ -38,6 +38,10 @@ pub struct Conservative {
     valid: bool,
     /// The earliest timer asked for and not yet fired.
     timer: Option<Time>,
+    /// An upper bound on the free PEs of any step whose free count rose (a reservation
+    /// moved earlier) after some waiting job last looked for its earliest place; 0 right
+    /// after a rebuild, when every reservation is the earliest fit. See [`Conservative::compress`].
+    unseen_rise: u32,
 }
 
 impl Conservative {
@@ -50,6 +54,7 @@ impl Conservative {
             profile: Profile::default(),
             valid: false,
             timer: None,
+            unseen_rise: 0,
         }
     }
 
@@ -83,15 +88,21 @@ impl Conservative {
             self.reserve(k);
         }
         self.valid = true;
+        self.unseen_rise = 0;
     }
 
     /// Compression after a change that can only free PEs (a job ended early, a waiting job
-    /// left): the profile is rebuilt with every reservation where it was, then each job in
-    /// queue order gives its reservation back and takes the earliest one it can get — never
-    /// later than before, since its old place is still free and the jobs after it have not
-    /// moved yet. Falls back to a full rebuild when a reservation no longer fits (a job ran
-    /// past its estimate).
-    fn compress(&mut self, now: Time) {
+    /// left), which freed PEs over `[now, freed_until)`: the profile is rebuilt with every
+    /// reservation where it was, then each job in queue order gives its reservation back and
+    /// takes the earliest one it can get — never later than before, since its old place is
+    /// still free and the jobs after it have not moved yet. Falls back to a full rebuild when
+    /// a reservation no longer fits (a job ran past its estimate).
+    ///
+    /// Every reservation is the earliest fit given the others, except for what rose since the
+    /// job last looked. A job can move earlier only if some step of its new place gained free
+    /// PEs and now has at least its width free; `rise` bounds the free PEs of every step that
+    /// gained since, so a job wider than `rise` keeps its place without a search.
+    fn compress(&mut self, now: Time, freed_until: Time) {
         if !self.valid {
             return self.rebuild(now);
         }
@@ -105,10 +116,19 @@ impl Conservative {
                 return self.rebuild(now);
             }
         }
+        let mut rise = self
+            .unseen_rise
+            .max(self.profile.max_free(now, freed_until));
+        // Rises made by a job moving earlier, which the jobs before it have not seen.
+        let mut moved_rise = 0;
         for k in 0..self.queue.len() {
             let w = &self.queue[k];
+            let (procs, est) = (w.req.procs, w.req.estimate);
+            if w.resv.is_some() && procs > rise {
+                continue;
+            }
             if let Some(t) = w.resv {
-                self.profile.unreserve(t, w.req.estimate, w.req.procs);
+                self.profile.unreserve(t, est, procs);
             }
             let old = w.resv;
             self.reserve(k);
@@ -117,7 +137,15 @@ impl Conservative {
                 "compression delayed job {}",
                 self.queue[k].req.id
             );
+            if let Some(t) = old
+                && self.queue[k].resv != old
+            {
+                let freed = self.profile.max_free(t, t + est.max(Dur::from_micros(1)));
+                rise = rise.max(freed);
+                moved_rise = moved_rise.max(freed);
+            }
         }
+        self.unseen_rise = moved_rise;
     }
 
     /// Starts the jobs whose reservation is due, and asks for a timer at the next
@@ -183,9 +211,9 @@ impl Policy for Conservative {
 
     fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
         // Whether the profile stays right as it is (only the past needs dropping), or only
-        // improved (compression suffices).
+        // improved up to some time (compression suffices).
         let mut keep = false;
-        let mut improved = false;
+        let mut improved: Option<Time> = None;
         match event {
             Event::Submitted(req) => {
                 let key = (req.submit, req.id);
@@ -209,10 +237,21 @@ impl Policy for Conservative {
                     if keep {
                         self.profile.advance(now);
                     }
-                    improved = run.expected_end > now;
+                    if run.expected_end > now {
+                        improved = Some(run.expected_end);
+                    }
                 } else {
-                    self.queue.retain(|w| w.req.id != id);
-                    improved = true;
+                    let mut freed_until = now;
+                    self.queue.retain(|w| {
+                        if w.req.id != id {
+                            return true;
+                        }
+                        if let Some(t) = w.resv {
+                            freed_until = t + w.req.estimate.max(Dur::from_micros(1));
+                        }
+                        false
+                    });
+                    improved = Some(freed_until);
                 }
                 self.held.remove(&id);
             }
@@ -250,8 +289,8 @@ impl Policy for Conservative {
                 }
             }
         }
-        if improved {
-            self.compress(now);
+        if let Some(freed_until) = improved {
+            self.compress(now, freed_until);
         } else if !keep {
             self.rebuild(now);
         }

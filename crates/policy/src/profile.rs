@@ -136,6 +136,20 @@ impl Profile {
         None
     }
 
+    /// The most PEs free at any instant of `[start, end)` (0 for an empty span).
+    pub fn max_free(&self, start: Time, end: Time) -> u32 {
+        let from = self
+            .steps
+            .partition_point(|s| s.0 <= start)
+            .saturating_sub(1);
+        self.steps[from..]
+            .iter()
+            .take_while(|s| s.0 < end)
+            .map(|s| s.1)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Index of the step starting exactly at `t`, splitting the step that covers it if
     /// needed. `t` must not be before the profile's start.
     fn split(&mut self, t: Time) -> usize {
