@@ -36,3 +36,25 @@ id_type!(
     /// A processing element (core), numbered node-major from 0: see [`crate::MachineShape`].
     PeId(u32)
 );
+
+/// A hasher for job ids: they are already well-spread integers, so a multiply is enough and
+/// much cheaper than SipHash on the hot paths of simulators and policies.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+/// A hash map keyed by job ids, hashed with [`IdHasher`].
+pub type IdMap<V> = std::collections::HashMap<JobId, V, std::hash::BuildHasherDefault<IdHasher>>;

@@ -55,14 +55,17 @@ pub enum Outcome {
     TimedOut,
     /// Lost with a node that failed.
     NodeFailed,
+    /// The policy found that it can never run on this machine (and said why); it never ran.
+    Rejected,
 }
 
 impl Outcome {
-    /// The SWF status code (field 11): 1 completed, 0 failed, 5 cancelled.
+    /// The SWF status code (field 11): 1 completed, 0 failed, 5 cancelled (a rejected job
+    /// never ran, as a job cancelled while waiting).
     pub fn swf_status(self) -> i32 {
         match self {
             Outcome::Completed => 1,
-            Outcome::Cancelled => 5,
+            Outcome::Cancelled | Outcome::Rejected => 5,
             Outcome::Failed | Outcome::TimedOut | Outcome::NodeFailed => 0,
         }
     }

@@ -7,7 +7,7 @@
 //! - [`time`]: integer time ([`Time`], [`Dur`]) in microseconds, with parsing of `10s`, `50ms`.
 //! - [`ids`]: [`JobId`], [`NodeId`], [`PeId`].
 //! - [`machine`]: the shape of a machine (nodes × sockets × cores) and its PE numbering.
-//! - [`pes`]: [`PeSet`], a compact set of PEs.
+//! - [`pes`]: [`PeSet`], a compact set of PEs; [`bits`]: [`PeBits`], a bitset over PE numbers.
 //! - [`job`]: what a user asks for ([`JobSpec`]) and what happened ([`JobRecord`]).
 //!
 //! ```
@@ -18,13 +18,15 @@
 //! assert_eq!(t.as_micros(), 3_500_000);
 //! ```
 
+pub mod bits;
 pub mod ids;
 pub mod job;
 pub mod machine;
 pub mod pes;
 pub mod time;
 
-pub use ids::{JobId, NodeId, PeId};
+pub use bits::PeBits;
+pub use ids::{IdHasher, IdMap, JobId, NodeId, PeId};
 pub use job::{JobRecord, JobSpec, Outcome};
 pub use machine::MachineShape;
 pub use pes::PeSet;

@@ -602,8 +602,14 @@ impl Mm {
                 }
                 Decision::Resume { job } => self.set_policy_running(t, job, true),
                 Decision::Kill { job } => {
-                    self.kill(t, job, JobState::Failed, "killed by the policy".into())
+                    self.kill(t, job, JobState::Cancelled, "killed by the policy".into())
                 }
+                Decision::Reject { job, why } => self.kill(
+                    t,
+                    job,
+                    JobState::Cancelled,
+                    format!("it can never run on this machine: {why}"),
+                ),
                 Decision::SetTimer { at, token } => self.timers.push(Reverse((at, token))),
             }
         }

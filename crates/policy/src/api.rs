@@ -1,12 +1,22 @@
 //! The contract between a policy and its two drivers.
 //!
+//! ## Instants
+//! A driver hands a policy time in *instants*: every event that happened at one time is
+//! given to [`Policy::observe`], then [`Policy::decide`] is called once. Deciding after each
+//! single event would let a backfilling policy act on a machine that never existed (the first
+//! of two jobs ending together gone, the second still there). Decisions can cause events at
+//! the same time (a [`Decision::Kill`] is answered by [`Event::Ended`]); those form a further
+//! round of the same instant: observed, then decided again.
+//!
 //! ## What a driver promises
 //! - Events arrive in time order; `now` never goes backwards.
-//! - At one instant, [`Event::Ended`] events are delivered before [`Event::Submitted`] ones.
-//! - Every decision is applied in order, before the next event.
+//! - Within an instant, [`Event::Ended`] events come first, then [`Event::Submitted`] ones
+//!   (by submit time, then id), then the rest (holds, nodes, timers).
+//! - Every decision is applied in order, before the next instant's events.
 //! - A [`Decision::SetTimer`] leads to exactly one [`Event::Timer`] with the same token at the
 //!   requested time (or at `now`, if that time has passed).
 //! - A job's actual runtime is never revealed: the driver tells when a job ends.
+//! - A [`Decision::Kill`] or [`Decision::Reject`] is answered by [`Event::Ended`].
 //!
 //! ## What a policy promises
 //! - At any instant no PE runs two jobs: a job only runs ([`Decision::Start`],
@@ -14,6 +24,13 @@
 //!   jobs may share a PE in different slots of a time-sharing matrix.
 //! - It starts, places or resumes only jobs it was told about and that have not ended, and
 //!   never a job on a node it was told is down.
+//! - It starts no job that is held ([`Event::Held`]) and waiting.
+//! - Where the configuration says preempted jobs cannot move
+//!   ([`PolicyConfig::migration`] is false, as on the real machine manager: a stopped process
+//!   cannot be moved to other PEs), a preempted job is started again only on the PEs it had.
+//!
+//! The job ledger (`cosched-ledger`) checks every one of these promises in both drivers and
+//! refuses a decision that breaks one, naming the policy, the job and the time.
 
 use cosched_core::{Dur, JobId, MachineShape, NodeId, PeSet, Time};
 use serde::{Deserialize, Serialize};
@@ -107,6 +124,10 @@ pub enum Decision {
     Preempt { job: JobId },
     /// Kill a job; the driver answers with [`Event::Ended`].
     Kill { job: JobId },
+    /// The job can never run here (larger than the machine, outside every class, …): it ends
+    /// as [`cosched_core::Outcome::Rejected`] with the reason given, without running. The
+    /// driver answers with [`Event::Ended`]. "Not now" is simply not starting the job.
+    Reject { job: JobId, why: String },
     /// Deliver [`Event::Timer`]`(token)` at `at`.
     SetTimer { at: Time, token: u64 },
 }
@@ -116,9 +137,19 @@ pub trait Policy: Send {
     /// The registry name (`fcfs`, `easy`, …).
     fn name(&self) -> &str;
 
-    /// Reacts to one event at time `now`, pushing decisions onto `out` (which the driver
-    /// empties between calls).
-    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>);
+    /// Takes in one event of the instant `now`. Decisions wait for [`Policy::decide`], which
+    /// the driver calls once every event of the instant has been observed.
+    fn observe(&mut self, now: Time, event: Event);
+
+    /// Decides, once per instant, pushing decisions onto `out` (which the driver empties
+    /// between calls).
+    fn decide(&mut self, now: Time, out: &mut Vec<Decision>);
+
+    /// An instant with one event: [`Policy::observe`] then [`Policy::decide`].
+    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
+        self.observe(now, event);
+        self.decide(now, out);
+    }
 
     /// Waiting jobs in the order the policy would start them.
     fn queue(&self) -> Vec<JobId>;
@@ -148,7 +179,7 @@ pub struct MatrixView {
 }
 
 /// Everything a policy is built from: the machine and the options given on the command line
-/// or in a configuration file. Options a policy does not use are ignored.
+/// or in a configuration file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PolicyConfig {
     pub machine: MachineShape,
@@ -158,6 +189,10 @@ pub struct PolicyConfig {
     pub quantum: Option<Dur>,
     /// Cost of one multi-context switch.
     pub context_switch: Option<Dur>,
+    /// Whether a preempted job may start again on other PEs with its work kept (true in the
+    /// simulator, which models checkpoint and restart; false on the machine manager, whose
+    /// stopped processes stay where they are).
+    pub migration: bool,
     /// Named options of a particular policy (`packing = "buddy"`, `large_job = 32`, …), and the
     /// contents of a policy's TOML file under `[policy]`.
     pub options: toml::Table,
@@ -170,6 +205,7 @@ impl PolicyConfig {
             mpl: None,
             quantum: None,
             context_switch: None,
+            migration: true,
             options: toml::Table::new(),
         }
     }

@@ -42,6 +42,32 @@ pub struct Conservative {
     /// moved earlier) after some waiting job last looked for its earliest place; 0 right
     /// after a rebuild, when every reservation is the earliest fit. See [`Conservative::compress`].
     unseen_rise: u32,
+    /// What the events of this instant call for at [`Policy::decide`].
+    repair: Repair,
+}
+
+/// How much of the profile an instant's events invalidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Repair {
+    /// Nothing unforeseen: the profile is right as it is.
+    Keep,
+    /// PEs were freed over `[now, t)` and nothing else changed: compression suffices.
+    Compress(Time),
+    /// Make every reservation again.
+    Rebuild,
+}
+
+impl Repair {
+    fn and(self, other: Repair) -> Repair {
+        match (self, other) {
+            (Repair::Rebuild, _) | (_, Repair::Rebuild) => Repair::Rebuild,
+            (Repair::Compress(a), Repair::Compress(b)) => Repair::Compress(a.max(b)),
+            (Repair::Compress(t), Repair::Keep) | (Repair::Keep, Repair::Compress(t)) => {
+                Repair::Compress(t)
+            }
+            (Repair::Keep, Repair::Keep) => Repair::Keep,
+        }
+    }
 }
 
 impl Conservative {
@@ -55,6 +81,7 @@ impl Conservative {
             valid: false,
             timer: None,
             unseen_rise: 0,
+            repair: Repair::Keep,
         }
     }
 
@@ -209,7 +236,7 @@ impl Policy for Conservative {
         "conservative"
     }
 
-    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
+    fn observe(&mut self, now: Time, event: Event) {
         // Whether the profile stays right as it is (only the past needs dropping), or only
         // improved up to some time (compression suffices).
         let mut keep = false;
@@ -222,10 +249,14 @@ impl Policy for Conservative {
                     .partition_point(|w| (w.req.submit, w.req.id) <= key);
                 self.queue.insert(at, Waiting { req, resv: None });
                 if self.valid && at == self.queue.len() - 1 {
-                    // A job joining the tail takes the earliest hole left; nobody moves.
-                    self.profile.advance(now);
-                    self.reserve(at);
                     keep = true;
+                    // A job joining the tail takes the earliest hole left; nobody moves.
+                    // After an early end at this instant, it waits unreserved for the
+                    // compression, which reserves jobs without a place in queue order.
+                    if self.repair == Repair::Keep {
+                        self.profile.advance(now);
+                        self.reserve(at);
+                    }
                 }
             }
             Event::Ended(id) => {
@@ -289,10 +320,19 @@ impl Policy for Conservative {
                 }
             }
         }
-        if let Some(freed_until) = improved {
-            self.compress(now, freed_until);
-        } else if !keep {
-            self.rebuild(now);
+        let repair = match improved {
+            Some(t) => Repair::Compress(t),
+            None if keep => Repair::Keep,
+            None => Repair::Rebuild,
+        };
+        self.repair = self.repair.and(repair);
+    }
+
+    fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+        match std::mem::replace(&mut self.repair, Repair::Keep) {
+            Repair::Keep => {}
+            Repair::Compress(freed_until) => self.compress(now, freed_until),
+            Repair::Rebuild => self.rebuild(now),
         }
         self.start_due(now, out);
     }

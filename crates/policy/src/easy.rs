@@ -21,6 +21,22 @@ pub struct Easy {
     queue: Vec<JobRequest>,
     running: RunningSet,
     held: HashSet<JobId>,
+    /// What the events of this instant call for at [`Policy::decide`].
+    todo: Todo,
+    /// The head's shadow time at the last backfilling pass.
+    last_shadow: Time,
+}
+
+/// The work an instant leaves for [`Policy::decide`]. After a decision the head (if any) is
+/// blocked, so an instant that only appends jobs to the queue needs only those jobs tried
+/// against the head's reservation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Todo {
+    Nothing,
+    /// Only jobs from this queue position on are new, all appended behind a blocked head.
+    BackfillFrom(usize),
+    /// Anything else: start heads, then backfill the whole queue.
+    Everything,
 }
 
 /// The queue head's reservation.
@@ -39,6 +55,8 @@ impl Easy {
             queue: Vec::new(),
             running: RunningSet::default(),
             held: HashSet::new(),
+            todo: Todo::Nothing,
+            last_shadow: Time::MAX,
         }
     }
 
@@ -55,6 +73,9 @@ impl Easy {
         Some((head.id, self.shadow(now, head.procs)))
     }
 
+    /// The head's reservation. The extra PEs are all those free at the shadow time beyond
+    /// the head's need, so every job expected to end at that time counts, not only those
+    /// needed to reach it (jobs past their estimate all end "now").
     fn shadow(&self, now: Time, need: u32) -> Reservation {
         let mut avail = self.pool.free_count();
         if avail >= need {
@@ -63,18 +84,22 @@ impl Easy {
                 extra: avail - need,
             };
         }
+        let mut shadow = Time::MAX;
         for (end, procs) in self.running.releases(now) {
+            if end > shadow {
+                break;
+            }
             avail += procs;
             if avail >= need {
-                return Reservation {
-                    shadow: end,
-                    extra: avail - need,
-                };
+                shadow = end;
             }
         }
+        if shadow == Time::MAX {
+            return Reservation { shadow, extra: 0 };
+        }
         Reservation {
-            shadow: Time::MAX,
-            extra: 0,
+            shadow,
+            extra: avail - need,
         }
     }
 
@@ -116,6 +141,7 @@ impl Easy {
     fn backfill(&mut self, now: Time, from: usize, out: &mut Vec<Decision>) {
         let Some(h) = self.head() else { return };
         let mut res = self.shadow(now, self.queue[h].procs);
+        self.last_shadow = res.shadow;
         let mut started = Vec::new();
         for k in from..self.queue.len() {
             let free = self.pool.free_count();
@@ -158,21 +184,19 @@ impl Policy for Easy {
         "easy"
     }
 
-    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
+    fn observe(&mut self, _now: Time, event: Event) {
+        let mut todo = Todo::Everything;
         match event {
             Event::Submitted(job) => {
                 let key = (job.submit, job.id);
                 let at = self.queue.partition_point(|j| (j.submit, j.id) <= key);
-                // After every event the head (if any) is blocked, so a job joining the tail
-                // only needs to be tried itself against the head's reservation.
                 let head_waits = self.head().is_some();
                 self.queue.insert(at, job);
                 if head_waits
                     && at == self.queue.len() - 1
                     && !self.held.contains(&self.queue[at].id)
                 {
-                    self.backfill(now, at, out);
-                    return;
+                    todo = Todo::BackfillFrom(at);
                 }
             }
             Event::Ended(id) => {
@@ -209,7 +233,23 @@ impl Policy for Easy {
             }
             Event::Timer(_) => {}
         }
-        self.schedule(now, out);
+        self.todo = match (self.todo, todo) {
+            (Todo::Nothing, t) => t,
+            (Todo::BackfillFrom(k), Todo::BackfillFrom(_)) => Todo::BackfillFrom(k),
+            _ => Todo::Everything,
+        };
+    }
+
+    fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+        match std::mem::replace(&mut self.todo, Todo::Nothing) {
+            Todo::Nothing => {}
+            // The jobs before `k` were tried at the last pass and nothing freed PEs since; they
+            // could only fit now if the shadow has come due, which moves the overrunning
+            // jobs' expected ends (and so the extra PEs) to now.
+            Todo::BackfillFrom(k) if self.last_shadow > now => self.backfill(now, k, out),
+            Todo::BackfillFrom(_) => self.schedule(now, out),
+            Todo::Everything => self.schedule(now, out),
+        }
     }
 
     fn queue(&self) -> Vec<JobId> {

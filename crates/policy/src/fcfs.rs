@@ -47,7 +47,7 @@ impl Policy for Fcfs {
         "fcfs"
     }
 
-    fn handle(&mut self, _now: Time, event: Event, out: &mut Vec<Decision>) {
+    fn observe(&mut self, _now: Time, event: Event) {
         match event {
             Event::Submitted(job) => {
                 // Keep (submit, id) order even if a driver delivers out of order.
@@ -82,6 +82,9 @@ impl Policy for Fcfs {
             }
             Event::Timer(_) => {}
         }
+    }
+
+    fn decide(&mut self, _now: Time, out: &mut Vec<Decision>) {
         self.schedule(out);
     }
 

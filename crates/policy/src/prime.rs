@@ -105,6 +105,8 @@ pub struct Prime {
     /// The boundary timer pending, if any.
     pending: Option<(u64, Time)>,
     next_token: u64,
+    /// Jobs that can never run, seen at this instant, with the reason.
+    rejects: Vec<(JobId, String)>,
 }
 
 impl Prime {
@@ -155,6 +157,7 @@ impl Prime {
             free_needed: o.uint("prime_free", 32)?,
             pending: None,
             next_token: 0,
+            rejects: Vec::new(),
         })
     }
 
@@ -209,11 +212,13 @@ impl Policy for Prime {
         "prime"
     }
 
-    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
+    fn observe(&mut self, _now: Time, event: Event) {
         match event {
             Event::Submitted(job) => {
-                if job.procs == 0 || job.procs > self.pool.machine().total_pes() {
-                    out.push(Decision::Kill { job: job.id });
+                let total = self.pool.machine().total_pes();
+                if job.procs == 0 || job.procs > total {
+                    let why = format!("needs {} PEs; the machine has {total}", job.procs);
+                    self.rejects.push((job.id, why));
                     return;
                 }
                 let key = (job.submit, job.id);
@@ -250,6 +255,12 @@ impl Policy for Prime {
             Event::Released(id) => {
                 self.held.remove(&id);
             }
+        }
+    }
+
+    fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+        for (job, why) in self.rejects.drain(..) {
+            out.push(Decision::Reject { job, why });
         }
         self.schedule_jobs(now, out);
     }

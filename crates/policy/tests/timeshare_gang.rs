@@ -341,12 +341,17 @@ fn memory_limit_keeps_jobs_out_of_full_nodes() {
     // Two rows would be allowed, but 2 x 600 MiB does not fit in a 1024 MiB node.
     assert_eq!(p.matrix().unwrap().slots.len(), 1);
     assert_eq!(p.queue(), vec![JobId(2)]);
-    // A job needing more memory than a node has can never run: it is killed.
+    // A job needing more memory than a node has can never run: it is rejected, with why.
     out.clear();
     let mut huge = JobRequest::new(JobId(3), Time::ZERO, 1, Dur::from_secs(60));
     huge.mem_per_pe_kib = Some(2048 * 1024);
     p.handle(Time::ZERO, Event::Submitted(huge), &mut out);
-    assert_eq!(out, vec![Decision::Kill { job: JobId(3) }]);
+    match &out[..] {
+        [Decision::Reject { job: JobId(3), why }] => {
+            assert!(why.contains("1048576 KiB"), "{why}")
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
 }
 
 #[test]

@@ -1,24 +1,24 @@
 //! The discrete-event driver: runs one [`Policy`] over a list of jobs in virtual time.
 //!
-//! Time is integer ([`Time`], microseconds). Events are ordered by `(time, kind, seq)`:
-//! at one instant job ends come first, then arrivals, then timers (unless
-//! [`EngineOptions::arrivals_first`] swaps the first two); `seq` is the order in which events
-//! were created, so equal inputs always give byte-identical outputs.
+//! Time is integer ([`Time`], microseconds) and advances in *instants*: at each time that
+//! something happens, the policy observes every event of that time — job ends, then arrivals
+//! (by submit time, then id), then timers — and decides once ([`Policy::decide`]). Events
+//! that its decisions cause at the same time (a kill's end, a timer set for now, a job with
+//! no work left) form a further round of the instant. Equal inputs give byte-identical
+//! outputs.
 //!
-//! The driver owns what the policy must never see: each job's actual runtime and the work it
-//! has left. Timers sit in a heap; the end events of running jobs sit apart, indexed by job
-//! ([`RunningEnds`]), so a suspension removes its job's end at once and millions of
-//! suspend/resume decisions leave no stale entries behind.
-//!
-//! Every decision is checked against the policy's promises (no PE runs two jobs at one
-//! instant, only known, submitted, live jobs are touched); a broken promise stops the run with
-//! a [`SimError::Violation`] naming the policy, the job and the time.
+//! What a decision means — the job lifecycle, the checks of the policy's promises, the run
+//! and suspended time, the records — is the job ledger's ([`cosched_ledger`]), shared with
+//! the machine manager. This driver keeps only virtual time and what the policy must never
+//! see: each job's actual runtime. Timers sit in a heap; the end events of running jobs sit
+//! apart, indexed by job ([`RunningEnds`]), so a suspension removes its job's end at once and
+//! millions of suspend/resume decisions leave no stale entries behind.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BinaryHeap;
 
-use cosched_core::{Dur, JobId, JobRecord, MachineShape, Outcome, PeSet, Time};
+use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, Time};
+use cosched_ledger::{Change, Ledger, LedgerError};
 use cosched_policy::{Decision, Event, JobRequest, Policy};
 
 /// One job as the simulator knows it: what the policy is told, and how long it really runs.
@@ -49,13 +49,38 @@ impl SimJob {
             limit: None,
         }
     }
+    /// Run time after which the job ends: its runtime, cut at its limit.
+    fn work(&self) -> Dur {
+        self.limit.map_or(self.runtime, |l| self.runtime.min(l))
+    }
+}
+
+/// Something that happens to the jobs from outside the policy at a given time: what users and
+/// the machine do in a real run, replayed in virtual time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// A user cancels the job (waiting or running).
+    Cancel(JobId),
+    /// A user holds the job; it does not run until released.
+    Hold(JobId),
+    Release(JobId),
+    /// The node fails: the jobs on it end as [`Outcome::NodeFailed`].
+    NodeDown(NodeId),
+    NodeUp(NodeId),
 }
 
 /// Switches of the driver.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineOptions {
-    /// Deliver arrivals before job ends at one instant (the default is ends first).
+    /// Let the policy observe arrivals before job ends within an instant (the default is ends
+    /// first). The policy decides after both either way, so only a policy that acts on the
+    /// order of what it observes can tell.
     pub arrivals_first: bool,
+    /// Whether a preempted job may start again on other PEs with its work kept (the
+    /// simulator models checkpoint and restart; `PolicyConfig::migration`).
+    pub no_migration: bool,
+    /// Operations at given times, delivered after the instant's timers.
+    pub operations: Vec<(Time, Operation)>,
 }
 
 /// What a run produced: one record per job, in input order.
@@ -78,15 +103,9 @@ pub struct SimResult {
 /// Why a run stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("policy {policy} broke its contract at t={time}s, job {job}: {what}")]
-    Violation {
-        policy: String,
-        job: JobId,
-        time: Time,
-        what: String,
-    },
-    #[error("job {job} appears twice in the workload")]
-    DuplicateJob { job: JobId },
+    /// A decision broke the policy's contract, or a job id appears twice.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
     #[error("job {job} needs {procs} PEs, more than the machine's {machine}")]
     TooLarge {
         job: JobId,
@@ -95,29 +114,8 @@ pub enum SimError {
     },
     #[error("job {job} has a negative runtime")]
     NegativeRuntime { job: JobId },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    /// Not submitted yet.
-    Future,
-    /// In the queue, never ran or preempted (no PEs).
-    Waiting,
-    Running,
-    /// Holds PEs but is stopped (placed in a slot, or suspended).
-    Stopped,
-    Done,
-}
-
-#[derive(Clone, Debug)]
-struct JobState {
-    state: State,
-    remaining: Dur,
-    /// When it last started or resumed running.
-    since: Time,
-    /// When it last stopped running after its first start (for suspended time).
-    stopped_at: Option<Time>,
-    pes: PeSet,
+    #[error("operation at t={time}s names job {job}, which is not in the workload")]
+    UnknownJob { job: JobId, time: Time },
 }
 
 /// Timer heap entry; `Reverse` makes the max-heap pop the earliest.
@@ -204,119 +202,6 @@ impl RunningEnds {
     }
 }
 
-const KIND_END: u8 = 0;
-const KIND_ARRIVAL: u8 = 1;
-const KIND_TIMER: u8 = 2;
-
-/// Job id to input position. Trace ids are usually small and dense, so a plain array does
-/// the lookup of every decision without hashing; sparse ids fall back to a hash map.
-enum JobIndex {
-    Dense(Vec<u32>),
-    Hashed(IdMap),
-}
-
-impl JobIndex {
-    fn build(jobs: &[SimJob]) -> Result<JobIndex, SimError> {
-        let max = jobs.iter().map(|j| j.req.id.0).max().unwrap_or(0);
-        if max < 4 * jobs.len() as u64 + 1024 {
-            let mut v = vec![u32::MAX; max as usize + 1];
-            for (i, j) in jobs.iter().enumerate() {
-                let slot = &mut v[j.req.id.0 as usize];
-                if *slot != u32::MAX {
-                    return Err(SimError::DuplicateJob { job: j.req.id });
-                }
-                *slot = i as u32;
-            }
-            return Ok(JobIndex::Dense(v));
-        }
-        let mut index = IdMap::default();
-        index.reserve(jobs.len());
-        for (i, j) in jobs.iter().enumerate() {
-            if index.insert(j.req.id, i as u32).is_some() {
-                return Err(SimError::DuplicateJob { job: j.req.id });
-            }
-        }
-        Ok(JobIndex::Hashed(index))
-    }
-    fn get(&self, job: JobId) -> Option<usize> {
-        match self {
-            JobIndex::Dense(v) => v
-                .get(job.0 as usize)
-                .copied()
-                .filter(|&i| i != u32::MAX)
-                .map(|i| i as usize),
-            JobIndex::Hashed(m) => m.get(&job).map(|&i| i as usize),
-        }
-    }
-}
-
-/// A multiplicative hash for job ids: they are small distinct integers, so SipHash's cost
-/// buys nothing here.
-#[derive(Default)]
-struct IdHasher(u64);
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ *b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (v ^ 0x5555_5555).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-type IdMap = HashMap<JobId, u32, BuildHasherDefault<IdHasher>>;
-
-/// Which PEs run a job now: one bit per PE.
-struct Busy {
-    words: Vec<u64>,
-    total: u32,
-}
-
-impl Busy {
-    fn new(total: u32) -> Busy {
-        Busy {
-            words: vec![0; (total as usize).div_ceil(64)],
-            total,
-        }
-    }
-    fn mask(s: u32, e: u32) -> u64 {
-        let hi = if e == 64 { u64::MAX } else { (1u64 << e) - 1 };
-        hi & !((1u64 << s) - 1)
-    }
-    /// Applies `f(word_index, mask)` over the run `[s, e)`.
-    fn each(s: u32, e: u32, mut f: impl FnMut(usize, u64)) {
-        let mut p = s;
-        while p < e {
-            let w = p / 64;
-            let end = e.min((w + 1) * 64);
-            f(w as usize, Busy::mask(p % 64, end - w * 64));
-            p = end;
-        }
-    }
-    /// True when any PE of the set is busy.
-    fn any(&self, pes: &PeSet) -> bool {
-        let mut hit = false;
-        for &(s, e) in pes.runs() {
-            Busy::each(s, e, |w, m| hit |= self.words[w] & m != 0);
-        }
-        hit
-    }
-    fn set(&mut self, pes: &PeSet, on: bool) {
-        for &(s, e) in pes.runs() {
-            Busy::each(s, e, |w, m| {
-                if on {
-                    self.words[w] |= m
-                } else {
-                    self.words[w] &= !m
-                }
-            });
-        }
-    }
-}
-
 /// Runs `policy` over `jobs` on `machine`. Jobs may come in any order; ids must be unique.
 pub fn simulate(
     machine: MachineShape,
@@ -331,25 +216,24 @@ struct Engine<'a> {
     machine: MachineShape,
     jobs: &'a [SimJob],
     policy: &'a mut dyn Policy,
-    opts: EngineOptions,
-    index: JobIndex,
+    arrivals_first: bool,
+    ledger: Ledger,
     /// Job indices by (submit, id).
     arrivals: Vec<u32>,
     next_arrival: usize,
+    /// Operations by time (stable: same-time operations keep their order).
+    operations: Vec<(Time, Operation)>,
+    next_operation: usize,
     /// Pending timers.
     heap: BinaryHeap<Reverse<Pending>>,
     /// End events of the running jobs.
     ends: RunningEnds,
     seq: u64,
-    state: Vec<JobState>,
-    records: Vec<JobRecord>,
-    busy: Busy,
-    /// Events caused by decisions (a kill's end), delivered before the next timed one.
-    immediate: VecDeque<Event>,
+    /// The events of the current round of an instant.
+    batch: Vec<Event>,
+    /// Ends caused by decisions, for the next round.
+    caused: Vec<Event>,
     out: Vec<Decision>,
-    done: usize,
-    /// Jobs running now.
-    running: usize,
     events: u64,
     decisions: u64,
 }
@@ -361,7 +245,7 @@ impl<'a> Engine<'a> {
         policy: &'a mut dyn Policy,
         opts: EngineOptions,
     ) -> Result<Engine<'a>, SimError> {
-        let index = JobIndex::build(jobs)?;
+        let mut ledger = Ledger::new(policy.name(), machine, !opts.no_migration);
         for j in jobs {
             if j.req.procs > machine.total_pes() {
                 return Err(SimError::TooLarge {
@@ -373,50 +257,38 @@ impl<'a> Engine<'a> {
             if j.runtime < Dur::ZERO {
                 return Err(SimError::NegativeRuntime { job: j.req.id });
             }
+            ledger.add(j.req.clone())?;
         }
         let mut arrivals: Vec<u32> = (0..jobs.len() as u32).collect();
         arrivals.sort_by_key(|&i| (jobs[i as usize].req.submit, jobs[i as usize].req.id));
-        let state = jobs
-            .iter()
-            .map(|j| JobState {
-                state: State::Future,
-                remaining: j.limit.map_or(j.runtime, |l| j.runtime.min(l)),
-                since: Time::ZERO,
-                stopped_at: None,
-                pes: PeSet::new(),
-            })
-            .collect();
-        let records = jobs
-            .iter()
-            .map(|j| {
-                let mut r = JobRecord::new(&cosched_core::JobSpec::new(
-                    j.req.id.0,
-                    j.req.submit,
-                    j.req.procs,
-                    j.runtime,
-                ));
-                r.id = j.req.id;
-                r
-            })
-            .collect();
+        let mut operations = opts.operations;
+        operations.sort_by_key(|o| o.0);
+        for (time, op) in &operations {
+            if let Operation::Cancel(job) | Operation::Hold(job) | Operation::Release(job) = op
+                && ledger.find(*job).is_none()
+            {
+                return Err(SimError::UnknownJob {
+                    job: *job,
+                    time: *time,
+                });
+            }
+        }
         Ok(Engine {
             machine,
             jobs,
             policy,
-            opts,
-            index,
+            arrivals_first: opts.arrivals_first,
+            ledger,
             arrivals,
             next_arrival: 0,
+            operations,
+            next_operation: 0,
             heap: BinaryHeap::with_capacity(1024),
             ends: RunningEnds::new(jobs.len()),
             seq: 0,
-            state,
-            records,
-            busy: Busy::new(machine.total_pes()),
-            immediate: VecDeque::new(),
+            batch: Vec::with_capacity(64),
+            caused: Vec::new(),
             out: Vec::with_capacity(64),
-            done: 0,
-            running: 0,
             events: 0,
             decisions: 0,
         })
@@ -431,269 +303,187 @@ impl<'a> Engine<'a> {
         }));
     }
 
-    fn arrival_kind(&self) -> u8 {
-        if self.opts.arrivals_first {
-            0
-        } else {
-            KIND_ARRIVAL
-        }
-    }
-    fn end_kind(&self) -> u8 {
-        if self.opts.arrivals_first {
-            KIND_ARRIVAL
-        } else {
-            KIND_END
-        }
+    /// The time of the next instant, if anything is left to happen.
+    fn next_time(&mut self) -> Option<Time> {
+        let arrival = self
+            .arrivals
+            .get(self.next_arrival)
+            .map(|&i| self.jobs[i as usize].req.submit);
+        let timer = self.heap.peek().map(|Reverse(p)| p.time);
+        let end = self.ends.peek().map(|(t, _, _)| t);
+        let op = self.operations.get(self.next_operation).map(|o| o.0);
+        [arrival, timer, end, op].into_iter().flatten().min()
     }
 
     fn run(mut self) -> Result<SimResult, SimError> {
-        // Timers that fire while nothing runs and nothing arrives, in a row: a policy that
-        // keeps ticking over jobs it never starts would otherwise loop for ever.
+        // Instants with nothing but timers while nothing runs and nothing is left to arrive,
+        // in a row: a policy that keeps ticking over jobs it never starts would otherwise
+        // loop for ever.
         let mut idle_ticks = 0u32;
-        loop {
-            let arrival = self.arrivals.get(self.next_arrival).map(|&i| {
-                let j = &self.jobs[i as usize];
-                (j.req.submit, self.arrival_kind(), 0u64)
-            });
-            let timer = self
-                .heap
-                .peek()
-                .map(|Reverse(p)| (p.time, KIND_TIMER, p.seq));
-            let end = self
-                .ends
-                .peek()
-                .map(|(t, seq, _)| (t, self.end_kind(), seq));
-            let timed = match (timer, end) {
-                (Some(t), Some(e)) => Some(t.min(e)),
-                (t, e) => t.or(e),
-            };
-            let take_arrival = match (arrival, timed) {
-                (None, None) => break,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (Some((ta, ka, _)), Some((tt, kt, _))) => (ta, ka) < (tt, kt),
-            };
-            if take_arrival {
-                let i = self.arrivals[self.next_arrival] as usize;
-                self.next_arrival += 1;
-                let now = self.jobs[i].req.submit;
-                self.state[i].state = State::Waiting;
-                idle_ticks = 0;
-                self.deliver(now, Event::Submitted(self.jobs[i].req.clone()))?;
-                continue;
-            }
-            if timed == timer {
-                let Reverse(p) = self.heap.pop().expect("peeked");
-                if self.running == 0 && self.next_arrival == self.arrivals.len() {
-                    idle_ticks += 1;
-                    if idle_ticks > 10_000 || self.done == self.jobs.len() {
-                        break;
-                    }
-                } else {
-                    idle_ticks = 0;
+        while let Some(now) = self.next_time() {
+            let idle = self.ledger.running() == 0
+                && self.next_arrival == self.arrivals.len()
+                && self.next_operation == self.operations.len();
+            if idle {
+                idle_ticks += 1;
+                if idle_ticks > 10_000 || self.ledger.ended() == self.jobs.len() {
+                    break;
                 }
-                self.deliver(p.time, Event::Timer(p.token))?;
-                continue;
+            } else {
+                idle_ticks = 0;
             }
-            let (now, _, i) = self.ends.peek().expect("peeked");
-            let i = i as usize;
-            debug_assert_eq!(self.state[i].state, State::Running);
-            idle_ticks = 0;
-            let outcome = match self.jobs[i].limit {
-                Some(l) if self.jobs[i].runtime > l => Outcome::TimedOut,
-                _ => Outcome::Completed,
-            };
-            self.finish(i, now, outcome);
-            self.deliver(now, Event::Ended(self.jobs[i].req.id))?;
+            self.instant(now)?;
         }
-        let unfinished = self.jobs.len() - self.done;
+        let unfinished = self.jobs.len() - self.ledger.ended();
         Ok(SimResult {
             policy: self.policy.name().to_string(),
             machine: self.machine,
             runtimes: self.jobs.iter().map(|j| j.runtime).collect(),
-            records: self.records,
+            records: self.ledger.into_records(),
             events: self.events,
             decisions: self.decisions,
             unfinished,
         })
     }
 
-    fn finish(&mut self, i: usize, now: Time, outcome: Outcome) {
-        let st = &mut self.state[i];
-        if st.state == State::Running {
-            self.busy.set(&st.pes, false);
-            self.ends.remove(i);
-            self.running -= 1;
-        }
-        if let Some(at) = st.stopped_at.take() {
-            self.records[i].suspended += now - at;
-        }
-        st.state = State::Done;
-        let rec = &mut self.records[i];
-        rec.end = Some(now);
-        rec.outcome = Some(outcome);
-        rec.pes = std::mem::take(&mut st.pes);
-        self.done += 1;
-    }
-
-    /// Hands one event to the policy and applies its decisions, then any events those caused.
-    fn deliver(&mut self, now: Time, event: Event) -> Result<(), SimError> {
-        let mut event = Some(event);
-        while let Some(ev) = event.take().or_else(|| self.immediate.pop_front()) {
-            self.events += 1;
+    /// Every round of the instant `now`.
+    fn instant(&mut self, now: Time) -> Result<(), SimError> {
+        loop {
+            let mut batch = std::mem::take(&mut self.batch);
+            batch.append(&mut self.caused);
+            if self.arrivals_first {
+                self.collect_arrivals(now, &mut batch);
+                self.collect_ends(now, &mut batch);
+            } else {
+                self.collect_ends(now, &mut batch);
+                self.collect_arrivals(now, &mut batch);
+            }
+            while let Some(Reverse(p)) = self.heap.peek()
+                && p.time <= now
+            {
+                batch.push(Event::Timer(p.token));
+                self.heap.pop();
+            }
+            while let Some((t, _)) = self.operations.get(self.next_operation)
+                && *t <= now
+            {
+                let op = self.operations[self.next_operation].1.clone();
+                self.next_operation += 1;
+                self.operate(now, op, &mut batch);
+            }
+            if batch.is_empty() {
+                self.batch = batch;
+                return Ok(());
+            }
+            self.events += batch.len() as u64;
+            for ev in batch.drain(..) {
+                self.policy.observe(now, ev);
+            }
+            self.batch = batch;
             let mut out = std::mem::take(&mut self.out);
-            self.policy.handle(now, ev, &mut out);
+            self.policy.decide(now, &mut out);
             self.decisions += out.len() as u64;
             for d in out.drain(..) {
                 self.apply(now, d)?;
             }
             self.out = out;
         }
-        Ok(())
     }
 
-    fn violation(&self, job: JobId, now: Time, what: impl Into<String>) -> SimError {
-        SimError::Violation {
-            policy: self.policy.name().to_string(),
-            job,
-            time: now,
-            what: what.into(),
-        }
-    }
-
-    fn lookup(&self, job: JobId, now: Time) -> Result<usize, SimError> {
-        let i = self
-            .index
-            .get(job)
-            .ok_or_else(|| self.violation(job, now, "unknown job"))?;
-        match self.state[i].state {
-            State::Future => Err(self.violation(job, now, "job not submitted yet")),
-            State::Done => Err(self.violation(job, now, "job already ended")),
-            _ => Ok(i),
+    /// Jobs whose work is done at `now`.
+    fn collect_ends(&mut self, now: Time, batch: &mut Vec<Event>) {
+        while let Some((t, _, i)) = self.ends.peek()
+            && t <= now
+        {
+            let i = i as usize;
+            self.ends.remove(i);
+            let j = &self.jobs[i];
+            let outcome = match j.limit {
+                Some(l) if j.runtime > l => Outcome::TimedOut,
+                _ => Outcome::Completed,
+            };
+            self.ledger.end(i, now, outcome, None);
+            batch.push(Event::Ended(j.req.id));
         }
     }
 
-    fn check_pes(&self, i: usize, pes: &PeSet, now: Time) -> Result<(), SimError> {
-        let id = self.jobs[i].req.id;
-        if pes.len() < self.jobs[i].req.procs {
-            return Err(self.violation(
-                id,
-                now,
-                format!("given {} PEs, needs {}", pes.len(), self.jobs[i].req.procs),
-            ));
+    fn collect_arrivals(&mut self, now: Time, batch: &mut Vec<Event>) {
+        while let Some(&i) = self.arrivals.get(self.next_arrival)
+            && self.jobs[i as usize].req.submit <= now
+        {
+            self.next_arrival += 1;
+            self.ledger.submit(i as usize, now);
+            batch.push(Event::Submitted(self.jobs[i as usize].req.clone()));
         }
-        if pes.runs().last().is_some_and(|&(_, e)| e > self.busy.total) {
-            return Err(self.violation(id, now, format!("PE set {pes} is outside the machine")));
-        }
-        Ok(())
     }
 
-    /// Makes job `i` run on its PEs from `now`.
-    fn run_job(&mut self, i: usize, now: Time) -> Result<(), SimError> {
-        let id = self.jobs[i].req.id;
-        if self.busy.any(&self.state[i].pes) {
-            let pes = self.state[i].pes.clone();
-            return Err(self.violation(
-                id,
-                now,
-                format!("runs on PEs {pes}, some of which another job runs on"),
-            ));
+    fn operate(&mut self, now: Time, op: Operation, batch: &mut Vec<Event>) {
+        let ix = |l: &Ledger, job: JobId| l.find(job).expect("checked at the start");
+        match op {
+            Operation::Cancel(job) => {
+                let i = ix(&self.ledger, job);
+                if self.ledger.entry(i).is_live() {
+                    self.ends.remove(i);
+                    self.ledger.end(i, now, Outcome::Cancelled, None);
+                    batch.push(Event::Ended(job));
+                }
+            }
+            Operation::Hold(job) => {
+                let i = ix(&self.ledger, job);
+                if self.ledger.entry(i).is_live() && !self.ledger.entry(i).held() {
+                    let change = self.ledger.hold(i, now);
+                    self.carry_out(now, change);
+                    batch.push(Event::Held(job));
+                }
+            }
+            Operation::Release(job) => {
+                let i = ix(&self.ledger, job);
+                if self.ledger.entry(i).held() {
+                    let change = self.ledger.release(i, now);
+                    self.carry_out(now, change);
+                    batch.push(Event::Released(job));
+                }
+            }
+            Operation::NodeDown(node) => {
+                if !self.ledger.is_down(node) {
+                    batch.push(Event::NodeDown(node));
+                    for i in self.ledger.node_down(node) {
+                        self.ends.remove(i);
+                        self.ledger.end(i, now, Outcome::NodeFailed, None);
+                        batch.push(Event::Ended(self.jobs[i].req.id));
+                    }
+                }
+            }
+            Operation::NodeUp(node) => {
+                if self.ledger.is_down(node) {
+                    self.ledger.node_up(node);
+                    batch.push(Event::NodeUp(node));
+                }
+            }
         }
-        let st = &mut self.state[i];
-        self.busy.set(&st.pes, true);
-        self.running += 1;
-        st.state = State::Running;
-        st.since = now;
-        if let Some(at) = st.stopped_at.take() {
-            self.records[i].suspended += now - at;
-        }
-        if self.records[i].start.is_none() {
-            self.records[i].start = Some(now);
-        }
-        let end = now + st.remaining;
-        self.seq += 1;
-        self.ends.insert(end, self.seq, i);
-        Ok(())
     }
 
-    /// Stops job `i` running; it keeps its PEs (the caller takes them for a preemption).
-    fn stop_job(&mut self, i: usize, now: Time) {
-        let st = &mut self.state[i];
-        self.busy.set(&st.pes, false);
-        self.ends.remove(i);
-        self.running -= 1;
-        st.remaining -= now - st.since;
-        st.state = State::Stopped;
-        st.stopped_at = Some(now);
+    /// The simulator's side of a change: job ends and timers in virtual time.
+    fn carry_out(&mut self, now: Time, change: Change) {
+        match change {
+            Change::Runs { job, .. } => {
+                let left = self.jobs[job].work() - self.ledger.entry(job).ran(now);
+                self.seq += 1;
+                self.ends.insert(now + left, self.seq, job);
+            }
+            Change::Stops { job } => self.ends.remove(job),
+            Change::Ends { job } => {
+                self.ends.remove(job);
+                self.caused.push(Event::Ended(self.jobs[job].req.id));
+            }
+            Change::Timer { at, token } => self.push_timer(at, token),
+            Change::None | Change::Placed { .. } => {}
+        }
     }
 
     fn apply(&mut self, now: Time, d: Decision) -> Result<(), SimError> {
-        match d {
-            Decision::Start { job, pes, slot: _ } => {
-                let i = self.lookup(job, now)?;
-                match self.state[i].state {
-                    State::Waiting | State::Stopped => {}
-                    State::Running => {
-                        return Err(self.violation(job, now, "started while already running"));
-                    }
-                    _ => unreachable!("lookup filters"),
-                }
-                self.check_pes(i, &pes, now)?;
-                self.state[i].pes = pes;
-                self.run_job(i, now)?;
-            }
-            Decision::Place { job, pes, slot: _ } => {
-                let i = self.lookup(job, now)?;
-                if self.state[i].state != State::Waiting {
-                    return Err(self.violation(job, now, "placed while not waiting"));
-                }
-                self.check_pes(i, &pes, now)?;
-                let st = &mut self.state[i];
-                st.pes = pes;
-                st.state = State::Stopped;
-            }
-            Decision::Suspend { job } => {
-                let i = self.lookup(job, now)?;
-                if self.state[i].state != State::Running {
-                    return Err(self.violation(job, now, "suspended while not running"));
-                }
-                self.stop_job(i, now);
-            }
-            Decision::Resume { job } => {
-                let i = self.lookup(job, now)?;
-                if self.state[i].state != State::Stopped {
-                    return Err(self.violation(
-                        job,
-                        now,
-                        "resumed while not allocated and stopped",
-                    ));
-                }
-                self.run_job(i, now)?;
-            }
-            Decision::Preempt { job } => {
-                let i = self.lookup(job, now)?;
-                match self.state[i].state {
-                    State::Running => self.stop_job(i, now),
-                    State::Stopped => {}
-                    _ => return Err(self.violation(job, now, "preempted while holding no PEs")),
-                }
-                let st = &mut self.state[i];
-                st.state = State::Waiting;
-                st.pes = PeSet::new();
-                if self.records[i].start.is_some() {
-                    self.records[i].preemptions += 1;
-                }
-            }
-            Decision::Kill { job } => {
-                let i = self.lookup(job, now)?;
-                self.finish(i, now, Outcome::Cancelled);
-                self.immediate.push_back(Event::Ended(job));
-            }
-            Decision::SetTimer { at, token } => {
-                let at = if at < now { now } else { at };
-                self.push_timer(at, token);
-            }
-        }
+        let change = self.ledger.apply(now, d)?;
+        self.carry_out(now, change);
         Ok(())
     }
 }
@@ -701,6 +491,7 @@ impl<'a> Engine<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosched_core::PeSet;
     use cosched_policy::{PolicyConfig, registry};
 
     fn fcfs(pes: u32) -> (MachineShape, Box<dyn Policy>) {
@@ -729,20 +520,25 @@ mod tests {
         assert_eq!(r.unfinished, 0);
     }
 
-    /// Records the events it is given, in order, and lets FCFS decide.
+    /// Records the events it is given and its decision points, in order, and lets FCFS
+    /// decide.
     struct Recorder(Vec<String>, Box<dyn Policy>);
     impl Policy for Recorder {
         fn name(&self) -> &str {
             "recorder"
         }
-        fn handle(&mut self, now: Time, e: Event, out: &mut Vec<Decision>) {
+        fn observe(&mut self, now: Time, e: Event) {
             let what = match &e {
                 Event::Submitted(j) => format!("{}:submit{}", now.as_secs(), j.id),
                 Event::Ended(j) => format!("{}:end{}", now.as_secs(), j),
                 other => format!("{other:?}"),
             };
             self.0.push(what);
-            self.1.handle(now, e, out);
+            self.1.observe(now, e);
+        }
+        fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+            self.0.push(format!("{}:decide", now.as_secs()));
+            self.1.decide(now, out);
         }
         fn queue(&self) -> Vec<JobId> {
             self.1.queue()
@@ -753,7 +549,7 @@ mod tests {
     }
 
     #[test]
-    fn same_instant_order_is_ends_then_arrivals_unless_switched() {
+    fn one_decision_per_instant_after_ends_then_arrivals_unless_switched() {
         let (m, p) = fcfs(4);
         let jobs = vec![
             SimJob::exact(1, Time::from_secs(0), 4, Dur::from_secs(10)),
@@ -761,7 +557,18 @@ mod tests {
         ];
         let mut r = Recorder(Vec::new(), p.boxed_clone());
         simulate(m, &jobs, &mut r, EngineOptions::default()).unwrap();
-        assert_eq!(r.0, ["0:submit1", "10:end1", "10:submit2", "15:end2"]);
+        assert_eq!(
+            r.0,
+            [
+                "0:submit1",
+                "0:decide",
+                "10:end1",
+                "10:submit2",
+                "10:decide",
+                "15:end2",
+                "15:decide"
+            ]
+        );
         let mut r = Recorder(Vec::new(), p.boxed_clone());
         let res = simulate(
             m,
@@ -769,22 +576,58 @@ mod tests {
             &mut r,
             EngineOptions {
                 arrivals_first: true,
+                ..EngineOptions::default()
             },
         )
         .unwrap();
-        assert_eq!(r.0, ["0:submit1", "10:submit2", "10:end1", "15:end2"]);
+        assert_eq!(
+            r.0,
+            [
+                "0:submit1",
+                "0:decide",
+                "10:submit2",
+                "10:end1",
+                "10:decide",
+                "15:end2",
+                "15:decide"
+            ]
+        );
         assert_eq!(res.records[1].start, Some(Time::from_secs(10)));
     }
 
     /// A scripted policy: replays fixed decisions at given times, from timers (which fire
     /// after the arrivals of their instant).
     #[derive(Clone)]
-    struct Script(Vec<(Time, Vec<Decision>)>, bool);
+    struct Script(Vec<(Time, Vec<Decision>)>, bool, Vec<(Time, Event)>);
+    impl Script {
+        fn new(steps: Vec<(Time, Vec<Decision>)>) -> Script {
+            Script(steps, false, Vec::new())
+        }
+        fn pending(&mut self) -> &mut Vec<(Time, Event)> {
+            &mut self.2
+        }
+    }
     impl Policy for Script {
         fn name(&self) -> &str {
             "script"
         }
-        fn handle(&mut self, now: Time, e: Event, out: &mut Vec<Decision>) {
+        fn observe(&mut self, now: Time, e: Event) {
+            self.pending().push((now, e));
+        }
+        fn decide(&mut self, _now: Time, out: &mut Vec<Decision>) {
+            for (now, e) in std::mem::take(self.pending()) {
+                self.step(now, e, out);
+            }
+        }
+        fn queue(&self) -> Vec<JobId> {
+            Vec::new()
+        }
+        fn boxed_clone(&self) -> Box<dyn Policy> {
+            Box::new(self.clone())
+        }
+    }
+    impl Script {
+        fn step(&mut self, now: Time, e: Event, out: &mut Vec<Decision>) {
             if matches!(e, Event::Timer(_)) {
                 self.1 = false;
                 while let Some((t, _)) = self.0.first() {
@@ -801,12 +644,6 @@ mod tests {
                 out.push(Decision::SetTimer { at: *t, token: 0 });
             }
         }
-        fn queue(&self) -> Vec<JobId> {
-            Vec::new()
-        }
-        fn boxed_clone(&self) -> Box<dyn Policy> {
-            Box::new(self.clone())
-        }
     }
 
     #[test]
@@ -818,55 +655,52 @@ mod tests {
         ];
         let s = |t: i64| Time::from_secs(t);
         let all = PeSet::contiguous(0, 2);
-        let mut p = Script(
-            vec![
-                (
-                    s(0),
-                    vec![
-                        Decision::Start {
-                            job: JobId(1),
-                            pes: all.clone(),
-                            slot: Some(0),
-                        },
-                        Decision::Place {
-                            job: JobId(2),
-                            pes: all.clone(),
-                            slot: Some(1),
-                        },
-                    ],
-                ),
-                (
-                    s(3),
-                    vec![
-                        Decision::Suspend { job: JobId(1) },
-                        Decision::Resume { job: JobId(2) },
-                    ],
-                ),
-                (
-                    s(5),
-                    vec![
-                        Decision::Suspend { job: JobId(2) },
-                        Decision::Resume { job: JobId(1) },
-                    ],
-                ),
-                (
-                    s(6),
-                    vec![
-                        Decision::Preempt { job: JobId(1) },
-                        Decision::Resume { job: JobId(2) },
-                    ],
-                ),
-                (
-                    s(8),
-                    vec![Decision::Start {
+        let mut p = Script::new(vec![
+            (
+                s(0),
+                vec![
+                    Decision::Start {
                         job: JobId(1),
                         pes: all.clone(),
-                        slot: None,
-                    }],
-                ),
-            ],
-            false,
-        );
+                        slot: Some(0),
+                    },
+                    Decision::Place {
+                        job: JobId(2),
+                        pes: all.clone(),
+                        slot: Some(1),
+                    },
+                ],
+            ),
+            (
+                s(3),
+                vec![
+                    Decision::Suspend { job: JobId(1) },
+                    Decision::Resume { job: JobId(2) },
+                ],
+            ),
+            (
+                s(5),
+                vec![
+                    Decision::Suspend { job: JobId(2) },
+                    Decision::Resume { job: JobId(1) },
+                ],
+            ),
+            (
+                s(6),
+                vec![
+                    Decision::Preempt { job: JobId(1) },
+                    Decision::Resume { job: JobId(2) },
+                ],
+            ),
+            (
+                s(8),
+                vec![Decision::Start {
+                    job: JobId(1),
+                    pes: all.clone(),
+                    slot: None,
+                }],
+            ),
+        ]);
         let r = simulate(m, &jobs, &mut p, EngineOptions::default()).unwrap();
         // Job 1: runs 0-3, 5-6 (4 s done), preempted, restarts at 8 for its last 6 s.
         assert_eq!(r.records[0].end, Some(s(14)));
@@ -886,24 +720,21 @@ mod tests {
             SimJob::exact(1, Time::ZERO, 2, Dur::from_secs(10)),
             SimJob::exact(7, Time::ZERO, 1, Dur::from_secs(4)),
         ];
-        let mut p = Script(
-            vec![(
-                Time::ZERO,
-                vec![
-                    Decision::Start {
-                        job: JobId(1),
-                        pes: PeSet::contiguous(0, 2),
-                        slot: None,
-                    },
-                    Decision::Start {
-                        job: JobId(7),
-                        pes: PeSet::contiguous(1, 1),
-                        slot: None,
-                    },
-                ],
-            )],
-            false,
-        );
+        let mut p = Script::new(vec![(
+            Time::ZERO,
+            vec![
+                Decision::Start {
+                    job: JobId(1),
+                    pes: PeSet::contiguous(0, 2),
+                    slot: None,
+                },
+                Decision::Start {
+                    job: JobId(7),
+                    pes: PeSet::contiguous(1, 1),
+                    slot: None,
+                },
+            ],
+        )]);
         let err = simulate(m, &jobs, &mut p, EngineOptions::default())
             .unwrap_err()
             .to_string();
@@ -920,25 +751,22 @@ mod tests {
             SimJob::exact(1, Time::ZERO, 1, Dur::from_secs(10)),
             SimJob::exact(2, Time::from_secs(5), 1, Dur::from_secs(4)),
         ];
-        let mut p = Script(
-            vec![(
-                Time::ZERO,
-                vec![Decision::Start {
-                    job: JobId(2),
-                    pes: PeSet::contiguous(0, 1),
-                    slot: None,
-                }],
-            )],
-            false,
-        );
+        let mut p = Script::new(vec![(
+            Time::ZERO,
+            vec![Decision::Start {
+                job: JobId(2),
+                pes: PeSet::contiguous(0, 1),
+                slot: None,
+            }],
+        )]);
         let err = simulate(m, &jobs, &mut p, EngineOptions::default())
             .unwrap_err()
             .to_string();
         assert!(err.contains("not submitted"), "{err}");
-        let mut p = Script(
-            vec![(Time::ZERO, vec![Decision::Resume { job: JobId(99) }])],
-            false,
-        );
+        let mut p = Script::new(vec![(
+            Time::ZERO,
+            vec![Decision::Resume { job: JobId(99) }],
+        )]);
         let err = simulate(m, &jobs, &mut p, EngineOptions::default())
             .unwrap_err()
             .to_string();
@@ -951,12 +779,34 @@ mod tests {
     struct RoundRobin {
         running: Option<u64>,
         alive: Vec<u64>,
+        seen: Vec<(Time, Event)>,
+    }
+    impl RoundRobin {
+        fn pending(&mut self) -> &mut Vec<(Time, Event)> {
+            &mut self.seen
+        }
     }
     impl Policy for RoundRobin {
         fn name(&self) -> &str {
             "rr"
         }
-        fn handle(&mut self, now: Time, e: Event, out: &mut Vec<Decision>) {
+        fn observe(&mut self, now: Time, e: Event) {
+            self.pending().push((now, e));
+        }
+        fn decide(&mut self, _now: Time, out: &mut Vec<Decision>) {
+            for (now, e) in std::mem::take(self.pending()) {
+                self.step(now, e, out);
+            }
+        }
+        fn queue(&self) -> Vec<JobId> {
+            Vec::new()
+        }
+        fn boxed_clone(&self) -> Box<dyn Policy> {
+            Box::new(self.clone())
+        }
+    }
+    impl RoundRobin {
+        fn step(&mut self, now: Time, e: Event, out: &mut Vec<Decision>) {
             let pe = PeSet::contiguous(0, 1);
             match e {
                 Event::Submitted(j) => {
@@ -1009,12 +859,6 @@ mod tests {
                 _ => {}
             }
         }
-        fn queue(&self) -> Vec<JobId> {
-            Vec::new()
-        }
-        fn boxed_clone(&self) -> Box<dyn Policy> {
-            Box::new(self.clone())
-        }
     }
 
     #[test]
@@ -1027,6 +871,7 @@ mod tests {
         let mut p = RoundRobin {
             running: None,
             alive: Vec::new(),
+            seen: Vec::new(),
         };
         let r = simulate(m, &jobs, &mut p, EngineOptions::default()).unwrap();
         // Job 1 runs in [0,1), [2,3), …: its 10,000th second ends at 19,999; job 2 at 20,000.
@@ -1074,20 +919,17 @@ mod tests {
     fn kill_ends_the_job_and_tells_the_policy() {
         let m = MachineShape::flat(2, 1);
         let jobs = vec![SimJob::exact(1, Time::ZERO, 2, Dur::from_secs(10))];
-        let mut p = Script(
-            vec![
-                (
-                    Time::ZERO,
-                    vec![Decision::Start {
-                        job: JobId(1),
-                        pes: PeSet::contiguous(0, 2),
-                        slot: None,
-                    }],
-                ),
-                (Time::from_secs(3), vec![Decision::Kill { job: JobId(1) }]),
-            ],
-            false,
-        );
+        let mut p = Script::new(vec![
+            (
+                Time::ZERO,
+                vec![Decision::Start {
+                    job: JobId(1),
+                    pes: PeSet::contiguous(0, 2),
+                    slot: None,
+                }],
+            ),
+            (Time::from_secs(3), vec![Decision::Kill { job: JobId(1) }]),
+        ]);
         let r = simulate(m, &jobs, &mut p, EngineOptions::default()).unwrap();
         assert_eq!(r.records[0].end, Some(Time::from_secs(3)));
         assert_eq!(r.records[0].outcome, Some(Outcome::Cancelled));

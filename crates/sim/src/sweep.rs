@@ -83,7 +83,12 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
             let name = &spec.policies[p];
             let (workload, _) = spec.source.workload(&spec.semantics, load, Some(seed));
             let mut policy = registry::build(name, &cfg).expect("checked above");
-            let row = match simulate(machine, &workload.jobs, policy.as_mut(), spec.engine) {
+            let row = match simulate(
+                machine,
+                &workload.jobs,
+                policy.as_mut(),
+                spec.engine.clone(),
+            ) {
                 Ok(result) => {
                     let s = summarize(&result, &spec.metrics);
                     SweepRow {

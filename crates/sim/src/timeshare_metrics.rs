@@ -66,10 +66,12 @@ pub const MAX_INTERVALS: usize = 400;
 pub struct Observer {
     inner: Box<dyn Policy>,
     pub jobs: HashMap<JobId, JobCounters>,
-    /// Timer events after which at least one job was suspended or preempted.
+    /// Instants with a timer at which at least one job was suspended or preempted.
     pub context_switches: u64,
     pub matrix: Option<MatrixRecord>,
     last_running: Vec<(JobId, PeSet)>,
+    /// A timer was observed since the last decision.
+    timer_fired: bool,
 }
 
 impl Observer {
@@ -80,6 +82,7 @@ impl Observer {
             context_switches: 0,
             matrix: None,
             last_running: Vec::new(),
+            timer_fired: false,
         }
     }
 
@@ -131,7 +134,7 @@ impl Observer {
                     c.pes = PeSet::new();
                 }
             }
-            Decision::Kill { .. } | Decision::SetTimer { .. } => {}
+            Decision::Kill { .. } | Decision::Reject { .. } | Decision::SetTimer { .. } => {}
         }
     }
 
@@ -200,8 +203,7 @@ impl Policy for Observer {
         self.inner.name()
     }
 
-    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
-        let is_timer = matches!(event, Event::Timer(_));
+    fn observe(&mut self, now: Time, event: Event) {
         match &event {
             Event::Submitted(req) => {
                 self.jobs.insert(
@@ -219,17 +221,22 @@ impl Policy for Observer {
                     Observer::stop_run(c, now);
                 }
             }
+            Event::Timer(_) => self.timer_fired = true,
             _ => {}
         }
+        self.inner.observe(now, event);
+    }
+
+    fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
         let before = out.len();
-        self.inner.handle(now, event, out);
+        self.inner.decide(now, out);
         let mut stopped = false;
-        let fresh: Vec<Decision> = out[before..].to_vec();
-        for d in &fresh {
+        for d in &out[before..] {
             stopped |= matches!(d, Decision::Suspend { .. } | Decision::Preempt { .. });
             self.apply(now, d);
         }
-        if is_timer && stopped {
+        // A context switch is a timer's instant that stops jobs.
+        if std::mem::take(&mut self.timer_fired) && stopped {
             self.context_switches += 1;
         }
         self.record_matrix(now);
@@ -250,6 +257,7 @@ impl Policy for Observer {
             context_switches: self.context_switches,
             matrix: self.matrix.clone(),
             last_running: self.last_running.clone(),
+            timer_fired: self.timer_fired,
         })
     }
 }

@@ -30,8 +30,11 @@ impl<P: Policy + Clone + 'static> Policy for Watch<P> {
     fn name(&self) -> &str {
         self.inner.name()
     }
-    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
-        self.inner.handle(now, event, out);
+    fn observe(&mut self, now: Time, event: Event) {
+        self.inner.observe(now, event);
+    }
+    fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+        self.inner.decide(now, out);
         for (id, t) in (self.look)(&self.inner, now) {
             self.promised.entry(id).or_insert(t);
         }
@@ -128,7 +131,7 @@ fn check_promises(policy: &str, jobs: &[SimJob], r: &SimResult, promised: &HashM
 fn run_all(machine: MachineShape, jobs: &[SimJob], promises: bool) {
     let cfg = PolicyConfig::new(machine);
     let opts = EngineOptions::default();
-    let r = simulate(machine, jobs, &mut Fcfs::new(&cfg), opts).unwrap();
+    let r = simulate(machine, jobs, &mut Fcfs::new(&cfg), opts.clone()).unwrap();
     check_schedule(machine, jobs, &r);
 
     let mut easy = Watch {
@@ -136,7 +139,7 @@ fn run_all(machine: MachineShape, jobs: &[SimJob], promises: bool) {
         look: easy_head,
         promised: HashMap::new(),
     };
-    let r = simulate(machine, jobs, &mut easy, opts).unwrap();
+    let r = simulate(machine, jobs, &mut easy, opts.clone()).unwrap();
     check_schedule(machine, jobs, &r);
     if promises {
         check_promises("easy", jobs, &r, &easy.promised);

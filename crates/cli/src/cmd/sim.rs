@@ -282,6 +282,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     let t_prepare = clock.elapsed();
     let opts = EngineOptions {
         arrivals_first: a.source.arrivals_first,
+        ..EngineOptions::default()
     };
     // Time-sharing figures and the matrix drawing come from a wrapper that watches the policy.
     let mut observer = None;
@@ -521,6 +522,7 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
         semantics: semantics(&a.source),
         engine: EngineOptions {
             arrivals_first: a.source.arrivals_first,
+            ..EngineOptions::default()
         },
         policy: policy_options(&a.policy_args),
         metrics: metrics_options(&a.policy_args),

@@ -31,7 +31,8 @@ use std::hash::BuildHasherDefault;
 
 use cosched_core::{Dur, JobId, MachineShape, PeSet, Time};
 
-pub(crate) use bits::{Bits, IdHasher, SortedIds};
+pub(crate) use bits::SortedIds;
+pub(crate) use cosched_core::{IdHasher, PeBits as Bits};
 use opts::Opts;
 
 use crate::{ConfigError, Decision, Event, JobRequest, MatrixView, Policy, PolicyConfig, SlotView};
@@ -145,6 +146,11 @@ pub struct Gang {
     pending: Option<(u64, TimerKind)>,
     next_token: u64,
     stats: GangStats,
+    /// What the events of the current instant left for [`Policy::decide`]: jobs that can
+    /// never run, whether the active row emptied, whether its quantum ran out.
+    rejects: Vec<(JobId, String)>,
+    active_gone: bool,
+    quantum_over: bool,
 }
 
 /// Default time quantum when none is configured.
@@ -211,6 +217,9 @@ impl Gang {
             pending: None,
             next_token: 0,
             stats: GangStats::default(),
+            rejects: Vec::new(),
+            active_gone: false,
+            quantum_over: false,
         })
     }
 
@@ -266,17 +275,26 @@ impl Gang {
 
     /// A job that can never run here: more PEs than the machine, or more memory per node
     /// than a node has.
-    fn impossible(&self, req: &JobRequest) -> bool {
+    /// Why `req` can never run on this machine, if it cannot.
+    fn impossible(&self, req: &JobRequest) -> Option<String> {
         if req.procs == 0 || req.procs > self.pes {
-            return true;
+            return Some(format!(
+                "needs {} PEs; the machine has {}",
+                req.procs, self.pes
+            ));
         }
         match (self.mem_limit_kib, req.mem_per_pe_kib) {
             (Some(limit), Some(kib)) => {
                 let per_node = self.machine.pes_per_node().min(req.procs) as u64;
                 // Packing fills nodes, so some node gets min(procs, pes_per_node) of its PEs.
-                kib.saturating_mul(per_node) > limit
+                (kib.saturating_mul(per_node) > limit).then(|| {
+                    format!(
+                        "needs {} KiB of memory on a node ({per_node} PEs × {kib} KiB); a node has {limit} KiB",
+                        kib.saturating_mul(per_node)
+                    )
+                })
             }
-            _ => false,
+            _ => None,
         }
     }
 
@@ -665,12 +683,11 @@ impl Policy for Gang {
         "gang"
     }
 
-    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
-        let mut active_gone = false;
+    fn observe(&mut self, _now: Time, event: Event) {
         match event {
             Event::Submitted(req) => {
-                if self.impossible(&req) {
-                    out.push(Decision::Kill { job: req.id });
+                if let Some(why) = self.impossible(&req) {
+                    self.rejects.push((req.id, why));
                     return;
                 }
                 let key = (req.submit, req.id);
@@ -679,7 +696,7 @@ impl Policy for Gang {
             }
             Event::Ended(id) => {
                 if self.remove_member(id) {
-                    active_gone = self.compact();
+                    self.active_gone |= self.compact();
                 } else {
                     self.queue.retain(|j| j.id != id);
                 }
@@ -687,19 +704,14 @@ impl Policy for Gang {
             }
             Event::Timer(token) => match self.pending {
                 Some((t, TimerKind::QuantumEnd)) if t == token => {
-                    if !self.switching && self.rows.len() > 1 {
-                        let next = (self.active + 1) % self.rows.len();
-                        self.admit();
-                        self.switch_to(now, next, out);
-                        return;
-                    }
                     self.pending = None;
+                    self.quantum_over = true;
                 }
                 Some((t, TimerKind::SwitchDone)) if t == token => {
                     self.pending = None;
                     self.switching = false;
                 }
-                _ => return, // a timer that was cancelled
+                _ => {} // a timer that was cancelled
             },
             Event::Running { job, pes, since: _ } => {
                 let row = (0..self.rows.len())
@@ -752,7 +764,23 @@ impl Policy for Gang {
                 self.held_waiting.remove(&id);
             }
         }
-        self.settle(now, out, active_gone);
+    }
+
+    fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+        for (job, why) in self.rejects.drain(..) {
+            out.push(Decision::Reject { job, why });
+        }
+        let active_gone = std::mem::take(&mut self.active_gone);
+        let quantum_over = std::mem::take(&mut self.quantum_over);
+        // The active row emptied at this instant: its successor starts a fresh quantum
+        // (`settle`), whether or not the old quantum also ran out now.
+        if quantum_over && !active_gone && !self.switching && self.rows.len() > 1 {
+            let next = (self.active + 1) % self.rows.len();
+            self.admit();
+            self.switch_to(now, next, out);
+        } else {
+            self.settle(now, out, active_gone);
+        }
     }
 
     fn queue(&self) -> Vec<JobId> {

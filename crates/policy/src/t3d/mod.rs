@@ -112,6 +112,8 @@ pub struct T3d {
     next_token: u64,
     quanta: Vec<Quantum>,
     preemptions: Vec<Preemption>,
+    /// Jobs that can never run, seen at this instant, with the reason.
+    rejects: Vec<(JobId, String)>,
 }
 
 impl T3d {
@@ -136,6 +138,7 @@ impl T3d {
             tokens: BTreeMap::new(),
             next_token: 0,
             quanta: Vec::new(),
+            rejects: Vec::new(),
             preemptions: Vec::new(),
         }
     }
@@ -607,15 +610,28 @@ impl Policy for T3d {
         "t3d"
     }
 
-    fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Decision>) {
+    fn observe(&mut self, now: Time, event: Event) {
         let node_up = matches!(event, Event::NodeUp(_));
         match event {
             Event::Submitted(req) => {
-                if req.procs == 0
-                    || req.procs as usize > self.pe.len()
-                    || req.procs > self.cfg.job_limit
-                {
-                    out.push(Decision::Kill { job: req.id });
+                let why = if req.procs == 0 {
+                    Some("asks for no PE".to_string())
+                } else if req.procs as usize > self.pe.len() {
+                    Some(format!(
+                        "needs {} PEs; the machine has {}",
+                        req.procs,
+                        self.pe.len()
+                    ))
+                } else if req.procs > self.cfg.job_limit {
+                    Some(format!(
+                        "needs {} PEs, more than the largest job allowed (job_limit = {})",
+                        req.procs, self.cfg.job_limit
+                    ))
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    self.rejects.push((req.id, why));
                     return;
                 }
                 let class = self.cfg.class_of(&req);
@@ -667,6 +683,12 @@ impl Policy for T3d {
             Event::Released(id) => {
                 self.held.remove(&id);
             }
+        }
+    }
+
+    fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+        for (job, why) in self.rejects.drain(..) {
+            out.push(Decision::Reject { job, why });
         }
         self.schedule(now, out);
     }

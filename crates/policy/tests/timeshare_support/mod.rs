@@ -1,6 +1,7 @@
-//! A small discrete-event driver for the time-sharing tests: it applies every decision of
-//! the policy API, tracks each job's remaining work, and checks after each batch of decisions
-//! that no PE runs two jobs. Kept apart from crates/sim so the policies are tested on their own.
+//! A small discrete-event driver for the time-sharing tests: it hands the policy each instant
+//! (every event, then one decision), applies every decision of the policy API, tracks each
+//! job's remaining work, and checks after each instant that no PE runs two jobs. Kept apart
+//! from crates/sim so the policies are tested on their own.
 
 #![allow(dead_code)]
 
@@ -125,12 +126,15 @@ pub fn simulate(
             timers.remove(&(t, token));
             events.push(Event::Timer(token));
         }
-        for ev in events {
-            policy.handle(now, ev, &mut out);
-            let batch: Vec<Decision> = std::mem::take(&mut out);
-            for d in batch {
+        // Rounds of the instant: a kill's end is observed, then decided on, at the same time.
+        while !events.is_empty() {
+            for ev in events.drain(..) {
+                policy.observe(now, ev);
+            }
+            policy.decide(now, &mut out);
+            for d in std::mem::take(&mut out) {
                 run.decisions += 1;
-                apply(&mut run, &mut timers, now, d, policy, &mut out);
+                apply(&mut run, &mut timers, now, d, &mut events);
             }
             assert_disjoint(&run);
             check(now, &run, policy.matrix());
@@ -151,8 +155,7 @@ fn apply(
     timers: &mut BTreeMap<(Time, u64), ()>,
     now: Time,
     d: Decision,
-    policy: &mut dyn Policy,
-    out: &mut Vec<Decision>,
+    ended: &mut Vec<Event>,
 ) {
     let name = match &d {
         Decision::Start { .. } => "start",
@@ -161,6 +164,7 @@ fn apply(
         Decision::Resume { .. } => "resume",
         Decision::Preempt { .. } => "preempt",
         Decision::Kill { .. } => "kill",
+        Decision::Reject { .. } => "reject",
         Decision::SetTimer { .. } => "timer",
     };
     match d {
@@ -206,13 +210,13 @@ fn apply(
             l.preemptions += 1;
             l.history.push((now, name));
         }
-        Decision::Kill { job } => {
+        Decision::Kill { job } | Decision::Reject { job, .. } => {
             let l = run.jobs.get_mut(&job).expect("kill of an unknown job");
             stop(l, now, &mut run.busy_pe_time);
             l.end = Some(now);
             l.pes = None;
             l.history.push((now, name));
-            policy.handle(now, Event::Ended(job), out);
+            ended.push(Event::Ended(job));
         }
         Decision::SetTimer { at, token } => {
             timers.insert((at.max(now), token), ());

@@ -1,0 +1,635 @@
+//! The job lifecycle both drivers share.
+//!
+//! A policy's decisions mean one thing whether the simulator or the machine manager carries
+//! them out. The [`Ledger`] holds every job's place in that lifecycle, applies decisions to
+//! it, checks each one against the policy's promises (crates/policy/src/api.rs) and refuses a
+//! broken promise with an error naming the policy, the job and the time. It accounts the time
+//! each job ran and stood stopped and writes the [`JobRecord`] of both drivers. A driver adds
+//! only its side of the world: the simulator its virtual time and each job's remaining work,
+//! the machine manager its processes, signals and database. Each call returns the
+//! [`Change`] the driver must carry out.
+//!
+//! ```text
+//!            Start                 Suspend / hold
+//!   Waiting ───────▶ Running ◀──────────────────▶ Stopped ◀── Place ── Waiting
+//!      ▲                │        Resume / release      │
+//!      └──── Preempt ───┴──────────────────────────────┘
+//!   any live phase ── Kill / Reject / end / cancel ──▶ Ended (with an Outcome)
+//! ```
+//!
+//! A hold is an overlay, not a phase: a held job never runs, whatever its phase says; the
+//! policy keeps planning with it (a held running job keeps its PEs) and it runs again once
+//! released if the policy still has it running.
+//!
+//! ```
+//! use cosched_core::{Dur, JobId, MachineShape, Outcome, PeSet, Time};
+//! use cosched_ledger::{Change, Ledger};
+//! use cosched_policy::{Decision, JobRequest};
+//!
+//! let mut l = Ledger::new("fcfs", MachineShape::flat(4, 1), true);
+//! let j = l.add(JobRequest::new(JobId(1), Time::ZERO, 2, Dur::from_secs(60))).unwrap();
+//! l.submit(j, Time::ZERO);
+//! let start = Decision::Start { job: JobId(1), pes: PeSet::contiguous(0, 2), slot: None };
+//! assert_eq!(l.apply(Time::ZERO, start).unwrap(), Change::Runs { job: j, launch: true });
+//! l.end(j, Time::from_secs(60), Outcome::Completed, Some(0));
+//! assert_eq!(l.record(j).end, Some(Time::from_secs(60)));
+//! ```
+
+mod index;
+
+use cosched_core::{
+    Dur, JobId, JobRecord, JobSpec, MachineShape, NodeId, Outcome, PeBits, PeSet, Time,
+};
+use cosched_policy::{Decision, JobRequest};
+use serde::{Deserialize, Serialize};
+
+use crate::index::JobIndex;
+
+/// A job's position in the ledger (dense, in the order jobs were added).
+pub type Ix = usize;
+
+/// Where a job stands, as the policy's decisions put it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Known to the driver but not submitted yet (a trace's future job).
+    Future,
+    /// In the queue: never ran, or preempted (no PEs).
+    Waiting,
+    /// Holds PEs and the policy runs it (it is stopped all the same while held).
+    Running,
+    /// Holds PEs but is stopped: placed in a slot, or suspended.
+    Stopped,
+    Ended,
+}
+
+/// What the driver must do after a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing (a decision about a held job, a timer, a preemption of a stopped job).
+    None,
+    /// The job's processes run from now: created first when `launch` (its first start or
+    /// placement), else continued.
+    Runs { job: Ix, launch: bool },
+    /// The job got PEs but stays stopped: its processes are created stopped.
+    Placed { job: Ix },
+    /// The job's processes stop where they are (a suspension, a hold, a preemption).
+    Stops { job: Ix },
+    /// The job ended by this decision (a kill or a rejection): its processes, if any, go, and
+    /// the policy is told [`cosched_policy::Event::Ended`].
+    Ends { job: Ix },
+    /// Deliver a timer event `token` at `at` (never before the decision's time).
+    Timer { at: Time, token: u64 },
+}
+
+/// A call the ledger refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LedgerError {
+    #[error("policy {policy} broke its contract at t={time}s, job {job}: {what}")]
+    Violation {
+        policy: String,
+        job: JobId,
+        time: Time,
+        what: String,
+    },
+    #[error("job {job} appears twice")]
+    DuplicateJob { job: JobId },
+}
+
+/// One job in the ledger.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub req: JobRequest,
+    phase: Phase,
+    held: bool,
+    /// Its processes exist (it was started or placed and has not ended or been requeued).
+    launched: bool,
+    pes: PeSet,
+    slot: Option<u32>,
+    /// The PEs a preempted job held, which it must get back where jobs cannot migrate.
+    preempted_on: Option<PeSet>,
+    /// Run time before the current stretch.
+    ran: Dur,
+    /// Start of the current running stretch, when running.
+    since: Time,
+    /// When it last stopped after it first ran (for suspended time).
+    stopped_at: Option<Time>,
+    record: JobRecord,
+}
+
+impl Entry {
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+    pub fn held(&self) -> bool {
+        self.held
+    }
+    /// Whether its processes run now: the policy runs it and nobody holds it.
+    pub fn is_running(&self) -> bool {
+        self.phase == Phase::Running && !self.held
+    }
+    pub fn launched(&self) -> bool {
+        self.launched
+    }
+    /// The PEs it holds (empty while waiting or once ended).
+    pub fn pes(&self) -> &PeSet {
+        &self.pes
+    }
+    /// Its row in the policy's matrix, for time-sharing policies.
+    pub fn slot(&self) -> Option<u32> {
+        self.slot
+    }
+    pub fn record(&self) -> &JobRecord {
+        &self.record
+    }
+    /// Time it has run so far.
+    pub fn ran(&self, now: Time) -> Dur {
+        if self.is_running() {
+            self.ran + (now - self.since)
+        } else {
+            self.ran
+        }
+    }
+    /// When it started its current running stretch, if running.
+    pub fn running_since(&self) -> Option<Time> {
+        self.is_running().then_some(self.since)
+    }
+    pub fn is_live(&self) -> bool {
+        !matches!(self.phase, Phase::Future | Phase::Ended)
+    }
+}
+
+/// Every job's lifecycle; see the crate documentation.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    policy: String,
+    machine: MachineShape,
+    migration: bool,
+    entries: Vec<Entry>,
+    index: JobIndex,
+    /// PEs of jobs in phase Running: no two may share one.
+    busy: PeBits,
+    /// PEs of nodes that are down.
+    down: PeBits,
+    /// Jobs whose processes run now.
+    running: usize,
+    ended: usize,
+}
+
+impl Ledger {
+    /// An empty ledger for `policy` (named in errors) on `machine`. `migration`: whether a
+    /// preempted job may start again on other PEs (see `PolicyConfig::migration`).
+    pub fn new(policy: &str, machine: MachineShape, migration: bool) -> Ledger {
+        Ledger {
+            policy: policy.to_string(),
+            machine,
+            migration,
+            entries: Vec::new(),
+            index: JobIndex::new(),
+            busy: PeBits::new(machine.total_pes()),
+            down: PeBits::new(machine.total_pes()),
+            running: 0,
+            ended: 0,
+        }
+    }
+
+    /// Makes a job known, not yet submitted ([`Phase::Future`]).
+    pub fn add(&mut self, req: JobRequest) -> Result<Ix, LedgerError> {
+        let at = self.entries.len();
+        if !self.index.insert(req.id, at as u32, at) {
+            return Err(LedgerError::DuplicateJob { job: req.id });
+        }
+        let mut record = JobRecord::new(&JobSpec {
+            id: req.id,
+            submit: req.submit,
+            procs: req.procs,
+            estimate: Some(req.estimate),
+            runtime: None,
+            mem_per_pe_kib: req.mem_per_pe_kib,
+            queue: req.queue,
+            user: req.user,
+        });
+        record.id = req.id;
+        self.entries.push(Entry {
+            req,
+            phase: Phase::Future,
+            held: false,
+            launched: false,
+            pes: PeSet::new(),
+            slot: None,
+            preempted_on: None,
+            ran: Dur::ZERO,
+            since: Time::ZERO,
+            stopped_at: None,
+            record,
+        });
+        Ok(at)
+    }
+
+    /// The job joins the queue.
+    pub fn submit(&mut self, job: Ix, _now: Time) {
+        let e = &mut self.entries[job];
+        debug_assert_eq!(e.phase, Phase::Future, "job {} submitted twice", e.req.id);
+        e.phase = Phase::Waiting;
+    }
+
+    pub fn policy(&self) -> &str {
+        &self.policy
+    }
+    pub fn machine(&self) -> MachineShape {
+        self.machine
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    /// Position of a job, if known.
+    pub fn find(&self, id: JobId) -> Option<Ix> {
+        self.index.get(id)
+    }
+    pub fn entry(&self, job: Ix) -> &Entry {
+        &self.entries[job]
+    }
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+    pub fn record(&self, job: Ix) -> &JobRecord {
+        &self.entries[job].record
+    }
+    /// Every record, in the order jobs were added.
+    pub fn records(&self) -> impl Iterator<Item = &JobRecord> {
+        self.entries.iter().map(|e| &e.record)
+    }
+    pub fn into_records(self) -> Vec<JobRecord> {
+        self.entries.into_iter().map(|e| e.record).collect()
+    }
+    /// Jobs whose processes run now.
+    pub fn running(&self) -> usize {
+        self.running
+    }
+    pub fn ended(&self) -> usize {
+        self.ended
+    }
+    pub fn is_down(&self, node: NodeId) -> bool {
+        let r = self.machine.pes_of(node);
+        !self.down.range_clear(r.start, r.end)
+    }
+
+    fn violation(&self, job: JobId, now: Time, what: impl Into<String>) -> LedgerError {
+        LedgerError::Violation {
+            policy: self.policy.clone(),
+            job,
+            time: now,
+            what: what.into(),
+        }
+    }
+
+    /// The live job a decision names.
+    fn lookup(&self, job: JobId, now: Time) -> Result<Ix, LedgerError> {
+        let i = self
+            .index
+            .get(job)
+            .ok_or_else(|| self.violation(job, now, "unknown job"))?;
+        match self.entries[i].phase {
+            Phase::Future => Err(self.violation(job, now, "job not submitted yet")),
+            Phase::Ended => Err(self.violation(job, now, "job already ended")),
+            _ => Ok(i),
+        }
+    }
+
+    fn check_pes(&self, i: Ix, pes: &PeSet, now: Time) -> Result<(), LedgerError> {
+        let e = &self.entries[i];
+        let id = e.req.id;
+        if pes.len() < e.req.procs {
+            return Err(self.violation(
+                id,
+                now,
+                format!("given {} PEs, needs {}", pes.len(), e.req.procs),
+            ));
+        }
+        if pes
+            .runs()
+            .last()
+            .is_some_and(|&(_, end)| end > self.machine.total_pes())
+        {
+            return Err(self.violation(id, now, format!("PE set {pes} is outside the machine")));
+        }
+        if self.down.intersects_pes(pes) {
+            return Err(self.violation(id, now, format!("PE set {pes} is on a node that is down")));
+        }
+        if !self.migration
+            && let Some(old) = &e.preempted_on
+            && old != pes
+        {
+            return Err(self.violation(
+                id,
+                now,
+                format!(
+                    "restarted on PEs {pes} after a preemption on {old}; preempted jobs cannot move on this driver (migration is off)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Puts job `i` in phase Running from `now`; the change is `Runs` unless it is held.
+    fn run(&mut self, i: Ix, now: Time) -> Result<Change, LedgerError> {
+        if self.busy.intersects_pes(&self.entries[i].pes) {
+            let e = &self.entries[i];
+            return Err(self.violation(
+                e.req.id,
+                now,
+                format!("runs on PEs {}, some of which another job runs on", e.pes),
+            ));
+        }
+        let e = &mut self.entries[i];
+        self.busy.set_pes(&e.pes);
+        e.phase = Phase::Running;
+        if e.held {
+            return Ok(Change::None);
+        }
+        Ok(self.resume_processes(i, now))
+    }
+
+    /// Accounting for processes that (re)start running at `now`.
+    fn resume_processes(&mut self, i: Ix, now: Time) -> Change {
+        let e = &mut self.entries[i];
+        e.since = now;
+        if let Some(at) = e.stopped_at.take() {
+            e.record.suspended += now - at;
+        }
+        e.record.start.get_or_insert(now);
+        let launch = !e.launched;
+        e.launched = true;
+        self.running += 1;
+        Change::Runs { job: i, launch }
+    }
+
+    /// Accounting for processes that stop at `now`.
+    fn stop_processes(&mut self, i: Ix, now: Time) {
+        let e = &mut self.entries[i];
+        e.ran += now - e.since;
+        e.stopped_at = Some(now);
+        self.running -= 1;
+    }
+
+    /// Applies one decision taken at `now`.
+    pub fn apply(&mut self, now: Time, d: Decision) -> Result<Change, LedgerError> {
+        match d {
+            Decision::Start { job, pes, slot } => {
+                let i = self.lookup(job, now)?;
+                let e = &self.entries[i];
+                match e.phase {
+                    Phase::Waiting if e.held => {
+                        return Err(self.violation(job, now, "started while held"));
+                    }
+                    Phase::Waiting => self.check_pes(i, &pes, now)?,
+                    Phase::Stopped if e.pes != pes => {
+                        return Err(self.violation(
+                            job,
+                            now,
+                            format!(
+                                "started on PEs {pes} while it holds {}; preempt it first",
+                                e.pes
+                            ),
+                        ));
+                    }
+                    Phase::Stopped => {}
+                    Phase::Running => {
+                        return Err(self.violation(job, now, "started while already running"));
+                    }
+                    Phase::Future | Phase::Ended => unreachable!("lookup filters"),
+                }
+                let e = &mut self.entries[i];
+                e.pes = pes;
+                e.slot = slot;
+                e.preempted_on = None;
+                self.run(i, now)
+            }
+            Decision::Place { job, pes, slot } => {
+                let i = self.lookup(job, now)?;
+                if self.entries[i].phase != Phase::Waiting {
+                    return Err(self.violation(job, now, "placed while not waiting"));
+                }
+                self.check_pes(i, &pes, now)?;
+                let e = &mut self.entries[i];
+                e.pes = pes;
+                e.slot = slot;
+                e.preempted_on = None;
+                e.phase = Phase::Stopped;
+                if e.launched {
+                    // A preempted job placed back where it was: its processes are there.
+                    return Ok(Change::None);
+                }
+                e.launched = true;
+                Ok(Change::Placed { job: i })
+            }
+            Decision::Suspend { job } => {
+                let i = self.lookup(job, now)?;
+                if self.entries[i].phase != Phase::Running {
+                    return Err(self.violation(job, now, "suspended while not running"));
+                }
+                Ok(self.leave_running(i, now, Phase::Stopped))
+            }
+            Decision::Resume { job } => {
+                let i = self.lookup(job, now)?;
+                if self.entries[i].phase != Phase::Stopped {
+                    return Err(self.violation(
+                        job,
+                        now,
+                        "resumed while not allocated and stopped",
+                    ));
+                }
+                self.run(i, now)
+            }
+            Decision::Preempt { job } => {
+                let i = self.lookup(job, now)?;
+                let change = match self.entries[i].phase {
+                    Phase::Running => self.leave_running(i, now, Phase::Waiting),
+                    Phase::Stopped => {
+                        self.entries[i].phase = Phase::Waiting;
+                        Change::None
+                    }
+                    _ => return Err(self.violation(job, now, "preempted while holding no PEs")),
+                };
+                let e = &mut self.entries[i];
+                let pes = std::mem::take(&mut e.pes);
+                e.preempted_on = Some(pes);
+                e.slot = None;
+                if e.record.start.is_some() {
+                    e.record.preemptions += 1;
+                }
+                Ok(change)
+            }
+            Decision::Kill { job } => {
+                let i = self.lookup(job, now)?;
+                self.end(i, now, Outcome::Cancelled, None);
+                Ok(Change::Ends { job: i })
+            }
+            Decision::Reject { job, why: _ } => {
+                let i = self.lookup(job, now)?;
+                if self.entries[i].phase != Phase::Waiting || self.entries[i].launched {
+                    return Err(self.violation(job, now, "rejected after it was given PEs"));
+                }
+                self.end(i, now, Outcome::Rejected, None);
+                Ok(Change::Ends { job: i })
+            }
+            Decision::SetTimer { at, token } => Ok(Change::Timer {
+                at: at.max(now),
+                token,
+            }),
+        }
+    }
+
+    /// A Running job leaves that phase for `to` (Stopped or Waiting).
+    fn leave_running(&mut self, i: Ix, now: Time, to: Phase) -> Change {
+        let e = &mut self.entries[i];
+        self.busy.clear_pes(&e.pes);
+        e.phase = to;
+        if e.held {
+            return Change::None;
+        }
+        self.stop_processes(i, now);
+        Change::Stops { job: i }
+    }
+
+    /// The job ends at `now` with `outcome`, whatever its phase (it finished, failed, timed
+    /// out, was cancelled or lost). Returns whether it had processes, which the driver must
+    /// then remove; the driver tells the policy [`cosched_policy::Event::Ended`].
+    pub fn end(&mut self, job: Ix, now: Time, outcome: Outcome, exit_code: Option<i32>) -> bool {
+        let e = &mut self.entries[job];
+        debug_assert!(e.is_live(), "job {} ended twice", e.req.id);
+        let running = e.is_running();
+        if e.phase == Phase::Running {
+            self.busy.clear_pes(&e.pes);
+        }
+        if running {
+            e.ran += now - e.since;
+            self.running -= 1;
+        } else if let Some(at) = e.stopped_at.take() {
+            e.record.suspended += now - at;
+        }
+        let had_processes = e.launched;
+        e.phase = Phase::Ended;
+        e.launched = false;
+        e.held = false;
+        e.record.end = Some(now);
+        e.record.outcome = Some(outcome);
+        e.record.exit_code = exit_code;
+        e.record.pes = std::mem::take(&mut e.pes);
+        self.ended += 1;
+        had_processes
+    }
+
+    /// Holds the job: it does not run until released. Returns `Stops` if it was running.
+    pub fn hold(&mut self, job: Ix, now: Time) -> Change {
+        let e = &mut self.entries[job];
+        if e.held || !e.is_live() {
+            return Change::None;
+        }
+        let was_running = e.is_running();
+        e.held = true;
+        if was_running {
+            self.stop_processes(job, now);
+            return Change::Stops { job };
+        }
+        Change::None
+    }
+
+    /// Releases a hold. Returns `Runs` if the policy still has the job running.
+    pub fn release(&mut self, job: Ix, now: Time) -> Change {
+        let e = &mut self.entries[job];
+        if !e.held {
+            return Change::None;
+        }
+        e.held = false;
+        if e.phase == Phase::Running {
+            return self.resume_processes(job, now);
+        }
+        Change::None
+    }
+
+    /// Sends a job back to the queue after its processes were lost (a node failed and the
+    /// driver requeues): it starts over, from no work done.
+    pub fn requeue(&mut self, job: Ix, now: Time) {
+        let e = &mut self.entries[job];
+        if e.phase == Phase::Running {
+            self.busy.clear_pes(&e.pes);
+        }
+        if e.is_running() {
+            self.running -= 1;
+        }
+        e.phase = Phase::Waiting;
+        e.launched = false;
+        e.pes = PeSet::new();
+        e.slot = None;
+        e.preempted_on = None;
+        e.ran = Dur::ZERO;
+        e.stopped_at = None;
+        e.record.start = None;
+        e.record.suspended = Dur::ZERO;
+        let _ = now;
+    }
+
+    /// A job found running (or stopped) when a restarted driver rebuilds its state: it holds
+    /// `pes` and has run `ran` so far, the current stretch since `since` if `running`.
+    pub fn adopt(
+        &mut self,
+        job: Ix,
+        pes: PeSet,
+        running: bool,
+        since: Time,
+        ran: Dur,
+        record: JobRecord,
+    ) {
+        let e = &mut self.entries[job];
+        e.pes = pes;
+        e.launched = true;
+        e.ran = ran;
+        e.since = since;
+        e.record = record;
+        if running {
+            e.phase = Phase::Running;
+            self.busy.set_pes(&e.pes);
+            self.running += 1;
+        } else {
+            e.phase = Phase::Stopped;
+            e.stopped_at = e.record.start.map(|_| since);
+        }
+    }
+
+    /// Restores a job that had ended before a restart.
+    pub fn adopt_ended(&mut self, job: Ix, record: JobRecord) {
+        let e = &mut self.entries[job];
+        e.phase = Phase::Ended;
+        e.record = record;
+        self.ended += 1;
+    }
+
+    /// Marks a node down: nothing may be given PEs there until it is up again. Returns the
+    /// live jobs that hold PEs on it (the driver ends or requeues them).
+    pub fn node_down(&mut self, node: NodeId) -> Vec<Ix> {
+        let r = self.machine.pes_of(node);
+        self.down.set_range(r.start, r.end);
+        let on = PeSet::contiguous(r.start, r.end - r.start);
+        (0..self.entries.len())
+            .filter(|&i| self.entries[i].is_live() && self.entries[i].pes.intersects(&on))
+            .collect()
+    }
+
+    pub fn node_up(&mut self, node: NodeId) {
+        let r = self.machine.pes_of(node);
+        self.down.clear_range(r.start, r.end);
+    }
+
+    /// When a running job reaches a time limit `limit` of run time, if it keeps running.
+    pub fn limit_reached_at(&self, job: Ix, limit: Dur) -> Option<Time> {
+        let e = &self.entries[job];
+        e.is_running().then(|| e.since + (limit - e.ran))
+    }
+}
+
+#[cfg(test)]
+mod tests;

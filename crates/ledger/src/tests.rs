@@ -1,0 +1,215 @@
+use super::*;
+
+fn s(t: i64) -> Time {
+    Time::from_secs(t)
+}
+
+fn ledger(pes: u32, jobs: &[(u64, u32)], migration: bool) -> Ledger {
+    let mut l = Ledger::new("test", MachineShape::flat(pes, 1), migration);
+    for &(id, procs) in jobs {
+        let i = l
+            .add(JobRequest::new(
+                JobId(id),
+                Time::ZERO,
+                procs,
+                Dur::from_secs(100),
+            ))
+            .unwrap();
+        l.submit(i, Time::ZERO);
+    }
+    l
+}
+
+fn start(id: u64, first: u32, n: u32) -> Decision {
+    Decision::Start {
+        job: JobId(id),
+        pes: PeSet::contiguous(first, n),
+        slot: None,
+    }
+}
+
+#[test]
+fn suspended_time_and_run_time_are_accounted() {
+    let mut l = ledger(2, &[(1, 2)], true);
+    assert_eq!(
+        l.apply(s(0), start(1, 0, 2)).unwrap(),
+        Change::Runs {
+            job: 0,
+            launch: true
+        }
+    );
+    assert_eq!(
+        l.apply(s(3), Decision::Suspend { job: JobId(1) }).unwrap(),
+        Change::Stops { job: 0 }
+    );
+    assert_eq!(
+        l.apply(s(5), Decision::Resume { job: JobId(1) }).unwrap(),
+        Change::Runs {
+            job: 0,
+            launch: false
+        }
+    );
+    assert_eq!(l.entry(0).ran(s(6)), Dur::from_secs(4));
+    assert!(l.end(0, s(9), Outcome::Completed, Some(0)));
+    let r = l.record(0);
+    assert_eq!((r.start, r.end), (Some(s(0)), Some(s(9))));
+    assert_eq!(r.suspended, Dur::from_secs(2));
+    assert_eq!(l.entry(0).ran(s(20)), Dur::from_secs(7));
+    assert_eq!(l.running(), 0);
+}
+
+#[test]
+fn a_hold_stops_a_running_job_until_released() {
+    let mut l = ledger(2, &[(1, 2), (2, 2)], true);
+    l.apply(s(0), start(1, 0, 2)).unwrap();
+    assert_eq!(l.hold(0, s(2)), Change::Stops { job: 0 });
+    // The policy still has it running: its PEs stay taken.
+    let err = l.apply(s(3), start(2, 0, 2)).unwrap_err().to_string();
+    assert!(err.contains("another job runs"), "{err}");
+    // Decisions about a held job change its phase but run nothing.
+    assert_eq!(
+        l.apply(s(3), Decision::Suspend { job: JobId(1) }).unwrap(),
+        Change::None
+    );
+    assert_eq!(
+        l.apply(s(4), Decision::Resume { job: JobId(1) }).unwrap(),
+        Change::None
+    );
+    assert_eq!(
+        l.release(0, s(6)),
+        Change::Runs {
+            job: 0,
+            launch: false
+        }
+    );
+    l.end(0, s(10), Outcome::Completed, None);
+    assert_eq!(l.record(0).suspended, Dur::from_secs(4));
+    assert_eq!(l.entry(0).ran(s(10)), Dur::from_secs(6));
+    // A held waiting job must not start.
+    l.hold(1, s(10));
+    let err = l.apply(s(11), start(2, 0, 2)).unwrap_err().to_string();
+    assert!(err.contains("held") && err.contains("job 2"), "{err}");
+}
+
+#[test]
+fn preempted_jobs_move_only_where_migration_is_on() {
+    for migration in [true, false] {
+        let mut l = ledger(4, &[(1, 2)], migration);
+        l.apply(s(0), start(1, 0, 2)).unwrap();
+        assert_eq!(
+            l.apply(s(5), Decision::Preempt { job: JobId(1) }).unwrap(),
+            Change::Stops { job: 0 }
+        );
+        assert_eq!(l.entry(0).phase(), Phase::Waiting);
+        let moved = l.apply(s(8), start(1, 2, 2));
+        if migration {
+            assert_eq!(
+                moved.unwrap(),
+                Change::Runs {
+                    job: 0,
+                    launch: false
+                }
+            );
+            assert_eq!(l.record(0).preemptions, 1);
+            assert_eq!(l.record(0).suspended, Dur::from_secs(3));
+        } else {
+            let err = moved.unwrap_err().to_string();
+            assert!(err.contains("migration is off"), "{err}");
+            assert_eq!(
+                l.apply(s(8), start(1, 0, 2)).unwrap(),
+                Change::Runs {
+                    job: 0,
+                    launch: false
+                }
+            );
+        }
+    }
+}
+
+#[test]
+fn broken_promises_name_policy_job_and_time() {
+    let mut l = Ledger::new("script", MachineShape::flat(2, 1), true);
+    l.add(JobRequest::new(JobId(7), s(5), 1, Dur::from_secs(1)))
+        .unwrap();
+    let err = l.apply(s(0), start(7, 0, 1)).unwrap_err().to_string();
+    assert!(
+        err.contains("script")
+            && err.contains("job 7")
+            && err.contains("t=0")
+            && err.contains("not submitted"),
+        "{err}"
+    );
+    let err = l
+        .apply(s(0), Decision::Resume { job: JobId(99) })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown job"), "{err}");
+    assert!(matches!(
+        l.add(JobRequest::new(JobId(7), s(5), 1, Dur::from_secs(1))),
+        Err(LedgerError::DuplicateJob { .. })
+    ));
+    l.submit(0, s(5));
+    let err = l.apply(s(5), start(7, 1, 2)).unwrap_err().to_string();
+    assert!(err.contains("outside the machine"), "{err}");
+}
+
+#[test]
+fn kill_and_reject_end_jobs_with_their_outcomes() {
+    let mut l = ledger(4, &[(1, 2), (2, 8)], true);
+    l.apply(s(0), start(1, 0, 2)).unwrap();
+    assert_eq!(
+        l.apply(s(4), Decision::Kill { job: JobId(1) }).unwrap(),
+        Change::Ends { job: 0 }
+    );
+    assert_eq!(l.record(0).outcome, Some(Outcome::Cancelled));
+    let reject = Decision::Reject {
+        job: JobId(2),
+        why: "too large".into(),
+    };
+    assert_eq!(
+        l.apply(s(4), reject.clone()).unwrap(),
+        Change::Ends { job: 1 }
+    );
+    assert_eq!(l.record(1).outcome, Some(Outcome::Rejected));
+    assert_eq!(l.record(1).start, None);
+    let err = l.apply(s(5), reject).unwrap_err().to_string();
+    assert!(err.contains("already ended"), "{err}");
+    assert_eq!(l.ended(), 2);
+}
+
+#[test]
+fn nothing_is_given_pes_on_a_down_node() {
+    let mut l = Ledger::new("t", MachineShape::flat(2, 2), true);
+    for id in 1..=2 {
+        let i = l
+            .add(JobRequest::new(JobId(id), Time::ZERO, 2, Dur::from_secs(9)))
+            .unwrap();
+        l.submit(i, Time::ZERO);
+    }
+    l.apply(s(0), start(1, 0, 2)).unwrap();
+    assert_eq!(l.node_down(NodeId(0)), vec![0]);
+    assert!(l.is_down(NodeId(0)) && !l.is_down(NodeId(1)));
+    l.end(0, s(1), Outcome::NodeFailed, None);
+    let err = l.apply(s(2), start(2, 0, 2)).unwrap_err().to_string();
+    assert!(err.contains("down"), "{err}");
+    l.node_up(NodeId(0));
+    assert!(l.apply(s(3), start(2, 0, 2)).is_ok());
+}
+
+#[test]
+fn requeue_starts_over() {
+    let mut l = ledger(2, &[(1, 2)], false);
+    l.apply(s(0), start(1, 0, 2)).unwrap();
+    l.requeue(0, s(5));
+    assert_eq!(l.entry(0).phase(), Phase::Waiting);
+    assert_eq!(l.running(), 0);
+    assert_eq!(
+        l.apply(s(6), start(1, 0, 2)).unwrap(),
+        Change::Runs {
+            job: 0,
+            launch: true
+        }
+    );
+    assert_eq!(l.record(0).start, Some(s(6)));
+    assert_eq!(l.limit_reached_at(0, Dur::from_secs(10)), Some(s(16)));
+}
