@@ -3,10 +3,11 @@
 //! daemons down even when it fails (the guard's Drop).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use cosched_daemon::StateDir;
 use serde_json::Value;
 
 fn bin() -> &'static str {
@@ -16,6 +17,8 @@ fn bin() -> &'static str {
 /// A cluster brought up for one test; stopped and removed on drop.
 struct Cluster {
     dir: PathBuf,
+    /// The layout of `dir`.
+    state: StateDir,
 }
 
 impl Cluster {
@@ -29,16 +32,24 @@ impl Cluster {
             std::process::id()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let c = Cluster { dir };
+        let c = Cluster {
+            state: StateDir::new(&dir),
+            dir,
+        };
+        c.up_again(args);
+        c
+    }
+
+    /// `cluster up` in this cluster's state directory, which must succeed.
+    fn up_again(&self, args: &[&str]) {
         let mut full = vec!["cluster", "up"];
         full.extend_from_slice(args);
-        let out = c.run(&full);
+        let out = self.run(&full);
         assert!(
             out.status.success(),
             "cluster up failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        c
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -102,15 +113,12 @@ impl Cluster {
         }
     }
 
-    fn pid(&self, file: &str) -> String {
-        std::fs::read_to_string(self.dir.join(file))
-            .unwrap()
-            .trim()
-            .to_string()
+    fn pid(&self, file: &Path) -> String {
+        std::fs::read_to_string(file).unwrap().trim().to_string()
     }
 
-    fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.join("logs").join(name)).unwrap_or_default()
+    fn mm_log(&self) -> String {
+        std::fs::read_to_string(self.state.mm_log()).unwrap_or_default()
     }
 
     fn pids(&self) -> Vec<String> {
@@ -364,7 +372,7 @@ fn a_killed_node_manager_is_detected_and_its_job_fails() {
     );
     let id = c.submit(&["-n", "2", "--", "sleep", "60"]);
     c.until(id, 10, |j| j["state"] == "running");
-    let victim = c.pid("nm-n1.pid");
+    let victim = c.pid(&c.state.nm_pid_file("n1"));
     let killed_at = Instant::now();
     kill9(&victim);
     let j = c.until(id, 10, |j| j["state"] != "running");
@@ -411,7 +419,7 @@ fn with_requeue_a_job_lost_with_its_node_runs_again_elsewhere() {
         .as_str()
         .unwrap()
         .to_string();
-    kill9(&c.pid(&format!("nm-{name}.pid")));
+    kill9(&c.pid(&c.state.nm_pid_file(&name)));
     c.ok(&["wait", &id.to_string(), "--timeout", "20s"]);
     let j = c.job(id);
     assert_eq!(j["state"], "completed", "{j}");
@@ -452,7 +460,7 @@ fn the_tree_repairs_itself_when_an_interior_node_manager_dies() {
         .as_str()
         .unwrap()
         .to_string();
-    kill9(&c.pid(&format!("nm-{interior}.pid")));
+    kill9(&c.pid(&c.state.nm_pid_file(&interior)));
     let start = Instant::now();
     loop {
         let st = c.json(&["status"]);
@@ -498,19 +506,16 @@ fn a_killed_and_restarted_machine_manager_loses_no_record() {
     let survivor = c.submit(&["-n", "1", "--", "sh", "-c", "sleep 2; echo survived"]);
     let queued = c.submit(&["-n", "1", "--", "echo", "after"]);
     c.until(survivor, 10, |j| j["state"] == "running");
-    let addr = std::fs::read_to_string(c.dir.join("mm.addr"))
-        .unwrap()
-        .trim()
-        .to_string();
-    kill9(&c.pid("mm.pid"));
+    let addr = c.state.addr().unwrap();
+    kill9(&c.pid(&c.state.mm_pid_file()));
     std::thread::sleep(Duration::from_millis(300));
     let log = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
-        .open(c.dir.join("logs/mm.log"))
+        .open(c.state.mm_log())
         .unwrap();
     let dir = c.dir.to_str().unwrap().to_string();
-    let key = c.dir.join("key");
+    let key = c.state.key_file();
     let _mm = Reap(
         Command::new(bin())
             .args([
@@ -555,26 +560,19 @@ fn a_killed_and_restarted_machine_manager_loses_no_record() {
         out.status.success(),
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
-        c.log("mm.log")
+        c.mm_log()
     );
     assert_eq!(c.ok(&["output", &survivor.to_string()]).trim(), "survived");
     assert_eq!(c.ok(&["output", &queued.to_string()]).trim(), "after");
     assert_eq!(c.json(&["acct"])["jobs"].as_array().unwrap().len(), 3);
-    assert!(
-        c.log("mm.log").contains("recovered 3 jobs"),
-        "{}",
-        c.log("mm.log")
-    );
+    assert!(c.mm_log().contains("recovered 3 jobs"), "{}", c.mm_log());
 }
 
 #[test]
 fn garbage_sent_to_the_machine_manager_is_dropped_while_jobs_continue() {
     let c = Cluster::up("garbage", &["--nodes", "1", "--pes", "1"]);
     let long = c.submit(&["-n", "1", "--", "sh", "-c", "sleep 1; echo fine"]);
-    let addr = std::fs::read_to_string(c.dir.join("mm.addr"))
-        .unwrap()
-        .trim()
-        .to_string();
+    let addr = c.state.addr().unwrap();
     // Raw garbage, an HTTP request, and a well-formed frame signed with another key.
     let frames: Vec<Vec<u8>> = vec![
         (0..200u32).map(|i| (i * 37 % 251) as u8).collect(),
@@ -603,7 +601,65 @@ fn garbage_sent_to_the_machine_manager_is_dropped_while_jobs_continue() {
     assert_eq!(c.ok(&["output", &long.to_string()]).trim(), "fine");
     let next = c.submit(&["-n", "1", "--", "true"]);
     c.ok(&["wait", &next.to_string()]);
-    let log = c.log("mm.log");
+    let log = c.mm_log();
     assert!(log.matches("dropping peer").count() >= 3, "{log}");
     assert!(log.contains("authentication failed"), "{log}");
+}
+
+/// Issue 9, item 6: a cluster brought down and up again in the same state directory keeps its
+/// accounting and continues the job ids; jobs live at `down` keep the record the shutdown
+/// wrote; a machine of another shape is refused with the directory and the flags.
+#[test]
+fn issue_9_history_survives_cluster_down_and_up() {
+    let shape = ["--nodes", "2", "--pes", "1"];
+    let c = Cluster::up("history", &shape);
+    let first = c.submit(&["-n", "1", "--", "echo", "first"]);
+    let second = c.submit(&["-n", "2", "--", "sh", "-c", "exit 3"]);
+    assert_eq!((first, second), (1, 2));
+    c.until(first, 10, |j| j["state"] == "completed");
+    c.until(second, 10, |j| j["state"] == "failed");
+    let before = c.json(&["acct"])["jobs"].clone();
+    c.ok(&["cluster", "down"]);
+    assert!(c.state.db_file().is_file(), "down removed the history");
+
+    // Another shape: refused, naming the directory and the flags, and nothing left running.
+    let out = c.run(&["cluster", "up", "--nodes", "2", "--pes", "2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a 2x2 cluster reused a 2x1 history");
+    assert!(
+        err.contains(&c.dir.display().to_string()) && err.contains("--nodes/--pes"),
+        "{err}"
+    );
+    assert!(c.state.pid_files().unwrap().is_empty());
+
+    c.up_again(&shape);
+    let third = c.submit(&["-n", "1", "--", "true"]);
+    assert_eq!(third, 3, "job ids restarted");
+    c.ok(&["wait", "3"]);
+    let jobs = c.json(&["acct"])["jobs"].clone();
+    let ids: Vec<u64> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+    // The old records are exactly what they were, and the old output is still there.
+    assert_eq!(jobs[0], before[0]);
+    assert_eq!(jobs[1], before[1]);
+    assert_eq!(jobs[1]["exit_code"], 3);
+    assert_eq!(c.ok(&["output", "1"]).trim(), "first");
+    let queue = c.json(&["queue", "--all"]);
+    assert_eq!(queue["jobs"].as_array().unwrap().len(), 3);
+
+    // A job still running at `down` keeps the shutdown's record across the next `up`.
+    let live = c.submit(&["-n", "1", "--", "sleep", "60"]);
+    c.until(live, 10, |j| j["state"] == "running");
+    c.ok(&["cluster", "down"]);
+    c.up_again(&shape);
+    let j = c.job(live);
+    assert_eq!(j["state"], "cancelled", "{j}");
+    assert_eq!(j["error"], "the cluster was shut down", "{j}");
+    assert!(j["end"].as_f64().is_some(), "{j}");
+    assert_eq!(c.submit(&["-n", "1", "--", "true"]), live + 1);
 }

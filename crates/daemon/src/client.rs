@@ -10,6 +10,7 @@ use cosched_storm::Key;
 use cosched_storm::frame::{read_blocking, write_blocking};
 
 use crate::DaemonError;
+use crate::StateDir;
 use crate::proto::*;
 
 #[derive(Clone, Debug)]
@@ -26,23 +27,17 @@ impl Client {
     /// The client of the cluster whose files are in `state_dir`; `mm` and `key_file`
     /// override the address and key found there.
     pub fn from_state_dir(
-        state_dir: &Path,
+        state_dir: &StateDir,
         mm: Option<&str>,
         key_file: Option<&Path>,
     ) -> Result<Client, DaemonError> {
         let addr = match mm {
             Some(a) => a.to_string(),
-            None => std::fs::read_to_string(state_dir.join("mm.addr"))
-                .map_err(|_| DaemonError::StateDir {
-                    dir: state_dir.to_path_buf(),
-                    why: "no mm.addr here: start a cluster with `cosched cluster up`, set COSCHED_STATE_DIR, or pass --mm ADDR".into(),
-                })?
-                .trim()
-                .to_string(),
+            None => state_dir.addr()?,
         };
         let key_path = key_file
             .map(Path::to_path_buf)
-            .unwrap_or_else(|| state_dir.join("key"));
+            .unwrap_or_else(|| state_dir.key_file());
         let key = Key::load(&key_path)?;
         Ok(Client { addr, key })
     }

@@ -1,6 +1,7 @@
 //! An embedded cluster: one machine manager and N node managers as background processes on
-//! this machine (loopback), with their files in a state directory:
-//! `mm.addr`, `key`, `mm.pid`, `nm-NAME.pid`, `mm.db`, `logs/`, and one work directory per node.
+//! this machine (loopback), with their files in a [`StateDir`]. The history (the MM's
+//! database) outlives `down`: the next `up` in the same directory keeps the accounting and
+//! continues the job ids.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,10 +10,10 @@ use std::time::{Duration, Instant};
 use cosched_core::Dur;
 use cosched_storm::Key;
 
-use crate::DaemonError;
 use crate::client::Client;
 use crate::proto::Request;
 use crate::util::{pid_alive, signal_pid};
+use crate::{DaemonError, StateDir};
 
 #[derive(Clone, Debug)]
 pub struct ClusterOptions {
@@ -52,7 +53,7 @@ impl ClusterOptions {
 /// A running embedded cluster.
 pub struct Cluster {
     pub addr: String,
-    pub state_dir: PathBuf,
+    pub state_dir: StateDir,
     pub client: Client,
     /// Daemons started by this process (reaped by [`Cluster::down`]).
     children: Vec<Child>,
@@ -89,23 +90,21 @@ fn spawn_daemon(
 
 /// Starts the machine manager and the node managers; returns once every node is registered.
 pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
-    let dir = &o.state_dir;
-    std::fs::create_dir_all(dir.join("logs"))?;
-    if let Some(pid) = read_pid(&dir.join("mm.pid"))
-        && pid_alive(pid)
-    {
+    let dir = StateDir::new(&o.state_dir);
+    dir.create()?;
+    if let Some(pid) = dir.live_mm() {
         return Err(DaemonError::StateDir {
-            dir: dir.clone(),
+            dir: o.state_dir.clone(),
             why: format!(
                 "a machine manager (pid {pid}) already runs here; `cosched cluster down` first, or use another COSCHED_STATE_DIR"
             ),
         });
     }
-    for stale in ["mm.addr", "mm.db", "mm.db-wal", "mm.db-shm"] {
-        let _ = std::fs::remove_file(dir.join(stale));
-    }
+    // The address of the last MM would be taken for the new one's; the database stays, so the
+    // new MM continues its history (a machine of another shape is refused by the MM).
+    dir.forget_addr();
     let key = Key::generate()?;
-    key.save(&dir.join("key"))?;
+    key.save(&dir.key_file())?;
     let mut args: Vec<String> = vec![
         "mm".into(),
         "--listen".into(),
@@ -121,9 +120,9 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         "--heartbeat".into(),
         o.heartbeat.to_string(),
         "--state-dir".into(),
-        dir.display().to_string(),
+        dir.root().display().to_string(),
         "--key-file".into(),
-        dir.join("key").display().to_string(),
+        dir.key_file().display().to_string(),
     ];
     if let Some(m) = o.mpl {
         args.extend(["--mpl".into(), m.to_string()]);
@@ -137,18 +136,23 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
     let mut children = vec![spawn_daemon(
         &o.exe,
         &args,
-        &dir.join("logs/mm.log"),
-        &dir.join("mm.pid"),
+        &dir.mm_log(),
+        &dir.mm_pid_file(),
     )?];
     let start = Instant::now();
     let addr = loop {
-        if let Ok(a) = std::fs::read_to_string(dir.join("mm.addr")) {
-            break a.trim().to_string();
+        if let Ok(a) = dir.addr() {
+            break a;
         }
         if let Ok(Some(st)) = children[0].try_wait() {
+            let _ = std::fs::remove_file(dir.mm_pid_file());
+            // Its last words say why (e.g. a database for a machine of another shape).
+            let why = last_line(&dir.mm_log())
+                .map(|l| format!(": {}", l.trim_start_matches("error: ")))
+                .unwrap_or_default();
             return Err(DaemonError::Config(format!(
-                "the machine manager exited ({st}); see {}",
-                dir.join("logs/mm.log").display()
+                "the machine manager exited ({st}){why}; see {}",
+                dir.mm_log().display()
             )));
         }
         if start.elapsed() > o.timeout {
@@ -169,17 +173,17 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             "--pes".into(),
             o.pes.to_string(),
             "--workdir".into(),
-            dir.join(format!("nm-{name}")).display().to_string(),
+            dir.node_work_dir(&name).display().to_string(),
             "--key-file".into(),
-            dir.join("key").display().to_string(),
+            dir.key_file().display().to_string(),
             "--cpu-offset".into(),
             (i * o.pes).to_string(),
         ];
         children.push(spawn_daemon(
             &o.exe,
             &args,
-            &dir.join(format!("logs/nm-{name}.log")),
-            &dir.join(format!("nm-{name}.pid")),
+            &dir.nm_log(&name),
+            &dir.nm_pid_file(&name),
         )?);
         // One at a time, so that node nI gets id I (ids follow registration order).
         let probe = Client::new(addr.clone(), key.clone());
@@ -209,7 +213,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
                 st.nodes.iter().filter(|n| n.state == "up").count(),
                 o.nodes,
                 o.timeout,
-                dir.join("logs").display()
+                dir.logs_dir().display()
             )));
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -241,25 +245,23 @@ impl Drop for Cluster {
     }
 }
 
-fn read_pid(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+/// The last non-empty line of a log, if any.
+fn last_line(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim().to_string())
 }
 
 /// Stops the cluster whose files are in `dir`: asks the machine manager to shut everything
-/// down, then kills whatever daemon is still alive after 3 s, and removes the pid files.
-pub fn down(dir: &Path) -> Result<(), DaemonError> {
+/// down (it ends the live jobs `cancelled`, "the cluster was shut down", and writes them to
+/// its database), then kills whatever daemon is still alive after 3 s, and removes the pid
+/// files and the address. The database, key, logs and job output stay for the next `up`.
+pub fn down(dir: &StateDir) -> Result<(), DaemonError> {
     // Best effort: a machine manager that is gone is killed by pid below anyway.
     let _ = Client::from_state_dir(dir, None, None).and_then(|c| c.simple(Request::Shutdown));
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir(dir)?.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".pid") && (name == "mm.pid" || name.starts_with("nm-")) {
-            if let Some(pid) = read_pid(&entry.path()) {
-                pids.push(pid);
-            }
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+    let pids = dir.take_pids()?;
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline && pids.iter().any(|&p| pid_alive(p) && !is_zombie(p)) {
         std::thread::sleep(Duration::from_millis(20));
@@ -269,10 +271,10 @@ pub fn down(dir: &Path) -> Result<(), DaemonError> {
             signal_pid(p, libc::SIGKILL);
         }
     }
-    let _ = std::fs::remove_file(dir.join("mm.addr"));
+    dir.forget_addr();
     if pids.is_empty() {
         return Err(DaemonError::StateDir {
-            dir: dir.to_path_buf(),
+            dir: dir.root().to_path_buf(),
             why: "no cluster runs here (no pid files)".into(),
         });
     }

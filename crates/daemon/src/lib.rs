@@ -8,6 +8,7 @@
 //! - [`client`]: a blocking client for user commands (submit, wait, status, …).
 //! - [`bench`]: latency, gang-overhead and throughput benchmarks on an embedded cluster.
 //! - [`cluster`]: an embedded cluster of local daemons (`cosched cluster up|down`, the demo).
+//! - [`state_dir`]: the layout of a cluster's state directory (addresses, keys, pids, database).
 //! - [`report`]: tables, the Ousterhout matrix and SWF export of job records.
 //! - [`util`]: clock, atomic files, signals.
 //!
@@ -29,7 +30,10 @@ pub mod mm;
 pub mod nm;
 pub mod proto;
 pub mod report;
+pub mod state_dir;
 pub mod util;
+
+pub use state_dir::StateDir;
 
 use std::path::PathBuf;
 
@@ -59,15 +63,4 @@ pub enum DaemonError {
     Timeout(String),
     #[error("state directory {dir}: {why}")]
     StateDir { dir: PathBuf, why: String },
-}
-
-/// Where `cluster up` keeps its files: `$COSCHED_STATE_DIR`, else `~/.cosched`.
-pub fn default_state_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("COSCHED_STATE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    match std::env::var_os("HOME") {
-        Some(h) => PathBuf::from(h).join(".cosched"),
-        None => std::env::temp_dir().join("cosched"),
-    }
 }

@@ -174,8 +174,11 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let (mut mm, mut up_rx) = Mm::open(cfg)?;
     let (in_tx, mut in_rx) = mpsc::unbounded_channel();
     tokio::spawn(accept_loop(listener, mm.cfg.key.clone(), in_tx));
-    write_atomic(&mm.cfg.state_dir.join("mm.addr"), &format!("{addr}\n"))
-        .map_err(DaemonError::Io)?;
+    write_atomic(
+        &crate::StateDir::new(&mm.cfg.state_dir).addr_file(),
+        &format!("{addr}\n"),
+    )
+    .map_err(DaemonError::Io)?;
     eprintln!("mm: running at {}", crate::util::raise_priority());
     eprintln!(
         "mm: listening on {addr}, policy {}, {} nodes × {} PEs",
@@ -289,7 +292,7 @@ impl Mm {
         let policy = registry::build(&cfg.policy, &pcfg)
             .map_err(|e| DaemonError::Config(format!("{e} (--policy)")))?;
         std::fs::create_dir_all(&cfg.state_dir).map_err(DaemonError::Io)?;
-        let db = Db::open(&cfg.state_dir.join("mm.db"))?;
+        let db = Db::open(&crate::StateDir::new(&cfg.state_dir).db_file())?;
         let (root, rx) = Root::new(cfg.key.clone(), cfg.fanout);
         let t = now();
         let mut mm = Mm {

@@ -11,7 +11,7 @@ use cosched_core::{Dur, JobId};
 use cosched_daemon::client::Client;
 use cosched_daemon::cluster::{self, ClusterOptions};
 use cosched_daemon::proto::{JobInfo, Request, SubmitRequest};
-use cosched_daemon::{default_state_dir, mm, nm, report};
+use cosched_daemon::{StateDir, mm, nm, report};
 use cosched_storm::Key;
 
 #[derive(clap::Subcommand)]
@@ -60,7 +60,7 @@ pub struct ConnArgs {
 impl ConnArgs {
     fn client(&self) -> anyhow::Result<Client> {
         Ok(Client::from_state_dir(
-            &default_state_dir(),
+            &StateDir::from_env(),
             self.mm.as_deref(),
             self.key_file.as_deref(),
         )?)
@@ -131,9 +131,10 @@ pub struct NmArgs {
 
 #[derive(clap::Subcommand)]
 pub enum ClusterCmd {
-    /// Start a machine manager and N node managers on this machine; prints the MM address
+    /// Start a machine manager and N node managers on this machine; prints the MM address.
+    /// A cluster brought up again in the same $COSCHED_STATE_DIR keeps its job history
     Up(Box<UpArgs>),
-    /// Stop the cluster of $COSCHED_STATE_DIR and every job on it
+    /// Stop the cluster of $COSCHED_STATE_DIR and cancel every live job; the history stays
     Down,
     /// Benchmarks on throw-away embedded clusters (figures in docs/benchmarks.md)
     #[command(subcommand)]
@@ -325,10 +326,11 @@ fn now_us() -> i64 {
 pub fn run(c: Command) -> anyhow::Result<i32> {
     match c {
         Command::Mm(a) => {
-            let dir = a.state_dir.unwrap_or_else(default_state_dir);
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            let key = load_or_create_key(&a.key_file.unwrap_or_else(|| dir.join("key")))?;
-            let mut cfg = mm::MmConfig::new(dir, key, a.nodes, a.pes);
+            let dir = a.state_dir.map_or_else(StateDir::from_env, StateDir::new);
+            std::fs::create_dir_all(dir.root())
+                .with_context(|| format!("creating {}", dir.root().display()))?;
+            let key = load_or_create_key(&a.key_file.unwrap_or_else(|| dir.key_file()))?;
+            let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, a.nodes, a.pes);
             cfg.listen = a.listen;
             cfg.policy = a.policy;
             cfg.mpl = a.mpl;
@@ -337,20 +339,17 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             cfg.heartbeat = a.heartbeat.max(Dur::from_millis(1));
             cfg.dead_after = cfg.heartbeat * 5;
             cfg.requeue = a.requeue;
-            std::fs::write(
-                cfg.state_dir.join("mm.pid"),
-                format!("{}\n", std::process::id()),
-            )?;
+            std::fs::write(dir.mm_pid_file(), format!("{}\n", std::process::id()))?;
             mm::run_blocking(cfg)?;
             Ok(0)
         }
         Command::Nm(a) => {
             let name = a.name.unwrap_or_else(hostname);
-            let dir = default_state_dir();
-            let key_file = a.key_file.unwrap_or_else(|| dir.join("key"));
+            let dir = StateDir::from_env();
+            let key_file = a.key_file.unwrap_or_else(|| dir.key_file());
             let key = Key::load(&key_file)
                 .with_context(|| "the node manager needs the cluster key (--key-file)")?;
-            let workdir = a.workdir.unwrap_or_else(|| dir.join(format!("nm-{name}")));
+            let workdir = a.workdir.unwrap_or_else(|| dir.node_work_dir(&name));
             let cfg = nm::NmConfig {
                 mm: a.mm,
                 name,
@@ -365,7 +364,12 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         }
         Command::Cluster(ClusterCmd::Up(a)) => {
             let exe = std::env::current_exe().context("finding the cosched executable")?;
-            let mut o = ClusterOptions::new(exe, default_state_dir(), a.nodes, a.pes);
+            let mut o = ClusterOptions::new(
+                exe,
+                StateDir::from_env().root().to_path_buf(),
+                a.nodes,
+                a.pes,
+            );
             o.policy = a.policy;
             o.mpl = a.mpl;
             o.quantum = a.quantum;
@@ -399,7 +403,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         }
         Command::Cluster(ClusterCmd::Bench(b)) => bench(b),
         Command::Cluster(ClusterCmd::Down) => {
-            cluster::down(&default_state_dir())?;
+            cluster::down(&StateDir::from_env())?;
             eprintln!("cluster down");
             Ok(0)
         }

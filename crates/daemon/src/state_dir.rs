@@ -1,0 +1,286 @@
+//! The state directory of a cluster (`$COSCHED_STATE_DIR`, else `~/.cosched`): the one place
+//! that knows its layout, so the daemons, the embedded cluster and the user commands cannot
+//! disagree about a file name.
+//!
+//! | path | written by | for |
+//! |------|------------|-----|
+//! | `mm.addr` | the MM, once it listens | clients and `cluster up` find the MM |
+//! | `key` | `cluster up` (or `cosched mm` when missing) | frame authentication |
+//! | `mm.pid`, `nm-NAME.pid` | `cluster up` and `cosched mm` | `cluster down` stops the daemons |
+//! | `mm.db` (+ `-wal`, `-shm`) | the MM | every job record and node: the history |
+//! | `logs/mm.log`, `logs/nm-NAME.log` | `cluster up` (daemon output) | diagnosis |
+//! | `nm-NAME/` | the NM of node NAME | job output, `jobs/ID/R.out`, `R.err` |
+//!
+//! `cluster down` removes what describes running daemons (the address and the pid files) and
+//! keeps the history (database), logs and job output, so that the next `cluster up` in the
+//! same directory continues where this one stopped.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::DaemonError;
+use crate::util::pid_alive;
+
+/// The layout of one state directory. Only names paths and manages the files of running
+/// daemons; the database itself is opened by the MM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+const ADDR: &str = "mm.addr";
+const KEY: &str = "key";
+const DB: &str = "mm.db";
+const MM_PID: &str = "mm.pid";
+const LOGS: &str = "logs";
+const NM_PREFIX: &str = "nm-";
+const PID_SUFFIX: &str = ".pid";
+
+impl StateDir {
+    /// The state directory at `root` (nothing is created).
+    pub fn new(root: impl Into<PathBuf>) -> StateDir {
+        StateDir { root: root.into() }
+    }
+
+    /// The default state directory: `$COSCHED_STATE_DIR`, else `~/.cosched`, else
+    /// `$TMPDIR/cosched` when there is no home.
+    pub fn from_env() -> StateDir {
+        StateDir::new(default_root(
+            std::env::var_os("COSCHED_STATE_DIR"),
+            std::env::var_os("HOME"),
+        ))
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The MM's listening address, one line `HOST:PORT`.
+    pub fn addr_file(&self) -> PathBuf {
+        self.root.join(ADDR)
+    }
+
+    /// The cluster key (64 hex digits).
+    pub fn key_file(&self) -> PathBuf {
+        self.root.join(KEY)
+    }
+
+    /// The MM's SQLite database; SQLite keeps `-wal` and `-shm` files beside it.
+    pub fn db_file(&self) -> PathBuf {
+        self.root.join(DB)
+    }
+
+    pub fn mm_pid_file(&self) -> PathBuf {
+        self.root.join(MM_PID)
+    }
+
+    pub fn nm_pid_file(&self, node: &str) -> PathBuf {
+        self.root.join(format!("{NM_PREFIX}{node}{PID_SUFFIX}"))
+    }
+
+    pub fn logs_dir(&self) -> PathBuf {
+        self.root.join(LOGS)
+    }
+
+    pub fn mm_log(&self) -> PathBuf {
+        self.logs_dir().join("mm.log")
+    }
+
+    pub fn nm_log(&self, node: &str) -> PathBuf {
+        self.logs_dir().join(format!("{NM_PREFIX}{node}.log"))
+    }
+
+    /// Where the NM of `node` keeps job output.
+    pub fn node_work_dir(&self, node: &str) -> PathBuf {
+        self.root.join(format!("{NM_PREFIX}{node}"))
+    }
+
+    /// Creates the directory and its `logs/`.
+    pub fn create(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(self.logs_dir())
+    }
+
+    /// The MM's address, or an error saying how to get one.
+    pub fn addr(&self) -> Result<String, DaemonError> {
+        std::fs::read_to_string(self.addr_file())
+            .map(|a| a.trim().to_string())
+            .map_err(|_| DaemonError::StateDir {
+                dir: self.root.clone(),
+                why: format!(
+                    "no {ADDR} here: start a cluster with `cosched cluster up`, set COSCHED_STATE_DIR, or pass --mm ADDR"
+                ),
+            })
+    }
+
+    /// Removes the address of a previous MM, so that a new one is not mistaken for it.
+    pub fn forget_addr(&self) {
+        let _ = std::fs::remove_file(self.addr_file());
+    }
+
+    /// The pid of a machine manager that is alive according to `mm.pid`.
+    pub fn live_mm(&self) -> Option<i32> {
+        read_pid(&self.mm_pid_file()).filter(|&p| pid_alive(p))
+    }
+
+    /// The pid files of the daemons (`mm.pid`, `nm-NAME.pid`) present now.
+    pub fn pid_files(&self) -> std::io::Result<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.root)?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let daemon = name == MM_PID || name.starts_with(NM_PREFIX);
+            // A node's work directory is `nm-NAME`, also when NAME ends in ".pid".
+            if daemon && name.ends_with(PID_SUFFIX) && entry.path().is_file() {
+                out.push(entry.path());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// The cleanup of `cluster down`, first half: reads and removes every pid file, returning
+    /// the pids so the caller can wait for them and kill the stragglers. The database, the key,
+    /// the logs and the work directories stay: they are the cluster's history.
+    pub fn take_pids(&self) -> std::io::Result<Vec<i32>> {
+        let mut pids = Vec::new();
+        for f in self.pid_files()? {
+            pids.extend(read_pid(&f));
+            let _ = std::fs::remove_file(&f);
+        }
+        Ok(pids)
+    }
+}
+
+/// `$COSCHED_STATE_DIR` (when set and not empty), else `$HOME/.cosched`, else the temporary
+/// directory's `cosched`.
+fn default_root(state_dir: Option<OsString>, home: Option<OsString>) -> PathBuf {
+    if let Some(d) = state_dir.filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    match home {
+        Some(h) => PathBuf::from(h).join(".cosched"),
+        None => std::env::temp_dir().join("cosched"),
+    }
+}
+
+/// The pid in a pid file; `None` when the file is missing or holds no number.
+pub fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> StateDir {
+        let d = std::env::temp_dir().join(format!(
+            "cosched-statedir-{name}-{}-{}",
+            std::process::id(),
+            crate::util::now().as_micros()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        StateDir::new(d)
+    }
+
+    #[test]
+    fn every_file_has_its_documented_name() {
+        let s = StateDir::new("/s");
+        assert_eq!(s.addr_file(), Path::new("/s/mm.addr"));
+        assert_eq!(s.key_file(), Path::new("/s/key"));
+        assert_eq!(s.db_file(), Path::new("/s/mm.db"));
+        assert_eq!(s.mm_pid_file(), Path::new("/s/mm.pid"));
+        assert_eq!(s.nm_pid_file("n3"), Path::new("/s/nm-n3.pid"));
+        assert_eq!(s.logs_dir(), Path::new("/s/logs"));
+        assert_eq!(s.mm_log(), Path::new("/s/logs/mm.log"));
+        assert_eq!(s.nm_log("n3"), Path::new("/s/logs/nm-n3.log"));
+        assert_eq!(s.node_work_dir("n3"), Path::new("/s/nm-n3"));
+    }
+
+    #[test]
+    fn default_location_prefers_the_variable_then_home() {
+        assert_eq!(
+            default_root(Some("/x".into()), Some("/home/u".into())),
+            Path::new("/x")
+        );
+        // An empty variable is as good as unset (`COSCHED_STATE_DIR= cosched …`).
+        assert_eq!(
+            default_root(Some("".into()), Some("/home/u".into())),
+            Path::new("/home/u/.cosched")
+        );
+        assert_eq!(
+            default_root(None, None),
+            std::env::temp_dir().join("cosched")
+        );
+    }
+
+    #[test]
+    fn create_makes_the_directory_and_its_logs() {
+        let s = scratch("create");
+        s.create().unwrap();
+        assert!(s.logs_dir().is_dir());
+        s.create().unwrap(); // again: not an error
+        std::fs::remove_dir_all(s.root()).unwrap();
+    }
+
+    #[test]
+    fn addr_is_trimmed_and_its_absence_says_what_to_do() {
+        let s = scratch("addr");
+        s.create().unwrap();
+        let err = s.addr().unwrap_err().to_string();
+        assert!(err.contains("no mm.addr here"), "{err}");
+        assert!(err.contains(&s.root().display().to_string()), "{err}");
+        std::fs::write(s.addr_file(), "127.0.0.1:7070\n").unwrap();
+        assert_eq!(s.addr().unwrap(), "127.0.0.1:7070");
+        s.forget_addr();
+        assert!(s.addr().is_err());
+        std::fs::remove_dir_all(s.root()).unwrap();
+    }
+
+    #[test]
+    fn down_takes_the_pid_files_and_keeps_the_history() {
+        let s = scratch("down");
+        s.create().unwrap();
+        std::fs::write(s.mm_pid_file(), "101\n").unwrap();
+        std::fs::write(s.nm_pid_file("n0"), "102\n").unwrap();
+        std::fs::write(s.nm_pid_file("n1"), "garbage\n").unwrap();
+        std::fs::write(s.db_file(), "db").unwrap();
+        std::fs::write(s.key_file(), "k").unwrap();
+        std::fs::write(s.mm_log(), "log").unwrap();
+        std::fs::write(s.root().join("other.pid"), "103\n").unwrap();
+        // A node named "x.pid" has a work directory that looks like a pid file.
+        std::fs::create_dir_all(s.node_work_dir("x.pid").join("jobs")).unwrap();
+        std::fs::create_dir_all(s.node_work_dir("n0").join("jobs")).unwrap();
+
+        assert_eq!(
+            s.pid_files().unwrap(),
+            vec![s.mm_pid_file(), s.nm_pid_file("n0"), s.nm_pid_file("n1")]
+        );
+        let mut pids = s.take_pids().unwrap();
+        pids.sort();
+        assert_eq!(pids, vec![101, 102]); // the unreadable one is removed, not returned
+        assert!(s.pid_files().unwrap().is_empty());
+        for kept in [
+            s.db_file(),
+            s.key_file(),
+            s.mm_log(),
+            s.root().join("other.pid"),
+        ] {
+            assert!(kept.is_file(), "{} was removed", kept.display());
+        }
+        assert!(s.node_work_dir("n0").join("jobs").is_dir());
+        assert!(s.node_work_dir("x.pid").is_dir());
+        std::fs::remove_dir_all(s.root()).unwrap();
+    }
+
+    #[test]
+    fn a_dead_machine_manager_is_not_live() {
+        let s = scratch("live");
+        s.create().unwrap();
+        assert_eq!(s.live_mm(), None);
+        std::fs::write(s.mm_pid_file(), format!("{}\n", std::process::id())).unwrap();
+        assert_eq!(s.live_mm(), Some(std::process::id() as i32));
+        // Pid max on Linux is at most 2^22, so this pid cannot exist.
+        std::fs::write(s.mm_pid_file(), "2000000000\n").unwrap();
+        assert_eq!(s.live_mm(), None);
+        std::fs::remove_dir_all(s.root()).unwrap();
+    }
+}
