@@ -6,6 +6,11 @@
 //! - [`trace`]: SWF records → jobs under explicit trace semantics, and the schedule back to SWF.
 //! - [`metrics`]: wait, response, (bounded) slowdown, utilization, breakdowns, batch means.
 //! - [`setup`]: workload sources (trace, Lublin model) and policy configuration from options.
+//! - [`run`]: one run start to finish ([`run::run`] of a [`run::RunSpec`]): build the policy,
+//!   prepare the workload, simulate (optionally observed), summarise. `cosched sim` runs it once,
+//!   [`sweep`] once per cell.
+//! - [`report`]: what a run writes: the per-job CSV, the SWF schedule with its note, the
+//!   matrix drawing.
 //! - [`sweep`]: policies × loads × seeds in parallel; the table and the Fig. 6-style chart.
 //! - [`plot`]: line charts as PNG/SVG with an embedded font (reusable for other figures).
 //! - [`timeshare_metrics`]: preemptions, quanta and interactive slowdowns of time-sharing runs.
@@ -15,6 +20,8 @@ pub mod engine;
 pub mod matrix_svg;
 pub mod metrics;
 pub mod plot;
+pub mod report;
+pub mod run;
 pub mod setup;
 pub mod sweep;
 pub mod timeshare_metrics;

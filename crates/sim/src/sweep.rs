@@ -1,6 +1,8 @@
 //! Sweeps: every policy × offered load × seed, run in parallel (rayon), one row each, and the
 //! figure of seed 002 Fig. 6 — mean bounded slowdown against load, one line per policy.
 //!
+//! Each cell is one [`run::run`], the pipeline of a single `cosched sim` run.
+//!
 //! Rows come out in the order of the spec (policies, then loads, then seeds) whatever order
 //! the threads finish in, so a sweep's table is as deterministic as a single run.
 
@@ -10,11 +12,12 @@ use serde::Serialize;
 use cosched_core::MachineShape;
 use cosched_policy::{ConfigError, registry};
 
-use crate::metrics::{MetricsOptions, summarize};
+use crate::EngineOptions;
+use crate::metrics::MetricsOptions;
 use crate::plot::{LineChart, Series};
+use crate::run::{self, RunError, RunSpec};
 use crate::setup::{PolicyOptions, SetupError, Source, policy_config};
 use crate::trace::Semantics;
-use crate::{EngineOptions, simulate};
 
 /// What to sweep.
 #[derive(Clone, Debug)]
@@ -81,16 +84,21 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
         .into_par_iter()
         .map(|(p, load, seed)| {
             let name = &spec.policies[p];
-            let (workload, _) = spec.source.workload(&spec.semantics, load, Some(seed));
-            let mut policy = registry::build(name, &cfg).expect("checked above");
-            let row = match simulate(
-                machine,
-                &workload.jobs,
-                policy.as_mut(),
-                spec.engine.clone(),
-            ) {
-                Ok(result) => {
-                    let s = summarize(&result, &spec.metrics);
+            // The same pipeline as a single `cosched sim` run, unobserved.
+            let cell = RunSpec {
+                source: &spec.source,
+                semantics: spec.semantics,
+                load,
+                seed: Some(seed),
+                policy: name,
+                config: &cfg,
+                engine: spec.engine.clone(),
+                metrics: spec.metrics,
+                observe: None,
+            };
+            let row = match run::run(&cell) {
+                Ok(out) => {
+                    let s = out.summary;
                     SweepRow {
                         policy: name.clone(),
                         load,
@@ -112,7 +120,11 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
                     load,
                     seed,
                     jobs: 0,
-                    unfinished: workload.jobs.len(),
+                    unfinished: match &err {
+                        RunError::Sim { jobs, .. } => *jobs,
+                        // Checked before the sweep started; no jobs were prepared.
+                        RunError::Policy(_) | RunError::Classes(_) => 0,
+                    },
                     mean_wait_s: f64::NAN,
                     mean_response_s: f64::NAN,
                     mean_slowdown: f64::NAN,
@@ -277,5 +289,51 @@ mod tests {
         assert_eq!(c.series[0].points.len(), 2);
         // Same spec, same table.
         assert_eq!(to_csv(&run(&spec, &|| {}).unwrap()), csv);
+    }
+
+    #[test]
+    fn a_sweep_cell_is_a_single_run() {
+        let model = GenOptions {
+            jobs: 300,
+            procs: 32,
+            seed: 9,
+            ..GenOptions::default()
+        };
+        let spec = SweepSpec {
+            source: Source::Lublin {
+                model: Box::new(model),
+            },
+            policies: vec!["conservative".into()],
+            loads: vec![Some(0.9)],
+            seeds: vec![4],
+            semantics: Semantics::default(),
+            engine: EngineOptions::default(),
+            policy: PolicyOptions::default(),
+            metrics: MetricsOptions::default(),
+        };
+        let rows = run(&spec, &|| {}).unwrap();
+        let cfg = policy_config(MachineShape::flat(32, 1), &spec.policy).unwrap();
+        let single = run::run(&RunSpec {
+            source: &spec.source,
+            semantics: spec.semantics,
+            load: Some(0.9),
+            seed: Some(4),
+            policy: "conservative",
+            config: &cfg,
+            engine: spec.engine.clone(),
+            metrics: spec.metrics,
+            observe: None,
+        })
+        .unwrap();
+        let s = single.summary;
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            (
+                rows[0].jobs,
+                rows[0].mean_wait_s,
+                rows[0].mean_bounded_slowdown
+            ),
+            (s.jobs, s.mean_wait_s, s.mean_bounded_slowdown)
+        );
     }
 }

@@ -3,7 +3,9 @@
 //!
 //! - [`swf`]: streaming reader (plain or gzip) and writer for SWF 2.2, with the header labels.
 //! - [`lublin`]: the Lublin–Feitelson (1999/2003) model of rigid parallel jobs.
-//! - [`transform`]: offered load, load rescaling, time compression, first-N and windows.
+//! - [`transform`]: offered load, load rescaling, time compression, first-N and windows, and
+//!   [`transform::apply`], the pipeline of `cosched workload transform` (window, first,
+//!   compress, load, in that order, noted in the header).
 //! - [`summary`]: the figures `cosched workload info` prints, as a serialisable struct.
 //!
 //! ```

@@ -3,19 +3,19 @@
 //! prints.
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args as ClapArgs, Subcommand};
 
-use cosched_core::{Dur, JobRecord, MachineShape, Time};
+use cosched_core::{Dur, MachineShape, Time};
 use cosched_policy::registry;
-use cosched_sim::metrics::{Group, MetricsOptions, Summary, job_metrics, summarize};
+use cosched_sim::metrics::{Group, MetricsOptions, Summary};
+use cosched_sim::run::{self, Observe, RunError, RunSpec};
 use cosched_sim::setup::{PolicyOptions, Source, policy_config};
 use cosched_sim::sweep::{SweepSpec, chart, to_csv};
-use cosched_sim::timeshare_metrics::{Observer, TimeshareReport};
-use cosched_sim::trace::{Estimates, Semantics, SizeField, Workload, write_schedule};
-use cosched_sim::{EngineOptions, SimResult, matrix_svg, plot, simulate};
+use cosched_sim::trace::{Estimates, Semantics, SizeField, Workload};
+use cosched_sim::{EngineOptions, plot, report};
 use cosched_workload::lublin::GenOptions;
 use cosched_workload::swf::{Oversize, ReadOptions};
 
@@ -276,68 +276,66 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     let mut machine = MachineShape::flat(src.procs(), 1);
     machine.mem_per_node_mib = a.mem_per_node;
     let cfg = policy_config(machine, &policy_options(&a.policy_args))?;
-    let mut policy =
-        registry::build(&a.policy, &cfg).context("choose a policy with --policy NAME")?;
-    let (workload, header) = src.workload(&semantics(&a.source), a.load, None);
-    let t_prepare = clock.elapsed();
-    let opts = EngineOptions {
-        arrivals_first: a.source.arrivals_first,
-        ..EngineOptions::default()
-    };
+    let t_config = clock.elapsed() - t_read;
     // Time-sharing figures and the matrix drawing come from a wrapper that watches the policy.
-    let mut observer = None;
-    let result = if a.matrix_out.is_some() || a.timeshare_out.is_some() {
+    let observe = (a.matrix_out.is_some() || a.timeshare_out.is_some()).then(|| {
         let from = Time::ZERO + a.matrix_from;
-        let mut o = Observer::new(policy).with_matrix_window(from, from + a.matrix_span);
-        let r = simulate(machine, &workload.jobs, &mut o, opts)?;
-        observer = Some(o);
-        r
-    } else {
-        simulate(machine, &workload.jobs, policy.as_mut(), opts)?
+        Observe {
+            matrix_window: a.matrix_out.is_some().then(|| from..from + a.matrix_span),
+        }
+    });
+    let spec = RunSpec {
+        source: &src,
+        semantics: semantics(&a.source),
+        load: a.load,
+        seed: None,
+        policy: &a.policy,
+        config: &cfg,
+        engine: EngineOptions {
+            arrivals_first: a.source.arrivals_first,
+            ..EngineOptions::default()
+        },
+        metrics: metrics_options(&a.policy_args),
+        observe,
     };
-    let t_simulate = clock.elapsed();
-    let mopts = metrics_options(&a.policy_args);
-    let summary = summarize(&result, &mopts);
+    let out = run::run(&spec).map_err(|e| match e {
+        RunError::Policy(e) => anyhow::Error::new(e).context("choose a policy with --policy NAME"),
+        RunError::Sim { err, .. } => err.into(),
+        e @ RunError::Classes(_) => e.into(),
+    })?;
+    let (result, summary, workload) = (&out.result, &out.summary, &out.workload);
     if a.timing {
-        let t_metrics = clock.elapsed();
+        let t = out.timings;
         eprintln!(
             "timing: read {:.3} s, prepare {:.3} s, simulate {:.3} s ({} events, {} decisions), metrics {:.3} s",
             t_read.as_secs_f64(),
-            (t_prepare - t_read).as_secs_f64(),
-            (t_simulate - t_prepare).as_secs_f64(),
+            (t_config + t.prepare).as_secs_f64(),
+            t.simulate.as_secs_f64(),
             result.events,
             result.decisions,
-            (t_metrics - t_simulate).as_secs_f64()
+            t.metrics.as_secs_f64()
         );
     }
     if let Some(path) = &a.jobs_out {
-        write_jobs_csv(path, &workload, &result, &mopts)
+        let file =
+            std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?;
+        report::write_jobs_csv(file, workload, result, spec.metrics.bsld_threshold)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &a.swf_out {
-        let mut header = header;
-        header.push_line(&format!(
-            " Note: schedule simulated by cosched sim, policy {}, estimates {:?}{}",
-            summary.policy,
-            a.source.estimates,
-            a.load
-                .map(|l| format!(", offered load rescaled to {l}"))
-                .unwrap_or_default()
-        ));
         let file =
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        write_schedule(
-            std::io::BufWriter::new(file),
-            &header,
-            &workload,
-            &result.records,
-        )
-        .with_context(|| format!("writing {}", path.display()))?;
+        report::write_schedule_swf(std::io::BufWriter::new(file), &spec, &out)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
-    let timeshare = match &mut observer {
-        Some(o) => Some(timeshare_outputs(o, &result, &cfg, &a, &summary.policy)?),
-        None => None,
-    };
+    if let (Some(path), Some(svg)) = (&a.matrix_out, report::matrix_svg(&out)) {
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let timeshare = out.timeshare.as_ref().map(|t| &t.report);
+    if let (Some(path), Some(report)) = (&a.timeshare_out, timeshare) {
+        std::fs::write(path, serde_json::to_string_pretty(report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     if a.json {
         let doc = serde_json::json!({
             "source": src.label(),
@@ -347,7 +345,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             "skipped_total": workload.skipped.total(),
             "estimate_from_runtime": workload.estimate_from_runtime,
             "overrunning": workload.overrunning,
-            "summary": &summary,
+            "summary": summary,
             // The headline figures at top level too, for scripts.
             "policy": summary.policy,
             "jobs": summary.jobs,
@@ -361,63 +359,12 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
         });
         outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        print_summary(&src, &workload, &summary, a.load);
-        if let Some(t) = &timeshare {
+        print_summary(&src, workload, summary, a.load);
+        if let Some(t) = timeshare {
             out!("\n{}", t.to_text());
         }
     }
     Ok(0)
-}
-
-fn write_jobs_csv(
-    path: &Path,
-    w: &Workload,
-    r: &SimResult,
-    m: &MetricsOptions,
-) -> anyhow::Result<()> {
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(
-        out,
-        "id,submit,start,end,procs,runtime,estimate,wait,response,slowdown,bounded_slowdown,suspended,preemptions,outcome"
-    )?;
-    for ((job, rec), &runtime) in w.jobs.iter().zip(&r.records).zip(&r.runtimes) {
-        let JobRecord {
-            id,
-            submit,
-            procs,
-            start,
-            end,
-            suspended,
-            preemptions,
-            outcome,
-            ..
-        } = rec;
-        let t = |x: Option<cosched_core::Time>| x.map_or(String::new(), |t| t.to_string());
-        let figures = match (start, end) {
-            (Some(s), Some(e)) => {
-                let jm = job_metrics(*submit, *s, *e, runtime, m.bsld_threshold);
-                format!(
-                    "{},{},{:.4},{:.4}",
-                    jm.wait_s, jm.response_s, jm.slowdown, jm.bounded_slowdown
-                )
-            }
-            _ => ",,,".to_string(),
-        };
-        let outcome = outcome
-            .map(|o| format!("{o:?}").to_lowercase())
-            .unwrap_or_default();
-        writeln!(
-            out,
-            "{id},{submit},{},{},{procs},{},{},{figures},{},{preemptions},{outcome}",
-            t(*start),
-            t(*end),
-            runtime.as_secs_f64(),
-            job.req.estimate.as_secs_f64(),
-            suspended.as_secs_f64(),
-        )?;
-    }
-    out.flush()?;
-    Ok(())
 }
 
 fn print_group_table(title: &str, groups: &[Group]) {
@@ -606,37 +553,4 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
     } else {
         0
     })
-}
-
-/// Writes `--matrix-out` and `--timeshare-out` and returns the time-sharing report.
-fn timeshare_outputs(
-    o: &mut Observer,
-    result: &SimResult,
-    cfg: &cosched_policy::PolicyConfig,
-    a: &RunArgs,
-    policy: &str,
-) -> anyhow::Result<TimeshareReport> {
-    let end = result
-        .records
-        .iter()
-        .filter_map(|r| r.end)
-        .max()
-        .unwrap_or(Time::ZERO);
-    o.finish(end);
-    if let (Some(path), Some(rec)) = (&a.matrix_out, &o.matrix) {
-        let title = format!("{policy} on {} PEs", result.machine.total_pes());
-        std::fs::write(
-            path,
-            matrix_svg::render(rec, result.machine.total_pes(), &title),
-        )
-        .with_context(|| format!("writing {}", path.display()))?;
-    }
-    let classes = cosched_policy::t3d::T3dConfig::from_policy_config(cfg)
-        .context("the job classes (queues, default_class) decide which jobs are interactive")?;
-    let report = TimeshareReport::build(result, o, &classes, a.policy_args.bsld_threshold);
-    if let Some(path) = &a.timeshare_out {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(report)
 }

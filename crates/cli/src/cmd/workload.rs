@@ -3,11 +3,9 @@
 //! `cosched-workload`; this module parses arguments and prints.
 
 use std::io::{self, Write};
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use cosched_core::{Dur, Time};
 use cosched_workload::lublin::{self, EstimateModel, GenOptions, LublinParams};
 use cosched_workload::summary::{Summary, summarize};
 use cosched_workload::swf::{self, Oversize, ReadOptions, SwfHeader, SwfRecord, Trace};
@@ -225,64 +223,33 @@ fn finish(trace: &Trace, output: &Path, json: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Parses `FROM..TO` where each side is a duration (`10d`, `36h`, `3600`) or empty.
-pub fn parse_window(text: &str) -> anyhow::Result<Range<Time>> {
-    let Some((from, to)) = text.split_once("..") else {
-        bail!("--window {text:?}: expected FROM..TO, e.g. 10d..20d or ..36h");
-    };
-    let side = |s: &str, default: Time| -> anyhow::Result<Time> {
-        if s.trim().is_empty() {
-            return Ok(default);
-        }
-        let d = Dur::parse(s).with_context(|| format!("--window {text:?}"))?;
-        Ok(Time::from_micros(d.as_micros()))
-    };
-    let range = side(from, Time::ZERO)?..side(to, Time::MAX)?;
-    if range.start >= range.end {
-        bail!("--window {text:?}: FROM must be before TO");
-    }
-    Ok(range)
-}
-
 fn transform_cmd(a: TransformArgs) -> anyhow::Result<i32> {
     positive("--load", a.load)?;
     positive("--compress", a.compress)?;
-    let window = a.window.as_deref().map(parse_window).transpose()?;
+    let window = a
+        .window
+        .as_deref()
+        .map(|text| transform::parse_window(text).with_context(|| format!("--window {text:?}")))
+        .transpose()?;
+    let steps = transform::Steps {
+        window,
+        first: a.first,
+        compress: a.compress,
+        load: a.load,
+    };
     let mut trace = read(&a.input, &a.read)?;
-    let mut steps = Vec::new();
-    if let Some(w) = window {
-        steps.push(format!("window {}..{}", w.start.as_secs(), w.end.as_secs()));
-        transform::window(&mut trace.records, w);
-    }
-    if let Some(n) = a.first {
-        steps.push(format!("first {n}"));
-        transform::first(&mut trace.records, n);
-    }
-    if let Some(f) = a.compress {
-        steps.push(format!("compress {f}"));
-        transform::compress(&mut trace.records, f);
-    }
-    if let Some(l) = a.load {
-        let before = transform::offered_load(&trace.records, trace.procs);
-        if before <= 0.0 {
-            bail!(
-                "--load: the offered load of the selected jobs is undefined (fewer than two \
-                 distinct submit times or no known sizes and runtimes)"
-            );
-        }
-        steps.push(format!("load {before:.4} -> {l}"));
-        transform::rescale_load(&mut trace.records, trace.procs, l);
-    }
-    if !steps.is_empty() {
-        trace.header.push_line(&format!(
-            " Note: transformed by cosched from {}: {}",
-            a.input.file_name().map_or_else(
-                || a.input.display().to_string(),
-                |n| n.to_string_lossy().into_owned()
-            ),
-            steps.join(", ")
-        ));
-    }
+    let name = a.input.file_name().map_or_else(
+        || a.input.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let (header, records) =
+        transform::apply(trace.header, trace.records, trace.procs, &name, &steps).map_err(|e| {
+            match e {
+                transform::TransformError::UndefinedLoad => anyhow::Error::new(e).context("--load"),
+                other => other.into(),
+            }
+        })?;
+    (trace.header, trace.records) = (header, records);
     write(&a.output, &trace.header, &trace.records)?;
     finish(&trace, &a.output, a.json)
 }
@@ -469,16 +436,6 @@ pub fn print_summary(s: &Summary, out: &mut impl Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn windows_parse() {
-        let w = parse_window("1d..36h").unwrap();
-        assert_eq!((w.start.as_secs(), w.end.as_secs()), (86_400, 129_600));
-        assert_eq!(parse_window("..100").unwrap().start, Time::ZERO);
-        assert_eq!(parse_window("5..").unwrap().end, Time::MAX);
-        assert!(parse_window("10").is_err());
-        assert!(parse_window("20..10").is_err());
-    }
 
     #[test]
     fn numbers_are_grouped() {

@@ -1,0 +1,261 @@
+//! One simulation run, start to finish: build the policy, prepare the workload, simulate
+//! (optionally through the time-sharing [`Observer`]), measure. `cosched sim` runs this once
+//! and [`crate::sweep`] runs it for every cell, so a sweep row and a single run of the same
+//! policy, load and seed are the same computation, not two that could drift apart.
+//!
+//! What a run writes (the per-job CSV, the SWF schedule, the matrix drawing) is in
+//! [`crate::report`]; parsing options and printing stay with the caller.
+
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use cosched_core::Time;
+use cosched_policy::t3d::T3dConfig;
+use cosched_policy::{ConfigError, Policy, PolicyConfig, registry};
+use cosched_workload::swf::SwfHeader;
+
+use crate::metrics::{MetricsOptions, Summary, summarize};
+use crate::setup::Source;
+use crate::timeshare_metrics::{MatrixRecord, Observer, TimeshareReport};
+use crate::trace::{Semantics, Workload};
+use crate::{EngineOptions, SimError, SimResult, simulate};
+
+/// Everything one run is made of.
+///
+/// The simulated machine is `config.machine`: the policy is built for that machine, so taking
+/// it from one place means the two cannot disagree.
+#[derive(Clone, Debug)]
+pub struct RunSpec<'a> {
+    /// Where the jobs come from (borrowed: a sweep shares one trace between its cells).
+    pub source: &'a Source,
+    pub semantics: Semantics,
+    /// Offered load to rescale to; `None` keeps the workload's own.
+    pub load: Option<f64>,
+    /// Model seed replacing the source's own (ignored for traces).
+    pub seed: Option<u64>,
+    /// Policy name, as [`registry::build`] knows it.
+    pub policy: &'a str,
+    pub config: &'a PolicyConfig,
+    pub engine: EngineOptions,
+    pub metrics: MetricsOptions,
+    /// Watch the policy for time-sharing figures; `None` runs it bare (faster).
+    pub observe: Option<Observe>,
+}
+
+/// What to watch when a run is observed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observe {
+    /// Also record who ran where inside this window of simulated time, for
+    /// [`crate::matrix_svg`].
+    pub matrix_window: Option<Range<Time>>,
+}
+
+/// Time-sharing figures of an observed run.
+#[derive(Clone, Debug)]
+pub struct Timeshare {
+    pub report: TimeshareReport,
+    /// The matrix window's record, when one was asked for.
+    pub matrix: Option<MatrixRecord>,
+}
+
+/// Wall-clock time of the phases of a run (for `--timing`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timings {
+    /// Building the policy and preparing the workload (generating it, for a model).
+    pub prepare: Duration,
+    pub simulate: Duration,
+    /// The summary and, when observed, the time-sharing report.
+    pub metrics: Duration,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug)]
+pub struct RunOutput {
+    /// The jobs as simulated (after semantics and load rescaling).
+    pub workload: Workload,
+    /// The SWF header of the source (the trace's, or the model's).
+    pub header: SwfHeader,
+    pub result: SimResult,
+    pub summary: Summary,
+    /// Present when the spec asked to [`Observe`].
+    pub timeshare: Option<Timeshare>,
+    pub timings: Timings,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The policy could not be built: unknown name or bad options.
+    #[error(transparent)]
+    Policy(ConfigError),
+    /// The simulation stopped (a policy broke its contract, a job cannot fit); `jobs` is how
+    /// many jobs the workload had, none of which count as finished.
+    #[error("{err}")]
+    Sim { err: SimError, jobs: usize },
+    /// The time-sharing report needs the job classes of the configuration, and they are
+    /// invalid.
+    #[error("the job classes (queues, default_class) decide which jobs are interactive")]
+    Classes(#[source] ConfigError),
+}
+
+/// Performs one run.
+pub fn run(spec: &RunSpec) -> Result<RunOutput, RunError> {
+    let clock = Instant::now();
+    let mut policy = registry::build(spec.policy, spec.config).map_err(RunError::Policy)?;
+    let (workload, header) = spec.source.workload(&spec.semantics, spec.load, spec.seed);
+    let t_prepare = clock.elapsed();
+    let machine = spec.config.machine;
+    let sim = |p: &mut dyn Policy| {
+        simulate(machine, &workload.jobs, p, spec.engine.clone()).map_err(|err| RunError::Sim {
+            err,
+            jobs: workload.jobs.len(),
+        })
+    };
+    let (result, observer) = match &spec.observe {
+        Some(o) => {
+            let mut obs = Observer::new(policy);
+            if let Some(w) = &o.matrix_window {
+                obs = obs.with_matrix_window(w.start, w.end);
+            }
+            (sim(&mut obs)?, Some(obs))
+        }
+        None => (sim(policy.as_mut())?, None),
+    };
+    let t_simulate = clock.elapsed();
+    let summary = summarize(&result, &spec.metrics);
+    let timeshare = match observer {
+        Some(mut o) => {
+            let end = result
+                .records
+                .iter()
+                .filter_map(|r| r.end)
+                .max()
+                .unwrap_or(Time::ZERO);
+            o.finish(end);
+            // Which jobs are interactive comes from the T3D class mapping of the same
+            // configuration, whatever the policy (see timeshare_metrics).
+            let classes = T3dConfig::from_policy_config(spec.config).map_err(RunError::Classes)?;
+            let report = TimeshareReport::build(&result, &o, &classes, spec.metrics.bsld_threshold);
+            Some(Timeshare {
+                report,
+                matrix: o.matrix.take(),
+            })
+        }
+        None => None,
+    };
+    let t_metrics = clock.elapsed();
+    Ok(RunOutput {
+        workload,
+        header,
+        result,
+        summary,
+        timeshare,
+        timings: Timings {
+            prepare: t_prepare,
+            simulate: t_simulate - t_prepare,
+            metrics: t_metrics - t_simulate,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_core::MachineShape;
+    use cosched_workload::lublin::GenOptions;
+
+    fn model(seed: u64) -> Source {
+        Source::Lublin {
+            model: Box::new(GenOptions {
+                jobs: 300,
+                procs: 32,
+                seed,
+                ..GenOptions::default()
+            }),
+        }
+    }
+
+    fn spec<'a>(source: &'a Source, policy: &'a str, config: &'a PolicyConfig) -> RunSpec<'a> {
+        RunSpec {
+            source,
+            semantics: Semantics::default(),
+            load: Some(0.8),
+            seed: None,
+            policy,
+            config,
+            engine: EngineOptions::default(),
+            metrics: MetricsOptions::default(),
+            observe: None,
+        }
+    }
+
+    #[test]
+    fn a_run_is_the_workload_simulated_and_summarised() {
+        let src = model(5);
+        let cfg = PolicyConfig::new(MachineShape::flat(32, 1));
+        let out = run(&spec(&src, "easy", &cfg)).unwrap();
+        // The same steps by hand give the same records.
+        let (w, _) = src.workload(&Semantics::default(), Some(0.8), None);
+        let mut p = registry::build("easy", &cfg).unwrap();
+        let direct = simulate(cfg.machine, &w.jobs, p.as_mut(), EngineOptions::default()).unwrap();
+        assert_eq!(out.result.records, direct.records);
+        assert_eq!(out.workload.jobs.len(), 300);
+        assert_eq!(out.summary.jobs, 300);
+        assert_eq!(out.summary.policy, "easy");
+        assert!(out.timeshare.is_none());
+        // A seed replaces the model's: another workload, another schedule.
+        let reseeded = run(&RunSpec {
+            seed: Some(6),
+            ..spec(&src, "easy", &cfg)
+        })
+        .unwrap();
+        assert_ne!(reseeded.result.records, out.result.records);
+    }
+
+    #[test]
+    fn observing_changes_nothing_but_adds_the_timeshare_report() {
+        let src = model(2);
+        let mut cfg = PolicyConfig::new(MachineShape::flat(32, 1));
+        cfg.quantum = Some(cosched_core::Dur::from_secs(60));
+        let bare = run(&spec(&src, "gang", &cfg)).unwrap();
+        let watched = run(&RunSpec {
+            observe: Some(Observe::default()),
+            ..spec(&src, "gang", &cfg)
+        })
+        .unwrap();
+        assert_eq!(bare.result.records, watched.result.records);
+        let ts = watched.timeshare.expect("observed");
+        assert!(ts.matrix.is_none(), "no window asked for");
+        assert!(ts.report.context_switches > 0, "gang at load 0.8 switches");
+        let windowed = run(&RunSpec {
+            observe: Some(Observe {
+                matrix_window: Some(Time::ZERO..Time::from_secs(3600)),
+            }),
+            ..spec(&src, "gang", &cfg)
+        })
+        .unwrap();
+        let rec = windowed.timeshare.unwrap().matrix.expect("window recorded");
+        assert!(!rec.intervals.is_empty());
+    }
+
+    #[test]
+    fn errors_say_which_step_failed() {
+        let src = model(1);
+        let cfg = PolicyConfig::new(MachineShape::flat(32, 1));
+        assert!(matches!(
+            run(&spec(&src, "no-such-policy", &cfg)),
+            Err(RunError::Policy(ConfigError::UnknownPolicy { .. }))
+        ));
+        // Bad job classes only matter when the report needs them.
+        let mut bad = cfg.clone();
+        bad.options
+            .insert("default_class".into(), toml::Value::String("nope".into()));
+        assert!(run(&spec(&src, "easy", &bad)).is_ok());
+        let err = run(&RunSpec {
+            observe: Some(Observe::default()),
+            ..spec(&src, "easy", &bad)
+        })
+        .unwrap_err();
+        assert!(matches!(err, RunError::Classes(_)), "{err}");
+    }
+}
