@@ -32,7 +32,7 @@
 //! The job ledger (`cosched-ledger`) checks every one of these promises in both drivers and
 //! refuses a decision that breaks one, naming the policy, the job and the time.
 
-use cosched_core::{Dur, JobId, MachineShape, NodeId, PeSet, Time};
+use cosched_core::{Dur, JobId, NodeId, PeSet, Time};
 use serde::{Deserialize, Serialize};
 
 /// What a policy knows of a job: what a real scheduler is told at submission.
@@ -176,50 +176,4 @@ pub struct MatrixView {
     pub slots: Vec<SlotView>,
     /// The slot whose jobs run now, when one does.
     pub active: Option<u32>,
-}
-
-/// Everything a policy is built from: the machine and the options given on the command line
-/// or in a configuration file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PolicyConfig {
-    pub machine: MachineShape,
-    /// Multiprogramming level of time-sharing policies; `None` = unlimited.
-    pub mpl: Option<u32>,
-    /// Time quantum of time-sharing policies.
-    pub quantum: Option<Dur>,
-    /// Cost of one multi-context switch.
-    pub context_switch: Option<Dur>,
-    /// Whether a preempted job may start again on other PEs with its work kept (true in the
-    /// simulator, which models checkpoint and restart; false on the machine manager, whose
-    /// stopped processes stay where they are).
-    pub migration: bool,
-    /// Named options of a particular policy (`packing = "buddy"`, `large_job = 32`, …), and the
-    /// contents of a policy's TOML file under `[policy]`.
-    pub options: toml::Table,
-}
-
-impl PolicyConfig {
-    pub fn new(machine: MachineShape) -> PolicyConfig {
-        PolicyConfig {
-            machine,
-            mpl: None,
-            quantum: None,
-            context_switch: None,
-            migration: true,
-            options: toml::Table::new(),
-        }
-    }
-}
-
-/// A policy could not be built from its configuration.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("unknown policy {name:?}; known policies: {known}")]
-    UnknownPolicy { name: String, known: String },
-    #[error("policy {policy}: option {option}: {why}")]
-    BadOption {
-        policy: String,
-        option: String,
-        why: String,
-    },
 }

@@ -7,6 +7,7 @@
 //! a job's actual runtime: only what a real scheduler would know ([`JobRequest`]).
 //!
 //! - [`api`]: the [`Policy`] trait, events, decisions, the views a status tool reads.
+//! - [`config`]: [`PolicyConfig`] and its one builder from options and a TOML file.
 //! - [`registry`]: policies by name; adding a policy is adding a file and one line there.
 //! - [`pool`]: [`PePool`], free-PE bookkeeping shared by the space-sharing policies.
 //! - [`profile`]: running jobs by expected end and the availability profile, for backfilling.
@@ -27,6 +28,7 @@
 //! ```
 
 pub mod api;
+pub mod config;
 pub mod conservative;
 pub mod easy;
 pub mod fcfs;
@@ -37,7 +39,6 @@ pub mod profile;
 pub mod registry;
 pub mod t3d;
 
-pub use api::{
-    ConfigError, Decision, Event, JobRequest, MatrixView, Policy, PolicyConfig, SlotView,
-};
+pub use api::{Decision, Event, JobRequest, MatrixView, Policy, SlotView};
+pub use config::{ConfigError, PolicyConfig, PolicyOptions, policy_config};
 pub use pool::PePool;

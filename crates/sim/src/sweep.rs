@@ -16,8 +16,9 @@ use crate::EngineOptions;
 use crate::metrics::MetricsOptions;
 use crate::plot::{LineChart, Series};
 use crate::run::{self, RunError, RunSpec};
-use crate::setup::{PolicyOptions, SetupError, Source, policy_config};
+use crate::setup::{SetupError, Source};
 use crate::trace::Semantics;
+use cosched_policy::{PolicyOptions, policy_config};
 
 /// What to sweep.
 #[derive(Clone, Debug)]

@@ -10,9 +10,10 @@ use clap::{Args as ClapArgs, Subcommand};
 
 use cosched_core::{Dur, MachineShape, Time};
 use cosched_policy::registry;
+use cosched_policy::{PolicyOptions, policy_config};
 use cosched_sim::metrics::{Group, MetricsOptions, Summary};
 use cosched_sim::run::{self, Observe, RunError, RunSpec};
-use cosched_sim::setup::{PolicyOptions, Source, policy_config};
+use cosched_sim::setup::Source;
 use cosched_sim::sweep::{SweepSpec, chart, to_csv};
 use cosched_sim::trace::{Estimates, Semantics, SizeField, Workload};
 use cosched_sim::{EngineOptions, plot, report};
