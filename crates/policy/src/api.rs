@@ -83,8 +83,10 @@ pub enum Event {
     NodeDown(NodeId),
     /// A node came back (or joined) and may be used again.
     NodeUp(NodeId),
-    /// An administrator or user holds a job: if waiting, it must not start; if running, the
-    /// driver has stopped it and the policy must not resume it until [`Event::Released`].
+    /// An administrator or user holds a job: if waiting, it must not start; if it holds PEs,
+    /// the driver has stopped its processes and keeps them stopped until [`Event::Released`],
+    /// whatever the policy decides meanwhile. The PEs stay the job's in the policy's plan; a
+    /// time-sharing policy may keep rotating it (its turns are simply idle).
     Held(JobId),
     Released(JobId),
     /// Start-up "hello" (as in Flux): this job already holds these PEs and has been running
