@@ -12,12 +12,14 @@ pub struct PeBits {
 }
 
 /// The mask of bits `lo..hi` (both within one word, `hi <= 64`).
+#[inline]
 fn mask(lo: u32, hi: u32) -> u64 {
     let upper = if hi >= 64 { u64::MAX } else { (1u64 << hi) - 1 };
     upper & !((1u64 << lo) - 1)
 }
 
 impl PeBits {
+    #[inline]
     pub fn new(len: u32) -> PeBits {
         PeBits {
             words: vec![0; len.div_ceil(64) as usize],
@@ -25,10 +27,12 @@ impl PeBits {
         }
     }
 
+    #[inline]
     pub fn get(&self, i: u32) -> bool {
         self.words[(i / 64) as usize] & (1 << (i % 64)) != 0
     }
 
+    #[inline]
     fn for_words(s: u32, e: u32, mut f: impl FnMut(usize, u64) -> bool) -> bool {
         let mut i = s;
         while i < e {
@@ -42,10 +46,12 @@ impl PeBits {
         true
     }
 
+    #[inline]
     pub fn clear_all(&mut self) {
         self.words.fill(0);
     }
 
+    #[inline]
     pub fn set_range(&mut self, s: u32, e: u32) {
         let words = &mut self.words;
         PeBits::for_words(s, e, |w, m| {
@@ -53,6 +59,7 @@ impl PeBits {
             true
         });
     }
+    #[inline]
     pub fn clear_range(&mut self, s: u32, e: u32) {
         let words = &mut self.words;
         PeBits::for_words(s, e, |w, m| {
@@ -61,22 +68,27 @@ impl PeBits {
         });
     }
     /// True when no bit of `s..e` is set.
+    #[inline]
     pub fn range_clear(&self, s: u32, e: u32) -> bool {
         PeBits::for_words(s, e, |w, m| self.words[w] & m == 0)
     }
+    #[inline]
     pub fn set_pes(&mut self, pes: &PeSet) {
         for &(s, e) in pes.runs() {
             self.set_range(s, e);
         }
     }
+    #[inline]
     pub fn clear_pes(&mut self, pes: &PeSet) {
         for &(s, e) in pes.runs() {
             self.clear_range(s, e);
         }
     }
+    #[inline]
     pub fn intersects_pes(&self, pes: &PeSet) -> bool {
         !pes.runs().iter().all(|&(s, e)| self.range_clear(s, e))
     }
+    #[inline]
     pub fn or(&self, other: &PeBits) -> PeBits {
         PeBits {
             words: self
@@ -88,10 +100,12 @@ impl PeBits {
             len: self.len,
         }
     }
+    #[inline]
     pub fn count(&self) -> u32 {
         self.words.iter().map(|w| w.count_ones()).sum()
     }
     /// The `n` lowest-numbered clear bits, or `None` if fewer are clear.
+    #[inline]
     pub fn lowest_clear(&self, n: u32) -> Option<PeSet> {
         if self.len - self.count() < n {
             return None;

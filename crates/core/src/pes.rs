@@ -53,23 +53,28 @@ impl PeSet {
             None => self.runs.push((start, end)),
         }
     }
+    #[inline]
     pub fn len(&self) -> u32 {
         self.runs.iter().map(|(s, e)| e - s).sum()
     }
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()
     }
+    #[inline]
     pub fn runs(&self) -> &[(u32, u32)] {
         &self.runs
     }
     pub fn iter(&self) -> impl Iterator<Item = PeId> + '_ {
         self.runs.iter().flat_map(|&(s, e)| (s..e).map(PeId))
     }
+    #[inline]
     pub fn contains(&self, pe: PeId) -> bool {
         let i = self.runs.partition_point(|&(_, e)| e <= pe.0);
         self.runs.get(i).is_some_and(|&(s, _)| s <= pe.0)
     }
     /// True when the two sets share a PE.
+    #[inline]
     pub fn intersects(&self, other: &PeSet) -> bool {
         let (mut i, mut j) = (0, 0);
         while i < self.runs.len() && j < other.runs.len() {

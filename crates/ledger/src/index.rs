@@ -49,6 +49,7 @@ impl JobIndex {
         }
     }
 
+    #[inline]
     pub(crate) fn get(&self, job: JobId) -> Option<usize> {
         match self {
             JobIndex::Dense(v) => v

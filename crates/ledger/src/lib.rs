@@ -85,15 +85,21 @@ pub enum Change {
 /// A call the ledger refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LedgerError {
-    #[error("policy {policy} broke its contract at t={time}s, job {job}: {what}")]
-    Violation {
-        policy: String,
-        job: JobId,
-        time: Time,
-        what: String,
-    },
+    /// Boxed: the error travels through the hot path of every decision as a small `Result`.
+    #[error(transparent)]
+    Violation(Box<Violation>),
     #[error("job {job} appears twice")]
     DuplicateJob { job: JobId },
+}
+
+/// A decision that broke the policy's contract.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("policy {policy} broke its contract at t={time}s, job {job}: {what}")]
+pub struct Violation {
+    pub policy: String,
+    pub job: JobId,
+    pub time: Time,
+    pub what: String,
 }
 
 /// One job in the ledger.
@@ -118,13 +124,16 @@ pub struct Entry {
 }
 
 impl Entry {
+    #[inline]
     pub fn phase(&self) -> Phase {
         self.phase
     }
+    #[inline]
     pub fn held(&self) -> bool {
         self.held
     }
     /// Whether its processes run now: the policy runs it and nobody holds it.
+    #[inline]
     pub fn is_running(&self) -> bool {
         self.phase == Phase::Running && !self.held
     }
@@ -143,6 +152,7 @@ impl Entry {
         &self.record
     }
     /// Time it has run so far.
+    #[inline]
     pub fn ran(&self, now: Time) -> Dur {
         if self.is_running() {
             self.ran + (now - self.since)
@@ -154,6 +164,7 @@ impl Entry {
     pub fn running_since(&self) -> Option<Time> {
         self.is_running().then_some(self.since)
     }
+    #[inline]
     pub fn is_live(&self) -> bool {
         !matches!(self.phase, Phase::Future | Phase::Ended)
     }
@@ -246,9 +257,11 @@ impl Ledger {
         self.entries.is_empty()
     }
     /// Position of a job, if known.
+    #[inline]
     pub fn find(&self, id: JobId) -> Option<Ix> {
         self.index.get(id)
     }
+    #[inline]
     pub fn entry(&self, job: Ix) -> &Entry {
         &self.entries[job]
     }
@@ -266,9 +279,11 @@ impl Ledger {
         self.entries.into_iter().map(|e| e.record).collect()
     }
     /// Jobs whose processes run now.
+    #[inline]
     pub fn running(&self) -> usize {
         self.running
     }
+    #[inline]
     pub fn ended(&self) -> usize {
         self.ended
     }
@@ -277,26 +292,36 @@ impl Ledger {
         !self.down.range_clear(r.start, r.end)
     }
 
+    #[cold]
+    #[inline(never)]
     fn violation(&self, job: JobId, now: Time, what: impl Into<String>) -> LedgerError {
-        LedgerError::Violation {
+        LedgerError::Violation(Box::new(Violation {
             policy: self.policy.clone(),
             job,
             time: now,
             what: what.into(),
-        }
+        }))
     }
 
     /// The live job a decision names.
+    #[inline]
     fn lookup(&self, job: JobId, now: Time) -> Result<Ix, LedgerError> {
-        let i = self
-            .index
-            .get(job)
-            .ok_or_else(|| self.violation(job, now, "unknown job"))?;
-        match self.entries[i].phase {
-            Phase::Future => Err(self.violation(job, now, "job not submitted yet")),
-            Phase::Ended => Err(self.violation(job, now, "job already ended")),
-            _ => Ok(i),
+        match self.index.get(job) {
+            Some(i) if self.entries[i].is_live() => Ok(i),
+            _ => Err(self.not_live(job, now)),
         }
+    }
+
+    /// Why a decision names a job that is not live.
+    #[cold]
+    #[inline(never)]
+    fn not_live(&self, job: JobId, now: Time) -> LedgerError {
+        let what = match self.index.get(job).map(|i| self.entries[i].phase) {
+            None => "unknown job",
+            Some(Phase::Future) => "job not submitted yet",
+            _ => "job already ended",
+        };
+        self.violation(job, now, what)
     }
 
     fn check_pes(&self, i: Ix, pes: &PeSet, now: Time) -> Result<(), LedgerError> {
@@ -335,6 +360,7 @@ impl Ledger {
     }
 
     /// Puts job `i` in phase Running from `now`; the change is `Runs` unless it is held.
+    #[inline]
     fn run(&mut self, i: Ix, now: Time) -> Result<Change, LedgerError> {
         if self.busy.intersects_pes(&self.entries[i].pes) {
             let e = &self.entries[i];
@@ -354,6 +380,7 @@ impl Ledger {
     }
 
     /// Accounting for processes that (re)start running at `now`.
+    #[inline]
     fn resume_processes(&mut self, i: Ix, now: Time) -> Change {
         let e = &mut self.entries[i];
         e.since = now;
@@ -368,6 +395,7 @@ impl Ledger {
     }
 
     /// Accounting for processes that stop at `now`.
+    #[inline]
     fn stop_processes(&mut self, i: Ix, now: Time) {
         let e = &mut self.entries[i];
         e.ran += now - e.since;
@@ -376,7 +404,36 @@ impl Ledger {
     }
 
     /// Applies one decision taken at `now`.
+    #[inline]
     pub fn apply(&mut self, now: Time, d: Decision) -> Result<Change, LedgerError> {
+        // Time-sharing policies suspend and resume millions of times: those two first, with
+        // nothing else in their way.
+        match d {
+            Decision::Suspend { job } => self.suspend(now, job),
+            Decision::Resume { job } => self.resume(now, job),
+            other => self.apply_other(now, other),
+        }
+    }
+
+    #[inline]
+    fn suspend(&mut self, now: Time, job: JobId) -> Result<Change, LedgerError> {
+        let i = self.lookup(job, now)?;
+        if self.entries[i].phase != Phase::Running {
+            return Err(self.violation(job, now, "suspended while not running"));
+        }
+        Ok(self.leave_running(i, now, Phase::Stopped))
+    }
+
+    #[inline]
+    fn resume(&mut self, now: Time, job: JobId) -> Result<Change, LedgerError> {
+        let i = self.lookup(job, now)?;
+        if self.entries[i].phase != Phase::Stopped {
+            return Err(self.violation(job, now, "resumed while not allocated and stopped"));
+        }
+        self.run(i, now)
+    }
+
+    fn apply_other(&mut self, now: Time, d: Decision) -> Result<Change, LedgerError> {
         match d {
             Decision::Start { job, pes, slot } => {
                 let i = self.lookup(job, now)?;
@@ -426,24 +483,8 @@ impl Ledger {
                 e.launched = true;
                 Ok(Change::Placed { job: i })
             }
-            Decision::Suspend { job } => {
-                let i = self.lookup(job, now)?;
-                if self.entries[i].phase != Phase::Running {
-                    return Err(self.violation(job, now, "suspended while not running"));
-                }
-                Ok(self.leave_running(i, now, Phase::Stopped))
-            }
-            Decision::Resume { job } => {
-                let i = self.lookup(job, now)?;
-                if self.entries[i].phase != Phase::Stopped {
-                    return Err(self.violation(
-                        job,
-                        now,
-                        "resumed while not allocated and stopped",
-                    ));
-                }
-                self.run(i, now)
-            }
+            Decision::Suspend { job } => self.suspend(now, job),
+            Decision::Resume { job } => self.resume(now, job),
             Decision::Preempt { job } => {
                 let i = self.lookup(job, now)?;
                 let change = match self.entries[i].phase {
@@ -484,6 +525,7 @@ impl Ledger {
     }
 
     /// A Running job leaves that phase for `to` (Stopped or Waiting).
+    #[inline]
     fn leave_running(&mut self, i: Ix, now: Time, to: Phase) -> Change {
         let e = &mut self.entries[i];
         self.busy.clear_pes(&e.pes);

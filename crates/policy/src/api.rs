@@ -129,7 +129,7 @@ pub enum Decision {
     /// The job can never run here (larger than the machine, outside every class, …): it ends
     /// as [`cosched_core::Outcome::Rejected`] with the reason given, without running. The
     /// driver answers with [`Event::Ended`]. "Not now" is simply not starting the job.
-    Reject { job: JobId, why: String },
+    Reject { job: JobId, why: Box<str> },
     /// Deliver [`Event::Timer`]`(token)` at `at`.
     SetTimer { at: Time, token: u64 },
 }

@@ -260,7 +260,10 @@ impl Policy for Prime {
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
         for (job, why) in self.rejects.drain(..) {
-            out.push(Decision::Reject { job, why });
+            out.push(Decision::Reject {
+                job,
+                why: why.into(),
+            });
         }
         self.schedule_jobs(now, out);
     }

@@ -218,6 +218,8 @@ struct Engine<'a> {
     policy: &'a mut dyn Policy,
     arrivals_first: bool,
     ledger: Ledger,
+    /// Each job's work: its runtime, cut at its limit.
+    work: Vec<Dur>,
     /// Job indices by (submit, id).
     arrivals: Vec<u32>,
     next_arrival: usize,
@@ -233,6 +235,9 @@ struct Engine<'a> {
     batch: Vec<Event>,
     /// Ends caused by decisions, for the next round.
     caused: Vec<Event>,
+    /// A decision made something due at the current instant (an end, a timer, a job with no
+    /// work left), so the instant needs another round.
+    again: bool,
     out: Vec<Decision>,
     events: u64,
     decisions: u64,
@@ -279,6 +284,7 @@ impl<'a> Engine<'a> {
             policy,
             arrivals_first: opts.arrivals_first,
             ledger,
+            work: jobs.iter().map(SimJob::work).collect(),
             arrivals,
             next_arrival: 0,
             operations,
@@ -288,6 +294,7 @@ impl<'a> Engine<'a> {
             seq: 0,
             batch: Vec::with_capacity(64),
             caused: Vec::new(),
+            again: true,
             out: Vec::with_capacity(64),
             events: 0,
             decisions: 0,
@@ -348,7 +355,8 @@ impl<'a> Engine<'a> {
 
     /// Every round of the instant `now`.
     fn instant(&mut self, now: Time) -> Result<(), SimError> {
-        loop {
+        self.again = true;
+        while std::mem::take(&mut self.again) {
             let mut batch = std::mem::take(&mut self.batch);
             batch.append(&mut self.caused);
             if self.arrivals_first {
@@ -388,6 +396,7 @@ impl<'a> Engine<'a> {
             }
             self.out = out;
         }
+        Ok(())
     }
 
     /// Jobs whose work is done at `now`.
@@ -464,10 +473,12 @@ impl<'a> Engine<'a> {
     }
 
     /// The simulator's side of a change: job ends and timers in virtual time.
+    #[inline]
     fn carry_out(&mut self, now: Time, change: Change) {
         match change {
             Change::Runs { job, .. } => {
-                let left = self.jobs[job].work() - self.ledger.entry(job).ran(now);
+                let left = self.work[job] - self.ledger.entry(job).ran(now);
+                self.again |= left <= Dur::ZERO;
                 self.seq += 1;
                 self.ends.insert(now + left, self.seq, job);
             }
@@ -475,12 +486,17 @@ impl<'a> Engine<'a> {
             Change::Ends { job } => {
                 self.ends.remove(job);
                 self.caused.push(Event::Ended(self.jobs[job].req.id));
+                self.again = true;
             }
-            Change::Timer { at, token } => self.push_timer(at, token),
+            Change::Timer { at, token } => {
+                self.again |= at <= now;
+                self.push_timer(at, token);
+            }
             Change::None | Change::Placed { .. } => {}
         }
     }
 
+    #[inline]
     fn apply(&mut self, now: Time, d: Decision) -> Result<(), SimError> {
         let change = self.ledger.apply(now, d)?;
         self.carry_out(now, change);

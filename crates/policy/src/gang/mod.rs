@@ -768,7 +768,10 @@ impl Policy for Gang {
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
         for (job, why) in self.rejects.drain(..) {
-            out.push(Decision::Reject { job, why });
+            out.push(Decision::Reject {
+                job,
+                why: why.into(),
+            });
         }
         let active_gone = std::mem::take(&mut self.active_gone);
         let quantum_over = std::mem::take(&mut self.quantum_over);

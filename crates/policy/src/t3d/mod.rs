@@ -688,7 +688,10 @@ impl Policy for T3d {
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
         for (job, why) in self.rejects.drain(..) {
-            out.push(Decision::Reject { job, why });
+            out.push(Decision::Reject {
+                job,
+                why: why.into(),
+            });
         }
         self.schedule(now, out);
     }
