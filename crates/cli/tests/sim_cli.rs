@@ -1,7 +1,7 @@
 //! `cosched sim` and `cosched sim sweep` end to end: JSON keys, the per-job CSV, the SWF
 //! schedule, byte-identical reruns, helpful errors, and a sweep's files.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn cosched(args: &[&str]) -> Output {
@@ -200,17 +200,12 @@ fn sweep_writes_table_and_plots() {
 
 #[test]
 fn a_real_trace_runs_with_load_rescaling() {
-    let trace = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces/KTH-SP2-1996-2.1-cln.swf.gz"
-    ));
-    if !trace.exists() {
-        eprintln!(
-            "NOTICE: {} not found; trace run not checked",
-            trace.display()
-        );
+    let Some(trace) = cosched_workload::shared::trace(
+        "KTH-SP2-1996-2.1-cln.swf.gz",
+        "the trace run with load rescaling",
+    ) else {
         return;
-    }
+    };
     let t = trace.to_str().unwrap();
     let run = |load: &str| -> serde_json::Value {
         let mut args = vec![

@@ -31,17 +31,7 @@ fn json(o: &Output) -> serde_json::Value {
 }
 
 fn shared_trace(name: &str) -> Option<PathBuf> {
-    let p = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces"
-    ))
-    .join(name);
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!("notice: {} is absent; skipping", p.display());
-        None
-    }
+    cosched_workload::shared::trace(name, "this trace test")
 }
 
 #[test]

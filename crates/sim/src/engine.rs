@@ -613,26 +613,30 @@ mod tests {
 
     /// A scripted policy: replays fixed decisions at given times, from timers (which fire
     /// after the arrivals of their instant).
+    /// A test policy written one event at a time; [`PerEvent`] replays an instant's events
+    /// to it at the decision.
+    trait Stepper: Clone + Send + 'static {
+        const NAME: &'static str;
+        fn step(&mut self, now: Time, e: Event, out: &mut Vec<Decision>);
+    }
+
     #[derive(Clone)]
-    struct Script(Vec<(Time, Vec<Decision>)>, bool, Vec<(Time, Event)>);
-    impl Script {
-        fn new(steps: Vec<(Time, Vec<Decision>)>) -> Script {
-            Script(steps, false, Vec::new())
-        }
-        fn pending(&mut self) -> &mut Vec<(Time, Event)> {
-            &mut self.2
+    struct PerEvent<S>(S, Vec<(Time, Event)>);
+    impl<S: Stepper> PerEvent<S> {
+        fn new(inner: S) -> PerEvent<S> {
+            PerEvent(inner, Vec::new())
         }
     }
-    impl Policy for Script {
+    impl<S: Stepper> Policy for PerEvent<S> {
         fn name(&self) -> &str {
-            "script"
+            S::NAME
         }
         fn observe(&mut self, now: Time, e: Event) {
-            self.pending().push((now, e));
+            self.1.push((now, e));
         }
         fn decide(&mut self, _now: Time, out: &mut Vec<Decision>) {
-            for (now, e) in std::mem::take(self.pending()) {
-                self.step(now, e, out);
+            for (now, e) in std::mem::take(&mut self.1) {
+                self.0.step(now, e, out);
             }
         }
         fn queue(&self) -> Vec<JobId> {
@@ -642,7 +646,16 @@ mod tests {
             Box::new(self.clone())
         }
     }
+
+    #[derive(Clone)]
+    struct Script(Vec<(Time, Vec<Decision>)>, bool);
     impl Script {
+        fn new(steps: Vec<(Time, Vec<Decision>)>) -> PerEvent<Script> {
+            PerEvent::new(Script(steps, false))
+        }
+    }
+    impl Stepper for Script {
+        const NAME: &'static str = "script";
         fn step(&mut self, now: Time, e: Event, out: &mut Vec<Decision>) {
             if matches!(e, Event::Timer(_)) {
                 self.1 = false;
@@ -795,33 +808,9 @@ mod tests {
     struct RoundRobin {
         running: Option<u64>,
         alive: Vec<u64>,
-        seen: Vec<(Time, Event)>,
     }
-    impl RoundRobin {
-        fn pending(&mut self) -> &mut Vec<(Time, Event)> {
-            &mut self.seen
-        }
-    }
-    impl Policy for RoundRobin {
-        fn name(&self) -> &str {
-            "rr"
-        }
-        fn observe(&mut self, now: Time, e: Event) {
-            self.pending().push((now, e));
-        }
-        fn decide(&mut self, _now: Time, out: &mut Vec<Decision>) {
-            for (now, e) in std::mem::take(self.pending()) {
-                self.step(now, e, out);
-            }
-        }
-        fn queue(&self) -> Vec<JobId> {
-            Vec::new()
-        }
-        fn boxed_clone(&self) -> Box<dyn Policy> {
-            Box::new(self.clone())
-        }
-    }
-    impl RoundRobin {
+    impl Stepper for RoundRobin {
+        const NAME: &'static str = "rr";
         fn step(&mut self, now: Time, e: Event, out: &mut Vec<Decision>) {
             let pe = PeSet::contiguous(0, 1);
             match e {
@@ -884,11 +873,10 @@ mod tests {
             SimJob::exact(1, Time::ZERO, 1, Dur::from_secs(10_000)),
             SimJob::exact(2, Time::ZERO, 1, Dur::from_secs(10_000)),
         ];
-        let mut p = RoundRobin {
+        let mut p = PerEvent::new(RoundRobin {
             running: None,
             alive: Vec::new(),
-            seen: Vec::new(),
-        };
+        });
         let r = simulate(m, &jobs, &mut p, EngineOptions::default()).unwrap();
         // Job 1 runs in [0,1), [2,3), …: its 10,000th second ends at 19,999; job 2 at 20,000.
         assert_eq!(r.records[0].end, Some(Time::from_secs(19_999)));
@@ -949,5 +937,56 @@ mod tests {
         let r = simulate(m, &jobs, &mut p, EngineOptions::default()).unwrap();
         assert_eq!(r.records[0].end, Some(Time::from_secs(3)));
         assert_eq!(r.records[0].outcome, Some(Outcome::Cancelled));
+    }
+
+    /// What users and the machine do, replayed in virtual time: a hold stops a running job
+    /// and its time stands still; a cancel ends a waiting job; a failing node ends the job on
+    /// it and keeps its PEs out of use until it is back.
+    #[test]
+    fn operations_hold_cancel_and_fail_nodes() {
+        let m = MachineShape::flat(2, 2);
+        let mut p = registry::build("fcfs", &PolicyConfig::new(m)).unwrap();
+        let s = Time::from_secs;
+        let jobs = vec![
+            SimJob::exact(1, s(0), 2, Dur::from_secs(10)),
+            SimJob::exact(2, s(0), 2, Dur::from_secs(10)),
+            SimJob::exact(3, s(1), 4, Dur::from_secs(5)),
+            SimJob::exact(4, s(2), 2, Dur::from_secs(5)),
+        ];
+        let opts = EngineOptions {
+            operations: vec![
+                (s(3), Operation::Hold(JobId(1))),
+                (s(6), Operation::Release(JobId(1))),
+                (s(4), Operation::NodeDown(NodeId(1))),
+                (s(5), Operation::Cancel(JobId(3))),
+                (s(30), Operation::NodeUp(NodeId(1))),
+            ],
+            ..EngineOptions::default()
+        };
+        let r = simulate(m, &jobs, p.as_mut(), opts).unwrap();
+        let rec = |id: u64| r.records.iter().find(|x| x.id == JobId(id)).unwrap();
+        // Job 1 ran 0-3 and 6-13: held for 3 s.
+        assert_eq!(
+            (rec(1).end, rec(1).suspended),
+            (Some(s(13)), Dur::from_secs(3))
+        );
+        // Job 2 ran on node 1, which failed at 4.
+        assert_eq!(rec(2).outcome, Some(Outcome::NodeFailed));
+        assert_eq!(rec(2).end, Some(s(4)));
+        // Job 3 waited behind the hold and was cancelled without running.
+        assert_eq!(
+            (rec(3).start, rec(3).outcome),
+            (None, Some(Outcome::Cancelled))
+        );
+        // Job 4 waits: a held job keeps its PEs (node 0, until job 1 ends at 13) and node 1 is
+        // down until 30.
+        assert_eq!(rec(4).start, Some(s(13)));
+        assert_eq!(r.unfinished, 0);
+        let bad = EngineOptions {
+            operations: vec![(s(1), Operation::Cancel(JobId(99)))],
+            ..EngineOptions::default()
+        };
+        let err = simulate(m, &jobs, p.as_mut(), bad).unwrap_err().to_string();
+        assert!(err.contains("99") && err.contains("t=1"), "{err}");
     }
 }

@@ -6,7 +6,6 @@
 //! deterministic.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use cosched_core::{Dur, JobId, MachineShape, Time};
 use cosched_policy::conservative::Conservative;
@@ -300,17 +299,10 @@ fn underestimates_keep_the_schedule_invariants() {
 
 #[test]
 fn every_shared_trace_keeps_the_invariants() {
-    let dir = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces"
-    ));
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        eprintln!(
-            "NOTICE: {} not found; trace invariants not checked",
-            dir.display()
-        );
+    let Some(dir) = cosched_workload::shared::traces_dir("trace invariants") else {
         return;
     };
+    let entries = std::fs::read_dir(&dir).unwrap();
     let mut paths: Vec<_> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.to_string_lossy().contains(".swf"))

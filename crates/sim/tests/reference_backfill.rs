@@ -15,7 +15,7 @@
 
 mod reference_support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use cosched_core::{Dur, MachineShape, Time};
@@ -195,19 +195,7 @@ fn reference_honours_time_limits() {
 }
 
 fn traces_dir() -> Option<PathBuf> {
-    let dir = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces"
-    ));
-    if dir.is_dir() {
-        Some(dir.to_path_buf())
-    } else {
-        eprintln!(
-            "NOTICE: {} is absent; agreement with the textbook EASY/FCFS not measured",
-            dir.display()
-        );
-        None
-    }
+    cosched_workload::shared::traces_dir("agreement with the textbook EASY/FCFS")
 }
 
 /// Runs `policy` through the simulator exactly as `cosched sim --trace FILE --policy NAME`

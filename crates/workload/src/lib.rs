@@ -7,6 +7,7 @@
 //!   [`transform::apply`], the pipeline of `cosched workload transform` (window, first,
 //!   compress, load, in that order, noted in the header).
 //! - [`summary`]: the figures `cosched workload info` prints, as a serialisable struct.
+//! - [`shared`]: where the archive logs beside the repository are, for tests and benchmarks.
 //!
 //! ```
 //! use cosched_workload::{lublin, summary, transform};
@@ -19,6 +20,7 @@
 //! ```
 
 pub mod lublin;
+pub mod shared;
 pub mod summary;
 pub mod swf;
 pub mod transform;

@@ -7,19 +7,7 @@ use std::path::{Path, PathBuf};
 use cosched_workload::swf::{self, ReadOptions};
 
 fn traces_dir() -> Option<PathBuf> {
-    let dir = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces"
-    ));
-    if dir.is_dir() {
-        Some(dir.to_path_buf())
-    } else {
-        eprintln!(
-            "notice: {} is absent; skipping the archive-trace tests",
-            dir.display()
-        );
-        None
-    }
+    cosched_workload::shared::traces_dir("the archive-trace tests")
 }
 
 fn gz_traces(dir: &Path) -> Vec<PathBuf> {
