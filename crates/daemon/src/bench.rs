@@ -143,8 +143,8 @@ pub fn gang(
         let mut o = opts(exe, &dir.join("gang"), 1, pes);
         o.policy = policy.into();
         if policy == "gang" {
-            o.mpl = Some(2);
-            o.quantum = quantum;
+            o.policy_options.mpl = Some(2);
+            o.policy_options.quantum = quantum;
         }
         let c = up(&o)?;
         let cmd = vec![

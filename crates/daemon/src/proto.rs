@@ -171,6 +171,8 @@ pub enum JobState {
     Cancelled,
     TimedOut,
     NodeFailed,
+    /// The policy found it can never run on this machine (the error says why).
+    Rejected,
 }
 
 impl JobState {
@@ -190,6 +192,20 @@ impl JobState {
             JobState::Cancelled => "cancelled",
             JobState::TimedOut => "timed_out",
             JobState::NodeFailed => "node_failed",
+            JobState::Rejected => "rejected",
+        }
+    }
+    /// The ledger's outcome of an ended job.
+    pub fn outcome(self) -> Option<cosched_core::Outcome> {
+        use cosched_core::Outcome;
+        match self {
+            JobState::Queued | JobState::Running | JobState::Suspended => None,
+            JobState::Completed => Some(Outcome::Completed),
+            JobState::Failed => Some(Outcome::Failed),
+            JobState::Cancelled => Some(Outcome::Cancelled),
+            JobState::TimedOut => Some(Outcome::TimedOut),
+            JobState::NodeFailed => Some(Outcome::NodeFailed),
+            JobState::Rejected => Some(Outcome::Rejected),
         }
     }
 }
@@ -222,6 +238,9 @@ pub struct JobInfo {
     pub error: Option<String>,
     /// Stopped by a user's `suspend`.
     pub held: bool,
+    /// Times the policy took its PEs away.
+    #[serde(default)]
+    pub preemptions: u32,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

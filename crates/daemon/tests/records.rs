@@ -33,6 +33,7 @@ fn job(id: u64, state: JobState) -> JobInfo {
         exit_code: state.is_final().then_some(0),
         error: None,
         held: false,
+        preemptions: 0,
     }
 }
 

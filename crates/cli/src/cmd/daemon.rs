@@ -14,6 +14,8 @@ use cosched_daemon::proto::{JobInfo, Request, SubmitRequest};
 use cosched_daemon::{StateDir, mm, nm, report};
 use cosched_storm::Key;
 
+use super::policy_args::PolicyArgs;
+
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Run the machine manager (normally started by `cosched cluster up`)
@@ -81,12 +83,8 @@ pub struct MmArgs {
     /// Scheduling policy (see `cosched sim --help` for the registered names)
     #[arg(long, default_value = "fcfs")]
     policy: String,
-    /// Multiprogramming level of time-sharing policies
-    #[arg(long)]
-    mpl: Option<u32>,
-    /// Time quantum of time-sharing policies (e.g. 50ms)
-    #[arg(long)]
-    quantum: Option<Dur>,
+    #[command(flatten)]
+    policy_args: PolicyArgs,
     /// Fan-out of the tree of node managers
     #[arg(long, default_value_t = 8)]
     fanout: u32,
@@ -205,12 +203,8 @@ pub struct UpArgs {
     /// Scheduling policy: fcfs, easy, gang, …
     #[arg(long, default_value = "fcfs")]
     policy: String,
-    /// Multiprogramming level (gang)
-    #[arg(long)]
-    mpl: Option<u32>,
-    /// Time quantum (gang; default 50ms, down to 1ms)
-    #[arg(long)]
-    quantum: Option<Dur>,
+    #[command(flatten)]
+    policy_args: PolicyArgs,
     /// Fan-out of the tree
     #[arg(long, default_value_t = 8)]
     fanout: u32,
@@ -333,8 +327,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, a.nodes, a.pes);
             cfg.listen = a.listen;
             cfg.policy = a.policy;
-            cfg.mpl = a.mpl;
-            cfg.quantum = a.quantum;
+            cfg.policy_options = a.policy_args.options();
             cfg.fanout = a.fanout.max(1);
             cfg.heartbeat = a.heartbeat.max(Dur::from_millis(1));
             cfg.dead_after = cfg.heartbeat * 5;
@@ -371,8 +364,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 a.pes,
             );
             o.policy = a.policy;
-            o.mpl = a.mpl;
-            o.quantum = a.quantum;
+            o.policy_options = a.policy_args.options();
             o.fanout = a.fanout;
             o.heartbeat = a.heartbeat;
             o.requeue = a.requeue;

@@ -10,6 +10,8 @@ use clap::{Args as ClapArgs, Subcommand};
 
 use cosched_core::{Dur, MachineShape, Time};
 use cosched_policy::registry;
+
+use super::policy_args::PolicyArgs as SharedPolicyArgs;
 use cosched_policy::{PolicyOptions, policy_config};
 use cosched_sim::metrics::{Group, MetricsOptions, Summary};
 use cosched_sim::run::{self, Observe, RunError, RunSpec};
@@ -90,24 +92,11 @@ struct SourceArgs {
     lenient: bool,
 }
 
-/// Options every policy may read (each ignores what it does not use).
+/// The shared policy options, and how the results are measured.
 #[derive(ClapArgs, Clone)]
 struct PolicyArgs {
-    /// Multiprogramming level (time-sharing policies)
-    #[arg(long)]
-    mpl: Option<u32>,
-    /// Time quantum, e.g. 10s, 10m (time-sharing policies)
-    #[arg(long, value_name = "DUR")]
-    quantum: Option<Dur>,
-    /// Cost of one context switch, e.g. 50ms
-    #[arg(long, value_name = "DUR")]
-    context_switch: Option<Dur>,
-    /// TOML file whose [policy] table sets policy options
-    #[arg(long, value_name = "FILE.toml")]
-    policy_config: Option<PathBuf>,
-    /// A policy option KEY=VALUE (repeatable; overrides the file)
-    #[arg(long = "opt", value_name = "KEY=VALUE")]
-    opts: Vec<String>,
+    #[command(flatten)]
+    policy: SharedPolicyArgs,
     /// Bounded-slowdown threshold
     #[arg(long, default_value = "10s", value_name = "DUR")]
     bsld_threshold: Dur,
@@ -238,13 +227,7 @@ fn semantics(a: &SourceArgs) -> Semantics {
 }
 
 fn policy_options(a: &PolicyArgs) -> PolicyOptions {
-    PolicyOptions {
-        mpl: a.mpl,
-        quantum: a.quantum,
-        context_switch: a.context_switch,
-        file: a.policy_config.clone(),
-        opts: a.opts.clone(),
-    }
+    a.policy.options()
 }
 
 fn metrics_options(a: &PolicyArgs) -> MetricsOptions {
