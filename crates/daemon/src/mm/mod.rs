@@ -68,3 +68,6 @@ impl MmConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
