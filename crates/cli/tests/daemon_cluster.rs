@@ -727,3 +727,39 @@ fn cluster_up_honours_the_policy_configuration_file_and_refuses_bad_options() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `acct` is built from the ledger's records: its SWF export (through the workload crate's
+/// writer, with the machine in its header) reads back with `workload info`, and it prints the
+/// summary `cosched sim` prints, a job's runtime being the time it ran.
+#[test]
+fn acct_exports_swf_that_reads_back_and_summarises_like_sim() {
+    let c = Cluster::up("acctswf", &["--nodes", "2", "--pes", "1"]);
+    let ids: Vec<String> = [
+        vec!["-n", "1", "--", "sleep", "0.3"],
+        vec!["-n", "2", "--", "true"],
+        vec!["-n", "1", "--", "true"],
+    ]
+    .iter()
+    .map(|a| c.submit(a).to_string())
+    .collect();
+    let mut wait = vec!["wait"];
+    wait.extend(ids.iter().map(String::as_str));
+    c.ok(&wait);
+    let swf = c.dir.join("run.swf");
+    let text = c.ok(&["acct", "--swf-out", swf.to_str().unwrap()]);
+    for line in [
+        "mean wait",
+        "mean bounded sld",
+        "utilization",
+        "2 nodes x 1 PEs",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+    let info = c.ok(&["workload", "info", swf.to_str().unwrap()]);
+    assert!(info.contains('3'), "{info}");
+    let v = c.json(&["acct"]);
+    assert_eq!(v["summary"]["jobs"], 3, "{v}");
+    // The first job slept 0.3 s: its runtime is at least that, and it is what ran.
+    let first = &v["jobs"][0];
+    assert!(first["run_s"].as_f64().unwrap() >= 0.3, "{first}");
+}

@@ -156,8 +156,17 @@ pub fn gang(
         let a = c.client.submit(submit(pes, cmd.clone()))?;
         let b = c.client.submit(submit(pes, cmd))?;
         let jobs = c.client.wait(&[a, b], Duration::from_secs(600))?;
-        let first = jobs.iter().map(|j| j.submit_us).min().unwrap_or(0);
-        let last = jobs.iter().filter_map(|j| j.end_us).max().unwrap_or(0);
+        let first = jobs
+            .iter()
+            .map(|j| j.record.submit.as_micros())
+            .min()
+            .unwrap_or(0);
+        let last = jobs
+            .iter()
+            .filter_map(|j| j.record.end)
+            .map(|t| t.as_micros())
+            .max()
+            .unwrap_or(0);
         if jobs.iter().any(|j| j.state != JobState::Completed) {
             return Err(DaemonError::Refused(format!(
                 "a benchmark job did not complete: {jobs:?}"

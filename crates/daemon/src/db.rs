@@ -70,7 +70,7 @@ impl Db {
         let doc = serde_json::to_string(job).expect("a job record always serialises");
         self.conn
             .prepare_cached("INSERT INTO jobs (id, doc) VALUES (?1, ?2) ON CONFLICT(id) DO UPDATE SET doc = excluded.doc")
-            .and_then(|mut s| s.execute(params![job.id.0 as i64, doc]))
+            .and_then(|mut s| s.execute(params![job.id().0 as i64, doc]))
             .map_err(|e| self.err(e))?;
         Ok(())
     }

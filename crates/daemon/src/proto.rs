@@ -6,7 +6,7 @@
 //! - The machine manager talks to node managers only through the tree: [`ToNode`] payloads of
 //!   XFER-AND-SIGNAL going down, [`FromNode`] payloads of signals coming up.
 
-use cosched_core::{JobId, NodeId};
+use cosched_core::{JobId, JobRecord, NodeId};
 use serde::{Deserialize, Serialize};
 
 /// Node variable written by every heartbeat (its sequence number); COMPARE checks it.
@@ -211,36 +211,36 @@ impl JobState {
 }
 
 /// Everything recorded about a job: persisted by the machine manager, shown by the clients.
-/// Times are microseconds since the Unix epoch.
+/// Times are the machine manager's (microseconds since the Unix epoch).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobInfo {
-    pub id: JobId,
+    /// The job ledger's record — submission, first start, end, stopped time, PEs (those it
+    /// holds, while it lives), preemptions, outcome, exit code: the very record the
+    /// simulator writes.
+    pub record: JobRecord,
+    pub state: JobState,
     pub name: String,
     pub class: Option<String>,
     pub user: Option<u32>,
-    pub procs: u32,
     pub time_limit_us: Option<i64>,
     pub cmd: Vec<String>,
     pub cwd: String,
-    pub state: JobState,
-    pub submit_us: i64,
-    pub start_us: Option<i64>,
-    pub end_us: Option<i64>,
-    /// Time allocated but stopped, between start and end.
-    pub suspended_us: i64,
     /// Time actually run (what the time limit counts).
     pub run_us: i64,
-    /// PEs held, as `0-3,8`.
-    pub pes: String,
     pub placement: Vec<Placement>,
-    pub exit_code: Option<i32>,
     /// Why it failed (launch error, lost node, time limit, …).
     pub error: Option<String>,
     /// Stopped by a user's `suspend`.
     pub held: bool,
-    /// Times the policy took its PEs away.
-    #[serde(default)]
-    pub preemptions: u32,
+}
+
+impl JobInfo {
+    pub fn id(&self) -> JobId {
+        self.record.id
+    }
+    pub fn procs(&self) -> u32 {
+        self.record.procs
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -7,12 +7,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use cosched_core::{Dur, JobId};
+use cosched_core::{Dur, JobId, MachineShape};
 use cosched_daemon::client::Client;
 use cosched_daemon::cluster::{self, ClusterOptions};
-use cosched_daemon::proto::{JobInfo, Request, SubmitRequest};
+use cosched_daemon::proto::{JobInfo, Request, StatusInfo, SubmitRequest};
 use cosched_daemon::{StateDir, mm, nm, report};
+use cosched_sim::SimResult;
+use cosched_sim::metrics::{MetricsOptions, Summary, summarize};
 use cosched_storm::Key;
+use cosched_workload::swf::write_trace_path;
 
 use super::policy_args::PolicyArgs;
 
@@ -425,7 +428,11 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let shown: Vec<JobInfo> = jobs
                 .into_iter()
                 .filter(|j| {
-                    a.all || !j.state.is_final() || j.end_us.is_some_and(|e| now - e < 300_000_000)
+                    a.all
+                        || !j.state.is_final()
+                        || j.record
+                            .end
+                            .is_some_and(|e| now - e.as_micros() < 300_000_000)
                 })
                 .collect();
             if a.conn.json {
@@ -443,7 +450,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let jobs = a.conn.client()?.wait(&ids, timeout)?;
             let ok = jobs
                 .iter()
-                .all(|j| j.state.as_str() == "completed" && j.exit_code == Some(0));
+                .all(|j| j.state.as_str() == "completed" && j.record.exit_code == Some(0));
             if a.conn.json {
                 print_json(&serde_json::json!({
                     "ok": ok, "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>()
@@ -466,17 +473,32 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Acct(a) => {
-            let jobs = a.conn.client()?.jobs(&[])?;
+            let client = a.conn.client()?;
+            let jobs = client.jobs(&[])?;
+            let status = client.status()?;
             if let Some(path) = &a.swf_out {
-                std::fs::write(path, report::swf(&jobs))
+                let (header, records) = report::swf(&jobs, &status);
+                write_trace_path(path, &header, &records)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
+            let summary = run_summary(&jobs, &status);
             if a.conn.json {
-                print_json(
-                    &serde_json::json!({ "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>() }),
-                )?;
+                print_json(&serde_json::json!({
+                    "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>(),
+                    "summary": summary,
+                }))?;
             } else {
                 emit(&report::jobs_table(&jobs, now_us()));
+                println!();
+                println!(
+                    "policy            {}\nmachine           {} nodes x {} PEs\njobs              {} ended with a run, {} not ended",
+                    summary.policy,
+                    status.nodes_total,
+                    status.pes_per_node,
+                    summary.jobs,
+                    summary.unfinished
+                );
+                super::sim::print_metrics(&summary);
             }
             Ok(0)
         }
@@ -581,6 +603,25 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result.map(|_| 0)
+}
+
+/// The summary `cosched sim` prints, of a real run: every ended job that ran, its runtime
+/// being the time it actually ran (stopped time excluded).
+fn run_summary(jobs: &[JobInfo], st: &StatusInfo) -> Summary {
+    let ran: Vec<&JobInfo> = jobs
+        .iter()
+        .filter(|j| j.record.start.is_some() && j.record.end.is_some())
+        .collect();
+    let result = SimResult {
+        policy: st.policy.clone(),
+        machine: MachineShape::flat(st.nodes_total.max(1), st.pes_per_node.max(1)),
+        records: ran.iter().map(|j| j.record.clone()).collect(),
+        runtimes: ran.iter().map(|j| Dur::from_micros(j.run_us)).collect(),
+        events: 0,
+        decisions: 0,
+        unfinished: jobs.iter().filter(|j| !j.state.is_final()).count(),
+    };
+    summarize(&result, &MetricsOptions::default())
 }
 
 fn simple(a: &IdArgs, req: Request, done: &str) -> anyhow::Result<i32> {

@@ -164,7 +164,7 @@ fn run_cluster() -> anyhow::Result<ClusterRun> {
                 .client
                 .jobs(&ids[..3])?
                 .iter()
-                .filter(|j| j.start_us.is_some() && j.end_us.is_none())
+                .filter(|j| j.record.start.is_some() && j.record.end.is_none())
                 .count();
             if running == 3 {
                 break;
@@ -203,7 +203,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let all_ok = cluster.as_ref().is_none_or(|c| {
         c.jobs
             .iter()
-            .all(|j| j.exit_code == Some(0) && j.end_us.is_some())
+            .all(|j| j.record.exit_code == Some(0) && j.record.end.is_some())
     });
     if args.json {
         let doc = serde_json::json!({

@@ -403,6 +403,11 @@ fn print_summary(src: &Source, w: &Workload, s: &Summary, load: Option<f64>) {
         w.estimate_from_runtime,
         w.overrunning
     );
+    print_metrics(s);
+}
+
+/// The figures of a run's summary (also printed by `cosched acct` for a real run).
+pub(crate) fn print_metrics(s: &Summary) {
     outln!(
         "mean wait         {:.1} s (p50 {:.1}, p90 {:.1}, max {:.1})",
         s.mean_wait_s,

@@ -250,7 +250,7 @@ impl Core {
         }
         let recovered_any = !r.jobs.is_empty() || !self.nodes.is_empty();
         for info in r.jobs {
-            self.next_job = self.next_job.max(info.id.0 + 1);
+            self.next_job = self.next_job.max(info.id().0 + 1);
             let side = Side {
                 name: info.name.clone(),
                 class: info.class.clone(),
@@ -268,15 +268,10 @@ impl Core {
                 run_seq: 0,
                 forget_pending: false,
             };
-            let req = request_of(
-                &info.id,
-                Time::from_micros(info.submit_us),
-                info.procs,
-                &side,
-            );
+            let req = request_of(&info.id(), info.record.submit, info.procs(), &side);
             let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
             self.side.push(side);
-            let record = record_of(&info);
+            let record = info.record.clone();
             if info.state.is_final() {
                 self.ledger.adopt_ended(i, record);
                 continue;
@@ -289,7 +284,7 @@ impl Core {
                 }
                 self.instant.submitted.push(Event::Submitted(req));
                 if info.held {
-                    self.instant.rest.push(Event::Held(info.id));
+                    self.instant.rest.push(Event::Held(info.id()));
                 }
             } else {
                 let pes = record.pes.clone();
@@ -852,22 +847,6 @@ fn request_of(id: &JobId, submit: Time, procs: u32, s: &Side) -> JobRequest {
     r.class = s.class.clone();
     r.user = s.user;
     r
-}
-
-/// The ledger record a stored job stands for.
-fn record_of(info: &JobInfo) -> JobRecord {
-    JobRecord {
-        id: info.id,
-        submit: Time::from_micros(info.submit_us),
-        procs: info.procs,
-        start: info.start_us.map(Time::from_micros),
-        end: info.end_us.map(Time::from_micros),
-        suspended: Dur::from_micros(info.suspended_us),
-        preemptions: info.preemptions,
-        pes: parse_pes(&info.pes),
-        outcome: info.state.outcome(),
-        exit_code: info.exit_code,
-    }
 }
 
 /// Parses `0-3,8` back into a PE set.

@@ -261,7 +261,7 @@ impl Shell {
                 Effect::Members { epoch, members } => self.root.set_members(epoch, members),
                 Effect::PersistJob(info) => {
                     if let Err(e) = self.db.put_job(&info) {
-                        eprintln!("mm: could not persist job {}: {e}", info.id);
+                        eprintln!("mm: could not persist job {}: {e}", info.id());
                     }
                 }
                 Effect::PersistNode(row) => {

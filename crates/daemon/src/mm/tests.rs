@@ -152,8 +152,8 @@ fn everything_of_an_instant_reaches_the_policy_before_it_decides_once() {
         .collect();
     assert_eq!(launches, [JobId(3)]);
     assert_eq!(state(&c, 1).state, JobState::Completed);
-    assert_eq!(state(&c, 1).exit_code, Some(0));
-    assert_eq!(state(&c, 3).start_us, Some(t(5).as_micros()));
+    assert_eq!(state(&c, 1).record.exit_code, Some(0));
+    assert_eq!(state(&c, 3).record.start, Some(t(5)));
 }
 
 fn script(steps: Vec<(Time, Vec<Decision>)>) -> Box<dyn Policy> {
@@ -189,7 +189,7 @@ fn a_policy_kill_ends_the_job_at_once_and_its_late_exits_are_ignored() {
     );
     let j = state(&c, 1);
     assert_eq!(j.state, JobState::Cancelled);
-    assert_eq!(j.end_us, Some(t(4).as_micros()));
+    assert_eq!(j.record.end, Some(t(4)));
     assert_eq!(j.run_us, Dur::from_secs(3).as_micros());
     // The killed ranks report later: the record stays, the job is forgotten on its node.
     exit(&mut c, t(6), 1, 0, -9);
@@ -237,8 +237,8 @@ fn a_preempted_job_is_stopped_and_continued_on_its_own_pes_never_moved() {
         "{cont:?}"
     );
     let j = state(&c, 1);
-    assert_eq!((j.state, j.preemptions), (JobState::Running, 1));
-    assert_eq!(j.suspended_us, Dur::from_secs(3).as_micros());
+    assert_eq!((j.state, j.record.preemptions), (JobState::Running, 1));
+    assert_eq!(j.record.suspended, Dur::from_secs(3));
 }
 
 #[test]
@@ -295,6 +295,6 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
     }
     let j = state(&c, 1);
     assert_eq!(j.state, JobState::NodeFailed);
-    assert_eq!(j.end_us, Some(t(4).as_micros()));
+    assert_eq!(j.record.end, Some(t(4)));
     assert!(c.status().nodes[1].state == "down");
 }

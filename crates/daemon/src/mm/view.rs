@@ -33,7 +33,6 @@ impl Core {
         let e = self.ledger.entry(i);
         let s = &self.side[i];
         let r = e.record();
-        let pes = if e.is_live() { e.pes() } else { &r.pes };
         // An ended job ran for all its time between start and end but the stopped time (this
         // holds for jobs recovered from the database too, whose ledger entry has no run time).
         let run = match (e.is_live(), r.start, r.end) {
@@ -41,27 +40,23 @@ impl Core {
             (false, _, _) => cosched_core::Dur::ZERO,
             (true, _, _) => e.ran(now),
         };
+        let mut record = r.clone();
+        if e.is_live() {
+            record.pes = e.pes().clone();
+        }
         JobInfo {
-            id: e.req.id,
+            record,
+            state: JobState::of(e.phase(), e.held(), r.outcome),
             name: s.name.clone(),
             class: s.class.clone(),
             user: s.user,
-            procs: e.req.procs,
             time_limit_us: s.time_limit.map(|d| d.as_micros()),
             cmd: s.cmd.clone(),
             cwd: s.cwd.clone(),
-            state: JobState::of(e.phase(), e.held(), r.outcome),
-            submit_us: r.submit.as_micros(),
-            start_us: r.start.map(|t| t.as_micros()),
-            end_us: r.end.map(|t| t.as_micros()),
-            suspended_us: r.suspended.as_micros(),
             run_us: run.as_micros(),
-            pes: pes.to_string(),
             placement: s.placement.clone(),
-            exit_code: r.exit_code,
             error: s.error.clone(),
             held: e.held(),
-            preemptions: r.preemptions,
         }
     }
 
