@@ -174,3 +174,27 @@ fn status_draws_the_matrix() {
     let slot0 = text.lines().find(|l| l.starts_with("slot0")).unwrap();
     assert_eq!(slot0.matches(" 7").count(), 2, "{text}");
 }
+
+/// A database written before the records were the ledger's still loads, history intact.
+#[test]
+fn records_of_the_earlier_format_still_load() {
+    let dir = std::env::temp_dir().join(format!("cosched-db-legacy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mm.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE jobs (id INTEGER PRIMARY KEY, doc TEXT NOT NULL);")
+            .unwrap();
+        let doc = r#"{"id":4,"name":"echo","class":null,"user":1000,"procs":2,"time_limit_us":null,"cmd":["echo"],"cwd":"/","state":"completed","submit_us":1000000,"start_us":1500000,"end_us":3500000,"suspended_us":0,"run_us":2000000,"pes":"0-1","placement":[],"exit_code":0,"error":null,"held":false}"#;
+        conn.execute("INSERT INTO jobs (id, doc) VALUES (4, ?1)", [doc])
+            .unwrap();
+    }
+    let jobs = Db::open(&path).unwrap().jobs().unwrap();
+    assert_eq!(jobs.len(), 1);
+    let r = &jobs[0].record;
+    assert_eq!((r.id, r.procs, r.exit_code), (JobId(4), 2, Some(0)));
+    assert_eq!(r.end, Some(Time::from_micros(3_500_000)));
+    assert_eq!(r.outcome, Some(cosched_core::Outcome::Completed));
+    assert_eq!(r.pes.to_string(), "0-1");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -15,7 +15,7 @@ use anyhow::Context;
 use cosched_core::Dur;
 use cosched_daemon::cluster::{self, ClusterOptions};
 use cosched_daemon::proto::SubmitRequest;
-use cosched_daemon::report::{jobs_table, status_text};
+use cosched_daemon::report::{acct_record, jobs_table, status_text};
 use cosched_policy::PolicyOptions;
 use cosched_sim::EngineOptions;
 use cosched_sim::metrics::MetricsOptions;
@@ -210,7 +210,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "workload": summary,
             "simulation": rows,
             "cluster": cluster.as_ref().map(|c| serde_json::json!({
-                "jobs": c.jobs,
+                "jobs": c.jobs.iter().map(acct_record).collect::<Vec<_>>(),
                 "matrix": c.matrix,
             })),
         });
