@@ -94,7 +94,7 @@ struct SourceArgs {
 
 /// The shared policy options, and how the results are measured.
 #[derive(ClapArgs, Clone)]
-struct PolicyArgs {
+struct PolicyMetricArgs {
     #[command(flatten)]
     policy: SharedPolicyArgs,
     /// Bounded-slowdown threshold
@@ -110,7 +110,7 @@ struct RunArgs {
     #[command(flatten)]
     source: SourceArgs,
     #[command(flatten)]
-    policy_args: PolicyArgs,
+    policy_args: PolicyMetricArgs,
     /// Policy name (see `cosched sim --list`)
     #[arg(long, default_value = "easy")]
     policy: String,
@@ -155,7 +155,7 @@ struct SweepArgs {
     #[command(flatten)]
     source: SourceArgs,
     #[command(flatten)]
-    policy_args: PolicyArgs,
+    policy_args: PolicyMetricArgs,
     /// Policies, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "fcfs,easy,conservative")]
     policies: Vec<String>,
@@ -226,11 +226,11 @@ fn semantics(a: &SourceArgs) -> Semantics {
     }
 }
 
-fn policy_options(a: &PolicyArgs) -> PolicyOptions {
+fn policy_options(a: &PolicyMetricArgs) -> PolicyOptions {
     a.policy.options()
 }
 
-fn metrics_options(a: &PolicyArgs) -> MetricsOptions {
+fn metrics_options(a: &PolicyMetricArgs) -> MetricsOptions {
     MetricsOptions {
         bsld_threshold: a.bsld_threshold,
         batch_size: a.batch_size,

@@ -288,7 +288,9 @@ impl Core {
                 }
             } else {
                 let pes = record.pes.clone();
-                let running = info.state == JobState::Running;
+                // A held job is one the policy runs and a user stopped: adopted running,
+                // then held again (its processes are stopped already).
+                let running = info.state == JobState::Running || info.held;
                 let since = record.start.unwrap_or(record.submit);
                 self.ledger.adopt(
                     i,
@@ -303,6 +305,10 @@ impl Core {
                     pes,
                     since,
                 });
+                if info.held {
+                    self.ledger.hold(i, now);
+                    self.instant.rest.push(Event::Held(info.id()));
+                }
             }
         }
         if recovered_any {
