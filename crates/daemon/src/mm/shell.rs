@@ -306,24 +306,28 @@ async fn accept_loop(listener: TcpListener, key: Key, tx: mpsc::UnboundedSender<
             };
             match hello {
                 Hello::Register(reg) => {
-                    let (otx, orx) = oneshot::channel();
-                    if tx.send(Incoming::Register(reg, otx)).is_err() {
-                        return;
-                    }
-                    if let Ok(reply) = orx.await {
-                        let _ = cosched_storm::frame::write_frame(&mut wr, &key, &reply).await;
-                    }
+                    relay(&tx, &mut wr, &key, |otx| Incoming::Register(reg, otx)).await
                 }
                 Hello::Client(req) => {
-                    let (otx, orx) = oneshot::channel();
-                    if tx.send(Incoming::Client(req, otx)).is_err() {
-                        return;
-                    }
-                    if let Ok(resp) = orx.await {
-                        let _ = cosched_storm::frame::write_frame(&mut wr, &key, &resp).await;
-                    }
+                    relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, otx)).await
                 }
             }
         });
+    }
+}
+
+/// Hands a request to the event loop and writes its answer back on the connection.
+async fn relay<T: serde::Serialize>(
+    tx: &mpsc::UnboundedSender<Incoming>,
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    key: &Key,
+    wrap: impl FnOnce(oneshot::Sender<T>) -> Incoming,
+) {
+    let (otx, orx) = oneshot::channel();
+    if tx.send(wrap(otx)).is_err() {
+        return;
+    }
+    if let Ok(answer) = orx.await {
+        let _ = cosched_storm::frame::write_frame(wr, key, &answer).await;
     }
 }
