@@ -663,3 +663,103 @@ fn issue_9_history_survives_cluster_down_and_up() {
     assert!(j["end"].as_f64().is_some(), "{j}");
     assert_eq!(c.submit(&["-n", "1", "--", "true"]), live + 1);
 }
+
+/// `cluster up` takes the policy options of `cosched sim` and passes them to the machine
+/// manager: a T3D configuration file is honoured on the real cluster, and a bad option is
+/// refused by `cluster up` itself.
+#[test]
+fn cluster_up_honours_the_policy_configuration_file_and_refuses_bad_options() {
+    let dir = std::env::temp_dir().join(format!("cosched-t3d-conf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("t3d.toml");
+    std::fs::write(&conf, "[policy]\njob_limit = 2\n").unwrap();
+    let conf_arg = conf.to_str().unwrap();
+    let c = Cluster::up(
+        "t3dconf",
+        &[
+            "--nodes",
+            "1",
+            "--pes",
+            "4",
+            "--policy",
+            "t3d",
+            "--policy-config",
+            conf_arg,
+        ],
+    );
+    let small = c.submit(&["-n", "2", "--", "true"]);
+    let big = c.submit(&["-n", "4", "--", "true"]);
+    let j = c.until(big, 10, |j| j["state"] != "queued");
+    assert_eq!(j["state"], "rejected", "{j}");
+    assert!(
+        j["error"].as_str().unwrap_or("").contains("job_limit = 2"),
+        "{j}"
+    );
+    c.until(small, 10, |j| j["state"] == "completed");
+    drop(c);
+
+    // Refused before any daemon starts, with the policy's own message.
+    let bad = Cluster::up("t3dbad", &["--nodes", "1", "--pes", "1"]);
+    bad.ok(&["cluster", "down"]);
+    for (args, says) in [
+        (
+            vec!["--policy", "t3d", "--opt", "swap_per_pe=soon"],
+            "swap_per_pe",
+        ),
+        (vec!["--policy", "t3d", "--opt", "nokey"], "KEY=VALUE"),
+        (
+            vec![
+                "--policy",
+                "t3d",
+                "--policy-config",
+                "/nonexistent/t3d.toml",
+            ],
+            "/nonexistent/t3d.toml",
+        ),
+    ] {
+        let mut full = vec!["cluster", "up", "--nodes", "1", "--pes", "1"];
+        full.extend(args.iter().copied());
+        let out = bad.run(&full);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(bad.state.live_mm().is_none(), "{args:?} started a daemon");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `acct` is built from the ledger's records: its SWF export (through the workload crate's
+/// writer, with the machine in its header) reads back with `workload info`, and it prints the
+/// summary `cosched sim` prints, a job's runtime being the time it ran.
+#[test]
+fn acct_exports_swf_that_reads_back_and_summarises_like_sim() {
+    let c = Cluster::up("acctswf", &["--nodes", "2", "--pes", "1"]);
+    let ids: Vec<String> = [
+        vec!["-n", "1", "--", "sleep", "0.3"],
+        vec!["-n", "2", "--", "true"],
+        vec!["-n", "1", "--", "true"],
+    ]
+    .iter()
+    .map(|a| c.submit(a).to_string())
+    .collect();
+    let mut wait = vec!["wait"];
+    wait.extend(ids.iter().map(String::as_str));
+    c.ok(&wait);
+    let swf = c.dir.join("run.swf");
+    let text = c.ok(&["acct", "--swf-out", swf.to_str().unwrap()]);
+    for line in [
+        "mean wait",
+        "mean bounded sld",
+        "utilization",
+        "2 nodes x 1 PEs",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+    let info = c.ok(&["workload", "info", swf.to_str().unwrap()]);
+    assert!(info.contains('3'), "{info}");
+    let v = c.json(&["acct"]);
+    assert_eq!(v["summary"]["jobs"], 3, "{v}");
+    // The first job slept 0.3 s: its runtime is at least that, and it is what ran.
+    let first = &v["jobs"][0];
+    assert!(first["run_s"].as_f64().unwrap() >= 0.3, "{first}");
+}

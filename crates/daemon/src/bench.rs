@@ -143,8 +143,8 @@ pub fn gang(
         let mut o = opts(exe, &dir.join("gang"), 1, pes);
         o.policy = policy.into();
         if policy == "gang" {
-            o.mpl = Some(2);
-            o.quantum = quantum;
+            o.policy_options.mpl = Some(2);
+            o.policy_options.quantum = quantum;
         }
         let c = up(&o)?;
         let cmd = vec![
@@ -156,8 +156,17 @@ pub fn gang(
         let a = c.client.submit(submit(pes, cmd.clone()))?;
         let b = c.client.submit(submit(pes, cmd))?;
         let jobs = c.client.wait(&[a, b], Duration::from_secs(600))?;
-        let first = jobs.iter().map(|j| j.submit_us).min().unwrap_or(0);
-        let last = jobs.iter().filter_map(|j| j.end_us).max().unwrap_or(0);
+        let first = jobs
+            .iter()
+            .map(|j| j.record.submit.as_micros())
+            .min()
+            .unwrap_or(0);
+        let last = jobs
+            .iter()
+            .filter_map(|j| j.record.end)
+            .map(|t| t.as_micros())
+            .max()
+            .unwrap_or(0);
         if jobs.iter().any(|j| j.state != JobState::Completed) {
             return Err(DaemonError::Refused(format!(
                 "a benchmark job did not complete: {jobs:?}"

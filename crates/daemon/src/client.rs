@@ -135,7 +135,7 @@ impl Client {
                 let left: Vec<String> = jobs
                     .iter()
                     .filter(|j| !j.state.is_final())
-                    .map(|j| j.id.to_string())
+                    .map(|j| j.id().to_string())
                     .collect();
                 return Err(DaemonError::Timeout(format!(
                     "jobs {} still not ended after {timeout:?} (raise --timeout)",

@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cosched_core::Dur;
+use cosched_policy::PolicyOptions;
 use cosched_storm::Key;
 
 use crate::client::Client;
@@ -23,8 +24,8 @@ pub struct ClusterOptions {
     pub nodes: u32,
     pub pes: u32,
     pub policy: String,
-    pub mpl: Option<u32>,
-    pub quantum: Option<Dur>,
+    /// `--mpl`, `--quantum`, `--opt`, `--policy-config`, … passed on to the machine manager.
+    pub policy_options: PolicyOptions,
     pub fanout: u32,
     pub heartbeat: Dur,
     pub requeue: bool,
@@ -40,8 +41,7 @@ impl ClusterOptions {
             nodes,
             pes,
             policy: "fcfs".into(),
-            mpl: None,
-            quantum: None,
+            policy_options: PolicyOptions::default(),
             fanout: 8,
             heartbeat: Dur::from_millis(200),
             requeue: false,
@@ -100,6 +100,9 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             ),
         });
     }
+    // A bad policy, option or policy file is refused here with the policy's own message,
+    // rather than in the log of a background process.
+    crate::mm::build_policy(&o.policy, o.nodes, o.pes, &o.policy_options)?;
     // The address of the last MM would be taken for the new one's; the database stays, so the
     // new MM continues its history (a machine of another shape is refused by the MM).
     dir.forget_addr();
@@ -124,12 +127,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         "--key-file".into(),
         dir.key_file().display().to_string(),
     ];
-    if let Some(m) = o.mpl {
-        args.extend(["--mpl".into(), m.to_string()]);
-    }
-    if let Some(q) = o.quantum {
-        args.extend(["--quantum".into(), q.to_string()]);
-    }
+    args.extend(policy_args(&o.policy_options)?);
     if o.requeue {
         args.push("--requeue".into());
     }
@@ -289,4 +287,27 @@ fn is_zombie(pid: i32) -> bool {
                 .map(|(_, rest)| rest.trim_start().starts_with('Z'))
         })
         .unwrap_or(false)
+}
+
+/// The policy options as `cosched mm` arguments. The file's path is made absolute: the
+/// machine manager runs in another directory.
+fn policy_args(p: &PolicyOptions) -> Result<Vec<String>, DaemonError> {
+    let mut args = Vec::new();
+    if let Some(m) = p.mpl {
+        args.extend(["--mpl".into(), m.to_string()]);
+    }
+    if let Some(q) = p.quantum {
+        args.extend(["--quantum".into(), q.to_string()]);
+    }
+    if let Some(c) = p.context_switch {
+        args.extend(["--context-switch".into(), c.to_string()]);
+    }
+    if let Some(f) = &p.file {
+        let abs = std::path::absolute(f)?;
+        args.extend(["--policy-config".into(), abs.display().to_string()]);
+    }
+    for o in &p.opts {
+        args.extend(["--opt".into(), o.clone()]);
+    }
+    Ok(args)
 }

@@ -70,7 +70,7 @@ impl Db {
         let doc = serde_json::to_string(job).expect("a job record always serialises");
         self.conn
             .prepare_cached("INSERT INTO jobs (id, doc) VALUES (?1, ?2) ON CONFLICT(id) DO UPDATE SET doc = excluded.doc")
-            .and_then(|mut s| s.execute(params![job.id.0 as i64, doc]))
+            .and_then(|mut s| s.execute(params![job.id().0 as i64, doc]))
             .map_err(|e| self.err(e))?;
         Ok(())
     }
@@ -86,11 +86,14 @@ impl Db {
         let mut out = Vec::new();
         for row in rows {
             let (id, doc) = row.map_err(|e| self.err(e))?;
-            out.push(serde_json::from_str(&doc).map_err(|e| DbError::Corrupt {
-                path: self.path.clone(),
-                what: format!("job {id}"),
-                why: e.to_string(),
-            })?);
+            let job = serde_json::from_str(&doc)
+                .or_else(|e| legacy::job(&doc).ok_or(e))
+                .map_err(|e| DbError::Corrupt {
+                    path: self.path.clone(),
+                    what: format!("job {id}"),
+                    why: e.to_string(),
+                })?;
+            out.push(job);
         }
         Ok(out)
     }
@@ -135,5 +138,67 @@ impl Db {
             .query_row("SELECT MAX(id) FROM jobs", [], |r| r.get(0))
             .map_err(|e| self.err(e))?;
         Ok(JobId(v.unwrap_or(0) as u64))
+    }
+}
+
+/// Records written before the machine manager kept the ledger's `JobRecord` (flat fields,
+/// microseconds): read so that an older state directory keeps its history.
+mod legacy {
+    use cosched_core::{Dur, JobId, JobRecord, Time};
+    use serde::Deserialize;
+
+    use crate::mm::parse_pes;
+    use crate::proto::{JobInfo, JobState, Placement};
+
+    #[derive(Deserialize)]
+    struct Old {
+        id: JobId,
+        name: String,
+        class: Option<String>,
+        user: Option<u32>,
+        procs: u32,
+        time_limit_us: Option<i64>,
+        cmd: Vec<String>,
+        cwd: String,
+        state: JobState,
+        submit_us: i64,
+        start_us: Option<i64>,
+        end_us: Option<i64>,
+        suspended_us: i64,
+        run_us: i64,
+        pes: String,
+        placement: Vec<Placement>,
+        exit_code: Option<i32>,
+        error: Option<String>,
+        held: bool,
+    }
+
+    pub fn job(doc: &str) -> Option<JobInfo> {
+        let o: Old = serde_json::from_str(doc).ok()?;
+        Some(JobInfo {
+            record: JobRecord {
+                id: o.id,
+                submit: Time::from_micros(o.submit_us),
+                procs: o.procs,
+                start: o.start_us.map(Time::from_micros),
+                end: o.end_us.map(Time::from_micros),
+                suspended: Dur::from_micros(o.suspended_us),
+                preemptions: 0,
+                pes: parse_pes(&o.pes),
+                outcome: o.state.outcome(),
+                exit_code: o.exit_code,
+            },
+            state: o.state,
+            name: o.name,
+            class: o.class,
+            user: o.user,
+            time_limit_us: o.time_limit_us,
+            cmd: o.cmd,
+            cwd: o.cwd,
+            run_us: o.run_us,
+            placement: o.placement,
+            error: o.error,
+            held: o.held,
+        })
     }
 }

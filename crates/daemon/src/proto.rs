@@ -6,7 +6,7 @@
 //! - The machine manager talks to node managers only through the tree: [`ToNode`] payloads of
 //!   XFER-AND-SIGNAL going down, [`FromNode`] payloads of signals coming up.
 
-use cosched_core::{JobId, NodeId};
+use cosched_core::{JobId, JobRecord, NodeId};
 use serde::{Deserialize, Serialize};
 
 /// Node variable written by every heartbeat (its sequence number); COMPARE checks it.
@@ -171,6 +171,8 @@ pub enum JobState {
     Cancelled,
     TimedOut,
     NodeFailed,
+    /// The policy found it can never run on this machine (the error says why).
+    Rejected,
 }
 
 impl JobState {
@@ -190,38 +192,55 @@ impl JobState {
             JobState::Cancelled => "cancelled",
             JobState::TimedOut => "timed_out",
             JobState::NodeFailed => "node_failed",
+            JobState::Rejected => "rejected",
+        }
+    }
+    /// The ledger's outcome of an ended job.
+    pub fn outcome(self) -> Option<cosched_core::Outcome> {
+        use cosched_core::Outcome;
+        match self {
+            JobState::Queued | JobState::Running | JobState::Suspended => None,
+            JobState::Completed => Some(Outcome::Completed),
+            JobState::Failed => Some(Outcome::Failed),
+            JobState::Cancelled => Some(Outcome::Cancelled),
+            JobState::TimedOut => Some(Outcome::TimedOut),
+            JobState::NodeFailed => Some(Outcome::NodeFailed),
+            JobState::Rejected => Some(Outcome::Rejected),
         }
     }
 }
 
 /// Everything recorded about a job: persisted by the machine manager, shown by the clients.
-/// Times are microseconds since the Unix epoch.
+/// Times are the machine manager's (microseconds since the Unix epoch).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobInfo {
-    pub id: JobId,
+    /// The job ledger's record — submission, first start, end, stopped time, PEs (those it
+    /// holds, while it lives), preemptions, outcome, exit code: the very record the
+    /// simulator writes.
+    pub record: JobRecord,
+    pub state: JobState,
     pub name: String,
     pub class: Option<String>,
     pub user: Option<u32>,
-    pub procs: u32,
     pub time_limit_us: Option<i64>,
     pub cmd: Vec<String>,
     pub cwd: String,
-    pub state: JobState,
-    pub submit_us: i64,
-    pub start_us: Option<i64>,
-    pub end_us: Option<i64>,
-    /// Time allocated but stopped, between start and end.
-    pub suspended_us: i64,
     /// Time actually run (what the time limit counts).
     pub run_us: i64,
-    /// PEs held, as `0-3,8`.
-    pub pes: String,
     pub placement: Vec<Placement>,
-    pub exit_code: Option<i32>,
     /// Why it failed (launch error, lost node, time limit, …).
     pub error: Option<String>,
     /// Stopped by a user's `suspend`.
     pub held: bool,
+}
+
+impl JobInfo {
+    pub fn id(&self) -> JobId {
+        self.record.id
+    }
+    pub fn procs(&self) -> u32 {
+        self.record.procs
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -1,30 +1,40 @@
 //! Job records and cluster status for people and programs: tables, the Ousterhout matrix
-//! (like the gangster tool of seed 002), accounting records as JSON, and SWF export.
+//! (like the gangster tool of seed 002), accounting records as JSON, and SWF export (through
+//! the workload crate's writer).
 
 use std::fmt::Write;
 
 use serde_json::{Value, json};
 
-use crate::proto::{JobInfo, JobState, StatusInfo};
+use cosched_core::{Dur, Time};
+use cosched_workload::swf::{SwfHeader, SwfRecord};
+
+use crate::proto::{JobInfo, StatusInfo};
 
 fn secs(us: i64) -> f64 {
     us as f64 / 1e6
 }
 
+fn t_secs(t: Time) -> f64 {
+    t.as_secs_f64()
+}
+
 /// One accounting record (epoch seconds, fractional).
 pub fn acct_record(j: &JobInfo) -> Value {
+    let r = &j.record;
     json!({
-        "id": j.id.0,
+        "id": r.id.0,
         "name": j.name,
         "class": j.class,
         "state": j.state.as_str(),
-        "submit": secs(j.submit_us),
-        "start": j.start_us.map(secs),
-        "end": j.end_us.map(secs),
-        "procs": j.procs,
-        "pes": j.pes,
-        "exit_code": j.exit_code,
-        "suspended_s": secs(j.suspended_us),
+        "submit": t_secs(r.submit),
+        "start": r.start.map(t_secs),
+        "end": r.end.map(t_secs),
+        "procs": r.procs,
+        "pes": r.pes.to_string(),
+        "exit_code": r.exit_code,
+        "suspended_s": r.suspended.as_secs_f64(),
+        "preemptions": r.preemptions,
         "run_s": secs(j.run_us),
         "time_limit_s": j.time_limit_us.map(secs),
         "held": j.held,
@@ -50,29 +60,31 @@ pub fn jobs_table(jobs: &[JobInfo], now_us: i64) -> String {
         "ID", "NAME", "STATE", "PROCS", "WAIT", "RUN", "SUSP", "EXIT", "PES"
     );
     for j in jobs {
-        let wait = j
-            .start_us
-            .map(|s| s - j.submit_us)
-            .or_else(|| (!j.state.is_final()).then(|| now_us - j.submit_us));
+        let r = &j.record;
+        let wait = r
+            .wait()
+            .map(|w| w.as_micros())
+            .or_else(|| (!j.state.is_final()).then(|| now_us - r.submit.as_micros()));
         let state = if j.held && !j.state.is_final() {
             format!("{}(held)", j.state.as_str())
         } else {
             j.state.as_str().to_string()
         };
+        let pes = r.pes.to_string();
         let _ = writeln!(
             s,
             "{:>6}  {:<12} {:<11} {:>5}  {:>8}  {:>8}  {:>8}  {:>4}  {:<10} {}",
-            j.id.0,
+            r.id.0,
             truncate(&j.name, 12),
             state,
-            j.procs,
+            r.procs,
             dur(wait),
             dur(Some(j.run_us)),
-            dur(Some(j.suspended_us)),
-            j.exit_code
+            dur(Some(r.suspended.as_micros())),
+            r.exit_code
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "-".into()),
-            truncate(if j.pes.is_empty() { "-" } else { &j.pes }, 10),
+            truncate(if pes.is_empty() { "-" } else { &pes }, 10),
             j.error.as_deref().unwrap_or(""),
         );
     }
@@ -166,45 +178,44 @@ pub fn status_text(st: &StatusInfo) -> String {
     s
 }
 
-/// The Standard Workload Format (18 fields per job; times relative to the first submission),
-/// so a real run can be set beside its simulation.
-pub fn swf(jobs: &[JobInfo]) -> String {
-    let t0 = jobs.iter().map(|j| j.submit_us).min().unwrap_or(0);
-    let mut s = String::from("; SWF written by cosched acct (real run on the cosched daemons)\n");
-    let _ = writeln!(s, "; UnixStartTime: {}", t0 / 1_000_000);
+/// The ended jobs of a real run as a Standard Workload Format trace (times relative to the
+/// first submission, with the header's machine size), for the workload crate's writer — so
+/// `cosched workload info` reads it back and a real run can be set beside its simulation.
+pub fn swf(jobs: &[JobInfo], st: &StatusInfo) -> (SwfHeader, Vec<SwfRecord>) {
+    let t0 = jobs
+        .iter()
+        .map(|j| j.record.submit)
+        .min()
+        .unwrap_or(Time::ZERO);
+    let mut records = Vec::new();
     for j in jobs.iter().filter(|j| j.state.is_final()) {
-        let wait = j
-            .start_us
-            .map(|st| (st - j.submit_us) / 1_000_000)
-            .unwrap_or(-1);
-        let run = match (j.start_us, j.end_us) {
-            (Some(a), Some(b)) => (b - a) / 1_000_000,
-            _ => -1,
+        let mut r = SwfRecord {
+            job: j.id().0,
+            req_procs: Some(j.procs()),
+            req_time: j.time_limit_us.map(Dur::from_micros),
+            user: j.user,
+            ..SwfRecord::default()
         };
-        let status = match j.state {
-            JobState::Completed => 1,
-            JobState::Cancelled => 5,
-            _ => 0,
-        };
-        let req_time = j.time_limit_us.map(|t| t / 1_000_000).unwrap_or(-1);
-        let procs = if j.start_us.is_some() {
-            j.procs as i64
-        } else {
-            -1
-        };
-        let _ = writeln!(
-            s,
-            "{} {} {} {} {} -1 -1 {} {} -1 {} {} -1 -1 -1 -1 -1 -1",
-            j.id.0,
-            (j.submit_us - t0) / 1_000_000,
-            wait,
-            run,
-            procs,
-            j.procs,
-            req_time,
-            status,
-            j.user.map(|u| u as i64).unwrap_or(-1),
-        );
+        r.set_schedule(&j.record);
+        r.submit = Some(Time::ZERO + (j.record.submit - t0));
+        records.push(r);
     }
-    s
+    let mut header = SwfHeader::default();
+    let procs = st.nodes_total * st.pes_per_node;
+    for line in [
+        " Version: 2.2".to_string(),
+        " Computer: cosched daemons (a real run)".to_string(),
+        format!(" MaxJobs: {}", records.len()),
+        format!(" MaxRecords: {}", records.len()),
+        format!(" MaxNodes: {}", st.nodes_total),
+        format!(" MaxProcs: {procs}"),
+        format!(" UnixStartTime: {}", t0.as_secs()),
+        format!(
+            " Note: written by cosched acct; policy {}, {} nodes x {} PEs",
+            st.policy, st.nodes_total, st.pes_per_node
+        ),
+    ] {
+        header.push_line(&line);
+    }
+    (header, records)
 }

@@ -196,11 +196,7 @@ pub fn write_schedule<W: Write>(
     let mut out = Vec::with_capacity(records.len());
     for (r, rec) in workload.records.iter().zip(records) {
         let mut r = r.clone();
-        r.submit = Some(rec.submit);
-        r.wait = rec.wait();
-        r.run = rec.wallclock();
-        r.alloc_procs = Some(rec.procs);
-        r.status = Some(rec.outcome.map_or(5, |o| o.swf_status()));
+        r.set_schedule(rec);
         out.push(r);
     }
     write_trace(w, header, &out)

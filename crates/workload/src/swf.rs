@@ -16,7 +16,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
 
-use cosched_core::{Dur, Time};
+use cosched_core::{Dur, JobRecord, Time};
 use serde::{Deserialize, Serialize};
 
 const MICROS: i64 = 1_000_000;
@@ -60,6 +60,19 @@ pub struct SwfRecord {
     pub preceding_job: Option<u64>,
     /// 18: think time from the preceding job.
     pub think_time: Option<Dur>,
+}
+
+impl SwfRecord {
+    /// Fills in what a schedule did with the job, from its record: submit time, wait, run
+    /// time (start to end, stops included), processors and status. Jobs that never ran get
+    /// unknown wait and run times and status 5 (cancelled) unless their outcome says else.
+    pub fn set_schedule(&mut self, rec: &JobRecord) {
+        self.submit = Some(rec.submit);
+        self.wait = rec.wait();
+        self.run = rec.wallclock();
+        self.alloc_procs = Some(rec.procs);
+        self.status = Some(rec.outcome.map_or(5, |o| o.swf_status()));
+    }
 }
 
 impl SwfRecord {

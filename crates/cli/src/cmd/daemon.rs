@@ -7,12 +7,17 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use cosched_core::{Dur, JobId};
+use cosched_core::{Dur, JobId, MachineShape};
 use cosched_daemon::client::Client;
 use cosched_daemon::cluster::{self, ClusterOptions};
-use cosched_daemon::proto::{JobInfo, Request, SubmitRequest};
+use cosched_daemon::proto::{JobInfo, Request, StatusInfo, SubmitRequest};
 use cosched_daemon::{StateDir, mm, nm, report};
+use cosched_sim::SimResult;
+use cosched_sim::metrics::{MetricsOptions, Summary, summarize};
 use cosched_storm::Key;
+use cosched_workload::swf::write_trace_path;
+
+use super::policy_args::PolicyArgs;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -81,12 +86,8 @@ pub struct MmArgs {
     /// Scheduling policy (see `cosched sim --help` for the registered names)
     #[arg(long, default_value = "fcfs")]
     policy: String,
-    /// Multiprogramming level of time-sharing policies
-    #[arg(long)]
-    mpl: Option<u32>,
-    /// Time quantum of time-sharing policies (e.g. 50ms)
-    #[arg(long)]
-    quantum: Option<Dur>,
+    #[command(flatten)]
+    policy_args: PolicyArgs,
     /// Fan-out of the tree of node managers
     #[arg(long, default_value_t = 8)]
     fanout: u32,
@@ -205,12 +206,8 @@ pub struct UpArgs {
     /// Scheduling policy: fcfs, easy, gang, …
     #[arg(long, default_value = "fcfs")]
     policy: String,
-    /// Multiprogramming level (gang)
-    #[arg(long)]
-    mpl: Option<u32>,
-    /// Time quantum (gang; default 50ms, down to 1ms)
-    #[arg(long)]
-    quantum: Option<Dur>,
+    #[command(flatten)]
+    policy_args: PolicyArgs,
     /// Fan-out of the tree
     #[arg(long, default_value_t = 8)]
     fanout: u32,
@@ -333,8 +330,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, a.nodes, a.pes);
             cfg.listen = a.listen;
             cfg.policy = a.policy;
-            cfg.mpl = a.mpl;
-            cfg.quantum = a.quantum;
+            cfg.policy_options = a.policy_args.options();
             cfg.fanout = a.fanout.max(1);
             cfg.heartbeat = a.heartbeat.max(Dur::from_millis(1));
             cfg.dead_after = cfg.heartbeat * 5;
@@ -371,8 +367,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 a.pes,
             );
             o.policy = a.policy;
-            o.mpl = a.mpl;
-            o.quantum = a.quantum;
+            o.policy_options = a.policy_args.options();
             o.fanout = a.fanout;
             o.heartbeat = a.heartbeat;
             o.requeue = a.requeue;
@@ -433,7 +428,11 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let shown: Vec<JobInfo> = jobs
                 .into_iter()
                 .filter(|j| {
-                    a.all || !j.state.is_final() || j.end_us.is_some_and(|e| now - e < 300_000_000)
+                    a.all
+                        || !j.state.is_final()
+                        || j.record
+                            .end
+                            .is_some_and(|e| now - e.as_micros() < 300_000_000)
                 })
                 .collect();
             if a.conn.json {
@@ -451,7 +450,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let jobs = a.conn.client()?.wait(&ids, timeout)?;
             let ok = jobs
                 .iter()
-                .all(|j| j.state.as_str() == "completed" && j.exit_code == Some(0));
+                .all(|j| j.state.as_str() == "completed" && j.record.exit_code == Some(0));
             if a.conn.json {
                 print_json(&serde_json::json!({
                     "ok": ok, "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>()
@@ -474,17 +473,32 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Acct(a) => {
-            let jobs = a.conn.client()?.jobs(&[])?;
+            let client = a.conn.client()?;
+            let jobs = client.jobs(&[])?;
+            let status = client.status()?;
             if let Some(path) = &a.swf_out {
-                std::fs::write(path, report::swf(&jobs))
+                let (header, records) = report::swf(&jobs, &status);
+                write_trace_path(path, &header, &records)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
+            let summary = run_summary(&jobs, &status);
             if a.conn.json {
-                print_json(
-                    &serde_json::json!({ "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>() }),
-                )?;
+                print_json(&serde_json::json!({
+                    "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>(),
+                    "summary": summary,
+                }))?;
             } else {
                 emit(&report::jobs_table(&jobs, now_us()));
+                println!();
+                println!(
+                    "policy            {}\nmachine           {} nodes x {} PEs\njobs              {} ended with a run, {} not ended",
+                    summary.policy,
+                    status.nodes_total,
+                    status.pes_per_node,
+                    summary.jobs,
+                    summary.unfinished
+                );
+                super::sim::print_metrics(&summary);
             }
             Ok(0)
         }
@@ -589,6 +603,25 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result.map(|_| 0)
+}
+
+/// The summary `cosched sim` prints, of a real run: every ended job that ran, its runtime
+/// being the time it actually ran (stopped time excluded).
+fn run_summary(jobs: &[JobInfo], st: &StatusInfo) -> Summary {
+    let ran: Vec<&JobInfo> = jobs
+        .iter()
+        .filter(|j| j.record.start.is_some() && j.record.end.is_some())
+        .collect();
+    let result = SimResult {
+        policy: st.policy.clone(),
+        machine: MachineShape::flat(st.nodes_total.max(1), st.pes_per_node.max(1)),
+        records: ran.iter().map(|j| j.record.clone()).collect(),
+        runtimes: ran.iter().map(|j| Dur::from_micros(j.run_us)).collect(),
+        events: 0,
+        decisions: 0,
+        unfinished: jobs.iter().filter(|j| !j.state.is_final()).count(),
+    };
+    summarize(&result, &MetricsOptions::default())
 }
 
 fn simple(a: &IdArgs, req: Request, done: &str) -> anyhow::Result<i32> {

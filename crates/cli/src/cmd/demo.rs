@@ -15,7 +15,7 @@ use anyhow::Context;
 use cosched_core::Dur;
 use cosched_daemon::cluster::{self, ClusterOptions};
 use cosched_daemon::proto::SubmitRequest;
-use cosched_daemon::report::{jobs_table, status_text};
+use cosched_daemon::report::{acct_record, jobs_table, status_text};
 use cosched_policy::PolicyOptions;
 use cosched_sim::EngineOptions;
 use cosched_sim::metrics::MetricsOptions;
@@ -121,8 +121,8 @@ fn run_cluster() -> anyhow::Result<ClusterRun> {
     let dir: PathBuf = std::env::temp_dir().join(format!("cosched-demo-{}", std::process::id()));
     let mut opts = ClusterOptions::new(exe.clone(), dir.clone(), 2, 2);
     opts.policy = "gang".into();
-    opts.mpl = Some(2);
-    opts.quantum = Some(Dur::from_millis(50));
+    opts.policy_options.mpl = Some(2);
+    opts.policy_options.quantum = Some(Dur::from_millis(50));
     let cluster = cluster::up(&opts).context("starting the embedded cluster")?;
     let result = (|| -> anyhow::Result<ClusterRun> {
         let exe = exe.display().to_string();
@@ -164,7 +164,7 @@ fn run_cluster() -> anyhow::Result<ClusterRun> {
                 .client
                 .jobs(&ids[..3])?
                 .iter()
-                .filter(|j| j.start_us.is_some() && j.end_us.is_none())
+                .filter(|j| j.record.start.is_some() && j.record.end.is_none())
                 .count();
             if running == 3 {
                 break;
@@ -203,14 +203,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let all_ok = cluster.as_ref().is_none_or(|c| {
         c.jobs
             .iter()
-            .all(|j| j.exit_code == Some(0) && j.end_us.is_some())
+            .all(|j| j.record.exit_code == Some(0) && j.record.end.is_some())
     });
     if args.json {
         let doc = serde_json::json!({
             "workload": summary,
             "simulation": rows,
             "cluster": cluster.as_ref().map(|c| serde_json::json!({
-                "jobs": c.jobs,
+                "jobs": c.jobs.iter().map(acct_record).collect::<Vec<_>>(),
                 "matrix": c.matrix,
             })),
         });

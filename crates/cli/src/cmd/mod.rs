@@ -4,5 +4,6 @@
 pub mod cosim;
 pub mod daemon;
 pub mod demo;
+pub mod policy_args;
 pub mod sim;
 pub mod workload;

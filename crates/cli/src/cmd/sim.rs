@@ -10,6 +10,8 @@ use clap::{Args as ClapArgs, Subcommand};
 
 use cosched_core::{Dur, MachineShape, Time};
 use cosched_policy::registry;
+
+use super::policy_args::PolicyArgs as SharedPolicyArgs;
 use cosched_policy::{PolicyOptions, policy_config};
 use cosched_sim::metrics::{Group, MetricsOptions, Summary};
 use cosched_sim::run::{self, Observe, RunError, RunSpec};
@@ -90,24 +92,11 @@ struct SourceArgs {
     lenient: bool,
 }
 
-/// Options every policy may read (each ignores what it does not use).
+/// The shared policy options, and how the results are measured.
 #[derive(ClapArgs, Clone)]
-struct PolicyArgs {
-    /// Multiprogramming level (time-sharing policies)
-    #[arg(long)]
-    mpl: Option<u32>,
-    /// Time quantum, e.g. 10s, 10m (time-sharing policies)
-    #[arg(long, value_name = "DUR")]
-    quantum: Option<Dur>,
-    /// Cost of one context switch, e.g. 50ms
-    #[arg(long, value_name = "DUR")]
-    context_switch: Option<Dur>,
-    /// TOML file whose [policy] table sets policy options
-    #[arg(long, value_name = "FILE.toml")]
-    policy_config: Option<PathBuf>,
-    /// A policy option KEY=VALUE (repeatable; overrides the file)
-    #[arg(long = "opt", value_name = "KEY=VALUE")]
-    opts: Vec<String>,
+struct PolicyMetricArgs {
+    #[command(flatten)]
+    policy: SharedPolicyArgs,
     /// Bounded-slowdown threshold
     #[arg(long, default_value = "10s", value_name = "DUR")]
     bsld_threshold: Dur,
@@ -121,7 +110,7 @@ struct RunArgs {
     #[command(flatten)]
     source: SourceArgs,
     #[command(flatten)]
-    policy_args: PolicyArgs,
+    policy_args: PolicyMetricArgs,
     /// Policy name (see `cosched sim --list`)
     #[arg(long, default_value = "easy")]
     policy: String,
@@ -166,7 +155,7 @@ struct SweepArgs {
     #[command(flatten)]
     source: SourceArgs,
     #[command(flatten)]
-    policy_args: PolicyArgs,
+    policy_args: PolicyMetricArgs,
     /// Policies, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "fcfs,easy,conservative")]
     policies: Vec<String>,
@@ -237,17 +226,11 @@ fn semantics(a: &SourceArgs) -> Semantics {
     }
 }
 
-fn policy_options(a: &PolicyArgs) -> PolicyOptions {
-    PolicyOptions {
-        mpl: a.mpl,
-        quantum: a.quantum,
-        context_switch: a.context_switch,
-        file: a.policy_config.clone(),
-        opts: a.opts.clone(),
-    }
+fn policy_options(a: &PolicyMetricArgs) -> PolicyOptions {
+    a.policy.options()
 }
 
-fn metrics_options(a: &PolicyArgs) -> MetricsOptions {
+fn metrics_options(a: &PolicyMetricArgs) -> MetricsOptions {
     MetricsOptions {
         bsld_threshold: a.bsld_threshold,
         batch_size: a.batch_size,
@@ -420,6 +403,11 @@ fn print_summary(src: &Source, w: &Workload, s: &Summary, load: Option<f64>) {
         w.estimate_from_runtime,
         w.overrunning
     );
+    print_metrics(s);
+}
+
+/// The figures of a run's summary (also printed by `cosched acct` for a real run).
+pub(crate) fn print_metrics(s: &Summary) {
     outln!(
         "mean wait         {:.1} s (p50 {:.1}, p90 {:.1}, max {:.1})",
         s.mean_wait_s,

@@ -1,0 +1,872 @@
+//! The machine manager's sans-IO core: everything it decides, nothing it does.
+//!
+//! Time is passed in, never read; what the core wants done comes out as [`Effect`]s (launch,
+//! signal and forget messages down the tree, replies, heartbeats, records to persist), which
+//! the shell ([`super::shell`]) carries out with tokio, the storm tree and SQLite. A test can
+//! therefore drive it with a virtual clock and play the nodes itself.
+//!
+//! Jobs live in the shared job ledger ([`cosched_ledger`]): every lifecycle fact (phase, PEs,
+//! hold, run and suspended time, outcome, start and end) is the ledger's, exactly as in the
+//! simulator; the core keeps only its side table ([`Side`]: command, placement, per-rank
+//! exits, error text). Inputs only gather the events of the current instant; [`Core::step`]
+//! then hands the whole instant to the policy — ends, then submissions, then timers, then the
+//! rest — and asks it to decide once, with further rounds for the ends its decisions caused.
+//! Nothing calls back into the policy while a decision is applied.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+
+use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, PeSet, Time};
+use cosched_ledger::{Change, Ix, Ledger};
+use cosched_policy::{Decision, Event, JobRequest, Policy};
+
+use super::nodes::NodeEntry;
+use crate::db::NodeRow;
+use crate::proto::*;
+
+/// Estimate given to the policy for a job submitted without `--time`.
+pub const DEFAULT_ESTIMATE: Dur = Dur::from_secs(86_400);
+
+/// Identifies a request whose answer the shell must route back (a client's connection, a
+/// node's registration).
+pub type ReqId = u64;
+
+/// Something that reached the machine manager.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A client's request.
+    Client { req: ReqId, request: Request },
+    /// A node manager (re)registers.
+    Register { req: ReqId, reg: Register },
+    /// A report a node sent up the tree.
+    FromNode { from: NodeId, msg: FromNode },
+    /// A sign of life from a node (a heartbeat answer or any report).
+    Heard(NodeId),
+}
+
+/// Something the shell must do.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    /// Answer a client request.
+    Reply {
+        req: ReqId,
+        resp: Response,
+    },
+    /// Answer a registration.
+    Registered {
+        req: ReqId,
+        reply: RegisterReply,
+    },
+    /// Send a message down the tree to these nodes.
+    Send {
+        to: Vec<NodeId>,
+        msg: ToNode,
+    },
+    /// Send a message to every node.
+    Broadcast(ToNode),
+    /// Send heartbeat `seq` to every node and ask which hold it.
+    Heartbeat {
+        seq: i64,
+    },
+    /// The tree's members changed (the nodes that are up, with their addresses).
+    Members {
+        epoch: u64,
+        members: Vec<(NodeId, String)>,
+    },
+    /// Write a job's record through to the database.
+    PersistJob(Box<JobInfo>),
+    PersistNode(NodeRow),
+    /// A line for the log.
+    Log(String),
+    /// Everything is stopped: the shell lets the last messages drain and exits.
+    Exit,
+}
+
+/// The machine manager's settings that the core needs.
+#[derive(Clone, Debug)]
+pub struct CoreConfig {
+    pub nodes: u32,
+    pub pes: u32,
+    /// Fan-out of the tree (shown by `status`).
+    pub fanout: u32,
+    /// Period of the liveness heartbeat down the tree.
+    pub heartbeat: Dur,
+    /// A node not heard from for this long is marked down.
+    pub dead_after: Dur,
+    /// Requeue jobs lost with a node instead of failing them.
+    pub requeue: bool,
+}
+
+/// What a restarted machine manager finds in its database.
+#[derive(Clone, Debug, Default)]
+pub struct Recovered {
+    pub nodes: Vec<NodeRow>,
+    pub jobs: Vec<JobInfo>,
+}
+
+/// The machine manager's side of a job: what the policy never sees and the ledger does not
+/// keep.
+#[derive(Clone, Debug)]
+pub struct Side {
+    pub name: String,
+    pub class: Option<String>,
+    pub user: Option<u32>,
+    pub time_limit: Option<Dur>,
+    pub cmd: Vec<String>,
+    pub cwd: String,
+    /// Where its ranks run (empty until it is given PEs, and again after a requeue).
+    pub placement: Vec<Placement>,
+    /// Exit code per rank, `None` while it runs.
+    pub ranks: BTreeMap<u32, Option<i32>>,
+    pub error: Option<String>,
+    /// Order of its last start of running: the ends of one instant reach the policy in this
+    /// order, whatever order their reports arrived in (the simulator's order too).
+    run_seq: u64,
+    /// Killed while its processes existed: forget it on its nodes once every rank reported.
+    forget_pending: bool,
+}
+
+/// The stops, continues and kills of one step: one multi-context-switch message.
+#[derive(Default)]
+struct Switch {
+    stop: Vec<JobId>,
+    cont: Vec<JobId>,
+    kill: Vec<JobId>,
+    nodes: BTreeSet<NodeId>,
+}
+
+/// The events gathered for the next round of the policy, by kind.
+#[derive(Default)]
+struct Instant {
+    /// A restarted machine manager's "hello" (jobs found running), before anything else.
+    hello: Vec<Event>,
+    /// Ends of the previous round's decisions (kills, rejections).
+    caused: Vec<Event>,
+    /// Jobs whose processes ended (or hit their time limit), with their run order.
+    ends: Vec<(u64, JobId)>,
+    submitted: Vec<Event>,
+    timers: Vec<Event>,
+    /// Holds, cancellations, nodes, in the order they happened.
+    rest: Vec<Event>,
+}
+
+impl Instant {
+    fn is_empty(&self) -> bool {
+        self.hello.is_empty()
+            && self.caused.is_empty()
+            && self.ends.is_empty()
+            && self.submitted.is_empty()
+            && self.timers.is_empty()
+            && self.rest.is_empty()
+    }
+}
+
+/// The machine manager, without its input and output; see the module documentation.
+pub struct Core {
+    pub(super) cfg: CoreConfig,
+    pub(super) shape: MachineShape,
+    pub(super) policy: Box<dyn Policy>,
+    pub(super) ledger: Ledger,
+    /// Side table, by ledger position.
+    pub(super) side: Vec<Side>,
+    /// Jobs not ended, by ledger position.
+    pub(super) live: BTreeSet<Ix>,
+    pub(super) nodes: Vec<NodeEntry>,
+    next_job: u64,
+    /// `(at, seq, token)`.
+    timers: BinaryHeap<Reverse<(Time, u64, u64)>>,
+    seq: u64,
+    instant: Instant,
+    switch: Switch,
+    pub(super) switches: u64,
+    effects: Vec<Effect>,
+    /// Jobs whose record changed since the last step.
+    dirty: BTreeSet<Ix>,
+    pub(super) hb_seq: i64,
+    pub(super) next_hb: Time,
+    /// Until when nodes known from the database may come back with their jobs.
+    pub(super) grace_until: Option<Time>,
+    /// Output fetches awaiting a node's answer: fetch id → (client request, deadline).
+    pub(super) outputs: HashMap<u64, (ReqId, Time)>,
+    pub(super) next_fetch: u64,
+    last_now: Time,
+    shutting_down: bool,
+}
+
+impl Core {
+    /// A machine manager for `policy` (built with `migration` off), starting at `now` from
+    /// what its database held.
+    pub fn new(
+        cfg: CoreConfig,
+        policy: Box<dyn Policy>,
+        now: Time,
+        recovered: Recovered,
+    ) -> Result<Core, String> {
+        if cfg.nodes == 0 || cfg.pes == 0 {
+            return Err("--nodes and --pes must be at least 1".into());
+        }
+        let shape = MachineShape::flat(cfg.nodes, cfg.pes);
+        // Stopped processes cannot move: the ledger refuses a preempted job restarted elsewhere.
+        let ledger = Ledger::new(policy.name(), shape, false);
+        let mut core = Core {
+            shape,
+            policy,
+            ledger,
+            side: Vec::new(),
+            live: BTreeSet::new(),
+            nodes: Vec::new(),
+            next_job: 1,
+            timers: BinaryHeap::new(),
+            seq: 0,
+            instant: Instant::default(),
+            switch: Switch::default(),
+            switches: 0,
+            effects: Vec::new(),
+            dirty: BTreeSet::new(),
+            hb_seq: 0,
+            next_hb: now,
+            grace_until: None,
+            outputs: HashMap::new(),
+            next_fetch: 1,
+            last_now: now,
+            shutting_down: false,
+            cfg,
+        };
+        core.recover(now, recovered)?;
+        Ok(core)
+    }
+
+    /// Rebuilds the state a database holds: jobs found running are announced to the policy
+    /// first (the "hello"), then the queue; every node is down until it registers again.
+    fn recover(&mut self, now: Time, r: Recovered) -> Result<(), String> {
+        for row in r.nodes {
+            if row.id.0 >= self.cfg.nodes || row.pes != self.cfg.pes {
+                return Err(format!(
+                    "the database is for another machine (node {} with {} PEs); start with matching --nodes/--pes or a fresh COSCHED_STATE_DIR",
+                    row.name, row.pes
+                ));
+            }
+            self.nodes.push(NodeEntry::known(row, now));
+        }
+        let recovered_any = !r.jobs.is_empty() || !self.nodes.is_empty();
+        for info in r.jobs {
+            self.next_job = self.next_job.max(info.id().0 + 1);
+            let side = Side {
+                name: info.name.clone(),
+                class: info.class.clone(),
+                user: info.user,
+                time_limit: info.time_limit_us.map(Dur::from_micros),
+                cmd: info.cmd.clone(),
+                cwd: info.cwd.clone(),
+                placement: info.placement.clone(),
+                ranks: info
+                    .placement
+                    .iter()
+                    .flat_map(|p| p.ranks.iter().map(|&(r, _)| (r, None)))
+                    .collect(),
+                error: info.error.clone(),
+                run_seq: 0,
+                forget_pending: false,
+            };
+            let req = request_of(&info.id(), info.record.submit, info.procs(), &side);
+            let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
+            self.side.push(side);
+            let record = info.record.clone();
+            if info.state.is_final() {
+                self.ledger.adopt_ended(i, record);
+                continue;
+            }
+            self.live.insert(i);
+            if info.placement.is_empty() {
+                self.ledger.submit(i, now);
+                if info.held {
+                    self.ledger.hold(i, now);
+                }
+                self.instant.submitted.push(Event::Submitted(req));
+                if info.held {
+                    self.instant.rest.push(Event::Held(info.id()));
+                }
+            } else {
+                let pes = record.pes.clone();
+                // A held job is one the policy runs and a user stopped: adopted running,
+                // then held again (its processes are stopped already).
+                let running = info.state == JobState::Running || info.held;
+                let since = record.start.unwrap_or(record.submit);
+                self.ledger.adopt(
+                    i,
+                    pes.clone(),
+                    running,
+                    now,
+                    Dur::from_micros(info.run_us),
+                    record,
+                );
+                self.instant.hello.push(Event::Running {
+                    job: req,
+                    pes,
+                    since,
+                });
+                if info.held {
+                    self.ledger.hold(i, now);
+                    self.instant.rest.push(Event::Held(info.id()));
+                }
+            }
+        }
+        if recovered_any {
+            self.grace_until = Some(now + self.cfg.dead_after * 3 + Dur::from_secs(2));
+            self.log(format!(
+                "mm: recovered {} jobs and {} nodes from the database",
+                self.side.len(),
+                self.nodes.len()
+            ));
+        }
+        // Every node is down until it registers (again).
+        for n in 0..self.cfg.nodes {
+            self.ledger.node_down(NodeId(n));
+            self.instant.rest.push(Event::NodeDown(NodeId(n)));
+        }
+        // The policy hears all this at the first step.
+        Ok(())
+    }
+
+    pub fn shape(&self) -> MachineShape {
+        self.shape
+    }
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+    pub fn policy_name(&self) -> &str {
+        self.policy.name()
+    }
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down
+    }
+    /// Every job record, in id order.
+    pub fn records(&self) -> impl Iterator<Item = &JobRecord> {
+        self.ledger.records()
+    }
+
+    pub(super) fn log(&mut self, line: String) {
+        self.effects.push(Effect::Log(line));
+    }
+    pub(super) fn push(&mut self, e: Effect) {
+        self.effects.push(e);
+    }
+    pub(super) fn mark(&mut self, i: Ix) {
+        self.dirty.insert(i);
+    }
+    fn clamp(&mut self, now: Time) -> Time {
+        self.last_now = self.last_now.max(now);
+        self.last_now
+    }
+
+    /// Takes in one input that arrived at `now`. Its events wait for [`Core::step`].
+    pub fn on(&mut self, now: Time, input: Input) {
+        let now = self.clamp(now);
+        match input {
+            Input::Client { req, request } => self.request(now, req, request),
+            Input::Register { req, reg } => self.register(now, req, reg),
+            Input::FromNode { from, msg } => match msg {
+                FromNode::Exited { job, exit } => self.rank_exit(now, job, exit),
+                FromNode::Output {
+                    req,
+                    found,
+                    stdout,
+                    stderr,
+                } => {
+                    if let Some((client, _)) = self.outputs.remove(&req) {
+                        let resp = if found {
+                            Response::Output { stdout, stderr }
+                        } else {
+                            Response::Error(format!(
+                                "node {from} has no output files for that rank"
+                            ))
+                        };
+                        self.push(Effect::Reply { req: client, resp });
+                    }
+                }
+            },
+            Input::Heard(node) => {
+                if let Some(n) = self.nodes.get_mut(node.0 as usize) {
+                    n.last_seen = n.last_seen.max(now);
+                }
+            }
+        }
+    }
+
+    /// Runs the instant `now` once everything that arrived has been taken in: timers, time
+    /// limits, heartbeats and failure detection, then the policy's rounds. Returns what the
+    /// shell must do.
+    pub fn step(&mut self, now: Time) -> Vec<Effect> {
+        let now = self.clamp(now);
+        if !self.shutting_down {
+            self.periodic(now);
+            self.rounds(now);
+        }
+        self.flush_switch();
+        for i in std::mem::take(&mut self.dirty) {
+            let info = self.job_info(i, now);
+            self.effects.push(Effect::PersistJob(Box::new(info)));
+        }
+        std::mem::take(&mut self.effects)
+    }
+
+    /// When [`Core::step`] must run next even if nothing arrives.
+    pub fn next_wake(&self) -> Time {
+        let mut w = self.next_hb;
+        if let Some(Reverse((t, _, _))) = self.timers.peek() {
+            w = w.min(*t);
+        }
+        if let Some(g) = self.grace_until {
+            w = w.min(g);
+        }
+        for &i in &self.live {
+            if let Some(at) = self.limit_at(i) {
+                w = w.min(at);
+            }
+        }
+        for (_, deadline) in self.outputs.values() {
+            w = w.min(*deadline);
+        }
+        w
+    }
+
+    fn limit_at(&self, i: Ix) -> Option<Time> {
+        let limit = self.side[i].time_limit?;
+        self.ledger.limit_reached_at(i, limit)
+    }
+
+    /// Heartbeats, failure detection, the restart grace period and output fetch deadlines.
+    fn periodic(&mut self, now: Time) {
+        if now >= self.next_hb {
+            self.heartbeat(now);
+        }
+        if self.grace_until.is_some_and(|g| now >= g) {
+            self.grace_until = None;
+            self.grace_over(now);
+        }
+        let mut expired: Vec<u64> = self
+            .outputs
+            .iter()
+            .filter(|(_, (_, d))| *d <= now)
+            .map(|(k, _)| *k)
+            .collect();
+        expired.sort_unstable();
+        for k in expired {
+            if let Some((req, _)) = self.outputs.remove(&k) {
+                self.push(Effect::Reply {
+                    req,
+                    resp: Response::Error(
+                        "the node holding that output did not answer in 5 s".into(),
+                    ),
+                });
+            }
+        }
+    }
+
+    /// Jobs that reached their time limit end now.
+    fn time_limits(&mut self, now: Time) {
+        let over: Vec<Ix> = self
+            .live
+            .iter()
+            .copied()
+            .filter(|&i| self.limit_at(i).is_some_and(|at| at <= now))
+            .collect();
+        for i in over {
+            let limit = self.side[i].time_limit.unwrap_or(Dur::ZERO);
+            self.finish(
+                now,
+                i,
+                Outcome::TimedOut,
+                None,
+                Some(format!("ran for its time limit of {limit}")),
+            );
+            let seq = self.side[i].run_seq;
+            self.instant.ends.push((seq, self.ledger.entry(i).req.id));
+        }
+    }
+
+    /// The policy's rounds of the instant `now`: observe every event, decide once, apply;
+    /// again while the decisions caused further events.
+    fn rounds(&mut self, now: Time) {
+        let mut out = Vec::new();
+        loop {
+            self.time_limits(now);
+            while let Some(Reverse((at, _, token))) = self.timers.peek().copied()
+                && at <= now
+            {
+                self.timers.pop();
+                self.instant.timers.push(Event::Timer(token));
+            }
+            if self.instant.is_empty() {
+                return;
+            }
+            let mut inst = std::mem::take(&mut self.instant);
+            inst.ends.sort_by_key(|(seq, _)| *seq);
+            let batch = inst
+                .hello
+                .into_iter()
+                .chain(inst.caused)
+                .chain(inst.ends.into_iter().map(|(_, j)| Event::Ended(j)))
+                .chain(inst.submitted)
+                .chain(inst.timers)
+                .chain(inst.rest);
+            for ev in batch {
+                self.policy.observe(now, ev);
+            }
+            self.policy.decide(now, &mut out);
+            for d in out.drain(..) {
+                self.apply(now, d);
+            }
+        }
+    }
+}
+
+/// The job lifecycle as the machine manager carries it out.
+impl Core {
+    /// Applies one decision: the ledger says what it means, the core does its side.
+    fn apply(&mut self, now: Time, d: Decision) {
+        let why = match &d {
+            Decision::Kill { .. } => Some("killed by the policy".to_string()),
+            Decision::Reject { why, .. } => Some(format!("it can never run here: {why}")),
+            _ => None,
+        };
+        match self.ledger.apply(now, d) {
+            Ok(change) => self.carry_out(now, change, why),
+            // A broken promise is refused and logged; the machine keeps running.
+            Err(e) => self.log(format!("mm: decision refused: {e}")),
+        }
+    }
+
+    /// The machine manager's side of a ledger change.
+    pub(super) fn carry_out(&mut self, now: Time, change: Change, why: Option<String>) {
+        match change {
+            Change::None => {}
+            Change::Runs { job, launch: true } => {
+                self.ran(job);
+                self.launch(job, false);
+            }
+            Change::Runs { job, launch: false } => {
+                self.ran(job);
+                self.signal(job, |s| &mut s.cont);
+            }
+            Change::Placed { job } => self.launch(job, true),
+            Change::Stops { job } => self.signal(job, |s| &mut s.stop),
+            Change::Ends { job } => {
+                // A kill or a rejection: ended by the ledger at the decision's time; the
+                // processes go and their later exits are ignored.
+                self.after_end(job, why);
+                let id = self.ledger.entry(job).req.id;
+                self.instant.caused.push(Event::Ended(id));
+            }
+            Change::Timer { at, token } => {
+                self.seq += 1;
+                self.timers.push(Reverse((at.max(now), self.seq, token)));
+            }
+        }
+    }
+
+    fn ran(&mut self, i: Ix) {
+        self.seq += 1;
+        self.side[i].run_seq = self.seq;
+    }
+
+    /// Adds a job's nodes to this step's switch message, in the list `which` picks.
+    fn signal(&mut self, i: Ix, which: fn(&mut Switch) -> &mut Vec<JobId>) {
+        let id = self.ledger.entry(i).req.id;
+        which(&mut self.switch).push(id);
+        let nodes = self.side[i].placement.iter().map(|p| p.node);
+        self.switch.nodes.extend(nodes);
+    }
+
+    /// Creates a job's processes on the PEs the ledger gave it (stopped for a Place).
+    fn launch(&mut self, i: Ix, stopped: bool) {
+        let per = self.shape.pes_per_node();
+        let pes = self.ledger.entry(i).pes().clone();
+        let s = &mut self.side[i];
+        s.placement.clear();
+        s.ranks.clear();
+        for (rank, pe) in pes.iter().enumerate() {
+            let node = NodeId(pe.0 / per);
+            if s.placement.last().map(|p| p.node) != Some(node) {
+                s.placement.push(Placement {
+                    node,
+                    ranks: Vec::new(),
+                });
+            }
+            let p = s.placement.last_mut().expect("pushed");
+            p.ranks.push((rank as u32, pe.0 % per));
+            s.ranks.insert(rank as u32, None);
+        }
+        let launch = self.launch_msg(i, stopped);
+        let to = self.side[i].placement.iter().map(|p| p.node).collect();
+        self.push(Effect::Send {
+            to,
+            msg: ToNode::Launch(launch),
+        });
+        self.mark(i);
+    }
+
+    pub(super) fn launch_msg(&self, i: Ix, stopped: bool) -> Launch {
+        let s = &self.side[i];
+        let e = self.ledger.entry(i);
+        Launch {
+            job: e.req.id,
+            size: e.req.procs,
+            cmd: s.cmd.clone(),
+            cwd: s.cwd.clone(),
+            env: vec![("COSCHED_JOB_NAME".into(), s.name.clone())],
+            stopped,
+            placement: s.placement.clone(),
+        }
+    }
+
+    /// Ends a live job at `now` (its processes ended, failed, timed out, were cancelled or
+    /// lost). The caller delivers [`Event::Ended`] in the right group of the instant.
+    pub(super) fn finish(
+        &mut self,
+        now: Time,
+        i: Ix,
+        outcome: Outcome,
+        exit_code: Option<i32>,
+        why: Option<String>,
+    ) {
+        self.ledger.end(i, now, outcome, exit_code);
+        self.after_end(i, why);
+    }
+
+    /// The side of an end: the record is written, and processes that may still run are
+    /// killed (forgotten on their nodes once every rank reported).
+    fn after_end(&mut self, i: Ix, why: Option<String>) {
+        self.live.remove(&i);
+        self.mark(i);
+        if why.is_some() {
+            self.side[i].error = why;
+        }
+        let s = &self.side[i];
+        if s.placement.is_empty() {
+            return;
+        }
+        if s.ranks.values().all(|c| c.is_some()) {
+            self.forget(i);
+        } else {
+            self.signal(i, |s| &mut s.kill);
+            self.side[i].forget_pending = true;
+        }
+    }
+
+    fn forget(&mut self, i: Ix) {
+        let to: Vec<NodeId> = self.side[i].placement.iter().map(|p| p.node).collect();
+        self.side[i].forget_pending = false;
+        let id = self.ledger.entry(i).req.id;
+        self.push(Effect::Send {
+            to,
+            msg: ToNode::Forget { jobs: vec![id] },
+        });
+    }
+
+    /// A rank of a job exited (or could not be launched).
+    pub(super) fn rank_exit(&mut self, now: Time, job: JobId, exit: RankExit) {
+        let Some(i) = self.ledger.find(job) else {
+            return;
+        };
+        let s = &mut self.side[i];
+        if s.ranks.get(&exit.rank).is_none_or(|c| c.is_some()) {
+            return;
+        }
+        let code = exit.code.unwrap_or(-1);
+        s.ranks.insert(exit.rank, Some(code));
+        let done = s.ranks.values().all(|c| c.is_some());
+        if !self.ledger.entry(i).is_live() {
+            // Killed already: its exits only tell that the processes are gone.
+            if done && self.side[i].forget_pending {
+                self.forget(i);
+            }
+            return;
+        }
+        let end = if let Some(err) = exit.error {
+            Some((
+                Outcome::Failed,
+                Some(code),
+                Some(format!("rank {}: {err}", exit.rank)),
+            ))
+        } else if code != 0 {
+            let why = if done {
+                format!("exited with code {code}")
+            } else {
+                format!(
+                    "rank {} exited with code {code}; the other ranks were killed",
+                    exit.rank
+                )
+            };
+            Some((Outcome::Failed, Some(code), Some(why)))
+        } else if done {
+            Some((Outcome::Completed, Some(0), None))
+        } else {
+            None
+        };
+        if let Some((outcome, code, why)) = end {
+            self.finish(now, i, outcome, code, why);
+            let seq = self.side[i].run_seq;
+            self.instant.ends.push((seq, job));
+        }
+    }
+
+    /// A job lost with its node: it fails, or starts over when the machine requeues.
+    pub(super) fn lost(&mut self, now: Time, i: Ix, outcome: Outcome, why: String) {
+        let id = self.ledger.entry(i).req.id;
+        if !self.cfg.requeue {
+            self.finish(now, i, outcome, None, Some(why));
+            self.instant.rest.push(Event::Ended(id));
+            return;
+        }
+        self.log(format!("mm: requeueing job {id}: {why}"));
+        let s = &self.side[i];
+        if !s.placement.is_empty() {
+            self.signal(i, |s| &mut s.kill);
+            self.forget(i);
+        }
+        self.ledger.requeue(i, now);
+        let s = &mut self.side[i];
+        s.placement.clear();
+        s.ranks.clear();
+        s.error = Some(format!("requeued: {why}"));
+        self.mark(i);
+        let req = self.ledger.entry(i).req.clone();
+        self.instant.rest.push(Event::Ended(id));
+        self.instant.rest.push(Event::Submitted(req));
+    }
+
+    /// A new job joins the queue.
+    pub(super) fn submit(&mut self, now: Time, s: SubmitRequest) -> Result<JobId, String> {
+        let total = self.shape.total_pes();
+        if s.procs == 0 {
+            return Err("a job needs at least 1 PE (-n)".into());
+        }
+        if s.procs > total {
+            return Err(format!(
+                "job asks for {} PEs but the machine has only {total} ({} nodes × {} PEs); ask for at most -n {total}",
+                s.procs, self.cfg.nodes, self.cfg.pes
+            ));
+        }
+        if s.cmd.is_empty() {
+            return Err("no command given: put it after `--`".into());
+        }
+        if s.time_limit_us.is_some_and(|l| l <= 0) {
+            return Err("--time must be positive".into());
+        }
+        let id = JobId(self.next_job);
+        let side = Side {
+            name: s.name.unwrap_or_else(|| {
+                std::path::Path::new(&s.cmd[0])
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            }),
+            class: s.class,
+            user: s.user,
+            time_limit: s.time_limit_us.map(Dur::from_micros),
+            cmd: s.cmd,
+            cwd: s.cwd,
+            placement: Vec::new(),
+            ranks: BTreeMap::new(),
+            error: None,
+            run_seq: 0,
+            forget_pending: false,
+        };
+        let req = request_of(&id, now, s.procs, &side);
+        let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
+        self.next_job += 1;
+        self.side.push(side);
+        self.ledger.submit(i, now);
+        self.live.insert(i);
+        self.mark(i);
+        self.instant.submitted.push(Event::Submitted(req));
+        Ok(id)
+    }
+
+    /// A user's cancel: the job ends now, its processes are killed.
+    pub(super) fn cancel(&mut self, now: Time, i: Ix, why: &str) {
+        self.finish(now, i, Outcome::Cancelled, None, Some(why.to_string()));
+        let id = self.ledger.entry(i).req.id;
+        self.instant.rest.push(Event::Ended(id));
+    }
+
+    /// A user's hold or release (`cosched suspend` / `resume`).
+    pub(super) fn set_held(&mut self, now: Time, i: Ix, hold: bool) {
+        let id = self.ledger.entry(i).req.id;
+        let change = if hold {
+            self.ledger.hold(i, now)
+        } else {
+            self.ledger.release(i, now)
+        };
+        self.carry_out(now, change, None);
+        self.mark(i);
+        self.instant.rest.push(if hold {
+            Event::Held(id)
+        } else {
+            Event::Released(id)
+        });
+    }
+
+    /// Stops everything for good, without asking the policy (nothing new starts).
+    pub(super) fn shutdown(&mut self, now: Time) {
+        let live: Vec<Ix> = self.live.iter().copied().collect();
+        for i in live {
+            self.finish(
+                now,
+                i,
+                Outcome::Cancelled,
+                None,
+                Some("the cluster was shut down".into()),
+            );
+        }
+        self.flush_switch();
+        self.push(Effect::Broadcast(ToNode::Shutdown));
+        self.push(Effect::Exit);
+        self.shutting_down = true;
+    }
+
+    fn flush_switch(&mut self) {
+        let s = std::mem::take(&mut self.switch);
+        if s.stop.is_empty() && s.cont.is_empty() && s.kill.is_empty() {
+            return;
+        }
+        self.switches += 1;
+        self.push(Effect::Send {
+            to: s.nodes.into_iter().collect(),
+            msg: ToNode::Switch {
+                stop: s.stop,
+                cont: s.cont,
+                kill: s.kill,
+            },
+        });
+    }
+
+    pub(super) fn add_node_events(&mut self, ev: Event) {
+        self.instant.rest.push(ev);
+    }
+}
+
+/// What the policy is told of a job.
+fn request_of(id: &JobId, submit: Time, procs: u32, s: &Side) -> JobRequest {
+    let mut r = JobRequest::new(*id, submit, procs, s.time_limit.unwrap_or(DEFAULT_ESTIMATE));
+    r.class = s.class.clone();
+    r.user = s.user;
+    r
+}
+
+/// Parses `0-3,8` back into a PE set.
+pub fn parse_pes(text: &str) -> PeSet {
+    let mut pes = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    pes.extend(a..=b);
+                }
+            }
+            None => pes.extend(part.parse::<u32>().ok()),
+        }
+    }
+    PeSet::from_pes(pes)
+}

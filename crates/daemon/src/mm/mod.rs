@@ -1,0 +1,73 @@
+//! The machine manager: the real-time driver of a job-level policy.
+//!
+//! It drives the very policy code the simulator drives, through the same job ledger, so a
+//! real run and its simulation can be compared job by job. One concern per module:
+//!
+//! - [`core`]: the sans-IO core — inputs in, effects out, time passed in; the job lifecycle on
+//!   the ledger and the policy's instants.
+//! - [`nodes`]: node membership, heartbeats and failure detection, registration reconciliation.
+//! - [`requests`]: client requests.
+//! - [`view`]: what clients see (job records, status).
+//! - [`shell`]: tokio, the storm tree, SQLite and the system clock around the core.
+//!
+//! Decisions are carried out down the tree: Start/Place → launch (Place launches stopped),
+//! Suspend/Preempt → SIGSTOP, Resume → SIGCONT, Kill/Reject → the job ends at once and its
+//! processes get SIGKILL; all the stops, continues and kills of one step travel as one
+//! multi-context-switch message.
+
+pub mod core;
+pub mod nodes;
+pub mod requests;
+pub mod shell;
+pub mod view;
+
+use std::path::PathBuf;
+
+use cosched_core::Dur;
+use cosched_policy::PolicyOptions;
+use cosched_storm::Key;
+
+pub use self::core::{DEFAULT_ESTIMATE, parse_pes};
+pub use shell::{build_policy, run, run_blocking};
+
+/// How the machine manager is set up.
+#[derive(Clone, Debug)]
+pub struct MmConfig {
+    pub listen: String,
+    pub nodes: u32,
+    pub pes: u32,
+    pub policy: String,
+    /// `--mpl`, `--quantum`, `--context-switch`, `--opt`, `--policy-config`, as for `sim`.
+    pub policy_options: PolicyOptions,
+    pub fanout: u32,
+    /// Period of the liveness heartbeat down the tree.
+    pub heartbeat: Dur,
+    /// A node that has not answered for this long is marked down.
+    pub dead_after: Dur,
+    /// Requeue jobs lost with a node instead of failing them.
+    pub requeue: bool,
+    /// Where `mm.addr` and `mm.db` live.
+    pub state_dir: PathBuf,
+    pub key: Key,
+}
+
+impl MmConfig {
+    pub fn new(state_dir: PathBuf, key: Key, nodes: u32, pes: u32) -> MmConfig {
+        MmConfig {
+            listen: "127.0.0.1:0".into(),
+            nodes,
+            pes,
+            policy: "fcfs".into(),
+            policy_options: PolicyOptions::default(),
+            fanout: 8,
+            heartbeat: Dur::from_millis(200),
+            dead_after: Dur::from_millis(1_000),
+            requeue: false,
+            state_dir,
+            key,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,134 @@
+//! Client requests: submit, query, cancel, hold and release, output, status, shutdown. Each
+//! is answered with an [`Effect::Reply`]; an output fetch is answered once its node replies.
+
+use cosched_core::{Dur, JobId, Time};
+
+use super::core::{Core, Effect, ReqId};
+use crate::proto::*;
+
+/// How long a node has to send a rank's output back.
+const OUTPUT_TIMEOUT: Dur = Dur::from_secs(5);
+
+impl Core {
+    pub(super) fn request(&mut self, now: Time, req: ReqId, request: Request) {
+        let unknown = |id: JobId| {
+            Response::Error(format!(
+                "unknown job id {id}; `cosched queue --all` lists the jobs"
+            ))
+        };
+        let ended = |id: JobId, info: &JobInfo| {
+            Response::Error(format!(
+                "job {id} has already ended ({})",
+                info.state.as_str()
+            ))
+        };
+        let resp = match request {
+            Request::Submit(s) => match self.submit(now, s) {
+                Ok(id) => Response::Submitted(id),
+                Err(why) => Response::Error(why),
+            },
+            Request::Jobs { ids } => {
+                if ids.is_empty() {
+                    Response::Jobs(
+                        (0..self.side.len())
+                            .map(|i| self.job_info(i, now))
+                            .collect(),
+                    )
+                } else {
+                    let found: Option<Vec<_>> =
+                        ids.iter().map(|&id| self.ledger.find(id)).collect();
+                    match found {
+                        Some(ixs) => {
+                            Response::Jobs(ixs.into_iter().map(|i| self.job_info(i, now)).collect())
+                        }
+                        None => unknown(
+                            *ids.iter()
+                                .find(|&&id| self.ledger.find(id).is_none())
+                                .expect("one is missing"),
+                        ),
+                    }
+                }
+            }
+            Request::Cancel(id) => match self.ledger.find(id) {
+                None => unknown(id),
+                Some(i) if !self.ledger.entry(i).is_live() => ended(id, &self.job_info(i, now)),
+                Some(i) => {
+                    self.cancel(now, i, "cancelled by a user");
+                    Response::Done
+                }
+            },
+            Request::Suspend(id) | Request::Resume(id) => {
+                let hold = matches!(request, Request::Suspend(_));
+                match self.ledger.find(id) {
+                    None => unknown(id),
+                    Some(i) if !self.ledger.entry(i).is_live() => ended(id, &self.job_info(i, now)),
+                    Some(i) => {
+                        if self.ledger.entry(i).held() != hold {
+                            self.set_held(now, i, hold);
+                        }
+                        Response::Done
+                    }
+                }
+            }
+            Request::Status => Response::Status(self.status()),
+            Request::Output { job, rank } => match self.output(now, req, job, rank) {
+                Some(resp) => resp,
+                None => return,
+            },
+            Request::Shutdown => {
+                self.shutdown(now);
+                Response::Done
+            }
+        };
+        self.push(Effect::Reply { req, resp });
+    }
+
+    /// Asks the node of rank `rank` for its output; `None` when the answer comes later.
+    fn output(&mut self, now: Time, req: ReqId, job: JobId, rank: u32) -> Option<Response> {
+        let Some(i) = self.ledger.find(job) else {
+            return Some(Response::Error(format!(
+                "unknown job id {job}; `cosched queue --all` lists the jobs"
+            )));
+        };
+        let procs = self.ledger.entry(i).req.procs;
+        if rank >= procs {
+            return Some(Response::Error(format!(
+                "job {job} has ranks 0..{procs}; --rank {rank} is out of range"
+            )));
+        }
+        let node = self.side[i]
+            .placement
+            .iter()
+            .find(|p| p.ranks.iter().any(|r| r.0 == rank))
+            .map(|p| p.node);
+        let node = match node {
+            None => {
+                return Some(Response::Error(format!(
+                    "job {job} never ran, so it has no output"
+                )));
+            }
+            Some(n) if !self.nodes.get(n.0 as usize).is_some_and(|e| e.up) => {
+                let name = self
+                    .nodes
+                    .get(n.0 as usize)
+                    .map_or_else(|| n.to_string(), |e| e.row.name.clone());
+                return Some(Response::Error(format!(
+                    "rank {rank} of job {job} ran on node {name}, which is down; its files stay in that node's work directory"
+                )));
+            }
+            Some(n) => n,
+        };
+        let fetch = self.next_fetch;
+        self.next_fetch += 1;
+        self.push(Effect::Send {
+            to: vec![node],
+            msg: ToNode::FetchOutput {
+                req: fetch,
+                job,
+                rank,
+            },
+        });
+        self.outputs.insert(fetch, (req, now + OUTPUT_TIMEOUT));
+        None
+    }
+}

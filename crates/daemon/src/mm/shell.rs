@@ -1,0 +1,333 @@
+//! The shell around the core: the system clock, the tokio event loop, client and node
+//! connections, the storm tree and SQLite. It drains everything that has arrived, hands it to
+//! the core with one clock reading, steps the core once and carries out its effects.
+
+use std::collections::HashMap;
+
+use cosched_core::Time;
+use cosched_policy::{PolicyConfig, PolicyOptions, registry};
+use cosched_storm::{ChildEvent, Cmp, Cond, Dest, Key, Root, Up};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+use super::MmConfig;
+use super::core::{Core, CoreConfig, Effect, Input, Recovered, ReqId};
+use crate::DaemonError;
+use crate::db::Db;
+use crate::proto::*;
+use crate::util::{now, write_atomic};
+
+/// A connection waiting for its answer.
+enum Waiting {
+    Client(oneshot::Sender<Response>),
+    Register(oneshot::Sender<RegisterReply>),
+}
+
+enum Incoming {
+    Register(Register, oneshot::Sender<RegisterReply>),
+    Client(Request, oneshot::Sender<Response>),
+}
+
+struct Shell {
+    core: Core,
+    db: Db,
+    root: Root,
+    waiting: HashMap<ReqId, Waiting>,
+    next_req: ReqId,
+    last_now: Time,
+}
+
+/// [`run`] on a fresh single-threaded runtime, for a command's main thread.
+pub fn run_blocking(cfg: MmConfig) -> Result<(), DaemonError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cfg))
+}
+
+/// The policy a machine manager runs: built from the shared options, on a machine of
+/// `nodes` × `pes` PEs, with migration off (a stopped process cannot move).
+///
+/// The machine is `flat(nodes, pes)`: PEs are numbered node by node, so a policy that packs
+/// jobs onto whole nodes sees the nodes. (The simulator's machine is `flat(procs, 1)`: a
+/// trace gives only a PE count, and every PE is its own node there.)
+pub fn build_policy(
+    policy: &str,
+    nodes: u32,
+    pes: u32,
+    options: &PolicyOptions,
+) -> Result<Box<dyn cosched_policy::Policy>, DaemonError> {
+    let shape = cosched_core::MachineShape::flat(nodes.max(1), pes.max(1));
+    let mut pcfg: PolicyConfig = cosched_policy::policy_config(shape, options)
+        .map_err(|e| DaemonError::Config(e.to_string()))?;
+    pcfg.migration = false;
+    // Context switches cost what they cost on real nodes; the policy adds nothing.
+    pcfg.context_switch.get_or_insert(cosched_core::Dur::ZERO);
+    registry::build(policy, &pcfg).map_err(|e| DaemonError::Config(format!("{e} (--policy)")))
+}
+
+/// Runs a machine manager until a client asks it to shut down.
+pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
+    let policy = build_policy(&cfg.policy, cfg.nodes, cfg.pes, &cfg.policy_options)?;
+    let listener = TcpListener::bind(&cfg.listen)
+        .await
+        .map_err(|e| DaemonError::Bind {
+            addr: cfg.listen.clone(),
+            cause: e,
+        })?;
+    let addr = listener.local_addr().map_err(DaemonError::Io)?;
+    std::fs::create_dir_all(&cfg.state_dir).map_err(DaemonError::Io)?;
+    let state = crate::StateDir::new(&cfg.state_dir);
+    let db = Db::open(&state.db_file())?;
+    let recovered = Recovered {
+        nodes: db.nodes()?,
+        jobs: db.jobs()?,
+    };
+    let t = now();
+    let core_cfg = CoreConfig {
+        nodes: cfg.nodes,
+        pes: cfg.pes,
+        fanout: cfg.fanout,
+        heartbeat: cfg.heartbeat,
+        dead_after: cfg.dead_after,
+        requeue: cfg.requeue,
+    };
+    let core = Core::new(core_cfg, policy, t, recovered)
+        .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;
+    let (root, mut up_rx) = Root::new(cfg.key.clone(), cfg.fanout);
+    let mut sh = Shell {
+        core,
+        db,
+        root,
+        waiting: HashMap::new(),
+        next_req: 1,
+        last_now: t,
+    };
+    let first = sh.core.step(t);
+    sh.carry_out(first);
+    let (in_tx, mut in_rx) = mpsc::unbounded_channel();
+    tokio::spawn(accept_loop(listener, cfg.key.clone(), in_tx));
+    write_atomic(&state.addr_file(), &format!("{addr}\n")).map_err(DaemonError::Io)?;
+    eprintln!("mm: running at {}", crate::util::raise_priority());
+    eprintln!(
+        "mm: listening on {addr}, policy {}, {} nodes × {} PEs",
+        cfg.policy, cfg.nodes, cfg.pes
+    );
+    loop {
+        let wait = wake_duration(sh.core.next_wake());
+        if wait < PRECISE_BELOW {
+            // tokio's timers tick in whole milliseconds, which would stretch a 1 ms quantum
+            // to about 2 ms: let the link tasks run, take what has arrived, and sleep the
+            // exact remainder on this thread.
+            tokio::task::yield_now().await;
+            sh.drain(&mut in_rx, &mut up_rx);
+            let wait = wake_duration(sh.core.next_wake());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
+        } else {
+            let sleep = tokio::time::sleep(wait - PRECISE_BELOW / 2);
+            tokio::select! {
+                Some(inc) = in_rx.recv() => { let t = sh.clock(); sh.incoming(t, inc) }
+                Some(ev) = up_rx.recv() => { let t = sh.clock(); sh.tree_event(t, ev) }
+                _ = sleep => {}
+            }
+            // Everything else that arrived meanwhile belongs to the same instant.
+            sh.drain(&mut in_rx, &mut up_rx);
+        }
+        let t = sh.clock();
+        let effects = sh.core.step(t);
+        if sh.carry_out(effects) {
+            // Let the shutdown message drain down the tree before the links close.
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            return Ok(());
+        }
+    }
+}
+
+/// Waits shorter than this are slept precisely on the thread rather than with tokio's timer.
+const PRECISE_BELOW: std::time::Duration = std::time::Duration::from_millis(2);
+
+fn wake_duration(at: Time) -> std::time::Duration {
+    let us = (at - now()).as_micros().clamp(0, 1_000_000);
+    std::time::Duration::from_micros(us as u64)
+}
+
+impl Shell {
+    /// The system clock, never going backwards.
+    fn clock(&mut self) -> Time {
+        self.last_now = self.last_now.max(now());
+        self.last_now
+    }
+
+    fn drain(
+        &mut self,
+        in_rx: &mut mpsc::UnboundedReceiver<Incoming>,
+        up_rx: &mut mpsc::UnboundedReceiver<ChildEvent>,
+    ) {
+        let t = self.clock();
+        while let Ok(inc) = in_rx.try_recv() {
+            self.incoming(t, inc);
+        }
+        while let Ok(ev) = up_rx.try_recv() {
+            self.tree_event(t, ev);
+        }
+    }
+
+    fn incoming(&mut self, t: Time, inc: Incoming) {
+        let req = self.next_req;
+        self.next_req += 1;
+        let input = match inc {
+            Incoming::Register(reg, tx) => {
+                self.waiting.insert(req, Waiting::Register(tx));
+                Input::Register { req, reg }
+            }
+            Incoming::Client(request, tx) => {
+                self.waiting.insert(req, Waiting::Client(tx));
+                Input::Client { req, request }
+            }
+        };
+        self.core.on(t, input);
+    }
+
+    fn tree_event(&mut self, t: Time, ev: ChildEvent) {
+        match ev {
+            ChildEvent::Lost { node, conn } => {
+                self.root.lost(node, conn);
+            }
+            ChildEvent::Up {
+                msg: Up::Answer { id: _, from, holds },
+                ..
+            } => {
+                // An answer to any heartbeat says the node lives.
+                if holds {
+                    self.core.on(t, Input::Heard(from));
+                }
+            }
+            ChildEvent::Up {
+                msg: Up::Signal { from, payload },
+                ..
+            } => {
+                self.core.on(t, Input::Heard(from));
+                match postcard::from_bytes::<FromNode>(&payload) {
+                    Ok(msg) => self.core.on(t, Input::FromNode { from, msg }),
+                    Err(e) => eprintln!("mm: undecodable report from node {from}: {e}"),
+                }
+            }
+        }
+    }
+
+    /// Carries out the core's effects; returns whether the machine manager must exit.
+    fn carry_out(&mut self, effects: Vec<Effect>) -> bool {
+        let mut exit = false;
+        for e in effects {
+            match e {
+                Effect::Reply { req, mut resp } => {
+                    if let Response::Status(s) = &mut resp {
+                        s.tree_depth = self.root.topology().depth();
+                    }
+                    if let Some(Waiting::Client(tx)) = self.waiting.remove(&req) {
+                        let _ = tx.send(resp);
+                    }
+                }
+                Effect::Registered { req, reply } => {
+                    if let Some(Waiting::Register(tx)) = self.waiting.remove(&req) {
+                        let _ = tx.send(reply);
+                    }
+                }
+                Effect::Send { to, msg } => {
+                    if !to.is_empty() {
+                        let payload = postcard::to_stdvec(&msg).expect("encodes");
+                        self.root.xfer(&Dest::nodes(to), None, payload);
+                    }
+                }
+                Effect::Broadcast(msg) => {
+                    let payload = postcard::to_stdvec(&msg).expect("encodes");
+                    self.root.xfer(&Dest::All, None, payload);
+                }
+                Effect::Heartbeat { seq } => {
+                    let payload = postcard::to_stdvec(&ToNode::Heartbeat { seq }).expect("encodes");
+                    self.root
+                        .xfer(&Dest::All, Some((VAR_HEARTBEAT, seq)), payload);
+                    self.root.compare(
+                        &Dest::All,
+                        Cond {
+                            var: VAR_HEARTBEAT,
+                            cmp: Cmp::Ge,
+                            value: seq,
+                        },
+                    );
+                }
+                Effect::Members { epoch, members } => self.root.set_members(epoch, members),
+                Effect::PersistJob(info) => {
+                    if let Err(e) = self.db.put_job(&info) {
+                        eprintln!("mm: could not persist job {}: {e}", info.id());
+                    }
+                }
+                Effect::PersistNode(row) => {
+                    if let Err(e) = self.db.put_node(&row) {
+                        eprintln!("mm: could not persist node {}: {e}", row.name);
+                    }
+                }
+                Effect::Log(line) => eprintln!("{line}"),
+                Effect::Exit => exit = true,
+            }
+        }
+        exit
+    }
+}
+
+async fn accept_loop(listener: TcpListener, key: Key, tx: mpsc::UnboundedSender<Incoming>) {
+    loop {
+        let Ok((stream, peer)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (key, tx) = (key.clone(), tx.clone());
+        tokio::spawn(async move {
+            let (mut rd, mut wr) = stream.into_split();
+            let hello = tokio::time::timeout(
+                cosched_storm::node::HANDSHAKE_TIMEOUT,
+                cosched_storm::frame::read_frame::<_, Hello>(&mut rd, &key),
+            )
+            .await;
+            let hello = match hello {
+                Ok(Ok(h)) => h,
+                // A connection closed before saying anything is a probe, not an attack.
+                Ok(Err(cosched_storm::FrameError::Closed)) => return,
+                Ok(Err(e)) => {
+                    eprintln!("mm: dropping peer {peer}: {e}");
+                    return;
+                }
+                Err(_) => {
+                    eprintln!("mm: dropping peer {peer}: nothing sent");
+                    return;
+                }
+            };
+            match hello {
+                Hello::Register(reg) => {
+                    relay(&tx, &mut wr, &key, |otx| Incoming::Register(reg, otx)).await
+                }
+                Hello::Client(req) => {
+                    relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, otx)).await
+                }
+            }
+        });
+    }
+}
+
+/// Hands a request to the event loop and writes its answer back on the connection.
+async fn relay<T: serde::Serialize>(
+    tx: &mpsc::UnboundedSender<Incoming>,
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    key: &Key,
+    wrap: impl FnOnce(oneshot::Sender<T>) -> Incoming,
+) {
+    let (otx, orx) = oneshot::channel();
+    if tx.send(wrap(otx)).is_err() {
+        return;
+    }
+    if let Ok(answer) = orx.await {
+        let _ = cosched_storm::frame::write_frame(wr, key, &answer).await;
+    }
+}

@@ -1,0 +1,300 @@
+//! Unit tests of the core, with a virtual clock and the test as the nodes.
+
+use cosched_core::{Dur, JobId, NodeId, PeSet, Time};
+use cosched_policy::{Decision, Event, Policy, PolicyOptions};
+
+use super::core::{Core, CoreConfig, Effect, Input, Recovered};
+use crate::proto::*;
+
+/// Replays fixed decisions at given times, waking itself with timers.
+#[derive(Clone)]
+struct Script {
+    steps: Vec<(Time, Vec<Decision>)>,
+    armed: bool,
+}
+
+impl Policy for Script {
+    fn name(&self) -> &str {
+        "script"
+    }
+    fn observe(&mut self, _now: Time, e: Event) {
+        if matches!(e, Event::Timer(_)) {
+            self.armed = false;
+        }
+    }
+    fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+        while self.steps.first().is_some_and(|(t, _)| *t <= now) {
+            out.extend(self.steps.remove(0).1);
+        }
+        if let Some((t, _)) = self.steps.first()
+            && !self.armed
+        {
+            self.armed = true;
+            out.push(Decision::SetTimer { at: *t, token: 0 });
+        }
+    }
+    fn queue(&self) -> Vec<JobId> {
+        Vec::new()
+    }
+    fn boxed_clone(&self) -> Box<dyn Policy> {
+        Box::new(self.clone())
+    }
+}
+
+fn t(s: i64) -> Time {
+    Time::from_secs(s)
+}
+
+/// A core on `nodes` × `pes` with every node registered at time 0.
+fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
+    let cfg = CoreConfig {
+        nodes,
+        pes,
+        fanout: 8,
+        heartbeat: Dur::from_secs(3600),
+        dead_after: Dur::from_secs(36_000),
+        requeue: false,
+    };
+    let mut c = Core::new(cfg, policy, t(0), Recovered::default()).unwrap();
+    for n in 0..nodes {
+        c.on(
+            t(0),
+            Input::Register {
+                req: 100 + n as u64,
+                reg: Register {
+                    name: format!("n{n}"),
+                    pes,
+                    addr: String::new(),
+                    jobs: Vec::new(),
+                    incarnation: 1,
+                },
+            },
+        );
+    }
+    c.step(t(0));
+    c
+}
+
+fn submit(c: &mut Core, now: Time, procs: u32) {
+    let request = Request::Submit(SubmitRequest {
+        procs,
+        time_limit_us: Some(Dur::from_secs(1000).as_micros()),
+        class: None,
+        name: None,
+        cmd: vec!["work".into()],
+        cwd: "/".into(),
+        user: None,
+    });
+    c.on(now, Input::Client { req: 1, request });
+}
+
+fn exit(c: &mut Core, now: Time, job: u64, rank: u32, code: i32) {
+    let exit = RankExit {
+        rank,
+        code: Some(code),
+        error: None,
+    };
+    let msg = FromNode::Exited {
+        job: JobId(job),
+        exit,
+    };
+    c.on(
+        now,
+        Input::FromNode {
+            from: NodeId(0),
+            msg,
+        },
+    );
+}
+
+fn sent(effects: &[Effect]) -> Vec<ToNode> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send { msg, .. } => Some(msg.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn state(c: &Core, job: u64) -> JobInfo {
+    let i = c.ledger().find(JobId(job)).unwrap();
+    c.job_info(i, t(1_000_000))
+}
+
+#[test]
+fn everything_of_an_instant_reaches_the_policy_before_it_decides_once() {
+    let fcfs = super::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 2);
+    submit(&mut c, t(1), 1);
+    submit(&mut c, t(1), 1);
+    submit(&mut c, t(1), 2);
+    let fx = c.step(t(1));
+    assert_eq!(
+        sent(&fx)
+            .iter()
+            .filter(|m| matches!(m, ToNode::Launch(_)))
+            .count(),
+        2,
+        "both 1-PE jobs start, the 2-PE one waits"
+    );
+    // Both end at 5; the reports arrive one by one, and only then does the instant run: job 3
+    // gets both PEs at once (deciding after the first end would start nothing).
+    exit(&mut c, t(5), 1, 0, 0);
+    exit(&mut c, t(5), 2, 0, 0);
+    let fx = c.step(t(5));
+    let launches: Vec<_> = sent(&fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            ToNode::Launch(l) => Some(l.job),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(launches, [JobId(3)]);
+    assert_eq!(state(&c, 1).state, JobState::Completed);
+    assert_eq!(state(&c, 1).record.exit_code, Some(0));
+    assert_eq!(state(&c, 3).record.start, Some(t(5)));
+}
+
+fn script(steps: Vec<(Time, Vec<Decision>)>) -> Box<dyn Policy> {
+    Box::new(Script {
+        steps,
+        armed: false,
+    })
+}
+
+#[test]
+fn a_policy_kill_ends_the_job_at_once_and_its_late_exits_are_ignored() {
+    let pes = PeSet::contiguous(0, 2);
+    let p = script(vec![
+        (
+            t(1),
+            vec![Decision::Start {
+                job: JobId(1),
+                pes,
+                slot: None,
+            }],
+        ),
+        (t(4), vec![Decision::Kill { job: JobId(1) }]),
+    ]);
+    let mut c = core(p, 1, 2);
+    submit(&mut c, t(1), 2);
+    c.step(t(1));
+    let fx = c.step(t(4));
+    let msgs = sent(&fx);
+    assert!(
+        msgs.iter()
+            .any(|m| matches!(m, ToNode::Switch { kill, .. } if kill == &[JobId(1)])),
+        "{msgs:?}"
+    );
+    let j = state(&c, 1);
+    assert_eq!(j.state, JobState::Cancelled);
+    assert_eq!(j.record.end, Some(t(4)));
+    assert_eq!(j.run_us, Dur::from_secs(3).as_micros());
+    // The killed ranks report later: the record stays, the job is forgotten on its node.
+    exit(&mut c, t(6), 1, 0, -9);
+    exit(&mut c, t(6), 1, 1, -9);
+    let fx = c.step(t(6));
+    assert!(sent(&fx).iter().any(|m| matches!(m, ToNode::Forget { .. })));
+    assert_eq!(state(&c, 1), j);
+}
+
+#[test]
+fn a_preempted_job_is_stopped_and_continued_on_its_own_pes_never_moved() {
+    let pes = PeSet::contiguous(0, 2);
+    let start = |pes: &PeSet| Decision::Start {
+        job: JobId(1),
+        pes: pes.clone(),
+        slot: None,
+    };
+    let p = script(vec![
+        (t(1), vec![start(&pes)]),
+        (t(3), vec![Decision::Preempt { job: JobId(1) }]),
+        (t(5), vec![start(&PeSet::contiguous(2, 2))]),
+        (t(6), vec![start(&pes)]),
+    ]);
+    let mut c = core(p, 2, 2);
+    submit(&mut c, t(1), 2);
+    c.step(t(1));
+    let stop = sent(&c.step(t(3)));
+    assert!(
+        matches!(&stop[..], [ToNode::Switch { stop, .. }] if stop == &[JobId(1)]),
+        "{stop:?}"
+    );
+    assert_eq!(state(&c, 1).state, JobState::Queued);
+    // Elsewhere: refused (migration is off), nothing is sent.
+    let fx = c.step(t(5));
+    assert!(sent(&fx).is_empty(), "{fx:?}");
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Log(l) if l.contains("cannot move"))),
+        "{fx:?}"
+    );
+    // On its own PEs: continued, not launched again.
+    let cont = sent(&c.step(t(6)));
+    assert!(
+        matches!(&cont[..], [ToNode::Switch { cont, .. }] if cont == &[JobId(1)]),
+        "{cont:?}"
+    );
+    let j = state(&c, 1);
+    assert_eq!((j.state, j.record.preemptions), (JobState::Running, 1));
+    assert_eq!(j.record.suspended, Dur::from_secs(3));
+}
+
+#[test]
+fn a_rejection_ends_the_job_with_the_reason_shown() {
+    let p = script(vec![(
+        t(1),
+        vec![Decision::Reject {
+            job: JobId(1),
+            why: "larger than any class allows".into(),
+        }],
+    )]);
+    let mut c = core(p, 1, 2);
+    submit(&mut c, t(1), 2);
+    c.step(t(1));
+    let j = state(&c, 1);
+    assert_eq!(j.state, JobState::Rejected);
+    assert!(
+        j.error
+            .as_deref()
+            .is_some_and(|e| e.contains("larger than any class allows")),
+        "{j:?}"
+    );
+}
+
+#[test]
+fn a_silent_node_is_marked_down_and_its_jobs_fail() {
+    let fcfs = super::build_policy("fcfs", 2, 1, &PolicyOptions::default()).unwrap();
+    let cfg = CoreConfig {
+        nodes: 2,
+        pes: 1,
+        fanout: 8,
+        heartbeat: Dur::from_secs(1),
+        dead_after: Dur::from_secs(3),
+        requeue: false,
+    };
+    let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
+    for n in 0..2 {
+        let reg = Register {
+            name: format!("n{n}"),
+            pes: 1,
+            addr: String::new(),
+            jobs: Vec::new(),
+            incarnation: 1,
+        };
+        c.on(t(0), Input::Register { req: n, reg });
+    }
+    c.step(t(0));
+    submit(&mut c, t(0), 2);
+    c.step(t(0));
+    // Node 1 never answers; node 0 does.
+    for s in 1..=4 {
+        c.on(t(s), Input::Heard(NodeId(0)));
+        c.step(t(s));
+    }
+    let j = state(&c, 1);
+    assert_eq!(j.state, JobState::NodeFailed);
+    assert_eq!(j.record.end, Some(t(4)));
+    assert!(c.status().nodes[1].state == "down");
+}

@@ -1,0 +1,138 @@
+//! What clients see: a job's record ([`JobInfo`], built from the ledger's entry and the side
+//! table) and the machine's status (nodes, the Ousterhout matrix, what runs where).
+
+use cosched_core::{JobId, NodeId, Outcome, Time};
+use cosched_ledger::{Ix, Phase};
+
+use super::core::Core;
+use crate::proto::*;
+
+impl JobState {
+    /// The state a ledger entry shows.
+    pub fn of(phase: Phase, held: bool, outcome: Option<Outcome>) -> JobState {
+        match (phase, outcome) {
+            (Phase::Ended, Some(o)) => match o {
+                Outcome::Completed => JobState::Completed,
+                Outcome::Failed => JobState::Failed,
+                Outcome::Cancelled => JobState::Cancelled,
+                Outcome::TimedOut => JobState::TimedOut,
+                Outcome::NodeFailed => JobState::NodeFailed,
+                Outcome::Rejected => JobState::Rejected,
+            },
+            (Phase::Ended, None) => JobState::Failed,
+            (Phase::Future | Phase::Waiting, _) => JobState::Queued,
+            (Phase::Running, _) if !held => JobState::Running,
+            (Phase::Running | Phase::Stopped, _) => JobState::Suspended,
+        }
+    }
+}
+
+impl Core {
+    /// Job `i` as clients see it and the database stores it.
+    pub fn job_info(&self, i: Ix, now: Time) -> JobInfo {
+        let e = self.ledger.entry(i);
+        let s = &self.side[i];
+        let r = e.record();
+        // An ended job ran for all its time between start and end but the stopped time (this
+        // holds for jobs recovered from the database too, whose ledger entry has no run time).
+        let run = match (e.is_live(), r.start, r.end) {
+            (false, Some(s), Some(end)) => end - s - r.suspended,
+            (false, _, _) => cosched_core::Dur::ZERO,
+            (true, _, _) => e.ran(now),
+        };
+        let mut record = r.clone();
+        if e.is_live() {
+            record.pes = e.pes().clone();
+        }
+        JobInfo {
+            record,
+            state: JobState::of(e.phase(), e.held(), r.outcome),
+            name: s.name.clone(),
+            class: s.class.clone(),
+            user: s.user,
+            time_limit_us: s.time_limit.map(|d| d.as_micros()),
+            cmd: s.cmd.clone(),
+            cwd: s.cwd.clone(),
+            run_us: run.as_micros(),
+            placement: s.placement.clone(),
+            error: s.error.clone(),
+            held: e.held(),
+        }
+    }
+
+    pub fn status(&self) -> StatusInfo {
+        let total = self.shape.total_pes() as usize;
+        let (slots, active) = match self.policy.matrix() {
+            Some(m) => {
+                let slots = m
+                    .slots
+                    .iter()
+                    .map(|s| {
+                        let mut row = vec![None; total];
+                        for (job, pes) in &s.jobs {
+                            for pe in pes.iter() {
+                                if let Some(c) = row.get_mut(pe.0 as usize) {
+                                    *c = Some(*job);
+                                }
+                            }
+                        }
+                        row
+                    })
+                    .collect();
+                (slots, m.active)
+            }
+            None => {
+                let mut row: Vec<Option<JobId>> = vec![None; total];
+                for &i in &self.live {
+                    let e = self.ledger.entry(i);
+                    for pe in e.pes().iter() {
+                        row[pe.0 as usize] = Some(e.req.id);
+                    }
+                }
+                (vec![row], Some(0))
+            }
+        };
+        let mut running = vec![None; total];
+        for &i in &self.live {
+            let e = self.ledger.entry(i);
+            if e.is_running() {
+                for pe in e.pes().iter() {
+                    running[pe.0 as usize] = Some(e.req.id);
+                }
+            }
+        }
+        let mut nodes: Vec<NodeInfo> = self
+            .nodes
+            .iter()
+            .map(|n| NodeInfo {
+                id: n.row.id,
+                name: n.row.name.clone(),
+                state: if n.up { "up".into() } else { "down".into() },
+                addr: n.addr.clone(),
+                pes: n.row.pes,
+            })
+            .collect();
+        for i in self.nodes.len() as u32..self.cfg.nodes {
+            nodes.push(NodeInfo {
+                id: NodeId(i),
+                name: format!("(unregistered {i})"),
+                state: "down".into(),
+                addr: String::new(),
+                pes: self.cfg.pes,
+            });
+        }
+        StatusInfo {
+            policy: self.policy.name().to_string(),
+            nodes_total: self.cfg.nodes,
+            pes_per_node: self.cfg.pes,
+            fanout: self.cfg.fanout,
+            // The shell owns the tree and fills this in.
+            tree_depth: 0,
+            nodes,
+            slots,
+            active_slot: active,
+            running,
+            switches: self.switches,
+        }
+    }
+}
