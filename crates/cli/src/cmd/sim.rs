@@ -265,6 +265,10 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     if a.list {
         for (name, what) in registry::describe() {
             outln!("{name:<14} {what}");
+            let options = registry::options(name).unwrap_or_default();
+            if !options.is_empty() {
+                outln!("{:<14} options: {}", "", options.join(", "));
+            }
         }
         return Ok(0);
     }
