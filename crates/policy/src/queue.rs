@@ -15,7 +15,7 @@
 //! (nodes down) only waits, since the nodes may come back; the driver reports it unfinished
 //! if they never do.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 
 use cosched_core::{JobId, PeSet, Time};
 
@@ -51,7 +51,7 @@ pub fn never_fits(req: &JobRequest, total_pes: u32) -> Option<String> {
 /// Waiting jobs by (submit, id), their holds, and refused submissions.
 #[derive(Clone, Debug)]
 pub struct WaitQueue<T = JobRequest> {
-    jobs: VecDeque<T>,
+    jobs: Vec<T>,
     /// Held jobs. A hold may come before the submission and outlives a start (the driver keeps
     /// a held running job stopped); it goes with the job's end.
     held: HashSet<JobId>,
@@ -62,7 +62,7 @@ pub struct WaitQueue<T = JobRequest> {
 impl<T> Default for WaitQueue<T> {
     fn default() -> Self {
         WaitQueue {
-            jobs: VecDeque::new(),
+            jobs: Vec::new(),
             held: HashSet::new(),
             refused: Vec::new(),
         }
@@ -97,7 +97,7 @@ impl<T: Queued> WaitQueue<T> {
     pub fn end(&mut self, id: JobId) -> Option<T> {
         self.held.remove(&id);
         let at = self.jobs.iter().position(|j| j.req().id == id)?;
-        self.jobs.remove(at)
+        Some(self.jobs.remove(at))
     }
 
     pub fn hold(&mut self, id: JobId) {
@@ -115,7 +115,9 @@ impl<T: Queued> WaitQueue<T> {
         if self.held.is_empty() {
             return if self.jobs.is_empty() { None } else { Some(0) };
         }
-        self.jobs.iter().position(|j| !self.held.contains(&j.req().id))
+        self.jobs
+            .iter()
+            .position(|j| !self.held.contains(&j.req().id))
     }
 
     pub fn len(&self) -> usize {
@@ -138,7 +140,7 @@ impl<T: Queued> WaitQueue<T> {
     }
     /// Takes the job at position `k` out of the queue (it started, or moved elsewhere).
     pub fn remove(&mut self, k: usize) -> T {
-        self.jobs.remove(k).expect("queue position in range")
+        self.jobs.remove(k)
     }
     /// Takes out the jobs at these positions (increasing), in one pass.
     pub fn remove_all(&mut self, positions: &[usize]) {
@@ -364,7 +366,10 @@ mod tests {
         s.observe(Event::NodeDown(NodeId(0)));
         s.observe(Event::NodeUp(NodeId(0)));
         assert_eq!(s.pool.free_count(), 2, "node 0's PEs still belong to job 7");
-        assert!(matches!(s.observe(Event::Ended(JobId(7))), Seen::Finished(_)));
+        assert!(matches!(
+            s.observe(Event::Ended(JobId(7))),
+            Seen::Finished(_)
+        ));
         assert_eq!(s.pool.free_count(), 4);
         assert!(matches!(s.observe(Event::Ended(JobId(7))), Seen::Gone));
     }

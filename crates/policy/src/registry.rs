@@ -122,9 +122,13 @@ mod tests {
     #[test]
     fn unknown_options_are_refused_with_the_known_ones() {
         let mut cfg = PolicyConfig::new(cosched_core::MachineShape::flat(8, 1));
-        cfg.options.insert("packng".into(), toml::Value::from("best-fit"));
+        cfg.options
+            .insert("packng".into(), toml::Value::from("best-fit"));
         for name in names() {
-            let err = build(name, &cfg).err().expect("packng is no option").to_string();
+            let err = build(name, &cfg)
+                .err()
+                .expect("packng is no option")
+                .to_string();
             let known = options(name).unwrap();
             let want = if known.is_empty() {
                 format!("policy {name}: unknown option packng; {name} takes no options")

@@ -30,11 +30,11 @@ use std::hash::BuildHasherDefault;
 
 use cosched_core::{Dur, JobId, MachineShape, PeSet, Time};
 
-pub(crate) use bits::SortedIds;
-pub(crate) use cosched_core::{IdHasher, PeBits as Bits};
 use crate::opts::Opts;
 use crate::queue::{WaitQueue, never_fits};
 use crate::{ConfigError, Decision, Event, JobRequest, MatrixView, Policy, PolicyConfig, SlotView};
+pub(crate) use bits::SortedIds;
+pub(crate) use cosched_core::{IdHasher, PeBits as Bits};
 
 /// How a new job is put into the matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -681,14 +681,12 @@ impl Policy for Gang {
 
     fn observe(&mut self, _now: Time, event: Event) {
         match event {
-            Event::Submitted(req) => {
-                match self.impossible(&req) {
-                    Some(why) => self.queue.refuse(req.id, why),
-                    None => {
-                        self.queue.insert(req);
-                    }
+            Event::Submitted(req) => match self.impossible(&req) {
+                Some(why) => self.queue.refuse(req.id, why),
+                None => {
+                    self.queue.insert(req);
                 }
-            }
+            },
             Event::Ended(id) => {
                 if self.remove_member(id) {
                     self.active_gone |= self.compact();

@@ -256,7 +256,11 @@ impl T3d {
     /// Loads waiting job `idx` on `pes`: it starts now, or after swapping in from disk.
     fn load(&mut self, idx: usize, pes: Vec<u32>, now: Time, out: &mut Vec<Decision>) {
         let w = self.waiting.remove(idx);
-        debug_assert!(w.home.as_ref().is_none_or(|h| h.iter().map(|p| p.0).eq(pes.iter().copied())));
+        debug_assert!(
+            w.home
+                .as_ref()
+                .is_none_or(|h| h.iter().map(|p| p.0).eq(pes.iter().copied()))
+        );
         self.earmarks.retain(|e| e.job != w.req.id);
         let set = PeSet::from_pes(pes.iter().copied());
         for &p in &pes {
