@@ -101,6 +101,16 @@ pub fn options(name: &str) -> Option<&'static [&'static str]> {
     POLICIES.iter().find(|e| e.name == name).map(|e| e.options)
 }
 
+/// `cfg` with only the options policy `name` takes: for a configuration shared by several
+/// readers (a sweep's policies; the T3D classes that the time-sharing report reads whatever
+/// the policy).
+pub fn restrict(name: &str, cfg: &PolicyConfig) -> PolicyConfig {
+    let takes = options(name).unwrap_or_default();
+    let mut own = cfg.clone();
+    own.options.retain(|k, _| takes.contains(&k));
+    own
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,11 +75,8 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
     let mut known: Vec<&str> = Vec::new();
     let mut cfgs = Vec::with_capacity(spec.policies.len());
     for name in &spec.policies {
-        let takes = registry::options(name).unwrap_or_default();
-        known.extend(takes);
-        let mut own = cfg.clone();
-        own.options.retain(|k, _| takes.contains(&k));
-        cfgs.push(own);
+        known.extend(registry::options(name).unwrap_or_default());
+        cfgs.push(registry::restrict(name, &cfg));
     }
     known.sort_unstable();
     known.dedup();
