@@ -10,7 +10,7 @@ use clap::{Args as ClapArgs, Subcommand};
 
 use cosched_core::{Dur, MachineShape, Time};
 use cosched_policy::registry;
-use cosched_policy::{PolicyOptions, policy_config};
+use cosched_policy::{ConfigError, PolicyOptions, policy_config};
 use cosched_sim::metrics::{Group, MetricsOptions, Summary};
 use cosched_sim::run::{self, Observe, RunError, RunSpec};
 use cosched_sim::setup::Source;
@@ -304,7 +304,10 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
         observe,
     };
     let out = run::run(&spec).map_err(|e| match e {
-        RunError::Policy(e) => anyhow::Error::new(e).context("choose a policy with --policy NAME"),
+        RunError::Policy(e @ ConfigError::UnknownPolicy { .. }) => {
+            anyhow::Error::new(e).context("choose a policy with --policy NAME")
+        }
+        RunError::Policy(e) => e.into(),
         RunError::Sim { err, .. } => err.into(),
         e @ RunError::Classes(_) => e.into(),
     })?;
