@@ -307,24 +307,9 @@ impl Policy for Conservative {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosched_core::{Dur, MachineShape};
+    use crate::testing::{started, sub};
+    use cosched_core::MachineShape;
 
-    fn sub(p: &mut Conservative, now: i64, id: u64, procs: u32, est: i64) -> Vec<u64> {
-        let mut out = Vec::new();
-        let req = JobRequest::new(JobId(id), Time::from_secs(now), procs, Dur::from_secs(est));
-        p.handle(Time::from_secs(now), Event::Submitted(req), &mut out);
-        started(&out)
-    }
-    /// Started jobs; timers are allowed, anything else is a bug.
-    fn started(out: &[Decision]) -> Vec<u64> {
-        out.iter()
-            .filter_map(|d| match d {
-                Decision::Start { job, .. } => Some(job.0),
-                Decision::SetTimer { .. } => None,
-                other => panic!("unexpected {other:?}"),
-            })
-            .collect()
-    }
     fn t(s: i64) -> Option<Time> {
         Some(Time::from_secs(s))
     }

@@ -182,23 +182,8 @@ impl Policy for Easy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::JobRequest;
-    use cosched_core::{Dur, MachineShape};
-
-    fn sub(p: &mut Easy, now: i64, id: u64, procs: u32, est: i64) -> Vec<u64> {
-        let mut out = Vec::new();
-        let req = JobRequest::new(JobId(id), Time::from_secs(now), procs, Dur::from_secs(est));
-        p.handle(Time::from_secs(now), Event::Submitted(req), &mut out);
-        started(&out)
-    }
-    fn started(out: &[Decision]) -> Vec<u64> {
-        out.iter()
-            .map(|d| match d {
-                Decision::Start { job, .. } => job.0,
-                other => panic!("unexpected {other:?}"),
-            })
-            .collect()
-    }
+    use crate::testing::{started, sub};
+    use cosched_core::MachineShape;
 
     /// Seed 002, Figs. 1-2: 128 nodes, a 64-node job running; a 128-node job waits. A 32-node
     /// job may jump ahead only if it ends by the time the 64-node job is expected to end.

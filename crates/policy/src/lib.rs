@@ -44,6 +44,8 @@ pub mod profile;
 pub mod queue;
 pub mod registry;
 pub mod t3d;
+#[cfg(test)]
+mod testing;
 
 pub use api::{Decision, Event, JobRequest, MatrixView, Policy, SlotView};
 pub use config::{ConfigError, PolicyConfig, PolicyOptions, policy_config};
