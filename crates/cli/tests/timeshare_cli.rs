@@ -155,3 +155,24 @@ fn unknown_packing_is_refused_with_the_choices() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("packing") && err.contains("best-fit"), "{err}");
 }
+
+#[test]
+fn unknown_option_keys_are_refused_with_the_known_ones() {
+    let run = |policy: &str, opt: &str| {
+        let out = cosched(&[
+            "sim", "--model", "lublin", "--procs", "16", "--jobs", "10", "--policy", policy,
+            "--opt", opt,
+        ]);
+        assert!(!out.status.success(), "{policy} --opt {opt} was accepted");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert_eq!(
+        run("gang", "packng=best-fit").trim(),
+        "error: policy gang: unknown option packng; known options: alternate, packing, queue, \
+         relaxed, repack"
+    );
+    assert_eq!(
+        run("easy", "packing=buddy").trim(),
+        "error: policy easy: unknown option packing; easy takes no options"
+    );
+}

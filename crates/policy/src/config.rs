@@ -49,12 +49,31 @@ pub enum ConfigError {
     BadOpt { text: String },
     #[error("unknown policy {name:?}; known policies: {known}")]
     UnknownPolicy { name: String, known: String },
+    #[error("{}", unknown_option(.policy, .unknown, .known))]
+    UnknownOption {
+        policy: String,
+        /// The keys given that the policy does not read.
+        unknown: Vec<String>,
+        /// The keys it reads (empty: it takes no options).
+        known: Vec<String>,
+    },
     #[error("policy {policy}: option {option}: {why}")]
     BadOption {
         policy: String,
         option: String,
         why: String,
     },
+}
+
+fn unknown_option(policy: &str, unknown: &[String], known: &[String]) -> String {
+    let s = if unknown.len() == 1 { "" } else { "s" };
+    let unknown = unknown.join(", ");
+    if known.is_empty() {
+        format!("policy {policy}: unknown option{s} {unknown}; {policy} takes no options")
+    } else {
+        let known = known.join(", ");
+        format!("policy {policy}: unknown option{s} {unknown}; known options: {known}")
+    }
 }
 
 /// Generic policy options, as the command line gives them.

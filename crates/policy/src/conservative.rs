@@ -12,12 +12,12 @@
 //! come due while it still runs; that job then waits, and every reservation is made again at
 //! the next event.
 
-use std::collections::HashSet;
-
 use cosched_core::{Dur, JobId, Time};
 
-use crate::profile::{Profile, Run, RunningSet};
-use crate::{Decision, Event, JobRequest, PePool, Policy, PolicyConfig};
+use crate::opts::Opts;
+use crate::profile::Profile;
+use crate::queue::{Queued, Seen, SpaceShare};
+use crate::{ConfigError, Decision, Event, JobRequest, Policy, PolicyConfig};
 
 #[derive(Clone, Debug)]
 struct Waiting {
@@ -26,13 +26,21 @@ struct Waiting {
     resv: Option<Time>,
 }
 
+impl Queued for Waiting {
+    fn req(&self) -> &JobRequest {
+        &self.req
+    }
+}
+
+impl From<JobRequest> for Waiting {
+    fn from(req: JobRequest) -> Self {
+        Waiting { req, resv: None }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Conservative {
-    pool: PePool,
-    /// Waiting jobs by (submit, id).
-    queue: Vec<Waiting>,
-    running: RunningSet,
-    held: HashSet<JobId>,
+    s: SpaceShare<Waiting>,
     profile: Profile,
     /// The profile holds exactly the running jobs and the queue's reservations.
     valid: bool,
@@ -71,23 +79,21 @@ impl Repair {
 }
 
 impl Conservative {
-    pub fn new(cfg: &PolicyConfig) -> Conservative {
-        Conservative {
-            pool: PePool::new(cfg.machine),
-            queue: Vec::new(),
-            running: RunningSet::default(),
-            held: HashSet::new(),
+    pub fn new(cfg: &PolicyConfig) -> Result<Conservative, ConfigError> {
+        Opts::new("conservative", cfg).finish()?;
+        Ok(Conservative {
+            s: SpaceShare::new(cfg),
             profile: Profile::default(),
             valid: false,
             timer: None,
             unseen_rise: 0,
             repair: Repair::Keep,
-        }
+        })
     }
 
     /// Each waiting job's reservation, in queue order.
     pub fn reservations(&self) -> Vec<(JobId, Option<Time>)> {
-        self.queue.iter().map(|w| (w.req.id, w.resv)).collect()
+        self.s.queue.iter().map(|w| (w.req.id, w.resv)).collect()
     }
 
     /// The availability profile (free PEs over time, reservations taken out).
@@ -96,13 +102,13 @@ impl Conservative {
     }
 
     fn reserve(&mut self, k: usize) {
-        let w = &self.queue[k];
-        if self.held.contains(&w.req.id) {
-            self.queue[k].resv = None;
+        let w = self.s.queue.get(k);
+        if self.s.queue.is_held(w.req.id) {
+            self.s.queue.get_mut(k).resv = None;
             return;
         }
         let (procs, est) = (w.req.procs, w.req.estimate);
-        self.queue[k].resv = self.profile.earliest(procs, est).map(|(t, i)| {
+        self.s.queue.get_mut(k).resv = self.profile.earliest(procs, est).map(|(t, i)| {
             self.profile.reserve(i, est, procs);
             t
         });
@@ -110,8 +116,8 @@ impl Conservative {
 
     fn rebuild(&mut self, now: Time) {
         self.profile
-            .rebuild(now, self.pool.free_count(), self.running.releases(now));
-        for k in 0..self.queue.len() {
+            .rebuild(now, self.s.pool.free_count(), self.s.running.releases(now));
+        for k in 0..self.s.queue.len() {
             self.reserve(k);
         }
         self.valid = true;
@@ -134,9 +140,9 @@ impl Conservative {
             return self.rebuild(now);
         }
         self.profile
-            .rebuild(now, self.pool.free_count(), self.running.releases(now));
-        for k in 0..self.queue.len() {
-            let w = &self.queue[k];
+            .rebuild(now, self.s.pool.free_count(), self.s.running.releases(now));
+        for k in 0..self.s.queue.len() {
+            let w = self.s.queue.get(k);
             if let Some(t) = w.resv
                 && !self.profile.reserve_at(t, w.req.estimate, w.req.procs)
             {
@@ -148,8 +154,8 @@ impl Conservative {
             .max(self.profile.max_free(now, freed_until));
         // Rises made by a job moving earlier, which the jobs before it have not seen.
         let mut moved_rise = 0;
-        for k in 0..self.queue.len() {
-            let w = &self.queue[k];
+        for k in 0..self.s.queue.len() {
+            let w = self.s.queue.get(k);
             let (procs, est) = (w.req.procs, w.req.estimate);
             if w.resv.is_some() && procs > rise {
                 continue;
@@ -160,12 +166,12 @@ impl Conservative {
             let old = w.resv;
             self.reserve(k);
             debug_assert!(
-                old.is_none() || self.queue[k].resv.is_some_and(|new| Some(new) <= old),
+                old.is_none() || self.s.queue.get(k).resv.is_some_and(|new| Some(new) <= old),
                 "compression delayed job {}",
-                self.queue[k].req.id
+                self.s.queue.get(k).req.id
             );
             if let Some(t) = old
-                && self.queue[k].resv != old
+                && self.s.queue.get(k).resv != old
             {
                 let freed = self.profile.max_free(t, t + est.max(Dur::from_micros(1)));
                 rise = rise.max(freed);
@@ -181,8 +187,8 @@ impl Conservative {
     fn start_due(&mut self, now: Time, out: &mut Vec<Decision>) {
         let mut next: Option<Time> = None;
         let mut k = 0;
-        while k < self.queue.len() {
-            let (due, late) = match self.queue[k].resv {
+        while k < self.s.queue.len() {
+            let (due, late) = match self.s.queue.get(k).resv {
                 Some(t) if t <= now => (true, t < now),
                 Some(t) => {
                     next = Some(next.map_or(t, |n| n.min(t)));
@@ -194,30 +200,15 @@ impl Conservative {
             // and has not been reported yet, the next event frees them and the profile stays
             // right. Once time has moved on (a job ran past its estimate, a node went down),
             // the profile placed this job too early: make every reservation again.
-            let pes = if due {
-                self.pool.allocate(self.queue[k].req.procs)
-            } else {
-                None
-            };
+            let started = due && self.s.start(now, k, out);
             if late {
                 self.valid = false;
             }
-            let Some(pes) = pes else {
+            if started {
+                self.s.queue.remove(k);
+            } else {
                 k += 1;
-                continue;
-            };
-            let w = self.queue.remove(k);
-            let run = Run {
-                pes: pes.clone(),
-                procs: w.req.procs,
-                expected_end: now + w.req.estimate,
-            };
-            self.running.insert(w.req.id, run);
-            out.push(Decision::Start {
-                job: w.req.id,
-                pes,
-                slot: None,
-            });
+            }
         }
         if let Some(t) = next
             && self.timer.is_none_or(|x| x <= now || t < x)
@@ -241,14 +232,9 @@ impl Policy for Conservative {
         // improved up to some time (compression suffices).
         let mut keep = false;
         let mut improved: Option<Time> = None;
-        match event {
-            Event::Submitted(req) => {
-                let key = (req.submit, req.id);
-                let at = self
-                    .queue
-                    .partition_point(|w| (w.req.submit, w.req.id) <= key);
-                self.queue.insert(at, Waiting { req, resv: None });
-                if self.valid && at == self.queue.len() - 1 {
+        match self.s.observe(event) {
+            Seen::Queued(at) => {
+                if self.valid && at == self.s.queue.len() - 1 {
                     keep = true;
                     // A job joining the tail takes the earliest hole left; nobody moves.
                     // After an early end at this instant, it waits unreserved for the
@@ -259,58 +245,25 @@ impl Policy for Conservative {
                     }
                 }
             }
-            Event::Ended(id) => {
-                if let Some(run) = self.running.remove(id) {
-                    self.pool.release(&run.pes);
-                    // Ending when expected, or after (the profile already counted an
-                    // overrunning job's PEs free from now on), frees nothing unforeseen.
-                    keep = run.expected_end <= now && self.valid;
-                    if keep {
-                        self.profile.advance(now);
-                    }
-                    if run.expected_end > now {
-                        improved = Some(run.expected_end);
-                    }
-                } else {
-                    let mut freed_until = now;
-                    self.queue.retain(|w| {
-                        if w.req.id != id {
-                            return true;
-                        }
-                        if let Some(t) = w.resv {
-                            freed_until = t + w.req.estimate.max(Dur::from_micros(1));
-                        }
-                        false
-                    });
-                    improved = Some(freed_until);
+            Seen::Finished(run) => {
+                // Ending when expected, or after (the profile already counted an
+                // overrunning job's PEs free from now on), frees nothing unforeseen.
+                keep = run.expected_end <= now && self.valid;
+                if keep {
+                    self.profile.advance(now);
                 }
-                self.held.remove(&id);
-            }
-            Event::Running { job, pes, since } => {
-                if self.pool.take(&pes) {
-                    let expected_end = since + job.estimate;
-                    self.running.insert(
-                        job.id,
-                        Run {
-                            pes,
-                            procs: job.procs,
-                            expected_end,
-                        },
-                    );
+                if run.expected_end > now {
+                    improved = Some(run.expected_end);
                 }
             }
-            Event::NodeDown(node) => self.pool.node_down(node),
-            Event::NodeUp(node) => {
-                let running = &self.running;
-                self.pool.node_up(node, |pe| running.holds(pe));
+            Seen::Withdrawn(w) => {
+                improved = Some(match w.resv {
+                    Some(t) => t + w.req.estimate.max(Dur::from_micros(1)),
+                    None => now,
+                });
             }
-            Event::Held(id) => {
-                self.held.insert(id);
-            }
-            Event::Released(id) => {
-                self.held.remove(&id);
-            }
-            Event::Timer(_) => {
+            Seen::Gone => improved = Some(now),
+            Seen::Timer(_) => {
                 if self.timer.is_some_and(|x| x <= now) {
                     self.timer = None;
                 }
@@ -319,6 +272,10 @@ impl Policy for Conservative {
                     self.profile.advance(now);
                 }
             }
+            // A refused job never enters the profile.
+            Seen::Refused => keep = self.valid,
+            // The machine, the running set or a hold changed: make every reservation again.
+            Seen::Other => {}
         }
         let repair = match improved {
             Some(t) => Repair::Compress(t),
@@ -329,6 +286,7 @@ impl Policy for Conservative {
     }
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+        self.s.queue.reject_refused(out);
         match std::mem::replace(&mut self.repair, Repair::Keep) {
             Repair::Keep => {}
             Repair::Compress(freed_until) => self.compress(now, freed_until),
@@ -338,7 +296,7 @@ impl Policy for Conservative {
     }
 
     fn queue(&self) -> Vec<JobId> {
-        self.queue.iter().map(|w| w.req.id).collect()
+        self.s.queue.ids()
     }
 
     fn boxed_clone(&self) -> Box<dyn Policy> {
@@ -349,24 +307,9 @@ impl Policy for Conservative {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosched_core::{Dur, MachineShape};
+    use crate::testing::{started, sub};
+    use cosched_core::MachineShape;
 
-    fn sub(p: &mut Conservative, now: i64, id: u64, procs: u32, est: i64) -> Vec<u64> {
-        let mut out = Vec::new();
-        let req = JobRequest::new(JobId(id), Time::from_secs(now), procs, Dur::from_secs(est));
-        p.handle(Time::from_secs(now), Event::Submitted(req), &mut out);
-        started(&out)
-    }
-    /// Started jobs; timers are allowed, anything else is a bug.
-    fn started(out: &[Decision]) -> Vec<u64> {
-        out.iter()
-            .filter_map(|d| match d {
-                Decision::Start { job, .. } => Some(job.0),
-                Decision::SetTimer { .. } => None,
-                other => panic!("unexpected {other:?}"),
-            })
-            .collect()
-    }
     fn t(s: i64) -> Option<Time> {
         Some(Time::from_secs(s))
     }
@@ -375,7 +318,7 @@ mod tests {
     /// the 128-node job's reservation.
     #[test]
     fn fig1_reservations_for_every_job() {
-        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(128, 1)));
+        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(128, 1))).unwrap();
         assert_eq!(sub(&mut p, 0, 1, 64, 100), vec![1]);
         assert_eq!(sub(&mut p, 1, 2, 128, 50), Vec::<u64>::new());
         assert_eq!(sub(&mut p, 2, 3, 32, 200), Vec::<u64>::new());
@@ -390,7 +333,7 @@ mod tests {
     #[test]
     fn later_job_does_not_delay_an_earlier_non_head_reservation() {
         // EASY would let job 4 (long, fits now) delay job 3; conservative must not.
-        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(10, 1)));
+        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(10, 1))).unwrap();
         assert_eq!(sub(&mut p, 0, 1, 6, 100), vec![1]);
         assert_eq!(sub(&mut p, 0, 2, 8, 10), Vec::<u64>::new()); // at 100
         assert_eq!(sub(&mut p, 0, 3, 2, 50), vec![3]); // fits now and ends before 100
@@ -405,7 +348,7 @@ mod tests {
 
     #[test]
     fn early_end_compresses_reservations() {
-        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(10, 1)));
+        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(10, 1))).unwrap();
         assert_eq!(sub(&mut p, 0, 1, 10, 100), vec![1]);
         sub(&mut p, 0, 2, 10, 10);
         sub(&mut p, 0, 3, 5, 10);
@@ -424,7 +367,7 @@ mod tests {
 
     #[test]
     fn cancel_and_hold_release_reservations() {
-        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(4, 1)));
+        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(4, 1))).unwrap();
         assert_eq!(sub(&mut p, 0, 1, 4, 10), vec![1]);
         sub(&mut p, 0, 2, 4, 10);
         sub(&mut p, 0, 3, 4, 10);

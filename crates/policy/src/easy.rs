@@ -7,20 +7,15 @@
 //! Expected ends come from estimates ([`JobRequest::estimate`]); a job past its estimate is
 //! expected to end now.
 
-use std::collections::HashSet;
-
 use cosched_core::{JobId, Time};
 
-use crate::profile::{Run, RunningSet};
-use crate::{Decision, Event, JobRequest, PePool, Policy, PolicyConfig};
+use crate::opts::Opts;
+use crate::queue::{Seen, SpaceShare};
+use crate::{ConfigError, Decision, Event, Policy, PolicyConfig};
 
 #[derive(Clone, Debug)]
 pub struct Easy {
-    pool: PePool,
-    /// Waiting jobs by (submit, id).
-    queue: Vec<JobRequest>,
-    running: RunningSet,
-    held: HashSet<JobId>,
+    s: SpaceShare,
     /// What the events of this instant call for at [`Policy::decide`].
     todo: Todo,
     /// The head's shadow time at the last backfilling pass.
@@ -49,27 +44,18 @@ pub struct Reservation {
 }
 
 impl Easy {
-    pub fn new(cfg: &PolicyConfig) -> Easy {
-        Easy {
-            pool: PePool::new(cfg.machine),
-            queue: Vec::new(),
-            running: RunningSet::default(),
-            held: HashSet::new(),
+    pub fn new(cfg: &PolicyConfig) -> Result<Easy, ConfigError> {
+        Opts::new("easy", cfg).finish()?;
+        Ok(Easy {
+            s: SpaceShare::new(cfg),
             todo: Todo::Nothing,
             last_shadow: Time::MAX,
-        }
-    }
-
-    fn head(&self) -> Option<usize> {
-        if self.held.is_empty() {
-            return if self.queue.is_empty() { None } else { Some(0) };
-        }
-        self.queue.iter().position(|j| !self.held.contains(&j.id))
+        })
     }
 
     /// The reservation the queue head would get now, if there is a waiting head.
     pub fn reservation(&self, now: Time) -> Option<(JobId, Reservation)> {
-        let head = &self.queue[self.head()?];
+        let head = self.s.queue.get(self.s.queue.head()?);
         Some((head.id, self.shadow(now, head.procs)))
     }
 
@@ -77,7 +63,7 @@ impl Easy {
     /// the head's need, so every job expected to end at that time counts, not only those
     /// needed to reach it (jobs past their estimate all end "now").
     fn shadow(&self, now: Time, need: u32) -> Reservation {
-        let mut avail = self.pool.free_count();
+        let mut avail = self.s.pool.free_count();
         if avail >= need {
             return Reservation {
                 shadow: now,
@@ -85,7 +71,7 @@ impl Easy {
             };
         }
         let mut shadow = Time::MAX;
-        for (end, procs) in self.running.releases(now) {
+        for (end, procs) in self.s.running.releases(now) {
             if end > shadow {
                 break;
             }
@@ -103,79 +89,46 @@ impl Easy {
         }
     }
 
-    fn start(&mut self, now: Time, job: &JobRequest, out: &mut Vec<Decision>) -> bool {
-        let Some(pes) = self.pool.allocate(job.procs) else {
-            return false;
-        };
-        let expected_end = now + job.estimate;
-        self.running.insert(
-            job.id,
-            Run {
-                pes: pes.clone(),
-                procs: job.procs,
-                expected_end,
-            },
-        );
-        out.push(Decision::Start {
-            job: job.id,
-            pes,
-            slot: None,
-        });
-        true
-    }
-
     /// Starts heads while they fit, then backfills the rest of the queue.
     fn schedule(&mut self, now: Time, out: &mut Vec<Decision>) {
-        while let Some(h) = self.head() {
-            let job = self.queue[h].clone();
-            if !self.start(now, &job, out) {
+        while let Some(h) = self.s.queue.head() {
+            if !self.s.start(now, h, out) {
                 break;
             }
-            self.queue.remove(h);
+            self.s.queue.remove(h);
         }
-        let Some(h) = self.head() else { return };
+        let Some(h) = self.s.queue.head() else { return };
         self.backfill(now, h + 1, out);
     }
 
     /// Tries the jobs at `from..` against the head's reservation.
     fn backfill(&mut self, now: Time, from: usize, out: &mut Vec<Decision>) {
-        let Some(h) = self.head() else { return };
-        let mut res = self.shadow(now, self.queue[h].procs);
+        let Some(h) = self.s.queue.head() else { return };
+        let mut res = self.shadow(now, self.s.queue.get(h).procs);
         self.last_shadow = res.shadow;
         let mut started = Vec::new();
-        for k in from..self.queue.len() {
-            let free = self.pool.free_count();
+        for k in from..self.s.queue.len() {
+            let free = self.s.pool.free_count();
             if free == 0 {
                 break;
             }
-            let job = &self.queue[k];
-            if job.procs > free || self.held.contains(&job.id) {
+            let job = self.s.queue.get(k);
+            if job.procs > free || self.s.queue.is_held(job.id) {
                 continue;
             }
             let ends_in_time = res.shadow == Time::MAX || now + job.estimate <= res.shadow;
             if !ends_in_time && job.procs > res.extra {
                 continue;
             }
-            let job = job.clone();
-            if self.start(now, &job, out) {
+            let procs = job.procs;
+            if self.s.start(now, k, out) {
                 if !ends_in_time {
-                    res.extra -= job.procs;
+                    res.extra -= procs;
                 }
                 started.push(k);
             }
         }
-        if !started.is_empty() {
-            let mut next = started.into_iter().peekable();
-            let mut k = 0;
-            self.queue.retain(|_| {
-                let drop = next.peek() == Some(&k);
-                if drop {
-                    next.next();
-                }
-                k += 1;
-                !drop
-            });
-        }
+        self.s.queue.remove_all(&started);
     }
 }
 
@@ -185,62 +138,27 @@ impl Policy for Easy {
     }
 
     fn observe(&mut self, _now: Time, event: Event) {
-        let mut todo = Todo::Everything;
-        match event {
-            Event::Submitted(job) => {
-                let key = (job.submit, job.id);
-                let at = self.queue.partition_point(|j| (j.submit, j.id) <= key);
-                let head_waits = self.head().is_some();
-                self.queue.insert(at, job);
-                if head_waits
-                    && at == self.queue.len() - 1
-                    && !self.held.contains(&self.queue[at].id)
-                {
-                    todo = Todo::BackfillFrom(at);
-                }
+        let todo = match self.s.observe(event) {
+            // A job joining the tail behind a blocked head needs only itself tried.
+            Seen::Queued(at)
+                if at == self.s.queue.len() - 1
+                    && !self.s.queue.is_held(self.s.queue.get(at).id)
+                    && self.s.queue.head().is_some_and(|h| h < at) =>
+            {
+                Todo::BackfillFrom(at)
             }
-            Event::Ended(id) => {
-                if let Some(run) = self.running.remove(id) {
-                    self.pool.release(&run.pes);
-                } else {
-                    self.queue.retain(|j| j.id != id);
-                }
-                self.held.remove(&id);
-            }
-            Event::Running { job, pes, since } => {
-                if self.pool.take(&pes) {
-                    let expected_end = since + job.estimate;
-                    self.running.insert(
-                        job.id,
-                        Run {
-                            pes,
-                            procs: job.procs,
-                            expected_end,
-                        },
-                    );
-                }
-            }
-            Event::NodeDown(node) => self.pool.node_down(node),
-            Event::NodeUp(node) => {
-                let running = &self.running;
-                self.pool.node_up(node, |pe| running.holds(pe));
-            }
-            Event::Held(id) => {
-                self.held.insert(id);
-            }
-            Event::Released(id) => {
-                self.held.remove(&id);
-            }
-            Event::Timer(_) => {}
-        }
+            Seen::Refused => Todo::Nothing,
+            _ => Todo::Everything,
+        };
         self.todo = match (self.todo, todo) {
-            (Todo::Nothing, t) => t,
+            (Todo::Nothing, t) | (t, Todo::Nothing) => t,
             (Todo::BackfillFrom(k), Todo::BackfillFrom(_)) => Todo::BackfillFrom(k),
             _ => Todo::Everything,
         };
     }
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+        self.s.queue.reject_refused(out);
         match std::mem::replace(&mut self.todo, Todo::Nothing) {
             Todo::Nothing => {}
             // The jobs before `k` were tried at the last pass and nothing freed PEs since; they
@@ -253,7 +171,7 @@ impl Policy for Easy {
     }
 
     fn queue(&self) -> Vec<JobId> {
-        self.queue.iter().map(|j| j.id).collect()
+        self.s.queue.ids()
     }
 
     fn boxed_clone(&self) -> Box<dyn Policy> {
@@ -264,28 +182,14 @@ impl Policy for Easy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosched_core::{Dur, MachineShape};
-
-    fn sub(p: &mut Easy, now: i64, id: u64, procs: u32, est: i64) -> Vec<u64> {
-        let mut out = Vec::new();
-        let req = JobRequest::new(JobId(id), Time::from_secs(now), procs, Dur::from_secs(est));
-        p.handle(Time::from_secs(now), Event::Submitted(req), &mut out);
-        started(&out)
-    }
-    fn started(out: &[Decision]) -> Vec<u64> {
-        out.iter()
-            .map(|d| match d {
-                Decision::Start { job, .. } => job.0,
-                other => panic!("unexpected {other:?}"),
-            })
-            .collect()
-    }
+    use crate::testing::{started, sub};
+    use cosched_core::MachineShape;
 
     /// Seed 002, Figs. 1-2: 128 nodes, a 64-node job running; a 128-node job waits. A 32-node
     /// job may jump ahead only if it ends by the time the 64-node job is expected to end.
     #[test]
     fn fig1_small_job_backfills_only_if_short() {
-        let mut p = Easy::new(&PolicyConfig::new(MachineShape::flat(128, 1)));
+        let mut p = Easy::new(&PolicyConfig::new(MachineShape::flat(128, 1))).unwrap();
         assert_eq!(sub(&mut p, 0, 1, 64, 100), vec![1]);
         assert_eq!(sub(&mut p, 1, 2, 128, 50), Vec::<u64>::new());
         // Too long: would delay the 128-node job (reservation at 100, no extra PEs).
@@ -312,7 +216,7 @@ mod tests {
 
     #[test]
     fn extra_pes_admit_long_jobs() {
-        let mut p = Easy::new(&PolicyConfig::new(MachineShape::flat(10, 1)));
+        let mut p = Easy::new(&PolicyConfig::new(MachineShape::flat(10, 1))).unwrap();
         assert_eq!(sub(&mut p, 0, 1, 6, 100), vec![1]);
         // Head needs 8: at 100 there will be 10 free, 2 extra.
         assert_eq!(sub(&mut p, 0, 2, 8, 10), Vec::<u64>::new());
@@ -324,7 +228,7 @@ mod tests {
 
     #[test]
     fn overrunning_job_is_expected_to_end_now() {
-        let mut p = Easy::new(&PolicyConfig::new(MachineShape::flat(10, 1)));
+        let mut p = Easy::new(&PolicyConfig::new(MachineShape::flat(10, 1))).unwrap();
         assert_eq!(sub(&mut p, 0, 1, 10, 10), vec![1]);
         assert_eq!(sub(&mut p, 0, 2, 10, 10), Vec::<u64>::new());
         // At 50 job 1 is 40 s past its estimate: the head's reservation is now, so a job of
@@ -337,7 +241,7 @@ mod tests {
 
     #[test]
     fn cancelled_waiting_job_leaves_the_queue_and_held_head_is_skipped() {
-        let mut p = Easy::new(&PolicyConfig::new(MachineShape::flat(4, 1)));
+        let mut p = Easy::new(&PolicyConfig::new(MachineShape::flat(4, 1))).unwrap();
         assert_eq!(sub(&mut p, 0, 1, 4, 10), vec![1]);
         sub(&mut p, 0, 2, 4, 10);
         sub(&mut p, 0, 3, 2, 10);

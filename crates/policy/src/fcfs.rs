@@ -1,44 +1,23 @@
 //! First come, first served: the queue head starts as soon as enough PEs are free; nothing
 //! overtakes it. The reference policy the others are measured against.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use cosched_core::{JobId, Time};
 
-use cosched_core::{JobId, PeSet, Time};
-
-use crate::{Decision, Event, JobRequest, PePool, Policy, PolicyConfig};
+use crate::opts::Opts;
+use crate::queue::SpaceShare;
+use crate::{ConfigError, Decision, Event, Policy, PolicyConfig};
 
 #[derive(Clone, Debug)]
 pub struct Fcfs {
-    pool: PePool,
-    /// Waiting jobs in arrival order (submit time, then id).
-    queue: VecDeque<JobRequest>,
-    running: HashMap<JobId, PeSet>,
-    held: HashSet<JobId>,
+    s: SpaceShare,
 }
 
 impl Fcfs {
-    pub fn new(cfg: &PolicyConfig) -> Fcfs {
-        Fcfs {
-            pool: PePool::new(cfg.machine),
-            queue: VecDeque::new(),
-            running: HashMap::new(),
-            held: HashSet::new(),
-        }
-    }
-
-    fn schedule(&mut self, out: &mut Vec<Decision>) {
-        while let Some(head) = self.queue.iter().position(|j| !self.held.contains(&j.id)) {
-            let Some(pes) = self.pool.allocate(self.queue[head].procs) else {
-                break;
-            };
-            let job = self.queue.remove(head).expect("position is in range").id;
-            self.running.insert(job, pes.clone());
-            out.push(Decision::Start {
-                job,
-                pes,
-                slot: None,
-            });
-        }
+    pub fn new(cfg: &PolicyConfig) -> Result<Fcfs, ConfigError> {
+        Opts::new("fcfs", cfg).finish()?;
+        Ok(Fcfs {
+            s: SpaceShare::new(cfg),
+        })
     }
 }
 
@@ -48,48 +27,21 @@ impl Policy for Fcfs {
     }
 
     fn observe(&mut self, _now: Time, event: Event) {
-        match event {
-            Event::Submitted(job) => {
-                // Keep (submit, id) order even if a driver delivers out of order.
-                let key = (job.submit, job.id);
-                let at = self.queue.partition_point(|j| (j.submit, j.id) <= key);
-                self.queue.insert(at, job);
+        self.s.observe(event);
+    }
+
+    fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+        self.s.queue.reject_refused(out);
+        while let Some(head) = self.s.queue.head() {
+            if !self.s.start(now, head, out) {
+                break;
             }
-            Event::Ended(id) => {
-                if let Some(pes) = self.running.remove(&id) {
-                    self.pool.release(&pes);
-                } else {
-                    self.queue.retain(|j| j.id != id);
-                }
-                self.held.remove(&id);
-            }
-            Event::Running { job, pes, since: _ } => {
-                if self.pool.take(&pes) {
-                    self.running.insert(job.id, pes);
-                }
-            }
-            Event::NodeDown(node) => self.pool.node_down(node),
-            Event::NodeUp(node) => {
-                let running = &self.running;
-                self.pool
-                    .node_up(node, |pe| running.values().any(|s| s.contains(pe)));
-            }
-            Event::Held(id) => {
-                self.held.insert(id);
-            }
-            Event::Released(id) => {
-                self.held.remove(&id);
-            }
-            Event::Timer(_) => {}
+            self.s.queue.remove(head);
         }
     }
 
-    fn decide(&mut self, _now: Time, out: &mut Vec<Decision>) {
-        self.schedule(out);
-    }
-
     fn queue(&self) -> Vec<JobId> {
-        self.queue.iter().map(|j| j.id).collect()
+        self.s.queue.ids()
     }
 
     fn boxed_clone(&self) -> Box<dyn Policy> {
@@ -100,6 +52,7 @@ impl Policy for Fcfs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::JobRequest;
     use cosched_core::{Dur, MachineShape};
 
     fn req(id: u64, t: i64, procs: u32) -> Event {
@@ -113,7 +66,7 @@ mod tests {
 
     #[test]
     fn head_blocks_smaller_jobs_behind_it() {
-        let mut p = Fcfs::new(&PolicyConfig::new(MachineShape::flat(10, 1)));
+        let mut p = Fcfs::new(&PolicyConfig::new(MachineShape::flat(10, 1))).unwrap();
         let mut out = Vec::new();
         p.handle(Time::ZERO, req(1, 0, 6), &mut out);
         p.handle(Time::ZERO, req(2, 0, 6), &mut out);
@@ -138,7 +91,7 @@ mod tests {
 
     #[test]
     fn held_job_is_skipped_until_released() {
-        let mut p = Fcfs::new(&PolicyConfig::new(MachineShape::flat(4, 1)));
+        let mut p = Fcfs::new(&PolicyConfig::new(MachineShape::flat(4, 1))).unwrap();
         let mut out = Vec::new();
         p.handle(Time::ZERO, Event::Held(JobId(1)), &mut out);
         p.handle(Time::ZERO, req(1, 0, 4), &mut out);

@@ -10,6 +10,10 @@
 //! - [`config`]: [`PolicyConfig`] and its one builder from options and a TOML file.
 //! - [`registry`]: policies by name; adding a policy is adding a file and one line there.
 //! - [`pool`]: [`PePool`], free-PE bookkeeping shared by the space-sharing policies.
+//! - [`queue`]: the waiting queue, holds, refused submissions and the event plumbing shared
+//!   by the queue-based policies, so each policy file keeps only its rule.
+//! - `opts`: typed reading of a policy's named options; keys a policy does not read are
+//!   refused.
 //! - [`profile`]: running jobs by expected end and the availability profile, for backfilling.
 //! - [`easy`], [`conservative`]: EASY and conservative backfilling.
 //! - [`gang`]: gang scheduling on an Ousterhout matrix (packing, MPL, quanta, alternate
@@ -33,11 +37,15 @@ pub mod conservative;
 pub mod easy;
 pub mod fcfs;
 pub mod gang;
+pub(crate) mod opts;
 pub mod pool;
 pub mod prime;
 pub mod profile;
+pub mod queue;
 pub mod registry;
 pub mod t3d;
+#[cfg(test)]
+mod testing;
 
 pub use api::{Decision, Event, JobRequest, MatrixView, Policy, SlotView};
 pub use config::{ConfigError, PolicyConfig, PolicyOptions, policy_config};

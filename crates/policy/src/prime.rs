@@ -13,12 +13,11 @@
 //! is the time of day at time 0; with `weekends = true`, days 5 and 6 after time 0's day, counted
 //! as a Monday, are non-prime).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use cosched_core::{Dur, JobId, Time};
 
-use cosched_core::{Dur, JobId, PeSet, Time};
-
-use crate::gang::opts::Opts;
-use crate::{ConfigError, Decision, Event, JobRequest, PePool, Policy, PolicyConfig};
+use crate::opts::Opts;
+use crate::queue::{Seen, SpaceShare};
+use crate::{ConfigError, Decision, Event, JobRequest, Policy, PolicyConfig};
 
 const DAY: i64 = 86_400_000_000;
 
@@ -93,10 +92,7 @@ impl PrimeSchedule {
 
 #[derive(Clone, Debug)]
 pub struct Prime {
-    pool: PePool,
-    queue: VecDeque<JobRequest>,
-    running: HashMap<JobId, PeSet>,
-    held: HashSet<JobId>,
+    s: SpaceShare,
     schedule: PrimeSchedule,
     large_job: u32,
     large_limit: Dur,
@@ -105,37 +101,38 @@ pub struct Prime {
     /// The boundary timer pending, if any.
     pending: Option<(u64, Time)>,
     next_token: u64,
-    /// Jobs that can never run, seen at this instant, with the reason.
-    rejects: Vec<(JobId, String)>,
 }
 
 impl Prime {
     pub fn new(cfg: &PolicyConfig) -> Result<Prime, ConfigError> {
         let o = Opts::new("prime", cfg);
         let kind = o.string("schedule", "alternate")?;
+        // Both schedules' options are read (and checked) whichever is chosen, so that every
+        // key of this policy is known to [`Opts::finish`].
+        let shift = o.dur("shift", Dur::from_secs(12 * 3600))?;
+        let start = o.dur("prime_start", Dur::from_secs(8 * 3600))?;
+        let end = o.dur("prime_end", Dur::from_secs(18 * 3600))?;
+        let day_offset = o.dur("day_offset", Dur::ZERO)?;
+        let weekends = o.boolean("weekends", false)?;
         let schedule = match kind.as_str() {
             "alternate" => {
-                let shift = o.dur("shift", Dur::from_secs(12 * 3600))?;
                 if shift <= Dur::ZERO {
                     return Err(o.bad("shift", "must be positive"));
                 }
                 PrimeSchedule::Alternate { shift }
             }
             "daily" => {
-                let start = o.dur("prime_start", Dur::from_secs(8 * 3600))?;
-                let end = o.dur("prime_end", Dur::from_secs(18 * 3600))?;
                 if !(start < end && end.as_micros() <= DAY) {
                     return Err(o.bad(
                         "prime_end",
                         "prime_start must come before prime_end, within one day",
                     ));
                 }
-                let day_offset = o.dur("day_offset", Dur::ZERO)?;
                 PrimeSchedule::Daily {
                     start,
                     end,
                     day_offset,
-                    weekends: o.boolean("weekends", false)?,
+                    weekends,
                 }
             }
             other => {
@@ -145,19 +142,20 @@ impl Prime {
                 ));
             }
         };
+        let large_job = o.uint("large_job", 32)?;
+        let large_limit = o.dur("prime_large_limit", Dur::from_secs(600))?;
+        let small_limit = o.dur("prime_small_limit", Dur::from_secs(4 * 3600))?;
+        let free_needed = o.uint("prime_free", 32)?;
+        o.finish()?;
         Ok(Prime {
-            pool: PePool::new(cfg.machine),
-            queue: VecDeque::new(),
-            running: HashMap::new(),
-            held: HashSet::new(),
+            s: SpaceShare::new(cfg),
             schedule,
-            large_job: o.uint("large_job", 32)?,
-            large_limit: o.dur("prime_large_limit", Dur::from_secs(600))?,
-            small_limit: o.dur("prime_small_limit", Dur::from_secs(4 * 3600))?,
-            free_needed: o.uint("prime_free", 32)?,
+            large_job,
+            large_limit,
+            small_limit,
+            free_needed,
             pending: None,
             next_token: 0,
-            rejects: Vec::new(),
         })
     }
 
@@ -168,29 +166,23 @@ impl Prime {
         }
         job.procs <= self.large_job
             && job.estimate <= self.small_limit
-            && self.pool.free_count() >= self.free_needed
+            && self.s.pool.free_count() >= self.free_needed
     }
 
     fn schedule_jobs(&mut self, now: Time, out: &mut Vec<Decision>) {
         let mut i = 0;
         let mut blocked = false;
-        while i < self.queue.len() {
-            let job = &self.queue[i];
-            if self.held.contains(&job.id) || !self.allowed(job, now) {
+        while i < self.s.queue.len() {
+            let job = self.s.queue.get(i);
+            if self.s.queue.is_held(job.id) || !self.allowed(job, now) {
                 blocked = true;
                 i += 1;
                 continue;
             }
-            let Some(pes) = self.pool.allocate(job.procs) else {
+            if !self.s.start(now, i, out) {
                 break;
-            };
-            let id = self.queue.remove(i).expect("index in range").id;
-            self.running.insert(id, pes.clone());
-            out.push(Decision::Start {
-                job: id,
-                pes,
-                slot: None,
-            });
+            }
+            self.s.queue.remove(i);
         }
         // Jobs held back by prime time are looked at again when it ends.
         if blocked && self.schedule.is_prime(now) {
@@ -213,63 +205,20 @@ impl Policy for Prime {
     }
 
     fn observe(&mut self, _now: Time, event: Event) {
-        match event {
-            Event::Submitted(job) => {
-                let total = self.pool.machine().total_pes();
-                if job.procs == 0 || job.procs > total {
-                    let why = format!("needs {} PEs; the machine has {total}", job.procs);
-                    self.rejects.push((job.id, why));
-                    return;
-                }
-                let key = (job.submit, job.id);
-                let at = self.queue.partition_point(|j| (j.submit, j.id) <= key);
-                self.queue.insert(at, job);
-            }
-            Event::Ended(id) => {
-                if let Some(pes) = self.running.remove(&id) {
-                    self.pool.release(&pes);
-                } else {
-                    self.queue.retain(|j| j.id != id);
-                }
-                self.held.remove(&id);
-            }
-            Event::Timer(token) => {
-                if self.pending.is_some_and(|(t, _)| t == token) {
-                    self.pending = None;
-                }
-            }
-            Event::Running { job, pes, since: _ } => {
-                if self.pool.take(&pes) {
-                    self.running.insert(job.id, pes);
-                }
-            }
-            Event::NodeDown(node) => self.pool.node_down(node),
-            Event::NodeUp(node) => {
-                let running = &self.running;
-                self.pool
-                    .node_up(node, |pe| running.values().any(|s| s.contains(pe)));
-            }
-            Event::Held(id) => {
-                self.held.insert(id);
-            }
-            Event::Released(id) => {
-                self.held.remove(&id);
-            }
+        if let Seen::Timer(token) = self.s.observe(event)
+            && self.pending.is_some_and(|(t, _)| t == token)
+        {
+            self.pending = None;
         }
     }
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
-        for (job, why) in self.rejects.drain(..) {
-            out.push(Decision::Reject {
-                job,
-                why: why.into(),
-            });
-        }
+        self.s.queue.reject_refused(out);
         self.schedule_jobs(now, out);
     }
 
     fn queue(&self) -> Vec<JobId> {
-        self.queue.iter().map(|j| j.id).collect()
+        self.s.queue.ids()
     }
 
     fn boxed_clone(&self) -> Box<dyn Policy> {

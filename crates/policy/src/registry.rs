@@ -4,44 +4,81 @@ use crate::{ConfigError, Policy, PolicyConfig};
 
 type Builder = fn(&PolicyConfig) -> Result<Box<dyn Policy>, ConfigError>;
 
-/// `(name, one-line description, builder)`; names are unique (a test checks it).
-const POLICIES: &[(&str, &str, Builder)] = &[
-    (
-        "fcfs",
-        "first come, first served: start the queue head when it fits, never skip it",
-        |cfg| Ok(Box::new(crate::fcfs::Fcfs::new(cfg))),
-    ),
-    (
-        "easy",
-        "EASY backfilling: a reservation for the queue head; later jobs jump ahead if they do not delay it",
-        |cfg| Ok(Box::new(crate::easy::Easy::new(cfg))),
-    ),
-    (
-        "conservative",
-        "conservative backfilling: a reservation for every waiting job on an availability profile",
-        |cfg| Ok(Box::new(crate::conservative::Conservative::new(cfg))),
-    ),
-    (
-        "gang",
-        "gang scheduling: Ousterhout matrix, buddy/first-fit/best-fit packing, alternate scheduling",
-        |cfg| Ok(Box::new(crate::gang::Gang::new(cfg)?)),
-    ),
-    (
-        "prime",
-        "prime/non-prime: during prime time long and large jobs wait for the night (seed 002)",
-        |cfg| Ok(Box::new(crate::prime::Prime::new(cfg)?)),
-    ),
-    (
-        "t3d",
-        "Cray T3D gang scheduler: job classes, do-not-disturb times, two-pass preemptive loading (seed 002)",
-        |cfg| Ok(Box::new(crate::t3d::T3d::new(cfg)?)),
-    ),
+/// One registered policy.
+struct Entry {
+    name: &'static str,
+    /// One line, for `--help` texts and `cosched sim --list`.
+    what: &'static str,
+    /// The named options its constructor reads (a test checks the list against the
+    /// constructor, which refuses any other key).
+    options: &'static [&'static str],
+    build: Builder,
+}
+
+/// Names are unique (a test checks it).
+const POLICIES: &[Entry] = &[
+    Entry {
+        name: "fcfs",
+        what: "first come, first served: start the queue head when it fits, never skip it",
+        options: &[],
+        build: |cfg| Ok(Box::new(crate::fcfs::Fcfs::new(cfg)?)),
+    },
+    Entry {
+        name: "easy",
+        what: "EASY backfilling: a reservation for the queue head; later jobs jump ahead if they do not delay it",
+        options: &[],
+        build: |cfg| Ok(Box::new(crate::easy::Easy::new(cfg)?)),
+    },
+    Entry {
+        name: "conservative",
+        what: "conservative backfilling: a reservation for every waiting job on an availability profile",
+        options: &[],
+        build: |cfg| Ok(Box::new(crate::conservative::Conservative::new(cfg)?)),
+    },
+    Entry {
+        name: "gang",
+        what: "gang scheduling: Ousterhout matrix, buddy/first-fit/best-fit packing, alternate scheduling",
+        options: &["alternate", "packing", "queue", "relaxed", "repack"],
+        build: |cfg| Ok(Box::new(crate::gang::Gang::new(cfg)?)),
+    },
+    Entry {
+        name: "prime",
+        what: "prime/non-prime: during prime time long and large jobs wait for the night (seed 002)",
+        options: &[
+            "day_offset",
+            "large_job",
+            "prime_end",
+            "prime_free",
+            "prime_large_limit",
+            "prime_small_limit",
+            "prime_start",
+            "schedule",
+            "shift",
+            "weekends",
+        ],
+        build: |cfg| Ok(Box::new(crate::prime::Prime::new(cfg)?)),
+    },
+    Entry {
+        name: "t3d",
+        what: "Cray T3D gang scheduler: job classes, do-not-disturb times, two-pass preemptive loading (seed 002)",
+        options: &[
+            "classes",
+            "default_class",
+            "job_limit",
+            "large_job",
+            "large_limit",
+            "queues",
+            "swap_per_pe",
+            "system_limit",
+        ],
+        build: |cfg| Ok(Box::new(crate::t3d::T3d::new(cfg)?)),
+    },
 ];
 
 /// Builds the policy registered as `name`.
 pub fn build(name: &str, cfg: &PolicyConfig) -> Result<Box<dyn Policy>, ConfigError> {
-    match POLICIES.iter().find(|(n, _, _)| *n == name) {
-        Some((_, _, builder)) => builder(cfg),
+    match POLICIES.iter().find(|e| e.name == name) {
+        Some(e) => (e.build)(cfg),
         None => Err(ConfigError::UnknownPolicy {
             name: name.to_string(),
             known: names().join(", "),
@@ -51,12 +88,27 @@ pub fn build(name: &str, cfg: &PolicyConfig) -> Result<Box<dyn Policy>, ConfigEr
 
 /// Registered names, in registration order.
 pub fn names() -> Vec<&'static str> {
-    POLICIES.iter().map(|(n, _, _)| *n).collect()
+    POLICIES.iter().map(|e| e.name).collect()
 }
 
 /// `(name, description)` pairs, for `--help` texts and listings.
 pub fn describe() -> impl Iterator<Item = (&'static str, &'static str)> {
-    POLICIES.iter().map(|(n, d, _)| (*n, *d))
+    POLICIES.iter().map(|e| (e.name, e.what))
+}
+
+/// The named options a policy takes (sorted), or `None` for an unknown policy.
+pub fn options(name: &str) -> Option<&'static [&'static str]> {
+    POLICIES.iter().find(|e| e.name == name).map(|e| e.options)
+}
+
+/// `cfg` with only the options policy `name` takes: for a configuration shared by several
+/// readers (a sweep's policies; the T3D classes that the time-sharing report reads whatever
+/// the policy).
+pub fn restrict(name: &str, cfg: &PolicyConfig) -> PolicyConfig {
+    let takes = options(name).unwrap_or_default();
+    let mut own = cfg.clone();
+    own.options.retain(|k, _| takes.contains(&k));
+    own
 }
 
 #[cfg(test)]
@@ -73,5 +125,48 @@ mod tests {
         }
         let err = build("nope", &cfg).err().unwrap().to_string();
         assert!(err.contains("fcfs"), "{err}");
+    }
+
+    /// Every policy refuses a key it does not read, and the keys it reads are exactly the
+    /// registry's list: the error names them.
+    #[test]
+    fn unknown_options_are_refused_with_the_known_ones() {
+        let mut cfg = PolicyConfig::new(cosched_core::MachineShape::flat(8, 1));
+        cfg.options
+            .insert("packng".into(), toml::Value::from("best-fit"));
+        for name in names() {
+            let err = build(name, &cfg)
+                .err()
+                .expect("packng is no option")
+                .to_string();
+            let known = options(name).unwrap();
+            let want = if known.is_empty() {
+                format!("policy {name}: unknown option packng; {name} takes no options")
+            } else {
+                format!(
+                    "policy {name}: unknown option packng; known options: {}",
+                    known.join(", ")
+                )
+            };
+            assert_eq!(err, want);
+            // Each listed key is accepted on its own as far as the unknown-key check goes.
+            for key in known {
+                let mut one = PolicyConfig::new(cosched_core::MachineShape::flat(8, 1));
+                one.options.insert(key.to_string(), toml::Value::from("?"));
+                if let Err(e) = build(name, &one) {
+                    assert!(!e.to_string().contains("unknown option"), "{name}: {e}");
+                }
+            }
+        }
+        assert_eq!(
+            build("gang", &cfg).err().unwrap().to_string(),
+            "policy gang: unknown option packng; known options: alternate, packing, queue, relaxed, repack"
+        );
+        cfg.options.insert("zz".into(), toml::Value::from(1));
+        let err = build("fcfs", &cfg).err().unwrap().to_string();
+        assert_eq!(
+            err,
+            "policy fcfs: unknown options packng, zz; fcfs takes no options"
+        );
     }
 }

@@ -106,6 +106,14 @@ fn toml_overrides_and_bad_keys_are_named() {
     c.options = toml::from_str("[queues]\n0 = \"gold\"").unwrap();
     let err = registry::build("t3d", &c).err().unwrap().to_string();
     assert!(err.contains("gold"), "{err}");
+    // A misspelt top-level key of the [policy] table is refused too, with the known ones.
+    c.options = toml::from_str("swap_per_p = \"1s\"").unwrap();
+    let err = registry::build("t3d", &c).err().unwrap().to_string();
+    assert_eq!(
+        err,
+        "policy t3d: unknown option swap_per_p; known options: classes, default_class, \
+         job_limit, large_job, large_limit, queues, swap_per_pe, system_limit"
+    );
 }
 
 #[test]

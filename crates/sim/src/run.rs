@@ -98,10 +98,27 @@ pub enum RunError {
     Classes(#[source] ConfigError),
 }
 
+/// The options the time-sharing report reads, whatever the policy: T3D's class mapping,
+/// which says which jobs are interactive.
+pub const CLASS_OPTIONS: &[&str] = &["classes", "default_class", "queues"];
+
 /// Performs one run.
 pub fn run(spec: &RunSpec) -> Result<RunOutput, RunError> {
     let clock = Instant::now();
-    let mut policy = registry::build(spec.policy, spec.config).map_err(RunError::Policy)?;
+    // An observed run's report reads the class options; the policy is given them only if it
+    // takes them. Unobserved, they are the policy's alone, and refused if it does not.
+    let own;
+    let config = if spec.observe.is_some() {
+        let takes = registry::options(spec.policy).unwrap_or_default();
+        let mut c = spec.config.clone();
+        c.options
+            .retain(|k, _| !CLASS_OPTIONS.contains(&k) || takes.contains(&k));
+        own = c;
+        &own
+    } else {
+        spec.config
+    };
+    let mut policy = registry::build(spec.policy, config).map_err(RunError::Policy)?;
     let (workload, header) = spec.source.workload(&spec.semantics, spec.load, spec.seed);
     let t_prepare = clock.elapsed();
     let machine = spec.config.machine;
@@ -133,8 +150,10 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, RunError> {
                 .unwrap_or(Time::ZERO);
             o.finish(end);
             // Which jobs are interactive comes from the T3D class mapping of the same
-            // configuration, whatever the policy (see timeshare_metrics).
-            let classes = T3dConfig::from_policy_config(spec.config).map_err(RunError::Classes)?;
+            // configuration, whatever the policy (see timeshare_metrics); the other policy's
+            // own options are none of its business.
+            let classes = T3dConfig::from_policy_config(&registry::restrict("t3d", spec.config))
+                .map_err(RunError::Classes)?;
             let report = TimeshareReport::build(&result, &o, &classes, spec.metrics.bsld_threshold);
             Some(Timeshare {
                 report,
@@ -246,11 +265,13 @@ mod tests {
             run(&spec(&src, "no-such-policy", &cfg)),
             Err(RunError::Policy(ConfigError::UnknownPolicy { .. }))
         ));
-        // Bad job classes only matter when the report needs them.
+        // Job classes are options of t3d and of the time-sharing report only: a run without
+        // the report refuses them for another policy, a run with it checks them.
         let mut bad = cfg.clone();
         bad.options
             .insert("default_class".into(), toml::Value::String("nope".into()));
-        assert!(run(&spec(&src, "easy", &bad)).is_ok());
+        let err = run(&spec(&src, "easy", &bad)).unwrap_err().to_string();
+        assert!(err.contains("unknown option default_class"), "{err}");
         let err = run(&RunSpec {
             observe: Some(Observe::default()),
             ..spec(&src, "easy", &bad)

@@ -70,9 +70,33 @@ pub enum SweepError {
 pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, SweepError> {
     let machine = MachineShape::flat(spec.source.procs(), 1);
     let cfg = policy_config(machine, &spec.policy)?;
-    // Refuse unknown policies and bad options before spending any time.
+    // One sweep's options serve several policies: each gets the keys it takes, and a key that
+    // no policy of the sweep takes is refused, as a single run would.
+    let mut known: Vec<&str> = Vec::new();
+    let mut cfgs = Vec::with_capacity(spec.policies.len());
     for name in &spec.policies {
-        registry::build(name, &cfg)?;
+        known.extend(registry::options(name).unwrap_or_default());
+        cfgs.push(registry::restrict(name, &cfg));
+    }
+    known.sort_unstable();
+    known.dedup();
+    let unknown: Vec<String> = cfg
+        .options
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    // Refuse unknown policies and bad options before spending any time.
+    for (name, cfg) in spec.policies.iter().zip(&cfgs) {
+        registry::build(name, cfg)?;
+    }
+    if !unknown.is_empty() {
+        return Err(ConfigError::UnknownOption {
+            policy: spec.policies.join(", "),
+            unknown,
+            known: known.into_iter().map(String::from).collect(),
+        }
+        .into());
     }
     let points: Vec<(usize, Option<f64>, u64)> = (0..spec.policies.len())
         .flat_map(|p| {
@@ -92,7 +116,7 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
                 load,
                 seed: Some(seed),
                 policy: name,
-                config: &cfg,
+                config: &cfgs[p],
                 engine: spec.engine.clone(),
                 metrics: spec.metrics,
                 observe: None,
@@ -290,6 +314,42 @@ mod tests {
         assert_eq!(c.series[0].points.len(), 2);
         // Same spec, same table.
         assert_eq!(to_csv(&run(&spec, &|| {}).unwrap()), csv);
+    }
+
+    /// Options serve the policies that take them; one that no policy of the sweep takes is
+    /// refused before anything runs.
+    #[test]
+    fn sweep_options_go_to_the_policies_that_take_them() {
+        let model = GenOptions {
+            jobs: 50,
+            procs: 16,
+            seed: 1,
+            ..GenOptions::default()
+        };
+        let mut spec = SweepSpec {
+            source: Source::Lublin {
+                model: Box::new(model),
+            },
+            policies: vec!["easy".into(), "gang".into()],
+            loads: vec![None],
+            seeds: vec![1],
+            semantics: Semantics::default(),
+            engine: EngineOptions::default(),
+            policy: PolicyOptions {
+                opts: vec!["packing=first-fit".into()],
+                ..PolicyOptions::default()
+            },
+            metrics: MetricsOptions::default(),
+        };
+        let rows = run(&spec, &|| {}).unwrap();
+        assert!(rows.iter().all(|r| r.error.is_none()), "{rows:?}");
+        spec.policy.opts.push("packng=best-fit".into());
+        let err = run(&spec, &|| {}).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "policy easy, gang: unknown option packng; known options: alternate, packing, \
+             queue, relaxed, repack"
+        );
     }
 
     #[test]

@@ -130,11 +130,11 @@ fn check_promises(policy: &str, jobs: &[SimJob], r: &SimResult, promised: &HashM
 fn run_all(machine: MachineShape, jobs: &[SimJob], promises: bool) {
     let cfg = PolicyConfig::new(machine);
     let opts = EngineOptions::default();
-    let r = simulate(machine, jobs, &mut Fcfs::new(&cfg), opts.clone()).unwrap();
+    let r = simulate(machine, jobs, &mut Fcfs::new(&cfg).unwrap(), opts.clone()).unwrap();
     check_schedule(machine, jobs, &r);
 
     let mut easy = Watch {
-        inner: Easy::new(&cfg),
+        inner: Easy::new(&cfg).unwrap(),
         look: easy_head,
         promised: HashMap::new(),
     };
@@ -145,7 +145,7 @@ fn run_all(machine: MachineShape, jobs: &[SimJob], promises: bool) {
     }
 
     let mut cons = Watch {
-        inner: Conservative::new(&cfg),
+        inner: Conservative::new(&cfg).unwrap(),
         look: conservative_all,
         promised: HashMap::new(),
     };
@@ -195,8 +195,8 @@ proptest! {
     fn runs_are_deterministic((pes, jobs) in workload()) {
         let m = MachineShape::flat(pes, 1);
         let cfg = PolicyConfig::new(m);
-        let a = simulate(m, &jobs, &mut Conservative::new(&cfg), EngineOptions::default()).unwrap();
-        let b = simulate(m, &jobs, &mut Conservative::new(&cfg), EngineOptions::default()).unwrap();
+        let a = simulate(m, &jobs, &mut Conservative::new(&cfg).unwrap(), EngineOptions::default()).unwrap();
+        let b = simulate(m, &jobs, &mut Conservative::new(&cfg).unwrap(), EngineOptions::default()).unwrap();
         prop_assert_eq!(a.records, b.records);
     }
 }

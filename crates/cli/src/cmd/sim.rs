@@ -12,7 +12,7 @@ use cosched_core::{Dur, MachineShape, Time};
 use cosched_policy::registry;
 
 use super::policy_args::PolicyArgs as SharedPolicyArgs;
-use cosched_policy::{PolicyOptions, policy_config};
+use cosched_policy::{ConfigError, PolicyOptions, policy_config};
 use cosched_sim::metrics::{Group, MetricsOptions, Summary};
 use cosched_sim::run::{self, Observe, RunError, RunSpec};
 use cosched_sim::setup::Source;
@@ -248,6 +248,10 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     if a.list {
         for (name, what) in registry::describe() {
             outln!("{name:<14} {what}");
+            let options = registry::options(name).unwrap_or_default();
+            if !options.is_empty() {
+                outln!("{:<14} options: {}", "", options.join(", "));
+            }
         }
         return Ok(0);
     }
@@ -283,7 +287,10 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
         observe,
     };
     let out = run::run(&spec).map_err(|e| match e {
-        RunError::Policy(e) => anyhow::Error::new(e).context("choose a policy with --policy NAME"),
+        RunError::Policy(e @ ConfigError::UnknownPolicy { .. }) => {
+            anyhow::Error::new(e).context("choose a policy with --policy NAME")
+        }
+        RunError::Policy(e) => e.into(),
         RunError::Sim { err, .. } => err.into(),
         e @ RunError::Classes(_) => e.into(),
     })?;

@@ -24,18 +24,17 @@
 //! all its PEs or on none; `relaxed = true` is refused with that explanation.
 
 mod bits;
-pub(crate) mod opts;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
 use cosched_core::{Dur, JobId, MachineShape, PeSet, Time};
 
+use crate::opts::Opts;
+use crate::queue::{WaitQueue, never_fits};
+use crate::{ConfigError, Decision, Event, JobRequest, MatrixView, Policy, PolicyConfig, SlotView};
 pub(crate) use bits::SortedIds;
 pub(crate) use cosched_core::{IdHasher, PeBits as Bits};
-use opts::Opts;
-
-use crate::{ConfigError, Decision, Event, JobRequest, MatrixView, Policy, PolicyConfig, SlotView};
 
 /// How a new job is put into the matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,8 +129,8 @@ pub struct Gang {
     /// Per active row: `(version, running set before, target)` of the last computation. In a
     /// steady matrix the cycle repeats, so most switches find their answer here.
     cache: Vec<Option<(u64, SortedIds, SortedIds)>>,
-    queue: VecDeque<JobRequest>,
-    held_waiting: HashSet<JobId>,
+    /// Jobs not yet in the matrix, with their holds (a member's hold is [`Member::held`]).
+    queue: WaitQueue,
     down: Bits,
     /// Memory in use per node (KiB), summed over all rows.
     mem_used: Vec<u64>,
@@ -146,9 +145,8 @@ pub struct Gang {
     pending: Option<(u64, TimerKind)>,
     next_token: u64,
     stats: GangStats,
-    /// What the events of the current instant left for [`Policy::decide`]: jobs that can
-    /// never run, whether the active row emptied, whether its quantum ran out.
-    rejects: Vec<(JobId, String)>,
+    /// What the events of the current instant left for [`Policy::decide`]: whether the
+    /// active row emptied, whether its quantum ran out.
     active_gone: bool,
     quantum_over: bool,
 }
@@ -186,6 +184,9 @@ impl Gang {
             "skip" => false,
             other => return Err(o.bad("queue", format!("{other:?} is not one of fifo, skip"))),
         };
+        let alternate = o.boolean("alternate", true)?;
+        let repack = o.boolean("repack", true)?;
+        o.finish()?;
         let machine = cfg.machine;
         let pes = machine.total_pes();
         Ok(Gang {
@@ -195,8 +196,8 @@ impl Gang {
             quantum,
             context_switch: cfg.context_switch.unwrap_or(Dur::ZERO),
             packing,
-            alternate: o.boolean("alternate", true)?,
-            repack: o.boolean("repack", true)?,
+            alternate,
+            repack,
             fifo,
             mem_limit_kib: machine.mem_per_node_mib.map(|m| m * 1024),
             rows: Vec::new(),
@@ -206,8 +207,7 @@ impl Gang {
             scratch: Bits::new(pes),
             version: 0,
             cache: Vec::new(),
-            queue: VecDeque::new(),
-            held_waiting: HashSet::new(),
+            queue: WaitQueue::default(),
             down: Bits::new(pes),
             mem_used: vec![0; machine.nodes as usize],
             active: 0,
@@ -217,7 +217,6 @@ impl Gang {
             pending: None,
             next_token: 0,
             stats: GangStats::default(),
-            rejects: Vec::new(),
             active_gone: false,
             quantum_over: false,
         })
@@ -277,11 +276,8 @@ impl Gang {
     /// than a node has.
     /// Why `req` can never run on this machine, if it cannot.
     fn impossible(&self, req: &JobRequest) -> Option<String> {
-        if req.procs == 0 || req.procs > self.pes {
-            return Some(format!(
-                "needs {} PEs; the machine has {}",
-                req.procs, self.pes
-            ));
+        if let Some(why) = never_fits(req, self.pes) {
+            return Some(why);
         }
         match (self.mem_limit_kib, req.mem_per_pe_kib) {
             (Some(limit), Some(kib)) => {
@@ -390,14 +386,14 @@ impl Gang {
     fn admit(&mut self) {
         let mut i = 0;
         while i < self.queue.len() {
-            let req = &self.queue[i];
-            if self.held_waiting.contains(&req.id) {
+            let req = self.queue.get(i);
+            if self.queue.is_held(req.id) {
                 i += 1;
                 continue;
             }
             match self.choose(req) {
                 Some((row, pes, block)) => {
-                    let req = self.queue.remove(i).expect("index in range");
+                    let req = self.queue.remove(i);
                     self.insert(req, row, pes, block, false);
                 }
                 None if self.fifo => break,
@@ -685,22 +681,19 @@ impl Policy for Gang {
 
     fn observe(&mut self, _now: Time, event: Event) {
         match event {
-            Event::Submitted(req) => {
-                if let Some(why) = self.impossible(&req) {
-                    self.rejects.push((req.id, why));
-                    return;
+            Event::Submitted(req) => match self.impossible(&req) {
+                Some(why) => self.queue.refuse(req.id, why),
+                None => {
+                    self.queue.insert(req);
                 }
-                let key = (req.submit, req.id);
-                let at = self.queue.partition_point(|j| (j.submit, j.id) <= key);
-                self.queue.insert(at, req);
-            }
+            },
             Event::Ended(id) => {
                 if self.remove_member(id) {
                     self.active_gone |= self.compact();
+                    self.queue.release(id);
                 } else {
-                    self.queue.retain(|j| j.id != id);
+                    self.queue.end(id);
                 }
-                self.held_waiting.remove(&id);
             }
             Event::Timer(token) => match self.pending {
                 Some((t, TimerKind::QuantumEnd)) if t == token => {
@@ -749,9 +742,7 @@ impl Policy for Gang {
                     self.running.remove(id);
                     self.version += 1;
                 }
-                None => {
-                    self.held_waiting.insert(id);
-                }
+                None => self.queue.hold(id),
             },
             Event::Released(id) => {
                 self.version += 1;
@@ -761,18 +752,13 @@ impl Policy for Gang {
                     m.held = false;
                     self.held_members -= 1;
                 }
-                self.held_waiting.remove(&id);
+                self.queue.release(id);
             }
         }
     }
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
-        for (job, why) in self.rejects.drain(..) {
-            out.push(Decision::Reject {
-                job,
-                why: why.into(),
-            });
-        }
+        self.queue.reject_refused(out);
         let active_gone = std::mem::take(&mut self.active_gone);
         let quantum_over = std::mem::take(&mut self.quantum_over);
         // The active row emptied at this instant: its successor starts a fresh quantum
@@ -787,7 +773,7 @@ impl Policy for Gang {
     }
 
     fn queue(&self) -> Vec<JobId> {
-        self.queue.iter().map(|j| j.id).collect()
+        self.queue.ids()
     }
 
     fn matrix(&self) -> Option<MatrixView> {

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 
 use cosched_core::Dur;
 
-use crate::gang::opts::{Opts, dur_value};
+use crate::opts::{Opts, dur_value};
 use crate::{ConfigError, JobRequest, PolicyConfig};
 
 /// "One year" of Table 1: never, in practice.
@@ -113,7 +113,7 @@ impl T3dConfig {
     pub fn from_policy_config(cfg: &PolicyConfig) -> Result<T3dConfig, ConfigError> {
         let o = Opts::new("t3d", cfg);
         let mut c = T3dConfig::table_1(cfg.machine.total_pes());
-        if let Some(v) = o.table.get("classes") {
+        if let Some(v) = o.get("classes") {
             let toml::Value::Table(classes) = v else {
                 return Err(o.bad(
                     "classes",
@@ -153,7 +153,7 @@ impl T3dConfig {
                 }
             }
         }
-        if let Some(v) = o.table.get("queues") {
+        if let Some(v) = o.get("queues") {
             let toml::Value::Table(queues) = v else {
                 return Err(o.bad("queues", "expected a table of queue number = \"class\""));
             };
@@ -181,6 +181,7 @@ impl T3dConfig {
         c.job_limit = o.uint("job_limit", c.job_limit)?;
         c.system_limit = o.uint("system_limit", c.system_limit)?;
         c.swap_per_pe = o.dur("swap_per_pe", c.swap_per_pe)?;
+        o.finish()?;
         Ok(c)
     }
 }

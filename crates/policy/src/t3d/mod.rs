@@ -22,12 +22,13 @@
 
 pub mod config;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use cosched_core::{Dur, JobId, PeSet, Time};
 
 pub use config::{ClassParams, T3dConfig};
 
+use crate::queue::{Queued, WaitQueue, never_fits};
 use crate::{ConfigError, Decision, Event, JobRequest, Policy, PolicyConfig};
 
 /// One uninterrupted run of a job.
@@ -73,6 +74,15 @@ struct Waiting {
     /// Since when it waits for processors (submission, or its last preemption).
     since: Time,
     on_disk: bool,
+    /// The PEs it had when preempted, where it must start again when preempted jobs cannot
+    /// move ([`PolicyConfig::migration`] is false).
+    home: Option<PeSet>,
+}
+
+impl Queued for Waiting {
+    fn req(&self) -> &JobRequest {
+        &self.req
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -99,8 +109,11 @@ pub struct T3d {
     cfg: T3dConfig,
     pe: Vec<PeState>,
     loaded: BTreeMap<JobId, Loaded>,
-    waiting: Vec<Waiting>,
-    held: HashSet<JobId>,
+    /// Waiting jobs (new and preempted) with their holds; the order that counts is
+    /// [`T3d::ordered`]'s.
+    waiting: WaitQueue<Waiting>,
+    /// Whether a preempted job may come back on other PEs.
+    migration: bool,
     earmarks: Vec<Earmark>,
     /// PEs of nodes that are down: never given to a job.
     down: Vec<bool>,
@@ -112,14 +125,13 @@ pub struct T3d {
     next_token: u64,
     quanta: Vec<Quantum>,
     preemptions: Vec<Preemption>,
-    /// Jobs that can never run, seen at this instant, with the reason.
-    rejects: Vec<(JobId, String)>,
 }
 
 impl T3d {
     pub fn new(cfg: &PolicyConfig) -> Result<T3d, ConfigError> {
         let mut t = T3d::with_config(cfg.machine.total_pes(), T3dConfig::from_policy_config(cfg)?);
         t.pes_per_node = cfg.machine.pes_per_node().max(1);
+        t.migration = cfg.migration;
         Ok(t)
     }
 
@@ -128,8 +140,8 @@ impl T3d {
             cfg,
             pe: vec![PeState::Free; pes as usize],
             loaded: BTreeMap::new(),
-            waiting: Vec::new(),
-            held: HashSet::new(),
+            waiting: WaitQueue::default(),
+            migration: true,
             earmarks: Vec::new(),
             down: vec![false; pes as usize],
             pes_per_node: 1,
@@ -138,7 +150,6 @@ impl T3d {
             tokens: BTreeMap::new(),
             next_token: 0,
             quanta: Vec::new(),
-            rejects: Vec::new(),
             preemptions: Vec::new(),
         }
     }
@@ -245,6 +256,11 @@ impl T3d {
     /// Loads waiting job `idx` on `pes`: it starts now, or after swapping in from disk.
     fn load(&mut self, idx: usize, pes: Vec<u32>, now: Time, out: &mut Vec<Decision>) {
         let w = self.waiting.remove(idx);
+        debug_assert!(
+            w.home
+                .as_ref()
+                .is_none_or(|h| h.iter().map(|p| p.0).eq(pes.iter().copied()))
+        );
         self.earmarks.retain(|e| e.job != w.req.id);
         let set = PeSet::from_pes(pes.iter().copied());
         for &p in &pes {
@@ -321,11 +337,13 @@ impl T3d {
         });
         self.disk_procs += l.req.procs as u64;
         out.push(Decision::Preempt { job: victim });
-        self.waiting.push(Waiting {
+        let home = (!self.migration).then_some(l.pes);
+        self.waiting.insert(Waiting {
             req: l.req,
             class: l.class,
             since: now,
             on_disk: true,
+            home,
         });
     }
 
@@ -366,8 +384,32 @@ impl T3d {
         v
     }
 
+    /// Free PEs `w` may load on now, if enough: the lowest-numbered ones, or its own PEs when
+    /// it must come back where it was.
+    fn free_fit(&self, w: &Waiting) -> Option<Vec<u32>> {
+        match &w.home {
+            None => {
+                let need = w.req.procs as usize;
+                let free = self.free_unmarked();
+                (free.len() >= need).then(|| free[..need].to_vec())
+            }
+            Some(home) => {
+                let marked = self.earmarked();
+                home.iter()
+                    .all(|p| {
+                        let i = p.0 as usize;
+                        self.pe[i] == PeState::Free && !marked[i] && !self.down[i]
+                    })
+                    .then(|| home.iter().map(|p| p.0).collect())
+            }
+        }
+    }
+
     /// PEs for `w`: free ones first, then the fewest cheapest victims. `None` if not enough.
     fn assignment(&self, w: &Waiting, now: Time, first_pass: bool) -> Option<Assignment> {
+        if let Some(home) = &w.home {
+            return self.home_assignment(w, home, now, first_pass);
+        }
         let need = w.req.procs as usize;
         let free = self.free_unmarked();
         if free.len() >= need {
@@ -402,6 +444,38 @@ impl T3d {
         Some((pes, chosen.into_iter().map(|(_, id, d)| (id, d)).collect()))
     }
 
+    /// The assignment of a job that must come back on `home`, its PEs before its preemption:
+    /// every job on them must be a victim `w` may take PEs from.
+    fn home_assignment(
+        &self,
+        w: &Waiting,
+        home: &PeSet,
+        now: Time,
+        first_pass: bool,
+    ) -> Option<Assignment> {
+        let marked = self.earmarked();
+        let victims = self.victims(w, now, first_pass);
+        let mut chosen: Vec<(JobId, Time)> = Vec::new();
+        for p in home.iter() {
+            let i = p.0 as usize;
+            if self.down[i] || marked[i] {
+                return None;
+            }
+            match self.pe[i] {
+                PeState::Free => {}
+                // Still swapping some job out: not yet.
+                PeState::Out(_) => return None,
+                PeState::Job(j) => {
+                    if !chosen.iter().any(|c| c.0 == j) {
+                        let &(_, _, dnd_end) = victims.iter().find(|v| v.1 == j)?;
+                        chosen.push((j, dnd_end));
+                    }
+                }
+            }
+        }
+        Some((home.iter().map(|p| p.0).collect(), chosen))
+    }
+
     /// Preempts the loaded jobs on an earmark whose do-not-disturb time is up, and loads the
     /// earmarked job when all its PEs are free.
     fn serve_earmarks(&mut self, now: Time, out: &mut Vec<Decision>) {
@@ -412,7 +486,7 @@ impl T3d {
                 self.earmarks.remove(i);
                 continue;
             };
-            let (job, class) = (self.waiting[widx].req.id, self.waiting[widx].class);
+            let (job, class) = (self.waiting.get(widx).req.id, self.waiting.get(widx).class);
             let occupants: BTreeSet<JobId> = e
                 .pes
                 .iter()
@@ -464,7 +538,7 @@ impl T3d {
             .waiting
             .iter()
             .filter(|w| {
-                !self.held.contains(&w.req.id) && !self.earmarks.iter().any(|e| e.job == w.req.id)
+                !self.waiting.is_held(w.req.id) && !self.earmarks.iter().any(|e| e.job == w.req.id)
             })
             .filter(|w| filter(w))
             .collect();
@@ -507,16 +581,15 @@ impl T3d {
         // First pass: jobs past their maximum wait.
         let overdue = self.ordered(|w| now - w.since >= self.class(w.class).wait);
         for id in overdue {
-            let w = self.waiting[self.widx(id)].clone();
+            let w = self.waiting.get(self.widx(id)).clone();
             if w.req.procs > self.cfg.job_limit {
                 continue;
             }
-            let free = self.free_unmarked();
-            if free.len() >= w.req.procs as usize {
+            if let Some(pes) = self.free_fit(&w) {
                 // Another compatible set is free: no need for the reservation.
                 self.earmarks.retain(|e| !(e.reservation && e.job == id));
                 let idx = self.widx(id);
-                self.load(idx, free[..w.req.procs as usize].to_vec(), now, out);
+                self.load(idx, pes, now, out);
                 continue;
             }
             let current = self.earmarks.iter().find(|e| e.reservation).map(|e| e.job);
@@ -544,7 +617,7 @@ impl T3d {
         // Second pass: everything else that fits the limits.
         for id in self.ordered(|_| true) {
             let idx = self.widx(id);
-            let w = self.waiting[idx].clone();
+            let w = self.waiting.get(idx).clone();
             if !self.within_limits(&w) {
                 continue;
             }
@@ -594,14 +667,13 @@ impl T3d {
                     preempted: false,
                 });
             }
-        } else if let Some(i) = self.waiting.iter().position(|w| w.req.id == id) {
-            let w = self.waiting.remove(i);
-            if w.on_disk {
-                self.disk_procs -= w.req.procs as u64;
-            }
+        }
+        if let Some(w) = self.waiting.end(id)
+            && w.on_disk
+        {
+            self.disk_procs -= w.req.procs as u64;
         }
         self.earmarks.retain(|e| e.job != id);
-        self.held.remove(&id);
     }
 }
 
@@ -614,14 +686,8 @@ impl Policy for T3d {
         let node_up = matches!(event, Event::NodeUp(_));
         match event {
             Event::Submitted(req) => {
-                let why = if req.procs == 0 {
-                    Some("asks for no PE".to_string())
-                } else if req.procs as usize > self.pe.len() {
-                    Some(format!(
-                        "needs {} PEs; the machine has {}",
-                        req.procs,
-                        self.pe.len()
-                    ))
+                let why = if let Some(why) = never_fits(&req, self.pe.len() as u32) {
+                    Some(why)
                 } else if req.procs > self.cfg.job_limit {
                     Some(format!(
                         "needs {} PEs, more than the largest job allowed (job_limit = {})",
@@ -631,15 +697,16 @@ impl Policy for T3d {
                     None
                 };
                 if let Some(why) = why {
-                    self.rejects.push((req.id, why));
+                    self.waiting.refuse(req.id, why);
                     return;
                 }
                 let class = self.cfg.class_of(&req);
-                self.waiting.push(Waiting {
+                self.waiting.insert(Waiting {
                     since: req.submit.max(Time::ZERO).min(now),
                     req,
                     class,
                     on_disk: false,
+                    home: None,
                 });
             }
             Event::Ended(id) => self.forget(id, now),
@@ -677,22 +744,13 @@ impl Policy for T3d {
                 self.earmarks
                     .retain(|e| e.pes.iter().all(|&p| !self.down[p as usize]));
             }
-            Event::Held(id) => {
-                self.held.insert(id);
-            }
-            Event::Released(id) => {
-                self.held.remove(&id);
-            }
+            Event::Held(id) => self.waiting.hold(id),
+            Event::Released(id) => self.waiting.release(id),
         }
     }
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
-        for (job, why) in self.rejects.drain(..) {
-            out.push(Decision::Reject {
-                job,
-                why: why.into(),
-            });
-        }
+        self.waiting.reject_refused(out);
         self.schedule(now, out);
     }
 

@@ -1,0 +1,379 @@
+//! The plumbing every queue-based policy shares, written once so that each policy file keeps
+//! only its rule.
+//!
+//! - [`WaitQueue`]: waiting jobs in (submit, id) order, the holds on them, and the
+//!   submissions refused because they can never run (rejected at the next decision).
+//! - [`SpaceShare`]: for the space-sharing policies (fcfs, easy, conservative, prime) the
+//!   queue plus the free PEs ([`PePool`]) and the running jobs ([`RunningSet`]), with the
+//!   handling of every event those policies treat alike: submissions, ends, the `Running`
+//!   hello of a restarted machine manager, nodes going down and up, holds and releases.
+//!   [`SpaceShare::observe`] says what an event did ([`Seen`]), so a policy reacts only where
+//!   its rule cares.
+//!
+//! "Never" (a [`Decision::Reject`]) means never on the whole machine as configured: a job
+//! larger than the machine, or asking for no PE. A job larger than what is *usable* now
+//! (nodes down) only waits, since the nodes may come back; the driver reports it unfinished
+//! if they never do.
+
+use std::collections::HashSet;
+
+use cosched_core::{JobId, PeSet, Time};
+
+use crate::profile::{Run, RunningSet};
+use crate::{Decision, Event, JobRequest, PePool, PolicyConfig};
+
+/// An entry of a [`WaitQueue`]: the request plus whatever a policy keeps per waiting job.
+/// [`SpaceShare`] also makes entries from submissions, with `From<JobRequest>`.
+pub trait Queued {
+    fn req(&self) -> &JobRequest;
+}
+
+impl Queued for JobRequest {
+    fn req(&self) -> &JobRequest {
+        self
+    }
+}
+
+/// Why a job can never run on a machine of `total_pes` PEs, if it cannot.
+pub fn never_fits(req: &JobRequest, total_pes: u32) -> Option<String> {
+    if req.procs == 0 {
+        Some("asks for no PE".to_string())
+    } else if req.procs > total_pes {
+        Some(format!(
+            "needs {} PEs; the machine has {total_pes}",
+            req.procs
+        ))
+    } else {
+        None
+    }
+}
+
+/// Waiting jobs by (submit, id), their holds, and refused submissions.
+#[derive(Clone, Debug)]
+pub struct WaitQueue<T = JobRequest> {
+    jobs: Vec<T>,
+    /// Held jobs. A hold may come before the submission and outlives a start (the driver keeps
+    /// a held running job stopped); it goes with the job's end.
+    held: HashSet<JobId>,
+    /// Submissions that can never run, with the reason, for the next decision.
+    refused: Vec<(JobId, String)>,
+}
+
+impl<T> Default for WaitQueue<T> {
+    fn default() -> Self {
+        WaitQueue {
+            jobs: Vec::new(),
+            held: HashSet::new(),
+            refused: Vec::new(),
+        }
+    }
+}
+
+impl<T: Queued> WaitQueue<T> {
+    /// Adds a job in (submit, id) order, even if a driver delivers out of order; returns its
+    /// position.
+    pub fn insert(&mut self, job: T) -> usize {
+        let key = (job.req().submit, job.req().id);
+        let at = self
+            .jobs
+            .partition_point(|j| (j.req().submit, j.req().id) <= key);
+        self.jobs.insert(at, job);
+        at
+    }
+
+    /// Refuses a submission: it is rejected with `why` by [`WaitQueue::reject_refused`].
+    pub fn refuse(&mut self, job: JobId, why: String) {
+        self.refused.push((job, why));
+    }
+
+    /// Pushes a [`Decision::Reject`] for every refused submission.
+    pub fn reject_refused(&mut self, out: &mut Vec<Decision>) {
+        for (job, why) in self.refused.drain(..) {
+            out.push(Decision::Reject {
+                job,
+                why: why.into(),
+            });
+        }
+    }
+
+    /// A job ended: it leaves the queue if it waited there (returned), and its hold goes.
+    pub fn end(&mut self, id: JobId) -> Option<T> {
+        self.held.remove(&id);
+        let at = self.jobs.iter().position(|j| j.req().id == id)?;
+        Some(self.jobs.remove(at))
+    }
+
+    pub fn hold(&mut self, id: JobId) {
+        self.held.insert(id);
+    }
+    pub fn release(&mut self, id: JobId) {
+        self.held.remove(&id);
+    }
+    pub fn is_held(&self, id: JobId) -> bool {
+        !self.held.is_empty() && self.held.contains(&id)
+    }
+
+    /// The position of the first job not held: the queue head as every policy sees it.
+    pub fn head(&self) -> Option<usize> {
+        if self.held.is_empty() {
+            return if self.jobs.is_empty() { None } else { Some(0) };
+        }
+        self.jobs
+            .iter()
+            .position(|j| !self.held.contains(&j.req().id))
+    }
+
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+    pub fn get(&self, k: usize) -> &T {
+        &self.jobs[k]
+    }
+    pub fn get_mut(&mut self, k: usize) -> &mut T {
+        &mut self.jobs[k]
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.jobs.iter()
+    }
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.jobs.iter_mut()
+    }
+    /// Takes the job at position `k` out of the queue (it started, or moved elsewhere).
+    pub fn remove(&mut self, k: usize) -> T {
+        self.jobs.remove(k)
+    }
+    /// Takes out the jobs at these positions (increasing), in one pass.
+    pub fn remove_all(&mut self, positions: &[usize]) {
+        if positions.is_empty() {
+            return;
+        }
+        let mut next = positions.iter().peekable();
+        let mut k = 0;
+        self.jobs.retain(|_| {
+            let drop = next.peek() == Some(&&k);
+            if drop {
+                next.next();
+            }
+            k += 1;
+            !drop
+        });
+    }
+    /// Waiting jobs' ids in queue order ([`crate::Policy::queue`]).
+    pub fn ids(&self) -> Vec<JobId> {
+        self.jobs.iter().map(|j| j.req().id).collect()
+    }
+}
+
+/// What an event did to a [`SpaceShare`], for the policy's own reaction.
+#[derive(Debug)]
+pub enum Seen<T> {
+    /// A submission joined the queue at this position.
+    Queued(usize),
+    /// A submission that can never run: it is rejected at the next decision.
+    Refused,
+    /// A running job ended; its PEs are back in the pool.
+    Finished(Run),
+    /// A waiting job left the queue.
+    Withdrawn(T),
+    /// An end of a job neither waiting nor running (already gone, or refused).
+    Gone,
+    Timer(u64),
+    /// A hello, a node down or up, a hold or a release: already taken into account.
+    Other,
+}
+
+/// The state of a space-sharing policy apart from its rule: free PEs, running jobs and the
+/// waiting queue.
+#[derive(Clone, Debug)]
+pub struct SpaceShare<T = JobRequest> {
+    pub pool: PePool,
+    pub queue: WaitQueue<T>,
+    pub running: RunningSet,
+}
+
+impl<T: Queued + From<JobRequest>> SpaceShare<T> {
+    pub fn new(cfg: &PolicyConfig) -> SpaceShare<T> {
+        SpaceShare {
+            pool: PePool::new(cfg.machine),
+            queue: WaitQueue::default(),
+            running: RunningSet::default(),
+        }
+    }
+
+    /// Takes in one event.
+    pub fn observe(&mut self, event: Event) -> Seen<T> {
+        match event {
+            Event::Submitted(job) => {
+                if let Some(why) = never_fits(&job, self.pool.machine().total_pes()) {
+                    self.queue.refuse(job.id, why);
+                    return Seen::Refused;
+                }
+                Seen::Queued(self.queue.insert(T::from(job)))
+            }
+            Event::Ended(id) => {
+                if let Some(run) = self.running.remove(id) {
+                    self.queue.release(id);
+                    self.pool.release(&run.pes);
+                    Seen::Finished(run)
+                } else {
+                    self.queue.end(id).map_or(Seen::Gone, Seen::Withdrawn)
+                }
+            }
+            Event::Running { job, pes, since } => {
+                // A job the pool cannot give these PEs to (they overlap another's) is left
+                // out; the ledger of the driver refuses the inconsistency.
+                if self.pool.take(&pes) {
+                    let run = Run {
+                        pes,
+                        procs: job.procs,
+                        expected_end: since + job.estimate,
+                    };
+                    self.running.insert(job.id, run);
+                }
+                Seen::Other
+            }
+            Event::NodeDown(node) => {
+                self.pool.node_down(node);
+                Seen::Other
+            }
+            Event::NodeUp(node) => {
+                let running = &self.running;
+                self.pool.node_up(node, |pe| running.holds(pe));
+                Seen::Other
+            }
+            Event::Held(id) => {
+                self.queue.hold(id);
+                Seen::Other
+            }
+            Event::Released(id) => {
+                self.queue.release(id);
+                Seen::Other
+            }
+            Event::Timer(token) => Seen::Timer(token),
+        }
+    }
+
+    /// Starts the waiting job at position `k` now if enough PEs are free, leaving it in the
+    /// queue for the caller to take out (one by one, or all at once after a pass).
+    pub fn start(&mut self, now: Time, k: usize, out: &mut Vec<Decision>) -> bool {
+        let req = self.queue.get(k).req();
+        let (id, procs, estimate) = (req.id, req.procs, req.estimate);
+        let Some(pes) = self.pool.allocate(procs) else {
+            return false;
+        };
+        self.launch(now, id, procs, estimate, pes, out);
+        true
+    }
+
+    /// Records a job as running on `pes` (already taken from the pool) and says so.
+    pub fn launch(
+        &mut self,
+        now: Time,
+        id: JobId,
+        procs: u32,
+        estimate: cosched_core::Dur,
+        pes: PeSet,
+        out: &mut Vec<Decision>,
+    ) {
+        let run = Run {
+            pes: pes.clone(),
+            procs,
+            expected_end: now + estimate,
+        };
+        self.running.insert(id, run);
+        out.push(Decision::Start {
+            job: id,
+            pes,
+            slot: None,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_core::{Dur, MachineShape, NodeId};
+
+    fn req(id: u64, submit: i64, procs: u32) -> JobRequest {
+        JobRequest::new(
+            JobId(id),
+            Time::from_secs(submit),
+            procs,
+            Dur::from_secs(10),
+        )
+    }
+
+    #[test]
+    fn queue_keeps_submit_then_id_order_and_skips_held_heads() {
+        let mut q: WaitQueue = WaitQueue::default();
+        assert_eq!(q.insert(req(3, 5, 1)), 0);
+        assert_eq!(q.insert(req(2, 5, 1)), 0);
+        assert_eq!(q.insert(req(1, 9, 1)), 2);
+        assert_eq!(q.ids(), vec![JobId(2), JobId(3), JobId(1)]);
+        q.hold(JobId(2));
+        assert_eq!(q.head(), Some(1));
+        assert!(q.end(JobId(2)).is_some());
+        assert!(!q.is_held(JobId(2)), "an end drops the hold");
+        q.remove_all(&[0, 1]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn never_means_the_whole_machine_not_what_is_up() {
+        let mut s: SpaceShare = SpaceShare::new(&PolicyConfig::new(MachineShape::flat(4, 2)));
+        assert!(matches!(
+            s.observe(Event::Submitted(req(1, 0, 9))),
+            Seen::Refused
+        ));
+        assert!(matches!(
+            s.observe(Event::Submitted(req(2, 0, 0))),
+            Seen::Refused
+        ));
+        s.observe(Event::NodeDown(NodeId(0)));
+        // 8 PEs, 6 usable: a job of 8 waits for the node instead of being rejected.
+        assert!(matches!(
+            s.observe(Event::Submitted(req(3, 0, 8))),
+            Seen::Queued(0)
+        ));
+        let mut out = Vec::new();
+        s.queue.reject_refused(&mut out);
+        assert_eq!(
+            out,
+            vec![
+                Decision::Reject {
+                    job: JobId(1),
+                    why: "needs 9 PEs; the machine has 8".into()
+                },
+                Decision::Reject {
+                    job: JobId(2),
+                    why: "asks for no PE".into()
+                },
+            ]
+        );
+        assert!(!s.start(Time::ZERO, 0, &mut out));
+        s.observe(Event::NodeUp(NodeId(0)));
+        assert!(s.start(Time::ZERO, 0, &mut out));
+    }
+
+    #[test]
+    fn hello_takes_its_pes_and_node_up_keeps_them() {
+        let mut s: SpaceShare = SpaceShare::new(&PolicyConfig::new(MachineShape::flat(2, 2)));
+        s.observe(Event::Running {
+            job: req(7, 0, 2),
+            pes: PeSet::contiguous(0, 2),
+            since: Time::ZERO,
+        });
+        s.observe(Event::NodeDown(NodeId(0)));
+        s.observe(Event::NodeUp(NodeId(0)));
+        assert_eq!(s.pool.free_count(), 2, "node 0's PEs still belong to job 7");
+        assert!(matches!(
+            s.observe(Event::Ended(JobId(7))),
+            Seen::Finished(_)
+        ));
+        assert_eq!(s.pool.free_count(), 4);
+        assert!(matches!(s.observe(Event::Ended(JobId(7))), Seen::Gone));
+    }
+}
