@@ -78,28 +78,33 @@ pub enum Change {
     /// The job ended by this decision (a kill or a rejection): its processes, if any, go, and
     /// the policy is told [`cosched_policy::Event::Ended`].
     Ends { job: Ix },
-    /// Deliver a timer event `token` at `at` (never before the decision's time).
-    Timer { at: Time, token: u64 },
 }
 
-/// A call the ledger refused.
+/// A call the ledger refused. One pointer wide: with the two-word [`Change`] a decision's
+/// `Result` comes back in registers, which matters at tens of millions of decisions a run.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LedgerError {
-    /// Boxed: the error travels through the hot path of every decision as a small `Result`.
-    #[error(transparent)]
-    Violation(Box<Violation>),
+#[error(transparent)]
+pub struct LedgerError(Box<Refusal>);
+
+impl LedgerError {
+    pub fn refusal(&self) -> &Refusal {
+        &self.0
+    }
+}
+
+/// What the ledger refused, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// A decision broke the policy's contract.
+    #[error("policy {policy} broke its contract at t={time}s, job {job}: {what}")]
+    Violation {
+        policy: String,
+        job: JobId,
+        time: Time,
+        what: String,
+    },
     #[error("job {job} appears twice")]
     DuplicateJob { job: JobId },
-}
-
-/// A decision that broke the policy's contract.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("policy {policy} broke its contract at t={time}s, job {job}: {what}")]
-pub struct Violation {
-    pub policy: String,
-    pub job: JobId,
-    pub time: Time,
-    pub what: String,
 }
 
 /// One job in the ledger.
@@ -208,7 +213,7 @@ impl Ledger {
     pub fn add(&mut self, req: JobRequest) -> Result<Ix, LedgerError> {
         let at = self.entries.len();
         if !self.index.insert(req.id, at as u32, at) {
-            return Err(LedgerError::DuplicateJob { job: req.id });
+            return Err(LedgerError(Box::new(Refusal::DuplicateJob { job: req.id })));
         }
         let mut record = JobRecord::new(&JobSpec {
             id: req.id,
@@ -295,7 +300,7 @@ impl Ledger {
     #[cold]
     #[inline(never)]
     fn violation(&self, job: JobId, now: Time, what: impl Into<String>) -> LedgerError {
-        LedgerError::Violation(Box::new(Violation {
+        LedgerError(Box::new(Refusal::Violation {
             policy: self.policy.clone(),
             job,
             time: now,
@@ -517,10 +522,8 @@ impl Ledger {
                 self.end(i, now, Outcome::Rejected, None);
                 Ok(Change::Ends { job: i })
             }
-            Decision::SetTimer { at, token } => Ok(Change::Timer {
-                at: at.max(now),
-                token,
-            }),
+            // Timers are the driver's: it keeps its own clock and schedules them itself.
+            Decision::SetTimer { .. } => Ok(Change::None),
         }
     }
 

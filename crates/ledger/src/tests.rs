@@ -146,7 +146,7 @@ fn broken_promises_name_policy_job_and_time() {
     assert!(err.contains("unknown job"), "{err}");
     assert!(matches!(
         l.add(JobRequest::new(JobId(7), s(5), 1, Dur::from_secs(1))),
-        Err(LedgerError::DuplicateJob { .. })
+        Err(e) if matches!(e.refusal(), Refusal::DuplicateJob { .. })
     ));
     l.submit(0, s(5));
     let err = l.apply(s(5), start(7, 1, 2)).unwrap_err().to_string();
@@ -164,7 +164,10 @@ fn kill_and_reject_end_jobs_with_their_outcomes() {
     assert_eq!(l.record(0).outcome, Some(Outcome::Cancelled));
     let reject = Decision::Reject {
         job: JobId(2),
-        why: "too large".into(),
+        why: cosched_policy::Never::TooLarge {
+            procs: 8,
+            machine: 4,
+        },
     };
     assert_eq!(
         l.apply(s(4), reject.clone()).unwrap(),

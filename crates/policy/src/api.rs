@@ -126,12 +126,48 @@ pub enum Decision {
     Preempt { job: JobId },
     /// Kill a job; the driver answers with [`Event::Ended`].
     Kill { job: JobId },
-    /// The job can never run here (larger than the machine, outside every class, …): it ends
-    /// as [`cosched_core::Outcome::Rejected`] with the reason given, without running. The
-    /// driver answers with [`Event::Ended`]. "Not now" is simply not starting the job.
-    Reject { job: JobId, why: Box<str> },
+    /// The job can never run here (larger than the machine, more memory than a node has, …):
+    /// it ends as [`cosched_core::Outcome::Rejected`] with the reason given, without running.
+    /// The driver answers with [`Event::Ended`]. "Not now" is simply not starting the job.
+    Reject { job: JobId, why: Never },
     /// Deliver [`Event::Timer`]`(token)` at `at`.
     SetTimer { at: Time, token: u64 },
+}
+
+/// Why a job can never run on a machine, as a policy found it. A typed value, not text, so
+/// that drivers and tools can tell the reasons apart (and so a decision stays small: the
+/// millions of suspend and resume decisions of a time-sharing run are built in place only
+/// while no variant of [`Decision`] owns heap memory beyond a PE set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Never {
+    /// It asks for no PE.
+    NoPes,
+    /// It needs more PEs than the machine has.
+    TooLarge { procs: u32, machine: u32 },
+    /// It needs more memory on one node than a node has (KiB).
+    Memory { need_kib: u64, node_kib: u64 },
+    /// It is larger than the largest job the policy's configuration allows.
+    OverLimit { procs: u32, limit: u32 },
+}
+
+impl std::fmt::Display for Never {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Never::NoPes => write!(f, "asks for no PE"),
+            Never::TooLarge { procs, machine } => {
+                write!(f, "needs {procs} PEs; the machine has {machine}")
+            }
+            Never::Memory { need_kib, node_kib } => write!(
+                f,
+                "needs {need_kib} KiB of memory on a node; a node has {node_kib} KiB"
+            ),
+            Never::OverLimit { procs, limit } => write!(
+                f,
+                "needs {procs} PEs, more than the largest job allowed (job_limit = {limit})"
+            ),
+        }
+    }
 }
 
 /// A job-level scheduling policy: a pure state machine.

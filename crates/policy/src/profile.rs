@@ -6,9 +6,9 @@
 //! is expected to end *now* (whatever "now" is when the question is asked). Both policies use
 //! that rule, so an overrunning job never makes a reservation lie in the past.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
-use cosched_core::{Dur, JobId, PeSet, Time};
+use cosched_core::{Dur, IdMap, JobId, PeSet, Time};
 
 /// One running (or allocated and held) job.
 #[derive(Clone, Debug)]
@@ -22,7 +22,7 @@ pub struct Run {
 /// Running jobs by id and by expected end.
 #[derive(Clone, Debug, Default)]
 pub struct RunningSet {
-    by_id: HashMap<JobId, Run>,
+    by_id: IdMap<Run>,
     by_end: BTreeSet<(Time, JobId)>,
 }
 

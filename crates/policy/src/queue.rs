@@ -20,7 +20,7 @@ use std::collections::HashSet;
 use cosched_core::{JobId, PeSet, Time};
 
 use crate::profile::{Run, RunningSet};
-use crate::{Decision, Event, JobRequest, PePool, PolicyConfig};
+use crate::{Decision, Event, JobRequest, Never, PePool, PolicyConfig};
 
 /// An entry of a [`WaitQueue`]: the request plus whatever a policy keeps per waiting job.
 /// [`SpaceShare`] also makes entries from submissions, with `From<JobRequest>`.
@@ -35,14 +35,14 @@ impl Queued for JobRequest {
 }
 
 /// Why a job can never run on a machine of `total_pes` PEs, if it cannot.
-pub fn never_fits(req: &JobRequest, total_pes: u32) -> Option<String> {
+pub fn never_fits(req: &JobRequest, total_pes: u32) -> Option<Never> {
     if req.procs == 0 {
-        Some("asks for no PE".to_string())
+        Some(Never::NoPes)
     } else if req.procs > total_pes {
-        Some(format!(
-            "needs {} PEs; the machine has {total_pes}",
-            req.procs
-        ))
+        Some(Never::TooLarge {
+            procs: req.procs,
+            machine: total_pes,
+        })
     } else {
         None
     }
@@ -56,7 +56,7 @@ pub struct WaitQueue<T = JobRequest> {
     /// a held running job stopped); it goes with the job's end.
     held: HashSet<JobId>,
     /// Submissions that can never run, with the reason, for the next decision.
-    refused: Vec<(JobId, String)>,
+    refused: Vec<(JobId, Never)>,
 }
 
 impl<T> Default for WaitQueue<T> {
@@ -82,17 +82,14 @@ impl<T: Queued> WaitQueue<T> {
     }
 
     /// Refuses a submission: it is rejected with `why` by [`WaitQueue::reject_refused`].
-    pub fn refuse(&mut self, job: JobId, why: String) {
+    pub fn refuse(&mut self, job: JobId, why: Never) {
         self.refused.push((job, why));
     }
 
     /// Pushes a [`Decision::Reject`] for every refused submission.
     pub fn reject_refused(&mut self, out: &mut Vec<Decision>) {
         for (job, why) in self.refused.drain(..) {
-            out.push(Decision::Reject {
-                job,
-                why: why.into(),
-            });
+            out.push(Decision::Reject { job, why });
         }
     }
 
@@ -345,11 +342,14 @@ mod tests {
             vec![
                 Decision::Reject {
                     job: JobId(1),
-                    why: "needs 9 PEs; the machine has 8".into()
+                    why: Never::TooLarge {
+                        procs: 9,
+                        machine: 8
+                    }
                 },
                 Decision::Reject {
                     job: JobId(2),
-                    why: "asks for no PE".into()
+                    why: Never::NoPes
                 },
             ]
         );

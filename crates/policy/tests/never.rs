@@ -30,16 +30,19 @@ fn every_policy_rejects_what_can_never_run_and_goes_on() {
         p.observe(Time::ZERO, sub(2, 0));
         p.observe(Time::ZERO, sub(3, 8));
         p.decide(Time::ZERO, &mut out);
-        let rejected: Vec<(u64, &str)> = out
+        let rejected: Vec<(u64, String)> = out
             .iter()
             .filter_map(|d| match d {
-                Decision::Reject { job, why } => Some((job.0, &**why)),
+                Decision::Reject { job, why } => Some((job.0, why.to_string())),
                 _ => None,
             })
             .collect();
         assert_eq!(
             rejected,
-            vec![(1, "needs 9 PEs; the machine has 8"), (2, "asks for no PE")],
+            vec![
+                (1, "needs 9 PEs; the machine has 8".to_string()),
+                (2, "asks for no PE".to_string())
+            ],
             "{name}"
         );
         assert!(

@@ -348,7 +348,7 @@ fn memory_limit_keeps_jobs_out_of_full_nodes() {
     p.handle(Time::ZERO, Event::Submitted(huge), &mut out);
     match &out[..] {
         [Decision::Reject { job: JobId(3), why }] => {
-            assert!(why.contains("1048576 KiB"), "{why}")
+            assert!(why.to_string().contains("1048576 KiB"), "{why}")
         }
         other => panic!("expected a rejection, got {other:?}"),
     }

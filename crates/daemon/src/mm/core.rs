@@ -525,20 +525,26 @@ impl Core {
 impl Core {
     /// Applies one decision: the ledger says what it means, the core does its side.
     fn apply(&mut self, now: Time, d: Decision) {
+        if let Decision::SetTimer { at, token } = d {
+            // Timers are the driver's, not the lifecycle's.
+            self.seq += 1;
+            self.timers.push(Reverse((at.max(now), self.seq, token)));
+            return;
+        }
         let why = match &d {
             Decision::Kill { .. } => Some("killed by the policy".to_string()),
             Decision::Reject { why, .. } => Some(format!("it can never run here: {why}")),
             _ => None,
         };
         match self.ledger.apply(now, d) {
-            Ok(change) => self.carry_out(now, change, why),
+            Ok(change) => self.carry_out(change, why),
             // A broken promise is refused and logged; the machine keeps running.
             Err(e) => self.log(format!("mm: decision refused: {e}")),
         }
     }
 
     /// The machine manager's side of a ledger change.
-    pub(super) fn carry_out(&mut self, now: Time, change: Change, why: Option<String>) {
+    pub(super) fn carry_out(&mut self, change: Change, why: Option<String>) {
         match change {
             Change::None => {}
             Change::Runs { job, launch: true } => {
@@ -557,10 +563,6 @@ impl Core {
                 self.after_end(job, why);
                 let id = self.ledger.entry(job).req.id;
                 self.instant.caused.push(Event::Ended(id));
-            }
-            Change::Timer { at, token } => {
-                self.seq += 1;
-                self.timers.push(Reverse((at.max(now), self.seq, token)));
             }
         }
     }
@@ -799,7 +801,7 @@ impl Core {
         } else {
             self.ledger.release(i, now)
         };
-        self.carry_out(now, change, None);
+        self.carry_out(change, None);
         self.mark(i);
         self.instant.rest.push(if hold {
             Event::Held(id)

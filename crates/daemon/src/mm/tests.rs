@@ -1,7 +1,7 @@
 //! Unit tests of the core, with a virtual clock and the test as the nodes.
 
 use cosched_core::{Dur, JobId, NodeId, PeSet, Time};
-use cosched_policy::{Decision, Event, Policy, PolicyOptions};
+use cosched_policy::{Decision, Event, Never, Policy, PolicyOptions};
 
 use super::core::{Core, CoreConfig, Effect, Input, Recovered};
 use crate::proto::*;
@@ -247,7 +247,7 @@ fn a_rejection_ends_the_job_with_the_reason_shown() {
         t(1),
         vec![Decision::Reject {
             job: JobId(1),
-            why: "larger than any class allows".into(),
+            why: Never::OverLimit { procs: 2, limit: 1 },
         }],
     )]);
     let mut c = core(p, 1, 2);

@@ -32,7 +32,9 @@ use cosched_core::{Dur, JobId, MachineShape, PeSet, Time};
 
 use crate::opts::Opts;
 use crate::queue::{WaitQueue, never_fits};
-use crate::{ConfigError, Decision, Event, JobRequest, MatrixView, Policy, PolicyConfig, SlotView};
+use crate::{
+    ConfigError, Decision, Event, JobRequest, MatrixView, Never, Policy, PolicyConfig, SlotView,
+};
 pub(crate) use bits::SortedIds;
 pub(crate) use cosched_core::{IdHasher, PeBits as Bits};
 
@@ -275,7 +277,7 @@ impl Gang {
     /// A job that can never run here: more PEs than the machine, or more memory per node
     /// than a node has.
     /// Why `req` can never run on this machine, if it cannot.
-    fn impossible(&self, req: &JobRequest) -> Option<String> {
+    fn impossible(&self, req: &JobRequest) -> Option<Never> {
         if let Some(why) = never_fits(req, self.pes) {
             return Some(why);
         }
@@ -283,11 +285,9 @@ impl Gang {
             (Some(limit), Some(kib)) => {
                 let per_node = self.machine.pes_per_node().min(req.procs) as u64;
                 // Packing fills nodes, so some node gets min(procs, pes_per_node) of its PEs.
-                (kib.saturating_mul(per_node) > limit).then(|| {
-                    format!(
-                        "needs {} KiB of memory on a node ({per_node} PEs × {kib} KiB); a node has {limit} KiB",
-                        kib.saturating_mul(per_node)
-                    )
+                (kib.saturating_mul(per_node) > limit).then(|| Never::Memory {
+                    need_kib: kib.saturating_mul(per_node),
+                    node_kib: limit,
                 })
             }
             _ => None,

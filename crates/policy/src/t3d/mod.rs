@@ -29,7 +29,7 @@ use cosched_core::{Dur, JobId, PeSet, Time};
 pub use config::{ClassParams, T3dConfig};
 
 use crate::queue::{Queued, WaitQueue, never_fits};
-use crate::{ConfigError, Decision, Event, JobRequest, Policy, PolicyConfig};
+use crate::{ConfigError, Decision, Event, JobRequest, Never, Policy, PolicyConfig};
 
 /// One uninterrupted run of a job.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -689,10 +689,10 @@ impl Policy for T3d {
                 let why = if let Some(why) = never_fits(&req, self.pe.len() as u32) {
                     Some(why)
                 } else if req.procs > self.cfg.job_limit {
-                    Some(format!(
-                        "needs {} PEs, more than the largest job allowed (job_limit = {})",
-                        req.procs, self.cfg.job_limit
-                    ))
+                    Some(Never::OverLimit {
+                        procs: req.procs,
+                        limit: self.cfg.job_limit,
+                    })
                 } else {
                     None
                 };
