@@ -738,8 +738,11 @@ impl Policy for Gang {
                         m.held = true;
                         self.held_members += 1;
                     }
-                    // The driver has stopped it.
-                    self.running.remove(id);
+                    // The driver stopped its processes, but the ledger still has it running
+                    // (a hold is an overlay): it stays in `running` until this policy
+                    // suspends it, which the next reconcile does since the target leaves
+                    // held jobs out. Dropping it here would later Resume a job the ledger
+                    // never saw stopped, and let another job onto PEs the ledger deems busy.
                     self.version += 1;
                 }
                 None => self.queue.hold(id),
