@@ -484,7 +484,7 @@ fn a_held_running_job_is_suspended_by_gang_and_resumed_after_release() {
                 break;
             };
             timers.remove(0);
-            t = at.as_secs() as i64;
+            t = at.as_secs();
             out.clear();
             p.handle(at, Event::Timer(token), &mut out);
             timers.extend(life.apply(t, &out));
@@ -505,7 +505,7 @@ fn a_held_running_job_is_suspended_by_gang_and_resumed_after_release() {
         while !back && t < until {
             timers.sort();
             let (at, token) = timers.remove(0);
-            t = at.as_secs() as i64;
+            t = at.as_secs();
             out.clear();
             p.handle(at, Event::Timer(token), &mut out);
             timers.extend(life.apply(t, &out));
