@@ -18,6 +18,9 @@
 //!   jobs of all rows (they are all resident).
 //! - No quantum timer runs while nothing would change at a switch (one row, or every job
 //!   already running through alternate scheduling).
+//! - A held member keeps its place in the matrix but sits out: gang suspends it if it was
+//!   running (the ledger keeps a held job running until told otherwise), lets alternate
+//!   scheduling use its PEs, counts it as nothing to switch for, and resumes it once released.
 //!
 //! Relaxed alternate scheduling (seed 000 Fig. 2.3: single processes of a gang filling holes)
 //! is a process-level idea that the job-level decisions cannot express, since a job runs on
