@@ -73,18 +73,13 @@ fn policy(name: &str) -> (Box<dyn Policy>, Log) {
         ..PolicyOptions::default()
     };
     if name == "t3d" {
-        // T3D does not honour `migration = false` yet (its work is under way in the policy
-        // crate): a preempted job comes back on other PEs, which both drivers refuse. Until
-        // then its production class, which every job here is in, is not preemptible. Jobs
-        // over 24 PEs are refused, so rejections are compared too.
+        // Jobs over 24 PEs are refused, so rejections are compared too. Production jobs
+        // (every job here) are preemptible, so T3D preempts, and with migration off each
+        // preempted job restarts on its own PEs.
         let dir = std::env::temp_dir().join(format!("cosched-sim-vs-mm-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("t3d.toml");
-        std::fs::write(
-            &file,
-            "[policy]\njob_limit = 24\n[policy.classes.production]\npreemptible = false\n",
-        )
-        .unwrap();
+        std::fs::write(&file, "[policy]\njob_limit = 24\n").unwrap();
         opts.file = Some(file);
     }
     let inner = build_policy(name, NODES, PES, &opts).unwrap();
@@ -101,7 +96,7 @@ fn s(secs: f64) -> Time {
 }
 
 /// The workload and what users and the machine do to it, in the simulator's terms.
-fn workload(running_holds: bool) -> (Vec<SimJob>, Vec<(Time, Operation)>, Time, Time) {
+fn workload() -> (Vec<SimJob>, Vec<(Time, Operation)>, Time, Time) {
     let trace = generate(&GenOptions {
         jobs: 240,
         procs: NODES * PES,
@@ -153,7 +148,7 @@ fn workload(running_holds: bool) -> (Vec<SimJob>, Vec<(Time, Operation)>, Time, 
                 ops.push((s(at + 1800.5), Operation::Release(id)));
             }
             // Held a little after its submission (often running by then), released later.
-            19 if running_holds => {
+            19 => {
                 ops.push((s(at + 10.5), Operation::Hold(id)));
                 ops.push((s(at + 1800.5), Operation::Release(id)));
             }
@@ -350,13 +345,35 @@ fn run_mm(
     (records, log)
 }
 
+/// Whether the policy had `job` running just before `at`, by the decisions logged before.
+fn runs_at(log: &[(Time, Vec<Decision>)], job: JobId, at: Time) -> bool {
+    let mut running = false;
+    for d in log
+        .iter()
+        .take_while(|(t, _)| *t < at)
+        .flat_map(|(_, ds)| ds)
+    {
+        match d {
+            Decision::Start { job: j, .. } | Decision::Resume { job: j } if *j == job => {
+                running = true
+            }
+            Decision::Suspend { job: j }
+            | Decision::Preempt { job: j }
+            | Decision::Kill { job: j }
+                if *j == job =>
+            {
+                running = false
+            }
+            _ => {}
+        }
+    }
+    running
+}
+
 #[test]
 fn the_simulator_and_the_machine_manager_decide_and_record_alike() {
     for name in ["fcfs", "easy", "conservative", "prime", "gang", "t3d"] {
-        // Gang takes a held running job for stopped and resumes it in a later switch, while
-        // the ledger keeps it running under the hold (and the simulator refuses that too):
-        // until gang follows the ledger's hold, it gets holds of waiting jobs only.
-        let (jobs, ops, down, up) = workload(name != "gang");
+        let (jobs, ops, down, up) = workload();
         assert!(jobs.len() >= 200);
         let (mut sim_policy, sim_log) = policy(name);
         let sim = simulate(
@@ -413,6 +430,33 @@ fn the_simulator_and_the_machine_manager_decide_and_record_alike() {
                 count(Outcome::Rejected) >= 1,
                 "t3d: nothing over its job limit"
             );
+            let preempts = mm_log
+                .iter()
+                .flat_map(|(_, ds)| ds)
+                .filter(|d| matches!(d, Decision::Preempt { .. }))
+                .count();
+            eprintln!("t3d: {preempts} preemptions");
+            assert!(preempts >= 1, "t3d: no job was preempted");
+            // Without migration a preempted job's stopped processes die with their node
+            // (the simulator used to keep such jobs and continue them later).
+            let lost_preempted = mm
+                .iter()
+                .filter(|r| r.outcome == Some(Outcome::NodeFailed) && r.preemptions > 0)
+                .count();
+            assert!(
+                lost_preempted >= 1,
+                "t3d: no preempted job lost with its node"
+            );
+        }
+        // Holds of running jobs: the ledger keeps them running under the hold, and the
+        // time-sharing policies must stop (or keep) them without breaking its checks.
+        let running_holds = ops
+            .iter()
+            .filter(|(t, op)| matches!(op, Operation::Hold(j) if runs_at(&mm_log, *j, *t)))
+            .count();
+        eprintln!("{name}: {running_holds} holds of running jobs");
+        if name == "gang" || name == "t3d" {
+            assert!(running_holds >= 1, "{name}: no running job was held");
         }
         assert_eq!(sim.unfinished, 0, "{name}");
         for (a, b) in sim.records.iter().zip(&mm) {

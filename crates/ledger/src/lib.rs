@@ -654,13 +654,26 @@ impl Ledger {
     }
 
     /// Marks a node down: nothing may be given PEs there until it is up again. Returns the
-    /// live jobs that hold PEs on it (the driver ends or requeues them).
+    /// live jobs that hold PEs on it, and, where jobs cannot migrate, the preempted jobs whose
+    /// stopped processes sit there (the driver ends or requeues them all).
     pub fn node_down(&mut self, node: NodeId) -> Vec<Ix> {
         let r = self.machine.pes_of(node);
         self.down.set_range(r.start, r.end);
         let on = PeSet::contiguous(r.start, r.end - r.start);
+        // Without migration a preempted job's processes stay stopped on its old PEs (it may
+        // only restart there), so they die with the node, as the machine manager sees from
+        // their placement; continuing them later would run processes that no longer exist.
+        // With migration the job is not tied to its old PEs and is left alone.
+        let lost_preempted = |e: &Entry| {
+            !self.migration
+                && e.launched
+                && e.preempted_on.as_ref().is_some_and(|p| p.intersects(&on))
+        };
         (0..self.entries.len())
-            .filter(|&i| self.entries[i].is_live() && self.entries[i].pes.intersects(&on))
+            .filter(|&i| {
+                let e = &self.entries[i];
+                e.is_live() && (e.pes.intersects(&on) || lost_preempted(e))
+            })
             .collect()
     }
 

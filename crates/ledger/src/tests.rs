@@ -199,6 +199,29 @@ fn nothing_is_given_pes_on_a_down_node() {
     assert!(l.apply(s(3), start(2, 0, 2)).is_ok());
 }
 
+/// Without migration a preempted job's stopped processes stay on its old PEs: a failure of
+/// their node loses the job, though it holds no PEs. With migration it is not tied to them.
+#[test]
+fn a_node_failure_loses_the_jobs_preempted_there_without_migration() {
+    for migration in [false, true] {
+        // Two nodes of two PEs: job 1 on node 0, job 2 on node 1.
+        let mut l = Ledger::new("t", MachineShape::flat(2, 2), migration);
+        for id in 1..=2 {
+            let i = l
+                .add(JobRequest::new(JobId(id), Time::ZERO, 2, Dur::from_secs(9)))
+                .unwrap();
+            l.submit(i, Time::ZERO);
+        }
+        l.apply(s(0), start(1, 0, 2)).unwrap();
+        l.apply(s(0), start(2, 2, 2)).unwrap();
+        l.apply(s(1), Decision::Preempt { job: JobId(1) }).unwrap();
+        l.apply(s(1), Decision::Preempt { job: JobId(2) }).unwrap();
+        let lost = l.node_down(NodeId(0));
+        let want: Vec<Ix> = if migration { vec![] } else { vec![0] };
+        assert_eq!(lost, want, "migration = {migration}");
+    }
+}
+
 #[test]
 fn requeue_starts_over() {
     let mut l = ledger(2, &[(1, 2)], false);

@@ -371,3 +371,170 @@ fn bad_options_are_refused_with_reasons() {
     assert!(registry::build("gang", &c).is_err());
     let _ = PeSet::new();
 }
+
+/// The job lifecycle as the ledger (crates/ledger) checks it, reduced to what gang's holds
+/// touch: a hold is an overlay on the phase, so a held running job stays `Running` (and keeps
+/// its PEs busy) until the policy suspends it. Kept here because the ledger depends on this
+/// crate.
+#[derive(Default)]
+struct Lifecycle {
+    /// Per job: (phase, PEs, held).
+    jobs: std::collections::BTreeMap<JobId, (&'static str, PeSet, bool)>,
+}
+
+impl Lifecycle {
+    /// Applies `out` as the ledger would, panicking on what it would refuse; returns the
+    /// timers armed.
+    fn apply(&mut self, t: i64, out: &[Decision]) -> Vec<(Time, u64)> {
+        let mut timers = Vec::new();
+        for d in out {
+            match d {
+                Decision::Start { job, pes, .. } => {
+                    let (phase, old, held) = self.jobs.get(job).cloned().unwrap();
+                    match phase {
+                        "waiting" => assert!(!held, "t={t}: job {job} started while held"),
+                        "stopped" => assert_eq!(&old, pes, "t={t}: job {job} moved"),
+                        _ => panic!("t={t}: job {job} started while {phase}"),
+                    }
+                    self.run(t, *job, pes.clone(), held);
+                }
+                Decision::Place { job, pes, .. } => {
+                    let e = self.jobs.get_mut(job).unwrap();
+                    assert_eq!(e.0, "waiting", "t={t}: job {job} placed while {}", e.0);
+                    *e = ("stopped", pes.clone(), e.2);
+                }
+                Decision::Suspend { job } => {
+                    let e = self.jobs.get_mut(job).unwrap();
+                    assert_eq!(e.0, "running", "t={t}: job {job} suspended while {}", e.0);
+                    e.0 = "stopped";
+                }
+                Decision::Resume { job } => {
+                    let (phase, pes, held) = self.jobs.get(job).cloned().unwrap();
+                    assert_eq!(
+                        phase, "stopped",
+                        "t={t}: job {job} resumed while not allocated and stopped"
+                    );
+                    self.run(t, *job, pes, held);
+                }
+                Decision::SetTimer { at, token } => timers.push((*at, *token)),
+                other => panic!("t={t}: unexpected {other:?}"),
+            }
+        }
+        timers
+    }
+
+    fn run(&mut self, t: i64, job: JobId, pes: PeSet, held: bool) {
+        for (other, (phase, p, _)) in &self.jobs {
+            assert!(
+                *other == job || *phase != "running" || !p.intersects(&pes),
+                "t={t}: job {job} runs on PEs {pes}, some of which job {other} runs on"
+            );
+        }
+        self.jobs.insert(job, ("running", pes, held));
+    }
+
+    /// Jobs whose processes run: running and not held.
+    fn live(&self) -> Vec<u64> {
+        let on = |(id, (phase, _, held)): (&JobId, &(&str, PeSet, bool))| {
+            (*phase == "running" && !*held).then_some(id.0)
+        };
+        self.jobs.iter().filter_map(on).collect()
+    }
+}
+
+/// Holding a running job (issue 9 follow-up): gang used to drop it from its running set and
+/// resume it after the release, while the ledger still had it running under the hold; both
+/// drivers refused that Resume. Now gang suspends it itself, never runs it while held, lets
+/// others use its PEs meanwhile, arms no quantum timer for it, and resumes it once released.
+#[test]
+fn a_held_running_job_is_suspended_by_gang_and_resumed_after_release() {
+    for cs in [0, 2] {
+        let mut c = cfg(4, &[]);
+        c.quantum = Some(Dur::from_secs(10));
+        c.context_switch = Some(Dur::from_secs(cs));
+        let mut p = registry::build("gang", &c).unwrap();
+        let mut life = Lifecycle::default();
+        let mut out = Vec::new();
+        let mut timers = Vec::new();
+        // Three rows of whole-machine jobs, and job 4 on half the machine in job 1's row.
+        for (id, procs) in [(1, 2), (4, 2), (2, 4), (3, 4)] {
+            life.jobs
+                .insert(JobId(id), ("waiting", PeSet::new(), false));
+            out.clear();
+            submit(p.as_mut(), 0, id, procs, &mut out);
+            timers.extend(life.apply(0, &out));
+        }
+        assert_eq!(life.live(), vec![1, 4], "cs={cs}");
+        // Held while it runs: the driver stops it, the ledger keeps it running.
+        life.jobs.get_mut(&JobId(1)).unwrap().2 = true;
+        out.clear();
+        p.handle(Time::from_secs(3), Event::Held(JobId(1)), &mut out);
+        assert!(
+            out.contains(&Decision::Suspend { job: JobId(1) }),
+            "cs={cs}: gang must stop running the held job itself: {out:?}"
+        );
+        timers.extend(life.apply(3, &out));
+        // Quanta go by: job 1 never runs; rows 2 and 3 take their turns.
+        let mut t = 3;
+        let mut ran = std::collections::BTreeSet::new();
+        let mut fires = 0;
+        while t < 200 {
+            timers.sort();
+            let Some((at, token)) = timers.first().copied() else {
+                break;
+            };
+            timers.remove(0);
+            t = at.as_secs();
+            out.clear();
+            p.handle(at, Event::Timer(token), &mut out);
+            timers.extend(life.apply(t, &out));
+            assert!(!life.live().contains(&1), "cs={cs}, t={t}: held job 1 runs");
+            ran.extend(life.live());
+            fires += 1;
+        }
+        assert!(ran.contains(&2) && ran.contains(&3), "cs={cs}: {ran:?}");
+        // Bounded: one timer per quantum (and per context switch), no spinning.
+        assert!(fires <= 2 * 200 / 10 + 2, "cs={cs}: {fires} timer events");
+        // Released: job 1 runs again within a cycle, resumed where it was.
+        life.jobs.get_mut(&JobId(1)).unwrap().2 = false;
+        out.clear();
+        p.handle(Time::from_secs(t), Event::Released(JobId(1)), &mut out);
+        timers.extend(life.apply(t, &out));
+        let mut back = life.live().contains(&1);
+        let until = t + 100;
+        while !back && t < until {
+            timers.sort();
+            let (at, token) = timers.remove(0);
+            t = at.as_secs();
+            out.clear();
+            p.handle(at, Event::Timer(token), &mut out);
+            timers.extend(life.apply(t, &out));
+            back = life.live().contains(&1);
+        }
+        assert!(back, "cs={cs}: released job 1 never ran again");
+    }
+}
+
+/// A hold and its release in the same instant, before the policy decides: the ledger runs the
+/// job again at once (it never left `Running`), so gang must not resume it either.
+#[test]
+fn a_hold_released_in_the_same_instant_changes_nothing() {
+    let mut c = cfg(2, &[]);
+    c.quantum = Some(Dur::from_secs(10));
+    let mut p = registry::build("gang", &c).unwrap();
+    let mut life = Lifecycle::default();
+    let mut out = Vec::new();
+    for id in [1, 2] {
+        life.jobs
+            .insert(JobId(id), ("waiting", PeSet::new(), false));
+        submit(p.as_mut(), 0, id, 2, &mut out);
+    }
+    life.apply(0, &out);
+    assert_eq!(life.live(), vec![1]);
+    p.observe(Time::from_secs(4), Event::Held(JobId(1)));
+    p.observe(Time::from_secs(4), Event::Released(JobId(1)));
+    out.clear();
+    p.decide(Time::from_secs(4), &mut out);
+    life.apply(4, &out);
+    assert_eq!(life.live(), vec![1], "{out:?}");
+}

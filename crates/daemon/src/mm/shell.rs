@@ -57,13 +57,23 @@ pub fn build_policy(
     pes: u32,
     options: &PolicyOptions,
 ) -> Result<Box<dyn cosched_policy::Policy>, DaemonError> {
+    let pcfg = policy_config(nodes, pes, options)?;
+    registry::build(policy, &pcfg).map_err(|e| DaemonError::Config(format!("{e} (--policy)")))
+}
+
+/// The configuration [`build_policy`] hands the policy (apart so a test can check it).
+pub fn policy_config(
+    nodes: u32,
+    pes: u32,
+    options: &PolicyOptions,
+) -> Result<PolicyConfig, DaemonError> {
     let shape = cosched_core::MachineShape::flat(nodes.max(1), pes.max(1));
     let mut pcfg: PolicyConfig = cosched_policy::policy_config(shape, options)
         .map_err(|e| DaemonError::Config(e.to_string()))?;
     pcfg.migration = false;
     // Context switches cost what they cost on real nodes; the policy adds nothing.
     pcfg.context_switch.get_or_insert(cosched_core::Dur::ZERO);
-    registry::build(policy, &pcfg).map_err(|e| DaemonError::Config(format!("{e} (--policy)")))
+    Ok(pcfg)
 }
 
 /// Runs a machine manager until a client asks it to shut down.

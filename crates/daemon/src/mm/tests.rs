@@ -298,3 +298,22 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
     assert_eq!(j.record.end, Some(t(4)));
     assert!(c.status().nodes[1].state == "down");
 }
+
+/// The machine manager cannot move a stopped process, so every policy it builds is told
+/// preempted jobs cannot migrate (T3D then restarts them on their own PEs). The acceptance
+/// test (tests/sim_vs_mm.rs) fails too without it: T3D moves a preempted job.
+#[test]
+fn the_machine_manager_builds_its_policy_without_migration() {
+    let opts = PolicyOptions::default();
+    let cfg = super::shell::policy_config(4, 8, &opts).unwrap();
+    assert!(!cfg.migration);
+    assert_eq!(cfg.context_switch, Some(Dur::ZERO));
+    assert_eq!(cfg.machine.total_pes(), 32);
+    assert!(
+        cosched_policy::PolicyConfig::new(cfg.machine).migration,
+        "the default differs"
+    );
+    for name in ["fcfs", "gang", "t3d"] {
+        assert!(super::build_policy(name, 4, 8, &opts).is_ok(), "{name}");
+    }
+}

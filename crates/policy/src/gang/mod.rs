@@ -18,6 +18,9 @@
 //!   jobs of all rows (they are all resident).
 //! - No quantum timer runs while nothing would change at a switch (one row, or every job
 //!   already running through alternate scheduling).
+//! - A held member keeps its place in the matrix but sits out: gang suspends it if it was
+//!   running (the ledger keeps a held job running until told otherwise), lets alternate
+//!   scheduling use its PEs, counts it as nothing to switch for, and resumes it once released.
 //!
 //! Relaxed alternate scheduling (seed 000 Fig. 2.3: single processes of a gang filling holes)
 //! is a process-level idea that the job-level decisions cannot express, since a job runs on
@@ -738,8 +741,11 @@ impl Policy for Gang {
                         m.held = true;
                         self.held_members += 1;
                     }
-                    // The driver has stopped it.
-                    self.running.remove(id);
+                    // The driver stopped its processes, but the ledger still has it running
+                    // (a hold is an overlay): it stays in `running` until this policy
+                    // suspends it, which the next reconcile does since the target leaves
+                    // held jobs out. Dropping it here would later Resume a job the ledger
+                    // never saw stopped, and let another job onto PEs the ledger deems busy.
                     self.version += 1;
                 }
                 None => self.queue.hold(id),
