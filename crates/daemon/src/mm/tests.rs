@@ -258,7 +258,7 @@ fn a_rejection_ends_the_job_with_the_reason_shown() {
     assert!(
         j.error
             .as_deref()
-            .is_some_and(|e| e.contains("larger than any class allows")),
+            .is_some_and(|e| e.contains("more than the largest job allowed (job_limit = 1)")),
         "{j:?}"
     );
 }
