@@ -32,6 +32,18 @@ impl PeBits {
         self.words[(i / 64) as usize] & (1 << (i % 64)) != 0
     }
 
+    /// Calls `f(word index, mask)` for the words covering `pes`, one call per word of each run:
+    /// what word-level operations over a PE set are built on.
+    #[inline]
+    pub fn each_word(pes: &PeSet, mut f: impl FnMut(usize, u64)) {
+        for &(s, e) in pes.runs() {
+            PeBits::for_words(s, e, |w, m| {
+                f(w, m);
+                true
+            });
+        }
+    }
+
     #[inline]
     fn for_words(s: u32, e: u32, mut f: impl FnMut(usize, u64) -> bool) -> bool {
         let mut i = s;

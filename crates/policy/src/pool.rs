@@ -4,7 +4,7 @@
 //! low-numbered PEs and whole nodes stay together when sizes allow. PEs of nodes that are
 //! down are neither free nor allocatable until the node comes back.
 
-use cosched_core::{MachineShape, NodeId, PeId, PeSet};
+use cosched_core::{MachineShape, NodeId, PeBits, PeId, PeSet};
 
 #[derive(Clone, Debug)]
 pub struct PePool {
@@ -55,12 +55,19 @@ impl PePool {
         let mut set = PeSet::new();
         let mut need = n;
         for (w, word) in self.free.iter_mut().enumerate() {
+            // A run of free PEs at a time.
             while need > 0 && *word != 0 {
-                let bit = word.trailing_zeros();
-                *word &= *word - 1;
-                let pe = w as u32 * 64 + bit;
-                set.push_sorted(pe, pe + 1);
-                need -= 1;
+                let lo = word.trailing_zeros();
+                let run = (*word >> lo).trailing_ones().min(need);
+                let bits = if run == 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << run) - 1
+                };
+                *word &= !(bits << lo);
+                let pe = w as u32 * 64 + lo;
+                set.push_sorted(pe, pe + run);
+                need -= run;
             }
             if need == 0 {
                 break;
@@ -88,14 +95,16 @@ impl PePool {
 
     /// Returns PEs to the pool. PEs of nodes that are down stay unavailable.
     pub fn release(&mut self, pes: &PeSet) {
-        for p in pes.iter() {
-            let (w, b) = ((p.0 / 64) as usize, 1u64 << (p.0 % 64));
-            debug_assert!(self.free[w] & b == 0, "PE {p} released twice");
-            if self.down[w] & b == 0 && self.free[w] & b == 0 {
-                self.free[w] |= b;
-                self.free_count += 1;
-            }
-        }
+        // A word at a time: a job of a thousand PEs is a few words, not a thousand bits.
+        let (free, down) = (&mut self.free, &self.down);
+        let mut added = 0;
+        PeBits::each_word(pes, |w, m| {
+            debug_assert!(free[w] & m == 0, "PEs of {pes} released twice");
+            let back = m & !down[w] & !free[w];
+            free[w] |= back;
+            added += back.count_ones();
+        });
+        self.free_count += added;
     }
 
     /// Marks a node down: its free PEs leave the pool; allocated ones stay allocated until
