@@ -5,8 +5,9 @@
 //! given to [`Policy::observe`], then [`Policy::decide`] is called once. Deciding after each
 //! single event would let a backfilling policy act on a machine that never existed (the first
 //! of two jobs ending together gone, the second still there). Decisions can cause events at
-//! the same time (a [`Decision::Kill`] is answered by [`Event::Ended`]); those form a further
-//! round of the same instant: observed, then decided again.
+//! the same time (a [`Decision::Kill`] or [`Decision::Reject`] is answered by
+//! [`Event::Ended`]); those form a further round of the same instant: observed, then decided
+//! again.
 //!
 //! ## What a driver promises
 //! - Events arrive in time order; `now` never goes backwards.
@@ -26,8 +27,9 @@
 //!   never a job on a node it was told is down.
 //! - It starts no job that is held ([`Event::Held`]) and waiting.
 //! - Where the configuration says preempted jobs cannot move
-//!   ([`PolicyConfig::migration`] is false, as on the real machine manager: a stopped process
-//!   cannot be moved to other PEs), a preempted job is started again only on the PEs it had.
+//!   ([`PolicyConfig::migration`](crate::PolicyConfig::migration) is false, as on the real
+//!   machine manager: a stopped process cannot be moved to other PEs), a preempted job is
+//!   started again only on the PEs it had.
 //!
 //! The job ledger (`cosched-ledger`) checks every one of these promises in both drivers and
 //! refuses a decision that breaks one, naming the policy, the job and the time.
@@ -68,7 +70,7 @@ impl JobRequest {
     }
 }
 
-/// Something that happened, delivered to [`Policy::handle`] with the time it happened.
+/// Something that happened, delivered to [`Policy::observe`] with the time it happened.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
     /// A job arrived in the queue.

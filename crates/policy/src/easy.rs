@@ -4,8 +4,8 @@
 //! that reservation — they end by the shadow time, or use only PEs the head will not need
 //! ("extra" PEs). Only the head is protected; other jobs may be delayed.
 //!
-//! Expected ends come from estimates ([`JobRequest::estimate`]); a job past its estimate is
-//! expected to end now.
+//! Expected ends come from estimates ([`JobRequest::estimate`](crate::JobRequest::estimate)); a
+//! job past its estimate is expected to end now.
 
 use cosched_core::{JobId, Time};
 

@@ -2,11 +2,16 @@
 //! discrete-event simulator (`cosched-sim`) in virtual time and by the machine manager
 //! (`cosched-daemon`) in real time.
 //!
-//! A policy receives [`Event`]s with the current time as an argument and answers with
-//! [`Decision`]s. It never reads a clock, opens a file or spawns anything, and it never sees
-//! a job's actual runtime: only what a real scheduler would know ([`JobRequest`]).
+//! A driver hands a policy time in instants: it gives every [`Event`] of one time to
+//! [`Policy::observe`], then calls [`Policy::decide`] once, and the policy answers with
+//! [`Decision`]s (a job that can never run here is answered with [`Decision::Reject`] and a
+//! typed [`Never`] reason). The time is an argument: a policy never reads a clock, opens a
+//! file or spawns anything, and it never sees a job's actual runtime, only what a real
+//! scheduler would know ([`JobRequest`]). The job ledger (`cosched-ledger`) gives every
+//! decision one meaning in both drivers and checks the policy's promises.
 //!
-//! - [`api`]: the [`Policy`] trait, events, decisions, the views a status tool reads.
+//! - [`api`]: the contract, the [`Policy`] trait, events, decisions, the views a status tool
+//!   reads.
 //! - [`config`]: [`PolicyConfig`] and its one builder from options and a TOML file.
 //! - [`registry`]: policies by name; adding a policy is adding a file and one line there.
 //! - [`pool`]: [`PePool`], free-PE bookkeeping shared by the space-sharing policies.
@@ -26,9 +31,14 @@
 //! let cfg = PolicyConfig::new(MachineShape::flat(4, 1));
 //! let mut fcfs = registry::build("fcfs", &cfg).unwrap();
 //! let mut out = Vec::new();
-//! let job = JobRequest::new(JobId(1), Time::ZERO, 2, Dur::from_secs(60));
-//! fcfs.handle(Time::ZERO, Event::Submitted(job), &mut out);
-//! assert!(matches!(out[0], Decision::Start { job: JobId(1), .. }));
+//! let job = |id, procs| JobRequest::new(JobId(id), Time::ZERO, procs, Dur::from_secs(60));
+//! // One instant: observe its events, then decide once.
+//! fcfs.observe(Time::ZERO, Event::Submitted(job(1, 2)));
+//! fcfs.observe(Time::ZERO, Event::Submitted(job(2, 8)));
+//! fcfs.decide(Time::ZERO, &mut out);
+//! // Job 2 asks for 8 PEs of a 4-PE machine: it can never run here, and says why.
+//! assert!(matches!(out[0], Decision::Reject { job: JobId(2), .. }));
+//! assert!(matches!(out[1], Decision::Start { job: JobId(1), .. }));
 //! ```
 
 pub mod api;

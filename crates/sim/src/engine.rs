@@ -11,7 +11,7 @@
 //! and suspended time, the records — is the job ledger's ([`cosched_ledger`]), shared with
 //! the machine manager. This driver keeps only virtual time and what the policy must never
 //! see: each job's actual runtime. Timers sit in a heap; the end events of running jobs sit
-//! apart, indexed by job ([`RunningEnds`]), so a suspension removes its job's end at once and
+//! apart, indexed by job (`RunningEnds`), so a suspension removes its job's end at once and
 //! millions of suspend/resume decisions leave no stale entries behind.
 
 use std::cmp::Reverse;

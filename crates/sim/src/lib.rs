@@ -1,11 +1,15 @@
 //! The job-level discrete-event simulator: drives cosched-policy in virtual time; metrics,
 //! sweeps, plots.
 //!
-//! - [`engine`]: the driver ([`simulate`]): integer time, deterministic event order, checks of
-//!   every decision against the policy contract, all of [`cosched_policy::Decision`].
+//! - [`engine`]: the driver ([`simulate`]): integer time, instants (the policy observes every
+//!   event of one time, then decides once), deterministic event order. What each
+//!   [`cosched_policy::Decision`] means, the checks of the policy contract and the
+//!   [`cosched_core::JobRecord`]s are the job ledger's (`cosched-ledger`), shared with the
+//!   machine manager; a broken promise ends the run with [`SimError::Ledger`].
 //! - [`trace`]: SWF records → jobs under explicit trace semantics, and the schedule back to SWF.
 //! - [`metrics`]: wait, response, (bounded) slowdown, utilization, breakdowns, batch means.
-//! - [`setup`]: workload sources (trace, Lublin model) and policy configuration from options.
+//! - [`setup`]: workload sources (trace, Lublin model). The policy configuration is built by
+//!   `cosched_policy::policy_config`, as in the machine manager.
 //! - [`run`]: one run start to finish ([`run::run`] of a [`run::RunSpec`]): build the policy,
 //!   prepare the workload, simulate (optionally observed), summarise. `cosched sim` runs it once,
 //!   [`sweep`] once per cell.

@@ -1,11 +1,14 @@
 //! The Cray T3D class-based gang scheduler (`t3d`), seed 002 §4.
 //!
 //! A "lazy" gang scheduler: jobs run until a more urgent job needs their PEs; a preempted
-//! job's state goes to disk (a [`Decision::Preempt`]) and comes back later, possibly on other
-//! PEs. Moving a job's state costs `swap_per_pe × procs` each way: its PEs stay unusable
-//! while it swaps out, and a job coming back from disk starts only after swapping in.
+//! job's state goes to disk (a [`Decision::Preempt`]) and comes back later — on other PEs
+//! when [`PolicyConfig::migration`] allows it (the simulator), else only on the PEs it had
+//! (the machine manager, which cannot move a stopped process). Moving a job's state costs
+//! `swap_per_pe × procs` each way: its PEs stay unusable while it swaps out, and a job coming
+//! back from disk starts only after swapping in.
 //!
-//! On every event the scheduler makes two passes over the waiting jobs (§4.3):
+//! At every instant, once its events are observed, the scheduler makes two passes over the
+//! waiting jobs (§4.3):
 //! 1. Jobs that have waited longer than their class's maximum wait, by class priority then
 //!    waiting time. The first one that can be given PEs — free ones, plus those of jobs
 //!    it may preempt (preemptible, of a class of no higher priority, cheapest first) — gets
