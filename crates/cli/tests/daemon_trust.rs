@@ -387,3 +387,25 @@ fn issue_10_paused_and_restarted_node_managers_lose_no_launch() {
     let both = c.submit(&["-n", "4", "--", "true"]);
     c.ok(&["wait", &both.to_string(), "--timeout", "30s"]);
 }
+
+/// Finding 4: a time limit of ~292,000 years overflowed the machine manager's wake-up
+/// computation. `submit` refuses a limit beyond the maximum before sending anything, with
+/// the bound in the message (the machine manager checks it again, see the core's tests).
+#[test]
+fn issue_10_submit_refuses_a_time_limit_beyond_the_maximum() {
+    let dir = std::env::temp_dir().join(format!("cosched-trust-time-{}", std::process::id()));
+    for (time, ok) in [("300000000d", false), ("367d", false), ("366d", true)] {
+        let out = Command::new(bin())
+            .args(["submit", "-n", "1", "--time", time, "--", "true"])
+            .env("COSCHED_STATE_DIR", &dir)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{time}: no cluster, yet it succeeded"
+        );
+        // An accepted limit gets as far as looking for the machine manager.
+        assert_eq!(err.contains("at most 366 days"), !ok, "{time}: {err}");
+    }
+}

@@ -27,6 +27,26 @@ use crate::proto::*;
 /// Estimate given to the policy for a job submitted without `--time`.
 pub const DEFAULT_ESTIMATE: Dur = Dur::from_secs(86_400);
 
+/// The longest time limit a job may ask for. Checked where a limit enters: at `submit`'s
+/// parsing (`cosched submit --time`, through [`check_time_limit`]) for a clear error, and
+/// here in the machine manager, which must not trust what a client sends. A year is far
+/// beyond any real batch limit and far inside the range of the clock's arithmetic.
+pub const MAX_TIME_LIMIT: Dur = Dur::from_secs(366 * 86_400);
+
+/// A time limit is positive and at most [`MAX_TIME_LIMIT`]; the error says which bound.
+pub fn check_time_limit(limit: Dur) -> Result<Dur, String> {
+    if limit <= Dur::ZERO {
+        return Err("--time must be positive".into());
+    }
+    if limit > MAX_TIME_LIMIT {
+        return Err(format!(
+            "--time {limit} is too long: a time limit may be at most {} days",
+            MAX_TIME_LIMIT.as_micros() / Dur::from_secs(86_400).as_micros()
+        ));
+    }
+    Ok(limit)
+}
+
 /// How many times a launch is sent to a node that does not acknowledge it before the job
 /// fails with that reason.
 pub const LAUNCH_TRIES: u32 = 3;
@@ -869,8 +889,8 @@ impl Core {
         if s.cmd.is_empty() {
             return Err("no command given: put it after `--`".into());
         }
-        if s.time_limit_us.is_some_and(|l| l <= 0) {
-            return Err("--time must be positive".into());
+        if let Some(l) = s.time_limit_us {
+            check_time_limit(Dur::from_micros(l))?;
         }
         let id = JobId(self.next_job);
         let side = Side {

@@ -459,3 +459,52 @@ fn issue_10_a_rejoining_node_gets_its_launch_and_its_signals_after_joining() {
     );
     assert_eq!(state(&c, 1).state, JobState::Suspended);
 }
+
+/// Issue 10, finding 4: a time limit beyond the maximum is refused at submit with the bound
+/// in the message (a client may send anything), and the longest one allowed leaves the wake-up
+/// computation sane: the core sleeps until its next heartbeat, not in a loop.
+#[test]
+fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overflow() {
+    let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 1);
+    let submit_limit = |c: &mut Core, req: u64, limit_us: i64| {
+        let request = Request::Submit(SubmitRequest {
+            procs: 1,
+            time_limit_us: Some(limit_us),
+            class: None,
+            name: None,
+            cmd: vec!["work".into()],
+            cwd: "/".into(),
+            user: None,
+        });
+        c.on(t(1), Input::Client { req, request });
+        c.step(t(1))
+            .into_iter()
+            .find_map(|e| match e {
+                Effect::Reply { req: r, resp } if r == req => Some(resp),
+                _ => None,
+            })
+            .expect("a reply")
+    };
+    // 292,000 years: what overflowed the wake-up computation.
+    match submit_limit(&mut c, 7, i64::MAX) {
+        Response::Error(e) => assert!(e.contains("at most 366 days"), "{e}"),
+        other => panic!("accepted: {other:?}"),
+    }
+    let longest = super::MAX_TIME_LIMIT.as_micros();
+    assert!(matches!(
+        submit_limit(&mut c, 8, longest),
+        Response::Submitted(_)
+    ));
+    assert_eq!(state(&c, 1).state, JobState::Running);
+    let wake = c.next_wake();
+    assert!(
+        wake > t(1) && wake <= t(1) + Dur::from_secs(3600),
+        "{wake:?}"
+    );
+    // The limit itself still ends the job, a year later (the node still answering).
+    let later = t(1) + super::MAX_TIME_LIMIT;
+    c.on(later, Input::Heard(NodeId(0)));
+    c.step(later);
+    assert_eq!(state(&c, 1).state, JobState::TimedOut);
+}
