@@ -409,3 +409,24 @@ fn issue_10_submit_refuses_a_time_limit_beyond_the_maximum() {
         assert_eq!(err.contains("at most 366 days"), !ok, "{time}: {err}");
     }
 }
+
+/// Finding 8: the machine manager of an embedded cluster, killed and restarted with the very
+/// command line `cluster up` gave it (`--listen 127.0.0.1:0`), listens again on the port
+/// recorded in the state directory, so its node managers come back and jobs run.
+#[test]
+fn issue_10_an_embedded_mm_restarted_with_its_own_command_line_gets_its_nodes_back() {
+    let mut c = Cluster::up(
+        "relisten",
+        &["--nodes", "2", "--pes", "1", "--heartbeat", "100ms"],
+    );
+    let first = c.submit(&["-n", "2", "--", "true"]);
+    c.ok(&["wait", &first.to_string(), "--timeout", "30s"]);
+    let addr = c.state.addr().unwrap();
+    signal(&c.pid(c.state.mm_pid_file()), "KILL");
+    std::thread::sleep(Duration::from_millis(200));
+    c.restart_mm("127.0.0.1:0", 2, 1);
+    c.until(30, "both nodes back", || (c.nodes_up() == 2).then_some(()));
+    assert_eq!(c.state.addr().unwrap(), addr, "{}", c.mm_log());
+    let next = c.submit(&["-n", "2", "--", "true"]);
+    c.ok(&["wait", &next.to_string(), "--timeout", "30s"]);
+}
