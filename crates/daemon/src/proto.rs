@@ -259,7 +259,8 @@ impl JobInfo {
 pub struct NodeInfo {
     pub id: NodeId,
     pub name: String,
-    /// `up` or `down`.
+    /// `up`, `joining` (registered, not yet back in the tree: nothing is sent to it) or
+    /// `down`.
     pub state: String,
     pub addr: String,
     pub pes: u32,
