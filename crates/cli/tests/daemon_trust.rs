@@ -307,9 +307,10 @@ fn issue_10_ranks_that_exit_while_the_mm_is_down_end_their_jobs_after_its_restar
     c.ok(&["wait", &next.to_string(), "--timeout", "30s"]);
 }
 
-/// Finding 2: a node manager paused for 3 s (declared down meanwhile) and one killed and
-/// restarted come back into the tree before anything is sent to them; every job submitted
-/// around those events ends exactly once, none stays stuck, and jobs needing both nodes run
+/// Finding 2: a node manager paused for 3 s (declared down meanwhile), one killed and
+/// restarted, and a machine manager killed and restarted: the nodes come back into the tree
+/// before anything is sent to them; every job submitted around those events ends exactly
+/// once (ranks leave a marker per start), none stays stuck, and jobs needing both nodes run
 /// afterwards.
 #[test]
 fn issue_10_paused_and_restarted_node_managers_lose_no_launch() {
@@ -355,6 +356,23 @@ fn issue_10_paused_and_restarted_node_managers_lose_no_launch() {
         ids.push(job(&c, "1"));
     }
     ids.push(job(&c, "4"));
+    // And the machine manager killed and restarted with work running and queued.
+    c.until(30, "n1 back after its restart", || {
+        (c.nodes_up() == 2).then_some(())
+    });
+    for _ in 0..4 {
+        ids.push(job(&c, "2"));
+    }
+    let addr = c.state.addr().unwrap();
+    signal(&c.pid(c.state.mm_pid_file()), "KILL");
+    std::thread::sleep(Duration::from_millis(700));
+    c.restart_mm(&addr, 2, 2);
+    c.until(30, "the MM answers again", || {
+        c.run(&["status"]).status.success().then_some(())
+    });
+    for _ in 0..4 {
+        ids.push(job(&c, "1"));
+    }
     let jobs = c.until(90, "every job ended", || {
         let out = c.run(&["acct", "--json"]);
         let v: Value = serde_json::from_slice(&out.stdout).ok()?;
