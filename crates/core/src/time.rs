@@ -33,7 +33,7 @@ impl Time {
         Time(us)
     }
     pub const fn from_secs(s: i64) -> Time {
-        Time(s * MICROS_PER_SEC)
+        Time(s.saturating_mul(MICROS_PER_SEC))
     }
     /// Rounds to the nearest microsecond; for reading fractional seconds from traces.
     pub fn from_secs_f64(s: f64) -> Time {
@@ -49,9 +49,9 @@ impl Time {
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / MICROS_PER_SEC as f64
     }
-    /// The span from `earlier` to `self`.
+    /// The span from `earlier` to `self` (saturating, like `-`).
     pub const fn since(self, earlier: Time) -> Dur {
-        Dur(self.0 - earlier.0)
+        Dur(self.0.saturating_sub(earlier.0))
     }
 }
 
@@ -66,7 +66,7 @@ impl Dur {
         Dur(ms * 1_000)
     }
     pub const fn from_secs(s: i64) -> Dur {
-        Dur(s * MICROS_PER_SEC)
+        Dur(s.saturating_mul(MICROS_PER_SEC))
     }
     pub fn from_secs_f64(s: f64) -> Dur {
         Dur((s * MICROS_PER_SEC as f64).round() as i64)
@@ -191,71 +191,92 @@ impl fmt::Display for Time {
     }
 }
 
+// The arithmetic saturates at the ends of the range instead of wrapping (or panicking in
+// debug builds): a time limit of "forever" plus a start time must give "never", not an
+// instant in the distant past that makes a daemon wake in a loop (issue 10, finding 4).
+// Within the range, which every real trace and clock reading is far inside, the results are
+// the exact ones.
 impl Add<Dur> for Time {
     type Output = Time;
     fn add(self, d: Dur) -> Time {
-        Time(self.0 + d.0)
+        Time(self.0.saturating_add(d.0))
     }
 }
 impl AddAssign<Dur> for Time {
     fn add_assign(&mut self, d: Dur) {
-        self.0 += d.0;
+        *self = *self + d;
     }
 }
 impl Sub<Dur> for Time {
     type Output = Time;
     fn sub(self, d: Dur) -> Time {
-        Time(self.0 - d.0)
+        Time(self.0.saturating_sub(d.0))
     }
 }
 impl SubAssign<Dur> for Time {
     fn sub_assign(&mut self, d: Dur) {
-        self.0 -= d.0;
+        *self = *self - d;
     }
 }
 impl Sub for Time {
     type Output = Dur;
     fn sub(self, other: Time) -> Dur {
-        Dur(self.0 - other.0)
+        Dur(self.0.saturating_sub(other.0))
     }
 }
 impl Add for Dur {
     type Output = Dur;
     fn add(self, d: Dur) -> Dur {
-        Dur(self.0 + d.0)
+        Dur(self.0.saturating_add(d.0))
     }
 }
 impl AddAssign for Dur {
     fn add_assign(&mut self, d: Dur) {
-        self.0 += d.0;
+        *self = *self + d;
     }
 }
 impl Sub for Dur {
     type Output = Dur;
     fn sub(self, d: Dur) -> Dur {
-        Dur(self.0 - d.0)
+        Dur(self.0.saturating_sub(d.0))
     }
 }
 impl SubAssign for Dur {
     fn sub_assign(&mut self, d: Dur) {
-        self.0 -= d.0;
+        *self = *self - d;
     }
 }
 impl Mul<i64> for Dur {
     type Output = Dur;
     fn mul(self, k: i64) -> Dur {
-        Dur(self.0 * k)
+        Dur(self.0.saturating_mul(k))
     }
 }
 impl std::iter::Sum for Dur {
     fn sum<I: Iterator<Item = Dur>>(iter: I) -> Dur {
-        Dur(iter.map(|d| d.0).sum())
+        iter.fold(Dur::ZERO, |a, b| a + b)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arithmetic_saturates_instead_of_wrapping() {
+        assert_eq!(Time::MAX + Dur(1), Time::MAX);
+        assert_eq!(Time(5) + Dur::MAX, Time::MAX);
+        assert_eq!(Time(-5) - Dur::MAX, Time(i64::MIN));
+        assert_eq!(Time::MAX - Time(-1), Dur::MAX);
+        assert_eq!(Dur::MAX * 5, Dur::MAX);
+        assert_eq!([Dur::MAX, Dur(1)].into_iter().sum::<Dur>(), Dur::MAX);
+        let mut t = Time(1);
+        t += Dur::MAX;
+        assert_eq!(t, Time::MAX);
+        // Exact inside the range.
+        assert_eq!(Time(7) + Dur(3) - Dur(2), Time(8));
+        assert_eq!(Dur(4) * 3, Dur(12));
+    }
 
     #[test]
     fn parses_units_and_bare_seconds() {

@@ -111,7 +111,7 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
     };
 
     let priority = crate::util::raise_priority();
-    let (node, heartbeat) = nm.register(&addr).await?;
+    let (node, heartbeat) = nm.register(&addr, &mut exit_rx).await?;
     eprintln!("nm {}: running at {priority}", nm.cfg.name);
     eprintln!(
         "nm {}: registered as node {node} (tree listener {addr})",
@@ -137,23 +137,30 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
                             Err(e) => eprintln!("nm {}: undecodable message: {e}", nm.cfg.name),
                         }
                     }
-                    Delivery::Topology(_) => last_heard = tokio::time::Instant::now(),
+                    Delivery::Topology(topo) => {
+                        last_heard = tokio::time::Instant::now();
+                        if topo.position(node).is_some() {
+                            nm.joined(topo.epoch, &handle);
+                        }
+                    }
                     Delivery::ParentLost => {
                         eprintln!("nm {}: lost its parent in the tree; registering again", nm.cfg.name);
-                        nm.register(&addr).await?;
+                        nm.register(&addr, &mut exit_rx).await?;
                         last_heard = tokio::time::Instant::now();
                     }
                 }
             }
             Some((job, exit)) = exit_rx.recv() => {
-                if let Some(j) = nm.jobs.get_mut(&job) && let Some(r) = j.ranks.get_mut(&exit.rank) {
-                    r.exit = Some(exit.clone());
+                // Kept until the machine manager forgets the job: reported again at the next
+                // registration and on joining the tree, so a report lost on the way (no
+                // parent yet, a parent that died) is not lost for good.
+                if nm.record_exit(job, &exit) {
                     handle.signal_up(postcard::to_stdvec(&FromNode::Exited { job, exit }).expect("encodes"));
                 }
             }
             _ = tokio::time::sleep_until(last_heard + silence) => {
                 eprintln!("nm {}: no heartbeat for {silence:?}; registering again", nm.cfg.name);
-                nm.register(&addr).await?;
+                nm.register(&addr, &mut exit_rx).await?;
                 last_heard = tokio::time::Instant::now();
             }
         }
@@ -161,11 +168,56 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
 }
 
 impl Nm {
-    /// Registers (again) with the machine manager, retrying until it answers: after an MM
-    /// restart this is how the node comes back with its jobs.
-    async fn register(&mut self, addr: &str) -> Result<(NodeId, Duration), DaemonError> {
+    /// Takes in a rank's exit; false when the job or rank is unknown (forgotten already).
+    fn record_exit(&mut self, job: JobId, exit: &RankExit) -> bool {
+        match self
+            .jobs
+            .get_mut(&job)
+            .and_then(|j| j.ranks.get_mut(&exit.rank))
+        {
+            Some(r) => {
+                r.exit = Some(exit.clone());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The node is in the tree of `epoch`: tells the machine manager (which sends it nothing
+    /// before), then repeats every exit it holds, since those sent while it had no parent
+    /// were dropped on the way.
+    fn joined(&self, epoch: u64, handle: &NodeHandle) {
+        let up = |m: &FromNode| postcard::to_stdvec(m).expect("encodes");
+        handle.signal_up(up(&FromNode::Joined {
+            incarnation: self.incarnation,
+            epoch,
+        }));
+        for (&job, j) in &self.jobs {
+            for r in j.ranks.values() {
+                if let Some(exit) = &r.exit {
+                    handle.signal_up(up(&FromNode::Exited {
+                        job,
+                        exit: exit.clone(),
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Registers (again) with the machine manager with everything it holds (ranks running,
+    /// ranks exited with their status), retrying until it answers: after an MM restart this
+    /// is how the node comes back with its jobs. Rank exits keep being taken in between
+    /// attempts, so each attempt reports the node's state as it is then.
+    async fn register(
+        &mut self,
+        addr: &str,
+        exits: &mut mpsc::UnboundedReceiver<(JobId, RankExit)>,
+    ) -> Result<(NodeId, Duration), DaemonError> {
         let mut warned = false;
         loop {
+            while let Ok((job, exit)) = exits.try_recv() {
+                self.record_exit(job, &exit);
+            }
             let reg = Register {
                 name: self.cfg.name.clone(),
                 pes: self.cfg.pes,
@@ -211,7 +263,15 @@ impl Nm {
                         );
                         warned = true;
                     }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    // Exits that happen meanwhile are recorded, to be in the next attempt.
+                    let pause = tokio::time::sleep(Duration::from_millis(100));
+                    tokio::pin!(pause);
+                    loop {
+                        tokio::select! {
+                            _ = &mut pause => break,
+                            Some((job, exit)) = exits.recv() => { self.record_exit(job, &exit); }
+                        }
+                    }
                 }
             }
         }
@@ -220,7 +280,18 @@ impl Nm {
     fn handle(&mut self, msg: ToNode, handle: &NodeHandle) {
         match msg {
             ToNode::Heartbeat { .. } | ToNode::Shutdown => {}
-            ToNode::Launch(l) => self.launch(l),
+            ToNode::Launch(l) => {
+                let job = l.job;
+                let mine = l.placement.iter().any(|p| Some(p.node) == self.id);
+                self.launch(l);
+                if mine {
+                    // Acknowledged even when it was a repeat: the machine manager resends a
+                    // launch until it hears this.
+                    handle.signal_up(
+                        postcard::to_stdvec(&FromNode::Launched { job }).expect("encodes"),
+                    );
+                }
+            }
             ToNode::Switch { stop, cont, kill } => {
                 // Stop the outgoing jobs before continuing the incoming ones, so two jobs never
                 // share a PE even for an instant.

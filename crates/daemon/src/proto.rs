@@ -109,6 +109,18 @@ pub enum FromNode {
         job: JobId,
         exit: RankExit,
     },
+    /// The node is in the tree announced with `epoch` (it has a parent and heard the
+    /// topology): sent on every topology it receives. Until the machine manager hears this
+    /// after a registration, it sends the node nothing and the policy does not count it up.
+    Joined {
+        incarnation: u64,
+        epoch: u64,
+    },
+    /// The node received the launch of `job` (also for a repeated delivery): the machine
+    /// manager stops resending it.
+    Launched {
+        job: JobId,
+    },
     Output {
         req: u64,
         found: bool,
@@ -247,7 +259,8 @@ impl JobInfo {
 pub struct NodeInfo {
     pub id: NodeId,
     pub name: String,
-    /// `up` or `down`.
+    /// `up`, `joining` (registered, not yet back in the tree: nothing is sent to it) or
+    /// `down`.
     pub state: String,
     pub addr: String,
     pub pes: u32,

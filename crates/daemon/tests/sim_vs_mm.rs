@@ -201,8 +201,21 @@ fn run_mm(
             incarnation,
         },
     };
+    // A node is up once it reports being in the tree announced at its registration.
+    let join = |core: &mut Core, now: Time, n: u32, incarnation: u64| {
+        let epoch = core.tree_epoch();
+        let msg = FromNode::Joined { incarnation, epoch };
+        core.on(
+            now,
+            Input::FromNode {
+                from: NodeId(n),
+                msg,
+            },
+        );
+    };
     for n in 0..NODES {
         core.on(Time::ZERO, register(n, 1));
+        join(&mut core, Time::ZERO, n, 1);
     }
     let work: BTreeMap<JobId, Dur> = jobs.iter().map(|j| (j.req.id, j.runtime)).collect();
     let mut procs: BTreeMap<JobId, Procs> = BTreeMap::new();
@@ -212,7 +225,11 @@ fn run_mm(
     // declared down.
     let silent_from = down - HEARTBEAT * 3 + Dur::from_secs(1);
     let mut now = Time::ZERO;
+    let mut acks: Vec<(NodeId, FromNode)> = Vec::new();
     loop {
+        for (from, msg) in acks.drain(..) {
+            core.on(now, Input::FromNode { from, msg });
+        }
         // Exits due now, then the submissions and the users' operations.
         let due: Vec<JobId> = procs
             .iter()
@@ -257,6 +274,7 @@ fn run_mm(
                 Operation::NodeDown(_) => None,
                 Operation::NodeUp(n) => {
                     core.on(now, register(n.0, 2));
+                    join(&mut core, now, n.0, 2);
                     None
                 }
             };
@@ -269,6 +287,11 @@ fn run_mm(
             match e {
                 Effect::Send { msg, .. } => match msg {
                     ToNode::Launch(l) => {
+                        // Each node acknowledges the launch (acted on at the next step).
+                        for pl in &l.placement {
+                            let msg = FromNode::Launched { job: l.job };
+                            acks.push((pl.node, msg));
+                        }
                         let mut ranks = vec![NodeId(0); l.size as usize];
                         for pl in &l.placement {
                             for &(r, _) in &pl.ranks {

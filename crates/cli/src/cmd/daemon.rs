@@ -227,8 +227,8 @@ pub struct SubmitArgs {
     /// PEs the job needs (one rank per PE)
     #[arg(short = 'n', long = "pes")]
     pes: u32,
-    /// Time limit (counts only the time the job runs), e.g. 10m
-    #[arg(long)]
+    /// Time limit (counts only the time the job runs), e.g. 10m; at most 366 days
+    #[arg(long, value_parser = parse_time_limit)]
     time: Option<Dur>,
     /// Class name (for policies that have classes)
     #[arg(long)]
@@ -646,4 +646,11 @@ fn current_uid() -> u32 {
     std::fs::metadata("/proc/self")
         .map(|m| m.uid())
         .unwrap_or(0)
+}
+
+/// `--time`: a duration within the machine manager's bounds, refused here with the reason
+/// rather than by the daemon.
+fn parse_time_limit(text: &str) -> Result<Dur, String> {
+    let d = Dur::parse(text).map_err(|e| e.to_string())?;
+    cosched_daemon::mm::check_time_limit(d)
 }

@@ -27,6 +27,38 @@ use crate::proto::*;
 /// Estimate given to the policy for a job submitted without `--time`.
 pub const DEFAULT_ESTIMATE: Dur = Dur::from_secs(86_400);
 
+/// The longest time limit a job may ask for. Checked where a limit enters: at `submit`'s
+/// parsing (`cosched submit --time`, through [`check_time_limit`]) for a clear error, and
+/// here in the machine manager, which must not trust what a client sends. A year is far
+/// beyond any real batch limit and far inside the range of the clock's arithmetic.
+pub const MAX_TIME_LIMIT: Dur = Dur::from_secs(366 * 86_400);
+
+/// A time limit is positive and at most [`MAX_TIME_LIMIT`]; the error says which bound.
+pub fn check_time_limit(limit: Dur) -> Result<Dur, String> {
+    if limit <= Dur::ZERO {
+        return Err("--time must be positive".into());
+    }
+    if limit > MAX_TIME_LIMIT {
+        return Err(format!(
+            "--time {limit} is too long: a time limit may be at most {} days",
+            MAX_TIME_LIMIT.as_micros() / Dur::from_secs(86_400).as_micros()
+        ));
+    }
+    Ok(limit)
+}
+
+/// How many times a launch is sent to a node that does not acknowledge it before the job
+/// fails with that reason.
+pub const LAUNCH_TRIES: u32 = 3;
+
+/// A launch not yet acknowledged by one of the job's nodes.
+#[derive(Clone, Copy, Debug)]
+pub struct Pending {
+    /// When it was last sent; `None`: waiting for the node to be in the tree.
+    pub sent: Option<Time>,
+    pub tries: u32,
+}
+
 /// Identifies a request whose answer the shell must route back (a client's connection, a
 /// node's registration).
 pub type ReqId = u64;
@@ -123,7 +155,7 @@ pub struct Side {
     /// order, whatever order their reports arrived in (the simulator's order too).
     run_seq: u64,
     /// Killed while its processes existed: forget it on its nodes once every rank reported.
-    forget_pending: bool,
+    pub(super) forget_pending: bool,
 }
 
 /// The stops, continues and kills of one step: one multi-context-switch message.
@@ -189,6 +221,10 @@ pub struct Core {
     /// Output fetches awaiting a node's answer: fetch id → (client request, deadline).
     pub(super) outputs: HashMap<u64, (ReqId, Time)>,
     pub(super) next_fetch: u64,
+    /// The last tree epoch announced.
+    pub(super) epoch: u64,
+    /// Launches not yet acknowledged, by (job, node).
+    pub(super) pending: BTreeMap<(JobId, NodeId), Pending>,
     last_now: Time,
     shutting_down: bool,
 }
@@ -228,6 +264,8 @@ impl Core {
             grace_until: None,
             outputs: HashMap::new(),
             next_fetch: 1,
+            epoch: 0,
+            pending: BTreeMap::new(),
             last_now: now,
             shutting_down: false,
             cfg,
@@ -366,7 +404,16 @@ impl Core {
             Input::Client { req, request } => self.request(now, req, request),
             Input::Register { req, reg } => self.register(now, req, reg),
             Input::FromNode { from, msg } => match msg {
-                FromNode::Exited { job, exit } => self.rank_exit(now, job, exit),
+                FromNode::Exited { job, exit } => {
+                    self.pending.remove(&(job, from));
+                    self.rank_exit(now, job, exit)
+                }
+                FromNode::Launched { job } => {
+                    self.pending.remove(&(job, from));
+                }
+                FromNode::Joined { incarnation, epoch } => {
+                    self.joined(now, from, incarnation, epoch)
+                }
                 FromNode::Output {
                     req,
                     found,
@@ -427,6 +474,11 @@ impl Core {
         for (_, deadline) in self.outputs.values() {
             w = w.min(*deadline);
         }
+        for p in self.pending.values() {
+            if let Some(sent) = p.sent {
+                w = w.min(sent + self.cfg.dead_after);
+            }
+        }
         w
     }
 
@@ -435,11 +487,13 @@ impl Core {
         self.ledger.limit_reached_at(i, limit)
     }
 
-    /// Heartbeats, failure detection, the restart grace period and output fetch deadlines.
+    /// Heartbeats, failure detection, the restart grace period, unacknowledged launches and
+    /// output fetch deadlines.
     fn periodic(&mut self, now: Time) {
         if now >= self.next_hb {
             self.heartbeat(now);
         }
+        self.resend_launches(now);
         if self.grace_until.is_some_and(|g| now >= g) {
             self.grace_until = None;
             self.grace_over(now);
@@ -460,6 +514,70 @@ impl Core {
                     ),
                 });
             }
+        }
+    }
+
+    /// Launches a node in the tree has not acknowledged within `dead_after` are sent again;
+    /// after [`LAUNCH_TRIES`] the job fails (or is requeued) with the reason, never left
+    /// waiting for processes that do not exist.
+    fn resend_launches(&mut self, now: Time) {
+        let due: Vec<((JobId, NodeId), u32)> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.sent.is_some_and(|t| now >= t + self.cfg.dead_after))
+            .map(|(k, p)| (*k, p.tries))
+            .collect();
+        for ((job, node), tries) in due {
+            if tries < LAUNCH_TRIES {
+                self.log(format!(
+                    "mm: node {node} did not acknowledge the launch of job {job}; sending it again"
+                ));
+                self.send_launch(now, job, node);
+            } else if let Some(i) = self.ledger.find(job) {
+                self.pending.remove(&(job, node));
+                let why =
+                    format!("its launch on node {node} was not acknowledged after {tries} tries");
+                self.lost(now, i, Outcome::Failed, why);
+            }
+        }
+    }
+
+    /// Sends (again) the launch of `job` to `node`, which must be in the tree.
+    pub(super) fn send_launch(&mut self, now: Time, job: JobId, node: NodeId) {
+        let Some(i) = self.ledger.find(job) else {
+            self.pending.remove(&(job, node));
+            return;
+        };
+        let stopped = !self.ledger.entry(i).is_running();
+        let launch = self.launch_msg(i, stopped);
+        if let Some(p) = self.pending.get_mut(&(job, node)) {
+            p.sent = Some(now);
+            p.tries += 1;
+        }
+        self.push(Effect::Send {
+            to: vec![node],
+            msg: ToNode::Launch(launch),
+        });
+    }
+
+    /// Sends `msg` down the tree to those of `to` that are in it. A node out of the tree
+    /// gets nothing: its launches wait in `pending`, its `Forget`s are kept for it, and
+    /// signals are replaced by the resynchronisation it gets on joining.
+    pub(super) fn send(&mut self, to: Vec<NodeId>, msg: ToNode) {
+        let (in_tree, out): (Vec<NodeId>, Vec<NodeId>) = to
+            .into_iter()
+            .partition(|n| self.nodes.get(n.0 as usize).is_some_and(|e| e.in_tree));
+        if let ToNode::Forget { jobs } = &msg {
+            for n in out {
+                if let Some(e) = self.nodes.get_mut(n.0 as usize)
+                    && e.up
+                {
+                    e.deferred_forget.extend(jobs.iter().copied());
+                }
+            }
+        }
+        if !in_tree.is_empty() {
+            self.push(Effect::Send { to: in_tree, msg });
         }
     }
 
@@ -537,25 +655,25 @@ impl Core {
             _ => None,
         };
         match self.ledger.apply(now, d) {
-            Ok(change) => self.carry_out(change, why),
+            Ok(change) => self.carry_out(now, change, why),
             // A broken promise is refused and logged; the machine keeps running.
             Err(e) => self.log(format!("mm: decision refused: {e}")),
         }
     }
 
     /// The machine manager's side of a ledger change.
-    pub(super) fn carry_out(&mut self, change: Change, why: Option<String>) {
+    pub(super) fn carry_out(&mut self, now: Time, change: Change, why: Option<String>) {
         match change {
             Change::None => {}
             Change::Runs { job, launch: true } => {
                 self.ran(job);
-                self.launch(job, false);
+                self.launch(now, job, false);
             }
             Change::Runs { job, launch: false } => {
                 self.ran(job);
                 self.signal(job, |s| &mut s.cont);
             }
-            Change::Placed { job } => self.launch(job, true),
+            Change::Placed { job } => self.launch(now, job, true),
             Change::Stops { job } => self.signal(job, |s| &mut s.stop),
             Change::Ends { job } => {
                 // A kill or a rejection: ended by the ledger at the decision's time; the
@@ -581,7 +699,7 @@ impl Core {
     }
 
     /// Creates a job's processes on the PEs the ledger gave it (stopped for a Place).
-    fn launch(&mut self, i: Ix, stopped: bool) {
+    fn launch(&mut self, now: Time, i: Ix, stopped: bool) {
         let per = self.shape.pes_per_node();
         let pes = self.ledger.entry(i).pes().clone();
         let s = &mut self.side[i];
@@ -600,11 +718,31 @@ impl Core {
             s.ranks.insert(rank as u32, None);
         }
         let launch = self.launch_msg(i, stopped);
-        let to = self.side[i].placement.iter().map(|p| p.node).collect();
-        self.push(Effect::Send {
-            to,
-            msg: ToNode::Launch(launch),
-        });
+        let id = launch.job;
+        let nodes: Vec<NodeId> = self.side[i].placement.iter().map(|p| p.node).collect();
+        // Sent now to the nodes in the tree, on joining to the others; resent until each
+        // acknowledges it.
+        let mut to = Vec::new();
+        for &n in &nodes {
+            let in_tree = self.nodes.get(n.0 as usize).is_some_and(|e| e.in_tree);
+            let sent = in_tree.then_some(now);
+            self.pending.insert(
+                (id, n),
+                Pending {
+                    sent,
+                    tries: sent.map_or(0, |_| 1),
+                },
+            );
+            if in_tree {
+                to.push(n);
+            }
+        }
+        if !to.is_empty() {
+            self.push(Effect::Send {
+                to,
+                msg: ToNode::Launch(launch),
+            });
+        }
         self.mark(i);
     }
 
@@ -640,6 +778,8 @@ impl Core {
     /// killed (forgotten on their nodes once every rank reported).
     fn after_end(&mut self, i: Ix, why: Option<String>) {
         self.live.remove(&i);
+        let id = self.ledger.entry(i).req.id;
+        self.pending.retain(|(j, _), _| *j != id);
         self.mark(i);
         if why.is_some() {
             self.side[i].error = why;
@@ -660,10 +800,7 @@ impl Core {
         let to: Vec<NodeId> = self.side[i].placement.iter().map(|p| p.node).collect();
         self.side[i].forget_pending = false;
         let id = self.ledger.entry(i).req.id;
-        self.push(Effect::Send {
-            to,
-            msg: ToNode::Forget { jobs: vec![id] },
-        });
+        self.send(to, ToNode::Forget { jobs: vec![id] });
     }
 
     /// A rank of a job exited (or could not be launched).
@@ -722,6 +859,7 @@ impl Core {
             return;
         }
         self.log(format!("mm: requeueing job {id}: {why}"));
+        self.pending.retain(|(j, _), _| *j != id);
         let s = &self.side[i];
         if !s.placement.is_empty() {
             self.signal(i, |s| &mut s.kill);
@@ -753,8 +891,8 @@ impl Core {
         if s.cmd.is_empty() {
             return Err("no command given: put it after `--`".into());
         }
-        if s.time_limit_us.is_some_and(|l| l <= 0) {
-            return Err("--time must be positive".into());
+        if let Some(l) = s.time_limit_us {
+            check_time_limit(Dur::from_micros(l))?;
         }
         let id = JobId(self.next_job);
         let side = Side {
@@ -801,7 +939,7 @@ impl Core {
         } else {
             self.ledger.release(i, now)
         };
-        self.carry_out(change, None);
+        self.carry_out(now, change, None);
         self.mark(i);
         self.instant.rest.push(if hold {
             Event::Held(id)
@@ -834,14 +972,14 @@ impl Core {
             return;
         }
         self.switches += 1;
-        self.push(Effect::Send {
-            to: s.nodes.into_iter().collect(),
-            msg: ToNode::Switch {
+        self.send(
+            s.nodes.into_iter().collect(),
+            ToNode::Switch {
                 stop: s.stop,
                 cont: s.cont,
                 kill: s.kill,
             },
-        });
+        );
     }
 
     pub(super) fn add_node_events(&mut self, ev: Event) {

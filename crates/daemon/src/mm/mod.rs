@@ -27,7 +27,7 @@ use cosched_core::Dur;
 use cosched_policy::PolicyOptions;
 use cosched_storm::Key;
 
-pub use self::core::{DEFAULT_ESTIMATE, parse_pes};
+pub use self::core::{DEFAULT_ESTIMATE, MAX_TIME_LIMIT, check_time_limit, parse_pes};
 pub use shell::{build_policy, run, run_blocking};
 
 /// How the machine manager is set up.

@@ -1,17 +1,25 @@
 //! Node membership: registration and its reconciliation with the job records, heartbeats and
 //! failure detection, the grace period after a restart, and the tree's member list.
 //!
-//! A node is up for the policy from its registration until it misses heartbeats for
-//! `dead_after`; the jobs holding PEs on a node that goes down end as `node_failed` (or start
-//! over, with `--requeue`), exactly as in the simulator's node operations.
+//! Reconciliation is a protocol, not a race (issue 10). A node manager registers with its
+//! complete state (jobs held, each rank running or exited with its status); the core takes in
+//! the exits, drops what it no longer runs and fails (or requeues) what the node lost, all
+//! before the policy hears about the node. The node then joins the tree the core announces;
+//! only when it reports [`FromNode::Joined`] for that announcement is it *in the tree*: nothing
+//! is sent to it before (launches wait, signals are replaced by a resynchronisation on
+//! joining), and only then is it up for the policy. A launch is resent until the node
+//! acknowledges it ([`FromNode::Launched`]), at most [`LAUNCH_TRIES`] times, after which the
+//! job fails with the reason. A node that misses heartbeats for `dead_after` is down; the
+//! jobs holding PEs on it end as `node_failed` (or start over, with `--requeue`), exactly as
+//! in the simulator's node operations.
 
 use std::collections::HashMap;
 
-use cosched_core::{NodeId, Outcome, Time};
+use cosched_core::{JobId, NodeId, Outcome, Time};
 use cosched_ledger::Ix;
 use cosched_policy::Event;
 
-use super::core::{Core, Effect, ReqId};
+use super::core::{Core, Effect, Pending, ReqId};
 use crate::db::NodeRow;
 use crate::proto::*;
 
@@ -26,6 +34,16 @@ pub struct NodeEntry {
     pub awaiting: bool,
     /// The node manager process last registered (see [`Register::incarnation`]).
     pub incarnation: u64,
+    /// Reported [`FromNode::Joined`] for the tree announced at its last registration:
+    /// messages may be sent to it.
+    pub in_tree: bool,
+    /// Up for the policy (and the ledger): from its first joining the tree after being down
+    /// until it is found dead.
+    pub policy_up: bool,
+    /// The tree epoch announced at its last registration; older `Joined` reports are stale.
+    pub join_epoch: u64,
+    /// `Forget`s due while it was out of the tree, sent when it joins.
+    pub deferred_forget: Vec<JobId>,
 }
 
 impl NodeEntry {
@@ -38,6 +56,10 @@ impl NodeEntry {
             last_seen: now,
             awaiting: true,
             incarnation: 0,
+            in_tree: false,
+            policy_up: false,
+            join_epoch: 0,
+            deferred_forget: Vec::new(),
         }
     }
 }
@@ -69,10 +91,30 @@ impl Core {
                 "mm: node {name} ({n}) missed heartbeats for {}; marking it down",
                 self.cfg.dead_after
             ));
-            self.nodes[n.0 as usize].up = false;
-            self.node_down(now, n, &format!("node {name} stopped answering heartbeats"));
+            let why = format!("node {name} stopped answering heartbeats");
+            let was_policy_up = self.nodes[n.0 as usize].policy_up;
+            self.out_of_tree(n);
+            if was_policy_up {
+                self.node_down(now, n, &why);
+            } else {
+                // Registered but never back in the tree: the policy never counted it up, but
+                // whatever it holds is lost all the same.
+                for i in self.jobs_on(n) {
+                    self.lost(now, i, Outcome::NodeFailed, why.clone());
+                }
+            }
             self.announce_topology(now);
         }
+    }
+
+    /// The node is no longer a member of the tree, nor up for anyone.
+    fn out_of_tree(&mut self, n: NodeId) {
+        let e = &mut self.nodes[n.0 as usize];
+        e.up = false;
+        e.in_tree = false;
+        e.policy_up = false;
+        e.deferred_forget.clear();
+        self.pending.retain(|(_, node), _| *node != n);
     }
 
     /// The node is down: the policy is told, and the jobs on it end or start over.
@@ -112,10 +154,75 @@ impl Core {
             .filter(|n| n.up)
             .map(|n| (n.row.id, n.addr.clone()))
             .collect();
+        // Strictly growing, so a node's `Joined` tells which announcement it heard.
+        self.epoch = (now.as_micros().max(0) as u64).max(self.epoch + 1);
         self.push(Effect::Members {
-            epoch: now.as_micros() as u64,
+            epoch: self.epoch,
             members,
         });
+    }
+
+    /// The last tree epoch announced (a node joining reports it back).
+    pub fn tree_epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// A node reports that it is in the tree of `epoch`. The first report after a
+    /// registration brings it into the tree: it is up for the policy (if it was not), gets
+    /// the launches that waited for it, and is brought in line with the records (stop what is
+    /// stopped, continue what runs, kill what ended, forget what was forgotten), since
+    /// signals meant for it while it was out of the tree were not sent.
+    pub(super) fn joined(&mut self, now: Time, node: NodeId, incarnation: u64, epoch: u64) {
+        let Some(n) = self.nodes.get_mut(node.0 as usize) else {
+            return;
+        };
+        if !n.up || n.in_tree || n.incarnation != incarnation || epoch < n.join_epoch {
+            return; // already in, or a report from an older registration
+        }
+        n.in_tree = true;
+        n.last_seen = n.last_seen.max(now);
+        let name = n.row.name.clone();
+        if !n.policy_up {
+            n.policy_up = true;
+            self.log(format!("mm: node {name} ({node}) is up (back in the tree)"));
+            self.ledger.node_up(node);
+            self.add_node_events(Event::NodeUp(node));
+        }
+        let forget = std::mem::take(&mut self.nodes[node.0 as usize].deferred_forget);
+        if !forget.is_empty() {
+            self.send(vec![node], ToNode::Forget { jobs: forget });
+        }
+        let (mut stop, mut cont, mut kill) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..self.side.len() {
+            if !self.side[i].placement.iter().any(|p| p.node == node) {
+                continue;
+            }
+            let id = self.ledger.entry(i).req.id;
+            if self.pending.contains_key(&(id, node)) {
+                continue; // not there yet: its launch goes below
+            }
+            if !self.live.contains(&i) {
+                if self.side[i].forget_pending {
+                    kill.push(id);
+                }
+            } else if self.ledger.entry(i).is_running() {
+                cont.push(id);
+            } else {
+                stop.push(id);
+            }
+        }
+        if !(stop.is_empty() && cont.is_empty() && kill.is_empty()) {
+            self.send(vec![node], ToNode::Switch { stop, cont, kill });
+        }
+        let due: Vec<JobId> = self
+            .pending
+            .keys()
+            .filter(|(_, n)| *n == node)
+            .map(|(j, _)| *j)
+            .collect();
+        for job in due {
+            self.send_launch(now, job, node);
+        }
     }
 
     /// A node manager (re)registers: it is up from now, and what it holds is reconciled with
@@ -158,22 +265,22 @@ impl Core {
             }
         };
         let id = self.nodes[idx].row.id;
-        let was_up = self.nodes[idx].up;
         {
             let n = &mut self.nodes[idx];
             n.addr = reg.addr.clone();
             n.up = true;
+            // Out of the tree until it says it has joined the one announced below: nothing
+            // is sent to it meanwhile. A node the policy counts up stays up (its jobs run).
+            n.in_tree = false;
             n.last_seen = now;
             n.awaiting = false;
         }
-        if !was_up {
-            self.log(format!(
-                "mm: node {} ({id}) is up at {}",
-                reg.name, reg.addr
-            ));
-            self.ledger.node_up(id);
-            self.add_node_events(Event::NodeUp(id));
-        }
+        self.log(format!(
+            "mm: node {} ({id}) registered from {} with {} jobs; joining the tree",
+            reg.name,
+            reg.addr,
+            reg.jobs.len()
+        ));
         // Reconcile the jobs this node holds with the records.
         let mut drop_jobs = Vec::new();
         let mut exits = Vec::new();
@@ -184,6 +291,8 @@ impl Core {
                     && self.side[i].placement.iter().any(|p| p.node == id)
             });
             if ours {
+                // It has the job: any launch of it there has arrived.
+                self.pending.remove(&(h.job, id));
                 exits.extend(
                     h.ranks
                         .iter()
@@ -203,12 +312,12 @@ impl Core {
             .collect();
         for i in lost {
             if same_process {
-                // The launch was in flight when the node lost its parent: send it again.
-                let stopped = !self.ledger.entry(i).is_running();
-                let launch = self.launch_msg(i, stopped);
-                self.push(Effect::Send {
-                    to: vec![id],
-                    msg: ToNode::Launch(launch),
+                // The launch was in flight when the node lost its parent: it is sent again
+                // once the node is back in the tree.
+                let job = self.ledger.entry(i).req.id;
+                self.pending.entry((job, id)).or_insert(Pending {
+                    sent: None,
+                    tries: 0,
                 });
                 continue;
             }
@@ -216,6 +325,7 @@ impl Core {
             self.lost(now, i, Outcome::Failed, why);
         }
         self.announce_topology(now);
+        self.nodes[idx].join_epoch = self.epoch;
         self.push(Effect::Registered {
             req,
             reply: RegisterReply::Accepted {

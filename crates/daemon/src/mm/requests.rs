@@ -107,7 +107,7 @@ impl Core {
                     "job {job} never ran, so it has no output"
                 )));
             }
-            Some(n) if !self.nodes.get(n.0 as usize).is_some_and(|e| e.up) => {
+            Some(n) if !self.nodes.get(n.0 as usize).is_some_and(|e| e.in_tree) => {
                 let name = self
                     .nodes
                     .get(n.0 as usize)
@@ -120,14 +120,14 @@ impl Core {
         };
         let fetch = self.next_fetch;
         self.next_fetch += 1;
-        self.push(Effect::Send {
-            to: vec![node],
-            msg: ToNode::FetchOutput {
+        self.send(
+            vec![node],
+            ToNode::FetchOutput {
                 req: fetch,
                 job,
                 rank,
             },
-        });
+        );
         self.outputs.insert(fetch, (req, now + OUTPUT_TIMEOUT));
         None
     }

@@ -79,15 +79,10 @@ pub fn policy_config(
 /// Runs a machine manager until a client asks it to shut down.
 pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let policy = build_policy(&cfg.policy, cfg.nodes, cfg.pes, &cfg.policy_options)?;
-    let listener = TcpListener::bind(&cfg.listen)
-        .await
-        .map_err(|e| DaemonError::Bind {
-            addr: cfg.listen.clone(),
-            cause: e,
-        })?;
+    let state = crate::StateDir::new(&cfg.state_dir);
+    let listener = listen(&cfg.listen, &state).await?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?;
     std::fs::create_dir_all(&cfg.state_dir).map_err(DaemonError::Io)?;
-    let state = crate::StateDir::new(&cfg.state_dir);
     let db = Db::open(&state.db_file())?;
     let recovered = Recovered {
         nodes: db.nodes()?,
@@ -153,6 +148,45 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
             return Ok(());
         }
     }
+}
+
+/// Binds the listening socket. With a port of 0 (any port, as `cluster up` asks) on a state
+/// directory whose `mm.addr` still names a port on the same address, that port is taken
+/// again if it is free: the machine manager is being restarted after a crash, and its node
+/// managers keep registering at the address they were given (issue 10, finding 8). A fresh
+/// `cluster up` removes `mm.addr` first, and a clean `cluster down` removes it too, so only a
+/// restart reuses a port; if the port is taken meanwhile, any port is used, as asked, and the
+/// log says that the node managers must be restarted with the new address.
+async fn listen(wanted: &str, state: &crate::StateDir) -> Result<TcpListener, DaemonError> {
+    let bind_err = |addr: &str, e| DaemonError::Bind {
+        addr: addr.to_string(),
+        cause: e,
+    };
+    let previous = wanted
+        .parse::<std::net::SocketAddr>()
+        .ok()
+        .filter(|w| w.port() == 0)
+        .and_then(|w| {
+            let old = state.addr().ok()?.parse::<std::net::SocketAddr>().ok()?;
+            (old.ip() == w.ip() && old.port() != 0).then_some(old)
+        });
+    if let Some(old) = previous {
+        match TcpListener::bind(old).await {
+            Ok(l) => {
+                eprintln!(
+                    "mm: listening again on {old}, the address recorded in {} (a restart)",
+                    state.addr_file().display()
+                );
+                return Ok(l);
+            }
+            Err(e) => eprintln!(
+                "mm: cannot listen again on {old} ({e}); taking another port: node managers started with {old} must be restarted with the new address"
+            ),
+        }
+    }
+    TcpListener::bind(wanted)
+        .await
+        .map_err(|e| bind_err(wanted, e))
 }
 
 /// Waits shorter than this are slept precisely on the thread rather than with tokio's timer.

@@ -70,9 +70,22 @@ fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
                 },
             },
         );
+        join(&mut c, t(0), n, 1);
     }
     c.step(t(0));
     c
+}
+
+/// Node `n` reports that it is in the tree last announced.
+fn join(c: &mut Core, now: Time, n: u32, incarnation: u64) {
+    let epoch = c.tree_epoch();
+    c.on(
+        now,
+        Input::FromNode {
+            from: NodeId(n),
+            msg: FromNode::Joined { incarnation, epoch },
+        },
+    );
 }
 
 fn submit(c: &mut Core, now: Time, procs: u32) {
@@ -284,6 +297,7 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
             incarnation: 1,
         };
         c.on(t(0), Input::Register { req: n, reg });
+        join(&mut c, t(0), n as u32, 1);
     }
     c.step(t(0));
     submit(&mut c, t(0), 2);
@@ -316,4 +330,200 @@ fn the_machine_manager_builds_its_policy_without_migration() {
     for name in ["fcfs", "gang", "t3d"] {
         assert!(super::build_policy(name, 4, 8, &opts).is_ok(), "{name}");
     }
+}
+
+/// A core whose nodes register at time 0 but have not joined the tree yet.
+fn registered_only(nodes: u32, heartbeat: Dur, dead_after: Dur) -> Core {
+    let fcfs = super::build_policy("fcfs", nodes, 1, &PolicyOptions::default()).unwrap();
+    let cfg = CoreConfig {
+        nodes,
+        pes: 1,
+        fanout: 8,
+        heartbeat,
+        dead_after,
+        requeue: false,
+    };
+    let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
+    for n in 0..nodes {
+        let reg = Register {
+            name: format!("n{n}"),
+            pes: 1,
+            addr: String::new(),
+            jobs: Vec::new(),
+            incarnation: 1,
+        };
+        c.on(t(0), Input::Register { req: n as u64, reg });
+    }
+    c.step(t(0));
+    c
+}
+
+fn launches(fx: &[Effect]) -> Vec<(Vec<NodeId>, JobId)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Send {
+                to,
+                msg: ToNode::Launch(l),
+            } => Some((to.clone(), l.job)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 10, finding 2: a registered node is not up for the policy, and nothing is sent to
+/// it, until it reports that it joined the tree announced at its registration (an older
+/// announcement does not count).
+#[test]
+fn issue_10_a_node_gets_nothing_and_is_not_up_until_it_is_back_in_the_tree() {
+    let mut c = registered_only(1, Dur::from_secs(3600), Dur::from_secs(36_000));
+    assert_eq!(c.status().nodes[0].state, "joining");
+    submit(&mut c, t(1), 1);
+    let fx = c.step(t(1));
+    assert!(launches(&fx).is_empty(), "{fx:?}");
+    assert_eq!(state(&c, 1).state, JobState::Queued);
+    let stale = c.tree_epoch() - 1;
+    c.on(
+        t(2),
+        Input::FromNode {
+            from: NodeId(0),
+            msg: FromNode::Joined {
+                incarnation: 1,
+                epoch: stale,
+            },
+        },
+    );
+    assert!(launches(&c.step(t(2))).is_empty());
+    join(&mut c, t(3), 0, 1);
+    let fx = c.step(t(3));
+    assert_eq!(launches(&fx), [(vec![NodeId(0)], JobId(1))], "{fx:?}");
+    assert_eq!(c.status().nodes[0].state, "up");
+    assert_eq!(state(&c, 1).state, JobState::Running);
+}
+
+/// Issue 10, finding 2: a launch the node does not acknowledge is sent again after
+/// `dead_after`, and after `LAUNCH_TRIES` sends the job fails saying why, instead of staying
+/// "running" with no processes; an acknowledged launch is not resent.
+#[test]
+fn issue_10_an_unacknowledged_launch_is_resent_then_the_job_fails_with_the_reason() {
+    let mut c = registered_only(2, Dur::from_secs(1), Dur::from_secs(3));
+    join(&mut c, t(0), 0, 1);
+    join(&mut c, t(0), 1, 1);
+    c.step(t(0));
+    submit(&mut c, t(0), 1);
+    submit(&mut c, t(0), 1);
+    let mut sent = launches(&c.step(t(0)));
+    // Node 1 acknowledges job 2; node 0 never acknowledges job 1. Both answer heartbeats.
+    let ack = FromNode::Launched { job: JobId(2) };
+    c.on(
+        t(0),
+        Input::FromNode {
+            from: NodeId(1),
+            msg: ack,
+        },
+    );
+    for s in 1..=12 {
+        c.on(t(s), Input::Heard(NodeId(0)));
+        c.on(t(s), Input::Heard(NodeId(1)));
+        sent.extend(launches(&c.step(t(s))));
+    }
+    let to_0 = sent.iter().filter(|(to, _)| to == &[NodeId(0)]).count();
+    assert_eq!(to_0, super::core::LAUNCH_TRIES as usize, "{sent:?}");
+    assert_eq!(sent.iter().filter(|(_, j)| *j == JobId(2)).count(), 1);
+    let j = state(&c, 1);
+    assert_eq!(j.state, JobState::Failed, "{j:?}");
+    assert!(
+        j.error
+            .as_deref()
+            .is_some_and(|e| e.contains("not acknowledged")),
+        "{j:?}"
+    );
+    assert_eq!(state(&c, 2).state, JobState::Running);
+}
+
+/// Issue 10, finding 2: a node manager that registers again (same process) while a launch to
+/// it was in flight gets the launch once it is back in the tree, not before; signals meant
+/// for it meanwhile are replaced by a resynchronisation when it joins.
+#[test]
+fn issue_10_a_rejoining_node_gets_its_launch_and_its_signals_after_joining() {
+    let mut c = registered_only(1, Dur::from_secs(3600), Dur::from_secs(36_000));
+    join(&mut c, t(0), 0, 1);
+    submit(&mut c, t(1), 1);
+    assert_eq!(launches(&c.step(t(1))).len(), 1);
+    // The launch was lost with the parent link: the node registers again without the job.
+    let reg = Register {
+        name: "n0".into(),
+        pes: 1,
+        addr: String::new(),
+        jobs: Vec::new(),
+        incarnation: 1,
+    };
+    c.on(t(2), Input::Register { req: 9, reg });
+    let fx = c.step(t(2));
+    assert!(launches(&fx).is_empty(), "{fx:?}");
+    // A user's hold while it is out of the tree: recorded, not sent.
+    c.on(
+        t(3),
+        Input::Client {
+            req: 3,
+            request: Request::Suspend(JobId(1)),
+        },
+    );
+    assert!(sent(&c.step(t(3))).is_empty());
+    join(&mut c, t(4), 0, 1);
+    let msgs = sent(&c.step(t(4)));
+    assert!(
+        msgs.iter()
+            .any(|m| matches!(m, ToNode::Launch(l) if l.job == JobId(1) && l.stopped)),
+        "launched stopped, as the hold says: {msgs:?}"
+    );
+    assert_eq!(state(&c, 1).state, JobState::Suspended);
+}
+
+/// Issue 10, finding 4: a time limit beyond the maximum is refused at submit with the bound
+/// in the message (a client may send anything), and the longest one allowed leaves the wake-up
+/// computation sane: the core sleeps until its next heartbeat, not in a loop.
+#[test]
+fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overflow() {
+    let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 1);
+    let submit_limit = |c: &mut Core, req: u64, limit_us: i64| {
+        let request = Request::Submit(SubmitRequest {
+            procs: 1,
+            time_limit_us: Some(limit_us),
+            class: None,
+            name: None,
+            cmd: vec!["work".into()],
+            cwd: "/".into(),
+            user: None,
+        });
+        c.on(t(1), Input::Client { req, request });
+        c.step(t(1))
+            .into_iter()
+            .find_map(|e| match e {
+                Effect::Reply { req: r, resp } if r == req => Some(resp),
+                _ => None,
+            })
+            .expect("a reply")
+    };
+    // 292,000 years: what overflowed the wake-up computation.
+    match submit_limit(&mut c, 7, i64::MAX) {
+        Response::Error(e) => assert!(e.contains("at most 366 days"), "{e}"),
+        other => panic!("accepted: {other:?}"),
+    }
+    let longest = super::MAX_TIME_LIMIT.as_micros();
+    assert!(matches!(
+        submit_limit(&mut c, 8, longest),
+        Response::Submitted(_)
+    ));
+    assert_eq!(state(&c, 1).state, JobState::Running);
+    let wake = c.next_wake();
+    assert!(
+        wake > t(1) && wake <= t(1) + Dur::from_secs(3600),
+        "{wake:?}"
+    );
+    // The limit itself still ends the job, a year later (the node still answering).
+    let later = t(1) + super::MAX_TIME_LIMIT;
+    c.on(later, Input::Heard(NodeId(0)));
+    c.step(later);
+    assert_eq!(state(&c, 1).state, JobState::TimedOut);
 }

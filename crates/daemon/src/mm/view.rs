@@ -107,7 +107,14 @@ impl Core {
             .map(|n| NodeInfo {
                 id: n.row.id,
                 name: n.row.name.clone(),
-                state: if n.up { "up".into() } else { "down".into() },
+                // Registered but not yet back in the tree: nothing is sent to it yet.
+                state: if n.up && n.in_tree && n.policy_up {
+                    "up".into()
+                } else if n.up {
+                    "joining".into()
+                } else {
+                    "down".into()
+                },
                 addr: n.addr.clone(),
                 pes: n.row.pes,
             })
