@@ -83,7 +83,7 @@ pub struct MmArgs {
     /// PEs (cores) per node
     #[arg(long)]
     pes: u32,
-    /// Scheduling policy (see `cosched sim --help` for the registered names)
+    /// Scheduling policy (`cosched sim --list` lists them)
     #[arg(long, default_value = "fcfs")]
     policy: String,
     #[command(flatten)]
