@@ -81,7 +81,7 @@ pub fn latency(
     let mut rows = Vec::new();
     for &n in nodes {
         let mut o = opts(exe, &dir.join(format!("lat{n}")), n, 1);
-        o.fanout = fanout;
+        o.settings.fanout = fanout;
         let c = up(&o)?;
         let depth = c.client.status()?.tree_depth;
         let mut lat = Vec::new();
@@ -141,10 +141,10 @@ pub fn gang(
 ) -> Result<Vec<GangRow>, DaemonError> {
     let one = |policy: &str, quantum: Option<Dur>| -> Result<f64, DaemonError> {
         let mut o = opts(exe, &dir.join("gang"), 1, pes);
-        o.policy = policy.into();
+        o.settings.policy = policy.into();
         if policy == "gang" {
-            o.policy_options.mpl = Some(2);
-            o.policy_options.quantum = quantum;
+            o.settings.policy_options.mpl = Some(2);
+            o.settings.policy_options.quantum = quantum;
         }
         let c = up(&o)?;
         let cmd = vec![

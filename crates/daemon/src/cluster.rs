@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cosched_core::Dur;
 use cosched_policy::PolicyOptions;
 use cosched_storm::Key;
 
 use crate::client::Client;
+use crate::mm::ManagerSettings;
 use crate::proto::Request;
 use crate::util::{pid_alive, signal_pid};
 use crate::{DaemonError, StateDir};
@@ -21,14 +21,8 @@ pub struct ClusterOptions {
     /// The `cosched` executable that runs `mm` and `nm`.
     pub exe: PathBuf,
     pub state_dir: PathBuf,
-    pub nodes: u32,
-    pub pes: u32,
-    pub policy: String,
-    /// `--mpl`, `--quantum`, `--opt`, `--policy-config`, … passed on to the machine manager.
-    pub policy_options: PolicyOptions,
-    pub fanout: u32,
-    pub heartbeat: Dur,
-    pub requeue: bool,
+    /// What the machine manager runs (passed on as its command line).
+    pub settings: ManagerSettings,
     /// How long to wait for every node to register.
     pub timeout: Duration,
 }
@@ -38,13 +32,7 @@ impl ClusterOptions {
         ClusterOptions {
             exe,
             state_dir,
-            nodes,
-            pes,
-            policy: "fcfs".into(),
-            policy_options: PolicyOptions::default(),
-            fanout: 8,
-            heartbeat: Dur::from_millis(200),
-            requeue: false,
+            settings: ManagerSettings::new(nodes, pes),
             timeout: Duration::from_secs(30),
         }
     }
@@ -102,7 +90,12 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
     }
     // A bad policy, option or policy file is refused here with the policy's own message,
     // rather than in the log of a background process.
-    crate::mm::build_policy(&o.policy, o.nodes, o.pes, &o.policy_options)?;
+    crate::mm::build_policy(
+        &o.settings.policy,
+        o.settings.nodes,
+        o.settings.pes,
+        &o.settings.policy_options,
+    )?;
     // The address of the last MM would be taken for the new one's; the database stays, so the
     // new MM continues its history (a machine of another shape is refused by the MM).
     dir.forget_addr();
@@ -113,22 +106,22 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         "--listen".into(),
         "127.0.0.1:0".into(),
         "--nodes".into(),
-        o.nodes.to_string(),
+        o.settings.nodes.to_string(),
         "--pes".into(),
-        o.pes.to_string(),
+        o.settings.pes.to_string(),
         "--policy".into(),
-        o.policy.clone(),
+        o.settings.policy.clone(),
         "--fanout".into(),
-        o.fanout.to_string(),
+        o.settings.fanout.to_string(),
         "--heartbeat".into(),
-        o.heartbeat.to_string(),
+        o.settings.heartbeat.to_string(),
         "--state-dir".into(),
         dir.root().display().to_string(),
         "--key-file".into(),
         dir.key_file().display().to_string(),
     ];
-    args.extend(policy_args(&o.policy_options)?);
-    if o.requeue {
+    args.extend(policy_args(&o.settings.policy_options)?);
+    if o.settings.requeue {
         args.push("--requeue".into());
     }
     let mut children = vec![spawn_daemon(
@@ -160,7 +153,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    for i in 0..o.nodes {
+    for i in 0..o.settings.nodes {
         let name = node_name(i);
         let args: Vec<String> = vec![
             "nm".into(),
@@ -169,13 +162,13 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             "--name".into(),
             name.clone(),
             "--pes".into(),
-            o.pes.to_string(),
+            o.settings.pes.to_string(),
             "--workdir".into(),
             dir.node_work_dir(&name).display().to_string(),
             "--key-file".into(),
             dir.key_file().display().to_string(),
             "--cpu-offset".into(),
-            (i * o.pes).to_string(),
+            (i * o.settings.pes).to_string(),
         ];
         children.push(spawn_daemon(
             &o.exe,
@@ -201,7 +194,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
     };
     loop {
         let st = cluster.client.status()?;
-        if st.nodes.iter().filter(|n| n.state == "up").count() as u32 == o.nodes {
+        if st.nodes.iter().filter(|n| n.state == "up").count() as u32 == o.settings.nodes {
             return Ok(cluster);
         }
         if start.elapsed() > o.timeout {
@@ -209,7 +202,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             return Err(DaemonError::Timeout(format!(
                 "only {} of {} nodes registered within {:?}; see the logs in {}",
                 st.nodes.iter().filter(|n| n.state == "up").count(),
-                o.nodes,
+                o.settings.nodes,
                 o.timeout,
                 dir.logs_dir().display()
             )));

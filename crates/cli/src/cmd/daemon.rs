@@ -10,6 +10,7 @@ use anyhow::Context;
 use cosched_core::{Dur, JobId, MachineShape};
 use cosched_daemon::client::Client;
 use cosched_daemon::cluster::{self, ClusterOptions};
+use cosched_daemon::mm::ManagerSettings;
 use cosched_daemon::proto::{JobInfo, Request, StatusInfo, SubmitRequest};
 use cosched_daemon::{StateDir, mm, nm, report};
 use cosched_sim::SimResult;
@@ -83,6 +84,19 @@ pub struct MmArgs {
     /// PEs (cores) per node
     #[arg(long)]
     pes: u32,
+    #[command(flatten)]
+    manager: ManagerArgs,
+    /// Where mm.addr and mm.db live (default: $COSCHED_STATE_DIR)
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Cluster key file (64 hex digits; created if missing)
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+}
+
+/// What the machine manager runs: the same flags for `cosched mm` and `cluster up`.
+#[derive(clap::Args)]
+pub struct ManagerArgs {
     /// Scheduling policy (`cosched sim --list` lists them)
     #[arg(long, default_value = "fcfs")]
     policy: String,
@@ -97,12 +111,20 @@ pub struct MmArgs {
     /// Requeue jobs lost with a failed node instead of failing them
     #[arg(long)]
     requeue: bool,
-    /// Where mm.addr and mm.db live (default: $COSCHED_STATE_DIR)
-    #[arg(long)]
-    state_dir: Option<PathBuf>,
-    /// Cluster key file (64 hex digits; created if missing)
-    #[arg(long)]
-    key_file: Option<PathBuf>,
+}
+
+impl ManagerArgs {
+    fn settings(self, nodes: u32, pes: u32) -> ManagerSettings {
+        ManagerSettings {
+            nodes,
+            pes,
+            policy_options: self.policy_args.options(),
+            policy: self.policy,
+            fanout: self.fanout.max(1),
+            heartbeat: self.heartbeat.max(Dur::from_millis(1)),
+            requeue: self.requeue,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -203,20 +225,8 @@ pub struct UpArgs {
     /// PEs per node
     #[arg(long, default_value_t = 2)]
     pes: u32,
-    /// Scheduling policy: fcfs, easy, gang, …
-    #[arg(long, default_value = "fcfs")]
-    policy: String,
     #[command(flatten)]
-    policy_args: PolicyArgs,
-    /// Fan-out of the tree
-    #[arg(long, default_value_t = 8)]
-    fanout: u32,
-    /// Heartbeat period
-    #[arg(long, default_value = "200ms")]
-    heartbeat: Dur,
-    /// Requeue jobs lost with a failed node
-    #[arg(long)]
-    requeue: bool,
+    manager: ManagerArgs,
     /// Print one JSON document
     #[arg(long)]
     json: bool,
@@ -329,12 +339,8 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let key = load_or_create_key(&a.key_file.unwrap_or_else(|| dir.key_file()))?;
             let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, a.nodes, a.pes);
             cfg.listen = a.listen;
-            cfg.policy = a.policy;
-            cfg.policy_options = a.policy_args.options();
-            cfg.fanout = a.fanout.max(1);
-            cfg.heartbeat = a.heartbeat.max(Dur::from_millis(1));
-            cfg.dead_after = cfg.heartbeat * 5;
-            cfg.requeue = a.requeue;
+            cfg.settings = a.manager.settings(a.nodes, a.pes);
+            cfg.dead_after = cfg.settings.heartbeat * 5;
             std::fs::write(dir.mm_pid_file(), format!("{}\n", std::process::id()))?;
             mm::run_blocking(cfg)?;
             Ok(0)
@@ -366,27 +372,23 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 a.nodes,
                 a.pes,
             );
-            o.policy = a.policy;
-            o.policy_options = a.policy_args.options();
-            o.fanout = a.fanout;
-            o.heartbeat = a.heartbeat;
-            o.requeue = a.requeue;
+            o.settings = a.manager.settings(a.nodes, a.pes);
             let c = cluster::up(&o)?;
             // The daemons outlive this command: `cluster down` stops them.
             let addr = c.addr.clone();
             std::mem::forget(c);
             if a.json {
                 print_json(&serde_json::json!({
-                    "mm": addr, "nodes": o.nodes, "pes": o.pes, "policy": o.policy,
+                    "mm": addr, "nodes": o.settings.nodes, "pes": o.settings.pes, "policy": o.settings.policy,
                     "state_dir": o.state_dir.display().to_string(),
                 }))?;
             } else {
                 emit(&format!("{addr}\n"));
                 eprintln!(
                     "cluster up: {} nodes × {} PEs, policy {}; state in {} (stop with `cosched cluster down`)",
-                    o.nodes,
-                    o.pes,
-                    o.policy,
+                    o.settings.nodes,
+                    o.settings.pes,
+                    o.settings.policy,
                     o.state_dir.display()
                 );
             }

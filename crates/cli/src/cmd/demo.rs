@@ -120,9 +120,9 @@ fn run_cluster() -> anyhow::Result<ClusterRun> {
     let exe = std::env::current_exe().context("cannot find the cosched executable")?;
     let dir: PathBuf = std::env::temp_dir().join(format!("cosched-demo-{}", std::process::id()));
     let mut opts = ClusterOptions::new(exe.clone(), dir.clone(), 2, 2);
-    opts.policy = "gang".into();
-    opts.policy_options.mpl = Some(2);
-    opts.policy_options.quantum = Some(Dur::from_millis(50));
+    opts.settings.policy = "gang".into();
+    opts.settings.policy_options.mpl = Some(2);
+    opts.settings.policy_options.quantum = Some(Dur::from_millis(50));
     let cluster = cluster::up(&opts).context("starting the embedded cluster")?;
     let result = (|| -> anyhow::Result<ClusterRun> {
         let exe = exe.display().to_string();

@@ -30,10 +30,10 @@ use cosched_storm::Key;
 pub use self::core::{DEFAULT_ESTIMATE, MAX_TIME_LIMIT, check_time_limit, parse_pes};
 pub use shell::{build_policy, run, run_blocking};
 
-/// How the machine manager is set up.
+/// What a machine manager runs, however it is started (`cosched mm`, or `cluster up` which
+/// passes these on to the `mm` it starts), with the defaults of both.
 #[derive(Clone, Debug)]
-pub struct MmConfig {
-    pub listen: String,
+pub struct ManagerSettings {
     pub nodes: u32,
     pub pes: u32,
     pub policy: String,
@@ -42,10 +42,31 @@ pub struct MmConfig {
     pub fanout: u32,
     /// Period of the liveness heartbeat down the tree.
     pub heartbeat: Dur,
-    /// A node that has not answered for this long is marked down.
-    pub dead_after: Dur,
     /// Requeue jobs lost with a node instead of failing them.
     pub requeue: bool,
+}
+
+impl ManagerSettings {
+    pub fn new(nodes: u32, pes: u32) -> ManagerSettings {
+        ManagerSettings {
+            nodes,
+            pes,
+            policy: "fcfs".into(),
+            policy_options: PolicyOptions::default(),
+            fanout: 8,
+            heartbeat: Dur::from_millis(200),
+            requeue: false,
+        }
+    }
+}
+
+/// How the machine manager process is set up.
+#[derive(Clone, Debug)]
+pub struct MmConfig {
+    pub listen: String,
+    pub settings: ManagerSettings,
+    /// A node that has not answered for this long is marked down.
+    pub dead_after: Dur,
     /// Where `mm.addr` and `mm.db` live.
     pub state_dir: PathBuf,
     pub key: Key,
@@ -55,14 +76,8 @@ impl MmConfig {
     pub fn new(state_dir: PathBuf, key: Key, nodes: u32, pes: u32) -> MmConfig {
         MmConfig {
             listen: "127.0.0.1:0".into(),
-            nodes,
-            pes,
-            policy: "fcfs".into(),
-            policy_options: PolicyOptions::default(),
-            fanout: 8,
-            heartbeat: Dur::from_millis(200),
+            settings: ManagerSettings::new(nodes, pes),
             dead_after: Dur::from_millis(1_000),
-            requeue: false,
             state_dir,
             key,
         }

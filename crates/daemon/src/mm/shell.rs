@@ -78,7 +78,12 @@ pub fn policy_config(
 
 /// Runs a machine manager until a client asks it to shut down.
 pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
-    let policy = build_policy(&cfg.policy, cfg.nodes, cfg.pes, &cfg.policy_options)?;
+    let policy = build_policy(
+        &cfg.settings.policy,
+        cfg.settings.nodes,
+        cfg.settings.pes,
+        &cfg.settings.policy_options,
+    )?;
     let state = crate::StateDir::new(&cfg.state_dir);
     let listener = listen(&cfg.listen, &state).await?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?;
@@ -90,16 +95,16 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     };
     let t = now();
     let core_cfg = CoreConfig {
-        nodes: cfg.nodes,
-        pes: cfg.pes,
-        fanout: cfg.fanout,
-        heartbeat: cfg.heartbeat,
+        nodes: cfg.settings.nodes,
+        pes: cfg.settings.pes,
+        fanout: cfg.settings.fanout,
+        heartbeat: cfg.settings.heartbeat,
         dead_after: cfg.dead_after,
-        requeue: cfg.requeue,
+        requeue: cfg.settings.requeue,
     };
     let core = Core::new(core_cfg, policy, t, recovered)
         .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;
-    let (root, mut up_rx) = Root::new(cfg.key.clone(), cfg.fanout);
+    let (root, mut up_rx) = Root::new(cfg.key.clone(), cfg.settings.fanout);
     let mut sh = Shell {
         core,
         db,
@@ -116,7 +121,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     eprintln!("mm: running at {}", crate::util::raise_priority());
     eprintln!(
         "mm: listening on {addr}, policy {}, {} nodes × {} PEs",
-        cfg.policy, cfg.nodes, cfg.pes
+        cfg.settings.policy, cfg.settings.nodes, cfg.settings.pes
     );
     loop {
         let wait = wake_duration(sh.core.next_wake());
