@@ -21,12 +21,14 @@
 //! reports of Figs. 13-15 ([`T3d::quanta`], [`T3d::preemptions`]).
 
 pub mod config;
+mod pes;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use cosched_core::{Dur, JobId, PeSet, Time};
 
 pub use config::{ClassParams, T3dConfig};
+use pes::{Holder, PeMap};
 
 use crate::queue::{Queued, WaitQueue, never_fits};
 use crate::{ConfigError, Decision, Event, JobRequest, Never, Policy, PolicyConfig};
@@ -57,15 +59,7 @@ pub struct Preemption {
 }
 
 /// PEs for a job, and the jobs to preempt for them (with their do-not-disturb ends).
-type Assignment = (Vec<u32>, Vec<(JobId, Time)>);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PeState {
-    Free,
-    Job(JobId),
-    /// Swapping a preempted job's state out until then.
-    Out(Time),
-}
+type Assignment = (PeSet, Vec<(JobId, Time)>);
 
 #[derive(Clone, Debug)]
 struct Waiting {
@@ -99,7 +93,7 @@ struct Loaded {
 #[derive(Clone, Debug)]
 struct Earmark {
     job: JobId,
-    pes: Vec<u32>,
+    pes: PeSet,
     /// Made by the first pass (the one reservation), else by the second.
     reservation: bool,
 }
@@ -107,16 +101,18 @@ struct Earmark {
 #[derive(Clone, Debug)]
 pub struct T3d {
     cfg: T3dConfig,
-    pe: Vec<PeState>,
+    /// Who holds each PE, which PEs are earmarked and which are down.
+    pe: PeMap,
+    /// PEs set swapping out, with when the swap ends; [`T3d::schedule`] frees them then.
+    swaps: Vec<(Time, PeSet)>,
     loaded: BTreeMap<JobId, Loaded>,
     /// Waiting jobs (new and preempted) with their holds; the order that counts is
     /// [`T3d::ordered`]'s.
     waiting: WaitQueue<Waiting>,
     /// Whether a preempted job may come back on other PEs.
     migration: bool,
+    /// Kept in [`T3d::pe`]'s marks by [`T3d::remark`] after every change.
     earmarks: Vec<Earmark>,
-    /// PEs of nodes that are down: never given to a job.
-    down: Vec<bool>,
     pes_per_node: u32,
     /// PEs of jobs whose state is on disk.
     disk_procs: u64,
@@ -138,12 +134,12 @@ impl T3d {
     pub fn with_config(pes: u32, cfg: T3dConfig) -> T3d {
         T3d {
             cfg,
-            pe: vec![PeState::Free; pes as usize],
+            pe: PeMap::new(pes),
+            swaps: Vec::new(),
             loaded: BTreeMap::new(),
             waiting: WaitQueue::default(),
             migration: true,
             earmarks: Vec::new(),
-            down: vec![false; pes as usize],
             pes_per_node: 1,
             disk_procs: 0,
             asked: BTreeSet::new(),
@@ -190,25 +186,10 @@ impl T3d {
         }
     }
 
-    fn earmarked(&self) -> Vec<bool> {
-        let mut m = vec![false; self.pe.len()];
-        for e in &self.earmarks {
-            for &p in &e.pes {
-                m[p as usize] = true;
-            }
-        }
-        m
-    }
-
-    fn free_unmarked(&self) -> Vec<u32> {
-        let marked = self.earmarked();
-        (0..self.pe.len() as u32)
-            .filter(|&p| {
-                self.pe[p as usize] == PeState::Free
-                    && !marked[p as usize]
-                    && !self.down[p as usize]
-            })
-            .collect()
+    /// Brings the earmarked PEs of [`T3d::pe`] in line with `earmarks`: called after every
+    /// change to them (it costs their runs, not the machine).
+    fn remark(&mut self) {
+        self.pe.set_marks(self.earmarks.iter().map(|e| &e.pes));
     }
 
     /// Processors held by loaded and earmarked jobs, in total, of one class, and of large jobs.
@@ -254,17 +235,13 @@ impl T3d {
     }
 
     /// Loads waiting job `idx` on `pes`: it starts now, or after swapping in from disk.
-    fn load(&mut self, idx: usize, pes: Vec<u32>, now: Time, out: &mut Vec<Decision>) {
+    fn load(&mut self, idx: usize, set: PeSet, now: Time, out: &mut Vec<Decision>) {
         let w = self.waiting.remove(idx);
-        debug_assert!(
-            w.home
-                .as_ref()
-                .is_none_or(|h| h.iter().map(|p| p.0).eq(pes.iter().copied()))
-        );
+        debug_assert!(w.home.as_ref().is_none_or(|h| *h == set));
         self.earmarks.retain(|e| e.job != w.req.id);
-        let set = PeSet::from_pes(pes.iter().copied());
-        for &p in &pes {
-            self.pe[p as usize] = PeState::Job(w.req.id);
+        self.remark();
+        for &(s, e) in set.runs() {
+            self.pe.set(s, e, Some(Holder::Job(w.req.id)));
         }
         let ready_at = if w.on_disk {
             self.disk_procs -= w.req.procs as u64;
@@ -310,12 +287,12 @@ impl T3d {
     ) {
         let l = self.loaded.remove(&victim).expect("victim is loaded");
         let until = now + Dur::from_micros(self.cfg.swap_per_pe.as_micros() * l.req.procs as i64);
-        for p in l.pes.iter() {
-            self.pe[p.0 as usize] = if until > now {
-                PeState::Out(until)
-            } else {
-                PeState::Free
-            };
+        let holder = (until > now).then_some(Holder::Out(until));
+        for &(s, e) in l.pes.runs() {
+            self.pe.set(s, e, holder);
+        }
+        if until > now {
+            self.swaps.push((until, l.pes.clone()));
         }
         self.ask_timer(until, now, out);
         self.quanta.push(Quantum {
@@ -350,7 +327,6 @@ impl T3d {
     /// Jobs that `w` may take PEs from, cheapest first: `(cost, job, dnd_end)`.
     fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> Vec<(u64, JobId, Time)> {
         let prio = self.class(w.class).priority;
-        let marked = self.earmarked();
         let mut v: Vec<(u64, JobId, Time)> = self
             .loaded
             .iter()
@@ -363,7 +339,7 @@ impl T3d {
                     } else {
                         c.priority < prio
                     }
-                    && !l.pes.iter().any(|p| marked[p.0 as usize])
+                    && !self.pe.any_marked(&l.pes)
             })
             .filter_map(|(id, l)| {
                 let dnd_end = self.dnd_end(l);
@@ -386,22 +362,10 @@ impl T3d {
 
     /// Free PEs `w` may load on now, if enough: the lowest-numbered ones, or its own PEs when
     /// it must come back where it was.
-    fn free_fit(&self, w: &Waiting) -> Option<Vec<u32>> {
+    fn free_fit(&self, w: &Waiting) -> Option<PeSet> {
         match &w.home {
-            None => {
-                let need = w.req.procs as usize;
-                let free = self.free_unmarked();
-                (free.len() >= need).then(|| free[..need].to_vec())
-            }
-            Some(home) => {
-                let marked = self.earmarked();
-                home.iter()
-                    .all(|p| {
-                        let i = p.0 as usize;
-                        self.pe[i] == PeState::Free && !marked[i] && !self.down[i]
-                    })
-                    .then(|| home.iter().map(|p| p.0).collect())
-            }
+            None => (self.pe.open_count() >= w.req.procs).then(|| self.pe.lowest_open(w.req.procs)),
+            Some(home) => self.pe.all_open(home).then(|| home.clone()),
         }
     }
 
@@ -411,12 +375,12 @@ impl T3d {
             return self.home_assignment(w, home, now, first_pass);
         }
         let need = w.req.procs as usize;
-        let free = self.free_unmarked();
-        if free.len() >= need {
-            return Some((free[..need].to_vec(), Vec::new()));
+        let open = self.pe.open_count() as usize;
+        if open >= need {
+            return Some((self.pe.lowest_open(w.req.procs), Vec::new()));
         }
         let mut chosen = Vec::new();
-        let mut have = free.len();
+        let mut have = open;
         for (cost, id, dnd_end) in self.victims(w, now, first_pass) {
             if have >= need {
                 break;
@@ -435,12 +399,25 @@ impl T3d {
                 chosen.remove(i);
             }
         }
-        let mut pes = free;
+        // The lowest `need` PEs of the open ones and the victims', merged as runs.
+        let mut runs: Vec<(u32, u32)> = self.pe.lowest_open(open as u32).runs().to_vec();
         for (_, id, _) in &chosen {
-            pes.extend(self.loaded[id].pes.iter().map(|p| p.0));
+            runs.extend_from_slice(self.loaded[id].pes.runs());
         }
-        pes.sort_unstable();
-        pes.truncate(need);
+        runs.sort_unstable();
+        let mut pes = PeSet::new();
+        let mut left = need as u32;
+        let mut reached = 0;
+        for (s, e) in runs {
+            let s = s.max(reached);
+            if left == 0 || s >= e {
+                continue;
+            }
+            let e = e.min(s + left);
+            pes.push_sorted(s, e);
+            left -= e - s;
+            reached = e;
+        }
         Some((pes, chosen.into_iter().map(|(_, id, d)| (id, d)).collect()))
     }
 
@@ -453,27 +430,26 @@ impl T3d {
         now: Time,
         first_pass: bool,
     ) -> Option<Assignment> {
-        let marked = self.earmarked();
+        if self.pe.any_marked_or_down(home) {
+            return None;
+        }
         let victims = self.victims(w, now, first_pass);
         let mut chosen: Vec<(JobId, Time)> = Vec::new();
-        for p in home.iter() {
-            let i = p.0 as usize;
-            if self.down[i] || marked[i] {
-                return None;
-            }
-            match self.pe[i] {
-                PeState::Free => {}
-                // Still swapping some job out: not yet.
-                PeState::Out(_) => return None,
-                PeState::Job(j) => {
-                    if !chosen.iter().any(|c| c.0 == j) {
-                        let &(_, _, dnd_end) = victims.iter().find(|v| v.1 == j)?;
-                        chosen.push((j, dnd_end));
+        for &(s, e) in home.runs() {
+            for (_, _, h) in self.pe.holders(s, e) {
+                match h {
+                    // Still swapping some job out: not yet.
+                    Holder::Out(_) => return None,
+                    Holder::Job(j) => {
+                        if !chosen.iter().any(|c| c.0 == j) {
+                            let &(_, _, dnd_end) = victims.iter().find(|v| v.1 == j)?;
+                            chosen.push((j, dnd_end));
+                        }
                     }
                 }
             }
         }
-        Some((home.iter().map(|p| p.0).collect(), chosen))
+        Some((home.clone(), chosen))
     }
 
     /// Preempts the loaded jobs on an earmark whose do-not-disturb time is up, and loads the
@@ -484,15 +460,18 @@ impl T3d {
             let e = self.earmarks[i].clone();
             let Some(widx) = self.waiting.iter().position(|w| w.req.id == e.job) else {
                 self.earmarks.remove(i);
+                self.remark();
                 continue;
             };
             let (job, class) = (self.waiting.get(widx).req.id, self.waiting.get(widx).class);
             let occupants: BTreeSet<JobId> = e
                 .pes
+                .runs()
                 .iter()
-                .filter_map(|&p| match self.pe[p as usize] {
-                    PeState::Job(j) => Some(j),
-                    _ => None,
+                .flat_map(|&(s, e)| self.pe.holders(s, e))
+                .filter_map(|(_, _, h)| match h {
+                    Holder::Job(j) => Some(j),
+                    Holder::Out(_) => None,
                 })
                 .collect();
             let prio = self.class(class).priority;
@@ -505,6 +484,7 @@ impl T3d {
             if blocked {
                 // Never preempt for a job of a lower-priority class, nor a protected job.
                 self.earmarks.remove(i);
+                self.remark();
                 continue;
             }
             for v in occupants {
@@ -519,7 +499,7 @@ impl T3d {
                     self.ask_timer(at, now, out);
                 }
             }
-            if e.pes.iter().all(|&p| self.pe[p as usize] == PeState::Free) {
+            if self.pe.all_free(&e.pes) {
                 let widx = self
                     .waiting
                     .iter()
@@ -560,12 +540,15 @@ impl T3d {
     }
 
     fn schedule(&mut self, now: Time, out: &mut Vec<Decision>) {
-        // Swaps that are over.
-        for s in &mut self.pe {
-            if let PeState::Out(t) = *s
-                && t <= now
-            {
-                *s = PeState::Free;
+        // Swaps that are over: their PEs still swapping (not taken since) become free.
+        if self.swaps.iter().any(|(t, _)| *t <= now) {
+            let (over, going): (Vec<_>, Vec<_>) = std::mem::take(&mut self.swaps)
+                .into_iter()
+                .partition(|(t, _)| *t <= now);
+            self.swaps = going;
+            for (_, pes) in over {
+                self.pe
+                    .free_where(&pes, |h| matches!(h, Holder::Out(t) if t <= now));
             }
         }
         let ready: Vec<JobId> = self
@@ -588,6 +571,7 @@ impl T3d {
             if let Some(pes) = self.free_fit(&w) {
                 // Another compatible set is free: no need for the reservation.
                 self.earmarks.retain(|e| !(e.reservation && e.job == id));
+                self.remark();
                 let idx = self.widx(id);
                 self.load(idx, pes, now, out);
                 continue;
@@ -603,6 +587,7 @@ impl T3d {
                     continue; // one reservation at a time
                 }
                 self.earmarks.retain(|e| !e.reservation);
+                self.remark();
             }
             if let Some((pes, _victims)) = self.assignment(&w, now, true) {
                 self.earmarks.push(Earmark {
@@ -610,6 +595,7 @@ impl T3d {
                     pes,
                     reservation: true,
                 });
+                self.remark();
             }
         }
         self.serve_earmarks(now, out);
@@ -635,6 +621,7 @@ impl T3d {
                     pes,
                     reservation: false,
                 });
+                self.remark();
             }
         }
         self.serve_earmarks(now, out);
@@ -652,11 +639,7 @@ impl T3d {
 
     fn forget(&mut self, id: JobId, now: Time) {
         if let Some(l) = self.loaded.remove(&id) {
-            for p in l.pes.iter() {
-                if self.pe[p.0 as usize] == PeState::Job(id) {
-                    self.pe[p.0 as usize] = PeState::Free;
-                }
-            }
+            self.pe.free_where(&l.pes, |h| h == Holder::Job(id));
             if l.started {
                 self.quanta.push(Quantum {
                     job: id,
@@ -674,6 +657,7 @@ impl T3d {
             self.disk_procs -= w.req.procs as u64;
         }
         self.earmarks.retain(|e| e.job != id);
+        self.remark();
     }
 }
 
@@ -686,7 +670,7 @@ impl Policy for T3d {
         let node_up = matches!(event, Event::NodeUp(_));
         match event {
             Event::Submitted(req) => {
-                let why = if let Some(why) = never_fits(&req, self.pe.len() as u32) {
+                let why = if let Some(why) = never_fits(&req, self.pe.len()) {
                     Some(why)
                 } else if req.procs > self.cfg.job_limit {
                     Some(Never::OverLimit {
@@ -717,10 +701,8 @@ impl Policy for T3d {
             }
             Event::Running { job, pes, since } => {
                 let class = self.cfg.class_of(&job);
-                for p in pes.iter() {
-                    if let Some(s) = self.pe.get_mut(p.0 as usize) {
-                        *s = PeState::Job(job.id);
-                    }
+                for &(s, e) in pes.runs() {
+                    self.pe.set(s, e, Some(Holder::Job(job.id)));
                 }
                 self.loaded.insert(
                     job.id,
@@ -736,13 +718,10 @@ impl Policy for T3d {
             // Jobs on a failed node are ended by the driver; its PEs are not used until it is up.
             Event::NodeDown(node) | Event::NodeUp(node) => {
                 let per = self.pes_per_node;
-                for p in node.0 * per..(node.0 + 1) * per {
-                    if let Some(d) = self.down.get_mut(p as usize) {
-                        *d = !node_up;
-                    }
-                }
-                self.earmarks
-                    .retain(|e| e.pes.iter().all(|&p| !self.down[p as usize]));
+                self.pe.set_down(node.0 * per, (node.0 + 1) * per, !node_up);
+                let pe = &self.pe;
+                self.earmarks.retain(|e| !pe.any_down(&e.pes));
+                self.remark();
             }
             Event::Held(id) => self.waiting.hold(id),
             Event::Released(id) => self.waiting.release(id),
