@@ -23,7 +23,9 @@
 pub mod config;
 mod pes;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use cosched_core::{Dur, JobId, PeSet, Time};
 
@@ -89,6 +91,18 @@ struct Loaded {
     started: bool,
 }
 
+/// The jobs a waiting job of some priority may take PEs from, cheapest first
+/// (`(cost, job, dnd_end)`), and their processors in total.
+#[derive(Debug, Default)]
+struct Victims {
+    list: Vec<(u64, JobId, Time)>,
+    procs: u64,
+}
+
+/// What [`T3d::victims`] depends on besides the loaded jobs and the marks (which bump
+/// [`T3d::epoch`]): the instant, the pass, and the waiting job's class priority.
+type VictimKey = (u64, Time, bool, u32);
+
 /// PEs set aside for one waiting job until they are all free.
 #[derive(Clone, Debug)]
 struct Earmark {
@@ -121,6 +135,11 @@ pub struct T3d {
     next_token: u64,
     quanta: Vec<Quantum>,
     preemptions: Vec<Preemption>,
+    /// Bumped whenever the loaded jobs or the earmarks change.
+    epoch: u64,
+    /// Victim lists computed at this epoch: every waiting job of one priority that does not
+    /// fit in a pass shares one, instead of a walk over every loaded job each.
+    victim_cache: RefCell<Vec<(VictimKey, Arc<Victims>)>>,
 }
 
 impl T3d {
@@ -147,6 +166,8 @@ impl T3d {
             next_token: 0,
             quanta: Vec::new(),
             preemptions: Vec::new(),
+            epoch: 0,
+            victim_cache: RefCell::new(Vec::new()),
         }
     }
 
@@ -189,7 +210,17 @@ impl T3d {
     /// Brings the earmarked PEs of [`T3d::pe`] in line with `earmarks`: called after every
     /// change to them (it costs their runs, not the machine).
     fn remark(&mut self) {
+        self.epoch += 1;
         self.pe.set_marks(self.earmarks.iter().map(|e| &e.pes));
+    }
+
+    /// Drops the earmarks `keep` refuses, updating the marks only if one went.
+    fn retain_earmarks(&mut self, keep: impl FnMut(&Earmark) -> bool) {
+        let before = self.earmarks.len();
+        self.earmarks.retain(keep);
+        if self.earmarks.len() != before {
+            self.remark();
+        }
     }
 
     /// Processors held by loaded and earmarked jobs, in total, of one class, and of large jobs.
@@ -238,8 +269,8 @@ impl T3d {
     fn load(&mut self, idx: usize, set: PeSet, now: Time, out: &mut Vec<Decision>) {
         let w = self.waiting.remove(idx);
         debug_assert!(w.home.as_ref().is_none_or(|h| *h == set));
-        self.earmarks.retain(|e| e.job != w.req.id);
-        self.remark();
+        self.retain_earmarks(|e| e.job != w.req.id);
+        self.epoch += 1;
         for &(s, e) in set.runs() {
             self.pe.set(s, e, Some(Holder::Job(w.req.id)));
         }
@@ -270,6 +301,7 @@ impl T3d {
     fn start_ready(&mut self, id: JobId, out: &mut Vec<Decision>) {
         let l = self.loaded.get_mut(&id).expect("loaded");
         l.started = true;
+        self.epoch += 1;
         out.push(Decision::Start {
             job: id,
             pes: l.pes.clone(),
@@ -286,6 +318,7 @@ impl T3d {
         out: &mut Vec<Decision>,
     ) {
         let l = self.loaded.remove(&victim).expect("victim is loaded");
+        self.epoch += 1;
         let until = now + Dur::from_micros(self.cfg.swap_per_pe.as_micros() * l.req.procs as i64);
         let holder = (until > now).then_some(Holder::Out(until));
         for &(s, e) in l.pes.runs() {
@@ -325,8 +358,19 @@ impl T3d {
     }
 
     /// Jobs that `w` may take PEs from, cheapest first: `(cost, job, dnd_end)`.
-    fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> Vec<(u64, JobId, Time)> {
+    fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> Arc<Victims> {
         let prio = self.class(w.class).priority;
+        let key = (self.epoch, now, first_pass, prio);
+        let mut cache = self.victim_cache.borrow_mut();
+        if cache
+            .first()
+            .is_some_and(|(k, _)| (k.0, k.1) != (key.0, key.1))
+        {
+            cache.clear();
+        }
+        if let Some((_, v)) = cache.iter().find(|(k, _)| *k == key) {
+            return v.clone();
+        }
         let mut v: Vec<(u64, JobId, Time)> = self
             .loaded
             .iter()
@@ -357,6 +401,12 @@ impl T3d {
             })
             .collect();
         v.sort();
+        let procs = v
+            .iter()
+            .map(|&(_, id, _)| self.loaded[&id].req.procs as u64)
+            .sum();
+        let v = Arc::new(Victims { list: v, procs });
+        cache.push((key, v.clone()));
         v
     }
 
@@ -379,9 +429,13 @@ impl T3d {
         if open >= need {
             return Some((self.pe.lowest_open(w.req.procs), Vec::new()));
         }
+        let victims = self.victims(w, now, first_pass);
+        if open as u64 + victims.procs < need as u64 {
+            return None; // even every victim would not make room
+        }
         let mut chosen = Vec::new();
         let mut have = open;
-        for (cost, id, dnd_end) in self.victims(w, now, first_pass) {
+        for &(cost, id, dnd_end) in &victims.list {
             if have >= need {
                 break;
             }
@@ -442,7 +496,7 @@ impl T3d {
                     Holder::Out(_) => return None,
                     Holder::Job(j) => {
                         if !chosen.iter().any(|c| c.0 == j) {
-                            let &(_, _, dnd_end) = victims.iter().find(|v| v.1 == j)?;
+                            let &(_, _, dnd_end) = victims.list.iter().find(|v| v.1 == j)?;
                             chosen.push((j, dnd_end));
                         }
                     }
@@ -570,8 +624,7 @@ impl T3d {
             }
             if let Some(pes) = self.free_fit(&w) {
                 // Another compatible set is free: no need for the reservation.
-                self.earmarks.retain(|e| !(e.reservation && e.job == id));
-                self.remark();
+                self.retain_earmarks(|e| !(e.reservation && e.job == id));
                 let idx = self.widx(id);
                 self.load(idx, pes, now, out);
                 continue;
@@ -586,8 +639,7 @@ impl T3d {
                 if holder_prio.is_some_and(|p| p >= self.class(w.class).priority) {
                     continue; // one reservation at a time
                 }
-                self.earmarks.retain(|e| !e.reservation);
-                self.remark();
+                self.retain_earmarks(|e| !e.reservation);
             }
             if let Some((pes, _victims)) = self.assignment(&w, now, true) {
                 self.earmarks.push(Earmark {
@@ -639,6 +691,7 @@ impl T3d {
 
     fn forget(&mut self, id: JobId, now: Time) {
         if let Some(l) = self.loaded.remove(&id) {
+            self.epoch += 1;
             self.pe.free_where(&l.pes, |h| h == Holder::Job(id));
             if l.started {
                 self.quanta.push(Quantum {
@@ -656,8 +709,7 @@ impl T3d {
         {
             self.disk_procs -= w.req.procs as u64;
         }
-        self.earmarks.retain(|e| e.job != id);
-        self.remark();
+        self.retain_earmarks(|e| e.job != id);
     }
 }
 
@@ -704,6 +756,7 @@ impl Policy for T3d {
                 for &(s, e) in pes.runs() {
                     self.pe.set(s, e, Some(Holder::Job(job.id)));
                 }
+                self.epoch += 1;
                 self.loaded.insert(
                     job.id,
                     Loaded {
@@ -719,9 +772,11 @@ impl Policy for T3d {
             Event::NodeDown(node) | Event::NodeUp(node) => {
                 let per = self.pes_per_node;
                 self.pe.set_down(node.0 * per, (node.0 + 1) * per, !node_up);
-                let pe = &self.pe;
+                let (pe, before) = (&self.pe, self.earmarks.len());
                 self.earmarks.retain(|e| !pe.any_down(&e.pes));
-                self.remark();
+                if self.earmarks.len() != before {
+                    self.remark();
+                }
             }
             Event::Held(id) => self.waiting.hold(id),
             Event::Released(id) => self.waiting.release(id),
