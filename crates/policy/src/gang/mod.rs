@@ -299,28 +299,29 @@ impl Gang {
 
     /// Where `req` would go in `row` (its PEs and its block), if anywhere.
     fn fit_in(&self, row: Option<&Row>, req: &JobRequest) -> Option<(PeSet, PeSet)> {
-        let blocked = match row {
-            Some(r) => r.reserved.or(&self.down),
-            None => self.down.clone(),
-        };
+        // What packing must avoid is the row's reservations and the nodes down, read word by
+        // word from both bitsets: no union is built, no PE is visited alone.
+        let reserved = row.map_or(&self.down, |r| &r.reserved);
+        let down = &self.down;
         let n = req.procs;
         match self.packing {
             Packing::FirstFit | Packing::BestFit => {
-                let pes = blocked.lowest_clear(n)?;
+                let pes = reserved.lowest_clear_in_both(down, n)?;
                 self.mem_fits(&pes, req).then(|| (pes.clone(), pes))
             }
             Packing::Buddy => {
                 let size = n.next_power_of_two();
-                let mut start = 0;
-                while start + n <= self.pes {
-                    let end = (start + size).min(self.pes);
-                    if blocked.range_clear(start, end) {
-                        let pes = PeSet::contiguous(start, n);
-                        if self.mem_fits(&pes, req) {
-                            return Some((pes, PeSet::contiguous(start, end - start)));
-                        }
+                let mut from = 0;
+                while let Some(start) = reserved.first_aligned_clear_in_both(down, size, from) {
+                    if start + n > self.pes {
+                        return None; // later blocks start later still
                     }
-                    start += size;
+                    let end = (start + size).min(self.pes);
+                    let pes = PeSet::contiguous(start, n);
+                    if self.mem_fits(&pes, req) {
+                        return Some((pes, PeSet::contiguous(start, end - start)));
+                    }
+                    from = start + size;
                 }
                 None
             }
