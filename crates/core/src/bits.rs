@@ -126,23 +126,38 @@ impl PeBits {
     /// .lowest_clear(n)`, without building the union), or `None` if fewer are. A run of clear
     /// bits at a time, so the cost is the words scanned, not the PEs taken.
     pub fn lowest_clear_in_both(&self, other: &PeBits, n: u32) -> Option<PeSet> {
+        self.lowest_clear_in_both_from(other, n, 0).0
+    }
+
+    /// [`PeBits::lowest_clear_in_both`] for a caller that knows every word of the union
+    /// below `from_word` is full; also returns the first word of the union, from there, with a
+    /// clear bit (the words' count if none), the next call's `from_word` while no bit below
+    /// it is cleared.
+    pub fn lowest_clear_in_both_from(
+        &self,
+        other: &PeBits,
+        n: u32,
+        from_word: usize,
+    ) -> (Option<PeSet>, usize) {
         let mut set = PeSet::new();
         let mut need = n;
+        let mut first_open = self.words.len();
         if need == 0 {
-            return Some(set);
+            return (Some(set), from_word);
         }
-        for (w, (&a, &b)) in self.words.iter().zip(&other.words).enumerate() {
+        let words = self.words.iter().zip(&other.words).enumerate();
+        for (w, (&a, &b)) in words.skip(from_word) {
             let mut free = !(a | b);
+            if free != 0 {
+                first_open = first_open.min(w);
+            }
             while need > 0 && free != 0 {
                 let lo = free.trailing_zeros();
                 let pe = w as u32 * 64 + lo;
                 if pe >= self.len {
-                    return None;
+                    return (None, first_open);
                 }
-                let run = (free >> lo)
-                    .trailing_ones()
-                    .min(need)
-                    .min(self.len - pe);
+                let run = (free >> lo).trailing_ones().min(need).min(self.len - pe);
                 let bits = if run == 64 {
                     u64::MAX
                 } else {
@@ -153,10 +168,10 @@ impl PeBits {
                 need -= run;
             }
             if need == 0 {
-                return Some(set);
+                return (Some(set), first_open);
             }
         }
-        None
+        (None, first_open)
     }
 
     /// The first `start >= from`, a multiple of `size` (a power of two), whose block
@@ -170,9 +185,8 @@ impl PeBits {
             let mut start = from;
             while start < self.len {
                 let end = start.saturating_add(size).min(self.len);
-                let clear = PeBits::for_words(start, end, |w, m| {
-                    (self.words[w] | other.words[w]) & m == 0
-                });
+                let clear =
+                    PeBits::for_words(start, end, |w, m| (self.words[w] | other.words[w]) & m == 0);
                 if clear {
                     return Some(start);
                 }
@@ -250,9 +264,18 @@ mod tests {
             }
             let union = a.or(&b);
             let n = (rand() % (len as u64 + 2)) as u32;
-            let naive: Vec<u32> = (0..len).filter(|&p| !union.get(p)).take(n as usize).collect();
+            let naive: Vec<u32> = (0..len)
+                .filter(|&p| !union.get(p))
+                .take(n as usize)
+                .collect();
             let want = (naive.len() == n as usize).then(|| PeSet::from_pes(naive));
             assert_eq!(a.lowest_clear_in_both(&b, n), want, "round {round}");
+            let (got, first) = a.lowest_clear_in_both_from(&b, n.max(1), 0);
+            let (again, _) = a.lowest_clear_in_both_from(&b, n.max(1), first);
+            assert_eq!(
+                got, again,
+                "round {round}: restarting at the first open word"
+            );
             for size in [1u32, 2, 4, 8, 16, 32, 64, 128, 256] {
                 let from = (rand() % (len as u64 + 1)) as u32;
                 let want = (from.next_multiple_of(size)..len)
