@@ -119,25 +119,99 @@ impl PeBits {
     /// The `n` lowest-numbered clear bits, or `None` if fewer are clear.
     #[inline]
     pub fn lowest_clear(&self, n: u32) -> Option<PeSet> {
-        if self.len - self.count() < n {
-            return None;
-        }
+        self.lowest_clear_in_both(self, n)
+    }
+
+    /// The `n` lowest-numbered PEs clear in both `self` and `other` (as `self.or(other)
+    /// .lowest_clear(n)`, without building the union), or `None` if fewer are. A run of clear
+    /// bits at a time, so the cost is the words scanned, not the PEs taken.
+    pub fn lowest_clear_in_both(&self, other: &PeBits, n: u32) -> Option<PeSet> {
+        self.lowest_clear_in_both_from(other, n, 0).0
+    }
+
+    /// [`PeBits::lowest_clear_in_both`] for a caller that knows every word of the union
+    /// below `from_word` is full; also returns the first word of the union, from there, with a
+    /// clear bit (the words' count if none), the next call's `from_word` while no bit below
+    /// it is cleared.
+    pub fn lowest_clear_in_both_from(
+        &self,
+        other: &PeBits,
+        n: u32,
+        from_word: usize,
+    ) -> (Option<PeSet>, usize) {
         let mut set = PeSet::new();
         let mut need = n;
-        for (w, &word) in self.words.iter().enumerate() {
-            let mut free = !word;
+        let mut first_open = self.words.len();
+        if need == 0 {
+            return (Some(set), from_word);
+        }
+        let words = self.words.iter().zip(&other.words).enumerate();
+        for (w, (&a, &b)) in words.skip(from_word) {
+            let mut free = !(a | b);
+            if free != 0 {
+                first_open = first_open.min(w);
+            }
             while need > 0 && free != 0 {
-                let bit = free.trailing_zeros();
-                let pe = w as u32 * 64 + bit;
+                let lo = free.trailing_zeros();
+                let pe = w as u32 * 64 + lo;
                 if pe >= self.len {
-                    break;
+                    return (None, first_open);
                 }
-                free &= free - 1;
-                set.push_sorted(pe, pe + 1);
-                need -= 1;
+                let run = (free >> lo).trailing_ones().min(need).min(self.len - pe);
+                let bits = if run == 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << run) - 1
+                };
+                free &= !(bits << lo);
+                set.push_sorted(pe, pe + run);
+                need -= run;
             }
             if need == 0 {
-                return Some(set);
+                return (Some(set), first_open);
+            }
+        }
+        (None, first_open)
+    }
+
+    /// The first `start >= from`, a multiple of `size` (a power of two), whose block
+    /// `start .. min(start + size, len)` is clear in both `self` and `other`. Blocks smaller
+    /// than a word are found a word at a time (a fold of the word's clear bits), larger ones
+    /// by their words: the search never steps PE by PE.
+    pub fn first_aligned_clear_in_both(&self, other: &PeBits, size: u32, from: u32) -> Option<u32> {
+        debug_assert!(size.is_power_of_two());
+        let from = from.next_multiple_of(size);
+        if size >= 64 {
+            let mut start = from;
+            while start < self.len {
+                let end = start.saturating_add(size).min(self.len);
+                let clear =
+                    PeBits::for_words(start, end, |w, m| (self.words[w] | other.words[w]) & m == 0);
+                if clear {
+                    return Some(start);
+                }
+                start = start.saturating_add(size);
+            }
+            return None;
+        }
+        // Bits `i` with `i % size == 0`.
+        let aligned = u64::MAX / ((1u64 << size) - 1);
+        let first = (from / 64) as usize;
+        for w in first..self.words.len() {
+            // Bits past `len` are clear in both, as the blocks are checked only up to `len`.
+            let mut f = !(self.words[w] | other.words[w]);
+            let mut k = 1;
+            while k < size {
+                f &= f >> k;
+                k <<= 1;
+            }
+            f &= aligned;
+            if w == first {
+                f &= u64::MAX << (from % 64);
+            }
+            if f != 0 {
+                let start = w as u32 * 64 + f.trailing_zeros();
+                return (start < self.len).then_some(start);
             }
         }
         None
@@ -164,5 +238,55 @@ mod tests {
         assert!(full.lowest_clear(2).is_none());
         assert!(full.intersects_pes(&PeSet::contiguous(68, 2)));
         assert!(!full.intersects_pes(&PeSet::contiguous(69, 1)));
+    }
+
+    /// The word-level searches answer as the plain definitions do, on random bitsets.
+    #[test]
+    fn word_searches_match_the_definitions() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..300 {
+            let len = 1 + (rand() % 300) as u32;
+            let (mut a, mut b) = (PeBits::new(len), PeBits::new(len));
+            let density = rand() % 4;
+            for p in 0..len {
+                if rand() % 4 < density {
+                    a.set_range(p, p + 1);
+                }
+                if rand() % 8 == 0 {
+                    b.set_range(p, p + 1);
+                }
+            }
+            let union = a.or(&b);
+            let n = (rand() % (len as u64 + 2)) as u32;
+            let naive: Vec<u32> = (0..len)
+                .filter(|&p| !union.get(p))
+                .take(n as usize)
+                .collect();
+            let want = (naive.len() == n as usize).then(|| PeSet::from_pes(naive));
+            assert_eq!(a.lowest_clear_in_both(&b, n), want, "round {round}");
+            let (got, first) = a.lowest_clear_in_both_from(&b, n.max(1), 0);
+            let (again, _) = a.lowest_clear_in_both_from(&b, n.max(1), first);
+            assert_eq!(
+                got, again,
+                "round {round}: restarting at the first open word"
+            );
+            for size in [1u32, 2, 4, 8, 16, 32, 64, 128, 256] {
+                let from = (rand() % (len as u64 + 1)) as u32;
+                let want = (from.next_multiple_of(size)..len)
+                    .step_by(size as usize)
+                    .find(|&s| union.range_clear(s, (s + size).min(len)));
+                assert_eq!(
+                    a.first_aligned_clear_in_both(&b, size, from),
+                    want,
+                    "round {round} size {size} from {from}"
+                );
+            }
+        }
     }
 }

@@ -28,6 +28,7 @@
 
 mod bits;
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
@@ -64,6 +65,16 @@ impl Packing {
     }
 }
 
+impl Row {
+    /// `block` left the row: words from its first one may have clear bits now.
+    fn unfill(&self, block: &PeSet) {
+        if let Some(&(s, _)) = block.runs().first() {
+            self.full_below
+                .set(self.full_below.get().min(s as usize / 64));
+        }
+    }
+}
+
 /// Counters a benchmark or a report reads after a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GangStats {
@@ -81,6 +92,12 @@ struct Row {
     busy: Bits,
     /// `busy` plus the unused rest of buddy blocks: what packing must avoid.
     reserved: Bits,
+    /// Bits set in `reserved` (blocks in a row never overlap, so this is the sum of their
+    /// sizes): lets packing turn a job away from a full row without reading its words.
+    reserved_count: u32,
+    /// Every word of `reserved` below this one is full: where packing starts reading. Lowered
+    /// when a block leaves the row, raised by first-fit searches (a cache, hence the cell).
+    full_below: Cell<usize>,
     /// Jobs in placement order.
     jobs: Vec<JobId>,
     /// `(job, procs, PEs)` of `jobs`, in the same order: read on every switch without a
@@ -137,6 +154,13 @@ pub struct Gang {
     /// Jobs not yet in the matrix, with their holds (a member's hold is [`Member::held`]).
     queue: WaitQueue,
     down: Bits,
+    /// PEs set in `down`.
+    down_count: u32,
+    /// Jobs of the queue that [`Gang::admit`] could not place, valid while `version` and the
+    /// down nodes are as they were then: placing jobs only takes room, so a job that did not
+    /// fit does not fit until a job leaves or a node comes back, and is not tried again
+    /// against every row until then.
+    unplaceable: (u64, SortedIds),
     /// Memory in use per node (KiB), summed over all rows.
     mem_used: Vec<u64>,
 
@@ -214,6 +238,8 @@ impl Gang {
             cache: Vec::new(),
             queue: WaitQueue::default(),
             down: Bits::new(pes),
+            down_count: 0,
+            unplaceable: (0, SortedIds::default()),
             mem_used: vec![0; machine.nodes as usize],
             active: 0,
             running: SortedIds::default(),
@@ -299,28 +325,45 @@ impl Gang {
 
     /// Where `req` would go in `row` (its PEs and its block), if anywhere.
     fn fit_in(&self, row: Option<&Row>, req: &JobRequest) -> Option<(PeSet, PeSet)> {
-        let blocked = match row {
-            Some(r) => r.reserved.or(&self.down),
-            None => self.down.clone(),
-        };
+        // What packing must avoid is the row's reservations and the nodes down, read word by
+        // word from both bitsets: no union is built, no PE is visited alone.
+        let reserved = row.map_or(&self.down, |r| &r.reserved);
+        let down = &self.down;
         let n = req.procs;
+        let taken = row.map_or(0, |r| r.reserved_count).max(self.down_count);
+        if let Some(r) = row {
+            debug_assert_eq!(r.reserved_count, r.reserved.count());
+        }
+        if n > self.pes - taken {
+            return None; // not that many PEs clear in the row, in any shape
+        }
         match self.packing {
             Packing::FirstFit | Packing::BestFit => {
-                let pes = blocked.lowest_clear(n)?;
+                let from = row.map_or(0, |r| r.full_below.get());
+                let (pes, open) = reserved.lowest_clear_in_both_from(down, n, from);
+                // Words full with the down nodes need not be full in the row itself.
+                if let Some(r) = row
+                    && self.down_count == 0
+                {
+                    r.full_below.set(open);
+                }
+                let pes = pes?;
                 self.mem_fits(&pes, req).then(|| (pes.clone(), pes))
             }
             Packing::Buddy => {
                 let size = n.next_power_of_two();
-                let mut start = 0;
-                while start + n <= self.pes {
-                    let end = (start + size).min(self.pes);
-                    if blocked.range_clear(start, end) {
-                        let pes = PeSet::contiguous(start, n);
-                        if self.mem_fits(&pes, req) {
-                            return Some((pes, PeSet::contiguous(start, end - start)));
-                        }
+                // No block starts in a full word.
+                let mut from = row.map_or(0, |r| r.full_below.get() as u32 * 64);
+                while let Some(start) = reserved.first_aligned_clear_in_both(down, size, from) {
+                    if start + n > self.pes {
+                        return None; // later blocks start later still
                     }
-                    start += size;
+                    let end = (start + size).min(self.pes);
+                    let pes = PeSet::contiguous(start, n);
+                    if self.mem_fits(&pes, req) {
+                        return Some((pes, PeSet::contiguous(start, end - start)));
+                    }
+                    from = start + size;
                 }
                 None
             }
@@ -335,7 +378,7 @@ impl Gang {
                 if self.packing != Packing::BestFit {
                     return Some((i, pes, block));
                 }
-                let free = self.pes - row.reserved.count();
+                let free = self.pes - row.reserved_count;
                 if best.as_ref().is_none_or(|b| free < b.0) {
                     best = Some((free, i, pes, block));
                 }
@@ -359,6 +402,8 @@ impl Gang {
             self.rows.push(Row {
                 busy: Bits::new(self.pes),
                 reserved: Bits::new(self.pes),
+                reserved_count: 0,
+                full_below: Cell::new(0),
                 jobs: Vec::new(),
                 entries: Vec::new(),
             });
@@ -366,7 +411,12 @@ impl Gang {
         }
         let r = &mut self.rows[row];
         r.busy.set_pes(&pes);
+        debug_assert!(
+            !r.reserved.intersects_pes(&block),
+            "blocks overlap in a row"
+        );
         r.reserved.set_pes(&block);
+        r.reserved_count += block.len();
         r.jobs.push(req.id);
         r.entries.push((req.id, req.procs, pes.clone()));
         self.mem_change(&pes, &req, true);
@@ -387,6 +437,15 @@ impl Gang {
 
     /// Places waiting jobs into the matrix.
     fn admit(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let (at, mut failed) = std::mem::take(&mut self.unplaceable);
+        if at != self.version {
+            failed = SortedIds::default();
+        }
+        // Failures of this pass, apart so `failed` stays sorted for its lookups.
+        let mut new_failures = Vec::new();
         let mut i = 0;
         while i < self.queue.len() {
             let req = self.queue.get(i);
@@ -394,15 +453,35 @@ impl Gang {
                 i += 1;
                 continue;
             }
-            match self.choose(req) {
+            let placed = if failed.contains(&req.id) {
+                None
+            } else {
+                self.choose(req)
+            };
+            match placed {
                 Some((row, pes, block)) => {
                     let req = self.queue.remove(i);
                     self.insert(req, row, pes, block, false);
                 }
-                None if self.fifo => break,
-                None => i += 1,
+                None => {
+                    if !failed.contains(&req.id) {
+                        new_failures.push(req.id);
+                    }
+                    if self.fifo {
+                        break;
+                    }
+                    i += 1;
+                }
             }
         }
+        if !new_failures.is_empty() {
+            for id in new_failures {
+                failed.push_unsorted(id);
+            }
+            failed.sort();
+        }
+        // Placements in this pass only took room, so every failure still holds now.
+        self.unplaceable = (self.version, failed);
     }
 
     /// The jobs that should run while the active row is active: its own jobs, then (with
@@ -611,11 +690,14 @@ impl Gang {
                     let from = &mut self.rows[r];
                     from.busy.clear_pes(&pes);
                     from.reserved.clear_pes(&block);
+                    from.reserved_count -= block.len();
+                    from.unfill(&block);
                     from.jobs.retain(|j| *j != id);
                     from.entries.retain(|e| e.0 != id);
                     let to = &mut self.rows[q];
                     to.busy.set_pes(&pes);
                     to.reserved.set_pes(&block);
+                    to.reserved_count += block.len();
                     to.jobs.push(id);
                     let procs = self.members[&id].req.procs;
                     to.entries.push((id, procs, pes.clone()));
@@ -657,6 +739,8 @@ impl Gang {
         let row = &mut self.rows[m.row];
         row.busy.clear_pes(&m.pes);
         row.reserved.clear_pes(&m.block);
+        row.reserved_count -= m.block.len();
+        row.unfill(&m.block);
         row.jobs.retain(|j| *j != id);
         row.entries.retain(|e| e.0 != id);
         self.running.remove(id);
@@ -730,10 +814,14 @@ impl Policy for Gang {
             Event::NodeDown(node) => {
                 let r = self.machine.pes_of(node);
                 self.down.set_range(r.start, r.end);
+                self.down_count = self.down.count();
+                self.version += 1;
             }
             Event::NodeUp(node) => {
                 let r = self.machine.pes_of(node);
                 self.down.clear_range(r.start, r.end);
+                self.down_count = self.down.count();
+                self.version += 1;
             }
             Event::Held(id) => match self.members.get_mut(&id) {
                 Some(m) => {

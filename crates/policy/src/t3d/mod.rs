@@ -24,12 +24,16 @@
 //! reports of Figs. 13-15 ([`T3d::quanta`], [`T3d::preemptions`]).
 
 pub mod config;
+mod pes;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use cosched_core::{Dur, JobId, PeSet, Time};
 
 pub use config::{ClassParams, T3dConfig};
+use pes::{Holder, PeMap};
 
 use crate::queue::{Queued, WaitQueue, never_fits};
 use crate::{ConfigError, Decision, Event, JobRequest, Never, Policy, PolicyConfig};
@@ -60,15 +64,7 @@ pub struct Preemption {
 }
 
 /// PEs for a job, and the jobs to preempt for them (with their do-not-disturb ends).
-type Assignment = (Vec<u32>, Vec<(JobId, Time)>);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PeState {
-    Free,
-    Job(JobId),
-    /// Swapping a preempted job's state out until then.
-    Out(Time),
-}
+type Assignment = (PeSet, Vec<(JobId, Time)>);
 
 #[derive(Clone, Debug)]
 struct Waiting {
@@ -98,11 +94,23 @@ struct Loaded {
     started: bool,
 }
 
+/// The jobs a waiting job of some priority may take PEs from, cheapest first
+/// (`(cost, job, dnd_end)`), and their processors in total.
+#[derive(Debug, Default)]
+struct Victims {
+    list: Vec<(u64, JobId, Time)>,
+    procs: u64,
+}
+
+/// What [`T3d::victims`] depends on besides the loaded jobs and the marks (which bump
+/// [`T3d::epoch`]): the instant, the pass, and the waiting job's class priority.
+type VictimKey = (u64, Time, bool, u32);
+
 /// PEs set aside for one waiting job until they are all free.
 #[derive(Clone, Debug)]
 struct Earmark {
     job: JobId,
-    pes: Vec<u32>,
+    pes: PeSet,
     /// Made by the first pass (the one reservation), else by the second.
     reservation: bool,
 }
@@ -110,16 +118,18 @@ struct Earmark {
 #[derive(Clone, Debug)]
 pub struct T3d {
     cfg: T3dConfig,
-    pe: Vec<PeState>,
+    /// Who holds each PE, which PEs are earmarked and which are down.
+    pe: PeMap,
+    /// PEs set swapping out, with when the swap ends; [`T3d::schedule`] frees them then.
+    swaps: Vec<(Time, PeSet)>,
     loaded: BTreeMap<JobId, Loaded>,
     /// Waiting jobs (new and preempted) with their holds; the order that counts is
     /// [`T3d::ordered`]'s.
     waiting: WaitQueue<Waiting>,
     /// Whether a preempted job may come back on other PEs.
     migration: bool,
+    /// Kept in [`T3d::pe`]'s marks by [`T3d::remark`] after every change.
     earmarks: Vec<Earmark>,
-    /// PEs of nodes that are down: never given to a job.
-    down: Vec<bool>,
     pes_per_node: u32,
     /// PEs of jobs whose state is on disk.
     disk_procs: u64,
@@ -128,6 +138,11 @@ pub struct T3d {
     next_token: u64,
     quanta: Vec<Quantum>,
     preemptions: Vec<Preemption>,
+    /// Bumped whenever the loaded jobs or the earmarks change.
+    epoch: u64,
+    /// Victim lists computed at this epoch: every waiting job of one priority that does not
+    /// fit in a pass shares one, instead of a walk over every loaded job each.
+    victim_cache: RefCell<Vec<(VictimKey, Arc<Victims>)>>,
 }
 
 impl T3d {
@@ -141,12 +156,12 @@ impl T3d {
     pub fn with_config(pes: u32, cfg: T3dConfig) -> T3d {
         T3d {
             cfg,
-            pe: vec![PeState::Free; pes as usize],
+            pe: PeMap::new(pes),
+            swaps: Vec::new(),
             loaded: BTreeMap::new(),
             waiting: WaitQueue::default(),
             migration: true,
             earmarks: Vec::new(),
-            down: vec![false; pes as usize],
             pes_per_node: 1,
             disk_procs: 0,
             asked: BTreeSet::new(),
@@ -154,6 +169,8 @@ impl T3d {
             next_token: 0,
             quanta: Vec::new(),
             preemptions: Vec::new(),
+            epoch: 0,
+            victim_cache: RefCell::new(Vec::new()),
         }
     }
 
@@ -193,25 +210,20 @@ impl T3d {
         }
     }
 
-    fn earmarked(&self) -> Vec<bool> {
-        let mut m = vec![false; self.pe.len()];
-        for e in &self.earmarks {
-            for &p in &e.pes {
-                m[p as usize] = true;
-            }
-        }
-        m
+    /// Brings the earmarked PEs of [`T3d::pe`] in line with `earmarks`: called after every
+    /// change to them (it costs their runs, not the machine).
+    fn remark(&mut self) {
+        self.epoch += 1;
+        self.pe.set_marks(self.earmarks.iter().map(|e| &e.pes));
     }
 
-    fn free_unmarked(&self) -> Vec<u32> {
-        let marked = self.earmarked();
-        (0..self.pe.len() as u32)
-            .filter(|&p| {
-                self.pe[p as usize] == PeState::Free
-                    && !marked[p as usize]
-                    && !self.down[p as usize]
-            })
-            .collect()
+    /// Drops the earmarks `keep` refuses, updating the marks only if one went.
+    fn retain_earmarks(&mut self, keep: impl FnMut(&Earmark) -> bool) {
+        let before = self.earmarks.len();
+        self.earmarks.retain(keep);
+        if self.earmarks.len() != before {
+            self.remark();
+        }
     }
 
     /// Processors held by loaded and earmarked jobs, in total, of one class, and of large jobs.
@@ -257,17 +269,13 @@ impl T3d {
     }
 
     /// Loads waiting job `idx` on `pes`: it starts now, or after swapping in from disk.
-    fn load(&mut self, idx: usize, pes: Vec<u32>, now: Time, out: &mut Vec<Decision>) {
+    fn load(&mut self, idx: usize, set: PeSet, now: Time, out: &mut Vec<Decision>) {
         let w = self.waiting.remove(idx);
-        debug_assert!(
-            w.home
-                .as_ref()
-                .is_none_or(|h| h.iter().map(|p| p.0).eq(pes.iter().copied()))
-        );
-        self.earmarks.retain(|e| e.job != w.req.id);
-        let set = PeSet::from_pes(pes.iter().copied());
-        for &p in &pes {
-            self.pe[p as usize] = PeState::Job(w.req.id);
+        debug_assert!(w.home.as_ref().is_none_or(|h| *h == set));
+        self.retain_earmarks(|e| e.job != w.req.id);
+        self.epoch += 1;
+        for &(s, e) in set.runs() {
+            self.pe.set(s, e, Some(Holder::Job(w.req.id)));
         }
         let ready_at = if w.on_disk {
             self.disk_procs -= w.req.procs as u64;
@@ -296,6 +304,7 @@ impl T3d {
     fn start_ready(&mut self, id: JobId, out: &mut Vec<Decision>) {
         let l = self.loaded.get_mut(&id).expect("loaded");
         l.started = true;
+        self.epoch += 1;
         out.push(Decision::Start {
             job: id,
             pes: l.pes.clone(),
@@ -312,13 +321,14 @@ impl T3d {
         out: &mut Vec<Decision>,
     ) {
         let l = self.loaded.remove(&victim).expect("victim is loaded");
+        self.epoch += 1;
         let until = now + Dur::from_micros(self.cfg.swap_per_pe.as_micros() * l.req.procs as i64);
-        for p in l.pes.iter() {
-            self.pe[p.0 as usize] = if until > now {
-                PeState::Out(until)
-            } else {
-                PeState::Free
-            };
+        let holder = (until > now).then_some(Holder::Out(until));
+        for &(s, e) in l.pes.runs() {
+            self.pe.set(s, e, holder);
+        }
+        if until > now {
+            self.swaps.push((until, l.pes.clone()));
         }
         self.ask_timer(until, now, out);
         self.quanta.push(Quantum {
@@ -351,9 +361,19 @@ impl T3d {
     }
 
     /// Jobs that `w` may take PEs from, cheapest first: `(cost, job, dnd_end)`.
-    fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> Vec<(u64, JobId, Time)> {
+    fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> Arc<Victims> {
         let prio = self.class(w.class).priority;
-        let marked = self.earmarked();
+        let key = (self.epoch, now, first_pass, prio);
+        let mut cache = self.victim_cache.borrow_mut();
+        if cache
+            .first()
+            .is_some_and(|(k, _)| (k.0, k.1) != (key.0, key.1))
+        {
+            cache.clear();
+        }
+        if let Some((_, v)) = cache.iter().find(|(k, _)| *k == key) {
+            return v.clone();
+        }
         let mut v: Vec<(u64, JobId, Time)> = self
             .loaded
             .iter()
@@ -366,7 +386,7 @@ impl T3d {
                     } else {
                         c.priority < prio
                     }
-                    && !l.pes.iter().any(|p| marked[p.0 as usize])
+                    && !self.pe.any_marked(&l.pes)
             })
             .filter_map(|(id, l)| {
                 let dnd_end = self.dnd_end(l);
@@ -384,27 +404,21 @@ impl T3d {
             })
             .collect();
         v.sort();
+        let procs = v
+            .iter()
+            .map(|&(_, id, _)| self.loaded[&id].req.procs as u64)
+            .sum();
+        let v = Arc::new(Victims { list: v, procs });
+        cache.push((key, v.clone()));
         v
     }
 
     /// Free PEs `w` may load on now, if enough: the lowest-numbered ones, or its own PEs when
     /// it must come back where it was.
-    fn free_fit(&self, w: &Waiting) -> Option<Vec<u32>> {
+    fn free_fit(&self, w: &Waiting) -> Option<PeSet> {
         match &w.home {
-            None => {
-                let need = w.req.procs as usize;
-                let free = self.free_unmarked();
-                (free.len() >= need).then(|| free[..need].to_vec())
-            }
-            Some(home) => {
-                let marked = self.earmarked();
-                home.iter()
-                    .all(|p| {
-                        let i = p.0 as usize;
-                        self.pe[i] == PeState::Free && !marked[i] && !self.down[i]
-                    })
-                    .then(|| home.iter().map(|p| p.0).collect())
-            }
+            None => (self.pe.open_count() >= w.req.procs).then(|| self.pe.lowest_open(w.req.procs)),
+            Some(home) => self.pe.all_open(home).then(|| home.clone()),
         }
     }
 
@@ -414,13 +428,17 @@ impl T3d {
             return self.home_assignment(w, home, now, first_pass);
         }
         let need = w.req.procs as usize;
-        let free = self.free_unmarked();
-        if free.len() >= need {
-            return Some((free[..need].to_vec(), Vec::new()));
+        let open = self.pe.open_count() as usize;
+        if open >= need {
+            return Some((self.pe.lowest_open(w.req.procs), Vec::new()));
+        }
+        let victims = self.victims(w, now, first_pass);
+        if open as u64 + victims.procs < need as u64 {
+            return None; // even every victim would not make room
         }
         let mut chosen = Vec::new();
-        let mut have = free.len();
-        for (cost, id, dnd_end) in self.victims(w, now, first_pass) {
+        let mut have = open;
+        for &(cost, id, dnd_end) in &victims.list {
             if have >= need {
                 break;
             }
@@ -438,12 +456,25 @@ impl T3d {
                 chosen.remove(i);
             }
         }
-        let mut pes = free;
+        // The lowest `need` PEs of the open ones and the victims', merged as runs.
+        let mut runs: Vec<(u32, u32)> = self.pe.lowest_open(open as u32).runs().to_vec();
         for (_, id, _) in &chosen {
-            pes.extend(self.loaded[id].pes.iter().map(|p| p.0));
+            runs.extend_from_slice(self.loaded[id].pes.runs());
         }
-        pes.sort_unstable();
-        pes.truncate(need);
+        runs.sort_unstable();
+        let mut pes = PeSet::new();
+        let mut left = need as u32;
+        let mut reached = 0;
+        for (s, e) in runs {
+            let s = s.max(reached);
+            if left == 0 || s >= e {
+                continue;
+            }
+            let e = e.min(s + left);
+            pes.push_sorted(s, e);
+            left -= e - s;
+            reached = e;
+        }
         Some((pes, chosen.into_iter().map(|(_, id, d)| (id, d)).collect()))
     }
 
@@ -456,27 +487,26 @@ impl T3d {
         now: Time,
         first_pass: bool,
     ) -> Option<Assignment> {
-        let marked = self.earmarked();
+        if self.pe.any_marked_or_down(home) {
+            return None;
+        }
         let victims = self.victims(w, now, first_pass);
         let mut chosen: Vec<(JobId, Time)> = Vec::new();
-        for p in home.iter() {
-            let i = p.0 as usize;
-            if self.down[i] || marked[i] {
-                return None;
-            }
-            match self.pe[i] {
-                PeState::Free => {}
-                // Still swapping some job out: not yet.
-                PeState::Out(_) => return None,
-                PeState::Job(j) => {
-                    if !chosen.iter().any(|c| c.0 == j) {
-                        let &(_, _, dnd_end) = victims.iter().find(|v| v.1 == j)?;
-                        chosen.push((j, dnd_end));
+        for &(s, e) in home.runs() {
+            for (_, _, h) in self.pe.holders(s, e) {
+                match h {
+                    // Still swapping some job out: not yet.
+                    Holder::Out(_) => return None,
+                    Holder::Job(j) => {
+                        if !chosen.iter().any(|c| c.0 == j) {
+                            let &(_, _, dnd_end) = victims.list.iter().find(|v| v.1 == j)?;
+                            chosen.push((j, dnd_end));
+                        }
                     }
                 }
             }
         }
-        Some((home.iter().map(|p| p.0).collect(), chosen))
+        Some((home.clone(), chosen))
     }
 
     /// Preempts the loaded jobs on an earmark whose do-not-disturb time is up, and loads the
@@ -487,15 +517,18 @@ impl T3d {
             let e = self.earmarks[i].clone();
             let Some(widx) = self.waiting.iter().position(|w| w.req.id == e.job) else {
                 self.earmarks.remove(i);
+                self.remark();
                 continue;
             };
             let (job, class) = (self.waiting.get(widx).req.id, self.waiting.get(widx).class);
             let occupants: BTreeSet<JobId> = e
                 .pes
+                .runs()
                 .iter()
-                .filter_map(|&p| match self.pe[p as usize] {
-                    PeState::Job(j) => Some(j),
-                    _ => None,
+                .flat_map(|&(s, e)| self.pe.holders(s, e))
+                .filter_map(|(_, _, h)| match h {
+                    Holder::Job(j) => Some(j),
+                    Holder::Out(_) => None,
                 })
                 .collect();
             let prio = self.class(class).priority;
@@ -508,6 +541,7 @@ impl T3d {
             if blocked {
                 // Never preempt for a job of a lower-priority class, nor a protected job.
                 self.earmarks.remove(i);
+                self.remark();
                 continue;
             }
             for v in occupants {
@@ -522,7 +556,7 @@ impl T3d {
                     self.ask_timer(at, now, out);
                 }
             }
-            if e.pes.iter().all(|&p| self.pe[p as usize] == PeState::Free) {
+            if self.pe.all_free(&e.pes) {
                 let widx = self
                     .waiting
                     .iter()
@@ -563,12 +597,15 @@ impl T3d {
     }
 
     fn schedule(&mut self, now: Time, out: &mut Vec<Decision>) {
-        // Swaps that are over.
-        for s in &mut self.pe {
-            if let PeState::Out(t) = *s
-                && t <= now
-            {
-                *s = PeState::Free;
+        // Swaps that are over: their PEs still swapping (not taken since) become free.
+        if self.swaps.iter().any(|(t, _)| *t <= now) {
+            let (over, going): (Vec<_>, Vec<_>) = std::mem::take(&mut self.swaps)
+                .into_iter()
+                .partition(|(t, _)| *t <= now);
+            self.swaps = going;
+            for (_, pes) in over {
+                self.pe
+                    .free_where(&pes, |h| matches!(h, Holder::Out(t) if t <= now));
             }
         }
         let ready: Vec<JobId> = self
@@ -590,7 +627,7 @@ impl T3d {
             }
             if let Some(pes) = self.free_fit(&w) {
                 // Another compatible set is free: no need for the reservation.
-                self.earmarks.retain(|e| !(e.reservation && e.job == id));
+                self.retain_earmarks(|e| !(e.reservation && e.job == id));
                 let idx = self.widx(id);
                 self.load(idx, pes, now, out);
                 continue;
@@ -605,7 +642,7 @@ impl T3d {
                 if holder_prio.is_some_and(|p| p >= self.class(w.class).priority) {
                     continue; // one reservation at a time
                 }
-                self.earmarks.retain(|e| !e.reservation);
+                self.retain_earmarks(|e| !e.reservation);
             }
             if let Some((pes, _victims)) = self.assignment(&w, now, true) {
                 self.earmarks.push(Earmark {
@@ -613,6 +650,7 @@ impl T3d {
                     pes,
                     reservation: true,
                 });
+                self.remark();
             }
         }
         self.serve_earmarks(now, out);
@@ -638,6 +676,7 @@ impl T3d {
                     pes,
                     reservation: false,
                 });
+                self.remark();
             }
         }
         self.serve_earmarks(now, out);
@@ -655,11 +694,8 @@ impl T3d {
 
     fn forget(&mut self, id: JobId, now: Time) {
         if let Some(l) = self.loaded.remove(&id) {
-            for p in l.pes.iter() {
-                if self.pe[p.0 as usize] == PeState::Job(id) {
-                    self.pe[p.0 as usize] = PeState::Free;
-                }
-            }
+            self.epoch += 1;
+            self.pe.free_where(&l.pes, |h| h == Holder::Job(id));
             if l.started {
                 self.quanta.push(Quantum {
                     job: id,
@@ -676,7 +712,7 @@ impl T3d {
         {
             self.disk_procs -= w.req.procs as u64;
         }
-        self.earmarks.retain(|e| e.job != id);
+        self.retain_earmarks(|e| e.job != id);
     }
 }
 
@@ -689,7 +725,7 @@ impl Policy for T3d {
         let node_up = matches!(event, Event::NodeUp(_));
         match event {
             Event::Submitted(req) => {
-                let why = if let Some(why) = never_fits(&req, self.pe.len() as u32) {
+                let why = if let Some(why) = never_fits(&req, self.pe.len()) {
                     Some(why)
                 } else if req.procs > self.cfg.job_limit {
                     Some(Never::OverLimit {
@@ -720,11 +756,10 @@ impl Policy for T3d {
             }
             Event::Running { job, pes, since } => {
                 let class = self.cfg.class_of(&job);
-                for p in pes.iter() {
-                    if let Some(s) = self.pe.get_mut(p.0 as usize) {
-                        *s = PeState::Job(job.id);
-                    }
+                for &(s, e) in pes.runs() {
+                    self.pe.set(s, e, Some(Holder::Job(job.id)));
                 }
+                self.epoch += 1;
                 self.loaded.insert(
                     job.id,
                     Loaded {
@@ -739,13 +774,12 @@ impl Policy for T3d {
             // Jobs on a failed node are ended by the driver; its PEs are not used until it is up.
             Event::NodeDown(node) | Event::NodeUp(node) => {
                 let per = self.pes_per_node;
-                for p in node.0 * per..(node.0 + 1) * per {
-                    if let Some(d) = self.down.get_mut(p as usize) {
-                        *d = !node_up;
-                    }
+                self.pe.set_down(node.0 * per, (node.0 + 1) * per, !node_up);
+                let (pe, before) = (&self.pe, self.earmarks.len());
+                self.earmarks.retain(|e| !pe.any_down(&e.pes));
+                if self.earmarks.len() != before {
+                    self.remark();
                 }
-                self.earmarks
-                    .retain(|e| e.pes.iter().all(|&p| !self.down[p as usize]));
             }
             Event::Held(id) => self.waiting.hold(id),
             Event::Released(id) => self.waiting.release(id),

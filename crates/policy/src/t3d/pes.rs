@@ -1,0 +1,342 @@
+//! [`PeMap`]: who holds each PE of the T3D machine, as runs, with the bitsets its free-space
+//! lookups need, so that no T3D event costs a walk over every PE.
+//!
+//! A PE is free, held by a loaded job, or swapping a preempted job's state out until some
+//! time. Holders are kept as disjoint runs `[start, end)` in an ordered map (a job of
+//! 10,000 contiguous PEs is one entry); "free" is a bitset, and a second bitset says which PEs
+//! are *open* (free, not earmarked for a waiting job, on a node that is up). A summary bit per
+//! word of `blocked` says whether the word has an open PE, so finding the lowest `n` open PEs
+//! skips full stretches of the machine 4,096 PEs at a time, and the open count is kept as the
+//! bits change.
+
+use std::collections::BTreeMap;
+
+use cosched_core::{JobId, PeSet, Time};
+
+/// What holds a PE that is not free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Holder {
+    Job(JobId),
+    /// Swapping a preempted job's state out until then.
+    Out(Time),
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct PeMap {
+    len: u32,
+    /// Run start -> (run end, holder); runs are disjoint and cover exactly the taken PEs.
+    runs: BTreeMap<u32, (u32, Holder)>,
+    /// Bit set = PE held (not free).
+    taken: Vec<u64>,
+    /// Bit set = PE earmarked for a waiting job.
+    marked: Vec<u64>,
+    /// Bit set = PE of a node that is down.
+    down: Vec<u64>,
+    /// `taken | marked | down`, and every bit past `len`: a clear bit is an open PE.
+    blocked: Vec<u64>,
+    /// Bit `w` set = word `w` of `blocked` has a clear bit.
+    has_open: Vec<u64>,
+    /// Clear bits of `blocked`.
+    open: u32,
+    /// The runs set in `marked`, so the next [`PeMap::set_marks`] can clear just them.
+    mark_runs: Vec<(u32, u32)>,
+}
+
+/// Calls `f(word, mask)` for each word that `s..e` covers.
+#[inline]
+fn for_words(s: u32, e: u32, mut f: impl FnMut(usize, u64)) {
+    let mut i = s;
+    while i < e {
+        let w = i / 64;
+        let hi = e.min((w + 1) * 64);
+        let (lo_bit, hi_bit) = (i % 64, hi - w * 64);
+        let upper = if hi_bit >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << hi_bit) - 1
+        };
+        f(w as usize, upper & !((1u64 << lo_bit) - 1));
+        i = hi;
+    }
+}
+
+impl PeMap {
+    pub fn new(len: u32) -> PeMap {
+        let words = len.div_ceil(64) as usize;
+        let mut blocked = vec![0u64; words];
+        if !len.is_multiple_of(64) {
+            blocked[words - 1] = !((1u64 << (len % 64)) - 1);
+        }
+        let mut has_open = vec![0u64; words.div_ceil(64)];
+        for w in 0..words {
+            has_open[w / 64] |= 1 << (w % 64);
+        }
+        PeMap {
+            len,
+            runs: BTreeMap::new(),
+            taken: vec![0; words],
+            marked: vec![0; words],
+            down: vec![0; words],
+            blocked,
+            has_open,
+            open: len,
+            mark_runs: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// PEs free, not earmarked and up.
+    pub fn open_count(&self) -> u32 {
+        self.open
+    }
+
+    /// Recomputes `blocked` (and the open count and summary) over the words of `s..e`.
+    fn refresh(&mut self, s: u32, e: u32) {
+        if s >= e {
+            return;
+        }
+        let tail = if self.len.is_multiple_of(64) {
+            0
+        } else {
+            !((1u64 << (self.len % 64)) - 1)
+        };
+        let last = self.blocked.len() - 1;
+        for w in (s / 64) as usize..=((e - 1) / 64) as usize {
+            let mut b = self.taken[w] | self.marked[w] | self.down[w];
+            if w == last {
+                b |= tail;
+            }
+            let old = self.blocked[w];
+            self.open = self.open + old.count_ones() - b.count_ones();
+            self.blocked[w] = b;
+            let bit = 1u64 << (w % 64);
+            if b == u64::MAX {
+                self.has_open[w / 64] &= !bit;
+            } else {
+                self.has_open[w / 64] |= bit;
+            }
+        }
+    }
+
+    /// Gives `s..e` to `holder` (`None`: frees it), whatever held it before.
+    pub fn set(&mut self, s: u32, e: u32, holder: Option<Holder>) {
+        let e = e.min(self.len);
+        if s >= e {
+            return;
+        }
+        // The run that starts before `s` and reaches into it is cut at `s`.
+        if let Some((&rs, &(re, h))) = self.runs.range(..s).next_back()
+            && re > s
+        {
+            self.runs.insert(rs, (s, h));
+            if re > e {
+                self.runs.insert(e, (re, h));
+            }
+        }
+        // Runs that start within `s..e` go, and the part of the last one past `e` stays.
+        let inside: Vec<u32> = self.runs.range(s..e).map(|(&rs, _)| rs).collect();
+        for rs in inside {
+            let (re, h) = self.runs.remove(&rs).expect("listed");
+            if re > e {
+                self.runs.insert(e, (re, h));
+            }
+        }
+        let taken = &mut self.taken;
+        match holder {
+            Some(h) => {
+                self.runs.insert(s, (e, h));
+                for_words(s, e, |w, m| taken[w] |= m);
+            }
+            None => for_words(s, e, |w, m| taken[w] &= !m),
+        }
+        self.refresh(s, e);
+    }
+
+    /// The held parts of `s..e`, in PE order, clipped to it.
+    pub fn holders(&self, s: u32, e: u32) -> impl Iterator<Item = (u32, u32, Holder)> + '_ {
+        let first = match self.runs.range(..s).next_back() {
+            Some((&rs, &(re, _))) if re > s => rs,
+            _ => s,
+        };
+        self.runs
+            .range(first..e)
+            .map(move |(&rs, &(re, h))| (rs.max(s), re.min(e), h))
+    }
+
+    /// Frees the parts of `pes` whose holder passes `free`.
+    pub fn free_where(&mut self, pes: &PeSet, free: impl Fn(Holder) -> bool) {
+        let mut gone = Vec::new();
+        for &(s, e) in pes.runs() {
+            gone.extend(
+                self.holders(s, e)
+                    .filter(|&(_, _, h)| free(h))
+                    .map(|(a, b, _)| (a, b)),
+            );
+        }
+        for (a, b) in gone {
+            self.set(a, b, None);
+        }
+    }
+
+    /// True when every PE of `pes` is free (earmarked or down or not).
+    pub fn all_free(&self, pes: &PeSet) -> bool {
+        pes.runs().iter().all(|&(s, e)| {
+            let mut clear = true;
+            for_words(s, e.min(self.len), |w, m| clear &= self.taken[w] & m == 0);
+            clear && e <= self.len
+        })
+    }
+
+    /// True when every PE of `pes` is open (free, not earmarked, up).
+    pub fn all_open(&self, pes: &PeSet) -> bool {
+        pes.runs().iter().all(|&(s, e)| {
+            let mut clear = true;
+            for_words(s, e.min(self.len), |w, m| clear &= self.blocked[w] & m == 0);
+            clear && e <= self.len
+        })
+    }
+
+    /// True when some PE of `pes` is earmarked.
+    pub fn any_marked(&self, pes: &PeSet) -> bool {
+        let mut hit = false;
+        for &(s, e) in pes.runs() {
+            for_words(s, e.min(self.len), |w, m| hit |= self.marked[w] & m != 0);
+        }
+        hit
+    }
+
+    /// True when some PE of `pes` is earmarked or down.
+    pub fn any_marked_or_down(&self, pes: &PeSet) -> bool {
+        let mut hit = false;
+        for &(s, e) in pes.runs() {
+            for_words(s, e.min(self.len), |w, m| {
+                hit |= (self.marked[w] | self.down[w]) & m != 0
+            });
+        }
+        hit
+    }
+
+    /// True when some PE of `pes` is down.
+    pub fn any_down(&self, pes: &PeSet) -> bool {
+        let mut hit = false;
+        for &(s, e) in pes.runs() {
+            for_words(s, e.min(self.len), |w, m| hit |= self.down[w] & m != 0);
+        }
+        hit
+    }
+
+    /// The `n` lowest-numbered open PEs, or all of them when fewer are open.
+    pub fn lowest_open(&self, n: u32) -> PeSet {
+        let mut set = PeSet::new();
+        let mut need = n.min(self.open);
+        for (sw, &summary) in self.has_open.iter().enumerate() {
+            let mut words = summary;
+            while need > 0 && words != 0 {
+                let w = sw * 64 + words.trailing_zeros() as usize;
+                words &= words - 1;
+                let mut open = !self.blocked[w];
+                // A run of open PEs at a time.
+                while need > 0 && open != 0 {
+                    let lo = open.trailing_zeros();
+                    let run = (open >> lo).trailing_ones().min(need);
+                    let bits = if run == 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << run) - 1
+                    };
+                    open &= !(bits << lo);
+                    let pe = w as u32 * 64 + lo;
+                    set.push_sorted(pe, pe + run);
+                    need -= run;
+                }
+            }
+            if need == 0 {
+                break;
+            }
+        }
+        set
+    }
+
+    /// Marks the PEs of `sets` as earmarked, and only them. Costs the runs of the old and
+    /// new marks, not the machine.
+    pub fn set_marks<'a>(&mut self, sets: impl Iterator<Item = &'a PeSet>) {
+        let old = std::mem::take(&mut self.mark_runs);
+        for &(s, e) in &old {
+            let marked = &mut self.marked;
+            for_words(s, e, |w, m| marked[w] &= !m);
+        }
+        let mut new = Vec::new();
+        for set in sets {
+            for &(s, e) in set.runs() {
+                let e = e.min(self.len);
+                if s < e {
+                    let marked = &mut self.marked;
+                    for_words(s, e, |w, m| marked[w] |= m);
+                    new.push((s, e));
+                }
+            }
+        }
+        // Refresh after both, so PEs of a mark that stays keep their bit.
+        for &(s, e) in old.iter().chain(&new) {
+            self.refresh(s, e);
+        }
+        self.mark_runs = new;
+    }
+
+    /// Marks PEs `s..e` down (or up).
+    pub fn set_down(&mut self, s: u32, e: u32, down: bool) {
+        let e = e.min(self.len);
+        let bits = &mut self.down;
+        for_words(s, e, |w, m| if down { bits[w] |= m } else { bits[w] &= !m });
+        self.refresh(s, e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_split_and_open_pes_follow() {
+        let mut m = PeMap::new(200);
+        m.set(10, 150, Some(Holder::Job(JobId(1))));
+        assert_eq!(m.open_count(), 60);
+        m.set(60, 70, Some(Holder::Out(Time::from_secs(5))));
+        let h: Vec<_> = m.holders(0, 200).collect();
+        assert_eq!(
+            h,
+            vec![
+                (10, 60, Holder::Job(JobId(1))),
+                (60, 70, Holder::Out(Time::from_secs(5))),
+                (70, 150, Holder::Job(JobId(1))),
+            ]
+        );
+        assert_eq!(m.holders(65, 75).count(), 2);
+        m.free_where(&PeSet::contiguous(0, 200), |h| h == Holder::Job(JobId(1)));
+        assert_eq!(m.open_count(), 190);
+        assert_eq!(m.lowest_open(15).to_string(), "0-14");
+        m.set_marks([PeSet::contiguous(0, 5)].iter());
+        m.set_down(7, 9, true);
+        assert_eq!(m.lowest_open(5).to_string(), "5-6,9-11");
+        assert!(m.all_free(&PeSet::contiguous(0, 10)));
+        assert!(!m.all_open(&PeSet::contiguous(0, 10)));
+        assert!(m.any_marked(&PeSet::contiguous(4, 1)));
+        m.set_marks(std::iter::empty());
+        m.set_down(7, 9, false);
+        assert_eq!(m.open_count(), 190);
+        assert_eq!(m.lowest_open(500).len(), 190);
+        assert!(!m.all_free(&PeSet::contiguous(195, 10)));
+    }
+
+    #[test]
+    fn lowest_open_skips_full_stretches() {
+        let mut m = PeMap::new(20_000);
+        m.set(0, 19_990, Some(Holder::Job(JobId(1))));
+        assert_eq!(m.lowest_open(20).to_string(), "19990-19999");
+        m.set(5, 6, None);
+        assert_eq!(m.lowest_open(2).to_string(), "5,19990");
+    }
+}
