@@ -237,3 +237,148 @@ fn issue_10_unauthenticated_peers_cannot_make_the_daemons_hold_memory() {
         c.mm_log()
     );
 }
+
+/// Whether process `pid` exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Waits for a pid file a rank writes, and reads it.
+fn pid_in(file: &Path) -> i32 {
+    until(30, &format!("{} written", file.display()), || {
+        std::fs::read_to_string(file).ok()?.trim().parse().ok()
+    })
+}
+
+/// Finding 6: a cancel was SIGKILL at once. Now a killed job's process groups get SIGTERM,
+/// then SIGKILL `--kill-wait` later: a rank that traps SIGTERM cleans up and exits on its
+/// own, one that ignores it is killed after the grace, not before.
+#[test]
+fn issue_10_cancel_sends_sigterm_then_sigkill_after_the_kill_wait() {
+    let c = Cluster::up(
+        "killwait",
+        &["--nodes", "1", "--pes", "2", "--kill-wait", "3s"],
+    );
+    let m = c.dir.join("marks");
+    std::fs::create_dir_all(&m).unwrap();
+    let m = m.display();
+    let traps = c.submit(&[
+        "-n",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "trap 'echo cleaned > {m}/term; exit 0' TERM; echo $$ > {m}/t.pid; while :; do sleep 0.1; done"
+        ),
+    ]);
+    let ignores = c.submit(&[
+        "-n",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        &format!("trap '' TERM; echo $$ > {m}/i.pid; while :; do sleep 0.1; done"),
+    ]);
+    let t = pid_in(Path::new(&format!("{m}/t.pid")));
+    let i = pid_in(Path::new(&format!("{m}/i.pid")));
+
+    c.ok(&["cancel", &traps.to_string()]);
+    let cleaned = until(20, "the trapping rank's clean-up", || {
+        std::fs::read_to_string(format!("{m}/term")).ok()
+    });
+    assert_eq!(cleaned.trim(), "cleaned");
+    until(20, "the trapping rank gone", || (!alive(t)).then_some(()));
+
+    let asked = Instant::now();
+    c.ok(&["cancel", &ignores.to_string()]);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        alive(i),
+        "a rank ignoring SIGTERM was killed before the 3-s grace"
+    );
+    until(30, "the rank ignoring SIGTERM killed", || {
+        (!alive(i)).then_some(())
+    });
+    let took = asked.elapsed();
+    assert!(
+        took >= Duration::from_millis(2900),
+        "killed {took:?} after the cancel, before the 3-s grace"
+    );
+    for id in [traps, ignores] {
+        assert_eq!(c.state_of(id).as_deref(), Some("cancelled"));
+    }
+}
+
+/// Finding 6: background children of a rank that exited outlived their job. Now the job's
+/// process groups are terminated when the job ends, so they go with it.
+#[test]
+fn issue_10_background_children_of_an_exited_rank_end_with_the_job() {
+    let c = Cluster::up(
+        "background",
+        &["--nodes", "1", "--pes", "1", "--kill-wait", "1s"],
+    );
+    let pidfile = c.dir.join("bg.pid");
+    let id = c.submit(&[
+        "-n",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        &format!("sleep 300 & echo $! > {}; exit 0", pidfile.display()),
+    ]);
+    c.ok(&["wait", &id.to_string(), "--timeout", "30s"]);
+    let bg = pid_in(&pidfile);
+    until(20, "the background child killed with its job", || {
+        (!alive(bg)).then_some(())
+    });
+}
+
+/// Finding 6: `cluster down` could start queued jobs on its way out. Jobs queued behind a
+/// long one when the cluster goes down never run (they would leave a marker) and end
+/// `cancelled`, as the next `cluster up` in the same directory shows.
+#[test]
+fn issue_10_cluster_down_launches_nothing() {
+    let args = ["--nodes", "1", "--pes", "1", "--kill-wait", "1s"];
+    let c = Cluster::up("down", &args);
+    let m = c.dir.join("marks");
+    std::fs::create_dir_all(&m).unwrap();
+    let long = c.submit(&["-n", "1", "--", "sleep", "60"]);
+    until(30, "the long job running", || {
+        (c.state_of(long).as_deref() == Some("running")).then_some(())
+    });
+    let queued: Vec<u64> = (0..3)
+        .map(|_| {
+            c.submit(&[
+                "-n",
+                "1",
+                "--",
+                "sh",
+                "-c",
+                &format!("touch {}/ran.$COSCHED_JOB_ID", m.display()),
+            ])
+        })
+        .collect();
+    for &q in &queued {
+        assert_eq!(c.state_of(q).as_deref(), Some("queued"));
+    }
+    c.ok(&["cluster", "down"]);
+    std::thread::sleep(Duration::from_millis(500));
+    c.start(&args);
+    let ran: Vec<_> = std::fs::read_dir(&m).unwrap().flatten().collect();
+    assert!(
+        ran.is_empty(),
+        "queued jobs ran during cluster down: {ran:?}"
+    );
+    for id in queued.iter().copied().chain([long]) {
+        let j = c.job(id).expect("the record survives");
+        assert_eq!(j["state"], "cancelled", "{j}");
+        assert_eq!(j["error"], "the cluster was shut down", "{j}");
+    }
+}
