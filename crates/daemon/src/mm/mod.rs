@@ -12,8 +12,8 @@
 //!
 //! Decisions are carried out down the tree: Start/Place → launch (Place launches stopped),
 //! Suspend/Preempt → SIGSTOP, Resume → SIGCONT, Kill/Reject → the job ends at once and its
-//! processes get SIGTERM, then SIGKILL after `kill_wait`; all the stops, continues and kills of one step travel as one
-//! multi-context-switch message.
+//! processes get SIGTERM, then SIGKILL after `kill_wait`; all the stops, continues and kills
+//! of one step travel as one multi-context-switch message.
 
 pub mod core;
 pub mod nodes;
