@@ -382,3 +382,70 @@ fn issue_10_cluster_down_launches_nothing() {
         assert_eq!(j["error"], "the cluster was shut down", "{j}");
     }
 }
+
+/// CPU time (user + system) process `pid` has used, in seconds.
+fn cpu_seconds(pid: i32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = stat.rsplit_once(')').unwrap().1;
+    // After the command name: state is field 3, utime 14 and stime 15.
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no memory effects.
+    ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// Sets the open-file limit of process `pid` (soft; the hard one is kept); returns the old.
+fn set_nofile(pid: i32, soft: u64) -> libc::rlimit {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: prlimit reads and writes the two rlimit structs given.
+    let r = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old) };
+    assert_eq!(r, 0, "prlimit(get) on the machine manager");
+    let new = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: as above.
+    let r = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &new, std::ptr::null_mut()) };
+    assert_eq!(r, 0, "prlimit(set) on the machine manager");
+    old
+}
+
+/// Finding 5: out of file descriptors, the machine manager's accept loop called `accept`
+/// again at once, failing for ever at real-time priority. Now it backs off (and says so),
+/// and serves again once descriptors free up.
+#[test]
+fn issue_10_out_of_file_descriptors_the_accept_loop_backs_off() {
+    let c = Cluster::up("emfile", &["--nodes", "1", "--pes", "1"]);
+    let pid = c.pid(c.state.mm_pid_file());
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count() as u64;
+    // Room for two more connections; the third accept fails with EMFILE.
+    let old = set_nofile(pid, open + 2);
+    let addr = c.state.addr().unwrap();
+    let silent: Vec<TcpStream> = (0..20)
+        .filter_map(|_| TcpStream::connect(&addr).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_seconds(pid) - before;
+    eprintln!("mm used {used:.2} s of CPU in 2 s while out of file descriptors");
+    // SAFETY: restores the limit read above.
+    unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &old, std::ptr::null_mut()) };
+    drop(silent);
+    assert!(
+        used < 0.5,
+        "the machine manager spun: {used:.2} s of CPU in 2 s out of file descriptors"
+    );
+    assert!(
+        c.mm_log().contains("cannot accept a connection"),
+        "the failure is logged:\n{}",
+        c.mm_log()
+    );
+    let id = c.submit(&["-n", "1", "--", "true"]);
+    c.ok(&["wait", &id.to_string(), "--timeout", "30s"]);
+}
