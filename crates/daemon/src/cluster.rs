@@ -115,6 +115,8 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         o.settings.fanout.to_string(),
         "--heartbeat".into(),
         o.settings.heartbeat.to_string(),
+        "--kill-wait".into(),
+        o.settings.kill_wait.to_string(),
         "--state-dir".into(),
         dir.root().display().to_string(),
         "--key-file".into(),

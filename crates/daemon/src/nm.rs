@@ -20,6 +20,11 @@ use crate::DaemonError;
 use crate::proto::*;
 use crate::util::signal_group;
 
+/// Grace between SIGTERM and SIGKILL until the machine manager says otherwise.
+const DEFAULT_KILL_WAIT: Duration = Duration::from_secs(5);
+/// Longest grace the ranks get when the node manager shuts down (see [`Nm::shut_down`]).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
 /// Largest output file `cosched output` brings back (the rest is in the node's work directory).
 pub const MAX_OUTPUT: u64 = 4 << 20;
 
@@ -56,7 +61,15 @@ struct Nm {
     id: Option<NodeId>,
     incarnation: u64,
     exits: mpsc::UnboundedSender<(JobId, RankExit)>,
+    /// Between SIGTERM and SIGKILL (the machine manager's `--kill-wait`, learnt at
+    /// registration).
+    kill_wait: Duration,
+    /// Which job each live rank's process group belongs to, shared with the delayed SIGKILLs:
+    /// once a group is empty its number may be reused by a new rank, which must be spared.
+    owners: Owners,
 }
+
+type Owners = std::sync::Arc<std::sync::Mutex<HashMap<i32, JobId>>>;
 
 /// [`run`] on a fresh single-threaded runtime, for a command's main thread. The runtime
 /// stays on this thread, which matters: ranks die with the thread that forked them.
@@ -108,6 +121,8 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
         id: None,
         incarnation: crate::util::now().as_micros() as u64,
         exits: exit_tx,
+        kill_wait: DEFAULT_KILL_WAIT,
+        owners: Owners::default(),
     };
 
     let priority = crate::util::raise_priority();
@@ -129,7 +144,7 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
                         last_heard = tokio::time::Instant::now();
                         match postcard::from_bytes::<ToNode>(&payload) {
                             Ok(ToNode::Shutdown) => {
-                                nm.kill_all();
+                                nm.shut_down(&mut exit_rx).await;
                                 eprintln!("nm {}: shut down by the machine manager", nm.cfg.name);
                                 return Ok(());
                             }
@@ -246,8 +261,11 @@ impl Nm {
                 Ok(RegisterReply::Accepted {
                     node,
                     heartbeat_us,
+                    kill_wait_us,
                     drop_jobs,
                 }) => {
+                    let most = crate::mm::MAX_KILL_WAIT.as_micros();
+                    self.kill_wait = Duration::from_micros(kill_wait_us.clamp(0, most) as u64);
                     for job in drop_jobs {
                         self.forget(job);
                     }
@@ -295,14 +313,13 @@ impl Nm {
             ToNode::Switch { stop, cont, kill } => {
                 // Stop the outgoing jobs before continuing the incoming ones, so two jobs never
                 // share a PE even for an instant.
-                for (jobs, sig) in [
-                    (stop, libc::SIGSTOP),
-                    (cont, libc::SIGCONT),
-                    (kill, libc::SIGKILL),
-                ] {
+                for (jobs, sig) in [(stop, libc::SIGSTOP), (cont, libc::SIGCONT)] {
                     for job in jobs {
                         self.signal(job, sig);
                     }
+                }
+                for job in kill {
+                    self.terminate(job);
                 }
             }
             ToNode::Forget { jobs } => {
@@ -344,23 +361,88 @@ impl Nm {
         if let Some(j) = self.jobs.get(&job) {
             for r in j.ranks.values().filter(|r| r.exit.is_none()) {
                 signal_group(r.pgid, sig);
-                if sig == libc::SIGKILL {
-                    signal_group(r.pgid, libc::SIGCONT);
-                }
             }
         }
     }
 
-    fn forget(&mut self, job: JobId) {
-        self.signal(job, libc::SIGKILL);
-        self.jobs.remove(&job);
+    /// The process groups of a job's ranks, exited ones included: a rank that exited may
+    /// have left background children in its group.
+    fn groups(&self, job: JobId) -> Vec<i32> {
+        self.jobs
+            .get(&job)
+            .map(|j| {
+                j.ranks
+                    .values()
+                    .map(|r| r.pgid)
+                    .filter(|&g| g > 0)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
-    fn kill_all(&mut self) {
-        let ids: Vec<JobId> = self.jobs.keys().copied().collect();
-        for id in ids {
-            self.forget(id);
+    /// Kills a job as Slurm does: SIGTERM (and SIGCONT, so a stopped rank can act on it) to
+    /// every process group of the job now, SIGKILL to whatever is left of them `kill_wait`
+    /// later. The SIGKILL is sent even if the job is forgotten meanwhile.
+    fn terminate(&self, job: JobId) {
+        let groups = self.groups(job);
+        if groups.is_empty() {
+            return;
         }
+        for &g in &groups {
+            signal_group(g, libc::SIGTERM);
+            signal_group(g, libc::SIGCONT);
+        }
+        let (wait, owners) = (self.kill_wait, self.owners.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let owners = owners.lock().unwrap_or_else(|e| e.into_inner());
+            for g in groups {
+                if owners.get(&g).is_none_or(|&o| o == job) {
+                    signal_group(g, libc::SIGKILL);
+                }
+            }
+        });
+    }
+
+    /// Drops a job the machine manager has ended; what is left of its process groups (a
+    /// rank's background children) is terminated with the usual grace.
+    fn forget(&mut self, job: JobId) {
+        self.terminate(job);
+        self.jobs.remove(&job);
+        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        owners.retain(|_, o| *o != job);
+    }
+
+    /// Before the node manager exits: every job gets SIGTERM, the ranks get up to
+    /// [`SHUTDOWN_GRACE`] (or `kill_wait` if shorter) to exit, then every group gets SIGKILL.
+    /// The grace is short because `cluster down` kills daemons still alive after 3 s, and the
+    /// ranks die with the node manager anyway (PR_SET_PDEATHSIG).
+    async fn shut_down(&mut self, exits: &mut mpsc::UnboundedReceiver<(JobId, RankExit)>) {
+        let jobs: Vec<JobId> = self.jobs.keys().copied().collect();
+        let mut groups = Vec::new();
+        for &job in &jobs {
+            groups.extend(self.groups(job));
+            for g in self.groups(job) {
+                signal_group(g, libc::SIGTERM);
+                signal_group(g, libc::SIGCONT);
+            }
+        }
+        let deadline = tokio::time::Instant::now() + self.kill_wait.min(SHUTDOWN_GRACE);
+        let running = |nm: &Nm| {
+            nm.jobs
+                .values()
+                .any(|j| j.ranks.values().any(|r| r.pgid > 0 && r.exit.is_none()))
+        };
+        while running(self) {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => break,
+                Some((job, exit)) = exits.recv() => { self.record_exit(job, &exit); }
+            }
+        }
+        for g in groups {
+            signal_group(g, libc::SIGKILL);
+        }
+        self.jobs.clear();
     }
 
     fn launch(&mut self, l: Launch) {
@@ -381,6 +463,10 @@ impl Nm {
             match spawn_rank(&l, rank, local_pe, cpu, &self.cfg.name, &dir) {
                 Ok(mut child) => {
                     let pid = child.id().map(|p| p as i32).unwrap_or(0);
+                    self.owners
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(pid, l.job);
                     if l.stopped {
                         signal_group(pid, libc::SIGSTOP);
                     }
@@ -526,7 +612,7 @@ async fn try_register(mm: &str, key: &Key, reg: &Register) -> Result<RegisterRep
     cosched_storm::frame::write_frame(&mut stream, key, &Hello::Register(reg.clone())).await?;
     let reply = tokio::time::timeout(
         Duration::from_secs(5),
-        cosched_storm::frame::read_frame(&mut stream, key),
+        cosched_storm::frame::read_frame(&mut stream, key, cosched_storm::frame::MAX_HELLO),
     )
     .await
     .map_err(|_| DaemonError::Connect {

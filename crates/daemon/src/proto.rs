@@ -53,6 +53,8 @@ pub enum RegisterReply {
     Accepted {
         node: NodeId,
         heartbeat_us: i64,
+        /// How long a killed job's processes get between SIGTERM and SIGKILL (`--kill-wait`).
+        kill_wait_us: i64,
         /// Jobs the machine manager no longer runs: kill and forget them.
         drop_jobs: Vec<JobId>,
     },

@@ -2,8 +2,16 @@
 //!
 //! A frame is `u32 length (big-endian) | 32-byte HMAC-SHA256 tag | payload`, where the length
 //! counts tag and payload and the tag is computed with the cluster key over the payload. A
-//! peer that sends a frame longer than [`MAX_FRAME`], a wrong tag or a payload that does not
-//! decode gets an error here; callers drop the connection and log it, and keep serving others.
+//! peer that sends a frame longer than the reader's maximum, a wrong tag or a payload that
+//! does not decode gets an error here; callers drop the connection and log it, and keep
+//! serving others.
+//!
+//! The tag can only be checked once the whole body is in, so what a peer that has not yet
+//! proven the key can make a daemon hold is bounded by the maximum the reader passes:
+//! [`MAX_HELLO`] for the first frame of a connection (a client's request, a registration, a
+//! parent's topology), [`MAX_FRAME`] only on connections that have already authenticated.
+//! The body grows as bytes arrive instead of being allocated at the announced length, so a
+//! peer that announces a big frame and sends nothing costs nothing.
 //!
 //! Payloads are postcard-encoded serde values. Frames are not encrypted (the cluster network
 //! is trusted for confidentiality) and carry no replay counter: a captured frame could be
@@ -18,8 +26,15 @@ use serde::de::DeserializeOwned;
 use sha2::Sha256;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Longest frame accepted (tag included); bigger lengths are garbage or abuse.
+/// Longest frame accepted (tag included) on an authenticated connection; bigger lengths are
+/// garbage or abuse. Output fetches (two files of up to 4 MiB) and job lists need this much.
 pub const MAX_FRAME: usize = 16 << 20;
+/// Longest first frame of a connection, read before the peer has proven the key: a client's
+/// request (a submit's command line: Linux caps `execve`'s arguments at about 2 MiB), a node's
+/// registration, a parent's topology.
+pub const MAX_HELLO: usize = 2 << 20;
+/// Bytes reserved ahead of the data: the body grows from here as it arrives.
+const INITIAL_BUFFER: usize = 64 << 10;
 const TAG_LEN: usize = 32;
 
 /// The cluster key: 32 random bytes, stored as 64 hex digits in a file only its owner reads.
@@ -39,8 +54,8 @@ pub enum FrameError {
     Closed,
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
-    #[error("frame of {0} bytes is outside 32..={MAX_FRAME} (garbage or a foreign protocol)")]
-    BadLength(usize),
+    #[error("frame of {0} bytes is outside 32..={1} (garbage, abuse or a foreign protocol)")]
+    BadLength(usize, usize),
     #[error("frame authentication failed (wrong cluster key or tampered data)")]
     BadTag,
     #[error("frame payload does not decode: {0}")]
@@ -119,7 +134,7 @@ impl Key {
     /// Checks the tag of a frame body (what follows the length) and decodes its payload.
     pub fn open<T: DeserializeOwned>(&self, body: &[u8]) -> Result<T, FrameError> {
         if body.len() < TAG_LEN {
-            return Err(FrameError::BadLength(body.len()));
+            return Err(FrameError::BadLength(body.len(), TAG_LEN));
         }
         let (tag, payload) = body.split_at(TAG_LEN);
         let mut mac = self.mac();
@@ -129,15 +144,16 @@ impl Key {
     }
 }
 
-fn check_len(len: usize) -> Result<usize, FrameError> {
-    if (TAG_LEN..=MAX_FRAME).contains(&len) {
+fn check_len(len: usize, max: usize) -> Result<usize, FrameError> {
+    if (TAG_LEN..=max).contains(&len) {
         Ok(len)
     } else {
-        Err(FrameError::BadLength(len))
+        Err(FrameError::BadLength(len, max))
     }
 }
 
-/// Reads one frame from a blocking stream.
+/// Reads one frame of at most [`MAX_FRAME`] bytes from a blocking stream (a client reading
+/// the machine manager's answer).
 pub fn read_blocking<R: Read, T: DeserializeOwned>(r: &mut R, key: &Key) -> Result<T, FrameError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len) {
@@ -145,9 +161,11 @@ pub fn read_blocking<R: Read, T: DeserializeOwned>(r: &mut R, key: &Key) -> Resu
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
         Err(e) => return Err(e.into()),
     }
-    let len = check_len(u32::from_be_bytes(len) as usize)?;
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body)?;
+    let len = check_len(u32::from_be_bytes(len) as usize, MAX_FRAME)?;
+    let mut body = Vec::with_capacity(len.min(INITIAL_BUFFER));
+    if r.take(len as u64).read_to_end(&mut body)? < len {
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+    }
     key.open(&body)
 }
 
@@ -162,27 +180,38 @@ pub fn write_blocking<W: Write, T: Serialize>(
     Ok(())
 }
 
-/// Reads one frame from an async stream.
+/// Reads one frame of at most `max` bytes ([`MAX_HELLO`] before the peer is authenticated,
+/// [`MAX_FRAME`] after) from an async stream.
 pub async fn read_frame<R: AsyncRead + Unpin, T: DeserializeOwned>(
     r: &mut R,
     key: &Key,
+    max: usize,
 ) -> Result<T, FrameError> {
-    key.open(&read_body(r).await?)
+    key.open(&read_body(r, max).await?)
 }
 
-/// Reads one frame body (tag and payload, length removed) without decoding it, so a router
-/// can authenticate and inspect it with [`Key::open`] and forward the same bytes with
-/// [`frame_of_body`].
-pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R) -> Result<Vec<u8>, FrameError> {
+/// Reads one frame body (tag and payload, length removed) of at most `max` bytes without
+/// decoding it, so a router can authenticate and inspect it with [`Key::open`] and forward
+/// the same bytes with [`frame_of_body`]. The length is checked before any of the body is
+/// read, and the body is held only as far as it has arrived.
+pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Vec<u8>, FrameError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len).await {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
         Err(e) => return Err(e.into()),
     }
-    let len = check_len(u32::from_be_bytes(len) as usize)?;
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body).await?;
+    let len = check_len(u32::from_be_bytes(len) as usize, max)?;
+    // Grown in steps no bigger than what has arrived, to exactly `len`: the memory held is
+    // at most twice the bytes the peer really sent, and never more than `len`.
+    let mut body = Vec::new();
+    while body.len() < len {
+        let start = body.len();
+        let step = (len - start).min(start.max(INITIAL_BUFFER));
+        body.reserve_exact(step);
+        body.resize(start + step, 0);
+        r.read_exact(&mut body[start..]).await?;
+    }
     Ok(body)
 }
 
@@ -234,11 +263,33 @@ mod tests {
         let garbage = b"GET / HTTP/1.1\r\n\r\n";
         assert!(matches!(
             read_blocking::<_, u32>(&mut &garbage[..], &k),
-            Err(FrameError::BadLength(_))
+            Err(FrameError::BadLength(..))
         ));
         assert!(matches!(
             read_blocking::<_, u32>(&mut &[][..], &k),
             Err(FrameError::Closed)
+        ));
+    }
+
+    /// Finding 5 of issue 10: a first frame longer than the reader's maximum is refused from
+    /// its length alone, before any of its body is read; a body that stops short is an error,
+    /// not a frame.
+    #[tokio::test]
+    async fn lengths_are_checked_against_the_readers_maximum_before_the_body() {
+        let k = Key::from_bytes([7; 32]);
+        let big = k.seal(&vec![1u8; MAX_HELLO]);
+        // Only the length prefix: were the body awaited, this would fail with an i/o error.
+        let r = read_frame::<_, Vec<u8>>(&mut &big[..4], &k, MAX_HELLO).await;
+        assert!(
+            matches!(r, Err(FrameError::BadLength(n, MAX_HELLO)) if n > MAX_HELLO),
+            "{r:?}"
+        );
+        let v: Vec<u8> = read_frame(&mut &big[..], &k, MAX_FRAME).await.unwrap();
+        assert_eq!(v.len(), MAX_HELLO);
+        let short = &big[..big.len() - 1];
+        assert!(matches!(
+            read_frame::<_, Vec<u8>>(&mut &short[..], &k, MAX_FRAME).await,
+            Err(FrameError::Io(_))
         ));
     }
 

@@ -5,6 +5,7 @@
 //! switch, fault detection, status gathering) with these mechanisms, so the transport below
 //! them could be replaced (RDMA, hardware multicast) without touching the functions.
 //!
+//! - [`accept`]: accepting with back-off, and the cap on unauthenticated connections.
 //! - [`frame`]: length-delimited frames with an HMAC-SHA256 tag; the cluster [`Key`].
 //! - [`tree`]: the k-ary overlay ([`Topology`]) and destination sets ([`Dest`]).
 //! - [`mech`]: the mechanisms as messages ([`Down`], [`Up`]), node variables ([`Vars`]),
@@ -13,6 +14,7 @@
 //! - [`node`]: the node side (routing, variables, deliveries to the node manager).
 //! - [`root`]: the root side, driven by the machine manager.
 
+pub mod accept;
 pub mod frame;
 pub mod link;
 pub mod mech;

@@ -11,7 +11,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use crate::frame::{Key, frame_of_body, read_body};
+use crate::frame::{Key, MAX_FRAME, frame_of_body, read_body};
 use crate::mech::Up;
 use crate::tree::{Dest, Route};
 
@@ -141,7 +141,8 @@ fn spawn_link(
         let ev = events.clone();
         let reader = tokio::spawn(async move {
             loop {
-                match read_body(&mut rd).await {
+                // The child was dialled at an address the authenticated topology gave.
+                match read_body(&mut rd, MAX_FRAME).await {
                     Ok(body) => match key.open::<Up>(&body) {
                         Ok(msg) => {
                             if ev

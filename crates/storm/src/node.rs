@@ -12,7 +12,8 @@ use tokio::net::TcpListener;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
-use crate::frame::{Key, frame_of_body, read_body, read_frame};
+use crate::accept::{Gate, accept};
+use crate::frame::{Key, MAX_FRAME, MAX_HELLO, frame_of_body, read_body, read_frame};
 use crate::link::{ChildEvent, Children};
 use crate::mech::{Down, Up, Vars};
 use crate::tree::Topology;
@@ -88,18 +89,22 @@ async fn run(
     let mut parent: Option<(u64, OwnedWriteHalf)> = None;
     let mut epoch = 0u64;
     let mut next_conn = 1u64;
+    let gate = Gate::default();
 
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, peer)) = accepted else { continue };
+            // A slot first: while every slot is taken, new peers wait in the kernel's backlog.
+            (permit, (stream, peer)) = async { let p = gate.enter().await; (p, accept(&listener, "storm").await) } => {
                 let _ = stream.set_nodelay(true);
                 let conn = next_conn;
                 next_conn += 1;
                 let (key, ev_tx) = (key.clone(), ev_tx.clone());
                 tokio::spawn(async move {
                     let (mut rd, writer) = stream.into_split();
-                    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_frame::<_, Down>(&mut rd, &key)).await;
+                    // Until its first frame proves the key, a peer may make this node hold
+                    // at most MAX_HELLO bytes, for at most HANDSHAKE_TIMEOUT.
+                    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_frame::<_, Down>(&mut rd, &key, MAX_HELLO)).await;
+                    drop(permit);
                     let topo = match first {
                         Ok(Ok(Down::Topology(t))) => t,
                         Ok(Ok(_)) => { eprintln!("storm: dropping {peer}: first frame is not a topology"); return; }
@@ -108,7 +113,7 @@ async fn run(
                     };
                     if ev_tx.send(Ev::NewParent { conn, writer, topo }).is_err() { return; }
                     loop {
-                        match read_body(&mut rd).await {
+                        match read_body(&mut rd, MAX_FRAME).await {
                             Ok(body) => match key.open::<Down>(&body) {
                                 Ok(msg) => { if ev_tx.send(Ev::FromParent { conn, body, msg }).is_err() { return; } }
                                 Err(e) => { eprintln!("storm: dropping parent {peer}: {e}"); break; }

@@ -111,6 +111,10 @@ pub struct ManagerArgs {
     /// Requeue jobs lost with a failed node instead of failing them
     #[arg(long)]
     requeue: bool,
+    /// Grace between SIGTERM and SIGKILL when a job is cancelled or killed, as Slurm's
+    /// KillWait (at most 1h)
+    #[arg(long, default_value = "5s")]
+    kill_wait: Dur,
 }
 
 impl ManagerArgs {
@@ -123,6 +127,9 @@ impl ManagerArgs {
             fanout: self.fanout.max(1),
             heartbeat: self.heartbeat.max(Dur::from_millis(1)),
             requeue: self.requeue,
+            kill_wait: self
+                .kill_wait
+                .clamp(Dur::ZERO, cosched_daemon::mm::MAX_KILL_WAIT),
         }
     }
 }

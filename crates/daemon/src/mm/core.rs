@@ -127,6 +127,8 @@ pub struct CoreConfig {
     pub dead_after: Dur,
     /// Requeue jobs lost with a node instead of failing them.
     pub requeue: bool,
+    /// Between SIGTERM and SIGKILL when a job is killed (given to the nodes at registration).
+    pub kill_wait: Dur,
 }
 
 /// What a restarted machine manager finds in its database.

@@ -12,8 +12,8 @@
 //!
 //! Decisions are carried out down the tree: Start/Place → launch (Place launches stopped),
 //! Suspend/Preempt → SIGSTOP, Resume → SIGCONT, Kill/Reject → the job ends at once and its
-//! processes get SIGKILL; all the stops, continues and kills of one step travel as one
-//! multi-context-switch message.
+//! processes get SIGTERM, then SIGKILL after `kill_wait`; all the stops, continues and kills
+//! of one step travel as one multi-context-switch message.
 
 pub mod core;
 pub mod nodes;
@@ -30,6 +30,11 @@ use cosched_storm::Key;
 pub use self::core::{DEFAULT_ESTIMATE, MAX_TIME_LIMIT, check_time_limit, parse_pes};
 pub use shell::{build_policy, run, run_blocking};
 
+/// Default grace between SIGTERM and SIGKILL for a killed job (`--kill-wait`).
+pub const DEFAULT_KILL_WAIT: Dur = Dur::from_secs(5);
+/// Longest grace taken (`--kill-wait` is clamped to it, and so is what a node is told).
+pub const MAX_KILL_WAIT: Dur = Dur::from_secs(3600);
+
 /// What a machine manager runs, however it is started (`cosched mm`, or `cluster up` which
 /// passes these on to the `mm` it starts), with the defaults of both.
 #[derive(Clone, Debug)]
@@ -44,6 +49,8 @@ pub struct ManagerSettings {
     pub heartbeat: Dur,
     /// Requeue jobs lost with a node instead of failing them.
     pub requeue: bool,
+    /// A killed job's processes get SIGTERM, then SIGKILL this long after (Slurm's KillWait).
+    pub kill_wait: Dur,
 }
 
 impl ManagerSettings {
@@ -56,6 +63,7 @@ impl ManagerSettings {
             fanout: 8,
             heartbeat: Dur::from_millis(200),
             requeue: false,
+            kill_wait: DEFAULT_KILL_WAIT,
         }
     }
 }

@@ -331,6 +331,7 @@ impl Core {
             reply: RegisterReply::Accepted {
                 node: id,
                 heartbeat_us: self.cfg.heartbeat.as_micros(),
+                kill_wait_us: self.cfg.kill_wait.as_micros(),
                 drop_jobs,
             },
         });

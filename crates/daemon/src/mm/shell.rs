@@ -6,6 +6,8 @@ use std::collections::HashMap;
 
 use cosched_core::Time;
 use cosched_policy::{PolicyConfig, PolicyOptions, registry};
+use cosched_storm::accept::{Gate, accept};
+use cosched_storm::frame::MAX_HELLO;
 use cosched_storm::{ChildEvent, Cmp, Cond, Dest, Key, Root, Up};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -101,6 +103,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         heartbeat: cfg.settings.heartbeat,
         dead_after: cfg.dead_after,
         requeue: cfg.settings.requeue,
+        kill_wait: cfg.settings.kill_wait,
     };
     let core = Core::new(core_cfg, policy, t, recovered)
         .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;
@@ -326,20 +329,25 @@ impl Shell {
     }
 }
 
+/// Serves connections: each sends one [`Hello`] (a registration or a client request) and
+/// gets one answer. Before its hello is authenticated a connection holds one of the
+/// listener's [`Gate`] slots and at most [`MAX_HELLO`] bytes (issue 10, finding 5).
 async fn accept_loop(listener: TcpListener, key: Key, tx: mpsc::UnboundedSender<Incoming>) {
+    let gate = Gate::default();
     loop {
-        let Ok((stream, peer)) = listener.accept().await else {
-            continue;
-        };
+        // The slot first: while every slot is taken, new peers wait in the kernel's backlog.
+        let permit = gate.enter().await;
+        let (stream, peer) = accept(&listener, "mm").await;
         let _ = stream.set_nodelay(true);
         let (key, tx) = (key.clone(), tx.clone());
         tokio::spawn(async move {
             let (mut rd, mut wr) = stream.into_split();
             let hello = tokio::time::timeout(
                 cosched_storm::node::HANDSHAKE_TIMEOUT,
-                cosched_storm::frame::read_frame::<_, Hello>(&mut rd, &key),
+                cosched_storm::frame::read_frame::<_, Hello>(&mut rd, &key, MAX_HELLO),
             )
             .await;
+            drop(permit);
             let hello = match hello {
                 Ok(Ok(h)) => h,
                 // A connection closed before saying anything is a probe, not an attack.

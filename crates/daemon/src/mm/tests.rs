@@ -54,6 +54,7 @@ fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
         heartbeat: Dur::from_secs(3600),
         dead_after: Dur::from_secs(36_000),
         requeue: false,
+        kill_wait: Dur::from_secs(5),
     };
     let mut c = Core::new(cfg, policy, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
@@ -286,6 +287,7 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
         heartbeat: Dur::from_secs(1),
         dead_after: Dur::from_secs(3),
         requeue: false,
+        kill_wait: Dur::from_secs(5),
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..2 {
@@ -342,6 +344,7 @@ fn registered_only(nodes: u32, heartbeat: Dur, dead_after: Dur) -> Core {
         heartbeat,
         dead_after,
         requeue: false,
+        kill_wait: Dur::from_secs(5),
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
