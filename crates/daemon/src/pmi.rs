@@ -136,9 +136,8 @@ impl JobPmi {
                 }
                 // The whole node is in: its puts go up, once.
                 let seq = self.done + 1;
-                let puts: Vec<(String, String)> = std::mem::take(&mut self.puts)
-                    .into_iter()
-                    .collect();
+                let puts: Vec<(String, String)> =
+                    std::mem::take(&mut self.puts).into_iter().collect();
                 self.up = Some((seq, puts.clone()));
                 vec![Out::FenceUp { seq, puts }]
             }
@@ -308,9 +307,15 @@ mod tests {
         let init = p.on_line(0, "cmd=init pmi_version=1 pmi_subversion=1");
         assert!(replies(&init)[0].1.starts_with("cmd=response_to_init "));
         let name = p.on_line(1, "cmd=get_my_kvsname");
-        assert_eq!(replies(&name)[0].1, "cmd=my_kvsname rc=0 kvsname=cosched_7\n");
+        assert_eq!(
+            replies(&name)[0].1,
+            "cmd=my_kvsname rc=0 kvsname=cosched_7\n"
+        );
         p.on_line(0, "cmd=put kvsname=cosched_7 key=card0 value=x=1");
-        assert!(p.on_line(0, "cmd=barrier_in").is_empty(), "rank 1 is not in yet");
+        assert!(
+            p.on_line(0, "cmd=barrier_in").is_empty(),
+            "rank 1 is not in yet"
+        );
         let up = p.on_line(1, "cmd=barrier_in");
         assert_eq!(
             up,
@@ -322,7 +327,10 @@ mod tests {
         // Not visible elsewhere before the answer; the other node's card arrives with it.
         let miss = p.on_line(0, "cmd=get kvsname=cosched_7 key=card2");
         assert!(replies(&miss)[0].1.contains("rc=-1"));
-        assert!(p.fence_done(2, vec![]).is_empty(), "a stale answer is ignored");
+        assert!(
+            p.fence_done(2, vec![]).is_empty(),
+            "a stale answer is ignored"
+        );
         let out = p.fence_done(
             1,
             vec![("card0".into(), "x=1".into()), ("card2".into(), "y".into())],
@@ -334,11 +342,21 @@ mod tests {
                 (1, "cmd=barrier_out\n".to_string())
             ]
         );
-        assert!(p.fence_done(1, vec![]).is_empty(), "a repeat releases nobody");
+        assert!(
+            p.fence_done(1, vec![]).is_empty(),
+            "a repeat releases nobody"
+        );
         let hit = p.on_line(1, "cmd=get kvsname=cosched_7 key=card2");
-        assert_eq!(replies(&hit)[0].1, "cmd=get_result rc=0 msg=success value=y\n");
+        assert_eq!(
+            replies(&hit)[0].1,
+            "cmd=get_result rc=0 msg=success value=y\n"
+        );
         let map = p.on_line(1, "cmd=get kvsname=cosched_7 key=PMI_process_mapping");
-        assert!(replies(&map)[0].1.ends_with("value=(vector,(0,2,2),(2,1,1))\n"));
+        assert!(
+            replies(&map)[0]
+                .1
+                .ends_with("value=(vector,(0,2,2),(2,1,1))\n")
+        );
         // The next fence is number 2 and carries only the new puts.
         p.on_line(0, "cmd=barrier_in");
         assert_eq!(
@@ -362,7 +380,10 @@ mod tests {
             }]
         );
         let out = p.on_line(4, "cmd=spawn");
-        assert_eq!(replies(&out)[0].1, "cmd=spawn_result rc=-1 msg=unsupported\n");
+        assert_eq!(
+            replies(&out)[0].1,
+            "cmd=spawn_result rc=-1 msg=unsupported\n"
+        );
         assert!(matches!(p.on_line(4, "garbage"), v if matches!(v[0], Out::Bad { .. })));
     }
 }

@@ -810,7 +810,10 @@ impl Core {
         if f.nodes == nodes {
             f.complete = true;
             let kvs = f.kvs.clone().into_iter().collect();
-            self.send(nodes.into_iter().collect(), ToNode::FenceDone { job, seq, kvs });
+            self.send(
+                nodes.into_iter().collect(),
+                ToNode::FenceDone { job, seq, kvs },
+            );
         }
     }
 

@@ -528,8 +528,11 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
     assert_eq!(state(&c, 1).state, JobState::TimedOut);
 }
 
+/// A fence answer: destinations, fence number, key–value pairs.
+type FenceAnswer = (Vec<NodeId>, u64, Vec<(String, String)>);
+
 /// The fence-done messages among effects, with their destinations.
-fn fence_done(effects: &[Effect]) -> Vec<(Vec<NodeId>, u64, Vec<(String, String)>)> {
+fn fence_done(effects: &[Effect]) -> Vec<FenceAnswer> {
     effects
         .iter()
         .filter_map(|e| match e {
