@@ -248,7 +248,7 @@ pub struct SubmitArgs {
     name: Option<String>,
     #[command(flatten)]
     conn: ConnArgs,
-    /// The program and its arguments (after `--` when an argument starts with `-` before the program)
+    /// The program and its arguments (a `--` before them is optional)
     #[arg(trailing_var_arg = true, required = true)]
     cmd: Vec<String>,
 }
