@@ -3,6 +3,7 @@
 //!
 //! - [`mm`]: the machine manager (policy driver, job records, tree root, failure detection).
 //! - [`nm`]: the node manager (tree node, launching, SIGSTOP/SIGCONT context switches).
+//! - [`pmi`]: the PMI-1 server the node manager runs for MPI programs.
 //! - [`proto`]: what daemons and clients say to each other.
 //! - [`db`]: the machine manager's SQLite (WAL) store.
 //! - [`client`]: a blocking client for user commands (submit, wait, status, …).
@@ -28,6 +29,7 @@ pub mod cluster;
 pub mod db;
 pub mod mm;
 pub mod nm;
+pub mod pmi;
 pub mod proto;
 pub mod report;
 pub mod state_dir;

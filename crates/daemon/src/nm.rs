@@ -8,6 +8,7 @@
 //! is the whole context switch, so one process per node suffices and there is no extra hop.
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use crate::DaemonError;
+use crate::pmi::{FromRank, JobPmi, Out};
 use crate::proto::*;
 use crate::util::signal_group;
 
@@ -47,10 +49,13 @@ pub struct NmConfig {
 struct Rank {
     pgid: i32,
     exit: Option<RankExit>,
+    /// Lines to write to the rank's PMI socket (`None` when it has none).
+    pmi: Option<mpsc::UnboundedSender<String>>,
 }
 
 struct NodeJob {
     ranks: BTreeMap<u32, Rank>,
+    pmi: JobPmi,
 }
 
 struct Nm {
@@ -67,6 +72,8 @@ struct Nm {
     /// Which job each live rank's process group belongs to, shared with the delayed SIGKILLs:
     /// once a group is empty its number may be reused by a new rank, which must be spared.
     owners: Owners,
+    /// Lines the ranks write on their PMI sockets.
+    pmi: mpsc::UnboundedSender<FromRank>,
 }
 
 type Owners = std::sync::Arc<std::sync::Mutex<HashMap<i32, JobId>>>;
@@ -114,7 +121,9 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
         })?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?.to_string();
     let (exit_tx, mut exit_rx) = mpsc::unbounded_channel();
+    let (pmi_tx, mut pmi_rx) = mpsc::unbounded_channel();
     let mut nm = Nm {
+        pmi: pmi_tx,
         cpus: allowed_cpus(),
         cfg,
         jobs: HashMap::new(),
@@ -173,6 +182,7 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
                     handle.signal_up(postcard::to_stdvec(&FromNode::Exited { job, exit }).expect("encodes"));
                 }
             }
+            Some(line) = pmi_rx.recv() => nm.pmi_line(line, &handle),
             _ = tokio::time::sleep_until(last_heard + silence) => {
                 eprintln!("nm {}: no heartbeat for {silence:?}; registering again", nm.cfg.name);
                 nm.register(&addr, &mut exit_rx).await?;
@@ -208,6 +218,11 @@ impl Nm {
             epoch,
         }));
         for (&job, j) in &self.jobs {
+            // A fence answer may have been lost with the old parent: ask again (the machine
+            // manager answers a completed fence again).
+            if let Some((seq, puts)) = j.pmi.pending_fence() {
+                handle.signal_up(up(&FromNode::Fence { job, seq, puts }));
+            }
             for r in j.ranks.values() {
                 if let Some(exit) = &r.exit {
                     handle.signal_up(up(&FromNode::Exited {
@@ -322,6 +337,12 @@ impl Nm {
                     self.terminate(job);
                 }
             }
+            ToNode::FenceDone { job, seq, kvs } => {
+                if let Some(j) = self.jobs.get_mut(&job) {
+                    let out = j.pmi.fence_done(seq, kvs);
+                    self.pmi_out(job, out, handle);
+                }
+            }
             ToNode::Forget { jobs } => {
                 for job in jobs {
                     self.forget(job);
@@ -349,6 +370,44 @@ impl Nm {
                     })
                     .expect("encodes"),
                 );
+            }
+        }
+    }
+
+    /// A line a rank wrote on its PMI socket.
+    fn pmi_line(&mut self, from: FromRank, handle: &NodeHandle) {
+        let Some(j) = self.jobs.get_mut(&from.job) else {
+            return;
+        };
+        let out = j.pmi.on_line(from.rank, &from.line);
+        self.pmi_out(from.job, out, handle);
+    }
+
+    /// Carries out what the PMI protocol of `job` asks for.
+    fn pmi_out(&self, job: JobId, out: Vec<Out>, handle: &NodeHandle) {
+        let Some(j) = self.jobs.get(&job) else {
+            return;
+        };
+        for o in out {
+            match o {
+                Out::Reply(rank, line) => {
+                    if let Some(tx) = j.ranks.get(&rank).and_then(|r| r.pmi.as_ref()) {
+                        let _ = tx.send(line);
+                    }
+                }
+                Out::FenceUp { seq, puts } => handle.signal_up(
+                    postcard::to_stdvec(&FromNode::Fence { job, seq, puts }).expect("encodes"),
+                ),
+                // The rank exits with its code itself; the job then fails with it and the
+                // other ranks are killed, as for any rank exiting non-zero.
+                Out::Abort { rank, code, msg } => eprintln!(
+                    "nm {}: job {job} rank {rank} called PMI abort (exit code {code}): {msg}",
+                    self.cfg.name
+                ),
+                Out::Bad { rank, line } => eprintln!(
+                    "nm {}: job {job} rank {rank}: PMI line not served: {line:?}",
+                    self.cfg.name
+                ),
             }
         }
     }
@@ -454,14 +513,30 @@ impl Nm {
             return; // a duplicate delivery
         }
         let dir = self.job_dir(l.job);
+        let local = mine.ranks.iter().map(|&(r, _)| r).collect();
         let mut job = NodeJob {
             ranks: BTreeMap::new(),
+            pmi: JobPmi::new(l.job, l.size, &l.placement, local),
         };
         let _ = std::fs::create_dir_all(&dir);
         for &(rank, local_pe) in &mine.ranks {
             let cpu = self.cpus[(self.cfg.cpu_offset + local_pe) as usize % self.cpus.len()];
-            match spawn_rank(&l, rank, local_pe, cpu, &self.cfg.name, &dir) {
+            // The rank's PMI socket: our end is served by a task, its end is inherited.
+            let pair = std::os::unix::net::UnixStream::pair();
+            let pmi_fd = pair.as_ref().ok().map(|(_, theirs)| theirs.as_raw_fd());
+            match spawn_rank(&l, rank, local_pe, cpu, &self.cfg.name, &dir, pmi_fd) {
                 Ok(mut child) => {
+                    // Our copy of the rank's end must go, or we would never see it close.
+                    let ours = pair.ok().and_then(|(ours, _theirs)| {
+                        ours.set_nonblocking(true).ok()?;
+                        tokio::net::UnixStream::from_std(ours).ok()
+                    });
+                    let pmi = ours.map(|stream| {
+                        let (tx, rx) = mpsc::unbounded_channel();
+                        let to_nm = self.pmi.clone();
+                        tokio::spawn(crate::pmi::serve_rank(stream, l.job, rank, to_nm, rx));
+                        tx
+                    });
                     let pid = child.id().map(|p| p as i32).unwrap_or(0);
                     self.owners
                         .lock()
@@ -475,6 +550,7 @@ impl Nm {
                         Rank {
                             pgid: pid,
                             exit: None,
+                            pmi,
                         },
                     );
                     let (tx, id) = (self.exits.clone(), l.job);
@@ -506,6 +582,7 @@ impl Nm {
                         Rank {
                             pgid: 0,
                             exit: None,
+                            pmi: None,
                         },
                     );
                     let _ = self.exits.send((
@@ -530,6 +607,7 @@ fn spawn_rank(
     cpu: usize,
     node_name: &str,
     dir: &std::path::Path,
+    pmi_fd: Option<RawFd>,
 ) -> std::io::Result<tokio::process::Child> {
     let out = std::fs::File::create(dir.join(format!("{rank}.out")))?;
     let err = std::fs::File::create(dir.join(format!("{rank}.err")))?;
@@ -545,14 +623,31 @@ fn spawn_rank(
         .stdout(out)
         .stderr(err)
         .process_group(0);
+    // PMI-1 for MPI programs (see crate::pmi); a descriptor below 3 would be taken by the
+    // standard streams, so then the rank goes without.
+    let pmi_fd = pmi_fd.filter(|&fd| fd > 2);
+    if let Some(fd) = pmi_fd {
+        cmd.env("PMI_FD", fd.to_string())
+            .env("PMI_RANK", rank.to_string())
+            .env("PMI_SIZE", l.size.to_string())
+            .env("PMI_SPAWNED", "0");
+    }
     if std::path::Path::new(&l.cwd).is_dir() {
         cmd.current_dir(&l.cwd);
     } else {
         cmd.current_dir(dir);
     }
-    // SAFETY: only async-signal-safe calls (prctl, sched_setaffinity) between fork and exec.
+    // SAFETY: only async-signal-safe calls (fcntl, prctl, sched_setaffinity) between fork and
+    // exec.
     unsafe {
         cmd.pre_exec(move || {
+            // The PMI socket is created close-on-exec, like every descriptor of the node
+            // manager; only this rank's end is made to survive its exec.
+            if let Some(fd) = pmi_fd
+                && libc::fcntl(fd, libc::F_SETFD, 0) == -1
+            {
+                return Err(std::io::Error::last_os_error());
+            }
             // A rank must not outlive its node manager: a killed NM takes its processes along,
             // as a crashed node would.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);

@@ -102,6 +102,13 @@ pub enum ToNode {
         job: JobId,
         rank: u32,
     },
+    /// Every node of `job` entered its PMI fence `seq`: here are all their puts (the
+    /// broadcast half of the fence; the node answers `barrier_out` to its waiting ranks).
+    FenceDone {
+        job: JobId,
+        seq: u64,
+        kvs: Vec<(String, String)>,
+    },
     Shutdown,
 }
 
@@ -128,6 +135,14 @@ pub enum FromNode {
         found: bool,
         stdout: Vec<u8>,
         stderr: Vec<u8>,
+    },
+    /// Every local rank of `job` entered PMI fence `seq` (`barrier_in`); these are the
+    /// node's puts since the previous fence (the gather half of the fence). Repeated when the
+    /// node rejoins the tree before the answer came.
+    Fence {
+        job: JobId,
+        seq: u64,
+        puts: Vec<(String, String)>,
     },
 }
 

@@ -255,8 +255,8 @@ pub struct SubmitArgs {
     name: Option<String>,
     #[command(flatten)]
     conn: ConnArgs,
-    /// The program and its arguments, after `--`
-    #[arg(last = true, required = true)]
+    /// The program and its arguments (a `--` before them is optional)
+    #[arg(trailing_var_arg = true, required = true)]
     cmd: Vec<String>,
 }
 

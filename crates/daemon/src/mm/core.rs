@@ -160,6 +160,17 @@ pub struct Side {
     pub(super) forget_pending: bool,
 }
 
+/// A PMI fence of one job being gathered: the nodes that entered it and their puts.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Fence {
+    seq: u64,
+    nodes: BTreeSet<NodeId>,
+    kvs: BTreeMap<String, String>,
+    /// Answered already: a node that repeats it (it rejoined the tree and the answer may
+    /// have been lost) gets the answer again.
+    complete: bool,
+}
+
 /// The stops, continues and kills of one step: one multi-context-switch message.
 #[derive(Default)]
 struct Switch {
@@ -227,6 +238,8 @@ pub struct Core {
     pub(super) epoch: u64,
     /// Launches not yet acknowledged, by (job, node).
     pub(super) pending: BTreeMap<(JobId, NodeId), Pending>,
+    /// The PMI fence each MPI job is in (until the job ends).
+    fences: BTreeMap<JobId, Fence>,
     last_now: Time,
     shutting_down: bool,
 }
@@ -268,6 +281,7 @@ impl Core {
             next_fetch: 1,
             epoch: 0,
             pending: BTreeMap::new(),
+            fences: BTreeMap::new(),
             last_now: now,
             shutting_down: false,
             cfg,
@@ -433,6 +447,7 @@ impl Core {
                         self.push(Effect::Reply { req: client, resp });
                     }
                 }
+                FromNode::Fence { job, seq, puts } => self.fence(from, job, seq, puts),
             },
             Input::Heard(node) => {
                 if let Some(n) = self.nodes.get_mut(node.0 as usize) {
@@ -762,6 +777,48 @@ impl Core {
         }
     }
 
+    /// Node `from` entered fence `seq` of `job` with these puts. Once every node of the
+    /// job's placement has, the union of their puts goes down to all of them (gather up,
+    /// broadcast down). Fences of jobs that ended, or older than the one gathered, are
+    /// ignored.
+    fn fence(&mut self, from: NodeId, job: JobId, seq: u64, puts: Vec<(String, String)>) {
+        let Some(i) = self.ledger.find(job) else {
+            return;
+        };
+        if !self.ledger.entry(i).is_live() {
+            return;
+        }
+        let nodes: BTreeSet<NodeId> = self.side[i].placement.iter().map(|p| p.node).collect();
+        if !nodes.contains(&from) {
+            return;
+        }
+        let f = self.fences.entry(job).or_default();
+        if seq < f.seq {
+            return;
+        }
+        if seq > f.seq {
+            *f = Fence {
+                seq,
+                ..Fence::default()
+            };
+        }
+        if f.complete {
+            let kvs = f.kvs.clone().into_iter().collect();
+            self.send(vec![from], ToNode::FenceDone { job, seq, kvs });
+            return;
+        }
+        f.nodes.insert(from);
+        f.kvs.extend(puts);
+        if f.nodes == nodes {
+            f.complete = true;
+            let kvs = f.kvs.clone().into_iter().collect();
+            self.send(
+                nodes.into_iter().collect(),
+                ToNode::FenceDone { job, seq, kvs },
+            );
+        }
+    }
+
     /// Ends a live job at `now` (its processes ended, failed, timed out, were cancelled or
     /// lost). The caller delivers [`Event::Ended`] in the right group of the instant.
     pub(super) fn finish(
@@ -782,6 +839,7 @@ impl Core {
         self.live.remove(&i);
         let id = self.ledger.entry(i).req.id;
         self.pending.retain(|(j, _), _| *j != id);
+        self.fences.remove(&id);
         self.mark(i);
         if why.is_some() {
             self.side[i].error = why;
@@ -862,6 +920,7 @@ impl Core {
         }
         self.log(format!("mm: requeueing job {id}: {why}"));
         self.pending.retain(|(j, _), _| *j != id);
+        self.fences.remove(&id);
         let s = &self.side[i];
         if !s.placement.is_empty() {
             self.signal(i, |s| &mut s.kill);

@@ -530,3 +530,72 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
     c.step(later);
     assert_eq!(state(&c, 1).state, JobState::TimedOut);
 }
+
+/// A fence answer: destinations, fence number, key–value pairs.
+type FenceAnswer = (Vec<NodeId>, u64, Vec<(String, String)>);
+
+/// The fence-done messages among effects, with their destinations.
+fn fence_done(effects: &[Effect]) -> Vec<FenceAnswer> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send {
+                to,
+                msg: ToNode::FenceDone { seq, kvs, .. },
+            } => Some((to.clone(), *seq, kvs.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn fence(c: &mut Core, now: Time, node: u32, seq: u64, puts: &[(&str, &str)]) {
+    let puts = puts
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    c.on(
+        now,
+        Input::FromNode {
+            from: NodeId(node),
+            msg: FromNode::Fence {
+                job: JobId(1),
+                seq,
+                puts,
+            },
+        },
+    );
+}
+
+#[test]
+fn a_pmi_fence_is_answered_to_every_node_of_the_job_once_all_entered_it() {
+    let fcfs = super::build_policy("fcfs", 3, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 3, 2);
+    submit(&mut c, t(1), 4); // nodes 0 and 1
+    c.step(t(1));
+    fence(&mut c, t(2), 0, 1, &[("a", "1")]);
+    fence(&mut c, t(2), 2, 1, &[("x", "9")]); // not a node of the job: ignored
+    assert!(fence_done(&c.step(t(2))).is_empty(), "node 1 is not in yet");
+    fence(&mut c, t(3), 1, 1, &[("b", "2")]);
+    let kvs = vec![("a".to_string(), "1".to_string()), ("b".into(), "2".into())];
+    assert_eq!(
+        fence_done(&c.step(t(3))),
+        vec![(vec![NodeId(0), NodeId(1)], 1, kvs.clone())]
+    );
+    // A node that rejoined repeats its fence: it alone gets the answer again.
+    fence(&mut c, t(4), 1, 1, &[("b", "2")]);
+    assert_eq!(fence_done(&c.step(t(4))), vec![(vec![NodeId(1)], 1, kvs)]);
+    // The next fence starts afresh and carries only its own puts.
+    fence(&mut c, t(5), 1, 2, &[]);
+    fence(&mut c, t(5), 0, 2, &[("c", "3")]);
+    let done = fence_done(&c.step(t(5)));
+    assert_eq!(done.len(), 1);
+    assert_eq!((done[0].1, done[0].2.len()), (2, 1));
+    // A stale fence after a newer one does nothing; neither does one of an ended job.
+    fence(&mut c, t(6), 0, 1, &[]);
+    assert!(fence_done(&c.step(t(6))).is_empty());
+    exit(&mut c, t(7), 1, 0, 5);
+    c.step(t(7));
+    fence(&mut c, t(8), 0, 3, &[]);
+    fence(&mut c, t(8), 1, 3, &[]);
+    assert!(fence_done(&c.step(t(8))).is_empty(), "the job ended");
+}
