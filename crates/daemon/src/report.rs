@@ -53,10 +53,24 @@ fn dur(us: Option<i64>) -> String {
 
 /// The job table of `queue` and `acct`.
 pub fn jobs_table(jobs: &[JobInfo], now_us: i64) -> String {
+    let state_of = |j: &JobInfo| {
+        if j.held && !j.state.is_final() {
+            format!("{}(held)", j.state.as_str())
+        } else {
+            j.state.as_str().to_string()
+        }
+    };
+    // The state column as wide as its longest entry (`suspended(held)`), so rows stay aligned.
+    let sw = jobs
+        .iter()
+        .map(|j| state_of(j).len())
+        .max()
+        .unwrap_or(0)
+        .max(11);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>6}  {:<12} {:<11} {:>5}  {:>8}  {:>8}  {:>8}  {:>4}  {:<10} ERROR",
+        "{:>6}  {:<12} {:<sw$} {:>5}  {:>8}  {:>8}  {:>8}  {:>4}  {:<10} ERROR",
         "ID", "NAME", "STATE", "PROCS", "WAIT", "RUN", "SUSP", "EXIT", "PES"
     );
     for j in jobs {
@@ -65,15 +79,11 @@ pub fn jobs_table(jobs: &[JobInfo], now_us: i64) -> String {
             .wait()
             .map(|w| w.as_micros())
             .or_else(|| (!j.state.is_final()).then(|| now_us - r.submit.as_micros()));
-        let state = if j.held && !j.state.is_final() {
-            format!("{}(held)", j.state.as_str())
-        } else {
-            j.state.as_str().to_string()
-        };
+        let state = state_of(j);
         let pes = r.pes.to_string();
         let _ = writeln!(
             s,
-            "{:>6}  {:<12} {:<11} {:>5}  {:>8}  {:>8}  {:>8}  {:>4}  {:<10} {}",
+            "{:>6}  {:<12} {:<sw$} {:>5}  {:>8}  {:>8}  {:>8}  {:>4}  {:<10} {}",
             r.id.0,
             truncate(&j.name, 12),
             state,
@@ -108,9 +118,17 @@ pub fn status_text(st: &StatusInfo) -> String {
         "policy {}  nodes {up}/{} up  {} PEs per node  tree fan-out {} depth {}  switches sent {}",
         st.policy, st.nodes_total, st.pes_per_node, st.fanout, st.tree_depth, st.switches
     );
+    // `joining` is wider than `up` and `down`.
+    let sw = st
+        .nodes
+        .iter()
+        .map(|n| n.state.len())
+        .max()
+        .unwrap_or(0)
+        .max(5);
     let _ = writeln!(
         s,
-        "\n{:>4}  {:<10} {:<5} {:<22} PES",
+        "\n{:>4}  {:<10} {:<sw$} {:<22} PES",
         "NODE", "NAME", "STATE", "ADDRESS"
     );
     for n in &st.nodes {
@@ -118,7 +136,7 @@ pub fn status_text(st: &StatusInfo) -> String {
         let pes = cosched_core::PeSet::contiguous(first, n.pes);
         let _ = writeln!(
             s,
-            "{:>4}  {:<10} {:<5} {:<22} {pes}",
+            "{:>4}  {:<10} {:<sw$} {:<22} {pes}",
             n.id.0, n.name, n.state, n.addr
         );
     }
@@ -218,4 +236,47 @@ pub fn swf(jobs: &[JobInfo], st: &StatusInfo) -> (SwfHeader, Vec<SwfRecord>) {
         header.push_line(&line);
     }
     (header, records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::JobState;
+    use cosched_core::{Dur, JobId, JobRecord, JobSpec};
+
+    fn job(id: u64, state: JobState, held: bool) -> JobInfo {
+        let mut record = JobRecord::new(&JobSpec::new(id, Time::ZERO, 2, Dur::from_secs(1)));
+        record.id = JobId(id);
+        JobInfo {
+            record,
+            state,
+            name: "j".into(),
+            class: None,
+            user: None,
+            time_limit_us: None,
+            cmd: vec!["true".into()],
+            cwd: "/".into(),
+            run_us: 0,
+            placement: Vec::new(),
+            error: None,
+            held,
+        }
+    }
+
+    #[test]
+    fn a_held_state_keeps_the_columns_aligned() {
+        let jobs = [
+            job(1, JobState::Suspended, true),
+            job(2, JobState::Queued, false),
+        ];
+        let table = jobs_table(&jobs, 0);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[1].contains("suspended(held)"), "{table}");
+        // Every row puts its PROCS figure under the end of the PROCS header.
+        let end = lines[0].find("PROCS").unwrap() + "PROCS".len();
+        for l in &lines[1..] {
+            assert_eq!(&l[end - 1..end], "2", "{table}");
+        }
+        assert!(table.ends_with('\n'));
+    }
 }

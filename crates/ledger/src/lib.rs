@@ -165,6 +165,16 @@ impl Entry {
             self.ran
         }
     }
+    /// Time it has stood stopped since it first ran, up to `now`: the record's total plus the
+    /// current stop, which the record only takes in when the job runs again or ends. Views
+    /// show this, so a job held for a minute shows a minute, not zero, while still held.
+    #[inline]
+    pub fn suspended(&self, now: Time) -> Dur {
+        match self.stopped_at {
+            Some(at) if self.is_live() => self.record.suspended + (now - at).max(Dur::ZERO),
+            _ => self.record.suspended,
+        }
+    }
     /// When it started its current running stretch, if running.
     pub fn running_since(&self) -> Option<Time> {
         self.is_running().then_some(self.since)

@@ -75,6 +75,9 @@ fn a_hold_stops_a_running_job_until_released() {
         l.apply(s(4), Decision::Resume { job: JobId(1) }).unwrap(),
         Change::None
     );
+    // While held, the view counts the stop so far; the record takes it in at release.
+    assert_eq!(l.entry(0).suspended(s(5)), Dur::from_secs(3));
+    assert_eq!(l.record(0).suspended, Dur::ZERO);
     assert_eq!(
         l.release(0, s(6)),
         Change::Runs {
@@ -84,6 +87,11 @@ fn a_hold_stops_a_running_job_until_released() {
     );
     l.end(0, s(10), Outcome::Completed, None);
     assert_eq!(l.record(0).suspended, Dur::from_secs(4));
+    assert_eq!(
+        l.entry(0).suspended(s(20)),
+        Dur::from_secs(4),
+        "ended: no more accrues"
+    );
     assert_eq!(l.entry(0).ran(s(10)), Dur::from_secs(6));
     // A held waiting job must not start.
     l.hold(1, s(10));

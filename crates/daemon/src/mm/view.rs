@@ -43,6 +43,10 @@ impl Core {
         let mut record = r.clone();
         if e.is_live() {
             record.pes = e.pes().clone();
+            // Live, as the run time is: a job stopped now shows the stop so far. What is
+            // persisted includes it too, consistently with the run time: a restarted MM
+            // adopts both and counts on from the restart.
+            record.suspended = e.suspended(now);
         }
         JobInfo {
             record,
