@@ -98,6 +98,7 @@ fn submit(c: &mut Core, now: Time, procs: u32) {
         cmd: vec!["work".into()],
         cwd: "/".into(),
         user: None,
+        io: Default::default(),
     });
     c.on(now, Input::Client { req: 1, request });
 }
@@ -498,6 +499,7 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
             cmd: vec!["work".into()],
             cwd: "/".into(),
             user: None,
+            io: Default::default(),
         });
         c.on(t(1), Input::Client { req, request });
         c.step(t(1))
