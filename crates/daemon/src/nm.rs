@@ -356,14 +356,10 @@ impl Nm {
                 io,
             } => {
                 let dir = self.job_dir(job);
-                let f = crate::jobio::rank_files(
-                    &io,
-                    std::path::Path::new(&cwd),
-                    &dir,
-                    job,
-                    rank,
-                    &self.cfg.name,
-                );
+                // The directory the rank started in (see spawn_rank).
+                let cwd = std::path::Path::new(&cwd);
+                let cwd = if cwd.is_dir() { cwd } else { &dir };
+                let f = crate::jobio::rank_files(&io, cwd, &dir, job, rank, &self.cfg.name);
                 let read = |path: &std::path::Path| -> Option<Vec<u8>> {
                     use std::io::Read;
                     let f = std::fs::File::open(path).ok()?;
