@@ -47,6 +47,7 @@ fn submit(procs: u32, cmd: Vec<String>) -> SubmitRequest {
         cmd,
         cwd: "/".into(),
         user: None,
+        io: Default::default(),
     }
 }
 
@@ -94,7 +95,7 @@ pub fn latency(
             c.client.wait(&[id], Duration::from_secs(60))?;
             let (mut first, mut last) = (i64::MAX, 0i64);
             for rank in 0..n {
-                let (out, _) = c.client.output(id, rank)?;
+                let (out, _, _) = c.client.output(id, rank)?;
                 let ns: i64 = String::from_utf8_lossy(&out).trim().parse().unwrap_or(0);
                 last = last.max(ns / 1_000);
                 first = first.min(ns / 1_000);

@@ -70,7 +70,10 @@ impl Client {
         }
     }
 
+    /// Submits a job; one too large for a request (its environment, mostly) is refused here
+    /// with the limit named, since the machine manager would drop it unread.
     pub fn submit(&self, req: SubmitRequest) -> Result<JobId, DaemonError> {
+        crate::jobio::check_submit_size(&req).map_err(DaemonError::Refused)?;
         match self.request(Request::Submit(req))? {
             Response::Submitted(id) => Ok(id),
             other => Err(unexpected(other)),
@@ -89,6 +92,7 @@ impl Client {
                 .map(|d| d.display().to_string())
                 .unwrap_or_default(),
             user: None,
+            io: Default::default(),
         })
     }
 
@@ -107,9 +111,20 @@ impl Client {
         }
     }
 
-    pub fn output(&self, job: JobId, rank: u32) -> Result<(Vec<u8>, Vec<u8>), DaemonError> {
+    /// A rank's standard output and error, and where they are when the job gave
+    /// `--output`/`--error` patterns (empty otherwise).
+    #[allow(clippy::type_complexity)]
+    pub fn output(
+        &self,
+        job: JobId,
+        rank: u32,
+    ) -> Result<(Vec<u8>, Vec<u8>, Vec<String>), DaemonError> {
         match self.request(Request::Output { job, rank })? {
-            Response::Output { stdout, stderr } => Ok((stdout, stderr)),
+            Response::Output {
+                stdout,
+                stderr,
+                files,
+            } => Ok((stdout, stderr, files)),
             other => Err(unexpected(other)),
         }
     }

@@ -199,6 +199,7 @@ mod legacy {
             placement: o.placement,
             error: o.error,
             held: o.held,
+            io: Default::default(),
         })
     }
 }

@@ -3,6 +3,7 @@
 //!
 //! - [`mm`]: the machine manager (policy driver, job records, tree root, failure detection).
 //! - [`nm`]: the node manager (tree node, launching, SIGSTOP/SIGCONT context switches).
+//! - [`jobio`]: a job's environment (`--export`, node list) and output file patterns.
 //! - [`pmi`]: the PMI-1 server the node manager runs for MPI programs.
 //! - [`proto`]: what daemons and clients say to each other.
 //! - [`db`]: the machine manager's SQLite (WAL) store.
@@ -27,6 +28,7 @@ pub mod bench;
 pub mod client;
 pub mod cluster;
 pub mod db;
+pub mod jobio;
 pub mod mm;
 pub mod nm;
 pub mod pmi;

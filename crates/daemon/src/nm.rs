@@ -348,25 +348,49 @@ impl Nm {
                     self.forget(job);
                 }
             }
-            ToNode::FetchOutput { req, job, rank } => {
+            ToNode::FetchOutput {
+                req,
+                job,
+                rank,
+                cwd,
+                io,
+            } => {
                 let dir = self.job_dir(job);
-                let read = |ext: &str| -> Option<Vec<u8>> {
+                // The directory the rank started in (see spawn_rank).
+                let cwd = std::path::Path::new(&cwd);
+                let cwd = if cwd.is_dir() { cwd } else { &dir };
+                let f = crate::jobio::rank_files(&io, cwd, &dir, job, rank, &self.cfg.name);
+                let read = |path: &std::path::Path| -> Option<Vec<u8>> {
                     use std::io::Read;
-                    let f = std::fs::File::open(dir.join(format!("{rank}.{ext}"))).ok()?;
+                    let f = std::fs::File::open(path).ok()?;
                     let mut buf = Vec::new();
                     f.take(MAX_OUTPUT).read_to_end(&mut buf).ok()?;
                     Some(buf)
                 };
-                let (found, stdout, stderr) = match (read("out"), read("err")) {
+                // Merged streams are in one file: shown once, as standard output.
+                let err = if f.merged {
+                    Some(Vec::new())
+                } else {
+                    read(&f.err)
+                };
+                let (found, stdout, stderr) = match (read(&f.out), err) {
                     (Some(o), Some(e)) => (true, o, e),
                     _ => (false, Vec::new(), Vec::new()),
                 };
+                let mut files = Vec::new();
+                if io.output.is_some() || io.error.is_some() {
+                    files.push(f.out.display().to_string());
+                    if !f.merged {
+                        files.push(f.err.display().to_string());
+                    }
+                }
                 handle.signal_up(
                     postcard::to_stdvec(&FromNode::Output {
                         req,
                         found,
                         stdout,
                         stderr,
+                        files,
                     })
                     .expect("encodes"),
                 );
@@ -609,11 +633,35 @@ fn spawn_rank(
     dir: &std::path::Path,
     pmi_fd: Option<RawFd>,
 ) -> std::io::Result<tokio::process::Child> {
-    let out = std::fs::File::create(dir.join(format!("{rank}.out")))?;
-    let err = std::fs::File::create(dir.join(format!("{rank}.err")))?;
+    // The job's working directory when this node has it (a shared file system), else the
+    // job's directory on the node; output patterns are relative to the same.
+    let cwd = if std::path::Path::new(&l.cwd).is_dir() {
+        std::path::Path::new(&l.cwd)
+    } else {
+        dir
+    };
+    let files = crate::jobio::rank_files(&l.io, cwd, dir, l.job, rank, node_name);
+    let out = std::fs::File::create(&files.out)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", files.out.display())))?;
+    let err = if files.merged {
+        out.try_clone()?
+    } else {
+        std::fs::File::create(&files.err)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", files.err.display())))?
+    };
     let mut cmd = tokio::process::Command::new(&l.cmd[0]);
-    cmd.args(&l.cmd[1..])
-        .envs(l.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    cmd.args(&l.cmd[1..]);
+    if let Some(env) = &l.io.env {
+        // `--export`: the submitter's choice replaces the node manager's environment.
+        cmd.env_clear()
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    }
+    // PMI variables exported from a submitter that is itself a rank would point at a
+    // descriptor this rank does not have.
+    for k in ["PMI_FD", "PMI_RANK", "PMI_SIZE", "PMI_SPAWNED"] {
+        cmd.env_remove(k);
+    }
+    cmd.envs(l.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("COSCHED_JOB_ID", l.job.0.to_string())
         .env("COSCHED_RANK", rank.to_string())
         .env("COSCHED_SIZE", l.size.to_string())
@@ -632,11 +680,7 @@ fn spawn_rank(
             .env("PMI_SIZE", l.size.to_string())
             .env("PMI_SPAWNED", "0");
     }
-    if std::path::Path::new(&l.cwd).is_dir() {
-        cmd.current_dir(&l.cwd);
-    } else {
-        cmd.current_dir(dir);
-    }
+    cmd.current_dir(cwd);
     // SAFETY: only async-signal-safe calls (fcntl, prctl, sched_setaffinity) between fork and
     // exec.
     unsafe {

@@ -7,6 +7,8 @@
 //!   XFER-AND-SIGNAL going down, [`FromNode`] payloads of signals coming up.
 
 use cosched_core::{JobId, JobRecord, NodeId};
+
+pub use crate::jobio::JobIo;
 use serde::{Deserialize, Serialize};
 
 /// Node variable written by every heartbeat (its sequence number); COMPARE checks it.
@@ -75,7 +77,10 @@ pub struct Launch {
     pub size: u32,
     pub cmd: Vec<String>,
     pub cwd: String,
+    /// cosched's job-wide variables (name, node list, tasks per node), set over `io.env`.
     pub env: Vec<(String, String)>,
+    /// The submitter's environment and output patterns: sent once per job, here.
+    pub io: JobIo,
     /// Launch and stop at once (a policy's Place).
     pub stopped: bool,
     pub placement: Vec<Placement>,
@@ -101,6 +106,10 @@ pub enum ToNode {
         req: u64,
         job: JobId,
         rank: u32,
+        /// The job's working directory and output patterns: the node finds the files from
+        /// them even after it has forgotten the job.
+        cwd: String,
+        io: JobIo,
     },
     /// Every node of `job` entered its PMI fence `seq`: here are all their puts (the
     /// broadcast half of the fence; the node answers `barrier_out` to its waiting ranks).
@@ -135,6 +144,8 @@ pub enum FromNode {
         found: bool,
         stdout: Vec<u8>,
         stderr: Vec<u8>,
+        /// Where the files are, when the job gave `--output`/`--error` patterns.
+        files: Vec<String>,
     },
     /// Every local rank of `job` entered PMI fence `seq` (`barrier_in`); these are the
     /// node's puts since the previous fence (the gather half of the fence). Repeated when the
@@ -175,6 +186,8 @@ pub struct SubmitRequest {
     pub cmd: Vec<String>,
     pub cwd: String,
     pub user: Option<u32>,
+    /// Environment (`--export`) and output patterns (`--output`, `--error`).
+    pub io: JobIo,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -183,7 +196,12 @@ pub enum Response {
     Jobs(Vec<JobInfo>),
     Done,
     Status(StatusInfo),
-    Output { stdout: Vec<u8>, stderr: Vec<u8> },
+    Output {
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+        /// Where the files are, when the job gave `--output`/`--error` patterns.
+        files: Vec<String>,
+    },
     Error(String),
 }
 
@@ -261,6 +279,10 @@ pub struct JobInfo {
     pub error: Option<String>,
     /// Stopped by a user's `suspend`.
     pub held: bool,
+    /// Environment and output patterns; the environment is kept only in the database and
+    /// the launch (answers to clients leave it out).
+    #[serde(default)]
+    pub io: JobIo,
 }
 
 impl JobInfo {

@@ -39,6 +39,7 @@ fn job(id: u64, state: JobState) -> JobInfo {
         }],
         error: None,
         held: false,
+        io: Default::default(),
     }
 }
 

@@ -260,6 +260,7 @@ fn run_mm(
                 cmd: vec!["work".into()],
                 cwd: "/".into(),
                 user: None,
+                io: Default::default(),
             });
             core.on(now, Input::Client { req: 1, request });
             next_job += 1;

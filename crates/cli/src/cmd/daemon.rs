@@ -10,8 +10,9 @@ use anyhow::Context;
 use cosched_core::{Dur, JobId, MachineShape};
 use cosched_daemon::client::Client;
 use cosched_daemon::cluster::{self, ClusterOptions};
+use cosched_daemon::jobio;
 use cosched_daemon::mm::ManagerSettings;
-use cosched_daemon::proto::{JobInfo, Request, StatusInfo, SubmitRequest};
+use cosched_daemon::proto::{JobInfo, JobIo, Request, StatusInfo, SubmitRequest};
 use cosched_daemon::{StateDir, mm, nm, report};
 use cosched_sim::SimResult;
 use cosched_sim::metrics::{MetricsOptions, Summary, summarize};
@@ -253,6 +254,17 @@ pub struct SubmitArgs {
     /// Job name (default: the program's name)
     #[arg(long)]
     name: Option<String>,
+    /// The ranks' environment, as Slurm's: ALL (this command's whole environment), NONE
+    /// (only cosched's variables), or VAR[,VAR=value...] (only those; may start with ALL,)
+    #[arg(long, default_value = "ALL")]
+    export: String,
+    /// Standard output of each rank to this file pattern (%j job id, %t rank, %N node,
+    /// %% a %), relative to the working directory; standard error too unless --error
+    #[arg(long)]
+    output: Option<String>,
+    /// Standard error of each rank to this file pattern (same escapes as --output)
+    #[arg(long)]
+    error: Option<String>,
     #[command(flatten)]
     conn: ConnArgs,
     /// The program and its arguments (a `--` before them is optional)
@@ -423,6 +435,14 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                     .map(|d| d.display().to_string())
                     .unwrap_or_default(),
                 user: Some(current_uid()),
+                io: JobIo {
+                    env: Some(
+                        jobio::parse_export(&a.export, &jobio::current_environ())
+                            .map_err(anyhow::Error::msg)?,
+                    ),
+                    output: a.output,
+                    error: a.error,
+                },
             })?;
             if a.conn.json {
                 print_json(&serde_json::json!({ "id": id.0 }))?;
@@ -512,11 +532,20 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Output(a) => {
-            let (out, err) = a.conn.client()?.output(JobId(a.id), a.rank)?;
+            let (out, err, files) = a.conn.client()?.output(JobId(a.id), a.rank)?;
+            if !files.is_empty() && !a.conn.json {
+                eprintln!(
+                    "cosched: job {} rank {} wrote to {} (its --output/--error)",
+                    a.id,
+                    a.rank,
+                    files.join(" and ")
+                );
+            }
             if a.conn.json {
                 print_json(&serde_json::json!({
                     "id": a.id, "rank": a.rank,
                     "stdout": String::from_utf8_lossy(&out), "stderr": String::from_utf8_lossy(&err),
+                    "files": files,
                 }))?;
             } else {
                 let _ = std::io::stdout().write_all(&out);

@@ -152,6 +152,7 @@ fn run_cluster() -> anyhow::Result<ClusterRun> {
                 cmd,
                 cwd: cwd.clone(),
                 user: None,
+                io: Default::default(),
             })?);
         }
         // Catch the matrix while the first three jobs share the PEs.

@@ -148,6 +148,7 @@ pub struct Side {
     pub time_limit: Option<Dur>,
     pub cmd: Vec<String>,
     pub cwd: String,
+    pub io: JobIo,
     /// Where its ranks run (empty until it is given PEs, and again after a requeue).
     pub placement: Vec<Placement>,
     /// Exit code per rank, `None` while it runs.
@@ -312,6 +313,7 @@ impl Core {
                 time_limit: info.time_limit_us.map(Dur::from_micros),
                 cmd: info.cmd.clone(),
                 cwd: info.cwd.clone(),
+                io: info.io.clone(),
                 placement: info.placement.clone(),
                 ranks: info
                     .placement
@@ -435,10 +437,15 @@ impl Core {
                     found,
                     stdout,
                     stderr,
+                    files,
                 } => {
                     if let Some((client, _)) = self.outputs.remove(&req) {
                         let resp = if found {
-                            Response::Output { stdout, stderr }
+                            Response::Output {
+                                stdout,
+                                stderr,
+                                files,
+                            }
                         } else {
                             Response::Error(format!(
                                 "node {from} has no output files for that rank"
@@ -771,7 +778,19 @@ impl Core {
             size: e.req.procs,
             cmd: s.cmd.clone(),
             cwd: s.cwd.clone(),
-            env: vec![("COSCHED_JOB_NAME".into(), s.name.clone())],
+            env: {
+                let (nodes, tasks) = crate::jobio::nodelist_and_tasks(&s.placement, |p| {
+                    self.nodes
+                        .get(p.node.0 as usize)
+                        .map_or_else(|| p.node.to_string(), |n| n.row.name.clone())
+                });
+                vec![
+                    ("COSCHED_JOB_NAME".into(), s.name.clone()),
+                    ("COSCHED_JOB_NODELIST".into(), nodes),
+                    ("COSCHED_TASKS_PER_NODE".into(), tasks),
+                ]
+            },
+            io: s.io.clone(),
             stopped,
             placement: s.placement.clone(),
         }
@@ -968,6 +987,7 @@ impl Core {
             time_limit: s.time_limit_us.map(Dur::from_micros),
             cmd: s.cmd,
             cwd: s.cwd,
+            io: s.io,
             placement: Vec::new(),
             ranks: BTreeMap::new(),
             error: None,

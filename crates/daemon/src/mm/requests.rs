@@ -11,6 +11,12 @@ const OUTPUT_TIMEOUT: Dur = Dur::from_secs(5);
 
 impl Core {
     pub(super) fn request(&mut self, now: Time, req: ReqId, request: Request) {
+        // A job's environment is for its ranks only: it may hold secrets, and with many jobs
+        // it could outgrow a frame.
+        let shown = |mut j: JobInfo| {
+            j.io.env = None;
+            j
+        };
         let unknown = |id: JobId| {
             Response::Error(format!(
                 "unknown job id {id}; `cosched queue --all` lists the jobs"
@@ -31,16 +37,18 @@ impl Core {
                 if ids.is_empty() {
                     Response::Jobs(
                         (0..self.side.len())
-                            .map(|i| self.job_info(i, now))
+                            .map(|i| shown(self.job_info(i, now)))
                             .collect(),
                     )
                 } else {
                     let found: Option<Vec<_>> =
                         ids.iter().map(|&id| self.ledger.find(id)).collect();
                     match found {
-                        Some(ixs) => {
-                            Response::Jobs(ixs.into_iter().map(|i| self.job_info(i, now)).collect())
-                        }
+                        Some(ixs) => Response::Jobs(
+                            ixs.into_iter()
+                                .map(|i| shown(self.job_info(i, now)))
+                                .collect(),
+                        ),
                         None => unknown(
                             *ids.iter()
                                 .find(|&&id| self.ledger.find(id).is_none())
@@ -126,6 +134,11 @@ impl Core {
                 req: fetch,
                 job,
                 rank,
+                cwd: self.side[i].cwd.clone(),
+                io: JobIo {
+                    env: None,
+                    ..self.side[i].io.clone()
+                },
             },
         );
         self.outputs.insert(fetch, (req, now + OUTPUT_TIMEOUT));

@@ -98,6 +98,7 @@ fn submit(c: &mut Core, now: Time, procs: u32) {
         cmd: vec!["work".into()],
         cwd: "/".into(),
         user: None,
+        io: Default::default(),
     });
     c.on(now, Input::Client { req: 1, request });
 }
@@ -498,6 +499,7 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
             cmd: vec!["work".into()],
             cwd: "/".into(),
             user: None,
+            io: Default::default(),
         });
         c.on(t(1), Input::Client { req, request });
         c.step(t(1))
@@ -598,4 +600,99 @@ fn a_pmi_fence_is_answered_to_every_node_of_the_job_once_all_entered_it() {
     fence(&mut c, t(8), 0, 3, &[]);
     fence(&mut c, t(8), 1, 3, &[]);
     assert!(fence_done(&c.step(t(8))).is_empty(), "the job ended");
+}
+
+/// Issue 11 item 2: a job's environment is kept with its record (a restarted machine manager
+/// launches a queued job with it, plus the node list and tasks per node) but left out of what
+/// clients are shown.
+#[test]
+fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
+    let mut c = registered_only(1, Dur::from_secs(3600), Dur::from_secs(36_000));
+    let io = JobIo {
+        env: Some(vec![("SECRET".into(), "s3".into())]),
+        output: Some("o-%j-%t".into()),
+        error: None,
+    };
+    let request = Request::Submit(SubmitRequest {
+        procs: 1,
+        time_limit_us: None,
+        class: None,
+        name: None,
+        cmd: vec!["work".into()],
+        cwd: "/".into(),
+        user: None,
+        io: io.clone(),
+    });
+    c.on(t(1), Input::Client { req: 1, request });
+    let fx = c.step(t(1));
+    let saved: Vec<JobInfo> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::PersistJob(j) => Some((**j).clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(saved.len(), 1);
+    assert_eq!(saved[0].io, io, "the database gets the whole environment");
+    c.on(
+        t(2),
+        Input::Client {
+            req: 2,
+            request: Request::Jobs { ids: Vec::new() },
+        },
+    );
+    let shown = c.step(t(2)).into_iter().find_map(|e| match e {
+        Effect::Reply {
+            resp: Response::Jobs(j),
+            ..
+        } => Some(j),
+        _ => None,
+    });
+    let shown = shown.expect("answered");
+    assert_eq!(shown[0].io.env, None, "clients do not see the environment");
+    assert_eq!(shown[0].io.output, io.output);
+
+    // A restart from that record: the queued job is launched with its environment.
+    let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
+    let cfg = CoreConfig {
+        nodes: 1,
+        pes: 1,
+        fanout: 8,
+        heartbeat: Dur::from_secs(3600),
+        dead_after: Dur::from_secs(36_000),
+        requeue: false,
+        kill_wait: Dur::from_secs(5),
+    };
+    let recovered = Recovered {
+        nodes: Vec::new(),
+        jobs: saved,
+    };
+    let mut c = Core::new(cfg, fcfs, t(3), recovered).unwrap();
+    let reg = Register {
+        name: "n0".into(),
+        pes: 1,
+        addr: String::new(),
+        jobs: Vec::new(),
+        incarnation: 1,
+    };
+    c.on(t(3), Input::Register { req: 9, reg });
+    c.step(t(3));
+    join(&mut c, t(4), 0, 1);
+    let launch = sent(&c.step(t(4)))
+        .into_iter()
+        .find_map(|m| match m {
+            ToNode::Launch(l) => Some(l),
+            _ => None,
+        })
+        .expect("launched after the restart");
+    assert_eq!(launch.io, io);
+    let var = |k: &str| {
+        launch
+            .env
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(var("COSCHED_JOB_NODELIST").as_deref(), Some("n0"));
+    assert_eq!(var("COSCHED_TASKS_PER_NODE").as_deref(), Some("1"));
 }

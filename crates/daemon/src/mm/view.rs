@@ -61,6 +61,7 @@ impl Core {
             placement: s.placement.clone(),
             error: s.error.clone(),
             held: e.held(),
+            io: s.io.clone(),
         }
     }
 

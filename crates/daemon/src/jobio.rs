@@ -1,0 +1,258 @@
+//! A job's environment and output files as a batch user expects them (Slurm's `--export`,
+//! `--output`, `--error`): parsing `--export` against the submitter's environment, the
+//! size check that keeps a submission inside the first-frame limit, the job-wide variables
+//! (node list, tasks per node) and the expansion of output file patterns.
+
+use std::path::{Path, PathBuf};
+
+use cosched_core::JobId;
+use serde::{Deserialize, Serialize};
+
+use crate::proto::{Hello, Placement, Request, SubmitRequest};
+
+/// What a job's ranks get besides their command: chosen at submission, kept with the job's
+/// record (so a restarted machine manager launches a queued job the same way) and sent to
+/// the nodes once, in the launch message.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobIo {
+    /// The ranks' environment (`--export`): `None` leaves them the node manager's own (what
+    /// library callers that do not choose get); `Some` is exactly these variables. cosched's
+    /// variables are added either way. Never shown to clients (see `Core::request`): it may
+    /// hold secrets and can be large.
+    pub env: Option<Vec<(String, String)>>,
+    /// `--output` pattern; `None`: the rank's `<rank>.out` in the node's work directory.
+    pub output: Option<String>,
+    /// `--error` pattern; `None`: with `--output`, the same file as standard output (as
+    /// Slurm does); without, the rank's `<rank>.err` in the node's work directory.
+    pub error: Option<String>,
+}
+
+/// Parses `--export` (Slurm's syntax): `ALL`, `NONE`, or a comma-separated list of `VAR`
+/// (taken from `environ`; skipped when absent, as Slurm does) and `VAR=value`, optionally
+/// beginning with `ALL` (the whole environment plus those). Values cannot contain commas.
+pub fn parse_export(
+    spec: &str,
+    environ: &[(String, String)],
+) -> Result<Vec<(String, String)>, String> {
+    let spec = spec.trim();
+    if spec.eq_ignore_ascii_case("NONE") {
+        return Ok(Vec::new());
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    let set = |k: &str, v: &str, out: &mut Vec<(String, String)>| {
+        out.retain(|(o, _)| o != k);
+        out.push((k.to_string(), v.to_string()));
+    };
+    for (n, item) in spec.split(',').enumerate() {
+        let item = item.trim();
+        if n == 0 && item.eq_ignore_ascii_case("ALL") {
+            out.extend(environ.iter().cloned());
+            continue;
+        }
+        let (name, value) = match item.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (item, None),
+        };
+        if name.is_empty()
+            || name.starts_with(|c: char| c.is_ascii_digit())
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(format!(
+                "--export: {item:?} is not a variable name (expected ALL, NONE or VAR[=value],...)"
+            ));
+        }
+        match value {
+            Some(v) => set(name, v, &mut out),
+            None => {
+                if let Some((_, v)) = environ.iter().find(|(k, _)| k == name) {
+                    set(name, &v.clone(), &mut out);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The submitter's environment as UTF-8 pairs; variables that are not UTF-8 cannot travel
+/// in the protocol and are named on stderr.
+pub fn current_environ() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        match (k.into_string(), v.into_string()) {
+            (Ok(k), Ok(v)) => out.push((k, v)),
+            (k, _) => eprintln!(
+                "cosched: not exporting {:?}: not UTF-8",
+                k.unwrap_or_else(|k| k.to_string_lossy().into_owned())
+            ),
+        }
+    }
+    out
+}
+
+/// Slack for the frame's seal (length, nonce, tag) around the encoded request.
+const SEAL_SLACK: usize = 128;
+
+/// A submission must fit in the first frame of a not-yet-authenticated connection
+/// ([`cosched_storm::frame::MAX_HELLO`]); the machine manager would drop a larger one
+/// without a word, so the client says why instead.
+pub fn check_submit_size(req: &SubmitRequest) -> Result<(), String> {
+    let limit = cosched_storm::frame::MAX_HELLO;
+    let size = postcard::to_stdvec(&Hello::Client(Request::Submit(req.clone())))
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX)
+        .saturating_add(SEAL_SLACK);
+    if size <= limit {
+        return Ok(());
+    }
+    let env: usize = req
+        .io
+        .env
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum();
+    Err(format!(
+        "the submission takes {size} bytes (its environment {env}), more than the {limit} bytes (2 MiB) a request may be; export fewer variables (--export NONE or --export VAR,...)"
+    ))
+}
+
+/// Node names of a placement, comma-separated, in rank order (`COSCHED_JOB_NODELIST`), and
+/// the ranks on each (`COSCHED_TASKS_PER_NODE`, e.g. `2,2,1`).
+pub fn nodelist_and_tasks(
+    placement: &[Placement],
+    name: impl Fn(&Placement) -> String,
+) -> (String, String) {
+    let names: Vec<String> = placement.iter().map(&name).collect();
+    let tasks: Vec<String> = placement
+        .iter()
+        .map(|p| p.ranks.len().to_string())
+        .collect();
+    (names.join(","), tasks.join(","))
+}
+
+/// Expands `%j` (job id), `%t` (rank), `%N` (node name) and `%%` in an output pattern; any
+/// other `%` sequence is kept as written.
+pub fn expand(pattern: &str, job: JobId, rank: u32, node: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek() {
+            Some('j') => out += &job.0.to_string(),
+            Some('t') => out += &rank.to_string(),
+            Some('N') => out += node,
+            Some('%') => out.push('%'),
+            _ => {
+                out.push('%');
+                continue;
+            }
+        }
+        chars.next();
+    }
+    out
+}
+
+/// Where one rank's standard output and error go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankFiles {
+    pub out: PathBuf,
+    pub err: PathBuf,
+    /// Both streams go to `out` (an `--output` without `--error`).
+    pub merged: bool,
+}
+
+/// The files of rank `rank`: patterns relative to the job's working directory `cwd`, the
+/// defaults (`<rank>.out`, `<rank>.err`) in `job_dir`, the node's work directory for the job.
+pub fn rank_files(
+    io: &JobIo,
+    cwd: &Path,
+    job_dir: &Path,
+    job: JobId,
+    rank: u32,
+    node: &str,
+) -> RankFiles {
+    let at = |p: &str| cwd.join(expand(p, job, rank, node));
+    let out = io
+        .output
+        .as_deref()
+        .map_or_else(|| job_dir.join(format!("{rank}.out")), at);
+    let (err, merged) = match (&io.output, &io.error) {
+        (_, Some(e)) => (at(e), false),
+        (Some(_), None) => (out.clone(), true),
+        (None, None) => (job_dir.join(format!("{rank}.err")), false),
+    };
+    RankFiles { out, err, merged }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Vec<(String, String)> {
+        vec![("HOME".into(), "/h".into()), ("FOO".into(), "x".into())]
+    }
+
+    #[test]
+    fn export_follows_slurm() {
+        assert_eq!(parse_export("ALL", &env()).unwrap(), env());
+        assert!(parse_export("NONE", &env()).unwrap().is_empty());
+        assert_eq!(
+            parse_export("FOO,BAR=1,MISSING", &env()).unwrap(),
+            vec![("FOO".into(), "x".into()), ("BAR".into(), "1".into())]
+        );
+        let all = parse_export("ALL,FOO=y", &env()).unwrap();
+        assert_eq!(
+            all,
+            vec![("HOME".into(), "/h".into()), ("FOO".into(), "y".into())]
+        );
+        assert!(parse_export("FOO,1X=2", &env()).is_err());
+        assert!(parse_export("A-B", &env()).is_err());
+    }
+
+    #[test]
+    fn patterns_expand_and_default_files_stay() {
+        let j = JobId(7);
+        assert_eq!(expand("o-%j-%t-%N-%%-%x", j, 3, "n1"), "o-7-3-n1-%-%x");
+        let io = JobIo::default();
+        let f = rank_files(&io, Path::new("/c"), Path::new("/w/7"), j, 2, "n");
+        assert_eq!(f.out, Path::new("/w/7/2.out"));
+        assert_eq!(f.err, Path::new("/w/7/2.err"));
+        let io = JobIo {
+            output: Some("out-%t".into()),
+            ..JobIo::default()
+        };
+        let f = rank_files(&io, Path::new("/c"), Path::new("/w/7"), j, 2, "n");
+        assert_eq!((f.out.as_path(), f.merged), (Path::new("/c/out-2"), true));
+        let io = JobIo {
+            error: Some("/abs/e-%N".into()),
+            ..JobIo::default()
+        };
+        let f = rank_files(&io, Path::new("/c"), Path::new("/w/7"), j, 2, "n");
+        assert_eq!(f.out, Path::new("/w/7/2.out"));
+        assert_eq!(f.err, Path::new("/abs/e-n"));
+    }
+
+    #[test]
+    fn an_oversized_environment_is_refused_naming_the_limit() {
+        let mut req = SubmitRequest {
+            procs: 1,
+            time_limit_us: None,
+            class: None,
+            name: None,
+            cmd: vec!["true".into()],
+            cwd: "/".into(),
+            user: None,
+            io: JobIo {
+                env: Some(vec![("BIG".into(), "x".repeat(1 << 20))]),
+                ..JobIo::default()
+            },
+        };
+        assert!(check_submit_size(&req).is_ok());
+        req.io.env = Some(vec![("BIG".into(), "x".repeat(3 << 20))]);
+        let e = check_submit_size(&req).unwrap_err();
+        assert!(e.contains("2097152 bytes (2 MiB)"), "{e}");
+    }
+}
