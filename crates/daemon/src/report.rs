@@ -260,6 +260,7 @@ mod tests {
             placement: Vec::new(),
             error: None,
             held,
+            io: Default::default(),
         }
     }
 
