@@ -245,7 +245,8 @@ pub struct SubmitArgs {
     /// PEs the job needs (one rank per PE)
     #[arg(short = 'n', long = "pes")]
     pes: u32,
-    /// Time limit (counts only the time the job runs), e.g. 10m; at most 366 days
+    /// Time limit (counts only the time the job runs): 10m, 1h30m, or as in Slurm MM, MM:SS,
+    /// HH:MM:SS, D-HH[:MM[:SS]] (a bare number is minutes); at most 366 days
     #[arg(long, value_parser = parse_time_limit)]
     time: Option<Dur>,
     /// Class name (for policies that have classes)
@@ -689,6 +690,5 @@ fn current_uid() -> u32 {
 /// `--time`: a duration within the machine manager's bounds, refused here with the reason
 /// rather than by the daemon.
 fn parse_time_limit(text: &str) -> Result<Dur, String> {
-    let d = Dur::parse(text).map_err(|e| e.to_string())?;
-    cosched_daemon::mm::check_time_limit(d)
+    super::time_limit::parse(text)
 }

@@ -6,4 +6,5 @@ pub mod daemon;
 pub mod demo;
 pub mod policy_args;
 pub mod sim;
+pub mod time_limit;
 pub mod workload;
