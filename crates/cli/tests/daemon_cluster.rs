@@ -2,6 +2,9 @@
 //! real processes. Each test has its own state directory and ephemeral ports, and tears its
 //! daemons down even when it fails (the guard's Drop).
 
+mod support;
+use support::*;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -9,10 +12,6 @@ use std::time::{Duration, Instant};
 
 use cosched_daemon::StateDir;
 use serde_json::Value;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cosched")
-}
 
 /// A cluster brought up for one test; stopped and removed on drop.
 struct Cluster {
@@ -23,15 +22,7 @@ struct Cluster {
 
 impl Cluster {
     fn up(name: &str, args: &[&str]) -> Cluster {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "cosched-test-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("test", name);
         let c = Cluster {
             state: StateDir::new(&dir),
             dir,
@@ -53,24 +44,12 @@ impl Cluster {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(bin())
-            .args(args)
-            .env("COSCHED_STATE_DIR", &self.dir)
-            .output()
-            .expect("cosched runs")
+        cosched(&self.dir, args)
     }
 
     /// Runs a command that must succeed; returns its stdout.
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "cosched {args:?} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        succeeded(args, self.run(args), "")
     }
 
     fn json(&self, args: &[&str]) -> Value {
@@ -80,10 +59,7 @@ impl Cluster {
     }
 
     fn submit(&self, args: &[&str]) -> u64 {
-        self.ok(&[&["submit"], args].concat())
-            .trim()
-            .parse()
-            .expect("submit prints the job id")
+        job_id(&self.ok(&[&["submit"], args].concat()))
     }
 
     fn job(&self, id: u64) -> Value {

@@ -7,6 +7,9 @@
 //! Without `mpicc` (`.ci/run` installs `mpich` and `libmpich-dev`) the tests print a NOTICE
 //! and return.
 
+mod support;
+use support::*;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -14,26 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cosched")
-}
-
 /// The tests share a 2-core machine: one MPI cluster at a time, or gang's time slices would
 /// be lost in the noise of the other test's spinning ranks.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn scratch(name: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let dir = std::env::temp_dir().join(format!(
-        "cosched-test-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Builds tests/mpi/ring.c with `mpicc` into `dir`; `None` (after a NOTICE) without MPICH.
 fn build_ring(dir: &Path) -> Option<PathBuf> {
@@ -86,22 +72,11 @@ impl Cluster {
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "cosched {args:?} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        succeeded(args, self.run(args), "")
     }
 
     fn submit(&self, args: &[&str]) -> u64 {
-        self.ok(&[&["submit"], args].concat())
-            .trim()
-            .parse()
-            .expect("submit prints the job id")
+        job_id(&self.ok(&[&["submit"], args].concat()))
     }
 
     fn job(&self, id: u64) -> Value {
@@ -171,7 +146,7 @@ impl Drop for Cluster {
 #[test]
 fn an_mpich_program_runs_under_fcfs_and_its_exit_code_is_the_jobs() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("mpi-fcfs");
+    let dir = scratch("mpi", "mpi-fcfs");
     let Some(ring) = build_ring(&dir) else {
         return;
     };
@@ -200,7 +175,7 @@ fn an_mpich_program_runs_under_fcfs_and_its_exit_code_is_the_jobs() {
 #[test]
 fn two_mpich_programs_share_the_machine_under_gang_scheduling() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("mpi-gang");
+    let dir = scratch("mpi", "mpi-gang");
     let Some(ring) = build_ring(&dir) else {
         return;
     };

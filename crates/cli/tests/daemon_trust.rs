@@ -3,16 +3,15 @@
 //! own state directory; daemons are torn down even when a test fails (the guards' Drop).
 //! Every wait polls for a condition with a generous deadline: the machine is small and shared.
 
+mod support;
+use support::*;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use cosched_daemon::StateDir;
 use serde_json::Value;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cosched")
-}
 
 /// A cluster brought up for one test; stopped and removed on drop.
 struct Cluster {
@@ -24,15 +23,7 @@ struct Cluster {
 
 impl Cluster {
     fn up(name: &str, args: &[&str]) -> Cluster {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "cosched-trust-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("trust", name);
         let c = Cluster {
             state: StateDir::new(&dir),
             dir,
@@ -50,31 +41,16 @@ impl Cluster {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(bin())
-            .args(args)
-            .env("COSCHED_STATE_DIR", &self.dir)
-            .output()
-            .expect("cosched runs")
+        cosched(&self.dir, args)
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "cosched {args:?} failed ({}): {}{}\n--- mm log ---\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            self.mm_log()
-        );
-        String::from_utf8(out.stdout).unwrap()
+        let log = format!("\n--- mm log ---\n{}", self.mm_log());
+        succeeded(args, self.run(args), &log)
     }
 
     fn submit(&self, args: &[&str]) -> u64 {
-        self.ok(&[&["submit"], args].concat())
-            .trim()
-            .parse()
-            .expect("submit prints the job id")
+        job_id(&self.ok(&[&["submit"], args].concat()))
     }
 
     /// Polls until `pred` holds (at most `secs`), retrying while the MM does not answer.

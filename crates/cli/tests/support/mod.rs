@@ -1,0 +1,52 @@
+//! What the end-to-end daemon tests share: the `cosched` binary, a scratch state directory
+//! per test, and running a command against one cluster with its failure explained.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_cosched")
+}
+
+/// A fresh, empty directory for one test (`cosched-PREFIX-NAME-PID-NANOS` under the temp dir).
+pub fn scratch(prefix: &str, name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let dir = std::env::temp_dir().join(format!(
+        "cosched-{prefix}-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `cosched ARGS` against the cluster whose state is in `state_dir`.
+pub fn cosched(state_dir: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env("COSCHED_STATE_DIR", state_dir)
+        .output()
+        .expect("cosched runs")
+}
+
+/// The stdout of a command that must have succeeded; `context` (a log, say) is shown with
+/// the failure.
+pub fn succeeded(args: &[&str], out: Output, context: &str) -> String {
+    assert!(
+        out.status.success(),
+        "cosched {args:?} failed ({}): {}{}{context}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The job id `cosched submit` printed.
+pub fn job_id(stdout: &str) -> u64 {
+    stdout.trim().parse().expect("submit prints the job id")
+}
