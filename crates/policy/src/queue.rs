@@ -15,7 +15,7 @@
 //! (nodes down) only waits, since the nodes may come back; the driver reports it unfinished
 //! if they never do.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use cosched_core::{JobId, PeSet, Time};
 
@@ -51,7 +51,9 @@ pub fn never_fits(req: &JobRequest, total_pes: u32) -> Option<Never> {
 /// Waiting jobs by (submit, id), their holds, and refused submissions.
 #[derive(Clone, Debug)]
 pub struct WaitQueue<T = JobRequest> {
-    jobs: Vec<T>,
+    /// A deque, since the head is what leaves most often: under FCFS the queue of a busy log
+    /// holds tens of thousands of jobs, and taking the head out of a `Vec` moved them all.
+    jobs: VecDeque<T>,
     /// Held jobs. A hold may come before the submission and outlives a start (the driver keeps
     /// a held running job stopped); it goes with the job's end.
     held: HashSet<JobId>,
@@ -62,7 +64,7 @@ pub struct WaitQueue<T = JobRequest> {
 impl<T> Default for WaitQueue<T> {
     fn default() -> Self {
         WaitQueue {
-            jobs: Vec::new(),
+            jobs: VecDeque::new(),
             held: HashSet::new(),
             refused: Vec::new(),
         }
@@ -97,7 +99,7 @@ impl<T: Queued> WaitQueue<T> {
     pub fn end(&mut self, id: JobId) -> Option<T> {
         self.held.remove(&id);
         let at = self.jobs.iter().position(|j| j.req().id == id)?;
-        Some(self.jobs.remove(at))
+        self.jobs.remove(at)
     }
 
     pub fn hold(&mut self, id: JobId) {
@@ -140,7 +142,7 @@ impl<T: Queued> WaitQueue<T> {
     }
     /// Takes the job at position `k` out of the queue (it started, or moved elsewhere).
     pub fn remove(&mut self, k: usize) -> T {
-        self.jobs.remove(k)
+        self.jobs.remove(k).expect("a queue position")
     }
     /// Takes out the jobs at these positions (increasing), in one pass.
     pub fn remove_all(&mut self, positions: &[usize]) {
