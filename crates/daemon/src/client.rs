@@ -93,6 +93,7 @@ impl Client {
                 .unwrap_or_default(),
             user: None,
             io: Default::default(),
+            sched: Default::default(),
         })
     }
 

@@ -664,6 +664,7 @@ fn spawn_rank(
     cmd.envs(l.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("COSCHED_JOB_ID", l.job.0.to_string())
         .env("COSCHED_RANK", rank.to_string())
+        .env("SLURM_PROCID", rank.to_string())
         .env("COSCHED_SIZE", l.size.to_string())
         .env("COSCHED_NODE", node_name)
         .env("COSCHED_PE", local_pe.to_string())

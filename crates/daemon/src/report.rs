@@ -261,6 +261,8 @@ mod tests {
             error: None,
             held,
             io: Default::default(),
+            sched: Default::default(),
+            reason: None,
         }
     }
 

@@ -261,6 +261,7 @@ fn run_mm(
                 cwd: "/".into(),
                 user: None,
                 io: Default::default(),
+                sched: Default::default(),
             });
             core.on(now, Input::Client { req: 1, request });
             next_job += 1;
