@@ -340,6 +340,7 @@ fn now_us() -> i64 {
 pub fn run(c: Command) -> anyhow::Result<i32> {
     match c {
         Command::Mm(a) => {
+            cosched_daemon::util::init_logging();
             let dir = a.state_dir.map_or_else(StateDir::from_env, StateDir::new);
             std::fs::create_dir_all(dir.root())
                 .with_context(|| format!("creating {}", dir.root().display()))?;
@@ -353,6 +354,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Nm(a) => {
+            cosched_daemon::util::init_logging();
             let name = a.name.unwrap_or_else(hostname);
             let dir = StateDir::from_env();
             let key_file = a.key_file.unwrap_or_else(|| dir.key_file());
