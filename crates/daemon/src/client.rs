@@ -93,7 +93,7 @@ impl Client {
     /// with the limit named, since the machine manager would drop it unread.
     pub fn submit(&self, req: SubmitRequest) -> Result<JobId, DaemonError> {
         crate::jobio::check_submit_size(&req).map_err(DaemonError::Refused)?;
-        match self.request(Request::Submit(req))? {
+        match self.request(Request::Submit(Box::new(req)))? {
             Response::Submitted(id) => Ok(id),
             other => Err(unexpected(other)),
         }

@@ -101,7 +101,7 @@ const SEAL_SLACK: usize = 128;
 /// without a word, so the client says why instead.
 pub fn check_submit_size(req: &SubmitRequest) -> Result<(), String> {
     let limit = cosched_storm::frame::MAX_HELLO;
-    let size = postcard::to_stdvec(&Hello::Client(Request::Submit(req.clone())))
+    let size = postcard::to_stdvec(&Hello::Client(Request::Submit(Box::new(req.clone()))))
         .map(|v| v.len())
         .unwrap_or(usize::MAX)
         .saturating_add(SEAL_SLACK);

@@ -161,7 +161,8 @@ pub enum FromNode {
 /// A user's request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Request {
-    Submit(SubmitRequest),
+    /// Boxed: a submission is far larger than any other request.
+    Submit(Box<SubmitRequest>),
     /// Jobs by id; every job when `ids` is empty.
     Jobs {
         ids: Vec<JobId>,

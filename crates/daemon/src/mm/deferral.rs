@@ -69,7 +69,7 @@ impl Core {
             if self.side[i].io.array.is_some_and(|a| a.job == d.job) {
                 let mut next = d.job.0 + 1;
                 while let Some(j) = self.ledger.find(JobId(next)) {
-                    if !self.side[j].io.array.is_some_and(|a| a.job == d.job) {
+                    if self.side[j].io.array.is_none_or(|a| a.job != d.job) {
                         break;
                     }
                     out.push(Dependency {

@@ -29,7 +29,7 @@ impl Core {
             ))
         };
         let resp = match request {
-            Request::Submit(s) => match self.submit(now, s) {
+            Request::Submit(s) => match self.submit(now, *s) {
                 Ok(id) => Response::Submitted(id),
                 Err(why) => Response::Error(why),
             },

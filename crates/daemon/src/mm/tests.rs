@@ -90,7 +90,7 @@ fn join(c: &mut Core, now: Time, n: u32, incarnation: u64) {
 }
 
 fn submit(c: &mut Core, now: Time, procs: u32) {
-    let request = Request::Submit(SubmitRequest {
+    let request = Request::Submit(Box::new(SubmitRequest {
         procs,
         time_limit_us: Some(Dur::from_secs(1000).as_micros()),
         class: None,
@@ -100,7 +100,7 @@ fn submit(c: &mut Core, now: Time, procs: u32) {
         user: None,
         io: Default::default(),
         sched: Default::default(),
-    });
+    }));
     c.on(now, Input::Client { req: 1, request });
 }
 
@@ -492,7 +492,7 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
     let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 1, 1);
     let submit_limit = |c: &mut Core, req: u64, limit_us: i64| {
-        let request = Request::Submit(SubmitRequest {
+        let request = Request::Submit(Box::new(SubmitRequest {
             procs: 1,
             time_limit_us: Some(limit_us),
             class: None,
@@ -502,7 +502,7 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
             user: None,
             io: Default::default(),
             sched: Default::default(),
-        });
+        }));
         c.on(t(1), Input::Client { req, request });
         c.step(t(1))
             .into_iter()
@@ -616,7 +616,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         error: None,
         array: None,
     };
-    let request = Request::Submit(SubmitRequest {
+    let request = Request::Submit(Box::new(SubmitRequest {
         procs: 1,
         time_limit_us: None,
         class: None,
@@ -626,7 +626,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         user: None,
         io: io.clone(),
         sched: Default::default(),
-    });
+    }));
     c.on(t(1), Input::Client { req: 1, request });
     let fx = c.step(t(1));
     let saved: Vec<JobInfo> = fx
@@ -702,7 +702,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
 }
 
 fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
-    let request = Request::Submit(SubmitRequest {
+    let request = Request::Submit(Box::new(SubmitRequest {
         procs,
         time_limit_us: None,
         class: None,
@@ -712,7 +712,7 @@ fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
         user: None,
         io: Default::default(),
         sched,
-    });
+    }));
     c.on(now, Input::Client { req: 1, request });
 }
 
