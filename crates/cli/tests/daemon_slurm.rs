@@ -244,6 +244,20 @@ fn dependencies_wait_for_and_follow_the_exit_code() {
         );
         assert!(jobs[i]["start"].is_null());
     }
+    // A begin time: held back with its reason, then run once it has passed.
+    let begin = c.submit(&["--begin", "now+1", "--", "/bin/true"]);
+    let j = c.job(begin);
+    assert!(
+        j["reason"].as_str().unwrap().starts_with("BeginTime"),
+        "{j}"
+    );
+    let j = &c.wait(&[begin])[0];
+    assert_eq!(j["state"], "completed");
+    assert!(
+        j["start"].as_f64().unwrap() - j["submit"].as_f64().unwrap() >= 0.5,
+        "{j}"
+    );
+
     // An unknown job cannot be depended on.
     let out = c.run(&["submit", "-d", "afterok:999", "--", "/bin/true"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no job 999"));
@@ -398,6 +412,19 @@ fn hold_release_acct_filters_and_a_wrong_key() {
     assert!(table.contains("mean bounded sld"), "{table}");
     let out = c.run(&["acct", "--format", "id,bogus"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown column \"bogus\""));
+
+    // The daemons' logs: a UTC timestamp and a level on every line.
+    let log = read(&c.dir.join("logs/mm.log"));
+    let first = log.lines().next().unwrap_or("");
+    let (stamp, rest) = first.split_once(' ').unwrap_or(("", ""));
+    assert!(
+        stamp.len() >= 20
+            && stamp.as_bytes()[4] == b'-'
+            && stamp.contains('T')
+            && stamp.ends_with('Z'),
+        "{first:?}"
+    );
+    assert!(rest.trim_start().starts_with("INFO mm: "), "{first:?}");
 
     // A client with another key is told that the key is wrong, and which file it used.
     let other = c.dir.join("other.key");

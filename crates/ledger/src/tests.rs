@@ -261,7 +261,10 @@ fn a_future_job_may_be_held_and_ended_before_submission() {
     l.submit(a, s(2));
     assert_eq!(l.entry(a).phase(), Phase::Waiting);
     assert!(l.entry(a).held(), "submitted held");
-    assert!(l.apply(s(2), start(1, 0, 1)).is_err(), "a held job cannot start");
+    assert!(
+        l.apply(s(2), start(1, 0, 1)).is_err(),
+        "a held job cannot start"
+    );
     assert!(!l.end(b, s(3), Outcome::Cancelled, None), "no processes");
     assert_eq!(l.entry(b).phase(), Phase::Ended);
     assert_eq!((l.record(b).start, l.record(b).end), (None, Some(s(3))));

@@ -143,15 +143,15 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
         }
     }
     super::daemon::emit(&format!("{t}\n\n"));
-    println!(
-        "policy            {}\nmachine           {} nodes x {} PEs\njobs              {} selected, {} ended with a run, {} not ended",
+    super::daemon::emit(&format!(
+        "policy            {}\nmachine           {} nodes x {} PEs\njobs              {} selected, {} ended with a run, {} not ended\n",
         summary.policy,
         status.nodes_total,
         status.pes_per_node,
         jobs.len(),
         summary.jobs,
         summary.unfinished
-    );
+    ));
     super::sim::print_metrics(&summary);
     Ok(0)
 }
