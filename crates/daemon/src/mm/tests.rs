@@ -849,3 +849,66 @@ fn arrays_dependencies_and_begin_times_are_held_back_from_the_policy() {
         |e| matches!(e, Effect::Reply { resp: Response::Error(w), .. } if w.contains("no job 99"))
     ));
 }
+
+/// A deferred job's conditions are kept with its record: a restarted machine manager holds
+/// it back again and releases it when they hold.
+#[test]
+fn a_deferred_job_stays_deferred_across_a_restart() {
+    let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 1);
+    let begin_us = Some(t(100).as_micros());
+    submit_sched(
+        &mut c,
+        t(1),
+        1,
+        Schedule {
+            begin_us,
+            ..Default::default()
+        },
+    );
+    let saved: Vec<JobInfo> = c
+        .step(t(1))
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::PersistJob(j) => Some(*j),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(saved.len(), 1);
+    assert_eq!(saved[0].sched.begin_us, begin_us);
+
+    let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
+    let cfg = CoreConfig {
+        nodes: 1,
+        pes: 1,
+        fanout: 8,
+        heartbeat: Dur::from_secs(3600),
+        dead_after: Dur::from_secs(36_000),
+        requeue: false,
+        kill_wait: Dur::from_secs(5),
+    };
+    let recovered = Recovered {
+        nodes: Vec::new(),
+        jobs: saved,
+    };
+    let mut c = Core::new(cfg, fcfs, t(3), recovered).unwrap();
+    let reg = Register {
+        name: "n0".into(),
+        pes: 1,
+        addr: String::new(),
+        jobs: Vec::new(),
+        incarnation: 1,
+    };
+    c.on(t(3), Input::Register { req: 9, reg });
+    c.step(t(3));
+    join(&mut c, t(4), 0, 1);
+    assert!(
+        launch_msgs(&c.step(t(4))).is_empty(),
+        "not before its begin time"
+    );
+    let i = c.ledger().find(JobId(1)).unwrap();
+    assert!(c.job_info(i, t(4)).reason.unwrap().starts_with("BeginTime"));
+    assert!(c.next_wake() <= t(100));
+    let l = launch_msgs(&c.step(t(100)));
+    assert_eq!(l.iter().map(|l| l.job.0).collect::<Vec<_>>(), [1]);
+}
