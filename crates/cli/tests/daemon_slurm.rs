@@ -202,7 +202,8 @@ fn an_array_with_a_throttle_never_runs_more_than_that_at_once() {
 #[test]
 fn dependencies_wait_for_and_follow_the_exit_code() {
     let c = Cluster::up("deps");
-    let a = c.submit(&["--", "/bin/sh", "-c", "sleep 1"]);
+    // Long enough for the checks below on a loaded machine.
+    let a = c.submit(&["--", "/bin/sh", "-c", "sleep 3"]);
     let ok = c.submit(&["--dependency", &format!("afterok:{a}"), "--", "/bin/true"]);
     let notok = c.submit(&["-d", &format!("afternotok:{a}"), "--", "/bin/true"]);
     let j = c.job(ok);
@@ -245,7 +246,7 @@ fn dependencies_wait_for_and_follow_the_exit_code() {
         assert!(jobs[i]["start"].is_null());
     }
     // A begin time: held back with its reason, then run once it has passed.
-    let begin = c.submit(&["--begin", "now+1", "--", "/bin/true"]);
+    let begin = c.submit(&["--begin", "now+3", "--", "/bin/true"]);
     let j = c.job(begin);
     assert!(
         j["reason"].as_str().unwrap().starts_with("BeginTime"),
@@ -254,7 +255,7 @@ fn dependencies_wait_for_and_follow_the_exit_code() {
     let j = &c.wait(&[begin])[0];
     assert_eq!(j["state"], "completed");
     assert!(
-        j["start"].as_f64().unwrap() - j["submit"].as_f64().unwrap() >= 0.5,
+        j["start"].as_f64().unwrap() - j["submit"].as_f64().unwrap() >= 1.5,
         "{j}"
     );
 
@@ -342,7 +343,8 @@ fn run_streams_output_returns_the_exit_code_and_ctrl_c_cancels() {
 fn hold_release_acct_filters_and_a_wrong_key() {
     let c = Cluster::up("hold");
     // A job behind one that fills the machine, held: it does not start when PEs free up.
-    let big = c.submit(&["-n", "4", "--", "/bin/sh", "-c", "sleep 1"]);
+    // Long enough to hold the others before it ends, on a loaded machine too.
+    let big = c.submit(&["-n", "4", "--", "/bin/sh", "-c", "sleep 3"]);
     let small = c.submit(&["--", "/bin/true"]);
     let fails = c.submit(&["--", "/bin/sh", "-c", "exit 2"]);
     assert_eq!(
