@@ -48,6 +48,7 @@ fn submit(procs: u32, cmd: Vec<String>) -> SubmitRequest {
         cwd: "/".into(),
         user: None,
         io: Default::default(),
+        sched: Default::default(),
     }
 }
 

@@ -17,11 +17,17 @@ use crate::proto::*;
 pub struct Client {
     pub addr: String,
     key: Key,
+    /// Where the key came from, to name it when the machine manager refuses it.
+    key_file: Option<std::path::PathBuf>,
 }
 
 impl Client {
     pub fn new(addr: String, key: Key) -> Client {
-        Client { addr, key }
+        Client {
+            addr,
+            key,
+            key_file: None,
+        }
     }
 
     /// The client of the cluster whose files are in `state_dir`; `mm` and `key_file`
@@ -39,7 +45,11 @@ impl Client {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| state_dir.key_file());
         let key = Key::load(&key_path)?;
-        Ok(Client { addr, key })
+        Ok(Client {
+            addr,
+            key,
+            key_file: Some(key_path),
+        })
     }
 
     pub fn request(&self, req: Request) -> Result<Response, DaemonError> {
@@ -64,7 +74,16 @@ impl Client {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(Duration::from_secs(15)))?;
         write_blocking(&mut s, &self.key, &Hello::Client(req))?;
-        match read_blocking(&mut s, &self.key)? {
+        let answer = read_blocking(&mut s, &self.key).map_err(|e| match e {
+            cosched_storm::FrameError::Refused => DaemonError::Refused(format!(
+                "authentication failed: the key in {} does not match the cluster's",
+                self.key_file
+                    .as_deref()
+                    .map_or_else(|| "use".into(), |p| p.display().to_string())
+            )),
+            e => e.into(),
+        })?;
+        match answer {
             Response::Error(why) => Err(DaemonError::Refused(why)),
             r => Ok(r),
         }
@@ -74,7 +93,7 @@ impl Client {
     /// with the limit named, since the machine manager would drop it unread.
     pub fn submit(&self, req: SubmitRequest) -> Result<JobId, DaemonError> {
         crate::jobio::check_submit_size(&req).map_err(DaemonError::Refused)?;
-        match self.request(Request::Submit(req))? {
+        match self.request(Request::Submit(Box::new(req)))? {
             Response::Submitted(id) => Ok(id),
             other => Err(unexpected(other)),
         }
@@ -93,6 +112,7 @@ impl Client {
                 .unwrap_or_default(),
             user: None,
             io: Default::default(),
+            sched: Default::default(),
         })
     }
 

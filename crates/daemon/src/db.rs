@@ -200,6 +200,8 @@ mod legacy {
             error: o.error,
             held: o.held,
             io: Default::default(),
+            sched: Default::default(),
+            reason: None,
         })
     }
 }

@@ -25,6 +25,10 @@ pub struct JobIo {
     /// `--error` pattern; `None`: with `--output`, the same file as standard output (as
     /// Slurm does); without, the rank's `<rank>.err` in the node's work directory.
     pub error: Option<String>,
+    /// The array task this job is (`--array`): its output patterns expand `%A` and `%a`,
+    /// and its ranks get the array variables.
+    #[serde(default)]
+    pub array: Option<crate::sched::ArrayTask>,
 }
 
 /// Parses `--export` (Slurm's syntax): `ALL`, `NONE`, or a comma-separated list of `VAR`
@@ -97,7 +101,7 @@ const SEAL_SLACK: usize = 128;
 /// without a word, so the client says why instead.
 pub fn check_submit_size(req: &SubmitRequest) -> Result<(), String> {
     let limit = cosched_storm::frame::MAX_HELLO;
-    let size = postcard::to_stdvec(&Hello::Client(Request::Submit(req.clone())))
+    let size = postcard::to_stdvec(&Hello::Client(Request::Submit(Box::new(req.clone()))))
         .map(|v| v.len())
         .unwrap_or(usize::MAX)
         .saturating_add(SEAL_SLACK);
@@ -130,9 +134,16 @@ pub fn nodelist_and_tasks(
     (names.join(","), tasks.join(","))
 }
 
-/// Expands `%j` (job id), `%t` (rank), `%N` (node name) and `%%` in an output pattern; any
-/// other `%` sequence is kept as written.
-pub fn expand(pattern: &str, job: JobId, rank: u32, node: &str) -> String {
+/// Expands `%j` (job id), `%t` (rank), `%N` (node name), `%A` (the array's id; the job id
+/// outside an array), `%a` (the array index; 0 outside an array) and `%%` in an output
+/// pattern; any other `%` sequence is kept as written.
+pub fn expand(
+    pattern: &str,
+    job: JobId,
+    array: Option<&crate::sched::ArrayTask>,
+    rank: u32,
+    node: &str,
+) -> String {
     let mut out = String::with_capacity(pattern.len() + 8);
     let mut chars = pattern.chars().peekable();
     while let Some(c) = chars.next() {
@@ -144,6 +155,8 @@ pub fn expand(pattern: &str, job: JobId, rank: u32, node: &str) -> String {
             Some('j') => out += &job.0.to_string(),
             Some('t') => out += &rank.to_string(),
             Some('N') => out += node,
+            Some('A') => out += &array.map_or(job, |a| a.job).0.to_string(),
+            Some('a') => out += &array.map_or(0, |a| a.index).to_string(),
             Some('%') => out.push('%'),
             _ => {
                 out.push('%');
@@ -174,7 +187,7 @@ pub fn rank_files(
     rank: u32,
     node: &str,
 ) -> RankFiles {
-    let at = |p: &str| cwd.join(expand(p, job, rank, node));
+    let at = |p: &str| cwd.join(expand(p, job, io.array.as_ref(), rank, node));
     let out = io
         .output
         .as_deref()
@@ -215,7 +228,20 @@ mod tests {
     #[test]
     fn patterns_expand_and_default_files_stay() {
         let j = JobId(7);
-        assert_eq!(expand("o-%j-%t-%N-%%-%x", j, 3, "n1"), "o-7-3-n1-%-%x");
+        assert_eq!(
+            expand("o-%j-%t-%N-%%-%x", j, None, 3, "n1"),
+            "o-7-3-n1-%-%x"
+        );
+        assert_eq!(expand("%A_%a", j, None, 3, "n1"), "7_0");
+        let task = crate::sched::ArrayTask {
+            job: JobId(5),
+            index: 9,
+            throttle: None,
+        };
+        assert_eq!(
+            expand("s-%A_%a-%j.out", j, Some(&task), 0, "n"),
+            "s-5_9-7.out"
+        );
         let io = JobIo::default();
         let f = rank_files(&io, Path::new("/c"), Path::new("/w/7"), j, 2, "n");
         assert_eq!(f.out, Path::new("/w/7/2.out"));
@@ -249,6 +275,7 @@ mod tests {
                 env: Some(vec![("BIG".into(), "x".repeat(1 << 20))]),
                 ..JobIo::default()
             },
+            sched: Default::default(),
         };
         assert!(check_submit_size(&req).is_ok());
         req.io.env = Some(vec![("BIG".into(), "x".repeat(3 << 20))]);

@@ -11,6 +11,7 @@
 //! - [`bench`]: latency, gang-overhead and throughput benchmarks on an embedded cluster.
 //! - [`cluster`]: an embedded cluster of local daemons (`cosched cluster up|down`, the demo).
 //! - [`state_dir`]: the layout of a cluster's state directory (addresses, keys, pids, database).
+//! - [`sched`]: start conditions: dependencies, begin times, job arrays and their throttle.
 //! - [`report`]: tables, the Ousterhout matrix and SWF export of job records.
 //! - [`util`]: clock, atomic files, signals.
 //!
@@ -34,6 +35,7 @@ pub mod nm;
 pub mod pmi;
 pub mod proto;
 pub mod report;
+pub mod sched;
 pub mod state_dir;
 pub mod util;
 

@@ -100,9 +100,10 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
                     Ok(p) => break p,
                     Err(e) => {
                         if !warned {
-                            eprintln!(
+                            tracing::warn!(
                                 "nm {}: cannot reach {} yet ({e}); retrying",
-                                cfg.name, cfg.mm
+                                cfg.name,
+                                cfg.mm
                             );
                             warned = true;
                         }
@@ -136,8 +137,8 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
 
     let priority = crate::util::raise_priority();
     let (node, heartbeat) = nm.register(&addr, &mut exit_rx).await?;
-    eprintln!("nm {}: running at {priority}", nm.cfg.name);
-    eprintln!(
+    tracing::info!("nm {}: running at {priority}", nm.cfg.name);
+    tracing::info!(
         "nm {}: registered as node {node} (tree listener {addr})",
         nm.cfg.name
     );
@@ -154,11 +155,11 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
                         match postcard::from_bytes::<ToNode>(&payload) {
                             Ok(ToNode::Shutdown) => {
                                 nm.shut_down(&mut exit_rx).await;
-                                eprintln!("nm {}: shut down by the machine manager", nm.cfg.name);
+                                tracing::info!("nm {}: shut down by the machine manager", nm.cfg.name);
                                 return Ok(());
                             }
                             Ok(msg) => nm.handle(msg, &handle),
-                            Err(e) => eprintln!("nm {}: undecodable message: {e}", nm.cfg.name),
+                            Err(e) => tracing::warn!("nm {}: undecodable message: {e}", nm.cfg.name),
                         }
                     }
                     Delivery::Topology(topo) => {
@@ -168,7 +169,7 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
                         }
                     }
                     Delivery::ParentLost => {
-                        eprintln!("nm {}: lost its parent in the tree; registering again", nm.cfg.name);
+                        tracing::warn!("nm {}: lost its parent in the tree; registering again", nm.cfg.name);
                         nm.register(&addr, &mut exit_rx).await?;
                         last_heard = tokio::time::Instant::now();
                     }
@@ -184,7 +185,7 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
             }
             Some(line) = pmi_rx.recv() => nm.pmi_line(line, &handle),
             _ = tokio::time::sleep_until(last_heard + silence) => {
-                eprintln!("nm {}: no heartbeat for {silence:?}; registering again", nm.cfg.name);
+                tracing::warn!("nm {}: no heartbeat for {silence:?}; registering again", nm.cfg.name);
                 nm.register(&addr, &mut exit_rx).await?;
                 last_heard = tokio::time::Instant::now();
             }
@@ -290,9 +291,10 @@ impl Nm {
                 Ok(RegisterReply::Rejected(why)) => return Err(DaemonError::Rejected(why)),
                 Err(e) => {
                     if !warned {
-                        eprintln!(
+                        tracing::warn!(
                             "nm {}: cannot register with {} ({e}); retrying",
-                            self.cfg.name, self.cfg.mm
+                            self.cfg.name,
+                            self.cfg.mm
                         );
                         warned = true;
                     }
@@ -424,11 +426,11 @@ impl Nm {
                 ),
                 // The rank exits with its code itself; the job then fails with it and the
                 // other ranks are killed, as for any rank exiting non-zero.
-                Out::Abort { rank, code, msg } => eprintln!(
+                Out::Abort { rank, code, msg } => tracing::warn!(
                     "nm {}: job {job} rank {rank} called PMI abort (exit code {code}): {msg}",
                     self.cfg.name
                 ),
-                Out::Bad { rank, line } => eprintln!(
+                Out::Bad { rank, line } => tracing::warn!(
                     "nm {}: job {job} rank {rank}: PMI line not served: {line:?}",
                     self.cfg.name
                 ),
@@ -595,7 +597,7 @@ impl Nm {
                 }
                 Err(e) => {
                     let why = format!("cannot launch {:?}: {e}", l.cmd[0]);
-                    eprintln!("nm {}: job {} rank {rank}: {why}", self.cfg.name, l.job);
+                    tracing::warn!("nm {}: job {} rank {rank}: {why}", self.cfg.name, l.job);
                     let _ = std::fs::write(
                         dir.join(format!("{rank}.err")),
                         format!("cosched: {why}\n"),
@@ -664,6 +666,7 @@ fn spawn_rank(
     cmd.envs(l.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("COSCHED_JOB_ID", l.job.0.to_string())
         .env("COSCHED_RANK", rank.to_string())
+        .env("SLURM_PROCID", rank.to_string())
         .env("COSCHED_SIZE", l.size.to_string())
         .env("COSCHED_NODE", node_name)
         .env("COSCHED_PE", local_pe.to_string())

@@ -9,6 +9,7 @@
 use cosched_core::{JobId, JobRecord, NodeId};
 
 pub use crate::jobio::JobIo;
+pub use crate::sched::{ArraySpec, ArrayTask, DepKind, Dependency, Schedule};
 use serde::{Deserialize, Serialize};
 
 /// Node variable written by every heartbeat (its sequence number); COMPARE checks it.
@@ -160,7 +161,8 @@ pub enum FromNode {
 /// A user's request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Request {
-    Submit(SubmitRequest),
+    /// Boxed: a submission is far larger than any other request.
+    Submit(Box<SubmitRequest>),
     /// Jobs by id; every job when `ids` is empty.
     Jobs {
         ids: Vec<JobId>,
@@ -188,6 +190,9 @@ pub struct SubmitRequest {
     pub user: Option<u32>,
     /// Environment (`--export`) and output patterns (`--output`, `--error`).
     pub io: JobIo,
+    /// Dependencies, begin time, array (`--dependency`, `--begin`, `--array`).
+    #[serde(default)]
+    pub sched: Schedule,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -283,6 +288,13 @@ pub struct JobInfo {
     /// the launch (answers to clients leave it out).
     #[serde(default)]
     pub io: JobIo,
+    /// Its dependencies and begin time (`array` is `None`: see `io.array`).
+    #[serde(default)]
+    pub sched: Schedule,
+    /// Why a queued job is not yet given to the policy (dependency, begin time, array
+    /// throttle), as Slurm's reason column; not persisted meaningfully (computed).
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 impl JobInfo {

@@ -39,6 +39,10 @@ pub fn acct_record(j: &JobInfo) -> Value {
         "time_limit_s": j.time_limit_us.map(secs),
         "held": j.held,
         "error": j.error,
+        "reason": j.reason,
+        "array_job": j.io.array.map(|a| a.job.0),
+        "array_index": j.io.array.map(|a| a.index),
+        "dependency": j.sched.after.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
         "cmd": j.cmd,
     })
 }
@@ -70,7 +74,7 @@ pub fn jobs_table(jobs: &[JobInfo], now_us: i64) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>6}  {:<12} {:<sw$} {:>5}  {:>8}  {:>8}  {:>8}  {:>4}  {:<10} ERROR",
+        "{:>6}  {:<12} {:<sw$} {:>5}  {:>8}  {:>8}  {:>8}  {:>4}  {:<10} REASON/ERROR",
         "ID", "NAME", "STATE", "PROCS", "WAIT", "RUN", "SUSP", "EXIT", "PES"
     );
     for j in jobs {
@@ -95,7 +99,8 @@ pub fn jobs_table(jobs: &[JobInfo], now_us: i64) -> String {
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "-".into()),
             truncate(if pes.is_empty() { "-" } else { &pes }, 10),
-            j.error.as_deref().unwrap_or(""),
+            // Why a queued job waits (Slurm's reason), else why it ended.
+            j.reason.as_deref().or(j.error.as_deref()).unwrap_or(""),
         );
     }
     s
@@ -261,6 +266,8 @@ mod tests {
             error: None,
             held,
             io: Default::default(),
+            sched: Default::default(),
+            reason: None,
         }
     }
 

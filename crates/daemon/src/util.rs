@@ -57,3 +57,14 @@ pub fn raise_priority() -> &'static str {
     }
     "normal priority (no permission to raise it)"
 }
+
+/// The daemons' log: `tracing` events with a UTC timestamp and a level, one a line, on
+/// standard error (which `cluster up` sends to `logs/mm.log` and `logs/nm-NAME.log`).
+pub fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .with_max_level(tracing::Level::INFO)
+        .try_init();
+}

@@ -40,6 +40,8 @@ fn job(id: u64, state: JobState) -> JobInfo {
         error: None,
         held: false,
         io: Default::default(),
+        sched: Default::default(),
+        reason: None,
     }
 }
 

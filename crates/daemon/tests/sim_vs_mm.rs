@@ -252,7 +252,7 @@ fn run_mm(
         while let Some(j) = jobs.get(next_job)
             && j.req.submit <= now
         {
-            let request = Request::Submit(SubmitRequest {
+            let request = Request::Submit(Box::new(SubmitRequest {
                 procs: j.req.procs,
                 time_limit_us: j.limit.map(|l| l.as_micros()),
                 class: None,
@@ -261,7 +261,8 @@ fn run_mm(
                 cwd: "/".into(),
                 user: None,
                 io: Default::default(),
-            });
+                sched: Default::default(),
+            }));
             core.on(now, Input::Client { req: 1, request });
             next_job += 1;
         }

@@ -552,10 +552,12 @@ impl Ledger {
 
     /// The job ends at `now` with `outcome`, whatever its phase (it finished, failed, timed
     /// out, was cancelled or lost). Returns whether it had processes, which the driver must
-    /// then remove; the driver tells the policy [`cosched_policy::Event::Ended`].
+    /// then remove; the driver tells the policy [`cosched_policy::Event::Ended`] — unless the
+    /// job was still [`Phase::Future`] (a driver may end a job it never submitted, such as one
+    /// whose dependency can never be satisfied: the policy never saw it).
     pub fn end(&mut self, job: Ix, now: Time, outcome: Outcome, exit_code: Option<i32>) -> bool {
         let e = &mut self.entries[job];
-        debug_assert!(e.is_live(), "job {} ended twice", e.req.id);
+        debug_assert!(e.phase != Phase::Ended, "job {} ended twice", e.req.id);
         let running = e.is_running();
         if e.phase == Phase::Running {
             self.busy.clear_pes(&e.pes);
@@ -578,10 +580,11 @@ impl Ledger {
         had_processes
     }
 
-    /// Holds the job: it does not run until released. Returns `Stops` if it was running.
+    /// Holds the job: it does not run until released. Returns `Stops` if it was running. A
+    /// job not submitted yet ([`Phase::Future`]) may be held too: it is submitted held.
     pub fn hold(&mut self, job: Ix, now: Time) -> Change {
         let e = &mut self.entries[job];
-        if e.held || !e.is_live() {
+        if e.held || e.phase == Phase::Ended {
             return Change::None;
         }
         let was_running = e.is_running();

@@ -247,3 +247,26 @@ fn requeue_starts_over() {
     assert_eq!(l.record(0).start, Some(s(6)));
     assert_eq!(l.limit_reached_at(0, Dur::from_secs(10)), Some(s(16)));
 }
+
+/// A driver holds back a job it has not submitted (a dependency, a begin time): it may hold
+/// it, submit it held, or end it without the policy ever seeing it (issue 15).
+#[test]
+fn a_future_job_may_be_held_and_ended_before_submission() {
+    let mut l = Ledger::new("test", MachineShape::flat(2, 1), false);
+    let req = |id| JobRequest::new(JobId(id), Time::ZERO, 1, Dur::from_secs(100));
+    let a = l.add(req(1)).unwrap();
+    let b = l.add(req(2)).unwrap();
+    assert_eq!(l.hold(a, s(1)), Change::None);
+    assert!(l.entry(a).held() && l.entry(a).phase() == Phase::Future);
+    l.submit(a, s(2));
+    assert_eq!(l.entry(a).phase(), Phase::Waiting);
+    assert!(l.entry(a).held(), "submitted held");
+    assert!(
+        l.apply(s(2), start(1, 0, 1)).is_err(),
+        "a held job cannot start"
+    );
+    assert!(!l.end(b, s(3), Outcome::Cancelled, None), "no processes");
+    assert_eq!(l.entry(b).phase(), Phase::Ended);
+    assert_eq!((l.record(b).start, l.record(b).end), (None, Some(s(3))));
+    assert_eq!(l.ended(), 1);
+}

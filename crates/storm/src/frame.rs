@@ -13,6 +13,11 @@
 //! The body grows as bytes arrive instead of being allocated at the announced length, so a
 //! peer that announces a big frame and sends nothing costs nothing.
 //!
+//! A frame of length 0 is not a frame but a refusal notice ([`REFUSAL`]): a daemon that
+//! could not authenticate a peer's first frame sends it before closing, so the peer can tell
+//! "wrong key" ([`FrameError::Refused`]) from a connection that merely closed. It carries no
+//! data and needs no key, so it tells an attacker nothing but that the key was wrong.
+//!
 //! Payloads are postcard-encoded serde values. Frames are not encrypted (the cluster network
 //! is trusted for confidentiality) and carry no replay counter: a captured frame could be
 //! replayed on a new connection. Both are noted in docs/daemons.md.
@@ -36,6 +41,8 @@ pub const MAX_HELLO: usize = 2 << 20;
 /// Bytes reserved ahead of the data: the body grows from here as it arrives.
 const INITIAL_BUFFER: usize = 64 << 10;
 const TAG_LEN: usize = 32;
+/// The refusal notice: a zero length prefix (see the module documentation).
+pub const REFUSAL: [u8; 4] = [0; 4];
 
 /// The cluster key: 32 random bytes, stored as 64 hex digits in a file only its owner reads.
 #[derive(Clone, PartialEq, Eq)]
@@ -58,6 +65,9 @@ pub enum FrameError {
     BadLength(usize, usize),
     #[error("frame authentication failed (wrong cluster key or tampered data)")]
     BadTag,
+    /// The peer could not authenticate what we sent: our key is not the cluster's.
+    #[error("the peer refused our frame: authentication failed (the cluster key differs)")]
+    Refused,
     #[error("frame payload does not decode: {0}")]
     Decode(postcard::Error),
     #[error("key file {path}: {why}")]
@@ -145,6 +155,9 @@ impl Key {
 }
 
 fn check_len(len: usize, max: usize) -> Result<usize, FrameError> {
+    if len == 0 {
+        return Err(FrameError::Refused);
+    }
     if (TAG_LEN..=max).contains(&len) {
         Ok(len)
     } else {
@@ -223,6 +236,12 @@ pub fn frame_of_body(body: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Tells a peer whose frame failed authentication so ([`REFUSAL`]), before closing.
+pub async fn write_refusal<W: AsyncWrite + Unpin>(w: &mut W) {
+    let _ = w.write_all(&REFUSAL).await;
+    let _ = w.flush().await;
+}
+
 /// Writes one frame to an async stream.
 pub async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(
     w: &mut W,
@@ -268,6 +287,10 @@ mod tests {
         assert!(matches!(
             read_blocking::<_, u32>(&mut &[][..], &k),
             Err(FrameError::Closed)
+        ));
+        assert!(matches!(
+            read_blocking::<_, u32>(&mut &REFUSAL[..], &k),
+            Err(FrameError::Refused)
         ));
     }
 

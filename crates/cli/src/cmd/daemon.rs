@@ -17,8 +17,8 @@ use cosched_daemon::{StateDir, mm, nm, report};
 use cosched_sim::SimResult;
 use cosched_sim::metrics::{MetricsOptions, Summary, summarize};
 use cosched_storm::Key;
-use cosched_workload::swf::write_trace_path;
 
+use super::batch::{self, JobOpts};
 use super::policy_args::PolicyArgs;
 
 #[derive(clap::Subcommand)]
@@ -30,8 +30,12 @@ pub enum Command {
     /// Start or stop an embedded cluster of local daemons
     #[command(subcommand)]
     Cluster(ClusterCmd),
-    /// Submit a parallel job: `cosched submit -n 4 -- ./prog args`; prints its id
+    /// Submit a parallel job: `cosched submit -n 4 -- ./prog args`, or a batch script with
+    /// #SBATCH/#COSCHED lines: `cosched submit job.sh`; prints its id
     Submit(Box<SubmitArgs>),
+    /// Run a job interactively: wait for PEs, stream every rank's output, Ctrl-C cancels;
+    /// exits with the job's exit code
+    Run(Box<super::interactive::RunArgs>),
     /// List waiting, running and recently ended jobs
     Queue(Box<QueueArgs>),
     /// Wait until jobs end; exit status 0 only if all completed with exit code 0
@@ -42,10 +46,14 @@ pub enum Command {
     Suspend(Box<IdArgs>),
     /// Let a suspended job run again
     Resume(Box<IdArgs>),
+    /// Hold jobs: a queued job is not started, a running one is stopped, until `release`
+    Hold(Box<IdsArgs>),
+    /// Release held jobs
+    Release(Box<IdsArgs>),
     /// Node map and Ousterhout matrix (which job each PE runs in each slot)
     Status(Box<ConnArgs>),
-    /// Accounting: one record per job; SWF export
-    Acct(Box<AcctArgs>),
+    /// Accounting: one record per job (filters, columns), summary metrics; SWF export
+    Acct(Box<super::acct::AcctArgs>),
     /// Print what a rank of a job wrote to stdout and stderr
     Output(Box<OutputArgs>),
 }
@@ -61,11 +69,11 @@ pub struct ConnArgs {
     key_file: Option<PathBuf>,
     /// Print one JSON document instead of a table
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 impl ConnArgs {
-    fn client(&self) -> anyhow::Result<Client> {
+    pub(super) fn client(&self) -> anyhow::Result<Client> {
         Ok(Client::from_state_dir(
             &StateDir::from_env(),
             self.mm.as_deref(),
@@ -242,35 +250,23 @@ pub struct UpArgs {
 
 #[derive(clap::Args)]
 pub struct SubmitArgs {
-    /// PEs the job needs (one rank per PE)
-    #[arg(short = 'n', long = "pes")]
-    pes: u32,
-    /// Time limit (counts only the time the job runs): 10m, 1h30m, or as in Slurm MM, MM:SS,
-    /// HH:MM:SS, D-HH[:MM[:SS]] (a bare number is minutes); at most 366 days
-    #[arg(long, value_parser = parse_time_limit)]
-    time: Option<Dur>,
-    /// Class name (for policies that have classes)
-    #[arg(long)]
-    class: Option<String>,
-    /// Job name (default: the program's name)
-    #[arg(long)]
-    name: Option<String>,
-    /// The ranks' environment, as Slurm's: ALL (this command's whole environment), NONE
-    /// (only cosched's variables), or VAR[,VAR=value...] (only those; may start with ALL,)
-    #[arg(long, default_value = "ALL")]
-    export: String,
-    /// Standard output of each rank to this file pattern (%j job id, %t rank, %N node,
-    /// %% a %), relative to the working directory; standard error too unless --error
-    #[arg(long)]
-    output: Option<String>,
-    /// Standard error of each rank to this file pattern (same escapes as --output)
-    #[arg(long)]
-    error: Option<String>,
+    #[command(flatten)]
+    pub(super) job: JobOpts,
+    #[command(flatten)]
+    pub(super) conn: ConnArgs,
+    /// The program and its arguments (a `--` before them is optional), or a batch script
+    /// (a file beginning with #!) and its arguments
+    #[arg(trailing_var_arg = true, required = true)]
+    pub(super) cmd: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub struct IdsArgs {
+    /// Job ids
+    #[arg(required = true)]
+    ids: Vec<u64>,
     #[command(flatten)]
     conn: ConnArgs,
-    /// The program and its arguments (a `--` before them is optional)
-    #[arg(trailing_var_arg = true, required = true)]
-    cmd: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -303,15 +299,6 @@ pub struct IdArgs {
 }
 
 #[derive(clap::Args)]
-pub struct AcctArgs {
-    /// Also write the ended jobs as an SWF trace to this file
-    #[arg(long)]
-    swf_out: Option<PathBuf>,
-    #[command(flatten)]
-    conn: ConnArgs,
-}
-
-#[derive(clap::Args)]
 pub struct OutputArgs {
     /// Job id
     id: u64,
@@ -337,11 +324,11 @@ fn load_or_create_key(path: &std::path::Path) -> anyhow::Result<Key> {
 }
 
 /// Prints to stdout; a reader that went away (`| head`) is not an error.
-fn emit(text: &str) {
+pub(super) fn emit(text: &str) {
     let _ = std::io::stdout().write_all(text.as_bytes());
 }
 
-fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
+pub(super) fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
     emit(&format!("{}\n", serde_json::to_string_pretty(v)?));
     Ok(())
 }
@@ -353,6 +340,7 @@ fn now_us() -> i64 {
 pub fn run(c: Command) -> anyhow::Result<i32> {
     match c {
         Command::Mm(a) => {
+            cosched_daemon::util::init_logging();
             let dir = a.state_dir.map_or_else(StateDir::from_env, StateDir::new);
             std::fs::create_dir_all(dir.root())
                 .with_context(|| format!("creating {}", dir.root().display()))?;
@@ -366,6 +354,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Nm(a) => {
+            cosched_daemon::util::init_logging();
             let name = a.name.unwrap_or_else(hostname);
             let dir = StateDir::from_env();
             let key_file = a.key_file.unwrap_or_else(|| dir.key_file());
@@ -426,32 +415,26 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         }
         Command::Submit(a) => {
             let client = a.conn.client()?;
-            let id = client.submit(SubmitRequest {
-                procs: a.pes,
-                time_limit_us: a.time.map(|d| d.as_micros()),
-                class: a.class,
-                name: a.name,
-                cmd: a.cmd,
-                cwd: std::env::current_dir()
-                    .map(|d| d.display().to_string())
-                    .unwrap_or_default(),
-                user: Some(current_uid()),
-                io: JobIo {
-                    env: Some(
-                        jobio::parse_export(&a.export, &jobio::current_environ())
-                            .map_err(anyhow::Error::msg)?,
-                    ),
-                    output: a.output,
-                    error: a.error,
-                },
-            })?;
+            let req = submit_request(a.job, a.cmd)?;
+            let tasks = req.sched.array.as_ref().map(|s| s.indices.len());
+            let id = client.submit(req)?;
             if a.conn.json {
-                print_json(&serde_json::json!({ "id": id.0 }))?;
+                let ids: Vec<u64> = (id.0..id.0 + tasks.unwrap_or(1) as u64).collect();
+                print_json(&serde_json::json!({ "id": id.0, "ids": ids }))?;
             } else {
                 emit(&format!("{id}\n"));
+                if let Some(n) = tasks {
+                    eprintln!(
+                        "array job {id}: {n} tasks, jobs {id}..{} (`--dependency afterok:{id}` waits for them all)",
+                        id.0 + n as u64 - 1
+                    );
+                }
             }
             Ok(0)
         }
+        Command::Run(a) => super::interactive::run(*a),
+        Command::Hold(a) => many(&a, Request::Suspend, "held"),
+        Command::Release(a) => many(&a, Request::Resume, "released"),
         Command::Queue(a) => {
             let jobs = a.conn.client()?.jobs(&[])?;
             let now = now_us();
@@ -502,36 +485,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
-        Command::Acct(a) => {
-            let client = a.conn.client()?;
-            let jobs = client.jobs(&[])?;
-            let status = client.status()?;
-            if let Some(path) = &a.swf_out {
-                let (header, records) = report::swf(&jobs, &status);
-                write_trace_path(path, &header, &records)
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
-            let summary = run_summary(&jobs, &status);
-            if a.conn.json {
-                print_json(&serde_json::json!({
-                    "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>(),
-                    "summary": summary,
-                }))?;
-            } else {
-                emit(&report::jobs_table(&jobs, now_us()));
-                println!();
-                println!(
-                    "policy            {}\nmachine           {} nodes x {} PEs\njobs              {} ended with a run, {} not ended",
-                    summary.policy,
-                    status.nodes_total,
-                    status.pes_per_node,
-                    summary.jobs,
-                    summary.unfinished
-                );
-                super::sim::print_metrics(&summary);
-            }
-            Ok(0)
-        }
+        Command::Acct(a) => super::acct::run(*a),
         Command::Output(a) => {
             let (out, err, files) = a.conn.client()?.output(JobId(a.id), a.rank)?;
             if !files.is_empty() && !a.conn.json {
@@ -646,7 +600,7 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
 
 /// The summary `cosched sim` prints, of a real run: every ended job that ran, its runtime
 /// being the time it actually ran (stopped time excluded).
-fn run_summary(jobs: &[JobInfo], st: &StatusInfo) -> Summary {
+pub(super) fn run_summary(jobs: &[JobInfo], st: &StatusInfo) -> Summary {
     let ran: Vec<&JobInfo> = jobs
         .iter()
         .filter(|j| j.record.start.is_some() && j.record.end.is_some())
@@ -661,6 +615,78 @@ fn run_summary(jobs: &[JobInfo], st: &StatusInfo) -> Summary {
         unfinished: jobs.iter().filter(|j| !j.state.is_final()).count(),
     };
     summarize(&result, &MetricsOptions::default())
+}
+
+/// Holds or releases each job; every id is tried, and the exit status is 1 if any failed.
+fn many(a: &IdsArgs, req: fn(JobId) -> Request, done: &str) -> anyhow::Result<i32> {
+    let client = a.conn.client()?;
+    let mut results = Vec::new();
+    let mut failed = false;
+    for &id in &a.ids {
+        match client.simple(req(JobId(id))) {
+            Ok(()) => {
+                results.push(serde_json::json!({ "id": id, "result": done }));
+                if !a.conn.json {
+                    emit(&format!("job {id} {done}\n"));
+                }
+            }
+            Err(e) => {
+                failed = true;
+                results.push(serde_json::json!({ "id": id, "error": e.to_string() }));
+                if !a.conn.json {
+                    eprintln!("error: job {id}: {e}");
+                }
+            }
+        }
+    }
+    if a.conn.json {
+        print_json(&serde_json::json!({ "jobs": results }))?;
+    }
+    Ok(if failed { 1 } else { 0 })
+}
+
+/// The submission of a command, or of a batch script with its directives (the command
+/// line's options win over them).
+pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Result<SubmitRequest> {
+    let mut opts = cli;
+    let mut default_name = None;
+    if let Some(first) = cmd.first().cloned()
+        && batch::is_script(std::path::Path::new(&first))
+    {
+        let script =
+            batch::read_script(std::path::Path::new(&first)).map_err(anyhow::Error::msg)?;
+        opts = opts.or(script.opts);
+        let path = std::fs::canonicalize(&first).with_context(|| format!("finding {first}"))?;
+        default_name = path.file_name().map(|f| f.to_string_lossy().into_owned());
+        // Run through its interpreter, as sbatch does: the script needs no execute bit.
+        let mut full = script.interpreter;
+        full.push(path.display().to_string());
+        full.extend(cmd.drain(1..));
+        cmd = full;
+    }
+    let procs = opts.ranks().map_err(anyhow::Error::msg)?;
+    let export = opts.export.clone().unwrap_or_else(|| "ALL".into());
+    Ok(SubmitRequest {
+        procs,
+        time_limit_us: opts.time.map(|d| d.as_micros()),
+        class: opts.class.clone(),
+        name: opts.name.clone().or(default_name),
+        cmd,
+        cwd: std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+        user: Some(current_uid()),
+        io: JobIo {
+            env: Some(
+                jobio::parse_export(&export, &jobio::current_environ())
+                    .map_err(anyhow::Error::msg)?,
+            ),
+            output: opts.output.clone(),
+            error: opts.error.clone(),
+            array: None,
+        },
+        sched: opts.schedule(),
+    })
 }
 
 fn simple(a: &IdArgs, req: Request, done: &str) -> anyhow::Result<i32> {
@@ -685,10 +711,4 @@ fn current_uid() -> u32 {
     std::fs::metadata("/proc/self")
         .map(|m| m.uid())
         .unwrap_or(0)
-}
-
-/// `--time`: a duration within the machine manager's bounds, refused here with the reason
-/// rather than by the daemon.
-fn parse_time_limit(text: &str) -> Result<Dur, String> {
-    super::time_limit::parse(text)
 }

@@ -153,6 +153,7 @@ fn run_cluster() -> anyhow::Result<ClusterRun> {
                 cwd: cwd.clone(),
                 user: None,
                 io: Default::default(),
+                sched: Default::default(),
             })?);
         }
         // Catch the matrix while the first three jobs share the PEs.

@@ -1,9 +1,12 @@
 //! One module per subcommand family; each exposes its clap arguments and a `run` that returns
 //! the process exit code.
 
+pub mod acct;
+pub mod batch;
 pub mod cosim;
 pub mod daemon;
 pub mod demo;
+pub mod interactive;
 pub mod policy_args;
 pub mod sim;
 pub mod time_limit;

@@ -149,6 +149,8 @@ pub struct Side {
     pub cmd: Vec<String>,
     pub cwd: String,
     pub io: JobIo,
+    /// Its dependencies and begin time (see [`super::deferral`]).
+    pub sched: Schedule,
     /// Where its ranks run (empty until it is given PEs, and again after a requeue).
     pub placement: Vec<Placement>,
     /// Exit code per rank, `None` while it runs.
@@ -241,6 +243,9 @@ pub struct Core {
     pub(super) pending: BTreeMap<(JobId, NodeId), Pending>,
     /// The PMI fence each MPI job is in (until the job ends).
     fences: BTreeMap<JobId, Fence>,
+    /// Live jobs not yet given to the policy: their dependencies, begin time or array
+    /// throttle hold them back (ledger phase Future; see [`super::deferral`]).
+    pub(super) deferred: BTreeSet<Ix>,
     last_now: Time,
     shutting_down: bool,
 }
@@ -283,6 +288,7 @@ impl Core {
             epoch: 0,
             pending: BTreeMap::new(),
             fences: BTreeMap::new(),
+            deferred: BTreeSet::new(),
             last_now: now,
             shutting_down: false,
             cfg,
@@ -314,6 +320,7 @@ impl Core {
                 cmd: info.cmd.clone(),
                 cwd: info.cwd.clone(),
                 io: info.io.clone(),
+                sched: info.sched.clone(),
                 placement: info.placement.clone(),
                 ranks: info
                     .placement
@@ -333,7 +340,14 @@ impl Core {
                 continue;
             }
             self.live.insert(i);
-            if info.placement.is_empty() {
+            if info.placement.is_empty() && self.side[i].has_conditions() {
+                // Given to the policy again once its conditions hold (met already, for one
+                // released before the restart: then at the first step).
+                self.deferred.insert(i);
+                if info.held {
+                    self.ledger.hold(i, now);
+                }
+            } else if info.placement.is_empty() {
                 self.ledger.submit(i, now);
                 if info.held {
                     self.ledger.hold(i, now);
@@ -495,6 +509,9 @@ impl Core {
                 w = w.min(at);
             }
         }
+        if let Some(at) = self.next_begin() {
+            w = w.min(at);
+        }
         for (_, deadline) in self.outputs.values() {
             w = w.min(*deadline);
         }
@@ -633,6 +650,7 @@ impl Core {
         let mut out = Vec::new();
         loop {
             self.time_limits(now);
+            self.release_deferred(now);
             while let Some(Reverse((at, _, token))) = self.timers.peek().copied()
                 && at <= now
             {
@@ -784,11 +802,20 @@ impl Core {
                         .get(p.node.0 as usize)
                         .map_or_else(|| p.node.to_string(), |n| n.row.name.clone())
                 });
-                vec![
+                let mut env = vec![
                     ("COSCHED_JOB_NAME".into(), s.name.clone()),
-                    ("COSCHED_JOB_NODELIST".into(), nodes),
-                    ("COSCHED_TASKS_PER_NODE".into(), tasks),
-                ]
+                    ("COSCHED_JOB_NODELIST".into(), nodes.clone()),
+                    ("COSCHED_TASKS_PER_NODE".into(), tasks.clone()),
+                ];
+                env.extend(super::deferral::slurm_env(
+                    e.req.id,
+                    &s.name,
+                    e.req.procs,
+                    &nodes,
+                    &tasks,
+                    s.io.array.as_ref(),
+                ));
+                env
             },
             io: s.io.clone(),
             stopped,
@@ -956,8 +983,38 @@ impl Core {
         self.instant.rest.push(Event::Submitted(req));
     }
 
-    /// A new job joins the queue.
-    pub(super) fn submit(&mut self, now: Time, s: SubmitRequest) -> Result<JobId, String> {
+    /// A new job joins the queue; an array adds one job per index (their ids consecutive,
+    /// the first being the array's id). Returns the first id.
+    pub(super) fn submit(&mut self, now: Time, mut s: SubmitRequest) -> Result<JobId, String> {
+        s.sched.after = self.check_dependencies(&s.sched.after)?;
+        if let Some(b) = s.sched.begin_us
+            && b <= now.as_micros()
+        {
+            s.sched.begin_us = None;
+        }
+        let Some(array) = s.sched.array.take() else {
+            return self.submit_one(now, s);
+        };
+        if array.indices.is_empty() || array.indices.len() > crate::sched::MAX_ARRAY_TASKS {
+            return Err(format!(
+                "an array has 1 to {} tasks",
+                crate::sched::MAX_ARRAY_TASKS
+            ));
+        }
+        let first = JobId(self.next_job);
+        for &index in &array.indices {
+            let mut task = s.clone();
+            task.io.array = Some(crate::sched::ArrayTask {
+                job: first,
+                index,
+                throttle: array.throttle,
+            });
+            self.submit_one(now, task)?;
+        }
+        Ok(first)
+    }
+
+    fn submit_one(&mut self, now: Time, s: SubmitRequest) -> Result<JobId, String> {
         let total = self.shape.total_pes();
         if s.procs == 0 {
             return Err("a job needs at least 1 PE (-n)".into());
@@ -988,6 +1045,7 @@ impl Core {
             cmd: s.cmd,
             cwd: s.cwd,
             io: s.io,
+            sched: s.sched,
             placement: Vec::new(),
             ranks: BTreeMap::new(),
             error: None,
@@ -998,9 +1056,14 @@ impl Core {
         let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
         self.next_job += 1;
         self.side.push(side);
-        self.ledger.submit(i, now);
         self.live.insert(i);
         self.mark(i);
+        if self.side[i].has_conditions() {
+            // Out of the policy's sight until its conditions hold (`release_deferred`).
+            self.deferred.insert(i);
+            return Ok(id);
+        }
+        self.ledger.submit(i, now);
         self.instant.submitted.push(Event::Submitted(req));
         Ok(id)
     }
@@ -1008,6 +1071,10 @@ impl Core {
     /// A user's cancel: the job ends now, its processes are killed.
     pub(super) fn cancel(&mut self, now: Time, i: Ix, why: &str) {
         self.finish(now, i, Outcome::Cancelled, None, Some(why.to_string()));
+        if self.deferred.remove(&i) {
+            // The policy never saw it.
+            return;
+        }
         let id = self.ledger.entry(i).req.id;
         self.instant.rest.push(Event::Ended(id));
     }
@@ -1022,6 +1089,10 @@ impl Core {
         };
         self.carry_out(now, change, None);
         self.mark(i);
+        if self.deferred.contains(&i) {
+            // Not the policy's yet: it is given to it held, if still held then.
+            return;
+        }
         self.instant.rest.push(if hold {
             Event::Held(id)
         } else {
@@ -1064,6 +1135,12 @@ impl Core {
     }
 
     pub(super) fn add_node_events(&mut self, ev: Event) {
+        self.instant.rest.push(ev);
+    }
+    pub(super) fn push_submitted(&mut self, ev: Event) {
+        self.instant.submitted.push(ev);
+    }
+    pub(super) fn push_rest(&mut self, ev: Event) {
         self.instant.rest.push(ev);
     }
 }

@@ -6,6 +6,7 @@
 //! - [`core`]: the sans-IO core — inputs in, effects out, time passed in; the job lifecycle on
 //!   the ledger and the policy's instants.
 //! - [`nodes`]: node membership, heartbeats and failure detection, registration reconciliation.
+//! - [`deferral`]: dependencies, begin times and array throttles, before the policy sees a job.
 //! - [`requests`]: client requests.
 //! - [`view`]: what clients see (job records, status).
 //! - [`shell`]: tokio, the storm tree, SQLite and the system clock around the core.
@@ -16,6 +17,7 @@
 //! of one step travel as one multi-context-switch message.
 
 pub mod core;
+pub mod deferral;
 pub mod nodes;
 pub mod requests;
 pub mod shell;

@@ -29,7 +29,7 @@ impl Core {
             ))
         };
         let resp = match request {
-            Request::Submit(s) => match self.submit(now, s) {
+            Request::Submit(s) => match self.submit(now, *s) {
                 Ok(id) => Response::Submitted(id),
                 Err(why) => Response::Error(why),
             },
@@ -59,7 +59,7 @@ impl Core {
             }
             Request::Cancel(id) => match self.ledger.find(id) {
                 None => unknown(id),
-                Some(i) if !self.ledger.entry(i).is_live() => ended(id, &self.job_info(i, now)),
+                Some(i) if !self.live.contains(&i) => ended(id, &self.job_info(i, now)),
                 Some(i) => {
                     self.cancel(now, i, "cancelled by a user");
                     Response::Done
@@ -69,7 +69,7 @@ impl Core {
                 let hold = matches!(request, Request::Suspend(_));
                 match self.ledger.find(id) {
                     None => unknown(id),
-                    Some(i) if !self.ledger.entry(i).is_live() => ended(id, &self.job_info(i, now)),
+                    Some(i) if !self.live.contains(&i) => ended(id, &self.job_info(i, now)),
                     Some(i) => {
                         if self.ledger.entry(i).held() != hold {
                             self.set_held(now, i, hold);

@@ -121,10 +121,12 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let (in_tx, mut in_rx) = mpsc::unbounded_channel();
     tokio::spawn(accept_loop(listener, cfg.key.clone(), in_tx));
     write_atomic(&state.addr_file(), &format!("{addr}\n")).map_err(DaemonError::Io)?;
-    eprintln!("mm: running at {}", crate::util::raise_priority());
-    eprintln!(
+    tracing::info!("mm: running at {}", crate::util::raise_priority());
+    tracing::info!(
         "mm: listening on {addr}, policy {}, {} nodes × {} PEs",
-        cfg.settings.policy, cfg.settings.nodes, cfg.settings.pes
+        cfg.settings.policy,
+        cfg.settings.nodes,
+        cfg.settings.pes
     );
     loop {
         let wait = wake_duration(sh.core.next_wake());
@@ -181,13 +183,13 @@ async fn listen(wanted: &str, state: &crate::StateDir) -> Result<TcpListener, Da
     if let Some(old) = previous {
         match TcpListener::bind(old).await {
             Ok(l) => {
-                eprintln!(
+                tracing::info!(
                     "mm: listening again on {old}, the address recorded in {} (a restart)",
                     state.addr_file().display()
                 );
                 return Ok(l);
             }
-            Err(e) => eprintln!(
+            Err(e) => tracing::warn!(
                 "mm: cannot listen again on {old} ({e}); taking another port: node managers started with {old} must be restarted with the new address"
             ),
         }
@@ -263,7 +265,7 @@ impl Shell {
                 self.core.on(t, Input::Heard(from));
                 match postcard::from_bytes::<FromNode>(&payload) {
                     Ok(msg) => self.core.on(t, Input::FromNode { from, msg }),
-                    Err(e) => eprintln!("mm: undecodable report from node {from}: {e}"),
+                    Err(e) => tracing::warn!("mm: undecodable report from node {from}: {e}"),
                 }
             }
         }
@@ -313,15 +315,15 @@ impl Shell {
                 Effect::Members { epoch, members } => self.root.set_members(epoch, members),
                 Effect::PersistJob(info) => {
                     if let Err(e) = self.db.put_job(&info) {
-                        eprintln!("mm: could not persist job {}: {e}", info.id());
+                        tracing::warn!("mm: could not persist job {}: {e}", info.id());
                     }
                 }
                 Effect::PersistNode(row) => {
                     if let Err(e) = self.db.put_node(&row) {
-                        eprintln!("mm: could not persist node {}: {e}", row.name);
+                        tracing::warn!("mm: could not persist node {}: {e}", row.name);
                     }
                 }
-                Effect::Log(line) => eprintln!("{line}"),
+                Effect::Log(line) => tracing::info!("{line}"),
                 Effect::Exit => exit = true,
             }
         }
@@ -353,11 +355,15 @@ async fn accept_loop(listener: TcpListener, key: Key, tx: mpsc::UnboundedSender<
                 // A connection closed before saying anything is a probe, not an attack.
                 Ok(Err(cosched_storm::FrameError::Closed)) => return,
                 Ok(Err(e)) => {
-                    eprintln!("mm: dropping peer {peer}: {e}");
+                    if matches!(e, cosched_storm::FrameError::BadTag) {
+                        // Told, so a user with the wrong key hears why (not "closed").
+                        cosched_storm::frame::write_refusal(&mut wr).await;
+                    }
+                    tracing::warn!("mm: dropping peer {peer}: {e}");
                     return;
                 }
                 Err(_) => {
-                    eprintln!("mm: dropping peer {peer}: nothing sent");
+                    tracing::warn!("mm: dropping peer {peer}: nothing sent");
                     return;
                 }
             };

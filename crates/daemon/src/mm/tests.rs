@@ -90,7 +90,7 @@ fn join(c: &mut Core, now: Time, n: u32, incarnation: u64) {
 }
 
 fn submit(c: &mut Core, now: Time, procs: u32) {
-    let request = Request::Submit(SubmitRequest {
+    let request = Request::Submit(Box::new(SubmitRequest {
         procs,
         time_limit_us: Some(Dur::from_secs(1000).as_micros()),
         class: None,
@@ -99,7 +99,8 @@ fn submit(c: &mut Core, now: Time, procs: u32) {
         cwd: "/".into(),
         user: None,
         io: Default::default(),
-    });
+        sched: Default::default(),
+    }));
     c.on(now, Input::Client { req: 1, request });
 }
 
@@ -491,7 +492,7 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
     let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 1, 1);
     let submit_limit = |c: &mut Core, req: u64, limit_us: i64| {
-        let request = Request::Submit(SubmitRequest {
+        let request = Request::Submit(Box::new(SubmitRequest {
             procs: 1,
             time_limit_us: Some(limit_us),
             class: None,
@@ -500,7 +501,8 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
             cwd: "/".into(),
             user: None,
             io: Default::default(),
-        });
+            sched: Default::default(),
+        }));
         c.on(t(1), Input::Client { req, request });
         c.step(t(1))
             .into_iter()
@@ -612,8 +614,9 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         env: Some(vec![("SECRET".into(), "s3".into())]),
         output: Some("o-%j-%t".into()),
         error: None,
+        array: None,
     };
-    let request = Request::Submit(SubmitRequest {
+    let request = Request::Submit(Box::new(SubmitRequest {
         procs: 1,
         time_limit_us: None,
         class: None,
@@ -622,7 +625,8 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         cwd: "/".into(),
         user: None,
         io: io.clone(),
-    });
+        sched: Default::default(),
+    }));
     c.on(t(1), Input::Client { req: 1, request });
     let fx = c.step(t(1));
     let saved: Vec<JobInfo> = fx
@@ -695,4 +699,216 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
     };
     assert_eq!(var("COSCHED_JOB_NODELIST").as_deref(), Some("n0"));
     assert_eq!(var("COSCHED_TASKS_PER_NODE").as_deref(), Some("1"));
+}
+
+fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
+    let request = Request::Submit(Box::new(SubmitRequest {
+        procs,
+        time_limit_us: None,
+        class: None,
+        name: Some("s".into()),
+        cmd: vec!["work".into()],
+        cwd: "/".into(),
+        user: None,
+        io: Default::default(),
+        sched,
+    }));
+    c.on(now, Input::Client { req: 1, request });
+}
+
+fn launch_msgs(fx: &[Effect]) -> Vec<Launch> {
+    sent(fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            ToNode::Launch(l) => Some(l),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 15: an array's throttle lets at most N tasks reach the policy at once; its tasks
+/// get the array variables; `afterok` on a failed job ends the dependent without the policy
+/// hearing of it; `--begin` holds a job until its time.
+#[test]
+fn arrays_dependencies_and_begin_times_are_held_back_from_the_policy() {
+    let fcfs = super::build_policy("fcfs", 1, 4, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 4);
+    let array = ArraySpec {
+        indices: vec![1, 2, 3, 4, 5],
+        throttle: Some(2),
+    };
+    submit_sched(
+        &mut c,
+        t(1),
+        1,
+        Schedule {
+            array: Some(array),
+            ..Default::default()
+        },
+    );
+    let l = launch_msgs(&c.step(t(1)));
+    assert_eq!(
+        l.iter().map(|l| l.job.0).collect::<Vec<_>>(),
+        [1, 2],
+        "two of five with %2"
+    );
+    let env = |l: &Launch, k: &str| l.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    assert_eq!(env(&l[1], "SLURM_ARRAY_TASK_ID").as_deref(), Some("2"));
+    assert_eq!(env(&l[1], "COSCHED_ARRAY_JOB_ID").as_deref(), Some("1"));
+    assert!(
+        state(&c, 3)
+            .reason
+            .unwrap()
+            .starts_with("JobArrayTaskLimit")
+    );
+    exit(&mut c, t(2), 1, 0, 0);
+    let l = launch_msgs(&c.step(t(2)));
+    assert_eq!(
+        l.iter().map(|l| l.job.0).collect::<Vec<_>>(),
+        [3],
+        "one ended, one more"
+    );
+
+    // Job 6 fails; 7 waits on it with afterok, 8 on 7 (a chain), 9 with afternotok.
+    submit_sched(&mut c, t(3), 1, Schedule::default());
+    for (kind, on) in [
+        (DepKind::AfterOk, 6),
+        (DepKind::AfterOk, 7),
+        (DepKind::AfterNotOk, 6),
+    ] {
+        let after = vec![Dependency {
+            kind,
+            job: JobId(on),
+        }];
+        submit_sched(
+            &mut c,
+            t(3),
+            1,
+            Schedule {
+                after,
+                ..Default::default()
+            },
+        );
+    }
+    let l = launch_msgs(&c.step(t(3)));
+    assert_eq!(l.iter().map(|l| l.job.0).collect::<Vec<_>>(), [6]);
+    assert_eq!(
+        state(&c, 7).reason.as_deref(),
+        Some("Dependency (afterok:6)")
+    );
+    exit(&mut c, t(4), 6, 0, 1);
+    let l = launch_msgs(&c.step(t(4)));
+    assert_eq!(
+        l.iter().map(|l| l.job.0).collect::<Vec<_>>(),
+        [9],
+        "afternotok runs"
+    );
+    for j in [7, 8] {
+        let s = state(&c, j);
+        assert_eq!(s.state, JobState::Cancelled);
+        assert!(
+            s.error.unwrap().contains("dependency never satisfied"),
+            "job {j}"
+        );
+        assert_eq!(s.record.start, None);
+    }
+
+    // A begin time ten seconds on; an unknown dependency is refused.
+    let begin_us = Some(t(14).as_micros());
+    submit_sched(
+        &mut c,
+        t(4),
+        1,
+        Schedule {
+            begin_us,
+            ..Default::default()
+        },
+    );
+    exit(&mut c, t(4), 9, 0, 0);
+    assert!(launch_msgs(&c.step(t(4))).iter().all(|l| l.job.0 != 10));
+    let i = c.ledger().find(JobId(10)).unwrap();
+    let reason = c.job_info(i, t(4)).reason.unwrap();
+    assert_eq!(reason, "BeginTime (in 10s)");
+    assert!(c.next_wake() <= t(14));
+    assert!(launch_msgs(&c.step(t(14))).iter().any(|l| l.job.0 == 10));
+    let after = vec![Dependency {
+        kind: DepKind::AfterAny,
+        job: JobId(99),
+    }];
+    submit_sched(
+        &mut c,
+        t(15),
+        1,
+        Schedule {
+            after,
+            ..Default::default()
+        },
+    );
+    let fx = c.step(t(15));
+    assert!(fx.iter().any(
+        |e| matches!(e, Effect::Reply { resp: Response::Error(w), .. } if w.contains("no job 99"))
+    ));
+}
+
+/// A deferred job's conditions are kept with its record: a restarted machine manager holds
+/// it back again and releases it when they hold.
+#[test]
+fn a_deferred_job_stays_deferred_across_a_restart() {
+    let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 1);
+    let begin_us = Some(t(100).as_micros());
+    submit_sched(
+        &mut c,
+        t(1),
+        1,
+        Schedule {
+            begin_us,
+            ..Default::default()
+        },
+    );
+    let saved: Vec<JobInfo> = c
+        .step(t(1))
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::PersistJob(j) => Some(*j),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(saved.len(), 1);
+    assert_eq!(saved[0].sched.begin_us, begin_us);
+
+    let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
+    let cfg = CoreConfig {
+        nodes: 1,
+        pes: 1,
+        fanout: 8,
+        heartbeat: Dur::from_secs(3600),
+        dead_after: Dur::from_secs(36_000),
+        requeue: false,
+        kill_wait: Dur::from_secs(5),
+    };
+    let recovered = Recovered {
+        nodes: Vec::new(),
+        jobs: saved,
+    };
+    let mut c = Core::new(cfg, fcfs, t(3), recovered).unwrap();
+    let reg = Register {
+        name: "n0".into(),
+        pes: 1,
+        addr: String::new(),
+        jobs: Vec::new(),
+        incarnation: 1,
+    };
+    c.on(t(3), Input::Register { req: 9, reg });
+    c.step(t(3));
+    join(&mut c, t(4), 0, 1);
+    assert!(
+        launch_msgs(&c.step(t(4))).is_empty(),
+        "not before its begin time"
+    );
+    let i = c.ledger().find(JobId(1)).unwrap();
+    assert!(c.job_info(i, t(4)).reason.unwrap().starts_with("BeginTime"));
+    assert!(c.next_wake() <= t(100));
+    let l = launch_msgs(&c.step(t(100)));
+    assert_eq!(l.iter().map(|l| l.job.0).collect::<Vec<_>>(), [1]);
 }

@@ -62,6 +62,8 @@ impl Core {
             error: s.error.clone(),
             held: e.held(),
             io: s.io.clone(),
+            sched: s.sched.clone(),
+            reason: self.reason(i, now),
         }
     }
 

@@ -1,0 +1,266 @@
+//! `cosched acct`: accounting as `sacct` gives it — one row per job, selected by user,
+//! state and time window, with the columns asked for (`--format`), as a table or JSON, and
+//! the summary metrics of `cosched sim` (mean wait, slowdown, bounded slowdown,
+//! utilization) of the jobs selected, computed by the simulator's own metrics code.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use comfy_table::{CellAlignment, Table, presets};
+use cosched_core::Time;
+use cosched_daemon::proto::{JobInfo, JobState};
+use cosched_daemon::report;
+use cosched_workload::swf::write_trace_path;
+
+use super::daemon::{ConnArgs, run_summary};
+
+/// Columns `--format` knows, in the default order.
+const COLUMNS: &[&str] = &[
+    "id",
+    "name",
+    "user",
+    "class",
+    "state",
+    "pes",
+    "nodes",
+    "submit",
+    "start",
+    "end",
+    "wait",
+    "run",
+    "suspended",
+    "exit",
+];
+const DEFAULT_FORMAT: &str = "id,name,user,state,pes,nodes,submit,start,end,wait,run,exit";
+
+#[derive(clap::Args)]
+pub struct AcctArgs {
+    /// Only jobs of these users (names or uids, comma-separated)
+    #[arg(short = 'u', long, value_delimiter = ',')]
+    user: Vec<String>,
+    /// Only jobs in these states (completed, failed, cancelled, timed_out, node_failed,
+    /// rejected, queued, running, suspended; or Slurm's CD, F, CA, TO, NF, PD, R, S)
+    #[arg(short = 's', long, value_delimiter = ',')]
+    state: Vec<String>,
+    /// Only jobs not ended before this time (as --begin: now-1h, HH:MM, YYYY-MM-DD[THH:MM])
+    #[arg(short = 'S', long)]
+    since: Option<String>,
+    /// Only jobs submitted by this time (same forms)
+    #[arg(short = 'E', long)]
+    until: Option<String>,
+    /// Columns, comma-separated: id, name, user, class, state, pes, nodes, submit, start,
+    /// end, wait, run, suspended, exit
+    #[arg(long, default_value = DEFAULT_FORMAT)]
+    format: String,
+    /// Also write the selected ended jobs as an SWF trace to this file
+    #[arg(long)]
+    swf_out: Option<PathBuf>,
+    #[command(flatten)]
+    conn: ConnArgs,
+}
+
+pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
+    let columns: Vec<String> = a
+        .format
+        .split(',')
+        .map(|c| c.trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty())
+        .collect();
+    if let Some(bad) = columns.iter().find(|c| !COLUMNS.contains(&c.as_str())) {
+        anyhow::bail!(
+            "--format: unknown column {bad:?} (known: {})",
+            COLUMNS.join(", ")
+        );
+    }
+    let states: Vec<JobState> = a
+        .state
+        .iter()
+        .map(|s| state_named(s).ok_or_else(|| anyhow::anyhow!("--state: unknown state {s:?}")))
+        .collect::<Result<_, _>>()?;
+    let users = Users::load();
+    let uids: Vec<u32> = a
+        .user
+        .iter()
+        .map(|u| {
+            u.parse()
+                .ok()
+                .or_else(|| users.uid(u))
+                .ok_or_else(|| anyhow::anyhow!("--user: no user {u:?}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let now = cosched_daemon::util::now().as_micros();
+    let when = |t: &Option<String>, flag: &str| -> anyhow::Result<Option<i64>> {
+        t.as_deref()
+            .map(|t| super::batch::parse_begin_at(t, now).map_err(|e| e.replace("--begin", flag)))
+            .transpose()
+            .map_err(anyhow::Error::msg)
+    };
+    let since = when(&a.since, "--since")?;
+    let until = when(&a.until, "--until")?;
+
+    let client = a.conn.client()?;
+    let status = client.status()?;
+    let jobs: Vec<JobInfo> = client
+        .jobs(&[])?
+        .into_iter()
+        .filter(|j| uids.is_empty() || j.user.is_some_and(|u| uids.contains(&u)))
+        .filter(|j| states.is_empty() || states.contains(&j.state))
+        .filter(|j| since.is_none_or(|s| j.record.end.is_none_or(|e| e.as_micros() >= s)))
+        .filter(|j| until.is_none_or(|u| j.record.submit.as_micros() <= u))
+        .collect();
+    if let Some(path) = &a.swf_out {
+        let (header, records) = report::swf(&jobs, &status);
+        write_trace_path(path, &header, &records)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let summary = run_summary(&jobs, &status);
+    if a.conn.json {
+        let rows: Vec<serde_json::Value> = jobs
+            .iter()
+            .map(|j| {
+                let mut v = report::acct_record(j);
+                v["user"] = serde_json::json!(j.user.map(|u| users.name(u)));
+                v["uid"] = serde_json::json!(j.user);
+                v["nodes"] = serde_json::json!(j.placement.len());
+                v["reason"] = serde_json::json!(j.reason);
+                v
+            })
+            .collect();
+        super::daemon::print_json(&serde_json::json!({ "jobs": rows, "summary": summary }))?;
+        return Ok(0);
+    }
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING);
+    t.set_header(columns.iter().map(|c| c.to_ascii_uppercase()));
+    for j in &jobs {
+        t.add_row(columns.iter().map(|c| cell(c, j, &users, now)));
+    }
+    for (i, c) in columns.iter().enumerate() {
+        if let Some(col) = t.column_mut(i)
+            && !matches!(c.as_str(), "name" | "user" | "class" | "state")
+        {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    super::daemon::emit(&format!("{t}\n\n"));
+    super::daemon::emit(&format!(
+        "policy            {}\nmachine           {} nodes x {} PEs\njobs              {} selected, {} ended with a run, {} not ended\n",
+        summary.policy,
+        status.nodes_total,
+        status.pes_per_node,
+        jobs.len(),
+        summary.jobs,
+        summary.unfinished
+    ));
+    super::sim::print_metrics(&summary);
+    Ok(0)
+}
+
+fn cell(column: &str, j: &JobInfo, users: &Users, now: i64) -> String {
+    let r = &j.record;
+    let opt_time = |t: Option<Time>| t.map_or_else(|| "-".into(), |t| local_time(t.as_micros()));
+    match column {
+        "id" => match j.io.array {
+            Some(a) => format!("{} ({}_{})", r.id.0, a.job.0, a.index),
+            None => r.id.0.to_string(),
+        },
+        "name" => j.name.clone(),
+        "user" => j.user.map_or_else(|| "-".into(), |u| users.name(u)),
+        "class" => j.class.clone().unwrap_or_else(|| "-".into()),
+        "state" => j.state.as_str().to_string(),
+        "pes" => r.procs.to_string(),
+        "nodes" => j.placement.len().to_string(),
+        "submit" => local_time(r.submit.as_micros()),
+        "start" => opt_time(r.start),
+        "end" => opt_time(r.end),
+        "wait" => {
+            let w = r
+                .wait()
+                .map(|w| w.as_micros())
+                .or_else(|| (!j.state.is_final()).then(|| now - r.submit.as_micros()));
+            w.map_or_else(|| "-".into(), secs)
+        }
+        "run" => secs(j.run_us),
+        "suspended" => secs(r.suspended.as_micros()),
+        "exit" => r.exit_code.map_or_else(|| "-".into(), |c| c.to_string()),
+        _ => String::new(),
+    }
+}
+
+fn secs(us: i64) -> String {
+    format!("{:.2}s", us as f64 / 1e6)
+}
+
+/// Local date and time, as sacct shows them (`2026-11-26T09:15:02`).
+fn local_time(us: i64) -> String {
+    let t = us.div_euclid(1_000_000) as libc::time_t;
+    // SAFETY: localtime_r writes into the zeroed struct we own.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    unsafe { libc::localtime_r(&t, &mut tm) };
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
+/// A state by cosched's name or Slurm's short code.
+fn state_named(s: &str) -> Option<JobState> {
+    Some(match s.trim().to_ascii_lowercase().as_str() {
+        "completed" | "cd" => JobState::Completed,
+        "failed" | "f" => JobState::Failed,
+        "cancelled" | "canceled" | "ca" => JobState::Cancelled,
+        "timed_out" | "timeout" | "to" => JobState::TimedOut,
+        "node_failed" | "node_fail" | "nf" => JobState::NodeFailed,
+        "rejected" => JobState::Rejected,
+        "queued" | "pending" | "pd" => JobState::Queued,
+        "running" | "r" => JobState::Running,
+        "suspended" | "s" => JobState::Suspended,
+        _ => return None,
+    })
+}
+
+/// User names from /etc/passwd (uids shown as numbers when absent).
+struct Users(Vec<(String, u32)>);
+
+impl Users {
+    fn load() -> Users {
+        let text = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        Users(
+            text.lines()
+                .filter_map(|l| {
+                    let mut f = l.split(':');
+                    let name = f.next()?;
+                    let uid = f.nth(1)?.parse().ok()?;
+                    Some((name.to_string(), uid))
+                })
+                .collect(),
+        )
+    }
+    fn uid(&self, name: &str) -> Option<u32> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, u)| *u)
+    }
+    fn name(&self, uid: u32) -> String {
+        self.0
+            .iter()
+            .find(|(_, u)| *u == uid)
+            .map_or_else(|| uid.to_string(), |(n, _)| n.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_by_either_name() {
+        assert_eq!(state_named("CD"), Some(JobState::Completed));
+        assert_eq!(state_named("timed_out"), Some(JobState::TimedOut));
+        assert_eq!(state_named("PD"), Some(JobState::Queued));
+        assert_eq!(state_named("done"), None);
+    }
+}

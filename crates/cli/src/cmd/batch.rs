@@ -1,0 +1,451 @@
+//! A job's options as a Slurm user writes them: on the command line of `submit` and `run`,
+//! and in the `#COSCHED` / `#SBATCH` directive lines of a batch script.
+//!
+//! There is one definition of each option, [`JobOpts`]: the command line flattens it into
+//! its arguments, and each directive line is parsed with the very same clap definition, so
+//! a directive means exactly what the flag means. As sbatch does, directives are read from
+//! the lines after `#!` up to the first line that is neither blank nor a comment; options
+//! given on the command line win over directives, and a later directive over an earlier one.
+//! A directive cosched does not know is an error naming it, with `file:line`.
+
+use std::path::Path;
+
+use clap::Parser;
+use cosched_core::Dur;
+use cosched_daemon::proto::{ArraySpec, Dependency, Schedule};
+use cosched_daemon::sched;
+
+/// The options of a job (`submit`, `run`, and the directives of a batch script).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct JobOpts {
+    /// Ranks (tasks) of the job, one per PE [default: 1, or --nodes × --ntasks-per-node]
+    #[arg(short = 'n', long = "ntasks", visible_alias = "pes")]
+    pub ntasks: Option<u32>,
+    /// Nodes, as Slurm's -N: with --ntasks-per-node it gives the rank count (N × M; N alone
+    /// is one rank per node). The policy places ranks on PEs, so this counts ranks; it does
+    /// not pin the job to N nodes
+    #[arg(short = 'N', long)]
+    pub nodes: Option<u32>,
+    /// Ranks per node (with -N)
+    #[arg(long)]
+    pub ntasks_per_node: Option<u32>,
+    /// Time limit (counts only the time the job runs): 10m, 1h30m, or as in Slurm MM, MM:SS,
+    /// HH:MM:SS, D-HH[:MM[:SS]] (a bare number is minutes); at most 366 days
+    #[arg(short = 't', long, value_parser = parse_time_limit)]
+    pub time: Option<Dur>,
+    /// Class name (for policies that have classes)
+    #[arg(long)]
+    pub class: Option<String>,
+    /// Job name (default: the program's or the script's name)
+    #[arg(short = 'J', long = "job-name", visible_alias = "name")]
+    pub name: Option<String>,
+    /// The ranks' environment, as Slurm's: ALL (this command's whole environment), NONE
+    /// (only cosched's variables), or VAR[,VAR=value...] (only those; may start with ALL,)
+    /// [default: ALL]
+    #[arg(long)]
+    pub export: Option<String>,
+    /// Standard output of each rank to this file pattern (%j job id, %t rank, %N node, %A
+    /// array id, %a array index, %% a %), relative to the working directory; standard error
+    /// too unless --error
+    #[arg(short = 'o', long)]
+    pub output: Option<String>,
+    /// Standard error of each rank to this file pattern (same escapes as --output)
+    #[arg(short = 'e', long)]
+    pub error: Option<String>,
+    /// A job array: one job per index, `1-10`, `1,3,5`, `0-15:4`; `%N` at the end lets at
+    /// most N tasks run at once (`1-10%2`)
+    #[arg(short = 'a', long, value_parser = sched::parse_array)]
+    pub array: Option<ArraySpec>,
+    /// Start only after other jobs: afterok:ID[:ID...], afternotok:ID, afterany:ID,
+    /// after:ID (started), comma-separated (all must hold); an array's id stands for all its
+    /// tasks
+    #[arg(short = 'd', long, value_parser = parse_deps)]
+    pub dependency: Option<Deps>,
+    /// Start no earlier than this: now+N[s|m|h|d|w] (bare N is seconds), HH:MM[:SS] (today,
+    /// or tomorrow if past), YYYY-MM-DD[THH:MM[:SS]] (local time)
+    #[arg(short = 'b', long, value_parser = parse_begin)]
+    pub begin: Option<Begin>,
+}
+
+/// `--dependency`'s list (a newtype, so clap takes it as one value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deps(pub Vec<Dependency>);
+
+/// `--begin` as microseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Begin(pub i64);
+
+fn parse_deps(text: &str) -> Result<Deps, String> {
+    sched::parse_dependency(text).map(Deps)
+}
+
+fn parse_time_limit(text: &str) -> Result<Dur, String> {
+    super::time_limit::parse(text)
+}
+
+fn parse_begin(text: &str) -> Result<Begin, String> {
+    parse_begin_at(text, cosched_daemon::util::now().as_micros()).map(Begin)
+}
+
+impl JobOpts {
+    /// These options, with those of `other` where these have none.
+    pub fn or(self, other: JobOpts) -> JobOpts {
+        JobOpts {
+            ntasks: self.ntasks.or(other.ntasks),
+            nodes: self.nodes.or(other.nodes),
+            ntasks_per_node: self.ntasks_per_node.or(other.ntasks_per_node),
+            time: self.time.or(other.time),
+            class: self.class.or(other.class),
+            name: self.name.or(other.name),
+            export: self.export.or(other.export),
+            output: self.output.or(other.output),
+            error: self.error.or(other.error),
+            array: self.array.or(other.array),
+            dependency: self.dependency.or(other.dependency),
+            begin: self.begin.or(other.begin),
+        }
+    }
+
+    /// The rank count: -n, else -N × --ntasks-per-node (-N alone: one per node), else 1.
+    pub fn ranks(&self) -> Result<u32, String> {
+        let from_nodes = self
+            .nodes
+            .map(|n| n.saturating_mul(self.ntasks_per_node.unwrap_or(1)));
+        match (self.ntasks, from_nodes, self.ntasks_per_node) {
+            (Some(n), Some(m), Some(_)) if n != m => Err(format!(
+                "-n {n} does not match -N {} × --ntasks-per-node {} = {m}",
+                self.nodes.unwrap_or(0),
+                self.ntasks_per_node.unwrap_or(0)
+            )),
+            (Some(n), _, _) => Ok(n),
+            (None, Some(m), _) => Ok(m),
+            (None, None, _) => Ok(1),
+        }
+    }
+
+    /// The start conditions these options ask for.
+    pub fn schedule(&self) -> Schedule {
+        Schedule {
+            after: self
+                .dependency
+                .as_ref()
+                .map(|d| d.0.clone())
+                .unwrap_or_default(),
+            begin_us: self.begin.map(|b| b.0),
+            array: self.array.clone(),
+        }
+    }
+}
+
+/// A directive line parsed with the command line's own definition of the options.
+#[derive(clap::Parser)]
+#[command(
+    name = "directive",
+    no_binary_name = true,
+    disable_help_flag = true,
+    disable_version_flag = true
+)]
+struct Directive {
+    #[command(flatten)]
+    opts: JobOpts,
+}
+
+/// A batch script: its interpreter (from `#!`) and the options of its directive lines.
+#[derive(Debug)]
+pub struct Script {
+    /// The `#!` line split into program and optional argument.
+    pub interpreter: Vec<String>,
+    pub opts: JobOpts,
+}
+
+/// Whether `path` is a batch script: a file beginning with `#!`.
+pub fn is_script(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 2];
+    path.is_file()
+        && std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .is_ok()
+        && &head == b"#!"
+}
+
+/// Reads a batch script's `#!` line and directives.
+pub fn read_script(path: &Path) -> Result<Script, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("reading the batch script {}: {e}", path.display()))?;
+    parse_script(&path.display().to_string(), &text)
+}
+
+/// Parses a script's text (`file` names it in errors).
+pub fn parse_script(file: &str, text: &str) -> Result<Script, String> {
+    let mut lines = text.lines().enumerate();
+    let interpreter: Vec<String> = match lines.next() {
+        Some((_, l)) if l.starts_with("#!") => l[2..]
+            .trim()
+            .splitn(2, char::is_whitespace)
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        _ => return Err(format!("{file}:1: a batch script begins with a #! line")),
+    };
+    if interpreter.is_empty() {
+        return Err(format!("{file}:1: the #! line names no interpreter"));
+    }
+    let mut opts = JobOpts::default();
+    for (n, line) in lines {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if !line.starts_with('#') {
+            // As sbatch: directives end at the first command.
+            break;
+        }
+        let Some(rest) = ["#SBATCH", "#COSCHED"].iter().find_map(|p| {
+            line.strip_prefix(p)
+                .filter(|r| r.is_empty() || r.starts_with(char::is_whitespace))
+        }) else {
+            continue;
+        };
+        let at = format!("{file}:{}", n + 1);
+        let words = split_words(rest).map_err(|e| format!("{at}: {e}"))?;
+        let d = Directive::try_parse_from(&words).map_err(|e| directive_error(&at, &e))?;
+        // A later directive wins over an earlier one, as in sbatch.
+        opts = d.opts.or(opts);
+    }
+    Ok(Script { interpreter, opts })
+}
+
+fn directive_error(at: &str, e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() == ErrorKind::UnknownArgument {
+        let arg = match e.get(ContextKind::InvalidArg) {
+            Some(ContextValue::String(s)) => s.clone(),
+            _ => "?".into(),
+        };
+        return format!(
+            "{at}: unknown directive {arg} (directives take the options of `cosched submit`: \
+             -n/--ntasks, -N/--nodes, --ntasks-per-node, -t/--time, -J/--job-name, -o/--output, \
+             -e/--error, --array, --dependency, --begin, --class, --export)"
+        );
+    }
+    let text = e.to_string();
+    let first = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ");
+    format!("{at}: {first}")
+}
+
+/// Splits a directive's text into words: whitespace separates, '…' and "…" quote, and a
+/// word beginning with `#` starts a comment.
+fn split_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => cur.push(c),
+            None if c == '"' || c == '\'' => {
+                quote = Some(c);
+                in_word = true;
+            }
+            None if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            None if c == '#' && !in_word => break,
+            None => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if quote.is_some() {
+        return Err("unterminated quote".into());
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+/// `--begin` at `now_us`: `now`, `now+N[unit]`, `HH:MM[:SS]`, `YYYY-MM-DD[THH:MM[:SS]]`.
+pub fn parse_begin_at(text: &str, now_us: i64) -> Result<i64, String> {
+    let s = text.trim();
+    let bad = || {
+        format!(
+            "--begin {text:?}: expected now+N[s|m|h|d|w], HH:MM[:SS] or YYYY-MM-DD[THH:MM[:SS]]"
+        )
+    };
+    if let Some(rest) = s.strip_prefix("now") {
+        if rest.is_empty() {
+            return Ok(now_us);
+        }
+        // `now-N` too: `acct --since now-1h`.
+        let (sign, rest) = match (rest.strip_prefix('+'), rest.strip_prefix('-')) {
+            (Some(r), _) => (1, r),
+            (None, Some(r)) => (-1, r),
+            _ => return Err(bad()),
+        };
+        let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
+        let n: i64 = rest[..digits].parse().map_err(|_| bad())?;
+        let unit = match &rest[digits..] {
+            "" | "s" | "sec" | "secs" | "second" | "seconds" => 1,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60,
+            "h" | "hour" | "hours" => 3_600,
+            "d" | "day" | "days" => 86_400,
+            "w" | "week" | "weeks" => 7 * 86_400,
+            _ => return Err(bad()),
+        };
+        return (sign * n)
+            .checked_mul(unit)
+            .and_then(|s| s.checked_mul(1_000_000))
+            .and_then(|us| us.checked_add(now_us))
+            .ok_or_else(bad);
+    }
+    let (date, time) = match s.split_once('T') {
+        Some((d, t)) => (Some(d), Some(t)),
+        None if s.contains('-') => (Some(s), None),
+        None => (None, Some(s)),
+    };
+    let nums =
+        |t: &str, sep: char| -> Option<Vec<i32>> { t.split(sep).map(|f| f.parse().ok()).collect() };
+    let hms = match time {
+        Some(t) => match nums(t, ':').ok_or_else(bad)?.as_slice() {
+            [h, m] => (*h, *m, 0),
+            [h, m, s] => (*h, *m, *s),
+            _ => return Err(bad()),
+        },
+        None => (0, 0, 0),
+    };
+    if !(0..24).contains(&hms.0) || !(0..60).contains(&hms.1) || !(0..60).contains(&hms.2) {
+        return Err(bad());
+    }
+    let now_s = now_us.div_euclid(1_000_000);
+    let today = local_tm(now_s);
+    let (y, mo, d) = match date {
+        Some(d) => match nums(d, '-').ok_or_else(bad)?.as_slice() {
+            [y, m, d] if (1..=12).contains(m) && (1..=31).contains(d) => (*y, *m, *d),
+            _ => return Err(bad()),
+        },
+        None => (today.0, today.1, today.2),
+    };
+    let mut at = local_epoch(y, mo, d, hms.0, hms.1, hms.2).ok_or_else(bad)?;
+    if date.is_none() && at <= now_s {
+        // A time of day already past means tomorrow, as in Slurm.
+        at += 86_400;
+    }
+    Ok(at * 1_000_000)
+}
+
+/// Year, month, day of the local date at `secs` since the epoch.
+fn local_tm(secs: i64) -> (i32, i32, i32) {
+    let t: libc::time_t = secs as libc::time_t;
+    // SAFETY: localtime_r writes into the zeroed struct we own.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    unsafe { libc::localtime_r(&t, &mut tm) };
+    (tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday)
+}
+
+/// Seconds since the epoch of a local date and time (mktime: the local time zone).
+fn local_epoch(y: i32, mo: i32, d: i32, h: i32, mi: i32, s: i32) -> Option<i64> {
+    // SAFETY: a zeroed tm is valid; mktime reads and normalises it.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = s;
+    tm.tm_isdst = -1;
+    let t = unsafe { libc::mktime(&mut tm) };
+    (t != -1).then_some(t as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directives_use_the_command_lines_options() {
+        let s = parse_script(
+            "job.sh",
+            "#!/bin/bash -l\n#SBATCH -n 3\n#SBATCH --time=1:00:00 -J hello # a comment\n\
+             #COSCHED --array=1-10%2\n#SBATCH -o out-%A_%a.txt --dependency=afterok:4:5\n\
+             # plain comment\n\necho hi\n#SBATCH -n 9\n",
+        )
+        .unwrap();
+        assert_eq!(s.interpreter, ["/bin/bash", "-l"]);
+        assert_eq!(
+            s.opts.ntasks,
+            Some(3),
+            "directives stop at the first command"
+        );
+        assert_eq!(s.opts.time, Some(Dur::from_secs(3600)));
+        assert_eq!(s.opts.name.as_deref(), Some("hello"));
+        assert_eq!(s.opts.array.as_ref().unwrap().throttle, Some(2));
+        assert_eq!(s.opts.output.as_deref(), Some("out-%A_%a.txt"));
+        assert_eq!(s.opts.dependency.as_ref().unwrap().0.len(), 2);
+        // The command line wins.
+        let cli = JobOpts {
+            ntasks: Some(5),
+            ..JobOpts::default()
+        };
+        let merged = cli.or(s.opts);
+        assert_eq!(
+            (merged.ntasks, merged.name.as_deref()),
+            (Some(5), Some("hello"))
+        );
+    }
+
+    #[test]
+    fn unknown_and_bad_directives_are_named_with_file_and_line() {
+        let e = parse_script("j.sh", "#!/bin/sh\n#SBATCH -n 2\n#SBATCH --mem=4G\n").unwrap_err();
+        assert!(e.starts_with("j.sh:3: unknown directive --mem"), "{e}");
+        let e = parse_script("j.sh", "#!/bin/sh\n#SBATCH --time=1:99\n").unwrap_err();
+        assert!(e.starts_with("j.sh:2:") && e.contains("--time"), "{e}");
+        let e = parse_script("j.sh", "#!/bin/sh\n#SBATCH --array=5-1\n").unwrap_err();
+        assert!(e.starts_with("j.sh:2:") && e.contains("backwards"), "{e}");
+        assert!(parse_script("j.sh", "echo\n").is_err());
+    }
+
+    #[test]
+    fn ranks_from_nodes() {
+        let o = |n, nn, per| JobOpts {
+            ntasks: n,
+            nodes: nn,
+            ntasks_per_node: per,
+            ..JobOpts::default()
+        };
+        assert_eq!(o(None, None, None).ranks(), Ok(1));
+        assert_eq!(o(None, Some(2), Some(3)).ranks(), Ok(6));
+        assert_eq!(o(None, Some(2), None).ranks(), Ok(2));
+        assert_eq!(o(Some(4), Some(2), None).ranks(), Ok(4));
+        assert!(o(Some(4), Some(2), Some(3)).ranks().is_err());
+    }
+
+    #[test]
+    fn begin_times() {
+        let now = 1_700_000_000_000_000;
+        assert_eq!(parse_begin_at("now+90", now), Ok(now + 90_000_000));
+        assert_eq!(parse_begin_at("now+2m", now), Ok(now + 120_000_000));
+        assert_eq!(parse_begin_at("now+1hour", now), Ok(now + 3_600_000_000));
+        let t = parse_begin_at("2030-01-02T03:04:05", now).unwrap();
+        assert!(t > now);
+        let next = parse_begin_at("00:00", now).unwrap();
+        assert!(
+            next > now && next - now <= 86_400_000_000,
+            "a time of day is in the next 24 h"
+        );
+        assert_eq!(parse_begin_at("now-1h", now), Ok(now - 3_600_000_000));
+        for bad in ["now+", "now*5", "tomorrow", "25:00", "2030-13-01", "now+5y"] {
+            assert!(parse_begin_at(bad, now).is_err(), "{bad}");
+        }
+    }
+}
