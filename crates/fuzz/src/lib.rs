@@ -244,7 +244,7 @@ pub mod seeds {
     use std::path::Path;
 
     fn submit(procs: u32) -> Request {
-        Request::Submit(SubmitRequest {
+        Request::Submit(Box::new(SubmitRequest {
             procs,
             time_limit_us: Some(5_000_000),
             class: None,
@@ -253,7 +253,8 @@ pub mod seeds {
             cwd: "/".into(),
             user: Some(1000),
             io: JobIo::default(),
-        })
+            sched: Default::default(),
+        }))
     }
 
     /// A morning of the machine manager: nodes register and join, jobs are submitted,
