@@ -89,8 +89,13 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let state = crate::StateDir::new(&cfg.state_dir);
     let listener = listen(&cfg.listen, &state).await?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?;
-    std::fs::create_dir_all(&cfg.state_dir).map_err(DaemonError::Io)?;
+    state.create()?;
+    // Everything the machine manager creates is its own: the database (every job's command
+    // and environment), its WAL and shared-memory files, the socket's directory entries.
+    // SAFETY: umask(2) cannot fail.
+    unsafe { libc::umask(0o077) };
     let db = Db::open(&state.db_file())?;
+    private_db_files(&state);
     let recovered = Recovered {
         nodes: db.nodes()?,
         jobs: db.jobs()?,
@@ -195,6 +200,22 @@ async fn listen(wanted: &str, state: &crate::StateDir) -> Result<TcpListener, Da
     TcpListener::bind(wanted)
         .await
         .map_err(|e| bind_err(wanted, e))
+}
+
+/// A database written before issue 10 was readable by everyone: made private (0600), with
+/// its `-wal` and `-shm` files.
+fn private_db_files(state: &crate::StateDir) {
+    use std::os::unix::fs::PermissionsExt;
+    let db = state.db_file();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = db.clone().into_os_string();
+        p.push(suffix);
+        if let Err(e) = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!("mm: cannot make {} private: {e}", db.display());
+        }
+    }
 }
 
 /// Waits shorter than this are slept precisely on the thread rather than with tokio's timer.
