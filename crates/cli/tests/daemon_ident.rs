@@ -278,3 +278,46 @@ fn issue_10_cluster_down_never_signals_a_planted_pid() {
     let _ = sleep.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Step 3: local clients are who the kernel says (the MM's Unix socket, `SO_PEERCRED`):
+/// another user's job cannot be cancelled, held, released or read, a user's own job can be,
+/// and the job records the submitting uid whatever the client claims. (Before: any client
+/// with the key acted on every job; a user without it could do nothing at all.)
+#[test]
+fn issue_10_a_user_acts_only_on_their_own_jobs() {
+    let Some(u) = second_user("issue_10_a_user_acts_only_on_their_own_jobs") else {
+        return;
+    };
+    let c = Cluster::up("owner", &["--nodes", "1", "--pes", "1"]);
+    let mine = job_id(&c.ok(&["submit", "-n", "1", "--", "sleep", "60"]));
+    for args in [
+        vec!["cancel".to_string(), mine.to_string()],
+        vec!["suspend".into(), mine.to_string()],
+        vec!["resume".into(), mine.to_string()],
+        vec!["output".into(), mine.to_string()],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = cosched_as(&u, &c.dir, &args);
+        assert!(
+            !out.status.success()
+                && text(&out).contains(&format!("permission denied: job {mine} belongs to root")),
+            "{args:?} as {}: {}",
+            u.name,
+            text(&out)
+        );
+    }
+    assert_eq!(c.state_of(mine), "running");
+    let out = cosched_as(&u, &c.dir, &["submit", "-n", "1", "--", "sleep", "60"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let theirs = job_id(&String::from_utf8_lossy(&out.stdout));
+    let rec = c
+        .jobs()
+        .into_iter()
+        .find(|j| j["id"] == theirs)
+        .expect("listed");
+    assert_eq!(rec["user"], u.uid, "{rec}");
+    let out = cosched_as(&u, &c.dir, &["cancel", &theirs.to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(c.wait_ended(theirs), "cancelled");
+    c.ok(&["cancel", &mine.to_string()]);
+}

@@ -83,6 +83,9 @@ pub struct Launch {
     pub io: JobIo,
     /// Launch and stop at once (a policy's Place).
     pub stopped: bool,
+    /// The submitting user and group: the ranks run as them (see the node manager).
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
     pub placement: Vec<Placement>,
 }
 
@@ -157,6 +160,33 @@ pub enum FromNode {
     },
 }
 
+/// Who sent a client request, as the machine manager established it (issue 10, finding 3):
+/// on its Unix socket the kernel's account of the peer (`SO_PEERCRED`), never a claim in the
+/// request; on TCP the holder of the cluster key, who is trusted as the administrator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+    /// Root, the machine manager's own user, or a cluster-key holder: may act on any job,
+    /// submit as any user and shut the cluster down.
+    pub admin: bool,
+}
+
+impl Caller {
+    /// The administrator (root), as tests and the library's key holders are.
+    pub const ROOT: Caller = Caller {
+        uid: 0,
+        gid: 0,
+        admin: true,
+    };
+}
+
+/// The key that frames on the machine manager's Unix socket are sealed with. It is no
+/// secret: there the kernel vouches for the peer, and a user needs no cluster key to submit.
+pub fn local_key() -> cosched_storm::Key {
+    cosched_storm::Key::from_bytes(*b"cosched local socket: no secret!")
+}
+
 /// A user's request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Request {
@@ -185,6 +215,8 @@ pub struct SubmitRequest {
     pub name: Option<String>,
     pub cmd: Vec<String>,
     pub cwd: String,
+    /// The user the job runs as: only an administrator (root, or a cluster-key holder) may
+    /// name another user than itself; `None`: the caller.
     pub user: Option<u32>,
     /// Environment (`--export`) and output patterns (`--output`, `--error`).
     pub io: JobIo,
@@ -268,7 +300,11 @@ pub struct JobInfo {
     pub state: JobState,
     pub name: String,
     pub class: Option<String>,
+    /// The submitting user (its ranks run as this user when the node managers are root).
     pub user: Option<u32>,
+    /// The submitting user's group, as the machine manager established it.
+    #[serde(default)]
+    pub gid: Option<u32>,
     pub time_limit_us: Option<i64>,
     pub cmd: Vec<String>,
     pub cwd: String,

@@ -48,6 +48,12 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// This process's effective group id.
+pub fn egid() -> u32 {
+    // SAFETY: getegid(2) cannot fail.
+    unsafe { libc::getegid() }
+}
+
 /// A user's account: name, primary group, home.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Account {

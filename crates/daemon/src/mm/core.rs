@@ -67,7 +67,11 @@ pub type ReqId = u64;
 #[derive(Clone, Debug)]
 pub enum Input {
     /// A client's request.
-    Client { req: ReqId, request: Request },
+    Client {
+        req: ReqId,
+        request: Request,
+        caller: Caller,
+    },
     /// A node manager (re)registers.
     Register { req: ReqId, reg: Register },
     /// A report a node sent up the tree.
@@ -145,6 +149,7 @@ pub struct Side {
     pub name: String,
     pub class: Option<String>,
     pub user: Option<u32>,
+    pub gid: Option<u32>,
     pub time_limit: Option<Dur>,
     pub cmd: Vec<String>,
     pub cwd: String,
@@ -310,6 +315,7 @@ impl Core {
                 name: info.name.clone(),
                 class: info.class.clone(),
                 user: info.user,
+                gid: info.gid,
                 time_limit: info.time_limit_us.map(Dur::from_micros),
                 cmd: info.cmd.clone(),
                 cwd: info.cwd.clone(),
@@ -419,7 +425,11 @@ impl Core {
     pub fn on(&mut self, now: Time, input: Input) {
         let now = self.clamp(now);
         match input {
-            Input::Client { req, request } => self.request(now, req, request),
+            Input::Client {
+                req,
+                request,
+                caller,
+            } => self.request(now, req, request, caller),
             Input::Register { req, reg } => self.register(now, req, reg),
             Input::FromNode { from, msg } => match msg {
                 FromNode::Exited { job, exit } => {
@@ -792,6 +802,8 @@ impl Core {
             },
             io: s.io.clone(),
             stopped,
+            uid: s.user,
+            gid: s.gid,
             placement: s.placement.clone(),
         }
     }
@@ -957,7 +969,24 @@ impl Core {
     }
 
     /// A new job joins the queue.
-    pub(super) fn submit(&mut self, now: Time, s: SubmitRequest) -> Result<JobId, String> {
+    /// Submits a job owned by `caller`, or by the user an administrator names.
+    pub(super) fn submit(
+        &mut self,
+        now: Time,
+        s: SubmitRequest,
+        caller: Caller,
+    ) -> Result<JobId, String> {
+        let (uid, gid) = match s.user {
+            Some(u) if u != caller.uid && !caller.admin => {
+                return Err(format!(
+                    "permission denied: {} (uid {}) cannot submit a job as uid {u}",
+                    crate::util::user_name(caller.uid),
+                    caller.uid
+                ));
+            }
+            Some(u) if u != caller.uid => (u, crate::util::account(u).map_or(u, |a| a.gid)),
+            _ => (caller.uid, caller.gid),
+        };
         let total = self.shape.total_pes();
         if s.procs == 0 {
             return Err("a job needs at least 1 PE (-n)".into());
@@ -983,7 +1012,8 @@ impl Core {
                     .unwrap_or_default()
             }),
             class: s.class,
-            user: s.user,
+            user: Some(uid),
+            gid: Some(gid),
             time_limit: s.time_limit_us.map(Dur::from_micros),
             cmd: s.cmd,
             cwd: s.cwd,

@@ -27,7 +27,7 @@ enum Waiting {
 
 enum Incoming {
     Register(Register, oneshot::Sender<RegisterReply>),
-    Client(Request, oneshot::Sender<Response>),
+    Client(Request, Caller, oneshot::Sender<Response>),
 }
 
 struct Shell {
@@ -124,7 +124,9 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let first = sh.core.step(t);
     sh.carry_out(first);
     let (in_tx, mut in_rx) = mpsc::unbounded_channel();
-    tokio::spawn(accept_loop(listener, cfg.key.clone(), in_tx));
+    let local = bind_local(&state)?;
+    tokio::spawn(accept_loop(listener, cfg.key.clone(), in_tx.clone()));
+    tokio::spawn(local_accept_loop(local, in_tx));
     write_atomic(&state.addr_file(), &format!("{addr}\n")).map_err(DaemonError::Io)?;
     eprintln!("mm: running at {}", crate::util::raise_priority());
     eprintln!(
@@ -255,9 +257,13 @@ impl Shell {
                 self.waiting.insert(req, Waiting::Register(tx));
                 Input::Register { req, reg }
             }
-            Incoming::Client(request, tx) => {
+            Incoming::Client(request, caller, tx) => {
                 self.waiting.insert(req, Waiting::Client(tx));
-                Input::Client { req, request }
+                Input::Client {
+                    req,
+                    request,
+                    caller,
+                }
             }
         };
         self.core.on(t, input);
@@ -386,18 +392,100 @@ async fn accept_loop(listener: TcpListener, key: Key, tx: mpsc::UnboundedSender<
                 Hello::Register(reg) => {
                     relay(&tx, &mut wr, &key, |otx| Incoming::Register(reg, otx)).await
                 }
+                // The cluster key is the administrator's: its holder acts as this daemon's
+                // user and may name the user a job runs as (see docs/daemons.md, "Trust").
                 Hello::Client(req) => {
-                    relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, otx)).await
+                    let caller = Caller {
+                        uid: crate::util::euid(),
+                        gid: crate::util::egid(),
+                        admin: true,
+                    };
+                    relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, caller, otx)).await
                 }
             }
         });
     }
 }
 
+/// Binds the Unix socket of local clients, `mm.sock` in the state directory, connectable by
+/// every user who may enter the directory: the kernel tells who connects (`SO_PEERCRED`), so
+/// a user needs no key, and gets no more than a user's rights.
+fn bind_local(state: &crate::StateDir) -> Result<tokio::net::UnixListener, DaemonError> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = state.sock_file();
+    // Only this user can write in the (checked) directory: what is there is a stale socket.
+    let _ = std::fs::remove_file(&path);
+    let (_dir, short) = crate::client::socket_path(&path)?;
+    let l = tokio::net::UnixListener::bind(&short).map_err(|e| DaemonError::StateDir {
+        dir: state.root().to_path_buf(),
+        why: format!("cannot listen on {}: {e}", path.display()),
+    })?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
+    Ok(l)
+}
+
+/// Serves local clients on the Unix socket: as [`accept_loop`], but each request is the
+/// caller's whose uid and gid the kernel gives, never a claim in the request; node managers
+/// register only over TCP, with the key.
+async fn local_accept_loop(
+    listener: tokio::net::UnixListener,
+    tx: mpsc::UnboundedSender<Incoming>,
+) {
+    let gate = Gate::default();
+    let key = local_key();
+    let me = crate::util::euid();
+    let mut pause = std::time::Duration::from_millis(10);
+    loop {
+        let permit = gate.enter().await;
+        let stream = match listener.accept().await {
+            Ok((s, _)) => {
+                pause = std::time::Duration::from_millis(10);
+                s
+            }
+            Err(e) => {
+                eprintln!("mm: cannot accept a local connection ({e}); backing off");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                continue;
+            }
+        };
+        let Ok(cred) = stream.peer_cred() else {
+            continue;
+        };
+        let caller = Caller {
+            uid: cred.uid(),
+            gid: cred.gid(),
+            admin: cred.uid() == 0 || cred.uid() == me,
+        };
+        let (key, tx) = (key.clone(), tx.clone());
+        tokio::spawn(async move {
+            let (mut rd, mut wr) = stream.into_split();
+            let hello = tokio::time::timeout(
+                cosched_storm::node::HANDSHAKE_TIMEOUT,
+                cosched_storm::frame::read_frame::<_, Hello>(&mut rd, &key, MAX_HELLO),
+            )
+            .await;
+            drop(permit);
+            let who = format!("local uid {}", caller.uid);
+            match hello {
+                Ok(Ok(Hello::Client(req))) => {
+                    relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, caller, otx)).await
+                }
+                Ok(Ok(Hello::Register(_))) => {
+                    eprintln!("mm: dropping {who}: node managers register over TCP, with the key")
+                }
+                Ok(Err(cosched_storm::FrameError::Closed)) => {}
+                Ok(Err(e)) => eprintln!("mm: dropping {who}: {e}"),
+                Err(_) => eprintln!("mm: dropping {who}: nothing sent"),
+            }
+        });
+    }
+}
+
 /// Hands a request to the event loop and writes its answer back on the connection.
-async fn relay<T: serde::Serialize>(
+async fn relay<T: serde::Serialize, W: tokio::io::AsyncWrite + Unpin>(
     tx: &mpsc::UnboundedSender<Incoming>,
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    wr: &mut W,
     key: &Key,
     wrap: impl FnOnce(oneshot::Sender<T>) -> Incoming,
 ) {
