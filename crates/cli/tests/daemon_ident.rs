@@ -321,3 +321,139 @@ fn issue_10_a_user_acts_only_on_their_own_jobs() {
     assert_eq!(c.wait_ended(theirs), "cancelled");
     c.ok(&["cancel", &mine.to_string()]);
 }
+
+/// Step 4: ranks run as the submitting user (uid, gid, groups), and their output files are
+/// the user's, mode 0600, in a job directory of mode 0700. (Before: as the node manager's
+/// user, root.) A node manager that is not root refuses another user's job with the reason.
+#[test]
+fn issue_10_ranks_run_as_the_submitting_user() {
+    let Some(u) = second_user("issue_10_ranks_run_as_the_submitting_user") else {
+        return;
+    };
+    let c = Cluster::up("runas", &["--nodes", "1", "--pes", "1"]);
+    let out = cosched_as(
+        &u,
+        &c.dir,
+        &["submit", "-n", "1", "--", "sh", "-c", "id -u; id -g"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let id = job_id(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(c.wait_ended(id), "completed", "{}", c.mm_log());
+    let out = cosched_as(&u, &c.dir, &["output", &id.to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let printed = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(
+        lines.first(),
+        Some(&u.uid.to_string().as_str()),
+        "{printed}"
+    );
+    let want_gid = String::from_utf8(
+        Command::new("id")
+            .args(["-g", &u.name])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(lines.get(1).copied(), Some(want_gid.trim()), "{printed}");
+    let job_dir = c.dir.join(format!("nm-n0/jobs/{id}"));
+    let file = job_dir.join("0.out");
+    let m = std::fs::metadata(&file).unwrap();
+    assert_eq!(
+        (m.uid(), m.mode() & 0o777),
+        (u.uid, 0o600),
+        "{}",
+        file.display()
+    );
+    let m = std::fs::metadata(&job_dir).unwrap();
+    assert_eq!((m.uid(), m.mode() & 0o777), (u.uid, 0o700));
+    drop(c);
+
+    // The whole cluster run by the second user: root's job (over TCP with the key, as an
+    // administrator naming itself) is refused by its node manager with the reason.
+    let dir = scratch("ident", "userclu");
+    std::os::unix::fs::chown(&dir, Some(u.uid), None).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let up = cosched_as(&u, &dir, &["cluster", "up", "--nodes", "1", "--pes", "1"]);
+    assert!(up.status.success(), "{}", text(&up));
+    let addr = std::fs::read_to_string(dir.join("mm.addr")).unwrap();
+    let key = dir.join("key").display().to_string();
+    let sub = cosched(
+        &dir,
+        &[
+            "submit",
+            "--mm",
+            addr.trim(),
+            "--key-file",
+            &key,
+            "-n",
+            "1",
+            "--",
+            "true",
+        ],
+    );
+    assert!(sub.status.success(), "{}", text(&sub));
+    let id = job_id(&String::from_utf8_lossy(&sub.stdout));
+    let start = Instant::now();
+    let rec = loop {
+        let out = cosched(
+            &dir,
+            &["acct", "--json", "--mm", addr.trim(), "--key-file", &key],
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let rec = v["jobs"]
+            .as_array()
+            .and_then(|a| a.iter().find(|j| j["id"] == id).cloned());
+        if let Some(r) = rec.filter(|r| r["state"] != "queued" && r["state"] != "running") {
+            break r;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "job {id} did not end"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = cosched_as(&u, &dir, &["cluster", "down"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(rec["state"], "failed", "{rec}");
+    assert!(
+        rec["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("can run only that user's jobs")),
+        "{rec}"
+    );
+}
+
+/// Step 6: the database (every job's command and environment), the logs and a job's output
+/// are not readable by other users. (Before: mm.db, the logs and outputs were 0644.)
+#[test]
+fn issue_10_other_users_cannot_read_the_database_logs_or_output() {
+    let Some(u) = second_user("issue_10_other_users_cannot_read_the_database_logs_or_output")
+    else {
+        return;
+    };
+    let c = Cluster::up("private", &["--nodes", "1", "--pes", "1"]);
+    let id = job_id(&c.ok(&["submit", "-n", "1", "--", "echo", "secret"]));
+    assert_eq!(c.wait_ended(id), "completed");
+    assert!(c.ok(&["output", &id.to_string()]).contains("secret"));
+    for f in [
+        "mm.db".to_string(),
+        "key".into(),
+        "logs/mm.log".into(),
+        "logs/nm-n0.log".into(),
+        format!("nm-n0/jobs/{id}/0.out"),
+    ] {
+        let path = c.dir.join(&f);
+        assert!(path.exists(), "{f}");
+        let out = run_as(&u, &["cat", &path.display().to_string()]);
+        assert!(!out.status.success(), "{} read {f}: {}", u.name, text(&out));
+    }
+    let out = run_as(&u, &["ls", &c.dir.join("nm-n0/jobs").display().to_string()]);
+    assert!(
+        !out.status.success(),
+        "{} listed the jobs: {}",
+        u.name,
+        text(&out)
+    );
+}

@@ -113,6 +113,8 @@ pub enum ToNode {
         /// them even after it has forgotten the job.
         cwd: String,
         io: JobIo,
+        /// The job's user: a node manager running as root reads only files of theirs.
+        uid: Option<u32>,
     },
     /// Every node of `job` entered its PMI fence `seq`: here are all their puts (the
     /// broadcast half of the fence; the node answers `barrier_out` to its waiting ranks).

@@ -172,6 +172,7 @@ impl Core {
                     env: None,
                     ..self.side[i].io.clone()
                 },
+                uid: self.side[i].user,
             },
         );
         self.outputs.insert(fetch, (req, now + OUTPUT_TIMEOUT));
