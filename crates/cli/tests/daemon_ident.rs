@@ -457,3 +457,77 @@ fn issue_10_other_users_cannot_read_the_database_logs_or_output() {
         text(&out)
     );
 }
+
+/// Step 5: a captured request cannot be replayed. A proxy between `cosched submit` (over TCP
+/// with the key) and the MM records the bytes of the submission; sent again, they are refused
+/// and no second job appears. (Before: the replay submitted the job a second time.)
+#[test]
+fn issue_10_a_captured_submit_frame_replayed_is_refused() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::{Arc, Mutex};
+
+    let c = Cluster::up("replay", &["--nodes", "1", "--pes", "1"]);
+    let mm = std::fs::read_to_string(c.dir.join("mm.addr"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let proxy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_addr = proxy.local_addr().unwrap().to_string();
+    let captured = Arc::new(Mutex::new(Vec::new()));
+    let rec = captured.clone();
+    let upstream_addr = mm.clone();
+    let relay = std::thread::spawn(move || {
+        let (mut client, _) = proxy.accept().unwrap();
+        let mut upstream = TcpStream::connect(&upstream_addr).unwrap();
+        let (mut back_from, mut back_to) =
+            (upstream.try_clone().unwrap(), client.try_clone().unwrap());
+        let back = std::thread::spawn(move || {
+            let _ = std::io::copy(&mut back_from, &mut back_to);
+            let _ = back_to.shutdown(std::net::Shutdown::Write);
+        });
+        let mut buf = [0u8; 8192];
+        loop {
+            match client.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    rec.lock().unwrap().extend_from_slice(&buf[..n]);
+                    if upstream.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = upstream.shutdown(std::net::Shutdown::Write);
+        let _ = back.join();
+    });
+    let key = c.dir.join("key").display().to_string();
+    let args = [
+        "submit",
+        "--mm",
+        &proxy_addr,
+        "--key-file",
+        &key,
+        "-n",
+        "1",
+        "--",
+        "true",
+    ];
+    let first = job_id(&succeeded(&args, cosched(&c.dir, &args), &c.mm_log()));
+    relay.join().unwrap();
+    let frame = captured.lock().unwrap().clone();
+    assert!(frame.len() > 36, "a frame was captured");
+
+    // The very bytes, again, on a new connection.
+    let mut s = TcpStream::connect(&mm).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&frame).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    assert_eq!(c.wait_ended(first), "completed");
+    // Give a wrongly accepted replay time to be recorded.
+    std::thread::sleep(Duration::from_millis(300));
+    let ids: Vec<u64> = c.jobs().iter().map(|j| j["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, vec![first], "the replay made a job\n{}", c.mm_log());
+    assert!(c.mm_log().contains("replayed"), "{}", c.mm_log());
+}

@@ -105,7 +105,7 @@ impl Client {
                 cause: e,
             })?;
             s.set_read_timeout(Some(Duration::from_secs(15)))?;
-            write_blocking(&mut s, &self.key, &Hello::Client(req))?;
+            write_blocking(&mut s, &self.key, &Hello::Client(Stamp::now(), req))?;
             return match read_blocking(&mut s, &self.key)? {
                 Response::Error(why) => Err(DaemonError::Refused(why)),
                 r => Ok(r),
@@ -130,7 +130,7 @@ impl Client {
         })?;
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(Duration::from_secs(15)))?;
-        write_blocking(&mut s, &self.key, &Hello::Client(req))?;
+        write_blocking(&mut s, &self.key, &Hello::Client(Stamp::now(), req))?;
         match read_blocking(&mut s, &self.key)? {
             Response::Error(why) => Err(DaemonError::Refused(why)),
             r => Ok(r),

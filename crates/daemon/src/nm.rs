@@ -943,7 +943,12 @@ async fn try_register(mm: &str, key: &Key, reg: &Register) -> Result<RegisterRep
             });
         }
     };
-    cosched_storm::frame::write_frame(&mut stream, key, &Hello::Register(reg.clone())).await?;
+    cosched_storm::frame::write_frame(
+        &mut stream,
+        key,
+        &Hello::Register(Stamp::now(), reg.clone()),
+    )
+    .await?;
     let reply = tokio::time::timeout(
         Duration::from_secs(5),
         cosched_storm::frame::read_frame(&mut stream, key, cosched_storm::frame::MAX_HELLO),

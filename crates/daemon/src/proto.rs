@@ -14,10 +14,34 @@ use serde::{Deserialize, Serialize};
 /// Node variable written by every heartbeat (its sequence number); COMPARE checks it.
 pub const VAR_HEARTBEAT: u32 = 1;
 
+/// The first frame of a connection to the machine manager, stamped so that a captured one
+/// cannot be replayed (see [`Stamp`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Hello {
-    Register(Register),
-    Client(Request),
+    Register(Stamp, Register),
+    Client(Stamp, Request),
+}
+
+/// When a request was made and a random nonce (issue 10, finding 3): the machine manager
+/// refuses a stamp more than [`REPLAY_WINDOW_US`] away from its clock, and a nonce it has seen
+/// within that window, so a frame captured on the network cannot be sent again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub time_us: i64,
+    pub nonce: u64,
+}
+
+/// How far a request's stamp may be from the machine manager's clock (either way).
+pub const REPLAY_WINDOW_US: i64 = 60_000_000;
+
+impl Stamp {
+    /// A stamp for a request made now.
+    pub fn now() -> Stamp {
+        Stamp {
+            time_us: crate::util::now().as_micros(),
+            nonce: crate::util::random_u64(),
+        }
+    }
 }
 
 /// A node manager introduces itself (again, after losing its parent or an MM restart).

@@ -2,7 +2,8 @@
 //! connections, the storm tree and SQLite. It drains everything that has arrived, hands it to
 //! the core with one clock reading, steps the core once and carries out its effects.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use cosched_core::Time;
 use cosched_policy::{PolicyConfig, PolicyOptions, registry};
@@ -125,8 +126,14 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     sh.carry_out(first);
     let (in_tx, mut in_rx) = mpsc::unbounded_channel();
     let local = bind_local(&state)?;
-    tokio::spawn(accept_loop(listener, cfg.key.clone(), in_tx.clone()));
-    tokio::spawn(local_accept_loop(local, in_tx));
+    let replays = Arc::new(Mutex::new(Replays::default()));
+    tokio::spawn(accept_loop(
+        listener,
+        cfg.key.clone(),
+        in_tx.clone(),
+        replays.clone(),
+    ));
+    tokio::spawn(local_accept_loop(local, in_tx, replays));
     write_atomic(&state.addr_file(), &format!("{addr}\n")).map_err(DaemonError::Io)?;
     eprintln!("mm: running at {}", crate::util::raise_priority());
     eprintln!(
@@ -359,14 +366,19 @@ impl Shell {
 /// Serves connections: each sends one [`Hello`] (a registration or a client request) and
 /// gets one answer. Before its hello is authenticated a connection holds one of the
 /// listener's [`Gate`] slots and at most [`MAX_HELLO`] bytes (issue 10, finding 5).
-async fn accept_loop(listener: TcpListener, key: Key, tx: mpsc::UnboundedSender<Incoming>) {
+async fn accept_loop(
+    listener: TcpListener,
+    key: Key,
+    tx: mpsc::UnboundedSender<Incoming>,
+    replays: Arc<Mutex<Replays>>,
+) {
     let gate = Gate::default();
     loop {
         // The slot first: while every slot is taken, new peers wait in the kernel's backlog.
         let permit = gate.enter().await;
         let (stream, peer) = accept(&listener, "mm").await;
         let _ = stream.set_nodelay(true);
-        let (key, tx) = (key.clone(), tx.clone());
+        let (key, tx, replays) = (key.clone(), tx.clone(), replays.clone());
         tokio::spawn(async move {
             let (mut rd, mut wr) = stream.into_split();
             let hello = tokio::time::timeout(
@@ -388,13 +400,29 @@ async fn accept_loop(listener: TcpListener, key: Key, tx: mpsc::UnboundedSender<
                     return;
                 }
             };
+            let stamp = match &hello {
+                Hello::Register(s, _) | Hello::Client(s, _) => *s,
+            };
+            // The lock is released before any await.
+            let checked = replays
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .check(stamp);
+            if let Err(why) = checked {
+                eprintln!("mm: dropping peer {peer}: {why}");
+                if matches!(hello, Hello::Client(..)) {
+                    let _ = cosched_storm::frame::write_frame(&mut wr, &key, &Response::Error(why))
+                        .await;
+                }
+                return;
+            }
             match hello {
-                Hello::Register(reg) => {
+                Hello::Register(_, reg) => {
                     relay(&tx, &mut wr, &key, |otx| Incoming::Register(reg, otx)).await
                 }
                 // The cluster key is the administrator's: its holder acts as this daemon's
                 // user and may name the user a job runs as (see docs/daemons.md, "Trust").
-                Hello::Client(req) => {
+                Hello::Client(_, req) => {
                     let caller = Caller {
                         uid: crate::util::euid(),
                         gid: crate::util::egid(),
@@ -404,6 +432,89 @@ async fn accept_loop(listener: TcpListener, key: Key, tx: mpsc::UnboundedSender<
                 }
             }
         });
+    }
+}
+
+/// The stamps of the requests of the last [`REPLAY_WINDOW_US`] (either way): a request whose
+/// stamp is outside the window, or whose nonce is among them, is a replay or comes from a
+/// clock that is badly off, and is refused.
+#[derive(Default)]
+struct Replays {
+    seen: std::collections::HashSet<u64>,
+    /// `(time_us, nonce)` in arrival order, to forget them once out of the window.
+    order: VecDeque<(i64, u64)>,
+}
+
+impl Replays {
+    fn check(&mut self, s: Stamp) -> Result<(), String> {
+        self.check_at(s, now().as_micros())
+    }
+
+    fn check_at(&mut self, s: Stamp, now_us: i64) -> Result<(), String> {
+        // A nonce is remembered for two windows after it arrived: its stamp may be up to one
+        // window ahead, and a copy is refused by time for one window after that.
+        while self
+            .order
+            .front()
+            .is_some_and(|&(t, _)| t < now_us.saturating_sub(2 * REPLAY_WINDOW_US))
+        {
+            let (_, n) = self.order.pop_front().expect("non-empty");
+            self.seen.remove(&n);
+        }
+        let off = s.time_us.saturating_sub(now_us);
+        if off.unsigned_abs() > REPLAY_WINDOW_US as u64 {
+            return Err(format!(
+                "request stamped {:.1} s from the machine manager's clock (more than {} s): a replayed request, or a clock that is off",
+                off as f64 / 1e6,
+                REPLAY_WINDOW_US / 1_000_000
+            ));
+        }
+        if !self.seen.insert(s.nonce) {
+            return Err(format!(
+                "replayed request refused (nonce {:016x} already used)",
+                s.nonce
+            ));
+        }
+        self.order.push_back((now_us, s.nonce));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod replay_tests {
+    use super::*;
+
+    /// Issue 10, finding 3: the same stamp twice is refused, and so is one out of the window.
+    #[test]
+    fn a_stamp_is_accepted_once_and_only_near_the_clock() {
+        let mut r = Replays::default();
+        let t = 1_000_000_000_000;
+        let s = Stamp {
+            time_us: t,
+            nonce: 7,
+        };
+        assert!(r.check_at(s, t).is_ok());
+        let again = r.check_at(s, t + 1_000_000).unwrap_err();
+        assert!(again.contains("replayed"), "{again}");
+        let old = Stamp {
+            time_us: t - REPLAY_WINDOW_US - 1,
+            nonce: 8,
+        };
+        assert!(r.check_at(old, t).unwrap_err().contains("clock"));
+        // Long after, the nonce is forgotten, and its stamp is too old anyway.
+        let later = t + 3 * REPLAY_WINDOW_US;
+        assert!(r.check_at(s, later).is_err());
+        assert_eq!(r.seen.len(), 0);
+        assert!(
+            r.check_at(
+                Stamp {
+                    time_us: later,
+                    nonce: 9
+                },
+                later
+            )
+            .is_ok()
+        );
     }
 }
 
@@ -430,6 +541,7 @@ fn bind_local(state: &crate::StateDir) -> Result<tokio::net::UnixListener, Daemo
 async fn local_accept_loop(
     listener: tokio::net::UnixListener,
     tx: mpsc::UnboundedSender<Incoming>,
+    replays: Arc<Mutex<Replays>>,
 ) {
     let gate = Gate::default();
     let key = local_key();
@@ -457,7 +569,7 @@ async fn local_accept_loop(
             gid: cred.gid(),
             admin: cred.uid() == 0 || cred.uid() == me,
         };
-        let (key, tx) = (key.clone(), tx.clone());
+        let (key, tx, replays) = (key.clone(), tx.clone(), replays.clone());
         tokio::spawn(async move {
             let (mut rd, mut wr) = stream.into_split();
             let hello = tokio::time::timeout(
@@ -468,10 +580,20 @@ async fn local_accept_loop(
             drop(permit);
             let who = format!("local uid {}", caller.uid);
             match hello {
-                Ok(Ok(Hello::Client(req))) => {
+                Ok(Ok(Hello::Client(stamp, req))) => {
+                    let checked = replays
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .check(stamp);
+                    if let Err(why) = checked {
+                        eprintln!("mm: dropping {who}: {why}");
+                        let answer = Response::Error(why);
+                        let _ = cosched_storm::frame::write_frame(&mut wr, &key, &answer).await;
+                        return;
+                    }
                     relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, caller, otx)).await
                 }
-                Ok(Ok(Hello::Register(_))) => {
+                Ok(Ok(Hello::Register(..))) => {
                     eprintln!("mm: dropping {who}: node managers register over TCP, with the key")
                 }
                 Ok(Err(cosched_storm::FrameError::Closed)) => {}
