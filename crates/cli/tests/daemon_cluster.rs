@@ -90,7 +90,7 @@ impl Cluster {
     }
 
     fn pid(&self, file: &Path) -> String {
-        pid_in_file(&file)
+        pid_in_file(file)
     }
 
     fn mm_log(&self) -> String {

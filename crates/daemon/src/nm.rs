@@ -856,13 +856,12 @@ fn spawn_rank(
             libc::CPU_SET(cpu, &mut set);
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
             // The job's user: groups first, uid last (after it, no more changes are allowed).
-            if let Some(c) = &creds {
-                if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
+            if let Some(c) = &creds
+                && (libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
                     || libc::setgid(c.gid) != 0
-                    || libc::setuid(c.uid) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
+                    || libc::setuid(c.uid) != 0)
+            {
+                return Err(std::io::Error::last_os_error());
             }
             // A rank must not outlive its node manager: a killed NM takes its processes along,
             // as a crashed node would. Set after the identity change, which clears it.

@@ -14,8 +14,9 @@
 //! peer that announces a big frame and sends nothing costs nothing.
 //!
 //! Payloads are postcard-encoded serde values. Frames are not encrypted (the cluster network
-//! is trusted for confidentiality) and carry no replay counter: a captured frame could be
-//! replayed on a new connection. Both are noted in docs/daemons.md.
+//! is trusted for confidentiality) and carry no replay counter themselves: the daemons put a
+//! stamp (clock and nonce) in the first frame of each connection to the machine manager, which
+//! refuses one it has seen (docs/daemons.md, "Frames and authentication").
 
 use std::io::{Read, Write};
 use std::path::Path;

@@ -480,44 +480,6 @@ impl Replays {
     }
 }
 
-#[cfg(test)]
-mod replay_tests {
-    use super::*;
-
-    /// Issue 10, finding 3: the same stamp twice is refused, and so is one out of the window.
-    #[test]
-    fn a_stamp_is_accepted_once_and_only_near_the_clock() {
-        let mut r = Replays::default();
-        let t = 1_000_000_000_000;
-        let s = Stamp {
-            time_us: t,
-            nonce: 7,
-        };
-        assert!(r.check_at(s, t).is_ok());
-        let again = r.check_at(s, t + 1_000_000).unwrap_err();
-        assert!(again.contains("replayed"), "{again}");
-        let old = Stamp {
-            time_us: t - REPLAY_WINDOW_US - 1,
-            nonce: 8,
-        };
-        assert!(r.check_at(old, t).unwrap_err().contains("clock"));
-        // Long after, the nonce is forgotten, and its stamp is too old anyway.
-        let later = t + 3 * REPLAY_WINDOW_US;
-        assert!(r.check_at(s, later).is_err());
-        assert_eq!(r.seen.len(), 0);
-        assert!(
-            r.check_at(
-                Stamp {
-                    time_us: later,
-                    nonce: 9
-                },
-                later
-            )
-            .is_ok()
-        );
-    }
-}
-
 /// Binds the Unix socket of local clients, `mm.sock` in the state directory, connectable by
 /// every user who may enter the directory: the kernel tells who connects (`SO_PEERCRED`), so
 /// a user needs no key, and gets no more than a user's rights.
@@ -617,5 +579,43 @@ async fn relay<T: serde::Serialize, W: tokio::io::AsyncWrite + Unpin>(
     }
     if let Ok(answer) = orx.await {
         let _ = cosched_storm::frame::write_frame(wr, key, &answer).await;
+    }
+}
+
+#[cfg(test)]
+mod replay_tests {
+    use super::*;
+
+    /// Issue 10, finding 3: the same stamp twice is refused, and so is one out of the window.
+    #[test]
+    fn a_stamp_is_accepted_once_and_only_near_the_clock() {
+        let mut r = Replays::default();
+        let t = 1_000_000_000_000;
+        let s = Stamp {
+            time_us: t,
+            nonce: 7,
+        };
+        assert!(r.check_at(s, t).is_ok());
+        let again = r.check_at(s, t + 1_000_000).unwrap_err();
+        assert!(again.contains("replayed"), "{again}");
+        let old = Stamp {
+            time_us: t - REPLAY_WINDOW_US - 1,
+            nonce: 8,
+        };
+        assert!(r.check_at(old, t).unwrap_err().contains("clock"));
+        // Long after, the nonce is forgotten, and its stamp is too old anyway.
+        let later = t + 3 * REPLAY_WINDOW_US;
+        assert!(r.check_at(s, later).is_err());
+        assert_eq!(r.seen.len(), 0);
+        assert!(
+            r.check_at(
+                Stamp {
+                    time_us: later,
+                    nonce: 9
+                },
+                later
+            )
+            .is_ok()
+        );
     }
 }
