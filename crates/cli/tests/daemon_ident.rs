@@ -368,6 +368,28 @@ fn issue_10_ranks_run_as_the_submitting_user() {
     );
     let m = std::fs::metadata(&job_dir).unwrap();
     assert_eq!((m.uid(), m.mode() & 0o777), (u.uid, 0o700));
+
+    // Output where only root may write: the rank, being the user, cannot create it.
+    let planted = format!("/etc/cosched-ident-{}-%j", std::process::id());
+    let out = cosched_as(
+        &u,
+        &c.dir,
+        &["submit", "-n", "1", "--output", &planted, "--", "true"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let id = job_id(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(c.wait_ended(id), "failed");
+    let target = planted.replace("%j", &id.to_string());
+    let made = Path::new(&target).exists();
+    let _ = std::fs::remove_file(&target);
+    assert!(!made, "root created {target} for the user");
+    let rec = c.jobs().into_iter().find(|j| j["id"] == id).unwrap();
+    assert!(
+        rec["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("ermission denied")),
+        "{rec}"
+    );
     drop(c);
 
     // The whole cluster run by the second user: root's job (over TCP with the key, as an

@@ -836,9 +836,18 @@ fn spawn_rank(
             .env("PMI_SIZE", l.size.to_string())
             .env("PMI_SPAWNED", "0");
     }
-    cmd.current_dir(cwd);
+    // As another user, the rank enters its directory only once it is that user, so it gets
+    // no further than the user could.
+    let child_cwd = match run_as {
+        Some(_) => Some(c_path(cwd)?),
+        None => {
+            cmd.current_dir(cwd);
+            None
+        }
+    };
     // SAFETY: only async-signal-safe calls (fcntl, prctl, sched_setaffinity, setgroups,
-    // setgid, setuid, open, dup2) between fork and exec, on data prepared before the fork.
+    // setgid, setuid, chdir, open, dup2) between fork and exec, on data prepared before the
+    // fork.
     unsafe {
         cmd.pre_exec(move || {
             // The PMI socket is created close-on-exec, like every descriptor of the node
@@ -866,6 +875,11 @@ fn spawn_rank(
             // A rank must not outlive its node manager: a killed NM takes its processes along,
             // as a crashed node would. Set after the identity change, which clears it.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if let Some(dir) = &child_cwd
+                && libc::chdir(dir.as_ptr()) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
             // Output files created by the user, with the user's rights.
             if let Some((out, err)) = &child_files {
                 let open = |p: &std::ffi::CString| {
@@ -893,10 +907,16 @@ fn spawn_rank(
         });
     }
     match cmd.spawn() {
-        // The rank could not create its output file as its user: say which.
-        Err(e) if run_as.is_some() && !files.out.exists() => Err(std::io::Error::new(
+        // Failed as the job's user: entering the directory, creating an output file or the
+        // exec itself; say where.
+        Err(e) if let Some(who) = run_as => Err(std::io::Error::new(
             e.kind(),
-            format!("{}: {e}", files.out.display()),
+            format!(
+                "{e} (as {} in {}, output {})",
+                crate::util::user_name(who.uid),
+                cwd.display(),
+                files.out.display()
+            ),
         )),
         r => r,
     }
