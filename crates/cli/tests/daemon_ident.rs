@@ -151,12 +151,28 @@ impl Drop for Cluster {
     }
 }
 
+/// Brings down whatever cluster a failed assertion left in these directories, and removes
+/// them.
+struct Cleanup(Vec<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            if d.join("mm.pid").exists() {
+                let _ = cosched(d, &["cluster", "down"]);
+            }
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
 /// Step 1: a state directory another user could have planted files in is refused, with its
 /// path in the message; a new one is private. (Before: anything was used as it stood.)
 #[test]
 fn issue_10_an_unsafe_state_directory_is_refused_and_a_new_one_is_private() {
     let base = scratch("ident", "statedir");
     let writable = base.join("writable");
+    let _cleanup = Cleanup(vec![writable.clone(), base.join("fresh"), base.clone()]);
     std::fs::create_dir(&writable).unwrap();
     std::fs::set_permissions(&writable, std::fs::Permissions::from_mode(0o777)).unwrap();
     let out = cosched(&writable, &["cluster", "up", "--nodes", "1", "--pes", "1"]);
@@ -203,7 +219,6 @@ fn issue_10_an_unsafe_state_directory_is_refused_and_a_new_one_is_private() {
     for f in ["key", "mm.db", "logs/mm.log", "logs/nm-n0.log"] {
         assert_eq!(mode(&fresh.join(f)), 0o600, "{f}");
     }
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// Step 1: `cluster up` never writes the key through a file or link that stood at its path.
@@ -211,6 +226,7 @@ fn issue_10_an_unsafe_state_directory_is_refused_and_a_new_one_is_private() {
 #[test]
 fn issue_10_the_key_is_never_written_through_a_planted_file_or_link() {
     let dir = scratch("ident", "key");
+    let _cleanup = Cleanup(vec![dir.clone()]);
     let victim = std::env::temp_dir().join(format!("cosched-ident-victim-{}", std::process::id()));
     std::fs::write(&victim, "precious\n").unwrap();
     std::os::unix::fs::symlink(&victim, dir.join("key")).unwrap();
