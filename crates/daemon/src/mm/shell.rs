@@ -410,10 +410,18 @@ async fn accept_loop(
                 .check(stamp);
             if let Err(why) = checked {
                 eprintln!("mm: dropping peer {peer}: {why}");
-                if matches!(hello, Hello::Client(..)) {
-                    let _ = cosched_storm::frame::write_frame(&mut wr, &key, &Response::Error(why))
-                        .await;
-                }
+                // The sender learns why: a node manager whose clock is off stops with the
+                // reason instead of retrying in silence; a replayer learns nothing new.
+                let _ = match hello {
+                    Hello::Client(..) => {
+                        cosched_storm::frame::write_frame(&mut wr, &key, &Response::Error(why))
+                            .await
+                    }
+                    Hello::Register(..) => {
+                        let reply = RegisterReply::Rejected(why);
+                        cosched_storm::frame::write_frame(&mut wr, &key, &reply).await
+                    }
+                };
                 return;
             }
             match hello {
