@@ -336,6 +336,17 @@ fn issue_10_a_user_acts_only_on_their_own_jobs() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(c.wait_ended(theirs), "cancelled");
     c.ok(&["cancel", &mine.to_string()]);
+
+    // A private state directory (0700, as `cluster up` makes one) is closed to the user,
+    // who is told so rather than sent looking for `mm.addr`.
+    std::fs::set_permissions(&c.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = cosched_as(&u, &c.dir, &["queue"]);
+    std::fs::set_permissions(&c.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(
+        !out.status.success() && text(&out).contains("not open to this user"),
+        "{}",
+        text(&out)
+    );
 }
 
 /// Step 4: ranks run as the submitting user (uid, gid, groups), and their output files are

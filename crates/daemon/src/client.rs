@@ -76,11 +76,17 @@ impl Client {
     ) -> Result<Client, DaemonError> {
         use std::os::unix::fs::FileTypeExt;
         let sock = state_dir.sock_file();
-        if mm.is_none()
-            && key_file.is_none()
-            && std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket())
-        {
-            return Ok(Client::local(sock));
+        if mm.is_none() && key_file.is_none() {
+            match std::fs::symlink_metadata(&sock) {
+                Ok(m) if m.file_type().is_socket() => return Ok(Client::local(sock)),
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    return Err(DaemonError::StateDir {
+                        dir: state_dir.root().to_path_buf(),
+                        why: "not open to this user, so its mm.sock cannot be reached (for a cluster shared by several users the administrator makes it mode 0711 or 0755)".into(),
+                    });
+                }
+                _ => {}
+            }
         }
         let addr = match mm {
             Some(a) => a.to_string(),
