@@ -60,11 +60,7 @@ impl Cluster {
     }
 
     fn pid(&self, file: PathBuf) -> i32 {
-        std::fs::read_to_string(file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
+        pid_in_file(&file).parse().unwrap()
     }
 
     fn job(&self, id: u64) -> Option<Value> {

@@ -90,7 +90,7 @@ impl Cluster {
     }
 
     fn pid(&self, file: &Path) -> String {
-        std::fs::read_to_string(file).unwrap().trim().to_string()
+        pid_in_file(file)
     }
 
     fn mm_log(&self) -> String {
@@ -102,8 +102,7 @@ impl Cluster {
             .map(|d| {
                 d.flatten()
                     .filter(|e| e.file_name().to_string_lossy().ends_with(".pid"))
-                    .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-                    .map(|p| p.trim().to_string())
+                    .map(|e| pid_in_file(&e.path()))
                     .collect()
             })
             .unwrap_or_default()

@@ -169,6 +169,8 @@ fn an_mpich_program_runs_under_fcfs_and_its_exit_code_is_the_jobs() {
         "{}",
         c.output(id, 0)
     );
+    // The cluster first: with its state directory gone, `cluster down` could not find it.
+    drop(c);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -198,5 +200,7 @@ fn two_mpich_programs_share_the_machine_under_gang_scheduling() {
         stopped > 0.0,
         "the two jobs were never time-sliced (suspended 0 s): the test did not test gang"
     );
+    // The cluster first: with its state directory gone, `cluster down` could not find it.
+    drop(c);
     let _ = std::fs::remove_dir_all(&dir);
 }

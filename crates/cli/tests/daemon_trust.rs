@@ -95,7 +95,7 @@ impl Cluster {
     }
 
     fn pid(&self, file: PathBuf) -> String {
-        std::fs::read_to_string(file).unwrap().trim().to_string()
+        pid_in_file(&file)
     }
 
     fn mm_log(&self) -> String {
@@ -146,7 +146,9 @@ impl Cluster {
         .collect();
         self.spawn(&args, self.state.mm_log());
         let pid = self.extra.last().unwrap().id();
-        std::fs::write(self.state.mm_pid_file(), format!("{pid}\n")).unwrap();
+        self.state
+            .write_pid(&self.state.mm_pid_file(), pid as i32)
+            .unwrap();
     }
 
     /// Restarts node manager `name` (the `i`-th of the embedded cluster) as `cluster up` did.
@@ -173,7 +175,9 @@ impl Cluster {
         .collect();
         self.spawn(&args, self.state.nm_log(&name));
         let pid = self.extra.last().unwrap().id();
-        std::fs::write(self.state.nm_pid_file(&name), format!("{pid}\n")).unwrap();
+        self.state
+            .write_pid(&self.state.nm_pid_file(&name), pid as i32)
+            .unwrap();
     }
 
     fn pids(&self) -> Vec<String> {
@@ -181,8 +185,7 @@ impl Cluster {
             .map(|d| {
                 d.flatten()
                     .filter(|e| e.file_name().to_string_lossy().ends_with(".pid"))
-                    .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-                    .map(|p| p.trim().to_string())
+                    .map(|e| pid_in_file(&e.path()))
                     .collect()
             })
             .unwrap_or_default()

@@ -1,8 +1,13 @@
 //! A blocking client of the machine manager: one request per connection, answered by one
 //! response. User commands and the embedded cluster use it.
+//!
+//! Local clients talk over the machine manager's Unix socket (`mm.sock` in the state
+//! directory), where the kernel tells the machine manager who they are and no key is needed;
+//! remote ones (`--mm HOST:PORT`, or `--key-file`) over TCP with the cluster key, which makes
+//! them administrators (issue 10, finding 3; docs/daemons.md, "Trust model").
 
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cosched_core::JobId;
@@ -15,28 +20,78 @@ use crate::proto::*;
 
 #[derive(Clone, Debug)]
 pub struct Client {
+    /// `HOST:PORT`, or the Unix socket's path.
     pub addr: String,
     key: Key,
     /// Where the key came from, to name it when the machine manager refuses it.
-    key_file: Option<std::path::PathBuf>,
+    key_file: Option<PathBuf>,
+    /// The machine manager's Unix socket, for a local client.
+    sock: Option<PathBuf>,
+}
+
+/// A path to connect or bind the Unix socket `path` by: itself when short enough for
+/// `sockaddr_un` (108 bytes), else the same file through `/proc/self/fd/N/` of its directory,
+/// opened `O_PATH` (returned: keep it open until the connect or bind is done).
+pub fn socket_path(path: &Path) -> std::io::Result<(Option<std::fs::File>, PathBuf)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.as_os_str().len() < 100 {
+        return Ok((None, path.to_path_buf()));
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok((None, path.to_path_buf()));
+    };
+    let d = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(dir)?;
+    let short = PathBuf::from(format!("/proc/self/fd/{}", d.as_raw_fd())).join(name);
+    Ok((Some(d), short))
 }
 
 impl Client {
+    /// A client over TCP with the cluster key.
     pub fn new(addr: String, key: Key) -> Client {
         Client {
             addr,
             key,
             key_file: None,
+            sock: None,
         }
     }
 
-    /// The client of the cluster whose files are in `state_dir`; `mm` and `key_file`
-    /// override the address and key found there.
+    /// A local client over the machine manager's Unix socket `sock`.
+    pub fn local(sock: PathBuf) -> Client {
+        Client {
+            addr: sock.display().to_string(),
+            key: local_key(),
+            key_file: None,
+            sock: Some(sock),
+        }
+    }
+
+    /// The client of the cluster whose files are in `state_dir`: over its Unix socket when
+    /// there is one, else over TCP to `mm.addr` with its key; `mm` and `key_file` choose TCP
+    /// with that address and key.
     pub fn from_state_dir(
         state_dir: &StateDir,
         mm: Option<&str>,
         key_file: Option<&Path>,
     ) -> Result<Client, DaemonError> {
+        use std::os::unix::fs::FileTypeExt;
+        let sock = state_dir.sock_file();
+        if mm.is_none() && key_file.is_none() {
+            match std::fs::symlink_metadata(&sock) {
+                Ok(m) if m.file_type().is_socket() => return Ok(Client::local(sock)),
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    return Err(DaemonError::StateDir {
+                        dir: state_dir.root().to_path_buf(),
+                        why: "not open to this user, so its mm.sock cannot be reached (for a cluster shared by several users the administrator makes it mode 0711 or 0755)".into(),
+                    });
+                }
+                _ => {}
+            }
+        }
         let addr = match mm {
             Some(a) => a.to_string(),
             None => state_dir.addr()?,
@@ -46,14 +101,29 @@ impl Client {
             .unwrap_or_else(|| state_dir.key_file());
         let key = Key::load(&key_path)?;
         Ok(Client {
-            addr,
-            key,
             key_file: Some(key_path),
+            ..Client::new(addr, key)
         })
     }
 
     pub fn request(&self, req: Request) -> Result<Response, DaemonError> {
         use std::net::ToSocketAddrs;
+        if let Some(sock) = &self.sock {
+            let connect = || -> std::io::Result<std::os::unix::net::UnixStream> {
+                let (_dir, path) = socket_path(sock)?;
+                std::os::unix::net::UnixStream::connect(path)
+            };
+            let mut s = connect().map_err(|e| DaemonError::Connect {
+                addr: sock.display().to_string(),
+                cause: e,
+            })?;
+            s.set_read_timeout(Some(Duration::from_secs(15)))?;
+            write_blocking(&mut s, &self.key, &Hello::Client(Stamp::now(), req))?;
+            return match read_blocking(&mut s, &self.key)? {
+                Response::Error(why) => Err(DaemonError::Refused(why)),
+                r => Ok(r),
+            };
+        }
         let sock = self
             .addr
             .to_socket_addrs()
@@ -73,7 +143,7 @@ impl Client {
         })?;
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(Duration::from_secs(15)))?;
-        write_blocking(&mut s, &self.key, &Hello::Client(req))?;
+        write_blocking(&mut s, &self.key, &Hello::Client(Stamp::now(), req))?;
         let answer = read_blocking(&mut s, &self.key).map_err(|e| match e {
             cosched_storm::FrameError::Refused => DaemonError::Refused(format!(
                 "authentication failed: the key in {} does not match the cluster's",

@@ -52,17 +52,37 @@ pub fn node_name(i: u32) -> String {
     format!("n{i}")
 }
 
+/// Opens a daemon's log for appending: private (0600), never through a link, and only if it
+/// is this user's own file.
+fn open_log(log: &Path) -> Result<std::fs::File, DaemonError> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(log)
+        .map_err(|e| DaemonError::Config(format!("cannot open the log {}: {e}", log.display())))?;
+    let m = f.metadata()?;
+    if m.uid() != crate::util::euid() {
+        return Err(DaemonError::Config(format!(
+            "the log {} belongs to uid {}, not to this user: remove it",
+            log.display(),
+            m.uid()
+        )));
+    }
+    Ok(f)
+}
+
 fn spawn_daemon(
     exe: &Path,
     args: &[String],
     log: &Path,
+    dir: &StateDir,
     pid_file: &Path,
 ) -> Result<Child, DaemonError> {
     use std::os::unix::process::CommandExt;
-    let log_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)?;
+    let log_file = open_log(log)?;
     let child = Command::new(exe)
         .args(args)
         .stdin(Stdio::null())
@@ -72,7 +92,8 @@ fn spawn_daemon(
         .process_group(0)
         .spawn()
         .map_err(|e| DaemonError::Config(format!("cannot run {}: {e}", exe.display())))?;
-    std::fs::write(pid_file, format!("{}\n", child.id()))?;
+    // With its start time: `cluster down` signals this pid only while it is this process.
+    dir.write_pid(pid_file, child.id() as i32)?;
     Ok(child)
 }
 
@@ -130,6 +151,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         &o.exe,
         &args,
         &dir.mm_log(),
+        &dir,
         &dir.mm_pid_file(),
     )?];
     let start = Instant::now();
@@ -176,6 +198,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             &o.exe,
             &args,
             &dir.nm_log(&name),
+            &dir,
             &dir.nm_pid_file(&name),
         )?);
         // One at a time, so that node nI gets id I (ids follow registration order).
@@ -251,10 +274,16 @@ fn last_line(log: &Path) -> Option<String> {
 /// down (it ends the live jobs `cancelled`, "the cluster was shut down", and writes them to
 /// its database), then kills whatever daemon is still alive after 3 s, and removes the pid
 /// files and the address. The database, key, logs and job output stay for the next `up`.
+/// A pid file whose process is not the one recorded (no start time, another start time) is
+/// named on stderr and its pid is never signalled.
 pub fn down(dir: &StateDir) -> Result<(), DaemonError> {
+    dir.check()?;
     // Best effort: a machine manager that is gone is killed by pid below anyway.
     let _ = Client::from_state_dir(dir, None, None).and_then(|c| c.simple(Request::Shutdown));
-    let pids = dir.take_pids()?;
+    let (pids, refused) = dir.take_pids()?;
+    for why in &refused {
+        eprintln!("cluster down: {why}");
+    }
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline && pids.iter().any(|&p| pid_alive(p) && !is_zombie(p)) {
         std::thread::sleep(Duration::from_millis(20));

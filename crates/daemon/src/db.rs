@@ -192,6 +192,7 @@ mod legacy {
             name: o.name,
             class: o.class,
             user: o.user,
+            gid: None,
             time_limit_us: o.time_limit_us,
             cmd: o.cmd,
             cwd: o.cwd,

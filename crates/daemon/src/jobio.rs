@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use cosched_core::JobId;
 use serde::{Deserialize, Serialize};
 
-use crate::proto::{Hello, Placement, Request, SubmitRequest};
+use crate::proto::{Hello, Placement, Request, Stamp, SubmitRequest};
 
 /// What a job's ranks get besides their command: chosen at submission, kept with the job's
 /// record (so a restarted machine manager launches a queued job the same way) and sent to
@@ -101,10 +101,13 @@ const SEAL_SLACK: usize = 128;
 /// without a word, so the client says why instead.
 pub fn check_submit_size(req: &SubmitRequest) -> Result<(), String> {
     let limit = cosched_storm::frame::MAX_HELLO;
-    let size = postcard::to_stdvec(&Hello::Client(Request::Submit(Box::new(req.clone()))))
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX)
-        .saturating_add(SEAL_SLACK);
+    let size = postcard::to_stdvec(&Hello::Client(
+        Stamp::now(),
+        Request::Submit(Box::new(req.clone())),
+    ))
+    .map(|v| v.len())
+    .unwrap_or(usize::MAX)
+    .saturating_add(SEAL_SLACK);
     if size <= limit {
         return Ok(());
     }

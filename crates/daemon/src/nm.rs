@@ -6,6 +6,12 @@
 //! time slot inside a runtime (RMS) that owned the processes. Here each rank is simply a
 //! child process in its own process group, pinned to its PE, and SIGSTOP/SIGCONT on the group
 //! is the whole context switch, so one process per node suffices and there is no extra hop.
+//!
+//! Ranks run as the job's user (issue 10, finding 3): a node manager running as root sets
+//! their uid, gid and supplementary groups before `exec`, and the rank itself creates its
+//! output files (mode 0600, in a job directory of mode 0700 owned by the user), so nothing is
+//! created or truncated with root's rights where the user could have planted a link. A node
+//! manager that is not root runs only its own user's jobs and refuses the others.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsRawFd, RawFd};
@@ -88,8 +94,18 @@ pub fn run_blocking(cfg: NmConfig) -> Result<(), DaemonError> {
 }
 
 /// Runs a node manager until the machine manager tells it to shut down (or rejects it).
-pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
-    std::fs::create_dir_all(cfg.workdir.join("jobs")).map_err(DaemonError::Io)?;
+pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
+    // Absolute: a rank opens its output files after changing to its working directory.
+    cfg.workdir = std::path::absolute(&cfg.workdir)?;
+    // Others may pass through (to their own job's directory) but not list or write.
+    for d in [cfg.workdir.clone(), cfg.workdir.join("jobs")] {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o711)
+            .create(&d)?;
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o711))?;
+    }
     let listen = match &cfg.listen {
         Some(l) => l.clone(),
         None => {
@@ -356,15 +372,34 @@ impl Nm {
                 rank,
                 cwd,
                 io,
+                uid,
             } => {
                 let dir = self.job_dir(job);
+                // As root, only the job's user's own regular files are read: the user could
+                // have put a link to any file, or a FIFO, where the output was.
+                let must_own = uid.filter(|&u| u != 0 && crate::util::euid() == 0);
                 // The directory the rank started in (see spawn_rank).
                 let cwd = std::path::Path::new(&cwd);
                 let cwd = if cwd.is_dir() { cwd } else { &dir };
                 let f = crate::jobio::rank_files(&io, cwd, &dir, job, rank, &self.cfg.name);
                 let read = |path: &std::path::Path| -> Option<Vec<u8>> {
                     use std::io::Read;
-                    let f = std::fs::File::open(path).ok()?;
+                    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+                    let f = std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(if must_own.is_some() {
+                            libc::O_NOFOLLOW | libc::O_NONBLOCK
+                        } else {
+                            0
+                        })
+                        .open(path)
+                        .ok()?;
+                    if let Some(u) = must_own {
+                        let m = f.metadata().ok()?;
+                        if !m.is_file() || m.uid() != u {
+                            return None;
+                        }
+                    }
                     let mut buf = Vec::new();
                     f.take(MAX_OUTPUT).read_to_end(&mut buf).ok()?;
                     Some(buf)
@@ -544,13 +579,29 @@ impl Nm {
             ranks: BTreeMap::new(),
             pmi: JobPmi::new(l.job, l.size, &l.placement, local),
         };
-        let _ = std::fs::create_dir_all(&dir);
+        let run_as = run_as(&l, &self.cfg.name);
+        job_dir(&dir, run_as.as_ref().ok().and_then(Option::as_ref));
         for &(rank, local_pe) in &mine.ranks {
             let cpu = self.cpus[(self.cfg.cpu_offset + local_pe) as usize % self.cpus.len()];
             // The rank's PMI socket: our end is served by a task, its end is inherited.
             let pair = std::os::unix::net::UnixStream::pair();
             let pmi_fd = pair.as_ref().ok().map(|(_, theirs)| theirs.as_raw_fd());
-            match spawn_rank(&l, rank, local_pe, cpu, &self.cfg.name, &dir, pmi_fd) {
+            let spawned = run_as
+                .as_ref()
+                .map_err(|why| std::io::Error::other(why.clone()))
+                .and_then(|who| {
+                    spawn_rank(
+                        &l,
+                        rank,
+                        local_pe,
+                        cpu,
+                        &self.cfg.name,
+                        &dir,
+                        pmi_fd,
+                        who.as_ref(),
+                    )
+                });
+            match spawned {
                 Ok(mut child) => {
                     // Our copy of the rank's end must go, or we would never see it close.
                     let ours = pair.ok().and_then(|(ours, _theirs)| {
@@ -598,11 +649,13 @@ impl Nm {
                 Err(e) => {
                     let why = format!("cannot launch {:?}: {e}", l.cmd[0]);
                     tracing::warn!("nm {}: job {} rank {rank}: {why}", self.cfg.name, l.job);
-                    let _ = std::fs::write(
-                        dir.join(format!("{rank}.err")),
-                        format!("cosched: {why}\n"),
+                    let owner = run_as.as_ref().ok().and_then(Option::as_ref);
+                    write_rank_file(
+                        &dir.join(format!("{rank}.err")),
+                        format!("cosched: {why}\n").as_bytes(),
+                        owner,
                     );
-                    let _ = std::fs::write(dir.join(format!("{rank}.out")), "");
+                    write_rank_file(&dir.join(format!("{rank}.out")), b"", owner);
                     job.ranks.insert(
                         rank,
                         Rank {
@@ -626,6 +679,81 @@ impl Nm {
     }
 }
 
+/// The user a job's ranks run as, when it is not the node manager's own.
+#[derive(Clone, Debug)]
+struct RunAs {
+    uid: u32,
+    gid: u32,
+    /// Supplementary groups, as `initgroups` would set them (looked up before the fork:
+    /// reading the group database is not async-signal-safe).
+    groups: Vec<libc::gid_t>,
+}
+
+/// Who the ranks of `l` run as: `None` for the node manager's own user (or a job recorded
+/// without a user); an error when this node manager is not root and the job is another
+/// user's.
+fn run_as(l: &Launch, node: &str) -> Result<Option<RunAs>, String> {
+    let me = crate::util::euid();
+    match l.uid {
+        None => Ok(None),
+        Some(u) if u == me => Ok(None),
+        Some(u) if me != 0 => Err(format!(
+            "the node manager of {node} runs as {} (uid {me}) and can run only that user's jobs; job {} belongs to {} (uid {u}): run the node managers as root to run every user's jobs",
+            crate::util::user_name(me),
+            l.job,
+            crate::util::user_name(u)
+        )),
+        Some(uid) => {
+            let gid = l
+                .gid
+                .unwrap_or_else(|| crate::util::account(uid).map_or(uid, |a| a.gid));
+            Ok(Some(RunAs {
+                uid,
+                gid,
+                groups: crate::util::groups_of(uid, gid),
+            }))
+        }
+    }
+}
+
+/// Makes a job's directory on this node: mode 0700, owned by the user its ranks run as.
+fn job_dir(dir: &std::path::Path, owner: Option<&RunAs>) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::create_dir_all(dir);
+    if let Some(o) = owner {
+        let _ = std::os::unix::fs::lchown(dir, Some(o.uid), Some(o.gid));
+    }
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+}
+
+/// Writes a file of a rank that could not start (its error): private, never through a
+/// link, owned by the job's user.
+fn write_rank_file(path: &std::path::Path, content: &[u8], owner: Option<&RunAs>) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path);
+    if let Ok(mut f) = f {
+        if let Some(o) = owner {
+            let _ = std::os::unix::fs::fchown(&f, Some(o.uid), Some(o.gid));
+        }
+        let _ = f.write_all(content);
+    }
+}
+
+/// A path for `open(2)` in the rank between fork and exec.
+fn c_path(p: &std::path::Path) -> std::io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other(format!("{} contains a NUL byte", p.display())))
+}
+
+#[allow(clippy::too_many_arguments)]
 fn spawn_rank(
     l: &Launch,
     rank: u32,
@@ -634,6 +762,7 @@ fn spawn_rank(
     node_name: &str,
     dir: &std::path::Path,
     pmi_fd: Option<RawFd>,
+    run_as: Option<&RunAs>,
 ) -> std::io::Result<tokio::process::Child> {
     // The job's working directory when this node has it (a shared file system), else the
     // job's directory on the node; output patterns are relative to the same.
@@ -643,13 +772,40 @@ fn spawn_rank(
         dir
     };
     let files = crate::jobio::rank_files(&l.io, cwd, dir, l.job, rank, node_name);
-    let out = std::fs::File::create(&files.out)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", files.out.display())))?;
-    let err = if files.merged {
-        out.try_clone()?
+    // As another user, the rank creates its files itself (below, after taking the user's
+    // identity); as ourselves, we do, to name the file in the error.
+    let (out, err): (std::process::Stdio, std::process::Stdio) = if run_as.is_some() {
+        (std::process::Stdio::null(), std::process::Stdio::null())
     } else {
-        std::fs::File::create(&files.err)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", files.err.display())))?
+        use std::os::unix::fs::OpenOptionsExt;
+        let create = |p: &std::path::Path| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(p)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))
+        };
+        let out = create(&files.out)?;
+        let err = if files.merged {
+            out.try_clone()?
+        } else {
+            create(&files.err)?
+        };
+        (out.into(), err.into())
+    };
+    let creds = run_as.cloned();
+    let child_files = match run_as {
+        Some(_) => Some((
+            c_path(&files.out)?,
+            if files.merged {
+                None
+            } else {
+                Some(c_path(&files.err)?)
+            },
+        )),
+        None => None,
     };
     let mut cmd = tokio::process::Command::new(&l.cmd[0]);
     cmd.args(&l.cmd[1..]);
@@ -683,9 +839,18 @@ fn spawn_rank(
             .env("PMI_SIZE", l.size.to_string())
             .env("PMI_SPAWNED", "0");
     }
-    cmd.current_dir(cwd);
-    // SAFETY: only async-signal-safe calls (fcntl, prctl, sched_setaffinity) between fork and
-    // exec.
+    // As another user, the rank enters its directory only once it is that user, so it gets
+    // no further than the user could.
+    let child_cwd = match run_as {
+        Some(_) => Some(c_path(cwd)?),
+        None => {
+            cmd.current_dir(cwd);
+            None
+        }
+    };
+    // SAFETY: only async-signal-safe calls (fcntl, prctl, sched_setaffinity, setgroups,
+    // setgid, setuid, chdir, open, dup2) between fork and exec, on data prepared before the
+    // fork.
     unsafe {
         cmd.pre_exec(move || {
             // The PMI socket is created close-on-exec, like every descriptor of the node
@@ -695,9 +860,6 @@ fn spawn_rank(
             {
                 return Err(std::io::Error::last_os_error());
             }
-            // A rank must not outlive its node manager: a killed NM takes its processes along,
-            // as a crashed node would.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             // Ranks run at normal priority whatever the node manager's.
             let normal = libc::sched_param { sched_priority: 0 };
             libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal);
@@ -705,10 +867,62 @@ fn spawn_rank(
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            // The job's user: groups first, uid last (after it, no more changes are allowed).
+            if let Some(c) = &creds
+                && (libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
+                    || libc::setgid(c.gid) != 0
+                    || libc::setuid(c.uid) != 0)
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // A rank must not outlive its node manager: a killed NM takes its processes along,
+            // as a crashed node would. Set after the identity change, which clears it.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if let Some(dir) = &child_cwd
+                && libc::chdir(dir.as_ptr()) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Output files created by the user, with the user's rights.
+            if let Some((out, err)) = &child_files {
+                let open = |p: &std::ffi::CString| {
+                    let fd = libc::open(
+                        p.as_ptr(),
+                        libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                        0o600,
+                    );
+                    if fd < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(fd)
+                    }
+                };
+                let o = open(out)?;
+                let e = match err {
+                    Some(p) => open(p)?,
+                    None => o,
+                };
+                if libc::dup2(o, 1) < 0 || libc::dup2(e, 2) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             Ok(())
         });
     }
-    cmd.spawn()
+    match cmd.spawn() {
+        // Failed as the job's user: entering the directory, creating an output file or the
+        // exec itself; say where.
+        Err(e) if let Some(who) = run_as => Err(std::io::Error::new(
+            e.kind(),
+            format!(
+                "{e} (as {} in {}, output {})",
+                crate::util::user_name(who.uid),
+                cwd.display(),
+                files.out.display()
+            ),
+        )),
+        r => r,
+    }
 }
 
 fn exit_code(st: std::process::ExitStatus) -> i32 {
@@ -751,7 +965,12 @@ async fn try_register(mm: &str, key: &Key, reg: &Register) -> Result<RegisterRep
             });
         }
     };
-    cosched_storm::frame::write_frame(&mut stream, key, &Hello::Register(reg.clone())).await?;
+    cosched_storm::frame::write_frame(
+        &mut stream,
+        key,
+        &Hello::Register(Stamp::now(), reg.clone()),
+    )
+    .await?;
     let reply = tokio::time::timeout(
         Duration::from_secs(5),
         cosched_storm::frame::read_frame(&mut stream, key, cosched_storm::frame::MAX_HELLO),

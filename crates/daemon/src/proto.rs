@@ -15,10 +15,34 @@ use serde::{Deserialize, Serialize};
 /// Node variable written by every heartbeat (its sequence number); COMPARE checks it.
 pub const VAR_HEARTBEAT: u32 = 1;
 
+/// The first frame of a connection to the machine manager, stamped so that a captured one
+/// cannot be replayed (see [`Stamp`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Hello {
-    Register(Register),
-    Client(Request),
+    Register(Stamp, Register),
+    Client(Stamp, Request),
+}
+
+/// When a request was made and a random nonce (issue 10, finding 3): the machine manager
+/// refuses a stamp more than [`REPLAY_WINDOW_US`] away from its clock, and a nonce it has seen
+/// within that window, so a frame captured on the network cannot be sent again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamp {
+    pub time_us: i64,
+    pub nonce: u64,
+}
+
+/// How far a request's stamp may be from the machine manager's clock (either way).
+pub const REPLAY_WINDOW_US: i64 = 60_000_000;
+
+impl Stamp {
+    /// A stamp for a request made now.
+    pub fn now() -> Stamp {
+        Stamp {
+            time_us: crate::util::now().as_micros(),
+            nonce: crate::util::random_u64(),
+        }
+    }
 }
 
 /// A node manager introduces itself (again, after losing its parent or an MM restart).
@@ -84,6 +108,9 @@ pub struct Launch {
     pub io: JobIo,
     /// Launch and stop at once (a policy's Place).
     pub stopped: bool,
+    /// The submitting user and group: the ranks run as them (see the node manager).
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
     pub placement: Vec<Placement>,
 }
 
@@ -111,6 +138,8 @@ pub enum ToNode {
         /// them even after it has forgotten the job.
         cwd: String,
         io: JobIo,
+        /// The job's user: a node manager running as root reads only files of theirs.
+        uid: Option<u32>,
     },
     /// Every node of `job` entered its PMI fence `seq`: here are all their puts (the
     /// broadcast half of the fence; the node answers `barrier_out` to its waiting ranks).
@@ -158,6 +187,33 @@ pub enum FromNode {
     },
 }
 
+/// Who sent a client request, as the machine manager established it (issue 10, finding 3):
+/// on its Unix socket the kernel's account of the peer (`SO_PEERCRED`), never a claim in the
+/// request; on TCP the holder of the cluster key, who is trusted as the administrator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+    /// Root, the machine manager's own user, or a cluster-key holder: may act on any job,
+    /// submit as any user and shut the cluster down.
+    pub admin: bool,
+}
+
+impl Caller {
+    /// The administrator (root), as tests and the library's key holders are.
+    pub const ROOT: Caller = Caller {
+        uid: 0,
+        gid: 0,
+        admin: true,
+    };
+}
+
+/// The key that frames on the machine manager's Unix socket are sealed with. It is no
+/// secret: there the kernel vouches for the peer, and a user needs no cluster key to submit.
+pub fn local_key() -> cosched_storm::Key {
+    cosched_storm::Key::from_bytes(*b"cosched local socket: no secret!")
+}
+
 /// A user's request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Request {
@@ -187,6 +243,8 @@ pub struct SubmitRequest {
     pub name: Option<String>,
     pub cmd: Vec<String>,
     pub cwd: String,
+    /// The user the job runs as: only an administrator (root, or a cluster-key holder) may
+    /// name another user than itself; `None`: the caller.
     pub user: Option<u32>,
     /// Environment (`--export`) and output patterns (`--output`, `--error`).
     pub io: JobIo,
@@ -273,7 +331,11 @@ pub struct JobInfo {
     pub state: JobState,
     pub name: String,
     pub class: Option<String>,
+    /// The submitting user (its ranks run as this user when the node managers are root).
     pub user: Option<u32>,
+    /// The submitting user's group, as the machine manager established it.
+    #[serde(default)]
+    pub gid: Option<u32>,
     pub time_limit_us: Option<i64>,
     pub cmd: Vec<String>,
     pub cwd: String,

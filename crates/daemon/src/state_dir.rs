@@ -4,9 +4,10 @@
 //!
 //! | path | written by | for |
 //! |------|------------|-----|
-//! | `mm.addr` | the MM, once it listens | clients and `cluster up` find the MM |
+//! | `mm.addr` | the MM, once it listens | remote clients and `cluster up` find the MM |
+//! | `mm.sock` | the MM | local clients: the kernel tells the MM who they are |
 //! | `key` | `cluster up` (or `cosched mm` when missing) | frame authentication |
-//! | `mm.pid`, `nm-NAME.pid` | `cluster up` and `cosched mm` | `cluster down` stops the daemons |
+//! | `mm.pid`, `nm-NAME.pid` | `cluster up` and `cosched mm` | `cluster down` stops the daemons (pid and start time) |
 //! | `mm.db` (+ `-wal`, `-shm`) | the MM | every job record and node: the history |
 //! | `logs/mm.log`, `logs/nm-NAME.log` | `cluster up` (daemon output) | diagnosis |
 //! | `nm-NAME/` | the NM of node NAME | job output, `jobs/ID/R.out`, `R.err` |
@@ -14,12 +15,19 @@
 //! `cluster down` removes what describes running daemons (the address and the pid files) and
 //! keeps the history (database), logs and job output, so that the next `cluster up` in the
 //! same directory continues where this one stopped.
+//!
+//! Trust (issue 10, finding 3): the daemons run as root on a real cluster, so the directory
+//! must be theirs alone. [`StateDir::create`] makes it mode 0700 and [`StateDir::check`]
+//! refuses one that is a symbolic link, is owned by another user or is writable by group or
+//! others: whoever can write there could plant the key, a pid or a link. Files are written
+//! as new private files (mode 0600, never through what stood there), and a pid is signalled
+//! only if the process still has the start time recorded with it.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::DaemonError;
-use crate::util::pid_alive;
+use crate::util::{pid_alive, process_start};
 
 /// The layout of one state directory. Only names paths and manages the files of running
 /// daemons; the database itself is opened by the MM.
@@ -32,6 +40,7 @@ const ADDR: &str = "mm.addr";
 const KEY: &str = "key";
 const DB: &str = "mm.db";
 const MM_PID: &str = "mm.pid";
+const SOCK: &str = "mm.sock";
 const LOGS: &str = "logs";
 const NM_PREFIX: &str = "nm-";
 const PID_SUFFIX: &str = ".pid";
@@ -58,6 +67,11 @@ impl StateDir {
     /// The MM's listening address, one line `HOST:PORT`.
     pub fn addr_file(&self) -> PathBuf {
         self.root.join(ADDR)
+    }
+
+    /// The machine manager's Unix socket for local clients (their identity is the kernel's).
+    pub fn sock_file(&self) -> PathBuf {
+        self.root.join(SOCK)
     }
 
     /// The cluster key (64 hex digits).
@@ -95,9 +109,49 @@ impl StateDir {
         self.root.join(format!("{NM_PREFIX}{node}"))
     }
 
-    /// Creates the directory and its `logs/`.
-    pub fn create(&self) -> std::io::Result<()> {
-        std::fs::create_dir_all(self.logs_dir())
+    /// Creates the directory (mode 0700 when it is new) and its `logs/` (0700), after
+    /// [`StateDir::check`]ing it.
+    pub fn create(&self) -> Result<(), DaemonError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let io = |e: std::io::Error| self.error(format!("cannot create it: {e}"));
+        if std::fs::symlink_metadata(&self.root).is_err() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&self.root)
+                .map_err(io)?;
+        }
+        self.check()?;
+        let logs = self.logs_dir();
+        if std::fs::symlink_metadata(&logs).is_err() {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&logs)
+                .map_err(io)?;
+        }
+        check_private_dir(&logs).map_err(|why| DaemonError::StateDir { dir: logs, why })
+    }
+
+    /// Refuses a state directory another user could have planted files in: a symbolic link,
+    /// one owned by another user, or one writable by its group or others. The error names
+    /// the directory and what to do.
+    pub fn check(&self) -> Result<(), DaemonError> {
+        check_private_dir(&self.root).map_err(|why| self.error(why))
+    }
+
+    fn error(&self, why: String) -> DaemonError {
+        DaemonError::StateDir {
+            dir: self.root.clone(),
+            why,
+        }
+    }
+
+    /// Records a daemon's pid with its start time, as a new private file.
+    pub fn write_pid(&self, path: &Path, pid: i32) -> std::io::Result<()> {
+        let start = process_start(pid).ok_or_else(|| {
+            std::io::Error::other(format!("process {pid} is gone: no start time to record"))
+        })?;
+        crate::util::write_atomic(path, &format!("{pid} {start}\n"))
     }
 
     /// The MM's address, or an error saying how to get one.
@@ -112,14 +166,19 @@ impl StateDir {
             })
     }
 
-    /// Removes the address of a previous MM, so that a new one is not mistaken for it.
+    /// Removes the address and socket of a previous MM, so that a new one is not mistaken
+    /// for it.
     pub fn forget_addr(&self) {
         let _ = std::fs::remove_file(self.addr_file());
+        let _ = std::fs::remove_file(self.sock_file());
     }
 
-    /// The pid of a machine manager that is alive according to `mm.pid`.
+    /// The pid of a machine manager that is alive according to `mm.pid` (the process with
+    /// that pid has the start time recorded there).
     pub fn live_mm(&self) -> Option<i32> {
-        read_pid(&self.mm_pid_file()).filter(|&p| pid_alive(p))
+        read_pid(&self.mm_pid_file())
+            .and_then(|r| r.verified().ok())
+            .filter(|&p| pid_alive(p))
     }
 
     /// The pid files of the daemons (`mm.pid`, `nm-NAME.pid`) present now.
@@ -138,16 +197,81 @@ impl StateDir {
     }
 
     /// The cleanup of `cluster down`, first half: reads and removes every pid file, returning
-    /// the pids so the caller can wait for them and kill the stragglers. The database, the key,
-    /// the logs and the work directories stay: they are the cluster's history.
-    pub fn take_pids(&self) -> std::io::Result<Vec<i32>> {
-        let mut pids = Vec::new();
+    /// the pids that still name the process that wrote them (so the caller can wait for them
+    /// and kill the stragglers) and, for the others, why they must not be signalled. The
+    /// database, the key, the logs and the work directories stay: they are the history.
+    pub fn take_pids(&self) -> std::io::Result<(Vec<i32>, Vec<String>)> {
+        let (mut pids, mut refused) = (Vec::new(), Vec::new());
         for f in self.pid_files()? {
-            pids.extend(read_pid(&f));
+            match read_pid(&f).map(|r| r.verified()) {
+                Some(Ok(p)) => pids.push(p),
+                Some(Err(why)) => refused.push(format!("{}: {why}; not signalled", f.display())),
+                None => {}
+            }
             let _ = std::fs::remove_file(&f);
         }
-        Ok(pids)
+        Ok((pids, refused))
     }
+}
+
+/// What a pid file says: the pid and, since issue 10, the process's start time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PidRecord {
+    pub pid: i32,
+    pub start: Option<u64>,
+}
+
+impl PidRecord {
+    /// The pid, if the process with it is the one that was recorded: a pid without a start
+    /// time (an old or planted file) or whose process started at another time (gone, the
+    /// pid reused) is refused with the reason.
+    pub fn verified(&self) -> Result<i32, String> {
+        let Some(start) = self.start else {
+            return Err(format!(
+                "pid {} is recorded without its start time (an old or planted file)",
+                self.pid
+            ));
+        };
+        match process_start(self.pid) {
+            None => Err(format!("process {} is gone", self.pid)),
+            Some(s) if s != start => Err(format!(
+                "process {} started at tick {s}, not at {start} as recorded: it is another process",
+                self.pid
+            )),
+            Some(_) => Ok(self.pid),
+        }
+    }
+}
+
+/// Why `dir` is not a directory only this user can change, if it is not.
+fn check_private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot read it: {e}"))?;
+    if m.file_type().is_symlink() {
+        return Err(
+            "is a symbolic link; give the real directory (a link may be switched by whoever owns it)"
+                .into(),
+        );
+    }
+    if !m.is_dir() {
+        return Err("is not a directory".into());
+    }
+    let me = crate::util::euid();
+    if m.uid() != me {
+        return Err(format!(
+            "is owned by {} (uid {}), not by this user ({}, uid {me}); use a directory of your own (the default is ~/.cosched)",
+            crate::util::user_name(m.uid()),
+            m.uid(),
+            crate::util::user_name(me)
+        ));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(format!(
+            "is writable by its group or others (mode {:o}): they could plant the key, a pid or a link there; `chmod go-w` it",
+            m.mode() & 0o7777
+        ));
+    }
+    Ok(())
 }
 
 /// `$COSCHED_STATE_DIR` (when set and not empty), else `$HOME/.cosched`, else the temporary
@@ -162,9 +286,14 @@ fn default_root(state_dir: Option<OsString>, home: Option<OsString>) -> PathBuf 
     }
 }
 
-/// The pid in a pid file; `None` when the file is missing or holds no number.
-pub fn read_pid(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+/// The pid (and start time, when recorded) in a pid file; `None` when the file is missing or
+/// holds no number.
+pub fn read_pid(path: &Path) -> Option<PidRecord> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut words = text.split_whitespace();
+    let pid = words.next()?.parse().ok()?;
+    let start = words.next().and_then(|w| w.parse().ok());
+    Some(PidRecord { pid, start })
 }
 
 #[cfg(test)]
@@ -239,7 +368,8 @@ mod tests {
     fn down_takes_the_pid_files_and_keeps_the_history() {
         let s = scratch("down");
         s.create().unwrap();
-        std::fs::write(s.mm_pid_file(), "101\n").unwrap();
+        let me = std::process::id() as i32;
+        s.write_pid(&s.mm_pid_file(), me).unwrap();
         std::fs::write(s.nm_pid_file("n0"), "102\n").unwrap();
         std::fs::write(s.nm_pid_file("n1"), "garbage\n").unwrap();
         std::fs::write(s.db_file(), "db").unwrap();
@@ -254,9 +384,11 @@ mod tests {
             s.pid_files().unwrap(),
             vec![s.mm_pid_file(), s.nm_pid_file("n0"), s.nm_pid_file("n1")]
         );
-        let mut pids = s.take_pids().unwrap();
-        pids.sort();
-        assert_eq!(pids, vec![101, 102]); // the unreadable one is removed, not returned
+        let (pids, refused) = s.take_pids().unwrap();
+        // The unreadable one is removed, not returned; the one without a start time refused.
+        assert_eq!(pids, vec![me]);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].contains("pid 102") && refused[0].contains("not signalled"));
         assert!(s.pid_files().unwrap().is_empty());
         for kept in [
             s.db_file(),
@@ -276,11 +408,41 @@ mod tests {
         let s = scratch("live");
         s.create().unwrap();
         assert_eq!(s.live_mm(), None);
-        std::fs::write(s.mm_pid_file(), format!("{}\n", std::process::id())).unwrap();
-        assert_eq!(s.live_mm(), Some(std::process::id() as i32));
-        // Pid max on Linux is at most 2^22, so this pid cannot exist.
-        std::fs::write(s.mm_pid_file(), "2000000000\n").unwrap();
+        let me = std::process::id() as i32;
+        s.write_pid(&s.mm_pid_file(), me).unwrap();
+        assert_eq!(s.live_mm(), Some(me));
+        // The pid alone, or with another start time, is not this process.
+        std::fs::write(s.mm_pid_file(), format!("{me}\n")).unwrap();
         assert_eq!(s.live_mm(), None);
+        std::fs::write(s.mm_pid_file(), format!("{me} 1\n")).unwrap();
+        assert_eq!(s.live_mm(), None);
+        // Pid max on Linux is at most 2^22, so this pid cannot exist.
+        std::fs::write(s.mm_pid_file(), "2000000000 5\n").unwrap();
+        assert_eq!(s.live_mm(), None);
+        std::fs::remove_dir_all(s.root()).unwrap();
+    }
+
+    /// Issue 10, finding 3: a new state directory is private; one that is a link, or writable
+    /// by others, is refused with its path in the message.
+    #[test]
+    fn the_directory_is_created_private_and_an_unsafe_one_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let s = scratch("private");
+        s.create().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(s.root()), 0o700);
+        assert_eq!(mode(&s.logs_dir()), 0o700);
+        std::fs::set_permissions(s.root(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = s.create().unwrap_err().to_string();
+        assert!(err.contains(&s.root().display().to_string()), "{err}");
+        assert!(err.contains("writable by its group or others"), "{err}");
+        std::fs::set_permissions(s.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        s.check().unwrap();
+        let link = StateDir::new(s.root().with_extension("link"));
+        std::os::unix::fs::symlink(s.root(), link.root()).unwrap();
+        let err = link.create().unwrap_err().to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        std::fs::remove_file(link.root()).unwrap();
         std::fs::remove_dir_all(s.root()).unwrap();
     }
 }

@@ -1,4 +1,5 @@
-//! Small shared helpers: the wall clock as cosched time, atomic file writes, signals.
+//! Small shared helpers: the wall clock as cosched time, private atomic file writes, signals,
+//! process start times (to tell a daemon from a process that reused its pid), users.
 
 use std::path::Path;
 
@@ -12,11 +13,107 @@ pub fn now() -> Time {
     Time::from_micros(d.as_micros() as i64)
 }
 
-/// Writes a file so that a reader sees either the old or the whole new content.
+/// Writes a file so that a reader sees either the old or the whole new content; the file is
+/// new, mode 0600, never written through a planted file or link (see
+/// [`cosched_storm::frame::write_private`]).
 pub fn write_atomic(path: &Path, content: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, content)?;
-    std::fs::rename(tmp, path)
+    cosched_storm::frame::write_private(path, content.as_bytes())
+}
+
+/// When process `pid` started (field 22 of `/proc/PID/stat`, clock ticks since boot): with
+/// the pid it names one process for good, since a pid is reused only by a later process.
+pub fn process_start(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let (_, rest) = stat.rsplit_once(')')?;
+    // `rest` starts at field 3, so field 22 is its 20th.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A random number from the kernel (a request's nonce).
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom(2) fills at most the 8 bytes given.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 8 {
+        // Never expected; the clock still makes a duplicate improbable.
+        return now().as_micros() as u64 ^ ((std::process::id() as u64) << 40);
+    }
+    u64::from_ne_bytes(b)
+}
+
+/// This process's effective user id.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid(2) cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// This process's effective group id.
+pub fn egid() -> u32 {
+    // SAFETY: getegid(2) cannot fail.
+    unsafe { libc::getegid() }
+}
+
+/// A user's account: name, primary group, home.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub gid: u32,
+}
+
+/// The account of `uid` in the password database, if it has one.
+pub fn account(uid: u32) -> Option<Account> {
+    let mut buf = vec![0 as libc::c_char; 16 << 10];
+    // SAFETY: getpwuid_r writes into `pw` and `buf` (of the length given) only; the strings
+    // are read before `buf` goes.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        if libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) != 0
+            || out.is_null()
+        {
+            return None;
+        }
+        Some(Account {
+            name: std::ffi::CStr::from_ptr(pw.pw_name)
+                .to_string_lossy()
+                .into_owned(),
+            gid: pw.pw_gid,
+        })
+    }
+}
+
+/// A user's name for messages: the account name, else `uid N`.
+pub fn user_name(uid: u32) -> String {
+    account(uid).map_or_else(|| format!("uid {uid}"), |a| a.name)
+}
+
+/// The groups a process of `uid` with primary group `gid` gets (what `initgroups` would set):
+/// its account's groups, or only `gid` when it has no account.
+pub fn groups_of(uid: u32, gid: u32) -> Vec<u32> {
+    let Some(acc) = account(uid) else {
+        return vec![gid];
+    };
+    let Ok(name) = std::ffi::CString::new(acc.name) else {
+        return vec![gid];
+    };
+    let mut n: libc::c_int = 64;
+    loop {
+        let mut groups = vec![0 as libc::gid_t; n as usize];
+        let want = n;
+        // SAFETY: getgrouplist writes at most `n` groups into `groups` and sets `n`.
+        let r = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
+        if r >= 0 {
+            groups.truncate(n as usize);
+            return groups;
+        }
+        if n <= want {
+            n = want * 2;
+        }
+        if n > 65536 {
+            return vec![gid];
+        }
+    }
 }
 
 /// Sends `sig` to the process group `pgid`; a group that is gone is not an error.

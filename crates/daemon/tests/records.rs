@@ -29,6 +29,7 @@ fn job(id: u64, state: JobState) -> JobInfo {
         name: format!("j{id}"),
         class: None,
         user: Some(1000),
+        gid: Some(1000),
         time_limit_us: Some(60_000_000),
         cmd: vec!["true".into()],
         cwd: "/".into(),

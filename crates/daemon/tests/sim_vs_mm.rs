@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use cosched_core::{Dur, JobId, JobRecord, NodeId, Outcome, Time};
 use cosched_daemon::mm::build_policy;
 use cosched_daemon::mm::core::{Core, CoreConfig, Effect, Input, Recovered};
-use cosched_daemon::proto::{FromNode, RankExit, Register, Request, SubmitRequest, ToNode};
+use cosched_daemon::proto::{Caller, FromNode, RankExit, Register, Request, SubmitRequest, ToNode};
 use cosched_policy::{Decision, Event, MatrixView, Policy, PolicyOptions};
 use cosched_sim::engine::Operation;
 use cosched_sim::{EngineOptions, SimJob, simulate};
@@ -263,7 +263,14 @@ fn run_mm(
                 io: Default::default(),
                 sched: Default::default(),
             }));
-            core.on(now, Input::Client { req: 1, request });
+            core.on(
+                now,
+                Input::Client {
+                    req: 1,
+                    request,
+                    caller: Caller::ROOT,
+                },
+            );
             next_job += 1;
         }
         while let Some((t, op)) = ops.get(next_op)
@@ -282,7 +289,14 @@ fn run_mm(
                 }
             };
             if let Some(request) = request {
-                core.on(now, Input::Client { req: 2, request });
+                core.on(
+                    now,
+                    Input::Client {
+                        req: 2,
+                        request,
+                        caller: Caller::ROOT,
+                    },
+                );
             }
             next_op += 1;
         }

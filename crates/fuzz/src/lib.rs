@@ -14,7 +14,9 @@ use std::io::BufReader;
 use cosched_core::{Dur, JobId, MachineShape, NodeId, Time};
 use cosched_daemon::mm::core::{Core, CoreConfig, Input, Recovered};
 use cosched_daemon::pmi::JobPmi;
-use cosched_daemon::proto::{FromNode, Placement, Register, Request, Response, ToNode};
+use cosched_daemon::proto::{
+    Caller, FromNode, Hello, Placement, Register, Request, Response, ToNode,
+};
 use cosched_policy::{PolicyConfig, PolicyOptions, registry};
 use cosched_storm::Key;
 use cosched_storm::frame::read_blocking;
@@ -54,11 +56,13 @@ pub fn fuzz_key() -> Key {
 /// reads (what an authenticated but hostile peer could send).
 pub fn frame(data: &[u8]) {
     let key = fuzz_key();
+    let _ = read_blocking::<_, Hello>(&mut &data[..], &key);
     let _ = read_blocking::<_, Request>(&mut &data[..], &key);
     let _ = read_blocking::<_, Register>(&mut &data[..], &key);
     let _ = read_blocking::<_, FromNode>(&mut &data[..], &key);
     let _ = read_blocking::<_, ToNode>(&mut &data[..], &key);
     let _ = read_blocking::<_, Response>(&mut &data[..], &key);
+    let _ = postcard::from_bytes::<Hello>(data);
     let _ = postcard::from_bytes::<Request>(data);
     let _ = postcard::from_bytes::<Register>(data);
     let _ = postcard::from_bytes::<FromNode>(data);
@@ -68,7 +72,8 @@ pub fn frame(data: &[u8]) {
 /// One thing happening to the machine manager, decoded from the fuzzer's bytes.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Happening {
-    Client(Request),
+    /// A request from the user `uid` (an administrator when the flag is set).
+    Client(u32, bool, Request),
     Register(Register),
     FromNode(u32, FromNode),
     Heard(u32),
@@ -111,7 +116,15 @@ pub fn mm_core(data: &[u8]) {
     };
     for (req, h) in (1..).zip(happenings(rest)) {
         let input = match h {
-            Happening::Client(request) => Input::Client { req, request },
+            Happening::Client(uid, admin, request) => Input::Client {
+                req,
+                request,
+                caller: Caller {
+                    uid,
+                    gid: uid,
+                    admin,
+                },
+            },
             Happening::Register(reg) => Input::Register { req, reg },
             Happening::FromNode(n, msg) => Input::FromNode {
                 from: NodeId(n % (nodes + 1)),
@@ -292,18 +305,18 @@ pub mod seeds {
                     epoch: 2,
                 },
             ),
-            Happening::Client(submit(2)),
-            Happening::Client(submit(3)),
+            Happening::Client(1000, false, submit(2)),
+            Happening::Client(1000, false, submit(3)),
             Happening::Advance(5),
             Happening::FromNode(0, FromNode::Launched { job: JobId(1) }),
-            Happening::Client(Request::Suspend(JobId(1))),
-            Happening::Client(Request::Resume(JobId(1))),
-            Happening::Client(Request::Jobs { ids: Vec::new() }),
-            Happening::Client(Request::Status),
+            Happening::Client(1000, false, Request::Suspend(JobId(1))),
+            Happening::Client(1000, false, Request::Resume(JobId(1))),
+            Happening::Client(1000, false, Request::Jobs { ids: Vec::new() }),
+            Happening::Client(1000, false, Request::Status),
             Happening::Heard(1),
             Happening::FromNode(0, exit(1, 0)),
             Happening::FromNode(0, exit(1, 1)),
-            Happening::Client(Request::Cancel(JobId(2))),
+            Happening::Client(1000, false, Request::Cancel(JobId(2))),
             Happening::Advance(2000),
             Happening::Register(Register {
                 jobs: vec![HeldJob {
@@ -317,11 +330,15 @@ pub mod seeds {
                 ..reg(1)
             }),
             Happening::Advance(4000),
-            Happening::Client(Request::Output {
-                job: JobId(1),
-                rank: 0,
-            }),
-            Happening::Client(Request::Shutdown),
+            Happening::Client(
+                1000,
+                false,
+                Request::Output {
+                    job: JobId(1),
+                    rank: 0,
+                },
+            ),
+            Happening::Client(0, true, Request::Shutdown),
         ]
     }
 
@@ -333,7 +350,7 @@ pub mod seeds {
         if framed {
             for h in morning() {
                 match h {
-                    Happening::Client(r) => {
+                    Happening::Client(_, _, r) => {
                         out.push(key.seal(&r));
                         out.push(postcard::to_stdvec(&r).expect("encodes"));
                     }

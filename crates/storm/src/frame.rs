@@ -19,8 +19,9 @@
 //! data and needs no key, so it tells an attacker nothing but that the key was wrong.
 //!
 //! Payloads are postcard-encoded serde values. Frames are not encrypted (the cluster network
-//! is trusted for confidentiality) and carry no replay counter: a captured frame could be
-//! replayed on a new connection. Both are noted in docs/daemons.md.
+//! is trusted for confidentiality) and carry no replay counter themselves: the daemons put a
+//! stamp (clock and nonce) in the first frame of each connection to the machine manager, which
+//! refuses one it has seen (docs/daemons.md, "Frames and authentication").
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -111,16 +112,9 @@ impl Key {
         Key::from_hex(&text).ok_or_else(|| err("expected 64 hex digits".into()))
     }
 
-    /// Writes the key readable by its owner only.
+    /// Writes the key readable by its owner only, as a new file: see [`write_private`].
     pub fn save(&self, path: &Path) -> Result<(), FrameError> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)?;
-        writeln!(f, "{}", self.to_hex())?;
+        write_private(path, format!("{}\n", self.to_hex()).as_bytes())?;
         Ok(())
     }
 
@@ -152,6 +146,42 @@ impl Key {
         mac.verify_slice(tag).map_err(|_| FrameError::BadTag)?;
         postcard::from_bytes(payload).map_err(FrameError::Decode)
     }
+}
+
+/// Writes `content` to `path` as a new file of mode 0600 owned by this process's user, never
+/// through whatever stood at `path` (issue 10, finding 3: a file planted there by another user
+/// kept its owner and mode 0666, and a symbolic link was followed to overwrite its target).
+/// The content goes to a fresh temporary name in the same directory, created with `O_EXCL`
+/// (which also refuses to follow a link), and is renamed over `path`: `rename` replaces a
+/// link or file at `path` itself, and a reader sees the old content or the whole new one.
+pub fn write_private(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other(format!("{} names no file", path.display())))?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let tmp = path.with_file_name(format!(
+        ".{}.{}.{nanos}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(content)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 fn check_len(len: usize, max: usize) -> Result<usize, FrameError> {
@@ -314,6 +344,33 @@ mod tests {
             read_frame::<_, Vec<u8>>(&mut &short[..], &k, MAX_FRAME).await,
             Err(FrameError::Io(_))
         ));
+    }
+
+    /// Issue 10, finding 3: the key never goes through a file or link planted at its path.
+    #[test]
+    fn a_saved_key_replaces_a_planted_file_or_link_and_is_private() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = std::env::temp_dir().join(format!("cosched-key-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let key_path = dir.join("key");
+        std::os::unix::fs::symlink(&victim, &key_path).unwrap();
+        let k = Key::generate().unwrap();
+        k.save(&key_path).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        let m = std::fs::symlink_metadata(&key_path).unwrap();
+        assert!(m.file_type().is_file());
+        assert_eq!(m.mode() & 0o777, 0o600);
+        // A world-writable file in its place is replaced, not reused.
+        std::fs::remove_file(&key_path).unwrap();
+        std::fs::write(&key_path, "x").unwrap();
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        k.save(&key_path).unwrap();
+        assert_eq!(std::fs::metadata(&key_path).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(Key::load(&key_path).unwrap(), k);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -342,14 +342,14 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         Command::Mm(a) => {
             cosched_daemon::util::init_logging();
             let dir = a.state_dir.map_or_else(StateDir::from_env, StateDir::new);
-            std::fs::create_dir_all(dir.root())
-                .with_context(|| format!("creating {}", dir.root().display()))?;
+            // Private, and refused if another user could have planted files in it.
+            dir.create()?;
             let key = load_or_create_key(&a.key_file.unwrap_or_else(|| dir.key_file()))?;
             let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, a.nodes, a.pes);
             cfg.listen = a.listen;
             cfg.settings = a.manager.settings(a.nodes, a.pes);
             cfg.dead_after = cfg.settings.heartbeat * 5;
-            std::fs::write(dir.mm_pid_file(), format!("{}\n", std::process::id()))?;
+            dir.write_pid(&dir.mm_pid_file(), std::process::id() as i32)?;
             mm::run_blocking(cfg)?;
             Ok(0)
         }

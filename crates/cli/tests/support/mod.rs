@@ -46,6 +46,16 @@ pub fn succeeded(args: &[&str], out: Output, context: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The pid in a daemon's pid file (which also records the process's start time).
+pub fn pid_in_file(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// The job id `cosched submit` printed.
 pub fn job_id(stdout: &str) -> u64 {
     stdout.trim().parse().expect("submit prints the job id")

@@ -67,7 +67,11 @@ pub type ReqId = u64;
 #[derive(Clone, Debug)]
 pub enum Input {
     /// A client's request.
-    Client { req: ReqId, request: Request },
+    Client {
+        req: ReqId,
+        request: Request,
+        caller: Caller,
+    },
     /// A node manager (re)registers.
     Register { req: ReqId, reg: Register },
     /// A report a node sent up the tree.
@@ -145,6 +149,7 @@ pub struct Side {
     pub name: String,
     pub class: Option<String>,
     pub user: Option<u32>,
+    pub gid: Option<u32>,
     pub time_limit: Option<Dur>,
     pub cmd: Vec<String>,
     pub cwd: String,
@@ -316,6 +321,7 @@ impl Core {
                 name: info.name.clone(),
                 class: info.class.clone(),
                 user: info.user,
+                gid: info.gid,
                 time_limit: info.time_limit_us.map(Dur::from_micros),
                 cmd: info.cmd.clone(),
                 cwd: info.cwd.clone(),
@@ -433,7 +439,11 @@ impl Core {
     pub fn on(&mut self, now: Time, input: Input) {
         let now = self.clamp(now);
         match input {
-            Input::Client { req, request } => self.request(now, req, request),
+            Input::Client {
+                req,
+                request,
+                caller,
+            } => self.request(now, req, request, caller),
             Input::Register { req, reg } => self.register(now, req, reg),
             Input::FromNode { from, msg } => match msg {
                 FromNode::Exited { job, exit } => {
@@ -819,6 +829,8 @@ impl Core {
             },
             io: s.io.clone(),
             stopped,
+            uid: s.user,
+            gid: s.gid,
             placement: s.placement.clone(),
         }
     }
@@ -983,9 +995,26 @@ impl Core {
         self.instant.rest.push(Event::Submitted(req));
     }
 
-    /// A new job joins the queue; an array adds one job per index (their ids consecutive,
-    /// the first being the array's id). Returns the first id.
-    pub(super) fn submit(&mut self, now: Time, mut s: SubmitRequest) -> Result<JobId, String> {
+    /// A new job owned by `caller` (or by the user an administrator names) joins the queue;
+    /// an array adds one job per index (their ids consecutive, the first being the array's
+    /// id). Returns the first id.
+    pub(super) fn submit(
+        &mut self,
+        now: Time,
+        mut s: SubmitRequest,
+        caller: Caller,
+    ) -> Result<JobId, String> {
+        let owner = match s.user {
+            Some(u) if u != caller.uid && !caller.admin => {
+                return Err(format!(
+                    "permission denied: {} (uid {}) cannot submit a job as uid {u}",
+                    crate::util::user_name(caller.uid),
+                    caller.uid
+                ));
+            }
+            Some(u) if u != caller.uid => (u, crate::util::account(u).map_or(u, |a| a.gid)),
+            _ => (caller.uid, caller.gid),
+        };
         s.sched.after = self.check_dependencies(&s.sched.after)?;
         if let Some(b) = s.sched.begin_us
             && b <= now.as_micros()
@@ -993,7 +1022,7 @@ impl Core {
             s.sched.begin_us = None;
         }
         let Some(array) = s.sched.array.take() else {
-            return self.submit_one(now, s);
+            return self.submit_one(now, s, owner);
         };
         if array.indices.is_empty() || array.indices.len() > crate::sched::MAX_ARRAY_TASKS {
             return Err(format!(
@@ -1009,12 +1038,18 @@ impl Core {
                 index,
                 throttle: array.throttle,
             });
-            self.submit_one(now, task)?;
+            self.submit_one(now, task, owner)?;
         }
         Ok(first)
     }
 
-    fn submit_one(&mut self, now: Time, s: SubmitRequest) -> Result<JobId, String> {
+    /// One job of a submission, owned by `(uid, gid)`.
+    fn submit_one(
+        &mut self,
+        now: Time,
+        s: SubmitRequest,
+        (uid, gid): (u32, u32),
+    ) -> Result<JobId, String> {
         let total = self.shape.total_pes();
         if s.procs == 0 {
             return Err("a job needs at least 1 PE (-n)".into());
@@ -1040,7 +1075,8 @@ impl Core {
                     .unwrap_or_default()
             }),
             class: s.class,
-            user: s.user,
+            user: Some(uid),
+            gid: Some(gid),
             time_limit: s.time_limit_us.map(Dur::from_micros),
             cmd: s.cmd,
             cwd: s.cwd,

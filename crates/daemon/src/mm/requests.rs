@@ -10,7 +10,7 @@ use crate::proto::*;
 const OUTPUT_TIMEOUT: Dur = Dur::from_secs(5);
 
 impl Core {
-    pub(super) fn request(&mut self, now: Time, req: ReqId, request: Request) {
+    pub(super) fn request(&mut self, now: Time, req: ReqId, request: Request, caller: Caller) {
         // A job's environment is for its ranks only: it may hold secrets, and with many jobs
         // it could outgrow a frame.
         let shown = |mut j: JobInfo| {
@@ -29,7 +29,7 @@ impl Core {
             ))
         };
         let resp = match request {
-            Request::Submit(s) => match self.submit(now, *s) {
+            Request::Submit(s) => match self.submit(now, *s, caller) {
                 Ok(id) => Response::Submitted(id),
                 Err(why) => Response::Error(why),
             },
@@ -59,6 +59,7 @@ impl Core {
             }
             Request::Cancel(id) => match self.ledger.find(id) {
                 None => unknown(id),
+                Some(i) if !self.may_act(caller, i) => self.denied(i),
                 Some(i) if !self.live.contains(&i) => ended(id, &self.job_info(i, now)),
                 Some(i) => {
                     self.cancel(now, i, "cancelled by a user");
@@ -69,6 +70,7 @@ impl Core {
                 let hold = matches!(request, Request::Suspend(_));
                 match self.ledger.find(id) {
                     None => unknown(id),
+                    Some(i) if !self.may_act(caller, i) => self.denied(i),
                     Some(i) if !self.live.contains(&i) => ended(id, &self.job_info(i, now)),
                     Some(i) => {
                         if self.ledger.entry(i).held() != hold {
@@ -79,10 +81,14 @@ impl Core {
                 }
             }
             Request::Status => Response::Status(self.status()),
-            Request::Output { job, rank } => match self.output(now, req, job, rank) {
+            Request::Output { job, rank } => match self.output(now, req, job, rank, caller) {
                 Some(resp) => resp,
                 None => return,
             },
+            Request::Shutdown if !caller.admin => Response::Error(format!(
+                "permission denied: only root or the cluster's own user ({}) may shut it down",
+                crate::util::user_name(crate::util::euid())
+            )),
             Request::Shutdown => {
                 self.shutdown(now);
                 Response::Done
@@ -91,13 +97,40 @@ impl Core {
         self.push(Effect::Reply { req, resp });
     }
 
+    /// Whether `caller` may cancel, hold, release or read the output of job `i`: its owner or
+    /// an administrator. (A job recorded without a user, from before issue 10, is the
+    /// administrator's.)
+    fn may_act(&self, caller: Caller, i: cosched_ledger::Ix) -> bool {
+        caller.admin || self.side[i].user == Some(caller.uid)
+    }
+
+    fn denied(&self, i: cosched_ledger::Ix) -> Response {
+        let owner = self.side[i]
+            .user
+            .map_or_else(|| "the administrator".to_string(), crate::util::user_name);
+        Response::Error(format!(
+            "permission denied: job {} belongs to {owner}",
+            self.ledger.entry(i).req.id
+        ))
+    }
+
     /// Asks the node of rank `rank` for its output; `None` when the answer comes later.
-    fn output(&mut self, now: Time, req: ReqId, job: JobId, rank: u32) -> Option<Response> {
+    fn output(
+        &mut self,
+        now: Time,
+        req: ReqId,
+        job: JobId,
+        rank: u32,
+        caller: Caller,
+    ) -> Option<Response> {
         let Some(i) = self.ledger.find(job) else {
             return Some(Response::Error(format!(
                 "unknown job id {job}; `cosched queue --all` lists the jobs"
             )));
         };
+        if !self.may_act(caller, i) {
+            return Some(self.denied(i));
+        }
         let procs = self.ledger.entry(i).req.procs;
         if rank >= procs {
             return Some(Response::Error(format!(
@@ -139,6 +172,7 @@ impl Core {
                     env: None,
                     ..self.side[i].io.clone()
                 },
+                uid: self.side[i].user,
             },
         );
         self.outputs.insert(fetch, (req, now + OUTPUT_TIMEOUT));

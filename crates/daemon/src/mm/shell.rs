@@ -2,7 +2,8 @@
 //! connections, the storm tree and SQLite. It drains everything that has arrived, hands it to
 //! the core with one clock reading, steps the core once and carries out its effects.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use cosched_core::Time;
 use cosched_policy::{PolicyConfig, PolicyOptions, registry};
@@ -27,7 +28,7 @@ enum Waiting {
 
 enum Incoming {
     Register(Register, oneshot::Sender<RegisterReply>),
-    Client(Request, oneshot::Sender<Response>),
+    Client(Request, Caller, oneshot::Sender<Response>),
 }
 
 struct Shell {
@@ -89,8 +90,13 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let state = crate::StateDir::new(&cfg.state_dir);
     let listener = listen(&cfg.listen, &state).await?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?;
-    std::fs::create_dir_all(&cfg.state_dir).map_err(DaemonError::Io)?;
+    state.create()?;
+    // Everything the machine manager creates is its own: the database (every job's command
+    // and environment), its WAL and shared-memory files, the socket's directory entries.
+    // SAFETY: umask(2) cannot fail.
+    unsafe { libc::umask(0o077) };
     let db = Db::open(&state.db_file())?;
+    private_db_files(&state);
     let recovered = Recovered {
         nodes: db.nodes()?,
         jobs: db.jobs()?,
@@ -119,7 +125,15 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let first = sh.core.step(t);
     sh.carry_out(first);
     let (in_tx, mut in_rx) = mpsc::unbounded_channel();
-    tokio::spawn(accept_loop(listener, cfg.key.clone(), in_tx));
+    let local = bind_local(&state)?;
+    let replays = Arc::new(Mutex::new(Replays::default()));
+    tokio::spawn(accept_loop(
+        listener,
+        cfg.key.clone(),
+        in_tx.clone(),
+        replays.clone(),
+    ));
+    tokio::spawn(local_accept_loop(local, in_tx, replays));
     write_atomic(&state.addr_file(), &format!("{addr}\n")).map_err(DaemonError::Io)?;
     tracing::info!("mm: running at {}", crate::util::raise_priority());
     tracing::info!(
@@ -199,6 +213,22 @@ async fn listen(wanted: &str, state: &crate::StateDir) -> Result<TcpListener, Da
         .map_err(|e| bind_err(wanted, e))
 }
 
+/// A database written before issue 10 was readable by everyone: made private (0600), with
+/// its `-wal` and `-shm` files.
+fn private_db_files(state: &crate::StateDir) {
+    use std::os::unix::fs::PermissionsExt;
+    let db = state.db_file();
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = db.clone().into_os_string();
+        p.push(suffix);
+        if let Err(e) = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!("mm: cannot make {} private: {e}", db.display());
+        }
+    }
+}
+
 /// Waits shorter than this are slept precisely on the thread rather than with tokio's timer.
 const PRECISE_BELOW: std::time::Duration = std::time::Duration::from_millis(2);
 
@@ -236,9 +266,13 @@ impl Shell {
                 self.waiting.insert(req, Waiting::Register(tx));
                 Input::Register { req, reg }
             }
-            Incoming::Client(request, tx) => {
+            Incoming::Client(request, caller, tx) => {
                 self.waiting.insert(req, Waiting::Client(tx));
-                Input::Client { req, request }
+                Input::Client {
+                    req,
+                    request,
+                    caller,
+                }
             }
         };
         self.core.on(t, input);
@@ -334,14 +368,19 @@ impl Shell {
 /// Serves connections: each sends one [`Hello`] (a registration or a client request) and
 /// gets one answer. Before its hello is authenticated a connection holds one of the
 /// listener's [`Gate`] slots and at most [`MAX_HELLO`] bytes (issue 10, finding 5).
-async fn accept_loop(listener: TcpListener, key: Key, tx: mpsc::UnboundedSender<Incoming>) {
+async fn accept_loop(
+    listener: TcpListener,
+    key: Key,
+    tx: mpsc::UnboundedSender<Incoming>,
+    replays: Arc<Mutex<Replays>>,
+) {
     let gate = Gate::default();
     loop {
         // The slot first: while every slot is taken, new peers wait in the kernel's backlog.
         let permit = gate.enter().await;
         let (stream, peer) = accept(&listener, "mm").await;
         let _ = stream.set_nodelay(true);
-        let (key, tx) = (key.clone(), tx.clone());
+        let (key, tx, replays) = (key.clone(), tx.clone(), replays.clone());
         tokio::spawn(async move {
             let (mut rd, mut wr) = stream.into_split();
             let hello = tokio::time::timeout(
@@ -367,22 +406,184 @@ async fn accept_loop(listener: TcpListener, key: Key, tx: mpsc::UnboundedSender<
                     return;
                 }
             };
+            let stamp = match &hello {
+                Hello::Register(s, _) | Hello::Client(s, _) => *s,
+            };
+            // The lock is released before any await.
+            let checked = replays
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .check(stamp);
+            if let Err(why) = checked {
+                eprintln!("mm: dropping peer {peer}: {why}");
+                // The sender learns why: a node manager whose clock is off stops with the
+                // reason instead of retrying in silence; a replayer learns nothing new.
+                let _ = match hello {
+                    Hello::Client(..) => {
+                        cosched_storm::frame::write_frame(&mut wr, &key, &Response::Error(why))
+                            .await
+                    }
+                    Hello::Register(..) => {
+                        let reply = RegisterReply::Rejected(why);
+                        cosched_storm::frame::write_frame(&mut wr, &key, &reply).await
+                    }
+                };
+                return;
+            }
             match hello {
-                Hello::Register(reg) => {
+                Hello::Register(_, reg) => {
                     relay(&tx, &mut wr, &key, |otx| Incoming::Register(reg, otx)).await
                 }
-                Hello::Client(req) => {
-                    relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, otx)).await
+                // The cluster key is the administrator's: its holder acts as this daemon's
+                // user and may name the user a job runs as (see docs/daemons.md, "Trust").
+                Hello::Client(_, req) => {
+                    let caller = Caller {
+                        uid: crate::util::euid(),
+                        gid: crate::util::egid(),
+                        admin: true,
+                    };
+                    relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, caller, otx)).await
                 }
             }
         });
     }
 }
 
+/// The stamps of the requests of the last [`REPLAY_WINDOW_US`] (either way): a request whose
+/// stamp is outside the window, or whose nonce is among them, is a replay or comes from a
+/// clock that is badly off, and is refused.
+#[derive(Default)]
+struct Replays {
+    seen: std::collections::HashSet<u64>,
+    /// `(time_us, nonce)` in arrival order, to forget them once out of the window.
+    order: VecDeque<(i64, u64)>,
+}
+
+impl Replays {
+    fn check(&mut self, s: Stamp) -> Result<(), String> {
+        self.check_at(s, now().as_micros())
+    }
+
+    fn check_at(&mut self, s: Stamp, now_us: i64) -> Result<(), String> {
+        // A nonce is remembered for two windows after it arrived: its stamp may be up to one
+        // window ahead, and a copy is refused by time for one window after that.
+        while self
+            .order
+            .front()
+            .is_some_and(|&(t, _)| t < now_us.saturating_sub(2 * REPLAY_WINDOW_US))
+        {
+            let (_, n) = self.order.pop_front().expect("non-empty");
+            self.seen.remove(&n);
+        }
+        let off = s.time_us.saturating_sub(now_us);
+        if off.unsigned_abs() > REPLAY_WINDOW_US as u64 {
+            return Err(format!(
+                "request stamped {:.1} s from the machine manager's clock (more than {} s): a replayed request, or a clock that is off",
+                off as f64 / 1e6,
+                REPLAY_WINDOW_US / 1_000_000
+            ));
+        }
+        if !self.seen.insert(s.nonce) {
+            return Err(format!(
+                "replayed request refused (nonce {:016x} already used)",
+                s.nonce
+            ));
+        }
+        self.order.push_back((now_us, s.nonce));
+        Ok(())
+    }
+}
+
+/// Binds the Unix socket of local clients, `mm.sock` in the state directory, connectable by
+/// every user who may enter the directory: the kernel tells who connects (`SO_PEERCRED`), so
+/// a user needs no key, and gets no more than a user's rights.
+fn bind_local(state: &crate::StateDir) -> Result<tokio::net::UnixListener, DaemonError> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = state.sock_file();
+    // Only this user can write in the (checked) directory: what is there is a stale socket.
+    let _ = std::fs::remove_file(&path);
+    let (_dir, short) = crate::client::socket_path(&path)?;
+    let l = tokio::net::UnixListener::bind(&short).map_err(|e| DaemonError::StateDir {
+        dir: state.root().to_path_buf(),
+        why: format!("cannot listen on {}: {e}", path.display()),
+    })?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
+    Ok(l)
+}
+
+/// Serves local clients on the Unix socket: as [`accept_loop`], but each request is the
+/// caller's whose uid and gid the kernel gives, never a claim in the request; node managers
+/// register only over TCP, with the key.
+async fn local_accept_loop(
+    listener: tokio::net::UnixListener,
+    tx: mpsc::UnboundedSender<Incoming>,
+    replays: Arc<Mutex<Replays>>,
+) {
+    let gate = Gate::default();
+    let key = local_key();
+    let me = crate::util::euid();
+    let mut pause = std::time::Duration::from_millis(10);
+    loop {
+        let permit = gate.enter().await;
+        let stream = match listener.accept().await {
+            Ok((s, _)) => {
+                pause = std::time::Duration::from_millis(10);
+                s
+            }
+            Err(e) => {
+                eprintln!("mm: cannot accept a local connection ({e}); backing off");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                continue;
+            }
+        };
+        let Ok(cred) = stream.peer_cred() else {
+            continue;
+        };
+        let caller = Caller {
+            uid: cred.uid(),
+            gid: cred.gid(),
+            admin: cred.uid() == 0 || cred.uid() == me,
+        };
+        let (key, tx, replays) = (key.clone(), tx.clone(), replays.clone());
+        tokio::spawn(async move {
+            let (mut rd, mut wr) = stream.into_split();
+            let hello = tokio::time::timeout(
+                cosched_storm::node::HANDSHAKE_TIMEOUT,
+                cosched_storm::frame::read_frame::<_, Hello>(&mut rd, &key, MAX_HELLO),
+            )
+            .await;
+            drop(permit);
+            let who = format!("local uid {}", caller.uid);
+            match hello {
+                Ok(Ok(Hello::Client(stamp, req))) => {
+                    let checked = replays
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .check(stamp);
+                    if let Err(why) = checked {
+                        eprintln!("mm: dropping {who}: {why}");
+                        let answer = Response::Error(why);
+                        let _ = cosched_storm::frame::write_frame(&mut wr, &key, &answer).await;
+                        return;
+                    }
+                    relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, caller, otx)).await
+                }
+                Ok(Ok(Hello::Register(..))) => {
+                    eprintln!("mm: dropping {who}: node managers register over TCP, with the key")
+                }
+                Ok(Err(cosched_storm::FrameError::Closed)) => {}
+                Ok(Err(e)) => eprintln!("mm: dropping {who}: {e}"),
+                Err(_) => eprintln!("mm: dropping {who}: nothing sent"),
+            }
+        });
+    }
+}
+
 /// Hands a request to the event loop and writes its answer back on the connection.
-async fn relay<T: serde::Serialize>(
+async fn relay<T: serde::Serialize, W: tokio::io::AsyncWrite + Unpin>(
     tx: &mpsc::UnboundedSender<Incoming>,
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    wr: &mut W,
     key: &Key,
     wrap: impl FnOnce(oneshot::Sender<T>) -> Incoming,
 ) {
@@ -392,5 +593,43 @@ async fn relay<T: serde::Serialize>(
     }
     if let Ok(answer) = orx.await {
         let _ = cosched_storm::frame::write_frame(wr, key, &answer).await;
+    }
+}
+
+#[cfg(test)]
+mod replay_tests {
+    use super::*;
+
+    /// Issue 10, finding 3: the same stamp twice is refused, and so is one out of the window.
+    #[test]
+    fn a_stamp_is_accepted_once_and_only_near_the_clock() {
+        let mut r = Replays::default();
+        let t = 1_000_000_000_000;
+        let s = Stamp {
+            time_us: t,
+            nonce: 7,
+        };
+        assert!(r.check_at(s, t).is_ok());
+        let again = r.check_at(s, t + 1_000_000).unwrap_err();
+        assert!(again.contains("replayed"), "{again}");
+        let old = Stamp {
+            time_us: t - REPLAY_WINDOW_US - 1,
+            nonce: 8,
+        };
+        assert!(r.check_at(old, t).unwrap_err().contains("clock"));
+        // Long after, the nonce is forgotten, and its stamp is too old anyway.
+        let later = t + 3 * REPLAY_WINDOW_US;
+        assert!(r.check_at(s, later).is_err());
+        assert_eq!(r.seen.len(), 0);
+        assert!(
+            r.check_at(
+                Stamp {
+                    time_us: later,
+                    nonce: 9
+                },
+                later
+            )
+            .is_ok()
+        );
     }
 }

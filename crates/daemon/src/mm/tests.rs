@@ -101,7 +101,14 @@ fn submit(c: &mut Core, now: Time, procs: u32) {
         io: Default::default(),
         sched: Default::default(),
     }));
-    c.on(now, Input::Client { req: 1, request });
+    c.on(
+        now,
+        Input::Client {
+            req: 1,
+            request,
+            caller: Caller::ROOT,
+        },
+    );
 }
 
 fn exit(c: &mut Core, now: Time, job: u64, rank: u32, code: i32) {
@@ -471,6 +478,7 @@ fn issue_10_a_rejoining_node_gets_its_launch_and_its_signals_after_joining() {
         Input::Client {
             req: 3,
             request: Request::Suspend(JobId(1)),
+            caller: Caller::ROOT,
         },
     );
     assert!(sent(&c.step(t(3))).is_empty());
@@ -503,7 +511,14 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
             io: Default::default(),
             sched: Default::default(),
         }));
-        c.on(t(1), Input::Client { req, request });
+        c.on(
+            t(1),
+            Input::Client {
+                req,
+                request,
+                caller: Caller::ROOT,
+            },
+        );
         c.step(t(1))
             .into_iter()
             .find_map(|e| match e {
@@ -627,7 +642,14 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         io: io.clone(),
         sched: Default::default(),
     }));
-    c.on(t(1), Input::Client { req: 1, request });
+    c.on(
+        t(1),
+        Input::Client {
+            req: 1,
+            request,
+            caller: Caller::ROOT,
+        },
+    );
     let fx = c.step(t(1));
     let saved: Vec<JobInfo> = fx
         .iter()
@@ -643,6 +665,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         Input::Client {
             req: 2,
             request: Request::Jobs { ids: Vec::new() },
+            caller: Caller::ROOT,
         },
     );
     let shown = c.step(t(2)).into_iter().find_map(|e| match e {
@@ -713,7 +736,14 @@ fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
         io: Default::default(),
         sched,
     }));
-    c.on(now, Input::Client { req: 1, request });
+    c.on(
+        now,
+        Input::Client {
+            req: 1,
+            request,
+            caller: Caller::ROOT,
+        },
+    );
 }
 
 fn launch_msgs(fx: &[Effect]) -> Vec<Launch> {
@@ -911,4 +941,98 @@ fn a_deferred_job_stays_deferred_across_a_restart() {
     assert!(c.next_wake() <= t(100));
     let l = launch_msgs(&c.step(t(100)));
     assert_eq!(l.iter().map(|l| l.job.0).collect::<Vec<_>>(), [1]);
+}
+
+/// Issue 10, finding 3: a job belongs to the user the machine manager established, not to
+/// one named in the request; only its owner or an administrator may cancel, hold, release or
+/// read it, and only an administrator may shut the cluster down.
+#[test]
+fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
+    let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 1);
+    let alice = Caller {
+        uid: 60001,
+        gid: 60001,
+        admin: false,
+    };
+    let bob = Caller {
+        uid: 60002,
+        gid: 60002,
+        admin: false,
+    };
+    let mut next = 10;
+    let mut ask = |c: &mut Core, request: Request, caller: Caller| -> Response {
+        next += 1;
+        let req = next;
+        c.on(
+            t(1),
+            Input::Client {
+                req,
+                request,
+                caller,
+            },
+        );
+        c.step(t(1))
+            .into_iter()
+            .find_map(|e| match e {
+                Effect::Reply { req: r, resp } if r == req => Some(resp),
+                _ => None,
+            })
+            .expect("answered")
+    };
+    let submit = |user: Option<u32>| {
+        Request::Submit(Box::new(SubmitRequest {
+            procs: 1,
+            time_limit_us: None,
+            class: None,
+            name: None,
+            cmd: vec!["work".into()],
+            cwd: "/".into(),
+            user,
+            io: Default::default(),
+            sched: Default::default(),
+        }))
+    };
+    // A claim to be someone else is refused to a user...
+    match ask(&mut c, submit(Some(0)), alice) {
+        Response::Error(e) => assert!(e.contains("permission denied"), "{e}"),
+        r => panic!("alice submitted as root: {r:?}"),
+    }
+    // ...and the job is the caller's whatever the request says of itself.
+    let Response::Submitted(id) = ask(&mut c, submit(Some(alice.uid)), alice) else {
+        panic!("not submitted")
+    };
+    let info = state(&c, id.0);
+    assert_eq!((info.user, info.gid), (Some(alice.uid), Some(alice.gid)));
+    for request in [
+        Request::Cancel(id),
+        Request::Suspend(id),
+        Request::Resume(id),
+        Request::Output { job: id, rank: 0 },
+    ] {
+        match ask(&mut c, request.clone(), bob) {
+            Response::Error(e) => assert!(
+                e.contains(&format!("permission denied: job {id} belongs to")),
+                "{request:?}: {e}"
+            ),
+            r => panic!("bob's {request:?} was served: {r:?}"),
+        }
+    }
+    match ask(&mut c, Request::Shutdown, bob) {
+        Response::Error(e) => assert!(e.contains("permission denied"), "{e}"),
+        r => panic!("bob shut the cluster down: {r:?}"),
+    }
+    assert!(matches!(
+        ask(&mut c, Request::Suspend(id), alice),
+        Response::Done
+    ));
+    assert!(matches!(
+        ask(&mut c, Request::Cancel(id), Caller::ROOT),
+        Response::Done
+    ));
+    // An administrator submits as the user it names.
+    let Response::Submitted(id2) = ask(&mut c, submit(Some(bob.uid)), Caller::ROOT) else {
+        panic!("not submitted")
+    };
+    assert_eq!(state(&c, id2.0).user, Some(bob.uid));
 }

@@ -54,6 +54,7 @@ impl Core {
             name: s.name.clone(),
             class: s.class.clone(),
             user: s.user,
+            gid: s.gid,
             time_limit_us: s.time_limit.map(|d| d.as_micros()),
             cmd: s.cmd.clone(),
             cwd: s.cwd.clone(),
