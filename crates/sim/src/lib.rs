@@ -24,6 +24,7 @@ pub mod engine;
 pub mod matrix_svg;
 pub mod metrics;
 pub mod plot;
+mod rates;
 pub mod report;
 pub mod run;
 pub mod setup;
