@@ -26,6 +26,7 @@ use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, Slowdow
 use cosched_ledger::{Change, Ledger, LedgerError};
 use cosched_policy::{Decision, Event, JobRequest, Policy};
 
+pub use crate::rates::Usage;
 use crate::rates::{Overshared, Rates};
 
 /// One job as the simulator knows it: what the policy is told, and how long it really runs.
@@ -108,6 +109,10 @@ pub struct SimResult {
     /// Jobs still waiting or stopped when nothing could happen any more (a policy that
     /// starves them, or jobs larger than the usable machine).
     pub unfinished: usize,
+    /// The policy's own counters ([`Policy::stats`]).
+    pub policy_stats: Vec<(String, f64)>,
+    /// Node and core usage by the number of waiting jobs, with a slowdown model.
+    pub usage: Option<Usage>,
 }
 
 /// Why a run stopped.
@@ -287,6 +292,9 @@ struct Engine<'a> {
     rates: Option<Rates>,
     /// A decision broke the two-jobs-per-node rule (reported after the decision).
     fault: Option<(Overshared, Time)>,
+    usage: Option<Usage>,
+    /// Jobs submitted that never ran and have not ended.
+    waiting: usize,
 }
 
 impl<'a> Engine<'a> {
@@ -346,6 +354,8 @@ impl<'a> Engine<'a> {
             decisions: 0,
             rates: opts.slowdowns.map(|m| Rates::new(m, machine, jobs.len())),
             fault: None,
+            usage: opts.slowdowns.map(|_| Usage::new(machine)),
+            waiting: 0,
         })
     }
 
@@ -396,7 +406,15 @@ impl<'a> Engine<'a> {
             self.instant(now)?;
         }
         let unfinished = self.jobs.len() - self.ledger.ended();
+        let policy_stats = self
+            .policy
+            .stats()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
         Ok(SimResult {
+            policy_stats,
+            usage: self.usage,
             policy: self.policy.name().to_string(),
             machine: self.machine,
             runtimes: self.jobs.iter().map(|j| j.runtime).collect(),
@@ -410,6 +428,9 @@ impl<'a> Engine<'a> {
     /// Every round of the instant `now`: the policy observes each event as it is found (ends,
     /// then arrivals, then timers, then operations), then decides once.
     fn instant(&mut self, now: Time) -> Result<(), SimError> {
+        if let (Some(u), Some(r)) = (self.usage.as_mut(), self.rates.as_ref()) {
+            u.advance(now, self.waiting, r.busy_nodes, r.busy_cores);
+        }
         self.again = true;
         while std::mem::take(&mut self.again) {
             let before = self.events;
@@ -517,6 +538,7 @@ impl<'a> Engine<'a> {
             && self.jobs[i as usize].req.submit <= now
         {
             self.next_arrival += 1;
+            self.waiting += 1;
             self.ledger.submit(i as usize, now);
             self.tell(now, Event::Submitted(self.jobs[i as usize].req.clone()));
         }
@@ -528,6 +550,9 @@ impl<'a> Engine<'a> {
             Operation::Cancel(job) => {
                 let i = ix(&self.ledger, job);
                 if self.ledger.entry(i).is_live() {
+                    if !self.ledger.entry(i).launched() {
+                        self.waiting -= 1;
+                    }
                     self.stopped(i, now);
                     self.ledger.end(i, now, Outcome::Cancelled, None);
                     self.tell(now, Event::Ended(job));
@@ -572,7 +597,10 @@ impl<'a> Engine<'a> {
     #[inline]
     fn carry_out(&mut self, now: Time, change: Change) {
         match change {
-            Change::Runs { job, .. } if self.rates.is_some() => {
+            Change::Runs { job, launch } if self.rates.is_some() => {
+                if launch {
+                    self.waiting -= 1;
+                }
                 // Priced with its co-runners at the end of the round (`reprice`).
                 let pes = self.ledger.entry(job).pes().clone();
                 let rates = self.rates.as_mut().expect("checked");
@@ -588,6 +616,9 @@ impl<'a> Engine<'a> {
             }
             Change::Stops { job } => self.stopped(job, now),
             Change::Ends { job } => {
+                if !self.ledger.entry(job).launched() {
+                    self.waiting = self.waiting.saturating_sub(1);
+                }
                 self.stopped(job, now);
                 self.caused.push(Event::Ended(self.jobs[job].req.id));
                 self.again = true;

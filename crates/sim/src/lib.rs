@@ -23,6 +23,7 @@
 pub mod engine;
 pub mod matrix_svg;
 pub mod metrics;
+pub mod multicore_metrics;
 pub mod plot;
 mod rates;
 pub mod report;

@@ -48,6 +48,46 @@ pub(crate) struct Rates {
     /// Nodes whose jobs must be repriced.
     touched: Vec<u32>,
     touched_flag: Vec<bool>,
+    /// Nodes running at least one process, and processes running.
+    pub busy_nodes: u32,
+    pub busy_cores: u32,
+}
+
+/// Machine usage over a run by the number of jobs waiting (formulas 1–3 of seed 001): for
+/// each count of waiting jobs (the last entry for that many or more), the time spent at it
+/// and the node and core time used meanwhile, all in microseconds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub by_wait: Vec<[u128; 3]>,
+    pub nodes: u32,
+    pub cores_per_node: u32,
+    last: Option<Time>,
+}
+
+impl Usage {
+    /// Waiting counts kept apart; more are counted with the last.
+    pub const LEVELS: usize = 257;
+
+    pub fn new(machine: MachineShape) -> Usage {
+        Usage {
+            by_wait: vec![[0; 3]; Usage::LEVELS],
+            nodes: machine.nodes,
+            cores_per_node: machine.pes_per_node(),
+            last: None,
+        }
+    }
+
+    /// The state since the last call held until `now`.
+    pub fn advance(&mut self, now: Time, waiting: usize, nodes: u32, cores: u32) {
+        if let Some(t) = self.last {
+            let dt = (now - t).as_micros().max(0) as u128;
+            let row = &mut self.by_wait[waiting.min(Usage::LEVELS - 1)];
+            row[0] += dt;
+            row[1] += dt * u128::from(nodes);
+            row[2] += dt * u128::from(cores);
+        }
+        self.last = Some(now);
+    }
 }
 
 /// A decision put a third job on a node.
@@ -70,6 +110,8 @@ impl Rates {
             nodes: vec![Vec::new(); machine.nodes as usize],
             touched: Vec::new(),
             touched_flag: vec![false; machine.nodes as usize],
+            busy_nodes: 0,
+            busy_cores: 0,
         }
     }
 
@@ -107,13 +149,24 @@ impl Rates {
             if list.len() >= 2 {
                 // Leave the state as it was before this start.
                 for &n in &nodes {
-                    self.nodes[n as usize].retain(|x: &Here| x.job != job as u32);
+                    let list = &mut self.nodes[n as usize];
+                    if let Some(x) = list.iter().find(|x| x.job == job as u32) {
+                        self.busy_cores -= x.procs;
+                    }
+                    list.retain(|x: &Here| x.job != job as u32);
+                    if list.is_empty() {
+                        self.busy_nodes -= 1;
+                    }
                 }
                 return Err(Overshared {
                     node: NodeId(node),
                     job,
                 });
             }
+            if list.is_empty() {
+                self.busy_nodes += 1;
+            }
+            self.busy_cores += h.procs;
             list.push(Here {
                 job: job as u32,
                 ..h
@@ -147,7 +200,14 @@ impl Rates {
         self.running[job] = false;
         self.slow[job] = 0;
         for n in std::mem::take(&mut self.job_nodes[job]) {
-            self.nodes[n as usize].retain(|h| h.job != job as u32);
+            let list = &mut self.nodes[n as usize];
+            if let Some(x) = list.iter().find(|x| x.job == job as u32) {
+                self.busy_cores -= x.procs;
+            }
+            list.retain(|h| h.job != job as u32);
+            if list.is_empty() {
+                self.busy_nodes -= 1;
+            }
             self.touch(n);
         }
     }
