@@ -143,3 +143,54 @@ fn slices_keep_their_shares() {
         "{medium_share}"
     );
 }
+
+/// Table 5: W1's job-type mix (64 % short, 19.5 % medium, 16.5 % long) and its share of
+/// serial jobs (24 %), over three seeds of 4,000 jobs; the shares of work are printed for the
+/// reproduction notes.
+#[test]
+fn w1_has_table_5s_job_type_mix() {
+    let (mut n, mut counts, mut work, mut serial, mut pow2, mut parallel) =
+        (0usize, [0usize; 3], [0f64; 3], 0usize, 0usize, 0usize);
+    for seed in 1..=3 {
+        let g = cosched_workload::lublin::generate(&GenOptions::seed001(ALPHA_W1, 4000, seed));
+        for r in &g.records {
+            let run = r.run.unwrap().as_secs();
+            let t = if run <= 600 {
+                0
+            } else if run <= 3 * 3600 {
+                1
+            } else {
+                2
+            };
+            let size = r.alloc_procs.unwrap();
+            n += 1;
+            counts[t] += 1;
+            work[t] += run as f64 * f64::from(size);
+            if size == 1 {
+                serial += 1;
+            } else {
+                parallel += 1;
+                if size.is_power_of_two() {
+                    pow2 += 1;
+                }
+            }
+        }
+    }
+    let pct = |x: usize, of: usize| 100.0 * x as f64 / of as f64;
+    let total: f64 = work.iter().sum();
+    eprintln!(
+        "W1: short {:.1} %, medium {:.1} %, long {:.1} %; work {:.1} / {:.1} / {:.1} %; serial {:.1} %; power-of-two among parallel {:.1} %",
+        pct(counts[0], n),
+        pct(counts[1], n),
+        pct(counts[2], n),
+        100.0 * work[0] / total,
+        100.0 * work[1] / total,
+        100.0 * work[2] / total,
+        pct(serial, n),
+        pct(pow2, parallel)
+    );
+    assert!((pct(counts[0], n) - 64.0).abs() < 4.0);
+    assert!((pct(counts[1], n) - 19.5).abs() < 3.0);
+    assert!((pct(counts[2], n) - 16.5).abs() < 3.0);
+    assert!((pct(serial, n) - 24.0).abs() < 3.0);
+}
