@@ -262,9 +262,10 @@ pub fn to_csv(rows: &[SweepRow]) -> String {
 }
 
 /// Seed 001's figures against the value of the option varied across a sweep's policy
-/// entries (the last `key=value` of each entry; its position when not a number): RR of
-/// medium, long and all jobs, one line per policy entry without that option and job type,
-/// the mean over seeds and loads.
+/// entries (the last `key=value` of each entry), one line per entry without that option and
+/// job type; where the last option is not a number (schedulers side by side), one line per
+/// job type over the entries' positions. RR of medium, long and all jobs, the mean over
+/// seeds and loads.
 pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
     let split = |label: &str| -> (String, String) {
         match label.rsplit_once(':') {
@@ -294,8 +295,10 @@ pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
                 key = k.to_string();
                 v
             }
+            // Entries that differ otherwise (schedulers side by side): one line per job
+            // type, the entries in order along x.
             _ => {
-                base = e.to_string();
+                base = String::new();
                 pos as f64 + 1.0
             }
         };
@@ -308,7 +311,11 @@ pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
             continue;
         }
         for (t, f) in types {
-            let name = format!("{base} {t}");
+            let name = if base.is_empty() {
+                t.to_string()
+            } else {
+                format!("{base} {t}")
+            };
             let mean = ms.iter().map(|m| f(m)).sum::<f64>() / ms.len() as f64;
             match series.iter_mut().find(|s| s.name == name) {
                 Some(s) => s.points.push((x, mean)),
