@@ -113,3 +113,56 @@ impl MulticoreSummary {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Usage;
+    use cosched_core::{JobRecord, MachineShape, Time};
+
+    /// Formulas 1–3 by hand: 2 nodes of 4 cores over a 100 s makespan. For 60 s 3 jobs wait
+    /// (high load with N_H = 2) while 2 nodes and 5 cores are busy; for 40 s nobody waits and
+    /// 1 node, 1 core are busy. U_node = (60·2 + 40·1) / (100·2) = 0.8; U_core = (60·5 +
+    /// 40·1) / (100·8) = 0.425; in the high-load phase U_node = 1, U_core = 5/8.
+    #[test]
+    fn utilizations_by_hand() {
+        let m = MachineShape {
+            nodes: 2,
+            sockets_per_node: 2,
+            cores_per_socket: 2,
+            mem_per_node_mib: None,
+        };
+        let mut u = Usage::new(m);
+        u.advance(Time::ZERO, 3, 0, 0);
+        u.advance(Time::from_secs(60), 3, 2, 5);
+        u.advance(Time::from_secs(100), 0, 1, 1);
+        let rec = |id: u64, run: i64| {
+            let spec = cosched_core::JobSpec::new(id, Time::ZERO, 1, Dur::from_secs(run));
+            let mut r = JobRecord::new(&spec);
+            r.start = Some(Time::ZERO);
+            r.end = Some(Time::from_secs(run));
+            r
+        };
+        let result = SimResult {
+            policy: "glomarc".into(),
+            machine: m,
+            records: vec![rec(1, 100), rec(2, 100)],
+            runtimes: vec![Dur::from_secs(100), Dur::from_secs(50)],
+            events: 0,
+            decisions: 0,
+            unfinished: 0,
+            policy_stats: vec![("n_h".into(), 2.0), ("groups".into(), 1.0)],
+            usage: Some(u),
+        };
+        let s = MulticoreSummary::build(&result, Dur::from_secs(10)).unwrap();
+        assert!((s.node_utilization - 0.8).abs() < 1e-12, "{s:?}");
+        assert!((s.core_utilization - 0.425).abs() < 1e-12);
+        assert!((s.high_load_node_utilization - 1.0).abs() < 1e-12);
+        assert!((s.high_load_core_utilization - 0.625).abs() < 1e-12);
+        assert!((s.high_load_time_s - 60.0).abs() < 1e-12);
+        // Job 2's response is twice its pure runtime, job 1's once; both are short jobs.
+        assert_eq!((s.short.jobs, s.medium.jobs, s.all.jobs), (2, 0, 2));
+        assert!((s.short.rr - 1.5).abs() < 1e-12 && (s.all.rr - 1.5).abs() < 1e-12);
+        assert_eq!(s.groups, 1.0);
+    }
+}
