@@ -7,6 +7,8 @@
 //! - [`time`]: integer time ([`Time`], [`Dur`]) in microseconds, with parsing of `10s`, `50ms`.
 //! - [`ids`]: [`JobId`], [`NodeId`], [`PeId`].
 //! - [`machine`]: the shape of a machine (nodes × sockets × cores) and its PE numbering.
+//! - [`multicore`]: seed 001's multi-core nodes: slowdowns (Table 4), where a job's processes
+//!   sit on a node (Fig. 12), formulas 7 and 11.
 //! - [`pes`]: [`PeSet`], a compact set of PEs; [`bits`]: [`PeBits`], a bitset over PE numbers.
 //! - [`job`]: what a user asks for ([`JobSpec`]) and what happened ([`JobRecord`]).
 //!
@@ -22,6 +24,7 @@ pub mod bits;
 pub mod ids;
 pub mod job;
 pub mod machine;
+pub mod multicore;
 pub mod pes;
 pub mod time;
 
@@ -29,5 +32,6 @@ pub use bits::PeBits;
 pub use ids::{IdHasher, IdMap, JobId, NodeId, PeId};
 pub use job::{JobRecord, JobSpec, Outcome};
 pub use machine::MachineShape;
+pub use multicore::{Milli, SelfLimits, Slowdowns};
 pub use pes::PeSet;
 pub use time::{Dur, ParseDurError, Time};

@@ -199,6 +199,12 @@ pub trait Policy: Send {
         None
     }
 
+    /// Counters of the policy's own for reports, by name (groups formed, jobs per group, …);
+    /// none by default.
+    fn stats(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+
     /// A copy of the whole state, so a driver can simulate forward ("forecast") without
     /// disturbing the real one.
     fn boxed_clone(&self) -> Box<dyn Policy>;

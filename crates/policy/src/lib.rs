@@ -23,6 +23,8 @@
 //! - [`easy`], [`conservative`]: EASY and conservative backfilling.
 //! - [`gang`]: gang scheduling on an Ousterhout matrix (packing, MPL, quanta, alternate
 //!   scheduling); [`prime`]: prime/non-prime; [`t3d`]: the Cray T3D class-based gang scheduler.
+//! - [`scojo`]: Scojo-PECT coarse-grain time slicing on multi-core nodes, with G-LOMARC-TS
+//!   group matchmaking ([`scojo::glomarc`]) in its medium and long slices (seed 001).
 //!
 //! ```
 //! use cosched_core::{Dur, JobId, MachineShape, Time};
@@ -53,6 +55,7 @@ pub mod prime;
 pub mod profile;
 pub mod queue;
 pub mod registry;
+pub mod scojo;
 pub mod t3d;
 #[cfg(test)]
 mod testing;

@@ -73,6 +73,30 @@ const POLICIES: &[Entry] = &[
         ],
         build: |cfg| Ok(Box::new(crate::t3d::T3d::new(cfg)?)),
     },
+    Entry {
+        name: "scojo-pect",
+        what: "Scojo-PECT: short/medium/long time slices on multi-core nodes, space sharing with formula 11's PPN (seed 001)",
+        options: crate::scojo::OPTIONS,
+        build: |cfg| {
+            Ok(Box::new(crate::scojo::Scojo::new(
+                "scojo-pect",
+                crate::scojo::glomarc::Variant::Ssp,
+                cfg,
+            )?))
+        },
+    },
+    Entry {
+        name: "glomarc",
+        what: "G-LOMARC-TS group matchmaking inside Scojo-PECT's medium and long slices; variant=glts|ssp|cst|cstws|fbo|ns|nh (seed 001)",
+        options: crate::scojo::OPTIONS,
+        build: |cfg| {
+            Ok(Box::new(crate::scojo::Scojo::new(
+                "glomarc",
+                crate::scojo::glomarc::Variant::Glts,
+                cfg,
+            )?))
+        },
+    },
 ];
 
 /// Builds the policy registered as `name`.

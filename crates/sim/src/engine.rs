@@ -13,13 +13,21 @@
 //! see: each job's actual runtime. Timers sit in a heap; the end events of running jobs sit
 //! apart, indexed by job (`RunningEnds`), so a suspension removes its job's end at once and
 //! millions of suspend/resume decisions leave no stale entries behind.
+//!
+//! With a slowdown model ([`EngineOptions::slowdowns`], seed 001's multi-core nodes) a job's
+//! progress rate follows the slowdowns in force: the engine reprices the jobs of every node
+//! where a job started or stopped and moves their ends (`crate::rates`), and it refuses a
+//! decision that puts a third job on a node.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, Time};
+use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, Slowdowns, Time};
 use cosched_ledger::{Change, Ledger, LedgerError};
 use cosched_policy::{Decision, Event, JobRequest, Policy};
+
+pub use crate::rates::Usage;
+use crate::rates::{Overshared, Rates};
 
 /// One job as the simulator knows it: what the policy is told, and how long it really runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,6 +89,9 @@ pub struct EngineOptions {
     pub no_migration: bool,
     /// Operations at given times, delivered after the instant's timers.
     pub operations: Vec<(Time, Operation)>,
+    /// Multi-core nodes with contention (seed 001): jobs progress at `1 / slowdown`, the
+    /// slowdowns drawn by this model, and no node holds more than two jobs.
+    pub slowdowns: Option<Slowdowns>,
 }
 
 /// What a run produced: one record per job, in input order.
@@ -98,6 +109,10 @@ pub struct SimResult {
     /// Jobs still waiting or stopped when nothing could happen any more (a policy that
     /// starves them, or jobs larger than the usable machine).
     pub unfinished: usize,
+    /// The policy's own counters ([`Policy::stats`]).
+    pub policy_stats: Vec<(String, f64)>,
+    /// Node and core usage by the number of waiting jobs, with a slowdown model.
+    pub usage: Option<Usage>,
 }
 
 /// Why a run stopped.
@@ -116,6 +131,15 @@ pub enum SimError {
     NegativeRuntime { job: JobId },
     #[error("operation at t={time}s names job {job}, which is not in the workload")]
     UnknownJob { job: JobId, time: Time },
+    #[error(
+        "policy {policy} at t={time}: job {job} would be a third job on node {node} (at most two jobs share a node)"
+    )]
+    Overshared {
+        policy: String,
+        job: JobId,
+        node: NodeId,
+        time: Time,
+    },
 }
 
 /// Timer heap entry; `Reverse` makes the max-heap pop the earliest.
@@ -264,6 +288,13 @@ struct Engine<'a> {
     out: Vec<Decision>,
     events: u64,
     decisions: u64,
+    /// Progress rates, with a slowdown model.
+    rates: Option<Rates>,
+    /// A decision broke the two-jobs-per-node rule (reported after the decision).
+    fault: Option<(Overshared, Time)>,
+    usage: Option<Usage>,
+    /// Jobs submitted that never ran and have not ended.
+    waiting: usize,
 }
 
 impl<'a> Engine<'a> {
@@ -321,6 +352,10 @@ impl<'a> Engine<'a> {
             out: Vec::with_capacity(64),
             events: 0,
             decisions: 0,
+            rates: opts.slowdowns.map(|m| Rates::new(m, machine, jobs.len())),
+            fault: None,
+            usage: opts.slowdowns.map(|_| Usage::new(machine)),
+            waiting: 0,
         })
     }
 
@@ -371,7 +406,15 @@ impl<'a> Engine<'a> {
             self.instant(now)?;
         }
         let unfinished = self.jobs.len() - self.ledger.ended();
+        let policy_stats = self
+            .policy
+            .stats()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
         Ok(SimResult {
+            policy_stats,
+            usage: self.usage,
             policy: self.policy.name().to_string(),
             machine: self.machine,
             runtimes: self.jobs.iter().map(|j| j.runtime).collect(),
@@ -385,6 +428,9 @@ impl<'a> Engine<'a> {
     /// Every round of the instant `now`: the policy observes each event as it is found (ends,
     /// then arrivals, then timers, then operations), then decides once.
     fn instant(&mut self, now: Time) -> Result<(), SimError> {
+        if let (Some(u), Some(r)) = (self.usage.as_mut(), self.rates.as_ref()) {
+            u.advance(now, self.waiting, r.busy_nodes, r.busy_cores);
+        }
         self.again = true;
         while std::mem::take(&mut self.again) {
             let before = self.events;
@@ -420,10 +466,43 @@ impl<'a> Engine<'a> {
             self.decisions += out.len() as u64;
             for d in out.drain(..) {
                 self.apply(now, d)?;
+                if let Some((o, time)) = self.fault.take() {
+                    return Err(SimError::Overshared {
+                        policy: self.policy.name().to_string(),
+                        job: self.jobs[o.job].req.id,
+                        node: o.node,
+                        time,
+                    });
+                }
             }
             self.out = out;
+            self.reprice(now);
         }
         Ok(())
+    }
+
+    /// New ends for the jobs whose co-runners changed in this round.
+    fn reprice(&mut self, now: Time) {
+        let Some(rates) = self.rates.as_mut() else {
+            return;
+        };
+        let jobs = self.jobs;
+        let ids = |i: usize| jobs[i].req.id;
+        let (ends, seq, again) = (&mut self.ends, &mut self.seq, &mut self.again);
+        rates.reprice(now, &self.work, &ids, |j, end| {
+            ends.remove(j);
+            *seq += 1;
+            *again |= end <= now;
+            ends.insert(end, *seq, j);
+        });
+    }
+
+    /// The job no longer runs: no end event, no rate.
+    fn stopped(&mut self, job: usize, now: Time) {
+        self.ends.remove(job);
+        if let Some(r) = self.rates.as_mut() {
+            r.stop(job, now);
+        }
     }
 
     /// Hands one event of the instant to the policy.
@@ -439,6 +518,9 @@ impl<'a> Engine<'a> {
         self.ends.drain_due(now, &mut due);
         for &(_, _, i) in &due {
             let i = i as usize;
+            if let Some(r) = self.rates.as_mut() {
+                r.stop(i, now);
+            }
             let j = &self.jobs[i];
             let outcome = match j.limit {
                 Some(l) if j.runtime > l => Outcome::TimedOut,
@@ -456,6 +538,7 @@ impl<'a> Engine<'a> {
             && self.jobs[i as usize].req.submit <= now
         {
             self.next_arrival += 1;
+            self.waiting += 1;
             self.ledger.submit(i as usize, now);
             self.tell(now, Event::Submitted(self.jobs[i as usize].req.clone()));
         }
@@ -467,7 +550,10 @@ impl<'a> Engine<'a> {
             Operation::Cancel(job) => {
                 let i = ix(&self.ledger, job);
                 if self.ledger.entry(i).is_live() {
-                    self.ends.remove(i);
+                    if !self.ledger.entry(i).launched() {
+                        self.waiting -= 1;
+                    }
+                    self.stopped(i, now);
                     self.ledger.end(i, now, Outcome::Cancelled, None);
                     self.tell(now, Event::Ended(job));
                 }
@@ -492,7 +578,7 @@ impl<'a> Engine<'a> {
                 if !self.ledger.is_down(node) {
                     self.tell(now, Event::NodeDown(node));
                     for i in self.ledger.node_down(node) {
-                        self.ends.remove(i);
+                        self.stopped(i, now);
                         self.ledger.end(i, now, Outcome::NodeFailed, None);
                         self.tell(now, Event::Ended(self.jobs[i].req.id));
                     }
@@ -511,15 +597,29 @@ impl<'a> Engine<'a> {
     #[inline]
     fn carry_out(&mut self, now: Time, change: Change) {
         match change {
+            Change::Runs { job, launch } if self.rates.is_some() => {
+                if launch {
+                    self.waiting -= 1;
+                }
+                // Priced with its co-runners at the end of the round (`reprice`).
+                let pes = self.ledger.entry(job).pes().clone();
+                let rates = self.rates.as_mut().expect("checked");
+                if let Err(o) = rates.start(job, &pes, now) {
+                    self.fault = Some((o, now));
+                }
+            }
             Change::Runs { job, .. } => {
                 let left = self.work[job] - self.ledger.entry(job).ran(now);
                 self.again |= left <= Dur::ZERO;
                 self.seq += 1;
                 self.ends.insert(now + left, self.seq, job);
             }
-            Change::Stops { job } => self.ends.remove(job),
+            Change::Stops { job } => self.stopped(job, now),
             Change::Ends { job } => {
-                self.ends.remove(job);
+                if !self.ledger.entry(job).launched() {
+                    self.waiting = self.waiting.saturating_sub(1);
+                }
+                self.stopped(job, now);
                 self.caused.push(Event::Ended(self.jobs[job].req.id));
                 self.again = true;
             }
@@ -967,6 +1067,108 @@ mod tests {
                 assert_eq!(ends.peek(), reference.first().copied());
             }
         }
+    }
+
+    fn quad(nodes: u32) -> MachineShape {
+        MachineShape {
+            nodes,
+            sockets_per_node: 2,
+            cores_per_socket: 2,
+            mem_per_node_mib: None,
+        }
+    }
+
+    fn start(job: u64, pes: Vec<cosched_core::PeId>) -> Decision {
+        Decision::Start {
+            job: JobId(job),
+            pes: PeSet::from_pes(pes.into_iter().map(|p| p.0)),
+            slot: None,
+        }
+    }
+
+    /// Seed 001: a job's rate follows the slowdowns in force. Job 1 runs alone on node 0 for
+    /// 40 s (rate 1), then shares it with job 2 (each slowed by the other's SL_cos) until job
+    /// 2 ends, then runs alone again; job 3 uses four processes of node 1 (SL_nos · SL_crs).
+    /// The ends are recomputed by hand with integer arithmetic.
+    #[test]
+    fn rates_follow_co_runners_exactly() {
+        let m = quad(2);
+        let model = Slowdowns::new(11);
+        let jobs = vec![
+            SimJob::exact(1, Time::ZERO, 1, Dur::from_secs(100)),
+            SimJob::exact(2, Time::ZERO, 1, Dur::from_secs(10)),
+            SimJob::exact(3, Time::ZERO, 4, Dur::from_secs(50)),
+        ];
+        let n0 = NodeId(0);
+        let mut p = Script::new(vec![
+            (
+                Time::ZERO,
+                vec![
+                    start(1, m.node_cores(n0, 1, 0)),
+                    start(3, m.node_cores(NodeId(1), 4, 0)),
+                ],
+            ),
+            (Time::from_secs(40), vec![start(2, m.node_cores(n0, 1, 1))]),
+        ]);
+        let opts = EngineOptions {
+            slowdowns: Some(model),
+            ..EngineOptions::default()
+        };
+        let r = simulate(m, &jobs, &mut p, opts).unwrap();
+        let (a, b) = (
+            u64::from(model.cos(JobId(1), JobId(2))),
+            u64::from(model.cos(JobId(2), JobId(1))),
+        );
+        let us = 1_000_000u64;
+        // Job 2: 10 s of work at slowdown b, from 40 s.
+        let end2 = 40 * us + (10 * us * 1000 * b).div_ceil(1_000_000);
+        // Job 1: 40 s done alone; (end2 − 40 s) at slowdown a; the rest alone.
+        let done = 40 * us * 1000 + (end2 - 40 * us) * 1_000_000 / a;
+        let end1 = end2 + (100 * us * 1000 - done).div_ceil(1000);
+        let at = |t: u64| Some(Time::from_micros(t as i64));
+        assert_eq!(r.records[1].end, at(end2));
+        assert_eq!(r.records[0].end, at(end1));
+        assert!(end1 > 100 * us && end2 > 50 * us, "both were slowed");
+        let s3 = u64::from(cosched_core::multicore::mul(
+            model.nos(JobId(3)),
+            model.crs(JobId(3)),
+        ));
+        assert_eq!(
+            r.records[2].end,
+            at((50 * us * 1000 * s3).div_ceil(1_000_000))
+        );
+    }
+
+    /// At most two jobs on a node, and never more processes than cores.
+    #[test]
+    fn a_third_job_on_a_node_or_a_shared_core_is_refused() {
+        let m = quad(1);
+        let jobs: Vec<SimJob> = (1..=3)
+            .map(|i| SimJob::exact(i, Time::ZERO, 1, Dur::from_secs(10)))
+            .collect();
+        let opts = || EngineOptions {
+            slowdowns: Some(Slowdowns::new(1)),
+            ..EngineOptions::default()
+        };
+        let pe = |p: u32| vec![cosched_core::PeId(p)];
+        let mut p = Script::new(vec![(
+            Time::ZERO,
+            vec![start(1, pe(0)), start(2, pe(1)), start(3, pe(2))],
+        )]);
+        let err = simulate(m, &jobs, &mut p, opts()).unwrap_err().to_string();
+        assert!(
+            err.contains("third job on node 0") && err.contains("job 3"),
+            "{err}"
+        );
+        let mut p = Script::new(vec![(Time::ZERO, vec![start(1, pe(0)), start(2, pe(0))])]);
+        assert!(simulate(m, &jobs[..2], &mut p, opts()).is_err());
+        // Two jobs, then a third once one has ended: fine.
+        let mut p = Script::new(vec![
+            (Time::ZERO, vec![start(1, pe(0)), start(2, pe(1))]),
+            (Time::from_secs(30), vec![start(3, pe(2))]),
+        ]);
+        let r = simulate(m, &jobs, &mut p, opts()).unwrap();
+        assert_eq!(r.unfinished, 0);
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //!   machine manager; a broken promise ends the run with [`SimError::Ledger`].
 //! - [`trace`]: SWF records → jobs under explicit trace semantics, and the schedule back to SWF.
 //! - [`metrics`]: wait, response, (bounded) slowdown, utilization, breakdowns, batch means.
+//! - `rates` (private): progress rates on multi-core nodes (seed 001): the engine reprices the
+//!   jobs of a node when a job starts or stops there, and refuses a third job on a node.
+//! - [`multicore_metrics`]: seed 001's figures: RR by job type, node and core utilization
+//!   overall and in high-load phases, groups.
 //! - [`setup`]: workload sources (trace, Lublin model). The policy configuration is built by
 //!   `cosched_policy::policy_config`, as in the machine manager.
 //! - [`run`]: one run start to finish ([`run::run`] of a [`run::RunSpec`]): build the policy,
@@ -23,7 +27,9 @@
 pub mod engine;
 pub mod matrix_svg;
 pub mod metrics;
+pub mod multicore_metrics;
 pub mod plot;
+mod rates;
 pub mod report;
 pub mod run;
 pub mod setup;

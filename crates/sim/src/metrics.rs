@@ -120,6 +120,9 @@ pub struct Summary {
     pub batch_wait_s: Option<BatchMeans>,
     pub events: u64,
     pub decisions: u64,
+    /// Seed 001's figures, for runs on multi-core nodes with a slowdown model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multicore: Option<crate::multicore_metrics::MulticoreSummary>,
 }
 
 /// Size classes: upper bounds (inclusive) on PEs.
@@ -301,6 +304,7 @@ pub fn summarize(result: &SimResult, opts: &MetricsOptions) -> Summary {
         by_runtime,
         events: result.events,
         decisions: result.decisions,
+        multicore: crate::multicore_metrics::MulticoreSummary::build(result, opts.bsld_threshold),
     }
 }
 

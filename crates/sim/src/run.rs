@@ -9,7 +9,7 @@
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use cosched_core::Time;
+use cosched_core::{SelfLimits, Slowdowns, Time};
 use cosched_policy::t3d::T3dConfig;
 use cosched_policy::{ConfigError, Policy, PolicyConfig, registry};
 use cosched_workload::swf::SwfHeader;
@@ -118,12 +118,22 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, RunError> {
     } else {
         spec.config
     };
+    let (mut workload, header) = spec.source.workload(&spec.semantics, spec.load, spec.seed);
+    let mut engine = spec.engine.clone();
+    let multi;
+    let config = match multicore(spec, config, &mut workload) {
+        Some((c, model)) => {
+            engine.slowdowns = Some(model);
+            multi = c;
+            &multi
+        }
+        None => config,
+    };
     let mut policy = registry::build(spec.policy, config).map_err(RunError::Policy)?;
-    let (workload, header) = spec.source.workload(&spec.semantics, spec.load, spec.seed);
     let t_prepare = clock.elapsed();
     let machine = spec.config.machine;
     let sim = |p: &mut dyn Policy| {
-        simulate(machine, &workload.jobs, p, spec.engine.clone()).map_err(|err| RunError::Sim {
+        simulate(machine, &workload.jobs, p, engine.clone()).map_err(|err| RunError::Sim {
             err,
             jobs: workload.jobs.len(),
         })
@@ -175,6 +185,62 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, RunError> {
             metrics: t_metrics - t_simulate,
         },
     })
+}
+
+/// Whether `policy` schedules multi-core nodes with contention (seed 001): it takes a
+/// `slowdown_seed`.
+pub fn is_multicore(policy: &str) -> bool {
+    registry::options(policy).is_some_and(|o| o.contains(&"slowdown_seed"))
+}
+
+/// For a multi-core policy: the slowdown model (seeded by the `slowdown_seed` option, else by
+/// the run's workload seed), the configuration that tells the policy that seed, and the
+/// workload transformed by formula 7 (each job's process count grown as its self-slowdowns
+/// allow, runtimes kept). The policy, the engine and the transformation read the same model.
+fn multicore(
+    spec: &RunSpec,
+    config: &PolicyConfig,
+    workload: &mut Workload,
+) -> Option<(PolicyConfig, Slowdowns)> {
+    if !is_multicore(spec.policy) {
+        return None;
+    }
+    let mut c = config.clone();
+    let seed = match c
+        .options
+        .get("slowdown_seed")
+        .and_then(toml::Value::as_integer)
+    {
+        Some(s) => s as u64,
+        None => {
+            let s = spec.source.seed(spec.seed) & 0x7fff_ffff;
+            c.options
+                .insert("slowdown_seed".into(), toml::Value::Integer(s as i64));
+            s
+        }
+    };
+    let model = Slowdowns::new(seed);
+    let milli = |key: &str, default: u32| {
+        c.options
+            .get(key)
+            .and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
+            .map_or(default, |f| (f * 1000.0).round() as u32)
+    };
+    let limits = SelfLimits {
+        max_sl: milli("max_sl", 1250),
+        self_sl_2: milli("self_sl_2", 1120),
+    };
+    let total = c.machine.total_pes();
+    for (job, rec) in workload.jobs.iter_mut().zip(workload.records.iter_mut()) {
+        let id = job.req.id;
+        let size = limits
+            .transform_size(job.req.procs, model.crs(id), model.nos(id))
+            .min(total);
+        job.req.procs = size;
+        rec.alloc_procs = Some(size);
+        rec.req_procs = Some(size);
+    }
+    Some((c, model))
 }
 
 #[cfg(test)]

@@ -88,6 +88,15 @@ impl Source {
         }
     }
 
+    /// The model's seed (1 for a trace), or `seed` when given: what a run's slowdowns are
+    /// drawn from.
+    pub fn seed(&self, seed: Option<u64>) -> u64 {
+        match self {
+            Source::Trace { .. } => seed.unwrap_or(1),
+            Source::Lublin { model } => seed.unwrap_or(model.seed),
+        }
+    }
+
     /// A short name for tables and plot titles.
     pub fn label(&self) -> String {
         match self {

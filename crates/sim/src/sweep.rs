@@ -14,6 +14,7 @@ use cosched_policy::{ConfigError, registry};
 
 use crate::EngineOptions;
 use crate::metrics::MetricsOptions;
+use crate::multicore_metrics::MulticoreSummary;
 use crate::plot::{LineChart, Series};
 use crate::run::{self, RunError, RunSpec};
 use crate::setup::{SetupError, Source};
@@ -33,6 +34,23 @@ pub struct SweepSpec {
     pub engine: EngineOptions,
     pub policy: PolicyOptions,
     pub metrics: MetricsOptions,
+    /// The machine; `None` is one PE per node, as many as the source's PEs.
+    pub machine: Option<MachineShape>,
+}
+
+/// A sweep's policy entry: a registered name, optionally with options of its own after
+/// colons (`glomarc:variant=cst:block_size=8`), so one sweep can compare variants and
+/// parameter values of one policy. Returns the name and the options.
+pub fn parse_entry(entry: &str) -> Result<(&str, Vec<String>), ConfigError> {
+    let mut parts = entry.split(':');
+    let name = parts.next().unwrap_or_default();
+    let opts: Vec<String> = parts.map(str::to_string).collect();
+    for o in &opts {
+        if !o.contains('=') {
+            return Err(ConfigError::BadOpt { text: o.clone() });
+        }
+    }
+    Ok((name, opts))
 }
 
 /// One point of a sweep.
@@ -55,6 +73,9 @@ pub struct SweepRow {
     pub makespan_s: f64,
     /// Why the run failed (a policy broke its contract), if it did.
     pub error: Option<String>,
+    /// Seed 001's figures, for multi-core policies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multicore: Option<MulticoreSummary>,
 }
 
 /// A sweep could not start.
@@ -68,15 +89,29 @@ pub enum SweepError {
 
 /// Runs every point; `tick` is called once per finished point (from worker threads).
 pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, SweepError> {
-    let machine = MachineShape::flat(spec.source.procs(), 1);
+    let machine = spec
+        .machine
+        .unwrap_or_else(|| MachineShape::flat(spec.source.procs(), 1));
     let cfg = policy_config(machine, &spec.policy)?;
     // One sweep's options serve several policies: each gets the keys it takes, and a key that
     // no policy of the sweep takes is refused, as a single run would.
     let mut known: Vec<&str> = Vec::new();
     let mut cfgs = Vec::with_capacity(spec.policies.len());
-    for name in &spec.policies {
+    let mut names = Vec::with_capacity(spec.policies.len());
+    for entry in &spec.policies {
+        let (name, own) = parse_entry(entry)?;
         known.extend(registry::options(name).unwrap_or_default());
-        cfgs.push(registry::restrict(name, &cfg));
+        let mut c = registry::restrict(name, &cfg);
+        let extra = policy_config(
+            machine,
+            &PolicyOptions {
+                opts: own,
+                ..PolicyOptions::default()
+            },
+        )?;
+        c.options.extend(extra.options);
+        cfgs.push(c);
+        names.push(name.to_string());
     }
     known.sort_unstable();
     known.dedup();
@@ -87,7 +122,7 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
         .cloned()
         .collect();
     // Refuse unknown policies and bad options before spending any time.
-    for (name, cfg) in spec.policies.iter().zip(&cfgs) {
+    for (name, cfg) in names.iter().zip(&cfgs) {
         registry::build(name, cfg)?;
     }
     if !unknown.is_empty() {
@@ -115,7 +150,7 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
                 semantics: spec.semantics,
                 load,
                 seed: Some(seed),
-                policy: name,
+                policy: &names[p],
                 config: &cfgs[p],
                 engine: spec.engine.clone(),
                 metrics: spec.metrics,
@@ -138,6 +173,7 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
                         utilization: s.utilization,
                         makespan_s: s.makespan_s,
                         error: None,
+                        multicore: s.multicore,
                     }
                 }
                 Err(err) => SweepRow {
@@ -158,6 +194,7 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
                     utilization: f64::NAN,
                     makespan_s: f64::NAN,
                     error: Some(err.to_string()),
+                    multicore: None,
                 },
             };
             tick();
@@ -197,7 +234,109 @@ pub fn to_csv(rows: &[SweepRow]) -> String {
             },
         ));
     }
+    // Multi-core sweeps add seed 001's figures as further columns.
+    if rows.iter().any(|r| r.multicore.is_some()) {
+        let mut lines: Vec<String> = out.lines().map(str::to_string).collect();
+        lines[0].push_str(",rr_short,rr_medium,rr_long,rr_all,core_util,node_util,high_core_util,high_node_util,groups,jobs_per_group");
+        for (line, r) in lines[1..].iter_mut().zip(rows) {
+            match &r.multicore {
+                Some(m) => line.push_str(&format!(
+                    ",{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{},{:.3}",
+                    m.short.rr,
+                    m.medium.rr,
+                    m.long.rr,
+                    m.all.rr,
+                    m.core_utilization,
+                    m.node_utilization,
+                    m.high_load_core_utilization,
+                    m.high_load_node_utilization,
+                    m.groups,
+                    m.jobs_per_group
+                )),
+                None => line.push_str(",,,,,,,,,,"),
+            }
+        }
+        out = lines.join("\n") + "\n";
+    }
     out
+}
+
+/// Seed 001's figures against the value of the option varied across a sweep's policy
+/// entries (the last `key=value` of each entry), one line per entry without that option and
+/// job type; where the last option is not a number (schedulers side by side), one line per
+/// job type over the entries' positions. RR of medium, long and all jobs, the mean over
+/// seeds and loads.
+pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
+    let split = |label: &str| -> (String, String) {
+        match label.rsplit_once(':') {
+            Some((base, last)) if last.contains('=') => (base.to_string(), last.to_string()),
+            _ => (label.to_string(), String::new()),
+        }
+    };
+    let mut entries: Vec<&str> = Vec::new();
+    for r in rows {
+        if !entries.contains(&r.policy.as_str()) {
+            entries.push(&r.policy);
+        }
+    }
+    let mut key = String::from("variant");
+    let mut series: Vec<Series> = Vec::new();
+    type Pick = fn(&MulticoreSummary) -> f64;
+    let types: [(&str, Pick); 3] = [
+        ("medium", |m| m.medium.rr),
+        ("long", |m| m.long.rr),
+        ("all", |m| m.all.rr),
+    ];
+    for (pos, &e) in entries.iter().enumerate() {
+        let (mut base, last) = split(e);
+        // A numeric last option is the x value; anything else is a line of its own.
+        let x = match last.split_once('=').map(|(k, v)| (k, v.parse::<f64>())) {
+            Some((k, Ok(v))) => {
+                key = k.to_string();
+                v
+            }
+            // Entries that differ otherwise (schedulers side by side): one line per job
+            // type, the entries in order along x.
+            _ => {
+                base = String::new();
+                pos as f64 + 1.0
+            }
+        };
+        let ms: Vec<&MulticoreSummary> = rows
+            .iter()
+            .filter(|r| r.policy == e)
+            .filter_map(|r| r.multicore.as_ref())
+            .collect();
+        if ms.is_empty() {
+            continue;
+        }
+        for (t, f) in types {
+            let name = if base.is_empty() {
+                t.to_string()
+            } else {
+                format!("{base} {t}")
+            };
+            let mean = ms.iter().map(|m| f(m)).sum::<f64>() / ms.len() as f64;
+            match series.iter_mut().find(|s| s.name == name) {
+                Some(s) => s.points.push((x, mean)),
+                None => series.push(Series {
+                    name,
+                    points: vec![(x, mean)],
+                    error: None,
+                }),
+            }
+        }
+    }
+    for s in &mut series {
+        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    LineChart {
+        title: title.to_string(),
+        x_label: key,
+        y_label: "mean bounded relative response time".into(),
+        log_y: false,
+        series,
+    }
 }
 
 /// Mean bounded slowdown against load, one line per policy (the mean over seeds; error bars
@@ -284,6 +423,7 @@ mod tests {
                 batch_size: 100,
                 ..MetricsOptions::default()
             },
+            machine: None,
         };
         let count = std::sync::atomic::AtomicUsize::new(0);
         let rows = run(&spec, &|| {
@@ -340,6 +480,7 @@ mod tests {
                 ..PolicyOptions::default()
             },
             metrics: MetricsOptions::default(),
+            machine: None,
         };
         let rows = run(&spec, &|| {}).unwrap();
         assert!(rows.iter().all(|r| r.error.is_none()), "{rows:?}");
@@ -371,6 +512,7 @@ mod tests {
             engine: EngineOptions::default(),
             policy: PolicyOptions::default(),
             metrics: MetricsOptions::default(),
+            machine: None,
         };
         let rows = run(&spec, &|| {}).unwrap();
         let cfg = policy_config(MachineShape::flat(32, 1), &spec.policy).unwrap();
@@ -396,5 +538,64 @@ mod tests {
             ),
             (s.jobs, s.mean_wait_s, s.mean_bounded_slowdown)
         );
+    }
+
+    /// Seed 001's sweeps: variants and parameter values of one policy as entries, on the
+    /// multi-core machine, with its figures in the rows, the CSV and the chart.
+    #[test]
+    fn multicore_entries_sweep_variants_and_parameters() {
+        let spec = SweepSpec {
+            source: Source::Lublin {
+                model: Box::new(GenOptions::seed001(
+                    cosched_workload::lublin::ALPHA_W1,
+                    400,
+                    1,
+                )),
+            },
+            policies: vec![
+                "glomarc:variant=ssp".into(),
+                "glomarc:block_size=4".into(),
+                "glomarc:block_size=12".into(),
+            ],
+            loads: vec![None],
+            seeds: vec![1, 2],
+            semantics: Semantics::default(),
+            engine: EngineOptions::default(),
+            policy: PolicyOptions::default(),
+            metrics: MetricsOptions::default(),
+            machine: Some(MachineShape {
+                nodes: 128,
+                sockets_per_node: 2,
+                cores_per_socket: 2,
+                mem_per_node_mib: None,
+            }),
+        };
+        let rows = run(&spec, &|| {}).unwrap();
+        assert_eq!(rows.len(), 6);
+        assert!(
+            rows.iter()
+                .all(|r| r.error.is_none() && r.multicore.is_some()),
+            "{rows:?}"
+        );
+        assert_eq!(rows[0].multicore.as_ref().unwrap().groups, 0.0);
+        let csv = to_csv(&rows);
+        assert!(
+            csv.lines()
+                .next()
+                .unwrap()
+                .ends_with(",groups,jobs_per_group")
+        );
+        let c = multicore_chart(&rows, "t");
+        assert_eq!(c.x_label, "block_size");
+        let glomarc_all = c.series.iter().find(|s| s.name == "glomarc all").unwrap();
+        assert_eq!(
+            glomarc_all.points.iter().map(|p| p.0).collect::<Vec<_>>(),
+            vec![4.0, 12.0]
+        );
+        let bad = SweepSpec {
+            policies: vec!["glomarc:nokey".into()],
+            ..spec
+        };
+        assert!(run(&bad, &|| {}).is_err());
     }
 }

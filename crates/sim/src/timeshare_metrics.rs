@@ -250,6 +250,10 @@ impl Policy for Observer {
         self.inner.matrix()
     }
 
+    fn stats(&self) -> Vec<(&'static str, f64)> {
+        self.inner.stats()
+    }
+
     fn boxed_clone(&self) -> Box<dyn Policy> {
         Box::new(Observer {
             inner: self.inner.boxed_clone(),

@@ -237,6 +237,31 @@ impl Default for GenOptions {
     }
 }
 
+/// Inter-arrival α (the gamma shape `aarr` of the typeless model) of seed 001's workloads
+/// (Table 5): W1, the normal load, and W2, the high load.
+pub const ALPHA_W1: f64 = 10.33;
+pub const ALPHA_W2: f64 = 9.83;
+
+impl GenOptions {
+    /// Seed 001's workloads (Table 5): the typeless Lublin–Feitelson model on 128 nodes with
+    /// inter-arrival α `alpha` ([`ALPHA_W1`], [`ALPHA_W2`]). Sizes are in nodes (one process
+    /// per node); the multi-core transformation of formula 7 is applied by the run.
+    pub fn seed001(alpha: f64, jobs: usize, seed: u64) -> GenOptions {
+        let mut params = LublinParams::untyped();
+        params.interactive.aarr = alpha;
+        params.batch.aarr = alpha;
+        GenOptions {
+            jobs,
+            procs: 128,
+            seed,
+            load: None,
+            params,
+            estimates: EstimateModel::Exact,
+            start_hour: 0,
+        }
+    }
+}
+
 /// Draws a job size from a type's (machine-scaled) parameters.
 pub fn sample_size<R: rand::Rng + ?Sized>(rng: &mut R, p: &TypeParams, procs: u32) -> u32 {
     let u: f64 = rng.random();

@@ -613,6 +613,8 @@ pub(super) fn run_summary(jobs: &[JobInfo], st: &StatusInfo) -> Summary {
         events: 0,
         decisions: 0,
         unfinished: jobs.iter().filter(|j| !j.state.is_final()).count(),
+        policy_stats: Vec::new(),
+        usage: None,
     };
     summarize(&result, &MetricsOptions::default())
 }

@@ -86,6 +86,7 @@ fn simulate(args: &Args) -> anyhow::Result<Vec<SweepRow>> {
             ..Default::default()
         },
         metrics: MetricsOptions::default(),
+        machine: None,
     };
     Ok(sweep::run(&spec, &|| {})?)
 }

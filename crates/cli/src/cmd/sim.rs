@@ -16,10 +16,10 @@ use cosched_policy::{ConfigError, PolicyOptions, policy_config};
 use cosched_sim::metrics::{Group, MetricsOptions, Summary};
 use cosched_sim::run::{self, Observe, RunError, RunSpec};
 use cosched_sim::setup::Source;
-use cosched_sim::sweep::{SweepSpec, chart, to_csv};
+use cosched_sim::sweep::{SweepSpec, chart, multicore_chart, to_csv};
 use cosched_sim::trace::{Estimates, Semantics, SizeField, Workload};
 use cosched_sim::{EngineOptions, plot, report};
-use cosched_workload::lublin::GenOptions;
+use cosched_workload::lublin::{ALPHA_W1, ALPHA_W2, GenOptions};
 use cosched_workload::swf::{Oversize, ReadOptions};
 
 /// Prints to stdout, ignoring write errors: `cosched sim … | head` must end quietly, not
@@ -57,9 +57,21 @@ struct SourceArgs {
     /// SWF trace (plain or .gz)
     #[arg(long, value_name = "FILE", conflicts_with = "model")]
     trace: Option<PathBuf>,
-    /// Workload model instead of a trace (only `lublin`)
-    #[arg(long, value_name = "NAME")]
+    /// Workload model instead of a trace: `lublin`, or seed 001's `w1` / `w2` (Table 5: the
+    /// typeless Lublin–Feitelson model on 128 nodes, inter-arrival α 10.33 / 9.83)
+    #[arg(long, value_name = "lublin|w1|w2")]
     model: Option<String>,
+    /// Inter-arrival α of the model (the gamma shape `aarr` of its arrivals); smaller is
+    /// busier
+    #[arg(long, value_name = "ALPHA")]
+    alpha: Option<f64>,
+    /// Processors per node; with a multi-core policy (scojo-pect, glomarc) the default is 2
+    /// and --procs counts nodes
+    #[arg(long, value_name = "N")]
+    sockets: Option<u32>,
+    /// Cores per processor (default 2 with a multi-core policy, else 1)
+    #[arg(long, value_name = "N")]
+    cores_per_socket: Option<u32>,
     /// Jobs to generate with --model
     #[arg(long, default_value_t = 10_000)]
     jobs: usize,
@@ -162,6 +174,15 @@ struct SweepArgs {
     /// Offered loads, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "0.5,0.6,0.7,0.8,0.9")]
     loads: Vec<f64>,
+    /// Run at the workload's own load instead of --loads (seed 001's W1 and W2 set their
+    /// load by the inter-arrival α)
+    #[arg(long)]
+    own_load: bool,
+    /// Multiply every policy entry by the values of one option: `block_size=4:8:12:16`
+    /// makes `glomarc` into `glomarc:block_size=4`, `glomarc:block_size=8`, … (an entry
+    /// may carry options of its own: `glomarc:variant=cst`)
+    #[arg(long, value_name = "KEY=V1:V2:...")]
+    vary: Option<String>,
     /// Model seeds, comma-separated (a trace uses only the first)
     #[arg(long, value_delimiter = ',')]
     seeds: Option<Vec<u64>>,
@@ -201,20 +222,58 @@ fn source(a: &SourceArgs) -> anyhow::Result<Source> {
             let Some(procs) = a.procs.filter(|&p| p > 0) else {
                 bail!("--model lublin needs the machine size: pass --procs N");
             };
-            let model = GenOptions {
+            let mut model = GenOptions {
                 jobs: a.jobs,
                 procs,
                 seed: a.seed,
                 ..GenOptions::default()
             };
+            if let Some(alpha) = alpha(a)? {
+                model.params.batch.aarr = alpha;
+                model.params.interactive.aarr = alpha;
+            }
+            Ok(Source::Lublin {
+                model: Box::new(model),
+            })
+        }
+        (None, Some(w @ ("w1" | "w2"))) => {
+            let default = if w == "w1" { ALPHA_W1 } else { ALPHA_W2 };
+            let mut model = GenOptions::seed001(alpha(a)?.unwrap_or(default), a.jobs, a.seed);
+            if let Some(p) = a.procs {
+                model.procs = p;
+            }
             Ok(Source::Lublin {
                 model: Box::new(model),
             })
         }
         (None, Some(other)) => {
-            bail!("unknown model {other:?}: the only model is `lublin` (--model lublin)")
+            bail!("unknown model {other:?}: the models are lublin, w1 and w2 (--model lublin)")
         }
         (None, None) => bail!("no workload: pass --trace FILE or --model lublin --procs N"),
+    }
+}
+
+fn alpha(a: &SourceArgs) -> anyhow::Result<Option<f64>> {
+    match a.alpha {
+        Some(x) if !(x > 0.0 && x.is_finite()) => {
+            bail!("--alpha {x}: the inter-arrival shape must be a positive number (e.g. 10.33)")
+        }
+        other => Ok(other),
+    }
+}
+
+/// The machine: `nodes` nodes of --sockets × --cores-per-socket cores; two dual-core
+/// processors per node when a multi-core policy runs and neither is given.
+fn machine_shape(a: &SourceArgs, nodes: u32, policies: &[&str]) -> MachineShape {
+    let multi = policies
+        .iter()
+        .any(|p| cosched_sim::run::is_multicore(p.split(':').next().unwrap_or(p)));
+    let d = if multi { 2 } else { 1 };
+    MachineShape {
+        nodes,
+        sockets_per_node: a.sockets.unwrap_or(d).max(1),
+        cores_per_socket: a.cores_per_socket.unwrap_or(d).max(1),
+        mem_per_node_mib: None,
     }
 }
 
@@ -261,7 +320,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     let clock = std::time::Instant::now();
     let src = source(&a.source)?;
     let t_read = clock.elapsed();
-    let mut machine = MachineShape::flat(src.procs(), 1);
+    let mut machine = machine_shape(&a.source, src.procs(), &[&a.policy]);
     machine.mem_per_node_mib = a.mem_per_node;
     let cfg = policy_config(machine, &policy_options(&a.policy_args))?;
     let t_config = clock.elapsed() - t_read;
@@ -442,6 +501,34 @@ pub(crate) fn print_metrics(s: &Summary) {
     outln!("makespan          {:.0} s", s.makespan_s);
     print_group_table("by size (PEs)", &s.by_size);
     print_group_table("by runtime", &s.by_runtime);
+    if let Some(m) = &s.multicore {
+        outln!("\nmulti-core nodes (seed 001)");
+        outln!(
+            "  bounded relative response time (RR): short {:.3} ({} jobs), medium {:.3} ({}), long {:.3} ({}), all {:.3} ({})",
+            m.short.rr,
+            m.short.jobs,
+            m.medium.rr,
+            m.medium.jobs,
+            m.long.rr,
+            m.long.jobs,
+            m.all.rr,
+            m.all.jobs
+        );
+        outln!(
+            "  utilization: core {:.4}, node {:.4}; in high-load phases (N_wait >= {}, {:.0} s): core {:.4}, node {:.4}",
+            m.core_utilization,
+            m.node_utilization,
+            m.n_h,
+            m.high_load_time_s,
+            m.high_load_core_utilization,
+            m.high_load_node_utilization
+        );
+        outln!(
+            "  groups formed {}, {:.2} jobs per group",
+            m.groups,
+            m.jobs_per_group
+        );
+    }
 }
 
 fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
@@ -452,6 +539,18 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
         bail!("--policies is empty: name at least one policy");
     }
     let src = source(&a.source)?;
+    let mut policies = a.policies.clone();
+    if let Some(v) = &a.vary {
+        let Some((key, values)) = v.split_once('=') else {
+            bail!("--vary {v:?}: expected KEY=V1:V2:... (e.g. block_size=4:8:12)");
+        };
+        policies = policies
+            .iter()
+            .flat_map(|p| values.split(':').map(move |x| format!("{p}:{key}={x}")))
+            .collect();
+    }
+    let names: Vec<&str> = policies.iter().map(String::as_str).collect();
+    let machine = machine_shape(&a.source, src.procs(), &names);
     let seeds = match (&a.seeds, &src) {
         (Some(s), Source::Lublin { .. }) if !s.is_empty() => s.clone(),
         (Some(s), Source::Trace { .. }) if !s.is_empty() => vec![s[0]],
@@ -459,8 +558,12 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
     };
     let spec = SweepSpec {
         source: src,
-        policies: a.policies.clone(),
-        loads: a.loads.iter().map(|&l| Some(l)).collect(),
+        policies: policies.clone(),
+        loads: if a.own_load {
+            vec![None]
+        } else {
+            a.loads.iter().map(|&l| Some(l)).collect()
+        },
         seeds,
         semantics: semantics(&a.source),
         engine: EngineOptions {
@@ -469,6 +572,7 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
         },
         policy: policy_options(&a.policy_args),
         metrics: metrics_options(&a.policy_args),
+        machine: Some(machine),
     };
     let points = (spec.policies.len() * spec.loads.len() * spec.seeds.len()) as u64;
     let bar = if std::io::stderr().is_terminal() {
@@ -505,7 +609,11 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
         spec.semantics.estimates
     )
     .to_lowercase();
-    let c = chart(&rows, &title);
+    let c = if rows.iter().any(|r| r.multicore.is_some()) {
+        multicore_chart(&rows, &title)
+    } else {
+        chart(&rows, &title)
+    };
     for ext in ["png", "svg"] {
         let p = a.out.join(format!("sweep.{ext}"));
         plot::line_chart(&p, &c).with_context(|| format!("drawing {}", p.display()))?;

@@ -1,0 +1,357 @@
+//! G-LOMARC-TS group matchmaking (seed 001, §4.5–4.7), as pure functions over candidate
+//! jobs so the worked examples and the fairness bound can be tested by hand: the utilization
+//! gain of a group (formula 6, of which formula 5 is the three-job case) and group formation
+//! in its seven steps (pre-selection, sort, blocks, sliding window over the first block, other
+//! blocks, purify, fairness check). The Scojo-PECT policy ([`super`]) finds the candidates,
+//! places the chosen group and keeps its books.
+
+use cosched_core::JobId;
+use serde::{Deserialize, Serialize};
+
+/// Which scheduler of §5.1 runs inside the medium and long virtual machines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Variant {
+    /// Space sharing only, PPN by formula 11.
+    Ssp,
+    /// Full G-LOMARC-TS: groups, time and space sharing.
+    Glts,
+    /// Two-job groups, best match.
+    Cst,
+    /// Two-job groups, first suitable match.
+    Cstws,
+    /// Matchmaking in the first block only.
+    Fbo,
+    /// No sorting per block.
+    Ns,
+    /// No sorting and no blocks; the first suitable group.
+    Nh,
+}
+
+impl std::str::FromStr for Variant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Variant, String> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "ssp" => Variant::Ssp,
+            "glts" => Variant::Glts,
+            "cst" => Variant::Cst,
+            "cstws" => Variant::Cstws,
+            "fbo" => Variant::Fbo,
+            "ns" => Variant::Ns,
+            "nh" => Variant::Nh,
+            _ => return Err("expected one of ssp, glts, cst, cstws, fbo, ns, nh".into()),
+        })
+    }
+}
+
+/// The primary job of a group.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Primary {
+    /// Processes (S_A).
+    pub size: u32,
+    /// Processes per node (PPN_A).
+    pub ppn: u32,
+    /// Nodes it holds: the window the matched jobs fill.
+    pub nodes: u32,
+    /// Work left, in seconds at full speed.
+    pub rem: f64,
+}
+
+/// A candidate matched job.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cand {
+    pub id: JobId,
+    pub size: u32,
+    pub nodes: u32,
+    /// Work left, in seconds at full speed.
+    pub rem: f64,
+    /// SL_{i,A}: its slowdown beside the primary (self and coscheduling).
+    pub sl: f64,
+    /// SL_{A,i}: the primary's slowdown beside it.
+    pub sl_prim: f64,
+    /// Sort key of step 2: its delay if running, its queue position if waiting.
+    pub key: f64,
+}
+
+/// Table 6's matchmaking parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Params {
+    pub variant: Variant,
+    /// MAX_SL: pre-selection threshold on both slowdowns.
+    pub max_sl: f64,
+    pub min_gain: f64,
+    pub block_size: usize,
+    /// MATCHED_EXCEED_PRIM.
+    pub exceed: f64,
+    /// MAX_MATCHED_LONGER_PRIM, seconds.
+    pub max_longer: f64,
+}
+
+/// Formula 6: nodes saved per node used, while the group lasts. All jobs start together; a
+/// period ends whenever one of them finishes; the group lasts until the primary or the last
+/// matched job finishes. In each period the primary runs at the slowdown of its worst
+/// partner still running, and each matched job at its own.
+pub fn gain(p: &Primary, matched: &[Cand]) -> f64 {
+    if matched.is_empty() || p.rem <= 0.0 {
+        return 0.0;
+    }
+    let mut rem: Vec<f64> = matched.iter().map(|c| c.rem).collect();
+    let mut prim = p.rem;
+    let (mut work, mut total) = (0.0, 0.0);
+    loop {
+        let live: Vec<usize> = (0..rem.len()).filter(|&i| rem[i] > 1e-9).collect();
+        if live.is_empty() || prim <= 1e-9 {
+            break;
+        }
+        let slq = live.iter().map(|&i| matched[i].sl_prim).fold(1.0, f64::max);
+        // The period lasts until the first of them finishes.
+        let mut t = prim * slq;
+        for &i in &live {
+            t = t.min(rem[i] * matched[i].sl);
+        }
+        for &i in &live {
+            let done = t / matched[i].sl;
+            work += done * f64::from(matched[i].size);
+            rem[i] -= done;
+        }
+        work += t / slq * f64::from(p.size);
+        prim -= t / slq;
+        total += t;
+    }
+    let used = total * f64::from(p.size) / f64::from(p.ppn.max(1));
+    if used <= 0.0 {
+        0.0
+    } else {
+        (work - used) / used
+    }
+}
+
+/// A group found by [`form`]: matched jobs and their gain.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    pub matched: Vec<Cand>,
+    pub gain: f64,
+}
+
+/// Group formation, steps 1–7 of §4.6. `fair` is step 7's check (no job of the group, nor
+/// any it delays, beyond `F_slack · R_est`); `must` names a job every group must contain
+/// (the first waiting job, when it is a matched job). Returns the best group that passes,
+/// or for CSTWS and NH the first.
+pub fn form(
+    p: &Primary,
+    cands: &[Cand],
+    params: &Params,
+    must: Option<JobId>,
+    fair: &mut dyn FnMut(&[Cand]) -> bool,
+) -> Option<Group> {
+    let window = p.nodes;
+    let limit = (f64::from(window) * (1.0 + params.exceed)).floor() as u32;
+    // 1. Pre-selection.
+    let mut c: Vec<Cand> = cands
+        .iter()
+        .copied()
+        .filter(|c| {
+            c.sl <= params.max_sl
+                && c.sl_prim <= params.max_sl
+                && c.rem <= p.rem + params.max_longer
+                && c.nodes <= limit
+        })
+        .collect();
+    if c.is_empty() {
+        return None;
+    }
+    let v = params.variant;
+    // 2. Sort (less delayed or earlier first), 3. blocks sorted by decreasing runtime.
+    if v != Variant::Nh {
+        c.sort_by(|a, b| a.key.total_cmp(&b.key).then(a.id.cmp(&b.id)));
+    }
+    let bs = if v == Variant::Nh {
+        c.len()
+    } else {
+        params.block_size.max(1)
+    };
+    if !matches!(v, Variant::Ns | Variant::Nh) {
+        for block in c.chunks_mut(bs) {
+            block.sort_by(|a, b| b.rem.total_cmp(&a.rem).then(a.id.cmp(&b.id)));
+        }
+    }
+    let first = &c[..bs.min(c.len())];
+    let rest = &c[bs.min(c.len())..];
+    let contains = |g: &[Cand]| must.is_none_or(|m| g.iter().any(|x| x.id == m));
+    let mut kept: Vec<Group> = Vec::new();
+    let consider = |set: Vec<Cand>, kept: &mut Vec<Group>| {
+        let g = gain(p, &set);
+        if g >= params.min_gain {
+            kept.push(Group {
+                matched: set,
+                gain: g,
+            });
+        }
+    };
+    // 4. The window slides over the first block (two-job variants: one job at a time).
+    let pairs_only = matches!(v, Variant::Cst | Variant::Cstws);
+    for s in 0..first.len() {
+        let mut set = Vec::new();
+        let mut acc = 0;
+        for x in &first[s..] {
+            if acc + x.nodes <= limit {
+                set.push(*x);
+                acc += x.nodes;
+            }
+            if acc >= window || pairs_only {
+                break;
+            }
+        }
+        if !set.is_empty() {
+            consider(set, &mut kept);
+        }
+    }
+    // 5. Other blocks fill what the best group leaves of the primary's nodes.
+    if matches!(v, Variant::Glts | Variant::Ns | Variant::Nh)
+        && let Some(best) = kept
+            .iter()
+            .max_by(|a, b| a.gain.total_cmp(&b.gain))
+            .cloned()
+    {
+        let mut g = best;
+        let mut acc: u32 = g.matched.iter().map(|x| x.nodes).sum();
+        for x in rest {
+            if acc >= window {
+                break;
+            }
+            if acc + x.nodes <= limit {
+                let mut set = g.matched.clone();
+                set.push(*x);
+                let gg = gain(p, &set);
+                if gg > g.gain {
+                    acc += x.nodes;
+                    g = Group {
+                        matched: set,
+                        gain: gg,
+                    };
+                    kept.push(g.clone());
+                }
+            }
+        }
+    }
+    // 6. Purify: drop the matched job that slows the primary most if it adds no gain.
+    for g in &mut kept {
+        if g.matched.len() < 2 {
+            continue;
+        }
+        let worst = (0..g.matched.len())
+            .max_by(|&a, &b| g.matched[a].sl_prim.total_cmp(&g.matched[b].sl_prim))
+            .expect("non-empty");
+        let mut without = g.matched.clone();
+        without.remove(worst);
+        let gw = gain(p, &without);
+        if gw >= g.gain {
+            *g = Group {
+                matched: without,
+                gain: gw,
+            };
+        }
+    }
+    // 7. Fairness, best gain first (first suitable for CSTWS and NH).
+    if !matches!(v, Variant::Cstws | Variant::Nh) {
+        kept.sort_by(|a, b| b.gain.total_cmp(&a.gain));
+    }
+    kept.into_iter()
+        .filter(|g| contains(&g.matched))
+        .find(|g| fair(&g.matched))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(id: u64, size: u32, rem: f64, sl: f64, sl_prim: f64) -> Cand {
+        Cand {
+            id: JobId(id),
+            size,
+            nodes: size.div_ceil(2),
+            rem,
+            sl,
+            sl_prim,
+            key: id as f64,
+        }
+    }
+
+    /// Formula 5 (Fig. 11) by hand: job 3 (8 processes, 100 s of work) is the primary, jobs
+    /// 1 (4 processes, 200 s) and 2 (4 processes, 50 s) are matched, each at two processes
+    /// per node. Job 3 runs at slowdown 1.2 beside job 1 and 1.1 beside job 2 (so 1.2 while
+    /// both run); jobs 1 and 2 run at 1.25 and 1.1.
+    ///
+    /// Job 2 ends at 50 · 1.1 = 55 s. Job 3 has then done 55 / 1.2 s and needs
+    /// (100 − 55/1.2) · 1.2 = 65 s more: the group lasts T_g = 120 s and is disbanded when
+    /// job 3 ends. Work done: T_3 = 100 s, T_2 = 50 s, T_1 = 120 / 1.25 = 96 s. So
+    /// U_gain = (96·4 + 50·4 + 100·8 − 120·8/2) / (120·8/2) = 904 / 480.
+    #[test]
+    fn formula_5_worked_example() {
+        let p = Primary {
+            size: 8,
+            ppn: 2,
+            nodes: 4,
+            rem: 100.0,
+        };
+        let m = [cand(1, 4, 200.0, 1.25, 1.2), cand(2, 4, 50.0, 1.1, 1.1)];
+        let g = gain(&p, &m);
+        assert!((g - 904.0 / 480.0).abs() < 1e-9, "{g}");
+        // Alone with job 2 the primary is slowed less but only for 55 s.
+        let g2 = gain(&p, &m[1..]);
+        // 55 s together: 200 + 55/1.1·8 = 600 of work over 55·4 = 220 node-seconds.
+        assert!((g2 - (600.0 - 220.0) / 220.0).abs() < 1e-9, "{g2}");
+        // Without slowdown, two jobs of the same size and length doubling up save one node
+        // per node used.
+        let same = Primary {
+            size: 4,
+            ppn: 2,
+            nodes: 2,
+            rem: 10.0,
+        };
+        assert!((gain(&same, &[cand(5, 4, 10.0, 1.0, 1.0)]) - 3.0).abs() < 1e-9);
+    }
+
+    fn params(variant: Variant) -> Params {
+        Params {
+            variant,
+            max_sl: 1.25,
+            min_gain: 0.45,
+            block_size: 16,
+            exceed: 0.125,
+            max_longer: 3000.0,
+        }
+    }
+
+    #[test]
+    fn groups_fill_the_window_and_respect_the_rules() {
+        let p = Primary {
+            size: 16,
+            ppn: 2,
+            nodes: 8,
+            rem: 1000.0,
+        };
+        let c = vec![
+            cand(1, 8, 900.0, 1.1, 1.1),
+            cand(2, 8, 800.0, 1.1, 1.1),
+            // Pre-selection drops these: too slow together, or far longer than the primary.
+            cand(3, 8, 900.0, 1.4, 1.1),
+            cand(4, 2, 9000.0, 1.0, 1.0),
+        ];
+        let g = form(&p, &c, &params(Variant::Glts), None, &mut |_| true).unwrap();
+        let ids: Vec<u64> = g.matched.iter().map(|x| x.id.0).collect();
+        assert_eq!(ids, vec![1, 2]);
+        assert!(g.gain >= 0.45);
+        // Two-job variants match one job.
+        let g = form(&p, &c, &params(Variant::Cst), None, &mut |_| true).unwrap();
+        assert_eq!(g.matched.len(), 1);
+        // A job that must be in the group is.
+        let g = form(&p, &c, &params(Variant::Glts), Some(JobId(2)), &mut |_| {
+            true
+        })
+        .unwrap();
+        assert!(g.matched.iter().any(|x| x.id == JobId(2)));
+        // Nothing passes an impossible fairness check.
+        assert!(form(&p, &c, &params(Variant::Glts), None, &mut |_| false).is_none());
+    }
+}

@@ -1,0 +1,1362 @@
+//! Scojo-PECT coarse-grain time slicing with G-LOMARC-TS group matchmaking on multi-core
+//! nodes (seed 001, §4.8 and §5.1).
+//!
+//! ## Time slices
+//! Jobs are short (estimate ≤ `short_max`, 10 min), medium (≤ `medium_max`, 3 h) or long.
+//! Each type has a virtual machine (VM): the whole machine, as one slot of the matrix. Time
+//! is cut into intervals (`interval`, 1 h); an interval holds a short slice (`short_slice`)
+//! only if short jobs are waiting or stopped when it begins, then a medium and a long slice
+//! sharing the rest `medium_share` (30 %) to 70 %. The first `overhead` (60 s) of a slice is
+//! the preemption and resumption of jobs, when nothing runs. At a slice's end all its jobs
+//! are suspended (they keep their cores: Scojo-PECT restarts jobs where they were); at the
+//! end of the next slice's overhead its VM's jobs are resumed. A VM has its own clock, which
+//! runs only while its slice is active, and every plan of the VM (reservations, expected
+//! ends) is made in that clock.
+//!
+//! ## Scheduling inside a VM
+//! FCFS with conservative backfilling on nodes: the availability profile of whole free nodes
+//! over VM time is built at each decision, every waiting job in queue order takes the
+//! earliest place it fits for its estimate (times its self-slowdown), and a job whose place
+//! is now starts. Space sharing places a job on whole nodes with the processes per node of
+//! formula 11. Short jobs also backfill into the medium and long slices when they fit in the
+//! profile of that VM *and* finish before the slice ends (they are never preempted there);
+//! other non-type backfilling is not done.
+//!
+//! ## G-LOMARC-TS (variants other than `ssp`)
+//! In the medium and long VMs the first waiting job is first offered to group matchmaking
+//! (cases 1–3 and the serial-job case of §4.5; [`glomarc`] forms the groups). A node's cores
+//! form two lanes (one core of each processor, Fig. 12): a job space-shared with up to one
+//! process per processor leaves the other lane open, a group's primary takes lane 0 and its
+//! matched jobs lane 1 of its nodes (spilling onto at most `matched_exceed_prim` more free
+//! nodes). A group wins over space sharing when its utilization gain is at least
+//! `min_utilgain` and above that of space sharing, and it passes the fairness check
+//! (formula 4) for its members. A group is disbanded when its primary or all its matched jobs
+//! end; the others run on as individual jobs.
+//!
+//! ## Response-time estimates
+//! At submission a job's FCFS response time with space sharing is estimated from the VM's
+//! availability profile (running jobs ending at their estimates, every earlier waiting job
+//! reserved in queue order — what the FCFS simulation of conservative backfilling yields),
+//! converted from VM time to wall time along the slice timeline, and scaled by `r_est_scale`
+//! (0.75). The state is only read, never changed: the estimate is a forecast on the live
+//! state.
+//!
+//! ## Statistics
+//! [`Policy::stats`] reports groups formed, jobs per group and the largest ratio of predicted
+//! response to `F_slack · R_est` among the members of the groups formed (≤ 1 by the check).
+
+pub mod glomarc;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cosched_core::multicore::mul;
+use cosched_core::{Dur, JobId, MachineShape, Milli, NodeId, PeSet, SelfLimits, Slowdowns, Time};
+
+use crate::opts::Opts;
+use crate::profile::Profile;
+use crate::{ConfigError, Decision, Event, JobRequest, Never, Policy, PolicyConfig};
+use glomarc::{Cand, Params, Primary, Variant};
+
+/// Marks both lanes of a node that is down, in every VM.
+const DOWN: JobId = JobId(u64::MAX);
+
+pub const SHORT: usize = 0;
+pub const MEDIUM: usize = 1;
+pub const LONG: usize = 2;
+
+/// Every option of the policy, with Table 6's values and §5.1's Scojo-PECT set-up as
+/// defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScojoConfig {
+    pub variant: Variant,
+    pub interval: Dur,
+    pub short_slice: Dur,
+    pub medium_share: f64,
+    pub overhead: Dur,
+    pub short_max: Dur,
+    pub medium_max: Dur,
+    pub limits: SelfLimits,
+    pub min_utilgain: f64,
+    pub block_size: u32,
+    pub matched_exceed_prim: f64,
+    pub running_prim_num: u32,
+    pub max_matched_longer_prim: Dur,
+    pub f_slack: f64,
+    /// N_H: read by the metrics, accepted here so one configuration serves both.
+    pub n_h: u32,
+    pub r_est_scale: f64,
+    pub slowdown_seed: u64,
+}
+
+/// Every option name (the registry lists them; [`ScojoConfig::from_policy_config`] reads
+/// exactly these).
+pub const OPTIONS: &[&str] = &[
+    "block_size",
+    "f_slack",
+    "interval",
+    "matched_exceed_prim",
+    "max_matched_longer_prim",
+    "max_sl",
+    "medium_max",
+    "medium_share",
+    "min_utilgain",
+    "n_h",
+    "overhead",
+    "r_est_scale",
+    "running_prim_num",
+    "self_sl_2",
+    "short_max",
+    "short_slice",
+    "slowdown_seed",
+    "variant",
+];
+
+fn float(o: &Opts, key: &str, default: f64) -> Result<f64, ConfigError> {
+    match o.get(key) {
+        None => Ok(default),
+        Some(toml::Value::Float(f)) if f.is_finite() && *f >= 0.0 => Ok(*f),
+        Some(toml::Value::Integer(i)) if *i >= 0 => Ok(*i as f64),
+        Some(toml::Value::String(s)) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite() && *f >= 0.0)
+            .ok_or_else(|| o.bad(key, "expected a non-negative number")),
+        Some(_) => Err(o.bad(key, "expected a non-negative number")),
+    }
+}
+
+fn milli(o: &Opts, key: &str, default: Milli) -> Result<Milli, ConfigError> {
+    let f = float(o, key, f64::from(default) / 1000.0)?;
+    Ok((f * 1000.0).round() as Milli)
+}
+
+impl ScojoConfig {
+    pub fn from_policy_config(
+        name: &'static str,
+        default_variant: Variant,
+        cfg: &PolicyConfig,
+    ) -> Result<ScojoConfig, ConfigError> {
+        let o = Opts::new(name, cfg);
+        let variant = o.string("variant", "")?.parse::<Variant>().or_else(|e| {
+            if o.get("variant").is_none() {
+                Ok(default_variant)
+            } else {
+                Err(o.bad("variant", e))
+            }
+        })?;
+        let c = ScojoConfig {
+            variant,
+            interval: o.dur("interval", Dur::from_secs(3600))?,
+            short_slice: o.dur("short_slice", Dur::from_secs(600))?,
+            medium_share: float(&o, "medium_share", 0.3)?,
+            overhead: o.dur("overhead", Dur::from_secs(60))?,
+            short_max: o.dur("short_max", Dur::from_secs(600))?,
+            medium_max: o.dur("medium_max", Dur::from_secs(3 * 3600))?,
+            limits: SelfLimits {
+                max_sl: milli(&o, "max_sl", 1250)?,
+                self_sl_2: milli(&o, "self_sl_2", 1120)?,
+            },
+            min_utilgain: float(&o, "min_utilgain", 0.45)?,
+            block_size: o.uint("block_size", 16)?,
+            matched_exceed_prim: float(&o, "matched_exceed_prim", 0.125)?,
+            running_prim_num: o.uint("running_prim_num", 8)?,
+            max_matched_longer_prim: o.dur("max_matched_longer_prim", Dur::from_secs(3000))?,
+            f_slack: float(&o, "f_slack", 1.5)?,
+            n_h: o.uint("n_h", 12)?,
+            r_est_scale: float(&o, "r_est_scale", 0.75)?,
+            slowdown_seed: o.uint("slowdown_seed", 1)?.into(),
+        };
+        if c.medium_share > 1.0 {
+            return Err(o.bad("medium_share", "a share between 0 and 1"));
+        }
+        if c.interval <= c.short_slice || c.interval.is_zero() {
+            return Err(o.bad("interval", "must be longer than short_slice"));
+        }
+        if c.block_size == 0 {
+            return Err(o.bad("block_size", "at least 1"));
+        }
+        o.finish()?;
+        Ok(c)
+    }
+}
+
+/// One slice of the timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slice {
+    kind: usize,
+    begin: Time,
+    /// End of the preemption overhead: the VM runs from here.
+    active: Time,
+    end: Time,
+}
+
+/// Where part of a job sits: `procs` of its processes on lane `lane` of `node` (0 for a
+/// lane it keeps free of other jobs without using it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seat {
+    node: u32,
+    lane: u32,
+    procs: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Job {
+    req: JobRequest,
+    kind: usize,
+    /// The VM it is allocated in (its kind's, or the host's for a short job backfilled into
+    /// another slice).
+    vm: usize,
+    crs: Milli,
+    nos: Milli,
+    allocated: bool,
+    seats: Vec<Seat>,
+    /// Estimated work left at full speed (s), as of VM time `mark`.
+    rem: f64,
+    mark: f64,
+    /// Slowdown now (estimated by the policy from the same model as the engine's).
+    sl: f64,
+    /// Estimated FCFS response time (s), for the fairness check.
+    r_est: f64,
+    group: Option<u64>,
+    primary: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Vm {
+    /// Occupant of each lane of each node.
+    lanes: Vec<[Option<JobId>; 2]>,
+    /// VM clock (s) accumulated before `active_since`.
+    vbase: f64,
+    active_since: Option<Time>,
+    /// Waiting jobs in (submit, id) order.
+    queue: Vec<JobId>,
+    /// Allocated jobs (running while the VM is active).
+    alloc: BTreeSet<JobId>,
+}
+
+impl Vm {
+    fn new(nodes: u32) -> Vm {
+        Vm {
+            lanes: vec![[None, None]; nodes as usize],
+            vbase: 0.0,
+            active_since: None,
+            queue: Vec::new(),
+            alloc: BTreeSet::new(),
+        }
+    }
+    fn vnow(&self, now: Time) -> f64 {
+        match self.active_since {
+            Some(t) => self.vbase + (now - t).as_secs_f64().max(0.0),
+            None => self.vbase,
+        }
+    }
+    fn free_nodes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l[0].is_none() && l[1].is_none())
+            .map(|(n, _)| n as u32)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct Stats {
+    groups: u64,
+    grouped_jobs: u64,
+    worst_fair_ratio: f64,
+    /// Active (non-overhead) slice time per type, seconds.
+    active: [f64; 3],
+}
+
+#[derive(Clone, Debug)]
+pub struct Scojo {
+    name: &'static str,
+    cfg: ScojoConfig,
+    machine: MachineShape,
+    model: Slowdowns,
+    jobs: BTreeMap<JobId, Job>,
+    vms: [Vm; 3],
+    slice: Option<Slice>,
+    interval_start: Time,
+    short_here: bool,
+    timer: Option<Time>,
+    held: BTreeSet<JobId>,
+    /// Nodes down.
+    down: BTreeSet<u32>,
+    refused: Vec<(JobId, Never)>,
+    fresh: Vec<JobId>,
+    next_group: u64,
+    stats: Stats,
+}
+
+impl Scojo {
+    pub fn new(
+        name: &'static str,
+        default_variant: Variant,
+        cfg: &PolicyConfig,
+    ) -> Result<Scojo, ConfigError> {
+        let c = ScojoConfig::from_policy_config(name, default_variant, cfg)?;
+        let m = cfg.machine;
+        Ok(Scojo {
+            name,
+            model: Slowdowns::new(c.slowdown_seed),
+            cfg: c,
+            machine: m,
+            jobs: BTreeMap::new(),
+            vms: [Vm::new(m.nodes), Vm::new(m.nodes), Vm::new(m.nodes)],
+            slice: None,
+            interval_start: Time::ZERO,
+            short_here: false,
+            timer: None,
+            held: BTreeSet::new(),
+            down: BTreeSet::new(),
+            refused: Vec::new(),
+            fresh: Vec::new(),
+            next_group: 0,
+            stats: Stats::default(),
+        })
+    }
+
+    fn kind_of(&self, est: Dur) -> usize {
+        if est <= self.cfg.short_max {
+            SHORT
+        } else if est <= self.cfg.medium_max {
+            MEDIUM
+        } else {
+            LONG
+        }
+    }
+
+    // ---- the timeline ----
+
+    /// The slices of the interval starting at `t0`.
+    fn slices_of(&self, t0: Time, short: bool) -> Vec<Slice> {
+        let c = &self.cfg;
+        let mut v = Vec::with_capacity(3);
+        let mut t = t0;
+        let mk = |kind, begin: Time, end: Time| Slice {
+            kind,
+            begin,
+            active: (begin + c.overhead).min(end),
+            end,
+        };
+        if short {
+            v.push(mk(SHORT, t, t + c.short_slice));
+            t += c.short_slice;
+        }
+        let rest = (t0 + c.interval) - t;
+        let m = Dur::from_micros((rest.as_micros() as f64 * c.medium_share).round() as i64);
+        v.push(mk(MEDIUM, t, t + m));
+        v.push(mk(LONG, t + m, t0 + c.interval));
+        v.retain(|s| s.end > s.begin);
+        v
+    }
+
+    fn short_pending(&self) -> bool {
+        !self.vms[SHORT].queue.is_empty() || !self.vms[SHORT].alloc.is_empty()
+    }
+
+    fn busy(&self) -> bool {
+        !self.jobs.is_empty()
+    }
+
+    /// Starts the timeline in the interval holding `now` (the first job, or the first after an
+    /// idle spell).
+    fn start_timeline(&mut self, now: Time) {
+        let i = self.cfg.interval.as_micros();
+        self.interval_start = Time::from_micros(now.as_micros().div_euclid(i) * i);
+        self.short_here = self.short_pending();
+        let s = self
+            .slices_of(self.interval_start, self.short_here)
+            .into_iter()
+            .find(|s| s.end > now)
+            .expect("the interval holds now");
+        // Nothing ran before: nothing to preempt or resume, so no overhead.
+        self.slice = Some(Slice {
+            active: s.active.min(now.max(s.begin)),
+            ..s
+        });
+    }
+
+    /// The slice after `s`.
+    fn next_slice(&mut self, s: Slice) -> Slice {
+        let list = self.slices_of(self.interval_start, self.short_here);
+        let k = list
+            .iter()
+            .position(|x| (x.kind, x.begin) == (s.kind, s.begin))
+            .expect("current slice");
+        if k + 1 < list.len() {
+            return list[k + 1];
+        }
+        self.interval_start += self.cfg.interval;
+        self.short_here = self.short_pending();
+        self.slices_of(self.interval_start, self.short_here)[0]
+    }
+
+    /// Carries the timeline up to `now`: slice ends suspend their VM's jobs, slice
+    /// activations resume theirs.
+    fn advance(&mut self, now: Time, out: &mut Vec<Decision>) {
+        if self.slice.is_none() {
+            if !self.busy() {
+                return;
+            }
+            self.start_timeline(now);
+        }
+        while let Some(s) = self.slice {
+            let vm = &self.vms[s.kind];
+            if now >= s.end {
+                if let Some(since) = vm.active_since {
+                    self.stats.active[s.kind] += (s.end - since).as_secs_f64();
+                    let vm = &mut self.vms[s.kind];
+                    vm.vbase += (s.end - since).as_secs_f64();
+                    vm.active_since = None;
+                    for &id in &vm.alloc {
+                        out.push(Decision::Suspend { job: id });
+                    }
+                }
+                if !self.busy() {
+                    self.slice = None;
+                    return;
+                }
+                let next = self.next_slice(s);
+                self.slice = Some(next);
+            } else if now >= s.active && vm.active_since.is_none() {
+                let vm = &mut self.vms[s.kind];
+                vm.active_since = Some(s.active);
+                for &id in &vm.alloc {
+                    out.push(Decision::Resume { job: id });
+                }
+                break;
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The wall time at which VM `k`'s clock reaches `v` (s), from `now`, assuming no short
+    /// slices in later intervals.
+    fn wall_at(&self, k: usize, v: f64, now: Time) -> f64 {
+        let vm = &self.vms[k];
+        let mut need = v - vm.vnow(now);
+        let mut t = now;
+        let Some(mut s) = self.slice else {
+            return now.as_secs_f64() + need.max(0.0);
+        };
+        let mut t0 = self.interval_start;
+        let mut short = self.short_here;
+        for _ in 0..100_000 {
+            if need <= 0.0 {
+                break;
+            }
+            if s.kind == k {
+                let from = t.max(s.active);
+                let avail = (s.end - from).as_secs_f64().max(0.0);
+                if avail >= need {
+                    return from.as_secs_f64() + need;
+                }
+                need -= avail;
+            }
+            t = s.end;
+            let list = self.slices_of(t0, short);
+            let pos = list
+                .iter()
+                .position(|x| (x.kind, x.begin) == (s.kind, s.begin));
+            s = match pos {
+                Some(p) if p + 1 < list.len() => list[p + 1],
+                _ => {
+                    t0 += self.cfg.interval;
+                    short = false;
+                    self.slices_of(t0, short)[0]
+                }
+            };
+        }
+        t.as_secs_f64() + need.max(0.0)
+    }
+
+    // ---- slowdowns and places ----
+
+    fn self_sl(&self, j: &Job, procs_here: u32) -> Milli {
+        let sockets = self.machine.sockets_per_node;
+        match procs_here {
+            0 | 1 => 1000,
+            p if p <= sockets => j.nos,
+            _ => mul(j.nos, j.crs),
+        }
+    }
+
+    /// Space sharing: processes per node by formula 11, nodes, and the slowdown.
+    fn ssp(&self, j: &Job) -> (u32, u32, f64) {
+        let m = &self.machine;
+        let ppn = self.cfg.limits.ppn(
+            j.req.procs,
+            j.crs,
+            j.nos,
+            m.pes_per_node(),
+            m.sockets_per_node,
+        );
+        // A job too wide for the machine at its preferred PPN packs every core instead.
+        let ppn = if j.req.procs.div_ceil(ppn) > m.nodes {
+            m.pes_per_node()
+        } else {
+            ppn
+        };
+        let nodes = j.req.procs.div_ceil(ppn);
+        (
+            ppn,
+            nodes,
+            f64::from(self.self_sl(j, ppn.min(j.req.procs))) / 1000.0,
+        )
+    }
+
+    /// In a group a job uses one lane: one process per processor if its node self-slowdown
+    /// allows (SELF_SL_2), else one.
+    fn group_ppn(&self, j: &Job) -> u32 {
+        if j.req.procs > 1 && j.nos <= self.cfg.limits.self_sl_2 {
+            self.machine.sockets_per_node
+        } else {
+            1
+        }
+    }
+
+    /// The slowdown of an allocated job from its seats and its partners' (as the engine
+    /// computes it).
+    fn slowdown_of(&self, id: JobId) -> f64 {
+        let j = &self.jobs[&id];
+        let vm = &self.vms[j.vm];
+        let mut worst: Milli = 1000;
+        let mut per_node: BTreeMap<u32, u32> = BTreeMap::new();
+        for s in &j.seats {
+            *per_node.entry(s.node).or_default() += s.procs;
+        }
+        for (&node, &procs) in &per_node {
+            if procs == 0 {
+                continue;
+            }
+            let own = self.self_sl(j, procs);
+            let partner = vm.lanes[node as usize].iter().flatten().find(|&&o| {
+                o != id
+                    && self
+                        .jobs
+                        .get(&o)
+                        .is_some_and(|x| x.seats.iter().any(|s| s.node == node && s.procs > 0))
+            });
+            let s = match partner {
+                Some(&p) => mul(own, self.model.cos(id, p)),
+                None => own,
+            };
+            worst = worst.max(s);
+        }
+        f64::from(worst) / 1000.0
+    }
+
+    /// Brings a job's estimated work left up to VM time `v`.
+    fn settle(&mut self, id: JobId, v: f64) {
+        let j = self.jobs.get_mut(&id).expect("known");
+        j.rem -= (v - j.mark) / j.sl;
+        j.mark = v;
+    }
+
+    /// Expected end (VM time) of an allocated job.
+    fn expected_end(&self, j: &Job, v: f64) -> f64 {
+        let rem = j.rem - (v - j.mark) / j.sl;
+        v + (rem * j.sl).max(0.0)
+    }
+
+    /// Re-estimates the slowdowns of the jobs on `nodes` of VM `k` after a change there.
+    fn reprice(&mut self, k: usize, nodes: &[u32], v: f64) {
+        let mut ids = BTreeSet::new();
+        for &n in nodes {
+            ids.extend(self.vms[k].lanes[n as usize].iter().flatten().copied());
+        }
+        for id in ids {
+            if !self.jobs.contains_key(&id) {
+                continue;
+            }
+            self.settle(id, v);
+            let sl = self.slowdown_of(id);
+            self.jobs.get_mut(&id).expect("known").sl = sl;
+        }
+    }
+
+    /// Allocates `seats` to a waiting job in VM `k` and starts it.
+    fn launch(
+        &mut self,
+        now: Time,
+        k: usize,
+        id: JobId,
+        seats: Vec<Seat>,
+        out: &mut Vec<Decision>,
+    ) {
+        let v = self.vms[k].vnow(now);
+        let mut pes = Vec::new();
+        for s in &seats {
+            let lane = &mut self.vms[k].lanes[s.node as usize][s.lane as usize];
+            debug_assert!(lane.is_none(), "lane taken");
+            *lane = Some(id);
+            pes.extend(
+                self.machine
+                    .node_cores(NodeId(s.node), s.procs, s.lane)
+                    .into_iter()
+                    .map(|p| p.0),
+            );
+        }
+        let kind = self.jobs[&id].kind;
+        self.vms[kind].queue.retain(|&x| x != id);
+        self.vms[k].alloc.insert(id);
+        let nodes: Vec<u32> = seats.iter().map(|s| s.node).collect();
+        {
+            let j = self.jobs.get_mut(&id).expect("known");
+            j.allocated = true;
+            j.vm = k;
+            j.seats = seats;
+            j.rem = j.req.estimate.as_secs_f64();
+            j.mark = v;
+            j.sl = 1.0;
+        }
+        self.reprice(k, &nodes, v);
+        out.push(Decision::Start {
+            job: id,
+            pes: PeSet::from_pes(pes),
+            slot: Some(k as u32),
+        });
+    }
+
+    /// Seats of a space-shared job on free nodes: whole nodes, a job of up to one process per
+    /// processor on lane 0 only (lane 1 stays open to coscheduling).
+    fn ssp_seats(&self, j: &Job, nodes: &[u32], ppn: u32) -> Vec<Seat> {
+        let mut left = j.req.procs;
+        let sockets = self.machine.sockets_per_node;
+        let mut seats = Vec::new();
+        for &n in nodes {
+            let p = left.min(ppn);
+            left -= p;
+            if p <= sockets && ppn <= sockets {
+                seats.push(Seat {
+                    node: n,
+                    lane: 0,
+                    procs: p,
+                });
+            } else {
+                let a = p.min(sockets);
+                seats.push(Seat {
+                    node: n,
+                    lane: 0,
+                    procs: a,
+                });
+                seats.push(Seat {
+                    node: n,
+                    lane: 1,
+                    procs: p - a,
+                });
+            }
+        }
+        seats
+    }
+
+    /// Seats on lane `lane` of `nodes` for `procs` processes at `ppn` per node.
+    fn lane_seats(procs: u32, ppn: u32, nodes: &[u32], lane: u32) -> Vec<Seat> {
+        let mut left = procs;
+        let mut seats = Vec::new();
+        for &n in nodes {
+            if left == 0 {
+                break;
+            }
+            let p = left.min(ppn);
+            left -= p;
+            seats.push(Seat {
+                node: n,
+                lane,
+                procs: p,
+            });
+        }
+        seats
+    }
+
+    // ---- deciding ----
+
+    fn ended(&mut self, id: JobId, now: Time) {
+        self.held.remove(&id);
+        let Some(j) = self.jobs.remove(&id) else {
+            self.fresh.retain(|&x| x != id);
+            return;
+        };
+        self.fresh.retain(|&x| x != id);
+        if !j.allocated {
+            self.vms[j.kind].queue.retain(|&x| x != id);
+            return;
+        }
+        let vm = &mut self.vms[j.vm];
+        vm.alloc.remove(&id);
+        let mut nodes = Vec::new();
+        for s in &j.seats {
+            let down = self.down.contains(&s.node);
+            let lane = &mut vm.lanes[s.node as usize][s.lane as usize];
+            if *lane == Some(id) {
+                *lane = if down { Some(DOWN) } else { None };
+            }
+            nodes.push(s.node);
+        }
+        // Disbanding: the primary's end, or its last matched job's.
+        if let Some(g) = j.group {
+            let members: Vec<JobId> = self
+                .jobs
+                .iter()
+                .filter(|(_, x)| x.group == Some(g))
+                .map(|(&i, _)| i)
+                .collect();
+            let any_matched = members.iter().any(|i| !self.jobs[i].primary);
+            if j.primary || !any_matched {
+                for i in members {
+                    let x = self.jobs.get_mut(&i).expect("member");
+                    x.group = None;
+                    x.primary = false;
+                }
+            }
+        }
+        let k = j.vm;
+        let v = self.vms[k].vnow(now);
+        self.reprice(k, &nodes, v);
+    }
+
+    /// Conservative backfilling in VM `k`, then short jobs into its slice.
+    fn backfill(&mut self, now: Time, k: usize, slice_end: Time, out: &mut Vec<Decision>) {
+        let v = self.vms[k].vnow(now);
+        let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
+        let mut releases: Vec<(Time, u32)> = Vec::new();
+        let mut free: Vec<u32> = self.vms[k].free_nodes().collect();
+        for (n, l) in self.vms[k].lanes.iter().enumerate() {
+            let _ = n;
+            if (l[0].is_none() && l[1].is_none()) || l.contains(&Some(DOWN)) {
+                continue;
+            }
+            let end = l
+                .iter()
+                .flatten()
+                .filter_map(|id| self.jobs.get(id))
+                .map(|j| self.expected_end(j, v))
+                .fold(v, f64::max);
+            releases.push((us(end), 1));
+        }
+        releases.sort();
+        let mut profile = Profile::default();
+        profile.rebuild(us(v), free.len() as u32, releases.into_iter());
+        let queue: Vec<JobId> = self.vms[k].queue.clone();
+        for id in queue {
+            if self.held.contains(&id) {
+                continue;
+            }
+            let j = &self.jobs[&id];
+            let (ppn, nodes, sl) = self.ssp(j);
+            let dur = Dur::from_secs_f64(j.req.estimate.as_secs_f64() * sl);
+            let Some((at, i)) = profile.earliest(nodes, dur) else {
+                continue;
+            };
+            profile.reserve(i, dur, nodes);
+            if at <= us(v) && free.len() as u32 >= nodes {
+                let take: Vec<u32> = free.drain(..nodes as usize).collect();
+                let seats = self.ssp_seats(j, &take, ppn);
+                self.launch(now, k, id, seats, out);
+            }
+        }
+        if k == SHORT {
+            return;
+        }
+        let left = (slice_end - now).as_secs_f64();
+        let shorts: Vec<JobId> = self.vms[SHORT].queue.clone();
+        for id in shorts {
+            if self.held.contains(&id) {
+                continue;
+            }
+            let j = &self.jobs[&id];
+            let (ppn, nodes, sl) = self.ssp(j);
+            let secs = j.req.estimate.as_secs_f64() * sl;
+            if secs > left || free.len() < nodes as usize {
+                continue;
+            }
+            if profile.reserve_at(us(v), Dur::from_secs_f64(secs), nodes) {
+                let take: Vec<u32> = free.drain(..nodes as usize).collect();
+                let seats = self.ssp_seats(j, &take, ppn);
+                self.launch(now, k, id, seats, out);
+            }
+        }
+    }
+
+    /// The response time (s, from submission) a job would see running `work` more seconds at
+    /// slowdown `sl` in VM `k` from now.
+    fn predicted_response(&self, j: &Job, k: usize, sl: f64, now: Time) -> f64 {
+        let v = self.vms[k].vnow(now);
+        let rem = if j.allocated {
+            j.rem - (v - j.mark) / j.sl
+        } else {
+            j.req.estimate.as_secs_f64()
+        };
+        self.wall_at(k, v + rem.max(0.0) * sl, now) - j.req.submit.as_secs_f64()
+    }
+
+    /// A candidate matched job `c` (placed at `ppn` per node) beside primary `a`.
+    fn cand(&self, a: &Job, a_self: Milli, c: &Job, ppn: u32, key: f64, v: f64) -> Cand {
+        let c_self = self.self_sl(c, ppn.min(c.req.procs));
+        let rem = if c.allocated {
+            c.rem - (v - c.mark) / c.sl
+        } else {
+            c.req.estimate.as_secs_f64()
+        };
+        Cand {
+            id: c.req.id,
+            size: c.req.procs,
+            nodes: c.req.procs.div_ceil(ppn),
+            rem: rem.max(0.0),
+            sl: f64::from(mul(c_self, self.model.cos(c.req.id, a.req.id))) / 1000.0,
+            sl_prim: f64::from(mul(a_self, self.model.cos(a.req.id, c.req.id))) / 1000.0,
+            key,
+        }
+    }
+
+    fn params(&self, exceed: f64) -> Params {
+        Params {
+            variant: self.cfg.variant,
+            max_sl: f64::from(self.cfg.limits.max_sl) / 1000.0,
+            min_gain: self.cfg.min_utilgain,
+            block_size: self.cfg.block_size as usize,
+            exceed,
+            max_longer: self.cfg.max_matched_longer_prim.as_secs_f64(),
+        }
+    }
+
+    /// Running jobs of VM `k` that can take a partner: individual, up to one process per
+    /// processor on lane 0 of each node, lane 1 free. By increasing delay.
+    fn open_running(&self, k: usize, now: Time) -> Vec<JobId> {
+        let vm = &self.vms[k];
+        let mut v: Vec<(f64, JobId)> = vm
+            .alloc
+            .iter()
+            .filter_map(|id| self.jobs.get(id).map(|j| (id, j)))
+            .filter(|(_, j)| {
+                j.kind == k
+                    && j.group.is_none()
+                    && j.seats
+                        .iter()
+                        .all(|s| s.lane == 0 && vm.lanes[s.node as usize][1].is_none())
+            })
+            .map(|(&id, j)| {
+                let r = self.predicted_response(j, k, j.sl, now);
+                (r / j.r_est.max(1.0), id)
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        v.into_iter().map(|x| x.1).collect()
+    }
+
+    /// The fairness check of step 7: every member's predicted response within
+    /// `F_slack · R_est` (formula 4). Returns the worst ratio.
+    fn fairness(&self, k: usize, primary: (JobId, u32), matched: &[(Cand, u32)], now: Time) -> f64 {
+        let a = &self.jobs[&primary.0];
+        let a_self = self.self_sl(a, primary.1.min(a.req.procs));
+        let sl_a = matched
+            .iter()
+            .map(|(c, _)| c.sl_prim)
+            .fold(f64::from(a_self) / 1000.0, f64::max);
+        let mut worst = self.predicted_response(a, k, sl_a, now) / (self.cfg.f_slack * a.r_est);
+        for (c, _) in matched {
+            let j = &self.jobs[&c.id];
+            let r = self.predicted_response(j, k, c.sl, now) / (self.cfg.f_slack * j.r_est);
+            worst = worst.max(r);
+        }
+        worst
+    }
+
+    /// Tries to start the first waiting job of VM `k` in a group (§4.5 steps 1–4). Returns
+    /// whether it did.
+    fn try_group(&mut self, now: Time, k: usize, out: &mut Vec<Decision>) -> bool {
+        let vm = &self.vms[k];
+        let Some(&h) = vm.queue.iter().find(|id| !self.held.contains(id)) else {
+            return false;
+        };
+        let free: Vec<u32> = vm.free_nodes().collect();
+        // Step 1: low load, everything fits one process per node.
+        let want: u32 = vm.queue.iter().map(|id| self.jobs[id].req.procs).sum();
+        if want <= free.len() as u32 {
+            return false;
+        }
+        let v = vm.vnow(now);
+        let head = &self.jobs[&h];
+        // Space sharing's gain (case 5 / 4), if the head fits now.
+        let (ppn_s, nodes_s, sl_s) = self.ssp(head);
+        let ssp_gain = if nodes_s <= free.len() as u32 {
+            f64::from(ppn_s.min(head.req.procs)) / sl_s - 1.0
+        } else {
+            f64::NEG_INFINITY
+        };
+        // Candidate plans: (gain, primary, primary ppn, primary seats source, matched, lanes).
+        struct Plan {
+            gain: f64,
+            primary: JobId,
+            primary_ppn: u32,
+            primary_waiting: bool,
+            matched: Vec<(Cand, u32)>,
+        }
+        let mut plans: Vec<Plan> = Vec::new();
+        let waiting: Vec<JobId> = vm
+            .queue
+            .iter()
+            .copied()
+            .filter(|id| !self.held.contains(id))
+            .collect();
+        let open = self.open_running(k, now);
+        let serial = head.req.procs == 1;
+        // Primaries to try: (job, is waiting).
+        let mut primaries: Vec<(JobId, bool)> = Vec::new();
+        if serial {
+            // A parallel waiting job or a parallel running job as primary, serial waiting
+            // jobs (the head among them) matched.
+            if let Some(&p) = waiting.iter().find(|id| self.jobs[id].req.procs > 1) {
+                primaries.push((p, true));
+            }
+            for &r in open.iter().take(self.cfg.running_prim_num as usize) {
+                if self.jobs[&r].req.procs > 1 {
+                    primaries.push((r, false));
+                }
+            }
+        } else {
+            primaries.push((h, true));
+            for &r in open.iter().take(self.cfg.running_prim_num as usize) {
+                primaries.push((r, false));
+            }
+        }
+        for (p, p_waiting) in primaries {
+            let a = &self.jobs[&p];
+            let (a_ppn, a_nodes) = if p_waiting {
+                let ppn = self.group_ppn(a);
+                (ppn, a.req.procs.div_ceil(ppn))
+            } else {
+                let ppn = a.seats.iter().map(|s| s.procs).max().unwrap_or(1);
+                (ppn, a.seats.len() as u32)
+            };
+            let spare = free.len() as u32
+                - if p_waiting {
+                    a_nodes.min(free.len() as u32)
+                } else {
+                    0
+                };
+            if p_waiting && a_nodes > free.len() as u32 {
+                continue;
+            }
+            let a_self = self.self_sl(a, a_ppn.min(a.req.procs));
+            let a_rem = if a.allocated {
+                a.rem - (v - a.mark) / a.sl
+            } else {
+                a.req.estimate.as_secs_f64()
+            };
+            let prim = Primary {
+                size: a.req.procs,
+                ppn: a_ppn,
+                nodes: a_nodes,
+                rem: a_rem.max(0.0),
+            };
+            let exceed =
+                (f64::from(spare) / f64::from(a_nodes.max(1))).min(self.cfg.matched_exceed_prim);
+            // Matched: waiting jobs (cases 1, 3); for a waiting primary also running jobs
+            // (case 2).
+            let mut cands: Vec<(Cand, u32)> = Vec::new();
+            for (pos, &w) in waiting.iter().enumerate() {
+                if w == p {
+                    continue;
+                }
+                let c = &self.jobs[&w];
+                if serial && c.req.procs != 1 {
+                    continue;
+                }
+                let ppn = self.group_ppn(c);
+                cands.push((self.cand(a, a_self, c, ppn, pos as f64, v), ppn));
+            }
+            let must = if p == h { None } else { Some(h) };
+            let mut best: Option<(glomarc::Group, Vec<(Cand, u32)>)> = None;
+            let ppn_of = |cs: &[(Cand, u32)], id: JobId| {
+                cs.iter().find(|x| x.0.id == id).map(|x| x.1).unwrap_or(1)
+            };
+            let mut try_set = |cs: Vec<(Cand, u32)>, this: &Scojo| {
+                let only: Vec<Cand> = cs.iter().map(|x| x.0).collect();
+                let g = glomarc::form(&prim, &only, &this.params(exceed), must, &mut |m| {
+                    let with: Vec<(Cand, u32)> =
+                        m.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
+                    this.fairness(k, (p, a_ppn), &with, now) <= 1.0
+                });
+                if let Some(g) = g
+                    && best.as_ref().is_none_or(|b| g.gain > b.0.gain)
+                {
+                    let with = g.matched.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
+                    best = Some((g, with));
+                }
+            };
+            try_set(cands, self);
+            if p == h && !serial && p_waiting {
+                // Case 2: the head onto running jobs' open lanes.
+                let mut rc: Vec<(Cand, u32)> = Vec::new();
+                for &r in &open {
+                    let c = &self.jobs[&r];
+                    let ppn = c.seats.iter().map(|s| s.procs).max().unwrap_or(1);
+                    let delay = self.predicted_response(c, k, c.sl, now) / c.r_est.max(1.0);
+                    let mut cd = self.cand(a, a_self, c, ppn, delay, v);
+                    cd.nodes = c.seats.len() as u32;
+                    rc.push((cd, ppn));
+                }
+                // The head's processes must all find room: on the running jobs' nodes, the
+                // rest on free nodes.
+                let before = best.as_ref().map(|b| b.0.gain);
+                let with_free = |cs: Vec<(Cand, u32)>| {
+                    let only: Vec<Cand> = cs.iter().map(|x| x.0).collect();
+                    let params = Params {
+                        exceed: 0.0,
+                        ..self.params(0.0)
+                    };
+                    glomarc::form(&prim, &only, &params, None, &mut |m| {
+                        let on: u32 = m.iter().map(|c| c.nodes).sum();
+                        let need = prim.nodes.saturating_sub(on);
+                        if need > free.len() as u32 {
+                            return false;
+                        }
+                        let with: Vec<(Cand, u32)> =
+                            m.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
+                        self.fairness(k, (p, a_ppn), &with, now) <= 1.0
+                    })
+                    .map(|g| {
+                        let with = g
+                            .matched
+                            .iter()
+                            .map(|c| (*c, ppn_of(&cs, c.id)))
+                            .collect::<Vec<_>>();
+                        (g, with)
+                    })
+                };
+                if let Some((g, with)) = with_free(rc)
+                    && before.is_none_or(|b| g.gain > b)
+                {
+                    plans.push(Plan {
+                        gain: g.gain,
+                        primary: p,
+                        primary_ppn: a_ppn,
+                        primary_waiting: true,
+                        matched: with,
+                    });
+                }
+            }
+            if let Some((g, with)) = best {
+                plans.push(Plan {
+                    gain: g.gain,
+                    primary: p,
+                    primary_ppn: a_ppn,
+                    primary_waiting: p_waiting,
+                    matched: with,
+                });
+            }
+        }
+        let Some(plan) = plans
+            .into_iter()
+            .max_by(|a, b| a.gain.total_cmp(&b.gain).then(b.primary.cmp(&a.primary)))
+        else {
+            return false;
+        };
+        if plan.gain <= ssp_gain {
+            return false;
+        }
+        let ratio = self.fairness(k, (plan.primary, plan.primary_ppn), &plan.matched, now);
+        self.place_group(
+            now,
+            k,
+            plan.primary,
+            plan.primary_ppn,
+            plan.primary_waiting,
+            &plan.matched,
+            out,
+        );
+        self.stats.worst_fair_ratio = self.stats.worst_fair_ratio.max(ratio);
+        true
+    }
+
+    /// Places a group: a waiting primary on free nodes' lane 0, matched waiting jobs on lane
+    /// 1 of the primary's nodes (then of free nodes), or the waiting primary onto running
+    /// matched jobs' lane 1 (case 2).
+    #[allow(clippy::too_many_arguments)]
+    fn place_group(
+        &mut self,
+        now: Time,
+        k: usize,
+        p: JobId,
+        p_ppn: u32,
+        p_waiting: bool,
+        matched: &[(Cand, u32)],
+        out: &mut Vec<Decision>,
+    ) {
+        let g = self.next_group;
+        self.next_group += 1;
+        self.stats.groups += 1;
+        self.stats.grouped_jobs += 1 + matched.len() as u64;
+        let mut free: Vec<u32> = self.vms[k].free_nodes().collect();
+        let running_matched = matched.iter().any(|(c, _)| self.jobs[&c.id].allocated);
+        if p_waiting && running_matched {
+            // Case 2: the primary goes onto the running jobs' open lanes, then free nodes.
+            let mut nodes: Vec<u32> = Vec::new();
+            for (c, _) in matched {
+                nodes.extend(self.jobs[&c.id].seats.iter().map(|s| s.node));
+            }
+            let procs = self.jobs[&p].req.procs;
+            let mut seats = Self::lane_seats(procs, p_ppn, &nodes, 1);
+            let placed: u32 = seats.iter().map(|s| s.procs).sum();
+            if placed < procs {
+                let need = (procs - placed).div_ceil(p_ppn) as usize;
+                let take: Vec<u32> = free.drain(..need.min(free.len())).collect();
+                seats.extend(Self::lane_seats(procs - placed, p_ppn, &take, 0));
+            }
+            for (c, _) in matched {
+                let x = self.jobs.get_mut(&c.id).expect("member");
+                x.group = Some(g);
+                x.primary = false;
+            }
+            let x = self.jobs.get_mut(&p).expect("primary");
+            x.group = Some(g);
+            x.primary = true;
+            self.launch(now, k, p, seats, out);
+            return;
+        }
+        let p_nodes: Vec<u32> = if p_waiting {
+            let n = self.jobs[&p].req.procs.div_ceil(p_ppn) as usize;
+            let take: Vec<u32> = free.drain(..n).collect();
+            let seats = Self::lane_seats(self.jobs[&p].req.procs, p_ppn, &take, 0);
+            let x = self.jobs.get_mut(&p).expect("primary");
+            x.group = Some(g);
+            x.primary = true;
+            self.launch(now, k, p, seats, out);
+            take
+        } else {
+            let x = self.jobs.get_mut(&p).expect("primary");
+            x.group = Some(g);
+            x.primary = true;
+            x.seats.iter().map(|s| s.node).collect()
+        };
+        // Matched jobs fill lane 1 of the primary's nodes in turn, then free nodes.
+        let mut slots = p_nodes.into_iter();
+        for (c, ppn) in matched {
+            let n = c.nodes as usize;
+            let mut nodes: Vec<u32> = slots.by_ref().take(n).collect();
+            let mut spill = Vec::new();
+            if nodes.len() < n {
+                spill = free.drain(..(n - nodes.len()).min(free.len())).collect();
+                nodes.extend(&spill);
+            }
+            let procs = self.jobs[&c.id].req.procs;
+            let mut seats = Self::lane_seats(procs, *ppn, &nodes, 1);
+            // On a spill node the matched job keeps lane 0 to itself.
+            for &s in &spill {
+                seats.push(Seat {
+                    node: s,
+                    lane: 0,
+                    procs: 0,
+                });
+            }
+            let x = self.jobs.get_mut(&c.id).expect("member");
+            x.group = Some(g);
+            x.primary = false;
+            self.launch(now, k, c.id, seats, out);
+        }
+    }
+
+    fn schedule(&mut self, now: Time, out: &mut Vec<Decision>) {
+        let Some(s) = self.slice else { return };
+        if self.vms[s.kind].active_since.is_none() {
+            return;
+        }
+        let k = s.kind;
+        if k != SHORT && self.cfg.variant != Variant::Ssp {
+            let mut guard = 0;
+            while guard < 1000 && self.try_group(now, k, out) {
+                guard += 1;
+            }
+        }
+        self.backfill(now, k, s.end, out);
+    }
+
+    /// The response-time estimate of a job just submitted.
+    fn estimate_response(&self, id: JobId, now: Time) -> f64 {
+        let j = &self.jobs[&id];
+        let k = j.kind;
+        let est = j.req.estimate.as_secs_f64();
+        if k == SHORT {
+            return est.max(1.0);
+        }
+        let v = self.vms[k].vnow(now);
+        let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
+        let mut releases: Vec<(Time, u32)> = Vec::new();
+        let free = self.vms[k].free_nodes().count() as u32;
+        for l in &self.vms[k].lanes {
+            if (l[0].is_none() && l[1].is_none()) || l.contains(&Some(DOWN)) {
+                continue;
+            }
+            let end = l
+                .iter()
+                .flatten()
+                .filter_map(|id| self.jobs.get(id))
+                .map(|j| self.expected_end(j, v))
+                .fold(v, f64::max);
+            releases.push((us(end), 1));
+        }
+        releases.sort();
+        let mut profile = Profile::default();
+        profile.rebuild(us(v), free, releases.into_iter());
+        let mut start = v;
+        let mut sl_j = 1.0;
+        for &q in &self.vms[k].queue {
+            let x = &self.jobs[&q];
+            let (_, nodes, sl) = self.ssp(x);
+            let dur = Dur::from_secs_f64(x.req.estimate.as_secs_f64() * sl);
+            let Some((at, i)) = profile.earliest(nodes, dur) else {
+                continue;
+            };
+            profile.reserve(i, dur, nodes);
+            if q == id {
+                start = at.as_micros() as f64 / 1e6;
+                sl_j = sl;
+                break;
+            }
+        }
+        let end = self.wall_at(k, start + est * sl_j, now);
+        (self.cfg.r_est_scale * (end - j.req.submit.as_secs_f64())).max(1.0)
+    }
+}
+
+impl Policy for Scojo {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn observe(&mut self, now: Time, event: Event) {
+        match event {
+            Event::Submitted(req) => {
+                let m = &self.machine;
+                if req.procs == 0 {
+                    self.refused.push((req.id, Never::NoPes));
+                    return;
+                }
+                if req.procs > m.total_pes() {
+                    self.refused.push((
+                        req.id,
+                        Never::TooLarge {
+                            procs: req.procs,
+                            machine: m.total_pes(),
+                        },
+                    ));
+                    return;
+                }
+                let kind = self.kind_of(req.estimate);
+                let id = req.id;
+                let job = Job {
+                    crs: self.model.crs(id),
+                    nos: self.model.nos(id),
+                    req,
+                    kind,
+                    vm: kind,
+                    allocated: false,
+                    seats: Vec::new(),
+                    rem: 0.0,
+                    mark: 0.0,
+                    sl: 1.0,
+                    r_est: f64::INFINITY,
+                    group: None,
+                    primary: false,
+                };
+                if self.ssp(&job).1 > m.nodes {
+                    self.refused.push((
+                        id,
+                        Never::TooLarge {
+                            procs: job.req.procs,
+                            machine: m.total_pes(),
+                        },
+                    ));
+                    return;
+                }
+                self.vms[kind].queue.push(id);
+                self.jobs.insert(id, job);
+                self.fresh.push(id);
+            }
+            Event::Ended(id) => self.ended(id, now),
+            Event::Held(id) => {
+                self.held.insert(id);
+            }
+            Event::Released(id) => {
+                self.held.remove(&id);
+            }
+            Event::Timer(_) => self.timer = None,
+            Event::NodeDown(n) => {
+                self.down.insert(n.0);
+                for vm in &mut self.vms {
+                    for lane in &mut vm.lanes[n.0 as usize] {
+                        lane.get_or_insert(DOWN);
+                    }
+                }
+            }
+            Event::NodeUp(n) => {
+                self.down.remove(&n.0);
+                for vm in &mut self.vms {
+                    for lane in &mut vm.lanes[n.0 as usize] {
+                        if *lane == Some(DOWN) {
+                            *lane = None;
+                        }
+                    }
+                }
+            }
+            // A restarted manager's running jobs are not adopted: this policy is for the
+            // simulator.
+            Event::Running { .. } => {}
+        }
+    }
+
+    fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
+        for (job, why) in self.refused.drain(..) {
+            out.push(Decision::Reject { job, why });
+        }
+        self.advance(now, out);
+        for id in std::mem::take(&mut self.fresh) {
+            if self.jobs.contains_key(&id) {
+                let r = self.estimate_response(id, now);
+                self.jobs.get_mut(&id).expect("known").r_est = r;
+            }
+        }
+        self.schedule(now, out);
+        if let Some(s) = self.slice {
+            let next = if now < s.active { s.active } else { s.end };
+            if self.timer != Some(next) {
+                self.timer = Some(next);
+                out.push(Decision::SetTimer { at: next, token: 0 });
+            }
+        }
+    }
+
+    fn queue(&self) -> Vec<JobId> {
+        self.vms
+            .iter()
+            .flat_map(|v| v.queue.iter().copied())
+            .collect()
+    }
+
+    fn stats(&self) -> Vec<(&'static str, f64)> {
+        let s = &self.stats;
+        let per = if s.groups == 0 {
+            0.0
+        } else {
+            s.grouped_jobs as f64 / s.groups as f64
+        };
+        vec![
+            ("groups", s.groups as f64),
+            ("jobs_per_group", per),
+            ("worst_fairness_ratio", s.worst_fair_ratio),
+            ("short_slice_s", s.active[SHORT]),
+            ("medium_slice_s", s.active[MEDIUM]),
+            ("long_slice_s", s.active[LONG]),
+            ("n_h", f64::from(self.cfg.n_h)),
+        ]
+    }
+
+    fn boxed_clone(&self) -> Box<dyn Policy> {
+        Box::new(self.clone())
+    }
+}

@@ -1,0 +1,272 @@
+//! Progress rates on multi-core nodes (seed 001): the engine's side of slowdowns.
+//!
+//! Without a slowdown model a running job does one second of work per second, and its end is
+//! `now + work left`. With one ([`cosched_core::Slowdowns`]), a job's rate is `1 / slowdown`,
+//! where its slowdown is the largest over its nodes (a parallel job waits for its slowest
+//! process) of its self-slowdown there times the coscheduling slowdown of the other job on
+//! that node, if any. Whenever a job starts or stops on a node, every job on that node is
+//! *repriced*: the work it did since its last price is added up at the old rate and its end
+//! is computed again at the new one. The policy only says where jobs run (it may announce
+//! co-location by placing two jobs on one node); the engine computes what that costs.
+//!
+//! Work is counted in thousandths of a microsecond, so a rate change loses at most a
+//! thousandth of a microsecond of work and, given the same inputs, every end time is the
+//! same integer on every machine.
+//!
+//! This also enforces seed 001's node rule: at most two jobs' processes on one node (the
+//! ledger already refuses two running jobs on one core, so no node ever runs more processes
+//! than it has cores).
+
+use cosched_core::{Dur, JobId, MachineShape, Milli, NodeId, PeSet, Slowdowns, Time};
+
+/// One job's processes on one node.
+#[derive(Clone, Copy, Debug)]
+struct Here {
+    job: u32,
+    procs: u32,
+    /// Bit `s` set when a process sits on processor `s`.
+    sockets: u32,
+}
+
+/// Rates of the running jobs.
+#[derive(Clone, Debug)]
+pub(crate) struct Rates {
+    model: Slowdowns,
+    machine: MachineShape,
+    /// Work done, in thousandths of a microsecond.
+    done: Vec<u64>,
+    /// When `done` was last brought up to date.
+    since: Vec<Time>,
+    /// The slowdown in force, 0 while the job does not run or has not been priced yet.
+    slow: Vec<Milli>,
+    /// Whether the job runs (priced or not).
+    running: Vec<bool>,
+    /// The nodes each running job is on.
+    job_nodes: Vec<Vec<u32>>,
+    /// The jobs on each node (at most two).
+    nodes: Vec<Vec<Here>>,
+    /// Nodes whose jobs must be repriced.
+    touched: Vec<u32>,
+    touched_flag: Vec<bool>,
+    /// Nodes running at least one process, and processes running.
+    pub busy_nodes: u32,
+    pub busy_cores: u32,
+}
+
+/// Machine usage over a run by the number of jobs waiting (formulas 1–3 of seed 001): for
+/// each count of waiting jobs (the last entry for that many or more), the time spent at it
+/// and the node and core time used meanwhile, all in microseconds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub by_wait: Vec<[u128; 3]>,
+    pub nodes: u32,
+    pub cores_per_node: u32,
+    last: Option<Time>,
+}
+
+impl Usage {
+    /// Waiting counts kept apart; more are counted with the last.
+    pub const LEVELS: usize = 257;
+
+    pub fn new(machine: MachineShape) -> Usage {
+        Usage {
+            by_wait: vec![[0; 3]; Usage::LEVELS],
+            nodes: machine.nodes,
+            cores_per_node: machine.pes_per_node(),
+            last: None,
+        }
+    }
+
+    /// The state since the last call held until `now`.
+    pub fn advance(&mut self, now: Time, waiting: usize, nodes: u32, cores: u32) {
+        if let Some(t) = self.last {
+            let dt = (now - t).as_micros().max(0) as u128;
+            let row = &mut self.by_wait[waiting.min(Usage::LEVELS - 1)];
+            row[0] += dt;
+            row[1] += dt * u128::from(nodes);
+            row[2] += dt * u128::from(cores);
+        }
+        self.last = Some(now);
+    }
+}
+
+/// A decision put a third job on a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Overshared {
+    pub node: NodeId,
+    pub job: usize,
+}
+
+impl Rates {
+    pub fn new(model: Slowdowns, machine: MachineShape, jobs: usize) -> Rates {
+        Rates {
+            model,
+            machine,
+            done: vec![0; jobs],
+            since: vec![Time::ZERO; jobs],
+            slow: vec![0; jobs],
+            running: vec![false; jobs],
+            job_nodes: vec![Vec::new(); jobs],
+            nodes: vec![Vec::new(); machine.nodes as usize],
+            touched: Vec::new(),
+            touched_flag: vec![false; machine.nodes as usize],
+            busy_nodes: 0,
+            busy_cores: 0,
+        }
+    }
+
+    fn touch(&mut self, node: u32) {
+        if !std::mem::replace(&mut self.touched_flag[node as usize], true) {
+            self.touched.push(node);
+        }
+    }
+
+    /// The job starts (or resumes) on `pes` at `now`; its price comes at [`Rates::reprice`].
+    pub fn start(&mut self, job: usize, pes: &PeSet, now: Time) -> Result<(), Overshared> {
+        debug_assert!(!self.running[job]);
+        let per = self.machine.pes_per_node();
+        let mut here: Vec<Here> = Vec::new();
+        for pe in pes.iter() {
+            let node = pe.0 / per;
+            let socket = self.machine.socket_of(pe);
+            match here.last_mut() {
+                Some(h) if h.job == node => {
+                    h.procs += 1;
+                    h.sockets |= 1 << socket;
+                }
+                // `job` holds the node number while collecting.
+                _ => here.push(Here {
+                    job: node,
+                    procs: 1,
+                    sockets: 1 << socket,
+                }),
+            }
+        }
+        let mut nodes = Vec::with_capacity(here.len());
+        for h in here {
+            let node = h.job;
+            let list = &mut self.nodes[node as usize];
+            if list.len() >= 2 {
+                // Leave the state as it was before this start.
+                for &n in &nodes {
+                    let list = &mut self.nodes[n as usize];
+                    if let Some(x) = list.iter().find(|x| x.job == job as u32) {
+                        self.busy_cores -= x.procs;
+                    }
+                    list.retain(|x: &Here| x.job != job as u32);
+                    if list.is_empty() {
+                        self.busy_nodes -= 1;
+                    }
+                }
+                return Err(Overshared {
+                    node: NodeId(node),
+                    job,
+                });
+            }
+            if list.is_empty() {
+                self.busy_nodes += 1;
+            }
+            self.busy_cores += h.procs;
+            list.push(Here {
+                job: job as u32,
+                ..h
+            });
+            nodes.push(node);
+            self.touch(node);
+        }
+        self.job_nodes[job] = nodes;
+        self.running[job] = true;
+        self.slow[job] = 0;
+        self.since[job] = now;
+        Ok(())
+    }
+
+    /// Work done up to `now` at the price in force.
+    fn accrue(&mut self, job: usize, now: Time) {
+        let s = self.slow[job];
+        if s > 0 {
+            let wall = (now - self.since[job]).as_micros().max(0) as u64;
+            self.done[job] += wall * 1_000_000 / u64::from(s);
+        }
+        self.since[job] = now;
+    }
+
+    /// The job stops (suspended, preempted or ended) at `now`; its work so far is kept.
+    pub fn stop(&mut self, job: usize, now: Time) {
+        if !self.running[job] {
+            return;
+        }
+        self.accrue(job, now);
+        self.running[job] = false;
+        self.slow[job] = 0;
+        for n in std::mem::take(&mut self.job_nodes[job]) {
+            let list = &mut self.nodes[n as usize];
+            if let Some(x) = list.iter().find(|x| x.job == job as u32) {
+                self.busy_cores -= x.procs;
+            }
+            list.retain(|h| h.job != job as u32);
+            if list.is_empty() {
+                self.busy_nodes -= 1;
+            }
+            self.touch(n);
+        }
+    }
+
+    /// The slowdown of a running job now: the largest over its nodes.
+    pub fn slowdown(&self, job: usize, ids: &impl Fn(usize) -> JobId) -> Milli {
+        let me = ids(job);
+        let mut worst = 1000;
+        for &n in &self.job_nodes[job] {
+            let list = &self.nodes[n as usize];
+            let Some(h) = list.iter().find(|h| h.job == job as u32) else {
+                continue;
+            };
+            let own = match (h.procs, h.sockets.count_ones()) {
+                (1, _) => 1000,
+                (c, d) if c == d => self.model.nos(me),
+                (_, 1) => self.model.crs(me),
+                _ => cosched_core::multicore::mul(self.model.nos(me), self.model.crs(me)),
+            };
+            let s = match list.iter().find(|o| o.job != job as u32) {
+                Some(o) => {
+                    cosched_core::multicore::mul(own, self.model.cos(me, ids(o.job as usize)))
+                }
+                None => own,
+            };
+            worst = worst.max(s);
+        }
+        worst
+    }
+
+    /// Reprices every running job on a touched node. For each whose price changed (or that
+    /// was just started), `reend(job, end)` is called with its new end time.
+    pub fn reprice(
+        &mut self,
+        now: Time,
+        work: &[Dur],
+        ids: &impl Fn(usize) -> JobId,
+        mut reend: impl FnMut(usize, Time),
+    ) {
+        let mut jobs: Vec<u32> = Vec::new();
+        for n in std::mem::take(&mut self.touched) {
+            self.touched_flag[n as usize] = false;
+            jobs.extend(self.nodes[n as usize].iter().map(|h| h.job));
+        }
+        jobs.sort_unstable();
+        jobs.dedup();
+        for j in jobs {
+            let j = j as usize;
+            let s = self.slowdown(j, ids);
+            if s == self.slow[j] {
+                continue;
+            }
+            self.accrue(j, now);
+            self.slow[j] = s;
+            let need = (work[j].as_micros().max(0) as u64).saturating_mul(1000);
+            let left = need.saturating_sub(self.done[j]);
+            // Ceiling: the job ends at the first microsecond by which its work is done.
+            let wall = (u128::from(left) * u128::from(s)).div_ceil(1_000_000) as i64;
+            reend(j, now + Dur::from_micros(wall));
+        }
+    }
+}
