@@ -332,7 +332,7 @@ impl Ring {
     /// The 64-bit word at byte offset `off`.
     fn word(&self, off: usize) -> &AtomicU64 {
         assert!(
-            off % 8 == 0 && off + 8 <= self.len,
+            off.is_multiple_of(8) && off + 8 <= self.len,
             "offset {off} in the ring"
         );
         // SAFETY: in bounds and aligned (the mapping is page-aligned); atomics only.
