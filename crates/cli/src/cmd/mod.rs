@@ -1,6 +1,7 @@
 //! One module per subcommand family; each exposes its clap arguments and a `run` that returns
 //! the process exit code.
 
+pub mod bsp;
 pub mod cosim;
 pub mod daemon;
 pub mod demo;
