@@ -258,6 +258,7 @@ mod tests {
         assert_eq!(stats[1].pid, std::process::id());
         assert_eq!((stats[1].count, stats[1].bytes), (5, 510));
         assert_eq!(stats[1].comm_ns, 15);
+        assert_eq!((stats[1].of(Kind::Send), stats[1].of(Kind::Recv)), (5, 0));
         assert_eq!(stats[1].last.unwrap().bytes, 104);
         let mut cursor = ring::Cursor::new(&nm);
         let (recs, lost) = cursor.read(&nm);

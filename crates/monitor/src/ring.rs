@@ -7,12 +7,13 @@
 //!   0 magic "CSMRING1"        8 version (1)          16 slots         24 capacity (records per slot)
 //!  32 record size (48)       40 spin time, ns (the node manager writes it; ranks read it at each wait)
 //!  48 job id                 56 created, ns          64..128 node name (NUL-padded)
-//! slot i at 256 + i · (128 + capacity · 48):
-//!   slot header (128 bytes)
+//! slot i at 256 + i · (256 + capacity · 48):
+//!   slot header (256 bytes)
 //!     0 rank   8 pid (written by the rank at attach)   16 head: records reserved so far
 //!    24 communications   32 bytes   40 Σ (end − start) ns   48 Σ blocked ns   56 Σ spun ns
 //!    64 waits that blocked   72 waits   80 state (0 running, 1 spinning, 2 blocked)
 //!    88 state since, ns      96 end of the last communication, ns
+//!   128 + 8·k: communications of kind k (k = 0..16; see [`Kind`])
 //!   records (capacity × 48 bytes): record n is at index n mod capacity
 //!     0 seq (n + 1 once complete)  8 start ns  16 end ns  24 bytes
 //!    32 peer (low 32 bits, signed; −1 for none or collective) | kind (high 32 bits)
@@ -34,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const MAGIC: u64 = u64::from_le_bytes(*b"CSMRING1");
 const VERSION: u64 = 1;
 pub const HEADER: usize = 256;
-pub const SLOT_HEADER: usize = 128;
+pub const SLOT_HEADER: usize = 256;
 pub const RECORD: usize = 48;
 /// Records per slot unless the node manager says otherwise: 48 KiB per rank.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -63,6 +64,9 @@ const S_WAITS: usize = 72;
 const S_STATE: usize = 80;
 const S_SINCE: usize = 88;
 const S_LAST_END: usize = 96;
+const S_BY_KIND: usize = 128;
+/// Kinds have numbers below this.
+pub const KINDS: usize = 16;
 
 /// What a communication was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -173,6 +177,15 @@ pub struct SlotStats {
     pub state: State,
     pub state_since_ns: u64,
     pub last: Option<Record>,
+    /// Communications by kind number (`Kind as usize`).
+    pub by_kind: [u64; KINDS],
+}
+
+impl SlotStats {
+    /// Communications of one kind.
+    pub fn of(&self, k: Kind) -> u64 {
+        self.by_kind[k as usize]
+    }
 }
 
 /// A mapping of a ring (the node manager's or a rank's view; both may write).
@@ -441,6 +454,8 @@ impl Slot<'_> {
         self.rec(n, 40).store(r.blocked_ns, Ordering::Relaxed);
         self.rec(n, 0).store(n + 1, Ordering::Release);
         self.w(S_COUNT).fetch_add(1, Ordering::Relaxed);
+        self.w(S_BY_KIND + 8 * (r.kind as usize % KINDS))
+            .fetch_add(1, Ordering::Relaxed);
         self.w(S_BYTES).fetch_add(r.bytes, Ordering::Relaxed);
         self.w(S_COMM)
             .fetch_add(r.end_ns - r.start_ns, Ordering::Relaxed);
@@ -493,6 +508,7 @@ impl Slot<'_> {
             state: State::from_u64(r(S_STATE)),
             state_since_ns: r(S_SINCE),
             last,
+            by_kind: std::array::from_fn(|k| r(S_BY_KIND + 8 * k)),
         }
     }
 }

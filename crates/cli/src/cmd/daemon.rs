@@ -43,7 +43,7 @@ pub enum Command {
     /// Let a suspended job run again
     Resume(Box<IdArgs>),
     /// Node map and Ousterhout matrix (which job each PE runs in each slot)
-    Status(Box<ConnArgs>),
+    Status(Box<StatusArgs>),
     /// Accounting: one record per job; SWF export
     Acct(Box<AcctArgs>),
     /// Print what a rank of a job wrote to stdout and stderr
@@ -62,6 +62,16 @@ pub struct ConnArgs {
     /// Print one JSON document instead of a table
     #[arg(long)]
     json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// Instead: what the communication monitors of this node (name or number) recorded for
+    /// each rank of its jobs and of its last ended jobs (docs/monitor.md)
+    #[arg(long)]
+    node: Option<String>,
 }
 
 impl ConnArgs {
@@ -493,7 +503,20 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         Command::Cancel(a) => simple(&a, Request::Cancel(JobId(a.id)), "cancelled"),
         Command::Suspend(a) => simple(&a, Request::Suspend(JobId(a.id)), "suspended"),
         Command::Resume(a) => simple(&a, Request::Resume(JobId(a.id)), "resumed"),
-        Command::Status(conn) => {
+        Command::Status(a) if a.node.is_some() => {
+            let m = a
+                .conn
+                .client()?
+                .monitor(a.node.as_deref().expect("checked"))?;
+            if a.conn.json {
+                print_json(&m)?;
+            } else {
+                emit(&report::monitor_text(&m));
+            }
+            Ok(0)
+        }
+        Command::Status(a) => {
+            let conn = &a.conn;
             let st = conn.client()?.status()?;
             if conn.json {
                 print_json(&st)?;

@@ -455,6 +455,14 @@ impl Core {
                     }
                 }
                 FromNode::Fence { job, seq, puts } => self.fence(from, job, seq, puts),
+                FromNode::Monitor { req, monitor } => {
+                    if let Some((client, _)) = self.outputs.remove(&req) {
+                        self.push(Effect::Reply {
+                            req: client,
+                            resp: Response::Monitor(monitor),
+                        });
+                    }
+                }
             },
             Input::Heard(node) => {
                 if let Some(n) = self.nodes.get_mut(node.0 as usize) {
@@ -534,7 +542,8 @@ impl Core {
                 self.push(Effect::Reply {
                     req,
                     resp: Response::Error(
-                        "the node holding that output did not answer in 5 s".into(),
+                        "the node asked (for output or monitor records) did not answer in 5 s"
+                            .into(),
                     ),
                 });
             }

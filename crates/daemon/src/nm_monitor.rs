@@ -1,0 +1,147 @@
+//! The node manager's side of communication monitoring (crates/monitor, docs/monitor.md):
+//! at launch it creates the job's ring on the node (one slot per local rank) and gives each
+//! rank its file and slot in the environment; on request it reads every ring into
+//! [`NodeMonitor`]. When a job is forgotten its ranks' last totals are kept (the last
+//! [`KEEP_ENDED`] jobs), so a finished job can still be inspected.
+//!
+//! The spin time of spin-then-block is written here too (`set_spin`): the initial one at
+//! creation, later whatever the node-level scheme decides (issue 12).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use cosched_core::JobId;
+use cosched_monitor::{Kind, Ring};
+
+use crate::proto::{LastComm, NodeMonitor, ProcMonitor};
+
+/// Ended jobs whose totals are kept.
+pub const KEEP_ENDED: usize = 32;
+
+/// Spin time of a new ring: 0, block at once, what an ordinary blocking receive does (local
+/// scheduling); the node-level scheme may change it.
+pub const DEFAULT_SPIN_NS: u64 = 0;
+
+#[derive(Default)]
+pub struct Monitors {
+    live: HashMap<JobId, (Ring, PathBuf)>,
+    ended: VecDeque<Vec<ProcMonitor>>,
+}
+
+impl Monitors {
+    /// Creates the ring of `job` in `dir` for the local `ranks` (in slot order) and returns
+    /// the environment each rank gets (by position in `ranks`); empty when the ring cannot be
+    /// made (the job runs unmonitored, and the node manager says why).
+    pub fn prepare(
+        &mut self,
+        job: JobId,
+        dir: &Path,
+        node: &str,
+        ranks: &[u32],
+    ) -> Vec<Vec<(String, String)>> {
+        let path = dir.join(format!("monitor-{node}.ring"));
+        match Ring::create(
+            &path,
+            job.0,
+            node,
+            ranks,
+            cosched_monitor::ring::DEFAULT_CAPACITY,
+            DEFAULT_SPIN_NS,
+        ) {
+            Ok(ring) => {
+                self.live.insert(job, (ring, path.clone()));
+                (0..ranks.len())
+                    .map(|slot| {
+                        vec![
+                            (
+                                cosched_monitor::ENV_RING.to_string(),
+                                path.display().to_string(),
+                            ),
+                            (cosched_monitor::ENV_SLOT.to_string(), slot.to_string()),
+                        ]
+                    })
+                    .collect()
+            }
+            Err(e) => {
+                eprintln!(
+                    "nm {node}: job {job}: no communication monitor ({}: {e})",
+                    path.display()
+                );
+                vec![Vec::new(); ranks.len()]
+            }
+        }
+    }
+
+    /// Sets the spin time of `job`'s ranks (read at their next wait).
+    pub fn set_spin(&self, job: JobId, ns: u64) {
+        if let Some((ring, _)) = self.live.get(&job) {
+            ring.set_spin_ns(ns);
+        }
+    }
+
+    /// The job ended on this node: its totals are kept, its ring unmapped and removed.
+    pub fn forget(&mut self, job: JobId) {
+        if let Some((ring, path)) = self.live.remove(&job) {
+            let mut procs = read(job, &ring);
+            for p in &mut procs {
+                p.live = false;
+            }
+            self.ended.push_back(procs);
+            while self.ended.len() > KEEP_ENDED {
+                self.ended.pop_front();
+            }
+            drop(ring);
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// Everything recorded: the live jobs', then the ended ones'.
+    pub fn report(&self, node: &str) -> NodeMonitor {
+        let mut live: Vec<_> = self.live.iter().collect();
+        live.sort_by_key(|(j, _)| **j);
+        let mut procs: Vec<ProcMonitor> = live
+            .into_iter()
+            .flat_map(|(&job, (ring, _))| read(job, ring))
+            .collect();
+        procs.extend(self.ended.iter().flatten().cloned());
+        NodeMonitor {
+            node: node.to_string(),
+            procs,
+        }
+    }
+}
+
+fn read(job: JobId, ring: &Ring) -> Vec<ProcMonitor> {
+    let now = cosched_monitor::now_ns();
+    let spin_ns = ring.spin_ns();
+    ring.stats()
+        .into_iter()
+        .map(|s| ProcMonitor {
+            job,
+            rank: s.rank,
+            pid: s.pid,
+            live: true,
+            state: s.state.name().to_string(),
+            count: s.count,
+            bytes: s.bytes,
+            comm_ns: s.comm_ns,
+            waits: s.waits,
+            blocks: s.blocks,
+            spun_ns: s.spun_ns,
+            blocked_ns: s.blocked_ns,
+            spin_ns,
+            by_kind: Kind::ALL
+                .iter()
+                .filter(|&&k| s.of(k) > 0)
+                .map(|&k| (k.name().to_string(), s.of(k)))
+                .collect::<BTreeMap<_, _>>(),
+            last: s.last.map(|r| LastComm {
+                kind: r.kind.name().to_string(),
+                peer: r.peer,
+                bytes: r.bytes,
+                duration_ns: r.end_ns - r.start_ns,
+                ago_ns: now.saturating_sub(r.end_ns),
+            }),
+        })
+        .collect()
+}
