@@ -424,7 +424,7 @@ impl Core {
             Input::FromNode { from, msg } => match msg {
                 FromNode::Exited { job, exit } => {
                     self.pending.remove(&(job, from));
-                    self.rank_exit(now, job, exit)
+                    self.rank_exit(now, job, from, exit)
                 }
                 FromNode::Launched { job } => {
                     self.pending.remove(&(job, from));
@@ -892,7 +892,7 @@ impl Core {
     }
 
     /// A rank of a job exited (or could not be launched).
-    pub(super) fn rank_exit(&mut self, now: Time, job: JobId, exit: RankExit) {
+    pub(super) fn rank_exit(&mut self, now: Time, job: JobId, node: NodeId, exit: RankExit) {
         let Some(i) = self.ledger.find(job) else {
             return;
         };
@@ -910,18 +910,23 @@ impl Core {
             }
             return;
         }
+        // The failure names the rank and where it ran, so a user knows whose output to read.
+        let on = self
+            .nodes
+            .get(node.0 as usize)
+            .map_or_else(|| node.to_string(), |e| e.row.name.clone());
         let end = if let Some(err) = exit.error {
             Some((
                 Outcome::Failed,
                 Some(code),
-                Some(format!("rank {}: {err}", exit.rank)),
+                Some(format!("rank {} on node {on}: {err}", exit.rank)),
             ))
         } else if code != 0 {
             let why = if done {
-                format!("exited with code {code}")
+                format!("rank {} on node {on} exited with code {code}", exit.rank)
             } else {
                 format!(
-                    "rank {} exited with code {code}; the other ranks were killed",
+                    "rank {} on node {on} exited with code {code}; the other ranks were killed",
                     exit.rank
                 )
             };
