@@ -276,6 +276,10 @@ pub struct SubmitArgs {
     /// Standard error of each rank to this file pattern (same escapes as --output)
     #[arg(long)]
     error: Option<String>,
+    /// Record the MPI program's communication for `cosched status --node`: preloads the
+    /// PMPI shim (libcosched_mpishim.so, beside the cosched binary or $COSCHED_MPISHIM)
+    #[arg(long)]
+    monitor: bool,
     #[command(flatten)]
     conn: ConnArgs,
     /// The program and its arguments (a `--` before them is optional)
@@ -349,6 +353,35 @@ fn load_or_create_key(path: &std::path::Path) -> anyhow::Result<Key> {
 /// Prints to stdout; a reader that went away (`| head`) is not an error.
 fn emit(text: &str) {
     let _ = std::io::stdout().write_all(text.as_bytes());
+}
+
+/// `submit --monitor`: the PMPI shim goes first in the ranks' LD_PRELOAD.
+fn preload_shim(env: &mut Vec<(String, String)>) -> anyhow::Result<()> {
+    const NAME: &str = "libcosched_mpishim.so";
+    let shim = match std::env::var_os("COSCHED_MPISHIM") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::current_exe()?
+            .parent()
+            .map(|d| d.join(NAME))
+            .unwrap_or_else(|| PathBuf::from(NAME)),
+    };
+    if !shim.is_file() {
+        anyhow::bail!(
+            "--monitor: {} not found (build it with `cargo build -p cosched-mpishim` beside the cosched binary, or set COSCHED_MPISHIM)",
+            shim.display()
+        );
+    }
+    let shim = shim.canonicalize()?.display().to_string();
+    let old = env
+        .iter()
+        .position(|(k, _)| k == "LD_PRELOAD")
+        .map(|i| env.remove(i).1);
+    let value = match old {
+        Some(o) if !o.is_empty() => format!("{shim}:{o}"),
+        _ => shim,
+    };
+    env.push(("LD_PRELOAD".into(), value));
+    Ok(())
 }
 
 fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
@@ -436,6 +469,11 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         }
         Command::Submit(a) => {
             let client = a.conn.client()?;
+            let mut env = jobio::parse_export(&a.export, &jobio::current_environ())
+                .map_err(anyhow::Error::msg)?;
+            if a.monitor {
+                preload_shim(&mut env)?;
+            }
             let id = client.submit(SubmitRequest {
                 procs: a.pes,
                 time_limit_us: a.time.map(|d| d.as_micros()),
@@ -447,10 +485,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                     .unwrap_or_default(),
                 user: Some(current_uid()),
                 io: JobIo {
-                    env: Some(
-                        jobio::parse_export(&a.export, &jobio::current_environ())
-                            .map_err(anyhow::Error::msg)?,
-                    ),
+                    env: Some(env),
                     output: a.output,
                     error: a.error,
                 },
