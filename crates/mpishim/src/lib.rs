@@ -34,7 +34,8 @@ pub struct Status {
     error: c_int,
 }
 
-const STATUS_IGNORE: *mut Status = 1 as *mut Status;
+/// MPICH's `MPI_STATUS_IGNORE`: the address 1 (not a pointer to anything).
+const STATUS_IGNORE: *mut Status = std::ptr::without_provenance_mut(1);
 const SUCCESS: c_int = 0;
 const PROC_NULL: c_int = -1;
 
