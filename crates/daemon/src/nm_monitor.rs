@@ -145,3 +145,50 @@ fn read(job: JobId, ring: &Ring) -> Vec<ProcMonitor> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rank_attached_through_its_environment_is_reported_live_then_ended() {
+        let dir = std::env::temp_dir().join(format!(
+            "cosched-nm-monitor-{}-{}",
+            std::process::id(),
+            cosched_monitor::now_ns()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut m = Monitors::default();
+        let env = m.prepare(JobId(3), &dir, "n1", &[4, 5]);
+        assert_eq!(env.len(), 2);
+        let get = |k: &str| env[1].iter().find(|(n, _)| n == k).unwrap().1.clone();
+        assert_eq!(get(cosched_monitor::ENV_SLOT), "1");
+        let path = PathBuf::from(get(cosched_monitor::ENV_RING));
+        let rank5 = cosched_monitor::Monitor::attach(&path, 1).unwrap();
+        rank5.record(Kind::Allreduce, -1, 8, 100, 250);
+        rank5.record(Kind::Send, 4, 64, 300, 310);
+        m.set_spin(JobId(3), 5_000);
+        let r = m.report("n1");
+        assert_eq!(r.node, "n1");
+        assert_eq!(r.procs.len(), 2);
+        let p = &r.procs[1];
+        assert_eq!((p.rank, p.count, p.bytes, p.comm_ns), (5, 2, 72, 160));
+        assert_eq!(p.by_kind.get("allreduce"), Some(&1));
+        assert_eq!(p.spin_ns, 5_000);
+        assert!(p.live && p.pid == std::process::id());
+        assert_eq!(p.last.as_ref().unwrap().peer, 4);
+        assert_eq!(r.procs[0].pid, 0, "rank 4 never attached");
+        m.forget(JobId(3));
+        assert!(!path.exists(), "the ring file goes with the job");
+        let r = m.report("n1");
+        assert_eq!(r.procs.len(), 2);
+        assert!(r.procs.iter().all(|p| !p.live));
+        assert_eq!(r.procs[1].count, 2, "the final totals are kept");
+        for j in 10..10 + KEEP_ENDED as u64 {
+            m.prepare(JobId(j), &dir, "n1", &[0]);
+            m.forget(JobId(j));
+        }
+        assert!(m.report("n1").procs.iter().all(|p| p.job != JobId(3)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
