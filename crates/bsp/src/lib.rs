@@ -547,6 +547,8 @@ mod tests {
         let p = Params {
             iterations: 3,
             compute: Duration::from_millis(2),
+            io: Duration::from_millis(4),
+            variance: 0.5,
             ..Params::default()
         };
         // Without PMI_FD the rank is alone: no peers, no messages.
@@ -556,7 +558,9 @@ mod tests {
         let out = run(&p).unwrap();
         assert_eq!(out.rank.iterations, 3);
         assert_eq!(out.rank.sent_msgs, 0);
-        assert!(out.rank.compute_cpu_s >= 0.006, "{:?}", out.rank);
+        // Compute and I/O per iteration are at least basic·(1 − variance).
+        assert!(out.rank.compute_cpu_s >= 0.003, "{:?}", out.rank);
+        assert!(out.rank.io_s >= 0.006, "{:?}", out.rank);
         assert_eq!(expected_checksums(&p, 1), vec![(0, 0)]);
         assert_eq!(out.job.unwrap().size, 1);
     }

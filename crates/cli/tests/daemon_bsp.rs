@@ -9,6 +9,7 @@ mod support;
 use support::*;
 
 use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cosched_bsp::{Params, Pattern, expected_checksums, recv_peers, send_peers};
@@ -249,4 +250,64 @@ fn a_rank_that_dies_fails_the_job_naming_it_and_its_node_and_nothing_is_left() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The parameters of a scenario job, whether given as the scenario file and job number or as
+/// that job's fields in flags, are the simulator's: same iterations, compute, overrides.
+#[test]
+fn a_scenario_job_and_its_fields_as_flags_give_the_simulators_parameters() {
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/fcs-classification.toml"
+    );
+    let dry = |args: &[&str]| -> Value {
+        let out = Command::new(bin())
+            .arg("bsp")
+            .args(args)
+            .arg("--dry-run")
+            .output()
+            .unwrap();
+        serde_json::from_str(&succeeded(args, out, "")).unwrap()
+    };
+    // Job 3: three processes, fine grain (G = 0.1 of the 200 ms slice), rank 0 with 1.5× the
+    // work; the scenario's message time is 10 µs.
+    let from_file = dry(&["--scenario", scenario, "--job", "3"]);
+    let from_flags = dry(&[
+        "--procs",
+        "3",
+        "--work",
+        "100s",
+        "--granularity",
+        "0.1",
+        "--timeslice",
+        "200ms",
+        "--msg-time",
+        "10us",
+        "--rank-override",
+        "0:1.5",
+    ]);
+    assert_eq!(from_file, from_flags);
+    // 20 ms iterations less two 10 µs messages: 5005 iterations of 19.98 ms.
+    assert_eq!(from_file["iterations"], 5005);
+    assert_eq!(from_file["compute"], 0.01998);
+    assert_eq!(
+        from_file["rank_overrides"],
+        serde_json::json!([[0, 1.5, null]])
+    );
+    assert_eq!(from_file["pattern"], "aa");
+    // Explicit model fields override; a pattern the simulator lacks is the benchmark's own.
+    let p = dry(&[
+        "--scenario",
+        scenario,
+        "--job",
+        "3",
+        "--iterations",
+        "7",
+        "--pattern",
+        "ring",
+    ]);
+    assert_eq!(
+        (p["iterations"].as_u64(), p["pattern"].as_str()),
+        (Some(7), Some("ring"))
+    );
 }
