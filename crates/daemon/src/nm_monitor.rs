@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use cosched_core::JobId;
-use cosched_monitor::{Kind, Ring};
+use cosched_monitor::ring::Cursor;
+use cosched_monitor::{Kind, Record, Ring};
 
 use crate::proto::{LastComm, NodeMonitor, ProcMonitor};
 
@@ -25,6 +26,8 @@ pub const DEFAULT_SPIN_NS: u64 = 0;
 #[derive(Default)]
 pub struct Monitors {
     live: HashMap<JobId, (Ring, PathBuf)>,
+    /// Where [`Monitors::records_since`] stopped reading, per job.
+    cursors: HashMap<JobId, Cursor>,
     ended: VecDeque<Vec<ProcMonitor>>,
 }
 
@@ -79,8 +82,25 @@ impl Monitors {
         }
     }
 
+    /// The communications `job`'s local ranks recorded since the last call, as (rank, record)
+    /// in order per rank, and how many were overwritten before they could be read: what a
+    /// node-level scheme (issue 12's FCS statistics) consumes at each heartbeat.
+    pub fn records_since(&mut self, job: JobId) -> (Vec<(u32, Record)>, u64) {
+        let Some((ring, _)) = self.live.get(&job) else {
+            return (Vec::new(), 0);
+        };
+        let cursor = self.cursors.entry(job).or_insert_with(|| Cursor::new(ring));
+        let (recs, lost) = cursor.read(ring);
+        let ranks: Vec<u32> = ring.stats().iter().map(|s| s.rank).collect();
+        (
+            recs.into_iter().map(|(slot, r)| (ranks[slot], r)).collect(),
+            lost,
+        )
+    }
+
     /// The job ended on this node: its totals are kept, its ring unmapped and removed.
     pub fn forget(&mut self, job: JobId) {
+        self.cursors.remove(&job);
         if let Some((ring, path)) = self.live.remove(&job) {
             let mut procs = read(job, &ring);
             for p in &mut procs {
@@ -168,6 +188,15 @@ mod tests {
         rank5.record(Kind::Allreduce, -1, 8, 100, 250);
         rank5.record(Kind::Send, 4, 64, 300, 310);
         m.set_spin(JobId(3), 5_000);
+        let (recs, lost) = m.records_since(JobId(3));
+        assert_eq!(lost, 0);
+        assert_eq!(
+            recs.iter()
+                .map(|(r, rec)| (*r, rec.kind))
+                .collect::<Vec<_>>(),
+            vec![(5, Kind::Allreduce), (5, Kind::Send)]
+        );
+        assert!(m.records_since(JobId(3)).0.is_empty(), "each record once");
         let r = m.report("n1");
         assert_eq!(r.node, "n1");
         assert_eq!(r.procs.len(), 2);
