@@ -24,6 +24,8 @@ enum Command {
     Sim(Box<cmd::sim::Args>),
     /// Simulate process-level coscheduling schemes (GS, SB, DCS, PB, PROC, FCS…) on a scenario
     Cosim(cmd::cosim::Args),
+    /// Run one rank of the synthetic BSP benchmark (submit it: `cosched submit -n 8 cosched bsp ...`)
+    Bsp(Box<cmd::bsp::Args>),
     #[command(flatten)]
     Daemon(cmd::daemon::Command),
 }
@@ -35,6 +37,7 @@ fn main() {
         Command::Workload(c) => cmd::workload::run(c),
         Command::Sim(args) => cmd::sim::run(*args),
         Command::Cosim(args) => cmd::cosim::run(args),
+        Command::Bsp(args) => cmd::bsp::run(*args),
         Command::Daemon(c) => cmd::daemon::run(c),
     };
     match result {

@@ -47,6 +47,48 @@ fn build_ring(dir: &Path) -> Option<PathBuf> {
     Some(exe)
 }
 
+/// Builds tests/mpi/monitored.c with `mpicc` into `dir` (MPICH is there: `build_ring` said so).
+fn build_monitored(dir: &Path) -> PathBuf {
+    let src = dir.join("monitored.c");
+    std::fs::write(&src, include_str!("mpi/monitored.c")).unwrap();
+    let exe = dir.join("monitored");
+    let out = Command::new("mpicc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("mpicc runs");
+    assert!(
+        out.status.success(),
+        "mpicc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// The PMPI shim beside the cosched binary, built with the same profile if it is not there
+/// (`cargo test -p cosched` builds only what the cli crate depends on).
+fn shim() -> PathBuf {
+    let exe = Path::new(bin());
+    let profile_dir = exe.parent().unwrap();
+    let so = profile_dir.join("libcosched_mpishim.so");
+    let mut cargo = Command::new(option_env!("CARGO").unwrap_or("cargo"));
+    cargo
+        .args(["build", "-q", "-p", "cosched-mpishim"])
+        .env("CARGO_TARGET_DIR", profile_dir.parent().unwrap());
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cargo.arg("--release");
+    }
+    let out = cargo.output().expect("cargo runs");
+    assert!(
+        out.status.success() && so.is_file(),
+        "cargo build -p cosched-mpishim: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    so
+}
+
 /// A loopback cluster in its own state directory; stopped and removed on drop.
 struct Cluster {
     dir: PathBuf,
@@ -202,5 +244,81 @@ fn two_mpich_programs_share_the_machine_under_gang_scheduling() {
     );
     // The cluster first: with its state directory gone, `cluster down` could not find it.
     drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn with_the_pmpi_shim_the_node_managers_count_every_mpi_call_the_program_made() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("mpi", "mpi-shim");
+    if build_ring(&dir).is_none() {
+        return;
+    }
+    let prog = build_monitored(&dir);
+    let shim = shim();
+    let c = Cluster::up(dir.join("state"), &[]);
+    let id = Command::new(bin())
+        .args([
+            "submit",
+            "-n",
+            "8",
+            "--monitor",
+            prog.to_str().unwrap(),
+            "4",
+        ])
+        .env("COSCHED_STATE_DIR", &c.dir)
+        .env("COSCHED_MPISHIM", &shim)
+        .output()
+        .expect("cosched runs");
+    let id = job_id(&succeeded(&["submit", "--monitor"], id, ""));
+    let j = c.ended(id, 90);
+    assert_eq!(
+        (j["state"].as_str(), j["exit_code"].as_i64()),
+        (Some("completed"), Some(0)),
+        "{j}\nrank 0: {}",
+        c.output(id, 0)
+    );
+    for node in 0..4 {
+        let m: Value =
+            serde_json::from_str(&c.ok(&["status", "--node", &format!("n{node}"), "--json"]))
+                .unwrap();
+        let procs: Vec<&Value> = m["procs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["job"] == id)
+            .collect();
+        assert_eq!(procs.len(), 2, "node n{node}: {m}");
+        for p in procs {
+            let rank = p["rank"].as_u64().unwrap() as u32;
+            // "rank R: send S recv V wait W barrier B allreduce A bcast C ok"
+            let out = c.output(id, rank);
+            let words: Vec<&str> = out.split_whitespace().collect();
+            assert_eq!(words.last(), Some(&"ok"), "rank {rank}: {out}");
+            let mut total = 0;
+            for kind in ["send", "recv", "wait", "barrier", "allreduce", "bcast"] {
+                let at = words.iter().position(|w| *w == kind).unwrap();
+                let did: u64 = words[at + 1].parse().unwrap();
+                assert!(did > 0);
+                total += did;
+                assert_eq!(
+                    p["by_kind"][kind].as_u64().unwrap_or(0),
+                    did,
+                    "rank {rank} {kind}: the program says {out:?}, the monitor {p}"
+                );
+            }
+            assert_eq!(p["count"].as_u64().unwrap(), total, "{p}");
+            // 64 doubles per send and receive, 4 bytes per allreduce and bcast.
+            let (sends, allr) = (
+                p["by_kind"]["send"].as_u64().unwrap(),
+                p["by_kind"]["allreduce"].as_u64().unwrap(),
+            );
+            assert_eq!(
+                p["bytes"].as_u64().unwrap(),
+                2 * 512 * sends + 4 * allr + 4 * p["by_kind"]["bcast"].as_u64().unwrap(),
+                "{p}"
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -201,6 +201,16 @@ impl Client {
         }
     }
 
+    /// What the communication monitors of a node (name or number) recorded.
+    pub fn monitor(&self, node: &str) -> Result<crate::proto::NodeMonitor, DaemonError> {
+        match self.request(Request::Monitor {
+            node: node.to_string(),
+        })? {
+            Response::Monitor(m) => Ok(m),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// A rank's standard output and error, and where they are when the job gave
     /// `--output`/`--error` patterns (empty otherwise).
     #[allow(clippy::type_complexity)]

@@ -4,6 +4,7 @@
 //! - [`mm`]: the machine manager (policy driver, job records, tree root, failure detection).
 //! - [`nm`]: the node manager (tree node, launching, SIGSTOP/SIGCONT context switches).
 //! - [`jobio`]: a job's environment (`--export`, node list) and output file patterns.
+//! - [`nm_monitor`]: the node manager's side of communication monitoring (rings, stats).
 //! - [`pmi`]: the PMI-1 server the node manager runs for MPI programs.
 //! - [`proto`]: what daemons and clients say to each other.
 //! - [`db`]: the machine manager's SQLite (WAL) store.
@@ -32,6 +33,7 @@ pub mod db;
 pub mod jobio;
 pub mod mm;
 pub mod nm;
+pub mod nm_monitor;
 pub mod pmi;
 pub mod proto;
 pub mod report;

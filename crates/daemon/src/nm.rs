@@ -80,6 +80,8 @@ struct Nm {
     owners: Owners,
     /// Lines the ranks write on their PMI sockets.
     pmi: mpsc::UnboundedSender<FromRank>,
+    /// The jobs' communication-monitor rings (crate::nm_monitor).
+    monitors: crate::nm_monitor::Monitors,
 }
 
 type Owners = std::sync::Arc<std::sync::Mutex<HashMap<i32, JobId>>>;
@@ -149,6 +151,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         exits: exit_tx,
         kill_wait: DEFAULT_KILL_WAIT,
         owners: Owners::default(),
+        monitors: Default::default(),
     };
 
     let priority = crate::util::raise_priority();
@@ -361,6 +364,13 @@ impl Nm {
                     self.pmi_out(job, out, handle);
                 }
             }
+            ToNode::FetchMonitor { req } => handle.signal_up(
+                postcard::to_stdvec(&FromNode::Monitor {
+                    req,
+                    monitor: self.monitors.report(&self.cfg.name),
+                })
+                .expect("encodes"),
+            ),
             ToNode::Forget { jobs } => {
                 for job in jobs {
                     self.forget(job);
@@ -529,6 +539,7 @@ impl Nm {
     fn forget(&mut self, job: JobId) {
         self.terminate(job);
         self.jobs.remove(&job);
+        self.monitors.forget(job);
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
         owners.retain(|_, o| *o != job);
     }
@@ -580,8 +591,17 @@ impl Nm {
             pmi: JobPmi::new(l.job, l.size, &l.placement, local),
         };
         let run_as = run_as(&l, &self.cfg.name);
-        job_dir(&dir, run_as.as_ref().ok().and_then(Option::as_ref));
-        for &(rank, local_pe) in &mine.ranks {
+        let owner = run_as.as_ref().ok().and_then(Option::as_ref);
+        job_dir(&dir, owner);
+        let ranks: Vec<u32> = mine.ranks.iter().map(|&(r, _)| r).collect();
+        let monitor_env = self.monitors.prepare(
+            l.job,
+            &dir,
+            &self.cfg.name,
+            &ranks,
+            owner.map(|o| (o.uid, o.gid)),
+        );
+        for (&(rank, local_pe), menv) in mine.ranks.iter().zip(&monitor_env) {
             let cpu = self.cpus[(self.cfg.cpu_offset + local_pe) as usize % self.cpus.len()];
             // The rank's PMI socket: our end is served by a task, its end is inherited.
             let pair = std::os::unix::net::UnixStream::pair();
@@ -599,6 +619,7 @@ impl Nm {
                         &dir,
                         pmi_fd,
                         who.as_ref(),
+                        menv,
                     )
                 });
             match spawned {
@@ -763,6 +784,7 @@ fn spawn_rank(
     dir: &std::path::Path,
     pmi_fd: Option<RawFd>,
     run_as: Option<&RunAs>,
+    monitor_env: &[(String, String)],
 ) -> std::io::Result<tokio::process::Child> {
     // The job's working directory when this node has it (a shared file system), else the
     // job's directory on the node; output patterns are relative to the same.
@@ -816,7 +838,14 @@ fn spawn_rank(
     }
     // PMI variables exported from a submitter that is itself a rank would point at a
     // descriptor this rank does not have.
-    for k in ["PMI_FD", "PMI_RANK", "PMI_SIZE", "PMI_SPAWNED"] {
+    for k in [
+        "PMI_FD",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "PMI_SPAWNED",
+        cosched_monitor::ENV_RING,
+        cosched_monitor::ENV_SLOT,
+    ] {
         cmd.env_remove(k);
     }
     cmd.envs(l.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -826,6 +855,7 @@ fn spawn_rank(
         .env("COSCHED_SIZE", l.size.to_string())
         .env("COSCHED_NODE", node_name)
         .env("COSCHED_PE", local_pe.to_string())
+        .envs(monitor_env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .stdout(out)
         .stderr(err)

@@ -149,6 +149,10 @@ pub enum ToNode {
         kvs: Vec<(String, String)>,
     },
     Shutdown,
+    /// Send back what the node's communication monitors recorded ([`FromNode::Monitor`]).
+    FetchMonitor {
+        req: u64,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -185,6 +189,61 @@ pub enum FromNode {
         seq: u64,
         puts: Vec<(String, String)>,
     },
+    /// The answer to [`ToNode::FetchMonitor`].
+    Monitor {
+        req: u64,
+        monitor: NodeMonitor,
+    },
+}
+
+/// What a node's communication monitors recorded (crates/monitor; docs/monitor.md): one entry
+/// per rank of the jobs it runs, and of the last jobs it ran.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeMonitor {
+    pub node: String,
+    pub procs: Vec<ProcMonitor>,
+}
+
+/// One rank's communication as its node's ring holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcMonitor {
+    pub job: JobId,
+    pub rank: u32,
+    /// 0 until the rank attached to the ring (a program that never uses the monitor).
+    pub pid: u32,
+    /// The job still runs on the node (false: kept from a job that ended).
+    pub live: bool,
+    /// `running`, `spinning` or `blocked` (in the monitor's wait), as of the read.
+    pub state: String,
+    /// Blocking communications recorded, and their payload bytes.
+    pub count: u64,
+    pub bytes: u64,
+    /// Σ (end − start) of the communications.
+    pub comm_ns: u64,
+    /// Of the waits (spin-then-block): how many, how many ran out of spin and blocked, time
+    /// spinning, time blocked.
+    pub waits: u64,
+    pub blocks: u64,
+    pub spun_ns: u64,
+    pub blocked_ns: u64,
+    /// The spin time the node manager sets for the job's ranks.
+    pub spin_ns: u64,
+    /// Communications by kind (`send`, `recv`, `wait`, `barrier`, `allreduce`, `bcast`,
+    /// `other`); kinds never seen are left out.
+    pub by_kind: std::collections::BTreeMap<String, u64>,
+    pub last: Option<LastComm>,
+}
+
+/// The latest communication of a rank.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastComm {
+    pub kind: String,
+    /// −1: none (a collective).
+    pub peer: i32,
+    pub bytes: u64,
+    pub duration_ns: u64,
+    /// How long before the node's read it ended.
+    pub ago_ns: u64,
 }
 
 /// Who sent a client request, as the machine manager established it (issue 10, finding 3):
@@ -233,6 +292,10 @@ pub enum Request {
     },
     /// Stop every job and every daemon.
     Shutdown,
+    /// What the communication monitors of a node (by name or number) recorded.
+    Monitor {
+        node: String,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -266,6 +329,7 @@ pub enum Response {
         files: Vec<String>,
     },
     Error(String),
+    Monitor(NodeMonitor),
 }
 
 /// Where a job is in its life.

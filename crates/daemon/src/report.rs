@@ -116,6 +116,46 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
+/// What a node's communication monitors recorded, one line per rank (`status --node`).
+pub fn monitor_text(m: &crate::proto::NodeMonitor) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "node {}: {} monitored ranks", m.node, m.procs.len());
+    let _ = writeln!(
+        s,
+        "{:>6} {:>5} {:>8} {:<8} {:>9} {:>12} {:>10} {:>8} {:>8} {:>10}  LAST",
+        "JOB", "RANK", "PID", "STATE", "COMMS", "BYTES", "COMM", "WAITS", "BLOCKS", "BLOCKED"
+    );
+    let secs = |ns: u64| format!("{:.3}s", ns as f64 * 1e-9);
+    for p in &m.procs {
+        let state = if p.live { p.state.as_str() } else { "ended" };
+        let last = p.last.as_ref().map_or_else(String::new, |l| {
+            format!(
+                "{} peer {} {} B, {:.1} µs, {} ago",
+                l.kind,
+                l.peer,
+                l.bytes,
+                l.duration_ns as f64 * 1e-3,
+                secs(l.ago_ns)
+            )
+        });
+        let _ = writeln!(
+            s,
+            "{:>6} {:>5} {:>8} {:<8} {:>9} {:>12} {:>10} {:>8} {:>8} {:>10}  {last}",
+            p.job.0,
+            p.rank,
+            p.pid,
+            state,
+            p.count,
+            p.bytes,
+            secs(p.comm_ns),
+            p.waits,
+            p.blocks,
+            secs(p.blocked_ns)
+        );
+    }
+    s
+}
+
 /// The node map and the Ousterhout matrix (rows: slots, columns: PEs grouped by node).
 pub fn status_text(st: &StatusInfo) -> String {
     let mut s = String::new();

@@ -65,6 +65,10 @@ pub struct JobOpts {
     /// or tomorrow if past), YYYY-MM-DD[THH:MM[:SS]] (local time)
     #[arg(short = 'b', long, value_parser = parse_begin)]
     pub begin: Option<Begin>,
+    /// Record the MPI program's communication for `cosched status --node`: preloads the
+    /// PMPI shim (libcosched_mpishim.so, beside the cosched binary or $COSCHED_MPISHIM)
+    #[arg(long)]
+    pub monitor: bool,
 }
 
 /// `--dependency`'s list (a newtype, so clap takes it as one value).
@@ -103,6 +107,7 @@ impl JobOpts {
             array: self.array.or(other.array),
             dependency: self.dependency.or(other.dependency),
             begin: self.begin.or(other.begin),
+            monitor: self.monitor || other.monitor,
         }
     }
 

@@ -51,7 +51,7 @@ pub enum Command {
     /// Release held jobs
     Release(Box<IdsArgs>),
     /// Node map and Ousterhout matrix (which job each PE runs in each slot)
-    Status(Box<ConnArgs>),
+    Status(Box<StatusArgs>),
     /// Accounting: one record per job (filters, columns), summary metrics; SWF export
     Acct(Box<super::acct::AcctArgs>),
     /// Print what a rank of a job wrote to stdout and stderr
@@ -70,6 +70,16 @@ pub struct ConnArgs {
     /// Print one JSON document instead of a table
     #[arg(long)]
     pub(super) json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// Instead: what the communication monitors of this node (name or number) recorded for
+    /// each rank of its jobs and of its last ended jobs (docs/monitor.md)
+    #[arg(long)]
+    node: Option<String>,
 }
 
 impl ConnArgs {
@@ -328,6 +338,35 @@ pub(super) fn emit(text: &str) {
     let _ = std::io::stdout().write_all(text.as_bytes());
 }
 
+/// `submit --monitor`: the PMPI shim goes first in the ranks' LD_PRELOAD.
+fn preload_shim(env: &mut Vec<(String, String)>) -> anyhow::Result<()> {
+    const NAME: &str = "libcosched_mpishim.so";
+    let shim = match std::env::var_os("COSCHED_MPISHIM") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::current_exe()?
+            .parent()
+            .map(|d| d.join(NAME))
+            .unwrap_or_else(|| PathBuf::from(NAME)),
+    };
+    if !shim.is_file() {
+        anyhow::bail!(
+            "--monitor: {} not found (build it with `cargo build -p cosched-mpishim` beside the cosched binary, or set COSCHED_MPISHIM)",
+            shim.display()
+        );
+    }
+    let shim = shim.canonicalize()?.display().to_string();
+    let old = env
+        .iter()
+        .position(|(k, _)| k == "LD_PRELOAD")
+        .map(|i| env.remove(i).1);
+    let value = match old {
+        Some(o) if !o.is_empty() => format!("{shim}:{o}"),
+        _ => shim,
+    };
+    env.push(("LD_PRELOAD".into(), value));
+    Ok(())
+}
+
 pub(super) fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
     emit(&format!("{}\n", serde_json::to_string_pretty(v)?));
     Ok(())
@@ -476,7 +515,20 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         Command::Cancel(a) => simple(&a, Request::Cancel(JobId(a.id)), "cancelled"),
         Command::Suspend(a) => simple(&a, Request::Suspend(JobId(a.id)), "suspended"),
         Command::Resume(a) => simple(&a, Request::Resume(JobId(a.id)), "resumed"),
-        Command::Status(conn) => {
+        Command::Status(a) if a.node.is_some() => {
+            let m = a
+                .conn
+                .client()?
+                .monitor(a.node.as_deref().expect("checked"))?;
+            if a.conn.json {
+                print_json(&m)?;
+            } else {
+                emit(&report::monitor_text(&m));
+            }
+            Ok(0)
+        }
+        Command::Status(a) => {
+            let conn = &a.conn;
             let st = conn.client()?.status()?;
             if conn.json {
                 print_json(&st)?;
@@ -668,6 +720,11 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
     }
     let procs = opts.ranks().map_err(anyhow::Error::msg)?;
     let export = opts.export.clone().unwrap_or_else(|| "ALL".into());
+    let mut env =
+        jobio::parse_export(&export, &jobio::current_environ()).map_err(anyhow::Error::msg)?;
+    if opts.monitor {
+        preload_shim(&mut env)?;
+    }
     Ok(SubmitRequest {
         procs,
         time_limit_us: opts.time.map(|d| d.as_micros()),
@@ -679,10 +736,7 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
             .unwrap_or_default(),
         user: Some(current_uid()),
         io: JobIo {
-            env: Some(
-                jobio::parse_export(&export, &jobio::current_environ())
-                    .map_err(anyhow::Error::msg)?,
-            ),
+            env: Some(env),
             output: opts.output.clone(),
             error: opts.error.clone(),
             array: None,

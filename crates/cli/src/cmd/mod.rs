@@ -3,6 +3,7 @@
 
 pub mod acct;
 pub mod batch;
+pub mod bsp;
 pub mod cosim;
 pub mod daemon;
 pub mod demo;

@@ -448,7 +448,7 @@ impl Core {
             Input::FromNode { from, msg } => match msg {
                 FromNode::Exited { job, exit } => {
                     self.pending.remove(&(job, from));
-                    self.rank_exit(now, job, exit)
+                    self.rank_exit(now, job, from, exit)
                 }
                 FromNode::Launched { job } => {
                     self.pending.remove(&(job, from));
@@ -479,6 +479,14 @@ impl Core {
                     }
                 }
                 FromNode::Fence { job, seq, puts } => self.fence(from, job, seq, puts),
+                FromNode::Monitor { req, monitor } => {
+                    if let Some((client, _)) = self.outputs.remove(&req) {
+                        self.push(Effect::Reply {
+                            req: client,
+                            resp: Response::Monitor(monitor),
+                        });
+                    }
+                }
             },
             Input::Heard(node) => {
                 if let Some(n) = self.nodes.get_mut(node.0 as usize) {
@@ -561,7 +569,8 @@ impl Core {
                 self.push(Effect::Reply {
                     req,
                     resp: Response::Error(
-                        "the node holding that output did not answer in 5 s".into(),
+                        "the node asked (for output or monitor records) did not answer in 5 s"
+                            .into(),
                     ),
                 });
             }
@@ -922,7 +931,7 @@ impl Core {
     }
 
     /// A rank of a job exited (or could not be launched).
-    pub(super) fn rank_exit(&mut self, now: Time, job: JobId, exit: RankExit) {
+    pub(super) fn rank_exit(&mut self, now: Time, job: JobId, node: NodeId, exit: RankExit) {
         let Some(i) = self.ledger.find(job) else {
             return;
         };
@@ -940,18 +949,23 @@ impl Core {
             }
             return;
         }
+        // The failure names the rank and where it ran, so a user knows whose output to read.
+        let on = self
+            .nodes
+            .get(node.0 as usize)
+            .map_or_else(|| node.to_string(), |e| e.row.name.clone());
         let end = if let Some(err) = exit.error {
             Some((
                 Outcome::Failed,
                 Some(code),
-                Some(format!("rank {}: {err}", exit.rank)),
+                Some(format!("rank {} on node {on}: {err}", exit.rank)),
             ))
         } else if code != 0 {
             let why = if done {
-                format!("exited with code {code}")
+                format!("rank {} on node {on} exited with code {code}", exit.rank)
             } else {
                 format!(
-                    "rank {} exited with code {code}; the other ranks were killed",
+                    "rank {} on node {on} exited with code {code}; the other ranks were killed",
                     exit.rank
                 )
             };

@@ -336,7 +336,7 @@ impl Core {
             },
         });
         for (job, exit) in exits {
-            self.rank_exit(now, job, exit);
+            self.rank_exit(now, job, id, exit);
         }
     }
 }

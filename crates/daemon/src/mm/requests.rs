@@ -93,6 +93,10 @@ impl Core {
                 self.shutdown(now);
                 Response::Done
             }
+            Request::Monitor { node } => match self.fetch_monitor(now, req, &node) {
+                Some(resp) => resp,
+                None => return,
+            },
         };
         self.push(Effect::Reply { req, resp });
     }
@@ -112,6 +116,35 @@ impl Core {
             "permission denied: job {} belongs to {owner}",
             self.ledger.entry(i).req.id
         ))
+    }
+
+    /// Asks a node (by name or number) for what its communication monitors recorded; `None`
+    /// when the answer comes later.
+    fn fetch_monitor(&mut self, now: Time, req: ReqId, node: &str) -> Option<Response> {
+        let found = self.nodes.iter().position(|e| {
+            e.row.name == node
+                || node
+                    .parse::<u32>()
+                    .is_ok_and(|n| n as usize == e.row.id.0 as usize)
+        });
+        let Some(n) = found else {
+            let names: Vec<&str> = self.nodes.iter().map(|e| e.row.name.as_str()).collect();
+            return Some(Response::Error(format!(
+                "no node {node:?}; the nodes are {}",
+                names.join(", ")
+            )));
+        };
+        if !self.nodes[n].in_tree {
+            return Some(Response::Error(format!(
+                "node {node} is not in the tree now (down or joining)"
+            )));
+        }
+        let fetch = self.next_fetch;
+        self.next_fetch += 1;
+        let id = self.nodes[n].row.id;
+        self.send(vec![id], ToNode::FetchMonitor { req: fetch });
+        self.outputs.insert(fetch, (req, now + OUTPUT_TIMEOUT));
+        None
     }
 
     /// Asks the node of rank `rank` for its output; `None` when the answer comes later.
