@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use crate::DaemonError;
+use crate::contain::{Containment, JobCgroup};
 use crate::pmi::{FromRank, JobPmi, Out};
 use crate::proto::*;
 use crate::util::signal_group;
@@ -56,6 +57,8 @@ struct Rank {
 struct NodeJob {
     ranks: BTreeMap<u32, Rank>,
     pmi: JobPmi,
+    /// The job's cgroup on this node (see crate::contain); `None`: its process groups.
+    cgroup: Option<JobCgroup>,
 }
 
 struct Nm {
@@ -74,6 +77,10 @@ struct Nm {
     owners: Owners,
     /// Lines the ranks write on their PMI sockets.
     pmi: mpsc::UnboundedSender<FromRank>,
+    /// Cgroups or process groups (see crate::contain).
+    contain: Containment,
+    /// Launches so far, numbering the job cgroups.
+    launches: u64,
 }
 
 type Owners = std::sync::Arc<std::sync::Mutex<HashMap<i32, JobId>>>;
@@ -132,7 +139,21 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
         exits: exit_tx,
         kill_wait: DEFAULT_KILL_WAIT,
         owners: Owners::default(),
+        contain: Containment::Groups(String::new()),
+        launches: 0,
     };
+    nm.contain = Containment::detect(&nm.cfg.name, &nm.cfg.workdir);
+    eprintln!("nm {}: {}", nm.cfg.name, nm.contain.describe());
+    if let Containment::Cgroups(cg) = &nm.contain {
+        let orphans = cg.reap_orphans();
+        if !orphans.is_empty() {
+            eprintln!(
+                "nm {}: killed what was left in {} job cgroups of an earlier node manager",
+                nm.cfg.name,
+                orphans.len()
+            );
+        }
+    }
 
     let priority = crate::util::raise_priority();
     let (node, heartbeat) = nm.register(&addr, &mut exit_rx).await?;
@@ -442,6 +463,11 @@ impl Nm {
 
     fn signal(&self, job: JobId, sig: i32) {
         if let Some(j) = self.jobs.get(&job) {
+            if let Some(cg) = &j.cgroup {
+                // The freezer stops every process of the job, `setsid` ones included.
+                cg.freeze(sig == libc::SIGSTOP);
+                return;
+            }
             for r in j.ranks.values().filter(|r| r.exit.is_none()) {
                 signal_group(r.pgid, sig);
             }
@@ -467,6 +493,10 @@ impl Nm {
     /// every process group of the job now, SIGKILL to whatever is left of them `kill_wait`
     /// later. The SIGKILL is sent even if the job is forgotten meanwhile.
     fn terminate(&self, job: JobId) {
+        if let Some(cg) = self.jobs.get(&job).and_then(|j| j.cgroup.clone()) {
+            terminate_cgroup(cg, self.kill_wait);
+            return;
+        }
         let groups = self.groups(job);
         if groups.is_empty() {
             return;
@@ -503,6 +533,15 @@ impl Nm {
     async fn shut_down(&mut self, exits: &mut mpsc::UnboundedReceiver<(JobId, RankExit)>) {
         let jobs: Vec<JobId> = self.jobs.keys().copied().collect();
         let mut groups = Vec::new();
+        let cgroups: Vec<JobCgroup> = self
+            .jobs
+            .values()
+            .filter_map(|j| j.cgroup.clone())
+            .collect();
+        for cg in &cgroups {
+            cg.freeze(false);
+            cg.signal(libc::SIGTERM);
+        }
         for &job in &jobs {
             groups.extend(self.groups(job));
             for g in self.groups(job) {
@@ -525,6 +564,15 @@ impl Nm {
         for g in groups {
             signal_group(g, libc::SIGKILL);
         }
+        for cg in cgroups {
+            cg.kill();
+            cg.remove_when_empty(Duration::from_millis(500));
+        }
+        if let Containment::Cgroups(cg) = &self.contain {
+            // Fails while a job cgroup is still there (a kill not done yet): left for the
+            // next node manager on this work directory, which reaps it.
+            let _ = std::fs::remove_dir(cg.base());
+        }
         self.jobs.clear();
     }
 
@@ -538,9 +586,37 @@ impl Nm {
         }
         let dir = self.job_dir(l.job);
         let local = mine.ranks.iter().map(|&(r, _)| r).collect();
+        self.launches += 1;
+        let cgroup = match &self.contain {
+            Containment::Cgroups(cg) => match cg.create(l.job, self.launches) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    eprintln!(
+                        "nm {}: job {}: no cgroup ({e}); contained by process groups",
+                        self.cfg.name, l.job
+                    );
+                    None
+                }
+            },
+            Containment::Groups(_) => None,
+        };
+        // Opened here, written by each rank between fork and exec.
+        let procs = cgroup.as_ref().and_then(|c| match c.procs_fd() {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                eprintln!(
+                    "nm {}: job {}: no cgroup ({e}); contained by process groups",
+                    self.cfg.name, l.job
+                );
+                c.remove_when_empty(Duration::ZERO);
+                None
+            }
+        });
+        let procs_fd = procs.as_ref().map(crate::contain::raw);
         let mut job = NodeJob {
             ranks: BTreeMap::new(),
             pmi: JobPmi::new(l.job, l.size, &l.placement, local),
+            cgroup: if procs.is_some() { cgroup } else { None },
         };
         let _ = std::fs::create_dir_all(&dir);
         for &(rank, local_pe) in &mine.ranks {
@@ -548,7 +624,16 @@ impl Nm {
             // The rank's PMI socket: our end is served by a task, its end is inherited.
             let pair = std::os::unix::net::UnixStream::pair();
             let pmi_fd = pair.as_ref().ok().map(|(_, theirs)| theirs.as_raw_fd());
-            match spawn_rank(&l, rank, local_pe, cpu, &self.cfg.name, &dir, pmi_fd) {
+            match spawn_rank(
+                &l,
+                rank,
+                local_pe,
+                cpu,
+                &self.cfg.name,
+                &dir,
+                pmi_fd,
+                procs_fd,
+            ) {
                 Ok(mut child) => {
                     // Our copy of the rank's end must go, or we would never see it close.
                     let ours = pair.ok().and_then(|(ours, _theirs)| {
@@ -566,7 +651,7 @@ impl Nm {
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .insert(pid, l.job);
-                    if l.stopped {
+                    if l.stopped && job.cgroup.is_none() {
                         signal_group(pid, libc::SIGSTOP);
                     }
                     job.ranks.insert(
@@ -620,10 +705,41 @@ impl Nm {
                 }
             }
         }
+        if l.stopped
+            && let Some(cg) = &job.cgroup
+        {
+            // Only now: a rank joining a frozen cgroup would freeze before its exec, and the
+            // spawn waits for the exec.
+            cg.freeze(true);
+        }
         self.jobs.insert(l.job, job);
     }
 }
 
+/// Kills a job contained in a cgroup: thawed, SIGTERM (and SIGCONT) to every process in it
+/// now, `cgroup.kill` `wait` later, and the cgroup removed once empty. Done at once when
+/// nothing is left in it.
+fn terminate_cgroup(cg: JobCgroup, wait: Duration) {
+    cg.freeze(false);
+    if !cg.populated() {
+        cg.remove_when_empty(Duration::ZERO);
+        return;
+    }
+    cg.signal(libc::SIGTERM);
+    cg.signal(libc::SIGCONT);
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + wait;
+        // Early out when everything exited on SIGTERM.
+        while tokio::time::Instant::now() < deadline && cg.populated() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cg.kill();
+        let _ = tokio::task::spawn_blocking(move || cg.remove_when_empty(Duration::from_secs(10)))
+            .await;
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
 fn spawn_rank(
     l: &Launch,
     rank: u32,
@@ -632,6 +748,7 @@ fn spawn_rank(
     node_name: &str,
     dir: &std::path::Path,
     pmi_fd: Option<RawFd>,
+    cgroup_procs: Option<RawFd>,
 ) -> std::io::Result<tokio::process::Child> {
     // The job's working directory when this node has it (a shared file system), else the
     // job's directory on the node; output patterns are relative to the same.
@@ -681,10 +798,14 @@ fn spawn_rank(
             .env("PMI_SPAWNED", "0");
     }
     cmd.current_dir(cwd);
-    // SAFETY: only async-signal-safe calls (fcntl, prctl, sched_setaffinity) between fork and
-    // exec.
+    // SAFETY: only async-signal-safe calls (write, fcntl, prctl, sched_setaffinity) between
+    // fork and exec.
     unsafe {
         cmd.pre_exec(move || {
+            // Into the job's cgroup first: whatever the rank starts is then in it too.
+            if let Some(fd) = cgroup_procs {
+                crate::contain::join_self(fd)?;
+            }
             // The PMI socket is created close-on-exec, like every descriptor of the node
             // manager; only this rank's end is made to survive its exec.
             if let Some(fd) = pmi_fd

@@ -50,3 +50,4 @@ pub fn succeeded(args: &[&str], out: Output, context: &str) -> String {
 pub fn job_id(stdout: &str) -> u64 {
     stdout.trim().parse().expect("submit prints the job id")
 }
+pub mod cluster;
