@@ -156,3 +156,41 @@ fn issue_10_a_restarted_node_manager_kills_what_its_killed_predecessor_left() {
         signal(&gc.to_string(), "KILL");
     }
 }
+
+/// A cancelled job's PEs are not given to the next job while its processes still run (they
+/// ignore SIGTERM here, so they last the whole 3-s kill wait): as Slurm's COMPLETING, the
+/// policy hears of the end once every rank has exited.
+#[test]
+fn issue_10_a_killed_jobs_pes_stay_busy_until_its_processes_are_gone() {
+    let c = Cluster::up(
+        "contain",
+        "completing",
+        &["--nodes", "1", "--pes", "1", "--kill-wait", "3s"],
+    );
+    let d = c.dir.display();
+    let stubborn = c.submit(&[
+        "-n",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        &format!("trap '' TERM; echo $$ > {d}/a.pid; while :; do sleep 0.1; done"),
+    ]);
+    let a = read_pid(&c, &c.dir.join("a.pid"));
+    let next = c.submit(&["-n", "1", "--", "sh", "-c", &format!("touch {d}/b")]);
+    let cancelled = Instant::now();
+    c.ok(&["cancel", &stubborn.to_string()]);
+    let b = c.dir.join("b");
+    c.until(30, "the next job ran", || b.exists().then_some(()));
+    let took = cancelled.elapsed();
+    assert!(
+        !alive(a),
+        "the next job started on the PE while the cancelled job's rank still ran"
+    );
+    assert!(
+        took >= Duration::from_millis(2800),
+        "the next job started {took:?} after the cancel, within the 3-s kill wait"
+    );
+    c.ok(&["wait", &next.to_string(), "--timeout", "30s"]);
+    assert_eq!(c.state_of(stubborn).as_deref(), Some("cancelled"));
+}

@@ -129,6 +129,10 @@ pub struct CoreConfig {
     pub requeue: bool,
     /// Between SIGTERM and SIGKILL when a job is killed (given to the nodes at registration).
     pub kill_wait: Dur,
+    /// Keep a killed job's PEs until its ranks reported their exits (see [`Completing`]).
+    /// Off only where processes vanish the instant they are killed: the test that compares
+    /// the core with the simulator, which has no processes.
+    pub hold_pes_while_completing: bool,
 }
 
 /// What a restarted machine manager finds in its database.
@@ -159,6 +163,24 @@ pub struct Side {
     run_seq: u64,
     /// Killed while its processes existed: forget it on its nodes once every rank reported.
     pub(super) forget_pending: bool,
+}
+
+/// Where a job's [`Event::Ended`] goes in the instant it is delivered.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum EndGroup {
+    Caused,
+    /// With the job's run order.
+    Ends(u64),
+    Rest,
+}
+
+/// A job that ended while processes of it may still run (Slurm's COMPLETING): the policy
+/// hears of its end, and so may give its PEs to another job, only once every rank has
+/// reported its exit, or a node of it is lost, or `until` passes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Completing {
+    pub group: EndGroup,
+    pub until: Time,
 }
 
 /// A PMI fence of one job being gathered: the nodes that entered it and their puts.
@@ -241,7 +263,9 @@ pub struct Core {
     pub(super) pending: BTreeMap<(JobId, NodeId), Pending>,
     /// The PMI fence each MPI job is in (until the job ends).
     fences: BTreeMap<JobId, Fence>,
-    last_now: Time,
+    /// Ended jobs whose processes are being killed; see [`Completing`].
+    pub(super) completing: BTreeMap<Ix, Completing>,
+    pub(super) last_now: Time,
     shutting_down: bool,
 }
 
@@ -283,6 +307,7 @@ impl Core {
             epoch: 0,
             pending: BTreeMap::new(),
             fences: BTreeMap::new(),
+            completing: BTreeMap::new(),
             last_now: now,
             shutting_down: false,
             cfg,
@@ -498,6 +523,9 @@ impl Core {
         for (_, deadline) in self.outputs.values() {
             w = w.min(*deadline);
         }
+        for c in self.completing.values() {
+            w = w.min(c.until);
+        }
         for p in self.pending.values() {
             if let Some(sent) = p.sent {
                 w = w.min(sent + self.cfg.dead_after);
@@ -518,6 +546,7 @@ impl Core {
             self.heartbeat(now);
         }
         self.resend_launches(now);
+        self.release_completing(now, None);
         if self.grace_until.is_some_and(|g| now >= g) {
             self.grace_until = None;
             self.grace_over(now);
@@ -623,7 +652,7 @@ impl Core {
                 Some(format!("ran for its time limit of {limit}")),
             );
             let seq = self.side[i].run_seq;
-            self.instant.ends.push((seq, self.ledger.entry(i).req.id));
+            self.ended(now, i, EndGroup::Ends(seq));
         }
     }
 
@@ -703,8 +732,7 @@ impl Core {
                 // A kill or a rejection: ended by the ledger at the decision's time; the
                 // processes go and their later exits are ignored.
                 self.after_end(job, why);
-                let id = self.ledger.entry(job).req.id;
-                self.instant.caused.push(Event::Ended(id));
+                self.ended(now, job, EndGroup::Caused);
             }
         }
     }
@@ -898,6 +926,7 @@ impl Core {
             // Killed already: its exits only tell that the processes are gone.
             if done && self.side[i].forget_pending {
                 self.forget(i);
+                self.release(i);
             }
             return;
         }
@@ -925,7 +954,7 @@ impl Core {
         if let Some((outcome, code, why)) = end {
             self.finish(now, i, outcome, code, why);
             let seq = self.side[i].run_seq;
-            self.instant.ends.push((seq, job));
+            self.ended(now, i, EndGroup::Ends(seq));
         }
     }
 
@@ -934,7 +963,7 @@ impl Core {
         let id = self.ledger.entry(i).req.id;
         if !self.cfg.requeue {
             self.finish(now, i, outcome, None, Some(why));
-            self.instant.rest.push(Event::Ended(id));
+            self.ended(now, i, EndGroup::Rest);
             return;
         }
         self.log(format!("mm: requeueing job {id}: {why}"));
@@ -1008,8 +1037,60 @@ impl Core {
     /// A user's cancel: the job ends now, its processes are killed.
     pub(super) fn cancel(&mut self, now: Time, i: Ix, why: &str) {
         self.finish(now, i, Outcome::Cancelled, None, Some(why.to_string()));
+        self.ended(now, i, EndGroup::Rest);
+    }
+
+    /// Tells the policy that job `i` ended, in `group` of the instant: now if none of its
+    /// processes may still run, else once they are gone (see [`Completing`]). The bound is
+    /// the kill wait (after which the nodes SIGKILL) plus the time a node may stay silent
+    /// before it is declared down, plus a second.
+    pub(super) fn ended(&mut self, now: Time, i: Ix, group: EndGroup) {
+        if self.side[i].forget_pending && self.cfg.hold_pes_while_completing {
+            let until = now + self.cfg.kill_wait + self.cfg.dead_after + Dur::from_secs(1);
+            self.completing.insert(i, Completing { group, until });
+        } else {
+            self.deliver_end(i, group);
+        }
+    }
+
+    /// A completing job's processes are gone (or can be given up on): the policy hears of
+    /// its end now.
+    pub(super) fn release(&mut self, i: Ix) {
+        if let Some(c) = self.completing.remove(&i) {
+            self.deliver_end(i, c.group);
+        }
+    }
+
+    fn deliver_end(&mut self, i: Ix, group: EndGroup) {
         let id = self.ledger.entry(i).req.id;
-        self.instant.rest.push(Event::Ended(id));
+        match group {
+            EndGroup::Caused => self.instant.caused.push(Event::Ended(id)),
+            EndGroup::Ends(seq) => self.instant.ends.push((seq, id)),
+            EndGroup::Rest => self.instant.rest.push(Event::Ended(id)),
+        }
+    }
+
+    /// Completing jobs past their bound, or with processes on `node` (lost, or a new node
+    /// manager process that took them along), are released.
+    pub(super) fn release_completing(&mut self, now: Time, node: Option<NodeId>) {
+        let due: Vec<Ix> = self
+            .completing
+            .iter()
+            .filter(|(i, c)| {
+                now >= c.until
+                    || node.is_some_and(|n| self.side[**i].placement.iter().any(|p| p.node == n))
+            })
+            .map(|(i, _)| *i)
+            .collect();
+        for i in due {
+            if node.is_none() {
+                let id = self.ledger.entry(i).req.id;
+                self.log(format!(
+                    "mm: job {id}: not every rank reported its end within the kill wait; its PEs are released"
+                ));
+            }
+            self.release(i);
+        }
     }
 
     /// A user's hold or release (`cosched suspend` / `resume`).

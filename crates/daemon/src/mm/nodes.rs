@@ -115,6 +115,8 @@ impl Core {
         e.policy_up = false;
         e.deferred_forget.clear();
         self.pending.retain(|(_, node), _| *node != n);
+        // Its processes went with it (or are reaped by its next node manager).
+        self.release_completing(self.last_now, Some(n));
     }
 
     /// The node is down: the policy is told, and the jobs on it end or start over.
@@ -300,10 +302,24 @@ impl Core {
                         .map(|r| (h.job, r.clone())),
                 );
             } else {
+                // Ended here; while it completes, the exits it reports are what releases its
+                // PEs.
+                if self
+                    .ledger
+                    .find(h.job)
+                    .is_some_and(|i| self.completing.contains_key(&i))
+                {
+                    let done = h.ranks.iter().filter(|r| r.code.is_some());
+                    exits.extend(done.map(|r| (h.job, r.clone())));
+                }
                 drop_jobs.push(h.job);
             }
         }
         let same_process = self.nodes[idx].incarnation == reg.incarnation;
+        if !same_process {
+            // A new node manager process: the old one's ranks died with it.
+            self.release_completing(now, Some(id));
+        }
         self.nodes[idx].incarnation = reg.incarnation;
         let lost: Vec<Ix> = self
             .jobs_on(id)

@@ -104,6 +104,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         dead_after: cfg.dead_after,
         requeue: cfg.settings.requeue,
         kill_wait: cfg.settings.kill_wait,
+        hold_pes_while_completing: true,
     };
     let core = Core::new(core_cfg, policy, t, recovered)
         .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;

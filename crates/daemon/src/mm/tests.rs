@@ -55,6 +55,7 @@ fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
         dead_after: Dur::from_secs(36_000),
         requeue: false,
         kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: true,
     };
     let mut c = Core::new(cfg, policy, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
@@ -289,6 +290,7 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
         dead_after: Dur::from_secs(3),
         requeue: false,
         kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: true,
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..2 {
@@ -346,6 +348,7 @@ fn registered_only(nodes: u32, heartbeat: Dur, dead_after: Dur) -> Core {
         dead_after,
         requeue: false,
         kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: true,
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
@@ -662,6 +665,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         dead_after: Dur::from_secs(36_000),
         requeue: false,
         kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: true,
     };
     let recovered = Recovered {
         nodes: Vec::new(),
