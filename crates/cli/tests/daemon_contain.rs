@@ -111,7 +111,7 @@ fn issue_10_a_setsid_grandchild_is_frozen_by_suspend_and_killed_by_cancel() {
 /// left and kills them (a new NM process holds no job; the MM fails the job).
 #[test]
 fn issue_10_a_restarted_node_manager_kills_what_its_killed_predecessor_left() {
-    let mut c = Cluster::up(
+    let c = Cluster::up(
         "contain",
         "nmkill",
         &[

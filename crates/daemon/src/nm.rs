@@ -59,7 +59,12 @@ struct NodeJob {
     pmi: JobPmi,
     /// The job's cgroup on this node (see crate::contain); `None`: its process groups.
     cgroup: Option<JobCgroup>,
+    /// Which launch of this node manager it is: the exits of its ranks carry it.
+    launch: u64,
 }
+
+/// A rank's exit as its watcher reports it: job, launch (see [`NodeJob::launch`]), exit.
+type RankEnd = (JobId, u64, RankExit);
 
 struct Nm {
     cfg: NmConfig,
@@ -68,7 +73,7 @@ struct Nm {
     /// Learnt at registration; the machine manager addresses placements by it.
     id: Option<NodeId>,
     incarnation: u64,
-    exits: mpsc::UnboundedSender<(JobId, RankExit)>,
+    exits: mpsc::UnboundedSender<RankEnd>,
     /// Between SIGTERM and SIGKILL (the machine manager's `--kill-wait`, learnt at
     /// registration).
     kill_wait: Duration,
@@ -195,11 +200,11 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
                     }
                 }
             }
-            Some((job, exit)) = exit_rx.recv() => {
+            Some((job, launch, exit)) = exit_rx.recv() => {
                 // Kept until the machine manager forgets the job: reported again at the next
                 // registration and on joining the tree, so a report lost on the way (no
                 // parent yet, a parent that died) is not lost for good.
-                if nm.record_exit(job, &exit) {
+                if nm.record_exit(job, launch, &exit) {
                     handle.signal_up(postcard::to_stdvec(&FromNode::Exited { job, exit }).expect("encodes"));
                 }
             }
@@ -214,11 +219,14 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
 }
 
 impl Nm {
-    /// Takes in a rank's exit; false when the job or rank is unknown (forgotten already).
-    fn record_exit(&mut self, job: JobId, exit: &RankExit) -> bool {
+    /// Takes in a rank's exit; false when the job or rank is unknown (forgotten already), or
+    /// when the exit is of an earlier launch of the job (a requeued job launched here again
+    /// while a rank of its previous run was still exiting: that exit is not the new rank's).
+    fn record_exit(&mut self, job: JobId, launch: u64, exit: &RankExit) -> bool {
         match self
             .jobs
             .get_mut(&job)
+            .filter(|j| j.launch == launch)
             .and_then(|j| j.ranks.get_mut(&exit.rank))
         {
             Some(r) => {
@@ -262,12 +270,12 @@ impl Nm {
     async fn register(
         &mut self,
         addr: &str,
-        exits: &mut mpsc::UnboundedReceiver<(JobId, RankExit)>,
+        exits: &mut mpsc::UnboundedReceiver<RankEnd>,
     ) -> Result<(NodeId, Duration), DaemonError> {
         let mut warned = false;
         loop {
-            while let Ok((job, exit)) = exits.try_recv() {
-                self.record_exit(job, &exit);
+            while let Ok((job, launch, exit)) = exits.try_recv() {
+                self.record_exit(job, launch, &exit);
             }
             let reg = Register {
                 name: self.cfg.name.clone(),
@@ -323,7 +331,7 @@ impl Nm {
                     loop {
                         tokio::select! {
                             _ = &mut pause => break,
-                            Some((job, exit)) = exits.recv() => { self.record_exit(job, &exit); }
+                            Some((job, launch, exit)) = exits.recv() => { self.record_exit(job, launch, &exit); }
                         }
                     }
                 }
@@ -530,7 +538,7 @@ impl Nm {
     /// [`SHUTDOWN_GRACE`] (or `kill_wait` if shorter) to exit, then every group gets SIGKILL.
     /// The grace is short because `cluster down` kills daemons still alive after 3 s, and the
     /// ranks die with the node manager anyway (PR_SET_PDEATHSIG).
-    async fn shut_down(&mut self, exits: &mut mpsc::UnboundedReceiver<(JobId, RankExit)>) {
+    async fn shut_down(&mut self, exits: &mut mpsc::UnboundedReceiver<RankEnd>) {
         let jobs: Vec<JobId> = self.jobs.keys().copied().collect();
         let mut groups = Vec::new();
         let cgroups: Vec<JobCgroup> = self
@@ -558,7 +566,7 @@ impl Nm {
         while running(self) {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => break,
-                Some((job, exit)) = exits.recv() => { self.record_exit(job, &exit); }
+                Some((job, launch, exit)) = exits.recv() => { self.record_exit(job, launch, &exit); }
             }
         }
         for g in groups {
@@ -617,6 +625,7 @@ impl Nm {
             ranks: BTreeMap::new(),
             pmi: JobPmi::new(l.job, l.size, &l.placement, local),
             cgroup: if procs.is_some() { cgroup } else { None },
+            launch: self.launches,
         };
         let _ = std::fs::create_dir_all(&dir);
         for &(rank, local_pe) in &mine.ranks {
@@ -662,7 +671,7 @@ impl Nm {
                             pmi,
                         },
                     );
-                    let (tx, id) = (self.exits.clone(), l.job);
+                    let (tx, id, launch) = (self.exits.clone(), l.job, self.launches);
                     tokio::spawn(async move {
                         let code = match child.wait().await {
                             Ok(st) => exit_code(st),
@@ -670,6 +679,7 @@ impl Nm {
                         };
                         let _ = tx.send((
                             id,
+                            launch,
                             RankExit {
                                 rank,
                                 code: Some(code),
@@ -696,6 +706,7 @@ impl Nm {
                     );
                     let _ = self.exits.send((
                         l.job,
+                        self.launches,
                         RankExit {
                             rank,
                             code: Some(127),

@@ -16,7 +16,7 @@ pub struct Cluster {
     pub dir: PathBuf,
     pub state: StateDir,
     /// Daemons this test restarted itself (killed and reaped on drop).
-    pub extra: Vec<Child>,
+    pub extra: std::sync::Mutex<Vec<Child>>,
 }
 
 impl Cluster {
@@ -25,7 +25,7 @@ impl Cluster {
         let c = Cluster {
             state: StateDir::new(&dir),
             dir,
-            extra: Vec::new(),
+            extra: Default::default(),
         };
         let mut full = vec!["cluster", "up"];
         full.extend_from_slice(args);
@@ -109,7 +109,7 @@ impl Cluster {
     }
 
     /// Starts a daemon with `args`, its output appended to `log`.
-    pub fn spawn(&mut self, args: &[String], log: PathBuf) {
+    pub fn spawn(&self, args: &[String], log: PathBuf) {
         let log = self.log_file(log);
         let child = Command::new(bin())
             .args(args)
@@ -119,17 +119,17 @@ impl Cluster {
             .stderr(log)
             .spawn()
             .expect("start a daemon");
-        self.extra.push(child);
+        self.extra.lock().unwrap().push(child);
     }
 
     /// Restarts the machine manager on this state directory with `listen`.
-    pub fn restart_mm(&mut self, listen: &str, nodes: u32, pes: u32) {
+    pub fn restart_mm(&self, listen: &str, nodes: u32, pes: u32) {
         self.restart_mm_with(listen, nodes, pes, &[]);
     }
 
     /// [`Cluster::restart_mm`] with more options (`--requeue`, `--kill-wait`, as `cluster up`
     /// was given them).
-    pub fn restart_mm_with(&mut self, listen: &str, nodes: u32, pes: u32, more: &[&str]) {
+    pub fn restart_mm_with(&self, listen: &str, nodes: u32, pes: u32, more: &[&str]) {
         let mut args: Vec<String> = [
             "mm",
             "--listen",
@@ -150,12 +150,12 @@ impl Cluster {
         .collect();
         args.extend(more.iter().map(|s| s.to_string()));
         self.spawn(&args, self.state.mm_log());
-        let pid = self.extra.last().unwrap().id();
+        let pid = self.extra.lock().unwrap().last().unwrap().id();
         std::fs::write(self.state.mm_pid_file(), format!("{pid}\n")).unwrap();
     }
 
     /// Restarts node manager `name` (the `i`-th of the embedded cluster) as `cluster up` did.
-    pub fn restart_nm(&mut self, i: u32, pes: u32) {
+    pub fn restart_nm(&self, i: u32, pes: u32) {
         let name = format!("n{i}");
         let addr = self.state.addr().unwrap();
         let args: Vec<String> = [
@@ -177,13 +177,13 @@ impl Cluster {
         .map(|s| s.to_string())
         .collect();
         self.spawn(&args, self.state.nm_log(&name));
-        let pid = self.extra.last().unwrap().id();
+        let pid = self.extra.lock().unwrap().last().unwrap().id();
         std::fs::write(self.state.nm_pid_file(&name), format!("{pid}\n")).unwrap();
     }
 
     /// Reaps the restarted daemons that were killed since (no zombies left to look alive).
-    pub fn reap(&mut self) {
-        for c in &mut self.extra {
+    pub fn reap(&self) {
+        for c in self.extra.lock().unwrap().iter_mut() {
             let _ = c.try_wait();
         }
     }
@@ -209,7 +209,7 @@ impl Drop for Cluster {
             signal(&p, "CONT");
             signal(&p, "KILL");
         }
-        for c in &mut self.extra {
+        for c in self.extra.lock().unwrap().iter_mut() {
             let _ = c.kill();
             let _ = c.wait();
         }

@@ -1,0 +1,67 @@
+//! Issue 10's acceptance chaos test (added with the chaos test itself) and the regression
+//! tests of the bugs it found. Real daemons on loopback; the tests take a lock so that each
+//! runs alone on the machine.
+
+mod support;
+use support::cluster::{Cluster, signal};
+
+use std::sync::Mutex;
+
+static ALONE: Mutex<()> = Mutex::new(());
+
+/// Found by the chaos test with `--requeue`: a job requeued and launched again on a node
+/// where a rank of its previous run was still exiting (its SIGTERM handler takes 0.5 s here)
+/// failed with that old rank's exit code, taken for the new rank's. Now an exit counts only
+/// for the launch it belongs to, and the job completes on its second run.
+#[test]
+fn issue_10_an_old_runs_exit_does_not_end_the_requeued_run() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::up(
+        "chaos",
+        "stale-exit",
+        &[
+            "--nodes",
+            "2",
+            "--pes",
+            "2",
+            "--heartbeat",
+            "100ms",
+            "--kill-wait",
+            "2s",
+            "--requeue",
+        ],
+    );
+    let d = c.dir.display();
+    // PE 0 of n0, so that the next job spans both nodes.
+    let first = c.submit(&["-n", "1", "--", "sleep", "60"]);
+    c.until(30, "the first job running", || {
+        (c.state_of(first).as_deref() == Some("running")).then_some(())
+    });
+    let job = c.submit(&[
+        "-n",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "trap 'sleep 0.5; exit 7' TERM; echo $COSCHED_NODE >> {d}/$COSCHED_JOB_ID.$COSCHED_RANK; \
+             if [ $(wc -l < {d}/$COSCHED_JOB_ID.$COSCHED_RANK) -eq 1 ]; then while :; do sleep 0.1; done; else sleep 1; fi"
+        ),
+    ]);
+    let spans = c.until(30, "the job running on both nodes", || {
+        let a = std::fs::read_to_string(c.dir.join(format!("{job}.0"))).ok()?;
+        let b = std::fs::read_to_string(c.dir.join(format!("{job}.1"))).ok()?;
+        (a.trim() != b.trim()).then_some((a, b))
+    });
+    assert_eq!(spans.0.trim(), "n0", "rank 0 expected on n0: {spans:?}");
+    // n0 stops answering: the job is requeued and runs again on n1's two PEs, where rank 1
+    // of the first run is still in its SIGTERM handler.
+    let n0 = c.pid(c.state.nm_pid_file("n0"));
+    signal(&n0, "STOP");
+    let end = c.until(30, "the requeued job ended", || {
+        c.state_of(job)
+            .filter(|s| !["queued", "running", "suspended"].contains(&s.as_str()))
+    });
+    signal(&n0, "CONT");
+    assert_eq!(end, "completed", "\n--- mm log ---\n{}", c.mm_log());
+}
