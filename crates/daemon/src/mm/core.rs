@@ -969,9 +969,18 @@ impl Core {
         self.log(format!("mm: requeueing job {id}: {why}"));
         self.pending.retain(|(j, _), _| *j != id);
         self.fences.remove(&id);
-        let s = &self.side[i];
-        if !s.placement.is_empty() {
-            self.signal(i, |s| &mut s.kill);
+        // Forget alone kills the processes on the nodes (SIGTERM, then SIGKILL after the
+        // kill wait). No kill by job id in this step's switch: it goes out after the launch of
+        // the job's next run if the policy starts it again in this very step, and would kill
+        // that run. Earlier stops and continues of the job in this step go too.
+        for list in [
+            &mut self.switch.stop,
+            &mut self.switch.cont,
+            &mut self.switch.kill,
+        ] {
+            list.retain(|j| *j != id);
+        }
+        if !self.side[i].placement.is_empty() {
             self.forget(i);
         }
         self.ledger.requeue(i, now);
