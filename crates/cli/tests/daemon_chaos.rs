@@ -21,9 +21,9 @@ fn issue_10_an_old_runs_exit_does_not_end_the_requeued_run() {
         "stale-exit",
         &[
             "--nodes",
-            "2",
+            "3",
             "--pes",
-            "2",
+            "1",
             "--heartbeat",
             "100ms",
             "--kill-wait",
@@ -32,11 +32,6 @@ fn issue_10_an_old_runs_exit_does_not_end_the_requeued_run() {
         ],
     );
     let d = c.dir.display();
-    // PE 0 of n0, so that the next job spans both nodes.
-    let first = c.submit(&["-n", "1", "--", "sleep", "60"]);
-    c.until(30, "the first job running", || {
-        (c.state_of(first).as_deref() == Some("running")).then_some(())
-    });
     let job = c.submit(&[
         "-n",
         "2",
@@ -48,21 +43,27 @@ fn issue_10_an_old_runs_exit_does_not_end_the_requeued_run() {
              if [ $(wc -l < {d}/$COSCHED_JOB_ID.$COSCHED_RANK) -eq 1 ]; then while :; do sleep 0.1; done; else sleep 1; fi"
         ),
     ]);
-    let spans = c.until(30, "the job running on both nodes", || {
+    let first = c.until(30, "the job running on n0 and n1", || {
         let a = std::fs::read_to_string(c.dir.join(format!("{job}.0"))).ok()?;
         let b = std::fs::read_to_string(c.dir.join(format!("{job}.1"))).ok()?;
-        (a.trim() != b.trim()).then_some((a, b))
+        Some((a.trim().to_string(), b.trim().to_string()))
     });
-    assert_eq!(spans.0.trim(), "n0", "rank 0 expected on n0: {spans:?}");
-    // n0 stops answering: the job is requeued and runs again on n1's two PEs, where rank 1
-    // of the first run is still in its SIGTERM handler.
-    let n0 = c.pid(c.state.nm_pid_file("n0"));
-    signal(&n0, "STOP");
+    assert_eq!((first.0.as_str(), first.1.as_str()), ("n0", "n1"));
+    // n1 stops answering: the job is requeued and runs again with rank 0 on n0, where rank 0
+    // of the first run is still in its SIGTERM handler, and rank 1 on n2.
+    let n1 = c.pid(c.state.nm_pid_file("n1"));
+    signal(&n1, "STOP");
     let end = c.until(30, "the requeued job ended", || {
         c.state_of(job)
             .filter(|s| !["queued", "running", "suspended"].contains(&s.as_str()))
     });
-    signal(&n0, "CONT");
+    signal(&n1, "CONT");
+    let again = std::fs::read_to_string(c.dir.join(format!("{job}.0"))).unwrap();
+    assert_eq!(
+        again.lines().collect::<Vec<_>>(),
+        ["n0", "n0"],
+        "rank 0 ran twice on n0"
+    );
     assert_eq!(end, "completed", "\n--- mm log ---\n{}", c.mm_log());
 }
 
