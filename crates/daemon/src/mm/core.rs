@@ -265,7 +265,7 @@ pub struct Core {
     fences: BTreeMap<JobId, Fence>,
     /// Ended jobs whose processes are being killed; see [`Completing`].
     pub(super) completing: BTreeMap<Ix, Completing>,
-    pub(super) last_now: Time,
+    last_now: Time,
     shutting_down: bool,
 }
 
@@ -546,7 +546,7 @@ impl Core {
             self.heartbeat(now);
         }
         self.resend_launches(now);
-        self.release_completing(now, None);
+        self.release_completing(now);
         if self.grace_until.is_some_and(|g| now >= g) {
             self.grace_until = None;
             self.grace_over(now);
@@ -1055,6 +1055,21 @@ impl Core {
     /// before it is declared down, plus a second.
     pub(super) fn ended(&mut self, now: Time, i: Ix, group: EndGroup) {
         if self.side[i].forget_pending && self.cfg.hold_pes_while_completing {
+            // Ranks on a node that is down went with it: only the others are waited for.
+            let down: Vec<NodeId> = self.side[i]
+                .placement
+                .iter()
+                .map(|p| p.node)
+                .filter(|n| !self.nodes.get(n.0 as usize).is_some_and(|e| e.up))
+                .collect();
+            for n in down {
+                self.mark_gone(i, n);
+            }
+            if self.side[i].ranks.values().all(|c| c.is_some()) {
+                self.forget(i);
+                self.deliver_end(i, group);
+                return;
+            }
             let until = now + self.cfg.kill_wait + self.cfg.dead_after + Dur::from_secs(1);
             self.completing.insert(i, Completing { group, until });
         } else {
@@ -1079,26 +1094,51 @@ impl Core {
         }
     }
 
-    /// Completing jobs past their bound, or with processes on `node` (lost, or a new node
-    /// manager process that took them along), are released.
-    pub(super) fn release_completing(&mut self, now: Time, node: Option<NodeId>) {
+    /// Completing jobs past their bound are released (logged: a node did not report).
+    pub(super) fn release_completing(&mut self, now: Time) {
         let due: Vec<Ix> = self
             .completing
             .iter()
-            .filter(|(i, c)| {
-                now >= c.until
-                    || node.is_some_and(|n| self.side[**i].placement.iter().any(|p| p.node == n))
-            })
+            .filter(|(_, c)| now >= c.until)
             .map(|(i, _)| *i)
             .collect();
         for i in due {
-            if node.is_none() {
-                let id = self.ledger.entry(i).req.id;
-                self.log(format!(
-                    "mm: job {id}: not every rank reported its end within the kill wait; its PEs are released"
-                ));
-            }
+            let id = self.ledger.entry(i).req.id;
+            self.log(format!(
+                "mm: job {id}: not every rank reported its end within the kill wait; its PEs are released"
+            ));
             self.release(i);
+        }
+    }
+
+    /// The ranks of completing jobs on `node` are gone (the node is down, or a new node
+    /// manager process registered there: the old one's ranks died with it): a job whose
+    /// ranks are then all gone is forgotten and released.
+    pub(super) fn ranks_gone_on(&mut self, node: NodeId) {
+        let hit: Vec<Ix> = self
+            .completing
+            .keys()
+            .copied()
+            .filter(|&i| self.side[i].placement.iter().any(|p| p.node == node))
+            .collect();
+        for i in hit {
+            self.mark_gone(i, node);
+            if self.side[i].ranks.values().all(|c| c.is_some()) {
+                self.forget(i);
+                self.release(i);
+            }
+        }
+    }
+
+    /// Ranks of job `i` on `node` count as exited (code -1 when they had not reported).
+    fn mark_gone(&mut self, i: Ix, node: NodeId) {
+        let s = &mut self.side[i];
+        for p in s.placement.iter().filter(|p| p.node == node) {
+            for &(r, _) in &p.ranks {
+                s.ranks.entry(r).and_modify(|c| {
+                    c.get_or_insert(-1);
+                });
+            }
         }
     }
 

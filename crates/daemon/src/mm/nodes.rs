@@ -116,7 +116,7 @@ impl Core {
         e.deferred_forget.clear();
         self.pending.retain(|(_, node), _| *node != n);
         // Its processes went with it (or are reaped by its next node manager).
-        self.release_completing(self.last_now, Some(n));
+        self.ranks_gone_on(n);
     }
 
     /// The node is down: the policy is told, and the jobs on it end or start over.
@@ -316,10 +316,7 @@ impl Core {
             }
         }
         let same_process = self.nodes[idx].incarnation == reg.incarnation;
-        if !same_process {
-            // A new node manager process: the old one's ranks died with it.
-            self.release_completing(now, Some(id));
-        }
+
         self.nodes[idx].incarnation = reg.incarnation;
         let lost: Vec<Ix> = self
             .jobs_on(id)
@@ -339,6 +336,10 @@ impl Core {
             }
             let why = format!("its processes on node {} were lost", reg.name);
             self.lost(now, i, Outcome::Failed, why);
+        }
+        if !same_process {
+            // A new node manager process: the old one's ranks died with it.
+            self.ranks_gone_on(id);
         }
         self.announce_topology(now);
         self.nodes[idx].join_epoch = self.epoch;

@@ -700,3 +700,58 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
     assert_eq!(var("COSCHED_JOB_NODELIST").as_deref(), Some("n0"));
     assert_eq!(var("COSCHED_TASKS_PER_NODE").as_deref(), Some("1"));
 }
+
+/// The job the launches of `fx` start.
+fn launched(fx: &[Effect]) -> Vec<JobId> {
+    sent(fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            ToNode::Launch(l) => Some(l.job),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A cancelled job completes (Slurm's COMPLETING): its record ends at once, but its PEs go to
+/// the next job only when every rank has reported its exit — or, for the ranks of a node
+/// whose NM process was replaced, when the new one registers (they died with the old one).
+#[test]
+fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() {
+    let fcfs = super::build_policy("fcfs", 2, 1, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 2, 1);
+    submit(&mut c, t(1), 2);
+    assert_eq!(launched(&c.step(t(1))), [JobId(1)]);
+    submit(&mut c, t(2), 1);
+    c.step(t(2));
+    c.on(
+        t(3),
+        Input::Client {
+            req: 2,
+            request: Request::Cancel(JobId(1)),
+        },
+    );
+    assert!(
+        launched(&c.step(t(3))).is_empty(),
+        "started on PEs still in use"
+    );
+    assert_eq!(state(&c, 1).state, JobState::Cancelled);
+    assert_eq!(state(&c, 1).record.end, Some(t(3)));
+    exit(&mut c, t(4), 1, 0, 143);
+    assert!(launched(&c.step(t(4))).is_empty(), "rank 1 still runs");
+    // Node 1's NM was replaced: rank 1 went with the old one.
+    c.on(
+        t(5),
+        Input::Register {
+            req: 300,
+            reg: Register {
+                name: "n1".into(),
+                pes: 1,
+                addr: String::new(),
+                jobs: Vec::new(),
+                incarnation: 2,
+            },
+        },
+    );
+    join(&mut c, t(5), 1, 2);
+    assert_eq!(launched(&c.step(t(5))), [JobId(2)]);
+}
