@@ -35,6 +35,27 @@ pub enum Containment {
 }
 
 impl Containment {
+    /// The cgroup of launch `launch` of `job`, with its `cgroup.procs` open for the ranks to
+    /// join between fork and exec; `None` with process groups, or when the cgroup cannot be
+    /// made (logged by the caller with the reason, the job then goes by process groups).
+    pub fn for_launch(
+        &self,
+        job: JobId,
+        launch: u64,
+    ) -> Result<Option<(JobCgroup, OwnedFd)>, std::io::Error> {
+        let Containment::Cgroups(cg) = self else {
+            return Ok(None);
+        };
+        let c = cg.create(job, launch)?;
+        match c.procs_fd() {
+            Ok(fd) => Ok(Some((c, fd))),
+            Err(e) => {
+                c.remove_when_empty(Duration::ZERO);
+                Err(e)
+            }
+        }
+    }
+
     /// Cgroups when this process can make them (`COSCHED_NO_CGROUPS=1` forces the fallback,
     /// for tests of it), else process groups.
     pub fn detect(node: &str, workdir: &Path) -> Containment {

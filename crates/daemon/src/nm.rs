@@ -595,36 +595,19 @@ impl Nm {
         let dir = self.job_dir(l.job);
         let local = mine.ranks.iter().map(|&(r, _)| r).collect();
         self.launches += 1;
-        let cgroup = match &self.contain {
-            Containment::Cgroups(cg) => match cg.create(l.job, self.launches) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    eprintln!(
-                        "nm {}: job {}: no cgroup ({e}); contained by process groups",
-                        self.cfg.name, l.job
-                    );
-                    None
-                }
-            },
-            Containment::Groups(_) => None,
-        };
-        // Opened here, written by each rank between fork and exec.
-        let procs = cgroup.as_ref().and_then(|c| match c.procs_fd() {
-            Ok(fd) => Some(fd),
+        let (cgroup, procs) = match self.contain.for_launch(l.job, self.launches) {
+            Ok(c) => c.unzip(),
             Err(e) => {
-                eprintln!(
-                    "nm {}: job {}: no cgroup ({e}); contained by process groups",
-                    self.cfg.name, l.job
-                );
-                c.remove_when_empty(Duration::ZERO);
-                None
+                let name = &self.cfg.name;
+                eprintln!("nm {name}: job {}: no cgroup ({e}); process groups", l.job);
+                (None, None)
             }
-        });
+        };
         let procs_fd = procs.as_ref().map(crate::contain::raw);
         let mut job = NodeJob {
             ranks: BTreeMap::new(),
             pmi: JobPmi::new(l.job, l.size, &l.placement, local),
-            cgroup: if procs.is_some() { cgroup } else { None },
+            cgroup,
             launch: self.launches,
         };
         let _ = std::fs::create_dir_all(&dir);
