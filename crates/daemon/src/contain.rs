@@ -25,6 +25,9 @@ use std::time::Duration;
 
 use cosched_core::JobId;
 
+/// The file in a node manager's work directory that names its cgroup directory.
+pub const CGROUP_FILE: &str = "cgroup";
+
 /// How a node manager contains its jobs.
 #[derive(Debug)]
 pub enum Containment {
@@ -134,6 +137,8 @@ impl Cgroups {
                 ));
             }
         }
+        // Written down for operators and for tests that clean up after killed node managers.
+        let _ = std::fs::write(workdir.join(CGROUP_FILE), format!("{}\n", base.display()));
         Ok(Cgroups { base })
     }
 
@@ -150,6 +155,25 @@ impl Cgroups {
             Err(e) => return Err(e),
         }
         Ok(JobCgroup { dir })
+    }
+
+    /// Kills what is left in every job cgroup and removes them and the node manager's own
+    /// directory (waiting at most `within` for the kills): the end of a node manager that
+    /// shuts down. What cannot be removed yet is reaped by the next one on this work directory.
+    pub fn clear(&self, within: Duration) {
+        let deadline = std::time::Instant::now() + within;
+        if let Ok(rd) = std::fs::read_dir(&self.base) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with("job-") && e.path().is_dir() {
+                    let cg = JobCgroup { dir: e.path() };
+                    cg.freeze(false);
+                    cg.kill();
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    cg.remove_when_empty(left);
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&self.base);
     }
 
     /// Job cgroups left by an earlier node manager on this work directory: every one is

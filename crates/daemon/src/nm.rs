@@ -572,14 +572,10 @@ impl Nm {
         for g in groups {
             signal_group(g, libc::SIGKILL);
         }
-        for cg in cgroups {
-            cg.kill();
-            cg.remove_when_empty(Duration::from_millis(500));
-        }
         if let Containment::Cgroups(cg) = &self.contain {
-            // Fails while a job cgroup is still there (a kill not done yet): left for the
-            // next node manager on this work directory, which reaps it.
-            let _ = std::fs::remove_dir(cg.base());
+            // Every job cgroup, those of jobs forgotten earlier whose kill is still pending
+            // included.
+            cg.clear(Duration::from_secs(1));
         }
         self.jobs.clear();
     }

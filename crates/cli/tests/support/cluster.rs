@@ -213,6 +213,7 @@ impl Drop for Cluster {
             let _ = c.kill();
             let _ = c.wait();
         }
+        remove_cgroups(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -222,4 +223,29 @@ pub fn signal(pid: &str, sig: &str) {
         .arg("-c")
         .arg(format!("kill -{sig} {pid} 2>/dev/null"))
         .status();
+}
+
+/// Removes the cgroup directories of the cluster's node managers (named in each NM work
+/// directory's `cgroup` file): a node manager killed by the test cannot, and no later one on
+/// that work directory will. What is still in them is killed first.
+pub fn remove_cgroups(state: &std::path::Path) {
+    let Ok(rd) = std::fs::read_dir(state) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Ok(base) = std::fs::read_to_string(e.path().join("cgroup")) else {
+            continue;
+        };
+        let base = PathBuf::from(base.trim());
+        if let Ok(jobs) = std::fs::read_dir(&base) {
+            for j in jobs.flatten().filter(|j| j.path().is_dir()) {
+                let _ = std::fs::write(j.path().join("cgroup.kill"), "1");
+                let deadline = Instant::now() + Duration::from_secs(2);
+                while std::fs::remove_dir(j.path()).is_err() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&base);
+    }
 }
