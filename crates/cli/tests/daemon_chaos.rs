@@ -48,6 +48,9 @@ impl Rng {
 #[derive(Debug)]
 struct Start {
     rank: u32,
+    /// Shown in failure messages (through Debug) only.
+    #[allow(dead_code)]
+    node: String,
     at: u64,
     dur_ms: u64,
     end: Option<u64>,
@@ -60,8 +63,9 @@ fn starts(file: &Path) -> Vec<Start> {
     for line in text.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         match f.as_slice() {
-            ["S", rank, _node, at, dur] => out.push(Start {
+            ["S", rank, node, at, dur] => out.push(Start {
                 rank: rank.parse().unwrap(),
+                node: node.to_string(),
                 at: at.parse().unwrap(),
                 dur_ms: dur.parse().unwrap(),
                 end: None,
@@ -84,6 +88,15 @@ fn starts(file: &Path) -> Vec<Start> {
         }
     }
     out
+}
+
+/// The lines of the MM log that name job `id`.
+fn job_log(log: &str, id: u64) -> String {
+    let (a, b) = (format!("job {id}:"), format!("job {id} "));
+    log.lines()
+        .filter(|l| l.contains(&a) || l.contains(&b))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Processes whose environment carries `tag`.
@@ -318,7 +331,8 @@ markers:
                     .unwrap_or(w[0].at + (w[0].dur_ms + SLACK) * 1_000_000);
                 assert!(
                     end <= w[1].at,
-                    "job {id} rank {r}: a run started before the previous one ended: {runs:?}"
+                    "job {id} rank {r}: a run started before the previous one ended: {runs:?}\n--- mm log of the job ---\n{}",
+                    job_log(&log, id)
                 );
             }
         }

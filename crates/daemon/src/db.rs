@@ -200,6 +200,7 @@ mod legacy {
             error: o.error,
             held: o.held,
             io: Default::default(),
+            run: 0,
         })
     }
 }

@@ -61,6 +61,8 @@ struct NodeJob {
     cgroup: Option<JobCgroup>,
     /// Which launch of this node manager it is: the exits of its ranks carry it.
     launch: u64,
+    /// Which run of the job it is (the machine manager's count, see [`Launch::run`]).
+    run: u32,
 }
 
 /// A rank's exit as its watcher reports it: job, launch (see [`NodeJob::launch`]), exit.
@@ -204,8 +206,8 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
                 // Kept until the machine manager forgets the job: reported again at the next
                 // registration and on joining the tree, so a report lost on the way (no
                 // parent yet, a parent that died) is not lost for good.
-                if nm.record_exit(job, launch, &exit) {
-                    handle.signal_up(postcard::to_stdvec(&FromNode::Exited { job, exit }).expect("encodes"));
+                if let Some(run) = nm.record_exit(job, launch, &exit) {
+                    handle.signal_up(postcard::to_stdvec(&FromNode::Exited { job, run, exit }).expect("encodes"));
                 }
             }
             Some(line) = pmi_rx.recv() => nm.pmi_line(line, &handle),
@@ -219,22 +221,14 @@ pub async fn run(cfg: NmConfig) -> Result<(), DaemonError> {
 }
 
 impl Nm {
-    /// Takes in a rank's exit; false when the job or rank is unknown (forgotten already), or
+    /// Takes in a rank's exit; `None` when the job or rank is unknown (forgotten already), or
     /// when the exit is of an earlier launch of the job (a requeued job launched here again
     /// while a rank of its previous run was still exiting: that exit is not the new rank's).
-    fn record_exit(&mut self, job: JobId, launch: u64, exit: &RankExit) -> bool {
-        match self
-            .jobs
-            .get_mut(&job)
-            .filter(|j| j.launch == launch)
-            .and_then(|j| j.ranks.get_mut(&exit.rank))
-        {
-            Some(r) => {
-                r.exit = Some(exit.clone());
-                true
-            }
-            None => false,
-        }
+    /// Returns the job's run (see [`Launch::run`]) when it took the exit in.
+    fn record_exit(&mut self, job: JobId, launch: u64, exit: &RankExit) -> Option<u32> {
+        let j = self.jobs.get_mut(&job).filter(|j| j.launch == launch)?;
+        j.ranks.get_mut(&exit.rank)?.exit = Some(exit.clone());
+        Some(j.run)
     }
 
     /// The node is in the tree of `epoch`: tells the machine manager (which sends it nothing
@@ -256,6 +250,7 @@ impl Nm {
                 if let Some(exit) = &r.exit {
                     handle.signal_up(up(&FromNode::Exited {
                         job,
+                        run: j.run,
                         exit: exit.clone(),
                     }));
                 }
@@ -287,6 +282,7 @@ impl Nm {
                     .iter()
                     .map(|(id, j)| HeldJob {
                         job: *id,
+                        run: j.run,
                         ranks: j
                             .ranks
                             .iter()
@@ -343,14 +339,14 @@ impl Nm {
         match msg {
             ToNode::Heartbeat { .. } | ToNode::Shutdown => {}
             ToNode::Launch(l) => {
-                let job = l.job;
+                let (job, run) = (l.job, l.run);
                 let mine = l.placement.iter().any(|p| Some(p.node) == self.id);
                 self.launch(l);
                 if mine {
                     // Acknowledged even when it was a repeat: the machine manager resends a
                     // launch until it hears this.
                     handle.signal_up(
-                        postcard::to_stdvec(&FromNode::Launched { job }).expect("encodes"),
+                        postcard::to_stdvec(&FromNode::Launched { job, run }).expect("encodes"),
                     );
                 }
             }
@@ -585,8 +581,12 @@ impl Nm {
             return;
         };
         let mine = mine.clone();
-        if self.jobs.contains_key(&l.job) {
-            return; // a duplicate delivery
+        match self.jobs.get(&l.job).map(|j| j.run) {
+            Some(run) if run >= l.run => return, // a duplicate (or late) delivery
+            // An earlier run of a requeued job whose forget never came (the node was out of
+            // the tree then): its processes go, the new run starts.
+            Some(_) => self.forget(l.job),
+            None => {}
         }
         let dir = self.job_dir(l.job);
         let local = mine.ranks.iter().map(|&(r, _)| r).collect();
@@ -605,6 +605,7 @@ impl Nm {
             pmi: JobPmi::new(l.job, l.size, &l.placement, local),
             cgroup,
             launch: self.launches,
+            run: l.run,
         };
         let _ = std::fs::create_dir_all(&dir);
         for &(rank, local_pe) in &mine.ranks {

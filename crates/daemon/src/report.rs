@@ -261,6 +261,7 @@ mod tests {
             error: None,
             held,
             io: Default::default(),
+            run: 0,
         }
     }
 

@@ -40,6 +40,7 @@ fn job(id: u64, state: JobState) -> JobInfo {
         error: None,
         held: false,
         io: Default::default(),
+        run: 0,
     }
 }
 

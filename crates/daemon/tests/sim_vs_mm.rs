@@ -167,6 +167,7 @@ fn workload() -> (Vec<SimJob>, Vec<(Time, Operation)>, Time, Time) {
 
 /// A job's processes as the fake nodes run them.
 struct Procs {
+    run: u32,
     left: Dur,
     since: Option<Time>,
     /// Node of each rank.
@@ -246,7 +247,11 @@ fn run_mm(
                     code: Some(0),
                     error: None,
                 };
-                let msg = FromNode::Exited { job, exit };
+                let msg = FromNode::Exited {
+                    job,
+                    run: p.run,
+                    exit,
+                };
                 core.on(now, Input::FromNode { from: *node, msg });
             }
         }
@@ -292,7 +297,10 @@ fn run_mm(
                     ToNode::Launch(l) => {
                         // Each node acknowledges the launch (acted on at the next step).
                         for pl in &l.placement {
-                            let msg = FromNode::Launched { job: l.job };
+                            let msg = FromNode::Launched {
+                                job: l.job,
+                                run: l.run,
+                            };
                             acks.push((pl.node, msg));
                         }
                         let mut ranks = vec![NodeId(0); l.size as usize];
@@ -302,6 +310,7 @@ fn run_mm(
                             }
                         }
                         let p = Procs {
+                            run: l.run,
                             left: work[&l.job],
                             since: (!l.stopped).then_some(now),
                             ranks,

@@ -163,6 +163,8 @@ pub struct Side {
     run_seq: u64,
     /// Killed while its processes existed: forget it on its nodes once every rank reported.
     pub(super) forget_pending: bool,
+    /// Launches so far: the current run's number (see [`Launch::run`]).
+    pub run: u32,
 }
 
 /// Where a job's [`Event::Ended`] goes in the instant it is delivered.
@@ -348,6 +350,7 @@ impl Core {
                 error: info.error.clone(),
                 run_seq: 0,
                 forget_pending: false,
+                run: info.run,
             };
             let req = request_of(&info.id(), info.record.submit, info.procs(), &side);
             let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
@@ -447,12 +450,18 @@ impl Core {
             Input::Client { req, request } => self.request(now, req, request),
             Input::Register { req, reg } => self.register(now, req, reg),
             Input::FromNode { from, msg } => match msg {
-                FromNode::Exited { job, exit } => {
-                    self.pending.remove(&(job, from));
-                    self.rank_exit(now, job, exit)
+                // Reports of an earlier run of the job (a node that still held it when it was
+                // requeued and launched again) are not this run's.
+                FromNode::Exited { job, run, exit } => {
+                    if self.run_of(job) == Some(run) {
+                        self.pending.remove(&(job, from));
+                        self.rank_exit(now, job, exit)
+                    }
                 }
-                FromNode::Launched { job } => {
-                    self.pending.remove(&(job, from));
+                FromNode::Launched { job, run } => {
+                    if self.run_of(job) == Some(run) {
+                        self.pending.remove(&(job, from));
+                    }
                 }
                 FromNode::Joined { incarnation, epoch } => {
                     self.joined(now, from, incarnation, epoch)
@@ -487,6 +496,11 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// The current run of `job` (see [`Launch::run`]).
+    pub(super) fn run_of(&self, job: JobId) -> Option<u32> {
+        self.ledger.find(job).map(|i| self.side[i].run)
     }
 
     /// Runs the instant `now` once everything that arrived has been taken in: timers, time
@@ -757,6 +771,7 @@ impl Core {
         let s = &mut self.side[i];
         s.placement.clear();
         s.ranks.clear();
+        s.run += 1;
         for (rank, pe) in pes.iter().enumerate() {
             let node = NodeId(pe.0 / per);
             if s.placement.last().map(|p| p.node) != Some(node) {
@@ -821,6 +836,7 @@ impl Core {
             io: s.io.clone(),
             stopped,
             placement: s.placement.clone(),
+            run: s.run,
         }
     }
 
@@ -1031,6 +1047,7 @@ impl Core {
             error: None,
             run_seq: 0,
             forget_pending: false,
+            run: 0,
         };
         let req = request_of(&id, now, s.procs, &side);
         let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;

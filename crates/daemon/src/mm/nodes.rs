@@ -288,8 +288,12 @@ impl Core {
         let mut exits = Vec::new();
         let held: HashMap<_, _> = reg.jobs.iter().map(|h| (h.job, h)).collect();
         for h in &reg.jobs {
+            // The same run only: a node that still holds an earlier run of a requeued job
+            // (its forget never reached it) gets it dropped, and the current run's launch
+            // stays pending.
             let ours = self.ledger.find(h.job).is_some_and(|i| {
                 self.ledger.entry(i).is_live()
+                    && self.side[i].run == h.run
                     && self.side[i].placement.iter().any(|p| p.node == id)
             });
             if ours {
@@ -307,7 +311,7 @@ impl Core {
                 if self
                     .ledger
                     .find(h.job)
-                    .is_some_and(|i| self.completing.contains_key(&i))
+                    .is_some_and(|i| self.completing.contains_key(&i) && self.side[i].run == h.run)
                 {
                     let done = h.ranks.iter().filter(|r| r.code.is_some());
                     exits.extend(done.map(|r| (h.job, r.clone())));

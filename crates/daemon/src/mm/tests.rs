@@ -110,8 +110,10 @@ fn exit(c: &mut Core, now: Time, job: u64, rank: u32, code: i32) {
         code: Some(code),
         error: None,
     };
+    // Every job of these tests is launched once: its first run.
     let msg = FromNode::Exited {
         job: JobId(job),
+        run: 1,
         exit,
     };
     c.on(
@@ -420,7 +422,10 @@ fn issue_10_an_unacknowledged_launch_is_resent_then_the_job_fails_with_the_reaso
     submit(&mut c, t(0), 1);
     let mut sent = launches(&c.step(t(0)));
     // Node 1 acknowledges job 2; node 0 never acknowledges job 1. Both answer heartbeats.
-    let ack = FromNode::Launched { job: JobId(2) };
+    let ack = FromNode::Launched {
+        job: JobId(2),
+        run: 1,
+    };
     c.on(
         t(0),
         Input::FromNode {
@@ -754,4 +759,141 @@ fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() 
     );
     join(&mut c, t(5), 1, 2);
     assert_eq!(launched(&c.step(t(5))), [JobId(2)]);
+}
+
+/// Found by the chaos test with `--requeue`: reports of an earlier run of a requeued job were
+/// taken for the current run's. Here a 2-rank job on n0 and n1 is requeued when n0 goes
+/// silent and runs again at once on n1 and n2; then n1 reports the exits of the first run's
+/// ranks (they were on their way). Those must not end the second run, and a late
+/// acknowledgement of the first run's launch must not stop the second's from being resent.
+#[test]
+fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
+    let fcfs = super::build_policy("fcfs", 3, 1, &PolicyOptions::default()).unwrap();
+    let cfg = CoreConfig {
+        nodes: 3,
+        pes: 1,
+        fanout: 8,
+        heartbeat: Dur::from_secs(1),
+        dead_after: Dur::from_secs(3),
+        requeue: true,
+        kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: true,
+    };
+    let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
+    for n in 0..3 {
+        let reg = Register {
+            name: format!("n{n}"),
+            pes: 1,
+            addr: String::new(),
+            jobs: Vec::new(),
+            incarnation: 1,
+        };
+        c.on(t(0), Input::Register { req: n, reg });
+        join(&mut c, t(0), n as u32, 1);
+    }
+    c.step(t(0));
+    submit(&mut c, t(0), 2);
+    let first: Vec<_> = sent(&c.step(t(0)))
+        .into_iter()
+        .filter_map(|m| match m {
+            ToNode::Launch(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].run, 1);
+    assert_eq!(
+        first[0]
+            .placement
+            .iter()
+            .map(|p| p.node)
+            .collect::<Vec<_>>(),
+        [NodeId(0), NodeId(1)]
+    );
+    for n in [0, 1] {
+        let msg = FromNode::Launched {
+            job: JobId(1),
+            run: 1,
+        };
+        c.on(
+            t(0),
+            Input::FromNode {
+                from: NodeId(n),
+                msg,
+            },
+        );
+    }
+    // Nodes 1 and 2 answer, node 0 does not: at 4 it is down and the job runs again.
+    let mut second = Vec::new();
+    for s in 1..=4 {
+        for n in [1, 2] {
+            c.on(t(s), Input::Heard(NodeId(n)));
+        }
+        for m in sent(&c.step(t(s))) {
+            if let ToNode::Launch(l) = m {
+                second.push(l);
+            }
+        }
+    }
+    assert_eq!(second.len(), 1, "launched again once");
+    assert_eq!(second[0].run, 2);
+    assert_eq!(
+        second[0]
+            .placement
+            .iter()
+            .map(|p| p.node)
+            .collect::<Vec<_>>(),
+        [NodeId(1), NodeId(2)]
+    );
+    // The first run's exits and acknowledgement, late.
+    for rank in 0..2 {
+        let exit = RankExit {
+            rank,
+            code: Some(0),
+            error: None,
+        };
+        let msg = FromNode::Exited {
+            job: JobId(1),
+            run: 1,
+            exit,
+        };
+        c.on(
+            t(5),
+            Input::FromNode {
+                from: NodeId(1),
+                msg,
+            },
+        );
+    }
+    let ack = FromNode::Launched {
+        job: JobId(1),
+        run: 1,
+    };
+    c.on(
+        t(5),
+        Input::FromNode {
+            from: NodeId(1),
+            msg: ack,
+        },
+    );
+    for n in [1, 2] {
+        c.on(t(5), Input::Heard(NodeId(n)));
+    }
+    c.step(t(5));
+    assert_eq!(
+        state(&c, 1).state,
+        JobState::Running,
+        "ended by the first run's exits"
+    );
+    // Unacknowledged by node 1 (only the first run's ack came): sent to it again.
+    for n in [1, 2] {
+        c.on(t(8), Input::Heard(NodeId(n)));
+    }
+    let again = launches(&c.step(t(8)));
+    assert!(
+        again
+            .iter()
+            .any(|(to, j)| *j == JobId(1) && to.contains(&NodeId(1))),
+        "the second run's launch was not resent to node 1: {again:?}"
+    );
 }

@@ -62,6 +62,7 @@ impl Core {
             error: s.error.clone(),
             held: e.held(),
             io: s.io.clone(),
+            run: s.run,
         }
     }
 
