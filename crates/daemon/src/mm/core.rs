@@ -165,6 +165,9 @@ pub struct Side {
     pub(super) forget_pending: bool,
     /// Launches so far: the current run's number (see [`Launch::run`]).
     pub run: u32,
+    /// Lost with a node and to be requeued (why) once the processes of its run on the other
+    /// nodes are gone (see [`Completing`]).
+    pub(super) requeue_why: Option<String>,
 }
 
 /// Where a job's [`Event::Ended`] goes in the instant it is delivered.
@@ -174,6 +177,8 @@ pub(super) enum EndGroup {
     /// With the job's run order.
     Ends(u64),
     Rest,
+    /// Not an end: the job goes back to the queue (`--requeue`).
+    Requeue,
 }
 
 /// A job that ended while processes of it may still run (Slurm's COMPLETING): the policy
@@ -351,6 +356,7 @@ impl Core {
                 run_seq: 0,
                 forget_pending: false,
                 run: info.run,
+                requeue_why: None,
             };
             let req = request_of(&info.id(), info.record.submit, info.procs(), &side);
             let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
@@ -549,6 +555,9 @@ impl Core {
     }
 
     fn limit_at(&self, i: Ix) -> Option<Time> {
+        if self.side[i].requeue_why.is_some() {
+            return None; // being killed for a requeue: its limit starts over with the next run
+        }
         let limit = self.side[i].time_limit?;
         self.ledger.limit_reached_at(i, limit)
     }
@@ -899,6 +908,10 @@ impl Core {
     /// The side of an end: the record is written, and processes that may still run are
     /// killed (forgotten on their nodes once every rank reported).
     fn after_end(&mut self, i: Ix, why: Option<String>) {
+        if self.side[i].requeue_why.take().is_some() {
+            // Ended (cancelled, say) while its requeue waited: it ends instead.
+            self.completing.remove(&i);
+        }
         self.live.remove(&i);
         let id = self.ledger.entry(i).req.id;
         self.pending.retain(|(j, _), _| *j != id);
@@ -938,6 +951,13 @@ impl Core {
         let code = exit.code.unwrap_or(-1);
         s.ranks.insert(exit.rank, Some(code));
         let done = s.ranks.values().all(|c| c.is_some());
+        if s.requeue_why.is_some() {
+            // Being killed for a requeue: its exits only tell that the processes are gone.
+            if done {
+                self.release(i);
+            }
+            return;
+        }
         if !self.ledger.entry(i).is_live() {
             // Killed already: its exits only tell that the processes are gone.
             if done && self.side[i].forget_pending {
@@ -982,13 +1002,18 @@ impl Core {
             self.ended(now, i, EndGroup::Rest);
             return;
         }
+        if self.side[i].requeue_why.is_some() {
+            // Lost again (another of its nodes) while its requeue waits: those ranks are gone.
+            self.gone_on_down_nodes(i);
+            if self.side[i].ranks.values().all(|c| c.is_some()) {
+                self.release(i);
+            }
+            return;
+        }
         self.log(format!("mm: requeueing job {id}: {why}"));
         self.pending.retain(|(j, _), _| *j != id);
         self.fences.remove(&id);
-        // Forget alone kills the processes on the nodes (SIGTERM, then SIGKILL after the
-        // kill wait). No kill by job id in this step's switch: it goes out after the launch of
-        // the job's next run if the policy starts it again in this very step, and would kill
-        // that run. Earlier stops and continues of the job in this step go too.
+        // Stops and continues of the job in this step go: it is being killed.
         for list in [
             &mut self.switch.stop,
             &mut self.switch.cont,
@@ -996,6 +1021,29 @@ impl Core {
         ] {
             list.retain(|j| *j != id);
         }
+        if self.cfg.hold_pes_while_completing && !self.side[i].placement.is_empty() {
+            // Its ranks on the nodes still up are killed first; it goes back to the queue
+            // (and may start again, on these PEs too) once they have all reported their
+            // exits — no two runs of a job overlap — or a bound passes (see [`Completing`]).
+            self.gone_on_down_nodes(i);
+            if !self.side[i].ranks.values().all(|c| c.is_some()) {
+                self.signal(i, |s| &mut s.kill);
+                self.side[i].requeue_why = Some(why);
+                let until = now + self.cfg.kill_wait + self.cfg.dead_after + Dur::from_secs(1);
+                let group = EndGroup::Requeue;
+                self.completing.insert(i, Completing { group, until });
+                return;
+            }
+        }
+        self.requeue_now(i, why);
+    }
+
+    /// Puts a lost job back in the queue now: what is left of its run is forgotten on its
+    /// nodes (which kills it), and the policy hears of its end and its submission again.
+    fn requeue_now(&mut self, i: Ix, why: String) {
+        let now = self.last_now;
+        let id = self.ledger.entry(i).req.id;
+        self.side[i].requeue_why = None;
         if !self.side[i].placement.is_empty() {
             self.forget(i);
         }
@@ -1048,6 +1096,7 @@ impl Core {
             run_seq: 0,
             forget_pending: false,
             run: 0,
+            requeue_why: None,
         };
         let req = request_of(&id, now, s.procs, &side);
         let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
@@ -1073,15 +1122,7 @@ impl Core {
     pub(super) fn ended(&mut self, now: Time, i: Ix, group: EndGroup) {
         if self.side[i].forget_pending && self.cfg.hold_pes_while_completing {
             // Ranks on a node that is down went with it: only the others are waited for.
-            let down: Vec<NodeId> = self.side[i]
-                .placement
-                .iter()
-                .map(|p| p.node)
-                .filter(|n| !self.nodes.get(n.0 as usize).is_some_and(|e| e.up))
-                .collect();
-            for n in down {
-                self.mark_gone(i, n);
-            }
+            self.gone_on_down_nodes(i);
             if self.side[i].ranks.values().all(|c| c.is_some()) {
                 self.forget(i);
                 self.deliver_end(i, group);
@@ -1098,7 +1139,25 @@ impl Core {
     /// its end now.
     pub(super) fn release(&mut self, i: Ix) {
         if let Some(c) = self.completing.remove(&i) {
-            self.deliver_end(i, c.group);
+            if matches!(c.group, EndGroup::Requeue) {
+                let why = self.side[i].requeue_why.take().unwrap_or_default();
+                self.requeue_now(i, why);
+            } else {
+                self.deliver_end(i, c.group);
+            }
+        }
+    }
+
+    /// The ranks of job `i` on nodes that are down count as exited.
+    fn gone_on_down_nodes(&mut self, i: Ix) {
+        let down: Vec<NodeId> = self.side[i]
+            .placement
+            .iter()
+            .map(|p| p.node)
+            .filter(|n| !self.nodes.get(n.0 as usize).is_some_and(|e| e.up))
+            .collect();
+        for n in down {
+            self.mark_gone(i, n);
         }
     }
 
@@ -1107,7 +1166,7 @@ impl Core {
         match group {
             EndGroup::Caused => self.instant.caused.push(Event::Ended(id)),
             EndGroup::Ends(seq) => self.instant.ends.push((seq, id)),
-            EndGroup::Rest => self.instant.rest.push(Event::Ended(id)),
+            EndGroup::Rest | EndGroup::Requeue => self.instant.rest.push(Event::Ended(id)),
         }
     }
 

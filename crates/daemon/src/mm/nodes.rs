@@ -207,6 +207,8 @@ impl Core {
                 if self.side[i].forget_pending {
                     kill.push(id);
                 }
+            } else if self.side[i].requeue_why.is_some() {
+                kill.push(id);
             } else if self.ledger.entry(i).is_running() {
                 cont.push(id);
             } else {

@@ -761,11 +761,11 @@ fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() 
     assert_eq!(launched(&c.step(t(5))), [JobId(2)]);
 }
 
-/// Found by the chaos test with `--requeue`: reports of an earlier run of a requeued job were
-/// taken for the current run's. Here a 2-rank job on n0 and n1 is requeued when n0 goes
-/// silent and runs again at once on n1 and n2; then n1 reports the exits of the first run's
-/// ranks (they were on their way). Those must not end the second run, and a late
-/// acknowledgement of the first run's launch must not stop the second's from being resent.
+/// Found by the chaos test with `--requeue`: a requeued job ran again while its first run's
+/// ranks on the surviving nodes were still being killed, and reports of the first run were
+/// taken for the second's. Here a 2-rank job on n0 and n1 loses n0: it goes back to the queue
+/// only once n1 has reported its rank's exit, then runs again on n1 and n2; a repeated exit
+/// report and a late acknowledgement of the first run must not count for the second.
 #[test]
 fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
     let fcfs = super::build_policy("fcfs", 3, 1, &PolicyOptions::default()).unwrap();
@@ -823,19 +823,56 @@ fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
             },
         );
     }
-    // Nodes 1 and 2 answer, node 0 does not: at 4 it is down and the job runs again.
-    let mut second = Vec::new();
+    // Nodes 1 and 2 answer, node 0 does not: at 4 it is down; the job is requeued only once
+    // n1's rank (killed) has reported.
     for s in 1..=4 {
         for n in [1, 2] {
             c.on(t(s), Input::Heard(NodeId(n)));
         }
-        for m in sent(&c.step(t(s))) {
-            if let ToNode::Launch(l) = m {
-                second.push(l);
-            }
+        let fx = c.step(t(s));
+        assert!(launched(&fx).is_empty(), "launched again at {s} s");
+        if s == 4 {
+            let killed = sent(&fx)
+                .into_iter()
+                .any(|m| matches!(m, ToNode::Switch { kill, .. } if kill.contains(&JobId(1))));
+            assert!(killed, "n1's rank of the lost job not killed");
         }
     }
-    assert_eq!(second.len(), 1, "launched again once");
+    let first_exit = |c: &mut Core, now: Time| {
+        let exit = RankExit {
+            rank: 1,
+            code: Some(143),
+            error: None,
+        };
+        let msg = FromNode::Exited {
+            job: JobId(1),
+            run: 1,
+            exit,
+        };
+        c.on(
+            now,
+            Input::FromNode {
+                from: NodeId(1),
+                msg,
+            },
+        );
+    };
+    first_exit(&mut c, t(5));
+    for n in [1, 2] {
+        c.on(t(5), Input::Heard(NodeId(n)));
+    }
+    let second: Vec<_> = sent(&c.step(t(5)))
+        .into_iter()
+        .filter_map(|m| match m {
+            ToNode::Launch(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        second.len(),
+        1,
+        "launched again once its first run was gone"
+    );
     assert_eq!(second[0].run, 2);
     assert_eq!(
         second[0]
@@ -845,45 +882,28 @@ fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
             .collect::<Vec<_>>(),
         [NodeId(1), NodeId(2)]
     );
-    // The first run's exits and acknowledgement, late.
-    for rank in 0..2 {
-        let exit = RankExit {
-            rank,
-            code: Some(0),
-            error: None,
-        };
-        let msg = FromNode::Exited {
-            job: JobId(1),
-            run: 1,
-            exit,
-        };
-        c.on(
-            t(5),
-            Input::FromNode {
-                from: NodeId(1),
-                msg,
-            },
-        );
-    }
+    // The first run's exit again (as a node repeats its exits on joining) and a late
+    // acknowledgement of its launch.
+    first_exit(&mut c, t(6));
     let ack = FromNode::Launched {
         job: JobId(1),
         run: 1,
     };
     c.on(
-        t(5),
+        t(6),
         Input::FromNode {
             from: NodeId(1),
             msg: ack,
         },
     );
     for n in [1, 2] {
-        c.on(t(5), Input::Heard(NodeId(n)));
+        c.on(t(6), Input::Heard(NodeId(n)));
     }
-    c.step(t(5));
+    c.step(t(6));
     assert_eq!(
         state(&c, 1).state,
         JobState::Running,
-        "ended by the first run's exits"
+        "ended by the first run's exit"
     );
     // Unacknowledged by node 1 (only the first run's ack came): sent to it again.
     for n in [1, 2] {
