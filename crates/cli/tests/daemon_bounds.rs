@@ -85,6 +85,8 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.run(&["cluster", "down"]);
+        // Cgroups of node managers the test killed (no later one on their work directory).
+        support::cluster::remove_cgroups(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -116,6 +116,8 @@ impl Drop for Cluster {
         for p in pids {
             kill9(&p);
         }
+        // Cgroups of node managers the test killed (no later one on their work directory).
+        support::cluster::remove_cgroups(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

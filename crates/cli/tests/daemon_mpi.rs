@@ -181,6 +181,8 @@ impl Drop for Cluster {
             .args(["cluster", "down"])
             .env("COSCHED_STATE_DIR", &self.dir)
             .output();
+        // Cgroups of node managers the test killed (no later one on their work directory).
+        support::cluster::remove_cgroups(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

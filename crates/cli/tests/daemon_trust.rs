@@ -204,6 +204,8 @@ impl Drop for Cluster {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // Cgroups of node managers the test killed (no later one on their work directory).
+        support::cluster::remove_cgroups(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

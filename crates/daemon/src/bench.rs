@@ -253,3 +253,136 @@ pub fn throughput(
 pub fn scratch() -> PathBuf {
     std::env::temp_dir().join(format!("cosched-bench-{}", std::process::id()))
 }
+
+/// Submit latencies of one phase of [`load`], milliseconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadPhase {
+    pub what: String,
+    pub submits: usize,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// The MM's CPU time (user + system) during the phase, per submission.
+    pub mm_cpu_ms_per_job: f64,
+}
+
+/// Load held by the machine manager: `backlog` jobs queued behind one that never ends (on a
+/// 1-node × 1-PE cluster nothing else can start), submitted one after another in phases of
+/// 2,000, then a burst of `burst` submissions from `clients` concurrent clients onto that
+/// backlog. Per phase: the submit round-trip percentiles and the MM's CPU per submission.
+pub fn load(
+    exe: &Path,
+    dir: &Path,
+    backlog: usize,
+    burst: usize,
+    clients: usize,
+) -> Result<Vec<LoadPhase>, DaemonError> {
+    let c = up(&opts(exe, &dir.join("load"), 1, 1))?;
+    let mm = c
+        .state_dir
+        .live_mm()
+        .ok_or_else(|| DaemonError::Refused("the machine manager's pid is unknown".into()))?;
+    let blocker = c
+        .client
+        .submit(submit(1, vec!["sleep".into(), "100000".into()]))?;
+    let queued = || submit(1, vec!["true".into()]);
+    let mut phases = Vec::new();
+    let mut done = 0;
+    while done < backlog {
+        let n = (backlog - done).min(2_000);
+        let cpu0 = cpu_ms(mm);
+        let mut lat = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            c.client.submit(queued())?;
+            lat.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let cpu = cpu_ms(mm) - cpu0;
+        phases.push(phase(format!("queue {}..{}", done, done + n), lat, cpu));
+        done += n;
+    }
+    // The burst: `clients` threads, each with its own connection per request (as separate
+    // `cosched submit` commands would be).
+    let cpu0 = cpu_ms(mm);
+    let per = burst.div_ceil(clients.max(1));
+    let lat: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients.max(1))
+            .map(|k| {
+                let n = per.min(burst.saturating_sub(k * per));
+                let client = &c.client;
+                s.spawn(move || -> Result<Vec<f64>, DaemonError> {
+                    let mut lat = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let t = Instant::now();
+                        client.submit(queued())?;
+                        lat.push(t.elapsed().as_secs_f64() * 1e3);
+                    }
+                    Ok(lat)
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for h in handles {
+            all.extend(h.join().expect("a client thread")?);
+        }
+        Ok::<_, DaemonError>(all)
+    })?;
+    let cpu = cpu_ms(mm) - cpu0;
+    phases.push(phase(
+        format!("burst of {burst} from {clients} clients onto {backlog} queued"),
+        lat,
+        cpu,
+    ));
+    // Queue listing with everything there (what `cosched queue` costs at this size).
+    let t = Instant::now();
+    let cpu0 = cpu_ms(mm);
+    let listed = c.client.jobs(&[])?.len();
+    phases.push(LoadPhase {
+        what: format!("one `queue` listing {listed} jobs"),
+        submits: 0,
+        p50_ms: t.elapsed().as_secs_f64() * 1e3,
+        p95_ms: 0.0,
+        p99_ms: 0.0,
+        max_ms: 0.0,
+        mm_cpu_ms_per_job: cpu_ms(mm) - cpu0,
+    });
+    let _ = c.client.simple(crate::proto::Request::Cancel(blocker));
+    c.down()?;
+    Ok(phases)
+}
+
+fn phase(what: String, mut lat: Vec<f64>, cpu_ms: f64) -> LoadPhase {
+    lat.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        if lat.is_empty() {
+            0.0
+        } else {
+            lat[((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1]
+        }
+    };
+    LoadPhase {
+        what,
+        submits: lat.len(),
+        p50_ms: pct(0.50),
+        p95_ms: pct(0.95),
+        p99_ms: pct(0.99),
+        max_ms: lat.last().copied().unwrap_or(0.0),
+        mm_cpu_ms_per_job: cpu_ms / lat.len().max(1) as f64,
+    }
+}
+
+/// User plus system CPU time of process `pid` so far, milliseconds (from /proc).
+fn cpu_ms(pid: i32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // After the command name (which may hold spaces), fields 14 and 15 are utime, stime.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks * 1e3 / hz
+}

@@ -203,6 +203,7 @@ mod legacy {
             io: Default::default(),
             sched: Default::default(),
             reason: None,
+            run: 0,
         })
     }
 }

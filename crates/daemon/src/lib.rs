@@ -29,6 +29,7 @@
 pub mod bench;
 pub mod client;
 pub mod cluster;
+pub mod contain;
 pub mod db;
 pub mod jobio;
 pub mod mm;

@@ -24,6 +24,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use crate::DaemonError;
+use crate::contain::{Containment, JobCgroup};
 use crate::pmi::{FromRank, JobPmi, Out};
 use crate::proto::*;
 use crate::util::signal_group;
@@ -62,7 +63,16 @@ struct Rank {
 struct NodeJob {
     ranks: BTreeMap<u32, Rank>,
     pmi: JobPmi,
+    /// The job's cgroup on this node (see crate::contain); `None`: its process groups.
+    cgroup: Option<JobCgroup>,
+    /// Which launch of this node manager it is: the exits of its ranks carry it.
+    launch: u64,
+    /// Which run of the job it is (the machine manager's count, see [`Launch::run`]).
+    run: u32,
 }
+
+/// A rank's exit as its watcher reports it: job, launch (see [`NodeJob::launch`]), exit.
+type RankEnd = (JobId, u64, RankExit);
 
 struct Nm {
     cfg: NmConfig,
@@ -71,7 +81,7 @@ struct Nm {
     /// Learnt at registration; the machine manager addresses placements by it.
     id: Option<NodeId>,
     incarnation: u64,
-    exits: mpsc::UnboundedSender<(JobId, RankExit)>,
+    exits: mpsc::UnboundedSender<RankEnd>,
     /// Between SIGTERM and SIGKILL (the machine manager's `--kill-wait`, learnt at
     /// registration).
     kill_wait: Duration,
@@ -82,6 +92,10 @@ struct Nm {
     pmi: mpsc::UnboundedSender<FromRank>,
     /// The jobs' communication-monitor rings (crate::nm_monitor).
     monitors: crate::nm_monitor::Monitors,
+    /// Cgroups or process groups (see crate::contain).
+    contain: Containment,
+    /// Launches so far, numbering the job cgroups.
+    launches: u64,
 }
 
 type Owners = std::sync::Arc<std::sync::Mutex<HashMap<i32, JobId>>>;
@@ -152,7 +166,21 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         kill_wait: DEFAULT_KILL_WAIT,
         owners: Owners::default(),
         monitors: Default::default(),
+        contain: Containment::Groups(String::new()),
+        launches: 0,
     };
+    nm.contain = Containment::detect(&nm.cfg.name, &nm.cfg.workdir);
+    tracing::info!("nm {}: {}", nm.cfg.name, nm.contain.describe());
+    if let Containment::Cgroups(cg) = &nm.contain {
+        let orphans = cg.reap_orphans();
+        if !orphans.is_empty() {
+            tracing::warn!(
+                "nm {}: killed what was left in {} job cgroups of an earlier node manager",
+                nm.cfg.name,
+                orphans.len()
+            );
+        }
+    }
 
     let priority = crate::util::raise_priority();
     let (node, heartbeat) = nm.register(&addr, &mut exit_rx).await?;
@@ -194,12 +222,12 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
                     }
                 }
             }
-            Some((job, exit)) = exit_rx.recv() => {
+            Some((job, launch, exit)) = exit_rx.recv() => {
                 // Kept until the machine manager forgets the job: reported again at the next
                 // registration and on joining the tree, so a report lost on the way (no
                 // parent yet, a parent that died) is not lost for good.
-                if nm.record_exit(job, &exit) {
-                    handle.signal_up(postcard::to_stdvec(&FromNode::Exited { job, exit }).expect("encodes"));
+                if let Some(run) = nm.record_exit(job, launch, &exit) {
+                    handle.signal_up(postcard::to_stdvec(&FromNode::Exited { job, run, exit }).expect("encodes"));
                 }
             }
             Some(line) = pmi_rx.recv() => nm.pmi_line(line, &handle),
@@ -213,19 +241,14 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
 }
 
 impl Nm {
-    /// Takes in a rank's exit; false when the job or rank is unknown (forgotten already).
-    fn record_exit(&mut self, job: JobId, exit: &RankExit) -> bool {
-        match self
-            .jobs
-            .get_mut(&job)
-            .and_then(|j| j.ranks.get_mut(&exit.rank))
-        {
-            Some(r) => {
-                r.exit = Some(exit.clone());
-                true
-            }
-            None => false,
-        }
+    /// Takes in a rank's exit; `None` when the job or rank is unknown (forgotten already), or
+    /// when the exit is of an earlier launch of the job (a requeued job launched here again
+    /// while a rank of its previous run was still exiting: that exit is not the new rank's).
+    /// Returns the job's run (see [`Launch::run`]) when it took the exit in.
+    fn record_exit(&mut self, job: JobId, launch: u64, exit: &RankExit) -> Option<u32> {
+        let j = self.jobs.get_mut(&job).filter(|j| j.launch == launch)?;
+        j.ranks.get_mut(&exit.rank)?.exit = Some(exit.clone());
+        Some(j.run)
     }
 
     /// The node is in the tree of `epoch`: tells the machine manager (which sends it nothing
@@ -247,6 +270,7 @@ impl Nm {
                 if let Some(exit) = &r.exit {
                     handle.signal_up(up(&FromNode::Exited {
                         job,
+                        run: j.run,
                         exit: exit.clone(),
                     }));
                 }
@@ -261,12 +285,12 @@ impl Nm {
     async fn register(
         &mut self,
         addr: &str,
-        exits: &mut mpsc::UnboundedReceiver<(JobId, RankExit)>,
+        exits: &mut mpsc::UnboundedReceiver<RankEnd>,
     ) -> Result<(NodeId, Duration), DaemonError> {
         let mut warned = false;
         loop {
-            while let Ok((job, exit)) = exits.try_recv() {
-                self.record_exit(job, &exit);
+            while let Ok((job, launch, exit)) = exits.try_recv() {
+                self.record_exit(job, launch, &exit);
             }
             let reg = Register {
                 name: self.cfg.name.clone(),
@@ -278,6 +302,7 @@ impl Nm {
                     .iter()
                     .map(|(id, j)| HeldJob {
                         job: *id,
+                        run: j.run,
                         ranks: j
                             .ranks
                             .iter()
@@ -323,7 +348,7 @@ impl Nm {
                     loop {
                         tokio::select! {
                             _ = &mut pause => break,
-                            Some((job, exit)) = exits.recv() => { self.record_exit(job, &exit); }
+                            Some((job, launch, exit)) = exits.recv() => { self.record_exit(job, launch, &exit); }
                         }
                     }
                 }
@@ -335,14 +360,14 @@ impl Nm {
         match msg {
             ToNode::Heartbeat { .. } | ToNode::Shutdown => {}
             ToNode::Launch(l) => {
-                let job = l.job;
+                let (job, run) = (l.job, l.run);
                 let mine = l.placement.iter().any(|p| Some(p.node) == self.id);
                 self.launch(l);
                 if mine {
                     // Acknowledged even when it was a repeat: the machine manager resends a
                     // launch until it hears this.
                     handle.signal_up(
-                        postcard::to_stdvec(&FromNode::Launched { job }).expect("encodes"),
+                        postcard::to_stdvec(&FromNode::Launched { job, run }).expect("encodes"),
                     );
                 }
             }
@@ -489,6 +514,11 @@ impl Nm {
 
     fn signal(&self, job: JobId, sig: i32) {
         if let Some(j) = self.jobs.get(&job) {
+            if let Some(cg) = &j.cgroup {
+                // The freezer stops every process of the job, `setsid` ones included.
+                cg.freeze(sig == libc::SIGSTOP);
+                return;
+            }
             for r in j.ranks.values().filter(|r| r.exit.is_none()) {
                 signal_group(r.pgid, sig);
             }
@@ -514,6 +544,10 @@ impl Nm {
     /// every process group of the job now, SIGKILL to whatever is left of them `kill_wait`
     /// later. The SIGKILL is sent even if the job is forgotten meanwhile.
     fn terminate(&self, job: JobId) {
+        if let Some(cg) = self.jobs.get(&job).and_then(|j| j.cgroup.clone()) {
+            terminate_cgroup(cg, self.kill_wait);
+            return;
+        }
         let groups = self.groups(job);
         if groups.is_empty() {
             return;
@@ -548,9 +582,18 @@ impl Nm {
     /// [`SHUTDOWN_GRACE`] (or `kill_wait` if shorter) to exit, then every group gets SIGKILL.
     /// The grace is short because `cluster down` kills daemons still alive after 3 s, and the
     /// ranks die with the node manager anyway (PR_SET_PDEATHSIG).
-    async fn shut_down(&mut self, exits: &mut mpsc::UnboundedReceiver<(JobId, RankExit)>) {
+    async fn shut_down(&mut self, exits: &mut mpsc::UnboundedReceiver<RankEnd>) {
         let jobs: Vec<JobId> = self.jobs.keys().copied().collect();
         let mut groups = Vec::new();
+        let cgroups: Vec<JobCgroup> = self
+            .jobs
+            .values()
+            .filter_map(|j| j.cgroup.clone())
+            .collect();
+        for cg in &cgroups {
+            cg.freeze(false);
+            cg.signal(libc::SIGTERM);
+        }
         for &job in &jobs {
             groups.extend(self.groups(job));
             for g in self.groups(job) {
@@ -567,11 +610,16 @@ impl Nm {
         while running(self) {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => break,
-                Some((job, exit)) = exits.recv() => { self.record_exit(job, &exit); }
+                Some((job, launch, exit)) = exits.recv() => { self.record_exit(job, launch, &exit); }
             }
         }
         for g in groups {
             signal_group(g, libc::SIGKILL);
+        }
+        if let Containment::Cgroups(cg) = &self.contain {
+            // Every job cgroup, those of jobs forgotten earlier whose kill is still pending
+            // included.
+            cg.clear(Duration::from_secs(1));
         }
         self.jobs.clear();
     }
@@ -581,14 +629,31 @@ impl Nm {
             return;
         };
         let mine = mine.clone();
-        if self.jobs.contains_key(&l.job) {
-            return; // a duplicate delivery
+        match self.jobs.get(&l.job).map(|j| j.run) {
+            Some(run) if run >= l.run => return, // a duplicate (or late) delivery
+            // An earlier run of a requeued job whose forget never came (the node was out of
+            // the tree then): its processes go, the new run starts.
+            Some(_) => self.forget(l.job),
+            None => {}
         }
         let dir = self.job_dir(l.job);
         let local = mine.ranks.iter().map(|&(r, _)| r).collect();
+        self.launches += 1;
+        let (cgroup, procs) = match self.contain.for_launch(l.job, self.launches) {
+            Ok(c) => c.unzip(),
+            Err(e) => {
+                let name = &self.cfg.name;
+                tracing::warn!("nm {name}: job {}: no cgroup ({e}); process groups", l.job);
+                (None, None)
+            }
+        };
+        let procs_fd = procs.as_ref().map(crate::contain::raw);
         let mut job = NodeJob {
             ranks: BTreeMap::new(),
             pmi: JobPmi::new(l.job, l.size, &l.placement, local),
+            cgroup,
+            launch: self.launches,
+            run: l.run,
         };
         let run_as = run_as(&l, &self.cfg.name);
         let owner = run_as.as_ref().ok().and_then(Option::as_ref);
@@ -620,6 +685,7 @@ impl Nm {
                         pmi_fd,
                         who.as_ref(),
                         menv,
+                        procs_fd,
                     )
                 });
             match spawned {
@@ -640,7 +706,7 @@ impl Nm {
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .insert(pid, l.job);
-                    if l.stopped {
+                    if l.stopped && job.cgroup.is_none() {
                         signal_group(pid, libc::SIGSTOP);
                     }
                     job.ranks.insert(
@@ -651,7 +717,7 @@ impl Nm {
                             pmi,
                         },
                     );
-                    let (tx, id) = (self.exits.clone(), l.job);
+                    let (tx, id, launch) = (self.exits.clone(), l.job, self.launches);
                     tokio::spawn(async move {
                         let code = match child.wait().await {
                             Ok(st) => exit_code(st),
@@ -659,6 +725,7 @@ impl Nm {
                         };
                         let _ = tx.send((
                             id,
+                            launch,
                             RankExit {
                                 rank,
                                 code: Some(code),
@@ -687,6 +754,7 @@ impl Nm {
                     );
                     let _ = self.exits.send((
                         l.job,
+                        self.launches,
                         RankExit {
                             rank,
                             code: Some(127),
@@ -695,6 +763,13 @@ impl Nm {
                     ));
                 }
             }
+        }
+        if l.stopped
+            && let Some(cg) = &job.cgroup
+        {
+            // Only now: a rank joining a frozen cgroup would freeze before its exec, and the
+            // spawn waits for the exec.
+            cg.freeze(true);
         }
         self.jobs.insert(l.job, job);
     }
@@ -774,6 +849,29 @@ fn c_path(p: &std::path::Path) -> std::io::Result<std::ffi::CString> {
         .map_err(|_| std::io::Error::other(format!("{} contains a NUL byte", p.display())))
 }
 
+/// Kills a job contained in a cgroup: thawed, SIGTERM (and SIGCONT) to every process in it
+/// now, `cgroup.kill` `wait` later, and the cgroup removed once empty. Done at once when
+/// nothing is left in it.
+fn terminate_cgroup(cg: JobCgroup, wait: Duration) {
+    cg.freeze(false);
+    if !cg.populated() {
+        cg.remove_when_empty(Duration::ZERO);
+        return;
+    }
+    cg.signal(libc::SIGTERM);
+    cg.signal(libc::SIGCONT);
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + wait;
+        // Early out when everything exited on SIGTERM.
+        while tokio::time::Instant::now() < deadline && cg.populated() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cg.kill();
+        let _ = tokio::task::spawn_blocking(move || cg.remove_when_empty(Duration::from_secs(10)))
+            .await;
+    });
+}
+
 #[allow(clippy::too_many_arguments)]
 fn spawn_rank(
     l: &Launch,
@@ -785,6 +883,7 @@ fn spawn_rank(
     pmi_fd: Option<RawFd>,
     run_as: Option<&RunAs>,
     monitor_env: &[(String, String)],
+    cgroup_procs: Option<RawFd>,
 ) -> std::io::Result<tokio::process::Child> {
     // The job's working directory when this node has it (a shared file system), else the
     // job's directory on the node; output patterns are relative to the same.
@@ -878,11 +977,15 @@ fn spawn_rank(
             None
         }
     };
-    // SAFETY: only async-signal-safe calls (fcntl, prctl, sched_setaffinity, setgroups,
+    // SAFETY: only async-signal-safe calls (write, fcntl, prctl, sched_setaffinity, setgroups,
     // setgid, setuid, chdir, open, dup2) between fork and exec, on data prepared before the
     // fork.
     unsafe {
         cmd.pre_exec(move || {
+            // Into the job's cgroup first: whatever the rank starts is then in it too.
+            if let Some(fd) = cgroup_procs {
+                crate::contain::join_self(fd)?;
+            }
             // The PMI socket is created close-on-exec, like every descriptor of the node
             // manager; only this rank's end is made to survive its exec.
             if let Some(fd) = pmi_fd

@@ -63,6 +63,8 @@ pub struct Register {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct HeldJob {
     pub job: JobId,
+    /// Which run of the job (see [`Launch::run`]) the node holds.
+    pub run: u32,
     pub ranks: Vec<RankExit>,
 }
 
@@ -112,6 +114,10 @@ pub struct Launch {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub placement: Vec<Placement>,
+    /// Which run of the job this is (1 for the first launch, one more at each launch after
+    /// a requeue): reports of an earlier run (its exits, a node still holding it, a late
+    /// acknowledgement) are told apart from those of this one.
+    pub run: u32,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -159,20 +165,17 @@ pub enum ToNode {
 pub enum FromNode {
     Exited {
         job: JobId,
+        /// The run of the job the rank belongs to (see [`Launch::run`]).
+        run: u32,
         exit: RankExit,
     },
     /// The node is in the tree announced with `epoch` (it has a parent and heard the
     /// topology): sent on every topology it receives. Until the machine manager hears this
     /// after a registration, it sends the node nothing and the policy does not count it up.
-    Joined {
-        incarnation: u64,
-        epoch: u64,
-    },
+    Joined { incarnation: u64, epoch: u64 },
     /// The node received the launch of `job` (also for a repeated delivery): the machine
     /// manager stops resending it.
-    Launched {
-        job: JobId,
-    },
+    Launched { job: JobId, run: u32 },
     Output {
         req: u64,
         found: bool,
@@ -190,10 +193,7 @@ pub enum FromNode {
         puts: Vec<(String, String)>,
     },
     /// The answer to [`ToNode::FetchMonitor`].
-    Monitor {
-        req: u64,
-        monitor: NodeMonitor,
-    },
+    Monitor { req: u64, monitor: NodeMonitor },
 }
 
 /// What a node's communication monitors recorded (crates/monitor; docs/monitor.md): one entry
@@ -421,6 +421,9 @@ pub struct JobInfo {
     /// throttle), as Slurm's reason column; not persisted meaningfully (computed).
     #[serde(default)]
     pub reason: Option<String>,
+    /// Launches so far (see [`Launch::run`]).
+    #[serde(default)]
+    pub run: u32,
 }
 
 impl JobInfo {

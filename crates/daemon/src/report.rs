@@ -311,6 +311,7 @@ mod tests {
             io: Default::default(),
             sched: Default::default(),
             reason: None,
+            run: 0,
         }
     }
 

@@ -43,6 +43,7 @@ fn job(id: u64, state: JobState) -> JobInfo {
         io: Default::default(),
         sched: Default::default(),
         reason: None,
+        run: 0,
     }
 }
 

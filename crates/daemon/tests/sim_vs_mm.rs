@@ -167,6 +167,7 @@ fn workload() -> (Vec<SimJob>, Vec<(Time, Operation)>, Time, Time) {
 
 /// A job's processes as the fake nodes run them.
 struct Procs {
+    run: u32,
     left: Dur,
     since: Option<Time>,
     /// Node of each rank.
@@ -190,6 +191,7 @@ fn run_mm(
         dead_after: DEAD_AFTER,
         requeue: false,
         kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: false,
     };
     let mut core = Core::new(cfg, policy, Time::ZERO, Recovered::default()).unwrap();
     let register = |n: u32, incarnation: u64| Input::Register {
@@ -245,7 +247,11 @@ fn run_mm(
                     code: Some(0),
                     error: None,
                 };
-                let msg = FromNode::Exited { job, exit };
+                let msg = FromNode::Exited {
+                    job,
+                    run: p.run,
+                    exit,
+                };
                 core.on(now, Input::FromNode { from: *node, msg });
             }
         }
@@ -306,7 +312,10 @@ fn run_mm(
                     ToNode::Launch(l) => {
                         // Each node acknowledges the launch (acted on at the next step).
                         for pl in &l.placement {
-                            let msg = FromNode::Launched { job: l.job };
+                            let msg = FromNode::Launched {
+                                job: l.job,
+                                run: l.run,
+                            };
                             acks.push((pl.node, msg));
                         }
                         let mut ranks = vec![NodeId(0); l.size as usize];
@@ -316,6 +325,7 @@ fn run_mm(
                             }
                         }
                         let p = Procs {
+                            run: l.run,
                             left: work[&l.job],
                             since: (!l.stopped).then_some(now),
                             ranks,

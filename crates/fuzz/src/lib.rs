@@ -109,6 +109,7 @@ pub fn mm_core(data: &[u8]) {
         dead_after: Dur::from_secs(3),
         requeue: pick & 1 == 1,
         kill_wait: Dur::from_millis(50),
+        hold_pes_while_completing: pick & 2 == 2,
     };
     let mut now = Time::from_secs(1);
     let Ok(mut core) = Core::new(cfg, policy, now, Recovered::default()) else {
@@ -282,6 +283,7 @@ pub mod seeds {
         };
         let exit = |job: u64, rank: u32| FromNode::Exited {
             job: JobId(job),
+            run: 1,
             exit: RankExit {
                 rank,
                 code: Some(0),
@@ -308,7 +310,13 @@ pub mod seeds {
             Happening::Client(1000, false, submit(2)),
             Happening::Client(1000, false, submit(3)),
             Happening::Advance(5),
-            Happening::FromNode(0, FromNode::Launched { job: JobId(1) }),
+            Happening::FromNode(
+                0,
+                FromNode::Launched {
+                    job: JobId(1),
+                    run: 1,
+                },
+            ),
             Happening::Client(1000, false, Request::Suspend(JobId(1))),
             Happening::Client(1000, false, Request::Resume(JobId(1))),
             Happening::Client(1000, false, Request::Jobs { ids: Vec::new() }),
@@ -321,6 +329,7 @@ pub mod seeds {
             Happening::Register(Register {
                 jobs: vec![HeldJob {
                     job: JobId(2),
+                    run: 1,
                     ranks: vec![RankExit {
                         rank: 0,
                         code: None,

@@ -230,6 +230,21 @@ pub enum BenchCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Load held by the machine manager: submit latency percentiles and its CPU per job
+    /// while a backlog of queued jobs builds up, then for a burst of concurrent submissions
+    Load {
+        /// Jobs queued behind one that never ends (in phases of 2,000)
+        #[arg(long, default_value_t = 10_000)]
+        backlog: usize,
+        /// Submissions in the burst onto the backlog
+        #[arg(long, default_value_t = 1000)]
+        burst: usize,
+        /// Concurrent clients of the burst
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// Sustained throughput of trivial 1-PE jobs, submitted to completed
     Throughput {
         #[arg(long, default_value_t = 1000)]
@@ -625,6 +640,40 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                     t += &format!("smallest quantum with slowdown <= 2%: {best}ms\n");
                 } else {
                     t += "no quantum measured has a slowdown <= 2%\n";
+                }
+                emit(&t);
+            }
+            BenchCmd::Load {
+                backlog,
+                burst,
+                clients,
+                json,
+            } => {
+                let rows = bench::load(&exe, &dir, backlog, burst, clients)?;
+                if json {
+                    return print_json(&rows);
+                }
+                let mut t = format!(
+                    "{:<52} {:>7} {:>8} {:>8} {:>8} {:>8} {:>14}\n",
+                    "PHASE",
+                    "SUBMITS",
+                    "P50(ms)",
+                    "P95(ms)",
+                    "P99(ms)",
+                    "MAX(ms)",
+                    "MM CPU/JOB(ms)"
+                );
+                for r in rows {
+                    t += &format!(
+                        "{:<52} {:>7} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>14.3}\n",
+                        r.what,
+                        r.submits,
+                        r.p50_ms,
+                        r.p95_ms,
+                        r.p99_ms,
+                        r.max_ms,
+                        r.mm_cpu_ms_per_job
+                    );
                 }
                 emit(&t);
             }

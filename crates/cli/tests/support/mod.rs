@@ -60,3 +60,4 @@ pub fn pid_in_file(path: &Path) -> String {
 pub fn job_id(stdout: &str) -> u64 {
     stdout.trim().parse().expect("submit prints the job id")
 }
+pub mod cluster;

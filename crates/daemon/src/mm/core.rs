@@ -133,6 +133,10 @@ pub struct CoreConfig {
     pub requeue: bool,
     /// Between SIGTERM and SIGKILL when a job is killed (given to the nodes at registration).
     pub kill_wait: Dur,
+    /// Keep a killed job's PEs until its ranks reported their exits (see [`Completing`]).
+    /// Off only where processes vanish the instant they are killed: the test that compares
+    /// the core with the simulator, which has no processes.
+    pub hold_pes_while_completing: bool,
 }
 
 /// What a restarted machine manager finds in its database.
@@ -166,6 +170,31 @@ pub struct Side {
     run_seq: u64,
     /// Killed while its processes existed: forget it on its nodes once every rank reported.
     pub(super) forget_pending: bool,
+    /// Launches so far: the current run's number (see [`Launch::run`]).
+    pub run: u32,
+    /// Lost with a node and to be requeued (why) once the processes of its run on the other
+    /// nodes are gone (see [`Completing`]).
+    pub(super) requeue_why: Option<String>,
+}
+
+/// Where a job's [`Event::Ended`] goes in the instant it is delivered.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum EndGroup {
+    Caused,
+    /// With the job's run order.
+    Ends(u64),
+    Rest,
+    /// Not an end: the job goes back to the queue (`--requeue`).
+    Requeue,
+}
+
+/// A job that ended while processes of it may still run (Slurm's COMPLETING): the policy
+/// hears of its end, and so may give its PEs to another job, only once every rank has
+/// reported its exit, or a node of it is lost, or `until` passes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Completing {
+    pub group: EndGroup,
+    pub until: Time,
 }
 
 /// A PMI fence of one job being gathered: the nodes that entered it and their puts.
@@ -251,6 +280,8 @@ pub struct Core {
     /// Live jobs not yet given to the policy: their dependencies, begin time or array
     /// throttle hold them back (ledger phase Future; see [`super::deferral`]).
     pub(super) deferred: BTreeSet<Ix>,
+    /// Ended jobs whose processes are being killed; see [`Completing`].
+    pub(super) completing: BTreeMap<Ix, Completing>,
     last_now: Time,
     shutting_down: bool,
 }
@@ -294,6 +325,7 @@ impl Core {
             pending: BTreeMap::new(),
             fences: BTreeMap::new(),
             deferred: BTreeSet::new(),
+            completing: BTreeMap::new(),
             last_now: now,
             shutting_down: false,
             cfg,
@@ -336,6 +368,8 @@ impl Core {
                 error: info.error.clone(),
                 run_seq: 0,
                 forget_pending: false,
+                run: info.run,
+                requeue_why: None,
             };
             let req = request_of(&info.id(), info.record.submit, info.procs(), &side);
             let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
@@ -446,12 +480,18 @@ impl Core {
             } => self.request(now, req, request, caller),
             Input::Register { req, reg } => self.register(now, req, reg),
             Input::FromNode { from, msg } => match msg {
-                FromNode::Exited { job, exit } => {
-                    self.pending.remove(&(job, from));
-                    self.rank_exit(now, job, from, exit)
+                // Reports of an earlier run of the job (a node that still held it when it was
+                // requeued and launched again) are not this run's.
+                FromNode::Exited { job, run, exit } => {
+                    if self.run_of(job) == Some(run) {
+                        self.pending.remove(&(job, from));
+                        self.rank_exit(now, job, from, exit)
+                    }
                 }
-                FromNode::Launched { job } => {
-                    self.pending.remove(&(job, from));
+                FromNode::Launched { job, run } => {
+                    if self.run_of(job) == Some(run) {
+                        self.pending.remove(&(job, from));
+                    }
                 }
                 FromNode::Joined { incarnation, epoch } => {
                     self.joined(now, from, incarnation, epoch)
@@ -496,6 +536,11 @@ impl Core {
         }
     }
 
+    /// The current run of `job` (see [`Launch::run`]).
+    pub(super) fn run_of(&self, job: JobId) -> Option<u32> {
+        self.ledger.find(job).map(|i| self.side[i].run)
+    }
+
     /// Runs the instant `now` once everything that arrived has been taken in: timers, time
     /// limits, heartbeats and failure detection, then the policy's rounds. Returns what the
     /// shell must do.
@@ -533,6 +578,9 @@ impl Core {
         for (_, deadline) in self.outputs.values() {
             w = w.min(*deadline);
         }
+        for c in self.completing.values() {
+            w = w.min(c.until);
+        }
         for p in self.pending.values() {
             if let Some(sent) = p.sent {
                 w = w.min(sent + self.cfg.dead_after);
@@ -542,6 +590,9 @@ impl Core {
     }
 
     fn limit_at(&self, i: Ix) -> Option<Time> {
+        if self.side[i].requeue_why.is_some() {
+            return None; // being killed for a requeue: its limit starts over with the next run
+        }
         let limit = self.side[i].time_limit?;
         self.ledger.limit_reached_at(i, limit)
     }
@@ -553,6 +604,7 @@ impl Core {
             self.heartbeat(now);
         }
         self.resend_launches(now);
+        self.release_completing(now);
         if self.grace_until.is_some_and(|g| now >= g) {
             self.grace_until = None;
             self.grace_over(now);
@@ -659,7 +711,7 @@ impl Core {
                 Some(format!("ran for its time limit of {limit}")),
             );
             let seq = self.side[i].run_seq;
-            self.instant.ends.push((seq, self.ledger.entry(i).req.id));
+            self.ended(now, i, EndGroup::Ends(seq));
         }
     }
 
@@ -740,8 +792,7 @@ impl Core {
                 // A kill or a rejection: ended by the ledger at the decision's time; the
                 // processes go and their later exits are ignored.
                 self.after_end(job, why);
-                let id = self.ledger.entry(job).req.id;
-                self.instant.caused.push(Event::Ended(id));
+                self.ended(now, job, EndGroup::Caused);
             }
         }
     }
@@ -766,6 +817,7 @@ impl Core {
         let s = &mut self.side[i];
         s.placement.clear();
         s.ranks.clear();
+        s.run += 1;
         for (rank, pe) in pes.iter().enumerate() {
             let node = NodeId(pe.0 / per);
             if s.placement.last().map(|p| p.node) != Some(node) {
@@ -841,6 +893,7 @@ impl Core {
             uid: s.user,
             gid: s.gid,
             placement: s.placement.clone(),
+            run: s.run,
         }
     }
 
@@ -903,6 +956,10 @@ impl Core {
     /// The side of an end: the record is written, and processes that may still run are
     /// killed (forgotten on their nodes once every rank reported).
     fn after_end(&mut self, i: Ix, why: Option<String>) {
+        if self.side[i].requeue_why.take().is_some() {
+            // Ended (cancelled, say) while its requeue waited: it ends instead.
+            self.completing.remove(&i);
+        }
         self.live.remove(&i);
         let id = self.ledger.entry(i).req.id;
         self.pending.retain(|(j, _), _| *j != id);
@@ -942,10 +999,18 @@ impl Core {
         let code = exit.code.unwrap_or(-1);
         s.ranks.insert(exit.rank, Some(code));
         let done = s.ranks.values().all(|c| c.is_some());
+        if s.requeue_why.is_some() {
+            // Being killed for a requeue: its exits only tell that the processes are gone.
+            if done {
+                self.release(i);
+            }
+            return;
+        }
         if !self.ledger.entry(i).is_live() {
             // Killed already: its exits only tell that the processes are gone.
             if done && self.side[i].forget_pending {
                 self.forget(i);
+                self.release(i);
             }
             return;
         }
@@ -978,7 +1043,7 @@ impl Core {
         if let Some((outcome, code, why)) = end {
             self.finish(now, i, outcome, code, why);
             let seq = self.side[i].run_seq;
-            self.instant.ends.push((seq, job));
+            self.ended(now, i, EndGroup::Ends(seq));
         }
     }
 
@@ -987,15 +1052,52 @@ impl Core {
         let id = self.ledger.entry(i).req.id;
         if !self.cfg.requeue {
             self.finish(now, i, outcome, None, Some(why));
-            self.instant.rest.push(Event::Ended(id));
+            self.ended(now, i, EndGroup::Rest);
+            return;
+        }
+        if self.side[i].requeue_why.is_some() {
+            // Lost again (another of its nodes) while its requeue waits: those ranks are gone.
+            self.gone_on_down_nodes(i);
+            if self.side[i].ranks.values().all(|c| c.is_some()) {
+                self.release(i);
+            }
             return;
         }
         self.log(format!("mm: requeueing job {id}: {why}"));
         self.pending.retain(|(j, _), _| *j != id);
         self.fences.remove(&id);
-        let s = &self.side[i];
-        if !s.placement.is_empty() {
-            self.signal(i, |s| &mut s.kill);
+        // Stops and continues of the job in this step go: it is being killed.
+        for list in [
+            &mut self.switch.stop,
+            &mut self.switch.cont,
+            &mut self.switch.kill,
+        ] {
+            list.retain(|j| *j != id);
+        }
+        if self.cfg.hold_pes_while_completing && !self.side[i].placement.is_empty() {
+            // Its ranks on the nodes still up are killed first; it goes back to the queue
+            // (and may start again, on these PEs too) once they have all reported their
+            // exits — no two runs of a job overlap — or a bound passes (see [`Completing`]).
+            self.gone_on_down_nodes(i);
+            if !self.side[i].ranks.values().all(|c| c.is_some()) {
+                self.signal(i, |s| &mut s.kill);
+                self.side[i].requeue_why = Some(why);
+                let until = now + self.cfg.kill_wait + self.cfg.dead_after + Dur::from_secs(1);
+                let group = EndGroup::Requeue;
+                self.completing.insert(i, Completing { group, until });
+                return;
+            }
+        }
+        self.requeue_now(i, why);
+    }
+
+    /// Puts a lost job back in the queue now: what is left of its run is forgotten on its
+    /// nodes (which kills it), and the policy hears of its end and its submission again.
+    fn requeue_now(&mut self, i: Ix, why: String) {
+        let now = self.last_now;
+        let id = self.ledger.entry(i).req.id;
+        self.side[i].requeue_why = None;
+        if !self.side[i].placement.is_empty() {
             self.forget(i);
         }
         self.ledger.requeue(i, now);
@@ -1101,6 +1203,8 @@ impl Core {
             error: None,
             run_seq: 0,
             forget_pending: false,
+            run: 0,
+            requeue_why: None,
         };
         let req = request_of(&id, now, s.procs, &side);
         let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
@@ -1125,8 +1229,110 @@ impl Core {
             // The policy never saw it.
             return;
         }
+        self.ended(now, i, EndGroup::Rest);
+    }
+
+    /// Tells the policy that job `i` ended, in `group` of the instant: now if none of its
+    /// processes may still run, else once they are gone (see [`Completing`]). The bound is
+    /// the kill wait (after which the nodes SIGKILL) plus the time a node may stay silent
+    /// before it is declared down, plus a second.
+    pub(super) fn ended(&mut self, now: Time, i: Ix, group: EndGroup) {
+        if self.side[i].forget_pending && self.cfg.hold_pes_while_completing {
+            // Ranks on a node that is down went with it: only the others are waited for.
+            self.gone_on_down_nodes(i);
+            if self.side[i].ranks.values().all(|c| c.is_some()) {
+                self.forget(i);
+                self.deliver_end(i, group);
+                return;
+            }
+            let until = now + self.cfg.kill_wait + self.cfg.dead_after + Dur::from_secs(1);
+            self.completing.insert(i, Completing { group, until });
+        } else {
+            self.deliver_end(i, group);
+        }
+    }
+
+    /// A completing job's processes are gone (or can be given up on): the policy hears of
+    /// its end now.
+    pub(super) fn release(&mut self, i: Ix) {
+        if let Some(c) = self.completing.remove(&i) {
+            if matches!(c.group, EndGroup::Requeue) {
+                let why = self.side[i].requeue_why.take().unwrap_or_default();
+                self.requeue_now(i, why);
+            } else {
+                self.deliver_end(i, c.group);
+            }
+        }
+    }
+
+    /// The ranks of job `i` on nodes that are down count as exited.
+    fn gone_on_down_nodes(&mut self, i: Ix) {
+        let down: Vec<NodeId> = self.side[i]
+            .placement
+            .iter()
+            .map(|p| p.node)
+            .filter(|n| !self.nodes.get(n.0 as usize).is_some_and(|e| e.up))
+            .collect();
+        for n in down {
+            self.mark_gone(i, n);
+        }
+    }
+
+    fn deliver_end(&mut self, i: Ix, group: EndGroup) {
         let id = self.ledger.entry(i).req.id;
-        self.instant.rest.push(Event::Ended(id));
+        match group {
+            EndGroup::Caused => self.instant.caused.push(Event::Ended(id)),
+            EndGroup::Ends(seq) => self.instant.ends.push((seq, id)),
+            EndGroup::Rest | EndGroup::Requeue => self.instant.rest.push(Event::Ended(id)),
+        }
+    }
+
+    /// Completing jobs past their bound are released (logged: a node did not report).
+    pub(super) fn release_completing(&mut self, now: Time) {
+        let due: Vec<Ix> = self
+            .completing
+            .iter()
+            .filter(|(_, c)| now >= c.until)
+            .map(|(i, _)| *i)
+            .collect();
+        for i in due {
+            let id = self.ledger.entry(i).req.id;
+            self.log(format!(
+                "mm: job {id}: not every rank reported its end within the kill wait; its PEs are released"
+            ));
+            self.release(i);
+        }
+    }
+
+    /// The ranks of completing jobs on `node` are gone (the node is down, or a new node
+    /// manager process registered there: the old one's ranks died with it): a job whose
+    /// ranks are then all gone is forgotten and released.
+    pub(super) fn ranks_gone_on(&mut self, node: NodeId) {
+        let hit: Vec<Ix> = self
+            .completing
+            .keys()
+            .copied()
+            .filter(|&i| self.side[i].placement.iter().any(|p| p.node == node))
+            .collect();
+        for i in hit {
+            self.mark_gone(i, node);
+            if self.side[i].ranks.values().all(|c| c.is_some()) {
+                self.forget(i);
+                self.release(i);
+            }
+        }
+    }
+
+    /// Ranks of job `i` on `node` count as exited (code -1 when they had not reported).
+    fn mark_gone(&mut self, i: Ix, node: NodeId) {
+        let s = &mut self.side[i];
+        for p in s.placement.iter().filter(|p| p.node == node) {
+            for &(r, _) in &p.ranks {
+                s.ranks.entry(r).and_modify(|c| {
+                    c.get_or_insert(-1);
+                });
+            }
+        }
     }
 
     /// A user's hold or release (`cosched suspend` / `resume`).

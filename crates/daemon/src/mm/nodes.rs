@@ -115,6 +115,8 @@ impl Core {
         e.policy_up = false;
         e.deferred_forget.clear();
         self.pending.retain(|(_, node), _| *node != n);
+        // Its processes went with it (or are reaped by its next node manager).
+        self.ranks_gone_on(n);
     }
 
     /// The node is down: the policy is told, and the jobs on it end or start over.
@@ -205,6 +207,8 @@ impl Core {
                 if self.side[i].forget_pending {
                     kill.push(id);
                 }
+            } else if self.side[i].requeue_why.is_some() {
+                kill.push(id);
             } else if self.ledger.entry(i).is_running() {
                 cont.push(id);
             } else {
@@ -286,8 +290,12 @@ impl Core {
         let mut exits = Vec::new();
         let held: HashMap<_, _> = reg.jobs.iter().map(|h| (h.job, h)).collect();
         for h in &reg.jobs {
+            // The same run only: a node that still holds an earlier run of a requeued job
+            // (its forget never reached it) gets it dropped, and the current run's launch
+            // stays pending.
             let ours = self.ledger.find(h.job).is_some_and(|i| {
                 self.ledger.entry(i).is_live()
+                    && self.side[i].run == h.run
                     && self.side[i].placement.iter().any(|p| p.node == id)
             });
             if ours {
@@ -300,10 +308,21 @@ impl Core {
                         .map(|r| (h.job, r.clone())),
                 );
             } else {
+                // Ended here; while it completes, the exits it reports are what releases its
+                // PEs.
+                if self
+                    .ledger
+                    .find(h.job)
+                    .is_some_and(|i| self.completing.contains_key(&i) && self.side[i].run == h.run)
+                {
+                    let done = h.ranks.iter().filter(|r| r.code.is_some());
+                    exits.extend(done.map(|r| (h.job, r.clone())));
+                }
                 drop_jobs.push(h.job);
             }
         }
         let same_process = self.nodes[idx].incarnation == reg.incarnation;
+
         self.nodes[idx].incarnation = reg.incarnation;
         let lost: Vec<Ix> = self
             .jobs_on(id)
@@ -323,6 +342,10 @@ impl Core {
             }
             let why = format!("its processes on node {} were lost", reg.name);
             self.lost(now, i, Outcome::Failed, why);
+        }
+        if !same_process {
+            // A new node manager process: the old one's ranks died with it.
+            self.ranks_gone_on(id);
         }
         self.announce_topology(now);
         self.nodes[idx].join_epoch = self.epoch;

@@ -110,6 +110,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         dead_after: cfg.dead_after,
         requeue: cfg.settings.requeue,
         kill_wait: cfg.settings.kill_wait,
+        hold_pes_while_completing: true,
     };
     let core = Core::new(core_cfg, policy, t, recovered)
         .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;
@@ -224,7 +225,7 @@ fn private_db_files(state: &crate::StateDir) {
         if let Err(e) = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
             && e.kind() != std::io::ErrorKind::NotFound
         {
-            eprintln!("mm: cannot make {} private: {e}", db.display());
+            tracing::warn!("mm: cannot make {} private: {e}", db.display());
         }
     }
 }
@@ -415,7 +416,7 @@ async fn accept_loop(
                 .unwrap_or_else(|e| e.into_inner())
                 .check(stamp);
             if let Err(why) = checked {
-                eprintln!("mm: dropping peer {peer}: {why}");
+                tracing::warn!("mm: dropping peer {peer}: {why}");
                 // The sender learns why: a node manager whose clock is off stops with the
                 // reason instead of retrying in silence; a replayer learns nothing new.
                 let _ = match hello {
@@ -531,7 +532,7 @@ async fn local_accept_loop(
                 s
             }
             Err(e) => {
-                eprintln!("mm: cannot accept a local connection ({e}); backing off");
+                tracing::warn!("mm: cannot accept a local connection ({e}); backing off");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(std::time::Duration::from_secs(1));
                 continue;
@@ -562,7 +563,7 @@ async fn local_accept_loop(
                         .unwrap_or_else(|e| e.into_inner())
                         .check(stamp);
                     if let Err(why) = checked {
-                        eprintln!("mm: dropping {who}: {why}");
+                        tracing::warn!("mm: dropping {who}: {why}");
                         let answer = Response::Error(why);
                         let _ = cosched_storm::frame::write_frame(&mut wr, &key, &answer).await;
                         return;
@@ -570,11 +571,13 @@ async fn local_accept_loop(
                     relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, caller, otx)).await
                 }
                 Ok(Ok(Hello::Register(..))) => {
-                    eprintln!("mm: dropping {who}: node managers register over TCP, with the key")
+                    tracing::warn!(
+                        "mm: dropping {who}: node managers register over TCP, with the key"
+                    )
                 }
                 Ok(Err(cosched_storm::FrameError::Closed)) => {}
-                Ok(Err(e)) => eprintln!("mm: dropping {who}: {e}"),
-                Err(_) => eprintln!("mm: dropping {who}: nothing sent"),
+                Ok(Err(e)) => tracing::warn!("mm: dropping {who}: {e}"),
+                Err(_) => tracing::warn!("mm: dropping {who}: nothing sent"),
             }
         });
     }

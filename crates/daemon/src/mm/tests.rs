@@ -55,6 +55,7 @@ fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
         dead_after: Dur::from_secs(36_000),
         requeue: false,
         kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: true,
     };
     let mut c = Core::new(cfg, policy, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
@@ -117,8 +118,10 @@ fn exit(c: &mut Core, now: Time, job: u64, rank: u32, code: i32) {
         code: Some(code),
         error: None,
     };
+    // Every job of these tests is launched once: its first run.
     let msg = FromNode::Exited {
         job: JobId(job),
+        run: 1,
         exit,
     };
     c.on(
@@ -297,6 +300,7 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
         dead_after: Dur::from_secs(3),
         requeue: false,
         kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: true,
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..2 {
@@ -354,6 +358,7 @@ fn registered_only(nodes: u32, heartbeat: Dur, dead_after: Dur) -> Core {
         dead_after,
         requeue: false,
         kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: true,
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
@@ -425,7 +430,10 @@ fn issue_10_an_unacknowledged_launch_is_resent_then_the_job_fails_with_the_reaso
     submit(&mut c, t(0), 1);
     let mut sent = launches(&c.step(t(0)));
     // Node 1 acknowledges job 2; node 0 never acknowledges job 1. Both answer heartbeats.
-    let ack = FromNode::Launched { job: JobId(2) };
+    let ack = FromNode::Launched {
+        job: JobId(2),
+        run: 1,
+    };
     c.on(
         t(0),
         Input::FromNode {
@@ -689,6 +697,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         dead_after: Dur::from_secs(36_000),
         requeue: false,
         kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: true,
     };
     let recovered = Recovered {
         nodes: Vec::new(),
@@ -751,6 +760,17 @@ fn launch_msgs(fx: &[Effect]) -> Vec<Launch> {
         .into_iter()
         .filter_map(|m| match m {
             ToNode::Launch(l) => Some(l),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The job the launches of `fx` start.
+fn launched(fx: &[Effect]) -> Vec<JobId> {
+    sent(fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            ToNode::Launch(l) => Some(l.job),
             _ => None,
         })
         .collect()
@@ -916,6 +936,7 @@ fn a_deferred_job_stays_deferred_across_a_restart() {
         dead_after: Dur::from_secs(36_000),
         requeue: false,
         kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: true,
     };
     let recovered = Recovered {
         nodes: Vec::new(),
@@ -1035,4 +1056,206 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
         panic!("not submitted")
     };
     assert_eq!(state(&c, id2.0).user, Some(bob.uid));
+}
+
+/// A cancelled job completes (Slurm's COMPLETING): its record ends at once, but its PEs go to
+/// the next job only when every rank has reported its exit — or, for the ranks of a node
+/// whose NM process was replaced, when the new one registers (they died with the old one).
+#[test]
+fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() {
+    let fcfs = super::build_policy("fcfs", 2, 1, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 2, 1);
+    submit(&mut c, t(1), 2);
+    assert_eq!(launched(&c.step(t(1))), [JobId(1)]);
+    submit(&mut c, t(2), 1);
+    c.step(t(2));
+    c.on(
+        t(3),
+        Input::Client {
+            req: 2,
+            request: Request::Cancel(JobId(1)),
+            caller: Caller::ROOT,
+        },
+    );
+    assert!(
+        launched(&c.step(t(3))).is_empty(),
+        "started on PEs still in use"
+    );
+    assert_eq!(state(&c, 1).state, JobState::Cancelled);
+    assert_eq!(state(&c, 1).record.end, Some(t(3)));
+    exit(&mut c, t(4), 1, 0, 143);
+    assert!(launched(&c.step(t(4))).is_empty(), "rank 1 still runs");
+    // Node 1's NM was replaced: rank 1 went with the old one.
+    c.on(
+        t(5),
+        Input::Register {
+            req: 300,
+            reg: Register {
+                name: "n1".into(),
+                pes: 1,
+                addr: String::new(),
+                jobs: Vec::new(),
+                incarnation: 2,
+            },
+        },
+    );
+    join(&mut c, t(5), 1, 2);
+    assert_eq!(launched(&c.step(t(5))), [JobId(2)]);
+}
+
+/// Found by the chaos test with `--requeue`: a requeued job ran again while its first run's
+/// ranks on the surviving nodes were still being killed, and reports of the first run were
+/// taken for the second's. Here a 2-rank job on n0 and n1 loses n0: it goes back to the queue
+/// only once n1 has reported its rank's exit, then runs again on n1 and n2; a repeated exit
+/// report and a late acknowledgement of the first run must not count for the second.
+#[test]
+fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
+    let fcfs = super::build_policy("fcfs", 3, 1, &PolicyOptions::default()).unwrap();
+    let cfg = CoreConfig {
+        nodes: 3,
+        pes: 1,
+        fanout: 8,
+        heartbeat: Dur::from_secs(1),
+        dead_after: Dur::from_secs(3),
+        requeue: true,
+        kill_wait: Dur::from_secs(5),
+        hold_pes_while_completing: true,
+    };
+    let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
+    for n in 0..3 {
+        let reg = Register {
+            name: format!("n{n}"),
+            pes: 1,
+            addr: String::new(),
+            jobs: Vec::new(),
+            incarnation: 1,
+        };
+        c.on(t(0), Input::Register { req: n, reg });
+        join(&mut c, t(0), n as u32, 1);
+    }
+    c.step(t(0));
+    submit(&mut c, t(0), 2);
+    let first: Vec<_> = sent(&c.step(t(0)))
+        .into_iter()
+        .filter_map(|m| match m {
+            ToNode::Launch(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].run, 1);
+    assert_eq!(
+        first[0]
+            .placement
+            .iter()
+            .map(|p| p.node)
+            .collect::<Vec<_>>(),
+        [NodeId(0), NodeId(1)]
+    );
+    for n in [0, 1] {
+        let msg = FromNode::Launched {
+            job: JobId(1),
+            run: 1,
+        };
+        c.on(
+            t(0),
+            Input::FromNode {
+                from: NodeId(n),
+                msg,
+            },
+        );
+    }
+    // Nodes 1 and 2 answer, node 0 does not: at 4 it is down; the job is requeued only once
+    // n1's rank (killed) has reported.
+    for s in 1..=4 {
+        for n in [1, 2] {
+            c.on(t(s), Input::Heard(NodeId(n)));
+        }
+        let fx = c.step(t(s));
+        assert!(launched(&fx).is_empty(), "launched again at {s} s");
+        if s == 4 {
+            let killed = sent(&fx)
+                .into_iter()
+                .any(|m| matches!(m, ToNode::Switch { kill, .. } if kill.contains(&JobId(1))));
+            assert!(killed, "n1's rank of the lost job not killed");
+        }
+    }
+    let first_exit = |c: &mut Core, now: Time| {
+        let exit = RankExit {
+            rank: 1,
+            code: Some(143),
+            error: None,
+        };
+        let msg = FromNode::Exited {
+            job: JobId(1),
+            run: 1,
+            exit,
+        };
+        c.on(
+            now,
+            Input::FromNode {
+                from: NodeId(1),
+                msg,
+            },
+        );
+    };
+    first_exit(&mut c, t(5));
+    for n in [1, 2] {
+        c.on(t(5), Input::Heard(NodeId(n)));
+    }
+    let second: Vec<_> = sent(&c.step(t(5)))
+        .into_iter()
+        .filter_map(|m| match m {
+            ToNode::Launch(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        second.len(),
+        1,
+        "launched again once its first run was gone"
+    );
+    assert_eq!(second[0].run, 2);
+    assert_eq!(
+        second[0]
+            .placement
+            .iter()
+            .map(|p| p.node)
+            .collect::<Vec<_>>(),
+        [NodeId(1), NodeId(2)]
+    );
+    // The first run's exit again (as a node repeats its exits on joining) and a late
+    // acknowledgement of its launch.
+    first_exit(&mut c, t(6));
+    let ack = FromNode::Launched {
+        job: JobId(1),
+        run: 1,
+    };
+    c.on(
+        t(6),
+        Input::FromNode {
+            from: NodeId(1),
+            msg: ack,
+        },
+    );
+    for n in [1, 2] {
+        c.on(t(6), Input::Heard(NodeId(n)));
+    }
+    c.step(t(6));
+    assert_eq!(
+        state(&c, 1).state,
+        JobState::Running,
+        "ended by the first run's exit"
+    );
+    // Unacknowledged by node 1 (only the first run's ack came): sent to it again.
+    for n in [1, 2] {
+        c.on(t(8), Input::Heard(NodeId(n)));
+    }
+    let again = launches(&c.step(t(8)));
+    assert!(
+        again
+            .iter()
+            .any(|(to, j)| *j == JobId(1) && to.contains(&NodeId(1))),
+        "the second run's launch was not resent to node 1: {again:?}"
+    );
 }

@@ -65,6 +65,7 @@ impl Core {
             io: s.io.clone(),
             sched: s.sched.clone(),
             reason: self.reason(i, now),
+            run: s.run,
         }
     }
 

@@ -1,0 +1,251 @@
+//! A loopback cluster for the tests that kill and restart its daemons (containment, chaos):
+//! brought up with `cluster up` in a scratch state directory, its MM and NMs restarted as
+//! docs/daemons.md documents, everything torn down on drop even when a test fails.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use cosched_daemon::StateDir;
+use serde_json::Value;
+
+use super::*;
+
+/// A cluster brought up for one test; stopped and removed on drop.
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub state: StateDir,
+    /// Daemons this test restarted itself (killed and reaped on drop).
+    pub extra: std::sync::Mutex<Vec<Child>>,
+}
+
+impl Cluster {
+    pub fn up(prefix: &str, name: &str, args: &[&str]) -> Cluster {
+        let dir = scratch(prefix, name);
+        let c = Cluster {
+            state: StateDir::new(&dir),
+            dir,
+            extra: Default::default(),
+        };
+        let mut full = vec!["cluster", "up"];
+        full.extend_from_slice(args);
+        let out = c.run(&full);
+        assert!(
+            out.status.success(),
+            "cluster up failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        cosched(&self.dir, args)
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let log = format!("\n--- mm log ---\n{}", self.mm_log());
+        succeeded(args, self.run(args), &log)
+    }
+
+    pub fn submit(&self, args: &[&str]) -> u64 {
+        job_id(&self.ok(&[&["submit"], args].concat()))
+    }
+
+    /// Polls until `pred` holds (at most `secs`), retrying while the MM does not answer.
+    pub fn until<T>(&self, secs: u64, what: &str, mut pred: impl FnMut() -> Option<T>) -> T {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = pred() {
+                return v;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(secs),
+                "{what} not reached in {secs} s\n--- mm log ---\n{}",
+                self.mm_log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn state_of(&self, id: u64) -> Option<String> {
+        let out = self.run(&["acct", "--json"]);
+        if !out.status.success() {
+            return None;
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["jobs"]
+            .as_array()?
+            .iter()
+            .find(|j| j["id"] == id)
+            .map(|j| j["state"].as_str().unwrap().to_string())
+    }
+
+    pub fn nodes_up(&self) -> usize {
+        let out = self.run(&["status", "--json"]);
+        if !out.status.success() {
+            return 0;
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        v["nodes"]
+            .as_array()
+            .map(|n| n.iter().filter(|n| n["state"] == "up").count())
+            .unwrap_or(0)
+    }
+
+    pub fn pid(&self, file: PathBuf) -> String {
+        std::fs::read_to_string(file).unwrap().trim().to_string()
+    }
+
+    pub fn mm_log(&self) -> String {
+        std::fs::read_to_string(self.state.mm_log()).unwrap_or_default()
+    }
+
+    pub fn log_file(&self, path: PathBuf) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .unwrap()
+    }
+
+    /// Starts a daemon with `args`, its output appended to `log`.
+    pub fn spawn(&self, args: &[String], log: PathBuf) {
+        let log = self.log_file(log);
+        let child = Command::new(bin())
+            .args(args)
+            .env("COSCHED_STATE_DIR", &self.dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start a daemon");
+        self.extra.lock().unwrap().push(child);
+    }
+
+    /// Restarts the machine manager on this state directory with `listen`.
+    pub fn restart_mm(&self, listen: &str, nodes: u32, pes: u32) {
+        self.restart_mm_with(listen, nodes, pes, &[]);
+    }
+
+    /// [`Cluster::restart_mm`] with more options (`--requeue`, `--kill-wait`, as `cluster up`
+    /// was given them).
+    pub fn restart_mm_with(&self, listen: &str, nodes: u32, pes: u32, more: &[&str]) {
+        let mut args: Vec<String> = [
+            "mm",
+            "--listen",
+            listen,
+            "--nodes",
+            &nodes.to_string(),
+            "--pes",
+            &pes.to_string(),
+            "--heartbeat",
+            "100ms",
+            "--state-dir",
+            self.dir.to_str().unwrap(),
+            "--key-file",
+            self.state.key_file().to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(more.iter().map(|s| s.to_string()));
+        self.spawn(&args, self.state.mm_log());
+        let pid = self.extra.lock().unwrap().last().unwrap().id();
+        std::fs::write(self.state.mm_pid_file(), format!("{pid}\n")).unwrap();
+    }
+
+    /// Restarts node manager `name` (the `i`-th of the embedded cluster) as `cluster up` did.
+    pub fn restart_nm(&self, i: u32, pes: u32) {
+        let name = format!("n{i}");
+        let addr = self.state.addr().unwrap();
+        let args: Vec<String> = [
+            "nm",
+            "--mm",
+            &addr,
+            "--name",
+            &name,
+            "--pes",
+            &pes.to_string(),
+            "--workdir",
+            self.state.node_work_dir(&name).to_str().unwrap(),
+            "--key-file",
+            self.state.key_file().to_str().unwrap(),
+            "--cpu-offset",
+            &(i * pes).to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        self.spawn(&args, self.state.nm_log(&name));
+        let pid = self.extra.lock().unwrap().last().unwrap().id();
+        std::fs::write(self.state.nm_pid_file(&name), format!("{pid}\n")).unwrap();
+    }
+
+    /// Reaps the restarted daemons that were killed since (no zombies left to look alive).
+    pub fn reap(&self) {
+        for c in self.extra.lock().unwrap().iter_mut() {
+            let _ = c.try_wait();
+        }
+    }
+
+    pub fn pids(&self) -> Vec<String> {
+        std::fs::read_dir(&self.dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".pid"))
+                    .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                    .map(|p| p.trim().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let pids = self.pids();
+        let _ = self.run(&["cluster", "down"]);
+        for p in pids {
+            signal(&p, "CONT");
+            signal(&p, "KILL");
+        }
+        for c in self.extra.lock().unwrap().iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        remove_cgroups(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn signal(pid: &str, sig: &str) {
+    let _ = Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill -{sig} {pid} 2>/dev/null"))
+        .status();
+}
+
+/// Removes the cgroup directories of the cluster's node managers (named in each NM work
+/// directory's `cgroup` file): a node manager killed by the test cannot, and no later one on
+/// that work directory will. What is still in them is killed first.
+pub fn remove_cgroups(state: &std::path::Path) {
+    let Ok(rd) = std::fs::read_dir(state) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Ok(base) = std::fs::read_to_string(e.path().join("cgroup")) else {
+            continue;
+        };
+        let base = PathBuf::from(base.trim());
+        if let Ok(jobs) = std::fs::read_dir(&base) {
+            for j in jobs.flatten().filter(|j| j.path().is_dir()) {
+                let _ = std::fs::write(j.path().join("cgroup.kill"), "1");
+                let deadline = Instant::now() + Duration::from_secs(2);
+                while std::fs::remove_dir(j.path()).is_err() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&base);
+    }
+}

@@ -1,0 +1,387 @@
+//! Containment of a job's processes on one node: a cgroup v2 per job when the node manager
+//! can make one, its ranks' process groups otherwise.
+//!
+//! A process group does not hold what leaves it (`setsid`, a daemonising program), so such a
+//! process escaped suspend, cancel and the end of its job, and outlived a killed node manager
+//! (issue 10, finding 6). A cgroup holds every descendant whatever it does with sessions:
+//! `cgroup.freeze` stops all of them (suspend, a gang switch), `cgroup.kill` kills all of them,
+//! and `cgroup.events` says when the last one is gone. Neither needs a controller enabled, so
+//! a leaf under the node manager's own cgroup is enough and the "no internal processes" rule
+//! of cgroup v2 never applies.
+//!
+//! Layout: `<cgroup2 mount>/<the NM's own cgroup>/cosched-<node>-<hash of its work
+//! directory>/job-<id>-<launch>`. The hash keeps apart the node managers of several clusters
+//! on one host (tests run many); the launch number keeps apart two launches of the same job
+//! (a requeued job placed on the same node while the first launch is in its kill wait), so
+//! the delayed `cgroup.kill` of one never hits the other. A node manager that starts finds
+//! the job cgroups a previous incarnation left (it was killed: its ranks died with it through
+//! `PR_SET_PDEATHSIG`, their children did not) and kills them: a new incarnation holds no job,
+//! and the machine manager fails or requeues every job the old one held.
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cosched_core::JobId;
+
+/// The file in a node manager's work directory that names its cgroup directory.
+pub const CGROUP_FILE: &str = "cgroup";
+
+/// How a node manager contains its jobs.
+#[derive(Debug)]
+pub enum Containment {
+    /// A cgroup v2 per job.
+    Cgroups(Cgroups),
+    /// Process groups only (no usable cgroup v2; the reason is kept for the log).
+    Groups(String),
+}
+
+impl Containment {
+    /// The cgroup of launch `launch` of `job`, with its `cgroup.procs` open for the ranks to
+    /// join between fork and exec; `None` with process groups, or when the cgroup cannot be
+    /// made (logged by the caller with the reason, the job then goes by process groups).
+    pub fn for_launch(
+        &self,
+        job: JobId,
+        launch: u64,
+    ) -> Result<Option<(JobCgroup, OwnedFd)>, std::io::Error> {
+        let Containment::Cgroups(cg) = self else {
+            return Ok(None);
+        };
+        let c = cg.create(job, launch)?;
+        match c.procs_fd() {
+            Ok(fd) => Ok(Some((c, fd))),
+            Err(e) => {
+                c.remove_when_empty(Duration::ZERO);
+                Err(e)
+            }
+        }
+    }
+
+    /// Cgroups when this process can make them (`COSCHED_NO_CGROUPS=1` forces the fallback,
+    /// for tests of it), else process groups.
+    pub fn detect(node: &str, workdir: &Path) -> Containment {
+        if std::env::var_os("COSCHED_NO_CGROUPS").is_some_and(|v| v == "1") {
+            return Containment::Groups("COSCHED_NO_CGROUPS=1".into());
+        }
+        match Cgroups::detect(node, workdir) {
+            Ok(c) => Containment::Cgroups(c),
+            Err(why) => Containment::Groups(why),
+        }
+    }
+
+    /// One line for the log.
+    pub fn describe(&self) -> String {
+        match self {
+            Containment::Cgroups(c) => format!(
+                "containment: cgroup v2 per job under {} (freeze, kill)",
+                c.base.display()
+            ),
+            Containment::Groups(why) => {
+                format!("containment: process groups only (no cgroup v2: {why})")
+            }
+        }
+    }
+}
+
+/// The node manager's cgroup subtree.
+#[derive(Debug)]
+pub struct Cgroups {
+    base: PathBuf,
+}
+
+/// One launch of a job on this node: its cgroup directory.
+#[derive(Clone, Debug)]
+pub struct JobCgroup {
+    pub dir: PathBuf,
+}
+
+impl Cgroups {
+    fn detect(node: &str, workdir: &Path) -> Result<Cgroups, String> {
+        let (mount, root) = cgroup2_mount().ok_or("no cgroup2 file system mounted")?;
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
+        let own = own
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .ok_or("this process is in no cgroup v2 (no `0::` line in /proc/self/cgroup)")?;
+        // The mount may show a subtree only (a container's namespace): paths are relative to it.
+        let rel = own.strip_prefix(root.trim_end_matches('/')).unwrap_or(own);
+        let mine = mount.join(rel.trim_start_matches('/'));
+        let key = workdir
+            .canonicalize()
+            .unwrap_or_else(|_| workdir.to_path_buf());
+        let base = mine.join(format!(
+            "cosched-{}-{:016x}",
+            sanitize(node),
+            fnv1a(key.as_os_str().as_encoded_bytes())
+        ));
+        match std::fs::create_dir(&base) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create {}: {e}", base.display())),
+        }
+        // The root cgroup has neither freeze nor kill; a child has them when the kernel does
+        // (the freezer since 5.2, cgroup.kill since 5.14).
+        for f in [
+            "cgroup.freeze",
+            "cgroup.kill",
+            "cgroup.procs",
+            "cgroup.events",
+        ] {
+            if !base.join(f).exists() {
+                return Err(format!(
+                    "{} has no {f} (kernel too old for the freezer or cgroup.kill)",
+                    base.display()
+                ));
+            }
+        }
+        // Written down for operators and for tests that clean up after killed node managers.
+        let _ = std::fs::write(workdir.join(CGROUP_FILE), format!("{}\n", base.display()));
+        Ok(Cgroups { base })
+    }
+
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    /// Creates the cgroup of launch `launch` of `job`.
+    pub fn create(&self, job: JobId, launch: u64) -> std::io::Result<JobCgroup> {
+        let dir = self.base.join(format!("job-{}-{launch}", job.0));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        Ok(JobCgroup { dir })
+    }
+
+    /// Kills what is left in every job cgroup and removes them and the node manager's own
+    /// directory (waiting at most `within` for the kills): the end of a node manager that
+    /// shuts down. What cannot be removed yet is reaped by the next one on this work directory.
+    pub fn clear(&self, within: Duration) {
+        let deadline = std::time::Instant::now() + within;
+        if let Ok(rd) = std::fs::read_dir(&self.base) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with("job-") && e.path().is_dir() {
+                    let cg = JobCgroup { dir: e.path() };
+                    cg.freeze(false);
+                    cg.kill();
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    cg.remove_when_empty(left);
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&self.base);
+    }
+
+    /// Job cgroups left by an earlier node manager on this work directory: every one is
+    /// killed and removed (see the module documentation). Returns how many there were.
+    pub fn reap_orphans(&self) -> Vec<PathBuf> {
+        let Ok(rd) = std::fs::read_dir(&self.base) else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with("job-") && e.path().is_dir() {
+                let cg = JobCgroup { dir: e.path() };
+                cg.kill();
+                found.push(e.path());
+                std::thread::spawn(move || cg.remove_when_empty(Duration::from_secs(10)));
+            }
+        }
+        found
+    }
+}
+
+impl JobCgroup {
+    /// `cgroup.procs` opened for writing, for a child to move itself in between fork and
+    /// exec (see [`join_self`]).
+    pub fn procs_fd(&self) -> std::io::Result<OwnedFd> {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.procs"))?;
+        Ok(f.into())
+    }
+
+    /// Stops (`true`) or thaws every process of the job. A freeze is asynchronous: this
+    /// waits (at most 100 ms) until the kernel says the whole cgroup is frozen, so a gang
+    /// switch stops the outgoing job before the incoming one runs.
+    pub fn freeze(&self, on: bool) {
+        let _ = write_file(&self.dir.join("cgroup.freeze"), if on { "1" } else { "0" });
+        if on {
+            for _ in 0..100 {
+                if self.event("frozen") != Some(0) || !self.populated() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// The processes in the job's cgroup now.
+    pub fn members(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Sends `sig` to every process of the job.
+    pub fn signal(&self, sig: i32) {
+        for pid in self.members() {
+            // SAFETY: kill with a pid read from the cgroup; at worst ESRCH.
+            unsafe { libc::kill(pid, sig) };
+        }
+    }
+
+    /// SIGKILL to every process of the job, as one operation of the kernel (a process that
+    /// forks meanwhile cannot escape it).
+    pub fn kill(&self) {
+        let _ = write_file(&self.dir.join("cgroup.kill"), "1");
+    }
+
+    /// Whether any process is still in the cgroup (true when it cannot be read but exists).
+    pub fn populated(&self) -> bool {
+        match self.event("populated") {
+            Some(v) => v != 0,
+            None => self.dir.exists(),
+        }
+    }
+
+    fn event(&self, name: &str) -> Option<u64> {
+        let s = std::fs::read_to_string(self.dir.join("cgroup.events")).ok()?;
+        s.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == name).then(|| v.trim().parse().ok()).flatten()
+        })
+    }
+
+    /// Removes the cgroup once its last process is gone (polls for at most `within`).
+    pub fn remove_when_empty(&self, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Between fork and exec: moves the calling process into the cgroup whose `cgroup.procs` is
+/// open as `fd` ("0" means the writer). Only `write`, which is async-signal-safe.
+pub fn join_self(fd: RawFd) -> std::io::Result<()> {
+    // SAFETY: writes one byte from a static buffer.
+    let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+    if n == 1 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The descriptor of an [`OwnedFd`] (for a `pre_exec` closure, which must not own it).
+pub fn raw(fd: &OwnedFd) -> RawFd {
+    fd.as_raw_fd()
+}
+
+fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(text.as_bytes())
+}
+
+/// The mount point of the cgroup2 file system and the cgroup it shows as its root.
+fn cgroup2_mount() -> Option<(PathBuf, String)> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // Fields: id parent dev root mountpoint options [optional...] - fstype source superopts
+    let mut found = None;
+    for line in info.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        if right.split_whitespace().next() != Some("cgroup2") {
+            continue;
+        }
+        let f: Vec<&str> = left.split_whitespace().collect();
+        if f.len() < 5 {
+            continue;
+        }
+        let m = (PathBuf::from(unescape(f[4])), unescape(f[3]));
+        // The conventional place first (a pure v2 host), then any (a hybrid host's
+        // /sys/fs/cgroup/unified).
+        if m.0 == Path::new("/sys/fs/cgroup") {
+            return Some(m);
+        }
+        found.get_or_insert(m);
+    }
+    found
+}
+
+/// mountinfo escapes spaces and a few other bytes as `\ooo`.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// FNV-1a: a hash that stays the same across builds (the directory name must survive a
+/// restart of the node manager with another binary).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape(r"/a\040b"), "/a b");
+        assert_eq!(unescape("/sys/fs/cgroup"), "/sys/fs/cgroup");
+        assert_eq!(unescape(r"/x\04"), r"/x\04");
+    }
+
+    #[test]
+    fn the_directory_key_is_stable_and_names_are_safe() {
+        assert_eq!(fnv1a(b""), 0xcbf29ce484222325);
+        assert_ne!(fnv1a(b"/a"), fnv1a(b"/b"));
+        assert_eq!(sanitize("n0/../x y"), "n0____x_y");
+    }
+}
