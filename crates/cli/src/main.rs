@@ -2,8 +2,7 @@
 //! that owns the work, and prints; no scheduling logic lives here.
 
 use clap::{Parser, Subcommand};
-
-mod cmd;
+use cosched::cmd;
 
 /// A resource manager and scheduling laboratory for parallel jobs on clusters.
 #[derive(Parser)]

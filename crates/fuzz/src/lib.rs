@@ -31,6 +31,7 @@ pub const TARGETS: &[&str] = &[
     "swf",
     "scenario",
     "policy_options",
+    "batch_script",
 ];
 
 /// Runs the target called `name` on `data`.
@@ -42,6 +43,7 @@ pub fn run(name: &str, data: &[u8]) {
         "swf" => swf(data),
         "scenario" => scenario(data),
         "policy_options" => policy_options(data),
+        "batch_script" => batch_script(data),
         _ => panic!("no fuzz target {name:?}; the targets are {TARGETS:?}"),
     }
 }
@@ -250,6 +252,26 @@ pub fn policy_options(data: &[u8]) {
     }
 }
 
+/// A batch script as `cosched submit script.sh` reads it: its `#!` line and its `#SBATCH` /
+/// `#COSCHED` directives (parsed with the command line's own options), then what the job's
+/// options come to (ranks, array, dependencies); also each line alone as the `--array`,
+/// `--dependency`, `--begin` and `--time` values it could be.
+pub fn batch_script(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(script) = cosched::cmd::batch::parse_script("fuzz.sh", text) {
+        let _ = script.opts.ranks();
+        let _ = script.opts.schedule();
+    }
+    for line in text.lines().take(64) {
+        let _ = cosched_daemon::sched::parse_array(line);
+        let _ = cosched_daemon::sched::parse_dependency(line);
+        let _ = cosched::cmd::batch::parse_begin_at(line, 1_795_000_000_000_000);
+        let _ = cosched::cmd::time_limit::parse(line);
+    }
+}
+
 /// Seed inputs made of real messages, for the targets that decode them.
 pub mod seeds {
     use super::*;
@@ -408,7 +430,11 @@ pub mod seeds {
                 b"packing=buddy\nbackfill=true\nreserve_depth=2\nmigration=false\n".to_vec(),
                 b"[policy]\nclasses = [\"a\", \"b\"]\nprime_start = \"08:00\"\n".to_vec(),
             ],
-            other => panic!("no seeds for {other}"),
+            "batch_script" => vec![
+            b"#!/bin/sh\n#SBATCH -n 4\n#SBATCH --time=1-02:03:04 -J name\n#SBATCH --array=0-15:4%2\n#COSCHED --dependency=afterok:3:4,afterany:5\n#SBATCH -o out.%A_%a.%t --begin=now+10m\nsrun hostname\n".to_vec(),
+            b"#! /usr/bin/env bash -l\n#SBATCH -N 2 --ntasks-per-node=2 --class batch\n#SBATCH --export=ALL,X=1 -e err.%j\n#SBATCH --begin 2026-11-27T08:00\necho\n".to_vec(),
+        ],
+        other => panic!("no seeds for {other}"),
         }
     }
 }

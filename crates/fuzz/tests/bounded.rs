@@ -92,3 +92,13 @@ fn the_machine_manager_seeds_decode_whole() {
         assert_eq!(cosched_fuzz::happenings(&seed[1..]).len(), 21);
     }
 }
+
+/// The batch-script seeds are valid scripts, so mutations start from directives that parse.
+#[test]
+fn the_batch_script_seeds_parse() {
+    for seed in seeds::for_target("batch_script") {
+        let text = String::from_utf8(seed).unwrap();
+        let script = cosched::cmd::batch::parse_script("seed.sh", &text);
+        assert!(script.is_ok(), "{text}: {:?}", script.err());
+    }
+}
