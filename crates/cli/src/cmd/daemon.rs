@@ -52,6 +52,9 @@ pub enum Command {
     Release(Box<IdsArgs>),
     /// Node map and Ousterhout matrix (which job each PE runs in each slot)
     Status(Box<ConnArgs>),
+    /// Live view: node map, Ousterhout matrix with the active slot, jobs; keys suspend,
+    /// resume and cancel the selected job (q quits)
+    Top(Box<super::top::Args>),
     /// Accounting: one record per job (filters, columns), summary metrics; SWF export
     Acct(Box<super::acct::AcctArgs>),
     /// Print what a rank of a job wrote to stdout and stderr
@@ -486,6 +489,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Acct(a) => super::acct::run(*a),
+        Command::Top(a) => super::top::run(*a),
         Command::Output(a) => {
             let (out, err, files) = a.conn.client()?.output(JobId(a.id), a.rank)?;
             if !files.is_empty() && !a.conn.json {
