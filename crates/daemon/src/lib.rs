@@ -6,6 +6,7 @@
 //! - [`jobio`]: a job's environment (`--export`, node list) and output file patterns.
 //! - [`pmi`]: the PMI-1 server the node manager runs for MPI programs.
 //! - [`proto`]: what daemons and clients say to each other.
+//! - [`dashboard`]: the machine manager's read-only web dashboard (`--http`).
 //! - [`db`]: the machine manager's SQLite (WAL) store.
 //! - [`client`]: a blocking client for user commands (submit, wait, status, …).
 //! - [`bench`]: latency, gang-overhead and throughput benchmarks on an embedded cluster.
@@ -28,6 +29,7 @@
 pub mod bench;
 pub mod client;
 pub mod cluster;
+pub mod dashboard;
 pub mod db;
 pub mod jobio;
 pub mod mm;

@@ -389,16 +389,15 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 next = Instant::now() + interval;
             }
             terminal.draw(|f| draw(f, &v))?;
-            if event::poll(next.saturating_duration_since(Instant::now()))? {
-                if let Event::Key(k) = event::read()? {
-                    if k.kind == KeyEventKind::Press {
-                        if !key(&client, &mut v, k.code, k.modifiers) {
-                            return Ok(());
-                        }
-                        // Show the action's effect at once.
-                        next = Instant::now();
-                    }
+            if event::poll(next.saturating_duration_since(Instant::now()))?
+                && let Event::Key(k) = event::read()?
+                && k.kind == KeyEventKind::Press
+            {
+                if !key(&client, &mut v, k.code, k.modifiers) {
+                    return Ok(());
                 }
+                // Show the action's effect at once.
+                next = Instant::now();
             }
         }
     })();
