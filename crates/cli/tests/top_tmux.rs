@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 mod support;
-use support::{bin, cosched, job_id, scratch, succeeded};
+use support::{bin, cosched, job_id, notice, scratch, succeeded};
 
 /// The cluster and the tmux server of one test, stopped and removed on drop.
 struct Setup {
@@ -56,8 +56,8 @@ fn until(sock: &Path, what: &str, ok: impl Fn(&str) -> bool) -> String {
 #[test]
 fn top_in_tmux_shows_the_matrix_and_cancels_a_job() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!(
-            "NOTICE: top_in_tmux_shows_the_matrix_and_cancels_a_job did not run: tmux is not installed (apt-get install tmux; .ci/run installs it)"
+        notice(
+            "top_in_tmux_shows_the_matrix_and_cancels_a_job did not run: tmux is not installed (apt-get install tmux; .ci/run installs it)",
         );
         return;
     }
