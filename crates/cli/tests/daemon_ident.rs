@@ -13,6 +13,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// `eprintln!` past the test harness's capture, so the notice shows in the test output even
+/// when the test passes.
+macro_rules! notice {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 /// The second user of these tests.
 struct User {
     name: String,
@@ -28,7 +37,7 @@ fn euid() -> u32 {
 /// The second user, created if missing; `None` (with a NOTICE on stderr) when not root.
 fn second_user(test: &str) -> Option<User> {
     if euid() != 0 {
-        eprintln!(
+        notice!(
             "NOTICE: {test}: not run as root, so no second Unix user can be created; the attacks of another user were NOT tried"
         );
         return None;

@@ -17,6 +17,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// `eprintln!` past the test harness's capture, so the notice shows in the test output even
+/// when the test passes.
+macro_rules! notice {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 /// The tests share a 2-core machine: one MPI cluster at a time, or gang's time slices would
 /// be lost in the noise of the other test's spinning ranks.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -24,7 +33,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Builds tests/mpi/ring.c with `mpicc` into `dir`; `None` (after a NOTICE) without MPICH.
 fn build_ring(dir: &Path) -> Option<PathBuf> {
     if Command::new("mpicc").arg("-show").output().is_err() {
-        eprintln!(
+        notice!(
             "NOTICE: skipping the MPI test: `mpicc` not found (install Debian's mpich and libmpich-dev, as .ci/run does)"
         );
         return None;

@@ -6,6 +6,15 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// `eprintln!` past the test harness's capture, so the notice shows in the test output even
+/// when the test passes.
+macro_rules! notice {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_cosched")
 }
@@ -79,7 +88,7 @@ fn two_hosts_over_network_namespaces() {
         })
         .unwrap_or(false);
     if !root || !ip(&["-V"]) {
-        eprintln!("NOTICE: skipping the multi-host test: it needs root and iproute2 (`ip netns`)");
+        notice!("NOTICE: skipping the multi-host test: it needs root and iproute2 (`ip netns`)");
         return;
     }
     let tag = std::process::id() % 10_000;
@@ -92,7 +101,7 @@ fn two_hosts_over_network_namespaces() {
         daemons: Vec::new(),
     };
     if !ip(&["netns", "add", &ns[0]]) || !ip(&["netns", "add", &ns[1]]) {
-        eprintln!("NOTICE: skipping the multi-host test: `ip netns add` is not permitted here");
+        notice!("NOTICE: skipping the multi-host test: `ip netns add` is not permitted here");
         return;
     }
     let (va, vb) = (format!("cva{tag}"), format!("cvb{tag}"));
@@ -256,7 +265,7 @@ fn two_hosts_over_network_namespaces() {
     // An MPICH program across the two hosts (issue 11): its ranks find each other through
     // the node managers' PMI-1 and talk over the veth pair (TCP only, see `spawn`).
     if Command::new("mpicc").arg("-show").output().is_err() {
-        eprintln!(
+        notice!(
             "NOTICE: skipping the MPI part of the multi-host test: `mpicc` not found (install mpich and libmpich-dev, as .ci/run does)"
         );
         return;

@@ -25,6 +25,8 @@ pub struct ClusterOptions {
     pub settings: ManagerSettings,
     /// How long to wait for every node to register.
     pub timeout: Duration,
+    /// Where the machine manager serves its web dashboard (`--http`), if anywhere.
+    pub http: Option<String>,
 }
 
 impl ClusterOptions {
@@ -34,6 +36,7 @@ impl ClusterOptions {
             state_dir,
             settings: ManagerSettings::new(nodes, pes),
             timeout: Duration::from_secs(30),
+            http: None,
         }
     }
 }
@@ -146,6 +149,9 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
     args.extend(policy_args(&o.settings.policy_options)?);
     if o.settings.requeue {
         args.push("--requeue".into());
+    }
+    if let Some(http) = &o.http {
+        args.extend(["--http".into(), http.clone()]);
     }
     let mut children = vec![spawn_daemon(
         &o.exe,

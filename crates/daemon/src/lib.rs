@@ -7,6 +7,7 @@
 //! - [`nm_monitor`]: the node manager's side of communication monitoring (rings, stats).
 //! - [`pmi`]: the PMI-1 server the node manager runs for MPI programs.
 //! - [`proto`]: what daemons and clients say to each other.
+//! - [`dashboard`]: the machine manager's read-only web dashboard (`--http`).
 //! - [`db`]: the machine manager's SQLite (WAL) store.
 //! - [`client`]: a blocking client for user commands (submit, wait, status, …).
 //! - [`bench`]: latency, gang-overhead and throughput benchmarks on an embedded cluster.
@@ -30,6 +31,7 @@ pub mod bench;
 pub mod client;
 pub mod cluster;
 pub mod contain;
+pub mod dashboard;
 pub mod db;
 pub mod jobio;
 pub mod mm;

@@ -49,7 +49,8 @@ pub fn acct_record(j: &JobInfo) -> Value {
     })
 }
 
-fn dur(us: Option<i64>) -> String {
+/// A duration for a table cell (`-` when there is none).
+pub fn dur(us: Option<i64>) -> String {
     match us {
         None => "-".into(),
         Some(us) if us < 10_000_000 => format!("{:.2}s", secs(us)),

@@ -79,6 +79,23 @@ impl StateDir {
         self.root.join(KEY)
     }
 
+    /// The web dashboard's token (0600), when the MM serves one (`--http`).
+    pub fn http_token_file(&self) -> PathBuf {
+        self.root.join("http-token")
+    }
+
+    /// The web dashboard's address, one line `HOST:PORT`, when the MM serves one.
+    pub fn http_addr_file(&self) -> PathBuf {
+        self.root.join("http.addr")
+    }
+
+    /// The dashboard's URL with its token, when this directory's MM serves one.
+    pub fn http_url(&self) -> Option<String> {
+        let addr = std::fs::read_to_string(self.http_addr_file()).ok()?;
+        let token = std::fs::read_to_string(self.http_token_file()).ok()?;
+        Some(format!("http://{}/?token={}", addr.trim(), token.trim()))
+    }
+
     /// The MM's SQLite database; SQLite keeps `-wal` and `-shm` files beside it.
     pub fn db_file(&self) -> PathBuf {
         self.root.join(DB)

@@ -27,6 +27,15 @@ use cosched_sim::{EngineOptions, SimJob, simulate};
 use cosched_workload::swf::{Oversize, ReadOptions};
 use reference_support::{Extra, Granularity, REFERENCE, Rule, Variant, schedule, schedule_variant};
 
+/// `eprintln!` past the test harness's capture, so the notice shows in the test output even
+/// when the test passes.
+macro_rules! notice {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 /// The agreement the simulator must reach on every trace (issue 9's acceptance).
 const TARGET: f64 = 0.99;
 
@@ -205,7 +214,7 @@ fn agreement(file: &str, policy: &str) {
     let Some(dir) = traces_dir() else { return };
     let path = dir.join(file);
     if !path.is_file() {
-        eprintln!(
+        notice!(
             "NOTICE: {} is absent; agreement of {policy} not measured on it",
             path.display()
         );

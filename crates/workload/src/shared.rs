@@ -3,6 +3,15 @@
 
 use std::path::PathBuf;
 
+/// `eprintln!` past the test harness's capture, so the notice shows in the test output even
+/// when the test passes.
+macro_rules! notice {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 /// The folder of shared traces, or `None` when it is absent — after printing a notice that
 /// says what is therefore not checked, so a skipped test is visible in the test output.
 pub fn traces_dir(unchecked: &str) -> Option<PathBuf> {
@@ -13,7 +22,7 @@ pub fn traces_dir(unchecked: &str) -> Option<PathBuf> {
     if dir.is_dir() {
         return Some(dir);
     }
-    eprintln!(
+    notice!(
         "NOTICE: {} is absent; {unchecked} not checked",
         dir.display()
     );
@@ -26,7 +35,7 @@ pub fn trace(name: &str, unchecked: &str) -> Option<PathBuf> {
     if path.is_file() {
         return Some(path);
     }
-    eprintln!(
+    notice!(
         "NOTICE: {} is absent; {unchecked} not checked",
         path.display()
     );

@@ -52,6 +52,9 @@ pub enum Command {
     Release(Box<IdsArgs>),
     /// Node map and Ousterhout matrix (which job each PE runs in each slot)
     Status(Box<StatusArgs>),
+    /// Live view: node map, Ousterhout matrix with the active slot, jobs; keys suspend,
+    /// resume and cancel the selected job (q quits)
+    Top(Box<super::top::Args>),
     /// Accounting: one record per job (filters, columns), summary metrics; SWF export
     Acct(Box<super::acct::AcctArgs>),
     /// Print what a rank of a job wrote to stdout and stderr
@@ -111,6 +114,10 @@ pub struct MmArgs {
     /// Cluster key file (64 hex digits; created if missing)
     #[arg(long)]
     key_file: Option<PathBuf>,
+    /// Serve the read-only web dashboard on ADDR (e.g. 127.0.0.1:8080), behind a random
+    /// token printed at start-up and kept in STATE_DIR/http-token (off by default)
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
 }
 
 /// What the machine manager runs: the same flags for `cosched mm` and `cluster up`.
@@ -268,6 +275,10 @@ pub struct UpArgs {
     pes: u32,
     #[command(flatten)]
     manager: ManagerArgs,
+    /// Serve the read-only web dashboard on ADDR (e.g. 127.0.0.1:8080), behind a random
+    /// token printed at start-up and kept in STATE_DIR/http-token (off by default)
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
     /// Print one JSON document
     #[arg(long)]
     json: bool,
@@ -403,6 +414,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             cfg.listen = a.listen;
             cfg.settings = a.manager.settings(a.nodes, a.pes);
             cfg.dead_after = cfg.settings.heartbeat * 5;
+            cfg.http = a.http;
             dir.write_pid(&dir.mm_pid_file(), std::process::id() as i32)?;
             mm::run_blocking(cfg)?;
             Ok(0)
@@ -436,14 +448,16 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 a.pes,
             );
             o.settings = a.manager.settings(a.nodes, a.pes);
+            o.http = a.http;
             let c = cluster::up(&o)?;
+            let dashboard = o.http.as_ref().and_then(|_| c.state_dir.http_url());
             // The daemons outlive this command: `cluster down` stops them.
             let addr = c.addr.clone();
             std::mem::forget(c);
             if a.json {
                 print_json(&serde_json::json!({
                     "mm": addr, "nodes": o.settings.nodes, "pes": o.settings.pes, "policy": o.settings.policy,
-                    "state_dir": o.state_dir.display().to_string(),
+                    "state_dir": o.state_dir.display().to_string(), "dashboard": dashboard,
                 }))?;
             } else {
                 emit(&format!("{addr}\n"));
@@ -454,6 +468,9 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                     o.settings.policy,
                     o.state_dir.display()
                 );
+                if let Some(url) = dashboard {
+                    eprintln!("dashboard (read-only): {url}");
+                }
             }
             Ok(0)
         }
@@ -553,6 +570,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Acct(a) => super::acct::run(*a),
+        Command::Top(a) => super::top::run(*a),
         Command::Output(a) => {
             let (out, err, files) = a.conn.client()?.output(JobId(a.id), a.rank)?;
             if !files.is_empty() && !a.conn.json {

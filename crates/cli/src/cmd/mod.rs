@@ -11,4 +11,5 @@ pub mod interactive;
 pub mod policy_args;
 pub mod sim;
 pub mod time_limit;
+pub mod top;
 pub mod workload;

@@ -9,6 +9,7 @@
 //! - [`deferral`]: dependencies, begin times and array throttles, before the policy sees a job.
 //! - [`requests`]: client requests.
 //! - [`view`]: what clients see (job records, status).
+//! - [`dashboard`]: what the web dashboard sees (read directly, never a request).
 //! - [`shell`]: tokio, the storm tree, SQLite and the system clock around the core.
 //!
 //! Decisions are carried out down the tree: Start/Place → launch (Place launches stopped),
@@ -17,6 +18,7 @@
 //! of one step travel as one multi-context-switch message.
 
 pub mod core;
+pub mod dashboard;
 pub mod deferral;
 pub mod nodes;
 pub mod requests;
@@ -80,6 +82,8 @@ pub struct MmConfig {
     /// Where `mm.addr` and `mm.db` live.
     pub state_dir: PathBuf,
     pub key: Key,
+    /// Where the read-only web dashboard listens (`--http`); off when `None`.
+    pub http: Option<String>,
 }
 
 impl MmConfig {
@@ -90,6 +94,7 @@ impl MmConfig {
             dead_after: Dur::from_millis(1_000),
             state_dir,
             key,
+            http: None,
         }
     }
 }

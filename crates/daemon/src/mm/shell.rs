@@ -29,6 +29,8 @@ enum Waiting {
 enum Incoming {
     Register(Register, oneshot::Sender<RegisterReply>),
     Client(Request, Caller, oneshot::Sender<Response>),
+    /// The web dashboard asks what to show; answered at once, the core untouched.
+    Dashboard(oneshot::Sender<crate::dashboard::Snapshot>),
 }
 
 struct Shell {
@@ -134,6 +136,23 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         in_tx.clone(),
         replays.clone(),
     ));
+    match &cfg.http {
+        Some(http) => {
+            let (ask_tx, mut ask_rx) = mpsc::unbounded_channel();
+            let to_core = in_tx.clone();
+            tokio::spawn(async move {
+                while let Some(tx) = ask_rx.recv().await {
+                    if to_core.send(Incoming::Dashboard(tx)).is_err() {
+                        return;
+                    }
+                }
+            });
+            crate::dashboard::start(http, &state, ask_tx).await?;
+        }
+        None => {
+            let _ = std::fs::remove_file(state.http_addr_file());
+        }
+    }
     tokio::spawn(local_accept_loop(local, in_tx, replays));
     write_atomic(&state.addr_file(), &format!("{addr}\n")).map_err(DaemonError::Io)?;
     tracing::info!("mm: running at {}", crate::util::raise_priority());
@@ -266,6 +285,12 @@ impl Shell {
             Incoming::Register(reg, tx) => {
                 self.waiting.insert(req, Waiting::Register(tx));
                 Input::Register { req, reg }
+            }
+            Incoming::Dashboard(tx) => {
+                let mut snap = self.core.dashboard(t);
+                snap.status.tree_depth = self.root.topology().depth();
+                let _ = tx.send(snap);
+                return;
             }
             Incoming::Client(request, caller, tx) => {
                 self.waiting.insert(req, Waiting::Client(tx));
