@@ -311,7 +311,11 @@ pub mod seeds {
             Happening::FromNode(0, FromNode::Launched { job: JobId(1) }),
             Happening::Client(1000, false, Request::Suspend(JobId(1))),
             Happening::Client(1000, false, Request::Resume(JobId(1))),
-            Happening::Client(1000, false, Request::Jobs { ids: Vec::new() }),
+            Happening::Client(
+                1000,
+                false,
+                Request::Jobs(cosched_daemon::proto::JobQuery::default()),
+            ),
             Happening::Client(1000, false, Request::Status),
             Happening::Heard(1),
             Happening::FromNode(0, exit(1, 0)),

@@ -436,18 +436,14 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         Command::Hold(a) => many(&a, Request::Suspend, "held"),
         Command::Release(a) => many(&a, Request::Resume, "released"),
         Command::Queue(a) => {
-            let jobs = a.conn.client()?.jobs(&[])?;
             let now = now_us();
-            let shown: Vec<JobInfo> = jobs
-                .into_iter()
-                .filter(|j| {
-                    a.all
-                        || !j.state.is_final()
-                        || j.record
-                            .end
-                            .is_some_and(|e| now - e.as_micros() < 300_000_000)
-                })
-                .collect();
+            // Live jobs and those ended in the last five minutes, selected by the machine
+            // manager and fetched page by page.
+            let q = cosched_daemon::proto::JobQuery {
+                since_us: (!a.all).then_some(now - 300_000_000),
+                ..Default::default()
+            };
+            let shown: Vec<JobInfo> = a.conn.client()?.query(q, None)?;
             if a.conn.json {
                 print_json(
                     &serde_json::json!({ "jobs": shown.iter().map(report::acct_record).collect::<Vec<_>>() }),

@@ -664,13 +664,13 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         t(2),
         Input::Client {
             req: 2,
-            request: Request::Jobs { ids: Vec::new() },
+            request: Request::Jobs(JobQuery::default()),
             caller: Caller::ROOT,
         },
     );
     let shown = c.step(t(2)).into_iter().find_map(|e| match e {
         Effect::Reply {
-            resp: Response::Jobs(j),
+            resp: Response::Jobs(JobsPage { jobs: j, .. }),
             ..
         } => Some(j),
         _ => None,

@@ -1,0 +1,141 @@
+//! Issue 10, finding 7 (scale of state): queries that page instead of failing once every
+//! record together passes the frame limit, `output` that says when it cut a file short, and
+//! job directories removed after the retention period. Real daemons on loopback, each test in
+//! its own state directory, torn down on drop; every wait polls with a generous deadline.
+
+mod support;
+use support::*;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use cosched_core::JobId;
+use cosched_daemon::StateDir;
+use cosched_daemon::client::Client;
+use cosched_daemon::proto::SubmitRequest;
+use serde_json::Value;
+
+/// A cluster brought up for one test; stopped and removed on drop.
+struct Cluster {
+    dir: PathBuf,
+    state: StateDir,
+}
+
+impl Cluster {
+    fn up(name: &str, args: &[&str]) -> Cluster {
+        let dir = scratch("scale", name);
+        let c = Cluster {
+            state: StateDir::new(&dir),
+            dir,
+        };
+        let out = c.run(&[&["cluster", "up"], args].concat());
+        assert!(
+            out.status.success(),
+            "cluster up failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        cosched(&self.dir, args)
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let log = format!(
+            "\n--- mm log ---\n{}",
+            std::fs::read_to_string(self.state.mm_log()).unwrap_or_default()
+        );
+        succeeded(args, self.run(args), &log)
+    }
+
+    fn client(&self) -> Client {
+        Client::from_state_dir(&self.state, None, None).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        serde_json::from_str(&self.ok(args)).unwrap()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.run(&["cluster", "down"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Ten jobs with 1.8 MB command lines hold 18 MB of records, more than a frame may carry:
+/// `queue` and `acct` used to fail for everyone. They page now, listings shorten the command
+/// lines with a marker, a job asked by id comes whole, and `acct`'s filters and `--limit`
+/// select in the machine manager.
+#[test]
+fn issue_10_queue_and_acct_page_past_the_frame_limit() {
+    let c = Cluster::up("page", &["--nodes", "1", "--pes", "1"]);
+    let client = c.client();
+    let arg = "x".repeat(100_000);
+    let begin = cosched_daemon::util::now().as_micros() + 3_600_000_000;
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        let mut cmd = vec!["true".to_string()];
+        cmd.extend(std::iter::repeat_n(arg.clone(), 18));
+        let mut req = SubmitRequest {
+            procs: 1,
+            time_limit_us: None,
+            class: None,
+            name: Some("big".into()),
+            cmd,
+            cwd: "/".into(),
+            user: None,
+            io: Default::default(),
+            sched: Default::default(),
+        };
+        // Held back by a begin time an hour away: they stay queued, nothing runs.
+        req.sched.begin_us = Some(begin);
+        ids.push(client.submit(req).unwrap().0);
+    }
+
+    let table = c.ok(&["queue"]);
+    assert_eq!(table.matches(" big ").count(), 10, "{table:.2000}");
+    let all = c.json(&["acct", "--json"]);
+    let jobs = all["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 10);
+    let shown: usize = jobs[0]["cmd"]
+        .as_array()
+        .map_or(0, |a| a.iter().map(|s| s.as_str().unwrap().len()).sum());
+    assert!(
+        shown < 10_000,
+        "a listing shortens the command: {shown} bytes"
+    );
+    let listed = client.jobs(&[]).unwrap();
+    assert_eq!(listed.len(), 10);
+    let marker = listed[0].cmd.last().unwrap();
+    assert!(marker.contains("shortened"), "{marker:.200}");
+
+    // By id, whole.
+    let one = client.jobs(&[JobId(ids[3])]).unwrap();
+    assert_eq!(one[0].cmd.len(), 19);
+    assert_eq!(one[0].cmd[18], arg);
+    let many = client.jobs(&ids.iter().map(|&i| JobId(i)).collect::<Vec<_>>());
+    assert_eq!(
+        many.unwrap().len(),
+        10,
+        "ten whole jobs come in several pages"
+    );
+
+    // Filters and the limit, applied by the machine manager.
+    let three = c.json(&["acct", "--json", "--limit", "3"]);
+    let three: Vec<u64> = three["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(three, ids[..3]);
+    let none = c.json(&["acct", "--json", "--state", "completed"]);
+    assert_eq!(none["jobs"].as_array().unwrap().len(), 0);
+    let other = c.json(&["acct", "--json", "--user", "4000000"]);
+    assert_eq!(other["jobs"].as_array().unwrap().len(), 0);
+    let queued = c.json(&["acct", "--json", "--state", "PD", "--limit", "20"]);
+    assert_eq!(queued["jobs"].as_array().unwrap().len(), 10);
+}
