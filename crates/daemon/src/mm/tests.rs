@@ -1036,3 +1036,48 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
     };
     assert_eq!(state(&c, id2.0).user, Some(bob.uid));
 }
+
+/// Issue 10, finding 7: the cost of a submission does not grow with the backlog. Every step
+/// used to walk every live job twice (time limits, the next wake-up), so at 10,000 queued
+/// jobs a submission cost five times what it cost at 1,000. Timed, so the bound is loose
+/// (a linear walk would make the big backlog about 25 times dearer) and the best of three
+/// runs counts: other load on the machine only adds time.
+#[test]
+fn a_submission_costs_the_same_behind_a_long_queue() {
+    let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 1);
+    let mut now = t(1);
+    let grow = |c: &mut Core, now: &mut Time, n: usize| {
+        for k in 0..n {
+            submit(c, *now, 1);
+            if k % 1000 == 999 {
+                *now += Dur::from_millis(1);
+                c.step(*now);
+            }
+        }
+        c.step(*now);
+    };
+    // Submit, step and ask for the next wake-up, as the shell does for each request.
+    let timed = |c: &mut Core, now: &mut Time| {
+        let mut best = std::time::Duration::MAX;
+        for _ in 0..3 {
+            let start = std::time::Instant::now();
+            for _ in 0..300 {
+                *now += Dur::from_millis(1);
+                submit(c, *now, 1);
+                c.step(*now);
+                std::hint::black_box(c.next_wake());
+            }
+            best = best.min(start.elapsed());
+        }
+        best
+    };
+    grow(&mut c, &mut now, 1_000);
+    let small = timed(&mut c, &mut now);
+    grow(&mut c, &mut now, 24_000);
+    let big = timed(&mut c, &mut now);
+    assert!(
+        big < small * 6 + std::time::Duration::from_millis(20),
+        "300 submissions took {small:?} behind 1,000 queued jobs but {big:?} behind 25,000"
+    );
+}

@@ -1,0 +1,45 @@
+//! Machine-manager CPU per submitted job against the backlog (issue 10, finding 7): submits
+//! `--total` one-PE jobs in batches of `--batch` to a running cluster whose PEs are all busy
+//! (so every job stays queued) and prints, per batch, the backlog and the CPU time the
+//! machine manager spent per job (utime + stime from /proc). Usage, from a state directory
+//! of `cosched cluster up --nodes 1 --pes 1`:
+//!
+//! ```text
+//! COSCHED_STATE_DIR=DIR cargo run --release -p cosched-daemon --example backlog -- 10000 1000
+//! ```
+
+use cosched_daemon::StateDir;
+use cosched_daemon::client::Client;
+
+fn cpu_ms(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("mm runs");
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks * 1000.0 / 100.0
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let total: usize = args.next().map_or(10_000, |a| a.parse().unwrap());
+    let batch: usize = args.next().map_or(1_000, |a| a.parse().unwrap());
+    let state = StateDir::from_env();
+    let pid = std::fs::read_to_string(state.mm_pid_file()).expect("mm.pid");
+    let pid = pid.split_whitespace().next().unwrap().to_string();
+    let client = Client::from_state_dir(&state, None, None).unwrap();
+    let mut done = 0;
+    println!("backlog_after  ms_cpu_per_job  wall_ms_per_job");
+    while done < total {
+        let c0 = cpu_ms(&pid);
+        let t0 = std::time::Instant::now();
+        for _ in 0..batch {
+            client.submit_simple(1, &["sleep", "1000"]).unwrap();
+        }
+        let wall = t0.elapsed().as_secs_f64() * 1000.0 / batch as f64;
+        // Let the machine manager finish the steps of the last submissions.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let cpu = (cpu_ms(&pid) - c0) / batch as f64;
+        done += batch;
+        println!("{done:>13}  {cpu:>14.3}  {wall:>15.3}");
+    }
+}
