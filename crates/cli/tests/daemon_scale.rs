@@ -139,3 +139,44 @@ fn issue_10_queue_and_acct_page_past_the_frame_limit() {
     let queued = c.json(&["acct", "--json", "--state", "PD", "--limit", "20"]);
     assert_eq!(queued["jobs"].as_array().unwrap().len(), 10);
 }
+
+/// `output` used to cut a file at 4 MiB without a word: now it says so with the whole size,
+/// and `--tail` shows the end.
+#[test]
+fn issue_10_output_says_when_it_cut_a_file_and_tail_shows_the_end() {
+    let c = Cluster::up("output", &["--nodes", "1", "--pes", "1"]);
+    let id = job_id(&c.ok(&[
+        "submit",
+        "--",
+        "sh",
+        "-c",
+        "head -c 5000000 /dev/zero | tr '\\0' a; echo END",
+    ]));
+    c.ok(&["wait", "--timeout", "60s", &id.to_string()]);
+    let id = id.to_string();
+    let head = c.run(&["output", &id]);
+    assert!(head.status.success());
+    assert_eq!(head.stdout.len(), 4 << 20);
+    assert!(head.stdout.iter().all(|&b| b == b'a'));
+    let notice = String::from_utf8_lossy(&head.stderr);
+    assert!(
+        notice.contains("is 5000004 bytes") && notice.contains("--tail"),
+        "{notice}"
+    );
+    let tail = c.run(&["output", "--tail", &id]);
+    assert_eq!(tail.stdout.len(), 4 << 20);
+    assert!(tail.stdout.ends_with(b"aEND\n"));
+    let json = c.json(&["output", "--json", &id]);
+    assert_eq!(json["truncated"], true);
+    assert_eq!(json["stdout_size"], 5_000_004);
+    // A short file comes whole, with no notice.
+    let small = job_id(&c.ok(&["submit", "--", "echo", "hi"])).to_string();
+    c.ok(&["wait", "--timeout", "60s", &small]);
+    let out = c.run(&["output", &small]);
+    assert_eq!(out.stdout, b"hi\n");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -243,12 +243,20 @@ impl Client {
         job: JobId,
         rank: u32,
     ) -> Result<(Vec<u8>, Vec<u8>, Vec<String>), DaemonError> {
-        match self.request(Request::Output { job, rank })? {
-            Response::Output {
-                stdout,
-                stderr,
-                files,
-            } => Ok((stdout, stderr, files)),
+        let o = self.rank_output(job, rank, false)?;
+        Ok((o.stdout, o.stderr, o.files))
+    }
+
+    /// A rank's output with the files' whole sizes: at most [`crate::nm::MAX_OUTPUT`] bytes
+    /// of each file, from its beginning or (`tail`) its end.
+    pub fn rank_output(
+        &self,
+        job: JobId,
+        rank: u32,
+        tail: bool,
+    ) -> Result<RankOutput, DaemonError> {
+        match self.request(Request::Output { job, rank, tail })? {
+            Response::Output(o) => Ok(o),
             other => Err(unexpected(other)),
         }
     }

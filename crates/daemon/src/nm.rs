@@ -373,6 +373,7 @@ impl Nm {
                 cwd,
                 io,
                 uid,
+                tail,
             } => {
                 let dir = self.job_dir(job);
                 // As root, only the job's user's own regular files are read: the user could
@@ -382,8 +383,9 @@ impl Nm {
                 let cwd = std::path::Path::new(&cwd);
                 let cwd = if cwd.is_dir() { cwd } else { &dir };
                 let f = crate::jobio::rank_files(&io, cwd, &dir, job, rank, &self.cfg.name);
-                let read = |path: &std::path::Path| -> Option<Vec<u8>> {
-                    use std::io::Read;
+                // At most MAX_OUTPUT bytes of a file, its beginning or its end, and its size.
+                let read = |path: &std::path::Path| -> Option<(Vec<u8>, u64)> {
+                    use std::io::{Read, Seek};
                     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
                     let f = std::fs::OpenOptions::new()
                         .read(true)
@@ -400,19 +402,24 @@ impl Nm {
                             return None;
                         }
                     }
+                    let mut f = f;
+                    let size = f.metadata().ok()?.len();
+                    if tail && size > MAX_OUTPUT {
+                        f.seek(std::io::SeekFrom::Start(size - MAX_OUTPUT)).ok()?;
+                    }
                     let mut buf = Vec::new();
                     f.take(MAX_OUTPUT).read_to_end(&mut buf).ok()?;
-                    Some(buf)
+                    Some((buf, size))
                 };
                 // Merged streams are in one file: shown once, as standard output.
                 let err = if f.merged {
-                    Some(Vec::new())
+                    Some((Vec::new(), 0))
                 } else {
                     read(&f.err)
                 };
-                let (found, stdout, stderr) = match (read(&f.out), err) {
+                let (found, (stdout, out_size), (stderr, err_size)) = match (read(&f.out), err) {
                     (Some(o), Some(e)) => (true, o, e),
-                    _ => (false, Vec::new(), Vec::new()),
+                    _ => (false, (Vec::new(), 0), (Vec::new(), 0)),
                 };
                 let mut files = Vec::new();
                 if io.output.is_some() || io.error.is_some() {
@@ -428,6 +435,7 @@ impl Nm {
                         stdout,
                         stderr,
                         files,
+                        sizes: (out_size, err_size),
                     })
                     .expect("encodes"),
                 );

@@ -140,6 +140,9 @@ pub enum ToNode {
         io: JobIo,
         /// The job's user: a node manager running as root reads only files of theirs.
         uid: Option<u32>,
+        /// The end of each file rather than its beginning, when it is longer than
+        /// [`crate::nm::MAX_OUTPUT`].
+        tail: bool,
     },
     /// Every node of `job` entered its PMI fence `seq`: here are all their puts (the
     /// broadcast half of the fence; the node answers `barrier_out` to its waiting ranks).
@@ -176,6 +179,8 @@ pub enum FromNode {
         stderr: Vec<u8>,
         /// Where the files are, when the job gave `--output`/`--error` patterns.
         files: Vec<String>,
+        /// The files' whole sizes: larger than what came when they were cut.
+        sizes: (u64, u64),
     },
     /// Every local rank of `job` entered PMI fence `seq` (`barrier_in`); these are the
     /// node's puts since the previous fence (the gather half of the fence). Repeated when the
@@ -226,9 +231,12 @@ pub enum Request {
     Suspend(JobId),
     Resume(JobId),
     Status,
+    /// A rank's output: at most [`crate::nm::MAX_OUTPUT`] bytes of each file, its beginning
+    /// or (`tail`) its end; the answer says the whole sizes, so a cut is never silent.
     Output {
         job: JobId,
         rank: u32,
+        tail: bool,
     },
     /// Stop every job and every daemon.
     Shutdown,
@@ -303,13 +311,29 @@ pub enum Response {
     Jobs(JobsPage),
     Done,
     Status(StatusInfo),
-    Output {
-        stdout: Vec<u8>,
-        stderr: Vec<u8>,
-        /// Where the files are, when the job gave `--output`/`--error` patterns.
-        files: Vec<String>,
-    },
+    Output(RankOutput),
     Error(String),
+}
+
+/// What [`Request::Output`] brings back of a rank's files.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankOutput {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Where the files are, when the job gave `--output`/`--error` patterns.
+    pub files: Vec<String>,
+    /// The whole sizes of the standard output and error files: when larger than what came,
+    /// the file was cut to its first (or, asked with `tail`, last) bytes.
+    pub sizes: (u64, u64),
+    /// The end of the files was asked for.
+    pub tail: bool,
+}
+
+impl RankOutput {
+    /// Whether either file is longer than what came.
+    pub fn cut(&self) -> bool {
+        self.sizes.0 > self.stdout.len() as u64 || self.sizes.1 > self.stderr.len() as u64
+    }
 }
 
 /// Where a job is in its life.

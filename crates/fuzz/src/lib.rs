@@ -340,6 +340,7 @@ pub mod seeds {
                 Request::Output {
                     job: JobId(1),
                     rank: 0,
+                    tail: false,
                 },
             ),
             Happening::Client(0, true, Request::Shutdown),

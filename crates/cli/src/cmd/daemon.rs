@@ -305,6 +305,9 @@ pub struct OutputArgs {
     /// Rank whose output to print
     #[arg(long, default_value_t = 0)]
     rank: u32,
+    /// Print the end of a file longer than 4 MiB rather than its beginning
+    #[arg(long)]
+    tail: bool,
     #[command(flatten)]
     conn: ConnArgs,
 }
@@ -483,7 +486,23 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         }
         Command::Acct(a) => super::acct::run(*a),
         Command::Output(a) => {
-            let (out, err, files) = a.conn.client()?.output(JobId(a.id), a.rank)?;
+            let o = a.conn.client()?.rank_output(JobId(a.id), a.rank, a.tail)?;
+            // A file cut to MAX_OUTPUT is said so, with its size (issue 10, finding 7).
+            if !a.conn.json {
+                let part = if a.tail { "last" } else { "first" };
+                for (what, got, size) in [
+                    ("output", o.stdout.len() as u64, o.sizes.0),
+                    ("error", o.stderr.len() as u64, o.sizes.1),
+                ] {
+                    if size > got {
+                        eprintln!(
+                            "cosched: job {} rank {}'s standard {what} is {size} bytes; showing its {part} {got} (--tail shows the end; the whole file stays on the node)",
+                            a.id, a.rank
+                        );
+                    }
+                }
+            }
+            let (out, err, files) = (&o.stdout, &o.stderr, &o.files);
             if !files.is_empty() && !a.conn.json {
                 eprintln!(
                     "cosched: job {} rank {} wrote to {} (its --output/--error)",
@@ -497,10 +516,12 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                     "id": a.id, "rank": a.rank,
                     "stdout": String::from_utf8_lossy(&out), "stderr": String::from_utf8_lossy(&err),
                     "files": files,
+                    "stdout_size": o.sizes.0, "stderr_size": o.sizes.1,
+                    "truncated": o.cut(), "tail": o.tail,
                 }))?;
             } else {
-                let _ = std::io::stdout().write_all(&out);
-                let _ = std::io::stderr().write_all(&err);
+                let _ = std::io::stdout().write_all(out);
+                let _ = std::io::stderr().write_all(err);
             }
             Ok(0)
         }

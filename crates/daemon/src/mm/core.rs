@@ -243,8 +243,9 @@ pub struct Core {
     pub(super) next_hb: Time,
     /// Until when nodes known from the database may come back with their jobs.
     pub(super) grace_until: Option<Time>,
-    /// Output fetches awaiting a node's answer: fetch id → (client request, deadline).
-    pub(super) outputs: HashMap<u64, (ReqId, Time)>,
+    /// Output fetches awaiting a node's answer: fetch id → (client request, deadline,
+    /// whether the files' ends were asked for).
+    pub(super) outputs: HashMap<u64, (ReqId, Time, bool)>,
     pub(super) next_fetch: u64,
     /// The last tree epoch announced.
     pub(super) epoch: u64,
@@ -468,14 +469,17 @@ impl Core {
                     stdout,
                     stderr,
                     files,
+                    sizes,
                 } => {
-                    if let Some((client, _)) = self.outputs.remove(&req) {
+                    if let Some((client, _, tail)) = self.outputs.remove(&req) {
                         let resp = if found {
-                            Response::Output {
+                            Response::Output(RankOutput {
                                 stdout,
                                 stderr,
                                 files,
-                            }
+                                sizes,
+                                tail,
+                            })
                         } else {
                             Response::Error(format!(
                                 "node {from} has no output files for that rank"
@@ -528,7 +532,7 @@ impl Core {
         if let Some(at) = self.next_begin() {
             w = w.min(at);
         }
-        for (_, deadline) in self.outputs.values() {
+        for (_, deadline, _) in self.outputs.values() {
             w = w.min(*deadline);
         }
         for p in self.pending.values() {
@@ -558,12 +562,12 @@ impl Core {
         let mut expired: Vec<u64> = self
             .outputs
             .iter()
-            .filter(|(_, (_, d))| *d <= now)
+            .filter(|(_, (_, d, _))| *d <= now)
             .map(|(k, _)| *k)
             .collect();
         expired.sort_unstable();
         for k in expired {
-            if let Some((req, _)) = self.outputs.remove(&k) {
+            if let Some((req, _, _)) = self.outputs.remove(&k) {
                 self.push(Effect::Reply {
                     req,
                     resp: Response::Error(

@@ -53,10 +53,12 @@ impl Core {
                 }
             }
             Request::Status => Response::Status(self.status()),
-            Request::Output { job, rank } => match self.output(now, req, job, rank, caller) {
-                Some(resp) => resp,
-                None => return,
-            },
+            Request::Output { job, rank, tail } => {
+                match self.output(now, req, job, rank, tail, caller) {
+                    Some(resp) => resp,
+                    None => return,
+                }
+            }
             Request::Shutdown if !caller.admin => Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) may shut it down",
                 crate::util::user_name(crate::util::euid())
@@ -180,6 +182,7 @@ impl Core {
         req: ReqId,
         job: JobId,
         rank: u32,
+        tail: bool,
         caller: Caller,
     ) -> Option<Response> {
         let Some(i) = self.ledger.find(job) else {
@@ -232,9 +235,11 @@ impl Core {
                     ..self.side[i].io.clone()
                 },
                 uid: self.side[i].user,
+                tail,
             },
         );
-        self.outputs.insert(fetch, (req, now + OUTPUT_TIMEOUT));
+        self.outputs
+            .insert(fetch, (req, now + OUTPUT_TIMEOUT, tail));
         None
     }
 }

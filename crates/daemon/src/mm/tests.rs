@@ -1008,7 +1008,11 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
         Request::Cancel(id),
         Request::Suspend(id),
         Request::Resume(id),
-        Request::Output { job: id, rank: 0 },
+        Request::Output {
+            job: id,
+            rank: 0,
+            tail: false,
+        },
     ] {
         match ask(&mut c, request.clone(), bob) {
             Response::Error(e) => assert!(
