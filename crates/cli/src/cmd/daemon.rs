@@ -514,7 +514,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             if a.conn.json {
                 print_json(&serde_json::json!({
                     "id": a.id, "rank": a.rank,
-                    "stdout": String::from_utf8_lossy(&out), "stderr": String::from_utf8_lossy(&err),
+                    "stdout": String::from_utf8_lossy(out), "stderr": String::from_utf8_lossy(err),
                     "files": files,
                     "stdout_size": o.sizes.0, "stderr_size": o.sizes.1,
                     "truncated": o.cut(), "tail": o.tail,
