@@ -180,3 +180,69 @@ fn issue_10_output_says_when_it_cut_a_file_and_tail_shows_the_end() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Polls until `pred` holds, at most `secs`.
+fn until<T>(secs: u64, what: &str, mut pred: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = pred() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(secs),
+            "{what} not reached in {secs} s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Job directories were never removed: with `--keep-jobs 2s` a finished job's directory on
+/// its node goes about two seconds after its end, while a file the job directed elsewhere
+/// with `--output` stays, and so does a running job's directory.
+#[test]
+fn issue_10_finished_job_directories_are_removed_after_the_retention() {
+    let c = Cluster::up("keep", &["--nodes", "1", "--pes", "2", "--keep-jobs", "2s"]);
+    let elsewhere = c.dir.join("kept.out");
+    let done = job_id(&c.ok(&["submit", "--", "echo", "hi"]));
+    let directed = job_id(&c.ok(&[
+        "submit",
+        "--output",
+        elsewhere.to_str().unwrap(),
+        "--",
+        "echo",
+        "mine",
+    ]));
+    c.ok(&[
+        "wait",
+        "--timeout",
+        "60s",
+        &done.to_string(),
+        &directed.to_string(),
+    ]);
+    let running = job_id(&c.ok(&["submit", "--", "sleep", "60"]));
+    let nm_dir = std::fs::read_dir(&c.dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("nm-"))
+        })
+        .expect("the node's work directory");
+    let job_dir = |id: u64| nm_dir.join("jobs").join(id.to_string());
+    assert_eq!(c.run(&["output", &done.to_string()]).stdout, b"hi\n");
+    until(30, "the running job's directory", || {
+        job_dir(running).is_dir().then_some(())
+    });
+    until(30, "the finished job's directory removed", || {
+        (!job_dir(done).exists()).then_some(())
+    });
+    assert!(!job_dir(directed).exists());
+    assert_eq!(std::fs::read(&elsewhere).unwrap(), b"mine\n");
+    assert!(job_dir(running).is_dir(), "a running job's directory stays");
+    // Its record stays for accounting; its output is gone, and `output` says so.
+    let acct = c.json(&["acct", "--json"]);
+    assert_eq!(acct["jobs"].as_array().unwrap().len(), 3);
+    assert!(!c.run(&["output", &done.to_string()]).status.success());
+}

@@ -193,6 +193,8 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             dir.key_file().display().to_string(),
             "--cpu-offset".into(),
             (i * o.settings.pes).to_string(),
+            "--keep-jobs".into(),
+            o.settings.keep_jobs.to_string(),
         ];
         children.push(spawn_daemon(
             &o.exe,

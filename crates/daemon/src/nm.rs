@@ -33,8 +33,12 @@ const DEFAULT_KILL_WAIT: Duration = Duration::from_secs(5);
 /// Longest grace the ranks get when the node manager shuts down (see [`Nm::shut_down`]).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// Largest output file `cosched output` brings back (the rest is in the node's work directory).
+/// Largest part of an output file `cosched output` brings back (the answer gives the whole
+/// size; `--tail` brings the end; the file itself stays in the node's work directory).
 pub const MAX_OUTPUT: u64 = 4 << 20;
+
+/// How long a finished job's directory on a node is kept (`--keep-jobs`).
+pub const DEFAULT_KEEP_JOBS: Duration = Duration::from_secs(7 * 86_400);
 
 #[derive(Clone, Debug)]
 pub struct NmConfig {
@@ -50,6 +54,9 @@ pub struct NmConfig {
     /// sharing a host (an embedded cluster) get different offsets so that their PEs spread
     /// over the cores instead of all landing on the first ones.
     pub cpu_offset: u32,
+    /// A finished job's directory (its default output files) is removed this long after the
+    /// job ended (`--keep-jobs`; issue 10, finding 7).
+    pub keep_jobs: Duration,
 }
 
 struct Rank {
@@ -80,6 +87,9 @@ struct Nm {
     owners: Owners,
     /// Lines the ranks write on their PMI sockets.
     pmi: mpsc::UnboundedSender<FromRank>,
+    /// When the work directory was last swept of expired job directories (`None`: never, so
+    /// the first heartbeat sweeps what an earlier run left).
+    last_sweep: Option<std::time::Instant>,
 }
 
 type Owners = std::sync::Arc<std::sync::Mutex<HashMap<i32, JobId>>>;
@@ -149,6 +159,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         exits: exit_tx,
         kill_wait: DEFAULT_KILL_WAIT,
         owners: Owners::default(),
+        last_sweep: None,
     };
 
     let priority = crate::util::raise_priority();
@@ -330,7 +341,8 @@ impl Nm {
 
     fn handle(&mut self, msg: ToNode, handle: &NodeHandle) {
         match msg {
-            ToNode::Heartbeat { .. } | ToNode::Shutdown => {}
+            ToNode::Heartbeat { .. } => self.sweep_if_due(),
+            ToNode::Shutdown => {}
             ToNode::Launch(l) => {
                 let job = l.job;
                 let mine = l.placement.iter().any(|p| Some(p.node) == self.id);
@@ -481,6 +493,58 @@ impl Nm {
         }
     }
 
+    /// Sweeps the work directory at most every quarter of the retention (between 0.2 s and a
+    /// minute): cheap enough on every heartbeat, prompt enough for a short retention.
+    fn sweep_if_due(&mut self) {
+        let every =
+            (self.cfg.keep_jobs / 4).clamp(Duration::from_millis(200), Duration::from_secs(60));
+        if self.last_sweep.is_some_and(|t| t.elapsed() < every) {
+            return;
+        }
+        self.last_sweep = Some(std::time::Instant::now());
+        self.sweep();
+    }
+
+    /// Removes the directories of jobs this node no longer holds whose last change (their
+    /// end, see [`Nm::forget`]) is older than the retention. Only the node's own job
+    /// directories go (`WORKDIR/jobs/ID`, with the default output files); files a job wrote
+    /// elsewhere (`--output` patterns, its working directory) are never touched.
+    fn sweep(&self) {
+        let root = self.cfg.workdir.join("jobs");
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            return;
+        };
+        let now = std::time::SystemTime::now();
+        for e in entries.flatten() {
+            let Some(id) = e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else {
+                continue;
+            };
+            if self.jobs.contains_key(&JobId(id)) {
+                continue;
+            }
+            // Not followed: only a real directory made by this node manager is removed.
+            let Ok(m) = std::fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            let ended = m.modified().unwrap_or(now);
+            if !m.is_dir() || now.duration_since(ended).unwrap_or_default() < self.cfg.keep_jobs {
+                continue;
+            }
+            match std::fs::remove_dir_all(e.path()) {
+                Ok(()) => tracing::info!(
+                    "nm {}: removed the directory of job {id}, ended more than {:?} ago (--keep-jobs)",
+                    self.cfg.name,
+                    self.cfg.keep_jobs
+                ),
+                Err(err) => tracing::warn!(
+                    "nm {}: cannot remove {}: {err}",
+                    self.cfg.name,
+                    e.path().display()
+                ),
+            }
+        }
+    }
+
     fn job_dir(&self, job: JobId) -> PathBuf {
         self.cfg.workdir.join("jobs").join(job.0.to_string())
     }
@@ -536,7 +600,13 @@ impl Nm {
     /// rank's background children) is terminated with the usual grace.
     fn forget(&mut self, job: JobId) {
         self.terminate(job);
-        self.jobs.remove(&job);
+        if self.jobs.remove(&job).is_some() {
+            // The directory's time marks the job's end: the retention counts from it, across
+            // restarts of the node manager too.
+            if let Ok(d) = std::fs::File::open(self.job_dir(job)) {
+                let _ = d.set_modified(std::time::SystemTime::now());
+            }
+        }
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
         owners.retain(|_, o| *o != job);
     }

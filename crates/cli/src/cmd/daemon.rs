@@ -139,6 +139,7 @@ impl ManagerArgs {
             kill_wait: self
                 .kill_wait
                 .clamp(Dur::ZERO, cosched_daemon::mm::MAX_KILL_WAIT),
+            ..ManagerSettings::new(nodes, pes)
         }
     }
 }
@@ -166,6 +167,10 @@ pub struct NmArgs {
     /// Pin PE i to the (OFFSET + i)-th usable CPU (several node managers on one host)
     #[arg(long, default_value_t = 0)]
     cpu_offset: u32,
+    /// Remove a finished job's directory on this node (its default output files) this long
+    /// after the job ended
+    #[arg(long, default_value = "7d")]
+    keep_jobs: Dur,
 }
 
 #[derive(clap::Subcommand)]
@@ -243,6 +248,10 @@ pub struct UpArgs {
     pes: u32,
     #[command(flatten)]
     manager: ManagerArgs,
+    /// The node managers remove a finished job's directory (its default output files) this
+    /// long after the job ended
+    #[arg(long, default_value = "7d")]
+    keep_jobs: Dur,
     /// Print one JSON document
     #[arg(long)]
     json: bool,
@@ -372,6 +381,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 listen: a.listen,
                 key,
                 cpu_offset: a.cpu_offset,
+                keep_jobs: Duration::from_micros(a.keep_jobs.as_micros().max(0) as u64),
             };
             nm::run_blocking(cfg)?;
             Ok(0)
@@ -385,6 +395,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 a.pes,
             );
             o.settings = a.manager.settings(a.nodes, a.pes);
+            o.settings.keep_jobs = a.keep_jobs;
             let c = cluster::up(&o)?;
             // The daemons outlive this command: `cluster down` stops them.
             let addr = c.addr.clone();

@@ -482,7 +482,7 @@ impl Core {
                             })
                         } else {
                             Response::Error(format!(
-                                "node {from} has no output files for that rank"
+                                "node {from} has no output files for that rank (never written, or removed with the job's directory after the retention period, `--keep-jobs`)"
                             ))
                         };
                         self.push(Effect::Reply { req: client, resp });

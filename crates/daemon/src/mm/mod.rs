@@ -53,6 +53,9 @@ pub struct ManagerSettings {
     pub requeue: bool,
     /// A killed job's processes get SIGTERM, then SIGKILL this long after (Slurm's KillWait).
     pub kill_wait: Dur,
+    /// How long the node managers `cluster up` starts keep a finished job's directory
+    /// (`--keep-jobs`).
+    pub keep_jobs: Dur,
 }
 
 impl ManagerSettings {
@@ -66,6 +69,7 @@ impl ManagerSettings {
             heartbeat: Dur::from_millis(200),
             requeue: false,
             kill_wait: DEFAULT_KILL_WAIT,
+            keep_jobs: Dur::from_micros(crate::nm::DEFAULT_KEEP_JOBS.as_micros() as i64),
         }
     }
 }
