@@ -246,3 +246,49 @@ fn issue_10_finished_job_directories_are_removed_after_the_retention() {
     assert_eq!(acct["jobs"].as_array().unwrap().len(), 3);
     assert!(!c.run(&["output", &done.to_string()]).status.success());
 }
+
+/// Output files grew without bound: past `--output-cap` a file is cut back to the cap with
+/// a notice appended, at the rank's exit and while it runs.
+#[test]
+fn issue_10_output_files_are_capped_with_a_notice() {
+    let cap = 100 * 1024;
+    let c = Cluster::up(
+        "cap",
+        &["--nodes", "1", "--pes", "2", "--output-cap", "100K"],
+    );
+    let burst = job_id(&c.ok(&[
+        "submit",
+        "--",
+        "sh",
+        "-c",
+        "head -c 1000000 /dev/zero | tr '\\0' a; echo LAST",
+    ]));
+    c.ok(&["wait", "--timeout", "60s", &burst.to_string()]);
+    let out = c.run(&["output", &burst.to_string()]).stdout;
+    let text = String::from_utf8_lossy(&out);
+    assert!(out.len() < cap + 1000, "{} bytes", out.len());
+    assert!(out[..cap].iter().all(|&b| b == b'a'));
+    assert!(text.contains("--output-cap"), "{:?}", &text[cap..]);
+    assert!(!text.contains("LAST"));
+
+    // A steady writer: the file stays near the cap while it runs, the notice once.
+    let steady = job_id(&c.ok(&[
+        "submit",
+        "--",
+        "sh",
+        "-c",
+        "while :; do head -c 20000 /dev/zero | tr '\\0' b; sleep 0.02; done",
+    ]))
+    .to_string();
+    until(60, "the steady writer passing the cap", || {
+        let o = c.run(&["output", "--json", &steady]);
+        let v: Value = serde_json::from_slice(&o.stdout).ok()?;
+        v["stdout"].as_str()?.contains("--output-cap").then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let o = c.run(&["output", &steady]).stdout;
+    let text = String::from_utf8_lossy(&o);
+    assert!(o.len() < cap + 1000 + 400_000, "{} bytes", o.len());
+    assert_eq!(text.matches("--output-cap").count(), 1);
+    c.ok(&["cancel", &steady]);
+}

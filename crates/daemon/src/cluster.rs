@@ -195,6 +195,8 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             (i * o.settings.pes).to_string(),
             "--keep-jobs".into(),
             o.settings.keep_jobs.to_string(),
+            "--output-cap".into(),
+            o.settings.output_cap.to_string(),
         ];
         children.push(spawn_daemon(
             &o.exe,

@@ -37,6 +37,16 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// size; `--tail` brings the end; the file itself stays in the node's work directory).
 pub const MAX_OUTPUT: u64 = 4 << 20;
 
+/// Default of `--output-cap`: 1 GiB per output file.
+pub const DEFAULT_OUTPUT_CAP: u64 = 1 << 30;
+
+/// The notice appended to an output file cut at the cap.
+pub fn cap_notice(cap: u64) -> String {
+    format!(
+        "\n[cosched: this output reached the node's cap of {cap} bytes (--output-cap); what the rank wrote after it was discarded]\n"
+    )
+}
+
 /// How long a finished job's directory on a node is kept (`--keep-jobs`).
 pub const DEFAULT_KEEP_JOBS: Duration = Duration::from_secs(7 * 86_400);
 
@@ -57,11 +67,18 @@ pub struct NmConfig {
     /// A finished job's directory (its default output files) is removed this long after the
     /// job ended (`--keep-jobs`; issue 10, finding 7).
     pub keep_jobs: Duration,
+    /// A rank's output file is cut back to this many bytes, with a notice appended, once it
+    /// grows past it (`--output-cap`), checked at every heartbeat and at the rank's exit.
+    pub output_cap: u64,
 }
 
 struct Rank {
     pgid: i32,
     exit: Option<RankExit>,
+    /// Its output files (one when the streams are merged), kept within `--output-cap`.
+    files: Vec<PathBuf>,
+    /// The cap's notice has been appended to these of its files.
+    capped: Vec<bool>,
     /// Lines to write to the rank's PMI socket (`None` when it has none).
     pmi: Option<mpsc::UnboundedSender<String>>,
 }
@@ -69,6 +86,10 @@ struct Rank {
 struct NodeJob {
     ranks: BTreeMap<u32, Rank>,
     pmi: JobPmi,
+    /// The job's user, when this node manager (root) runs it as another: only files of
+    /// theirs are cut (a link they planted where an output was must not make root cut
+    /// another file).
+    must_own: Option<u32>,
 }
 
 struct Nm {
@@ -230,6 +251,8 @@ impl Nm {
         {
             Some(r) => {
                 r.exit = Some(exit.clone());
+                // Its last writes are cut too, not only those a heartbeat saw.
+                self.cap_outputs(Some((job, exit.rank)));
                 true
             }
             None => false,
@@ -341,7 +364,10 @@ impl Nm {
 
     fn handle(&mut self, msg: ToNode, handle: &NodeHandle) {
         match msg {
-            ToNode::Heartbeat { .. } => self.sweep_if_due(),
+            ToNode::Heartbeat { .. } => {
+                self.cap_outputs(None);
+                self.sweep_if_due()
+            }
             ToNode::Shutdown => {}
             ToNode::Launch(l) => {
                 let job = l.job;
@@ -489,6 +515,55 @@ impl Nm {
                     "nm {}: job {job} rank {rank}: PMI line not served: {line:?}",
                     self.cfg.name
                 ),
+            }
+        }
+    }
+
+    /// Keeps the output files of the running ranks (of `only` that rank, when given) within
+    /// `--output-cap`: a file past it is cut back to the cap and the notice appended once;
+    /// the rank appends (`O_APPEND`), so what it writes later lands after the notice and is
+    /// cut at the next check. A fast writer overshoots by what it writes between two
+    /// heartbeats.
+    fn cap_outputs(&mut self, only: Option<(JobId, u32)>) {
+        use std::io::Write;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let cap = self.cfg.output_cap;
+        let notice = cap_notice(cap);
+        for (&job, j) in self.jobs.iter_mut() {
+            for (&r, rank) in j.ranks.iter_mut() {
+                let wanted = match only {
+                    Some(o) => o == (job, r),
+                    None => rank.exit.is_none(),
+                };
+                if !wanted {
+                    continue;
+                }
+                for (path, capped) in rank.files.iter().zip(rank.capped.iter_mut()) {
+                    let keep = cap + if *capped { notice.len() as u64 } else { 0 };
+                    if std::fs::metadata(path).map_or(true, |m| m.len() <= keep) {
+                        continue;
+                    }
+                    let f = std::fs::OpenOptions::new()
+                        .append(true)
+                        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                        .open(path);
+                    let Ok(mut f) = f else { continue };
+                    let Ok(m) = f.metadata() else { continue };
+                    if !m.is_file() || j.must_own.is_some_and(|u| m.uid() != u) {
+                        continue;
+                    }
+                    if f.set_len(keep).is_err() {
+                        continue;
+                    }
+                    if !*capped {
+                        let _ = f.write_all(notice.as_bytes());
+                        *capped = true;
+                        tracing::info!(
+                            "nm {}: output of job {job} rank {r} reached --output-cap ({cap} bytes): cut, with a notice",
+                            self.cfg.name
+                        );
+                    }
+                }
             }
         }
     }
@@ -653,11 +728,31 @@ impl Nm {
         }
         let dir = self.job_dir(l.job);
         let local = mine.ranks.iter().map(|&(r, _)| r).collect();
+        let run_as = run_as(&l, &self.cfg.name);
         let mut job = NodeJob {
             ranks: BTreeMap::new(),
             pmi: JobPmi::new(l.job, l.size, &l.placement, local),
+            must_own: run_as
+                .as_ref()
+                .ok()
+                .and_then(Option::as_ref)
+                .map(|w| w.uid)
+                .filter(|&u| u != 0 && crate::util::euid() == 0),
         };
-        let run_as = run_as(&l, &self.cfg.name);
+        // Where each rank's output goes, as spawn_rank opens it.
+        let cwd = if std::path::Path::new(&l.cwd).is_dir() {
+            PathBuf::from(&l.cwd)
+        } else {
+            dir.clone()
+        };
+        let files_of = |rank: u32| {
+            let f = crate::jobio::rank_files(&l.io, &cwd, &dir, l.job, rank, &self.cfg.name);
+            if f.merged {
+                vec![f.out]
+            } else {
+                vec![f.out, f.err]
+            }
+        };
         job_dir(&dir, run_as.as_ref().ok().and_then(Option::as_ref));
         for &(rank, local_pe) in &mine.ranks {
             let cpu = self.cpus[(self.cfg.cpu_offset + local_pe) as usize % self.cpus.len()];
@@ -706,6 +801,8 @@ impl Nm {
                             pgid: pid,
                             exit: None,
                             pmi,
+                            files: files_of(rank),
+                            capped: vec![false; 2],
                         },
                     );
                     let (tx, id) = (self.exits.clone(), l.job);
@@ -740,6 +837,8 @@ impl Nm {
                             pgid: 0,
                             exit: None,
                             pmi: None,
+                            files: Vec::new(),
+                            capped: Vec::new(),
                         },
                     );
                     let _ = self.exits.send((
@@ -858,9 +957,11 @@ fn spawn_rank(
         use std::os::unix::fs::OpenOptionsExt;
         let create = |p: &std::path::Path| {
             std::fs::OpenOptions::new()
-                .write(true)
                 .create(true)
-                .truncate(true)
+                // Appending: a file cut back at --output-cap then grows from its end. (The
+                // standard library refuses truncate with append: the flag is given as is.)
+                .append(true)
+                .custom_flags(libc::O_TRUNC)
                 .mode(0o600)
                 .open(p)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))
@@ -966,7 +1067,11 @@ fn spawn_rank(
                 let open = |p: &std::ffi::CString| {
                     let fd = libc::open(
                         p.as_ptr(),
-                        libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                        libc::O_WRONLY
+                            | libc::O_CREAT
+                            | libc::O_TRUNC
+                            | libc::O_APPEND
+                            | libc::O_CLOEXEC,
                         0o600,
                     );
                     if fd < 0 {

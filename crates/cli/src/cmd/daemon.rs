@@ -171,6 +171,27 @@ pub struct NmArgs {
     /// after the job ended
     #[arg(long, default_value = "7d")]
     keep_jobs: Dur,
+    /// Cut a rank's output file back to this size (bytes, or with K, M, G) once it passes
+    /// it, appending a notice that says so
+    #[arg(long, default_value = "1G", value_parser = parse_bytes)]
+    output_cap: u64,
+}
+
+/// A size in bytes: a number, optionally followed by K, M or G (powers of 1024).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{s:?} is not a size (a positive number of bytes, or with K, M, G)"))
 }
 
 #[derive(clap::Subcommand)]
@@ -252,6 +273,10 @@ pub struct UpArgs {
     /// long after the job ended
     #[arg(long, default_value = "7d")]
     keep_jobs: Dur,
+    /// The node managers cut a rank's output file back to this size (bytes, or with K, M,
+    /// G) once it passes it, appending a notice that says so
+    #[arg(long, default_value = "1G", value_parser = parse_bytes)]
+    output_cap: u64,
     /// Print one JSON document
     #[arg(long)]
     json: bool,
@@ -382,6 +407,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 key,
                 cpu_offset: a.cpu_offset,
                 keep_jobs: Duration::from_micros(a.keep_jobs.as_micros().max(0) as u64),
+                output_cap: a.output_cap,
             };
             nm::run_blocking(cfg)?;
             Ok(0)
@@ -396,6 +422,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             );
             o.settings = a.manager.settings(a.nodes, a.pes);
             o.settings.keep_jobs = a.keep_jobs;
+            o.settings.output_cap = a.output_cap;
             let c = cluster::up(&o)?;
             // The daemons outlive this command: `cluster down` stops them.
             let addr = c.addr.clone();

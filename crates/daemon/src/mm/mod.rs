@@ -56,6 +56,8 @@ pub struct ManagerSettings {
     /// How long the node managers `cluster up` starts keep a finished job's directory
     /// (`--keep-jobs`).
     pub keep_jobs: Dur,
+    /// The cap on a rank's output file those node managers enforce (`--output-cap`, bytes).
+    pub output_cap: u64,
 }
 
 impl ManagerSettings {
@@ -70,6 +72,7 @@ impl ManagerSettings {
             requeue: false,
             kill_wait: DEFAULT_KILL_WAIT,
             keep_jobs: Dur::from_micros(crate::nm::DEFAULT_KEEP_JOBS.as_micros() as i64),
+            output_cap: crate::nm::DEFAULT_OUTPUT_CAP,
         }
     }
 }
