@@ -241,10 +241,24 @@ fn issue_10_finished_job_directories_are_removed_after_the_retention() {
     assert!(!job_dir(directed).exists());
     assert_eq!(std::fs::read(&elsewhere).unwrap(), b"mine\n");
     assert!(job_dir(running).is_dir(), "a running job's directory stays");
-    // Its record stays for accounting; its output is gone, and `output` says so.
+    // The machine manager forgets them too; their records stay whole, from the database.
+    until(30, "the machine manager forgetting the ended jobs", || {
+        std::fs::read_to_string(c.state.mm_log())
+            .ok()?
+            .contains("forgot ")
+            .then_some(())
+    });
     let acct = c.json(&["acct", "--json"]);
-    assert_eq!(acct["jobs"].as_array().unwrap().len(), 3);
-    assert!(!c.run(&["output", &done.to_string()]).status.success());
+    let jobs = acct["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 3);
+    assert_eq!(jobs[0]["cmd"], serde_json::json!(["echo", "hi"]));
+    assert_eq!(jobs[0]["state"], "completed");
+    let out = c.run(&["output", &done.to_string()]);
+    assert!(!out.status.success());
+    let why = String::from_utf8_lossy(&out.stderr);
+    assert!(why.contains("--keep-jobs"), "{why}");
+    let one = c.client().jobs(&[JobId(directed)]).unwrap();
+    assert_eq!(one[0].io.output.as_deref(), elsewhere.to_str());
 }
 
 /// Output files grew without bound: past `--output-cap` a file is cut back to the cap with

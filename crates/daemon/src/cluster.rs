@@ -138,6 +138,8 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         o.settings.heartbeat.to_string(),
         "--kill-wait".into(),
         o.settings.kill_wait.to_string(),
+        "--keep-jobs".into(),
+        o.settings.keep_jobs.to_string(),
         "--state-dir".into(),
         dir.root().display().to_string(),
         "--key-file".into(),

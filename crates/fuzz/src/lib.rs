@@ -109,6 +109,7 @@ pub fn mm_core(data: &[u8]) {
         dead_after: Dur::from_secs(3),
         requeue: pick & 1 == 1,
         kill_wait: Dur::from_millis(50),
+        keep_jobs: Dur::from_secs(7 * 86_400),
     };
     let mut now = Time::from_secs(1);
     let Ok(mut core) = Core::new(cfg, policy, now, Recovered::default()) else {

@@ -124,6 +124,11 @@ pub struct ManagerArgs {
     /// KillWait (at most 1h)
     #[arg(long, default_value = "5s")]
     kill_wait: Dur,
+    /// Ended jobs are kept this long: then the machine manager keeps only a small part of
+    /// their records in memory (the database keeps all: `acct` shows them whole) and the
+    /// node managers `cluster up` starts remove their directories (default output files)
+    #[arg(long, default_value = "7d")]
+    keep_jobs: Dur,
 }
 
 impl ManagerArgs {
@@ -139,6 +144,7 @@ impl ManagerArgs {
             kill_wait: self
                 .kill_wait
                 .clamp(Dur::ZERO, cosched_daemon::mm::MAX_KILL_WAIT),
+            keep_jobs: self.keep_jobs.max(Dur::ZERO),
             ..ManagerSettings::new(nodes, pes)
         }
     }
@@ -269,10 +275,6 @@ pub struct UpArgs {
     pes: u32,
     #[command(flatten)]
     manager: ManagerArgs,
-    /// The node managers remove a finished job's directory (its default output files) this
-    /// long after the job ended
-    #[arg(long, default_value = "7d")]
-    keep_jobs: Dur,
     /// The node managers cut a rank's output file back to this size (bytes, or with K, M,
     /// G) once it passes it, appending a notice that says so
     #[arg(long, default_value = "1G", value_parser = parse_bytes)]
@@ -421,7 +423,6 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 a.pes,
             );
             o.settings = a.manager.settings(a.nodes, a.pes);
-            o.settings.keep_jobs = a.keep_jobs;
             o.settings.output_cap = a.output_cap;
             let c = cluster::up(&o)?;
             // The daemons outlive this command: `cluster down` stops them.

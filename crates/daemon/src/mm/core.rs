@@ -88,6 +88,15 @@ pub enum Effect {
         req: ReqId,
         resp: Response,
     },
+    /// Answer a job query whose page holds forgotten jobs: the shell replaces the records at
+    /// `from_db` (positions in the page) by the database's, shortening their command lines
+    /// when `listing`.
+    ReplyJobs {
+        req: ReqId,
+        page: JobsPage,
+        from_db: Vec<usize>,
+        listing: bool,
+    },
     /// Answer a registration.
     Registered {
         req: ReqId,
@@ -133,6 +142,9 @@ pub struct CoreConfig {
     pub requeue: bool,
     /// Between SIGTERM and SIGKILL when a job is killed (given to the nodes at registration).
     pub kill_wait: Dur,
+    /// An ended job is forgotten (its command, environment and placement dropped from
+    /// memory; its record stays in the database) this long after its end (`--keep-jobs`).
+    pub keep_jobs: Dur,
 }
 
 /// What a restarted machine manager finds in its database.
@@ -166,6 +178,12 @@ pub struct Side {
     run_seq: u64,
     /// Killed while its processes existed: forget it on its nodes once every rank reported.
     pub(super) forget_pending: bool,
+    /// Ended more than `keep_jobs` ago: only the ledger's record, the name, class and owner
+    /// are in memory; queries take the rest from the database (issue 10, finding 7).
+    pub(super) forgotten: bool,
+    /// The size of its record as a client gets it, from before it was forgotten: what its
+    /// record from the database adds to a page.
+    pub(super) record_bytes: usize,
 }
 
 /// A PMI fence of one job being gathered: the nodes that entered it and their puts.
@@ -258,6 +276,10 @@ pub struct Core {
     pub(super) deferred: BTreeSet<Ix>,
     last_now: Time,
     shutting_down: bool,
+    /// Ended jobs in the order of their ends, to be forgotten `keep_jobs` after.
+    ended: std::collections::VecDeque<(Time, Ix)>,
+    /// When ended jobs are next looked at for forgetting.
+    next_forget: Time,
 }
 
 impl Core {
@@ -302,6 +324,8 @@ impl Core {
             deferred: BTreeSet::new(),
             last_now: now,
             shutting_down: false,
+            ended: Default::default(),
+            next_forget: now,
             cfg,
         };
         core.recover(now, recovered)?;
@@ -342,13 +366,17 @@ impl Core {
                 error: info.error.clone(),
                 run_seq: 0,
                 forget_pending: false,
+                forgotten: false,
+                record_bytes: 0,
             };
             let req = request_of(&info.id(), info.record.submit, info.procs(), &side);
             let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
             self.side.push(side);
             let record = info.record.clone();
             if info.state.is_final() {
+                let end = record.end.unwrap_or(record.submit);
                 self.ledger.adopt_ended(i, record);
+                self.ended.push_back((end, i));
                 continue;
             }
             self.live.insert(i);
@@ -394,6 +422,8 @@ impl Core {
                 }
             }
         }
+        // Forgotten in the order of their ends (the first step forgets those long ended).
+        self.ended.make_contiguous().sort_by_key(|&(t, i)| (t, i));
         if recovered_any {
             self.grace_until = Some(now + self.cfg.dead_after * 3 + Dur::from_secs(2));
             self.log(format!(
@@ -509,6 +539,10 @@ impl Core {
         }
         self.flush_switch();
         for i in std::mem::take(&mut self.dirty) {
+            if self.side[i].forgotten {
+                // Its whole record is the database's; what memory holds would shorten it.
+                continue;
+            }
             let info = self.job_info(i, now);
             self.effects.push(Effect::PersistJob(Box::new(info)));
         }
@@ -555,6 +589,9 @@ impl Core {
             self.heartbeat(now);
         }
         self.resend_launches(now);
+        if now >= self.next_forget {
+            self.forget_ended(now);
+        }
         if self.grace_until.is_some_and(|g| now >= g) {
             self.grace_until = None;
             self.grace_over(now);
@@ -575,6 +612,52 @@ impl Core {
                     ),
                 });
             }
+        }
+    }
+
+    /// Forgets the jobs that ended more than `keep_jobs` ago (issue 10, finding 7): memory
+    /// then holds per old job only the ledger's record, its name, class and owner, not its
+    /// command line and environment (which a submission from the command line carries
+    /// whole). Looked at every quarter of the retention, between 0.2 s and a minute.
+    fn forget_ended(&mut self, now: Time) {
+        let keep = self.cfg.keep_jobs;
+        self.next_forget = now
+            + Dur::from_micros(keep.as_micros() / 4)
+                .clamp(Dur::from_millis(200), Dur::from_secs(60));
+        let mut forgotten = 0;
+        while let Some(&(end, i)) = self.ended.front()
+            && end + keep <= now
+        {
+            self.ended.pop_front();
+            if self.side[i].forget_pending {
+                // Processes of it may still run: kept until they are gone.
+                self.ended.push_back((now, i));
+                continue;
+            }
+            if self.dirty.contains(&i) {
+                // Its last record is not written yet: written first, forgotten next time.
+                self.ended.push_front((end, i));
+                break;
+            }
+            let mut info = self.job_info(i, now);
+            info.io.env = None;
+            let bytes = postcard::experimental::serialized_size(&info).unwrap_or(0);
+            let s = &mut self.side[i];
+            s.record_bytes = bytes;
+            s.forgotten = true;
+            s.cmd = Vec::new();
+            s.cwd = String::new();
+            s.io = JobIo::default();
+            s.sched = Schedule::default();
+            s.placement = Vec::new();
+            s.ranks = BTreeMap::new();
+            s.error = None;
+            forgotten += 1;
+        }
+        if forgotten > 0 {
+            self.log(format!(
+                "mm: forgot {forgotten} jobs ended more than {keep} ago (their records stay in the database; --keep-jobs)"
+            ));
         }
     }
 
@@ -907,6 +990,10 @@ impl Core {
     fn after_end(&mut self, i: Ix, why: Option<String>) {
         self.live.remove(&i);
         self.placed.remove(&i);
+        // The environment is for launches only, and an ended job has none left: the memory
+        // of a long history is not spent on it.
+        self.side[i].io.env = None;
+        self.ended.push_back((self.last_now, i));
         let id = self.ledger.entry(i).req.id;
         self.pending.retain(|(j, _), _| *j != id);
         self.fences.remove(&id);
@@ -1100,6 +1187,8 @@ impl Core {
             error: None,
             run_seq: 0,
             forget_pending: false,
+            forgotten: false,
+            record_bytes: 0,
         };
         let req = request_of(&id, now, s.procs, &side);
         let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;

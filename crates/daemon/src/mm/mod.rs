@@ -53,8 +53,8 @@ pub struct ManagerSettings {
     pub requeue: bool,
     /// A killed job's processes get SIGTERM, then SIGKILL this long after (Slurm's KillWait).
     pub kill_wait: Dur,
-    /// How long the node managers `cluster up` starts keep a finished job's directory
-    /// (`--keep-jobs`).
+    /// How long an ended job is kept whole in the machine manager's memory, and its
+    /// directory by the node managers `cluster up` starts (`--keep-jobs`).
     pub keep_jobs: Dur,
     /// The cap on a rank's output file those node managers enforce (`--output-cap`, bytes).
     pub output_cap: u64,

@@ -28,7 +28,21 @@ impl Core {
                 Ok(id) => Response::Submitted(id),
                 Err(why) => Response::Error(why),
             },
-            Request::Jobs(q) => self.jobs_page(&q, now),
+            Request::Jobs(q) => {
+                let (page, from_db) = self.jobs_page(&q, now);
+                match page {
+                    Response::Jobs(page) if !from_db.is_empty() => {
+                        self.push(Effect::ReplyJobs {
+                            req,
+                            page,
+                            from_db,
+                            listing: q.ids.is_empty(),
+                        });
+                        return;
+                    }
+                    page => page,
+                }
+            }
             Request::Cancel(id) => match self.ledger.find(id) {
                 None => unknown(id),
                 Some(i) if !self.may_act(caller, i) => self.denied(i),
@@ -75,7 +89,9 @@ impl Core {
     /// within [`PAGE_BYTES`], so that no answer outgrows a frame however many jobs there are
     /// or however long their command lines. The filters are checked on the ledger's entry
     /// before a record is built, so a selective query costs little beyond a pass over ids.
-    fn jobs_page(&self, q: &JobQuery, now: Time) -> Response {
+    /// Also returns the positions in the page of forgotten jobs, whose records the shell
+    /// takes from the database.
+    fn jobs_page(&self, q: &JobQuery, now: Time) -> (Response, Vec<usize>) {
         let limit = match q.limit {
             0 => MAX_PAGE_JOBS,
             n => n.min(MAX_PAGE_JOBS),
@@ -109,14 +125,14 @@ impl Core {
             Box::new((first..self.side.len()).map(Ok))
         };
         let mut page = JobsPage::default();
+        let mut from_db = Vec::new();
         let mut bytes = 0;
         for c in candidates {
             let i = match c {
                 Ok(i) => i,
                 Err(id) => {
-                    return Response::Error(format!(
-                        "unknown job id {id}; `cosched queue --all` lists the jobs"
-                    ));
+                    let why = format!("unknown job id {id}; `cosched queue --all` lists the jobs");
+                    return (Response::Error(why), Vec::new());
                 }
             };
             // A query by ids answers every id in order (the client skips the answered ones).
@@ -134,15 +150,26 @@ impl Core {
             if !by_id {
                 shorten_cmd(&mut j.cmd, LISTED_CMD_BYTES);
             }
-            let size = postcard::experimental::serialized_size(&j).unwrap_or(0);
+            let mut size = postcard::experimental::serialized_size(&j).unwrap_or(0);
+            if self.side[i].forgotten {
+                let whole = self.side[i].record_bytes;
+                size = if by_id {
+                    whole
+                } else {
+                    whole.min(size + LISTED_CMD_BYTES + 200)
+                };
+            }
             if !page.jobs.is_empty() && bytes + size > PAGE_BYTES {
                 page.more = true;
                 break;
             }
             bytes += size;
+            if self.side[i].forgotten {
+                from_db.push(page.jobs.len());
+            }
             page.jobs.push(j);
         }
-        Response::Jobs(page)
+        (Response::Jobs(page), from_db)
     }
 
     /// Whether job `i` passes the filters of `q`.
@@ -192,6 +219,12 @@ impl Core {
         };
         if !self.may_act(caller, i) {
             return Some(self.denied(i));
+        }
+        if self.side[i].forgotten {
+            return Some(Response::Error(format!(
+                "job {job} ended more than {} ago (--keep-jobs): its record is kept (`cosched acct`), its output on the nodes is not; files it wrote with --output stay where it wrote them",
+                self.cfg.keep_jobs
+            )));
         }
         let procs = self.ledger.entry(i).req.procs;
         if rank >= procs {
