@@ -188,9 +188,43 @@ impl Client {
 
     /// Jobs by id (every job if `ids` is empty).
     pub fn jobs(&self, ids: &[JobId]) -> Result<Vec<JobInfo>, DaemonError> {
-        match self.request(Request::Jobs { ids: ids.to_vec() })? {
-            Response::Jobs(v) => Ok(v),
-            other => Err(unexpected(other)),
+        self.query(
+            JobQuery {
+                ids: ids.to_vec(),
+                ..JobQuery::default()
+            },
+            None,
+        )
+    }
+
+    /// Every job `q` selects (at most `max`, the first in id order), fetched page by page
+    /// (issue 10, finding 7): each answer stays far below the frame limit however many jobs
+    /// the machine manager holds.
+    pub fn query(&self, mut q: JobQuery, max: Option<usize>) -> Result<Vec<JobInfo>, DaemonError> {
+        let mut all: Vec<JobInfo> = Vec::new();
+        loop {
+            if let Some(m) = max {
+                let left = m.saturating_sub(all.len());
+                if left == 0 {
+                    return Ok(all);
+                }
+                q.limit = left.min(MAX_PAGE_JOBS as usize) as u32;
+            }
+            let page = match self.request(Request::Jobs(q.clone()))? {
+                Response::Jobs(p) => p,
+                other => return Err(unexpected(other)),
+            };
+            let got = page.jobs.len();
+            if let Some(last) = page.jobs.last() {
+                q.after = Some(last.id());
+            }
+            q.skip += got as u32;
+            all.extend(page.jobs);
+            // An empty page with more to come cannot happen (a page holds at least one
+            // record); stopping there keeps a confused answer from looping forever.
+            if !page.more || got == 0 {
+                return Ok(all);
+            }
         }
     }
 
@@ -219,12 +253,20 @@ impl Client {
         job: JobId,
         rank: u32,
     ) -> Result<(Vec<u8>, Vec<u8>, Vec<String>), DaemonError> {
-        match self.request(Request::Output { job, rank })? {
-            Response::Output {
-                stdout,
-                stderr,
-                files,
-            } => Ok((stdout, stderr, files)),
+        let o = self.rank_output(job, rank, false)?;
+        Ok((o.stdout, o.stderr, o.files))
+    }
+
+    /// A rank's output with the files' whole sizes: at most [`crate::nm::MAX_OUTPUT`] bytes
+    /// of each file, from its beginning or (`tail`) its end.
+    pub fn rank_output(
+        &self,
+        job: JobId,
+        rank: u32,
+        tail: bool,
+    ) -> Result<RankOutput, DaemonError> {
+        match self.request(Request::Output { job, rank, tail })? {
+            Response::Output(o) => Ok(o),
             other => Err(unexpected(other)),
         }
     }

@@ -141,6 +141,8 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         o.settings.heartbeat.to_string(),
         "--kill-wait".into(),
         o.settings.kill_wait.to_string(),
+        "--keep-jobs".into(),
+        o.settings.keep_jobs.to_string(),
         "--state-dir".into(),
         dir.root().display().to_string(),
         "--key-file".into(),
@@ -199,6 +201,10 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             dir.key_file().display().to_string(),
             "--cpu-offset".into(),
             (i * o.settings.pes).to_string(),
+            "--keep-jobs".into(),
+            o.settings.keep_jobs.to_string(),
+            "--output-cap".into(),
+            o.settings.output_cap.to_string(),
         ];
         children.push(spawn_daemon(
             &o.exe,

@@ -98,6 +98,29 @@ impl Db {
         Ok(out)
     }
 
+    /// One job's record, if the database has it.
+    pub fn job(&self, id: JobId) -> Result<Option<JobInfo>, DbError> {
+        let doc: Option<String> = self
+            .conn
+            .prepare_cached("SELECT doc FROM jobs WHERE id = ?1")
+            .and_then(|mut s| {
+                let mut rows = s.query(params![id.0 as i64])?;
+                rows.next()?.map(|r| r.get(0)).transpose()
+            })
+            .map_err(|e| self.err(e))?;
+        let Some(doc) = doc else {
+            return Ok(None);
+        };
+        serde_json::from_str(&doc)
+            .or_else(|e| legacy::job(&doc).ok_or(e))
+            .map(Some)
+            .map_err(|e| DbError::Corrupt {
+                path: self.path.clone(),
+                what: format!("job {id}"),
+                why: e.to_string(),
+            })
+    }
+
     pub fn put_node(&self, node: &NodeRow) -> Result<(), DbError> {
         self.conn
             .execute(

@@ -34,8 +34,22 @@ const DEFAULT_KILL_WAIT: Duration = Duration::from_secs(5);
 /// Longest grace the ranks get when the node manager shuts down (see [`Nm::shut_down`]).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// Largest output file `cosched output` brings back (the rest is in the node's work directory).
+/// Largest part of an output file `cosched output` brings back (the answer gives the whole
+/// size; `--tail` brings the end; the file itself stays in the node's work directory).
 pub const MAX_OUTPUT: u64 = 4 << 20;
+
+/// Default of `--output-cap`: 1 GiB per output file.
+pub const DEFAULT_OUTPUT_CAP: u64 = 1 << 30;
+
+/// The notice appended to an output file cut at the cap.
+pub fn cap_notice(cap: u64) -> String {
+    format!(
+        "\n[cosched: this output reached the node's cap of {cap} bytes (--output-cap); what the rank wrote after it was discarded]\n"
+    )
+}
+
+/// How long a finished job's directory on a node is kept (`--keep-jobs`).
+pub const DEFAULT_KEEP_JOBS: Duration = Duration::from_secs(7 * 86_400);
 
 #[derive(Clone, Debug)]
 pub struct NmConfig {
@@ -51,11 +65,21 @@ pub struct NmConfig {
     /// sharing a host (an embedded cluster) get different offsets so that their PEs spread
     /// over the cores instead of all landing on the first ones.
     pub cpu_offset: u32,
+    /// A finished job's directory (its default output files) is removed this long after the
+    /// job ended (`--keep-jobs`; issue 10, finding 7).
+    pub keep_jobs: Duration,
+    /// A rank's output file is cut back to this many bytes, with a notice appended, once it
+    /// grows past it (`--output-cap`), checked at every heartbeat and at the rank's exit.
+    pub output_cap: u64,
 }
 
 struct Rank {
     pgid: i32,
     exit: Option<RankExit>,
+    /// Its output files (one when the streams are merged), kept within `--output-cap`.
+    files: Vec<PathBuf>,
+    /// The cap's notice has been appended to these of its files.
+    capped: Vec<bool>,
     /// Lines to write to the rank's PMI socket (`None` when it has none).
     pmi: Option<mpsc::UnboundedSender<String>>,
 }
@@ -69,6 +93,10 @@ struct NodeJob {
     launch: u64,
     /// Which run of the job it is (the machine manager's count, see [`Launch::run`]).
     run: u32,
+    /// The job's user, when this node manager (root) runs it as another: only files of
+    /// theirs are cut (a link they planted where an output was must not make root cut
+    /// another file).
+    must_own: Option<u32>,
 }
 
 /// A rank's exit as its watcher reports it: job, launch (see [`NodeJob::launch`]), exit.
@@ -96,6 +124,9 @@ struct Nm {
     contain: Containment,
     /// Launches so far, numbering the job cgroups.
     launches: u64,
+    /// When the work directory was last swept of expired job directories (`None`: never, so
+    /// the first heartbeat sweeps what an earlier run left).
+    last_sweep: Option<std::time::Instant>,
 }
 
 type Owners = std::sync::Arc<std::sync::Mutex<HashMap<i32, JobId>>>;
@@ -168,6 +199,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         monitors: Default::default(),
         contain: Containment::Groups(String::new()),
         launches: 0,
+        last_sweep: None,
     };
     nm.contain = Containment::detect(&nm.cfg.name, &nm.cfg.workdir);
     tracing::info!("nm {}: {}", nm.cfg.name, nm.contain.describe());
@@ -248,7 +280,10 @@ impl Nm {
     fn record_exit(&mut self, job: JobId, launch: u64, exit: &RankExit) -> Option<u32> {
         let j = self.jobs.get_mut(&job).filter(|j| j.launch == launch)?;
         j.ranks.get_mut(&exit.rank)?.exit = Some(exit.clone());
-        Some(j.run)
+        let run = j.run;
+        // Its last writes are cut too, not only those a heartbeat saw.
+        self.cap_outputs(Some((job, exit.rank)));
+        Some(run)
     }
 
     /// The node is in the tree of `epoch`: tells the machine manager (which sends it nothing
@@ -358,7 +393,11 @@ impl Nm {
 
     fn handle(&mut self, msg: ToNode, handle: &NodeHandle) {
         match msg {
-            ToNode::Heartbeat { .. } | ToNode::Shutdown => {}
+            ToNode::Heartbeat { .. } => {
+                self.cap_outputs(None);
+                self.sweep_if_due()
+            }
+            ToNode::Shutdown => {}
             ToNode::Launch(l) => {
                 let (job, run) = (l.job, l.run);
                 let mine = l.placement.iter().any(|p| Some(p.node) == self.id);
@@ -408,6 +447,7 @@ impl Nm {
                 cwd,
                 io,
                 uid,
+                tail,
             } => {
                 let dir = self.job_dir(job);
                 // As root, only the job's user's own regular files are read: the user could
@@ -417,8 +457,9 @@ impl Nm {
                 let cwd = std::path::Path::new(&cwd);
                 let cwd = if cwd.is_dir() { cwd } else { &dir };
                 let f = crate::jobio::rank_files(&io, cwd, &dir, job, rank, &self.cfg.name);
-                let read = |path: &std::path::Path| -> Option<Vec<u8>> {
-                    use std::io::Read;
+                // At most MAX_OUTPUT bytes of a file, its beginning or its end, and its size.
+                let read = |path: &std::path::Path| -> Option<(Vec<u8>, u64)> {
+                    use std::io::{Read, Seek};
                     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
                     let f = std::fs::OpenOptions::new()
                         .read(true)
@@ -435,19 +476,24 @@ impl Nm {
                             return None;
                         }
                     }
+                    let mut f = f;
+                    let size = f.metadata().ok()?.len();
+                    if tail && size > MAX_OUTPUT {
+                        f.seek(std::io::SeekFrom::Start(size - MAX_OUTPUT)).ok()?;
+                    }
                     let mut buf = Vec::new();
                     f.take(MAX_OUTPUT).read_to_end(&mut buf).ok()?;
-                    Some(buf)
+                    Some((buf, size))
                 };
                 // Merged streams are in one file: shown once, as standard output.
                 let err = if f.merged {
-                    Some(Vec::new())
+                    Some((Vec::new(), 0))
                 } else {
                     read(&f.err)
                 };
-                let (found, stdout, stderr) = match (read(&f.out), err) {
+                let (found, (stdout, out_size), (stderr, err_size)) = match (read(&f.out), err) {
                     (Some(o), Some(e)) => (true, o, e),
-                    _ => (false, Vec::new(), Vec::new()),
+                    _ => (false, (Vec::new(), 0), (Vec::new(), 0)),
                 };
                 let mut files = Vec::new();
                 if io.output.is_some() || io.error.is_some() {
@@ -463,6 +509,7 @@ impl Nm {
                         stdout,
                         stderr,
                         files,
+                        sizes: (out_size, err_size),
                     })
                     .expect("encodes"),
                 );
@@ -503,6 +550,107 @@ impl Nm {
                 Out::Bad { rank, line } => tracing::warn!(
                     "nm {}: job {job} rank {rank}: PMI line not served: {line:?}",
                     self.cfg.name
+                ),
+            }
+        }
+    }
+
+    /// Keeps the output files of the running ranks (of `only` that rank, when given) within
+    /// `--output-cap`: a file past it is cut back to the cap and the notice appended once;
+    /// the rank appends (`O_APPEND`), so what it writes later lands after the notice and is
+    /// cut at the next check. A fast writer overshoots by what it writes between two
+    /// heartbeats.
+    fn cap_outputs(&mut self, only: Option<(JobId, u32)>) {
+        use std::io::Write;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let cap = self.cfg.output_cap;
+        let notice = cap_notice(cap);
+        for (&job, j) in self.jobs.iter_mut() {
+            for (&r, rank) in j.ranks.iter_mut() {
+                let wanted = match only {
+                    Some(o) => o == (job, r),
+                    None => rank.exit.is_none(),
+                };
+                if !wanted {
+                    continue;
+                }
+                for (path, capped) in rank.files.iter().zip(rank.capped.iter_mut()) {
+                    let keep = cap + if *capped { notice.len() as u64 } else { 0 };
+                    if std::fs::metadata(path).map_or(true, |m| m.len() <= keep) {
+                        continue;
+                    }
+                    let f = std::fs::OpenOptions::new()
+                        .append(true)
+                        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                        .open(path);
+                    let Ok(mut f) = f else { continue };
+                    let Ok(m) = f.metadata() else { continue };
+                    if !m.is_file() || j.must_own.is_some_and(|u| m.uid() != u) {
+                        continue;
+                    }
+                    if f.set_len(keep).is_err() {
+                        continue;
+                    }
+                    if !*capped {
+                        let _ = f.write_all(notice.as_bytes());
+                        *capped = true;
+                        tracing::info!(
+                            "nm {}: output of job {job} rank {r} reached --output-cap ({cap} bytes): cut, with a notice",
+                            self.cfg.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sweeps the work directory at most every quarter of the retention (between 0.2 s and a
+    /// minute): cheap enough on every heartbeat, prompt enough for a short retention.
+    fn sweep_if_due(&mut self) {
+        let every =
+            (self.cfg.keep_jobs / 4).clamp(Duration::from_millis(200), Duration::from_secs(60));
+        if self.last_sweep.is_some_and(|t| t.elapsed() < every) {
+            return;
+        }
+        self.last_sweep = Some(std::time::Instant::now());
+        self.sweep();
+    }
+
+    /// Removes the directories of jobs this node no longer holds whose last change (their
+    /// end, see [`Nm::forget`]) is older than the retention. Only the node's own job
+    /// directories go (`WORKDIR/jobs/ID`, with the default output files); files a job wrote
+    /// elsewhere (`--output` patterns, its working directory) are never touched.
+    fn sweep(&self) {
+        let root = self.cfg.workdir.join("jobs");
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            return;
+        };
+        let now = std::time::SystemTime::now();
+        for e in entries.flatten() {
+            let Some(id) = e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else {
+                continue;
+            };
+            if self.jobs.contains_key(&JobId(id)) {
+                continue;
+            }
+            // Not followed: only a real directory made by this node manager is removed.
+            let Ok(m) = std::fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            let ended = m.modified().unwrap_or(now);
+            if !m.is_dir() || now.duration_since(ended).unwrap_or_default() < self.cfg.keep_jobs {
+                continue;
+            }
+            match std::fs::remove_dir_all(e.path()) {
+                Ok(()) => tracing::info!(
+                    "nm {}: removed the directory of job {id}, ended more than {:?} ago (--keep-jobs)",
+                    self.cfg.name,
+                    self.cfg.keep_jobs
+                ),
+                Err(err) => tracing::warn!(
+                    "nm {}: cannot remove {}: {err}",
+                    self.cfg.name,
+                    e.path().display()
                 ),
             }
         }
@@ -572,8 +720,14 @@ impl Nm {
     /// rank's background children) is terminated with the usual grace.
     fn forget(&mut self, job: JobId) {
         self.terminate(job);
-        self.jobs.remove(&job);
         self.monitors.forget(job);
+        if self.jobs.remove(&job).is_some() {
+            // The directory's time marks the job's end: the retention counts from it, across
+            // restarts of the node manager too.
+            if let Ok(d) = std::fs::File::open(self.job_dir(job)) {
+                let _ = d.set_modified(std::time::SystemTime::now());
+            }
+        }
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
         owners.retain(|_, o| *o != job);
     }
@@ -648,15 +802,32 @@ impl Nm {
             }
         };
         let procs_fd = procs.as_ref().map(crate::contain::raw);
+        let run_as = run_as(&l, &self.cfg.name);
+        let owner = run_as.as_ref().ok().and_then(Option::as_ref);
         let mut job = NodeJob {
             ranks: BTreeMap::new(),
             pmi: JobPmi::new(l.job, l.size, &l.placement, local),
             cgroup,
             launch: self.launches,
             run: l.run,
+            must_own: owner
+                .map(|w| w.uid)
+                .filter(|&u| u != 0 && crate::util::euid() == 0),
         };
-        let run_as = run_as(&l, &self.cfg.name);
-        let owner = run_as.as_ref().ok().and_then(Option::as_ref);
+        // Where each rank's output goes, as spawn_rank opens it.
+        let cwd = if std::path::Path::new(&l.cwd).is_dir() {
+            PathBuf::from(&l.cwd)
+        } else {
+            dir.clone()
+        };
+        let files_of = |rank: u32| {
+            let f = crate::jobio::rank_files(&l.io, &cwd, &dir, l.job, rank, &self.cfg.name);
+            if f.merged {
+                vec![f.out]
+            } else {
+                vec![f.out, f.err]
+            }
+        };
         job_dir(&dir, owner);
         let ranks: Vec<u32> = mine.ranks.iter().map(|&(r, _)| r).collect();
         let monitor_env = self.monitors.prepare(
@@ -715,6 +886,8 @@ impl Nm {
                             pgid: pid,
                             exit: None,
                             pmi,
+                            files: files_of(rank),
+                            capped: vec![false; 2],
                         },
                     );
                     let (tx, id, launch) = (self.exits.clone(), l.job, self.launches);
@@ -750,6 +923,8 @@ impl Nm {
                             pgid: 0,
                             exit: None,
                             pmi: None,
+                            files: Vec::new(),
+                            capped: Vec::new(),
                         },
                     );
                     let _ = self.exits.send((
@@ -901,9 +1076,11 @@ fn spawn_rank(
         use std::os::unix::fs::OpenOptionsExt;
         let create = |p: &std::path::Path| {
             std::fs::OpenOptions::new()
-                .write(true)
                 .create(true)
-                .truncate(true)
+                // Appending: a file cut back at --output-cap then grows from its end. (The
+                // standard library refuses truncate with append: the flag is given as is.)
+                .append(true)
+                .custom_flags(libc::O_TRUNC)
                 .mode(0o600)
                 .open(p)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))
@@ -1021,7 +1198,11 @@ fn spawn_rank(
                 let open = |p: &std::ffi::CString| {
                     let fd = libc::open(
                         p.as_ptr(),
-                        libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                        libc::O_WRONLY
+                            | libc::O_CREAT
+                            | libc::O_TRUNC
+                            | libc::O_APPEND
+                            | libc::O_CLOEXEC,
                         0o600,
                     );
                     if fd < 0 {

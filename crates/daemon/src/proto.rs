@@ -146,6 +146,9 @@ pub enum ToNode {
         io: JobIo,
         /// The job's user: a node manager running as root reads only files of theirs.
         uid: Option<u32>,
+        /// The end of each file rather than its beginning, when it is longer than
+        /// [`crate::nm::MAX_OUTPUT`].
+        tail: bool,
     },
     /// Every node of `job` entered its PMI fence `seq`: here are all their puts (the
     /// broadcast half of the fence; the node answers `barrier_out` to its waiting ranks).
@@ -183,6 +186,8 @@ pub enum FromNode {
         stderr: Vec<u8>,
         /// Where the files are, when the job gave `--output`/`--error` patterns.
         files: Vec<String>,
+        /// The files' whole sizes: larger than what came when they were cut.
+        sizes: (u64, u64),
     },
     /// Every local rank of `job` entered PMI fence `seq` (`barrier_in`); these are the
     /// node's puts since the previous fence (the gather half of the fence). Repeated when the
@@ -278,17 +283,19 @@ pub fn local_key() -> cosched_storm::Key {
 pub enum Request {
     /// Boxed: a submission is far larger than any other request.
     Submit(Box<SubmitRequest>),
-    /// Jobs by id; every job when `ids` is empty.
-    Jobs {
-        ids: Vec<JobId>,
-    },
+    /// One page of the jobs a query selects (issue 10, finding 7): the client pages through
+    /// them ([`crate::client::Client::query`]), as no single answer may hold them all.
+    Jobs(JobQuery),
     Cancel(JobId),
     Suspend(JobId),
     Resume(JobId),
     Status,
+    /// A rank's output: at most [`crate::nm::MAX_OUTPUT`] bytes of each file, its beginning
+    /// or (`tail`) its end; the answer says the whole sizes, so a cut is never silent.
     Output {
         job: JobId,
         rank: u32,
+        tail: bool,
     },
     /// Stop every job and every daemon.
     Shutdown,
@@ -296,6 +303,51 @@ pub enum Request {
     Monitor {
         node: String,
     },
+}
+
+/// Which jobs a [`Request::Jobs`] selects, and where its page starts. The machine manager
+/// applies the filters (a selective `acct` costs one small answer, not every record), and
+/// answers at most [`JobQuery::limit`] records (at most [`MAX_PAGE_JOBS`]) within
+/// [`PAGE_BYTES`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobQuery {
+    /// These jobs, in this order, with their whole command lines (every job when empty; a
+    /// listing shortens command lines to [`LISTED_CMD_BYTES`]). An unknown id is an error.
+    pub ids: Vec<JobId>,
+    /// Only jobs of these users.
+    pub users: Vec<u32>,
+    /// Only jobs in these states.
+    pub states: Vec<JobState>,
+    /// Only jobs not ended before this time (µs since the epoch).
+    pub since_us: Option<i64>,
+    /// Only jobs submitted by this time.
+    pub until_us: Option<i64>,
+    /// A listing's cursor: only jobs with a greater id (the last id of the previous page).
+    pub after: Option<JobId>,
+    /// Skip this many of `ids` (the ones answered by the previous pages).
+    pub skip: u32,
+    /// At most this many records in the page (0: [`MAX_PAGE_JOBS`]).
+    pub limit: u32,
+}
+
+/// Most records in one page of [`Request::Jobs`].
+pub const MAX_PAGE_JOBS: u32 = 2_000;
+/// A page of [`Request::Jobs`] stops once its records take this many bytes (always holding
+/// at least one record, which a submission's size limit keeps below 2 MiB): far inside the
+/// 16 MiB frame limit, however large the records.
+pub const PAGE_BYTES: usize = 4 << 20;
+/// A listing (a query without ids) shows at most this many bytes of a command line; the rest
+/// is replaced by a marker saying how much was left out. Asked by id, a job's command line
+/// comes whole.
+pub const LISTED_CMD_BYTES: usize = 4096;
+
+/// One page of jobs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct JobsPage {
+    pub jobs: Vec<JobInfo>,
+    /// More jobs are selected after these: ask again from the last of them (`after`, or
+    /// `skip` for a query by ids).
+    pub more: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -319,17 +371,33 @@ pub struct SubmitRequest {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Response {
     Submitted(JobId),
-    Jobs(Vec<JobInfo>),
+    Jobs(JobsPage),
     Done,
     Status(StatusInfo),
-    Output {
-        stdout: Vec<u8>,
-        stderr: Vec<u8>,
-        /// Where the files are, when the job gave `--output`/`--error` patterns.
-        files: Vec<String>,
-    },
+    Output(RankOutput),
     Error(String),
     Monitor(NodeMonitor),
+}
+
+/// What [`Request::Output`] brings back of a rank's files.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankOutput {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Where the files are, when the job gave `--output`/`--error` patterns.
+    pub files: Vec<String>,
+    /// The whole sizes of the standard output and error files: when larger than what came,
+    /// the file was cut to its first (or, asked with `tail`, last) bytes.
+    pub sizes: (u64, u64),
+    /// The end of the files was asked for.
+    pub tail: bool,
+}
+
+impl RankOutput {
+    /// Whether either file is longer than what came.
+    pub fn cut(&self) -> bool {
+        self.sizes.0 > self.stdout.len() as u64 || self.sizes.1 > self.stderr.len() as u64
+    }
 }
 
 /// Where a job is in its life.

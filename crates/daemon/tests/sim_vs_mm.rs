@@ -192,6 +192,7 @@ fn run_mm(
         requeue: false,
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: false,
+        keep_jobs: Dur::from_secs(7 * 86_400),
     };
     let mut core = Core::new(cfg, policy, Time::ZERO, Recovered::default()).unwrap();
     let register = |n: u32, incarnation: u64| Input::Register {

@@ -112,6 +112,7 @@ pub fn mm_core(data: &[u8]) {
         requeue: pick & 1 == 1,
         kill_wait: Dur::from_millis(50),
         hold_pes_while_completing: pick & 2 == 2,
+        keep_jobs: Dur::from_secs(if pick & 4 == 4 { 1 } else { 7 * 86_400 }),
     };
     let mut now = Time::from_secs(1);
     let Ok(mut core) = Core::new(cfg, policy, now, Recovered::default()) else {
@@ -341,7 +342,11 @@ pub mod seeds {
             ),
             Happening::Client(1000, false, Request::Suspend(JobId(1))),
             Happening::Client(1000, false, Request::Resume(JobId(1))),
-            Happening::Client(1000, false, Request::Jobs { ids: Vec::new() }),
+            Happening::Client(
+                1000,
+                false,
+                Request::Jobs(cosched_daemon::proto::JobQuery::default()),
+            ),
             Happening::Client(1000, false, Request::Status),
             Happening::Heard(1),
             Happening::FromNode(0, exit(1, 0)),
@@ -367,6 +372,7 @@ pub mod seeds {
                 Request::Output {
                     job: JobId(1),
                     rank: 0,
+                    tail: false,
                 },
             ),
             Happening::Client(0, true, Request::Shutdown),

@@ -52,6 +52,9 @@ pub struct AcctArgs {
     /// end, wait, run, suspended, exit
     #[arg(long, default_value = DEFAULT_FORMAT)]
     format: String,
+    /// At most this many jobs (the first selected, in id order)
+    #[arg(long)]
+    limit: Option<usize>,
     /// Also write the selected ended jobs as an SWF trace to this file
     #[arg(long)]
     swf_out: Option<PathBuf>,
@@ -100,14 +103,16 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
 
     let client = a.conn.client()?;
     let status = client.status()?;
-    let jobs: Vec<JobInfo> = client
-        .jobs(&[])?
-        .into_iter()
-        .filter(|j| uids.is_empty() || j.user.is_some_and(|u| uids.contains(&u)))
-        .filter(|j| states.is_empty() || states.contains(&j.state))
-        .filter(|j| since.is_none_or(|s| j.record.end.is_none_or(|e| e.as_micros() >= s)))
-        .filter(|j| until.is_none_or(|u| j.record.submit.as_micros() <= u))
-        .collect();
+    // The filters are the machine manager's: it answers only the jobs selected, page by
+    // page (issue 10, finding 7).
+    let q = cosched_daemon::proto::JobQuery {
+        users: uids,
+        states,
+        since_us: since,
+        until_us: until,
+        ..Default::default()
+    };
+    let jobs: Vec<JobInfo> = client.query(q, a.limit)?;
     if let Some(path) = &a.swf_out {
         let (header, records) = report::swf(&jobs, &status);
         write_trace_path(path, &header, &records)

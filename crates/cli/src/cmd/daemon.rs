@@ -141,6 +141,11 @@ pub struct ManagerArgs {
     /// KillWait (at most 1h)
     #[arg(long, default_value = "5s")]
     kill_wait: Dur,
+    /// Ended jobs are kept this long: then the machine manager keeps only a small part of
+    /// their records in memory (the database keeps all: `acct` shows them whole) and the
+    /// node managers `cluster up` starts remove their directories (default output files)
+    #[arg(long, default_value = "7d")]
+    keep_jobs: Dur,
 }
 
 impl ManagerArgs {
@@ -156,6 +161,8 @@ impl ManagerArgs {
             kill_wait: self
                 .kill_wait
                 .clamp(Dur::ZERO, cosched_daemon::mm::MAX_KILL_WAIT),
+            keep_jobs: self.keep_jobs.max(Dur::ZERO),
+            ..ManagerSettings::new(nodes, pes)
         }
     }
 }
@@ -183,6 +190,31 @@ pub struct NmArgs {
     /// Pin PE i to the (OFFSET + i)-th usable CPU (several node managers on one host)
     #[arg(long, default_value_t = 0)]
     cpu_offset: u32,
+    /// Remove a finished job's directory on this node (its default output files) this long
+    /// after the job ended
+    #[arg(long, default_value = "7d")]
+    keep_jobs: Dur,
+    /// Cut a rank's output file back to this size (bytes, or with K, M, G) once it passes
+    /// it, appending a notice that says so
+    #[arg(long, default_value = "1G", value_parser = parse_bytes)]
+    output_cap: u64,
+}
+
+/// A size in bytes: a number, optionally followed by K, M or G (powers of 1024).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{s:?} is not a size (a positive number of bytes, or with K, M, G)"))
 }
 
 #[derive(clap::Subcommand)]
@@ -279,6 +311,10 @@ pub struct UpArgs {
     /// token printed at start-up and kept in STATE_DIR/http-token (off by default)
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
+    /// The node managers cut a rank's output file back to this size (bytes, or with K, M,
+    /// G) once it passes it, appending a notice that says so
+    #[arg(long, default_value = "1G", value_parser = parse_bytes)]
+    output_cap: u64,
     /// Print one JSON document
     #[arg(long)]
     json: bool,
@@ -341,6 +377,9 @@ pub struct OutputArgs {
     /// Rank whose output to print
     #[arg(long, default_value_t = 0)]
     rank: u32,
+    /// Print the end of a file longer than 4 MiB rather than its beginning
+    #[arg(long)]
+    tail: bool,
     #[command(flatten)]
     conn: ConnArgs,
 }
@@ -435,6 +474,8 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 listen: a.listen,
                 key,
                 cpu_offset: a.cpu_offset,
+                keep_jobs: Duration::from_micros(a.keep_jobs.as_micros().max(0) as u64),
+                output_cap: a.output_cap,
             };
             nm::run_blocking(cfg)?;
             Ok(0)
@@ -449,6 +490,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             );
             o.settings = a.manager.settings(a.nodes, a.pes);
             o.http = a.http;
+            o.settings.output_cap = a.output_cap;
             let c = cluster::up(&o)?;
             let dashboard = o.http.as_ref().and_then(|_| c.state_dir.http_url());
             // The daemons outlive this command: `cluster down` stops them.
@@ -507,18 +549,14 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         Command::Hold(a) => many(&a, Request::Suspend, "held"),
         Command::Release(a) => many(&a, Request::Resume, "released"),
         Command::Queue(a) => {
-            let jobs = a.conn.client()?.jobs(&[])?;
             let now = now_us();
-            let shown: Vec<JobInfo> = jobs
-                .into_iter()
-                .filter(|j| {
-                    a.all
-                        || !j.state.is_final()
-                        || j.record
-                            .end
-                            .is_some_and(|e| now - e.as_micros() < 300_000_000)
-                })
-                .collect();
+            // Live jobs and those ended in the last five minutes, selected by the machine
+            // manager and fetched page by page.
+            let q = cosched_daemon::proto::JobQuery {
+                since_us: (!a.all).then_some(now - 300_000_000),
+                ..Default::default()
+            };
+            let shown: Vec<JobInfo> = a.conn.client()?.query(q, None)?;
             if a.conn.json {
                 print_json(
                     &serde_json::json!({ "jobs": shown.iter().map(report::acct_record).collect::<Vec<_>>() }),
@@ -572,7 +610,23 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         Command::Acct(a) => super::acct::run(*a),
         Command::Top(a) => super::top::run(*a),
         Command::Output(a) => {
-            let (out, err, files) = a.conn.client()?.output(JobId(a.id), a.rank)?;
+            let o = a.conn.client()?.rank_output(JobId(a.id), a.rank, a.tail)?;
+            // A file cut to MAX_OUTPUT is said so, with its size (issue 10, finding 7).
+            if !a.conn.json {
+                let part = if a.tail { "last" } else { "first" };
+                for (what, got, size) in [
+                    ("output", o.stdout.len() as u64, o.sizes.0),
+                    ("error", o.stderr.len() as u64, o.sizes.1),
+                ] {
+                    if size > got {
+                        eprintln!(
+                            "cosched: job {} rank {}'s standard {what} is {size} bytes; showing its {part} {got} (--tail shows the end; the whole file stays on the node)",
+                            a.id, a.rank
+                        );
+                    }
+                }
+            }
+            let (out, err, files) = (&o.stdout, &o.stderr, &o.files);
             if !files.is_empty() && !a.conn.json {
                 eprintln!(
                     "cosched: job {} rank {} wrote to {} (its --output/--error)",
@@ -584,12 +638,14 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             if a.conn.json {
                 print_json(&serde_json::json!({
                     "id": a.id, "rank": a.rank,
-                    "stdout": String::from_utf8_lossy(&out), "stderr": String::from_utf8_lossy(&err),
+                    "stdout": String::from_utf8_lossy(out), "stderr": String::from_utf8_lossy(err),
                     "files": files,
+                    "stdout_size": o.sizes.0, "stderr_size": o.sizes.1,
+                    "truncated": o.cut(), "tail": o.tail,
                 }))?;
             } else {
-                let _ = std::io::stdout().write_all(&out);
-                let _ = std::io::stderr().write_all(&err);
+                let _ = std::io::stdout().write_all(out);
+                let _ = std::io::stderr().write_all(err);
             }
             Ok(0)
         }

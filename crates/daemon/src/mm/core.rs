@@ -88,6 +88,15 @@ pub enum Effect {
         req: ReqId,
         resp: Response,
     },
+    /// Answer a job query whose page holds forgotten jobs: the shell replaces the records at
+    /// `from_db` (positions in the page) by the database's, shortening their command lines
+    /// when `listing`.
+    ReplyJobs {
+        req: ReqId,
+        page: JobsPage,
+        from_db: Vec<usize>,
+        listing: bool,
+    },
     /// Answer a registration.
     Registered {
         req: ReqId,
@@ -137,6 +146,9 @@ pub struct CoreConfig {
     /// Off only where processes vanish the instant they are killed: the test that compares
     /// the core with the simulator, which has no processes.
     pub hold_pes_while_completing: bool,
+    /// An ended job is forgotten (its command, environment and placement dropped from
+    /// memory; its record stays in the database) this long after its end (`--keep-jobs`).
+    pub keep_jobs: Dur,
 }
 
 /// What a restarted machine manager finds in its database.
@@ -175,6 +187,12 @@ pub struct Side {
     /// Lost with a node and to be requeued (why) once the processes of its run on the other
     /// nodes are gone (see [`Completing`]).
     pub(super) requeue_why: Option<String>,
+    /// Ended more than `keep_jobs` ago: only the ledger's record, the name, class and owner
+    /// are in memory; queries take the rest from the database (issue 10, finding 7).
+    pub(super) forgotten: bool,
+    /// The size of its record as a client gets it, from before it was forgotten: what its
+    /// record from the database adds to a page.
+    pub(super) record_bytes: usize,
 }
 
 /// Where a job's [`Event::Ended`] goes in the instant it is delivered.
@@ -253,6 +271,10 @@ pub struct Core {
     pub(super) side: Vec<Side>,
     /// Jobs not ended, by ledger position.
     pub(super) live: BTreeSet<Ix>,
+    /// The live jobs that hold PEs (have a placement): the only ones with a time limit
+    /// running. Kept apart so that the work of each step grows with the jobs running, not with
+    /// the queue (issue 10, finding 7: a 10,000-job backlog made every submission 5× dearer).
+    pub(super) placed: BTreeSet<Ix>,
     pub(super) nodes: Vec<NodeEntry>,
     next_job: u64,
     /// `(at, seq, token)`.
@@ -268,8 +290,9 @@ pub struct Core {
     pub(super) next_hb: Time,
     /// Until when nodes known from the database may come back with their jobs.
     pub(super) grace_until: Option<Time>,
-    /// Output fetches awaiting a node's answer: fetch id → (client request, deadline).
-    pub(super) outputs: HashMap<u64, (ReqId, Time)>,
+    /// Output fetches awaiting a node's answer: fetch id → (client request, deadline,
+    /// whether the files' ends were asked for).
+    pub(super) outputs: HashMap<u64, (ReqId, Time, bool)>,
     pub(super) next_fetch: u64,
     /// The last tree epoch announced.
     pub(super) epoch: u64,
@@ -284,6 +307,10 @@ pub struct Core {
     pub(super) completing: BTreeMap<Ix, Completing>,
     last_now: Time,
     shutting_down: bool,
+    /// Ended jobs in the order of their ends, to be forgotten `keep_jobs` after.
+    ended: std::collections::VecDeque<(Time, Ix)>,
+    /// When ended jobs are next looked at for forgetting.
+    next_forget: Time,
 }
 
 impl Core {
@@ -307,6 +334,7 @@ impl Core {
             ledger,
             side: Vec::new(),
             live: BTreeSet::new(),
+            placed: BTreeSet::new(),
             nodes: Vec::new(),
             next_job: 1,
             timers: BinaryHeap::new(),
@@ -328,6 +356,8 @@ impl Core {
             completing: BTreeMap::new(),
             last_now: now,
             shutting_down: false,
+            ended: Default::default(),
+            next_forget: now,
             cfg,
         };
         core.recover(now, recovered)?;
@@ -370,13 +400,17 @@ impl Core {
                 forget_pending: false,
                 run: info.run,
                 requeue_why: None,
+                forgotten: false,
+                record_bytes: 0,
             };
             let req = request_of(&info.id(), info.record.submit, info.procs(), &side);
             let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
             self.side.push(side);
             let record = info.record.clone();
             if info.state.is_final() {
+                let end = record.end.unwrap_or(record.submit);
                 self.ledger.adopt_ended(i, record);
+                self.ended.push_back((end, i));
                 continue;
             }
             self.live.insert(i);
@@ -397,6 +431,7 @@ impl Core {
                     self.instant.rest.push(Event::Held(info.id()));
                 }
             } else {
+                self.placed.insert(i);
                 let pes = record.pes.clone();
                 // A held job is one the policy runs and a user stopped: adopted running,
                 // then held again (its processes are stopped already).
@@ -421,6 +456,8 @@ impl Core {
                 }
             }
         }
+        // Forgotten in the order of their ends (the first step forgets those long ended).
+        self.ended.make_contiguous().sort_by_key(|&(t, i)| (t, i));
         if recovered_any {
             self.grace_until = Some(now + self.cfg.dead_after * 3 + Dur::from_secs(2));
             self.log(format!(
@@ -502,17 +539,20 @@ impl Core {
                     stdout,
                     stderr,
                     files,
+                    sizes,
                 } => {
-                    if let Some((client, _)) = self.outputs.remove(&req) {
+                    if let Some((client, _, tail)) = self.outputs.remove(&req) {
                         let resp = if found {
-                            Response::Output {
+                            Response::Output(RankOutput {
                                 stdout,
                                 stderr,
                                 files,
-                            }
+                                sizes,
+                                tail,
+                            })
                         } else {
                             Response::Error(format!(
-                                "node {from} has no output files for that rank"
+                                "node {from} has no output files for that rank (never written, or removed with the job's directory after the retention period, `--keep-jobs`)"
                             ))
                         };
                         self.push(Effect::Reply { req: client, resp });
@@ -520,7 +560,7 @@ impl Core {
                 }
                 FromNode::Fence { job, seq, puts } => self.fence(from, job, seq, puts),
                 FromNode::Monitor { req, monitor } => {
-                    if let Some((client, _)) = self.outputs.remove(&req) {
+                    if let Some((client, _, _)) = self.outputs.remove(&req) {
                         self.push(Effect::Reply {
                             req: client,
                             resp: Response::Monitor(monitor),
@@ -552,6 +592,10 @@ impl Core {
         }
         self.flush_switch();
         for i in std::mem::take(&mut self.dirty) {
+            if self.side[i].forgotten {
+                // Its whole record is the database's; what memory holds would shorten it.
+                continue;
+            }
             let info = self.job_info(i, now);
             self.effects.push(Effect::PersistJob(Box::new(info)));
         }
@@ -567,7 +611,7 @@ impl Core {
         if let Some(g) = self.grace_until {
             w = w.min(g);
         }
-        for &i in &self.live {
+        for &i in &self.placed {
             if let Some(at) = self.limit_at(i) {
                 w = w.min(at);
             }
@@ -575,7 +619,7 @@ impl Core {
         if let Some(at) = self.next_begin() {
             w = w.min(at);
         }
-        for (_, deadline) in self.outputs.values() {
+        for (_, deadline, _) in self.outputs.values() {
             w = w.min(*deadline);
         }
         for c in self.completing.values() {
@@ -605,6 +649,9 @@ impl Core {
         }
         self.resend_launches(now);
         self.release_completing(now);
+        if now >= self.next_forget {
+            self.forget_ended(now);
+        }
         if self.grace_until.is_some_and(|g| now >= g) {
             self.grace_until = None;
             self.grace_over(now);
@@ -612,12 +659,12 @@ impl Core {
         let mut expired: Vec<u64> = self
             .outputs
             .iter()
-            .filter(|(_, (_, d))| *d <= now)
+            .filter(|(_, (_, d, _))| *d <= now)
             .map(|(k, _)| *k)
             .collect();
         expired.sort_unstable();
         for k in expired {
-            if let Some((req, _)) = self.outputs.remove(&k) {
+            if let Some((req, _, _)) = self.outputs.remove(&k) {
                 self.push(Effect::Reply {
                     req,
                     resp: Response::Error(
@@ -626,6 +673,52 @@ impl Core {
                     ),
                 });
             }
+        }
+    }
+
+    /// Forgets the jobs that ended more than `keep_jobs` ago (issue 10, finding 7): memory
+    /// then holds per old job only the ledger's record, its name, class and owner, not its
+    /// command line and environment (which a submission from the command line carries
+    /// whole). Looked at every quarter of the retention, between 0.2 s and a minute.
+    fn forget_ended(&mut self, now: Time) {
+        let keep = self.cfg.keep_jobs;
+        self.next_forget = now
+            + Dur::from_micros(keep.as_micros() / 4)
+                .clamp(Dur::from_millis(200), Dur::from_secs(60));
+        let mut forgotten = 0;
+        while let Some(&(end, i)) = self.ended.front()
+            && end + keep <= now
+        {
+            self.ended.pop_front();
+            if self.side[i].forget_pending {
+                // Processes of it may still run: kept until they are gone.
+                self.ended.push_back((now, i));
+                continue;
+            }
+            if self.dirty.contains(&i) {
+                // Its last record is not written yet: written first, forgotten next time.
+                self.ended.push_front((end, i));
+                break;
+            }
+            let mut info = self.job_info(i, now);
+            info.io.env = None;
+            let bytes = postcard::experimental::serialized_size(&info).unwrap_or(0);
+            let s = &mut self.side[i];
+            s.record_bytes = bytes;
+            s.forgotten = true;
+            s.cmd = Vec::new();
+            s.cwd = String::new();
+            s.io = JobIo::default();
+            s.sched = Schedule::default();
+            s.placement = Vec::new();
+            s.ranks = BTreeMap::new();
+            s.error = None;
+            forgotten += 1;
+        }
+        if forgotten > 0 {
+            self.log(format!(
+                "mm: forgot {forgotten} jobs ended more than {keep} ago (their records stay in the database; --keep-jobs)"
+            ));
         }
     }
 
@@ -696,7 +789,7 @@ impl Core {
     /// Jobs that reached their time limit end now.
     fn time_limits(&mut self, now: Time) {
         let over: Vec<Ix> = self
-            .live
+            .placed
             .iter()
             .copied()
             .filter(|&i| self.limit_at(i).is_some_and(|at| at <= now))
@@ -814,6 +907,7 @@ impl Core {
     fn launch(&mut self, now: Time, i: Ix, stopped: bool) {
         let per = self.shape.pes_per_node();
         let pes = self.ledger.entry(i).pes().clone();
+        self.placed.insert(i);
         let s = &mut self.side[i];
         s.placement.clear();
         s.ranks.clear();
@@ -961,6 +1055,11 @@ impl Core {
             self.completing.remove(&i);
         }
         self.live.remove(&i);
+        self.placed.remove(&i);
+        // The environment is for launches only, and an ended job has none left: the memory
+        // of a long history is not spent on it.
+        self.side[i].io.env = None;
+        self.ended.push_back((self.last_now, i));
         let id = self.ledger.entry(i).req.id;
         self.pending.retain(|(j, _), _| *j != id);
         self.fences.remove(&id);
@@ -1101,6 +1200,7 @@ impl Core {
             self.forget(i);
         }
         self.ledger.requeue(i, now);
+        self.placed.remove(&i);
         let s = &mut self.side[i];
         s.placement.clear();
         s.ranks.clear();
@@ -1205,6 +1305,8 @@ impl Core {
             forget_pending: false,
             run: 0,
             requeue_why: None,
+            forgotten: false,
+            record_bytes: 0,
         };
         let req = request_of(&id, now, s.procs, &side);
         let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;

@@ -55,6 +55,11 @@ pub struct ManagerSettings {
     pub requeue: bool,
     /// A killed job's processes get SIGTERM, then SIGKILL this long after (Slurm's KillWait).
     pub kill_wait: Dur,
+    /// How long an ended job is kept whole in the machine manager's memory, and its
+    /// directory by the node managers `cluster up` starts (`--keep-jobs`).
+    pub keep_jobs: Dur,
+    /// The cap on a rank's output file those node managers enforce (`--output-cap`, bytes).
+    pub output_cap: u64,
 }
 
 impl ManagerSettings {
@@ -68,6 +73,8 @@ impl ManagerSettings {
             heartbeat: Dur::from_millis(200),
             requeue: false,
             kill_wait: DEFAULT_KILL_WAIT,
+            keep_jobs: Dur::from_micros(crate::nm::DEFAULT_KEEP_JOBS.as_micros() as i64),
+            output_cap: crate::nm::DEFAULT_OUTPUT_CAP,
         }
     }
 }

@@ -67,7 +67,7 @@ impl NodeEntry {
 impl Core {
     /// Live jobs with PEs on `node`.
     fn jobs_on(&self, node: NodeId) -> Vec<Ix> {
-        self.live
+        self.placed
             .iter()
             .copied()
             .filter(|&i| self.side[i].placement.iter().any(|p| p.node == node))

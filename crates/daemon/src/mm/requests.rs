@@ -2,6 +2,7 @@
 //! is answered with an [`Effect::Reply`]; an output fetch is answered once its node replies.
 
 use cosched_core::{Dur, JobId, Time};
+use cosched_ledger::Ix;
 
 use super::core::{Core, Effect, ReqId};
 use crate::proto::*;
@@ -11,12 +12,6 @@ const OUTPUT_TIMEOUT: Dur = Dur::from_secs(5);
 
 impl Core {
     pub(super) fn request(&mut self, now: Time, req: ReqId, request: Request, caller: Caller) {
-        // A job's environment is for its ranks only: it may hold secrets, and with many jobs
-        // it could outgrow a frame.
-        let shown = |mut j: JobInfo| {
-            j.io.env = None;
-            j
-        };
         let unknown = |id: JobId| {
             Response::Error(format!(
                 "unknown job id {id}; `cosched queue --all` lists the jobs"
@@ -33,28 +28,19 @@ impl Core {
                 Ok(id) => Response::Submitted(id),
                 Err(why) => Response::Error(why),
             },
-            Request::Jobs { ids } => {
-                if ids.is_empty() {
-                    Response::Jobs(
-                        (0..self.side.len())
-                            .map(|i| shown(self.job_info(i, now)))
-                            .collect(),
-                    )
-                } else {
-                    let found: Option<Vec<_>> =
-                        ids.iter().map(|&id| self.ledger.find(id)).collect();
-                    match found {
-                        Some(ixs) => Response::Jobs(
-                            ixs.into_iter()
-                                .map(|i| shown(self.job_info(i, now)))
-                                .collect(),
-                        ),
-                        None => unknown(
-                            *ids.iter()
-                                .find(|&&id| self.ledger.find(id).is_none())
-                                .expect("one is missing"),
-                        ),
+            Request::Jobs(q) => {
+                let (page, from_db) = self.jobs_page(&q, now);
+                match page {
+                    Response::Jobs(page) if !from_db.is_empty() => {
+                        self.push(Effect::ReplyJobs {
+                            req,
+                            page,
+                            from_db,
+                            listing: q.ids.is_empty(),
+                        });
+                        return;
                     }
+                    page => page,
                 }
             }
             Request::Cancel(id) => match self.ledger.find(id) {
@@ -81,10 +67,12 @@ impl Core {
                 }
             }
             Request::Status => Response::Status(self.status()),
-            Request::Output { job, rank } => match self.output(now, req, job, rank, caller) {
-                Some(resp) => resp,
-                None => return,
-            },
+            Request::Output { job, rank, tail } => {
+                match self.output(now, req, job, rank, tail, caller) {
+                    Some(resp) => resp,
+                    None => return,
+                }
+            }
             Request::Shutdown if !caller.admin => Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) may shut it down",
                 crate::util::user_name(crate::util::euid())
@@ -99,6 +87,106 @@ impl Core {
             },
         };
         self.push(Effect::Reply { req, resp });
+    }
+
+    /// One page of the jobs `q` selects (issue 10, finding 7): at most `q.limit` records
+    /// within [`PAGE_BYTES`], so that no answer outgrows a frame however many jobs there are
+    /// or however long their command lines. The filters are checked on the ledger's entry
+    /// before a record is built, so a selective query costs little beyond a pass over ids.
+    /// Also returns the positions in the page of forgotten jobs, whose records the shell
+    /// takes from the database.
+    fn jobs_page(&self, q: &JobQuery, now: Time) -> (Response, Vec<usize>) {
+        let limit = match q.limit {
+            0 => MAX_PAGE_JOBS,
+            n => n.min(MAX_PAGE_JOBS),
+        } as usize;
+        let by_id = !q.ids.is_empty();
+        let candidates: Box<dyn Iterator<Item = Result<Ix, JobId>>> = if by_id {
+            Box::new(
+                q.ids
+                    .iter()
+                    .skip(q.skip as usize)
+                    .map(|&id| self.ledger.find(id).ok_or(id)),
+            )
+        } else {
+            // Ledger positions follow ids: start right after the cursor.
+            let first = match q.after {
+                None => 0,
+                Some(after) => {
+                    let n = self.side.len();
+                    let (mut lo, mut hi) = (0, n);
+                    while lo < hi {
+                        let mid = (lo + hi) / 2;
+                        if self.ledger.entry(mid).req.id <= after {
+                            lo = mid + 1;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                    lo
+                }
+            };
+            Box::new((first..self.side.len()).map(Ok))
+        };
+        let mut page = JobsPage::default();
+        let mut from_db = Vec::new();
+        let mut bytes = 0;
+        for c in candidates {
+            let i = match c {
+                Ok(i) => i,
+                Err(id) => {
+                    let why = format!("unknown job id {id}; `cosched queue --all` lists the jobs");
+                    return (Response::Error(why), Vec::new());
+                }
+            };
+            // A query by ids answers every id in order (the client skips the answered ones).
+            if !by_id && !self.selected(i, q) {
+                continue;
+            }
+            if page.jobs.len() >= limit {
+                page.more = true;
+                break;
+            }
+            let mut j = self.job_info(i, now);
+            // A job's environment is for its ranks only: it may hold secrets, and with many
+            // jobs it could outgrow a frame.
+            j.io.env = None;
+            if !by_id {
+                shorten_cmd(&mut j.cmd, LISTED_CMD_BYTES);
+            }
+            let mut size = postcard::experimental::serialized_size(&j).unwrap_or(0);
+            if self.side[i].forgotten {
+                let whole = self.side[i].record_bytes;
+                size = if by_id {
+                    whole
+                } else {
+                    whole.min(size + LISTED_CMD_BYTES + 200)
+                };
+            }
+            if !page.jobs.is_empty() && bytes + size > PAGE_BYTES {
+                page.more = true;
+                break;
+            }
+            bytes += size;
+            if self.side[i].forgotten {
+                from_db.push(page.jobs.len());
+            }
+            page.jobs.push(j);
+        }
+        (Response::Jobs(page), from_db)
+    }
+
+    /// Whether job `i` passes the filters of `q`.
+    fn selected(&self, i: Ix, q: &JobQuery) -> bool {
+        let e = self.ledger.entry(i);
+        let r = e.record();
+        (q.users.is_empty() || self.side[i].user.is_some_and(|u| q.users.contains(&u)))
+            && (q.states.is_empty()
+                || q.states
+                    .contains(&JobState::of(e.phase(), e.held(), r.outcome)))
+            && q.since_us
+                .is_none_or(|s| r.end.is_none_or(|end| end.as_micros() >= s))
+            && q.until_us.is_none_or(|u| r.submit.as_micros() <= u)
     }
 
     /// Whether `caller` may cancel, hold, release or read the output of job `i`: its owner or
@@ -143,7 +231,8 @@ impl Core {
         self.next_fetch += 1;
         let id = self.nodes[n].row.id;
         self.send(vec![id], ToNode::FetchMonitor { req: fetch });
-        self.outputs.insert(fetch, (req, now + OUTPUT_TIMEOUT));
+        self.outputs
+            .insert(fetch, (req, now + OUTPUT_TIMEOUT, false));
         None
     }
 
@@ -154,6 +243,7 @@ impl Core {
         req: ReqId,
         job: JobId,
         rank: u32,
+        tail: bool,
         caller: Caller,
     ) -> Option<Response> {
         let Some(i) = self.ledger.find(job) else {
@@ -163,6 +253,12 @@ impl Core {
         };
         if !self.may_act(caller, i) {
             return Some(self.denied(i));
+        }
+        if self.side[i].forgotten {
+            return Some(Response::Error(format!(
+                "job {job} ended more than {} ago (--keep-jobs): its record is kept (`cosched acct`), its output on the nodes is not; files it wrote with --output stay where it wrote them",
+                self.cfg.keep_jobs
+            )));
         }
         let procs = self.ledger.entry(i).req.procs;
         if rank >= procs {
@@ -206,9 +302,44 @@ impl Core {
                     ..self.side[i].io.clone()
                 },
                 uid: self.side[i].user,
+                tail,
             },
         );
-        self.outputs.insert(fetch, (req, now + OUTPUT_TIMEOUT));
+        self.outputs
+            .insert(fetch, (req, now + OUTPUT_TIMEOUT, tail));
         None
     }
+}
+
+/// Shortens a command line to about `max` bytes for a listing: the arguments past the budget
+/// are dropped and the last kept one is cut (on a character boundary), and a marker argument
+/// says how many bytes were left out, so a shortened line never passes for the real one.
+pub fn shorten_cmd(cmd: &mut Vec<String>, max: usize) {
+    let total: usize = cmd.iter().map(|a| a.len()).sum();
+    if total <= max {
+        return;
+    }
+    let mut kept = 0;
+    let mut out = Vec::new();
+    for a in cmd.iter() {
+        if kept + a.len() <= max {
+            kept += a.len();
+            out.push(a.clone());
+            continue;
+        }
+        let mut cut = max - kept;
+        while !a.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        if cut > 0 {
+            out.push(a[..cut].to_string());
+            kept += cut;
+        }
+        break;
+    }
+    out.push(format!(
+        "[cosched: command line shortened, {} more bytes; ask for the job by id for all of it]",
+        total - kept
+    ));
+    *cmd = out;
 }

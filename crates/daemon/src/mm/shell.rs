@@ -113,6 +113,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         requeue: cfg.settings.requeue,
         kill_wait: cfg.settings.kill_wait,
         hold_pes_while_completing: true,
+        keep_jobs: cfg.settings.keep_jobs,
     };
     let core = Core::new(core_cfg, policy, t, recovered)
         .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;
@@ -342,6 +343,34 @@ impl Shell {
                     }
                     if let Some(Waiting::Client(tx)) = self.waiting.remove(&req) {
                         let _ = tx.send(resp);
+                    }
+                }
+                Effect::ReplyJobs {
+                    req,
+                    mut page,
+                    from_db,
+                    listing,
+                } => {
+                    // Forgotten jobs: their whole records are the database's.
+                    for k in from_db {
+                        let Some(slot) = page.jobs.get_mut(k) else {
+                            continue;
+                        };
+                        match self.db.job(slot.id()) {
+                            Ok(Some(mut info)) => {
+                                info.io.env = None;
+                                info.reason = None;
+                                if listing {
+                                    super::requests::shorten_cmd(&mut info.cmd, LISTED_CMD_BYTES);
+                                }
+                                *slot = info;
+                            }
+                            Ok(None) => {}
+                            Err(e) => tracing::warn!("mm: cannot read job {}: {e}", slot.id()),
+                        }
+                    }
+                    if let Some(Waiting::Client(tx)) = self.waiting.remove(&req) {
+                        let _ = tx.send(Response::Jobs(page));
                     }
                 }
                 Effect::Registered { req, reply } => {

@@ -56,6 +56,7 @@ fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
         requeue: false,
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: true,
+        keep_jobs: Dur::from_secs(7 * 86_400),
     };
     let mut c = Core::new(cfg, policy, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
@@ -301,6 +302,7 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
         requeue: false,
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: true,
+        keep_jobs: Dur::from_secs(7 * 86_400),
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..2 {
@@ -359,6 +361,7 @@ fn registered_only(nodes: u32, heartbeat: Dur, dead_after: Dur) -> Core {
         requeue: false,
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: true,
+        keep_jobs: Dur::from_secs(7 * 86_400),
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
@@ -672,13 +675,13 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         t(2),
         Input::Client {
             req: 2,
-            request: Request::Jobs { ids: Vec::new() },
+            request: Request::Jobs(JobQuery::default()),
             caller: Caller::ROOT,
         },
     );
     let shown = c.step(t(2)).into_iter().find_map(|e| match e {
         Effect::Reply {
-            resp: Response::Jobs(j),
+            resp: Response::Jobs(JobsPage { jobs: j, .. }),
             ..
         } => Some(j),
         _ => None,
@@ -698,6 +701,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         requeue: false,
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: true,
+        keep_jobs: Dur::from_secs(7 * 86_400),
     };
     let recovered = Recovered {
         nodes: Vec::new(),
@@ -937,6 +941,7 @@ fn a_deferred_job_stays_deferred_across_a_restart() {
         requeue: false,
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: true,
+        keep_jobs: Dur::from_secs(7 * 86_400),
     };
     let recovered = Recovered {
         nodes: Vec::new(),
@@ -1029,7 +1034,11 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
         Request::Cancel(id),
         Request::Suspend(id),
         Request::Resume(id),
-        Request::Output { job: id, rank: 0 },
+        Request::Output {
+            job: id,
+            rank: 0,
+            tail: false,
+        },
     ] {
         match ask(&mut c, request.clone(), bob) {
             Response::Error(e) => assert!(
@@ -1120,6 +1129,7 @@ fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
         requeue: true,
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: true,
+        keep_jobs: Dur::from_secs(7 * 86_400),
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..3 {
@@ -1258,4 +1268,76 @@ fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
             .any(|(to, j)| *j == JobId(1) && to.contains(&NodeId(1))),
         "the second run's launch was not resent to node 1: {again:?}"
     );
+}
+
+/// Issue 10, finding 7: an ended job is forgotten `keep_jobs` after its end — its command
+/// line leaves memory, a query asks the shell to take its record from the database, its
+/// output is refused with the reason, and nothing shorter overwrites its database record.
+#[test]
+fn an_ended_job_is_forgotten_after_the_retention() {
+    let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 1);
+    // Set after the first step: ended jobs are next looked at a minute (the most between two
+    // looks) after it.
+    c.cfg.keep_jobs = Dur::from_secs(10);
+    submit(&mut c, t(1), 1);
+    c.step(t(1));
+    c.on(
+        t(1),
+        Input::FromNode {
+            from: NodeId(0),
+            msg: FromNode::Launched {
+                job: JobId(1),
+                run: 1,
+            },
+        },
+    );
+    exit(&mut c, t(2), 1, 0, 0);
+    c.step(t(2));
+    let ask = |c: &mut Core, now: Time, request: Request| {
+        c.on(
+            now,
+            Input::Client {
+                req: 7,
+                request,
+                caller: Caller::ROOT,
+            },
+        );
+        c.step(now)
+    };
+    // Within the retention the record is answered from memory, whole.
+    let effects = ask(&mut c, t(5), Request::Jobs(JobQuery::default()));
+    assert!(effects.iter().any(|e| matches!(e,
+        Effect::Reply { resp: Response::Jobs(p), .. } if p.jobs[0].cmd == ["work"])));
+    let effects = c.step(t(61));
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Log(l) if l.contains("forgot 1 jobs"))),
+        "{effects:?}"
+    );
+    assert!(c.side[0].forgotten && c.side[0].cmd.is_empty());
+    let effects = ask(&mut c, t(62), Request::Jobs(JobQuery::default()));
+    let (page, from_db) = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::ReplyJobs { page, from_db, .. } => Some((page, from_db)),
+            _ => None,
+        })
+        .expect("answered through the database");
+    assert_eq!(from_db, &[0]);
+    assert_eq!(page.jobs[0].state, JobState::Completed);
+    let effects = ask(
+        &mut c,
+        t(63),
+        Request::Output {
+            job: JobId(1),
+            rank: 0,
+            tail: false,
+        },
+    );
+    assert!(effects.iter().any(|e| matches!(e,
+        Effect::Reply { resp: Response::Error(w), .. } if w.contains("--keep-jobs"))));
+    let effects = ask(&mut c, t(64), Request::Cancel(JobId(1)));
+    assert!(!effects.iter().any(|e| matches!(e, Effect::PersistJob(_))));
 }

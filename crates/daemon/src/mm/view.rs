@@ -92,7 +92,7 @@ impl Core {
             }
             None => {
                 let mut row: Vec<Option<JobId>> = vec![None; total];
-                for &i in &self.live {
+                for &i in &self.placed {
                     let e = self.ledger.entry(i);
                     for pe in e.pes().iter() {
                         row[pe.0 as usize] = Some(e.req.id);
@@ -102,7 +102,7 @@ impl Core {
             }
         };
         let mut running = vec![None; total];
-        for &i in &self.live {
+        for &i in &self.placed {
             let e = self.ledger.entry(i);
             if e.is_running() {
                 for pe in e.pes().iter() {
