@@ -350,8 +350,10 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             anyhow::Error::new(e).context("choose a policy with --policy NAME")
         }
         RunError::Policy(e) => e.into(),
-        RunError::Sim { err, .. } => err.into(),
-        e @ RunError::Classes(_) => e.into(),
+        RunError::Sim {
+            err, context: None, ..
+        } => err.into(),
+        e @ (RunError::Sim { .. } | RunError::Failed { .. } | RunError::Classes(_)) => e.into(),
     })?;
     let (result, summary, workload) = (&out.result, &out.summary, &out.workload);
     if a.timing {
