@@ -325,9 +325,10 @@ class SpaceSharing(Policy):
 
 
 def run(policy, stdin=None, stdout=None):
-    """Speaks the protocol on stdin/stdout until cosched closes the input."""
-    stdin = stdin or sys.stdin
-    stdout = stdout or sys.stdout
+    """Speaks the protocol until cosched closes the input. ``stdin`` and ``stdout`` are
+    binary streams (the process's own by default)."""
+    stdin = stdin or sys.stdin.buffer
+    stdout = stdout or sys.stdout.buffer
     policy._out = []
     handlers = {
         "submitted": lambda now, e: policy.on_submit(now, Job(e["job"])),
@@ -339,7 +340,8 @@ def run(policy, stdin=None, stdout=None):
         "timer": lambda now, e: policy.on_timer(now, e["token"]),
         "running": lambda now, e: policy.on_running(now, Job(e["job"]), e["pes"], e["since"]),
     }
-    loads, dumps, write, flush = json.loads, json.dumps, stdout.write, stdout.flush
+    loads, write, flush = json.loads, stdout.write, stdout.flush
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
     for line in stdin:
         msg = loads(line)
         kind = msg["type"]
@@ -349,7 +351,11 @@ def run(policy, stdin=None, stdout=None):
                 handlers[e["type"]](now, e)
             out = policy._out = []
             policy.decide(now)
-            write('{"type":"decisions","decisions":' + dumps(out, separators=(",", ":")) + "}\n")
+            if out:
+                reply = '{"type":"decisions","decisions":' + dumps(out) + "}\n"
+                write(reply.encode())
+            else:
+                write(b'{"type":"decisions","decisions":[]}\n')
         elif kind == "hello":
             if msg["protocol"] != PROTOCOL:
                 reply = {"type": "error", "message": f"this module speaks protocol {PROTOCOL}"}
@@ -362,7 +368,8 @@ def run(policy, stdin=None, stdout=None):
                     reply = {"type": "hello", "protocol": PROTOCOL}
                 except Refuse as e:
                     reply = {"type": "error", "message": str(e)}
-            write(dumps(reply) + "\n")
+            write((dumps(reply) + "\n").encode())
         else:
-            write(dumps({"type": "error", "message": f"unknown message type {kind!r}"}) + "\n")
+            reply = {"type": "error", "message": f"unknown message type {kind!r}"}
+            write((dumps(reply) + "\n").encode())
         flush()
