@@ -673,6 +673,12 @@ mod tests {
                 && err.contains("\"launch\""),
             "{err}"
         );
+        // A misspelt field is refused too, not ignored.
+        let reply = r#"{"type":"decisions","decisions":[{"type":"start","job":1,"pes":[[0,1]],"slott":0}]}"#;
+        let mut q = External::new(&scripted(&[reply]), &cfg()).unwrap();
+        q.decide(Time::ZERO, &mut out);
+        let err = q.failure().unwrap();
+        assert!(err.contains("unknown field `slott`"), "{err}");
         // Once failed, it stays quiet.
         p.observe(Time::ZERO, job(2));
         p.decide(Time::ZERO, &mut out);
