@@ -150,7 +150,7 @@ fn a_python_policy_that_starts_jobs_on_busy_pes_is_refused_with_the_decision() {
     assert!(
         err.contains(&format!("policy {policy} broke its contract at t="))
             && err.contains("some of which another job runs on")
-            && err.contains(&format!("the decision came from line "))
+            && err.contains("the decision came from line ")
             && err.contains(&format!("of the output of {policy}: {{"))
             && err.contains("\"type\":\"start\""),
         "{err}"
