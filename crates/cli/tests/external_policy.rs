@@ -197,3 +197,59 @@ fn a_python_policy_that_dies_or_answers_nonsense_is_reported() {
         "{err}"
     );
 }
+
+/// A sweep takes `external:CMD` beside built-in policies (and an option only the child reads):
+/// each cell starts its own child, and the Python EASY's rows equal the built-in EASY's.
+#[test]
+fn a_sweep_runs_the_python_easy_beside_the_built_in_one() {
+    let what = "an external policy in a sweep";
+    if !python(what) {
+        return;
+    }
+    let scratch = Scratch::new("sweep");
+    let script = repo().join("python/examples/easy.py");
+    let policies = format!("easy,external:python3 {}", script.display());
+    let out = cosched(&[
+        "sim",
+        "sweep",
+        "--model",
+        "lublin",
+        "--jobs",
+        "300",
+        "--procs",
+        "32",
+        "--policies",
+        &policies,
+        "--loads",
+        "0.6,0.9",
+        "--seeds",
+        "1,2",
+        "--opt",
+        "unused_by_easy=1",
+        "--out",
+        scratch.0.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scratch.0.join("sweep.json")).unwrap())
+            .unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 8);
+    let figures = |policy: &str| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r["policy"] == policy)
+            .map(|r| {
+                let mut r = r.clone();
+                r.as_object_mut().unwrap().remove("policy");
+                r.to_string()
+            })
+            .collect()
+    };
+    let (builtin, python) = (figures("easy"), figures(&policies[5..]));
+    assert_eq!(builtin.len(), 4);
+    assert_eq!(builtin, python);
+}

@@ -112,7 +112,7 @@ pub fn build(name: &str, cfg: &PolicyConfig) -> Result<Box<dyn Policy>, ConfigEr
         Some(e) => (e.build)(cfg),
         None => Err(ConfigError::UnknownPolicy {
             name: name.to_string(),
-            known: names().join(", "),
+            known: format!("{}, or external:CMD", names().join(", ")),
         }),
     }
 }

@@ -312,6 +312,11 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
                 outln!("{:<14} options: {}", "", options.join(", "));
             }
         }
+        outln!(
+            "{:<14} a policy in any language: CMD runs as a child process speaking JSON lines (docs/external-policies.md)",
+            "external:CMD"
+        );
+        outln!("{:<14} options: any (the child reads them)", "");
         return Ok(0);
     }
     if let Some(l) = a.load {
