@@ -182,6 +182,41 @@ fn a_python_policy_that_dies_or_answers_nonsense_is_reported() {
             && err.contains("RuntimeError: policy bug"),
         "{err}"
     );
+    // Options reach the child in its hello, which may refuse them.
+    let picky = policy_file(
+        &scratch,
+        "picky",
+        "class Picky(cp.Policy):\n    def on_hello(self, hello):\n\
+         \x20       if self.options.get('quantum_s') != 30:\n\
+         \x20           raise cp.Refuse(f'quantum_s must be 30, not {self.options}')\n\n\
+         cp.run(Picky())",
+    );
+    let (ok, err) = run_model(&picky);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!(
+            "policy {picky}: refused the hello: quantum_s must be 30"
+        )),
+        "{err}"
+    );
+    let out = cosched(&[
+        "sim",
+        "--model",
+        "lublin",
+        "--jobs",
+        "20",
+        "--procs",
+        "16",
+        "--policy",
+        &picky,
+        "--opt",
+        "quantum_s=30",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let unknown = policy_file(
         &scratch,
         "unknown",
