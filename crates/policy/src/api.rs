@@ -205,6 +205,19 @@ pub trait Policy: Send {
         Vec::new()
     }
 
+    /// Why the policy stopped deciding, if it did: only a policy that talks to something
+    /// outside itself can fail (an external policy whose child process exited or answered
+    /// nonsense). [`Policy::decide`] cannot return an error, so drivers ask after a run.
+    fn failure(&self) -> Option<String> {
+        None
+    }
+
+    /// What the policy can add about its latest decision about `job` when a driver refuses
+    /// it (an external policy quotes the reply line that carried it); none by default.
+    fn explain(&self, _job: JobId) -> Option<String> {
+        None
+    }
+
     /// A copy of the whole state, so a driver can simulate forward ("forecast") without
     /// disturbing the real one.
     fn boxed_clone(&self) -> Box<dyn Policy>;

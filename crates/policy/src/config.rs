@@ -57,6 +57,9 @@ pub enum ConfigError {
         /// The keys it reads (empty: it takes no options).
         known: Vec<String>,
     },
+    /// An external policy (`external:CMD`) could not be started or refused its hello.
+    #[error("policy {policy}: {why}")]
+    External { policy: String, why: String },
     #[error("policy {policy}: option {option}: {why}")]
     BadOption {
         policy: String,

@@ -21,6 +21,8 @@
 //!   refused.
 //! - [`profile`]: running jobs by expected end and the availability profile, for backfilling.
 //! - [`easy`], [`conservative`]: EASY and conservative backfilling.
+//! - [`external`]: `external:CMD`, a policy in any language run as a child process that
+//!   speaks JSON lines (`docs/external-policies.md`).
 //! - [`gang`]: gang scheduling on an Ousterhout matrix (packing, MPL, quanta, alternate
 //!   scheduling); [`prime`]: prime/non-prime; [`t3d`]: the Cray T3D class-based gang scheduler.
 //! - [`scojo`]: Scojo-PECT coarse-grain time slicing on multi-core nodes, with G-LOMARC-TS
@@ -47,6 +49,7 @@ pub mod api;
 pub mod config;
 pub mod conservative;
 pub mod easy;
+pub mod external;
 pub mod fcfs;
 pub mod gang;
 pub(crate) mod opts;

@@ -100,14 +100,26 @@ const POLICIES: &[Entry] = &[
 ];
 
 /// Builds the policy registered as `name`.
+///
+/// `external:CMD` is not in the table: it runs CMD (split like a shell would) as a child
+/// process speaking the policy protocol ([`crate::external`]), and takes any options (the
+/// child reads them from its hello).
 pub fn build(name: &str, cfg: &PolicyConfig) -> Result<Box<dyn Policy>, ConfigError> {
+    if is_external(name) {
+        return Ok(Box::new(crate::external::External::new(name, cfg)?));
+    }
     match POLICIES.iter().find(|e| e.name == name) {
         Some(e) => (e.build)(cfg),
         None => Err(ConfigError::UnknownPolicy {
             name: name.to_string(),
-            known: names().join(", "),
+            known: format!("{}, or external:CMD", names().join(", ")),
         }),
     }
+}
+
+/// Whether `name` is an external policy (`external:CMD`).
+pub fn is_external(name: &str) -> bool {
+    name.starts_with(crate::external::PREFIX)
 }
 
 /// Registered names, in registration order.
@@ -129,6 +141,10 @@ pub fn options(name: &str) -> Option<&'static [&'static str]> {
 /// readers (a sweep's policies; the T3D classes that the time-sharing report reads whatever
 /// the policy).
 pub fn restrict(name: &str, cfg: &PolicyConfig) -> PolicyConfig {
+    if is_external(name) {
+        // An external policy reads what it likes from its hello.
+        return cfg.clone();
+    }
     let takes = options(name).unwrap_or_default();
     let mut own = cfg.clone();
     own.options.retain(|k, _| takes.contains(&k));
@@ -149,6 +165,8 @@ mod tests {
         }
         let err = build("nope", &cfg).err().unwrap().to_string();
         assert!(err.contains("fcfs"), "{err}");
+        let err = build("external:", &cfg).err().unwrap().to_string();
+        assert!(err.contains("give a command after `external:`"), "{err}");
     }
 
     /// Every policy refuses a key it does not read, and the keys it reads are exactly the

@@ -10,6 +10,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use cosched_core::{SelfLimits, Slowdowns, Time};
+use cosched_ledger::Refusal;
 use cosched_policy::t3d::T3dConfig;
 use cosched_policy::{ConfigError, Policy, PolicyConfig, registry};
 use cosched_workload::swf::SwfHeader;
@@ -90,8 +91,18 @@ pub enum RunError {
     Policy(ConfigError),
     /// The simulation stopped (a policy broke its contract, a job cannot fit); `jobs` is how
     /// many jobs the workload had, none of which count as finished.
-    #[error("{err}")]
-    Sim { err: SimError, jobs: usize },
+    #[error("{err}{}", context.as_ref().map_or(String::new(), |c| format!("; {c}")))]
+    Sim {
+        err: SimError,
+        jobs: usize,
+        /// What the policy adds about the refused decision ([`Policy::explain`]): an external
+        /// policy quotes the reply line that carried it.
+        context: Option<String>,
+    },
+    /// The policy stopped deciding ([`Policy::failure`]): an external policy's child process
+    /// exited or answered something that is not a reply.
+    #[error("{why}")]
+    Failed { why: String, jobs: usize },
     /// The time-sharing report needs the job classes of the configuration, and they are
     /// invalid.
     #[error("the job classes (queues, default_class) decide which jobs are interactive")]
@@ -133,9 +144,22 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, RunError> {
     let t_prepare = clock.elapsed();
     let machine = spec.config.machine;
     let sim = |p: &mut dyn Policy| {
-        simulate(machine, &workload.jobs, p, engine.clone()).map_err(|err| RunError::Sim {
-            err,
-            jobs: workload.jobs.len(),
+        let res = simulate(machine, &workload.jobs, p, engine.clone());
+        let jobs = workload.jobs.len();
+        // A failed policy decides nothing more, so the run ends (or is refused) for that
+        // reason: the failure is what to report.
+        if let Some(why) = p.failure() {
+            return Err(RunError::Failed { why, jobs });
+        }
+        res.map_err(|err| {
+            let context = match &err {
+                SimError::Ledger(e) => match e.refusal() {
+                    Refusal::Violation { job, .. } => p.explain(*job),
+                    Refusal::DuplicateJob { .. } => None,
+                },
+                _ => None,
+            };
+            RunError::Sim { err, jobs, context }
         })
     };
     let (result, observer) = match &spec.observe {

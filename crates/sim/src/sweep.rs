@@ -42,6 +42,10 @@ pub struct SweepSpec {
 /// colons (`glomarc:variant=cst:block_size=8`), so one sweep can compare variants and
 /// parameter values of one policy. Returns the name and the options.
 pub fn parse_entry(entry: &str) -> Result<(&str, Vec<String>), ConfigError> {
+    // `external:CMD` is one name; its options come from the shared ones.
+    if registry::is_external(entry) {
+        return Ok((entry, Vec::new()));
+    }
     let mut parts = entry.split(':');
     let name = parts.next().unwrap_or_default();
     let opts: Vec<String> = parts.map(str::to_string).collect();
@@ -115,10 +119,12 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
     }
     known.sort_unstable();
     known.dedup();
+    // An external policy reads any option from its hello.
+    let any_external = names.iter().any(|n| registry::is_external(n));
     let unknown: Vec<String> = cfg
         .options
         .keys()
-        .filter(|k| !known.contains(&k.as_str()))
+        .filter(|k| !any_external && !known.contains(&k.as_str()))
         .cloned()
         .collect();
     // Refuse unknown policies and bad options before spending any time.
@@ -182,7 +188,7 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
                     seed,
                     jobs: 0,
                     unfinished: match &err {
-                        RunError::Sim { jobs, .. } => *jobs,
+                        RunError::Sim { jobs, .. } | RunError::Failed { jobs, .. } => *jobs,
                         // Checked before the sweep started; no jobs were prepared.
                         RunError::Policy(_) | RunError::Classes(_) => 0,
                     },

@@ -254,6 +254,14 @@ impl Policy for Observer {
         self.inner.stats()
     }
 
+    fn failure(&self) -> Option<String> {
+        self.inner.failure()
+    }
+
+    fn explain(&self, job: JobId) -> Option<String> {
+        self.inner.explain(job)
+    }
+
     fn boxed_clone(&self) -> Box<dyn Policy> {
         Box::new(Observer {
             inner: self.inner.boxed_clone(),

@@ -312,6 +312,11 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
                 outln!("{:<14} options: {}", "", options.join(", "));
             }
         }
+        outln!(
+            "{:<14} a policy in any language: CMD runs as a child process speaking JSON lines (docs/external-policies.md)",
+            "external:CMD"
+        );
+        outln!("{:<14} options: any (the child reads them)", "");
         return Ok(0);
     }
     if let Some(l) = a.load {
@@ -350,8 +355,10 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             anyhow::Error::new(e).context("choose a policy with --policy NAME")
         }
         RunError::Policy(e) => e.into(),
-        RunError::Sim { err, .. } => err.into(),
-        e @ RunError::Classes(_) => e.into(),
+        RunError::Sim {
+            err, context: None, ..
+        } => err.into(),
+        e @ (RunError::Sim { .. } | RunError::Failed { .. } | RunError::Classes(_)) => e.into(),
     })?;
     let (result, summary, workload) = (&out.result, &out.summary, &out.workload);
     if a.timing {
