@@ -52,9 +52,6 @@ pub struct Conservative {
     unseen_rise: u32,
     /// What the events of this instant call for at [`Policy::decide`].
     repair: Repair,
-    /// Some PEs freed at this instant are not in the profile yet (they could not be given
-    /// back to it directly): compression must start from a rebuilt profile.
-    stale: bool,
 }
 
 /// How much of the profile an instant's events invalidate.
@@ -91,7 +88,6 @@ impl Conservative {
             timer: None,
             unseen_rise: 0,
             repair: Repair::Keep,
-            stale: false,
         })
     }
 
@@ -139,30 +135,19 @@ impl Conservative {
     /// job last looked. A job can move earlier only if some step of its new place gained free
     /// PEs and now has at least its width free; `rise` bounds the free PEs of every step that
     /// gained since, so a job wider than `rise` keeps its place without a search.
-    ///
-    /// When every PE freed at this instant was given back to the profile as it was observed
-    /// (an early end frees its PEs until its expected end, a leaving job its reservation),
-    /// the profile already is that rebuilt one, and making it again — re-taking every
-    /// reservation, O(queue) per early end — is skipped. That is what keeps the whole run
-    /// near-linear when the queue is long.
     fn compress(&mut self, now: Time, freed_until: Time) {
         if !self.valid {
             return self.rebuild(now);
         }
-        let stale = std::mem::take(&mut self.stale)
-            || self.s.queue.iter().any(|w| w.resv.is_some_and(|t| t < now));
-        if stale {
-            match self.with_reservations(now) {
-                Some(p) => self.profile = p,
-                None => return self.rebuild(now),
+        self.profile
+            .rebuild(now, self.s.pool.free_count(), self.s.running.releases(now));
+        for k in 0..self.s.queue.len() {
+            let w = self.s.queue.get(k);
+            if let Some(t) = w.resv
+                && !self.profile.reserve_at(t, w.req.estimate, w.req.procs)
+            {
+                return self.rebuild(now);
             }
-        } else {
-            self.profile.advance(now);
-            debug_assert_eq!(
-                Some(normalized(&self.profile)),
-                self.with_reservations(now).map(|p| normalized(&p)),
-                "the patched profile differs from a rebuilt one"
-            );
         }
         let mut rise = self
             .unseen_rise
@@ -194,21 +179,6 @@ impl Conservative {
             }
         }
         self.unseen_rise = moved_rise;
-    }
-
-    /// The profile of the running jobs with every reservation where it is, or `None` when one
-    /// no longer fits (a reservation in the past, a job that ran past its estimate).
-    fn with_reservations(&self, now: Time) -> Option<Profile> {
-        let mut p = Profile::default();
-        p.rebuild(now, self.s.pool.free_count(), self.s.running.releases(now));
-        for w in self.s.queue.iter() {
-            if let Some(t) = w.resv
-                && !p.reserve_at(t, w.req.estimate, w.req.procs)
-            {
-                return None;
-            }
-        }
-        Some(p)
     }
 
     /// Starts the jobs whose reservation is due, and asks for a timer at the next
@@ -284,14 +254,6 @@ impl Policy for Conservative {
                 }
                 if run.expected_end > now {
                     improved = Some(run.expected_end);
-                    // Its PEs are free from now until its expected end.
-                    if self.valid && self.profile.steps_start().is_some_and(|s| s <= now) {
-                        self.profile.advance(now);
-                        self.profile
-                            .unreserve(now, run.expected_end - now, run.procs);
-                    } else {
-                        self.stale = true;
-                    }
                 }
             }
             Seen::Withdrawn(w) => {
@@ -299,20 +261,8 @@ impl Policy for Conservative {
                     Some(t) => t + w.req.estimate.max(Dur::from_micros(1)),
                     None => now,
                 });
-                // Its reservation, if any, is given back.
-                match w.resv {
-                    Some(t) if self.valid && t >= now => {
-                        self.profile.advance(now);
-                        self.profile.unreserve(t, w.req.estimate, w.req.procs);
-                    }
-                    Some(_) => self.stale = true,
-                    None => {}
-                }
             }
-            Seen::Gone => {
-                improved = Some(now);
-                self.stale = true;
-            }
+            Seen::Gone => improved = Some(now),
             Seen::Timer(_) => {
                 if self.timer.is_some_and(|x| x <= now) {
                     self.timer = None;
@@ -342,7 +292,6 @@ impl Policy for Conservative {
             Repair::Compress(freed_until) => self.compress(now, freed_until),
             Repair::Rebuild => self.rebuild(now),
         }
-        self.stale = false;
         self.start_due(now, out);
     }
 
@@ -353,18 +302,6 @@ impl Policy for Conservative {
     fn boxed_clone(&self) -> Box<dyn Policy> {
         Box::new(self.clone())
     }
-}
-
-/// The profile's steps with equal neighbours merged: two profiles that answer every
-/// question alike (for the debug check of a patched profile).
-fn normalized(p: &Profile) -> Vec<(Time, u32)> {
-    let mut v: Vec<(Time, u32)> = Vec::new();
-    for s in p.steps() {
-        if v.last().is_none_or(|l| l.1 != s.1) {
-            v.push(s);
-        }
-    }
-    v
 }
 
 #[cfg(test)]
