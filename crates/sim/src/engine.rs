@@ -191,6 +191,7 @@ impl RunningEnds {
         };
         Some(self.items[k])
     }
+    #[inline]
     fn insert(&mut self, end: Time, seq: u64, job: usize) {
         debug_assert_eq!(self.pos[job], u32::MAX);
         let k = self.items.len();
@@ -228,6 +229,7 @@ impl RunningEnds {
     }
 
     /// Drops job `job`'s end event, if it has one.
+    #[inline]
     fn remove(&mut self, job: usize) {
         let k = self.pos[job];
         if k == u32::MAX {
@@ -256,10 +258,19 @@ pub fn simulate(
     policy: &mut dyn Policy,
     opts: EngineOptions,
 ) -> Result<SimResult, SimError> {
-    Engine::new(machine, jobs, policy, opts)?.run()
+    // Two monomorphic drivers: without a slowdown model the multi-core bookkeeping (rates,
+    // the two-jobs-per-node check, usage) is compiled out of the per-decision path, which
+    // time-sharing policies run millions of times.
+    if opts.slowdowns.is_some() {
+        Engine::<true>::new(machine, jobs, policy, opts)?.run()
+    } else {
+        Engine::<false>::new(machine, jobs, policy, opts)?.run()
+    }
 }
 
-struct Engine<'a> {
+/// `MC`: a slowdown model is set (multi-core nodes); `rates` and `usage` are `Some` exactly
+/// then.
+struct Engine<'a, const MC: bool> {
     machine: MachineShape,
     jobs: &'a [SimJob],
     policy: &'a mut dyn Policy,
@@ -293,17 +304,19 @@ struct Engine<'a> {
     /// A decision broke the two-jobs-per-node rule (reported after the decision).
     fault: Option<(Overshared, Time)>,
     usage: Option<Usage>,
-    /// Jobs submitted that never ran and have not ended.
+    /// Jobs submitted that never ran and have not ended (kept with a slowdown model only,
+    /// for `usage`).
     waiting: usize,
 }
 
-impl<'a> Engine<'a> {
+impl<'a, const MC: bool> Engine<'a, MC> {
     fn new(
         machine: MachineShape,
         jobs: &'a [SimJob],
         policy: &'a mut dyn Policy,
         opts: EngineOptions,
-    ) -> Result<Engine<'a>, SimError> {
+    ) -> Result<Engine<'a, MC>, SimError> {
+        debug_assert_eq!(MC, opts.slowdowns.is_some());
         let mut ledger = Ledger::new(policy.name(), machine, !opts.no_migration);
         for j in jobs {
             if j.req.procs > machine.total_pes() {
@@ -428,7 +441,7 @@ impl<'a> Engine<'a> {
     /// Every round of the instant `now`: the policy observes each event as it is found (ends,
     /// then arrivals, then timers, then operations), then decides once.
     fn instant(&mut self, now: Time) -> Result<(), SimError> {
-        if let (Some(u), Some(r)) = (self.usage.as_mut(), self.rates.as_ref()) {
+        if MC && let (Some(u), Some(r)) = (self.usage.as_mut(), self.rates.as_ref()) {
             u.advance(now, self.waiting, r.busy_nodes, r.busy_cores);
         }
         self.again = true;
@@ -466,7 +479,7 @@ impl<'a> Engine<'a> {
             self.decisions += out.len() as u64;
             for d in out.drain(..) {
                 self.apply(now, d)?;
-                if let Some((o, time)) = self.fault.take() {
+                if MC && let Some((o, time)) = self.fault.take() {
                     return Err(SimError::Overshared {
                         policy: self.policy.name().to_string(),
                         job: self.jobs[o.job].req.id,
@@ -476,7 +489,9 @@ impl<'a> Engine<'a> {
                 }
             }
             self.out = out;
-            self.reprice(now);
+            if MC {
+                self.reprice(now);
+            }
         }
         Ok(())
     }
@@ -498,9 +513,10 @@ impl<'a> Engine<'a> {
     }
 
     /// The job no longer runs: no end event, no rate.
+    #[inline]
     fn stopped(&mut self, job: usize, now: Time) {
         self.ends.remove(job);
-        if let Some(r) = self.rates.as_mut() {
+        if MC && let Some(r) = self.rates.as_mut() {
             r.stop(job, now);
         }
     }
@@ -518,7 +534,7 @@ impl<'a> Engine<'a> {
         self.ends.drain_due(now, &mut due);
         for &(_, _, i) in &due {
             let i = i as usize;
-            if let Some(r) = self.rates.as_mut() {
+            if MC && let Some(r) = self.rates.as_mut() {
                 r.stop(i, now);
             }
             let j = &self.jobs[i];
@@ -538,7 +554,7 @@ impl<'a> Engine<'a> {
             && self.jobs[i as usize].req.submit <= now
         {
             self.next_arrival += 1;
-            self.waiting += 1;
+            self.waiting += usize::from(MC);
             self.ledger.submit(i as usize, now);
             self.tell(now, Event::Submitted(self.jobs[i as usize].req.clone()));
         }
@@ -550,7 +566,7 @@ impl<'a> Engine<'a> {
             Operation::Cancel(job) => {
                 let i = ix(&self.ledger, job);
                 if self.ledger.entry(i).is_live() {
-                    if !self.ledger.entry(i).launched() {
+                    if MC && !self.ledger.entry(i).launched() {
                         self.waiting -= 1;
                     }
                     self.stopped(i, now);
@@ -594,20 +610,12 @@ impl<'a> Engine<'a> {
     }
 
     /// The simulator's side of a change: job ends and timers in virtual time.
-    #[inline]
+    // Always inlined: it runs once per decision (millions of suspend/resume decisions under
+    // gang), and a call per decision cost several percent.
+    #[inline(always)]
     fn carry_out(&mut self, now: Time, change: Change) {
         match change {
-            Change::Runs { job, launch } if self.rates.is_some() => {
-                if launch {
-                    self.waiting -= 1;
-                }
-                // Priced with its co-runners at the end of the round (`reprice`).
-                let pes = self.ledger.entry(job).pes().clone();
-                let rates = self.rates.as_mut().expect("checked");
-                if let Err(o) = rates.start(job, &pes, now) {
-                    self.fault = Some((o, now));
-                }
-            }
+            Change::Runs { job, launch } if MC => self.runs_priced(now, job, launch),
             Change::Runs { job, .. } => {
                 let left = self.work[job] - self.ledger.entry(job).ran(now);
                 self.again |= left <= Dur::ZERO;
@@ -616,7 +624,7 @@ impl<'a> Engine<'a> {
             }
             Change::Stops { job } => self.stopped(job, now),
             Change::Ends { job } => {
-                if !self.ledger.entry(job).launched() {
+                if MC && !self.ledger.entry(job).launched() {
                     self.waiting = self.waiting.saturating_sub(1);
                 }
                 self.stopped(job, now);
@@ -627,7 +635,21 @@ impl<'a> Engine<'a> {
         }
     }
 
-    #[inline]
+    /// A job starts or resumes under a slowdown model: priced with its co-runners at the end
+    /// of the round (`reprice`). Kept out of line so that `carry_out` stays small.
+    #[inline(never)]
+    fn runs_priced(&mut self, now: Time, job: usize, launch: bool) {
+        if launch {
+            self.waiting -= 1;
+        }
+        let pes = self.ledger.entry(job).pes().clone();
+        let rates = self.rates.as_mut().expect("set with a slowdown model");
+        if let Err(o) = rates.start(job, &pes, now) {
+            self.fault = Some((o, now));
+        }
+    }
+
+    #[inline(always)]
     fn apply(&mut self, now: Time, d: Decision) -> Result<(), SimError> {
         if let Decision::SetTimer { at, token } = d {
             // At `now` or before: delivered in the next round of this instant.
