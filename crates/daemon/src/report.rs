@@ -58,43 +58,41 @@ pub fn dur(us: Option<i64>) -> String {
     }
 }
 
-/// The job table of `queue` and `acct`.
+/// The job table of `queue` (through the table crate `acct` uses, so columns stay aligned
+/// whatever the widths: a held state, a long reason).
 pub fn jobs_table(jobs: &[JobInfo], now_us: i64) -> String {
-    let state_of = |j: &JobInfo| {
-        if j.held && !j.state.is_final() {
-            format!("{}(held)", j.state.as_str())
-        } else {
-            j.state.as_str().to_string()
-        }
-    };
-    // The state column as wide as its longest entry (`suspended(held)`), so rows stay aligned.
-    let sw = jobs
-        .iter()
-        .map(|j| state_of(j).len())
-        .max()
-        .unwrap_or(0)
-        .max(11);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:>6}  {:<12} {:<sw$} {:>5}  {:>8}  {:>8}  {:>8}  {:>4}  {:<10} REASON/ERROR",
-        "ID", "NAME", "STATE", "PROCS", "WAIT", "RUN", "SUSP", "EXIT", "PES"
-    );
+    use comfy_table::{CellAlignment, Table, presets};
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING);
+    t.set_header([
+        "ID",
+        "NAME",
+        "STATE",
+        "PROCS",
+        "WAIT",
+        "RUN",
+        "SUSP",
+        "EXIT",
+        "PES",
+        "REASON/ERROR",
+    ]);
     for j in jobs {
         let r = &j.record;
         let wait = r
             .wait()
             .map(|w| w.as_micros())
             .or_else(|| (!j.state.is_final()).then(|| now_us - r.submit.as_micros()));
-        let state = state_of(j);
+        let state = if j.held && !j.state.is_final() {
+            format!("{}(held)", j.state.as_str())
+        } else {
+            j.state.as_str().to_string()
+        };
         let pes = r.pes.to_string();
-        let _ = writeln!(
-            s,
-            "{:>6}  {:<12} {:<sw$} {:>5}  {:>8}  {:>8}  {:>8}  {:>4}  {:<10} {}",
-            r.id.0,
+        t.add_row([
+            r.id.0.to_string(),
             truncate(&j.name, 12),
             state,
-            r.procs,
+            r.procs.to_string(),
             dur(wait),
             dur(Some(j.run_us)),
             dur(Some(r.suspended.as_micros())),
@@ -103,8 +101,25 @@ pub fn jobs_table(jobs: &[JobInfo], now_us: i64) -> String {
                 .unwrap_or_else(|| "-".into()),
             truncate(if pes.is_empty() { "-" } else { &pes }, 10),
             // Why a queued job waits (Slurm's reason), else why it ended.
-            j.reason.as_deref().or(j.error.as_deref()).unwrap_or(""),
-        );
+            j.reason
+                .as_deref()
+                .or(j.error.as_deref())
+                .unwrap_or("")
+                .to_string(),
+        ]);
+    }
+    for i in [0, 3, 4, 5, 6, 7] {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let mut s: String = t.lines().map(|l| l.trim_end().to_string() + "\n").collect();
+    if jobs.is_empty() {
+        s = s
+            .lines()
+            .next()
+            .map(|h| h.to_string() + "\n")
+            .unwrap_or_default();
     }
     s
 }
