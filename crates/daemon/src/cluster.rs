@@ -25,6 +25,8 @@ pub struct ClusterOptions {
     pub settings: ManagerSettings,
     /// How long to wait for every node to register.
     pub timeout: Duration,
+    /// The node managers' node-level scheme (issue 12).
+    pub node_scheme: crate::nm_sched::NodeSchemeConfig,
 }
 
 impl ClusterOptions {
@@ -34,6 +36,7 @@ impl ClusterOptions {
             state_dir,
             settings: ManagerSettings::new(nodes, pes),
             timeout: Duration::from_secs(30),
+            node_scheme: Default::default(),
         }
     }
 }
@@ -179,7 +182,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
     };
     for i in 0..o.settings.nodes {
         let name = node_name(i);
-        let args: Vec<String> = vec![
+        let mut args: Vec<String> = vec![
             "nm".into(),
             "--mm".into(),
             addr.clone(),
@@ -194,6 +197,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             "--cpu-offset".into(),
             (i * o.settings.pes).to_string(),
         ];
+        args.extend(o.node_scheme.args());
         children.push(spawn_daemon(
             &o.exe,
             &args,

@@ -5,6 +5,7 @@
 //! - [`nm`]: the node manager (tree node, launching, SIGSTOP/SIGCONT context switches).
 //! - [`jobio`]: a job's environment (`--export`, node list) and output file patterns.
 //! - [`nm_monitor`]: the node manager's side of communication monitoring (rings, stats).
+//! - [`nm_sched`]: the node manager's node-level scheme (gang strobe, local, SB, FCS).
 //! - [`pmi`]: the PMI-1 server the node manager runs for MPI programs.
 //! - [`proto`]: what daemons and clients say to each other.
 //! - [`db`]: the machine manager's SQLite (WAL) store.
@@ -35,6 +36,7 @@ pub mod jobio;
 pub mod mm;
 pub mod nm;
 pub mod nm_monitor;
+pub mod nm_sched;
 pub mod pmi;
 pub mod proto;
 pub mod report;

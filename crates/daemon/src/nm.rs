@@ -51,6 +51,8 @@ pub struct NmConfig {
     /// sharing a host (an embedded cluster) get different offsets so that their PEs spread
     /// over the cores instead of all landing on the first ones.
     pub cpu_offset: u32,
+    /// The node-level scheme (issue 12; crate::nm_sched).
+    pub node_scheme: crate::nm_sched::NodeSchemeConfig,
 }
 
 struct Rank {
@@ -96,6 +98,8 @@ struct Nm {
     contain: Containment,
     /// Launches so far, numbering the job cgroups.
     launches: u64,
+    /// The node-level scheme: gang strobe, local, spin-block or FCS (crate::nm_sched).
+    nsched: crate::nm_sched::NodeSched,
 }
 
 type Owners = std::sync::Arc<std::sync::Mutex<HashMap<i32, JobId>>>;
@@ -155,7 +159,9 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     let addr = listener.local_addr().map_err(DaemonError::Io)?.to_string();
     let (exit_tx, mut exit_rx) = mpsc::unbounded_channel();
     let (pmi_tx, mut pmi_rx) = mpsc::unbounded_channel();
+    let nsched = crate::nm_sched::NodeSched::new(cfg.node_scheme.clone(), &cfg.name, cfg.pes);
     let mut nm = Nm {
+        nsched,
         pmi: pmi_tx,
         cpus: allowed_cpus(),
         cfg,
@@ -192,8 +198,16 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     let (handle, mut deliveries) = spawn_node(listener, nm.cfg.key.clone(), node);
     let silence = heartbeat * 4 + Duration::from_millis(200);
     let mut last_heard = tokio::time::Instant::now();
+    // How often the node scheme looks at its ranks (/proc, the monitor rings): well under
+    // the gang quantum, so that a blocked slot owner's PE is filled within a few percent of it.
+    let mut sched_tick = tokio::time::interval(crate::nm_sched::TICK);
+    sched_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            _ = sched_tick.tick(), if nm.nsched.active() => {
+                let plan = nm.nsched.tick(&mut nm.monitors);
+                nm.carry_out(plan);
+            }
             d = deliveries.recv() => {
                 let Some(d) = d else { return Ok(()) };
                 match d {
@@ -248,7 +262,9 @@ impl Nm {
     fn record_exit(&mut self, job: JobId, launch: u64, exit: &RankExit) -> Option<u32> {
         let j = self.jobs.get_mut(&job).filter(|j| j.launch == launch)?;
         j.ranks.get_mut(&exit.rank)?.exit = Some(exit.clone());
-        Some(j.run)
+        let run = j.run;
+        self.nsched.exited(job, exit.rank);
+        Some(run)
     }
 
     /// The node is in the tree of `epoch`: tells the machine manager (which sends it nothing
@@ -358,7 +374,15 @@ impl Nm {
 
     fn handle(&mut self, msg: ToNode, handle: &NodeHandle) {
         match msg {
-            ToNode::Heartbeat { .. } | ToNode::Shutdown => {}
+            ToNode::Heartbeat {
+                strobe: Some(strobe),
+                ..
+            }
+            | ToNode::Strobe(strobe) => {
+                let plan = self.nsched.strobe(strobe, &mut self.monitors);
+                self.carry_out(plan);
+            }
+            ToNode::Heartbeat { strobe: None, .. } | ToNode::Shutdown => {}
             ToNode::Launch(l) => {
                 let (job, run) = (l.job, l.run);
                 let mine = l.placement.iter().any(|p| Some(p.node) == self.id);
@@ -374,9 +398,15 @@ impl Nm {
             ToNode::Switch { stop, cont, kill } => {
                 // Stop the outgoing jobs before continuing the incoming ones, so two jobs never
                 // share a PE even for an instant.
+                // Jobs of the gang matrix are switched by the node scheme from the strobe that
+                // follows this message; the others (a policy without a matrix) here.
                 for (jobs, sig) in [(stop, libc::SIGSTOP), (cont, libc::SIGCONT)] {
                     for job in jobs {
+                        if self.nsched.manages(job) {
+                            continue;
+                        }
                         self.signal(job, sig);
+                        self.nsched.job_signalled(job, sig == libc::SIGSTOP);
                     }
                 }
                 for job in kill {
@@ -392,7 +422,12 @@ impl Nm {
             ToNode::FetchMonitor { req } => handle.signal_up(
                 postcard::to_stdvec(&FromNode::Monitor {
                     req,
-                    monitor: self.monitors.report(&self.cfg.name),
+                    monitor: {
+                        let mut m = self.monitors.report(&self.cfg.name);
+                        m.scheme = self.nsched.scheme().name().to_string();
+                        m.events = self.nsched.events();
+                        m
+                    },
                 })
                 .expect("encodes"),
             ),
@@ -508,6 +543,33 @@ impl Nm {
         }
     }
 
+    /// Carries out a plan of the node scheme: rank stops, job stops, job continues, rank
+    /// continues, in that order (see [`crate::nm_sched::Plan`]).
+    fn carry_out(&self, plan: crate::nm_sched::Plan) {
+        for pid in plan.stop_ranks {
+            signal_group(pid, libc::SIGSTOP);
+        }
+        for job in plan.stop_jobs {
+            self.signal(job, libc::SIGSTOP);
+        }
+        for job in plan.cont_jobs {
+            let thaw_only = self.nsched.scheme() == cosched_node::Scheme::Fcs;
+            match self.jobs.get(&job) {
+                // FCS continues the chosen ranks one by one (below); the job's freezer
+                // must let them.
+                Some(j) if thaw_only => {
+                    if let Some(cg) = &j.cgroup {
+                        cg.freeze(false);
+                    }
+                }
+                _ => self.signal(job, libc::SIGCONT),
+            }
+        }
+        for pid in plan.cont_ranks {
+            signal_group(pid, libc::SIGCONT);
+        }
+    }
+
     fn job_dir(&self, job: JobId) -> PathBuf {
         self.cfg.workdir.join("jobs").join(job.0.to_string())
     }
@@ -572,6 +634,7 @@ impl Nm {
     /// rank's background children) is terminated with the usual grace.
     fn forget(&mut self, job: JobId) {
         self.terminate(job);
+        self.nsched.forget(job);
         self.jobs.remove(&job);
         self.monitors.forget(job);
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
@@ -717,6 +780,7 @@ impl Nm {
                             pmi,
                         },
                     );
+                    self.nsched.add(l.job, rank, local_pe, pid, l.stopped);
                     let (tx, id, launch) = (self.exits.clone(), l.job, self.launches);
                     tokio::spawn(async move {
                         let code = match child.wait().await {

@@ -176,6 +176,36 @@ pub struct NmArgs {
     /// Pin PE i to the (OFFSET + i)-th usable CPU (several node managers on one host)
     #[arg(long, default_value_t = 0)]
     cpu_offset: u32,
+    #[command(flatten)]
+    node_scheme: NodeSchemeArgs,
+}
+
+/// The node-level scheme of the node managers (docs/daemons.md, "Node schemes").
+#[derive(clap::Args, Clone)]
+pub struct NodeSchemeArgs {
+    /// gs (strict gang from the machine manager's strobe), local (Linux time-shares the
+    /// matrix's jobs), sb (spin-block) or fcs (flexible coscheduling)
+    #[arg(long, default_value = "gs")]
+    node_scheme: String,
+    /// FCS parameter KEY=VALUE (seed 000 Table 4.1): t (time slice; sets the others),
+    /// max_wdc_wcs, f_thresh, dc_thresh, cs_thresh, max_ctime, min_ctime, min_init_ctime,
+    /// max_spin; repeatable
+    #[arg(long = "fcs-opt")]
+    fcs_opt: Vec<String>,
+    /// sb: how long a waiting rank spins before it blocks
+    #[arg(long, default_value = "100us")]
+    spin_time: Dur,
+}
+
+impl NodeSchemeArgs {
+    fn config(&self) -> anyhow::Result<cosched_daemon::nm_sched::NodeSchemeConfig> {
+        cosched_daemon::nm_sched::NodeSchemeConfig::parse(
+            &self.node_scheme,
+            &self.fcs_opt,
+            Some(self.spin_time),
+        )
+        .map_err(anyhow::Error::msg)
+    }
 }
 
 #[derive(clap::Subcommand)]
@@ -268,6 +298,8 @@ pub struct UpArgs {
     pes: u32,
     #[command(flatten)]
     manager: ManagerArgs,
+    #[command(flatten)]
+    node_scheme: NodeSchemeArgs,
     /// Print one JSON document
     #[arg(long)]
     json: bool,
@@ -423,6 +455,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 listen: a.listen,
                 key,
                 cpu_offset: a.cpu_offset,
+                node_scheme: a.node_scheme.config()?,
             };
             nm::run_blocking(cfg)?;
             Ok(0)
@@ -436,6 +469,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 a.pes,
             );
             o.settings = a.manager.settings(a.nodes, a.pes);
+            o.node_scheme = a.node_scheme.config()?;
             let c = cluster::up(&o)?;
             // The daemons outlive this command: `cluster down` stops them.
             let addr = c.addr.clone();
