@@ -86,8 +86,7 @@ fn class_lines(c: &Cluster, job: u64) -> Vec<Value> {
 fn last_class(lines: &[Value], rank: u32) -> Option<String> {
     lines
         .iter()
-        .filter(|l| l["rank"] == rank)
-        .next_back()
+        .rfind(|l| l["rank"] == rank)
         .map(|l| l["class"].as_str().unwrap_or_default().to_string())
 }
 

@@ -264,19 +264,6 @@ impl Users {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn states_by_either_name() {
-        assert_eq!(state_named("CD"), Some(JobState::Completed));
-        assert_eq!(state_named("timed_out"), Some(JobState::TimedOut));
-        assert_eq!(state_named("PD"), Some(JobState::Queued));
-        assert_eq!(state_named("done"), None);
-    }
-}
-
 /// `--class-history JOB`: asks every node of the job for its observation record (class
 /// changes and context switches) and prints the job's lines in time order.
 fn class_history(a: &AcctArgs, job: u64) -> anyhow::Result<i32> {
@@ -312,4 +299,17 @@ fn class_history(a: &AcctArgs, job: u64) -> anyhow::Result<i32> {
         writeln!(out, "{line}")?;
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_by_either_name() {
+        assert_eq!(state_named("CD"), Some(JobState::Completed));
+        assert_eq!(state_named("timed_out"), Some(JobState::TimedOut));
+        assert_eq!(state_named("PD"), Some(JobState::Queued));
+        assert_eq!(state_named("done"), None);
+    }
 }
