@@ -36,9 +36,6 @@ pub const KEEP_EVENTS: usize = 200_000;
 /// How often the node manager looks at its ranks (see [`NodeSched::tick`]).
 pub const TICK: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// "Spin forever" as a spin time in the ring: an hour.
-const SPIN_FOREVER_NS: u64 = 3_600_000_000_000;
-
 /// The node scheme and its parameters (`cosched nm --node-scheme --fcs-opt --spin-time`).
 #[derive(Clone, Debug)]
 pub struct NodeSchemeConfig {
@@ -172,6 +169,8 @@ struct RankProc {
     /// (seed 000 §3.4), so it is taken out of the wait.
     stopped_since: Option<u64>,
     stops: VecDeque<(u64, u64)>,
+    /// The state letter `/proc` showed at the last look.
+    seen: char,
 }
 
 /// Stopped periods kept per rank (a wait longer than these many switches loses the oldest).
@@ -316,6 +315,7 @@ impl NodeSched {
                 stopped: None,
                 stopped_since: stopped.then(cosched_monitor::now_ns),
                 stops: VecDeque::new(),
+                seen: '?',
             },
         );
         let slot = self.row_of(job).unwrap_or(self.sched.slot());
@@ -436,6 +436,7 @@ impl NodeSched {
             let p = self.procs.get_mut(&id).expect("listed");
             let d = ticks.saturating_sub(p.cpu_ticks);
             p.cpu_ticks = ticks;
+            p.seen = state;
             if d > 0 {
                 let us = d * 1_000_000 / self.ticks_per_s;
                 self.sched.ran(id, Dur(us as i64));
@@ -484,7 +485,11 @@ impl NodeSched {
         let mut per_job: HashMap<JobId, u64> = HashMap::new();
         for (&id, p) in &self.procs {
             let ns = match self.sched.wait_policy(id) {
-                WaitPolicy::SpinForever => SPIN_FOREVER_NS,
+                // A rank reads the spin time when its wait starts and does not look again:
+                // "forever" is one time slice, after which it blocks and can be rescheduled
+                // (else a slot owner that turned DC, or lost its slot, while spinning would
+                // spin on past every later decision).
+                WaitPolicy::SpinForever => (self.cfg.fcs.dc_thresh.0.max(0) as u64) * 1_000,
                 WaitPolicy::Spin(d) => d.0.max(0) as u64 * 1_000,
                 WaitPolicy::Block => 0,
             };
@@ -553,7 +558,15 @@ impl NodeSched {
                 }
                 // Blocked ranks are left alone: stopped, they could not show their wake-up.
                 let stop = Some(id) != chosen && !self.sched.is_blocked(id);
-                if p.stopped == Some(stop) {
+                // What `/proc` shows must agree with what was done last: a signal that did
+                // not take (sent to a rank while its job's cgroup was frozen and thawed, say)
+                // is sent again.
+                let agrees = match p.seen {
+                    'T' => stop,
+                    'R' => !stop,
+                    _ => true,
+                };
+                if p.stopped == Some(stop) && agrees {
                     continue;
                 }
                 if stop {
