@@ -171,7 +171,16 @@ struct RankProc {
     stops: VecDeque<(u64, u64)>,
     /// The state letter `/proc` showed at the last look.
     seen: char,
+    /// The receives of the synchronous operation in progress: (messages, waited, blocked,
+    /// end of the last one in ns).
+    op: Option<(u32, Dur, bool, u64)>,
 }
+
+/// Receives closer than this to the previous one belong to the same synchronous operation
+/// (one BSP exchange receives from every peer in a row): the simulator reports one
+/// `comm_done` per operation with its message count, and so must the node manager, or
+/// the CPU time per event would shrink by the number of peers.
+const SAME_OP_NS: u64 = 200_000;
 
 /// Stopped periods kept per rank (a wait longer than these many switches loses the oldest).
 const KEEP_STOPS: usize = 64;
@@ -316,6 +325,7 @@ impl NodeSched {
                 stopped_since: stopped.then(cosched_monitor::now_ns),
                 stops: VecDeque::new(),
                 seen: '?',
+                op: None,
             },
         );
         let slot = self.row_of(job).unwrap_or(self.sched.slot());
@@ -464,11 +474,33 @@ impl NodeSched {
                     continue;
                 }
                 if let Some(&id) = self.ids.get(&(job, rank)) {
-                    let off = self.procs[&id].stopped_within(r.start_ns, r.end_ns);
+                    let p = self.procs.get_mut(&id).expect("listed");
+                    let off = p.stopped_within(r.start_ns, r.end_ns);
                     let wall = r.end_ns.saturating_sub(r.start_ns);
                     let waited = Dur((wall.saturating_sub(off) / 1_000) as i64);
-                    self.sched.comm_done(id, 1, waited, r.blocked_ns > 0);
+                    let blocked = r.blocked_ns > 0;
+                    match p.op.as_mut() {
+                        Some(op) if r.start_ns.saturating_sub(op.3) < SAME_OP_NS => {
+                            *op = (op.0 + 1, op.1 + waited, op.2 || blocked, r.end_ns);
+                        }
+                        _ => {
+                            let done = p.op.replace((1, waited, blocked, r.end_ns));
+                            if let Some((n, w, b, _)) = done {
+                                self.sched.comm_done(id, n, w, b);
+                            }
+                        }
+                    }
                 }
+            }
+        }
+        // An operation is over once its rank has gone on (computing) for a while.
+        let now = cosched_monitor::now_ns();
+        for (&id, p) in self.procs.iter_mut() {
+            if p.op
+                .is_some_and(|op| now.saturating_sub(op.3) >= SAME_OP_NS)
+                && let Some((n, w, b, _)) = p.op.take()
+            {
+                self.sched.comm_done(id, n, w, b);
             }
         }
     }
