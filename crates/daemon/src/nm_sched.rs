@@ -658,6 +658,70 @@ mod tests {
         assert_eq!(back.fcs, again.fcs);
     }
 
+    /// Pids no process has (`/proc` has nothing on them: the plans come from the strobe).
+    const NO_PID: i32 = i32::MAX - 7;
+
+    fn strobe(slot: Option<u32>, running: &[u64]) -> Strobe {
+        Strobe {
+            slot,
+            rows: vec![(JobId(1), 0), (JobId(2), 1)],
+            running: running.iter().map(|&j| JobId(j)).collect(),
+        }
+    }
+
+    fn two_jobs(scheme: &str) -> (NodeSched, Monitors) {
+        let cfg = NodeSchemeConfig::parse(scheme, &[], None).unwrap();
+        let mut n = NodeSched::new(cfg, "n0", 1);
+        n.add(JobId(1), 0, 0, NO_PID, false);
+        n.add(JobId(2), 0, 0, NO_PID - 1, true);
+        (n, Monitors::default())
+    }
+
+    #[test]
+    fn gs_runs_what_the_strobe_lists_and_local_runs_every_job_not_held() {
+        let (mut n, mut m) = two_jobs("gs");
+        let p = n.strobe(strobe(Some(1), &[2]), &mut m);
+        assert_eq!((p.stop_jobs, p.cont_jobs), (vec![JobId(1)], vec![JobId(2)]));
+        assert!(n.manages(JobId(1)) && !n.manages(JobId(3)));
+        let p = n.strobe(strobe(Some(1), &[2]), &mut m);
+        assert!(
+            p.stop_jobs.is_empty() && p.cont_jobs.is_empty(),
+            "nothing twice"
+        );
+        let p = n.strobe(strobe(Some(0), &[1]), &mut m);
+        assert_eq!((p.stop_jobs, p.cont_jobs), (vec![JobId(2)], vec![JobId(1)]));
+        assert_eq!(n.events().iter().filter(|e| e.switch_in).count(), 3);
+
+        let (mut n, mut m) = two_jobs("local");
+        let p = n.strobe(strobe(Some(0), &[1]), &mut m);
+        assert_eq!((p.stop_jobs, p.cont_jobs), (vec![], vec![JobId(2)]));
+        // Job 1's row is active but the policy does not run it: held.
+        let p = n.strobe(strobe(Some(0), &[]), &mut m);
+        assert_eq!(p.stop_jobs, vec![JobId(1)]);
+    }
+
+    #[test]
+    fn fcs_stops_all_but_the_slot_owner_of_a_pe() {
+        let (mut n, mut m) = two_jobs("fcs");
+        let p = n.strobe(strobe(Some(0), &[1]), &mut m);
+        // Job 2 (launched stopped) is thawed for the scheme; rank by rank, job 1's runs.
+        assert_eq!(p.cont_jobs, vec![JobId(2)]);
+        assert_eq!(p.stop_ranks, vec![NO_PID - 1]);
+        assert_eq!(p.cont_ranks, vec![NO_PID]);
+        let p = n.strobe(strobe(Some(1), &[2]), &mut m);
+        assert_eq!(
+            (p.stop_ranks, p.cont_ranks),
+            (vec![NO_PID], vec![NO_PID - 1])
+        );
+        let classes: Vec<String> = n
+            .events()
+            .iter()
+            .filter(|e| !e.switch_in)
+            .map(|e| e.class.clone())
+            .collect();
+        assert_eq!(classes, ["CS", "CS"], "each starts CS");
+    }
+
     #[test]
     fn proc_stat_reads_this_process() {
         // This thread runs; the main thread (whose state /proc/PID/stat shows) may wait.
