@@ -27,6 +27,8 @@ pub struct ClusterOptions {
     pub timeout: Duration,
     /// Where the machine manager serves its web dashboard (`--http`), if anywhere.
     pub http: Option<String>,
+    /// The node managers' node-level scheme (issue 12).
+    pub node_scheme: crate::nm_sched::NodeSchemeConfig,
 }
 
 impl ClusterOptions {
@@ -37,6 +39,7 @@ impl ClusterOptions {
             settings: ManagerSettings::new(nodes, pes),
             timeout: Duration::from_secs(30),
             http: None,
+            node_scheme: Default::default(),
         }
     }
 }
@@ -187,7 +190,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
     };
     for i in 0..o.settings.nodes {
         let name = node_name(i);
-        let args: Vec<String> = vec![
+        let mut args: Vec<String> = vec![
             "nm".into(),
             "--mm".into(),
             addr.clone(),
@@ -206,6 +209,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             "--output-cap".into(),
             o.settings.output_cap.to_string(),
         ];
+        args.extend(o.node_scheme.args());
         children.push(spawn_daemon(
             &o.exe,
             &args,

@@ -5,6 +5,7 @@
 //! - [`nm`]: the node manager (tree node, launching, SIGSTOP/SIGCONT context switches).
 //! - [`jobio`]: a job's environment (`--export`, node list) and output file patterns.
 //! - [`nm_monitor`]: the node manager's side of communication monitoring (rings, stats).
+//! - [`nm_sched`]: the node manager's node-level scheme (gang strobe, local, SB, FCS).
 //! - [`pmi`]: the PMI-1 server the node manager runs for MPI programs.
 //! - [`proto`]: what daemons and clients say to each other.
 //! - [`dashboard`]: the machine manager's read-only web dashboard (`--http`).
@@ -37,6 +38,7 @@ pub mod jobio;
 pub mod mm;
 pub mod nm;
 pub mod nm_monitor;
+pub mod nm_sched;
 pub mod pmi;
 pub mod proto;
 pub mod report;

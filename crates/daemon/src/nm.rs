@@ -71,6 +71,8 @@ pub struct NmConfig {
     /// A rank's output file is cut back to this many bytes, with a notice appended, once it
     /// grows past it (`--output-cap`), checked at every heartbeat and at the rank's exit.
     pub output_cap: u64,
+    /// The node-level scheme (issue 12; crate::nm_sched).
+    pub node_scheme: crate::nm_sched::NodeSchemeConfig,
 }
 
 struct Rank {
@@ -127,6 +129,8 @@ struct Nm {
     /// When the work directory was last swept of expired job directories (`None`: never, so
     /// the first heartbeat sweeps what an earlier run left).
     last_sweep: Option<std::time::Instant>,
+    /// The node-level scheme: gang strobe, local, spin-block or FCS (crate::nm_sched).
+    nsched: crate::nm_sched::NodeSched,
 }
 
 type Owners = std::sync::Arc<std::sync::Mutex<HashMap<i32, JobId>>>;
@@ -186,7 +190,9 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     let addr = listener.local_addr().map_err(DaemonError::Io)?.to_string();
     let (exit_tx, mut exit_rx) = mpsc::unbounded_channel();
     let (pmi_tx, mut pmi_rx) = mpsc::unbounded_channel();
+    let nsched = crate::nm_sched::NodeSched::new(cfg.node_scheme.clone(), &cfg.name, cfg.pes);
     let mut nm = Nm {
+        nsched,
         pmi: pmi_tx,
         cpus: allowed_cpus(),
         cfg,
@@ -224,8 +230,16 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     let (handle, mut deliveries) = spawn_node(listener, nm.cfg.key.clone(), node);
     let silence = heartbeat * 4 + Duration::from_millis(200);
     let mut last_heard = tokio::time::Instant::now();
+    // How often the node scheme looks at its ranks (/proc, the monitor rings): well under
+    // the gang quantum, so that a blocked slot owner's PE is filled within a few percent of it.
+    let mut sched_tick = tokio::time::interval(crate::nm_sched::TICK);
+    sched_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            _ = sched_tick.tick(), if nm.nsched.active() => {
+                let plan = nm.nsched.tick(&mut nm.monitors);
+                nm.carry_out(plan);
+            }
             d = deliveries.recv() => {
                 let Some(d) = d else { return Ok(()) };
                 match d {
@@ -283,6 +297,7 @@ impl Nm {
         let run = j.run;
         // Its last writes are cut too, not only those a heartbeat saw.
         self.cap_outputs(Some((job, exit.rank)));
+        self.nsched.exited(job, exit.rank);
         Some(run)
     }
 
@@ -393,9 +408,17 @@ impl Nm {
 
     fn handle(&mut self, msg: ToNode, handle: &NodeHandle) {
         match msg {
-            ToNode::Heartbeat { .. } => {
+            ToNode::Heartbeat { strobe, .. } => {
                 self.cap_outputs(None);
-                self.sweep_if_due()
+                self.sweep_if_due();
+                if let Some(strobe) = strobe {
+                    let plan = self.nsched.strobe(strobe, &mut self.monitors);
+                    self.carry_out(plan);
+                }
+            }
+            ToNode::Strobe(strobe) => {
+                let plan = self.nsched.strobe(strobe, &mut self.monitors);
+                self.carry_out(plan);
             }
             ToNode::Shutdown => {}
             ToNode::Launch(l) => {
@@ -413,9 +436,15 @@ impl Nm {
             ToNode::Switch { stop, cont, kill } => {
                 // Stop the outgoing jobs before continuing the incoming ones, so two jobs never
                 // share a PE even for an instant.
+                // Jobs of the gang matrix are switched by the node scheme from the strobe that
+                // follows this message; the others (a policy without a matrix) here.
                 for (jobs, sig) in [(stop, libc::SIGSTOP), (cont, libc::SIGCONT)] {
                     for job in jobs {
+                        if self.nsched.manages(job) {
+                            continue;
+                        }
                         self.signal(job, sig);
+                        self.nsched.job_signalled(job, sig == libc::SIGSTOP);
                     }
                 }
                 for job in kill {
@@ -431,7 +460,12 @@ impl Nm {
             ToNode::FetchMonitor { req } => handle.signal_up(
                 postcard::to_stdvec(&FromNode::Monitor {
                     req,
-                    monitor: self.monitors.report(&self.cfg.name),
+                    monitor: {
+                        let mut m = self.monitors.report(&self.cfg.name);
+                        m.scheme = self.nsched.scheme().name().to_string();
+                        m.events = self.nsched.events();
+                        m
+                    },
                 })
                 .expect("encodes"),
             ),
@@ -656,6 +690,33 @@ impl Nm {
         }
     }
 
+    /// Carries out a plan of the node scheme: rank stops, job stops, job continues, rank
+    /// continues, in that order (see [`crate::nm_sched::Plan`]).
+    fn carry_out(&self, plan: crate::nm_sched::Plan) {
+        for pid in plan.stop_ranks {
+            signal_group(pid, libc::SIGSTOP);
+        }
+        for job in plan.stop_jobs {
+            self.signal(job, libc::SIGSTOP);
+        }
+        for job in plan.cont_jobs {
+            let thaw_only = self.nsched.scheme() == cosched_node::Scheme::Fcs;
+            match self.jobs.get(&job) {
+                // FCS continues the chosen ranks one by one (below); the job's freezer
+                // must let them.
+                Some(j) if thaw_only => {
+                    if let Some(cg) = &j.cgroup {
+                        cg.freeze(false);
+                    }
+                }
+                _ => self.signal(job, libc::SIGCONT),
+            }
+        }
+        for pid in plan.cont_ranks {
+            signal_group(pid, libc::SIGCONT);
+        }
+    }
+
     fn job_dir(&self, job: JobId) -> PathBuf {
         self.cfg.workdir.join("jobs").join(job.0.to_string())
     }
@@ -720,6 +781,7 @@ impl Nm {
     /// rank's background children) is terminated with the usual grace.
     fn forget(&mut self, job: JobId) {
         self.terminate(job);
+        self.nsched.forget(job);
         self.monitors.forget(job);
         if self.jobs.remove(&job).is_some() {
             // The directory's time marks the job's end: the retention counts from it, across
@@ -890,6 +952,7 @@ impl Nm {
                             capped: vec![false; 2],
                         },
                     );
+                    self.nsched.add(l.job, rank, local_pe, pid, l.stopped);
                     let (tx, id, launch) = (self.exits.clone(), l.job, self.launches);
                     tokio::spawn(async move {
                         let code = match child.wait().await {

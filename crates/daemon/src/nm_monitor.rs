@@ -136,6 +136,7 @@ impl Monitors {
         NodeMonitor {
             node: node.to_string(),
             procs,
+            ..Default::default()
         }
     }
 }

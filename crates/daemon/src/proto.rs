@@ -124,7 +124,13 @@ pub struct Launch {
 pub enum ToNode {
     Heartbeat {
         seq: i64,
+        /// The gang strobe (seed 000 §4.1): the matrix as of this heartbeat, for the node's
+        /// scheme to switch from; `None` under a policy without a matrix.
+        strobe: Option<Strobe>,
     },
+    /// The strobe again, sent at once when a multi-context switch happens (the heartbeat
+    /// carries it otherwise), so that every node switches together.
+    Strobe(Strobe),
     Launch(Launch),
     /// One multi-context switch: stop these jobs, then continue those, then kill those.
     Switch {
@@ -201,12 +207,45 @@ pub enum FromNode {
     Monitor { req: u64, monitor: NodeMonitor },
 }
 
+/// The STORM strobe (seed 000 §4.1, issue 12): the current slot of the Ousterhout matrix and
+/// each job's row, which every node manager switches from locally with its node scheme.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Strobe {
+    /// The active row; `None` in the middle of a multi-context switch (nothing of the
+    /// matrix should start then).
+    pub slot: Option<u32>,
+    /// (job, row) of every job in the matrix.
+    pub rows: Vec<(JobId, u32)>,
+    /// The jobs the policy has running now: the active row's, and those of other rows run by
+    /// alternate scheduling. A job of the active row missing here is held or suspended.
+    pub running: Vec<JobId>,
+}
+
+/// One line of a node's observation record (issue 12): a process's FCS class change
+/// (`class` set) or a local context switch (`switch_in` set: the process went onto PE `pe`).
+/// Times are seconds since the job was launched on the node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeEvent {
+    pub time_s: f64,
+    pub job: JobId,
+    pub rank: u32,
+    pub node: String,
+    pub pe: u32,
+    /// `CS`, `F` or `DC` (as `cosched cosim --class-history`); empty for a switch.
+    pub class: String,
+    pub switch_in: bool,
+}
+
 /// What a node's communication monitors recorded (crates/monitor; docs/monitor.md): one entry
 /// per rank of the jobs it runs, and of the last jobs it ran.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeMonitor {
     pub node: String,
     pub procs: Vec<ProcMonitor>,
+    /// The node scheme (`gs`, `local`, `sb`, `fcs`).
+    pub scheme: String,
+    /// Class changes and local context switches of the live and the last ended jobs.
+    pub events: Vec<NodeEvent>,
 }
 
 /// One rank's communication as its node's ring holds it.

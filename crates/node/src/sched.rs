@@ -178,6 +178,32 @@ impl NodeScheduler {
         vec![Action::Repick { pe }]
     }
 
+    /// The process moved to gang slot `slot` (a real machine manager repacks its matrix when
+    /// jobs leave; the simulator's rows never change).
+    pub fn set_slot(&mut self, id: ProcId, slot: u32) -> Vec<Action> {
+        let Some(i) = self.idx(id) else {
+            return Vec::new();
+        };
+        if self.procs[i].slot == slot {
+            return Vec::new();
+        }
+        self.procs[i].slot = slot;
+        vec![Action::Repick {
+            pe: self.procs[i].pe,
+        }]
+    }
+
+    /// Whether the driver last reported the process blocked.
+    pub fn is_blocked(&self, id: ProcId) -> bool {
+        self.idx(id)
+            .is_some_and(|i| self.procs[i].state == RunState::Blocked)
+    }
+
+    /// The process's FCS state (statistics, class), for observation.
+    pub fn fcs_state(&self, id: ProcId) -> Option<&FcsProc> {
+        self.idx(id).map(|i| &self.procs[i].fcs)
+    }
+
     /// The process exited.
     pub fn remove(&mut self, id: ProcId) -> Vec<Action> {
         let Some(i) = self.idx(id) else {

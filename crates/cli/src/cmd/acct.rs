@@ -58,11 +58,23 @@ pub struct AcctArgs {
     /// Also write the selected ended jobs as an SWF trace to this file
     #[arg(long)]
     swf_out: Option<PathBuf>,
+    /// Instead: the FCS class history of this job's processes as JSON lines (time_s, job,
+    /// rank, class: the shape of `cosched cosim --class-history`; time from the job's launch
+    /// on each node), from the node managers (docs/daemons.md, "Node schemes")
+    #[arg(long, value_name = "JOB")]
+    class_history: Option<u64>,
+    /// With --class-history: also every local context switch (lines with "switch_in",
+    /// "node" and "pe")
+    #[arg(long, requires = "class_history")]
+    switches: bool,
     #[command(flatten)]
     conn: ConnArgs,
 }
 
 pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
+    if let Some(job) = a.class_history {
+        return class_history(&a, job);
+    }
     let columns: Vec<String> = a
         .format
         .split(',')
@@ -255,6 +267,43 @@ impl Users {
             .find(|(_, u)| *u == uid)
             .map_or_else(|| uid.to_string(), |(n, _)| n.clone())
     }
+}
+
+/// `--class-history JOB`: asks every node of the job for its observation record (class
+/// changes and context switches) and prints the job's lines in time order.
+fn class_history(a: &AcctArgs, job: u64) -> anyhow::Result<i32> {
+    let client = a.conn.client()?;
+    let id = cosched_core::JobId(job);
+    let info = client
+        .jobs(&[id])?
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("no job {job}"))?;
+    let mut events = Vec::new();
+    for p in &info.placement {
+        let m = client
+            .monitor(&p.node.0.to_string())
+            .with_context(|| format!("asking node {} for its record", p.node))?;
+        events.extend(m.events.into_iter().filter(|e| e.job == id));
+    }
+    events.sort_by(|x, y| x.time_s.total_cmp(&y.time_s).then(x.rank.cmp(&y.rank)));
+    let mut out = std::io::stdout().lock();
+    for e in events {
+        let line = if e.switch_in {
+            if !a.switches {
+                continue;
+            }
+            serde_json::json!({
+                "time_s": e.time_s, "job": job, "rank": e.rank,
+                "switch_in": true, "node": e.node, "pe": e.pe,
+            })
+        } else {
+            serde_json::json!({"time_s": e.time_s, "job": job, "rank": e.rank, "class": e.class})
+        };
+        use std::io::Write;
+        writeln!(out, "{line}")?;
+    }
+    Ok(0)
 }
 
 #[cfg(test)]

@@ -198,6 +198,8 @@ pub struct NmArgs {
     /// it, appending a notice that says so
     #[arg(long, default_value = "1G", value_parser = parse_bytes)]
     output_cap: u64,
+    #[command(flatten)]
+    node_scheme: NodeSchemeArgs,
 }
 
 /// A size in bytes: a number, optionally followed by K, M or G (powers of 1024).
@@ -215,6 +217,34 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         .and_then(|n| n.checked_mul(mult))
         .filter(|&n| n > 0)
         .ok_or_else(|| format!("{s:?} is not a size (a positive number of bytes, or with K, M, G)"))
+}
+
+/// The node-level scheme of the node managers (docs/daemons.md, "Node schemes").
+#[derive(clap::Args, Clone)]
+pub struct NodeSchemeArgs {
+    /// gs (strict gang from the machine manager's strobe), local (Linux time-shares the
+    /// matrix's jobs), sb (spin-block) or fcs (flexible coscheduling)
+    #[arg(long, default_value = "gs")]
+    node_scheme: String,
+    /// FCS parameter KEY=VALUE (seed 000 Table 4.1): t (time slice; sets the others),
+    /// max_wdc_wcs, f_thresh, dc_thresh, cs_thresh, max_ctime, min_ctime, min_init_ctime,
+    /// max_spin; repeatable
+    #[arg(long = "fcs-opt")]
+    fcs_opt: Vec<String>,
+    /// sb: how long a waiting rank spins before it blocks
+    #[arg(long, default_value = "100us")]
+    spin_time: Dur,
+}
+
+impl NodeSchemeArgs {
+    fn config(&self) -> anyhow::Result<cosched_daemon::nm_sched::NodeSchemeConfig> {
+        cosched_daemon::nm_sched::NodeSchemeConfig::parse(
+            &self.node_scheme,
+            &self.fcs_opt,
+            Some(self.spin_time),
+        )
+        .map_err(anyhow::Error::msg)
+    }
 }
 
 #[derive(clap::Subcommand)]
@@ -315,6 +345,8 @@ pub struct UpArgs {
     /// G) once it passes it, appending a notice that says so
     #[arg(long, default_value = "1G", value_parser = parse_bytes)]
     output_cap: u64,
+    #[command(flatten)]
+    node_scheme: NodeSchemeArgs,
     /// Print one JSON document
     #[arg(long)]
     json: bool,
@@ -476,6 +508,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 cpu_offset: a.cpu_offset,
                 keep_jobs: Duration::from_micros(a.keep_jobs.as_micros().max(0) as u64),
                 output_cap: a.output_cap,
+                node_scheme: a.node_scheme.config()?,
             };
             nm::run_blocking(cfg)?;
             Ok(0)
@@ -491,6 +524,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             o.settings = a.manager.settings(a.nodes, a.pes);
             o.http = a.http;
             o.settings.output_cap = a.output_cap;
+            o.node_scheme = a.node_scheme.config()?;
             let c = cluster::up(&o)?;
             let dashboard = o.http.as_ref().and_then(|_| c.state_dir.http_url());
             // The daemons outlive this command: `cluster down` stops them.

@@ -112,6 +112,8 @@ pub enum Effect {
     /// Send heartbeat `seq` to every node and ask which hold it.
     Heartbeat {
         seq: i64,
+        /// The gang strobe it carries (see [`Core::strobe`]).
+        strobe: Option<Strobe>,
     },
     /// The tree's members changed (the nodes that are up, with their addresses).
     Members {
@@ -1490,6 +1492,35 @@ impl Core {
                 kill: s.kill,
             },
         );
+        // Every node hears the new matrix state now, not at the next heartbeat: the node
+        // schemes switch from it (issue 12).
+        if let Some(strobe) = self.strobe() {
+            self.push(Effect::Broadcast(ToNode::Strobe(strobe)));
+        }
+    }
+
+    /// The gang strobe (seed 000 §4.1): the active slot, each job's row and the jobs the
+    /// policy runs now; `None` for a policy without a matrix.
+    pub(super) fn strobe(&self) -> Option<Strobe> {
+        let m = self.policy.matrix()?;
+        let rows = m
+            .slots
+            .iter()
+            .enumerate()
+            .flat_map(|(r, s)| s.jobs.iter().map(move |(j, _)| (*j, r as u32)))
+            .collect();
+        let running = self
+            .live
+            .iter()
+            .map(|&i| self.ledger.entry(i))
+            .filter(|e| e.is_running())
+            .map(|e| e.req.id)
+            .collect();
+        Some(Strobe {
+            slot: m.active,
+            rows,
+            running,
+        })
     }
 
     pub(super) fn add_node_events(&mut self, ev: Event) {

@@ -78,7 +78,11 @@ impl Core {
     pub(super) fn heartbeat(&mut self, now: Time) {
         self.hb_seq += 1;
         self.next_hb = now + self.cfg.heartbeat;
-        self.push(Effect::Heartbeat { seq: self.hb_seq });
+        let strobe = self.strobe();
+        self.push(Effect::Heartbeat {
+            seq: self.hb_seq,
+            strobe,
+        });
         let dead: Vec<NodeId> = self
             .nodes
             .iter()

@@ -388,8 +388,9 @@ impl Shell {
                     let payload = postcard::to_stdvec(&msg).expect("encodes");
                     self.root.xfer(&Dest::All, None, payload);
                 }
-                Effect::Heartbeat { seq } => {
-                    let payload = postcard::to_stdvec(&ToNode::Heartbeat { seq }).expect("encodes");
+                Effect::Heartbeat { seq, strobe } => {
+                    let payload =
+                        postcard::to_stdvec(&ToNode::Heartbeat { seq, strobe }).expect("encodes");
                     self.root
                         .xfer(&Dest::All, Some((VAR_HEARTBEAT, seq)), payload);
                     self.root.compare(

@@ -1,0 +1,317 @@
+//! The node schemes on a real cluster (issue 12): under `--node-scheme fcs` a coarse-grained
+//! `cosched bsp` job is classified DC and fills the PEs a blocked slot owner leaves; a
+//! fine-grained balanced job stays CS and is never split across slots; under `gs` the
+//! strobe keeps every node on the same slot (sampled process states: never two jobs
+//! runnable on one PE, no node lagging a quantum behind the other).
+//!
+//! Built to hold on a loaded 2-core machine: the FCS decisions are taken in CPU time (which a
+//! loaded machine slows but does not distort), the quanta are 200 ms, and a sampled state
+//! only counts when a second look a few milliseconds later confirms it (a sample straddling
+//! a switch would otherwise see both jobs). The FCS time slice is 50 ms (`--fcs-opt t=50ms`)
+//! so that the initial periods end after 0.25 s of CPU; F_thresh and CS_thresh are raised
+//! to 20 ms, because on a machine shared with other work a partner's message can be late by
+//! milliseconds for reasons that have nothing to do with coscheduling.
+
+mod support;
+use support::cluster::Cluster;
+use support::*;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Every rank of the cluster's jobs: (job, rank, node, pe) → pid, from the ranks'
+/// environments (only this cluster's processes have its state directory there).
+fn ranks(c: &Cluster) -> HashMap<(u64, u32), (u32, String, u32)> {
+    let needle = c.dir.display().to_string();
+    let mut out = HashMap::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        let env = String::from_utf8_lossy(&env);
+        if !env.contains(&needle) {
+            continue;
+        }
+        let var = |k: &str| {
+            env.split('\0')
+                .find_map(|kv| kv.strip_prefix(&format!("{k}=")).map(str::to_string))
+        };
+        if let (Some(j), Some(r), Some(n), Some(p)) = (
+            var("COSCHED_JOB_ID"),
+            var("COSCHED_RANK"),
+            var("COSCHED_NODE"),
+            var("COSCHED_PE"),
+        ) {
+            out.insert(
+                (j.parse().unwrap(), r.parse().unwrap()),
+                (pid, n, p.parse().unwrap()),
+            );
+        }
+    }
+    out
+}
+
+/// The state letter of a process (`R` runnable, `S` sleeping — or frozen —, `T` stopped).
+fn state(pid: u32) -> char {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    s.rfind(')')
+        .and_then(|i| s[i + 2..].chars().next())
+        .unwrap_or('?')
+}
+
+/// Waits until the job's `n` ranks are all there.
+fn wait_ranks(c: &Cluster, job: u64, n: u32) -> Vec<u32> {
+    c.until(30, &format!("the {n} ranks of job {job}"), || {
+        let r = ranks(c);
+        let pids: Vec<u32> = (0..n)
+            .filter_map(|k| r.get(&(job, k)).map(|x| x.0))
+            .collect();
+        (pids.len() == n as usize).then_some(pids)
+    })
+}
+
+fn class_lines(c: &Cluster, job: u64) -> Vec<Value> {
+    let out = c.run(&["acct", "--class-history", &job.to_string()]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn last_class(lines: &[Value], rank: u32) -> Option<String> {
+    lines
+        .iter()
+        .rfind(|l| l["rank"] == rank)
+        .map(|l| l["class"].as_str().unwrap_or_default().to_string())
+}
+
+/// CPU seconds a process has used.
+fn cpu_s(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(i) = s.rfind(')') else { return 0.0 };
+    let f: Vec<&str> = s[i + 2..].split(' ').collect();
+    let t = |k: usize| f.get(k).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (t(11) + t(12)) / 100.0
+}
+
+const FCS: &[&str] = &[
+    "--node-scheme",
+    "fcs",
+    "--fcs-opt",
+    "t=50ms",
+    "--fcs-opt",
+    "f_thresh=20ms",
+    "--fcs-opt",
+    "cs_thresh=20ms",
+];
+
+fn up(name: &str, nodes: &str, pes: &str, scheme: &[&str]) -> Cluster {
+    let mut args = vec![
+        "--nodes",
+        nodes,
+        "--pes",
+        pes,
+        "--policy",
+        "gang",
+        "--mpl",
+        "2",
+        "--quantum",
+        "200ms",
+    ];
+    args.extend_from_slice(scheme);
+    Cluster::up("nodesched", name, &args)
+}
+
+#[test]
+fn fcs_classifies_a_coarse_job_dc_and_it_fills_a_blocked_owners_slot() {
+    let c = up("coarse", "1", "2", FCS);
+    // Row 0: a job that only sleeps (its ranks are blocked); row 1: coarse-grained BSP.
+    let sleeper = c.submit(&["-n", "2", "/bin/sleep", "60"]);
+    wait_ranks(&c, sleeper, 2);
+    let coarse = c.submit(&[
+        "-n",
+        "2",
+        bin(),
+        "bsp",
+        "--iterations",
+        "1000",
+        "--compute",
+        "150ms",
+        "--pattern",
+        "aa",
+    ]);
+    let pids = wait_ranks(&c, coarse, 2);
+    // DC: per receive it computes 150 ms of CPU, above DC_thresh = T = 50 ms.
+    let lines = c.until(40, "the coarse job's ranks classified DC", || {
+        let l = class_lines(&c, coarse);
+        (0..2)
+            .all(|r| last_class(&l, r).as_deref() == Some("DC"))
+            .then_some(l)
+    });
+    assert_eq!(
+        lines[0]["class"], "CS",
+        "every process starts CS: {lines:?}"
+    );
+    // Filling: the sleeper's slot comes every other quantum, yet the coarse ranks keep
+    // running through it (under gs they would be stopped about half of the time).
+    let mut stopped = 0;
+    let mut samples = 0;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(2000) {
+        for &p in &pids {
+            samples += 1;
+            if state(p) == 'T' {
+                // Confirmed a moment later (not a sample straddling a change).
+                std::thread::sleep(Duration::from_millis(3));
+                if state(p) == 'T' {
+                    stopped += 1;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        stopped * 10 < samples,
+        "the DC ranks were stopped in {stopped} of {samples} samples"
+    );
+    // Its ranks were never stopped by the scheme: no switch-in after the first.
+    let out = c.ok(&["acct", "--class-history", &coarse.to_string(), "--switches"]);
+    assert!(out.contains("switch_in"), "switches are recorded: {out}");
+    c.ok(&["cancel", &sleeper.to_string()]);
+    c.ok(&["cancel", &coarse.to_string()]);
+}
+
+#[test]
+fn fcs_keeps_a_fine_grained_balanced_job_cs_and_never_splits_it() {
+    let c = up("fine", "1", "2", FCS);
+    let fine = |seed: &str| {
+        c.submit(&[
+            "-n",
+            "2",
+            bin(),
+            "bsp",
+            "--iterations",
+            "100000",
+            "--compute",
+            "2ms",
+            "--pattern",
+            "aa",
+            "--seed",
+            seed,
+        ])
+    };
+    // Two fine-grained jobs in the two rows of the same PEs: they must alternate whole.
+    let a = fine("1");
+    let b = fine("2");
+    let pa = wait_ranks(&c, a, 2);
+    let pb = wait_ranks(&c, b, 2);
+    let mut split = 0;
+    let mut samples = 0;
+    let start = Instant::now();
+    // Until each rank has computed well past the initial period (5·T = 0.25 s of CPU).
+    while pa.iter().chain(&pb).any(|&p| cpu_s(p) < 0.8) {
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "the fine-grained ranks got too little CPU in 40 s"
+        );
+        for pids in [&pa, &pb] {
+            samples += 1;
+            // Split: one rank runnable while the other is stopped. (A rank blocked in its
+            // wait is left alone when its slot ends, so 'S' beside 'T' is not a split.)
+            let pair = || (state(pids[0]), state(pids[1]));
+            let is_split = |(x, y): (char, char)| matches!((x, y), ('R', 'T') | ('T', 'R'));
+            if is_split(pair()) {
+                std::thread::sleep(Duration::from_millis(5));
+                if is_split(pair()) {
+                    split += 1;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(7));
+    }
+    for job in [a, b] {
+        let lines = class_lines(&c, job);
+        assert_eq!(
+            lines.len(),
+            2,
+            "only the initial CS of each rank: {lines:?}"
+        );
+        assert!(lines.iter().all(|l| l["class"] == "CS"), "{lines:?}");
+    }
+    assert!(
+        split * 50 <= samples,
+        "a fine-grained job was split across slots in {split} of {samples} samples"
+    );
+    c.ok(&["cancel", &a.to_string()]);
+    c.ok(&["cancel", &b.to_string()]);
+}
+
+#[test]
+fn gs_strobe_keeps_every_node_on_the_same_slot() {
+    let c = up("strobe", "2", "2", &["--node-scheme", "gs"]);
+    // Two 4-rank CPU-bound jobs over both nodes, one per row.
+    let jobs: Vec<u64> = (0..2)
+        .map(|_| c.submit(&["-n", "4", bin(), "cluster", "spin", "600s"]))
+        .collect();
+    for &j in &jobs {
+        wait_ranks(&c, j, 4);
+    }
+    let r = ranks(&c);
+    // Wait for the first switch, so that both jobs have been placed and started.
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = |j: u64, k: u32| r[&(j, k)].0;
+    // Which job each node runs: the one whose ranks there are runnable ('R').
+    let runs_on = |node: &str| -> Vec<u64> {
+        jobs.iter()
+            .copied()
+            .filter(|&j| (0..4).any(|k| r[&(j, k)].1 == node && state(pid(j, k)) == 'R'))
+            .collect()
+    };
+    let mut both = 0;
+    let mut lag_since: Option<Instant> = None;
+    let mut worst_lag = Duration::ZERO;
+    let mut seen_switches = 0;
+    let mut last: Option<(Vec<u64>, Vec<u64>)> = None;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(3000) {
+        // Two jobs runnable on one PE (rank k of both jobs holds PE k), confirmed.
+        for k in 0..4 {
+            let on = |j: u64| state(pid(j, k)) == 'R';
+            if on(jobs[0]) && on(jobs[1]) {
+                std::thread::sleep(Duration::from_millis(3));
+                if on(jobs[0]) && on(jobs[1]) {
+                    both += 1;
+                }
+            }
+        }
+        let (n0, n1) = (runs_on("n0"), runs_on("n1"));
+        if last.as_ref() != Some(&(n0.clone(), n1.clone())) {
+            seen_switches += 1;
+        }
+        if n0 != n1 {
+            let since = *lag_since.get_or_insert_with(Instant::now);
+            worst_lag = worst_lag.max(since.elapsed());
+        } else {
+            lag_since = None;
+        }
+        last = Some((n0, n1));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(both, 0, "two jobs were runnable on one PE");
+    assert!(
+        seen_switches >= 4,
+        "the jobs should have switched every 200 ms ({seen_switches} changes seen)"
+    );
+    assert!(
+        worst_lag < Duration::from_millis(200),
+        "a node lagged the other by {worst_lag:?} (more than a quantum)"
+    );
+    for j in jobs {
+        c.ok(&["cancel", &j.to_string()]);
+    }
+}

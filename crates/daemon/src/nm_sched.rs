@@ -1,0 +1,732 @@
+//! The node manager's node-level scheme (issue 12): the same [`NodeScheduler`] the
+//! process-level simulator (crates/cosim) drives, fed here with real events — ranks starting
+//! and exiting, their CPU time and run state from `/proc`, their receives from the
+//! communication-monitor ring, and the machine manager's gang strobe — and carried out with
+//! SIGSTOP/SIGCONT (per rank) or the job's freezer (per job), and the spin time written into
+//! the ring.
+//!
+//! - `gs`: strict gang. A job of the matrix runs exactly when the strobe lists it as running
+//!   (its row is the active slot, or alternate scheduling runs it); whole-job stops.
+//! - `local`: no gang control: every job of the matrix runs, Linux time-shares the PEs
+//!   (MPL > 1); waiting ranks keep the ring's spin time (0: block at once).
+//! - `sb`: as `local`, but waiting ranks spin for the configured spin time, then block
+//!   (spin-block, implicit coscheduling).
+//! - `fcs`: flexible coscheduling: per PE, [`NodeScheduler::pick`] chooses the rank that runs
+//!   (Fig. 3.2), from the classes Fig. 4.3's heuristic gives each rank at every strobe and on
+//!   blocking; the other ready ranks of the PE are stopped. Blocked ranks are never stopped
+//!   (they could not report their wake-up), so a blocked slot owner leaves its PE to a DC or
+//!   F rank until it is runnable again.
+//!
+//! A job the machine manager holds or suspends (its row active, yet not listed as running) is
+//! stopped whole under every scheme; jobs of a policy without a matrix follow the machine
+//! manager's stop/continue messages as before.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use cosched_core::{Dur, JobId, Time};
+use cosched_monitor::Kind;
+use cosched_node::{Action, FcsParams, NodeScheduler, ProcId, SchedParams, Scheme, WaitPolicy};
+
+use crate::nm_monitor::Monitors;
+use crate::proto::{NodeEvent, Strobe};
+
+/// Events kept for `cosched acct --class-history` (the oldest go first).
+pub const KEEP_EVENTS: usize = 200_000;
+
+/// How often the node manager looks at its ranks (see [`NodeSched::tick`]).
+pub const TICK: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The node scheme and its parameters (`cosched nm --node-scheme --fcs-opt --spin-time`).
+#[derive(Clone, Debug)]
+pub struct NodeSchemeConfig {
+    pub scheme: Scheme,
+    /// `sb`: how long a waiting rank spins before it blocks.
+    pub spin: Dur,
+    /// `fcs`: seed 000 Table 4.1 (for a time slice `t`, 200 ms unless `--fcs-opt t=`).
+    pub fcs: FcsParams,
+}
+
+impl Default for NodeSchemeConfig {
+    fn default() -> Self {
+        NodeSchemeConfig {
+            scheme: Scheme::Gs,
+            spin: Dur::from_micros(100),
+            fcs: FcsParams::table_4_1(Dur::from_millis(200)),
+        }
+    }
+}
+
+impl NodeSchemeConfig {
+    /// From the command line: the scheme name (`gs`, `local`, `sb`, `fcs`), `KEY=VALUE` FCS
+    /// options (`t` first sets every Table 4.1 entry from the time slice; then `max_wdc_wcs`,
+    /// `f_thresh`, `dc_thresh`, `cs_thresh`, `max_ctime`, `min_ctime`, `min_init_ctime`,
+    /// `max_spin` override single entries) and the `sb` spin time.
+    pub fn parse(scheme: &str, fcs_opts: &[String], spin: Option<Dur>) -> Result<Self, String> {
+        let scheme: Scheme = scheme.parse().map_err(|e| format!("--node-scheme: {e}"))?;
+        if !matches!(
+            scheme,
+            Scheme::Gs | Scheme::Local | Scheme::Sb | Scheme::Fcs
+        ) {
+            return Err(format!(
+                "--node-scheme {scheme}: a node manager runs gs, local, sb or fcs"
+            ));
+        }
+        let mut c = NodeSchemeConfig {
+            scheme,
+            ..Default::default()
+        };
+        if let Some(s) = spin {
+            c.spin = s;
+        }
+        let mut kv: Vec<(String, String)> = Vec::new();
+        for o in fcs_opts {
+            let (k, v) = o
+                .split_once('=')
+                .ok_or_else(|| format!("--fcs-opt {o:?}: expected KEY=VALUE"))?;
+            kv.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        // The time slice first: the other entries are relative to it.
+        kv.sort_by_key(|(k, _)| k != "t");
+        for (k, v) in kv {
+            let dur = || {
+                v.parse::<Dur>()
+                    .map_err(|e| format!("--fcs-opt {k}={v}: {e}"))
+            };
+            let f = &mut c.fcs;
+            match k.as_str() {
+                "t" => *f = FcsParams::table_4_1(dur()?),
+                "max_wdc_wcs" => {
+                    f.max_wdc_wcs = v
+                        .parse()
+                        .map_err(|_| format!("--fcs-opt {k}={v}: not a number"))?
+                }
+                "f_thresh" => f.f_thresh = dur()?,
+                "dc_thresh" => f.dc_thresh = dur()?,
+                "cs_thresh" => f.cs_thresh = dur()?,
+                "max_ctime" => f.max_ctime = dur()?,
+                "min_ctime" => f.min_ctime = dur()?,
+                "min_init_ctime" => f.min_init_ctime = dur()?,
+                "max_spin" => f.max_spin = dur()?,
+                _ => {
+                    return Err(format!(
+                        "--fcs-opt {k}: unknown (t, max_wdc_wcs, f_thresh, dc_thresh, cs_thresh, max_ctime, min_ctime, min_init_ctime, max_spin)"
+                    ));
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    /// The command-line arguments that give this configuration (for `cluster up`).
+    pub fn args(&self) -> Vec<String> {
+        let f = &self.fcs;
+        let mut a = vec![
+            "--node-scheme".to_string(),
+            self.scheme.name().to_string(),
+            "--spin-time".into(),
+            self.spin.to_string(),
+        ];
+        for (k, v) in [
+            ("f_thresh", f.f_thresh),
+            ("dc_thresh", f.dc_thresh),
+            ("cs_thresh", f.cs_thresh),
+            ("max_ctime", f.max_ctime),
+            ("min_ctime", f.min_ctime),
+            ("min_init_ctime", f.min_init_ctime),
+            ("max_spin", f.max_spin),
+        ] {
+            a.push("--fcs-opt".into());
+            a.push(format!("{k}={v}"));
+        }
+        a.push("--fcs-opt".into());
+        a.push(format!("max_wdc_wcs={}", f.max_wdc_wcs));
+        a
+    }
+}
+
+/// What the node manager must do after an update, in this order: stop ranks, stop jobs,
+/// continue jobs, continue ranks (so two processes never share a PE even for an instant).
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub stop_ranks: Vec<i32>,
+    pub stop_jobs: Vec<JobId>,
+    pub cont_jobs: Vec<JobId>,
+    pub cont_ranks: Vec<i32>,
+}
+
+struct RankProc {
+    job: JobId,
+    rank: u32,
+    pe: u32,
+    pid: i32,
+    /// CPU time (clock ticks) at the last look.
+    cpu_ticks: u64,
+    /// What this module last did to the rank: `Some(true)` stopped it, `Some(false)`
+    /// continued it, `None` nothing yet (or the job was stopped or continued whole since).
+    stopped: Option<bool>,
+    /// Since when the rank is stopped (by a rank or a job stop), and the last stopped
+    /// periods (monotonic ns): a wait's time stopped is not waiting while scheduled
+    /// (seed 000 §3.4), so it is taken out of the wait.
+    stopped_since: Option<u64>,
+    stops: VecDeque<(u64, u64)>,
+    /// The state letter `/proc` showed at the last look.
+    seen: char,
+    /// The receives of the synchronous operation in progress: (messages, waited, blocked,
+    /// end of the last one in ns).
+    op: Option<(u32, Dur, bool, u64)>,
+}
+
+/// Receives closer than this to the previous one belong to the same synchronous operation
+/// (one BSP exchange receives from every peer in a row): the simulator reports one
+/// `comm_done` per operation with its message count, and so must the node manager, or
+/// the CPU time per event would shrink by the number of peers.
+const SAME_OP_NS: u64 = 200_000;
+
+/// Stopped periods kept per rank (a wait longer than these many switches loses the oldest).
+const KEEP_STOPS: usize = 64;
+
+impl RankProc {
+    fn mark(&mut self, stopped: bool, now: u64) {
+        match (stopped, self.stopped_since) {
+            (true, None) => self.stopped_since = Some(now),
+            (false, Some(t)) => {
+                self.stopped_since = None;
+                self.stops.push_back((t, now));
+                while self.stops.len() > KEEP_STOPS {
+                    self.stops.pop_front();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The part of [start, end] the rank spent stopped.
+    fn stopped_within(&self, start: u64, end: u64) -> u64 {
+        let open = self.stopped_since.map(|t| (t, end));
+        self.stops
+            .iter()
+            .copied()
+            .chain(open)
+            .map(|(a, b)| b.min(end).saturating_sub(a.max(start)))
+            .sum()
+    }
+}
+
+/// See the module documentation.
+pub struct NodeSched {
+    cfg: NodeSchemeConfig,
+    node: String,
+    sched: NodeScheduler,
+    procs: BTreeMap<ProcId, RankProc>,
+    ids: HashMap<(JobId, u32), ProcId>,
+    next: ProcId,
+    strobe: Option<Strobe>,
+    /// Job-level run state the last plan asked for (`true`: stopped).
+    job_stopped: HashMap<JobId, bool>,
+    /// When each live job was launched here (monotonic ns).
+    started: HashMap<JobId, u64>,
+    /// Spin time last written into each job's ring.
+    spins: HashMap<JobId, u64>,
+    /// What runs on each PE, as last chosen (fcs).
+    on_pe: Vec<Option<ProcId>>,
+    events: VecDeque<NodeEvent>,
+    ticks_per_s: u64,
+}
+
+impl NodeSched {
+    pub fn new(cfg: NodeSchemeConfig, node: &str, pes: u32) -> NodeSched {
+        let params = SchedParams {
+            scheme: cfg.scheme,
+            pes: pes as usize,
+            spin_time: cfg.spin,
+            interrupt: Dur::ZERO,
+            check_endpoint: Dur::ZERO,
+            global_info: Dur::ZERO,
+            queue_reorder: Dur::ZERO,
+            fcs: cfg.fcs,
+        };
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        NodeSched {
+            sched: NodeScheduler::new(params),
+            cfg,
+            node: node.to_string(),
+            procs: BTreeMap::new(),
+            ids: HashMap::new(),
+            next: 1,
+            strobe: None,
+            job_stopped: HashMap::new(),
+            started: HashMap::new(),
+            spins: HashMap::new(),
+            on_pe: vec![None; pes as usize],
+            events: VecDeque::new(),
+            ticks_per_s: if hz > 0 { hz as u64 } else { 100 },
+        }
+    }
+
+    pub fn scheme(&self) -> Scheme {
+        self.cfg.scheme
+    }
+
+    /// Whether [`NodeSched::tick`] has anything to do: FCS and SB watch their ranks; `gs`
+    /// and `local` act only on the strobe.
+    pub fn active(&self) -> bool {
+        matches!(self.cfg.scheme, Scheme::Sb | Scheme::Fcs) && !self.procs.is_empty()
+    }
+
+    /// Class changes and context switches recorded so far.
+    pub fn events(&self) -> Vec<NodeEvent> {
+        self.events.iter().cloned().collect()
+    }
+
+    fn now(&self) -> Time {
+        Time::ZERO + Dur((cosched_monitor::now_ns() / 1_000) as i64)
+    }
+
+    fn event(&mut self, id: ProcId, class: Option<&str>) {
+        let Some(p) = self.procs.get(&id) else { return };
+        let t0 = self.started.get(&p.job).copied().unwrap_or(0);
+        let ev = NodeEvent {
+            time_s: cosched_monitor::now_ns().saturating_sub(t0) as f64 * 1e-9,
+            job: p.job,
+            rank: p.rank,
+            node: self.node.clone(),
+            pe: p.pe,
+            class: class.unwrap_or_default().to_string(),
+            switch_in: class.is_none(),
+        };
+        self.events.push_back(ev);
+        while self.events.len() > KEEP_EVENTS {
+            self.events.pop_front();
+        }
+    }
+
+    /// A rank started on local PE `pe` (`stopped`: launched stopped).
+    pub fn add(&mut self, job: JobId, rank: u32, pe: u32, pid: i32, stopped: bool) {
+        if pid <= 0 {
+            return;
+        }
+        self.started
+            .entry(job)
+            .or_insert_with(cosched_monitor::now_ns);
+        self.job_stopped.insert(job, stopped);
+        let id = self.next;
+        self.next += 1;
+        self.ids.insert((job, rank), id);
+        self.procs.insert(
+            id,
+            RankProc {
+                job,
+                rank,
+                pe,
+                pid,
+                cpu_ticks: 0,
+                stopped: None,
+                stopped_since: stopped.then(cosched_monitor::now_ns),
+                stops: VecDeque::new(),
+                seen: '?',
+                op: None,
+            },
+        );
+        let slot = self.row_of(job).unwrap_or(self.sched.slot());
+        self.sched.add(id, pe as usize, slot);
+        if self.cfg.scheme == Scheme::Fcs {
+            self.event(id, Some("CS"));
+        }
+        if !stopped && self.cfg.scheme == Scheme::Gs {
+            self.event(id, None);
+        }
+    }
+
+    /// A rank exited.
+    pub fn exited(&mut self, job: JobId, rank: u32) {
+        if let Some(id) = self.ids.remove(&(job, rank)) {
+            self.procs.remove(&id);
+            self.sched.remove(id);
+            for c in &mut self.on_pe {
+                if *c == Some(id) {
+                    *c = None;
+                }
+            }
+        }
+    }
+
+    /// The job is gone from the node.
+    pub fn forget(&mut self, job: JobId) {
+        let ranks: Vec<u32> = self
+            .procs
+            .values()
+            .filter(|p| p.job == job)
+            .map(|p| p.rank)
+            .collect();
+        for r in ranks {
+            self.exited(job, r);
+        }
+        self.job_stopped.remove(&job);
+        self.started.remove(&job);
+        self.spins.remove(&job);
+    }
+
+    /// The machine manager stopped or continued the job whole (its own messages: a policy
+    /// without a matrix, or a job the strobe does not know yet).
+    pub fn job_signalled(&mut self, job: JobId, stopped: bool) {
+        let was = self.job_stopped.insert(job, stopped);
+        let now = cosched_monitor::now_ns();
+        for p in self.procs.values_mut().filter(|p| p.job == job) {
+            p.stopped = None;
+            p.mark(stopped, now);
+        }
+        if self.cfg.scheme == Scheme::Gs && !stopped && was != Some(false) {
+            let ids: Vec<ProcId> = self.ids_of(job);
+            for id in ids {
+                self.event(id, None);
+            }
+        }
+    }
+
+    fn ids_of(&self, job: JobId) -> Vec<ProcId> {
+        self.procs
+            .iter()
+            .filter(|(_, p)| p.job == job)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    fn row_of(&self, job: JobId) -> Option<u32> {
+        let s = self.strobe.as_ref()?;
+        s.rows.iter().find(|(j, _)| *j == job).map(|&(_, r)| r)
+    }
+
+    /// Whether the strobe manages the job (it is in the matrix).
+    pub fn manages(&self, job: JobId) -> bool {
+        self.row_of(job).is_some()
+    }
+
+    /// The machine manager's strobe arrived (with a heartbeat, or at a switch): FCS
+    /// reclassifies every rank here, and the plan follows the new slot.
+    pub fn strobe(&mut self, s: Strobe, monitors: &mut Monitors) -> Plan {
+        self.strobe = Some(s);
+        let slot = self.strobe.as_ref().and_then(|s| s.slot);
+        let ids: Vec<(ProcId, JobId)> = self.procs.iter().map(|(&i, p)| (i, p.job)).collect();
+        let cur = slot.unwrap_or(self.sched.slot());
+        for (id, job) in ids {
+            // Jobs outside the matrix own every slot.
+            let row = self.row_of(job).unwrap_or(cur);
+            self.sched.set_slot(id, row);
+        }
+        if let Some(slot) = slot {
+            let acts = self.sched.heartbeat(slot);
+            self.actions(acts);
+        }
+        self.tick(monitors)
+    }
+
+    fn actions(&mut self, acts: Vec<Action>) {
+        for a in acts {
+            if let Action::ClassChanged { proc, class } = a {
+                self.event(proc, Some(class.label()));
+            }
+        }
+    }
+
+    /// Reads what the ranks did since the last call (CPU time, run state, receives), and
+    /// returns what to stop and continue.
+    pub fn tick(&mut self, monitors: &mut Monitors) -> Plan {
+        self.observe(monitors);
+        self.set_spins(monitors);
+        self.plan()
+    }
+
+    fn observe(&mut self, monitors: &mut Monitors) {
+        let ids: Vec<ProcId> = self.procs.keys().copied().collect();
+        for id in ids {
+            let Some((state, ticks)) = proc_stat(self.procs[&id].pid) else {
+                continue;
+            };
+            let p = self.procs.get_mut(&id).expect("listed");
+            let d = ticks.saturating_sub(p.cpu_ticks);
+            p.cpu_ticks = ticks;
+            p.seen = state;
+            if d > 0 {
+                let us = d * 1_000_000 / self.ticks_per_s;
+                self.sched.ran(id, Dur(us as i64));
+            }
+            // 'T' is our own stop (or the freezer's): nothing learnt.
+            match state {
+                'S' | 'D' if !self.sched.is_blocked(id) => {
+                    let acts = self.sched.block(id);
+                    self.actions(acts);
+                }
+                'R' if self.sched.is_blocked(id) => {
+                    let acts = self.sched.wake(id, true);
+                    self.actions(acts);
+                }
+                _ => {}
+            }
+        }
+        let jobs: HashSet<JobId> = self.procs.values().map(|p| p.job).collect();
+        for job in jobs {
+            let (recs, _lost) = monitors.records_since(job);
+            for (rank, r) in recs {
+                // A receive is one synchronous communication event: its wait is what the
+                // statistics measure (sends never wait: the messages fit the socket buffers).
+                if r.kind == Kind::Send {
+                    continue;
+                }
+                if let Some(&id) = self.ids.get(&(job, rank)) {
+                    let p = self.procs.get_mut(&id).expect("listed");
+                    let off = p.stopped_within(r.start_ns, r.end_ns);
+                    let wall = r.end_ns.saturating_sub(r.start_ns);
+                    let waited = Dur((wall.saturating_sub(off) / 1_000) as i64);
+                    let blocked = r.blocked_ns > 0;
+                    match p.op.as_mut() {
+                        Some(op) if r.start_ns.saturating_sub(op.3) < SAME_OP_NS => {
+                            *op = (op.0 + 1, op.1 + waited, op.2 || blocked, r.end_ns);
+                        }
+                        _ => {
+                            let done = p.op.replace((1, waited, blocked, r.end_ns));
+                            if let Some((n, w, b, _)) = done {
+                                self.sched.comm_done(id, n, w, b);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // An operation is over once its rank has gone on (computing) for a while.
+        let now = cosched_monitor::now_ns();
+        for (&id, p) in self.procs.iter_mut() {
+            if p.op
+                .is_some_and(|op| now.saturating_sub(op.3) >= SAME_OP_NS)
+                && let Some((n, w, b, _)) = p.op.take()
+            {
+                self.sched.comm_done(id, n, w, b);
+            }
+        }
+    }
+
+    /// Writes each job's spin time into its ring when it changes: the scheme's wait policy
+    /// (for FCS the longest of the job's local ranks, as the ring holds one per job). `gs`
+    /// and `local` leave the ring's own (block at once, as an ordinary blocking receive):
+    /// their "spin forever" would burn a PE of every job that merely waits, under every
+    /// policy (the default scheme also runs FCFS clusters).
+    fn set_spins(&mut self, monitors: &mut Monitors) {
+        if !matches!(self.cfg.scheme, Scheme::Sb | Scheme::Fcs) {
+            return;
+        }
+        let mut per_job: HashMap<JobId, u64> = HashMap::new();
+        for (&id, p) in &self.procs {
+            let ns = match self.sched.wait_policy(id) {
+                // A rank reads the spin time when its wait starts and does not look again:
+                // "forever" is one time slice, after which it blocks and can be rescheduled
+                // (else a slot owner that turned DC, or lost its slot, while spinning would
+                // spin on past every later decision).
+                WaitPolicy::SpinForever => (self.cfg.fcs.dc_thresh.0.max(0) as u64) * 1_000,
+                WaitPolicy::Spin(d) => d.0.max(0) as u64 * 1_000,
+                WaitPolicy::Block => 0,
+            };
+            let e = per_job.entry(p.job).or_insert(0);
+            *e = (*e).max(ns);
+        }
+        for (job, ns) in per_job {
+            if self.spins.get(&job) != Some(&ns) {
+                monitors.set_spin(job, ns);
+                self.spins.insert(job, ns);
+            }
+        }
+    }
+
+    /// Whole-job run state the strobe gives: `None` when the job is not in the matrix.
+    fn job_runs(&self, job: JobId) -> Option<bool> {
+        let s = self.strobe.as_ref()?;
+        let row = self.row_of(job)?;
+        let listed = s.running.contains(&job);
+        Some(match self.cfg.scheme {
+            Scheme::Gs => listed,
+            // Held or suspended: its row is active, yet the policy does not run it.
+            _ => listed || s.slot.is_none_or(|a| a != row),
+        })
+    }
+
+    fn plan(&mut self) -> Plan {
+        let mut plan = Plan::default();
+        let jobs: Vec<JobId> = {
+            let mut v: Vec<JobId> = self.job_stopped.keys().copied().collect();
+            v.sort();
+            v
+        };
+        for job in jobs {
+            let Some(runs) = self.job_runs(job) else {
+                continue;
+            };
+            let stopped = self.job_stopped.get(&job).copied().unwrap_or(false);
+            if runs != stopped {
+                continue;
+            }
+            if runs {
+                plan.cont_jobs.push(job);
+            } else {
+                plan.stop_jobs.push(job);
+            }
+            self.job_signalled(job, !runs);
+        }
+        if self.cfg.scheme != Scheme::Fcs {
+            return plan;
+        }
+        let now = self.now();
+        for pe in 0..self.on_pe.len() {
+            let chosen = self.sched.pick(now, pe).proc;
+            let on_pe: Vec<ProcId> = self
+                .procs
+                .iter()
+                .filter(|(_, p)| p.pe as usize == pe)
+                .map(|(&id, _)| id)
+                .collect();
+            for id in on_pe {
+                let p = &self.procs[&id];
+                let job_stopped = self.job_stopped.get(&p.job).copied().unwrap_or(false);
+                if job_stopped || !self.manages(p.job) {
+                    continue;
+                }
+                // Blocked ranks are left alone: stopped, they could not show their wake-up.
+                let stop = Some(id) != chosen && !self.sched.is_blocked(id);
+                // What `/proc` shows must agree with what was done last: a signal that did
+                // not take (sent to a rank while its job's cgroup was frozen and thawed, say)
+                // is sent again.
+                let agrees = match p.seen {
+                    'T' => stop,
+                    'R' => !stop,
+                    _ => true,
+                };
+                if p.stopped == Some(stop) && agrees {
+                    continue;
+                }
+                if stop {
+                    plan.stop_ranks.push(p.pid);
+                } else {
+                    plan.cont_ranks.push(p.pid);
+                }
+                let p = self.procs.get_mut(&id).expect("listed");
+                p.stopped = Some(stop);
+                p.mark(stop, cosched_monitor::now_ns());
+            }
+            // A local context switch: another rank goes onto the PE.
+            if chosen != self.on_pe[pe] {
+                self.on_pe[pe] = chosen;
+                if let Some(c) = chosen {
+                    self.event(c, None);
+                }
+            }
+        }
+        plan
+    }
+}
+
+/// (state letter, utime + stime in clock ticks) of a process, from `/proc/PID/stat`.
+fn proc_stat(pid: i32) -> Option<(char, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields follow the last ')'.
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let state = f.first()?.chars().next()?;
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some((state, utime + stime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_relative_to_the_time_slice() {
+        let c = NodeSchemeConfig::parse("fcs", &["f_thresh=1ms".into(), "t=100ms".into()], None)
+            .unwrap();
+        assert_eq!(c.scheme, Scheme::Fcs);
+        assert_eq!(c.fcs.dc_thresh, Dur::from_millis(100));
+        assert_eq!(c.fcs.f_thresh, Dur::from_millis(1), "set after t");
+        assert!(NodeSchemeConfig::parse("dcs", &[], None).is_err());
+        assert!(NodeSchemeConfig::parse("fcs", &["bogus=1".into()], None).is_err());
+        let again = NodeSchemeConfig::parse("fcs", &[], None).unwrap();
+        let args = again.args();
+        let opts: Vec<String> = args
+            .chunks(2)
+            .filter(|c| c[0] == "--fcs-opt")
+            .map(|c| c[1].clone())
+            .collect();
+        let back = NodeSchemeConfig::parse("fcs", &opts, None).unwrap();
+        assert_eq!(back.fcs, again.fcs);
+    }
+
+    /// Pids no process has (`/proc` has nothing on them: the plans come from the strobe).
+    const NO_PID: i32 = i32::MAX - 7;
+
+    fn strobe(slot: Option<u32>, running: &[u64]) -> Strobe {
+        Strobe {
+            slot,
+            rows: vec![(JobId(1), 0), (JobId(2), 1)],
+            running: running.iter().map(|&j| JobId(j)).collect(),
+        }
+    }
+
+    fn two_jobs(scheme: &str) -> (NodeSched, Monitors) {
+        let cfg = NodeSchemeConfig::parse(scheme, &[], None).unwrap();
+        let mut n = NodeSched::new(cfg, "n0", 1);
+        n.add(JobId(1), 0, 0, NO_PID, false);
+        n.add(JobId(2), 0, 0, NO_PID - 1, true);
+        (n, Monitors::default())
+    }
+
+    #[test]
+    fn gs_runs_what_the_strobe_lists_and_local_runs_every_job_not_held() {
+        let (mut n, mut m) = two_jobs("gs");
+        let p = n.strobe(strobe(Some(1), &[2]), &mut m);
+        assert_eq!((p.stop_jobs, p.cont_jobs), (vec![JobId(1)], vec![JobId(2)]));
+        assert!(n.manages(JobId(1)) && !n.manages(JobId(3)));
+        let p = n.strobe(strobe(Some(1), &[2]), &mut m);
+        assert!(
+            p.stop_jobs.is_empty() && p.cont_jobs.is_empty(),
+            "nothing twice"
+        );
+        let p = n.strobe(strobe(Some(0), &[1]), &mut m);
+        assert_eq!((p.stop_jobs, p.cont_jobs), (vec![JobId(2)], vec![JobId(1)]));
+        assert_eq!(n.events().iter().filter(|e| e.switch_in).count(), 3);
+
+        let (mut n, mut m) = two_jobs("local");
+        let p = n.strobe(strobe(Some(0), &[1]), &mut m);
+        assert_eq!((p.stop_jobs, p.cont_jobs), (vec![], vec![JobId(2)]));
+        // Job 1's row is active but the policy does not run it: held.
+        let p = n.strobe(strobe(Some(0), &[]), &mut m);
+        assert_eq!(p.stop_jobs, vec![JobId(1)]);
+    }
+
+    #[test]
+    fn fcs_stops_all_but_the_slot_owner_of_a_pe() {
+        let (mut n, mut m) = two_jobs("fcs");
+        let p = n.strobe(strobe(Some(0), &[1]), &mut m);
+        // Job 2 (launched stopped) is thawed for the scheme; rank by rank, job 1's runs.
+        assert_eq!(p.cont_jobs, vec![JobId(2)]);
+        assert_eq!(p.stop_ranks, vec![NO_PID - 1]);
+        assert_eq!(p.cont_ranks, vec![NO_PID]);
+        let p = n.strobe(strobe(Some(1), &[2]), &mut m);
+        assert_eq!(
+            (p.stop_ranks, p.cont_ranks),
+            (vec![NO_PID], vec![NO_PID - 1])
+        );
+        let classes: Vec<String> = n
+            .events()
+            .iter()
+            .filter(|e| !e.switch_in)
+            .map(|e| e.class.clone())
+            .collect();
+        assert_eq!(classes, ["CS", "CS"], "each starts CS");
+    }
+
+    #[test]
+    fn proc_stat_reads_this_process() {
+        // This thread runs; the main thread (whose state /proc/PID/stat shows) may wait.
+        let (state, _) = proc_stat(std::process::id() as i32).unwrap();
+        assert!("RS".contains(state), "{state}");
+        assert!(proc_stat(-5).is_none());
+    }
+}
