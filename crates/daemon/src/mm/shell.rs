@@ -689,6 +689,38 @@ async fn relay<T: serde::Serialize, W: tokio::io::AsyncWrite + Unpin>(
 mod replay_tests {
     use super::*;
 
+    fn body(frame: Vec<u8>) -> Vec<u8> {
+        frame[4..].to_vec()
+    }
+
+    /// A user's hello opens only with the credential of the uid it claims, and is answered
+    /// with that credential; a cluster-key hello opens as before.
+    #[test]
+    fn a_user_hello_opens_only_with_its_uids_credential() {
+        let cluster = Key::from_bytes([5; 32]);
+        let s = Stamp::now();
+        let user = |uid| Hello::User(uid, s, Request::Status);
+        let (h, k) = open_hello(&cluster, &body(cluster.user_key(1000).seal(&user(1000)))).unwrap();
+        assert!(matches!(h, Hello::User(1000, ..)));
+        assert_eq!(k, cluster.user_key(1000));
+        // uid 1000's credential claiming uid 0, or sealed with the cluster key itself: refused.
+        for frame in [
+            cluster.user_key(1000).seal(&user(0)),
+            cluster.seal(&user(0)),
+        ] {
+            assert!(matches!(
+                open_hello(&cluster, &body(frame)),
+                Err(cosched_storm::FrameError::BadTag)
+            ));
+        }
+        let client = Hello::Client(s, Request::Status);
+        let (h, k) = open_hello(&cluster, &body(cluster.seal(&client))).unwrap();
+        assert!(matches!(h, Hello::Client(..)));
+        assert_eq!(k, cluster);
+        // A user credential does not pass for the cluster key.
+        assert!(open_hello(&cluster, &body(cluster.user_key(0).seal(&client))).is_err());
+    }
+
     /// Issue 10, finding 3: the same stamp twice is refused, and so is one out of the window.
     #[test]
     fn a_stamp_is_accepted_once_and_only_near_the_clock() {
