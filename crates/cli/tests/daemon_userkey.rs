@@ -78,11 +78,18 @@ fn issue_10_a_user_key_acts_as_its_user_over_tcp_and_nothing_else() {
         text(&out)
     );
     assert_eq!(c.state_of(roots).as_deref(), Some("running"));
-    let out = as_user(&c, &file, &["cancel", &mine.to_string()]);
-    assert!(out.status.success(), "{}", text(&out));
-    c.until(5, "the user's job cancelled", || {
-        (c.state_of(mine).as_deref() == Some("cancelled")).then_some(())
-    });
+    if meta.uid() == 0 {
+        let out = as_user(&c, &file, &["cancel", &mine.to_string()]);
+        assert!(out.status.success(), "{}", text(&out));
+        c.until(5, "the user's job cancelled", || {
+            (c.state_of(mine).as_deref() == Some("cancelled")).then_some(())
+        });
+    } else {
+        // A node manager that is not root cannot run uid USER's job: it has failed already.
+        notice(
+            "issue_10_a_user_key_acts_as_its_user_over_tcp_and_nothing_else: not run as root, so the user's job could not run and cancelling it was NOT tried",
+        );
+    }
     assert_eq!(c.state_of(roots).as_deref(), Some("running"));
 
     // The user's key with a claim of uid 0: refused, and nothing submitted.
