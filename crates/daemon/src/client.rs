@@ -4,7 +4,8 @@
 //! Local clients talk over the machine manager's Unix socket (`mm.sock` in the state
 //! directory), where the kernel tells the machine manager who they are and no key is needed;
 //! remote ones (`--mm HOST:PORT`, or `--key-file`) over TCP with the cluster key, which makes
-//! them administrators (issue 10, finding 3; docs/daemons.md, "Trust model").
+//! them administrators (issue 10, finding 3; docs/daemons.md, "Trust model"), or with a
+//! user's credential (`--user-key`, [`crate::user_key`]), which makes them that user.
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ pub struct Client {
     key_file: Option<PathBuf>,
     /// The machine manager's Unix socket, for a local client.
     sock: Option<PathBuf>,
+    /// The uid whose credential `key` is, for a client with a user key.
+    user: Option<u32>,
 }
 
 /// A path to connect or bind the Unix socket `path` by: itself when short enough for
@@ -57,6 +60,17 @@ impl Client {
             key,
             key_file: None,
             sock: None,
+            user: None,
+        }
+    }
+
+    /// A client over TCP that acts as Unix user `cred.uid`, by its credential (loaded from
+    /// `file`, named when the machine manager refuses it).
+    pub fn with_user_key(addr: String, cred: crate::user_key::UserKey, file: &Path) -> Client {
+        Client {
+            key_file: Some(file.to_path_buf()),
+            user: Some(cred.uid),
+            ..Client::new(addr, cred.key)
         }
     }
 
@@ -67,6 +81,7 @@ impl Client {
             key: local_key(),
             key_file: None,
             sock: Some(sock),
+            user: None,
         }
     }
 
@@ -143,14 +158,26 @@ impl Client {
         })?;
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(Duration::from_secs(15)))?;
-        write_blocking(&mut s, &self.key, &Hello::Client(Stamp::now(), req))?;
+        let hello = match self.user {
+            Some(uid) => Hello::User(uid, Stamp::now(), req),
+            None => Hello::Client(Stamp::now(), req),
+        };
+        write_blocking(&mut s, &self.key, &hello)?;
         let answer = read_blocking(&mut s, &self.key).map_err(|e| match e {
-            cosched_storm::FrameError::Refused => DaemonError::Refused(format!(
-                "authentication failed: the key in {} does not match the cluster's",
-                self.key_file
+            cosched_storm::FrameError::Refused => {
+                let file = self
+                    .key_file
                     .as_deref()
-                    .map_or_else(|| "use".into(), |p| p.display().to_string())
-            )),
+                    .map_or_else(|| "use".into(), |p| p.display().to_string());
+                DaemonError::Refused(match self.user {
+                    Some(uid) => format!(
+                        "authentication failed: the user key in {file} is not uid {uid}'s on this cluster (a forged or old key, or the cluster key was rotated)"
+                    ),
+                    None => format!(
+                        "authentication failed: the key in {file} does not match the cluster's"
+                    ),
+                })
+            }
             e => e.into(),
         })?;
         match answer {

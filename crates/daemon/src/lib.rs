@@ -44,6 +44,7 @@ pub mod proto;
 pub mod report;
 pub mod sched;
 pub mod state_dir;
+pub mod user_key;
 pub mod util;
 
 pub use state_dir::StateDir;

@@ -21,6 +21,11 @@ pub const VAR_HEARTBEAT: u32 = 1;
 pub enum Hello {
     Register(Stamp, Register),
     Client(Stamp, Request),
+    /// A client request of Unix user `uid`, sealed with that user's credential
+    /// ([`cosched_storm::Key::user_key`]), not the cluster key: the machine manager reads
+    /// the claimed uid before it can check the tag, then checks it with `user_key(uid)`, and
+    /// the caller is that user, no administrator (see docs/daemons.md, "Trust model").
+    User(u32, Stamp, Request),
 }
 
 /// When a request was made and a random nonce (issue 10, finding 3): the machine manager
@@ -292,7 +297,8 @@ pub struct LastComm {
 
 /// Who sent a client request, as the machine manager established it (issue 10, finding 3):
 /// on its Unix socket the kernel's account of the peer (`SO_PEERCRED`), never a claim in the
-/// request; on TCP the holder of the cluster key, who is trusted as the administrator.
+/// request; on TCP the holder of the cluster key, who is trusted as the administrator, or the
+/// holder of a user's credential ([`Hello::User`]), who is that user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Caller {
     pub uid: u32,

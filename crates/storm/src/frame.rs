@@ -41,7 +41,10 @@ pub const MAX_FRAME: usize = 16 << 20;
 pub const MAX_HELLO: usize = 2 << 20;
 /// Bytes reserved ahead of the data: the body grows from here as it arrives.
 const INITIAL_BUFFER: usize = 64 << 10;
-const TAG_LEN: usize = 32;
+/// Bytes of the HMAC tag that opens every frame body.
+pub const TAG_LEN: usize = 32;
+/// What a user credential is derived under (see [`Key::user_key`]): a new version changes it.
+const USER_KEY_CONTEXT: &[u8] = b"cosched user credential v1";
 /// The refusal notice: a zero length prefix (see the module documentation).
 pub const REFUSAL: [u8; 4] = [0; 4];
 
@@ -116,6 +119,18 @@ impl Key {
     pub fn save(&self, path: &Path) -> Result<(), FrameError> {
         write_private(path, format!("{}\n", self.to_hex()).as_bytes())?;
         Ok(())
+    }
+
+    /// The credential of Unix user `uid`: `HMAC-SHA256(cluster key, "cosched user credential
+    /// v1" || uid as 4 big-endian bytes)`. The administrator gives it to that user (like a
+    /// per-user munge key); a frame sealed with it proves "I am `uid`" to the machine manager,
+    /// which derives the same key from the cluster key. It cannot be turned into another
+    /// user's credential or the cluster key, and rotating the cluster key revokes every one.
+    pub fn user_key(&self, uid: u32) -> Key {
+        let mut mac = self.mac();
+        mac.update(USER_KEY_CONTEXT);
+        mac.update(&uid.to_be_bytes());
+        Key(mac.finalize().into_bytes().into())
     }
 
     fn mac(&self) -> Hmac<Sha256> {
@@ -286,6 +301,26 @@ pub async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A user credential is fixed by the cluster key and the uid, differs for every uid and
+    /// key, and is neither the cluster key nor open-able with it.
+    #[test]
+    fn user_keys_are_derived_per_uid() {
+        let k = Key::from_bytes([7; 32]);
+        assert_eq!(k.user_key(1000), k.user_key(1000));
+        assert_ne!(k.user_key(1000), k.user_key(1001));
+        assert_ne!(k.user_key(1000), k);
+        assert_ne!(Key::from_bytes([8; 32]).user_key(1000), k.user_key(1000));
+        let frame = k.user_key(1000).seal(&1u32);
+        assert!(matches!(
+            read_blocking::<_, u32>(&mut &frame[..], &k),
+            Err(FrameError::BadTag)
+        ));
+        assert_eq!(
+            read_blocking::<_, u32>(&mut &frame[..], &k.user_key(1000)).unwrap(),
+            1
+        );
+    }
 
     #[test]
     fn round_trip_and_rejections() {

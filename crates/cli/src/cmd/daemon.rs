@@ -70,6 +70,10 @@ pub struct ConnArgs {
     /// Cluster key file (default: $COSCHED_STATE_DIR/key)
     #[arg(long)]
     key_file: Option<PathBuf>,
+    /// Your user credential (from `cosched cluster user-key`): talk to the machine manager
+    /// over TCP as that user, without the cluster key
+    #[arg(long, conflicts_with = "key_file")]
+    user_key: Option<PathBuf>,
     /// Print one JSON document instead of a table
     #[arg(long)]
     pub(super) json: bool,
@@ -87,6 +91,14 @@ pub struct StatusArgs {
 
 impl ConnArgs {
     pub(super) fn client(&self) -> anyhow::Result<Client> {
+        if let Some(file) = &self.user_key {
+            let cred = cosched_daemon::user_key::UserKey::load(file)?;
+            let addr = match &self.mm {
+                Some(a) => a.clone(),
+                None => StateDir::from_env().addr()?,
+            };
+            return Ok(Client::with_user_key(addr, cred, file));
+        }
         Ok(Client::from_state_dir(
             &StateDir::from_env(),
             self.mm.as_deref(),
@@ -254,6 +266,20 @@ pub enum ClusterCmd {
     Up(Box<UpArgs>),
     /// Stop the cluster of $COSCHED_STATE_DIR and cancel every live job; the history stays
     Down,
+    /// Write user UID's credential for remote clients (`--user-key`), derived from the
+    /// cluster key, as a new file of mode 0600 to give to that user; rotating the cluster
+    /// key revokes it
+    UserKey {
+        /// The Unix user the credential speaks for
+        #[arg(long)]
+        uid: u32,
+        /// Where to write it (default: standard output)
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Cluster key file (default: $COSCHED_STATE_DIR/key)
+        #[arg(long)]
+        key_file: Option<PathBuf>,
+    },
     /// Benchmarks on throw-away embedded clusters (figures in docs/benchmarks.md)
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -554,6 +580,24 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             cosched_daemon::bench::spin_cpu(cpu);
             Ok(0)
         }
+        Command::Cluster(ClusterCmd::UserKey { uid, out, key_file }) => {
+            let key_file = key_file.unwrap_or_else(|| StateDir::from_env().key_file());
+            let key = Key::load(&key_file).with_context(
+                || "a user key is derived from the cluster key: only its holder writes one",
+            )?;
+            let cred = cosched_daemon::user_key::UserKey::derive(&key, uid);
+            match out {
+                Some(path) => {
+                    cred.save(&path)?;
+                    eprintln!(
+                        "wrote uid {uid}'s user key to {}; give it to that user (chown {uid} it), who passes it as --user-key",
+                        path.display()
+                    );
+                }
+                None => emit(&cred.to_text()),
+            }
+            Ok(0)
+        }
         Command::Cluster(ClusterCmd::Bench(b)) => bench(b),
         Command::Cluster(ClusterCmd::Down) => {
             cluster::down(&StateDir::from_env())?;
@@ -562,7 +606,11 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         }
         Command::Submit(a) => {
             let client = a.conn.client()?;
-            let req = submit_request(a.job, a.cmd)?;
+            let mut req = submit_request(a.job, a.cmd)?;
+            if a.conn.user_key.is_some() {
+                // The credential says who submits; this process's uid may be another's.
+                req.user = None;
+            }
             let tasks = req.sched.array.as_ref().map(|s| s.indices.len());
             let id = client.submit(req)?;
             if a.conn.json {

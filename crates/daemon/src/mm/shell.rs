@@ -439,13 +439,14 @@ async fn accept_loop(
         let (key, tx, replays) = (key.clone(), tx.clone(), replays.clone());
         tokio::spawn(async move {
             let (mut rd, mut wr) = stream.into_split();
-            let hello = tokio::time::timeout(
+            let body = tokio::time::timeout(
                 cosched_storm::node::HANDSHAKE_TIMEOUT,
-                cosched_storm::frame::read_frame::<_, Hello>(&mut rd, &key, MAX_HELLO),
+                cosched_storm::frame::read_body(&mut rd, MAX_HELLO),
             )
             .await;
             drop(permit);
-            let hello = match hello {
+            // `key` becomes the key this connection is answered with: the user's for a user.
+            let (hello, key) = match body.map(|b| b.and_then(|b| open_hello(&key, &b))) {
                 Ok(Ok(h)) => h,
                 // A connection closed before saying anything is a probe, not an attack.
                 Ok(Err(cosched_storm::FrameError::Closed)) => return,
@@ -463,7 +464,7 @@ async fn accept_loop(
                 }
             };
             let stamp = match &hello {
-                Hello::Register(s, _) | Hello::Client(s, _) => *s,
+                Hello::Register(s, _) | Hello::Client(s, _) | Hello::User(_, s, _) => *s,
             };
             // The lock is released before any await.
             let checked = replays
@@ -475,7 +476,7 @@ async fn accept_loop(
                 // The sender learns why: a node manager whose clock is off stops with the
                 // reason instead of retrying in silence; a replayer learns nothing new.
                 let _ = match hello {
-                    Hello::Client(..) => {
+                    Hello::Client(..) | Hello::User(..) => {
                         cosched_storm::frame::write_frame(&mut wr, &key, &Response::Error(why))
                             .await
                     }
@@ -500,9 +501,36 @@ async fn accept_loop(
                     };
                     relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, caller, otx)).await
                 }
+                // The tag proved the user credential of `uid`: that user, with a user's rights.
+                Hello::User(uid, _, req) => {
+                    let caller = Caller {
+                        uid,
+                        gid: crate::util::account(uid).map_or(uid, |a| a.gid),
+                        admin: false,
+                    };
+                    relay(&tx, &mut wr, &key, |otx| Incoming::Client(req, caller, otx)).await
+                }
             }
         });
     }
+}
+
+/// Authenticates the first frame of a TCP connection (its body: tag and payload) and returns
+/// it with the key its answer is sealed with. A [`Hello::User`] names its uid in the payload,
+/// which is decoded before the tag is checked only to learn that uid: nothing in it is used
+/// unless the tag checks with that user's credential, derived from the cluster key. Any other
+/// hello must carry the cluster key's tag.
+fn open_hello(cluster: &Key, body: &[u8]) -> Result<(Hello, Key), cosched_storm::FrameError> {
+    let claimed = body
+        .get(cosched_storm::frame::TAG_LEN..)
+        .and_then(|payload| postcard::from_bytes::<Hello>(payload).ok());
+    let key = match claimed {
+        Some(Hello::User(uid, ..)) => cluster.user_key(uid),
+        _ => cluster.clone(),
+    };
+    let hello: Hello = key.open(body)?;
+    // The claim checked is the claim used: the payload decoded again is the same bytes.
+    Ok((hello, key))
 }
 
 /// The stamps of the requests of the last [`REPLAY_WINDOW_US`] (either way): a request whose
@@ -630,6 +658,10 @@ async fn local_accept_loop(
                         "mm: dropping {who}: node managers register over TCP, with the key"
                     )
                 }
+                // Here the kernel says who the peer is; a credential is for TCP only.
+                Ok(Ok(Hello::User(..))) => {
+                    tracing::warn!("mm: dropping {who}: user credentials are for TCP clients")
+                }
                 Ok(Err(cosched_storm::FrameError::Closed)) => {}
                 Ok(Err(e)) => tracing::warn!("mm: dropping {who}: {e}"),
                 Err(_) => tracing::warn!("mm: dropping {who}: nothing sent"),
@@ -657,6 +689,38 @@ async fn relay<T: serde::Serialize, W: tokio::io::AsyncWrite + Unpin>(
 #[cfg(test)]
 mod replay_tests {
     use super::*;
+
+    fn body(frame: Vec<u8>) -> Vec<u8> {
+        frame[4..].to_vec()
+    }
+
+    /// A user's hello opens only with the credential of the uid it claims, and is answered
+    /// with that credential; a cluster-key hello opens as before.
+    #[test]
+    fn a_user_hello_opens_only_with_its_uids_credential() {
+        let cluster = Key::from_bytes([5; 32]);
+        let s = Stamp::now();
+        let user = |uid| Hello::User(uid, s, Request::Status);
+        let (h, k) = open_hello(&cluster, &body(cluster.user_key(1000).seal(&user(1000)))).unwrap();
+        assert!(matches!(h, Hello::User(1000, ..)));
+        assert_eq!(k, cluster.user_key(1000));
+        // uid 1000's credential claiming uid 0, or sealed with the cluster key itself: refused.
+        for frame in [
+            cluster.user_key(1000).seal(&user(0)),
+            cluster.seal(&user(0)),
+        ] {
+            assert!(matches!(
+                open_hello(&cluster, &body(frame)),
+                Err(cosched_storm::FrameError::BadTag)
+            ));
+        }
+        let client = Hello::Client(s, Request::Status);
+        let (h, k) = open_hello(&cluster, &body(cluster.seal(&client))).unwrap();
+        assert!(matches!(h, Hello::Client(..)));
+        assert_eq!(k, cluster);
+        // A user credential does not pass for the cluster key.
+        assert!(open_hello(&cluster, &body(cluster.user_key(0).seal(&client))).is_err());
+    }
 
     /// Issue 10, finding 3: the same stamp twice is refused, and so is one out of the window.
     #[test]
