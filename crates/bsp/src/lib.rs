@@ -149,13 +149,7 @@ impl Params {
 
     /// Work factor and variance of one rank (as `AppJob::rank_params`).
     pub fn rank_params(&self, rank: u32) -> (f64, f64) {
-        let mut out = (1.0, self.variance);
-        for &(r, f, v) in &self.rank_overrides {
-            if r == rank {
-                out = (f, v.unwrap_or(out.1));
-            }
-        }
-        out
+        cosched_cosim::workload::rank_params(self.variance, &self.rank_overrides, rank)
     }
 }
 

@@ -34,14 +34,21 @@ pub struct AppJob {
 impl AppJob {
     /// Work factor and variance of one rank.
     pub fn rank_params(&self, rank: u32) -> (f64, f64) {
-        let mut out = (1.0, self.variance);
-        for &(r, f, v) in &self.rank_overrides {
-            if r == rank {
-                out = (f, v.unwrap_or(out.1));
-            }
-        }
-        out
+        rank_params(self.variance, &self.rank_overrides, rank)
     }
+}
+
+/// Work factor and variance of `rank` in a job of this `variance` and these per-rank
+/// `(rank, work factor, variance)` overrides (the last override of a rank wins); the real
+/// BSP program (crates/bsp) reads its ranks' parameters the same way.
+pub fn rank_params(variance: f64, overrides: &[(u32, f64, Option<f64>)], rank: u32) -> (f64, f64) {
+    let mut out = (1.0, variance);
+    for &(r, f, v) in overrides {
+        if r == rank {
+            out = (f, v.unwrap_or(out.1));
+        }
+    }
+    out
 }
 
 /// The peers a rank exchanges with each iteration (it sends to and receives from each).

@@ -284,22 +284,6 @@ async fn route(server: &Server, target: &str) -> Reply {
     }
 }
 
-/// The slots of the matrix job `id` is in (`0,2`), `-` when none.
-fn slots_of(st: &StatusInfo, id: cosched_core::JobId) -> String {
-    let s: Vec<String> = st
-        .slots
-        .iter()
-        .enumerate()
-        .filter(|(_, row)| row.contains(&Some(id)))
-        .map(|(i, _)| i.to_string())
-        .collect();
-    if s.is_empty() {
-        "-".into()
-    } else {
-        s.join(",")
-    }
-}
-
 fn user(j: &JobInfo) -> String {
     j.user.map_or_else(|| "-".into(), crate::util::user_name)
 }
@@ -326,7 +310,7 @@ fn view_json(s: &Snapshot, history: &[Sample]) -> Value {
                 "pes": j.procs(),
                 "state": j.state.as_str(),
                 "held": j.held,
-                "slot": slots_of(st, j.id()),
+                "slot": crate::report::job_slots(st, j.id()),
                 "wait": dur(wait_us(j, s.now_us)),
                 "run": dur(Some(j.run_us)),
                 "why": j.reason.as_deref().or(j.error.as_deref()).unwrap_or(""),
@@ -487,7 +471,7 @@ fn job_page(j: &JobInfo, s: &Snapshot, token: &str) -> String {
             ),
         ),
         ("PEs", r.procs.to_string()),
-        ("slot", slots_of(&s.status, r.id)),
+        ("slot", crate::report::job_slots(&s.status, r.id)),
         (
             "nodes",
             if nodes.is_empty() {

@@ -124,6 +124,23 @@ pub fn jobs_table(jobs: &[JobInfo], now_us: i64) -> String {
     s
 }
 
+/// The slots of the Ousterhout matrix job `id` is in (`0,2`), `-` when none (`top` and the
+/// dashboard).
+pub fn job_slots(st: &StatusInfo, id: cosched_core::JobId) -> String {
+    let s: Vec<String> = st
+        .slots
+        .iter()
+        .enumerate()
+        .filter(|(_, row)| row.contains(&Some(id)))
+        .map(|(i, _)| i.to_string())
+        .collect();
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s.join(",")
+    }
+}
+
 fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()

@@ -68,21 +68,12 @@ fn colour(id: JobId) -> Color {
     C[(id.0 % C.len() as u64) as usize]
 }
 
-/// The slots of the matrix a job occupies (as `0,2`), `-` when none.
+/// The slots of the matrix a job occupies (as `0,2`), `-` when none or no status yet.
 fn slots_of(st: Option<&StatusInfo>, id: JobId) -> String {
-    let Some(st) = st else { return "-".into() };
-    let s: Vec<String> = st
-        .slots
-        .iter()
-        .enumerate()
-        .filter(|(_, row)| row.contains(&Some(id)))
-        .map(|(i, _)| i.to_string())
-        .collect();
-    if s.is_empty() {
-        "-".into()
-    } else {
-        s.join(",")
-    }
+    st.map_or_else(
+        || "-".into(),
+        |st| cosched_daemon::report::job_slots(st, id),
+    )
 }
 
 fn user(j: &JobInfo) -> String {
