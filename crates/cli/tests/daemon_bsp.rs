@@ -214,6 +214,8 @@ fn bsp_runs_every_pattern_and_the_monitors_count_what_it_did() {
             }
         }
     }
+    // The cluster goes first: its `cluster down` needs the state directory.
+    drop(c);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -249,6 +251,8 @@ fn a_rank_that_dies_fails_the_job_naming_it_and_its_node_and_nothing_is_left() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The cluster goes first: its `cluster down` needs the state directory.
+    drop(c);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -331,5 +331,6 @@ fn with_the_pmpi_shim_the_node_managers_count_every_mpi_call_the_program_made() 
             );
         }
     }
+    drop(c);
     let _ = std::fs::remove_dir_all(&dir);
 }
