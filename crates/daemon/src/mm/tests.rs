@@ -45,9 +45,10 @@ fn t(s: i64) -> Time {
     Time::from_secs(s)
 }
 
-/// A core on `nodes` × `pes` with every node registered at time 0.
-fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
-    let cfg = CoreConfig {
+/// The configuration the tests' cores start from: slow heartbeats (no node is declared dead
+/// unless a test says so), no requeue; a test overrides what it is about.
+fn config(nodes: u32, pes: u32) -> CoreConfig {
+    CoreConfig {
         nodes,
         pes,
         fanout: 8,
@@ -57,8 +58,12 @@ fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: true,
         keep_jobs: Dur::from_secs(7 * 86_400),
-    };
-    let mut c = Core::new(cfg, policy, t(0), Recovered::default()).unwrap();
+    }
+}
+
+/// A core on `nodes` × `pes` with every node registered at time 0.
+fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
+    let mut c = Core::new(config(nodes, pes), policy, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
         c.on(
             t(0),
@@ -294,15 +299,9 @@ fn a_rejection_ends_the_job_with_the_reason_shown() {
 fn a_silent_node_is_marked_down_and_its_jobs_fail() {
     let fcfs = super::build_policy("fcfs", 2, 1, &PolicyOptions::default()).unwrap();
     let cfg = CoreConfig {
-        nodes: 2,
-        pes: 1,
-        fanout: 8,
         heartbeat: Dur::from_secs(1),
         dead_after: Dur::from_secs(3),
-        requeue: false,
-        kill_wait: Dur::from_secs(5),
-        hold_pes_while_completing: true,
-        keep_jobs: Dur::from_secs(7 * 86_400),
+        ..config(2, 1)
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..2 {
@@ -353,15 +352,9 @@ fn the_machine_manager_builds_its_policy_without_migration() {
 fn registered_only(nodes: u32, heartbeat: Dur, dead_after: Dur) -> Core {
     let fcfs = super::build_policy("fcfs", nodes, 1, &PolicyOptions::default()).unwrap();
     let cfg = CoreConfig {
-        nodes,
-        pes: 1,
-        fanout: 8,
         heartbeat,
         dead_after,
-        requeue: false,
-        kill_wait: Dur::from_secs(5),
-        hold_pes_while_completing: true,
-        keep_jobs: Dur::from_secs(7 * 86_400),
+        ..config(nodes, 1)
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
@@ -692,17 +685,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
 
     // A restart from that record: the queued job is launched with its environment.
     let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
-    let cfg = CoreConfig {
-        nodes: 1,
-        pes: 1,
-        fanout: 8,
-        heartbeat: Dur::from_secs(3600),
-        dead_after: Dur::from_secs(36_000),
-        requeue: false,
-        kill_wait: Dur::from_secs(5),
-        hold_pes_while_completing: true,
-        keep_jobs: Dur::from_secs(7 * 86_400),
-    };
+    let cfg = config(1, 1);
     let recovered = Recovered {
         nodes: Vec::new(),
         jobs: saved,
@@ -932,17 +915,7 @@ fn a_deferred_job_stays_deferred_across_a_restart() {
     assert_eq!(saved[0].sched.begin_us, begin_us);
 
     let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
-    let cfg = CoreConfig {
-        nodes: 1,
-        pes: 1,
-        fanout: 8,
-        heartbeat: Dur::from_secs(3600),
-        dead_after: Dur::from_secs(36_000),
-        requeue: false,
-        kill_wait: Dur::from_secs(5),
-        hold_pes_while_completing: true,
-        keep_jobs: Dur::from_secs(7 * 86_400),
-    };
+    let cfg = config(1, 1);
     let recovered = Recovered {
         nodes: Vec::new(),
         jobs: saved,
@@ -1121,15 +1094,10 @@ fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() 
 fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
     let fcfs = super::build_policy("fcfs", 3, 1, &PolicyOptions::default()).unwrap();
     let cfg = CoreConfig {
-        nodes: 3,
-        pes: 1,
-        fanout: 8,
         heartbeat: Dur::from_secs(1),
         dead_after: Dur::from_secs(3),
         requeue: true,
-        kill_wait: Dur::from_secs(5),
-        hold_pes_while_completing: true,
-        keep_jobs: Dur::from_secs(7 * 86_400),
+        ..config(3, 1)
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..3 {
