@@ -267,24 +267,46 @@ pub fn summarize(result: &SimResult, opts: &MetricsOptions) -> Summary {
     } else {
         0.0
     };
-    let mut scratch = Vec::with_capacity(rows.len());
-    let all = group("all", &rows, None, &mut scratch);
-    let by_size = SIZE_CLASSES
-        .iter()
-        .zip(&by_size_rows)
-        .filter(|(_, sel)| !sel.is_empty())
-        .map(|(&(_, label), sel)| group(label, &rows, Some(sel), &mut scratch))
-        .collect();
-    let by_runtime = RUNTIME_CLASSES
-        .iter()
-        .zip(&by_runtime_rows)
-        .filter(|(_, sel)| !sel.is_empty())
-        .map(|(&(_, label), sel)| group(label, &rows, Some(sel), &mut scratch))
-        .collect();
-    // The row index breaks ties so the unstable sort gives the stable order.
-    keyed.sort_unstable();
-    let ordered =
-        |f: fn(&JobMetrics) -> f64| keyed.iter().map(|e| f(&rows[e.2])).collect::<Vec<_>>();
+    // The groups and the termination order are independent; on a long trace they are a
+    // large share of the run after the simulation, so they are computed side by side.
+    let classes = |labels: Vec<&str>, sel: &[Vec<usize>]| -> Vec<Group> {
+        let mut scratch = Vec::new();
+        labels
+            .into_iter()
+            .zip(sel)
+            .filter(|(_, sel)| !sel.is_empty())
+            .map(|(label, sel)| group(label, &rows, Some(sel), &mut scratch))
+            .collect()
+    };
+    let ((all, by_size), (by_runtime, (batch_bounded_slowdown, batch_wait_s))) = rayon::join(
+        || {
+            rayon::join(
+                || group("all", &rows, None, &mut Vec::with_capacity(rows.len())),
+                || classes(SIZE_CLASSES.iter().map(|c| c.1).collect(), &by_size_rows),
+            )
+        },
+        || {
+            rayon::join(
+                || {
+                    classes(
+                        RUNTIME_CLASSES.iter().map(|c| c.1).collect(),
+                        &by_runtime_rows,
+                    )
+                },
+                || {
+                    // The row index breaks ties so the unstable sort gives the stable order.
+                    keyed.sort_unstable();
+                    let ordered = |f: fn(&JobMetrics) -> f64| {
+                        keyed.iter().map(|e| f(&rows[e.2])).collect::<Vec<_>>()
+                    };
+                    (
+                        batch_means(&ordered(|m| m.bounded_slowdown), opts.batch_size),
+                        batch_means(&ordered(|m| m.wait_s), opts.batch_size),
+                    )
+                },
+            )
+        },
+    );
     Summary {
         policy: result.policy.clone(),
         jobs: rows.len(),
@@ -297,8 +319,8 @@ pub fn summarize(result: &SimResult, opts: &MetricsOptions) -> Summary {
         bsld_threshold_s: opts.bsld_threshold.as_secs_f64(),
         utilization,
         makespan_s: makespan,
-        batch_bounded_slowdown: batch_means(&ordered(|m| m.bounded_slowdown), opts.batch_size),
-        batch_wait_s: batch_means(&ordered(|m| m.wait_s), opts.batch_size),
+        batch_bounded_slowdown,
+        batch_wait_s,
         all,
         by_size,
         by_runtime,

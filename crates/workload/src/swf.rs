@@ -17,6 +17,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
 
 use cosched_core::{Dur, JobRecord, Time};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 const MICROS: i64 = 1_000_000;
@@ -419,6 +420,68 @@ impl ReadReport {
     pub fn skipped_total(&self) -> u64 {
         self.skipped.values().sum()
     }
+
+    /// Adds the report of the lines that follow this one's.
+    fn absorb(&mut self, later: ReadReport) {
+        self.lines += later.lines;
+        self.job_lines += later.job_lines;
+        self.comment_lines += later.comment_lines;
+        self.blank_lines += later.blank_lines;
+        for (kind, n) in later.skipped {
+            *self.skipped.entry(kind).or_default() += n;
+        }
+        let room = MAX_EXAMPLES.saturating_sub(self.skipped_examples.len());
+        self.skipped_examples
+            .extend(later.skipped_examples.into_iter().take(room));
+        self.oversize += later.oversize;
+        self.oversize_skipped += later.oversize_skipped;
+        self.oversize_clipped += later.oversize_clipped;
+        let room = MAX_EXAMPLES.saturating_sub(self.oversize_examples.len());
+        self.oversize_examples
+            .extend(later.oversize_examples.into_iter().take(room));
+    }
+}
+
+/// About how many bytes of job lines one core parses at a time in [`Reader::into_trace`]:
+/// large enough that a piece costs far more than its reader's set-up.
+const PIECE: usize = 1 << 20;
+
+/// What one piece of the input gave.
+struct Piece {
+    records: Vec<SwfRecord>,
+    /// The first error, which ends the piece (and the trace).
+    error: Option<SwfError>,
+    /// Comment lines among the jobs, in order.
+    comments: Vec<String>,
+    report: ReadReport,
+}
+
+/// Cuts `bytes` after line ends into pieces of at least `piece` bytes (the last may be
+/// shorter): (start, end, number of the line before the piece's first), the first line being
+/// number `base + 1`.
+fn cut_at_lines(bytes: &[u8], base: u64, piece: usize) -> Vec<(usize, usize, u64)> {
+    let mut ends = Vec::with_capacity(bytes.len() / piece.max(1) + 1);
+    let mut start = 0;
+    while start < bytes.len() {
+        let from = (start + piece).min(bytes.len());
+        let end = memchr::memchr(b'\n', &bytes[from..]).map_or(bytes.len(), |i| from + i + 1);
+        ends.push((start, end));
+        start = end;
+    }
+    // Each piece's lines are counted on its own core; the first line numbers follow.
+    let counts: Vec<u64> = ends
+        .par_iter()
+        .map(|&(start, end)| memchr::memchr_iter(b'\n', &bytes[start..end]).count() as u64)
+        .collect();
+    let mut line = base;
+    ends.into_iter()
+        .zip(counts)
+        .map(|((start, end), n)| {
+            let first = line;
+            line += n;
+            (start, end, first)
+        })
+        .collect()
 }
 
 const MAX_EXAMPLES: usize = 5;
@@ -436,23 +499,11 @@ pub struct Trace {
 }
 
 /// Reads a whole trace (plain or gzip, detected by magic bytes).
+///
+/// The job lines are parsed on all cores ([`Reader::into_trace`]); the result is the one a
+/// single streaming [`Reader`] gives, error for error.
 pub fn read_trace(path: &Path, opts: &ReadOptions) -> Result<Trace, SwfError> {
-    let mut reader = open(path, opts)?;
-    // The header's record count, when plausible, saves the vector's regrowth copies.
-    let hint = reader
-        .header
-        .max_records
-        .map_or(0, |n| n.min(1 << 24) as usize);
-    let mut records = Vec::with_capacity(hint);
-    for rec in reader.by_ref() {
-        records.push(rec?);
-    }
-    Ok(Trace {
-        procs: reader.procs(),
-        header: reader.header,
-        report: reader.report,
-        records,
-    })
+    open(path, opts)?.into_trace()
 }
 
 /// Opens a trace file for streaming; gzip is detected by its magic bytes, not the name.
@@ -568,25 +619,118 @@ impl<R: BufRead> Reader<R> {
         (self.header, self.report)
     }
 
+    /// Reads the rest of the input into a [`Trace`], parsing the job lines on all cores.
+    ///
+    /// The remaining bytes are read into memory and cut at line ends into pieces of about
+    /// [`PIECE`] bytes; each piece is parsed by a reader of its own that starts at the piece's
+    /// line number, and the pieces are joined in order. Records, counts, the first examples,
+    /// comments among the jobs and the first error are therefore exactly those of reading line
+    /// by line; an input error ends the input where it happened, after the lines before it.
+    pub fn into_trace(self) -> Result<Trace, SwfError> {
+        self.into_trace_in_pieces(PIECE)
+    }
+
+    fn into_trace_in_pieces(mut self, piece: usize) -> Result<Trace, SwfError> {
+        let mut rest = Vec::new();
+        let mut base = self.line_no;
+        if self.pending {
+            // The first job line, read while looking for the header's end, is parsed again
+            // by its piece, which counts it.
+            self.pending = false;
+            rest.extend_from_slice(&self.buf);
+            rest.push(b'\n');
+            base -= 1;
+            self.report.lines -= 1;
+        }
+        let input_error = match self.src.read_to_end(&mut rest) {
+            Ok(_) => None,
+            Err(cause) => {
+                // Like `read_until`, the line being read when the input failed is dropped.
+                rest.truncate(memchr::memrchr(b'\n', &rest).map_or(0, |i| i + 1));
+                Some(cause)
+            }
+        };
+        let pieces = cut_at_lines(&rest, base, piece);
+        let parsed: Vec<Piece> = pieces
+            .par_iter()
+            .map(|&(range_start, range_end, first_line)| {
+                let mut reader = Reader {
+                    src: &rest[range_start..range_end],
+                    name: self.name.clone(),
+                    gzip: self.gzip,
+                    opts: self.opts.clone(),
+                    line_no: first_line,
+                    buf: Vec::with_capacity(256),
+                    pending: false,
+                    procs: self.procs,
+                    failed: false,
+                    header: SwfHeader::default(),
+                    report: ReadReport::default(),
+                };
+                let mut records = Vec::with_capacity((range_end - range_start) / 64);
+                let mut error = None;
+                for rec in reader.by_ref() {
+                    match rec {
+                        Ok(rec) => records.push(rec),
+                        Err(e) => {
+                            error = Some(e);
+                            break;
+                        }
+                    }
+                }
+                Piece {
+                    records,
+                    error,
+                    comments: reader.header.lines,
+                    report: reader.report,
+                }
+            })
+            .collect();
+        let total = parsed.iter().map(|p| p.records.len()).sum();
+        let mut records = Vec::with_capacity(total);
+        for piece in parsed {
+            if let Some(e) = piece.error {
+                return Err(e);
+            }
+            records.extend(piece.records);
+            self.report.absorb(piece.report);
+            for line in &piece.comments {
+                self.header.push_line(line);
+            }
+        }
+        if let Some(cause) = input_error {
+            let lines = memchr::memchr_iter(b'\n', &rest).count() as u64;
+            return Err(self.input_error(base + lines, cause));
+        }
+        Ok(Trace {
+            procs: self.procs,
+            header: self.header,
+            report: self.report,
+            records,
+        })
+    }
+
+    fn input_error(&self, line: u64, cause: io::Error) -> SwfError {
+        if self.gzip {
+            SwfError::Gzip {
+                path: self.name.clone(),
+                line,
+                cause,
+            }
+        } else {
+            SwfError::Io {
+                path: self.name.clone(),
+                cause,
+            }
+        }
+    }
+
     /// Reads the next line into `buf` (without the line ending); false at the end.
     fn next_line(&mut self) -> Result<bool, SwfError> {
         self.buf.clear();
         let n = match self.src.read_until(b'\n', &mut self.buf) {
             Ok(n) => n,
-            Err(cause) => {
-                return Err(if self.gzip {
-                    SwfError::Gzip {
-                        path: self.name.clone(),
-                        line: self.line_no,
-                        cause,
-                    }
-                } else {
-                    SwfError::Io {
-                        path: self.name.clone(),
-                        cause,
-                    }
-                });
-            }
+            Err(cause) => return Err(self.input_error(self.line_no, cause)),
         };
         if n == 0 {
             return Ok(false);
@@ -850,19 +994,26 @@ fn as_f64(s: &[u8]) -> Result<Option<f64>, LineErrorKind> {
     Ok(Some(v))
 }
 
+/// `u8::is_ascii_whitespace` as one comparison for the common bytes: splitting fields is a
+/// large share of reading a trace, and the five-way match costs several branches per byte.
+#[inline(always)]
+fn is_space(b: u8) -> bool {
+    b <= b' ' && b.is_ascii_whitespace()
+}
+
 fn parse_record(line: &[u8]) -> Result<SwfRecord, BadField> {
     let mut fields: [&[u8]; 18] = [&[]; 18];
     let mut count = 0;
     let (mut i, n) = (0, line.len());
     loop {
-        while i < n && line[i].is_ascii_whitespace() {
+        while i < n && is_space(line[i]) {
             i += 1;
         }
         if i == n {
             break;
         }
         let start = i;
-        while i < n && !line[i].is_ascii_whitespace() {
+        while i < n && !is_space(line[i]) {
             i += 1;
         }
         if count < 18 {
@@ -873,6 +1024,9 @@ fn parse_record(line: &[u8]) -> Result<SwfRecord, BadField> {
     if count != 18 {
         return Err(BadField::Count(count));
     }
+    // The error closures borrow the fields: capturing the array by value would copy its 18
+    // slices for every field parsed.
+    let fields = &fields;
     let bad = |i: usize| {
         move |kind| BadField::Value {
             field: i + 1,
@@ -1024,6 +1178,49 @@ pub fn read_trace_from<R: Read>(src: R, name: &str, opts: &ReadOptions) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Parsing in pieces gives what reading line by line gives, whatever the cuts: records,
+    /// report, comments among the jobs, and the first error with its line number.
+    #[test]
+    fn pieces_read_exactly_as_one_reader() {
+        let job = |id: u32, procs: u32| {
+            format!(
+                "{id} {} 5 60 {procs} -1 -1 {procs} 100 -1 1 1 1 -1 1 -1 -1 -1\n",
+                id * 10
+            )
+        };
+        let mut body = String::from("; MaxProcs: 8\n; Note: first\n");
+        for id in 1..40 {
+            body += &job(id, 1 + id % 8);
+            match id % 9 {
+                3 => body += "; Note: among the jobs\n   continued\n",
+                5 => body += "\n",
+                7 => body += "12 bad line\n",
+                8 => body += &job(900 + id, 64),
+                _ => {}
+            }
+        }
+        body += "41 410 5 60 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1"; // no final newline
+        for lenient in [false, true] {
+            for oversize in [Oversize::Error, Oversize::Skip, Oversize::Clip] {
+                let opts = ReadOptions {
+                    lenient,
+                    oversize,
+                    ..ReadOptions::default()
+                };
+                let one = read_trace_from(body.as_bytes(), "t.swf", &opts);
+                for piece in [1, 7, 50, 333, 1 << 20] {
+                    let reader = Reader::new(body.as_bytes(), "t.swf", opts.clone()).unwrap();
+                    let cut = reader.into_trace_in_pieces(piece);
+                    match (&one, &cut) {
+                        (Ok(a), Ok(b)) => assert_eq!(a, b, "piece {piece}"),
+                        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                        _ => panic!("piece {piece}: {:?} vs {:?}", one.is_ok(), cut.is_ok()),
+                    }
+                }
+            }
+        }
+    }
 
     fn fixed(s: &str) -> Result<i64, LineErrorKind> {
         parse_fixed(s.as_bytes())
