@@ -40,9 +40,15 @@ pub struct LiveJob {
 
 /// The live state a forecast starts from: the jobs the policy knows, the driver's pending
 /// timers and the nodes down, at `now`. The policy given with it must be in the matching
-/// state (a copy of the live one, which has seen every one of these jobs).
+/// state (a copy of the live one, which has seen every one of these jobs), unless
+/// `introduce` is set.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
+    /// The policy has seen none of this (a fresh one, such as the FCFS policy behind
+    /// Scojo-PECT's estimates): the forecast first tells it, in one instant at `now`, the
+    /// nodes down, a start-up hello ([`crate::Event::Running`]) for each job holding PEs, a
+    /// submission for each waiting job (in the snapshot's order) and the holds.
+    pub introduce: bool,
     pub machine: MachineShape,
     /// Whether a preempted job may restart on other PEs (`PolicyConfig::migration`).
     pub migration: bool,

@@ -285,6 +285,10 @@ pub(crate) fn simulate_from(
     };
     let mut engine = Engine::<false>::new(snapshot.machine, jobs, policy, opts)?;
     engine.resume_from(snapshot);
+    if snapshot.introduce {
+        engine.introduce(snapshot);
+        engine.instant(snapshot.now)?;
+    }
     engine.run()
 }
 
@@ -428,6 +432,34 @@ impl<'a, const MC: bool> Engine<'a, MC> {
         for &(at, token) in &snapshot.timers {
             self.push_timer(at.max(now), token);
         }
+    }
+
+    /// Tells a policy that has seen none of the snapshot what it holds, as the first round
+    /// of the instant `now` (see `Snapshot::introduce`).
+    fn introduce(&mut self, snapshot: &cosched_policy::forecast::Snapshot) {
+        use cosched_policy::forecast::LiveState;
+        let now = snapshot.now;
+        let caused = &mut self.caused;
+        caused.extend(snapshot.down.iter().map(|&n| Event::NodeDown(n)));
+        for live in &snapshot.jobs {
+            caused.push(match &live.state {
+                LiveState::Waiting { .. } => Event::Submitted(live.req.clone()),
+                LiveState::Running { pes, ran } | LiveState::Stopped { pes, ran } => {
+                    Event::Running {
+                        job: live.req.clone(),
+                        pes: pes.clone(),
+                        since: now - *ran,
+                    }
+                }
+            });
+        }
+        caused.extend(
+            snapshot
+                .jobs
+                .iter()
+                .filter(|j| j.held)
+                .map(|j| Event::Held(j.req.id)),
+        );
     }
 
     fn push_timer(&mut self, time: Time, token: u64) {

@@ -27,6 +27,7 @@
 //! // At 30 s, job 2 is expected to start at 100 s and end at 200 s.
 //! let now = Time::from_secs(30);
 //! let snapshot = Snapshot {
+//!     introduce: false,
 //!     machine: m,
 //!     migration: true,
 //!     now,
@@ -167,6 +168,7 @@ mod tests {
                 })
                 .collect();
             Snapshot {
+                introduce: false,
                 machine: self.machine,
                 migration: true,
                 now,
@@ -319,6 +321,7 @@ mod tests {
         assert!(!timers.is_empty(), "gang sets its quantum timer: {out:?}");
         let now = S(5);
         let snap = Snapshot {
+            introduce: false,
             machine: m,
             migration: true,
             now,

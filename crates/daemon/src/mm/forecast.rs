@@ -57,6 +57,7 @@ impl Core {
             })
             .collect();
         Snapshot {
+            introduce: false,
             machine: self.shape,
             migration: false,
             now,
