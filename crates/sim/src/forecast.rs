@@ -357,4 +357,51 @@ mod tests {
             vec![(1, Some(0), Some(25)), (2, Some(10), Some(30))]
         );
     }
+
+    /// A fresh policy that has seen nothing is told the snapshot first (as Scojo-PECT's
+    /// estimates do): a hello for the job holding PEs, submissions for the others, a node
+    /// down. FCFS on 4 PEs with node (PE) 3 down: job 9 holds PEs 0-1 until 40 (10 of its 40
+    /// s done); job 1 (2 PEs) finds only PE 2 free and waits until 40; job 2 (1 PE) would fit
+    /// on PE 2 but waits behind job 1 (FCFS) and starts with it at 40.
+    #[test]
+    fn a_fresh_policy_is_introduced_to_the_snapshot() {
+        let m = MachineShape::flat(4, 1);
+        let mut fresh = registry::build("fcfs", &PolicyConfig::new(m)).unwrap();
+        let live = |id, procs, est, state| LiveJob {
+            req: req(id, procs, est),
+            state,
+            started: None,
+            held: false,
+        };
+        let snap = Snapshot {
+            introduce: true,
+            machine: m,
+            migration: true,
+            now: S(10),
+            jobs: vec![
+                live(
+                    9,
+                    2,
+                    40,
+                    LiveState::Running {
+                        pes: PeSet::contiguous(0, 2),
+                        ran: D(10),
+                    },
+                ),
+                live(1, 2, 5, LiveState::Waiting { ran: Dur::ZERO }),
+                live(2, 1, 5, LiveState::Waiting { ran: Dur::ZERO }),
+            ],
+            timers: Vec::new(),
+            down: vec![cosched_core::NodeId(3)],
+        };
+        let f = forecast(fresh.as_mut(), &snap).unwrap();
+        assert_eq!(
+            starts(&f),
+            vec![
+                (9, None, Some(40)),
+                (1, Some(40), Some(45)),
+                (2, Some(40), Some(45)),
+            ]
+        );
+    }
 }

@@ -1420,3 +1420,87 @@ impl Policy for Scojo {
         self.forecaster = Some(forecaster);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forecast::{Expected, Forecaster};
+    use std::sync::{Arc, Mutex};
+
+    /// Answers every forecast with the last job of the snapshot starting `delay` after its
+    /// `now`, and keeps the snapshots it was given.
+    struct Fake {
+        delay: Dur,
+        seen: Mutex<Vec<Snapshot>>,
+    }
+
+    impl Forecaster for Fake {
+        fn forecast(
+            &self,
+            _policy: &mut dyn Policy,
+            s: &Snapshot,
+        ) -> Result<Vec<Expected>, String> {
+            self.seen.lock().unwrap().push(s.clone());
+            let last = s.jobs.last().map(|j| j.req.id);
+            Ok(s.jobs
+                .iter()
+                .map(|j| Expected {
+                    job: j.req.id,
+                    start: (Some(j.req.id) == last).then_some(s.now + self.delay),
+                    end: None,
+                })
+                .collect())
+        }
+    }
+
+    fn quad(nodes: u32) -> MachineShape {
+        MachineShape {
+            nodes,
+            sockets_per_node: 2,
+            cores_per_socket: 2,
+            mem_per_node_mib: None,
+        }
+    }
+
+    /// Two medium jobs (1 h, 16 processes) submitted together on 4 quad-core nodes; returns
+    /// their response-time estimates.
+    fn estimates(forecaster: Option<Arc<Fake>>) -> (f64, f64) {
+        let cfg = PolicyConfig::new(quad(4));
+        let mut p = Scojo::new("scojo-pect", Variant::Ssp, &cfg).unwrap();
+        if let Some(f) = forecaster {
+            p.set_forecaster(SharedForecaster(f));
+        }
+        for id in [1, 2] {
+            let r = JobRequest::new(JobId(id), Time::ZERO, 16, Dur::from_secs(3600));
+            p.observe(Time::ZERO, Event::Submitted(r));
+        }
+        p.decide(Time::ZERO, &mut Vec::new());
+        (p.jobs[&JobId(1)].r_est, p.jobs[&JobId(2)].r_est)
+    }
+
+    /// The estimate comes from an FCFS forecast of the job's VM: a fresh policy told the
+    /// waiting jobs up to this one, in queue order, on a machine of one PE per node; the
+    /// forecast's start moves the estimate by at least 0.75 × the delay (VM time runs only
+    /// in the VM's slices, so wall time passes at least as fast).
+    #[test]
+    fn response_estimates_come_from_an_fcfs_forecast_of_the_vm() {
+        let base = estimates(None);
+        let fake = Arc::new(Fake {
+            delay: Dur::from_secs(10_000),
+            seen: Mutex::new(Vec::new()),
+        });
+        let got = estimates(Some(fake.clone()));
+        let seen = fake.seen.lock().unwrap();
+        assert_eq!(seen.len(), 2, "one forecast per submission");
+        for (k, s) in seen.iter().enumerate() {
+            assert!(s.introduce && s.machine == MachineShape::flat(4, 1));
+            let ids: Vec<u64> = s.jobs.iter().map(|j| j.req.id.0).collect();
+            assert_eq!(ids, (1..=k as u64 + 1).collect::<Vec<_>>());
+            // 16 processes at most 4 a node: all four nodes.
+            assert!(s.jobs.iter().all(|j| j.req.procs == 4), "{s:?}");
+        }
+        for (b, g) in [(base.0, got.0), (base.1, got.1)] {
+            assert!(g >= b + 0.75 * 10_000.0 - 1e-6, "{b} → {g}");
+        }
+    }
+}
