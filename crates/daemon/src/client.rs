@@ -262,6 +262,14 @@ impl Client {
         }
     }
 
+    /// Each live job's expected start and end ([`Request::Forecast`]).
+    pub fn forecast(&self) -> Result<Vec<cosched_policy::forecast::Expected>, DaemonError> {
+        match self.request(Request::Forecast)? {
+            Response::Forecast(f) => Ok(f),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// What the communication monitors of a node (name or number) recorded.
     pub fn monitor(&self, node: &str) -> Result<crate::proto::NodeMonitor, DaemonError> {
         match self.request(Request::Monitor {

@@ -348,6 +348,9 @@ pub enum Request {
     Monitor {
         node: String,
     },
+    /// Each live job's expected start and end: the machine manager runs a copy of its policy
+    /// forward from its live jobs (`cosched_sim::forecast`), every job taking its time limit.
+    Forecast,
 }
 
 /// Which jobs a [`Request::Jobs`] selects, and where its page starts. The machine manager
@@ -422,6 +425,9 @@ pub enum Response {
     Output(RankOutput),
     Error(String),
     Monitor(NodeMonitor),
+    /// The answer to [`Request::Forecast`]: one entry per live job the policy knows, times in
+    /// µs since the epoch.
+    Forecast(Vec<cosched_policy::forecast::Expected>),
 }
 
 /// What [`Request::Output`] brings back of a rank's files.

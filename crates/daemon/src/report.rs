@@ -61,21 +61,37 @@ pub fn dur(us: Option<i64>) -> String {
 /// The job table of `queue` (through the table crate `acct` uses, so columns stay aligned
 /// whatever the widths: a held state, a long reason).
 pub fn jobs_table(jobs: &[JobInfo], now_us: i64) -> String {
+    jobs_table_forecast(jobs, now_us, None)
+}
+
+/// When a forecast expects something, from now: `+12.00s`, `-` when it has already happened
+/// or the job is not in the forecast, `never` when the forecast has it never happen.
+fn expected_in(at: Option<Option<Time>>, now_us: i64) -> String {
+    match at {
+        None => "-".into(),
+        Some(None) => "never".into(),
+        Some(Some(t)) => format!("+{}", dur(Some((t.as_micros() - now_us).max(0)))),
+    }
+}
+
+/// The job table of `queue --forecast`: [`jobs_table`] with each live job's EXPECTED START
+/// (a waiting job's) and EXPECTED END, from now, when `forecast` is given.
+pub fn jobs_table_forecast(
+    jobs: &[JobInfo],
+    now_us: i64,
+    forecast: Option<&[cosched_policy::forecast::Expected]>,
+) -> String {
     use comfy_table::{CellAlignment, Table, presets};
     let mut t = Table::new();
     t.load_preset(presets::NOTHING);
-    t.set_header([
-        "ID",
-        "NAME",
-        "STATE",
-        "PROCS",
-        "WAIT",
-        "RUN",
-        "SUSP",
-        "EXIT",
-        "PES",
-        "REASON/ERROR",
-    ]);
+    let mut header = vec![
+        "ID", "NAME", "STATE", "PROCS", "WAIT", "RUN", "SUSP", "EXIT", "PES",
+    ];
+    if forecast.is_some() {
+        header.extend(["EXPECTED START", "EXPECTED END"]);
+    }
+    header.push("REASON/ERROR");
+    t.set_header(header);
     for j in jobs {
         let r = &j.record;
         let wait = r
@@ -88,7 +104,7 @@ pub fn jobs_table(jobs: &[JobInfo], now_us: i64) -> String {
             j.state.as_str().to_string()
         };
         let pes = r.pes.to_string();
-        t.add_row([
+        let mut row = vec![
             r.id.0.to_string(),
             truncate(&j.name, 12),
             state,
@@ -100,15 +116,30 @@ pub fn jobs_table(jobs: &[JobInfo], now_us: i64) -> String {
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "-".into()),
             truncate(if pes.is_empty() { "-" } else { &pes }, 10),
-            // Why a queued job waits (Slurm's reason), else why it ended.
+        ];
+        if let Some(f) = forecast {
+            let e = f.iter().find(|e| e.job == r.id);
+            // A job that has started shows no expected start.
+            let start = e.filter(|_| r.start.is_none()).map(|e| e.start);
+            row.push(expected_in(start, now_us));
+            row.push(expected_in(e.map(|e| e.end), now_us));
+        }
+        // Why a queued job waits (Slurm's reason), else why it ended.
+        row.push(
             j.reason
                 .as_deref()
                 .or(j.error.as_deref())
                 .unwrap_or("")
                 .to_string(),
-        ]);
+        );
+        t.add_row(row);
     }
-    for i in [0, 3, 4, 5, 6, 7] {
+    let right: &[usize] = if forecast.is_some() {
+        &[0, 3, 4, 5, 6, 7, 9, 10]
+    } else {
+        &[0, 3, 4, 5, 6, 7]
+    };
+    for &i in right {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
         }

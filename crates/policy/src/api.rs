@@ -221,6 +221,11 @@ pub trait Policy: Send {
     /// A copy of the whole state, so a driver can simulate forward ("forecast") without
     /// disturbing the real one.
     fn boxed_clone(&self) -> Box<dyn Policy>;
+
+    /// Hands the policy the simulator's forecast (`cosched_sim::forecast`), for policies that
+    /// estimate from one (Scojo-PECT's response-time estimates at submission). The drivers
+    /// that own the engine call it before the first event; others ignore it.
+    fn set_forecaster(&mut self, _forecaster: crate::forecast::SharedForecaster) {}
 }
 
 /// One row of the Ousterhout matrix: which job holds which PEs in this slot.

@@ -13,6 +13,9 @@
 //! - [`api`]: the contract, the [`Policy`] trait, events, decisions, the views a status tool
 //!   reads.
 //! - [`config`]: [`PolicyConfig`] and its one builder from options and a TOML file.
+//! - [`forecast`]: a snapshot of the live jobs and their expected starts, and the
+//!   [`forecast::Forecaster`] seam through which the simulator's engine forecasts for a
+//!   driver or a policy.
 //! - [`registry`]: policies by name; adding a policy is adding a file and one line there.
 //! - [`pool`]: [`PePool`], free-PE bookkeeping shared by the space-sharing policies.
 //! - [`queue`]: the waiting queue, holds, refused submissions and the event plumbing shared
@@ -51,6 +54,7 @@ pub mod conservative;
 pub mod easy;
 pub mod external;
 pub mod fcfs;
+pub mod forecast;
 pub mod gang;
 pub(crate) mod opts;
 pub mod pool;

@@ -258,6 +258,8 @@ pub fn simulate(
     policy: &mut dyn Policy,
     opts: EngineOptions,
 ) -> Result<SimResult, SimError> {
+    // A policy that estimates from forecasts (Scojo-PECT) runs them on this engine.
+    policy.set_forecaster(crate::forecast::shared());
     // Two monomorphic drivers: without a slowdown model the multi-core bookkeeping (rates,
     // the two-jobs-per-node check, usage) is compiled out of the per-decision path, which
     // time-sharing policies run millions of times.
@@ -266,6 +268,28 @@ pub fn simulate(
     } else {
         Engine::<false>::new(machine, jobs, policy, opts)?.run()
     }
+}
+
+/// Runs `policy` forward from a live state instead of from nothing (see [`crate::forecast`]):
+/// `jobs[i]` is `snapshot.jobs[i]`, with its remaining work as its runtime; the policy has
+/// already seen every one of them, so none arrives, and the running ones end when their work
+/// is done. Flat machines only (no slowdown model), as the machine manager's.
+pub(crate) fn simulate_from(
+    jobs: &[SimJob],
+    policy: &mut dyn Policy,
+    snapshot: &cosched_policy::forecast::Snapshot,
+) -> Result<SimResult, SimError> {
+    let opts = EngineOptions {
+        no_migration: !snapshot.migration,
+        ..EngineOptions::default()
+    };
+    let mut engine = Engine::<false>::new(snapshot.machine, jobs, policy, opts)?;
+    engine.resume_from(snapshot);
+    if snapshot.introduce {
+        engine.introduce(snapshot);
+        engine.instant(snapshot.now)?;
+    }
+    engine.run()
 }
 
 /// `MC`: a slowdown model is set (multi-core nodes); `rates` and `usage` are `Some` exactly
@@ -370,6 +394,72 @@ impl<'a, const MC: bool> Engine<'a, MC> {
             usage: opts.slowdowns.map(|_| Usage::new(machine)),
             waiting: 0,
         })
+    }
+
+    /// Puts the ledger, the end events and the timers in the snapshot's state: every job
+    /// submitted (the policy knows them all), the running ones with their end at `now` plus
+    /// their remaining work.
+    fn resume_from(&mut self, snapshot: &cosched_policy::forecast::Snapshot) {
+        use cosched_policy::forecast::LiveState;
+        let now = snapshot.now;
+        self.next_arrival = self.arrivals.len();
+        for node in &snapshot.down {
+            self.ledger.node_down(*node);
+        }
+        for (i, live) in snapshot.jobs.iter().enumerate() {
+            self.ledger.submit(i, now);
+            let mut record = self.ledger.record(i).clone();
+            record.start = live.started;
+            match &live.state {
+                LiveState::Waiting { .. } => {}
+                LiveState::Running { pes, .. } => {
+                    self.ledger
+                        .adopt(i, pes.clone(), true, now, Dur::ZERO, record)
+                }
+                LiveState::Stopped { pes, .. } => {
+                    self.ledger
+                        .adopt(i, pes.clone(), false, now, Dur::ZERO, record)
+                }
+            }
+            if live.held {
+                self.ledger.hold(i, now);
+            }
+            if self.ledger.entry(i).is_running() {
+                self.seq += 1;
+                self.ends.insert(now + self.work[i], self.seq, i);
+            }
+        }
+        for &(at, token) in &snapshot.timers {
+            self.push_timer(at.max(now), token);
+        }
+    }
+
+    /// Tells a policy that has seen none of the snapshot what it holds, as the first round
+    /// of the instant `now` (see `Snapshot::introduce`).
+    fn introduce(&mut self, snapshot: &cosched_policy::forecast::Snapshot) {
+        use cosched_policy::forecast::LiveState;
+        let now = snapshot.now;
+        let caused = &mut self.caused;
+        caused.extend(snapshot.down.iter().map(|&n| Event::NodeDown(n)));
+        for live in &snapshot.jobs {
+            caused.push(match &live.state {
+                LiveState::Waiting { .. } => Event::Submitted(live.req.clone()),
+                LiveState::Running { pes, ran } | LiveState::Stopped { pes, ran } => {
+                    Event::Running {
+                        job: live.req.clone(),
+                        pes: pes.clone(),
+                        since: now - *ran,
+                    }
+                }
+            });
+        }
+        caused.extend(
+            snapshot
+                .jobs
+                .iter()
+                .filter(|j| j.held)
+                .map(|j| Event::Held(j.req.id)),
+        );
     }
 
     fn push_timer(&mut self, time: Time, token: u64) {

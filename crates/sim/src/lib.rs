@@ -6,6 +6,9 @@
 //!   [`cosched_policy::Decision`] means, the checks of the policy contract and the
 //!   [`cosched_core::JobRecord`]s are the job ledger's (`cosched-ledger`), shared with the
 //!   machine manager; a broken promise ends the run with [`SimError::Ledger`].
+//! - [`forecast`]: expected starts and ends of the live jobs, by running a copy of the live
+//!   policy forward on this engine from a snapshot (`cosched queue --forecast`, Scojo-PECT's
+//!   response-time estimates).
 //! - [`trace`]: SWF records → jobs under explicit trace semantics, and the schedule back to SWF.
 //! - [`metrics`]: wait, response, (bounded) slowdown, utilization, breakdowns, batch means.
 //! - `rates` (private): progress rates on multi-core nodes (seed 001): the engine reprices the
@@ -25,6 +28,7 @@
 //! - [`matrix_svg`]: the Ousterhout matrix over a time window, as SVG.
 
 pub mod engine;
+pub mod forecast;
 pub mod matrix_svg;
 pub mod metrics;
 pub mod multicore_metrics;

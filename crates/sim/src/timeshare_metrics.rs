@@ -258,6 +258,10 @@ impl Policy for Observer {
         self.inner.failure()
     }
 
+    fn set_forecaster(&mut self, forecaster: cosched_policy::forecast::SharedForecaster) {
+        self.inner.set_forecaster(forecaster);
+    }
+
     fn explain(&self, job: JobId) -> Option<String> {
         self.inner.explain(job)
     }

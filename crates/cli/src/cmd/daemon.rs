@@ -404,6 +404,10 @@ pub struct QueueArgs {
     /// Every job ever submitted, not only live and recently ended ones
     #[arg(long)]
     all: bool,
+    /// Each live job's expected start and end: a copy of the cluster's policy run forward,
+    /// every job taking its time limit and nothing new arriving (not for external policies)
+    #[arg(long)]
+    forecast: bool,
     #[command(flatten)]
     conn: ConnArgs,
 }
@@ -638,13 +642,35 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 since_us: (!a.all).then_some(now - 300_000_000),
                 ..Default::default()
             };
-            let shown: Vec<JobInfo> = a.conn.client()?.query(q, None)?;
-            if a.conn.json {
-                print_json(
-                    &serde_json::json!({ "jobs": shown.iter().map(report::acct_record).collect::<Vec<_>>() }),
-                )?;
+            let client = a.conn.client()?;
+            let shown: Vec<JobInfo> = client.query(q, None)?;
+            let forecast = if a.forecast {
+                Some(client.forecast()?)
             } else {
-                emit(&report::jobs_table(&shown, now));
+                None
+            };
+            if a.conn.json {
+                let jobs: Vec<_> = shown
+                    .iter()
+                    .map(|j| {
+                        let mut rec = report::acct_record(j);
+                        if let Some(e) = forecast
+                            .as_deref()
+                            .and_then(|f| f.iter().find(|e| e.job == j.record.id))
+                        {
+                            rec["expected_start"] = e.start.map(|t| t.as_secs_f64()).into();
+                            rec["expected_end"] = e.end.map(|t| t.as_secs_f64()).into();
+                        }
+                        rec
+                    })
+                    .collect();
+                print_json(&serde_json::json!({ "jobs": jobs }))?;
+            } else {
+                emit(&report::jobs_table_forecast(
+                    &shown,
+                    now,
+                    forecast.as_deref(),
+                ));
             }
             Ok(0)
         }

@@ -316,6 +316,13 @@ pub struct Core {
 }
 
 impl Core {
+    /// The timers the policy set that have not fired, as `(at, token)`.
+    pub(super) fn pending_timers(&self) -> Vec<(Time, u64)> {
+        let mut t: Vec<_> = self.timers.iter().map(|r| r.0).collect();
+        t.sort_unstable();
+        t.into_iter().map(|(at, _, token)| (at, token)).collect()
+    }
+
     /// A machine manager for `policy` (built with `migration` off), starting at `now` from
     /// what its database held.
     pub fn new(
@@ -328,6 +335,10 @@ impl Core {
             return Err("--nodes and --pes must be at least 1".into());
         }
         let shape = MachineShape::flat(cfg.nodes, cfg.pes);
+        let mut policy = policy;
+        // A policy that estimates from forecasts runs them on the simulator's engine, as in
+        // a simulation.
+        policy.set_forecaster(cosched_sim::forecast::shared());
         // Stopped processes cannot move: the ledger refuses a preempted job restarted elsewhere.
         let ledger = Ledger::new(policy.name(), shape, false);
         let mut core = Core {

@@ -8,6 +8,7 @@
 //! - [`nodes`]: node membership, heartbeats and failure detection, registration reconciliation.
 //! - [`deferral`]: dependencies, begin times and array throttles, before the policy sees a job.
 //! - [`requests`]: client requests.
+//! - [`forecast`]: `queue --forecast`: a copy of the policy run forward from the live jobs.
 //! - [`view`]: what clients see (job records, status).
 //! - [`dashboard`]: what the web dashboard sees (read directly, never a request).
 //! - [`shell`]: tokio, the storm tree, SQLite and the system clock around the core.
@@ -20,6 +21,7 @@
 pub mod core;
 pub mod dashboard;
 pub mod deferral;
+pub mod forecast;
 pub mod nodes;
 pub mod requests;
 pub mod shell;

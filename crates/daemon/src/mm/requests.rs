@@ -81,6 +81,10 @@ impl Core {
                 self.shutdown(now);
                 Response::Done
             }
+            Request::Forecast => match self.forecast(now) {
+                Ok(f) => Response::Forecast(f),
+                Err(why) => Response::Error(why),
+            },
             Request::Monitor { node } => match self.fetch_monitor(now, req, &node) {
                 Some(resp) => resp,
                 None => return,

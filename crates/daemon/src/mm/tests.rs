@@ -1309,3 +1309,107 @@ fn an_ended_job_is_forgotten_after_the_retention() {
     let effects = ask(&mut c, t(64), Request::Cancel(JobId(1)));
     assert!(!effects.iter().any(|e| matches!(e, Effect::PersistJob(_))));
 }
+
+/// Asks the core for a forecast at `now` and returns its answer.
+fn ask_forecast(c: &mut Core, now: Time) -> Response {
+    c.on(
+        now,
+        Input::Client {
+            req: 777,
+            request: Request::Forecast,
+            caller: Caller::ROOT,
+        },
+    );
+    c.step(now)
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Reply { req: 777, resp } => Some(resp),
+            _ => None,
+        })
+        .expect("answered")
+}
+
+/// `queue --forecast` on the core: FCFS on one node of 4 PEs, every job's time limit
+/// 1000 s (`submit`). Job 1 (4 PEs) starts at 0; jobs 2 (2 PEs) and 3 (2 PEs) wait, then run
+/// side by side from 1000; job 4 (4 PEs) follows at 2000. Asked at 10 s, the forecast says so
+/// exactly, and the live state is untouched: asked again later, after job 1 ended early
+/// at 400, everything moves up by 600 s.
+#[test]
+fn forecast_of_an_fcfs_queue_is_exact_and_leaves_the_live_state_alone() {
+    let fcfs = cosched_policy::registry::build(
+        "fcfs",
+        &cosched_policy::PolicyConfig::new(cosched_core::MachineShape::flat(1, 4)),
+    )
+    .unwrap();
+    let mut c = core(fcfs, 1, 4);
+    for procs in [4, 2, 2, 4] {
+        submit(&mut c, t(0), procs);
+    }
+    c.step(t(0));
+    let expect = |c: &mut Core, now: i64, shift: i64| {
+        let Response::Forecast(f) = ask_forecast(c, t(now)) else {
+            panic!("no forecast");
+        };
+        let got: Vec<(u64, Option<i64>, Option<i64>)> = f
+            .iter()
+            .map(|e| {
+                (
+                    e.job.0,
+                    e.start.map(|s| s.as_secs()),
+                    e.end.map(|s| s.as_secs()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, Some(0), Some(1000 - shift)),
+                (2, Some(1000 - shift), Some(2000 - shift)),
+                (3, Some(1000 - shift), Some(2000 - shift)),
+                (4, Some(2000 - shift), Some(3000 - shift)),
+            ][usize::from(shift > 0)..]
+                .to_vec()
+        );
+    };
+    expect(&mut c, 10, 0);
+    expect(&mut c, 20, 0);
+    exit(&mut c, t(400), 1, 0, 0);
+    for rank in 1..4 {
+        exit(&mut c, t(400), 1, rank, 0);
+    }
+    c.step(t(400));
+    expect(&mut c, 401, 600);
+}
+
+/// A copy of an external policy cannot decide (it cannot share the child process): the
+/// forecast says it is not available instead of a schedule in which nothing starts.
+#[test]
+fn forecast_is_refused_for_a_policy_whose_copy_cannot_decide() {
+    #[derive(Clone)]
+    struct Uncopyable(bool);
+    impl Policy for Uncopyable {
+        fn name(&self) -> &str {
+            "external:./my-policy"
+        }
+        fn observe(&mut self, _now: Time, _e: Event) {}
+        fn decide(&mut self, _now: Time, _out: &mut Vec<Decision>) {}
+        fn queue(&self) -> Vec<JobId> {
+            Vec::new()
+        }
+        fn failure(&self) -> Option<String> {
+            self.0.then(|| "a copy cannot share the child".to_string())
+        }
+        fn boxed_clone(&self) -> Box<dyn Policy> {
+            Box::new(Uncopyable(true))
+        }
+    }
+    let mut c = core(Box::new(Uncopyable(false)), 1, 1);
+    submit(&mut c, t(0), 1);
+    match ask_forecast(&mut c, t(1)) {
+        Response::Error(e) => assert!(
+            e.contains("forecast not available for external policies"),
+            "{e}"
+        ),
+        other => panic!("forecast from a copy that cannot decide: {other:?}"),
+    }
+}

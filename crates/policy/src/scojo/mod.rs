@@ -34,12 +34,14 @@
 //! end; the others run on as individual jobs.
 //!
 //! ## Response-time estimates
-//! At submission a job's FCFS response time with space sharing is estimated from the VM's
-//! availability profile (running jobs ending at their estimates, every earlier waiting job
-//! reserved in queue order — what the FCFS simulation of conservative backfilling yields),
-//! converted from VM time to wall time along the slice timeline, and scaled by `r_est_scale`
-//! (0.75). The state is only read, never changed: the estimate is a forecast on the live
-//! state.
+//! At submission a job's response time is estimated by an FCFS simulation with space sharing
+//! of its VM, as the seed says: the simulator's forecast (`cosched_sim::forecast`, handed to
+//! the policy through [`Policy::set_forecaster`], since `cosched-sim` depends on this crate)
+//! runs a fresh FCFS policy on whole nodes from the VM's state — each occupied node busy
+//! until its occupants' expected end, every earlier waiting job in queue order at formula
+//! 11's PPN. Its start, plus its run at its self-slowdown, is converted from VM time to wall
+//! time along the slice timeline and scaled by `r_est_scale` (0.75). The live state is only
+//! read.
 //!
 //! ## Statistics
 //! [`Policy::stats`] reports groups formed, jobs per group and the largest ratio of predicted
@@ -52,6 +54,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cosched_core::multicore::mul;
 use cosched_core::{Dur, JobId, MachineShape, Milli, NodeId, PeSet, SelfLimits, Slowdowns, Time};
 
+use crate::forecast::{LiveJob, LiveState, SharedForecaster, Snapshot};
 use crate::opts::Opts;
 use crate::profile::Profile;
 use crate::{ConfigError, Decision, Event, JobRequest, Never, Policy, PolicyConfig};
@@ -288,6 +291,8 @@ pub struct Scojo {
     fresh: Vec<JobId>,
     next_group: u64,
     stats: Stats,
+    /// The simulator's engine, for the response-time estimates ([`Policy::set_forecaster`]).
+    forecaster: Option<SharedForecaster>,
 }
 
 impl Scojo {
@@ -315,6 +320,7 @@ impl Scojo {
             fresh: Vec::new(),
             next_group: 0,
             stats: Stats::default(),
+            forecaster: None,
         })
     }
 
@@ -1176,7 +1182,11 @@ impl Scojo {
         self.backfill(now, k, s.end, out);
     }
 
-    /// The response-time estimate of a job just submitted.
+    /// The response-time estimate of a job just submitted (seed 001, §4.2 and §5.1: "an FCFS
+    /// simulation with space sharing at job submission", scaled by 0.75): when the job of
+    /// its VM would start under FCFS on whole nodes, found by the simulator's forecast
+    /// ([`Scojo::fcfs_start`]), its estimated run at its SSP slowdown from there, converted
+    /// from VM time to wall time along the slice timeline.
     fn estimate_response(&self, id: JobId, now: Time) -> f64 {
         let j = &self.jobs[&id];
         let k = j.kind;
@@ -1185,10 +1195,34 @@ impl Scojo {
             return est.max(1.0);
         }
         let v = self.vms[k].vnow(now);
+        let (_, _, sl_j) = self.ssp(j);
+        // Without a forecaster (a driver that owns no engine; both drivers give one) the
+        // job is taken to start at once: the smallest estimate, the strictest fairness.
+        let start = self
+            .forecaster
+            .as_ref()
+            .and_then(|f| self.fcfs_start(f, id, now))
+            .unwrap_or(v);
+        let end = self.wall_at(k, start + est * sl_j, now);
+        (self.cfg.r_est_scale * (end - j.req.submit.as_secs_f64())).max(1.0)
+    }
+
+    /// When job `id`, waiting in its VM, would start (VM time, s) if the VM ran FCFS with
+    /// space sharing from now: a fresh FCFS policy on a machine of one PE per node, told the
+    /// VM's state (each occupied node busy until its occupants' expected end, the waiting
+    /// jobs up to `id` in queue order, each on the nodes of formula 11's PPN for its
+    /// estimate times its self-slowdown), run forward by the simulator's engine. `None` if
+    /// the forecast has it never start (too few nodes up) or fails.
+    fn fcfs_start(&self, forecaster: &SharedForecaster, id: JobId, now: Time) -> Option<f64> {
+        let k = self.jobs[&id].kind;
+        let vm = &self.vms[k];
+        let v = vm.vnow(now);
         let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
-        let mut releases: Vec<(Time, u32)> = Vec::new();
-        let free = self.vms[k].free_nodes().count() as u32;
-        for l in &self.vms[k].lanes {
+        let vt = us(v);
+        // Nodes by the time they are released: one running pseudo-job per release time
+        // (jobs in a group share nodes, which FCFS on whole nodes cannot express job by job).
+        let mut releases: BTreeMap<Time, Vec<u32>> = BTreeMap::new();
+        for (n, l) in vm.lanes.iter().enumerate() {
             if (l[0].is_none() && l[1].is_none()) || l.contains(&Some(DOWN)) {
                 continue;
             }
@@ -1198,29 +1232,51 @@ impl Scojo {
                 .filter_map(|id| self.jobs.get(id))
                 .map(|j| self.expected_end(j, v))
                 .fold(v, f64::max);
-            releases.push((us(end), 1));
+            releases.entry(us(end)).or_default().push(n as u32);
         }
-        releases.sort();
-        let mut profile = Profile::default();
-        profile.rebuild(us(v), free, releases.into_iter());
-        let mut start = v;
-        let mut sl_j = 1.0;
-        for &q in &self.vms[k].queue {
+        let mut jobs = Vec::new();
+        for (r, (end, nodes)) in releases.into_iter().enumerate() {
+            // Ids above every real job's (and below DOWN's marker).
+            let pseudo = JobId(u64::MAX - 1 - r as u64);
+            jobs.push(LiveJob {
+                req: JobRequest::new(pseudo, vt, nodes.len() as u32, end - vt),
+                state: LiveState::Running {
+                    pes: PeSet::from_pes(nodes),
+                    ran: Dur::ZERO,
+                },
+                started: Some(vt),
+                held: false,
+            });
+        }
+        for &q in &vm.queue {
             let x = &self.jobs[&q];
             let (_, nodes, sl) = self.ssp(x);
             let dur = Dur::from_secs_f64(x.req.estimate.as_secs_f64() * sl);
-            let Some((at, i)) = profile.earliest(nodes, dur) else {
-                continue;
-            };
-            profile.reserve(i, dur, nodes);
+            jobs.push(LiveJob {
+                req: JobRequest::new(q, x.req.submit, nodes, dur),
+                state: LiveState::Waiting { ran: Dur::ZERO },
+                started: None,
+                held: false,
+            });
+            // Under FCFS no later job can move an earlier one.
             if q == id {
-                start = at.as_micros() as f64 / 1e6;
-                sl_j = sl;
                 break;
             }
         }
-        let end = self.wall_at(k, start + est * sl_j, now);
-        (self.cfg.r_est_scale * (end - j.req.submit.as_secs_f64())).max(1.0)
+        let machine = MachineShape::flat(self.machine.nodes, 1);
+        let mut fcfs = crate::fcfs::Fcfs::new(&PolicyConfig::new(machine)).ok()?;
+        let snapshot = Snapshot {
+            introduce: true,
+            machine,
+            migration: true,
+            now: vt,
+            jobs,
+            timers: Vec::new(),
+            down: self.down.iter().map(|&n| NodeId(n)).collect(),
+        };
+        let f = forecaster.forecast(&mut fcfs, &snapshot).ok()?;
+        let start = f.iter().find(|e| e.job == id)?.start?;
+        Some(start.as_micros() as f64 / 1e6)
     }
 }
 
@@ -1358,5 +1414,93 @@ impl Policy for Scojo {
 
     fn boxed_clone(&self) -> Box<dyn Policy> {
         Box::new(self.clone())
+    }
+
+    fn set_forecaster(&mut self, forecaster: SharedForecaster) {
+        self.forecaster = Some(forecaster);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forecast::{Expected, Forecaster};
+    use std::sync::{Arc, Mutex};
+
+    /// Answers every forecast with the last job of the snapshot starting `delay` after its
+    /// `now`, and keeps the snapshots it was given.
+    struct Fake {
+        delay: Dur,
+        seen: Mutex<Vec<Snapshot>>,
+    }
+
+    impl Forecaster for Fake {
+        fn forecast(
+            &self,
+            _policy: &mut dyn Policy,
+            s: &Snapshot,
+        ) -> Result<Vec<Expected>, String> {
+            self.seen.lock().unwrap().push(s.clone());
+            let last = s.jobs.last().map(|j| j.req.id);
+            Ok(s.jobs
+                .iter()
+                .map(|j| Expected {
+                    job: j.req.id,
+                    start: (Some(j.req.id) == last).then_some(s.now + self.delay),
+                    end: None,
+                })
+                .collect())
+        }
+    }
+
+    fn quad(nodes: u32) -> MachineShape {
+        MachineShape {
+            nodes,
+            sockets_per_node: 2,
+            cores_per_socket: 2,
+            mem_per_node_mib: None,
+        }
+    }
+
+    /// Two medium jobs (1 h, 16 processes) submitted together on 4 quad-core nodes; returns
+    /// their response-time estimates.
+    fn estimates(forecaster: Option<Arc<Fake>>) -> (f64, f64) {
+        let cfg = PolicyConfig::new(quad(4));
+        let mut p = Scojo::new("scojo-pect", Variant::Ssp, &cfg).unwrap();
+        if let Some(f) = forecaster {
+            p.set_forecaster(SharedForecaster(f));
+        }
+        for id in [1, 2] {
+            let r = JobRequest::new(JobId(id), Time::ZERO, 16, Dur::from_secs(3600));
+            p.observe(Time::ZERO, Event::Submitted(r));
+        }
+        p.decide(Time::ZERO, &mut Vec::new());
+        (p.jobs[&JobId(1)].r_est, p.jobs[&JobId(2)].r_est)
+    }
+
+    /// The estimate comes from an FCFS forecast of the job's VM: a fresh policy told the
+    /// waiting jobs up to this one, in queue order, on a machine of one PE per node; the
+    /// forecast's start moves the estimate by at least 0.75 × the delay (VM time runs only
+    /// in the VM's slices, so wall time passes at least as fast).
+    #[test]
+    fn response_estimates_come_from_an_fcfs_forecast_of_the_vm() {
+        let base = estimates(None);
+        let fake = Arc::new(Fake {
+            delay: Dur::from_secs(10_000),
+            seen: Mutex::new(Vec::new()),
+        });
+        let got = estimates(Some(fake.clone()));
+        let seen = fake.seen.lock().unwrap();
+        assert_eq!(seen.len(), 2, "one forecast per submission");
+        for (k, s) in seen.iter().enumerate() {
+            assert!(s.introduce && s.machine == MachineShape::flat(4, 1));
+            let ids: Vec<u64> = s.jobs.iter().map(|j| j.req.id.0).collect();
+            assert_eq!(ids, (1..=k as u64 + 1).collect::<Vec<_>>());
+            // 16 processes at most 4 a node: all four nodes.
+            assert!(s.jobs.iter().all(|j| j.req.procs == 4), "{s:?}");
+        }
+        for (b, g) in [(base.0, got.0), (base.1, got.1)] {
+            assert!(g >= b + 0.75 * 10_000.0 - 1e-6, "{b} → {g}");
+        }
     }
 }
