@@ -8,7 +8,7 @@ that job's expected start, asks once more after the whole burst is in, waits for
 and compares both forecasts with the actual starts from `acct --json`: mean and p90 of the
 absolute error and the mean signed error (actual - forecast), over the jobs that waited.
 
-Usage: docs/forecast-accuracy.py [JOBS] [POLICIES]   (defaults: 24, fcfs,easy)
+Usage: benches/forecast-accuracy.py [JOBS] [POLICIES]   (defaults: 24, fcfs,easy)
 COSCHED=path/to/cosched selects the binary (default: cosched on PATH).
 """
 
