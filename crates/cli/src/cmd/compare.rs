@@ -286,6 +286,8 @@ pub struct Comparison {
     pub only_a: Vec<u64>,
     pub only_b: Vec<u64>,
     pub matched: usize,
+    /// Submit times differ too in a real run: the replay submits a little late.
+    pub d_submit: Stats,
     pub d_start: Stats,
     pub d_end: Stats,
     /// Pairs of jobs started on both sides whose start order differs (ties are not).
@@ -363,6 +365,7 @@ pub fn compare(a_file: &Path, a: &[Job], b_file: &Path, b: &[Job]) -> anyhow::Re
             .iter()
             .filter(|r| r.a.is_some() && r.b.is_some())
             .count(),
+        d_submit: d(|r| Some(r.b?.submit - r.a?.submit)),
         d_start: d(|r| r.d_start),
         d_end: d(|r| r.d_end),
         inverted_pairs,
@@ -546,7 +549,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         c.only_b.len()
     );
     t += "                  n      mean(B-A)  mean|d|    p50|d|    p90|d|    max|d|   (s)\n";
-    for (what, s) in [("start", &c.d_start), ("end", &c.d_end)] {
+    for (what, s) in [
+        ("submit", &c.d_submit),
+        ("start", &c.d_start),
+        ("end", &c.d_end),
+    ] {
         t += &format!(
             "{what:<12} {:>7} {:>12.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}\n",
             s.n, s.mean, s.mean_abs, s.p50_abs, s.p90_abs, s.max_abs

@@ -204,7 +204,7 @@ pub fn plan(
     out.sort_by_key(|p| p.at);
     if let Some(first) = out.first().map(|p| p.at) {
         for p in &mut out {
-            p.at = p.at - first;
+            p.at -= first;
         }
     }
     Ok((out, left))
