@@ -48,25 +48,44 @@ pub struct BurnArgs {
     pub mode: BurnMode,
 }
 
-/// The steps of the stop-aware sleep.
+/// The steps of the stop-aware sleep: the most a stop can be mistaken for work.
 const SLEEP_STEP: Duration = Duration::from_millis(5);
-/// A step that took longer than `SLEEP_STEP + SLEEP_LATE` was stopped (SIGSTOP of gang
-/// scheduling lasts a quantum, far longer); only `SLEEP_STEP + SLEEP_LATE` of it counts.
-const SLEEP_LATE: Duration = Duration::from_millis(10);
+
+/// SIGCONTs received: a step during which one arrived contained a stop.
+static CONTINUED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn on_cont(_: libc::c_int) {
+    CONTINUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
 
 pub fn burn(a: BurnArgs) -> anyhow::Result<i32> {
     match a.mode {
         BurnMode::Cpu => cosched_daemon::bench::spin_cpu(a.dur),
         BurnMode::Sleep => {
+            // Gang scheduling stops a rank with SIGSTOP and continues it with SIGCONT: a
+            // step that saw a SIGCONT counts only what it asked for, any other step all its
+            // wall time (a late wake-up on a busy machine is running time, as the time limit
+            // counts it). Telling stops from late wake-ups by duration instead undercounts on
+            // a loaded machine: a first version did, and one job overran its limit.
+            // SAFETY: the handler only increments an atomic (async-signal-safe).
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = on_cont as *const () as usize;
+                sa.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut sa.sa_mask);
+                libc::sigaction(libc::SIGCONT, &sa, std::ptr::null_mut());
+            }
             let target = Duration::from_micros(a.dur.as_micros().max(0) as u64);
             let mut done = Duration::ZERO;
             let mut last = std::time::Instant::now();
+            let mut seen = CONTINUED.load(std::sync::atomic::Ordering::Relaxed);
             while done < target {
                 let ask = SLEEP_STEP.min(target - done);
                 std::thread::sleep(ask);
                 let now = std::time::Instant::now();
-                done += (now - last).min(ask + SLEEP_LATE);
-                last = now;
+                let cont = CONTINUED.load(std::sync::atomic::Ordering::Relaxed);
+                done += if cont != seen { ask } else { now - last };
+                (last, seen) = (now, cont);
             }
         }
     }
