@@ -250,3 +250,25 @@ fn a_resumed_replay_submits_no_job_twice() {
     assert_eq!(n, 30, "every trace job submitted once: {names:?}");
     assert_eq!(submitted(&state), 30);
 }
+
+/// A replayed rank does not count the time it stood stopped (gang scheduling's SIGSTOP) as
+/// work: stopped 0.7 s into a 1 s sleep burn, it ends about 1.7 s after its start, not 1 s.
+#[test]
+fn a_stopped_sleep_burner_does_not_count_the_stop() {
+    let start = Instant::now();
+    let mut child = Command::new(bin())
+        .args(["burn", "--for", "1s", "--mode", "sleep"])
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    support::cluster::signal(&pid, "STOP");
+    std::thread::sleep(Duration::from_millis(700));
+    support::cluster::signal(&pid, "CONT");
+    assert!(child.wait().unwrap().success());
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(1_600) && took < Duration::from_secs(5),
+        "a 1 s burn stopped for 0.7 s took {took:?}"
+    );
+}
