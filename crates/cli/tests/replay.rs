@@ -272,3 +272,40 @@ fn a_stopped_sleep_burner_does_not_count_the_stop() {
         "a 1 s burn stopped for 0.7 s took {took:?}"
     );
 }
+
+/// Under gang scheduling the node manager stops a job's ranks however it does it (the cgroup
+/// freezer where it can, which sends no signal; SIGSTOP otherwise): two 1 s sleep burners
+/// time-sharing one PE both run their 1 s and stand stopped for a good part of the other's.
+#[test]
+fn gang_suspended_sleep_burners_do_not_count_the_suspension() {
+    let c = Cluster::up(
+        "replay",
+        "gang",
+        &[
+            "--nodes",
+            "1",
+            "--pes",
+            "1",
+            "--policy",
+            "gang",
+            "--quantum",
+            "200ms",
+        ],
+    );
+    let burn = [bin(), "burn", "--for", "1s", "--mode", "sleep"];
+    let a = c.submit(&[&["-n", "1", "--"], &burn[..]].concat());
+    let b = c.submit(&[&["-n", "1", "--"], &burn[..]].concat());
+    c.ok(&["wait", &a.to_string(), &b.to_string()]);
+    let acct = json(&c.ok(&["acct", "--json"]));
+    for j in acct["jobs"].as_array().unwrap() {
+        let (run, stopped) = (
+            j["run_s"].as_f64().unwrap(),
+            j["suspended_s"].as_f64().unwrap(),
+        );
+        assert!(
+            (0.95..1.5).contains(&run) && stopped > 0.5,
+            "job {}: ran {run} s, stopped {stopped} s",
+            j["id"]
+        );
+    }
+}

@@ -48,44 +48,46 @@ pub struct BurnArgs {
     pub mode: BurnMode,
 }
 
-/// The steps of the stop-aware sleep: the most a stop can be mistaken for work.
+/// The steps of the stop-aware sleep: at most this much of a stop is taken for work.
 const SLEEP_STEP: Duration = Duration::from_millis(5);
+/// What a step may overrun its sleep by without being on a run queue (timer slack, the
+/// wake-up itself).
+const SLEEP_SLACK: Duration = Duration::from_millis(2);
 
-/// SIGCONTs received: a step during which one arrived contained a stop.
-static CONTINUED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-extern "C" fn on_cont(_: libc::c_int) {
-    CONTINUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+/// This process's time on a CPU and waiting on a run queue (`/proc/self/schedstat`).
+fn sched_times() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/self/schedstat").ok()?;
+    let mut f = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some(Duration::from_nanos(f.next()??.saturating_add(f.next()??)))
 }
 
 pub fn burn(a: BurnArgs) -> anyhow::Result<i32> {
     match a.mode {
         BurnMode::Cpu => cosched_daemon::bench::spin_cpu(a.dur),
         BurnMode::Sleep => {
-            // Gang scheduling stops a rank with SIGSTOP and continues it with SIGCONT: a
-            // step that saw a SIGCONT counts only what it asked for, any other step all its
-            // wall time (a late wake-up on a busy machine is running time, as the time limit
-            // counts it). Telling stops from late wake-ups by duration instead undercounts on
-            // a loaded machine: a first version did, and one job overran its limit.
-            // SAFETY: the handler only increments an atomic (async-signal-safe).
-            unsafe {
-                let mut sa: libc::sigaction = std::mem::zeroed();
-                sa.sa_sigaction = on_cont as *const () as usize;
-                sa.sa_flags = libc::SA_RESTART;
-                libc::sigemptyset(&mut sa.sa_mask);
-                libc::sigaction(libc::SIGCONT, &sa, std::ptr::null_mut());
-            }
+            // A step counts what it slept plus the time it ran or waited for a CPU: a late
+            // wake-up on a busy machine is running time (the time limit counts it so), a
+            // stop is not. A stopped or frozen process is on no run queue, so the stop never
+            // shows in those times, whether the node manager used SIGSTOP or the cgroup
+            // freezer (which sends no signal: a first version that watched for SIGCONT
+            // counted frozen time as work; one before it, which took any long step for a
+            // stop, undercounted on a loaded machine and a job overran its limit).
             let target = Duration::from_micros(a.dur.as_micros().max(0) as u64);
             let mut done = Duration::ZERO;
             let mut last = std::time::Instant::now();
-            let mut seen = CONTINUED.load(std::sync::atomic::Ordering::Relaxed);
+            let mut busy = sched_times();
             while done < target {
                 let ask = SLEEP_STEP.min(target - done);
                 std::thread::sleep(ask);
                 let now = std::time::Instant::now();
-                let cont = CONTINUED.load(std::sync::atomic::Ordering::Relaxed);
-                done += if cont != seen { ask } else { now - last };
-                (last, seen) = (now, cont);
+                let busy_now = sched_times();
+                let bound = match (busy, busy_now) {
+                    (Some(b0), Some(b1)) => ask + b1.saturating_sub(b0) + SLEEP_SLACK,
+                    // Without schedstat: a step much longer than asked was a stop.
+                    _ => ask + 2 * SLEEP_STEP,
+                };
+                done += (now - last).min(bound);
+                (last, busy) = (now, busy_now);
             }
         }
     }
