@@ -149,11 +149,14 @@ pub fn load(path: &Path) -> anyhow::Result<Vec<Job>> {
         csv_rows(path)?
             .into_iter()
             .map(|(line, row)| {
+                let us = |col| -> anyhow::Result<Option<f64>> {
+                    Ok(secs_field(path, line, &row, col)?.map(|s| (s * 1e6).round()))
+                };
                 Ok(Job {
                     id: id_field(path, line, &row)?,
-                    submit: secs_field(path, line, &row, "submit")?.unwrap_or(f64::NAN),
-                    start: secs_field(path, line, &row, "start")?,
-                    end: secs_field(path, line, &row, "end")?,
+                    submit: us("submit")?.unwrap_or(f64::NAN),
+                    start: us("start")?,
+                    end: us("end")?,
                     procs: secs_field(path, line, &row, "procs")?.map(|p| p as u32),
                 })
             })
@@ -172,13 +175,15 @@ pub fn load(path: &Path) -> anyhow::Result<Vec<Job>> {
         t.records
             .iter()
             .map(|r| {
-                let submit = r.submit.map_or(f64::NAN, |t| t.as_secs_f64());
-                let start = r.wait.map(|w| submit + w.as_secs_f64());
+                // Whole microseconds (exact in an f64): jobs that start at one instant
+                // keep equal starts, which the order comparison relies on.
+                let submit = r.submit.map_or(f64::NAN, |t| t.as_micros() as f64);
+                let start = r.wait.map(|w| submit + w.as_micros() as f64);
                 Job {
                     id: r.job,
                     submit,
                     start,
-                    end: start.and_then(|s| r.run.map(|d| s + d.as_secs_f64())),
+                    end: start.and_then(|s| r.run.map(|d| s + d.as_micros() as f64)),
                     procs: r.size(),
                 }
             })
@@ -190,10 +195,12 @@ pub fn load(path: &Path) -> anyhow::Result<Vec<Job>> {
         .filter(|s| s.is_finite())
         .fold(f64::INFINITY, f64::min);
     let t0 = if t0.is_finite() { t0 } else { 0.0 };
+    // Microseconds until here; seconds from the first submission from here on.
+    let secs = |us: f64| (us - t0) / 1e6;
     for j in &mut jobs {
-        j.submit -= t0;
-        j.start = j.start.map(|s| s - t0);
-        j.end = j.end.map(|e| e - t0);
+        j.submit = secs(j.submit);
+        j.start = j.start.map(secs);
+        j.end = j.end.map(secs);
     }
     Ok(jobs)
 }
@@ -711,6 +718,31 @@ mod tests {
         let j = load(&swf).unwrap();
         assert_eq!(j[0], job(7, 0.0, Some(5.0), Some(25.0)).clone_with_procs(2));
         assert_eq!((j[1].submit, j[1].start), (10.0, None));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn jobs_started_at_one_instant_tie_whatever_their_submit_times() {
+        // 0.1 + 0.5 and 0.2 + 0.4 differ in floating point; both jobs started at 0.6 s.
+        let dir = std::env::temp_dir().join(format!("cosched-compare-tie-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let line =
+            |id, sub, wait| format!("{id} {sub} {wait} 1 1 -1 -1 1 9 -1 1 -1 -1 -1 -1 -1 -1 -1\n");
+        let (a, b) = (dir.join("a.swf"), dir.join("b.swf"));
+        std::fs::write(
+            &a,
+            format!("; MaxProcs: 4\n{}{}", line(1, 0.1, 0.5), line(2, 0.2, 0.4)),
+        )
+        .unwrap();
+        std::fs::write(
+            &b,
+            format!("; MaxProcs: 4\n{}{}", line(1, 0.1, 1.0), line(2, 0.2, 0.8)),
+        )
+        .unwrap();
+        let (ja, jb) = (load(&a).unwrap(), load(&b).unwrap());
+        assert_eq!(ja[0].start, ja[1].start);
+        let c = compare(&a, &ja, &b, &jb).unwrap();
+        assert_eq!(c.inverted_pairs, 0, "a tie in A is no inversion");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
