@@ -27,6 +27,16 @@ enum Command {
     Bsp(Box<cmd::bsp::Args>),
     #[command(flatten)]
     Daemon(cmd::daemon::Command),
+    /// Replay a trace on the running cluster: each job submitted at its (compressed) time,
+    /// its ranks burning its runtime, its estimate as the limit; resumable (--state)
+    Replay(Box<cmd::replay::Args>),
+    /// Compare two schedules of the same jobs (SWF or jobs CSV) job by job: start and end
+    /// differences, start-order inversions, a plot
+    Compare(Box<cmd::compare::Args>),
+    /// Run for a while, as a rank of a replayed job (CPU time, or sleep that stops with
+    /// the job)
+    #[command(hide = true)]
+    Burn(cmd::replay::BurnArgs),
 }
 
 fn main() {
@@ -38,6 +48,9 @@ fn main() {
         Command::Cosim(args) => cmd::cosim::run(args),
         Command::Bsp(args) => cmd::bsp::run(*args),
         Command::Daemon(c) => cmd::daemon::run(c),
+        Command::Replay(args) => cmd::replay::run(*args),
+        Command::Compare(args) => cmd::compare::run(*args),
+        Command::Burn(args) => cmd::replay::burn(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

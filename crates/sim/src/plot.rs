@@ -9,12 +9,14 @@ use std::sync::Once;
 use plotters::prelude::*;
 
 /// One line: a name for the legend and its points (x ascending); optional error bars
-/// (half-widths, same length as `points`).
+/// (half-widths, same length as `points`). With `markers_only` the points are drawn as a
+/// scatter, unjoined and in any order (`cosched compare`'s start-against-start plot).
 #[derive(Clone, Debug, Default)]
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     pub error: Option<Vec<f64>>,
+    pub markers_only: bool,
 }
 
 /// A chart of lines.
@@ -148,7 +150,13 @@ where
                     .copied()
                     .filter(|p| p.0.is_finite() && p.1.is_finite() && (!chart.log_y || p.1 > 0.0))
                     .collect();
-                ctx.draw_series(LineSeries::new(ok.clone(), color.stroke_width(2)))
+                // A scatter draws an empty line only to carry the legend entry.
+                let line = if s.markers_only {
+                    Vec::new()
+                } else {
+                    ok.clone()
+                };
+                ctx.draw_series(LineSeries::new(line, color.stroke_width(2)))
                     .map_err(e)?
                     .label(s.name.as_str())
                     .legend(move |(x, y)| {
@@ -205,11 +213,13 @@ mod tests {
                     name: "a".into(),
                     points: vec![(0.5, 1.0), (0.7, 3.0), (0.9, 40.0)],
                     error: Some(vec![0.1, 0.5, 5.0]),
+                    markers_only: false,
                 },
                 Series {
                     name: "b".into(),
                     points: vec![(0.5, 1.0), (0.7, 2.0)],
                     error: None,
+                    markers_only: true,
                 },
             ],
         };

@@ -329,6 +329,7 @@ pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
                     name,
                     points: vec![(x, mean)],
                     error: None,
+                    markers_only: false,
                 }),
             }
         }
@@ -390,6 +391,7 @@ pub fn chart(rows: &[SweepRow], title: &str) -> LineChart {
                 name: p.to_string(),
                 points,
                 error: Some(error),
+                markers_only: false,
             }
         })
         .collect();

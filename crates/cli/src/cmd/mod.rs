@@ -4,11 +4,13 @@
 pub mod acct;
 pub mod batch;
 pub mod bsp;
+pub mod compare;
 pub mod cosim;
 pub mod daemon;
 pub mod demo;
 pub mod interactive;
 pub mod policy_args;
+pub mod replay;
 pub mod sim;
 pub mod time_limit;
 pub mod top;

@@ -1,0 +1,737 @@
+//! `cosched replay`: a trace played on a running cluster, each job submitted at its
+//! (compressed) submit time as a real job of its size whose ranks burn its (compressed)
+//! runtime, with its estimate as the time limit; and `cosched burn`, the hidden rank program.
+//!
+//! What the replay submits is written down exactly (`--trace-out`): the same jobs, sizes and
+//! estimates, which `cosched sim` then simulates, so a real run and its simulation can be set
+//! side by side with `cosched compare` (docs/reproductions/sim-vs-real.md).
+//!
+//! Resuming: the state file (`--state`) holds the replay's start time and, one JSON line per
+//! job, which trace job became which cluster job. Before each submission an "intent" line is
+//! written, so a replay killed between the submission and its record finds that one job by
+//! name (`replay-<trace id>`) on resume instead of submitting it twice.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, IsTerminal, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use cosched_core::{Dur, JobId, Time};
+use cosched_daemon::proto::{JobInfo, JobQuery, SubmitRequest};
+use cosched_daemon::report;
+use cosched_workload::swf::{self, ReadOptions, SwfHeader, SwfRecord};
+use cosched_workload::transform::{self, Steps};
+use serde::{Deserialize, Serialize};
+
+use super::daemon::{ConnArgs, emit, print_json, run_summary};
+
+/// How a rank spends its runtime.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BurnMode {
+    /// Burn CPU time: a rank that is stopped, or shares its core, takes longer
+    Cpu,
+    /// Sleep in small steps, counting only the time it was not stopped: no CPU used, so
+    /// many PEs can share few cores; a gang-suspended rank still does not count the stop
+    Sleep,
+}
+
+/// `cosched burn`: one rank of a replayed job.
+#[derive(clap::Args)]
+pub struct BurnArgs {
+    /// How long to run (CPU time, or wall time while not stopped)
+    #[arg(long = "for")]
+    pub dur: Dur,
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub mode: BurnMode,
+}
+
+/// The steps of the stop-aware sleep: at most this much of a stop is taken for work.
+const SLEEP_STEP: Duration = Duration::from_millis(5);
+/// What a step may overrun its sleep by without being on a run queue (timer slack, the
+/// wake-up itself).
+const SLEEP_SLACK: Duration = Duration::from_millis(2);
+
+/// This process's time on a CPU and waiting on a run queue (`/proc/self/schedstat`).
+fn sched_times() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/self/schedstat").ok()?;
+    let mut f = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some(Duration::from_nanos(f.next()??.saturating_add(f.next()??)))
+}
+
+pub fn burn(a: BurnArgs) -> anyhow::Result<i32> {
+    match a.mode {
+        BurnMode::Cpu => cosched_daemon::bench::spin_cpu(a.dur),
+        BurnMode::Sleep => {
+            // A step counts what it slept plus the time it ran or waited for a CPU: a late
+            // wake-up on a busy machine is running time (the time limit counts it so), a
+            // stop is not. A stopped or frozen process is on no run queue, so the stop never
+            // shows in those times, whether the node manager used SIGSTOP or the cgroup
+            // freezer (which sends no signal: a first version that watched for SIGCONT
+            // counted frozen time as work; one before it, which took any long step for a
+            // stop, undercounted on a loaded machine and a job overran its limit).
+            let target = Duration::from_micros(a.dur.as_micros().max(0) as u64);
+            let mut done = Duration::ZERO;
+            let mut last = std::time::Instant::now();
+            let mut busy = sched_times();
+            while done < target {
+                let ask = SLEEP_STEP.min(target - done);
+                std::thread::sleep(ask);
+                let now = std::time::Instant::now();
+                let busy_now = sched_times();
+                let bound = match (busy, busy_now) {
+                    (Some(b0), Some(b1)) => ask + b1.saturating_sub(b0) + SLEEP_SLACK,
+                    // Without schedstat: a step much longer than asked was a stop.
+                    _ => ask + 2 * SLEEP_STEP,
+                };
+                done += (now - last).min(bound);
+                (last, busy) = (now, busy_now);
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// `cosched replay`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The trace: SWF (plain or gzip) or a cosched jobs CSV (`sim --jobs-out`)
+    pub trace: PathBuf,
+    /// Divide every time of the trace (submit, runtime, estimate) by this factor
+    #[arg(long, default_value_t = 1.0)]
+    pub compress: f64,
+    /// Only the jobs submitted in FROM..TO of the trace (before compression: 10d..12d)
+    #[arg(long, value_parser = parse_window)]
+    pub window: Option<Range<Time>>,
+    /// Only the first N jobs (of the window)
+    #[arg(long)]
+    pub first: Option<usize>,
+    /// Scale every job's size by (cluster PEs / trace machine PEs), rounded, at least 1.
+    /// Without it a job larger than the cluster is refused
+    #[arg(long)]
+    pub scale_sizes: bool,
+    /// Machine size of the trace in PEs (overrides its header; needed for a header-less SWF
+    /// or a jobs CSV with --scale-sizes)
+    #[arg(long)]
+    pub procs: Option<u32>,
+    /// What a rank does for its runtime: burn CPU time, or sleep (counting only the time it
+    /// is not stopped)
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub burn: BurnMode,
+    /// Added to each job's time limit (its estimate, or its runtime when larger), so that a
+    /// rank's start-up does not make it overrun
+    #[arg(long, default_value = "1s")]
+    pub limit_slack: Dur,
+    /// Record the submissions here as they happen; run again with the same file to resume
+    /// an interrupted replay (only the jobs not yet submitted are, at their original times)
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Write the jobs as replayed (sizes scaled, times compressed, limits as estimates) as
+    /// SWF: `cosched sim --trace` of it simulates exactly what was submitted
+    #[arg(long)]
+    pub trace_out: Option<PathBuf>,
+    /// At the end, write the real schedule as SWF with the trace's job ids (for `compare`)
+    #[arg(long)]
+    pub swf_out: Option<PathBuf>,
+    /// Submit and return, without waiting for the jobs to end
+    #[arg(long)]
+    pub no_wait: bool,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+fn parse_window(text: &str) -> Result<Range<Time>, String> {
+    transform::parse_window(text).map_err(|e| e.to_string())
+}
+
+/// One job as it is replayed: offsets from the replay's start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned {
+    pub trace_id: u64,
+    /// Submit time after the first job's.
+    pub at: Dur,
+    pub procs: u32,
+    pub runtime: Dur,
+    /// The time limit: the estimate (or the runtime, when larger or no estimate) plus slack.
+    pub limit: Dur,
+}
+
+/// What was left out of a replay and why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Left {
+    /// Unknown or non-positive runtime.
+    pub runtime: usize,
+    /// Unknown or non-positive size.
+    pub size: usize,
+    /// Unknown submit time.
+    pub submit: usize,
+}
+
+/// The jobs of `records` (already windowed, cut and compressed) as replayed on a cluster of
+/// `cluster_pes`; `trace_pes` is the trace's machine, for `scale`.
+pub fn plan(
+    records: &[SwfRecord],
+    trace_pes: u32,
+    cluster_pes: u32,
+    scale: bool,
+    slack: Dur,
+) -> anyhow::Result<(Vec<Planned>, Left)> {
+    let mut left = Left::default();
+    let mut out = Vec::new();
+    for r in records {
+        // The simulator's default size semantics (allocated, else requested), so the replay
+        // and `sim` of the same trace agree.
+        let Some(size) = r.alloc_procs.filter(|&p| p > 0).or(r.req_procs) else {
+            left.size += 1;
+            continue;
+        };
+        if size == 0 {
+            left.size += 1;
+            continue;
+        }
+        let Some(runtime) = r.run.filter(|d| *d > Dur::ZERO) else {
+            left.runtime += 1;
+            continue;
+        };
+        let Some(submit) = r.submit else {
+            left.submit += 1;
+            continue;
+        };
+        let procs = if scale {
+            let f = f64::from(cluster_pes) / f64::from(trace_pes.max(1));
+            ((f64::from(size) * f).round() as u32).clamp(1, cluster_pes)
+        } else if size > cluster_pes {
+            bail!(
+                "trace job {} needs {size} PEs and the cluster has {cluster_pes}: pass \
+                 --scale-sizes to scale every size by {cluster_pes}/{trace_pes}, or cut the \
+                 trace (cosched workload transform)",
+                r.job
+            );
+        } else {
+            size
+        };
+        let estimate = r.req_time.filter(|d| *d > Dur::ZERO).unwrap_or(runtime);
+        out.push(Planned {
+            trace_id: r.job,
+            at: Dur::from_micros(submit.as_micros()),
+            procs,
+            runtime,
+            limit: estimate.max(runtime) + slack,
+        });
+    }
+    // Submit order; a stable sort keeps the trace's order among equal times.
+    out.sort_by_key(|p| p.at);
+    if let Some(first) = out.first().map(|p| p.at) {
+        for p in &mut out {
+            p.at -= first;
+        }
+    }
+    Ok((out, left))
+}
+
+/// The replayed jobs as SWF (what `sim --trace` of them simulates).
+pub fn planned_swf(
+    plan: &[Planned],
+    cluster_pes: u32,
+    source: &str,
+) -> (SwfHeader, Vec<SwfRecord>) {
+    let mut header = SwfHeader::default();
+    for line in [
+        " Version: 2.2".to_string(),
+        format!(" Computer: cosched replay of {source}"),
+        format!(" MaxJobs: {}", plan.len()),
+        format!(" MaxRecords: {}", plan.len()),
+        format!(" MaxProcs: {cluster_pes}"),
+        " Note: written by cosched replay --trace-out: the jobs as submitted (sizes, \
+         compressed times; the requested time is the time limit given)"
+            .to_string(),
+    ] {
+        header.push_line(&line);
+    }
+    let records = plan
+        .iter()
+        .map(|p| SwfRecord {
+            job: p.trace_id,
+            submit: Some(Time::ZERO + p.at),
+            run: Some(p.runtime),
+            alloc_procs: Some(p.procs),
+            req_procs: Some(p.procs),
+            req_time: Some(p.limit),
+            status: Some(1),
+            ..SwfRecord::default()
+        })
+        .collect();
+    (header, records)
+}
+
+/// The first line of a state file: what is replayed, and when it started.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct StateHeader {
+    replay: u32,
+    start_us: i64,
+    trace: String,
+    compress: f64,
+    window: Option<(i64, i64)>,
+    first: Option<usize>,
+    scale_sizes: bool,
+    jobs: usize,
+}
+
+/// A line after the header: a submission about to be made (`job` is `None`), or made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct StateLine {
+    trace_id: u64,
+    #[serde(default)]
+    job: Option<u64>,
+    /// When it was due and when it was submitted, µs since the epoch.
+    due_us: i64,
+    at_us: i64,
+}
+
+/// A state file read back.
+#[derive(Debug, Default)]
+struct State {
+    header: Option<StateHeader>,
+    /// trace id → (cluster job id, due, submitted at).
+    done: BTreeMap<u64, (u64, i64, i64)>,
+    /// The last intent not followed by its submission (the replay died in between).
+    pending: Option<StateLine>,
+}
+
+fn read_state(path: &Path) -> anyhow::Result<State> {
+    let mut st = State::default();
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(st),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if n == 0 {
+            st.header = Some(serde_json::from_str(&line).with_context(|| {
+                format!(
+                    "{}:1: not the state file of a cosched replay",
+                    path.display()
+                )
+            })?);
+            continue;
+        }
+        // A line torn by a kill in mid-write is the last one, and its submission (if any)
+        // is found again through the intent before it.
+        let Ok(l) = serde_json::from_str::<StateLine>(&line) else {
+            continue;
+        };
+        match l.job {
+            Some(job) => {
+                st.done.insert(l.trace_id, (job, l.due_us, l.at_us));
+                if st
+                    .pending
+                    .as_ref()
+                    .is_some_and(|p| p.trace_id == l.trace_id)
+                {
+                    st.pending = None;
+                }
+            }
+            None => st.pending = Some(l),
+        }
+    }
+    Ok(st)
+}
+
+/// The mapping cluster job id → trace job id of a replay's state file (`compare --map`).
+pub fn read_mapping(path: &Path) -> anyhow::Result<HashMap<u64, u64>> {
+    let st = read_state(path)?;
+    if st.header.is_none() {
+        bail!("{}: empty, not the state file of a replay", path.display());
+    }
+    Ok(st.done.iter().map(|(&t, &(j, _, _))| (j, t)).collect())
+}
+
+/// Appends one line and flushes it to disk: what is recorded survives a kill that follows.
+fn append(file: &mut std::fs::File, v: &impl Serialize) -> anyhow::Result<()> {
+    let mut line = serde_json::to_string(v)?;
+    line.push('\n');
+    file.write_all(line.as_bytes())?;
+    file.sync_data()?;
+    Ok(())
+}
+
+fn now_us() -> i64 {
+    cosched_daemon::util::now().as_micros()
+}
+
+/// The job name of a replayed trace job (found by name when a resume must adopt it).
+fn job_name(trace_id: u64) -> String {
+    format!("replay-{trace_id}")
+}
+
+fn read_input(a: &Args) -> anyhow::Result<(SwfHeader, Vec<SwfRecord>, u32)> {
+    if super::compare::is_jobs_csv(&a.trace)? {
+        let records = super::compare::read_jobs_csv(&a.trace)?;
+        let procs = a
+            .procs
+            .or_else(|| records.iter().filter_map(|r| r.alloc_procs).max())
+            .unwrap_or(1);
+        return Ok((SwfHeader::default(), records, procs));
+    }
+    let t = swf::read_trace(
+        &a.trace,
+        &ReadOptions {
+            procs: a.procs,
+            lenient: false,
+            // Oversize against the cluster is decided here (--scale-sizes), not by the reader.
+            oversize: swf::Oversize::Skip,
+        },
+    )
+    .with_context(|| format!("reading {}", a.trace.display()))?;
+    Ok((t.header, t.records, t.procs))
+}
+
+pub fn run(a: Args) -> anyhow::Result<i32> {
+    if !(a.compress > 0.0 && a.compress.is_finite()) {
+        bail!("--compress must be a positive number, not {}", a.compress);
+    }
+    let (header, records, trace_pes) = read_input(&a)?;
+    let source = a.trace.display().to_string();
+    let steps = Steps {
+        window: a.window.clone(),
+        first: a.first,
+        compress: Some(a.compress),
+        load: None,
+    };
+    let (_, records) = transform::apply(header, records, trace_pes, &source, &steps)?;
+    let client = a.conn.client()?;
+    let status = client
+        .status()
+        .context("asking the machine manager for its size")?;
+    let cluster_pes = status.nodes_total * status.pes_per_node;
+    let (plan, left) = plan(
+        &records,
+        trace_pes,
+        cluster_pes,
+        a.scale_sizes,
+        a.limit_slack,
+    )?;
+    if plan.is_empty() {
+        bail!(
+            "no job to replay in {source} (window and --first leave none, or none has a size and a runtime)"
+        );
+    }
+    if let Some(path) = &a.trace_out {
+        let (h, r) = planned_swf(&plan, cluster_pes, &source);
+        swf::write_trace_path(path, &h, &r)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+
+    let want = StateHeader {
+        replay: 1,
+        start_us: now_us(),
+        trace: std::fs::canonicalize(&a.trace)
+            .unwrap_or_else(|_| a.trace.clone())
+            .display()
+            .to_string(),
+        compress: a.compress,
+        window: a
+            .window
+            .as_ref()
+            .map(|w| (w.start.as_micros(), w.end.as_micros())),
+        first: a.first,
+        scale_sizes: a.scale_sizes,
+        jobs: plan.len(),
+    };
+    let mut st = match &a.state {
+        Some(p) => read_state(p)?,
+        None => State::default(),
+    };
+    let start_us = match &st.header {
+        Some(h) => {
+            let same = StateHeader {
+                start_us: h.start_us,
+                ..want.clone()
+            };
+            if *h != same {
+                bail!(
+                    "--state {}: the state of another replay ({} jobs of {}, compress {}); remove it or pass another file",
+                    a.state.as_ref().expect("read").display(),
+                    h.jobs,
+                    h.trace,
+                    h.compress
+                );
+            }
+            h.start_us
+        }
+        None => want.start_us,
+    };
+    let mut state_file = match &a.state {
+        Some(p) => {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| format!("opening the state file {}", p.display()))?;
+            if st.header.is_none() {
+                append(&mut f, &want)?;
+            } else if !std::fs::read(p)?.ends_with(b"\n") {
+                // A line torn by the kill: the next one starts on a line of its own.
+                f.write_all(b"\n")?;
+            }
+            Some(f)
+        }
+        None => None,
+    };
+    if let (Some(p), Some(f)) = (st.pending.take(), state_file.as_mut()) {
+        // Killed between an intent and its record: the job may be in the cluster already.
+        let q = JobQuery {
+            since_us: Some(p.at_us),
+            ..Default::default()
+        };
+        let found = client
+            .query(q, None)?
+            .into_iter()
+            .find(|j| j.name == job_name(p.trace_id) && j.record.submit.as_micros() >= p.at_us);
+        if let Some(j) = found {
+            let l = StateLine {
+                job: Some(j.id().0),
+                ..p
+            };
+            append(f, &l)?;
+            st.done.insert(l.trace_id, (j.id().0, l.due_us, l.at_us));
+        }
+    }
+    let resumed = st.done.len();
+    if resumed > 0 {
+        eprintln!(
+            "resuming: {resumed} of {} jobs already submitted; the others at their times from the start {} s ago",
+            plan.len(),
+            (now_us() - start_us) / 1_000_000
+        );
+    } else if a.state.is_none() {
+        eprintln!("(no --state: this replay cannot be resumed if it is interrupted)");
+    }
+
+    let exe = std::env::current_exe().context("finding the cosched executable")?;
+    let cwd = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_else(|_| "/".into());
+    let bar = progress(plan.len() as u64, "{bar:40} {pos}/{len} submitted {msg}");
+    bar.set_position(resumed as u64);
+    let todo: Vec<&Planned> = plan
+        .iter()
+        .filter(|p| !st.done.contains_key(&p.trace_id))
+        .collect();
+    for p in todo {
+        let due = start_us + p.at.as_micros();
+        let wait = due - now_us();
+        if wait > 0 {
+            bar.set_message(format!(
+                "(next: trace job {} in {:.1} s)",
+                p.trace_id,
+                wait as f64 / 1e6
+            ));
+            std::thread::sleep(Duration::from_micros(wait as u64));
+        }
+        let mut line = StateLine {
+            trace_id: p.trace_id,
+            job: None,
+            due_us: due,
+            at_us: now_us(),
+        };
+        if let Some(f) = state_file.as_mut() {
+            append(f, &line)?;
+        }
+        let req = SubmitRequest {
+            procs: p.procs,
+            time_limit_us: Some(p.limit.as_micros()),
+            class: None,
+            name: Some(job_name(p.trace_id)),
+            cmd: vec![
+                exe.display().to_string(),
+                "burn".into(),
+                "--for".into(),
+                p.runtime.to_string(),
+                "--mode".into(),
+                format!("{:?}", a.burn).to_lowercase(),
+            ],
+            cwd: cwd.clone(),
+            user: None,
+            io: Default::default(),
+            sched: Default::default(),
+        };
+        let id = client
+            .submit(req)
+            .with_context(|| format!("submitting trace job {}", p.trace_id))?;
+        line.job = Some(id.0);
+        if let Some(f) = state_file.as_mut() {
+            append(f, &line)?;
+        }
+        st.done.insert(p.trace_id, (id.0, line.due_us, line.at_us));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let ids: Vec<JobId> = st.done.values().map(|&(j, _, _)| JobId(j)).collect();
+    let mut lags: Vec<i64> = st.done.values().map(|&(_, due, at)| at - due).collect();
+    lags.sort_unstable();
+    let lag = |q: f64| lags[((lags.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
+    if a.no_wait {
+        emit(&format!(
+            "submitted {} jobs ({} before this run); not waiting (--no-wait)\n",
+            ids.len(),
+            resumed
+        ));
+        return Ok(0);
+    }
+
+    let bar = progress(
+        ids.len() as u64,
+        "{bar:40} {pos}/{len} ended, {elapsed} elapsed",
+    );
+    let jobs: Vec<JobInfo> = loop {
+        let jobs = client.jobs(&ids)?;
+        let ended = jobs.iter().filter(|j| j.state.is_final()).count();
+        bar.set_position(ended as u64);
+        if ended == jobs.len() {
+            break jobs;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    bar.finish_and_clear();
+    let status = client.status()?;
+    let by_job: HashMap<u64, u64> = st.done.iter().map(|(&t, &(j, _, _))| (j, t)).collect();
+    if let Some(path) = &a.swf_out {
+        let (mut h, mut records) = report::swf(&jobs, &status);
+        for r in &mut records {
+            r.job = by_job.get(&r.job).copied().unwrap_or(r.job);
+        }
+        h.push_line(&format!(
+            " Note: cosched replay of {source}: job numbers are the trace's"
+        ));
+        swf::write_trace_path(path, &h, &records)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut states: BTreeMap<&str, usize> = BTreeMap::new();
+    for j in &jobs {
+        *states.entry(j.state.as_str()).or_default() += 1;
+    }
+    let all_ok = jobs.iter().all(|j| j.state.as_str() == "completed");
+    let summary = run_summary(&jobs, &status);
+    if a.conn.json {
+        print_json(&serde_json::json!({
+            "trace": source,
+            "jobs": ids.len(),
+            "resumed": resumed,
+            "left_out": left,
+            "states": states,
+            "submit_lag_ms": { "p50": lag(0.5), "p90": lag(0.9), "max": lag(1.0) },
+            "summary": summary,
+        }))?;
+    } else {
+        let states: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        emit(&format!(
+            "replayed          {} jobs of {source} ({} submitted before a resume); left out: {} without runtime, {} without size, {} without submit time\n\
+             ended             {}\n\
+             submit lag        p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms after the due time\n\
+             policy            {}\n\
+             machine           {} nodes x {} PEs\n",
+            ids.len(),
+            resumed,
+            left.runtime,
+            left.size,
+            left.submit,
+            states.join(", "),
+            lag(0.5),
+            lag(0.9),
+            lag(1.0),
+            summary.policy,
+            status.nodes_total,
+            status.pes_per_node,
+        ));
+        super::sim::print_metrics(&summary);
+    }
+    Ok(if all_ok { 0 } else { 1 })
+}
+
+/// A progress bar on stderr when it is a terminal (nothing otherwise).
+fn progress(len: u64, template: &str) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(len);
+    b.set_style(indicatif::ProgressStyle::with_template(template).expect("static template"));
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(job: u64, submit: i64, size: u32, run: i64, req: Option<i64>) -> SwfRecord {
+        SwfRecord {
+            job,
+            submit: Some(Time::from_secs(submit)),
+            run: Some(Dur::from_secs(run)),
+            alloc_procs: Some(size),
+            req_time: req.map(Dur::from_secs),
+            ..SwfRecord::default()
+        }
+    }
+
+    #[test]
+    fn plan_scales_sizes_and_keeps_estimates() {
+        let records = vec![
+            rec(7, 100, 100, 10, Some(20)),
+            rec(8, 130, 1, 5, None),
+            rec(9, 110, 50, 30, Some(10)),
+        ];
+        let (p, left) = plan(&records, 100, 32, true, Dur::from_secs(1)).unwrap();
+        assert_eq!(left, Left::default());
+        let got: Vec<_> = p
+            .iter()
+            .map(|p| (p.trace_id, p.at.as_secs(), p.procs, p.limit.as_secs()))
+            .collect();
+        // Sorted by submit, offsets from the first; 100 → 32, 50 → 16, 1 stays 1; the limit
+        // is the estimate (or the longer runtime) plus the slack.
+        assert_eq!(got, vec![(7, 0, 32, 21), (9, 10, 16, 31), (8, 30, 1, 6)]);
+        let e = plan(&records, 100, 32, false, Dur::ZERO).unwrap_err();
+        assert!(e.to_string().contains("trace job 7 needs 100 PEs"), "{e}");
+    }
+
+    #[test]
+    fn state_keeps_submissions_and_the_last_intent() {
+        let dir = std::env::temp_dir().join(format!("cosched-replay-state-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let h = StateHeader {
+            replay: 1,
+            start_us: 5,
+            trace: "t".into(),
+            compress: 2.0,
+            window: None,
+            first: Some(3),
+            scale_sizes: false,
+            jobs: 3,
+        };
+        append(&mut f, &h).unwrap();
+        let l = |t, job| StateLine {
+            trace_id: t,
+            job,
+            due_us: 0,
+            at_us: 0,
+        };
+        for line in [l(1, None), l(1, Some(40)), l(2, None)] {
+            append(&mut f, &line).unwrap();
+        }
+        f.write_all(b"{\"trace_id\": 3, \"jo").unwrap();
+        let st = read_state(&path).unwrap();
+        assert_eq!(st.header, Some(h));
+        assert_eq!(st.done.keys().copied().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(st.pending.map(|p| p.trace_id), Some(2));
+        assert_eq!(read_mapping(&path).unwrap().get(&40), Some(&1));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
