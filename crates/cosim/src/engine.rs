@@ -42,6 +42,8 @@ enum Ev {
     },
     Heartbeat,
     PbTick(u32),
+    /// The local schedulers' starvation check (`[schemes] ts_update`).
+    TsUpdate,
 }
 
 struct Entry {
@@ -289,7 +291,7 @@ impl<'a> Engine<'a> {
     fn at(&mut self, at: Time, ev: Ev) {
         self.seq += 1;
         let class = u8::from(!matches!(ev, Ev::Msg { .. }));
-        if !matches!(ev, Ev::Heartbeat | Ev::PbTick(_)) {
+        if !matches!(ev, Ev::Heartbeat | Ev::PbTick(_) | Ev::TsUpdate) {
             self.live += 1;
         }
         self.heap.push(Entry {
@@ -312,6 +314,11 @@ impl<'a> Engine<'a> {
                 self.at(Time::ZERO + self.sc.schemes.pb_period, Ev::PbTick(n));
             }
         }
+        if let Some(p) = self.sc.schemes.ts_update
+            && !self.scheme.is_gang()
+        {
+            self.at(Time::ZERO + p, Ev::TsUpdate);
+        }
         let limit = self.sc.limits.max_time.map(|d| Time::ZERO + d);
         // Heartbeats and boost ticks alone cannot unblock a process: if nothing else is left
         // for a few rounds, the run is stuck (a modelling error) and stops instead of spinning.
@@ -325,7 +332,7 @@ impl<'a> Engine<'a> {
             }
             self.now = e.at;
             self.events += 1;
-            let periodic = matches!(e.ev, Ev::Heartbeat | Ev::PbTick(_));
+            let periodic = matches!(e.ev, Ev::Heartbeat | Ev::PbTick(_) | Ev::TsUpdate);
             if !periodic {
                 self.live -= 1;
             }
@@ -397,6 +404,15 @@ impl<'a> Engine<'a> {
                 self.apply(n as usize, acts);
                 let next = self.now + self.sc.schemes.pb_period;
                 self.at(next, Ev::PbTick(n));
+            }
+            Ev::TsUpdate => {
+                for n in 0..self.nodes.len() {
+                    let acts = self.nodes[n].ts_update();
+                    self.apply(n, acts);
+                }
+                if let Some(p) = self.sc.schemes.ts_update {
+                    self.at(self.now + p, Ev::TsUpdate);
+                }
             }
         }
     }
