@@ -272,6 +272,12 @@ pub struct MixCfg {
     /// Drop the I/O share (for sensitivity studies; the compute share is unchanged).
     #[serde(default)]
     pub without_io: bool,
+    /// Draw each process's factor 1 + unif(−v/2, v/2) once, for the whole run, instead of
+    /// afresh every iteration: a persistent imbalance across CPUs (seed 004 Fig. 3(b), "we
+    /// model the load imbalance across CPUs"), so that nodes differ in load the way PROC
+    /// exploits. Off: per-iteration noise, which averages out over a run.
+    #[serde(default)]
+    pub per_process_v: bool,
 }
 
 /// A Lublin-model workload (seed 000 §4.6).

@@ -322,3 +322,30 @@ fn ts_update_makes_local_messages_wait_for_quanta_as_in_table_4() {
     assert!(with.msg_pending_s > 0.030, "{}", with.msg_pending_s);
     assert!(with.makespan > without.makespan * 5);
 }
+
+/// `per_process_v`: each process keeps one factor 1 + unif(−v/2, v/2) for the whole run and no
+/// per-iteration noise, so CPUs differ persistently in load.
+#[test]
+fn per_process_v_draws_one_factor_per_rank() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/proc-fig4.toml");
+    let mut sc = Scenario::load(&path).unwrap();
+    sc.mix.as_mut().unwrap().per_process_v = true;
+    let jobs = workload::build(&sc).unwrap();
+    let mut factors = Vec::new();
+    for j in &jobs {
+        for r in 0..j.procs {
+            let (f, v) = j.rank_params(r);
+            assert!((0.75..=1.25).contains(&f), "{f}");
+            assert_eq!(v, 0.0);
+            factors.push(f);
+        }
+    }
+    let mean = factors.iter().sum::<f64>() / factors.len() as f64;
+    assert!((mean - 1.0).abs() < 0.03, "{mean}");
+    assert!(factors.iter().any(|&f| (f - 1.0).abs() > 0.2));
+    // Off (the default): every rank has factor 1 and the per-iteration variance v/2.
+    sc.mix.as_mut().unwrap().per_process_v = false;
+    let j = &workload::build(&sc).unwrap()[0];
+    assert_eq!(j.rank_params(3), (1.0, 0.25));
+}
