@@ -278,6 +278,11 @@ pub struct MixCfg {
     /// exploits. Off: per-iteration noise, which averages out over a run.
     #[serde(default)]
     pub per_process_v: bool,
+    /// Also report each job's slowdown — its response over its runtime alone on the machine
+    /// — and their coefficient of variation (seed 004 Fig. 5's fairness measure). Costs one
+    /// extra run per kind of job.
+    #[serde(default)]
+    pub slowdown: bool,
 }
 
 /// A Lublin-model workload (seed 000 §4.6).

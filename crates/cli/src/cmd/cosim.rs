@@ -126,6 +126,7 @@ fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         print_summary(&results);
+        print_slowdowns(&results);
     }
     Ok(0)
 }
@@ -173,6 +174,29 @@ fn print_summary(results: &[RunResult]) {
             b.context_switch,
             b.overhead
         );
+    }
+}
+
+/// The fairness columns, when the scenario asked for slowdowns (`[mix] slowdown`).
+fn print_slowdowns(results: &[RunResult]) {
+    if results.iter().all(|r| r.slowdown_cv.is_none()) {
+        return;
+    }
+    println!();
+    println!(
+        "{:<22} {:<8} {:>13} {:>12}",
+        "params", "scheme", "mean_slowdown", "slowdown_cv"
+    );
+    for r in results {
+        if let (Some(m), Some(cv)) = (r.mean_slowdown, r.slowdown_cv) {
+            println!(
+                "{:<22} {:<8} {:>13.3} {:>12.4}",
+                params_text(r),
+                r.scheme,
+                m,
+                cv
+            );
+        }
     }
 }
 
