@@ -293,7 +293,7 @@ impl NodeScheduler {
             | Scheme::Gs
             | Scheme::Fcfs => WaitPolicy::SpinForever,
             Scheme::Ib => WaitPolicy::Block,
-            Scheme::Sb | Scheme::SbProc => WaitPolicy::Spin(self.p.spin_time),
+            Scheme::Sb | Scheme::SbProc | Scheme::Cc => WaitPolicy::Spin(self.p.spin_time),
             Scheme::Fcs => {
                 let Some(i) = self.idx(id) else {
                     return WaitPolicy::Block;
@@ -360,7 +360,9 @@ impl NodeScheduler {
             });
         }
         match self.p.scheme {
-            Scheme::Ib | Scheme::Sb | Scheme::SbProc | Scheme::Fcs if blocked_waiting => {
+            Scheme::Ib | Scheme::Sb | Scheme::SbProc | Scheme::Cc | Scheme::Fcs
+                if blocked_waiting =>
+            {
                 out.push(Action::Overhead {
                     pe,
                     dur: self.p.interrupt,

@@ -16,7 +16,7 @@ pub struct Args {
     /// Scenario file (TOML; see scenarios/ and docs/cosim.md)
     #[arg(long)]
     scenario: Option<PathBuf>,
-    /// Scheme: local, ib, sb (alias ics), dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs
+    /// Scheme: local, ib, sb (alias ics), dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs, cc
     #[arg(long)]
     scheme: Option<String>,
     /// Print one JSON document instead of tables
@@ -38,7 +38,7 @@ struct SweepArgs {
     /// Scenario file (TOML)
     #[arg(long)]
     scenario: PathBuf,
-    /// Comma-separated schemes (default: all ten)
+    /// Comma-separated schemes (default: all eleven)
     #[arg(long, value_delimiter = ',')]
     schemes: Vec<String>,
     /// Print one JSON array instead of a table
@@ -70,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     };
     let Some(name) = args.scheme else {
         bail!(
-            "missing --scheme NAME (one of: local, ib, sb, dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs)"
+            "missing --scheme NAME (one of: local, ib, sb, dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs, cc)"
         );
     };
     let scheme: Scheme = name.parse().map_err(|e| anyhow::anyhow!("--scheme: {e}"))?;
