@@ -54,6 +54,26 @@ impl Source {
         })
     }
 
+    /// How many jobs a model generates (`None` for a trace).
+    pub fn model_jobs(&self) -> Option<usize> {
+        match self {
+            Source::Trace { .. } => None,
+            Source::Lublin { model } => Some(model.jobs),
+            Source::Feitelson97 { model } => Some(model.jobs),
+        }
+    }
+
+    /// The same source generating `jobs` jobs (a trace is returned unchanged).
+    pub fn with_jobs(&self, jobs: usize) -> Source {
+        let mut s = self.clone();
+        match &mut s {
+            Source::Trace { .. } => {}
+            Source::Lublin { model } => model.jobs = jobs,
+            Source::Feitelson97 { model } => model.jobs = jobs,
+        }
+        s
+    }
+
     /// Machine size in PEs.
     pub fn procs(&self) -> u32 {
         match self {
