@@ -19,4 +19,8 @@ run() { # name, source args...
 }
 run lublin --model lublin --procs 128 --jobs 10000 --seeds 1,2,3
 run kth --trace "$SHARED/traces/KTH-SP2-1996-2.1-cln.swf.gz"
+# Seed 002's own workload model (issue 17 item 5); cosched draws the figure itself.
+run feitelson97 --model feitelson97 --procs 128 --jobs 10000 --seeds 1,2,3
+cp "$OUT/feitelson97-10s/sweep.svg" "$HERE/gang-vs-batch-feitelson97.svg"
+cp "$OUT/feitelson97-10s/sweep.png" "$HERE/gang-vs-batch-feitelson97.png"
 python3 "$HERE/gang-vs-batch-plot.py" "$OUT" "$HERE"

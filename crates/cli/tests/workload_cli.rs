@@ -345,3 +345,47 @@ fn dash_reads_stdin_and_writes_stdout() {
     assert_eq!(v["jobs"], 300);
     assert_eq!(v["source"], "<stdin>");
 }
+
+#[test]
+fn gen_feitelson97_meets_the_load_and_rejects_lublin_only_flags() {
+    let dir = temp_dir("gen-f97");
+    let out = dir.join("f.swf");
+    let o = cosched(&[
+        "workload",
+        "gen",
+        "--model",
+        "feitelson97",
+        "--jobs",
+        "2000",
+        "--procs",
+        "128",
+        "--load",
+        "0.7",
+        "-o",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let s = json(&o);
+    assert_eq!(s["jobs"], 2000);
+    assert!(
+        (s["offered_load"].as_f64().unwrap() - 0.7).abs() < 0.01,
+        "{s}"
+    );
+    let o = cosched(&[
+        "workload",
+        "gen",
+        "--model",
+        "feitelson97",
+        "--jobs",
+        "10",
+        "--procs",
+        "128",
+        "--start-hour",
+        "3",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--start-hour"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).ok();
+}

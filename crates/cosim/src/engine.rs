@@ -42,6 +42,10 @@ enum Ev {
     },
     Heartbeat,
     PbTick(u32),
+    /// The NIC finished sending a process's messages (CC).
+    SendDone(u32),
+    /// The local schedulers' starvation check (`[schemes] ts_update`).
+    TsUpdate,
 }
 
 struct Entry {
@@ -101,6 +105,8 @@ enum Phase {
     Compute,
     Io,
     Send,
+    /// CC: the messages are queued at the NIC; the sender waits for the send to complete.
+    SendWait,
     Wait,
     Done,
 }
@@ -117,6 +123,8 @@ struct Proc {
     /// Arrived, unconsumed messages: (iteration, arrival, sender node).
     inbox: Vec<(u32, Time, u32)>,
     got: u32,
+    /// When the NIC has sent the current iteration's messages (CC).
+    send_done: Time,
     policy: Option<WaitPolicy>,
     spin_left: Option<Dur>,
     blocked: bool,
@@ -289,7 +297,7 @@ impl<'a> Engine<'a> {
     fn at(&mut self, at: Time, ev: Ev) {
         self.seq += 1;
         let class = u8::from(!matches!(ev, Ev::Msg { .. }));
-        if !matches!(ev, Ev::Heartbeat | Ev::PbTick(_)) {
+        if !matches!(ev, Ev::Heartbeat | Ev::PbTick(_) | Ev::TsUpdate) {
             self.live += 1;
         }
         self.heap.push(Entry {
@@ -312,6 +320,11 @@ impl<'a> Engine<'a> {
                 self.at(Time::ZERO + self.sc.schemes.pb_period, Ev::PbTick(n));
             }
         }
+        if let Some(p) = self.sc.schemes.ts_update
+            && !self.scheme.is_gang()
+        {
+            self.at(Time::ZERO + p, Ev::TsUpdate);
+        }
         let limit = self.sc.limits.max_time.map(|d| Time::ZERO + d);
         // Heartbeats and boost ticks alone cannot unblock a process: if nothing else is left
         // for a few rounds, the run is stuck (a modelling error) and stops instead of spinning.
@@ -325,7 +338,7 @@ impl<'a> Engine<'a> {
             }
             self.now = e.at;
             self.events += 1;
-            let periodic = matches!(e.ev, Ev::Heartbeat | Ev::PbTick(_));
+            let periodic = matches!(e.ev, Ev::Heartbeat | Ev::PbTick(_) | Ev::TsUpdate);
             if !periodic {
                 self.live -= 1;
             }
@@ -398,6 +411,16 @@ impl<'a> Engine<'a> {
                 let next = self.now + self.sc.schemes.pb_period;
                 self.at(next, Ev::PbTick(n));
             }
+            Ev::SendDone(p) => self.send_done(p),
+            Ev::TsUpdate => {
+                for n in 0..self.nodes.len() {
+                    let acts = self.nodes[n].ts_update();
+                    self.apply(n, acts);
+                }
+                if let Some(p) = self.sc.schemes.ts_update {
+                    self.at(self.now + p, Ev::TsUpdate);
+                }
+            }
         }
     }
 
@@ -453,6 +476,7 @@ impl<'a> Engine<'a> {
                         .collect(),
                     inbox: Vec::new(),
                     got: 0,
+                    send_done: Time::ZERO,
                     policy: None,
                     spin_left: None,
                     blocked: false,
@@ -539,7 +563,7 @@ impl<'a> Engine<'a> {
                         pe.acct.compute += d;
                         p.rem -= d;
                     }
-                    Phase::Wait => {
+                    Phase::Wait | Phase::SendWait => {
                         pe.acct.spin += d;
                         p.wait_waited += d;
                         if let Some(s) = p.spin_left.as_mut() {
@@ -645,7 +669,7 @@ impl<'a> Engine<'a> {
             });
         }
         let pr = &mut self.procs[p as usize];
-        if pr.phase == Phase::Wait {
+        if matches!(pr.phase, Phase::Wait | Phase::SendWait) {
             pr.policy = None;
         }
         self.advance(p);
@@ -707,6 +731,7 @@ impl<'a> Engine<'a> {
                         let (rank, n) = (p.rank, self.jobs_in[p.job].procs.max(1));
                         dsts.sort_by_key(|&d| (self.procs[d as usize].rank + n - rank) % n);
                     }
+                    let mut done = self.now;
                     for dst in dsts {
                         let arrive = if serial {
                             let nic = &mut self.nic_free[from_node as usize];
@@ -716,6 +741,7 @@ impl<'a> Engine<'a> {
                         } else {
                             self.now + self.transit
                         };
+                        done = done.max(arrive);
                         self.at(
                             arrive,
                             Ev::Msg {
@@ -726,12 +752,43 @@ impl<'a> Engine<'a> {
                             },
                         );
                     }
+                    let cc = self.scheme.waits_for_send() && done > self.now;
+                    if cc {
+                        self.at(done, Ev::SendDone(id));
+                    }
                     let p = &mut self.procs[i];
-                    p.phase = Phase::Wait;
+                    p.phase = if cc { Phase::SendWait } else { Phase::Wait };
+                    p.send_done = done;
                     p.got = 0;
                     p.policy = None;
                     p.wait_waited = Dur::ZERO;
                     p.wait_blocked = false;
+                }
+                Phase::SendWait if self.now >= self.procs[i].send_done => {
+                    let p = &mut self.procs[i];
+                    p.phase = Phase::Wait;
+                    p.policy = None;
+                    p.spin_left = None;
+                }
+                Phase::SendWait => {
+                    // Spin for the spin time waiting for the send to complete, then block;
+                    // SendDone wakes a blocked sender.
+                    if self.procs[i].policy.is_none() {
+                        let spin = self.sc.schemes.spin_time.unwrap_or(self.sc.costs.latency);
+                        let p = &mut self.procs[i];
+                        p.policy = Some(WaitPolicy::Spin(spin));
+                        p.spin_left = Some(spin);
+                    }
+                    if self.procs[i].spin_left.is_some_and(|s| s <= Dur::ZERO) {
+                        let p = &mut self.procs[i];
+                        p.blocked = true;
+                        p.blocked_since = self.now;
+                        let node = p.node as usize;
+                        let acts = self.nodes[node].block(id);
+                        self.apply(node, acts);
+                        return;
+                    }
+                    break;
                 }
                 Phase::Wait => {
                     let before = self.procs[i].got;
@@ -781,6 +838,10 @@ impl<'a> Engine<'a> {
         let p = &self.procs[i];
         let mut end = match p.phase {
             Phase::Compute => Some(self.now + p.rem),
+            Phase::SendWait => p
+                .spin_left
+                .map(|s| (self.now + s).min(p.send_done))
+                .or(Some(p.send_done)),
             _ => p.spin_left.map(|s| self.now + s),
         };
         if let Some(q) = self.pes[gpe].quantum_end {
@@ -833,7 +894,9 @@ impl<'a> Engine<'a> {
         self.close(gpe);
         let p = &self.procs[proc as usize];
         let progressed = (p.phase == Phase::Compute && p.rem <= Dur::ZERO)
-            || (p.phase == Phase::Wait && p.spin_left.is_some_and(|s| s <= Dur::ZERO));
+            || (p.phase == Phase::Wait && p.spin_left.is_some_and(|s| s <= Dur::ZERO))
+            || (p.phase == Phase::SendWait
+                && (self.now >= p.send_done || p.spin_left.is_some_and(|s| s <= Dur::ZERO)));
         let quantum_over = self.pes[gpe].quantum_end.is_some_and(|q| q <= self.now);
         if progressed {
             self.advance(proc);
@@ -871,6 +934,32 @@ impl<'a> Engine<'a> {
         if waiting_now && self.pes[gpe].state == (PeState::Running { proc: dst }) {
             self.close(gpe);
             self.advance(dst);
+        }
+    }
+
+    /// CC: the NIC finished a sender's messages. A blocked sender is woken as a blocked
+    /// receiver is (interrupt, boost); a spinning one goes on at once.
+    fn send_done(&mut self, id: u32) {
+        let i = id as usize;
+        if self.procs[i].phase != Phase::SendWait {
+            return;
+        }
+        let gpe = self.procs[i].gpe;
+        let node = self.procs[i].node as usize;
+        if self.procs[i].blocked {
+            let p = &mut self.procs[i];
+            p.blocked = false;
+            p.policy = None;
+            let pe = self.pes[gpe].local;
+            let mut acts = vec![Action::Overhead {
+                pe,
+                dur: self.sc.costs.interrupt,
+            }];
+            acts.extend(self.nodes[node].wake(id, true));
+            self.apply(node, acts);
+        } else if self.pes[gpe].state == (PeState::Running { proc: id }) {
+            self.close(gpe);
+            self.advance(id);
         }
     }
 

@@ -24,7 +24,28 @@ pub use scenario::{Scenario, ScenarioError};
 /// Simulates one scheme on a scenario. `class_history` keeps every FCS class change.
 pub fn run(sc: &Scenario, scheme: Scheme, class_history: bool) -> Result<RunResult, ScenarioError> {
     let jobs = workload::build(sc)?;
-    Ok(engine::Engine::new(sc, scheme, &jobs, class_history).run())
+    let mut r = engine::Engine::new(sc, scheme, &jobs, class_history).run();
+    if sc.mix.as_ref().is_some_and(|m| m.slowdown) {
+        r.set_slowdowns(&alone(sc, scheme, &jobs));
+    }
+    Ok(r)
+}
+
+/// Each job's runtime alone on the machine, under the same scheme, arriving at time zero:
+/// the "dedicated system" of a slowdown. Jobs of one kind (label) share one run — their
+/// draws differ only by seed, which moves a runtime by far less than the sharing does.
+fn alone(sc: &Scenario, scheme: Scheme, jobs: &[workload::AppJob]) -> Vec<f64> {
+    let mut by_kind: BTreeMap<String, f64> = BTreeMap::new();
+    jobs.iter()
+        .map(|j| {
+            *by_kind.entry(j.label.clone()).or_insert_with(|| {
+                let mut solo = j.clone();
+                solo.arrival = cosched_core::Time::ZERO;
+                let r = engine::Engine::new(sc, scheme, std::slice::from_ref(&solo), false).run();
+                r.jobs[0].runtime_s.unwrap_or(0.0)
+            })
+        })
+        .collect()
 }
 
 /// Runs every scheme at every grid point of the scenario, in parallel; `progress` is called

@@ -81,6 +81,9 @@ pub struct JobResult {
     pub wait_s: Option<f64>,
     /// End − start.
     pub runtime_s: Option<f64>,
+    /// Response over the job's runtime alone on the machine (with `[mix] slowdown`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<f64>,
     pub processes: Vec<ProcResult>,
 }
 
@@ -103,6 +106,7 @@ impl JobResult {
             response_s: end.map(|e| e.since(spec.arrival).as_secs_f64()),
             wait_s: start.map(|st| st.since(spec.arrival).as_secs_f64()),
             runtime_s: start.zip(end).map(|(st, e)| e.since(st).as_secs_f64()),
+            slowdown: None,
             processes,
         }
     }
@@ -156,6 +160,12 @@ pub struct RunResult {
     /// Jobs with less than 0.6 s of work (one real minute compressed 100×) and the others.
     pub short: GroupStats,
     pub long: GroupStats,
+    /// Mean and coefficient of variation (standard deviation over mean) of the finished jobs'
+    /// slowdowns (with `[mix] slowdown`; seed 004 Fig. 5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_slowdown: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowdown_cv: Option<f64>,
     pub jobs: Vec<JobResult>,
     #[serde(skip)]
     pub node_breakdown: Vec<Breakdown>,
@@ -210,11 +220,31 @@ impl RunResult {
             events,
             short: group(true),
             long: group(false),
+            mean_slowdown: None,
+            slowdown_cv: None,
             node_breakdown: nodes,
             makespan: end.since(Time::ZERO),
             class_history: history,
             jobs,
         }
+    }
+
+    /// Sets each job's slowdown from its runtime alone (`alone`, seconds, per job in order)
+    /// and the mean and coefficient of variation over the finished jobs.
+    pub fn set_slowdowns(&mut self, alone: &[f64]) {
+        let mut xs = Vec::new();
+        for (j, &a) in self.jobs.iter_mut().zip(alone) {
+            j.slowdown = j.response_s.filter(|_| a > 0.0).map(|r| r / a);
+            xs.extend(j.slowdown);
+        }
+        if xs.is_empty() {
+            return;
+        }
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+        self.mean_slowdown = Some(mean);
+        self.slowdown_cv = Some(if mean > 0.0 { var.sqrt() / mean } else { 0.0 });
     }
 
     /// Per-node breakdown in seconds.

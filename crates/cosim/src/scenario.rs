@@ -132,6 +132,11 @@ pub struct SchemeCfg {
     /// receive still waits for others restarts it (seed 004 §4: "the spin time for a
     /// message"). Off: one budget per receive operation, however many messages it takes.
     pub spin_per_message: bool,
+    /// Period of the Solaris TS starvation check (`ts_update`, once a second in Solaris):
+    /// ready processes that are not running rise to their sleep-return priority. Unset: no
+    /// such check (the local scheduler only lowers on quantum expiry and raises on wake-up).
+    #[serde(with = "opt_dur")]
+    pub ts_update: Option<Dur>,
     pub fcs: FcsCfg,
 }
 
@@ -142,6 +147,7 @@ impl Default for SchemeCfg {
             spin_time: None,
             pb_period: Dur::from_millis(1),
             spin_per_message: false,
+            ts_update: None,
             fcs: FcsCfg::default(),
         }
     }
@@ -266,6 +272,17 @@ pub struct MixCfg {
     /// Drop the I/O share (for sensitivity studies; the compute share is unchanged).
     #[serde(default)]
     pub without_io: bool,
+    /// Draw each process's factor 1 + unif(−v/2, v/2) once, for the whole run, instead of
+    /// afresh every iteration: a persistent imbalance across CPUs (seed 004 Fig. 3(b), "we
+    /// model the load imbalance across CPUs"), so that nodes differ in load the way PROC
+    /// exploits. Off: per-iteration noise, which averages out over a run.
+    #[serde(default)]
+    pub per_process_v: bool,
+    /// Also report each job's slowdown — its response over its runtime alone on the machine
+    /// — and their coefficient of variation (seed 004 Fig. 5's fairness measure). Costs one
+    /// extra run per kind of job.
+    #[serde(default)]
+    pub slowdown: bool,
 }
 
 /// A Lublin-model workload (seed 000 §4.6).
@@ -383,6 +400,9 @@ impl Scenario {
         }
         if self.schemes.pb_period <= Dur::ZERO {
             return bad("schemes.pb_period", "must be positive");
+        }
+        if self.schemes.ts_update.is_some_and(|d| d <= Dur::ZERO) {
+            return bad("schemes.ts_update", "must be positive");
         }
         let sources = usize::from(!self.jobs.is_empty())
             + usize::from(self.mix.is_some())

@@ -108,6 +108,22 @@ pub fn build(sc: &Scenario) -> Result<Vec<AppJob>, ScenarioError> {
             } else {
                 Dur::from_secs_f64(comm_time.as_secs_f64() * io / comm)
             };
+            // Persistent per-process imbalance: one factor per rank, no per-iteration noise.
+            let rank_overrides = if mix.per_process_v {
+                let mut rng = Pcg64::seed_from_u64(sc.seed ^ 0xba1a_0c3e ^ (u64::from(i) << 32));
+                (0..mix.procs)
+                    .map(|r| {
+                        let f = if mix.v > 0.0 {
+                            1.0 + rng.random_range(-mix.v / 2.0..mix.v / 2.0)
+                        } else {
+                            1.0
+                        };
+                        (r, f, Some(0.0))
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             jobs.push(AppJob {
                 id: i + 1,
                 arrival: Time::ZERO + mix.interarrival * i64::from(i),
@@ -117,7 +133,7 @@ pub fn build(sc: &Scenario) -> Result<Vec<AppJob>, ScenarioError> {
                 io: io_t,
                 pattern: mix.pattern,
                 variance: mix.v / 2.0,
-                rank_overrides: Vec::new(),
+                rank_overrides,
                 work: compute * i64::from(mix.iterations),
                 label: label.to_string(),
             });

@@ -293,7 +293,7 @@ impl NodeScheduler {
             | Scheme::Gs
             | Scheme::Fcfs => WaitPolicy::SpinForever,
             Scheme::Ib => WaitPolicy::Block,
-            Scheme::Sb | Scheme::SbProc => WaitPolicy::Spin(self.p.spin_time),
+            Scheme::Sb | Scheme::SbProc | Scheme::Cc => WaitPolicy::Spin(self.p.spin_time),
             Scheme::Fcs => {
                 let Some(i) = self.idx(id) else {
                     return WaitPolicy::Block;
@@ -360,7 +360,9 @@ impl NodeScheduler {
             });
         }
         match self.p.scheme {
-            Scheme::Ib | Scheme::Sb | Scheme::SbProc | Scheme::Fcs if blocked_waiting => {
+            Scheme::Ib | Scheme::Sb | Scheme::SbProc | Scheme::Cc | Scheme::Fcs
+                if blocked_waiting =>
+            {
                 out.push(Action::Overhead {
                     pe,
                     dur: self.p.interrupt,
@@ -461,6 +463,38 @@ impl NodeScheduler {
             self.pes[pe].forced = Some(sp.id);
             self.load.woke();
             out.push(Action::Repick { pe });
+        }
+        out
+    }
+
+    /// The once-a-second starvation check of the Solaris time-sharing class (`ts_update`):
+    /// every process that is ready but not on its PE rises to its sleep-return level
+    /// (`ts_lwait`, equal to `ts_slpret` in the default table), so a process pushed down by
+    /// spinning through its quanta is not starved by those that keep waking from I/O.
+    pub fn ts_update(&mut self) -> Vec<Action> {
+        let mut raised: Vec<(usize, ProcId)> = Vec::new();
+        for i in 0..self.procs.len() {
+            let (id, pe, pri, ready) = {
+                let p = &self.procs[i];
+                (p.id, p.pe, p.pri, p.state == RunState::Ready)
+            };
+            let up = mlfq::on_wake(pri);
+            if !ready || self.pes[pe].current == Some(id) || up <= pri {
+                continue;
+            }
+            let stamp = self.stamp();
+            let sp = &mut self.procs[i];
+            sp.pri = up;
+            sp.stamp = stamp;
+            raised.push((pe, id));
+        }
+        let mut out = Vec::new();
+        for (pe, id) in raised {
+            for a in self.preempt_check(pe, id) {
+                if !out.contains(&a) {
+                    out.push(a);
+                }
+            }
         }
         out
     }

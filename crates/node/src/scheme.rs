@@ -29,10 +29,14 @@ pub enum Scheme {
     Fcs,
     /// Batch: multiprogramming level 1, dedicated PEs.
     Fcfs,
+    /// Co-ordinated coscheduling (seed 004 §2, Agarwal et al.): SB on the receiving side, and
+    /// a sender spins for the spin time waiting for its send to complete, then blocks until
+    /// it does (a long NIC queue means another process had better use the CPU).
+    Cc,
 }
 
 impl Scheme {
-    pub const ALL: [Scheme; 10] = [
+    pub const ALL: [Scheme; 11] = [
         Scheme::Local,
         Scheme::Ib,
         Scheme::Sb,
@@ -43,6 +47,7 @@ impl Scheme {
         Scheme::Gs,
         Scheme::Fcs,
         Scheme::Fcfs,
+        Scheme::Cc,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +62,7 @@ impl Scheme {
             Scheme::Gs => "gs",
             Scheme::Fcs => "fcs",
             Scheme::Fcfs => "fcfs",
+            Scheme::Cc => "cc",
         }
     }
 
@@ -68,6 +74,11 @@ impl Scheme {
     /// Schemes that carry PROC load information on messages.
     pub fn uses_proc(self) -> bool {
         matches!(self, Scheme::SbProc | Scheme::PbProc)
+    }
+
+    /// Schemes whose senders wait (spin, then block) for their send to complete.
+    pub fn waits_for_send(self) -> bool {
+        self == Scheme::Cc
     }
 
     /// Schemes with a periodic boost thread.
@@ -85,7 +96,7 @@ impl fmt::Display for Scheme {
 /// A scheme name that is not one of [`Scheme::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown scheme {0:?} (known: local, ib, sb, dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs; ics is an alias of sb)"
+    "unknown scheme {0:?} (known: local, ib, sb, dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs, cc; ics is an alias of sb)"
 )]
 pub struct UnknownScheme(pub String);
 

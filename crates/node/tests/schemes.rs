@@ -203,3 +203,31 @@ fn fcs_empty_slot_lets_a_dc_process_continue() {
         "nobody owns slot 3 here"
     );
 }
+
+#[test]
+fn ts_update_raises_a_starved_ready_process_over_one_that_used_its_quantum() {
+    let mut n = two(Scheme::Local);
+    // Process 1 spins through its quantum (29 → 19); process 2 runs, sleeps on I/O and comes
+    // back at the sleep-return level (≥ 50), then uses a quantum too (→ 42, still above 19).
+    n.quantum_expired(0);
+    assert_eq!(n.pick(t(100), 0).proc, Some(2));
+    n.block(2);
+    n.wake(2, false);
+    assert_eq!(n.pick(t(200), 0).proc, Some(2));
+    n.quantum_expired(0);
+    assert_eq!(
+        n.pick(t(300), 0).proc,
+        Some(2),
+        "19 < 42: process 1 starves"
+    );
+    // The once-a-second check lifts the waiting process to its sleep-return level (51 > 42),
+    // which preempts the running one.
+    let acts = n.ts_update();
+    assert!(acts.contains(&Action::Repick { pe: 0 }), "{acts:?}");
+    assert_eq!(n.pick(t(400), 0).proc, Some(1));
+    // The next check lifts process 2, which now waits in turn (42 → 54 > 51); the running
+    // process 1 is not raised (it stays at 51).
+    let acts = n.ts_update();
+    assert!(acts.contains(&Action::Repick { pe: 0 }), "{acts:?}");
+    assert_eq!(n.pick(t(500), 0).proc, Some(2));
+}

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use cosched_workload::feitelson97;
 use cosched_workload::lublin::{GenOptions, generate};
 use cosched_workload::swf::{ReadOptions, SwfError, SwfHeader, SwfRecord, read_trace};
 
@@ -21,6 +22,9 @@ pub enum Source {
     },
     /// The Lublin–Feitelson model, generated anew for each seed.
     Lublin { model: Box<GenOptions> },
+    /// Seed 002's model (Poisson arrivals, hyperexponential runtimes), generated anew for each
+    /// seed.
+    Feitelson97 { model: Box<feitelson97::Options> },
 }
 
 /// A run could not be set up.
@@ -50,11 +54,32 @@ impl Source {
         })
     }
 
+    /// How many jobs a model generates (`None` for a trace).
+    pub fn model_jobs(&self) -> Option<usize> {
+        match self {
+            Source::Trace { .. } => None,
+            Source::Lublin { model } => Some(model.jobs),
+            Source::Feitelson97 { model } => Some(model.jobs),
+        }
+    }
+
+    /// The same source generating `jobs` jobs (a trace is returned unchanged).
+    pub fn with_jobs(&self, jobs: usize) -> Source {
+        let mut s = self.clone();
+        match &mut s {
+            Source::Trace { .. } => {}
+            Source::Lublin { model } => model.jobs = jobs,
+            Source::Feitelson97 { model } => model.jobs = jobs,
+        }
+        s
+    }
+
     /// Machine size in PEs.
     pub fn procs(&self) -> u32 {
         match self {
             Source::Trace { procs, .. } => *procs,
             Source::Lublin { model } => model.procs,
+            Source::Feitelson97 { model } => model.procs,
         }
     }
 
@@ -85,6 +110,18 @@ impl Source {
                     trace.header,
                 )
             }
+            Source::Feitelson97 { model } => {
+                let mut model = model.clone();
+                if let Some(s) = seed {
+                    model.seed = s;
+                }
+                model.load = load.or(model.load);
+                let trace = feitelson97::generate(&model);
+                (
+                    prepare(&trace.records, model.procs, sem, None),
+                    trace.header,
+                )
+            }
         }
     }
 
@@ -94,6 +131,7 @@ impl Source {
         match self {
             Source::Trace { .. } => seed.unwrap_or(1),
             Source::Lublin { model } => seed.unwrap_or(model.seed),
+            Source::Feitelson97 { model } => seed.unwrap_or(model.seed),
         }
     }
 
@@ -105,6 +143,9 @@ impl Source {
                 |n| n.to_string_lossy().into_owned(),
             ),
             Source::Lublin { model } => format!("lublin, {} jobs, {} PEs", model.jobs, model.procs),
+            Source::Feitelson97 { model } => {
+                format!("feitelson97, {} jobs, {} PEs", model.jobs, model.procs)
+            }
         }
     }
 }

@@ -36,6 +36,29 @@ pub struct SweepSpec {
     pub metrics: MetricsOptions,
     /// The machine; `None` is one PE per node, as many as the source's PEs.
     pub machine: Option<MachineShape>,
+    /// Seed 002's stopping rule for model workloads; `None`: one run of the model's jobs.
+    pub stop: Option<StopRule>,
+}
+
+/// Seed 002 §3.2's stopping rule: each point is simulated with more jobs until the batch-means
+/// 90 % interval of its mean bounded slowdown is within `rel` of the mean (at least 3 batches
+/// after the warm-up batch, at most `max_batches`). Batches are the metrics' `batch_size` job
+/// terminations. The job count doubles from attempt to attempt, each attempt a fresh run of
+/// the model with the same seed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StopRule {
+    pub rel: f64,
+    pub max_batches: usize,
+}
+
+impl StopRule {
+    /// Whether an estimate satisfies the rule (or can no longer grow).
+    pub fn met(&self, b: Option<&crate::metrics::BatchMeans>) -> bool {
+        b.is_some_and(|b| {
+            b.batches >= self.max_batches
+                || (b.batches >= 3 && b.ci90_half_width <= self.rel * b.mean.abs())
+        })
+    }
 }
 
 /// A sweep's policy entry: a registered name, optionally with options of its own after
@@ -162,7 +185,30 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
                 metrics: spec.metrics,
                 observe: None,
             };
-            let row = match run::run(&cell) {
+            let mut result = run::run(&cell);
+            if let (Some(rule), Some(mut jobs)) = (spec.stop, spec.source.model_jobs()) {
+                let batch = spec.metrics.batch_size.max(1);
+                // Warm-up batch + the batches the rule allows at most.
+                let most = batch * (rule.max_batches + 1);
+                jobs = jobs.max(batch * 4).min(most);
+                let mut src;
+                loop {
+                    src = spec.source.with_jobs(jobs);
+                    result = run::run(&RunSpec {
+                        source: &src,
+                        ..cell.clone()
+                    });
+                    let done = match &result {
+                        Ok(out) => rule.met(out.summary.batch_bounded_slowdown.as_ref()),
+                        Err(_) => true,
+                    };
+                    if done || jobs >= most {
+                        break;
+                    }
+                    jobs = (jobs * 2).min(most);
+                }
+            }
+            let row = match result {
                 Ok(out) => {
                     let s = out.summary;
                     SweepRow {
@@ -431,6 +477,7 @@ mod tests {
                 batch_size: 100,
                 ..MetricsOptions::default()
             },
+            stop: None,
             machine: None,
         };
         let count = std::sync::atomic::AtomicUsize::new(0);
@@ -488,6 +535,7 @@ mod tests {
                 ..PolicyOptions::default()
             },
             metrics: MetricsOptions::default(),
+            stop: None,
             machine: None,
         };
         let rows = run(&spec, &|| {}).unwrap();
@@ -520,6 +568,7 @@ mod tests {
             engine: EngineOptions::default(),
             policy: PolicyOptions::default(),
             metrics: MetricsOptions::default(),
+            stop: None,
             machine: None,
         };
         let rows = run(&spec, &|| {}).unwrap();
@@ -571,6 +620,7 @@ mod tests {
             engine: EngineOptions::default(),
             policy: PolicyOptions::default(),
             metrics: MetricsOptions::default(),
+            stop: None,
             machine: Some(MachineShape {
                 nodes: 128,
                 sockets_per_node: 2,
@@ -605,5 +655,44 @@ mod tests {
             ..spec
         };
         assert!(run(&bad, &|| {}).is_err());
+    }
+
+    /// Seed 002's stopping rule: a point gets more jobs until its interval is tight enough, and
+    /// never more than the warm-up batch plus `max_batches`.
+    #[test]
+    fn the_stopping_rule_adds_jobs_until_the_interval_is_tight() {
+        let spec = |rel: f64| SweepSpec {
+            source: Source::Feitelson97 {
+                model: Box::new(cosched_workload::feitelson97::Options {
+                    jobs: 100,
+                    procs: 64,
+                    seed: 2,
+                    ..Default::default()
+                }),
+            },
+            policies: vec!["gang".into()],
+            loads: vec![Some(0.5)],
+            seeds: vec![1],
+            semantics: Semantics::default(),
+            engine: EngineOptions::default(),
+            policy: PolicyOptions::default(),
+            metrics: MetricsOptions {
+                batch_size: 50,
+                ..MetricsOptions::default()
+            },
+            stop: Some(StopRule {
+                rel,
+                max_batches: 10,
+            }),
+            machine: None,
+        };
+        // Never satisfied: the cap, 50 × (10 + 1) jobs, from 200 (4 batches) by doubling.
+        let capped = run(&spec(1e-9), &|| {}).unwrap();
+        assert_eq!(capped[0].jobs, 550);
+        // Easily satisfied: the first attempt, 4 batches (warm-up + 3).
+        let loose = run(&spec(1e9), &|| {}).unwrap();
+        assert_eq!(loose[0].jobs, 200);
+        let ci = loose[0].bounded_slowdown_ci90.unwrap();
+        assert!(ci <= 1e9 * loose[0].mean_bounded_slowdown);
     }
 }

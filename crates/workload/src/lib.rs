@@ -3,6 +3,8 @@
 //!
 //! - [`swf`]: streaming reader (plain or gzip) and writer for SWF 2.2, with the header labels.
 //! - [`lublin`]: the Lublin–Feitelson (1999/2003) model of rigid parallel jobs.
+//! - [`feitelson97`]: seed 002's model (Poisson arrivals, three-stage hyperexponential
+//!   runtimes that grow with size, re-runs), for its Fig. 6.
 //! - [`transform`]: offered load, load rescaling, time compression, first-N and windows, and
 //!   [`transform::apply`], the pipeline of `cosched workload transform` (window, first,
 //!   compress, load, in that order, noted in the header).
@@ -19,6 +21,7 @@
 //! assert_eq!(s.jobs, 500);
 //! ```
 
+pub mod feitelson97;
 pub mod lublin;
 pub mod shared;
 pub mod summary;

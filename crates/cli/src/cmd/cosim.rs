@@ -16,7 +16,7 @@ pub struct Args {
     /// Scenario file (TOML; see scenarios/ and docs/cosim.md)
     #[arg(long)]
     scenario: Option<PathBuf>,
-    /// Scheme: local, ib, sb (alias ics), dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs
+    /// Scheme: local, ib, sb (alias ics), dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs, cc
     #[arg(long)]
     scheme: Option<String>,
     /// Print one JSON document instead of tables
@@ -38,7 +38,7 @@ struct SweepArgs {
     /// Scenario file (TOML)
     #[arg(long)]
     scenario: PathBuf,
-    /// Comma-separated schemes (default: all ten)
+    /// Comma-separated schemes (default: all eleven)
     #[arg(long, value_delimiter = ',')]
     schemes: Vec<String>,
     /// Print one JSON array instead of a table
@@ -70,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     };
     let Some(name) = args.scheme else {
         bail!(
-            "missing --scheme NAME (one of: local, ib, sb, dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs)"
+            "missing --scheme NAME (one of: local, ib, sb, dcs, pb, sb+proc, pb+proc, gs, fcs, fcfs, cc)"
         );
     };
     let scheme: Scheme = name.parse().map_err(|e| anyhow::anyhow!("--scheme: {e}"))?;
@@ -126,6 +126,7 @@ fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {
         print_summary(&results);
+        print_slowdowns(&results);
     }
     Ok(0)
 }
@@ -173,6 +174,29 @@ fn print_summary(results: &[RunResult]) {
             b.context_switch,
             b.overhead
         );
+    }
+}
+
+/// The fairness columns, when the scenario asked for slowdowns (`[mix] slowdown`).
+fn print_slowdowns(results: &[RunResult]) {
+    if results.iter().all(|r| r.slowdown_cv.is_none()) {
+        return;
+    }
+    println!();
+    println!(
+        "{:<22} {:<8} {:>13} {:>12}",
+        "params", "scheme", "mean_slowdown", "slowdown_cv"
+    );
+    for r in results {
+        if let (Some(m), Some(cv)) = (r.mean_slowdown, r.slowdown_cv) {
+            println!(
+                "{:<22} {:<8} {:>13.3} {:>12.4}",
+                params_text(r),
+                r.scheme,
+                m,
+                cv
+            );
+        }
     }
 }
 

@@ -86,6 +86,7 @@ fn simulate(args: &Args) -> anyhow::Result<Vec<SweepRow>> {
             ..Default::default()
         },
         metrics: MetricsOptions::default(),
+        stop: None,
         machine: None,
     };
     Ok(sweep::run(&spec, &|| {})?)

@@ -16,9 +16,10 @@ use cosched_policy::{ConfigError, PolicyOptions, policy_config};
 use cosched_sim::metrics::{Group, MetricsOptions, Summary};
 use cosched_sim::run::{self, Observe, RunError, RunSpec};
 use cosched_sim::setup::Source;
-use cosched_sim::sweep::{SweepSpec, chart, multicore_chart, to_csv};
+use cosched_sim::sweep::{StopRule, SweepSpec, chart, multicore_chart, to_csv};
 use cosched_sim::trace::{Estimates, Semantics, SizeField, Workload};
 use cosched_sim::{EngineOptions, plot, report};
+use cosched_workload::feitelson97;
 use cosched_workload::lublin::{ALPHA_W1, ALPHA_W2, GenOptions};
 use cosched_workload::swf::{Oversize, ReadOptions};
 
@@ -57,9 +58,10 @@ struct SourceArgs {
     /// SWF trace (plain or .gz)
     #[arg(long, value_name = "FILE", conflicts_with = "model")]
     trace: Option<PathBuf>,
-    /// Workload model instead of a trace: `lublin`, or seed 001's `w1` / `w2` (Table 5: the
-    /// typeless Lublin–Feitelson model on 128 nodes, inter-arrival α 10.33 / 9.83)
-    #[arg(long, value_name = "lublin|w1|w2")]
+    /// Workload model instead of a trace: `lublin`, seed 001's `w1` / `w2` (Table 5: the
+    /// typeless Lublin–Feitelson model on 128 nodes, inter-arrival α 10.33 / 9.83), or seed
+    /// 002's `feitelson97` (Poisson arrivals, hyperexponential runtimes; 128 PEs by default)
+    #[arg(long, value_name = "lublin|w1|w2|feitelson97")]
     model: Option<String>,
     /// Inter-arrival α of the model (the gamma shape `aarr` of its arrivals); smaller is
     /// busier
@@ -186,6 +188,15 @@ struct SweepArgs {
     /// Model seeds, comma-separated (a trace uses only the first)
     #[arg(long, value_delimiter = ',')]
     seeds: Option<Vec<u64>>,
+    /// Seed 002's stopping rule (model workloads): simulate each point with more jobs (from
+    /// --jobs, doubling) until the batch-means 90 % interval of the mean bounded slowdown is
+    /// within REL of it (seed 002: 0.1), with at least 3 batches of --batch-size after the
+    /// warm-up batch and at most --max-batches
+    #[arg(long, value_name = "REL")]
+    batch_stop: Option<f64>,
+    /// Most batches the stopping rule may use (seed 002: 100)
+    #[arg(long, default_value_t = 100, requires = "batch_stop")]
+    max_batches: usize,
     /// Directory for sweep.csv, sweep.json, sweep.png and sweep.svg
     #[arg(long, value_name = "DIR", default_value = "sweep-out")]
     out: PathBuf,
@@ -246,8 +257,24 @@ fn source(a: &SourceArgs) -> anyhow::Result<Source> {
                 model: Box::new(model),
             })
         }
+        (None, Some("feitelson97")) => {
+            if a.alpha.is_some() {
+                bail!("--alpha applies to the Lublin models; feitelson97's load is set by --load");
+            }
+            Ok(Source::Feitelson97 {
+                model: Box::new(feitelson97::Options {
+                    jobs: a.jobs,
+                    procs: a.procs.unwrap_or(128),
+                    seed: a.seed,
+                    ..feitelson97::Options::default()
+                }),
+            })
+        }
         (None, Some(other)) => {
-            bail!("unknown model {other:?}: the models are lublin, w1 and w2 (--model lublin)")
+            bail!(
+                "unknown model {other:?}: the models are lublin, w1, w2 and feitelson97 \
+                 (--model lublin)"
+            )
         }
         (None, None) => bail!("no workload: pass --trace FILE or --model lublin --procs N"),
     }
@@ -558,8 +585,16 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
     }
     let names: Vec<&str> = policies.iter().map(String::as_str).collect();
     let machine = machine_shape(&a.source, src.procs(), &names);
+    if let Some(r) = a.batch_stop {
+        if !(r > 0.0 && r.is_finite()) {
+            bail!("--batch-stop {r}: a positive fraction, such as 0.1");
+        }
+        if src.model_jobs().is_none() {
+            bail!("--batch-stop needs a model workload (--model): a trace has only its own jobs");
+        }
+    }
     let seeds = match (&a.seeds, &src) {
-        (Some(s), Source::Lublin { .. }) if !s.is_empty() => s.clone(),
+        (Some(s), Source::Lublin { .. } | Source::Feitelson97 { .. }) if !s.is_empty() => s.clone(),
         (Some(s), Source::Trace { .. }) if !s.is_empty() => vec![s[0]],
         _ => vec![a.source.seed],
     };
@@ -579,6 +614,10 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
         },
         policy: policy_options(&a.policy_args),
         metrics: metrics_options(&a.policy_args),
+        stop: a.batch_stop.map(|rel| StopRule {
+            rel,
+            max_batches: a.max_batches.max(3),
+        }),
         machine: Some(machine),
     };
     let points = (spec.policies.len() * spec.loads.len() * spec.seeds.len()) as u64;

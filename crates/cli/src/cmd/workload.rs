@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use cosched_workload::feitelson97;
 use cosched_workload::lublin::{self, EstimateModel, GenOptions, LublinParams};
 use cosched_workload::summary::{Summary, summarize};
 use cosched_workload::swf::{self, Oversize, ReadOptions, SwfHeader, SwfRecord, Trace};
@@ -67,6 +68,9 @@ pub enum Model {
     Lublin,
     /// Lublin–Feitelson with the whole-sample parameters (no job types)
     LublinUntyped,
+    /// Seed 002's model: Poisson arrivals, three-stage hyperexponential runtimes growing with
+    /// size, re-runs (no daily cycle; --estimates and --start-hour do not apply)
+    Feitelson97,
 }
 
 #[derive(clap::Args)]
@@ -186,6 +190,20 @@ fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
         bail!("--start-hour must be 0..23, not {}", a.start_hour);
     }
     positive("--load", a.load)?;
+    if a.model == Model::Feitelson97 {
+        if a.start_hour != 0 || a.estimates != EstimateModel::Exact {
+            bail!("--start-hour and --estimates do not apply to --model feitelson97");
+        }
+        let trace = feitelson97::generate(&feitelson97::Options {
+            jobs: a.jobs,
+            procs: a.procs,
+            seed: a.seed,
+            load: a.load,
+            ..feitelson97::Options::default()
+        });
+        write(&a.output, &trace.header, &trace.records)?;
+        return finish(&trace, &a.output, a.json);
+    }
     let opts = GenOptions {
         jobs: a.jobs,
         procs: a.procs,
@@ -193,7 +211,7 @@ fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
         load: a.load,
         params: match a.model {
             Model::Lublin => LublinParams::default(),
-            Model::LublinUntyped => LublinParams::untyped(),
+            Model::LublinUntyped | Model::Feitelson97 => LublinParams::untyped(),
         },
         estimates: a.estimates,
         start_hour: a.start_hour,
