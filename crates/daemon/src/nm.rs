@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cosched_core::{JobId, NodeId};
-use cosched_storm::{Delivery, Key, NodeHandle, spawn_node};
+use cosched_storm::{Cmp, Cond, Delivery, Key, NodeHandle, spawn_node};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -230,6 +230,10 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     let (handle, mut deliveries) = spawn_node(listener, nm.cfg.key.clone(), node);
     let silence = heartbeat * 4 + Duration::from_millis(200);
     let mut last_heard = tokio::time::Instant::now();
+    // The heartbeat's XFER-AND-SIGNAL writes its sequence number into VAR_HEARTBEAT; the
+    // machine manager's liveness is a TEST-EVENT on that variable changing (a restarted
+    // machine manager may count from a lower number, hence "differs", not "grows").
+    let mut beat = handle.vars.get(VAR_HEARTBEAT);
     // How often the node scheme looks at its ranks (/proc, the monitor rings): well under
     // the gang quantum, so that a blocked slot owner's PE is filled within a few percent of it.
     let mut sched_tick = tokio::time::interval(crate::nm_sched::TICK);
@@ -244,7 +248,6 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
                 let Some(d) = d else { return Ok(()) };
                 match d {
                     Delivery::Xfer(payload) => {
-                        last_heard = tokio::time::Instant::now();
                         match postcard::from_bytes::<ToNode>(&payload) {
                             Ok(ToNode::Shutdown) => {
                                 nm.shut_down(&mut exit_rx).await;
@@ -277,6 +280,10 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
                 }
             }
             Some(line) = pmi_rx.recv() => nm.pmi_line(line, &handle),
+            v = handle.vars.wait_cond(Cond { var: VAR_HEARTBEAT, cmp: Cmp::Ne, value: beat }) => {
+                beat = v;
+                last_heard = tokio::time::Instant::now();
+            }
             _ = tokio::time::sleep_until(last_heard + silence) => {
                 tracing::warn!("nm {}: no heartbeat for {silence:?}; registering again", nm.cfg.name);
                 nm.register(&addr, &mut exit_rx).await?;
