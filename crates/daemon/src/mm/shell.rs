@@ -26,20 +26,29 @@ enum Waiting {
     Register(oneshot::Sender<RegisterReply>),
 }
 
-enum Incoming {
+pub(super) enum Incoming {
     Register(Register, oneshot::Sender<RegisterReply>),
     Client(Request, Caller, oneshot::Sender<Response>),
     /// The web dashboard asks what to show; answered at once, the core untouched.
     Dashboard(oneshot::Sender<crate::dashboard::Snapshot>),
+    /// Time to ask the running file broadcast's query again (super::bcast).
+    BcastPoll(u32),
 }
 
-struct Shell {
-    core: Core,
+pub(super) struct Shell {
+    pub(super) core: Core,
     db: Db,
-    root: Root,
+    pub(super) root: Root,
     waiting: HashMap<ReqId, Waiting>,
     next_req: ReqId,
     last_now: Time,
+    /// The running file broadcast (super::bcast), the last one that failed (its client's
+    /// next request gets the reason), and the id the next one gets at least.
+    pub(super) bcast: Option<super::bcast::Transfer>,
+    pub(super) bcast_failed: Option<(u32, String)>,
+    pub(super) bcast_next: u32,
+    /// The loop's own inbox, for timers that must wake it.
+    pub(super) in_tx: mpsc::UnboundedSender<Incoming>,
     /// How long a heartbeat's COMPARE may wait for the tree's combined answer.
     heartbeat_budget: std::time::Duration,
 }
@@ -120,6 +129,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let core = Core::new(core_cfg, policy, t, recovered)
         .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;
     let (root, mut up_rx) = Root::new(cfg.key.clone(), cfg.settings.fanout);
+    let (in_tx, mut in_rx) = mpsc::unbounded_channel();
     let mut sh = Shell {
         core,
         db,
@@ -128,10 +138,13 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         next_req: 1,
         last_now: t,
         heartbeat_budget: heartbeat_budget(cfg.dead_after),
+        bcast: None,
+        bcast_failed: None,
+        bcast_next: 1,
+        in_tx: in_tx.clone(),
     };
     let first = sh.core.step(t);
     sh.carry_out(first);
-    let (in_tx, mut in_rx) = mpsc::unbounded_channel();
     let local = bind_local(&state)?;
     let replays = Arc::new(Mutex::new(Replays::default()));
     tokio::spawn(accept_loop(
@@ -303,6 +316,14 @@ impl Shell {
                 let _ = tx.send(snap);
                 return;
             }
+            Incoming::BcastPoll(id) => {
+                self.bcast_poll(id);
+                return;
+            }
+            Incoming::Client(Request::Bcast(op), caller, tx) => {
+                self.bcast_request(op, caller, tx);
+                return;
+            }
             Incoming::Client(request, caller, tx) => {
                 self.waiting.insert(req, Waiting::Client(tx));
                 Input::Client {
@@ -318,6 +339,9 @@ impl Shell {
     fn tree_event(&mut self, t: Time, ev: RootEvent) {
         match ev {
             RootEvent::Answer(outcome) => {
+                if self.bcast_answer(&outcome) {
+                    return;
+                }
                 // A heartbeat's combined answer: every node that answered and holds the
                 // sequence number lives; the silent ones are left to the failure detector.
                 for node in outcome.held() {
