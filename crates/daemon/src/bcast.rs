@@ -13,9 +13,10 @@
 //!   instead of making the tree hold the whole file.
 //! - Each node manager writes to `<scratch>/bcast/<dest>`. The scratch directory is
 //!   `$COSCHED_SCRATCH/<node name>` if that variable is set, else `/dev/shm/cosched-<uid>/<node
-//!   name>` (tmpfs: seed 003 stages to a RAM disk, and a launch then reads no disk), else
-//!   `<work dir>/scratch` where there is no `/dev/shm`. The node name keeps node managers
-//!   that share a host apart.
+//!   name>-<hash of its work directory>` (tmpfs: seed 003 stages to a RAM disk, and a launch
+//!   then reads no disk), else `<work dir>/scratch` where there is no `/dev/shm`. The name and
+//!   the hash keep node managers that share a host apart, those of two clusters included.
+//!   Copies stay until the same name is broadcast again (or the directory is removed).
 //! - After the last chunk each node checks the size and the SHA-256 it computed while writing
 //!   (and the size on disk); the machine manager waits until every node has decided (COMPARE
 //!   ≠ "open"), then COMPARE = "verified" AND WRITE [`VAR_BCAST_READY`]: only then may a job
@@ -71,9 +72,15 @@ pub fn scratch_dir(name: &str, workdir: &Path) -> PathBuf {
     }
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
+        use std::hash::{Hash, Hasher};
+        // SipHash with fixed keys: the same work directory gives the same name every run.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::path::absolute(workdir)
+            .unwrap_or_else(|_| workdir.to_path_buf())
+            .hash(&mut h);
         return shm
             .join(format!("cosched-{}", crate::util::euid()))
-            .join(name);
+            .join(format!("{name}-{:08x}", h.finish() as u32));
     }
     workdir.join("scratch")
 }

@@ -373,6 +373,48 @@ pub enum BenchCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Launch of do-nothing programs padded to 4/8/12 MB on every node (`submit --bcast`):
+    /// send and execute times, submit to last rank started, idle and under CPU load
+    Launch {
+        /// Node-manager counts to measure
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+        nodes: Vec<u32>,
+        /// Program sizes, MB
+        #[arg(long, value_delimiter = ',', default_value = "4,8,12")]
+        mb: Vec<u32>,
+        /// Loads to measure under: idle, cpu (every CPU kept busy)
+        #[arg(long, value_delimiter = ',', default_value = "idle,cpu")]
+        load: Vec<String>,
+        /// Tree fan-out
+        #[arg(long, default_value_t = 8)]
+        fanout: u32,
+        #[command(flatten)]
+        bcast: BcastOpts,
+        /// Measured runs per setting (after one warm-up)
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Broadcast bandwidth against chunk size × slots (seed 003 Fig. 8)
+    Bcast {
+        #[arg(long, default_value_t = 16)]
+        nodes: u32,
+        #[arg(long, default_value_t = 8)]
+        fanout: u32,
+        /// File size, MB
+        #[arg(long, default_value_t = 12)]
+        mb: u32,
+        /// Chunk sizes (bytes, or with K, M)
+        #[arg(long, value_delimiter = ',', default_value = "64K,128K,256K,512K,1M", value_parser = parse_bytes)]
+        chunks: Vec<u64>,
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+        slots: Vec<u32>,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// Sustained throughput of trivial 1-PE jobs, submitted to completed
     Throughput {
         #[arg(long, default_value_t = 1000)]
@@ -855,6 +897,81 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                     t += &format!(
                         "{:>6} {:>6} {:>12.1} {:>10.1} {:>16.1}\n",
                         r.nodes, r.tree_depth, r.median_ms, r.max_ms, r.first_rank_median_ms
+                    );
+                }
+                emit(&t);
+            }
+            BenchCmd::Launch {
+                nodes,
+                mb,
+                load,
+                fanout,
+                bcast,
+                runs,
+                json,
+            } => {
+                let setup = bench::LaunchSetup {
+                    fanout,
+                    chunk: u32::try_from(bcast.chunk).unwrap_or(u32::MAX),
+                    slots: bcast.slots,
+                    runs: runs.max(1),
+                };
+                let rows = bench::launch(&exe, &dir, &nodes, &mb, &load, &setup)?;
+                if json {
+                    return print_json(&rows);
+                }
+                let mut t = format!(
+                    "{:>6} {:>6} {:>4} {:>5} {:>9} {:>12} {:>10} {:>9}\n",
+                    "NODES",
+                    "DEPTH",
+                    "MB",
+                    "LOAD",
+                    "SEND(ms)",
+                    "EXECUTE(ms)",
+                    "TOTAL(ms)",
+                    "MAX(ms)"
+                );
+                for r in rows {
+                    t += &format!(
+                        "{:>6} {:>6} {:>4} {:>5} {:>9.1} {:>12.1} {:>10.1} {:>9.1}\n",
+                        r.nodes,
+                        r.tree_depth,
+                        r.mb,
+                        r.load,
+                        r.send_ms,
+                        r.execute_ms,
+                        r.total_ms,
+                        r.total_max_ms
+                    );
+                }
+                emit(&t);
+            }
+            BenchCmd::Bcast {
+                nodes,
+                fanout,
+                mb,
+                chunks,
+                slots,
+                runs,
+                json,
+            } => {
+                let chunks: Vec<u32> = chunks
+                    .iter()
+                    .map(|&c| u32::try_from(c).unwrap_or(u32::MAX))
+                    .collect();
+                let rows =
+                    bench::bcast(&exe, &dir, nodes, fanout, mb, &chunks, &slots, runs.max(1))?;
+                if json {
+                    return print_json(&rows);
+                }
+                let mut t = format!(
+                    "{:>6} {:>10} {:>6} {:>10} {:>10}\n",
+                    "NODES", "CHUNK(KiB)", "SLOTS", "MEDIAN(ms)", "MB/s"
+                );
+                for r in rows {
+                    t += &format!(
+                        "{:>6} {:>10} {:>6} {:>10.1} {:>10.1}\n",
+                        r.nodes, r.chunk_kib, r.slots, r.median_ms, r.mb_per_s
                     );
                 }
                 emit(&t);
