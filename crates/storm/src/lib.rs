@@ -25,7 +25,7 @@ pub mod tree;
 
 pub use frame::{FrameError, Key};
 pub use link::ChildEvent;
-pub use mech::{Answer, Cmp, Combiner, Cond, Down, Query, Up, Var, Vars};
+pub use mech::{Answer, Cmp, Combiner, Cond, Down, Own, Query, Up, Var, Vars};
 pub use node::{Delivery, NodeHandle, spawn_node};
 pub use root::{Outcome, Root, RootEvent, RootStats};
 pub use tree::{Dest, Topology};

@@ -96,8 +96,15 @@ pub enum Down {
         payload: Vec<u8>,
         ack: Option<Query>,
     },
-    /// The query half of COMPARE-AND-WRITE; answered with one combined [`Up::Answer`].
-    Compare { query: Query, cond: Cond },
+    /// The query half of COMPARE-AND-WRITE; answered with one combined [`Up::Answer`]. With
+    /// `wait_ms` > 0, a destination where the condition does not hold yet answers once it
+    /// does (a TEST-EVENT), or "does not hold" after `wait_ms` (at most half its budget), so a
+    /// sender waiting for every node to reach a value needs no polling.
+    Compare {
+        query: Query,
+        cond: Cond,
+        wait_ms: u32,
+    },
     /// The write half of COMPARE-AND-WRITE, sent by the root only once the comparison held on
     /// every destination: sets `var` to `value` on each.
     Write { dest: Dest, var: Var, value: i64 },
@@ -139,6 +146,16 @@ impl Answer {
     }
 }
 
+/// A position's own part in a query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Own {
+    /// Not a destination (or the root).
+    NotAsked,
+    Now(bool),
+    /// A destination that answers later (a waiting COMPARE), with [`Combiner::own`].
+    Later,
+}
+
 /// One query a position is combining.
 struct Pending<T> {
     answer: Answer,
@@ -172,7 +189,7 @@ impl<T> Combiner<T> {
     pub fn start(
         &mut self,
         query: &Query,
-        own: Option<bool>,
+        own: Own,
         routes: &[Route],
         linked: impl Fn(NodeId) -> bool,
         tag: T,
@@ -182,13 +199,20 @@ impl<T> Combiner<T> {
             from: self.me,
             ..Answer::default()
         };
-        if let Some(holds) = own {
-            answer.answered = 1;
-            if !holds {
-                answer.fails.push(self.me);
+        let mut waiting = HashMap::new();
+        match own {
+            Own::NotAsked => {}
+            Own::Now(holds) => {
+                answer.answered = 1;
+                if !holds {
+                    answer.fails.push(self.me);
+                }
+            }
+            // Comes later through [`Combiner::own`].
+            Own::Later => {
+                waiting.insert(self.me, vec![self.me]);
             }
         }
-        let mut waiting = HashMap::new();
         for r in routes {
             let members: Vec<NodeId> = r
                 .subtree
@@ -218,6 +242,17 @@ impl<T> Combiner<T> {
             },
         );
         None
+    }
+
+    /// This node's own deferred answer (see [`Own::Later`]).
+    pub fn own(&mut self, id: u64, holds: bool) -> Option<(Answer, T)> {
+        self.record(Answer {
+            id,
+            from: self.me,
+            answered: 1,
+            fails: if holds { Vec::new() } else { vec![self.me] },
+            silent: Vec::new(),
+        })
     }
 
     /// A child's combined answer; returns the whole answer once it is complete. Answers to
@@ -368,7 +403,7 @@ mod tests {
             budget_ms: 1000,
         };
         let routes = [route(1, &[1, 3]), route(2, &[2, 4])];
-        assert!(c.start(&q, Some(true), &routes, |_| true, ()).is_none());
+        assert!(c.start(&q, Own::Now(true), &routes, |_| true, ()).is_none());
         let child = Answer {
             id: 7,
             from: NodeId(1),
@@ -394,16 +429,25 @@ mod tests {
             budget_ms: 0,
         };
         let (a, ()) = c
-            .start(&q, None, &routes, |_| false, ())
+            .start(&q, Own::NotAsked, &routes, |_| false, ())
             .expect("nothing to wait for");
         assert_eq!((a.answered, a.silent), (0, vec![NodeId(4)]));
-        assert!(c.start(&q, None, &routes, |_| true, ()).is_none());
+        assert!(c.start(&q, Own::NotAsked, &routes, |_| true, ()).is_none());
         let (a, ()) = c
             .expire(Instant::now())
             .pop()
             .expect("budget of 0 ms ran out");
         assert_eq!(a.silent, vec![NodeId(4)]);
         assert_eq!(q.for_children().budget_ms, 0);
+        // A deferred own answer completes the query like a child's.
+        let q = Query {
+            id: 9,
+            dest: Dest::All,
+            budget_ms: 1000,
+        };
+        assert!(c.start(&q, Own::Later, &[], |_| true, ()).is_none());
+        let (a, ()) = c.own(9, false).expect("own answer completes it");
+        assert_eq!((a.answered, a.fails), (1, vec![NodeId(0)]));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use crate::accept::{Gate, accept};
 use crate::frame::{Key, MAX_FRAME, MAX_HELLO, frame_of_body, read_body, read_frame};
 use crate::link::{ChildEvent, Children};
-use crate::mech::{Answer, Combiner, Down, Up, Vars, sleep_until};
+use crate::mech::{Answer, Combiner, Down, Own, Up, Vars, sleep_until};
 use crate::tree::{Route, Topology};
 
 /// A peer must present its first frame within this time or be dropped.
@@ -60,6 +60,11 @@ enum Ev {
     },
     ParentClosed {
         conn: u64,
+    },
+    /// This node's deferred answer to a waiting COMPARE.
+    Own {
+        id: u64,
+        holds: bool,
     },
 }
 
@@ -164,13 +169,28 @@ async fn run(
                             }
                             if let Some(q) = ack {
                                 // Holding: the payload is in the node manager's queue.
-                                let done = combiner.start(&q, mine.then_some(true), &routes, |n| children.linked(n), ());
+                                let own = if mine { Own::Now(true) } else { Own::NotAsked };
+                                let done = combiner.start(&q, own, &routes, |n| children.linked(n), ());
                                 if let Some((a, ())) = done { answer_up(&mut parent, &key, a).await; }
                             }
                         }
-                        Down::Compare { query, cond } => {
-                            children.route(&query.dest, Arc::new(key.seal(&Down::Compare { query: query.for_children(), cond })));
-                            let own = query.dest.includes(me).then(|| cond.holds(vars.get(cond.var)));
+                        Down::Compare { query, cond, wait_ms } => {
+                            children.route(&query.dest, Arc::new(key.seal(&Down::Compare { query: query.for_children(), cond, wait_ms })));
+                            let own = match query.dest.includes(me).then(|| cond.holds(vars.get(cond.var))) {
+                                None => Own::NotAsked,
+                                Some(false) if wait_ms > 0 => {
+                                    // TEST-EVENT with a deadline well inside the budget, so the
+                                    // answer ("not yet") still beats the parent's deadline.
+                                    let wait = Duration::from_millis(wait_ms.min(query.budget_ms / 2) as u64);
+                                    let (vars, ev_tx, id) = (vars.clone(), ev_tx.clone(), query.id);
+                                    tokio::spawn(async move {
+                                        let holds = tokio::time::timeout(wait, vars.wait_cond(cond)).await.is_ok();
+                                        let _ = ev_tx.send(Ev::Own { id, holds });
+                                    });
+                                    Own::Later
+                                }
+                                Some(holds) => Own::Now(holds),
+                            };
                             let done = combiner.start(&query, own, &routes, |n| children.linked(n), ());
                             if let Some((a, ())) = done { answer_up(&mut parent, &key, a).await; }
                         }
@@ -181,6 +201,9 @@ async fn run(
                             }
                         }
                     }
+                }
+                Ev::Own { id, holds } => {
+                    if let Some((a, ())) = combiner.own(id, holds) { answer_up(&mut parent, &key, a).await; }
                 }
                 Ev::ParentClosed { conn } => {
                     if parent.as_ref().map(|p| p.0) == Some(conn) {

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::frame::Key;
 use crate::link::{ChildEvent, Children};
-use crate::mech::{Answer, Combiner, Cond, Down, Query, Up, Var, sleep_until};
+use crate::mech::{Answer, Combiner, Cond, Down, Own, Query, Up, Var, sleep_until};
 use crate::tree::{Dest, Route, Topology};
 
 /// What the root hands its owner.
@@ -179,10 +179,25 @@ impl Root {
         write: Option<(Var, i64)>,
         budget: Duration,
     ) -> u64 {
+        self.compare_waiting(dest, cond, write, budget, Duration::ZERO)
+    }
+
+    /// [`Root::compare`] where a destination on which `cond` does not hold yet waits up to
+    /// `wait` (at most half its budget) for it to hold before answering (see
+    /// [`Down::Compare`]): one round trip tells when every node has reached a value.
+    pub fn compare_waiting(
+        &mut self,
+        dest: &Dest,
+        cond: Cond,
+        write: Option<(Var, i64)>,
+        budget: Duration,
+        wait: Duration,
+    ) -> u64 {
         let query = self.query(dest, budget);
         let frame = Arc::new(self.key.seal(&Down::Compare {
             query: query.for_children(),
             cond,
+            wait_ms: wait.as_millis().min(u32::MAX as u128) as u32,
         }));
         self.send_query(query, frame, write)
     }
@@ -264,7 +279,7 @@ async fn run(
                     let dest = query.dest.clone();
                     children.route(&dest, frame);
                     let tag = Tag { write, dest, expected };
-                    if let Some((a, t)) = combiner.start(&query, None, &routes, |n| children.linked(n), tag) {
+                    if let Some((a, t)) = combiner.start(&query, Own::NotAsked, &routes, |n| children.linked(n), tag) {
                         finish(&children, a, t);
                     }
                 }

@@ -112,9 +112,38 @@ async fn one_combined_answer_per_query_on_64_nodes() {
     all_reach(&[handles[5].clone(), handles[60].clone()], 4, 9).await;
     assert_eq!(handles[6].vars.get(4), 0);
 
+    // A waiting COMPARE: node 40 reaches the value 150 ms after the query left; the one
+    // answer holds, without the root asking twice. One that never does answers "no" once its
+    // wait is over.
+    for (i, h) in handles.iter().enumerate() {
+        if i != 40 {
+            h.vars.set(6, 1);
+        }
+    }
+    let late = handles[40].clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        late.vars.set(6, 1);
+    });
+    let t0 = Instant::now();
+    let wait = Duration::from_secs(3);
+    let id = root.compare_waiting(&Dest::All, cond(6, Cmp::Ge, 1), None, T, wait);
+    let o = outcome(&mut up, id).await;
+    assert!(o.holds_everywhere(), "{o:?}");
+    assert!(t0.elapsed() >= Duration::from_millis(140) && t0.elapsed() < wait);
+    let id = root.compare_waiting(
+        &Dest::All,
+        cond(6, Cmp::Ge, 2),
+        None,
+        T,
+        Duration::from_millis(200),
+    );
+    let o = outcome(&mut up, id).await;
+    assert_eq!((o.answer.answered, o.answer.fails.len()), (N, N as usize));
+
     assert_eq!(
         stats.outcomes.load(Ordering::Relaxed),
-        6,
+        8,
         "exactly one combined answer per query"
     );
 }

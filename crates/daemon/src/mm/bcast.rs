@@ -4,10 +4,12 @@
 //! at the end releases the copies by COMPARE-AND-WRITE once each node has checked its own.
 //!
 //! One transfer runs at a time. A client request that must wait (a chunk while every slot is
-//! taken, the finish until the copies are checked) is answered later. A query that does not
-//! hold yet (a slow node) is asked again after [`POLL`]; a destination that does not answer
-//! within [`BUDGET`] (dead, cut off, hung) fails the transfer with its name: the others drop
-//! their partial copies and the client gets the error.
+//! taken, the finish until the copies are checked) is answered later. Each chunk sent gets its
+//! own COMPARE in flight, a waiting one (`Root::compare_waiting`): a node that has not written
+//! the chunk yet answers once it has (or "not yet" after [`WAIT`], and the machine manager
+//! asks again), so no one polls and the pipeline keeps `slots` chunks moving. A destination
+//! that does not answer within [`BUDGET`] (dead, cut off, hung) fails the transfer with its
+//! name: the others drop their partial copies and the client gets the error.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -16,14 +18,14 @@ use cosched_core::NodeId;
 use cosched_storm::{Cmp, Cond, Dest, Outcome, Var};
 use tokio::sync::oneshot;
 
-use super::shell::{Incoming, Shell};
+use super::shell::Shell;
 use crate::bcast::{MAX_CHUNK, held, state};
 use crate::proto::*;
 
 /// How long one query may wait for the tree's answer.
 pub const BUDGET: Duration = Duration::from_secs(3);
-/// Pause before asking again a query that did not hold yet.
-pub const POLL: Duration = Duration::from_millis(1);
+/// How long a node waits for the condition before answering "not yet".
+pub const WAIT: Duration = Duration::from_secs(1);
 /// How long a node may take to create its file, or to check its copy.
 const DECIDE_WITHIN: Duration = Duration::from_secs(30);
 /// A transfer whose client went quiet for this long may be replaced by a new one.
@@ -52,8 +54,10 @@ pub struct Transfer {
     /// Chunks every destination holds.
     held: u32,
     phase: Phase,
-    /// The COMPARE in flight, if any.
+    /// The COMPARE of the phase in flight, if any.
     query: Option<u64>,
+    /// The COMPARE in flight for each chunk not yet held everywhere (query id → chunk).
+    chunk_queries: HashMap<u64, u32>,
     /// A chunk waiting for a free slot.
     parked: Option<(u32, Vec<u8>, oneshot::Sender<Response>)>,
     /// The Begin or Finish request waiting for its answer.
@@ -154,6 +158,7 @@ impl Shell {
                     held: 0,
                     phase: Phase::Opening,
                     query: None,
+                    chunk_queries: HashMap::new(),
                     parked: None,
                     reply: Some(tx),
                     finishing: false,
@@ -246,7 +251,9 @@ impl Shell {
                 .xfer(&t.dest(), None, postcard::to_stdvec(&msg).expect("encodes"));
             t.sent += 1;
             let _ = tx.send(Response::Bcast(BcastReply::Sent));
+            self.bcast_ask_chunk(k);
         }
+        let Some(t) = self.bcast.as_mut() else { return };
         if t.phase == Phase::Streaming && t.finishing && t.held == t.chunks {
             let msg = ToNode::BcastEnd { id: t.id };
             self.root
@@ -257,6 +264,20 @@ impl Shell {
         if t.query.is_none() {
             self.bcast_ask();
         }
+    }
+
+    /// Asks every destination to answer once it holds chunk `k`.
+    fn bcast_ask_chunk(&mut self, k: u32) {
+        let Some(t) = self.bcast.as_mut() else { return };
+        let cond = Cond {
+            var: VAR_BCAST_HELD,
+            cmp: Cmp::Ge,
+            value: held(t.id, k + 1),
+        };
+        let q = self
+            .root
+            .compare_waiting(&t.dest(), cond, None, BUDGET, WAIT);
+        t.chunk_queries.insert(q, k);
     }
 
     /// Sends the COMPARE the current phase waits on (none while nothing is outstanding).
@@ -271,14 +292,6 @@ impl Shell {
                     var: VAR_BCAST_STATE,
                     cmp: Cmp::Eq,
                     value: state(t.id, BCAST_OPEN),
-                },
-                None,
-            ),
-            Phase::Streaming if t.held < t.sent => (
-                Cond {
-                    var: VAR_BCAST_HELD,
-                    cmp: Cmp::Ge,
-                    value: held(t.id, t.held + 1),
                 },
                 None,
             ),
@@ -300,34 +313,30 @@ impl Shell {
                 Some((VAR_BCAST_READY, t.id as i64)),
             ),
         };
+        // Releasing asks once: every node has decided by then.
+        let wait = if t.phase == Phase::Releasing {
+            Duration::ZERO
+        } else {
+            WAIT
+        };
         t.query = Some(
             self.root
-                .compare(&Dest::nodes(t.nodes.clone()), cond, write, BUDGET),
+                .compare_waiting(&t.dest(), cond, write, BUDGET, wait),
         );
-    }
-
-    /// Asks again after [`POLL`] (a timer, so the machine manager's loop goes on meanwhile).
-    fn bcast_later(&mut self) {
-        let (tx, id) = (self.in_tx.clone(), self.bcast.as_ref().map(|t| t.id));
-        let Some(id) = id else { return };
-        tokio::spawn(async move {
-            tokio::time::sleep(POLL).await;
-            let _ = tx.send(Incoming::BcastPoll(id));
-        });
-    }
-
-    pub(super) fn bcast_poll(&mut self, id: u32) {
-        if self.bcast.as_ref().is_some_and(|t| t.id == id) {
-            self.bcast_ask();
-        }
     }
 
     /// A combined answer: is it the broadcast's? (Else it is a heartbeat's.)
     pub(super) fn bcast_answer(&mut self, o: &Outcome) -> bool {
-        let Some(t) = self.bcast.as_mut().filter(|t| t.query == Some(o.id())) else {
+        let Some(t) = self.bcast.as_mut() else {
             return false;
         };
-        t.query = None;
+        let chunk = t.chunk_queries.remove(&o.id());
+        if chunk.is_none() && t.query != Some(o.id()) {
+            return false;
+        }
+        if chunk.is_none() {
+            t.query = None;
+        }
         if !o.answer.silent.is_empty() {
             let why = format!(
                 "bcast {}: node(s) {} stopped answering (dead, cut off or hung); nothing was launched",
@@ -338,6 +347,16 @@ impl Shell {
             return true;
         }
         let holds = o.holds_everywhere();
+        if let Some(k) = chunk {
+            if holds {
+                // Chunks are written in order: holding k+1 means holding all before it.
+                t.held = t.held.max(k + 1);
+                self.bcast_pump();
+            } else if t.held <= k {
+                self.bcast_ask_chunk(k);
+            }
+            return true;
+        }
         match t.phase {
             Phase::Opening if holds => {
                 t.phase = Phase::Streaming;
@@ -345,11 +364,6 @@ impl Shell {
                 if let Some(tx) = t.reply.take() {
                     let _ = tx.send(Response::Bcast(BcastReply::Started { id, nodes }));
                 }
-            }
-            Phase::Streaming if holds => {
-                t.held += 1;
-                self.bcast_pump();
-                return true;
             }
             Phase::Deciding if holds => {
                 t.phase = Phase::Releasing;
@@ -388,13 +402,9 @@ impl Shell {
             }
             _ => {}
         }
-        // Not yet everywhere: a node is behind (or a node could not create the file, which
-        // the Opening deadline catches).
-        if holds {
-            self.bcast_ask();
-        } else {
-            self.bcast_later();
-        }
+        // Not yet everywhere (the nodes waited already): ask again. A node that could not
+        // create the file is caught by the Opening deadline.
+        self.bcast_ask();
         true
     }
 

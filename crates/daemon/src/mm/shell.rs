@@ -26,13 +26,11 @@ enum Waiting {
     Register(oneshot::Sender<RegisterReply>),
 }
 
-pub(super) enum Incoming {
+enum Incoming {
     Register(Register, oneshot::Sender<RegisterReply>),
     Client(Request, Caller, oneshot::Sender<Response>),
     /// The web dashboard asks what to show; answered at once, the core untouched.
     Dashboard(oneshot::Sender<crate::dashboard::Snapshot>),
-    /// Time to ask the running file broadcast's query again (super::bcast).
-    BcastPoll(u32),
 }
 
 pub(super) struct Shell {
@@ -47,8 +45,6 @@ pub(super) struct Shell {
     pub(super) bcast: Option<super::bcast::Transfer>,
     pub(super) bcast_failed: Option<(u32, String)>,
     pub(super) bcast_next: u32,
-    /// The loop's own inbox, for timers that must wake it.
-    pub(super) in_tx: mpsc::UnboundedSender<Incoming>,
     /// How long a heartbeat's COMPARE may wait for the tree's combined answer.
     heartbeat_budget: std::time::Duration,
 }
@@ -141,7 +137,6 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         bcast: None,
         bcast_failed: None,
         bcast_next: 1,
-        in_tx: in_tx.clone(),
     };
     let first = sh.core.step(t);
     sh.carry_out(first);
@@ -314,10 +309,6 @@ impl Shell {
                 let mut snap = self.core.dashboard(t);
                 snap.status.tree_depth = self.root.topology().depth();
                 let _ = tx.send(snap);
-                return;
-            }
-            Incoming::BcastPoll(id) => {
-                self.bcast_poll(id);
                 return;
             }
             Incoming::Client(Request::Bcast(op), caller, tx) => {
