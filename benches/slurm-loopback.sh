@@ -69,8 +69,16 @@ bench)
   n=$1; dir=$2; shift 2
   export SLURM_CONF="$dir/etc/slurm.conf"
   ns() { date +%s%N; }
+  # Each run starts with every node idle: a node stays COMPLETING a moment after a job, and a
+  # run that queued behind that would time the previous job's cleanup, not a launch.
+  idle() {
+    while [ "$(sinfo -h -t idle -o %D 2>/dev/null | awk '{s+=$1} END {print s+0}')" -lt "$n" ]; do
+      sleep 0.05
+    done
+  }
   # srun of a trivial job on every node (the program already there).
   for r in 0 1 2 3; do
+    idle
     t0=$(ns); srun -N "$n" -n "$n" /bin/true; t1=$(ns)
     echo "srun nodes=$n run=$r ms=$(( (t1-t0)/1000000 ))"
   done
@@ -78,6 +86,7 @@ bench)
   # broadcast runs inside the job as Slurm requires.
   for f in "$@"; do
     for r in 0 1 2 3; do
+      idle
       t0=$(ns)
       salloc -Q -N "$n" -n "$n" sh -c "sbcast -f '$f' '/tmp/slurm-bcast-\$SLURM_JOB_ID' && srun '/tmp/slurm-bcast-\$SLURM_JOB_ID'" >/dev/null
       t1=$(ns)
