@@ -501,7 +501,7 @@ pub fn launch(
                 let _busy = (load == "cpu").then(CpuLoad::start);
                 for _ in 0..s.runs + 1 {
                     let t0 = now();
-                    let sent = crate::bcast::send_file(
+                    crate::bcast::send_file(
                         &c.client,
                         &prog,
                         Some(&format!("prog{mb}")),
@@ -513,9 +513,14 @@ pub fn launch(
                     let cmd = vec![format!("{}prog{mb}", crate::bcast::STAGED_PREFIX)];
                     let id = c.client.submit(submit(n, cmd))?;
                     let jobs = c.client.wait(&[id], Duration::from_secs(120))?;
-                    if jobs.iter().any(|j| j.state != JobState::Completed) {
+                    if let Some(j) = jobs.iter().find(|j| j.state != JobState::Completed) {
+                        // Say why (a node declared dead under the load, say) without the
+                        // whole record, which names every node.
                         return Err(DaemonError::Refused(format!(
-                            "a launch benchmark job did not complete: {jobs:?}"
+                            "launch on {n} nodes, {mb} MB: job {} ended {} ({})",
+                            j.id(),
+                            j.state.as_str(),
+                            j.error.as_deref().unwrap_or("no error recorded")
                         )));
                     }
                     let mut last = 0i64;
@@ -524,7 +529,6 @@ pub fn launch(
                         let ns: i64 = String::from_utf8_lossy(&out).trim().parse().unwrap_or(0);
                         last = last.max(ns / 1_000);
                     }
-                    let _ = sent;
                     send.push((t1 - t0).as_micros() as f64 / 1e3);
                     exec.push((last - t1.as_micros()) as f64 / 1e3);
                     total.push((last - t0.as_micros()) as f64 / 1e3);
