@@ -386,3 +386,232 @@ fn cpu_ms(pid: i32) -> f64 {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     ticks * 1e3 / hz
 }
+
+/// A do-nothing program of `bytes` bytes: a shell script that prints the time it started
+/// (ns) and exits, padded with a comment line so the launch must move the whole file (seed
+/// 003's launch programs are padded the same way). The shell never reads past the `exec`.
+pub fn padded_program(path: &Path, bytes: usize) -> std::io::Result<()> {
+    let head = b"#!/bin/sh\nexec date +%s%N\n#";
+    let mut data = Vec::with_capacity(bytes.max(head.len()));
+    data.extend_from_slice(head);
+    data.resize(bytes.max(head.len()), b'x');
+    std::fs::write(path, &data)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+}
+
+/// Keeps every CPU busy while it lives (the "CPU load" of seed 003 Fig. 3): one spinning
+/// thread per online CPU, stopped on drop.
+pub struct CpuLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl CpuLoad {
+    pub fn start() -> CpuLoad {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 1u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        for i in 0..100_000u64 {
+                            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+                        }
+                        std::hint::black_box(x);
+                    }
+                })
+            })
+            .collect();
+        CpuLoad { stop, threads }
+    }
+}
+
+impl Drop for CpuLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LaunchRow {
+    pub nodes: u32,
+    pub tree_depth: u32,
+    pub mb: u32,
+    /// "idle" or "cpu" (every CPU kept busy by a spinning thread meanwhile).
+    pub load: String,
+    /// Medians over the runs, milliseconds. Send: the broadcast, from the submit command's
+    /// start until every node holds a verified copy. Execute: from then until the last rank
+    /// has started (it prints the time). Total: submit to last rank started.
+    pub send_ms: f64,
+    pub execute_ms: f64,
+    pub total_ms: f64,
+    pub total_max_ms: f64,
+    pub runs: usize,
+}
+
+/// What [`launch`] measures with: chunk size and slots of the broadcast, tree fan-out.
+#[derive(Clone, Debug)]
+pub struct LaunchSetup {
+    pub fanout: u32,
+    pub chunk: u32,
+    pub slots: u32,
+    pub runs: usize,
+}
+
+/// Removes the broadcast copies of a cluster's node managers (they are on tmpfs).
+fn drop_copies(state: &crate::StateDir, nodes: u32) {
+    for i in 0..nodes {
+        let name = format!("n{i}");
+        let dir = crate::bcast::scratch_dir(&name, &state.node_work_dir(&name));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Launch of do-nothing programs padded to `mbs` MB on every node (one rank per node, `cosched
+/// submit --bcast` as a user runs it: broadcast, then launch of the staged copies), for each
+/// node count, idle and (with `loads` holding "cpu") with every CPU busy.
+pub fn launch(
+    exe: &Path,
+    dir: &Path,
+    nodes: &[u32],
+    mbs: &[u32],
+    loads: &[String],
+    s: &LaunchSetup,
+) -> Result<Vec<LaunchRow>, DaemonError> {
+    let mut rows = Vec::new();
+    std::fs::create_dir_all(dir)?;
+    for &mb in mbs {
+        padded_program(&dir.join(format!("prog{mb}")), mb as usize * 1_000_000)?;
+    }
+    for &n in nodes {
+        let mut o = opts(exe, &dir.join(format!("launch{n}")), n, 1);
+        o.settings.fanout = s.fanout;
+        let c = up(&o)?;
+        let depth = c.client.status()?.tree_depth;
+        for load in loads {
+            for &mb in mbs {
+                let prog = dir.join(format!("prog{mb}"));
+                let (mut send, mut exec, mut total) = (Vec::new(), Vec::new(), Vec::new());
+                let _busy = (load == "cpu").then(CpuLoad::start);
+                for _ in 0..s.runs + 1 {
+                    let t0 = now();
+                    crate::bcast::send_file(
+                        &c.client,
+                        &prog,
+                        Some(&format!("prog{mb}")),
+                        s.chunk,
+                        s.slots,
+                        &[],
+                    )?;
+                    let t1 = now();
+                    let cmd = vec![format!("{}prog{mb}", crate::bcast::STAGED_PREFIX)];
+                    let id = c.client.submit(submit(n, cmd))?;
+                    let jobs = c.client.wait(&[id], Duration::from_secs(120))?;
+                    if let Some(j) = jobs.iter().find(|j| j.state != JobState::Completed) {
+                        // Say why (a node declared dead under the load, say) without the
+                        // whole record, which names every node.
+                        return Err(DaemonError::Refused(format!(
+                            "launch on {n} nodes, {mb} MB: job {} ended {} ({})",
+                            j.id(),
+                            j.state.as_str(),
+                            j.error.as_deref().unwrap_or("no error recorded")
+                        )));
+                    }
+                    let mut last = 0i64;
+                    for rank in 0..n {
+                        let (out, _, _) = c.client.output(id, rank)?;
+                        let ns: i64 = String::from_utf8_lossy(&out).trim().parse().unwrap_or(0);
+                        last = last.max(ns / 1_000);
+                    }
+                    send.push((t1 - t0).as_micros() as f64 / 1e3);
+                    exec.push((last - t1.as_micros()) as f64 / 1e3);
+                    total.push((last - t0.as_micros()) as f64 / 1e3);
+                }
+                // The first run warms the page cache and the tree's connections.
+                for v in [&mut send, &mut exec, &mut total] {
+                    v.remove(0);
+                    v.sort_by(f64::total_cmp);
+                }
+                rows.push(LaunchRow {
+                    nodes: n,
+                    tree_depth: depth,
+                    mb,
+                    load: load.clone(),
+                    send_ms: send[send.len() / 2],
+                    execute_ms: exec[exec.len() / 2],
+                    total_ms: total[total.len() / 2],
+                    total_max_ms: *total.last().unwrap_or(&0.0),
+                    runs: s.runs,
+                });
+                eprintln!("{:?}", rows.last().expect("pushed"));
+            }
+        }
+        drop_copies(&c.state_dir, n);
+        c.down()?;
+    }
+    Ok(rows)
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BcastRow {
+    pub nodes: u32,
+    pub chunk_kib: u32,
+    pub slots: u32,
+    /// Median over the runs of file size over broadcast time (start to every copy verified).
+    pub mb_per_s: f64,
+    pub median_ms: f64,
+    pub runs: usize,
+}
+
+/// Broadcast bandwidth of a `mb` MB file to `nodes` node managers for each chunk size and
+/// slot count (seed 003 Fig. 8).
+#[allow(clippy::too_many_arguments)]
+pub fn bcast(
+    exe: &Path,
+    dir: &Path,
+    nodes: u32,
+    fanout: u32,
+    mb: u32,
+    chunks: &[u32],
+    slots: &[u32],
+    runs: usize,
+) -> Result<Vec<BcastRow>, DaemonError> {
+    std::fs::create_dir_all(dir)?;
+    let file = dir.join("payload");
+    padded_program(&file, mb as usize * 1_000_000)?;
+    let mut o = opts(exe, &dir.join("bcast"), nodes, 1);
+    o.settings.fanout = fanout;
+    let c = up(&o)?;
+    let mut rows = Vec::new();
+    for &chunk in chunks {
+        for &sl in slots {
+            let mut t = Vec::new();
+            for _ in 0..runs + 1 {
+                let sent =
+                    crate::bcast::send_file(&c.client, &file, Some("payload"), chunk, sl, &[])?;
+                t.push(sent.took.as_secs_f64() * 1e3);
+            }
+            t.remove(0);
+            t.sort_by(f64::total_cmp);
+            let med = t[t.len() / 2];
+            rows.push(BcastRow {
+                nodes,
+                chunk_kib: chunk >> 10,
+                slots: sl,
+                mb_per_s: mb as f64 / (med / 1e3),
+                median_ms: med,
+                runs,
+            });
+            eprintln!("{:?}", rows.last().expect("pushed"));
+        }
+    }
+    drop_copies(&c.state_dir, nodes);
+    c.down()?;
+    Ok(rows)
+}

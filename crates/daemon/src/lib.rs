@@ -1,6 +1,7 @@
 //! The machine manager and the node managers: the real-time driver of the job-level policies,
 //! running real parallel jobs on real nodes.
 //!
+//! - [`bcast`]: file broadcast down the tree (the client's and the node manager's ends).
 //! - [`mm`]: the machine manager (policy driver, job records, tree root, failure detection).
 //! - [`nm`]: the node manager (tree node, launching, SIGSTOP/SIGCONT context switches).
 //! - [`jobio`]: a job's environment (`--export`, node list) and output file patterns.
@@ -28,6 +29,7 @@
 //! cluster.down().unwrap();
 //! ```
 
+pub mod bcast;
 pub mod bench;
 pub mod client;
 pub mod cluster;

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cosched_core::{JobId, NodeId};
-use cosched_storm::{Delivery, Key, NodeHandle, spawn_node};
+use cosched_storm::{Cmp, Cond, Delivery, Key, NodeHandle, spawn_node};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -131,6 +131,9 @@ struct Nm {
     last_sweep: Option<std::time::Instant>,
     /// The node-level scheme: gang strobe, local, spin-block or FCS (crate::nm_sched).
     nsched: crate::nm_sched::NodeSched,
+    /// Writes broadcast files to the scratch directory (crate::bcast); set once the tree
+    /// transport, whose variables it sets, is up.
+    stager: Option<crate::bcast::Stager>,
 }
 
 type Owners = std::sync::Arc<std::sync::Mutex<HashMap<i32, JobId>>>;
@@ -206,6 +209,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         contain: Containment::Groups(String::new()),
         launches: 0,
         last_sweep: None,
+        stager: None,
     };
     nm.contain = Containment::detect(&nm.cfg.name, &nm.cfg.workdir);
     tracing::info!("nm {}: {}", nm.cfg.name, nm.contain.describe());
@@ -228,8 +232,17 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         nm.cfg.name
     );
     let (handle, mut deliveries) = spawn_node(listener, nm.cfg.key.clone(), node);
+    nm.stager = Some(crate::bcast::Stager::new(
+        &nm.cfg.name,
+        &nm.cfg.workdir,
+        handle.vars.clone(),
+    ));
     let silence = heartbeat * 4 + Duration::from_millis(200);
     let mut last_heard = tokio::time::Instant::now();
+    // The heartbeat's XFER-AND-SIGNAL writes its sequence number into VAR_HEARTBEAT; the
+    // machine manager's liveness is a TEST-EVENT on that variable changing (a restarted
+    // machine manager may count from a lower number, hence "differs", not "grows").
+    let mut beat = handle.vars.get(VAR_HEARTBEAT);
     // How often the node scheme looks at its ranks (/proc, the monitor rings): well under
     // the gang quantum, so that a blocked slot owner's PE is filled within a few percent of it.
     let mut sched_tick = tokio::time::interval(crate::nm_sched::TICK);
@@ -244,7 +257,6 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
                 let Some(d) = d else { return Ok(()) };
                 match d {
                     Delivery::Xfer(payload) => {
-                        last_heard = tokio::time::Instant::now();
                         match postcard::from_bytes::<ToNode>(&payload) {
                             Ok(ToNode::Shutdown) => {
                                 nm.shut_down(&mut exit_rx).await;
@@ -277,6 +289,10 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
                 }
             }
             Some(line) = pmi_rx.recv() => nm.pmi_line(line, &handle),
+            v = handle.vars.wait_cond(Cond { var: VAR_HEARTBEAT, cmp: Cmp::Ne, value: beat }) => {
+                beat = v;
+                last_heard = tokio::time::Instant::now();
+            }
             _ = tokio::time::sleep_until(last_heard + silence) => {
                 tracing::warn!("nm {}: no heartbeat for {silence:?}; registering again", nm.cfg.name);
                 nm.register(&addr, &mut exit_rx).await?;
@@ -421,6 +437,14 @@ impl Nm {
                 self.carry_out(plan);
             }
             ToNode::Shutdown => {}
+            msg @ (ToNode::BcastBegin { .. }
+            | ToNode::BcastChunk { .. }
+            | ToNode::BcastEnd { .. }
+            | ToNode::BcastAbort { .. }) => {
+                if let Some(st) = &mut self.stager {
+                    st.handle(msg);
+                }
+            }
             ToNode::Launch(l) => {
                 let (job, run) = (l.job, l.run);
                 let mine = l.placement.iter().any(|p| Some(p.node) == self.id);
@@ -840,10 +864,19 @@ impl Nm {
         self.jobs.clear();
     }
 
-    fn launch(&mut self, l: Launch) {
+    fn launch(&mut self, mut l: Launch) {
         let Some(mine) = l.placement.iter().find(|p| Some(p.node) == self.id) else {
             return;
         };
+        // `cosched submit --bcast`: argv[0] names a staged copy; run this node's. One that is
+        // not verified and released stays unresolved, and the launch fails naming it.
+        if let (Some(st), Some(cmd0)) = (&self.stager, l.cmd.first_mut()) {
+            match st.resolve(cmd0) {
+                Ok(Some(path)) => *cmd0 = path.display().to_string(),
+                Ok(None) => {}
+                Err(why) => tracing::warn!("nm {}: job {}: {why}", self.cfg.name, l.job),
+            }
+        }
         let mine = mine.clone();
         match self.jobs.get(&l.job).map(|j| j.run) {
             Some(run) if run >= l.run => return, // a duplicate (or late) delivery

@@ -14,6 +14,18 @@ use serde::{Deserialize, Serialize};
 
 /// Node variable written by every heartbeat (its sequence number); COMPARE checks it.
 pub const VAR_HEARTBEAT: u32 = 1;
+/// File broadcast (crate::bcast): `transfer id << 32 | chunks written`, set by the node
+/// manager after each chunk is on its scratch; the sender's flow control compares it (≥).
+pub const VAR_BCAST_HELD: u32 = 2;
+/// File broadcast: `transfer id << 2 | state` ([`BCAST_OPEN`], [`BCAST_VERIFIED`],
+/// [`BCAST_FAILED`]), set by the node manager.
+pub const VAR_BCAST_STATE: u32 = 3;
+/// File broadcast: the last transfer whose copies were verified on every node, written by the
+/// machine manager's COMPARE-AND-WRITE; a staged copy is launched only once this reaches it.
+pub const VAR_BCAST_READY: u32 = 4;
+pub const BCAST_OPEN: i64 = 1;
+pub const BCAST_VERIFIED: i64 = 2;
+pub const BCAST_FAILED: i64 = 3;
 
 /// The first frame of a connection to the machine manager, stamped so that a captured one
 /// cannot be replayed (see [`Stamp`]).
@@ -172,6 +184,30 @@ pub enum ToNode {
     /// Send back what the node's communication monitors recorded ([`FromNode::Monitor`]).
     FetchMonitor {
         req: u64,
+    },
+    /// A file broadcast starts: create the staged file `dest` (crate::bcast) for `size`
+    /// bytes whose SHA-256 is `sha256`, owned by `uid`.
+    BcastBegin {
+        id: u32,
+        dest: String,
+        size: u64,
+        sha256: [u8; 32],
+        uid: Option<u32>,
+    },
+    /// Chunk `k` of transfer `id`, to be written at `offset`.
+    BcastChunk {
+        id: u32,
+        k: u32,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    /// Every chunk was sent: check size and hash, and say so in [`VAR_BCAST_STATE`].
+    BcastEnd {
+        id: u32,
+    },
+    /// The transfer failed: remove the partial file.
+    BcastAbort {
+        id: u32,
     },
 }
 
@@ -351,6 +387,50 @@ pub enum Request {
     /// Each live job's expected start and end: the machine manager runs a copy of its policy
     /// forward from its live jobs (`cosched_sim::forecast`), every job taking its time limit.
     Forecast,
+    /// One step of a file broadcast (crate::bcast).
+    Bcast(BcastOp),
+}
+
+/// The steps of a file broadcast, each one request: the client opens the transfer, sends the
+/// chunks in order (each answered once the machine manager has passed it down the tree,
+/// which it does only while a slot is free: the client is paced by the slowest node), and
+/// finishes it (answered once every node has checked its copy).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum BcastOp {
+    Begin {
+        /// Where each node stages the file: a name within its scratch directory, or an
+        /// absolute path (refused by a node manager running as root).
+        dest: String,
+        size: u64,
+        sha256: [u8; 32],
+        chunk: u32,
+        slots: u32,
+        /// Node names; empty: every node in the tree.
+        nodes: Vec<String>,
+    },
+    Chunk {
+        id: u32,
+        k: u32,
+        data: Vec<u8>,
+    },
+    Finish {
+        id: u32,
+    },
+}
+
+/// The machine manager's answers to [`BcastOp`]s.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum BcastReply {
+    Started {
+        id: u32,
+        nodes: Vec<String>,
+    },
+    /// The chunk is on its way down the tree.
+    Sent,
+    /// Every node holds a verified copy.
+    Done {
+        nodes: Vec<String>,
+    },
 }
 
 /// Which jobs a [`Request::Jobs`] selects, and where its page starts. The machine manager
@@ -428,6 +508,7 @@ pub enum Response {
     /// The answer to [`Request::Forecast`]: one entry per live job the policy knows, times in
     /// µs since the epoch.
     Forecast(Vec<cosched_policy::forecast::Expected>),
+    Bcast(BcastReply),
 }
 
 /// What [`Request::Output`] brings back of a rank's files.

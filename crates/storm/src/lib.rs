@@ -9,10 +9,11 @@
 //! - [`frame`]: length-delimited frames with an HMAC-SHA256 tag; the cluster [`Key`].
 //! - [`tree`]: the k-ary overlay ([`Topology`]) and destination sets ([`Dest`]).
 //! - [`mech`]: the mechanisms as messages ([`Down`], [`Up`]), node variables ([`Vars`]),
-//!   and the root's gathering of COMPARE answers ([`Gather`]).
+//!   and the combining of answers at every hop ([`Combiner`]).
 //! - [`link`]: parent-to-child connections with queued writers.
 //! - [`node`]: the node side (routing, variables, deliveries to the node manager).
-//! - [`root`]: the root side, driven by the machine manager.
+//! - [`root`]: the root side, driven by the machine manager: one combined answer per query
+//!   ([`Outcome`]), and the write half of COMPARE-AND-WRITE.
 
 pub mod accept;
 pub mod frame;
@@ -24,7 +25,7 @@ pub mod tree;
 
 pub use frame::{FrameError, Key};
 pub use link::ChildEvent;
-pub use mech::{Cmp, Cond, Down, Gather, Up, Var, Vars};
+pub use mech::{Answer, Cmp, Combiner, Cond, Down, Own, Query, Up, Var, Vars};
 pub use node::{Delivery, NodeHandle, spawn_node};
-pub use root::Root;
+pub use root::{Outcome, Root, RootEvent, RootStats};
 pub use tree::{Dest, Topology};

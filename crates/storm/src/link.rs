@@ -106,6 +106,11 @@ impl Children {
         }
     }
 
+    /// Whether a link to `node` is up (or being dialled).
+    pub fn linked(&self, node: NodeId) -> bool {
+        self.links.contains_key(&node)
+    }
+
     pub fn len(&self) -> usize {
         self.links.len()
     }

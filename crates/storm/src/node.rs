@@ -1,7 +1,8 @@
 //! The transport side of a node manager: accepts its parent (whoever sends a valid
 //! [`Down::Topology`] first), routes down-going messages to its children and up-going ones to
-//! its parent, applies XFER writes to its [`Vars`], answers COMPARE queries, and hands the
-//! payloads meant for it to the node manager.
+//! its parent, applies XFER and COMPARE-AND-WRITE writes to its [`Vars`], answers COMPARE
+//! queries (and acknowledged XFERs) with one answer combined with its children's
+//! ([`Combiner`]), and hands the payloads meant for it to the node manager.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +16,8 @@ use tokio::sync::mpsc;
 use crate::accept::{Gate, accept};
 use crate::frame::{Key, MAX_FRAME, MAX_HELLO, frame_of_body, read_body, read_frame};
 use crate::link::{ChildEvent, Children};
-use crate::mech::{Down, Up, Vars};
-use crate::tree::Topology;
+use crate::mech::{Answer, Combiner, Down, Own, Up, Vars, sleep_until};
+use crate::tree::{Route, Topology};
 
 /// A peer must present its first frame within this time or be dropped.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,6 +61,11 @@ enum Ev {
     ParentClosed {
         conn: u64,
     },
+    /// This node's deferred answer to a waiting COMPARE.
+    Own {
+        id: u64,
+        holds: bool,
+    },
 }
 
 /// Starts the transport of node `me` on `listener`; returns the handle and the deliveries.
@@ -88,6 +94,8 @@ async fn run(
     let mut children = Children::new(key.clone(), child_tx);
     let mut parent: Option<(u64, OwnedWriteHalf)> = None;
     let mut epoch = 0u64;
+    let mut routes: Vec<Route> = Vec::new();
+    let mut combiner: Combiner<()> = Combiner::new(me);
     let mut next_conn = 1u64;
     let gate = Gate::default();
 
@@ -132,7 +140,7 @@ async fn run(
                     }
                     parent = Some((conn, writer));
                     epoch = topo.epoch;
-                    apply(&mut children, &key, me, &topo);
+                    routes = apply(&mut children, &key, me, &topo);
                     let _ = deliver.send(Delivery::Topology(topo));
                 }
                 Ev::FromParent { conn, body, msg } => {
@@ -143,27 +151,59 @@ async fn run(
                         Down::Topology(topo) => {
                             if topo.epoch >= epoch {
                                 epoch = topo.epoch;
-                                apply(&mut children, &key, me, &topo);
+                                routes = apply(&mut children, &key, me, &topo);
                                 let _ = deliver.send(Delivery::Topology(topo));
                             }
                         }
-                        Down::Xfer { dest, write, payload } => {
-                            children.route(&dest, Arc::new(frame_of_body(&body)));
-                            if dest.includes(me) {
+                        Down::Xfer { dest, write, payload, ack } => {
+                            let mine = dest.includes(me);
+                            match &ack {
+                                None => children.route(&dest, Arc::new(frame_of_body(&body))),
+                                Some(q) => children.route(&dest, Arc::new(key.seal(&Down::Xfer { dest: dest.clone(), write, payload: payload.clone(), ack: Some(q.for_children()) }))),
+                            }
+                            if mine {
                                 if let Some((var, value)) = write {
                                     vars.set(var, value);
                                 }
                                 let _ = deliver.send(Delivery::Xfer(payload));
                             }
+                            if let Some(q) = ack {
+                                // Holding: the payload is in the node manager's queue.
+                                let own = if mine { Own::Now(true) } else { Own::NotAsked };
+                                let done = combiner.start(&q, own, &routes, |n| children.linked(n), ());
+                                if let Some((a, ())) = done { answer_up(&mut parent, &key, a).await; }
+                            }
                         }
-                        Down::Compare { id, dest, cond } => {
+                        Down::Compare { query, cond, wait_ms } => {
+                            children.route(&query.dest, Arc::new(key.seal(&Down::Compare { query: query.for_children(), cond, wait_ms })));
+                            let own = match query.dest.includes(me).then(|| cond.holds(vars.get(cond.var))) {
+                                None => Own::NotAsked,
+                                Some(false) if wait_ms > 0 => {
+                                    // TEST-EVENT with a deadline well inside the budget, so the
+                                    // answer ("not yet") still beats the parent's deadline.
+                                    let wait = Duration::from_millis(wait_ms.min(query.budget_ms / 2) as u64);
+                                    let (vars, ev_tx, id) = (vars.clone(), ev_tx.clone(), query.id);
+                                    tokio::spawn(async move {
+                                        let holds = tokio::time::timeout(wait, vars.wait_cond(cond)).await.is_ok();
+                                        let _ = ev_tx.send(Ev::Own { id, holds });
+                                    });
+                                    Own::Later
+                                }
+                                Some(holds) => Own::Now(holds),
+                            };
+                            let done = combiner.start(&query, own, &routes, |n| children.linked(n), ());
+                            if let Some((a, ())) = done { answer_up(&mut parent, &key, a).await; }
+                        }
+                        Down::Write { dest, var, value } => {
                             children.route(&dest, Arc::new(frame_of_body(&body)));
                             if dest.includes(me) {
-                                let answer = Up::Answer { id, from: me, holds: cond.holds(vars.get(cond.var)) };
-                                send_parent(&mut parent, &key.seal(&answer)).await;
+                                vars.set(var, value);
                             }
                         }
                     }
+                }
+                Ev::Own { id, holds } => {
+                    if let Some((a, ())) = combiner.own(id, holds) { answer_up(&mut parent, &key, a).await; }
                 }
                 Ev::ParentClosed { conn } => {
                     if parent.as_ref().map(|p| p.0) == Some(conn) {
@@ -173,9 +213,21 @@ async fn run(
                 }
             },
             Some(ev) = child_rx.recv() => match ev {
+                ChildEvent::Up { msg: Up::Answer(a), .. } => {
+                    if let Some((a, ())) = combiner.record(a) { answer_up(&mut parent, &key, a).await; }
+                }
                 ChildEvent::Up { frame, .. } => send_parent(&mut parent, &frame).await,
-                ChildEvent::Lost { node, conn } => { children.lost(node, conn); }
+                ChildEvent::Lost { node, conn } => {
+                    if children.lost(node, conn) {
+                        for (a, ()) in combiner.lost(node) { answer_up(&mut parent, &key, a).await; }
+                    }
+                }
             },
+            _ = sleep_until(combiner.next_deadline()) => {
+                for (a, ()) in combiner.expire(tokio::time::Instant::now()) {
+                    answer_up(&mut parent, &key, a).await;
+                }
+            }
             payload = up_rx.recv() => {
                 let Some(payload) = payload else { return };
                 send_parent(&mut parent, &key.seal(&Up::Signal { from: me, payload })).await;
@@ -184,12 +236,21 @@ async fn run(
     }
 }
 
-fn apply(children: &mut Children, key: &Key, me: NodeId, topo: &Topology) {
+/// Reconfigures the child links for `topo`; returns this node's child routes.
+fn apply(children: &mut Children, key: &Key, me: NodeId, topo: &Topology) -> Vec<Route> {
     let routes = match topo.position(me) {
         Some(p) => topo.routes(p),
         None => Vec::new(),
     };
-    children.reconcile(routes, Arc::new(key.seal(&Down::Topology(topo.clone()))));
+    children.reconcile(
+        routes.clone(),
+        Arc::new(key.seal(&Down::Topology(topo.clone()))),
+    );
+    routes
+}
+
+async fn answer_up(parent: &mut Option<(u64, OwnedWriteHalf)>, key: &Key, a: Answer) {
+    send_parent(parent, &key.seal(&Up::Answer(a))).await;
 }
 
 async fn send_parent(parent: &mut Option<(u64, OwnedWriteHalf)>, frame: &[u8]) {

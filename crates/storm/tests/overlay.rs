@@ -1,11 +1,10 @@
 //! A root and seven nodes on loopback, fan-out 2: the three mechanisms reach exactly the
 //! nodes they address, reports come up, and garbage peers are dropped without harm.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cosched_core::NodeId;
-use cosched_storm::{ChildEvent, Cmp, Cond, Delivery, Dest, Gather, Key, Root, Up, spawn_node};
+use cosched_storm::{Cmp, Cond, Delivery, Dest, Key, Root, RootEvent, spawn_node};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -49,6 +48,7 @@ async fn mechanisms_over_a_binary_tree() {
         dest: Dest::All,
         write: None,
         payload: vec![9],
+        ack: None,
     }))
     .await
     .unwrap();
@@ -77,7 +77,7 @@ async fn mechanisms_over_a_binary_tree() {
     let set: Vec<bool> = nodes.iter().map(|(h, _)| h.vars.test_event(2, 1)).collect();
     assert_eq!(set, vec![false, false, false, true, false, false, true]);
 
-    // COMPARE: var 2 >= 1 holds on 3 and 6 only; every node answers.
+    // COMPARE: var 2 >= 1 holds on 3 and 6 only; one combined answer names the others.
     let id = root.compare(
         &Dest::All,
         Cond {
@@ -85,28 +85,23 @@ async fn mechanisms_over_a_binary_tree() {
             cmp: Cmp::Ge,
             value: 1,
         },
+        Some((3, 1)),
+        T,
     );
-    let mut g = Gather::new((0..7).map(NodeId));
-    while !g.complete() {
+    let o = loop {
         match tokio::time::timeout(T, up.recv())
             .await
-            .expect("answers within 10 s")
+            .expect("answer within 10 s")
             .unwrap()
         {
-            ChildEvent::Up {
-                msg:
-                    Up::Answer {
-                        id: got,
-                        from,
-                        holds,
-                    },
-                ..
-            } if got == id => g.record(from, holds),
+            RootEvent::Answer(o) if o.id() == id => break o,
             _ => {}
         }
-    }
-    assert_eq!(g.holds, BTreeSet::from([NodeId(3), NodeId(6)]));
-    assert!(!g.all_hold());
+    };
+    assert_eq!(o.answer.answered, 7);
+    assert_eq!(o.held(), vec![NodeId(3), NodeId(6)]);
+    assert_eq!(o.answer.fails, [0, 1, 2, 4, 5].map(NodeId).to_vec());
+    assert!(o.answer.silent.is_empty() && !o.holds_everywhere() && !o.written);
 
     // A signal from a leaf two hops down reaches the root.
     nodes[5].0.signal_up(b"done".to_vec());
@@ -115,11 +110,7 @@ async fn mechanisms_over_a_binary_tree() {
             .await
             .expect("signal within 10 s")
             .unwrap();
-        if let ChildEvent::Up {
-            msg: Up::Signal { from, payload },
-            ..
-        } = ev
-        {
+        if let RootEvent::Signal { from, payload } = ev {
             assert_eq!((from, payload), (NodeId(5), b"done".to_vec()));
             break;
         }

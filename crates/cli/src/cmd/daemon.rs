@@ -59,6 +59,39 @@ pub enum Command {
     Acct(Box<super::acct::AcctArgs>),
     /// Print what a rank of a job wrote to stdout and stderr
     Output(Box<OutputArgs>),
+    /// Broadcast a file down the tree to every node manager's scratch directory (pipelined
+    /// chunks, checked by size and SHA-256 on every node); prints where it was staged
+    Bcast(Box<BcastArgs>),
+}
+
+/// How a file is broadcast (`cosched bcast`, `cosched submit --bcast`).
+#[derive(clap::Args, Clone)]
+pub struct BcastOpts {
+    /// Chunk size of a file broadcast (bytes, or with K, M; at most 1984K)
+    #[arg(long, default_value = "512K", value_parser = parse_bytes)]
+    pub(super) chunk: u64,
+    /// Chunks of a file broadcast in flight (the sender reuses a slot once every node holds
+    /// its chunk)
+    #[arg(long, default_value_t = cosched_daemon::bcast::DEFAULT_SLOTS)]
+    pub(super) slots: u32,
+}
+
+#[derive(clap::Args)]
+pub struct BcastArgs {
+    /// The file to send
+    file: PathBuf,
+    /// Name to stage it under, within each node manager's scratch directory (default: the
+    /// file name and a hash prefix); an absolute path is taken as is by node managers not
+    /// running as root
+    #[arg(long)]
+    dest: Option<String>,
+    /// Only these nodes (names, comma-separated; default: every node in the tree)
+    #[arg(long, value_delimiter = ',')]
+    nodes: Vec<String>,
+    #[command(flatten)]
+    opts: BcastOpts,
+    #[command(flatten)]
+    conn: ConnArgs,
 }
 
 /// How to reach the machine manager.
@@ -340,6 +373,48 @@ pub enum BenchCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Launch of do-nothing programs padded to 4/8/12 MB on every node (`submit --bcast`):
+    /// send and execute times, submit to last rank started, idle and under CPU load
+    Launch {
+        /// Node-manager counts to measure
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+        nodes: Vec<u32>,
+        /// Program sizes, MB
+        #[arg(long, value_delimiter = ',', default_value = "4,8,12")]
+        mb: Vec<u32>,
+        /// Loads to measure under: idle, cpu (every CPU kept busy)
+        #[arg(long, value_delimiter = ',', default_value = "idle,cpu")]
+        load: Vec<String>,
+        /// Tree fan-out
+        #[arg(long, default_value_t = 8)]
+        fanout: u32,
+        #[command(flatten)]
+        bcast: BcastOpts,
+        /// Measured runs per setting (after one warm-up)
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Broadcast bandwidth against chunk size × slots (seed 003 Fig. 8)
+    Bcast {
+        #[arg(long, default_value_t = 16)]
+        nodes: u32,
+        #[arg(long, default_value_t = 8)]
+        fanout: u32,
+        /// File size, MB
+        #[arg(long, default_value_t = 12)]
+        mb: u32,
+        /// Chunk sizes (bytes, or with K, M)
+        #[arg(long, value_delimiter = ',', default_value = "64K,128K,256K,512K,1M", value_parser = parse_bytes)]
+        chunks: Vec<u64>,
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+        slots: Vec<u32>,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// Sustained throughput of trivial 1-PE jobs, submitted to completed
     Throughput {
         #[arg(long, default_value_t = 1000)]
@@ -384,10 +459,30 @@ pub struct SubmitArgs {
     pub(super) job: JobOpts,
     #[command(flatten)]
     pub(super) conn: ConnArgs,
+    /// Broadcast FILE to every node first and run the staged copies: argv[0] of the command
+    /// is replaced by the node's copy (the command may then be left out: FILE alone runs)
+    #[arg(long, value_name = "FILE")]
+    pub(super) bcast: Option<PathBuf>,
+    #[command(flatten)]
+    pub(super) bcast_opts: BcastOpts,
     /// The program and its arguments (a `--` before them is optional), or a batch script
     /// (a file beginning with #!) and its arguments
-    #[arg(trailing_var_arg = true, required = true)]
+    #[arg(trailing_var_arg = true, required_unless_present = "bcast")]
     pub(super) cmd: Vec<String>,
+}
+
+/// Broadcasts `file` with `opts` (to `nodes`, or all), staged as `dest`.
+pub(super) fn bcast_file(
+    client: &Client,
+    file: &std::path::Path,
+    dest: Option<&str>,
+    opts: &BcastOpts,
+    nodes: &[String],
+) -> anyhow::Result<cosched_daemon::bcast::Sent> {
+    let chunk = u32::try_from(opts.chunk).unwrap_or(u32::MAX);
+    Ok(cosched_daemon::bcast::send_file(
+        client, file, dest, chunk, opts.slots, nodes,
+    )?)
 }
 
 #[derive(clap::Args)]
@@ -610,7 +705,29 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         }
         Command::Submit(a) => {
             let client = a.conn.client()?;
-            let mut req = submit_request(a.job, a.cmd)?;
+            let mut cmd = a.cmd;
+            if let Some(file) = &a.bcast {
+                let sent = bcast_file(&client, file, None, &a.bcast_opts, &[])?;
+                eprintln!(
+                    "staged {} ({} bytes) on {} nodes in {:.1} ms",
+                    file.display(),
+                    sent.bytes,
+                    sent.nodes.len(),
+                    sent.took.as_secs_f64() * 1e3
+                );
+                let staged = format!("{}{}", cosched_daemon::bcast::STAGED_PREFIX, sent.dest);
+                match cmd.first_mut() {
+                    Some(c0) => *c0 = staged,
+                    None => cmd.push(staged),
+                }
+            }
+            let mut job = a.job;
+            if let Some(file) = &a.bcast
+                && job.name.is_none()
+            {
+                job.name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+            }
+            let mut req = submit_request(job, cmd)?;
             if a.conn.user_key.is_some() {
                 // The credential says who submits; this process's uid may be another's.
                 req.user = None;
@@ -717,6 +834,28 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         }
         Command::Acct(a) => super::acct::run(*a),
         Command::Top(a) => super::top::run(*a),
+        Command::Bcast(a) => {
+            let client = a.conn.client()?;
+            let sent = bcast_file(&client, &a.file, a.dest.as_deref(), &a.opts, &a.nodes)?;
+            let secs = sent.took.as_secs_f64();
+            if a.conn.json {
+                print_json(&serde_json::json!({
+                    "dest": sent.dest, "bytes": sent.bytes, "nodes": sent.nodes,
+                    "seconds": secs, "streamed_seconds": sent.streamed.as_secs_f64(), "mb_per_s": sent.bytes as f64 / secs / 1e6,
+                }))?;
+            } else {
+                emit(&format!(
+                    "{} ({} bytes) staged as {} on {} nodes in {:.1} ms ({:.1} MB/s)\n",
+                    a.file.display(),
+                    sent.bytes,
+                    sent.dest,
+                    sent.nodes.len(),
+                    secs * 1e3,
+                    sent.bytes as f64 / secs / 1e6
+                ));
+            }
+            Ok(0)
+        }
         Command::Output(a) => {
             let o = a.conn.client()?.rank_output(JobId(a.id), a.rank, a.tail)?;
             // A file cut to MAX_OUTPUT is said so, with its size (issue 10, finding 7).
@@ -784,6 +923,81 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                     t += &format!(
                         "{:>6} {:>6} {:>12.1} {:>10.1} {:>16.1}\n",
                         r.nodes, r.tree_depth, r.median_ms, r.max_ms, r.first_rank_median_ms
+                    );
+                }
+                emit(&t);
+            }
+            BenchCmd::Launch {
+                nodes,
+                mb,
+                load,
+                fanout,
+                bcast,
+                runs,
+                json,
+            } => {
+                let setup = bench::LaunchSetup {
+                    fanout,
+                    chunk: u32::try_from(bcast.chunk).unwrap_or(u32::MAX),
+                    slots: bcast.slots,
+                    runs: runs.max(1),
+                };
+                let rows = bench::launch(&exe, &dir, &nodes, &mb, &load, &setup)?;
+                if json {
+                    return print_json(&rows);
+                }
+                let mut t = format!(
+                    "{:>6} {:>6} {:>4} {:>5} {:>9} {:>12} {:>10} {:>9}\n",
+                    "NODES",
+                    "DEPTH",
+                    "MB",
+                    "LOAD",
+                    "SEND(ms)",
+                    "EXECUTE(ms)",
+                    "TOTAL(ms)",
+                    "MAX(ms)"
+                );
+                for r in rows {
+                    t += &format!(
+                        "{:>6} {:>6} {:>4} {:>5} {:>9.1} {:>12.1} {:>10.1} {:>9.1}\n",
+                        r.nodes,
+                        r.tree_depth,
+                        r.mb,
+                        r.load,
+                        r.send_ms,
+                        r.execute_ms,
+                        r.total_ms,
+                        r.total_max_ms
+                    );
+                }
+                emit(&t);
+            }
+            BenchCmd::Bcast {
+                nodes,
+                fanout,
+                mb,
+                chunks,
+                slots,
+                runs,
+                json,
+            } => {
+                let chunks: Vec<u32> = chunks
+                    .iter()
+                    .map(|&c| u32::try_from(c).unwrap_or(u32::MAX))
+                    .collect();
+                let rows =
+                    bench::bcast(&exe, &dir, nodes, fanout, mb, &chunks, &slots, runs.max(1))?;
+                if json {
+                    return print_json(&rows);
+                }
+                let mut t = format!(
+                    "{:>6} {:>10} {:>6} {:>10} {:>10}\n",
+                    "NODES", "CHUNK(KiB)", "SLOTS", "MEDIAN(ms)", "MB/s"
+                );
+                for r in rows {
+                    t += &format!(
+                        "{:>6} {:>10} {:>6} {:>10.1} {:>10.1}\n",
+                        r.nodes, r.chunk_kib, r.slots, r.median_ms, r.mb_per_s
                     );
                 }
                 emit(&t);

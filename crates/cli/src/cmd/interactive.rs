@@ -85,7 +85,16 @@ pub struct RunArgs {
 pub fn run(r: RunArgs) -> anyhow::Result<i32> {
     let a = r.submit;
     let client = a.conn.client()?;
-    let req = submit_request(a.job, a.cmd)?;
+    let mut cmd = a.cmd;
+    if let Some(file) = &a.bcast {
+        let sent = super::daemon::bcast_file(&client, file, None, &a.bcast_opts, &[])?;
+        let staged = format!("{}{}", cosched_daemon::bcast::STAGED_PREFIX, sent.dest);
+        match cmd.first_mut() {
+            Some(c0) => *c0 = staged,
+            None => cmd.push(staged),
+        }
+    }
+    let req = submit_request(a.job, cmd)?;
     if req.sched.array.is_some() {
         anyhow::bail!("`run` runs one job: submit arrays with `cosched submit --array`");
     }

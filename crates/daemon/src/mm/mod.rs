@@ -11,6 +11,7 @@
 //! - [`forecast`]: `queue --forecast`: a copy of the policy run forward from the live jobs.
 //! - [`view`]: what clients see (job records, status).
 //! - [`dashboard`]: what the web dashboard sees (read directly, never a request).
+//! - [`bcast`]: the sender's side of a file broadcast (pacing chunks by COMPARE-AND-WRITE).
 //! - [`shell`]: tokio, the storm tree, SQLite and the system clock around the core.
 //!
 //! Decisions are carried out down the tree: Start/Place → launch (Place launches stopped),
@@ -18,6 +19,7 @@
 //! processes get SIGTERM, then SIGKILL after `kill_wait`; all the stops, continues and kills
 //! of one step travel as one multi-context-switch message.
 
+pub mod bcast;
 pub mod core;
 pub mod dashboard;
 pub mod deferral;

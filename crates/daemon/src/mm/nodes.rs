@@ -168,6 +168,15 @@ impl Core {
         });
     }
 
+    /// The nodes that are up and in the tree, with their names (a broadcast's destinations).
+    pub fn tree_nodes(&self) -> Vec<(NodeId, String)> {
+        self.nodes
+            .iter()
+            .filter(|n| n.up && n.in_tree)
+            .map(|n| (n.row.id, n.row.name.clone()))
+            .collect()
+    }
+
     /// The last tree epoch announced (a node joining reports it back).
     pub fn tree_epoch(&self) -> u64 {
         self.epoch

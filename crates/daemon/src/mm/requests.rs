@@ -89,6 +89,8 @@ impl Core {
                 Some(resp) => resp,
                 None => return,
             },
+            // The shell serves broadcasts (super::bcast); none reaches the core.
+            Request::Bcast(_) => Response::Error("a broadcast is served by the shell".into()),
         };
         self.push(Effect::Reply { req, resp });
     }

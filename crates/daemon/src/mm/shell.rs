@@ -9,7 +9,7 @@ use cosched_core::Time;
 use cosched_policy::{PolicyConfig, PolicyOptions, registry};
 use cosched_storm::accept::{Gate, accept};
 use cosched_storm::frame::MAX_HELLO;
-use cosched_storm::{ChildEvent, Cmp, Cond, Dest, Key, Root, Up};
+use cosched_storm::{Cmp, Cond, Dest, Key, Root, RootEvent};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
@@ -33,13 +33,20 @@ enum Incoming {
     Dashboard(oneshot::Sender<crate::dashboard::Snapshot>),
 }
 
-struct Shell {
-    core: Core,
+pub(super) struct Shell {
+    pub(super) core: Core,
     db: Db,
-    root: Root,
+    pub(super) root: Root,
     waiting: HashMap<ReqId, Waiting>,
     next_req: ReqId,
     last_now: Time,
+    /// The running file broadcast (super::bcast), the last one that failed (its client's
+    /// next request gets the reason), and the id the next one gets at least.
+    pub(super) bcast: Option<super::bcast::Transfer>,
+    pub(super) bcast_failed: Option<(u32, String)>,
+    pub(super) bcast_next: u32,
+    /// How long a heartbeat's COMPARE may wait for the tree's combined answer.
+    heartbeat_budget: std::time::Duration,
 }
 
 /// [`run`] on a fresh single-threaded runtime, for a command's main thread.
@@ -118,6 +125,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let core = Core::new(core_cfg, policy, t, recovered)
         .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;
     let (root, mut up_rx) = Root::new(cfg.key.clone(), cfg.settings.fanout);
+    let (in_tx, mut in_rx) = mpsc::unbounded_channel();
     let mut sh = Shell {
         core,
         db,
@@ -125,10 +133,13 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         waiting: HashMap::new(),
         next_req: 1,
         last_now: t,
+        heartbeat_budget: heartbeat_budget(cfg.dead_after),
+        bcast: None,
+        bcast_failed: None,
+        bcast_next: 1,
     };
     let first = sh.core.step(t);
     sh.carry_out(first);
-    let (in_tx, mut in_rx) = mpsc::unbounded_channel();
     let local = bind_local(&state)?;
     let replays = Arc::new(Mutex::new(Replays::default()));
     tokio::spawn(accept_loop(
@@ -250,6 +261,13 @@ fn private_db_files(state: &crate::StateDir) {
     }
 }
 
+/// How long the tree may combine a heartbeat's answers: half the silence after which a node
+/// is declared dead, so a subtree that is merely slow is still heard in time, and one that is
+/// silent is named well before its nodes are declared dead.
+fn heartbeat_budget(dead_after: cosched_core::Dur) -> std::time::Duration {
+    std::time::Duration::from_micros((dead_after.as_micros().max(2_000) / 2) as u64)
+}
+
 /// Waits shorter than this are slept precisely on the thread rather than with tokio's timer.
 const PRECISE_BELOW: std::time::Duration = std::time::Duration::from_millis(2);
 
@@ -268,7 +286,7 @@ impl Shell {
     fn drain(
         &mut self,
         in_rx: &mut mpsc::UnboundedReceiver<Incoming>,
-        up_rx: &mut mpsc::UnboundedReceiver<ChildEvent>,
+        up_rx: &mut mpsc::UnboundedReceiver<RootEvent>,
     ) {
         let t = self.clock();
         while let Ok(inc) = in_rx.try_recv() {
@@ -293,6 +311,10 @@ impl Shell {
                 let _ = tx.send(snap);
                 return;
             }
+            Incoming::Client(Request::Bcast(op), caller, tx) => {
+                self.bcast_request(op, caller, tx);
+                return;
+            }
             Incoming::Client(request, caller, tx) => {
                 self.waiting.insert(req, Waiting::Client(tx));
                 Input::Client {
@@ -305,24 +327,19 @@ impl Shell {
         self.core.on(t, input);
     }
 
-    fn tree_event(&mut self, t: Time, ev: ChildEvent) {
+    fn tree_event(&mut self, t: Time, ev: RootEvent) {
         match ev {
-            ChildEvent::Lost { node, conn } => {
-                self.root.lost(node, conn);
-            }
-            ChildEvent::Up {
-                msg: Up::Answer { id: _, from, holds },
-                ..
-            } => {
-                // An answer to any heartbeat says the node lives.
-                if holds {
-                    self.core.on(t, Input::Heard(from));
+            RootEvent::Answer(outcome) => {
+                if self.bcast_answer(&outcome) {
+                    return;
+                }
+                // A heartbeat's combined answer: every node that answered and holds the
+                // sequence number lives; the silent ones are left to the failure detector.
+                for node in outcome.held() {
+                    self.core.on(t, Input::Heard(node));
                 }
             }
-            ChildEvent::Up {
-                msg: Up::Signal { from, payload },
-                ..
-            } => {
+            RootEvent::Signal { from, payload } => {
                 self.core.on(t, Input::Heard(from));
                 match postcard::from_bytes::<FromNode>(&payload) {
                     Ok(msg) => self.core.on(t, Input::FromNode { from, msg }),
@@ -400,6 +417,8 @@ impl Shell {
                             cmp: Cmp::Ge,
                             value: seq,
                         },
+                        None,
+                        self.heartbeat_budget,
                     );
                 }
                 Effect::Members { epoch, members } => self.root.set_members(epoch, members),

@@ -1,0 +1,228 @@
+//! File broadcast end to end (issue 14): a file larger than the 16 MiB frame cap reaches 16
+//! node managers identical, a slow node throttles the sender without loss, a node killed in
+//! the middle fails the transfer with its name and nothing is launched, and `submit --bcast`
+//! runs the staged copy. (COMPARE-AND-WRITE's one combined answer on 64 nodes is tested on the
+//! node managers' tree transport itself: crates/storm/tests/combine.rs.)
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use cosched_daemon::StateDir;
+use cosched_daemon::bcast::digest_file;
+use serde_json::Value;
+use support::cluster::{Cluster, signal};
+use support::*;
+
+/// `cluster up ARGS` with the node managers' scratch directories under the test's own
+/// directory (removed with it) and `env` set for the daemons.
+fn up(name: &str, args: &[&str], env: &[(&str, &str)]) -> Cluster {
+    let dir = scratch("bcast", name);
+    let mut cmd = Command::new(bin());
+    cmd.args(["cluster", "up"])
+        .args(args)
+        .env("COSCHED_STATE_DIR", &dir)
+        .env("COSCHED_SCRATCH", dir.join("scratch"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("cosched runs");
+    assert!(
+        out.status.success(),
+        "cluster up failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Cluster {
+        state: StateDir::new(&dir),
+        dir,
+        extra: Default::default(),
+    }
+}
+
+/// A file of `len` bytes that no two offsets of which repeat in a short period.
+fn make_file(dir: &Path, name: &str, len: usize) -> PathBuf {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut data = Vec::with_capacity(len);
+    while data.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        data.extend_from_slice(&x.to_le_bytes());
+    }
+    data.truncate(len);
+    let p = dir.join(name);
+    std::fs::write(&p, data).unwrap();
+    p
+}
+
+fn copy_of(c: &Cluster, node: &str, dest: &str) -> PathBuf {
+    c.dir.join("scratch").join(node).join("bcast").join(dest)
+}
+
+fn bcast_json(c: &Cluster, args: &[&str]) -> Value {
+    let out = c.ok(&[&["bcast", "--json"], args].concat());
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn a_20_mb_file_reaches_16_node_managers_identical_and_submit_runs_the_staged_copy() {
+    let c = up(
+        "big",
+        &["--nodes", "16", "--pes", "1", "--fanout", "2"],
+        &[],
+    );
+    c.until(30, "16 nodes up", || (c.nodes_up() == 16).then_some(()));
+    let file = make_file(&c.dir, "big.bin", 20_000_000);
+    let want = digest_file(&file).unwrap();
+    let v = bcast_json(&c, &[file.to_str().unwrap(), "--dest", "big.copy"]);
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 16, "{v}");
+    assert_eq!(v["bytes"], 20_000_000);
+    for i in 0..16 {
+        let copy = copy_of(&c, &format!("n{i}"), "big.copy");
+        assert_eq!(digest_file(&copy).unwrap(), want, "copy on n{i}");
+    }
+    eprintln!(
+        "20 MB to 16 node managers (fan-out 2) in {:.0} ms",
+        v["seconds"].as_f64().unwrap() * 1e3
+    );
+
+    // submit --bcast: every rank runs its node's staged copy (argv[0] is its path).
+    let script = c.dir.join("whoami.sh");
+    std::fs::write(&script, "#!/bin/sh\necho \"$0 $1\"\n").unwrap();
+    let id = c.submit(&[
+        "-n",
+        "16",
+        "--bcast",
+        script.to_str().unwrap(),
+        "--",
+        "x",
+        "arg",
+    ]);
+    c.ok(&["wait", "--timeout", "60s", &id.to_string()]);
+    for rank in [0, 15] {
+        let out = c.ok(&["output", &id.to_string(), "--rank", &rank.to_string()]);
+        let scratch = c.dir.join("scratch");
+        assert!(
+            out.starts_with(scratch.to_str().unwrap())
+                && out.contains("/bcast/whoami.sh.")
+                && out.trim_end().ends_with(" arg"),
+            "rank {rank} ran {out:?}, not a staged copy"
+        );
+    }
+}
+
+#[test]
+fn a_slow_node_throttles_the_sender_without_loss() {
+    const DELAY_MS: u64 = 60;
+    let c = up(
+        "slow",
+        &["--nodes", "4", "--pes", "1"],
+        &[("COSCHED_TEST_CHUNK_DELAY_MS", &format!("n2={DELAY_MS}"))],
+    );
+    c.until(30, "4 nodes up", || (c.nodes_up() == 4).then_some(()));
+    // 12 chunks of 256 KiB, 2 in flight: chunk 11 may leave only once n2 wrote chunk 9, so
+    // the sender streams for at least 10 of n2's delays.
+    let file = make_file(&c.dir, "mid.bin", 12 * 256 * 1024);
+    let want = digest_file(&file).unwrap();
+    let v = bcast_json(
+        &c,
+        &[
+            file.to_str().unwrap(),
+            "--dest",
+            "mid",
+            "--chunk",
+            "256K",
+            "--slots",
+            "2",
+        ],
+    );
+    let streamed = Duration::from_secs_f64(v["streamed_seconds"].as_f64().unwrap());
+    assert!(
+        streamed >= Duration::from_millis(10 * DELAY_MS * 9 / 10),
+        "the sender was not held back by the slow node: all chunks sent after {streamed:?}"
+    );
+    for i in 0..4 {
+        assert_eq!(
+            digest_file(&copy_of(&c, &format!("n{i}"), "mid")).unwrap(),
+            want
+        );
+    }
+    // The same without the slow node's pace would be far quicker: the throttle is the
+    // slow node, not the transport.
+    let v = bcast_json(
+        &c,
+        &[
+            file.to_str().unwrap(),
+            "--dest",
+            "mid2",
+            "--chunk",
+            "256K",
+            "--slots",
+            "12",
+            "--nodes",
+            "n0,n1,n3",
+        ],
+    );
+    let fast = Duration::from_secs_f64(v["streamed_seconds"].as_f64().unwrap());
+    assert!(fast < streamed, "without n2: {fast:?}, with: {streamed:?}");
+}
+
+#[test]
+fn a_node_killed_mid_transfer_fails_it_by_name_and_nothing_is_launched() {
+    let c = up(
+        "kill",
+        &["--nodes", "4", "--pes", "1"],
+        &[("COSCHED_TEST_CHUNK_DELAY_MS", "40")],
+    );
+    c.until(30, "4 nodes up", || (c.nodes_up() == 4).then_some(()));
+    // 32 chunks at 40 ms each: over a second of transfer to kill n3 in.
+    let file = make_file(&c.dir, "prog.bin", 32 * 256 * 1024);
+    let child = Command::new(bin())
+        .args(["submit", "-n", "4", "--chunk", "256K", "--bcast"])
+        .arg(&file)
+        .env("COSCHED_STATE_DIR", &c.dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let victim = c.dir.join("scratch/n3/bcast");
+    c.until(20, "n3 has started writing", || {
+        std::fs::read_dir(&victim)
+            .ok()?
+            .flatten()
+            .any(|e| e.metadata().is_ok_and(|m| m.len() > 0))
+            .then_some(())
+    });
+    let t0 = Instant::now();
+    signal(&c.pid(c.state.nm_pid_file("n3")), "KILL");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the submit must fail: {err}");
+    assert!(
+        err.contains("n3") && err.contains("nothing was launched"),
+        "{err}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "failed only after {:?}",
+        t0.elapsed()
+    );
+    let v: Value = serde_json::from_str(&c.ok(&["acct", "--json"])).unwrap();
+    assert_eq!(
+        v["jobs"].as_array().unwrap().len(),
+        0,
+        "a job was submitted: {v}"
+    );
+    // The survivors drop their partial copies.
+    c.until(10, "partial copies removed", || {
+        (0..3)
+            .all(|i| {
+                std::fs::read_dir(c.dir.join(format!("scratch/n{i}/bcast")))
+                    .map(|d| d.count() == 0)
+                    .unwrap_or(true)
+            })
+            .then_some(())
+    });
+}

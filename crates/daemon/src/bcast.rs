@@ -1,0 +1,429 @@
+//! File broadcast (seed 003 §2.3, §3.1): a file of any size sent down the tree in chunks,
+//! written to every node manager's scratch directory, and checked there before anything runs
+//! it. This module holds the two ends: the client that streams a file to the machine manager
+//! ([`send_file`]) and the node manager's writer ([`Stager`]); the machine manager's part,
+//! which paces the chunks, is `mm::bcast`.
+//!
+//! - The file goes in chunks of `chunk` bytes (default [`DEFAULT_CHUNK`], 512 KiB, seed 003's
+//!   best); each chunk is one XFER-AND-SIGNAL, well below the 16 MiB frame cap.
+//! - At most `slots` chunks (default [`DEFAULT_SLOTS`]) are in flight: the machine manager
+//!   sends chunk `k` only once every destination holds chunk `k - slots` (a COMPARE ≥ on
+//!   [`VAR_BCAST_HELD`], which each node manager sets after writing a chunk). Every hop
+//!   buffers at most those `slots` chunks in its link queues; a slow node throttles the sender
+//!   instead of making the tree hold the whole file.
+//! - Each node manager writes to `<scratch>/bcast/<dest>`. The scratch directory is
+//!   `$COSCHED_SCRATCH/<node name>` if that variable is set, else `/dev/shm/cosched-<uid>/<node
+//!   name>-<hash of its work directory>` (tmpfs: seed 003 stages to a RAM disk, and a launch
+//!   then reads no disk), else `<work dir>/scratch` where there is no `/dev/shm`. The name and
+//!   the hash keep node managers that share a host apart, those of two clusters included.
+//!   Copies stay until the same name is broadcast again (or the directory is removed).
+//! - After the last chunk each node checks the size and the SHA-256 it computed while writing
+//!   (and the size on disk); the machine manager waits until every node has decided (COMPARE
+//!   ≠ "open"), then COMPARE = "verified" AND WRITE [`VAR_BCAST_READY`]: only then may a job
+//!   run the staged copy (`cosched submit --bcast`, whose argv\[0\] is [`STAGED_PREFIX`] and
+//!   the name, replaced on each node by the staged path).
+//! - A node that dies or stops answering fails the transfer with its name; the others remove
+//!   their partial copies, and nothing is launched.
+//!
+//! `COSCHED_TEST_CHUNK_DELAY_MS` (test only, never for production): a node manager started
+//! with it sleeps that many milliseconds before writing each chunk, to play a slow node;
+//! `NAME=MS` slows only the node manager named NAME.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cosched_storm::Vars;
+use sha2::{Digest, Sha256};
+
+use crate::DaemonError;
+use crate::client::Client;
+use crate::proto::*;
+
+/// Seed 003's best chunk size (Fig. 8).
+pub const DEFAULT_CHUNK: u32 = 512 << 10;
+/// Seed 003's best slot count (Fig. 8).
+pub const DEFAULT_SLOTS: u32 = 4;
+/// Largest chunk: a chunk travels from the client as the first frame of a connection, which
+/// may not exceed `MAX_HELLO` (2 MiB); this leaves room for the request around it.
+pub const MAX_CHUNK: u32 = (2 << 20) - (64 << 10);
+/// argv\[0\] of a job that runs a staged copy: `cosched-staged:<name>`.
+pub const STAGED_PREFIX: &str = "cosched-staged:";
+/// Test-only knob of the node manager (see the module documentation).
+pub const TEST_CHUNK_DELAY_ENV: &str = "COSCHED_TEST_CHUNK_DELAY_MS";
+
+/// The value of [`VAR_BCAST_HELD`] once `chunks` chunks of transfer `id` are written.
+pub fn held(id: u32, chunks: u32) -> i64 {
+    ((id as i64) << 32) | chunks as i64
+}
+
+/// The value of [`VAR_BCAST_STATE`] for transfer `id` in `state`.
+pub fn state(id: u32, state: i64) -> i64 {
+    ((id as i64) << 2) | state
+}
+
+/// The scratch directory of node manager `name` (see the module documentation).
+pub fn scratch_dir(name: &str, workdir: &Path) -> PathBuf {
+    if let Some(dir) = std::env::var_os("COSCHED_SCRATCH") {
+        return PathBuf::from(dir).join(name);
+    }
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        use std::hash::{Hash, Hasher};
+        // SipHash with fixed keys: the same work directory gives the same name every run.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::path::absolute(workdir)
+            .unwrap_or_else(|_| workdir.to_path_buf())
+            .hash(&mut h);
+        return shm
+            .join(format!("cosched-{}", crate::util::euid()))
+            .join(format!("{name}-{:08x}", h.finish() as u32));
+    }
+    workdir.join("scratch")
+}
+
+/// Where `dest` is staged under `scratch`; `None` when `dest` is not an acceptable name
+/// (empty, `..`, or absolute while running as root).
+pub fn staged_path(scratch: &Path, dest: &str) -> Option<PathBuf> {
+    let p = Path::new(dest);
+    if p.is_absolute() {
+        // As root, an absolute path would let a user overwrite any file.
+        return (crate::util::euid() != 0).then(|| p.to_path_buf());
+    }
+    let plain = p
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    (plain && !dest.is_empty()).then(|| scratch.join("bcast").join(p))
+}
+
+enum Step {
+    Chunk { k: u32, offset: u64, data: Vec<u8> },
+    End,
+    Abort,
+}
+
+/// The node manager's side: one writer thread per transfer (the node manager's loop never
+/// waits for a disk), which writes chunks in order and sets the variables the machine
+/// manager compares.
+pub struct Stager {
+    name: String,
+    scratch: PathBuf,
+    vars: Vars,
+    delay: Duration,
+    /// The transfer being written: its id, its writer and its file and name.
+    current: Option<(u32, std::sync::mpsc::Sender<Step>, PathBuf, String)>,
+    /// Staged names and the transfer that verified them.
+    verified: Arc<Mutex<HashMap<String, (PathBuf, u32)>>>,
+}
+
+impl Stager {
+    pub fn new(name: &str, workdir: &Path, vars: Vars) -> Stager {
+        let delay = std::env::var(TEST_CHUNK_DELAY_ENV)
+            .ok()
+            .and_then(|v| match v.split_once('=') {
+                Some((who, ms)) if who == name => ms.parse().ok(),
+                Some(_) => None,
+                None => v.parse().ok(),
+            })
+            .map(Duration::from_millis)
+            .unwrap_or_default();
+        if !delay.is_zero() {
+            tracing::warn!(
+                "nm {name}: {TEST_CHUNK_DELAY_ENV}: each broadcast chunk waits {delay:?} (a test knob)"
+            );
+        }
+        Stager {
+            name: name.to_string(),
+            scratch: scratch_dir(name, workdir),
+            vars,
+            delay,
+            current: None,
+            verified: Arc::default(),
+        }
+    }
+
+    pub fn handle(&mut self, msg: ToNode) {
+        match msg {
+            ToNode::BcastBegin {
+                id,
+                dest,
+                size,
+                sha256,
+                uid,
+            } => self.begin(id, dest, size, sha256, uid),
+            ToNode::BcastChunk {
+                id,
+                k,
+                offset,
+                data,
+            } => self.step(id, Step::Chunk { k, offset, data }),
+            ToNode::BcastEnd { id } => self.step(id, Step::End),
+            ToNode::BcastAbort { id } => {
+                self.step(id, Step::Abort);
+                if let Some((_, _, path, dest)) = self.current.take_if(|c| c.0 == id) {
+                    // The writer may be done already (its copy checked here, not elsewhere).
+                    self.verified.lock().expect("lock").remove(&dest);
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn step(&self, id: u32, s: Step) {
+        if let Some((cur, tx, _, _)) = &self.current
+            && *cur == id
+        {
+            let _ = tx.send(s);
+        }
+    }
+
+    fn begin(&mut self, id: u32, dest: String, size: u64, sha: [u8; 32], uid: Option<u32>) {
+        let fail = |why: String| {
+            tracing::warn!("bcast {id}: {why}");
+            self.vars.set(VAR_BCAST_STATE, state(id, BCAST_FAILED));
+        };
+        let Some(path) = staged_path(&self.scratch, &dest) else {
+            return fail(format!("refusing destination {dest:?}"));
+        };
+        let file = (|| {
+            use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+            if let Some(dir) = path.parent() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o711)
+                    .create(dir)?;
+            }
+            let _ = std::fs::remove_file(&path);
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o700)
+                .open(&path)?;
+            if let Some(uid) = uid.filter(|_| crate::util::euid() == 0) {
+                std::os::unix::fs::fchown(&f, Some(uid), None)?;
+            }
+            Ok::<_, std::io::Error>(f)
+        })();
+        let file = match file {
+            Ok(f) => f,
+            Err(e) => return fail(format!("cannot create {}: {e}", path.display())),
+        };
+        self.verified.lock().expect("lock").remove(&dest);
+        self.vars.set(VAR_BCAST_HELD, held(id, 0));
+        self.vars.set(VAR_BCAST_STATE, state(id, BCAST_OPEN));
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.current = Some((id, tx, path.clone(), dest.clone()));
+        let (vars, delay, verified, node) = (
+            self.vars.clone(),
+            self.delay,
+            self.verified.clone(),
+            self.name.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut hash = Sha256::new();
+            let mut written = 0u64;
+            let mut failed = None;
+            for s in rx {
+                match s {
+                    Step::Chunk { k, offset, data } => {
+                        if failed.is_some() {
+                            continue;
+                        }
+                        std::thread::sleep(delay);
+                        if offset != written {
+                            failed = Some(format!("chunk {k} at {offset}, expected {written}"));
+                        } else if let Err(e) = file.write_all_at(&data, offset) {
+                            failed = Some(format!("writing chunk {k}: {e}"));
+                        } else {
+                            hash.update(&data);
+                            written += data.len() as u64;
+                            vars.set(VAR_BCAST_HELD, held(id, k + 1));
+                        }
+                    }
+                    Step::End => {
+                        let on_disk = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+                        let digest: [u8; 32] = hash.clone().finalize().into();
+                        let ok =
+                            failed.is_none() && written == size && on_disk == size && digest == sha;
+                        if ok {
+                            verified
+                                .lock()
+                                .expect("lock")
+                                .insert(dest.clone(), (path.clone(), id));
+                        } else {
+                            tracing::warn!(
+                                "nm {node}: bcast {id} to {}: check failed ({} of {size} bytes, {} on disk, hash {}{})",
+                                path.display(),
+                                written,
+                                on_disk,
+                                if digest == sha { "matches" } else { "differs" },
+                                failed
+                                    .as_deref()
+                                    .map(|f| format!("; {f}"))
+                                    .unwrap_or_default()
+                            );
+                        }
+                        // Closed before anyone may run it (exec refuses a file open for writing).
+                        drop(file);
+                        let st = if ok { BCAST_VERIFIED } else { BCAST_FAILED };
+                        vars.set(VAR_BCAST_STATE, state(id, st));
+                        return;
+                    }
+                    Step::Abort => {
+                        let _ = std::fs::remove_file(&path);
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// The staged path of `cmd0` (`cosched-staged:<name>`), if it names a copy verified here
+    /// and released on every node (its transfer reached [`VAR_BCAST_READY`]); `Err` says why
+    /// not. `Ok(None)`: `cmd0` names no staged copy.
+    pub fn resolve(&self, cmd0: &str) -> Result<Option<PathBuf>, String> {
+        let Some(name) = cmd0.strip_prefix(STAGED_PREFIX) else {
+            return Ok(None);
+        };
+        match self.verified.lock().expect("lock").get(name) {
+            Some((path, id)) if self.vars.get(VAR_BCAST_READY) >= *id as i64 => {
+                Ok(Some(path.clone()))
+            }
+            Some(_) => Err(format!("staged file {name:?} not released on every node")),
+            None => Err(format!("no verified staged file {name:?} on this node")),
+        }
+    }
+}
+
+/// What a finished broadcast reports.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    pub nodes: Vec<String>,
+    pub bytes: u64,
+    /// From the start to the last chunk accepted by the machine manager (which accepts a
+    /// chunk only once a slot is free: a slow node stretches this).
+    pub streamed: Duration,
+    pub took: Duration,
+    /// The name the copies were staged under (argv\[0\] for `submit --bcast`:
+    /// [`STAGED_PREFIX`] + this).
+    pub dest: String,
+}
+
+/// SHA-256 and size of a file.
+pub fn digest_file(path: &Path) -> std::io::Result<([u8; 32], u64)> {
+    let mut f = std::fs::File::open(path)?;
+    let mut hash = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((hash.finalize().into(), size))
+}
+
+/// The default staged name of `path`: its file name and the first 8 bytes of its hash, so
+/// two different files of one name never share a copy.
+pub fn default_dest(path: &Path, sha: &[u8; 32]) -> String {
+    let base = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".into());
+    let tag: String = sha[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{base}.{tag}")
+}
+
+fn ask(client: &Client, op: BcastOp) -> Result<BcastReply, DaemonError> {
+    match client.request(Request::Bcast(op))? {
+        Response::Bcast(r) => Ok(r),
+        Response::Error(e) => Err(DaemonError::Refused(e)),
+        other => Err(DaemonError::Refused(format!("unexpected answer {other:?}"))),
+    }
+}
+
+/// Broadcasts `path` to `nodes` (every node in the tree when empty), staged as `dest`
+/// (default: [`default_dest`]), in chunks of `chunk` bytes with `slots` in flight. Returns
+/// once every node holds a verified copy; fails, naming the nodes, when one does not.
+pub fn send_file(
+    client: &Client,
+    path: &Path,
+    dest: Option<&str>,
+    chunk: u32,
+    slots: u32,
+    nodes: &[String],
+) -> Result<Sent, DaemonError> {
+    if !(1..=MAX_CHUNK).contains(&chunk) || slots == 0 {
+        return Err(DaemonError::Config(format!(
+            "chunk size must be 1..={MAX_CHUNK} bytes and slots at least 1"
+        )));
+    }
+    let t0 = Instant::now();
+    let (sha256, size) = digest_file(path)?;
+    let dest = dest
+        .map(str::to_string)
+        .unwrap_or_else(|| default_dest(path, &sha256));
+    let BcastReply::Started { id, .. } = ask(
+        client,
+        BcastOp::Begin {
+            dest: dest.clone(),
+            size,
+            sha256,
+            chunk,
+            slots,
+            nodes: nodes.to_vec(),
+        },
+    )?
+    else {
+        return Err(DaemonError::Refused("unexpected answer to a bcast".into()));
+    };
+    let mut f = std::fs::File::open(path)?;
+    let mut k = 0u32;
+    loop {
+        let mut data = Vec::with_capacity(chunk as usize);
+        (&mut f).take(chunk as u64).read_to_end(&mut data)?;
+        if data.is_empty() {
+            break;
+        }
+        ask(client, BcastOp::Chunk { id, k, data })?;
+        k += 1;
+    }
+    let streamed = t0.elapsed();
+    match ask(client, BcastOp::Finish { id })? {
+        BcastReply::Done { nodes } => Ok(Sent {
+            nodes,
+            bytes: size,
+            streamed,
+            took: t0.elapsed(),
+            dest,
+        }),
+        other => Err(DaemonError::Refused(format!("unexpected answer {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_names_stay_in_the_scratch_directory() {
+        let s = Path::new("/s");
+        assert_eq!(
+            staged_path(s, "a.out"),
+            Some(PathBuf::from("/s/bcast/a.out"))
+        );
+        assert_eq!(staged_path(s, "d/a"), Some(PathBuf::from("/s/bcast/d/a")));
+        assert_eq!(staged_path(s, "../x"), None);
+        assert_eq!(staged_path(s, ""), None);
+        assert_eq!(staged_path(s, "/abs/x").is_some(), crate::util::euid() != 0);
+        assert_eq!(held(3, 5), (3 << 32) | 5);
+        assert!(held(3, 5) >= held(3, 4) && held(4, 0) > held(3, 99));
+    }
+}

@@ -1,0 +1,429 @@
+//! The machine manager's part of a file broadcast (crate::bcast): it takes the client's chunks
+//! and passes each down the tree as one XFER-AND-SIGNAL, at most `slots` ahead of the chunks
+//! every destination holds, learning what they hold by COMPARE (≥ on `VAR_BCAST_HELD`), and
+//! at the end releases the copies by COMPARE-AND-WRITE once each node has checked its own.
+//!
+//! One transfer runs at a time. A client request that must wait (a chunk while every slot is
+//! taken, the finish until the copies are checked) is answered later. Each chunk sent gets its
+//! own COMPARE in flight, a waiting one (`Root::compare_waiting`): a node that has not written
+//! the chunk yet answers once it has (or "not yet" after [`WAIT`], and the machine manager
+//! asks again), so no one polls and the pipeline keeps `slots` chunks moving. A destination
+//! that does not answer within [`BUDGET`] (dead, cut off, hung) fails the transfer with its
+//! name: the others drop their partial copies and the client gets the error.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use cosched_core::NodeId;
+use cosched_storm::{Cmp, Cond, Dest, Outcome, Var};
+use tokio::sync::oneshot;
+
+use super::shell::Shell;
+use crate::bcast::{MAX_CHUNK, held, state};
+use crate::proto::*;
+
+/// How long one query may wait for the tree's answer.
+pub const BUDGET: Duration = Duration::from_secs(3);
+/// How long a node waits for the condition before answering "not yet".
+pub const WAIT: Duration = Duration::from_secs(1);
+/// How long a node may take to create its file, or to check its copy.
+const DECIDE_WITHIN: Duration = Duration::from_secs(30);
+/// A transfer whose client went quiet for this long may be replaced by a new one.
+const ABANDONED_AFTER: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for every node to have created its file.
+    Opening,
+    Streaming,
+    /// Every chunk sent and held; waiting for every node to have checked its copy.
+    Deciding,
+    /// COMPARE = verified AND WRITE ready, in flight.
+    Releasing,
+}
+
+pub struct Transfer {
+    id: u32,
+    nodes: Vec<NodeId>,
+    names: HashMap<NodeId, String>,
+    size: u64,
+    chunk: u32,
+    slots: u32,
+    chunks: u32,
+    sent: u32,
+    /// Chunks every destination holds.
+    held: u32,
+    phase: Phase,
+    /// The COMPARE of the phase in flight, if any.
+    query: Option<u64>,
+    /// The COMPARE in flight for each chunk not yet held everywhere (query id → chunk).
+    chunk_queries: HashMap<u64, u32>,
+    /// A chunk waiting for a free slot.
+    parked: Option<(u32, Vec<u8>, oneshot::Sender<Response>)>,
+    /// The Begin or Finish request waiting for its answer.
+    reply: Option<oneshot::Sender<Response>>,
+    finishing: bool,
+    phase_since: Instant,
+    last_request: Instant,
+}
+
+impl Transfer {
+    fn dest(&self) -> Dest {
+        Dest::nodes(self.nodes.clone())
+    }
+    fn named(&self, nodes: &[NodeId]) -> String {
+        let names: Vec<&str> = nodes
+            .iter()
+            .map(|n| self.names.get(n).map(String::as_str).unwrap_or("?"))
+            .collect();
+        names.join(", ")
+    }
+}
+
+impl Shell {
+    pub(super) fn bcast_request(
+        &mut self,
+        op: BcastOp,
+        caller: Caller,
+        tx: oneshot::Sender<Response>,
+    ) {
+        let err = |tx: oneshot::Sender<Response>, why: String| {
+            let _ = tx.send(Response::Error(why));
+        };
+        match op {
+            BcastOp::Begin {
+                dest,
+                size,
+                sha256,
+                chunk,
+                slots,
+                nodes,
+            } => {
+                if let Some(t) = &self.bcast {
+                    if t.last_request.elapsed() < ABANDONED_AFTER {
+                        return err(
+                            tx,
+                            format!(
+                                "a broadcast (transfer {}) is running; try again once it ends",
+                                t.id
+                            ),
+                        );
+                    }
+                    let why = format!("transfer {} abandoned by its client", t.id);
+                    self.bcast_fail(why);
+                }
+                if !(1..=MAX_CHUNK).contains(&chunk) || slots == 0 {
+                    return err(
+                        tx,
+                        format!("chunk must be 1..={MAX_CHUNK} bytes, slots ≥ 1"),
+                    );
+                }
+                let members = self.core.tree_nodes();
+                let chosen: Vec<(NodeId, String)> = if nodes.is_empty() {
+                    members
+                } else {
+                    let mut v = Vec::new();
+                    for name in &nodes {
+                        match members.iter().find(|(_, n)| n == name) {
+                            Some(m) => v.push(m.clone()),
+                            None => {
+                                return err(
+                                    tx,
+                                    format!(
+                                        "node {name:?} is not up in the tree (`cosched status` lists the nodes)"
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                    v
+                };
+                if chosen.is_empty() {
+                    return err(tx, "no node is up in the tree".into());
+                }
+                let now_s = crate::util::now().as_micros() / 1_000_000;
+                // Growing across restarts of the machine manager: node variables outlive it.
+                let id = (now_s as u32).max(self.bcast_next);
+                self.bcast_next = id + 1;
+                let chunks = size.div_ceil(chunk as u64) as u32;
+                let t = Transfer {
+                    id,
+                    nodes: chosen.iter().map(|(n, _)| *n).collect(),
+                    names: chosen.iter().cloned().collect(),
+                    size,
+                    chunk,
+                    slots,
+                    chunks,
+                    sent: 0,
+                    held: 0,
+                    phase: Phase::Opening,
+                    query: None,
+                    chunk_queries: HashMap::new(),
+                    parked: None,
+                    reply: Some(tx),
+                    finishing: false,
+                    phase_since: Instant::now(),
+                    last_request: Instant::now(),
+                };
+                tracing::info!(
+                    "mm: bcast {id}: {size} bytes as {dest:?} to {} nodes, {chunks} chunks of {chunk} bytes, {slots} slots",
+                    t.nodes.len()
+                );
+                let msg = ToNode::BcastBegin {
+                    id,
+                    dest,
+                    size,
+                    sha256,
+                    uid: Some(caller.uid),
+                };
+                self.root
+                    .xfer(&t.dest(), None, postcard::to_stdvec(&msg).expect("encodes"));
+                self.bcast = Some(t);
+                self.bcast_ask();
+            }
+            BcastOp::Chunk { id, k, data } => {
+                let Some(t) = self.bcast.as_mut().filter(|t| t.id == id) else {
+                    return err(tx, self.bcast_gone(id));
+                };
+                t.last_request = Instant::now();
+                let last = k + 1 == t.chunks;
+                let want = if last {
+                    t.size - (k as u64) * t.chunk as u64
+                } else {
+                    t.chunk as u64
+                };
+                if t.phase != Phase::Streaming
+                    || k != t.sent
+                    || k >= t.chunks
+                    || data.len() as u64 != want
+                    || t.parked.is_some()
+                {
+                    return err(
+                        tx,
+                        format!("bcast {id}: chunk {k} out of order or of the wrong size"),
+                    );
+                }
+                t.parked = Some((k, data, tx));
+                self.bcast_pump();
+            }
+            BcastOp::Finish { id } => {
+                let Some(t) = self.bcast.as_mut().filter(|t| t.id == id) else {
+                    return err(tx, self.bcast_gone(id));
+                };
+                t.last_request = Instant::now();
+                if t.sent != t.chunks || t.reply.is_some() {
+                    return err(
+                        tx,
+                        format!(
+                            "bcast {id}: finished after {} of {} chunks",
+                            t.sent, t.chunks
+                        ),
+                    );
+                }
+                t.reply = Some(tx);
+                t.finishing = true;
+                self.bcast_pump();
+            }
+        }
+    }
+
+    fn bcast_gone(&self, id: u32) -> String {
+        match &self.bcast_failed {
+            Some((fid, why)) if *fid == id => why.clone(),
+            _ => format!("no broadcast {id} is running"),
+        }
+    }
+
+    /// Sends the parked chunk if a slot is free; starts the checks once all are held.
+    fn bcast_pump(&mut self) {
+        let Some(t) = self.bcast.as_mut() else { return };
+        if t.phase == Phase::Streaming
+            && t.sent - t.held < t.slots
+            && let Some((k, data, tx)) = t.parked.take()
+        {
+            let msg = ToNode::BcastChunk {
+                id: t.id,
+                k,
+                offset: k as u64 * t.chunk as u64,
+                data,
+            };
+            self.root
+                .xfer(&t.dest(), None, postcard::to_stdvec(&msg).expect("encodes"));
+            t.sent += 1;
+            let _ = tx.send(Response::Bcast(BcastReply::Sent));
+            self.bcast_ask_chunk(k);
+        }
+        let Some(t) = self.bcast.as_mut() else { return };
+        if t.phase == Phase::Streaming && t.finishing && t.held == t.chunks {
+            let msg = ToNode::BcastEnd { id: t.id };
+            self.root
+                .xfer(&t.dest(), None, postcard::to_stdvec(&msg).expect("encodes"));
+            t.phase = Phase::Deciding;
+            t.phase_since = Instant::now();
+        }
+        if t.query.is_none() {
+            self.bcast_ask();
+        }
+    }
+
+    /// Asks every destination to answer once it holds chunk `k`.
+    fn bcast_ask_chunk(&mut self, k: u32) {
+        let Some(t) = self.bcast.as_mut() else { return };
+        let cond = Cond {
+            var: VAR_BCAST_HELD,
+            cmp: Cmp::Ge,
+            value: held(t.id, k + 1),
+        };
+        let q = self
+            .root
+            .compare_waiting(&t.dest(), cond, None, BUDGET, WAIT);
+        t.chunk_queries.insert(q, k);
+    }
+
+    /// Sends the COMPARE the current phase waits on (none while nothing is outstanding).
+    fn bcast_ask(&mut self) {
+        let Some(t) = self.bcast.as_mut() else { return };
+        if t.query.is_some() {
+            return;
+        }
+        let (cond, write): (Cond, Option<(Var, i64)>) = match t.phase {
+            Phase::Opening => (
+                Cond {
+                    var: VAR_BCAST_STATE,
+                    cmp: Cmp::Eq,
+                    value: state(t.id, BCAST_OPEN),
+                },
+                None,
+            ),
+            Phase::Streaming => return,
+            Phase::Deciding => (
+                Cond {
+                    var: VAR_BCAST_STATE,
+                    cmp: Cmp::Ne,
+                    value: state(t.id, BCAST_OPEN),
+                },
+                None,
+            ),
+            Phase::Releasing => (
+                Cond {
+                    var: VAR_BCAST_STATE,
+                    cmp: Cmp::Eq,
+                    value: state(t.id, BCAST_VERIFIED),
+                },
+                Some((VAR_BCAST_READY, t.id as i64)),
+            ),
+        };
+        // Releasing asks once: every node has decided by then.
+        let wait = if t.phase == Phase::Releasing {
+            Duration::ZERO
+        } else {
+            WAIT
+        };
+        t.query = Some(
+            self.root
+                .compare_waiting(&t.dest(), cond, write, BUDGET, wait),
+        );
+    }
+
+    /// A combined answer: is it the broadcast's? (Else it is a heartbeat's.)
+    pub(super) fn bcast_answer(&mut self, o: &Outcome) -> bool {
+        let Some(t) = self.bcast.as_mut() else {
+            return false;
+        };
+        let chunk = t.chunk_queries.remove(&o.id());
+        if chunk.is_none() && t.query != Some(o.id()) {
+            return false;
+        }
+        if chunk.is_none() {
+            t.query = None;
+        }
+        if !o.answer.silent.is_empty() {
+            let why = format!(
+                "bcast {}: node(s) {} stopped answering (dead, cut off or hung); nothing was launched",
+                t.id,
+                t.named(&o.answer.silent)
+            );
+            self.bcast_fail(why);
+            return true;
+        }
+        let holds = o.holds_everywhere();
+        if let Some(k) = chunk {
+            if holds {
+                // Chunks are written in order: holding k+1 means holding all before it.
+                t.held = t.held.max(k + 1);
+                self.bcast_pump();
+            } else if t.held <= k {
+                self.bcast_ask_chunk(k);
+            }
+            return true;
+        }
+        match t.phase {
+            Phase::Opening if holds => {
+                t.phase = Phase::Streaming;
+                let (id, nodes) = (t.id, t.nodes.iter().map(|n| t.names[n].clone()).collect());
+                if let Some(tx) = t.reply.take() {
+                    let _ = tx.send(Response::Bcast(BcastReply::Started { id, nodes }));
+                }
+            }
+            Phase::Deciding if holds => {
+                t.phase = Phase::Releasing;
+            }
+            Phase::Releasing => {
+                if o.written {
+                    let names = t.nodes.iter().map(|n| t.names[n].clone()).collect();
+                    tracing::info!("mm: bcast {}: every copy verified and released", t.id);
+                    if let Some(tx) = t.reply.take() {
+                        let _ = tx.send(Response::Bcast(BcastReply::Done { nodes: names }));
+                    }
+                    self.bcast = None;
+                } else {
+                    let why = format!(
+                        "bcast {}: the copy on node(s) {} did not check out (size or SHA-256) or could not be written; nothing was launched",
+                        t.id,
+                        t.named(&o.answer.fails)
+                    );
+                    self.bcast_fail(why);
+                }
+                return true;
+            }
+            Phase::Opening | Phase::Deciding if t.phase_since.elapsed() > DECIDE_WITHIN => {
+                let why = format!(
+                    "bcast {}: node(s) {} did not {} within {DECIDE_WITHIN:?}",
+                    t.id,
+                    t.named(&o.answer.fails),
+                    if t.phase == Phase::Opening {
+                        "create the file"
+                    } else {
+                        "check the copy"
+                    }
+                );
+                self.bcast_fail(why);
+                return true;
+            }
+            _ => {}
+        }
+        // Not yet everywhere (the nodes waited already): ask again. A node that could not
+        // create the file is caught by the Opening deadline.
+        self.bcast_ask();
+        true
+    }
+
+    /// Fails the running transfer: answers whatever waits with `why`, and tells the nodes to
+    /// drop their copies.
+    fn bcast_fail(&mut self, why: String) {
+        let Some(mut t) = self.bcast.take() else {
+            return;
+        };
+        tracing::warn!("mm: {why}");
+        if let Some((_, _, tx)) = t.parked.take() {
+            let _ = tx.send(Response::Error(why.clone()));
+        }
+        if let Some(tx) = t.reply.take() {
+            let _ = tx.send(Response::Error(why.clone()));
+        }
+        let msg = ToNode::BcastAbort { id: t.id };
+        self.root
+            .xfer(&t.dest(), None, postcard::to_stdvec(&msg).expect("encodes"));
+        self.bcast_failed = Some((t.id, why));
+    }
+}
