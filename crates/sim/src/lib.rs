@@ -29,6 +29,7 @@ pub mod matrix_svg;
 pub mod metrics;
 pub mod multicore_metrics;
 pub mod plot;
+pub mod provenance;
 mod rates;
 pub mod report;
 pub mod run;

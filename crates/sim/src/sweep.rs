@@ -342,6 +342,7 @@ pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
         y_label: "mean bounded relative response time".into(),
         log_y: false,
         series,
+        ..LineChart::default()
     }
 }
 
@@ -399,6 +400,7 @@ pub fn chart(rows: &[SweepRow], title: &str) -> LineChart {
         y_label: "mean bounded slowdown".into(),
         log_y: true,
         series,
+        ..LineChart::default()
     }
 }
 
