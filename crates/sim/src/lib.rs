@@ -25,6 +25,7 @@
 //! - [`matrix_svg`]: the Ousterhout matrix over a time window, as SVG.
 
 pub mod engine;
+pub mod gantt;
 pub mod matrix_svg;
 pub mod metrics;
 pub mod multicore_metrics;

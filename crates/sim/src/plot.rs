@@ -223,9 +223,8 @@ pub fn render<F: Figure>(
             }
             // plotters' encoder writes no text chunks: they are added to the file it wrote.
             let png = std::fs::read(path).map_err(io_err)?;
-            let texts: Vec<(&str, &str)> = provenance
-                .map(|p| p.pairs().to_vec())
-                .unwrap_or_default();
+            let texts: Vec<(&str, &str)> =
+                provenance.map(|p| p.pairs().to_vec()).unwrap_or_default();
             let png = png_with_text(&png, &texts, Some(PNG_DPI));
             std::fs::write(path, png).map_err(io_err)
         }
@@ -378,7 +377,11 @@ where
                         EmptyElement::at($p)
                             + Polygon::new(
                                 $poly,
-                                if filled { color.filled() } else { WHITE.filled() },
+                                if filled {
+                                    color.filled()
+                                } else {
+                                    WHITE.filled()
+                                },
                             )
                             + PathElement::new($outline, color.stroke_width(stroke))
                     };
@@ -399,7 +402,10 @@ where
                         let lo = if chart.log_y { (y - h).max(y0) } else { y - h };
                         let c = (cap.round() as i32, 0);
                         EmptyElement::at((x, lo))
-                            + PathElement::new(vec![(-c.0, 0), (c.0, 0)], color.stroke_width(pxu(1.0)))
+                            + PathElement::new(
+                                vec![(-c.0, 0), (c.0, 0)],
+                                color.stroke_width(pxu(1.0)),
+                            )
                     }))
                     .map_err(e)?;
                     let bars = ser.points.iter().zip(err).filter(|(p, h)| {
@@ -421,19 +427,24 @@ where
                     .map_err(e)?;
                 }
                 let (p2, o2) = (poly.clone(), outline.clone());
-                ctx.draw_series(DashedLineSeries::new(ok.clone(), dash_px, gap_px, line_style))
-                    .map_err(e)?
-                    .label(ser.name.as_str())
-                    .legend(move |(x, y)| {
-                        EmptyElement::at((x, y))
-                            + DashedPathElement::new(
-                                vec![(0, 0), (px(26.0), 0)],
-                                dash_px,
-                                gap_px,
-                                line_style,
-                            )
-                            + mark!((px(13.0), 0), p2.clone(), o2.clone())
-                    });
+                ctx.draw_series(DashedLineSeries::new(
+                    ok.clone(),
+                    dash_px,
+                    gap_px,
+                    line_style,
+                ))
+                .map_err(e)?
+                .label(ser.name.as_str())
+                .legend(move |(x, y)| {
+                    EmptyElement::at((x, y))
+                        + DashedPathElement::new(
+                            vec![(0, 0), (px(26.0), 0)],
+                            dash_px,
+                            gap_px,
+                            line_style,
+                        )
+                        + mark!((px(13.0), 0), p2.clone(), o2.clone())
+                });
                 ctx.draw_series(ok.iter().map(|&p| mark!(p, poly.clone(), outline.clone())))
                     .map_err(e)?;
             }

@@ -38,7 +38,11 @@ impl Provenance {
             Source::Lublin { model } => (
                 "model lublin".to_string(),
                 // GenOptions serializes; a failure would be a bug in its derive.
-                sha256_hex(toml::to_string(model.as_ref()).unwrap_or_default().as_bytes()),
+                sha256_hex(
+                    toml::to_string(model.as_ref())
+                        .unwrap_or_default()
+                        .as_bytes(),
+                ),
             ),
         };
         Provenance {
