@@ -185,10 +185,11 @@ fn sweep_writes_table_and_plots() {
     ]));
     assert!(text.contains("fcfs") && text.contains("easy"), "{text}");
     let csv = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 1 + 2 * 2 * 2);
-    let rows: serde_json::Value =
+    // Four provenance lines, the header, a row per point.
+    assert_eq!(csv.lines().count(), 4 + 1 + 2 * 2 * 2);
+    let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
-    assert_eq!(rows.as_array().unwrap().len(), 8);
+    assert_eq!(doc["rows"].as_array().unwrap().len(), 8);
     assert_eq!(&std::fs::read(dir.join("sweep.png")).unwrap()[1..4], b"PNG");
     assert!(
         std::fs::read_to_string(dir.join("sweep.svg"))

@@ -481,13 +481,27 @@ pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
     for s in &mut series {
         s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
+    let mut seeds: Vec<u64> = rows.iter().map(|r| r.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
     LineChart {
         title: title.to_string(),
         x_label: key,
         y_label: "mean bounded relative response time".into(),
         log_y: false,
-        series,
-        ..LineChart::default()
+        series: series
+            .into_iter()
+            .map(|s| Series {
+                name: series_name(&s.name),
+                ..s
+            })
+            .collect(),
+        note: format!(
+            "points: mean over {} seed{} and loads; no error bars",
+            seeds.len(),
+            if seeds.len() == 1 { "" } else { "s" }
+        ),
+        provenance: None,
     }
 }
 

@@ -218,6 +218,13 @@ struct SweepArgs {
     /// (mean, s), p90-wait, response (mean, s), slowdown (mean), utilization, makespan
     #[arg(long, default_value = "bsld", value_name = "METRIC")]
     metric: Metric,
+    /// Also draw the figure to this file (.svg or .png; repeatable), e.g. straight into a
+    /// paper's or the docs' directory
+    #[arg(long, value_name = "FILE.svg|png")]
+    plot: Vec<PathBuf>,
+    /// The figure's title (default: the workload and the estimates)
+    #[arg(long)]
+    title: Option<String>,
     /// Print the JSON table instead of the text table
     #[arg(long)]
     json: bool,
@@ -662,21 +669,23 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
     let json_path = a.out.join("sweep.json");
     std::fs::write(&json_path, &json)
         .with_context(|| format!("writing {}", json_path.display()))?;
-    let title = format!(
-        "{} ({:?} estimates)",
-        spec.source.label(),
-        spec.semantics.estimates
-    )
-    .to_lowercase();
+    let title = a.title.clone().unwrap_or_else(|| {
+        format!(
+            "{} ({:?} estimates)",
+            spec.source.label(),
+            spec.semantics.estimates
+        )
+        .to_lowercase()
+    });
     let mut c = if rows.iter().any(|r| r.multicore.is_some()) {
         multicore_chart(&rows, &title)
     } else {
         chart(&rows, &title, a.metric)
     };
     c.provenance = Some(prov);
-    for ext in ["png", "svg"] {
-        let p = a.out.join(format!("sweep.{ext}"));
-        plot::line_chart(&p, &c).with_context(|| format!("drawing {}", p.display()))?;
+    let files = ["png", "svg"].map(|ext| a.out.join(format!("sweep.{ext}")));
+    for p in files.iter().chain(&a.plot) {
+        plot::line_chart(p, &c).with_context(|| format!("drawing {}", p.display()))?;
     }
     if a.json {
         outln!("{json}");
