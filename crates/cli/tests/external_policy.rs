@@ -191,7 +191,8 @@ fn the_machine_manager_reports_a_python_policy_that_breaks_a_promise() {
         "busy",
         &["--nodes", "1", "--pes", "2", "--policy", &policy],
     );
-    let first = c.submit(&["-n", "2", "--", "sleep", "2"]);
+    let name = "solve \"big\", then small";
+    let first = c.submit(&["-n", "2", "--name", name, "--", "sleep", "2"]);
     c.until(30, "the first job running", || {
         (c.state_of(first).as_deref() == Some("running")).then_some(())
     });
@@ -241,6 +242,23 @@ fn the_machine_manager_reports_a_python_policy_that_breaks_a_promise() {
         .count();
     assert_eq!(pieces, 1, "{text}");
     assert!(text.contains("(a real run)") && text.contains("<metadata>"));
+    // The accounting as CSV: the name with a quote and a comma comes back as it was.
+    let csv = scratch.0.join("acct.csv");
+    c.ok(&[
+        "acct",
+        "--format",
+        "id,name,state",
+        "--csv-out",
+        csv.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("# generator: cosched "), "{text}");
+    let mut r = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .from_reader(text.as_bytes());
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    let row = rows.iter().find(|r| r[0] == first.to_string()).unwrap();
+    assert_eq!((&row[1], &row[2]), (name, "completed"), "{text}");
 }
 
 #[test]

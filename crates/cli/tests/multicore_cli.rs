@@ -103,6 +103,7 @@ fn sweep_varies_a_parameter_of_each_variant() {
             .unwrap()
             .ends_with("groups,jobs_per_group")
     );
-    assert_eq!(csv.lines().count(), 1 + 2 * 2 * 2);
+    // Four provenance lines, the header, the rows.
+    assert_eq!(csv.lines().count(), 4 + 1 + 2 * 2 * 2);
     assert!(dir.join("sweep.svg").exists() && dir.join("sweep.png").exists());
 }

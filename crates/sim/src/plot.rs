@@ -318,6 +318,39 @@ where
         let pad = ((y1 - y0) * 0.05).max(1e-9);
         (y0, y1) = (if y0 >= 0.0 { 0.0 } else { y0 - pad }, y1 + pad);
     }
+    // The legend goes in the corner where it hides the fewest points (upper left on ties):
+    // points normalised to the axes, the legend taken as a box of its likely size.
+    let legend_pos = {
+        let ny = |y: f64| {
+            if chart.log_y {
+                (y.log10() - y0.log10()) / (y1.log10() - y0.log10())
+            } else {
+                (y - y0) / (y1 - y0)
+            }
+        };
+        let (bw, bh) = (0.38, 0.06 * chart.series.len() as f64 + 0.04);
+        let corners = [
+            (SeriesLabelPosition::UpperLeft, 0.0, 1.0 - bh),
+            (SeriesLabelPosition::UpperRight, 1.0 - bw, 1.0 - bh),
+            (SeriesLabelPosition::LowerRight, 1.0 - bw, 0.0),
+            (SeriesLabelPosition::LowerLeft, 0.0, 0.0),
+        ];
+        let hidden = |cx: f64, cy: f64| {
+            pts()
+                .filter(|p| !chart.log_y || p.1 > 0.0)
+                .map(|p| ((p.0 - x0) / (x1 - x0), ny(p.1)))
+                .filter(|&(x, y)| x >= cx && x <= cx + bw && y >= cy && y <= cy + bh)
+                .count()
+        };
+        let mut best = (usize::MAX, SeriesLabelPosition::UpperLeft);
+        for (pos, cx, cy) in corners {
+            let n = hidden(cx, cy);
+            if n < best.0 {
+                best = (n, pos);
+            }
+        }
+        best.1
+    };
     // The note goes in a strip under the plot.
     let note_h = if chart.note.is_empty() { 0 } else { pxu(20.0) };
     let (w, h) = root.dim_in_pixel();
@@ -454,7 +487,7 @@ where
                 .label_font((FONT, 11.0 * s))
                 .legend_area_size(px(34.0))
                 .margin(px(6.0))
-                .position(SeriesLabelPosition::UpperLeft)
+                .position(legend_pos.clone())
                 .draw()
                 .map_err(e)?;
         }};

@@ -11,7 +11,7 @@ use cosched_core::Time;
 use cosched_daemon::proto::{JobInfo, JobState};
 use cosched_daemon::report;
 use cosched_sim::gantt::{Gantt, GanttJob};
-use cosched_sim::provenance::Provenance;
+use cosched_sim::provenance::{Provenance, csv_table};
 use cosched_workload::swf::write_trace_path;
 
 use super::daemon::{ConnArgs, run_summary};
@@ -60,6 +60,10 @@ pub struct AcctArgs {
     /// Also write the selected ended jobs as an SWF trace to this file
     #[arg(long)]
     swf_out: Option<PathBuf>,
+    /// Also write the selected jobs as CSV, the --format columns (written with the csv
+    /// crate: a name with commas or quotes stays one field; provenance as leading `#` lines)
+    #[arg(long, value_name = "FILE.csv")]
+    csv_out: Option<PathBuf>,
     /// Draw the selected jobs as a Gantt chart (jobs over PEs and time, utilization and
     /// queue length below; time from the first submission), SVG or PNG by the extension
     #[arg(long, value_name = "FILE.svg|png")]
@@ -148,6 +152,17 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
             header.push_line(&format!(" Provenance-{k}: {v}"));
         }
         write_trace_path(path, &header, &records)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.csv_out {
+        let header: Vec<&str> = columns.iter().map(String::as_str).collect();
+        let rows = jobs.iter().map(|j| {
+            columns
+                .iter()
+                .map(|c| cell(c, j, &users, now))
+                .collect::<Vec<_>>()
+        });
+        std::fs::write(path, csv_table(Some(&prov), &header, rows))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &a.gantt_out {
