@@ -145,7 +145,7 @@ fn superscript(k: i32) -> String {
 
 /// The label of a log-axis tick: `10ᵏ` at a power of ten, nothing elsewhere.
 pub fn decade_label(v: f64) -> String {
-    if !(v > 0.0) {
+    if v.is_nan() || v <= 0.0 {
         return String::new();
     }
     let k = v.log10();
@@ -504,7 +504,7 @@ where
             builder.build_cartesian_2d(x0..x1, y0..y1).map_err(e)?,
             &|v: &f64| {
                 let a = v.abs();
-                if a != 0.0 && (a >= 1e5 || a < 1e-3) {
+                if a != 0.0 && !(1e-3..1e5).contains(&a) {
                     format!("{v:.1e}")
                 } else {
                     format!("{}", (v * 1e4).round() / 1e4)
