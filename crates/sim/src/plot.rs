@@ -130,6 +130,19 @@ fn marker(k: usize) -> (Vec<(f64, f64)>, bool) {
     }
 }
 
+/// Series `k`'s colour, dash pattern and marker. Past the eighth series the marker and dash
+/// shift against the colour, so no two of the first 64 series look alike.
+fn series_style(k: usize) -> (RGBColor, (f64, f64), Vec<(f64, f64)>, bool) {
+    let round = k / 8;
+    let (shape, filled) = marker(k + round);
+    (
+        PALETTE[k % PALETTE.len()],
+        DASHES[(k + 2 * round) % DASHES.len()],
+        shape,
+        filled,
+    )
+}
+
 /// Unicode superscript digits for 10ᵏ labels.
 fn superscript(k: i32) -> String {
     const SUP: [char; 10] = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
@@ -364,8 +377,73 @@ where
             ))
             .map_err(e)?;
     }
-    let _ = w;
-    let mut builder = ChartBuilder::on(&plot_area);
+    // Many series: the legend goes in a column right of the plot, where it hides nothing.
+    let outside = chart.series.len() > 6;
+    let longest = chart
+        .series
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0);
+    let legend_w = if outside {
+        (((longest as f64) * 6.8 + 52.0) * s).min(f64::from(w) * 0.45) as u32
+    } else {
+        0
+    };
+    let (chart_area, legend_area) = plot_area.split_horizontally(w - legend_w);
+    if outside {
+        let top = px(40.0);
+        for (k, ser) in chart.series.iter().enumerate() {
+            let (color, (dash, gap), shape, filled) = series_style(k);
+            let y = top + px(17.0) * k as i32;
+            let (dash_px, gap_px) = if dash == 0.0 {
+                (1_000_000, 0)
+            } else {
+                (px(dash), px(gap))
+            };
+            legend_area
+                .draw(&DashedPathElement::new(
+                    vec![(px(4.0), y), (px(32.0), y)],
+                    dash_px,
+                    gap_px,
+                    color.stroke_width(pxu(1.6)),
+                ))
+                .map_err(e)?;
+            let r = 3.4 * s;
+            let poly: Vec<(i32, i32)> = shape
+                .iter()
+                .map(|&(a, b)| {
+                    (
+                        px(18.0) + (a * r).round() as i32,
+                        y + (b * r).round() as i32,
+                    )
+                })
+                .collect();
+            let mut outline = poly.clone();
+            outline.push(poly[0]);
+            legend_area
+                .draw(&Polygon::new(
+                    poly,
+                    if filled {
+                        color.filled()
+                    } else {
+                        WHITE.filled()
+                    },
+                ))
+                .map_err(e)?;
+            legend_area
+                .draw(&PathElement::new(outline, color.stroke_width(pxu(1.6))))
+                .map_err(e)?;
+            legend_area
+                .draw(&Text::new(
+                    ser.name.clone(),
+                    (px(38.0), y - px(6.0)),
+                    (FONT, 11.0 * s).into_font(),
+                ))
+                .map_err(e)?;
+        }
+    }
+    let mut builder = ChartBuilder::on(&chart_area);
     builder
         .caption(&chart.title, (FONT, 15.0 * s))
         .margin(px(10.0))
@@ -388,9 +466,7 @@ where
                 .draw()
                 .map_err(e)?;
             for (k, ser) in chart.series.iter().enumerate() {
-                let color = PALETTE[k % PALETTE.len()];
-                let (dash, gap) = DASHES[k % DASHES.len()];
-                let (shape, filled) = marker(k);
+                let (color, (dash, gap), shape, filled) = series_style(k);
                 let r = 3.4 * s;
                 let poly: Vec<(i32, i32)> = shape
                     .iter()
@@ -481,15 +557,17 @@ where
                 ctx.draw_series(ok.iter().map(|&p| mark!(p, poly.clone(), outline.clone())))
                     .map_err(e)?;
             }
-            ctx.configure_series_labels()
-                .background_style(WHITE.mix(0.9))
-                .border_style(BLACK.mix(0.5))
-                .label_font((FONT, 11.0 * s))
-                .legend_area_size(px(34.0))
-                .margin(px(6.0))
-                .position(legend_pos.clone())
-                .draw()
-                .map_err(e)?;
+            if !outside {
+                ctx.configure_series_labels()
+                    .background_style(WHITE.mix(0.9))
+                    .border_style(BLACK.mix(0.5))
+                    .label_font((FONT, 11.0 * s))
+                    .legend_area_size(px(34.0))
+                    .margin(px(6.0))
+                    .position(legend_pos.clone())
+                    .draw()
+                    .map_err(e)?;
+            }
         }};
     }
     if chart.log_y {
