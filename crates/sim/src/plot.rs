@@ -106,8 +106,11 @@ const DASHES: [(f64, f64); 8] = [
     (20.0, 3.0),
 ];
 
+/// A marker's outline: a polygon of unit radius.
+type Marker = Vec<(f64, f64)>;
+
 /// Markers, one per series: a polygon (unit radius) and whether it is filled.
-fn marker(k: usize) -> (Vec<(f64, f64)>, bool) {
+fn marker(k: usize) -> (Marker, bool) {
     let circle: Vec<(f64, f64)> = (0..16)
         .map(|i| {
             let a = i as f64 * std::f64::consts::TAU / 16.0;
@@ -132,7 +135,7 @@ fn marker(k: usize) -> (Vec<(f64, f64)>, bool) {
 
 /// Series `k`'s colour, dash pattern and marker. Past the eighth series the marker and dash
 /// shift against the colour, so no two of the first 64 series look alike.
-fn series_style(k: usize) -> (RGBColor, (f64, f64), Vec<(f64, f64)>, bool) {
+fn series_style(k: usize) -> (RGBColor, (f64, f64), Marker, bool) {
     let round = k / 8;
     let (shape, filled) = marker(k + round);
     (
