@@ -131,7 +131,7 @@ fn every_output_carries_its_provenance() {
     };
     assert_eq!(doc["provenance"]["input_sha256"], want.as_str());
     assert!(
-        doc["provenance"]["version"]
+        doc["provenance"]["generator"]
             .as_str()
             .unwrap()
             .starts_with("cosched ")

@@ -20,7 +20,8 @@ use crate::setup::Source;
 /// The provenance of one output.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Provenance {
-    /// `cosched <version>`.
+    /// `cosched <version>`; `generator` in every form, JSON included.
+    #[serde(rename = "generator")]
     pub version: String,
     /// The command line, arguments quoted where the shell would need it.
     pub command: String,
