@@ -1,7 +1,8 @@
 #!/bin/sh
 # Reproduces docs/reproductions/gang-vs-batch.md: mean slowdown against offered load for
-# FCFS, EASY (exact runtimes), prime/non-prime, and gang scheduling with 10 s and 600 s quanta,
-# on a Lublin-model workload for 128 nodes and on the KTH-SP2 trace.
+# FCFS, EASY (exact runtimes), prime/non-prime, and gang scheduling with 600 s and 10 s quanta,
+# on a Lublin-model workload for 128 nodes and on the KTH-SP2 trace. One sweep per workload;
+# cosched draws the figures (SVG and 300 dpi PNG) and writes the tables into this directory.
 # Usage: sh docs/reproductions/gang-vs-batch.sh [path/to/cosched] [path/to/shared]
 set -eu
 COSCHED=${1:-target/release/cosched}
@@ -9,18 +10,17 @@ SHARED=${2:-../shared}
 OUT=${OUT:-target/gang-vs-batch}
 HERE=$(dirname "$0")
 LOADS=0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,0.95
-mkdir -p "$OUT"
-run() { # name, source args...
-    name=$1; shift
-    "$COSCHED" sim sweep "$@" --estimates exact --loads $LOADS \
-        --policies fcfs,easy,prime,gang --quantum 10s --out "$OUT/$name-10s" >/dev/null
-    "$COSCHED" sim sweep "$@" --estimates exact --loads $LOADS \
-        --policies gang --quantum 600s --out "$OUT/$name-600s" >/dev/null
+run() { # name, title, source args...
+    name=$1; title=$2; shift 2
+    "$COSCHED" sim sweep "$@" --estimates exact --loads $LOADS --metric slowdown \
+        --policies fcfs,easy,prime,gang:quantum=600s,gang:quantum=10s \
+        --title "$title" --out "$OUT/$name" \
+        --plot "$HERE/gang-vs-batch-$name.svg" --plot "$HERE/gang-vs-batch-$name.png" >/dev/null
+    cp "$OUT/$name/sweep.csv" "$HERE/gang-vs-batch-$name.csv"
 }
-run lublin --model lublin --procs 128 --jobs 10000 --seeds 1,2,3
-run kth --trace "$SHARED/traces/KTH-SP2-1996-2.1-cln.swf.gz"
-# Seed 002's own workload model (issue 17 item 5); cosched draws the figure itself.
-run feitelson97 --model feitelson97 --procs 128 --jobs 10000 --seeds 1,2,3
-cp "$OUT/feitelson97-10s/sweep.svg" "$HERE/gang-vs-batch-feitelson97.svg"
-cp "$OUT/feitelson97-10s/sweep.png" "$HERE/gang-vs-batch-feitelson97.png"
-python3 "$HERE/gang-vs-batch-plot.py" "$OUT" "$HERE"
+run lublin "Lublin model, 128 nodes, 10,000 jobs (3 seeds)" \
+    --model lublin --procs 128 --jobs 10000 --seeds 1,2,3
+run kth "KTH-SP2 trace, 100 nodes" --trace "$SHARED/traces/KTH-SP2-1996-2.1-cln.swf.gz"
+# Seed 002's own workload model (issue 17 item 5).
+run feitelson97 "Feitelson 1997 model, 128 nodes, 10,000 jobs (3 seeds)" \
+    --model feitelson97 --procs 128 --jobs 10000 --seeds 1,2,3

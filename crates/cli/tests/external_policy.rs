@@ -9,6 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod support;
+
 const KTH: &str = "KTH-SP2-1996-2.1-cln.swf.gz";
 
 /// Jobs of KTH-SP2 compared (the whole trace takes seconds more per policy).
@@ -90,7 +92,14 @@ fn python_fcfs_and_easy_schedule_kth_like_the_built_in_ones() {
                 "{p}: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            csv.push(std::fs::read_to_string(&file).unwrap());
+            // The provenance lines name the command, which differs: the schedules are compared.
+            let text = std::fs::read_to_string(&file).unwrap();
+            csv.push(
+                text.lines()
+                    .filter(|l| !l.starts_with('#'))
+                    .map(|l| format!("{l}\n"))
+                    .collect::<String>(),
+            );
         }
         assert!(csv[0].lines().count() > 4000, "{policy}: too few jobs");
         if csv[0] != csv[1] {
@@ -155,6 +164,101 @@ fn a_python_policy_that_starts_jobs_on_busy_pes_is_refused_with_the_decision() {
             && err.contains("\"type\":\"start\""),
         "{err}"
     );
+}
+
+/// The same broken promise under the machine manager: the decision is refused with a clear
+/// line in the MM log (quoting the policy's reply line), and the job it was about ends as
+/// failed with the refusal as its error instead of waiting forever; the job started first
+/// runs to completion. `acct --gantt-out` then draws the real run.
+#[test]
+fn the_machine_manager_reports_a_python_policy_that_breaks_a_promise() {
+    let what = "the machine manager's handling of a Python policy that breaks a promise";
+    if !python(what) {
+        return;
+    }
+    let scratch = Scratch::new("mm-busy");
+    let policy = policy_file(
+        &scratch,
+        "busy",
+        "class Busy(cp.Policy):\n    def on_hello(self, hello):\n        self.new = []\n\
+         \x20   def on_submit(self, now, job):\n        self.new.append(job)\n\
+         \x20   def decide(self, now):\n        for j in self.new:\n\
+         \x20           self.start(j.id, [[0, j.procs]])\n        self.new = []\n\n\
+         cp.run(Busy())",
+    );
+    let c = support::cluster::Cluster::up(
+        "ext",
+        "busy",
+        &["--nodes", "1", "--pes", "2", "--policy", &policy],
+    );
+    let name = "solve \"big\", then small";
+    let first = c.submit(&["-n", "2", "--name", name, "--", "sleep", "2"]);
+    c.until(30, "the first job running", || {
+        (c.state_of(first).as_deref() == Some("running")).then_some(())
+    });
+    let second = c.submit(&["-n", "2", "--", "true"]);
+    c.until(30, "the second job failed", || {
+        (c.state_of(second).as_deref() == Some("failed")).then_some(())
+    });
+    let log = c.mm_log();
+    assert!(
+        log.contains("mm: decision refused: policy external:")
+            && log.contains(&format!("job {second}: "))
+            && log.contains("the decision came from line"),
+        "{log}"
+    );
+    let acct: serde_json::Value = serde_json::from_str(&c.ok(&["acct", "--json"])).unwrap();
+    let job = |id: u64| {
+        acct["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert!(
+        job(second)["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("the policy broke its contract")),
+        "{acct}"
+    );
+    assert!(
+        acct["provenance"]["input_sha256"].as_str().is_some(),
+        "{acct}"
+    );
+    c.until(30, "the first job completed", || {
+        (c.state_of(first).as_deref() == Some("completed")).then_some(())
+    });
+    // The real run as a Gantt chart: the first job, on PEs 0-1, is one rectangle.
+    let svg = scratch.0.join("run.svg");
+    c.ok(&["acct", "--gantt-out", svg.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let pieces = text
+        .lines()
+        .filter(|l| {
+            l.contains("<rect") && l.contains("opacity=\"0.8\"") && !l.contains("fill=\"none\"")
+        })
+        .count();
+    assert_eq!(pieces, 1, "{text}");
+    assert!(text.contains("(a real run)") && text.contains("<metadata>"));
+    // The accounting as CSV: the name with a quote and a comma comes back as it was.
+    let csv = scratch.0.join("acct.csv");
+    c.ok(&[
+        "acct",
+        "--format",
+        "id,name,state",
+        "--csv-out",
+        csv.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("# generator: cosched "), "{text}");
+    let mut r = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .from_reader(text.as_bytes());
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    let row = rows.iter().find(|r| r[0] == first.to_string()).unwrap();
+    assert_eq!((&row[1], &row[2]), (name, "completed"), "{text}");
 }
 
 #[test]
@@ -269,10 +373,10 @@ fn a_sweep_runs_the_python_easy_beside_the_built_in_one() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows: serde_json::Value =
+    let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(scratch.0.join("sweep.json")).unwrap())
             .unwrap();
-    let rows = rows.as_array().unwrap();
+    let rows = doc["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 8);
     let figures = |policy: &str| -> Vec<String> {
         rows.iter()

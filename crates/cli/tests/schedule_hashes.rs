@@ -146,7 +146,18 @@ fn schedule_hash(name: &str, args: &str) -> String {
         "{name}: cosched {args} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let bytes = std::fs::read(&csv).unwrap();
+    // The schedule, as pinned before the CSV grew provenance lines (they name temporary
+    // paths) and the trace's user and queue columns (the last two, never quoted: numbers).
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let bytes: Vec<u8> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let cut = l.rmatch_indices(',').nth(1).map_or(l.len(), |(i, _)| i);
+            format!("{}\n", &l[..cut])
+        })
+        .collect::<String>()
+        .into_bytes();
     assert!(
         bytes.iter().filter(|&&b| b == b'\n').count() > 100,
         "{name}: too few jobs in the schedule to pin anything"

@@ -87,7 +87,9 @@ fn jobs_csv_and_swf_are_written_and_reruns_are_identical() {
         "{table}"
     );
     let text = String::from_utf8(csv.clone()).unwrap();
-    let mut lines = text.lines();
+    // The provenance comes first, as `#` lines; the table after.
+    assert!(text.starts_with("# generator: cosched "), "{text}");
+    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     assert_eq!(
         header[..6],
@@ -126,8 +128,19 @@ fn jobs_csv_and_swf_are_written_and_reruns_are_identical() {
     assert!(swf.contains("cosched sim"));
     let (table2, csv2, swf2) = run("b");
     assert_eq!(table, table2);
-    assert_eq!(csv, csv2, "per-job CSV differs between identical runs");
-    assert_eq!(swf, swf2);
+    // The provenance names the output files, which differ; what was computed must not.
+    let data = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with("; Provenance-command"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(
+        data(&String::from_utf8(csv).unwrap()),
+        data(&String::from_utf8(csv2).unwrap()),
+        "per-job CSV differs between identical runs"
+    );
+    assert_eq!(data(&swf), data(&swf2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -185,10 +198,11 @@ fn sweep_writes_table_and_plots() {
     ]));
     assert!(text.contains("fcfs") && text.contains("easy"), "{text}");
     let csv = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 1 + 2 * 2 * 2);
-    let rows: serde_json::Value =
+    // Four provenance lines, the header, a row per point.
+    assert_eq!(csv.lines().count(), 4 + 1 + 2 * 2 * 2);
+    let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
-    assert_eq!(rows.as_array().unwrap().len(), 8);
+    assert_eq!(doc["rows"].as_array().unwrap().len(), 8);
     assert_eq!(&std::fs::read(dir.join("sweep.png")).unwrap()[1..4], b"PNG");
     assert!(
         std::fs::read_to_string(dir.join("sweep.svg"))

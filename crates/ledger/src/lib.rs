@@ -477,10 +477,17 @@ impl Ledger {
                     Phase::Future | Phase::Ended => unreachable!("lookup filters"),
                 }
                 let e = &mut self.entries[i];
-                e.pes = pes;
-                e.slot = slot;
-                e.preempted_on = None;
-                self.run(i, now)
+                let before = (
+                    std::mem::replace(&mut e.pes, pes),
+                    std::mem::replace(&mut e.slot, slot),
+                    e.preempted_on.take(),
+                );
+                // A refused start leaves the job as it was: a driver that goes on after a
+                // refusal (the machine manager) must not find a waiting job holding PEs.
+                self.run(i, now).inspect_err(|_| {
+                    let e = &mut self.entries[i];
+                    (e.pes, e.slot, e.preempted_on) = before;
+                })
             }
             Decision::Place { job, pes, slot } => {
                 let i = self.lookup(job, now)?;

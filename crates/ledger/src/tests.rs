@@ -161,6 +161,21 @@ fn broken_promises_name_policy_job_and_time() {
     assert!(err.contains("outside the machine"), "{err}");
 }
 
+/// A start refused because another job runs on its PEs leaves the job waiting with no PEs,
+/// so a driver that goes on (the machine manager) can start it elsewhere later.
+#[test]
+fn a_refused_start_leaves_the_job_as_it_was() {
+    let mut l = ledger(4, &[(1, 2), (2, 2)], false);
+    l.apply(s(1), start(1, 0, 2)).unwrap();
+    let err = l.apply(s(1), start(2, 1, 2)).unwrap_err().to_string();
+    assert!(err.contains("another job runs on"), "{err}");
+    let e = l.entry(1);
+    assert!(e.pes().is_empty(), "{:?}", e.pes());
+    assert_eq!(e.record().start, None);
+    l.apply(s(2), start(2, 2, 2)).unwrap();
+    assert_eq!(l.entry(1).pes(), &PeSet::contiguous(2, 2));
+}
+
 #[test]
 fn kill_and_reject_end_jobs_with_their_outcomes() {
     let mut l = ledger(4, &[(1, 2), (2, 8)], true);

@@ -29,10 +29,12 @@
 
 pub mod engine;
 pub mod forecast;
+pub mod gantt;
 pub mod matrix_svg;
 pub mod metrics;
 pub mod multicore_metrics;
 pub mod plot;
+pub mod provenance;
 mod rates;
 pub mod report;
 pub mod run;

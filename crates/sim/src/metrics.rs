@@ -191,7 +191,7 @@ fn group(label: &str, rows: &[JobMetrics], idx: Option<&[usize]>, scratch: &mut 
 }
 
 /// Two-sided 90 % Student t quantiles (0.95) for 1..=30 degrees of freedom.
-const T95: [f64; 30] = [
+pub(crate) const T95: [f64; 30] = [
     6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771,
     1.761, 1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706,
     1.703, 1.701, 1.699, 1.697,

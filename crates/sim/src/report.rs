@@ -8,30 +8,57 @@ use std::io::{self, Write};
 use cosched_core::{Dur, JobRecord, Time};
 
 use crate::SimResult;
+use crate::gantt::{Gantt, GanttJob};
 use crate::matrix_svg;
 use crate::metrics::job_metrics;
+use crate::provenance::Provenance;
 use crate::run::{RunOutput, RunSpec};
 use crate::trace::{Estimates, Workload, write_schedule};
 
-/// The header line of the jobs CSV.
-pub const JOBS_CSV_HEADER: &str = "id,submit,start,end,procs,runtime,estimate,wait,response,slowdown,bounded_slowdown,suspended,preemptions,outcome";
+/// The columns of the jobs CSV.
+pub const JOBS_CSV_COLUMNS: [&str; 16] = [
+    "id",
+    "submit",
+    "start",
+    "end",
+    "procs",
+    "runtime",
+    "estimate",
+    "wait",
+    "response",
+    "slowdown",
+    "bounded_slowdown",
+    "suspended",
+    "preemptions",
+    "outcome",
+    "user",
+    "queue",
+];
 
-/// One line per job, in workload order: times in seconds, the job's figures (empty when it
-/// never finished), time spent suspended, preemptions and outcome. `bsld_threshold` is the
-/// bounded-slowdown threshold.
+/// One record per job, in workload order, after the provenance's `# key: value` lines (when
+/// given): times in seconds, the job's figures (empty when it never finished), time spent
+/// suspended, preemptions, outcome, and the trace's user and queue numbers (empty when the
+/// trace has none). `bsld_threshold` is the bounded-slowdown threshold. Written with the
+/// `csv` crate.
 pub fn write_jobs_csv<W: Write>(
     w: W,
     workload: &Workload,
     result: &SimResult,
     bsld_threshold: Dur,
+    provenance: Option<&Provenance>,
 ) -> io::Result<()> {
     let mut out = io::BufWriter::new(w);
-    writeln!(out, "{JOBS_CSV_HEADER}")?;
-    for ((job, rec), &runtime) in workload
+    if let Some(p) = provenance {
+        out.write_all(p.csv_comments().as_bytes())?;
+    }
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(JOBS_CSV_COLUMNS)?;
+    for (((job, rec), &runtime), swf) in workload
         .jobs
         .iter()
         .zip(&result.records)
         .zip(&result.runtimes)
+        .zip(&workload.records)
     {
         let JobRecord {
             id,
@@ -48,27 +75,40 @@ pub fn write_jobs_csv<W: Write>(
         let figures = match (start, end) {
             (Some(s), Some(e)) => {
                 let jm = job_metrics(*submit, *s, *e, runtime, bsld_threshold);
-                format!(
-                    "{},{},{:.4},{:.4}",
-                    jm.wait_s, jm.response_s, jm.slowdown, jm.bounded_slowdown
-                )
+                [
+                    jm.wait_s.to_string(),
+                    jm.response_s.to_string(),
+                    format!("{:.4}", jm.slowdown),
+                    format!("{:.4}", jm.bounded_slowdown),
+                ]
             }
-            _ => ",,,".to_string(),
+            _ => Default::default(),
         };
         let outcome = outcome
             .map(|o| format!("{o:?}").to_lowercase())
             .unwrap_or_default();
-        writeln!(
-            out,
-            "{id},{submit},{},{},{procs},{},{},{figures},{},{preemptions},{outcome}",
+        let n = |x: Option<u32>| x.map_or(String::new(), |v| v.to_string());
+        let [wait, response, slowdown, bsld] = figures;
+        w.write_record([
+            id.to_string(),
+            submit.to_string(),
             t(*start),
             t(*end),
-            runtime.as_secs_f64(),
-            job.req.estimate.as_secs_f64(),
-            suspended.as_secs_f64(),
-        )?;
+            procs.to_string(),
+            runtime.as_secs_f64().to_string(),
+            job.req.estimate.as_secs_f64().to_string(),
+            wait,
+            response,
+            slowdown,
+            bsld,
+            suspended.as_secs_f64().to_string(),
+            preemptions.to_string(),
+            outcome,
+            n(swf.user),
+            n(swf.queue),
+        ])?;
     }
-    out.flush()
+    w.flush()
 }
 
 /// The header line added to a simulated schedule, so the file says where it came from
@@ -81,15 +121,29 @@ pub fn schedule_note(policy: &str, estimates: Estimates, load: Option<f64>) -> S
     )
 }
 
-/// The run's schedule as SWF: the source's header plus [`schedule_note`], then one record
-/// per job (see [`write_schedule`]).
-pub fn write_schedule_swf<W: Write>(w: W, spec: &RunSpec, run: &RunOutput) -> io::Result<()> {
+/// The run's schedule as SWF: the source's header plus [`schedule_note`] and the
+/// provenance (as `; Provenance-KEY: value` header lines), then one record per job (see
+/// [`write_schedule`]).
+pub fn write_schedule_swf<W: Write>(
+    w: W,
+    spec: &RunSpec,
+    run: &RunOutput,
+    provenance: Option<&Provenance>,
+) -> io::Result<()> {
     let mut header = run.header.clone();
     header.push_line(&schedule_note(
         &run.summary.policy,
         spec.semantics.estimates,
         spec.load,
     ));
+    if let Some(p) = provenance {
+        for (k, v) in p.pairs() {
+            header.push_line(&format!(
+                " Provenance-{k}: {}",
+                v.replace(['\n', '\r'], " ")
+            ));
+        }
+    }
     write_schedule(w, &header, &run.workload, &run.result.records)
 }
 
@@ -100,6 +154,32 @@ pub fn matrix_svg(run: &RunOutput) -> Option<String> {
     let pes = run.result.machine.total_pes();
     let title = format!("{} on {pes} PEs", run.summary.policy);
     Some(matrix_svg::render(rec, pes, &title))
+}
+
+/// The schedule of a run as a [`Gantt`] (jobs on the PEs they last held; a job that spent
+/// time suspended is time-shared), titled with the policy and machine size.
+pub fn gantt_of(run: &RunOutput, window: Option<std::ops::Range<f64>>) -> Gantt {
+    let pes = run.result.machine.total_pes();
+    let jobs = run
+        .result
+        .records
+        .iter()
+        .map(|r| GanttJob {
+            id: r.id.0,
+            submit: r.submit.as_secs_f64(),
+            start: r.start.map(Time::as_secs_f64),
+            end: r.end.map(Time::as_secs_f64),
+            pes: r.pes.runs().to_vec(),
+            time_shared: r.suspended > Dur::ZERO,
+        })
+        .collect();
+    Gantt {
+        title: format!("{} on {pes} PEs", run.summary.policy),
+        pes,
+        jobs,
+        window,
+        provenance: None,
+    }
 }
 
 #[cfg(test)]
@@ -169,16 +249,24 @@ mod tests {
             &out.workload,
             &out.result,
             sp.metrics.bsld_threshold,
+            Some(&Provenance {
+                version: "cosched t".into(),
+                command: "cosched sim".into(),
+                input: "three, \"jobs\"".into(),
+                input_sha256: "00".into(),
+            }),
         )
         .unwrap();
         // Job 2: waits 90 s, responds in 140 s, slowdown 140/50. Job 3 (5 s run): slowdown
         // 85/5 = 17, bounded by the 10 s threshold to 85/10. Job 2 had no requested time, so
         // its estimate is its runtime.
         let expected = format!(
-            "{JOBS_CSV_HEADER}\n\
-             1,0,0,100,4,100,200,0,100,1.0000,1.0000,0,0,completed\n\
-             2,10,100,150,2,50,50,90,140,2.8000,2.8000,0,0,completed\n\
-             3,20,100,105,2,5,40,80,85,17.0000,8.5000,0,0,completed\n"
+            "# generator: cosched t\n# command: cosched sim\n# input: three, \"jobs\"\n# input_sha256: 00\n\
+             {}\n\
+             1,0,0,100,4,100,200,0,100,1.0000,1.0000,0,0,completed,,\n\
+             2,10,100,150,2,50,50,90,140,2.8000,2.8000,0,0,completed,,\n\
+             3,20,100,105,2,5,40,80,85,17.0000,8.5000,0,0,completed,,\n",
+            JOBS_CSV_COLUMNS.join(",")
         );
         assert_eq!(String::from_utf8(csv).unwrap(), expected);
     }
@@ -190,7 +278,7 @@ mod tests {
         let sp = spec(&src, &cfg, None);
         let out = run(&sp).unwrap();
         let mut swf = Vec::new();
-        write_schedule_swf(&mut swf, &sp, &out).unwrap();
+        write_schedule_swf(&mut swf, &sp, &out, None).unwrap();
         let text = String::from_utf8(swf).unwrap();
         assert!(
             text.contains("; MaxProcs: 4\n"),

@@ -13,9 +13,10 @@ use cosched_core::MachineShape;
 use cosched_policy::{ConfigError, registry};
 
 use crate::EngineOptions;
-use crate::metrics::MetricsOptions;
+use crate::metrics::{MetricsOptions, T95};
 use crate::multicore_metrics::MulticoreSummary;
 use crate::plot::{LineChart, Series};
+use crate::provenance::Provenance;
 use crate::run::{self, RunError, RunSpec};
 use crate::setup::{SetupError, Source};
 use crate::trace::Semantics;
@@ -93,6 +94,10 @@ pub struct SweepRow {
     pub mean_response_s: f64,
     pub mean_slowdown: f64,
     pub mean_bounded_slowdown: f64,
+    /// 90th percentile of the bounded slowdown over jobs.
+    pub p90_bounded_slowdown: f64,
+    /// 90th percentile of the wait over jobs.
+    pub p90_wait_s: f64,
     /// Half-width of the batch-means 90 % interval of the mean bounded slowdown, when there
     /// were enough batches.
     pub bounded_slowdown_ci90: Option<f64>,
@@ -129,10 +134,27 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
         let (name, own) = parse_entry(entry)?;
         known.extend(registry::options(name).unwrap_or_default());
         let mut c = registry::restrict(name, &cfg);
+        // The options every driver takes (quantum, mpl, context_switch) may be given per
+        // entry too, so `gang:quantum=10s,gang:quantum=600s` is two series of one sweep.
+        let mut rest = Vec::new();
+        for o in own {
+            let (k, v) = o.split_once('=').unwrap_or((&o, ""));
+            let bad = |why: String| ConfigError::BadOpt {
+                text: format!("{o} ({why})"),
+            };
+            match k.trim() {
+                "quantum" => c.quantum = Some(v.trim().parse().map_err(|e| bad(format!("{e}")))?),
+                "context_switch" => {
+                    c.context_switch = Some(v.trim().parse().map_err(|e| bad(format!("{e}")))?)
+                }
+                "mpl" => c.mpl = Some(v.trim().parse().map_err(|e| bad(format!("{e}")))?),
+                _ => rest.push(o),
+            }
+        }
         let extra = policy_config(
             machine,
             &PolicyOptions {
-                opts: own,
+                opts: rest,
                 ..PolicyOptions::default()
             },
         )?;
@@ -221,6 +243,8 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
                         mean_response_s: s.mean_response_s,
                         mean_slowdown: s.mean_slowdown,
                         mean_bounded_slowdown: s.mean_bounded_slowdown,
+                        p90_bounded_slowdown: s.all.bounded_slowdown.p90,
+                        p90_wait_s: s.all.wait_s.p90,
                         bounded_slowdown_ci90: s.batch_bounded_slowdown.map(|b| b.ci90_half_width),
                         utilization: s.utilization,
                         makespan_s: s.makespan_s,
@@ -242,6 +266,8 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
                     mean_response_s: f64::NAN,
                     mean_slowdown: f64::NAN,
                     mean_bounded_slowdown: f64::NAN,
+                    p90_bounded_slowdown: f64::NAN,
+                    p90_wait_s: f64::NAN,
                     bounded_slowdown_ci90: None,
                     utilization: f64::NAN,
                     makespan_s: f64::NAN,
@@ -256,61 +282,180 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
     Ok(rows)
 }
 
-/// The CSV table: a header and one line per row.
-pub fn to_csv(rows: &[SweepRow]) -> String {
-    let mut out = String::from(
-        "policy,load,seed,jobs,unfinished,mean_wait_s,mean_response_s,mean_slowdown,mean_bounded_slowdown,bounded_slowdown_ci90,utilization,makespan_s,error\n",
-    );
+/// The CSV table: the provenance as `# key: value` lines (when given), a header, one record
+/// per row; written with the `csv` crate, so an error message with commas or quotes stays
+/// one field. Multi-core sweeps add seed 001's figures as further columns.
+pub fn to_csv(rows: &[SweepRow], provenance: Option<&Provenance>) -> String {
+    let multicore = rows.iter().any(|r| r.multicore.is_some());
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header = vec![
+        "policy",
+        "load",
+        "seed",
+        "jobs",
+        "unfinished",
+        "mean_wait_s",
+        "p90_wait_s",
+        "mean_response_s",
+        "mean_slowdown",
+        "mean_bounded_slowdown",
+        "p90_bounded_slowdown",
+        "bounded_slowdown_ci90",
+        "utilization",
+        "makespan_s",
+        "error",
+    ];
+    if multicore {
+        header.extend([
+            "rr_short",
+            "rr_medium",
+            "rr_long",
+            "rr_all",
+            "core_util",
+            "node_util",
+            "high_core_util",
+            "high_node_util",
+            "groups",
+            "jobs_per_group",
+        ]);
+    }
+    // Writing to a Vec cannot fail.
+    let _ = w.write_record(&header);
     let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
     for r in rows {
-        let error = r.error.as_deref().unwrap_or("").replace('"', "'");
-        out.push_str(&format!(
-            "{},{},{},{},{},{:.3},{:.3},{:.4},{:.4},{},{:.4},{:.0},{}\n",
-            r.policy,
+        let mut rec = vec![
+            r.policy.clone(),
             opt(r.load),
-            r.seed,
-            r.jobs,
-            r.unfinished,
-            r.mean_wait_s,
-            r.mean_response_s,
-            r.mean_slowdown,
-            r.mean_bounded_slowdown,
+            r.seed.to_string(),
+            r.jobs.to_string(),
+            r.unfinished.to_string(),
+            format!("{:.3}", r.mean_wait_s),
+            format!("{:.3}", r.p90_wait_s),
+            format!("{:.3}", r.mean_response_s),
+            format!("{:.4}", r.mean_slowdown),
+            format!("{:.4}", r.mean_bounded_slowdown),
+            format!("{:.4}", r.p90_bounded_slowdown),
             r.bounded_slowdown_ci90
                 .map_or(String::new(), |v| format!("{v:.4}")),
-            r.utilization,
-            r.makespan_s,
-            if error.is_empty() {
-                String::new()
-            } else {
-                format!("\"{error}\"")
-            },
-        ));
-    }
-    // Multi-core sweeps add seed 001's figures as further columns.
-    if rows.iter().any(|r| r.multicore.is_some()) {
-        let mut lines: Vec<String> = out.lines().map(str::to_string).collect();
-        lines[0].push_str(",rr_short,rr_medium,rr_long,rr_all,core_util,node_util,high_core_util,high_node_util,groups,jobs_per_group");
-        for (line, r) in lines[1..].iter_mut().zip(rows) {
+            format!("{:.4}", r.utilization),
+            format!("{:.0}", r.makespan_s),
+            r.error.clone().unwrap_or_default(),
+        ];
+        if multicore {
             match &r.multicore {
-                Some(m) => line.push_str(&format!(
-                    ",{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{},{:.3}",
-                    m.short.rr,
-                    m.medium.rr,
-                    m.long.rr,
-                    m.all.rr,
-                    m.core_utilization,
-                    m.node_utilization,
-                    m.high_load_core_utilization,
-                    m.high_load_node_utilization,
-                    m.groups,
-                    m.jobs_per_group
-                )),
-                None => line.push_str(",,,,,,,,,,"),
+                Some(m) => rec.extend([
+                    format!("{:.4}", m.short.rr),
+                    format!("{:.4}", m.medium.rr),
+                    format!("{:.4}", m.long.rr),
+                    format!("{:.4}", m.all.rr),
+                    format!("{:.4}", m.core_utilization),
+                    format!("{:.4}", m.node_utilization),
+                    format!("{:.4}", m.high_load_core_utilization),
+                    format!("{:.4}", m.high_load_node_utilization),
+                    m.groups.to_string(),
+                    format!("{:.3}", m.jobs_per_group),
+                ]),
+                None => rec.extend(std::iter::repeat_n(String::new(), 10)),
             }
         }
-        out = lines.join("\n") + "\n";
+        let _ = w.write_record(&rec);
     }
+    let body = w.into_inner().unwrap_or_default();
+    let mut out = provenance.map(Provenance::csv_comments).unwrap_or_default();
+    out.push_str(&String::from_utf8_lossy(&body));
     out
+}
+
+/// What a sweep's figure plots on its y axis (`cosched sim sweep --metric`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Mean bounded slowdown (the default; seed 002 Fig. 6).
+    Bsld,
+    /// 90th percentile of the bounded slowdown.
+    P90Bsld,
+    /// Mean wait, seconds.
+    Wait,
+    /// 90th percentile of the wait, seconds.
+    P90Wait,
+    /// Mean response time, seconds.
+    Response,
+    /// Mean (unbounded) slowdown.
+    Slowdown,
+    /// Utilization of the machine.
+    Utilization,
+    /// Makespan, seconds.
+    Makespan,
+}
+
+impl Metric {
+    /// Every metric, with its name on the command line.
+    pub const ALL: [(Metric, &'static str); 8] = [
+        (Metric::Bsld, "bsld"),
+        (Metric::P90Bsld, "p90-bsld"),
+        (Metric::Wait, "wait"),
+        (Metric::P90Wait, "p90-wait"),
+        (Metric::Response, "response"),
+        (Metric::Slowdown, "slowdown"),
+        (Metric::Utilization, "utilization"),
+        (Metric::Makespan, "makespan"),
+    ];
+
+    /// The axis label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Bsld => "mean bounded slowdown",
+            Metric::P90Bsld => "p90 bounded slowdown",
+            Metric::Wait => "mean wait (s)",
+            Metric::P90Wait => "p90 wait (s)",
+            Metric::Response => "mean response (s)",
+            Metric::Slowdown => "mean slowdown",
+            Metric::Utilization => "utilization",
+            Metric::Makespan => "makespan (s)",
+        }
+    }
+
+    /// A row's value.
+    pub fn of(self, r: &SweepRow) -> f64 {
+        match self {
+            Metric::Bsld => r.mean_bounded_slowdown,
+            Metric::P90Bsld => r.p90_bounded_slowdown,
+            Metric::Wait => r.mean_wait_s,
+            Metric::P90Wait => r.p90_wait_s,
+            Metric::Response => r.mean_response_s,
+            Metric::Slowdown => r.mean_slowdown,
+            Metric::Utilization => r.utilization,
+            Metric::Makespan => r.makespan_s,
+        }
+    }
+
+    /// Whether the axis is logarithmic: slowdowns and waits span decades near saturation.
+    pub fn log(self) -> bool {
+        !matches!(self, Metric::Utilization | Metric::Makespan)
+    }
+}
+
+impl std::str::FromStr for Metric {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Metric, String> {
+        Metric::ALL
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(m, _)| *m)
+            .ok_or_else(|| {
+                format!(
+                    "unknown metric {s:?}; the metrics are {}",
+                    Metric::ALL.map(|(_, n)| n).join(", ")
+                )
+            })
+    }
+}
+
+/// A sweep entry's name in a legend: `gang:quantum=10s` becomes `gang quantum=10s`.
+pub fn series_name(entry: &str) -> String {
+    if registry::is_external(entry) {
+        return entry.to_string();
+    }
+    entry.replace(':', " ")
 }
 
 /// Seed 001's figures against the value of the option varied across a sweep's policy
@@ -383,24 +528,44 @@ pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
     for s in &mut series {
         s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
+    let mut seeds: Vec<u64> = rows.iter().map(|r| r.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
     LineChart {
         title: title.to_string(),
         x_label: key,
         y_label: "mean bounded relative response time".into(),
         log_y: false,
-        series,
+        series: series
+            .into_iter()
+            .map(|s| Series {
+                name: series_name(&s.name),
+                ..s
+            })
+            .collect(),
+        note: format!(
+            "points: mean over {} seed{} and loads; no error bars",
+            seeds.len(),
+            if seeds.len() == 1 { "" } else { "s" }
+        ),
+        provenance: None,
     }
 }
 
-/// Mean bounded slowdown against load, one line per policy (the mean over seeds; error bars
-/// are the batch-means interval when there is one seed, else the seeds' standard error × 1.645).
-pub fn chart(rows: &[SweepRow], title: &str) -> LineChart {
+/// `metric` against load, one line per sweep entry (the mean over seeds). Error bars: with
+/// several seeds, the 90 % Student-t interval of the mean over the seeds; with one seed, for
+/// the mean bounded slowdown only, the batch-means 90 % interval of that run; else none. The
+/// chart's note says which.
+pub fn chart(rows: &[SweepRow], title: &str, metric: Metric) -> LineChart {
     let mut policies: Vec<&str> = Vec::new();
     for r in rows {
         if !policies.contains(&r.policy.as_str()) {
             policies.push(&r.policy);
         }
     }
+    let mut seeds: Vec<u64> = rows.iter().map(|r| r.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
     let series = policies
         .iter()
         .map(|&p| {
@@ -414,39 +579,52 @@ pub fn chart(rows: &[SweepRow], title: &str) -> LineChart {
             let mut points = Vec::new();
             let mut error = Vec::new();
             for l in loads {
-                let v: Vec<&SweepRow> = rows
+                let v: Vec<f64> = rows
                     .iter()
                     .filter(|r| r.policy == p && r.load == Some(l) && r.error.is_none())
+                    .map(|r| metric.of(r))
                     .collect();
                 let n = v.len() as f64;
-                let mean = v.iter().map(|r| r.mean_bounded_slowdown).sum::<f64>() / n;
+                let mean = v.iter().sum::<f64>() / n;
                 let half = if v.len() == 1 {
-                    v[0].bounded_slowdown_ci90.unwrap_or(f64::NAN)
+                    rows.iter()
+                        .find(|r| r.policy == p && r.load == Some(l) && r.error.is_none())
+                        .filter(|_| metric == Metric::Bsld)
+                        .and_then(|r| r.bounded_slowdown_ci90)
+                        .unwrap_or(f64::NAN)
                 } else {
-                    let var = v
-                        .iter()
-                        .map(|r| (r.mean_bounded_slowdown - mean).powi(2))
-                        .sum::<f64>()
-                        / (n - 1.0);
-                    1.645 * (var / n).sqrt()
+                    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+                    let t = T95.get(v.len() - 2).copied().unwrap_or(1.645);
+                    t * (var / n).sqrt()
                 };
                 points.push((l, mean));
                 error.push(half);
             }
             Series {
-                name: p.to_string(),
+                name: series_name(p),
                 points,
                 error: Some(error),
                 markers_only: false,
             }
         })
         .collect();
+    let note = match (seeds.len(), metric) {
+        (1, Metric::Bsld) => {
+            "bars: 90 % batch-means confidence interval of the one run (one seed)".to_string()
+        }
+        (1, _) => "one seed: no error bars".to_string(),
+        (n, _) => format!(
+            "points: mean over {n} seeds; bars: 90 % Student-t confidence interval of that mean"
+        ),
+    };
     LineChart {
         title: title.to_string(),
         x_label: "offered load".into(),
-        y_label: "mean bounded slowdown".into(),
-        log_y: true,
+        y_label: metric.label().into(),
+        log_y: metric.log(),
         series,
+        note,
+        provenance: None,
     }
 }
 
@@ -502,13 +680,13 @@ mod tests {
                 .sum::<f64>()
         };
         assert!(mean("easy", 0.85) < mean("fcfs", 0.85), "{rows:?}");
-        let csv = to_csv(&rows);
+        let csv = to_csv(&rows, None);
         assert_eq!(csv.lines().count(), 9);
-        let c = chart(&rows, "t");
+        let c = chart(&rows, "t", Metric::Bsld);
         assert_eq!(c.series.len(), 2);
         assert_eq!(c.series[0].points.len(), 2);
         // Same spec, same table.
-        assert_eq!(to_csv(&run(&spec, &|| {}).unwrap()), csv);
+        assert_eq!(to_csv(&run(&spec, &|| {}).unwrap(), None), csv);
     }
 
     /// Options serve the policies that take them; one that no policy of the sweep takes is
@@ -636,7 +814,7 @@ mod tests {
             "{rows:?}"
         );
         assert_eq!(rows[0].multicore.as_ref().unwrap().groups, 0.0);
-        let csv = to_csv(&rows);
+        let csv = to_csv(&rows, None);
         assert!(
             csv.lines()
                 .next()

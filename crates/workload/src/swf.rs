@@ -861,6 +861,9 @@ fn classify(line: &[u8]) -> LineClass<'_> {
     match start {
         None => LineClass::Blank,
         Some(i) if line[i] == b';' => LineClass::Comment(&line[i + 1..]),
+        // cosched's provenance lines (`# key: value`, docs/sim.md) are not SWF, but a file
+        // that carries them is still read as the trace it is.
+        Some(i) if line[i] == b'#' => LineClass::Blank,
         Some(_) => LineClass::Job,
     }
 }

@@ -10,6 +10,8 @@ use comfy_table::{CellAlignment, Table, presets};
 use cosched_core::Time;
 use cosched_daemon::proto::{JobInfo, JobState};
 use cosched_daemon::report;
+use cosched_sim::gantt::{Gantt, GanttJob};
+use cosched_sim::provenance::{Provenance, csv_table};
 use cosched_workload::swf::write_trace_path;
 
 use super::daemon::{ConnArgs, run_summary};
@@ -58,6 +60,17 @@ pub struct AcctArgs {
     /// Also write the selected ended jobs as an SWF trace to this file
     #[arg(long)]
     swf_out: Option<PathBuf>,
+    /// Also write the selected jobs as CSV, the --format columns (written with the csv
+    /// crate: a name with commas or quotes stays one field; provenance as leading `#` lines)
+    #[arg(long, value_name = "FILE.csv")]
+    csv_out: Option<PathBuf>,
+    /// Draw the selected jobs as a Gantt chart (jobs over PEs and time, utilization and
+    /// queue length below; time from the first submission), SVG or PNG by the extension
+    #[arg(long, value_name = "FILE.svg|png")]
+    gantt_out: Option<PathBuf>,
+    /// Time window of --gantt-out, from the first submission: A..B (e.g. 0s..10m)
+    #[arg(long, value_name = "A..B", requires = "gantt_out", value_parser = super::sim::parse_window)]
+    gantt_window: Option<std::ops::Range<cosched_core::Dur>>,
     /// Instead: the FCS class history of this job's processes as JSON lines (time_s, job,
     /// rank, class: the shape of `cosched cosim --class-history`; time from the job's launch
     /// on each node), from the node managers (docs/daemons.md, "Node schemes")
@@ -125,10 +138,43 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
         ..Default::default()
     };
     let jobs: Vec<JobInfo> = client.query(q, a.limit)?;
+    // The input of a real run's outputs is the records as the machine manager answered them.
+    let prov = Provenance::of_bytes(
+        &format!(
+            "cosched acct: {} job records of the machine manager",
+            jobs.len()
+        ),
+        &serde_json::to_vec(&jobs)?,
+    );
     if let Some(path) = &a.swf_out {
-        let (header, records) = report::swf(&jobs, &status);
+        let (mut header, records) = report::swf(&jobs, &status);
+        for (k, v) in prov.pairs() {
+            header.push_line(&format!(" Provenance-{k}: {v}"));
+        }
         write_trace_path(path, &header, &records)
             .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.csv_out {
+        let header: Vec<&str> = columns.iter().map(String::as_str).collect();
+        let rows = jobs.iter().map(|j| {
+            columns
+                .iter()
+                .map(|c| cell(c, j, &users, now))
+                .collect::<Vec<_>>()
+        });
+        std::fs::write(path, csv_table(Some(&prov), &header, rows))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.gantt_out {
+        let g = gantt_of(
+            &jobs,
+            &status,
+            &status.policy,
+            a.gantt_window.as_ref(),
+            &prov,
+        );
+        cosched_sim::gantt::gantt(path, &g)
+            .with_context(|| format!("drawing {}", path.display()))?;
     }
     let summary = run_summary(&jobs, &status);
     if a.conn.json {
@@ -143,7 +189,9 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
                 v
             })
             .collect();
-        super::daemon::print_json(&serde_json::json!({ "jobs": rows, "summary": summary }))?;
+        super::daemon::print_json(
+            &serde_json::json!({ "jobs": rows, "summary": summary, "provenance": prov }),
+        )?;
         return Ok(0);
     }
     let mut t = Table::new();
@@ -201,6 +249,42 @@ fn cell(column: &str, j: &JobInfo, users: &Users, now: i64) -> String {
         "suspended" => secs(r.suspended.as_micros()),
         "exit" => r.exit_code.map_or_else(|| "-".into(), |c| c.to_string()),
         _ => String::new(),
+    }
+}
+
+/// A real run as a Gantt chart: each job on the PEs its ledger record says it held (the PEs
+/// it last held once ended), times in seconds from the first submission; a job that spent
+/// time stopped was time-shared.
+fn gantt_of(
+    jobs: &[JobInfo],
+    st: &cosched_daemon::proto::StatusInfo,
+    policy: &str,
+    window: Option<&std::ops::Range<cosched_core::Dur>>,
+    prov: &Provenance,
+) -> Gantt {
+    let t0 = jobs
+        .iter()
+        .map(|j| j.record.submit)
+        .min()
+        .unwrap_or(Time::ZERO);
+    let at = |t: Time| (t - t0).as_secs_f64();
+    let pes = st.nodes_total * st.pes_per_node;
+    Gantt {
+        title: format!("{policy} on {pes} PEs (a real run)"),
+        pes,
+        jobs: jobs
+            .iter()
+            .map(|j| GanttJob {
+                id: j.id().0,
+                submit: at(j.record.submit),
+                start: j.record.start.map(at),
+                end: j.record.end.map(at),
+                pes: j.record.pes.runs().to_vec(),
+                time_shared: j.record.suspended > cosched_core::Dur::ZERO,
+            })
+            .collect(),
+        window: window.map(|w| w.start.as_secs_f64()..w.end.as_secs_f64()),
+        provenance: Some(prov.clone()),
     }
 }
 

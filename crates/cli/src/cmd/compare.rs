@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use cosched_core::{Dur, Time};
 use cosched_sim::plot::{LineChart, Series, line_chart};
+use cosched_sim::provenance::Provenance;
 use cosched_workload::swf::{self, ReadOptions, SwfRecord};
 use serde::Serialize;
 
@@ -493,6 +494,11 @@ fn plot(path: &Path, c: &Comparison, a: &Path, b: &Path) -> anyhow::Result<()> {
         x_label: format!("start in {} (s from first submit)", name(a)),
         y_label: format!("start in {} (s)", name(b)),
         log_y: false,
+        note: String::new(),
+        provenance: Some(Provenance::of_bytes(
+            &format!("{} vs {}", a.display(), b.display()),
+            &[std::fs::read(a)?, std::fs::read(b)?].concat(),
+        )),
         series: vec![
             Series {
                 name: "same start".into(),

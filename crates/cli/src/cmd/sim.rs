@@ -14,9 +14,10 @@ use cosched_policy::registry;
 use super::policy_args::PolicyArgs as SharedPolicyArgs;
 use cosched_policy::{ConfigError, PolicyOptions, policy_config};
 use cosched_sim::metrics::{Group, MetricsOptions, Summary};
+use cosched_sim::provenance::Provenance;
 use cosched_sim::run::{self, Observe, RunError, RunSpec};
 use cosched_sim::setup::Source;
-use cosched_sim::sweep::{StopRule, SweepSpec, chart, multicore_chart, to_csv};
+use cosched_sim::sweep::{Metric, StopRule, SweepSpec, chart, multicore_chart, to_csv};
 use cosched_sim::trace::{Estimates, Semantics, SizeField, Workload};
 use cosched_sim::{EngineOptions, plot, report};
 use cosched_workload::feitelson97;
@@ -47,8 +48,8 @@ pub struct Args {
 
 #[derive(Subcommand)]
 enum Sub {
-    /// Run every policy × load × seed in parallel; write a CSV/JSON table and a plot of mean
-    /// bounded slowdown against load
+    /// Run every policy × load × seed in parallel; write a CSV/JSON table and a plot of a
+    /// metric (--metric) against load
     Sweep(SweepArgs),
 }
 
@@ -162,6 +163,26 @@ struct RunArgs {
     /// Write the simulated schedule as SWF (wait and run times filled in)
     #[arg(long, value_name = "FILE")]
     swf_out: Option<PathBuf>,
+    /// Draw the schedule as a Gantt chart (jobs over PEs and time, utilization and queue
+    /// length below), SVG or PNG by the extension
+    #[arg(long, value_name = "FILE.svg|png")]
+    gantt_out: Option<PathBuf>,
+    /// Time window of --gantt-out, in simulated time: A..B (e.g. 10d..12d, 0s..2h)
+    #[arg(long, value_name = "A..B", requires = "gantt_out", value_parser = parse_window)]
+    gantt_window: Option<std::ops::Range<Dur>>,
+}
+
+/// `A..B` with two durations, A before B.
+pub(crate) fn parse_window(s: &str) -> Result<std::ops::Range<Dur>, String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("{s:?}: expected A..B, e.g. 10d..12d"))?;
+    let a: Dur = a.trim().parse().map_err(|e| format!("{a:?}: {e}"))?;
+    let b: Dur = b.trim().parse().map_err(|e| format!("{b:?}: {e}"))?;
+    if b <= a {
+        return Err(format!("{s:?}: the window's end must come after its start"));
+    }
+    Ok(a..b)
 }
 
 #[derive(ClapArgs)]
@@ -170,7 +191,8 @@ struct SweepArgs {
     source: SourceArgs,
     #[command(flatten)]
     policy_args: PolicyMetricArgs,
-    /// Policies, comma-separated
+    /// Policies, comma-separated; an entry may carry options after colons, so one policy
+    /// can be several series: gang:quantum=10s,gang:quantum=600s,easy
     #[arg(long, value_delimiter = ',', default_value = "fcfs,easy,conservative")]
     policies: Vec<String>,
     /// Offered loads, comma-separated
@@ -203,6 +225,17 @@ struct SweepArgs {
     /// Worker threads (default: all cores)
     #[arg(long)]
     threads: Option<usize>,
+    /// What the figure plots against load: bsld (mean bounded slowdown), p90-bsld, wait
+    /// (mean, s), p90-wait, response (mean, s), slowdown (mean), utilization, makespan
+    #[arg(long, default_value = "bsld", value_name = "METRIC")]
+    metric: Metric,
+    /// Also draw the figure to this file (.svg or .png; repeatable), e.g. straight into a
+    /// paper's or the docs' directory
+    #[arg(long, value_name = "FILE.svg|png")]
+    plot: Vec<PathBuf>,
+    /// The figure's title (default: the workload and the estimates)
+    #[arg(long)]
+    title: Option<String>,
     /// Print the JSON table instead of the text table
     #[arg(long)]
     json: bool,
@@ -400,24 +433,44 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             t.metrics.as_secs_f64()
         );
     }
+    let prov = Provenance::of(&src);
     if let Some(path) = &a.jobs_out {
         let file =
             std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?;
-        report::write_jobs_csv(file, workload, result, spec.metrics.bsld_threshold)
-            .with_context(|| format!("writing {}", path.display()))?;
+        report::write_jobs_csv(
+            file,
+            workload,
+            result,
+            spec.metrics.bsld_threshold,
+            Some(&prov),
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &a.swf_out {
         let file =
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        report::write_schedule_swf(std::io::BufWriter::new(file), &spec, &out)
+        report::write_schedule_swf(std::io::BufWriter::new(file), &spec, &out, Some(&prov))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let (Some(path), Some(svg)) = (&a.matrix_out, report::matrix_svg(&out)) {
+        let svg = cosched_sim::provenance::svg_insert_after_open(&svg, &prov.svg_elements());
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.gantt_out {
+        let window = a
+            .gantt_window
+            .as_ref()
+            .map(|w| w.start.as_secs_f64()..w.end.as_secs_f64());
+        let mut g = report::gantt_of(&out, window);
+        g.provenance = Some(prov.clone());
+        cosched_sim::gantt::gantt(path, &g)
+            .with_context(|| format!("drawing {}", path.display()))?;
     }
     let timeshare = out.timeshare.as_ref().map(|t| &t.report);
     if let (Some(path), Some(report)) = (&a.timeshare_out, timeshare) {
-        std::fs::write(path, serde_json::to_string_pretty(report)?)
+        let mut doc = serde_json::to_value(report)?;
+        doc["provenance"] = serde_json::to_value(&prov)?;
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if a.json {
@@ -440,6 +493,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             "utilization": summary.utilization,
             "makespan_s": summary.makespan_s,
             "timeshare": timeshare,
+            "provenance": prov,
         });
         outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
@@ -643,26 +697,34 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
     let rows = pool.install(|| cosched_sim::sweep::run(&spec, &|| bar.inc(1)))?;
     bar.finish_and_clear();
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let prov = Provenance::of(&spec.source);
     let csv = a.out.join("sweep.csv");
-    std::fs::write(&csv, to_csv(&rows)).with_context(|| format!("writing {}", csv.display()))?;
-    let json = serde_json::to_string_pretty(&rows)?;
+    std::fs::write(&csv, to_csv(&rows, Some(&prov)))
+        .with_context(|| format!("writing {}", csv.display()))?;
+    let json = serde_json::to_string_pretty(&serde_json::json!({
+        "provenance": prov,
+        "rows": rows,
+    }))?;
     let json_path = a.out.join("sweep.json");
     std::fs::write(&json_path, &json)
         .with_context(|| format!("writing {}", json_path.display()))?;
-    let title = format!(
-        "{} ({:?} estimates)",
-        spec.source.label(),
-        spec.semantics.estimates
-    )
-    .to_lowercase();
-    let c = if rows.iter().any(|r| r.multicore.is_some()) {
+    let title = a.title.clone().unwrap_or_else(|| {
+        format!(
+            "{} ({:?} estimates)",
+            spec.source.label(),
+            spec.semantics.estimates
+        )
+        .to_lowercase()
+    });
+    let mut c = if rows.iter().any(|r| r.multicore.is_some()) {
         multicore_chart(&rows, &title)
     } else {
-        chart(&rows, &title)
+        chart(&rows, &title, a.metric)
     };
-    for ext in ["png", "svg"] {
-        let p = a.out.join(format!("sweep.{ext}"));
-        plot::line_chart(&p, &c).with_context(|| format!("drawing {}", p.display()))?;
+    c.provenance = Some(prov);
+    let files = ["png", "svg"].map(|ext| a.out.join(format!("sweep.{ext}")));
+    for p in files.iter().chain(&a.plot) {
+        plot::line_chart(p, &c).with_context(|| format!("drawing {}", p.display()))?;
     }
     if a.json {
         outln!("{json}");

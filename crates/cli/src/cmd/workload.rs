@@ -12,6 +12,9 @@ use cosched_workload::summary::{Summary, summarize};
 use cosched_workload::swf::{self, Oversize, ReadOptions, SwfHeader, SwfRecord, Trace};
 use cosched_workload::transform;
 
+use cosched_sim::provenance::{Provenance, command_line, file_sha256, version};
+use cosched_sim::setup::Source;
+
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Summarise a trace: jobs, machine size, span, offered load, sizes, runtimes, estimates
@@ -156,16 +159,56 @@ fn positive(name: &str, v: Option<f64>) -> anyhow::Result<()> {
 
 fn info(a: InfoArgs) -> anyhow::Result<i32> {
     let summary = cosched_workload::summary::summarize_file(&a.file, &a.read.options()?)?;
-    emit(&summary, a.json, None)?;
+    let prov = input_provenance(&a.file);
+    emit_with(&summary, a.json, None, Some(&prov))?;
     Ok(0)
+}
+
+/// The provenance of an output made from the file `path` (`-`: standard input, not hashed).
+fn input_provenance(path: &Path) -> Provenance {
+    let (input, input_sha256) = if path.as_os_str() == "-" {
+        (
+            "<stdin>".to_string(),
+            "standard input: not hashed".to_string(),
+        )
+    } else {
+        (path.display().to_string(), file_sha256(path))
+    };
+    Provenance {
+        version: version(),
+        command: command_line(),
+        input,
+        input_sha256,
+    }
+}
+
+/// The provenance as SWF header lines (`; Provenance-KEY: value`), which SWF readers skip.
+fn stamp(header: &mut SwfHeader, prov: &Provenance) {
+    for (k, v) in prov.pairs() {
+        header.push_line(&format!(" Provenance-{k}: {v}"));
+    }
 }
 
 /// Prints the summary (after an optional first line, tables only). A closed pipe
 /// (`… | head`) ends the output quietly.
 pub fn emit(summary: &Summary, json: bool, preamble: Option<String>) -> anyhow::Result<()> {
+    emit_with(summary, json, preamble, None)
+}
+
+/// [`emit`], the JSON with a `provenance` object when one is given.
+fn emit_with(
+    summary: &Summary,
+    json: bool,
+    preamble: Option<String>,
+    prov: Option<&Provenance>,
+) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
     let result = if json {
-        serde_json::to_writer_pretty(&mut out, summary)
+        let mut doc = serde_json::to_value(summary)?;
+        if let Some(p) = prov {
+            doc["provenance"] = serde_json::to_value(p)?;
+        }
+        serde_json::to_writer_pretty(&mut out, &doc)
             .map_err(io::Error::from)
             .and_then(|()| writeln!(out))
     } else {
@@ -194,15 +237,20 @@ fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
         if a.start_hour != 0 || a.estimates != EstimateModel::Exact {
             bail!("--start-hour and --estimates do not apply to --model feitelson97");
         }
-        let trace = feitelson97::generate(&feitelson97::Options {
+        let model = feitelson97::Options {
             jobs: a.jobs,
             procs: a.procs,
             seed: a.seed,
             load: a.load,
             ..feitelson97::Options::default()
+        };
+        let mut trace = feitelson97::generate(&model);
+        let prov = Provenance::of(&Source::Feitelson97 {
+            model: Box::new(model),
         });
+        stamp(&mut trace.header, &prov);
         write(&a.output, &trace.header, &trace.records)?;
-        return finish(&trace, &a.output, a.json);
+        return finish(&trace, &a.output, a.json, &prov);
     }
     let opts = GenOptions {
         jobs: a.jobs,
@@ -216,9 +264,15 @@ fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
         estimates: a.estimates,
         start_hour: a.start_hour,
     };
-    let trace = lublin::generate(&opts);
+    let mut trace = lublin::generate(&opts);
+    // The input of a generated trace is the model's parameters, hashed as the simulator
+    // hashes a model workload.
+    let prov = Provenance::of(&Source::Lublin {
+        model: Box::new(opts.clone()),
+    });
+    stamp(&mut trace.header, &prov);
     write(&a.output, &trace.header, &trace.records)?;
-    finish(&trace, &a.output, a.json)
+    finish(&trace, &a.output, a.json, &prov)
 }
 
 fn write(path: &Path, header: &SwfHeader, records: &[SwfRecord]) -> anyhow::Result<()> {
@@ -226,7 +280,7 @@ fn write(path: &Path, header: &SwfHeader, records: &[SwfRecord]) -> anyhow::Resu
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn finish(trace: &Trace, output: &Path, json: bool) -> anyhow::Result<i32> {
+fn finish(trace: &Trace, output: &Path, json: bool, prov: &Provenance) -> anyhow::Result<i32> {
     if output.as_os_str() == "-" {
         // The trace itself went to standard output; nothing else may.
         return Ok(0);
@@ -237,7 +291,7 @@ fn finish(trace: &Trace, output: &Path, json: bool) -> anyhow::Result<i32> {
         group(trace.records.len() as f64),
         output.display()
     );
-    emit(&summary, json, Some(wrote))?;
+    emit_with(&summary, json, Some(wrote), Some(prov))?;
     Ok(0)
 }
 
@@ -268,8 +322,10 @@ fn transform_cmd(a: TransformArgs) -> anyhow::Result<i32> {
             }
         })?;
     (trace.header, trace.records) = (header, records);
+    let prov = input_provenance(&a.input);
+    stamp(&mut trace.header, &prov);
     write(&a.output, &trace.header, &trace.records)?;
-    finish(&trace, &a.output, a.json)
+    finish(&trace, &a.output, a.json, &prov)
 }
 
 /// A number with thousands separators (no decimals).

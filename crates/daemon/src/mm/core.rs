@@ -17,7 +17,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, PeSet, Time};
-use cosched_ledger::{Change, Ix, Ledger};
+use cosched_ledger::{Change, Ix, Ledger, Refusal};
 use cosched_policy::{Decision, Event, JobRequest, Policy};
 
 use super::nodes::NodeEntry;
@@ -286,6 +286,9 @@ pub struct Core {
     switch: Switch,
     pub(super) switches: u64,
     effects: Vec<Effect>,
+    /// Why the policy stopped deciding ([`Policy::failure`]: an external policy's child
+    /// exited or answered nonsense), once it did; logged once.
+    pub(super) policy_failed: Option<String>,
     /// Jobs whose record changed since the last step.
     dirty: BTreeSet<Ix>,
     pub(super) hb_seq: i64,
@@ -356,6 +359,7 @@ impl Core {
             switch: Switch::default(),
             switches: 0,
             effects: Vec::new(),
+            policy_failed: None,
             dirty: BTreeSet::new(),
             hb_seq: 0,
             next_hb: now,
@@ -854,6 +858,43 @@ impl Core {
             for d in out.drain(..) {
                 self.apply(now, d);
             }
+            self.check_policy(now);
+        }
+    }
+
+    /// A policy that failed decides nothing more: its waiting jobs would wait forever. The
+    /// failure is logged once, and each waiting job ends as failed with it as its error, so
+    /// `cosched wait` returns and `acct` says why. Running jobs run on to their end.
+    fn check_policy(&mut self, now: Time) {
+        let why = match &self.policy_failed {
+            Some(why) => why.clone(),
+            None => {
+                let Some(why) = self.policy.failure() else {
+                    return;
+                };
+                self.log(format!(
+                    "mm: the policy {} failed and decides nothing more: {why}; its waiting jobs end as failed",
+                    self.policy.name()
+                ));
+                self.policy_failed = Some(why.clone());
+                why
+            }
+        };
+        let waiting: Vec<Ix> = self
+            .live
+            .iter()
+            .copied()
+            .filter(|&i| self.side[i].placement.is_empty() && self.ledger.entry(i).pes().is_empty())
+            .collect();
+        for i in waiting {
+            self.finish(
+                now,
+                i,
+                Outcome::Failed,
+                None,
+                Some(format!("the policy failed: {why}")),
+            );
+            self.ended(now, i, EndGroup::Caused);
         }
     }
 }
@@ -875,8 +916,36 @@ impl Core {
         };
         match self.ledger.apply(now, d) {
             Ok(change) => self.carry_out(now, change, why),
-            // A broken promise is refused and logged; the machine keeps running.
-            Err(e) => self.log(format!("mm: decision refused: {e}")),
+            // A broken promise is refused and logged, with what the policy can say about the
+            // decision (an external policy quotes its reply line); the machine keeps running.
+            Err(e) => {
+                let job = match e.refusal() {
+                    Refusal::Violation { job, .. } => Some(*job),
+                    Refusal::DuplicateJob { .. } => None,
+                };
+                let explain = job.and_then(|j| self.policy.explain(j));
+                self.log(format!(
+                    "mm: decision refused: {e}{}",
+                    explain.map(|x| format!("; {x}")).unwrap_or_default()
+                ));
+                // The policy believes its decision took effect, so it would never decide about
+                // that job again: a job still waiting would wait forever. It ends as failed,
+                // with the refusal as its error, and the policy hears of the end.
+                if let Some(i) = job.and_then(|j| self.ledger.find(j))
+                    && self.live.contains(&i)
+                    && self.side[i].placement.is_empty()
+                    && self.ledger.entry(i).pes().is_empty()
+                {
+                    self.finish(
+                        now,
+                        i,
+                        Outcome::Failed,
+                        None,
+                        Some(format!("the policy broke its contract: {e}")),
+                    );
+                    self.ended(now, i, EndGroup::Caused);
+                }
+            }
         }
     }
 

@@ -1413,3 +1413,106 @@ fn forecast_is_refused_for_a_policy_whose_copy_cannot_decide() {
         other => panic!("forecast from a copy that cannot decide: {other:?}"),
     }
 }
+
+/// A policy that breaks a promise (starts a job on PEs another job holds): the decision is
+/// refused with a clear log line, and the job it was about, still waiting, ends as failed
+/// with the refusal as its error instead of waiting forever.
+#[test]
+fn a_broken_promise_is_logged_and_its_job_does_not_wait_forever() {
+    let pes = PeSet::contiguous(0, 2);
+    let p = script(vec![(
+        t(1),
+        vec![
+            Decision::Start {
+                job: JobId(1),
+                pes: pes.clone(),
+                slot: None,
+            },
+            Decision::Start {
+                job: JobId(2),
+                pes: pes.clone(),
+                slot: None,
+            },
+        ],
+    )]);
+    let mut c = core(p, 1, 2);
+    submit(&mut c, t(1), 2);
+    submit(&mut c, t(1), 2);
+    let fx = c.step(t(1));
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::Log(l)
+            if l.contains("mm: decision refused: policy script broke its contract")
+                && l.contains("job 2"))),
+        "{fx:?}"
+    );
+    assert_eq!(state(&c, 1).state, JobState::Running);
+    let j = state(&c, 2);
+    assert_eq!(j.state, JobState::Failed, "{j:?}");
+    assert!(
+        j.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("the policy broke its contract")),
+        "{j:?}"
+    );
+}
+
+/// A policy that stops deciding (an external policy whose child died): the failure is logged
+/// once and the waiting jobs end as failed with it, rather than wait for decisions that
+/// will never come.
+#[derive(Clone)]
+struct Dies {
+    dead: bool,
+}
+
+impl Policy for Dies {
+    fn name(&self) -> &str {
+        "external:python3 broken.py"
+    }
+    fn observe(&mut self, _now: Time, _e: Event) {}
+    fn decide(&mut self, now: Time, _out: &mut Vec<Decision>) {
+        self.dead |= now >= t(2);
+    }
+    fn queue(&self) -> Vec<JobId> {
+        Vec::new()
+    }
+    fn failure(&self) -> Option<String> {
+        self.dead
+            .then(|| "its process exited (status 1) while answering".to_string())
+    }
+    fn boxed_clone(&self) -> Box<dyn Policy> {
+        Box::new(self.clone())
+    }
+}
+
+#[test]
+fn a_failed_policy_is_logged_once_and_its_waiting_jobs_end() {
+    let mut c = core(Box::new(Dies { dead: false }), 1, 2);
+    submit(&mut c, t(1), 2);
+    c.step(t(1));
+    assert_eq!(state(&c, 1).state, JobState::Queued);
+    submit(&mut c, t(2), 1);
+    let fx = c.step(t(2));
+    let logs: Vec<&String> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Log(l) if l.contains("failed and decides nothing more") => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(logs.len(), 1, "{fx:?}");
+    assert!(logs[0].contains("external:python3 broken.py") && logs[0].contains("exited"));
+    for job in [1, 2] {
+        let j = state(&c, job);
+        assert_eq!(j.state, JobState::Failed, "{j:?}");
+        assert!(j.error.as_deref().unwrap().contains("the policy failed"));
+    }
+    // Logged once: a later submission ends too, without a second line.
+    submit(&mut c, t(3), 1);
+    let fx = c.step(t(3));
+    assert_eq!(state(&c, 3).state, JobState::Failed);
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::Log(l) if l.contains("decides nothing more"))),
+        "{fx:?}"
+    );
+}
