@@ -3,11 +3,11 @@
 //! pattern (seed 000 Fig. 4.4; seed 004 Table 2).
 
 use cosched_core::{Dur, Time};
-use cosched_workload::{GenOptions, generate, transform};
+use cosched_workload::{GenOptions, LublinParams, generate, transform};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
-use crate::scenario::{JobCfg, Pattern, Scenario, ScenarioError};
+use crate::scenario::{JobCfg, LublinModel, Pattern, Scenario, ScenarioError};
 
 /// One BSP job, ready to simulate.
 #[derive(Clone, Debug, PartialEq)]
@@ -146,6 +146,10 @@ pub fn build(sc: &Scenario) -> Result<Vec<AppJob>, ScenarioError> {
             procs: total,
             seed: sc.seed,
             load: Some(l.load),
+            params: match l.model {
+                LublinModel::Lublin => LublinParams::default(),
+                LublinModel::LublinUntyped => LublinParams::untyped(),
+            },
             ..GenOptions::default()
         };
         let mut trace = generate(&opts);

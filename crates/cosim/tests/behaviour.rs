@@ -402,3 +402,43 @@ fn cc_sender_blocks_on_a_long_nic_queue() {
     // The wake-up costs an interrupt per iteration, so CC is not faster alone.
     assert!(cc.makespan >= sb.makespan);
 }
+
+/// Seed 000 §5.4 (docs/reproductions/fcs-512.md): the workload is §4.6's draw — the untyped
+/// Lublin model splits into about the thesis's 236 short / 276 long jobs (short: under one
+/// real minute of work) — and long jobs run faster under FCS than GS, and under GS than local,
+/// as in the thesis (181.0 < 192.0 < 215 s). The thesis's FCS < ICS is not reproduced (ICS is
+/// 3–7 % ahead here), so it is not pinned.
+#[test]
+fn fcs_512_is_the_theses_draw_and_fcs_beats_gs_beats_local() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/fcs-512.toml");
+    let sc = Scenario::load(std::path::Path::new(path)).unwrap();
+    let jobs = workload::build(&sc).unwrap();
+    let short: Vec<f64> = jobs
+        .iter()
+        .map(|j| j.work.as_secs_f64())
+        .filter(|&w| w < 0.6)
+        .collect();
+    assert_eq!(jobs.len(), 512);
+    assert!(
+        (216..=256).contains(&short.len()),
+        "{} short jobs (thesis 236)",
+        short.len()
+    );
+    let mean_short = short.iter().sum::<f64>() / short.len() as f64;
+    assert!(
+        (0.18..0.23).contains(&mean_short),
+        "mean short work {mean_short} s (thesis 0.203 s)"
+    );
+    // Three 512-job runs (a few CPU seconds each), side by side.
+    let long = |scheme| run(&sc, scheme, false).unwrap().long.mean_runtime_s;
+    let (fcs, gs, local) = std::thread::scope(|s| {
+        let f = s.spawn(|| long(Scheme::Fcs));
+        let g = s.spawn(|| long(Scheme::Gs));
+        let l = long(Scheme::Local);
+        (f.join().unwrap(), g.join().unwrap(), l)
+    });
+    assert!(
+        fcs < gs && gs < local,
+        "long-job runtime FCS {fcs} GS {gs} local {local}"
+    );
+}

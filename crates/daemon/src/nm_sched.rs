@@ -174,6 +174,9 @@ struct RankProc {
     /// The receives of the synchronous operation in progress: (messages, waited, blocked,
     /// end of the last one in ns).
     op: Option<(u32, Dur, bool, u64)>,
+    /// The rank sends: its operations are delimited by its sends (one BSP exchange is the
+    /// receives after one round of sends), not by the time between receives.
+    sends: bool,
 }
 
 /// Receives closer than this to the previous one belong to the same synchronous operation
@@ -326,6 +329,7 @@ impl NodeSched {
                 stops: VecDeque::new(),
                 seen: '?',
                 op: None,
+                sends: false,
             },
         );
         let slot = self.row_of(job).unwrap_or(self.sched.slot());
@@ -468,19 +472,31 @@ impl NodeSched {
         for job in jobs {
             let (recs, _lost) = monitors.records_since(job);
             for (rank, r) in recs {
+                let Some(&id) = self.ids.get(&(job, rank)) else {
+                    continue;
+                };
+                let p = self.procs.get_mut(&id).expect("listed");
                 // A receive is one synchronous communication event: its wait is what the
                 // statistics measure (sends never wait: the messages fit the socket buffers).
+                // A send ends the operation before it: on a loaded machine the receives of
+                // one exchange can be further apart than SAME_OP_NS (the rank waited for a
+                // core between them), and split they would cut the CPU time per event by
+                // the number of peers (a coarse job would look fine-grained).
                 if r.kind == Kind::Send {
+                    p.sends = true;
+                    if let Some((n, w, b, _)) = p.op.take() {
+                        self.sched.comm_done(id, n, w, b);
+                    }
                     continue;
                 }
-                if let Some(&id) = self.ids.get(&(job, rank)) {
-                    let p = self.procs.get_mut(&id).expect("listed");
+                {
                     let off = p.stopped_within(r.start_ns, r.end_ns);
                     let wall = r.end_ns.saturating_sub(r.start_ns);
                     let waited = Dur((wall.saturating_sub(off) / 1_000) as i64);
                     let blocked = r.blocked_ns > 0;
+                    let sends = p.sends;
                     match p.op.as_mut() {
-                        Some(op) if r.start_ns.saturating_sub(op.3) < SAME_OP_NS => {
+                        Some(op) if sends || r.start_ns.saturating_sub(op.3) < SAME_OP_NS => {
                             *op = (op.0 + 1, op.1 + waited, op.2 || blocked, r.end_ns);
                         }
                         _ => {
@@ -493,11 +509,13 @@ impl NodeSched {
                 }
             }
         }
-        // An operation is over once its rank has gone on (computing) for a while.
+        // An operation is over once its rank has gone on (computing) for a while; a rank that
+        // sends ends it with its next send instead.
         let now = cosched_monitor::now_ns();
         for (&id, p) in self.procs.iter_mut() {
-            if p.op
-                .is_some_and(|op| now.saturating_sub(op.3) >= SAME_OP_NS)
+            if !p.sends
+                && p.op
+                    .is_some_and(|op| now.saturating_sub(op.3) >= SAME_OP_NS)
                 && let Some((n, w, b, _)) = p.op.take()
             {
                 self.sched.comm_done(id, n, w, b);
