@@ -906,4 +906,51 @@ mod tests {
         assert_eq!(read_mapping(&path).unwrap().get(&40), Some(&1));
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn forecast_error_joins_the_log_with_the_actual_starts() {
+        let l = |job, asked: i64, expected: Option<i64>| ForecastLine {
+            trace_id: job + 100,
+            job,
+            asked_us: asked * 1_000_000,
+            expected_start_us: expected.map(|e| e * 1_000_000),
+            error: None,
+        };
+        let log = vec![
+            // Running when asked: exact by construction, not among the waiting ones.
+            l(1, 10, Some(10)),
+            // Forecast to wait: actual − expected = +1, −3, +2 s.
+            l(2, 10, Some(20)),
+            l(3, 11, Some(30)),
+            l(4, 11, Some(99)),
+            // Asked again on a resume: the last line wins (+2 s, not +12).
+            l(4, 12, Some(40)),
+            // No forecast start (held), and a job of another replay.
+            l(5, 12, None),
+            l(77, 12, Some(50)),
+        ];
+        let actual: HashMap<u64, i64> = [(1, 10), (2, 21), (3, 27), (4, 42), (5, 60)]
+            .into_iter()
+            .map(|(j, s)| (j, s * 1_000_000))
+            .collect();
+        let acc = forecast_accuracy(&log, &actual);
+        assert_eq!((acc.logged, acc.unmatched), (5, 1));
+        // All four: errors 0, +1, −3, +2.
+        assert_eq!(
+            acc.all,
+            ForecastError {
+                n: 4,
+                mean_abs: 1.5,
+                p50_abs: 1.0,
+                p90_abs: 3.0,
+                max_abs: 3.0,
+                mean_signed: 0.0,
+            }
+        );
+        assert_eq!(acc.waited.n, 3);
+        assert_eq!(acc.waited.mean_abs, 2.0);
+        assert_eq!(acc.waited.p50_abs, 2.0);
+        assert_eq!(acc.waited.max_abs, 3.0);
+        assert_eq!(ForecastError::of(&[]), ForecastError::default());
+    }
 }
