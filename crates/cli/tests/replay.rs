@@ -309,3 +309,102 @@ fn gang_suspended_sleep_burners_do_not_count_the_suspension() {
         );
     }
 }
+
+/// The liveness heartbeat of the forecast test's cluster: each job a waiting job queues
+/// behind may put its start off by at most one period of the loop it paces (the job's end
+/// reaching the machine manager, the next launch), as in `daemon_forecast.rs`.
+const HEARTBEAT_S: f64 = 0.25;
+
+/// `replay --forecast-log` on FCFS with time limits equal to the runtimes: one line per job,
+/// and every job starts when the forecast at its submission said, within one heartbeat per
+/// job submitted before it (under FCFS a later arrival never moves an earlier job, so the
+/// forecast's "nothing new arrives" costs nothing).
+#[test]
+fn forecast_log_of_an_fcfs_replay_matches_the_actual_starts() {
+    let c = Cluster::up(
+        "replay",
+        "fclog",
+        &[
+            "--nodes",
+            "2",
+            "--pes",
+            "2",
+            "--policy",
+            "fcfs",
+            "--heartbeat",
+            "250ms",
+            "--kill-wait",
+            "1s",
+        ],
+    );
+    c.until(30, "the nodes up", || (c.nodes_up() == 2).then_some(()));
+    // 12 jobs of 1–3 PEs, one every 50 ms, each running 1 s with an estimate of 1 s.
+    let trace = c.dir.join("twelve.swf");
+    let mut s = String::from("; MaxProcs: 4\n");
+    for i in 1..=12u64 {
+        let (t, n) = ((i - 1) as f64 * 0.05, 1 + i % 3);
+        s += &format!("{i} {t} -1 1 {n} -1 -1 {n} 1 -1 1 -1 -1 -1 -1 -1 -1 -1\n");
+    }
+    std::fs::write(&trace, s).unwrap();
+    let log = c.dir.join("forecast.jsonl");
+    // No slack: the limit is the runtime, so a job ends at its limit either way (killed at
+    // it or just done), and `replay` may exit 1 for jobs ended as timed out.
+    let out = c.run(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--burn",
+        "sleep",
+        "--limit-slack",
+        "0s",
+        "--forecast-log",
+        log.to_str().unwrap(),
+        "--json",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let r = json(&text);
+    assert_eq!(r["jobs"], 12, "{text}");
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(json)
+        .collect();
+    assert_eq!(lines.len(), 12, "one line per job: {lines:?}");
+    let acct = json(&c.ok(&["acct", "--json"]));
+    let start_of = |id: &Value| {
+        acct["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == *id)
+            .and_then(|j| j["start"].as_f64())
+            .unwrap_or_else(|| panic!("job {id} never started: {acct}"))
+    };
+    let mut errors = Vec::new();
+    for (k, l) in lines.iter().enumerate() {
+        assert_eq!(l["trace_id"], k as u64 + 1, "in submission order: {l}");
+        let expected = l["expected_start_us"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no forecast start: {l}"))
+            / 1e6;
+        let err = start_of(&l["job"]) - expected;
+        let tol = k as f64 * HEARTBEAT_S + 1e-3;
+        assert!(
+            err.abs() <= tol,
+            "trace job {}: started {err:+.3} s from its forecast (tolerance {tol:.2} s); log {lines:?}",
+            k + 1
+        );
+        errors.push(err.abs());
+    }
+    // The summary is the same join.
+    let fe = &r["forecast_error"];
+    assert_eq!(fe["all"]["n"], 12, "{text}");
+    assert_eq!(fe["unmatched"], 0, "{text}");
+    let max = errors.iter().copied().fold(0.0, f64::max);
+    let got = fe["all"]["max_abs"].as_f64().unwrap();
+    assert!(
+        (got - max).abs() < 1e-3,
+        "summary max {got}, jobs' max {max}"
+    );
+    // The schedule is a real queue: most jobs were forecast to wait.
+    assert!(fe["waited"]["n"].as_u64().unwrap() >= 6, "{text}");
+}

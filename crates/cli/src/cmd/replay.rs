@@ -135,6 +135,11 @@ pub struct Args {
     /// At the end, write the real schedule as SWF with the trace's job ids (for `compare`)
     #[arg(long)]
     pub swf_out: Option<PathBuf>,
+    /// Right after each submission, ask the machine manager for its forecast (as `queue
+    /// --forecast`) and append that job's expected start here, one JSON line per job; at the
+    /// end, the forecast error against the actual starts is in the summary
+    #[arg(long)]
+    pub forecast_log: Option<PathBuf>,
     /// Submit and return, without waiting for the jobs to end
     #[arg(long)]
     pub no_wait: bool,
@@ -288,6 +293,108 @@ struct StateLine {
     /// When it was due and when it was submitted, µs since the epoch.
     due_us: i64,
     at_us: i64,
+}
+
+/// A line of `--forecast-log`: a job's expected start as forecast right after its
+/// submission. Times in µs since the epoch; `expected_start_us` is `None` when the job does
+/// not start in the forecast (held, or an external policy, which has no forecast).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForecastLine {
+    pub trace_id: u64,
+    pub job: u64,
+    pub asked_us: i64,
+    pub expected_start_us: Option<i64>,
+    /// Why there is no forecast, when asking failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The forecast error over a set of jobs: actual start − expected start, in seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ForecastError {
+    /// Jobs with both a forecast start and an actual start.
+    pub n: usize,
+    /// Mean, p50, p90 and max of |actual − expected|.
+    pub mean_abs: f64,
+    pub p50_abs: f64,
+    pub p90_abs: f64,
+    pub max_abs: f64,
+    /// Mean of actual − expected: negative when jobs start earlier than forecast (as when
+    /// they end before their limits).
+    pub mean_signed: f64,
+}
+
+impl ForecastError {
+    /// The summary of `errors` (actual − expected, seconds); percentiles are nearest-rank.
+    pub fn of(errors: &[f64]) -> ForecastError {
+        if errors.is_empty() {
+            return ForecastError::default();
+        }
+        let mut abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
+        abs.sort_by(f64::total_cmp);
+        let n = abs.len();
+        // Nearest rank: the smallest value with at least q·n values at or below it.
+        let q = |q: f64| abs[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        ForecastError {
+            n,
+            mean_abs: abs.iter().sum::<f64>() / n as f64,
+            p50_abs: q(0.5),
+            p90_abs: q(0.9),
+            max_abs: abs[n - 1],
+            mean_signed: errors.iter().sum::<f64>() / n as f64,
+        }
+    }
+}
+
+/// The forecast accuracy of a replay: every job, and those forecast to wait (a job forecast
+/// to start when it was asked about was already running, so it is right by construction).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ForecastAccuracy {
+    /// Lines in the log for jobs of this replay.
+    pub logged: usize,
+    /// Of those, without a forecast start or without an actual start.
+    pub unmatched: usize,
+    pub all: ForecastError,
+    pub waited: ForecastError,
+}
+
+/// Joins the forecast log with the actual starts (cluster job id → start, µs since the
+/// epoch). The last line of a job wins (a resumed replay may have asked twice).
+pub fn forecast_accuracy(log: &[ForecastLine], actual: &HashMap<u64, i64>) -> ForecastAccuracy {
+    let mut last: BTreeMap<u64, &ForecastLine> = BTreeMap::new();
+    for l in log.iter().filter(|l| actual.contains_key(&l.job)) {
+        last.insert(l.job, l);
+    }
+    let (mut all, mut waited) = (Vec::new(), Vec::new());
+    let mut unmatched = 0;
+    for (job, l) in &last {
+        let (Some(e), Some(&a)) = (l.expected_start_us, actual.get(job)) else {
+            unmatched += 1;
+            continue;
+        };
+        let err = (a - e) as f64 / 1e6;
+        all.push(err);
+        // At or before the time asked: the job had started by then.
+        if e > l.asked_us {
+            waited.push(err);
+        }
+    }
+    ForecastAccuracy {
+        logged: last.len(),
+        unmatched,
+        all: ForecastError::of(&all),
+        waited: ForecastError::of(&waited),
+    }
+}
+
+fn read_forecast_log(path: &Path) -> anyhow::Result<Vec<ForecastLine>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    // A line torn by a kill is skipped, as in the state file.
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
 }
 
 /// A state file read back.
@@ -514,6 +621,20 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         eprintln!("(no --state: this replay cannot be resumed if it is interrupted)");
     }
 
+    let mut forecast_file = match &a.forecast_log {
+        Some(p) => {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| format!("opening the forecast log {}", p.display()))?;
+            if std::fs::read(p).is_ok_and(|b| !b.is_empty() && !b.ends_with(b"\n")) {
+                f.write_all(b"\n")?;
+            }
+            Some(f)
+        }
+        None => None,
+    };
     let exe = std::env::current_exe().context("finding the cosched executable")?;
     let cwd = std::env::current_dir()
         .map(|d| d.display().to_string())
@@ -570,6 +691,31 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             append(f, &line)?;
         }
         st.done.insert(p.trace_id, (id.0, line.due_us, line.at_us));
+        if let Some(f) = forecast_file.as_mut() {
+            // The same request as `queue --forecast`; the job's own entry is kept. A failed
+            // forecast is recorded, not fatal: the replay itself must go on.
+            let asked_us = now_us();
+            let (expected, error) = match client.forecast() {
+                Ok(all) => (
+                    all.iter()
+                        .find(|e| e.job == id)
+                        .and_then(|e| e.start)
+                        .map(|t| t.as_micros()),
+                    None,
+                ),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            append(
+                f,
+                &ForecastLine {
+                    trace_id: p.trace_id,
+                    job: id.0,
+                    asked_us,
+                    expected_start_us: expected,
+                    error,
+                },
+            )?;
+        }
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -619,6 +765,16 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     }
     let all_ok = jobs.iter().all(|j| j.state.as_str() == "completed");
     let summary = run_summary(&jobs, &status);
+    let accuracy = match &a.forecast_log {
+        Some(p) => {
+            let starts: HashMap<u64, i64> = jobs
+                .iter()
+                .filter_map(|j| Some((j.id().0, j.record.start?.as_micros())))
+                .collect();
+            Some(forecast_accuracy(&read_forecast_log(p)?, &starts))
+        }
+        None => None,
+    };
     if a.conn.json {
         print_json(&serde_json::json!({
             "trace": source,
@@ -628,6 +784,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             "states": states,
             "submit_lag_ms": { "p50": lag(0.5), "p90": lag(0.9), "max": lag(1.0) },
             "summary": summary,
+            "forecast_error": accuracy,
         }))?;
     } else {
         let states: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
@@ -650,6 +807,21 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             status.nodes_total,
             status.pes_per_node,
         ));
+        if let Some(acc) = &accuracy {
+            let line = |e: &ForecastError| {
+                format!(
+                    "{} jobs: |actual - expected| mean {:.3} s, p50 {:.3}, p90 {:.3}, max {:.3}; signed mean {:+.3} s",
+                    e.n, e.mean_abs, e.p50_abs, e.p90_abs, e.max_abs, e.mean_signed
+                )
+            };
+            emit(&format!(
+                "forecast error    {} ({} logged, {} without a forecast or a start)\n",
+                line(&acc.all),
+                acc.logged,
+                acc.unmatched,
+            ));
+            emit(&format!("  forecast waiting {}\n", line(&acc.waited)));
+        }
         super::sim::print_metrics(&summary);
     }
     Ok(if all_ok { 0 } else { 1 })
@@ -733,5 +905,52 @@ mod tests {
         assert_eq!(st.pending.map(|p| p.trace_id), Some(2));
         assert_eq!(read_mapping(&path).unwrap().get(&40), Some(&1));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn forecast_error_joins_the_log_with_the_actual_starts() {
+        let l = |job, asked: i64, expected: Option<i64>| ForecastLine {
+            trace_id: job + 100,
+            job,
+            asked_us: asked * 1_000_000,
+            expected_start_us: expected.map(|e| e * 1_000_000),
+            error: None,
+        };
+        let log = vec![
+            // Running when asked: exact by construction, not among the waiting ones.
+            l(1, 10, Some(10)),
+            // Forecast to wait: actual − expected = +1, −3, +2 s.
+            l(2, 10, Some(20)),
+            l(3, 11, Some(30)),
+            l(4, 11, Some(99)),
+            // Asked again on a resume: the last line wins (+2 s, not +12).
+            l(4, 12, Some(40)),
+            // No forecast start (held), and a job of another replay.
+            l(5, 12, None),
+            l(77, 12, Some(50)),
+        ];
+        let actual: HashMap<u64, i64> = [(1, 10), (2, 21), (3, 27), (4, 42), (5, 60)]
+            .into_iter()
+            .map(|(j, s)| (j, s * 1_000_000))
+            .collect();
+        let acc = forecast_accuracy(&log, &actual);
+        assert_eq!((acc.logged, acc.unmatched), (5, 1));
+        // All four: errors 0, +1, −3, +2.
+        assert_eq!(
+            acc.all,
+            ForecastError {
+                n: 4,
+                mean_abs: 1.5,
+                p50_abs: 1.0,
+                p90_abs: 3.0,
+                max_abs: 3.0,
+                mean_signed: 0.0,
+            }
+        );
+        assert_eq!(acc.waited.n, 3);
+        assert_eq!(acc.waited.mean_abs, 2.0);
+        assert_eq!(acc.waited.p50_abs, 2.0);
+        assert_eq!(acc.waited.max_abs, 3.0);
+        assert_eq!(ForecastError::of(&[]), ForecastError::default());
     }
 }
