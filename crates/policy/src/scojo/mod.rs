@@ -18,9 +18,11 @@
 //! over VM time is built at each decision, every waiting job in queue order takes the
 //! earliest place it fits for its estimate (times its self-slowdown), and a job whose place
 //! is now starts. Space sharing places a job on whole nodes with the processes per node of
-//! formula 11. Short jobs also backfill into the medium and long slices when they fit in the
-//! profile of that VM *and* finish before the slice ends (they are never preempted there);
-//! other non-type backfilling is not done.
+//! formula 11. Waiting jobs of other types backfill into a slice (§4.8, non-type slice
+//! backfilling): short jobs into the medium and long slices, medium jobs into the long slice
+//! and long jobs into the medium one, when they fit in the profile of that VM now *and* their
+//! estimate ends before the slice does (so they are never preempted there). Preempted jobs
+//! are not backfilled elsewhere: they keep their cores in their own VM.
 //!
 //! ## G-LOMARC-TS (variants other than `ssp`)
 //! In the medium and long VMs the first waiting job is first offered to group matchmaking
@@ -768,9 +770,23 @@ impl Scojo {
         if k == SHORT {
             return;
         }
+        // Non-type slice backfilling (seed 001, §4.8): waiting jobs of another type may run
+        // in this slice "only until the end of the slice" and "if they do not delay any job
+        // of the slice type or of their own type". They must fit the profile of this VM now
+        // (conservative backfilling: no reservation of the slice type moves) and their
+        // estimate at their slowdown must end before the slice does. Leaving their own queue
+        // early cannot delay a job of their own type: it only frees that VM's profile.
+        // Short jobs first (their slice is the rarest), then the other of medium and long.
+        // Preempted jobs are not backfilled: they keep their cores in their own VM.
         let left = (slice_end - now).as_secs_f64();
-        let shorts: Vec<JobId> = self.vms[SHORT].queue.clone();
-        for id in shorts {
+        let other = if k == MEDIUM { LONG } else { MEDIUM };
+        let guests: Vec<JobId> = self.vms[SHORT]
+            .queue
+            .iter()
+            .chain(self.vms[other].queue.iter())
+            .copied()
+            .collect();
+        for id in guests {
             if self.held.contains(&id) {
                 continue;
             }
@@ -1460,6 +1476,89 @@ mod tests {
             cores_per_socket: 2,
             mem_per_node_mib: None,
         }
+    }
+
+    /// Scojo-PECT with short jobs up to 100 s and medium up to 1000 s on 4 quad-core nodes,
+    /// so a medium job fits in one long slice: the interval [0, 3600) holds a medium slice
+    /// [0, 1080) and a long one [1080, 3600), active from 1140.
+    fn small_types() -> Scojo {
+        let mut cfg = PolicyConfig::new(quad(4));
+        for (k, v) in [("short_max", 100), ("medium_max", 1000)] {
+            cfg.options.insert(k.into(), toml::Value::Integer(v));
+        }
+        Scojo::new("scojo-pect", Variant::Ssp, &cfg).unwrap()
+    }
+
+    fn submit(p: &mut Scojo, id: u64, at: i64, procs: u32, est: i64) {
+        let r = JobRequest::new(JobId(id), Time::from_secs(at), procs, Dur::from_secs(est));
+        p.observe(Time::from_secs(at), Event::Submitted(r));
+    }
+
+    fn decide(p: &mut Scojo, at: i64) -> Vec<Decision> {
+        let mut out = Vec::new();
+        p.decide(Time::from_secs(at), &mut out);
+        out
+    }
+
+    fn started_in(out: &[Decision], id: u64) -> Option<Option<u32>> {
+        out.iter().find_map(|d| match d {
+            Decision::Start { job, slot, .. } if *job == JobId(id) => Some(*slot),
+            _ => None,
+        })
+    }
+
+    /// §4.8's non-type slice backfilling: a medium job (1000 s) waiting during the long
+    /// slice starts there when it ends before the slice does, runs to its end there, and is
+    /// never suspended.
+    #[test]
+    fn a_medium_job_backfills_into_the_long_slice_and_ends_there() {
+        let mut p = small_types();
+        submit(&mut p, 1, 1200, 1, 1000);
+        let out = decide(&mut p, 1200);
+        assert_eq!(started_in(&out, 1), Some(Some(LONG as u32)), "{out:?}");
+        // It ends at 2200, before the long slice's end at 3600.
+        p.observe(Time::from_secs(2200), Event::Ended(JobId(1)));
+        let out = decide(&mut p, 2200);
+        assert!(out.iter().all(|d| !matches!(d, Decision::Suspend { .. })));
+        assert!(
+            p.vms
+                .iter()
+                .all(|v| v.alloc.is_empty() && v.queue.is_empty())
+        );
+    }
+
+    /// The same job does not backfill when it would outlast the slice (submitted at 2700:
+    /// 900 s left) — it waits for the next medium slice — nor when it would delay the
+    /// reservation of a long job (a 16-process long job waits for the node a running long job
+    /// frees at 2300; the medium job would hold another node until 2500).
+    #[test]
+    fn a_medium_job_does_not_backfill_where_it_is_unsafe() {
+        let mut p = small_types();
+        submit(&mut p, 1, 2700, 1, 1000);
+        assert_eq!(started_in(&decide(&mut p, 2700), 1), None);
+        // The next interval's medium slice, after its overhead.
+        let _ = decide(&mut p, 3600);
+        let out = decide(&mut p, 3660);
+        assert_eq!(started_in(&out, 1), Some(Some(MEDIUM as u32)), "{out:?}");
+
+        let mut p = small_types();
+        submit(&mut p, 1, 1200, 1, 1100);
+        assert_eq!(
+            started_in(&decide(&mut p, 1200), 1),
+            Some(Some(LONG as u32))
+        );
+        submit(&mut p, 2, 1500, 16, 1100);
+        submit(&mut p, 3, 1500, 1, 1000);
+        let out = decide(&mut p, 1500);
+        assert_eq!(started_in(&out, 2), None);
+        assert_eq!(started_in(&out, 3), None, "{out:?}");
+        // Without the long job waiting, the same medium job goes in.
+        let mut p = small_types();
+        submit(&mut p, 1, 1200, 1, 1100);
+        let _ = decide(&mut p, 1200);
+        submit(&mut p, 3, 1500, 1, 1000);
+        let out = decide(&mut p, 1500);
+        assert_eq!(started_in(&out, 3), Some(Some(LONG as u32)), "{out:?}");
     }
 
     /// Two medium jobs (1 h, 16 processes) submitted together on 4 quad-core nodes; returns
