@@ -32,7 +32,8 @@
 //! matched jobs lane 1 of its nodes (spilling onto at most `matched_exceed_prim` more free
 //! nodes). A group wins over space sharing when its utilization gain is at least
 //! `min_utilgain` and above that of space sharing, and it passes the fairness check
-//! (formula 4) for its members. A group is disbanded when its primary or all its matched jobs
+//! (formula 4) for its members and for every waiting job of the VM it delays (§4.6 step 7,
+//! "any other jobs"; `fair_others = false` checks the members only). A group is disbanded when its primary or all its matched jobs
 //! end; the others run on as individual jobs.
 //!
 //! ## Response-time estimates
@@ -47,7 +48,8 @@
 //!
 //! ## Statistics
 //! [`Policy::stats`] reports groups formed, jobs per group and the largest ratio of predicted
-//! response to `F_slack · R_est` among the members of the groups formed (≤ 1 by the check).
+//! response to `F_slack · R_est` among the jobs the check covered for the groups formed (≤ 1
+//! by the check).
 
 pub mod glomarc;
 
@@ -87,6 +89,9 @@ pub struct ScojoConfig {
     pub running_prim_num: u32,
     pub max_matched_longer_prim: Dur,
     pub f_slack: f64,
+    /// Whether step 7's check also covers the waiting jobs a group delays, not only its
+    /// members (§4.6: "any other jobs"; option `fair_others`, default true).
+    pub fair_others: bool,
     /// N_H: read by the metrics, accepted here so one configuration serves both.
     pub n_h: u32,
     pub r_est_scale: f64,
@@ -98,6 +103,7 @@ pub struct ScojoConfig {
 pub const OPTIONS: &[&str] = &[
     "block_size",
     "f_slack",
+    "fair_others",
     "interval",
     "matched_exceed_prim",
     "max_matched_longer_prim",
@@ -168,6 +174,7 @@ impl ScojoConfig {
             running_prim_num: o.uint("running_prim_num", 8)?,
             max_matched_longer_prim: o.dur("max_matched_longer_prim", Dur::from_secs(3000))?,
             f_slack: float(&o, "f_slack", 1.5)?,
+            fair_others: o.boolean("fair_others", true)?,
             n_h: o.uint("n_h", 12)?,
             r_est_scale: float(&o, "r_est_scale", 0.75)?,
             slowdown_seed: o.uint("slowdown_seed", 1)?.into(),
@@ -870,8 +877,67 @@ impl Scojo {
         v.into_iter().map(|x| x.1).collect()
     }
 
-    /// The fairness check of step 7: every member's predicted response within
-    /// `F_slack · R_est` (formula 4). Returns the worst ratio.
+    /// When each node of VM `k` is next wholly free (VM time, s), for the occupied nodes
+    /// that are up, and the free nodes.
+    fn node_releases(&self, k: usize, v: f64) -> (BTreeMap<u32, f64>, Vec<u32>) {
+        let vm = &self.vms[k];
+        let mut rel = BTreeMap::new();
+        for (n, l) in vm.lanes.iter().enumerate() {
+            if (l[0].is_none() && l[1].is_none()) || l.contains(&Some(DOWN)) {
+                continue;
+            }
+            let end = l
+                .iter()
+                .flatten()
+                .filter_map(|id| self.jobs.get(id))
+                .map(|j| self.expected_end(j, v))
+                .fold(v, f64::max);
+            rel.insert(n as u32, end);
+        }
+        (rel, vm.free_nodes().collect())
+    }
+
+    /// Predicted starts (VM time, s) of VM `k`'s waiting jobs under conservative
+    /// backfilling on whole nodes, in queue order, leaving out `skip`: `free` nodes free
+    /// now, the others released at the given times.
+    fn queue_starts(
+        &self,
+        k: usize,
+        v: f64,
+        free: u32,
+        releases: impl Iterator<Item = f64>,
+        skip: &BTreeSet<JobId>,
+    ) -> BTreeMap<JobId, f64> {
+        let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
+        let mut rel: Vec<(Time, u32)> = releases.map(|e| (us(e), 1)).collect();
+        rel.sort();
+        let mut profile = Profile::default();
+        profile.rebuild(us(v), free, rel.into_iter());
+        let mut starts = BTreeMap::new();
+        for &id in &self.vms[k].queue {
+            if skip.contains(&id) || self.held.contains(&id) {
+                continue;
+            }
+            let (_, nodes, sl) = self.ssp(&self.jobs[&id]);
+            let dur = Dur::from_secs_f64(self.jobs[&id].req.estimate.as_secs_f64() * sl);
+            if let Some((at, i)) = profile.earliest(nodes, dur) {
+                profile.reserve(i, dur, nodes);
+                starts.insert(id, at.as_micros() as f64 / 1e6);
+            }
+        }
+        starts
+    }
+
+    /// The fairness check of step 7, formula 4: "a group which causes any other jobs to be
+    /// delayed severely (more than a threshold) compared to their R_est,i is discarded"
+    /// (§4.6), with R_max,i = F_slack · R_est,i for every job i (§4.2). Every member's
+    /// predicted response must stay within R_max; so must that of every other waiting job
+    /// of the VM — those the group jumps over and those behind it — that the group delays.
+    /// A waiting job's predicted start is its place in the conservative profile of whole
+    /// nodes, with and without the group; the group is taken to hold every node it touches
+    /// until its last member's expected end (pessimistic: a matched job's node may free
+    /// earlier). Jobs not delayed by the group are not its doing and do not count. Returns
+    /// the worst ratio of predicted response to R_max (≤ 1 passes).
     fn fairness(&self, k: usize, primary: (JobId, u32), matched: &[(Cand, u32)], now: Time) -> f64 {
         let a = &self.jobs[&primary.0];
         let a_self = self.self_sl(a, primary.1.min(a.req.procs));
@@ -884,6 +950,76 @@ impl Scojo {
             let j = &self.jobs[&c.id];
             let r = self.predicted_response(j, k, c.sl, now) / (self.cfg.f_slack * j.r_est);
             worst = worst.max(r);
+        }
+        if !self.cfg.fair_others {
+            return worst;
+        }
+        let v = self.vms[k].vnow(now);
+        // The group's end: its last member's expected end at its slowdown in the group.
+        let rem = |j: &Job| {
+            if j.allocated {
+                (j.rem - (v - j.mark) / j.sl).max(0.0)
+            } else {
+                j.req.estimate.as_secs_f64()
+            }
+        };
+        let mut end = v + rem(a) * sl_a;
+        for (c, _) in matched {
+            end = end.max(v + rem(&self.jobs[&c.id]) * c.sl);
+        }
+        // Nodes it touches: its running members' nodes, and the free nodes it takes (as
+        // `place_group` does).
+        let a_nodes = if a.allocated {
+            a.seats
+                .iter()
+                .map(|s| s.node)
+                .collect::<BTreeSet<_>>()
+                .len() as u32
+        } else {
+            a.req.procs.div_ceil(primary.1.max(1))
+        };
+        let mut touched: BTreeSet<u32> = BTreeSet::new();
+        let mut members: BTreeSet<JobId> = BTreeSet::new();
+        members.insert(primary.0);
+        let mut running_matched_nodes = 0;
+        let mut waiting_matched_nodes = 0;
+        for (c, _) in matched {
+            members.insert(c.id);
+            let j = &self.jobs[&c.id];
+            if j.allocated {
+                running_matched_nodes += c.nodes;
+                touched.extend(j.seats.iter().map(|s| s.node));
+            } else {
+                waiting_matched_nodes += c.nodes;
+            }
+        }
+        if a.allocated {
+            touched.extend(a.seats.iter().map(|s| s.node));
+        }
+        let taken = if !a.allocated && running_matched_nodes > 0 {
+            a_nodes.saturating_sub(running_matched_nodes)
+        } else {
+            let own = if a.allocated { 0 } else { a_nodes };
+            own + waiting_matched_nodes.saturating_sub(a_nodes)
+        };
+        let (rel, free) = self.node_releases(k, v);
+        let taken = taken.min(free.len() as u32);
+        let before = self.queue_starts(k, v, free.len() as u32, rel.values().copied(), &members);
+        let after_rel = rel
+            .iter()
+            .map(|(n, &e)| if touched.contains(n) { e.max(end) } else { e })
+            .chain(std::iter::repeat_n(end, taken as usize));
+        let after = self.queue_starts(k, v, free.len() as u32 - taken, after_rel, &members);
+        for (id, &t1) in &after {
+            let t0 = before.get(id).copied().unwrap_or(f64::INFINITY);
+            // Delayed by the group (a second's tolerance for rounding).
+            if t1 > t0 + 1.0 {
+                let j = &self.jobs[id];
+                let (_, _, sl) = self.ssp(j);
+                let r = self.wall_at(k, t1 + j.req.estimate.as_secs_f64() * sl, now)
+                    - j.req.submit.as_secs_f64();
+                worst = worst.max(r / (self.cfg.f_slack * j.r_est));
+            }
         }
         worst
     }
@@ -1559,6 +1695,59 @@ mod tests {
         submit(&mut p, 3, 1500, 1, 1000);
         let out = decide(&mut p, 1500);
         assert_eq!(started_in(&out, 3), Some(Some(LONG as u32)), "{out:?}");
+    }
+
+    /// Step 7 covers the jobs a group delays, not only its members (§4.6: "any other
+    /// jobs"). In the long slice a long job (1 process, 1100 s) runs on one node; a 16-process
+    /// long job W waits for it (all four nodes, from 2300); a 2-process long job P waits
+    /// behind W. A group with P as primary on two free nodes (one process each) would hold
+    /// them until 3200 and push W's start back by 900 s of slice time, well past
+    /// F_slack · R_est for W, though P itself stays within its bound.
+    #[test]
+    fn the_fairness_check_covers_the_waiting_jobs_a_group_delays() {
+        let build = |fair_others: bool| {
+            let mut cfg = PolicyConfig::new(quad(4));
+            for (k, v) in [("short_max", 100), ("medium_max", 1000)] {
+                cfg.options.insert(k.into(), toml::Value::Integer(v));
+            }
+            cfg.options
+                .insert("fair_others".into(), toml::Value::Boolean(fair_others));
+            let mut p = Scojo::new("scojo-pect", Variant::Ssp, &cfg).unwrap();
+            submit(&mut p, 1, 1200, 1, 1100);
+            submit(&mut p, 2, 1200, 16, 1100);
+            submit(&mut p, 3, 1200, 2, 2000);
+            let out = decide(&mut p, 1200);
+            assert_eq!(started_in(&out, 1), Some(Some(LONG as u32)));
+            assert!(started_in(&out, 2).is_none() && started_in(&out, 3).is_none());
+            p
+        };
+        let now = Time::from_secs(1200);
+        let p = build(true);
+        // P alone, one process a node: 2000 s of response against 1.5 · its estimate.
+        let members_only = build(false).fairness(LONG, (JobId(3), 1), &[], now);
+        let r_p = p.jobs[&JobId(3)].r_est;
+        assert!(
+            (members_only - 2000.0 / (1.5 * r_p)).abs() < 1e-6,
+            "{members_only}"
+        );
+        assert!(members_only <= 1.0);
+        // W, pushed back from 1160 to 2060 of slice time (P's end), ends after the next
+        // medium slice.
+        let all = p.fairness(LONG, (JobId(3), 1), &[], now);
+        assert!(all > 1.0, "{all}");
+        let w = &p.jobs[&JobId(2)];
+        let end = p.wall_at(LONG, 2060.0 + 1100.0 * p.ssp(w).2, now);
+        assert!(end > 4740.0, "{end}");
+        assert!(
+            (all - (end - 1200.0) / (1.5 * w.r_est)).abs() < 1e-3,
+            "{all}"
+        );
+        // A job the group does not delay does not count, however late it already is: with W
+        // running elsewhere nothing is delayed.
+        let mut q = build(true);
+        q.vms[LONG].queue.retain(|&x| x != JobId(2));
+        let alone = q.fairness(LONG, (JobId(3), 1), &[], now);
+        assert!((alone - members_only).abs() < 1e-9, "{alone}");
     }
 
     /// Two medium jobs (1 h, 16 processes) submitted together on 4 quad-core nodes; returns
