@@ -92,6 +92,12 @@ pub struct ScojoConfig {
     /// Whether step 7's check also covers the waiting jobs a group delays, not only its
     /// members (§4.6: "any other jobs"; option `fair_others`, default true).
     pub fair_others: bool,
+    /// Which slowdowns include the self-slowdown (option `sl_self`).
+    pub sl_self: SlSelf,
+    /// Whether a group must also beat space sharing's gain (PPN / SL_self − 1) when the
+    /// head fits now (§4.5 step 4 compares the groups with "space sharing of Case 5"; the
+    /// seed defines no gain for a job alone, so this is our reading; option `beat_ssp`).
+    pub beat_ssp: bool,
     /// N_H: read by the metrics, accepted here so one configuration serves both.
     pub n_h: u32,
     pub r_est_scale: f64,
@@ -101,6 +107,7 @@ pub struct ScojoConfig {
 /// Every option name (the registry lists them; [`ScojoConfig::from_policy_config`] reads
 /// exactly these).
 pub const OPTIONS: &[&str] = &[
+    "beat_ssp",
     "block_size",
     "f_slack",
     "fair_others",
@@ -118,6 +125,7 @@ pub const OPTIONS: &[&str] = &[
     "self_sl_2",
     "short_max",
     "short_slice",
+    "sl_self",
     "slowdown_seed",
     "variant",
 ];
@@ -175,6 +183,13 @@ impl ScojoConfig {
             max_matched_longer_prim: o.dur("max_matched_longer_prim", Dur::from_secs(3000))?,
             f_slack: float(&o, "f_slack", 1.5)?,
             fair_others: o.boolean("fair_others", true)?,
+            beat_ssp: o.boolean("beat_ssp", true)?,
+            sl_self: match o.string("sl_self", "both")?.as_str() {
+                "both" => SlSelf::Both,
+                "gain" => SlSelf::Gain,
+                "none" => SlSelf::None,
+                _ => return Err(o.bad("sl_self", "expected both, gain or none")),
+            },
             n_h: o.uint("n_h", 12)?,
             r_est_scale: float(&o, "r_est_scale", 0.75)?,
             slowdown_seed: o.uint("slowdown_seed", 1)?.into(),
@@ -191,6 +206,20 @@ impl ScojoConfig {
         o.finish()?;
         Ok(c)
     }
+}
+
+/// Which of G-LOMARC-TS's slowdowns include the job's self-slowdown beside the coscheduling
+/// slowdown. §4.7 says SL_i,A "includes both self slowdown, if possible, and coscheduling
+/// slowdown"; §4.6 step 1 (pre-selection: "do not slowdown each other severely") does not
+/// say. The engine always applies both; this is only what the policy reckons with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlSelf {
+    /// Pre-selection and utilization gain both (default).
+    Both,
+    /// The gain only; pre-selection compares the coscheduling slowdowns with MAX_SL.
+    Gain,
+    /// Neither: coscheduling slowdowns only.
+    None,
 }
 
 /// One slice of the timeline.
@@ -831,13 +860,25 @@ impl Scojo {
         } else {
             c.req.estimate.as_secs_f64()
         };
+        let cos = self.model.cos(c.req.id, a.req.id);
+        let cos_prim = self.model.cos(a.req.id, c.req.id);
+        let with_self = f64::from(mul(c_self, cos)) / 1000.0;
+        let with_self_prim = f64::from(mul(a_self, cos_prim)) / 1000.0;
+        let (cos, cos_prim) = (f64::from(cos) / 1000.0, f64::from(cos_prim) / 1000.0);
+        let (sl, sl_prim, pre_sl, pre_sl_prim) = match self.cfg.sl_self {
+            SlSelf::Both => (with_self, with_self_prim, with_self, with_self_prim),
+            SlSelf::Gain => (with_self, with_self_prim, cos, cos_prim),
+            SlSelf::None => (cos, cos_prim, cos, cos_prim),
+        };
         Cand {
             id: c.req.id,
             size: c.req.procs,
             nodes: c.req.procs.div_ceil(ppn),
             rem: rem.max(0.0),
-            sl: f64::from(mul(c_self, self.model.cos(c.req.id, a.req.id))) / 1000.0,
-            sl_prim: f64::from(mul(a_self, self.model.cos(a.req.id, c.req.id))) / 1000.0,
+            sl,
+            sl_prim,
+            pre_sl,
+            pre_sl_prim,
             key,
         }
     }
@@ -1215,7 +1256,7 @@ impl Scojo {
         else {
             return false;
         };
-        if plan.gain <= ssp_gain {
+        if self.cfg.beat_ssp && plan.gain <= ssp_gain {
             return false;
         }
         let ratio = self.fairness(k, (plan.primary, plan.primary_ppn), &plan.matched, now);
@@ -1695,6 +1736,30 @@ mod tests {
         submit(&mut p, 3, 1500, 1, 1000);
         let out = decide(&mut p, 1500);
         assert_eq!(started_in(&out, 3), Some(Some(LONG as u32)), "{out:?}");
+    }
+
+    /// The readings of the seed left open are options, with the default the seed's text
+    /// supports best; a misspelt one is refused.
+    #[test]
+    fn open_readings_are_options() {
+        let with = |k: &str, v: toml::Value| {
+            let mut cfg = PolicyConfig::new(quad(4));
+            cfg.options.insert(k.into(), v);
+            ScojoConfig::from_policy_config("glomarc", Variant::Glts, &cfg)
+        };
+        let d = with("n_h", toml::Value::Integer(12)).unwrap();
+        assert_eq!(
+            (d.sl_self, d.fair_others, d.beat_ssp),
+            (SlSelf::Both, true, true)
+        );
+        let g = with("sl_self", toml::Value::String("gain".into())).unwrap();
+        assert_eq!(g.sl_self, SlSelf::Gain);
+        assert!(with("sl_self", toml::Value::String("self".into())).is_err());
+        assert!(
+            !with("beat_ssp", toml::Value::Boolean(false))
+                .unwrap()
+                .beat_ssp
+        );
     }
 
     /// Step 7 covers the jobs a group delays, not only its members (§4.6: "any other
