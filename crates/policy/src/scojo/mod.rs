@@ -33,7 +33,9 @@
 //! nodes). A group wins over space sharing when its utilization gain is at least
 //! `min_utilgain` and above that of space sharing, and it passes the fairness check
 //! (formula 4) for its members and for every waiting job of the VM it delays (§4.6 step 7,
-//! "any other jobs"; `fair_others = false` checks the members only). A group is disbanded when its primary or all its matched jobs
+//! "any other jobs"; `fair_others = false` checks the members only). With `group_backfill`
+//! (off by default) a waiting job that cannot start alone may also be the primary of a case-1
+//! group while backfilling, if the group fits the conservative profile now. A group is disbanded when its primary or all its matched jobs
 //! end; the others run on as individual jobs.
 //!
 //! ## Response-time estimates
@@ -98,6 +100,9 @@ pub struct ScojoConfig {
     /// head fits now (§4.5 step 4 compares the groups with "space sharing of Case 5"; the
     /// seed defines no gain for a job alone, so this is our reading; option `beat_ssp`).
     pub beat_ssp: bool,
+    /// Whether groups (case 1) are also formed while backfilling (§4.5; option
+    /// `group_backfill`, off by default: an experiment).
+    pub group_backfill: bool,
     /// N_H: read by the metrics, accepted here so one configuration serves both.
     pub n_h: u32,
     pub r_est_scale: f64,
@@ -111,6 +116,7 @@ pub const OPTIONS: &[&str] = &[
     "block_size",
     "f_slack",
     "fair_others",
+    "group_backfill",
     "interval",
     "matched_exceed_prim",
     "max_matched_longer_prim",
@@ -184,6 +190,7 @@ impl ScojoConfig {
             f_slack: float(&o, "f_slack", 1.5)?,
             fair_others: o.boolean("fair_others", true)?,
             beat_ssp: o.boolean("beat_ssp", true)?,
+            group_backfill: o.boolean("group_backfill", false)?,
             sl_self: match o.string("sl_self", "both")?.as_str() {
                 "both" => SlSelf::Both,
                 "gain" => SlSelf::Gain,
@@ -764,7 +771,8 @@ impl Scojo {
     }
 
     /// Conservative backfilling in VM `k`, then short jobs into its slice.
-    fn backfill(&mut self, now: Time, k: usize, slice_end: Time, out: &mut Vec<Decision>) {
+    /// Returns whether it placed a group (the caller then runs it again on the new state).
+    fn backfill(&mut self, now: Time, k: usize, slice_end: Time, out: &mut Vec<Decision>) -> bool {
         let v = self.vms[k].vnow(now);
         let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
         let mut releases: Vec<(Time, u32)> = Vec::new();
@@ -796,6 +804,18 @@ impl Scojo {
             let Some((at, i)) = profile.earliest(nodes, dur) else {
                 continue;
             };
+            if self.cfg.group_backfill
+                && k != SHORT
+                && self.cfg.variant != Variant::Ssp
+                && !(at <= us(v) && free.len() as u32 >= nodes)
+                && let Some(m) = self.backfill_group(now, k, id, &profile, free.len())
+            {
+                let ppn = self.group_ppn(&self.jobs[&id]);
+                let ratio = self.fairness(k, (id, ppn), &m, now);
+                self.place_group(now, k, id, ppn, true, &m, out);
+                self.stats.worst_fair_ratio = self.stats.worst_fair_ratio.max(ratio);
+                return true;
+            }
             profile.reserve(i, dur, nodes);
             if at <= us(v) && free.len() as u32 >= nodes {
                 let take: Vec<u32> = free.drain(..nodes as usize).collect();
@@ -804,7 +824,7 @@ impl Scojo {
             }
         }
         if k == SHORT {
-            return;
+            return false;
         }
         // Non-type slice backfilling (seed 001, §4.8): waiting jobs of another type may run
         // in this slice "only until the end of the slice" and "if they do not delay any job
@@ -838,6 +858,7 @@ impl Scojo {
                 self.launch(now, k, id, seats, out);
             }
         }
+        false
     }
 
     /// The response time (s, from submission) a job would see running `work` more seconds at
@@ -1372,7 +1393,76 @@ impl Scojo {
                 guard += 1;
             }
         }
-        self.backfill(now, k, s.end, out);
+        let mut guard = 0;
+        while guard < 1000 && self.backfill(now, k, s.end, out) {
+            guard += 1;
+        }
+    }
+
+    /// Case 1 while backfilling (§4.5: "a similar algorithm is applied when attempting to
+    /// backfill jobs. However, only Case 1, Case 4, and Case 5 are applied"), behind option
+    /// `group_backfill` (off by default: an experiment): waiting job `id`, which cannot start
+    /// alone now, as the primary of a group of waiting jobs, if the group's nodes, held until
+    /// its last member's expected end, fit the conservative profile now (no reservation of
+    /// an earlier job moves) and it passes the fairness check. Returns the matched jobs.
+    fn backfill_group(
+        &self,
+        now: Time,
+        k: usize,
+        id: JobId,
+        profile: &Profile,
+        free: usize,
+    ) -> Option<Vec<(Cand, u32)>> {
+        let a = &self.jobs[&id];
+        let ppn = self.group_ppn(a);
+        let a_nodes = a.req.procs.div_ceil(ppn);
+        if a_nodes as usize > free {
+            return None;
+        }
+        let v = self.vms[k].vnow(now);
+        let spare = (free - a_nodes as usize) as f64;
+        let exceed = (spare / f64::from(a_nodes.max(1))).min(self.cfg.matched_exceed_prim);
+        let a_self = self.self_sl(a, ppn.min(a.req.procs));
+        let prim = Primary {
+            size: a.req.procs,
+            ppn,
+            nodes: a_nodes,
+            rem: a.req.estimate.as_secs_f64(),
+        };
+        let mut cands: Vec<(Cand, u32)> = Vec::new();
+        for (pos, &w) in self.vms[k].queue.iter().enumerate() {
+            if w == id || self.held.contains(&w) {
+                continue;
+            }
+            let c = &self.jobs[&w];
+            let cp = self.group_ppn(c);
+            cands.push((self.cand(a, a_self, c, cp, pos as f64, v), cp));
+        }
+        let only: Vec<Cand> = cands.iter().map(|x| x.0).collect();
+        let ppn_of = |cid: JobId| cands.iter().find(|x| x.0.id == cid).map_or(1, |x| x.1);
+        let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
+        let g = glomarc::form(&prim, &only, &self.params(exceed), None, &mut |m| {
+            let slq = m
+                .iter()
+                .map(|c| c.sl_prim)
+                .fold(f64::from(a_self) / 1000.0, f64::max);
+            let dur = m
+                .iter()
+                .map(|c| c.rem * c.sl)
+                .fold(prim.rem * slq, f64::max);
+            let on: u32 = m.iter().map(|c| c.nodes).sum();
+            let nodes = a_nodes + on.saturating_sub(a_nodes);
+            if nodes as usize > free
+                || !profile
+                    .clone()
+                    .reserve_at(us(v), Dur::from_secs_f64(dur), nodes)
+            {
+                return false;
+            }
+            let with: Vec<(Cand, u32)> = m.iter().map(|c| (*c, ppn_of(c.id))).collect();
+            self.fairness(k, (id, ppn), &with, now) <= 1.0
+        })?;
+        Some(g.matched.iter().map(|c| (*c, ppn_of(c.id))).collect())
     }
 
     /// The response-time estimate of a job just submitted (seed 001, §4.2 and §5.1: "an FCFS
@@ -1751,6 +1841,12 @@ mod tests {
         assert_eq!(
             (d.sl_self, d.fair_others, d.beat_ssp),
             (SlSelf::Both, true, true)
+        );
+        assert!(!d.group_backfill);
+        assert!(
+            with("group_backfill", toml::Value::Boolean(true))
+                .unwrap()
+                .group_backfill
         );
         let g = with("sl_self", toml::Value::String("gain".into())).unwrap();
         assert_eq!(g.sl_self, SlSelf::Gain);
