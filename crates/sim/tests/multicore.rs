@@ -92,6 +92,25 @@ fn w1_runs_under_every_variant_and_is_deterministic() {
     }
 }
 
+/// Groups formed while backfilling (option `group_backfill`) keep every invariant the head's
+/// groups do: all jobs end, the fairness bound holds for every group, same seed same output.
+#[test]
+fn group_backfilling_keeps_the_fairness_bound_and_determinism() {
+    let src = w1(1500, 3);
+    let cfg = config(&[("group_backfill", toml::Value::Boolean(true))]);
+    let out = run(&spec(&src, "glomarc", &cfg)).unwrap();
+    assert_eq!(out.result.unfinished, 0);
+    let stat = |k: &str| out.result.policy_stats.iter().find(|x| x.0 == k).unwrap().1;
+    assert!(stat("groups") > 0.0);
+    assert!(
+        stat("worst_fairness_ratio") <= 1.0,
+        "{}",
+        stat("worst_fairness_ratio")
+    );
+    let again = run(&spec(&src, "glomarc", &cfg)).unwrap();
+    assert_eq!(again.result.records, out.result.records);
+}
+
 /// Over a long run the medium and long slices keep their 30 % / 70 % shares of the time
 /// that is not the short slices' (within 1 %), measured by how long two jobs that never run
 /// out of work actually ran.

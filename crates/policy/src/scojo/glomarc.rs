@@ -69,6 +69,10 @@ pub struct Cand {
     pub sl: f64,
     /// SL_{A,i}: the primary's slowdown beside it.
     pub sl_prim: f64,
+    /// The two slowdowns step 1's pre-selection compares with MAX_SL: `sl` and `sl_prim`,
+    /// or only their coscheduling part (the seed leaves open which; option `sl_self`).
+    pub pre_sl: f64,
+    pub pre_sl_prim: f64,
     /// Sort key of step 2: its delay if running, its queue position if waiting.
     pub key: f64,
 }
@@ -151,8 +155,8 @@ pub fn form(
         .iter()
         .copied()
         .filter(|c| {
-            c.sl <= params.max_sl
-                && c.sl_prim <= params.max_sl
+            c.pre_sl <= params.max_sl
+                && c.pre_sl_prim <= params.max_sl
                 && c.rem <= p.rem + params.max_longer
                 && c.nodes <= limit
         })
@@ -273,6 +277,8 @@ mod tests {
             rem,
             sl,
             sl_prim,
+            pre_sl: sl,
+            pre_sl_prim: sl_prim,
             key: id as f64,
         }
     }
@@ -351,6 +357,14 @@ mod tests {
         })
         .unwrap();
         assert!(g.matched.iter().any(|x| x.id == JobId(2)));
+        // Pre-selection reads `pre_sl`, not `sl`: job 3 passes when only its coscheduling
+        // slowdown (1.1) is compared with MAX_SL (`sl_self = gain`).
+        let mut c2 = c.clone();
+        c2[2].pre_sl = 1.1;
+        let p3 = Primary { nodes: 4, ..p };
+        let only3 = [c2[2]];
+        assert!(form(&p3, &only3, &params(Variant::Glts), None, &mut |_| true).is_some());
+        assert!(form(&p3, &c[2..3], &params(Variant::Glts), None, &mut |_| true).is_none());
         // Nothing passes an impossible fairness check.
         assert!(form(&p, &c, &params(Variant::Glts), None, &mut |_| false).is_none());
     }

@@ -18,9 +18,11 @@
 //! over VM time is built at each decision, every waiting job in queue order takes the
 //! earliest place it fits for its estimate (times its self-slowdown), and a job whose place
 //! is now starts. Space sharing places a job on whole nodes with the processes per node of
-//! formula 11. Short jobs also backfill into the medium and long slices when they fit in the
-//! profile of that VM *and* finish before the slice ends (they are never preempted there);
-//! other non-type backfilling is not done.
+//! formula 11. Waiting jobs of other types backfill into a slice (§4.8, non-type slice
+//! backfilling): short jobs into the medium and long slices, medium jobs into the long slice
+//! and long jobs into the medium one, when they fit in the profile of that VM now *and* their
+//! estimate ends before the slice does (so they are never preempted there). Preempted jobs
+//! are not backfilled elsewhere: they keep their cores in their own VM.
 //!
 //! ## G-LOMARC-TS (variants other than `ssp`)
 //! In the medium and long VMs the first waiting job is first offered to group matchmaking
@@ -30,7 +32,10 @@
 //! matched jobs lane 1 of its nodes (spilling onto at most `matched_exceed_prim` more free
 //! nodes). A group wins over space sharing when its utilization gain is at least
 //! `min_utilgain` and above that of space sharing, and it passes the fairness check
-//! (formula 4) for its members. A group is disbanded when its primary or all its matched jobs
+//! (formula 4) for its members and for every waiting job of the VM it delays (§4.6 step 7,
+//! "any other jobs"; `fair_others = false` checks the members only). With `group_backfill`
+//! (off by default) a waiting job that cannot start alone may also be the primary of a case-1
+//! group while backfilling, if the group fits the conservative profile now. A group is disbanded when its primary or all its matched jobs
 //! end; the others run on as individual jobs.
 //!
 //! ## Response-time estimates
@@ -45,7 +50,8 @@
 //!
 //! ## Statistics
 //! [`Policy::stats`] reports groups formed, jobs per group and the largest ratio of predicted
-//! response to `F_slack · R_est` among the members of the groups formed (≤ 1 by the check).
+//! response to `F_slack · R_est` among the jobs the check covered for the groups formed (≤ 1
+//! by the check).
 
 pub mod glomarc;
 
@@ -85,6 +91,18 @@ pub struct ScojoConfig {
     pub running_prim_num: u32,
     pub max_matched_longer_prim: Dur,
     pub f_slack: f64,
+    /// Whether step 7's check also covers the waiting jobs a group delays, not only its
+    /// members (§4.6: "any other jobs"; option `fair_others`, default true).
+    pub fair_others: bool,
+    /// Which slowdowns include the self-slowdown (option `sl_self`).
+    pub sl_self: SlSelf,
+    /// Whether a group must also beat space sharing's gain (PPN / SL_self − 1) when the
+    /// head fits now (§4.5 step 4 compares the groups with "space sharing of Case 5"; the
+    /// seed defines no gain for a job alone, so this is our reading; option `beat_ssp`).
+    pub beat_ssp: bool,
+    /// Whether groups (case 1) are also formed while backfilling (§4.5; option
+    /// `group_backfill`, off by default: an experiment).
+    pub group_backfill: bool,
     /// N_H: read by the metrics, accepted here so one configuration serves both.
     pub n_h: u32,
     pub r_est_scale: f64,
@@ -94,8 +112,11 @@ pub struct ScojoConfig {
 /// Every option name (the registry lists them; [`ScojoConfig::from_policy_config`] reads
 /// exactly these).
 pub const OPTIONS: &[&str] = &[
+    "beat_ssp",
     "block_size",
     "f_slack",
+    "fair_others",
+    "group_backfill",
     "interval",
     "matched_exceed_prim",
     "max_matched_longer_prim",
@@ -110,6 +131,7 @@ pub const OPTIONS: &[&str] = &[
     "self_sl_2",
     "short_max",
     "short_slice",
+    "sl_self",
     "slowdown_seed",
     "variant",
 ];
@@ -166,6 +188,15 @@ impl ScojoConfig {
             running_prim_num: o.uint("running_prim_num", 8)?,
             max_matched_longer_prim: o.dur("max_matched_longer_prim", Dur::from_secs(3000))?,
             f_slack: float(&o, "f_slack", 1.5)?,
+            fair_others: o.boolean("fair_others", true)?,
+            beat_ssp: o.boolean("beat_ssp", true)?,
+            group_backfill: o.boolean("group_backfill", false)?,
+            sl_self: match o.string("sl_self", "both")?.as_str() {
+                "both" => SlSelf::Both,
+                "gain" => SlSelf::Gain,
+                "none" => SlSelf::None,
+                _ => return Err(o.bad("sl_self", "expected both, gain or none")),
+            },
             n_h: o.uint("n_h", 12)?,
             r_est_scale: float(&o, "r_est_scale", 0.75)?,
             slowdown_seed: o.uint("slowdown_seed", 1)?.into(),
@@ -182,6 +213,20 @@ impl ScojoConfig {
         o.finish()?;
         Ok(c)
     }
+}
+
+/// Which of G-LOMARC-TS's slowdowns include the job's self-slowdown beside the coscheduling
+/// slowdown. §4.7 says SL_i,A "includes both self slowdown, if possible, and coscheduling
+/// slowdown"; §4.6 step 1 (pre-selection: "do not slowdown each other severely") does not
+/// say. The engine always applies both; this is only what the policy reckons with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlSelf {
+    /// Pre-selection and utilization gain both (default).
+    Both,
+    /// The gain only; pre-selection compares the coscheduling slowdowns with MAX_SL.
+    Gain,
+    /// Neither: coscheduling slowdowns only.
+    None,
 }
 
 /// One slice of the timeline.
@@ -726,7 +771,8 @@ impl Scojo {
     }
 
     /// Conservative backfilling in VM `k`, then short jobs into its slice.
-    fn backfill(&mut self, now: Time, k: usize, slice_end: Time, out: &mut Vec<Decision>) {
+    /// Returns whether it placed a group (the caller then runs it again on the new state).
+    fn backfill(&mut self, now: Time, k: usize, slice_end: Time, out: &mut Vec<Decision>) -> bool {
         let v = self.vms[k].vnow(now);
         let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
         let mut releases: Vec<(Time, u32)> = Vec::new();
@@ -758,6 +804,18 @@ impl Scojo {
             let Some((at, i)) = profile.earliest(nodes, dur) else {
                 continue;
             };
+            if self.cfg.group_backfill
+                && k != SHORT
+                && self.cfg.variant != Variant::Ssp
+                && !(at <= us(v) && free.len() as u32 >= nodes)
+                && let Some(m) = self.backfill_group(now, k, id, &profile, free.len())
+            {
+                let ppn = self.group_ppn(&self.jobs[&id]);
+                let ratio = self.fairness(k, (id, ppn), &m, now);
+                self.place_group(now, k, id, ppn, true, &m, out);
+                self.stats.worst_fair_ratio = self.stats.worst_fair_ratio.max(ratio);
+                return true;
+            }
             profile.reserve(i, dur, nodes);
             if at <= us(v) && free.len() as u32 >= nodes {
                 let take: Vec<u32> = free.drain(..nodes as usize).collect();
@@ -766,11 +824,25 @@ impl Scojo {
             }
         }
         if k == SHORT {
-            return;
+            return false;
         }
+        // Non-type slice backfilling (seed 001, §4.8): waiting jobs of another type may run
+        // in this slice "only until the end of the slice" and "if they do not delay any job
+        // of the slice type or of their own type". They must fit the profile of this VM now
+        // (conservative backfilling: no reservation of the slice type moves) and their
+        // estimate at their slowdown must end before the slice does. Leaving their own queue
+        // early cannot delay a job of their own type: it only frees that VM's profile.
+        // Short jobs first (their slice is the rarest), then the other of medium and long.
+        // Preempted jobs are not backfilled: they keep their cores in their own VM.
         let left = (slice_end - now).as_secs_f64();
-        let shorts: Vec<JobId> = self.vms[SHORT].queue.clone();
-        for id in shorts {
+        let other = if k == MEDIUM { LONG } else { MEDIUM };
+        let guests: Vec<JobId> = self.vms[SHORT]
+            .queue
+            .iter()
+            .chain(self.vms[other].queue.iter())
+            .copied()
+            .collect();
+        for id in guests {
             if self.held.contains(&id) {
                 continue;
             }
@@ -786,6 +858,7 @@ impl Scojo {
                 self.launch(now, k, id, seats, out);
             }
         }
+        false
     }
 
     /// The response time (s, from submission) a job would see running `work` more seconds at
@@ -808,13 +881,25 @@ impl Scojo {
         } else {
             c.req.estimate.as_secs_f64()
         };
+        let cos = self.model.cos(c.req.id, a.req.id);
+        let cos_prim = self.model.cos(a.req.id, c.req.id);
+        let with_self = f64::from(mul(c_self, cos)) / 1000.0;
+        let with_self_prim = f64::from(mul(a_self, cos_prim)) / 1000.0;
+        let (cos, cos_prim) = (f64::from(cos) / 1000.0, f64::from(cos_prim) / 1000.0);
+        let (sl, sl_prim, pre_sl, pre_sl_prim) = match self.cfg.sl_self {
+            SlSelf::Both => (with_self, with_self_prim, with_self, with_self_prim),
+            SlSelf::Gain => (with_self, with_self_prim, cos, cos_prim),
+            SlSelf::None => (cos, cos_prim, cos, cos_prim),
+        };
         Cand {
             id: c.req.id,
             size: c.req.procs,
             nodes: c.req.procs.div_ceil(ppn),
             rem: rem.max(0.0),
-            sl: f64::from(mul(c_self, self.model.cos(c.req.id, a.req.id))) / 1000.0,
-            sl_prim: f64::from(mul(a_self, self.model.cos(a.req.id, c.req.id))) / 1000.0,
+            sl,
+            sl_prim,
+            pre_sl,
+            pre_sl_prim,
             key,
         }
     }
@@ -854,8 +939,67 @@ impl Scojo {
         v.into_iter().map(|x| x.1).collect()
     }
 
-    /// The fairness check of step 7: every member's predicted response within
-    /// `F_slack · R_est` (formula 4). Returns the worst ratio.
+    /// When each node of VM `k` is next wholly free (VM time, s), for the occupied nodes
+    /// that are up, and the free nodes.
+    fn node_releases(&self, k: usize, v: f64) -> (BTreeMap<u32, f64>, Vec<u32>) {
+        let vm = &self.vms[k];
+        let mut rel = BTreeMap::new();
+        for (n, l) in vm.lanes.iter().enumerate() {
+            if (l[0].is_none() && l[1].is_none()) || l.contains(&Some(DOWN)) {
+                continue;
+            }
+            let end = l
+                .iter()
+                .flatten()
+                .filter_map(|id| self.jobs.get(id))
+                .map(|j| self.expected_end(j, v))
+                .fold(v, f64::max);
+            rel.insert(n as u32, end);
+        }
+        (rel, vm.free_nodes().collect())
+    }
+
+    /// Predicted starts (VM time, s) of VM `k`'s waiting jobs under conservative
+    /// backfilling on whole nodes, in queue order, leaving out `skip`: `free` nodes free
+    /// now, the others released at the given times.
+    fn queue_starts(
+        &self,
+        k: usize,
+        v: f64,
+        free: u32,
+        releases: impl Iterator<Item = f64>,
+        skip: &BTreeSet<JobId>,
+    ) -> BTreeMap<JobId, f64> {
+        let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
+        let mut rel: Vec<(Time, u32)> = releases.map(|e| (us(e), 1)).collect();
+        rel.sort();
+        let mut profile = Profile::default();
+        profile.rebuild(us(v), free, rel.into_iter());
+        let mut starts = BTreeMap::new();
+        for &id in &self.vms[k].queue {
+            if skip.contains(&id) || self.held.contains(&id) {
+                continue;
+            }
+            let (_, nodes, sl) = self.ssp(&self.jobs[&id]);
+            let dur = Dur::from_secs_f64(self.jobs[&id].req.estimate.as_secs_f64() * sl);
+            if let Some((at, i)) = profile.earliest(nodes, dur) {
+                profile.reserve(i, dur, nodes);
+                starts.insert(id, at.as_micros() as f64 / 1e6);
+            }
+        }
+        starts
+    }
+
+    /// The fairness check of step 7, formula 4: "a group which causes any other jobs to be
+    /// delayed severely (more than a threshold) compared to their R_est,i is discarded"
+    /// (§4.6), with R_max,i = F_slack · R_est,i for every job i (§4.2). Every member's
+    /// predicted response must stay within R_max; so must that of every other waiting job
+    /// of the VM — those the group jumps over and those behind it — that the group delays.
+    /// A waiting job's predicted start is its place in the conservative profile of whole
+    /// nodes, with and without the group; the group is taken to hold every node it touches
+    /// until its last member's expected end (pessimistic: a matched job's node may free
+    /// earlier). Jobs not delayed by the group are not its doing and do not count. Returns
+    /// the worst ratio of predicted response to R_max (≤ 1 passes).
     fn fairness(&self, k: usize, primary: (JobId, u32), matched: &[(Cand, u32)], now: Time) -> f64 {
         let a = &self.jobs[&primary.0];
         let a_self = self.self_sl(a, primary.1.min(a.req.procs));
@@ -868,6 +1012,76 @@ impl Scojo {
             let j = &self.jobs[&c.id];
             let r = self.predicted_response(j, k, c.sl, now) / (self.cfg.f_slack * j.r_est);
             worst = worst.max(r);
+        }
+        if !self.cfg.fair_others {
+            return worst;
+        }
+        let v = self.vms[k].vnow(now);
+        // The group's end: its last member's expected end at its slowdown in the group.
+        let rem = |j: &Job| {
+            if j.allocated {
+                (j.rem - (v - j.mark) / j.sl).max(0.0)
+            } else {
+                j.req.estimate.as_secs_f64()
+            }
+        };
+        let mut end = v + rem(a) * sl_a;
+        for (c, _) in matched {
+            end = end.max(v + rem(&self.jobs[&c.id]) * c.sl);
+        }
+        // Nodes it touches: its running members' nodes, and the free nodes it takes (as
+        // `place_group` does).
+        let a_nodes = if a.allocated {
+            a.seats
+                .iter()
+                .map(|s| s.node)
+                .collect::<BTreeSet<_>>()
+                .len() as u32
+        } else {
+            a.req.procs.div_ceil(primary.1.max(1))
+        };
+        let mut touched: BTreeSet<u32> = BTreeSet::new();
+        let mut members: BTreeSet<JobId> = BTreeSet::new();
+        members.insert(primary.0);
+        let mut running_matched_nodes = 0;
+        let mut waiting_matched_nodes = 0;
+        for (c, _) in matched {
+            members.insert(c.id);
+            let j = &self.jobs[&c.id];
+            if j.allocated {
+                running_matched_nodes += c.nodes;
+                touched.extend(j.seats.iter().map(|s| s.node));
+            } else {
+                waiting_matched_nodes += c.nodes;
+            }
+        }
+        if a.allocated {
+            touched.extend(a.seats.iter().map(|s| s.node));
+        }
+        let taken = if !a.allocated && running_matched_nodes > 0 {
+            a_nodes.saturating_sub(running_matched_nodes)
+        } else {
+            let own = if a.allocated { 0 } else { a_nodes };
+            own + waiting_matched_nodes.saturating_sub(a_nodes)
+        };
+        let (rel, free) = self.node_releases(k, v);
+        let taken = taken.min(free.len() as u32);
+        let before = self.queue_starts(k, v, free.len() as u32, rel.values().copied(), &members);
+        let after_rel = rel
+            .iter()
+            .map(|(n, &e)| if touched.contains(n) { e.max(end) } else { e })
+            .chain(std::iter::repeat_n(end, taken as usize));
+        let after = self.queue_starts(k, v, free.len() as u32 - taken, after_rel, &members);
+        for (id, &t1) in &after {
+            let t0 = before.get(id).copied().unwrap_or(f64::INFINITY);
+            // Delayed by the group (a second's tolerance for rounding).
+            if t1 > t0 + 1.0 {
+                let j = &self.jobs[id];
+                let (_, _, sl) = self.ssp(j);
+                let r = self.wall_at(k, t1 + j.req.estimate.as_secs_f64() * sl, now)
+                    - j.req.submit.as_secs_f64();
+                worst = worst.max(r / (self.cfg.f_slack * j.r_est));
+            }
         }
         worst
     }
@@ -1063,7 +1277,7 @@ impl Scojo {
         else {
             return false;
         };
-        if plan.gain <= ssp_gain {
+        if self.cfg.beat_ssp && plan.gain <= ssp_gain {
             return false;
         }
         let ratio = self.fairness(k, (plan.primary, plan.primary_ppn), &plan.matched, now);
@@ -1179,7 +1393,76 @@ impl Scojo {
                 guard += 1;
             }
         }
-        self.backfill(now, k, s.end, out);
+        let mut guard = 0;
+        while guard < 1000 && self.backfill(now, k, s.end, out) {
+            guard += 1;
+        }
+    }
+
+    /// Case 1 while backfilling (§4.5: "a similar algorithm is applied when attempting to
+    /// backfill jobs. However, only Case 1, Case 4, and Case 5 are applied"), behind option
+    /// `group_backfill` (off by default: an experiment): waiting job `id`, which cannot start
+    /// alone now, as the primary of a group of waiting jobs, if the group's nodes, held until
+    /// its last member's expected end, fit the conservative profile now (no reservation of
+    /// an earlier job moves) and it passes the fairness check. Returns the matched jobs.
+    fn backfill_group(
+        &self,
+        now: Time,
+        k: usize,
+        id: JobId,
+        profile: &Profile,
+        free: usize,
+    ) -> Option<Vec<(Cand, u32)>> {
+        let a = &self.jobs[&id];
+        let ppn = self.group_ppn(a);
+        let a_nodes = a.req.procs.div_ceil(ppn);
+        if a_nodes as usize > free {
+            return None;
+        }
+        let v = self.vms[k].vnow(now);
+        let spare = (free - a_nodes as usize) as f64;
+        let exceed = (spare / f64::from(a_nodes.max(1))).min(self.cfg.matched_exceed_prim);
+        let a_self = self.self_sl(a, ppn.min(a.req.procs));
+        let prim = Primary {
+            size: a.req.procs,
+            ppn,
+            nodes: a_nodes,
+            rem: a.req.estimate.as_secs_f64(),
+        };
+        let mut cands: Vec<(Cand, u32)> = Vec::new();
+        for (pos, &w) in self.vms[k].queue.iter().enumerate() {
+            if w == id || self.held.contains(&w) {
+                continue;
+            }
+            let c = &self.jobs[&w];
+            let cp = self.group_ppn(c);
+            cands.push((self.cand(a, a_self, c, cp, pos as f64, v), cp));
+        }
+        let only: Vec<Cand> = cands.iter().map(|x| x.0).collect();
+        let ppn_of = |cid: JobId| cands.iter().find(|x| x.0.id == cid).map_or(1, |x| x.1);
+        let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
+        let g = glomarc::form(&prim, &only, &self.params(exceed), None, &mut |m| {
+            let slq = m
+                .iter()
+                .map(|c| c.sl_prim)
+                .fold(f64::from(a_self) / 1000.0, f64::max);
+            let dur = m
+                .iter()
+                .map(|c| c.rem * c.sl)
+                .fold(prim.rem * slq, f64::max);
+            let on: u32 = m.iter().map(|c| c.nodes).sum();
+            let nodes = a_nodes + on.saturating_sub(a_nodes);
+            if nodes as usize > free
+                || !profile
+                    .clone()
+                    .reserve_at(us(v), Dur::from_secs_f64(dur), nodes)
+            {
+                return false;
+            }
+            let with: Vec<(Cand, u32)> = m.iter().map(|c| (*c, ppn_of(c.id))).collect();
+            self.fairness(k, (id, ppn), &with, now) <= 1.0
+        })?;
+        Some(g.matched.iter().map(|c| (*c, ppn_of(c.id))).collect())
     }
 
     /// The response-time estimate of a job just submitted (seed 001, §4.2 and §5.1: "an FCFS
@@ -1460,6 +1743,172 @@ mod tests {
             cores_per_socket: 2,
             mem_per_node_mib: None,
         }
+    }
+
+    /// Scojo-PECT with short jobs up to 100 s and medium up to 1000 s on 4 quad-core nodes,
+    /// so a medium job fits in one long slice: the interval [0, 3600) holds a medium slice
+    /// [0, 1080) and a long one [1080, 3600), active from 1140.
+    fn small_types() -> Scojo {
+        let mut cfg = PolicyConfig::new(quad(4));
+        for (k, v) in [("short_max", 100), ("medium_max", 1000)] {
+            cfg.options.insert(k.into(), toml::Value::Integer(v));
+        }
+        Scojo::new("scojo-pect", Variant::Ssp, &cfg).unwrap()
+    }
+
+    fn submit(p: &mut Scojo, id: u64, at: i64, procs: u32, est: i64) {
+        let r = JobRequest::new(JobId(id), Time::from_secs(at), procs, Dur::from_secs(est));
+        p.observe(Time::from_secs(at), Event::Submitted(r));
+    }
+
+    fn decide(p: &mut Scojo, at: i64) -> Vec<Decision> {
+        let mut out = Vec::new();
+        p.decide(Time::from_secs(at), &mut out);
+        out
+    }
+
+    fn started_in(out: &[Decision], id: u64) -> Option<Option<u32>> {
+        out.iter().find_map(|d| match d {
+            Decision::Start { job, slot, .. } if *job == JobId(id) => Some(*slot),
+            _ => None,
+        })
+    }
+
+    /// §4.8's non-type slice backfilling: a medium job (1000 s) waiting during the long
+    /// slice starts there when it ends before the slice does, runs to its end there, and is
+    /// never suspended.
+    #[test]
+    fn a_medium_job_backfills_into_the_long_slice_and_ends_there() {
+        let mut p = small_types();
+        submit(&mut p, 1, 1200, 1, 1000);
+        let out = decide(&mut p, 1200);
+        assert_eq!(started_in(&out, 1), Some(Some(LONG as u32)), "{out:?}");
+        // It ends at 2200, before the long slice's end at 3600.
+        p.observe(Time::from_secs(2200), Event::Ended(JobId(1)));
+        let out = decide(&mut p, 2200);
+        assert!(out.iter().all(|d| !matches!(d, Decision::Suspend { .. })));
+        assert!(
+            p.vms
+                .iter()
+                .all(|v| v.alloc.is_empty() && v.queue.is_empty())
+        );
+    }
+
+    /// The same job does not backfill when it would outlast the slice (submitted at 2700:
+    /// 900 s left) — it waits for the next medium slice — nor when it would delay the
+    /// reservation of a long job (a 16-process long job waits for the node a running long job
+    /// frees at 2300; the medium job would hold another node until 2500).
+    #[test]
+    fn a_medium_job_does_not_backfill_where_it_is_unsafe() {
+        let mut p = small_types();
+        submit(&mut p, 1, 2700, 1, 1000);
+        assert_eq!(started_in(&decide(&mut p, 2700), 1), None);
+        // The next interval's medium slice, after its overhead.
+        let _ = decide(&mut p, 3600);
+        let out = decide(&mut p, 3660);
+        assert_eq!(started_in(&out, 1), Some(Some(MEDIUM as u32)), "{out:?}");
+
+        let mut p = small_types();
+        submit(&mut p, 1, 1200, 1, 1100);
+        assert_eq!(
+            started_in(&decide(&mut p, 1200), 1),
+            Some(Some(LONG as u32))
+        );
+        submit(&mut p, 2, 1500, 16, 1100);
+        submit(&mut p, 3, 1500, 1, 1000);
+        let out = decide(&mut p, 1500);
+        assert_eq!(started_in(&out, 2), None);
+        assert_eq!(started_in(&out, 3), None, "{out:?}");
+        // Without the long job waiting, the same medium job goes in.
+        let mut p = small_types();
+        submit(&mut p, 1, 1200, 1, 1100);
+        let _ = decide(&mut p, 1200);
+        submit(&mut p, 3, 1500, 1, 1000);
+        let out = decide(&mut p, 1500);
+        assert_eq!(started_in(&out, 3), Some(Some(LONG as u32)), "{out:?}");
+    }
+
+    /// The readings of the seed left open are options, with the default the seed's text
+    /// supports best; a misspelt one is refused.
+    #[test]
+    fn open_readings_are_options() {
+        let with = |k: &str, v: toml::Value| {
+            let mut cfg = PolicyConfig::new(quad(4));
+            cfg.options.insert(k.into(), v);
+            ScojoConfig::from_policy_config("glomarc", Variant::Glts, &cfg)
+        };
+        let d = with("n_h", toml::Value::Integer(12)).unwrap();
+        assert_eq!(
+            (d.sl_self, d.fair_others, d.beat_ssp),
+            (SlSelf::Both, true, true)
+        );
+        assert!(!d.group_backfill);
+        assert!(
+            with("group_backfill", toml::Value::Boolean(true))
+                .unwrap()
+                .group_backfill
+        );
+        let g = with("sl_self", toml::Value::String("gain".into())).unwrap();
+        assert_eq!(g.sl_self, SlSelf::Gain);
+        assert!(with("sl_self", toml::Value::String("self".into())).is_err());
+        assert!(
+            !with("beat_ssp", toml::Value::Boolean(false))
+                .unwrap()
+                .beat_ssp
+        );
+    }
+
+    /// Step 7 covers the jobs a group delays, not only its members (§4.6: "any other
+    /// jobs"). In the long slice a long job (1 process, 1100 s) runs on one node; a 16-process
+    /// long job W waits for it (all four nodes, from 2300); a 2-process long job P waits
+    /// behind W. A group with P as primary on two free nodes (one process each) would hold
+    /// them until 3200 and push W's start back by 900 s of slice time, well past
+    /// F_slack · R_est for W, though P itself stays within its bound.
+    #[test]
+    fn the_fairness_check_covers_the_waiting_jobs_a_group_delays() {
+        let build = |fair_others: bool| {
+            let mut cfg = PolicyConfig::new(quad(4));
+            for (k, v) in [("short_max", 100), ("medium_max", 1000)] {
+                cfg.options.insert(k.into(), toml::Value::Integer(v));
+            }
+            cfg.options
+                .insert("fair_others".into(), toml::Value::Boolean(fair_others));
+            let mut p = Scojo::new("scojo-pect", Variant::Ssp, &cfg).unwrap();
+            submit(&mut p, 1, 1200, 1, 1100);
+            submit(&mut p, 2, 1200, 16, 1100);
+            submit(&mut p, 3, 1200, 2, 2000);
+            let out = decide(&mut p, 1200);
+            assert_eq!(started_in(&out, 1), Some(Some(LONG as u32)));
+            assert!(started_in(&out, 2).is_none() && started_in(&out, 3).is_none());
+            p
+        };
+        let now = Time::from_secs(1200);
+        let p = build(true);
+        // P alone, one process a node: 2000 s of response against 1.5 · its estimate.
+        let members_only = build(false).fairness(LONG, (JobId(3), 1), &[], now);
+        let r_p = p.jobs[&JobId(3)].r_est;
+        assert!(
+            (members_only - 2000.0 / (1.5 * r_p)).abs() < 1e-6,
+            "{members_only}"
+        );
+        assert!(members_only <= 1.0);
+        // W, pushed back from 1160 to 2060 of slice time (P's end), ends after the next
+        // medium slice.
+        let all = p.fairness(LONG, (JobId(3), 1), &[], now);
+        assert!(all > 1.0, "{all}");
+        let w = &p.jobs[&JobId(2)];
+        let end = p.wall_at(LONG, 2060.0 + 1100.0 * p.ssp(w).2, now);
+        assert!(end > 4740.0, "{end}");
+        assert!(
+            (all - (end - 1200.0) / (1.5 * w.r_est)).abs() < 1e-3,
+            "{all}"
+        );
+        // A job the group does not delay does not count, however late it already is: with W
+        // running elsewhere nothing is delayed.
+        let mut q = build(true);
+        q.vms[LONG].queue.retain(|&x| x != JobId(2));
+        let alone = q.fairness(LONG, (JobId(3), 1), &[], now);
+        assert!((alone - members_only).abs() < 1e-9, "{alone}");
     }
 
     /// Two medium jobs (1 h, 16 processes) submitted together on 4 quad-core nodes; returns
