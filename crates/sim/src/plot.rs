@@ -50,6 +50,9 @@ pub struct LineChart {
     pub note: String,
     /// Carried in the file's metadata when given.
     pub provenance: Option<Provenance>,
+    /// Names for the x values 1, 2, … (categories side by side, e.g. schedulers); empty: x is
+    /// a number and labelled as one.
+    pub x_names: Vec<String>,
 }
 
 /// A chart could not be drawn or written.
@@ -458,8 +461,19 @@ where
     macro_rules! body {
         ($ctx:expr, $ylab:expr) => {{
             let mut ctx = $ctx;
-            ctx.configure_mesh()
-                .x_desc(chart.x_label.as_str())
+            let name_of = |x: &f64| {
+                let k = x.round();
+                match chart.x_names.get((k as usize).wrapping_sub(1)) {
+                    Some(name) if (x - k).abs() < 1e-6 => name.clone(),
+                    _ => String::new(),
+                }
+            };
+            let mut mesh = ctx.configure_mesh();
+            if !chart.x_names.is_empty() {
+                mesh.x_labels(chart.x_names.len())
+                    .x_label_formatter(&name_of);
+            }
+            mesh.x_desc(chart.x_label.as_str())
                 .y_desc(chart.y_label.as_str())
                 .y_label_formatter($ylab)
                 .label_style((FONT, 11.0 * s))
@@ -620,6 +634,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cosched-sim-plot-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let chart = LineChart {
+            x_names: Vec::new(),
             title: "test".into(),
             x_label: "load".into(),
             y_label: "bounded slowdown".into(),
@@ -663,6 +678,7 @@ mod tests {
             Err(PlotError::Extension { .. })
         ));
         let empty = LineChart {
+            x_names: Vec::new(),
             series: vec![],
             ..chart
         };

@@ -477,6 +477,8 @@ pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
         }
     }
     let mut key = String::from("variant");
+    let mut x_names = Vec::new();
+    let mut numeric = false;
     let mut series: Vec<Series> = Vec::new();
     type Pick = fn(&MulticoreSummary) -> f64;
     let types: [(&str, Pick); 3] = [
@@ -490,12 +492,18 @@ pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
         let x = match last.split_once('=').map(|(k, v)| (k, v.parse::<f64>())) {
             Some((k, Ok(v))) => {
                 key = k.to_string();
+                numeric = true;
                 v
             }
             // Entries that differ otherwise (schedulers side by side): one line per job
             // type, the entries in order along x.
             _ => {
                 base = String::new();
+                // The last option's value names the entry (`variant=ssp`: "ssp").
+                x_names.push(match last.split_once('=') {
+                    Some((_, v)) => v.to_string(),
+                    None => series_name(e),
+                });
                 pos as f64 + 1.0
             }
         };
@@ -528,6 +536,11 @@ pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
     for s in &mut series {
         s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
+    if numeric {
+        // Names only when every entry is a category: on a numeric axis they would hide the
+        // numbers.
+        x_names.clear();
+    }
     let mut seeds: Vec<u64> = rows.iter().map(|r| r.seed).collect();
     seeds.sort_unstable();
     seeds.dedup();
@@ -549,6 +562,7 @@ pub fn multicore_chart(rows: &[SweepRow], title: &str) -> LineChart {
             if seeds.len() == 1 { "" } else { "s" }
         ),
         provenance: None,
+        x_names,
     }
 }
 
@@ -618,6 +632,7 @@ pub fn chart(rows: &[SweepRow], title: &str, metric: Metric) -> LineChart {
         ),
     };
     LineChart {
+        x_names: Vec::new(),
         title: title.to_string(),
         x_label: "offered load".into(),
         y_label: metric.label().into(),
@@ -827,6 +842,19 @@ mod tests {
         assert_eq!(
             glomarc_all.points.iter().map(|p| p.0).collect::<Vec<_>>(),
             vec![4.0, 12.0]
+        );
+        assert!(c.x_names.is_empty(), "a numeric option is an x value");
+        // Schedulers side by side: x is their position, each tick named by its value.
+        let mut side = rows.clone();
+        for r in &mut side {
+            r.policy = r.policy.replace("block_size=4", "variant=ssp");
+            r.policy = r.policy.replace("block_size=12", "variant=glts");
+        }
+        let c = multicore_chart(&side, "t");
+        assert_eq!(c.x_names, ["ssp", "glts"]);
+        assert_eq!(
+            c.series[0].points.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [1.0, 2.0]
         );
         let bad = SweepSpec {
             policies: vec!["glomarc:nokey".into()],

@@ -17,7 +17,6 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
 
 use cosched_core::{Dur, JobRecord, Time};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 const MICROS: i64 = 1_000_000;
@@ -456,32 +455,45 @@ struct Piece {
     report: ReadReport,
 }
 
-/// Cuts `bytes` after line ends into pieces of at least `piece` bytes (the last may be
-/// shorter): (start, end, number of the line before the piece's first), the first line being
-/// number `base + 1`.
-fn cut_at_lines(bytes: &[u8], base: u64, piece: usize) -> Vec<(usize, usize, u64)> {
-    let mut ends = Vec::with_capacity(bytes.len() / piece.max(1) + 1);
-    let mut start = 0;
-    while start < bytes.len() {
-        let from = (start + piece).min(bytes.len());
-        let end = memchr::memchr(b'\n', &bytes[from..]).map_or(bytes.len(), |i| from + i + 1);
-        ends.push((start, end));
-        start = end;
+/// Parses one piece of job lines, `first_line` being the number of the line before its first.
+fn parse_piece(
+    bytes: &[u8],
+    first_line: u64,
+    name: String,
+    gzip: bool,
+    opts: ReadOptions,
+    procs: u32,
+) -> Piece {
+    let mut reader = Reader {
+        src: bytes,
+        name,
+        gzip,
+        opts,
+        line_no: first_line,
+        buf: Vec::with_capacity(256),
+        pending: false,
+        procs,
+        failed: false,
+        header: SwfHeader::default(),
+        report: ReadReport::default(),
+    };
+    let mut records = Vec::with_capacity(bytes.len() / 64);
+    let mut error = None;
+    for rec in reader.by_ref() {
+        match rec {
+            Ok(rec) => records.push(rec),
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
     }
-    // Each piece's lines are counted on its own core; the first line numbers follow.
-    let counts: Vec<u64> = ends
-        .par_iter()
-        .map(|&(start, end)| memchr::memchr_iter(b'\n', &bytes[start..end]).count() as u64)
-        .collect();
-    let mut line = base;
-    ends.into_iter()
-        .zip(counts)
-        .map(|((start, end), n)| {
-            let first = line;
-            line += n;
-            (start, end, first)
-        })
-        .collect()
+    Piece {
+        records,
+        error,
+        comments: reader.header.lines,
+        report: reader.report,
+    }
 }
 
 const MAX_EXAMPLES: usize = 5;
@@ -621,74 +633,76 @@ impl<R: BufRead> Reader<R> {
 
     /// Reads the rest of the input into a [`Trace`], parsing the job lines on all cores.
     ///
-    /// The remaining bytes are read into memory and cut at line ends into pieces of about
-    /// [`PIECE`] bytes; each piece is parsed by a reader of its own that starts at the piece's
-    /// line number, and the pieces are joined in order. Records, counts, the first examples,
-    /// comments among the jobs and the first error are therefore exactly those of reading line
-    /// by line; an input error ends the input where it happened, after the lines before it.
+    /// The remaining bytes are read in pieces of about [`PIECE`] bytes cut at line ends; each
+    /// piece is parsed on the thread pool, while the next is read, by a reader of its own that
+    /// starts at the piece's line number, and the pieces are joined in order. Records,
+    /// counts, the first examples, comments among the jobs and the first error are therefore
+    /// exactly those of reading line by line; an input error ends the input where it
+    /// happened, after the lines before it.
     pub fn into_trace(self) -> Result<Trace, SwfError> {
         self.into_trace_in_pieces(PIECE)
     }
 
     fn into_trace_in_pieces(mut self, piece: usize) -> Result<Trace, SwfError> {
-        let mut rest = Vec::new();
-        let mut base = self.line_no;
+        let mut carry = Vec::new();
+        let mut line = self.line_no;
         if self.pending {
             // The first job line, read while looking for the header's end, is parsed again
             // by its piece, which counts it.
             self.pending = false;
-            rest.extend_from_slice(&self.buf);
-            rest.push(b'\n');
-            base -= 1;
+            carry.extend_from_slice(&self.buf);
+            carry.push(b'\n');
+            line -= 1;
             self.report.lines -= 1;
         }
-        let input_error = match self.src.read_to_end(&mut rest) {
-            Ok(_) => None,
-            Err(cause) => {
-                // Like `read_until`, the line being read when the input failed is dropped.
-                rest.truncate(memchr::memrchr(b'\n', &rest).map_or(0, |i| i + 1));
-                Some(cause)
-            }
-        };
-        let pieces = cut_at_lines(&rest, base, piece);
-        let parsed: Vec<Piece> = pieces
-            .par_iter()
-            .map(|&(range_start, range_end, first_line)| {
-                let mut reader = Reader {
-                    src: &rest[range_start..range_end],
-                    name: self.name.clone(),
-                    gzip: self.gzip,
-                    opts: self.opts.clone(),
-                    line_no: first_line,
-                    buf: Vec::with_capacity(256),
-                    pending: false,
-                    procs: self.procs,
-                    failed: false,
-                    header: SwfHeader::default(),
-                    report: ReadReport::default(),
-                };
-                let mut records = Vec::with_capacity((range_end - range_start) / 64);
-                let mut error = None;
-                for rec in reader.by_ref() {
-                    match rec {
-                        Ok(rec) => records.push(rec),
-                        Err(e) => {
-                            error = Some(e);
-                            break;
-                        }
+        let (name, gzip, opts, procs) = (&self.name, self.gzip, &self.opts, self.procs);
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, Piece)>();
+        let mut input_error = None;
+        let mut pieces = 0;
+        // This thread reads (and gunzips) piece after piece while the pool parses the pieces
+        // already read: the decompression overlaps the parsing.
+        rayon::in_place_scope(|scope| {
+            loop {
+                let mut block = std::mem::take(&mut carry);
+                block.reserve(piece);
+                let end = match (&mut self.src).take(piece as u64).read_to_end(&mut block) {
+                    Ok(n) => n < piece,
+                    Err(cause) => {
+                        input_error = Some(cause);
+                        true
                     }
+                };
+                let last_newline = memchr::memrchr(b'\n', &block);
+                if !end || input_error.is_some() {
+                    // The partial line waits for the next piece; like `read_until`, a line
+                    // being read when the input failed is dropped.
+                    let cut = last_newline.map_or(0, |i| i + 1);
+                    carry = block[cut..].to_vec();
+                    block.truncate(cut);
                 }
-                Piece {
-                    records,
-                    error,
-                    comments: reader.header.lines,
-                    report: reader.report,
+                if !block.is_empty() {
+                    let first_line = line;
+                    line += memchr::memchr_iter(b'\n', &block).count() as u64;
+                    let (tx, name, opts) = (tx.clone(), name.clone(), opts.clone());
+                    let k = pieces;
+                    pieces += 1;
+                    scope.spawn(move |_| {
+                        let parsed = parse_piece(&block, first_line, name, gzip, opts, procs);
+                        // The receiver outlives the scope.
+                        let _ = tx.send((k, parsed));
+                    });
                 }
-            })
-            .collect();
-        let total = parsed.iter().map(|p| p.records.len()).sum();
+                if end {
+                    break;
+                }
+            }
+        });
+        drop(tx);
+        let mut parsed: Vec<(usize, Piece)> = rx.into_iter().collect();
+        parsed.sort_unstable_by_key(|p| p.0);
+        let total = parsed.iter().map(|p| p.1.records.len()).sum();
         let mut records = Vec::with_capacity(total);
-        for piece in parsed {
+        for (_, piece) in parsed {
             if let Some(e) = piece.error {
                 return Err(e);
             }
@@ -699,8 +713,7 @@ impl<R: BufRead> Reader<R> {
             }
         }
         if let Some(cause) = input_error {
-            let lines = memchr::memchr_iter(b'\n', &rest).count() as u64;
-            return Err(self.input_error(base + lines, cause));
+            return Err(self.input_error(line, cause));
         }
         Ok(Trace {
             procs: self.procs,
@@ -1181,6 +1194,37 @@ pub fn read_trace_from<R: Read>(src: R, name: &str, opts: &ReadOptions) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An input that fails partway fails the pieced read as it fails one reader.
+    #[test]
+    fn an_input_error_ends_a_pieced_read_as_it_ends_one_reader() {
+        struct FailsAt(std::io::Cursor<Vec<u8>>, u64);
+        impl Read for FailsAt {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                if self.0.position() >= self.1 {
+                    return Err(io::Error::other("disk gone"));
+                }
+                let room = (self.1 - self.0.position()) as usize;
+                let n = out.len().min(room);
+                self.0.read(&mut out[..n])
+            }
+        }
+        let mut body = String::from("; MaxProcs: 8\n");
+        for id in 1..200 {
+            body += &format!(
+                "{id} {} 5 60 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1\n",
+                id * 10
+            );
+        }
+        let src = || FailsAt(std::io::Cursor::new(body.clone().into_bytes()), 3000);
+        let one = read_trace_from(src(), "t.swf", &ReadOptions::default()).unwrap_err();
+        for piece in [1, 100, 1 << 20] {
+            let reader = Reader::new(BufReader::new(src()), "t.swf", ReadOptions::default());
+            let cut = reader.unwrap().into_trace_in_pieces(piece).unwrap_err();
+            assert_eq!(one.to_string(), cut.to_string());
+            assert!(cut.to_string().contains("disk gone"), "{cut}");
+        }
+    }
 
     /// Parsing in pieces gives what reading line by line gives, whatever the cuts: records,
     /// report, comments among the jobs, and the first error with its line number.

@@ -485,6 +485,7 @@ fn plot(path: &Path, c: &Comparison, a: &Path, b: &Path) -> anyhow::Result<()> {
         )
     };
     let chart = LineChart {
+        x_names: Vec::new(),
         title: format!(
             "start times: {} jobs, {} of {} pairs inverted",
             points.len(),
