@@ -1505,17 +1505,8 @@ impl Scojo {
         // Nodes by the time they are released: one running pseudo-job per release time
         // (jobs in a group share nodes, which FCFS on whole nodes cannot express job by job).
         let mut releases: BTreeMap<Time, Vec<u32>> = BTreeMap::new();
-        for (n, l) in vm.lanes.iter().enumerate() {
-            if (l[0].is_none() && l[1].is_none()) || l.contains(&Some(DOWN)) {
-                continue;
-            }
-            let end = l
-                .iter()
-                .flatten()
-                .filter_map(|id| self.jobs.get(id))
-                .map(|j| self.expected_end(j, v))
-                .fold(v, f64::max);
-            releases.entry(us(end)).or_default().push(n as u32);
+        for (n, end) in self.node_releases(k, v).0 {
+            releases.entry(us(end)).or_default().push(n);
         }
         let mut jobs = Vec::new();
         for (r, (end, nodes)) in releases.into_iter().enumerate() {
