@@ -61,6 +61,7 @@ fn run_json_has_the_documented_shape() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["scheme"], "fcs");
+    assert_eq!(v["provenance"]["input_sha256"].as_str().unwrap().len(), 64);
     for key in ["mean_response_s", "mean_wait_s", "msg_pending_s"] {
         assert!(v[key].as_f64().unwrap() >= 0.0, "{key}");
     }
@@ -95,7 +96,7 @@ fn run_json_has_the_documented_shape() {
 }
 
 #[test]
-fn sweep_json_is_an_array_with_params() {
+fn sweep_json_has_provenance_and_rows_with_params() {
     let f = scenario_file("sweep.toml", SCENARIO);
     let out = cosched(&[
         "cosim",
@@ -112,7 +113,14 @@ fn sweep_json_is_an_array_with_params() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let runs = v.as_array().unwrap();
+    // Where it came from: the scenario's hash and the command line.
+    let prov = &v["provenance"];
+    assert_eq!(prov["input_sha256"].as_str().unwrap().len(), 64, "{prov}");
+    assert!(
+        prov["command"].as_str().unwrap().contains("cosim sweep"),
+        "{prov}"
+    );
+    let runs = v["rows"].as_array().unwrap();
     assert_eq!(runs.len(), 4);
     let names: Vec<(&str, &str)> = runs
         .iter()

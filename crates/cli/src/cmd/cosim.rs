@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use cosched_cosim::{RunResult, Scenario};
 use cosched_node::Scheme;
+use cosched_sim::provenance::Provenance;
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -96,7 +97,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             .with_context(|| format!("writing --class-history {}", file.display()))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        let mut doc = serde_json::to_value(&result)?;
+        doc["provenance"] = serde_json::to_value(provenance(&path)?)?;
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print_summary(std::slice::from_ref(&result));
         print_jobs(&result);
@@ -123,7 +126,11 @@ fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     let results = cosched_cosim::sweep(&sc, &schemes, &|done, _| bar.set_position(done as u64))?;
     bar.finish_and_clear();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        let doc = serde_json::json!({
+            "provenance": provenance(&a.scenario)?,
+            "rows": results,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print_summary(&results);
         print_slowdowns(&results);
@@ -232,4 +239,15 @@ fn print_jobs(r: &RunResult) {
             classes.join(" ")
         );
     }
+}
+
+/// Where a run's JSON came from: cosched's version, the command line and a hash of the
+/// scenario file (as `sim` stamps its outputs).
+fn provenance(scenario: &std::path::Path) -> anyhow::Result<Provenance> {
+    let bytes =
+        std::fs::read(scenario).with_context(|| format!("reading {} again", scenario.display()))?;
+    Ok(Provenance::of_bytes(
+        &scenario.display().to_string(),
+        &bytes,
+    ))
 }
