@@ -9,13 +9,13 @@
 //! scatter plot of start in A against start in B drawn with the simulator's plotting code.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, Read, Write};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use cosched_core::{Dur, Time};
 use cosched_sim::plot::{LineChart, Series, line_chart};
-use cosched_sim::provenance::Provenance;
+use cosched_sim::provenance::{Provenance, csv_table};
 use cosched_workload::swf::{self, ReadOptions, SwfRecord};
 use serde::Serialize;
 
@@ -55,45 +55,46 @@ pub struct Job {
     pub procs: Option<u32>,
 }
 
-/// Whether `path` is a cosched jobs CSV (its first line is the `id,submit,…` header) rather
-/// than an SWF trace.
+/// True when `path` is a cosched jobs CSV (`sim --jobs-out`, `acct --csv-out`): its first
+/// line that is not a `#` provenance comment is the header `id,submit,…`.
 pub fn is_jobs_csv(path: &Path) -> anyhow::Result<bool> {
-    let mut head = [0u8; 10];
-    let mut f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let n = f.read(&mut head)?;
-    Ok(head[..n].starts_with(b"id,submit,"))
+    let f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    for line in std::io::BufReader::new(f).lines() {
+        let line = line.with_context(|| format!("reading {}", path.display()))?;
+        if !line.starts_with('#') {
+            return Ok(line.starts_with("id,submit,"));
+        }
+    }
+    Ok(false)
 }
 
-/// The rows of a jobs CSV as column → value maps (`file:line` in errors).
+/// The rows of a jobs CSV as column → value maps (`file:line` in errors), read with the `csv`
+/// crate: quoted fields (a job name with a comma) and `#` provenance lines are understood.
 fn csv_rows(path: &Path) -> anyhow::Result<Vec<(usize, HashMap<String, String>)>> {
-    let f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut lines = std::io::BufReader::new(f).lines();
-    let header: Vec<String> = match lines.next() {
-        Some(l) => l?.split(',').map(|c| c.trim().to_string()).collect(),
-        None => bail!("{}: empty", path.display()),
-    };
+    let mut r = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .trim(csv::Trim::All)
+        .from_path(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let header: Vec<String> = r
+        .headers()
+        .with_context(|| format!("{}: no header", path.display()))?
+        .iter()
+        .map(str::to_string)
+        .collect();
     let mut rows = Vec::new();
-    for (n, line) in lines.enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let cells: Vec<&str> = line.split(',').collect();
-        if cells.len() != header.len() {
-            bail!(
-                "{}:{}: {} fields, the header has {}",
-                path.display(),
-                n + 2,
-                cells.len(),
-                header.len()
-            );
-        }
+    for rec in r.records() {
+        let rec = rec.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            anyhow::anyhow!("{}:{line}: {e}", path.display())
+        })?;
+        let line = rec.position().map_or(0, |p| p.line()) as usize;
         rows.push((
-            n + 2,
+            line,
             header
                 .iter()
                 .cloned()
-                .zip(cells.iter().map(|c| c.trim().to_string()))
+                .zip(rec.iter().map(str::to_string))
                 .collect(),
         ));
     }
@@ -437,25 +438,30 @@ fn opt(x: Option<f64>) -> String {
     x.map_or(String::new(), |v| format!("{v:.6}"))
 }
 
-fn write_csv(path: &Path, c: &Comparison) -> anyhow::Result<()> {
-    let mut w = std::io::BufWriter::new(
-        std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?,
-    );
-    writeln!(
-        w,
-        "id,in,submit_a,submit_b,start_a,start_b,end_a,end_b,d_start,d_end,inverted_pairs"
-    )?;
-    for r in &c.rows {
+fn write_csv(path: &Path, c: &Comparison, prov: &Provenance) -> anyhow::Result<()> {
+    let header = [
+        "id",
+        "in",
+        "submit_a",
+        "submit_b",
+        "start_a",
+        "start_b",
+        "end_a",
+        "end_b",
+        "d_start",
+        "d_end",
+        "inverted_pairs",
+    ];
+    let rows = c.rows.iter().map(|r| {
         let side = match (r.a, r.b) {
             (Some(_), Some(_)) => "both",
             (Some(_), None) => "a",
             _ => "b",
         };
         let f = |j: Option<Job>, g: fn(&Job) -> Option<f64>| opt(j.as_ref().and_then(g));
-        writeln!(
-            w,
-            "{},{side},{},{},{},{},{},{},{},{},{}",
-            r.id,
+        vec![
+            r.id.to_string(),
+            side.to_string(),
             f(r.a, |j| Some(j.submit)),
             f(r.b, |j| Some(j.submit)),
             f(r.a, |j| j.start),
@@ -464,14 +470,14 @@ fn write_csv(path: &Path, c: &Comparison) -> anyhow::Result<()> {
             f(r.b, |j| j.end),
             opt(r.d_start),
             opt(r.d_end),
-            r.inverted
-        )?;
-    }
-    w.flush()?;
-    Ok(())
+            r.inverted.to_string(),
+        ]
+    });
+    std::fs::write(path, csv_table(Some(prov), &header, rows))
+        .with_context(|| format!("writing {}", path.display()))
 }
 
-fn plot(path: &Path, c: &Comparison, a: &Path, b: &Path) -> anyhow::Result<()> {
+fn plot(path: &Path, c: &Comparison, a: &Path, b: &Path, prov: Provenance) -> anyhow::Result<()> {
     let points: Vec<(f64, f64)> = c
         .rows
         .iter()
@@ -496,10 +502,7 @@ fn plot(path: &Path, c: &Comparison, a: &Path, b: &Path) -> anyhow::Result<()> {
         y_label: format!("start in {} (s)", name(b)),
         log_y: false,
         note: String::new(),
-        provenance: Some(Provenance::of_bytes(
-            &format!("{} vs {}", a.display(), b.display()),
-            &[std::fs::read(a)?, std::fs::read(b)?].concat(),
-        )),
+        provenance: Some(prov),
         series: vec![
             Series {
                 name: "same start".into(),
@@ -539,11 +542,17 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         }
     }
     let c = compare(&a.a, &ja, &a.b, &jb)?;
+    let prov = || -> anyhow::Result<Provenance> {
+        Ok(Provenance::of_bytes(
+            &format!("{} vs {}", a.a.display(), a.b.display()),
+            &[std::fs::read(&a.a)?, std::fs::read(&a.b)?].concat(),
+        ))
+    };
     if let Some(p) = &a.out_csv {
-        write_csv(p, &c)?;
+        write_csv(p, &c, &prov()?)?;
     }
     if let Some(p) = &a.plot {
-        plot(p, &c, &a.a, &a.b)?;
+        plot(p, &c, &a.a, &a.b, prov()?)?;
     }
     if a.json {
         print_json(&c)?;
@@ -716,6 +725,19 @@ mod tests {
         assert_eq!((j[1].submit, j[1].start), (1.0, None));
         let recs = read_jobs_csv(&csv).unwrap();
         assert_eq!(recs[0].run, Some(Dur::from_millis(4_500)));
+        // As `sim --jobs-out` writes it now: provenance comment lines first, and a quoted
+        // field holding a comma.
+        let stamped = dir.join("stamped.csv");
+        std::fs::write(
+            &stamped,
+            "# generator: cosched 0.1.0\n# command: cosched sim\n\
+             id,submit,start,end,procs,runtime,estimate,user,queue,name\n\
+             4,100,105.5,110,2,4.5,10,1,2,\"a, b\"\n",
+        )
+        .unwrap();
+        assert!(is_jobs_csv(&stamped).unwrap());
+        let j = load(&stamped).unwrap();
+        assert_eq!(j[0], job(4, 0.0, Some(5.5), Some(10.0)).clone_with_procs(2));
         let swf = dir.join("s.swf");
         std::fs::write(
             &swf,
