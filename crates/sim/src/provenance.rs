@@ -36,23 +36,8 @@ impl Provenance {
     pub fn of(source: &Source) -> Provenance {
         let (input, input_sha256) = match source {
             Source::Trace { path, .. } => (path.display().to_string(), file_sha256(path)),
-            Source::Lublin { model } => (
-                "model lublin".to_string(),
-                // GenOptions serializes; a failure would be a bug in its derive.
-                sha256_hex(
-                    toml::to_string(model.as_ref())
-                        .unwrap_or_default()
-                        .as_bytes(),
-                ),
-            ),
-            Source::Feitelson97 { model } => (
-                "model feitelson97".to_string(),
-                sha256_hex(
-                    toml::to_string(model.as_ref())
-                        .unwrap_or_default()
-                        .as_bytes(),
-                ),
-            ),
+            Source::Lublin { model } => model_input("lublin", model.as_ref()),
+            Source::Feitelson97 { model } => model_input("feitelson97", model.as_ref()),
         };
         Provenance {
             version: version(),
@@ -130,6 +115,13 @@ where
         &w.into_inner().unwrap_or_default(),
     ));
     out
+}
+
+/// A model workload as an input: its name, and the hash of its parameters as TOML (the
+/// options serialize; a failure would be a bug in their derive).
+fn model_input(name: &str, params: &impl Serialize) -> (String, String) {
+    let text = toml::to_string(params).unwrap_or_default();
+    (format!("model {name}"), sha256_hex(text.as_bytes()))
 }
 
 /// `cosched <version>`.
