@@ -125,6 +125,13 @@ fn policy_file(scratch: &Scratch, name: &str, body: &str) -> String {
     format!("external:python3 {}", file.display())
 }
 
+/// A Python policy that starts every job at once on PEs from 0: the second overlaps the first.
+const BUSY: &str = "class Busy(cp.Policy):\n    def on_hello(self, hello):\n        self.new = []\n\
+     \x20   def on_submit(self, now, job):\n        self.new.append(job)\n\
+     \x20   def decide(self, now):\n        for j in self.new:\n\
+     \x20           self.start(j.id, [[0, j.procs]])\n        self.new = []\n\n\
+     cp.run(Busy())";
+
 /// A small model workload: no trace needed.
 fn run_model(policy: &str) -> (bool, String) {
     let out = cosched(&[
@@ -144,16 +151,7 @@ fn a_python_policy_that_starts_jobs_on_busy_pes_is_refused_with_the_decision() {
         return;
     }
     let scratch = Scratch::new("busy");
-    // Starts every job at once on PEs from 0: the second overlaps the first.
-    let policy = policy_file(
-        &scratch,
-        "busy",
-        "class Busy(cp.Policy):\n    def on_hello(self, hello):\n        self.new = []\n\
-         \x20   def on_submit(self, now, job):\n        self.new.append(job)\n\
-         \x20   def decide(self, now):\n        for j in self.new:\n\
-         \x20           self.start(j.id, [[0, j.procs]])\n        self.new = []\n\n\
-         cp.run(Busy())",
-    );
+    let policy = policy_file(&scratch, "busy", BUSY);
     let (ok, err) = run_model(&policy);
     assert!(!ok, "the run must fail");
     assert!(
@@ -177,15 +175,7 @@ fn the_machine_manager_reports_a_python_policy_that_breaks_a_promise() {
         return;
     }
     let scratch = Scratch::new("mm-busy");
-    let policy = policy_file(
-        &scratch,
-        "busy",
-        "class Busy(cp.Policy):\n    def on_hello(self, hello):\n        self.new = []\n\
-         \x20   def on_submit(self, now, job):\n        self.new.append(job)\n\
-         \x20   def decide(self, now):\n        for j in self.new:\n\
-         \x20           self.start(j.id, [[0, j.procs]])\n        self.new = []\n\n\
-         cp.run(Busy())",
-    );
+    let policy = policy_file(&scratch, "busy", BUSY);
     let c = support::cluster::Cluster::up(
         "ext",
         "busy",

@@ -542,17 +542,18 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         }
     }
     let c = compare(&a.a, &ja, &a.b, &jb)?;
-    let prov = || -> anyhow::Result<Provenance> {
-        Ok(Provenance::of_bytes(
+    // The inputs are read again for their hash only when a file is written.
+    if a.out_csv.is_some() || a.plot.is_some() {
+        let prov = Provenance::of_bytes(
             &format!("{} vs {}", a.a.display(), a.b.display()),
             &[std::fs::read(&a.a)?, std::fs::read(&a.b)?].concat(),
-        ))
-    };
-    if let Some(p) = &a.out_csv {
-        write_csv(p, &c, &prov()?)?;
-    }
-    if let Some(p) = &a.plot {
-        plot(p, &c, &a.a, &a.b, prov()?)?;
+        );
+        if let Some(p) = &a.out_csv {
+            write_csv(p, &c, &prov)?;
+        }
+        if let Some(p) = &a.plot {
+            plot(p, &c, &a.a, &a.b, prov)?;
+        }
     }
     if a.json {
         print_json(&c)?;
