@@ -4,218 +4,13 @@
 //! Every wait polls for a condition with a generous deadline: the machine is small and shared.
 
 mod support;
+use support::cluster::{Cluster, signal};
 use support::*;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use cosched_daemon::StateDir;
 use serde_json::Value;
-
-/// A cluster brought up for one test; stopped and removed on drop.
-struct Cluster {
-    dir: PathBuf,
-    state: StateDir,
-    /// Daemons this test restarted itself (killed and reaped on drop).
-    extra: Vec<Child>,
-}
-
-impl Cluster {
-    fn up(name: &str, args: &[&str]) -> Cluster {
-        let dir = scratch("trust", name);
-        let c = Cluster {
-            state: StateDir::new(&dir),
-            dir,
-            extra: Vec::new(),
-        };
-        let mut full = vec!["cluster", "up"];
-        full.extend_from_slice(args);
-        let out = c.run(&full);
-        assert!(
-            out.status.success(),
-            "cluster up failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        cosched(&self.dir, args)
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let log = format!("\n--- mm log ---\n{}", self.mm_log());
-        succeeded(args, self.run(args), &log)
-    }
-
-    fn submit(&self, args: &[&str]) -> u64 {
-        job_id(&self.ok(&[&["submit"], args].concat()))
-    }
-
-    /// Polls until `pred` holds (at most `secs`), retrying while the MM does not answer.
-    fn until<T>(&self, secs: u64, what: &str, mut pred: impl FnMut() -> Option<T>) -> T {
-        let start = Instant::now();
-        loop {
-            if let Some(v) = pred() {
-                return v;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(secs),
-                "{what} not reached in {secs} s\n--- mm log ---\n{}",
-                self.mm_log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn state_of(&self, id: u64) -> Option<String> {
-        let out = self.run(&["acct", "--json"]);
-        if !out.status.success() {
-            return None;
-        }
-        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-        v["jobs"]
-            .as_array()?
-            .iter()
-            .find(|j| j["id"] == id)
-            .map(|j| j["state"].as_str().unwrap().to_string())
-    }
-
-    fn nodes_up(&self) -> usize {
-        let out = self.run(&["status", "--json"]);
-        if !out.status.success() {
-            return 0;
-        }
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        v["nodes"]
-            .as_array()
-            .map(|n| n.iter().filter(|n| n["state"] == "up").count())
-            .unwrap_or(0)
-    }
-
-    fn pid(&self, file: PathBuf) -> String {
-        pid_in_file(&file)
-    }
-
-    fn mm_log(&self) -> String {
-        std::fs::read_to_string(self.state.mm_log()).unwrap_or_default()
-    }
-
-    fn log_file(&self, path: PathBuf) -> std::fs::File {
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
-            .unwrap()
-    }
-
-    /// Starts a daemon with `args`, its output appended to `log`.
-    fn spawn(&mut self, args: &[String], log: PathBuf) {
-        let log = self.log_file(log);
-        let child = Command::new(bin())
-            .args(args)
-            .env("COSCHED_STATE_DIR", &self.dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start a daemon");
-        self.extra.push(child);
-    }
-
-    /// Restarts the machine manager on this state directory with `listen`.
-    fn restart_mm(&mut self, listen: &str, nodes: u32, pes: u32) {
-        let args: Vec<String> = [
-            "mm",
-            "--listen",
-            listen,
-            "--nodes",
-            &nodes.to_string(),
-            "--pes",
-            &pes.to_string(),
-            "--heartbeat",
-            "100ms",
-            "--state-dir",
-            self.dir.to_str().unwrap(),
-            "--key-file",
-            self.state.key_file().to_str().unwrap(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        self.spawn(&args, self.state.mm_log());
-        let pid = self.extra.last().unwrap().id();
-        self.state
-            .write_pid(&self.state.mm_pid_file(), pid as i32)
-            .unwrap();
-    }
-
-    /// Restarts node manager `name` (the `i`-th of the embedded cluster) as `cluster up` did.
-    fn restart_nm(&mut self, i: u32, pes: u32) {
-        let name = format!("n{i}");
-        let addr = self.state.addr().unwrap();
-        let args: Vec<String> = [
-            "nm",
-            "--mm",
-            &addr,
-            "--name",
-            &name,
-            "--pes",
-            &pes.to_string(),
-            "--workdir",
-            self.state.node_work_dir(&name).to_str().unwrap(),
-            "--key-file",
-            self.state.key_file().to_str().unwrap(),
-            "--cpu-offset",
-            &(i * pes).to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        self.spawn(&args, self.state.nm_log(&name));
-        let pid = self.extra.last().unwrap().id();
-        self.state
-            .write_pid(&self.state.nm_pid_file(&name), pid as i32)
-            .unwrap();
-    }
-
-    fn pids(&self) -> Vec<String> {
-        std::fs::read_dir(&self.dir)
-            .map(|d| {
-                d.flatten()
-                    .filter(|e| e.file_name().to_string_lossy().ends_with(".pid"))
-                    .map(|e| pid_in_file(&e.path()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let pids = self.pids();
-        let _ = self.run(&["cluster", "down"]);
-        for p in pids {
-            signal(&p, "CONT");
-            signal(&p, "KILL");
-        }
-        for c in &mut self.extra {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        // Cgroups of node managers the test killed (no later one on their work directory).
-        support::cluster::remove_cgroups(&self.dir);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn signal(pid: &str, sig: &str) {
-    let _ = Command::new("sh")
-        .arg("-c")
-        .arg(format!("kill -{sig} {pid} 2>/dev/null"))
-        .status();
-}
 
 /// Lines of the marker files the ranks of job `id` wrote (one line per rank start).
 fn starts(marks: &std::path::Path, id: u64) -> usize {
@@ -238,7 +33,8 @@ fn starts(marks: &std::path::Path, id: u64) -> usize {
 /// with the right outcome, and the queue moves on.
 #[test]
 fn issue_10_ranks_that_exit_while_the_mm_is_down_end_their_jobs_after_its_restart() {
-    let mut c = Cluster::up(
+    let c = Cluster::up(
+        "trust",
         "mmdown",
         &["--nodes", "2", "--pes", "2", "--heartbeat", "100ms"],
     );
@@ -295,7 +91,8 @@ fn issue_10_ranks_that_exit_while_the_mm_is_down_end_their_jobs_after_its_restar
 /// afterwards.
 #[test]
 fn issue_10_paused_and_restarted_node_managers_lose_no_launch() {
-    let mut c = Cluster::up(
+    let c = Cluster::up(
+        "trust",
         "rejoin",
         &["--nodes", "2", "--pes", "2", "--heartbeat", "100ms"],
     );
@@ -414,7 +211,8 @@ fn issue_10_submit_refuses_a_time_limit_beyond_the_maximum() {
 /// recorded in the state directory, so its node managers come back and jobs run.
 #[test]
 fn issue_10_an_embedded_mm_restarted_with_its_own_command_line_gets_its_nodes_back() {
-    let mut c = Cluster::up(
+    let c = Cluster::up(
+        "trust",
         "relisten",
         &["--nodes", "2", "--pes", "1", "--heartbeat", "100ms"],
     );

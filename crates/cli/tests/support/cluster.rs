@@ -151,7 +151,10 @@ impl Cluster {
         args.extend(more.iter().map(|s| s.to_string()));
         self.spawn(&args, self.state.mm_log());
         let pid = self.extra.lock().unwrap().last().unwrap().id();
-        std::fs::write(self.state.mm_pid_file(), format!("{pid}\n")).unwrap();
+        // As `cluster up` writes it: the pid and the process's start time.
+        self.state
+            .write_pid(&self.state.mm_pid_file(), pid as i32)
+            .unwrap();
     }
 
     /// Restarts node manager `name` (the `i`-th of the embedded cluster) as `cluster up` did.
@@ -178,7 +181,9 @@ impl Cluster {
         .collect();
         self.spawn(&args, self.state.nm_log(&name));
         let pid = self.extra.lock().unwrap().last().unwrap().id();
-        std::fs::write(self.state.nm_pid_file(&name), format!("{pid}\n")).unwrap();
+        self.state
+            .write_pid(&self.state.nm_pid_file(&name), pid as i32)
+            .unwrap();
     }
 
     /// Reaps the restarted daemons that were killed since (no zombies left to look alive).
@@ -193,8 +198,8 @@ impl Cluster {
             .map(|d| {
                 d.flatten()
                     .filter(|e| e.file_name().to_string_lossy().ends_with(".pid"))
-                    .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-                    .map(|p| p.trim().to_string())
+                    // The first field: a pid file also holds the process's start time.
+                    .map(|e| pid_in_file(&e.path()))
                     .collect()
             })
             .unwrap_or_default()
