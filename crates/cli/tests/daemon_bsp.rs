@@ -6,65 +6,14 @@
 //! and its node, and leaves no process of the job behind.
 
 mod support;
+use support::cluster::Cluster;
 use support::*;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cosched_bsp::{Params, Pattern, expected_checksums, recv_peers, send_peers};
 use serde_json::Value;
-
-struct Cluster {
-    dir: PathBuf,
-}
-
-impl Cluster {
-    fn up(dir: PathBuf) -> Cluster {
-        let c = Cluster { dir };
-        c.ok(&["cluster", "up", "--nodes", "4", "--pes", "2"]);
-        c
-    }
-    fn ok(&self, args: &[&str]) -> String {
-        succeeded(args, cosched(&self.dir, args), &self.log())
-    }
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("logs/mm.log")).unwrap_or_default()
-    }
-    fn job(&self, id: u64) -> Value {
-        let v: Value = serde_json::from_str(&self.ok(&["acct", "--json"])).unwrap();
-        v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|j| j["id"] == id)
-            .cloned()
-            .expect("job in acct")
-    }
-    /// Polls until the job ended (generous: a loaded 2-core machine).
-    fn ended(&self, id: u64, secs: u64) -> Value {
-        let start = Instant::now();
-        loop {
-            let j = self.job(id);
-            if !["queued", "running", "suspended"].contains(&j["state"].as_str().unwrap()) {
-                return j;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(secs),
-                "job {id} did not end within {secs} s: {j}\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = cosched(&self.dir, &["cluster", "down"]);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// The processes whose environment holds `needle` (the cluster's own directory: no other
 /// test's or user's process matches).
@@ -108,7 +57,7 @@ fn bsp_args<'a>(bin: &'a str, pattern: &'a str, iterations: &'a str) -> Vec<&'a 
 #[test]
 fn bsp_runs_every_pattern_and_the_monitors_count_what_it_did() {
     let dir = scratch("bsp", "patterns");
-    let c = Cluster::up(dir.join("state"));
+    let c = Cluster::up_in(dir.join("state"), &["--nodes", "4", "--pes", "2"]);
     let iterations = 6u32;
     let it = iterations.to_string();
     let patterns = [Pattern::None, Pattern::Nn, Pattern::Aa, Pattern::Ring];
@@ -125,7 +74,7 @@ fn bsp_runs_every_pattern_and_the_monitors_count_what_it_did() {
             (j["state"].as_str(), j["exit_code"].as_i64()),
             (Some("completed"), Some(0)),
             "{name}: {j}\nrank 0: {out}\n{}",
-            c.log()
+            c.mm_log()
         );
         let report: Value = serde_json::from_str(out.trim()).expect("rank 0 prints the job's JSON");
         let params = Params {
@@ -223,7 +172,7 @@ fn bsp_runs_every_pattern_and_the_monitors_count_what_it_did() {
 fn a_rank_that_dies_fails_the_job_naming_it_and_its_node_and_nothing_is_left() {
     let dir = scratch("bsp", "death");
     let state = dir.join("state");
-    let c = Cluster::up(state.clone());
+    let c = Cluster::up_in(state.clone(), &["--nodes", "4", "--pes", "2"]);
     let mut args = bsp_args(bin(), "ring", "100000");
     args.extend(["--kill-rank", "5", "--kill-at", "3"]);
     let id = job_id(&c.ok(&args));

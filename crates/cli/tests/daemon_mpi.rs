@@ -8,12 +8,12 @@
 //! and return.
 
 mod support;
+use support::cluster::Cluster;
 use support::*;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -98,66 +98,16 @@ fn shim() -> PathBuf {
     so
 }
 
-/// A loopback cluster in its own state directory; stopped and removed on drop.
-struct Cluster {
-    dir: PathBuf,
+/// The MPI tests' cluster: 4 nodes of 2 PEs.
+const FOUR_BY_TWO: &[&str] = &["--nodes", "4", "--pes", "2"];
+
+/// What the MPI tests ask of the shared test cluster.
+trait MpiChecks {
+    fn output(&self, id: u64, rank: u32) -> String;
+    fn assert_ring_ok(&self, id: u64, iterations: u32);
 }
 
-impl Cluster {
-    fn up(dir: PathBuf, args: &[&str]) -> Cluster {
-        std::fs::create_dir_all(&dir).unwrap();
-        let c = Cluster { dir };
-        let mut full = vec!["cluster", "up", "--nodes", "4", "--pes", "2"];
-        full.extend_from_slice(args);
-        c.ok(&full);
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(bin())
-            .args(args)
-            .env("COSCHED_STATE_DIR", &self.dir)
-            .current_dir(&self.dir)
-            .output()
-            .expect("cosched runs")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        succeeded(args, self.run(args), "")
-    }
-
-    fn submit(&self, args: &[&str]) -> u64 {
-        job_id(&self.ok(&[&["submit"], args].concat()))
-    }
-
-    fn job(&self, id: u64) -> Value {
-        let v: Value = serde_json::from_str(&self.ok(&["acct", "--json"])).unwrap();
-        v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|j| j["id"] == id)
-            .cloned()
-            .expect("job in acct")
-    }
-
-    /// Waits until the job has ended (at most `secs`) and returns its record.
-    fn ended(&self, id: u64, secs: u64) -> Value {
-        let start = Instant::now();
-        loop {
-            let j = self.job(id);
-            if !["queued", "running", "suspended"].contains(&j["state"].as_str().unwrap()) {
-                return j;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(secs),
-                "job {id} did not end within {secs} s: {j}\nmm log:\n{}",
-                std::fs::read_to_string(self.dir.join("logs/mm.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
+impl MpiChecks for Cluster {
     /// What rank `rank` of job `id` wrote to stdout.
     fn output(&self, id: u64, rank: u32) -> String {
         self.ok(&["output", &id.to_string(), "--rank", &rank.to_string()])
@@ -184,18 +134,6 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new(bin())
-            .args(["cluster", "down"])
-            .env("COSCHED_STATE_DIR", &self.dir)
-            .output();
-        // Cgroups of node managers the test killed (no later one on their work directory).
-        support::cluster::remove_cgroups(&self.dir);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 #[test]
 fn an_mpich_program_runs_under_fcfs_and_its_exit_code_is_the_jobs() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -204,7 +142,7 @@ fn an_mpich_program_runs_under_fcfs_and_its_exit_code_is_the_jobs() {
         return;
     };
     let ring = ring.to_str().unwrap();
-    let c = Cluster::up(dir.join("state"), &[]);
+    let c = Cluster::up_in(dir.join("state"), FOUR_BY_TWO);
     let id = c.submit(&["-n", "8", ring, "5"]);
     c.assert_ring_ok(id, 5);
 
@@ -235,9 +173,13 @@ fn two_mpich_programs_share_the_machine_under_gang_scheduling() {
         return;
     };
     let ring = ring.to_str().unwrap();
-    let c = Cluster::up(
+    let c = Cluster::up_in(
         dir.join("state"),
-        &["--policy", "gang", "--mpl", "2", "--quantum", "10ms"],
+        &[
+            FOUR_BY_TWO,
+            &["--policy", "gang", "--mpl", "2", "--quantum", "10ms"],
+        ]
+        .concat(),
     );
     // Both jobs take all 8 PEs: gang runs them in alternate 10 ms slots, so each is stopped
     // in the middle of its start-up fences and of its communication, and resumed.
@@ -267,7 +209,7 @@ fn with_the_pmpi_shim_the_node_managers_count_every_mpi_call_the_program_made() 
     }
     let prog = build_monitored(&dir);
     let shim = shim();
-    let c = Cluster::up(dir.join("state"), &[]);
+    let c = Cluster::up_in(dir.join("state"), FOUR_BY_TWO);
     let id = Command::new(bin())
         .args([
             "submit",

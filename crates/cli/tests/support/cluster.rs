@@ -21,7 +21,13 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn up(prefix: &str, name: &str, args: &[&str]) -> Cluster {
-        let dir = scratch(prefix, name);
+        Cluster::up_in(scratch(prefix, name), args)
+    }
+
+    /// [`Cluster::up`] with its state in `dir` (a test that keeps programs beside the state
+    /// directory gives a subdirectory of its own scratch directory).
+    pub fn up_in(dir: PathBuf, args: &[&str]) -> Cluster {
+        std::fs::create_dir_all(&dir).unwrap();
         let c = Cluster {
             state: StateDir::new(&dir),
             dir,
@@ -78,6 +84,28 @@ impl Cluster {
             .iter()
             .find(|j| j["id"] == id)
             .map(|j| j["state"].as_str().unwrap().to_string())
+    }
+
+    /// The job's record in `cosched acct --json`.
+    pub fn job(&self, id: u64) -> Value {
+        let v: Value = serde_json::from_str(&self.ok(&["acct", "--json"])).unwrap();
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .cloned()
+            .expect("job in acct")
+    }
+
+    /// Polls until the job has ended (at most `secs`: generous, on a loaded 2-core machine)
+    /// and returns its record.
+    pub fn ended(&self, id: u64, secs: u64) -> Value {
+        self.until(secs, &format!("the end of job {id}"), || {
+            let j = self.job(id);
+            let state = j["state"].as_str().unwrap_or_default();
+            (!["queued", "running", "suspended"].contains(&state)).then_some(j)
+        })
     }
 
     pub fn nodes_up(&self) -> usize {
