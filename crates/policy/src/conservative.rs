@@ -11,18 +11,12 @@
 //! estimate is expected to end now: its PEs count as free from now on, so a reservation may
 //! come due while it still runs; that job then waits, and every reservation is made again at
 //! the next event.
-//!
-//! The profile is a [`StepTree`], patched as things happen (an early end frees its PEs until
-//! its expected end, a leaving job gives back its reservation), so a compression costs a
-//! search only for the jobs that may move, never a rebuild of the whole profile. The patched
-//! profile is exactly the one a rebuild from the running jobs and the reservations would give
-//! (debug builds check it at every compression).
 
 use cosched_core::{Dur, JobId, Time};
 
 use crate::opts::Opts;
+use crate::profile::Profile;
 use crate::queue::{Queued, Seen, SpaceShare};
-use crate::steptree::StepTree;
 use crate::{ConfigError, Decision, Event, JobRequest, Policy, PolicyConfig};
 
 #[derive(Clone, Debug)]
@@ -47,12 +41,9 @@ impl From<JobRequest> for Waiting {
 #[derive(Clone, Debug)]
 pub struct Conservative {
     s: SpaceShare<Waiting>,
-    profile: StepTree,
+    profile: Profile,
     /// The profile holds exactly the running jobs and the queue's reservations.
     valid: bool,
-    /// A due job may not have started (its PEs were still busy): a reservation may lie
-    /// before a later instant, which the profile cannot hold. See [`Conservative::stale`].
-    maybe_stale: bool,
     /// The earliest timer asked for and not yet fired.
     timer: Option<Time>,
     /// An upper bound on the free PEs of any step whose free count rose (a reservation
@@ -92,9 +83,8 @@ impl Conservative {
         Opts::new("conservative", cfg).finish()?;
         Ok(Conservative {
             s: SpaceShare::new(cfg),
-            profile: StepTree::default(),
+            profile: Profile::default(),
             valid: false,
-            maybe_stale: false,
             timer: None,
             unseen_rise: 0,
             repair: Repair::Keep,
@@ -107,7 +97,7 @@ impl Conservative {
     }
 
     /// The availability profile (free PEs over time, reservations taken out).
-    pub fn profile(&self) -> &StepTree {
+    pub fn profile(&self) -> &Profile {
         &self.profile
     }
 
@@ -118,8 +108,8 @@ impl Conservative {
             return;
         }
         let (procs, est) = (w.req.procs, w.req.estimate);
-        self.s.queue.get_mut(k).resv = self.profile.earliest(procs, est).map(|t| {
-            self.profile.reserve(t, est, procs);
+        self.s.queue.get_mut(k).resv = self.profile.earliest(procs, est).map(|(t, i)| {
+            self.profile.reserve(i, est, procs);
             t
         });
     }
@@ -132,78 +122,33 @@ impl Conservative {
         }
         self.valid = true;
         self.unseen_rise = 0;
-        self.maybe_stale = false;
-    }
-
-    /// Whether some reservation lies before `now`: a due job that could not start and has
-    /// not started since. Such a reservation is one a rebuilt profile cannot take again, so
-    /// the compression falls back to making every reservation again.
-    fn stale(&mut self, now: Time) -> bool {
-        if !self.maybe_stale {
-            return false;
-        }
-        let mut due = false;
-        for w in self.s.queue.iter() {
-            match w.resv {
-                Some(t) if t < now => return true,
-                Some(t) if t == now => due = true,
-                _ => {}
-            }
-        }
-        self.maybe_stale = due;
-        false
-    }
-
-    /// Debug builds: the patched profile is the one the running jobs and the reservations
-    /// make, taken again in queue order on a rebuilt linear profile.
-    #[cfg(debug_assertions)]
-    fn check_profile(&self, now: Time) {
-        let mut lin = crate::profile::Profile::default();
-        lin.rebuild(now, self.s.pool.free_count(), self.s.running.releases(now));
-        for w in self.s.queue.iter() {
-            if let Some(t) = w.resv {
-                assert!(
-                    lin.reserve_at(t, w.req.estimate, w.req.procs),
-                    "job {}'s reservation does not fit the rebuilt profile",
-                    w.req.id
-                );
-            }
-        }
-        let mut want: Vec<(Time, i64)> = Vec::new();
-        for &(t, free) in lin.steps() {
-            if want.last().is_none_or(|l| l.1 != i64::from(free)) {
-                want.push((t, i64::from(free)));
-            }
-        }
-        assert_eq!(
-            self.profile.steps(),
-            want,
-            "patched profile differs at {now}"
-        );
     }
 
     /// Compression after a change that can only free PEs (a job ended early, a waiting job
-    /// left), which freed PEs over `[now, freed_until)`: the profile (already patched by the
-    /// events) holds every reservation where it was, then each job in queue order gives its
-    /// reservation back and takes the earliest one it can get — never later than before,
-    /// since its old place is still free and the jobs after it have not moved yet. Falls back
-    /// to a full rebuild when a reservation no longer fits (a job ran past its estimate: the
-    /// profile is over-committed, or a reservation lies in the past).
+    /// left), which freed PEs over `[now, freed_until)`: the profile is rebuilt with every
+    /// reservation where it was, then each job in queue order gives its reservation back and
+    /// takes the earliest one it can get — never later than before, since its old place is
+    /// still free and the jobs after it have not moved yet. Falls back to a full rebuild when
+    /// a reservation no longer fits (a job ran past its estimate).
     ///
     /// Every reservation is the earliest fit given the others, except for what rose since the
     /// job last looked. A job can move earlier only if some step of its new place gained free
     /// PEs and now has at least its width free; `rise` bounds the free PEs of every step that
     /// gained since, so a job wider than `rise` keeps its place without a search.
     fn compress(&mut self, now: Time, freed_until: Time) {
-        if !self.valid || self.stale(now) {
+        if !self.valid {
             return self.rebuild(now);
         }
-        self.profile.advance(now);
-        if self.profile.min_free() < 0 {
-            return self.rebuild(now);
+        self.profile
+            .rebuild(now, self.s.pool.free_count(), self.s.running.releases(now));
+        for k in 0..self.s.queue.len() {
+            let w = self.s.queue.get(k);
+            if let Some(t) = w.resv
+                && !self.profile.reserve_at(t, w.req.estimate, w.req.procs)
+            {
+                return self.rebuild(now);
+            }
         }
-        #[cfg(debug_assertions)]
-        self.check_profile(now);
         let mut rise = self
             .unseen_rise
             .max(self.profile.max_free(now, freed_until));
@@ -259,18 +204,7 @@ impl Conservative {
             if late {
                 self.valid = false;
             }
-            if due && !started {
-                self.maybe_stale = true;
-            }
             if started {
-                let w = self.s.queue.get(k);
-                // A job without an estimate is expected to end as it starts, while its
-                // reservation took a microsecond.
-                if w.req.estimate.is_zero()
-                    && let Some(t) = w.resv
-                {
-                    self.profile.unreserve(t, w.req.estimate, w.req.procs);
-                }
                 self.s.queue.remove(k);
             } else {
                 k += 1;
@@ -320,13 +254,9 @@ impl Policy for Conservative {
                 }
                 if run.expected_end > now {
                     improved = Some(run.expected_end);
-                    self.profile.free(now, run.expected_end, run.procs);
                 }
             }
             Seen::Withdrawn(w) => {
-                if let Some(t) = w.resv {
-                    self.profile.unreserve(t, w.req.estimate, w.req.procs);
-                }
                 improved = Some(match w.resv {
                     Some(t) => t + w.req.estimate.max(Dur::from_micros(1)),
                     None => now,

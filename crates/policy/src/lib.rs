@@ -63,7 +63,6 @@ pub mod profile;
 pub mod queue;
 pub mod registry;
 pub mod scojo;
-pub mod steptree;
 pub mod t3d;
 #[cfg(test)]
 mod testing;
