@@ -57,6 +57,13 @@ fn gang_draws_the_matrix_and_reports_quanta() {
         stdout.contains("time sharing") && stdout.contains("mean quantum"),
         "{stdout}"
     );
+    // The histograms of seed 002 Figs. 12 and 14 are in the human report too.
+    assert!(
+        stdout.contains("slowdown hist      1-2:")
+            && stdout.contains("bounded sld hist   1-2:")
+            && stdout.contains("preemptions hist   0:300 "),
+        "{stdout}"
+    );
     let picture = std::fs::read_to_string(&svg).unwrap();
     assert!(
         picture.starts_with("<svg") && picture.contains("slot 0"),
@@ -111,6 +118,12 @@ fn t3d_reads_its_classes_from_the_policy_config_file() {
         doc["timeshare"]["by_size"]
             .as_array()
             .is_some_and(|a| !a.is_empty())
+    );
+    let ts = &doc["timeshare"];
+    assert!(
+        ts["interactive_max_slowdown"].as_f64().unwrap()
+            >= ts["interactive_mean_slowdown"].as_f64().unwrap(),
+        "{ts}"
     );
 
     std::fs::write(&cfg, "[policy.classes.debug]\nprio = 3\n").unwrap();

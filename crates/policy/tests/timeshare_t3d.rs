@@ -111,8 +111,9 @@ fn toml_overrides_and_bad_keys_are_named() {
     let err = registry::build("t3d", &c).err().unwrap().to_string();
     assert_eq!(
         err,
-        "policy t3d: unknown option swap_per_p; known options: classes, default_class, \
-         job_limit, large_job, large_limit, queues, swap_per_pe, system_limit"
+        "policy t3d: unknown option swap_per_p; known options: classes, day_end, day_offset, \
+         day_start, default_class, job_limit, large_job, large_limit, night, queues, swap_per_pe, \
+         system_limit, weekends"
     );
 }
 

@@ -306,6 +306,8 @@ pub struct TimeshareReport {
     pub interactive_mean_bounded_slowdown: f64,
     /// Total response over total runtime of interactive jobs (the seed's "1.18").
     pub interactive_response_over_runtime: f64,
+    /// The worst interactive slowdown (the seed's one-second job delayed 23 minutes: 1371).
+    pub interactive_max_slowdown: f64,
     pub interactive_slowdown_hist: Vec<Bin>,
     pub interactive_bounded_slowdown_hist: Vec<Bin>,
     pub preemptions_total: u64,
@@ -425,6 +427,7 @@ impl TimeshareReport {
             } else {
                 0.0
             },
+            interactive_max_slowdown: inter_sld.iter().copied().fold(0.0, f64::max),
             interactive_slowdown_hist: hist(inter_sld.iter().copied()),
             interactive_bounded_slowdown_hist: hist(inter_bsld.iter().copied()),
             preemptions_total: all.iter().map(|c| c.preemptions as u64).sum(),
@@ -469,11 +472,29 @@ impl TimeshareReport {
         let _ = writeln!(s, "time sharing");
         let _ = writeln!(
             s,
-            "  interactive jobs   {} (mean slowdown {:.2}, bounded {:.2}, total response/runtime {:.2})",
+            "  interactive jobs   {} (mean slowdown {:.2}, bounded {:.2}, max {:.0}, total response/runtime {:.2})",
             self.interactive_jobs,
             self.interactive_mean_slowdown,
             self.interactive_mean_bounded_slowdown,
+            self.interactive_max_slowdown,
             self.interactive_response_over_runtime
+        );
+        // The histograms of Figs. 12 and 14, one line each: "label:count".
+        let line = |bins: &[Bin]| {
+            bins.iter()
+                .map(|b| format!("{}:{}", b.label, b.count))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let _ = writeln!(
+            s,
+            "  slowdown hist      {}",
+            line(&self.interactive_slowdown_hist)
+        );
+        let _ = writeln!(
+            s,
+            "  bounded sld hist   {}",
+            line(&self.interactive_bounded_slowdown_hist)
         );
         let _ = writeln!(
             s,
@@ -482,6 +503,7 @@ impl TimeshareReport {
             100.0 * self.preempted_jobs_fraction,
             self.max_preemptions
         );
+        let _ = writeln!(s, "  preemptions hist   {}", line(&self.preemptions_hist));
         let _ = writeln!(
             s,
             "  suspensions        {}, context switches {}",

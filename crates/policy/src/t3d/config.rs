@@ -18,16 +18,30 @@
 //! dnd_per_pe = "10s"      # do-not-disturb time = this x the job's PEs
 //! proc_limit = 256
 //! preemptible = true
+//! [policy.night]          # the non-prime set (optional): any key above but queues/default_class
+//! large_limit = 256
+//! [policy.night.classes.interactive]
+//! priority = 3            # the default at night: interactive = production (§4.2)
 //! ```
 //!
 //! Processor limits default to Table 1's values for the LLNL machine's 256 PEs, scaled to the
 //! simulated machine's size.
+//!
+//! **Day and night** (§4.2: Table 1 and the global limits are "the daytime on week-days" set;
+//! "we make interactive jobs higher priority than production jobs during the daytime and
+//! assign them equal priority at night"). With a `[policy.night]` table the scheduler switches
+//! between two parameter sets: the day set from `day_start` to `day_end` (default 07:00-18:00,
+//! Table 2's daytime period) on week-days, the night set otherwise (evenings, nights, and the
+//! weekend with `weekends = true`, the default; `day_offset` is the time of day at time 0,
+//! a Monday). The night set starts as the day set with interactive jobs at production's
+//! priority — the one night value the seed gives — and the table overrides the rest.
 
 use std::collections::BTreeMap;
 
 use cosched_core::Dur;
 
 use crate::opts::{Opts, dur_value};
+use crate::prime::PrimeSchedule;
 use crate::{ConfigError, JobRequest, PolicyConfig};
 
 /// "One year" of Table 1: never, in practice.
@@ -61,6 +75,17 @@ pub struct T3dConfig {
     pub job_limit: u32,
     pub system_limit: u32,
     pub swap_per_pe: Dur,
+    /// The night (non-prime) set and when the day set applies; `None`: one set all the time.
+    pub night: Option<DayNight>,
+}
+
+/// A second parameter set for the hours outside the day (seed 002 §4.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DayNight {
+    /// Prime time is the day: [`PrimeSchedule::is_prime`] says which set applies.
+    pub day: PrimeSchedule,
+    /// Same classes, in the same order, as the day set (jobs keep their class index).
+    pub set: Box<T3dConfig>,
 }
 
 impl T3dConfig {
@@ -91,6 +116,19 @@ impl T3dConfig {
             job_limit: scale(256),
             system_limit: scale(576),
             swap_per_pe: s(1),
+            night: None,
+        }
+    }
+
+    /// The parameter set that applies at `now`: the night set outside the day, else this one
+    /// (returned without its `night`).
+    pub fn set_at(&self, now: cosched_core::Time) -> T3dConfig {
+        match &self.night {
+            Some(n) if !n.day.is_prime(now) => (*n.set).clone(),
+            _ => T3dConfig {
+                night: None,
+                ..self.clone()
+            },
         }
     }
 
@@ -109,10 +147,61 @@ impl T3dConfig {
             .unwrap_or(self.default_class)
     }
 
-    /// Table 1 (scaled) overridden by the options.
+    /// Table 1 (scaled) overridden by the options, and the night set if one is given.
     pub fn from_policy_config(cfg: &PolicyConfig) -> Result<T3dConfig, ConfigError> {
         let o = Opts::new("t3d", cfg);
         let mut c = T3dConfig::table_1(cfg.machine.total_pes());
+        c.apply(&o, cfg.machine.total_pes(), false)?;
+        // The schedule's keys are read (and checked) whether or not a night set is given, so
+        // that every key is known to [`Opts::finish`].
+        let start = o.dur("day_start", Dur::from_secs(7 * 3600))?;
+        let end = o.dur("day_end", Dur::from_secs(18 * 3600))?;
+        let day_offset = o.dur("day_offset", Dur::ZERO)?;
+        let weekends = o.boolean("weekends", true)?;
+        if let Some(v) = o.get("night") {
+            let toml::Value::Table(table) = v else {
+                return Err(o.bad("night", "expected a table ([policy.night])"));
+            };
+            if !(start < end && end <= Dur::from_secs(86_400)) {
+                return Err(o.bad(
+                    "day_end",
+                    "day_start must come before day_end, within one day",
+                ));
+            }
+            let ncfg = PolicyConfig {
+                options: table.clone(),
+                ..cfg.clone()
+            };
+            let no = Opts::new("t3d", &ncfg);
+            let mut n = T3dConfig {
+                night: None,
+                ..c.clone()
+            };
+            if let (Some(i), Some(p)) = (n.class_index("interactive"), n.class_index("production"))
+            {
+                n.classes[i].priority = n.classes[p].priority;
+            }
+            n.apply(&no, cfg.machine.total_pes(), true)
+                .and_then(|()| no.finish())
+                .map_err(in_night)?;
+            c.night = Some(DayNight {
+                day: PrimeSchedule::Daily {
+                    start,
+                    end,
+                    day_offset,
+                    weekends,
+                },
+                set: Box::new(n),
+            });
+        }
+        o.finish()?;
+        Ok(c)
+    }
+
+    /// Overrides this set with the options `o` reads. A night set (`night`) may change the
+    /// classes it has, not add any, and does not read the queue mapping.
+    fn apply(&mut self, o: &Opts, pes: u32, night: bool) -> Result<(), ConfigError> {
+        let c = self;
         if let Some(v) = o.get("classes") {
             let toml::Value::Table(classes) = v else {
                 return Err(o.bad(
@@ -126,13 +215,19 @@ impl T3dConfig {
                 };
                 let idx = match c.class_index(name) {
                     Some(i) => i,
+                    None if night => {
+                        return Err(o.bad(
+                            &format!("classes.{name}"),
+                            "the night set may only change the day's classes (add it to [policy.classes] first)",
+                        ));
+                    }
                     None => {
                         c.classes.push(ClassParams {
                             name: name.clone(),
                             priority: 1,
                             wait: YEAR,
                             dnd_per_pe: Dur::from_secs(10),
-                            proc_limit: cfg.machine.total_pes(),
+                            proc_limit: pes,
                             preemptible: true,
                         });
                         c.classes.len() - 1
@@ -153,35 +248,61 @@ impl T3dConfig {
                 }
             }
         }
-        if let Some(v) = o.get("queues") {
-            let toml::Value::Table(queues) = v else {
-                return Err(o.bad("queues", "expected a table of queue number = \"class\""));
-            };
-            c.queues.clear();
-            for (q, class) in queues {
-                let field = format!("queues.{q}");
-                let q: u32 = q
-                    .parse()
-                    .map_err(|_| o.bad(&field, "a queue must be a number"))?;
-                let name = class
-                    .as_str()
-                    .ok_or_else(|| o.bad(&field, "expected a class name"))?;
-                let idx = c
-                    .class_index(name)
-                    .ok_or_else(|| o.bad(&field, format!("unknown class {name:?}")))?;
-                c.queues.insert(q, idx);
+        if !night {
+            if let Some(v) = o.get("queues") {
+                let toml::Value::Table(queues) = v else {
+                    return Err(o.bad("queues", "expected a table of queue number = \"class\""));
+                };
+                c.queues.clear();
+                for (q, class) in queues {
+                    let field = format!("queues.{q}");
+                    let q: u32 = q
+                        .parse()
+                        .map_err(|_| o.bad(&field, "a queue must be a number"))?;
+                    let name = class
+                        .as_str()
+                        .ok_or_else(|| o.bad(&field, "expected a class name"))?;
+                    let idx = c
+                        .class_index(name)
+                        .ok_or_else(|| o.bad(&field, format!("unknown class {name:?}")))?;
+                    c.queues.insert(q, idx);
+                }
             }
+            let default = o.string("default_class", "production")?;
+            c.default_class = c
+                .class_index(&default)
+                .ok_or_else(|| o.bad("default_class", format!("unknown class {default:?}")))?;
         }
-        let default = o.string("default_class", "production")?;
-        c.default_class = c
-            .class_index(&default)
-            .ok_or_else(|| o.bad("default_class", format!("unknown class {default:?}")))?;
         c.large_job = o.uint("large_job", c.large_job)?;
         c.large_limit = o.uint("large_limit", c.large_limit)?;
         c.job_limit = o.uint("job_limit", c.job_limit)?;
         c.system_limit = o.uint("system_limit", c.system_limit)?;
         c.swap_per_pe = o.dur("swap_per_pe", c.swap_per_pe)?;
-        o.finish()?;
-        Ok(c)
+        Ok(())
+    }
+}
+
+/// Names a key of the night table as `night.KEY` in an error.
+fn in_night(e: ConfigError) -> ConfigError {
+    match e {
+        ConfigError::BadOption {
+            policy,
+            option,
+            why,
+        } => ConfigError::BadOption {
+            policy,
+            option: format!("night.{option}"),
+            why,
+        },
+        ConfigError::UnknownOption {
+            policy,
+            unknown,
+            known,
+        } => ConfigError::UnknownOption {
+            policy,
+            unknown: unknown.into_iter().map(|k| format!("night.{k}")).collect(),
+            known: known.into_iter().map(|k| format!("night.{k}")).collect(),
+        },
+        other => other,
     }
 }

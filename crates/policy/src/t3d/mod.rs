@@ -20,6 +20,9 @@
 //!    system (over-allocation) processor limits, on free PEs or on PEs of jobs of a
 //!    strictly lower-priority class whose do-not-disturb time is up.
 //!
+//! With a night set ([`config::DayNight`]) the parameters in force switch at the day's start
+//! and end (a timer wakes the policy); jobs keep their class, and loaded jobs their PEs.
+//!
 //! The policy keeps a log of every preemption and every quantum (uninterrupted run), for the
 //! reports of Figs. 13-15 ([`T3d::quanta`], [`T3d::preemptions`]).
 
@@ -32,7 +35,7 @@ use std::sync::Arc;
 
 use cosched_core::{Dur, JobId, PeSet, Time};
 
-pub use config::{ClassParams, T3dConfig};
+pub use config::{ClassParams, DayNight, T3dConfig};
 use pes::{Holder, PeMap};
 
 use crate::queue::{Queued, WaitQueue, never_fits};
@@ -117,7 +120,12 @@ struct Earmark {
 
 #[derive(Clone, Debug)]
 pub struct T3d {
+    /// The parameters as configured, night set included.
+    full: T3dConfig,
+    /// The set in force now (the day set, or the night set outside the day).
     cfg: T3dConfig,
+    /// Whether `cfg` is the day set.
+    is_day: bool,
     /// Who holds each PE, which PEs are earmarked and which are down.
     pe: PeMap,
     /// PEs set swapping out, with when the swap ends; [`T3d::schedule`] frees them then.
@@ -154,8 +162,14 @@ impl T3d {
     }
 
     pub fn with_config(pes: u32, cfg: T3dConfig) -> T3d {
+        let is_day = cfg
+            .night
+            .as_ref()
+            .is_none_or(|n| n.day.is_prime(Time::ZERO));
         T3d {
-            cfg,
+            cfg: cfg.set_at(Time::ZERO),
+            full: cfg,
+            is_day,
             pe: PeMap::new(pes),
             swaps: Vec::new(),
             loaded: BTreeMap::new(),
@@ -174,8 +188,31 @@ impl T3d {
         }
     }
 
+    /// The parameters as configured (with the night set, if any).
     pub fn config(&self) -> &T3dConfig {
+        &self.full
+    }
+    /// The parameter set in force now.
+    pub fn active(&self) -> &T3dConfig {
         &self.cfg
+    }
+    pub fn is_day(&self) -> bool {
+        self.is_day
+    }
+
+    /// Puts the day or night set in force at `now`, and asks to be woken at the next change.
+    fn day_or_night(&mut self, now: Time, out: &mut Vec<Decision>) {
+        let Some(n) = &self.full.night else {
+            return;
+        };
+        let (day, next) = (n.day.is_prime(now), n.day.next_change(now));
+        if day != self.is_day {
+            self.is_day = day;
+            self.cfg = self.full.set_at(now);
+            // Priorities and do-not-disturb times changed: cached victim lists are stale.
+            self.epoch += 1;
+        }
+        self.ask_timer(next, now, out);
     }
     /// Every uninterrupted run so far (runs still going are not included).
     pub fn quanta(&self) -> &[Quantum] {
@@ -597,6 +634,7 @@ impl T3d {
     }
 
     fn schedule(&mut self, now: Time, out: &mut Vec<Decision>) {
+        self.day_or_night(now, out);
         // Swaps that are over: their PEs still swapping (not taken since) become free.
         if self.swaps.iter().any(|(t, _)| *t <= now) {
             let (over, going): (Vec<_>, Vec<_>) = std::mem::take(&mut self.swaps)
