@@ -95,8 +95,14 @@ fn plot_sweep(
     use cosched_sim::plot::{LineChart, Series, line_chart};
     let mut x_names: Vec<String> = Vec::new();
     let mut series: Vec<Series> = Vec::new();
+    // A one-parameter grid names its points by value and the axis by the parameter.
+    let keys: Vec<&String> = sc.grid.keys().collect();
+    let single = (keys.len() == 1).then(|| keys[0].clone());
     for r in results {
-        let x = params_text(r);
+        let x = match (&single, &r.params) {
+            (Some(k), Some(p)) => p.get(k).cloned().unwrap_or_default(),
+            _ => params_text(r),
+        };
         let k = match x_names.iter().position(|n| *n == x) {
             Some(k) => k,
             None => {
@@ -128,7 +134,7 @@ fn plot_sweep(
         } else {
             sc.description.clone()
         },
-        x_label: "grid point".into(),
+        x_label: single.unwrap_or_else(|| "grid point".into()),
         y_label: metric.label().into(),
         series,
         provenance: Some(prov),
