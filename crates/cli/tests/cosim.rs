@@ -195,3 +195,60 @@ fn bad_input_says_what_and_where() {
     let out = cosched(&["cosim", "--scheme", "gs"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--scenario"));
 }
+
+/// `cosim sweep --plot` draws a NAS sweep's slowdown relative to BATCH with the shared plotting
+/// code: one series per scheme, the grid's values on the x axis; without `[mix]
+/// batch_slowdown` that metric is refused by name.
+#[test]
+fn sweep_plots_the_slowdown_relative_to_batch() {
+    let text = "[machine]\nnodes = 4\nmpl = 2\n[costs]\nserial_nic = true\nstartup = \"15us\"\n\
+                [mix]\nworkload = \"IS\"\njobs = 2\nprocs = 4\nv = 0.5\niterations = 5\nbatch_slowdown = true\n\
+                [grid]\nworkload = [\"IS\", \"FT\"]\n";
+    let f = scenario_file("nas.toml", text);
+    let svg = f.with_extension("svg");
+    let out = cosched(&[
+        "cosim",
+        "sweep",
+        "--scenario",
+        f.to_str().unwrap(),
+        "--schemes",
+        "fcfs,sb",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--plot-metric",
+        "batch-slowdown",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("batch_slowdown"), "{stdout}");
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    for label in ["slowdown relative to BATCH", "FT", "sb", "fcfs"] {
+        assert!(drawn.contains(label), "{label} missing from the plot");
+    }
+    let plain = scenario_file(
+        "nas-plain.toml",
+        &text.replace("batch_slowdown = true\n", ""),
+    );
+    let out = cosched(&[
+        "cosim",
+        "sweep",
+        "--scenario",
+        plain.to_str().unwrap(),
+        "--schemes",
+        "sb",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--plot-metric",
+        "batch-slowdown",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("batch_slowdown"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

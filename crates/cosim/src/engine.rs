@@ -18,7 +18,7 @@ use rand_pcg::Pcg64;
 
 use crate::report::{Breakdown, ClassChange, JobResult, ProcResult, RunResult};
 use crate::scenario::Scenario;
-use crate::workload::{AppJob, peers};
+use crate::workload::{AppJob, draw_size};
 
 #[derive(Clone, Copy, Debug)]
 enum Ev {
@@ -470,10 +470,7 @@ impl<'a> Engine<'a> {
                     iter: 0,
                     phase: Phase::Compute,
                     rem: Dur::ZERO,
-                    peers: peers(job.pattern, job.procs, rank)
-                        .into_iter()
-                        .map(|r| first + r)
-                        .collect(),
+                    peers: job.peers(rank).into_iter().map(|r| first + r).collect(),
                     inbox: Vec::new(),
                     got: 0,
                     send_done: Time::ZERO,
@@ -732,14 +729,25 @@ impl<'a> Engine<'a> {
                         dsts.sort_by_key(|&d| (self.procs[d as usize].rank + n - rank) % n);
                     }
                     let mut done = self.now;
+                    let jobs_in = self.jobs_in;
+                    let sizes = &jobs_in[self.procs[i].job].msg_sizes;
                     for dst in dsts {
+                        let transit = if sizes.is_empty() {
+                            self.transit
+                        } else {
+                            let b = draw_size(&mut self.procs[i].rng, sizes);
+                            self.sc.costs.transit_bytes(b)
+                        };
                         let arrive = if serial {
+                            // The NIC is busy for the transfer; the fixed startup part of
+                            // the latency (`[costs] startup`) overlaps the next message.
+                            let startup = self.sc.costs.startup.min(transit);
                             let nic = &mut self.nic_free[from_node as usize];
                             let start = (*nic).max(self.now);
-                            *nic = start + self.transit;
-                            *nic
+                            *nic = start + (transit - startup);
+                            *nic + startup
                         } else {
-                            self.now + self.transit
+                            self.now + transit
                         };
                         done = done.max(arrive);
                         self.at(

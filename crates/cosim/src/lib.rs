@@ -28,6 +28,11 @@ pub fn run(sc: &Scenario, scheme: Scheme, class_history: bool) -> Result<RunResu
     if sc.mix.as_ref().is_some_and(|m| m.slowdown) {
         r.set_slowdowns(&alone(sc, scheme, &jobs));
     }
+    if sc.mix.as_ref().is_some_and(|m| m.batch_slowdown) {
+        // BATCH runs the jobs one after another, each alone on the machine.
+        let batch: f64 = alone(sc, Scheme::Fcfs, &jobs).iter().sum();
+        r.batch_slowdown = (batch > 0.0).then(|| r.makespan_s / batch);
+    }
     Ok(r)
 }
 

@@ -166,6 +166,10 @@ pub struct RunResult {
     pub mean_slowdown: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slowdown_cv: Option<f64>,
+    /// Makespan over the sum of the jobs' runtimes alone (with `[mix] batch_slowdown`;
+    /// seed 004 Fig. 7's "slowdown relative to BATCH").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_slowdown: Option<f64>,
     pub jobs: Vec<JobResult>,
     #[serde(skip)]
     pub node_breakdown: Vec<Breakdown>,
@@ -222,6 +226,7 @@ impl RunResult {
             long: group(false),
             mean_slowdown: None,
             slowdown_cv: None,
+            batch_slowdown: None,
             node_breakdown: nodes,
             makespan: end.since(Time::ZERO),
             class_history: history,

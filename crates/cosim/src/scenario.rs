@@ -81,6 +81,13 @@ pub struct Costs {
     /// Added transfer time per message: message_bytes / bandwidth (0 = included in latency).
     pub bandwidth_mb_s: f64,
     pub message_bytes: u64,
+    /// Fixed part of a message's one-way time, used when a job's messages have their own
+    /// sizes (the NAS models): a message of b bytes takes startup + b / bandwidth, the
+    /// bandwidth being the one that makes `message_bytes` take `latency` (seed 004 gives only
+    /// that one point, 187.97 µs for 32 KB). With `serial_nic` the NIC is busy only for the
+    /// transfer part, so a small message does not hold up the next one for its whole latency.
+    #[serde(with = "dur")]
+    pub startup: Dur,
     /// The sending NIC puts one message on the wire at a time, each occupying it for the whole
     /// transit time, so k messages of one send leave over k transits (seed 004 sizes an
     /// iteration's communication as messages × one-way latency, Table 2). Off: every message
@@ -99,6 +106,7 @@ impl Default for Costs {
             latency: Dur::from_micros(188),
             bandwidth_mb_s: 0.0,
             message_bytes: 32 * 1024,
+            startup: Dur::ZERO,
             serial_nic: false,
         }
     }
@@ -113,6 +121,15 @@ impl Costs {
             Dur::ZERO
         };
         self.latency + transfer
+    }
+
+    /// Time from send to arrival of a message of `bytes` bytes: the fixed `startup`, plus the
+    /// rest of [`Costs::transit`] scaled by size relative to `message_bytes`.
+    pub fn transit_bytes(&self, bytes: u64) -> Dur {
+        let full = self.transit();
+        let per_byte =
+            (full - self.startup).max(Dur::ZERO).0 as f64 / self.message_bytes.max(1) as f64;
+        self.startup + Dur((per_byte * bytes as f64).round() as i64)
     }
 }
 
@@ -254,18 +271,30 @@ fn one_f() -> f64 {
     1.0
 }
 
-/// A seed-004 synthetic workload (Table 2): every job has `procs` processes and the
-/// computation / I/O / communication shares of J1, J2 or J3 (WL4 mixes them equally).
+/// A seed-004 workload (Table 2): every job has `procs` processes and either the
+/// computation / I/O / communication shares of J1, J2 or J3 (WL1–WL3; WL4 mixes them
+/// equally), or one of the NAS job models LU, CG, IS, FT (Table 2(b); see
+/// [`crate::workload::nas_model`]), which bring their own pattern, message sizes and
+/// iteration count.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MixCfg {
     pub workload: String,
     pub jobs: u32,
     pub procs: u32,
-    pub pattern: Pattern,
+    /// Required for WL1–WL4; a NAS model has its own (giving one is an error).
+    #[serde(default)]
+    pub pattern: Option<Pattern>,
     /// Per-iteration compute and I/O are multiplied by 1 + unif(−v/2, v/2) (seed 004 §4).
     pub v: f64,
-    pub iterations: u32,
+    /// Required for WL1–WL4; for a NAS model it replaces the model's own count.
+    #[serde(default)]
+    pub iterations: Option<u32>,
+    /// Also report each scheme's slowdown relative to BATCH: its makespan over the sum of
+    /// the jobs' runtimes alone on the machine (seed 004 Fig. 7). Costs one extra run per
+    /// kind of job.
+    #[serde(default)]
+    pub batch_slowdown: bool,
     /// Time between arrivals (0: all at once).
     #[serde(with = "dur", default)]
     pub interarrival: Dur,
@@ -454,8 +483,21 @@ impl Scenario {
             }
         }
         if let Some(mix) = &self.mix {
-            if crate::workload::mix_shares(&mix.workload, 0).is_none() {
-                return bad("mix.workload", "must be WL1, WL2, WL3 or WL4");
+            let nas = crate::workload::nas_model(&mix.workload).is_some();
+            if crate::workload::mix_shares(&mix.workload, 0).is_none() && !nas {
+                return bad(
+                    "mix.workload",
+                    "must be WL1, WL2, WL3, WL4, LU, CG, IS or FT",
+                );
+            }
+            if nas && mix.pattern.is_some() {
+                return bad(
+                    "mix.pattern",
+                    "a NAS model (LU, CG, IS, FT) has its own pattern; leave it out",
+                );
+            }
+            if !nas && (mix.pattern.is_none() || mix.iterations.is_none()) {
+                return bad("mix", "WL1..WL4 need a pattern and iterations");
             }
             if mix.procs == 0 || mix.procs > total {
                 return bad(
@@ -463,7 +505,7 @@ impl Scenario {
                     &format!("must be between 1 and the machine's {total} PEs"),
                 );
             }
-            if mix.iterations == 0 || mix.jobs == 0 {
+            if mix.iterations == Some(0) || mix.jobs == 0 {
                 return bad("mix", "jobs and iterations must be at least 1");
             }
             if !(0.0..2.0).contains(&mix.v) {
@@ -539,7 +581,7 @@ impl Scenario {
                     let p = Pattern::parse(v)
                         .ok_or_else(|| bad(k, format!("{v:?} is not none, nn or aa")))?;
                     if let Some(m) = sc.mix.as_mut() {
-                        m.pattern = p;
+                        m.pattern = Some(p);
                     }
                     for j in &mut sc.jobs {
                         j.pattern = p;

@@ -29,9 +29,24 @@ pub struct AppJob {
     pub work: Dur,
     /// Kind of job (J1/J2/J3 for mixes, G/V/pattern for model jobs).
     pub label: String,
+    /// Message sizes (bytes, probability) each message is drawn from; empty: every message
+    /// is `[costs] message_bytes` long and takes the scenario's transit time.
+    pub msg_sizes: Vec<(u64, f64)>,
+    /// A wider neighbourhood than NN's (the NAS models): the partners are the ranks at ± each
+    /// of these distances on the ring of ranks. Empty: the pattern's own partners.
+    pub ring: Vec<u32>,
 }
 
 impl AppJob {
+    /// The ranks `rank` sends to and receives from each iteration.
+    pub fn peers(&self, rank: u32) -> Vec<u32> {
+        if self.ring.is_empty() {
+            peers(self.pattern, self.procs, rank)
+        } else {
+            at_distances(self.procs, rank, &self.ring)
+        }
+    }
+
     /// Work factor and variance of one rank.
     pub fn rank_params(&self, rank: u32) -> (f64, f64) {
         rank_params(self.variance, &self.rank_overrides, rank)
@@ -56,18 +71,122 @@ pub fn peers(pattern: Pattern, procs: u32, rank: u32) -> Vec<u32> {
     match pattern {
         Pattern::None => Vec::new(),
         Pattern::Aa => (0..procs).filter(|&r| r != rank).collect(),
-        Pattern::Nn => {
-            let mut v = Vec::new();
-            if procs > 1 {
-                v.push((rank + 1) % procs);
-                let left = (rank + procs - 1) % procs;
-                if left != v[0] {
-                    v.push(left);
-                }
+        Pattern::Nn => at_distances(procs, rank, &[1]),
+    }
+}
+
+/// The ranks at ± each distance on a ring of `procs`, each once, never `rank` itself.
+fn at_distances(procs: u32, rank: u32, distances: &[u32]) -> Vec<u32> {
+    let mut v = Vec::new();
+    for &d in distances {
+        let d = d % procs.max(1);
+        for r in [(rank + d) % procs, (rank + procs - d) % procs] {
+            if r != rank && !v.contains(&r) {
+                v.push(r);
             }
-            v
         }
     }
+    v
+}
+
+/// A NAS model's partners (seed 004 Table 2(b)'s "NN (four)", "NN (six)", "AA").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NasPattern {
+    /// Four neighbours on a 2-D torus: ranks ±1 and ± the row width (the smallest power of
+    /// two at least √procs) — our reading of LU's "NN (four)".
+    Grid2d,
+    /// Six partners at distances ±1, ±2, ±4 — our reading of CG's "NN (six)" (its row
+    /// reductions exchange with partners at power-of-two distances).
+    PowersOfTwo,
+    AllToAll,
+}
+
+impl NasPattern {
+    /// The pattern and ring distances of an [`AppJob`] with `procs` ranks.
+    fn job_pattern(self, procs: u32) -> (Pattern, Vec<u32>) {
+        match self {
+            NasPattern::Grid2d => {
+                let mut width = 1;
+                while width * width < procs {
+                    width *= 2;
+                }
+                (Pattern::Nn, vec![1, width])
+            }
+            NasPattern::PowersOfTwo => (Pattern::Nn, vec![1, 2, 4]),
+            NasPattern::AllToAll => (Pattern::Aa, Vec::new()),
+        }
+    }
+}
+
+/// A NAS Parallel Benchmark job model (seed 004 §4, Table 2(b)): its exchange pattern, the
+/// share of its run spent communicating, and the sizes of its messages. The paper gives only
+/// these; the rest is our reading, documented in docs/reproductions/proc-fig7.md: no I/O, one
+/// exchange with every partner per iteration, each message's size drawn from the table, and
+/// an iteration count that makes a job run about a second alone.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NasModel {
+    pub name: &'static str,
+    pub pattern: NasPattern,
+    /// Percent of the time alone spent communicating (Table 2(b) "Comm.").
+    pub comm_share: f64,
+    /// (bytes, probability) — Table 2(b)'s sizes and shares (LU's "320, 640 (48.3 %)" read
+    /// as 48.3 % each).
+    pub sizes: &'static [(u64, f64)],
+    pub iterations: u32,
+}
+
+const NAS: [NasModel; 4] = [
+    NasModel {
+        name: "LU",
+        pattern: NasPattern::Grid2d,
+        comm_share: 11.5,
+        sizes: &[
+            (320, 0.483),
+            (640, 0.483),
+            (40_960, 0.0156),
+            (81_920, 0.0156),
+        ],
+        iterations: 1_000,
+    },
+    NasModel {
+        name: "CG",
+        pattern: NasPattern::PowersOfTwo,
+        comm_share: 63.4,
+        sizes: &[(8, 0.59), (16, 0.01), (14_000, 0.40)],
+        iterations: 2_000,
+    },
+    NasModel {
+        name: "IS",
+        pattern: NasPattern::AllToAll,
+        comm_share: 30.1,
+        sizes: &[(4, 0.5), (32_768, 0.5)],
+        iterations: 100,
+    },
+    NasModel {
+        name: "FT",
+        pattern: NasPattern::AllToAll,
+        comm_share: 56.3,
+        sizes: &[(128 * 1024, 0.5), (256 * 1024, 0.5)],
+        iterations: 16,
+    },
+];
+
+/// The NAS job model of this name (LU, CG, IS, FT; any case).
+pub fn nas_model(name: &str) -> Option<&'static NasModel> {
+    NAS.iter().find(|m| m.name.eq_ignore_ascii_case(name))
+}
+
+/// One message size drawn from `sizes` ((bytes, probability); the last takes any rounding).
+pub fn draw_size(rng: &mut Pcg64, sizes: &[(u64, f64)]) -> u64 {
+    let total: f64 = sizes.iter().map(|s| s.1).sum();
+    let mut x = rng.random_range(0.0..total.max(f64::MIN_POSITIVE));
+    for &(b, p) in sizes {
+        if x < p {
+            return b;
+        }
+        x -= p;
+    }
+    sizes.last().map_or(0, |s| s.0)
 }
 
 /// Shares of computation, I/O and communication (percent) of the `index`-th job of a seed-004
@@ -93,6 +212,52 @@ pub fn build(sc: &Scenario) -> Result<Vec<AppJob>, ScenarioError> {
     if let Some(mix) = &sc.mix {
         let transit = sc.costs.transit();
         let mut jobs = Vec::new();
+        if let Some(m) = nas_model(&mix.workload) {
+            // An iteration's communication alone: the sending NIC transfers the messages one
+            // after another (mean transfer each), and the last one's startup latency follows.
+            let startup = sc.costs.startup;
+            let mean_transfer: f64 = m
+                .sizes
+                .iter()
+                .map(|&(b, p)| p * (sc.costs.transit_bytes(b) - startup).as_secs_f64())
+                .sum::<f64>()
+                / m.sizes.iter().map(|s| s.1).sum::<f64>();
+            let (pattern, ring) = m.pattern.job_pattern(mix.procs);
+            let receives = if ring.is_empty() {
+                peers(pattern, mix.procs, 0).len()
+            } else {
+                at_distances(mix.procs, 0, &ring).len()
+            }
+            .max(1) as f64;
+            let comm_time = mean_transfer * receives + startup.as_secs_f64();
+            let compute = Dur::from_secs_f64(comm_time * (100.0 - m.comm_share) / m.comm_share);
+            let iterations = mix.iterations.unwrap_or(m.iterations);
+            for i in 0..mix.jobs {
+                jobs.push(AppJob {
+                    id: i + 1,
+                    arrival: Time::ZERO + mix.interarrival * i64::from(i),
+                    procs: mix.procs,
+                    iterations,
+                    compute,
+                    io: Dur::ZERO,
+                    pattern,
+                    variance: mix.v / 2.0,
+                    rank_overrides: Vec::new(),
+                    work: compute * i64::from(iterations),
+                    label: m.name.to_string(),
+                    msg_sizes: m.sizes.to_vec(),
+                    ring: ring.clone(),
+                });
+            }
+            return Ok(jobs);
+        }
+        let (Some(pattern), Some(iterations)) = (mix.pattern, mix.iterations) else {
+            return Err(ScenarioError::Invalid {
+                path: sc.name.clone(),
+                field: "mix".into(),
+                why: "WL1..WL4 need a pattern and iterations".into(),
+            });
+        };
         for i in 0..mix.jobs {
             let (comp, io, comm, label) =
                 mix_shares(&mix.workload, i).ok_or_else(|| ScenarioError::Invalid {
@@ -100,7 +265,7 @@ pub fn build(sc: &Scenario) -> Result<Vec<AppJob>, ScenarioError> {
                     field: "mix.workload".into(),
                     why: format!("{:?} is not WL1..WL4", mix.workload),
                 })?;
-            let receives = peers(mix.pattern, mix.procs, 0).len().max(1) as i64;
+            let receives = peers(pattern, mix.procs, 0).len().max(1) as i64;
             let comm_time = transit * receives;
             let compute = Dur::from_secs_f64(comm_time.as_secs_f64() * comp / comm);
             let io_t = if mix.without_io {
@@ -128,14 +293,16 @@ pub fn build(sc: &Scenario) -> Result<Vec<AppJob>, ScenarioError> {
                 id: i + 1,
                 arrival: Time::ZERO + mix.interarrival * i64::from(i),
                 procs: mix.procs,
-                iterations: mix.iterations,
+                iterations,
                 compute,
                 io: io_t,
-                pattern: mix.pattern,
+                pattern,
                 variance: mix.v / 2.0,
                 rank_overrides,
-                work: compute * i64::from(mix.iterations),
+                work: compute * i64::from(iterations),
                 label: label.to_string(),
+                msg_sizes: Vec::new(),
+                ring: Vec::new(),
             });
         }
         return Ok(jobs);
@@ -226,6 +393,8 @@ fn explicit(sc: &Scenario, id: u32, j: &JobCfg) -> AppJob {
         rank_overrides: overrides,
         work: j.work,
         label: format!("G{} V{} {}", j.granularity, j.variance, j.pattern.name()),
+        msg_sizes: Vec::new(),
+        ring: Vec::new(),
     }
 }
 
@@ -240,6 +409,43 @@ mod tests {
         assert_eq!(peers(Pattern::Nn, 2, 0), vec![1]);
         assert!(peers(Pattern::Nn, 1, 0).is_empty());
         assert!(peers(Pattern::None, 4, 0).is_empty());
+    }
+
+    #[test]
+    fn nas_neighbourhoods() {
+        let (p, ring) = NasPattern::Grid2d.job_pattern(32);
+        assert_eq!((p, ring.as_slice()), (Pattern::Nn, &[1, 8][..]));
+        assert_eq!(at_distances(32, 0, &ring), vec![1, 31, 8, 24]);
+        let (_, ring) = NasPattern::PowersOfTwo.job_pattern(32);
+        assert_eq!(at_distances(32, 5, &ring), vec![6, 4, 7, 3, 9, 1]);
+        assert_eq!(at_distances(4, 0, &ring), vec![1, 3, 2]);
+    }
+
+    #[test]
+    fn nas_jobs_take_table_2b_shares_and_sizes() {
+        let text = "[machine]\nnodes = 32\n[costs]\nstartup = \"15us\"\n[mix]\nworkload = \"is\"\njobs = 2\nprocs = 32\nv = 0.0\n";
+        let sc = Scenario::parse(text, "t").unwrap();
+        let jobs = build(&sc).unwrap();
+        assert_eq!(jobs.len(), 2);
+        let j = &jobs[0];
+        assert_eq!(
+            (j.pattern, j.iterations, j.io),
+            (Pattern::Aa, 100, Dur::ZERO)
+        );
+        assert_eq!(j.peers(3).len(), 31);
+        // 32 KB takes the full 188 µs (173 of transfer), 4 bytes the 15 µs startup: 31
+        // transfers of 86.5 µs on average and one startup are 30.1 % of an iteration.
+        let comm = 31.0 * 173.0 / 2.0 + 15.0;
+        let want = comm * (100.0 - 30.1) / 30.1;
+        assert!(
+            (j.compute.0 as f64 - want).abs() <= 1.0,
+            "{:?} vs {want}",
+            j.compute
+        );
+        assert_eq!(sc.costs.transit_bytes(32_768), Dur::from_micros(188));
+        assert_eq!(sc.costs.transit_bytes(0), Dur::from_micros(15));
+        let e = Scenario::parse(&format!("{text}pattern = \"aa\"\n"), "t").unwrap_err();
+        assert!(e.to_string().contains("mix.pattern"), "{e}");
     }
 
     #[test]

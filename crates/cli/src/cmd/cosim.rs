@@ -45,6 +45,103 @@ struct SweepArgs {
     /// Print one JSON array instead of a table
     #[arg(long)]
     json: bool,
+    /// Also draw the sweep (.png or .svg): one series per scheme, the grid points side by
+    /// side on the x axis
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// What the plot shows: response (mean response s), makespan (s), pending (message
+    /// pending ms) or batch-slowdown (needs `[mix] batch_slowdown`)
+    #[arg(long, default_value = "response", requires = "plot")]
+    plot_metric: PlotMetric,
+}
+
+/// The quantity `cosim sweep --plot` draws.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum PlotMetric {
+    Response,
+    Makespan,
+    Pending,
+    BatchSlowdown,
+}
+
+impl PlotMetric {
+    fn of(self, r: &RunResult) -> Option<f64> {
+        match self {
+            PlotMetric::Response => Some(r.mean_response_s),
+            PlotMetric::Makespan => Some(r.makespan_s),
+            PlotMetric::Pending => Some(r.msg_pending_s * 1e3),
+            PlotMetric::BatchSlowdown => r.batch_slowdown,
+        }
+    }
+    fn label(self) -> &'static str {
+        match self {
+            PlotMetric::Response => "mean job response (s)",
+            PlotMetric::Makespan => "makespan (s)",
+            PlotMetric::Pending => "message pending time (ms)",
+            PlotMetric::BatchSlowdown => "slowdown relative to BATCH",
+        }
+    }
+}
+
+/// The sweep as a chart drawn by the simulator's plotting code: grid points are categories
+/// on the x axis, each scheme a series of markers.
+fn plot_sweep(
+    path: &std::path::Path,
+    sc: &Scenario,
+    results: &[RunResult],
+    metric: PlotMetric,
+    prov: Provenance,
+) -> anyhow::Result<()> {
+    use cosched_sim::plot::{LineChart, Series, line_chart};
+    let mut x_names: Vec<String> = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
+    // A one-parameter grid names its points by value and the axis by the parameter.
+    let keys: Vec<&String> = sc.grid.keys().collect();
+    let single = (keys.len() == 1).then(|| keys[0].clone());
+    for r in results {
+        let x = match (&single, &r.params) {
+            (Some(k), Some(p)) => p.get(k).cloned().unwrap_or_default(),
+            _ => params_text(r),
+        };
+        let k = match x_names.iter().position(|n| *n == x) {
+            Some(k) => k,
+            None => {
+                x_names.push(x);
+                x_names.len() - 1
+            }
+        };
+        let Some(y) = metric.of(r) else {
+            bail!(
+                "--plot-metric {metric:?}: the scenario does not report it (set [mix] batch_slowdown = true)"
+            );
+        };
+        let s = match series.iter_mut().position(|s| s.name == r.scheme) {
+            Some(i) => &mut series[i],
+            None => {
+                series.push(Series {
+                    name: r.scheme.clone(),
+                    markers_only: true,
+                    ..Series::default()
+                });
+                series.last_mut().expect("just pushed")
+            }
+        };
+        s.points.push(((k + 1) as f64, y));
+    }
+    let chart = LineChart {
+        title: if sc.description.is_empty() {
+            sc.name.clone()
+        } else {
+            sc.description.clone()
+        },
+        x_label: single.unwrap_or_else(|| "grid point".into()),
+        y_label: metric.label().into(),
+        series,
+        provenance: Some(prov),
+        x_names,
+        ..LineChart::default()
+    };
+    line_chart(path, &chart).with_context(|| format!("drawing {}", path.display()))
 }
 
 fn parse_schemes(names: &[String]) -> anyhow::Result<Vec<Scheme>> {
@@ -135,6 +232,9 @@ fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
         print_summary(&results);
         print_slowdowns(&results);
     }
+    if let Some(p) = &a.plot {
+        plot_sweep(p, &sc, &results, a.plot_metric, provenance(&a.scenario)?)?;
+    }
     Ok(0)
 }
 
@@ -184,26 +284,30 @@ fn print_summary(results: &[RunResult]) {
     }
 }
 
-/// The fairness columns, when the scenario asked for slowdowns (`[mix] slowdown`).
+/// The slowdown columns, when the scenario asked for them (`[mix] slowdown` for fairness,
+/// `[mix] batch_slowdown` for the slowdown relative to BATCH).
 fn print_slowdowns(results: &[RunResult]) {
-    if results.iter().all(|r| r.slowdown_cv.is_none()) {
+    if results
+        .iter()
+        .all(|r| r.slowdown_cv.is_none() && r.batch_slowdown.is_none())
+    {
         return;
     }
+    let opt = |x: Option<f64>, prec: usize| x.map_or("-".into(), |v| format!("{v:.prec$}"));
     println!();
     println!(
-        "{:<22} {:<8} {:>13} {:>12}",
-        "params", "scheme", "mean_slowdown", "slowdown_cv"
+        "{:<22} {:<8} {:>13} {:>12} {:>14}",
+        "params", "scheme", "mean_slowdown", "slowdown_cv", "batch_slowdown"
     );
     for r in results {
-        if let (Some(m), Some(cv)) = (r.mean_slowdown, r.slowdown_cv) {
-            println!(
-                "{:<22} {:<8} {:>13.3} {:>12.4}",
-                params_text(r),
-                r.scheme,
-                m,
-                cv
-            );
-        }
+        println!(
+            "{:<22} {:<8} {:>13} {:>12} {:>14}",
+            params_text(r),
+            r.scheme,
+            opt(r.mean_slowdown, 3),
+            opt(r.slowdown_cv, 4),
+            opt(r.batch_slowdown, 3)
+        );
     }
 }
 
