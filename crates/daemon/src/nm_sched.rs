@@ -733,6 +733,7 @@ mod tests {
         let (mut n, mut m) = two_jobs("gs");
         let p = n.strobe(strobe(Some(1), &[2]), &mut m);
         assert_eq!((p.stop_jobs, p.cont_jobs), (vec![JobId(1)], vec![JobId(2)]));
+        assert!(p.runs.is_empty(), "gs reports nothing: the MM decided it");
         assert!(n.manages(JobId(1)) && !n.manages(JobId(3)));
         let p = n.strobe(strobe(Some(1), &[2]), &mut m);
         assert!(
@@ -746,9 +747,13 @@ mod tests {
         let (mut n, mut m) = two_jobs("local");
         let p = n.strobe(strobe(Some(0), &[1]), &mut m);
         assert_eq!((p.stop_jobs, p.cont_jobs), (vec![], vec![JobId(2)]));
+        // Both run here, job 2 although the policy only placed it: reported once.
+        assert_eq!(p.runs, [(JobId(1), true), (JobId(2), true)]);
+        assert!(n.strobe(strobe(Some(1), &[2]), &mut m).runs.is_empty());
         // Job 1's row is active but the policy does not run it: held.
         let p = n.strobe(strobe(Some(0), &[]), &mut m);
         assert_eq!(p.stop_jobs, vec![JobId(1)]);
+        assert_eq!(p.runs, [(JobId(1), false)]);
     }
 
     #[test]
@@ -759,11 +764,14 @@ mod tests {
         assert_eq!(p.cont_jobs, vec![JobId(2)]);
         assert_eq!(p.stop_ranks, vec![NO_PID - 1]);
         assert_eq!(p.cont_ranks, vec![NO_PID]);
+        // Job 2's only rank here is stopped rank by rank: it does not run.
+        assert_eq!(p.runs, [(JobId(1), true), (JobId(2), false)]);
         let p = n.strobe(strobe(Some(1), &[2]), &mut m);
         assert_eq!(
             (p.stop_ranks, p.cont_ranks),
             (vec![NO_PID], vec![NO_PID - 1])
         );
+        assert_eq!(p.runs, [(JobId(1), false), (JobId(2), true)]);
         let classes: Vec<String> = n
             .events()
             .iter()
