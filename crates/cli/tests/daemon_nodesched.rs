@@ -1,8 +1,11 @@
 //! The node schemes on a real cluster (issue 12): under `--node-scheme fcs` a coarse-grained
 //! `cosched bsp` job is classified DC and fills the PEs a blocked slot owner leaves; a
-//! fine-grained balanced job stays CS and is never split across slots; under `gs` the
-//! strobe keeps every node on the same slot (sampled process states: never two jobs
-//! runnable on one PE, no node lagging a quantum behind the other).
+//! fine-grained balanced job stays CS and is never split across slots, nor runnable on a PE
+//! beside the other row's job; under `gs` the strobe keeps every node on the same slot
+//! (sampled process states: never two jobs runnable on one PE, no node lagging a quantum
+//! behind the other). And the machine manager's records under `sb` and `fcs`: a job that
+//! runs and ends outside its row has a start time and only the suspended time the node
+//! applied.
 //!
 //! Built to hold on a loaded 2-core machine: the FCS decisions are taken in CPU time (which a
 //! loaded machine slows but does not distort), the quanta are 200 ms, and a sampled state
@@ -210,7 +213,17 @@ fn fcs_keeps_a_fine_grained_balanced_job_cs_and_never_splits_it() {
     let b = fine("2");
     let pa = wait_ranks(&c, a, 2);
     let pb = wait_ranks(&c, b, 2);
+    // The PE of each rank, to pair the ranks of the two jobs that share one.
+    let r = ranks(&c);
+    let pe = |job: u64, k: u32| r[&(job, k)].2;
+    let sharing: Vec<(u32, u32)> = (0..2)
+        .map(|k| {
+            let m = (0..2u32).find(|&m| pe(b, m) == pe(a, k)).unwrap();
+            (pa[k as usize], pb[m as usize])
+        })
+        .collect();
     let mut split = 0;
+    let mut shared = 0;
     let mut samples = 0;
     let start = Instant::now();
     // Until each rank has computed well past the initial period (5·T = 0.25 s of CPU).
@@ -232,6 +245,16 @@ fn fcs_keeps_a_fine_grained_balanced_job_cs_and_never_splits_it() {
                 }
             }
         }
+        // The strobe's other half under fcs: two jobs runnable on one PE at once.
+        for &(x, y) in &sharing {
+            let both = || state(x) == 'R' && state(y) == 'R';
+            if both() {
+                std::thread::sleep(Duration::from_millis(5));
+                if both() {
+                    shared += 1;
+                }
+            }
+        }
         std::thread::sleep(Duration::from_millis(7));
     }
     for job in [a, b] {
@@ -246,6 +269,12 @@ fn fcs_keeps_a_fine_grained_balanced_job_cs_and_never_splits_it() {
     assert!(
         split * 50 <= samples,
         "a fine-grained job was split across slots in {split} of {samples} samples"
+    );
+    // A rank that wakes outside its slot runs until the next look (10 ms): seen twice 5 ms
+    // apart only when a look was late; more than that is a real overlap.
+    assert!(
+        shared * 50 <= samples,
+        "two jobs were runnable on one PE in {shared} of {samples} samples"
     );
     c.ok(&["cancel", &a.to_string()]);
     c.ok(&["cancel", &b.to_string()]);
@@ -314,6 +343,98 @@ fn gs_strobe_keeps_every_node_on_the_same_slot() {
     for j in jobs {
         c.ok(&["cancel", &j.to_string()]);
     }
+}
+
+/// The machine manager's accounting under node schemes that run jobs outside their row:
+/// on one node × 2 PEs with a 60-s quantum, job A holds row 0 (the active one) and a short
+/// job B is placed in row 1 on the same PEs. Under `sb` the node runs B at once, and under
+/// `fcs` B fills the PEs A's blocked ranks leave; either way B ends long before its row
+/// comes round. Its record must say what the node did: a start time, and no suspended time
+/// (neither scheme stopped it once it ran; under `fcs` each rank went onto its PE once).
+/// Before the nodes reported their run state, B ended with no start and its whole life
+/// counted as suspended.
+fn a_job_ending_outside_its_row_is_accounted_as_it_ran(name: &str, scheme: &[&str], a: &[&str]) {
+    let mut args = vec![
+        "--nodes",
+        "1",
+        "--pes",
+        "2",
+        "--policy",
+        "gang",
+        "--mpl",
+        "2",
+        "--quantum",
+        "60s",
+    ];
+    args.extend_from_slice(scheme);
+    let c = Cluster::up("nodesched", name, &args);
+    let mut sub = vec!["-n", "2"];
+    sub.extend_from_slice(a);
+    let a = c.submit(&sub);
+    wait_ranks(&c, a, 2);
+    let b = c.submit(&["-n", "2", bin(), "cluster", "spin", "300ms"]);
+    let job = c.until(60, &format!("job {b} completed"), || {
+        let out = c.run(&["acct", "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["jobs"]
+            .as_array()?
+            .iter()
+            .find(|j| j["id"] == b && j["state"] == "completed")
+            .cloned()
+    });
+    let status: Value = serde_json::from_str(&c.ok(&["status", "--json"])).unwrap();
+    let switches = c.ok(&["acct", "--class-history", &b.to_string(), "--switches"]);
+    let ctx = format!("{job}\nstatus: {status}\nswitches of B:\n{switches}");
+    assert!(job["start"].is_number(), "B ran but has no start: {ctx}");
+    assert_eq!(
+        job["suspended_s"], 0.0,
+        "nothing stopped B once it ran: {ctx}"
+    );
+    let f = |k: &str| job[k].as_f64().unwrap();
+    assert!(f("end") > f("start") && f("start") >= f("submit"), "{ctx}");
+    // A still runs in row 0: B's row never became active.
+    let a_job = c.ok(&["acct", "--json"]);
+    let v: Value = serde_json::from_str(&a_job).unwrap();
+    let a_rec = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == a)
+        .cloned()
+        .unwrap();
+    assert_eq!(a_rec["state"], "running", "{a_rec}\n{ctx}");
+    assert_eq!(
+        a_rec["suspended_s"], 0.0,
+        "A's row stayed active: {a_rec}\n{ctx}"
+    );
+    if scheme.contains(&"fcs") {
+        let ins = switches
+            .lines()
+            .filter(|l| l.contains("\"switch_in\":true"))
+            .count();
+        assert_eq!(ins, 2, "each rank of B went onto its PE once: {ctx}");
+    }
+    c.ok(&["cancel", &a.to_string()]);
+}
+
+#[test]
+fn sb_a_placed_job_that_ends_before_its_row_comes_has_a_start_and_no_suspended_time() {
+    a_job_ending_outside_its_row_is_accounted_as_it_ran(
+        "acct-sb",
+        &["--node-scheme", "sb"],
+        &[bin(), "cluster", "spin", "600s"],
+    );
+}
+
+#[test]
+fn fcs_a_job_that_fills_another_row_and_ends_there_has_a_start_and_no_suspended_time() {
+    let mut scheme = FCS.to_vec();
+    scheme.truncate(2);
+    a_job_ending_outside_its_row_is_accounted_as_it_ran(
+        "acct-fcs",
+        &scheme,
+        &["/bin/sleep", "600"],
+    );
 }
 
 /// Seed 000 §5.3 on real processes (issue 12, acceptance 1): the six jobs of

@@ -251,7 +251,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         tokio::select! {
             _ = sched_tick.tick(), if nm.nsched.active() => {
                 let plan = nm.nsched.tick(&mut nm.monitors);
-                nm.carry_out(plan);
+                nm.carry_out(plan, &handle);
             }
             d = deliveries.recv() => {
                 let Some(d) = d else { return Ok(()) };
@@ -429,12 +429,12 @@ impl Nm {
                 self.sweep_if_due();
                 if let Some(strobe) = strobe {
                     let plan = self.nsched.strobe(strobe, &mut self.monitors);
-                    self.carry_out(plan);
+                    self.carry_out(plan, handle);
                 }
             }
             ToNode::Strobe(strobe) => {
                 let plan = self.nsched.strobe(strobe, &mut self.monitors);
-                self.carry_out(plan);
+                self.carry_out(plan, handle);
             }
             ToNode::Shutdown => {}
             msg @ (ToNode::BcastBegin { .. }
@@ -715,8 +715,9 @@ impl Nm {
     }
 
     /// Carries out a plan of the node scheme: rank stops, job stops, job continues, rank
-    /// continues, in that order (see [`crate::nm_sched::Plan`]).
-    fn carry_out(&self, plan: crate::nm_sched::Plan) {
+    /// continues, in that order (see [`crate::nm_sched::Plan`]); then tells the machine
+    /// manager which jobs now run or stand stopped here, for its accounting.
+    fn carry_out(&self, plan: crate::nm_sched::Plan, handle: &NodeHandle) {
         for pid in plan.stop_ranks {
             signal_group(pid, libc::SIGSTOP);
         }
@@ -738,6 +739,16 @@ impl Nm {
         }
         for pid in plan.cont_ranks {
             signal_group(pid, libc::SIGCONT);
+        }
+        for (job, runs) in plan.runs {
+            if let Some(j) = self.jobs.get(&job) {
+                let msg = FromNode::Runs {
+                    job,
+                    run: j.run,
+                    runs,
+                };
+                handle.signal_up(postcard::to_stdvec(&msg).expect("encodes"));
+            }
         }
     }
 

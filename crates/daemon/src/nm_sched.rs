@@ -152,6 +152,11 @@ pub struct Plan {
     pub stop_jobs: Vec<JobId>,
     pub cont_jobs: Vec<JobId>,
     pub cont_ranks: Vec<i32>,
+    /// Jobs of the matrix whose run state on this node changes with this plan (`true`: some
+    /// rank runs, `false`: every rank is stopped), to report to the machine manager
+    /// (`FromNode::Runs`) under the schemes that run jobs the strobe does not list; never
+    /// under `gs`, where what runs is what the machine manager decided.
+    pub runs: Vec<(JobId, bool)>,
 }
 
 struct RankProc {
@@ -230,6 +235,8 @@ pub struct NodeSched {
     started: HashMap<JobId, u64>,
     /// Spin time last written into each job's ring.
     spins: HashMap<JobId, u64>,
+    /// Run state last reported for each job (see [`Plan::runs`]).
+    runs_sent: HashMap<JobId, bool>,
     /// What runs on each PE, as last chosen (fcs).
     on_pe: Vec<Option<ProcId>>,
     events: VecDeque<NodeEvent>,
@@ -261,6 +268,7 @@ impl NodeSched {
             job_stopped: HashMap::new(),
             started: HashMap::new(),
             spins: HashMap::new(),
+            runs_sent: HashMap::new(),
             on_pe: vec![None; pes as usize],
             events: VecDeque::new(),
             ticks_per_s: if hz > 0 { hz as u64 } else { 100 },
@@ -369,6 +377,7 @@ impl NodeSched {
         self.job_stopped.remove(&job);
         self.started.remove(&job);
         self.spins.remove(&job);
+        self.runs_sent.remove(&job);
     }
 
     /// The machine manager stopped or continued the job whole (its own messages: a policy
@@ -567,6 +576,30 @@ impl NodeSched {
     }
 
     fn plan(&mut self) -> Plan {
+        let mut plan = self.signals();
+        plan.runs = self.run_changes();
+        plan
+    }
+
+    /// The jobs of the matrix whose run state here (some rank not stopped by this module)
+    /// differs from the last report (see [`Plan::runs`]).
+    fn run_changes(&mut self) -> Vec<(JobId, bool)> {
+        if self.cfg.scheme == Scheme::Gs {
+            return Vec::new();
+        }
+        let mut now: BTreeMap<JobId, bool> = BTreeMap::new();
+        for p in self.procs.values() {
+            *now.entry(p.job).or_insert(false) |= p.stopped_since.is_none();
+        }
+        now.into_iter()
+            .filter(|&(job, runs)| {
+                self.manages(job) && self.runs_sent.insert(job, runs) != Some(runs)
+            })
+            .collect()
+    }
+
+    /// What to stop and continue.
+    fn signals(&mut self) -> Plan {
         let mut plan = Plan::default();
         let jobs: Vec<JobId> = {
             let mut v: Vec<JobId> = self.job_stopped.keys().copied().collect();
@@ -700,6 +733,7 @@ mod tests {
         let (mut n, mut m) = two_jobs("gs");
         let p = n.strobe(strobe(Some(1), &[2]), &mut m);
         assert_eq!((p.stop_jobs, p.cont_jobs), (vec![JobId(1)], vec![JobId(2)]));
+        assert!(p.runs.is_empty(), "gs reports nothing: the MM decided it");
         assert!(n.manages(JobId(1)) && !n.manages(JobId(3)));
         let p = n.strobe(strobe(Some(1), &[2]), &mut m);
         assert!(
@@ -713,9 +747,13 @@ mod tests {
         let (mut n, mut m) = two_jobs("local");
         let p = n.strobe(strobe(Some(0), &[1]), &mut m);
         assert_eq!((p.stop_jobs, p.cont_jobs), (vec![], vec![JobId(2)]));
+        // Both run here, job 2 although the policy only placed it: reported once.
+        assert_eq!(p.runs, [(JobId(1), true), (JobId(2), true)]);
+        assert!(n.strobe(strobe(Some(1), &[2]), &mut m).runs.is_empty());
         // Job 1's row is active but the policy does not run it: held.
         let p = n.strobe(strobe(Some(0), &[]), &mut m);
         assert_eq!(p.stop_jobs, vec![JobId(1)]);
+        assert_eq!(p.runs, [(JobId(1), false)]);
     }
 
     #[test]
@@ -726,11 +764,14 @@ mod tests {
         assert_eq!(p.cont_jobs, vec![JobId(2)]);
         assert_eq!(p.stop_ranks, vec![NO_PID - 1]);
         assert_eq!(p.cont_ranks, vec![NO_PID]);
+        // Job 2's only rank here is stopped rank by rank: it does not run.
+        assert_eq!(p.runs, [(JobId(1), true), (JobId(2), false)]);
         let p = n.strobe(strobe(Some(1), &[2]), &mut m);
         assert_eq!(
             (p.stop_ranks, p.cont_ranks),
             (vec![NO_PID], vec![NO_PID - 1])
         );
+        assert_eq!(p.runs, [(JobId(1), false), (JobId(2), true)]);
         let classes: Vec<String> = n
             .events()
             .iter()

@@ -246,6 +246,10 @@ pub enum FromNode {
     },
     /// The answer to [`ToNode::FetchMonitor`].
     Monitor { req: u64, monitor: NodeMonitor },
+    /// Under a node scheme that runs jobs the strobe does not list (`local`, `sb`, `fcs`):
+    /// whether the node now lets some process of `job` run (`runs`) or has stopped every one
+    /// of them. Sent when that changes; the machine manager's accounting follows it.
+    Runs { job: JobId, run: u32, runs: bool },
 }
 
 /// The STORM strobe (seed 000 §4.1, issue 12): the current slot of the Ousterhout matrix and

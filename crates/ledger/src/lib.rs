@@ -21,6 +21,13 @@
 //! policy keeps planning with it (a held running job keeps its PEs) and it runs again once
 //! released if the policy still has it running.
 //!
+//! What a job's processes really do is the policy's phase and the hold, unless the driver
+//! reports it ([`Ledger::report_runs`]): a machine manager whose node managers run a node
+//! scheme (issue 12: `local`, `sb`, `fcs` run jobs of rows that are not active) tells the
+//! ledger when the nodes actually stop and continue a job's processes. The phase still
+//! follows the policy (its contract is checked on it); only the accounting — start, run time,
+//! suspended time, time limits — follows the report.
+//!
 //! ```
 //! use cosched_core::{Dur, JobId, MachineShape, Outcome, PeSet, Time};
 //! use cosched_ledger::{Change, Ledger};
@@ -125,6 +132,9 @@ pub struct Entry {
     since: Time,
     /// When it last stopped after it first ran (for suspended time).
     stopped_at: Option<Time>,
+    /// Whether its processes run as the driver reported it ([`Ledger::report_runs`]); `None`:
+    /// they run exactly when the policy runs it and nobody holds it.
+    reported: Option<bool>,
     record: JobRecord,
 }
 
@@ -156,10 +166,19 @@ impl Entry {
     pub fn record(&self) -> &JobRecord {
         &self.record
     }
+    /// Whether its processes run now as far as accounting goes: what the driver reported, or
+    /// else [`Entry::is_running`].
+    #[inline]
+    pub fn processes_run(&self) -> bool {
+        match self.reported {
+            Some(r) => r,
+            None => self.is_running(),
+        }
+    }
     /// Time it has run so far.
     #[inline]
     pub fn ran(&self, now: Time) -> Dur {
-        if self.is_running() {
+        if self.processes_run() {
             self.ran + (now - self.since)
         } else {
             self.ran
@@ -177,7 +196,24 @@ impl Entry {
     }
     /// When it started its current running stretch, if running.
     pub fn running_since(&self) -> Option<Time> {
-        self.is_running().then_some(self.since)
+        self.processes_run().then_some(self.since)
+    }
+
+    /// Accounting for processes that (re)start running at `now`.
+    #[inline]
+    fn account_runs(&mut self, now: Time) {
+        self.since = now;
+        if let Some(at) = self.stopped_at.take() {
+            self.record.suspended += now - at;
+        }
+        self.record.start.get_or_insert(now);
+    }
+
+    /// Accounting for processes that stop at `now`.
+    #[inline]
+    fn account_stops(&mut self, now: Time) {
+        self.ran += now - self.since;
+        self.stopped_at = Some(now);
     }
     #[inline]
     pub fn is_live(&self) -> bool {
@@ -247,6 +283,7 @@ impl Ledger {
             ran: Dur::ZERO,
             since: Time::ZERO,
             stopped_at: None,
+            reported: None,
             record,
         });
         Ok(at)
@@ -398,11 +435,9 @@ impl Ledger {
     #[inline]
     fn resume_processes(&mut self, i: Ix, now: Time) -> Change {
         let e = &mut self.entries[i];
-        e.since = now;
-        if let Some(at) = e.stopped_at.take() {
-            e.record.suspended += now - at;
+        if e.reported.is_none() {
+            e.account_runs(now);
         }
-        e.record.start.get_or_insert(now);
         let launch = !e.launched;
         e.launched = true;
         self.running += 1;
@@ -413,9 +448,29 @@ impl Ledger {
     #[inline]
     fn stop_processes(&mut self, i: Ix, now: Time) {
         let e = &mut self.entries[i];
-        e.ran += now - e.since;
-        e.stopped_at = Some(now);
+        if e.reported.is_none() {
+            e.account_stops(now);
+        }
         self.running -= 1;
+    }
+
+    /// The driver reports at `now` whether job `i`'s processes actually run (`runs`),
+    /// whatever the policy's phase says: from then on its accounting (start, run time,
+    /// suspended time, time limit) follows these reports alone, until it ends or is
+    /// requeued. For drivers whose nodes decide themselves when processes run (see the crate
+    /// documentation); a report about a job without processes is ignored.
+    pub fn report_runs(&mut self, i: Ix, now: Time, runs: bool) {
+        let e = &mut self.entries[i];
+        if !e.is_live() || !e.launched {
+            return;
+        }
+        let was = e.processes_run();
+        e.reported = Some(runs);
+        match (was, runs) {
+            (false, true) => e.account_runs(now),
+            (true, false) => e.account_stops(now),
+            _ => {}
+        }
     }
 
     /// Applies one decision taken at `now`.
@@ -567,16 +622,18 @@ impl Ledger {
     pub fn end(&mut self, job: Ix, now: Time, outcome: Outcome, exit_code: Option<i32>) -> bool {
         let e = &mut self.entries[job];
         debug_assert!(e.phase != Phase::Ended, "job {} ended twice", e.req.id);
-        let running = e.is_running();
         if e.phase == Phase::Running {
             self.busy.clear_pes(&e.pes);
         }
-        if running {
-            e.ran += now - e.since;
+        if e.is_running() {
             self.running -= 1;
+        }
+        if e.processes_run() {
+            e.ran += now - e.since;
         } else if let Some(at) = e.stopped_at.take() {
             e.record.suspended += now - at;
         }
+        e.reported = None;
         let had_processes = e.launched;
         e.phase = Phase::Ended;
         e.launched = false;
@@ -635,6 +692,7 @@ impl Ledger {
         e.preempted_on = None;
         e.ran = Dur::ZERO;
         e.stopped_at = None;
+        e.reported = None;
         e.record.start = None;
         e.record.suspended = Dur::ZERO;
         let _ = now;
@@ -707,7 +765,7 @@ impl Ledger {
     /// When a running job reaches a time limit `limit` of run time, if it keeps running.
     pub fn limit_reached_at(&self, job: Ix, limit: Dur) -> Option<Time> {
         let e = &self.entries[job];
-        e.is_running().then(|| e.since + (limit - e.ran))
+        e.processes_run().then(|| e.since + (limit - e.ran))
     }
 }
 

@@ -285,3 +285,45 @@ fn a_future_job_may_be_held_and_ended_before_submission() {
     assert_eq!((l.record(b).start, l.record(b).end), (None, Some(s(3))));
     assert_eq!(l.ended(), 1);
 }
+
+/// A node scheme runs a job the policy only placed (its row is not active): once the driver
+/// reports what the processes do, start, run and suspended time follow the reports, while the
+/// phase (and the contract checked on it) still follows the policy.
+#[test]
+fn reported_run_state_drives_the_accounting_not_the_phase() {
+    let mut l = ledger(2, &[(1, 2), (2, 2)], true);
+    let place = Decision::Place {
+        job: JobId(2),
+        pes: PeSet::contiguous(0, 2),
+        slot: Some(1),
+    };
+    l.apply(s(0), start(1, 0, 2)).unwrap();
+    assert_eq!(l.apply(s(0), place).unwrap(), Change::Placed { job: 1 });
+    // Before any report, a placed job is stopped and has not started.
+    assert_eq!(l.entry(1).record().start, None);
+    l.report_runs(1, s(1), true);
+    assert_eq!(l.entry(1).phase(), Phase::Stopped);
+    assert_eq!(l.entry(1).running_since(), Some(s(1)));
+    assert_eq!(l.limit_reached_at(1, Dur::from_secs(10)), Some(s(11)));
+    // The policy's switches no longer move its accounting...
+    l.apply(s(2), Decision::Suspend { job: JobId(1) }).unwrap();
+    l.apply(s(2), Decision::Resume { job: JobId(2) }).unwrap();
+    l.apply(s(4), Decision::Suspend { job: JobId(2) }).unwrap();
+    assert_eq!(l.entry(1).ran(s(5)), Dur::from_secs(4));
+    // ...the reported stops do.
+    l.report_runs(1, s(5), false);
+    l.report_runs(1, s(5), false);
+    l.report_runs(1, s(7), true);
+    assert_eq!(l.entry(1).suspended(s(7)), Dur::from_secs(2));
+    l.end(1, s(8), Outcome::Completed, Some(0));
+    let r = l.record(1);
+    assert_eq!((r.start, r.end), (Some(s(1)), Some(s(8))));
+    assert_eq!(r.suspended, Dur::from_secs(2));
+    assert_eq!(l.entry(1).ran(s(20)), Dur::from_secs(5));
+    // A job without reports is accounted from the policy as before: suspended since 2.
+    l.end(0, s(8), Outcome::Completed, Some(0));
+    assert_eq!(l.record(0).suspended, Dur::from_secs(6));
+    // A report about an ended job changes nothing.
+    l.report_runs(1, s(9), false);
+    assert_eq!(l.record(1).suspended, Dur::from_secs(2));
+}

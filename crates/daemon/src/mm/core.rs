@@ -195,6 +195,8 @@ pub struct Side {
     /// The size of its record as a client gets it, from before it was forgotten: what its
     /// record from the database adds to a page.
     pub(super) record_bytes: usize,
+    /// The nodes that report running some process of it (see [`FromNode::Runs`]).
+    pub(super) runs_on: BTreeSet<NodeId>,
 }
 
 /// Where a job's [`Event::Ended`] goes in the instant it is delivered.
@@ -419,6 +421,7 @@ impl Core {
                 requeue_why: None,
                 forgotten: false,
                 record_bytes: 0,
+                runs_on: BTreeSet::new(),
             };
             let req = request_of(&info.id(), info.record.submit, info.procs(), &side);
             let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
@@ -576,6 +579,11 @@ impl Core {
                     }
                 }
                 FromNode::Fence { job, seq, puts } => self.fence(from, job, seq, puts),
+                FromNode::Runs { job, run, runs } => {
+                    if self.run_of(job) == Some(run) {
+                        self.node_runs(now, job, from, runs);
+                    }
+                }
                 FromNode::Monitor { req, monitor } => {
                     if let Some((client, _, _)) = self.outputs.remove(&req) {
                         self.push(Effect::Reply {
@@ -590,6 +598,27 @@ impl Core {
                     n.last_seen = n.last_seen.max(now);
                 }
             }
+        }
+    }
+
+    /// A node reports whether it lets `job`'s processes run (issue 12: a node scheme other
+    /// than `gs` decides that itself). The job runs while some node runs it; the ledger
+    /// accounts from these reports from the first one on.
+    fn node_runs(&mut self, now: Time, job: JobId, from: NodeId, runs: bool) {
+        let Some(i) = self.ledger.find(job) else {
+            return;
+        };
+        let on = &mut self.side[i].runs_on;
+        if runs {
+            on.insert(from);
+        } else {
+            on.remove(&from);
+        }
+        let any = !on.is_empty();
+        let before = self.ledger.entry(i).processes_run();
+        self.ledger.report_runs(i, now, any);
+        if before != any {
+            self.mark(i);
         }
     }
 
@@ -1286,6 +1315,7 @@ impl Core {
         let s = &mut self.side[i];
         s.placement.clear();
         s.ranks.clear();
+        s.runs_on.clear();
         s.error = Some(format!("requeued: {why}"));
         self.mark(i);
         let req = self.ledger.entry(i).req.clone();
@@ -1389,6 +1419,7 @@ impl Core {
             requeue_why: None,
             forgotten: false,
             record_bytes: 0,
+            runs_on: BTreeSet::new(),
         };
         let req = request_of(&id, now, s.procs, &side);
         let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;

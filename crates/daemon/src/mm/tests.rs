@@ -1516,3 +1516,90 @@ fn a_failed_policy_is_logged_once_and_its_waiting_jobs_end() {
         "{fx:?}"
     );
 }
+
+/// Issue 12: under a node scheme that runs every job of the matrix (`local`, `sb`), a job the
+/// policy only placed runs all the same; the nodes report it, and its record says so: a start
+/// time although its row never became active, no suspended time but the stops the nodes
+/// reported, and the state clients see follows the nodes, not the phase. A node's report of
+/// an earlier run counts for nothing, and a job no node reports on keeps the policy's
+/// accounting (the `gs` scheme sends no reports).
+#[test]
+fn node_reports_of_run_state_drive_the_record_of_a_placed_job() {
+    let pes = PeSet::contiguous(0, 4);
+    let p = script(vec![(
+        t(1),
+        vec![
+            Decision::Start {
+                job: JobId(1),
+                pes: pes.clone(),
+                slot: Some(0),
+            },
+            Decision::Place {
+                job: JobId(2),
+                pes,
+                slot: Some(1),
+            },
+        ],
+    )]);
+    let mut c = core(p, 2, 2);
+    submit(&mut c, t(1), 4);
+    submit(&mut c, t(1), 4);
+    c.step(t(1));
+    assert_eq!(state(&c, 2).state, JobState::Suspended);
+    let runs = |c: &mut Core, now: Time, node: u32, run: u32, runs: bool| {
+        let msg = FromNode::Runs {
+            job: JobId(2),
+            run,
+            runs,
+        };
+        c.on(
+            now,
+            Input::FromNode {
+                from: NodeId(node),
+                msg,
+            },
+        );
+        c.step(now);
+    };
+    runs(&mut c, t(2), 0, 7, true);
+    assert_eq!(state(&c, 2).record.start, None, "another run's report");
+    runs(&mut c, t(2), 0, 1, true);
+    runs(&mut c, t(2), 1, 1, true);
+    assert_eq!(state(&c, 2).record.start, Some(t(2)));
+    assert_eq!(state(&c, 2).state, JobState::Running);
+    // Stopped on one node only: it still runs; on both: stopped.
+    runs(&mut c, t(3), 0, 1, false);
+    assert_eq!(state(&c, 2).state, JobState::Running);
+    runs(&mut c, t(4), 1, 1, false);
+    assert_eq!(state(&c, 2).state, JobState::Suspended);
+    runs(&mut c, t(5), 1, 1, true);
+    for r in 0..4 {
+        let exit = RankExit {
+            rank: r,
+            code: Some(0),
+            error: None,
+        };
+        let msg = FromNode::Exited {
+            job: JobId(2),
+            run: 1,
+            exit,
+        };
+        c.on(
+            t(6),
+            Input::FromNode {
+                from: NodeId(r / 2),
+                msg,
+            },
+        );
+    }
+    c.step(t(6));
+    let j = state(&c, 2);
+    assert_eq!(j.state, JobState::Completed);
+    assert_eq!((j.record.start, j.record.end), (Some(t(2)), Some(t(6))));
+    assert_eq!(j.record.suspended, Dur::from_secs(1));
+    assert_eq!(j.run_us, Dur::from_secs(3).as_micros());
+    // Job 1 had no reports: the policy's accounting, running since 1.
+    let j = state(&c, 1);
+    assert_eq!((j.state, j.record.start), (JobState::Running, Some(t(1))));
+    assert_eq!(j.record.suspended, Dur::ZERO);
+}

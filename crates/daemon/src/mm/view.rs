@@ -50,7 +50,13 @@ impl Core {
         }
         JobInfo {
             record,
-            state: JobState::of(e.phase(), e.held(), r.outcome),
+            // What its processes do: under a node scheme that runs placed jobs, the nodes'
+            // reports (see `Core::node_runs`), not the policy's phase.
+            state: match JobState::of(e.phase(), e.held(), r.outcome) {
+                JobState::Running | JobState::Suspended if e.processes_run() => JobState::Running,
+                JobState::Running | JobState::Suspended => JobState::Suspended,
+                s => s,
+            },
             name: s.name.clone(),
             class: s.class.clone(),
             user: s.user,
