@@ -41,14 +41,17 @@ for i in $(seq 0 "$n"); do
   ip -n "$ns" link set lo up
 done
 at() { local h=$1; shift; ip netns exec "${tag}h$h" "$@"; }
+# For `bg h CMD &`: the background subshell becomes CMD itself (`ip netns exec` execs too), so
+# $! is the process to kill, not a subshell whose child would outlive it.
+bg() { local h=$1; shift; exec ip netns exec "${tag}h$h" "$@"; }
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/key"
 mm=10.213.0.1:7070
 conn=(--mm "$mm" --key-file "$dir/key")
-at 0 "$bin" mm --listen "$mm" --nodes "$n" --pes 1 --fanout 8 --state-dir "$dir" \
+bg 0 "$bin" mm --listen "$mm" --nodes "$n" --pes 1 --fanout 8 --state-dir "$dir" \
   --key-file "$dir/key" >"$dir/mm.log" 2>&1 &
 pids+=($!)
 for i in $(seq 1 "$n"); do
-  at "$i" "$bin" nm --mm "$mm" --name "h$i" --pes 1 --workdir "$dir/h$i" \
+  bg "$i" "$bin" nm --mm "$mm" --name "h$i" --pes 1 --workdir "$dir/h$i" \
     --key-file "$dir/key" >"$dir/nm$i.log" 2>&1 &
   pids+=($!)
 done
@@ -69,7 +72,8 @@ done
 
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-# One launch: prints "send_ms total_ms" (submit command's start to the last rank's start).
+# One launch: prints "send_ms total_ms": the broadcast's time as `submit` reports it, and from
+# the submit command's start to the last rank's start (both clocks are this host's).
 launch() {
   local mb=$1 t0 out id last
   t0=$(date +%s%N)
@@ -82,23 +86,23 @@ launch() {
     [ "${s:-0}" -gt "$last" ] && last=$s
   done
   send=$(echo "$out" | sed -n 's/.* in \([0-9.]*\) ms$/\1/p')
-  echo "$send $(( (last - t0) / 1000 ))"
+  echo "$send $(( (last - t0) / 1000000 ))"
 }
 
 loadpids=()
 start_load() {
   case $1 in
   cpu)
-    for i in $(seq 1 "$n"); do at "$i" sh -c 'while :; do :; done' & loadpids+=($!); done ;;
+    for i in $(seq 1 "$n"); do bg "$i" sh -c 'while :; do :; done' & loadpids+=($!); done ;;
   net)
     for i in $(seq 1 2 "$n"); do
       j=$((i + 1)); [ "$j" -le "$n" ] || break
-      at "$j" python3 -c 'import socket
+      bg "$j" python3 -c 'import socket
 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("", 5999)); s.listen(1)
 c,_=s.accept()
 while c.recv(1<<16): pass' & loadpids+=($!)
       sleep 0.3
-      at "$i" python3 -c "import socket
+      bg "$i" python3 -c "import socket
 s=socket.create_connection(('10.213.0.$((j + 1))', 5999)); b=bytes(1<<16)
 while True: s.sendall(b)" & loadpids+=($!)
     done ;;

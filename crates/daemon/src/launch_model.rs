@@ -19,7 +19,8 @@
 //! host* (all node managers on `cores` cores, the fit as it stands) and *one node manager per
 //! host*, where the per-node work runs in parallel and only the busiest stage counts: an
 //! interior node receives one copy and forwards `k`, each forward costing `forward_share` of
-//! a copy's work, and its link carries `k` copies at `link_mb_s`.
+//! a copy's work, and its link carries `k` copies at `link_mb_s`; each level adds at least one
+//! chunk's time through that stage (the pipeline's fill).
 
 use std::io::Write as _;
 use std::path::Path;
@@ -364,6 +365,8 @@ pub struct LaunchModel {
     pub total_rms_rel_err: f64,
     pub total_max_rel_err: f64,
     pub assume: Assumptions,
+    /// Chunk size of the fitted launches, MB (the pipeline's fill per level).
+    pub chunk_mb: f64,
 }
 
 fn send_row(n: f64, d: f64, mb: f64) -> Vec<f64> {
@@ -452,6 +455,7 @@ impl LaunchModel {
             total_rms_rel_err: 0.0,
             total_max_rel_err: 0.0,
             assume,
+            chunk_mb: setting.map_or(0.5, |(c, _)| c as f64 * 1024.0 / 1e6),
         };
         let errs: Vec<f64> = totals
             .iter()
@@ -487,7 +491,9 @@ impl LaunchModel {
         let stage = (copy * (1.0 + (k - 1.0) * a.forward_share)).max(k * 1e3 / a.link_mb_s);
         let e = &self.execute.params;
         Prediction {
-            send_ms: p[0] + mb * (p[1] + stage) + p[3] * d,
+            // A level costs at least the pipeline's fill: its node forwards chunk k only once
+            // it holds it, one chunk's stage time after its parent.
+            send_ms: p[0] + mb * (p[1] + stage) + p[3].max(self.chunk_mb * stage) * d,
             execute_ms: e[0] + e[1] * a.cores + e[2] * d,
             // Each level's node combines the answers of its k children on its own CPU.
             compare_ms: self
@@ -628,6 +634,24 @@ mod tests {
         // Stage: a copy (2 ms/MB × 2 cores) plus 7 forwards at half that = 18 ms/MB.
         assert!((small.send_ms - (5.0 + 12.0 * (10.0 + 18.0) + 40.0)).abs() < 1e-6);
         assert!(m.on_this_host(16_384, 8, 12.0).send_ms > 100.0 * big.send_ms);
+    }
+
+    /// With no per-level cost measured, one node manager per host still pays one chunk through
+    /// the busiest stage per extra level.
+    #[test]
+    fn one_per_host_pays_the_pipeline_fill() {
+        let rows: Vec<_> = [1u32, 4, 16, 64]
+            .iter()
+            .flat_map(|&n| {
+                [4.0, 12.0]
+                    .map(|mb| launch(n, 8, mb, 5.0 + mb * (10.0 + 2.0 * n as f64), 5.0 + n as f64))
+            })
+            .collect();
+        let m = LaunchModel::fit(&rows, assume()).unwrap();
+        // 512 KiB chunks through a stage of 18 ms/MB, three more levels (depth 5 against 2).
+        let fill = 0.524_288 * 18.0;
+        let extra = m.one_per_host(16_384, 8, 12.0).send_ms - m.one_per_host(64, 8, 12.0).send_ms;
+        assert!((extra - 3.0 * fill).abs() < 1e-6, "{extra}");
     }
 
     /// A per-level cost that the noise makes negative is held at 0, and the fit of the rest
