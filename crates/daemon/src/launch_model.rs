@@ -248,11 +248,12 @@ pub fn relative_lstsq(x: &[Vec<f64>], y: &[f64]) -> Option<Vec<f64>> {
             return None;
         }
         a.swap(col, piv);
-        for r in 0..p {
+        let pivot = a[col].clone();
+        for (r, row) in a.iter_mut().enumerate() {
             if r != col {
-                let m = a[r][col] / a[col][col];
-                for c in col..=p {
-                    a[r][c] -= m * a[col][c];
+                let m = row[col] / pivot[col];
+                for (x, y) in row[col..].iter_mut().zip(&pivot[col..]) {
+                    *x -= m * y;
                 }
             }
         }
