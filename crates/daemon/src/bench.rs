@@ -438,12 +438,69 @@ impl Drop for CpuLoad {
     }
 }
 
+/// Keeps the network busy while it lives (the "network load" of seed 003 Fig. 3): one pair
+/// per online CPU, a writer sending 64 KiB blocks as fast as TCP takes them to a reader that
+/// discards them, over `addr`'s interface (loopback by default); stopped on drop.
+pub struct NetLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl NetLoad {
+    pub fn start() -> std::io::Result<NetLoad> {
+        NetLoad::on("127.0.0.1:0")
+    }
+
+    pub fn on(addr: &str) -> std::io::Result<NetLoad> {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering::Relaxed;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut threads = Vec::new();
+        for _ in 0..n {
+            let l = std::net::TcpListener::bind(addr)?;
+            let mut w = std::net::TcpStream::connect(l.local_addr()?)?;
+            let (mut r, _) = l.accept()?;
+            // A blocked writer notices the stop once the reader is gone or its timeout ends.
+            w.set_write_timeout(Some(Duration::from_millis(100)))?;
+            r.set_read_timeout(Some(Duration::from_millis(100)))?;
+            let st = stop.clone();
+            threads.push(std::thread::spawn(move || {
+                let block = vec![0x5au8; 64 << 10];
+                while !st.load(Relaxed) {
+                    let _ = w.write(&block);
+                }
+            }));
+            let st = stop.clone();
+            threads.push(std::thread::spawn(move || {
+                let mut buf = vec![0u8; 64 << 10];
+                while !st.load(Relaxed) {
+                    if let Ok(0) = r.read(&mut buf) {
+                        break;
+                    }
+                }
+            }));
+        }
+        Ok(NetLoad { stop, threads })
+    }
+}
+
+impl Drop for NetLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct LaunchRow {
     pub nodes: u32,
     pub tree_depth: u32,
     pub mb: u32,
-    /// "idle" or "cpu" (every CPU kept busy by a spinning thread meanwhile).
+    /// "idle", "cpu" (every CPU kept busy by a spinning thread meanwhile) or "net" (a TCP
+    /// flood over loopback meanwhile, [`NetLoad`]).
     pub load: String,
     /// Medians over the runs, milliseconds. Send: the broadcast, from the submit command's
     /// start until every node holds a verified copy. Execute: from then until the last rank
@@ -499,6 +556,7 @@ pub fn launch(
                 let prog = dir.join(format!("prog{mb}"));
                 let (mut send, mut exec, mut total) = (Vec::new(), Vec::new(), Vec::new());
                 let _busy = (load == "cpu").then(CpuLoad::start);
+                let _flood = (load == "net").then(NetLoad::start).transpose()?;
                 for _ in 0..s.runs + 1 {
                     let t0 = now();
                     crate::bcast::send_file(
@@ -614,4 +672,99 @@ pub fn bcast(
     drop_copies(&c.state_dir, nodes);
     c.down()?;
     Ok(rows)
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareRow {
+    pub nodes: u32,
+    pub fanout: u32,
+    pub tree_depth: u32,
+    /// Median and worst round trip of one COMPARE (the heartbeat's query), milliseconds.
+    pub median_ms: f64,
+    pub max_ms: f64,
+    pub runs: usize,
+}
+
+/// Latency of COMPARE-AND-WRITE (the heartbeat's query: does every node hold sequence
+/// number s?) from the root to one combined answer, against node count and fan-out. The
+/// nodes are the node managers' tree transports (`cosched_storm::spawn_node`) over loopback
+/// TCP, all in this process on one thread: the heartbeat's cost without the rest of a node
+/// manager, which the machine manager's heartbeat does not expose.
+pub fn compare(
+    nodes: &[u32],
+    fanouts: &[u32],
+    runs: usize,
+) -> Result<Vec<CompareRow>, DaemonError> {
+    use cosched_storm::{Cmp, Cond, Dest, Key, Root, RootEvent, spawn_node};
+    const T: Duration = Duration::from_secs(20);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let refused = |why: String| DaemonError::Refused(why);
+    rt.block_on(async {
+        let key = Key::generate().map_err(|e| refused(format!("cluster key: {e}")))?;
+        let mut rows = Vec::new();
+        for &k in fanouts {
+            for &n in nodes {
+                let mut handles = Vec::new();
+                let mut members = Vec::new();
+                for i in 0..n {
+                    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                    members.push((cosched_core::NodeId(i), l.local_addr()?.to_string()));
+                    // The deliveries are dropped: a COMPARE delivers nothing to the manager.
+                    handles.push(spawn_node(l, key.clone(), cosched_core::NodeId(i)).0);
+                }
+                let (mut root, mut up) = Root::new(key.clone(), k);
+                root.set_members(1, members);
+                let mut lat = Vec::new();
+                // Run 0 connects the tree (and waits for every node); it is not counted.
+                for seq in 0..=runs as i64 {
+                    for h in &handles {
+                        h.vars.set(1, seq);
+                    }
+                    let t = Instant::now();
+                    let cond = Cond {
+                        var: 1,
+                        cmp: Cmp::Ge,
+                        value: seq,
+                    };
+                    let id = root.compare(&Dest::All, cond, None, T);
+                    loop {
+                        match tokio::time::timeout(T, up.recv()).await {
+                            Ok(Some(RootEvent::Answer(o))) if o.id() == id => {
+                                if !o.holds_everywhere() {
+                                    return Err(refused(format!(
+                                        "COMPARE on {n} nodes (fan-out {k}) did not hold: {:?}",
+                                        o.answer
+                                    )));
+                                }
+                                break;
+                            }
+                            Ok(Some(_)) => {}
+                            _ => {
+                                return Err(refused(format!(
+                                    "no COMPARE answer from {n} nodes (fan-out {k}) in {T:?}"
+                                )));
+                            }
+                        }
+                    }
+                    lat.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                lat.remove(0);
+                lat.sort_by(f64::total_cmp);
+                rows.push(CompareRow {
+                    nodes: n,
+                    fanout: k,
+                    tree_depth: crate::launch_model::depth(n, k),
+                    median_ms: lat[lat.len() / 2],
+                    max_ms: *lat.last().unwrap_or(&0.0),
+                    runs,
+                });
+                eprintln!("{:?}", rows.last().expect("pushed"));
+                drop(root);
+                drop(handles);
+            }
+        }
+        Ok(rows)
+    })
 }

@@ -13,6 +13,8 @@
 //! - [`db`]: the machine manager's SQLite (WAL) store.
 //! - [`client`]: a blocking client for user commands (submit, wait, status, …).
 //! - [`bench`]: latency, gang-overhead and throughput benchmarks on an embedded cluster.
+//! - [`launch_model`]: launch time and heartbeat cost against node count and fan-out, fitted
+//!   on the launch benchmarks and extrapolated (seed 003 Fig. 10).
 //! - [`cluster`]: an embedded cluster of local daemons (`cosched cluster up|down`, the demo).
 //! - [`state_dir`]: the layout of a cluster's state directory (addresses, keys, pids, database).
 //! - [`sched`]: start conditions: dependencies, begin times, job arrays and their throttle.
@@ -37,6 +39,7 @@ pub mod contain;
 pub mod dashboard;
 pub mod db;
 pub mod jobio;
+pub mod launch_model;
 pub mod mm;
 pub mod nm;
 pub mod nm_monitor;

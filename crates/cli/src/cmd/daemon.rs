@@ -316,6 +316,9 @@ pub enum ClusterCmd {
     /// Benchmarks on throw-away embedded clusters (figures in docs/benchmarks.md)
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Fit the launch model (seed 003 Fig. 10) on `bench launch|bcast|compare --csv`
+    /// measurements; print its error and its extrapolation to --max-nodes, and draw it
+    Model(super::launch_model::ModelArgs),
     /// Burn this much CPU time and exit (the CPU-bound rank of `bench gang`)
     #[command(hide = true)]
     Spin { cpu: Dur },
@@ -382,7 +385,8 @@ pub enum BenchCmd {
         /// Program sizes, MB
         #[arg(long, value_delimiter = ',', default_value = "4,8,12")]
         mb: Vec<u32>,
-        /// Loads to measure under: idle, cpu (every CPU kept busy)
+        /// Loads to measure under: idle, cpu (every CPU kept busy), net (a TCP flood over
+        /// loopback)
         #[arg(long, value_delimiter = ',', default_value = "idle,cpu")]
         load: Vec<String>,
         /// Tree fan-out
@@ -393,6 +397,25 @@ pub enum BenchCmd {
         /// Measured runs per setting (after one warm-up)
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Also append one row per setting to this CSV (`cluster model --from` reads it)
+        #[arg(long)]
+        csv: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Latency of COMPARE-AND-WRITE (the heartbeat's query) against node count and fan-out,
+    /// on the node managers' tree transports in this process
+    Compare {
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+        nodes: Vec<u32>,
+        #[arg(long, value_delimiter = ',', default_value = "2,4,8")]
+        fanout: Vec<u32>,
+        /// Measured queries per setting (after one that connects the tree)
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+        /// Also append one row per setting to this CSV (`cluster model --from` reads it)
+        #[arg(long)]
+        csv: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -412,6 +435,9 @@ pub enum BenchCmd {
         slots: Vec<u32>,
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Also append one row per setting to this CSV (`cluster model --from` reads it)
+        #[arg(long)]
+        csv: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -698,6 +724,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Cluster(ClusterCmd::Bench(b)) => bench(b),
+        Command::Cluster(ClusterCmd::Model(a)) => super::launch_model::run(a),
         Command::Cluster(ClusterCmd::Down) => {
             cluster::down(&StateDir::from_env())?;
             eprintln!("cluster down");
@@ -901,6 +928,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
 
 fn bench(b: BenchCmd) -> anyhow::Result<i32> {
     use cosched_daemon::bench;
+    use cosched_daemon::launch_model::{Measurement, append_csv};
     let exe = std::env::current_exe().context("finding the cosched executable")?;
     let dir = bench::scratch();
     let result = (|| -> anyhow::Result<()> {
@@ -934,6 +962,7 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 fanout,
                 bcast,
                 runs,
+                csv,
                 json,
             } => {
                 let setup = bench::LaunchSetup {
@@ -943,6 +972,13 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                     runs: runs.max(1),
                 };
                 let rows = bench::launch(&exe, &dir, &nodes, &mb, &load, &setup)?;
+                if let Some(path) = &csv {
+                    let m: Vec<_> = rows
+                        .iter()
+                        .map(|r| Measurement::of_launch(r, &setup))
+                        .collect();
+                    append_csv(path, &m).with_context(|| format!("writing {}", path.display()))?;
+                }
                 if json {
                     return print_json(&rows);
                 }
@@ -979,6 +1015,7 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 chunks,
                 slots,
                 runs,
+                csv,
                 json,
             } => {
                 let chunks: Vec<u32> = chunks
@@ -987,6 +1024,13 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                     .collect();
                 let rows =
                     bench::bcast(&exe, &dir, nodes, fanout, mb, &chunks, &slots, runs.max(1))?;
+                if let Some(path) = &csv {
+                    let m: Vec<_> = rows
+                        .iter()
+                        .map(|r| Measurement::of_bcast(r, fanout, mb))
+                        .collect();
+                    append_csv(path, &m).with_context(|| format!("writing {}", path.display()))?;
+                }
                 if json {
                     return print_json(&rows);
                 }
@@ -998,6 +1042,33 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                     t += &format!(
                         "{:>6} {:>10} {:>6} {:>10.1} {:>10.1}\n",
                         r.nodes, r.chunk_kib, r.slots, r.median_ms, r.mb_per_s
+                    );
+                }
+                emit(&t);
+            }
+            BenchCmd::Compare {
+                nodes,
+                fanout,
+                runs,
+                csv,
+                json,
+            } => {
+                let rows = bench::compare(&nodes, &fanout, runs.max(1))?;
+                if let Some(path) = &csv {
+                    let m: Vec<_> = rows.iter().map(Measurement::of_compare).collect();
+                    append_csv(path, &m).with_context(|| format!("writing {}", path.display()))?;
+                }
+                if json {
+                    return print_json(&rows);
+                }
+                let mut t = format!(
+                    "{:>6} {:>7} {:>6} {:>11} {:>9}\n",
+                    "NODES", "FANOUT", "DEPTH", "MEDIAN(ms)", "MAX(ms)"
+                );
+                for r in rows {
+                    t += &format!(
+                        "{:>6} {:>7} {:>6} {:>11.3} {:>9.3}\n",
+                        r.nodes, r.fanout, r.tree_depth, r.median_ms, r.max_ms
                     );
                 }
                 emit(&t);

@@ -9,6 +9,7 @@ pub mod cosim;
 pub mod daemon;
 pub mod demo;
 pub mod interactive;
+pub mod launch_model;
 pub mod policy_args;
 pub mod replay;
 pub mod sim;

@@ -1,0 +1,715 @@
+//! A model of launch time and heartbeat cost against node count and tree fan-out (seed 003
+//! §3.3, Eq. 3 and Fig. 10), fitted by least squares on the measurements `cosched cluster
+//! bench launch|bcast|compare --csv FILE` writes, and extrapolated to node counts no machine
+//! here has (`cosched cluster model`).
+//!
+//! Seed 003 models a launch as `T = S / BW_transfer(N) + T_exec`, the bandwidth limited by
+//! the slowest pipeline stage. Here the terms are linear in their parameters, so one weighted
+//! least-squares solve fits each:
+//!
+//! - send `= a + S·(b + c·N) + d·D`: a fixed cost, a per-MB cost at the root (read, hash),
+//!   a per-MB cost per node copy (receive, authenticate, verify, write, forward — on one host
+//!   all node managers share its cores, so this work adds up over the N nodes), and a cost
+//!   per tree level (pipeline fill, one more hop for the last chunk);
+//! - execute `= e + f·N + g·D` (one rank forked per node; on one host the forks queue);
+//! - COMPARE-AND-WRITE `= h + j·N + i·D` (the heartbeat's round trip: one combined answer per
+//!   level, each node's answer handled once).
+//!
+//! Two extrapolations, like the seed's two curves (its ES40 cluster and an ideal one): *this
+//! host* (all node managers on `cores` cores, the fit as it stands) and *one node manager per
+//! host*, where the per-node work runs in parallel and only the busiest stage counts: an
+//! interior node receives one copy and forwards `k`, each forward costing `forward_share` of
+//! a copy's work, and its link carries `k` copies at `link_mb_s`; each level adds at least one
+//! chunk's time through that stage (the pipeline's fill).
+
+use std::io::Write as _;
+use std::path::Path;
+
+use cosched_core::NodeId;
+use cosched_storm::Topology;
+use serde::Serialize;
+
+/// The CSV the benches append to and the model reads: one row per measured setting.
+pub const CSV_HEADER: &str =
+    "bench,nodes,fanout,depth,mb,chunk_kib,slots,load,send_ms,execute_ms,total_ms,compare_ms,runs";
+
+/// One measured setting (medians over `runs`); times absent where the bench has none.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Measurement {
+    /// `launch`, `bcast` or `compare`.
+    pub bench: String,
+    pub nodes: u32,
+    pub fanout: u32,
+    pub depth: u32,
+    pub mb: f64,
+    pub chunk_kib: u32,
+    pub slots: u32,
+    /// `idle`, `cpu` or `net`.
+    pub load: String,
+    pub send_ms: Option<f64>,
+    pub execute_ms: Option<f64>,
+    pub total_ms: Option<f64>,
+    pub compare_ms: Option<f64>,
+    pub runs: usize,
+}
+
+impl Measurement {
+    fn csv_line(&self) -> String {
+        let t = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_default();
+        format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            self.bench,
+            self.nodes,
+            self.fanout,
+            self.depth,
+            self.mb,
+            self.chunk_kib,
+            self.slots,
+            self.load,
+            t(self.send_ms),
+            t(self.execute_ms),
+            t(self.total_ms),
+            t(self.compare_ms),
+            self.runs
+        )
+    }
+
+    fn parse(line: &str) -> Result<Measurement, String> {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() != 13 {
+            return Err(format!("{} fields, not 13", f.len()));
+        }
+        let num = |i: usize| -> Result<f64, String> {
+            f[i].parse::<f64>()
+                .map_err(|_| format!("field {i} ({:?}) is not a number", f[i]))
+        };
+        let opt = |i: usize| -> Result<Option<f64>, String> {
+            if f[i].is_empty() {
+                Ok(None)
+            } else {
+                num(i).map(Some)
+            }
+        };
+        Ok(Measurement {
+            bench: f[0].to_string(),
+            nodes: num(1)? as u32,
+            fanout: num(2)? as u32,
+            depth: num(3)? as u32,
+            mb: num(4)?,
+            chunk_kib: num(5)? as u32,
+            slots: num(6)? as u32,
+            load: f[7].to_string(),
+            send_ms: opt(8)?,
+            execute_ms: opt(9)?,
+            total_ms: opt(10)?,
+            compare_ms: opt(11)?,
+            runs: num(12)? as usize,
+        })
+    }
+}
+
+impl Measurement {
+    /// A row of `cosched cluster bench launch`, measured with `setup`.
+    pub fn of_launch(r: &crate::bench::LaunchRow, setup: &crate::bench::LaunchSetup) -> Self {
+        Measurement {
+            bench: "launch".into(),
+            nodes: r.nodes,
+            fanout: setup.fanout,
+            depth: r.tree_depth,
+            mb: r.mb as f64,
+            chunk_kib: setup.chunk >> 10,
+            slots: setup.slots,
+            load: r.load.clone(),
+            send_ms: Some(r.send_ms),
+            execute_ms: Some(r.execute_ms),
+            total_ms: Some(r.total_ms),
+            compare_ms: None,
+            runs: r.runs,
+        }
+    }
+
+    /// A row of `cosched cluster bench bcast` (`mb` MB at fan-out `fanout`, nothing loaded).
+    pub fn of_bcast(r: &crate::bench::BcastRow, fanout: u32, mb: u32) -> Self {
+        Measurement {
+            bench: "bcast".into(),
+            nodes: r.nodes,
+            fanout,
+            depth: depth(r.nodes, fanout),
+            mb: mb as f64,
+            chunk_kib: r.chunk_kib,
+            slots: r.slots,
+            load: "idle".into(),
+            send_ms: Some(r.median_ms),
+            execute_ms: None,
+            total_ms: None,
+            compare_ms: None,
+            runs: r.runs,
+        }
+    }
+
+    /// A row of `cosched cluster bench compare`.
+    pub fn of_compare(r: &crate::bench::CompareRow) -> Self {
+        Measurement {
+            bench: "compare".into(),
+            nodes: r.nodes,
+            fanout: r.fanout,
+            depth: r.tree_depth,
+            mb: 0.0,
+            chunk_kib: 0,
+            slots: 0,
+            load: "idle".into(),
+            send_ms: None,
+            execute_ms: None,
+            total_ms: None,
+            compare_ms: Some(r.median_ms),
+            runs: r.runs,
+        }
+    }
+}
+
+/// Appends `rows` to the CSV at `path`, writing the header first if the file is new or empty,
+/// so several bench runs accumulate in one file.
+pub fn append_csv(path: &Path, rows: &[Measurement]) -> std::io::Result<()> {
+    let fresh = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let mut out = String::new();
+    if fresh {
+        out += CSV_HEADER;
+        out.push('\n');
+    }
+    for r in rows {
+        out += &r.csv_line();
+    }
+    f.write_all(out.as_bytes())
+}
+
+/// Reads a CSV written by [`append_csv`] (lines starting with `#` skipped; repeated headers,
+/// as from concatenated files, too).
+pub fn read_csv(text: &str) -> Result<Vec<Measurement>, String> {
+    let mut rows = Vec::new();
+    let mut header = false;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line == CSV_HEADER {
+            header = true;
+            continue;
+        }
+        if !header {
+            return Err(format!(
+                "line {}: expected the header {CSV_HEADER:?}",
+                i + 1
+            ));
+        }
+        rows.push(Measurement::parse(line).map_err(|e| format!("line {}: {e}", i + 1))?);
+    }
+    Ok(rows)
+}
+
+/// Tree depth of `nodes` node managers at fan-out `fanout`, as the tree itself computes it.
+pub fn depth(nodes: u32, fanout: u32) -> u32 {
+    Topology {
+        epoch: 0,
+        fanout,
+        members: vec![(NodeId(0), String::new()); nodes as usize],
+    }
+    .depth()
+}
+
+/// Least squares with each equation divided by its observed value, so the fit minimises the
+/// *relative* error (launch times span two orders of magnitude; unweighted, the largest
+/// would decide everything). Solves the normal equations by Gaussian elimination with partial
+/// pivoting; `None` when they are singular (too few distinct settings for the parameters).
+pub fn relative_lstsq(x: &[Vec<f64>], y: &[f64]) -> Option<Vec<f64>> {
+    let p = x.first()?.len();
+    let mut a = vec![vec![0.0; p + 1]; p];
+    for (row, &obs) in x.iter().zip(y) {
+        if obs <= 0.0 {
+            continue;
+        }
+        let w = 1.0 / (obs * obs);
+        for i in 0..p {
+            for j in 0..p {
+                a[i][j] += w * row[i] * row[j];
+            }
+            a[i][p] += w * row[i] * obs;
+        }
+    }
+    // Scale for the singularity test: the largest diagonal entry.
+    let scale = (0..p).map(|i| a[i][i].abs()).fold(0.0, f64::max);
+    for col in 0..p {
+        let piv = (col..p).max_by(|&r, &s| a[r][col].abs().total_cmp(&a[s][col].abs()))?;
+        if a[piv][col].abs() <= scale * 1e-12 {
+            return None;
+        }
+        a.swap(col, piv);
+        let pivot = a[col].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != col {
+                let m = row[col] / pivot[col];
+                for (x, y) in row[col..].iter_mut().zip(&pivot[col..]) {
+                    *x -= m * y;
+                }
+            }
+        }
+    }
+    Some((0..p).map(|i| a[i][p] / a[i][i]).collect())
+}
+
+/// [`relative_lstsq`] with every parameter at least 0: each is a cost, and a negative one
+/// (noise on a term the settings barely vary, such as the depth at one fan-out) would make the
+/// extrapolation fall with the node count. The most negative is fixed at 0 and the rest
+/// refitted until none is negative (a simple active-set rule).
+pub fn nonnegative_lstsq(x: &[Vec<f64>], y: &[f64]) -> Option<Vec<f64>> {
+    let p = x.first()?.len();
+    let mut free: Vec<usize> = (0..p).collect();
+    loop {
+        let sub: Vec<Vec<f64>> = x
+            .iter()
+            .map(|row| free.iter().map(|&c| row[c]).collect())
+            .collect();
+        let got = relative_lstsq(&sub, y)?;
+        let worst = (0..free.len())
+            .filter(|&i| got[i] < 0.0)
+            .min_by(|&i, &j| got[i].total_cmp(&got[j]));
+        match worst {
+            Some(i) if free.len() > 1 => {
+                free.remove(i);
+            }
+            _ => {
+                let mut params = vec![0.0; p];
+                for (i, &c) in free.iter().enumerate() {
+                    params[c] = got[i].max(0.0);
+                }
+                return Some(params);
+            }
+        }
+    }
+}
+
+/// One fitted term: its parameters (milliseconds, per MB and per node as named) and its
+/// relative error on the points it was fitted on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Fit {
+    pub names: Vec<&'static str>,
+    pub params: Vec<f64>,
+    pub points: usize,
+    /// Root mean square and largest |predicted / measured − 1| over the fitted points.
+    pub rms_rel_err: f64,
+    pub max_rel_err: f64,
+}
+
+impl Fit {
+    fn new(names: &[&'static str], x: &[Vec<f64>], y: &[f64], what: &str) -> Result<Fit, String> {
+        if x.len() < names.len() {
+            return Err(format!(
+                "{what}: {} measured points for {} parameters",
+                x.len(),
+                names.len()
+            ));
+        }
+        let params = nonnegative_lstsq(x, y).ok_or_else(|| {
+            format!(
+                "{what}: the measurements do not tell the parameters {names:?} apart (vary the node count and, for the depth, the fan-out)"
+            )
+        })?;
+        let mut fit = Fit {
+            names: names.to_vec(),
+            params,
+            points: x.len(),
+            rms_rel_err: 0.0,
+            max_rel_err: 0.0,
+        };
+        let errs: Vec<f64> = x
+            .iter()
+            .zip(y)
+            .map(|(row, &obs)| (fit.eval(row) / obs - 1.0).abs())
+            .collect();
+        fit.rms_rel_err = (errs.iter().map(|e| e * e).sum::<f64>() / errs.len() as f64).sqrt();
+        fit.max_rel_err = errs.iter().copied().fold(0.0, f64::max);
+        Ok(fit)
+    }
+
+    fn eval(&self, row: &[f64]) -> f64 {
+        self.params.iter().zip(row).map(|(p, x)| p * x).sum()
+    }
+}
+
+/// What the extrapolation to one node manager per host assumes (not fitted: nothing measured
+/// here separates them).
+#[derive(Clone, Debug, Serialize)]
+pub struct Assumptions {
+    /// Cores of the measuring host: the per-node costs fitted there are wall time on that
+    /// many cores, so one node's own CPU time is `cores` times as much.
+    pub cores: f64,
+    /// Bandwidth of one host's link, MB/s (an interior node sends `k` copies through it).
+    pub link_mb_s: f64,
+    /// Forwarding one copy to a child, as a share of a node copy's whole work.
+    pub forward_share: f64,
+}
+
+/// The fitted model.
+#[derive(Clone, Debug, Serialize)]
+pub struct LaunchModel {
+    /// Parameters a (ms), b (ms/MB), c (ms/MB/node), d (ms/level).
+    pub send: Fit,
+    /// Parameters e (ms), f (ms/node), g (ms/level).
+    pub execute: Fit,
+    /// Parameters h (ms), j (ms/node), i (ms/level); absent without `compare` rows.
+    pub compare: Option<Fit>,
+    /// Launch rows: |(predicted send + execute) / measured total − 1|, RMS and largest.
+    pub total_rms_rel_err: f64,
+    pub total_max_rel_err: f64,
+    pub assume: Assumptions,
+    /// Chunk size of the fitted launches, MB (the pipeline's fill per level).
+    pub chunk_mb: f64,
+}
+
+fn send_row(n: f64, d: f64, mb: f64) -> Vec<f64> {
+    vec![1.0, mb, mb * n, d]
+}
+
+fn node_row(n: f64, d: f64) -> Vec<f64> {
+    vec![1.0, n, d]
+}
+
+/// Predicted times of one setting, milliseconds.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Prediction {
+    pub send_ms: f64,
+    pub execute_ms: f64,
+    pub compare_ms: Option<f64>,
+}
+
+impl Prediction {
+    pub fn total_ms(&self) -> f64 {
+        self.send_ms + self.execute_ms
+    }
+}
+
+impl LaunchModel {
+    /// Fits the model on the idle rows of `rows`: send on `launch` rows and on `bcast` rows
+    /// at the launch rows' chunk size and slot count (the model has no chunk term), execute on
+    /// `launch` rows, COMPARE on `compare` rows.
+    pub fn fit(rows: &[Measurement], assume: Assumptions) -> Result<LaunchModel, String> {
+        let idle: Vec<&Measurement> = rows.iter().filter(|r| r.load == "idle").collect();
+        let launches: Vec<&&Measurement> = idle.iter().filter(|r| r.bench == "launch").collect();
+        let setting = launches.first().map(|r| (r.chunk_kib, r.slots));
+        let (mut xs, mut ys) = (Vec::new(), Vec::new());
+        for r in &idle {
+            let usable = r.bench == "launch"
+                || (r.bench == "bcast" && setting.is_none_or(|s| s == (r.chunk_kib, r.slots)));
+            if let (true, Some(t)) = (usable, r.send_ms) {
+                xs.push(send_row(r.nodes as f64, r.depth as f64, r.mb));
+                ys.push(t);
+            }
+        }
+        let send = Fit::new(
+            &["a_ms", "b_ms_per_mb", "c_ms_per_mb_node", "d_ms_per_level"],
+            &xs,
+            &ys,
+            "send",
+        )?;
+        let (mut xe, mut ye) = (Vec::new(), Vec::new());
+        let mut totals = Vec::new();
+        for r in &launches {
+            if let Some(t) = r.execute_ms {
+                xe.push(node_row(r.nodes as f64, r.depth as f64));
+                ye.push(t);
+            }
+            if let Some(t) = r.total_ms {
+                totals.push((r, t));
+            }
+        }
+        let execute = Fit::new(
+            &["e_ms", "f_ms_per_node", "g_ms_per_level"],
+            &xe,
+            &ye,
+            "execute",
+        )?;
+        let (mut xc, mut yc) = (Vec::new(), Vec::new());
+        for r in idle.iter().filter(|r| r.bench == "compare") {
+            if let Some(t) = r.compare_ms {
+                xc.push(node_row(r.nodes as f64, r.depth as f64));
+                yc.push(t);
+            }
+        }
+        let compare = if xc.is_empty() {
+            None
+        } else {
+            Some(Fit::new(
+                &["h_ms", "j_ms_per_node", "i_ms_per_level"],
+                &xc,
+                &yc,
+                "compare",
+            )?)
+        };
+        let mut m = LaunchModel {
+            send,
+            execute,
+            compare,
+            total_rms_rel_err: 0.0,
+            total_max_rel_err: 0.0,
+            assume,
+            chunk_mb: setting.map_or(0.5, |(c, _)| c as f64 * 1024.0 / 1e6),
+        };
+        let errs: Vec<f64> = totals
+            .iter()
+            .map(|(r, t)| (m.on_this_host(r.nodes, r.fanout, r.mb).total_ms() / t - 1.0).abs())
+            .collect();
+        if !errs.is_empty() {
+            m.total_rms_rel_err =
+                (errs.iter().map(|e| e * e).sum::<f64>() / errs.len() as f64).sqrt();
+            m.total_max_rel_err = errs.iter().copied().fold(0.0, f64::max);
+        }
+        Ok(m)
+    }
+
+    /// All `nodes` node managers on the measuring host, as measured.
+    pub fn on_this_host(&self, nodes: u32, fanout: u32, mb: f64) -> Prediction {
+        let (n, d) = (nodes as f64, depth(nodes, fanout) as f64);
+        Prediction {
+            send_ms: self.send.eval(&send_row(n, d, mb)),
+            execute_ms: self.execute.eval(&node_row(n, d)),
+            compare_ms: self.compare.as_ref().map(|c| c.eval(&node_row(n, d))),
+        }
+    }
+
+    /// One node manager per host: each node's work on its own cores, so the per-node terms
+    /// count once (for the busiest node) instead of `nodes` times, and the link of a node
+    /// with `k` children carries `k` copies.
+    pub fn one_per_host(&self, nodes: u32, fanout: u32, mb: f64) -> Prediction {
+        let d = depth(nodes, fanout) as f64;
+        let k = fanout.min(nodes).max(1) as f64;
+        let a = &self.assume;
+        let p = &self.send.params;
+        let copy = p[2] * a.cores;
+        let stage = (copy * (1.0 + (k - 1.0) * a.forward_share)).max(k * 1e3 / a.link_mb_s);
+        let e = &self.execute.params;
+        Prediction {
+            // A level costs at least the pipeline's fill: its node forwards chunk k only once
+            // it holds it, one chunk's stage time after its parent.
+            send_ms: p[0] + mb * (p[1] + stage) + p[3].max(self.chunk_mb * stage) * d,
+            execute_ms: e[0] + e[1] * a.cores + e[2] * d,
+            // Each level's node combines the answers of its k children on its own CPU.
+            compare_ms: self
+                .compare
+                .as_ref()
+                .map(|c| c.params[0] + d * (c.params[2] + c.params[1] * a.cores * k)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(nodes: u32, fanout: u32, mb: f64, send: f64, exec: f64) -> Measurement {
+        Measurement {
+            bench: "launch".into(),
+            nodes,
+            fanout,
+            depth: depth(nodes, fanout),
+            mb,
+            chunk_kib: 512,
+            slots: 4,
+            load: "idle".into(),
+            send_ms: Some(send),
+            execute_ms: Some(exec),
+            total_ms: Some(send + exec),
+            compare_ms: None,
+            runs: 3,
+        }
+    }
+
+    fn assume() -> Assumptions {
+        Assumptions {
+            cores: 2.0,
+            link_mb_s: 1250.0,
+            forward_share: 0.5,
+        }
+    }
+
+    /// Synthetic points from known parameters (on the same settings as a real run, plus a
+    /// second fan-out): the fit gives them back, and predicts the points exactly.
+    #[test]
+    fn fit_recovers_known_parameters() {
+        let (a, b, c, d) = (12.0, 15.0, 6.0, 40.0);
+        let (e, f, g) = (8.0, 4.5, 20.0);
+        let (h, j, i) = (0.3, 0.02, 0.25);
+        let mut rows = Vec::new();
+        for fanout in [2, 8] {
+            for n in [1, 4, 16, 64] {
+                let dd = depth(n, fanout) as f64;
+                for mb in [4.0, 8.0, 12.0] {
+                    let send = a + mb * (b + c * n as f64) + d * dd;
+                    rows.push(launch(n, fanout, mb, send, e + f * n as f64 + g * dd));
+                }
+                let mut cmp = launch(n, fanout, 0.0, 0.0, 0.0);
+                cmp.bench = "compare".into();
+                (cmp.send_ms, cmp.execute_ms, cmp.total_ms) = (None, None, None);
+                cmp.compare_ms = Some(h + j * n as f64 + i * dd);
+                rows.push(cmp);
+            }
+        }
+        // Rows under load are not fitted: a wild one changes nothing.
+        let mut loaded = launch(64, 8, 12.0, 1e6, 1e6);
+        loaded.load = "cpu".into();
+        rows.push(loaded);
+        let m = LaunchModel::fit(&rows, assume()).unwrap();
+        let close = |got: &[f64], want: &[f64]| {
+            for (g, w) in got.iter().zip(want) {
+                assert!(
+                    (g - w).abs() < 1e-6 * w.abs().max(1.0),
+                    "{got:?} != {want:?}"
+                );
+            }
+        };
+        close(&m.send.params, &[a, b, c, d]);
+        close(&m.execute.params, &[e, f, g]);
+        close(&m.compare.as_ref().unwrap().params, &[h, j, i]);
+        assert!(m.send.max_rel_err < 1e-9 && m.total_max_rel_err < 1e-9);
+        // Depths as the tree computes them.
+        assert_eq!(depth(64, 2), 6);
+        assert_eq!(depth(64, 8), 2);
+    }
+
+    /// Noisy points (±10 %, alternating): the stated error bounds every measured point's
+    /// prediction, and is about the noise put in.
+    #[test]
+    fn prediction_at_measured_points_within_stated_error() {
+        let mut rows = Vec::new();
+        let mut sign = 1.0;
+        for n in [1, 4, 16, 64] {
+            for mb in [4.0, 8.0, 12.0] {
+                let dd = depth(n, 8) as f64;
+                let send = (10.0 + mb * (20.0 + 5.0 * n as f64) + 30.0 * dd) * (1.0 + 0.1 * sign);
+                let exec = (10.0 + 4.0 * n as f64 + 10.0 * dd) * (1.0 - 0.1 * sign);
+                sign = -sign;
+                rows.push(launch(n, 8, mb, send, exec));
+            }
+        }
+        let m = LaunchModel::fit(&rows, assume()).unwrap();
+        assert!(
+            m.send.rms_rel_err > 0.02 && m.send.rms_rel_err < 0.15,
+            "{:?}",
+            m.send
+        );
+        for r in &rows {
+            let p = m.on_this_host(r.nodes, r.fanout, r.mb);
+            let err = |pred: f64, obs: Option<f64>| (pred / obs.unwrap() - 1.0).abs();
+            assert!(err(p.send_ms, r.send_ms) <= m.send.max_rel_err + 1e-12);
+            assert!(err(p.execute_ms, r.execute_ms) <= m.execute.max_rel_err + 1e-12);
+            assert!(err(p.total_ms(), r.total_ms) <= m.total_max_rel_err + 1e-12);
+        }
+    }
+
+    /// One node manager per host: the per-node cost no longer grows with the node count, so
+    /// 16,384 nodes cost little more than 64; on one host they cost 256 times the per-node
+    /// part.
+    #[test]
+    fn one_per_host_scales_with_depth_only() {
+        let mut rows = Vec::new();
+        for n in [1, 4, 16, 64] {
+            for mb in [4.0, 12.0] {
+                let dd = depth(n, 8) as f64;
+                rows.push(launch(
+                    n,
+                    8,
+                    mb,
+                    5.0 + mb * (10.0 + 2.0 * n as f64) + 20.0 * dd,
+                    5.0 + n as f64 + 5.0 * dd,
+                ));
+            }
+        }
+        let m = LaunchModel::fit(&rows, assume()).unwrap();
+        let big = m.one_per_host(16_384, 8, 12.0);
+        let small = m.one_per_host(64, 8, 12.0);
+        // Depth 5 against 2: three more levels of d = 20 ms and g = 5 ms.
+        assert!((big.total_ms() - small.total_ms() - 3.0 * 25.0).abs() < 1e-6);
+        // Stage: a copy (2 ms/MB × 2 cores) plus 7 forwards at half that = 18 ms/MB.
+        assert!((small.send_ms - (5.0 + 12.0 * (10.0 + 18.0) + 40.0)).abs() < 1e-6);
+        assert!(m.on_this_host(16_384, 8, 12.0).send_ms > 100.0 * big.send_ms);
+    }
+
+    /// With no per-level cost measured, one node manager per host still pays one chunk through
+    /// the busiest stage per extra level.
+    #[test]
+    fn one_per_host_pays_the_pipeline_fill() {
+        let rows: Vec<_> = [1u32, 4, 16, 64]
+            .iter()
+            .flat_map(|&n| {
+                [4.0, 12.0]
+                    .map(|mb| launch(n, 8, mb, 5.0 + mb * (10.0 + 2.0 * n as f64), 5.0 + n as f64))
+            })
+            .collect();
+        let m = LaunchModel::fit(&rows, assume()).unwrap();
+        // 512 KiB chunks through a stage of 18 ms/MB, three more levels (depth 5 against 2).
+        let fill = 0.524_288 * 18.0;
+        let extra = m.one_per_host(16_384, 8, 12.0).send_ms - m.one_per_host(64, 8, 12.0).send_ms;
+        assert!((extra - 3.0 * fill).abs() < 1e-6, "{extra}");
+    }
+
+    /// A per-level cost that the noise makes negative is held at 0, and the fit of the rest
+    /// stays close to the truth.
+    #[test]
+    fn no_parameter_is_negative() {
+        // Truth: e = 10, f = 5, g = 0; one fan-out, so depth moves with the node count.
+        let x: Vec<Vec<f64>> = [1u32, 4, 16, 64]
+            .iter()
+            .map(|&n| node_row(n as f64, depth(n, 8) as f64))
+            .collect();
+        let y: Vec<f64> = x
+            .iter()
+            .zip([1.05, 0.95, 0.92, 1.02])
+            .map(|(r, noise)| (10.0 + 5.0 * r[1]) * noise)
+            .collect();
+        let free = relative_lstsq(&x, &y).unwrap();
+        assert!(
+            free[2] < 0.0,
+            "the noise was meant to push g below 0: {free:?}"
+        );
+        let p = nonnegative_lstsq(&x, &y).unwrap();
+        assert_eq!(p[2], 0.0);
+        assert!(p.iter().all(|&v| v >= 0.0));
+        assert!(
+            (p[1] - 5.0).abs() < 0.5 && (p[0] - 10.0).abs() < 3.0,
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn csv_round_trips_and_accumulates() {
+        let dir = std::env::temp_dir().join(format!("launch-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("b.csv");
+        let _ = std::fs::remove_file(&path);
+        let a = launch(4, 8, 12.0, 300.0, 20.0);
+        let mut b = a.clone();
+        b.bench = "bcast".into();
+        b.execute_ms = None;
+        append_csv(&path, std::slice::from_ref(&a)).unwrap();
+        append_csv(&path, std::slice::from_ref(&b)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.matches(CSV_HEADER).count(), 1, "{text}");
+        assert_eq!(read_csv(&text).unwrap(), vec![a, b]);
+        assert!(read_csv("1,2,3\n").is_err(), "no header");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn too_few_settings_are_refused() {
+        // One node count: the per-node cost cannot be told from the fixed cost.
+        let rows: Vec<_> = [4.0, 8.0, 12.0]
+            .iter()
+            .map(|&mb| launch(16, 8, mb, 100.0 * mb, 50.0))
+            .collect();
+        let e = LaunchModel::fit(&rows, assume()).unwrap_err();
+        assert!(e.contains("send") || e.contains("execute"), "{e}");
+    }
+}
