@@ -226,3 +226,50 @@ fn a_node_killed_mid_transfer_fails_it_by_name_and_nothing_is_launched() {
             .then_some(())
     });
 }
+
+/// The nodes do not hash their copies (each chunk's frame is authenticated instead); the
+/// machine manager checks the file's SHA-256 as the chunks pass. A file that changes while it
+/// is sent (after the client hashed it) fails the transfer there, and the nodes drop their
+/// copies.
+#[test]
+fn a_file_changed_while_it_is_sent_fails_the_hash_check_at_the_machine_manager() {
+    let c = up(
+        "changed",
+        &["--nodes", "2", "--pes", "1"],
+        &[("COSCHED_TEST_CHUNK_DELAY_MS", "40")],
+    );
+    c.until(30, "2 nodes up", || (c.nodes_up() == 2).then_some(()));
+    let file = make_file(&c.dir, "data.bin", 32 * 256 * 1024);
+    let child = Command::new(bin())
+        .args(["bcast", "--chunk", "256K", "--dest", "data"])
+        .arg(&file)
+        .env("COSCHED_STATE_DIR", &c.dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let copy = copy_of(&c, "n0", "data");
+    c.until(20, "n0 has started writing", || {
+        std::fs::metadata(&copy)
+            .is_ok_and(|m| m.len() > 0)
+            .then_some(())
+    });
+    // The last chunk, not read by the client yet (4 slots of 32 at 40 ms a chunk), changes.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.write_all_at(b"changed", 32 * 256 * 1024 - 7).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the broadcast must fail: {err}");
+    assert!(
+        err.contains("SHA-256") && err.contains("nothing was launched"),
+        "{err}"
+    );
+    c.until(10, "partial copies removed", || {
+        (0..2)
+            .all(|i| !copy_of(&c, &format!("n{i}"), "data").exists())
+            .then_some(())
+    });
+}

@@ -17,9 +17,16 @@
 //!   then reads no disk), else `<work dir>/scratch` where there is no `/dev/shm`. The name and
 //!   the hash keep node managers that share a host apart, those of two clusters included.
 //!   Copies stay until the same name is broadcast again (or the directory is removed).
-//! - After the last chunk each node checks the size and the SHA-256 it computed while writing
-//!   (and the size on disk); the machine manager waits until every node has decided (COMPARE
-//!   ≠ "open"), then COMPARE = "verified" AND WRITE [`VAR_BCAST_READY`]: only then may a job
+//! - The machine manager computes the SHA-256 of the chunks as they pass through it and, after
+//!   the last one, compares it with the hash the client announced: a file that changed while
+//!   it was sent fails the transfer. Each node checks that every chunk came in order, at its
+//!   offset, in a frame whose HMAC (the cluster key's, sealed by the machine manager) it
+//!   verified, and that the size written and on disk is the announced one. It does not hash
+//!   the file again: the HMAC it already checks on every chunk proves each byte is the machine
+//!   manager's, and one SHA-256 pass per node and byte cost as much as that HMAC (issue 14:
+//!   per-byte work at every node is what a broadcast to many nodes on few cores pays N times;
+//!   docs/daemons.md, "File broadcast", says why this is as strong). The machine manager waits
+//!   until every node has decided (COMPARE ≠ "open"), then COMPARE = "verified" AND WRITE [`VAR_BCAST_READY`]: only then may a job
 //!   run the staged copy (`cosched submit --bcast`, whose argv\[0\] is [`STAGED_PREFIX`] and
 //!   the name, replaced on each node by the staged path).
 //! - A node that dies or stops answering fails the transfer with its name; the others remove
@@ -135,6 +142,7 @@ impl Stager {
                 "nm {name}: {TEST_CHUNK_DELAY_ENV}: each broadcast chunk waits {delay:?} (a test knob)"
             );
         }
+        keep_freed_buffers();
         Stager {
             name: name.to_string(),
             scratch: scratch_dir(name, workdir),
@@ -151,9 +159,8 @@ impl Stager {
                 id,
                 dest,
                 size,
-                sha256,
                 uid,
-            } => self.begin(id, dest, size, sha256, uid),
+            } => self.begin(id, dest, size, uid),
             ToNode::BcastChunk {
                 id,
                 k,
@@ -181,7 +188,7 @@ impl Stager {
         }
     }
 
-    fn begin(&mut self, id: u32, dest: String, size: u64, sha: [u8; 32], uid: Option<u32>) {
+    fn begin(&mut self, id: u32, dest: String, size: u64, uid: Option<u32>) {
         let fail = |why: String| {
             tracing::warn!("bcast {id}: {why}");
             self.vars.set(VAR_BCAST_STATE, state(id, BCAST_FAILED));
@@ -224,7 +231,6 @@ impl Stager {
             self.name.clone(),
         );
         std::thread::spawn(move || {
-            let mut hash = Sha256::new();
             let mut written = 0u64;
             let mut failed = None;
             for s in rx {
@@ -239,16 +245,13 @@ impl Stager {
                         } else if let Err(e) = file.write_all_at(&data, offset) {
                             failed = Some(format!("writing chunk {k}: {e}"));
                         } else {
-                            hash.update(&data);
                             written += data.len() as u64;
                             vars.set(VAR_BCAST_HELD, held(id, k + 1));
                         }
                     }
                     Step::End => {
                         let on_disk = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
-                        let digest: [u8; 32] = hash.clone().finalize().into();
-                        let ok =
-                            failed.is_none() && written == size && on_disk == size && digest == sha;
+                        let ok = failed.is_none() && written == size && on_disk == size;
                         if ok {
                             verified
                                 .lock()
@@ -256,11 +259,10 @@ impl Stager {
                                 .insert(dest.clone(), (path.clone(), id));
                         } else {
                             tracing::warn!(
-                                "nm {node}: bcast {id} to {}: check failed ({} of {size} bytes, {} on disk, hash {}{})",
+                                "nm {node}: bcast {id} to {}: check failed ({} of {size} bytes, {} on disk{})",
                                 path.display(),
                                 written,
                                 on_disk,
-                                if digest == sha { "matches" } else { "differs" },
                                 failed
                                     .as_deref()
                                     .map(|f| format!("; {f}"))
@@ -296,6 +298,21 @@ impl Stager {
             Some(_) => Err(format!("staged file {name:?} not released on every node")),
             None => Err(format!("no verified staged file {name:?} on this node")),
         }
+    }
+}
+
+/// Makes glibc's allocator keep freed buffers of up to 32 MiB for reuse instead of returning
+/// them to the kernel: each chunk passes through a few buffers of its size at every node (the
+/// frame read, the payload, the chunk), and with glibc's defaults each came from fresh pages
+/// (an `mmap`, or a heap grown again after a trim), faulted in and zeroed by the kernel, then
+/// unmapped: a seventh of the node managers' CPU during a broadcast in the profile (issue
+/// 14). Called once by each node manager; a process-wide setting, costing only the memory of
+/// the few chunk buffers its arenas keep.
+fn keep_freed_buffers() {
+    // SAFETY: mallopt only sets allocator parameters; it is safe to call at any time.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
     }
 }
 

@@ -186,12 +186,11 @@ pub enum ToNode {
         req: u64,
     },
     /// A file broadcast starts: create the staged file `dest` (crate::bcast) for `size`
-    /// bytes whose SHA-256 is `sha256`, owned by `uid`.
+    /// bytes, owned by `uid`. (The machine manager checks the file's SHA-256 as it passes.)
     BcastBegin {
         id: u32,
         dest: String,
         size: u64,
-        sha256: [u8; 32],
         uid: Option<u32>,
     },
     /// Chunk `k` of transfer `id`, to be written at `offset`.
@@ -199,9 +198,10 @@ pub enum ToNode {
         id: u32,
         k: u32,
         offset: u64,
+        #[serde(with = "cosched_storm::bytes")]
         data: Vec<u8>,
     },
-    /// Every chunk was sent: check size and hash, and say so in [`VAR_BCAST_STATE`].
+    /// Every chunk was sent: check the size, and say so in [`VAR_BCAST_STATE`].
     BcastEnd {
         id: u32,
     },
@@ -415,6 +415,7 @@ pub enum BcastOp {
     Chunk {
         id: u32,
         k: u32,
+        #[serde(with = "cosched_storm::bytes")]
         data: Vec<u8>,
     },
     Finish {

@@ -249,36 +249,56 @@ pub async fn read_frame<R: AsyncRead + Unpin, T: DeserializeOwned>(
 }
 
 /// Reads one frame body (tag and payload, length removed) of at most `max` bytes without
-/// decoding it, so a router can authenticate and inspect it with [`Key::open`] and forward
-/// the same bytes with [`frame_of_body`]. The length is checked before any of the body is
-/// read, and the body is held only as far as it has arrived.
+/// decoding it, so a caller can authenticate and inspect it with [`Key::open`]. The length is
+/// checked before any of the body is read, and the body is held only as far as it has arrived.
 pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Vec<u8>, FrameError> {
+    let len = read_len(r, max).await?;
+    let mut body = Vec::with_capacity(len.min(INITIAL_BUFFER));
+    read_rest(r, len, &mut body).await?;
+    Ok(body)
+}
+
+/// Reads one whole frame (length prefix included) of at most `max` bytes from a peer that has
+/// already proven the key (a parent after its topology, a child dialled at an authenticated
+/// address), so a router can authenticate it with [`Key::open`] on `&frame[4..]` and forward
+/// the very same buffer: no copy per hop. The buffer is allocated at the announced length at
+/// once (an authenticated peer has no reason to lie about it, and `max` still bounds it);
+/// the bytes are read into it without zeroing it first.
+pub async fn read_whole<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Vec<u8>, FrameError> {
+    let len = read_len(r, max).await?;
+    let mut frame = Vec::with_capacity(4 + len);
+    frame.extend_from_slice(&(len as u32).to_be_bytes());
+    read_rest(r, len, &mut frame).await?;
+    Ok(frame)
+}
+
+async fn read_len<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<usize, FrameError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len).await {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
         Err(e) => return Err(e.into()),
     }
-    let len = check_len(u32::from_be_bytes(len) as usize, max)?;
-    // Grown in steps no bigger than what has arrived, to exactly `len`: the memory held is
-    // at most twice the bytes the peer really sent, and never more than `len`.
-    let mut body = Vec::new();
-    while body.len() < len {
-        let start = body.len();
-        let step = (len - start).min(start.max(INITIAL_BUFFER));
-        body.reserve_exact(step);
-        body.resize(start + step, 0);
-        r.read_exact(&mut body[start..]).await?;
-    }
-    Ok(body)
+    check_len(u32::from_be_bytes(len) as usize, max)
 }
 
-/// The whole frame (length prefix included) of a body read by [`read_body`].
-pub fn frame_of_body(body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + body.len());
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(body);
-    out
+/// Appends exactly `len` bytes to `buf`. `read_to_end` grows the buffer only when it is full
+/// (so it holds at most about twice what the peer really sent) and fills the spare capacity
+/// without zeroing it.
+async fn read_rest<R: AsyncRead + Unpin>(
+    r: &mut R,
+    len: usize,
+    buf: &mut Vec<u8>,
+) -> Result<(), FrameError> {
+    let start = buf.len();
+    (&mut *r).take(len as u64).read_to_end(buf).await?;
+    if buf.len() - start < len {
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+    }
+    Ok(())
 }
 
 /// Tells a peer whose frame failed authentication so ([`REFUSAL`]), before closing.

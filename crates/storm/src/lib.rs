@@ -6,6 +6,7 @@
 //! them could be replaced (RDMA, hardware multicast) without touching the functions.
 //!
 //! - [`accept`]: accepting with back-off, and the cap on unauthenticated connections.
+//! - [`bytes`]: byte buffers in messages encoded as one run (a `memcpy`, not a visit per byte).
 //! - [`frame`]: length-delimited frames with an HMAC-SHA256 tag; the cluster [`Key`].
 //! - [`tree`]: the k-ary overlay ([`Topology`]) and destination sets ([`Dest`]).
 //! - [`mech`]: the mechanisms as messages ([`Down`], [`Up`]), node variables ([`Vars`]),
@@ -16,6 +17,7 @@
 //!   ([`Outcome`]), and the write half of COMPARE-AND-WRITE.
 
 pub mod accept;
+pub mod bytes;
 pub mod frame;
 pub mod link;
 pub mod mech;

@@ -1,6 +1,14 @@
 //! Links to children: one TCP connection per child, dialled by the parent, with a writer task
-//! fed by a queue (so a slow child never stalls its parent) and a reader task that passes the
+//! fed by queues (so a slow child never stalls its parent) and a reader task that passes the
 //! child's authenticated [`Up`] frames to the owner.
+//!
+//! Each link has two queues: frames of up to [`BULK_FRAME`] bytes (queries, heartbeats,
+//! writes, launches) go before bigger ones (a file broadcast's chunks), so a COMPARE never
+//! waits behind the megabytes of chunks queued on a link. With 256 node managers on two cores
+//! a heartbeat that queued behind every slot of chunks at every hop missed its deadline and
+//! the node was declared dead mid-broadcast. Order is kept within each queue; a small frame
+//! may only overtake big ones, never the reverse, and the machine manager sends nothing small
+//! that must follow a chunk before every node holds that chunk (it learns so by COMPARE).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,9 +19,12 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use crate::frame::{Key, MAX_FRAME, frame_of_body, read_body};
+use crate::frame::{Key, MAX_FRAME, read_whole};
 use crate::mech::Up;
 use crate::tree::{Dest, Route};
+
+/// Frames longer than this (bytes, length prefix included) wait behind shorter ones.
+pub const BULK_FRAME: usize = 64 << 10;
 
 /// How long a parent waits to connect to a child before giving up on it.
 pub const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -31,7 +42,24 @@ struct Child {
     addr: String,
     subtree: Vec<NodeId>,
     conn: u64,
-    tx: mpsc::UnboundedSender<Arc<Vec<u8>>>,
+    tx: Queues,
+}
+
+/// The two queues of a link's writer: frames of at most [`BULK_FRAME`] bytes, and bigger ones.
+struct Queues {
+    small: mpsc::UnboundedSender<Arc<Vec<u8>>>,
+    bulk: mpsc::UnboundedSender<Arc<Vec<u8>>>,
+}
+
+impl Queues {
+    fn send(&self, frame: Arc<Vec<u8>>) {
+        let q = if frame.len() > BULK_FRAME {
+            &self.bulk
+        } else {
+            &self.small
+        };
+        let _ = q.send(frame);
+    }
 }
 
 /// The child links of one tree position.
@@ -83,7 +111,7 @@ impl Children {
             }
         }
         for c in self.links.values() {
-            let _ = c.tx.send(topology_frame.clone());
+            c.tx.send(topology_frame.clone());
         }
     }
 
@@ -91,7 +119,7 @@ impl Children {
     pub fn route(&self, dest: &Dest, frame: Arc<Vec<u8>>) {
         for c in self.links.values() {
             if dest.reaches(&c.subtree) {
-                let _ = c.tx.send(frame.clone());
+                c.tx.send(frame.clone());
             }
         }
     }
@@ -125,8 +153,9 @@ fn spawn_link(
     addr: String,
     conn: u64,
     events: mpsc::UnboundedSender<ChildEvent>,
-) -> mpsc::UnboundedSender<Arc<Vec<u8>>> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Arc<Vec<u8>>>();
+) -> Queues {
+    let (small, mut small_rx) = mpsc::unbounded_channel::<Arc<Vec<u8>>>();
+    let (bulk, mut bulk_rx) = mpsc::unbounded_channel::<Arc<Vec<u8>>>();
     tokio::spawn(async move {
         let stream = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&addr)).await {
             Ok(Ok(s)) => s,
@@ -147,16 +176,10 @@ fn spawn_link(
         let reader = tokio::spawn(async move {
             loop {
                 // The child was dialled at an address the authenticated topology gave.
-                match read_body(&mut rd, MAX_FRAME).await {
-                    Ok(body) => match key.open::<Up>(&body) {
+                match read_whole(&mut rd, MAX_FRAME).await {
+                    Ok(frame) => match key.open::<Up>(&frame[4..]) {
                         Ok(msg) => {
-                            if ev
-                                .send(ChildEvent::Up {
-                                    frame: frame_of_body(&body),
-                                    msg,
-                                })
-                                .is_err()
-                            {
+                            if ev.send(ChildEvent::Up { frame, msg }).is_err() {
                                 return;
                             }
                         }
@@ -174,7 +197,13 @@ fn spawn_link(
             }
             let _ = ev.send(ChildEvent::Lost { node, conn });
         });
-        while let Some(frame) = rx.recv().await {
+        loop {
+            let frame = tokio::select! {
+                biased;
+                Some(f) = small_rx.recv() => f,
+                Some(f) = bulk_rx.recv() => f,
+                else => break,
+            };
             if wr.write_all(&frame).await.is_err() {
                 break;
             }
@@ -183,5 +212,5 @@ fn spawn_link(
         reader.abort();
         let _ = wr.shutdown().await;
     });
-    tx
+    Queues { small, bulk }
 }

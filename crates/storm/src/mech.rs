@@ -93,6 +93,7 @@ pub enum Down {
     Xfer {
         dest: Dest,
         write: Option<(Var, i64)>,
+        #[serde(with = "crate::bytes")]
         payload: Vec<u8>,
         ack: Option<Query>,
     },
@@ -114,7 +115,11 @@ pub enum Down {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Up {
     /// A node manager's report (a job's processes ended, a status reply, …).
-    Signal { from: NodeId, payload: Vec<u8> },
+    Signal {
+        from: NodeId,
+        #[serde(with = "crate::bytes")]
+        payload: Vec<u8>,
+    },
     /// A subtree's combined answer to a query.
     Answer(Answer),
 }

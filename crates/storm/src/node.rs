@@ -14,7 +14,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
 use crate::accept::{Gate, accept};
-use crate::frame::{Key, MAX_FRAME, MAX_HELLO, frame_of_body, read_body, read_frame};
+use crate::frame::{Key, MAX_FRAME, MAX_HELLO, read_frame, read_whole};
 use crate::link::{ChildEvent, Children};
 use crate::mech::{Answer, Combiner, Down, Own, Up, Vars, sleep_until};
 use crate::tree::{Route, Topology};
@@ -55,7 +55,8 @@ enum Ev {
     },
     FromParent {
         conn: u64,
-        body: Vec<u8>,
+        /// The whole frame as read, forwarded unchanged where it is not re-sealed.
+        frame: Vec<u8>,
         msg: Down,
     },
     ParentClosed {
@@ -121,9 +122,9 @@ async fn run(
                     };
                     if ev_tx.send(Ev::NewParent { conn, writer, topo }).is_err() { return; }
                     loop {
-                        match read_body(&mut rd, MAX_FRAME).await {
-                            Ok(body) => match key.open::<Down>(&body) {
-                                Ok(msg) => { if ev_tx.send(Ev::FromParent { conn, body, msg }).is_err() { return; } }
+                        match read_whole(&mut rd, MAX_FRAME).await {
+                            Ok(frame) => match key.open::<Down>(&frame[4..]) {
+                                Ok(msg) => { if ev_tx.send(Ev::FromParent { conn, frame, msg }).is_err() { return; } }
                                 Err(e) => { eprintln!("storm: dropping parent {peer}: {e}"); break; }
                             },
                             Err(crate::FrameError::Closed) => break,
@@ -143,7 +144,7 @@ async fn run(
                     routes = apply(&mut children, &key, me, &topo);
                     let _ = deliver.send(Delivery::Topology(topo));
                 }
-                Ev::FromParent { conn, body, msg } => {
+                Ev::FromParent { conn, frame, msg } => {
                     if parent.as_ref().map(|p| p.0) != Some(conn) {
                         continue;
                     }
@@ -158,7 +159,7 @@ async fn run(
                         Down::Xfer { dest, write, payload, ack } => {
                             let mine = dest.includes(me);
                             match &ack {
-                                None => children.route(&dest, Arc::new(frame_of_body(&body))),
+                                None => children.route(&dest, Arc::new(frame)),
                                 Some(q) => children.route(&dest, Arc::new(key.seal(&Down::Xfer { dest: dest.clone(), write, payload: payload.clone(), ack: Some(q.for_children()) }))),
                             }
                             if mine {
@@ -195,7 +196,7 @@ async fn run(
                             if let Some((a, ())) = done { answer_up(&mut parent, &key, a).await; }
                         }
                         Down::Write { dest, var, value } => {
-                            children.route(&dest, Arc::new(frame_of_body(&body)));
+                            children.route(&dest, Arc::new(frame));
                             if dest.includes(me) {
                                 vars.set(var, value);
                             }

@@ -2,6 +2,7 @@
 //! and passes each down the tree as one XFER-AND-SIGNAL, at most `slots` ahead of the chunks
 //! every destination holds, learning what they hold by COMPARE (≥ on `VAR_BCAST_HELD`), and
 //! at the end releases the copies by COMPARE-AND-WRITE once each node has checked its own.
+//! The file's SHA-256 is checked here, once, as the chunks pass (see crate::bcast).
 //!
 //! One transfer runs at a time. A client request that must wait (a chunk while every slot is
 //! taken, the finish until the copies are checked) is answered later. Each chunk sent gets its
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use cosched_core::NodeId;
 use cosched_storm::{Cmp, Cond, Dest, Outcome, Var};
+use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 use super::shell::Shell;
@@ -50,6 +52,9 @@ pub struct Transfer {
     chunk: u32,
     slots: u32,
     chunks: u32,
+    /// The hash the client announced, and the one of the chunks accepted so far.
+    sha256: [u8; 32],
+    hash: Sha256,
     sent: u32,
     /// Chunks every destination holds.
     held: u32,
@@ -154,6 +159,8 @@ impl Shell {
                     chunk,
                     slots,
                     chunks,
+                    sha256,
+                    hash: Sha256::new(),
                     sent: 0,
                     held: 0,
                     phase: Phase::Opening,
@@ -173,7 +180,6 @@ impl Shell {
                     id,
                     dest,
                     size,
-                    sha256,
                     uid: Some(caller.uid),
                 };
                 self.root
@@ -203,6 +209,7 @@ impl Shell {
                         format!("bcast {id}: chunk {k} out of order or of the wrong size"),
                     );
                 }
+                t.hash.update(&data);
                 t.parked = Some((k, data, tx));
                 self.bcast_pump();
             }
@@ -219,6 +226,13 @@ impl Shell {
                             t.sent, t.chunks
                         ),
                     );
+                }
+                if <[u8; 32]>::from(t.hash.clone().finalize()) != t.sha256 {
+                    let why = format!(
+                        "bcast {id}: the chunks do not have the SHA-256 announced (the file changed while it was sent?); nothing was launched"
+                    );
+                    self.bcast_fail(why.clone());
+                    return err(tx, why);
                 }
                 t.reply = Some(tx);
                 t.finishing = true;
