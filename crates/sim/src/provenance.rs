@@ -35,7 +35,9 @@ impl Provenance {
     /// The provenance of an output of this process made from `source`.
     pub fn of(source: &Source) -> Provenance {
         let (input, input_sha256) = match source {
-            Source::Trace { path, .. } => (path.display().to_string(), file_sha256(path)),
+            Source::Trace { path, digest, .. } => {
+                (path.display().to_string(), digest.get(path).to_string())
+            }
             Source::Lublin { model } => model_input("lublin", model.as_ref()),
             Source::Feitelson97 { model } => model_input("feitelson97", model.as_ref()),
         };

@@ -53,13 +53,14 @@ pub fn write_jobs_csv<W: Write>(
     }
     let mut w = csv::Writer::from_writer(out);
     w.write_record(JOBS_CSV_COLUMNS)?;
-    for (((job, rec), &runtime), swf) in workload
+    for (i, ((job, rec), &runtime)) in workload
         .jobs
         .iter()
         .zip(&result.records)
         .zip(&result.runtimes)
-        .zip(&workload.records)
+        .enumerate()
     {
+        let swf = workload.source_record(i);
         let JobRecord {
             id,
             submit,
@@ -218,8 +219,10 @@ mod tests {
                 job(1, 0, 4, 100, Some(200)),
                 job(2, 10, 2, 50, None),
                 job(3, 20, 2, 5, Some(40)),
-            ],
+            ]
+            .into(),
             procs: 4,
+            digest: crate::setup::FileDigest::known("none: built in memory".into()),
         }
     }
 

@@ -255,14 +255,12 @@ fn multicore(
         self_sl_2: milli("self_sl_2", 1120),
     };
     let total = c.machine.total_pes();
-    for (job, rec) in workload.jobs.iter_mut().zip(workload.records.iter_mut()) {
+    // The workload's records take their size from the jobs (`Workload::record`).
+    for job in &mut workload.jobs {
         let id = job.req.id;
-        let size = limits
+        job.req.procs = limits
             .transform_size(job.req.procs, model.crs(id), model.nos(id))
             .min(total);
-        job.req.procs = size;
-        rec.alloc_procs = Some(size);
-        rec.req_procs = Some(size);
     }
     Some((c, model))
 }

@@ -3,12 +3,14 @@
 //! for the simulator and the machine manager.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
 
 use cosched_workload::feitelson97;
 use cosched_workload::lublin::{GenOptions, generate};
 use cosched_workload::swf::{ReadOptions, SwfError, SwfHeader, SwfRecord, read_trace};
 
-use crate::trace::{Semantics, Workload, prepare};
+use crate::trace::{Semantics, Workload, prepare_shared};
 
 /// Where jobs come from.
 #[derive(Clone, Debug)]
@@ -17,14 +19,68 @@ pub enum Source {
     Trace {
         path: PathBuf,
         header: Box<SwfHeader>,
-        records: Vec<SwfRecord>,
+        /// Shared with the workloads prepared from it (and with clones of the source).
+        records: Arc<Vec<SwfRecord>>,
         procs: u32,
+        /// The file's SHA-256, for the provenance of the outputs.
+        digest: FileDigest,
     },
     /// The Lublin–Feitelson model, generated anew for each seed.
     Lublin { model: Box<GenOptions> },
     /// Seed 002's model (Poisson arrivals, hyperexponential runtimes), generated anew for each
     /// seed.
     Feitelson97 { model: Box<feitelson97::Options> },
+}
+
+/// The SHA-256 of a trace file (hex, as [`crate::provenance::file_sha256`] gives it),
+/// computed on a thread of its own from the moment the trace has been read: hashing a
+/// 4 MB log in software costs about as many instructions as simulating a fifth of it, and
+/// the simulation leaves the second core idle. Clones share the one computation.
+#[derive(Clone, Debug)]
+pub struct FileDigest(Arc<DigestState>);
+
+#[derive(Debug)]
+struct DigestState {
+    running: Mutex<Option<JoinHandle<String>>>,
+    value: OnceLock<String>,
+}
+
+impl FileDigest {
+    /// Starts hashing `path`.
+    pub fn start(path: &Path) -> FileDigest {
+        let path = path.to_path_buf();
+        let running = std::thread::Builder::new()
+            .name("trace-sha256".into())
+            .spawn(move || crate::provenance::file_sha256(&path))
+            // No thread to be had: hash on first use instead.
+            .ok();
+        FileDigest(Arc::new(DigestState {
+            running: Mutex::new(running),
+            value: OnceLock::new(),
+        }))
+    }
+
+    /// The digest already known (for a source built in memory).
+    pub fn known(hex: String) -> FileDigest {
+        FileDigest(Arc::new(DigestState {
+            running: Mutex::new(None),
+            value: OnceLock::from(hex),
+        }))
+    }
+
+    /// The digest, waiting for the hashing thread if it is still at work; `path` is hashed
+    /// here if no thread could be started.
+    pub fn get(&self, path: &Path) -> &str {
+        self.0.value.get_or_init(|| {
+            let running = self.0.running.lock().map(|mut r| r.take());
+            match running {
+                Ok(Some(h)) => h
+                    .join()
+                    .unwrap_or_else(|_| crate::provenance::file_sha256(path)),
+                _ => crate::provenance::file_sha256(path),
+            }
+        })
+    }
 }
 
 /// A run could not be set up.
@@ -49,8 +105,11 @@ impl Source {
         Ok(Source::Trace {
             path: path.to_path_buf(),
             header: Box::new(trace.header),
-            records: trace.records,
+            records: Arc::new(trace.records),
             procs: trace.procs,
+            // Started after the read, so that it shares the cores with the simulation (which
+            // uses one), not with the parsing (which uses all).
+            digest: FileDigest::start(path),
         })
     }
 
@@ -97,7 +156,10 @@ impl Source {
                 records,
                 procs,
                 ..
-            } => (prepare(records, *procs, sem, load), (**header).clone()),
+            } => (
+                prepare_shared(records, *procs, sem, load),
+                (**header).clone(),
+            ),
             Source::Lublin { model } => {
                 let mut model = model.clone();
                 if let Some(s) = seed {
@@ -106,7 +168,7 @@ impl Source {
                 model.load = load.or(model.load);
                 let trace = generate(&model);
                 (
-                    prepare(&trace.records, model.procs, sem, None),
+                    prepare_shared(&Arc::new(trace.records), model.procs, sem, None),
                     trace.header,
                 )
             }
@@ -118,7 +180,7 @@ impl Source {
                 model.load = load.or(model.load);
                 let trace = feitelson97::generate(&model);
                 (
-                    prepare(&trace.records, model.procs, sem, None),
+                    prepare_shared(&Arc::new(trace.records), model.procs, sem, None),
                     trace.header,
                 )
             }

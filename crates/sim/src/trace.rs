@@ -11,6 +11,7 @@
 //! Each can be changed ([`SizeField`], [`Estimates`], [`Semantics::kill_at_estimate`]).
 
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -99,8 +100,12 @@ impl Skipped {
 #[derive(Clone, Debug)]
 pub struct Workload {
     pub jobs: Vec<SimJob>,
-    /// The SWF records of the kept jobs (same order), with the size and submit time used.
-    pub records: Vec<SwfRecord>,
+    /// The records the jobs came from, shared with the [`crate::setup::Source`] rather than
+    /// copied: a record is 240 bytes, and copying a quarter of a million of them (and faulting
+    /// in the pages) was a large share of preparing a long trace.
+    origin: Arc<Vec<SwfRecord>>,
+    /// Where each job's record sits in `origin` (same order as `jobs`).
+    kept: Vec<u32>,
     pub skipped: Skipped,
     /// Kept jobs whose estimate fell back to the runtime (no usable requested time).
     pub estimate_from_runtime: usize,
@@ -108,12 +113,48 @@ pub struct Workload {
     pub overrunning: usize,
 }
 
+impl Workload {
+    /// The trace record of the job at `i` (of [`Workload::jobs`]) as read: its user, queue and
+    /// the other fields the simulation does not change.
+    pub fn source_record(&self, i: usize) -> &SwfRecord {
+        &self.origin[self.kept[i] as usize]
+    }
+
+    /// The record of the job at `i` as simulated: the source's, with the size (allocated and
+    /// requested processors) and the submit time the job was given.
+    pub fn record(&self, i: usize) -> SwfRecord {
+        let mut r = self.source_record(i).clone();
+        let req = &self.jobs[i].req;
+        r.submit = Some(req.submit);
+        // One size for everything downstream (load computation, SWF output).
+        r.alloc_procs = Some(req.procs);
+        r.req_procs = Some(req.procs);
+        r
+    }
+
+    /// The records of every job as simulated (see [`Workload::record`]).
+    pub fn records(&self) -> Vec<SwfRecord> {
+        (0..self.jobs.len()).map(|i| self.record(i)).collect()
+    }
+}
+
 /// Converts records into jobs for a machine of `procs` PEs; with `load`, rescales the kept
 /// jobs' inter-arrival times to that offered load first.
 pub fn prepare(records: &[SwfRecord], procs: u32, sem: &Semantics, load: Option<f64>) -> Workload {
+    prepare_shared(&Arc::new(records.to_vec()), procs, sem, load)
+}
+
+/// [`prepare`] of records the workload may keep a reference to instead of a copy.
+pub fn prepare_shared(
+    records: &Arc<Vec<SwfRecord>>,
+    procs: u32,
+    sem: &Semantics,
+    load: Option<f64>,
+) -> Workload {
     let mut skipped = Skipped::default();
+    // (index in `records`, size) of each kept job.
     let mut kept = Vec::with_capacity(records.len());
-    for r in records {
+    for (i, r) in records.iter().enumerate() {
         let size = match sem.size {
             SizeField::Alloc => r.alloc_procs.filter(|&p| p > 0).or(r.req_procs),
             SizeField::Req => r.req_procs.filter(|&p| p > 0).or(r.alloc_procs),
@@ -134,19 +175,36 @@ pub fn prepare(records: &[SwfRecord], procs: u32, sem: &Semantics, load: Option<
             skipped.submit += 1;
             continue;
         }
-        let mut r = r.clone();
-        // One size for everything downstream (load computation, SWF output).
-        r.alloc_procs = Some(size);
-        r.req_procs = Some(size);
-        kept.push(r);
+        kept.push((i as u32, size));
     }
-    if let Some(load) = load {
-        cosched_workload::transform::rescale_load(&mut kept, procs, load);
-    }
+    let (origin, kept) = match load {
+        // Rescaling moves submit times: the kept records are copied and rescaled (the load
+        // computation reads the size used).
+        Some(load) => {
+            let mut own: Vec<SwfRecord> = kept
+                .iter()
+                .map(|&(i, size)| {
+                    let mut r = records[i as usize].clone();
+                    r.alloc_procs = Some(size);
+                    r.req_procs = Some(size);
+                    r
+                })
+                .collect();
+            cosched_workload::transform::rescale_load(&mut own, procs, load);
+            let kept = (0..own.len() as u32).map(|i| (i, None)).collect();
+            (Arc::new(own), kept)
+        }
+        None => {
+            let kept = kept.into_iter().map(|(i, s)| (i, Some(s))).collect();
+            (Arc::clone(records), kept)
+        }
+    };
+    let kept: Vec<(u32, Option<u32>)> = kept;
     let (mut from_runtime, mut overrunning) = (0, 0);
     let jobs = kept
         .iter()
-        .map(|r| {
+        .map(|&(i, size)| {
+            let r = &origin[i as usize];
             let runtime = r.run.expect("filtered");
             let requested = r.req_time.filter(|&d| d > Dur::ZERO);
             if requested.is_none() {
@@ -162,7 +220,7 @@ pub fn prepare(records: &[SwfRecord], procs: u32, sem: &Semantics, load: Option<
             let mut req = JobRequest::new(
                 JobId(r.job),
                 r.submit.expect("filtered"),
-                r.alloc_procs.expect("set"),
+                size.or(r.alloc_procs).expect("set"),
                 estimate,
             );
             req.queue = r.queue;
@@ -177,7 +235,8 @@ pub fn prepare(records: &[SwfRecord], procs: u32, sem: &Semantics, load: Option<
         .collect();
     Workload {
         jobs,
-        records: kept,
+        kept: kept.into_iter().map(|k| k.0).collect(),
+        origin,
         skipped,
         estimate_from_runtime: from_runtime,
         overrunning,
@@ -194,8 +253,8 @@ pub fn write_schedule<W: Write>(
     records: &[JobRecord],
 ) -> io::Result<()> {
     let mut out = Vec::with_capacity(records.len());
-    for (r, rec) in workload.records.iter().zip(records) {
-        let mut r = r.clone();
+    for (i, rec) in records.iter().enumerate().take(workload.jobs.len()) {
+        let mut r = workload.record(i);
         r.set_schedule(rec);
         out.push(r);
     }
