@@ -526,9 +526,11 @@ impl Gang {
         s.version = self.version;
         s.before.copy_from(&self.running);
         s.stops.clear();
-        self.running.for_each_not_in(&s.after, |job| s.stops.push(job));
+        self.running
+            .for_each_not_in(&s.after, |job| s.stops.push(job));
         s.goes.clear();
-        s.after.for_each_not_in(&self.running, |job| s.goes.push(job));
+        s.after
+            .for_each_not_in(&self.running, |job| s.goes.push(job));
         self.cache[self.active] = Some(s);
     }
 
