@@ -29,6 +29,9 @@ impl SortedIds {
         self.0.sort_unstable();
         self.0.dedup();
     }
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -56,13 +59,5 @@ impl SortedIds {
                 f(id);
             }
         }
-    }
-    /// The ids in `self` and not in `other`, in order.
-    pub fn difference(&self, other: &SortedIds) -> Vec<JobId> {
-        self.0
-            .iter()
-            .copied()
-            .filter(|id| !other.contains(id))
-            .collect()
     }
 }

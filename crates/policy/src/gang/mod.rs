@@ -117,6 +117,23 @@ struct Member {
     announced: bool,
 }
 
+/// What making a row active does, for one running set before: computed once per matrix
+/// version, then replayed on every turn of the cycle (a switch is then a comparison, the
+/// decisions and a copy, with no set arithmetic).
+#[derive(Clone, Debug)]
+struct Switch {
+    /// [`Gang::version`] when computed.
+    version: u64,
+    /// The running set it starts from.
+    before: SortedIds,
+    /// The target: the running set after it.
+    after: SortedIds,
+    /// `before` minus `after`, in order: the jobs it stops.
+    stops: Vec<JobId>,
+    /// `after` minus `before`, in order: the jobs it runs.
+    goes: Vec<JobId>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TimerKind {
     QuantumEnd,
@@ -145,12 +162,14 @@ pub struct Gang {
     held_members: usize,
     /// Reused by [`Gang::target`] so a switch allocates nothing for the mask.
     scratch: Bits,
+    /// Reused by [`Gang::compute_target`] for the jobs alternate scheduling adds.
+    extra: Vec<JobId>,
     /// Bumped whenever the matrix or a hold changes; [`Gang::target`] results are reused
     /// while it stays the same.
     version: u64,
-    /// Per active row: `(version, running set before, target)` of the last computation. In a
-    /// steady matrix the cycle repeats, so most switches find their answer here.
-    cache: Vec<Option<(u64, SortedIds, SortedIds)>>,
+    /// Per active row: the last switch computed for it. In a steady matrix the cycle
+    /// repeats, so most switches find their answer here and only replay it.
+    cache: Vec<Option<Switch>>,
     /// Jobs not yet in the matrix, with their holds (a member's hold is [`Member::held`]).
     queue: WaitQueue,
     down: Bits,
@@ -166,9 +185,6 @@ pub struct Gang {
 
     active: usize,
     running: SortedIds,
-    /// What [`Gang::target`] computed; swapped with `running` when it takes effect, so a
-    /// switch allocates nothing.
-    next: SortedIds,
     /// Between the Suspends and the Resumes of a multi-context switch.
     switching: bool,
     pending: Option<(u64, TimerKind)>,
@@ -234,6 +250,7 @@ impl Gang {
             fresh: Vec::new(),
             held_members: 0,
             scratch: Bits::new(pes),
+            extra: Vec::new(),
             version: 0,
             cache: Vec::new(),
             queue: WaitQueue::default(),
@@ -243,7 +260,6 @@ impl Gang {
             mem_used: vec![0; machine.nodes as usize],
             active: 0,
             running: SortedIds::default(),
-            next: SortedIds::default(),
             switching: false,
             pending: None,
             next_token: 0,
@@ -486,27 +502,50 @@ impl Gang {
 
     /// The jobs that should run while the active row is active: its own jobs, then (with
     /// alternate scheduling) the jobs running now that still fit, then other rows' jobs in
-    /// row order after the active one. The answer goes to `self.next`.
+    /// row order after the active one. The answer, with the jobs it stops and runs, is
+    /// `self.cache[self.active]` on return.
     fn target(&mut self) {
-        if let Some(Some((v, before, result))) = self.cache.get(self.active)
-            && *v == self.version
-            && *before == self.running
+        if let Some(Some(s)) = self.cache.get(self.active)
+            && s.version == self.version
+            && s.before == self.running
         {
-            self.next.copy_from(result);
             return;
         }
-        let result = self.compute_target();
         if self.cache.len() <= self.active {
             self.cache.resize(self.active + 1, None);
         }
-        self.next.copy_from(&result);
-        self.cache[self.active] = Some((self.version, self.running.clone(), result));
+        // The row's stale entry lends its buffers: a miss allocates nothing either.
+        let mut s = self.cache[self.active].take().unwrap_or(Switch {
+            version: 0,
+            before: SortedIds::default(),
+            after: SortedIds::default(),
+            stops: Vec::new(),
+            goes: Vec::new(),
+        });
+        self.compute_target(&mut s.after);
+        s.version = self.version;
+        s.before.copy_from(&self.running);
+        s.stops.clear();
+        self.running
+            .for_each_not_in(&s.after, |job| s.stops.push(job));
+        s.goes.clear();
+        s.after
+            .for_each_not_in(&self.running, |job| s.goes.push(job));
+        self.cache[self.active] = Some(s);
     }
 
-    fn compute_target(&mut self) -> SortedIds {
-        let mut chosen = SortedIds::default();
+    /// The switch [`Gang::target`] just computed or found.
+    fn current(&self) -> &Switch {
+        self.cache[self.active]
+            .as_ref()
+            .expect("target() fills the active row's entry")
+    }
+
+    /// The target of [`Gang::target`], into `chosen`.
+    fn compute_target(&mut self, chosen: &mut SortedIds) {
+        chosen.clear();
         if self.rows.is_empty() {
-            return chosen;
+            return;
         }
         let mut mask = std::mem::take(&mut self.scratch);
         mask.clear_all();
@@ -522,7 +561,8 @@ impl Gang {
         }
         chosen.sort();
         if self.alternate && free > 0 {
-            let mut extra = Vec::new();
+            let mut extra = std::mem::take(&mut self.extra);
+            extra.clear();
             let members = &self.members;
             let mut consider = |id: JobId, procs: u32, pes: &PeSet, mask: &mut Bits| {
                 if procs <= free
@@ -549,13 +589,13 @@ impl Gang {
                     }
                 }
             }
-            for id in extra {
+            for &id in &extra {
                 chosen.push_unsorted(id);
             }
             chosen.sort();
+            self.extra = extra;
         }
         self.scratch = mask;
-        chosen
     }
 
     /// Sends the decisions that make the running set match [`Gang::target`], announces newly
@@ -569,34 +609,34 @@ impl Gang {
         self.apply_target(now, out);
     }
 
-    /// The second half of [`Gang::reconcile`], once `self.next` holds the target.
+    /// The second half of [`Gang::reconcile`], once [`Gang::target`] has run.
     fn apply_target(&mut self, now: Time, out: &mut Vec<Decision>) {
-        if self.next != self.running {
-            // Who stops, then who goes: both sets are sorted, so each is one merge walk.
-            self.running
-                .for_each_not_in(&self.next, |job| out.push(Decision::Suspend { job }));
-            // Every member leaves `fresh` only once announced, so with `fresh` empty each
-            // arriving job just resumes, without a member lookup.
-            let all_announced = self.fresh.is_empty();
-            let members = &mut self.members;
-            self.next.for_each_not_in(&self.running, |job| {
-                if all_announced {
-                    out.push(Decision::Resume { job });
-                    return;
+        let Some(Some(s)) = self.cache.get(self.active) else {
+            unreachable!("target() fills the active row's entry")
+        };
+        if !s.stops.is_empty() || !s.goes.is_empty() {
+            // Who stops, then who goes, each in id order.
+            out.extend(s.stops.iter().map(|&job| Decision::Suspend { job }));
+            if self.fresh.is_empty() {
+                // Every member leaves `fresh` only once announced, so each arriving job
+                // just resumes, without a member lookup.
+                out.extend(s.goes.iter().map(|&job| Decision::Resume { job }));
+            } else {
+                for &job in &s.goes {
+                    let m = self.members.get_mut(&job).expect("target jobs are members");
+                    if m.announced {
+                        out.push(Decision::Resume { job });
+                    } else {
+                        m.announced = true;
+                        out.push(Decision::Start {
+                            job,
+                            pes: m.pes.clone(),
+                            slot: Some(m.row as u32),
+                        });
+                    }
                 }
-                let m = members.get_mut(&job).expect("target jobs are members");
-                if m.announced {
-                    out.push(Decision::Resume { job });
-                } else {
-                    m.announced = true;
-                    out.push(Decision::Start {
-                        job,
-                        pes: m.pes.clone(),
-                        slot: Some(m.row as u32),
-                    });
-                }
-            });
-            std::mem::swap(&mut self.running, &mut self.next);
+            }
+            self.running.copy_from(&s.after);
         }
         self.announce_stopped(out);
         let runnable = self.members.len() - self.held_members;
@@ -648,11 +688,11 @@ impl Gang {
         self.active = row;
         self.stats.slot_switches += 1;
         self.target();
-        let mut stops = false;
-        self.running.for_each_not_in(&self.next, |_| stops = true);
+        let stops = !self.current().stops.is_empty();
         if stops && self.context_switch > Dur::ZERO {
             self.stats.context_switches += 1;
-            for job in self.running.difference(&self.next) {
+            let s = self.cache[self.active].as_ref().expect("just computed");
+            for &job in &s.stops {
                 self.running.remove(job);
                 out.push(Decision::Suspend { job });
             }
