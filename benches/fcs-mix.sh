@@ -54,8 +54,12 @@ for s in $SCHEMES; do
     export COSCHED_STATE_DIR=$OUT/state-$s
     extra=()
     [ "$s" = fcs ] && extra=(--fcs-opt t=200ms)
+    # The matrix admits as cosim does: strictly first come first served (queue=fifo), a job
+    # never moved to another row (repack=false); gang's defaults let later jobs pass and
+    # repack, which cosim cannot (docs/reproductions/fcs-real.md).
     "$C" cluster up --nodes 2 --pes 2 --policy gang --mpl 4 --quantum 200ms \
-        --opt packing=first-fit --node-scheme "$s" "${extra[@]}" >&2
+        --opt packing=first-fit --opt queue=fifo --opt repack=false \
+        --node-scheme "$s" "${extra[@]}" >&2
     # Submit each job at its arrival (the simulator's jobs, same numbering as bsp --job).
     python3 - "$C" "$SC" "$OUT/sim-$s.json" "$OUT/ids-$s.json" <<'PY'
 import json, subprocess, sys, time
