@@ -607,7 +607,12 @@ pub fn launch(
                     total_max_ms: *total.last().unwrap_or(&0.0),
                     runs: s.runs,
                 });
-                eprintln!("{:?}", rows.last().expect("pushed"));
+                // Progress on stderr: a sweep over many clusters takes minutes.
+                let r = rows.last().expect("pushed");
+                eprintln!(
+                    "launch: {} nodes, {} MB, {}: total {:.1} ms",
+                    r.nodes, r.mb, r.load, r.total_ms
+                );
             }
         }
         drop_copies(&c.state_dir, n);
@@ -666,7 +671,10 @@ pub fn bcast(
                 median_ms: med,
                 runs,
             });
-            eprintln!("{:?}", rows.last().expect("pushed"));
+            eprintln!(
+                "bcast: {nodes} nodes, {} KiB × {sl}: {med:.1} ms",
+                chunk >> 10
+            );
         }
     }
     drop_copies(&c.state_dir, nodes);
@@ -760,7 +768,8 @@ pub fn compare(
                     max_ms: *lat.last().unwrap_or(&0.0),
                     runs,
                 });
-                eprintln!("{:?}", rows.last().expect("pushed"));
+                let r = rows.last().expect("pushed");
+                eprintln!("compare: {n} nodes, fan-out {k}: {:.3} ms", r.median_ms);
                 drop(root);
                 drop(handles);
             }
