@@ -57,6 +57,32 @@ fn make_file(dir: &Path, name: &str, len: usize) -> PathBuf {
     p
 }
 
+/// A cluster of `nodes` node managers of 1 PE each, which write every chunk 40 ms late, and a
+/// file of 32 chunks of 256 KiB in it: over a second of transfer for a test to act in.
+fn slowed(name: &str, nodes: usize, file: &str) -> (Cluster, PathBuf) {
+    let n = nodes.to_string();
+    let c = up(
+        name,
+        &["--nodes", &n, "--pes", "1"],
+        &[("COSCHED_TEST_CHUNK_DELAY_MS", "40")],
+    );
+    c.until(30, "all nodes up", || (c.nodes_up() == nodes).then_some(()));
+    let file = make_file(&c.dir, file, 32 * 256 * 1024);
+    (c, file)
+}
+
+/// `cosched ARGS FILE` against the cluster, started in the background with its output kept.
+fn in_background(c: &Cluster, args: &[&str], file: &Path) -> std::process::Child {
+    Command::new(bin())
+        .args(args)
+        .arg(file)
+        .env("COSCHED_STATE_DIR", &c.dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn copy_of(c: &Cluster, node: &str, dest: &str) -> PathBuf {
     c.dir.join("scratch").join(node).join("bcast").join(dest)
 }
@@ -171,22 +197,13 @@ fn a_slow_node_throttles_the_sender_without_loss() {
 
 #[test]
 fn a_node_killed_mid_transfer_fails_it_by_name_and_nothing_is_launched() {
-    let c = up(
-        "kill",
-        &["--nodes", "4", "--pes", "1"],
-        &[("COSCHED_TEST_CHUNK_DELAY_MS", "40")],
+    let (c, file) = slowed("kill", 4, "prog.bin");
+    // Over a second of transfer to kill n3 in.
+    let child = in_background(
+        &c,
+        &["submit", "-n", "4", "--chunk", "256K", "--bcast"],
+        &file,
     );
-    c.until(30, "4 nodes up", || (c.nodes_up() == 4).then_some(()));
-    // 32 chunks at 40 ms each: over a second of transfer to kill n3 in.
-    let file = make_file(&c.dir, "prog.bin", 32 * 256 * 1024);
-    let child = Command::new(bin())
-        .args(["submit", "-n", "4", "--chunk", "256K", "--bcast"])
-        .arg(&file)
-        .env("COSCHED_STATE_DIR", &c.dir)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     let victim = c.dir.join("scratch/n3/bcast");
     c.until(20, "n3 has started writing", || {
         std::fs::read_dir(&victim)
@@ -233,21 +250,8 @@ fn a_node_killed_mid_transfer_fails_it_by_name_and_nothing_is_launched() {
 /// copies.
 #[test]
 fn a_file_changed_while_it_is_sent_fails_the_hash_check_at_the_machine_manager() {
-    let c = up(
-        "changed",
-        &["--nodes", "2", "--pes", "1"],
-        &[("COSCHED_TEST_CHUNK_DELAY_MS", "40")],
-    );
-    c.until(30, "2 nodes up", || (c.nodes_up() == 2).then_some(()));
-    let file = make_file(&c.dir, "data.bin", 32 * 256 * 1024);
-    let child = Command::new(bin())
-        .args(["bcast", "--chunk", "256K", "--dest", "data"])
-        .arg(&file)
-        .env("COSCHED_STATE_DIR", &c.dir)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (c, file) = slowed("changed", 2, "data.bin");
+    let child = in_background(&c, &["bcast", "--chunk", "256K", "--dest", "data"], &file);
     let copy = copy_of(&c, "n0", "data");
     c.until(20, "n0 has started writing", || {
         std::fs::metadata(&copy)

@@ -926,9 +926,22 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
     }
 }
 
+/// Appends a bench's rows to `--csv FILE` when one was given (what `cluster model` fits on).
+fn to_csv(
+    csv: &Option<PathBuf>,
+    rows: impl Iterator<Item = cosched_daemon::launch_model::Measurement>,
+) -> anyhow::Result<()> {
+    if let Some(path) = csv {
+        let m: Vec<_> = rows.collect();
+        cosched_daemon::launch_model::append_csv(path, &m)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn bench(b: BenchCmd) -> anyhow::Result<i32> {
     use cosched_daemon::bench;
-    use cosched_daemon::launch_model::{Measurement, append_csv};
+    use cosched_daemon::launch_model::Measurement;
     let exe = std::env::current_exe().context("finding the cosched executable")?;
     let dir = bench::scratch();
     let result = (|| -> anyhow::Result<()> {
@@ -972,13 +985,7 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                     runs: runs.max(1),
                 };
                 let rows = bench::launch(&exe, &dir, &nodes, &mb, &load, &setup)?;
-                if let Some(path) = &csv {
-                    let m: Vec<_> = rows
-                        .iter()
-                        .map(|r| Measurement::of_launch(r, &setup))
-                        .collect();
-                    append_csv(path, &m).with_context(|| format!("writing {}", path.display()))?;
-                }
+                to_csv(&csv, rows.iter().map(|r| Measurement::of_launch(r, &setup)))?;
                 if json {
                     return print_json(&rows);
                 }
@@ -1024,13 +1031,10 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                     .collect();
                 let rows =
                     bench::bcast(&exe, &dir, nodes, fanout, mb, &chunks, &slots, runs.max(1))?;
-                if let Some(path) = &csv {
-                    let m: Vec<_> = rows
-                        .iter()
-                        .map(|r| Measurement::of_bcast(r, fanout, mb))
-                        .collect();
-                    append_csv(path, &m).with_context(|| format!("writing {}", path.display()))?;
-                }
+                to_csv(
+                    &csv,
+                    rows.iter().map(|r| Measurement::of_bcast(r, fanout, mb)),
+                )?;
                 if json {
                     return print_json(&rows);
                 }
@@ -1054,10 +1058,7 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 json,
             } => {
                 let rows = bench::compare(&nodes, &fanout, runs.max(1))?;
-                if let Some(path) = &csv {
-                    let m: Vec<_> = rows.iter().map(Measurement::of_compare).collect();
-                    append_csv(path, &m).with_context(|| format!("writing {}", path.display()))?;
-                }
+                to_csv(&csv, rows.iter().map(Measurement::of_compare))?;
                 if json {
                     return print_json(&rows);
                 }
