@@ -5,7 +5,9 @@
 //! which paces the chunks, is `mm::bcast`.
 //!
 //! - The file goes in chunks of `chunk` bytes (default [`DEFAULT_CHUNK`], 512 KiB, seed 003's
-//!   best); each chunk is one XFER-AND-SIGNAL, well below the 16 MiB frame cap.
+//!   best); each chunk is one XFER-AND-SIGNAL, well below the 16 MiB frame cap. The chunk's
+//!   bytes follow its [`ToNode::BcastChunk`] message in the payload, and are written from the
+//!   frame they came in (no copy at the node manager).
 //! - At most `slots` chunks (default [`DEFAULT_SLOTS`]) are in flight: the machine manager
 //!   sends chunk `k` only once every destination holds chunk `k - slots` (a COMPARE ≥ on
 //!   [`VAR_BCAST_HELD`], which each node manager sets after writing a chunk). Every hop
@@ -20,10 +22,10 @@
 //! - The machine manager computes the SHA-256 of the chunks as they pass through it and, after
 //!   the last one, compares it with the hash the client announced: a file that changed while
 //!   it was sent fails the transfer. Each node checks that every chunk came in order, at its
-//!   offset, in a frame whose HMAC (the cluster key's, sealed by the machine manager) it
-//!   verified, and that the size written and on disk is the announced one. It does not hash
-//!   the file again: the HMAC it already checks on every chunk proves each byte is the machine
-//!   manager's, and one SHA-256 pass per node and byte cost as much as that HMAC (issue 14:
+//!   offset, in a frame whose tag (keyed with the cluster key, sealed by the machine manager)
+//!   it verified, and that the size written and on disk is the announced one. It does not
+//!   hash the file again: the tag it already checks on every chunk proves each byte is the
+//!   machine manager's, and a second pass per node and byte would cost as much (issue 14:
 //!   per-byte work at every node is what a broadcast to many nodes on few cores pays N times;
 //!   docs/daemons.md, "File broadcast", says why this is as strong). The machine manager waits
 //!   until every node has decided (COMPARE ≠ "open"), then COMPARE = "verified" AND WRITE [`VAR_BCAST_READY`]: only then may a job
@@ -43,7 +45,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cosched_storm::Vars;
+use cosched_storm::{Payload, Vars};
 use sha2::{Digest, Sha256};
 
 use crate::DaemonError;
@@ -107,7 +109,12 @@ pub fn staged_path(scratch: &Path, dest: &str) -> Option<PathBuf> {
 }
 
 enum Step {
-    Chunk { k: u32, offset: u64, data: Vec<u8> },
+    /// A chunk's bytes, where they lie in the frame that brought them: written from there.
+    Chunk {
+        k: u32,
+        offset: u64,
+        data: Payload,
+    },
     End,
     Abort,
 }
@@ -153,7 +160,9 @@ impl Stager {
         }
     }
 
-    pub fn handle(&mut self, msg: ToNode) {
+    /// Acts on a broadcast message; `rest` is what followed it in its payload (a chunk's
+    /// bytes).
+    pub fn handle(&mut self, msg: ToNode, rest: Payload) {
         match msg {
             ToNode::BcastBegin {
                 id,
@@ -161,12 +170,14 @@ impl Stager {
                 size,
                 uid,
             } => self.begin(id, dest, size, uid),
-            ToNode::BcastChunk {
+            ToNode::BcastChunk { id, k, offset } => self.step(
                 id,
-                k,
-                offset,
-                data,
-            } => self.step(id, Step::Chunk { k, offset, data }),
+                Step::Chunk {
+                    k,
+                    offset,
+                    data: rest,
+                },
+            ),
             ToNode::BcastEnd { id } => self.step(id, Step::End),
             ToNode::BcastAbort { id } => {
                 self.step(id, Step::Abort);
@@ -302,13 +313,14 @@ impl Stager {
 }
 
 /// Makes glibc's allocator keep freed buffers of up to 32 MiB for reuse instead of returning
-/// them to the kernel: each chunk passes through a few buffers of its size at every node (the
-/// frame read, the payload, the chunk), and with glibc's defaults each came from fresh pages
-/// (an `mmap`, or a heap grown again after a trim), faulted in and zeroed by the kernel, then
-/// unmapped: a seventh of the node managers' CPU during a broadcast in the profile (issue
-/// 14). Called once by each node manager; a process-wide setting, costing only the memory of
-/// the few chunk buffers its arenas keep.
-fn keep_freed_buffers() {
+/// them to the kernel: each chunk passes through a buffer of its size at every node (the
+/// frame it came in) and a few at the machine manager (the client's request, the payload,
+/// the sealed frame), and with glibc's defaults each came from fresh pages (an `mmap`, or a
+/// heap grown again after a trim), faulted in and zeroed by the kernel, then unmapped: a
+/// seventh of the node managers' CPU during a broadcast in the profile (issue 14). Called
+/// once by each node manager and machine manager; a process-wide setting, costing only the
+/// memory of the few chunk buffers its arenas keep.
+pub(crate) fn keep_freed_buffers() {
     // SAFETY: mallopt only sets allocator parameters; it is safe to call at any time.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);

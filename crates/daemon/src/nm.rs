@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cosched_core::{JobId, NodeId};
-use cosched_storm::{Cmp, Cond, Delivery, Key, NodeHandle, spawn_node};
+use cosched_storm::{Cmp, Cond, Delivery, Key, NodeHandle, Payload, spawn_node};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -257,13 +257,16 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
                 let Some(d) = d else { return Ok(()) };
                 match d {
                     Delivery::Xfer(payload) => {
-                        match postcard::from_bytes::<ToNode>(&payload) {
-                            Ok(ToNode::Shutdown) => {
+                        match postcard::take_from_bytes::<ToNode>(&payload) {
+                            Ok((ToNode::Shutdown, _)) => {
                                 nm.shut_down(&mut exit_rx).await;
                                 tracing::info!("nm {}: shut down by the machine manager", nm.cfg.name);
                                 return Ok(());
                             }
-                            Ok(msg) => nm.handle(msg, &handle),
+                            Ok((msg, rest)) => {
+                                let rest = payload.tail(rest.len());
+                                nm.handle(msg, rest, &handle)
+                            }
                             Err(e) => tracing::warn!("nm {}: undecodable message: {e}", nm.cfg.name),
                         }
                     }
@@ -422,7 +425,9 @@ impl Nm {
         }
     }
 
-    fn handle(&mut self, msg: ToNode, handle: &NodeHandle) {
+    /// Carries out one message of the machine manager's; `rest` is what followed it in its
+    /// payload (a broadcast chunk's bytes, [`ToNode::chunk_payload`]).
+    fn handle(&mut self, msg: ToNode, rest: Payload, handle: &NodeHandle) {
         match msg {
             ToNode::Heartbeat { strobe, .. } => {
                 self.cap_outputs(None);
@@ -442,7 +447,7 @@ impl Nm {
             | ToNode::BcastEnd { .. }
             | ToNode::BcastAbort { .. }) => {
                 if let Some(st) = &mut self.stager {
-                    st.handle(msg);
+                    st.handle(msg, rest);
                 }
             }
             ToNode::Launch(l) => {

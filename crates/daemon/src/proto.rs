@@ -193,13 +193,14 @@ pub enum ToNode {
         size: u64,
         uid: Option<u32>,
     },
-    /// Chunk `k` of transfer `id`, to be written at `offset`.
+    /// Chunk `k` of transfer `id`, to be written at `offset`. The chunk's bytes are not a
+    /// field: they follow this message in the same XFER payload ([`ToNode::chunk_payload`]),
+    /// so a node manager writes them from the frame it received and forwarded, without
+    /// copying them out of it (issue 14).
     BcastChunk {
         id: u32,
         k: u32,
         offset: u64,
-        #[serde(with = "cosched_storm::bytes")]
-        data: Vec<u8>,
     },
     /// Every chunk was sent: check the size, and say so in [`VAR_BCAST_STATE`].
     BcastEnd {
@@ -209,6 +210,18 @@ pub enum ToNode {
     BcastAbort {
         id: u32,
     },
+}
+
+impl ToNode {
+    /// The XFER payload of chunk `k` of transfer `id`: the [`ToNode::BcastChunk`] message,
+    /// then the chunk's bytes. A node manager decodes the message from the start
+    /// (`postcard::take_from_bytes`) and takes what follows as the chunk.
+    pub fn chunk_payload(id: u32, k: u32, offset: u64, data: &[u8]) -> Vec<u8> {
+        let msg = ToNode::BcastChunk { id, k, offset };
+        let mut payload = postcard::to_stdvec(&msg).expect("encodes");
+        payload.extend_from_slice(data);
+        payload
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

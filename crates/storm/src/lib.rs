@@ -7,7 +7,7 @@
 //!
 //! - [`accept`]: accepting with back-off, and the cap on unauthenticated connections.
 //! - [`bytes`]: byte buffers in messages encoded as one run (a `memcpy`, not a visit per byte).
-//! - [`frame`]: length-delimited frames with an HMAC-SHA256 tag; the cluster [`Key`].
+//! - [`frame`]: length-delimited frames with a keyed BLAKE3 tag; the cluster [`Key`].
 //! - [`tree`]: the k-ary overlay ([`Topology`]) and destination sets ([`Dest`]).
 //! - [`mech`]: the mechanisms as messages ([`Down`], [`Up`]), node variables ([`Vars`]),
 //!   and the combining of answers at every hop ([`Combiner`]).
@@ -27,7 +27,7 @@ pub mod tree;
 
 pub use frame::{FrameError, Key};
 pub use link::ChildEvent;
-pub use mech::{Answer, Cmp, Combiner, Cond, Down, Own, Query, Up, Var, Vars};
-pub use node::{Delivery, NodeHandle, spawn_node};
+pub use mech::{Answer, Cmp, Combiner, Cond, Down, DownOf, Own, Query, Up, Var, Vars};
+pub use node::{Delivery, NodeHandle, Payload, spawn_node};
 pub use root::{Outcome, Root, RootEvent, RootStats};
 pub use tree::{Dest, Topology};

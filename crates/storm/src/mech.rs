@@ -82,9 +82,18 @@ impl Query {
     }
 }
 
-/// Root to nodes.
+/// Root to nodes, with the XFER payload held as a `Vec<u8>`: what the root builds and seals.
+pub type Down = DownOf<Vec<u8>>;
+
+/// Root to nodes, whatever holds the XFER payload: [`Down`] owns it; a node decodes
+/// `DownOf<&[u8]>`, which borrows it from the frame it keeps to forward, so that a payload
+/// of megabytes (a broadcast's chunk) is not copied at every hop (issue 14).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Down {
+#[serde(bound(
+    serialize = "P: AsRef<[u8]>",
+    deserialize = "P: crate::bytes::FromBytes<'de>"
+))]
+pub enum DownOf<P> {
     /// The overlay changed; sent by a parent to each child right after it connects, and again
     /// on every change. A node reconfigures its own children and passes it on.
     Topology(crate::tree::Topology),
@@ -94,7 +103,7 @@ pub enum Down {
         dest: Dest,
         write: Option<(Var, i64)>,
         #[serde(with = "crate::bytes")]
-        payload: Vec<u8>,
+        payload: P,
         ack: Option<Query>,
     },
     /// The query half of COMPARE-AND-WRITE; answered with one combined [`Up::Answer`]. With
@@ -109,6 +118,36 @@ pub enum Down {
     /// The write half of COMPARE-AND-WRITE, sent by the root only once the comparison held on
     /// every destination: sets `var` to `value` on each.
     Write { dest: Dest, var: Var, value: i64 },
+}
+
+impl<P> DownOf<P> {
+    /// The same message with its XFER payload (if any) turned into what `f` makes of it.
+    pub fn map_payload<Q>(self, f: impl FnOnce(P) -> Q) -> DownOf<Q> {
+        match self {
+            DownOf::Topology(t) => DownOf::Topology(t),
+            DownOf::Xfer {
+                dest,
+                write,
+                payload,
+                ack,
+            } => DownOf::Xfer {
+                dest,
+                write,
+                payload: f(payload),
+                ack,
+            },
+            DownOf::Compare {
+                query,
+                cond,
+                wait_ms,
+            } => DownOf::Compare {
+                query,
+                cond,
+                wait_ms,
+            },
+            DownOf::Write { dest, var, value } => DownOf::Write { dest, var, value },
+        }
+    }
 }
 
 /// Nodes to root.

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use crate::accept::{Gate, accept};
 use crate::frame::{Key, MAX_FRAME, MAX_HELLO, read_frame, read_whole};
 use crate::link::{ChildEvent, Children};
-use crate::mech::{Answer, Combiner, Down, Own, Up, Vars, sleep_until};
+use crate::mech::{Answer, Combiner, Down, DownOf, Own, Up, Vars, sleep_until};
 use crate::tree::{Route, Topology};
 
 /// A peer must present its first frame within this time or be dropped.
@@ -26,11 +26,57 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub enum Delivery {
     /// The payload of an XFER-AND-SIGNAL addressed to this node.
-    Xfer(Vec<u8>),
+    Xfer(Payload),
     /// The node joined a (new) overlay.
     Topology(Topology),
     /// The connection to the parent broke; the node manager should register again.
     ParentLost,
+}
+
+/// An XFER's payload, where it lies in the frame it came in: the frame is shared with the
+/// links that forward it, so the payload reaches the node manager (and a broadcast's chunk
+/// its file) without a copy at this hop (issue 14). The frame is freed when the last holder
+/// drops it.
+#[derive(Clone, Debug)]
+pub struct Payload {
+    frame: Arc<Vec<u8>>,
+    range: std::ops::Range<usize>,
+}
+
+impl Payload {
+    /// The last `n` bytes of this payload (a part that follows a message decoded from its
+    /// start), without a copy.
+    pub fn tail(&self, n: usize) -> Payload {
+        let n = n.min(self.range.len());
+        Payload {
+            frame: self.frame.clone(),
+            range: self.range.end - n..self.range.end,
+        }
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(bytes: Vec<u8>) -> Payload {
+        let range = 0..bytes.len();
+        Payload {
+            frame: Arc::new(bytes),
+            range,
+        }
+    }
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.frame[self.range.clone()]
+    }
+}
+
+/// Where `part` (a slice of `whole`) lies in `whole`.
+fn range_in(whole: &[u8], part: &[u8]) -> std::ops::Range<usize> {
+    let start = part.as_ptr() as usize - whole.as_ptr() as usize;
+    debug_assert!(start + part.len() <= whole.len());
+    start..start + part.len()
 }
 
 /// The node manager's handle on its transport.
@@ -57,7 +103,8 @@ enum Ev {
         conn: u64,
         /// The whole frame as read, forwarded unchanged where it is not re-sealed.
         frame: Vec<u8>,
-        msg: Down,
+        /// The message, an XFER's payload given by where it lies in `frame`.
+        msg: DownOf<std::ops::Range<usize>>,
     },
     ParentClosed {
         conn: u64,
@@ -123,8 +170,11 @@ async fn run(
                     if ev_tx.send(Ev::NewParent { conn, writer, topo }).is_err() { return; }
                     loop {
                         match read_whole(&mut rd, MAX_FRAME).await {
-                            Ok(frame) => match key.open::<Down>(&frame[4..]) {
-                                Ok(msg) => { if ev_tx.send(Ev::FromParent { conn, frame, msg }).is_err() { return; } }
+                            Ok(frame) => match key.open::<DownOf<&[u8]>>(&frame[4..]) {
+                                Ok(msg) => {
+                                    let msg = msg.map_payload(|p| range_in(&frame, p));
+                                    if ev_tx.send(Ev::FromParent { conn, frame, msg }).is_err() { return; }
+                                }
                                 Err(e) => { eprintln!("storm: dropping parent {peer}: {e}"); break; }
                             },
                             Err(crate::FrameError::Closed) => break,
@@ -149,24 +199,25 @@ async fn run(
                         continue;
                     }
                     match msg {
-                        Down::Topology(topo) => {
+                        DownOf::Topology(topo) => {
                             if topo.epoch >= epoch {
                                 epoch = topo.epoch;
                                 routes = apply(&mut children, &key, me, &topo);
                                 let _ = deliver.send(Delivery::Topology(topo));
                             }
                         }
-                        Down::Xfer { dest, write, payload, ack } => {
+                        DownOf::Xfer { dest, write, payload: range, ack } => {
                             let mine = dest.includes(me);
+                            let frame = Arc::new(frame);
                             match &ack {
-                                None => children.route(&dest, Arc::new(frame)),
-                                Some(q) => children.route(&dest, Arc::new(key.seal(&Down::Xfer { dest: dest.clone(), write, payload: payload.clone(), ack: Some(q.for_children()) }))),
+                                None => children.route(&dest, frame.clone()),
+                                Some(q) => children.route(&dest, Arc::new(key.seal(&DownOf::Xfer { dest: dest.clone(), write, payload: &frame[range.clone()], ack: Some(q.for_children()) }))),
                             }
                             if mine {
                                 if let Some((var, value)) = write {
                                     vars.set(var, value);
                                 }
-                                let _ = deliver.send(Delivery::Xfer(payload));
+                                let _ = deliver.send(Delivery::Xfer(Payload { frame, range }));
                             }
                             if let Some(q) = ack {
                                 // Holding: the payload is in the node manager's queue.
@@ -175,7 +226,7 @@ async fn run(
                                 if let Some((a, ())) = done { answer_up(&mut parent, &key, a).await; }
                             }
                         }
-                        Down::Compare { query, cond, wait_ms } => {
+                        DownOf::Compare { query, cond, wait_ms } => {
                             children.route(&query.dest, Arc::new(key.seal(&Down::Compare { query: query.for_children(), cond, wait_ms })));
                             let own = match query.dest.includes(me).then(|| cond.holds(vars.get(cond.var))) {
                                 None => Own::NotAsked,
@@ -195,7 +246,7 @@ async fn run(
                             let done = combiner.start(&query, own, &routes, |n| children.linked(n), ());
                             if let Some((a, ())) = done { answer_up(&mut parent, &key, a).await; }
                         }
-                        Down::Write { dest, var, value } => {
+                        DownOf::Write { dest, var, value } => {
                             children.route(&dest, Arc::new(frame));
                             if dest.includes(me) {
                                 vars.set(var, value);

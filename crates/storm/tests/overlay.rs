@@ -18,7 +18,7 @@ async fn next_xfer(rx: &mut UnboundedReceiver<Delivery>) -> Vec<u8> {
             .expect("delivery within 10 s")
             .unwrap()
         {
-            Delivery::Xfer(p) => return p,
+            Delivery::Xfer(p) => return p.to_vec(),
             _ => continue,
         }
     }

@@ -255,14 +255,9 @@ impl Shell {
             && t.sent - t.held < t.slots
             && let Some((k, data, tx)) = t.parked.take()
         {
-            let msg = ToNode::BcastChunk {
-                id: t.id,
-                k,
-                offset: k as u64 * t.chunk as u64,
-                data,
-            };
-            self.root
-                .xfer(&t.dest(), None, postcard::to_stdvec(&msg).expect("encodes"));
+            let offset = k as u64 * t.chunk as u64;
+            let payload = ToNode::chunk_payload(t.id, k, offset, &data);
+            self.root.xfer(&t.dest(), None, payload);
             t.sent += 1;
             let _ = tx.send(Response::Bcast(BcastReply::Sent));
             self.bcast_ask_chunk(k);

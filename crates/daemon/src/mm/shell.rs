@@ -90,6 +90,8 @@ pub fn policy_config(
 
 /// Runs a machine manager until a client asks it to shut down.
 pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
+    // Every broadcast chunk passes through a few buffers of its size here.
+    crate::bcast::keep_freed_buffers();
     let policy = build_policy(
         &cfg.settings.policy,
         cfg.settings.nodes,
