@@ -1,7 +1,7 @@
 //! File broadcast end to end (issue 14): a file larger than the 16 MiB frame cap reaches 16
 //! node managers identical, a slow node throttles the sender without loss, a node killed in
 //! the middle fails the transfer with its name and nothing is launched, and `submit --bcast`
-//! runs the staged copy. (COMPARE-AND-WRITE's one combined answer on 64 nodes is tested on the
+//! runs the staged copy, and the copies go when the cluster goes down. (COMPARE-AND-WRITE's one combined answer on 64 nodes is tested on the
 //! node managers' tree transport itself: crates/storm/tests/combine.rs.)
 
 mod support;
@@ -20,10 +20,20 @@ use support::*;
 /// directory (removed with it) and `env` set for the daemons.
 fn up(name: &str, args: &[&str], env: &[(&str, &str)]) -> Cluster {
     let dir = scratch("bcast", name);
+    start(&dir, args, env);
+    Cluster {
+        state: StateDir::new(&dir),
+        dir,
+        extra: Default::default(),
+    }
+}
+
+/// `cluster up ARGS` in `dir`, with the node managers' scratch directories under it.
+fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) {
     let mut cmd = Command::new(bin());
     cmd.args(["cluster", "up"])
         .args(args)
-        .env("COSCHED_STATE_DIR", &dir)
+        .env("COSCHED_STATE_DIR", dir)
         .env("COSCHED_SCRATCH", dir.join("scratch"));
     for (k, v) in env {
         cmd.env(k, v);
@@ -34,11 +44,6 @@ fn up(name: &str, args: &[&str], env: &[(&str, &str)]) -> Cluster {
         "cluster up failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Cluster {
-        state: StateDir::new(&dir),
-        dir,
-        extra: Default::default(),
-    }
 }
 
 /// A file of `len` bytes that no two offsets of which repeat in a short period.
@@ -137,6 +142,25 @@ fn a_20_mb_file_reaches_16_node_managers_identical_and_submit_runs_the_staged_co
             "rank {rank} ran {out:?}, not a staged copy"
         );
     }
+
+    // The copies hold tmpfs memory: a clean shutdown removes them, and a node manager that
+    // starts removes what a crashed run of it left.
+    c.ok(&["cluster", "down"]);
+    for i in 0..16 {
+        let dir = c.dir.join("scratch").join(format!("n{i}"));
+        assert!(!dir.exists(), "{} left after cluster down", dir.display());
+    }
+    let stale = copy_of(&c, "n0", "stale.copy");
+    std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
+    std::fs::write(&stale, "left by a crash").unwrap();
+    start(
+        &c.dir,
+        &["--nodes", "16", "--pes", "1", "--fanout", "2"],
+        &[],
+    );
+    c.until(30, "the stale copy removed by n0's start", || {
+        (!stale.exists()).then_some(())
+    });
 }
 
 #[test]

@@ -18,7 +18,8 @@
 //!   name>-<hash of its work directory>` (tmpfs: seed 003 stages to a RAM disk, and a launch
 //!   then reads no disk), else `<work dir>/scratch` where there is no `/dev/shm`. The name and
 //!   the hash keep node managers that share a host apart, those of two clusters included.
-//!   Copies stay until the same name is broadcast again (or the directory is removed).
+//!   Copies stay until the same name is broadcast again or the node manager stops cleanly; a
+//!   node manager starting removes what an earlier run of it left (see [`Stager::clear`]).
 //! - The machine manager computes the SHA-256 of the chunks as they pass through it and, after
 //!   the last one, compares it with the hash the client announced: a file that changed while
 //!   it was sent fails the transfer. Each node checks that every chunk came in order, at its
@@ -150,9 +151,14 @@ impl Stager {
             );
         }
         keep_freed_buffers();
+        let scratch = scratch_dir(name, workdir);
+        // Copies an earlier run of this node manager staged cannot be launched (which were
+        // verified and released is known only to the process that received them), and on
+        // tmpfs they hold memory: they go.
+        remove_staged(&scratch);
         Stager {
             name: name.to_string(),
-            scratch: scratch_dir(name, workdir),
+            scratch,
             vars,
             delay,
             current: None,
@@ -295,6 +301,19 @@ impl Stager {
         });
     }
 
+    /// Removes this node manager's staged copies and its scratch directory (when that is left
+    /// empty): called when it shuts down cleanly. Without this, every throw-away cluster
+    /// (a benchmark's, a test's) left its copies in `/dev/shm` until the machine ran out of
+    /// memory.
+    pub fn clear(&mut self) {
+        if let Some((_, tx, _, _)) = self.current.take() {
+            let _ = tx.send(Step::Abort);
+        }
+        self.verified.lock().expect("lock").clear();
+        remove_staged(&self.scratch);
+        let _ = std::fs::remove_dir(&self.scratch);
+    }
+
     /// The staged path of `cmd0` (`cosched-staged:<name>`), if it names a copy verified here
     /// and released on every node (its transfer reached [`VAR_BCAST_READY`]); `Err` says why
     /// not. `Ok(None)`: `cmd0` names no staged copy.
@@ -309,6 +328,17 @@ impl Stager {
             Some(_) => Err(format!("staged file {name:?} not released on every node")),
             None => Err(format!("no verified staged file {name:?} on this node")),
         }
+    }
+}
+
+/// Removes the staged copies under `scratch` (not those staged at absolute paths, which are
+/// the user's files).
+fn remove_staged(scratch: &Path) {
+    let dir = scratch.join("bcast");
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!("cannot remove the staged copies in {}: {e}", dir.display()),
     }
 }
 

@@ -878,6 +878,10 @@ impl Nm {
             cg.clear(Duration::from_secs(1));
         }
         self.jobs.clear();
+        // The staged copies are of no use to a later run, and on tmpfs they hold memory.
+        if let Some(st) = &mut self.stager {
+            st.clear();
+        }
     }
 
     fn launch(&mut self, mut l: Launch) {
