@@ -1270,9 +1270,10 @@ fn spawn_rank(
             None
         }
     };
-    // SAFETY: only async-signal-safe calls (write, fcntl, prctl, sched_setaffinity, setgroups,
-    // setgid, setuid, chdir, open, dup2) between fork and exec, on data prepared before the
-    // fork.
+    let nm_pid = std::process::id();
+    // SAFETY: only async-signal-safe calls (write, fcntl, prctl, getppid, sched_setaffinity,
+    // setgroups, setgid, setuid, chdir, open, dup2) between fork and exec, on data prepared
+    // before the fork.
     unsafe {
         cmd.pre_exec(move || {
             // Into the job's cgroup first: whatever the rank starts is then in it too.
@@ -1302,8 +1303,14 @@ fn spawn_rank(
                 return Err(std::io::Error::last_os_error());
             }
             // A rank must not outlive its node manager: a killed NM takes its processes along,
-            // as a crashed node would. Set after the identity change, which clears it.
+            // as a crashed node would. Set after the identity change, which clears it. A node
+            // manager that died before this line sends no signal: then the rank is already
+            // an orphan and must not run (the machine manager takes its job for lost when the
+            // next node manager registers, and may start it elsewhere at once).
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() as u32 != nm_pid {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
             if let Some(dir) = &child_cwd
                 && libc::chdir(dir.as_ptr()) != 0
             {
