@@ -101,17 +101,24 @@ impl Conservative {
         &self.profile
     }
 
-    fn reserve(&mut self, k: usize) {
-        let w = self.s.queue.get(k);
-        if self.s.queue.is_held(w.req.id) {
-            self.s.queue.get_mut(k).resv = None;
-            return;
+    /// Takes the earliest place of a job in `profile` (none while it is held or when the
+    /// machine never has its width free) and returns its start.
+    fn place(profile: &mut Profile, req: &JobRequest, held: bool) -> Option<Time> {
+        if held {
+            return None;
         }
-        let (procs, est) = (w.req.procs, w.req.estimate);
-        self.s.queue.get_mut(k).resv = self.profile.earliest(procs, est).map(|(t, i)| {
-            self.profile.reserve(i, est, procs);
+        let (procs, est) = (req.procs, req.estimate);
+        profile.earliest(procs, est).map(|(t, i)| {
+            profile.reserve(i, est, procs);
             t
-        });
+        })
+    }
+
+    fn reserve(&mut self, k: usize) {
+        let req = &self.s.queue.get(k).req;
+        let held = self.s.queue.is_held(req.id);
+        let resv = Self::place(&mut self.profile, req, held);
+        self.s.queue.get_mut(k).resv = resv;
     }
 
     fn rebuild(&mut self, now: Time) {
@@ -125,30 +132,40 @@ impl Conservative {
     }
 
     /// Compression after a change that can only free PEs (a job ended early, a waiting job
-    /// left), which freed PEs over `[now, freed_until)`: the profile is rebuilt with every
-    /// reservation where it was, then each job in queue order gives its reservation back and
-    /// takes the earliest one it can get — never later than before, since its old place is
-    /// still free and the jobs after it have not moved yet. Falls back to a full rebuild when
-    /// a reservation no longer fits (a job ran past its estimate).
+    /// left), which freed PEs over `[now, freed_until)`: in queue order each job gives its
+    /// reservation back and takes the earliest one it can get — never later than before,
+    /// since its old place is still free and the jobs after it have not moved yet. Falls
+    /// back to a full rebuild when a reservation lies in the past (its job could not start:
+    /// a running job overran its estimate).
     ///
-    /// Every reservation is the earliest fit given the others, except for what rose since the
-    /// job last looked. A job can move earlier only if some step of its new place gained free
-    /// PEs and now has at least its width free; `rise` bounds the free PEs of every step that
-    /// gained since, so a job wider than `rise` keeps its place without a search.
+    /// The profile is not rebuilt: [`Policy::observe`] gave the freed PEs back to it as the
+    /// events came, so it already holds the running jobs and every reservation where it was.
+    /// Two exact prunings keep most jobs from being searched for:
+    /// - Every reservation is the earliest fit given the others, except for what rose since
+    ///   the job last looked. A job can move earlier only if some step of its new place gained
+    ///   free PEs and now has at least its width free; `rise` bounds the free PEs of every step
+    ///   that gained since, so a job wider than `rise` keeps its place.
+    /// - A narrower job moves only if [`Profile::fits_before`] finds an earlier start, which
+    ///   needs no giving back; a job that cannot move would give back and take again the same
+    ///   place, which leaves the profile's free counts as they were.
+    ///
+    /// Debug builds compare the outcome with the full compression (profile rebuilt, every
+    /// reservation taken again, every job searched for again).
     fn compress(&mut self, now: Time, freed_until: Time) {
+        #[cfg(debug_assertions)]
+        let expected = self.valid.then(|| self.full_compression(now));
         if !self.valid {
             return self.rebuild(now);
         }
-        self.profile
-            .rebuild(now, self.s.pool.free_count(), self.s.running.releases(now));
-        for k in 0..self.s.queue.len() {
-            let w = self.s.queue.get(k);
-            if let Some(t) = w.resv
-                && !self.profile.reserve_at(t, w.req.estimate, w.req.procs)
-            {
-                return self.rebuild(now);
-            }
+        if self.s.queue.iter().any(|w| w.resv.is_some_and(|t| t < now)) {
+            #[cfg(debug_assertions)]
+            assert!(
+                matches!(expected, Some(None)),
+                "compression rebuilt when it need not"
+            );
+            return self.rebuild(now);
         }
+        self.profile.advance(now);
         let mut rise = self
             .unseen_rise
             .max(self.profile.max_free(now, freed_until));
@@ -157,28 +174,65 @@ impl Conservative {
         for k in 0..self.s.queue.len() {
             let w = self.s.queue.get(k);
             let (procs, est) = (w.req.procs, w.req.estimate);
-            if w.resv.is_some() && procs > rise {
-                continue;
-            }
-            if let Some(t) = w.resv {
+            let old = w.resv;
+            if let Some(t) = old {
+                if procs > rise || !self.profile.fits_before(t, procs, est) {
+                    continue;
+                }
                 self.profile.unreserve(t, est, procs);
             }
-            let old = w.resv;
             self.reserve(k);
             debug_assert!(
-                old.is_none() || self.s.queue.get(k).resv.is_some_and(|new| Some(new) <= old),
-                "compression delayed job {}",
+                old.is_none() || self.s.queue.get(k).resv.is_some_and(|new| Some(new) < old),
+                "compression did not move job {} earlier",
                 self.s.queue.get(k).req.id
             );
-            if let Some(t) = old
-                && self.s.queue.get(k).resv != old
-            {
+            if let Some(t) = old {
                 let freed = self.profile.max_free(t, t + est.max(Dur::from_micros(1)));
                 rise = rise.max(freed);
                 moved_rise = moved_rise.max(freed);
             }
         }
         self.unseen_rise = moved_rise;
+        #[cfg(debug_assertions)]
+        {
+            let (resv, profile) = expected
+                .flatten()
+                .unwrap_or_else(|| panic!("the full compression at {now:?} would rebuild"));
+            let got: Vec<Option<Time>> = self.s.queue.iter().map(|w| w.resv).collect();
+            assert_eq!(got, resv, "compression differs from the full one at {now:?}");
+            assert_eq!(
+                self.profile.normalized(),
+                profile.normalized(),
+                "compressed profile differs from the full one at {now:?}"
+            );
+        }
+    }
+
+    /// The full compression, as a check of [`Conservative::compress`]: the profile rebuilt
+    /// from the running jobs, every reservation taken again where it was, then every job in
+    /// queue order given back and placed again. `None` when a reservation no longer fits
+    /// (then the policy must rebuild).
+    #[cfg(debug_assertions)]
+    fn full_compression(&self, now: Time) -> Option<(Vec<Option<Time>>, Profile)> {
+        let mut profile = Profile::default();
+        profile.rebuild(now, self.s.pool.free_count(), self.s.running.releases(now));
+        for w in self.s.queue.iter() {
+            if let Some(t) = w.resv
+                && !profile.reserve_at(t, w.req.estimate, w.req.procs)
+            {
+                return None;
+            }
+        }
+        let mut resv = Vec::with_capacity(self.s.queue.len());
+        for w in self.s.queue.iter() {
+            if let Some(t) = w.resv {
+                profile.unreserve(t, w.req.estimate, w.req.procs);
+            }
+            let held = self.s.queue.is_held(w.req.id);
+            resv.push(Self::place(&mut profile, &w.req, held));
+        }
+        Some((resv, profile))
     }
 
     /// Starts the jobs whose reservation is due, and asks for a timer at the next
@@ -254,11 +308,22 @@ impl Policy for Conservative {
                 }
                 if run.expected_end > now {
                     improved = Some(run.expected_end);
+                    // Its PEs are free until it was expected to end: the profile stays the
+                    // running jobs and the reservations, for compression to start from.
+                    if self.valid {
+                        self.profile.free(now, run.expected_end, run.procs);
+                    }
                 }
             }
             Seen::Withdrawn(w) => {
                 improved = Some(match w.resv {
-                    Some(t) => t + w.req.estimate.max(Dur::from_micros(1)),
+                    Some(t) => {
+                        let end = t + w.req.estimate.max(Dur::from_micros(1));
+                        if self.valid {
+                            self.profile.free(t, end, w.req.procs);
+                        }
+                        end
+                    }
                     None => now,
                 });
             }

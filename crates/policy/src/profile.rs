@@ -183,12 +183,65 @@ impl Profile {
 
     /// Gives back what [`Profile::reserve_at`] (or [`Profile::reserve`]) took.
     pub fn unreserve(&mut self, start: Time, dur: Dur, procs: u32) {
-        let end = start + dur.max(Dur::from_micros(1));
+        self.free(start, start + dur.max(Dur::from_micros(1)), procs);
+    }
+
+    /// Adds `procs` free PEs over `[start, end)`, the part before the profile's start
+    /// ignored (it is the past): a running job that ended before its expected end, or a
+    /// reservation given back whose window may have begun already.
+    pub fn free(&mut self, start: Time, end: Time, procs: u32) {
+        let Some(first) = self.steps.first() else {
+            return;
+        };
+        let start = start.max(first.0);
+        if end <= start {
+            return;
+        }
         let i = self.split(start);
         let j = self.split(end);
         for step in &mut self.steps[i..j] {
             step.1 += procs;
         }
+    }
+
+    /// Whether a job holding `procs` PEs over `[at, at + dur)` in this profile could start
+    /// earlier once it gives them back, decided without giving them back: a start `t < at`
+    /// needs `procs` free over `[t, t + dur)`; the part of that window from `at` on lies in the
+    /// job's own window, where its own PEs suffice, so only `[t, min(t + dur, at))` has to
+    /// have `procs` free in the profile as it is.
+    pub fn fits_before(&self, at: Time, procs: u32, dur: Dur) -> bool {
+        let s = &self.steps;
+        let dur = dur.max(Dur::from_micros(1));
+        let mut i = 0;
+        'candidates: while i < s.len() && s[i].0 < at {
+            if s[i].1 < procs {
+                i += 1;
+                continue;
+            }
+            let end = (s[i].0 + dur).min(at);
+            let mut j = i + 1;
+            while j < s.len() && s[j].0 < end {
+                if s[j].1 < procs {
+                    i = j + 1;
+                    continue 'candidates;
+                }
+                j += 1;
+            }
+            return true;
+        }
+        false
+    }
+
+    /// The steps with equal neighbours merged: two profiles that say the same free counts at
+    /// every instant have the same normal form whatever their splits.
+    pub fn normalized(&self) -> Vec<(Time, u32)> {
+        let mut out: Vec<(Time, u32)> = Vec::with_capacity(self.steps.len());
+        for &s in &self.steps {
+            if out.last().is_none_or(|l| l.1 != s.1) {
+                out.push(s);
+            }
+        }
+        out
     }
 
     /// Takes `procs` PEs during `[start, start + dur)`, where `start` is the time of step `at`
@@ -248,5 +301,32 @@ mod tests {
         assert!(!p.reserve_at(t(-1), d(1), 1));
         p.advance(t(12));
         assert_eq!(p.steps(), &[(t(12), 0), (t(15), 10), (t(30), 16)]);
+    }
+
+    #[test]
+    fn fits_before_counts_the_jobs_own_window() {
+        let mut p = Profile::default();
+        // 4 free now, 10 at 10 s; a 6-PE job for 20 s reserved at 10.
+        p.rebuild(t(0), 4, [(t(10), 6)].into_iter());
+        assert!(p.reserve_at(t(10), d(20), 6));
+        assert_eq!(p.normalized(), vec![(t(0), 4), (t(30), 10)]);
+        // Once it gives its 6 back it still cannot start before 10 (4 free before).
+        assert!(!p.fits_before(t(10), 6, d(20)));
+        // A 4-PE job for 20 s at 10 could start at 0: [0, 10) has 4, the rest is its own.
+        assert!(p.reserve_at(t(10), d(20), 4));
+        assert!(p.fits_before(t(10), 4, d(20)));
+        // Not at the profile's start: nothing lies before it.
+        assert!(!p.fits_before(t(0), 1, d(1)));
+        // An earlier hole long enough, ending before the reservation.
+        let mut q = Profile::default();
+        q.rebuild(t(0), 0, [(t(5), 3)].into_iter());
+        assert!(q.reserve_at(t(8), d(12), 3)); // a hole [5, 8)
+        assert!(q.reserve_at(t(20), d(2), 3));
+        assert!(q.fits_before(t(20), 3, d(2)));
+        assert!(!q.fits_before(t(20), 3, d(4)));
+        // Freeing clips at the profile's start and splits where needed.
+        q.advance(t(6));
+        q.free(t(0), t(7), 2);
+        assert_eq!(q.normalized()[..3], [(t(6), 5), (t(7), 3), (t(8), 0)]);
     }
 }
