@@ -210,24 +210,17 @@ impl Profile {
     /// job's own window, where its own PEs suffice, so only `[t, min(t + dur, at))` has to
     /// have `procs` free in the profile as it is.
     pub fn fits_before(&self, at: Time, procs: u32, dur: Dur) -> bool {
-        let s = &self.steps;
         let dur = dur.max(Dur::from_micros(1));
+        // Only the steps before `at` matter: every window is cut there.
+        let s = &self.steps[..self.steps.partition_point(|x| x.0 < at)];
         let mut i = 0;
-        'candidates: while i < s.len() && s[i].0 < at {
-            if s[i].1 < procs {
-                i += 1;
-                continue;
-            }
+        while let Some(off) = s[i..].iter().position(|x| x.1 >= procs) {
+            i += off;
             let end = (s[i].0 + dur).min(at);
-            let mut j = i + 1;
-            while j < s.len() && s[j].0 < end {
-                if s[j].1 < procs {
-                    i = j + 1;
-                    continue 'candidates;
-                }
-                j += 1;
+            match s[i + 1..].iter().position(|x| x.0 >= end || x.1 < procs) {
+                Some(off) if s[i + 1 + off].0 < end => i += off + 2,
+                _ => return true,
             }
-            return true;
         }
         false
     }
