@@ -50,6 +50,8 @@ pub struct Conservative {
     /// moved earlier) after some waiting job last looked for its earliest place; 0 right
     /// after a rebuild, when every reservation is the earliest fit. See [`Conservative::compress`].
     unseen_rise: u32,
+    /// The end of the last span where those rises happened (no rise since at or after it).
+    unseen_end: Time,
     /// What the events of this instant call for at [`Policy::decide`].
     repair: Repair,
 }
@@ -87,6 +89,7 @@ impl Conservative {
             valid: false,
             timer: None,
             unseen_rise: 0,
+            unseen_end: Time::ZERO,
             repair: Repair::Keep,
         })
     }
@@ -129,6 +132,7 @@ impl Conservative {
         }
         self.valid = true;
         self.unseen_rise = 0;
+        self.unseen_end = now;
     }
 
     /// Compression after a change that can only free PEs (a job ended early, a waiting job
@@ -145,6 +149,10 @@ impl Conservative {
     ///   the job last looked. A job can move earlier only if some step of its new place gained
     ///   free PEs and now has at least its width free; `rise` bounds the free PEs of every step
     ///   that gained since, so a job wider than `rise` keeps its place.
+    /// - Likewise every rise since lies before `rise_end`. A new place must contain a point
+    ///   that rose (else the job would have taken it when it last looked, as nothing else
+    ///   there gained free PEs since), and a place starting at or after `rise_end` contains
+    ///   none: only starts before `rise_end` are tried.
     /// - A narrower job moves only if [`Profile::fits_before`] finds an earlier start, which
     ///   needs no giving back; a job that cannot move would give back and take again the same
     ///   place, which leaves the profile's free counts as they were.
@@ -169,14 +177,16 @@ impl Conservative {
         let mut rise = self
             .unseen_rise
             .max(self.profile.max_free(now, freed_until));
+        let mut rise_end = self.unseen_end.max(freed_until);
         // Rises made by a job moving earlier, which the jobs before it have not seen.
         let mut moved_rise = 0;
+        let mut moved_end = now;
         for k in 0..self.s.queue.len() {
             let w = self.s.queue.get(k);
             let (procs, est) = (w.req.procs, w.req.estimate);
             let old = w.resv;
             if let Some(t) = old {
-                if procs > rise || !self.profile.fits_before(t, procs, est) {
+                if procs > rise || !self.profile.fits_before(t, rise_end, procs, est) {
                     continue;
                 }
                 self.profile.unreserve(t, est, procs);
@@ -188,19 +198,26 @@ impl Conservative {
                 self.s.queue.get(k).req.id
             );
             if let Some(t) = old {
-                let freed = self.profile.max_free(t, t + est.max(Dur::from_micros(1)));
+                let end = t + est.max(Dur::from_micros(1));
+                let freed = self.profile.max_free(t, end);
                 rise = rise.max(freed);
                 moved_rise = moved_rise.max(freed);
+                rise_end = rise_end.max(end);
+                moved_end = moved_end.max(end);
             }
         }
         self.unseen_rise = moved_rise;
+        self.unseen_end = moved_end;
         #[cfg(debug_assertions)]
         {
             let (resv, profile) = expected
                 .flatten()
                 .unwrap_or_else(|| panic!("the full compression at {now:?} would rebuild"));
             let got: Vec<Option<Time>> = self.s.queue.iter().map(|w| w.resv).collect();
-            assert_eq!(got, resv, "compression differs from the full one at {now:?}");
+            assert_eq!(
+                got, resv,
+                "compression differs from the full one at {now:?}"
+            );
             assert_eq!(
                 self.profile.normalized(),
                 profile.normalized(),
@@ -428,6 +445,80 @@ mod tests {
         out.clear();
         p.handle(Time::from_secs(50), Event::Ended(JobId(2)), &mut out);
         assert_eq!(started(&out), vec![3]);
+    }
+
+    /// A random workload with early ends and withdrawals, run by a small driver: in debug
+    /// builds every compression is compared with the full one (see
+    /// [`Conservative::compress`]), and since every job ends by its estimate, none may start
+    /// later than its first reservation.
+    #[test]
+    fn random_workload_matches_full_compression() {
+        use std::collections::{BTreeMap, HashMap};
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: u64| {
+            rng = rng
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (rng >> 33) % n
+        };
+        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(32, 1))).unwrap();
+        // (time, order) -> event; runtimes by job.
+        let mut events: BTreeMap<(Time, u64), Event> = BTreeMap::new();
+        let mut runtime = HashMap::new();
+        let mut seq = 0u64;
+        let mut at = 0;
+        for id in 1..=600u64 {
+            at += next(15) as i64;
+            let procs = [1, 1, 2, 3, 4, 8, 16, 32][next(8) as usize];
+            let est = 10 + next(300) as i64;
+            runtime.insert(id, Dur::from_secs(est * next(101) as i64 / 100));
+            let req = JobRequest::new(JobId(id), Time::from_secs(at), procs, Dur::from_secs(est));
+            events.insert((Time::from_secs(at), seq), Event::Submitted(req));
+            seq += 1;
+            if next(20) == 0 {
+                let when = Time::from_secs(at + 1 + next(200) as i64);
+                events.insert((when, seq), Event::Ended(JobId(id)));
+                seq += 1;
+            }
+        }
+        let mut promised: HashMap<u64, Time> = HashMap::new();
+        let (mut starts, mut out) = (0, Vec::new());
+        while let Some((&(now, _), _)) = events.first_key_value() {
+            while let Some(entry) = events.first_entry() {
+                if entry.key().0 != now {
+                    break;
+                }
+                p.observe(now, entry.remove());
+            }
+            out.clear();
+            p.decide(now, &mut out);
+            for d in &out {
+                match d {
+                    Decision::Start { job, .. } => {
+                        starts += 1;
+                        assert!(
+                            promised.get(&job.0).is_none_or(|&t| now <= t),
+                            "job {} started after its first reservation",
+                            job.0
+                        );
+                        events.insert((now + runtime[&job.0], seq), Event::Ended(*job));
+                        seq += 1;
+                    }
+                    Decision::SetTimer { at, token } => {
+                        events.insert((*at, seq), Event::Timer(*token));
+                        seq += 1;
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            for (id, resv) in p.reservations() {
+                if let Some(t) = resv {
+                    promised.entry(id.0).or_insert(t);
+                }
+            }
+        }
+        assert!(p.queue().is_empty());
+        assert!(starts > 500, "only {starts} jobs started");
     }
 
     #[test]

@@ -205,16 +205,19 @@ impl Profile {
     }
 
     /// Whether a job holding `procs` PEs over `[at, at + dur)` in this profile could start
-    /// earlier once it gives them back, decided without giving them back: a start `t < at`
-    /// needs `procs` free over `[t, t + dur)`; the part of that window from `at` on lies in the
-    /// job's own window, where its own PEs suffice, so only `[t, min(t + dur, at))` has to
-    /// have `procs` free in the profile as it is.
-    pub fn fits_before(&self, at: Time, procs: u32, dur: Dur) -> bool {
+    /// earlier, at some time before `starts_before` too, once it gives them back; decided
+    /// without giving them back: a start `t < at` needs `procs` free over `[t, t + dur)`; the
+    /// part of that window from `at` on lies in the job's own window, where its own PEs
+    /// suffice, so only `[t, min(t + dur, at))` has to have `procs` free in the profile as it is.
+    pub fn fits_before(&self, at: Time, starts_before: Time, procs: u32, dur: Dur) -> bool {
         let dur = dur.max(Dur::from_micros(1));
         // Only the steps before `at` matter: every window is cut there.
         let s = &self.steps[..self.steps.partition_point(|x| x.0 < at)];
+        let starts = s.partition_point(|x| x.0 < starts_before);
         let mut i = 0;
-        while let Some(off) = s[i..].iter().position(|x| x.1 >= procs) {
+        while i < starts
+            && let Some(off) = s[i..starts].iter().position(|x| x.1 >= procs)
+        {
             i += off;
             let end = (s[i].0 + dur).min(at);
             match s[i + 1..].iter().position(|x| x.0 >= end || x.1 < procs) {
@@ -304,19 +307,23 @@ mod tests {
         assert!(p.reserve_at(t(10), d(20), 6));
         assert_eq!(p.normalized(), vec![(t(0), 4), (t(30), 10)]);
         // Once it gives its 6 back it still cannot start before 10 (4 free before).
-        assert!(!p.fits_before(t(10), 6, d(20)));
+        assert!(!p.fits_before(t(10), Time::MAX, 6, d(20)));
         // A 4-PE job for 20 s at 10 could start at 0: [0, 10) has 4, the rest is its own.
         assert!(p.reserve_at(t(10), d(20), 4));
-        assert!(p.fits_before(t(10), 4, d(20)));
+        assert!(p.fits_before(t(10), Time::MAX, 4, d(20)));
+        // Unless the start must come before the profile's.
+        assert!(!p.fits_before(t(10), t(0), 4, d(20)));
         // Not at the profile's start: nothing lies before it.
-        assert!(!p.fits_before(t(0), 1, d(1)));
+        assert!(!p.fits_before(t(0), Time::MAX, 1, d(1)));
         // An earlier hole long enough, ending before the reservation.
         let mut q = Profile::default();
         q.rebuild(t(0), 0, [(t(5), 3)].into_iter());
         assert!(q.reserve_at(t(8), d(12), 3)); // a hole [5, 8)
         assert!(q.reserve_at(t(20), d(2), 3));
-        assert!(q.fits_before(t(20), 3, d(2)));
-        assert!(!q.fits_before(t(20), 3, d(4)));
+        assert!(q.fits_before(t(20), Time::MAX, 3, d(2)));
+        assert!(q.fits_before(t(20), t(6), 3, d(2)));
+        assert!(!q.fits_before(t(20), t(5), 3, d(2)));
+        assert!(!q.fits_before(t(20), Time::MAX, 3, d(4)));
         // Freeing clips at the profile's start and splits where needed.
         q.advance(t(6));
         q.free(t(0), t(7), 2);
