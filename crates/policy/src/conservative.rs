@@ -153,9 +153,16 @@ impl Conservative {
     ///   that rose (else the job would have taken it when it last looked, as nothing else
     ///   there gained free PEs since), and a place starting at or after `rise_end` contains
     ///   none: only starts before `rise_end` are tried.
-    /// - A narrower job moves only if [`Profile::fits_before`] finds an earlier start, which
-    ///   needs no giving back; a job that cannot move would give back and take again the same
-    ///   place, which leaves the profile's free counts as they were.
+    /// - Whether a narrower job moves is decided without giving its place back: a start
+    ///   `s` before its reservation `t` needs its width free over `[s, min(s + est, t))` in
+    ///   the profile as it is, since from `t` on the window lies in its own. So it moves iff
+    ///   the PEs are free from some `s` before `rise_end` right up to `t`
+    ///   ([`Profile::free_until`]), or it has a whole place of its own starting before
+    ///   `min(t, rise_end)` ([`Profile::earliest_before`]). A job that cannot move would give
+    ///   back and take again the same place, which leaves the profile as it was.
+    /// - The second test depends on the job's width and estimate only, and until a job moves
+    ///   (or one without a place takes one) the profile does not change: its answers are kept, and one that found no place
+    ///   before `rise_end` answers for every job at least as wide and as long.
     ///
     /// Debug builds compare the outcome with the full compression (profile rebuilt, every
     /// reservation taken again, every job searched for again).
@@ -181,16 +188,28 @@ impl Conservative {
         // Rises made by a job moving earlier, which the jobs before it have not seen.
         let mut moved_rise = 0;
         let mut moved_end = now;
+        // `(procs, est, earliest place starting before rise_end)` in the profile as it is.
+        let mut known: Vec<(u32, Dur, Option<Time>)> = Vec::new();
         for k in 0..self.s.queue.len() {
             let w = self.s.queue.get(k);
             let (procs, est) = (w.req.procs, w.req.estimate);
             let old = w.resv;
             if let Some(t) = old {
-                if procs > rise || !self.profile.fits_before(t, rise_end, procs, est) {
+                if procs > rise {
+                    continue;
+                }
+                let moves = self
+                    .profile
+                    .free_until(t, procs)
+                    .is_some_and(|s| s < rise_end)
+                    || Self::place_before(&self.profile, &mut known, procs, est, rise_end)
+                        .is_some_and(|s| s < t);
+                if !moves {
                     continue;
                 }
                 self.profile.unreserve(t, est, procs);
             }
+            known.clear();
             self.reserve(k);
             debug_assert!(
                 old.is_none() || self.s.queue.get(k).resv.is_some_and(|new| Some(new) < old),
@@ -224,6 +243,25 @@ impl Conservative {
                 "compressed profile differs from the full one at {now:?}"
             );
         }
+    }
+
+    /// The earliest place of `procs` PEs for `est` in `profile` starting before `limit`,
+    /// through the answers `known` for this profile and limit (see [`Conservative::compress`]).
+    fn place_before(
+        profile: &Profile,
+        known: &mut Vec<(u32, Dur, Option<Time>)>,
+        procs: u32,
+        est: Dur,
+        limit: Time,
+    ) -> Option<Time> {
+        for &(p, d, at) in known.iter() {
+            if (p, d) == (procs, est) || (at.is_none() && p <= procs && d <= est) {
+                return at;
+            }
+        }
+        let at = profile.earliest_before(procs, est, limit).map(|(s, _)| s);
+        known.push((procs, est, at));
+        at
     }
 
     /// The full compression, as a check of [`Conservative::compress`]: the profile rebuilt

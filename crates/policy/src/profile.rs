@@ -114,10 +114,15 @@ impl Profile {
     /// The earliest time `procs` PEs stay free for `dur`, with the index of its step; `None`
     /// if the machine never has that many free.
     pub fn earliest(&self, procs: u32, dur: Dur) -> Option<(Time, usize)> {
+        self.earliest_before(procs, dur, Time::MAX)
+    }
+
+    /// [`Profile::earliest`] among the starts before `limit` only.
+    pub fn earliest_before(&self, procs: u32, dur: Dur, limit: Time) -> Option<(Time, usize)> {
         let s = &self.steps;
         let dur = dur.max(Dur::from_micros(1));
         let mut i = 0;
-        'candidates: while i < s.len() {
+        'candidates: while i < s.len() && s[i].0 < limit {
             if s[i].1 < procs {
                 i += 1;
                 continue;
@@ -134,6 +139,19 @@ impl Profile {
             return Some((s[i].0, i));
         }
         None
+    }
+
+    /// When `procs` PEs are free all along from some time up to `at` (exclusive), the
+    /// earliest such time; `None` if the instant just before `at` has fewer free, or `at` is
+    /// not after the profile's start.
+    pub fn free_until(&self, at: Time, procs: u32) -> Option<Time> {
+        let n = self.steps.partition_point(|x| x.0 < at);
+        let run = self.steps[..n]
+            .iter()
+            .rev()
+            .take_while(|x| x.1 >= procs)
+            .count();
+        (run > 0).then(|| self.steps[n - run].0)
     }
 
     /// The most PEs free at any instant of `[start, end)` (0 for an empty span).
@@ -202,30 +220,6 @@ impl Profile {
         for step in &mut self.steps[i..j] {
             step.1 += procs;
         }
-    }
-
-    /// Whether a job holding `procs` PEs over `[at, at + dur)` in this profile could start
-    /// earlier, at some time before `starts_before` too, once it gives them back; decided
-    /// without giving them back: a start `t < at` needs `procs` free over `[t, t + dur)`; the
-    /// part of that window from `at` on lies in the job's own window, where its own PEs
-    /// suffice, so only `[t, min(t + dur, at))` has to have `procs` free in the profile as it is.
-    pub fn fits_before(&self, at: Time, starts_before: Time, procs: u32, dur: Dur) -> bool {
-        let dur = dur.max(Dur::from_micros(1));
-        // Only the steps before `at` matter: every window is cut there.
-        let s = &self.steps[..self.steps.partition_point(|x| x.0 < at)];
-        let starts = s.partition_point(|x| x.0 < starts_before);
-        let mut i = 0;
-        while i < starts
-            && let Some(off) = s[i..starts].iter().position(|x| x.1 >= procs)
-        {
-            i += off;
-            let end = (s[i].0 + dur).min(at);
-            match s[i + 1..].iter().position(|x| x.0 >= end || x.1 < procs) {
-                Some(off) if s[i + 1 + off].0 < end => i += off + 2,
-                _ => return true,
-            }
-        }
-        false
     }
 
     /// The steps with equal neighbours merged: two profiles that say the same free counts at
@@ -300,30 +294,25 @@ mod tests {
     }
 
     #[test]
-    fn fits_before_counts_the_jobs_own_window() {
+    fn earlier_places_and_free_runs() {
         let mut p = Profile::default();
         // 4 free now, 10 at 10 s; a 6-PE job for 20 s reserved at 10.
         p.rebuild(t(0), 4, [(t(10), 6)].into_iter());
         assert!(p.reserve_at(t(10), d(20), 6));
         assert_eq!(p.normalized(), vec![(t(0), 4), (t(30), 10)]);
-        // Once it gives its 6 back it still cannot start before 10 (4 free before).
-        assert!(!p.fits_before(t(10), Time::MAX, 6, d(20)));
-        // A 4-PE job for 20 s at 10 could start at 0: [0, 10) has 4, the rest is its own.
-        assert!(p.reserve_at(t(10), d(20), 4));
-        assert!(p.fits_before(t(10), Time::MAX, 4, d(20)));
-        // Unless the start must come before the profile's.
-        assert!(!p.fits_before(t(10), t(0), 4, d(20)));
-        // Not at the profile's start: nothing lies before it.
-        assert!(!p.fits_before(t(0), Time::MAX, 1, d(1)));
-        // An earlier hole long enough, ending before the reservation.
+        assert_eq!(p.free_until(t(10), 4), Some(t(0)));
+        assert_eq!(p.free_until(t(10), 5), None);
+        assert_eq!(p.free_until(t(0), 1), None);
+        assert_eq!(p.free_until(t(40), 5), Some(t(30)));
+        assert_eq!(p.earliest_before(5, d(1), t(30)), None);
+        assert_eq!(p.earliest_before(5, d(1), t(31)).unwrap().0, t(30));
         let mut q = Profile::default();
         q.rebuild(t(0), 0, [(t(5), 3)].into_iter());
         assert!(q.reserve_at(t(8), d(12), 3)); // a hole [5, 8)
         assert!(q.reserve_at(t(20), d(2), 3));
-        assert!(q.fits_before(t(20), Time::MAX, 3, d(2)));
-        assert!(q.fits_before(t(20), t(6), 3, d(2)));
-        assert!(!q.fits_before(t(20), t(5), 3, d(2)));
-        assert!(!q.fits_before(t(20), Time::MAX, 3, d(4)));
+        assert_eq!(q.earliest_before(3, d(3), t(20)).unwrap().0, t(5));
+        assert_eq!(q.earliest_before(3, d(4), t(20)), None);
+        assert_eq!(q.earliest(3, d(4)).unwrap().0, t(22));
         // Freeing clips at the profile's start and splits where needed.
         q.advance(t(6));
         q.free(t(0), t(7), 2);
