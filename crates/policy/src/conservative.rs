@@ -163,7 +163,6 @@ impl Conservative {
     /// - The second test depends on the job's width and estimate only, and until a job moves
     ///   (or one without a place takes one) the profile does not change: its answers are kept, and one that found no place
     ///   before `rise_end` answers for every job at least as wide and as long.
-    /// - A job that moves goes to the earlier of the two places found, with no new search.
     ///
     /// Debug builds compare the outcome with the full compression (profile rebuilt, every
     /// reservation taken again, every job searched for again).
@@ -199,24 +198,19 @@ impl Conservative {
                 if procs > rise {
                     continue;
                 }
-                let run = self.profile.free_until(t, procs).filter(|&s| s < rise_end);
-                let whole = Self::place_before(&self.profile, &mut known, procs, est, rise_end)
-                    .filter(|&s| s < t);
-                // Every earlier place is one of the two kinds, and each kind's earliest is
-                // found: the earlier of them is where the job goes once it gives its PEs back.
-                let Some(new) = run.into_iter().chain(whole).min() else {
+                let moves = self
+                    .profile
+                    .free_until(t, procs)
+                    .is_some_and(|s| s < rise_end)
+                    || Self::place_before(&self.profile, &mut known, procs, est, rise_end)
+                        .is_some_and(|s| s < t);
+                if !moves {
                     continue;
-                };
-                known.clear();
+                }
                 self.profile.unreserve(t, est, procs);
-                debug_assert_eq!(self.profile.earliest(procs, est).map(|(s, _)| s), Some(new));
-                let taken = self.profile.reserve_at(new, est, procs);
-                debug_assert!(taken, "the earlier place does not fit");
-                self.s.queue.get_mut(k).resv = Some(new);
-            } else {
-                known.clear();
-                self.reserve(k);
             }
+            known.clear();
+            self.reserve(k);
             debug_assert!(
                 old.is_none() || self.s.queue.get(k).resv.is_some_and(|new| Some(new) < old),
                 "compression did not move job {} earlier",
