@@ -50,6 +50,8 @@ pub struct Conservative {
     /// moved earlier) after some waiting job last looked for its earliest place; 0 right
     /// after a rebuild, when every reservation is the earliest fit. See [`Conservative::compress`].
     unseen_rise: u32,
+    /// The end of the last span where those rises happened (no rise since at or after it).
+    unseen_end: Time,
     /// What the events of this instant call for at [`Policy::decide`].
     repair: Repair,
 }
@@ -87,6 +89,7 @@ impl Conservative {
             valid: false,
             timer: None,
             unseen_rise: 0,
+            unseen_end: Time::ZERO,
             repair: Repair::Keep,
         })
     }
@@ -101,17 +104,24 @@ impl Conservative {
         &self.profile
     }
 
-    fn reserve(&mut self, k: usize) {
-        let w = self.s.queue.get(k);
-        if self.s.queue.is_held(w.req.id) {
-            self.s.queue.get_mut(k).resv = None;
-            return;
+    /// Takes the earliest place of a job in `profile` (none while it is held or when the
+    /// machine never has its width free) and returns its start.
+    fn place(profile: &mut Profile, req: &JobRequest, held: bool) -> Option<Time> {
+        if held {
+            return None;
         }
-        let (procs, est) = (w.req.procs, w.req.estimate);
-        self.s.queue.get_mut(k).resv = self.profile.earliest(procs, est).map(|(t, i)| {
-            self.profile.reserve(i, est, procs);
+        let (procs, est) = (req.procs, req.estimate);
+        profile.earliest(procs, est).map(|(t, i)| {
+            profile.reserve(i, est, procs);
             t
-        });
+        })
+    }
+
+    fn reserve(&mut self, k: usize) {
+        let req = &self.s.queue.get(k).req;
+        let held = self.s.queue.is_held(req.id);
+        let resv = Self::place(&mut self.profile, req, held);
+        self.s.queue.get_mut(k).resv = resv;
     }
 
     fn rebuild(&mut self, now: Time) {
@@ -122,63 +132,162 @@ impl Conservative {
         }
         self.valid = true;
         self.unseen_rise = 0;
+        self.unseen_end = now;
     }
 
     /// Compression after a change that can only free PEs (a job ended early, a waiting job
-    /// left), which freed PEs over `[now, freed_until)`: the profile is rebuilt with every
-    /// reservation where it was, then each job in queue order gives its reservation back and
-    /// takes the earliest one it can get — never later than before, since its old place is
-    /// still free and the jobs after it have not moved yet. Falls back to a full rebuild when
-    /// a reservation no longer fits (a job ran past its estimate).
+    /// left), which freed PEs over `[now, freed_until)`: in queue order each job gives its
+    /// reservation back and takes the earliest one it can get — never later than before,
+    /// since its old place is still free and the jobs after it have not moved yet. Falls
+    /// back to a full rebuild when a reservation lies in the past (its job could not start:
+    /// a running job overran its estimate).
     ///
-    /// Every reservation is the earliest fit given the others, except for what rose since the
-    /// job last looked. A job can move earlier only if some step of its new place gained free
-    /// PEs and now has at least its width free; `rise` bounds the free PEs of every step that
-    /// gained since, so a job wider than `rise` keeps its place without a search.
+    /// The profile is not rebuilt: [`Policy::observe`] gave the freed PEs back to it as the
+    /// events came, so it already holds the running jobs and every reservation where it was.
+    /// Two exact prunings keep most jobs from being searched for:
+    /// - Every reservation is the earliest fit given the others, except for what rose since
+    ///   the job last looked. A job can move earlier only if some step of its new place gained
+    ///   free PEs and now has at least its width free; `rise` bounds the free PEs of every step
+    ///   that gained since, so a job wider than `rise` keeps its place.
+    /// - Likewise every rise since lies before `rise_end`. A new place must contain a point
+    ///   that rose (else the job would have taken it when it last looked, as nothing else
+    ///   there gained free PEs since), and a place starting at or after `rise_end` contains
+    ///   none: only starts before `rise_end` are tried.
+    /// - Whether a narrower job moves is decided without giving its place back: a start
+    ///   `s` before its reservation `t` needs its width free over `[s, min(s + est, t))` in
+    ///   the profile as it is, since from `t` on the window lies in its own. So it moves iff
+    ///   the PEs are free from some `s` before `rise_end` right up to `t`
+    ///   ([`Profile::free_until`]), or it has a whole place of its own starting before
+    ///   `min(t, rise_end)` ([`Profile::earliest_before`]). A job that cannot move would give
+    ///   back and take again the same place, which leaves the profile as it was.
+    /// - The second test depends on the job's width and estimate only, and until a job moves
+    ///   (or one without a place takes one) the profile does not change: its answers are kept, and one that found no place
+    ///   before `rise_end` answers for every job at least as wide and as long.
+    ///
+    /// Debug builds compare the outcome with the full compression (profile rebuilt, every
+    /// reservation taken again, every job searched for again).
     fn compress(&mut self, now: Time, freed_until: Time) {
+        #[cfg(debug_assertions)]
+        let expected = self.valid.then(|| self.full_compression(now));
         if !self.valid {
             return self.rebuild(now);
         }
-        self.profile
-            .rebuild(now, self.s.pool.free_count(), self.s.running.releases(now));
-        for k in 0..self.s.queue.len() {
-            let w = self.s.queue.get(k);
-            if let Some(t) = w.resv
-                && !self.profile.reserve_at(t, w.req.estimate, w.req.procs)
-            {
-                return self.rebuild(now);
-            }
+        if self.s.queue.iter().any(|w| w.resv.is_some_and(|t| t < now)) {
+            #[cfg(debug_assertions)]
+            assert!(
+                matches!(expected, Some(None)),
+                "compression rebuilt when it need not"
+            );
+            return self.rebuild(now);
         }
+        self.profile.advance(now);
         let mut rise = self
             .unseen_rise
             .max(self.profile.max_free(now, freed_until));
+        let mut rise_end = self.unseen_end.max(freed_until);
         // Rises made by a job moving earlier, which the jobs before it have not seen.
         let mut moved_rise = 0;
+        let mut moved_end = now;
+        // `(procs, est, earliest place starting before rise_end)` in the profile as it is.
+        let mut known: Vec<(u32, Dur, Option<Time>)> = Vec::new();
         for k in 0..self.s.queue.len() {
             let w = self.s.queue.get(k);
             let (procs, est) = (w.req.procs, w.req.estimate);
-            if w.resv.is_some() && procs > rise {
-                continue;
-            }
-            if let Some(t) = w.resv {
+            let old = w.resv;
+            if let Some(t) = old {
+                if procs > rise {
+                    continue;
+                }
+                let moves = self
+                    .profile
+                    .free_until(t, procs)
+                    .is_some_and(|s| s < rise_end)
+                    || Self::place_before(&self.profile, &mut known, procs, est, rise_end)
+                        .is_some_and(|s| s < t);
+                if !moves {
+                    continue;
+                }
                 self.profile.unreserve(t, est, procs);
             }
-            let old = w.resv;
+            known.clear();
             self.reserve(k);
             debug_assert!(
-                old.is_none() || self.s.queue.get(k).resv.is_some_and(|new| Some(new) <= old),
-                "compression delayed job {}",
+                old.is_none() || self.s.queue.get(k).resv.is_some_and(|new| Some(new) < old),
+                "compression did not move job {} earlier",
                 self.s.queue.get(k).req.id
             );
-            if let Some(t) = old
-                && self.s.queue.get(k).resv != old
-            {
-                let freed = self.profile.max_free(t, t + est.max(Dur::from_micros(1)));
+            if let Some(t) = old {
+                let end = t + est.max(Dur::from_micros(1));
+                let freed = self.profile.max_free(t, end);
                 rise = rise.max(freed);
                 moved_rise = moved_rise.max(freed);
+                rise_end = rise_end.max(end);
+                moved_end = moved_end.max(end);
             }
         }
         self.unseen_rise = moved_rise;
+        self.unseen_end = moved_end;
+        #[cfg(debug_assertions)]
+        {
+            let (resv, profile) = expected
+                .flatten()
+                .unwrap_or_else(|| panic!("the full compression at {now:?} would rebuild"));
+            let got: Vec<Option<Time>> = self.s.queue.iter().map(|w| w.resv).collect();
+            assert_eq!(
+                got, resv,
+                "compression differs from the full one at {now:?}"
+            );
+            assert_eq!(
+                self.profile.normalized(),
+                profile.normalized(),
+                "compressed profile differs from the full one at {now:?}"
+            );
+        }
+    }
+
+    /// The earliest place of `procs` PEs for `est` in `profile` starting before `limit`,
+    /// through the answers `known` for this profile and limit (see [`Conservative::compress`]).
+    fn place_before(
+        profile: &Profile,
+        known: &mut Vec<(u32, Dur, Option<Time>)>,
+        procs: u32,
+        est: Dur,
+        limit: Time,
+    ) -> Option<Time> {
+        for &(p, d, at) in known.iter() {
+            if (p, d) == (procs, est) || (at.is_none() && p <= procs && d <= est) {
+                return at;
+            }
+        }
+        let at = profile.earliest_before(procs, est, limit).map(|(s, _)| s);
+        known.push((procs, est, at));
+        at
+    }
+
+    /// The full compression, as a check of [`Conservative::compress`]: the profile rebuilt
+    /// from the running jobs, every reservation taken again where it was, then every job in
+    /// queue order given back and placed again. `None` when a reservation no longer fits
+    /// (then the policy must rebuild).
+    #[cfg(debug_assertions)]
+    fn full_compression(&self, now: Time) -> Option<(Vec<Option<Time>>, Profile)> {
+        let mut profile = Profile::default();
+        profile.rebuild(now, self.s.pool.free_count(), self.s.running.releases(now));
+        for w in self.s.queue.iter() {
+            if let Some(t) = w.resv
+                && !profile.reserve_at(t, w.req.estimate, w.req.procs)
+            {
+                return None;
+            }
+        }
+        let mut resv = Vec::with_capacity(self.s.queue.len());
+        for w in self.s.queue.iter() {
+            if let Some(t) = w.resv {
+                profile.unreserve(t, w.req.estimate, w.req.procs);
+            }
+            let held = self.s.queue.is_held(w.req.id);
+            resv.push(Self::place(&mut profile, &w.req, held));
+        }
+        Some((resv, profile))
     }
 
     /// Starts the jobs whose reservation is due, and asks for a timer at the next
@@ -254,11 +363,22 @@ impl Policy for Conservative {
                 }
                 if run.expected_end > now {
                     improved = Some(run.expected_end);
+                    // Its PEs are free until it was expected to end: the profile stays the
+                    // running jobs and the reservations, for compression to start from.
+                    if self.valid {
+                        self.profile.free(now, run.expected_end, run.procs);
+                    }
                 }
             }
             Seen::Withdrawn(w) => {
                 improved = Some(match w.resv {
-                    Some(t) => t + w.req.estimate.max(Dur::from_micros(1)),
+                    Some(t) => {
+                        let end = t + w.req.estimate.max(Dur::from_micros(1));
+                        if self.valid {
+                            self.profile.free(t, end, w.req.procs);
+                        }
+                        end
+                    }
                     None => now,
                 });
             }
@@ -363,6 +483,80 @@ mod tests {
         out.clear();
         p.handle(Time::from_secs(50), Event::Ended(JobId(2)), &mut out);
         assert_eq!(started(&out), vec![3]);
+    }
+
+    /// A random workload with early ends and withdrawals, run by a small driver: in debug
+    /// builds every compression is compared with the full one (see
+    /// [`Conservative::compress`]), and since every job ends by its estimate, none may start
+    /// later than its first reservation.
+    #[test]
+    fn random_workload_matches_full_compression() {
+        use std::collections::{BTreeMap, HashMap};
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: u64| {
+            rng = rng
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (rng >> 33) % n
+        };
+        let mut p = Conservative::new(&PolicyConfig::new(MachineShape::flat(32, 1))).unwrap();
+        // (time, order) -> event; runtimes by job.
+        let mut events: BTreeMap<(Time, u64), Event> = BTreeMap::new();
+        let mut runtime = HashMap::new();
+        let mut seq = 0u64;
+        let mut at = 0;
+        for id in 1..=600u64 {
+            at += next(15) as i64;
+            let procs = [1, 1, 2, 3, 4, 8, 16, 32][next(8) as usize];
+            let est = 10 + next(300) as i64;
+            runtime.insert(id, Dur::from_secs(est * next(101) as i64 / 100));
+            let req = JobRequest::new(JobId(id), Time::from_secs(at), procs, Dur::from_secs(est));
+            events.insert((Time::from_secs(at), seq), Event::Submitted(req));
+            seq += 1;
+            if next(20) == 0 {
+                let when = Time::from_secs(at + 1 + next(200) as i64);
+                events.insert((when, seq), Event::Ended(JobId(id)));
+                seq += 1;
+            }
+        }
+        let mut promised: HashMap<u64, Time> = HashMap::new();
+        let (mut starts, mut out) = (0, Vec::new());
+        while let Some((&(now, _), _)) = events.first_key_value() {
+            while let Some(entry) = events.first_entry() {
+                if entry.key().0 != now {
+                    break;
+                }
+                p.observe(now, entry.remove());
+            }
+            out.clear();
+            p.decide(now, &mut out);
+            for d in &out {
+                match d {
+                    Decision::Start { job, .. } => {
+                        starts += 1;
+                        assert!(
+                            promised.get(&job.0).is_none_or(|&t| now <= t),
+                            "job {} started after its first reservation",
+                            job.0
+                        );
+                        events.insert((now + runtime[&job.0], seq), Event::Ended(*job));
+                        seq += 1;
+                    }
+                    Decision::SetTimer { at, token } => {
+                        events.insert((*at, seq), Event::Timer(*token));
+                        seq += 1;
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            for (id, resv) in p.reservations() {
+                if let Some(t) = resv {
+                    promised.entry(id.0).or_insert(t);
+                }
+            }
+        }
+        assert!(p.queue().is_empty());
+        assert!(starts > 500, "only {starts} jobs started");
     }
 
     #[test]

@@ -114,10 +114,15 @@ impl Profile {
     /// The earliest time `procs` PEs stay free for `dur`, with the index of its step; `None`
     /// if the machine never has that many free.
     pub fn earliest(&self, procs: u32, dur: Dur) -> Option<(Time, usize)> {
+        self.earliest_before(procs, dur, Time::MAX)
+    }
+
+    /// [`Profile::earliest`] among the starts before `limit` only.
+    pub fn earliest_before(&self, procs: u32, dur: Dur, limit: Time) -> Option<(Time, usize)> {
         let s = &self.steps;
         let dur = dur.max(Dur::from_micros(1));
         let mut i = 0;
-        'candidates: while i < s.len() {
+        'candidates: while i < s.len() && s[i].0 < limit {
             if s[i].1 < procs {
                 i += 1;
                 continue;
@@ -134,6 +139,19 @@ impl Profile {
             return Some((s[i].0, i));
         }
         None
+    }
+
+    /// When `procs` PEs are free all along from some time up to `at` (exclusive), the
+    /// earliest such time; `None` if the instant just before `at` has fewer free, or `at` is
+    /// not after the profile's start.
+    pub fn free_until(&self, at: Time, procs: u32) -> Option<Time> {
+        let n = self.steps.partition_point(|x| x.0 < at);
+        let run = self.steps[..n]
+            .iter()
+            .rev()
+            .take_while(|x| x.1 >= procs)
+            .count();
+        (run > 0).then(|| self.steps[n - run].0)
     }
 
     /// The most PEs free at any instant of `[start, end)` (0 for an empty span).
@@ -183,12 +201,37 @@ impl Profile {
 
     /// Gives back what [`Profile::reserve_at`] (or [`Profile::reserve`]) took.
     pub fn unreserve(&mut self, start: Time, dur: Dur, procs: u32) {
-        let end = start + dur.max(Dur::from_micros(1));
+        self.free(start, start + dur.max(Dur::from_micros(1)), procs);
+    }
+
+    /// Adds `procs` free PEs over `[start, end)`, the part before the profile's start
+    /// ignored (it is the past): a running job that ended before its expected end, or a
+    /// reservation given back whose window may have begun already.
+    pub fn free(&mut self, start: Time, end: Time, procs: u32) {
+        let Some(first) = self.steps.first() else {
+            return;
+        };
+        let start = start.max(first.0);
+        if end <= start {
+            return;
+        }
         let i = self.split(start);
         let j = self.split(end);
         for step in &mut self.steps[i..j] {
             step.1 += procs;
         }
+    }
+
+    /// The steps with equal neighbours merged: two profiles that say the same free counts at
+    /// every instant have the same normal form whatever their splits.
+    pub fn normalized(&self) -> Vec<(Time, u32)> {
+        let mut out: Vec<(Time, u32)> = Vec::with_capacity(self.steps.len());
+        for &s in &self.steps {
+            if out.last().is_none_or(|l| l.1 != s.1) {
+                out.push(s);
+            }
+        }
+        out
     }
 
     /// Takes `procs` PEs during `[start, start + dur)`, where `start` is the time of step `at`
@@ -248,5 +291,31 @@ mod tests {
         assert!(!p.reserve_at(t(-1), d(1), 1));
         p.advance(t(12));
         assert_eq!(p.steps(), &[(t(12), 0), (t(15), 10), (t(30), 16)]);
+    }
+
+    #[test]
+    fn earlier_places_and_free_runs() {
+        let mut p = Profile::default();
+        // 4 free now, 10 at 10 s; a 6-PE job for 20 s reserved at 10.
+        p.rebuild(t(0), 4, [(t(10), 6)].into_iter());
+        assert!(p.reserve_at(t(10), d(20), 6));
+        assert_eq!(p.normalized(), vec![(t(0), 4), (t(30), 10)]);
+        assert_eq!(p.free_until(t(10), 4), Some(t(0)));
+        assert_eq!(p.free_until(t(10), 5), None);
+        assert_eq!(p.free_until(t(0), 1), None);
+        assert_eq!(p.free_until(t(40), 5), Some(t(30)));
+        assert_eq!(p.earliest_before(5, d(1), t(30)), None);
+        assert_eq!(p.earliest_before(5, d(1), t(31)).unwrap().0, t(30));
+        let mut q = Profile::default();
+        q.rebuild(t(0), 0, [(t(5), 3)].into_iter());
+        assert!(q.reserve_at(t(8), d(12), 3)); // a hole [5, 8)
+        assert!(q.reserve_at(t(20), d(2), 3));
+        assert_eq!(q.earliest_before(3, d(3), t(20)).unwrap().0, t(5));
+        assert_eq!(q.earliest_before(3, d(4), t(20)), None);
+        assert_eq!(q.earliest(3, d(4)).unwrap().0, t(22));
+        // Freeing clips at the profile's start and splits where needed.
+        q.advance(t(6));
+        q.free(t(0), t(7), 2);
+        assert_eq!(q.normalized()[..3], [(t(6), 5), (t(7), 3), (t(8), 0)]);
     }
 }
