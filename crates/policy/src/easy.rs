@@ -18,8 +18,15 @@ pub struct Easy {
     s: SpaceShare,
     /// What the events of this instant call for at [`Policy::decide`].
     todo: Todo,
-    /// The head's shadow time at the last backfilling pass.
+    /// The head's shadow time at the last backfilling pass, unless `shadow_due` is set.
     last_shadow: Time,
+    /// The last backfilling pass, at this time, had no job that could use the free PEs, so it
+    /// did not compute the head's reservation; [`Easy::last_shadow`] does if the next instant
+    /// asks. Nothing it depends on can change in between: an instant that asks has seen only
+    /// arrivals at the tail of the queue (anything else calls for a whole pass).
+    shadow_due: Option<Time>,
+    /// Queue positions started by a backfilling pass (kept to reuse the allocation).
+    started: Vec<usize>,
 }
 
 /// The work an instant leaves for [`Policy::decide`]. After a decision the head (if any) is
@@ -50,6 +57,8 @@ impl Easy {
             s: SpaceShare::new(cfg),
             todo: Todo::Nothing,
             last_shadow: Time::MAX,
+            shadow_due: None,
+            started: Vec::new(),
         })
     }
 
@@ -101,12 +110,29 @@ impl Easy {
         self.backfill(now, h + 1, out);
     }
 
-    /// Tries the jobs at `from..` against the head's reservation.
+    /// The head's shadow time at the last backfilling pass, computed now if that pass did not
+    /// need it.
+    fn last_shadow(&mut self) -> Time {
+        if let Some(at) = self.shadow_due.take() {
+            let h = self
+                .s
+                .queue
+                .head()
+                .expect("a pass without a head leaves no shadow due");
+            self.last_shadow = self.shadow(at, self.s.queue.get(h).procs).shadow;
+        }
+        self.last_shadow
+    }
+
+    /// Tries the jobs at `from..` against the head's reservation. The reservation is computed
+    /// at the first job that fits in the free PEs: on a busy machine most passes find none
+    /// (or no PE free at all), and walking the running jobs for it was a fifth of the pass.
     fn backfill(&mut self, now: Time, from: usize, out: &mut Vec<Decision>) {
         let Some(h) = self.s.queue.head() else { return };
-        let mut res = self.shadow(now, self.s.queue.get(h).procs);
-        self.last_shadow = res.shadow;
-        let mut started = Vec::new();
+        let need = self.s.queue.get(h).procs;
+        self.shadow_due = Some(now);
+        let mut res: Option<Reservation> = None;
+        let mut started = std::mem::take(&mut self.started);
         for k in from..self.s.queue.len() {
             let free = self.s.pool.free_count();
             if free == 0 {
@@ -116,11 +142,18 @@ impl Easy {
             if job.procs > free || self.s.queue.is_held(job.id) {
                 continue;
             }
-            let ends_in_time = res.shadow == Time::MAX || now + job.estimate <= res.shadow;
-            if !ends_in_time && job.procs > res.extra {
+            let (procs, estimate) = (job.procs, job.estimate);
+            if res.is_none() {
+                let r = self.shadow(now, need);
+                self.last_shadow = r.shadow;
+                self.shadow_due = None;
+                res = Some(r);
+            }
+            let Some(res) = res.as_mut() else { continue };
+            let ends_in_time = res.shadow == Time::MAX || now + estimate <= res.shadow;
+            if !ends_in_time && procs > res.extra {
                 continue;
             }
-            let procs = job.procs;
             if self.s.start(now, k, out) {
                 if !ends_in_time {
                     res.extra -= procs;
@@ -129,6 +162,8 @@ impl Easy {
             }
         }
         self.s.queue.remove_all(&started);
+        started.clear();
+        self.started = started;
     }
 }
 
@@ -164,7 +199,10 @@ impl Policy for Easy {
             // The jobs before `k` were tried at the last pass and nothing freed PEs since; they
             // could only fit now if the shadow has come due, which moves the overrunning
             // jobs' expected ends (and so the extra PEs) to now.
-            Todo::BackfillFrom(k) if self.last_shadow > now => self.backfill(now, k, out),
+            // With no PE free both ways do nothing; the pass only notes its time.
+            Todo::BackfillFrom(k) if self.s.pool.free_count() == 0 || self.last_shadow() > now => {
+                self.backfill(now, k, out)
+            }
             Todo::BackfillFrom(_) => self.schedule(now, out),
             Todo::Everything => self.schedule(now, out),
         }

@@ -76,6 +76,15 @@ impl<T: Queued> WaitQueue<T> {
     /// position.
     pub fn insert(&mut self, job: T) -> usize {
         let key = (job.req().submit, job.req().id);
+        // Drivers deliver in submit order, so a new job almost always goes last.
+        if self
+            .jobs
+            .back()
+            .is_none_or(|j| (j.req().submit, j.req().id) <= key)
+        {
+            self.jobs.push_back(job);
+            return self.jobs.len() - 1;
+        }
         let at = self
             .jobs
             .partition_point(|j| (j.req().submit, j.req().id) <= key);
@@ -106,7 +115,10 @@ impl<T: Queued> WaitQueue<T> {
         self.held.insert(id);
     }
     pub fn release(&mut self, id: JobId) {
-        self.held.remove(&id);
+        // Every end releases; hashing the id is wasted when nothing is held.
+        if !self.held.is_empty() {
+            self.held.remove(&id);
+        }
     }
     pub fn is_held(&self, id: JobId) -> bool {
         !self.held.is_empty() && self.held.contains(&id)
@@ -144,21 +156,45 @@ impl<T: Queued> WaitQueue<T> {
     pub fn remove(&mut self, k: usize) -> T {
         self.jobs.remove(k).expect("a queue position")
     }
-    /// Takes out the jobs at these positions (increasing), in one pass.
+    /// Takes out the jobs at these positions (increasing), in one pass over the shorter side:
+    /// the jobs behind the first position are moved forward over the gaps, or the jobs before
+    /// the last position backward, whichever moves fewer. A backfilling pass usually starts
+    /// jobs near the tail of a queue of thousands, and moving the whole queue at every pass
+    /// was a tenth of EASY's simulation.
     pub fn remove_all(&mut self, positions: &[usize]) {
-        if positions.is_empty() {
+        let (Some(&first), Some(&last)) = (positions.first(), positions.last()) else {
             return;
-        }
-        let mut next = positions.iter().peekable();
-        let mut k = 0;
-        self.jobs.retain(|_| {
-            let drop = next.peek() == Some(&&k);
-            if drop {
-                next.next();
+        };
+        debug_assert!(positions.windows(2).all(|w| w[0] < w[1]));
+        let len = self.jobs.len();
+        if len - first <= last + 1 {
+            // Forward: every kept job from `first` on moves left by the gaps before it; the
+            // removed ones collect at the tail.
+            let mut gone = positions.iter().peekable();
+            let mut w = first;
+            for r in first..len {
+                if gone.next_if_eq(&&r).is_some() {
+                    continue;
+                }
+                self.jobs.swap(w, r);
+                w += 1;
             }
-            k += 1;
-            !drop
-        });
+            self.jobs.truncate(w);
+        } else {
+            // Backward: every kept job up to `last` moves right; the removed ones collect at
+            // the head.
+            let mut gone = positions.iter().rev().peekable();
+            let mut w = last;
+            for r in (0..=last).rev() {
+                if gone.next_if_eq(&&r).is_some() {
+                    continue;
+                }
+                self.jobs.swap(w, r);
+                // Never below the count of removed positions before `r`, so never below 0.
+                w -= 1;
+            }
+            self.jobs.drain(..=w);
+        }
     }
     /// Waiting jobs' ids in queue order ([`crate::Policy::queue`]).
     pub fn ids(&self) -> Vec<JobId> {
@@ -318,6 +354,48 @@ mod tests {
         assert!(!q.is_held(JobId(2)), "an end drops the hold");
         q.remove_all(&[0, 1]);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn remove_all_keeps_the_order_of_the_rest_from_either_side() {
+        // Every subset of positions of queues of up to 7 jobs, some wrapped around the
+        // deque's buffer end: the result must be the queue without them, in order.
+        for len in 0..8u64 {
+            for mask in 0u32..(1 << len) {
+                let mut q: WaitQueue = WaitQueue::default();
+                for id in 0..len {
+                    q.jobs.push_back(req(id, id as i64, 1));
+                }
+                // Turn the buffer so the deque wraps.
+                for _ in 0..len / 2 {
+                    let j = q.jobs.pop_front().unwrap();
+                    q.jobs.push_back(j);
+                }
+                let before = q.ids();
+                let positions: Vec<usize> =
+                    (0..len as usize).filter(|k| mask & (1 << k) != 0).collect();
+                let want: Vec<JobId> = (0..len as usize)
+                    .filter(|k| mask & (1 << k) == 0)
+                    .map(|k| before[k])
+                    .collect();
+                q.remove_all(&positions);
+                assert_eq!(q.ids(), want, "len {len}, positions {positions:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn insert_out_of_order_still_sorts() {
+        let mut q: WaitQueue = WaitQueue::default();
+        assert_eq!(q.insert(req(5, 10, 1)), 0);
+        assert_eq!(q.insert(req(6, 10, 1)), 1);
+        assert_eq!(q.insert(req(4, 10, 1)), 0);
+        assert_eq!(q.insert(req(9, 3, 1)), 0);
+        assert_eq!(q.insert(req(1, 11, 1)), 4);
+        assert_eq!(
+            q.ids(),
+            vec![JobId(9), JobId(4), JobId(5), JobId(6), JobId(1)]
+        );
     }
 
     #[test]
