@@ -101,6 +101,48 @@ impl PeBits {
             self.clear_range(s, e);
         }
     }
+    /// Sets the bits of `pes` unless one of them is set already; says whether it did. The
+    /// ledger's test and update of every resume in one pass over the words; a refusal leaves
+    /// the set as it was.
+    #[inline]
+    pub fn try_set_pes(&mut self, pes: &PeSet) -> bool {
+        let words = &mut self.words;
+        // Words updated so far, to undo on a clash. The runs are disjoint, so bits this call
+        // set never clash with a later run's.
+        let mut done = 0usize;
+        let ok = pes.runs().iter().all(|&(s, e)| {
+            PeBits::for_words(s, e, |w, m| {
+                if words[w] & m != 0 {
+                    return false;
+                }
+                words[w] |= m;
+                done += 1;
+                true
+            })
+        });
+        if !ok {
+            self.undo_set(pes, done);
+        }
+        ok
+    }
+
+    /// Clears the first `n` word masks of `pes` that [`PeBits::try_set_pes`] set.
+    #[cold]
+    #[inline(never)]
+    fn undo_set(&mut self, pes: &PeSet, mut n: usize) {
+        let words = &mut self.words;
+        for &(s, e) in pes.runs() {
+            PeBits::for_words(s, e, |w, m| {
+                if n == 0 {
+                    return false;
+                }
+                words[w] &= !m;
+                n -= 1;
+                true
+            });
+        }
+    }
+
     #[inline]
     pub fn intersects_pes(&self, pes: &PeSet) -> bool {
         !pes.runs().iter().all(|&(s, e)| self.range_clear(s, e))
@@ -264,6 +306,30 @@ mod tests {
                 assert_eq!(full.count(), len - (e - s), "clear {s}..{e}");
                 assert!(full.range_clear(s, e));
                 assert_eq!(s > 0 && !full.range_clear(s - 1, e), s > 0);
+            }
+        }
+    }
+
+    /// `try_set_pes` sets a set clear of the bitset, and leaves the bitset exactly as it was
+    /// when the set clashes anywhere (in its first, a middle or its last word or run).
+    #[test]
+    fn try_set_pes_sets_all_or_nothing() {
+        let set = PeSet::from_pes((0..3).chain(60..140).chain(190..192));
+        for clash in [None, Some(0), Some(2), Some(63), Some(64), Some(139), Some(191)] {
+            let mut b = PeBits::new(200);
+            b.set_range(150, 160);
+            if let Some(p) = clash {
+                b.set_range(p, p + 1);
+            }
+            let before = b.clone();
+            let ok = b.try_set_pes(&set);
+            assert_eq!(ok, clash.is_none(), "clash at {clash:?}");
+            if ok {
+                let mut want = before;
+                want.set_pes(&set);
+                assert_eq!(b, want);
+            } else {
+                assert_eq!(b, before, "clash at {clash:?} left bits behind");
             }
         }
     }

@@ -412,23 +412,30 @@ impl Ledger {
     }
 
     /// Puts job `i` in phase Running from `now`; the change is `Runs` unless it is held.
-    #[inline]
+    #[inline(always)]
     fn run(&mut self, i: Ix, now: Time) -> Result<Change, LedgerError> {
-        if self.busy.intersects_pes(&self.entries[i].pes) {
-            let e = &self.entries[i];
-            return Err(self.violation(
-                e.req.id,
-                now,
-                format!("runs on PEs {}, some of which another job runs on", e.pes),
-            ));
-        }
         let e = &mut self.entries[i];
-        self.busy.set_pes(&e.pes);
+        // The clash test and the busy update in one pass over the words: this runs on every
+        // resume.
+        if !self.busy.try_set_pes(&e.pes) {
+            return Err(self.clash(i, now));
+        }
         e.phase = Phase::Running;
         if e.held {
             return Ok(Change::None);
         }
         Ok(self.resume_processes(i, now))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn clash(&self, i: Ix, now: Time) -> LedgerError {
+        let e = &self.entries[i];
+        self.violation(
+            e.req.id,
+            now,
+            format!("runs on PEs {}, some of which another job runs on", e.pes),
+        )
     }
 
     /// Accounting for processes that (re)start running at `now`.
@@ -487,22 +494,36 @@ impl Ledger {
         }
     }
 
-    #[inline]
+    // Suspend and resume are inlined into the driver's loop with one lookup and one phase
+    // test each (a Running or Stopped job is live, so `lookup`'s liveness test is not needed
+    // on the way through); anything else goes to `refused`, which answers as before.
+    #[inline(always)]
     fn suspend(&mut self, now: Time, job: JobId) -> Result<Change, LedgerError> {
-        let i = self.lookup(job, now)?;
-        if self.entries[i].phase != Phase::Running {
-            return Err(self.violation(job, now, "suspended while not running"));
+        match self.index.get(job) {
+            Some(i) if self.entries[i].phase == Phase::Running => {
+                Ok(self.leave_running(i, now, Phase::Stopped))
+            }
+            _ => Err(self.refused(job, now, "suspended while not running")),
         }
-        Ok(self.leave_running(i, now, Phase::Stopped))
     }
 
-    #[inline]
+    #[inline(always)]
     fn resume(&mut self, now: Time, job: JobId) -> Result<Change, LedgerError> {
-        let i = self.lookup(job, now)?;
-        if self.entries[i].phase != Phase::Stopped {
-            return Err(self.violation(job, now, "resumed while not allocated and stopped"));
+        match self.index.get(job) {
+            Some(i) if self.entries[i].phase == Phase::Stopped => self.run(i, now),
+            _ => Err(self.refused(job, now, "resumed while not allocated and stopped")),
         }
-        self.run(i, now)
+    }
+
+    /// Why a suspend or resume of `job` is refused: the job is not live (as [`Ledger::lookup`]
+    /// says), or else not in the phase the decision needs (`what`).
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, job: JobId, now: Time, what: &str) -> LedgerError {
+        match self.lookup(job, now) {
+            Err(e) => e,
+            Ok(_) => self.violation(job, now, what),
+        }
     }
 
     fn apply_other(&mut self, now: Time, d: Decision) -> Result<Change, LedgerError> {
@@ -602,7 +623,7 @@ impl Ledger {
     }
 
     /// A Running job leaves that phase for `to` (Stopped or Waiting).
-    #[inline]
+    #[inline(always)]
     fn leave_running(&mut self, i: Ix, now: Time, to: Phase) -> Change {
         let e = &mut self.entries[i];
         self.busy.clear_pes(&e.pes);

@@ -451,11 +451,16 @@ impl Gang {
         );
     }
 
-    /// Places waiting jobs into the matrix.
+    /// Places waiting jobs into the matrix. Inlined for its test: every switch asks, and the
+    /// queue is mostly empty.
+    #[inline(always)]
     fn admit(&mut self) {
-        if self.queue.is_empty() {
-            return;
+        if !self.queue.is_empty() {
+            self.admit_queue();
         }
+    }
+
+    fn admit_queue(&mut self) {
         let (at, mut failed) = std::mem::take(&mut self.unplaceable);
         if at != self.version {
             failed = SortedIds::default();
@@ -650,10 +655,16 @@ impl Gang {
         }
     }
 
+    /// Places the members not announced yet. Inlined for its test: every switch asks, and
+    /// almost never has anyone to announce.
+    #[inline(always)]
     fn announce_stopped(&mut self, out: &mut Vec<Decision>) {
-        if self.fresh.is_empty() {
-            return;
+        if !self.fresh.is_empty() {
+            self.announce_fresh(out);
         }
+    }
+
+    fn announce_fresh(&mut self, out: &mut Vec<Decision>) {
         let mut fresh = std::mem::take(&mut self.fresh);
         fresh.sort();
         for job in fresh {
