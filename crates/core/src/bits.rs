@@ -315,7 +315,15 @@ mod tests {
     #[test]
     fn try_set_pes_sets_all_or_nothing() {
         let set = PeSet::from_pes((0..3).chain(60..140).chain(190..192));
-        for clash in [None, Some(0), Some(2), Some(63), Some(64), Some(139), Some(191)] {
+        for clash in [
+            None,
+            Some(0),
+            Some(2),
+            Some(63),
+            Some(64),
+            Some(139),
+            Some(191),
+        ] {
             let mut b = PeBits::new(200);
             b.set_range(150, 160);
             if let Some(p) = clash {
