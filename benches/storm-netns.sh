@@ -19,6 +19,9 @@ tag=cs$$
 dir=/tmp/cosched-netns-bench-$$
 br=${tag}br
 mkdir -p "$dir"
+# The node managers are stopped by signals, not shut down, so their staged copies are put
+# where the cleanup removes them (not /dev/shm).
+export COSCHED_SCRATCH=$dir/scratch
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
