@@ -581,6 +581,23 @@ fn load_or_create_key(path: &std::path::Path) -> anyhow::Result<Key> {
     Ok(key)
 }
 
+/// A benchmark's table as text: a header line and one line per row, columns padded, the
+/// first `left` columns aligned left and the others (figures) right.
+fn bench_table(header: &[&str], left: usize, rows: impl Iterator<Item = Vec<String>>) -> String {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING);
+    t.set_header(header);
+    for r in rows {
+        t.add_row(r);
+    }
+    for i in left..header.len() {
+        if let Some(col) = t.column_mut(i) {
+            col.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+    format!("{t}\n")
+}
+
 /// Prints to stdout; a reader that went away (`| head`) is not an error.
 pub(super) fn emit(text: &str) {
     let _ = std::io::stdout().write_all(text.as_bytes());
@@ -956,17 +973,19 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                let mut t = format!(
-                    "{:>6} {:>6} {:>12} {:>10} {:>16}\n",
-                    "NODES", "DEPTH", "MEDIAN(ms)", "MAX(ms)", "FIRST RANK(ms)"
-                );
-                for r in rows {
-                    t += &format!(
-                        "{:>6} {:>6} {:>12.1} {:>10.1} {:>16.1}\n",
-                        r.nodes, r.tree_depth, r.median_ms, r.max_ms, r.first_rank_median_ms
-                    );
-                }
-                emit(&t);
+                emit(&bench_table(
+                    &["NODES", "DEPTH", "MEDIAN(ms)", "MAX(ms)", "FIRST RANK(ms)"],
+                    0,
+                    rows.iter().map(|r| {
+                        vec![
+                            r.nodes.to_string(),
+                            r.tree_depth.to_string(),
+                            format!("{:.1}", r.median_ms),
+                            format!("{:.1}", r.max_ms),
+                            format!("{:.1}", r.first_rank_median_ms),
+                        ]
+                    }),
+                ));
             }
             BenchCmd::Launch {
                 nodes,
@@ -989,31 +1008,31 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                let mut t = format!(
-                    "{:>6} {:>6} {:>4} {:>5} {:>9} {:>12} {:>10} {:>9}\n",
-                    "NODES",
-                    "DEPTH",
-                    "MB",
-                    "LOAD",
-                    "SEND(ms)",
-                    "EXECUTE(ms)",
-                    "TOTAL(ms)",
-                    "MAX(ms)"
-                );
-                for r in rows {
-                    t += &format!(
-                        "{:>6} {:>6} {:>4} {:>5} {:>9.1} {:>12.1} {:>10.1} {:>9.1}\n",
-                        r.nodes,
-                        r.tree_depth,
-                        r.mb,
-                        r.load,
-                        r.send_ms,
-                        r.execute_ms,
-                        r.total_ms,
-                        r.total_max_ms
-                    );
-                }
-                emit(&t);
+                emit(&bench_table(
+                    &[
+                        "NODES",
+                        "DEPTH",
+                        "MB",
+                        "LOAD",
+                        "SEND(ms)",
+                        "EXECUTE(ms)",
+                        "TOTAL(ms)",
+                        "MAX(ms)",
+                    ],
+                    0,
+                    rows.iter().map(|r| {
+                        vec![
+                            r.nodes.to_string(),
+                            r.tree_depth.to_string(),
+                            r.mb.to_string(),
+                            r.load.to_string(),
+                            format!("{:.1}", r.send_ms),
+                            format!("{:.1}", r.execute_ms),
+                            format!("{:.1}", r.total_ms),
+                            format!("{:.1}", r.total_max_ms),
+                        ]
+                    }),
+                ));
             }
             BenchCmd::Bcast {
                 nodes,
@@ -1038,17 +1057,19 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                let mut t = format!(
-                    "{:>6} {:>10} {:>6} {:>10} {:>10}\n",
-                    "NODES", "CHUNK(KiB)", "SLOTS", "MEDIAN(ms)", "MB/s"
-                );
-                for r in rows {
-                    t += &format!(
-                        "{:>6} {:>10} {:>6} {:>10.1} {:>10.1}\n",
-                        r.nodes, r.chunk_kib, r.slots, r.median_ms, r.mb_per_s
-                    );
-                }
-                emit(&t);
+                emit(&bench_table(
+                    &["NODES", "CHUNK(KiB)", "SLOTS", "MEDIAN(ms)", "MB/s"],
+                    0,
+                    rows.iter().map(|r| {
+                        vec![
+                            r.nodes.to_string(),
+                            r.chunk_kib.to_string(),
+                            r.slots.to_string(),
+                            format!("{:.1}", r.median_ms),
+                            format!("{:.1}", r.mb_per_s),
+                        ]
+                    }),
+                ));
             }
             BenchCmd::Compare {
                 nodes,
@@ -1062,17 +1083,19 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                let mut t = format!(
-                    "{:>6} {:>7} {:>6} {:>11} {:>9}\n",
-                    "NODES", "FANOUT", "DEPTH", "MEDIAN(ms)", "MAX(ms)"
-                );
-                for r in rows {
-                    t += &format!(
-                        "{:>6} {:>7} {:>6} {:>11.3} {:>9.3}\n",
-                        r.nodes, r.fanout, r.tree_depth, r.median_ms, r.max_ms
-                    );
-                }
-                emit(&t);
+                emit(&bench_table(
+                    &["NODES", "FANOUT", "DEPTH", "MEDIAN(ms)", "MAX(ms)"],
+                    0,
+                    rows.iter().map(|r| {
+                        vec![
+                            r.nodes.to_string(),
+                            r.fanout.to_string(),
+                            r.tree_depth.to_string(),
+                            format!("{:.3}", r.median_ms),
+                            format!("{:.3}", r.max_ms),
+                        ]
+                    }),
+                ));
             }
             BenchCmd::Gang {
                 cpu,
@@ -1085,20 +1108,19 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                let mut t = format!(
-                    "{:>10} {:>12} {:>10}\n",
-                    "QUANTUM", "MAKESPAN(s)", "SLOWDOWN"
+                let mut t = bench_table(
+                    &["QUANTUM", "MAKESPAN(s)", "SLOWDOWN"],
+                    0,
+                    rows.iter().map(|r| {
+                        vec![
+                            r.quantum_ms
+                                .map(|q| format!("{q}ms"))
+                                .unwrap_or_else(|| "fcfs".into()),
+                            format!("{:.3}", r.makespan_s),
+                            format!("{:.1}%", r.slowdown_pct),
+                        ]
+                    }),
                 );
-                for r in &rows {
-                    let q = r
-                        .quantum_ms
-                        .map(|q| format!("{q}ms"))
-                        .unwrap_or_else(|| "fcfs".into());
-                    t += &format!(
-                        "{:>10} {:>12.3} {:>9.1}%\n",
-                        q, r.makespan_s, r.slowdown_pct
-                    );
-                }
                 if let Some(best) = rows
                     .iter()
                     .filter(|r| r.quantum_ms.is_some() && r.slowdown_pct <= 2.0)
@@ -1121,29 +1143,29 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                let mut t = format!(
-                    "{:<52} {:>7} {:>8} {:>8} {:>8} {:>8} {:>14}\n",
-                    "PHASE",
-                    "SUBMITS",
-                    "P50(ms)",
-                    "P95(ms)",
-                    "P99(ms)",
-                    "MAX(ms)",
-                    "MM CPU/JOB(ms)"
-                );
-                for r in rows {
-                    t += &format!(
-                        "{:<52} {:>7} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>14.3}\n",
-                        r.what,
-                        r.submits,
-                        r.p50_ms,
-                        r.p95_ms,
-                        r.p99_ms,
-                        r.max_ms,
-                        r.mm_cpu_ms_per_job
-                    );
-                }
-                emit(&t);
+                emit(&bench_table(
+                    &[
+                        "PHASE",
+                        "SUBMITS",
+                        "P50(ms)",
+                        "P95(ms)",
+                        "P99(ms)",
+                        "MAX(ms)",
+                        "MM CPU/JOB(ms)",
+                    ],
+                    1,
+                    rows.iter().map(|r| {
+                        vec![
+                            r.what.to_string(),
+                            r.submits.to_string(),
+                            format!("{:.2}", r.p50_ms),
+                            format!("{:.2}", r.p95_ms),
+                            format!("{:.2}", r.p99_ms),
+                            format!("{:.2}", r.max_ms),
+                            format!("{:.3}", r.mm_cpu_ms_per_job),
+                        ]
+                    }),
+                ));
             }
             BenchCmd::Throughput {
                 jobs,
