@@ -229,13 +229,15 @@ fn a_node_killed_mid_transfer_fails_it_by_name_and_nothing_is_launched() {
         &file,
     );
     let victim = c.dir.join("scratch/n3/bcast");
-    c.until(20, "n3 has started writing", || {
+    c.until(20, "n3 has created its copy", || {
         std::fs::read_dir(&victim)
             .ok()?
             .flatten()
-            .any(|e| e.metadata().is_ok_and(|m| m.len() > 0))
-            .then_some(())
+            .next()
+            .map(|_| ())
     });
+    // The copy is created at its full size (its space reserved): a few of the 32 chunks in.
+    std::thread::sleep(Duration::from_millis(300));
     let t0 = Instant::now();
     signal(&c.pid(c.state.nm_pid_file("n3")), "KILL");
     let out = child.wait_with_output().unwrap();
@@ -268,19 +270,16 @@ fn a_node_killed_mid_transfer_fails_it_by_name_and_nothing_is_launched() {
     });
 }
 
-/// The nodes do not hash their copies (each chunk's frame is authenticated instead); the
-/// machine manager checks the file's SHA-256 as the chunks pass. A file that changes while it
-/// is sent (after the client hashed it) fails the transfer there, and the nodes drop their
-/// copies.
+/// The client hashes the file as it reads it, and checks after the last chunk that its size
+/// and modification time did not move: a file that changes while it is sent fails the
+/// transfer, and the nodes drop their copies.
 #[test]
-fn a_file_changed_while_it_is_sent_fails_the_hash_check_at_the_machine_manager() {
+fn a_file_changed_while_it_is_sent_fails_the_transfer() {
     let (c, file) = slowed("changed", 2, "data.bin");
     let child = in_background(&c, &["bcast", "--chunk", "256K", "--dest", "data"], &file);
     let copy = copy_of(&c, "n0", "data");
-    c.until(20, "n0 has started writing", || {
-        std::fs::metadata(&copy)
-            .is_ok_and(|m| m.len() > 0)
-            .then_some(())
+    c.until(20, "n0 has created its copy", || {
+        copy.exists().then_some(())
     });
     // The last chunk, not read by the client yet (4 slots of 32 at 40 ms a chunk), changes.
     {
@@ -292,12 +291,60 @@ fn a_file_changed_while_it_is_sent_fails_the_hash_check_at_the_machine_manager()
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the broadcast must fail: {err}");
     assert!(
-        err.contains("SHA-256") && err.contains("nothing was launched"),
+        err.contains("changed while it was sent") && err.contains("nothing was launched"),
         "{err}"
     );
     c.until(10, "partial copies removed", || {
         (0..2)
             .all(|i| !copy_of(&c, &format!("n{i}"), "data").exists())
+            .then_some(())
+    });
+}
+
+/// The machine manager hashes the chunks it passes on and compares at the finish with the
+/// hash the client read: chunks that are not what the client hashed fail the transfer there
+/// (a client's bug, or a message altered on its way), and the nodes drop their copies.
+#[test]
+fn chunks_that_do_not_have_the_clients_hash_fail_at_the_machine_manager() {
+    use cosched_daemon::DaemonError;
+    use cosched_daemon::client::Client;
+    use cosched_daemon::proto::{BcastOp, BcastReply, Request, Response};
+    let c = up("hash", &["--nodes", "2", "--pes", "1"], &[]);
+    c.until(30, "all nodes up", || (c.nodes_up() == 2).then_some(()));
+    let client = Client::from_state_dir(&c.state, None, None).unwrap();
+    let ask = |op| client.request(Request::Bcast(op));
+    let data = vec![7u8; 1000];
+    let Ok(Response::Bcast(BcastReply::Started { id, .. })) = ask(BcastOp::Begin {
+        dest: "h".into(),
+        size: data.len() as u64,
+        chunk: 512,
+        slots: 4,
+        nodes: vec![],
+    }) else {
+        panic!("not started")
+    };
+    for (k, part) in data.chunks(512).enumerate() {
+        let r = ask(BcastOp::Chunk {
+            id,
+            k: k as u32,
+            data: part.to_vec(),
+        });
+        assert!(matches!(r, Ok(Response::Bcast(BcastReply::Sent))), "{r:?}");
+    }
+    let file = c.dir.join("h.bin");
+    std::fs::write(&file, &data).unwrap();
+    let (mut wrong, _) = digest_file(&file).unwrap();
+    wrong[0] ^= 1;
+    match ask(BcastOp::Finish { id, blake3: wrong }) {
+        Err(DaemonError::Refused(e)) => assert!(
+            e.contains("do not have the hash") && e.contains("nothing was launched"),
+            "{e}"
+        ),
+        r => panic!("a wrong hash was accepted: {r:?}"),
+    }
+    c.until(10, "copies removed", || {
+        (0..2)
+            .all(|i| !copy_of(&c, &format!("n{i}"), "h").exists())
             .then_some(())
     });
 }

@@ -419,7 +419,6 @@ pub enum BcastOp {
         /// absolute path (refused by a node manager running as root).
         dest: String,
         size: u64,
-        sha256: [u8; 32],
         chunk: u32,
         slots: u32,
         /// Node names; empty: every node in the tree.
@@ -433,7 +432,13 @@ pub enum BcastOp {
     },
     Finish {
         id: u32,
+        /// The hash (BLAKE3) of the file as the client read it, which the machine manager
+        /// checks against the chunks it passed on.
+        blake3: [u8; 32],
     },
+    /// The client gives up (the file changed while it was read, or could not be read): the
+    /// transfer fails with `why`, and the nodes drop their copies.
+    Abort { id: u32, why: String },
 }
 
 /// The machine manager's answers to [`BcastOp`]s.

@@ -171,7 +171,9 @@ fn spawn_link(
             }
         };
         let _ = stream.set_nodelay(true);
-        let (mut rd, mut wr) = stream.into_split();
+        widen_buffers(&stream);
+        let (rd, mut wr) = stream.into_split();
+        let mut rd = crate::frame::buffered(rd);
         let ev = events.clone();
         let reader = tokio::spawn(async move {
             loop {
@@ -213,4 +215,30 @@ fn spawn_link(
         let _ = wr.shutdown().await;
     });
     Queues { small, bulk }
+}
+
+/// The socket buffer a tree link asks for, each way: room for several 512 KiB chunk frames.
+const LINK_BUFFER: libc::c_int = 4 << 20;
+
+/// Asks for [`LINK_BUFFER`] of send and receive buffer on a tree link (the kernel caps it at
+/// `net.core.wmem_max` / `rmem_max`). With the defaults a 512 KiB chunk frame went out in
+/// five or so partial writes, each a wait for the peer to drain the socket and a wake-up of
+/// both ends; on a host running many node managers those wake-ups were a large part of a
+/// broadcast's CPU (issue 14). A failure leaves the kernel's defaults, which still work.
+pub(crate) fn widen_buffers(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let fd = stream.as_raw_fd();
+    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        let v = LINK_BUFFER;
+        // SAFETY: setsockopt on an open socket with a pointer to a live c_int and its size.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
 }

@@ -152,11 +152,13 @@ async fn run(
             // A slot first: while every slot is taken, new peers wait in the kernel's backlog.
             (permit, (stream, peer)) = async { let p = gate.enter().await; (p, accept(&listener, "storm").await) } => {
                 let _ = stream.set_nodelay(true);
+                crate::link::widen_buffers(&stream);
                 let conn = next_conn;
                 next_conn += 1;
                 let (key, ev_tx) = (key.clone(), ev_tx.clone());
                 tokio::spawn(async move {
-                    let (mut rd, writer) = stream.into_split();
+                    let (rd, writer) = stream.into_split();
+                    let mut rd = crate::frame::buffered(rd);
                     // Until its first frame proves the key, a peer may make this node hold
                     // at most MAX_HELLO bytes, for at most HANDSHAKE_TIMEOUT.
                     let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_frame::<_, Down>(&mut rd, &key, MAX_HELLO)).await;

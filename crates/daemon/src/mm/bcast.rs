@@ -2,7 +2,7 @@
 //! and passes each down the tree as one XFER-AND-SIGNAL, at most `slots` ahead of the chunks
 //! every destination holds, learning what they hold by COMPARE (≥ on `VAR_BCAST_HELD`), and
 //! at the end releases the copies by COMPARE-AND-WRITE once each node has checked its own.
-//! The file's SHA-256 is checked here, once, as the chunks pass (see crate::bcast).
+//! The file's hash (BLAKE3) is checked here, once, as the chunks pass (see crate::bcast).
 //!
 //! One transfer runs at a time. A client request that must wait (a chunk while every slot is
 //! taken, the finish until the copies are checked) is answered later. Each chunk sent gets its
@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use cosched_core::NodeId;
 use cosched_storm::{Cmp, Cond, Dest, Outcome, Var};
-use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 use super::shell::Shell;
@@ -38,23 +37,29 @@ enum Phase {
     /// Waiting for every node to have created its file.
     Opening,
     Streaming,
-    /// Every chunk sent and held; waiting for every node to have checked its copy.
+    /// Every chunk sent: COMPARE = verified AND WRITE ready, each node answering once it has
+    /// checked its copy (one round trip on the way that succeeds).
     Deciding,
-    /// COMPARE = verified AND WRITE ready, in flight.
+    /// That found a node not verified (failed, or slow to decide): waiting for every node to
+    /// have decided (COMPARE ≠ open) ...
+    Checking,
+    /// ... then COMPARE = verified AND WRITE ready once more, which fails the transfer naming
+    /// the nodes whose copies did not check out.
     Releasing,
 }
 
 pub struct Transfer {
     id: u32,
+    /// The user who began it: only they (or an administrator) may send its chunks, finish or abort it.
+    owner: u32,
     nodes: Vec<NodeId>,
     names: HashMap<NodeId, String>,
     size: u64,
     chunk: u32,
     slots: u32,
     chunks: u32,
-    /// The hash the client announced, and the one of the chunks accepted so far.
-    sha256: [u8; 32],
-    hash: Sha256,
+    /// The hash (BLAKE3) of the chunks accepted so far, compared with the client's at the end.
+    hash: blake3::Hasher,
     sent: u32,
     /// Chunks every destination holds.
     held: u32,
@@ -95,11 +100,23 @@ impl Shell {
         let err = |tx: oneshot::Sender<Response>, why: String| {
             let _ = tx.send(Response::Error(why));
         };
+        let op_id = match &op {
+            BcastOp::Begin { .. } => None,
+            BcastOp::Chunk { id, .. } | BcastOp::Finish { id, .. } | BcastOp::Abort { id, .. } => {
+                Some(*id)
+            }
+        };
+        if let Some(id) = op_id
+            && let Some(t) = self.bcast.as_ref().filter(|t| t.id == id)
+            && caller.uid != t.owner
+            && !caller.admin
+        {
+            return err(tx, format!("bcast {id} belongs to another user"));
+        }
         match op {
             BcastOp::Begin {
                 dest,
                 size,
-                sha256,
                 chunk,
                 slots,
                 nodes,
@@ -153,14 +170,14 @@ impl Shell {
                 let chunks = size.div_ceil(chunk as u64) as u32;
                 let t = Transfer {
                     id,
+                    owner: caller.uid,
                     nodes: chosen.iter().map(|(n, _)| *n).collect(),
                     names: chosen.iter().cloned().collect(),
                     size,
                     chunk,
                     slots,
                     chunks,
-                    sha256,
-                    hash: Sha256::new(),
+                    hash: blake3::Hasher::new(),
                     sent: 0,
                     held: 0,
                     phase: Phase::Opening,
@@ -213,7 +230,7 @@ impl Shell {
                 t.parked = Some((k, data, tx));
                 self.bcast_pump();
             }
-            BcastOp::Finish { id } => {
+            BcastOp::Finish { id, blake3 } => {
                 let Some(t) = self.bcast.as_mut().filter(|t| t.id == id) else {
                     return err(tx, self.bcast_gone(id));
                 };
@@ -227,9 +244,9 @@ impl Shell {
                         ),
                     );
                 }
-                if <[u8; 32]>::from(t.hash.clone().finalize()) != t.sha256 {
+                if <[u8; 32]>::from(t.hash.finalize()) != blake3 {
                     let why = format!(
-                        "bcast {id}: the chunks do not have the SHA-256 announced (the file changed while it was sent?); nothing was launched"
+                        "bcast {id}: the chunks passed on do not have the hash (BLAKE3) of what the client read; nothing was launched"
                     );
                     self.bcast_fail(why.clone());
                     return err(tx, why);
@@ -237,6 +254,13 @@ impl Shell {
                 t.reply = Some(tx);
                 t.finishing = true;
                 self.bcast_pump();
+            }
+            BcastOp::Abort { id, why } => {
+                if self.bcast.as_ref().is_none_or(|t| t.id != id) {
+                    return err(tx, self.bcast_gone(id));
+                }
+                self.bcast_fail(format!("bcast {id}: {why}; nothing was launched"));
+                let _ = tx.send(Response::Bcast(BcastReply::Sent));
             }
         }
     }
@@ -263,7 +287,9 @@ impl Shell {
             self.bcast_ask_chunk(k);
         }
         let Some(t) = self.bcast.as_mut() else { return };
-        if t.phase == Phase::Streaming && t.finishing && t.held == t.chunks {
+        // Not waiting for the last chunks to be held: a node checks its copy once both its
+        // last chunk and the end have come, in whatever order its links delivered them.
+        if t.phase == Phase::Streaming && t.finishing && t.sent == t.chunks {
             let msg = ToNode::BcastEnd { id: t.id };
             self.root
                 .xfer(&t.dest(), None, postcard::to_stdvec(&msg).expect("encodes"));
@@ -305,7 +331,7 @@ impl Shell {
                 None,
             ),
             Phase::Streaming => return,
-            Phase::Deciding => (
+            Phase::Checking => (
                 Cond {
                     var: VAR_BCAST_STATE,
                     cmp: Cmp::Ne,
@@ -313,7 +339,7 @@ impl Shell {
                 },
                 None,
             ),
-            Phase::Releasing => (
+            Phase::Deciding | Phase::Releasing => (
                 Cond {
                     var: VAR_BCAST_STATE,
                     cmp: Cmp::Eq,
@@ -374,10 +400,13 @@ impl Shell {
                     let _ = tx.send(Response::Bcast(BcastReply::Started { id, nodes }));
                 }
             }
-            Phase::Deciding if holds => {
+            Phase::Deciding if !o.written && t.phase_since.elapsed() <= DECIDE_WITHIN => {
+                t.phase = Phase::Checking;
+            }
+            Phase::Checking if holds => {
                 t.phase = Phase::Releasing;
             }
-            Phase::Releasing => {
+            Phase::Deciding | Phase::Releasing => {
                 if o.written {
                     let names = t.nodes.iter().map(|n| t.names[n].clone()).collect();
                     tracing::info!("mm: bcast {}: every copy verified and released", t.id);
@@ -395,7 +424,7 @@ impl Shell {
                 }
                 return true;
             }
-            Phase::Opening | Phase::Deciding if t.phase_since.elapsed() > DECIDE_WITHIN => {
+            Phase::Opening | Phase::Checking if t.phase_since.elapsed() > DECIDE_WITHIN => {
                 let why = format!(
                     "bcast {}: node(s) {} did not {} within {DECIDE_WITHIN:?}",
                     t.id,
