@@ -589,3 +589,91 @@ fn issue_10_a_captured_submit_frame_replayed_is_refused() {
     assert_eq!(ids, vec![first], "the replay made a job\n{}", c.mm_log());
     assert!(c.mm_log().contains("replayed"), "{}", c.mm_log());
 }
+
+/// A file broadcast belongs to the user who began it: another user can neither feed it
+/// chunks (which the owner's job, root's here, would then run) nor abort it, and the owner
+/// still finishes it. The other user's requests come from a child process that took their
+/// uid, so that the machine manager knows them by `SO_PEERCRED` as any local client.
+#[test]
+fn issue_14_only_its_owner_feeds_or_aborts_a_broadcast() {
+    use cosched_daemon::StateDir;
+    use cosched_daemon::client::Client;
+    use cosched_daemon::proto::{BcastOp, BcastReply, Request, Response};
+    let Some(u) = second_user("issue_14_only_its_owner_feeds_or_aborts_a_broadcast") else {
+        return;
+    };
+    let c = Cluster::up("bcastowner", &["--nodes", "1", "--pes", "1"]);
+    let state = StateDir::new(&c.dir);
+    let root = Client::from_state_dir(&state, None, None).unwrap();
+    let Ok(Response::Bcast(BcastReply::Started { id, .. })) =
+        root.request(Request::Bcast(BcastOp::Begin {
+            dest: "owned".into(),
+            size: 1000,
+            chunk: 512,
+            slots: 4,
+            nodes: vec![],
+        }))
+    else {
+        panic!("not started\n{}", c.mm_log())
+    };
+    let (mut rd, wr) = std::io::pipe().unwrap();
+    // SAFETY: the child only switches user, makes two requests on a fresh connection, writes
+    // to a pipe and leaves with _exit; it never returns into the test harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        let report = std::panic::catch_unwind(|| {
+            // SAFETY: plain system calls in the child.
+            unsafe {
+                assert_eq!(libc::setgid(u.uid), 0);
+                assert_eq!(libc::setuid(u.uid), 0);
+            }
+            let them = Client::from_state_dir(&state, None, None).unwrap();
+            let chunk = them.request(Request::Bcast(BcastOp::Chunk {
+                id,
+                k: 0,
+                data: vec![0xcc; 512],
+            }));
+            let abort = them.request(Request::Bcast(BcastOp::Abort {
+                id,
+                why: "not mine".into(),
+            }));
+            format!("chunk: {chunk:?}\nabort: {abort:?}\n")
+        })
+        .unwrap_or_else(|_| "the child panicked\n".into());
+        let mut wr = wr;
+        let _ = std::io::Write::write_all(&mut wr, report.as_bytes());
+        // SAFETY: leaves the child without running the harness's destructors.
+        unsafe { libc::_exit(0) };
+    }
+    drop(wr);
+    let mut report = String::new();
+    std::io::Read::read_to_string(&mut rd, &mut report).unwrap();
+    // SAFETY: reaps the child forked above.
+    unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    let refused = format!("bcast {id} belongs to another user");
+    assert_eq!(
+        report.matches(&refused).count(),
+        2,
+        "both requests must be refused:\n{report}"
+    );
+    for k in 0..2u32 {
+        let r = root.request(Request::Bcast(BcastOp::Chunk {
+            id,
+            k,
+            data: vec![k as u8; if k == 0 { 512 } else { 488 }],
+        }));
+        assert!(matches!(r, Ok(Response::Bcast(BcastReply::Sent))), "{r:?}");
+    }
+    let file = c.dir.join("owned.bin");
+    let mut data = vec![0u8; 512];
+    data.extend(vec![1u8; 488]);
+    std::fs::write(&file, &data).unwrap();
+    let (blake3, _) = cosched_daemon::bcast::digest_file(&file).unwrap();
+    let r = root.request(Request::Bcast(BcastOp::Finish { id, blake3 }));
+    assert!(
+        matches!(r, Ok(Response::Bcast(BcastReply::Done { .. }))),
+        "{r:?}\n{}",
+        c.mm_log()
+    );
+}
