@@ -50,7 +50,8 @@ enum Phase {
 
 pub struct Transfer {
     id: u32,
-    /// The user who began it: only they (or an administrator) may send its chunks, finish or abort it.
+    /// The user who began it: only they (or an administrator) may send its chunks, finish
+    /// or abort it.
     owner: u32,
     nodes: Vec<NodeId>,
     names: HashMap<NodeId, String>,
