@@ -1,6 +1,7 @@
 //! File broadcast end to end (issue 14): a file larger than the 16 MiB frame cap reaches 16
 //! node managers identical, a slow node throttles the sender without loss, a node killed in
-//! the middle fails the transfer with its name and nothing is launched, and `submit --bcast`
+//! the middle fails the transfer with its name and nothing is launched, so does one that cannot
+//! create its copy (at once), and `submit --bcast`
 //! runs the staged copy, and the copies go when the cluster goes down. (COMPARE-AND-WRITE's one combined answer on 64 nodes is tested on the
 //! node managers' tree transport itself: crates/storm/tests/combine.rs.)
 
@@ -346,5 +347,44 @@ fn chunks_that_do_not_have_the_clients_hash_fail_at_the_machine_manager() {
         (0..2)
             .all(|i| !copy_of(&c, &format!("n{i}"), "h").exists())
             .then_some(())
+    });
+}
+
+/// A node that cannot create its copy (here its scratch directory is a file; out of room
+/// is the same path) fails the transfer at the start, at once and by name, rather than at
+/// the 30-second deadline for slow nodes.
+#[test]
+fn a_node_that_cannot_create_the_copy_fails_the_transfer_at_once_by_name() {
+    let dir = scratch("bcast", "nocreate");
+    std::fs::create_dir_all(dir.join("scratch")).unwrap();
+    std::fs::write(dir.join("scratch/n1"), b"not a directory").unwrap();
+    start(&dir, &["--nodes", "2", "--pes", "1"], &[]);
+    let c = Cluster {
+        state: StateDir::new(&dir),
+        dir,
+        extra: Default::default(),
+    };
+    c.until(30, "all nodes up", || (c.nodes_up() == 2).then_some(()));
+    let file = make_file(&c.dir, "f.bin", 100_000);
+    let t0 = Instant::now();
+    let out = Command::new(bin())
+        .args(["bcast", "--dest", "f"])
+        .arg(&file)
+        .env("COSCHED_STATE_DIR", &c.dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the broadcast must fail: {err}");
+    assert!(
+        err.contains("n1") && !err.contains("n0") && err.contains("could not create the file"),
+        "{err}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "failed only after {:?}",
+        t0.elapsed()
+    );
+    c.until(10, "n0's partial copy removed", || {
+        (!copy_of(&c, "n0", "f").exists()).then_some(())
     });
 }

@@ -34,8 +34,13 @@ const ABANDONED_AFTER: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    /// Waiting for every node to have created its file.
+    /// Waiting for every node to have created its file (COMPARE = open) ...
     Opening,
+    /// ... that found a node not open yet: waiting for every node to have tried (COMPARE ≥
+    /// open: open, or failed) ...
+    OpenChecking,
+    /// ... then COMPARE = open once more, which names the nodes that could not create it.
+    OpenRechecking,
     Streaming,
     /// Every chunk sent: COMPARE = verified AND WRITE ready, each node answering once it has
     /// checked its copy (one round trip on the way that succeeds).
@@ -323,10 +328,20 @@ impl Shell {
             return;
         }
         let (cond, write): (Cond, Option<(Var, i64)>) = match t.phase {
-            Phase::Opening => (
+            Phase::Opening | Phase::OpenRechecking => (
                 Cond {
                     var: VAR_BCAST_STATE,
                     cmp: Cmp::Eq,
+                    value: state(t.id, BCAST_OPEN),
+                },
+                None,
+            ),
+            // Failed (3) and verified (2) sort above open (1) within a transfer, and every
+            // value of an earlier transfer below them.
+            Phase::OpenChecking => (
+                Cond {
+                    var: VAR_BCAST_STATE,
+                    cmp: Cmp::Ge,
                     value: state(t.id, BCAST_OPEN),
                 },
                 None,
@@ -349,8 +364,8 @@ impl Shell {
                 Some((VAR_BCAST_READY, t.id as i64)),
             ),
         };
-        // Releasing asks once: every node has decided by then.
-        let wait = if t.phase == Phase::Releasing {
+        // These ask once: every node has decided by then.
+        let wait = if matches!(t.phase, Phase::Releasing | Phase::OpenRechecking) {
             Duration::ZERO
         } else {
             WAIT
@@ -394,12 +409,27 @@ impl Shell {
             return true;
         }
         match t.phase {
-            Phase::Opening if holds => {
+            Phase::Opening | Phase::OpenRechecking if holds => {
                 t.phase = Phase::Streaming;
                 let (id, nodes) = (t.id, t.nodes.iter().map(|n| t.names[n].clone()).collect());
                 if let Some(tx) = t.reply.take() {
                     let _ = tx.send(Response::Bcast(BcastReply::Started { id, nodes }));
                 }
+            }
+            Phase::Opening if t.phase_since.elapsed() <= DECIDE_WITHIN => {
+                t.phase = Phase::OpenChecking;
+            }
+            Phase::OpenChecking if holds => {
+                t.phase = Phase::OpenRechecking;
+            }
+            Phase::OpenRechecking => {
+                let why = format!(
+                    "bcast {}: node(s) {} could not create the file (their logs say why: no room, a bad path); nothing was launched",
+                    t.id,
+                    t.named(&o.answer.fails)
+                );
+                self.bcast_fail(why);
+                return true;
             }
             Phase::Deciding if !o.written && t.phase_since.elapsed() <= DECIDE_WITHIN => {
                 t.phase = Phase::Checking;
@@ -417,7 +447,7 @@ impl Shell {
                     self.bcast = None;
                 } else {
                     let why = format!(
-                        "bcast {}: the copy on node(s) {} did not check out (size or SHA-256) or could not be written; nothing was launched",
+                        "bcast {}: the copy on node(s) {} did not check out (its size, or a chunk out of order) or could not be written; nothing was launched",
                         t.id,
                         t.named(&o.answer.fails)
                     );
@@ -425,12 +455,14 @@ impl Shell {
                 }
                 return true;
             }
-            Phase::Opening | Phase::Checking if t.phase_since.elapsed() > DECIDE_WITHIN => {
+            Phase::Opening | Phase::OpenChecking | Phase::Checking
+                if t.phase_since.elapsed() > DECIDE_WITHIN =>
+            {
                 let why = format!(
                     "bcast {}: node(s) {} did not {} within {DECIDE_WITHIN:?}",
                     t.id,
                     t.named(&o.answer.fails),
-                    if t.phase == Phase::Opening {
+                    if t.phase != Phase::Checking {
                         "create the file"
                     } else {
                         "check the copy"
@@ -441,8 +473,7 @@ impl Shell {
             }
             _ => {}
         }
-        // Not yet everywhere (the nodes waited already): ask again. A node that could not
-        // create the file is caught by the Opening deadline.
+        // Not yet everywhere (the nodes waited already): ask again.
         self.bcast_ask();
         true
     }
