@@ -1,9 +1,10 @@
 //! File broadcast end to end (issue 14): a file larger than the 16 MiB frame cap reaches 16
 //! node managers identical, a slow node throttles the sender without loss, a node killed in
-//! the middle fails the transfer with its name and nothing is launched, so does one that cannot
-//! create its copy (at once), and `submit --bcast`
-//! runs the staged copy, and the copies go when the cluster goes down. (COMPARE-AND-WRITE's one combined answer on 64 nodes is tested on the
-//! node managers' tree transport itself: crates/storm/tests/combine.rs.)
+//! the middle fails the transfer with its name and nothing is launched, so does one that
+//! cannot create its copy (at once), a file changed while it is sent fails, `submit --bcast`
+//! runs the staged copy, and the copies go when the cluster goes down. (COMPARE-AND-WRITE's
+//! one combined answer on 64 nodes is tested on the node managers' tree transport itself:
+//! crates/storm/tests/combine.rs.)
 
 mod support;
 
