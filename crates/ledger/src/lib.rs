@@ -255,6 +255,12 @@ impl Ledger {
         }
     }
 
+    /// Room for `additional` more jobs, so that adding a whole trace's jobs does not move
+    /// the entries again at every doubling.
+    pub fn reserve(&mut self, additional: usize) {
+        self.entries.reserve_exact(additional);
+    }
+
     /// Makes a job known, not yet submitted ([`Phase::Future`]).
     pub fn add(&mut self, req: JobRequest) -> Result<Ix, LedgerError> {
         let at = self.entries.len();

@@ -342,6 +342,7 @@ impl<'a, const MC: bool> Engine<'a, MC> {
     ) -> Result<Engine<'a, MC>, SimError> {
         debug_assert_eq!(MC, opts.slowdowns.is_some());
         let mut ledger = Ledger::new(policy.name(), machine, !opts.no_migration);
+        ledger.reserve(jobs.len());
         for j in jobs {
             if j.req.procs > machine.total_pes() {
                 return Err(SimError::TooLarge {

@@ -455,6 +455,51 @@ struct Piece {
     report: ReadReport,
 }
 
+/// The records of the pieces parsed so far, joined in order by the parsing threads as the
+/// pieces complete, so that the copy into one vector overlaps the decompression (which is the
+/// longest part of reading) instead of following it on the reading thread.
+#[derive(Default)]
+struct Joined(std::sync::Mutex<JoinState>);
+
+#[derive(Default)]
+struct JoinState {
+    records: Vec<SwfRecord>,
+    /// Pieces done before one that comes earlier in the input, by number.
+    parked: BTreeMap<usize, Vec<SwfRecord>>,
+    /// The number of the next piece to append.
+    next: usize,
+}
+
+impl Joined {
+    /// Piece `k`'s records: appended now if every piece before it is in, else parked.
+    fn add(&self, k: usize, records: Vec<SwfRecord>) {
+        // A poisoned lock means a parsing thread panicked: the scope re-raises that panic.
+        let Ok(mut st) = self.0.lock() else { return };
+        if k != st.next {
+            st.parked.insert(k, records);
+            return;
+        }
+        let st = &mut *st;
+        if st.records.is_empty() {
+            st.records = records;
+        } else {
+            st.records.extend(records);
+        }
+        st.next += 1;
+        while let Some(more) = st.parked.remove(&st.next) {
+            st.records.extend(more);
+            st.next += 1;
+        }
+    }
+
+    /// The records of all `pieces` pieces, in input order.
+    fn into_records(self, pieces: usize) -> Vec<SwfRecord> {
+        let st = self.0.into_inner().unwrap_or_else(|e| e.into_inner());
+        debug_assert!(st.next == pieces && st.parked.is_empty());
+        st.records
+    }
+}
+
 /// Parses one piece of job lines, `first_line` being the number of the line before its first.
 fn parse_piece(
     bytes: &[u8],
@@ -659,6 +704,7 @@ impl<R: BufRead> Reader<R> {
         let (tx, rx) = std::sync::mpsc::channel::<(usize, Piece)>();
         let mut input_error = None;
         let mut pieces = 0;
+        let joined = Joined::default();
         // This thread reads (and gunzips) piece after piece while the pool parses the pieces
         // already read: the decompression overlaps the parsing.
         rayon::in_place_scope(|scope| {
@@ -686,8 +732,11 @@ impl<R: BufRead> Reader<R> {
                     let (tx, name, opts) = (tx.clone(), name.clone(), opts.clone());
                     let k = pieces;
                     pieces += 1;
+                    let joined = &joined;
                     scope.spawn(move |_| {
-                        let parsed = parse_piece(&block, first_line, name, gzip, opts, procs);
+                        let mut parsed = parse_piece(&block, first_line, name, gzip, opts, procs);
+                        drop(block);
+                        joined.add(k, std::mem::take(&mut parsed.records));
                         // The receiver outlives the scope.
                         let _ = tx.send((k, parsed));
                     });
@@ -700,13 +749,11 @@ impl<R: BufRead> Reader<R> {
         drop(tx);
         let mut parsed: Vec<(usize, Piece)> = rx.into_iter().collect();
         parsed.sort_unstable_by_key(|p| p.0);
-        let total = parsed.iter().map(|p| p.1.records.len()).sum();
-        let mut records = Vec::with_capacity(total);
+        let records = joined.into_records(pieces);
         for (_, piece) in parsed {
             if let Some(e) = piece.error {
                 return Err(e);
             }
-            records.extend(piece.records);
             self.report.absorb(piece.report);
             for line in &piece.comments {
                 self.header.push_line(line);
