@@ -119,9 +119,32 @@ impl Profile {
 
     /// [`Profile::earliest`] among the starts before `limit` only.
     pub fn earliest_before(&self, procs: u32, dur: Dur, limit: Time) -> Option<(Time, usize)> {
+        self.earliest_from_step(procs, dur, 0, limit)
+    }
+
+    /// [`Profile::earliest`] among the starts in `[from, limit)` only: a caller that knows
+    /// no place starts before `from` skips the steps before it.
+    pub fn earliest_within(
+        &self,
+        procs: u32,
+        dur: Dur,
+        from: Time,
+        limit: Time,
+    ) -> Option<(Time, usize)> {
+        let i = self.steps.partition_point(|x| x.0 < from);
+        self.earliest_from_step(procs, dur, i, limit)
+    }
+
+    /// The search of [`Profile::earliest_within`], from step `i` on.
+    fn earliest_from_step(
+        &self,
+        procs: u32,
+        dur: Dur,
+        mut i: usize,
+        limit: Time,
+    ) -> Option<(Time, usize)> {
         let s = &self.steps;
         let dur = dur.max(Dur::from_micros(1));
-        let mut i = 0;
         'candidates: while i < s.len() && s[i].0 < limit {
             if s[i].1 < procs {
                 i += 1;
