@@ -119,13 +119,36 @@ impl Profile {
 
     /// [`Profile::earliest`] among the starts before `limit` only.
     pub fn earliest_before(&self, procs: u32, dur: Dur, limit: Time) -> Option<(Time, usize)> {
+        self.earliest_from_step(procs, dur, 0, limit)
+    }
+
+    /// [`Profile::earliest`] among the starts in `[from, limit)` only: a caller that knows
+    /// no place starts before `from` skips the steps before it.
+    pub fn earliest_within(
+        &self,
+        procs: u32,
+        dur: Dur,
+        from: Time,
+        limit: Time,
+    ) -> Option<(Time, usize)> {
+        let i = self.steps.partition_point(|x| x.0 < from);
+        self.earliest_from_step(procs, dur, i, limit)
+    }
+
+    /// The search of [`Profile::earliest_within`], from step `i` on.
+    fn earliest_from_step(
+        &self,
+        procs: u32,
+        dur: Dur,
+        mut i: usize,
+        limit: Time,
+    ) -> Option<(Time, usize)> {
         let s = &self.steps;
         let dur = dur.max(Dur::from_micros(1));
-        let mut i = 0;
-        'candidates: while i < s.len() && s[i].0 < limit {
-            if s[i].1 < procs {
-                i += 1;
-                continue;
+        'candidates: loop {
+            i = next_with(s, i, procs)?;
+            if s[i].0 >= limit {
+                return None;
             }
             let end = s[i].0 + dur;
             let mut j = i + 1;
@@ -138,7 +161,6 @@ impl Profile {
             }
             return Some((s[i].0, i));
         }
-        None
     }
 
     /// When `procs` PEs are free all along from some time up to `at` (exclusive), the
@@ -253,6 +275,22 @@ impl Profile {
     }
 }
 
+/// The first step from index `i` on with at least `procs` free. Most of an earliest-fit
+/// search is this skip over a busy stretch; taking the steps in blocks whose maximum is
+/// computed without a branch per step costs fewer instructions than testing each (−13 % on
+/// conservative over SDSC-BLUE; the user time measured the same, see docs/benchmarks.md).
+fn next_with(s: &[(Time, u32)], mut i: usize, procs: u32) -> Option<usize> {
+    const BLOCK: usize = 8;
+    while let Some(block) = s.get(i..i + BLOCK) {
+        if block.iter().fold(0, |m, x| m.max(x.1)) >= procs {
+            break;
+        }
+        i += BLOCK;
+    }
+    let rest = s.get(i..)?;
+    rest.iter().position(|x| x.1 >= procs).map(|k| i + k)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +329,59 @@ mod tests {
         assert!(!p.reserve_at(t(-1), d(1), 1));
         p.advance(t(12));
         assert_eq!(p.steps(), &[(t(12), 0), (t(15), 10), (t(30), 16)]);
+    }
+
+    /// The block skip of the earliest-fit search against a search that tests every step,
+    /// on long random profiles (busy and free stretches, block boundaries anywhere).
+    #[test]
+    fn earliest_fit_matches_a_step_by_step_search() {
+        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let naive = |p: &Profile, procs: u32, dur: Dur, from: Time, limit: Time| {
+            let s = p.steps();
+            let dur = dur.max(Dur::from_micros(1));
+            (0..s.len())
+                .filter(|&i| s[i].0 >= from && s[i].0 < limit)
+                .find(|&i| {
+                    let end = s[i].0 + dur;
+                    s[i..]
+                        .iter()
+                        .take_while(|x| x.0 < end)
+                        .all(|x| x.1 >= procs)
+                })
+                .map(|i| (s[i].0, i))
+        };
+        let mut checked = 0;
+        for _ in 0..200 {
+            let mut p = Profile::default();
+            let n = 1 + next(60) as i64;
+            p.rebuild(t(0), 0, (1..=n).map(|k| (t(k * 10), 2)));
+            // Take PEs back over random spans: busy stretches of any length.
+            for _ in 0..next(40) {
+                let (a, len) = (next(n as u64 * 10) as i64, 1 + next(200) as i64);
+                let procs = 1 + next(6) as u32;
+                let _ = p.reserve_at(t(a), d(len), procs);
+            }
+            for _ in 0..50 {
+                let procs = 1 + next(2 * n as u64 + 2) as u32;
+                let dur = d(next(120) as i64);
+                let from = t(next(n as u64 * 10) as i64 - 5);
+                let limit = t(next(n as u64 * 12) as i64);
+                let got = p.earliest_within(procs, dur, from, limit);
+                assert_eq!(got, naive(&p, procs, dur, from, limit), "{:?}", p.steps());
+                assert_eq!(
+                    p.earliest(procs, dur),
+                    naive(&p, procs, dur, t(0), Time::MAX)
+                );
+                checked += got.is_some() as u32;
+            }
+        }
+        assert!(checked > 1000, "only {checked} searches found a place");
     }
 
     #[test]
