@@ -572,7 +572,6 @@ impl Gang {
             // Whether job `id` joins the target beside the active row; one body for the two
             // loops below, inlined: it runs for every candidate of every recomputed target.
             #[inline(always)]
-            #[allow(clippy::too_many_arguments)]
             fn consider(
                 (id, procs, pes): (JobId, u32, &PeSet),
                 mask: &mut Bits,
