@@ -569,27 +569,52 @@ impl Gang {
             let mut extra = std::mem::take(&mut self.extra);
             extra.clear();
             let members = &self.members;
-            let mut consider = |id: JobId, procs: u32, pes: &PeSet, mask: &mut Bits| {
-                if procs <= free
+            // Whether job `id` joins the target beside the active row; one body for the two
+            // loops below, inlined: it runs for every candidate of every recomputed target.
+            #[inline(always)]
+            fn consider(
+                (id, procs, pes): (JobId, u32, &PeSet),
+                mask: &mut Bits,
+                free: &mut u32,
+                chosen: &SortedIds,
+                extra: &mut Vec<JobId>,
+                none_held: bool,
+                members: &HashMap<JobId, Member, BuildHasherDefault<IdHasher>>,
+            ) {
+                if procs <= *free
                     && !mask.intersects_pes(pes)
                     && !chosen.contains(&id)
                     && !extra.contains(&id)
                     && (none_held || !members[&id].held)
                 {
                     mask.set_pes(pes);
-                    free -= procs;
+                    *free -= procs;
                     extra.push(id);
                 }
-                free == 0
-            };
-            for id in self.running.iter() {
-                let m = &members[id];
-                consider(*id, m.req.procs, &m.pes, &mut mask);
+            }
+            // Running jobs of the active row are in `chosen` already, which `consider` would
+            // refuse; both sets are sorted, so one merge walk skips them without a member
+            // lookup.
+            let mut mine = chosen.iter().peekable();
+            for &id in self.running.iter() {
+                while mine.next_if(|&&c| c < id).is_some() {}
+                if mine.next_if(|&&c| c == id).is_some() {
+                    continue;
+                }
+                let m = &members[&id];
+                let job = (id, m.req.procs, &m.pes);
+                consider(
+                    job, &mut mask, &mut free, chosen, &mut extra, none_held, members,
+                );
             }
             'rows: for k in 1..self.rows.len() {
                 let r = (self.active + k) % self.rows.len();
                 for (id, procs, pes) in &self.rows[r].entries {
-                    if consider(*id, *procs, pes, &mut mask) {
+                    let job = (*id, *procs, pes);
+                    consider(
+                        job, &mut mask, &mut free, chosen, &mut extra, none_held, members,
+                    );
+                    if free == 0 {
                         break 'rows;
                     }
                 }
