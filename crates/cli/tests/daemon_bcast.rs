@@ -389,3 +389,51 @@ fn a_node_that_cannot_create_the_copy_fails_the_transfer_at_once_by_name() {
         (!copy_of(&c, "n0", "f").exists()).then_some(())
     });
 }
+
+/// A node manager writes a new copy over the pages of the one it replaces (issue 14), but
+/// never while a job still reads it: a shell reads its script as it goes, so a script that
+/// is re-broadcast under its name while it runs must go on with the text it started with,
+/// and the new copy must be whole beside it.
+#[test]
+fn a_copy_being_run_is_not_written_over_by_the_next_broadcast_of_its_name() {
+    let c = up("inuse", &["--nodes", "2", "--pes", "1"], &[]);
+    c.until(30, "2 nodes up", || (c.nodes_up() == 2).then_some(()));
+    // The shell reads the part after the sleep only once the sleep is over: past 64 KiB of
+    // comments, well beyond what it reads at the start.
+    let script = |word: &str| {
+        let mut s = String::from("#!/bin/sh\nsleep 2\n");
+        s.push_str(
+            &"#................................................................\n".repeat(1024),
+        );
+        s.push_str(&format!("echo {word}\n"));
+        let p = c.dir.join(format!("{word}.sh"));
+        std::fs::write(&p, s).unwrap();
+        p
+    };
+    let (one, two) = (script("one"), script("two"));
+    c.ok(&["bcast", one.to_str().unwrap(), "--dest", "prog.sh"]);
+    let id = c.submit(&["-n", "2", "--", "cosched-staged:prog.sh"]);
+    c.until(30, "the job running", || {
+        (c.state_of(id).as_deref() == Some("running")).then_some(())
+    });
+    // "Running" is set when the ranks are forked: give the shells time to open their
+    // scripts (they then sleep 2 s).
+    std::thread::sleep(Duration::from_millis(500));
+    c.ok(&["bcast", two.to_str().unwrap(), "--dest", "prog.sh"]);
+    c.ok(&["wait", "--timeout", "60s", &id.to_string()]);
+    for rank in 0..2 {
+        let out = c.ok(&["output", &id.to_string(), "--rank", &rank.to_string()]);
+        assert_eq!(
+            out.trim(),
+            "one",
+            "rank {rank} read the next broadcast's text"
+        );
+    }
+    for node in ["n0", "n1"] {
+        assert_eq!(
+            digest_file(&copy_of(&c, node, "prog.sh")).unwrap(),
+            digest_file(&two).unwrap(),
+            "the new copy on {node}"
+        );
+    }
+}

@@ -39,8 +39,9 @@
 //!   path). If a node is not verified then, the machine manager waits until every node has
 //!   decided (COMPARE ≠ "open") and asks once more, to name the nodes whose copies failed.
 //! - A node creates its copy at the full size (`fallocate`: a node without room fails at
-//!   the start, not halfway) in the writer thread, and the copy the transfer replaces is
-//!   renamed aside and unlinked by a thread of the idle scheduling class (see [`Reaper`]).
+//!   the start, not halfway) in the writer thread. The copy the transfer replaces is
+//!   renamed aside, then written over when nobody else holds it (see [`recycle`]), else
+//!   unlinked by a thread of the idle scheduling class (see [`Reaper`]).
 //! - A node that dies or stops answering fails the transfer with its name; the others remove
 //!   their partial copies, and nothing is launched.
 //!
