@@ -7,19 +7,21 @@
 //! [`crate::report`]; parsing options and printing stay with the caller.
 
 use std::ops::Range;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use cosched_core::{SelfLimits, Slowdowns, Time};
 use cosched_ledger::Refusal;
 use cosched_policy::t3d::T3dConfig;
 use cosched_policy::{ConfigError, Policy, PolicyConfig, registry};
-use cosched_workload::swf::SwfHeader;
+use cosched_workload::swf::{SwfHeader, SwfRecord};
 
+use crate::engine::simulate_streamed;
 use crate::metrics::{MetricsOptions, Summary, summarize};
-use crate::setup::Source;
+use crate::setup::{OpenTrace, SetupError, Source};
 use crate::timeshare_metrics::{MatrixRecord, Observer, TimeshareReport};
-use crate::trace::{Semantics, Workload};
-use crate::{EngineOptions, SimError, SimResult, simulate};
+use crate::trace::{Intake, Semantics, Workload};
+use crate::{EngineOptions, SimError, SimJob, SimResult, simulate};
 
 /// Everything one run is made of.
 ///
@@ -41,6 +43,19 @@ pub struct RunSpec<'a> {
     pub metrics: MetricsOptions,
     /// Watch the policy for time-sharing figures; `None` runs it bare (faster).
     pub observe: Option<Observe>,
+}
+
+impl<'a> RunSpec<'a> {
+    /// The same run of another source.
+    pub fn with_source<'s>(&self, source: &'s Source) -> RunSpec<'s>
+    where
+        'a: 's,
+    {
+        RunSpec {
+            source,
+            ..self.clone()
+        }
+    }
 }
 
 /// What to watch when a run is observed.
@@ -209,6 +224,122 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, RunError> {
             metrics: t_metrics - t_simulate,
         },
     })
+}
+
+/// Why a run of a trace read as it runs ([`run_read`]) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadRunError {
+    /// Reading the trace failed (as [`Source::trace`] reports it).
+    #[error(transparent)]
+    Read(#[from] SetupError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+/// Reads a trace and runs it: `spec` is the run, its source replaced by the trace as read
+/// (give it [`OpenTrace::header_only`]). The outcome is that of [`Source::trace`] then
+/// [`run`], errors included, but when the run allows it the
+/// simulation goes on beside the reading: it runs on a thread of its own, taking each piece
+/// of jobs as it is parsed (the gunzip and the parsing on the other core) and waiting for
+/// more only when its clock reaches the last submit time it knows.
+///
+/// This takes a run with the trace's own load, unobserved, on a flat machine, with no
+/// operations (everything else needs every job at the start); and a trace in submit order,
+/// which logs are. Otherwise, or if the trace turns out not to be in order where it matters,
+/// or the simulation or the policy fails, the trace is read whole and [`run`] runs it again,
+/// so that what is reported is exactly what it reports. A read error is reported once the
+/// whole trace has been read, as [`Source::trace`] reports it, and nothing of the run.
+pub fn run_read(open: OpenTrace, spec: &RunSpec) -> Result<(Source, RunOutput), ReadRunError> {
+    let whole = |open: OpenTrace| -> Result<(Source, RunOutput), ReadRunError> {
+        let src = open.read(&|_| {})?;
+        let out = run(&spec.with_source(&src))?;
+        Ok((src, out))
+    };
+    let streams = spec.load.is_none()
+        && spec.observe.is_none()
+        && spec.engine.operations.is_empty()
+        && spec.engine.slowdowns.is_none()
+        && !is_multicore(spec.policy);
+    if !streams {
+        return whole(open);
+    }
+    let clock = Instant::now();
+    let Ok(mut policy) = registry::build(spec.policy, spec.config) else {
+        return whole(open);
+    };
+    let t_prepare = clock.elapsed();
+    // The jobs of the records fed so far, and where their records sit in the trace.
+    let intake = Mutex::new((Intake::new(open.procs(), &spec.semantics), Vec::new(), 0u32));
+    let (tx, rx) = mpsc::channel::<Vec<SimJob>>();
+    let (machine, engine) = (spec.config.machine, spec.engine.clone());
+    let outcome = std::thread::scope(|scope| {
+        let sim = std::thread::Builder::new()
+            .name("simulate".into())
+            .spawn_scoped(scope, move || {
+                let res = simulate_streamed(machine, rx, policy.as_mut(), engine);
+                res.ok().filter(|_| policy.failure().is_none())
+            });
+        let Ok(sim) = sim else {
+            // No thread to simulate on.
+            return Err(Box::new(open));
+        };
+        // Called on the parsing threads, one piece at a time, in input order. The channel
+        // is unbounded: the trace stays in memory anyway, and a parsing thread that waited
+        // for the simulation here would hold up the others.
+        let feed = |records: &[SwfRecord]| {
+            let Ok(mut st) = intake.lock() else { return };
+            let (intake, kept, seen) = &mut *st;
+            let mut jobs = Vec::with_capacity(records.len());
+            for r in records {
+                if let Some(size) = intake.size(r) {
+                    kept.push(*seen);
+                    jobs.push(intake.job(r, Some(size)));
+                }
+                *seen += 1;
+            }
+            // The simulation may have stopped (an error): the run is done again anyway.
+            let _ = tx.send(jobs);
+        };
+        let read = open.read(&feed);
+        // The input has ended: the simulation runs out the jobs it has.
+        drop(tx);
+        let simulated = sim.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        Ok((read, simulated))
+    });
+    let (read, simulated) = match outcome {
+        Ok(done) => done,
+        Err(open) => return whole(*open),
+    };
+    let src = read?;
+    let Some((result, jobs)) = simulated else {
+        let out = run(&spec.with_source(&src))?;
+        return Ok((src, out));
+    };
+    let t_simulate = clock.elapsed();
+    let (intake, kept, _) = intake.into_inner().unwrap_or_else(|e| e.into_inner());
+    let Source::Trace {
+        records, header, ..
+    } = &src
+    else {
+        unreachable!("read from a trace")
+    };
+    let workload = intake.workload(jobs, kept, Arc::clone(records));
+    let header = (**header).clone();
+    let summary = summarize(&result, &spec.metrics);
+    let t_metrics = clock.elapsed();
+    let out = RunOutput {
+        workload,
+        header,
+        result,
+        summary,
+        timeshare: None,
+        timings: Timings {
+            prepare: t_prepare,
+            simulate: t_simulate - t_prepare,
+            metrics: t_metrics - t_simulate,
+        },
+    };
+    Ok((src, out))
 }
 
 /// Whether `policy` schedules multi-core nodes with contention (seed 001): it takes a
