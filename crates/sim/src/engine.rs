@@ -901,6 +901,95 @@ mod tests {
         (m, registry::build("fcfs", &PolicyConfig::new(m)).unwrap())
     }
 
+    /// Jobs in submit order with many equal submit times, the ids of each such group in
+    /// decreasing order (so that the arrivals must be sorted across pieces).
+    fn tied_jobs(n: u64, pes: u32) -> Vec<SimJob> {
+        let mut x = 12345u64;
+        let mut rnd = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut jobs = Vec::new();
+        let mut t = 0;
+        while (jobs.len() as u64) < n {
+            t += rnd(4) * 30;
+            let group = 1 + rnd(3);
+            let first = jobs.len() as u64;
+            for k in (0..group).rev() {
+                let runtime = Dur::from_secs(1 + rnd(400) as i64);
+                let estimate = runtime + Dur::from_secs(rnd(300) as i64);
+                let procs = 1 + rnd(pes as u64) as u32;
+                let id = 1000 + first + k;
+                let job =
+                    SimJob::with_estimate(id, Time::from_secs(t as i64), procs, runtime, estimate);
+                jobs.push(job);
+            }
+        }
+        jobs
+    }
+
+    /// Feeds `jobs` in pieces of `piece` to the streamed engine.
+    fn streamed(
+        m: MachineShape,
+        jobs: &[SimJob],
+        piece: usize,
+        p: &mut dyn Policy,
+    ) -> Result<(SimResult, Vec<SimJob>), SimError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for c in jobs.chunks(piece) {
+            tx.send(c.to_vec()).unwrap();
+        }
+        drop(tx);
+        simulate_streamed(m, rx, p, EngineOptions::default())
+    }
+
+    #[test]
+    fn jobs_fed_in_pieces_give_the_schedule_of_all_at_once() {
+        let m = MachineShape::flat(16, 1);
+        let jobs = tied_jobs(400, 16);
+        for policy in ["fcfs", "easy", "conservative"] {
+            let cfg = PolicyConfig::new(m);
+            let mut p = registry::build(policy, &cfg).unwrap();
+            let all = simulate(m, &jobs, p.as_mut(), EngineOptions::default()).unwrap();
+            for piece in [1, 2, 7, 64, 1000] {
+                let mut p = registry::build(policy, &cfg).unwrap();
+                let (res, back) = streamed(m, &jobs, piece, p.as_mut()).unwrap();
+                assert_eq!(res.records, all.records, "{policy}, pieces of {piece}");
+                assert_eq!((res.events, res.decisions), (all.events, all.decisions));
+                assert_eq!(res.runtimes, all.runtimes);
+                assert_eq!(back, jobs);
+            }
+        }
+    }
+
+    #[test]
+    fn a_job_fed_after_its_submit_time_was_simulated_stops_the_run() {
+        let (m, mut p) = fcfs(4);
+        let job = |id, t| SimJob::exact(id, Time::from_secs(t), 1, Dur::from_secs(10));
+        // The third job's piece is asked for at t=100 (the last submit time known), after
+        // t=0 and t=60 (the first job's end) were simulated: it belongs at t=50.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let long = SimJob::exact(1, Time::ZERO, 1, Dur::from_secs(60));
+        tx.send(vec![long, job(2, 100)]).unwrap();
+        tx.send(vec![job(3, 50)]).unwrap();
+        drop(tx);
+        let err = simulate_streamed(m, rx, p.as_mut(), EngineOptions::default()).unwrap_err();
+        assert!(
+            matches!(err, SimError::OutOfOrder { job: JobId(3) }),
+            "{err}"
+        );
+        // Out of order among the jobs not yet arrived is no harm (here the third job comes
+        // at t=100, when only t=0 and t=10 were simulated).
+        let (_, mut p) = fcfs(4);
+        let jobs = [job(1, 0), job(2, 100), job(3, 50), job(4, 200)];
+        let all = simulate(m, &jobs, p.as_mut(), EngineOptions::default()).unwrap();
+        let (_, mut p) = fcfs(4);
+        let (res, _) = streamed(m, &jobs, 4, p.as_mut()).unwrap();
+        assert_eq!(res.records, all.records);
+    }
+
     #[test]
     fn fcfs_runs_jobs_back_to_back() {
         let (m, mut p) = fcfs(4);

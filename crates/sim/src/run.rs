@@ -476,6 +476,97 @@ mod tests {
         assert!(!rec.intervals.is_empty());
     }
 
+    /// A Lublin trace of `jobs` jobs written to a file of its own (`edit` changes its
+    /// records first).
+    fn trace_file(
+        name: &str,
+        jobs: usize,
+        edit: impl FnOnce(&mut Vec<cosched_workload::swf::SwfRecord>),
+    ) -> std::path::PathBuf {
+        let mut t = cosched_workload::lublin::generate(&GenOptions {
+            jobs,
+            procs: 64,
+            seed: 3,
+            ..GenOptions::default()
+        });
+        edit(&mut t.records);
+        let dir = std::env::temp_dir().join(format!("cosched-run-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        cosched_workload::swf::write_trace_path(&path, &t.header, &t.records).unwrap();
+        path
+    }
+
+    /// `run_read` of `path` against reading it first and running it.
+    fn read_then_run_equals_run_read(path: &std::path::Path, first: Option<usize>) {
+        let opts = cosched_workload::swf::ReadOptions::default();
+        for policy in ["easy", "fcfs"] {
+            let src = Source::trace(path, &opts, first).unwrap();
+            let cfg = PolicyConfig::new(MachineShape::flat(src.procs(), 1));
+            let before = run(&RunSpec {
+                load: None,
+                ..spec(&src, policy, &cfg)
+            })
+            .unwrap();
+            let open = Source::open_trace(path, &opts, first).unwrap();
+            let known = open.header_only();
+            let (read, after) = run_read(
+                open,
+                &RunSpec {
+                    load: None,
+                    ..spec(&known, policy, &cfg)
+                },
+            )
+            .unwrap();
+            assert_eq!(after.result.records, before.result.records, "{policy}");
+            assert_eq!(after.workload.jobs, before.workload.jobs);
+            assert_eq!(after.workload.records(), before.workload.records());
+            assert_eq!(after.workload.skipped, before.workload.skipped);
+            assert_eq!(after.header, before.header);
+            let json = |s: &Summary| serde_json::to_string(s).unwrap();
+            assert_eq!(json(&after.summary), json(&before.summary));
+            assert_eq!(read.procs(), src.procs());
+        }
+    }
+
+    #[test]
+    fn a_trace_run_as_it_is_read_is_the_run_of_the_trace_read_first() {
+        // Several pieces of a megabyte, so that the simulation waits for the reading.
+        let path = trace_file("sorted.swf", 40_000, |_| {});
+        read_then_run_equals_run_read(&path, None);
+        read_then_run_equals_run_read(&path, Some(25_000));
+        // Out of submit order: simulated again from the whole trace, the same run.
+        let path = trace_file("unsorted.swf", 40_000, |r| {
+            r[35_000].submit = r[100].submit;
+            r[200].run = None;
+        });
+        read_then_run_equals_run_read(&path, None);
+    }
+
+    #[test]
+    fn a_bad_line_late_in_a_trace_read_as_it_runs_is_the_reading_error() {
+        let path = trace_file("bad.swf", 40_000, |_| {});
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("40001 1 2 3\n");
+        std::fs::write(&path, text).unwrap();
+        let opts = cosched_workload::swf::ReadOptions::default();
+        let want = Source::trace(&path, &opts, None).unwrap_err().to_string();
+        let open = Source::open_trace(&path, &opts, None).unwrap();
+        let known = open.header_only();
+        let cfg = PolicyConfig::new(MachineShape::flat(64, 1));
+        let got = run_read(
+            open,
+            &RunSpec {
+                load: None,
+                ..spec(&known, "easy", &cfg)
+            },
+        )
+        .unwrap_err();
+        assert!(matches!(got, ReadRunError::Read(_)), "{got}");
+        assert_eq!(got.to_string(), want);
+        assert!(want.contains(":40"), "{want}");
+    }
+
     #[test]
     fn errors_say_which_step_failed() {
         let src = model(1);
