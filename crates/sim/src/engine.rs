@@ -14,6 +14,12 @@
 //! apart, indexed by job (`RunningEnds`), so a suspension removes its job's end at once and
 //! millions of suspend/resume decisions leave no stale entries behind.
 //!
+//! The jobs may all be known at the start ([`simulate`]) or come in pieces while a trace is
+//! still being read (`simulate_streamed`, for `crate::run::run_read`): the same loop asks
+//! for more jobs before an instant until it knows one submitted after it, so a trace in
+//! submit order gives the same schedule either way; a job that comes after its submit time
+//! was simulated ends the run ([`SimError::OutOfOrder`]) and the caller runs it whole.
+//!
 //! With a slowdown model ([`EngineOptions::slowdowns`], seed 001's multi-core nodes) a job's
 //! progress rate follows the slowdowns in force: the engine reprices the jobs of every node
 //! where a job started or stopped and moves their ends (`crate::rates`), and it refuses a

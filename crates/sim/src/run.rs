@@ -82,6 +82,8 @@ pub struct Timings {
     pub simulate: Duration,
     /// The summary and, when observed, the time-sharing report.
     pub metrics: Duration,
+    /// The trace's jobs were read during `simulate` ([`run_read`]), not before the run.
+    pub read_while_simulating: bool,
 }
 
 /// Everything a run produced.
@@ -222,6 +224,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, RunError> {
             prepare: t_prepare,
             simulate: t_simulate - t_prepare,
             metrics: t_metrics - t_simulate,
+            read_while_simulating: false,
         },
     })
 }
@@ -337,6 +340,7 @@ pub fn run_read(open: OpenTrace, spec: &RunSpec) -> Result<(Source, RunOutput), 
             prepare: t_prepare,
             simulate: t_simulate - t_prepare,
             metrics: t_metrics - t_simulate,
+            read_while_simulating: true,
         },
     };
     Ok((src, out))

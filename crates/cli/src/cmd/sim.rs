@@ -478,8 +478,13 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     if a.timing {
         let t = out.timings;
         eprintln!(
-            "timing: read {:.3} s, prepare {:.3} s, simulate {:.3} s ({} events, {} decisions), metrics {:.3} s",
+            "timing: read {:.3} s{}, prepare {:.3} s, simulate {:.3} s ({} events, {} decisions), metrics {:.3} s",
             t_read.as_secs_f64(),
+            if t.read_while_simulating {
+                " (the header; the jobs while simulating)"
+            } else {
+                ""
+            },
             (t_config + t.prepare).as_secs_f64(),
             t.simulate.as_secs_f64(),
             result.events,
