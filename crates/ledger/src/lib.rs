@@ -256,9 +256,10 @@ impl Ledger {
     }
 
     /// Room for `additional` more jobs, so that adding a whole trace's jobs does not move
-    /// the entries again at every doubling.
+    /// the entries again at every doubling (amortised: a trace added piece by piece as it is
+    /// read reserves at every piece).
     pub fn reserve(&mut self, additional: usize) {
-        self.entries.reserve_exact(additional);
+        self.entries.reserve(additional);
     }
 
     /// Makes a job known, not yet submitted ([`Phase::Future`]).

@@ -14,6 +14,12 @@
 //! apart, indexed by job (`RunningEnds`), so a suspension removes its job's end at once and
 //! millions of suspend/resume decisions leave no stale entries behind.
 //!
+//! The jobs may all be known at the start ([`simulate`]) or come in pieces while a trace is
+//! still being read (`simulate_streamed`, for `crate::run::run_read`): the same loop asks
+//! for more jobs before an instant until it knows one submitted after it, so a trace in
+//! submit order gives the same schedule either way; a job that comes after its submit time
+//! was simulated ends the run ([`SimError::OutOfOrder`]) and the caller runs it whole.
+//!
 //! With a slowdown model ([`EngineOptions::slowdowns`], seed 001's multi-core nodes) a job's
 //! progress rate follows the slowdowns in force: the engine reprices the jobs of every node
 //! where a job started or stopped and moves their ends (`crate::rates`), and it refuses a
@@ -129,6 +135,13 @@ pub enum SimError {
     },
     #[error("job {job} has a negative runtime")]
     NegativeRuntime { job: JobId },
+    /// A job fed to a run that simulates while the trace is read was submitted at or before
+    /// a time already simulated (the trace is not in submit order there): the run must be
+    /// done again from the whole trace (`crate::run::run_read` does).
+    #[error(
+        "job {job} comes after jobs submitted later than it (the input is not in submit order)"
+    )]
+    OutOfOrder { job: JobId },
     #[error("operation at t={time}s names job {job}, which is not in the workload")]
     UnknownJob { job: JobId, time: Time },
     #[error(
@@ -170,6 +183,10 @@ impl RunningEnds {
             pos: vec![u32::MAX; jobs],
             min: None,
         }
+    }
+    /// Room for jobs `0..jobs`, as they become known.
+    fn grow(&mut self, jobs: usize) {
+        self.pos.resize(jobs, u32::MAX);
     }
     /// The earliest end event.
     fn peek(&mut self) -> Option<(Time, u64, u32)> {
@@ -264,10 +281,76 @@ pub fn simulate(
     // the two-jobs-per-node check, usage) is compiled out of the per-decision path, which
     // time-sharing policies run millions of times.
     if opts.slowdowns.is_some() {
-        Engine::<true>::new(machine, jobs, policy, opts)?.run()
+        Engine::<true, _>::new(machine, jobs, policy, opts)?
+            .run()
+            .map(|r| r.0)
     } else {
-        Engine::<false>::new(machine, jobs, policy, opts)?.run()
+        Engine::<false, _>::new(machine, jobs, policy, opts)?
+            .run()
+            .map(|r| r.0)
     }
+}
+
+/// Where the engine's jobs come from: all known at the start (a slice), or piece by piece
+/// while a trace is being read ([`Streamed`]). There is one engine loop for both: before an
+/// instant, it asks for more jobs until it knows every job submitted by then.
+pub(crate) trait Jobs {
+    /// The jobs known so far, in input order.
+    fn known(&self) -> &[SimJob];
+    /// Waits for more jobs; false when there will be no more.
+    fn more(&mut self) -> bool;
+}
+
+impl Jobs for &[SimJob] {
+    fn known(&self) -> &[SimJob] {
+        self
+    }
+    fn more(&mut self) -> bool {
+        false
+    }
+}
+
+/// Jobs arriving in pieces over a channel (a trace's pieces as they are parsed), kept as
+/// they come: the run's workload when it ends.
+pub(crate) struct Streamed {
+    pub(crate) jobs: Vec<SimJob>,
+    rx: std::sync::mpsc::Receiver<Vec<SimJob>>,
+}
+
+impl Jobs for Streamed {
+    fn known(&self) -> &[SimJob] {
+        &self.jobs
+    }
+    fn more(&mut self) -> bool {
+        match self.rx.recv() {
+            Ok(piece) if self.jobs.is_empty() => self.jobs = piece,
+            Ok(piece) => self.jobs.extend(piece),
+            // Every sender is gone: the input has ended.
+            Err(_) => return false,
+        }
+        true
+    }
+}
+
+/// Runs `policy` over the jobs received from `rx` as they come, in input order; the jobs
+/// must be in submit order as far as the simulation has gone when they arrive
+/// ([`SimError::OutOfOrder`] otherwise). Flat machines only (no slowdown model, no
+/// operations). Gives the jobs back with the result: equal to [`simulate`] of the same jobs
+/// when it succeeds.
+pub(crate) fn simulate_streamed(
+    machine: MachineShape,
+    rx: std::sync::mpsc::Receiver<Vec<SimJob>>,
+    policy: &mut dyn Policy,
+    opts: EngineOptions,
+) -> Result<(SimResult, Vec<SimJob>), SimError> {
+    debug_assert!(opts.slowdowns.is_none() && opts.operations.is_empty());
+    policy.set_forecaster(crate::forecast::shared());
+    let feed = Streamed {
+        jobs: Vec::new(),
+        rx,
+    };
+    let (res, feed) = Engine::<false, _>::new(machine, feed, policy, opts)?.run()?;
+    Ok((res, feed.jobs))
 }
 
 /// Runs `policy` forward from a live state instead of from nothing (see [`crate::forecast`]):
@@ -283,26 +366,33 @@ pub(crate) fn simulate_from(
         no_migration: !snapshot.migration,
         ..EngineOptions::default()
     };
-    let mut engine = Engine::<false>::new(snapshot.machine, jobs, policy, opts)?;
+    let mut engine = Engine::<false, _>::new(snapshot.machine, jobs, policy, opts)?;
     engine.resume_from(snapshot);
     if snapshot.introduce {
         engine.introduce(snapshot);
         engine.instant(snapshot.now)?;
     }
-    engine.run()
+    engine.run().map(|r| r.0)
 }
 
 /// `MC`: a slowdown model is set (multi-core nodes); `rates` and `usage` are `Some` exactly
 /// then.
-struct Engine<'a, const MC: bool> {
+struct Engine<'a, const MC: bool, F: Jobs> {
     machine: MachineShape,
-    jobs: &'a [SimJob],
+    jobs: F,
+    /// No more jobs will come.
+    exhausted: bool,
+    /// The latest submit time of the jobs known.
+    latest: Option<Time>,
+    /// The instant being simulated (or the last one); a job fed later must be submitted
+    /// after it.
+    clock: Option<Time>,
     policy: &'a mut dyn Policy,
     arrivals_first: bool,
     ledger: Ledger,
     /// Each job's work: its runtime, cut at its limit.
     work: Vec<Dur>,
-    /// Job indices by (submit, id).
+    /// Job indices by (submit, id) (those not yet arrived sorted as the jobs come).
     arrivals: Vec<u32>,
     next_arrival: usize,
     /// Operations by time (stable: same-time operations keep their order).
@@ -333,56 +423,34 @@ struct Engine<'a, const MC: bool> {
     waiting: usize,
 }
 
-impl<'a, const MC: bool> Engine<'a, MC> {
+impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
     fn new(
         machine: MachineShape,
-        jobs: &'a [SimJob],
+        jobs: F,
         policy: &'a mut dyn Policy,
         opts: EngineOptions,
-    ) -> Result<Engine<'a, MC>, SimError> {
+    ) -> Result<Engine<'a, MC, F>, SimError> {
         debug_assert_eq!(MC, opts.slowdowns.is_some());
-        let mut ledger = Ledger::new(policy.name(), machine, !opts.no_migration);
-        ledger.reserve(jobs.len());
-        for j in jobs {
-            if j.req.procs > machine.total_pes() {
-                return Err(SimError::TooLarge {
-                    job: j.req.id,
-                    procs: j.req.procs,
-                    machine: machine.total_pes(),
-                });
-            }
-            if j.runtime < Dur::ZERO {
-                return Err(SimError::NegativeRuntime { job: j.req.id });
-            }
-            ledger.add(j.req.clone())?;
-        }
-        let mut arrivals: Vec<u32> = (0..jobs.len() as u32).collect();
-        arrivals.sort_by_key(|&i| (jobs[i as usize].req.submit, jobs[i as usize].req.id));
+        let known = jobs.known().len();
         let mut operations = opts.operations;
         operations.sort_by_key(|o| o.0);
-        for (time, op) in &operations {
-            if let Operation::Cancel(job) | Operation::Hold(job) | Operation::Release(job) = op
-                && ledger.find(*job).is_none()
-            {
-                return Err(SimError::UnknownJob {
-                    job: *job,
-                    time: *time,
-                });
-            }
-        }
-        Ok(Engine {
+        let ledger = Ledger::new(policy.name(), machine, !opts.no_migration);
+        let mut engine = Engine {
             machine,
             jobs,
+            exhausted: false,
+            latest: None,
+            clock: None,
             policy,
             arrivals_first: opts.arrivals_first,
             ledger,
-            work: jobs.iter().map(SimJob::work).collect(),
-            arrivals,
+            work: Vec::with_capacity(known),
+            arrivals: Vec::with_capacity(known),
             next_arrival: 0,
             operations,
             next_operation: 0,
             heap: BinaryHeap::with_capacity(1024),
-            ends: RunningEnds::new(jobs.len()),
+            ends: RunningEnds::new(0),
             seq: 0,
             caused: Vec::new(),
             due: Vec::with_capacity(64),
@@ -390,11 +458,61 @@ impl<'a, const MC: bool> Engine<'a, MC> {
             out: Vec::with_capacity(64),
             events: 0,
             decisions: 0,
-            rates: opts.slowdowns.map(|m| Rates::new(m, machine, jobs.len())),
+            // Sized for the jobs known at the start: a slowdown model needs them all then.
+            rates: opts.slowdowns.map(|m| Rates::new(m, machine, known)),
             fault: None,
             usage: opts.slowdowns.map(|_| Usage::new(machine)),
             waiting: 0,
-        })
+        };
+        engine.intake(0)?;
+        for (time, op) in &engine.operations {
+            if let Operation::Cancel(job) | Operation::Hold(job) | Operation::Release(job) = op
+                && engine.ledger.find(*job).is_none()
+            {
+                return Err(SimError::UnknownJob {
+                    job: *job,
+                    time: *time,
+                });
+            }
+        }
+        Ok(engine)
+    }
+
+    /// Makes the jobs known from index `from` on part of the run: checked, added to the
+    /// ledger, and placed among the arrivals still to come.
+    fn intake(&mut self, from: usize) -> Result<(), SimError> {
+        let jobs = self.jobs.known();
+        let total = self.machine.total_pes();
+        let key = |i: u32| (jobs[i as usize].req.submit, jobs[i as usize].req.id);
+        self.ledger.reserve(jobs.len() - from);
+        let mut sorted = true;
+        for (i, j) in jobs.iter().enumerate().skip(from) {
+            if j.req.procs > total {
+                return Err(SimError::TooLarge {
+                    job: j.req.id,
+                    procs: j.req.procs,
+                    machine: total,
+                });
+            }
+            if j.runtime < Dur::ZERO {
+                return Err(SimError::NegativeRuntime { job: j.req.id });
+            }
+            self.ledger.add(j.req.clone())?;
+            if self.clock.is_some_and(|c| j.req.submit <= c) {
+                return Err(SimError::OutOfOrder { job: j.req.id });
+            }
+            if let Some(&last) = self.arrivals.last() {
+                sorted &= key(last) < key(i as u32);
+            }
+            self.arrivals.push(i as u32);
+            self.work.push(j.work());
+            self.latest = self.latest.max(Some(j.req.submit));
+        }
+        if !sorted {
+            self.arrivals[self.next_arrival..].sort_by_key(|&i| key(i));
+        }
+        self.ends.grow(jobs.len());
+        Ok(())
     }
 
     /// Puts the ledger, the end events and the timers in the snapshot's state: every job
@@ -472,12 +590,30 @@ impl<'a, const MC: bool> Engine<'a, MC> {
         }));
     }
 
-    /// The time of the next instant, if anything is left to happen.
-    fn next_time(&mut self) -> Option<Time> {
+    /// The time of the next instant, if anything is left to happen; first, while jobs are
+    /// still coming, every job submitted by then is made known (jobs come in submit order,
+    /// so once one was submitted later, those before it are all in).
+    fn next_time(&mut self) -> Result<Option<Time>, SimError> {
+        loop {
+            let next = self.earliest();
+            if self.exhausted || matches!((self.latest, next), (Some(l), Some(t)) if l > t) {
+                return Ok(next);
+            }
+            let from = self.jobs.known().len();
+            if self.jobs.more() {
+                self.intake(from)?;
+            } else {
+                self.exhausted = true;
+            }
+        }
+    }
+
+    /// The earliest of what the engine knows will happen.
+    fn earliest(&mut self) -> Option<Time> {
         let arrival = self
             .arrivals
             .get(self.next_arrival)
-            .map(|&i| self.jobs[i as usize].req.submit);
+            .map(|&i| self.jobs.known()[i as usize].req.submit);
         let timer = self.heap.peek().map(|Reverse(p)| p.time);
         let end = self.ends.peek().map(|(t, _, _)| t);
         let op = self.operations.get(self.next_operation).map(|o| o.0);
@@ -490,18 +626,21 @@ impl<'a, const MC: bool> Engine<'a, MC> {
         earliest(earliest(arrival, timer), earliest(end, op))
     }
 
-    fn run(mut self) -> Result<SimResult, SimError> {
+    /// Runs to the end; gives back the jobs with the result.
+    fn run(mut self) -> Result<(SimResult, F), SimError> {
         // Instants with nothing but timers while nothing runs and nothing is left to arrive,
         // in a row: a policy that keeps ticking over jobs it never starts would otherwise
         // loop for ever.
         let mut idle_ticks = 0u32;
-        while let Some(now) = self.next_time() {
+        while let Some(now) = self.next_time()? {
+            self.clock = Some(now);
             let idle = self.ledger.running() == 0
+                && self.exhausted
                 && self.next_arrival == self.arrivals.len()
                 && self.next_operation == self.operations.len();
             if idle {
                 idle_ticks += 1;
-                if idle_ticks > 10_000 || self.ledger.ended() == self.jobs.len() {
+                if idle_ticks > 10_000 || self.ledger.ended() == self.jobs.known().len() {
                     break;
                 }
             } else {
@@ -509,24 +648,25 @@ impl<'a, const MC: bool> Engine<'a, MC> {
             }
             self.instant(now)?;
         }
-        let unfinished = self.jobs.len() - self.ledger.ended();
+        let unfinished = self.jobs.known().len() - self.ledger.ended();
         let policy_stats = self
             .policy
             .stats()
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
-        Ok(SimResult {
+        let result = SimResult {
             policy_stats,
             usage: self.usage,
             policy: self.policy.name().to_string(),
             machine: self.machine,
-            runtimes: self.jobs.iter().map(|j| j.runtime).collect(),
+            runtimes: self.jobs.known().iter().map(|j| j.runtime).collect(),
             records: self.ledger.into_records(),
             events: self.events,
             decisions: self.decisions,
             unfinished,
-        })
+        };
+        Ok((result, self.jobs))
     }
 
     /// Every round of the instant `now`: the policy observes each event as it is found (ends,
@@ -573,7 +713,7 @@ impl<'a, const MC: bool> Engine<'a, MC> {
                 if MC && let Some((o, time)) = self.fault.take() {
                     return Err(SimError::Overshared {
                         policy: self.policy.name().to_string(),
-                        job: self.jobs[o.job].req.id,
+                        job: self.jobs.known()[o.job].req.id,
                         node: o.node,
                         time,
                     });
@@ -592,7 +732,7 @@ impl<'a, const MC: bool> Engine<'a, MC> {
         let Some(rates) = self.rates.as_mut() else {
             return;
         };
-        let jobs = self.jobs;
+        let jobs = self.jobs.known();
         let ids = |i: usize| jobs[i].req.id;
         let (ends, seq, again) = (&mut self.ends, &mut self.seq, &mut self.again);
         rates.reprice(now, &self.work, &ids, |j, end| {
@@ -628,13 +768,13 @@ impl<'a, const MC: bool> Engine<'a, MC> {
             if MC && let Some(r) = self.rates.as_mut() {
                 r.stop(i, now);
             }
-            let j = &self.jobs[i];
+            let j = &self.jobs.known()[i];
             let outcome = match j.limit {
                 Some(l) if j.runtime > l => Outcome::TimedOut,
                 _ => Outcome::Completed,
             };
             self.ledger.end(i, now, outcome, None);
-            self.tell(now, Event::Ended(self.jobs[i].req.id));
+            self.tell(now, Event::Ended(self.jobs.known()[i].req.id));
         }
         due.clear();
         self.due = due;
@@ -642,12 +782,13 @@ impl<'a, const MC: bool> Engine<'a, MC> {
 
     fn arrivals(&mut self, now: Time) {
         while let Some(&i) = self.arrivals.get(self.next_arrival)
-            && self.jobs[i as usize].req.submit <= now
+            && self.jobs.known()[i as usize].req.submit <= now
         {
             self.next_arrival += 1;
             self.waiting += usize::from(MC);
             self.ledger.submit(i as usize, now);
-            self.tell(now, Event::Submitted(self.jobs[i as usize].req.clone()));
+            let req = self.jobs.known()[i as usize].req.clone();
+            self.tell(now, Event::Submitted(req));
         }
     }
 
@@ -687,7 +828,7 @@ impl<'a, const MC: bool> Engine<'a, MC> {
                     for i in self.ledger.node_down(node) {
                         self.stopped(i, now);
                         self.ledger.end(i, now, Outcome::NodeFailed, None);
-                        self.tell(now, Event::Ended(self.jobs[i].req.id));
+                        self.tell(now, Event::Ended(self.jobs.known()[i].req.id));
                     }
                 }
             }
@@ -719,7 +860,8 @@ impl<'a, const MC: bool> Engine<'a, MC> {
                     self.waiting = self.waiting.saturating_sub(1);
                 }
                 self.stopped(job, now);
-                self.caused.push(Event::Ended(self.jobs[job].req.id));
+                self.caused
+                    .push(Event::Ended(self.jobs.known()[job].req.id));
                 self.again = true;
             }
             Change::None | Change::Placed { .. } => {}
@@ -763,6 +905,95 @@ mod tests {
     fn fcfs(pes: u32) -> (MachineShape, Box<dyn Policy>) {
         let m = MachineShape::flat(pes, 1);
         (m, registry::build("fcfs", &PolicyConfig::new(m)).unwrap())
+    }
+
+    /// Jobs in submit order with many equal submit times, the ids of each such group in
+    /// decreasing order (so that the arrivals must be sorted across pieces).
+    fn tied_jobs(n: u64, pes: u32) -> Vec<SimJob> {
+        let mut x = 12345u64;
+        let mut rnd = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut jobs = Vec::new();
+        let mut t = 0;
+        while (jobs.len() as u64) < n {
+            t += rnd(4) * 30;
+            let group = 1 + rnd(3);
+            let first = jobs.len() as u64;
+            for k in (0..group).rev() {
+                let runtime = Dur::from_secs(1 + rnd(400) as i64);
+                let estimate = runtime + Dur::from_secs(rnd(300) as i64);
+                let procs = 1 + rnd(pes as u64) as u32;
+                let id = 1000 + first + k;
+                let job =
+                    SimJob::with_estimate(id, Time::from_secs(t as i64), procs, runtime, estimate);
+                jobs.push(job);
+            }
+        }
+        jobs
+    }
+
+    /// Feeds `jobs` in pieces of `piece` to the streamed engine.
+    fn streamed(
+        m: MachineShape,
+        jobs: &[SimJob],
+        piece: usize,
+        p: &mut dyn Policy,
+    ) -> Result<(SimResult, Vec<SimJob>), SimError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for c in jobs.chunks(piece) {
+            tx.send(c.to_vec()).unwrap();
+        }
+        drop(tx);
+        simulate_streamed(m, rx, p, EngineOptions::default())
+    }
+
+    #[test]
+    fn jobs_fed_in_pieces_give_the_schedule_of_all_at_once() {
+        let m = MachineShape::flat(16, 1);
+        let jobs = tied_jobs(400, 16);
+        for policy in ["fcfs", "easy", "conservative"] {
+            let cfg = PolicyConfig::new(m);
+            let mut p = registry::build(policy, &cfg).unwrap();
+            let all = simulate(m, &jobs, p.as_mut(), EngineOptions::default()).unwrap();
+            for piece in [1, 2, 7, 64, 1000] {
+                let mut p = registry::build(policy, &cfg).unwrap();
+                let (res, back) = streamed(m, &jobs, piece, p.as_mut()).unwrap();
+                assert_eq!(res.records, all.records, "{policy}, pieces of {piece}");
+                assert_eq!((res.events, res.decisions), (all.events, all.decisions));
+                assert_eq!(res.runtimes, all.runtimes);
+                assert_eq!(back, jobs);
+            }
+        }
+    }
+
+    #[test]
+    fn a_job_fed_after_its_submit_time_was_simulated_stops_the_run() {
+        let (m, mut p) = fcfs(4);
+        let job = |id, t| SimJob::exact(id, Time::from_secs(t), 1, Dur::from_secs(10));
+        // The third job's piece is asked for at t=100 (the last submit time known), after
+        // t=0 and t=60 (the first job's end) were simulated: it belongs at t=50.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let long = SimJob::exact(1, Time::ZERO, 1, Dur::from_secs(60));
+        tx.send(vec![long, job(2, 100)]).unwrap();
+        tx.send(vec![job(3, 50)]).unwrap();
+        drop(tx);
+        let err = simulate_streamed(m, rx, p.as_mut(), EngineOptions::default()).unwrap_err();
+        assert!(
+            matches!(err, SimError::OutOfOrder { job: JobId(3) }),
+            "{err}"
+        );
+        // Out of order among the jobs not yet arrived is no harm (here the third job comes
+        // at t=100, when only t=0 and t=10 were simulated).
+        let (_, mut p) = fcfs(4);
+        let jobs = [job(1, 0), job(2, 100), job(3, 50), job(4, 200)];
+        let all = simulate(m, &jobs, p.as_mut(), EngineOptions::default()).unwrap();
+        let (_, mut p) = fcfs(4);
+        let (res, _) = streamed(m, &jobs, 4, p.as_mut()).unwrap();
+        assert_eq!(res.records, all.records);
     }
 
     #[test]

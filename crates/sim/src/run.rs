@@ -7,19 +7,21 @@
 //! [`crate::report`]; parsing options and printing stay with the caller.
 
 use std::ops::Range;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use cosched_core::{SelfLimits, Slowdowns, Time};
 use cosched_ledger::Refusal;
 use cosched_policy::t3d::T3dConfig;
 use cosched_policy::{ConfigError, Policy, PolicyConfig, registry};
-use cosched_workload::swf::SwfHeader;
+use cosched_workload::swf::{SwfHeader, SwfRecord};
 
+use crate::engine::simulate_streamed;
 use crate::metrics::{MetricsOptions, Summary, summarize};
-use crate::setup::Source;
+use crate::setup::{OpenTrace, SetupError, Source};
 use crate::timeshare_metrics::{MatrixRecord, Observer, TimeshareReport};
-use crate::trace::{Semantics, Workload};
-use crate::{EngineOptions, SimError, SimResult, simulate};
+use crate::trace::{Intake, Semantics, Workload};
+use crate::{EngineOptions, SimError, SimJob, SimResult, simulate};
 
 /// Everything one run is made of.
 ///
@@ -41,6 +43,19 @@ pub struct RunSpec<'a> {
     pub metrics: MetricsOptions,
     /// Watch the policy for time-sharing figures; `None` runs it bare (faster).
     pub observe: Option<Observe>,
+}
+
+impl<'a> RunSpec<'a> {
+    /// The same run of another source.
+    pub fn with_source<'s>(&self, source: &'s Source) -> RunSpec<'s>
+    where
+        'a: 's,
+    {
+        RunSpec {
+            source,
+            ..self.clone()
+        }
+    }
 }
 
 /// What to watch when a run is observed.
@@ -67,6 +82,8 @@ pub struct Timings {
     pub simulate: Duration,
     /// The summary and, when observed, the time-sharing report.
     pub metrics: Duration,
+    /// The trace's jobs were read during `simulate` ([`run_read`]), not before the run.
+    pub read_while_simulating: bool,
 }
 
 /// Everything a run produced.
@@ -207,8 +224,126 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, RunError> {
             prepare: t_prepare,
             simulate: t_simulate - t_prepare,
             metrics: t_metrics - t_simulate,
+            read_while_simulating: false,
         },
     })
+}
+
+/// Why a run of a trace read as it runs ([`run_read`]) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadRunError {
+    /// Reading the trace failed (as [`Source::trace`] reports it).
+    #[error(transparent)]
+    Read(#[from] SetupError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+/// Reads a trace and runs it: `spec` is the run, its source replaced by the trace as read
+/// (give it [`OpenTrace::header_only`]). The outcome is that of [`Source::trace`] then
+/// [`run`], errors included, but when the run allows it the
+/// simulation goes on beside the reading: it runs on a thread of its own, taking each piece
+/// of jobs as it is parsed (the gunzip and the parsing on the other core) and waiting for
+/// more only when its clock reaches the last submit time it knows.
+///
+/// This takes a run with the trace's own load, unobserved, on a flat machine, with no
+/// operations (everything else needs every job at the start); and a trace in submit order,
+/// which logs are. Otherwise, or if the trace turns out not to be in order where it matters,
+/// or the simulation or the policy fails, the trace is read whole and [`run`] runs it again,
+/// so that what is reported is exactly what it reports. A read error is reported once the
+/// whole trace has been read, as [`Source::trace`] reports it, and nothing of the run.
+pub fn run_read(open: OpenTrace, spec: &RunSpec) -> Result<(Source, RunOutput), ReadRunError> {
+    let whole = |open: OpenTrace| -> Result<(Source, RunOutput), ReadRunError> {
+        let src = open.read(&|_| {})?;
+        let out = run(&spec.with_source(&src))?;
+        Ok((src, out))
+    };
+    let streams = spec.load.is_none()
+        && spec.observe.is_none()
+        && spec.engine.operations.is_empty()
+        && spec.engine.slowdowns.is_none()
+        && !is_multicore(spec.policy);
+    if !streams {
+        return whole(open);
+    }
+    let clock = Instant::now();
+    let Ok(mut policy) = registry::build(spec.policy, spec.config) else {
+        return whole(open);
+    };
+    let t_prepare = clock.elapsed();
+    // The jobs of the records fed so far, and where their records sit in the trace.
+    let intake = Mutex::new((Intake::new(open.procs(), &spec.semantics), Vec::new(), 0u32));
+    let (tx, rx) = mpsc::channel::<Vec<SimJob>>();
+    let (machine, engine) = (spec.config.machine, spec.engine.clone());
+    let outcome = std::thread::scope(|scope| {
+        let sim = std::thread::Builder::new()
+            .name("simulate".into())
+            .spawn_scoped(scope, move || {
+                let res = simulate_streamed(machine, rx, policy.as_mut(), engine);
+                res.ok().filter(|_| policy.failure().is_none())
+            });
+        let Ok(sim) = sim else {
+            // No thread to simulate on.
+            return Err(Box::new(open));
+        };
+        // Called on the parsing threads, one piece at a time, in input order. The channel
+        // is unbounded: the trace stays in memory anyway, and a parsing thread that waited
+        // for the simulation here would hold up the others.
+        let feed = |records: &[SwfRecord]| {
+            let Ok(mut st) = intake.lock() else { return };
+            let (intake, kept, seen) = &mut *st;
+            let mut jobs = Vec::with_capacity(records.len());
+            for r in records {
+                if let Some(size) = intake.size(r) {
+                    kept.push(*seen);
+                    jobs.push(intake.job(r, Some(size)));
+                }
+                *seen += 1;
+            }
+            // The simulation may have stopped (an error): the run is done again anyway.
+            let _ = tx.send(jobs);
+        };
+        let read = open.read(&feed);
+        // The input has ended: the simulation runs out the jobs it has.
+        drop(tx);
+        let simulated = sim.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        Ok((read, simulated))
+    });
+    let (read, simulated) = match outcome {
+        Ok(done) => done,
+        Err(open) => return whole(*open),
+    };
+    let src = read?;
+    let Some((result, jobs)) = simulated else {
+        let out = run(&spec.with_source(&src))?;
+        return Ok((src, out));
+    };
+    let t_simulate = clock.elapsed();
+    let (intake, kept, _) = intake.into_inner().unwrap_or_else(|e| e.into_inner());
+    let Source::Trace {
+        records, header, ..
+    } = &src
+    else {
+        unreachable!("read from a trace")
+    };
+    let workload = intake.workload(jobs, kept, Arc::clone(records));
+    let header = (**header).clone();
+    let summary = summarize(&result, &spec.metrics);
+    let t_metrics = clock.elapsed();
+    let out = RunOutput {
+        workload,
+        header,
+        result,
+        summary,
+        timeshare: None,
+        timings: Timings {
+            prepare: t_prepare,
+            simulate: t_simulate - t_prepare,
+            metrics: t_metrics - t_simulate,
+            read_while_simulating: true,
+        },
+    };
+    Ok((src, out))
 }
 
 /// Whether `policy` schedules multi-core nodes with contention (seed 001): it takes a
@@ -343,6 +478,97 @@ mod tests {
         .unwrap();
         let rec = windowed.timeshare.unwrap().matrix.expect("window recorded");
         assert!(!rec.intervals.is_empty());
+    }
+
+    /// A Lublin trace of `jobs` jobs written to a file of its own (`edit` changes its
+    /// records first).
+    fn trace_file(
+        name: &str,
+        jobs: usize,
+        edit: impl FnOnce(&mut Vec<cosched_workload::swf::SwfRecord>),
+    ) -> std::path::PathBuf {
+        let mut t = cosched_workload::lublin::generate(&GenOptions {
+            jobs,
+            procs: 64,
+            seed: 3,
+            ..GenOptions::default()
+        });
+        edit(&mut t.records);
+        let dir = std::env::temp_dir().join(format!("cosched-run-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        cosched_workload::swf::write_trace_path(&path, &t.header, &t.records).unwrap();
+        path
+    }
+
+    /// `run_read` of `path` against reading it first and running it.
+    fn read_then_run_equals_run_read(path: &std::path::Path, first: Option<usize>) {
+        let opts = cosched_workload::swf::ReadOptions::default();
+        for policy in ["easy", "fcfs"] {
+            let src = Source::trace(path, &opts, first).unwrap();
+            let cfg = PolicyConfig::new(MachineShape::flat(src.procs(), 1));
+            let before = run(&RunSpec {
+                load: None,
+                ..spec(&src, policy, &cfg)
+            })
+            .unwrap();
+            let open = Source::open_trace(path, &opts, first).unwrap();
+            let known = open.header_only();
+            let (read, after) = run_read(
+                open,
+                &RunSpec {
+                    load: None,
+                    ..spec(&known, policy, &cfg)
+                },
+            )
+            .unwrap();
+            assert_eq!(after.result.records, before.result.records, "{policy}");
+            assert_eq!(after.workload.jobs, before.workload.jobs);
+            assert_eq!(after.workload.records(), before.workload.records());
+            assert_eq!(after.workload.skipped, before.workload.skipped);
+            assert_eq!(after.header, before.header);
+            let json = |s: &Summary| serde_json::to_string(s).unwrap();
+            assert_eq!(json(&after.summary), json(&before.summary));
+            assert_eq!(read.procs(), src.procs());
+        }
+    }
+
+    #[test]
+    fn a_trace_run_as_it_is_read_is_the_run_of_the_trace_read_first() {
+        // Several pieces of a megabyte, so that the simulation waits for the reading.
+        let path = trace_file("sorted.swf", 40_000, |_| {});
+        read_then_run_equals_run_read(&path, None);
+        read_then_run_equals_run_read(&path, Some(25_000));
+        // Out of submit order: simulated again from the whole trace, the same run.
+        let path = trace_file("unsorted.swf", 40_000, |r| {
+            r[35_000].submit = r[100].submit;
+            r[200].run = None;
+        });
+        read_then_run_equals_run_read(&path, None);
+    }
+
+    #[test]
+    fn a_bad_line_late_in_a_trace_read_as_it_runs_is_the_reading_error() {
+        let path = trace_file("bad.swf", 40_000, |_| {});
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("40001 1 2 3\n");
+        std::fs::write(&path, text).unwrap();
+        let opts = cosched_workload::swf::ReadOptions::default();
+        let want = Source::trace(&path, &opts, None).unwrap_err().to_string();
+        let open = Source::open_trace(&path, &opts, None).unwrap();
+        let known = open.header_only();
+        let cfg = PolicyConfig::new(MachineShape::flat(64, 1));
+        let got = run_read(
+            open,
+            &RunSpec {
+                load: None,
+                ..spec(&known, "easy", &cfg)
+            },
+        )
+        .unwrap_err();
+        assert!(matches!(got, ReadRunError::Read(_)), "{got}");
+        assert_eq!(got.to_string(), want);
+        assert!(want.contains(":40"), "{want}");
     }
 
     #[test]

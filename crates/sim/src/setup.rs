@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 
 use cosched_workload::feitelson97;
 use cosched_workload::lublin::{GenOptions, generate};
-use cosched_workload::swf::{ReadOptions, SwfError, SwfHeader, SwfRecord, read_trace};
+use cosched_workload::swf::{Feed, ReadOptions, Reader, SwfError, SwfHeader, SwfRecord, open};
 
 use crate::trace::{Semantics, Workload, prepare_shared};
 
@@ -83,6 +83,60 @@ impl FileDigest {
     }
 }
 
+/// A trace whose header has been read but not its jobs ([`Source::open_trace`]).
+pub struct OpenTrace {
+    path: PathBuf,
+    reader: Reader<Box<dyn std::io::BufRead>>,
+    /// Keep only this many jobs.
+    first: Option<usize>,
+}
+
+impl OpenTrace {
+    /// Machine size in PEs (`--procs`, else the header's).
+    pub fn procs(&self) -> u32 {
+        self.reader.procs()
+    }
+
+    /// The source as far as it is known: the header and machine size, no jobs (for a
+    /// [`crate::run::RunSpec`] given to [`crate::run::run_read`]).
+    pub fn header_only(&self) -> Source {
+        Source::Trace {
+            path: self.path.clone(),
+            header: Box::new(self.reader.header().clone()),
+            records: Arc::new(Vec::new()),
+            procs: self.procs(),
+            digest: FileDigest::known(String::new()),
+        }
+    }
+
+    /// Reads the jobs, handing `feed` each piece of the kept records as soon as it is parsed,
+    /// in input order (see [`Reader::into_trace_feeding`]: after an error, the feed's records
+    /// are not the trace's).
+    pub fn read(self, feed: &Feed) -> Result<Source, SetupError> {
+        let first = self.first.unwrap_or(usize::MAX);
+        // The feed is called one piece at a time; this counts the records it was offered.
+        let seen = std::sync::atomic::AtomicUsize::new(0);
+        let kept = |r: &[SwfRecord]| {
+            let before = seen.fetch_add(r.len(), std::sync::atomic::Ordering::Relaxed);
+            let n = first.saturating_sub(before).min(r.len());
+            if n > 0 {
+                feed(&r[..n]);
+            }
+        };
+        let mut trace = self.reader.into_trace_feeding(&kept)?;
+        trace.records.truncate(first);
+        Ok(Source::Trace {
+            path: self.path.clone(),
+            header: Box::new(trace.header),
+            records: Arc::new(trace.records),
+            procs: trace.procs,
+            // Started after the read, so that it shares the cores with the simulation (which
+            // uses one), not with the parsing (which uses all).
+            digest: FileDigest::start(&self.path),
+        })
+    }
+}
+
 /// A run could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -98,18 +152,21 @@ impl Source {
         opts: &ReadOptions,
         first: Option<usize>,
     ) -> Result<Source, SetupError> {
-        let mut trace = read_trace(path, opts)?;
-        if let Some(n) = first {
-            trace.records.truncate(n);
-        }
-        Ok(Source::Trace {
+        Source::open_trace(path, opts, first)?.read(&|_| {})
+    }
+
+    /// Reads a trace's header only, as [`Source::trace`] would: the machine size is then
+    /// known, and the jobs can be read while a run simulates them ([`OpenTrace::read`],
+    /// [`crate::run::run_read`]).
+    pub fn open_trace(
+        path: &Path,
+        opts: &ReadOptions,
+        first: Option<usize>,
+    ) -> Result<OpenTrace, SetupError> {
+        Ok(OpenTrace {
             path: path.to_path_buf(),
-            header: Box::new(trace.header),
-            records: Arc::new(trace.records),
-            procs: trace.procs,
-            // Started after the read, so that it shares the cores with the simulation (which
-            // uses one), not with the parsing (which uses all).
-            digest: FileDigest::start(path),
+            reader: open(path, opts)?,
+            first,
         })
     }
 

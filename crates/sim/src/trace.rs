@@ -151,31 +151,13 @@ pub fn prepare_shared(
     sem: &Semantics,
     load: Option<f64>,
 ) -> Workload {
-    let mut skipped = Skipped::default();
+    let mut intake = Intake::new(procs, sem);
     // (index in `records`, size) of each kept job.
     let mut kept = Vec::with_capacity(records.len());
     for (i, r) in records.iter().enumerate() {
-        let size = match sem.size {
-            SizeField::Alloc => r.alloc_procs.filter(|&p| p > 0).or(r.req_procs),
-            SizeField::Req => r.req_procs.filter(|&p| p > 0).or(r.alloc_procs),
-        };
-        let Some(size) = size.filter(|&p| p > 0) else {
-            skipped.size += 1;
-            continue;
-        };
-        if r.run.is_none_or(|d| d <= Dur::ZERO) {
-            skipped.runtime += 1;
-            continue;
+        if let Some(size) = intake.size(r) {
+            kept.push((i as u32, size));
         }
-        if size > procs {
-            skipped.oversize += 1;
-            continue;
-        }
-        if r.submit.is_none() {
-            skipped.submit += 1;
-            continue;
-        }
-        kept.push((i as u32, size));
     }
     let (origin, kept) = match load {
         // Rescaling moves submit times: the kept records are copied and rescaled (the load
@@ -200,46 +182,108 @@ pub fn prepare_shared(
         }
     };
     let kept: Vec<(u32, Option<u32>)> = kept;
-    let (mut from_runtime, mut overrunning) = (0, 0);
     let jobs = kept
         .iter()
-        .map(|&(i, size)| {
-            let r = &origin[i as usize];
-            let runtime = r.run.expect("filtered");
-            let requested = r.req_time.filter(|&d| d > Dur::ZERO);
-            if requested.is_none() {
-                from_runtime += 1;
-            }
-            let estimate = match sem.estimates {
-                Estimates::Exact => runtime,
-                Estimates::Trace => requested.unwrap_or(runtime),
-            };
-            if runtime > estimate {
-                overrunning += 1;
-            }
-            let mut req = JobRequest::new(
-                JobId(r.job),
-                r.submit.expect("filtered"),
-                size.or(r.alloc_procs).expect("set"),
-                estimate,
-            );
-            req.queue = r.queue;
-            req.user = r.user;
-            req.mem_per_pe_kib = r.req_mem_kib.filter(|&m| m > 0.0).map(|m| m as u64);
-            SimJob {
-                req,
-                runtime,
-                limit: sem.kill_at_estimate.then_some(estimate),
-            }
-        })
+        .map(|&(i, size)| intake.job(&origin[i as usize], size))
         .collect();
-    Workload {
-        jobs,
-        kept: kept.into_iter().map(|k| k.0).collect(),
-        origin,
-        skipped,
-        estimate_from_runtime: from_runtime,
-        overrunning,
+    intake.workload(jobs, kept.into_iter().map(|k| k.0).collect(), origin)
+}
+
+/// Records becoming jobs one at a time, with the count of what was left out and why:
+/// [`prepare_shared`] takes a whole trace through it, a run that simulates while the trace
+/// is read ([`crate::run::run_read`]) each piece as it is parsed, so the two cannot differ.
+#[derive(Clone, Debug)]
+pub(crate) struct Intake {
+    procs: u32,
+    sem: Semantics,
+    skipped: Skipped,
+    from_runtime: usize,
+    overrunning: usize,
+}
+
+impl Intake {
+    pub(crate) fn new(procs: u32, sem: &Semantics) -> Intake {
+        Intake {
+            procs,
+            sem: *sem,
+            skipped: Skipped::default(),
+            from_runtime: 0,
+            overrunning: 0,
+        }
+    }
+
+    /// The size of the job `r` gives, or `None` (counted) if the job is left out.
+    pub(crate) fn size(&mut self, r: &SwfRecord) -> Option<u32> {
+        let size = match self.sem.size {
+            SizeField::Alloc => r.alloc_procs.filter(|&p| p > 0).or(r.req_procs),
+            SizeField::Req => r.req_procs.filter(|&p| p > 0).or(r.alloc_procs),
+        };
+        let Some(size) = size.filter(|&p| p > 0) else {
+            self.skipped.size += 1;
+            return None;
+        };
+        if r.run.is_none_or(|d| d <= Dur::ZERO) {
+            self.skipped.runtime += 1;
+            return None;
+        }
+        if size > self.procs {
+            self.skipped.oversize += 1;
+            return None;
+        }
+        if r.submit.is_none() {
+            self.skipped.submit += 1;
+            return None;
+        }
+        Some(size)
+    }
+
+    /// The job of a kept record; `size` as [`Intake::size`] gave it, or `None` for the
+    /// record's allocated processors (a rescaled copy carries its size there).
+    pub(crate) fn job(&mut self, r: &SwfRecord, size: Option<u32>) -> SimJob {
+        let runtime = r.run.expect("filtered");
+        let requested = r.req_time.filter(|&d| d > Dur::ZERO);
+        if requested.is_none() {
+            self.from_runtime += 1;
+        }
+        let estimate = match self.sem.estimates {
+            Estimates::Exact => runtime,
+            Estimates::Trace => requested.unwrap_or(runtime),
+        };
+        if runtime > estimate {
+            self.overrunning += 1;
+        }
+        let mut req = JobRequest::new(
+            JobId(r.job),
+            r.submit.expect("filtered"),
+            size.or(r.alloc_procs).expect("set"),
+            estimate,
+        );
+        req.queue = r.queue;
+        req.user = r.user;
+        req.mem_per_pe_kib = r.req_mem_kib.filter(|&m| m > 0.0).map(|m| m as u64);
+        SimJob {
+            req,
+            runtime,
+            limit: self.sem.kill_at_estimate.then_some(estimate),
+        }
+    }
+
+    /// The workload of `jobs`, made of the records at `kept` in `origin`, with this
+    /// intake's counts.
+    pub(crate) fn workload(
+        self,
+        jobs: Vec<SimJob>,
+        kept: Vec<u32>,
+        origin: Arc<Vec<SwfRecord>>,
+    ) -> Workload {
+        Workload {
+            jobs,
+            kept,
+            origin,
+            skipped: self.skipped,
+            estimate_from_runtime: self.from_runtime,
+            overrunning: self.overrunning,
+        }
     }
 }
 

@@ -441,6 +441,9 @@ impl ReadReport {
     }
 }
 
+/// Whoever follows a read piece by piece ([`Reader::into_trace_feeding`]).
+pub type Feed<'a> = dyn Fn(&[SwfRecord]) + Sync + 'a;
+
 /// About how many bytes of job lines one core parses at a time in [`Reader::into_trace`]:
 /// large enough that a piece costs far more than its reader's set-up.
 const PIECE: usize = 1 << 20;
@@ -464,31 +467,41 @@ struct Joined(std::sync::Mutex<JoinState>);
 #[derive(Default)]
 struct JoinState {
     records: Vec<SwfRecord>,
-    /// Pieces done before one that comes earlier in the input, by number.
-    parked: BTreeMap<usize, Vec<SwfRecord>>,
+    /// Pieces done before one that comes earlier in the input, by number, with whether
+    /// they ended in an error.
+    parked: BTreeMap<usize, (Vec<SwfRecord>, bool)>,
     /// The number of the next piece to append.
     next: usize,
+    /// A piece ended in an error: the records after it are not the trace's, so the feed
+    /// is given no more.
+    stopped: bool,
 }
 
 impl Joined {
-    /// Piece `k`'s records: appended now if every piece before it is in, else parked.
-    fn add(&self, k: usize, records: Vec<SwfRecord>) {
+    /// Piece `k`'s records (`failed`: the piece ended in an error): appended now if every
+    /// piece before it is in, else parked. Each appended piece is handed to `feed`, in input
+    /// order, up to and including the first that failed.
+    fn add(&self, k: usize, records: Vec<SwfRecord>, failed: bool, feed: &Feed) {
         // A poisoned lock means a parsing thread panicked: the scope re-raises that panic.
         let Ok(mut st) = self.0.lock() else { return };
         if k != st.next {
-            st.parked.insert(k, records);
+            st.parked.insert(k, (records, failed));
             return;
         }
         let st = &mut *st;
-        if st.records.is_empty() {
-            st.records = records;
-        } else {
-            st.records.extend(records);
-        }
-        st.next += 1;
-        while let Some(more) = st.parked.remove(&st.next) {
-            st.records.extend(more);
+        let mut piece = Some((records, failed));
+        while let Some((records, failed)) = piece {
+            if !st.stopped {
+                feed(&records);
+                st.stopped = failed;
+            }
+            if st.records.is_empty() {
+                st.records = records;
+            } else {
+                st.records.extend(records);
+            }
             st.next += 1;
+            piece = st.parked.remove(&st.next);
         }
     }
 
@@ -685,10 +698,21 @@ impl<R: BufRead> Reader<R> {
     /// exactly those of reading line by line; an input error ends the input where it
     /// happened, after the lines before it.
     pub fn into_trace(self) -> Result<Trace, SwfError> {
-        self.into_trace_in_pieces(PIECE)
+        self.into_trace_in_pieces(PIECE, &|_| {})
     }
 
-    fn into_trace_in_pieces(mut self, piece: usize) -> Result<Trace, SwfError> {
+    /// [`Reader::into_trace`], handing each piece's records to `feed` as soon as it and
+    /// every piece before it are parsed: `feed` sees the trace's records in input order,
+    /// while the rest is still being read (so that a simulation can run beside the
+    /// reading). It is called on the parsing threads, one call at a time. A piece that ends
+    /// in an error is fed its records before the error and nothing follows it; the error
+    /// itself is the result's, exactly as [`Reader::into_trace`] reports it, so whoever
+    /// follows the feed must not take the records for the trace before the result is `Ok`.
+    pub fn into_trace_feeding(self, feed: &Feed) -> Result<Trace, SwfError> {
+        self.into_trace_in_pieces(PIECE, feed)
+    }
+
+    fn into_trace_in_pieces(mut self, piece: usize, feed: &Feed) -> Result<Trace, SwfError> {
         let mut carry = Vec::new();
         let mut line = self.line_no;
         if self.pending {
@@ -736,7 +760,8 @@ impl<R: BufRead> Reader<R> {
                     scope.spawn(move |_| {
                         let mut parsed = parse_piece(&block, first_line, name, gzip, opts, procs);
                         drop(block);
-                        joined.add(k, std::mem::take(&mut parsed.records));
+                        let failed = parsed.error.is_some();
+                        joined.add(k, std::mem::take(&mut parsed.records), failed, feed);
                         // The receiver outlives the scope.
                         let _ = tx.send((k, parsed));
                     });
@@ -1267,7 +1292,10 @@ mod tests {
         let one = read_trace_from(src(), "t.swf", &ReadOptions::default()).unwrap_err();
         for piece in [1, 100, 1 << 20] {
             let reader = Reader::new(BufReader::new(src()), "t.swf", ReadOptions::default());
-            let cut = reader.unwrap().into_trace_in_pieces(piece).unwrap_err();
+            let cut = reader
+                .unwrap()
+                .into_trace_in_pieces(piece, &|_| {})
+                .unwrap_err();
             assert_eq!(one.to_string(), cut.to_string());
             assert!(cut.to_string().contains("disk gone"), "{cut}");
         }
@@ -1305,9 +1333,16 @@ mod tests {
                 let one = read_trace_from(body.as_bytes(), "t.swf", &opts);
                 for piece in [1, 7, 50, 333, 1 << 20] {
                     let reader = Reader::new(body.as_bytes(), "t.swf", opts.clone()).unwrap();
-                    let cut = reader.into_trace_in_pieces(piece);
+                    let fed = std::sync::Mutex::new(Vec::new());
+                    let cut = reader
+                        .into_trace_in_pieces(piece, &|r| fed.lock().unwrap().extend_from_slice(r));
+                    let fed = fed.into_inner().unwrap();
                     match (&one, &cut) {
-                        (Ok(a), Ok(b)) => assert_eq!(a, b, "piece {piece}"),
+                        (Ok(a), Ok(b)) => {
+                            assert_eq!(a, b, "piece {piece}");
+                            // The feed saw the records, in order, as they were joined.
+                            assert_eq!(fed, b.records, "piece {piece}");
+                        }
                         (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
                         _ => panic!("piece {piece}: {:?} vs {:?}", one.is_ok(), cut.is_ok()),
                     }

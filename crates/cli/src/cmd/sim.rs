@@ -15,8 +15,8 @@ use super::policy_args::PolicyArgs as SharedPolicyArgs;
 use cosched_policy::{ConfigError, PolicyOptions, policy_config};
 use cosched_sim::metrics::{Group, MetricsOptions, Summary};
 use cosched_sim::provenance::Provenance;
-use cosched_sim::run::{self, Observe, RunError, RunSpec};
-use cosched_sim::setup::Source;
+use cosched_sim::run::{self, Observe, ReadRunError, RunError, RunSpec};
+use cosched_sim::setup::{OpenTrace, Source};
 use cosched_sim::sweep::{Metric, StopRule, SweepSpec, chart, multicore_chart, to_csv};
 use cosched_sim::trace::{Estimates, Semantics, SizeField, Workload};
 use cosched_sim::{EngineOptions, plot, report};
@@ -248,10 +248,38 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
 }
 
+/// A workload source, or a trace whose header only has been read (its jobs are read by the
+/// run, which may simulate them as they are parsed: `run::run_read`).
+enum Input {
+    Open(Box<OpenTrace>, PathBuf),
+    Ready(Source),
+}
+
+impl Input {
+    fn procs(&self) -> u32 {
+        match self {
+            Input::Open(o, _) => o.procs(),
+            Input::Ready(s) => s.procs(),
+        }
+    }
+}
+
+fn reading(path: &std::path::Path) -> String {
+    format!("reading trace {}", path.display())
+}
+
 fn source(a: &SourceArgs) -> anyhow::Result<Source> {
+    match input(a)? {
+        Input::Open(o, path) => o.read(&|_| {}).with_context(|| reading(&path)),
+        Input::Ready(s) => Ok(s),
+    }
+}
+
+fn input(a: &SourceArgs) -> anyhow::Result<Input> {
     if a.procs == Some(0) {
         bail!("--procs 0: the machine needs at least one PE");
     }
+    let ready = |s| Ok(Input::Ready(s));
     match (&a.trace, a.model.as_deref()) {
         (Some(path), _) => {
             let opts = ReadOptions {
@@ -259,8 +287,8 @@ fn source(a: &SourceArgs) -> anyhow::Result<Source> {
                 lenient: a.lenient,
                 oversize: a.oversize,
             };
-            Source::trace(path, &opts, a.first)
-                .with_context(|| format!("reading trace {}", path.display()))
+            let open = Source::open_trace(path, &opts, a.first).with_context(|| reading(path))?;
+            Ok(Input::Open(Box::new(open), path.clone()))
         }
         (None, Some("lublin")) => {
             let Some(procs) = a.procs.filter(|&p| p > 0) else {
@@ -276,7 +304,7 @@ fn source(a: &SourceArgs) -> anyhow::Result<Source> {
                 model.params.batch.aarr = alpha;
                 model.params.interactive.aarr = alpha;
             }
-            Ok(Source::Lublin {
+            ready(Source::Lublin {
                 model: Box::new(model),
             })
         }
@@ -286,7 +314,7 @@ fn source(a: &SourceArgs) -> anyhow::Result<Source> {
             if let Some(p) = a.procs {
                 model.procs = p;
             }
-            Ok(Source::Lublin {
+            ready(Source::Lublin {
                 model: Box::new(model),
             })
         }
@@ -294,7 +322,7 @@ fn source(a: &SourceArgs) -> anyhow::Result<Source> {
             if a.alpha.is_some() {
                 bail!("--alpha applies to the Lublin models; feitelson97's load is set by --load");
             }
-            Ok(Source::Feitelson97 {
+            ready(Source::Feitelson97 {
                 model: Box::new(feitelson97::Options {
                     jobs: a.jobs,
                     procs: a.procs.unwrap_or(128),
@@ -383,11 +411,20 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
         check_load(l)?;
     }
     let clock = std::time::Instant::now();
-    let src = source(&a.source)?;
+    let input = input(&a.source)?;
     let t_read = clock.elapsed();
-    let mut machine = machine_shape(&a.source, src.procs(), &[&a.policy]);
+    let mut machine = machine_shape(&a.source, input.procs(), &[&a.policy]);
     machine.mem_per_node_mib = a.mem_per_node;
-    let cfg = policy_config(machine, &policy_options(&a.policy_args))?;
+    let cfg = match policy_config(machine, &policy_options(&a.policy_args)) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            // A trace that cannot be read is reported before the options.
+            if let Input::Open(o, path) = input {
+                o.read(&|_| {}).with_context(|| reading(&path))?;
+            }
+            return Err(e.into());
+        }
+    };
     let t_config = clock.elapsed() - t_read;
     // Time-sharing figures and the matrix drawing come from a wrapper that watches the policy.
     let observe = (a.matrix_out.is_some() || a.timeshare_out.is_some()).then(|| {
@@ -396,8 +433,14 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             matrix_window: a.matrix_out.is_some().then(|| from..from + a.matrix_span),
         }
     });
-    let spec = RunSpec {
-        source: &src,
+    // The run as far as the source is known (a trace's header); the run itself is of the
+    // source as read.
+    let known = match &input {
+        Input::Open(o, _) => o.header_only(),
+        Input::Ready(s) => s.clone(),
+    };
+    let base = RunSpec {
+        source: &known,
         semantics: semantics(&a.source),
         load: a.load,
         seed: None,
@@ -410,7 +453,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
         metrics: metrics_options(&a.policy_args),
         observe,
     };
-    let out = run::run(&spec).map_err(|e| match e {
+    let run_error = |e| match e {
         RunError::Policy(e @ ConfigError::UnknownPolicy { .. }) => {
             anyhow::Error::new(e).context("choose a policy with --policy NAME")
         }
@@ -419,13 +462,29 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             err, context: None, ..
         } => err.into(),
         e @ (RunError::Sim { .. } | RunError::Failed { .. } | RunError::Classes(_)) => e.into(),
-    })?;
+    };
+    let (src, out) = match input {
+        Input::Open(o, path) => run::run_read(*o, &base).map_err(|e| match e {
+            ReadRunError::Read(e) => anyhow::Error::new(e).context(reading(&path)),
+            ReadRunError::Run(e) => run_error(e),
+        })?,
+        Input::Ready(src) => {
+            let out = run::run(&base.with_source(&src)).map_err(run_error)?;
+            (src, out)
+        }
+    };
+    let spec = base.with_source(&src);
     let (result, summary, workload) = (&out.result, &out.summary, &out.workload);
     if a.timing {
         let t = out.timings;
         eprintln!(
-            "timing: read {:.3} s, prepare {:.3} s, simulate {:.3} s ({} events, {} decisions), metrics {:.3} s",
+            "timing: read {:.3} s{}, prepare {:.3} s, simulate {:.3} s ({} events, {} decisions), metrics {:.3} s",
             t_read.as_secs_f64(),
+            if t.read_while_simulating {
+                " (the header; the jobs while simulating)"
+            } else {
+                ""
+            },
             (t_config + t.prepare).as_secs_f64(),
             t.simulate.as_secs_f64(),
             result.events,
