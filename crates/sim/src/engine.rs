@@ -18,6 +18,13 @@
 //! progress rate follows the slowdowns in force: the engine reprices the jobs of every node
 //! where a job started or stopped and moves their ends (`crate::rates`), and it refuses a
 //! decision that puts a third job on a node.
+//!
+//! Without a slowdown model, a policy whose matrix only rotates between outside events is
+//! not woken every quantum: whole periods of its rotation are skipped (`skip`, and the
+//! policy contract's "Skipping quanta").
+
+#[path = "skip.rs"]
+mod skip;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -228,6 +235,12 @@ impl RunningEnds {
         due.sort_unstable();
     }
 
+    /// The sequence number of job `job`'s end event, if it has one.
+    fn seq_of(&self, job: usize) -> Option<u64> {
+        let k = self.pos[job];
+        (k != u32::MAX).then(|| self.items[k as usize].1)
+    }
+
     /// Drops job `job`'s end event, if it has one.
     #[inline]
     fn remove(&mut self, job: usize) {
@@ -331,6 +344,9 @@ struct Engine<'a, const MC: bool> {
     /// Jobs submitted that never ran and have not ended (kept with a slowdown model only,
     /// for `usage`).
     waiting: usize,
+    /// Events told other than timers: a skipped period must have had none.
+    other_events: u64,
+    skipper: skip::Skipper,
 }
 
 impl<'a, const MC: bool> Engine<'a, MC> {
@@ -394,6 +410,8 @@ impl<'a, const MC: bool> Engine<'a, MC> {
             fault: None,
             usage: opts.slowdowns.map(|_| Usage::new(machine)),
             waiting: 0,
+            other_events: 0,
+            skipper: skip::Skipper::default(),
         })
     }
 
@@ -508,6 +526,9 @@ impl<'a, const MC: bool> Engine<'a, MC> {
                 idle_ticks = 0;
             }
             self.instant(now)?;
+            if !MC {
+                self.cycle_point(now);
+            }
         }
         let unfinished = self.jobs.len() - self.ledger.ended();
         let policy_stats = self
@@ -616,6 +637,7 @@ impl<'a, const MC: bool> Engine<'a, MC> {
     #[inline]
     fn tell(&mut self, now: Time, ev: Event) {
         self.events += 1;
+        self.other_events += u64::from(!matches!(ev, Event::Timer(_)));
         self.policy.observe(now, ev);
     }
 
