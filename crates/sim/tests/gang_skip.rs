@@ -80,7 +80,7 @@ fn case(seed: u64) -> (MachineShape, PolicyConfig, Vec<SimJob>, EngineOptions) {
     let nodes = [16, 32, 64, 100][r.below(4) as usize];
     let m = MachineShape::flat(nodes, 1);
     let mut c = PolicyConfig::new(m);
-    let coarse = seed % 2 == 0;
+    let coarse = seed.is_multiple_of(2);
     let unit = if coarse { 1_000_000 } else { 1 };
     let quanta = if coarse {
         [1_000_000, 10_000_000, 5_000_000]
