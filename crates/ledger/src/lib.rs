@@ -487,6 +487,25 @@ impl Ledger {
         }
     }
 
+    /// Quantum skipping (the simulator's `engine::skip`): job `i` went through repeating
+    /// cycles lasting `shift` in all, running `run` of it. Its run and suspended time grow as
+    /// stepping through them would have made them grow, and its current stretch (running or
+    /// stopped) moves by `shift`, as it began at the same phase of the last cycle. Only for a
+    /// job that both ran and stood stopped in each cycle (one that ran throughout, or never
+    /// ran, is simply left as it is), with no driver reports.
+    pub fn skip_cycles(&mut self, i: Ix, shift: Dur, run: Dur) {
+        let e = &mut self.entries[i];
+        debug_assert!(e.reported.is_none() && e.is_live() && e.launched && !e.held);
+        debug_assert!(Dur::ZERO < run && run < shift);
+        e.ran += run;
+        e.record.suspended += shift - run;
+        if e.is_running() {
+            e.since += shift;
+        } else if let Some(at) = e.stopped_at.as_mut() {
+            *at += shift;
+        }
+    }
+
     /// Applies one decision taken at `now`.
     // Always inlined: the simulator applies millions of suspend/resume decisions, and the
     // call (with its result returned through memory) is a noticeable share of each.

@@ -33,6 +33,23 @@
 //!
 //! The job ledger (`cosched-ledger`) checks every one of these promises in both drivers and
 //! refuses a decision that breaks one, naming the policy, the job and the time.
+//!
+//! ## Skipping quanta (optional, simulator only)
+//! A time-sharing policy that only rotates its matrix between two outside events wakes every
+//! quantum for nothing new. It may say so: at the end of each instant the simulator asks
+//! [`Policy::cycle_point`]. A policy answers at one fixed phase of its rotation (for gang:
+//! the first row just became active), listing every job whose accounting its rotation
+//! touches, and says [`CyclePoint::Steady`] when its whole state, apart from counters and
+//! timer tokens, equals the state at its previous cycle point and it observed nothing but its
+//! own timers in between. The cycle is then periodic: the simulator measures one period (its
+//! length, each listed job's run time in it, the events and decisions it took), jumps over as
+//! many whole periods as end strictly before the next arrival, operation or job end, and calls
+//! [`Policy::skip_cycles`] so the policy advances its counters and its pending timer's token
+//! as the skipped quanta would have. It then steps again, so every job ends at the quantum
+//! boundary and row of a step-by-step run: outputs are byte-identical. A job that runs the
+//! whole period must keep running through it (never stopped and restarted in one instant).
+//! The daemons never ask and keep stepping each quantum in real time; wrappers that watch
+//! every decision (the time-sharing observer) do not forward the question, so they step too.
 
 use cosched_core::{Dur, JobId, NodeId, PeSet, Time};
 use serde::{Deserialize, Serialize};
@@ -226,6 +243,32 @@ pub trait Policy: Send {
     /// estimate from one (Scojo-PECT's response-time estimates at submission). The drivers
     /// that own the engine call it before the first event; others ignore it.
     fn set_forecaster(&mut self, _forecaster: crate::forecast::SharedForecaster) {}
+
+    /// Quantum skipping (see "Skipping quanta" above): at the end of the instant `now`, whether the
+    /// policy stands at the fixed phase of its cycle, with `jobs` set to every job whose
+    /// accounting the cycle touches. `None` (the default) means: step as usual.
+    fn cycle_point(&mut self, _now: Time, _jobs: &mut Vec<JobId>) -> Option<CyclePoint> {
+        None
+    }
+
+    /// Quantum skipping: right after a [`CyclePoint::Steady`] answer, advance as if `cycles`
+    /// more whole periods had been stepped (counters, timer tokens), and return the token of
+    /// the timer now pending, which the driver moves by the skipped time. `None` (the
+    /// default): nothing was skipped, and the driver steps.
+    fn skip_cycles(&mut self, _cycles: u64) -> Option<u64> {
+        None
+    }
+}
+
+/// What [`Policy::cycle_point`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CyclePoint {
+    /// At the phase, but not (or not yet known to be) repeating: the driver starts measuring
+    /// a period here.
+    Mark,
+    /// At the phase, in the same state as at the previous cycle point, with only this
+    /// policy's own timers observed since: one whole period has passed.
+    Steady,
 }
 
 /// One row of the Ousterhout matrix: which job holds which PEs in this slot.

@@ -67,6 +67,6 @@ pub mod t3d;
 #[cfg(test)]
 mod testing;
 
-pub use api::{Decision, Event, JobRequest, MatrixView, Never, Policy, SlotView};
+pub use api::{CyclePoint, Decision, Event, JobRequest, MatrixView, Never, Policy, SlotView};
 pub use config::{ConfigError, PolicyConfig, PolicyOptions, policy_config};
 pub use pool::PePool;

@@ -24,6 +24,13 @@
 //! progress rate follows the slowdowns in force: the engine reprices the jobs of every node
 //! where a job started or stopped and moves their ends (`crate::rates`), and it refuses a
 //! decision that puts a third job on a node.
+//!
+//! Without a slowdown model, a policy whose matrix only rotates between outside events is
+//! not woken every quantum: whole periods of its rotation are skipped (`skip`, and the
+//! policy contract's "Skipping quanta").
+
+#[path = "skip.rs"]
+mod skip;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -245,6 +252,12 @@ impl RunningEnds {
         due.sort_unstable();
     }
 
+    /// The sequence number of job `job`'s end event, if it has one.
+    fn seq_of(&self, job: usize) -> Option<u64> {
+        let k = self.pos[job];
+        (k != u32::MAX).then(|| self.items[k as usize].1)
+    }
+
     /// Drops job `job`'s end event, if it has one.
     #[inline]
     fn remove(&mut self, job: usize) {
@@ -421,6 +434,9 @@ struct Engine<'a, const MC: bool, F: Jobs> {
     /// Jobs submitted that never ran and have not ended (kept with a slowdown model only,
     /// for `usage`).
     waiting: usize,
+    /// Events told other than timers: a skipped period must have had none.
+    other_events: u64,
+    skipper: skip::Skipper,
 }
 
 impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
@@ -463,6 +479,8 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
             fault: None,
             usage: opts.slowdowns.map(|_| Usage::new(machine)),
             waiting: 0,
+            other_events: 0,
+            skipper: skip::Skipper::default(),
         };
         engine.intake(0)?;
         for (time, op) in &engine.operations {
@@ -647,6 +665,9 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
                 idle_ticks = 0;
             }
             self.instant(now)?;
+            if !MC {
+                self.cycle_point(now);
+            }
         }
         let unfinished = self.jobs.known().len() - self.ledger.ended();
         let policy_stats = self
@@ -756,6 +777,7 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
     #[inline]
     fn tell(&mut self, now: Time, ev: Event) {
         self.events += 1;
+        self.other_events += u64::from(!matches!(ev, Event::Timer(_)));
         self.policy.observe(now, ev);
     }
 
@@ -967,6 +989,33 @@ mod tests {
                 assert_eq!(res.runtimes, all.runtimes);
                 assert_eq!(back, jobs);
             }
+        }
+    }
+
+    /// Gang skips whole periods of its rotation up to the next arrival it knows; while the
+    /// trace is still being read, a job read later but submitted inside the skipped time is
+    /// out of order (the caller runs the whole trace), never silently late.
+    #[test]
+    fn a_job_read_after_gang_skipped_past_its_submit_time_stops_the_run() {
+        let m = MachineShape::flat(1, 1);
+        let mut cfg = PolicyConfig::new(m);
+        cfg.quantum = Some(Dur::from_secs(10));
+        let job = |id, t, run| SimJob::exact(id, Time::from_secs(t), 1, Dur::from_secs(run));
+        // Two jobs share the one PE in turn long past t=50,000; the next one known comes at
+        // about t=50,000 (the skip stops just before it, and the quantum after the skip may
+        // fall on it or not: every phase is tried), and the one read later belongs at 3,000.
+        for t3 in [50_000, 50_005, 50_010, 50_015] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            tx.send(vec![job(1, 0, 100_000), job(2, 0, 100_000), job(3, t3, 10)])
+                .unwrap();
+            tx.send(vec![job(4, 3_000, 10)]).unwrap();
+            drop(tx);
+            let mut p = registry::build("gang", &cfg).unwrap();
+            let err = simulate_streamed(m, rx, p.as_mut(), EngineOptions::default()).unwrap_err();
+            assert!(
+                matches!(err, SimError::OutOfOrder { job: JobId(4) }),
+                "t3={t3}: {err}"
+            );
         }
     }
 

@@ -22,6 +22,10 @@
 //!   running (the ledger keeps a held job running until told otherwise), lets alternate
 //!   scheduling use its PEs, counts it as nothing to switch for, and resumes it once released.
 //!
+//! - Between outside events the rotation repeats: gang answers [`Policy::cycle_point`] each
+//!   time the first row becomes active, so the simulator can skip whole rotations (see the
+//!   policy contract, `api.rs`, "Skipping quanta").
+//!
 //! Relaxed alternate scheduling (seed 000 Fig. 2.3: single processes of a gang filling holes)
 //! is a process-level idea that the job-level decisions cannot express, since a job runs on
 //! all its PEs or on none; `relaxed = true` is refused with that explanation.
@@ -37,7 +41,8 @@ use cosched_core::{Dur, JobId, MachineShape, PeSet, Time};
 use crate::opts::Opts;
 use crate::queue::{WaitQueue, never_fits};
 use crate::{
-    ConfigError, Decision, Event, JobRequest, MatrixView, Never, Policy, PolicyConfig, SlotView,
+    ConfigError, CyclePoint, Decision, Event, JobRequest, MatrixView, Never, Policy, PolicyConfig,
+    SlotView,
 };
 pub(crate) use bits::SortedIds;
 pub(crate) use cosched_core::{IdHasher, PeBits as Bits};
@@ -134,6 +139,16 @@ struct Switch {
     goes: Vec<JobId>,
 }
 
+/// The state at the last cycle point (see [`Policy::cycle_point`]): what must be equal for
+/// the rotation to repeat, and the counters to measure a period by.
+#[derive(Clone, Debug, Default)]
+struct CycleMark {
+    version: u64,
+    running: SortedIds,
+    next_token: u64,
+    stats: GangStats,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TimerKind {
     QuantumEnd,
@@ -194,6 +209,15 @@ pub struct Gang {
     /// active row emptied, whether its quantum ran out.
     active_gone: bool,
     quantum_over: bool,
+    /// Quantum skipping: the state at the last cycle point, …
+    mark: Option<CycleMark>,
+    /// … whether anything but this policy's own timers was observed since, …
+    disturbed: bool,
+    /// … and, after a `Steady` answer, the timer tokens and counters of one period.
+    period: Option<(u64, GangStats)>,
+    /// When the pending timer is due: at a cycle point a whole quantum ahead (it was armed at
+    /// this instant), so that two points stand at the same offset from their next switch.
+    due: Time,
 }
 
 /// Default time quantum when none is configured.
@@ -266,6 +290,10 @@ impl Gang {
             stats: GangStats::default(),
             active_gone: false,
             quantum_over: false,
+            mark: None,
+            disturbed: false,
+            period: None,
+            due: Time::ZERO,
         })
     }
 
@@ -711,6 +739,7 @@ impl Gang {
     fn set_timer(&mut self, at: Time, kind: TimerKind, out: &mut Vec<Decision>) {
         self.next_token += 1;
         self.pending = Some((self.next_token, kind));
+        self.due = at;
         out.push(Decision::SetTimer {
             at,
             token: self.next_token,
@@ -843,6 +872,9 @@ impl Policy for Gang {
     }
 
     fn observe(&mut self, _now: Time, event: Event) {
+        // Anything but a timer of our own breaks the rotation's repetition (timers are told
+        // apart below, where a cancelled one is found).
+        self.disturbed |= !matches!(event, Event::Timer(_));
         match event {
             Event::Submitted(req) => match self.impossible(&req) {
                 Some(why) => self.queue.refuse(req.id, why),
@@ -867,7 +899,7 @@ impl Policy for Gang {
                     self.pending = None;
                     self.switching = false;
                 }
-                _ => {} // a timer that was cancelled
+                _ => self.disturbed = true, // a timer that was cancelled
             },
             Event::Running { job, pes, since: _ } => {
                 let row = (0..self.rows.len())
@@ -944,6 +976,63 @@ impl Policy for Gang {
 
     fn queue(&self) -> Vec<JobId> {
         self.queue.ids()
+    }
+
+    /// The phase is "row 0 just became active, its quantum timer armed at this instant". There the future
+    /// depends only on the matrix (its version), the running set and what will be observed:
+    /// with equal versions and running sets and only our timers observed in between, the
+    /// rotation repeats exactly.
+    fn cycle_point(&mut self, now: Time, jobs: &mut Vec<JobId>) -> Option<CyclePoint> {
+        let at_phase = self.rows.len() > 1
+            && self.active == 0
+            && !self.switching
+            && self.held_members == 0
+            && self.fresh.is_empty()
+            && matches!(self.pending, Some((_, TimerKind::QuantumEnd)))
+            && self.due == now + self.quantum;
+        if !at_phase {
+            return None;
+        }
+        let disturbed = std::mem::take(&mut self.disturbed);
+        let mut mark = self.mark.take().unwrap_or_default();
+        let steady = !disturbed && mark.version == self.version && mark.running == self.running;
+        self.period = steady.then(|| {
+            let (now, then) = (self.stats, mark.stats);
+            let stats = GangStats {
+                slot_switches: now.slot_switches - then.slot_switches,
+                context_switches: now.context_switches - then.context_switches,
+                max_rows: 0,
+            };
+            (self.next_token - mark.next_token, stats)
+        });
+        mark.version = self.version;
+        mark.running.copy_from(&self.running);
+        mark.next_token = self.next_token;
+        mark.stats = self.stats;
+        self.mark = Some(mark);
+        jobs.clear();
+        jobs.extend(self.rows.iter().flat_map(|r| r.jobs.iter().copied()));
+        Some(if steady {
+            CyclePoint::Steady
+        } else {
+            CyclePoint::Mark
+        })
+    }
+
+    fn skip_cycles(&mut self, cycles: u64) -> Option<u64> {
+        let (tokens, per) = self.period.take()?;
+        let (token, kind) = self.pending?;
+        let add = cycles * tokens;
+        self.next_token += add;
+        self.pending = Some((token + add, kind));
+        self.stats.slot_switches += cycles * per.slot_switches;
+        self.stats.context_switches += cycles * per.context_switches;
+        // The next period is measured from here.
+        if let Some(m) = self.mark.as_mut() {
+            m.next_token = self.next_token;
+            m.stats = self.stats;
+        }
+        Some(token + add)
     }
 
     fn matrix(&self) -> Option<MatrixView> {
