@@ -2,15 +2,122 @@
 //! costs one entry.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::PeId;
 
+/// Runs kept inside the set itself, without a heap allocation. Nearly every job's PEs are one
+/// to a few runs, and a simulator starts hundreds of thousands of jobs: an allocation (and a
+/// free) for each was a visible part of a run (callgrind: `push_sorted` → `grow_one`).
+const INLINE: usize = 3;
+
+/// The runs' storage: inline up to [`INLINE`] runs, on the heap beyond. A set only ever grows,
+/// so it never goes back from the heap; nothing depends on which form holds the runs.
+#[derive(Clone)]
+enum Runs {
+    Inline(u8, [(u32, u32); INLINE]),
+    Heap(Vec<(u32, u32)>),
+}
+
+impl Runs {
+    #[inline]
+    fn as_slice(&self) -> &[(u32, u32)] {
+        match self {
+            Runs::Inline(n, a) => &a[..*n as usize],
+            Runs::Heap(v) => v,
+        }
+    }
+    #[inline]
+    fn last_mut(&mut self) -> Option<&mut (u32, u32)> {
+        match self {
+            Runs::Inline(n, a) => a[..*n as usize].last_mut(),
+            Runs::Heap(v) => v.last_mut(),
+        }
+    }
+    #[inline]
+    fn push(&mut self, run: (u32, u32)) {
+        match self {
+            Runs::Inline(n, a) if (*n as usize) < INLINE => {
+                a[*n as usize] = run;
+                *n += 1;
+            }
+            Runs::Inline(_, a) => {
+                let mut v = Vec::with_capacity(2 * INLINE);
+                v.extend_from_slice(a);
+                v.push(run);
+                *self = Runs::Heap(v);
+            }
+            Runs::Heap(v) => v.push(run),
+        }
+    }
+}
+
+impl Default for Runs {
+    fn default() -> Runs {
+        Runs::Inline(0, [(0, 0); INLINE])
+    }
+}
+
 /// A set of PEs as sorted, disjoint, non-adjacent half-open runs `[start, end)`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// Equality, hashing, `Debug` and serde see only the runs (serialized as `{"runs": [...]}`, as
+/// when they were a `Vec`), never how they are stored.
+#[derive(Clone, Default)]
 pub struct PeSet {
+    runs: Runs,
+}
+
+impl PartialEq for PeSet {
+    fn eq(&self, other: &PeSet) -> bool {
+        self.runs() == other.runs()
+    }
+}
+impl Eq for PeSet {}
+
+impl Hash for PeSet {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // A slice hashes like the `Vec` it was.
+        self.runs().hash(state)
+    }
+}
+
+impl fmt::Debug for PeSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeSet").field("runs", &self.runs()).finish()
+    }
+}
+
+/// The serde form of a [`PeSet`]: the struct it was, a field `runs`.
+#[derive(Serialize)]
+#[serde(rename = "PeSet")]
+struct RunsOut<'a> {
+    runs: &'a [(u32, u32)],
+}
+#[derive(Deserialize)]
+#[serde(rename = "PeSet")]
+struct RunsIn {
     runs: Vec<(u32, u32)>,
+}
+
+impl Serialize for PeSet {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        RunsOut { runs: self.runs() }.serialize(s)
+    }
+}
+impl<'de> Deserialize<'de> for PeSet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PeSet, D::Error> {
+        let v = RunsIn::deserialize(d)?.runs;
+        let runs = if v.len() <= INLINE {
+            let mut a = [(0, 0); INLINE];
+            a[..v.len()].copy_from_slice(&v);
+            Runs::Inline(v.len() as u8, a)
+        } else {
+            Runs::Heap(v)
+        };
+        Ok(PeSet { runs })
+    }
 }
 
 impl PeSet {
@@ -19,13 +126,9 @@ impl PeSet {
     }
     /// PEs `start .. start + len`.
     pub fn contiguous(start: u32, len: u32) -> PeSet {
-        if len == 0 {
-            PeSet::new()
-        } else {
-            PeSet {
-                runs: vec![(start, start + len)],
-            }
-        }
+        let mut set = PeSet::new();
+        set.push_sorted(start, start + len);
+        set
     }
     /// Builds a set from PEs in any order; duplicates are merged.
     pub fn from_pes<I: IntoIterator<Item = u32>>(pes: I) -> PeSet {
@@ -55,30 +158,32 @@ impl PeSet {
     }
     #[inline]
     pub fn len(&self) -> u32 {
-        self.runs.iter().map(|(s, e)| e - s).sum()
+        self.runs().iter().map(|(s, e)| e - s).sum()
     }
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.runs.is_empty()
+        self.runs().is_empty()
     }
     #[inline]
     pub fn runs(&self) -> &[(u32, u32)] {
-        &self.runs
+        self.runs.as_slice()
     }
     pub fn iter(&self) -> impl Iterator<Item = PeId> + '_ {
-        self.runs.iter().flat_map(|&(s, e)| (s..e).map(PeId))
+        self.runs().iter().flat_map(|&(s, e)| (s..e).map(PeId))
     }
     #[inline]
     pub fn contains(&self, pe: PeId) -> bool {
-        let i = self.runs.partition_point(|&(_, e)| e <= pe.0);
-        self.runs.get(i).is_some_and(|&(s, _)| s <= pe.0)
+        let runs = self.runs();
+        let i = runs.partition_point(|&(_, e)| e <= pe.0);
+        runs.get(i).is_some_and(|&(s, _)| s <= pe.0)
     }
     /// True when the two sets share a PE.
     #[inline]
     pub fn intersects(&self, other: &PeSet) -> bool {
+        let (x, y) = (self.runs(), other.runs());
         let (mut i, mut j) = (0, 0);
-        while i < self.runs.len() && j < other.runs.len() {
-            let (a, b) = (self.runs[i], other.runs[j]);
+        while i < x.len() && j < y.len() {
+            let (a, b) = (x[i], y[j]);
             if a.0 < b.1 && b.0 < a.1 {
                 return true;
             }
@@ -91,7 +196,7 @@ impl PeSet {
 impl fmt::Display for PeSet {
     /// `0-3,8,10-11`
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, &(s, e)) in self.runs.iter().enumerate() {
+        for (i, &(s, e)) in self.runs().iter().enumerate() {
             if i > 0 {
                 f.write_str(",")?;
             }
@@ -119,5 +224,41 @@ mod tests {
         assert!(s.intersects(&PeSet::contiguous(9, 2)));
         assert!(!s.intersects(&PeSet::contiguous(4, 4)));
         assert_eq!(s.iter().count(), 7);
+    }
+
+    #[test]
+    fn many_runs_move_to_the_heap_unseen() {
+        // Past the inline runs the set keeps its meaning: same runs, merging, equality, hash,
+        // Debug and serde as a set built in one go.
+        let pes: Vec<u32> = (0..2 * INLINE as u32 + 1).map(|i| 3 * i).collect();
+        let mut grown = PeSet::new();
+        for &p in &pes {
+            grown.push_sorted(p, p + 1);
+        }
+        grown.push_sorted(pes[pes.len() - 1] + 1, pes[pes.len() - 1] + 2); // merges
+        assert!(matches!(grown.runs, Runs::Heap(_)));
+        assert_eq!(grown.runs().len(), pes.len());
+        assert_eq!(grown.len(), pes.len() as u32 + 1);
+        let json = serde_json::to_string(&grown).unwrap();
+        assert!(json.starts_with(r#"{"runs":[[0,1],[3,4],"#), "{json}");
+        let back: PeSet = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, grown);
+        assert_eq!(format!("{back:?}"), format!("{grown:?}"));
+        let hash = |s: &PeSet| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            s.hash(&mut h);
+            h.finish()
+        };
+        assert_eq!(hash(&back), hash(&grown));
+        // A short set read back is inline and equal to one built by pushes.
+        let small: PeSet = serde_json::from_str(r#"{"runs":[[0,4],[8,9]]}"#).unwrap();
+        assert!(matches!(small.runs, Runs::Inline(2, _)));
+        assert_eq!(small, PeSet::from_pes([0, 1, 2, 3, 8]));
+        assert_eq!(format!("{small:?}"), "PeSet { runs: [(0, 4), (8, 9)] }");
+        assert_eq!(hash(&small), {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            vec![(0u32, 4u32), (8, 9)].hash(&mut h);
+            h.finish()
+        });
     }
 }

@@ -14,6 +14,10 @@ pub struct PePool {
     /// Bit set = PE's node down (a PE can be both allocated and down: its job is being ended).
     down: Vec<u64>,
     free_count: u32,
+    /// Every word below this one has no free PE, so allocation starts its scan here: on a busy
+    /// machine the low words are full and were read again at every start. A lower bound only:
+    /// allocation raises it past the words it fills, release and `node_up` lower it.
+    first_free: usize,
 }
 
 impl PePool {
@@ -29,6 +33,7 @@ impl PePool {
             free,
             down: vec![0; words],
             free_count: n as u32,
+            first_free: 0,
         }
     }
 
@@ -54,7 +59,8 @@ impl PePool {
         }
         let mut set = PeSet::new();
         let mut need = n;
-        for (w, word) in self.free.iter_mut().enumerate() {
+        let from = self.first_free;
+        for (w, word) in self.free.iter_mut().enumerate().skip(from) {
             // A run of free PEs at a time.
             while need > 0 && *word != 0 {
                 let lo = word.trailing_zeros();
@@ -74,6 +80,9 @@ impl PePool {
             }
         }
         self.free_count -= n;
+        while self.free.get(self.first_free) == Some(&0) {
+            self.first_free += 1;
+        }
         Some(set)
     }
 
@@ -97,14 +106,18 @@ impl PePool {
     pub fn release(&mut self, pes: &PeSet) {
         // A word at a time: a job of a thousand PEs is a few words, not a thousand bits.
         let (free, down) = (&mut self.free, &self.down);
-        let mut added = 0;
+        let (mut added, mut lowest) = (0, self.first_free);
         PeBits::each_word(pes, |w, m| {
             debug_assert!(free[w] & m == 0, "PEs of {pes} released twice");
             let back = m & !down[w] & !free[w];
             free[w] |= back;
             added += back.count_ones();
+            if back != 0 {
+                lowest = lowest.min(w);
+            }
         });
         self.free_count += added;
+        self.first_free = lowest;
     }
 
     /// Marks a node down: its free PEs leave the pool; allocated ones stay allocated until
@@ -132,6 +145,7 @@ impl PePool {
                 if !held(PeId(pe)) {
                     self.free[w] |= b;
                     self.free_count += 1;
+                    self.first_free = self.first_free.min(w);
                 }
             }
         }
@@ -170,5 +184,24 @@ mod tests {
         assert_eq!(pool.allocate(4).unwrap().to_string(), "4-7");
         pool.node_up(NodeId(0), |_| false);
         assert_eq!(pool.free_count(), 2);
+        // Node 0 came back below PEs allocated since: the scan starts low enough to see it.
+        assert_eq!(pool.allocate(1).unwrap().to_string(), "0");
+    }
+
+    #[test]
+    fn a_full_low_part_is_skipped_but_freed_pes_below_are_found() {
+        let mut pool = PePool::new(MachineShape::flat(200, 1));
+        // Words 0 and 1 full, word 2 in part.
+        assert_eq!(pool.allocate(130).unwrap().to_string(), "0-129");
+        assert_eq!(pool.first_free, 2);
+        assert_eq!(pool.allocate(3).unwrap().to_string(), "130-132");
+        pool.release(&PeSet::contiguous(70, 2));
+        assert_eq!(pool.first_free, 1);
+        assert_eq!(pool.allocate(3).unwrap().to_string(), "70-71,133");
+        assert_eq!(pool.first_free, 2);
+        pool.release(&PeSet::contiguous(0, 64));
+        assert_eq!(pool.first_free, 0);
+        assert_eq!(pool.allocate(1).unwrap().to_string(), "0");
+        assert_eq!(pool.free_count(), 200 - 130 - 3 + 2 - 3 + 64 - 1);
     }
 }
