@@ -2,9 +2,9 @@
 //! costs one entry.
 
 use std::fmt;
-use std::hash::{Hash, Hasher};
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use crate::PeId;
 
@@ -13,111 +13,13 @@ use crate::PeId;
 /// free) for each was a visible part of a run (callgrind: `push_sorted` → `grow_one`).
 const INLINE: usize = 3;
 
-/// The runs' storage: inline up to [`INLINE`] runs, on the heap beyond. A set only ever grows,
-/// so it never goes back from the heap; nothing depends on which form holds the runs.
-#[derive(Clone)]
-enum Runs {
-    Inline(u8, [(u32, u32); INLINE]),
-    Heap(Vec<(u32, u32)>),
-}
-
-impl Runs {
-    #[inline]
-    fn as_slice(&self) -> &[(u32, u32)] {
-        match self {
-            Runs::Inline(n, a) => &a[..*n as usize],
-            Runs::Heap(v) => v,
-        }
-    }
-    #[inline]
-    fn last_mut(&mut self) -> Option<&mut (u32, u32)> {
-        match self {
-            Runs::Inline(n, a) => a[..*n as usize].last_mut(),
-            Runs::Heap(v) => v.last_mut(),
-        }
-    }
-    #[inline]
-    fn push(&mut self, run: (u32, u32)) {
-        match self {
-            Runs::Inline(n, a) if (*n as usize) < INLINE => {
-                a[*n as usize] = run;
-                *n += 1;
-            }
-            Runs::Inline(_, a) => {
-                let mut v = Vec::with_capacity(2 * INLINE);
-                v.extend_from_slice(a);
-                v.push(run);
-                *self = Runs::Heap(v);
-            }
-            Runs::Heap(v) => v.push(run),
-        }
-    }
-}
-
-impl Default for Runs {
-    fn default() -> Runs {
-        Runs::Inline(0, [(0, 0); INLINE])
-    }
-}
-
 /// A set of PEs as sorted, disjoint, non-adjacent half-open runs `[start, end)`.
 ///
-/// Equality, hashing, `Debug` and serde see only the runs (serialized as `{"runs": [...]}`, as
-/// when they were a `Vec`), never how they are stored.
-#[derive(Clone, Default)]
+/// Up to [`INLINE`] runs are stored in the set, more on the heap; equality, hashing, `Debug`
+/// and serde (`{"runs": [...]}`) see only the runs, as when they were a `Vec`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PeSet {
-    runs: Runs,
-}
-
-impl PartialEq for PeSet {
-    fn eq(&self, other: &PeSet) -> bool {
-        self.runs() == other.runs()
-    }
-}
-impl Eq for PeSet {}
-
-impl Hash for PeSet {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // A slice hashes like the `Vec` it was.
-        self.runs().hash(state)
-    }
-}
-
-impl fmt::Debug for PeSet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PeSet").field("runs", &self.runs()).finish()
-    }
-}
-
-/// The serde form of a [`PeSet`]: the struct it was, a field `runs`.
-#[derive(Serialize)]
-#[serde(rename = "PeSet")]
-struct RunsOut<'a> {
-    runs: &'a [(u32, u32)],
-}
-#[derive(Deserialize)]
-#[serde(rename = "PeSet")]
-struct RunsIn {
-    runs: Vec<(u32, u32)>,
-}
-
-impl Serialize for PeSet {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        RunsOut { runs: self.runs() }.serialize(s)
-    }
-}
-impl<'de> Deserialize<'de> for PeSet {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PeSet, D::Error> {
-        let v = RunsIn::deserialize(d)?.runs;
-        let runs = if v.len() <= INLINE {
-            let mut a = [(0, 0); INLINE];
-            a[..v.len()].copy_from_slice(&v);
-            Runs::Inline(v.len() as u8, a)
-        } else {
-            Runs::Heap(v)
-        };
-        Ok(PeSet { runs })
-    }
+    runs: SmallVec<[(u32, u32); INLINE]>,
 }
 
 impl PeSet {
@@ -166,7 +68,7 @@ impl PeSet {
     }
     #[inline]
     pub fn runs(&self) -> &[(u32, u32)] {
-        self.runs.as_slice()
+        &self.runs
     }
     pub fn iter(&self) -> impl Iterator<Item = PeId> + '_ {
         self.runs().iter().flat_map(|&(s, e)| (s..e).map(PeId))
@@ -213,6 +115,7 @@ impl fmt::Display for PeSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::hash::{Hash, Hasher};
 
     #[test]
     fn builds_runs_and_queries() {
@@ -236,7 +139,7 @@ mod tests {
             grown.push_sorted(p, p + 1);
         }
         grown.push_sorted(pes[pes.len() - 1] + 1, pes[pes.len() - 1] + 2); // merges
-        assert!(matches!(grown.runs, Runs::Heap(_)));
+        assert!(grown.runs.spilled());
         assert_eq!(grown.runs().len(), pes.len());
         assert_eq!(grown.len(), pes.len() as u32 + 1);
         let json = serde_json::to_string(&grown).unwrap();
@@ -252,7 +155,7 @@ mod tests {
         assert_eq!(hash(&back), hash(&grown));
         // A short set read back is inline and equal to one built by pushes.
         let small: PeSet = serde_json::from_str(r#"{"runs":[[0,4],[8,9]]}"#).unwrap();
-        assert!(matches!(small.runs, Runs::Inline(2, _)));
+        assert!(!small.runs.spilled() && small.runs.len() == 2);
         assert_eq!(small, PeSet::from_pes([0, 1, 2, 3, 8]));
         assert_eq!(format!("{small:?}"), "PeSet { runs: [(0, 4), (8, 9)] }");
         assert_eq!(hash(&small), {

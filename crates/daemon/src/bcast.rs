@@ -228,12 +228,10 @@ impl Stager {
         // The old copy goes aside here, so that it is never the one a launch finds. Only
         // copies in the scratch directory are reused (an absolute destination is the user's
         // own file, left to be removed as before).
-        let old = self.reaper.set_aside(&path, id);
-        let (old, other) = match old {
-            Some(o) if path.starts_with(&self.scratch) => (Some(o), None),
-            o => (None, o),
-        };
-        if let Some(o) = other {
+        let mut old = self.reaper.set_aside(&path, id);
+        if !path.starts_with(&self.scratch)
+            && let Some(o) = old.take()
+        {
             self.reaper.remove(o);
         }
         let (vars, delay, verified, node, reaper) = (
@@ -288,12 +286,11 @@ impl Stager {
                     continue;
                 }
                 let on_disk = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
-                if failed.is_none()
-                    && let Err(e) = hand_over(&file, uid)
-                {
+                let mut ok = failed.is_none() && written == size && on_disk == size;
+                if ok && let Err(e) = hand_over(&file, uid) {
                     failed = Some(format!("giving the copy to its user: {e}"));
+                    ok = false;
                 }
-                let ok = failed.is_none() && written == size && on_disk == size;
                 if ok {
                     verified
                         .lock()
@@ -428,7 +425,7 @@ fn recycle(old: &Path, path: &Path, size: u64) -> std::io::Result<std::fs::File>
     // A job still running from the copy is the common refusal: seen before anything changes.
     alone(&f)?;
     let was = f.metadata()?;
-    if was.nlink() != 1 {
+    if !was.is_file() || was.nlink() != 1 {
         return Err(std::io::Error::other(format!("{} links", was.nlink())));
     }
     let me = crate::util::euid();
@@ -445,13 +442,10 @@ fn recycle(old: &Path, path: &Path, size: u64) -> std::io::Result<std::fs::File>
         let _ = f.set_permissions(was.permissions());
         return Err(e);
     }
+    // A link made before the file was closed (after it, nobody but the owner can make one).
     let m = f.metadata()?;
-    if !m.is_file() || m.nlink() != 1 || m.uid() != me {
-        return Err(std::io::Error::other(format!(
-            "{} links, owner {}",
-            m.nlink(),
-            m.uid()
-        )));
+    if m.nlink() != 1 {
+        return Err(std::io::Error::other(format!("{} links", m.nlink())));
     }
     if m.len() > size {
         f.set_len(size)?;
@@ -830,7 +824,7 @@ mod tests {
             std::fs::metadata(&aside).unwrap().permissions().mode() & 0o777,
             0o700
         );
-        // SAFETY: a private read-only mapping of an open file, unmapped below.
+        // SAFETY: a shared read-only mapping of an open file, unmapped below.
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),

@@ -218,7 +218,7 @@ fn spawn_link(
 }
 
 /// The socket buffer a tree link asks for, each way: room for several 512 KiB chunk frames.
-const LINK_BUFFER: libc::c_int = 4 << 20;
+const LINK_BUFFER: usize = 4 << 20;
 
 /// Asks for [`LINK_BUFFER`] of send and receive buffer on a tree link (the kernel caps it at
 /// `net.core.wmem_max` / `rmem_max`). With the defaults a 512 KiB chunk frame went out in
@@ -226,19 +226,7 @@ const LINK_BUFFER: libc::c_int = 4 << 20;
 /// both ends; on a host running many node managers those wake-ups were a large part of a
 /// broadcast's CPU (issue 14). A failure leaves the kernel's defaults, which still work.
 pub(crate) fn widen_buffers(stream: &TcpStream) {
-    use std::os::fd::AsRawFd;
-    let fd = stream.as_raw_fd();
-    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
-        let v = LINK_BUFFER;
-        // SAFETY: setsockopt on an open socket with a pointer to a live c_int and its size.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-    }
+    let s = socket2::SockRef::from(stream);
+    let _ = s.set_send_buffer_size(LINK_BUFFER);
+    let _ = s.set_recv_buffer_size(LINK_BUFFER);
 }
