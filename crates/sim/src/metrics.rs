@@ -49,31 +49,56 @@ pub struct Dist {
 }
 
 impl Dist {
-    /// Reorders `v` in place: percentiles by selection, not a full sort, since
-    /// the summary takes 48 of these over up to a quarter million values each.
-    fn of(v: &mut [f64]) -> Dist {
-        if v.is_empty() {
+    /// The figures of `values`; `keys` is scratch, reused between calls. Percentiles by
+    /// selection, not a full sort, since the summary takes 48 of these over up to a quarter
+    /// million values each; selected as integers ordered as `f64::total_cmp` orders the
+    /// floats ([`total_order_key`]): one compare each, where `total_cmp` transforms both
+    /// sides at every comparison.
+    fn of(values: impl Iterator<Item = f64>, keys: &mut Vec<u64>) -> Dist {
+        keys.clear();
+        // Summed in the given order, as a plain sum of the values.
+        let sum: f64 = values.inspect(|v| keys.push(total_order_key(*v))).sum();
+        let n = keys.len();
+        if n == 0 {
             return Dist::default();
         }
-        // Summed in the given order before selection reorders it, so the mean is unchanged.
-        let mean = v.iter().sum::<f64>() / v.len() as f64;
-        let n = v.len();
+        let mean = sum / n as f64;
         // Nearest-rank percentiles: the smallest value with at least q of the data at or below.
         let rank = |q: f64| ((q * n as f64).ceil() as usize).clamp(1, n) - 1;
-        let max = v.iter().copied().max_by(f64::total_cmp).expect("non-empty");
+        let max = *keys.iter().max().expect("non-empty");
         // Largest rank first: each later selection only needs the part left of the previous.
         let (r99, r90, r50) = (rank(0.99), rank(0.9), rank(0.5));
-        let p99 = *v.select_nth_unstable_by(r99, f64::total_cmp).1;
-        let p90 = *v[..=r99].select_nth_unstable_by(r90, f64::total_cmp).1;
-        let p50 = *v[..=r90].select_nth_unstable_by(r50, f64::total_cmp).1;
+        let p99 = *keys.select_nth_unstable(r99).1;
+        let p90 = *keys[..=r99].select_nth_unstable(r90).1;
+        let p50 = *keys[..=r90].select_nth_unstable(r50).1;
         Dist {
             mean,
-            p50,
-            p90,
-            p99,
-            max,
+            p50: from_total_order_key(p50),
+            p90: from_total_order_key(p90),
+            p99: from_total_order_key(p99),
+            max: from_total_order_key(max),
         }
     }
+}
+
+/// A float as an integer whose unsigned order is `f64::total_cmp`'s order: negatives (sign
+/// set) have all their bits flipped, the others only the sign bit.
+fn total_order_key(v: f64) -> u64 {
+    let bits = v.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+/// The float of a [`total_order_key`].
+fn from_total_order_key(key: u64) -> f64 {
+    f64::from_bits(if key >> 63 == 1 {
+        key & !(1 << 63)
+    } else {
+        !key
+    })
 }
 
 /// The figures of one group of jobs (all of them, or one size or runtime class).
@@ -171,14 +196,10 @@ pub fn job_metrics(
 
 /// The figures of the rows at `idx` (all rows when `None`); `scratch` is reused between
 /// columns and groups, to spare fresh allocations (page faults dominate at this size).
-fn group(label: &str, rows: &[JobMetrics], idx: Option<&[usize]>, scratch: &mut Vec<f64>) -> Group {
-    let mut col = |f: fn(&JobMetrics) -> f64| {
-        scratch.clear();
-        match idx {
-            Some(idx) => scratch.extend(idx.iter().map(|&i| f(&rows[i]))),
-            None => scratch.extend(rows.iter().map(f)),
-        }
-        Dist::of(scratch)
+fn group(label: &str, rows: &[JobMetrics], idx: Option<&[usize]>, scratch: &mut Vec<u64>) -> Group {
+    let mut col = |f: fn(&JobMetrics) -> f64| match idx {
+        Some(idx) => Dist::of(idx.iter().map(|&i| f(&rows[i])), scratch),
+        None => Dist::of(rows.iter().map(f), scratch),
     };
     Group {
         label: label.to_string(),
@@ -351,7 +372,7 @@ mod tests {
 
     #[test]
     fn percentiles_are_nearest_rank() {
-        let d = Dist::of(&mut (1..=100).map(f64::from).collect::<Vec<_>>());
+        let d = Dist::of((1..=100).map(f64::from), &mut Vec::new());
         assert_eq!((d.p50, d.p90, d.p99, d.max), (50.0, 90.0, 99.0, 100.0));
         assert_eq!(d.mean, 50.5);
     }
@@ -366,12 +387,50 @@ mod tests {
         let mut sorted = v.clone();
         sorted.sort_by(f64::total_cmp);
         let at = |q: f64| sorted[((q * sorted.len() as f64).ceil() as usize) - 1];
-        let d = Dist::of(&mut v.clone());
+        let d = Dist::of(v.iter().copied(), &mut Vec::new());
         assert_eq!(d.mean, v.iter().sum::<f64>() / v.len() as f64);
         assert_eq!(
             (d.p50, d.p90, d.p99, d.max),
             (at(0.5), at(0.9), at(0.99), *sorted.last().unwrap())
         );
+    }
+
+    /// The integer keys order floats exactly as `f64::total_cmp` does, and give them back
+    /// bit for bit: signed zeros, infinities, subnormals, extremes.
+    #[test]
+    fn total_order_keys_sort_as_total_cmp() {
+        let mut v = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            f64::MIN_POSITIVE / 4.0,
+            -f64::MIN_POSITIVE / 4.0,
+            f64::MAX,
+            f64::MIN,
+            1e-300,
+            -2.5e7,
+            3.25,
+        ];
+        for x in v.clone() {
+            assert_eq!(
+                from_total_order_key(total_order_key(x)).to_bits(),
+                x.to_bits()
+            );
+        }
+        let mut by_key = v.clone();
+        by_key.sort_by_key(|&x| total_order_key(x));
+        v.sort_by(f64::total_cmp);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&by_key), bits(&v));
+        // Selection picks the same bits as sorting, negative zero against positive zero.
+        let d = Dist::of([0.0, -0.0, -0.0].into_iter(), &mut Vec::new());
+        assert_eq!(d.p50.to_bits(), (-0.0f64).to_bits());
+        assert_eq!(d.max.to_bits(), 0.0f64.to_bits());
     }
 
     #[test]
