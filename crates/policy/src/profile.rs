@@ -23,17 +23,19 @@ pub struct Run {
 #[derive(Clone, Debug, Default)]
 pub struct RunningSet {
     by_id: IdMap<Run>,
-    by_end: BTreeSet<(Time, JobId)>,
+    /// `(expected end, id, procs)`: the procs are kept here too, so that walking the jobs by
+    /// expected end (EASY's shadow time, the profile's rebuild) looks nothing up by id.
+    by_end: BTreeSet<(Time, JobId, u32)>,
 }
 
 impl RunningSet {
     pub fn insert(&mut self, id: JobId, run: Run) {
-        self.by_end.insert((run.expected_end, id));
+        self.by_end.insert((run.expected_end, id, run.procs));
         self.by_id.insert(id, run);
     }
     pub fn remove(&mut self, id: JobId) -> Option<Run> {
         let run = self.by_id.remove(&id)?;
-        self.by_end.remove(&(run.expected_end, id));
+        self.by_end.remove(&(run.expected_end, id, run.procs));
         Some(run)
     }
     pub fn get(&self, id: JobId) -> Option<&Run> {
@@ -53,11 +55,11 @@ impl RunningSet {
     pub fn releases(&self, now: Time) -> impl Iterator<Item = (Time, u32)> + '_ {
         self.by_end
             .iter()
-            .map(move |&(end, id)| (end.max(now), self.by_id[&id].procs))
+            .map(move |&(end, _, procs)| (end.max(now), procs))
     }
     /// The earliest unclamped expected end, if any job runs.
     pub fn first_end(&self) -> Option<Time> {
-        self.by_end.first().map(|&(t, _)| t)
+        self.by_end.first().map(|&(t, _, _)| t)
     }
 }
 

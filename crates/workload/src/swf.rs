@@ -448,6 +448,11 @@ pub type Feed<'a> = dyn Fn(&[SwfRecord]) + Sync + 'a;
 /// large enough that a piece costs far more than its reader's set-up.
 const PIECE: usize = 1 << 20;
 
+/// The size of the first piece: pieces start small and double up to [`PIECE`], so that
+/// whoever follows the feed (a simulation) gets its first jobs after a few milliseconds
+/// instead of after a whole piece has been gunzipped and parsed.
+const FIRST_PIECE: usize = 1 << 16;
+
 /// What one piece of the input gave.
 struct Piece {
     records: Vec<SwfRecord>,
@@ -698,7 +703,7 @@ impl<R: BufRead> Reader<R> {
     /// exactly those of reading line by line; an input error ends the input where it
     /// happened, after the lines before it.
     pub fn into_trace(self) -> Result<Trace, SwfError> {
-        self.into_trace_in_pieces(PIECE, &|_| {})
+        self.into_trace_in_pieces(FIRST_PIECE, PIECE, &|_| {})
     }
 
     /// [`Reader::into_trace`], handing each piece's records to `feed` as soon as it and
@@ -709,10 +714,17 @@ impl<R: BufRead> Reader<R> {
     /// itself is the result's, exactly as [`Reader::into_trace`] reports it, so whoever
     /// follows the feed must not take the records for the trace before the result is `Ok`.
     pub fn into_trace_feeding(self, feed: &Feed) -> Result<Trace, SwfError> {
-        self.into_trace_in_pieces(PIECE, feed)
+        self.into_trace_in_pieces(FIRST_PIECE, PIECE, feed)
     }
 
-    fn into_trace_in_pieces(mut self, piece: usize, feed: &Feed) -> Result<Trace, SwfError> {
+    /// Reads in pieces of `first` bytes, then twice as many each time up to `most`.
+    fn into_trace_in_pieces(
+        mut self,
+        first: usize,
+        most: usize,
+        feed: &Feed,
+    ) -> Result<Trace, SwfError> {
+        let mut piece = first.min(most);
         let mut carry = Vec::new();
         let mut line = self.line_no;
         if self.pending {
@@ -769,6 +781,7 @@ impl<R: BufRead> Reader<R> {
                 if end {
                     break;
                 }
+                piece = (piece * 2).min(most);
             }
         });
         drop(tx);
@@ -1294,7 +1307,7 @@ mod tests {
             let reader = Reader::new(BufReader::new(src()), "t.swf", ReadOptions::default());
             let cut = reader
                 .unwrap()
-                .into_trace_in_pieces(piece, &|_| {})
+                .into_trace_in_pieces(piece, piece, &|_| {})
                 .unwrap_err();
             assert_eq!(one.to_string(), cut.to_string());
             assert!(cut.to_string().contains("disk gone"), "{cut}");
@@ -1331,11 +1344,14 @@ mod tests {
                     ..ReadOptions::default()
                 };
                 let one = read_trace_from(body.as_bytes(), "t.swf", &opts);
-                for piece in [1, 7, 50, 333, 1 << 20] {
+                // Fixed sizes, and sizes that double from the first.
+                let sizes = [(1, 1), (7, 7), (50, 50), (333, 333), (1 << 20, 1 << 20)];
+                for (piece, most) in sizes.into_iter().chain([(1, 64), (7, 400), (30, 30 << 8)]) {
                     let reader = Reader::new(body.as_bytes(), "t.swf", opts.clone()).unwrap();
                     let fed = std::sync::Mutex::new(Vec::new());
-                    let cut = reader
-                        .into_trace_in_pieces(piece, &|r| fed.lock().unwrap().extend_from_slice(r));
+                    let cut = reader.into_trace_in_pieces(piece, most, &|r| {
+                        fed.lock().unwrap().extend_from_slice(r)
+                    });
                     let fed = fed.into_inner().unwrap();
                     match (&one, &cut) {
                         (Ok(a), Ok(b)) => {
