@@ -274,7 +274,8 @@ fn issue_10_cluster_down_never_signals_a_planted_pid() {
         .spawn()
         .unwrap();
     let pid = sleep.id();
-    let dir = scratch("ident", "pid");
+    let tmp = scratch_dir("ident", "pid");
+    let dir = tmp.path();
     std::fs::write(dir.join("mm.pid"), format!("{pid}\n")).unwrap();
     let out = cosched(&dir, &["cluster", "down"]);
     assert!(
@@ -301,7 +302,6 @@ fn issue_10_cluster_down_never_signals_a_planted_pid() {
     );
     let _ = sleep.kill();
     let _ = sleep.wait();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Step 3: local clients are who the kernel says (the MM's Unix socket, `SO_PEERCRED`):
