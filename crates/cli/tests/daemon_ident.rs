@@ -277,7 +277,7 @@ fn issue_10_cluster_down_never_signals_a_planted_pid() {
     let tmp = scratch_dir("ident", "pid");
     let dir = tmp.path();
     std::fs::write(dir.join("mm.pid"), format!("{pid}\n")).unwrap();
-    let out = cosched(&dir, &["cluster", "down"]);
+    let out = cosched(dir, &["cluster", "down"]);
     assert!(
         text(&out).contains("not signalled") && text(&out).contains(&format!("pid {pid}")),
         "{}",

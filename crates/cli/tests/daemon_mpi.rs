@@ -139,7 +139,7 @@ fn an_mpich_program_runs_under_fcfs_and_its_exit_code_is_the_jobs() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = scratch_dir("mpi", "mpi-fcfs");
     let dir = tmp.path();
-    let Some(ring) = build_ring(&dir) else {
+    let Some(ring) = build_ring(dir) else {
         return;
     };
     let ring = ring.to_str().unwrap();
@@ -168,7 +168,7 @@ fn two_mpich_programs_share_the_machine_under_gang_scheduling() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = scratch_dir("mpi", "mpi-gang");
     let dir = tmp.path();
-    let Some(ring) = build_ring(&dir) else {
+    let Some(ring) = build_ring(dir) else {
         return;
     };
     let ring = ring.to_str().unwrap();
@@ -201,10 +201,10 @@ fn with_the_pmpi_shim_the_node_managers_count_every_mpi_call_the_program_made() 
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = scratch_dir("mpi", "mpi-shim");
     let dir = tmp.path();
-    if build_ring(&dir).is_none() {
+    if build_ring(dir).is_none() {
         return;
     }
-    let prog = build_monitored(&dir);
+    let prog = build_monitored(dir);
     let shim = shim();
     let c = Cluster::up_in(dir.join("state"), FOUR_BY_TWO);
     let id = Command::new(bin())

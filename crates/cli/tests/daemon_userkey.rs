@@ -127,7 +127,7 @@ fn issue_10_no_user_key_without_the_cluster_key() {
     let tmp = scratch_dir("userkey", "nokey");
     let dir = tmp.path();
     let out = cosched(
-        &dir,
+        dir,
         &[
             "cluster",
             "user-key",
