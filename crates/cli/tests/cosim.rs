@@ -25,10 +25,16 @@ variance = 0.5
 pattern = ["nn", "aa"]
 "#;
 
-fn scenario_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("cosched-cosim-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
+/// A test's own directory, removed when the test ends (also when it fails).
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("cosched-cosim-test-")
+        .tempdir()
+        .unwrap()
+}
+
+fn scenario_file(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.path().join(name);
     std::fs::write(&p, text).unwrap();
     p
 }
@@ -42,7 +48,8 @@ fn cosched(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn run_json_has_the_documented_shape() {
-    let f = scenario_file("run.toml", SCENARIO);
+    let dir = scratch();
+    let f = scenario_file(&dir, "run.toml", SCENARIO);
     let hist = f.with_extension("classes.jsonl");
     let out = cosched(&[
         "cosim",
@@ -97,7 +104,8 @@ fn run_json_has_the_documented_shape() {
 
 #[test]
 fn sweep_json_has_provenance_and_rows_with_params() {
-    let f = scenario_file("sweep.toml", SCENARIO);
+    let dir = scratch();
+    let f = scenario_file(&dir, "sweep.toml", SCENARIO);
     let out = cosched(&[
         "cosim",
         "sweep",
@@ -168,7 +176,9 @@ fn sweep_json_has_provenance_and_rows_with_params() {
 
 #[test]
 fn bad_input_says_what_and_where() {
+    let dir = scratch();
     let f = scenario_file(
+        &dir,
         "bad.toml",
         "[machine]\nnodes = 2\n[[jobs]]\nprocs = 9\nwork = \"1s\"\ngranularity = 0.5\n",
     );
@@ -201,10 +211,11 @@ fn bad_input_says_what_and_where() {
 /// batch_slowdown` that metric is refused by name.
 #[test]
 fn sweep_plots_the_slowdown_relative_to_batch() {
+    let dir = scratch();
     let text = "[machine]\nnodes = 4\nmpl = 2\n[costs]\nserial_nic = true\nstartup = \"15us\"\n\
                 [mix]\nworkload = \"IS\"\njobs = 2\nprocs = 4\nv = 0.5\niterations = 5\nbatch_slowdown = true\n\
                 [grid]\nworkload = [\"IS\", \"FT\"]\n";
-    let f = scenario_file("nas.toml", text);
+    let f = scenario_file(&dir, "nas.toml", text);
     let svg = f.with_extension("svg");
     let out = cosched(&[
         "cosim",
@@ -230,6 +241,7 @@ fn sweep_plots_the_slowdown_relative_to_batch() {
         assert!(drawn.contains(label), "{label} missing from the plot");
     }
     let plain = scenario_file(
+        &dir,
         "nas-plain.toml",
         &text.replace("batch_slowdown = true\n", ""),
     );

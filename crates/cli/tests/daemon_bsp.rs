@@ -56,7 +56,8 @@ fn bsp_args<'a>(bin: &'a str, pattern: &'a str, iterations: &'a str) -> Vec<&'a 
 
 #[test]
 fn bsp_runs_every_pattern_and_the_monitors_count_what_it_did() {
-    let dir = scratch("bsp", "patterns");
+    let tmp = scratch_dir("bsp", "patterns");
+    let dir = tmp.path();
     let c = Cluster::up_in(dir.join("state"), &["--nodes", "4", "--pes", "2"]);
     let iterations = 6u32;
     let it = iterations.to_string();
@@ -163,14 +164,12 @@ fn bsp_runs_every_pattern_and_the_monitors_count_what_it_did() {
             }
         }
     }
-    // The cluster goes first: its `cluster down` needs the state directory.
-    drop(c);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_rank_that_dies_fails_the_job_naming_it_and_its_node_and_nothing_is_left() {
-    let dir = scratch("bsp", "death");
+    let tmp = scratch_dir("bsp", "death");
+    let dir = tmp.path();
     let state = dir.join("state");
     let c = Cluster::up_in(state.clone(), &["--nodes", "4", "--pes", "2"]);
     let mut args = bsp_args(bin(), "ring", "100000");
@@ -200,9 +199,6 @@ fn a_rank_that_dies_fails_the_job_naming_it_and_its_node_and_nothing_is_left() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    // The cluster goes first: its `cluster down` needs the state directory.
-    drop(c);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The parameters of a scenario job, whether given as the scenario file and job number or as

@@ -274,9 +274,10 @@ fn issue_10_cluster_down_never_signals_a_planted_pid() {
         .spawn()
         .unwrap();
     let pid = sleep.id();
-    let dir = scratch("ident", "pid");
+    let tmp = scratch_dir("ident", "pid");
+    let dir = tmp.path();
     std::fs::write(dir.join("mm.pid"), format!("{pid}\n")).unwrap();
-    let out = cosched(&dir, &["cluster", "down"]);
+    let out = cosched(dir, &["cluster", "down"]);
     assert!(
         text(&out).contains("not signalled") && text(&out).contains(&format!("pid {pid}")),
         "{}",
@@ -301,7 +302,6 @@ fn issue_10_cluster_down_never_signals_a_planted_pid() {
     );
     let _ = sleep.kill();
     let _ = sleep.wait();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Step 3: local clients are who the kernel says (the MM's Unix socket, `SO_PEERCRED`):

@@ -137,8 +137,9 @@ impl MpiChecks for Cluster {
 #[test]
 fn an_mpich_program_runs_under_fcfs_and_its_exit_code_is_the_jobs() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("mpi", "mpi-fcfs");
-    let Some(ring) = build_ring(&dir) else {
+    let tmp = scratch_dir("mpi", "mpi-fcfs");
+    let dir = tmp.path();
+    let Some(ring) = build_ring(dir) else {
         return;
     };
     let ring = ring.to_str().unwrap();
@@ -160,16 +161,14 @@ fn an_mpich_program_runs_under_fcfs_and_its_exit_code_is_the_jobs() {
         "{}",
         c.output(id, 0)
     );
-    // The cluster first: with its state directory gone, `cluster down` could not find it.
-    drop(c);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn two_mpich_programs_share_the_machine_under_gang_scheduling() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("mpi", "mpi-gang");
-    let Some(ring) = build_ring(&dir) else {
+    let tmp = scratch_dir("mpi", "mpi-gang");
+    let dir = tmp.path();
+    let Some(ring) = build_ring(dir) else {
         return;
     };
     let ring = ring.to_str().unwrap();
@@ -195,19 +194,17 @@ fn two_mpich_programs_share_the_machine_under_gang_scheduling() {
         stopped > 0.0,
         "the two jobs were never time-sliced (suspended 0 s): the test did not test gang"
     );
-    // The cluster first: with its state directory gone, `cluster down` could not find it.
-    drop(c);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn with_the_pmpi_shim_the_node_managers_count_every_mpi_call_the_program_made() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("mpi", "mpi-shim");
-    if build_ring(&dir).is_none() {
+    let tmp = scratch_dir("mpi", "mpi-shim");
+    let dir = tmp.path();
+    if build_ring(dir).is_none() {
         return;
     }
-    let prog = build_monitored(&dir);
+    let prog = build_monitored(dir);
     let shim = shim();
     let c = Cluster::up_in(dir.join("state"), FOUR_BY_TWO);
     let id = Command::new(bin())
@@ -274,5 +271,4 @@ fn with_the_pmpi_shim_the_node_managers_count_every_mpi_call_the_program_made() 
         }
     }
     drop(c);
-    let _ = std::fs::remove_dir_all(&dir);
 }

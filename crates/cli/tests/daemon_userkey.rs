@@ -124,9 +124,10 @@ fn issue_10_a_user_key_acts_as_its_user_over_tcp_and_nothing_else() {
 /// A user key is written only by the cluster key's holder.
 #[test]
 fn issue_10_no_user_key_without_the_cluster_key() {
-    let dir = scratch("userkey", "nokey");
+    let tmp = scratch_dir("userkey", "nokey");
+    let dir = tmp.path();
     let out = cosched(
-        &dir,
+        dir,
         &[
             "cluster",
             "user-key",
@@ -138,5 +139,4 @@ fn issue_10_no_user_key_without_the_cluster_key() {
     );
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("cluster key"), "{}", text(&out));
-    let _ = std::fs::remove_dir_all(&dir);
 }

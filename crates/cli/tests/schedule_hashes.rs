@@ -132,9 +132,11 @@ const HPC2N: &str = "HPC2N-2002-2.1-cln.swf.gz";
 
 /// The sha256 (hex) of the `--jobs-out` CSV of `cosched ARGS`.
 fn schedule_hash(name: &str, args: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("cosched-hashes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let csv = dir.join(format!("{name}.csv"));
+    let dir = tempfile::Builder::new()
+        .prefix("cosched-hashes-")
+        .tempdir()
+        .unwrap();
+    let csv = dir.path().join(format!("{name}.csv"));
     let out = Command::new(env!("CARGO_BIN_EXE_cosched"))
         .args(args.split_whitespace())
         .arg("--jobs-out")

@@ -1,7 +1,6 @@
 //! `cosched sim` and `cosched sim sweep` end to end: JSON keys, the per-job CSV, the SWF
 //! schedule, byte-identical reruns, helpful errors, and a sweep's files.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn cosched(args: &[&str]) -> Output {
@@ -11,10 +10,12 @@ fn cosched(args: &[&str]) -> Output {
         .expect("cosched runs")
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cosched-sim-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A test's own directory, removed when the test ends (also when it fails).
+fn tmp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("cosched-sim-cli-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 const MODEL: [&str; 10] = [
@@ -56,7 +57,8 @@ fn json_has_the_headline_keys() {
 
 #[test]
 fn jobs_csv_and_swf_are_written_and_reruns_are_identical() {
-    let dir = tmp("outputs");
+    let tmp = tmp("outputs");
+    let dir = tmp.path();
     let run = |tag: &str| {
         let csv = dir.join(format!("{tag}.csv"));
         let swf = dir.join(format!("{tag}.swf"));
@@ -141,7 +143,6 @@ fn jobs_csv_and_swf_are_written_and_reruns_are_identical() {
         "per-job CSV differs between identical runs"
     );
     assert_eq!(data(&swf), data(&swf2));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -174,7 +175,8 @@ fn bad_input_says_what_to_do() {
 
 #[test]
 fn sweep_writes_table_and_plots() {
-    let dir = tmp("sweep");
+    let tmp = tmp("sweep");
+    let dir = tmp.path();
     let out = dir.to_str().unwrap();
     let text = ok(&cosched(&[
         "sim",
@@ -209,7 +211,6 @@ fn sweep_writes_table_and_plots() {
             .unwrap()
             .contains("bounded slowdown")
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

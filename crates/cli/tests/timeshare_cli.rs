@@ -1,7 +1,6 @@
 //! `cosched sim` with the time-sharing policies: the matrix drawing, the time-sharing report,
 //! and configuration errors that name what is wrong.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 fn cosched(args: &[&str]) -> std::process::Output {
@@ -11,15 +10,18 @@ fn cosched(args: &[&str]) -> std::process::Output {
         .expect("cosched runs")
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cosched-timeshare-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A test's own directory, removed when the test ends (also when it fails).
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("cosched-timeshare-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
 fn gang_draws_the_matrix_and_reports_quanta() {
-    let dir = scratch("gang");
+    let tmp = scratch("gang");
+    let dir = tmp.path();
     let svg = dir.join("m.svg");
     let json = dir.join("t.json");
     let out = cosched(&[
@@ -80,12 +82,12 @@ fn gang_draws_the_matrix_and_reports_quanta() {
         report["preemptions_total"], 0,
         "gang suspends, it never preempts"
     );
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
 fn t3d_reads_its_classes_from_the_policy_config_file() {
-    let dir = scratch("t3d");
+    let tmp = scratch("t3d");
+    let dir = tmp.path();
     let cfg = dir.join("t3d.toml");
     std::fs::write(&cfg, "[policy]\nswap_per_pe = \"500ms\"\n[policy.queues]\n0 = \"interactive\"\n1 = \"production\"\n").unwrap();
     let out = cosched(&[
@@ -146,7 +148,6 @@ fn t3d_reads_its_classes_from_the_policy_config_file() {
         err.contains("classes.debug.prio") && err.contains("priority"),
         "{err}"
     );
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]

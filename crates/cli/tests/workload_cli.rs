@@ -19,10 +19,12 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cosched-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A test's own directory, removed when the test ends (also when it fails).
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("cosched-cli-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn json(o: &Output) -> serde_json::Value {
@@ -36,7 +38,8 @@ fn shared_trace(name: &str) -> Option<PathBuf> {
 
 #[test]
 fn gen_writes_a_deterministic_trace_with_the_requested_load() {
-    let dir = temp_dir("gen");
+    let tmp = temp_dir("gen");
+    let dir = tmp.path();
     let a = dir.join("a.swf");
     let b = dir.join("b.swf.gz");
     let args = |out: &Path| {
@@ -91,12 +94,12 @@ fn gen_writes_a_deterministic_trace_with_the_requested_load() {
     assert_eq!(info_a["jobs"], 1500);
     assert_eq!(info_a["span_s"], info_b["span_s"]);
     assert_eq!(info_a["offered_load"], first["offered_load"]);
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
 fn transform_rescales_compresses_and_cuts() {
-    let dir = temp_dir("transform");
+    let tmp = temp_dir("transform");
+    let dir = tmp.path();
     let src = dir.join("src.swf");
     let out = dir.join("out.swf");
     assert!(
@@ -176,12 +179,12 @@ fn transform_rescales_compresses_and_cuts() {
     ]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("--window"));
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
 fn errors_name_the_place_and_the_flag() {
-    let dir = temp_dir("errors");
+    let tmp = temp_dir("errors");
+    let dir = tmp.path();
     let headerless = dir.join("headerless.swf");
     std::fs::write(
         &headerless,
@@ -273,7 +276,6 @@ fn errors_name_the_place_and_the_flag() {
     let o = cosched(&["workload", "info", truncated.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("truncated"), "{}", stderr(&o));
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -348,7 +350,8 @@ fn dash_reads_stdin_and_writes_stdout() {
 
 #[test]
 fn gen_feitelson97_meets_the_load_and_rejects_lublin_only_flags() {
-    let dir = temp_dir("gen-f97");
+    let tmp = temp_dir("gen-f97");
+    let dir = tmp.path();
     let out = dir.join("f.swf");
     let o = cosched(&[
         "workload",
@@ -387,5 +390,4 @@ fn gen_feitelson97_meets_the_load_and_rejects_lublin_only_flags() {
     ]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--start-hour"), "{}", stderr(&o));
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -760,12 +760,20 @@ pub fn send_file(
 mod tests {
     use super::*;
 
+    /// A test's own directory, removed when the test ends (also when it fails).
+    fn scratch(what: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("cosched-{what}-"))
+            .tempdir()
+            .unwrap()
+    }
+
     /// A replaced copy leaves its name at once and is gone soon after (the reaper runs in the
     /// idle class, and this test leaves the CPU idle enough for it).
     #[test]
     fn a_replaced_copy_frees_its_name_at_once_and_is_removed() {
-        let dir = std::env::temp_dir().join(format!("cosched-reaper-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = scratch("reaper");
+        let dir = tmp.path();
         let path = dir.join("prog");
         std::fs::write(&path, b"old").unwrap();
         let reaper = Reaper::start("t");
@@ -773,13 +781,12 @@ mod tests {
         assert!(!path.exists(), "the name is free for the new copy");
         reaper.remove(aside);
         let t0 = Instant::now();
-        while std::fs::read_dir(&dir).unwrap().count() > 0 {
+        while std::fs::read_dir(dir).unwrap().count() > 0 {
             assert!(t0.elapsed() < Duration::from_secs(20), "the old copy stays");
             std::thread::sleep(Duration::from_millis(10));
         }
         // Nothing there: nothing to do, and no error.
         assert_eq!(reaper.set_aside(&path, 8), None);
-        std::fs::remove_dir(&dir).unwrap();
     }
 
     /// The copy a transfer replaces is written over only when nothing else holds it: not
@@ -789,9 +796,8 @@ mod tests {
     fn a_replaced_copy_is_reused_only_when_nobody_else_holds_it() {
         use std::os::fd::AsRawFd;
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let dir = std::env::temp_dir().join(format!("cosched-recycle-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = scratch("recycle");
+        let dir = tmp.path();
         let path = dir.join("prog");
         let reaper = Reaper::start("t");
         let stage = |len: usize, id: u32| {
@@ -854,7 +860,6 @@ mod tests {
             assert!(t0.elapsed() < Duration::from_secs(20), "the old copy stays");
             std::thread::sleep(Duration::from_millis(10));
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

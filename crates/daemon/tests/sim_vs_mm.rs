@@ -72,17 +72,23 @@ fn policy(name: &str) -> (Box<dyn Policy>, Log) {
         mpl: Some(3),
         ..PolicyOptions::default()
     };
+    // The policy reads its file when built; the directory goes once it is.
+    let mut conf_dir = None;
     if name == "t3d" {
         // Jobs over 24 PEs are refused, so rejections are compared too. Production jobs
         // (every job here) are preemptible, so T3D preempts, and with migration off each
         // preempted job restarts on its own PEs.
-        let dir = std::env::temp_dir().join(format!("cosched-sim-vs-mm-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("t3d.toml");
+        let dir = tempfile::Builder::new()
+            .prefix("cosched-sim-vs-mm-")
+            .tempdir()
+            .unwrap();
+        let file = dir.path().join("t3d.toml");
         std::fs::write(&file, "[policy]\njob_limit = 24\n").unwrap();
         opts.file = Some(file);
+        conf_dir = Some(dir);
     }
     let inner = build_policy(name, NODES, PES, &opts).unwrap();
+    drop(conf_dir);
     let log = Log::default();
     let p = Recording {
         inner,

@@ -234,19 +234,19 @@ fn poll_once(fd: RawFd, events: i16, timeout_ms: i32) -> io::Result<i16> {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "cosched-monitor-{name}-{}-{}",
-            std::process::id(),
-            now_ns()
-        ));
-        std::fs::create_dir_all(&d).unwrap();
-        d.join("ring")
+    /// A ring's path in a directory of its own, removed with the guard.
+    fn scratch(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let d = tempfile::Builder::new()
+            .prefix(&format!("cosched-monitor-{name}-"))
+            .tempdir()
+            .unwrap();
+        let ring = d.path().join("ring");
+        (d, ring)
     }
 
     #[test]
     fn records_written_by_a_rank_are_read_by_the_node_manager_in_order() {
-        let path = scratch("order");
+        let (_dir, path) = scratch("order");
         let nm = Ring::create(&path, 7, "n3", &[4, 5], 8, 0).unwrap();
         let m = Monitor::attach(&path, 1).unwrap();
         for i in 0..5u64 {
@@ -274,7 +274,7 @@ mod tests {
 
     #[test]
     fn a_reader_that_falls_behind_loses_the_oldest_records_and_says_how_many() {
-        let path = scratch("lap");
+        let (_dir, path) = scratch("lap");
         let nm = Ring::create(&path, 1, "n0", &[0], 4, 0).unwrap();
         let m = Monitor::attach(&path, 0).unwrap();
         let mut cursor = ring::Cursor::new(&nm);
@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn spin_then_block_spins_for_the_node_managers_time_then_blocks() {
-        let path = scratch("spin");
+        let (_dir, path) = scratch("spin");
         let nm = Ring::create(&path, 1, "n0", &[0], 4, 0).unwrap();
         let m = Monitor::attach(&path, 0).unwrap();
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
@@ -342,7 +342,7 @@ mod tests {
 
     #[test]
     fn a_file_that_is_not_a_ring_is_refused() {
-        let path = scratch("bad");
+        let (_dir, path) = scratch("bad");
         std::fs::write(&path, vec![0u8; 4096]).unwrap();
         let e = Monitor::attach(&path, 0).err().unwrap();
         assert!(e.to_string().contains("not a cosched monitor ring"), "{e}");

@@ -631,8 +631,11 @@ mod tests {
 
     #[test]
     fn writes_png_and_svg() {
-        let dir = std::env::temp_dir().join(format!("cosched-sim-plot-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("cosched-sim-plot-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path();
         let chart = LineChart {
             x_names: Vec::new(),
             title: "test".into(),
@@ -683,8 +686,8 @@ mod tests {
             ..chart
         };
         assert!(line_chart(&dir.join("e.svg"), &empty).is_err());
-        if std::env::var_os("COSCHED_KEEP_PLOTS").is_none() {
-            std::fs::remove_dir_all(&dir).unwrap();
+        if std::env::var_os("COSCHED_KEEP_PLOTS").is_some() {
+            eprintln!("plots kept in {}", tmp.keep().display());
         }
     }
 }

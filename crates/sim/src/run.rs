@@ -480,9 +480,17 @@ mod tests {
         assert!(!rec.intervals.is_empty());
     }
 
-    /// A Lublin trace of `jobs` jobs written to a file of its own (`edit` changes its
-    /// records first).
+    fn scratch() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix("cosched-run-read-")
+            .tempdir()
+            .unwrap()
+    }
+
+    /// A Lublin trace of `jobs` jobs written to a file of its own in `dir` (`edit` changes
+    /// its records first).
     fn trace_file(
+        dir: &tempfile::TempDir,
         name: &str,
         jobs: usize,
         edit: impl FnOnce(&mut Vec<cosched_workload::swf::SwfRecord>),
@@ -494,9 +502,7 @@ mod tests {
             ..GenOptions::default()
         });
         edit(&mut t.records);
-        let dir = std::env::temp_dir().join(format!("cosched-run-read-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
+        let path = dir.path().join(name);
         cosched_workload::swf::write_trace_path(&path, &t.header, &t.records).unwrap();
         path
     }
@@ -536,11 +542,12 @@ mod tests {
     #[test]
     fn a_trace_run_as_it_is_read_is_the_run_of_the_trace_read_first() {
         // Several pieces of a megabyte, so that the simulation waits for the reading.
-        let path = trace_file("sorted.swf", 40_000, |_| {});
+        let dir = scratch();
+        let path = trace_file(&dir, "sorted.swf", 40_000, |_| {});
         read_then_run_equals_run_read(&path, None);
         read_then_run_equals_run_read(&path, Some(25_000));
         // Out of submit order: simulated again from the whole trace, the same run.
-        let path = trace_file("unsorted.swf", 40_000, |r| {
+        let path = trace_file(&dir, "unsorted.swf", 40_000, |r| {
             r[35_000].submit = r[100].submit;
             r[200].run = None;
         });
@@ -549,7 +556,8 @@ mod tests {
 
     #[test]
     fn a_bad_line_late_in_a_trace_read_as_it_runs_is_the_reading_error() {
-        let path = trace_file("bad.swf", 40_000, |_| {});
+        let dir = scratch();
+        let path = trace_file(&dir, "bad.swf", 40_000, |_| {});
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str("40001 1 2 3\n");
         std::fs::write(&path, text).unwrap();

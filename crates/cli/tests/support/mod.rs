@@ -10,18 +10,21 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_cosched")
 }
 
-/// A fresh, empty directory for one test (`cosched-PREFIX-NAME-PID-NANOS` under the temp dir).
-pub fn scratch(prefix: &str, name: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+/// A fresh, empty directory for one test (`cosched-PREFIX-NAME-XXXXXX` under the temp dir),
+/// removed when the guard drops: also when the test fails, or returns early because it
+/// cannot run here. Declare it before anything that runs in it (a cluster), so that those
+/// stop first.
+pub fn scratch_dir(prefix: &str, name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("cosched-{prefix}-{name}-"))
+        .tempdir()
         .unwrap()
-        .subsec_nanos();
-    let dir = std::env::temp_dir().join(format!(
-        "cosched-{prefix}-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+}
+
+/// [`scratch_dir`] for an owner that removes it itself, after stopping what runs there (the
+/// tests' cluster guards do, in their `Drop`).
+pub fn scratch(prefix: &str, name: &str) -> PathBuf {
+    scratch_dir(prefix, name).keep()
 }
 
 /// Runs `cosched ARGS` against the cluster whose state is in `state_dir`.
