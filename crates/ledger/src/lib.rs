@@ -49,6 +49,7 @@ use cosched_core::{
 };
 use cosched_policy::{Decision, JobRequest};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 use crate::index::JobIndex;
 
@@ -122,16 +123,17 @@ pub struct Entry {
     held: bool,
     /// Its processes exist (it was started or placed and has not ended or been requeued).
     launched: bool,
+    /// Its processes stand stopped after having run: `since` is when they stopped (for
+    /// suspended time). Never set while they run, so `since` serves both.
+    stopped: bool,
     pes: PeSet,
     slot: Option<u32>,
-    /// The PEs a preempted job held, which it must get back where jobs cannot migrate.
-    preempted_on: Option<PeSet>,
     /// Run time before the current stretch.
     ran: Dur,
-    /// Start of the current running stretch, when running.
+    /// While its processes run, the start of the current running stretch; while they stand
+    /// stopped after having run (`stopped`), when they stopped. One field for the two keeps
+    /// the entry small: the simulator holds one per job of a trace.
     since: Time,
-    /// When it last stopped after it first ran (for suspended time).
-    stopped_at: Option<Time>,
     /// Whether its processes run as the driver reported it ([`Ledger::report_runs`]); `None`:
     /// they run exactly when the policy runs it and nobody holds it.
     reported: Option<bool>,
@@ -189,9 +191,10 @@ impl Entry {
     /// show this, so a job held for a minute shows a minute, not zero, while still held.
     #[inline]
     pub fn suspended(&self, now: Time) -> Dur {
-        match self.stopped_at {
-            Some(at) if self.is_live() => self.record.suspended + (now - at).max(Dur::ZERO),
-            _ => self.record.suspended,
+        if self.stopped && self.is_live() {
+            self.record.suspended + (now - self.since).max(Dur::ZERO)
+        } else {
+            self.record.suspended
         }
     }
     /// When it started its current running stretch, if running.
@@ -202,10 +205,10 @@ impl Entry {
     /// Accounting for processes that (re)start running at `now`.
     #[inline]
     fn account_runs(&mut self, now: Time) {
-        self.since = now;
-        if let Some(at) = self.stopped_at.take() {
-            self.record.suspended += now - at;
+        if std::mem::take(&mut self.stopped) {
+            self.record.suspended += now - self.since;
         }
+        self.since = now;
         self.record.start.get_or_insert(now);
     }
 
@@ -213,7 +216,8 @@ impl Entry {
     #[inline]
     fn account_stops(&mut self, now: Time) {
         self.ran += now - self.since;
-        self.stopped_at = Some(now);
+        self.since = now;
+        self.stopped = true;
     }
     #[inline]
     pub fn is_live(&self) -> bool {
@@ -228,6 +232,9 @@ pub struct Ledger {
     machine: MachineShape,
     migration: bool,
     entries: Vec<Entry>,
+    /// The PEs each preempted job held, which it must get back where jobs cannot migrate.
+    /// Out of the entries: few jobs are ever preempted, and every entry would carry the room.
+    preempted_on: HashMap<Ix, PeSet>,
     index: JobIndex,
     /// PEs of jobs in phase Running: no two may share one.
     busy: PeBits,
@@ -247,6 +254,7 @@ impl Ledger {
             machine,
             migration,
             entries: Vec::new(),
+            preempted_on: HashMap::new(),
             index: JobIndex::new(),
             busy: PeBits::new(machine.total_pes()),
             down: PeBits::new(machine.total_pes()),
@@ -284,12 +292,11 @@ impl Ledger {
             phase: Phase::Future,
             held: false,
             launched: false,
+            stopped: false,
             pes: PeSet::new(),
             slot: None,
-            preempted_on: None,
             ran: Dur::ZERO,
             since: Time::ZERO,
-            stopped_at: None,
             reported: None,
             record,
         });
@@ -404,7 +411,7 @@ impl Ledger {
             return Err(self.violation(id, now, format!("PE set {pes} is on a node that is down")));
         }
         if !self.migration
-            && let Some(old) = &e.preempted_on
+            && let Some(old) = self.preempted_on.get(&i)
             && old != pes
         {
             return Err(self.violation(
@@ -499,10 +506,9 @@ impl Ledger {
         debug_assert!(Dur::ZERO < run && run < shift);
         e.ran += run;
         e.record.suspended += shift - run;
-        if e.is_running() {
+        // The start of its running stretch or the time it stopped: both move.
+        if e.is_running() || e.stopped {
             e.since += shift;
-        } else if let Some(at) = e.stopped_at.as_mut() {
-            *at += shift;
         }
     }
 
@@ -582,13 +588,17 @@ impl Ledger {
                 let before = (
                     std::mem::replace(&mut e.pes, pes),
                     std::mem::replace(&mut e.slot, slot),
-                    e.preempted_on.take(),
+                    self.preempted_on.remove(&i),
                 );
                 // A refused start leaves the job as it was: a driver that goes on after a
                 // refusal (the machine manager) must not find a waiting job holding PEs.
                 self.run(i, now).inspect_err(|_| {
                     let e = &mut self.entries[i];
-                    (e.pes, e.slot, e.preempted_on) = before;
+                    let old;
+                    (e.pes, e.slot, old) = before;
+                    if let Some(old) = old {
+                        self.preempted_on.insert(i, old);
+                    }
                 })
             }
             Decision::Place { job, pes, slot } => {
@@ -600,7 +610,7 @@ impl Ledger {
                 let e = &mut self.entries[i];
                 e.pes = pes;
                 e.slot = slot;
-                e.preempted_on = None;
+                self.preempted_on.remove(&i);
                 e.phase = Phase::Stopped;
                 if e.launched {
                     // A preempted job placed back where it was: its processes are there.
@@ -623,7 +633,7 @@ impl Ledger {
                 };
                 let e = &mut self.entries[i];
                 let pes = std::mem::take(&mut e.pes);
-                e.preempted_on = Some(pes);
+                self.preempted_on.insert(i, pes);
                 e.slot = None;
                 if e.record.start.is_some() {
                     e.record.preemptions += 1;
@@ -677,10 +687,12 @@ impl Ledger {
         }
         if e.processes_run() {
             e.ran += now - e.since;
-        } else if let Some(at) = e.stopped_at.take() {
-            e.record.suspended += now - at;
+        } else if std::mem::take(&mut e.stopped) {
+            e.record.suspended += now - e.since;
         }
         e.reported = None;
+        // An ended job never starts again: where it was preempted no longer matters.
+        self.preempted_on.remove(&job);
         let had_processes = e.launched;
         e.phase = Phase::Ended;
         e.launched = false;
@@ -736,9 +748,9 @@ impl Ledger {
         e.launched = false;
         e.pes = PeSet::new();
         e.slot = None;
-        e.preempted_on = None;
+        self.preempted_on.remove(&job);
         e.ran = Dur::ZERO;
-        e.stopped_at = None;
+        e.stopped = false;
         e.reported = None;
         e.record.start = None;
         e.record.suspended = Dur::ZERO;
@@ -764,11 +776,12 @@ impl Ledger {
         e.record = record;
         if running {
             e.phase = Phase::Running;
+            e.stopped = false;
             self.busy.set_pes(&e.pes);
             self.running += 1;
         } else {
             e.phase = Phase::Stopped;
-            e.stopped_at = e.record.start.map(|_| since);
+            e.stopped = e.record.start.is_some();
         }
     }
 
@@ -791,15 +804,15 @@ impl Ledger {
         // only restart there), so they die with the node, as the machine manager sees from
         // their placement; continuing them later would run processes that no longer exist.
         // With migration the job is not tied to its old PEs and is left alone.
-        let lost_preempted = |e: &Entry| {
+        let lost_preempted = |i: Ix, e: &Entry| {
             !self.migration
                 && e.launched
-                && e.preempted_on.as_ref().is_some_and(|p| p.intersects(&on))
+                && self.preempted_on.get(&i).is_some_and(|p| p.intersects(&on))
         };
         (0..self.entries.len())
             .filter(|&i| {
                 let e = &self.entries[i];
-                e.is_live() && (e.pes.intersects(&on) || lost_preempted(e))
+                e.is_live() && (e.pes.intersects(&on) || lost_preempted(i, e))
             })
             .collect()
     }

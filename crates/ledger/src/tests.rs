@@ -134,6 +134,38 @@ fn preempted_jobs_move_only_where_migration_is_on() {
     }
 }
 
+/// Where a preempted job must come back is kept beside the entries: a start refused for a
+/// clash puts it back, and an ended job leaves nothing behind.
+#[test]
+fn a_preempted_job_keeps_its_pes_through_a_refused_start_until_it_ends() {
+    let mut l = ledger(4, &[(1, 2), (2, 2)], false);
+    l.apply(s(0), start(1, 0, 2)).unwrap();
+    l.apply(s(5), Decision::Preempt { job: JobId(1) }).unwrap();
+    l.apply(s(6), start(2, 0, 2)).unwrap();
+    let err = l.apply(s(7), start(1, 0, 2)).unwrap_err().to_string();
+    assert!(err.contains("another job runs on"), "{err}");
+    let err = l.apply(s(7), start(1, 2, 2)).unwrap_err().to_string();
+    assert!(err.contains("migration is off"), "{err}");
+    l.end(1, s(8), Outcome::Completed, Some(0));
+    l.apply(s(8), start(1, 0, 2)).unwrap();
+    assert!(l.preempted_on.is_empty());
+    l.end(0, s(9), Outcome::Completed, Some(0));
+    assert_eq!(l.record(0).suspended, Dur::from_secs(3));
+    assert_eq!(l.record(0).pes, PeSet::contiguous(0, 2));
+}
+
+/// An entry per job of a trace: its size is the simulator's memory traffic per job
+/// (issue 16; 320 bytes before the preemption PEs moved out and the stop time shared
+/// `since`).
+#[test]
+fn an_entry_stays_small() {
+    assert!(
+        std::mem::size_of::<Entry>() <= 264,
+        "{}",
+        std::mem::size_of::<Entry>()
+    );
+}
+
 #[test]
 fn broken_promises_name_policy_job_and_time() {
     let mut l = Ledger::new("script", MachineShape::flat(2, 1), true);
