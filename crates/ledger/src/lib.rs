@@ -115,7 +115,10 @@ pub enum Refusal {
     DuplicateJob { job: JobId },
 }
 
-/// One job in the ledger.
+/// One job in the ledger: its place in the lifecycle. Its [`JobRecord`] is kept apart, in a
+/// vector of records beside the entries, so that the records are the driver's result as
+/// they stand (the simulator's, at the end of a run: no conversion pass over every job);
+/// [`Ledger::entry`] gives both.
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub req: JobRequest,
@@ -137,7 +140,40 @@ pub struct Entry {
     /// Whether its processes run as the driver reported it ([`Ledger::report_runs`]); `None`:
     /// they run exactly when the policy runs it and nobody holds it.
     reported: Option<bool>,
-    record: JobRecord,
+}
+
+/// A job in the ledger with its record, as [`Ledger::entry`] gives it: the entry's methods
+/// through `Deref`, and those that need the record.
+#[derive(Clone, Copy, Debug)]
+pub struct EntryView<'a> {
+    entry: &'a Entry,
+    record: &'a JobRecord,
+}
+
+impl std::ops::Deref for EntryView<'_> {
+    type Target = Entry;
+    #[inline]
+    fn deref(&self) -> &Entry {
+        self.entry
+    }
+}
+
+impl<'a> EntryView<'a> {
+    pub fn record(&self) -> &'a JobRecord {
+        self.record
+    }
+    /// Time it has stood stopped since it first ran, up to `now`: the record's total plus the
+    /// current stop, which the record only takes in when the job runs again or ends. Views
+    /// show this, so a job held for a minute shows a minute, not zero, while still held.
+    #[inline]
+    pub fn suspended(&self, now: Time) -> Dur {
+        let e = self.entry;
+        if e.stopped && e.is_live() {
+            self.record.suspended + (now - e.since).max(Dur::ZERO)
+        } else {
+            self.record.suspended
+        }
+    }
 }
 
 impl Entry {
@@ -165,9 +201,6 @@ impl Entry {
     pub fn slot(&self) -> Option<u32> {
         self.slot
     }
-    pub fn record(&self) -> &JobRecord {
-        &self.record
-    }
     /// Whether its processes run now as far as accounting goes: what the driver reported, or
     /// else [`Entry::is_running`].
     #[inline]
@@ -186,17 +219,6 @@ impl Entry {
             self.ran
         }
     }
-    /// Time it has stood stopped since it first ran, up to `now`: the record's total plus the
-    /// current stop, which the record only takes in when the job runs again or ends. Views
-    /// show this, so a job held for a minute shows a minute, not zero, while still held.
-    #[inline]
-    pub fn suspended(&self, now: Time) -> Dur {
-        if self.stopped && self.is_live() {
-            self.record.suspended + (now - self.since).max(Dur::ZERO)
-        } else {
-            self.record.suspended
-        }
-    }
     /// When it started its current running stretch, if running.
     pub fn running_since(&self) -> Option<Time> {
         self.processes_run().then_some(self.since)
@@ -204,12 +226,12 @@ impl Entry {
 
     /// Accounting for processes that (re)start running at `now`.
     #[inline]
-    fn account_runs(&mut self, now: Time) {
+    fn account_runs(&mut self, record: &mut JobRecord, now: Time) {
         if std::mem::take(&mut self.stopped) {
-            self.record.suspended += now - self.since;
+            record.suspended += now - self.since;
         }
         self.since = now;
-        self.record.start.get_or_insert(now);
+        record.start.get_or_insert(now);
     }
 
     /// Accounting for processes that stop at `now`.
@@ -232,6 +254,8 @@ pub struct Ledger {
     machine: MachineShape,
     migration: bool,
     entries: Vec<Entry>,
+    /// Every job's record, `records[i]` that of `entries[i]`.
+    records: Vec<JobRecord>,
     /// The PEs each preempted job held, which it must get back where jobs cannot migrate.
     /// Out of the entries: few jobs are ever preempted, and every entry would carry the room.
     preempted_on: HashMap<Ix, PeSet>,
@@ -254,6 +278,7 @@ impl Ledger {
             machine,
             migration,
             entries: Vec::new(),
+            records: Vec::new(),
             preempted_on: HashMap::new(),
             index: JobIndex::new(),
             busy: PeBits::new(machine.total_pes()),
@@ -268,6 +293,7 @@ impl Ledger {
     /// read reserves at every piece).
     pub fn reserve(&mut self, additional: usize) {
         self.entries.reserve(additional);
+        self.records.reserve(additional);
     }
 
     /// Makes a job known, not yet submitted ([`Phase::Future`]).
@@ -298,8 +324,8 @@ impl Ledger {
             ran: Dur::ZERO,
             since: Time::ZERO,
             reported: None,
-            record,
         });
+        self.records.push(record);
         Ok(at)
     }
 
@@ -328,21 +354,25 @@ impl Ledger {
         self.index.get(id)
     }
     #[inline]
-    pub fn entry(&self, job: Ix) -> &Entry {
-        &self.entries[job]
+    pub fn entry(&self, job: Ix) -> EntryView<'_> {
+        EntryView {
+            entry: &self.entries[job],
+            record: &self.records[job],
+        }
     }
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }
     pub fn record(&self, job: Ix) -> &JobRecord {
-        &self.entries[job].record
+        &self.records[job]
     }
     /// Every record, in the order jobs were added.
     pub fn records(&self) -> impl Iterator<Item = &JobRecord> {
-        self.entries.iter().map(|e| &e.record)
+        self.records.iter()
     }
+    /// Every record, in the order jobs were added (as they stand: no copy).
     pub fn into_records(self) -> Vec<JobRecord> {
-        self.entries.into_iter().map(|e| e.record).collect()
+        self.records
     }
     /// Jobs whose processes run now.
     #[inline]
@@ -457,7 +487,7 @@ impl Ledger {
     fn resume_processes(&mut self, i: Ix, now: Time) -> Change {
         let e = &mut self.entries[i];
         if e.reported.is_none() {
-            e.account_runs(now);
+            e.account_runs(&mut self.records[i], now);
         }
         let launch = !e.launched;
         e.launched = true;
@@ -488,7 +518,7 @@ impl Ledger {
         let was = e.processes_run();
         e.reported = Some(runs);
         match (was, runs) {
-            (false, true) => e.account_runs(now),
+            (false, true) => e.account_runs(&mut self.records[i], now),
             (true, false) => e.account_stops(now),
             _ => {}
         }
@@ -505,7 +535,7 @@ impl Ledger {
         debug_assert!(e.reported.is_none() && e.is_live() && e.launched && !e.held);
         debug_assert!(Dur::ZERO < run && run < shift);
         e.ran += run;
-        e.record.suspended += shift - run;
+        self.records[i].suspended += shift - run;
         // The start of its running stretch or the time it stopped: both move.
         if e.is_running() || e.stopped {
             e.since += shift;
@@ -635,8 +665,8 @@ impl Ledger {
                 let pes = std::mem::take(&mut e.pes);
                 self.preempted_on.insert(i, pes);
                 e.slot = None;
-                if e.record.start.is_some() {
-                    e.record.preemptions += 1;
+                if self.records[i].start.is_some() {
+                    self.records[i].preemptions += 1;
                 }
                 Ok(change)
             }
@@ -678,6 +708,7 @@ impl Ledger {
     /// whose dependency can never be satisfied: the policy never saw it).
     pub fn end(&mut self, job: Ix, now: Time, outcome: Outcome, exit_code: Option<i32>) -> bool {
         let e = &mut self.entries[job];
+        let r = &mut self.records[job];
         debug_assert!(e.phase != Phase::Ended, "job {} ended twice", e.req.id);
         if e.phase == Phase::Running {
             self.busy.clear_pes(&e.pes);
@@ -688,7 +719,7 @@ impl Ledger {
         if e.processes_run() {
             e.ran += now - e.since;
         } else if std::mem::take(&mut e.stopped) {
-            e.record.suspended += now - e.since;
+            r.suspended += now - e.since;
         }
         e.reported = None;
         // An ended job never starts again: where it was preempted no longer matters.
@@ -697,10 +728,10 @@ impl Ledger {
         e.phase = Phase::Ended;
         e.launched = false;
         e.held = false;
-        e.record.end = Some(now);
-        e.record.outcome = Some(outcome);
-        e.record.exit_code = exit_code;
-        e.record.pes = std::mem::take(&mut e.pes);
+        r.end = Some(now);
+        r.outcome = Some(outcome);
+        r.exit_code = exit_code;
+        r.pes = std::mem::take(&mut e.pes);
         self.ended += 1;
         had_processes
     }
@@ -752,8 +783,8 @@ impl Ledger {
         e.ran = Dur::ZERO;
         e.stopped = false;
         e.reported = None;
-        e.record.start = None;
-        e.record.suspended = Dur::ZERO;
+        self.records[job].start = None;
+        self.records[job].suspended = Dur::ZERO;
         let _ = now;
     }
 
@@ -773,7 +804,7 @@ impl Ledger {
         e.launched = true;
         e.ran = ran;
         e.since = since;
-        e.record = record;
+        self.records[job] = record;
         if running {
             e.phase = Phase::Running;
             e.stopped = false;
@@ -781,7 +812,7 @@ impl Ledger {
             self.running += 1;
         } else {
             e.phase = Phase::Stopped;
-            e.stopped = e.record.start.is_some();
+            e.stopped = self.records[job].start.is_some();
         }
     }
 
@@ -789,7 +820,7 @@ impl Ledger {
     pub fn adopt_ended(&mut self, job: Ix, record: JobRecord) {
         let e = &mut self.entries[job];
         e.phase = Phase::Ended;
-        e.record = record;
+        self.records[job] = record;
         self.ended += 1;
     }
 
