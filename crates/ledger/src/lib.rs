@@ -247,6 +247,31 @@ impl Entry {
     }
 }
 
+/// The PEs each preempted job held (see [`Ledger`]'s field). Every start and end asks it, and
+/// most runs preempt nothing: an empty map answers without hashing.
+#[derive(Clone, Debug, Default)]
+struct PreemptedOn(HashMap<Ix, PeSet>);
+
+impl PreemptedOn {
+    #[inline]
+    fn get(&self, job: Ix) -> Option<&PeSet> {
+        if self.0.is_empty() {
+            return None;
+        }
+        self.0.get(&job)
+    }
+    #[inline]
+    fn take(&mut self, job: Ix) -> Option<PeSet> {
+        if self.0.is_empty() {
+            return None;
+        }
+        self.0.remove(&job)
+    }
+    fn insert(&mut self, job: Ix, pes: PeSet) {
+        self.0.insert(job, pes);
+    }
+}
+
 /// Every job's lifecycle; see the crate documentation.
 #[derive(Clone, Debug)]
 pub struct Ledger {
@@ -258,7 +283,7 @@ pub struct Ledger {
     records: Vec<JobRecord>,
     /// The PEs each preempted job held, which it must get back where jobs cannot migrate.
     /// Out of the entries: few jobs are ever preempted, and every entry would carry the room.
-    preempted_on: HashMap<Ix, PeSet>,
+    preempted_on: PreemptedOn,
     index: JobIndex,
     /// PEs of jobs in phase Running: no two may share one.
     busy: PeBits,
@@ -279,7 +304,7 @@ impl Ledger {
             migration,
             entries: Vec::new(),
             records: Vec::new(),
-            preempted_on: HashMap::new(),
+            preempted_on: PreemptedOn::default(),
             index: JobIndex::new(),
             busy: PeBits::new(machine.total_pes()),
             down: PeBits::new(machine.total_pes()),
@@ -441,7 +466,7 @@ impl Ledger {
             return Err(self.violation(id, now, format!("PE set {pes} is on a node that is down")));
         }
         if !self.migration
-            && let Some(old) = self.preempted_on.get(&i)
+            && let Some(old) = self.preempted_on.get(i)
             && old != pes
         {
             return Err(self.violation(
@@ -618,7 +643,7 @@ impl Ledger {
                 let before = (
                     std::mem::replace(&mut e.pes, pes),
                     std::mem::replace(&mut e.slot, slot),
-                    self.preempted_on.remove(&i),
+                    self.preempted_on.take(i),
                 );
                 // A refused start leaves the job as it was: a driver that goes on after a
                 // refusal (the machine manager) must not find a waiting job holding PEs.
@@ -640,7 +665,7 @@ impl Ledger {
                 let e = &mut self.entries[i];
                 e.pes = pes;
                 e.slot = slot;
-                self.preempted_on.remove(&i);
+                self.preempted_on.take(i);
                 e.phase = Phase::Stopped;
                 if e.launched {
                     // A preempted job placed back where it was: its processes are there.
@@ -723,7 +748,7 @@ impl Ledger {
         }
         e.reported = None;
         // An ended job never starts again: where it was preempted no longer matters.
-        self.preempted_on.remove(&job);
+        self.preempted_on.take(job);
         let had_processes = e.launched;
         e.phase = Phase::Ended;
         e.launched = false;
@@ -779,7 +804,7 @@ impl Ledger {
         e.launched = false;
         e.pes = PeSet::new();
         e.slot = None;
-        self.preempted_on.remove(&job);
+        self.preempted_on.take(job);
         e.ran = Dur::ZERO;
         e.stopped = false;
         e.reported = None;
@@ -838,7 +863,7 @@ impl Ledger {
         let lost_preempted = |i: Ix, e: &Entry| {
             !self.migration
                 && e.launched
-                && self.preempted_on.get(&i).is_some_and(|p| p.intersects(&on))
+                && self.preempted_on.get(i).is_some_and(|p| p.intersects(&on))
         };
         (0..self.entries.len())
             .filter(|&i| {

@@ -148,7 +148,7 @@ fn a_preempted_job_keeps_its_pes_through_a_refused_start_until_it_ends() {
     assert!(err.contains("migration is off"), "{err}");
     l.end(1, s(8), Outcome::Completed, Some(0));
     l.apply(s(8), start(1, 0, 2)).unwrap();
-    assert!(l.preempted_on.is_empty());
+    assert!(l.preempted_on.0.is_empty());
     l.end(0, s(9), Outcome::Completed, Some(0));
     assert_eq!(l.record(0).suspended, Dur::from_secs(3));
     assert_eq!(l.record(0).pes, PeSet::contiguous(0, 2));
