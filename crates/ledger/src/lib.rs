@@ -49,6 +49,7 @@ use cosched_core::{
 };
 use cosched_policy::{Decision, JobRequest};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 use crate::index::JobIndex;
 
@@ -114,7 +115,10 @@ pub enum Refusal {
     DuplicateJob { job: JobId },
 }
 
-/// One job in the ledger.
+/// One job in the ledger: its place in the lifecycle. Its [`JobRecord`] is kept apart, in a
+/// vector of records beside the entries, so that the records are the driver's result as
+/// they stand (the simulator's, at the end of a run: no conversion pass over every job);
+/// [`Ledger::entry`] gives both.
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub req: JobRequest,
@@ -122,20 +126,54 @@ pub struct Entry {
     held: bool,
     /// Its processes exist (it was started or placed and has not ended or been requeued).
     launched: bool,
+    /// Its processes stand stopped after having run: `since` is when they stopped (for
+    /// suspended time). Never set while they run, so `since` serves both.
+    stopped: bool,
     pes: PeSet,
     slot: Option<u32>,
-    /// The PEs a preempted job held, which it must get back where jobs cannot migrate.
-    preempted_on: Option<PeSet>,
     /// Run time before the current stretch.
     ran: Dur,
-    /// Start of the current running stretch, when running.
+    /// While its processes run, the start of the current running stretch; while they stand
+    /// stopped after having run (`stopped`), when they stopped. One field for the two keeps
+    /// the entry small: the simulator holds one per job of a trace.
     since: Time,
-    /// When it last stopped after it first ran (for suspended time).
-    stopped_at: Option<Time>,
     /// Whether its processes run as the driver reported it ([`Ledger::report_runs`]); `None`:
     /// they run exactly when the policy runs it and nobody holds it.
     reported: Option<bool>,
-    record: JobRecord,
+}
+
+/// A job in the ledger with its record, as [`Ledger::entry`] gives it: the entry's methods
+/// through `Deref`, and those that need the record.
+#[derive(Clone, Copy, Debug)]
+pub struct EntryView<'a> {
+    entry: &'a Entry,
+    record: &'a JobRecord,
+}
+
+impl std::ops::Deref for EntryView<'_> {
+    type Target = Entry;
+    #[inline]
+    fn deref(&self) -> &Entry {
+        self.entry
+    }
+}
+
+impl<'a> EntryView<'a> {
+    pub fn record(&self) -> &'a JobRecord {
+        self.record
+    }
+    /// Time it has stood stopped since it first ran, up to `now`: the record's total plus the
+    /// current stop, which the record only takes in when the job runs again or ends. Views
+    /// show this, so a job held for a minute shows a minute, not zero, while still held.
+    #[inline]
+    pub fn suspended(&self, now: Time) -> Dur {
+        let e = self.entry;
+        if e.stopped && e.is_live() {
+            self.record.suspended + (now - e.since).max(Dur::ZERO)
+        } else {
+            self.record.suspended
+        }
+    }
 }
 
 impl Entry {
@@ -163,9 +201,6 @@ impl Entry {
     pub fn slot(&self) -> Option<u32> {
         self.slot
     }
-    pub fn record(&self) -> &JobRecord {
-        &self.record
-    }
     /// Whether its processes run now as far as accounting goes: what the driver reported, or
     /// else [`Entry::is_running`].
     #[inline]
@@ -184,16 +219,6 @@ impl Entry {
             self.ran
         }
     }
-    /// Time it has stood stopped since it first ran, up to `now`: the record's total plus the
-    /// current stop, which the record only takes in when the job runs again or ends. Views
-    /// show this, so a job held for a minute shows a minute, not zero, while still held.
-    #[inline]
-    pub fn suspended(&self, now: Time) -> Dur {
-        match self.stopped_at {
-            Some(at) if self.is_live() => self.record.suspended + (now - at).max(Dur::ZERO),
-            _ => self.record.suspended,
-        }
-    }
     /// When it started its current running stretch, if running.
     pub fn running_since(&self) -> Option<Time> {
         self.processes_run().then_some(self.since)
@@ -201,23 +226,49 @@ impl Entry {
 
     /// Accounting for processes that (re)start running at `now`.
     #[inline]
-    fn account_runs(&mut self, now: Time) {
-        self.since = now;
-        if let Some(at) = self.stopped_at.take() {
-            self.record.suspended += now - at;
+    fn account_runs(&mut self, record: &mut JobRecord, now: Time) {
+        if std::mem::take(&mut self.stopped) {
+            record.suspended += now - self.since;
         }
-        self.record.start.get_or_insert(now);
+        self.since = now;
+        record.start.get_or_insert(now);
     }
 
     /// Accounting for processes that stop at `now`.
     #[inline]
     fn account_stops(&mut self, now: Time) {
         self.ran += now - self.since;
-        self.stopped_at = Some(now);
+        self.since = now;
+        self.stopped = true;
     }
     #[inline]
     pub fn is_live(&self) -> bool {
         !matches!(self.phase, Phase::Future | Phase::Ended)
+    }
+}
+
+/// The PEs each preempted job held (see [`Ledger`]'s field). Every start and end asks it, and
+/// most runs preempt nothing: an empty map answers without hashing.
+#[derive(Clone, Debug, Default)]
+struct PreemptedOn(HashMap<Ix, PeSet>);
+
+impl PreemptedOn {
+    #[inline]
+    fn get(&self, job: Ix) -> Option<&PeSet> {
+        if self.0.is_empty() {
+            return None;
+        }
+        self.0.get(&job)
+    }
+    #[inline]
+    fn take(&mut self, job: Ix) -> Option<PeSet> {
+        if self.0.is_empty() {
+            return None;
+        }
+        self.0.remove(&job)
+    }
+    fn insert(&mut self, job: Ix, pes: PeSet) {
+        self.0.insert(job, pes);
     }
 }
 
@@ -228,6 +279,11 @@ pub struct Ledger {
     machine: MachineShape,
     migration: bool,
     entries: Vec<Entry>,
+    /// Every job's record, `records[i]` that of `entries[i]`.
+    records: Vec<JobRecord>,
+    /// The PEs each preempted job held, which it must get back where jobs cannot migrate.
+    /// Out of the entries: few jobs are ever preempted, and every entry would carry the room.
+    preempted_on: PreemptedOn,
     index: JobIndex,
     /// PEs of jobs in phase Running: no two may share one.
     busy: PeBits,
@@ -247,6 +303,8 @@ impl Ledger {
             machine,
             migration,
             entries: Vec::new(),
+            records: Vec::new(),
+            preempted_on: PreemptedOn::default(),
             index: JobIndex::new(),
             busy: PeBits::new(machine.total_pes()),
             down: PeBits::new(machine.total_pes()),
@@ -260,6 +318,7 @@ impl Ledger {
     /// read reserves at every piece).
     pub fn reserve(&mut self, additional: usize) {
         self.entries.reserve(additional);
+        self.records.reserve(additional);
     }
 
     /// Makes a job known, not yet submitted ([`Phase::Future`]).
@@ -284,15 +343,14 @@ impl Ledger {
             phase: Phase::Future,
             held: false,
             launched: false,
+            stopped: false,
             pes: PeSet::new(),
             slot: None,
-            preempted_on: None,
             ran: Dur::ZERO,
             since: Time::ZERO,
-            stopped_at: None,
             reported: None,
-            record,
         });
+        self.records.push(record);
         Ok(at)
     }
 
@@ -321,21 +379,25 @@ impl Ledger {
         self.index.get(id)
     }
     #[inline]
-    pub fn entry(&self, job: Ix) -> &Entry {
-        &self.entries[job]
+    pub fn entry(&self, job: Ix) -> EntryView<'_> {
+        EntryView {
+            entry: &self.entries[job],
+            record: &self.records[job],
+        }
     }
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }
     pub fn record(&self, job: Ix) -> &JobRecord {
-        &self.entries[job].record
+        &self.records[job]
     }
     /// Every record, in the order jobs were added.
     pub fn records(&self) -> impl Iterator<Item = &JobRecord> {
-        self.entries.iter().map(|e| &e.record)
+        self.records.iter()
     }
+    /// Every record, in the order jobs were added (as they stand: no copy).
     pub fn into_records(self) -> Vec<JobRecord> {
-        self.entries.into_iter().map(|e| e.record).collect()
+        self.records
     }
     /// Jobs whose processes run now.
     #[inline]
@@ -404,7 +466,7 @@ impl Ledger {
             return Err(self.violation(id, now, format!("PE set {pes} is on a node that is down")));
         }
         if !self.migration
-            && let Some(old) = &e.preempted_on
+            && let Some(old) = self.preempted_on.get(i)
             && old != pes
         {
             return Err(self.violation(
@@ -450,7 +512,7 @@ impl Ledger {
     fn resume_processes(&mut self, i: Ix, now: Time) -> Change {
         let e = &mut self.entries[i];
         if e.reported.is_none() {
-            e.account_runs(now);
+            e.account_runs(&mut self.records[i], now);
         }
         let launch = !e.launched;
         e.launched = true;
@@ -481,7 +543,7 @@ impl Ledger {
         let was = e.processes_run();
         e.reported = Some(runs);
         match (was, runs) {
-            (false, true) => e.account_runs(now),
+            (false, true) => e.account_runs(&mut self.records[i], now),
             (true, false) => e.account_stops(now),
             _ => {}
         }
@@ -498,11 +560,10 @@ impl Ledger {
         debug_assert!(e.reported.is_none() && e.is_live() && e.launched && !e.held);
         debug_assert!(Dur::ZERO < run && run < shift);
         e.ran += run;
-        e.record.suspended += shift - run;
-        if e.is_running() {
+        self.records[i].suspended += shift - run;
+        // The start of its running stretch or the time it stopped: both move.
+        if e.is_running() || e.stopped {
             e.since += shift;
-        } else if let Some(at) = e.stopped_at.as_mut() {
-            *at += shift;
         }
     }
 
@@ -582,13 +643,17 @@ impl Ledger {
                 let before = (
                     std::mem::replace(&mut e.pes, pes),
                     std::mem::replace(&mut e.slot, slot),
-                    e.preempted_on.take(),
+                    self.preempted_on.take(i),
                 );
                 // A refused start leaves the job as it was: a driver that goes on after a
                 // refusal (the machine manager) must not find a waiting job holding PEs.
                 self.run(i, now).inspect_err(|_| {
                     let e = &mut self.entries[i];
-                    (e.pes, e.slot, e.preempted_on) = before;
+                    let old;
+                    (e.pes, e.slot, old) = before;
+                    if let Some(old) = old {
+                        self.preempted_on.insert(i, old);
+                    }
                 })
             }
             Decision::Place { job, pes, slot } => {
@@ -600,7 +665,7 @@ impl Ledger {
                 let e = &mut self.entries[i];
                 e.pes = pes;
                 e.slot = slot;
-                e.preempted_on = None;
+                self.preempted_on.take(i);
                 e.phase = Phase::Stopped;
                 if e.launched {
                     // A preempted job placed back where it was: its processes are there.
@@ -623,10 +688,10 @@ impl Ledger {
                 };
                 let e = &mut self.entries[i];
                 let pes = std::mem::take(&mut e.pes);
-                e.preempted_on = Some(pes);
+                self.preempted_on.insert(i, pes);
                 e.slot = None;
-                if e.record.start.is_some() {
-                    e.record.preemptions += 1;
+                if self.records[i].start.is_some() {
+                    self.records[i].preemptions += 1;
                 }
                 Ok(change)
             }
@@ -668,6 +733,7 @@ impl Ledger {
     /// whose dependency can never be satisfied: the policy never saw it).
     pub fn end(&mut self, job: Ix, now: Time, outcome: Outcome, exit_code: Option<i32>) -> bool {
         let e = &mut self.entries[job];
+        let r = &mut self.records[job];
         debug_assert!(e.phase != Phase::Ended, "job {} ended twice", e.req.id);
         if e.phase == Phase::Running {
             self.busy.clear_pes(&e.pes);
@@ -677,18 +743,20 @@ impl Ledger {
         }
         if e.processes_run() {
             e.ran += now - e.since;
-        } else if let Some(at) = e.stopped_at.take() {
-            e.record.suspended += now - at;
+        } else if std::mem::take(&mut e.stopped) {
+            r.suspended += now - e.since;
         }
         e.reported = None;
+        // An ended job never starts again: where it was preempted no longer matters.
+        self.preempted_on.take(job);
         let had_processes = e.launched;
         e.phase = Phase::Ended;
         e.launched = false;
         e.held = false;
-        e.record.end = Some(now);
-        e.record.outcome = Some(outcome);
-        e.record.exit_code = exit_code;
-        e.record.pes = std::mem::take(&mut e.pes);
+        r.end = Some(now);
+        r.outcome = Some(outcome);
+        r.exit_code = exit_code;
+        r.pes = std::mem::take(&mut e.pes);
         self.ended += 1;
         had_processes
     }
@@ -736,12 +804,12 @@ impl Ledger {
         e.launched = false;
         e.pes = PeSet::new();
         e.slot = None;
-        e.preempted_on = None;
+        self.preempted_on.take(job);
         e.ran = Dur::ZERO;
-        e.stopped_at = None;
+        e.stopped = false;
         e.reported = None;
-        e.record.start = None;
-        e.record.suspended = Dur::ZERO;
+        self.records[job].start = None;
+        self.records[job].suspended = Dur::ZERO;
         let _ = now;
     }
 
@@ -761,14 +829,15 @@ impl Ledger {
         e.launched = true;
         e.ran = ran;
         e.since = since;
-        e.record = record;
+        self.records[job] = record;
         if running {
             e.phase = Phase::Running;
+            e.stopped = false;
             self.busy.set_pes(&e.pes);
             self.running += 1;
         } else {
             e.phase = Phase::Stopped;
-            e.stopped_at = e.record.start.map(|_| since);
+            e.stopped = self.records[job].start.is_some();
         }
     }
 
@@ -776,7 +845,7 @@ impl Ledger {
     pub fn adopt_ended(&mut self, job: Ix, record: JobRecord) {
         let e = &mut self.entries[job];
         e.phase = Phase::Ended;
-        e.record = record;
+        self.records[job] = record;
         self.ended += 1;
     }
 
@@ -791,15 +860,15 @@ impl Ledger {
         // only restart there), so they die with the node, as the machine manager sees from
         // their placement; continuing them later would run processes that no longer exist.
         // With migration the job is not tied to its old PEs and is left alone.
-        let lost_preempted = |e: &Entry| {
+        let lost_preempted = |i: Ix, e: &Entry| {
             !self.migration
                 && e.launched
-                && e.preempted_on.as_ref().is_some_and(|p| p.intersects(&on))
+                && self.preempted_on.get(i).is_some_and(|p| p.intersects(&on))
         };
         (0..self.entries.len())
             .filter(|&i| {
                 let e = &self.entries[i];
-                e.is_live() && (e.pes.intersects(&on) || lost_preempted(e))
+                e.is_live() && (e.pes.intersects(&on) || lost_preempted(i, e))
             })
             .collect()
     }

@@ -134,6 +134,56 @@ fn preempted_jobs_move_only_where_migration_is_on() {
     }
 }
 
+/// Where a preempted job must come back is kept beside the entries: a start refused for a
+/// clash puts it back, and an ended job leaves nothing behind.
+#[test]
+fn a_preempted_job_keeps_its_pes_through_a_refused_start_until_it_ends() {
+    let mut l = ledger(4, &[(1, 2), (2, 2)], false);
+    l.apply(s(0), start(1, 0, 2)).unwrap();
+    l.apply(s(5), Decision::Preempt { job: JobId(1) }).unwrap();
+    l.apply(s(6), start(2, 0, 2)).unwrap();
+    let err = l.apply(s(7), start(1, 0, 2)).unwrap_err().to_string();
+    assert!(err.contains("another job runs on"), "{err}");
+    let err = l.apply(s(7), start(1, 2, 2)).unwrap_err().to_string();
+    assert!(err.contains("migration is off"), "{err}");
+    l.end(1, s(8), Outcome::Completed, Some(0));
+    l.apply(s(8), start(1, 0, 2)).unwrap();
+    assert!(l.preempted_on.0.is_empty());
+    l.end(0, s(9), Outcome::Completed, Some(0));
+    assert_eq!(l.record(0).suspended, Dur::from_secs(3));
+    assert_eq!(l.record(0).pes, PeSet::contiguous(0, 2));
+}
+
+/// An entry and a record per job of a trace: their size is the simulator's memory traffic
+/// per job (issue 16; 320 bytes, the record inside, before the preemption PEs moved out, the
+/// stop time shared `since` and the records moved beside the entries).
+#[test]
+fn an_entry_stays_small() {
+    let (entry, record) = (
+        std::mem::size_of::<Entry>(),
+        std::mem::size_of::<JobRecord>(),
+    );
+    assert!(entry <= 152 && entry + record <= 264, "{entry} + {record}");
+}
+
+/// The records given back at the end are those the entries' views show, in order.
+#[test]
+fn records_are_the_views_records_in_order() {
+    let mut l = ledger(4, &[(5, 1), (3, 2), (9, 1)], true);
+    l.apply(s(1), start(3, 0, 2)).unwrap();
+    l.end(1, s(4), Outcome::Completed, Some(0));
+    l.apply(s(2), start(9, 2, 1)).unwrap();
+    assert_eq!(l.entry(2).suspended(s(3)), Dur::ZERO);
+    l.apply(s(3), Decision::Suspend { job: JobId(9) }).unwrap();
+    assert_eq!(l.entry(2).suspended(s(5)), Dur::from_secs(2));
+    let views: Vec<JobRecord> = (0..3).map(|i| l.entry(i).record().clone()).collect();
+    assert_eq!(l.records().cloned().collect::<Vec<_>>(), views);
+    let ids: Vec<u64> = views.iter().map(|r| r.id.0).collect();
+    assert_eq!(ids, [5, 3, 9]);
+    assert_eq!(views[1].end, Some(s(4)));
+    assert_eq!(l.into_records(), views);
+}
+
 #[test]
 fn broken_promises_name_policy_job_and_time() {
     let mut l = Ledger::new("script", MachineShape::flat(2, 1), true);

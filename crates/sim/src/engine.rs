@@ -312,6 +312,11 @@ pub(crate) trait Jobs {
     fn known(&self) -> &[SimJob];
     /// Waits for more jobs; false when there will be no more.
     fn more(&mut self) -> bool;
+    /// How many jobs there will probably be in all (at least those known): room for them
+    /// is reserved at once.
+    fn expected(&self) -> usize {
+        self.known().len()
+    }
 }
 
 impl Jobs for &[SimJob] {
@@ -324,7 +329,8 @@ impl Jobs for &[SimJob] {
 }
 
 /// Jobs arriving in pieces over a channel (a trace's pieces as they are parsed), kept as
-/// they come: the run's workload when it ends.
+/// they come: the run's workload when it ends. Room for the jobs the trace announces is
+/// reserved at the start, so that each piece is copied once, not again at every growth.
 pub(crate) struct Streamed {
     pub(crate) jobs: Vec<SimJob>,
     rx: std::sync::mpsc::Receiver<Vec<SimJob>>,
@@ -336,12 +342,16 @@ impl Jobs for Streamed {
     }
     fn more(&mut self) -> bool {
         match self.rx.recv() {
-            Ok(piece) if self.jobs.is_empty() => self.jobs = piece,
+            // Nothing reserved (the trace announced nothing): the first piece is taken as is.
+            Ok(piece) if self.jobs.capacity() == 0 => self.jobs = piece,
             Ok(piece) => self.jobs.extend(piece),
             // Every sender is gone: the input has ended.
             Err(_) => return false,
         }
         true
+    }
+    fn expected(&self) -> usize {
+        self.jobs.capacity()
     }
 }
 
@@ -349,9 +359,11 @@ impl Jobs for Streamed {
 /// must be in submit order as far as the simulation has gone when they arrive
 /// ([`SimError::OutOfOrder`] otherwise). Flat machines only (no slowdown model, no
 /// operations). Gives the jobs back with the result: equal to [`simulate`] of the same jobs
-/// when it succeeds.
+/// when it succeeds. `expected`: how many jobs will probably come (room is reserved for
+/// them; 0 if unknown).
 pub(crate) fn simulate_streamed(
     machine: MachineShape,
+    expected: usize,
     rx: std::sync::mpsc::Receiver<Vec<SimJob>>,
     policy: &mut dyn Policy,
     opts: EngineOptions,
@@ -359,7 +371,7 @@ pub(crate) fn simulate_streamed(
     debug_assert!(opts.slowdowns.is_none() && opts.operations.is_empty());
     policy.set_forecaster(crate::forecast::shared());
     let feed = Streamed {
-        jobs: Vec::new(),
+        jobs: Vec::with_capacity(expected),
         rx,
     };
     let (res, feed) = Engine::<false, _>::new(machine, feed, policy, opts)?.run()?;
@@ -502,7 +514,9 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
         let jobs = self.jobs.known();
         let total = self.machine.total_pes();
         let key = |i: u32| (jobs[i as usize].req.submit, jobs[i as usize].req.id);
-        self.ledger.reserve(jobs.len() - from);
+        // The ledger holds the jobs before `from` already.
+        self.ledger
+            .reserve(self.jobs.expected().max(jobs.len()) - self.ledger.len());
         let mut sorted = true;
         for (i, j) in jobs.iter().enumerate().skip(from) {
             if j.req.procs > total {
@@ -958,11 +972,12 @@ mod tests {
         jobs
     }
 
-    /// Feeds `jobs` in pieces of `piece` to the streamed engine.
+    /// Feeds `jobs` in pieces of `piece` to the streamed engine, which expects `expected`.
     fn streamed(
         m: MachineShape,
         jobs: &[SimJob],
         piece: usize,
+        expected: usize,
         p: &mut dyn Policy,
     ) -> Result<(SimResult, Vec<SimJob>), SimError> {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -970,7 +985,7 @@ mod tests {
             tx.send(c.to_vec()).unwrap();
         }
         drop(tx);
-        simulate_streamed(m, rx, p, EngineOptions::default())
+        simulate_streamed(m, expected, rx, p, EngineOptions::default())
     }
 
     #[test]
@@ -981,9 +996,11 @@ mod tests {
             let cfg = PolicyConfig::new(m);
             let mut p = registry::build(policy, &cfg).unwrap();
             let all = simulate(m, &jobs, p.as_mut(), EngineOptions::default()).unwrap();
-            for piece in [1, 2, 7, 64, 1000] {
+            // Expecting nothing, fewer jobs than come, all of them, or more (a trace's header
+            // may be wrong either way): the same schedule.
+            for (piece, expected) in [(1, 0), (2, 100), (7, 400), (64, 0), (1000, 5000), (7, 0)] {
                 let mut p = registry::build(policy, &cfg).unwrap();
-                let (res, back) = streamed(m, &jobs, piece, p.as_mut()).unwrap();
+                let (res, back) = streamed(m, &jobs, piece, expected, p.as_mut()).unwrap();
                 assert_eq!(res.records, all.records, "{policy}, pieces of {piece}");
                 assert_eq!((res.events, res.decisions), (all.events, all.decisions));
                 assert_eq!(res.runtimes, all.runtimes);
@@ -1011,7 +1028,8 @@ mod tests {
             tx.send(vec![job(4, 3_000, 10)]).unwrap();
             drop(tx);
             let mut p = registry::build("gang", &cfg).unwrap();
-            let err = simulate_streamed(m, rx, p.as_mut(), EngineOptions::default()).unwrap_err();
+            let err =
+                simulate_streamed(m, 0, rx, p.as_mut(), EngineOptions::default()).unwrap_err();
             assert!(
                 matches!(err, SimError::OutOfOrder { job: JobId(4) }),
                 "t3={t3}: {err}"
@@ -1030,7 +1048,7 @@ mod tests {
         tx.send(vec![long, job(2, 100)]).unwrap();
         tx.send(vec![job(3, 50)]).unwrap();
         drop(tx);
-        let err = simulate_streamed(m, rx, p.as_mut(), EngineOptions::default()).unwrap_err();
+        let err = simulate_streamed(m, 0, rx, p.as_mut(), EngineOptions::default()).unwrap_err();
         assert!(
             matches!(err, SimError::OutOfOrder { job: JobId(3) }),
             "{err}"
@@ -1041,7 +1059,7 @@ mod tests {
         let jobs = [job(1, 0), job(2, 100), job(3, 50), job(4, 200)];
         let all = simulate(m, &jobs, p.as_mut(), EngineOptions::default()).unwrap();
         let (_, mut p) = fcfs(4);
-        let (res, _) = streamed(m, &jobs, 4, p.as_mut()).unwrap();
+        let (res, _) = streamed(m, &jobs, 4, 0, p.as_mut()).unwrap();
         assert_eq!(res.records, all.records);
     }
 

@@ -275,11 +275,12 @@ pub fn run_read(open: OpenTrace, spec: &RunSpec) -> Result<(Source, RunOutput), 
     let intake = Mutex::new((Intake::new(open.procs(), &spec.semantics), Vec::new(), 0u32));
     let (tx, rx) = mpsc::channel::<Vec<SimJob>>();
     let (machine, engine) = (spec.config.machine, spec.engine.clone());
+    let expected = open.expected_jobs();
     let outcome = std::thread::scope(|scope| {
         let sim = std::thread::Builder::new()
             .name("simulate".into())
             .spawn_scoped(scope, move || {
-                let res = simulate_streamed(machine, rx, policy.as_mut(), engine);
+                let res = simulate_streamed(machine, expected, rx, policy.as_mut(), engine);
                 res.ok().filter(|_| policy.failure().is_none())
             });
         let Ok(sim) = sim else {

@@ -97,6 +97,16 @@ impl OpenTrace {
         self.reader.procs()
     }
 
+    /// How many jobs the trace says it holds (its header's `MaxRecords`, at most the jobs
+    /// kept), for reserving room once instead of growing as they come; 0 if it does not say.
+    /// Capped, so that a wrong header costs address space at most, never memory (room
+    /// reserved and never written is not touched).
+    pub fn expected_jobs(&self) -> usize {
+        const CAP: u64 = 1 << 22;
+        let said = self.reader.header().max_records.unwrap_or(0).min(CAP) as usize;
+        said.min(self.first.unwrap_or(usize::MAX))
+    }
+
     /// The source as far as it is known: the header and machine size, no jobs (for a
     /// [`crate::run::RunSpec`] given to [`crate::run::run_read`]).
     pub fn header_only(&self) -> Source {
