@@ -1,5 +1,7 @@
 //! `cosched cosim` end to end: JSON shape of a run and of a sweep, and error messages.
 
+mod support;
+
 use std::process::Command;
 
 const SCENARIO: &str = r#"
@@ -25,14 +27,6 @@ variance = 0.5
 pattern = ["nn", "aa"]
 "#;
 
-/// A test's own directory, removed when the test ends (also when it fails).
-fn scratch() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("cosched-cosim-test-")
-        .tempdir()
-        .unwrap()
-}
-
 fn scenario_file(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
     let p = dir.path().join(name);
     std::fs::write(&p, text).unwrap();
@@ -48,7 +42,7 @@ fn cosched(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn run_json_has_the_documented_shape() {
-    let dir = scratch();
+    let dir = support::scratch_dir("cosim", "test");
     let f = scenario_file(&dir, "run.toml", SCENARIO);
     let hist = f.with_extension("classes.jsonl");
     let out = cosched(&[
@@ -104,7 +98,7 @@ fn run_json_has_the_documented_shape() {
 
 #[test]
 fn sweep_json_has_provenance_and_rows_with_params() {
-    let dir = scratch();
+    let dir = support::scratch_dir("cosim", "test");
     let f = scenario_file(&dir, "sweep.toml", SCENARIO);
     let out = cosched(&[
         "cosim",
@@ -176,7 +170,7 @@ fn sweep_json_has_provenance_and_rows_with_params() {
 
 #[test]
 fn bad_input_says_what_and_where() {
-    let dir = scratch();
+    let dir = support::scratch_dir("cosim", "test");
     let f = scenario_file(
         &dir,
         "bad.toml",
@@ -211,7 +205,7 @@ fn bad_input_says_what_and_where() {
 /// batch_slowdown` that metric is refused by name.
 #[test]
 fn sweep_plots_the_slowdown_relative_to_batch() {
-    let dir = scratch();
+    let dir = support::scratch_dir("cosim", "test");
     let text = "[machine]\nnodes = 4\nmpl = 2\n[costs]\nserial_nic = true\nstartup = \"15us\"\n\
                 [mix]\nworkload = \"IS\"\njobs = 2\nprocs = 4\nv = 0.5\niterations = 5\nbatch_slowdown = true\n\
                 [grid]\nworkload = [\"IS\", \"FT\"]\n";

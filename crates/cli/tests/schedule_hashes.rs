@@ -13,6 +13,8 @@
 //! `TRACE_CASES`). Update them in the same commit as the change, and say in its message why the
 //! schedules changed.
 
+mod support;
+
 use std::process::Command;
 
 use sha2::{Digest, Sha256};
@@ -132,10 +134,7 @@ const HPC2N: &str = "HPC2N-2002-2.1-cln.swf.gz";
 
 /// The sha256 (hex) of the `--jobs-out` CSV of `cosched ARGS`.
 fn schedule_hash(name: &str, args: &str) -> String {
-    let dir = tempfile::Builder::new()
-        .prefix("cosched-hashes-")
-        .tempdir()
-        .unwrap();
+    let dir = support::scratch_dir("hashes", name);
     let csv = dir.path().join(format!("{name}.csv"));
     let out = Command::new(env!("CARGO_BIN_EXE_cosched"))
         .args(args.split_whitespace())

@@ -1,6 +1,8 @@
 //! `cosched sim` and `cosched sim sweep` end to end: JSON keys, the per-job CSV, the SWF
 //! schedule, byte-identical reruns, helpful errors, and a sweep's files.
 
+mod support;
+
 use std::process::{Command, Output};
 
 fn cosched(args: &[&str]) -> Output {
@@ -8,14 +10,6 @@ fn cosched(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("cosched runs")
-}
-
-/// A test's own directory, removed when the test ends (also when it fails).
-fn tmp(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("cosched-sim-cli-{name}-"))
-        .tempdir()
-        .unwrap()
 }
 
 const MODEL: [&str; 10] = [
@@ -57,7 +51,7 @@ fn json_has_the_headline_keys() {
 
 #[test]
 fn jobs_csv_and_swf_are_written_and_reruns_are_identical() {
-    let tmp = tmp("outputs");
+    let tmp = support::scratch_dir("sim-cli", "outputs");
     let dir = tmp.path();
     let run = |tag: &str| {
         let csv = dir.join(format!("{tag}.csv"));
@@ -175,7 +169,7 @@ fn bad_input_says_what_to_do() {
 
 #[test]
 fn sweep_writes_table_and_plots() {
-    let tmp = tmp("sweep");
+    let tmp = support::scratch_dir("sim-cli", "sweep");
     let dir = tmp.path();
     let out = dir.to_str().unwrap();
     let text = ok(&cosched(&[

@@ -1,6 +1,8 @@
 //! `cosched sim` with the time-sharing policies: the matrix drawing, the time-sharing report,
 //! and configuration errors that name what is wrong.
 
+mod support;
+
 use std::process::Command;
 
 fn cosched(args: &[&str]) -> std::process::Output {
@@ -10,17 +12,9 @@ fn cosched(args: &[&str]) -> std::process::Output {
         .expect("cosched runs")
 }
 
-/// A test's own directory, removed when the test ends (also when it fails).
-fn scratch(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("cosched-timeshare-{name}-"))
-        .tempdir()
-        .unwrap()
-}
-
 #[test]
 fn gang_draws_the_matrix_and_reports_quanta() {
-    let tmp = scratch("gang");
+    let tmp = support::scratch_dir("timeshare", "gang");
     let dir = tmp.path();
     let svg = dir.join("m.svg");
     let json = dir.join("t.json");
@@ -86,7 +80,7 @@ fn gang_draws_the_matrix_and_reports_quanta() {
 
 #[test]
 fn t3d_reads_its_classes_from_the_policy_config_file() {
-    let tmp = scratch("t3d");
+    let tmp = support::scratch_dir("timeshare", "t3d");
     let dir = tmp.path();
     let cfg = dir.join("t3d.toml");
     std::fs::write(&cfg, "[policy]\nswap_per_pe = \"500ms\"\n[policy.queues]\n0 = \"interactive\"\n1 = \"production\"\n").unwrap();

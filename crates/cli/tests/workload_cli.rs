@@ -1,6 +1,8 @@
 //! `cosched workload …` and `cosched demo` from the outside: exit codes, JSON keys, files
 //! written, and error messages that name the flag to pass.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -19,14 +21,6 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A test's own directory, removed when the test ends (also when it fails).
-fn temp_dir(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("cosched-cli-{name}-"))
-        .tempdir()
-        .unwrap()
-}
-
 fn json(o: &Output) -> serde_json::Value {
     assert!(o.status.success(), "stderr: {}", stderr(o));
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
@@ -38,7 +32,7 @@ fn shared_trace(name: &str) -> Option<PathBuf> {
 
 #[test]
 fn gen_writes_a_deterministic_trace_with_the_requested_load() {
-    let tmp = temp_dir("gen");
+    let tmp = support::scratch_dir("cli", "gen");
     let dir = tmp.path();
     let a = dir.join("a.swf");
     let b = dir.join("b.swf.gz");
@@ -98,7 +92,7 @@ fn gen_writes_a_deterministic_trace_with_the_requested_load() {
 
 #[test]
 fn transform_rescales_compresses_and_cuts() {
-    let tmp = temp_dir("transform");
+    let tmp = support::scratch_dir("cli", "transform");
     let dir = tmp.path();
     let src = dir.join("src.swf");
     let out = dir.join("out.swf");
@@ -183,7 +177,7 @@ fn transform_rescales_compresses_and_cuts() {
 
 #[test]
 fn errors_name_the_place_and_the_flag() {
-    let tmp = temp_dir("errors");
+    let tmp = support::scratch_dir("cli", "errors");
     let dir = tmp.path();
     let headerless = dir.join("headerless.swf");
     std::fs::write(
@@ -350,7 +344,7 @@ fn dash_reads_stdin_and_writes_stdout() {
 
 #[test]
 fn gen_feitelson97_meets_the_load_and_rejects_lublin_only_flags() {
-    let tmp = temp_dir("gen-f97");
+    let tmp = support::scratch_dir("cli", "gen-f97");
     let dir = tmp.path();
     let out = dir.join("f.swf");
     let o = cosched(&[

@@ -302,31 +302,39 @@ enum Selection {
 }
 
 impl Selection {
-    fn rows<'a>(&self, p: &'a Part) -> Option<&'a [u32]> {
-        match *self {
-            Selection::All => None,
-            Selection::Class(Kind::Size, c) => Some(&p.by_size[c]),
-            Selection::Class(Kind::Runtime, c) => Some(&p.by_runtime[c]),
-        }
+    fn count(&self, parts: &[Part]) -> usize {
+        parts.iter().map(|p| self.len_in(p)).sum()
     }
 
-    fn count(&self, parts: &[Part]) -> usize {
-        parts
-            .iter()
-            .map(|p| self.rows(p).map_or(p.rows.len(), <[u32]>::len))
-            .sum()
+    fn len_in(&self, p: &Part) -> usize {
+        match *self {
+            Selection::All => p.rows.len(),
+            Selection::Class(kind, c) => class_rows(p, kind, c).len(),
+        }
     }
 
     /// The figures of column `f` over the group's rows, in row order.
     fn dist(&self, parts: &[Part], f: fn(&JobMetrics) -> f64, scratch: &mut Vec<u64>) -> Dist {
-        let values = parts.iter().flat_map(move |p| {
-            let (all, sel) = match self.rows(p) {
-                None => (Some(p.rows.iter().map(f)), None),
-                Some(sel) => (None, Some(sel.iter().map(move |&i| f(&p.rows[i as usize])))),
-            };
-            all.into_iter().flatten().chain(sel.into_iter().flatten())
-        });
-        Dist::of(values, scratch)
+        match *self {
+            Selection::All => Dist::of(parts.iter().flat_map(|p| p.rows.iter().map(f)), scratch),
+            Selection::Class(kind, c) => {
+                let values = parts.iter().flat_map(|p| {
+                    let rows = &p.rows;
+                    class_rows(p, kind, c)
+                        .iter()
+                        .map(move |&i| f(&rows[i as usize]))
+                });
+                Dist::of(values, scratch)
+            }
+        }
+    }
+}
+
+/// The rows of a stretch in class `c` of `kind`.
+fn class_rows(p: &Part, kind: Kind, c: usize) -> &[u32] {
+    match kind {
+        Kind::Size => &p.by_size[c],
+        Kind::Runtime => &p.by_runtime[c],
     }
 }
 
@@ -363,12 +371,10 @@ pub fn summarize(result: &SimResult, opts: &MetricsOptions) -> Summary {
         (0..SIZE_CLASSES.len()).map(|c| (SIZE_CLASSES[c].1, Selection::Class(Kind::Size, c)));
     let runtimes = (0..RUNTIME_CLASSES.len())
         .map(|c| (RUNTIME_CLASSES[c].1, Selection::Class(Kind::Runtime, c)));
-    let groups: Vec<(&str, Selection)> = std::iter::once(("all", Selection::All))
-        .chain(
-            sizes
-                .chain(runtimes)
-                .filter(|(_, sel)| sel.count(&parts) > 0),
-        )
+    let groups: Vec<(&str, Selection, usize)> = std::iter::once(("all", Selection::All))
+        .chain(sizes.chain(runtimes))
+        .map(|(label, sel)| (label, sel, sel.count(&parts)))
+        .filter(|&(_, sel, jobs)| jobs > 0 || matches!(sel, Selection::All))
         .collect();
     const COLUMNS: [fn(&JobMetrics) -> f64; 4] = [
         |m| m.wait_s,
@@ -408,10 +414,10 @@ pub fn summarize(result: &SimResult, opts: &MetricsOptions) -> Summary {
     );
     let mut all = None;
     let (mut by_size, mut by_runtime) = (Vec::new(), Vec::new());
-    for ((label, sel), d) in groups.iter().zip(dists.chunks_exact(COLUMNS.len())) {
+    for (&(label, sel, jobs), d) in groups.iter().zip(dists.chunks_exact(COLUMNS.len())) {
         let group = Group {
             label: label.to_string(),
-            jobs: sel.count(&parts),
+            jobs,
             wait_s: d[0],
             response_s: d[1],
             slowdown: d[2],
