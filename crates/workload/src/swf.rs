@@ -463,6 +463,24 @@ struct Piece {
     report: ReadReport,
 }
 
+/// Which threads parse a trace's pieces.
+#[derive(Clone, Copy, Debug)]
+enum Parsers {
+    /// rayon's global pool: all cores.
+    Shared,
+    /// A pool of this many threads of the reading's own; none: the reading thread parses
+    /// each piece after reading it.
+    Own(usize),
+}
+
+/// Runs `op` in a scope of `pool`'s threads, or of the global pool's.
+fn in_scope<'s, R>(pool: Option<&rayon::ThreadPool>, op: impl FnOnce(&rayon::Scope<'s>) -> R) -> R {
+    match pool {
+        Some(pool) => pool.in_place_scope(op),
+        None => rayon::in_place_scope(op),
+    }
+}
+
 /// The records of the pieces parsed so far, joined in order by the parsing threads as the
 /// pieces complete, so that the copy into one vector overlaps the decompression (which is the
 /// longest part of reading) instead of following it on the reading thread.
@@ -703,7 +721,7 @@ impl<R: BufRead> Reader<R> {
     /// exactly those of reading line by line; an input error ends the input where it
     /// happened, after the lines before it.
     pub fn into_trace(self) -> Result<Trace, SwfError> {
-        self.into_trace_in_pieces(FIRST_PIECE, PIECE, &|_| {})
+        self.into_trace_in_pieces(FIRST_PIECE, PIECE, Parsers::Shared, &|_| {})
     }
 
     /// [`Reader::into_trace`], handing each piece's records to `feed` as soon as it and
@@ -713,15 +731,23 @@ impl<R: BufRead> Reader<R> {
     /// in an error is fed its records before the error and nothing follows it; the error
     /// itself is the result's, exactly as [`Reader::into_trace`] reports it, so whoever
     /// follows the feed must not take the records for the trace before the result is `Ok`.
+    ///
+    /// The reading leaves one core to whoever consumes the feed: of `n` cores (rayon's
+    /// count), this thread decompresses and `n − 2` threads of their own parse. On two cores
+    /// this thread parses too: a parsing thread would take turns with the consumer on its
+    /// core (measured: the simulation got half a core while the trace was read).
     pub fn into_trace_feeding(self, feed: &Feed) -> Result<Trace, SwfError> {
-        self.into_trace_in_pieces(FIRST_PIECE, PIECE, feed)
+        let parsers = rayon::current_num_threads().saturating_sub(2);
+        self.into_trace_in_pieces(FIRST_PIECE, PIECE, Parsers::Own(parsers), feed)
     }
 
-    /// Reads in pieces of `first` bytes, then twice as many each time up to `most`.
+    /// Reads in pieces of `first` bytes, then twice as many each time up to `most`, parsed
+    /// by `parsers`.
     fn into_trace_in_pieces(
         mut self,
         first: usize,
         most: usize,
+        parsers: Parsers,
         feed: &Feed,
     ) -> Result<Trace, SwfError> {
         let mut piece = first.min(most);
@@ -741,9 +767,15 @@ impl<R: BufRead> Reader<R> {
         let mut input_error = None;
         let mut pieces = 0;
         let joined = Joined::default();
-        // This thread reads (and gunzips) piece after piece while the pool parses the pieces
-        // already read: the decompression overlaps the parsing.
-        rayon::in_place_scope(|scope| {
+        // This thread reads (and gunzips) piece after piece while the parsers parse the
+        // pieces already read: the decompression overlaps the parsing.
+        let own_pool = match parsers {
+            Parsers::Own(n) if n > 0 => rayon::ThreadPoolBuilder::new().num_threads(n).build().ok(),
+            _ => None,
+        };
+        // No thread to spare (or none could be started): each piece is parsed here.
+        let here = matches!(parsers, Parsers::Own(_)) && own_pool.is_none();
+        in_scope(own_pool.as_ref(), |scope| {
             loop {
                 let mut block = std::mem::take(&mut carry);
                 block.reserve(piece);
@@ -769,14 +801,19 @@ impl<R: BufRead> Reader<R> {
                     let k = pieces;
                     pieces += 1;
                     let joined = &joined;
-                    scope.spawn(move |_| {
+                    let parse = move || {
                         let mut parsed = parse_piece(&block, first_line, name, gzip, opts, procs);
                         drop(block);
                         let failed = parsed.error.is_some();
                         joined.add(k, std::mem::take(&mut parsed.records), failed, feed);
                         // The receiver outlives the scope.
                         let _ = tx.send((k, parsed));
-                    });
+                    };
+                    if here {
+                        parse();
+                    } else {
+                        scope.spawn(move |_| parse());
+                    }
                 }
                 if end {
                     break;
@@ -1081,6 +1118,9 @@ fn as_f64(s: &[u8]) -> Result<Option<f64>, LineErrorKind> {
             (true, _) => Err(LineErrorKind::Negative),
         };
     }
+    if let Some(v) = short_decimal(s) {
+        return Ok(Some(v));
+    }
     let text = std::str::from_utf8(s).map_err(|_| LineErrorKind::NotANumber)?;
     let v: f64 = text.parse().map_err(|_| LineErrorKind::NotANumber)?;
     if !v.is_finite() {
@@ -1095,6 +1135,29 @@ fn as_f64(s: &[u8]) -> Result<Option<f64>, LineErrorKind> {
     Ok(Some(v))
 }
 
+/// A non-negative decimal `digits.digits` with at most 15 significant digits, converted as the
+/// standard library converts it: both the digits as an integer and the power of ten are exact
+/// doubles, and one IEEE division of exact operands is correctly rounded (Clinger's fast
+/// path). Anything else (signs, exponents, long fractions) is left to the standard parser.
+fn short_decimal(s: &[u8]) -> Option<f64> {
+    const POW10: [f64; 16] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    ];
+    let dot = s.iter().position(|&b| b == b'.')?;
+    let (int, frac) = (&s[..dot], &s[dot + 1..]);
+    if int.is_empty() || frac.is_empty() || int.len() + frac.len() > 15 {
+        return None;
+    }
+    let mut m: u64 = 0;
+    for &d in int.iter().chain(frac) {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        m = m * 10 + u64::from(d - b'0');
+    }
+    Some(m as f64 / POW10[frac.len()])
+}
+
 /// `u8::is_ascii_whitespace` as one comparison for the common bytes: splitting fields is a
 /// large share of reading a trace, and the five-way match costs several branches per byte.
 #[inline(always)]
@@ -1103,7 +1166,13 @@ fn is_space(b: u8) -> bool {
 }
 
 fn parse_record(line: &[u8]) -> Result<SwfRecord, BadField> {
+    // One pass splits the line and reads each field that is a plain integer (all but a few
+    // fields of real traces) as it goes; `NOT_PLAIN` marks a field read from its text below.
+    const NOT_PLAIN: i64 = i64::MIN;
+    // Twelve digits times a million stay within i64, so a plain field cannot overflow.
+    const PLAIN_DIGITS: usize = 12;
     let mut fields: [&[u8]; 18] = [&[]; 18];
+    let mut plain = [NOT_PLAIN; 18];
     let mut count = 0;
     let (mut i, n) = (0, line.len());
     loop {
@@ -1114,11 +1183,23 @@ fn parse_record(line: &[u8]) -> Result<SwfRecord, BadField> {
             break;
         }
         let start = i;
+        let neg = line[i] == b'-';
+        i += usize::from(neg);
+        let digits = i;
+        let mut v: i64 = 0;
+        while i < n && line[i].is_ascii_digit() {
+            v = v.wrapping_mul(10).wrapping_add(i64::from(line[i] - b'0'));
+            i += 1;
+        }
+        let is_plain = i > digits && i - digits <= PLAIN_DIGITS && (i == n || is_space(line[i]));
         while i < n && !is_space(line[i]) {
             i += 1;
         }
         if count < 18 {
             fields[count] = &line[start..i];
+            if is_plain {
+                plain[count] = if neg { -v * MICROS } else { v * MICROS };
+            }
         }
         count += 1;
     }
@@ -1135,7 +1216,10 @@ fn parse_record(line: &[u8]) -> Result<SwfRecord, BadField> {
             kind,
         }
     };
-    let fixed = |i: usize| parse_fixed(fields[i]).map_err(bad(i));
+    let fixed = |i: usize| match plain[i] {
+        NOT_PLAIN => parse_fixed(fields[i]).map_err(bad(i)),
+        v => Ok(v),
+    };
     let job = as_u64(fixed(0)?)
         .map_err(bad(0))?
         .ok_or_else(|| bad(0)(LineErrorKind::MissingJobNumber))?;
@@ -1304,17 +1388,24 @@ mod tests {
         let src = || FailsAt(std::io::Cursor::new(body.clone().into_bytes()), 3000);
         let one = read_trace_from(src(), "t.swf", &ReadOptions::default()).unwrap_err();
         for piece in [1, 100, 1 << 20] {
-            let reader = Reader::new(BufReader::new(src()), "t.swf", ReadOptions::default());
-            let cut = reader
-                .unwrap()
-                .into_trace_in_pieces(piece, piece, &|_| {})
-                .unwrap_err();
-            assert_eq!(one.to_string(), cut.to_string());
-            assert!(cut.to_string().contains("disk gone"), "{cut}");
+            for parsers in ALL_PARSERS {
+                let reader = Reader::new(BufReader::new(src()), "t.swf", ReadOptions::default());
+                let cut = reader
+                    .unwrap()
+                    .into_trace_in_pieces(piece, piece, parsers, &|_| {})
+                    .unwrap_err();
+                assert_eq!(one.to_string(), cut.to_string(), "{parsers:?}");
+                assert!(cut.to_string().contains("disk gone"), "{cut}");
+            }
         }
     }
 
-    /// Parsing in pieces gives what reading line by line gives, whatever the cuts: records,
+    /// Every way of parsing the pieces: on all cores, on a pool of the reading's own, and on
+    /// the reading thread.
+    const ALL_PARSERS: [Parsers; 3] = [Parsers::Shared, Parsers::Own(2), Parsers::Own(0)];
+
+    /// Parsing in pieces gives what reading line by line gives, whatever the cuts and
+    /// whichever threads parse: records,
     /// report, comments among the jobs, and the first error with its line number.
     #[test]
     fn pieces_read_exactly_as_one_reader() {
@@ -1346,21 +1437,23 @@ mod tests {
                 let one = read_trace_from(body.as_bytes(), "t.swf", &opts);
                 // Fixed sizes, and sizes that double from the first.
                 let sizes = [(1, 1), (7, 7), (50, 50), (333, 333), (1 << 20, 1 << 20)];
-                for (piece, most) in sizes.into_iter().chain([(1, 64), (7, 400), (30, 30 << 8)]) {
+                let cuts = sizes.into_iter().chain([(1, 64), (7, 400), (30, 30 << 8)]);
+                for ((piece, most), parsers) in cuts.flat_map(|c| ALL_PARSERS.map(|p| (c, p))) {
                     let reader = Reader::new(body.as_bytes(), "t.swf", opts.clone()).unwrap();
                     let fed = std::sync::Mutex::new(Vec::new());
-                    let cut = reader.into_trace_in_pieces(piece, most, &|r| {
+                    let cut = reader.into_trace_in_pieces(piece, most, parsers, &|r| {
                         fed.lock().unwrap().extend_from_slice(r)
                     });
                     let fed = fed.into_inner().unwrap();
+                    let at = format!("piece {piece}, {parsers:?}");
                     match (&one, &cut) {
                         (Ok(a), Ok(b)) => {
-                            assert_eq!(a, b, "piece {piece}");
+                            assert_eq!(a, b, "{at}");
                             // The feed saw the records, in order, as they were joined.
-                            assert_eq!(fed, b.records, "piece {piece}");
+                            assert_eq!(fed, b.records, "{at}");
                         }
-                        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
-                        _ => panic!("piece {piece}: {:?} vs {:?}", one.is_ok(), cut.is_ok()),
+                        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{at}"),
+                        _ => panic!("{at}: {:?} vs {:?}", one.is_ok(), cut.is_ok()),
                     }
                 }
             }
@@ -1426,6 +1519,85 @@ mod tests {
         let mut nodes_only = SwfHeader::default();
         nodes_only.push_line(" MaxNodes: 100");
         assert_eq!(nodes_only.machine_procs(), Some(100));
+    }
+
+    /// Whole numbers are read in the pass that splits the line; the same value written with a
+    /// fraction goes the general way. Both must give the same record, or the same error, in
+    /// every field, including the signs, zeros and lengths at the fast path's edges.
+    #[test]
+    fn plain_integers_read_as_the_general_path_reads_them() {
+        let base: Vec<&str> = "7 100 5 60 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1"
+            .split(' ')
+            .collect();
+        let tokens = [
+            "0",
+            "-0",
+            "1",
+            "-1",
+            "-2",
+            "007",
+            "999999999999",
+            "1000000000000",
+            "9223372036854",
+            "9223372036855",
+            "4294967295",
+            "4294967296",
+            "12345678901234567890",
+        ];
+        for field in 0..18 {
+            for t in tokens {
+                if t == "-0" && [5, 6, 9].contains(&field) {
+                    // A float field's whole −0 has always read as 0, its −0.0 as −0.
+                    continue;
+                }
+                let line = |v: &str| {
+                    let mut f = base.clone();
+                    f[field] = v;
+                    f.join("  ")
+                };
+                let plain = parse_record(line(t).as_bytes());
+                let general = parse_record(line(&format!("{t}.0")).as_bytes());
+                let show = |r: Result<SwfRecord, BadField>| match r {
+                    Ok(rec) => format!("{rec:?}"),
+                    Err(BadField::Value { field, kind, .. }) => format!("field {field}: {kind:?}"),
+                    Err(BadField::Count(n)) => format!("{n} fields"),
+                };
+                assert_eq!(show(plain), show(general), "field {} = {t}", field + 1);
+            }
+        }
+    }
+
+    /// The float fields' short decimals are converted as the standard library converts them.
+    #[test]
+    fn short_decimals_convert_as_the_standard_library() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(16);
+        let mut texts: Vec<String> = ["0.1", "0.3", "163.38", "973.72", "1.5", "0.000000000000001"]
+            .map(String::from)
+            .to_vec();
+        for _ in 0..200_000 {
+            let int_digits = rng.random_range(1..=10);
+            let frac_digits = rng.random_range(1..=(16 - int_digits));
+            let digits = |n: usize, rng: &mut rand_pcg::Pcg64| -> String {
+                (0..n)
+                    .map(|_| char::from(b'0' + rng.random_range(0..10u8)))
+                    .collect()
+            };
+            texts.push(format!(
+                "{}.{}",
+                digits(int_digits, &mut rng),
+                digits(frac_digits, &mut rng)
+            ));
+        }
+        for t in &texts {
+            let want: f64 = t.parse().unwrap();
+            let got = as_f64(t.as_bytes()).unwrap().unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "{t}");
+        }
+        // Beyond the fast path: still the standard library's value.
+        for t in ["1234567890.1234567", "-0.5", "1.5e3", ".5", "5."] {
+            assert_eq!(short_decimal(t.as_bytes()), None, "{t}");
+        }
     }
 
     #[test]
