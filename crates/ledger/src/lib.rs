@@ -43,6 +43,7 @@
 //! ```
 
 mod index;
+pub mod room;
 
 use cosched_core::{
     Dur, JobId, JobRecord, JobSpec, MachineShape, NodeId, Outcome, PeBits, PeSet, Time,
@@ -52,6 +53,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 use crate::index::JobIndex;
+pub use crate::room::Room;
 
 /// A job's position in the ledger (dense, in the order jobs were added).
 pub type Ix = usize;
@@ -394,6 +396,11 @@ impl Ledger {
     /// Every record, in the order jobs were added.
     pub fn records(&self) -> impl Iterator<Item = &JobRecord> {
         self.records.iter()
+    }
+    /// Where the room [`Ledger::reserve`] keeps for jobs still to come lies: that of the
+    /// entries and that of the records (job `i`'s slot in each is written when it is added).
+    pub fn room(&self) -> [Room; 2] {
+        [Room::of(&self.entries), Room::of(&self.records)]
     }
     /// Every record, in the order jobs were added (as they stand: no copy).
     pub fn into_records(self) -> Vec<JobRecord> {

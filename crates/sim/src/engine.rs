@@ -36,7 +36,9 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, Slowdowns, Time};
-use cosched_ledger::{Change, Ledger, LedgerError};
+use cosched_ledger::{Change, Ledger, LedgerError, Room};
+
+use crate::ahead::Ahead;
 use cosched_policy::{Decision, Event, JobRequest, Policy};
 
 pub use crate::rates::Usage;
@@ -317,6 +319,9 @@ pub(crate) trait Jobs {
     fn expected(&self) -> usize {
         self.known().len()
     }
+    /// Where the ledger will write the jobs still to come (see [`crate::ahead`]): offered to
+    /// whoever makes that memory resident ahead of the simulation, if anyone does.
+    fn ledger_room(&mut self, _room: [cosched_ledger::Room; 2]) {}
 }
 
 impl Jobs for &[SimJob] {
@@ -331,12 +336,27 @@ impl Jobs for &[SimJob] {
 /// Jobs arriving in pieces over a channel (a trace's pieces as they are parsed), kept as
 /// they come: the run's workload when it ends. Room for the jobs the trace announces is
 /// reserved at the start, so that each piece is copied once, not again at every growth.
-pub(crate) struct Streamed {
+pub(crate) struct Streamed<'a> {
     pub(crate) jobs: Vec<SimJob>,
     rx: std::sync::mpsc::Receiver<Vec<SimJob>>,
+    /// The sender makes the room of the jobs and of the ledger resident ahead of them.
+    ahead: &'a Ahead,
+    /// The rooms last offered to `ahead`: the jobs', the ledger's entries' and records'.
+    offered: [Option<Room>; 3],
 }
 
-impl Jobs for Streamed {
+impl Streamed<'_> {
+    fn offer(&mut self, i: usize, name: &'static str, room: Room) {
+        // Offered again only when it moved or grew: offering takes a lock the sender shares.
+        let same = |o: Room| o.start == room.start && o.end == room.end;
+        if !self.offered[i].is_some_and(same) {
+            self.ahead.offer(name, room);
+            self.offered[i] = Some(room);
+        }
+    }
+}
+
+impl Jobs for Streamed<'_> {
     fn known(&self) -> &[SimJob] {
         &self.jobs
     }
@@ -348,10 +368,15 @@ impl Jobs for Streamed {
             // Every sender is gone: the input has ended.
             Err(_) => return false,
         }
+        self.offer(0, "jobs", Room::of(&self.jobs));
         true
     }
     fn expected(&self) -> usize {
         self.jobs.capacity()
+    }
+    fn ledger_room(&mut self, [entries, records]: [Room; 2]) {
+        self.offer(1, "ledger entries", entries);
+        self.offer(2, "ledger records", records);
     }
 }
 
@@ -360,21 +385,28 @@ impl Jobs for Streamed {
 /// ([`SimError::OutOfOrder`] otherwise). Flat machines only (no slowdown model, no
 /// operations). Gives the jobs back with the result: equal to [`simulate`] of the same jobs
 /// when it succeeds. `expected`: how many jobs will probably come (room is reserved for
-/// them; 0 if unknown).
+/// them; 0 if unknown). The room the jobs will be written to is offered to `ahead`, which
+/// the sender populates; it is closed when the run ends.
 pub(crate) fn simulate_streamed(
     machine: MachineShape,
     expected: usize,
     rx: std::sync::mpsc::Receiver<Vec<SimJob>>,
+    ahead: &Ahead,
     policy: &mut dyn Policy,
     opts: EngineOptions,
 ) -> Result<(SimResult, Vec<SimJob>), SimError> {
     debug_assert!(opts.slowdowns.is_none() && opts.operations.is_empty());
     policy.set_forecaster(crate::forecast::shared());
-    let feed = Streamed {
+    let mut feed = Streamed {
         jobs: Vec::with_capacity(expected),
         rx,
+        ahead,
+        offered: [None; 3],
     };
-    let (res, feed) = Engine::<false, _>::new(machine, feed, policy, opts)?.run()?;
+    feed.offer(0, "jobs", Room::of(&feed.jobs));
+    let run = Engine::<false, _>::new(machine, feed, policy, opts).and_then(Engine::run);
+    ahead.close();
+    let (res, feed) = run?;
     Ok((res, feed.jobs))
 }
 
@@ -511,12 +543,14 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
     /// Makes the jobs known from index `from` on part of the run: checked, added to the
     /// ledger, and placed among the arrivals still to come.
     fn intake(&mut self, from: usize) -> Result<(), SimError> {
+        // The ledger holds the jobs before `from` already.
+        let known = self.jobs.known().len();
+        self.ledger
+            .reserve(self.jobs.expected().max(known) - self.ledger.len());
+        self.jobs.ledger_room(self.ledger.room());
         let jobs = self.jobs.known();
         let total = self.machine.total_pes();
         let key = |i: u32| (jobs[i as usize].req.submit, jobs[i as usize].req.id);
-        // The ledger holds the jobs before `from` already.
-        self.ledger
-            .reserve(self.jobs.expected().max(jobs.len()) - self.ledger.len());
         let mut sorted = true;
         for (i, j) in jobs.iter().enumerate().skip(from) {
             if j.req.procs > total {
@@ -972,7 +1006,9 @@ mod tests {
         jobs
     }
 
-    /// Feeds `jobs` in pieces of `piece` to the streamed engine, which expects `expected`.
+    /// Feeds `jobs` in pieces of `piece` to the streamed engine, which expects `expected`,
+    /// from another thread that makes the room of each piece resident before sending it, as
+    /// the trace reader does.
     fn streamed(
         m: MachineShape,
         jobs: &[SimJob],
@@ -981,11 +1017,18 @@ mod tests {
         p: &mut dyn Policy,
     ) -> Result<(SimResult, Vec<SimJob>), SimError> {
         let (tx, rx) = std::sync::mpsc::channel();
-        for c in jobs.chunks(piece) {
-            tx.send(c.to_vec()).unwrap();
-        }
-        drop(tx);
-        simulate_streamed(m, expected, rx, p, EngineOptions::default())
+        let ahead = &Ahead::new();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let mut sent = 0;
+                for c in jobs.chunks(piece) {
+                    sent += c.len();
+                    ahead.populate(sent);
+                    tx.send(c.to_vec()).unwrap();
+                }
+            });
+            simulate_streamed(m, expected, rx, ahead, p, EngineOptions::default())
+        })
     }
 
     #[test]
@@ -1028,8 +1071,15 @@ mod tests {
             tx.send(vec![job(4, 3_000, 10)]).unwrap();
             drop(tx);
             let mut p = registry::build("gang", &cfg).unwrap();
-            let err =
-                simulate_streamed(m, 0, rx, p.as_mut(), EngineOptions::default()).unwrap_err();
+            let err = simulate_streamed(
+                m,
+                0,
+                rx,
+                &Ahead::new(),
+                p.as_mut(),
+                EngineOptions::default(),
+            )
+            .unwrap_err();
             assert!(
                 matches!(err, SimError::OutOfOrder { job: JobId(4) }),
                 "t3={t3}: {err}"
@@ -1048,7 +1098,9 @@ mod tests {
         tx.send(vec![long, job(2, 100)]).unwrap();
         tx.send(vec![job(3, 50)]).unwrap();
         drop(tx);
-        let err = simulate_streamed(m, 0, rx, p.as_mut(), EngineOptions::default()).unwrap_err();
+        let ahead = Ahead::new();
+        let err =
+            simulate_streamed(m, 0, rx, &ahead, p.as_mut(), EngineOptions::default()).unwrap_err();
         assert!(
             matches!(err, SimError::OutOfOrder { job: JobId(3) }),
             "{err}"

@@ -27,6 +27,7 @@
 //! - [`timeshare_metrics`]: preemptions, quanta and interactive slowdowns of time-sharing runs.
 //! - [`matrix_svg`]: the Ousterhout matrix over a time window, as SVG.
 
+mod ahead;
 pub mod engine;
 pub mod forecast;
 pub mod gantt;

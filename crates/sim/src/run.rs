@@ -16,6 +16,7 @@ use cosched_policy::t3d::T3dConfig;
 use cosched_policy::{ConfigError, Policy, PolicyConfig, registry};
 use cosched_workload::swf::{SwfHeader, SwfRecord};
 
+use crate::ahead::Ahead;
 use crate::engine::simulate_streamed;
 use crate::metrics::{MetricsOptions, Summary, summarize};
 use crate::setup::{OpenTrace, SetupError, Source};
@@ -276,11 +277,12 @@ pub fn run_read(open: OpenTrace, spec: &RunSpec) -> Result<(Source, RunOutput), 
     let (tx, rx) = mpsc::channel::<Vec<SimJob>>();
     let (machine, engine) = (spec.config.machine, spec.engine.clone());
     let expected = open.expected_jobs();
+    let ahead = &Ahead::new();
     let outcome = std::thread::scope(|scope| {
         let sim = std::thread::Builder::new()
             .name("simulate".into())
             .spawn_scoped(scope, move || {
-                let res = simulate_streamed(machine, expected, rx, policy.as_mut(), engine);
+                let res = simulate_streamed(machine, expected, rx, ahead, policy.as_mut(), engine);
                 res.ok().filter(|_| policy.failure().is_none())
             });
         let Ok(sim) = sim else {
@@ -301,6 +303,9 @@ pub fn run_read(open: OpenTrace, spec: &RunSpec) -> Result<(Source, RunOutput), 
                 }
                 *seen += 1;
             }
+            // The pages these jobs will be written to are mapped here, where there is time
+            // to spare, not by the simulation's first writes (see `ahead`).
+            ahead.populate(kept.len());
             // The simulation may have stopped (an error): the run is done again anyway.
             let _ = tx.send(jobs);
         };
