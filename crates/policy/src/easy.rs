@@ -133,13 +133,18 @@ impl Easy {
         self.shadow_due = Some(now);
         let mut res: Option<Reservation> = None;
         let mut started = std::mem::take(&mut self.started);
-        for k in from..self.s.queue.len() {
+        let mut next = from;
+        loop {
             let free = self.s.pool.free_count();
             if free == 0 {
                 break;
             }
+            let Some(k) = self.s.queue.next_fitting(next, free) else {
+                break;
+            };
+            next = k + 1;
             let job = self.s.queue.get(k);
-            if job.procs > free || self.s.queue.is_held(job.id) {
+            if self.s.queue.is_held(job.id) {
                 continue;
             }
             let (procs, estimate) = (job.procs, job.estimate);

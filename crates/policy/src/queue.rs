@@ -143,6 +143,22 @@ impl<T: Queued> WaitQueue<T> {
     pub fn get(&self, k: usize) -> &T {
         &self.jobs[k]
     }
+    /// The first position from `k` on whose job asks for at most `procs` PEs. A backfilling
+    /// pass skips most of a long queue this way, in a tight scan of the deque's two slices
+    /// rather than position by position.
+    pub fn next_fitting(&self, k: usize, procs: u32) -> Option<usize> {
+        let (a, b) = self.jobs.as_slices();
+        let fits = |j: &T| j.req().procs <= procs;
+        if k < a.len() {
+            if let Some(d) = a[k..].iter().position(fits) {
+                return Some(k + d);
+            }
+            b.iter().position(fits).map(|d| a.len() + d)
+        } else {
+            let from = k - a.len();
+            b.get(from..)?.iter().position(fits).map(|d| k + d)
+        }
+    }
     pub fn get_mut(&mut self, k: usize) -> &mut T {
         &mut self.jobs[k]
     }
@@ -339,6 +355,38 @@ mod tests {
             procs,
             Dur::from_secs(10),
         )
+    }
+
+    /// The next job that fits is the one a scan position by position finds, wherever the
+    /// deque's storage wraps.
+    #[test]
+    fn next_fitting_is_the_first_fitting_position_from_k() {
+        let mut q = WaitQueue::default();
+        for id in 0..12 {
+            q.insert(req(id, id as i64, 1 + (id as u32 * 7) % 5));
+        }
+        let mut wrapped = false;
+        for round in 0..12u64 {
+            // Taking heads and adding tails moves the deque's wrap point.
+            q.remove(0);
+            q.insert(req(
+                100 + round,
+                100 + round as i64,
+                1 + (round as u32 * 3) % 5,
+            ));
+            wrapped |= !q.jobs.as_slices().1.is_empty();
+            for k in 0..=q.len() + 1 {
+                for procs in 0..6 {
+                    let naive = (k..q.len()).find(|&i| q.get(i).procs <= procs);
+                    assert_eq!(
+                        q.next_fitting(k, procs),
+                        naive,
+                        "round {round}, k {k}, {procs}"
+                    );
+                }
+            }
+        }
+        assert!(wrapped, "the storage never wrapped");
     }
 
     #[test]

@@ -455,7 +455,6 @@ const FIRST_PIECE: usize = 1 << 16;
 
 /// What one piece of the input gave.
 struct Piece {
-    records: Vec<SwfRecord>,
     /// The first error, which ends the piece (and the trace).
     error: Option<SwfError>,
     /// Comment lines among the jobs, in order.
@@ -528,6 +527,21 @@ impl Joined {
         }
     }
 
+    /// Piece `k`, every piece before it being in, parsed by `parse` straight onto the
+    /// records joined so far (no copy); `parse` tells whether the piece ended in an error.
+    /// Its records are handed to `feed` as [`Joined::add`] hands them.
+    fn parse_onto(&self, k: usize, parse: impl FnOnce(&mut Vec<SwfRecord>) -> bool, feed: &Feed) {
+        let Ok(mut st) = self.0.lock() else { return };
+        debug_assert!(k == st.next && st.parked.is_empty());
+        let from = st.records.len();
+        let failed = parse(&mut st.records);
+        if !st.stopped {
+            feed(&st.records[from..]);
+            st.stopped = failed;
+        }
+        st.next += 1;
+    }
+
     /// The records of all `pieces` pieces, in input order.
     fn into_records(self, pieces: usize) -> Vec<SwfRecord> {
         let st = self.0.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -536,7 +550,8 @@ impl Joined {
     }
 }
 
-/// Parses one piece of job lines, `first_line` being the number of the line before its first.
+/// Parses one piece of job lines, `first_line` being the number of the line before its first,
+/// appending its records to `records`.
 fn parse_piece(
     bytes: &[u8],
     first_line: u64,
@@ -544,6 +559,7 @@ fn parse_piece(
     gzip: bool,
     opts: ReadOptions,
     procs: u32,
+    records: &mut Vec<SwfRecord>,
 ) -> Piece {
     let mut reader = Reader {
         src: bytes,
@@ -558,7 +574,7 @@ fn parse_piece(
         header: SwfHeader::default(),
         report: ReadReport::default(),
     };
-    let mut records = Vec::with_capacity(bytes.len() / 64);
+    records.reserve(bytes.len() / 64);
     let mut error = None;
     for rec in reader.by_ref() {
         match rec {
@@ -570,7 +586,6 @@ fn parse_piece(
         }
     }
     Piece {
-        records,
         error,
         comments: reader.header.lines,
         report: reader.report,
@@ -775,9 +790,13 @@ impl<R: BufRead> Reader<R> {
         };
         // No thread to spare (or none could be started): each piece is parsed here.
         let here = matches!(parsers, Parsers::Own(_)) && own_pool.is_none();
+        // A block parsed here is read into again: its pages are resident already.
+        let mut spare = Vec::new();
         in_scope(own_pool.as_ref(), |scope| {
             loop {
-                let mut block = std::mem::take(&mut carry);
+                let mut block = std::mem::take(&mut spare);
+                block.clear();
+                block.append(&mut carry);
                 block.reserve(piece);
                 let end = match (&mut self.src).take(piece as u64).read_to_end(&mut block) {
                     Ok(n) => n < piece,
@@ -797,22 +816,43 @@ impl<R: BufRead> Reader<R> {
                 if !block.is_empty() {
                     let first_line = line;
                     line += memchr::memchr_iter(b'\n', &block).count() as u64;
-                    let (tx, name, opts) = (tx.clone(), name.clone(), opts.clone());
                     let k = pieces;
                     pieces += 1;
-                    let joined = &joined;
-                    let parse = move || {
-                        let mut parsed = parse_piece(&block, first_line, name, gzip, opts, procs);
-                        drop(block);
-                        let failed = parsed.error.is_some();
-                        joined.add(k, std::mem::take(&mut parsed.records), failed, feed);
-                        // The receiver outlives the scope.
-                        let _ = tx.send((k, parsed));
-                    };
                     if here {
-                        parse();
+                        joined.parse_onto(
+                            k,
+                            |records| {
+                                let (name, opts) = (name.clone(), opts.clone());
+                                let parsed = parse_piece(
+                                    &block, first_line, name, gzip, opts, procs, records,
+                                );
+                                let failed = parsed.error.is_some();
+                                let _ = tx.send((k, parsed));
+                                failed
+                            },
+                            feed,
+                        );
+                        spare = block;
                     } else {
-                        scope.spawn(move |_| parse());
+                        let (tx, name, opts) = (tx.clone(), name.clone(), opts.clone());
+                        let joined = &joined;
+                        scope.spawn(move |_| {
+                            let mut records = Vec::new();
+                            let parsed = parse_piece(
+                                &block,
+                                first_line,
+                                name,
+                                gzip,
+                                opts,
+                                procs,
+                                &mut records,
+                            );
+                            drop(block);
+                            let failed = parsed.error.is_some();
+                            joined.add(k, records, failed, feed);
+                            // The receiver outlives the scope.
+                            let _ = tx.send((k, parsed));
+                        });
                     }
                 }
                 if end {
