@@ -255,7 +255,7 @@ pub enum ReadRunError {
 /// whole trace has been read, as [`Source::trace`] reports it, and nothing of the run.
 pub fn run_read(open: OpenTrace, spec: &RunSpec) -> Result<(Source, RunOutput), ReadRunError> {
     let whole = |open: OpenTrace| -> Result<(Source, RunOutput), ReadRunError> {
-        let src = open.read(&|_| {})?;
+        let src = open.read()?;
         let out = run(&spec.with_source(&src))?;
         Ok((src, out))
     };
@@ -309,7 +309,7 @@ pub fn run_read(open: OpenTrace, spec: &RunSpec) -> Result<(Source, RunOutput), 
             // The simulation may have stopped (an error): the run is done again anyway.
             let _ = tx.send(jobs);
         };
-        let read = open.read(&feed);
+        let read = open.read_feeding(&feed);
         // The input has ended: the simulation runs out the jobs it has.
         drop(tx);
         let simulated = sim.join().unwrap_or_else(|p| std::panic::resume_unwind(p));

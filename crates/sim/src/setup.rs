@@ -119,10 +119,17 @@ impl OpenTrace {
         }
     }
 
+    /// Reads the jobs, on all cores (see [`Reader::into_trace`]).
+    pub fn read(self) -> Result<Source, SetupError> {
+        let first = self.first.unwrap_or(usize::MAX);
+        let trace = self.reader.into_trace()?;
+        Ok(Self::source(self.path, trace, first))
+    }
+
     /// Reads the jobs, handing `feed` each piece of the kept records as soon as it is parsed,
     /// in input order (see [`Reader::into_trace_feeding`]: after an error, the feed's records
     /// are not the trace's).
-    pub fn read(self, feed: &Feed) -> Result<Source, SetupError> {
+    pub fn read_feeding(self, feed: &Feed) -> Result<Source, SetupError> {
         let first = self.first.unwrap_or(usize::MAX);
         // The feed is called one piece at a time; this counts the records it was offered.
         let seen = std::sync::atomic::AtomicUsize::new(0);
@@ -133,17 +140,23 @@ impl OpenTrace {
                 feed(&r[..n]);
             }
         };
-        let mut trace = self.reader.into_trace_feeding(&kept)?;
+        let trace = self.reader.into_trace_feeding(&kept)?;
+        Ok(Self::source(self.path, trace, first))
+    }
+
+    /// The source of `path`'s `trace`, its first `first` jobs kept.
+    fn source(path: PathBuf, mut trace: cosched_workload::swf::Trace, first: usize) -> Source {
         trace.records.truncate(first);
-        Ok(Source::Trace {
-            path: self.path.clone(),
+        // Started after the read, so that it shares the cores with the simulation (which
+        // uses one), not with the parsing (which uses all).
+        let digest = FileDigest::start(&path);
+        Source::Trace {
+            path,
             header: Box::new(trace.header),
             records: Arc::new(trace.records),
             procs: trace.procs,
-            // Started after the read, so that it shares the cores with the simulation (which
-            // uses one), not with the parsing (which uses all).
-            digest: FileDigest::start(&self.path),
-        })
+            digest,
+        }
     }
 }
 
@@ -162,7 +175,7 @@ impl Source {
         opts: &ReadOptions,
         first: Option<usize>,
     ) -> Result<Source, SetupError> {
-        Source::open_trace(path, opts, first)?.read(&|_| {})
+        Source::open_trace(path, opts, first)?.read()
     }
 
     /// Reads a trace's header only, as [`Source::trace`] would: the machine size is then

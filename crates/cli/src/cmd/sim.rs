@@ -270,7 +270,7 @@ fn reading(path: &std::path::Path) -> String {
 
 fn source(a: &SourceArgs) -> anyhow::Result<Source> {
     match input(a)? {
-        Input::Open(o, path) => o.read(&|_| {}).with_context(|| reading(&path)),
+        Input::Open(o, path) => o.read().with_context(|| reading(&path)),
         Input::Ready(s) => Ok(s),
     }
 }
@@ -420,7 +420,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
         Err(e) => {
             // A trace that cannot be read is reported before the options.
             if let Input::Open(o, path) = input {
-                o.read(&|_| {}).with_context(|| reading(&path))?;
+                o.read().with_context(|| reading(&path))?;
             }
             return Err(e.into());
         }
