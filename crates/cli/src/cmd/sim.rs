@@ -561,6 +561,9 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             out!("\n{}", t.to_text());
         }
     }
+    // The process ends next, and its memory goes back with it: dropping the run's records,
+    // jobs and trace one by one first took 8-9 ms of a 0.22 s run over SDSC-BLUE.
+    std::mem::forget((out, src));
     Ok(0)
 }
 
