@@ -37,10 +37,9 @@ use std::collections::BinaryHeap;
 
 use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, Slowdowns, Time};
 use cosched_ledger::{Change, Ledger, LedgerError, Room};
-
-use crate::ahead::Ahead;
 use cosched_policy::{Decision, Event, JobRequest, Policy};
 
+use crate::ahead::Ahead;
 pub use crate::rates::Usage;
 use crate::rates::{Overshared, Rates};
 
@@ -321,7 +320,7 @@ pub(crate) trait Jobs {
     }
     /// Where the ledger will write the jobs still to come (see [`crate::ahead`]): offered to
     /// whoever makes that memory resident ahead of the simulation, if anyone does.
-    fn ledger_room(&mut self, _room: [cosched_ledger::Room; 2]) {}
+    fn ledger_room(&mut self, _room: [Room; 2]) {}
 }
 
 impl Jobs for &[SimJob] {
