@@ -182,6 +182,12 @@ impl<T: Queued> WaitQueue<T> {
             return;
         };
         debug_assert!(positions.windows(2).all(|w| w[0] < w[1]));
+        if first == last {
+            // One job (a backfilling pass starts one at most, mostly): the deque moves the
+            // shorter side in one block, where the loops below swap job by job.
+            self.jobs.remove(first);
+            return;
+        }
         let len = self.jobs.len();
         if len - first <= last + 1 {
             // Forward: every kept job from `first` on moves left by the gaps before it; the
