@@ -320,7 +320,7 @@ pub(crate) trait Jobs {
     }
     /// Where the ledger will write the jobs still to come (see [`crate::ahead`]): offered to
     /// whoever makes that memory resident ahead of the simulation, if anyone does.
-    fn ledger_room(&mut self, _room: [Room; 2]) {}
+    fn ledger_room(&self, _room: [Room; 2]) {}
 }
 
 impl Jobs for &[SimJob] {
@@ -340,19 +340,6 @@ pub(crate) struct Streamed<'a> {
     rx: std::sync::mpsc::Receiver<Vec<SimJob>>,
     /// The sender makes the room of the jobs and of the ledger resident ahead of them.
     ahead: &'a Ahead,
-    /// The rooms last offered to `ahead`: the jobs', the ledger's entries' and records'.
-    offered: [Option<Room>; 3],
-}
-
-impl Streamed<'_> {
-    fn offer(&mut self, i: usize, name: &'static str, room: Room) {
-        // Offered again only when it moved or grew: offering takes a lock the sender shares.
-        let same = |o: Room| o.start == room.start && o.end == room.end;
-        if !self.offered[i].is_some_and(same) {
-            self.ahead.offer(name, room);
-            self.offered[i] = Some(room);
-        }
-    }
 }
 
 impl Jobs for Streamed<'_> {
@@ -367,15 +354,15 @@ impl Jobs for Streamed<'_> {
             // Every sender is gone: the input has ended.
             Err(_) => return false,
         }
-        self.offer(0, "jobs", Room::of(&self.jobs));
+        self.ahead.offer("jobs", Room::of(&self.jobs));
         true
     }
     fn expected(&self) -> usize {
         self.jobs.capacity()
     }
-    fn ledger_room(&mut self, [entries, records]: [Room; 2]) {
-        self.offer(1, "ledger entries", entries);
-        self.offer(2, "ledger records", records);
+    fn ledger_room(&self, [entries, records]: [Room; 2]) {
+        self.ahead.offer("ledger entries", entries);
+        self.ahead.offer("ledger records", records);
     }
 }
 
@@ -396,13 +383,12 @@ pub(crate) fn simulate_streamed(
 ) -> Result<(SimResult, Vec<SimJob>), SimError> {
     debug_assert!(opts.slowdowns.is_none() && opts.operations.is_empty());
     policy.set_forecaster(crate::forecast::shared());
-    let mut feed = Streamed {
+    let feed = Streamed {
         jobs: Vec::with_capacity(expected),
         rx,
         ahead,
-        offered: [None; 3],
     };
-    feed.offer(0, "jobs", Room::of(&feed.jobs));
+    ahead.offer("jobs", Room::of(&feed.jobs));
     let run = Engine::<false, _>::new(machine, feed, policy, opts).and_then(Engine::run);
     ahead.close();
     let (res, feed) = run?;

@@ -818,35 +818,25 @@ impl<R: BufRead> Reader<R> {
                     line += memchr::memchr_iter(b'\n', &block).count() as u64;
                     let k = pieces;
                     pieces += 1;
+                    // Captures only references and copies: it moves to a parsing thread as is.
+                    let parse = move |block: &[u8], records: &mut Vec<SwfRecord>| {
+                        let (name, opts) = (name.clone(), opts.clone());
+                        parse_piece(block, first_line, name, gzip, opts, procs, records)
+                    };
                     if here {
-                        joined.parse_onto(
-                            k,
-                            |records| {
-                                let (name, opts) = (name.clone(), opts.clone());
-                                let parsed = parse_piece(
-                                    &block, first_line, name, gzip, opts, procs, records,
-                                );
-                                let failed = parsed.error.is_some();
-                                let _ = tx.send((k, parsed));
-                                failed
-                            },
-                            feed,
-                        );
+                        let parsed_onto = |records: &mut Vec<SwfRecord>| {
+                            let parsed = parse(&block, records);
+                            let failed = parsed.error.is_some();
+                            let _ = tx.send((k, parsed));
+                            failed
+                        };
+                        joined.parse_onto(k, parsed_onto, feed);
                         spare = block;
                     } else {
-                        let (tx, name, opts) = (tx.clone(), name.clone(), opts.clone());
-                        let joined = &joined;
+                        let (tx, joined) = (tx.clone(), &joined);
                         scope.spawn(move |_| {
                             let mut records = Vec::new();
-                            let parsed = parse_piece(
-                                &block,
-                                first_line,
-                                name,
-                                gzip,
-                                opts,
-                                procs,
-                                &mut records,
-                            );
+                            let parsed = parse(&block, &mut records);
                             drop(block);
                             let failed = parsed.error.is_some();
                             joined.add(k, records, failed, feed);
