@@ -225,7 +225,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     }
 
     let priority = crate::util::raise_priority();
-    let (node, heartbeat) = nm.register(&addr, &mut exit_rx).await?;
+    let (node, mut silence) = nm.register(&addr, &mut exit_rx).await?;
     tracing::info!("nm {}: running at {priority}", nm.cfg.name);
     tracing::info!(
         "nm {}: registered as node {node} (tree listener {addr})",
@@ -237,7 +237,6 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         &nm.cfg.workdir,
         handle.vars.clone(),
     ));
-    let silence = heartbeat * 4 + Duration::from_millis(200);
     let mut last_heard = tokio::time::Instant::now();
     // The heartbeat's XFER-AND-SIGNAL writes its sequence number into VAR_HEARTBEAT; the
     // machine manager's liveness is a TEST-EVENT on that variable changing (a restarted
@@ -278,7 +277,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
                     }
                     Delivery::ParentLost => {
                         tracing::warn!("nm {}: lost its parent in the tree; registering again", nm.cfg.name);
-                        nm.register(&addr, &mut exit_rx).await?;
+                        (_, silence) = nm.register(&addr, &mut exit_rx).await?;
                         last_heard = tokio::time::Instant::now();
                     }
                 }
@@ -298,7 +297,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
             }
             _ = tokio::time::sleep_until(last_heard + silence) => {
                 tracing::warn!("nm {}: no heartbeat for {silence:?}; registering again", nm.cfg.name);
-                nm.register(&addr, &mut exit_rx).await?;
+                (_, silence) = nm.register(&addr, &mut exit_rx).await?;
                 last_heard = tokio::time::Instant::now();
             }
         }
@@ -350,7 +349,11 @@ impl Nm {
     /// Registers (again) with the machine manager with everything it holds (ranks running,
     /// ranks exited with their status), retrying until it answers: after an MM restart this
     /// is how the node comes back with its jobs. Rank exits keep being taken in between
-    /// attempts, so each attempt reports the node's state as it is then.
+    /// attempts, so each attempt reports the node's state as it is then. A node that was
+    /// declared down meanwhile is told to kill what it still runs first ([`Nm::kill_fenced`]).
+    /// Returns the node's id and how long it may hear nothing before it registers again:
+    /// as long as the machine manager waits before it takes the node for not responding,
+    /// and at least four heartbeats.
     async fn register(
         &mut self,
         addr: &str,
@@ -390,16 +393,23 @@ impl Nm {
                 Ok(RegisterReply::Accepted {
                     node,
                     heartbeat_us,
+                    suspect_after_us,
                     kill_wait_us,
                     drop_jobs,
                 }) => {
-                    let most = crate::mm::MAX_KILL_WAIT.as_micros();
-                    self.kill_wait = Duration::from_micros(kill_wait_us.clamp(0, most) as u64);
+                    self.set_kill_wait(kill_wait_us);
                     for job in drop_jobs {
                         self.forget(job);
                     }
                     self.id = Some(node);
-                    return Ok((node, Duration::from_micros(heartbeat_us.max(1_000) as u64)));
+                    let heartbeat = Duration::from_micros(heartbeat_us.max(1_000) as u64);
+                    let suspect = Duration::from_micros(suspect_after_us.max(0) as u64);
+                    let silence = (heartbeat * 4 + Duration::from_millis(200)).max(suspect);
+                    return Ok((node, silence));
+                }
+                Ok(RegisterReply::Fence { jobs, kill_wait_us }) => {
+                    self.set_kill_wait(kill_wait_us);
+                    self.kill_fenced(&jobs, exits).await;
                 }
                 Ok(RegisterReply::Rejected(why)) => return Err(DaemonError::Rejected(why)),
                 Err(e) => {
@@ -421,6 +431,54 @@ impl Nm {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    fn set_kill_wait(&mut self, us: i64) {
+        let most = crate::mm::MAX_KILL_WAIT.as_micros();
+        self.kill_wait = Duration::from_micros(us.clamp(0, most) as u64);
+    }
+
+    /// The machine manager declared this node down while it ran `jobs` (its manager was
+    /// stopped, or cut off) and has ended or requeued them since: they are killed as any
+    /// killed job is, and forgotten once every rank has exited, so that the next
+    /// registration reports them gone. Ranks that outlive the kill wait and a margin stay
+    /// held (the registration reports them, and the machine manager asks again).
+    async fn kill_fenced(&mut self, jobs: &[JobId], exits: &mut mpsc::UnboundedReceiver<RankEnd>) {
+        tracing::warn!(
+            "nm {}: declared down while running jobs {jobs:?}, which the machine manager has ended or requeued since: killing them before registering again",
+            self.cfg.name
+        );
+        for &job in jobs {
+            self.terminate(job);
+        }
+        let running = |nm: &Nm| {
+            jobs.iter().any(|j| {
+                nm.jobs
+                    .get(j)
+                    .is_some_and(|j| j.ranks.values().any(|r| r.pgid > 0 && r.exit.is_none()))
+            })
+        };
+        let deadline = tokio::time::Instant::now() + self.kill_wait + Duration::from_secs(5);
+        while running(self) {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => break,
+                Some((job, launch, exit)) = exits.recv() => { self.record_exit(job, launch, &exit); }
+            }
+        }
+        for &job in jobs {
+            let gone = self
+                .jobs
+                .get(&job)
+                .is_some_and(|j| j.ranks.values().all(|r| r.pgid == 0 || r.exit.is_some()));
+            if gone {
+                self.forget(job);
+            } else {
+                tracing::warn!(
+                    "nm {}: job {job} still has ranks running after its kill; the machine manager will ask again",
+                    self.cfg.name
+                );
             }
         }
     }

@@ -94,15 +94,26 @@ pub struct RankExit {
     pub error: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RegisterReply {
     Accepted {
         node: NodeId,
         heartbeat_us: i64,
+        /// The machine manager takes a node silent this long for not responding
+        /// (`--suspect-after`); a node that hears nothing for as long registers again.
+        suspect_after_us: i64,
         /// How long a killed job's processes get between SIGTERM and SIGKILL (`--kill-wait`).
         kill_wait_us: i64,
         /// Jobs the machine manager no longer runs: kill and forget them.
         drop_jobs: Vec<JobId>,
+    },
+    /// The node was declared down while it ran these jobs, which have since ended or been
+    /// requeued (it was fenced): it kills them, waits until their ranks have exited, and
+    /// registers again; no work is given to it before.
+    Fence {
+        jobs: Vec<JobId>,
+        /// Between SIGTERM and SIGKILL (`--kill-wait`).
+        kill_wait_us: i64,
     },
     Rejected(String),
 }
@@ -662,8 +673,9 @@ impl JobInfo {
 pub struct NodeInfo {
     pub id: NodeId,
     pub name: String,
-    /// `up`, `joining` (registered, not yet back in the tree: nothing is sent to it) or
-    /// `down`.
+    /// `up`, `not_responding` (silent for `--suspect-after`: nothing new starts there, its
+    /// jobs keep running), `joining` (registered, not yet back in the tree: nothing is sent
+    /// to it) or `down`.
     pub state: String,
     pub addr: String,
     pub pes: u32,

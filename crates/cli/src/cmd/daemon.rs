@@ -176,9 +176,19 @@ pub struct ManagerArgs {
     /// Fan-out of the tree of node managers
     #[arg(long, default_value_t = 8)]
     fanout: u32,
-    /// Liveness heartbeat period; a node silent for 5 periods is marked down
+    /// Period of the heartbeat down the tree: the liveness probe and the gang strobe the
+    /// node managers switch from
     #[arg(long, default_value = "200ms")]
     heartbeat: Dur,
+    /// A node silent this long is not responding: nothing new starts there, its jobs keep
+    /// running, and it is up again as soon as it answers
+    #[arg(long, default_value = "10s")]
+    suspect_after: Dur,
+    /// A node silent this long is declared down (as Slurm's SlurmdTimeout): its jobs end
+    /// node_failed, or start again with --requeue once their processes are known gone.
+    /// STORM's sub-second detection: --heartbeat 100ms --suspect-after 300ms --down-after 500ms
+    #[arg(long, default_value = "5m")]
+    down_after: Dur,
     /// Requeue jobs lost with a failed node instead of failing them
     #[arg(long)]
     requeue: bool,
@@ -202,6 +212,8 @@ impl ManagerArgs {
             policy: self.policy,
             fanout: self.fanout.max(1),
             heartbeat: self.heartbeat.max(Dur::from_millis(1)),
+            suspect_after: self.suspect_after,
+            down_after: self.down_after,
             requeue: self.requeue,
             kill_wait: self
                 .kill_wait
@@ -652,7 +664,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, a.nodes, a.pes);
             cfg.listen = a.listen;
             cfg.settings = a.manager.settings(a.nodes, a.pes);
-            cfg.dead_after = cfg.settings.heartbeat * 5;
+            cfg.settings.check().map_err(anyhow::Error::msg)?;
             cfg.http = a.http;
             dir.write_pid(&dir.mm_pid_file(), std::process::id() as i32)?;
             mm::run_blocking(cfg)?;
