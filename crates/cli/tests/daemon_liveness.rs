@@ -215,9 +215,10 @@ fn issue_30_a_machine_manager_stopped_for_1_5_s_fails_nothing() {
 }
 
 /// Finding 7: with `--requeue`, a node manager stopped for 8 s (declared down after 5 s)
-/// while a 2-rank job runs on it and on another node: the job goes back to the queue, but
-/// starts again only once the stopped node is back and has killed its rank of the first run
-/// (fencing). No two runs of a rank overlap (the ranks leave start and end markers).
+/// while a 2-rank job runs on it and on another node: the job goes back to the queue, and
+/// although a free node could take it at once, it starts again only once the stopped node is
+/// back and has killed its rank of the first run (fencing). No two runs of a rank overlap
+/// (the ranks leave start and end markers).
 #[test]
 fn issue_30_requeued_runs_never_overlap_under_an_8_s_node_pause() {
     let c = Cluster::up(
@@ -225,7 +226,7 @@ fn issue_30_requeued_runs_never_overlap_under_an_8_s_node_pause() {
         "requeue",
         &[
             "--nodes",
-            "3",
+            "4",
             "--pes",
             "1",
             "--heartbeat",
@@ -242,7 +243,7 @@ fn issue_30_requeued_runs_never_overlap_under_an_8_s_node_pause() {
     let marks = c.dir.join("marks");
     std::fs::create_dir_all(&marks).unwrap();
     let m = marks.display().to_string();
-    // n0 runs a bystander; the 2-rank job runs on n1 and n2, each rank for 12 s.
+    // n0 runs a bystander; the 2-rank job runs on n1 and n2, each rank for 12 s; n3 is free.
     let bystander = c.submit(&["-n", "1", "--", "sh", "-c", &marks::script(&m, 12_000)]);
     let job = c.submit(&["-n", "2", "--", "sh", "-c", &marks::script(&m, 12_000)]);
     c.until(30, "both ranks of the job started", || {
