@@ -18,9 +18,11 @@ pub struct Cluster {
     pub state: StateDir,
     /// Daemons this test restarted itself (killed and reaped on drop).
     pub extra: std::sync::Mutex<Vec<Child>>,
-    /// The machine manager's arguments as `cluster up` gave them (after `cosched`).
-    mm_args: Vec<String>,
 }
+
+/// Where [`Cluster::up_in`] keeps the machine manager's command line for
+/// [`Cluster::restart_mm`]: beside the state, in the test's own directory.
+const MM_ARGS: &str = "test-mm-args";
 
 impl Cluster {
     pub fn up(prefix: &str, name: &str, args: &[&str]) -> Cluster {
@@ -31,11 +33,10 @@ impl Cluster {
     /// directory gives a subdirectory of its own scratch directory).
     pub fn up_in(dir: PathBuf, args: &[&str]) -> Cluster {
         std::fs::create_dir_all(&dir).unwrap();
-        let mut c = Cluster {
+        let c = Cluster {
             state: StateDir::new(&dir),
             dir,
             extra: Default::default(),
-            mm_args: Vec::new(),
         };
         let mut full = vec!["cluster", "up"];
         full.extend_from_slice(args);
@@ -47,12 +48,7 @@ impl Cluster {
         );
         let mm = c.pid(c.state.mm_pid_file());
         let cmdline = std::fs::read(format!("/proc/{mm}/cmdline")).unwrap();
-        c.mm_args = cmdline
-            .split(|&b| b == 0)
-            .skip(1)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
+        std::fs::write(c.dir.join(MM_ARGS), cmdline).unwrap();
         c
     }
 
@@ -181,7 +177,13 @@ impl Cluster {
     /// Restarts the machine manager on this state directory with the command line `cluster
     /// up` gave it, listening on `listen`.
     pub fn restart_mm(&self, listen: &str) {
-        let mut args = self.mm_args.clone();
+        let cmdline = std::fs::read(self.dir.join(MM_ARGS)).expect("brought up by Cluster::up");
+        let mut args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .skip(1)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
         let at = args.iter().position(|a| a == "--listen").expect("--listen") + 1;
         args[at] = listen.to_string();
         self.spawn(&args, self.state.mm_log());
