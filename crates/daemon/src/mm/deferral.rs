@@ -83,11 +83,14 @@ impl Core {
         Ok(out)
     }
 
-    /// The earliest begin time among deferred jobs (a wake-up for the step).
-    pub(super) fn next_begin(&self) -> Option<Time> {
+    /// The earliest begin time after `now` among deferred jobs (a wake-up for the step). One
+    /// already past is not: its job is released at the next step unless something else
+    /// (a dependency, a throttle) holds it, and then waking for it again would spin.
+    pub(super) fn next_begin(&self, now: Time) -> Option<Time> {
         self.deferred
             .iter()
             .filter_map(|&i| self.side[i].sched.begin_us)
+            .filter(|&b| b > now.as_micros())
             .min()
             .map(Time::from_micros)
     }

@@ -2014,3 +2014,35 @@ fn output_from_a_node_that_is_not_responding_says_so() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A job whose begin time has passed but which still waits for a dependency does not make
+/// the core ask to be woken in the past: the machine manager would spin on it, and no stall
+/// of its own is counted from such quick steps (the nodes' deadlines still run).
+#[test]
+fn a_begin_time_past_while_a_dependency_waits_does_not_wake_the_core_in_a_loop() {
+    let mut c = live_core("fcfs", 1, 1, 2, 3, false);
+    submit(&mut c, t(0), 1);
+    assert_eq!(launched(&c.step(t(0))), [JobId(1)]);
+    ack(&mut c, t(0), 1, &[0]);
+    let sched = Schedule {
+        after: vec![Dependency {
+            kind: DepKind::AfterOk,
+            job: JobId(1),
+        }],
+        begin_us: Some(t(1).as_micros()),
+        array: None,
+    };
+    submit_sched(&mut c, t(0), 1, sched);
+    c.step(t(0));
+    run_answering(&mut c, 1..=2, &[0]);
+    assert!(c.next_wake() > t(2), "wakes at {:?}", c.next_wake());
+    // Many quick steps do not hold the silent node's deadline still: not responding at 5 s,
+    // down at 6 s, as without them.
+    let mut now = t(2);
+    while now < t(6) {
+        now += Dur::from_millis(10);
+        c.step(now);
+    }
+    assert_eq!(node_state(&c, 0), "down");
+    assert_eq!(state(&c, 1).state, JobState::NodeFailed);
+}
