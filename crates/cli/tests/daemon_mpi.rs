@@ -32,16 +32,16 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Builds tests/mpi/ring.c with `mpicc` into `dir`; `None` (after a NOTICE) without MPICH.
 fn build_ring(dir: &Path) -> Option<PathBuf> {
-    if Command::new("mpicc").arg("-show").output().is_err() {
+    let Some(mpicc) = mpicc() else {
         notice!(
             "NOTICE: skipping the MPI test: `mpicc` not found (install Debian's mpich and libmpich-dev, as .ci/run does)"
         );
         return None;
-    }
+    };
     let src = dir.join("ring.c");
     std::fs::write(&src, include_str!("mpi/ring.c")).unwrap();
     let exe = dir.join("ring");
-    let out = Command::new("mpicc")
+    let out = Command::new(mpicc)
         .arg("-O2")
         .arg("-o")
         .arg(&exe)
@@ -61,7 +61,7 @@ fn build_monitored(dir: &Path) -> PathBuf {
     let src = dir.join("monitored.c");
     std::fs::write(&src, include_str!("mpi/monitored.c")).unwrap();
     let exe = dir.join("monitored");
-    let out = Command::new("mpicc")
+    let out = Command::new(mpicc().expect("build_ring found MPICH"))
         .arg("-O2")
         .arg("-o")
         .arg(&exe)

@@ -3,6 +3,9 @@
 //! 2-rank job runs one rank on each. Needs root and iproute2 (`ip netns`); without them the
 //! test says so and returns.
 
+mod support;
+use support::mpicc;
+
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -264,16 +267,16 @@ fn two_hosts_over_network_namespaces() {
 
     // An MPICH program across the two hosts (issue 11): its ranks find each other through
     // the node managers' PMI-1 and talk over the veth pair (TCP only, see `spawn`).
-    if Command::new("mpicc").arg("-show").output().is_err() {
+    let Some(mpicc) = mpicc() else {
         notice!(
             "NOTICE: skipping the MPI part of the multi-host test: `mpicc` not found (install mpich and libmpich-dev, as .ci/run does)"
         );
         return;
-    }
+    };
     let src = dir.join("ring.c");
     std::fs::write(&src, include_str!("mpi/ring.c")).unwrap();
     let ring = dir.join("ring");
-    let built = Command::new("mpicc")
+    let built = Command::new(mpicc)
         .arg("-O2")
         .arg("-o")
         .arg(&ring)

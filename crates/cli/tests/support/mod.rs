@@ -83,3 +83,15 @@ pub fn alive(pid: i32) -> bool {
         })
         .unwrap_or(false)
 }
+
+/// MPICH's compiler wrapper: `mpicc.mpich` where Debian installs it beside another MPI (whose
+/// `mpicc` alternative would then build programs that cannot speak PMI-1 to the node
+/// managers, and run as singletons), else `mpicc`; `None` when neither runs.
+pub fn mpicc() -> Option<&'static str> {
+    ["mpicc.mpich", "mpicc"].into_iter().find(|cc| {
+        std::process::Command::new(cc)
+            .arg("-show")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
