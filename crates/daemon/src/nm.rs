@@ -674,7 +674,7 @@ impl Nm {
     /// elsewhere (`--output` patterns, its working directory) are never touched.
     fn sweep(&self) {
         let root = self.jobs_dir.path();
-        let Ok(entries) = std::fs::read_dir(&root) else {
+        let Ok(entries) = std::fs::read_dir(root) else {
             return;
         };
         let now = std::time::SystemTime::now();
