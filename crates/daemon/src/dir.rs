@@ -80,26 +80,8 @@ impl Dir {
         let m = File::from(fd.try_clone().map_err(|e| refuse(&path, e.to_string()))?)
             .metadata()
             .map_err(|e| refuse(&path, format!("cannot look at it: {e}")))?;
-        let me = crate::util::euid();
-        if m.uid() != me {
-            return Err(refuse(
-                &path,
-                format!(
-                    "is owned by {} (uid {}), not by this daemon's user ({}, uid {me}): someone else made it, and could have put anything in it; remove it (after looking at what it holds) or choose another directory",
-                    crate::util::user_name(m.uid()),
-                    m.uid(),
-                    crate::util::user_name(me)
-                ),
-            ));
-        }
-        if m.mode() & 0o022 != 0 {
-            return Err(refuse(
-                &path,
-                format!(
-                    "is writable by its group or others (mode {:o}): they could have planted files or links in it; look at what it holds, then `chmod go-w` it",
-                    m.mode() & 0o7777
-                ),
-            ));
+        if let Some(why) = private_problem(&m) {
+            return Err(refuse(&path, why));
         }
         let dir = Dir { fd, path };
         dir.set_mode(mode)
@@ -252,15 +234,46 @@ impl AsFd for Dir {
     }
 }
 
+/// Why a directory whose metadata is `m` (taken without following a link) is not one that
+/// only this process's user can change, if it is not: a link, not a directory, another
+/// user's, or writable by its group or others. The one rule for every directory a daemon
+/// keeps for itself (its state directory, a node manager's work and scratch directories).
+pub fn private_problem(m: &std::fs::Metadata) -> Option<String> {
+    if m.file_type().is_symlink() {
+        return Some(
+            "is a symbolic link: whoever owns the link chooses where it leads; give the real directory"
+                .into(),
+        );
+    }
+    if !m.is_dir() {
+        return Some("is not a directory; remove it or choose another path".into());
+    }
+    let me = crate::util::euid();
+    if m.uid() != me {
+        return Some(format!(
+            "is owned by {} (uid {}), not by this user ({}, uid {me}): someone else made it and could have put anything in it; use a directory of your own (or remove this one, after looking at what it holds)",
+            crate::util::user_name(m.uid()),
+            m.uid(),
+            crate::util::user_name(me)
+        ));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Some(format!(
+            "is writable by its group or others (mode {:o}): they could have planted files or links in it; look at what it holds, then `chmod go-w` it",
+            m.mode() & 0o7777
+        ));
+    }
+    None
+}
+
 /// What an error opening the directory at `path` (without following a link) means, and what
 /// to do. (Looking at the path again only words the message; nothing is decided by it.)
 fn open_problem(path: &Path, e: &io::Error) -> String {
-    let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
     match e.raw_os_error() {
-        Some(libc::ELOOP | libc::ENOTDIR) if link => {
-            "is a symbolic link: whoever made it chooses where it leads; remove it".into()
-        }
-        Some(libc::ENOTDIR) => "is not a directory; remove it or choose another path".into(),
+        Some(libc::ELOOP | libc::ENOTDIR) => std::fs::symlink_metadata(path)
+            .ok()
+            .and_then(|m| private_problem(&m))
+            .unwrap_or_else(|| format!("cannot open it: {e}")),
         _ => format!("cannot create or open it: {e}"),
     }
 }
