@@ -65,6 +65,7 @@ pub fn job_id(stdout: &str) -> u64 {
 }
 pub mod cluster;
 pub mod marks;
+pub mod user;
 
 /// Says why a test did not run (or ran only in part), where the test output shows it: the
 /// test harness captures `eprintln!` of a passing test, but not a write to the stderr handle.
@@ -82,16 +83,4 @@ pub fn alive(pid: i32) -> bool {
                 .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
         })
         .unwrap_or(false)
-}
-
-/// MPICH's compiler wrapper: `mpicc.mpich` where Debian installs it beside another MPI (whose
-/// `mpicc` alternative would then build programs that cannot speak PMI-1 to the node
-/// managers, and run as singletons), else `mpicc`; `None` when neither runs.
-pub fn mpicc() -> Option<&'static str> {
-    ["mpicc.mpich", "mpicc"].into_iter().find(|cc| {
-        std::process::Command::new(cc)
-            .arg("-show")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
 }
