@@ -52,3 +52,4 @@ count() { grep -c "$1" "$log" || true; }
 echo "settings: ${*:-the defaults}; $SECS s, $(( $(nproc) * PER_CORE )) CPU-bound processes beside, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "jobs submitted: $submitted; ended completed: $("$COSCHED" acct --json | count_jobs completed), node_failed: $("$COSCHED" acct --json | count_jobs node_failed)"
 echo "not responding: $(count 'not responding;'), answered again: $(count 'answers again'), declared down: $(count 'declaring it down'), MM stalls counted: $(count 'did not run for')"
+grep -o 'did not run for [^ ]*' "$log" | sed 's/^/  MM stall: /' || true
