@@ -1081,6 +1081,17 @@ impl Core {
         self.side[i].run_seq = self.seq;
     }
 
+    /// Takes job `id` out of this step's switch message (its stops, continues and kills).
+    fn unsignal(&mut self, id: JobId) {
+        for list in [
+            &mut self.switch.stop,
+            &mut self.switch.cont,
+            &mut self.switch.kill,
+        ] {
+            list.retain(|j| *j != id);
+        }
+    }
+
     /// Adds a job's nodes to this step's switch message, in the list `which` picks.
     fn signal(&mut self, i: Ix, which: fn(&mut Switch) -> &mut Vec<JobId>) {
         let id = self.ledger.entry(i).req.id;
@@ -1349,13 +1360,7 @@ impl Core {
         self.pending.retain(|(j, _), _| *j != id);
         self.fences.remove(&id);
         // Stops and continues of the job in this step go: it is being killed.
-        for list in [
-            &mut self.switch.stop,
-            &mut self.switch.cont,
-            &mut self.switch.kill,
-        ] {
-            list.retain(|j| *j != id);
-        }
+        self.unsignal(id);
         if self.cfg.hold_pes_while_completing && !self.side[i].placement.is_empty() {
             // Its ranks on the nodes still up are killed first; it goes back to the queue
             // (and may start again, on these PEs too) once every rank is known gone — its
@@ -1379,6 +1384,10 @@ impl Core {
         let now = self.last_now;
         let id = self.ledger.entry(i).req.id;
         self.side[i].requeue_why = None;
+        // Its ranks are gone (or given up on): a kill of it still in this step's switch,
+        // which goes to the nodes of every signal of the step, would reach its next run if
+        // the policy starts it again in this step. The forget below kills what is left.
+        self.unsignal(id);
         if !self.side[i].placement.is_empty() {
             self.forget(i);
         }

@@ -2046,3 +2046,52 @@ fn a_begin_time_past_while_a_dependency_waits_does_not_wake_the_core_in_a_loop()
     assert_eq!(node_state(&c, 0), "down");
     assert_eq!(state(&c, 1).state, JobState::NodeFailed);
 }
+
+/// Found by the chaos test with `--requeue`: a job whose node manager was replaced was
+/// requeued and started again within the one step of the new registration, and the kill
+/// of its first run, still in that step's multi-context switch (one message to the nodes of
+/// every signal of the step), reached its second run's new node after the launch and killed
+/// it (exit 143, the job failed). The first run's ranks are gone once it goes back to the
+/// queue; what is left of them is its forget's to kill.
+#[test]
+fn a_job_requeued_and_started_again_in_one_step_is_not_killed_by_its_first_runs_kill() {
+    let mut c = live_core("fcfs", 3, 1, 60, 120, true);
+    submit(&mut c, t(0), 1); // n0
+    submit(&mut c, t(0), 1); // n1
+    assert_eq!(launched(&c.step(t(0))), [JobId(1), JobId(2)]);
+    ack(&mut c, t(0), 1, &[0]);
+    ack(&mut c, t(0), 2, &[1]);
+    // A user's suspend of job 2 in the same step puts n1 in the step's switch too.
+    c.on(
+        t(1),
+        Input::Client {
+            req: 5,
+            request: Request::Suspend(JobId(2)),
+            caller: Caller::ROOT,
+        },
+    );
+    // n0's node manager was killed and restarted: job 1's rank there is gone.
+    let reg = Register {
+        name: "n0".into(),
+        pes: 1,
+        addr: String::new(),
+        jobs: Vec::new(),
+        incarnation: 2,
+    };
+    c.on(t(1), Input::Register { req: 6, reg });
+    join(&mut c, t(1), 0, 2);
+    let fx = c.step(t(1));
+    let again = launch_msgs(&fx);
+    assert_eq!(
+        again.iter().map(|l| (l.job, l.run)).collect::<Vec<_>>(),
+        [(JobId(1), 2)]
+    );
+    for m in sent(&fx) {
+        if let ToNode::Switch { kill, .. } = m {
+            assert!(
+                !kill.contains(&JobId(1)),
+                "its second run is killed: {fx:?}"
+            );
+        }
+    }
+}
