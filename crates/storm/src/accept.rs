@@ -34,13 +34,13 @@ pub async fn accept(listener: &TcpListener, who: &str) -> (TcpStream, SocketAddr
         match listener.accept().await {
             Ok(c) => {
                 if failing {
-                    eprintln!("{who}: accepting connections again");
+                    tracing::info!("{who}: accepting connections again");
                 }
                 return c;
             }
             Err(e) => {
                 if !failing {
-                    eprintln!("{who}: cannot accept a connection ({e}); backing off");
+                    tracing::warn!("{who}: cannot accept a connection ({e}); backing off");
                     failing = true;
                 }
                 tokio::time::sleep(pause).await;

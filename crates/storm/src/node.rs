@@ -165,9 +165,9 @@ async fn run(
                     drop(permit);
                     let topo = match first {
                         Ok(Ok(Down::Topology(t))) => t,
-                        Ok(Ok(_)) => { eprintln!("storm: dropping {peer}: first frame is not a topology"); return; }
-                        Ok(Err(e)) => { eprintln!("storm: dropping {peer}: {e}"); return; }
-                        Err(_) => { eprintln!("storm: dropping {peer}: silent for {HANDSHAKE_TIMEOUT:?}"); return; }
+                        Ok(Ok(_)) => { tracing::warn!("storm: dropping {peer}: first frame is not a topology"); return; }
+                        Ok(Err(e)) => { tracing::warn!("storm: dropping {peer}: {e}"); return; }
+                        Err(_) => { tracing::warn!("storm: dropping {peer}: silent for {HANDSHAKE_TIMEOUT:?}"); return; }
                     };
                     if ev_tx.send(Ev::NewParent { conn, writer, topo }).is_err() { return; }
                     loop {
@@ -177,10 +177,10 @@ async fn run(
                                     let msg = msg.map_payload(|p| range_in(&frame, p));
                                     if ev_tx.send(Ev::FromParent { conn, frame, msg }).is_err() { return; }
                                 }
-                                Err(e) => { eprintln!("storm: dropping parent {peer}: {e}"); break; }
+                                Err(e) => { tracing::warn!("storm: dropping parent {peer}: {e}"); break; }
                             },
                             Err(crate::FrameError::Closed) => break,
-                            Err(e) => { eprintln!("storm: dropping parent {peer}: {e}"); break; }
+                            Err(e) => { tracing::warn!("storm: dropping parent {peer}: {e}"); break; }
                         }
                     }
                     let _ = ev_tx.send(Ev::ParentClosed { conn });
