@@ -146,6 +146,13 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         o.settings.kill_wait.to_string(),
         "--keep-jobs".into(),
         o.settings.keep_jobs.to_string(),
+        "--first-frame-timeout".into(),
+        cosched_core::Dur::from_micros(o.settings.admission.first_frame.as_micros() as i64)
+            .to_string(),
+        "--max-pending-per-peer".into(),
+        o.settings.admission.per_peer.to_string(),
+        "--max-pending".into(),
+        o.settings.admission.total.to_string(),
         "--state-dir".into(),
         dir.root().display().to_string(),
         "--key-file".into(),

@@ -282,7 +282,23 @@ pub async fn read_frame<R: AsyncRead + Unpin, T: DeserializeOwned>(
 /// decoding it, so a caller can authenticate and inspect it with [`Key::open`]. The length is
 /// checked before any of the body is read, and the body is held only as far as it has arrived.
 pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Vec<u8>, FrameError> {
+    read_body_admitted(r, max, |_| async {}).await
+}
+
+/// [`read_body`] with `admit` called once the length is known and before any of the body is
+/// read: what it returns (a permit for a large body, say) is held while the body is read.
+pub async fn read_body_admitted<R, F, Fut, P>(
+    r: &mut R,
+    max: usize,
+    admit: F,
+) -> Result<Vec<u8>, FrameError>
+where
+    R: AsyncRead + Unpin,
+    F: FnOnce(usize) -> Fut,
+    Fut: std::future::Future<Output = P>,
+{
     let len = read_len(r, max).await?;
+    let _held = admit(len).await;
     let mut body = Vec::with_capacity(len.min(INITIAL_BUFFER));
     read_rest(r, len, &mut body).await?;
     Ok(body)

@@ -13,14 +13,11 @@ use tokio::net::TcpListener;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
-use crate::accept::{Gate, accept};
-use crate::frame::{Key, MAX_FRAME, MAX_HELLO, read_frame, read_whole};
+use crate::accept::{Admission, Limits, accept};
+use crate::frame::{Key, MAX_FRAME, MAX_HELLO, read_whole};
 use crate::link::{ChildEvent, Children};
 use crate::mech::{Answer, Combiner, Down, DownOf, Own, Up, Vars, sleep_until};
 use crate::tree::{Route, Topology};
-
-/// A peer must present its first frame within this time or be dropped.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the transport hands to the node manager.
 #[derive(Debug)]
@@ -145,12 +142,14 @@ async fn run(
     let mut routes: Vec<Route> = Vec::new();
     let mut combiner: Combiner<()> = Combiner::new(me);
     let mut next_conn = 1u64;
-    let gate = Gate::default();
+    // Its parent (the machine manager or a node manager) dials it: peers are addresses.
+    let admission: Admission<std::net::IpAddr> = Admission::new(Limits::default());
 
     loop {
         tokio::select! {
-            // A slot first: while every slot is taken, new peers wait in the kernel's backlog.
-            (permit, (stream, peer)) = async { let p = gate.enter().await; (p, accept(&listener, "storm").await) } => {
+            (stream, peer) = accept(&listener, "storm") => {
+                let ticket = admission.admit(peer.ip());
+                let admission = admission.clone();
                 let _ = stream.set_nodelay(true);
                 crate::link::widen_buffers(&stream);
                 let conn = next_conn;
@@ -160,14 +159,16 @@ async fn run(
                     let (rd, writer) = stream.into_split();
                     let mut rd = crate::frame::buffered(rd);
                     // Until its first frame proves the key, a peer may make this node hold
-                    // at most MAX_HELLO bytes, for at most HANDSHAKE_TIMEOUT.
-                    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_frame::<_, Down>(&mut rd, &key, MAX_HELLO)).await;
-                    drop(permit);
+                    // at most MAX_HELLO bytes, for at most the first-frame time.
+                    let first = admission
+                        .first_frame(&mut rd, ticket, MAX_HELLO)
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|b| key.open::<Down>(&b).map_err(|e| e.to_string()));
                     let topo = match first {
-                        Ok(Ok(Down::Topology(t))) => t,
-                        Ok(Ok(_)) => { tracing::warn!("storm: dropping {peer}: first frame is not a topology"); return; }
-                        Ok(Err(e)) => { tracing::warn!("storm: dropping {peer}: {e}"); return; }
-                        Err(_) => { tracing::warn!("storm: dropping {peer}: silent for {HANDSHAKE_TIMEOUT:?}"); return; }
+                        Ok(Down::Topology(t)) => t,
+                        Ok(_) => { tracing::warn!("storm: dropping {peer}: first frame is not a topology"); return; }
+                        Err(e) => { tracing::warn!("storm: dropping {peer}: {e}"); return; }
                     };
                     if ev_tx.send(Ev::NewParent { conn, writer, topo }).is_err() { return; }
                     loop {
