@@ -308,11 +308,11 @@ pub fn down(dir: &StateDir) -> Result<(), DaemonError> {
         eprintln!("cluster down: {why}");
     }
     let deadline = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < deadline && pids.iter().any(|&p| pid_alive(p) && !is_zombie(p)) {
+    while Instant::now() < deadline && pids.iter().any(|&p| pid_alive(p)) {
         std::thread::sleep(Duration::from_millis(20));
     }
     for &p in &pids {
-        if pid_alive(p) && !is_zombie(p) {
+        if pid_alive(p) {
             signal_pid(p, libc::SIGKILL);
         }
     }
@@ -324,16 +324,6 @@ pub fn down(dir: &StateDir) -> Result<(), DaemonError> {
         });
     }
     Ok(())
-}
-
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
 }
 
 /// The policy options as `cosched mm` arguments. The file's path is made absolute: the

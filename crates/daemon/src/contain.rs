@@ -420,12 +420,18 @@ mod tests {
         assert!(first.dir.is_dir());
         let again = cg.create(JobId(3), 1).unwrap_err();
         assert_eq!(again.kind(), std::io::ErrorKind::AlreadyExists);
-        assert!(again.to_string().contains(&first.dir.display().to_string()), "{again}");
+        assert!(
+            again.to_string().contains(&first.dir.display().to_string()),
+            "{again}"
+        );
         let next = Cgroups {
             base: base.clone(),
             instance: 6,
         };
-        assert!(next.create(JobId(3), 1).is_ok(), "a new instance's name is free");
+        assert!(
+            next.create(JobId(3), 1).is_ok(),
+            "a new instance's name is free"
+        );
         std::fs::remove_dir_all(&base).unwrap();
     }
 

@@ -16,6 +16,7 @@ use cosched_core::{JobId, NodeId};
 use rusqlite::{Connection, params};
 
 use crate::proto::JobInfo;
+use crate::state_dir::{FsState, fs_state};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -274,33 +275,6 @@ fn write_error(path: &str, errno: i32, cause: rusqlite::Error) -> DbError {
         path: path.to_string(),
         why,
     }
-}
-
-/// What the file system of a directory says about writing there.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FsState {
-    ReadOnly,
-    /// No block or no inode left for this user.
-    Full,
-    Writable,
-}
-
-fn fs_state(dir: &Path) -> Option<FsState> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs is plain data; the call fills it in.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a statvfs to fill.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    Some(if st.f_flag & libc::ST_RDONLY != 0 {
-        FsState::ReadOnly
-    } else if st.f_bavail == 0 || (st.f_files > 0 && st.f_favail == 0) {
-        FsState::Full
-    } else {
-        FsState::Writable
-    })
 }
 
 /// Records written before the machine manager kept the ledger's `JobRecord` (flat fields,

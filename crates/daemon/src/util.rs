@@ -132,9 +132,20 @@ pub fn signal_pid(pid: i32, sig: i32) -> bool {
     pid > 0 && unsafe { libc::kill(pid, sig) } == 0
 }
 
-/// Whether a process with this pid exists (and is not a zombie we could still reap).
+/// Whether a process with this pid runs: it exists and is not a zombie (a daemon killed
+/// and not yet reaped by whoever its parent is now runs no more).
 pub fn pid_alive(pid: i32) -> bool {
-    signal_pid(pid, 0)
+    signal_pid(pid, 0) && !is_zombie(pid)
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 /// Lets a daemon preempt the jobs it manages, so a context switch or a heartbeat is not late

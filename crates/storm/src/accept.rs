@@ -58,7 +58,9 @@ pub trait Listener {
 impl Listener for TcpListener {
     type Conn = TcpStream;
     type Addr = SocketAddr;
-    fn accept_one(&self) -> impl std::future::Future<Output = std::io::Result<(TcpStream, SocketAddr)>> {
+    fn accept_one(
+        &self,
+    ) -> impl std::future::Future<Output = std::io::Result<(TcpStream, SocketAddr)>> {
         self.accept()
     }
 }
@@ -94,6 +96,52 @@ pub async fn accept<L: Listener>(listener: &L, who: &str) -> (L::Conn, L::Addr) 
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(ACCEPT_BACKOFF_MAX);
             }
+        }
+    }
+}
+
+/// Lines a [`DropLog`] writes per second at most.
+const DROP_LINES_PER_SEC: u32 = 10;
+
+/// The log of connections a daemon drops (displaced, silent, garbage, a wrong key), at most
+/// [`DROP_LINES_PER_SEC`] lines a second and then one line saying how many more there were:
+/// a flood of connections must not become a flood of the log, whose disk is the state
+/// directory's.
+#[derive(Clone, Default)]
+pub struct DropLog(Arc<Mutex<DropWindow>>);
+
+#[derive(Default)]
+struct DropWindow {
+    start: Option<std::time::Instant>,
+    logged: u32,
+    unlogged: u64,
+}
+
+impl DropLog {
+    /// Logs `what` (a warning) unless this second's lines are used up.
+    pub fn dropped(&self, what: std::fmt::Arguments<'_>) {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        if w.start
+            .is_none_or(|s| now.duration_since(s) >= Duration::from_secs(1))
+        {
+            if w.unlogged > 0 {
+                tracing::warn!(
+                    "{} more connections were dropped in that second (not logged one by one)",
+                    w.unlogged
+                );
+            }
+            *w = DropWindow {
+                start: Some(now),
+                logged: 0,
+                unlogged: 0,
+            };
+        }
+        if w.logged < DROP_LINES_PER_SEC {
+            w.logged += 1;
+            tracing::warn!("{what}");
+        } else {
+            w.unlogged += 1;
         }
     }
 }
@@ -331,7 +379,10 @@ mod tests {
         assert!(displaced(&mut second), "the oldest idle one makes room");
         assert!(!displaced(&mut first), "one that is sending stays");
         assert!(!displaced(&mut third));
-        assert!(!displaced(&mut other), "another peer is never displaced by it");
+        assert!(
+            !displaced(&mut other),
+            "another peer is never displaced by it"
+        );
         let mut fourth = a.admit("flood");
         assert!(displaced(&mut third), "the idle one again");
         fourth.spoke.store(true, Ordering::Relaxed);

@@ -165,7 +165,9 @@ fn spawn_link(
                 return;
             }
             Err(_) => {
-                tracing::warn!("storm: child {node} at {addr} did not accept within {DIAL_TIMEOUT:?}");
+                tracing::warn!(
+                    "storm: child {node} at {addr} did not accept within {DIAL_TIMEOUT:?}"
+                );
                 let _ = events.send(ChildEvent::Lost { node, conn });
                 return;
             }

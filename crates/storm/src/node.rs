@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
-use crate::accept::{Admission, Limits, accept};
+use crate::accept::{Admission, DropLog, Limits, accept};
 use crate::frame::{Key, MAX_FRAME, MAX_HELLO, read_whole};
 use crate::link::{ChildEvent, Children};
 use crate::mech::{Answer, Combiner, Down, DownOf, Own, Up, Vars, sleep_until};
@@ -144,31 +144,36 @@ async fn run(
     let mut next_conn = 1u64;
     // Its parent (the machine manager or a node manager) dials it: peers are addresses.
     let admission: Admission<std::net::IpAddr> = Admission::new(Limits::default());
+    let drops = DropLog::default();
 
     loop {
         tokio::select! {
             (stream, peer) = accept(&listener, "storm") => {
                 let ticket = admission.admit(peer.ip());
-                let admission = admission.clone();
+                let (admission, drops) = (admission.clone(), drops.clone());
                 let _ = stream.set_nodelay(true);
                 crate::link::widen_buffers(&stream);
                 let conn = next_conn;
                 next_conn += 1;
                 let (key, ev_tx) = (key.clone(), ev_tx.clone());
                 tokio::spawn(async move {
-                    let (rd, writer) = stream.into_split();
+                    let (rd, mut writer) = stream.into_split();
                     let mut rd = crate::frame::buffered(rd);
                     // Until its first frame proves the key, a peer may make this node hold
                     // at most MAX_HELLO bytes, for at most the first-frame time.
-                    let first = admission
-                        .first_frame(&mut rd, ticket, MAX_HELLO)
-                        .await
-                        .map_err(|e| e.to_string())
-                        .and_then(|b| key.open::<Down>(&b).map_err(|e| e.to_string()));
+                    let first = match admission.first_frame(&mut rd, ticket, MAX_HELLO).await {
+                        Err(e @ crate::accept::FirstFrameError::Displaced(_)) => {
+                            crate::frame::write_busy(&mut writer).await;
+                            Err(e.to_string())
+                        }
+                        r => r
+                            .map_err(|e| e.to_string())
+                            .and_then(|b| key.open::<Down>(&b).map_err(|e| e.to_string())),
+                    };
                     let topo = match first {
                         Ok(Down::Topology(t)) => t,
-                        Ok(_) => { tracing::warn!("storm: dropping {peer}: first frame is not a topology"); return; }
-                        Err(e) => { tracing::warn!("storm: dropping {peer}: {e}"); return; }
+                        Ok(_) => { drops.dropped(format_args!("storm: dropping {peer}: first frame is not a topology")); return; }
+                        Err(e) => { drops.dropped(format_args!("storm: dropping {peer}: {e}")); return; }
                     };
                     if ev_tx.send(Ev::NewParent { conn, writer, topo }).is_err() { return; }
                     loop {

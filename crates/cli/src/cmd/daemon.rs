@@ -600,7 +600,9 @@ fn load_or_create_key(path: &std::path::Path) -> anyhow::Result<Key> {
     let key = Key::generate()?;
     key.save(path)
         .with_context(|| format!("writing the new cluster key to {}", path.display()))?;
-    eprintln!(
+    // Standard error is the daemon's log: a line that cannot be written must not end it.
+    let _ = writeln!(
+        std::io::stderr(),
         "created a new cluster key in {}; give it to the node managers (--key-file)",
         path.display()
     );

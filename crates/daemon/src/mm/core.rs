@@ -1623,13 +1623,7 @@ impl Core {
     pub(super) fn shutdown(&mut self, now: Time) {
         let live: Vec<Ix> = self.live.iter().copied().collect();
         for i in live {
-            self.finish(
-                now,
-                i,
-                Outcome::Cancelled,
-                None,
-                Some(SHUT_DOWN.into()),
-            );
+            self.finish(now, i, Outcome::Cancelled, None, Some(SHUT_DOWN.into()));
         }
         self.flush_switch();
         self.push(Effect::Broadcast(ToNode::Shutdown));

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use cosched_core::Time;
 use cosched_policy::{PolicyConfig, PolicyOptions, registry};
-use cosched_storm::accept::{Admission, FirstFrameError, accept};
+use cosched_storm::accept::{Admission, DropLog, FirstFrameError, accept};
 use cosched_storm::frame::MAX_HELLO;
 use cosched_storm::{Cmp, Cond, Dest, Key, Root, RootEvent};
 use tokio::net::TcpListener;
@@ -469,12 +469,18 @@ async fn accept_loop(
     replays: Arc<Mutex<Replays>>,
     admission: Admission<std::net::IpAddr>,
 ) {
+    let drops = DropLog::default();
     loop {
         let (stream, peer) = accept(&listener, "mm").await;
         let ticket = admission.admit(peer.ip());
         let _ = stream.set_nodelay(true);
-        let (key, tx, replays, admission) =
-            (key.clone(), tx.clone(), replays.clone(), admission.clone());
+        let (key, tx, replays, admission, drops) = (
+            key.clone(),
+            tx.clone(),
+            replays.clone(),
+            admission.clone(),
+            drops.clone(),
+        );
         tokio::spawn(async move {
             let (mut rd, mut wr) = stream.into_split();
             let body = match admission.first_frame(&mut rd, ticket, MAX_HELLO).await {
@@ -482,7 +488,11 @@ async fn accept_loop(
                 // A connection closed before saying anything is a probe, not an attack.
                 Err(FirstFrameError::Frame(cosched_storm::FrameError::Closed)) => return,
                 Err(e) => {
-                    tracing::warn!("mm: dropping peer {peer}: {e}");
+                    if matches!(e, FirstFrameError::Displaced(_)) {
+                        // Its request was not read: the peer may send it again.
+                        cosched_storm::frame::write_busy(&mut wr).await;
+                    }
+                    drops.dropped(format_args!("mm: dropping peer {peer}: {e}"));
                     return;
                 }
             };
@@ -494,7 +504,7 @@ async fn accept_loop(
                         // Told, so a user with the wrong key hears why (not "closed").
                         cosched_storm::frame::write_refusal(&mut wr).await;
                     }
-                    tracing::warn!("mm: dropping peer {peer}: {e}");
+                    drops.dropped(format_args!("mm: dropping peer {peer}: {e}"));
                     return;
                 }
             };
@@ -507,7 +517,7 @@ async fn accept_loop(
                 .unwrap_or_else(|e| e.into_inner())
                 .check(stamp);
             if let Err(why) = checked {
-                tracing::warn!("mm: dropping peer {peer}: {why}");
+                drops.dropped(format_args!("mm: dropping peer {peer}: {why}"));
                 // The sender learns why: a node manager whose clock is off stops with the
                 // reason instead of retrying in silence; a replayer learns nothing new.
                 let _ = match hello {
@@ -610,6 +620,7 @@ async fn local_accept_loop(
 ) {
     let key = local_key();
     let me = crate::util::euid();
+    let drops = DropLog::default();
     loop {
         let (stream, _) = accept(&listener, "mm (local)").await;
         let Ok(cred) = stream.peer_cred() else {
@@ -621,8 +632,13 @@ async fn local_accept_loop(
             admin: cred.uid() == 0 || cred.uid() == me,
         };
         let ticket = admission.admit(caller.uid);
-        let (key, tx, replays, admission) =
-            (key.clone(), tx.clone(), replays.clone(), admission.clone());
+        let (key, tx, replays, admission, drops) = (
+            key.clone(),
+            tx.clone(),
+            replays.clone(),
+            admission.clone(),
+            drops.clone(),
+        );
         tokio::spawn(async move {
             let (mut rd, mut wr) = stream.into_split();
             let body = admission.first_frame(&mut rd, ticket, MAX_HELLO).await;
@@ -631,7 +647,10 @@ async fn local_accept_loop(
                 Ok(b) => key.open::<Hello>(&b),
                 Err(FirstFrameError::Frame(e)) => Err(e),
                 Err(e) => {
-                    tracing::warn!("mm: dropping {who}: {e}");
+                    if matches!(e, FirstFrameError::Displaced(_)) {
+                        cosched_storm::frame::write_busy(&mut wr).await;
+                    }
+                    drops.dropped(format_args!("mm: dropping {who}: {e}"));
                     return;
                 }
             };
@@ -642,7 +661,7 @@ async fn local_accept_loop(
                         .unwrap_or_else(|e| e.into_inner())
                         .check(stamp);
                     if let Err(why) = checked {
-                        tracing::warn!("mm: dropping {who}: {why}");
+                        drops.dropped(format_args!("mm: dropping {who}: {why}"));
                         let answer = Response::Error(why);
                         let _ = cosched_storm::frame::write_frame(&mut wr, &key, &answer).await;
                         return;
@@ -652,17 +671,15 @@ async fn local_accept_loop(
                     })
                     .await
                 }
-                Ok(Hello::Register(..)) => {
-                    tracing::warn!(
-                        "mm: dropping {who}: node managers register over TCP, with the key"
-                    )
-                }
+                Ok(Hello::Register(..)) => drops.dropped(format_args!(
+                    "mm: dropping {who}: node managers register over TCP, with the key"
+                )),
                 // Here the kernel says who the peer is; a credential is for TCP only.
-                Ok(Hello::User(..)) => {
-                    tracing::warn!("mm: dropping {who}: user credentials are for TCP clients")
-                }
+                Ok(Hello::User(..)) => drops.dropped(format_args!(
+                    "mm: dropping {who}: user credentials are for TCP clients"
+                )),
                 Err(cosched_storm::FrameError::Closed) => {}
-                Err(e) => tracing::warn!("mm: dropping {who}: {e}"),
+                Err(e) => drops.dropped(format_args!("mm: dropping {who}: {e}")),
             }
         });
         tokio::task::yield_now().await;

@@ -48,7 +48,12 @@ impl Store {
     /// Writes a client's change — its records and the request's nonce, arriving at `now_us`
     /// — in one transaction. On an error nothing of it is written; the message names the
     /// database and what to do, for the client.
-    pub(super) fn change(&mut self, jobs: &[JobInfo], stamp: Stamp, now_us: i64) -> Result<(), String> {
+    pub(super) fn change(
+        &mut self,
+        jobs: &[JobInfo],
+        stamp: Stamp,
+        now_us: i64,
+    ) -> Result<(), String> {
         let docs: Vec<(JobId, String)> = jobs.iter().map(|j| (j.id(), job_doc(j))).collect();
         let batch = Batch {
             jobs: docs.clone(),

@@ -1666,7 +1666,11 @@ fn issue_30_a_change_that_cannot_be_written_is_refused_and_changes_nothing() {
     let fcfs = super::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 1, 2);
     let (jobs, resp) = change(&mut c, t(1), 1, one_pe_job(), Err(FULL.into()));
-    assert_eq!(jobs.len(), 1, "the new job's record is what must be written");
+    assert_eq!(
+        jobs.len(),
+        1,
+        "the new job's record is what must be written"
+    );
     assert_eq!((jobs[0].id(), jobs[0].state), (JobId(1), JobState::Queued));
     assert!(
         matches!(&resp, Response::Error(e) if e.starts_with("not submitted: ") && e.contains("free space")),
@@ -1714,7 +1718,10 @@ fn issue_30_a_change_that_cannot_be_written_is_refused_and_changes_nothing() {
             "nothing changed, so nothing is to be written"
         );
         let j = state(&c, 1);
-        assert_eq!((j.state, j.held, j.record.end), (JobState::Running, false, None));
+        assert_eq!(
+            (j.state, j.held, j.record.end),
+            (JobState::Running, false, None)
+        );
     }
     // Written, the cancel takes effect.
     let (jobs, resp) = change(&mut c, t(4), 5, Request::Cancel(JobId(1)), Ok(()));
@@ -1755,7 +1762,10 @@ fn issue_30_what_a_change_writes_first_is_what_a_restart_finds() {
     };
     assert_eq!(j(&c, 1).state, JobState::Queued);
     let two = j(&c, 2);
-    assert_eq!((two.state, two.record.end), (JobState::Cancelled, Some(t(2))));
+    assert_eq!(
+        (two.state, two.record.end),
+        (JobState::Cancelled, Some(t(2)))
+    );
     assert_eq!(two.error.as_deref(), Some("cancelled by a user"));
     assert!(j(&c, 3).held, "{:?}", j(&c, 3));
     // Ids continue after the largest written.
