@@ -343,3 +343,74 @@ mod legacy {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 30, finding 4: a batch the database cannot take is written not at all — no
+    /// record and no nonce of it — and the error names the database; the same connection
+    /// takes the next batch once there is room. SQLite's page limit stands for the full disk.
+    #[test]
+    fn a_batch_is_written_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mm.db");
+        let db = Db::open(&path).unwrap();
+        let doc = |id: u64| (JobId(id), format!("{{\"pad\":\"{}\"}}", "x".repeat(4000)));
+        db.write(&Batch {
+            jobs: vec![doc(1)],
+            ..Batch::default()
+        })
+        .unwrap();
+        let pages: i64 = db
+            .conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        db.conn
+            .pragma_update(None, "max_page_count", pages + 2)
+            .unwrap();
+        let big = Batch {
+            jobs: (2..40).map(doc).collect(),
+            nonces: vec![(5, 77)],
+            ..Batch::default()
+        };
+        let e = db.write(&big).unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        let ids: Vec<i64> = db
+            .conn
+            .prepare("SELECT id FROM jobs")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(ids, vec![1], "nothing of the refused batch is written");
+        assert!(db.nonces(0).unwrap().is_empty());
+        db.conn
+            .pragma_update(None, "max_page_count", 1_000_000)
+            .unwrap();
+        db.write(&big).unwrap();
+        assert_eq!(db.nonces(0).unwrap(), vec![(5, 77)]);
+    }
+
+    /// Nonces are read back in arrival order from a time on, and forgotten before one.
+    #[test]
+    fn nonces_are_read_back_and_forgotten_by_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("mm.db")).unwrap();
+        let nonces = vec![(10, u64::MAX), (20, 2), (30, 3)];
+        db.write(&Batch {
+            nonces,
+            ..Batch::default()
+        })
+        .unwrap();
+        assert_eq!(db.nonces(15).unwrap(), vec![(20, 2), (30, 3)]);
+        assert_eq!(db.nonces(0).unwrap()[0], (10, u64::MAX), "all 64 bits kept");
+        db.write(&Batch {
+            forget_nonces_before: Some(25),
+            ..Batch::default()
+        })
+        .unwrap();
+        assert_eq!(db.nonces(0).unwrap(), vec![(30, 3)]);
+    }
+}

@@ -70,10 +70,8 @@ impl Core {
             }
             Request::Status => Response::Status(self.status()),
             Request::Output { job, rank, tail } => {
-                match self.output(now, req, job, rank, tail, caller) {
-                    Some(resp) => resp,
-                    None => return None,
-                }
+                // `None`: answered when the node replies (and there is nothing to write).
+                self.output(now, req, job, rank, tail, caller)?
             }
             Request::Shutdown if !caller.admin => Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) may shut it down",
@@ -84,10 +82,7 @@ impl Core {
                 Ok(f) => Response::Forecast(f),
                 Err(why) => Response::Error(why),
             },
-            Request::Monitor { node } => match self.fetch_monitor(now, req, &node) {
-                Some(resp) => resp,
-                None => return None,
-            },
+            Request::Monitor { node } => self.fetch_monitor(now, req, &node)?,
             // The shell serves broadcasts (super::bcast); none reaches the core.
             Request::Bcast(_) => Response::Error("a broadcast is served by the shell".into()),
         };
