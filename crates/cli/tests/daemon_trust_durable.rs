@@ -1,5 +1,5 @@
-//! Issue 30's regression tests of findings 4, 5 and 8: nothing acknowledged is lost when the
-//! state directory's disk is full or read-only, and no daemon dies of a log it cannot write;
+//! Regression tests, each named after the finding it guards: nothing acknowledged is lost when
+//! the state directory's disk is full or read-only, and no daemon dies of a log it cannot write;
 //! peers without the key cannot starve those with it; a frame captured before a machine
 //! manager restart is refused after it, and a requeued job gets a cgroup of its own on a
 //! restarted node manager. Real daemons on loopback; the disk tests mount a size-limited
@@ -180,13 +180,11 @@ fn restart_mm(c: &Cluster, addr: &str, nodes: u32, pes: u32, hb: &str) {
         .unwrap();
 }
 
-/// Finding 4: with the state directory's disk full, a submission, a cancel and a suspend are
+/// With the state directory's disk full, a submission, a cancel and a suspend are
 /// refused with an error naming the directory and saying to free space, and nothing of them
 /// happens; the daemons stay up (their logs cannot be written either) and serve reads; a job
 /// that ends meanwhile is recorded once space returns; then changes are taken again, without
-/// a restart; after a restart every acknowledged job is there and no id is given twice. (On
-/// the code before, every submission was answered with an id and lost at the restart, and the
-/// machine manager exited with status 101 when its log could not be written.)
+/// a restart; after a restart every acknowledged job is there and no id is given twice.
 #[test]
 fn issue_30_finding_4_a_full_disk_refuses_changes_by_name_and_loses_no_acknowledged_job() {
     let test =
@@ -306,11 +304,9 @@ fn issue_30_finding_4_a_full_disk_refuses_changes_by_name_and_loses_no_acknowled
     assert_eq!(next, after + 1);
 }
 
-/// Finding 4: a state directory whose file system the kernel turns read-only (a disk error,
+/// A state directory whose file system the kernel turns read-only (a disk error,
 /// `errors=remount-ro`) refuses changes with its path and "read-only file system", keeps
-/// serving reads, and a cluster brought up on it is refused with the same words. (Before: the
-/// submission was acknowledged and lost, and starting gave "Read-only file system (os error
-/// 30)" without a path.)
+/// serving reads, and a cluster brought up on it is refused with the same words.
 #[test]
 fn issue_30_finding_4_a_read_only_state_directory_is_named_and_reads_go_on() {
     let test = "issue_30_finding_4_a_read_only_state_directory_is_named_and_reads_go_on";
@@ -369,10 +365,9 @@ fn issue_30_finding_4_a_read_only_state_directory_is_named_and_reads_go_on() {
     );
 }
 
-/// Finding 4: a daemon whose log cannot be written (its standard error is `/dev/full`, as a
+/// A daemon whose log cannot be written (its standard error is `/dev/full`, as a
 /// log on a full disk) runs on: the machine manager and a node manager run a job and drop
-/// garbage peers, each of which they log. (Before: the first failed log line made the
-/// machine manager panic, exit status 101.)
+/// garbage peers, each of which they log.
 #[test]
 fn issue_30_finding_4_daemons_whose_log_cannot_be_written_keep_running() {
     let scratch = scratch_dir("durable", "devfull");
@@ -547,11 +542,9 @@ impl Drop for Flood {
     }
 }
 
-/// Finding 5: 150 idle TCP connections and 200 idle connections on `mm.sock`, kept open
-/// (reopened whenever closed), delay a submission over either by well under the old 15-s
-/// failure; and when the machine manager restarts in the middle of them, both node managers
-/// register again and their running jobs end completed, none `node_failed`. (Before: every
-/// submission failed after 15 s with EAGAIN, and every running job ended `node_failed`.)
+/// 150 idle TCP connections and 200 idle connections on `mm.sock`, kept open (reopened
+/// whenever closed), delay a submission over either by well under a second; and when the machine manager restarts in the middle of them, both node managers
+/// register again and their running jobs end completed, none `node_failed`.
 #[test]
 fn issue_30_finding_5_idle_peers_without_the_key_delay_no_submission_and_no_registration() {
     let c = Cluster::up(
@@ -596,7 +589,7 @@ fn issue_30_finding_5_idle_peers_without_the_key_delay_no_submission_and_no_regi
         );
     }
     notice(&format!(
-        "issue 30 finding 5: under 150 idle TCP and 200 idle mm.sock connections, a submission took {:?} (mm.sock) and {:?} (TCP)",
+        "issue_30_finding_5: under 150 idle TCP and 200 idle mm.sock connections, a submission took {:?} (mm.sock) and {:?} (TCP)",
         took[0], took[1]
     ));
     for t in &took {
@@ -618,9 +611,8 @@ fn issue_30_finding_5_idle_peers_without_the_key_delay_no_submission_and_no_regi
     drop(flood);
 }
 
-/// Finding 8: a submission's frame, sent once and captured, then sent again after the
-/// machine manager restarted, is refused: no second job. (Before: the nonce window lived in
-/// memory only, and the replay created a job.)
+/// A submission's frame, sent once and captured, then sent again after the
+/// machine manager restarted, is refused: no second job.
 #[test]
 fn issue_30_finding_8_a_frame_captured_before_a_restart_is_refused_after_it() {
     use cosched_daemon::proto::{Hello, Request, Response, Stamp, SubmitRequest};
@@ -679,11 +671,9 @@ fn cgroups_of_runs(marks: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Finding 8: a job requeued after its node manager died is relaunched by the restarted node
+/// A job requeued after its node manager died is relaunched by the restarted node
 /// manager in a cgroup of its own — not the directory of the first run, which the new node
-/// manager is removing — and runs to completion. (Before: a new node manager's launch numbers
-/// restarted at 1, the relaunch got `job-ID-1` again, and its ranks could not join it:
-/// ENODEV.)
+/// manager is removing — and runs to completion.
 #[test]
 fn issue_30_finding_8_a_requeued_job_on_a_restarted_node_manager_gets_a_new_cgroup() {
     let c = Cluster::up(

@@ -124,7 +124,7 @@ impl Client {
     /// Sends `req` and returns the answer. A request the machine manager closed unread — it
     /// said so ([`cosched_storm::FrameError::Busy`]: newer connections of this peer displaced
     /// this one), or it closed before the request was written whole — was not acted on, and
-    /// is sent again, with a new stamp, for up to [`UNREAD_RETRY_FOR`] (issue 30, finding 5).
+    /// is sent again, with a new stamp, for up to [`UNREAD_RETRY_FOR`].
     pub fn request(&self, req: Request) -> Result<Response, DaemonError> {
         let start = Instant::now();
         let mut pause = Duration::from_millis(10);

@@ -15,11 +15,11 @@
 //! of the same job by one node manager (a requeued job placed on the same node while the first
 //! launch is in its kill wait), so the delayed `cgroup.kill` of one never hits the other; the
 //! instance (the node manager's incarnation, in hex) keeps apart the launches of successive
-//! node managers on one work directory, whose launch numbers each start at 1: a requeued job
-//! relaunched by a restarted node manager got the very directory the new process was still
-//! removing, and its ranks failed to join it with ENODEV (issue 30, finding 8). A job cgroup
-//! is always a new directory: one that exists already is refused, never shared. A node
-//! manager that starts finds
+//! node managers on one work directory, whose launch numbers each start at 1: otherwise a
+//! requeued job relaunched by a restarted node manager would get the very directory the new
+//! process is still removing, and its ranks could not join it (ENODEV). A job cgroup is always
+//! a new directory: one that exists already is refused, never shared. A node manager that
+//! starts finds
 //! the job cgroups a previous incarnation left (it was killed: its ranks died with it through
 //! `PR_SET_PDEATHSIG`, their children did not) and kills them: a new incarnation holds no job,
 //! and the machine manager fails or requeues every job the old one held.
@@ -394,8 +394,8 @@ mod tests {
         assert_eq!(unescape(r"/x\04"), r"/x\04");
     }
 
-    /// Issue 30, finding 8: a restarted node manager's launch numbers start at 1 again, so
-    /// its job cgroups must still be named apart from its predecessor's.
+    /// A restarted node manager's launch numbers start at 1 again, so its job cgroups must
+    /// still be named apart from its predecessor's.
     #[test]
     fn job_cgroups_of_successive_node_managers_have_different_names() {
         let (job, launch) = (JobId(7), 1);
@@ -406,8 +406,8 @@ mod tests {
         assert!(job_cgroup_name(job, 0x1000, launch).starts_with("job-7-"));
     }
 
-    /// Issue 30, finding 8: creating a job cgroup never takes over a directory that exists
-    /// (an earlier launch's, perhaps being removed).
+    /// Creating a job cgroup never takes over a directory that exists (an earlier launch's,
+    /// perhaps being removed).
     #[test]
     fn a_job_cgroup_that_exists_already_is_refused() {
         let base = std::env::temp_dir().join(format!("cosched-cg-{}", std::process::id()));

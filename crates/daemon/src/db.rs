@@ -1,7 +1,7 @@
 //! The machine manager's persistent state in SQLite (WAL mode): every job record and every
 //! node's name and id, written through on each change so a killed machine manager loses no
 //! record, and the nonces of the recent requests that changed something, so a restarted
-//! machine manager still refuses them when replayed (issue 30, finding 8). Records are stored
+//! machine manager still refuses them when replayed. Records are stored
 //! as JSON documents keyed by id: the schema stays trivial and a record read back is exactly
 //! what was written. Rows of `jobs` are never deleted, so its largest id is the high-water
 //! mark a restarted machine manager continues from.
@@ -348,7 +348,7 @@ mod legacy {
 mod tests {
     use super::*;
 
-    /// Issue 30, finding 4: a batch the database cannot take is written not at all — no
+    /// A batch the database cannot take is written not at all — no
     /// record and no nonce of it — and the error names the database; the same connection
     /// takes the next batch once there is room. SQLite's page limit stands for the full disk.
     #[test]

@@ -161,7 +161,7 @@ impl StateDir {
 
     /// Refuses a state directory on a read-only file system before a daemon starts on it:
     /// the error names it and what to do, where writing the key or a pid file would fail
-    /// with the bare error of the system call (issue 30, finding 4). Asked by creating (and
+    /// with the bare error of the system call. Asked by creating (and
     /// removing) a file there: a file system the kernel turned read-only after a disk error
     /// may still be mounted read-write as far as its flags say.
     pub fn check_writable(&self) -> Result<(), DaemonError> {

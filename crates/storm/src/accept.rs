@@ -1,16 +1,16 @@
 //! Accepting connections on a daemon's listener without letting unauthenticated peers, or a
 //! shortage of file descriptors, cost more than a bounded amount or starve the peers that
-//! hold the key (issue 10, finding 5; issue 30, finding 5).
+//! hold the key.
 //!
 //! - [`accept`] backs off when `accept(2)` fails (EMFILE, ENFILE, ENOMEM…) instead of calling
 //!   it again at once: the daemons run at real-time priority, where a busy loop would starve
 //!   the node.
 //! - [`Admission`] decides which connections may wait for their first frame, the one that
 //!   proves the key. A listener accepts every connection at once — it never stops accepting
-//!   because unauthenticated peers hold places, which let 150 idle connections fill a shared
-//!   gate of 16 and the kernel's backlog behind it, so that every client and every node
-//!   manager re-registering after a restart timed out — and admits it under its peer's name
-//!   (an address for TCP, a uid the kernel gives for a Unix socket). A peer may have
+//!   because unauthenticated peers hold places: a shared set of places, taken before
+//!   `accept`, is one that idle connections can fill, and the kernel's backlog behind it, so
+//!   that no client and no node manager gets in — and admits it under its peer's name (an
+//!   address for TCP, a uid the kernel gives for a Unix socket). A peer may have
 //!   [`Limits::per_peer`] connections waiting; its next one makes room by closing its own
 //!   oldest that has sent nothing (else its oldest). Beyond [`Limits::total`] in all, the
 //!   peer with the most waiting loses one the same way. So a flood of idle connections only
@@ -366,8 +366,8 @@ mod tests {
         t.closed.try_recv().is_ok()
     }
 
-    /// Issue 30, finding 5: a peer's connections beyond its limit displace its own oldest
-    /// idle one, never another peer's; one that has sent something goes last.
+    /// A peer's connections beyond its limit displace its own oldest idle one, never another
+    /// peer's; one that has sent something goes last.
     #[test]
     fn a_peer_over_its_limit_displaces_only_its_own_idle_connections() {
         let a = Admission::new(limits(2, 100));

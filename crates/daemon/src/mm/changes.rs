@@ -1,7 +1,6 @@
 //! Client requests that change state — submit, cancel, suspend and resume (hold and
-//! release), shutdown — take effect only once they are durable (issue 30, finding 4: the
-//! machine manager answered submissions it could not write, and a restart lost them and gave
-//! their ids again).
+//! release), shutdown — take effect only once they are durable: an answer the database does
+//! not back would be lost at a restart, and its job's id given again.
 //!
 //! The core checks such a request and stages it without touching its state: [`Core::on`]
 //! returns a [`Write`], the records the change needs in the database. The shell writes them

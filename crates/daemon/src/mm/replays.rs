@@ -2,11 +2,12 @@
 //! carries a stamp (the sender's clock and a random nonce), and a stamp far from the machine
 //! manager's clock, or a nonce seen recently, is refused.
 //!
-//! The nonces of requests that changed something (a client's change, a registration) are
-//! written to the database with the change (see `super::store`), and a restarted machine
-//! manager starts from those of the last two windows: a frame captured before a restart and
-//! replayed after it is refused too (issue 30, finding 8: the window lived only in memory,
-//! and a replayed submission created a second job). Why nonces kept in the database rather
+//! The nonces of requests that changed something (a client's change, a registration, a step
+//! of a file broadcast) are written to the database with the change (see `super::store`),
+//! and a restarted machine manager starts from those of the last two windows: a frame
+//! captured before a restart and replayed after it is refused too, where a window kept in
+//! memory only would let a replayed submission create a second job. Why nonces kept in the
+//! database rather
 //! than requests bound to an epoch of the machine manager that the client must echo: a
 //! client sends one frame and reads one, with no earlier contact to learn an epoch from, and
 //! the change is written anyway — its nonce is one more row of the same transaction. The
@@ -80,7 +81,7 @@ pub(super) fn forgotten_before(now_us: i64) -> i64 {
 mod tests {
     use super::*;
 
-    /// Issue 10, finding 3: the same stamp twice is refused, and so is one out of the window.
+    /// The same stamp twice is refused, and so is one out of the window.
     #[test]
     fn a_stamp_is_accepted_once_and_only_near_the_clock() {
         let mut r = Replays::default();
@@ -113,7 +114,7 @@ mod tests {
         );
     }
 
-    /// Issue 30, finding 8: a window restored from the database refuses its nonces, and
+    /// A window restored from the database refuses its nonces, and
     /// forgets them on the same schedule as nonces seen since.
     #[test]
     fn a_restored_window_refuses_the_nonces_recorded_before_the_restart() {

@@ -326,7 +326,9 @@ impl Shell {
                 let _ = tx.send(snap);
                 return;
             }
-            Incoming::Client(Request::Bcast(op), caller, _, tx) => {
+            Incoming::Client(Request::Bcast(op), caller, stamp, tx) => {
+                // It changes files on the nodes, not records: its nonce is kept all the same.
+                self.store.nonce(stamp, t.as_micros());
                 self.bcast_request(op, caller, tx);
                 return;
             }
@@ -460,8 +462,8 @@ impl Shell {
 /// Serves connections: each sends one [`Hello`] (a registration or a client request) and
 /// gets one answer. Every connection is accepted at once and admitted under its peer's
 /// address ([`Admission`]): until its hello is read it holds at most [`MAX_HELLO`] bytes for
-/// at most the first-frame time, and a peer's idle connections displace only its own (issue
-/// 30, finding 5), so neither idle clients nor a flood keeps a node manager from registering.
+/// at most the first-frame time, and a peer's idle connections displace only its own, so
+/// neither idle clients nor a flood keeps a node manager from registering.
 async fn accept_loop(
     listener: TcpListener,
     key: Key,

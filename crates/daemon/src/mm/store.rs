@@ -1,8 +1,7 @@
 //! The shell's side of the database: a client's change written in one transaction before it
 //! takes effect (see [`super::changes`]), the records the core changes on its own written at
 //! each step, and what the disk refused kept and written again until it takes it, so a full
-//! or read-only disk costs the machine manager neither its records nor its life (issue 30,
-//! finding 4).
+//! or read-only disk costs the machine manager neither its records nor its life.
 //!
 //! Each step's records go in one transaction. A record equal to what a change of the same
 //! step wrote already (a submission that stays queued) is not written twice.
@@ -83,8 +82,8 @@ impl Store {
         self.nodes.insert(row.id, row);
     }
 
-    /// The nonce of a request that changed state without a change of its own (a node's
-    /// registration), written at the next flush.
+    /// The nonce of a request that changes state without a change of its own (a node's
+    /// registration, a step of a file broadcast), written at the next flush.
     pub(super) fn nonce(&mut self, stamp: Stamp, now_us: i64) {
         self.nonces.push((now_us, stamp.nonce));
     }

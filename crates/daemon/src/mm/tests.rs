@@ -1658,7 +1658,7 @@ fn one_pe_job() -> Request {
 
 const FULL: &str = "the file system of /s is full (database or disk is full); free space on it";
 
-/// Issue 30, finding 4: a change whose records cannot be written is refused with the
+/// A change whose records cannot be written is refused with the
 /// database's reason, and nothing of it happens — no job, no id spent, no launch, no kill, no
 /// stop; the same change is taken once the disk takes it.
 #[test]
@@ -1730,7 +1730,7 @@ fn issue_30_a_change_that_cannot_be_written_is_refused_and_changes_nothing() {
     assert_eq!(state(&c, 1).state, JobState::Cancelled);
 }
 
-/// Issue 30, finding 4: what a change writes before it takes effect is what a restart must
+/// What a change writes before it takes effect is what a restart must
 /// find — a submitted job queued (and run), a cancelled one ended, a held one held — should
 /// the machine manager die before the step that writes the exact records.
 #[test]
