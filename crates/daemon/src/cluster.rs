@@ -301,8 +301,16 @@ fn last_line(log: &Path) -> Option<String> {
 /// named on stderr and its pid is never signalled.
 pub fn down(dir: &StateDir) -> Result<(), DaemonError> {
     dir.check()?;
-    // Best effort: a machine manager that is gone is killed by pid below anyway.
-    let _ = Client::from_state_dir(dir, None, None).and_then(|c| c.simple(Request::Shutdown));
+    // Best effort: a machine manager that is gone is killed by pid below anyway. One that
+    // answers it cannot shut down (its database takes no writes) is stopped the same way,
+    // and the user told what that means.
+    if let Err(DaemonError::Refused(why)) =
+        Client::from_state_dir(dir, None, None).and_then(|c| c.simple(Request::Shutdown))
+    {
+        eprintln!(
+            "cluster down: {why}; stopping the daemons by signal: the live jobs stay as last recorded (a restarted machine manager ends them node_failed or runs them again)"
+        );
+    }
     let (pids, refused) = dir.take_pids()?;
     for why in &refused {
         eprintln!("cluster down: {why}");
