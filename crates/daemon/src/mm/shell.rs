@@ -152,10 +152,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let local = bind_local(&state)?;
     tokio::spawn(accept_loop(
         listener,
-        cfg.key.clone(),
-        in_tx.clone(),
-        replays.clone(),
-        Admission::new(cfg.settings.admission),
+        Listening::new(cfg.key.clone(), &in_tx, &replays, cfg.settings.admission),
     ));
     match &cfg.http {
         Some(http) => {
@@ -176,9 +173,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     }
     tokio::spawn(local_accept_loop(
         local,
-        in_tx,
-        replays,
-        Admission::new(cfg.settings.admission),
+        Listening::new(local_key(), &in_tx, &replays, cfg.settings.admission),
     ));
     write_atomic(&state.addr_file(), &format!("{addr}\n")).map_err(DaemonError::Io)?;
     tracing::info!("mm: running at {}", crate::util::raise_priority());
@@ -464,25 +459,18 @@ impl Shell {
 /// address ([`Admission`]): until its hello is read it holds at most [`MAX_HELLO`] bytes for
 /// at most the first-frame time, and a peer's idle connections displace only its own, so
 /// neither idle clients nor a flood keeps a node manager from registering.
-async fn accept_loop(
-    listener: TcpListener,
-    key: Key,
-    tx: mpsc::UnboundedSender<Incoming>,
-    replays: Arc<Mutex<Replays>>,
-    admission: Admission<std::net::IpAddr>,
-) {
-    let drops = DropLog::default();
+async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
     loop {
         let (stream, peer) = accept(&listener, "mm").await;
-        let ticket = admission.admit(peer.ip());
+        let ticket = l.admission.admit(peer.ip());
         let _ = stream.set_nodelay(true);
-        let (key, tx, replays, admission, drops) = (
-            key.clone(),
-            tx.clone(),
-            replays.clone(),
-            admission.clone(),
-            drops.clone(),
-        );
+        let Listening {
+            key,
+            tx,
+            replays,
+            admission,
+            drops,
+        } = l.clone();
         tokio::spawn(async move {
             let (mut rd, mut wr) = stream.into_split();
             let body = match admission.first_frame(&mut rd, ticket, MAX_HELLO).await {
@@ -614,15 +602,8 @@ fn bind_local(state: &crate::StateDir) -> Result<tokio::net::UnixListener, Daemo
 /// admitted: a user's connections are admitted under that uid, so one user's idle
 /// connections displace only that user's), never a claim in the request; node managers
 /// register only over TCP, with the key.
-async fn local_accept_loop(
-    listener: tokio::net::UnixListener,
-    tx: mpsc::UnboundedSender<Incoming>,
-    replays: Arc<Mutex<Replays>>,
-    admission: Admission<u32>,
-) {
-    let key = local_key();
+async fn local_accept_loop(listener: tokio::net::UnixListener, l: Listening<u32>) {
     let me = crate::util::euid();
-    let drops = DropLog::default();
     loop {
         let (stream, _) = accept(&listener, "mm (local)").await;
         let Ok(cred) = stream.peer_cred() else {
@@ -633,14 +614,14 @@ async fn local_accept_loop(
             gid: cred.gid(),
             admin: cred.uid() == 0 || cred.uid() == me,
         };
-        let ticket = admission.admit(caller.uid);
-        let (key, tx, replays, admission, drops) = (
-            key.clone(),
-            tx.clone(),
-            replays.clone(),
-            admission.clone(),
-            drops.clone(),
-        );
+        let ticket = l.admission.admit(caller.uid);
+        let Listening {
+            key,
+            tx,
+            replays,
+            admission,
+            drops,
+        } = l.clone();
         tokio::spawn(async move {
             let (mut rd, mut wr) = stream.into_split();
             let body = admission.first_frame(&mut rd, ticket, MAX_HELLO).await;
@@ -685,6 +666,35 @@ async fn local_accept_loop(
             }
         });
         tokio::task::yield_now().await;
+    }
+}
+
+/// What the connections of one listener share: the key their frames are read with (the
+/// cluster's, or `mm.sock`'s public one), the way to the event loop, the replay window, their
+/// admission under their peers' names and the log of those dropped.
+#[derive(Clone)]
+struct Listening<P> {
+    key: Key,
+    tx: mpsc::UnboundedSender<Incoming>,
+    replays: Arc<Mutex<Replays>>,
+    admission: Admission<P>,
+    drops: DropLog,
+}
+
+impl<P: std::hash::Hash + Eq + Clone> Listening<P> {
+    fn new(
+        key: Key,
+        tx: &mpsc::UnboundedSender<Incoming>,
+        replays: &Arc<Mutex<Replays>>,
+        limits: cosched_storm::accept::Limits,
+    ) -> Listening<P> {
+        Listening {
+            key,
+            tx: tx.clone(),
+            replays: replays.clone(),
+            admission: Admission::new(limits),
+            drops: DropLog::default(),
+        }
     }
 }
 
