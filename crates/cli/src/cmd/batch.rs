@@ -175,10 +175,38 @@ pub fn is_script(path: &Path) -> bool {
 }
 
 /// Reads a batch script's `#!` line and directives.
+///
+/// Only the head of the script (the `#!` line and the comment lines before the first command,
+/// where directives live) must be UTF-8: what follows is the interpreter's business, as in
+/// sbatch.
 pub fn read_script(path: &Path) -> Result<Script, String> {
-    let text = std::fs::read_to_string(path)
+    let bytes = std::fs::read(path)
         .map_err(|e| format!("reading the batch script {}: {e}", path.display()))?;
-    parse_script(&path.display().to_string(), &text)
+    let file = path.display().to_string();
+    parse_script(&file, directive_head(&file, &bytes)?)
+}
+
+/// The script's head as text: its lines up to the first command (a line that is neither
+/// blank nor a comment), or an error naming the first line there that is not UTF-8.
+fn directive_head<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str, String> {
+    let mut end = 0;
+    for (n, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
+        let trimmed = line.trim_ascii();
+        if n > 0 && !trimmed.is_empty() && trimmed[0] != b'#' {
+            break;
+        }
+        std::str::from_utf8(line).map_err(|e| {
+            format!(
+                "{file}:{}: not UTF-8 text (byte {} of the line); the #! line and the \
+                 directives before the first command must be UTF-8",
+                n + 1,
+                e.valid_up_to() + 1
+            )
+        })?;
+        end += line.len();
+    }
+    // Every line up to `end` was checked to be UTF-8, so the slice is too.
+    Ok(std::str::from_utf8(&bytes[..end]).expect("checked line by line"))
 }
 
 /// Parses a script's text (`file` names it in errors).
@@ -336,7 +364,15 @@ pub fn parse_begin_at(text: &str, now_us: i64) -> Result<i64, String> {
     let today = local_tm(now_s);
     let (y, mo, d) = match date {
         Some(d) => match nums(d, '-').ok_or_else(bad)?.as_slice() {
-            [y, m, d] if (1..=12).contains(m) && (1..=31).contains(d) => (*y, *m, *d),
+            [y, m, d] if (1..=12).contains(m) && (1..=31).contains(d) => {
+                if *d > days_in_month(*y, *m) {
+                    return Err(format!(
+                        "--begin {text:?}: {y:04}-{m:02} has {} days",
+                        days_in_month(*y, *m)
+                    ));
+                }
+                (*y, *m, *d)
+            }
             _ => return Err(bad()),
         },
         None => (today.0, today.1, today.2),
@@ -347,6 +383,17 @@ pub fn parse_begin_at(text: &str, now_us: i64) -> Result<i64, String> {
         at += 86_400;
     }
     Ok(at * 1_000_000)
+}
+
+/// Days in month `m` (1–12) of year `y` (Gregorian): mktime would carry a 30 February into
+/// March instead of refusing it.
+fn days_in_month(y: i32, m: i32) -> i32 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 /// Year, month, day of the local date at `secs` since the epoch.
@@ -421,6 +468,20 @@ mod tests {
     }
 
     #[test]
+    fn a_script_head_that_is_not_utf8_is_refused_with_its_line() {
+        let e = directive_head(
+            "j.sh",
+            b"#!/bin/sh\n#SBATCH -n 2\n#SBATCH -J caf\xe9\necho\n",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("j.sh:3: not UTF-8"), "{e}");
+        // Bytes after the first command are the interpreter's business.
+        let head = directive_head("j.sh", b"#!/bin/sh\n#SBATCH -n 2\necho caf\xe9\n").unwrap();
+        assert_eq!(head, "#!/bin/sh\n#SBATCH -n 2\n");
+        assert_eq!(parse_script("j.sh", head).unwrap().opts.ntasks, Some(2));
+    }
+
+    #[test]
     fn ranks_from_nodes() {
         let o = |n, nn, per| JobOpts {
             ntasks: n,
@@ -449,7 +510,24 @@ mod tests {
             "a time of day is in the next 24 h"
         );
         assert_eq!(parse_begin_at("now-1h", now), Ok(now - 3_600_000_000));
-        for bad in ["now+", "now*5", "tomorrow", "25:00", "2030-13-01", "now+5y"] {
+        let leap = parse_begin_at("2028-02-29", now).unwrap();
+        assert_eq!(
+            parse_begin_at("2028-03-01", now).unwrap() - leap,
+            86_400_000_000
+        );
+        let e = parse_begin_at("2027-02-30", now).unwrap_err();
+        assert!(e.contains("2027-02 has 28 days"), "{e}");
+        for bad in [
+            "now+",
+            "now*5",
+            "tomorrow",
+            "25:00",
+            "2030-13-01",
+            "now+5y",
+            "2027-02-29",
+            "2030-04-31",
+            "2100-02-29",
+        ] {
             assert!(parse_begin_at(bad, now).is_err(), "{bad}");
         }
     }

@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod demo;
 pub mod interactive;
 pub mod launch_model;
+pub mod memory;
 pub mod policy_args;
 pub mod replay;
 pub mod sim;

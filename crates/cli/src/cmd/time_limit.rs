@@ -115,4 +115,15 @@ mod tests {
         // The machine manager's maximum still holds.
         assert!(parse("400-0").unwrap_err().contains("at most"));
     }
+
+    #[test]
+    fn a_huge_time_limit_is_refused_in_the_users_words() {
+        for huge in ["99999999999999d", "1e300"] {
+            let e = parse(huge).unwrap_err();
+            assert!(
+                e.contains(huge) && e.contains("too large") && !e.contains("9223372036854775807"),
+                "{huge}: {e}"
+            );
+        }
+    }
 }
