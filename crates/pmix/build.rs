@@ -6,10 +6,16 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(cosched_pmix)");
     println!("cargo::rerun-if-changed=src/sys/glue.c");
     println!("cargo::rerun-if-env-changed=PKG_CONFIG_PATH");
-    match pkg_config::Config::new().atleast_version("4.0").probe("pmix") {
+    match pkg_config::Config::new()
+        .atleast_version("4.0")
+        .probe("pmix")
+    {
         Ok(lib) => {
             let mut build = cc::Build::new();
-            build.file("src/sys/glue.c").warnings(true).extra_warnings(true);
+            build
+                .file("src/sys/glue.c")
+                .warnings(true)
+                .extra_warnings(true);
             for dir in &lib.include_paths {
                 build.include(dir);
             }
@@ -19,7 +25,12 @@ fn main() {
         Err(e) => {
             println!(
                 "cargo::warning=cosched-pmix: OpenPMIx not found ({}); building without the PMIx server (install libpmix-dev and pkg-config, then rebuild)",
-                e.to_string().lines().next().unwrap_or("pkg-config failed")
+                e.to_string()
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("; ")
             );
         }
     }

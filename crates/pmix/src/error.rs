@@ -10,9 +10,9 @@ pub enum Error {
         "this cosched was built without OpenPMIx: install libpmix-dev (and pkg-config) and rebuild"
     )]
     NotBuilt,
-    /// OpenPMIx serves one server per process, for the life of the process.
+    /// One server per process, for the life of the process.
     #[error(
-        "a PMIx server was already started in this process (OpenPMIx allows one per process, and none after it is shut down): keep the first `Server` and register every job with it"
+        "a PMIx server was already started in this process (one per process, also after a shutdown): keep the first `Server` and register every job with it"
     )]
     AlreadyStarted,
     /// A call into OpenPMIx failed.

@@ -64,7 +64,7 @@ mod sys;
 pub use error::Error;
 pub use event::{Event, LookupReply, ModexReply, OpReply, Proc, Published, Range, Refusal};
 pub use layout::{Info, JobLayout, JobNode, Value, keys};
-pub use server::{OPEN_MPI_ENV, Server};
+pub use server::{OPEN_MPI_ENV, OPEN_MPI_OVERSUBSCRIBED, Server};
 pub use status::Status;
 
 /// Whether this build has OpenPMIx (false: [`Server::start`] returns [`Error::NotBuilt`]).

@@ -144,11 +144,25 @@ fn run_on_two_nodes(prog: &Path, env: &[(&str, &str)]) -> (Run, Run) {
         .collect();
     let node = |name: &str, role: &str, shm: &Path| {
         let mut e: Vec<(&str, &str)> = env.to_vec();
-        e.push(("OMPI_MCA_btl_vader_backing_directory", shm.to_str().unwrap()));
+        e.push((
+            "OMPI_MCA_btl_vader_backing_directory",
+            shm.to_str().unwrap(),
+        ));
         start(
             &[
-                "--node", name, role, sock, "--timeout", "90", "--job", "job8", "n0:4,n1:4",
-                "--", prog, "ring", "8",
+                "--node",
+                name,
+                role,
+                sock,
+                "--timeout",
+                "90",
+                "--job",
+                "job8",
+                "n0:4,n1:4",
+                "--",
+                prog,
+                "ring",
+                "8",
             ],
             &e,
         )
@@ -165,8 +179,17 @@ fn open_mpi_ranks_on_one_server_form_one_world() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let r = run(
         &[
-            "--node", "n0", "--timeout", "90", "--job", "job4", "n0:4", "--",
-            prog.to_str().unwrap(), "ring", "4",
+            "--node",
+            "n0",
+            "--timeout",
+            "90",
+            "--job",
+            "job4",
+            "n0:4",
+            "--",
+            prog.to_str().unwrap(),
+            "ring",
+            "4",
         ],
         &[],
     );
@@ -232,8 +255,17 @@ fn mpi4py_collectives_see_the_whole_job() {
     std::fs::write(&script, include_str!("mpi/collectives.py")).unwrap();
     let r = run(
         &[
-            "--node", "n0", "--timeout", "90", "--job", "py4", "n0:4", "--",
-            "/usr/bin/python3", script.to_str().unwrap(), "4",
+            "--node",
+            "n0",
+            "--timeout",
+            "90",
+            "--job",
+            "py4",
+            "n0:4",
+            "--",
+            "/usr/bin/python3",
+            script.to_str().unwrap(),
+            "4",
         ],
         &[],
     );
@@ -263,8 +295,17 @@ fn mpi_abort_is_reported_within_a_second_and_no_rank_is_left() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let r = run(
         &[
-            "--node", "n0", "--timeout", "90", "--job", "aborts", "n0:4", "--",
-            prog.to_str().unwrap(), "abort", "4",
+            "--node",
+            "n0",
+            "--timeout",
+            "90",
+            "--job",
+            "aborts",
+            "n0:4",
+            "--",
+            prog.to_str().unwrap(),
+            "abort",
+            "4",
         ],
         &[],
     );
@@ -291,7 +332,11 @@ fn mpi_abort_is_reported_within_a_second_and_no_rank_is_left() {
         "the abort reached the harness {latency} µs after the rank called it:\n{}",
         r.text
     );
-    assert!(survivors(prog).is_empty(), "left running: {:?}", survivors(prog));
+    assert!(
+        survivors(prog).is_empty(),
+        "left running: {:?}",
+        survivors(prog)
+    );
 }
 
 #[test]
@@ -303,8 +348,26 @@ fn a_name_published_by_one_job_is_found_by_another() {
     let (p, n) = (prog.to_str().unwrap(), name.to_str().unwrap());
     let r = run(
         &[
-            "--node", "n0", "--timeout", "90", "--job", "server", "n0:2", "--", p, "publish",
-            "2", n, "--job", "client", "n0:2", "--", p, "lookup", "2", n,
+            "--node",
+            "n0",
+            "--timeout",
+            "90",
+            "--job",
+            "server",
+            "n0:2",
+            "--",
+            p,
+            "publish",
+            "2",
+            n,
+            "--job",
+            "client",
+            "n0:2",
+            "--",
+            p,
+            "lookup",
+            "2",
+            n,
         ],
         &[],
     );
@@ -315,7 +378,11 @@ fn a_name_published_by_one_job_is_found_by_another() {
             .lines()
             .find(|l| l.starts_with(prefix))
             .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{}", r.text));
-        line[prefix.len()..].split_whitespace().next().unwrap().to_owned()
+        line[prefix.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned()
     };
     let published = port("rank 0: published ");
     let found = r
@@ -332,8 +399,17 @@ fn spawn_is_refused_with_a_clear_error_without_a_hang() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let r = run(
         &[
-            "--node", "n0", "--timeout", "90", "--job", "spawner", "n0:2", "--",
-            prog.to_str().unwrap(), "spawn", "2",
+            "--node",
+            "n0",
+            "--timeout",
+            "90",
+            "--job",
+            "spawner",
+            "n0:2",
+            "--",
+            prog.to_str().unwrap(),
+            "spawn",
+            "2",
         ],
         &[],
     );

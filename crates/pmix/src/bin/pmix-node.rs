@@ -11,7 +11,8 @@
 //!     [--job ...]
 //! ```
 //!
-//! Ranks are placed in order, NRANKS per host. Lines it prints for the tests:
+//! Ranks are placed in order, NRANKS per host; with more ranks here than cores, they are told
+//! so (`OPEN_MPI_OVERSUBSCRIBED`), as `mpirun` would. Lines it prints for the tests:
 //! `pmix-node: abort NSPACE:RANK status S at T µs: MESSAGE`, `pmix-node: refused ...`,
 //! `pmix-node: exit NSPACE:RANK code C`, and at the end `pmix-node: fences F direct-modex D
 //! local-modex L connected C finalized F`. Its exit code is the first non-zero rank code (an
@@ -28,7 +29,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cosched_pmix::{
-    Event, JobLayout, JobNode, LookupReply, ModexReply, Proc, Published, Server, Status,
+    Event, JobLayout, JobNode, LookupReply, ModexReply, OPEN_MPI_OVERSUBSCRIBED, Proc, Published,
+    Server, Status,
 };
 
 struct JobArgs {
@@ -271,7 +273,10 @@ fn read_frames(mut stream: UnixStream, tx: mpsc::Sender<Msg>) {
                 let _ = tx.send(Msg::Peer(f));
             }
             None => {
-                eprintln!("pmix-node: a frame from the peer does not parse (kind {})", head[0]);
+                eprintln!(
+                    "pmix-node: a frame from the peer does not parse (kind {})",
+                    head[0]
+                );
                 let _ = tx.send(Msg::PeerGone);
                 return;
             }
@@ -473,7 +478,10 @@ impl Node {
             }
             Event::Refused { client, request } => {
                 let who = client.map(|c| c.to_string()).unwrap_or("a tool".into());
-                eprintln!("pmix-node: refused {request:?} from {who}: {}", request.explain());
+                eprintln!(
+                    "pmix-node: refused {request:?} from {who}: {}",
+                    request.explain()
+                );
             }
         }
     }
@@ -550,7 +558,9 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
                 match UnixStream::connect(path) {
                     Ok(s) => break Some(s),
                     Err(e) if Instant::now() > deadline => {
-                        return Err(format!("cannot reach the peer at {}: {e}", path.display()).into());
+                        return Err(
+                            format!("cannot reach the peer at {}: {e}", path.display()).into()
+                        );
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(20)),
                 }
@@ -576,6 +586,15 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
         exit_code: 0,
         counts: BTreeMap::new(),
     };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let local_ranks: usize = args
+        .jobs
+        .iter()
+        .flat_map(|j| &j.nodes)
+        .filter(|(h, _)| *h == args.node)
+        .map(|(_, n)| *n as usize)
+        .sum();
+    let oversubscribed = local_ranks > cores;
     for job in &args.jobs {
         let mut next = 0;
         let nodes = job
@@ -602,13 +621,18 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
         for &rank in layout.local_ranks(node_id) {
             node.server
                 .register_client(&job.nspace, rank, me.uid(), me.gid())?;
-            let env = node.server.client_env(&job.nspace, rank)?;
+            let mut env = node.server.client_env(&job.nspace, rank)?;
+            if oversubscribed {
+                let (k, v) = OPEN_MPI_OVERSUBSCRIBED;
+                env.push((k.into(), v.into()));
+            }
             let child = Command::new(&job.argv[0])
                 .args(&job.argv[1..])
                 .envs(env)
                 .spawn()
                 .map_err(|e| format!("cannot start {}: {e}", job.argv[0]))?;
-            node.ranks.push((Proc::new(job.nspace.clone(), rank), child));
+            node.ranks
+                .push((Proc::new(job.nspace.clone(), rank), child));
         }
     }
     let deadline = Instant::now() + args.timeout;
@@ -652,10 +676,16 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
     for job in &args.jobs {
         let _ = node.server.deregister_job(&job.nspace);
     }
-    let counts: Vec<String> = ["fences", "direct-modex", "local-modex", "connected", "finalized"]
-        .iter()
-        .map(|k| format!("{k} {}", node.counts.get(k).copied().unwrap_or(0)))
-        .collect();
+    let counts: Vec<String> = [
+        "fences",
+        "direct-modex",
+        "local-modex",
+        "connected",
+        "finalized",
+    ]
+    .iter()
+    .map(|k| format!("{k} {}", node.counts.get(k).copied().unwrap_or(0)))
+    .collect();
     println!("pmix-node: {}", counts.join(" "));
     Ok(node.exit_code)
 }

@@ -47,11 +47,19 @@ struct CInfo {
 type Sink = unsafe extern "C" fn(ctx: *mut c_void, ev: *const CEvent);
 
 unsafe extern "C" {
-    fn csp_init(tmpdir: *const c_char, hostname: *const c_char, sink: Sink, ctx: *mut c_void)
-    -> c_int;
+    fn csp_init(
+        tmpdir: *const c_char,
+        hostname: *const c_char,
+        sink: Sink,
+        ctx: *mut c_void,
+    ) -> c_int;
     fn csp_finalize() -> c_int;
-    fn csp_register_nspace(nspace: *const c_char, nlocal: u32, infos: *const CInfo, n: usize)
-    -> c_int;
+    fn csp_register_nspace(
+        nspace: *const c_char,
+        nlocal: u32,
+        infos: *const CInfo,
+        n: usize,
+    ) -> c_int;
     fn csp_deregister_nspace(nspace: *const c_char) -> c_int;
     fn csp_register_client(nspace: *const c_char, rank: u32, uid: u32, gid: u32) -> c_int;
     fn csp_deregister_client(nspace: *const c_char, rank: u32) -> c_int;
@@ -133,7 +141,10 @@ unsafe extern "C" fn trampoline(ctx: *mut c_void, ev: *const CEvent) {
             client: proc_of(&ev.proc_),
             status: ev.status,
             message: text(ev.message),
-            procs: slice(ev.procs, ev.nprocs).iter().map(|p| proc_of(p)).collect(),
+            procs: slice(ev.procs, ev.nprocs)
+                .iter()
+                .map(|p| proc_of(p))
+                .collect(),
             data: slice(ev.data.cast::<u8>(), ev.ndata).to_vec(),
             flag: ev.flag,
             range: ev.range,
