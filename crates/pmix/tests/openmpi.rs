@@ -74,8 +74,19 @@ struct Run {
 }
 
 impl Run {
-    fn lines_with(&self, needle: &str) -> usize {
-        self.text.lines().filter(|l| l.contains(needle)).count()
+    /// How often `needle` was printed (ranks' lines may interleave: not counted by line).
+    fn printed(&self, needle: &str) -> usize {
+        self.text.matches(needle).count()
+    }
+
+    /// The word printed right after `prefix`.
+    fn word_after(&self, prefix: &str) -> &str {
+        let at = self
+            .text
+            .find(prefix)
+            .unwrap_or_else(|| panic!("{prefix:?} was not printed:\n{}", self.text));
+        let rest = &self.text[at + prefix.len()..];
+        rest.split_whitespace().next().unwrap_or("")
     }
 
     /// The count `pmix-node` printed last for `what` (fences, direct-modex, ...).
@@ -125,6 +136,23 @@ fn finish(child: std::process::Child, started: Instant) -> Run {
 fn run(args: &[&str], env: &[(&str, &str)]) -> Run {
     let t = Instant::now();
     finish(start(args, env), t)
+}
+
+/// Runs one job of `ranks` ranks on one `pmix-node`: `argv` is the program and its arguments.
+fn run_one_node(nspace: &str, ranks: u32, argv: &[&str]) -> Run {
+    let spec = format!("n0:{ranks}");
+    let mut args = vec![
+        "--node",
+        "n0",
+        "--timeout",
+        "90",
+        "--job",
+        nspace,
+        &spec,
+        "--",
+    ];
+    args.extend(argv);
+    run(&args, &[])
 }
 
 /// Runs an 8-rank job as 4 + 4 ranks on two `pmix-node`s joined by a Unix socket.
@@ -177,25 +205,10 @@ fn run_on_two_nodes(prog: &Path, env: &[(&str, &str)]) -> (Run, Run) {
 fn open_mpi_ranks_on_one_server_form_one_world() {
     let Some(prog) = program() else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let r = run(
-        &[
-            "--node",
-            "n0",
-            "--timeout",
-            "90",
-            "--job",
-            "job4",
-            "n0:4",
-            "--",
-            prog.to_str().unwrap(),
-            "ring",
-            "4",
-        ],
-        &[],
-    );
+    let r = run_one_node("job4", 4, &[prog.to_str().unwrap(), "ring", "4"]);
     assert_eq!(r.code, Some(0), "{}", r.text);
-    assert_eq!(r.lines_with(" of 4: ring from "), 4, "{}", r.text);
-    assert_eq!(r.lines_with("WRONG"), 0, "{}", r.text);
+    assert_eq!(r.printed(" of 4: ring from "), 4, "{}", r.text);
+    assert_eq!(r.printed("WRONG"), 0, "{}", r.text);
     assert_eq!(r.count("connected"), 4, "{}", r.text);
     assert_eq!(r.count("finalized"), 4, "{}", r.text);
 }
@@ -207,8 +220,8 @@ fn open_mpi_job_across_two_servers_exchanges_its_fences() {
     let (a, b) = run_on_two_nodes(prog, &[]);
     for r in [&a, &b] {
         assert_eq!(r.code, Some(0), "{}\n---\n{}", a.text, b.text);
-        assert_eq!(r.lines_with(" of 8: ring from "), 4, "{}", r.text);
-        assert_eq!(r.lines_with("WRONG"), 0, "{}", r.text);
+        assert_eq!(r.printed(" of 8: ring from "), 4, "{}", r.text);
+        assert_eq!(r.printed("WRONG"), 0, "{}", r.text);
         // MPI_Init's modex and MPI_Finalize's barrier went through the pair at least.
         assert!(r.count("fences") >= 2, "{}", r.text);
     }
@@ -227,7 +240,7 @@ fn open_mpi_job_across_two_servers_gets_remote_data_by_direct_modex() {
     let (a, b) = run_on_two_nodes(prog, &env);
     for r in [&a, &b] {
         assert_eq!(r.code, Some(0), "{}\n---\n{}", a.text, b.text);
-        assert_eq!(r.lines_with(" of 8: ring from "), 4, "{}", r.text);
+        assert_eq!(r.printed(" of 8: ring from "), 4, "{}", r.text);
         assert!(r.count("direct-modex") > 0, "{}", r.text);
         // Each node answered the other's requests from its own ranks' data.
         assert!(r.count("local-modex") > 0, "{}", r.text);
@@ -253,25 +266,14 @@ fn mpi4py_collectives_see_the_whole_job() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("collectives.py");
     std::fs::write(&script, include_str!("mpi/collectives.py")).unwrap();
-    let r = run(
-        &[
-            "--node",
-            "n0",
-            "--timeout",
-            "90",
-            "--job",
-            "py4",
-            "n0:4",
-            "--",
-            "/usr/bin/python3",
-            script.to_str().unwrap(),
-            "4",
-        ],
-        &[],
+    let r = run_one_node(
+        "py4",
+        4,
+        &["/usr/bin/python3", script.to_str().unwrap(), "4"],
     );
     assert_eq!(r.code, Some(0), "{}", r.text);
-    assert_eq!(r.lines_with(" of 4: allreduce 6, bcast "), 4, "{}", r.text);
-    assert_eq!(r.lines_with("WRONG"), 0, "{}", r.text);
+    assert_eq!(r.printed(" of 4: allreduce 6, bcast "), 4, "{}", r.text);
+    assert_eq!(r.printed("WRONG"), 0, "{}", r.text);
 }
 
 /// Processes still running this program, by their command line.
@@ -293,36 +295,15 @@ fn survivors(prog: &Path) -> Vec<String> {
 fn mpi_abort_is_reported_within_a_second_and_no_rank_is_left() {
     let Some(prog) = program() else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let r = run(
-        &[
-            "--node",
-            "n0",
-            "--timeout",
-            "90",
-            "--job",
-            "aborts",
-            "n0:4",
-            "--",
-            prog.to_str().unwrap(),
-            "abort",
-            "4",
-        ],
-        &[],
-    );
+    let r = run_one_node("aborts", 4, &[prog.to_str().unwrap(), "abort", "4"]);
     // The harness exits with the abort's status, as the job would.
     assert_eq!(r.code, Some(7), "{}", r.text);
     let stamp = |prefix: &str| -> i64 {
-        let line = r
-            .text
-            .lines()
-            .find(|l| l.contains(prefix))
-            .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{}", r.text));
-        let after = &line[line.find(prefix).unwrap() + prefix.len()..];
-        after
-            .split(|c: char| !c.is_ascii_digit())
-            .next()
-            .and_then(|d| d.parse().ok())
-            .unwrap_or_else(|| panic!("no time in {line:?}"))
+        let word = r.word_after(prefix);
+        let digits: String = word.chars().take_while(char::is_ascii_digit).collect();
+        digits
+            .parse()
+            .unwrap_or_else(|_| panic!("no time after {prefix:?} in:\n{}", r.text))
     };
     let called = stamp("rank 1: abort at ");
     let reported = stamp("pmix-node: abort aborts:1 status 7 at ");
@@ -372,24 +353,8 @@ fn a_name_published_by_one_job_is_found_by_another() {
         &[],
     );
     assert_eq!(r.code, Some(0), "{}", r.text);
-    let port = |prefix: &str| -> String {
-        let line = r
-            .text
-            .lines()
-            .find(|l| l.starts_with(prefix))
-            .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{}", r.text));
-        line[prefix.len()..]
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .to_owned()
-    };
-    let published = port("rank 0: published ");
-    let found = r
-        .text
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("rank 0: looked up {n}: ")))
-        .unwrap_or_else(|| panic!("no lookup line in:\n{}", r.text));
+    let published = r.word_after("rank 0: published ");
+    let found = r.word_after(&format!("rank 0: looked up {n}: "));
     assert_eq!(found, published, "{}", r.text);
 }
 
@@ -397,25 +362,10 @@ fn a_name_published_by_one_job_is_found_by_another() {
 fn spawn_is_refused_with_a_clear_error_without_a_hang() {
     let Some(prog) = program() else { return };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let r = run(
-        &[
-            "--node",
-            "n0",
-            "--timeout",
-            "90",
-            "--job",
-            "spawner",
-            "n0:2",
-            "--",
-            prog.to_str().unwrap(),
-            "spawn",
-            "2",
-        ],
-        &[],
-    );
+    let r = run_one_node("spawner", 2, &[prog.to_str().unwrap(), "spawn", "2"]);
     assert_eq!(r.code, Some(0), "{}", r.text);
     // The rank's call failed (Open MPI's words) and the job's output says why (ours).
-    assert_eq!(r.lines_with("MPI_Comm_spawn failed: "), 1, "{}", r.text);
+    assert_eq!(r.printed("MPI_Comm_spawn failed: "), 1, "{}", r.text);
     assert!(
         r.text.contains(
             "refused Spawn from spawner:0: MPI_Comm_spawn / PMIx_Spawn is not supported by cosched"

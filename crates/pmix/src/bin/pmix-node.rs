@@ -353,13 +353,17 @@ impl Node {
         }
     }
 
+    /// The published names among `keys`.
+    fn find(&self, keys: &[String]) -> Vec<Published> {
+        keys.iter()
+            .filter_map(|k| self.names.get(k).cloned())
+            .collect()
+    }
+
     fn serve_lookups(&mut self) {
         let pending = std::mem::take(&mut self.waiting_lookups);
         for (keys, reply) in pending {
-            let found: Vec<Published> = keys
-                .iter()
-                .filter_map(|k| self.names.get(k).cloned())
-                .collect();
+            let found = self.find(&keys);
             if found.len() == keys.len() {
                 reply.found(&found);
             } else {
@@ -452,10 +456,7 @@ impl Node {
             Event::Lookup {
                 keys, wait, reply, ..
             } => {
-                let found: Vec<Published> = keys
-                    .iter()
-                    .filter_map(|k| self.names.get(k).cloned())
-                    .collect();
+                let found = self.find(&keys);
                 if found.len() == keys.len() {
                     reply.found(&found);
                 } else if wait {
@@ -671,6 +672,14 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
             }
             node.ranks.retain(|(q, _)| *q != p);
             let _ = node.server.deregister_client(&p.nspace, p.rank);
+        }
+    }
+    // What the server said before the last rank exited (its finalize, say) still counts.
+    while let Ok(msg) = rx.try_recv() {
+        match msg {
+            Msg::Pmix(e) => node.on_event(e),
+            Msg::Peer(f) => node.on_frame(f),
+            Msg::PeerGone => node.peer = None,
         }
     }
     for job in &args.jobs {
