@@ -375,3 +375,56 @@ fn spawn_is_refused_with_a_clear_error_without_a_hang() {
     );
     assert!(r.took < Duration::from_secs(80), "took {:?}", r.took);
 }
+
+#[test]
+fn a_node_that_vanishes_ends_the_job_on_the_other_instead_of_a_hang() {
+    let Some(prog) = program() else { return };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("peer.sock");
+    let sock = sock.to_str().unwrap();
+    let t = Instant::now();
+    let a = start(
+        &[
+            "--node",
+            "n0",
+            "--listen",
+            sock,
+            "--timeout",
+            "120",
+            "--job",
+            "lost",
+            "n0:4,n1:4",
+            "--",
+            prog.to_str().unwrap(),
+            "ring",
+            "8",
+        ],
+        &[],
+    );
+    // The other node joins, then cannot start its ranks and goes.
+    let b = run(
+        &[
+            "--node",
+            "n1",
+            "--connect",
+            sock,
+            "--job",
+            "lost",
+            "n0:4,n1:4",
+            "--",
+            "/nonexistent/program",
+        ],
+        &[],
+    );
+    assert_eq!(b.code, Some(2), "{}", b.text);
+    let a = finish(a, t);
+    assert_eq!(a.code, Some(1), "{}", a.text);
+    assert!(a.text.contains("the other node is gone"), "{}", a.text);
+    assert!(
+        a.took < Duration::from_secs(60),
+        "took {:?}:\n{}",
+        a.took,
+        a.text
+    );
+}

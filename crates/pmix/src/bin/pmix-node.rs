@@ -19,7 +19,7 @@
 //! aborted job's is the abort status).
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -302,6 +302,8 @@ struct Fences {
 struct Node {
     server: Server,
     peer: Option<UnixStream>,
+    /// No peer was asked for: every fence is this node's alone.
+    alone: bool,
     /// Which side of the pair this node is: its contribution goes first in a fence's answer.
     first: bool,
     fences: HashMap<String, Fences>,
@@ -310,6 +312,10 @@ struct Node {
     names: BTreeMap<String, Published>,
     waiting_lookups: Vec<(Vec<String>, LookupReply)>,
     ranks: Vec<(Proc, Child)>,
+    /// Ranks that completed their connection to the server.
+    connected: HashSet<Proc>,
+    /// Jobs being ended: their ranks are killed once connected.
+    ending: HashSet<String>,
     exit_code: i32,
     counts: BTreeMap<&'static str, u32>,
 }
@@ -319,9 +325,27 @@ impl Node {
         if let Some(p) = &mut self.peer
             && p.write_all(&encode(f)).is_err()
         {
-            eprintln!("pmix-node: the peer is gone");
-            self.peer = None;
+            self.peer_gone();
         }
+    }
+
+    /// The other node is gone: what waits for it cannot be answered, and its ranks will never
+    /// answer ours. The replies are dropped (the ranks' fence or get fails), and the ranks are
+    /// ended as a failed job: Open MPI 4.1 ignores a failed fence in `MPI_Init` and would
+    /// wait for the missing ranks in its first collective for ever.
+    fn peer_gone(&mut self) {
+        if self.peer.take().is_some() && !self.ranks.is_empty() {
+            eprintln!("pmix-node: the other node is gone: ending the job");
+            if self.exit_code == 0 {
+                self.exit_code = 1;
+            }
+            let jobs: Vec<String> = self.ranks.iter().map(|(p, _)| p.nspace.clone()).collect();
+            for nspace in jobs {
+                self.end_job(&nspace);
+            }
+        }
+        self.fences.clear();
+        self.wanted.clear();
     }
 
     fn count(&mut self, what: &'static str) {
@@ -345,12 +369,28 @@ impl Node {
         }
     }
 
-    fn kill(&mut self, nspace: &str) {
+    /// Ends a job's ranks: those connected to the server now, the others as soon as they
+    /// connect. OpenPMIx 4.2 can wedge its progress thread when a client dies in the middle
+    /// of its connection handshake (seen here as "PMIX ERROR: UNREACHABLE" in
+    /// ptl_base_connection_hdlr.c, then every later server call waits for ever), so a rank is
+    /// not killed while it may be in that handshake.
+    fn end_job(&mut self, nspace: &str) {
+        self.ending.insert(nspace.to_owned());
         for (p, child) in &mut self.ranks {
-            if p.nspace == nspace {
+            if p.nspace == nspace && self.connected.contains(p) {
                 let _ = child.kill();
             }
         }
+    }
+
+    fn on_connected(&mut self, client: Proc) {
+        self.count("connected");
+        if self.ending.contains(&client.nspace)
+            && let Some((_, child)) = self.ranks.iter_mut().find(|(p, _)| *p == client)
+        {
+            let _ = child.kill();
+        }
+        self.connected.insert(client);
     }
 
     /// The published names among `keys`.
@@ -374,14 +414,14 @@ impl Node {
 
     fn on_event(&mut self, ev: Event) {
         match ev {
-            Event::ClientConnected { .. } => self.count("connected"),
+            Event::ClientConnected { client } => self.on_connected(client),
             Event::ClientFinalized { .. } => self.count("finalized"),
             Event::Fence {
                 procs, data, reply, ..
             } => {
                 self.count("fences");
                 let nspace = procs.first().map(|p| p.nspace.clone()).unwrap_or_default();
-                if self.peer.is_none() {
+                if self.alone {
                     reply.ok(&data);
                     return;
                 }
@@ -389,6 +429,10 @@ impl Node {
                     nspace: nspace.clone(),
                     data: data.clone(),
                 });
+                if self.peer.is_none() {
+                    reply.fail(Status::UNREACH);
+                    return;
+                }
                 self.fences
                     .entry(nspace.clone())
                     .or_default()
@@ -399,12 +443,17 @@ impl Node {
             Event::DirectModex { target, reply } => {
                 self.count("direct-modex");
                 if self.peer.is_none() {
-                    reply.fail(Status::NOT_FOUND);
+                    reply.fail(if self.alone {
+                        Status::NOT_FOUND
+                    } else {
+                        Status::UNREACH
+                    });
                     return;
                 }
                 let tag = self.next_tag;
                 self.next_tag += 1;
                 self.wanted.insert(tag, reply);
+                // A failed send drops the reply with the others (peer_gone).
                 self.send(&Frame::Want { tag, target });
             }
             Event::LocalModex { tag, result, .. } => {
@@ -427,7 +476,7 @@ impl Node {
                 if self.exit_code == 0 {
                     self.exit_code = if status == 0 { 1 } else { status };
                 }
-                self.kill(&client.nspace);
+                self.end_job(&client.nspace);
                 self.send(&Frame::Abort {
                     nspace: client.nspace,
                     status,
@@ -518,7 +567,7 @@ impl Node {
                 if self.exit_code == 0 {
                     self.exit_code = if status == 0 { 1 } else { status };
                 }
-                self.kill(&nspace);
+                self.end_job(&nspace);
             }
         }
     }
@@ -577,6 +626,7 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
     let mut node = Node {
         server,
         first: args.listen.is_some() || peer.is_none(),
+        alone: peer.is_none(),
         peer,
         fences: HashMap::new(),
         wanted: HashMap::new(),
@@ -584,6 +634,8 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
         names: BTreeMap::new(),
         waiting_lookups: Vec::new(),
         ranks: Vec::new(),
+        connected: HashSet::new(),
+        ending: HashSet::new(),
         exit_code: 0,
         counts: BTreeMap::new(),
     };
@@ -652,7 +704,7 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
         match rx.recv_timeout(Duration::from_millis(20)) {
             Ok(Msg::Pmix(e)) => node.on_event(e),
             Ok(Msg::Peer(f)) => node.on_frame(f),
-            Ok(Msg::PeerGone) => node.peer = None,
+            Ok(Msg::PeerGone) => node.peer_gone(),
             Err(_) => {}
         }
         running = 0;
@@ -679,7 +731,7 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
         match msg {
             Msg::Pmix(e) => node.on_event(e),
             Msg::Peer(f) => node.on_frame(f),
-            Msg::PeerGone => node.peer = None,
+            Msg::PeerGone => node.peer_gone(),
         }
     }
     for job in &args.jobs {
