@@ -83,9 +83,11 @@ fn not_in_sink(call: &'static str) -> Result<(), Error> {
 }
 
 impl Server {
-    /// Starts OpenPMIx's server (`PMIx_server_init`): its rendezvous socket and shared
-    /// datastore go in `tmpdir`, which must be a directory the caller owns and no user can
-    /// write; `node` is this node's host name as the jobs name it. Events go to `sink`, called
+    /// Starts OpenPMIx's server (`PMIx_server_init`): its rendezvous files and shared
+    /// datastore go in `tmpdir`, the server's own directory, which no other user may write;
+    /// `node` is this node's host name as the jobs name it. The server listens on loopback
+    /// TCP and trusts the ids a client claims (see docs/daemons.md, "PMIx"): run it as the
+    /// user whose ranks it serves. Events go to `sink`, called
     /// on the library's progress thread: it should only pass them on (a channel's `send`).
     ///
     /// One server per process, for the life of the process: a second start, also after
