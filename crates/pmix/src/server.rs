@@ -172,7 +172,8 @@ impl Server {
     }
 
     /// Registers a local rank that will run as `uid`/`gid` (`PMIx_server_register_client`):
-    /// the library accepts its connection only from a process with those ids.
+    /// the library accepts its connection only from a client presenting those ids (over
+    /// OpenPMIx 4's loopback TCP, ids the client claims).
     pub fn register_client(
         &self,
         nspace: &str,
