@@ -153,33 +153,6 @@ fn jobs(c: &Cluster) -> Vec<(u64, String)> {
         .collect()
 }
 
-/// Restarts the machine manager of `c` (killed) on the address it had, with heartbeat `hb`.
-fn restart_mm(c: &Cluster, addr: &str, nodes: u32, pes: u32, hb: &str) {
-    let args: Vec<String> = [
-        "mm",
-        "--listen",
-        addr,
-        "--nodes",
-        &nodes.to_string(),
-        "--pes",
-        &pes.to_string(),
-        "--heartbeat",
-        hb,
-        "--state-dir",
-        c.dir.to_str().unwrap(),
-        "--key-file",
-        c.state.key_file().to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    c.spawn(&args, c.state.mm_log());
-    let pid = c.extra.lock().unwrap().last().unwrap().id();
-    c.state
-        .write_pid(&c.state.mm_pid_file(), pid as i32)
-        .unwrap();
-}
-
 /// With the state directory's disk full, a submission, a cancel and a suspend are
 /// refused with an error naming the directory and saying to free space, and nothing of them
 /// happens; the daemons stay up (their logs cannot be written either) and serve reads; a job
@@ -285,7 +258,7 @@ fn issue_30_finding_4_a_full_disk_refuses_changes_by_name_and_loses_no_acknowled
     let addr = c.state.addr().unwrap();
     signal(&mm, "KILL");
     c.reap();
-    restart_mm(&c, &addr, 1, 4, "400ms");
+    c.restart_mm_heartbeat(&addr, 1, 4, "400ms", &[]);
     let j = c.until(30, "the restarted machine manager's answer", || {
         let out = c.run(&["acct", "--json"]);
         out.status.success().then(|| jobs(&c))
@@ -600,7 +573,7 @@ fn issue_30_finding_5_idle_peers_without_the_key_delay_no_submission_and_no_regi
     let mm = c.pid(c.state.mm_pid_file());
     signal(&mm, "KILL");
     std::thread::sleep(Duration::from_millis(300));
-    restart_mm(&c, &addr, 2, 1, "400ms");
+    c.restart_mm_heartbeat(&addr, 2, 1, "400ms", &[]);
     c.until(30, "both nodes back under the flood", || {
         (c.nodes_up() == 2).then_some(())
     });
@@ -650,7 +623,7 @@ fn issue_30_finding_8_a_frame_captured_before_a_restart_is_refused_after_it() {
     let mm = c.pid(c.state.mm_pid_file());
     signal(&mm, "KILL");
     c.reap();
-    restart_mm(&c, &addr, 1, 1, "200ms");
+    c.restart_mm_heartbeat(&addr, 1, 1, "200ms", &[]);
     let answer = until(30, "the restarted machine manager's answer", || {
         send(&frame)
     });
