@@ -279,7 +279,7 @@ fn run_mm(
                 io: Default::default(),
                 sched: Default::default(),
             }));
-            core.on(
+            core.on_unstored(
                 now,
                 Input::Client {
                     req: 1,
@@ -305,7 +305,7 @@ fn run_mm(
                 }
             };
             if let Some(request) = request {
-                core.on(
+                core.on_unstored(
                     now,
                     Input::Client {
                         req: 2,

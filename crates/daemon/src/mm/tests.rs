@@ -109,7 +109,7 @@ fn submit(c: &mut Core, now: Time, procs: u32) {
         io: Default::default(),
         sched: Default::default(),
     }));
-    c.on(
+    c.on_unstored(
         now,
         Input::Client {
             req: 1,
@@ -538,7 +538,7 @@ fn issue_10_a_rejoining_node_gets_its_launch_and_its_signals_after_joining() {
     let fx = c.step(t(2));
     assert!(launches(&fx).is_empty(), "{fx:?}");
     // A user's hold while it is out of the tree: recorded, not sent.
-    c.on(
+    c.on_unstored(
         t(3),
         Input::Client {
             req: 3,
@@ -576,7 +576,7 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
             io: Default::default(),
             sched: Default::default(),
         }));
-        c.on(
+        c.on_unstored(
             t(1),
             Input::Client {
                 req,
@@ -707,7 +707,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         io: io.clone(),
         sched: Default::default(),
     }));
-    c.on(
+    c.on_unstored(
         t(1),
         Input::Client {
             req: 1,
@@ -725,7 +725,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         .collect();
     assert_eq!(saved.len(), 1);
     assert_eq!(saved[0].io, io, "the database gets the whole environment");
-    c.on(
+    c.on_unstored(
         t(2),
         Input::Client {
             req: 2,
@@ -793,7 +793,7 @@ fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
         io: Default::default(),
         sched,
     }));
-    c.on(
+    c.on_unstored(
         now,
         Input::Client {
             req: 1,
@@ -1024,7 +1024,7 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
     let mut ask = |c: &mut Core, request: Request, caller: Caller| -> Response {
         next += 1;
         let req = next;
-        c.on(
+        c.on_unstored(
             t(1),
             Input::Client {
                 req,
@@ -1112,7 +1112,7 @@ fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() 
     assert_eq!(launched(&c.step(t(1))), [JobId(1)]);
     submit(&mut c, t(2), 1);
     c.step(t(2));
-    c.on(
+    c.on_unstored(
         t(3),
         Input::Client {
             req: 2,
@@ -1338,7 +1338,7 @@ fn an_ended_job_is_forgotten_after_the_retention() {
     exit(&mut c, t(2), 1, 0, 0);
     c.step(t(2));
     let ask = |c: &mut Core, now: Time, request: Request| {
-        c.on(
+        c.on_unstored(
             now,
             Input::Client {
                 req: 7,
@@ -1387,7 +1387,7 @@ fn an_ended_job_is_forgotten_after_the_retention() {
 
 /// Asks the core for a forecast at `now` and returns its answer.
 fn ask_forecast(c: &mut Core, now: Time) -> Response {
-    c.on(
+    c.on_unstored(
         now,
         Input::Client {
             req: 777,
@@ -2062,7 +2062,7 @@ fn a_job_requeued_and_started_again_in_one_step_is_not_killed_by_its_first_runs_
     ack(&mut c, t(0), 1, &[0]);
     ack(&mut c, t(0), 2, &[1]);
     // A user's suspend of job 2 in the same step puts n1 in the step's switch too.
-    c.on(
+    c.on_unstored(
         t(1),
         Input::Client {
             req: 5,
@@ -2094,4 +2094,175 @@ fn a_job_requeued_and_started_again_in_one_step_is_not_killed_by_its_first_runs_
             );
         }
     }
+}
+
+/// A client's request as the shell passes it: the change it stages (if any) is answered
+/// with `written` at once. Returns the records the change wanted durable and the answer.
+fn change(
+    c: &mut Core,
+    now: Time,
+    req: u64,
+    request: Request,
+    written: Result<(), String>,
+) -> (Vec<JobInfo>, Response) {
+    let w = c.on(
+        now,
+        Input::Client {
+            req,
+            request,
+            caller: Caller::ROOT,
+        },
+    );
+    let jobs = w.as_ref().map(|w| w.jobs.clone()).unwrap_or_default();
+    if let Some(w) = w {
+        c.on(
+            now,
+            Input::Written {
+                req: w.req,
+                result: written,
+            },
+        );
+    }
+    let fx = c.step(now);
+    let resp = fx
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Reply { req: r, resp } if r == req => Some(resp),
+            _ => None,
+        })
+        .expect("answered");
+    (jobs, resp)
+}
+
+fn one_pe_job() -> Request {
+    Request::Submit(Box::new(SubmitRequest {
+        procs: 1,
+        time_limit_us: None,
+        class: None,
+        name: None,
+        cmd: vec!["work".into()],
+        cwd: "/".into(),
+        user: None,
+        io: Default::default(),
+        sched: Default::default(),
+    }))
+}
+
+const FULL: &str = "the file system of /s is full (database or disk is full); free space on it";
+
+/// A change whose records cannot be written is refused with the
+/// database's reason, and nothing of it happens — no job, no id spent, no launch, no kill, no
+/// stop; the same change is taken once the disk takes it.
+#[test]
+fn issue_30_a_change_that_cannot_be_written_is_refused_and_changes_nothing() {
+    let fcfs = super::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 2);
+    let (jobs, resp) = change(&mut c, t(1), 1, one_pe_job(), Err(FULL.into()));
+    assert_eq!(
+        jobs.len(),
+        1,
+        "the new job's record is what must be written"
+    );
+    assert_eq!((jobs[0].id(), jobs[0].state), (JobId(1), JobState::Queued));
+    assert!(
+        matches!(&resp, Response::Error(e) if e.starts_with("not submitted: ") && e.contains("free space")),
+        "{resp:?}"
+    );
+    assert_eq!(c.records().count(), 0, "no job exists in memory either");
+
+    // The disk takes writes again: the same id (never given out) goes to the next job.
+    let (_, resp) = change(&mut c, t(2), 2, one_pe_job(), Ok(()));
+    assert!(matches!(resp, Response::Submitted(JobId(1))), "{resp:?}");
+    assert_eq!(state(&c, 1).state, JobState::Running);
+
+    // A cancel and a suspend that cannot be written: the job runs on, untouched.
+    for (req, request, what) in [
+        (3, Request::Cancel(JobId(1)), "job 1 not cancelled: "),
+        (4, Request::Suspend(JobId(1)), "job 1 not suspended: "),
+    ] {
+        let w = c.on(
+            t(3),
+            Input::Client {
+                req,
+                request,
+                caller: Caller::ROOT,
+            },
+        );
+        let w = w.expect("a change to write");
+        c.on(
+            t(3),
+            Input::Written {
+                req: w.req,
+                result: Err(FULL.into()),
+            },
+        );
+        let fx = c.step(t(3));
+        assert!(
+            fx.iter().any(|e| matches!(e, Effect::Reply { resp: Response::Error(m), .. } if m.starts_with(what))),
+            "{fx:?}"
+        );
+        assert!(
+            !sent(&fx).iter().any(|m| matches!(m, ToNode::Switch { .. })),
+            "nothing is stopped or killed: {fx:?}"
+        );
+        assert!(
+            !fx.iter().any(|e| matches!(e, Effect::PersistJob(_))),
+            "nothing changed, so nothing is to be written"
+        );
+        let j = state(&c, 1);
+        assert_eq!(
+            (j.state, j.held, j.record.end),
+            (JobState::Running, false, None)
+        );
+    }
+    // Written, the cancel takes effect.
+    let (jobs, resp) = change(&mut c, t(4), 5, Request::Cancel(JobId(1)), Ok(()));
+    assert!(matches!(resp, Response::Done), "{resp:?}");
+    assert_eq!(jobs[0].state, JobState::Cancelled);
+    assert_eq!(state(&c, 1).state, JobState::Cancelled);
+}
+
+/// What a change writes before it takes effect is what a restart must
+/// find — a submitted job queued (and run), a cancelled one ended, a held one held — should
+/// the machine manager die before the step that writes the exact records.
+#[test]
+fn issue_30_what_a_change_writes_first_is_what_a_restart_finds() {
+    let fcfs = || super::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs(), 1, 2);
+    let (mut written, _) = change(&mut c, t(1), 1, one_pe_job(), Ok(()));
+    let (two, _) = change(&mut c, t(1), 2, one_pe_job(), Ok(()));
+    let (three, _) = change(&mut c, t(1), 3, one_pe_job(), Ok(()));
+    let (cancelled, _) = change(&mut c, t(2), 4, Request::Cancel(JobId(2)), Ok(()));
+    let (held, _) = change(&mut c, t(2), 5, Request::Suspend(JobId(3)), Ok(()));
+    assert_eq!(two[0].id(), JobId(2));
+    assert_eq!(three[0].id(), JobId(3));
+    written.extend(cancelled);
+    written.extend(held);
+    let mut c = Core::new(
+        config(1, 2),
+        fcfs(),
+        t(10),
+        Recovered {
+            nodes: Vec::new(),
+            jobs: written,
+        },
+    )
+    .unwrap();
+    let j = |c: &Core, id| {
+        let i = c.ledger().find(JobId(id)).unwrap();
+        c.job_info(i, t(10))
+    };
+    assert_eq!(j(&c, 1).state, JobState::Queued);
+    let two = j(&c, 2);
+    assert_eq!(
+        (two.state, two.record.end),
+        (JobState::Cancelled, Some(t(2)))
+    );
+    assert_eq!(two.error.as_deref(), Some("cancelled by a user"));
+    assert!(j(&c, 3).held, "{:?}", j(&c, 3));
+    // Ids continue after the largest written.
+    c.step(t(10));
+    let (jobs, resp) = change(&mut c, t(11), 6, one_pe_job(), Ok(()));
+    assert!(matches!(resp, Response::Submitted(JobId(4))), "{resp:?}");
+    assert_eq!(jobs[0].id(), JobId(4));
 }
