@@ -171,6 +171,34 @@ pub fn expand(
     out
 }
 
+/// Expands the escapes of an output pattern that are known at submission — `%x` (the job's
+/// name) and `%u` (its user's name) — and keeps every other `%` sequence, `%%` included, for
+/// [`expand`] on the node.
+pub fn expand_at_submission(pattern: &str, name: &str, user: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek() {
+            Some('x') => out += name,
+            Some('u') => out += user,
+            Some(&other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => {
+                out.push('%');
+                continue;
+            }
+        }
+        chars.next();
+    }
+    out
+}
+
 /// Where one rank's standard output and error go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RankFiles {
@@ -265,6 +293,21 @@ mod tests {
     }
 
     #[test]
+    fn submission_expands_the_name_and_user_and_leaves_the_rest_to_the_node() {
+        let p = expand_at_submission("o-%x-%u-%j-%%x-%A_%a-%N-%t.out%", "job", "ann");
+        assert_eq!(p, "o-job-ann-%j-%%x-%A_%a-%N-%t.out%");
+        let task = crate::sched::ArrayTask {
+            job: JobId(5),
+            index: 2,
+            throttle: None,
+        };
+        assert_eq!(
+            expand(&p, JobId(6), Some(&task), 1, "n0"),
+            "o-job-ann-6-%x-5_2-n0-1.out%"
+        );
+    }
+
+    #[test]
     fn an_oversized_environment_is_refused_naming_the_limit() {
         let mut req = SubmitRequest {
             procs: 1,
@@ -279,6 +322,8 @@ mod tests {
                 ..JobIo::default()
             },
             sched: Default::default(),
+            layout: None,
+            hold: false,
         };
         assert!(check_submit_size(&req).is_ok());
         req.io.env = Some(vec![("BIG".into(), "x".repeat(3 << 20))]);

@@ -103,7 +103,8 @@ const NO_GPU: &str = "cosched's nodes have no GPUs or generic resources";
 const NO_ACCT: &str = "cosched has no accounts, QOS or fair-share";
 const NO_TOPO: &str = "cosched places tasks on PEs without a socket/core/thread model";
 
-/// Every option of sbatch, srun and salloc (Slurm 22.05).
+/// Every option of sbatch, srun and salloc (Slurm 22.05), and cosched's own `--strict`
+/// (refuse the options cosched ignores or has not built).
 pub const TABLE: &[Opt] = &[
     o("account", Some('A'), Req, ALL, Ignored(NO_ACCT)),
     o(
@@ -290,15 +291,7 @@ pub const TABLE: &[Opt] = &[
     o("help", Some('h'), No, ALL, Same),
     o("het-group", None, Req, SR, NotYet(STEPS)),
     o("hint", None, Req, ALL, Ignored(NO_TOPO)),
-    o(
-        "hold",
-        Some('H'),
-        No,
-        ALL,
-        Different(
-            "the job is held right after its submission; one that started in between is stopped until released",
-        ),
-    ),
+    o("hold", Some('H'), No, ALL, Same),
     o("ignore-pbs", None, No, SB, Same),
     o("immediate", Some('I'), Opt_, SR | SA, NotYet(STEPS)),
     o(
@@ -518,6 +511,8 @@ pub const TABLE: &[Opt] = &[
     o("slurmd-debug", None, Req, SR, Ignored("there is no slurmd")),
     o("sockets-per-node", None, Req, ALL, Ignored(NO_TOPO)),
     o("spread-job", None, No, ALL, NotYet(PLACE)),
+    // cosched's own: refuse the options cosched ignores or has not built.
+    o("strict", None, No, ALL, Same),
     o(
         "switches",
         None,
@@ -781,10 +776,14 @@ fn take(
 }
 
 /// A script's directives (`#SBATCH` lines after the `#!` line, up to the first line that
-/// is neither blank nor a comment): the words of each, parsed with the table. `file` names
-/// the script in errors (`file:line: ...`).
-pub fn directives(file: &str, text: &str, strict: bool) -> Result<Parsed, String> {
-    let mut out = Parsed::default();
+/// is neither blank nor a comment), each line's words parsed with the table, with where it
+/// is (`file:line`, for errors about its values).
+pub fn directive_lines(
+    file: &str,
+    text: &str,
+    strict: bool,
+) -> Result<Vec<(String, Parsed)>, String> {
+    let mut out = Vec::new();
     for (n, line) in text.lines().enumerate().skip(1) {
         let line = line.trim();
         if line.is_empty() {
@@ -807,9 +806,17 @@ pub fn directives(file: &str, text: &str, strict: bool) -> Result<Parsed, String
                 "{at}: {extra:?} is not an option (a directive holds options only)"
             ));
         }
-        out = parsed.over(out);
+        out.push((at, parsed));
     }
     Ok(out)
+}
+
+/// A script's directives as one set of options (a later line wins), each option's warning
+/// once.
+pub fn directives(file: &str, text: &str, strict: bool) -> Result<Parsed, String> {
+    Ok(directive_lines(file, text, strict)?
+        .into_iter()
+        .fold(Parsed::default(), |acc, (_, p)| p.over(acc)))
 }
 
 /// Splits a directive's text into words: whitespace separates, '…' and "…" quote, and a
@@ -882,6 +889,12 @@ mod tests {
         assert_eq!(p.rest, args("x"));
         let p = parse(Cmd::Sbatch, &args("--exclusive=user x"), false).unwrap();
         assert_eq!(p.value("exclusive"), Some("user"));
+        // cosched's own --strict is an option of every command.
+        assert!(
+            parse(Cmd::Sbatch, &args("--strict x"), true)
+                .unwrap()
+                .has("strict")
+        );
     }
 
     #[test]

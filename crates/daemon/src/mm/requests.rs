@@ -24,10 +24,26 @@ impl Core {
             ))
         };
         let resp = match request {
-            Request::Submit(s) => match self.submit(now, *s, caller) {
-                Ok(id) => Response::Submitted(id),
-                Err(why) => Response::Error(why),
-            },
+            Request::Submit(s) => {
+                let hold = s.hold;
+                let tasks = s.sched.array.as_ref().map_or(1, |a| a.indices.len() as u64);
+                match self.submit(now, *s, caller) {
+                    Ok(id) => {
+                        if hold {
+                            // Held in the instant of its submission: the policy, which
+                            // decides once the instant's events are in, never starts it.
+                            // An array's tasks have the ids after the first.
+                            for k in 0..tasks {
+                                if let Some(i) = self.ledger.find(JobId(id.0 + k)) {
+                                    self.set_held(now, i, true);
+                                }
+                            }
+                        }
+                        Response::Submitted(id)
+                    }
+                    Err(why) => Response::Error(why),
+                }
+            }
             Request::Jobs(q) => {
                 let (page, from_db) = self.jobs_page(&q, now);
                 match page {

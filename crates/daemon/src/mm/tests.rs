@@ -107,6 +107,8 @@ fn submit(c: &mut Core, now: Time, procs: u32) {
         user: None,
         io: Default::default(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }));
     c.on(
         now,
@@ -514,6 +516,8 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
             user: None,
             io: Default::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         }));
         c.on(
             t(1),
@@ -645,6 +649,8 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         user: None,
         io: io.clone(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }));
     c.on(
         t(1),
@@ -731,6 +737,8 @@ fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
         user: None,
         io: Default::default(),
         sched,
+        layout: None,
+        hold: false,
     }));
     c.on(
         now,
@@ -990,6 +998,8 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
             user,
             io: Default::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         }))
     };
     // A claim to be someone else is refused to a user...
@@ -1602,4 +1612,55 @@ fn node_reports_of_run_state_drive_the_record_of_a_placed_job() {
     let j = state(&c, 1);
     assert_eq!((j.state, j.record.start), (JobState::Running, Some(t(1))));
     assert_eq!(j.record.suspended, Dur::ZERO);
+}
+
+/// `sbatch --hold` on an idle machine: the hold arrives with the submission, in the same
+/// instant, so the policy never starts the job (nor any task of an array) before a release.
+#[test]
+fn a_job_submitted_held_never_starts_before_its_release() {
+    let fcfs = super::build_policy("fcfs", 1, 4, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 4);
+    let request = Request::Submit(Box::new(SubmitRequest {
+        procs: 1,
+        time_limit_us: None,
+        class: None,
+        name: Some("held".into()),
+        cmd: vec!["work".into()],
+        cwd: "/".into(),
+        user: None,
+        io: Default::default(),
+        sched: Schedule {
+            array: Some(ArraySpec {
+                indices: vec![1, 2],
+                throttle: None,
+            }),
+            ..Default::default()
+        },
+        layout: None,
+        hold: true,
+    }));
+    c.on(
+        t(1),
+        Input::Client {
+            req: 1,
+            request,
+            caller: Caller::ROOT,
+        },
+    );
+    assert!(launched(&c.step(t(1))).is_empty(), "a held job started");
+    assert!(
+        launched(&c.step(t(5))).is_empty(),
+        "a held job started later"
+    );
+    for id in [1, 2] {
+        c.on(
+            t(6),
+            Input::Client {
+                req: 2,
+                request: Request::Resume(JobId(id)),
+                caller: Caller::ROOT,
+            },
+        );
+    }
+    assert_eq!(launched(&c.step(t(6))), [JobId(1), JobId(2)]);
 }
