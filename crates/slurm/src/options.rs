@@ -566,6 +566,58 @@ pub const TABLE: &[Opt] = &[
     o("wrap", None, Req, SB, Same),
 ];
 
+impl Support {
+    /// The word docs/slurm.md uses for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Support::Same => "same",
+            Support::Different(_) => "different",
+            Support::NotYet(_) => "not yet",
+            Support::Ignored(_) => "ignored (warning)",
+            Support::Refused(_) => "not supported",
+        }
+    }
+
+    /// What cosched does, when it is not simply what Slurm does.
+    pub fn note(self) -> &'static str {
+        match self {
+            Support::Same => "",
+            Support::Different(s)
+            | Support::NotYet(s)
+            | Support::Ignored(s)
+            | Support::Refused(s) => s,
+        }
+    }
+}
+
+/// The table as Markdown, one row per option and command set: what docs/slurm.md shows and
+/// `cosched slurm options` prints.
+pub fn markdown() -> String {
+    let mut out = String::from(
+        "| option | short | sbatch | srun | salloc | cosched | how, or why not |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for o in TABLE {
+        let mark = |c: Cmd| if o.of(c) { "✓" } else { "" };
+        let arg = match o.arg {
+            Arg::No => "",
+            Arg::Required => "=…",
+            Arg::Optional => "[=…]",
+        };
+        out += &format!(
+            "| `--{}{arg}` | {} | {} | {} | {} | {} | {} |\n",
+            o.long,
+            o.short.map_or_else(String::new, |c| format!("`-{c}`")),
+            mark(Cmd::Sbatch),
+            mark(Cmd::Srun),
+            mark(Cmd::Salloc),
+            o.support.word(),
+            o.support.note().replace('|', "\\|"),
+        );
+    }
+    out
+}
+
 /// An option as given: its table entry and its value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Given {

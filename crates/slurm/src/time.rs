@@ -4,7 +4,8 @@
 //!   (a bare number is minutes), `UNLIMITED` or `INFINITE`.
 //! - Durations as `squeue` prints them (`%M`, `%l`: `M:SS`, `H:MM:SS`, `D-HH:MM:SS`) and as
 //!   `sacct` and `scontrol` print them (`HH:MM:SS`, `D-HH:MM:SS`); a limit that is not set is
-//!   `UNLIMITED`, one left to the partition `Partition_Limit`.
+//!   `UNLIMITED` (Slurm's `Partition_Limit`, a limit left to the partition, comes with
+//!   partitions).
 //! - Instants as `YYYY-MM-DDTHH:MM:SS` in local time, `Unknown` when there is none.
 //!
 //! Times are whole seconds, as Slurm keeps them. Local time needs the time zone, which is

@@ -664,3 +664,20 @@ fn sacct_table_and_parsable_forms_follow_slurms_printing() {
         "Invalid field requested: \"Bogus\""
     );
 }
+
+/// docs/slurm.md shows the option table as `cosched slurm options` prints it: the one
+/// table, not a copy kept by hand.
+#[test]
+fn docs_slurm_md_lists_every_option_as_the_table_says() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/slurm.md");
+    let doc = std::fs::read_to_string(path).unwrap();
+    let start = "<!-- the option table: `cosched slurm options` -->\n";
+    let end = "<!-- end of the option table -->";
+    let from = doc.find(start).expect("the table's start marker") + start.len();
+    let to = doc[from..].find(end).expect("the table's end marker") + from;
+    assert_eq!(
+        &doc[from..to],
+        cosched_slurm::options::markdown(),
+        "docs/slurm.md's option table differs from the table: paste `cosched slurm options` between the markers"
+    );
+}

@@ -28,8 +28,9 @@ pub const COMMANDS: &[&str] = &[
 /// `cosched slurm`: a Slurm command by name, or the links that make them commands.
 #[derive(clap::Args)]
 pub struct Args {
-    /// `CMD [ARGS...]` with CMD one of sbatch, squeue, scancel, sacct, sinfo, scontrol; or
-    /// `install-links DIR`: a link per command in DIR to this binary (put DIR on PATH)
+    /// `CMD [ARGS...]` with CMD one of sbatch, squeue, scancel, sacct, sinfo, scontrol;
+    /// `install-links DIR`: a link per command in DIR to this binary (put DIR on PATH);
+    /// `options`: what cosched does with each sbatch/srun/salloc option (Markdown)
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
@@ -48,6 +49,10 @@ pub fn command_of(argv0: &std::ffi::OsStr) -> Option<&'static str> {
 /// `cosched slurm ...`.
 pub fn run(a: Args) -> anyhow::Result<i32> {
     let (first, rest) = a.words.split_first().expect("clap requires a word");
+    if first == "options" {
+        print!("{}", cosched_slurm::options::markdown());
+        return Ok(0);
+    }
     if first == "install-links" {
         let [dir] = rest else {
             anyhow::bail!("usage: cosched slurm install-links DIR");
