@@ -564,7 +564,7 @@ pub fn launch(
                     crate::bcast::send_file(
                         &c.client,
                         &prog,
-                        Some(&format!("prog{mb}")),
+                        &crate::bcast::Staging::named(&format!("prog{mb}")),
                         s.chunk,
                         s.slots,
                         &[],
@@ -658,8 +658,14 @@ pub fn bcast(
         for &sl in slots {
             let mut t = Vec::new();
             for _ in 0..runs + 1 {
-                let sent =
-                    crate::bcast::send_file(&c.client, &file, Some("payload"), chunk, sl, &[])?;
+                let sent = crate::bcast::send_file(
+                    &c.client,
+                    &file,
+                    &crate::bcast::Staging::named("payload"),
+                    chunk,
+                    sl,
+                    &[],
+                )?;
                 t.push(sent.took.as_secs_f64() * 1e3);
             }
             t.remove(0);

@@ -186,12 +186,14 @@ pub enum ToNode {
         req: u64,
     },
     /// A file broadcast starts: create the staged file `dest` (crate::bcast) for `size`
-    /// bytes, owned by `uid`. (The machine manager checks the file's SHA-256 as it passes.)
+    /// bytes, in user `uid`'s name space of `scope` (or the published one), to be given to
+    /// them. (The machine manager checks the file's hash as it passes.)
     BcastBegin {
         id: u32,
         dest: String,
         size: u64,
-        uid: Option<u32>,
+        uid: u32,
+        scope: Scope,
     },
     /// Chunk `k` of transfer `id`, to be written at `offset`. The chunk's bytes are not a
     /// field: they follow this message in the same XFER payload ([`ToNode::chunk_payload`]),
@@ -416,13 +418,18 @@ pub enum Request {
 pub enum BcastOp {
     Begin {
         /// Where each node stages the file: a name within its scratch directory, or an
-        /// absolute path (refused by a node manager running as root).
+        /// absolute path (a user's own copy only, refused by a node manager running as root).
         dest: String,
         size: u64,
         chunk: u32,
         slots: u32,
         /// Node names; empty: every node in the tree.
         nodes: Vec<String>,
+        /// Whose name space the copies go to (crate::bcast).
+        scope: Scope,
+        /// The user whose copy it is; `None`: the caller. Another user only for an
+        /// administrator (as `SubmitRequest::user`).
+        user: Option<u32>,
     },
     Chunk {
         id: u32,
@@ -439,6 +446,21 @@ pub enum BcastOp {
     /// The client gives up (the file changed while it was read, or could not be read): the
     /// transfer fails with `why`, and the nodes drop their copies.
     Abort { id: u32, why: String },
+}
+
+/// Which name space a broadcast stages its copies in on every node (crate::bcast): what a
+/// job may run is its own user's copy, or a published one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Scope {
+    /// The user's own names (`cosched bcast`): run only by that user's jobs.
+    #[default]
+    User,
+    /// The copy for one job (`cosched submit --bcast`): named by its transfer, which the
+    /// job's argv\[0\] names (`cosched-staged:@ID/NAME`); run only by that user's jobs.
+    Job,
+    /// Published by an administrator (`cosched bcast --publish`): the node manager's,
+    /// readable and runnable by every user's jobs, changed by no user.
+    Public,
 }
 
 /// The machine manager's answers to [`BcastOp`]s.

@@ -260,35 +260,10 @@ impl PidRecord {
     }
 }
 
-/// Why `dir` is not a directory only this user can change, if it is not.
+/// Why `dir` is not a directory only this user can change, if it is not (crate::dir's rule).
 fn check_private_dir(dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
     let m = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot read it: {e}"))?;
-    if m.file_type().is_symlink() {
-        return Err(
-            "is a symbolic link; give the real directory (a link may be switched by whoever owns it)"
-                .into(),
-        );
-    }
-    if !m.is_dir() {
-        return Err("is not a directory".into());
-    }
-    let me = crate::util::euid();
-    if m.uid() != me {
-        return Err(format!(
-            "is owned by {} (uid {}), not by this user ({}, uid {me}); use a directory of your own (the default is ~/.cosched)",
-            crate::util::user_name(m.uid()),
-            m.uid(),
-            crate::util::user_name(me)
-        ));
-    }
-    if m.mode() & 0o022 != 0 {
-        return Err(format!(
-            "is writable by its group or others (mode {:o}): they could plant the key, a pid or a link there; `chmod go-w` it",
-            m.mode() & 0o7777
-        ));
-    }
-    Ok(())
+    crate::dir::private_problem(&m).map_or(Ok(()), Err)
 }
 
 /// `$COSCHED_STATE_DIR` (when set and not empty), else `$HOME/.cosched`, else the temporary

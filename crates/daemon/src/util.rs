@@ -88,12 +88,15 @@ pub fn user_name(uid: u32) -> String {
     account(uid).map_or_else(|| format!("uid {uid}"), |a| a.name)
 }
 
-/// The groups a process of `uid` with primary group `gid` gets (what `initgroups` would set):
-/// its account's groups, or only `gid` when it has no account.
+/// The groups a process of `uid` running with group `gid` gets: those of its login
+/// (`initgroups` with its account's primary group, which its session keeps after a `newgrp`),
+/// and `gid`; only `gid` when it has no account. The primary group is among them because the
+/// node manager lets it into the user's broadcast directory (crate::bcast).
 pub fn groups_of(uid: u32, gid: u32) -> Vec<u32> {
     let Some(acc) = account(uid) else {
         return vec![gid];
     };
+    let primary = acc.gid;
     let Ok(name) = std::ffi::CString::new(acc.name) else {
         return vec![gid];
     };
@@ -102,9 +105,12 @@ pub fn groups_of(uid: u32, gid: u32) -> Vec<u32> {
         let mut groups = vec![0 as libc::gid_t; n as usize];
         let want = n;
         // SAFETY: getgrouplist writes at most `n` groups into `groups` and sets `n`.
-        let r = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
+        let r = unsafe { libc::getgrouplist(name.as_ptr(), primary, groups.as_mut_ptr(), &mut n) };
         if r >= 0 {
             groups.truncate(n as usize);
+            if !groups.contains(&gid) {
+                groups.push(gid);
+            }
             return groups;
         }
         if n <= want {

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cosched_core::{Dur, JobId, MachineShape};
+use cosched_daemon::bcast::Staging;
 use cosched_daemon::client::Client;
 use cosched_daemon::cluster::{self, ClusterOptions};
 use cosched_daemon::jobio;
 use cosched_daemon::mm::ManagerSettings;
-use cosched_daemon::proto::{JobInfo, JobIo, Request, StatusInfo, SubmitRequest};
+use cosched_daemon::proto::{JobInfo, JobIo, Request, Scope, StatusInfo, SubmitRequest};
 use cosched_daemon::{StateDir, mm, nm, report};
 use cosched_sim::SimResult;
 use cosched_sim::metrics::{MetricsOptions, Summary, summarize};
@@ -60,7 +61,8 @@ pub enum Command {
     /// Print what a rank of a job wrote to stdout and stderr
     Output(Box<OutputArgs>),
     /// Broadcast a file down the tree to every node manager's scratch directory (pipelined
-    /// chunks, checked by size and SHA-256 on every node); prints where it was staged
+    /// chunks, each checked by its keyed hash on every node), as your copy for your jobs
+    /// (`cosched-staged:NAME`), or published to everyone's with --publish; prints its name
     Bcast(Box<BcastArgs>),
 }
 
@@ -85,6 +87,10 @@ pub struct BcastArgs {
     /// running as root
     #[arg(long)]
     dest: Option<String>,
+    /// Publish it: a read-only copy every user's jobs may run as `cosched-staged:NAME` (when
+    /// they have no copy of that name of their own); administrators only
+    #[arg(long)]
+    publish: bool,
     /// Only these nodes (names, comma-separated; default: every node in the tree)
     #[arg(long, value_delimiter = ',')]
     nodes: Vec<String>,
@@ -123,6 +129,16 @@ pub struct StatusArgs {
 }
 
 impl ConnArgs {
+    /// How a broadcast over this connection is staged: whose copy it is follows the rule of
+    /// submissions (this process's user, named; with a user credential, the credential's).
+    pub(super) fn staging(&self, dest: Option<&str>, scope: Scope) -> Staging {
+        Staging {
+            dest: dest.map(str::to_string),
+            scope,
+            user: self.user_key.is_none().then(current_uid),
+        }
+    }
+
     pub(super) fn client(&self) -> anyhow::Result<Client> {
         if let Some(file) = &self.user_key {
             let cred = cosched_daemon::user_key::UserKey::load(file)?;
@@ -497,18 +513,36 @@ pub struct SubmitArgs {
     pub(super) cmd: Vec<String>,
 }
 
-/// Broadcasts `file` with `opts` (to `nodes`, or all), staged as `dest`.
+/// Broadcasts `file` with `opts` (to `nodes`, or all), staged as `staging` says.
 pub(super) fn bcast_file(
     client: &Client,
     file: &std::path::Path,
-    dest: Option<&str>,
+    staging: &Staging,
     opts: &BcastOpts,
     nodes: &[String],
 ) -> anyhow::Result<cosched_daemon::bcast::Sent> {
     let chunk = u32::try_from(opts.chunk).unwrap_or(u32::MAX);
     Ok(cosched_daemon::bcast::send_file(
-        client, file, dest, chunk, opts.slots, nodes,
+        client, file, staging, chunk, opts.slots, nodes,
     )?)
+}
+
+/// `submit --bcast FILE` (and `run --bcast`): the copy staged for this job alone, and the
+/// command line that runs it (argv\[0\] replaced, or FILE alone when there is no command).
+pub(super) fn bcast_for_job(
+    conn: &ConnArgs,
+    client: &Client,
+    file: &std::path::Path,
+    opts: &BcastOpts,
+    cmd: &mut Vec<String>,
+) -> anyhow::Result<cosched_daemon::bcast::Sent> {
+    let sent = bcast_file(client, file, &conn.staging(None, Scope::Job), opts, &[])?;
+    let staged = format!("{}{}", cosched_daemon::bcast::STAGED_PREFIX, sent.dest);
+    match cmd.first_mut() {
+        Some(c0) => *c0 = staged,
+        None => cmd.push(staged),
+    }
+    Ok(sent)
 }
 
 #[derive(clap::Args)]
@@ -751,7 +785,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let client = a.conn.client()?;
             let mut cmd = a.cmd;
             if let Some(file) = &a.bcast {
-                let sent = bcast_file(&client, file, None, &a.bcast_opts, &[])?;
+                let sent = bcast_for_job(&a.conn, &client, file, &a.bcast_opts, &mut cmd)?;
                 eprintln!(
                     "staged {} ({} bytes) on {} nodes in {:.1} ms",
                     file.display(),
@@ -759,11 +793,6 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                     sent.nodes.len(),
                     sent.took.as_secs_f64() * 1e3
                 );
-                let staged = format!("{}{}", cosched_daemon::bcast::STAGED_PREFIX, sent.dest);
-                match cmd.first_mut() {
-                    Some(c0) => *c0 = staged,
-                    None => cmd.push(staged),
-                }
             }
             let mut job = a.job;
             if let Some(file) = &a.bcast
@@ -880,7 +909,13 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         Command::Top(a) => super::top::run(*a),
         Command::Bcast(a) => {
             let client = a.conn.client()?;
-            let sent = bcast_file(&client, &a.file, a.dest.as_deref(), &a.opts, &a.nodes)?;
+            let scope = if a.publish {
+                Scope::Public
+            } else {
+                Scope::User
+            };
+            let staging = a.conn.staging(a.dest.as_deref(), scope);
+            let sent = bcast_file(&client, &a.file, &staging, &a.opts, &a.nodes)?;
             let secs = sent.took.as_secs_f64();
             if a.conn.json {
                 print_json(&serde_json::json!({

@@ -27,6 +27,11 @@ impl Cluster {
     /// [`Cluster::up`] with its state in `dir` (a test that keeps programs beside the state
     /// directory gives a subdirectory of its own scratch directory).
     pub fn up_in(dir: PathBuf, args: &[&str]) -> Cluster {
+        Cluster::up_in_env(dir, args, &[])
+    }
+
+    /// [`Cluster::up_in`] with `env` set for `cluster up` and so for its daemons.
+    pub fn up_in_env(dir: PathBuf, args: &[&str], env: &[(&str, &str)]) -> Cluster {
         std::fs::create_dir_all(&dir).unwrap();
         let c = Cluster {
             state: StateDir::new(&dir),
@@ -35,7 +40,12 @@ impl Cluster {
         };
         let mut full = vec!["cluster", "up"];
         full.extend_from_slice(args);
-        let out = c.run(&full);
+        let out = Command::new(bin())
+            .args(&full)
+            .env("COSCHED_STATE_DIR", &c.dir)
+            .envs(env.iter().copied())
+            .output()
+            .expect("cosched runs");
         assert!(
             out.status.success(),
             "cluster up failed: {}",

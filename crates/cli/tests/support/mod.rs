@@ -64,6 +64,7 @@ pub fn job_id(stdout: &str) -> u64 {
     stdout.trim().parse().expect("submit prints the job id")
 }
 pub mod cluster;
+pub mod user;
 
 /// Says why a test did not run (or ran only in part), where the test output shows it: the
 /// test harness captures `eprintln!` of a passing test, but not a write to the stderr handle.
