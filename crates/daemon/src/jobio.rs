@@ -147,54 +147,48 @@ pub fn expand(
     rank: u32,
     node: &str,
 ) -> String {
-    let mut out = String::with_capacity(pattern.len() + 8);
-    let mut chars = pattern.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.peek() {
-            Some('j') => out += &job.0.to_string(),
-            Some('t') => out += &rank.to_string(),
-            Some('N') => out += node,
-            Some('A') => out += &array.map_or(job, |a| a.job).0.to_string(),
-            Some('a') => out += &array.map_or(0, |a| a.index).to_string(),
-            Some('%') => out.push('%'),
-            _ => {
-                out.push('%');
-                continue;
-            }
-        }
-        chars.next();
-    }
-    out
+    escapes(pattern, |c| match c {
+        'j' => Some(job.0.to_string()),
+        't' => Some(rank.to_string()),
+        'N' => Some(node.to_string()),
+        'A' => Some(array.map_or(job, |a| a.job).0.to_string()),
+        'a' => Some(array.map_or(0, |a| a.index).to_string()),
+        '%' => Some("%".into()),
+        _ => None,
+    })
 }
 
 /// Expands the escapes of an output pattern that are known at submission — `%x` (the job's
 /// name) and `%u` (its user's name) — and keeps every other `%` sequence, `%%` included, for
 /// [`expand`] on the node.
 pub fn expand_at_submission(pattern: &str, name: &str, user: &str) -> String {
+    escapes(pattern, |c| match c {
+        'x' => Some(name.to_string()),
+        'u' => Some(user.to_string()),
+        _ => None,
+    })
+}
+
+/// `pattern` with each `%c` replaced by what `value(c)` gives; a sequence it gives nothing
+/// for is kept as written (a `%` at the end too).
+fn escapes(pattern: &str, value: impl Fn(char) -> Option<String>) -> String {
     let mut out = String::with_capacity(pattern.len() + 8);
-    let mut chars = pattern.chars().peekable();
+    let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
         if c != '%' {
             out.push(c);
             continue;
         }
-        match chars.peek() {
-            Some('x') => out += name,
-            Some('u') => out += user,
-            Some(&other) => {
-                out.push('%');
-                out.push(other);
-            }
-            None => {
-                out.push('%');
-                continue;
-            }
+        match chars.next() {
+            Some(e) => match value(e) {
+                Some(v) => out += &v,
+                None => {
+                    out.push('%');
+                    out.push(e);
+                }
+            },
+            None => out.push('%'),
         }
-        chars.next();
     }
     out
 }

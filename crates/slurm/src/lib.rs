@@ -14,6 +14,7 @@
 //! | [`sacct`] | `sacct --format` fields, widths, `-p`/`-P` |
 //! | [`scontrol`] | `scontrol show job|node|partition` records |
 //! | [`sinfo`] | `sinfo` lines per partition and state, `-N`, `-o`/`-O` |
+//! | [`spec`] | the `-o`/`-O` format strings squeue and sinfo share, and filling a field |
 //! | [`options`] | the table of sbatch/srun/salloc options and what cosched does with each; `#SBATCH` directives |
 //! | [`env`] | the `SLURM_*` environment of a batch script and of a step's tasks |
 //!
@@ -33,6 +34,7 @@ pub mod options;
 pub mod sacct;
 pub mod scontrol;
 pub mod sinfo;
+pub mod spec;
 pub mod squeue;
 pub mod state;
 pub mod time;

@@ -827,14 +827,10 @@ fn take(
     Ok(())
 }
 
-/// A script's directives (`#SBATCH` lines after the `#!` line, up to the first line that
-/// is neither blank nor a comment), each line's words parsed with the table, with where it
-/// is (`file:line`, for errors about its values).
-pub fn directive_lines(
-    file: &str,
-    text: &str,
-    strict: bool,
-) -> Result<Vec<(String, Parsed)>, String> {
+/// The directive lines of a script that begin with `prefix` (`#SBATCH`, `#COSCHED`): those
+/// after the `#!` line up to the first line that is neither blank nor a comment, as sbatch
+/// reads them; each with its line number (from 1) and the text after the prefix.
+pub fn directive_bodies<'a>(text: &'a str, prefix: &str) -> Vec<(usize, &'a str)> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate().skip(1) {
         let line = line.trim();
@@ -844,13 +840,26 @@ pub fn directive_lines(
         if !line.starts_with('#') {
             break;
         }
-        let Some(rest) = line
-            .strip_prefix("#SBATCH")
+        if let Some(rest) = line
+            .strip_prefix(prefix)
             .filter(|r| r.is_empty() || r.starts_with(char::is_whitespace))
-        else {
-            continue;
-        };
-        let at = format!("{file}:{}", n + 1);
+        {
+            out.push((n + 1, rest));
+        }
+    }
+    out
+}
+
+/// A script's `#SBATCH` directives, each line's words parsed with the table, with where it
+/// is (`file:line`, for errors about its values).
+pub fn directive_lines(
+    file: &str,
+    text: &str,
+    strict: bool,
+) -> Result<Vec<(String, Parsed)>, String> {
+    let mut out = Vec::new();
+    for (n, rest) in directive_bodies(text, "#SBATCH") {
+        let at = format!("{file}:{n}");
         let words = split_words(rest).map_err(|e| format!("{at}: {e}"))?;
         let parsed = parse(Cmd::Sbatch, &words, strict).map_err(|e| format!("{at}: {e}"))?;
         if let Some(extra) = parsed.rest.first() {

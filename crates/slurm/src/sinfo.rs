@@ -7,6 +7,7 @@ use thiserror::Error;
 
 use crate::hostlist;
 use crate::node::{NodeState, NodeView, PartitionView};
+use crate::spec::{self, Spec};
 use crate::time;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -77,19 +78,11 @@ pub const LONG: &str = "partition:9 ,available:.5 ,time:.10 ,nodes:.6 ,statelong
 pub const NODES_LONG: &str =
     "nodelist:0 ,nodes:.6 ,partition:.9 ,statelong:.11 ,cpus:4 ,memory:.6 ,reason:20";
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Item {
-    field: Field,
-    width: usize,
-    right: bool,
-    suffix: String,
-}
-
 /// A parsed output format.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Format {
     prefix: String,
-    items: Vec<Item>,
+    items: Vec<Spec<Field>>,
     /// The default formats size the partition column to its values, and with `-N` the
     /// node list column too.
     auto_part: bool,
@@ -109,35 +102,20 @@ impl Format {
 
     /// `-o`: `%[.][size]type[suffix]`.
     pub fn short(fmt: &str) -> Result<Format, SinfoError> {
-        let (prefix, rest) = match fmt.find('%') {
-            Some(p) => (&fmt[..p], &fmt[p..]),
-            None => (fmt, ""),
-        };
-        let mut items = Vec::new();
-        for token in rest.split('%').filter(|t| !t.is_empty()) {
-            let (right, t) = match token.strip_prefix('.') {
-                Some(t) => (true, t),
-                None => (false, token),
-            };
-            let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-            let mut chars = t[digits..].chars();
-            let letter = chars
-                .next()
-                .ok_or_else(|| SinfoError::Field(format!("%{token}")))?;
-            let field = FIELDS
-                .iter()
-                .find(|f| f.0 == Some(letter))
-                .map(|f| f.3)
-                .ok_or_else(|| SinfoError::Field(letter.to_string()))?;
-            items.push(Item {
-                field,
-                width: t[..digits].parse().unwrap_or(0),
-                right,
-                suffix: chars.as_str().to_string(),
-            });
-        }
+        let (prefix, specs) = spec::percent(fmt).map_err(SinfoError::Field)?;
+        let items = specs
+            .into_iter()
+            .map(|s| {
+                let field = FIELDS
+                    .iter()
+                    .find(|f| f.0 == Some(s.key))
+                    .map(|f| f.3)
+                    .ok_or_else(|| SinfoError::Field(s.key.to_string()))?;
+                Ok(s.with_key(field))
+            })
+            .collect::<Result<_, SinfoError>>()?;
         Ok(Format {
-            prefix: prefix.to_string(),
+            prefix,
             items,
             auto_part: false,
             auto_node: false,
@@ -146,35 +124,17 @@ impl Format {
 
     /// `-O`: `type[:[.][size][suffix]]`, comma-separated (20 wide without a size).
     pub fn long(fmt: &str) -> Result<Format, SinfoError> {
-        let mut items = Vec::new();
-        for token in fmt.split(',').filter(|t| !t.trim().is_empty()) {
-            let (name, spec) = match token.split_once(':') {
-                Some((n, s)) => (n.trim(), Some(s)),
-                None => (token.trim(), None),
-            };
-            let field = FIELDS
-                .iter()
-                .find(|f| f.1.eq_ignore_ascii_case(name))
-                .map(|f| f.3)
-                .ok_or_else(|| SinfoError::Field(name.to_string()))?;
-            let (width, right, suffix) = match spec {
-                None => (20, false, String::new()),
-                Some(s) => {
-                    let (right, s) = match s.strip_prefix('.') {
-                        Some(s) => (true, s),
-                        None => (false, s),
-                    };
-                    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
-                    (s[..digits].parse().unwrap_or(0), right, s[digits..].into())
-                }
-            };
-            items.push(Item {
-                field,
-                width,
-                right,
-                suffix,
-            });
-        }
+        let items = spec::named(fmt)
+            .into_iter()
+            .map(|s| {
+                let field = FIELDS
+                    .iter()
+                    .find(|f| f.1.eq_ignore_ascii_case(&s.key))
+                    .map(|f| f.3)
+                    .ok_or_else(|| SinfoError::Field(s.key.clone()))?;
+                Ok(s.with_key(field))
+            })
+            .collect::<Result<_, SinfoError>>()?;
         Ok(Format {
             prefix: String::new(),
             items,
@@ -245,7 +205,7 @@ pub fn render(format: &Format, rows: &[Row], noheader: bool) -> Vec<String> {
         .chain([9])
         .max()
         .unwrap_or(9);
-    let width_of = |item: &Item| match item.field {
+    let width_of = |item: &Spec<Field>| match item.key {
         Field::NodeList | Field::NodeHost if format.auto_node => node_width,
         Field::Partition | Field::PartitionName if format.auto_part => part_width,
         _ => item.width,
@@ -253,7 +213,7 @@ pub fn render(format: &Format, rows: &[Row], noheader: bool) -> Vec<String> {
     let line = |cell: &dyn Fn(Field) -> String| {
         let mut out = format.prefix.clone();
         for item in &format.items {
-            out += &fit(&cell(item.field), width_of(item), item.right);
+            out += &spec::fit(&cell(item.key), width_of(item), item.right, true);
             out += &item.suffix;
         }
         out
@@ -276,21 +236,6 @@ pub fn render(format: &Format, rows: &[Row], noheader: bool) -> Vec<String> {
 
 fn node_list(r: &Row) -> String {
     hostlist::compress(&r.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>())
-}
-
-/// As sinfo's print function: left-justified values cut to the width, right-justified ones
-/// cut to it too.
-fn fit(text: &str, width: usize, right: bool) -> String {
-    if width == 0 {
-        return text.to_string();
-    }
-    let shown: String = text.chars().take(width).collect();
-    let pad = " ".repeat(width - shown.chars().count());
-    if right {
-        format!("{pad}{shown}")
-    } else {
-        format!("{shown}{pad}")
-    }
 }
 
 fn value(f: Field, r: &Row) -> String {

@@ -10,6 +10,7 @@
 use thiserror::Error;
 
 use crate::job::{Context, JobView};
+use crate::spec::{self, Spec};
 use crate::state::JobState;
 use crate::time::{self, Limit};
 
@@ -174,13 +175,7 @@ fn header(f: Field) -> &'static str {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Item {
     Text(String),
-    Field {
-        field: Field,
-        /// 0: as wide as the value.
-        width: usize,
-        right: bool,
-        suffix: String,
-    },
+    Field(Spec<Field>),
 }
 
 /// A parsed output format.
@@ -193,36 +188,18 @@ impl Format {
     /// An `-o/--format` string: `%[.][size]type[suffix]` fields; text before the first `%`
     /// is printed as it is.
     pub fn short(fmt: &str) -> Result<Format, SqueueError> {
+        let (prefix, specs) = spec::percent(fmt).map_err(SqueueError::Field)?;
         let mut items = Vec::new();
-        let (prefix, rest) = match fmt.find('%') {
-            Some(p) => (&fmt[..p], &fmt[p..]),
-            None => (fmt, ""),
-        };
         if !prefix.is_empty() {
-            items.push(Item::Text(prefix.to_string()));
+            items.push(Item::Text(prefix));
         }
-        for token in rest.split('%').filter(|t| !t.is_empty()) {
-            let (right, t) = match token.strip_prefix('.') {
-                Some(t) => (true, t),
-                None => (false, token),
-            };
-            let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-            let width = t[..digits].parse().unwrap_or(0);
-            let mut chars = t[digits..].chars();
-            let Some(letter) = chars.next() else {
-                return Err(SqueueError::Field(format!("%{token}")));
-            };
+        for s in specs {
             let field = FIELDS
                 .iter()
-                .find(|e| e.0 == Some(letter))
+                .find(|e| e.0 == Some(s.key))
                 .map(|e| e.3)
-                .ok_or_else(|| SqueueError::Field(letter.to_string()))?;
-            items.push(Item::Field {
-                field,
-                width,
-                right,
-                suffix: chars.as_str().to_string(),
-            });
+                .ok_or_else(|| SqueueError::Field(s.key.to_string()))?;
+            items.push(Item::Field(s.with_key(field)));
         }
         Ok(Format { items })
     }
@@ -231,37 +208,13 @@ impl Format {
     /// a size is 20 wide.
     pub fn long(fmt: &str) -> Result<Format, SqueueError> {
         let mut items = Vec::new();
-        for token in fmt.split(',').filter(|t| !t.is_empty()) {
-            let (name, spec) = match token.split_once(':') {
-                Some((n, s)) => (n, Some(s)),
-                None => (token, None),
-            };
+        for s in spec::named(fmt) {
             let field = FIELDS
                 .iter()
-                .find(|e| e.1.eq_ignore_ascii_case(name.trim()))
+                .find(|e| e.1.eq_ignore_ascii_case(&s.key))
                 .map(|e| e.3)
-                .ok_or_else(|| SqueueError::Field(name.to_string()))?;
-            let (width, right, suffix) = match spec {
-                None => (20, false, String::new()),
-                Some(s) => {
-                    let (right, s) = match s.strip_prefix('.') {
-                        Some(s) => (true, s),
-                        None => (false, s),
-                    };
-                    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
-                    (
-                        s[..digits].parse().unwrap_or(0),
-                        right,
-                        s[digits..].to_string(),
-                    )
-                }
-            };
-            items.push(Item::Field {
-                field,
-                width,
-                right,
-                suffix,
-            });
+                .ok_or_else(|| SqueueError::Field(s.key.clone()))?;
+            items.push(Item::Field(s.with_key(field)));
         }
         Ok(Format { items })
     }
@@ -281,39 +234,14 @@ impl Format {
         for item in &self.items {
             match item {
                 Item::Text(t) => out += t,
-                Item::Field {
-                    field,
-                    width,
-                    right,
-                    suffix,
-                } => {
-                    let (text, cut) = cell(*field);
-                    out += &fit(&text, *width, *right, cut);
-                    out += suffix;
+                Item::Field(s) => {
+                    let (text, cut) = cell(s.key);
+                    out += &spec::fit(&text, s.width, s.right, cut);
+                    out += &s.suffix;
                 }
             }
         }
         out
-    }
-}
-
-/// A value in a field of `width` (0: its own width), as squeue's printf forms do:
-/// left-justified values are always cut to the width, right-justified ones only when `cut`.
-fn fit(text: &str, width: usize, right: bool, cut: bool) -> String {
-    if width == 0 {
-        return text.to_string();
-    }
-    let len = text.chars().count();
-    let shown: String = if len > width && (cut || !right) {
-        text.chars().take(width).collect()
-    } else {
-        text.to_string()
-    };
-    let pad = width.saturating_sub(shown.chars().count());
-    if right {
-        format!("{}{shown}", " ".repeat(pad))
-    } else {
-        format!("{shown}{}", " ".repeat(pad))
     }
 }
 

@@ -413,16 +413,9 @@ fn scontrol_show_node_and_partition_carry_slurms_keys() {
         let get = |r: &[(String, String)]| r.iter().find(|kv| kv.0 == key).cloned();
         assert_eq!(get(&flat(&ours)), get(&flat(&theirs)), "{key}");
     }
-    let all = PartitionView {
-        name: "all".into(),
-        default: true,
-        up: true,
-        max_time_secs: None,
-        nodes: vec!["n1".into(), "n2".into()],
-        total_cpus: 2,
-    };
+    let (parts, _) = loop_nodes([NodeState::Allocated, NodeState::Idle]);
     // Slurm's loopback partition had memory configured; cosched tracks none.
-    let ours = scontrol::show_partition(&all, false)
+    let ours = scontrol::show_partition(&parts[0], false)
         .replace("TRES=cpu=2,node=2", "TRES=cpu=2,mem=200M,node=2");
     same_record(&ours, &fixture("scontrol-partition.txt"));
 }

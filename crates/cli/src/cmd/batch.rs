@@ -236,9 +236,8 @@ fn directive_head<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str, String> {
 
 /// Parses a script's text (`file` names it in errors).
 pub fn parse_script(file: &str, text: &str, strict: bool) -> Result<Script, String> {
-    let mut lines = text.lines().enumerate();
-    let interpreter: Vec<String> = match lines.next() {
-        Some((_, l)) if l.starts_with("#!") => l[2..]
+    let interpreter: Vec<String> = match text.lines().next() {
+        Some(l) if l.starts_with("#!") => l[2..]
             .trim()
             .splitn(2, char::is_whitespace)
             .map(|s| s.trim().to_string())
@@ -256,22 +255,8 @@ pub fn parse_script(file: &str, text: &str, strict: bool) -> Result<Script, Stri
         slurm = line.over(slurm);
     }
     let mut opts = JobOpts::default();
-    for (n, line) in lines {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if !line.starts_with('#') {
-            // As sbatch: directives end at the first command.
-            break;
-        }
-        let Some(rest) = line
-            .strip_prefix("#COSCHED")
-            .filter(|r| r.is_empty() || r.starts_with(char::is_whitespace))
-        else {
-            continue;
-        };
-        let at = format!("{file}:{}", n + 1);
+    for (n, rest) in options::directive_bodies(text, "#COSCHED") {
+        let at = format!("{file}:{n}");
         let words = options::split_words(rest).map_err(|e| format!("{at}: {e}"))?;
         let d = Directive::try_parse_from(&words).map_err(|e| directive_error(&at, &e))?;
         // A later directive wins over an earlier one, as in sbatch.
@@ -335,16 +320,21 @@ fn directive_error(at: &str, e: &clap::Error) -> String {
         return format!(
             "{at}: unknown directive {arg} (directives take the options of `cosched submit`: \
              -n/--ntasks, -N/--nodes, --ntasks-per-node, -t/--time, -J/--job-name, -o/--output, \
-             -e/--error, --array, --dependency, --begin, --class, --export)"
+             -e/--error, --array, --dependency, --begin, --class, --export, -D/--chdir, \
+             -H/--hold, --monitor)"
         );
     }
+    format!("{at}: {}", first_line(e))
+}
+
+/// The first line of a clap error, without its `error: `.
+pub(crate) fn first_line(e: &clap::Error) -> String {
     let text = e.to_string();
-    let first = text
-        .lines()
+    text.lines()
         .next()
         .unwrap_or("")
-        .trim_start_matches("error: ");
-    format!("{at}: {first}")
+        .trim_start_matches("error: ")
+        .to_string()
 }
 
 /// `--begin` at `now_us`: `now`, `now+N[unit]`, `HH:MM[:SS]`, `YYYY-MM-DD[THH:MM[:SS]]`.

@@ -726,8 +726,9 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
     assert_eq!(var("COSCHED_TASKS_PER_NODE").as_deref(), Some("1"));
 }
 
-fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
-    let request = Request::Submit(Box::new(SubmitRequest {
+/// A submission of `procs` PEs with start conditions `sched`, unlimited.
+fn sched_request(procs: u32, sched: Schedule) -> SubmitRequest {
+    SubmitRequest {
         procs,
         time_limit_us: None,
         class: None,
@@ -739,7 +740,11 @@ fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
         sched,
         layout: None,
         hold: false,
-    }));
+    }
+}
+
+fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
+    let request = Request::Submit(Box::new(sched_request(procs, sched)));
     c.on(
         now,
         Input::Client {
@@ -1620,24 +1625,16 @@ fn node_reports_of_run_state_drive_the_record_of_a_placed_job() {
 fn a_job_submitted_held_never_starts_before_its_release() {
     let fcfs = super::build_policy("fcfs", 1, 4, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 1, 4);
+    let array = Schedule {
+        array: Some(ArraySpec {
+            indices: vec![1, 2],
+            throttle: None,
+        }),
+        ..Default::default()
+    };
     let request = Request::Submit(Box::new(SubmitRequest {
-        procs: 1,
-        time_limit_us: None,
-        class: None,
-        name: Some("held".into()),
-        cmd: vec!["work".into()],
-        cwd: "/".into(),
-        user: None,
-        io: Default::default(),
-        sched: Schedule {
-            array: Some(ArraySpec {
-                indices: vec![1, 2],
-                throttle: None,
-            }),
-            ..Default::default()
-        },
-        layout: None,
         hold: true,
+        ..sched_request(1, array)
     }));
     c.on(
         t(1),

@@ -70,6 +70,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
 
 /// Runs Slurm command `name` with `args` (without the program name); the exit status.
 pub fn dispatch(name: &str, args: Vec<String>) -> i32 {
+    if let [only] = args.as_slice()
+        && (only == "-V" || only == "--version")
+    {
+        return version();
+    }
     match name {
         "sbatch" => sbatch::run(args),
         "squeue" => squeue::run(args),
@@ -77,10 +82,6 @@ pub fn dispatch(name: &str, args: Vec<String>) -> i32 {
         "sacct" => sacct::run(args),
         "sinfo" => sinfo::run(args),
         "scontrol" => scontrol::run(args),
-        _ if args.iter().any(|a| a == "-V" || a == "--version") => {
-            println!("slurm {}", cosched_slurm::SLURM_VERSION);
-            0
-        }
         other => fail(
             other,
             "job steps are not built in cosched yet (docs/slurm.md); `cosched run` runs a job interactively, `sbatch` submits one",
@@ -149,13 +150,7 @@ pub(crate) fn parse_args<T: clap::Parser>(cmd: &str, args: &[String]) -> Result<
                 0
             }
             _ => {
-                let text = e.to_string();
-                let first = text
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .trim_start_matches("error: ");
-                eprintln!("{cmd}: error: {first}");
+                eprintln!("{cmd}: error: {}", crate::cmd::batch::first_line(&e));
                 eprintln!("Try \"{cmd} --help\" for more information");
                 1
             }
@@ -163,7 +158,8 @@ pub(crate) fn parse_args<T: clap::Parser>(cmd: &str, args: &[String]) -> Result<
     })
 }
 
-/// Prints Slurm's version line (`-V`, `--version`).
+/// Prints Slurm's version line (`CMD -V`, `CMD --version`), which Open MPI's launcher reads
+/// from `srun --version`.
 pub(crate) fn version() -> i32 {
     println!("slurm {}", cosched_slurm::SLURM_VERSION);
     0

@@ -81,8 +81,6 @@ struct Args {
     verbose: u8,
     #[arg(short = 'h', long, action = ArgAction::Help)]
     help: Option<bool>,
-    #[arg(short = 'V', long)]
-    version: bool,
 }
 
 pub fn run(args: Vec<String>) -> i32 {
@@ -90,9 +88,6 @@ pub fn run(args: Vec<String>) -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
-    if a.version {
-        return super::version();
-    }
     if a.helpformat {
         for chunk in sacct::field_names().chunks(4) {
             println!(

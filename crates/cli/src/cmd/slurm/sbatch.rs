@@ -152,9 +152,6 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
         );
         return Ok(0);
     }
-    if cli.has("version") {
-        return Ok(super::version());
-    }
     let src = source(&cli, strict)?;
     // The command line wins over the script's directives.
     let all = cli.clone().over(src.slurm);

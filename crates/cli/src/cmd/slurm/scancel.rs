@@ -61,8 +61,6 @@ struct Args {
     verbose: u8,
     #[arg(long, action = ArgAction::Help)]
     help: Option<bool>,
-    #[arg(short = 'V', long)]
-    version: bool,
 }
 
 /// What scancel asks of the machine manager for each job.
@@ -87,9 +85,6 @@ pub fn run(args: Vec<String>) -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
-    if a.version {
-        return super::version();
-    }
     let filtered = a.user.is_some()
         || a.me
         || a.name.is_some()

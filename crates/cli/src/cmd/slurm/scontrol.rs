@@ -30,7 +30,6 @@ pub fn run(args: Vec<String>) -> i32 {
         match a.as_str() {
             "-o" | "--oneliner" => oneliner = true,
             "-Q" | "--quiet" | "-d" | "--details" | "-a" | "--all" | "-v" | "--verbose" => {}
-            "-V" | "--version" => return super::version(),
             "-h" | "--help" | "--usage" => {
                 println!("{USAGE}");
                 return 0;

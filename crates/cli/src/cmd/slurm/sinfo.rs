@@ -50,8 +50,6 @@ struct Args {
     verbose: u8,
     #[arg(long, action = ArgAction::Help)]
     help: Option<bool>,
-    #[arg(short = 'V', long)]
-    version: bool,
 }
 
 pub fn run(args: Vec<String>) -> i32 {
@@ -59,9 +57,6 @@ pub fn run(args: Vec<String>) -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
-    if a.version {
-        return super::version();
-    }
     let format = match (&a.format, &a.format_long) {
         (Some(f), _) => Format::short(f),
         (None, Some(f)) => Format::long(f),

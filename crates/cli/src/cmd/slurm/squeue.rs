@@ -68,8 +68,6 @@ struct Args {
     nodelist: Option<String>,
     #[arg(short = 'v', long, action = ArgAction::Count)]
     verbose: u8,
-    #[arg(short = 'V', long)]
-    version: bool,
 }
 
 pub fn run(args: Vec<String>) -> i32 {
@@ -77,9 +75,6 @@ pub fn run(args: Vec<String>) -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
-    if a.version {
-        return super::version();
-    }
     loop {
         let code = once(&a);
         match a.iterate {
