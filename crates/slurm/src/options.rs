@@ -1,7 +1,8 @@
 //! The options of `sbatch`, `srun` and `salloc`, and what cosched does with each: the one
 //! table both the command line and `#SBATCH` directives are parsed with.
 //!
-//! Each option is [`Support::Same`] (done as Slurm does), [`Support::Different`] (done, in
+//! Each option is [`Support::Same`] (done as Slurm does), [`Support::Own`] (cosched's, not
+//! Slurm's: `--class`, `--monitor`, `--strict`), [`Support::Different`] (done, in
 //! a way the text says), [`Support::NotYet`] (parsed and mapped, but the part of cosched it
 //! needs — job steps, the administrator's limits, node-level placement — is not built: one
 //! warning line says so), [`Support::Ignored`] (no meaning here: accepted with one warning
@@ -59,6 +60,8 @@ pub enum Arg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Support {
     Same,
+    /// Not Slurm's: one of cosched's own, what it does.
+    Own(&'static str),
     Different(&'static str),
     NotYet(&'static str),
     Ignored(&'static str),
@@ -92,7 +95,7 @@ const fn o(long: &'static str, short: Option<char>, arg: Arg, cmds: u8, support:
 }
 
 use Arg::{No, Optional as Opt_, Required as Req};
-use Support::{Different, Ignored, NotYet, Refused, Same};
+use Support::{Different, Ignored, NotYet, Own, Refused, Same};
 
 const STEPS: &str = "needs job steps, which cosched does not run yet";
 const PLACE: &str = "cosched's policies place a job's tasks on any free PEs; this placement \
@@ -103,8 +106,8 @@ const NO_GPU: &str = "cosched's nodes have no GPUs or generic resources";
 const NO_ACCT: &str = "cosched has no accounts, QOS or fair-share";
 const NO_TOPO: &str = "cosched places tasks on PEs without a socket/core/thread model";
 
-/// Every option of sbatch, srun and salloc (Slurm 22.05), and cosched's own `--strict`
-/// (refuse the options cosched ignores or has not built).
+/// Every option of sbatch, srun and salloc (Slurm 22.05), and cosched's own (`--class`,
+/// `--monitor`, `--strict`), which `#SBATCH` lines of cosched's scripts have used.
 pub const TABLE: &[Opt] = &[
     o("account", Some('A'), Req, ALL, Ignored(NO_ACCT)),
     o(
@@ -155,6 +158,13 @@ pub const TABLE: &[Opt] = &[
         Req,
         ALL,
         Ignored("cosched is one cluster"),
+    ),
+    o(
+        "class",
+        None,
+        Req,
+        SB,
+        Own("the job's class, for policies that have classes (t3d)"),
     ),
     o(
         "clusters",
@@ -346,6 +356,13 @@ pub const TABLE: &[Opt] = &[
     o("mem-per-cpu", None, Req, ALL, NotYet(LIMITS)),
     o("mem-per-gpu", None, Req, ALL, Ignored(NO_GPU)),
     o("mincpus", None, Req, ALL, Ignored(NO_TOPO)),
+    o(
+        "monitor",
+        None,
+        No,
+        SB,
+        Own("record the MPI program's communication (the PMPI shim; docs/monitor.md)"),
+    ),
     o("mpi", None, Req, SR, NotYet(STEPS)),
     o("multi-prog", None, No, SR, NotYet(STEPS)),
     o(
@@ -511,8 +528,13 @@ pub const TABLE: &[Opt] = &[
     o("slurmd-debug", None, Req, SR, Ignored("there is no slurmd")),
     o("sockets-per-node", None, Req, ALL, Ignored(NO_TOPO)),
     o("spread-job", None, No, ALL, NotYet(PLACE)),
-    // cosched's own: refuse the options cosched ignores or has not built.
-    o("strict", None, No, ALL, Same),
+    o(
+        "strict",
+        None,
+        No,
+        ALL,
+        Own("refuse the options cosched ignores or has not built"),
+    ),
     o(
         "switches",
         None,
@@ -571,6 +593,7 @@ impl Support {
     pub fn word(self) -> &'static str {
         match self {
             Support::Same => "same",
+            Support::Own(_) => "cosched's own",
             Support::Different(_) => "different",
             Support::NotYet(_) => "not yet",
             Support::Ignored(_) => "ignored (warning)",
@@ -582,7 +605,8 @@ impl Support {
     pub fn note(self) -> &'static str {
         match self {
             Support::Same => "",
-            Support::Different(s)
+            Support::Own(s)
+            | Support::Different(s)
             | Support::NotYet(s)
             | Support::Ignored(s)
             | Support::Refused(s) => s,
@@ -813,7 +837,7 @@ fn take(
             cmd.name(),
             opt.long
         )),
-        Support::Same | Support::Different(_) => None,
+        Support::Same | Support::Own(_) | Support::Different(_) => None,
     };
     if let Some(w) = warning
         && !out.warnings.contains(&w)

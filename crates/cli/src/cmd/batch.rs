@@ -296,7 +296,7 @@ pub fn from_slurm(p: &Parsed) -> Result<JobOpts, String> {
         nodes: num("nodes")?,
         ntasks_per_node: num("ntasks-per-node")?,
         time,
-        class: None,
+        class: p.value("class").map(str::to_string),
         name: p.value("job-name").map(str::to_string),
         export: p.value("export").map(str::to_string),
         output: p.value("output").map(str::to_string),
@@ -304,7 +304,7 @@ pub fn from_slurm(p: &Parsed) -> Result<JobOpts, String> {
         array: p.value("array").map(sched::parse_array).transpose()?,
         dependency: p.value("dependency").map(parse_deps).transpose()?,
         begin: p.value("begin").map(parse_begin).transpose()?,
-        monitor: false,
+        monitor: p.has("monitor"),
         chdir: p.value("chdir").map(PathBuf::from),
         hold: p.has("hold"),
     })
@@ -502,6 +502,20 @@ mod tests {
         let e = parse_script("j.sh", "#!/bin/sh\n#SBATCH --array=5-1\n", false).unwrap_err();
         assert!(e.starts_with("j.sh:2:") && e.contains("backwards"), "{e}");
         assert!(parse_script("j.sh", "echo\n", false).is_err());
+    }
+
+    #[test]
+    fn sbatch_lines_keep_coscheds_own_class_and_monitor_options() {
+        let s = parse_script(
+            "j.sh",
+            "#!/bin/sh\n#SBATCH -N 2 --ntasks-per-node=2 --class batch --monitor\n",
+            true,
+        )
+        .unwrap();
+        assert_eq!(s.opts.class.as_deref(), Some("batch"));
+        assert!(s.opts.monitor);
+        assert_eq!(s.opts.ranks(), Ok(4));
+        assert!(s.slurm.warnings.is_empty(), "{:?}", s.slurm.warnings);
     }
 
     #[test]
