@@ -214,7 +214,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         stager: None,
         jobs_dir,
     };
-    nm.contain = Containment::detect(&nm.cfg.name, &nm.cfg.workdir);
+    nm.contain = Containment::detect(&nm.cfg.name, &nm.cfg.workdir, nm.incarnation);
     tracing::info!("nm {}: {}", nm.cfg.name, nm.contain.describe());
     if let Containment::Cgroups(cg) = &nm.contain {
         let orphans = cg.reap_orphans();

@@ -138,9 +138,20 @@ pub fn signal_pid(pid: i32, sig: i32) -> bool {
     pid > 0 && unsafe { libc::kill(pid, sig) } == 0
 }
 
-/// Whether a process with this pid exists (and is not a zombie we could still reap).
+/// Whether a process with this pid runs: it exists and is not a zombie (a daemon killed
+/// and not yet reaped by whoever its parent is now runs no more).
 pub fn pid_alive(pid: i32) -> bool {
-    signal_pid(pid, 0)
+    signal_pid(pid, 0) && !is_zombie(pid)
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 /// Lets a daemon preempt the jobs it manages, so a context switch or a heartbeat is not late
@@ -163,11 +174,49 @@ pub fn raise_priority() -> &'static str {
 
 /// The daemons' log: `tracing` events with a UTC timestamp and a level, one a line, on
 /// standard error (which `cluster up` sends to `logs/mm.log` and `logs/nm-NAME.log`).
+///
+/// The log lives on the state directory's disk, which may fill up or turn read-only; a line
+/// that cannot be written is counted and dropped ([`LogWriter`]), never raised: tracing's
+/// own report of a failed write goes to the same standard error through `eprintln!`, which
+/// panics, so a full disk would take the daemon down with its log.
 pub fn init_logging() {
     let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| LogWriter)
+        .log_internal_errors(false)
         .with_ansi(false)
         .with_target(false)
         .with_max_level(tracing::Level::INFO)
         .try_init();
+}
+
+/// Log lines dropped since the last one written (see [`LogWriter`]).
+static LOST_LOG_LINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Standard error for the log: a line that cannot be written (ENOSPC, EROFS, EIO) is
+/// dropped and counted, and the first line written after says how many were lost.
+pub struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        use std::sync::atomic::Ordering;
+        let mut err = std::io::stderr().lock();
+        let lost = LOST_LOG_LINES.swap(0, Ordering::Relaxed);
+        if lost > 0 {
+            let note = format!(
+                "cosched: {lost} log lines were lost (the log's disk was full or not writable)\n"
+            );
+            if err.write_all(note.as_bytes()).is_err() {
+                LOST_LOG_LINES.fetch_add(lost, Ordering::Relaxed);
+            }
+        }
+        if err.write_all(line).is_err() {
+            LOST_LOG_LINES.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(line.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
 }

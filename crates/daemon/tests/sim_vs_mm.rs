@@ -278,7 +278,7 @@ fn run_mm(
                 layout: None,
                 hold: false,
             }));
-            core.on(
+            core.on_unstored(
                 now,
                 Input::Client {
                     req: 1,
@@ -304,7 +304,7 @@ fn run_mm(
                 }
             };
             if let Some(request) = request {
-                core.on(
+                core.on_unstored(
                     now,
                     Input::Client {
                         req: 2,

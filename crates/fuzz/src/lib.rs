@@ -141,7 +141,14 @@ pub fn mm_core(data: &[u8]) {
                 continue;
             }
         };
-        core.on(now, input);
+        if let Some(w) = core.on(now, input) {
+            // Every third change finds the disk full: refused, and nothing may change.
+            let result = match w.req % 3 {
+                0 => Err("the file system is full (fuzzed)".to_string()),
+                _ => Ok(()),
+            };
+            core.on(now, Input::Written { req: w.req, result });
+        }
         core.step(now);
     }
 }

@@ -18,6 +18,7 @@ use cosched_daemon::{StateDir, mm, nm, report};
 use cosched_sim::SimResult;
 use cosched_sim::metrics::{MetricsOptions, Summary, summarize};
 use cosched_storm::Key;
+use cosched_storm::accept::Limits;
 
 use super::batch::{self, JobOpts};
 use super::policy_args::PolicyArgs;
@@ -207,6 +208,22 @@ pub struct ManagerArgs {
     /// node managers `cluster up` starts remove their directories (default output files)
     #[arg(long, default_value = "7d")]
     keep_jobs: Dur,
+    /// Time a connection to the machine manager has to send its whole first frame (the
+    /// request or registration that proves who it is)
+    #[arg(long, default_value_t = dur(Limits::default().first_frame))]
+    first_frame_timeout: Dur,
+    /// Connections one peer (an address; a local user) may have open before their first
+    /// frame; another one closes its oldest idle one
+    #[arg(long, default_value_t = Limits::default().per_peer)]
+    max_pending_per_peer: usize,
+    /// Connections before their first frame, in all; another one closes one of the peer
+    /// with the most
+    #[arg(long, default_value_t = Limits::default().total)]
+    max_pending: usize,
+}
+
+fn dur(d: Duration) -> Dur {
+    Dur::from_micros(d.as_micros() as i64)
 }
 
 impl ManagerArgs {
@@ -223,6 +240,15 @@ impl ManagerArgs {
                 .kill_wait
                 .clamp(Dur::ZERO, cosched_daemon::mm::MAX_KILL_WAIT),
             keep_jobs: self.keep_jobs.max(Dur::ZERO),
+            admission: Limits {
+                first_frame: Duration::from_micros(
+                    self.first_frame_timeout
+                        .max(Dur::from_millis(1))
+                        .as_micros() as u64,
+                ),
+                per_peer: self.max_pending_per_peer.max(1),
+                total: self.max_pending.max(1),
+            },
             ..ManagerSettings::new(nodes, pes)
         }
     }
@@ -608,7 +634,9 @@ fn load_or_create_key(path: &std::path::Path) -> anyhow::Result<Key> {
     let key = Key::generate()?;
     key.save(path)
         .with_context(|| format!("writing the new cluster key to {}", path.display()))?;
-    eprintln!(
+    // Standard error is the daemon's log: a line that cannot be written must not end it.
+    let _ = writeln!(
+        std::io::stderr(),
         "created a new cluster key in {}; give it to the node managers (--key-file)",
         path.display()
     );

@@ -168,6 +168,18 @@ impl Cluster {
     /// [`Cluster::restart_mm`] with more options (`--requeue`, `--kill-wait`, as `cluster up`
     /// was given them).
     pub fn restart_mm_with(&self, listen: &str, nodes: u32, pes: u32, more: &[&str]) {
+        self.restart_mm_heartbeat(listen, nodes, pes, "100ms", more);
+    }
+
+    /// [`Cluster::restart_mm_with`] with heartbeat period `heartbeat`.
+    pub fn restart_mm_heartbeat(
+        &self,
+        listen: &str,
+        nodes: u32,
+        pes: u32,
+        heartbeat: &str,
+        more: &[&str],
+    ) {
         let mut args: Vec<String> = [
             "mm",
             "--listen",
@@ -177,7 +189,7 @@ impl Cluster {
             "--pes",
             &pes.to_string(),
             "--heartbeat",
-            "100ms",
+            heartbeat,
             "--state-dir",
             self.dir.to_str().unwrap(),
             "--key-file",

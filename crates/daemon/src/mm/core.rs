@@ -20,6 +20,7 @@ use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, PeSet, 
 use cosched_ledger::{Change, Ix, Ledger, Refusal};
 use cosched_policy::{Decision, Event, JobRequest, Policy};
 
+use super::changes::{SHUT_DOWN, Staged, Write};
 use super::nodes::NodeEntry;
 use crate::db::NodeRow;
 use crate::proto::*;
@@ -78,6 +79,13 @@ pub enum Input {
     FromNode { from: NodeId, msg: FromNode },
     /// A sign of life from a node (a heartbeat answer or any report).
     Heard(NodeId),
+    /// The records of request `req`'s change ([`Write`]) are in the database (`Ok`), or
+    /// could not be written (`Err`: why, naming the database and what to do). The driver
+    /// passes it right after the request, before any other input.
+    Written {
+        req: ReqId,
+        result: Result<(), String>,
+    },
 }
 
 /// Something the shell must do.
@@ -318,6 +326,8 @@ pub struct Core {
     ended: std::collections::VecDeque<(Time, Ix)>,
     /// When ended jobs are next looked at for forgetting.
     next_forget: Time,
+    /// A client's change waiting for its records to be durable (see [`super::changes`]).
+    pub(super) staged: Option<(ReqId, Staged)>,
 }
 
 impl Core {
@@ -377,6 +387,7 @@ impl Core {
             shutting_down: false,
             ended: Default::default(),
             next_forget: now,
+            staged: None,
             cfg,
         };
         core.recover(now, recovered)?;
@@ -527,14 +538,19 @@ impl Core {
     }
 
     /// Takes in one input that arrived at `now`. Its events wait for [`Core::step`].
-    pub fn on(&mut self, now: Time, input: Input) {
+    ///
+    /// A client's request that changes state (submit, cancel, suspend, resume, shutdown)
+    /// returns the records it needs durable before it takes effect: the driver writes them
+    /// and passes [`Input::Written`] at once, before anything else (see [`super::changes`]).
+    pub fn on(&mut self, now: Time, input: Input) -> Option<Write> {
         let now = self.clamp(now);
         match input {
             Input::Client {
                 req,
                 request,
                 caller,
-            } => self.request(now, req, request, caller),
+            } => return self.request(now, req, request, caller),
+            Input::Written { req, result } => self.written(now, req, result),
             Input::Register { req, reg } => self.register(now, req, reg),
             Input::FromNode { from, msg } => match msg {
                 // Reports of an earlier run of the job (a node that still held it when it was
@@ -598,6 +614,21 @@ impl Core {
                     n.last_seen = n.last_seen.max(now);
                 }
             }
+        }
+        None
+    }
+
+    /// [`Core::on`] for a driver that keeps no database (the comparison with the
+    /// simulator, the fuzzer): a change is taken as written at once.
+    pub fn on_unstored(&mut self, now: Time, input: Input) {
+        if let Some(w) = self.on(now, input) {
+            self.on(
+                now,
+                Input::Written {
+                    req: w.req,
+                    result: Ok(()),
+                },
+            );
         }
     }
 
@@ -1323,15 +1354,16 @@ impl Core {
         self.instant.rest.push(Event::Submitted(req));
     }
 
-    /// A new job owned by `caller` (or by the user an administrator names) joins the queue;
-    /// an array adds one job per index (their ids consecutive, the first being the array's
-    /// id). Returns the first id.
-    pub(super) fn submit(
-        &mut self,
+    /// The jobs a submission by `caller` (or by the user an administrator names) adds, each
+    /// with what the policy will be told, checked but not yet added: an array gives one job
+    /// per index, their ids consecutive from the next one, the first being the array's id.
+    /// [`Core::add_jobs`] adds them once they are durable (see [`super::changes`]).
+    pub(super) fn new_jobs(
+        &self,
         now: Time,
         mut s: SubmitRequest,
         caller: Caller,
-    ) -> Result<JobId, String> {
+    ) -> Result<Vec<(JobRequest, Side)>, String> {
         let owner = match s.user {
             Some(u) if u != caller.uid && !caller.admin => {
                 return Err(format!(
@@ -1349,8 +1381,9 @@ impl Core {
         {
             s.sched.begin_us = None;
         }
+        let first = JobId(self.next_job);
         let Some(array) = s.sched.array.take() else {
-            return self.submit_one(now, s, owner);
+            return Ok(vec![self.new_job(now, first, s, owner)?]);
         };
         if array.indices.is_empty() || array.indices.len() > crate::sched::MAX_ARRAY_TASKS {
             return Err(format!(
@@ -1358,26 +1391,27 @@ impl Core {
                 crate::sched::MAX_ARRAY_TASKS
             ));
         }
-        let first = JobId(self.next_job);
-        for &index in &array.indices {
+        let mut jobs = Vec::with_capacity(array.indices.len());
+        for (k, &index) in array.indices.iter().enumerate() {
             let mut task = s.clone();
             task.io.array = Some(crate::sched::ArrayTask {
                 job: first,
                 index,
                 throttle: array.throttle,
             });
-            self.submit_one(now, task, owner)?;
+            jobs.push(self.new_job(now, JobId(first.0 + k as u64), task, owner)?);
         }
-        Ok(first)
+        Ok(jobs)
     }
 
-    /// One job of a submission, owned by `(uid, gid)`.
-    fn submit_one(
-        &mut self,
+    /// Job `id` of a submission, owned by `(uid, gid)`, checked.
+    fn new_job(
+        &self,
         now: Time,
+        id: JobId,
         s: SubmitRequest,
         (uid, gid): (u32, u32),
-    ) -> Result<JobId, String> {
+    ) -> Result<(JobRequest, Side), String> {
         let total = self.shape.total_pes();
         if s.procs == 0 {
             return Err("a job needs at least 1 PE (-n)".into());
@@ -1394,7 +1428,6 @@ impl Core {
         if let Some(l) = s.time_limit_us {
             check_time_limit(Dur::from_micros(l))?;
         }
-        let id = JobId(self.next_job);
         let side = Side {
             name: s.name.unwrap_or_else(|| {
                 std::path::Path::new(&s.cmd[0])
@@ -1421,20 +1454,35 @@ impl Core {
             record_bytes: 0,
             runs_on: BTreeSet::new(),
         };
-        let req = request_of(&id, now, s.procs, &side);
-        let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
-        self.next_job += 1;
-        self.side.push(side);
-        self.live.insert(i);
-        self.mark(i);
-        if self.side[i].has_conditions() {
-            // Out of the policy's sight until its conditions hold (`release_deferred`).
-            self.deferred.insert(i);
-            return Ok(id);
+        Ok((request_of(&id, now, s.procs, &side), side))
+    }
+
+    /// Adds the jobs of a submission ([`Core::new_jobs`]) to the queue, or holds them back
+    /// while their conditions do not hold; returns the first id.
+    pub(super) fn add_jobs(&mut self, jobs: Vec<(JobRequest, Side)>) -> Option<JobId> {
+        let first = jobs.first().map(|(req, _)| req.id);
+        for (req, side) in jobs {
+            let i = match self.ledger.add(req.clone()) {
+                Ok(i) => i,
+                // Ids come from `next_job` alone: a duplicate is a bug, refused by the ledger.
+                Err(e) => {
+                    self.log(format!("mm: job {} not added: {e}", req.id));
+                    continue;
+                }
+            };
+            self.next_job = self.next_job.max(req.id.0 + 1);
+            self.side.push(side);
+            self.live.insert(i);
+            self.mark(i);
+            if self.side[i].has_conditions() {
+                // Out of the policy's sight until its conditions hold (`release_deferred`).
+                self.deferred.insert(i);
+                continue;
+            }
+            self.ledger.submit(i, req.submit);
+            self.instant.submitted.push(Event::Submitted(req));
         }
-        self.ledger.submit(i, now);
-        self.instant.submitted.push(Event::Submitted(req));
-        Ok(id)
+        first
     }
 
     /// A user's cancel: the job ends now, its processes are killed.
@@ -1575,13 +1623,7 @@ impl Core {
     pub(super) fn shutdown(&mut self, now: Time) {
         let live: Vec<Ix> = self.live.iter().copied().collect();
         for i in live {
-            self.finish(
-                now,
-                i,
-                Outcome::Cancelled,
-                None,
-                Some("the cluster was shut down".into()),
-            );
+            self.finish(now, i, Outcome::Cancelled, None, Some(SHUT_DOWN.into()));
         }
         self.flush_switch();
         self.push(Effect::Broadcast(ToNode::Shutdown));

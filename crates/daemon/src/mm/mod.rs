@@ -8,11 +8,14 @@
 //! - [`nodes`]: node membership, heartbeats and failure detection, registration reconciliation.
 //! - [`deferral`]: dependencies, begin times and array throttles, before the policy sees a job.
 //! - [`requests`]: client requests.
+//! - [`changes`]: a client's change takes effect only once its records are durable.
 //! - [`forecast`]: `queue --forecast`: a copy of the policy run forward from the live jobs.
 //! - [`view`]: what clients see (job records, status).
 //! - [`dashboard`]: what the web dashboard sees (read directly, never a request).
 //! - [`bcast`]: the sender's side of a file broadcast (pacing chunks by COMPARE-AND-WRITE).
 //! - [`shell`]: tokio, the storm tree, SQLite and the system clock around the core.
+//! - [`store`]: the shell's writes to the database, kept and retried while the disk refuses.
+//! - [`replays`]: replayed requests refused, also across a restart.
 //!
 //! Decisions are carried out down the tree: Start/Place → launch (Place launches stopped),
 //! Suspend/Preempt → SIGSTOP, Resume → SIGCONT, Kill/Reject → the job ends at once and its
@@ -20,13 +23,16 @@
 //! of one step travel as one multi-context-switch message.
 
 pub mod bcast;
+pub mod changes;
 pub mod core;
 pub mod dashboard;
 pub mod deferral;
 pub mod forecast;
 pub mod nodes;
+pub mod replays;
 pub mod requests;
 pub mod shell;
+pub mod store;
 pub mod view;
 
 use std::path::PathBuf;
@@ -34,6 +40,7 @@ use std::path::PathBuf;
 use cosched_core::Dur;
 use cosched_policy::PolicyOptions;
 use cosched_storm::Key;
+use cosched_storm::accept::Limits;
 
 pub use self::core::{DEFAULT_ESTIMATE, MAX_TIME_LIMIT, check_time_limit, parse_pes};
 pub use shell::{build_policy, run, run_blocking};
@@ -64,6 +71,9 @@ pub struct ManagerSettings {
     pub keep_jobs: Dur,
     /// The cap on a rank's output file those node managers enforce (`--output-cap`, bytes).
     pub output_cap: u64,
+    /// What a connection may do before its first frame (`--first-frame-timeout`,
+    /// `--max-pending-per-peer`, `--max-pending`; see `cosched_storm::accept`).
+    pub admission: Limits,
 }
 
 impl ManagerSettings {
@@ -79,6 +89,7 @@ impl ManagerSettings {
             kill_wait: DEFAULT_KILL_WAIT,
             keep_jobs: Dur::from_micros(crate::nm::DEFAULT_KEEP_JOBS.as_micros() as i64),
             output_cap: crate::nm::DEFAULT_OUTPUT_CAP,
+            admission: Limits::default(),
         }
     }
 }

@@ -4,6 +4,7 @@
 use cosched_core::{Dur, JobId, Time};
 use cosched_ledger::Ix;
 
+use super::changes::{Staged, Write};
 use super::core::{Core, Effect, ReqId};
 use crate::proto::*;
 
@@ -11,7 +12,15 @@ use crate::proto::*;
 const OUTPUT_TIMEOUT: Dur = Dur::from_secs(5);
 
 impl Core {
-    pub(super) fn request(&mut self, now: Time, req: ReqId, request: Request, caller: Caller) {
+    /// Answers a read; checks and stages a change, whose records it returns (see
+    /// [`super::changes`]).
+    pub(super) fn request(
+        &mut self,
+        now: Time,
+        req: ReqId,
+        request: Request,
+        caller: Caller,
+    ) -> Option<Write> {
         let unknown = |id: JobId| {
             Response::Error(format!(
                 "unknown job id {id}; `cosched queue --all` lists the jobs"
@@ -26,21 +35,8 @@ impl Core {
         let resp = match request {
             Request::Submit(s) => {
                 let hold = s.hold;
-                let tasks = s.sched.array.as_ref().map_or(1, |a| a.indices.len() as u64);
-                match self.submit(now, *s, caller) {
-                    Ok(id) => {
-                        if hold {
-                            // Held in the instant of its submission: the policy, which
-                            // decides once the instant's events are in, never starts it.
-                            // An array's tasks have the ids after the first.
-                            for k in 0..tasks {
-                                if let Some(i) = self.ledger.find(JobId(id.0 + k)) {
-                                    self.set_held(now, i, true);
-                                }
-                            }
-                        }
-                        Response::Submitted(id)
-                    }
+                match self.new_jobs(now, *s, caller) {
+                    Ok(jobs) => return Some(self.stage(now, req, Staged::Submit(jobs, hold))),
                     Err(why) => Response::Error(why),
                 }
             }
@@ -54,7 +50,7 @@ impl Core {
                             from_db,
                             listing: q.ids.is_empty(),
                         });
-                        return;
+                        return None;
                     }
                     page => page,
                 }
@@ -63,10 +59,7 @@ impl Core {
                 None => unknown(id),
                 Some(i) if !self.may_act(caller, i) => self.denied(i),
                 Some(i) if !self.live.contains(&i) => ended(id, &self.job_info(i, now)),
-                Some(i) => {
-                    self.cancel(now, i, "cancelled by a user");
-                    Response::Done
-                }
+                Some(i) => return Some(self.stage(now, req, Staged::Cancel(i))),
             },
             Request::Suspend(id) | Request::Resume(id) => {
                 let hold = matches!(request, Request::Suspend(_));
@@ -74,41 +67,30 @@ impl Core {
                     None => unknown(id),
                     Some(i) if !self.may_act(caller, i) => self.denied(i),
                     Some(i) if !self.live.contains(&i) => ended(id, &self.job_info(i, now)),
-                    Some(i) => {
-                        if self.ledger.entry(i).held() != hold {
-                            self.set_held(now, i, hold);
-                        }
-                        Response::Done
-                    }
+                    Some(i) if self.ledger.entry(i).held() == hold => Response::Done,
+                    Some(i) => return Some(self.stage(now, req, Staged::Hold(i, hold))),
                 }
             }
             Request::Status => Response::Status(self.status()),
             Request::Output { job, rank, tail } => {
-                match self.output(now, req, job, rank, tail, caller) {
-                    Some(resp) => resp,
-                    None => return,
-                }
+                // `None`: answered when the node replies (and there is nothing to write).
+                self.output(now, req, job, rank, tail, caller)?
             }
             Request::Shutdown if !caller.admin => Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) may shut it down",
                 crate::util::user_name(crate::util::euid())
             )),
-            Request::Shutdown => {
-                self.shutdown(now);
-                Response::Done
-            }
+            Request::Shutdown => return Some(self.stage(now, req, Staged::Shutdown)),
             Request::Forecast => match self.forecast(now) {
                 Ok(f) => Response::Forecast(f),
                 Err(why) => Response::Error(why),
             },
-            Request::Monitor { node } => match self.fetch_monitor(now, req, &node) {
-                Some(resp) => resp,
-                None => return,
-            },
+            Request::Monitor { node } => self.fetch_monitor(now, req, &node)?,
             // The shell serves broadcasts (super::bcast); none reaches the core.
             Request::Bcast(_) => Response::Error("a broadcast is served by the shell".into()),
         };
         self.push(Effect::Reply { req, resp });
+        None
     }
 
     /// One page of the jobs `q` selects (issue 10, finding 7): at most `q.limit` records
