@@ -605,6 +605,8 @@ fn issue_30_finding_8_a_frame_captured_before_a_restart_is_refused_after_it() {
         user: None,
         io: Default::default(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }));
     // The frame as it travelled: what someone on the network could record.
     let frame = key.seal(&Hello::Client(Stamp::now(), submit));

@@ -550,6 +550,23 @@ pub struct SubmitRequest {
     /// Dependencies, begin time, array (`--dependency`, `--begin`, `--array`).
     #[serde(default)]
     pub sched: Schedule,
+    /// How the tasks are to be spread over nodes (`-N`, `--ntasks-per-node`), when asked.
+    #[serde(default)]
+    pub layout: Option<NodeLayout>,
+    /// Submit held (`--hold`): held in the same instant as the submission, so the policy
+    /// never starts it before a release.
+    #[serde(default)]
+    pub hold: bool,
+}
+
+/// A job's tasks spread over nodes, as Slurm's `-N N --ntasks-per-node M` asks: on exactly
+/// `nodes` nodes, `tasks_per_node` on each when given. The machine manager receives it but
+/// its policies do not honour it yet: they place a job's tasks on any free PEs (sbatch says
+/// so in a warning; docs/slurm.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeLayout {
+    pub nodes: u32,
+    pub tasks_per_node: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

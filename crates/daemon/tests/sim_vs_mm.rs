@@ -278,6 +278,8 @@ fn run_mm(
                 user: None,
                 io: Default::default(),
                 sched: Default::default(),
+                layout: None,
+                hold: false,
             }));
             core.on_unstored(
                 now,

@@ -269,7 +269,7 @@ pub fn batch_script(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(script) = cosched::cmd::batch::parse_script("fuzz.sh", text) {
+    if let Ok(script) = cosched::cmd::batch::parse_script("fuzz.sh", text, false) {
         let _ = script.opts.ranks();
         let _ = script.opts.schedule();
     }
@@ -299,6 +299,8 @@ pub mod seeds {
             user: Some(1000),
             io: JobIo::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         }))
     }
 

@@ -1314,15 +1314,22 @@ fn many(a: &IdsArgs, req: fn(JobId) -> Request, done: &str) -> anyhow::Result<i3
 }
 
 /// The submission of a command, or of a batch script with its directives (the command
-/// line's options win over them).
+/// line's options win over them). The warnings of Slurm options cosched ignores go to
+/// stderr; `COSCHED_SLURM_STRICT=1` refuses them instead.
 pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Result<SubmitRequest> {
     let mut opts = cli;
     let mut default_name = None;
     if let Some(first) = cmd.first().cloned()
         && batch::is_script(std::path::Path::new(&first))
     {
+        let strict = cosched_slurm::options::strict_from_env(
+            std::env::var("COSCHED_SLURM_STRICT").ok().as_deref(),
+        );
         let script =
-            batch::read_script(std::path::Path::new(&first)).map_err(anyhow::Error::msg)?;
+            batch::read_script(std::path::Path::new(&first), strict).map_err(anyhow::Error::msg)?;
+        for w in &script.slurm.warnings {
+            eprintln!("{w}");
+        }
         opts = opts.or(script.opts);
         let path = std::fs::canonicalize(&first).with_context(|| format!("finding {first}"))?;
         default_name = path.file_name().map(|f| f.to_string_lossy().into_owned());
@@ -1332,6 +1339,16 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
         full.extend(cmd.drain(1..));
         cmd = full;
     }
+    request_of(&opts, cmd, default_name)
+}
+
+/// The submission of `cmd` with `opts` (a script already resolved into its interpreter and
+/// path); `default_name` names the job when `opts` do not.
+pub(super) fn request_of(
+    opts: &JobOpts,
+    cmd: Vec<String>,
+    default_name: Option<String>,
+) -> anyhow::Result<SubmitRequest> {
     let procs = opts.ranks().map_err(anyhow::Error::msg)?;
     let export = opts.export.clone().unwrap_or_else(|| "ALL".into());
     let mut env =
@@ -1339,15 +1356,17 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
     if opts.monitor {
         preload_shim(&mut env)?;
     }
+    let cwd = match &opts.chdir {
+        Some(d) => std::env::current_dir().unwrap_or_default().join(d),
+        None => std::env::current_dir().unwrap_or_default(),
+    };
     Ok(SubmitRequest {
         procs,
         time_limit_us: opts.time.map(|d| d.as_micros()),
         class: opts.class.clone(),
         name: opts.name.clone().or(default_name),
         cmd,
-        cwd: std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default(),
+        cwd: cwd.display().to_string(),
         user: Some(current_uid()),
         io: JobIo {
             env: Some(env),
@@ -1356,6 +1375,8 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
             array: None,
         },
         sched: opts.schedule(),
+        layout: opts.layout(),
+        hold: opts.hold,
     })
 }
 

@@ -156,6 +156,8 @@ fn run_cluster() -> anyhow::Result<ClusterRun> {
                 user: None,
                 io: Default::default(),
                 sched: Default::default(),
+                layout: None,
+                hold: false,
             })?);
         }
         // Catch the matrix while the first three jobs share the PEs.

@@ -33,10 +33,13 @@ impl Core {
             ))
         };
         let resp = match request {
-            Request::Submit(s) => match self.new_jobs(now, *s, caller) {
-                Ok(jobs) => return Some(self.stage(now, req, Staged::Submit(jobs))),
-                Err(why) => Response::Error(why),
-            },
+            Request::Submit(s) => {
+                let hold = s.hold;
+                match self.new_jobs(now, *s, caller) {
+                    Ok(jobs) => return Some(self.stage(now, req, Staged::Submit(jobs, hold))),
+                    Err(why) => Response::Error(why),
+                }
+            }
             Request::Jobs(q) => {
                 let (page, from_db) = self.jobs_page(&q, now);
                 match page {

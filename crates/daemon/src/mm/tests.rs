@@ -108,6 +108,8 @@ fn submit(c: &mut Core, now: Time, procs: u32) {
         user: None,
         io: Default::default(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }));
     c.on_unstored(
         now,
@@ -575,6 +577,8 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
             user: None,
             io: Default::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         }));
         c.on_unstored(
             t(1),
@@ -706,6 +710,8 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         user: None,
         io: io.clone(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }));
     c.on_unstored(
         t(1),
@@ -781,8 +787,9 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
     assert_eq!(var("COSCHED_TASKS_PER_NODE").as_deref(), Some("1"));
 }
 
-fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
-    let request = Request::Submit(Box::new(SubmitRequest {
+/// A submission of `procs` PEs with start conditions `sched`, unlimited.
+fn sched_request(procs: u32, sched: Schedule) -> SubmitRequest {
+    SubmitRequest {
         procs,
         time_limit_us: None,
         class: None,
@@ -792,7 +799,13 @@ fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
         user: None,
         io: Default::default(),
         sched,
-    }));
+        layout: None,
+        hold: false,
+    }
+}
+
+fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
+    let request = Request::Submit(Box::new(sched_request(procs, sched)));
     c.on_unstored(
         now,
         Input::Client {
@@ -1051,6 +1064,8 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
             user,
             io: Default::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         }))
     };
     // A claim to be someone else is refused to a user...
@@ -2145,6 +2160,8 @@ fn one_pe_job() -> Request {
         user: None,
         io: Default::default(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }))
 }
 
@@ -2265,4 +2282,70 @@ fn issue_30_what_a_change_writes_first_is_what_a_restart_finds() {
     let (jobs, resp) = change(&mut c, t(11), 6, one_pe_job(), Ok(()));
     assert!(matches!(resp, Response::Submitted(JobId(4))), "{resp:?}");
     assert_eq!(jobs[0].id(), JobId(4));
+}
+
+/// `sbatch --hold` on an idle machine: the hold comes with the submission and takes effect
+/// in the same instant, so the policy never starts the job (nor any task of an array) before
+/// a release; the records written for the submission say it is held, so a restart keeps it.
+#[test]
+fn a_job_submitted_held_never_starts_before_its_release() {
+    let fcfs = super::build_policy("fcfs", 1, 4, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 4);
+    let array = Schedule {
+        array: Some(ArraySpec {
+            indices: vec![1, 2],
+            throttle: None,
+        }),
+        ..Default::default()
+    };
+    let request = Request::Submit(Box::new(SubmitRequest {
+        hold: true,
+        ..sched_request(1, array)
+    }));
+    let client = Input::Client {
+        req: 1,
+        request,
+        caller: Caller::ROOT,
+    };
+    let w = c.on(t(1), client).expect("a submission is written first");
+    assert_eq!(w.jobs.len(), 2);
+    assert!(w.jobs.iter().all(|r| r.held), "{:?}", w.jobs);
+    let written = Input::Written {
+        req: w.req,
+        result: Ok(()),
+    };
+    c.on(t(1), written);
+    let fx = c.step(t(1));
+    assert!(
+        fx.iter().any(|e| matches!(
+            e,
+            Effect::Reply {
+                resp: Response::Submitted(JobId(1)),
+                ..
+            }
+        )),
+        "answered with the first id"
+    );
+    assert!(launched(&fx).is_empty(), "a held job started");
+    assert!(
+        launched(&c.step(t(5))).is_empty(),
+        "a held job started later"
+    );
+    // Released (each release durable, then carried out), both start at the next decision.
+    let mut started = Vec::new();
+    for id in [1, 2] {
+        let release = Input::Client {
+            req: 2,
+            request: Request::Resume(JobId(id)),
+            caller: Caller::ROOT,
+        };
+        let w = c.on(t(6), release).expect("a release is written first");
+        let written = Input::Written {
+            req: w.req,
+            result: Ok(()),
+        };
+        c.on(t(6), written);
+        started.extend(launched(&c.step(t(6))));
+    }
+    assert_eq!(started, [JobId(1), JobId(2)]);
 }
