@@ -38,7 +38,10 @@ fn case(seed: u64) -> (MachineShape, PolicyConfig, Vec<SimJob>, EngineOptions) {
         toml += &format!("large_limit = {}\n", 1 + r.below(u64::from(pes)));
     }
     if r.below(2) == 0 {
-        toml += &format!("system_limit = {}\n", u64::from(pes) / 2 + r.below(2 * u64::from(pes)));
+        toml += &format!(
+            "system_limit = {}\n",
+            u64::from(pes) / 2 + r.below(2 * u64::from(pes))
+        );
     }
     toml += "[queues]\n0 = \"interactive\"\n1 = \"debug\"\n2 = \"production\"\n";
     toml += "3 = \"benchmark\"\n4 = \"standby\"\n5 = \"bulk\"\n";
@@ -52,10 +55,7 @@ fn case(seed: u64) -> (MachineShape, PolicyConfig, Vec<SimJob>, EngineOptions) {
         r.below(2000),
         r.below(5)
     );
-    toml += &format!(
-        "[classes.standby]\nwait = \"{}s\"\n",
-        r.below(4000)
-    );
+    toml += &format!("[classes.standby]\nwait = \"{}s\"\n", r.below(4000));
     if r.below(2) == 0 {
         toml += "[night]\nlarge_limit = 8\n";
     }
@@ -105,5 +105,8 @@ fn t3d_passes_skip_only_jobs_that_would_do_nothing() {
         started += r.records.iter().filter(|x| x.start.is_some()).count();
     }
     // The runs must preempt and start plenty, or the check saw little.
-    assert!(preempted > 200 && started > 5000, "{preempted} preemptions, {started} starts");
+    assert!(
+        preempted > 200 && started > 5000,
+        "{preempted} preemptions, {started} starts"
+    );
 }

@@ -77,12 +77,7 @@ impl Lane {
     /// The first job, in key order, after `after` (from the start if `None`) and waiting
     /// since no later than `until` (if given), whose width is at most `bound`: its key and
     /// tag.
-    pub fn first(
-        &self,
-        after: Option<Key>,
-        until: Option<Time>,
-        bound: u32,
-    ) -> Option<(Key, u64)> {
+    pub fn first(&self, after: Option<Key>, until: Option<Time>, bound: u32) -> Option<(Key, u64)> {
         // The root holds the narrowest job of the lane.
         if self.slot.is_empty() || self.tree[1] > bound {
             return None;
@@ -224,9 +219,7 @@ mod tests {
             let until = (rnd(3) != 0).then_some(until);
             let want = plain
                 .iter()
-                .filter(|&&(k, _, _)| {
-                    after.is_none_or(|a| k > a) && until.is_none_or(|u| k.0 <= u)
-                })
+                .filter(|&&(k, _, _)| after.is_none_or(|a| k > a) && until.is_none_or(|u| k.0 <= u))
                 .find(|&&(_, w, _)| w <= bound)
                 .map(|&(k, _, tag)| (k, tag));
             let got = lane.first(after, until, bound);

@@ -32,7 +32,15 @@ impl Protection {
 
     /// Job `id` of `class` started at `now` (its `starts`-th start, a count that never
     /// repeats) and is protected until `end`.
-    pub fn start(&mut self, id: JobId, class: usize, procs: u32, end: Time, starts: u64, now: Time) {
+    pub fn start(
+        &mut self,
+        id: JobId,
+        class: usize,
+        procs: u32,
+        end: Time,
+        starts: u64,
+        now: Time,
+    ) {
         self.started.insert(id, (starts, class, procs));
         if end <= now {
             self.over.insert(id, (class, procs));
