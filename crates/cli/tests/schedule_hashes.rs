@@ -209,6 +209,12 @@ const SLICED_WHOLE_TRACE_CASES: &[(&str, &str, &str, &str)] = &[
         "0e39a1d0a58dfb48b9226cd885b7e08cc8a0dae9f691150293345093d0e1b890",
     ),
     (
+        "scojo-pect-sdsc-blue-whole",
+        BLUE,
+        "sim --trace {trace} --policy scojo-pect",
+        "2a113a7fe74faa06f361fc9f765acee8f0b0a7d8b7e0e59828db3ebade5937c0",
+    ),
+    (
         "glomarc-kth-whole",
         KTH,
         "sim --trace {trace} --policy glomarc",
@@ -233,10 +239,22 @@ const SLICED_WHOLE_TRACE_CASES: &[(&str, &str, &str, &str)] = &[
         "8caa2c689d62332df85073eaae5917f0077de9c3612ed3566b91acb343ac631c",
     ),
     (
+        "glomarc-cst-hpc2n-whole",
+        HPC2N,
+        "sim --trace {trace} --policy glomarc --opt variant=cst",
+        "ea4e1cd469c1457c158040eeb22a903de248398f19b9d7d5f74a163b182d08a3",
+    ),
+    (
         "glomarc-cstws-kth-whole",
         KTH,
         "sim --trace {trace} --policy glomarc --opt variant=cstws",
         "2d3e606c5b42496b44f760b5c3026f8e9d0642d08ba1711c3cc97042fd1109c8",
+    ),
+    (
+        "glomarc-cstws-hpc2n-whole",
+        HPC2N,
+        "sim --trace {trace} --policy glomarc --opt variant=cstws",
+        "cd18bc117dc771de3093d903ed9a34baebb37b0f29b66eab9cea189952400e45",
     ),
     (
         "glomarc-fbo-kth-whole",
