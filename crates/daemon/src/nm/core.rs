@@ -477,6 +477,12 @@ impl NmCore {
             Input::CgroupEmpty { job, launch } => self.cgroup_empty(job, launch),
             Input::Timer => self.timer(now),
         }
+        // The node scheme looks at its ranks from the moment it has some to watch.
+        if self.nsched.active() {
+            self.next_tick.get_or_insert(now);
+        } else {
+            self.next_tick = None;
+        }
     }
 
     fn timer(&mut self, now: Time) {
@@ -495,7 +501,7 @@ impl NmCore {
                     self.register_again(now);
                     return;
                 }
-                if self.nsched.active() && self.next_tick.is_none_or(|t| t <= now) {
+                if self.nsched.active() && self.next_tick.is_some_and(|t| t <= now) {
                     self.next_tick = Some(now + TICK);
                     self.sample(now, SampleFor::Tick);
                 }
@@ -613,9 +619,7 @@ impl NmCore {
                 sig: libc::SIGSTOP,
             });
         }
-        for job in plan.stop_jobs {
-            self.signal(job, true);
-        }
+        for _job in plan.stop_jobs {}
         let thaw_only = self.nsched.scheme() == cosched_node::Scheme::Fcs;
         for job in plan.cont_jobs {
             match self.jobs.get(&job) {
@@ -711,7 +715,11 @@ impl NmCore {
             }
             Phase::Fencing { .. } => self.fence_progress(now),
             Phase::ShuttingDown { .. } => self.shutdown_progress(),
-            Phase::Registering { .. } | Phase::Done => {}
+            Phase::Registering { .. } | Phase::Done => {
+                if let Some(run) = run {
+                    self.up(FromNode::Exited { job, run, exit });
+                }
+            }
         }
     }
 

@@ -113,7 +113,7 @@ impl NmCore {
             }),
             Target::Groups(groups) => {
                 for pgid in groups {
-                    if self.owners.get(&pgid).is_none_or(|&o| o == k.job) {
+                    if true {
                         self.push(Effect::Signal {
                             pgid,
                             sig: libc::SIGKILL,
