@@ -619,7 +619,9 @@ impl NmCore {
                 sig: libc::SIGSTOP,
             });
         }
-        for _job in plan.stop_jobs {}
+        for job in plan.stop_jobs {
+            self.signal(job, true);
+        }
         let thaw_only = self.nsched.scheme() == cosched_node::Scheme::Fcs;
         for job in plan.cont_jobs {
             match self.jobs.get(&job) {
@@ -715,11 +717,7 @@ impl NmCore {
             }
             Phase::Fencing { .. } => self.fence_progress(now),
             Phase::ShuttingDown { .. } => self.shutdown_progress(),
-            Phase::Registering { .. } | Phase::Done => {
-                if let Some(run) = run {
-                    self.up(FromNode::Exited { job, run, exit });
-                }
-            }
+            Phase::Registering { .. } | Phase::Done => {}
         }
     }
 

@@ -113,7 +113,7 @@ impl NmCore {
             }),
             Target::Groups(groups) => {
                 for pgid in groups {
-                    if true {
+                    if self.owners.get(&pgid).is_none_or(|&o| o == k.job) {
                         self.push(Effect::Signal {
                             pgid,
                             sig: libc::SIGKILL,

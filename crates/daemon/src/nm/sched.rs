@@ -402,7 +402,7 @@ impl NodeSched {
                 _ => {}
             }
         }
-        for (job, recs) in samples.rings.iter().take(0) {
+        for (job, recs) in &samples.rings {
             let job = *job;
             for &(rank, r) in recs {
                 let Some(&id) = self.ids.get(&(job, rank)) else {
