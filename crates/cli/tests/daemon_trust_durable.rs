@@ -258,7 +258,7 @@ fn issue_30_finding_4_a_full_disk_refuses_changes_by_name_and_loses_no_acknowled
     let addr = c.state.addr().unwrap();
     signal(&mm, "KILL");
     c.reap();
-    c.restart_mm_heartbeat(&addr, 1, 4, "400ms", &[]);
+    c.restart_mm(&addr);
     let j = c.until(30, "the restarted machine manager's answer", || {
         let out = c.run(&["acct", "--json"]);
         out.status.success().then(|| jobs(&c))
@@ -573,7 +573,7 @@ fn issue_30_finding_5_idle_peers_without_the_key_delay_no_submission_and_no_regi
     let mm = c.pid(c.state.mm_pid_file());
     signal(&mm, "KILL");
     std::thread::sleep(Duration::from_millis(300));
-    c.restart_mm_heartbeat(&addr, 2, 1, "400ms", &[]);
+    c.restart_mm(&addr);
     c.until(30, "both nodes back under the flood", || {
         (c.nodes_up() == 2).then_some(())
     });
@@ -605,6 +605,8 @@ fn issue_30_finding_8_a_frame_captured_before_a_restart_is_refused_after_it() {
         user: None,
         io: Default::default(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }));
     // The frame as it travelled: what someone on the network could record.
     let frame = key.seal(&Hello::Client(Stamp::now(), submit));
@@ -623,7 +625,7 @@ fn issue_30_finding_8_a_frame_captured_before_a_restart_is_refused_after_it() {
     let mm = c.pid(c.state.mm_pid_file());
     signal(&mm, "KILL");
     c.reap();
-    c.restart_mm_heartbeat(&addr, 1, 1, "200ms", &[]);
+    c.restart_mm(&addr);
     let answer = until(30, "the restarted machine manager's answer", || {
         send(&frame)
     });
@@ -660,6 +662,12 @@ fn issue_30_finding_8_a_requeued_job_on_a_restarted_node_manager_gets_a_new_cgro
             "--requeue",
             "--heartbeat",
             "200ms",
+            // The killed node manager's node is declared down after 2 s; its job waits
+            // another 2 s for it to come back (fencing), then goes back to the queue.
+            "--suspect-after",
+            "1s",
+            "--down-after",
+            "2s",
         ],
     );
     let marks = c.dir.join("marks");

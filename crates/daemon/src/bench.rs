@@ -49,6 +49,8 @@ fn submit(procs: u32, cmd: Vec<String>) -> SubmitRequest {
         user: None,
         io: Default::default(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }
 }
 

@@ -231,6 +231,8 @@ impl Client {
             user: None,
             io: Default::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         })
     }
 

@@ -115,8 +115,9 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             ),
         });
     }
-    // A bad policy, option or policy file is refused here with the policy's own message,
-    // rather than in the log of a background process.
+    // A bad policy, option, policy file or liveness setting is refused here with its own
+    // message, rather than in the log of a background process.
+    o.settings.check().map_err(DaemonError::Config)?;
     crate::mm::build_policy(
         &o.settings.policy,
         o.settings.nodes,
@@ -142,6 +143,10 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         o.settings.fanout.to_string(),
         "--heartbeat".into(),
         o.settings.heartbeat.to_string(),
+        "--suspect-after".into(),
+        o.settings.suspect_after.to_string(),
+        "--down-after".into(),
+        o.settings.down_after.to_string(),
         "--kill-wait".into(),
         o.settings.kill_wait.to_string(),
         "--keep-jobs".into(),

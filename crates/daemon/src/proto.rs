@@ -94,15 +94,26 @@ pub struct RankExit {
     pub error: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RegisterReply {
     Accepted {
         node: NodeId,
         heartbeat_us: i64,
+        /// The machine manager takes a node silent this long for not responding
+        /// (`--suspect-after`); a node that hears nothing for as long registers again.
+        suspect_after_us: i64,
         /// How long a killed job's processes get between SIGTERM and SIGKILL (`--kill-wait`).
         kill_wait_us: i64,
         /// Jobs the machine manager no longer runs: kill and forget them.
         drop_jobs: Vec<JobId>,
+    },
+    /// The node was declared down while it ran these jobs, which have since ended or been
+    /// requeued (it was fenced): it kills them, waits until their ranks have exited, and
+    /// registers again; no work is given to it before.
+    Fence {
+        jobs: Vec<JobId>,
+        /// Between SIGTERM and SIGKILL (`--kill-wait`).
+        kill_wait_us: i64,
     },
     Rejected(String),
 }
@@ -539,6 +550,23 @@ pub struct SubmitRequest {
     /// Dependencies, begin time, array (`--dependency`, `--begin`, `--array`).
     #[serde(default)]
     pub sched: Schedule,
+    /// How the tasks are to be spread over nodes (`-N`, `--ntasks-per-node`), when asked.
+    #[serde(default)]
+    pub layout: Option<NodeLayout>,
+    /// Submit held (`--hold`): held in the same instant as the submission, so the policy
+    /// never starts it before a release.
+    #[serde(default)]
+    pub hold: bool,
+}
+
+/// A job's tasks spread over nodes, as Slurm's `-N N --ntasks-per-node M` asks: on exactly
+/// `nodes` nodes, `tasks_per_node` on each when given. The machine manager receives it but
+/// its policies do not honour it yet: they place a job's tasks on any free PEs (sbatch says
+/// so in a warning; docs/slurm.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeLayout {
+    pub nodes: u32,
+    pub tasks_per_node: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -684,8 +712,9 @@ impl JobInfo {
 pub struct NodeInfo {
     pub id: NodeId,
     pub name: String,
-    /// `up`, `joining` (registered, not yet back in the tree: nothing is sent to it) or
-    /// `down`.
+    /// `up`, `not_responding` (silent for `--suspect-after`: nothing new starts there, its
+    /// jobs keep running), `joining` (registered, not yet back in the tree: nothing is sent
+    /// to it) or `down`.
     pub state: String,
     pub addr: String,
     pub pes: u32,

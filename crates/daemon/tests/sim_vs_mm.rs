@@ -194,7 +194,10 @@ fn run_mm(
         pes: PES,
         fanout: 8,
         heartbeat: HEARTBEAT,
-        dead_after: DEAD_AFTER,
+        // Not responding and down at the same heartbeat: the simulator's node goes down
+        // (for the policy and its jobs) in one instant.
+        suspect_after: DEAD_AFTER,
+        down_after: DEAD_AFTER,
         requeue: false,
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: false,
@@ -275,6 +278,8 @@ fn run_mm(
                 user: None,
                 io: Default::default(),
                 sched: Default::default(),
+                layout: None,
+                hold: false,
             }));
             core.on_unstored(
                 now,

@@ -193,9 +193,19 @@ pub struct ManagerArgs {
     /// Fan-out of the tree of node managers
     #[arg(long, default_value_t = 8)]
     fanout: u32,
-    /// Liveness heartbeat period; a node silent for 5 periods is marked down
+    /// Period of the heartbeat down the tree: the liveness probe and the gang strobe the
+    /// node managers switch from
     #[arg(long, default_value = "200ms")]
     heartbeat: Dur,
+    /// A node silent this long is not responding: nothing new starts there, its jobs keep
+    /// running, and it is up again as soon as it answers
+    #[arg(long, default_value = "10s")]
+    suspect_after: Dur,
+    /// A node silent this long is declared down (as Slurm's SlurmdTimeout): its jobs end
+    /// node_failed, or start again with --requeue once their processes are known gone.
+    /// STORM's sub-second detection: --heartbeat 100ms --suspect-after 300ms --down-after 500ms
+    #[arg(long, default_value = "5m")]
+    down_after: Dur,
     /// Requeue jobs lost with a failed node instead of failing them
     #[arg(long)]
     requeue: bool,
@@ -235,6 +245,8 @@ impl ManagerArgs {
             policy: self.policy,
             fanout: self.fanout.max(1),
             heartbeat: self.heartbeat.max(Dur::from_millis(1)),
+            suspect_after: self.suspect_after,
+            down_after: self.down_after,
             requeue: self.requeue,
             kill_wait: self
                 .kill_wait
@@ -714,7 +726,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, a.nodes, a.pes);
             cfg.listen = a.listen;
             cfg.settings = a.manager.settings(a.nodes, a.pes);
-            cfg.dead_after = cfg.settings.heartbeat * 5;
+            cfg.settings.check().map_err(anyhow::Error::msg)?;
             cfg.http = a.http;
             dir.write_pid(&dir.mm_pid_file(), std::process::id() as i32)?;
             mm::run_blocking(cfg)?;
@@ -1302,15 +1314,22 @@ fn many(a: &IdsArgs, req: fn(JobId) -> Request, done: &str) -> anyhow::Result<i3
 }
 
 /// The submission of a command, or of a batch script with its directives (the command
-/// line's options win over them).
+/// line's options win over them). The warnings of Slurm options cosched ignores go to
+/// stderr; `COSCHED_SLURM_STRICT=1` refuses them instead.
 pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Result<SubmitRequest> {
     let mut opts = cli;
     let mut default_name = None;
     if let Some(first) = cmd.first().cloned()
         && batch::is_script(std::path::Path::new(&first))
     {
+        let strict = cosched_slurm::options::strict_from_env(
+            std::env::var("COSCHED_SLURM_STRICT").ok().as_deref(),
+        );
         let script =
-            batch::read_script(std::path::Path::new(&first)).map_err(anyhow::Error::msg)?;
+            batch::read_script(std::path::Path::new(&first), strict).map_err(anyhow::Error::msg)?;
+        for w in &script.slurm.warnings {
+            eprintln!("{w}");
+        }
         opts = opts.or(script.opts);
         let path = std::fs::canonicalize(&first).with_context(|| format!("finding {first}"))?;
         default_name = path.file_name().map(|f| f.to_string_lossy().into_owned());
@@ -1320,6 +1339,16 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
         full.extend(cmd.drain(1..));
         cmd = full;
     }
+    request_of(&opts, cmd, default_name)
+}
+
+/// The submission of `cmd` with `opts` (a script already resolved into its interpreter and
+/// path); `default_name` names the job when `opts` do not.
+pub(super) fn request_of(
+    opts: &JobOpts,
+    cmd: Vec<String>,
+    default_name: Option<String>,
+) -> anyhow::Result<SubmitRequest> {
     let procs = opts.ranks().map_err(anyhow::Error::msg)?;
     let export = opts.export.clone().unwrap_or_else(|| "ALL".into());
     let mut env =
@@ -1327,15 +1356,17 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
     if opts.monitor {
         preload_shim(&mut env)?;
     }
+    let cwd = match &opts.chdir {
+        Some(d) => std::env::current_dir().unwrap_or_default().join(d),
+        None => std::env::current_dir().unwrap_or_default(),
+    };
     Ok(SubmitRequest {
         procs,
         time_limit_us: opts.time.map(|d| d.as_micros()),
         class: opts.class.clone(),
         name: opts.name.clone().or(default_name),
         cmd,
-        cwd: std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default(),
+        cwd: cwd.display().to_string(),
         user: Some(current_uid()),
         io: JobIo {
             env: Some(env),
@@ -1344,6 +1375,8 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
             array: None,
         },
         sched: opts.schedule(),
+        layout: opts.layout(),
+        hold: opts.hold,
     })
 }
 

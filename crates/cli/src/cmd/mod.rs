@@ -14,6 +14,7 @@ pub mod memory;
 pub mod policy_args;
 pub mod replay;
 pub mod sim;
+pub mod slurm;
 pub mod time_limit;
 pub mod top;
 pub mod workload;

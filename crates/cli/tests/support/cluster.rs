@@ -1,6 +1,7 @@
 //! A loopback cluster for the tests that kill and restart its daemons (containment, chaos):
 //! brought up with `cluster up` in a scratch state directory, its MM and NMs restarted as
-//! docs/daemons.md documents, everything torn down on drop even when a test fails.
+//! docs/daemons.md documents (the MM with the command line `cluster up` gave it), everything
+//! torn down on drop even when a test fails.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -18,6 +19,10 @@ pub struct Cluster {
     /// Daemons this test restarted itself (killed and reaped on drop).
     pub extra: std::sync::Mutex<Vec<Child>>,
 }
+
+/// Where [`Cluster::up_in`] keeps the machine manager's command line for
+/// [`Cluster::restart_mm`]: beside the state, in the test's own directory.
+const MM_ARGS: &str = "test-mm-args";
 
 impl Cluster {
     pub fn up(prefix: &str, name: &str, args: &[&str]) -> Cluster {
@@ -51,6 +56,9 @@ impl Cluster {
             "cluster up failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let mm = c.pid(c.state.mm_pid_file());
+        let cmdline = std::fs::read(format!("/proc/{mm}/cmdline")).unwrap();
+        std::fs::write(c.dir.join(MM_ARGS), cmdline).unwrap();
         c
     }
 
@@ -130,8 +138,24 @@ impl Cluster {
             .unwrap_or(0)
     }
 
+    /// The state `status` shows for node `name` (`up`, `not_responding`, `joining`,
+    /// `down`); `None` while the machine manager does not answer.
+    pub fn node_state(&self, name: &str) -> Option<String> {
+        let out = self.run(&["status", "--json"]);
+        if !out.status.success() {
+            return None;
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["nodes"]
+            .as_array()?
+            .iter()
+            .find(|n| n["name"] == name)
+            .and_then(|n| n["state"].as_str())
+            .map(str::to_string)
+    }
+
     pub fn pid(&self, file: PathBuf) -> String {
-        std::fs::read_to_string(file).unwrap().trim().to_string()
+        pid_in_file(&file)
     }
 
     pub fn mm_log(&self) -> String {
@@ -160,45 +184,18 @@ impl Cluster {
         self.extra.lock().unwrap().push(child);
     }
 
-    /// Restarts the machine manager on this state directory with `listen`.
-    pub fn restart_mm(&self, listen: &str, nodes: u32, pes: u32) {
-        self.restart_mm_with(listen, nodes, pes, &[]);
-    }
-
-    /// [`Cluster::restart_mm`] with more options (`--requeue`, `--kill-wait`, as `cluster up`
-    /// was given them).
-    pub fn restart_mm_with(&self, listen: &str, nodes: u32, pes: u32, more: &[&str]) {
-        self.restart_mm_heartbeat(listen, nodes, pes, "100ms", more);
-    }
-
-    /// [`Cluster::restart_mm_with`] with heartbeat period `heartbeat`.
-    pub fn restart_mm_heartbeat(
-        &self,
-        listen: &str,
-        nodes: u32,
-        pes: u32,
-        heartbeat: &str,
-        more: &[&str],
-    ) {
-        let mut args: Vec<String> = [
-            "mm",
-            "--listen",
-            listen,
-            "--nodes",
-            &nodes.to_string(),
-            "--pes",
-            &pes.to_string(),
-            "--heartbeat",
-            heartbeat,
-            "--state-dir",
-            self.dir.to_str().unwrap(),
-            "--key-file",
-            self.state.key_file().to_str().unwrap(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(more.iter().map(|s| s.to_string()));
+    /// Restarts the machine manager on this state directory with the command line `cluster
+    /// up` gave it, listening on `listen`.
+    pub fn restart_mm(&self, listen: &str) {
+        let cmdline = std::fs::read(self.dir.join(MM_ARGS)).expect("brought up by Cluster::up");
+        let mut args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .skip(1)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let at = args.iter().position(|a| a == "--listen").expect("--listen") + 1;
+        args[at] = listen.to_string();
         self.spawn(&args, self.state.mm_log());
         let pid = self.extra.lock().unwrap().last().unwrap().id();
         // As `cluster up` writes it: the pid and the process's start time.

@@ -38,8 +38,9 @@ pub struct Write {
 /// A change checked and waiting for its records to be durable.
 #[derive(Debug)]
 pub(super) enum Staged {
-    /// New jobs (an array's tasks in index order), as [`Core::new_jobs`] made them.
-    Submit(Vec<(JobRequest, Side)>),
+    /// New jobs (an array's tasks in index order), as [`Core::new_jobs`] made them, and
+    /// whether they are submitted held (`--hold`).
+    Submit(Vec<(JobRequest, Side)>, bool),
     Cancel(Ix),
     /// A hold (`true`, `cosched suspend`) or its release.
     Hold(Ix, bool),
@@ -55,14 +56,16 @@ impl Core {
     /// Stages `change`, asked by request `req` at `now`, and returns the records to write.
     pub(super) fn stage(&mut self, now: Time, req: ReqId, change: Staged) -> Write {
         let jobs = match &change {
-            Staged::Submit(jobs) => jobs
+            Staged::Submit(jobs, hold) => jobs
                 .iter()
                 .map(|(r, side)| {
                     let record = JobRecord::new(&JobSpec {
                         user: r.user,
                         ..JobSpec::new(r.id.0, r.submit, r.procs, cosched_core::Dur::ZERO)
                     });
-                    super::view::describe(side, record, JobState::Queued, 0)
+                    let mut info = super::view::describe(side, record, JobState::Queued, 0);
+                    info.held = *hold;
+                    info
                 })
                 .collect(),
             Staged::Cancel(i) => vec![self.ended_info(*i, now, CANCELLED_BY_USER)],
@@ -117,10 +120,24 @@ impl Core {
         let resp = match result {
             Err(why) => Response::Error(format!("{}: {why}", not_done(&change, self))),
             Ok(()) => match change {
-                Staged::Submit(jobs) => match self.add_jobs(jobs) {
-                    Some(first) => Response::Submitted(first),
-                    None => Response::Error("an empty submission".into()),
-                },
+                Staged::Submit(jobs, hold) => {
+                    let ids: Vec<JobId> = jobs.iter().map(|(r, _)| r.id).collect();
+                    match self.add_jobs(jobs) {
+                        Some(first) => {
+                            if hold {
+                                // Held in the instant of its submission: the policy, which
+                                // decides once the instant's events are in, never starts it.
+                                for id in ids {
+                                    if let Some(i) = self.ledger.find(id) {
+                                        self.set_held(now, i, true);
+                                    }
+                                }
+                            }
+                            Response::Submitted(first)
+                        }
+                        None => Response::Error("an empty submission".into()),
+                    }
+                }
                 Staged::Cancel(i) => {
                     self.cancel(now, i, CANCELLED_BY_USER);
                     Response::Done
@@ -143,7 +160,7 @@ impl Core {
 fn not_done(change: &Staged, core: &Core) -> String {
     let id = |i: &Ix| -> JobId { core.ledger.entry(*i).req.id };
     match change {
-        Staged::Submit(_) => "not submitted".into(),
+        Staged::Submit(..) => "not submitted".into(),
         Staged::Cancel(i) => format!("job {} not cancelled", id(i)),
         Staged::Hold(i, true) => format!("job {} not suspended", id(i)),
         Staged::Hold(i, false) => format!("job {} not resumed", id(i)),

@@ -60,6 +60,18 @@ pub struct Pending {
     pub tries: u32,
 }
 
+/// A client's question (a rank's output, a node's monitor records) passed to a node, awaiting
+/// its answer.
+#[derive(Clone, Copy, Debug)]
+pub struct Fetch {
+    pub client: ReqId,
+    pub node: NodeId,
+    /// The client gets an error saying why if the node has not answered by then.
+    pub deadline: Time,
+    /// The files' ends were asked for.
+    pub tail: bool,
+}
+
 /// Identifies a request whose answer the shell must route back (a client's connection, a
 /// node's registration).
 pub type ReqId = u64;
@@ -144,10 +156,12 @@ pub struct CoreConfig {
     pub pes: u32,
     /// Fan-out of the tree (shown by `status`).
     pub fanout: u32,
-    /// Period of the liveness heartbeat down the tree.
+    /// Period of the heartbeat down the tree.
     pub heartbeat: Dur,
-    /// A node not heard from for this long is marked down.
-    pub dead_after: Dur,
+    /// A node not heard from for this long is not responding (see [`super::nodes`]).
+    pub suspect_after: Dur,
+    /// A node not heard from for this long is down (see [`super::nodes`]).
+    pub down_after: Dur,
     /// Requeue jobs lost with a node instead of failing them.
     pub requeue: bool,
     /// Between SIGTERM and SIGKILL when a job is killed (given to the nodes at registration).
@@ -305,9 +319,8 @@ pub struct Core {
     pub(super) next_hb: Time,
     /// Until when nodes known from the database may come back with their jobs.
     pub(super) grace_until: Option<Time>,
-    /// Output fetches awaiting a node's answer: fetch id → (client request, deadline,
-    /// whether the files' ends were asked for).
-    pub(super) outputs: HashMap<u64, (ReqId, Time, bool)>,
+    /// Output and monitor fetches awaiting a node's answer, by fetch id.
+    pub(super) outputs: HashMap<u64, Fetch>,
     pub(super) next_fetch: u64,
     /// The last tree epoch announced.
     pub(super) epoch: u64,
@@ -321,6 +334,8 @@ pub struct Core {
     /// Ended jobs whose processes are being killed; see [`Completing`].
     pub(super) completing: BTreeMap<Ix, Completing>,
     last_now: Time,
+    /// When the last step ran (see [`Core::account_stall`]).
+    last_step: Time,
     shutting_down: bool,
     /// Ended jobs in the order of their ends, to be forgotten `keep_jobs` after.
     ended: std::collections::VecDeque<(Time, Ix)>,
@@ -384,6 +399,7 @@ impl Core {
             deferred: BTreeSet::new(),
             completing: BTreeMap::new(),
             last_now: now,
+            last_step: now,
             shutting_down: false,
             ended: Default::default(),
             next_forget: now,
@@ -490,7 +506,9 @@ impl Core {
         // Forgotten in the order of their ends (the first step forgets those long ended).
         self.ended.make_contiguous().sort_by_key(|&(t, i)| (t, i));
         if recovered_any {
-            self.grace_until = Some(now + self.cfg.dead_after * 3 + Dur::from_secs(2));
+            // A node notices the restart within `suspect_after` at worst (its own silence
+            // timer), then has `down_after` like any silent node.
+            self.grace_until = Some(now + self.cfg.suspect_after + self.cfg.down_after);
             self.log(format!(
                 "mm: recovered {} jobs and {} nodes from the database",
                 self.side.len(),
@@ -577,7 +595,7 @@ impl Core {
                     files,
                     sizes,
                 } => {
-                    if let Some((client, _, tail)) = self.outputs.remove(&req) {
+                    if let Some(Fetch { client, tail, .. }) = self.outputs.remove(&req) {
                         let resp = if found {
                             Response::Output(RankOutput {
                                 stdout,
@@ -601,19 +619,15 @@ impl Core {
                     }
                 }
                 FromNode::Monitor { req, monitor } => {
-                    if let Some((client, _, _)) = self.outputs.remove(&req) {
+                    if let Some(f) = self.outputs.remove(&req) {
                         self.push(Effect::Reply {
-                            req: client,
+                            req: f.client,
                             resp: Response::Monitor(monitor),
                         });
                     }
                 }
             },
-            Input::Heard(node) => {
-                if let Some(n) = self.nodes.get_mut(node.0 as usize) {
-                    n.last_seen = n.last_seen.max(now);
-                }
-            }
+            Input::Heard(node) => self.heard(now, node),
         }
         None
     }
@@ -663,6 +677,7 @@ impl Core {
     /// shell must do.
     pub fn step(&mut self, now: Time) -> Vec<Effect> {
         let now = self.clamp(now);
+        self.account_stall(now);
         if !self.shutting_down {
             self.periodic(now);
             self.rounds(now);
@@ -693,21 +708,73 @@ impl Core {
                 w = w.min(at);
             }
         }
-        if let Some(at) = self.next_begin() {
+        if let Some(at) = self.next_begin(self.last_now) {
             w = w.min(at);
         }
-        for (_, deadline, _) in self.outputs.values() {
-            w = w.min(*deadline);
+        for f in self.outputs.values() {
+            w = w.min(f.deadline);
         }
         for c in self.completing.values() {
             w = w.min(c.until);
         }
         for p in self.pending.values() {
             if let Some(sent) = p.sent {
-                w = w.min(sent + self.cfg.dead_after);
+                w = w.min(sent + self.cfg.suspect_after);
+            }
+        }
+        for n in &self.nodes {
+            if let Some(until) = n.fence_until {
+                w = w.min(until);
             }
         }
         w
+    }
+
+    /// Measures how late this step comes: the time past the wake-up the core asked for (or
+    /// past the previous step, if later) is time the machine manager did not run — its
+    /// process was stopped, or starved of CPU. Nothing was heard from the nodes meanwhile
+    /// through no fault of theirs, so every deadline that counts their silence is moved by
+    /// that much (see [`Core::stalled`]). Lateness under half a heartbeat is the event loop's
+    /// ordinary jitter, far inside any liveness timeout, and is not counted: summed over
+    /// many quick steps it would hold every deadline still.
+    fn account_stall(&mut self, now: Time) {
+        let expected = self.next_wake().max(self.last_step);
+        self.last_step = now;
+        let late = now - expected;
+        if late.as_micros() * 2 > self.cfg.heartbeat.as_micros() {
+            self.stalled(now, late);
+        }
+    }
+
+    /// The machine manager itself was stalled for `by` until `now`: the nodes' silence, the
+    /// acknowledgements and answers awaited and the bounds of completing jobs are counted
+    /// without it, so a stall of the manager is never taken for silent nodes.
+    fn stalled(&mut self, now: Time, by: Dur) {
+        if by >= self.cfg.heartbeat {
+            self.log(format!(
+                "mm: this machine manager did not run for {by} (its process was stopped or starved of CPU); the nodes' deadlines are moved by as much"
+            ));
+        }
+        for n in &mut self.nodes {
+            n.last_seen = (n.last_seen + by).min(now);
+            if let Some(u) = &mut n.fence_until {
+                *u += by;
+            }
+        }
+        for p in self.pending.values_mut() {
+            if let Some(sent) = &mut p.sent {
+                *sent = (*sent + by).min(now);
+            }
+        }
+        for c in self.completing.values_mut() {
+            c.until += by;
+        }
+        for f in self.outputs.values_mut() {
+            f.deadline += by;
+        }
+        if let Some(g) = &mut self.grace_until {
+            *g += by;
+        }
     }
 
     fn limit_at(&self, i: Ix) -> Option<Time> {
@@ -733,21 +800,20 @@ impl Core {
             self.grace_until = None;
             self.grace_over(now);
         }
+        self.fences_expired(now);
         let mut expired: Vec<u64> = self
             .outputs
             .iter()
-            .filter(|(_, (_, d, _))| *d <= now)
+            .filter(|(_, f)| f.deadline <= now)
             .map(|(k, _)| *k)
             .collect();
         expired.sort_unstable();
         for k in expired {
-            if let Some((req, _, _)) = self.outputs.remove(&k) {
+            if let Some(f) = self.outputs.remove(&k) {
+                let why = self.unanswered(now, f.node);
                 self.push(Effect::Reply {
-                    req,
-                    resp: Response::Error(
-                        "the node asked (for output or monitor records) did not answer in 5 s"
-                            .into(),
-                    ),
+                    req: f.client,
+                    resp: Response::Error(why),
                 });
             }
         }
@@ -799,17 +865,26 @@ impl Core {
         }
     }
 
-    /// Launches a node in the tree has not acknowledged within `dead_after` are sent again;
-    /// after [`LAUNCH_TRIES`] the job fails (or is requeued) with the reason, never left
-    /// waiting for processes that do not exist.
+    /// Launches a node in the tree has not acknowledged within `suspect_after` are sent
+    /// again; after [`LAUNCH_TRIES`] the job fails (or is requeued) with the reason, never
+    /// left waiting for processes that do not exist. A node that is not responding is not
+    /// counted against: its launch waits in its link like everything else sent to it, and
+    /// the node either answers or is declared down.
     fn resend_launches(&mut self, now: Time) {
         let due: Vec<((JobId, NodeId), u32)> = self
             .pending
             .iter()
-            .filter(|(_, p)| p.sent.is_some_and(|t| now >= t + self.cfg.dead_after))
+            .filter(|(_, p)| p.sent.is_some_and(|t| now >= t + self.cfg.suspect_after))
             .map(|(k, p)| (*k, p.tries))
             .collect();
         for ((job, node), tries) in due {
+            if !self.answering(node) {
+                // Counted again from now: the node has not been heard since it was sent.
+                if let Some(p) = self.pending.get_mut(&(job, node)) {
+                    p.sent = Some(now);
+                }
+                continue;
+            }
             if tries < LAUNCH_TRIES {
                 self.log(format!(
                     "mm: node {node} did not acknowledge the launch of job {job}; sending it again"
@@ -1035,6 +1110,17 @@ impl Core {
     fn ran(&mut self, i: Ix) {
         self.seq += 1;
         self.side[i].run_seq = self.seq;
+    }
+
+    /// Takes job `id` out of this step's switch message (its stops, continues and kills).
+    fn unsignal(&mut self, id: JobId) {
+        for list in [
+            &mut self.switch.stop,
+            &mut self.switch.cont,
+            &mut self.switch.kill,
+        ] {
+            list.retain(|j| *j != id);
+        }
     }
 
     /// Adds a job's nodes to this step's switch message, in the list `which` picks.
@@ -1297,33 +1383,24 @@ impl Core {
             return;
         }
         if self.side[i].requeue_why.is_some() {
-            // Lost again (another of its nodes) while its requeue waits: those ranks are gone.
-            self.gone_on_down_nodes(i);
-            if self.side[i].ranks.values().all(|c| c.is_some()) {
-                self.release(i);
-            }
+            // Lost again (another of its nodes) while its requeue waits: it waits for that
+            // node too (see [`super::nodes`], fencing).
             return;
         }
         self.log(format!("mm: requeueing job {id}: {why}"));
         self.pending.retain(|(j, _), _| *j != id);
         self.fences.remove(&id);
         // Stops and continues of the job in this step go: it is being killed.
-        for list in [
-            &mut self.switch.stop,
-            &mut self.switch.cont,
-            &mut self.switch.kill,
-        ] {
-            list.retain(|j| *j != id);
-        }
+        self.unsignal(id);
         if self.cfg.hold_pes_while_completing && !self.side[i].placement.is_empty() {
             // Its ranks on the nodes still up are killed first; it goes back to the queue
-            // (and may start again, on these PEs too) once they have all reported their
-            // exits — no two runs of a job overlap — or a bound passes (see [`Completing`]).
-            self.gone_on_down_nodes(i);
+            // (and may start again, on these PEs too) once every rank is known gone — its
+            // exit reported, or its node back without it (a node declared down is fenced:
+            // see [`super::nodes`]) — so that no two runs of a job overlap.
             if !self.side[i].ranks.values().all(|c| c.is_some()) {
                 self.signal(i, |s| &mut s.kill);
                 self.side[i].requeue_why = Some(why);
-                let until = now + self.cfg.kill_wait + self.cfg.dead_after + Dur::from_secs(1);
+                let until = self.completing_bound(now);
                 let group = EndGroup::Requeue;
                 self.completing.insert(i, Completing { group, until });
                 return;
@@ -1338,6 +1415,10 @@ impl Core {
         let now = self.last_now;
         let id = self.ledger.entry(i).req.id;
         self.side[i].requeue_why = None;
+        // Its ranks are gone (or given up on): a kill of it still in this step's switch,
+        // which goes to the nodes of every signal of the step, would reach its next run if
+        // the policy starts it again in this step. The forget below kills what is left.
+        self.unsignal(id);
         if !self.side[i].placement.is_empty() {
             self.forget(i);
         }
@@ -1496,19 +1577,18 @@ impl Core {
     }
 
     /// Tells the policy that job `i` ended, in `group` of the instant: now if none of its
-    /// processes may still run, else once they are gone (see [`Completing`]). The bound is
-    /// the kill wait (after which the nodes SIGKILL) plus the time a node may stay silent
-    /// before it is declared down, plus a second.
+    /// processes may still run, else once they are gone (see [`Completing`]).
     pub(super) fn ended(&mut self, now: Time, i: Ix, group: EndGroup) {
         if self.side[i].forget_pending && self.cfg.hold_pes_while_completing {
-            // Ranks on a node that is down went with it: only the others are waited for.
+            // Ranks on a node that is down count as gone: its PEs are out of use until it
+            // is back, and it comes back only once it has killed them (fencing).
             self.gone_on_down_nodes(i);
             if self.side[i].ranks.values().all(|c| c.is_some()) {
                 self.forget(i);
                 self.deliver_end(i, group);
                 return;
             }
-            let until = now + self.cfg.kill_wait + self.cfg.dead_after + Dur::from_secs(1);
+            let until = self.completing_bound(now);
             self.completing.insert(i, Completing { group, until });
         } else {
             self.deliver_end(i, group);
@@ -1550,7 +1630,29 @@ impl Core {
         }
     }
 
-    /// Completing jobs past their bound are released (logged: a node did not report).
+    /// How long a killed job's ranks on answering nodes get to report their exits: the kill
+    /// wait (after which the nodes SIGKILL), the silence after which a node is not
+    /// responding, and a second.
+    fn completing_bound(&self, now: Time) -> Time {
+        now + self.cfg.kill_wait + self.cfg.suspect_after + Dur::from_secs(1)
+    }
+
+    /// Whether a rank of job `i` that has not reported its exit is on a node that does not
+    /// answer (not responding, or down and not yet known clean).
+    fn waits_on_silent_node(&self, i: Ix) -> bool {
+        let s = &self.side[i];
+        s.placement.iter().any(|p| {
+            !self.answering(p.node)
+                && p.ranks
+                    .iter()
+                    .any(|(r, _)| s.ranks.get(r).is_some_and(|c| c.is_none()))
+        })
+    }
+
+    /// Completing jobs past their bound are released (logged: a node did not report),
+    /// except those with ranks on a node that does not answer: that node either answers
+    /// (and reports, or the bound runs again) or is declared down, and its ranks count as
+    /// gone only as fencing says.
     pub(super) fn release_completing(&mut self, now: Time) {
         let due: Vec<Ix> = self
             .completing
@@ -1558,6 +1660,14 @@ impl Core {
             .filter(|(_, c)| now >= c.until)
             .map(|(i, _)| *i)
             .collect();
+        let (waiting, due): (Vec<Ix>, Vec<Ix>) =
+            due.into_iter().partition(|&i| self.waits_on_silent_node(i));
+        for i in waiting {
+            let until = self.completing_bound(now);
+            if let Some(c) = self.completing.get_mut(&i) {
+                c.until = until;
+            }
+        }
         for i in due {
             let id = self.ledger.entry(i).req.id;
             self.log(format!(
@@ -1567,14 +1677,18 @@ impl Core {
         }
     }
 
-    /// The ranks of completing jobs on `node` are gone (the node is down, or a new node
-    /// manager process registered there: the old one's ranks died with it): a job whose
-    /// ranks are then all gone is forgotten and released.
-    pub(super) fn ranks_gone_on(&mut self, node: NodeId) {
+    /// The ranks of completing jobs on `node` are gone (a new node manager process
+    /// registered there: the old one's ranks died with it; or the node came back without
+    /// them): a job whose ranks are then all gone is forgotten and released. With
+    /// `requeues` false (the node was just declared down), only ended jobs count them gone:
+    /// the PEs of a node that is down are out of use anyway, but a job waiting to start
+    /// again must not while its previous run may still be running there.
+    pub(super) fn ranks_gone_on(&mut self, node: NodeId, requeues: bool) {
         let hit: Vec<Ix> = self
             .completing
-            .keys()
-            .copied()
+            .iter()
+            .filter(|(_, c)| requeues || !matches!(c.group, EndGroup::Requeue))
+            .map(|(&i, _)| i)
             .filter(|&i| self.side[i].placement.iter().any(|p| p.node == node))
             .collect();
         for i in hit {

@@ -1,11 +1,11 @@
 //! Client requests: submit, query, cancel, hold and release, output, status, shutdown. Each
 //! is answered with an [`Effect::Reply`]; an output fetch is answered once its node replies.
 
-use cosched_core::{Dur, JobId, Time};
+use cosched_core::{Dur, JobId, NodeId, Time};
 use cosched_ledger::Ix;
 
 use super::changes::{Staged, Write};
-use super::core::{Core, Effect, ReqId};
+use super::core::{Core, Effect, Fetch, ReqId};
 use crate::proto::*;
 
 /// How long a node has to send a rank's output back.
@@ -33,10 +33,13 @@ impl Core {
             ))
         };
         let resp = match request {
-            Request::Submit(s) => match self.new_jobs(now, *s, caller) {
-                Ok(jobs) => return Some(self.stage(now, req, Staged::Submit(jobs))),
-                Err(why) => Response::Error(why),
-            },
+            Request::Submit(s) => {
+                let hold = s.hold;
+                match self.new_jobs(now, *s, caller) {
+                    Ok(jobs) => return Some(self.stage(now, req, Staged::Submit(jobs, hold))),
+                    Err(why) => Response::Error(why),
+                }
+            }
             Request::Jobs(q) => {
                 let (page, from_db) = self.jobs_page(&q, now);
                 match page {
@@ -232,8 +235,7 @@ impl Core {
         self.next_fetch += 1;
         let id = self.nodes[n].row.id;
         self.send(vec![id], ToNode::FetchMonitor { req: fetch });
-        self.outputs
-            .insert(fetch, (req, now + OUTPUT_TIMEOUT, false));
+        self.fetching(fetch, req, id, now, false);
         None
     }
 
@@ -279,12 +281,17 @@ impl Core {
                 )));
             }
             Some(n) if !self.nodes.get(n.0 as usize).is_some_and(|e| e.in_tree) => {
-                let name = self
+                let (name, joining) = self
                     .nodes
                     .get(n.0 as usize)
-                    .map_or_else(|| n.to_string(), |e| e.row.name.clone());
+                    .map_or_else(|| (n.to_string(), false), |e| (e.row.name.clone(), e.up));
+                let now_state = if joining {
+                    "is joining the tree again; ask again in a moment"
+                } else {
+                    "is down; its files stay in that node's work directory, and can be asked for again once it is back"
+                };
                 return Some(Response::Error(format!(
-                    "rank {rank} of job {job} ran on node {name}, which is down; its files stay in that node's work directory"
+                    "rank {rank} of job {job} ran on node {name}, which {now_state}"
                 )));
             }
             Some(n) => n,
@@ -306,9 +313,21 @@ impl Core {
                 tail,
             },
         );
-        self.outputs
-            .insert(fetch, (req, now + OUTPUT_TIMEOUT, tail));
+        self.fetching(fetch, req, node, now, tail);
         None
+    }
+
+    /// Awaits `node`'s answer to fetch `fetch` for client request `req`, until
+    /// [`OUTPUT_TIMEOUT`]. A node that is not responding is asked all the same: it may
+    /// answer in time, and if not, the client is told that it is not responding.
+    fn fetching(&mut self, fetch: u64, req: ReqId, node: NodeId, now: Time, tail: bool) {
+        let f = Fetch {
+            client: req,
+            node,
+            deadline: now + OUTPUT_TIMEOUT,
+            tail,
+        };
+        self.outputs.insert(fetch, f);
     }
 }
 

@@ -125,7 +125,8 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         pes: cfg.settings.pes,
         fanout: cfg.settings.fanout,
         heartbeat: cfg.settings.heartbeat,
-        dead_after: cfg.dead_after,
+        suspect_after: cfg.settings.suspect_after,
+        down_after: cfg.settings.down_after,
         requeue: cfg.settings.requeue,
         kill_wait: cfg.settings.kill_wait,
         hold_pes_while_completing: true,
@@ -142,7 +143,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         waiting: HashMap::new(),
         next_req: 1,
         last_now: t,
-        heartbeat_budget: heartbeat_budget(cfg.dead_after),
+        heartbeat_budget: heartbeat_budget(cfg.settings.suspect_after),
         bcast: None,
         bcast_failed: None,
         bcast_next: 1,
@@ -271,10 +272,9 @@ fn private_db_files(state: &crate::StateDir) {
 }
 
 /// How long the tree may combine a heartbeat's answers: half the silence after which a node
-/// is declared dead, so a subtree that is merely slow is still heard in time, and one that is
-/// silent is named well before its nodes are declared dead.
-fn heartbeat_budget(dead_after: cosched_core::Dur) -> std::time::Duration {
-    std::time::Duration::from_micros((dead_after.as_micros().max(2_000) / 2) as u64)
+/// is not responding, so a subtree that is merely slow is still heard in time.
+fn heartbeat_budget(suspect_after: cosched_core::Dur) -> std::time::Duration {
+    std::time::Duration::from_micros((suspect_after.as_micros().max(2_000) / 2) as u64)
 }
 
 /// Waits shorter than this are slept precisely on the thread rather than with tokio's timer.

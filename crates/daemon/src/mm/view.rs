@@ -109,7 +109,9 @@ impl Core {
                 id: n.row.id,
                 name: n.row.name.clone(),
                 // Registered but not yet back in the tree: nothing is sent to it yet.
-                state: if n.up && n.in_tree && n.policy_up {
+                state: if n.up && n.suspect {
+                    "not_responding".into()
+                } else if n.up && n.in_tree && n.policy_up {
                     "up".into()
                 } else if n.up {
                     "joining".into()

@@ -884,6 +884,7 @@ impl NmCore {
             Ok(RegisterReply::Accepted {
                 node,
                 heartbeat_us,
+                suspect_after_us,
                 kill_wait_us,
                 drop_jobs,
             }) => {
@@ -892,11 +893,14 @@ impl NmCore {
                     self.forget(now, job);
                 }
                 self.id = Some(node);
-                let heartbeat = Dur(heartbeat_us.max(1_000));
-                self.silence = Dur(heartbeat.0 * 4) + Dur::from_millis(200);
+                self.silence = silence(heartbeat_us, suspect_after_us);
                 self.last_heard = now;
                 self.phase = Phase::Running;
                 self.push(Effect::Accepted { node });
+            }
+            Ok(RegisterReply::Fence { jobs, kill_wait_us }) => {
+                self.set_kill_wait(kill_wait_us);
+                self.fence(now, jobs);
             }
             Ok(RegisterReply::Rejected(why)) => {
                 self.phase = Phase::Done;
@@ -922,4 +926,13 @@ impl NmCore {
         let most = crate::mm::MAX_KILL_WAIT.as_micros();
         self.kill_wait = Dur(us.clamp(0, most));
     }
+}
+
+/// How long a registered node may hear nothing before it registers again: as long as the
+/// machine manager waits before it takes the node for not responding, and at least four
+/// heartbeats.
+pub(super) fn silence(heartbeat_us: i64, suspect_after_us: i64) -> Dur {
+    let heartbeat = Dur(heartbeat_us.max(1_000));
+    let suspect = Dur(suspect_after_us.max(0));
+    (Dur(heartbeat.0 * 4) + Dur::from_millis(200)).max(suspect)
 }

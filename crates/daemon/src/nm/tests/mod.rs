@@ -50,6 +50,7 @@ fn accepted(drop_jobs: Vec<JobId>) -> RegisterReply {
     RegisterReply::Accepted {
         node: NodeId(0),
         heartbeat_us: 10_000_000,
+        suspect_after_us: 0,
         kill_wait_us: 5_000_000,
         drop_jobs,
     }

@@ -241,7 +241,8 @@ fn real_gang_run(horizon: Time) -> BTreeMap<Time, BTreeSet<JobId>> {
         pes: 2,
         fanout: 8,
         heartbeat: Dur::from_secs(3600),
-        dead_after: Dur::from_secs(36_000),
+        suspect_after: Dur::from_secs(36_000),
+        down_after: Dur::from_secs(36_000),
         requeue: false,
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: true,
@@ -338,6 +339,8 @@ fn submit(procs: u32) -> crate::mm::core::Input {
         user: None,
         io: Default::default(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }));
     crate::mm::core::Input::Client {
         req: 2,
