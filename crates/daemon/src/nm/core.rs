@@ -381,7 +381,7 @@ impl NmCore {
             Phase::Registering { due, .. } => *due,
             Phase::Fencing { until, .. } | Phase::ShuttingDown { until, .. } => Some(*until),
             Phase::Running => {
-                let tick = self.nsched.active().then(|| self.next_tick).flatten();
+                let tick = self.next_tick.filter(|_| self.nsched.active());
                 Some(tick.map_or(self.silent_at(), |t| t.min(self.silent_at())))
             }
             Phase::Done => None,

@@ -194,9 +194,8 @@ impl NmCore {
         }
         let job = p.job;
         let dir = self.job_dir(job);
-        match &p.cmd0 {
-            Err(why) => self.log(Level::Warn, format!("job {job}: {why}")),
-            Ok(_) => {}
+        if let Err(why) = &p.cmd0 {
+            self.log(Level::Warn, format!("job {job}: {why}"));
         }
         let cgroup = match p.cgroup {
             Ok(c) => c,

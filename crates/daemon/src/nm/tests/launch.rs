@@ -289,7 +289,10 @@ fn pmi_fence_goes_up_once_every_local_rank_entered_and_its_answer_comes_down() {
         seq: 1,
         puts: vec![("k0".into(), "v0".into())],
     };
-    assert_eq!(format!("{:?}", ups(&fx)), format!("{:?}", [fence.clone()]));
+    assert_eq!(
+        format!("{:?}", ups(&fx)),
+        format!("{:?}", std::slice::from_ref(&fence))
+    );
     // The answer may have been lost with the old parent: asked again on joining a new tree.
     let fx = n.on(
         ms(30),

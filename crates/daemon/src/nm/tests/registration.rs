@@ -211,7 +211,10 @@ fn a_fenced_node_kills_its_old_jobs_and_registers_again_only_once_their_ranks_ar
         ],
         "the fenced job only"
     );
-    assert!(registrations(&fx).is_empty(), "not before its ranks are gone");
+    assert!(
+        registrations(&fx).is_empty(),
+        "not before its ranks are gone"
+    );
     assert!(!n.core.takes_tree_input());
     // One rank goes; the other still runs: still no registration, and no exit sent up (the
     // machine manager has ended the job).
@@ -223,7 +226,10 @@ fn a_fenced_node_kills_its_old_jobs_and_registers_again_only_once_their_ranks_ar
             exit: exit(0, 143),
         },
     );
-    assert!(registrations(&fx).is_empty() && ups(&fx).is_empty(), "{fx:?}");
+    assert!(
+        registrations(&fx).is_empty() && ups(&fx).is_empty(),
+        "{fx:?}"
+    );
     let fx = n.on(
         ms(500),
         Input::Exited {
@@ -273,7 +279,11 @@ fn a_fenced_rank_that_outlives_its_kill_keeps_its_job_held_at_the_next_registrat
     )));
     let reg = registrations(&fx);
     assert_eq!(reg.len(), 1);
-    assert_eq!(reg[0].jobs.len(), 1, "still held: the machine manager asks again");
+    assert_eq!(
+        reg[0].jobs.len(),
+        1,
+        "still held: the machine manager asks again"
+    );
     assert_eq!(reg[0].jobs[0].ranks[0].code, None);
 }
 

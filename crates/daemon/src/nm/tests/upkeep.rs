@@ -158,7 +158,7 @@ fn as_root_only_the_job_users_own_files_are_read_or_cut() {
     let fx = n.pump();
     assert!(
         fx.iter()
-            .any(|e| matches!(e, Effect::Spawn(s) if s.creds == Some(creds.clone()) && s.cwd == PathBuf::from("/home/ann/run")))
+            .any(|e| matches!(e, Effect::Spawn(s) if s.creds == Some(creds.clone()) && s.cwd == std::path::Path::new("/home/ann/run")))
     );
     let fx = n.tree(ms(200), heartbeat(1));
     assert!(caps(&fx).iter().all(|c| c.must_own == Some(2000)));
