@@ -133,3 +133,65 @@ pub fn write_rank_file(dir: &Dir, name: &str, content: &[u8], owner: Option<(u32
         let _ = f.write_all(content);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn check(path: &Path, keep: u64, notice: bool) -> CapOutput {
+        CapOutput {
+            job: JobId(1),
+            rank: 0,
+            file: 0,
+            path: path.to_path_buf(),
+            keep,
+            notice,
+            must_own: None,
+        }
+    }
+
+    fn append(path: &Path, byte: u8, n: usize) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        f.write_all(&vec![byte; n]).unwrap();
+    }
+
+    /// What a steady writer's file goes through: cut with the notice at the first check past
+    /// the cap, then cut back after the notice at every later check, the notice kept once.
+    #[test]
+    fn an_output_file_is_cut_at_the_cap_with_one_notice_however_often_it_grows_past_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let cap = 1_000;
+        let notice = super::super::cap_notice(cap);
+        append(&out, b'a', 900);
+        assert!(!cap_output(&check(&out, cap, true), cap), "under the cap");
+        assert_eq!(std::fs::metadata(&out).unwrap().len(), 900);
+        append(&out, b'a', 500);
+        assert!(cap_output(&check(&out, cap, true), cap));
+        let after = cap + notice.len() as u64;
+        for _ in 0..3 {
+            append(&out, b'b', 700);
+            assert!(!cap_output(&check(&out, after, false), cap));
+            let text = std::fs::read(&out).unwrap();
+            assert_eq!(text.len() as u64, after);
+            assert!(text[..cap as usize].iter().all(|&b| b == b'a'));
+            assert_eq!(&text[cap as usize..], notice.as_bytes());
+        }
+    }
+
+    #[test]
+    fn a_link_where_an_output_was_is_not_cut_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("precious");
+        append(&target, b'p', 5_000);
+        let out = dir.path().join("out");
+        std::os::unix::fs::symlink(&target, &out).unwrap();
+        assert!(!cap_output(&check(&out, 1_000, true), 1_000));
+        assert_eq!(std::fs::metadata(&target).unwrap().len(), 5_000);
+    }
+}
