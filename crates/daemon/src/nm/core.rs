@@ -13,9 +13,10 @@
 //! Time is the node manager's own clock: microseconds of `CLOCK_MONOTONIC`, the clock the
 //! ranks stamp their monitor-ring records with, so the node scheme can compare the two.
 //!
-//! One job per file: this one holds the state, the dispatch of the machine manager's
-//! messages, registration and the tree; [`super::launch`] a launch; [`super::kill`] the kill
-//! grace, fencing and shutting down; [`super::sched`] the node scheme.
+//! One job per file: this one holds the state and the dispatch of inputs and of the machine
+//! manager's messages; [`super::register`] registration and the tree; [`super::launch`] a
+//! launch; [`super::kill`] the kill grace, fencing and shutting down; [`super::sched`] the
+//! node scheme.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -30,9 +31,6 @@ use crate::proto::*;
 
 /// Grace between SIGTERM and SIGKILL until the machine manager says otherwise.
 pub const DEFAULT_KILL_WAIT: Dur = Dur::from_secs(5);
-
-/// Pause between two registration attempts the machine manager did not answer.
-pub const REGISTER_RETRY: Dur = Dur::from_millis(100);
 
 /// What the core needs to know of its node manager.
 #[derive(Clone, Debug)]
@@ -294,7 +292,7 @@ pub(super) enum Phase {
 
 /// What a requested sample is for.
 #[derive(Clone, Debug)]
-enum SampleFor {
+pub(super) enum SampleFor {
     Tick,
     Strobe(Strobe),
 }
@@ -321,15 +319,15 @@ pub struct NmCore {
     pub(super) owners: HashMap<i32, JobId>,
     /// Registered: when the machine manager was last heard, and how long a silence makes
     /// the node register again.
-    last_heard: Time,
-    silence: Dur,
+    pub(super) last_heard: Time,
+    pub(super) silence: Dur,
     /// When the job directories were last swept (`None`: never, so the first heartbeat
     /// sweeps what an earlier run left).
     last_sweep: Option<Time>,
     pub(super) nsched: NodeSched,
     /// When the node scheme looks at its ranks next (while it watches them).
-    next_tick: Option<Time>,
-    sampling: Option<SampleFor>,
+    pub(super) next_tick: Option<Time>,
+    pub(super) sampling: Option<SampleFor>,
     effects: VecDeque<Effect>,
 }
 
@@ -796,143 +794,4 @@ impl NmCore {
         self.push(Effect::Forgotten { job, held });
         self.owners.retain(|_, o| *o != job);
     }
-
-    /// The node is in the tree of `epoch`: tells the machine manager (which sends it nothing
-    /// before), then repeats every exit it holds, since those sent while it had no parent
-    /// were dropped on the way.
-    fn joined(&mut self, epoch: u64) {
-        let incarnation = self.cfg.incarnation;
-        self.up(FromNode::Joined { incarnation, epoch });
-        let mut ups = Vec::new();
-        for (&job, j) in &self.jobs {
-            // A fence answer may have been lost with the old parent: ask again (the machine
-            // manager answers a completed fence again).
-            if let Some((seq, puts)) = j.pmi.pending_fence() {
-                ups.push(FromNode::Fence { job, seq, puts });
-            }
-            for r in j.ranks.values() {
-                if let Some(exit) = &r.exit {
-                    ups.push(FromNode::Exited {
-                        job,
-                        run: j.run,
-                        exit: exit.clone(),
-                    });
-                }
-            }
-        }
-        for m in ups {
-            self.up(m);
-        }
-    }
-
-    /// What the node holds, as a registration reports it: every job with its ranks, running
-    /// or exited with their status.
-    fn held(&self) -> Vec<HeldJob> {
-        self.jobs
-            .iter()
-            .map(|(id, j)| HeldJob {
-                job: *id,
-                run: j.run,
-                ranks: j
-                    .ranks
-                    .iter()
-                    .map(|(r, s)| {
-                        s.exit.clone().unwrap_or(RankExit {
-                            rank: *r,
-                            code: None,
-                            error: None,
-                        })
-                    })
-                    .collect(),
-            })
-            .collect()
-    }
-
-    /// Registers (again) with the machine manager with everything the node holds, retrying
-    /// until it answers: after an MM restart this is how the node comes back with its jobs.
-    /// Rank exits keep being taken in between attempts, so each attempt reports the node's
-    /// state as it is then.
-    pub(super) fn register_again(&mut self, now: Time) {
-        self.phase = Phase::Registering {
-            due: Some(now),
-            warned: false,
-        };
-        self.sampling = None;
-        self.next_tick = None;
-        self.attempt();
-    }
-
-    fn attempt(&mut self) {
-        if let Phase::Registering { due, .. } = &mut self.phase {
-            *due = None;
-        }
-        let reg = Register {
-            name: self.cfg.name.clone(),
-            pes: self.cfg.pes,
-            addr: self.cfg.addr.clone(),
-            incarnation: self.cfg.incarnation,
-            jobs: self.held(),
-        };
-        self.push(Effect::Register(reg));
-    }
-
-    fn registration(&mut self, now: Time, answer: Result<RegisterReply, String>) {
-        let Phase::Registering { warned, .. } = self.phase else {
-            return;
-        };
-        match answer {
-            Ok(RegisterReply::Accepted {
-                node,
-                heartbeat_us,
-                suspect_after_us,
-                kill_wait_us,
-                drop_jobs,
-            }) => {
-                self.set_kill_wait(kill_wait_us);
-                for job in drop_jobs {
-                    self.forget(now, job);
-                }
-                self.id = Some(node);
-                self.silence = silence(heartbeat_us, suspect_after_us);
-                self.last_heard = now;
-                self.phase = Phase::Running;
-                self.push(Effect::Accepted { node });
-            }
-            Ok(RegisterReply::Fence { jobs, kill_wait_us }) => {
-                self.set_kill_wait(kill_wait_us);
-                self.fence(now, jobs);
-            }
-            Ok(RegisterReply::Rejected(why)) => {
-                self.phase = Phase::Done;
-                self.push(Effect::Rejected(why));
-            }
-            Err(e) => {
-                if !warned {
-                    let mm = self.cfg.mm.clone();
-                    self.log(
-                        Level::Warn,
-                        format!("cannot register with {mm} ({e}); retrying"),
-                    );
-                }
-                self.phase = Phase::Registering {
-                    due: Some(now + REGISTER_RETRY),
-                    warned: true,
-                };
-            }
-        }
-    }
-
-    pub(super) fn set_kill_wait(&mut self, us: i64) {
-        let most = crate::mm::MAX_KILL_WAIT.as_micros();
-        self.kill_wait = Dur(us.clamp(0, most));
-    }
-}
-
-/// How long a registered node may hear nothing before it registers again: as long as the
-/// machine manager waits before it takes the node for not responding, and at least four
-/// heartbeats.
-pub(super) fn silence(heartbeat_us: i64, suspect_after_us: i64) -> Dur {
-    let heartbeat = Dur(heartbeat_us.max(1_000));
-    let suspect = Dur(suspect_after_us.max(0));
-    (Dur(heartbeat.0 * 4) + Dur::from_millis(200)).max(suspect)
 }

@@ -22,8 +22,9 @@
 //! - [`core`]: the core — `NmCore::on(now, Input)`, effects out (`poll_effect`), `next_wake`;
 //!   registration, fencing, joining the tree, exits held until reported, PMI, output caps,
 //!   sweeping, the node scheme's plans carried out as signals and freezes. With
-//!   [`launch`] (a launch as a chain of effects: prepare, spawn each rank) and [`kill`] (the
-//!   grace between SIGTERM and SIGKILL, fencing, shutting down).
+//!   [`launch`] (a launch as a chain of effects: prepare, spawn each rank), [`kill`] (the
+//!   grace between SIGTERM and SIGKILL, fencing, shutting down) and [`register`]
+//!   (registration, its answers, the machine manager's silence, joining the tree).
 //! - [`sched`]: the node scheme (gs, local, sb, fcs) on the `NodeScheduler` the process-level
 //!   simulator drives; [`scheme`]: its parameters from the command line.
 //! - [`shell`]: tokio, the tree, the children, PMI sockets, cgroups and files around the core;
@@ -35,6 +36,7 @@ pub mod files;
 pub mod kill;
 pub mod launch;
 pub mod monitor;
+pub mod register;
 pub mod sample;
 pub mod sched;
 pub mod scheme;
