@@ -230,7 +230,32 @@ pub enum SlSelf {
 }
 
 /// One slice of the timeline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The non-empty slices of one interval, in order (at most three: held in place, because
+/// the timeline is walked slice by slice for every response-time prediction).
+#[derive(Clone, Copy, Debug, Default)]
+struct Slices {
+    list: [Slice; 3],
+    len: usize,
+}
+
+impl Slices {
+    /// Appends `s` unless it is empty.
+    fn push(&mut self, s: Slice) {
+        if s.end > s.begin {
+            self.list[self.len] = s;
+            self.len += 1;
+        }
+    }
+}
+
+impl std::ops::Deref for Slices {
+    type Target = [Slice];
+    fn deref(&self) -> &[Slice] {
+        &self.list[..self.len]
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Slice {
     kind: usize,
     begin: Time,
@@ -382,9 +407,9 @@ impl Scojo {
     // ---- the timeline ----
 
     /// The slices of the interval starting at `t0`.
-    fn slices_of(&self, t0: Time, short: bool) -> Vec<Slice> {
+    fn slices_of(&self, t0: Time, short: bool) -> Slices {
         let c = &self.cfg;
-        let mut v = Vec::with_capacity(3);
+        let mut v = Slices::default();
         let mut t = t0;
         let mk = |kind, begin: Time, end: Time| Slice {
             kind,
@@ -400,7 +425,6 @@ impl Scojo {
         let m = Dur::from_micros((rest.as_micros() as f64 * c.medium_share).round() as i64);
         v.push(mk(MEDIUM, t, t + m));
         v.push(mk(LONG, t + m, t0 + c.interval));
-        v.retain(|s| s.end > s.begin);
         v
     }
 
@@ -420,7 +444,8 @@ impl Scojo {
         self.short_here = self.short_pending();
         let s = self
             .slices_of(self.interval_start, self.short_here)
-            .into_iter()
+            .iter()
+            .copied()
             .find(|s| s.end > now)
             .expect("the interval holds now");
         // Nothing ran before: nothing to preempt or resume, so no overhead.
