@@ -217,6 +217,7 @@ impl<'a> Engine<'a> {
             check_endpoint: sc.costs.check_endpoint,
             global_info: sc.costs.global_info,
             queue_reorder: sc.costs.queue_reorder,
+            proc: sc.schemes.proc.options(),
             fcs,
         };
         let nodes = (0..m.nodes)

@@ -155,6 +155,7 @@ pub struct SchemeCfg {
     #[serde(with = "opt_dur")]
     pub ts_update: Option<Dur>,
     pub fcs: FcsCfg,
+    pub proc: ProcCfg,
 }
 
 impl Default for SchemeCfg {
@@ -166,6 +167,7 @@ impl Default for SchemeCfg {
             spin_per_message: false,
             ts_update: None,
             fcs: FcsCfg::default(),
+            proc: ProcCfg::default(),
         }
     }
 }
@@ -179,6 +181,29 @@ pub struct FcsCfg {
     pub f_thresh: Option<Dur>,
     #[serde(with = "opt_dur")]
     pub max_spin: Option<Dur>,
+}
+
+/// SB+PROC's departures from seed 004's reading (`[schemes.proc]`; both off by default, see
+/// [`cosched_node::ProcOptions`]).
+#[derive(Clone, Copy, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProcCfg {
+    /// The running process stays whenever it and the best ready process both have pending
+    /// messages (a woken, boosted process does not preempt it).
+    pub keep_reordered: bool,
+    /// Ready processes with pending messages compete at every priority level, not only at
+    /// the highest ready one (SB's boost sequence).
+    pub any_level: bool,
+}
+
+impl ProcCfg {
+    /// The node scheduler's options.
+    pub fn options(self) -> cosched_node::ProcOptions {
+        cosched_node::ProcOptions {
+            keep_reordered: self.keep_reordered,
+            any_level: self.any_level,
+        }
+    }
 }
 
 /// How granularity-based jobs (explicit and Lublin) turn into iterations (seed 000 §4.5).

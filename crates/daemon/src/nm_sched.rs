@@ -25,7 +25,9 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use cosched_core::{Dur, JobId, Time};
 use cosched_monitor::Kind;
-use cosched_node::{Action, FcsParams, NodeScheduler, ProcId, SchedParams, Scheme, WaitPolicy};
+use cosched_node::{
+    Action, FcsParams, NodeScheduler, ProcId, ProcOptions, SchedParams, Scheme, WaitPolicy,
+};
 
 use crate::nm_monitor::Monitors;
 use crate::proto::{NodeEvent, Strobe};
@@ -253,6 +255,7 @@ impl NodeSched {
             check_endpoint: Dur::ZERO,
             global_info: Dur::ZERO,
             queue_reorder: Dur::ZERO,
+            proc: ProcOptions::default(),
             fcs: cfg.fcs,
         };
         // SAFETY: sysconf has no preconditions.
