@@ -3,14 +3,20 @@
 //!
 //! - [`scenario`]: the TOML scenario (machine, costs, scheme parameters, workload, grid).
 //! - [`workload`]: scenario workloads → BSP jobs (explicit, seed-004 mixes, Lublin model).
+//! - [`hyper_erlang`]: the Hyper-Erlang distribution that draws a mix's open arrivals, job
+//!   lengths and sizes.
 //! - [`engine`]: the event loop: PEs, processes, network, FCFS admission up to the MPL.
 //! - [`report`]: results (response, wait, message pending time, time breakdown, classes).
+//! - [`spread`]: a sweep over seeds summarised per grid point and scheme (mean, range, and
+//!   PROC's paired change against its base scheme).
 //!
 //! [`run`] simulates one scheme; [`sweep`] runs schemes × grid points in parallel.
 
 pub mod engine;
+pub mod hyper_erlang;
 pub mod report;
 pub mod scenario;
+pub mod spread;
 pub mod workload;
 
 use std::collections::BTreeMap;

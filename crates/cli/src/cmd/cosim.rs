@@ -222,15 +222,20 @@ fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     };
     let results = cosched_cosim::sweep(&sc, &schemes, &|done, _| bar.set_position(done as u64))?;
     bar.finish_and_clear();
+    let spread = cosched_cosim::spread::over_seeds(&results);
     if a.json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "provenance": provenance(&a.scenario)?,
             "rows": results,
         });
+        if !spread.is_empty() {
+            doc["spread"] = serde_json::to_value(&spread)?;
+        }
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print_summary(&results);
         print_slowdowns(&results);
+        print_spread(&spread);
     }
     if let Some(p) = &a.plot {
         plot_sweep(p, &sc, &results, a.plot_metric, provenance(&a.scenario)?)?;
@@ -307,6 +312,60 @@ fn print_slowdowns(results: &[RunResult]) {
             opt(r.mean_slowdown, 3),
             opt(r.slowdown_cv, 4),
             opt(r.batch_slowdown, 3)
+        );
+    }
+}
+
+/// The runs over seeds (a `seed` grid parameter): per grid point and scheme the mean and
+/// range of response and makespan, the mean breakdown, and a PROC scheme's per-seed change
+/// against its base scheme.
+fn print_spread(spread: &[cosched_cosim::spread::Spread]) {
+    if spread.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "{:<22} {:<8} {:>5} {:>22} {:>22} {:>6} {:>6} {:>6} {:>7} {:>27}",
+        "over seeds",
+        "scheme",
+        "seeds",
+        "response_s mean [range]",
+        "makespan_s mean [range]",
+        "comp",
+        "spin",
+        "idle",
+        "cswitch",
+        "vs base: response % median [range]"
+    );
+    for s in spread {
+        let params = s
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let r = |x: &cosched_cosim::spread::Range| {
+            format!("{:.3} [{:.3}, {:.3}]", x.mean, x.min, x.max)
+        };
+        let vs = s.vs_base.as_ref().map_or(String::new(), |v| {
+            format!(
+                "{}: {:+.1} [{:+.1}, {:+.1}]",
+                v.base, v.response_pct.median, v.response_pct.min, v.response_pct.max
+            )
+        });
+        let b = &s.breakdown;
+        println!(
+            "{:<22} {:<8} {:>5} {:>22} {:>22} {:>6.3} {:>6.3} {:>6.3} {:>7.4} {:>27}",
+            params,
+            s.scheme,
+            s.seeds.len(),
+            r(&s.response_s),
+            r(&s.makespan_s),
+            b.compute,
+            b.spin,
+            b.idle,
+            b.context_switch,
+            vs
         );
     }
 }
