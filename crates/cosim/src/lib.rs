@@ -43,18 +43,21 @@ pub fn run(sc: &Scenario, scheme: Scheme, class_history: bool) -> Result<RunResu
 }
 
 /// Each job's runtime alone on the machine, under the same scheme, arriving at time zero:
-/// the "dedicated system" of a slowdown. Jobs of one kind (label) share one run — their
-/// draws differ only by seed, which moves a runtime by far less than the sharing does.
+/// the "dedicated system" of a slowdown. Jobs of one kind, size and length share one run —
+/// their draws differ only by seed, which moves a runtime by far less than the sharing does.
 fn alone(sc: &Scenario, scheme: Scheme, jobs: &[workload::AppJob]) -> Vec<f64> {
-    let mut by_kind: BTreeMap<String, f64> = BTreeMap::new();
+    let mut by_kind: BTreeMap<(String, u32, u32), f64> = BTreeMap::new();
     jobs.iter()
         .map(|j| {
-            *by_kind.entry(j.label.clone()).or_insert_with(|| {
-                let mut solo = j.clone();
-                solo.arrival = cosched_core::Time::ZERO;
-                let r = engine::Engine::new(sc, scheme, std::slice::from_ref(&solo), false).run();
-                r.jobs[0].runtime_s.unwrap_or(0.0)
-            })
+            *by_kind
+                .entry((j.label.clone(), j.procs, j.iterations))
+                .or_insert_with(|| {
+                    let mut solo = j.clone();
+                    solo.arrival = cosched_core::Time::ZERO;
+                    let r =
+                        engine::Engine::new(sc, scheme, std::slice::from_ref(&solo), false).run();
+                    r.jobs[0].runtime_s.unwrap_or(0.0)
+                })
         })
         .collect()
 }

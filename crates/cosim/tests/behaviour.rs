@@ -531,3 +531,28 @@ fn a_seed_grid_is_summarised_per_point_with_procs_paired_change() {
     // Different seeds draw different compute times.
     assert!(s.response_s.min < s.response_s.max);
 }
+
+/// A slowdown divides a job's response by its own runtime alone: jobs of one kind but of
+/// different lengths (`[mix.length]`) are each measured at their length.
+#[test]
+fn slowdowns_of_jobs_of_different_lengths_use_their_own_runtime_alone() {
+    let text = SMALL_MIX.replace("WL4", "WL1").replace(
+        "interarrival = \"20ms\"",
+        "slowdown = true\n[mix.length]\ncv2 = 2.0\n",
+    );
+    let sc = Scenario::parse(&text, "lengths").unwrap();
+    let r = run(&sc, Scheme::Sb, false).unwrap();
+    let jobs = workload::build(&sc).unwrap();
+    let alone: Vec<(u32, f64)> = r
+        .jobs
+        .iter()
+        .zip(&jobs)
+        .map(|(j, spec)| (spec.iterations, j.response_s.unwrap() / j.slowdown.unwrap()))
+        .collect();
+    let (short, long) = (
+        alone.iter().min_by_key(|a| a.0).unwrap(),
+        alone.iter().max_by_key(|a| a.0).unwrap(),
+    );
+    assert!(short.0 < long.0, "{alone:?}");
+    assert!(short.1 < long.1, "{alone:?}");
+}
