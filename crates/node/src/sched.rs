@@ -604,7 +604,10 @@ impl NodeScheduler {
                                 .least_ert(now, &cands)
                                 .map(|i| self.procs[i].id)
                                 .or(best_id);
-                            if choice != best_id {
+                            // The reordering is paid once, when it moves a process ahead of
+                            // SB's choice; choosing the process already placed there again
+                            // (the decision that ends its context switch) costs nothing.
+                            if choice != best_id && choice != cur {
                                 overhead += self.p.queue_reorder;
                             }
                             choice

@@ -245,6 +245,29 @@ fn sb_proc_candidates_are_the_top_level_unless_any_level() {
     }
 }
 
+/// With `any_level` a reordering can choose a process below the highest ready level. The PE
+/// pays the reordering once: the decision that ends the context switch to that process picks
+/// it again without another charge (a charge would end in yet another decision, for ever).
+#[test]
+fn sb_proc_pays_a_reordering_once() {
+    let opts = ProcOptions {
+        any_level: true,
+        ..ProcOptions::default()
+    };
+    let mut n = node_with(Scheme::SbProc, opts);
+    for id in 1..=3 {
+        n.add(id, 0, 0);
+    }
+    assert_eq!(n.pick(t(0), 0).proc, Some(1));
+    heard(&mut n, 50, 3, 6, 0.5, false);
+    n.block(2);
+    heard(&mut n, 100, 2, 5, 4.0, true);
+    let first = n.pick(t(130), 0);
+    assert_eq!((first.proc, first.overhead), (Some(3), Dur::from_micros(2)));
+    let again = n.pick(t(232), 0);
+    assert_eq!((again.proc, again.overhead), (Some(3), Dur::ZERO));
+}
+
 #[test]
 fn gs_runs_only_the_slot_owner() {
     let mut n = two(Scheme::Gs);
