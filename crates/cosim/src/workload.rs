@@ -336,7 +336,7 @@ fn mix_jobs(sc: &Scenario, mix: &MixCfg) -> Result<Vec<AppJob>, ScenarioError> {
             let mut at = Time::ZERO;
             for j in &mut jobs {
                 j.arrival = at;
-                at = at + Dur::from_secs_f64(he.sample(&mut rng));
+                at += Dur::from_secs_f64(he.sample(&mut rng));
             }
         }
         None => {

@@ -339,7 +339,8 @@ fn print_spread(spread: &[cosched_cosim::spread::Spread]) {
     }
     println!();
     println!(
-        "{:<22} {:<8} {:>5} {:>26} {:>26} {:>11} {:>6} {:>6} {:>6} {:>7}  {}",
+        "{:<22} {:<8} {:>5} {:>26} {:>26} {:>11} {:>6} {:>6} {:>6} {:>7}  vs base, per seed: \
+         response % and makespan % median [range]",
         "over seeds",
         "scheme",
         "seeds",
@@ -350,7 +351,6 @@ fn print_spread(spread: &[cosched_cosim::spread::Spread]) {
         "spin",
         "idle",
         "cswitch",
-        "vs base, per seed: response % and makespan % median [range]"
     );
     for s in spread {
         let r = |x: &cosched_cosim::spread::Range| {
