@@ -14,7 +14,7 @@
 # Usage: benches/mpi-gang.sh            (COSCHED=path/to/cosched; default target/release/cosched)
 # Knobs: PP (ping-pongs, 2000), AR (allreduces, 2000), WORK (bsp work per rank, 2s), RUNS (3;
 # BSP_RUNS for the bsp rows, 1).
-# Needs mpicc and mpiexec (Debian's mpich and libmpich-dev).
+# Needs mpicc.mpich and mpiexec.mpich (Debian's mpich and libmpich-dev).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 C=${COSCHED:-$here/../target/release/cosched}
@@ -31,8 +31,8 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-mpicc -O2 -o "$work/mpibench" "$here/mpi/mpibench.c"
-mpicc -O2 -o "$work/mpiinit" "$here/mpi/mpiinit.c"
+mpicc.mpich -O2 -o "$work/mpibench" "$here/mpi/mpibench.c"
+mpicc.mpich -O2 -o "$work/mpiinit" "$here/mpi/mpiinit.c"
 
 up() { # NAME NODES PES [cluster up options]
     export COSCHED_STATE_DIR=$work/state-$1
@@ -137,7 +137,7 @@ for r in $(seq "$RUNS"); do
     c1=$(startup)
     down
     t0=$(date +%s%N)
-    t1=$(mpiexec -n 64 "$work/mpiinit" | awk '{print $2}')
+    t1=$(mpiexec.mpich -n 64 "$work/mpiinit" | awk '{print $2}')
     h=$(( (t1 - t0) / 1000000 ))
     echo "| $r | $c16 | $c1 | $h |"
 done

@@ -33,6 +33,10 @@ enum Command {
     /// Compare two schedules of the same jobs (SWF or jobs CSV) job by job: start and end
     /// differences, start-order inversions, a plot
     Compare(Box<cmd::compare::Args>),
+    /// Slurm's commands (sbatch, squeue, scancel, sacct, sinfo, scontrol) over this
+    /// cluster: `cosched slurm squeue -u me`; `cosched slurm install-links DIR` makes them
+    /// commands of their own (docs/slurm.md)
+    Slurm(cmd::slurm::Args),
     /// Run for a while, as a rank of a replayed job (CPU time, or sleep that stops with
     /// the job)
     #[command(hide = true)]
@@ -40,6 +44,12 @@ enum Command {
 }
 
 fn main() {
+    // Run through a link named sbatch, squeue, …: that Slurm command.
+    let mut args = std::env::args_os();
+    if let Some(name) = args.next().as_deref().and_then(cmd::slurm::command_of) {
+        let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+        std::process::exit(cmd::slurm::dispatch(name, rest));
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
@@ -50,6 +60,7 @@ fn main() {
         Command::Daemon(c) => cmd::daemon::run(c),
         Command::Replay(args) => cmd::replay::run(*args),
         Command::Compare(args) => cmd::compare::run(*args),
+        Command::Slurm(args) => cmd::slurm::run(args),
         Command::Burn(args) => cmd::replay::burn(args),
     };
     match result {

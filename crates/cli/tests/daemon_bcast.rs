@@ -90,8 +90,28 @@ fn in_background(c: &Cluster, args: &[&str], file: &Path) -> std::process::Child
         .unwrap()
 }
 
+/// Where node `node` stages `dest` for this process's user (its own names: `cosched bcast`).
 fn copy_of(c: &Cluster, node: &str, dest: &str) -> PathBuf {
-    c.dir.join("scratch").join(node).join("bcast").join(dest)
+    c.dir
+        .join("scratch")
+        .join(node)
+        .join("bcast")
+        .join(support::user::euid().to_string())
+        .join(dest)
+}
+
+/// The files under `dir`, however deep (a job's copy is in a directory of its transfer).
+fn files_under(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => files_under(&e.path()),
+                    _ => 1,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 fn bcast_json(c: &Cluster, args: &[&str]) -> Value {
@@ -121,7 +141,7 @@ fn a_20_mb_file_reaches_16_node_managers_identical_and_submit_runs_the_staged_co
         v["seconds"].as_f64().unwrap() * 1e3
     );
 
-    // submit --bcast: every rank runs its node's staged copy (argv[0] is its path).
+    // submit --bcast: every rank runs its node's copy staged for the job (argv[0] is its path).
     let script = c.dir.join("whoami.sh");
     std::fs::write(&script, "#!/bin/sh\necho \"$0 $1\"\n").unwrap();
     let id = c.submit(&[
@@ -139,7 +159,9 @@ fn a_20_mb_file_reaches_16_node_managers_identical_and_submit_runs_the_staged_co
         let scratch = c.dir.join("scratch");
         assert!(
             out.starts_with(scratch.to_str().unwrap())
-                && out.contains("/bcast/whoami.sh.")
+                && out.contains("/bcast/")
+                && out.contains("/@")
+                && out.contains("/whoami.sh.")
                 && out.trim_end().ends_with(" arg"),
             "rank {rank} ran {out:?}, not a staged copy"
         );
@@ -232,11 +254,7 @@ fn a_node_killed_mid_transfer_fails_it_by_name_and_nothing_is_launched() {
     );
     let victim = c.dir.join("scratch/n3/bcast");
     c.until(20, "n3 has created its copy", || {
-        std::fs::read_dir(&victim)
-            .ok()?
-            .flatten()
-            .next()
-            .map(|_| ())
+        (files_under(&victim) > 0).then_some(())
     });
     // The copy is created at its full size (its space reserved): a few of the 32 chunks in.
     std::thread::sleep(Duration::from_millis(300));
@@ -263,11 +281,7 @@ fn a_node_killed_mid_transfer_fails_it_by_name_and_nothing_is_launched() {
     // The survivors drop their partial copies.
     c.until(10, "partial copies removed", || {
         (0..3)
-            .all(|i| {
-                std::fs::read_dir(c.dir.join(format!("scratch/n{i}/bcast")))
-                    .map(|d| d.count() == 0)
-                    .unwrap_or(true)
-            })
+            .all(|i| files_under(&c.dir.join(format!("scratch/n{i}/bcast"))) == 0)
             .then_some(())
     });
 }
@@ -322,6 +336,8 @@ fn chunks_that_do_not_have_the_clients_hash_fail_at_the_machine_manager() {
         chunk: 512,
         slots: 4,
         nodes: vec![],
+        scope: Default::default(),
+        user: None,
     }) else {
         panic!("not started")
     };

@@ -1,24 +1,22 @@
 //! Issue 10's acceptance chaos test: 1,000 short jobs of 1–4 PEs on a 4-node loopback
-//! cluster while node managers are killed and restarted, paused for 3 s (SIGSTOP/SIGCONT),
-//! and the machine manager is killed and restarted twice (as docs/daemons.md documents: the
-//! same state directory and command line). Then every job has exactly one record, in a
-//! terminal state; no rank started twice (with `--requeue`: no two runs of a job overlapped);
+//! cluster while node managers are killed and restarted, paused (SIGSTOP/SIGCONT) for 8 s —
+//! longer than `--down-after`, so the node is declared down and fenced — and 3 s — longer
+//! than `--suspect-after` only, so its jobs are kept — in turn, and the machine manager is
+//! killed and restarted twice (as docs/daemons.md documents: the same state directory and
+//! command line). Then every job has exactly one record, in a terminal state; no rank
+//! started twice (with `--requeue`: no two runs of a job overlapped, issue 30 finding 7);
 //! every completed job's ranks all started and ended; and no process carrying the test's
 //! marker variable survives.
 //!
-//! Each rank appends `S rank node start_ns dur_ms` and `E rank end_ns` to a file named by its
-//! job id, the `E` line also when it is terminated (`SIGTERM`, trapped; the start time is
-//! taken before the trap is set, so a rank terminated before that leaves no line). A rank without its
-//! `E` line was SIGKILLed (its NM was killed), and ran at the latest until `dur_ms` +
-//! [`SLACK`] after it started (it runs nothing longer). The two tests take a lock: each alone on the machine.
-//! `CHAOS_SEED` picks another fault schedule; the seed is printed.
+//! The ranks leave markers (support::marks). The two tests take a lock: each alone on the
+//! machine. `CHAOS_SEED` picks another fault schedule; the seed is printed.
 
 mod support;
 use support::cluster::{Cluster, signal};
+use support::marks::{by_rank, carriers, job_log, overlap, starts};
 use support::*;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -28,9 +26,6 @@ use serde_json::Value;
 const JOBS: usize = 1000;
 const NODES: u32 = 4;
 const PES: u32 = 4;
-/// How long past its planned end a rank without an end marker may have run (it was
-/// SIGKILLed: its `sleep` may still finish).
-const SLACK: u64 = 100;
 
 static ALONE: Mutex<()> = Mutex::new(());
 
@@ -48,82 +43,6 @@ impl Rng {
     }
 }
 
-#[derive(Debug)]
-struct Start {
-    rank: u32,
-    /// Shown in failure messages (through Debug) only.
-    #[allow(dead_code)]
-    node: String,
-    at: u64,
-    dur_ms: u64,
-    end: Option<u64>,
-}
-
-/// The rank starts recorded in the marker file of one job, with their ends matched.
-fn starts(file: &Path) -> Vec<Start> {
-    let text = std::fs::read_to_string(file).unwrap_or_default();
-    let mut out: Vec<Start> = Vec::new();
-    for line in text.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        match f.as_slice() {
-            ["S", rank, node, at, dur] => out.push(Start {
-                rank: rank.parse().unwrap(),
-                node: node.to_string(),
-                at: at.parse().unwrap(),
-                dur_ms: dur.parse().unwrap(),
-                end: None,
-            }),
-            ["E", rank, at] => {
-                let rank: u32 = rank.parse().unwrap();
-                let at: u64 = at.parse().unwrap();
-                // The latest start of that rank before this end without an end yet.
-                if let Some(s) = out
-                    .iter_mut()
-                    .rev()
-                    .find(|s| s.rank == rank && s.end.is_none() && s.at <= at)
-                {
-                    s.end = Some(at);
-                }
-            }
-            // A rank terminated while its trap's `date` ran (a second signal): no time.
-            ["E", _rank] => {}
-            // A torn file is reported, not ignored.
-            _ => panic!("{}: unexpected marker line {line:?}", file.display()),
-        }
-    }
-    out
-}
-
-/// The lines of the MM log that name job `id`.
-fn job_log(log: &str, id: u64) -> String {
-    let (a, b) = (format!("job {id}:"), format!("job {id} "));
-    log.lines()
-        .filter(|l| l.contains(&a) || l.contains(&b))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Processes whose environment carries `tag`.
-fn carriers(tag: &str) -> Vec<(i32, String)> {
-    let needle = format!("CHAOS_MARK={tag}");
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(e.path().join("environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
-            let cmd = std::fs::read_to_string(e.path().join("cmdline"))
-                .unwrap_or_default()
-                .replace('\0', " ");
-            found.push((pid, cmd));
-        }
-    }
-    found
-}
-
 fn chaos(requeue: bool) {
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let seed: u64 = std::env::var("CHAOS_SEED")
@@ -139,6 +58,9 @@ fn chaos(requeue: bool) {
     eprintln!("chaos (requeue {requeue}): CHAOS_SEED={seed}");
     let began = Instant::now();
     let (nodes, pes) = (NODES.to_string(), PES.to_string());
+    // A paused node is not responding after 1 s, down after 6 s: the 3-s pauses keep their
+    // jobs, the 8-s ones are declared down (a requeued job's old run counts as gone there
+    // only 6 s after that, past the node's return).
     let mut args = vec![
         "--nodes",
         &nodes,
@@ -146,6 +68,10 @@ fn chaos(requeue: bool) {
         &pes,
         "--heartbeat",
         "100ms",
+        "--suspect-after",
+        "1s",
+        "--down-after",
+        "6s",
         "--kill-wait",
         "1s",
     ];
@@ -158,11 +84,6 @@ fn chaos(requeue: bool) {
     std::fs::create_dir_all(&marks).unwrap();
     let tag = format!("{}-{name}-{seed}", std::process::id());
     let addr = c.state.addr().unwrap();
-    let mm_more: Vec<&str> = if requeue {
-        vec!["--kill-wait", "1s", "--requeue"]
-    } else {
-        vec!["--kill-wait", "1s"]
-    };
 
     let submitting = AtomicBool::new(true);
     let mut rng = Rng(seed);
@@ -177,9 +98,7 @@ fn chaos(requeue: bool) {
         let submitter = s.spawn(|| {
             let mut ids = Vec::new();
             for &(procs, dur) in &plan {
-                let script = format!(
-                    "f={m}/$COSCHED_JOB_ID; t=$(date +%s%N); trap 'echo \"E $COSCHED_RANK $(date +%s%N)\" >> $f; exit 143' TERM; echo \"S $COSCHED_RANK $COSCHED_NODE $t {dur}\" >> $f; sleep 0.{dur:03}; echo \"E $COSCHED_RANK $(date +%s%N)\" >> $f"
-                );
+                let script = support::marks::script(&m, dur);
                 let procs = procs.to_string();
                 let a = [
                     "submit", "-n", &procs, "--export", &export, "--", "sh", "-c", &script,
@@ -209,6 +128,7 @@ fn chaos(requeue: bool) {
         let mut faults: BTreeMap<&str, u32> = BTreeMap::new();
         let mut k = 0;
         let mut fault_rng = Rng(seed.rotate_left(17) | 1);
+        let mut pauses = 0;
         while submitting.load(Ordering::SeqCst) || k < 8 {
             std::thread::sleep(Duration::from_millis(1500 + fault_rng.below(1500)));
             k += 1;
@@ -220,7 +140,7 @@ fn chaos(requeue: bool) {
             if k == 3 || k == 7 {
                 signal(&c_ref.pid(c_ref.state.mm_pid_file()), "KILL");
                 std::thread::sleep(Duration::from_millis(700));
-                c_ref.restart_mm_with(&addr, NODES, PES, &mm_more);
+                c_ref.restart_mm(&addr);
                 faults.entry("mm kill").and_modify(|n| *n += 1).or_insert(1);
             } else if fault_rng.below(2) == 0 {
                 signal(&c_ref.pid(c_ref.state.nm_pid_file(&nm)), "KILL");
@@ -230,13 +150,16 @@ fn chaos(requeue: bool) {
                 faults.entry("nm kill").and_modify(|n| *n += 1).or_insert(1);
             } else {
                 let pid = c_ref.pid(c_ref.state.nm_pid_file(&nm));
+                let (secs, what) = if pauses % 2 == 0 {
+                    (8, "nm pause 8s")
+                } else {
+                    (3, "nm pause 3s")
+                };
+                pauses += 1;
                 signal(&pid, "STOP");
-                std::thread::sleep(Duration::from_secs(3));
+                std::thread::sleep(Duration::from_secs(secs));
                 signal(&pid, "CONT");
-                faults
-                    .entry("nm pause")
-                    .and_modify(|n| *n += 1)
-                    .or_insert(1);
+                faults.entry(what).and_modify(|n| *n += 1).or_insert(1);
             }
         }
         (submitter.join().unwrap(), faults)
@@ -303,10 +226,7 @@ markers:
         *by_state.entry(state.clone()).or_default() += 1;
         let procs = j["procs"].as_u64().unwrap() as u32;
         let st = starts(&marks.join(id.to_string()));
-        let mut per_rank: BTreeMap<u32, Vec<&Start>> = BTreeMap::new();
-        for s in &st {
-            per_rank.entry(s.rank).or_default().push(s);
-        }
+        let per_rank = by_rank(&st);
         if state == "completed" {
             for r in 0..procs {
                 let runs = per_rank.get(&r).map(Vec::as_slice).unwrap_or(&[]);
@@ -327,15 +247,9 @@ markers:
             );
             requeued_runs += runs.len() - 1;
             // Runs of one rank never overlap: each ended (or was killed) before the next.
-            let mut sorted = runs.clone();
-            sorted.sort_by_key(|s| s.at);
-            for w in sorted.windows(2) {
-                let end = w[0]
-                    .end
-                    .unwrap_or(w[0].at + (w[0].dur_ms + SLACK) * 1_000_000);
-                assert!(
-                    end <= w[1].at,
-                    "job {id} rank {r}: a run started before the previous one ended: {runs:?}\n--- mm log of the job ---\n{}",
+            if let Some((a, b)) = overlap(runs) {
+                panic!(
+                    "job {id} rank {r}: a run started before the previous one ended: {a:?} then {b:?}\n--- mm log of the job ---\n{}",
                     job_log(&log, id)
                 );
             }
@@ -381,8 +295,9 @@ fn issue_10_chaos_with_requeue() {
 /// The set-up of the two requeue findings below: a 3 × 1 cluster with `--requeue`, a 2-rank
 /// job whose ranks append their node to a file per rank and, with `trap` as their SIGTERM
 /// handler, spin on their first run and sleep 1 s on a later one. Once it runs on n0 and n1,
-/// node manager `stop` stops answering (SIGSTOP) until the requeued job has ended. Returns the
-/// cluster, the job and the state it ended in.
+/// node manager `stop` stops answering (SIGSTOP) until it is declared down, then comes back
+/// (SIGCONT): fenced, it kills its rank of the first run before it is accepted, and only
+/// then does the job run again. Returns the cluster, the job and the state it ended in.
 fn requeued_after_a_stopped_node(
     name: &str,
     kill_wait: &str,
@@ -399,6 +314,10 @@ fn requeued_after_a_stopped_node(
             "1",
             "--heartbeat",
             "100ms",
+            "--suspect-after",
+            "500ms",
+            "--down-after",
+            "2s",
             "--kill-wait",
             kill_wait,
             "--requeue",
@@ -424,11 +343,14 @@ fn requeued_after_a_stopped_node(
     assert_eq!((first.0.as_str(), first.1.as_str()), ("n0", "n1"));
     let pid = c.pid(c.state.nm_pid_file(stop));
     signal(&pid, "STOP");
-    let end = c.until(30, "the requeued job ended", || {
+    c.until(30, &format!("{stop} declared down"), || {
+        (c.node_state(stop)? == "down").then_some(())
+    });
+    signal(&pid, "CONT");
+    let end = c.until(60, "the requeued job ended", || {
         c.state_of(job)
             .filter(|s| !["queued", "running", "suspended"].contains(&s.as_str()))
     });
-    signal(&pid, "CONT");
     (c, job, end)
 }
 

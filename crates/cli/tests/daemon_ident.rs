@@ -4,93 +4,15 @@
 //! NOTICE saying so and return.
 
 mod support;
+use support::user::*;
 use support::*;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-/// `eprintln!` past the test harness's capture, so the notice shows in the test output even
-/// when the test passes.
-macro_rules! notice {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
-
-/// The second user of these tests.
-struct User {
-    name: String,
-    uid: u32,
-}
-
-const SECOND_USER: &str = "cosched-t2";
-
-fn euid() -> u32 {
-    std::fs::metadata("/proc/self").unwrap().uid()
-}
-
-/// The second user, created if missing; `None` (with a NOTICE on stderr) when not root.
-fn second_user(test: &str) -> Option<User> {
-    if euid() != 0 {
-        notice!(
-            "NOTICE: {test}: not run as root, so no second Unix user can be created; the attacks of another user were NOT tried"
-        );
-        return None;
-    }
-    let uid = |name: &str| -> Option<u32> {
-        let out = Command::new("id").args(["-u", name]).output().ok()?;
-        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
-    };
-    if uid(SECOND_USER).is_none() {
-        // Parallel tests may race to create it: whichever loses finds it made.
-        let _ = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-            ])
-            .arg(SECOND_USER)
-            .status();
-    }
-    let uid = uid(SECOND_USER).expect("useradd made the second user");
-    Some(User {
-        name: SECOND_USER.into(),
-        uid,
-    })
-}
-
-/// `cosched ARGS` run as `user` against the cluster in `state_dir`.
-fn cosched_as(user: &User, state_dir: &Path, args: &[&str]) -> Output {
-    Command::new("runuser")
-        .args(["-u", &user.name, "--", bin()])
-        .args(args)
-        .env("COSCHED_STATE_DIR", state_dir)
-        .output()
-        .expect("runuser runs")
-}
-
-/// A command run as `user` (not cosched).
-fn run_as(user: &User, cmd: &[&str]) -> Output {
-    Command::new("runuser")
-        .args(["-u", &user.name, "--"])
-        .args(cmd)
-        .output()
-        .expect("runuser runs")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
@@ -612,6 +534,8 @@ fn issue_14_only_its_owner_feeds_or_aborts_a_broadcast() {
             chunk: 512,
             slots: 4,
             nodes: vec![],
+            scope: Default::default(),
+            user: None,
         }))
     else {
         panic!("not started\n{}", c.mm_log())

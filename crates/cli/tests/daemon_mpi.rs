@@ -1,10 +1,10 @@
 //! MPI programs under the resource manager (issue 11, item 1): a C program built with
-//! Debian's MPICH (`mpicc`) runs with `cosched submit -n 8 PROGRAM`, no `mpiexec`, its ranks
+//! Debian's MPICH (`mpicc.mpich`) runs with `cosched submit -n 8 PROGRAM`, no `mpiexec`, its ranks
 //! starting through the PMI-1 server of the node managers, on a 4-node × 2-PE loopback
 //! cluster, under fcfs and under gang scheduling with a second MPI job competing. The job's
 //! exit code is the program's.
 //!
-//! Without `mpicc` (`.ci/run` installs `mpich` and `libmpich-dev`) the tests print a NOTICE
+//! Without `mpicc.mpich` (`.ci/run` installs `mpich` and `libmpich-dev`) the tests print a NOTICE
 //! and return.
 
 mod support;
@@ -30,47 +30,47 @@ macro_rules! notice {
 /// be lost in the noise of the other test's spinning ranks.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Builds tests/mpi/ring.c with `mpicc` into `dir`; `None` (after a NOTICE) without MPICH.
+/// Builds tests/mpi/ring.c with `mpicc.mpich` into `dir`; `None` (after a NOTICE) without MPICH.
 fn build_ring(dir: &Path) -> Option<PathBuf> {
-    if Command::new("mpicc").arg("-show").output().is_err() {
+    if Command::new("mpicc.mpich").arg("-show").output().is_err() {
         notice!(
-            "NOTICE: skipping the MPI test: `mpicc` not found (install Debian's mpich and libmpich-dev, as .ci/run does)"
+            "NOTICE: skipping the MPI test: `mpicc.mpich` not found (install Debian's mpich and libmpich-dev, as .ci/run does)"
         );
         return None;
     }
     let src = dir.join("ring.c");
     std::fs::write(&src, include_str!("mpi/ring.c")).unwrap();
     let exe = dir.join("ring");
-    let out = Command::new("mpicc")
+    let out = Command::new("mpicc.mpich")
         .arg("-O2")
         .arg("-o")
         .arg(&exe)
         .arg(&src)
         .output()
-        .expect("mpicc runs");
+        .expect("mpicc.mpich runs");
     assert!(
         out.status.success(),
-        "mpicc failed: {}",
+        "mpicc.mpich failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     Some(exe)
 }
 
-/// Builds tests/mpi/monitored.c with `mpicc` into `dir` (MPICH is there: `build_ring` said so).
+/// Builds tests/mpi/monitored.c with `mpicc.mpich` into `dir` (MPICH is there: `build_ring` said so).
 fn build_monitored(dir: &Path) -> PathBuf {
     let src = dir.join("monitored.c");
     std::fs::write(&src, include_str!("mpi/monitored.c")).unwrap();
     let exe = dir.join("monitored");
-    let out = Command::new("mpicc")
+    let out = Command::new("mpicc.mpich")
         .arg("-O2")
         .arg("-o")
         .arg(&exe)
         .arg(&src)
         .output()
-        .expect("mpicc runs");
+        .expect("mpicc.mpich runs");
     assert!(
         out.status.success(),
-        "mpicc failed: {}",
+        "mpicc.mpich failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     exe

@@ -89,6 +89,8 @@ fn issue_10_queue_and_acct_page_past_the_frame_limit() {
             user: None,
             io: Default::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         };
         // Held back by a begin time an hour away: they stay queued, nothing runs.
         req.sched.begin_us = Some(begin);

@@ -101,11 +101,21 @@ impl Dur {
         if s.is_empty() {
             return Err(err("empty"));
         }
+        // The largest duration held is i64::MAX µs (about 292,000 years); a float cast above
+        // it would saturate silently to that value.
+        let micros = |v: f64| -> Result<i64, ParseDurError> {
+            let us = v.round();
+            if us < i64::MAX as f64 {
+                Ok(us as i64)
+            } else {
+                Err(err("too large (at most about 292,000 years)"))
+            }
+        };
         if let Ok(secs) = s.parse::<f64>() {
             if !secs.is_finite() || secs < 0.0 {
                 return Err(err("must be a finite, non-negative number"));
             }
-            return Ok(Dur::from_secs_f64(secs));
+            return micros(secs * MICROS_PER_SEC as f64).map(Dur);
         }
         let mut total: i64 = 0;
         let mut rest = s;
@@ -131,8 +141,8 @@ impl Dur {
                 _ => return Err(err("unknown unit (use us, ms, s, m, h or d)")),
             };
             total = total
-                .checked_add((value * unit as f64).round() as i64)
-                .ok_or_else(|| err("too large"))?;
+                .checked_add(micros(value * unit as f64)?)
+                .ok_or_else(|| err("too large (at most about 292,000 years)"))?;
             rest = &rest[unit_len..];
         }
         Ok(Dur(total))
@@ -294,6 +304,15 @@ mod tests {
         let e = Dur::parse("10 parsecs").unwrap_err();
         assert!(e.to_string().contains("unit"), "{e}");
         assert!(Dur::parse("").is_err());
+        for huge in [
+            "99999999999999999d",
+            "1e300",
+            "9223372036854775807s",
+            "106751991d106751991d",
+        ] {
+            let e = Dur::parse(huge).unwrap_err();
+            assert!(e.to_string().contains("too large"), "{huge}: {e}");
+        }
         assert!(Dur::parse("-3").is_err());
         assert!(Dur::parse("ms").is_err());
     }

@@ -526,7 +526,9 @@ impl Scenario {
                 "give exactly one workload: [[jobs]], [mix] or [lublin]",
             );
         }
-        let total = m.nodes * m.pes_per_node;
+        let Some(total) = m.nodes.checked_mul(m.pes_per_node) else {
+            return bad("machine", "nodes × pes_per_node must be below 2³²");
+        };
         for (i, j) in self.jobs.iter().enumerate() {
             let f = |name: &str| format!("jobs[{i}].{name}");
             if j.procs == 0 || j.procs > total {

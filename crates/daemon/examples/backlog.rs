@@ -54,6 +54,8 @@ fn main() {
                 user: None,
                 io: Default::default(),
                 sched: Default::default(),
+                layout: None,
+                hold: false,
             };
             if !env.is_empty() {
                 req.io.env = Some(env.clone());

@@ -49,6 +49,8 @@ fn submit(procs: u32, cmd: Vec<String>) -> SubmitRequest {
         user: None,
         io: Default::default(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }
 }
 
@@ -562,7 +564,7 @@ pub fn launch(
                     crate::bcast::send_file(
                         &c.client,
                         &prog,
-                        Some(&format!("prog{mb}")),
+                        &crate::bcast::Staging::named(&format!("prog{mb}")),
                         s.chunk,
                         s.slots,
                         &[],
@@ -656,8 +658,14 @@ pub fn bcast(
         for &sl in slots {
             let mut t = Vec::new();
             for _ in 0..runs + 1 {
-                let sent =
-                    crate::bcast::send_file(&c.client, &file, Some("payload"), chunk, sl, &[])?;
+                let sent = crate::bcast::send_file(
+                    &c.client,
+                    &file,
+                    &crate::bcast::Staging::named("payload"),
+                    chunk,
+                    sl,
+                    &[],
+                )?;
                 t.push(sent.took.as_secs_f64() * 1e3);
             }
             t.remove(0);

@@ -121,23 +121,46 @@ impl Client {
         })
     }
 
+    /// Sends `req` and returns the answer. A request the machine manager closed unread — it
+    /// said so ([`cosched_storm::FrameError::Busy`]: newer connections of this peer displaced
+    /// this one), or it closed before the request was written whole — was not acted on, and
+    /// is sent again, with a new stamp, for up to [`UNREAD_RETRY_FOR`].
     pub fn request(&self, req: Request) -> Result<Response, DaemonError> {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match self.request_once(req.clone()) {
+                Err(Attempt::Unread(_)) if start.elapsed() < UNREAD_RETRY_FOR => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                Err(Attempt::Unread(e) | Attempt::Failed(e)) => return Err(e),
+                Ok(Response::Error(why)) => return Err(DaemonError::Refused(why)),
+                Ok(r) => return Ok(r),
+            }
+        }
+    }
+
+    /// One connection: `req` sent, the answer read.
+    fn request_once(&self, req: Request) -> Result<Response, Attempt> {
         use std::net::ToSocketAddrs;
+        let failed = |e: DaemonError| Attempt::Failed(e);
         if let Some(sock) = &self.sock {
             let connect = || -> std::io::Result<std::os::unix::net::UnixStream> {
                 let (_dir, path) = socket_path(sock)?;
                 std::os::unix::net::UnixStream::connect(path)
             };
-            let mut s = connect().map_err(|e| DaemonError::Connect {
-                addr: sock.display().to_string(),
-                cause: e,
-            })?;
-            s.set_read_timeout(Some(Duration::from_secs(15)))?;
-            write_blocking(&mut s, &self.key, &Hello::Client(Stamp::now(), req))?;
-            return match read_blocking(&mut s, &self.key)? {
-                Response::Error(why) => Err(DaemonError::Refused(why)),
-                r => Ok(r),
-            };
+            let mut s = connect()
+                .map_err(|e| DaemonError::Connect {
+                    addr: sock.display().to_string(),
+                    cause: e,
+                })
+                .map_err(failed)?;
+            s.set_read_timeout(Some(Duration::from_secs(15)))
+                .map_err(|e| failed(e.into()))?;
+            write_blocking(&mut s, &self.key, &Hello::Client(Stamp::now(), req))
+                .map_err(|e| Attempt::Unread(e.into()))?;
+            return read_blocking(&mut s, &self.key).map_err(|e| Attempt::of_answer(e.into()));
         }
         let sock = self
             .addr
@@ -149,41 +172,39 @@ impl Client {
                     "machine manager address {:?} is not a reachable HOST:PORT (--mm)",
                     self.addr
                 ))
-            })?;
-        let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(3)).map_err(|e| {
-            DaemonError::Connect {
+            })
+            .map_err(failed)?;
+        let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(3))
+            .map_err(|e| DaemonError::Connect {
                 addr: self.addr.clone(),
                 cause: e,
-            }
-        })?;
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(Duration::from_secs(15)))?;
+            })
+            .map_err(failed)?;
+        s.set_nodelay(true).map_err(|e| failed(e.into()))?;
+        s.set_read_timeout(Some(Duration::from_secs(15)))
+            .map_err(|e| failed(e.into()))?;
         let hello = match self.user {
             Some(uid) => Hello::User(uid, Stamp::now(), req),
             None => Hello::Client(Stamp::now(), req),
         };
-        write_blocking(&mut s, &self.key, &hello)?;
-        let answer = read_blocking(&mut s, &self.key).map_err(|e| match e {
+        write_blocking(&mut s, &self.key, &hello).map_err(|e| Attempt::Unread(e.into()))?;
+        read_blocking(&mut s, &self.key).map_err(|e| match e {
             cosched_storm::FrameError::Refused => {
                 let file = self
                     .key_file
                     .as_deref()
                     .map_or_else(|| "use".into(), |p| p.display().to_string());
-                DaemonError::Refused(match self.user {
+                Attempt::Failed(DaemonError::Refused(match self.user {
                     Some(uid) => format!(
                         "authentication failed: the user key in {file} is not uid {uid}'s on this cluster (a forged or old key, or the cluster key was rotated)"
                     ),
                     None => format!(
                         "authentication failed: the key in {file} does not match the cluster's"
                     ),
-                })
+                }))
             }
-            e => e.into(),
-        })?;
-        match answer {
-            Response::Error(why) => Err(DaemonError::Refused(why)),
-            r => Ok(r),
-        }
+            e => Attempt::of_answer(e.into()),
+        })
     }
 
     /// Submits a job; one too large for a request (its environment, mostly) is refused here
@@ -210,6 +231,8 @@ impl Client {
             user: None,
             io: Default::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         })
     }
 
@@ -336,6 +359,34 @@ impl Client {
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+}
+
+/// How long a request closed unread is sent again (see [`Client::request`]).
+pub const UNREAD_RETRY_FOR: Duration = Duration::from_secs(10);
+
+/// Why one connection's request got no answer.
+enum Attempt {
+    /// The request was not read, so not acted on: it may be sent again.
+    Unread(DaemonError),
+    Failed(DaemonError),
+}
+
+impl Attempt {
+    /// A failure to read the answer: the request was not read if the machine manager said
+    /// so, or reset the connection (a socket closed with data it had not read is reset, not
+    /// closed: had it read the request, it would have answered or closed).
+    fn of_answer(e: DaemonError) -> Attempt {
+        use cosched_storm::FrameError;
+        match e {
+            DaemonError::Frame(FrameError::Busy) => Attempt::Unread(e),
+            DaemonError::Frame(FrameError::Io(ref io))
+                if io.kind() == std::io::ErrorKind::ConnectionReset =>
+            {
+                Attempt::Unread(e)
+            }
+            e => Attempt::Failed(e),
         }
     }
 }

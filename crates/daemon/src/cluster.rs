@@ -115,8 +115,9 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
             ),
         });
     }
-    // A bad policy, option or policy file is refused here with the policy's own message,
-    // rather than in the log of a background process.
+    // A bad policy, option, policy file or liveness setting is refused here with its own
+    // message, rather than in the log of a background process.
+    o.settings.check().map_err(DaemonError::Config)?;
     crate::mm::build_policy(
         &o.settings.policy,
         o.settings.nodes,
@@ -142,10 +143,21 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         o.settings.fanout.to_string(),
         "--heartbeat".into(),
         o.settings.heartbeat.to_string(),
+        "--suspect-after".into(),
+        o.settings.suspect_after.to_string(),
+        "--down-after".into(),
+        o.settings.down_after.to_string(),
         "--kill-wait".into(),
         o.settings.kill_wait.to_string(),
         "--keep-jobs".into(),
         o.settings.keep_jobs.to_string(),
+        "--first-frame-timeout".into(),
+        cosched_core::Dur::from_micros(o.settings.admission.first_frame.as_micros() as i64)
+            .to_string(),
+        "--max-pending-per-peer".into(),
+        o.settings.admission.per_peer.to_string(),
+        "--max-pending".into(),
+        o.settings.admission.total.to_string(),
         "--state-dir".into(),
         dir.root().display().to_string(),
         "--key-file".into(),
@@ -294,18 +306,26 @@ fn last_line(log: &Path) -> Option<String> {
 /// named on stderr and its pid is never signalled.
 pub fn down(dir: &StateDir) -> Result<(), DaemonError> {
     dir.check()?;
-    // Best effort: a machine manager that is gone is killed by pid below anyway.
-    let _ = Client::from_state_dir(dir, None, None).and_then(|c| c.simple(Request::Shutdown));
+    // Best effort: a machine manager that is gone is killed by pid below anyway. One that
+    // answers it cannot shut down (its database takes no writes) is stopped the same way,
+    // and the user told what that means.
+    if let Err(DaemonError::Refused(why)) =
+        Client::from_state_dir(dir, None, None).and_then(|c| c.simple(Request::Shutdown))
+    {
+        eprintln!(
+            "cluster down: {why}; stopping the daemons by signal: the live jobs stay as last recorded (a restarted machine manager ends them node_failed or runs them again)"
+        );
+    }
     let (pids, refused) = dir.take_pids()?;
     for why in &refused {
         eprintln!("cluster down: {why}");
     }
     let deadline = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < deadline && pids.iter().any(|&p| pid_alive(p) && !is_zombie(p)) {
+    while Instant::now() < deadline && pids.iter().any(|&p| pid_alive(p)) {
         std::thread::sleep(Duration::from_millis(20));
     }
     for &p in &pids {
-        if pid_alive(p) && !is_zombie(p) {
+        if pid_alive(p) {
             signal_pid(p, libc::SIGKILL);
         }
     }
@@ -317,16 +337,6 @@ pub fn down(dir: &StateDir) -> Result<(), DaemonError> {
         });
     }
     Ok(())
-}
-
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
 }
 
 /// The policy options as `cosched mm` arguments. The file's path is made absolute: the

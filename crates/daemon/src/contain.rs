@@ -10,10 +10,16 @@
 //! of cgroup v2 never applies.
 //!
 //! Layout: `<cgroup2 mount>/<the NM's own cgroup>/cosched-<node>-<hash of its work
-//! directory>/job-<id>-<launch>`. The hash keeps apart the node managers of several clusters
-//! on one host (tests run many); the launch number keeps apart two launches of the same job
-//! (a requeued job placed on the same node while the first launch is in its kill wait), so
-//! the delayed `cgroup.kill` of one never hits the other. A node manager that starts finds
+//! directory>/job-<id>-<instance>-<launch>`. The hash keeps apart the node managers of
+//! several clusters on one host (tests run many); the launch number keeps apart two launches
+//! of the same job by one node manager (a requeued job placed on the same node while the first
+//! launch is in its kill wait), so the delayed `cgroup.kill` of one never hits the other; the
+//! instance (the node manager's incarnation, in hex) keeps apart the launches of successive
+//! node managers on one work directory, whose launch numbers each start at 1: otherwise a
+//! requeued job relaunched by a restarted node manager would get the very directory the new
+//! process is still removing, and its ranks could not join it (ENODEV). A job cgroup is always
+//! a new directory: one that exists already is refused, never shared. A node manager that
+//! starts finds
 //! the job cgroups a previous incarnation left (it was killed: its ranks died with it through
 //! `PR_SET_PDEATHSIG`, their children did not) and kills them: a new incarnation holds no job,
 //! and the machine manager fails or requeues every job the old one held.
@@ -61,11 +67,13 @@ impl Containment {
 
     /// Cgroups when this process can make them (`COSCHED_NO_CGROUPS=1` forces the fallback,
     /// for tests of it), else process groups.
-    pub fn detect(node: &str, workdir: &Path) -> Containment {
+    /// `instance` tells this node manager's job cgroups from an earlier one's (its
+    /// incarnation).
+    pub fn detect(node: &str, workdir: &Path, instance: u64) -> Containment {
         if std::env::var_os("COSCHED_NO_CGROUPS").is_some_and(|v| v == "1") {
             return Containment::Groups("COSCHED_NO_CGROUPS=1".into());
         }
-        match Cgroups::detect(node, workdir) {
+        match Cgroups::detect(node, workdir, instance) {
             Ok(c) => Containment::Cgroups(c),
             Err(why) => Containment::Groups(why),
         }
@@ -89,6 +97,9 @@ impl Containment {
 #[derive(Debug)]
 pub struct Cgroups {
     base: PathBuf,
+    /// In every job cgroup's name: this node manager's, not an earlier one's on the same
+    /// work directory (see the module documentation).
+    instance: u64,
 }
 
 /// One launch of a job on this node: its cgroup directory.
@@ -98,7 +109,7 @@ pub struct JobCgroup {
 }
 
 impl Cgroups {
-    fn detect(node: &str, workdir: &Path) -> Result<Cgroups, String> {
+    fn detect(node: &str, workdir: &Path, instance: u64) -> Result<Cgroups, String> {
         let (mount, root) = cgroup2_mount().ok_or("no cgroup2 file system mounted")?;
         let own = std::fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
@@ -139,21 +150,21 @@ impl Cgroups {
         }
         // Written down for operators and for tests that clean up after killed node managers.
         let _ = std::fs::write(workdir.join(CGROUP_FILE), format!("{}\n", base.display()));
-        Ok(Cgroups { base })
+        Ok(Cgroups { base, instance })
     }
 
     pub fn base(&self) -> &Path {
         &self.base
     }
 
-    /// Creates the cgroup of launch `launch` of `job`.
+    /// Creates the cgroup of launch `launch` of `job`: a new directory. One that exists
+    /// already belongs to another launch (perhaps being removed, when its processes would
+    /// fail to join it) and is refused with its path.
     pub fn create(&self, job: JobId, launch: u64) -> std::io::Result<JobCgroup> {
-        let dir = self.base.join(format!("job-{}-{launch}", job.0));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
+        let dir = self.base.join(job_cgroup_name(job, self.instance, launch));
+        std::fs::create_dir(&dir).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display()))
+        })?;
         Ok(JobCgroup { dir })
     }
 
@@ -344,6 +355,11 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The directory name of launch `launch` of `job` by node manager `instance`.
+fn job_cgroup_name(job: JobId, instance: u64, launch: u64) -> String {
+    format!("job-{}-{instance:x}-{launch}", job.0)
+}
+
 fn sanitize(name: &str) -> String {
     name.chars()
         .map(|c| {
@@ -376,6 +392,47 @@ mod tests {
         assert_eq!(unescape(r"/a\040b"), "/a b");
         assert_eq!(unescape("/sys/fs/cgroup"), "/sys/fs/cgroup");
         assert_eq!(unescape(r"/x\04"), r"/x\04");
+    }
+
+    /// A restarted node manager's launch numbers start at 1 again, so its job cgroups must
+    /// still be named apart from its predecessor's.
+    #[test]
+    fn job_cgroups_of_successive_node_managers_have_different_names() {
+        let (job, launch) = (JobId(7), 1);
+        assert_ne!(
+            job_cgroup_name(job, 0x1000, launch),
+            job_cgroup_name(job, 0x1001, launch)
+        );
+        assert!(job_cgroup_name(job, 0x1000, launch).starts_with("job-7-"));
+    }
+
+    /// Creating a job cgroup never takes over a directory that exists (an earlier launch's,
+    /// perhaps being removed).
+    #[test]
+    fn a_job_cgroup_that_exists_already_is_refused() {
+        let base = std::env::temp_dir().join(format!("cosched-cg-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let cg = Cgroups {
+            base: base.clone(),
+            instance: 5,
+        };
+        let first = cg.create(JobId(3), 1).unwrap();
+        assert!(first.dir.is_dir());
+        let again = cg.create(JobId(3), 1).unwrap_err();
+        assert_eq!(again.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(
+            again.to_string().contains(&first.dir.display().to_string()),
+            "{again}"
+        );
+        let next = Cgroups {
+            base: base.clone(),
+            instance: 6,
+        };
+        assert!(
+            next.create(JobId(3), 1).is_ok(),
+            "a new instance's name is free"
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -1,7 +1,14 @@
 //! The machine manager's persistent state in SQLite (WAL mode): every job record and every
 //! node's name and id, written through on each change so a killed machine manager loses no
-//! record. Records are stored as JSON documents keyed by id: the schema stays trivial and a
-//! record read back is exactly what was written.
+//! record, and the nonces of the recent requests that changed something, so a restarted
+//! machine manager still refuses them when replayed. Records are stored
+//! as JSON documents keyed by id: the schema stays trivial and a record read back is exactly
+//! what was written. Rows of `jobs` are never deleted, so its largest id is the high-water
+//! mark a restarted machine manager continues from.
+//!
+//! A write that fails — a full disk, a read-only file system, an I/O error — is a
+//! [`DbError::Write`] whose message says which, names the directory and what to do; the
+//! transaction is rolled back, and the connection takes the next write when the disk does.
 
 use std::path::Path;
 
@@ -9,9 +16,13 @@ use cosched_core::{JobId, NodeId};
 use rusqlite::{Connection, params};
 
 use crate::proto::JobInfo;
+use crate::state_dir::{FsState, fs_state};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
+    /// A write that did not happen, and why in the user's terms.
+    #[error("cannot write the machine manager's database {path}: {why}")]
+    Write { path: String, why: String },
     #[error("database {path}: {cause}")]
     Sqlite {
         path: String,
@@ -41,21 +52,20 @@ pub struct NodeRow {
 impl Db {
     pub fn open(path: &Path) -> Result<Db, DbError> {
         let p = path.display().to_string();
-        let err = |cause| DbError::Sqlite {
-            path: p.clone(),
-            cause,
-        };
-        let conn = Connection::open(path).map_err(err)?;
+        let conn = Connection::open(path).map_err(|cause| write_error(&p, 0, cause))?;
+        let failed = |cause| write_error(&p, last_errno(&conn), cause);
         conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(err)?;
+            .map_err(failed)?;
         // NORMAL in WAL mode survives a killed process (not a power cut): what we need.
         conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(err)?;
+            .map_err(failed)?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, doc TEXT NOT NULL);
-             CREATE TABLE IF NOT EXISTS nodes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, pes INTEGER NOT NULL);",
+             CREATE TABLE IF NOT EXISTS nodes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, pes INTEGER NOT NULL);
+             CREATE TABLE IF NOT EXISTS nonces (nonce INTEGER PRIMARY KEY, at INTEGER NOT NULL);
+             CREATE INDEX IF NOT EXISTS nonces_at ON nonces (at);",
         )
-        .map_err(err)?;
+        .map_err(failed)?;
         Ok(Db { conn, path: p })
     }
 
@@ -67,12 +77,58 @@ impl Db {
     }
 
     pub fn put_job(&self, job: &JobInfo) -> Result<(), DbError> {
-        let doc = serde_json::to_string(job).expect("a job record always serialises");
-        self.conn
-            .prepare_cached("INSERT INTO jobs (id, doc) VALUES (?1, ?2) ON CONFLICT(id) DO UPDATE SET doc = excluded.doc")
-            .and_then(|mut s| s.execute(params![job.id().0 as i64, doc]))
+        self.write(&Batch {
+            jobs: vec![(job.id(), job_doc(job))],
+            ..Batch::default()
+        })
+    }
+
+    /// Writes a batch in one transaction: all of it, or (on an error) none of it.
+    pub fn write(&self, b: &Batch) -> Result<(), DbError> {
+        let failed = |cause| write_error(&self.path, last_errno(&self.conn), cause);
+        let tx = self.conn.unchecked_transaction().map_err(failed)?;
+        {
+            let mut put = tx
+                .prepare_cached("INSERT INTO jobs (id, doc) VALUES (?1, ?2) ON CONFLICT(id) DO UPDATE SET doc = excluded.doc")
+                .map_err(failed)?;
+            for (id, doc) in &b.jobs {
+                put.execute(params![id.0 as i64, doc]).map_err(failed)?;
+            }
+            for node in &b.nodes {
+                tx.execute(
+                    "INSERT INTO nodes (id, name, pes) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET name = excluded.name, pes = excluded.pes",
+                    params![node.id.0, node.name, node.pes],
+                )
+                .map_err(failed)?;
+            }
+            let mut seen = tx
+                .prepare_cached("INSERT OR IGNORE INTO nonces (nonce, at) VALUES (?1, ?2)")
+                .map_err(failed)?;
+            for &(at, nonce) in &b.nonces {
+                // The nonce's 64 bits as SQLite's signed integer.
+                seen.execute(params![nonce as i64, at]).map_err(failed)?;
+            }
+            if let Some(before) = b.forget_nonces_before {
+                tx.execute("DELETE FROM nonces WHERE at < ?1", params![before])
+                    .map_err(failed)?;
+            }
+        }
+        tx.commit().map_err(failed)
+    }
+
+    /// The nonces recorded at `since` (µs) or later, as `(at, nonce)` in the order they
+    /// arrived.
+    pub fn nonces(&self, since: i64) -> Result<Vec<(i64, u64)>, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT at, nonce FROM nonces WHERE at >= ?1 ORDER BY at")
             .map_err(|e| self.err(e))?;
-        Ok(())
+        let rows = stmt
+            .query_map(params![since], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as u64))
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
     pub fn jobs(&self) -> Result<Vec<JobInfo>, DbError> {
@@ -122,13 +178,10 @@ impl Db {
     }
 
     pub fn put_node(&self, node: &NodeRow) -> Result<(), DbError> {
-        self.conn
-            .execute(
-                "INSERT INTO nodes (id, name, pes) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET name = excluded.name, pes = excluded.pes",
-                params![node.id.0, node.name, node.pes],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(())
+        self.write(&Batch {
+            nodes: vec![node.clone()],
+            ..Batch::default()
+        })
     }
 
     pub fn nodes(&self) -> Result<Vec<NodeRow>, DbError> {
@@ -161,6 +214,66 @@ impl Db {
             .query_row("SELECT MAX(id) FROM jobs", [], |r| r.get(0))
             .map_err(|e| self.err(e))?;
         Ok(JobId(v.unwrap_or(0) as u64))
+    }
+}
+
+/// What one transaction writes ([`Db::write`]).
+#[derive(Clone, Debug, Default)]
+pub struct Batch {
+    /// Job records as [`job_doc`] makes them, by id.
+    pub jobs: Vec<(JobId, String)>,
+    pub nodes: Vec<NodeRow>,
+    /// Nonces of requests, with the time (µs) they arrived.
+    pub nonces: Vec<(i64, u64)>,
+    /// Nonces that arrived before this time (µs) are forgotten.
+    pub forget_nonces_before: Option<i64>,
+}
+
+/// A job's record as the database stores it.
+pub fn job_doc(job: &JobInfo) -> String {
+    serde_json::to_string(job).expect("a job record always serialises")
+}
+
+/// The error number of the last system call of `conn` that failed (0 if none).
+fn last_errno(conn: &Connection) -> i32 {
+    // SAFETY: the connection's own handle, alive for the call; sqlite3_system_errno only
+    // reads the error number SQLite kept.
+    unsafe { rusqlite::ffi::sqlite3_system_errno(conn.handle()) }
+}
+
+/// The error of a write to the database at `path` that failed with `cause` (and system error
+/// `errno`, 0 if unknown): a full disk, a read-only file system or an I/O error of the
+/// directory that holds it, said so with what to do. The error number says which; without
+/// one, the file system is asked (statvfs).
+fn write_error(path: &str, errno: i32, cause: rusqlite::Error) -> DbError {
+    let dir = Path::new(path).parent().unwrap_or(Path::new("."));
+    let state = match errno {
+        libc::ENOSPC | libc::EDQUOT => Some(FsState::Full),
+        libc::EROFS => Some(FsState::ReadOnly),
+        _ => fs_state(dir),
+    };
+    let why = match state {
+        Some(FsState::ReadOnly) => format!(
+            "{} is on a read-only file system ({cause}); remount it read-write (or move the state directory) and ask again",
+            dir.display()
+        ),
+        Some(FsState::Full) => format!(
+            "the file system of {} is full ({cause}); free space on it and ask again",
+            dir.display()
+        ),
+        _ => format!(
+            "{cause}{}; check the disk of {} (free space, how it is mounted, the kernel log) and ask again",
+            if errno != 0 {
+                format!(" ({})", std::io::Error::from_raw_os_error(errno))
+            } else {
+                String::new()
+            },
+            dir.display()
+        ),
+    };
+    DbError::Write {
+        path: path.to_string(),
+        why,
     }
 }
 
@@ -228,5 +341,76 @@ mod legacy {
             reason: None,
             run: 0,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch the database cannot take is written not at all — no
+    /// record and no nonce of it — and the error names the database; the same connection
+    /// takes the next batch once there is room. SQLite's page limit stands for the full disk.
+    #[test]
+    fn a_batch_is_written_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mm.db");
+        let db = Db::open(&path).unwrap();
+        let doc = |id: u64| (JobId(id), format!("{{\"pad\":\"{}\"}}", "x".repeat(4000)));
+        db.write(&Batch {
+            jobs: vec![doc(1)],
+            ..Batch::default()
+        })
+        .unwrap();
+        let pages: i64 = db
+            .conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        db.conn
+            .pragma_update(None, "max_page_count", pages + 2)
+            .unwrap();
+        let big = Batch {
+            jobs: (2..40).map(doc).collect(),
+            nonces: vec![(5, 77)],
+            ..Batch::default()
+        };
+        let e = db.write(&big).unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        let ids: Vec<i64> = db
+            .conn
+            .prepare("SELECT id FROM jobs")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(ids, vec![1], "nothing of the refused batch is written");
+        assert!(db.nonces(0).unwrap().is_empty());
+        db.conn
+            .pragma_update(None, "max_page_count", 1_000_000)
+            .unwrap();
+        db.write(&big).unwrap();
+        assert_eq!(db.nonces(0).unwrap(), vec![(5, 77)]);
+    }
+
+    /// Nonces are read back in arrival order from a time on, and forgotten before one.
+    #[test]
+    fn nonces_are_read_back_and_forgotten_by_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("mm.db")).unwrap();
+        let nonces = vec![(10, u64::MAX), (20, 2), (30, 3)];
+        db.write(&Batch {
+            nonces,
+            ..Batch::default()
+        })
+        .unwrap();
+        assert_eq!(db.nonces(15).unwrap(), vec![(20, 2), (30, 3)]);
+        assert_eq!(db.nonces(0).unwrap()[0], (10, u64::MAX), "all 64 bits kept");
+        db.write(&Batch {
+            forget_nonces_before: Some(25),
+            ..Batch::default()
+        })
+        .unwrap();
+        assert_eq!(db.nonces(0).unwrap(), vec![(30, 3)]);
     }
 }

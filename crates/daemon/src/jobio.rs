@@ -147,26 +147,48 @@ pub fn expand(
     rank: u32,
     node: &str,
 ) -> String {
+    escapes(pattern, |c| match c {
+        'j' => Some(job.0.to_string()),
+        't' => Some(rank.to_string()),
+        'N' => Some(node.to_string()),
+        'A' => Some(array.map_or(job, |a| a.job).0.to_string()),
+        'a' => Some(array.map_or(0, |a| a.index).to_string()),
+        '%' => Some("%".into()),
+        _ => None,
+    })
+}
+
+/// Expands the escapes of an output pattern that are known at submission — `%x` (the job's
+/// name) and `%u` (its user's name) — and keeps every other `%` sequence, `%%` included, for
+/// [`expand`] on the node.
+pub fn expand_at_submission(pattern: &str, name: &str, user: &str) -> String {
+    escapes(pattern, |c| match c {
+        'x' => Some(name.to_string()),
+        'u' => Some(user.to_string()),
+        _ => None,
+    })
+}
+
+/// `pattern` with each `%c` replaced by what `value(c)` gives; a sequence it gives nothing
+/// for is kept as written (a `%` at the end too).
+fn escapes(pattern: &str, value: impl Fn(char) -> Option<String>) -> String {
     let mut out = String::with_capacity(pattern.len() + 8);
-    let mut chars = pattern.chars().peekable();
+    let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
         if c != '%' {
             out.push(c);
             continue;
         }
-        match chars.peek() {
-            Some('j') => out += &job.0.to_string(),
-            Some('t') => out += &rank.to_string(),
-            Some('N') => out += node,
-            Some('A') => out += &array.map_or(job, |a| a.job).0.to_string(),
-            Some('a') => out += &array.map_or(0, |a| a.index).to_string(),
-            Some('%') => out.push('%'),
-            _ => {
-                out.push('%');
-                continue;
-            }
+        match chars.next() {
+            Some(e) => match value(e) {
+                Some(v) => out += &v,
+                None => {
+                    out.push('%');
+                    out.push(e);
+                }
+            },
+            None => out.push('%'),
         }
-        chars.next();
     }
     out
 }
@@ -265,6 +287,21 @@ mod tests {
     }
 
     #[test]
+    fn submission_expands_the_name_and_user_and_leaves_the_rest_to_the_node() {
+        let p = expand_at_submission("o-%x-%u-%j-%%x-%A_%a-%N-%t.out%", "job", "ann");
+        assert_eq!(p, "o-job-ann-%j-%%x-%A_%a-%N-%t.out%");
+        let task = crate::sched::ArrayTask {
+            job: JobId(5),
+            index: 2,
+            throttle: None,
+        };
+        assert_eq!(
+            expand(&p, JobId(6), Some(&task), 1, "n0"),
+            "o-job-ann-6-%x-5_2-n0-1.out%"
+        );
+    }
+
+    #[test]
     fn an_oversized_environment_is_refused_naming_the_limit() {
         let mut req = SubmitRequest {
             procs: 1,
@@ -279,6 +316,8 @@ mod tests {
                 ..JobIo::default()
             },
             sched: Default::default(),
+            layout: None,
+            hold: false,
         };
         assert!(check_submit_size(&req).is_ok());
         req.io.env = Some(vec![("BIG".into(), "x".repeat(3 << 20))]);

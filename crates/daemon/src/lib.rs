@@ -20,6 +20,8 @@
 //! - [`sched`]: start conditions: dependencies, begin times, job arrays and their throttle.
 //! - [`report`]: tables, the Ousterhout matrix and SWF export of job records.
 //! - [`util`]: clock, atomic files, signals.
+//! - [`dir`]: directories a root daemon works in, held open; files in them made without
+//!   following links; its own directories checked before use.
 //!
 //! ```no_run
 //! use cosched_daemon::cluster::{ClusterOptions, up};
@@ -38,6 +40,7 @@ pub mod cluster;
 pub mod contain;
 pub mod dashboard;
 pub mod db;
+pub mod dir;
 pub mod jobio;
 pub mod launch_model;
 pub mod mm;
@@ -82,4 +85,7 @@ pub enum DaemonError {
     Timeout(String),
     #[error("state directory {dir}: {why}")]
     StateDir { dir: PathBuf, why: String },
+    /// A directory a daemon keeps for itself (a work or scratch directory) that is not safe.
+    #[error(transparent)]
+    Dir(#[from] dir::DirError),
 }

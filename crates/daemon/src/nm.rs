@@ -10,8 +10,11 @@
 //! Ranks run as the job's user (issue 10, finding 3): a node manager running as root sets
 //! their uid, gid and supplementary groups before `exec`, and the rank itself creates its
 //! output files (mode 0600, in a job directory of mode 0700 owned by the user), so nothing is
-//! created or truncated with root's rights where the user could have planted a link. A node
-//! manager that is not root runs only its own user's jobs and refuses the others.
+//! created or truncated with root's rights where the user could have planted a link. What the
+//! node manager itself makes in a job's directory (the monitor ring, the error files of ranks
+//! that could not start) it makes relative to its handle of the directory, anew and without
+//! following links (crate::dir). A node manager that is not root runs only its own user's
+//! jobs and refuses the others.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsRawFd, RawFd};
@@ -25,6 +28,7 @@ use tokio::sync::mpsc;
 
 use crate::DaemonError;
 use crate::contain::{Containment, JobCgroup};
+use crate::dir::Dir;
 use crate::pmi::{FromRank, JobPmi, Out};
 use crate::proto::*;
 use crate::util::signal_group;
@@ -134,6 +138,9 @@ struct Nm {
     /// Writes broadcast files to the scratch directory (crate::bcast); set once the tree
     /// transport, whose variables it sets, is up.
     stager: Option<crate::bcast::Stager>,
+    /// `WORKDIR/jobs`, checked to be the node manager's own and held open: each job's
+    /// directory is made and given to its user relative to it.
+    jobs_dir: Dir,
 }
 
 type Owners = std::sync::Arc<std::sync::Mutex<HashMap<i32, JobId>>>;
@@ -151,15 +158,10 @@ pub fn run_blocking(cfg: NmConfig) -> Result<(), DaemonError> {
 pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     // Absolute: a rank opens its output files after changing to its working directory.
     cfg.workdir = std::path::absolute(&cfg.workdir)?;
-    // Others may pass through (to their own job's directory) but not list or write.
-    for d in [cfg.workdir.clone(), cfg.workdir.join("jobs")] {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o711)
-            .create(&d)?;
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o711))?;
-    }
+    // The node manager's own, checked (a directory someone else made or can change is
+    // refused, naming it); others may pass through (to their own job's directory) but not
+    // list or write.
+    let jobs_dir = Dir::private(&cfg.workdir, 0o711)?.private_child("jobs", 0o711)?;
     let listen = match &cfg.listen {
         Some(l) => l.clone(),
         None => {
@@ -210,8 +212,9 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         launches: 0,
         last_sweep: None,
         stager: None,
+        jobs_dir,
     };
-    nm.contain = Containment::detect(&nm.cfg.name, &nm.cfg.workdir);
+    nm.contain = Containment::detect(&nm.cfg.name, &nm.cfg.workdir, nm.incarnation);
     tracing::info!("nm {}: {}", nm.cfg.name, nm.contain.describe());
     if let Containment::Cgroups(cg) = &nm.contain {
         let orphans = cg.reap_orphans();
@@ -225,7 +228,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     }
 
     let priority = crate::util::raise_priority();
-    let (node, heartbeat) = nm.register(&addr, &mut exit_rx).await?;
+    let (node, mut silence) = nm.register(&addr, &mut exit_rx).await?;
     tracing::info!("nm {}: running at {priority}", nm.cfg.name);
     tracing::info!(
         "nm {}: registered as node {node} (tree listener {addr})",
@@ -237,7 +240,6 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         &nm.cfg.workdir,
         handle.vars.clone(),
     ));
-    let silence = heartbeat * 4 + Duration::from_millis(200);
     let mut last_heard = tokio::time::Instant::now();
     // The heartbeat's XFER-AND-SIGNAL writes its sequence number into VAR_HEARTBEAT; the
     // machine manager's liveness is a TEST-EVENT on that variable changing (a restarted
@@ -278,7 +280,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
                     }
                     Delivery::ParentLost => {
                         tracing::warn!("nm {}: lost its parent in the tree; registering again", nm.cfg.name);
-                        nm.register(&addr, &mut exit_rx).await?;
+                        (_, silence) = nm.register(&addr, &mut exit_rx).await?;
                         last_heard = tokio::time::Instant::now();
                     }
                 }
@@ -298,7 +300,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
             }
             _ = tokio::time::sleep_until(last_heard + silence) => {
                 tracing::warn!("nm {}: no heartbeat for {silence:?}; registering again", nm.cfg.name);
-                nm.register(&addr, &mut exit_rx).await?;
+                (_, silence) = nm.register(&addr, &mut exit_rx).await?;
                 last_heard = tokio::time::Instant::now();
             }
         }
@@ -350,7 +352,11 @@ impl Nm {
     /// Registers (again) with the machine manager with everything it holds (ranks running,
     /// ranks exited with their status), retrying until it answers: after an MM restart this
     /// is how the node comes back with its jobs. Rank exits keep being taken in between
-    /// attempts, so each attempt reports the node's state as it is then.
+    /// attempts, so each attempt reports the node's state as it is then. A node that was
+    /// declared down meanwhile is told to kill what it still runs first ([`Nm::kill_fenced`]).
+    /// Returns the node's id and how long it may hear nothing before it registers again:
+    /// as long as the machine manager waits before it takes the node for not responding,
+    /// and at least four heartbeats.
     async fn register(
         &mut self,
         addr: &str,
@@ -390,16 +396,23 @@ impl Nm {
                 Ok(RegisterReply::Accepted {
                     node,
                     heartbeat_us,
+                    suspect_after_us,
                     kill_wait_us,
                     drop_jobs,
                 }) => {
-                    let most = crate::mm::MAX_KILL_WAIT.as_micros();
-                    self.kill_wait = Duration::from_micros(kill_wait_us.clamp(0, most) as u64);
+                    self.set_kill_wait(kill_wait_us);
                     for job in drop_jobs {
                         self.forget(job);
                     }
                     self.id = Some(node);
-                    return Ok((node, Duration::from_micros(heartbeat_us.max(1_000) as u64)));
+                    let heartbeat = Duration::from_micros(heartbeat_us.max(1_000) as u64);
+                    let suspect = Duration::from_micros(suspect_after_us.max(0) as u64);
+                    let silence = (heartbeat * 4 + Duration::from_millis(200)).max(suspect);
+                    return Ok((node, silence));
+                }
+                Ok(RegisterReply::Fence { jobs, kill_wait_us }) => {
+                    self.set_kill_wait(kill_wait_us);
+                    self.kill_fenced(&jobs, exits).await;
                 }
                 Ok(RegisterReply::Rejected(why)) => return Err(DaemonError::Rejected(why)),
                 Err(e) => {
@@ -421,6 +434,54 @@ impl Nm {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    fn set_kill_wait(&mut self, us: i64) {
+        let most = crate::mm::MAX_KILL_WAIT.as_micros();
+        self.kill_wait = Duration::from_micros(us.clamp(0, most) as u64);
+    }
+
+    /// The machine manager declared this node down while it ran `jobs` (its manager was
+    /// stopped, or cut off) and has ended or requeued them since: they are killed as any
+    /// killed job is, and forgotten once every rank has exited, so that the next
+    /// registration reports them gone. Ranks that outlive the kill wait and a margin stay
+    /// held (the registration reports them, and the machine manager asks again).
+    async fn kill_fenced(&mut self, jobs: &[JobId], exits: &mut mpsc::UnboundedReceiver<RankEnd>) {
+        tracing::warn!(
+            "nm {}: declared down while running jobs {jobs:?}, which the machine manager has ended or requeued since: killing them before registering again",
+            self.cfg.name
+        );
+        for &job in jobs {
+            self.terminate(job);
+        }
+        let running = |nm: &Nm| {
+            jobs.iter().any(|j| {
+                nm.jobs
+                    .get(j)
+                    .is_some_and(|j| j.ranks.values().any(|r| r.pgid > 0 && r.exit.is_none()))
+            })
+        };
+        let deadline = tokio::time::Instant::now() + self.kill_wait + Duration::from_secs(5);
+        while running(self) {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => break,
+                Some((job, launch, exit)) = exits.recv() => { self.record_exit(job, launch, &exit); }
+            }
+        }
+        for &job in jobs {
+            let gone = self
+                .jobs
+                .get(&job)
+                .is_some_and(|j| j.ranks.values().all(|r| r.pgid == 0 || r.exit.is_some()));
+            if gone {
+                self.forget(job);
+            } else {
+                tracing::warn!(
+                    "nm {}: job {job} still has ranks running after its kill; the machine manager will ask again",
+                    self.cfg.name
+                );
             }
         }
     }
@@ -523,23 +584,11 @@ impl Nm {
                 // At most MAX_OUTPUT bytes of a file, its beginning or its end, and its size.
                 let read = |path: &std::path::Path| -> Option<(Vec<u8>, u64)> {
                     use std::io::{Read, Seek};
-                    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-                    let f = std::fs::OpenOptions::new()
-                        .read(true)
-                        .custom_flags(if must_own.is_some() {
-                            libc::O_NOFOLLOW | libc::O_NONBLOCK
-                        } else {
-                            0
-                        })
-                        .open(path)
-                        .ok()?;
-                    if let Some(u) = must_own {
-                        let m = f.metadata().ok()?;
-                        if !m.is_file() || m.uid() != u {
-                            return None;
-                        }
+                    let mut f = match must_own {
+                        Some(u) => crate::dir::open_regular(path, Some(u), false),
+                        None => std::fs::File::open(path),
                     }
-                    let mut f = f;
+                    .ok()?;
                     let size = f.metadata().ok()?.len();
                     if tail && size > MAX_OUTPUT {
                         f.seek(std::io::SeekFrom::Start(size - MAX_OUTPUT)).ok()?;
@@ -625,7 +674,6 @@ impl Nm {
     /// heartbeats.
     fn cap_outputs(&mut self, only: Option<(JobId, u32)>) {
         use std::io::Write;
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let cap = self.cfg.output_cap;
         let notice = cap_notice(cap);
         for (&job, j) in self.jobs.iter_mut() {
@@ -642,15 +690,11 @@ impl Nm {
                     if std::fs::metadata(path).map_or(true, |m| m.len() <= keep) {
                         continue;
                     }
-                    let f = std::fs::OpenOptions::new()
-                        .append(true)
-                        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                        .open(path);
-                    let Ok(mut f) = f else { continue };
-                    let Ok(m) = f.metadata() else { continue };
-                    if !m.is_file() || j.must_own.is_some_and(|u| m.uid() != u) {
+                    // Only a regular file (of the job's user, as root): a link the user put
+                    // where the output was must not make root cut another file.
+                    let Ok(mut f) = crate::dir::open_regular(path, j.must_own, true) else {
                         continue;
-                    }
+                    };
                     if f.set_len(keep).is_err() {
                         continue;
                     }
@@ -677,6 +721,9 @@ impl Nm {
         }
         self.last_sweep = Some(std::time::Instant::now());
         self.sweep();
+        if let Some(st) = &mut self.stager {
+            st.sweep(self.cfg.keep_jobs);
+        }
     }
 
     /// Removes the directories of jobs this node no longer holds whose last change (their
@@ -684,8 +731,8 @@ impl Nm {
     /// directories go (`WORKDIR/jobs/ID`, with the default output files); files a job wrote
     /// elsewhere (`--output` patterns, its working directory) are never touched.
     fn sweep(&self) {
-        let root = self.cfg.workdir.join("jobs");
-        let Ok(entries) = std::fs::read_dir(&root) else {
+        let root = self.jobs_dir.path();
+        let Ok(entries) = std::fs::read_dir(root) else {
             return;
         };
         let now = std::time::SystemTime::now();
@@ -758,7 +805,7 @@ impl Nm {
     }
 
     fn job_dir(&self, job: JobId) -> PathBuf {
-        self.cfg.workdir.join("jobs").join(job.0.to_string())
+        self.jobs_dir.join(job.0.to_string())
     }
 
     fn signal(&self, job: JobId, sig: i32) {
@@ -823,11 +870,14 @@ impl Nm {
         self.terminate(job);
         self.nsched.forget(job);
         self.monitors.forget(job);
+        if let Some(st) = &mut self.stager {
+            st.forget(job);
+        }
         if self.jobs.remove(&job).is_some() {
             // The directory's time marks the job's end: the retention counts from it, across
             // restarts of the node manager too.
-            if let Ok(d) = std::fs::File::open(self.job_dir(job)) {
-                let _ = d.set_modified(std::time::SystemTime::now());
+            if let Ok(d) = self.jobs_dir.child(job.0.to_string()) {
+                let _ = d.mark_modified();
             }
         }
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
@@ -888,10 +938,12 @@ impl Nm {
         let Some(mine) = l.placement.iter().find(|p| Some(p.node) == self.id) else {
             return;
         };
-        // `cosched submit --bcast`: argv[0] names a staged copy; run this node's. One that is
-        // not verified and released stays unresolved, and the launch fails naming it.
-        if let (Some(st), Some(cmd0)) = (&self.stager, l.cmd.first_mut()) {
-            match st.resolve(cmd0) {
+        // `cosched submit --bcast`: argv[0] names a staged copy; run this node's, of the job's
+        // user's or published. One that is not verified and released stays unresolved, and
+        // the launch fails naming it.
+        if let (Some(st), Some(cmd0)) = (&mut self.stager, l.cmd.first_mut()) {
+            let uid = l.uid.unwrap_or_else(crate::util::euid);
+            match st.resolve(cmd0, l.job, uid) {
                 Ok(Some(path)) => *cmd0 = path.display().to_string(),
                 Ok(None) => {}
                 Err(why) => tracing::warn!("nm {}: job {}: {why}", self.cfg.name, l.job),
@@ -943,15 +995,28 @@ impl Nm {
                 vec![f.out, f.err]
             }
         };
-        job_dir(&dir, owner);
         let ranks: Vec<u32> = mine.ranks.iter().map(|&(r, _)| r).collect();
-        let monitor_env = self.monitors.prepare(
-            l.job,
-            &dir,
-            &self.cfg.name,
-            &ranks,
-            owner.map(|o| (o.uid, o.gid)),
-        );
+        let owner_ids = owner.map(|o| (o.uid, o.gid));
+        // Made, or taken back from an earlier run, relative to the handle of `jobs/`, and
+        // given to the user through its own handle.
+        let handle = self
+            .jobs_dir
+            .child_for(l.job.0.to_string(), 0o700, owner_ids)
+            .inspect_err(|e| {
+                tracing::warn!(
+                    "nm {}: job {}: cannot make its directory {}: {e}",
+                    self.cfg.name,
+                    l.job,
+                    dir.display()
+                )
+            })
+            .ok();
+        let monitor_env = match &handle {
+            Some(h) => self
+                .monitors
+                .prepare(l.job, h, &self.cfg.name, &ranks, owner_ids),
+            None => vec![Vec::new(); ranks.len()],
+        };
         for (&(rank, local_pe), menv) in mine.ranks.iter().zip(&monitor_env) {
             let cpu = self.cpus[(self.cfg.cpu_offset + local_pe) as usize % self.cpus.len()];
             // The rank's PMI socket: our end is served by a task, its end is inherited.
@@ -1026,13 +1091,11 @@ impl Nm {
                 Err(e) => {
                     let why = format!("cannot launch {:?}: {e}", l.cmd[0]);
                     tracing::warn!("nm {}: job {} rank {rank}: {why}", self.cfg.name, l.job);
-                    let owner = run_as.as_ref().ok().and_then(Option::as_ref);
-                    write_rank_file(
-                        &dir.join(format!("{rank}.err")),
-                        format!("cosched: {why}\n").as_bytes(),
-                        owner,
-                    );
-                    write_rank_file(&dir.join(format!("{rank}.out")), b"", owner);
+                    if let Some(h) = &handle {
+                        let err = format!("cosched: {why}\n");
+                        write_rank_file(h, &format!("{rank}.err"), err.as_bytes(), owner_ids);
+                        write_rank_file(h, &format!("{rank}.out"), b"", owner_ids);
+                    }
                     job.ranks.insert(
                         rank,
                         Rank {
@@ -1103,31 +1166,14 @@ fn run_as(l: &Launch, node: &str) -> Result<Option<RunAs>, String> {
     }
 }
 
-/// Makes a job's directory on this node: mode 0700, owned by the user its ranks run as.
-fn job_dir(dir: &std::path::Path, owner: Option<&RunAs>) {
-    use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::create_dir_all(dir);
-    if let Some(o) = owner {
-        let _ = std::os::unix::fs::lchown(dir, Some(o.uid), Some(o.gid));
-    }
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-}
-
-/// Writes a file of a rank that could not start (its error): private, never through a
-/// link, owned by the job's user.
-fn write_rank_file(path: &std::path::Path, content: &[u8], owner: Option<&RunAs>) {
+/// Writes file `name` of a rank that could not start (its error) in the job's directory
+/// `dir`: a new private file in place of whatever the user left at the name (never written
+/// through it), given to the job's user (uid, gid) through its descriptor.
+fn write_rank_file(dir: &Dir, name: &str, content: &[u8], owner: Option<(u32, u32)>) {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path);
-    if let Ok(mut f) = f {
-        if let Some(o) = owner {
-            let _ = std::os::unix::fs::fchown(&f, Some(o.uid), Some(o.gid));
+    if let Ok(mut f) = dir.replace(name, 0o600) {
+        if let Some((uid, gid)) = owner {
+            let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
         }
         let _ = f.write_all(content);
     }

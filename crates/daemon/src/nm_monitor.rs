@@ -8,12 +8,12 @@
 //! creation, later whatever the node-level scheme decides (issue 12).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::{Path, PathBuf};
 
 use cosched_core::JobId;
 use cosched_monitor::ring::Cursor;
 use cosched_monitor::{Kind, Record, Ring};
 
+use crate::dir::Dir;
 use crate::proto::{LastComm, NodeMonitor, ProcMonitor};
 
 /// Ended jobs whose totals are kept.
@@ -25,43 +25,54 @@ pub const DEFAULT_SPIN_NS: u64 = 0;
 
 #[derive(Default)]
 pub struct Monitors {
-    live: HashMap<JobId, (Ring, PathBuf)>,
+    /// Each live job's ring, its job directory and the ring's name there.
+    live: HashMap<JobId, (Ring, Dir, String)>,
     /// Where [`Monitors::records_since`] stopped reading, per job.
     cursors: HashMap<JobId, Cursor>,
     ended: VecDeque<Vec<ProcMonitor>>,
 }
 
 impl Monitors {
-    /// Creates the ring of `job` in `dir` for the local `ranks` (in slot order) and returns
-    /// the environment each rank gets (by position in `ranks`); empty when the ring cannot be
-    /// made (the job runs unmonitored, and the node manager says why).
+    /// Creates the ring of `job` in its job directory `dir` for the local `ranks` (in slot
+    /// order) and returns the environment each rank gets (by position in `ranks`); empty
+    /// when the ring cannot be made (the job runs unmonitored, and the node manager says why).
+    ///
+    /// The directory is the job's user's, who may have planted anything at the ring's names
+    /// (finding 1 of issue 30: a link there made root truncate and give away the file it led
+    /// to). So the file is made relative to the node manager's handle of the directory,
+    /// anew (`O_EXCL`, never through a link), given to the user through its descriptor,
+    /// and renamed into place within the same handle.
     pub fn prepare(
         &mut self,
         job: JobId,
-        dir: &Path,
+        dir: &Dir,
         node: &str,
         ranks: &[u32],
         owner: Option<(u32, u32)>,
     ) -> Vec<Vec<(String, String)>> {
-        let path = dir.join(format!("monitor-{node}.ring"));
-        let ring = Ring::create(
-            &path,
-            job.0,
-            node,
-            ranks,
-            cosched_monitor::ring::DEFAULT_CAPACITY,
-            DEFAULT_SPIN_NS,
-        )
-        .and_then(|ring| {
+        let name = format!("monitor-{node}.ring");
+        let tmp = format!("monitor-{node}.tmp");
+        let ring = (|| {
+            let f = dir.replace(&tmp, 0o600)?;
             // The ranks write it: it is theirs when they run as the job's user.
             if let Some((uid, gid)) = owner {
-                std::os::unix::fs::chown(&path, Some(uid), Some(gid))?;
+                std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
             }
-            Ok(ring)
-        });
+            let ring = Ring::init_file(
+                &f,
+                job.0,
+                node,
+                ranks,
+                cosched_monitor::ring::DEFAULT_CAPACITY,
+                DEFAULT_SPIN_NS,
+            )?;
+            dir.rename(&tmp, &name)?;
+            Ok::<_, std::io::Error>((ring, dir.try_clone()?))
+        })();
+        let path = dir.join(&name);
         match ring {
-            Ok(ring) => {
-                self.live.insert(job, (ring, path.clone()));
+            Ok((ring, dir)) => {
+                self.live.insert(job, (ring, dir, name));
                 (0..ranks.len())
                     .map(|slot| {
                         vec![
@@ -86,7 +97,7 @@ impl Monitors {
 
     /// Sets the spin time of `job`'s ranks (read at their next wait).
     pub fn set_spin(&self, job: JobId, ns: u64) {
-        if let Some((ring, _)) = self.live.get(&job) {
+        if let Some((ring, ..)) = self.live.get(&job) {
             ring.set_spin_ns(ns);
         }
     }
@@ -95,7 +106,7 @@ impl Monitors {
     /// in order per rank, and how many were overwritten before they could be read: what a
     /// node-level scheme (issue 12's FCS statistics) consumes at each heartbeat.
     pub fn records_since(&mut self, job: JobId) -> (Vec<(u32, Record)>, u64) {
-        let Some((ring, _)) = self.live.get(&job) else {
+        let Some((ring, ..)) = self.live.get(&job) else {
             return (Vec::new(), 0);
         };
         let cursor = self.cursors.entry(job).or_insert_with(|| Cursor::new(ring));
@@ -110,7 +121,7 @@ impl Monitors {
     /// The job ended on this node: its totals are kept, its ring unmapped and removed.
     pub fn forget(&mut self, job: JobId) {
         self.cursors.remove(&job);
-        if let Some((ring, path)) = self.live.remove(&job) {
+        if let Some((ring, dir, name)) = self.live.remove(&job) {
             let mut procs = read(job, &ring);
             for p in &mut procs {
                 p.live = false;
@@ -120,7 +131,7 @@ impl Monitors {
                 self.ended.pop_front();
             }
             drop(ring);
-            let _ = std::fs::remove_file(path);
+            let _ = dir.remove_file(name);
         }
     }
 
@@ -130,7 +141,7 @@ impl Monitors {
         live.sort_by_key(|(j, _)| **j);
         let mut procs: Vec<ProcMonitor> = live
             .into_iter()
-            .flat_map(|(&job, (ring, _))| read(job, ring))
+            .flat_map(|(&job, (ring, ..))| read(job, ring))
             .collect();
         procs.extend(self.ended.iter().flatten().cloned());
         NodeMonitor {
@@ -179,6 +190,33 @@ fn read(job: JobId, ring: &Ring) -> Vec<ProcMonitor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
+
+    /// Finding 1 of issue 30 at the unit level: links planted at both names of the ring (its
+    /// temporary one and its own) are replaced, never followed: an existing file they lead
+    /// to keeps its bytes, a missing one is not created.
+    #[test]
+    fn monitor_ring_is_not_created_through_a_planted_link() {
+        let tmp = tempfile::Builder::new()
+            .prefix("cosched-nm-monitor-link-")
+            .tempdir()
+            .unwrap();
+        let jobdir = tmp.path().join("job");
+        std::fs::create_dir(&jobdir).unwrap();
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let missing = tmp.path().join("ld.so.preload");
+        std::os::unix::fs::symlink(&victim, jobdir.join("monitor-n0.tmp")).unwrap();
+        std::os::unix::fs::symlink(&missing, jobdir.join("monitor-n0.ring")).unwrap();
+        let mut m = Monitors::default();
+        let env = m.prepare(JobId(1), &Dir::open(&jobdir).unwrap(), "n0", &[0], None);
+        assert!(!env[0].is_empty(), "the job is monitored");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(!missing.exists(), "the link's target was created");
+        let ring = std::fs::symlink_metadata(jobdir.join("monitor-n0.ring")).unwrap();
+        assert!(ring.is_file(), "the ring is a file of its own");
+        assert!(!jobdir.join("monitor-n0.tmp").exists());
+    }
 
     #[test]
     fn a_rank_attached_through_its_environment_is_reported_live_then_ended() {
@@ -188,8 +226,9 @@ mod tests {
             cosched_monitor::now_ns()
         ));
         std::fs::create_dir_all(&dir).unwrap();
+        let handle = Dir::open(&dir).unwrap();
         let mut m = Monitors::default();
-        let env = m.prepare(JobId(3), &dir, "n1", &[4, 5], None);
+        let env = m.prepare(JobId(3), &handle, "n1", &[4, 5], None);
         assert_eq!(env.len(), 2);
         let get = |k: &str| env[1].iter().find(|(n, _)| n == k).unwrap().1.clone();
         assert_eq!(get(cosched_monitor::ENV_SLOT), "1");
@@ -224,7 +263,7 @@ mod tests {
         assert!(r.procs.iter().all(|p| !p.live));
         assert_eq!(r.procs[1].count, 2, "the final totals are kept");
         for j in 10..10 + KEEP_ENDED as u64 {
-            m.prepare(JobId(j), &dir, "n1", &[0], None);
+            m.prepare(JobId(j), &handle, "n1", &[0], None);
             m.forget(JobId(j));
         }
         assert!(m.report("n1").procs.iter().all(|p| p.job != JobId(3)));

@@ -94,15 +94,26 @@ pub struct RankExit {
     pub error: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RegisterReply {
     Accepted {
         node: NodeId,
         heartbeat_us: i64,
+        /// The machine manager takes a node silent this long for not responding
+        /// (`--suspect-after`); a node that hears nothing for as long registers again.
+        suspect_after_us: i64,
         /// How long a killed job's processes get between SIGTERM and SIGKILL (`--kill-wait`).
         kill_wait_us: i64,
         /// Jobs the machine manager no longer runs: kill and forget them.
         drop_jobs: Vec<JobId>,
+    },
+    /// The node was declared down while it ran these jobs, which have since ended or been
+    /// requeued (it was fenced): it kills them, waits until their ranks have exited, and
+    /// registers again; no work is given to it before.
+    Fence {
+        jobs: Vec<JobId>,
+        /// Between SIGTERM and SIGKILL (`--kill-wait`).
+        kill_wait_us: i64,
     },
     Rejected(String),
 }
@@ -186,12 +197,14 @@ pub enum ToNode {
         req: u64,
     },
     /// A file broadcast starts: create the staged file `dest` (crate::bcast) for `size`
-    /// bytes, owned by `uid`. (The machine manager checks the file's SHA-256 as it passes.)
+    /// bytes, in user `uid`'s name space of `scope` (or the published one), to be given to
+    /// them. (The machine manager checks the file's hash as it passes.)
     BcastBegin {
         id: u32,
         dest: String,
         size: u64,
-        uid: Option<u32>,
+        uid: u32,
+        scope: Scope,
     },
     /// Chunk `k` of transfer `id`, to be written at `offset`. The chunk's bytes are not a
     /// field: they follow this message in the same XFER payload ([`ToNode::chunk_payload`]),
@@ -416,13 +429,18 @@ pub enum Request {
 pub enum BcastOp {
     Begin {
         /// Where each node stages the file: a name within its scratch directory, or an
-        /// absolute path (refused by a node manager running as root).
+        /// absolute path (a user's own copy only, refused by a node manager running as root).
         dest: String,
         size: u64,
         chunk: u32,
         slots: u32,
         /// Node names; empty: every node in the tree.
         nodes: Vec<String>,
+        /// Whose name space the copies go to (crate::bcast).
+        scope: Scope,
+        /// The user whose copy it is; `None`: the caller. Another user only for an
+        /// administrator (as `SubmitRequest::user`).
+        user: Option<u32>,
     },
     Chunk {
         id: u32,
@@ -439,6 +457,21 @@ pub enum BcastOp {
     /// The client gives up (the file changed while it was read, or could not be read): the
     /// transfer fails with `why`, and the nodes drop their copies.
     Abort { id: u32, why: String },
+}
+
+/// Which name space a broadcast stages its copies in on every node (crate::bcast): what a
+/// job may run is its own user's copy, or a published one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Scope {
+    /// The user's own names (`cosched bcast`): run only by that user's jobs.
+    #[default]
+    User,
+    /// The copy for one job (`cosched submit --bcast`): named by its transfer, which the
+    /// job's argv\[0\] names (`cosched-staged:@ID/NAME`); run only by that user's jobs.
+    Job,
+    /// Published by an administrator (`cosched bcast --publish`): the node manager's,
+    /// readable and runnable by every user's jobs, changed by no user.
+    Public,
 }
 
 /// The machine manager's answers to [`BcastOp`]s.
@@ -517,6 +550,23 @@ pub struct SubmitRequest {
     /// Dependencies, begin time, array (`--dependency`, `--begin`, `--array`).
     #[serde(default)]
     pub sched: Schedule,
+    /// How the tasks are to be spread over nodes (`-N`, `--ntasks-per-node`), when asked.
+    #[serde(default)]
+    pub layout: Option<NodeLayout>,
+    /// Submit held (`--hold`): held in the same instant as the submission, so the policy
+    /// never starts it before a release.
+    #[serde(default)]
+    pub hold: bool,
+}
+
+/// A job's tasks spread over nodes, as Slurm's `-N N --ntasks-per-node M` asks: on exactly
+/// `nodes` nodes, `tasks_per_node` on each when given. The machine manager receives it but
+/// its policies do not honour it yet: they place a job's tasks on any free PEs (sbatch says
+/// so in a warning; docs/slurm.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeLayout {
+    pub nodes: u32,
+    pub tasks_per_node: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -662,8 +712,9 @@ impl JobInfo {
 pub struct NodeInfo {
     pub id: NodeId,
     pub name: String,
-    /// `up`, `joining` (registered, not yet back in the tree: nothing is sent to it) or
-    /// `down`.
+    /// `up`, `not_responding` (silent for `--suspect-after`: nothing new starts there, its
+    /// jobs keep running), `joining` (registered, not yet back in the tree: nothing is sent
+    /// to it) or `down`.
     pub state: String,
     pub addr: String,
     pub pes: u32,

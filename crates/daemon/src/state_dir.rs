@@ -44,6 +44,8 @@ const SOCK: &str = "mm.sock";
 const LOGS: &str = "logs";
 const NM_PREFIX: &str = "nm-";
 const PID_SUFFIX: &str = ".pid";
+/// Created and removed at once by [`StateDir::check_writable`].
+const WRITE_PROBE: &str = ".write-probe";
 
 impl StateDir {
     /// The state directory at `root` (nothing is created).
@@ -127,7 +129,7 @@ impl StateDir {
     }
 
     /// Creates the directory (mode 0700 when it is new) and its `logs/` (0700), after
-    /// [`StateDir::check`]ing it.
+    /// [`StateDir::check`]ing it and [`StateDir::check_writable`].
     pub fn create(&self) -> Result<(), DaemonError> {
         use std::os::unix::fs::DirBuilderExt;
         let io = |e: std::io::Error| self.error(format!("cannot create it: {e}"));
@@ -139,6 +141,7 @@ impl StateDir {
                 .map_err(io)?;
         }
         self.check()?;
+        self.check_writable()?;
         let logs = self.logs_dir();
         if std::fs::symlink_metadata(&logs).is_err() {
             std::fs::DirBuilder::new()
@@ -154,6 +157,35 @@ impl StateDir {
     /// the directory and what to do.
     pub fn check(&self) -> Result<(), DaemonError> {
         check_private_dir(&self.root).map_err(|why| self.error(why))
+    }
+
+    /// Refuses a state directory on a read-only file system before a daemon starts on it:
+    /// the error names it and what to do, where writing the key or a pid file would fail
+    /// with the bare error of the system call. Asked by creating (and
+    /// removing) a file there: a file system the kernel turned read-only after a disk error
+    /// may still be mounted read-write as far as its flags say.
+    pub fn check_writable(&self) -> Result<(), DaemonError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let probe = self.root.join(WRITE_PROBE);
+        // One left by a daemon killed between the two steps.
+        let _ = std::fs::remove_file(&probe);
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&probe);
+        match made {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+                Ok(())
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EROFS) => Err(self.error(
+                "is on a read-only file system: remount it read-write, or choose another directory (COSCHED_STATE_DIR, --state-dir)".into(),
+            )),
+            // A full disk, say: the writes that follow name their files.
+            Err(_) => Ok(()),
+        }
     }
 
     fn error(&self, why: String) -> DaemonError {
@@ -260,35 +292,38 @@ impl PidRecord {
     }
 }
 
-/// Why `dir` is not a directory only this user can change, if it is not.
+/// Why `dir` is not a directory only this user can change, if it is not (crate::dir's rule).
 fn check_private_dir(dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
     let m = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot read it: {e}"))?;
-    if m.file_type().is_symlink() {
-        return Err(
-            "is a symbolic link; give the real directory (a link may be switched by whoever owns it)"
-                .into(),
-        );
+    crate::dir::private_problem(&m).map_or(Ok(()), Err)
+}
+
+/// What the file system of a directory says about writing there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsState {
+    ReadOnly,
+    /// No block or no inode left for this user.
+    Full,
+    Writable,
+}
+
+/// The state of the file system `dir` is on (statvfs), if it can be asked.
+pub fn fs_state(dir: &Path) -> Option<FsState> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain data; the call fills it in.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs to fill.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
     }
-    if !m.is_dir() {
-        return Err("is not a directory".into());
-    }
-    let me = crate::util::euid();
-    if m.uid() != me {
-        return Err(format!(
-            "is owned by {} (uid {}), not by this user ({}, uid {me}); use a directory of your own (the default is ~/.cosched)",
-            crate::util::user_name(m.uid()),
-            m.uid(),
-            crate::util::user_name(me)
-        ));
-    }
-    if m.mode() & 0o022 != 0 {
-        return Err(format!(
-            "is writable by its group or others (mode {:o}): they could plant the key, a pid or a link there; `chmod go-w` it",
-            m.mode() & 0o7777
-        ));
-    }
-    Ok(())
+    Some(if st.f_flag & libc::ST_RDONLY != 0 {
+        FsState::ReadOnly
+    } else if st.f_bavail == 0 || (st.f_files > 0 && st.f_favail == 0) {
+        FsState::Full
+    } else {
+        FsState::Writable
+    })
 }
 
 /// `$COSCHED_STATE_DIR` (when set and not empty), else `$HOME/.cosched`, else the temporary

@@ -88,12 +88,15 @@ pub fn user_name(uid: u32) -> String {
     account(uid).map_or_else(|| format!("uid {uid}"), |a| a.name)
 }
 
-/// The groups a process of `uid` with primary group `gid` gets (what `initgroups` would set):
-/// its account's groups, or only `gid` when it has no account.
+/// The groups a process of `uid` running with group `gid` gets: those of its login
+/// (`initgroups` with its account's primary group, which its session keeps after a `newgrp`),
+/// and `gid`; only `gid` when it has no account. The primary group is among them because the
+/// node manager lets it into the user's broadcast directory (crate::bcast).
 pub fn groups_of(uid: u32, gid: u32) -> Vec<u32> {
     let Some(acc) = account(uid) else {
         return vec![gid];
     };
+    let primary = acc.gid;
     let Ok(name) = std::ffi::CString::new(acc.name) else {
         return vec![gid];
     };
@@ -102,9 +105,12 @@ pub fn groups_of(uid: u32, gid: u32) -> Vec<u32> {
         let mut groups = vec![0 as libc::gid_t; n as usize];
         let want = n;
         // SAFETY: getgrouplist writes at most `n` groups into `groups` and sets `n`.
-        let r = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
+        let r = unsafe { libc::getgrouplist(name.as_ptr(), primary, groups.as_mut_ptr(), &mut n) };
         if r >= 0 {
             groups.truncate(n as usize);
+            if !groups.contains(&gid) {
+                groups.push(gid);
+            }
             return groups;
         }
         if n <= want {
@@ -132,9 +138,20 @@ pub fn signal_pid(pid: i32, sig: i32) -> bool {
     pid > 0 && unsafe { libc::kill(pid, sig) } == 0
 }
 
-/// Whether a process with this pid exists (and is not a zombie we could still reap).
+/// Whether a process with this pid runs: it exists and is not a zombie (a daemon killed
+/// and not yet reaped by whoever its parent is now runs no more).
 pub fn pid_alive(pid: i32) -> bool {
-    signal_pid(pid, 0)
+    signal_pid(pid, 0) && !is_zombie(pid)
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 /// Lets a daemon preempt the jobs it manages, so a context switch or a heartbeat is not late
@@ -157,11 +174,49 @@ pub fn raise_priority() -> &'static str {
 
 /// The daemons' log: `tracing` events with a UTC timestamp and a level, one a line, on
 /// standard error (which `cluster up` sends to `logs/mm.log` and `logs/nm-NAME.log`).
+///
+/// The log lives on the state directory's disk, which may fill up or turn read-only; a line
+/// that cannot be written is counted and dropped ([`LogWriter`]), never raised: tracing's
+/// own report of a failed write goes to the same standard error through `eprintln!`, which
+/// panics, so a full disk would take the daemon down with its log.
 pub fn init_logging() {
     let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| LogWriter)
+        .log_internal_errors(false)
         .with_ansi(false)
         .with_target(false)
         .with_max_level(tracing::Level::INFO)
         .try_init();
+}
+
+/// Log lines dropped since the last one written (see [`LogWriter`]).
+static LOST_LOG_LINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Standard error for the log: a line that cannot be written (ENOSPC, EROFS, EIO) is
+/// dropped and counted, and the first line written after says how many were lost.
+pub struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        use std::sync::atomic::Ordering;
+        let mut err = std::io::stderr().lock();
+        let lost = LOST_LOG_LINES.swap(0, Ordering::Relaxed);
+        if lost > 0 {
+            let note = format!(
+                "cosched: {lost} log lines were lost (the log's disk was full or not writable)\n"
+            );
+            if err.write_all(note.as_bytes()).is_err() {
+                LOST_LOG_LINES.fetch_add(lost, Ordering::Relaxed);
+            }
+        }
+        if err.write_all(line).is_err() {
+            LOST_LOG_LINES.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(line.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
 }

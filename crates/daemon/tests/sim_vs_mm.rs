@@ -194,7 +194,10 @@ fn run_mm(
         pes: PES,
         fanout: 8,
         heartbeat: HEARTBEAT,
-        dead_after: DEAD_AFTER,
+        // Not responding and down at the same heartbeat: the simulator's node goes down
+        // (for the policy and its jobs) in one instant.
+        suspect_after: DEAD_AFTER,
+        down_after: DEAD_AFTER,
         requeue: false,
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: false,
@@ -275,8 +278,10 @@ fn run_mm(
                 user: None,
                 io: Default::default(),
                 sched: Default::default(),
+                layout: None,
+                hold: false,
             }));
-            core.on(
+            core.on_unstored(
                 now,
                 Input::Client {
                     req: 1,
@@ -302,7 +307,7 @@ fn run_mm(
                 }
             };
             if let Some(request) = request {
-                core.on(
+                core.on_unstored(
                     now,
                     Input::Client {
                         req: 2,

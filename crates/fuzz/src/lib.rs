@@ -108,7 +108,8 @@ pub fn mm_core(data: &[u8]) {
         pes,
         fanout: 2,
         heartbeat: Dur::from_secs(1),
-        dead_after: Dur::from_secs(3),
+        suspect_after: Dur::from_secs(2),
+        down_after: Dur::from_secs(3),
         requeue: pick & 1 == 1,
         kill_wait: Dur::from_millis(50),
         hold_pes_while_completing: pick & 2 == 2,
@@ -141,7 +142,14 @@ pub fn mm_core(data: &[u8]) {
                 continue;
             }
         };
-        core.on(now, input);
+        if let Some(w) = core.on(now, input) {
+            // Every third change finds the disk full: refused, and nothing may change.
+            let result = match w.req % 3 {
+                0 => Err("the file system is full (fuzzed)".to_string()),
+                _ => Ok(()),
+            };
+            core.on(now, Input::Written { req: w.req, result });
+        }
         core.step(now);
     }
 }
@@ -261,7 +269,7 @@ pub fn batch_script(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(script) = cosched::cmd::batch::parse_script("fuzz.sh", text) {
+    if let Ok(script) = cosched::cmd::batch::parse_script("fuzz.sh", text, false) {
         let _ = script.opts.ranks();
         let _ = script.opts.schedule();
     }
@@ -291,6 +299,8 @@ pub mod seeds {
             user: Some(1000),
             io: JobIo::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         }))
     }
 

@@ -98,7 +98,7 @@ fn the_machine_manager_seeds_decode_whole() {
 fn the_batch_script_seeds_parse() {
     for seed in seeds::for_target("batch_script") {
         let text = String::from_utf8(seed).unwrap();
-        let script = cosched::cmd::batch::parse_script("seed.sh", &text);
+        let script = cosched::cmd::batch::parse_script("seed.sh", &text, false);
         assert!(script.is_ok(), "{text}: {:?}", script.err());
     }
 }

@@ -214,7 +214,11 @@ impl Ring {
     /// Creates (or replaces) the ring file at `path` for `job` on `node`, with one slot per
     /// rank in `ranks` (slot i is `ranks[i]`), `capacity` records per slot and the initial
     /// spin time. The file is created mode 0600: only the job's user and the node manager
-    /// read it.
+    /// read it. It is written under a temporary name and renamed into place, so a rank never
+    /// maps a half-initialised header; that name is made anew (`O_EXCL`, never through a
+    /// link that stood there). A node manager running as root, in a directory the job's user
+    /// can write, makes the file relative to its handle of the directory instead and calls
+    /// [`Ring::init_file`].
     pub fn create(
         path: &Path,
         job: u64,
@@ -224,21 +228,36 @@ impl Ring {
         spin_ns: u64,
     ) -> io::Result<Ring> {
         use std::os::unix::fs::OpenOptionsExt;
-        let capacity = capacity.max(1);
-        let len = size(ranks.len(), capacity);
-        // A new file, renamed into place: a rank never maps a half-initialised header.
         let tmp = path.with_extension("tmp");
+        // A stale one (an earlier run that died) goes; a link is removed, not followed.
+        let _ = std::fs::remove_file(&tmp);
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)?;
-        f.set_len(len as u64)?;
-        let ring = Ring::map(&f, len)?;
-        ring.init(job, node, ranks, capacity, spin_ns);
+        let ring = Ring::init_file(&f, job, node, ranks, capacity, spin_ns)?;
         std::fs::rename(&tmp, path)?;
+        Ok(ring)
+    }
+
+    /// Sizes the new, empty file `f` for the ring of `job` on `node` (one slot per rank in
+    /// `ranks`, `capacity` records per slot), maps it and writes its header.
+    pub fn init_file(
+        f: &std::fs::File,
+        job: u64,
+        node: &str,
+        ranks: &[u32],
+        capacity: usize,
+        spin_ns: u64,
+    ) -> io::Result<Ring> {
+        let capacity = capacity.max(1);
+        let len = size(ranks.len(), capacity);
+        f.set_len(len as u64)?;
+        let ring = Ring::map(f, len)?;
+        ring.init(job, node, ranks, capacity, spin_ns);
         Ok(ring)
     }
 

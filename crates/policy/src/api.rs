@@ -97,8 +97,9 @@ pub enum Event {
     Ended(JobId),
     /// A timer set with [`Decision::SetTimer`] fired.
     Timer(u64),
-    /// A node stopped answering. Jobs running on it are ended separately by the driver
-    /// (an [`Event::Ended`] each, delivered right after this one).
+    /// A node stopped answering: nothing new may be given PEs there. Jobs running on it are
+    /// ended separately by the driver (an [`Event::Ended`] each) if it is lost; a driver
+    /// that only suspects it keeps them, and an [`Event::NodeUp`] follows when it answers.
     NodeDown(NodeId),
     /// A node came back (or joined) and may be used again.
     NodeUp(NodeId),

@@ -21,7 +21,11 @@
 //! A frame of length 0 is not a frame but a refusal notice ([`REFUSAL`]): a daemon that
 //! could not authenticate a peer's first frame sends it before closing, so the peer can tell
 //! "wrong key" ([`FrameError::Refused`]) from a connection that merely closed. It carries no
-//! data and needs no key, so it tells an attacker nothing but that the key was wrong.
+//! data and needs no key, so it tells an attacker nothing but that the key was wrong. A frame
+//! of length 1 is the busy notice ([`BUSY`]): a daemon closing a connection before it read
+//! any request from it (newer connections of the same peer displaced it: see
+//! [`crate::accept`]) sends it, so the peer knows its request was not acted on and may send
+//! it again ([`FrameError::Busy`]).
 //!
 //! Payloads are postcard-encoded serde values. Frames are not encrypted (the cluster network
 //! is trusted for confidentiality) and carry no replay counter themselves: the daemons put a
@@ -50,6 +54,8 @@ pub const TAG_LEN: usize = 32;
 const USER_KEY_CONTEXT: &[u8] = b"cosched user credential v1";
 /// The refusal notice: a zero length prefix (see the module documentation).
 pub const REFUSAL: [u8; 4] = [0; 4];
+/// The busy notice: a length prefix of 1, which no frame has (see the module documentation).
+pub const BUSY: [u8; 4] = [0, 0, 0, 1];
 
 /// The cluster key: 32 random bytes, stored as 64 hex digits in a file only its owner reads.
 #[derive(Clone, PartialEq, Eq)]
@@ -75,6 +81,11 @@ pub enum FrameError {
     /// The peer could not authenticate what we sent: our key is not the cluster's.
     #[error("the peer refused our frame: authentication failed (the cluster key differs)")]
     Refused,
+    /// The peer closed the connection without reading our request: it was not acted on.
+    #[error(
+        "the daemon closed the connection before reading the request (too many connections of this peer were waiting); it was not acted on"
+    )]
+    Busy,
     #[error("frame payload does not decode: {0}")]
     Decode(postcard::Error),
     #[error("key file {path}: {why}")]
@@ -223,15 +234,18 @@ pub fn write_private(path: &Path, content: &[u8]) -> std::io::Result<()> {
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
-    if written.is_err() {
+    written.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-    }
-    written
+        std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
+    })
 }
 
 fn check_len(len: usize, max: usize) -> Result<usize, FrameError> {
     if len == 0 {
         return Err(FrameError::Refused);
+    }
+    if len == 1 {
+        return Err(FrameError::Busy);
     }
     if (TAG_LEN..=max).contains(&len) {
         Ok(len)
@@ -282,7 +296,23 @@ pub async fn read_frame<R: AsyncRead + Unpin, T: DeserializeOwned>(
 /// decoding it, so a caller can authenticate and inspect it with [`Key::open`]. The length is
 /// checked before any of the body is read, and the body is held only as far as it has arrived.
 pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Vec<u8>, FrameError> {
+    read_body_admitted(r, max, |_| async {}).await
+}
+
+/// [`read_body`] with `admit` called once the length is known and before any of the body is
+/// read: what it returns (a permit for a large body, say) is held while the body is read.
+pub async fn read_body_admitted<R, F, Fut, P>(
+    r: &mut R,
+    max: usize,
+    admit: F,
+) -> Result<Vec<u8>, FrameError>
+where
+    R: AsyncRead + Unpin,
+    F: FnOnce(usize) -> Fut,
+    Fut: std::future::Future<Output = P>,
+{
     let len = read_len(r, max).await?;
+    let _held = admit(len).await;
     let mut body = Vec::with_capacity(len.min(INITIAL_BUFFER));
     read_rest(r, len, &mut body).await?;
     Ok(body)
@@ -339,6 +369,12 @@ async fn read_rest<R: AsyncRead + Unpin>(
         return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
     }
     Ok(())
+}
+
+/// Tells a peer whose request is closed unread so ([`BUSY`]), before closing.
+pub async fn write_busy<W: AsyncWrite + Unpin>(w: &mut W) {
+    let _ = w.write_all(&BUSY).await;
+    let _ = w.flush().await;
 }
 
 /// Tells a peer whose frame failed authentication so ([`REFUSAL`]), before closing.

@@ -160,12 +160,14 @@ fn spawn_link(
         let stream = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&addr)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
-                eprintln!("storm: cannot reach child {node} at {addr}: {e}");
+                tracing::warn!("storm: cannot reach child {node} at {addr}: {e}");
                 let _ = events.send(ChildEvent::Lost { node, conn });
                 return;
             }
             Err(_) => {
-                eprintln!("storm: child {node} at {addr} did not accept within {DIAL_TIMEOUT:?}");
+                tracing::warn!(
+                    "storm: child {node} at {addr} did not accept within {DIAL_TIMEOUT:?}"
+                );
                 let _ = events.send(ChildEvent::Lost { node, conn });
                 return;
             }
@@ -186,13 +188,13 @@ fn spawn_link(
                             }
                         }
                         Err(e) => {
-                            eprintln!("storm: dropping child {node} at {addr}: {e}");
+                            tracing::warn!("storm: dropping child {node} at {addr}: {e}");
                             break;
                         }
                     },
                     Err(crate::FrameError::Closed) => break,
                     Err(e) => {
-                        eprintln!("storm: dropping child {node} at {addr}: {e}");
+                        tracing::warn!("storm: dropping child {node} at {addr}: {e}");
                         break;
                     }
                 }

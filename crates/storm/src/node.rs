@@ -13,14 +13,11 @@ use tokio::net::TcpListener;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
-use crate::accept::{Gate, accept};
-use crate::frame::{Key, MAX_FRAME, MAX_HELLO, read_frame, read_whole};
+use crate::accept::{Admission, DropLog, Limits, accept};
+use crate::frame::{Key, MAX_FRAME, MAX_HELLO, read_whole};
 use crate::link::{ChildEvent, Children};
 use crate::mech::{Answer, Combiner, Down, DownOf, Own, Up, Vars, sleep_until};
 use crate::tree::{Route, Topology};
-
-/// A peer must present its first frame within this time or be dropped.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the transport hands to the node manager.
 #[derive(Debug)]
@@ -145,29 +142,38 @@ async fn run(
     let mut routes: Vec<Route> = Vec::new();
     let mut combiner: Combiner<()> = Combiner::new(me);
     let mut next_conn = 1u64;
-    let gate = Gate::default();
+    // Its parent (the machine manager or a node manager) dials it: peers are addresses.
+    let admission: Admission<std::net::IpAddr> = Admission::new(Limits::default());
+    let drops = DropLog::default();
 
     loop {
         tokio::select! {
-            // A slot first: while every slot is taken, new peers wait in the kernel's backlog.
-            (permit, (stream, peer)) = async { let p = gate.enter().await; (p, accept(&listener, "storm").await) } => {
+            (stream, peer) = accept(&listener, "storm") => {
+                let ticket = admission.admit(peer.ip());
+                let (admission, drops) = (admission.clone(), drops.clone());
                 let _ = stream.set_nodelay(true);
                 crate::link::widen_buffers(&stream);
                 let conn = next_conn;
                 next_conn += 1;
                 let (key, ev_tx) = (key.clone(), ev_tx.clone());
                 tokio::spawn(async move {
-                    let (rd, writer) = stream.into_split();
+                    let (rd, mut writer) = stream.into_split();
                     let mut rd = crate::frame::buffered(rd);
                     // Until its first frame proves the key, a peer may make this node hold
-                    // at most MAX_HELLO bytes, for at most HANDSHAKE_TIMEOUT.
-                    let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_frame::<_, Down>(&mut rd, &key, MAX_HELLO)).await;
-                    drop(permit);
+                    // at most MAX_HELLO bytes, for at most the first-frame time.
+                    let first = match admission.first_frame(&mut rd, ticket, MAX_HELLO).await {
+                        Err(e @ crate::accept::FirstFrameError::Displaced(_)) => {
+                            crate::frame::write_busy(&mut writer).await;
+                            Err(e.to_string())
+                        }
+                        r => r
+                            .map_err(|e| e.to_string())
+                            .and_then(|b| key.open::<Down>(&b).map_err(|e| e.to_string())),
+                    };
                     let topo = match first {
-                        Ok(Ok(Down::Topology(t))) => t,
-                        Ok(Ok(_)) => { eprintln!("storm: dropping {peer}: first frame is not a topology"); return; }
-                        Ok(Err(e)) => { eprintln!("storm: dropping {peer}: {e}"); return; }
-                        Err(_) => { eprintln!("storm: dropping {peer}: silent for {HANDSHAKE_TIMEOUT:?}"); return; }
+                        Ok(Down::Topology(t)) => t,
+                        Ok(_) => { drops.dropped(format_args!("storm: dropping {peer}: first frame is not a topology")); return; }
+                        Err(e) => { drops.dropped(format_args!("storm: dropping {peer}: {e}")); return; }
                     };
                     if ev_tx.send(Ev::NewParent { conn, writer, topo }).is_err() { return; }
                     loop {
@@ -177,10 +183,10 @@ async fn run(
                                     let msg = msg.map_payload(|p| range_in(&frame, p));
                                     if ev_tx.send(Ev::FromParent { conn, frame, msg }).is_err() { return; }
                                 }
-                                Err(e) => { eprintln!("storm: dropping parent {peer}: {e}"); break; }
+                                Err(e) => { tracing::warn!("storm: dropping parent {peer}: {e}"); break; }
                             },
                             Err(crate::FrameError::Closed) => break,
-                            Err(e) => { eprintln!("storm: dropping parent {peer}: {e}"); break; }
+                            Err(e) => { tracing::warn!("storm: dropping parent {peer}: {e}"); break; }
                         }
                     }
                     let _ = ev_tx.send(Ev::ParentClosed { conn });

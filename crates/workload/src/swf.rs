@@ -1086,7 +1086,10 @@ fn parse_fixed(s: &[u8]) -> Result<i64, LineErrorKind> {
         // Exponent notation and the like: rare, so take the slow path.
         let text = std::str::from_utf8(s).map_err(|_| LineErrorKind::NotANumber)?;
         let v: f64 = text.parse().map_err(|_| LineErrorKind::NotANumber)?;
-        if !v.is_finite() || v.abs() > 9.0e12 {
+        if v.is_nan() {
+            return Err(LineErrorKind::NotANumber);
+        }
+        if v.abs() > 9.0e12 {
             return Err(LineErrorKind::OutOfRange);
         }
         return Ok((v * MICROS as f64).round() as i64);
@@ -1505,6 +1508,10 @@ mod tests {
         assert_eq!(fixed("1e3"), Ok(1_000_000_000));
         assert_eq!(fixed("abc"), Err(LineErrorKind::NotANumber));
         assert_eq!(fixed("."), Err(LineErrorKind::NotANumber));
+        for nan in ["NaN", "nan", "-NaN"] {
+            assert_eq!(fixed(nan), Err(LineErrorKind::NotANumber), "{nan}");
+        }
+        assert_eq!(fixed("inf"), Err(LineErrorKind::OutOfRange));
         assert_eq!(
             fixed("99999999999999999999"),
             Err(LineErrorKind::OutOfRange)

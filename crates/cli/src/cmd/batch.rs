@@ -1,19 +1,24 @@
 //! A job's options as a Slurm user writes them: on the command line of `submit` and `run`,
 //! and in the `#COSCHED` / `#SBATCH` directive lines of a batch script.
 //!
-//! There is one definition of each option, [`JobOpts`]: the command line flattens it into
-//! its arguments, and each directive line is parsed with the very same clap definition, so
-//! a directive means exactly what the flag means. As sbatch does, directives are read from
-//! the lines after `#!` up to the first line that is neither blank nor a comment; options
-//! given on the command line win over directives, and a later directive over an earlier one.
-//! A directive cosched does not know is an error naming it, with `file:line`.
+//! There is one definition of each cosched option, [`JobOpts`]: the command line flattens it
+//! into its arguments, and each `#COSCHED` line is parsed with the very same clap
+//! definition. `#SBATCH` lines are Slurm's: they are parsed with Slurm's option table
+//! (`cosched_slurm::options`, which `sbatch` uses too) and mapped onto [`JobOpts`] by
+//! [`from_slurm`], so an option Slurm has but cosched ignores (`--mail-type`, `--account`)
+//! is one warning line, not an error. As sbatch does, directives are read from the lines
+//! after `#!` up to the first line that is neither blank nor a comment; options given on the
+//! command line win over directives, `#COSCHED` lines over `#SBATCH` lines, and a later
+//! directive over an earlier one. A directive no one knows is an error naming it, with
+//! `file:line`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::Parser;
 use cosched_core::Dur;
-use cosched_daemon::proto::{ArraySpec, Dependency, Schedule};
+use cosched_daemon::proto::{ArraySpec, Dependency, NodeLayout, Schedule};
 use cosched_daemon::sched;
+use cosched_slurm::options::{self, Parsed};
 
 /// The options of a job (`submit`, `run`, and the directives of a batch script).
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -69,6 +74,13 @@ pub struct JobOpts {
     /// PMPI shim (libcosched_mpishim.so, beside the cosched binary or $COSCHED_MPISHIM)
     #[arg(long)]
     pub monitor: bool,
+    /// The job's working directory (default: this command's); relative output patterns
+    /// are relative to it
+    #[arg(short = 'D', long)]
+    pub chdir: Option<PathBuf>,
+    /// Submit the job held: it does not start until `cosched release`
+    #[arg(short = 'H', long)]
+    pub hold: bool,
 }
 
 /// `--dependency`'s list (a newtype, so clap takes it as one value).
@@ -108,6 +120,8 @@ impl JobOpts {
             dependency: self.dependency.or(other.dependency),
             begin: self.begin.or(other.begin),
             monitor: self.monitor || other.monitor,
+            chdir: self.chdir.or(other.chdir),
+            hold: self.hold || other.hold,
         }
     }
 
@@ -126,6 +140,14 @@ impl JobOpts {
             (None, Some(m), _) => Ok(m),
             (None, None, _) => Ok(1),
         }
+    }
+
+    /// The spread over nodes these options ask for: `-N` nodes, `--ntasks-per-node` on each.
+    pub fn layout(&self) -> Option<NodeLayout> {
+        self.nodes.map(|nodes| NodeLayout {
+            nodes,
+            tasks_per_node: self.ntasks_per_node,
+        })
     }
 
     /// The start conditions these options ask for.
@@ -161,6 +183,8 @@ pub struct Script {
     /// The `#!` line split into program and optional argument.
     pub interpreter: Vec<String>,
     pub opts: JobOpts,
+    /// Its `#SBATCH` lines as Slurm's table read them (sbatch's own options are there too).
+    pub slurm: Parsed,
 }
 
 /// Whether `path` is a batch script: a file beginning with `#!`.
@@ -174,18 +198,46 @@ pub fn is_script(path: &Path) -> bool {
         && &head == b"#!"
 }
 
-/// Reads a batch script's `#!` line and directives.
-pub fn read_script(path: &Path) -> Result<Script, String> {
-    let text = std::fs::read_to_string(path)
+/// Reads a batch script's `#!` line and directives (`strict`: Slurm options cosched ignores
+/// are refused).
+///
+/// Only the head of the script (the `#!` line and the comment lines before the first command,
+/// where directives live) must be UTF-8: what follows is the interpreter's business, as in
+/// sbatch.
+pub fn read_script(path: &Path, strict: bool) -> Result<Script, String> {
+    let bytes = std::fs::read(path)
         .map_err(|e| format!("reading the batch script {}: {e}", path.display()))?;
-    parse_script(&path.display().to_string(), &text)
+    let file = path.display().to_string();
+    parse_script(&file, directive_head(&file, &bytes)?, strict)
+}
+
+/// The script's head as text: its lines up to the first command (a line that is neither
+/// blank nor a comment), or an error naming the first line there that is not UTF-8.
+fn directive_head<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str, String> {
+    let mut end = 0;
+    for (n, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
+        let trimmed = line.trim_ascii();
+        if n > 0 && !trimmed.is_empty() && trimmed[0] != b'#' {
+            break;
+        }
+        std::str::from_utf8(line).map_err(|e| {
+            format!(
+                "{file}:{}: not UTF-8 text (byte {} of the line); the #! line and the \
+                 directives before the first command must be UTF-8",
+                n + 1,
+                e.valid_up_to() + 1
+            )
+        })?;
+        end += line.len();
+    }
+    // Every line up to `end` was checked to be UTF-8, so the slice is too.
+    Ok(std::str::from_utf8(&bytes[..end]).expect("checked line by line"))
 }
 
 /// Parses a script's text (`file` names it in errors).
-pub fn parse_script(file: &str, text: &str) -> Result<Script, String> {
-    let mut lines = text.lines().enumerate();
-    let interpreter: Vec<String> = match lines.next() {
-        Some((_, l)) if l.starts_with("#!") => l[2..]
+pub fn parse_script(file: &str, text: &str, strict: bool) -> Result<Script, String> {
+    let interpreter: Vec<String> = match text.lines().next() {
+        Some(l) if l.starts_with("#!") => l[2..]
             .trim()
             .splitn(2, char::is_whitespace)
             .map(|s| s.trim().to_string())
@@ -196,29 +248,66 @@ pub fn parse_script(file: &str, text: &str) -> Result<Script, String> {
     if interpreter.is_empty() {
         return Err(format!("{file}:1: the #! line names no interpreter"));
     }
+    // Each #SBATCH line's values are checked where they are written.
+    let mut slurm = Parsed::default();
+    for (at, line) in options::directive_lines(file, text, strict)? {
+        from_slurm(&line).map_err(|e| format!("{at}: {e}"))?;
+        slurm = line.over(slurm);
+    }
     let mut opts = JobOpts::default();
-    for (n, line) in lines {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if !line.starts_with('#') {
-            // As sbatch: directives end at the first command.
-            break;
-        }
-        let Some(rest) = ["#SBATCH", "#COSCHED"].iter().find_map(|p| {
-            line.strip_prefix(p)
-                .filter(|r| r.is_empty() || r.starts_with(char::is_whitespace))
-        }) else {
-            continue;
-        };
-        let at = format!("{file}:{}", n + 1);
-        let words = split_words(rest).map_err(|e| format!("{at}: {e}"))?;
+    for (n, rest) in options::directive_bodies(text, "#COSCHED") {
+        let at = format!("{file}:{n}");
+        let words = options::split_words(rest).map_err(|e| format!("{at}: {e}"))?;
         let d = Directive::try_parse_from(&words).map_err(|e| directive_error(&at, &e))?;
         // A later directive wins over an earlier one, as in sbatch.
         opts = d.opts.or(opts);
     }
-    Ok(Script { interpreter, opts })
+    let opts = opts.or(from_slurm(&slurm)?);
+    Ok(Script {
+        interpreter,
+        opts,
+        slurm,
+    })
+}
+
+/// The job options Slurm's options (parsed with its table) come to. sbatch's own options
+/// (`--wait`, `--parsable`, …) and those cosched ignores stay in [`Parsed`] for the caller.
+pub fn from_slurm(p: &Parsed) -> Result<JobOpts, String> {
+    let num = |long: &str| -> Result<Option<u32>, String> {
+        p.value(long)
+            .map(|v| {
+                // `-N min-max`: the minimum, as Slurm's allocation starts from it.
+                let v = v.split('-').next().unwrap_or(v);
+                v.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("--{long} {v:?} is not a number"))
+            })
+            .transpose()
+    };
+    let time = match p.value("time") {
+        None => None,
+        Some(t) => match cosched_slurm::time::parse_limit(t) {
+            Some(cosched_slurm::time::Limit::Unlimited) => None,
+            _ => Some(parse_time_limit(t)?),
+        },
+    };
+    Ok(JobOpts {
+        ntasks: num("ntasks")?,
+        nodes: num("nodes")?,
+        ntasks_per_node: num("ntasks-per-node")?,
+        time,
+        class: p.value("class").map(str::to_string),
+        name: p.value("job-name").map(str::to_string),
+        export: p.value("export").map(str::to_string),
+        output: p.value("output").map(str::to_string),
+        error: p.value("error").map(str::to_string),
+        array: p.value("array").map(sched::parse_array).transpose()?,
+        dependency: p.value("dependency").map(parse_deps).transpose()?,
+        begin: p.value("begin").map(parse_begin).transpose()?,
+        monitor: p.has("monitor"),
+        chdir: p.value("chdir").map(PathBuf::from),
+        hold: p.has("hold"),
+    })
 }
 
 fn directive_error(at: &str, e: &clap::Error) -> String {
@@ -231,53 +320,21 @@ fn directive_error(at: &str, e: &clap::Error) -> String {
         return format!(
             "{at}: unknown directive {arg} (directives take the options of `cosched submit`: \
              -n/--ntasks, -N/--nodes, --ntasks-per-node, -t/--time, -J/--job-name, -o/--output, \
-             -e/--error, --array, --dependency, --begin, --class, --export)"
+             -e/--error, --array, --dependency, --begin, --class, --export, -D/--chdir, \
+             -H/--hold, --monitor)"
         );
     }
-    let text = e.to_string();
-    let first = text
-        .lines()
-        .next()
-        .unwrap_or("")
-        .trim_start_matches("error: ");
-    format!("{at}: {first}")
+    format!("{at}: {}", first_line(e))
 }
 
-/// Splits a directive's text into words: whitespace separates, '…' and "…" quote, and a
-/// word beginning with `#` starts a comment.
-fn split_words(text: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    for c in text.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => cur.push(c),
-            None if c == '"' || c == '\'' => {
-                quote = Some(c);
-                in_word = true;
-            }
-            None if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            None if c == '#' && !in_word => break,
-            None => {
-                cur.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if quote.is_some() {
-        return Err("unterminated quote".into());
-    }
-    if in_word {
-        words.push(cur);
-    }
-    Ok(words)
+/// The first line of a clap error, without its `error: `.
+pub(crate) fn first_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ")
+        .to_string()
 }
 
 /// `--begin` at `now_us`: `now`, `now+N[unit]`, `HH:MM[:SS]`, `YYYY-MM-DD[THH:MM[:SS]]`.
@@ -336,7 +393,15 @@ pub fn parse_begin_at(text: &str, now_us: i64) -> Result<i64, String> {
     let today = local_tm(now_s);
     let (y, mo, d) = match date {
         Some(d) => match nums(d, '-').ok_or_else(bad)?.as_slice() {
-            [y, m, d] if (1..=12).contains(m) && (1..=31).contains(d) => (*y, *m, *d),
+            [y, m, d] if (1..=12).contains(m) && (1..=31).contains(d) => {
+                if *d > days_in_month(*y, *m) {
+                    return Err(format!(
+                        "--begin {text:?}: {y:04}-{m:02} has {} days",
+                        days_in_month(*y, *m)
+                    ));
+                }
+                (*y, *m, *d)
+            }
             _ => return Err(bad()),
         },
         None => (today.0, today.1, today.2),
@@ -347,6 +412,17 @@ pub fn parse_begin_at(text: &str, now_us: i64) -> Result<i64, String> {
         at += 86_400;
     }
     Ok(at * 1_000_000)
+}
+
+/// Days in month `m` (1–12) of year `y` (Gregorian): mktime would carry a 30 February into
+/// March instead of refusing it.
+fn days_in_month(y: i32, m: i32) -> i32 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 /// Year, month, day of the local date at `secs` since the epoch.
@@ -384,6 +460,7 @@ mod tests {
             "#!/bin/bash -l\n#SBATCH -n 3\n#SBATCH --time=1:00:00 -J hello # a comment\n\
              #COSCHED --array=1-10%2\n#SBATCH -o out-%A_%a.txt --dependency=afterok:4:5\n\
              # plain comment\n\necho hi\n#SBATCH -n 9\n",
+            false,
         )
         .unwrap();
         assert_eq!(s.interpreter, ["/bin/bash", "-l"]);
@@ -411,13 +488,66 @@ mod tests {
 
     #[test]
     fn unknown_and_bad_directives_are_named_with_file_and_line() {
-        let e = parse_script("j.sh", "#!/bin/sh\n#SBATCH -n 2\n#SBATCH --mem=4G\n").unwrap_err();
-        assert!(e.starts_with("j.sh:3: unknown directive --mem"), "{e}");
-        let e = parse_script("j.sh", "#!/bin/sh\n#SBATCH --time=1:99\n").unwrap_err();
+        let e = parse_script(
+            "j.sh",
+            "#!/bin/sh\n#SBATCH -n 2\n#SBATCH --bogus=4G\n",
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(e, "j.sh:3: unrecognized option '--bogus'");
+        let e = parse_script("j.sh", "#!/bin/sh\n#COSCHED --bogus\n", false).unwrap_err();
+        assert!(e.starts_with("j.sh:2: unknown directive --bogus"), "{e}");
+        let e = parse_script("j.sh", "#!/bin/sh\n#SBATCH --time=1:99\n", false).unwrap_err();
         assert!(e.starts_with("j.sh:2:") && e.contains("--time"), "{e}");
-        let e = parse_script("j.sh", "#!/bin/sh\n#SBATCH --array=5-1\n").unwrap_err();
+        let e = parse_script("j.sh", "#!/bin/sh\n#SBATCH --array=5-1\n", false).unwrap_err();
         assert!(e.starts_with("j.sh:2:") && e.contains("backwards"), "{e}");
-        assert!(parse_script("j.sh", "echo\n").is_err());
+        assert!(parse_script("j.sh", "echo\n", false).is_err());
+    }
+
+    #[test]
+    fn sbatch_lines_keep_coscheds_own_class_and_monitor_options() {
+        let s = parse_script(
+            "j.sh",
+            "#!/bin/sh\n#SBATCH -N 2 --ntasks-per-node=2 --class batch --monitor\n",
+            true,
+        )
+        .unwrap();
+        assert_eq!(s.opts.class.as_deref(), Some("batch"));
+        assert!(s.opts.monitor);
+        assert_eq!(s.opts.ranks(), Ok(4));
+        assert!(s.slurm.warnings.is_empty(), "{:?}", s.slurm.warnings);
+    }
+
+    #[test]
+    fn slurm_options_cosched_ignores_are_warnings_unless_strict() {
+        let text = "#!/bin/sh\n#SBATCH -n 2 --mem=4G\n#SBATCH --mail-type=ALL -A proj\n\
+                    #SBATCH -D /tmp -H -t UNLIMITED -N 1-3\n";
+        let s = parse_script("j.sh", text, false).unwrap();
+        assert_eq!(s.opts.ntasks, Some(2));
+        assert_eq!(s.slurm.warnings.len(), 3, "{:?}", s.slurm.warnings);
+        assert_eq!(s.opts.chdir.as_deref(), Some(Path::new("/tmp")));
+        assert!(s.opts.hold);
+        assert_eq!(s.opts.time, None, "UNLIMITED is no limit");
+        assert_eq!(s.opts.nodes, Some(1), "the minimum of a node range");
+        let e = parse_script("j.sh", text, true).unwrap_err();
+        assert!(e.starts_with("j.sh:2: --mem is not built yet here"), "{e}");
+    }
+
+    #[test]
+    fn a_script_head_that_is_not_utf8_is_refused_with_its_line() {
+        let e = directive_head(
+            "j.sh",
+            b"#!/bin/sh\n#SBATCH -n 2\n#SBATCH -J caf\xe9\necho\n",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("j.sh:3: not UTF-8"), "{e}");
+        // Bytes after the first command are the interpreter's business.
+        let head = directive_head("j.sh", b"#!/bin/sh\n#SBATCH -n 2\necho caf\xe9\n").unwrap();
+        assert_eq!(head, "#!/bin/sh\n#SBATCH -n 2\n");
+        assert_eq!(
+            parse_script("j.sh", head, false).unwrap().opts.ntasks,
+            Some(2)
+        );
     }
 
     #[test]
@@ -449,7 +579,24 @@ mod tests {
             "a time of day is in the next 24 h"
         );
         assert_eq!(parse_begin_at("now-1h", now), Ok(now - 3_600_000_000));
-        for bad in ["now+", "now*5", "tomorrow", "25:00", "2030-13-01", "now+5y"] {
+        let leap = parse_begin_at("2028-02-29", now).unwrap();
+        assert_eq!(
+            parse_begin_at("2028-03-01", now).unwrap() - leap,
+            86_400_000_000
+        );
+        let e = parse_begin_at("2027-02-30", now).unwrap_err();
+        assert!(e.contains("2027-02 has 28 days"), "{e}");
+        for bad in [
+            "now+",
+            "now*5",
+            "tomorrow",
+            "25:00",
+            "2030-13-01",
+            "now+5y",
+            "2027-02-29",
+            "2030-04-31",
+            "2100-02-29",
+        ] {
             assert!(parse_begin_at(bad, now).is_err(), "{bad}");
         }
     }

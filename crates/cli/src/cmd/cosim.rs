@@ -171,6 +171,26 @@ fn parse_schemes(names: &[String]) -> anyhow::Result<Vec<Scheme>> {
         .collect()
 }
 
+/// Every PE of the scenario's machine is simulated, process by process: refuse a machine that
+/// cannot fit in memory before building it.
+fn check_machine_fits(sc: &Scenario, path: &std::path::Path) -> anyhow::Result<()> {
+    let m = &sc.machine;
+    super::memory::check_fits_here(
+        &super::memory::Ask {
+            subject: &format!(
+                "{}: [machine] nodes = {}, pes_per_node = {}",
+                path.display(),
+                m.nodes,
+                m.pes_per_node
+            ),
+            what: "simulating every PE",
+            fix: "fewer nodes or PEs per node",
+        },
+        u64::from(m.nodes) * u64::from(m.pes_per_node),
+        super::memory::COSIM_BYTES_PER_PE,
+    )
+}
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(Sub::Sweep(s)) = args.sweep {
         return sweep(s);
@@ -187,6 +207,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     };
     let scheme: Scheme = name.parse().map_err(|e| anyhow::anyhow!("--scheme: {e}"))?;
     let sc = Scenario::load(&path)?;
+    check_machine_fits(&sc, &path)?;
     let history = args.class_history.is_some();
     let result = cosched_cosim::run(&sc, scheme, history)?;
     if result.stalled {
@@ -221,6 +242,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     let schemes = parse_schemes(&a.schemes)?;
     let sc = Scenario::load(&a.scenario)?;
+    check_machine_fits(&sc, &a.scenario)?;
     let total = (sc.grid_points().len() * schemes.len()) as u64;
     let bar = if std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(total);

@@ -8,15 +8,17 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cosched_core::{Dur, JobId, MachineShape};
+use cosched_daemon::bcast::Staging;
 use cosched_daemon::client::Client;
 use cosched_daemon::cluster::{self, ClusterOptions};
 use cosched_daemon::jobio;
 use cosched_daemon::mm::ManagerSettings;
-use cosched_daemon::proto::{JobInfo, JobIo, Request, StatusInfo, SubmitRequest};
+use cosched_daemon::proto::{JobInfo, JobIo, Request, Scope, StatusInfo, SubmitRequest};
 use cosched_daemon::{StateDir, mm, nm, report};
 use cosched_sim::SimResult;
 use cosched_sim::metrics::{MetricsOptions, Summary, summarize};
 use cosched_storm::Key;
+use cosched_storm::accept::Limits;
 
 use super::batch::{self, JobOpts};
 use super::policy_args::PolicyArgs;
@@ -60,7 +62,8 @@ pub enum Command {
     /// Print what a rank of a job wrote to stdout and stderr
     Output(Box<OutputArgs>),
     /// Broadcast a file down the tree to every node manager's scratch directory (pipelined
-    /// chunks, checked by size and SHA-256 on every node); prints where it was staged
+    /// chunks, each checked by its keyed hash on every node), as your copy for your jobs
+    /// (`cosched-staged:NAME`), or published to everyone's with --publish; prints its name
     Bcast(Box<BcastArgs>),
 }
 
@@ -85,6 +88,10 @@ pub struct BcastArgs {
     /// running as root
     #[arg(long)]
     dest: Option<String>,
+    /// Publish it: a read-only copy every user's jobs may run as `cosched-staged:NAME` (when
+    /// they have no copy of that name of their own); administrators only
+    #[arg(long)]
+    publish: bool,
     /// Only these nodes (names, comma-separated; default: every node in the tree)
     #[arg(long, value_delimiter = ',')]
     nodes: Vec<String>,
@@ -123,6 +130,16 @@ pub struct StatusArgs {
 }
 
 impl ConnArgs {
+    /// How a broadcast over this connection is staged: whose copy it is follows the rule of
+    /// submissions (this process's user, named; with a user credential, the credential's).
+    pub(super) fn staging(&self, dest: Option<&str>, scope: Scope) -> Staging {
+        Staging {
+            dest: dest.map(str::to_string),
+            scope,
+            user: self.user_key.is_none().then(current_uid),
+        }
+    }
+
     pub(super) fn client(&self) -> anyhow::Result<Client> {
         if let Some(file) = &self.user_key {
             let cred = cosched_daemon::user_key::UserKey::load(file)?;
@@ -176,9 +193,19 @@ pub struct ManagerArgs {
     /// Fan-out of the tree of node managers
     #[arg(long, default_value_t = 8)]
     fanout: u32,
-    /// Liveness heartbeat period; a node silent for 5 periods is marked down
+    /// Period of the heartbeat down the tree: the liveness probe and the gang strobe the
+    /// node managers switch from
     #[arg(long, default_value = "200ms")]
     heartbeat: Dur,
+    /// A node silent this long is not responding: nothing new starts there, its jobs keep
+    /// running, and it is up again as soon as it answers
+    #[arg(long, default_value = "10s")]
+    suspect_after: Dur,
+    /// A node silent this long is declared down (as Slurm's SlurmdTimeout): its jobs end
+    /// node_failed, or start again with --requeue once their processes are known gone.
+    /// STORM's sub-second detection: --heartbeat 100ms --suspect-after 300ms --down-after 500ms
+    #[arg(long, default_value = "5m")]
+    down_after: Dur,
     /// Requeue jobs lost with a failed node instead of failing them
     #[arg(long)]
     requeue: bool,
@@ -191,6 +218,22 @@ pub struct ManagerArgs {
     /// node managers `cluster up` starts remove their directories (default output files)
     #[arg(long, default_value = "7d")]
     keep_jobs: Dur,
+    /// Time a connection to the machine manager has to send its whole first frame (the
+    /// request or registration that proves who it is)
+    #[arg(long, default_value_t = dur(Limits::default().first_frame))]
+    first_frame_timeout: Dur,
+    /// Connections one peer (an address; a local user) may have open before their first
+    /// frame; another one closes its oldest idle one
+    #[arg(long, default_value_t = Limits::default().per_peer)]
+    max_pending_per_peer: usize,
+    /// Connections before their first frame, in all; another one closes one of the peer
+    /// with the most
+    #[arg(long, default_value_t = Limits::default().total)]
+    max_pending: usize,
+}
+
+fn dur(d: Duration) -> Dur {
+    Dur::from_micros(d.as_micros() as i64)
 }
 
 impl ManagerArgs {
@@ -202,11 +245,22 @@ impl ManagerArgs {
             policy: self.policy,
             fanout: self.fanout.max(1),
             heartbeat: self.heartbeat.max(Dur::from_millis(1)),
+            suspect_after: self.suspect_after,
+            down_after: self.down_after,
             requeue: self.requeue,
             kill_wait: self
                 .kill_wait
                 .clamp(Dur::ZERO, cosched_daemon::mm::MAX_KILL_WAIT),
             keep_jobs: self.keep_jobs.max(Dur::ZERO),
+            admission: Limits {
+                first_frame: Duration::from_micros(
+                    self.first_frame_timeout
+                        .max(Dur::from_millis(1))
+                        .as_micros() as u64,
+                ),
+                per_peer: self.max_pending_per_peer.max(1),
+                total: self.max_pending.max(1),
+            },
             ..ManagerSettings::new(nodes, pes)
         }
     }
@@ -497,18 +551,36 @@ pub struct SubmitArgs {
     pub(super) cmd: Vec<String>,
 }
 
-/// Broadcasts `file` with `opts` (to `nodes`, or all), staged as `dest`.
+/// Broadcasts `file` with `opts` (to `nodes`, or all), staged as `staging` says.
 pub(super) fn bcast_file(
     client: &Client,
     file: &std::path::Path,
-    dest: Option<&str>,
+    staging: &Staging,
     opts: &BcastOpts,
     nodes: &[String],
 ) -> anyhow::Result<cosched_daemon::bcast::Sent> {
     let chunk = u32::try_from(opts.chunk).unwrap_or(u32::MAX);
     Ok(cosched_daemon::bcast::send_file(
-        client, file, dest, chunk, opts.slots, nodes,
+        client, file, staging, chunk, opts.slots, nodes,
     )?)
+}
+
+/// `submit --bcast FILE` (and `run --bcast`): the copy staged for this job alone, and the
+/// command line that runs it (argv\[0\] replaced, or FILE alone when there is no command).
+pub(super) fn bcast_for_job(
+    conn: &ConnArgs,
+    client: &Client,
+    file: &std::path::Path,
+    opts: &BcastOpts,
+    cmd: &mut Vec<String>,
+) -> anyhow::Result<cosched_daemon::bcast::Sent> {
+    let sent = bcast_file(client, file, &conn.staging(None, Scope::Job), opts, &[])?;
+    let staged = format!("{}{}", cosched_daemon::bcast::STAGED_PREFIX, sent.dest);
+    match cmd.first_mut() {
+        Some(c0) => *c0 = staged,
+        None => cmd.push(staged),
+    }
+    Ok(sent)
 }
 
 #[derive(clap::Args)]
@@ -574,7 +646,9 @@ fn load_or_create_key(path: &std::path::Path) -> anyhow::Result<Key> {
     let key = Key::generate()?;
     key.save(path)
         .with_context(|| format!("writing the new cluster key to {}", path.display()))?;
-    eprintln!(
+    // Standard error is the daemon's log: a line that cannot be written must not end it.
+    let _ = writeln!(
+        std::io::stderr(),
         "created a new cluster key in {}; give it to the node managers (--key-file)",
         path.display()
     );
@@ -652,7 +726,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, a.nodes, a.pes);
             cfg.listen = a.listen;
             cfg.settings = a.manager.settings(a.nodes, a.pes);
-            cfg.dead_after = cfg.settings.heartbeat * 5;
+            cfg.settings.check().map_err(anyhow::Error::msg)?;
             cfg.http = a.http;
             dir.write_pid(&dir.mm_pid_file(), std::process::id() as i32)?;
             mm::run_blocking(cfg)?;
@@ -751,7 +825,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             let client = a.conn.client()?;
             let mut cmd = a.cmd;
             if let Some(file) = &a.bcast {
-                let sent = bcast_file(&client, file, None, &a.bcast_opts, &[])?;
+                let sent = bcast_for_job(&a.conn, &client, file, &a.bcast_opts, &mut cmd)?;
                 eprintln!(
                     "staged {} ({} bytes) on {} nodes in {:.1} ms",
                     file.display(),
@@ -759,11 +833,6 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                     sent.nodes.len(),
                     sent.took.as_secs_f64() * 1e3
                 );
-                let staged = format!("{}{}", cosched_daemon::bcast::STAGED_PREFIX, sent.dest);
-                match cmd.first_mut() {
-                    Some(c0) => *c0 = staged,
-                    None => cmd.push(staged),
-                }
             }
             let mut job = a.job;
             if let Some(file) = &a.bcast
@@ -880,7 +949,13 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         Command::Top(a) => super::top::run(*a),
         Command::Bcast(a) => {
             let client = a.conn.client()?;
-            let sent = bcast_file(&client, &a.file, a.dest.as_deref(), &a.opts, &a.nodes)?;
+            let scope = if a.publish {
+                Scope::Public
+            } else {
+                Scope::User
+            };
+            let staging = a.conn.staging(a.dest.as_deref(), scope);
+            let sent = bcast_file(&client, &a.file, &staging, &a.opts, &a.nodes)?;
             let secs = sent.took.as_secs_f64();
             if a.conn.json {
                 print_json(&serde_json::json!({
@@ -1239,15 +1314,22 @@ fn many(a: &IdsArgs, req: fn(JobId) -> Request, done: &str) -> anyhow::Result<i3
 }
 
 /// The submission of a command, or of a batch script with its directives (the command
-/// line's options win over them).
+/// line's options win over them). The warnings of Slurm options cosched ignores go to
+/// stderr; `COSCHED_SLURM_STRICT=1` refuses them instead.
 pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Result<SubmitRequest> {
     let mut opts = cli;
     let mut default_name = None;
     if let Some(first) = cmd.first().cloned()
         && batch::is_script(std::path::Path::new(&first))
     {
+        let strict = cosched_slurm::options::strict_from_env(
+            std::env::var("COSCHED_SLURM_STRICT").ok().as_deref(),
+        );
         let script =
-            batch::read_script(std::path::Path::new(&first)).map_err(anyhow::Error::msg)?;
+            batch::read_script(std::path::Path::new(&first), strict).map_err(anyhow::Error::msg)?;
+        for w in &script.slurm.warnings {
+            eprintln!("{w}");
+        }
         opts = opts.or(script.opts);
         let path = std::fs::canonicalize(&first).with_context(|| format!("finding {first}"))?;
         default_name = path.file_name().map(|f| f.to_string_lossy().into_owned());
@@ -1257,6 +1339,16 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
         full.extend(cmd.drain(1..));
         cmd = full;
     }
+    request_of(&opts, cmd, default_name)
+}
+
+/// The submission of `cmd` with `opts` (a script already resolved into its interpreter and
+/// path); `default_name` names the job when `opts` do not.
+pub(super) fn request_of(
+    opts: &JobOpts,
+    cmd: Vec<String>,
+    default_name: Option<String>,
+) -> anyhow::Result<SubmitRequest> {
     let procs = opts.ranks().map_err(anyhow::Error::msg)?;
     let export = opts.export.clone().unwrap_or_else(|| "ALL".into());
     let mut env =
@@ -1264,15 +1356,17 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
     if opts.monitor {
         preload_shim(&mut env)?;
     }
+    let cwd = match &opts.chdir {
+        Some(d) => std::env::current_dir().unwrap_or_default().join(d),
+        None => std::env::current_dir().unwrap_or_default(),
+    };
     Ok(SubmitRequest {
         procs,
         time_limit_us: opts.time.map(|d| d.as_micros()),
         class: opts.class.clone(),
         name: opts.name.clone().or(default_name),
         cmd,
-        cwd: std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default(),
+        cwd: cwd.display().to_string(),
         user: Some(current_uid()),
         io: JobIo {
             env: Some(env),
@@ -1281,6 +1375,8 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
             array: None,
         },
         sched: opts.schedule(),
+        layout: opts.layout(),
+        hold: opts.hold,
     })
 }
 

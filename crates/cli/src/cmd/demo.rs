@@ -148,7 +148,7 @@ fn run_cluster() -> anyhow::Result<ClusterRun> {
         for (name, procs, cmd) in workload {
             ids.push(cluster.client.submit(SubmitRequest {
                 procs,
-                time_limit_us: Some(Dur::from_secs(60).as_micros()),
+                time_limit_us: Some(Dur::from_secs(600).as_micros()),
                 class: None,
                 name: Some(name.into()),
                 cmd,
@@ -156,6 +156,8 @@ fn run_cluster() -> anyhow::Result<ClusterRun> {
                 user: None,
                 io: Default::default(),
                 sched: Default::default(),
+                layout: None,
+                hold: false,
             })?);
         }
         // Catch the matrix while the first three jobs share the PEs.
@@ -175,7 +177,10 @@ fn run_cluster() -> anyhow::Result<ClusterRun> {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let jobs = cluster.client.wait(&ids, Duration::from_secs(60))?;
+        // The jobs burn CPU time, which a loaded machine stretches into much more wall time
+        // (two CPU-bound processes per core beside them: over a minute); a demo that is slow
+        // there still finishes.
+        let jobs = cluster.client.wait(&ids, Duration::from_secs(600))?;
         let now_us = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as i64);

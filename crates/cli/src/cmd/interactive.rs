@@ -87,12 +87,7 @@ pub fn run(r: RunArgs) -> anyhow::Result<i32> {
     let client = a.conn.client()?;
     let mut cmd = a.cmd;
     if let Some(file) = &a.bcast {
-        let sent = super::daemon::bcast_file(&client, file, None, &a.bcast_opts, &[])?;
-        let staged = format!("{}{}", cosched_daemon::bcast::STAGED_PREFIX, sent.dest);
-        match cmd.first_mut() {
-            Some(c0) => *c0 = staged,
-            None => cmd.push(staged),
-        }
+        super::daemon::bcast_for_job(&a.conn, &client, file, &a.bcast_opts, &mut cmd)?;
     }
     let req = submit_request(a.job, cmd)?;
     if req.sched.array.is_some() {

@@ -682,6 +682,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             user: None,
             io: Default::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         };
         let id = client
             .submit(req)

@@ -279,6 +279,20 @@ fn input(a: &SourceArgs) -> anyhow::Result<Input> {
     if a.procs == Some(0) {
         bail!("--procs 0: the machine needs at least one PE");
     }
+    if a.model.is_some() {
+        if a.jobs == 0 {
+            bail!("--jobs 0: a model workload needs at least one job");
+        }
+        super::memory::check_fits_here(
+            &super::memory::Ask {
+                subject: &format!("--jobs {}", a.jobs),
+                what: "simulating the generated jobs",
+                fix: "lower --jobs",
+            },
+            a.jobs as u64,
+            super::memory::SIM_BYTES_PER_JOB,
+        )?;
+    }
     let ready = |s| Ok(Input::Ready(s));
     match (&a.trace, a.model.as_deref()) {
         (Some(path), _) => {

@@ -15,58 +15,19 @@ pub fn parse(text: &str) -> Result<Dur, String> {
         && s.chars()
             .all(|c| c.is_ascii_digit() || c == ':' || c == '-')
     {
-        slurm(s).ok_or_else(|| {
-            format!(
-                "--time {text:?}: expected MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS \
+        cosched_slurm::time::duration(s)
+            .and_then(|secs| i64::try_from(secs).ok())
+            .map(Dur::from_secs)
+            .ok_or_else(|| {
+                format!(
+                    "--time {text:?}: expected MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS \
                  (as in Slurm), or a duration with units such as 10m or 1h30m"
-            )
-        })?
+                )
+            })?
     } else {
         Dur::parse(s).map_err(|e| format!("--time: {e}"))?
     };
     cosched_daemon::mm::check_time_limit(limit)
-}
-
-/// Slurm's forms; `None` when the text is none of them.
-fn slurm(s: &str) -> Option<Dur> {
-    let (days, rest) = match s.split_once('-') {
-        Some((d, rest)) => (Some(number(d)?), rest),
-        None => (None, s),
-    };
-    let fields: Vec<u64> = rest.split(':').map(number).collect::<Option<_>>()?;
-    // Later fields are minutes or seconds (below 60); after a day count, hours below 24.
-    let (h, m, sec) = match (days, fields.as_slice()) {
-        (None, [m]) => (0, *m, 0),
-        (None, [m, s]) => (0, *m, *s),
-        (None, [h, m, s]) => (*h, *m, *s),
-        (Some(_), [h]) => (*h, 0, 0),
-        (Some(_), [h, m]) => (*h, *m, 0),
-        (Some(_), [h, m, s]) => (*h, *m, *s),
-        _ => return None,
-    };
-    let later_ok = match (days, fields.len()) {
-        (None, 1) => true,
-        (None, 2) => sec < 60,
-        (None, _) => m < 60 && sec < 60,
-        (Some(_), _) => h < 24 && m < 60 && sec < 60,
-    };
-    if !later_ok {
-        return None;
-    }
-    let total = days
-        .unwrap_or(0)
-        .checked_mul(86_400)?
-        .checked_add(h.checked_mul(3_600)?)?
-        .checked_add(m.checked_mul(60)?)?
-        .checked_add(sec)?;
-    Some(Dur::from_secs(i64::try_from(total).ok()?))
-}
-
-fn number(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
 }
 
 #[cfg(test)]
@@ -114,5 +75,16 @@ mod tests {
         assert!(e.contains("HH:MM:SS") && e.contains("10m"), "{e}");
         // The machine manager's maximum still holds.
         assert!(parse("400-0").unwrap_err().contains("at most"));
+    }
+
+    #[test]
+    fn a_huge_time_limit_is_refused_in_the_users_words() {
+        for huge in ["99999999999999d", "1e300"] {
+            let e = parse(huge).unwrap_err();
+            assert!(
+                e.contains(huge) && e.contains("too large") && !e.contains("9223372036854775807"),
+                "{huge}: {e}"
+            );
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! A loopback cluster for the tests that kill and restart its daemons (containment, chaos):
 //! brought up with `cluster up` in a scratch state directory, its MM and NMs restarted as
-//! docs/daemons.md documents, everything torn down on drop even when a test fails.
+//! docs/daemons.md documents (the MM with the command line `cluster up` gave it), everything
+//! torn down on drop even when a test fails.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -19,6 +20,10 @@ pub struct Cluster {
     pub extra: std::sync::Mutex<Vec<Child>>,
 }
 
+/// Where [`Cluster::up_in`] keeps the machine manager's command line for
+/// [`Cluster::restart_mm`]: beside the state, in the test's own directory.
+const MM_ARGS: &str = "test-mm-args";
+
 impl Cluster {
     pub fn up(prefix: &str, name: &str, args: &[&str]) -> Cluster {
         Cluster::up_in(scratch(prefix, name), args)
@@ -27,6 +32,11 @@ impl Cluster {
     /// [`Cluster::up`] with its state in `dir` (a test that keeps programs beside the state
     /// directory gives a subdirectory of its own scratch directory).
     pub fn up_in(dir: PathBuf, args: &[&str]) -> Cluster {
+        Cluster::up_in_env(dir, args, &[])
+    }
+
+    /// [`Cluster::up_in`] with `env` set for `cluster up` and so for its daemons.
+    pub fn up_in_env(dir: PathBuf, args: &[&str], env: &[(&str, &str)]) -> Cluster {
         std::fs::create_dir_all(&dir).unwrap();
         let c = Cluster {
             state: StateDir::new(&dir),
@@ -35,12 +45,20 @@ impl Cluster {
         };
         let mut full = vec!["cluster", "up"];
         full.extend_from_slice(args);
-        let out = c.run(&full);
+        let out = Command::new(bin())
+            .args(&full)
+            .env("COSCHED_STATE_DIR", &c.dir)
+            .envs(env.iter().copied())
+            .output()
+            .expect("cosched runs");
         assert!(
             out.status.success(),
             "cluster up failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let mm = c.pid(c.state.mm_pid_file());
+        let cmdline = std::fs::read(format!("/proc/{mm}/cmdline")).unwrap();
+        std::fs::write(c.dir.join(MM_ARGS), cmdline).unwrap();
         c
     }
 
@@ -120,8 +138,24 @@ impl Cluster {
             .unwrap_or(0)
     }
 
+    /// The state `status` shows for node `name` (`up`, `not_responding`, `joining`,
+    /// `down`); `None` while the machine manager does not answer.
+    pub fn node_state(&self, name: &str) -> Option<String> {
+        let out = self.run(&["status", "--json"]);
+        if !out.status.success() {
+            return None;
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["nodes"]
+            .as_array()?
+            .iter()
+            .find(|n| n["name"] == name)
+            .and_then(|n| n["state"].as_str())
+            .map(str::to_string)
+    }
+
     pub fn pid(&self, file: PathBuf) -> String {
-        std::fs::read_to_string(file).unwrap().trim().to_string()
+        pid_in_file(&file)
     }
 
     pub fn mm_log(&self) -> String {
@@ -150,33 +184,18 @@ impl Cluster {
         self.extra.lock().unwrap().push(child);
     }
 
-    /// Restarts the machine manager on this state directory with `listen`.
-    pub fn restart_mm(&self, listen: &str, nodes: u32, pes: u32) {
-        self.restart_mm_with(listen, nodes, pes, &[]);
-    }
-
-    /// [`Cluster::restart_mm`] with more options (`--requeue`, `--kill-wait`, as `cluster up`
-    /// was given them).
-    pub fn restart_mm_with(&self, listen: &str, nodes: u32, pes: u32, more: &[&str]) {
-        let mut args: Vec<String> = [
-            "mm",
-            "--listen",
-            listen,
-            "--nodes",
-            &nodes.to_string(),
-            "--pes",
-            &pes.to_string(),
-            "--heartbeat",
-            "100ms",
-            "--state-dir",
-            self.dir.to_str().unwrap(),
-            "--key-file",
-            self.state.key_file().to_str().unwrap(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(more.iter().map(|s| s.to_string()));
+    /// Restarts the machine manager on this state directory with the command line `cluster
+    /// up` gave it, listening on `listen`.
+    pub fn restart_mm(&self, listen: &str) {
+        let cmdline = std::fs::read(self.dir.join(MM_ARGS)).expect("brought up by Cluster::up");
+        let mut args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .skip(1)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let at = args.iter().position(|a| a == "--listen").expect("--listen") + 1;
+        args[at] = listen.to_string();
         self.spawn(&args, self.state.mm_log());
         let pid = self.extra.lock().unwrap().last().unwrap().id();
         // As `cluster up` writes it: the pid and the process's start time.

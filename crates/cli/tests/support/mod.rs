@@ -64,10 +64,23 @@ pub fn job_id(stdout: &str) -> u64 {
     stdout.trim().parse().expect("submit prints the job id")
 }
 pub mod cluster;
+pub mod marks;
+pub mod user;
 
 /// Says why a test did not run (or ran only in part), where the test output shows it: the
 /// test harness captures `eprintln!` of a passing test, but not a write to the stderr handle.
 pub fn notice(msg: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "NOTICE: {msg}");
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }

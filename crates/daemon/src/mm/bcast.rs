@@ -131,7 +131,33 @@ impl Shell {
                 chunk,
                 slots,
                 nodes,
+                scope,
+                user,
             } => {
+                // Whose copy it is: the caller's, or, for an administrator, the user named
+                // (as a submission names the user a job runs as). Only an administrator
+                // publishes: a published copy runs in every user's jobs.
+                let uid = match user {
+                    Some(u) if u != caller.uid && !caller.admin => {
+                        return err(
+                            tx,
+                            format!(
+                                "permission denied: only an administrator stages files for another user (uid {u})"
+                            ),
+                        );
+                    }
+                    Some(u) => u,
+                    None => caller.uid,
+                };
+                if scope == Scope::Public && !caller.admin {
+                    return err(
+                        tx,
+                        "permission denied: only an administrator publishes a file to every user's jobs (--publish); broadcast it without --publish to stage it for your own jobs".into(),
+                    );
+                }
+                if let Err(why) = crate::bcast::check_dest(&dest, scope) {
+                    return err(tx, why);
+                }
                 if let Some(t) = &self.bcast {
                     if t.last_request.elapsed() < ABANDONED_AFTER {
                         return err(
@@ -201,14 +227,15 @@ impl Shell {
                     last_request: Instant::now(),
                 };
                 tracing::info!(
-                    "mm: bcast {id}: {size} bytes as {dest:?} to {} nodes, {chunks} chunks of {chunk} bytes, {slots} slots",
+                    "mm: bcast {id}: {size} bytes as {dest:?} ({scope:?} copy of uid {uid}) to {} nodes, {chunks} chunks of {chunk} bytes, {slots} slots",
                     t.nodes.len()
                 );
                 let msg = ToNode::BcastBegin {
                     id,
                     dest,
                     size,
-                    uid: Some(caller.uid),
+                    uid,
+                    scope,
                 };
                 self.root
                     .xfer(&t.dest(), None, postcard::to_stdvec(&msg).expect("encodes"));
@@ -433,7 +460,7 @@ impl Shell {
             }
             Phase::OpenRechecking => {
                 let why = format!(
-                    "bcast {}: node(s) {} could not create the file (their logs say why: no room, a bad path); nothing was launched",
+                    "bcast {}: node(s) {} could not create the file (their logs say why: no room, a bad path, a scratch directory refused); nothing was launched",
                     t.id,
                     t.named(&o.answer.fails)
                 );

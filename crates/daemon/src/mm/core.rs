@@ -20,6 +20,7 @@ use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, PeSet, 
 use cosched_ledger::{Change, Ix, Ledger, Refusal};
 use cosched_policy::{Decision, Event, JobRequest, Policy};
 
+use super::changes::{SHUT_DOWN, Staged, Write};
 use super::nodes::NodeEntry;
 use crate::db::NodeRow;
 use crate::proto::*;
@@ -59,6 +60,18 @@ pub struct Pending {
     pub tries: u32,
 }
 
+/// A client's question (a rank's output, a node's monitor records) passed to a node, awaiting
+/// its answer.
+#[derive(Clone, Copy, Debug)]
+pub struct Fetch {
+    pub client: ReqId,
+    pub node: NodeId,
+    /// The client gets an error saying why if the node has not answered by then.
+    pub deadline: Time,
+    /// The files' ends were asked for.
+    pub tail: bool,
+}
+
 /// Identifies a request whose answer the shell must route back (a client's connection, a
 /// node's registration).
 pub type ReqId = u64;
@@ -78,6 +91,13 @@ pub enum Input {
     FromNode { from: NodeId, msg: FromNode },
     /// A sign of life from a node (a heartbeat answer or any report).
     Heard(NodeId),
+    /// The records of request `req`'s change ([`Write`]) are in the database (`Ok`), or
+    /// could not be written (`Err`: why, naming the database and what to do). The driver
+    /// passes it right after the request, before any other input.
+    Written {
+        req: ReqId,
+        result: Result<(), String>,
+    },
 }
 
 /// Something the shell must do.
@@ -136,10 +156,12 @@ pub struct CoreConfig {
     pub pes: u32,
     /// Fan-out of the tree (shown by `status`).
     pub fanout: u32,
-    /// Period of the liveness heartbeat down the tree.
+    /// Period of the heartbeat down the tree.
     pub heartbeat: Dur,
-    /// A node not heard from for this long is marked down.
-    pub dead_after: Dur,
+    /// A node not heard from for this long is not responding (see [`super::nodes`]).
+    pub suspect_after: Dur,
+    /// A node not heard from for this long is down (see [`super::nodes`]).
+    pub down_after: Dur,
     /// Requeue jobs lost with a node instead of failing them.
     pub requeue: bool,
     /// Between SIGTERM and SIGKILL when a job is killed (given to the nodes at registration).
@@ -297,9 +319,8 @@ pub struct Core {
     pub(super) next_hb: Time,
     /// Until when nodes known from the database may come back with their jobs.
     pub(super) grace_until: Option<Time>,
-    /// Output fetches awaiting a node's answer: fetch id → (client request, deadline,
-    /// whether the files' ends were asked for).
-    pub(super) outputs: HashMap<u64, (ReqId, Time, bool)>,
+    /// Output and monitor fetches awaiting a node's answer, by fetch id.
+    pub(super) outputs: HashMap<u64, Fetch>,
     pub(super) next_fetch: u64,
     /// The last tree epoch announced.
     pub(super) epoch: u64,
@@ -313,11 +334,15 @@ pub struct Core {
     /// Ended jobs whose processes are being killed; see [`Completing`].
     pub(super) completing: BTreeMap<Ix, Completing>,
     last_now: Time,
+    /// When the last step ran (see [`Core::account_stall`]).
+    last_step: Time,
     shutting_down: bool,
     /// Ended jobs in the order of their ends, to be forgotten `keep_jobs` after.
     ended: std::collections::VecDeque<(Time, Ix)>,
     /// When ended jobs are next looked at for forgetting.
     next_forget: Time,
+    /// A client's change waiting for its records to be durable (see [`super::changes`]).
+    pub(super) staged: Option<(ReqId, Staged)>,
 }
 
 impl Core {
@@ -374,9 +399,11 @@ impl Core {
             deferred: BTreeSet::new(),
             completing: BTreeMap::new(),
             last_now: now,
+            last_step: now,
             shutting_down: false,
             ended: Default::default(),
             next_forget: now,
+            staged: None,
             cfg,
         };
         core.recover(now, recovered)?;
@@ -479,7 +506,9 @@ impl Core {
         // Forgotten in the order of their ends (the first step forgets those long ended).
         self.ended.make_contiguous().sort_by_key(|&(t, i)| (t, i));
         if recovered_any {
-            self.grace_until = Some(now + self.cfg.dead_after * 3 + Dur::from_secs(2));
+            // A node notices the restart within `suspect_after` at worst (its own silence
+            // timer), then has `down_after` like any silent node.
+            self.grace_until = Some(now + self.cfg.suspect_after + self.cfg.down_after);
             self.log(format!(
                 "mm: recovered {} jobs and {} nodes from the database",
                 self.side.len(),
@@ -527,14 +556,19 @@ impl Core {
     }
 
     /// Takes in one input that arrived at `now`. Its events wait for [`Core::step`].
-    pub fn on(&mut self, now: Time, input: Input) {
+    ///
+    /// A client's request that changes state (submit, cancel, suspend, resume, shutdown)
+    /// returns the records it needs durable before it takes effect: the driver writes them
+    /// and passes [`Input::Written`] at once, before anything else (see [`super::changes`]).
+    pub fn on(&mut self, now: Time, input: Input) -> Option<Write> {
         let now = self.clamp(now);
         match input {
             Input::Client {
                 req,
                 request,
                 caller,
-            } => self.request(now, req, request, caller),
+            } => return self.request(now, req, request, caller),
+            Input::Written { req, result } => self.written(now, req, result),
             Input::Register { req, reg } => self.register(now, req, reg),
             Input::FromNode { from, msg } => match msg {
                 // Reports of an earlier run of the job (a node that still held it when it was
@@ -561,7 +595,7 @@ impl Core {
                     files,
                     sizes,
                 } => {
-                    if let Some((client, _, tail)) = self.outputs.remove(&req) {
+                    if let Some(Fetch { client, tail, .. }) = self.outputs.remove(&req) {
                         let resp = if found {
                             Response::Output(RankOutput {
                                 stdout,
@@ -585,19 +619,30 @@ impl Core {
                     }
                 }
                 FromNode::Monitor { req, monitor } => {
-                    if let Some((client, _, _)) = self.outputs.remove(&req) {
+                    if let Some(f) = self.outputs.remove(&req) {
                         self.push(Effect::Reply {
-                            req: client,
+                            req: f.client,
                             resp: Response::Monitor(monitor),
                         });
                     }
                 }
             },
-            Input::Heard(node) => {
-                if let Some(n) = self.nodes.get_mut(node.0 as usize) {
-                    n.last_seen = n.last_seen.max(now);
-                }
-            }
+            Input::Heard(node) => self.heard(now, node),
+        }
+        None
+    }
+
+    /// [`Core::on`] for a driver that keeps no database (the comparison with the
+    /// simulator, the fuzzer): a change is taken as written at once.
+    pub fn on_unstored(&mut self, now: Time, input: Input) {
+        if let Some(w) = self.on(now, input) {
+            self.on(
+                now,
+                Input::Written {
+                    req: w.req,
+                    result: Ok(()),
+                },
+            );
         }
     }
 
@@ -632,6 +677,7 @@ impl Core {
     /// shell must do.
     pub fn step(&mut self, now: Time) -> Vec<Effect> {
         let now = self.clamp(now);
+        self.account_stall(now);
         if !self.shutting_down {
             self.periodic(now);
             self.rounds(now);
@@ -662,21 +708,73 @@ impl Core {
                 w = w.min(at);
             }
         }
-        if let Some(at) = self.next_begin() {
+        if let Some(at) = self.next_begin(self.last_now) {
             w = w.min(at);
         }
-        for (_, deadline, _) in self.outputs.values() {
-            w = w.min(*deadline);
+        for f in self.outputs.values() {
+            w = w.min(f.deadline);
         }
         for c in self.completing.values() {
             w = w.min(c.until);
         }
         for p in self.pending.values() {
             if let Some(sent) = p.sent {
-                w = w.min(sent + self.cfg.dead_after);
+                w = w.min(sent + self.cfg.suspect_after);
+            }
+        }
+        for n in &self.nodes {
+            if let Some(until) = n.fence_until {
+                w = w.min(until);
             }
         }
         w
+    }
+
+    /// Measures how late this step comes: the time past the wake-up the core asked for (or
+    /// past the previous step, if later) is time the machine manager did not run — its
+    /// process was stopped, or starved of CPU. Nothing was heard from the nodes meanwhile
+    /// through no fault of theirs, so every deadline that counts their silence is moved by
+    /// that much (see [`Core::stalled`]). Lateness under half a heartbeat is the event loop's
+    /// ordinary jitter, far inside any liveness timeout, and is not counted: summed over
+    /// many quick steps it would hold every deadline still.
+    fn account_stall(&mut self, now: Time) {
+        let expected = self.next_wake().max(self.last_step);
+        self.last_step = now;
+        let late = now - expected;
+        if late.as_micros() * 2 > self.cfg.heartbeat.as_micros() {
+            self.stalled(now, late);
+        }
+    }
+
+    /// The machine manager itself was stalled for `by` until `now`: the nodes' silence, the
+    /// acknowledgements and answers awaited and the bounds of completing jobs are counted
+    /// without it, so a stall of the manager is never taken for silent nodes.
+    fn stalled(&mut self, now: Time, by: Dur) {
+        if by >= self.cfg.heartbeat {
+            self.log(format!(
+                "mm: this machine manager did not run for {by} (its process was stopped or starved of CPU); the nodes' deadlines are moved by as much"
+            ));
+        }
+        for n in &mut self.nodes {
+            n.last_seen = (n.last_seen + by).min(now);
+            if let Some(u) = &mut n.fence_until {
+                *u += by;
+            }
+        }
+        for p in self.pending.values_mut() {
+            if let Some(sent) = &mut p.sent {
+                *sent = (*sent + by).min(now);
+            }
+        }
+        for c in self.completing.values_mut() {
+            c.until += by;
+        }
+        for f in self.outputs.values_mut() {
+            f.deadline += by;
+        }
+        if let Some(g) = &mut self.grace_until {
+            *g += by;
+        }
     }
 
     fn limit_at(&self, i: Ix) -> Option<Time> {
@@ -702,21 +800,20 @@ impl Core {
             self.grace_until = None;
             self.grace_over(now);
         }
+        self.fences_expired(now);
         let mut expired: Vec<u64> = self
             .outputs
             .iter()
-            .filter(|(_, (_, d, _))| *d <= now)
+            .filter(|(_, f)| f.deadline <= now)
             .map(|(k, _)| *k)
             .collect();
         expired.sort_unstable();
         for k in expired {
-            if let Some((req, _, _)) = self.outputs.remove(&k) {
+            if let Some(f) = self.outputs.remove(&k) {
+                let why = self.unanswered(now, f.node);
                 self.push(Effect::Reply {
-                    req,
-                    resp: Response::Error(
-                        "the node asked (for output or monitor records) did not answer in 5 s"
-                            .into(),
-                    ),
+                    req: f.client,
+                    resp: Response::Error(why),
                 });
             }
         }
@@ -768,17 +865,26 @@ impl Core {
         }
     }
 
-    /// Launches a node in the tree has not acknowledged within `dead_after` are sent again;
-    /// after [`LAUNCH_TRIES`] the job fails (or is requeued) with the reason, never left
-    /// waiting for processes that do not exist.
+    /// Launches a node in the tree has not acknowledged within `suspect_after` are sent
+    /// again; after [`LAUNCH_TRIES`] the job fails (or is requeued) with the reason, never
+    /// left waiting for processes that do not exist. A node that is not responding is not
+    /// counted against: its launch waits in its link like everything else sent to it, and
+    /// the node either answers or is declared down.
     fn resend_launches(&mut self, now: Time) {
         let due: Vec<((JobId, NodeId), u32)> = self
             .pending
             .iter()
-            .filter(|(_, p)| p.sent.is_some_and(|t| now >= t + self.cfg.dead_after))
+            .filter(|(_, p)| p.sent.is_some_and(|t| now >= t + self.cfg.suspect_after))
             .map(|(k, p)| (*k, p.tries))
             .collect();
         for ((job, node), tries) in due {
+            if !self.answering(node) {
+                // Counted again from now: the node has not been heard since it was sent.
+                if let Some(p) = self.pending.get_mut(&(job, node)) {
+                    p.sent = Some(now);
+                }
+                continue;
+            }
             if tries < LAUNCH_TRIES {
                 self.log(format!(
                     "mm: node {node} did not acknowledge the launch of job {job}; sending it again"
@@ -1004,6 +1110,17 @@ impl Core {
     fn ran(&mut self, i: Ix) {
         self.seq += 1;
         self.side[i].run_seq = self.seq;
+    }
+
+    /// Takes job `id` out of this step's switch message (its stops, continues and kills).
+    fn unsignal(&mut self, id: JobId) {
+        for list in [
+            &mut self.switch.stop,
+            &mut self.switch.cont,
+            &mut self.switch.kill,
+        ] {
+            list.retain(|j| *j != id);
+        }
     }
 
     /// Adds a job's nodes to this step's switch message, in the list `which` picks.
@@ -1266,33 +1383,24 @@ impl Core {
             return;
         }
         if self.side[i].requeue_why.is_some() {
-            // Lost again (another of its nodes) while its requeue waits: those ranks are gone.
-            self.gone_on_down_nodes(i);
-            if self.side[i].ranks.values().all(|c| c.is_some()) {
-                self.release(i);
-            }
+            // Lost again (another of its nodes) while its requeue waits: it waits for that
+            // node too (see [`super::nodes`], fencing).
             return;
         }
         self.log(format!("mm: requeueing job {id}: {why}"));
         self.pending.retain(|(j, _), _| *j != id);
         self.fences.remove(&id);
         // Stops and continues of the job in this step go: it is being killed.
-        for list in [
-            &mut self.switch.stop,
-            &mut self.switch.cont,
-            &mut self.switch.kill,
-        ] {
-            list.retain(|j| *j != id);
-        }
+        self.unsignal(id);
         if self.cfg.hold_pes_while_completing && !self.side[i].placement.is_empty() {
             // Its ranks on the nodes still up are killed first; it goes back to the queue
-            // (and may start again, on these PEs too) once they have all reported their
-            // exits — no two runs of a job overlap — or a bound passes (see [`Completing`]).
-            self.gone_on_down_nodes(i);
+            // (and may start again, on these PEs too) once every rank is known gone — its
+            // exit reported, or its node back without it (a node declared down is fenced:
+            // see [`super::nodes`]) — so that no two runs of a job overlap.
             if !self.side[i].ranks.values().all(|c| c.is_some()) {
                 self.signal(i, |s| &mut s.kill);
                 self.side[i].requeue_why = Some(why);
-                let until = now + self.cfg.kill_wait + self.cfg.dead_after + Dur::from_secs(1);
+                let until = self.completing_bound(now);
                 let group = EndGroup::Requeue;
                 self.completing.insert(i, Completing { group, until });
                 return;
@@ -1307,6 +1415,10 @@ impl Core {
         let now = self.last_now;
         let id = self.ledger.entry(i).req.id;
         self.side[i].requeue_why = None;
+        // Its ranks are gone (or given up on): a kill of it still in this step's switch,
+        // which goes to the nodes of every signal of the step, would reach its next run if
+        // the policy starts it again in this step. The forget below kills what is left.
+        self.unsignal(id);
         if !self.side[i].placement.is_empty() {
             self.forget(i);
         }
@@ -1323,15 +1435,16 @@ impl Core {
         self.instant.rest.push(Event::Submitted(req));
     }
 
-    /// A new job owned by `caller` (or by the user an administrator names) joins the queue;
-    /// an array adds one job per index (their ids consecutive, the first being the array's
-    /// id). Returns the first id.
-    pub(super) fn submit(
-        &mut self,
+    /// The jobs a submission by `caller` (or by the user an administrator names) adds, each
+    /// with what the policy will be told, checked but not yet added: an array gives one job
+    /// per index, their ids consecutive from the next one, the first being the array's id.
+    /// [`Core::add_jobs`] adds them once they are durable (see [`super::changes`]).
+    pub(super) fn new_jobs(
+        &self,
         now: Time,
         mut s: SubmitRequest,
         caller: Caller,
-    ) -> Result<JobId, String> {
+    ) -> Result<Vec<(JobRequest, Side)>, String> {
         let owner = match s.user {
             Some(u) if u != caller.uid && !caller.admin => {
                 return Err(format!(
@@ -1349,8 +1462,9 @@ impl Core {
         {
             s.sched.begin_us = None;
         }
+        let first = JobId(self.next_job);
         let Some(array) = s.sched.array.take() else {
-            return self.submit_one(now, s, owner);
+            return Ok(vec![self.new_job(now, first, s, owner)?]);
         };
         if array.indices.is_empty() || array.indices.len() > crate::sched::MAX_ARRAY_TASKS {
             return Err(format!(
@@ -1358,26 +1472,27 @@ impl Core {
                 crate::sched::MAX_ARRAY_TASKS
             ));
         }
-        let first = JobId(self.next_job);
-        for &index in &array.indices {
+        let mut jobs = Vec::with_capacity(array.indices.len());
+        for (k, &index) in array.indices.iter().enumerate() {
             let mut task = s.clone();
             task.io.array = Some(crate::sched::ArrayTask {
                 job: first,
                 index,
                 throttle: array.throttle,
             });
-            self.submit_one(now, task, owner)?;
+            jobs.push(self.new_job(now, JobId(first.0 + k as u64), task, owner)?);
         }
-        Ok(first)
+        Ok(jobs)
     }
 
-    /// One job of a submission, owned by `(uid, gid)`.
-    fn submit_one(
-        &mut self,
+    /// Job `id` of a submission, owned by `(uid, gid)`, checked.
+    fn new_job(
+        &self,
         now: Time,
+        id: JobId,
         s: SubmitRequest,
         (uid, gid): (u32, u32),
-    ) -> Result<JobId, String> {
+    ) -> Result<(JobRequest, Side), String> {
         let total = self.shape.total_pes();
         if s.procs == 0 {
             return Err("a job needs at least 1 PE (-n)".into());
@@ -1394,7 +1509,6 @@ impl Core {
         if let Some(l) = s.time_limit_us {
             check_time_limit(Dur::from_micros(l))?;
         }
-        let id = JobId(self.next_job);
         let side = Side {
             name: s.name.unwrap_or_else(|| {
                 std::path::Path::new(&s.cmd[0])
@@ -1421,20 +1535,35 @@ impl Core {
             record_bytes: 0,
             runs_on: BTreeSet::new(),
         };
-        let req = request_of(&id, now, s.procs, &side);
-        let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
-        self.next_job += 1;
-        self.side.push(side);
-        self.live.insert(i);
-        self.mark(i);
-        if self.side[i].has_conditions() {
-            // Out of the policy's sight until its conditions hold (`release_deferred`).
-            self.deferred.insert(i);
-            return Ok(id);
+        Ok((request_of(&id, now, s.procs, &side), side))
+    }
+
+    /// Adds the jobs of a submission ([`Core::new_jobs`]) to the queue, or holds them back
+    /// while their conditions do not hold; returns the first id.
+    pub(super) fn add_jobs(&mut self, jobs: Vec<(JobRequest, Side)>) -> Option<JobId> {
+        let first = jobs.first().map(|(req, _)| req.id);
+        for (req, side) in jobs {
+            let i = match self.ledger.add(req.clone()) {
+                Ok(i) => i,
+                // Ids come from `next_job` alone: a duplicate is a bug, refused by the ledger.
+                Err(e) => {
+                    self.log(format!("mm: job {} not added: {e}", req.id));
+                    continue;
+                }
+            };
+            self.next_job = self.next_job.max(req.id.0 + 1);
+            self.side.push(side);
+            self.live.insert(i);
+            self.mark(i);
+            if self.side[i].has_conditions() {
+                // Out of the policy's sight until its conditions hold (`release_deferred`).
+                self.deferred.insert(i);
+                continue;
+            }
+            self.ledger.submit(i, req.submit);
+            self.instant.submitted.push(Event::Submitted(req));
         }
-        self.ledger.submit(i, now);
-        self.instant.submitted.push(Event::Submitted(req));
-        Ok(id)
+        first
     }
 
     /// A user's cancel: the job ends now, its processes are killed.
@@ -1448,19 +1577,18 @@ impl Core {
     }
 
     /// Tells the policy that job `i` ended, in `group` of the instant: now if none of its
-    /// processes may still run, else once they are gone (see [`Completing`]). The bound is
-    /// the kill wait (after which the nodes SIGKILL) plus the time a node may stay silent
-    /// before it is declared down, plus a second.
+    /// processes may still run, else once they are gone (see [`Completing`]).
     pub(super) fn ended(&mut self, now: Time, i: Ix, group: EndGroup) {
         if self.side[i].forget_pending && self.cfg.hold_pes_while_completing {
-            // Ranks on a node that is down went with it: only the others are waited for.
+            // Ranks on a node that is down count as gone: its PEs are out of use until it
+            // is back, and it comes back only once it has killed them (fencing).
             self.gone_on_down_nodes(i);
             if self.side[i].ranks.values().all(|c| c.is_some()) {
                 self.forget(i);
                 self.deliver_end(i, group);
                 return;
             }
-            let until = now + self.cfg.kill_wait + self.cfg.dead_after + Dur::from_secs(1);
+            let until = self.completing_bound(now);
             self.completing.insert(i, Completing { group, until });
         } else {
             self.deliver_end(i, group);
@@ -1502,7 +1630,29 @@ impl Core {
         }
     }
 
-    /// Completing jobs past their bound are released (logged: a node did not report).
+    /// How long a killed job's ranks on answering nodes get to report their exits: the kill
+    /// wait (after which the nodes SIGKILL), the silence after which a node is not
+    /// responding, and a second.
+    fn completing_bound(&self, now: Time) -> Time {
+        now + self.cfg.kill_wait + self.cfg.suspect_after + Dur::from_secs(1)
+    }
+
+    /// Whether a rank of job `i` that has not reported its exit is on a node that does not
+    /// answer (not responding, or down and not yet known clean).
+    fn waits_on_silent_node(&self, i: Ix) -> bool {
+        let s = &self.side[i];
+        s.placement.iter().any(|p| {
+            !self.answering(p.node)
+                && p.ranks
+                    .iter()
+                    .any(|(r, _)| s.ranks.get(r).is_some_and(|c| c.is_none()))
+        })
+    }
+
+    /// Completing jobs past their bound are released (logged: a node did not report),
+    /// except those with ranks on a node that does not answer: that node either answers
+    /// (and reports, or the bound runs again) or is declared down, and its ranks count as
+    /// gone only as fencing says.
     pub(super) fn release_completing(&mut self, now: Time) {
         let due: Vec<Ix> = self
             .completing
@@ -1510,6 +1660,14 @@ impl Core {
             .filter(|(_, c)| now >= c.until)
             .map(|(i, _)| *i)
             .collect();
+        let (waiting, due): (Vec<Ix>, Vec<Ix>) =
+            due.into_iter().partition(|&i| self.waits_on_silent_node(i));
+        for i in waiting {
+            let until = self.completing_bound(now);
+            if let Some(c) = self.completing.get_mut(&i) {
+                c.until = until;
+            }
+        }
         for i in due {
             let id = self.ledger.entry(i).req.id;
             self.log(format!(
@@ -1519,14 +1677,18 @@ impl Core {
         }
     }
 
-    /// The ranks of completing jobs on `node` are gone (the node is down, or a new node
-    /// manager process registered there: the old one's ranks died with it): a job whose
-    /// ranks are then all gone is forgotten and released.
-    pub(super) fn ranks_gone_on(&mut self, node: NodeId) {
+    /// The ranks of completing jobs on `node` are gone (a new node manager process
+    /// registered there: the old one's ranks died with it; or the node came back without
+    /// them): a job whose ranks are then all gone is forgotten and released. With
+    /// `requeues` false (the node was just declared down), only ended jobs count them gone:
+    /// the PEs of a node that is down are out of use anyway, but a job waiting to start
+    /// again must not while its previous run may still be running there.
+    pub(super) fn ranks_gone_on(&mut self, node: NodeId, requeues: bool) {
         let hit: Vec<Ix> = self
             .completing
-            .keys()
-            .copied()
+            .iter()
+            .filter(|(_, c)| requeues || !matches!(c.group, EndGroup::Requeue))
+            .map(|(&i, _)| i)
             .filter(|&i| self.side[i].placement.iter().any(|p| p.node == node))
             .collect();
         for i in hit {
@@ -1575,13 +1737,7 @@ impl Core {
     pub(super) fn shutdown(&mut self, now: Time) {
         let live: Vec<Ix> = self.live.iter().copied().collect();
         for i in live {
-            self.finish(
-                now,
-                i,
-                Outcome::Cancelled,
-                None,
-                Some("the cluster was shut down".into()),
-            );
+            self.finish(now, i, Outcome::Cancelled, None, Some(SHUT_DOWN.into()));
         }
         self.flush_switch();
         self.push(Effect::Broadcast(ToNode::Shutdown));

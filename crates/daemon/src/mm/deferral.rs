@@ -83,11 +83,14 @@ impl Core {
         Ok(out)
     }
 
-    /// The earliest begin time among deferred jobs (a wake-up for the step).
-    pub(super) fn next_begin(&self) -> Option<Time> {
+    /// The earliest begin time after `now` among deferred jobs (a wake-up for the step). One
+    /// already past is not: its job is released at the next step unless something else
+    /// (a dependency, a throttle) holds it, and then waking for it again would spin.
+    pub(super) fn next_begin(&self, now: Time) -> Option<Time> {
         self.deferred
             .iter()
             .filter_map(|&i| self.side[i].sched.begin_us)
+            .filter(|&b| b > now.as_micros())
             .min()
             .map(Time::from_micros)
     }
@@ -214,7 +217,9 @@ impl Core {
 }
 
 /// The job-wide variables a Slurm batch script reads, beside cosched's own: the job's id,
-/// name, size and nodes, and for an array task its array id and index (under both names).
+/// name, size and nodes in Slurm's forms (`n[1-4]`, `2(x3),1`: what MPI launchers parse, see
+/// `cosched_slurm::env`), and for an array task its array id and index (under both names).
+/// `nodes` and `tasks` are the comma-separated node names and rank counts of the placement.
 pub fn slurm_env(
     job: JobId,
     name: &str,
@@ -223,28 +228,28 @@ pub fn slurm_env(
     tasks: &str,
     array: Option<&ArrayTask>,
 ) -> Vec<(String, String)> {
-    let mut env = vec![
-        ("SLURM_JOB_ID".to_string(), job.0.to_string()),
-        ("SLURM_JOBID".to_string(), job.0.to_string()),
-        ("SLURM_JOB_NAME".to_string(), name.to_string()),
-        ("SLURM_NTASKS".to_string(), size.to_string()),
-        ("SLURM_NPROCS".to_string(), size.to_string()),
-        ("SLURM_JOB_NODELIST".to_string(), nodes.to_string()),
-        (
-            "SLURM_JOB_NUM_NODES".to_string(),
-            nodes
-                .split(',')
-                .filter(|n| !n.is_empty())
-                .count()
-                .to_string(),
-        ),
-        ("SLURM_TASKS_PER_NODE".to_string(), tasks.to_string()),
-    ];
-    if let Some(a) = array {
-        for prefix in ["COSCHED", "SLURM"] {
-            env.push((format!("{prefix}_ARRAY_JOB_ID"), a.job.0.to_string()));
-            env.push((format!("{prefix}_ARRAY_TASK_ID"), a.index.to_string()));
+    let layout: Vec<(String, u32)> = nodes
+        .split(',')
+        .filter(|n| !n.is_empty())
+        .zip(tasks.split(',').map(|t| t.parse().unwrap_or(0)))
+        .map(|(n, t)| (n.to_string(), t))
+        .collect();
+    let mut env = cosched_slurm::env::allocation_env(&cosched_slurm::env::Allocation {
+        job_id: job.0,
+        name,
+        array: array.map(|a| (a.job.0, a.index)),
+        nodes: &layout,
+        cpus_per_task: 1,
+    });
+    // The size is the job's, also before its placement is known.
+    for (k, v) in &mut env {
+        if k == "SLURM_NTASKS" || k == "SLURM_NPROCS" {
+            *v = size.to_string();
         }
+    }
+    if let Some(a) = array {
+        env.push(("COSCHED_ARRAY_JOB_ID".into(), a.job.0.to_string()));
+        env.push(("COSCHED_ARRAY_TASK_ID".into(), a.index.to_string()));
     }
     env
 }
@@ -252,6 +257,26 @@ pub fn slurm_env(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slurm_env_writes_nodes_and_tasks_in_slurms_compressed_forms() {
+        let task = ArrayTask {
+            job: JobId(4),
+            index: 7,
+            throttle: None,
+        };
+        let env = slurm_env(JobId(9), "j", 5, "n0,n1,n2", "2,2,1", Some(&task));
+        let var = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(var("SLURM_JOB_NODELIST"), Some("n[0-2]"));
+        assert_eq!(var("SLURM_NODELIST"), Some("n[0-2]"));
+        assert_eq!(var("SLURM_TASKS_PER_NODE"), Some("2(x2),1"));
+        assert_eq!(var("SLURM_JOB_NUM_NODES"), Some("3"));
+        assert_eq!(var("SLURM_NNODES"), Some("3"));
+        assert_eq!(var("SLURM_NTASKS"), Some("5"));
+        assert_eq!(var("SLURM_JOB_ID"), Some("9"));
+        assert_eq!(var("SLURM_ARRAY_TASK_ID"), Some("7"));
+        assert_eq!(var("COSCHED_ARRAY_JOB_ID"), Some("4"));
+    }
 
     #[test]
     fn dependency_states_follow_slurm() {

@@ -8,11 +8,14 @@
 //! - [`nodes`]: node membership, heartbeats and failure detection, registration reconciliation.
 //! - [`deferral`]: dependencies, begin times and array throttles, before the policy sees a job.
 //! - [`requests`]: client requests.
+//! - [`changes`]: a client's change takes effect only once its records are durable.
 //! - [`forecast`]: `queue --forecast`: a copy of the policy run forward from the live jobs.
 //! - [`view`]: what clients see (job records, status).
 //! - [`dashboard`]: what the web dashboard sees (read directly, never a request).
 //! - [`bcast`]: the sender's side of a file broadcast (pacing chunks by COMPARE-AND-WRITE).
 //! - [`shell`]: tokio, the storm tree, SQLite and the system clock around the core.
+//! - [`store`]: the shell's writes to the database, kept and retried while the disk refuses.
+//! - [`replays`]: replayed requests refused, also across a restart.
 //!
 //! Decisions are carried out down the tree: Start/Place → launch (Place launches stopped),
 //! Suspend/Preempt → SIGSTOP, Resume → SIGCONT, Kill/Reject → the job ends at once and its
@@ -20,13 +23,16 @@
 //! of one step travel as one multi-context-switch message.
 
 pub mod bcast;
+pub mod changes;
 pub mod core;
 pub mod dashboard;
 pub mod deferral;
 pub mod forecast;
 pub mod nodes;
+pub mod replays;
 pub mod requests;
 pub mod shell;
+pub mod store;
 pub mod view;
 
 use std::path::PathBuf;
@@ -34,9 +40,20 @@ use std::path::PathBuf;
 use cosched_core::Dur;
 use cosched_policy::PolicyOptions;
 use cosched_storm::Key;
+use cosched_storm::accept::Limits;
 
 pub use self::core::{DEFAULT_ESTIMATE, MAX_TIME_LIMIT, check_time_limit, parse_pes};
 pub use shell::{build_policy, run, run_blocking};
+
+/// Default period of the heartbeat down the tree (`--heartbeat`): the liveness probe, and the
+/// gang strobe every node manager switches from (FCS reclassifies its ranks at each).
+pub const DEFAULT_HEARTBEAT: Dur = Dur::from_millis(200);
+/// Default silence after which a node is *not responding* (`--suspect-after`): nothing new
+/// starts there, its jobs keep running. Cheap to be wrong about, so short.
+pub const DEFAULT_SUSPECT_AFTER: Dur = Dur::from_secs(10);
+/// Default silence after which a node is declared down and its jobs are lost
+/// (`--down-after`): Slurm's SlurmdTimeout default, since being wrong here kills jobs.
+pub const DEFAULT_DOWN_AFTER: Dur = Dur::from_secs(300);
 
 /// Default grace between SIGTERM and SIGKILL for a killed job (`--kill-wait`).
 pub const DEFAULT_KILL_WAIT: Dur = Dur::from_secs(5);
@@ -53,8 +70,14 @@ pub struct ManagerSettings {
     /// `--mpl`, `--quantum`, `--context-switch`, `--opt`, `--policy-config`, as for `sim`.
     pub policy_options: PolicyOptions,
     pub fanout: u32,
-    /// Period of the liveness heartbeat down the tree.
+    /// Period of the heartbeat down the tree (the liveness probe and the gang strobe).
     pub heartbeat: Dur,
+    /// A node silent this long is *not responding*: nothing new starts there, its jobs
+    /// keep running (see [`nodes`]).
+    pub suspect_after: Dur,
+    /// A node silent this long is down: its jobs end `node_failed`, or start over with
+    /// `--requeue` once its processes are known gone (see [`nodes`]).
+    pub down_after: Dur,
     /// Requeue jobs lost with a node instead of failing them.
     pub requeue: bool,
     /// A killed job's processes get SIGTERM, then SIGKILL this long after (Slurm's KillWait).
@@ -64,6 +87,9 @@ pub struct ManagerSettings {
     pub keep_jobs: Dur,
     /// The cap on a rank's output file those node managers enforce (`--output-cap`, bytes).
     pub output_cap: u64,
+    /// What a connection may do before its first frame (`--first-frame-timeout`,
+    /// `--max-pending-per-peer`, `--max-pending`; see `cosched_storm::accept`).
+    pub admission: Limits,
 }
 
 impl ManagerSettings {
@@ -74,12 +100,36 @@ impl ManagerSettings {
             policy: "fcfs".into(),
             policy_options: PolicyOptions::default(),
             fanout: 8,
-            heartbeat: Dur::from_millis(200),
+            heartbeat: DEFAULT_HEARTBEAT,
+            suspect_after: DEFAULT_SUSPECT_AFTER,
+            down_after: DEFAULT_DOWN_AFTER,
             requeue: false,
             kill_wait: DEFAULT_KILL_WAIT,
             keep_jobs: Dur::from_micros(crate::nm::DEFAULT_KEEP_JOBS.as_micros() as i64),
             output_cap: crate::nm::DEFAULT_OUTPUT_CAP,
+            admission: Limits::default(),
         }
+    }
+
+    /// The liveness settings make sense together: a heartbeat comes before a node can be
+    /// missed, and a node is not responding before it is down.
+    pub fn check(&self) -> Result<(), String> {
+        if self.heartbeat <= Dur::ZERO {
+            return Err("--heartbeat must be positive".into());
+        }
+        if self.suspect_after < self.heartbeat {
+            return Err(format!(
+                "--suspect-after {} is shorter than --heartbeat {}: a node would be taken for not responding between two heartbeats; give --suspect-after at least {}",
+                self.suspect_after, self.heartbeat, self.heartbeat
+            ));
+        }
+        if self.down_after < self.suspect_after {
+            return Err(format!(
+                "--down-after {} is shorter than --suspect-after {}: a node is not responding before it is declared down; give --down-after at least {}",
+                self.down_after, self.suspect_after, self.suspect_after
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -88,8 +138,6 @@ impl ManagerSettings {
 pub struct MmConfig {
     pub listen: String,
     pub settings: ManagerSettings,
-    /// A node that has not answered for this long is marked down.
-    pub dead_after: Dur,
     /// Where `mm.addr` and `mm.db` live.
     pub state_dir: PathBuf,
     pub key: Key,
@@ -102,7 +150,6 @@ impl MmConfig {
         MmConfig {
             listen: "127.0.0.1:0".into(),
             settings: ManagerSettings::new(nodes, pes),
-            dead_after: Dur::from_millis(1_000),
             state_dir,
             key,
             http: None,

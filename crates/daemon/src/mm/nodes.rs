@@ -9,13 +9,26 @@
 //! is sent to it before (launches wait, signals are replaced by a resynchronisation on
 //! joining), and only then is it up for the policy. A launch is resent until the node
 //! acknowledges it ([`FromNode::Launched`]), at most [`LAUNCH_TRIES`] times, after which the
-//! job fails with the reason. A node that misses heartbeats for `dead_after` is down; the
-//! jobs holding PEs on it end as `node_failed` (or start over, with `--requeue`), exactly as
-//! in the simulator's node operations.
+//! job fails with the reason.
+//!
+//! Late is not dead. A node that has not answered for `suspect_after` is *not responding*:
+//! the policy counts it down, so nothing new starts there, but its jobs keep running and a
+//! node that answers again is up with its jobs intact. Only one silent for `down_after` is
+//! declared down: the jobs holding PEs on it end as `node_failed` (or start over, with
+//! `--requeue`), exactly as in the simulator's node operations. Silence is counted in the
+//! machine manager's own running time: a stall of the manager itself (see
+//! [`Core::stalled`]) moves every deadline.
+//!
+//! A node declared down is *fenced*: its processes may still run (a node manager that was
+//! stopped, a network cut), so when it registers again while holding running ranks, it is
+//! answered [`RegisterReply::Fence`] and must kill them before it is accepted. A job lost
+//! with it under `--requeue` starts again only once its previous run is known gone: every
+//! rank's exit reported, or the fenced node back without it — or, if the node never comes
+//! back, `down_after` after it was declared down (2 × `down_after` of silence in all).
 
 use std::collections::HashMap;
 
-use cosched_core::{JobId, NodeId, Outcome, Time};
+use cosched_core::{Dur, JobId, NodeId, Outcome, Time};
 use cosched_ledger::Ix;
 use cosched_policy::Event;
 
@@ -44,6 +57,14 @@ pub struct NodeEntry {
     pub join_epoch: u64,
     /// `Forget`s due while it was out of the tree, sent when it joins.
     pub deferred_forget: Vec<JobId>,
+    /// Up, but not heard from for `suspect_after`: not responding (the policy counts it
+    /// down; its jobs keep running).
+    pub suspect: bool,
+    /// Declared down: when it registers again it must first kill what it still runs.
+    pub fenced: bool,
+    /// Until when jobs to be requeued wait for it to come back without their processes;
+    /// then those count as gone.
+    pub fence_until: Option<Time>,
 }
 
 impl NodeEntry {
@@ -60,6 +81,9 @@ impl NodeEntry {
             policy_up: false,
             join_epoch: 0,
             deferred_forget: Vec::new(),
+            suspect: false,
+            fenced: false,
+            fence_until: None,
         }
     }
 }
@@ -74,7 +98,8 @@ impl Core {
             .collect()
     }
 
-    /// Sends heartbeat `seq` and marks down the nodes not heard from for `dead_after`.
+    /// Sends heartbeat `seq`, then looks at every node's silence: not responding after
+    /// `suspect_after`, down after `down_after`.
     pub(super) fn heartbeat(&mut self, now: Time) {
         self.hb_seq += 1;
         self.next_hb = now + self.cfg.heartbeat;
@@ -83,32 +108,114 @@ impl Core {
             seq: self.hb_seq,
             strobe,
         });
-        let dead: Vec<NodeId> = self
+        let silent: Vec<(NodeId, Dur)> = self
             .nodes
             .iter()
-            .filter(|n| n.up && now - n.last_seen > self.cfg.dead_after)
-            .map(|n| n.row.id)
+            .filter(|n| n.up && now - n.last_seen > self.cfg.suspect_after)
+            .map(|n| (n.row.id, now - n.last_seen))
             .collect();
-        for n in dead {
-            let name = self.nodes[n.0 as usize].row.name.clone();
-            self.log(format!(
-                "mm: node {name} ({n}) missed heartbeats for {}; marking it down",
-                self.cfg.dead_after
-            ));
-            let why = format!("node {name} stopped answering heartbeats");
-            let was_policy_up = self.nodes[n.0 as usize].policy_up;
-            self.out_of_tree(n);
-            if was_policy_up {
-                self.node_down(now, n, &why);
-            } else {
-                // Registered but never back in the tree: the policy never counted it up, but
-                // whatever it holds is lost all the same.
-                for i in self.jobs_on(n) {
-                    self.lost(now, i, Outcome::NodeFailed, why.clone());
-                }
+        for (n, silence) in silent {
+            if !self.nodes[n.0 as usize].suspect {
+                self.not_responding(n, silence);
             }
-            self.announce_topology(now);
+            if silence > self.cfg.down_after {
+                self.declare_down(now, n, silence);
+            }
         }
+    }
+
+    /// A node that was up has been silent for `silence` (more than `suspect_after`): nothing
+    /// new starts there, its jobs keep running.
+    fn not_responding(&mut self, n: NodeId, silence: Dur) {
+        let e = &mut self.nodes[n.0 as usize];
+        e.suspect = true;
+        let (name, policy_up) = (e.row.name.clone(), e.policy_up);
+        self.log(format!(
+            "mm: node {name} ({n}) has not answered for {silence}: not responding; nothing new starts there, its jobs keep running (declared down after {} of silence, --down-after)",
+            self.cfg.down_after
+        ));
+        if policy_up {
+            // Down for the policy and the ledger (no new PEs there); the driver keeps the
+            // jobs, as the policy interface allows.
+            self.ledger.node_down(n);
+            self.add_node_events(Event::NodeDown(n));
+        }
+    }
+
+    /// Something came from `node` at `now`: a node that was not responding is up again, with
+    /// its jobs.
+    pub(super) fn heard(&mut self, now: Time, node: NodeId) {
+        let Some(e) = self.nodes.get_mut(node.0 as usize) else {
+            return;
+        };
+        let silence = now - e.last_seen;
+        e.last_seen = e.last_seen.max(now);
+        if !(e.up && e.suspect) {
+            return;
+        }
+        e.suspect = false;
+        let (name, policy_up) = (e.row.name.clone(), e.policy_up);
+        self.log(format!(
+            "mm: node {name} ({node}) answers again after {silence} of silence; up, with its jobs"
+        ));
+        if policy_up {
+            self.ledger.node_up(node);
+            self.add_node_events(Event::NodeUp(node));
+        }
+    }
+
+    /// Whether `node` is up and answering: registered, not declared down, not silent for
+    /// `suspect_after`.
+    pub(super) fn answering(&self, node: NodeId) -> bool {
+        self.nodes
+            .get(node.0 as usize)
+            .is_some_and(|e| e.up && !e.suspect)
+    }
+
+    /// Why `node` did not answer a client's question in time, with what the machine manager
+    /// knows of it.
+    pub(super) fn unanswered(&self, now: Time, node: NodeId) -> String {
+        let Some(e) = self.nodes.get(node.0 as usize) else {
+            return format!("node {node} did not answer in time");
+        };
+        let name = &e.row.name;
+        if e.up && e.suspect {
+            format!(
+                "node {name} is not responding (nothing heard from it for {}): its files stay in its work directory; ask again once `cosched status` shows it up",
+                now - e.last_seen
+            )
+        } else if !e.up {
+            format!(
+                "node {name} was declared down before it answered: its files stay in its work directory; ask again once it is back"
+            )
+        } else {
+            format!("node {name} did not answer in time; ask again")
+        }
+    }
+
+    /// A node silent for `silence` (more than `down_after`) is declared down: out of the
+    /// tree, fenced, and the jobs on it are lost.
+    fn declare_down(&mut self, now: Time, n: NodeId, silence: Dur) {
+        let e = &self.nodes[n.0 as usize];
+        let (name, policy_up, suspect) = (e.row.name.clone(), e.policy_up, e.suspect);
+        self.log(format!(
+            "mm: node {name} ({n}) has not answered for {silence} (--down-after {}); declaring it down",
+            self.cfg.down_after
+        ));
+        let why = format!("node {name} stopped answering heartbeats");
+        self.out_of_tree(n);
+        self.fence_node(now, n);
+        if policy_up {
+            // A node that was not responding is down for the policy already.
+            self.node_down(now, n, &why, !suspect);
+        } else {
+            // Registered but never back in the tree: the policy never counted it up, but
+            // whatever it holds is lost all the same.
+            for i in self.jobs_on(n) {
+                self.lost(now, i, Outcome::NodeFailed, why.clone());
+            }
+        }
+        self.announce_topology(now);
     }
 
     /// The node is no longer a member of the tree, nor up for anyone.
@@ -117,20 +224,64 @@ impl Core {
         e.up = false;
         e.in_tree = false;
         e.policy_up = false;
+        e.suspect = false;
         e.deferred_forget.clear();
         self.pending.retain(|(_, node), _| *node != n);
-        // Its processes went with it (or are reaped by its next node manager).
-        self.ranks_gone_on(n);
+        // Ended jobs no longer wait for their ranks there (the node kills them before it
+        // is accepted again); jobs to be requeued do (see the module documentation).
+        self.ranks_gone_on(n, false);
     }
 
-    /// The node is down: the policy is told, and the jobs on it end or start over.
-    fn node_down(&mut self, now: Time, node: NodeId, why: &str) {
+    /// The node is fenced: whatever it still runs must be killed before it is accepted
+    /// again, and jobs to be requeued wait `down_after` for it to come back without them.
+    fn fence_node(&mut self, now: Time, n: NodeId) {
+        let e = &mut self.nodes[n.0 as usize];
+        e.fenced = true;
+        e.fence_until = Some(now + self.cfg.down_after);
+    }
+
+    /// Fenced nodes that did not come back within `down_after` of being declared down: the
+    /// processes of jobs waiting to start again are taken for gone there (the node stays
+    /// fenced: it still kills them if it ever returns).
+    pub(super) fn fences_expired(&mut self, now: Time) {
+        let expired: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|e| e.fence_until.is_some_and(|u| now >= u))
+            .map(|e| e.row.id)
+            .collect();
+        for n in expired {
+            self.nodes[n.0 as usize].fence_until = None;
+            let waiting: Vec<JobId> = self
+                .completing
+                .iter()
+                .filter(|(_, c)| matches!(c.group, super::core::EndGroup::Requeue))
+                .map(|(&i, _)| i)
+                .filter(|&i| self.side[i].placement.iter().any(|p| p.node == n))
+                .map(|i| self.ledger.entry(i).req.id)
+                .collect();
+            if !waiting.is_empty() {
+                let name = self.nodes[n.0 as usize].row.name.clone();
+                self.log(format!(
+                    "mm: node {name} ({n}) did not come back within {} of being declared down; the processes of jobs {waiting:?} there are taken for gone and those jobs start again (--down-after)",
+                    self.cfg.down_after
+                ));
+            }
+            self.ranks_gone_on(n, true);
+        }
+    }
+
+    /// The node is down: the policy is told (unless it was already, the node being not
+    /// responding), and the jobs on it end or start over.
+    fn node_down(&mut self, now: Time, node: NodeId, why: &str, tell: bool) {
         let mut hit = self.ledger.node_down(node);
         // Jobs placed there by a previous machine manager hold PEs the ledger adopted.
         hit.extend(self.jobs_on(node));
         hit.sort_unstable();
         hit.dedup();
-        self.add_node_events(Event::NodeDown(node));
+        if tell {
+            self.add_node_events(Event::NodeDown(node));
+        }
         for i in hit {
             self.lost(now, i, Outcome::NodeFailed, why.to_string());
         }
@@ -146,6 +297,8 @@ impl Core {
             .collect();
         for n in awaiting {
             self.nodes[n.0 as usize].awaiting = false;
+            // Its processes may still run: it is fenced as a node declared down is.
+            self.fence_node(now, n);
             let why = "its node did not come back after the machine manager restarted";
             for i in self.jobs_on(n) {
                 self.lost(now, i, Outcome::NodeFailed, why.to_string());
@@ -195,7 +348,8 @@ impl Core {
             return; // already in, or a report from an older registration
         }
         n.in_tree = true;
-        n.last_seen = n.last_seen.max(now);
+        self.heard(now, node);
+        let n = &mut self.nodes[node.0 as usize];
         let name = n.row.name.clone();
         if !n.policy_up {
             n.policy_up = true;
@@ -282,6 +436,39 @@ impl Core {
             }
         };
         let id = self.nodes[idx].row.id;
+        let lifted = self.nodes[idx].fenced;
+        if lifted {
+            // Declared down while it ran processes: none may run there before it is back.
+            let running: Vec<JobId> = reg
+                .jobs
+                .iter()
+                .filter(|h| h.ranks.iter().any(|r| r.code.is_none()))
+                .map(|h| h.job)
+                .collect();
+            if !running.is_empty() {
+                self.log(format!(
+                    "mm: node {} ({id}) is back but still runs processes of jobs {running:?}, which were ended or requeued while it was down; it must kill them before it is accepted",
+                    reg.name
+                ));
+                self.push(Effect::Registered {
+                    req,
+                    reply: RegisterReply::Fence {
+                        jobs: running,
+                        kill_wait_us: self.cfg.kill_wait.as_micros(),
+                    },
+                });
+                return;
+            }
+            let n = &mut self.nodes[idx];
+            n.fenced = false;
+            n.fence_until = None;
+            self.log(format!(
+                "mm: node {} ({id}) is back and runs nothing it ran when it was declared down",
+                reg.name
+            ));
+        }
+        // Heard from: a node that was not responding is up again (with its jobs).
+        self.heard(now, id);
         {
             let n = &mut self.nodes[idx];
             n.addr = reg.addr.clone();
@@ -308,6 +495,7 @@ impl Core {
             // stays pending.
             let ours = self.ledger.find(h.job).is_some_and(|i| {
                 self.ledger.entry(i).is_live()
+                    && self.side[i].requeue_why.is_none()
                     && self.side[i].run == h.run
                     && self.side[i].placement.iter().any(|p| p.node == id)
             });
@@ -337,9 +525,11 @@ impl Core {
         let same_process = self.nodes[idx].incarnation == reg.incarnation;
 
         self.nodes[idx].incarnation = reg.incarnation;
+        // (A job waiting to start again is not run here any more, whatever the node holds.)
         let lost: Vec<Ix> = self
             .jobs_on(id)
             .into_iter()
+            .filter(|&i| self.side[i].requeue_why.is_none())
             .filter(|&i| !held.contains_key(&self.ledger.entry(i).req.id))
             .collect();
         for i in lost {
@@ -356,9 +546,10 @@ impl Core {
             let why = format!("its processes on node {} were lost", reg.name);
             self.lost(now, i, Outcome::Failed, why);
         }
-        if !same_process {
-            // A new node manager process: the old one's ranks died with it.
-            self.ranks_gone_on(id);
+        if !same_process || lifted {
+            // A new node manager process (the old one's ranks died with it), or a fenced
+            // node back without its old processes: what was left of them is gone.
+            self.ranks_gone_on(id, true);
         }
         self.announce_topology(now);
         self.nodes[idx].join_epoch = self.epoch;
@@ -367,6 +558,7 @@ impl Core {
             reply: RegisterReply::Accepted {
                 node: id,
                 heartbeat_us: self.cfg.heartbeat.as_micros(),
+                suspect_after_us: self.cfg.suspect_after.as_micros(),
                 kill_wait_us: self.cfg.kill_wait.as_micros(),
                 drop_jobs,
             },

@@ -1,17 +1,26 @@
 //! Client requests: submit, query, cancel, hold and release, output, status, shutdown. Each
 //! is answered with an [`Effect::Reply`]; an output fetch is answered once its node replies.
 
-use cosched_core::{Dur, JobId, Time};
+use cosched_core::{Dur, JobId, NodeId, Time};
 use cosched_ledger::Ix;
 
-use super::core::{Core, Effect, ReqId};
+use super::changes::{Staged, Write};
+use super::core::{Core, Effect, Fetch, ReqId};
 use crate::proto::*;
 
 /// How long a node has to send a rank's output back.
 const OUTPUT_TIMEOUT: Dur = Dur::from_secs(5);
 
 impl Core {
-    pub(super) fn request(&mut self, now: Time, req: ReqId, request: Request, caller: Caller) {
+    /// Answers a read; checks and stages a change, whose records it returns (see
+    /// [`super::changes`]).
+    pub(super) fn request(
+        &mut self,
+        now: Time,
+        req: ReqId,
+        request: Request,
+        caller: Caller,
+    ) -> Option<Write> {
         let unknown = |id: JobId| {
             Response::Error(format!(
                 "unknown job id {id}; `cosched queue --all` lists the jobs"
@@ -24,10 +33,13 @@ impl Core {
             ))
         };
         let resp = match request {
-            Request::Submit(s) => match self.submit(now, *s, caller) {
-                Ok(id) => Response::Submitted(id),
-                Err(why) => Response::Error(why),
-            },
+            Request::Submit(s) => {
+                let hold = s.hold;
+                match self.new_jobs(now, *s, caller) {
+                    Ok(jobs) => return Some(self.stage(now, req, Staged::Submit(jobs, hold))),
+                    Err(why) => Response::Error(why),
+                }
+            }
             Request::Jobs(q) => {
                 let (page, from_db) = self.jobs_page(&q, now);
                 match page {
@@ -38,7 +50,7 @@ impl Core {
                             from_db,
                             listing: q.ids.is_empty(),
                         });
-                        return;
+                        return None;
                     }
                     page => page,
                 }
@@ -47,10 +59,7 @@ impl Core {
                 None => unknown(id),
                 Some(i) if !self.may_act(caller, i) => self.denied(i),
                 Some(i) if !self.live.contains(&i) => ended(id, &self.job_info(i, now)),
-                Some(i) => {
-                    self.cancel(now, i, "cancelled by a user");
-                    Response::Done
-                }
+                Some(i) => return Some(self.stage(now, req, Staged::Cancel(i))),
             },
             Request::Suspend(id) | Request::Resume(id) => {
                 let hold = matches!(request, Request::Suspend(_));
@@ -58,41 +67,30 @@ impl Core {
                     None => unknown(id),
                     Some(i) if !self.may_act(caller, i) => self.denied(i),
                     Some(i) if !self.live.contains(&i) => ended(id, &self.job_info(i, now)),
-                    Some(i) => {
-                        if self.ledger.entry(i).held() != hold {
-                            self.set_held(now, i, hold);
-                        }
-                        Response::Done
-                    }
+                    Some(i) if self.ledger.entry(i).held() == hold => Response::Done,
+                    Some(i) => return Some(self.stage(now, req, Staged::Hold(i, hold))),
                 }
             }
             Request::Status => Response::Status(self.status()),
             Request::Output { job, rank, tail } => {
-                match self.output(now, req, job, rank, tail, caller) {
-                    Some(resp) => resp,
-                    None => return,
-                }
+                // `None`: answered when the node replies (and there is nothing to write).
+                self.output(now, req, job, rank, tail, caller)?
             }
             Request::Shutdown if !caller.admin => Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) may shut it down",
                 crate::util::user_name(crate::util::euid())
             )),
-            Request::Shutdown => {
-                self.shutdown(now);
-                Response::Done
-            }
+            Request::Shutdown => return Some(self.stage(now, req, Staged::Shutdown)),
             Request::Forecast => match self.forecast(now) {
                 Ok(f) => Response::Forecast(f),
                 Err(why) => Response::Error(why),
             },
-            Request::Monitor { node } => match self.fetch_monitor(now, req, &node) {
-                Some(resp) => resp,
-                None => return,
-            },
+            Request::Monitor { node } => self.fetch_monitor(now, req, &node)?,
             // The shell serves broadcasts (super::bcast); none reaches the core.
             Request::Bcast(_) => Response::Error("a broadcast is served by the shell".into()),
         };
         self.push(Effect::Reply { req, resp });
+        None
     }
 
     /// One page of the jobs `q` selects (issue 10, finding 7): at most `q.limit` records
@@ -237,8 +235,7 @@ impl Core {
         self.next_fetch += 1;
         let id = self.nodes[n].row.id;
         self.send(vec![id], ToNode::FetchMonitor { req: fetch });
-        self.outputs
-            .insert(fetch, (req, now + OUTPUT_TIMEOUT, false));
+        self.fetching(fetch, req, id, now, false);
         None
     }
 
@@ -284,12 +281,17 @@ impl Core {
                 )));
             }
             Some(n) if !self.nodes.get(n.0 as usize).is_some_and(|e| e.in_tree) => {
-                let name = self
+                let (name, joining) = self
                     .nodes
                     .get(n.0 as usize)
-                    .map_or_else(|| n.to_string(), |e| e.row.name.clone());
+                    .map_or_else(|| (n.to_string(), false), |e| (e.row.name.clone(), e.up));
+                let now_state = if joining {
+                    "is joining the tree again; ask again in a moment"
+                } else {
+                    "is down; its files stay in that node's work directory, and can be asked for again once it is back"
+                };
                 return Some(Response::Error(format!(
-                    "rank {rank} of job {job} ran on node {name}, which is down; its files stay in that node's work directory"
+                    "rank {rank} of job {job} ran on node {name}, which {now_state}"
                 )));
             }
             Some(n) => n,
@@ -311,9 +313,21 @@ impl Core {
                 tail,
             },
         );
-        self.outputs
-            .insert(fetch, (req, now + OUTPUT_TIMEOUT, tail));
+        self.fetching(fetch, req, node, now, tail);
         None
+    }
+
+    /// Awaits `node`'s answer to fetch `fetch` for client request `req`, until
+    /// [`OUTPUT_TIMEOUT`]. A node that is not responding is asked all the same: it may
+    /// answer in time, and if not, the client is told that it is not responding.
+    fn fetching(&mut self, fetch: u64, req: ReqId, node: NodeId, now: Time, tail: bool) {
+        let f = Fetch {
+            client: req,
+            node,
+            deadline: now + OUTPUT_TIMEOUT,
+            tail,
+        };
+        self.outputs.insert(fetch, f);
     }
 }
 

@@ -53,7 +53,8 @@ fn config(nodes: u32, pes: u32) -> CoreConfig {
         pes,
         fanout: 8,
         heartbeat: Dur::from_secs(3600),
-        dead_after: Dur::from_secs(36_000),
+        suspect_after: Dur::from_secs(36_000),
+        down_after: Dur::from_secs(36_000),
         requeue: false,
         kill_wait: Dur::from_secs(5),
         hold_pes_while_completing: true,
@@ -107,8 +108,10 @@ fn submit(c: &mut Core, now: Time, procs: u32) {
         user: None,
         io: Default::default(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }));
-    c.on(
+    c.on_unstored(
         now,
         Input::Client {
             req: 1,
@@ -300,7 +303,8 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
     let fcfs = super::build_policy("fcfs", 2, 1, &PolicyOptions::default()).unwrap();
     let cfg = CoreConfig {
         heartbeat: Dur::from_secs(1),
-        dead_after: Dur::from_secs(3),
+        suspect_after: Dur::from_secs(2),
+        down_after: Dur::from_secs(3),
         ..config(2, 1)
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
@@ -327,6 +331,63 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
     assert_eq!(j.state, JobState::NodeFailed);
     assert_eq!(j.record.end, Some(t(4)));
     assert!(c.status().nodes[1].state == "down");
+    // Node 1 comes back still running its rank of the job (its node manager was stopped):
+    // it is fenced, told to kill it first, and accepted only once it holds nothing.
+    let holding = vec![HeldJob {
+        job: JobId(1),
+        run: 1,
+        ranks: vec![RankExit {
+            rank: 1,
+            code: None,
+            error: None,
+        }],
+    }];
+    c.on(
+        t(5),
+        Input::Register {
+            req: 7,
+            reg: reg1(1, holding),
+        },
+    );
+    let fx = c.step(t(5));
+    let fence = RegisterReply::Fence {
+        jobs: vec![JobId(1)],
+        kill_wait_us: Dur::from_secs(5).as_micros(),
+    };
+    assert_eq!(registered(&fx, 7), Some(fence), "{fx:?}");
+    assert_eq!(c.status().nodes[1].state, "down");
+    c.on(
+        t(6),
+        Input::Register {
+            req: 8,
+            reg: reg1(1, Vec::new()),
+        },
+    );
+    let fx = c.step(t(6));
+    assert!(
+        matches!(registered(&fx, 8), Some(RegisterReply::Accepted { .. })),
+        "{fx:?}"
+    );
+    assert_eq!(c.status().nodes[1].state, "joining");
+}
+
+/// The registration of node `n1` (1 PE) by node manager process `incarnation`, holding `jobs`.
+fn reg1(incarnation: u64, jobs: Vec<HeldJob>) -> Register {
+    Register {
+        name: "n1".into(),
+        pes: 1,
+        addr: String::new(),
+        jobs,
+        incarnation,
+    }
+}
+
+/// The answer to registration `req` among `fx`.
+fn registered(fx: &[Effect], req: u64) -> Option<RegisterReply> {
+    fx.iter().find_map(|e| match e {
+        Effect::Registered { req: r, reply } if *r == req => Some(reply.clone()),
+        _ => None,
+    })
 }
 
 /// The machine manager cannot move a stopped process, so every policy it builds is told
@@ -348,12 +409,14 @@ fn the_machine_manager_builds_its_policy_without_migration() {
     }
 }
 
-/// A core whose nodes register at time 0 but have not joined the tree yet.
-fn registered_only(nodes: u32, heartbeat: Dur, dead_after: Dur) -> Core {
+/// A core whose nodes register at time 0 but have not joined the tree yet; a node silent
+/// for `silence` is not responding and down at once.
+fn registered_only(nodes: u32, heartbeat: Dur, silence: Dur) -> Core {
     let fcfs = super::build_policy("fcfs", nodes, 1, &PolicyOptions::default()).unwrap();
     let cfg = CoreConfig {
         heartbeat,
-        dead_after,
+        suspect_after: silence,
+        down_after: silence,
         ..config(nodes, 1)
     };
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
@@ -414,7 +477,7 @@ fn issue_10_a_node_gets_nothing_and_is_not_up_until_it_is_back_in_the_tree() {
 }
 
 /// Issue 10, finding 2: a launch the node does not acknowledge is sent again after
-/// `dead_after`, and after `LAUNCH_TRIES` sends the job fails saying why, instead of staying
+/// `suspect_after`, and after `LAUNCH_TRIES` sends the job fails saying why, instead of staying
 /// "running" with no processes; an acknowledged launch is not resent.
 #[test]
 fn issue_10_an_unacknowledged_launch_is_resent_then_the_job_fails_with_the_reason() {
@@ -477,7 +540,7 @@ fn issue_10_a_rejoining_node_gets_its_launch_and_its_signals_after_joining() {
     let fx = c.step(t(2));
     assert!(launches(&fx).is_empty(), "{fx:?}");
     // A user's hold while it is out of the tree: recorded, not sent.
-    c.on(
+    c.on_unstored(
         t(3),
         Input::Client {
             req: 3,
@@ -514,8 +577,10 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
             user: None,
             io: Default::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         }));
-        c.on(
+        c.on_unstored(
             t(1),
             Input::Client {
                 req,
@@ -645,8 +710,10 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         user: None,
         io: io.clone(),
         sched: Default::default(),
+        layout: None,
+        hold: false,
     }));
-    c.on(
+    c.on_unstored(
         t(1),
         Input::Client {
             req: 1,
@@ -664,7 +731,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         .collect();
     assert_eq!(saved.len(), 1);
     assert_eq!(saved[0].io, io, "the database gets the whole environment");
-    c.on(
+    c.on_unstored(
         t(2),
         Input::Client {
             req: 2,
@@ -720,8 +787,9 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
     assert_eq!(var("COSCHED_TASKS_PER_NODE").as_deref(), Some("1"));
 }
 
-fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
-    let request = Request::Submit(Box::new(SubmitRequest {
+/// A submission of `procs` PEs with start conditions `sched`, unlimited.
+fn sched_request(procs: u32, sched: Schedule) -> SubmitRequest {
+    SubmitRequest {
         procs,
         time_limit_us: None,
         class: None,
@@ -731,8 +799,14 @@ fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
         user: None,
         io: Default::default(),
         sched,
-    }));
-    c.on(
+        layout: None,
+        hold: false,
+    }
+}
+
+fn submit_sched(c: &mut Core, now: Time, procs: u32, sched: Schedule) {
+    let request = Request::Submit(Box::new(sched_request(procs, sched)));
+    c.on_unstored(
         now,
         Input::Client {
             req: 1,
@@ -963,7 +1037,7 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
     let mut ask = |c: &mut Core, request: Request, caller: Caller| -> Response {
         next += 1;
         let req = next;
-        c.on(
+        c.on_unstored(
             t(1),
             Input::Client {
                 req,
@@ -990,6 +1064,8 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
             user,
             io: Default::default(),
             sched: Default::default(),
+            layout: None,
+            hold: false,
         }))
     };
     // A claim to be someone else is refused to a user...
@@ -1051,7 +1127,7 @@ fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() 
     assert_eq!(launched(&c.step(t(1))), [JobId(1)]);
     submit(&mut c, t(2), 1);
     c.step(t(2));
-    c.on(
+    c.on_unstored(
         t(3),
         Input::Client {
             req: 2,
@@ -1088,14 +1164,16 @@ fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() 
 /// Found by the chaos test with `--requeue`: a requeued job ran again while its first run's
 /// ranks on the surviving nodes were still being killed, and reports of the first run were
 /// taken for the second's. Here a 2-rank job on n0 and n1 loses n0: it goes back to the queue
-/// only once n1 has reported its rank's exit, then runs again on n1 and n2; a repeated exit
-/// report and a late acknowledgement of the first run must not count for the second.
+/// only once n1 has reported its rank's exit (and n0 is back without its rank: it was
+/// fenced), then runs again on n1 and n2; a repeated exit report and a late acknowledgement
+/// of the first run must not count for the second.
 #[test]
 fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
     let fcfs = super::build_policy("fcfs", 3, 1, &PolicyOptions::default()).unwrap();
     let cfg = CoreConfig {
         heartbeat: Dur::from_secs(1),
-        dead_after: Dur::from_secs(3),
+        suspect_after: Dur::from_secs(3),
+        down_after: Dur::from_secs(3),
         requeue: true,
         ..config(3, 1)
     };
@@ -1181,6 +1259,15 @@ fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
     for n in [1, 2] {
         c.on(t(5), Input::Heard(NodeId(n)));
     }
+    // A new node manager on n0: the first run's rank there died with the old one.
+    let reg = Register {
+        name: "n0".into(),
+        pes: 1,
+        addr: String::new(),
+        jobs: Vec::new(),
+        incarnation: 2,
+    };
+    c.on(t(5), Input::Register { req: 9, reg });
     let second: Vec<_> = sent(&c.step(t(5)))
         .into_iter()
         .filter_map(|m| match m {
@@ -1226,10 +1313,13 @@ fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
         "ended by the first run's exit"
     );
     // Unacknowledged by node 1 (only the first run's ack came): sent to it again.
-    for n in [1, 2] {
-        c.on(t(8), Input::Heard(NodeId(n)));
+    let mut again = Vec::new();
+    for s in [7, 8] {
+        for n in [1, 2] {
+            c.on(t(s), Input::Heard(NodeId(n)));
+        }
+        again.extend(launches(&c.step(t(s))));
     }
-    let again = launches(&c.step(t(8)));
     assert!(
         again
             .iter()
@@ -1263,7 +1353,7 @@ fn an_ended_job_is_forgotten_after_the_retention() {
     exit(&mut c, t(2), 1, 0, 0);
     c.step(t(2));
     let ask = |c: &mut Core, now: Time, request: Request| {
-        c.on(
+        c.on_unstored(
             now,
             Input::Client {
                 req: 7,
@@ -1312,7 +1402,7 @@ fn an_ended_job_is_forgotten_after_the_retention() {
 
 /// Asks the core for a forecast at `now` and returns its answer.
 fn ask_forecast(c: &mut Core, now: Time) -> Response {
-    c.on(
+    c.on_unstored(
         now,
         Input::Client {
             req: 777,
@@ -1602,4 +1692,660 @@ fn node_reports_of_run_state_drive_the_record_of_a_placed_job() {
     let j = state(&c, 1);
     assert_eq!((j.state, j.record.start), (JobState::Running, Some(t(1))));
     assert_eq!(j.record.suspended, Dur::ZERO);
+}
+
+/// A core on `nodes` × `pes` under `policy` with these liveness settings (heartbeat 1 s),
+/// every node registered and in the tree at time 0, with `requeue` as given.
+fn live_core(policy: &str, nodes: u32, pes: u32, suspect: i64, down: i64, requeue: bool) -> Core {
+    let p = super::build_policy(policy, nodes, pes, &PolicyOptions::default()).unwrap();
+    let cfg = CoreConfig {
+        heartbeat: Dur::from_secs(1),
+        suspect_after: Dur::from_secs(suspect),
+        down_after: Dur::from_secs(down),
+        requeue,
+        ..config(nodes, pes)
+    };
+    let mut c = Core::new(cfg, p, t(0), Recovered::default()).unwrap();
+    for n in 0..nodes {
+        let reg = Register {
+            name: format!("n{n}"),
+            pes,
+            addr: String::new(),
+            jobs: Vec::new(),
+            incarnation: 1,
+        };
+        c.on(
+            t(0),
+            Input::Register {
+                req: 100 + n as u64,
+                reg,
+            },
+        );
+        join(&mut c, t(0), n, 1);
+    }
+    c.step(t(0));
+    c
+}
+
+/// Steps the core at each whole second of `secs`, the nodes of `answering` answering the
+/// heartbeats; returns the jobs launched meanwhile.
+fn run_answering(
+    c: &mut Core,
+    secs: std::ops::RangeInclusive<i64>,
+    answering: &[u32],
+) -> Vec<JobId> {
+    let mut out = Vec::new();
+    for s in secs {
+        for &n in answering {
+            c.on(t(s), Input::Heard(NodeId(n)));
+        }
+        out.extend(launched(&c.step(t(s))));
+    }
+    out
+}
+
+/// The nodes `nodes` acknowledge the launch of run 1 of `job`.
+fn ack(c: &mut Core, now: Time, job: u64, nodes: &[u32]) {
+    for &n in nodes {
+        let msg = FromNode::Launched {
+            job: JobId(job),
+            run: 1,
+        };
+        c.on(
+            now,
+            Input::FromNode {
+                from: NodeId(n),
+                msg,
+            },
+        );
+    }
+}
+
+fn node_state(c: &Core, n: usize) -> String {
+    c.status().nodes[n].state.clone()
+}
+
+/// Issue 30 finding 6, issue 33 item 5: late is not dead. A node silent past
+/// `suspect_after` but not `down_after` is not responding — its job keeps running, nothing
+/// new starts on it, `status` says so — and once it answers again it is up with its job
+/// intact, and takes new work again.
+#[test]
+fn a_node_that_is_not_responding_keeps_its_jobs_and_gets_no_new_ones() {
+    let mut c = live_core("fcfs", 2, 2, 2, 10, false);
+    submit(&mut c, t(0), 3); // PEs 0-2: both of node 0, one of node 1
+    assert_eq!(launched(&c.step(t(0))), [JobId(1)]);
+    ack(&mut c, t(0), 1, &[0, 1]);
+    // Node 1 is silent from 0 s on: not responding at 3 s.
+    run_answering(&mut c, 1..=3, &[0]);
+    assert_eq!(node_state(&c, 1), "not_responding");
+    submit(&mut c, t(4), 1); // PE 3 is free, but on node 1
+    assert!(
+        run_answering(&mut c, 4..=4, &[0]).is_empty(),
+        "started on it"
+    );
+    assert_eq!(state(&c, 2).state, JobState::Queued);
+    assert_eq!(state(&c, 1).state, JobState::Running);
+    // It answers again at 5 s (before `down_after`): up, its job intact, the waiting job
+    // starts there.
+    assert_eq!(run_answering(&mut c, 5..=5, &[0, 1]), [JobId(2)]);
+    ack(&mut c, t(5), 2, &[1]);
+    assert_eq!(node_state(&c, 1), "up");
+    run_answering(&mut c, 6..=30, &[0, 1]);
+    assert_eq!(state(&c, 1).state, JobState::Running);
+    assert_eq!(state(&c, 1).error, None);
+}
+
+/// Issue 30 finding 6: a machine manager that was itself stalled (its process stopped, or
+/// starved of CPU) blames no node for the silence it did not hear: the deadlines move by
+/// the stall, an exit that waited for it ends its job as it ended, and a node that stays
+/// silent afterwards is still found out, counting from the end of the stall.
+#[test]
+fn a_stalled_machine_manager_blames_no_node_for_its_own_silence() {
+    let mut c = live_core("fcfs", 2, 1, 2, 3, false);
+    submit(&mut c, t(0), 1); // node 0
+    submit(&mut c, t(0), 1); // node 1
+    assert_eq!(launched(&c.step(t(0))), [JobId(1), JobId(2)]);
+    ack(&mut c, t(0), 1, &[0]);
+    ack(&mut c, t(0), 2, &[1]);
+    run_answering(&mut c, 1..=2, &[0, 1]);
+    // Nothing runs from just after 2 s until 10 s (the next wake-up was 3 s). Then what
+    // arrived meanwhile is taken in: job 1's exit (it completed during the stall) and node
+    // 0's answer; node 1's is not there yet.
+    exit(&mut c, t(10), 1, 0, 0);
+    c.on(t(10), Input::Heard(NodeId(0)));
+    c.step(t(10));
+    assert_eq!(state(&c, 1).state, JobState::Completed);
+    assert_eq!(state(&c, 2).state, JobState::Running);
+    assert_eq!(
+        (node_state(&c, 0), node_state(&c, 1)),
+        ("up".into(), "up".into())
+    );
+    // Node 1 never answers again: its silence counts from 9 s (2 s before the stall, 7 s
+    // of stall): not responding at 12 s, down at 13 s.
+    run_answering(&mut c, 11..=11, &[0]);
+    assert_eq!(node_state(&c, 1), "up");
+    run_answering(&mut c, 12..=12, &[0]);
+    assert_eq!(node_state(&c, 1), "not_responding");
+    assert_eq!(state(&c, 2).state, JobState::Running);
+    run_answering(&mut c, 13..=13, &[0]);
+    let j = state(&c, 2);
+    assert_eq!((j.state, j.record.end), (JobState::NodeFailed, Some(t(13))));
+}
+
+/// The set-up of the requeue fencing tests: 3 nodes of 1 PE with `--requeue`, not
+/// responding after 2 s, down after 5 s. A 2-rank job runs on n0 and n1; n0 stops
+/// answering at 0 s (its node manager is stopped; its rank runs on). At 6 s n0 is declared
+/// down and n1's rank is killed; n1 reports its exit at 7 s. Nothing has started again.
+fn requeued_with_n0_fenced() -> Core {
+    let mut c = live_core("fcfs", 3, 1, 2, 5, true);
+    submit(&mut c, t(0), 2);
+    assert_eq!(launched(&c.step(t(0))), [JobId(1)]);
+    ack(&mut c, t(0), 1, &[0, 1]);
+    assert!(run_answering(&mut c, 1..=6, &[1, 2]).is_empty());
+    assert_eq!(node_state(&c, 0), "down");
+    let exit = RankExit {
+        rank: 1,
+        code: Some(143),
+        error: None,
+    };
+    let msg = FromNode::Exited {
+        job: JobId(1),
+        run: 1,
+        exit,
+    };
+    c.on(
+        t(7),
+        Input::FromNode {
+            from: NodeId(1),
+            msg,
+        },
+    );
+    assert!(
+        run_answering(&mut c, 7..=7, &[1, 2]).is_empty(),
+        "its rank on n0 may still run"
+    );
+    c
+}
+
+/// Issue 30 finding 7: with `--requeue`, no two runs of a job overlap. A job lost with a
+/// node declared down starts again only once its previous run is known gone there: the
+/// node comes back still running the old rank, is told to kill it (fenced) and is not
+/// accepted until it holds nothing; only then does the job run again, as run 2.
+#[test]
+fn a_requeued_job_starts_again_only_once_its_fenced_node_is_back_without_the_old_run() {
+    let mut c = requeued_with_n0_fenced();
+    let running = vec![HeldJob {
+        job: JobId(1),
+        run: 1,
+        ranks: vec![RankExit {
+            rank: 0,
+            code: None,
+            error: None,
+        }],
+    }];
+    let reg = |jobs| Register {
+        name: "n0".into(),
+        pes: 1,
+        addr: String::new(),
+        jobs,
+        incarnation: 1,
+    };
+    c.on(
+        t(8),
+        Input::Register {
+            req: 1,
+            reg: reg(running),
+        },
+    );
+    c.on(t(8), Input::Heard(NodeId(1)));
+    c.on(t(8), Input::Heard(NodeId(2)));
+    let fx = c.step(t(8));
+    let fence = RegisterReply::Fence {
+        jobs: vec![JobId(1)],
+        kill_wait_us: Dur::from_secs(5).as_micros(),
+    };
+    assert_eq!(registered(&fx, 1), Some(fence));
+    assert!(
+        launched(&fx).is_empty(),
+        "started again while its old rank runs"
+    );
+    assert_eq!(node_state(&c, 0), "down");
+    // It killed the rank: back without it, it is accepted, and the job starts again on
+    // the nodes in the tree.
+    c.on(
+        t(9),
+        Input::Register {
+            req: 2,
+            reg: reg(Vec::new()),
+        },
+    );
+    c.on(t(9), Input::Heard(NodeId(1)));
+    c.on(t(9), Input::Heard(NodeId(2)));
+    let fx = c.step(t(9));
+    assert!(matches!(
+        registered(&fx, 2),
+        Some(RegisterReply::Accepted { .. })
+    ));
+    let again = launch_msgs(&fx);
+    assert_eq!(again.len(), 1, "{fx:?}");
+    assert_eq!(again[0].run, 2);
+    let on: Vec<NodeId> = again[0].placement.iter().map(|p| p.node).collect();
+    assert_eq!(on, [NodeId(1), NodeId(2)]);
+}
+
+/// Issue 30 finding 7, what happens when a fenced node never comes back: the job waits for
+/// it `down_after` after it was declared down (2 × `down_after` of silence in all), then
+/// its old run there is taken for gone and it starts again.
+#[test]
+fn a_requeued_job_whose_fenced_node_never_returns_starts_again_down_after_later() {
+    let mut c = requeued_with_n0_fenced();
+    // Declared down at 6 s: the job waits until 11 s.
+    assert!(run_answering(&mut c, 8..=10, &[1, 2]).is_empty());
+    assert_eq!(run_answering(&mut c, 11..=11, &[1, 2]), [JobId(1)]);
+    // The node stays fenced: if it ever comes back running the old rank, it kills it first.
+    let running = vec![HeldJob {
+        job: JobId(1),
+        run: 1,
+        ranks: vec![RankExit {
+            rank: 0,
+            code: None,
+            error: None,
+        }],
+    }];
+    let reg = Register {
+        name: "n0".into(),
+        pes: 1,
+        addr: String::new(),
+        jobs: running,
+        incarnation: 1,
+    };
+    c.on(t(12), Input::Register { req: 3, reg });
+    assert!(matches!(
+        registered(&c.step(t(12)), 3),
+        Some(RegisterReply::Fence { .. })
+    ));
+}
+
+/// A launch sent to a node that then stops answering is neither resent nor counted against
+/// the job while the node is not responding (it waits in the node's link like everything
+/// sent there): the job keeps its place until the node answers, instead of failing after
+/// three unacknowledged tries.
+#[test]
+fn a_launch_to_a_node_that_is_not_responding_waits_for_it() {
+    let mut c = live_core("fcfs", 1, 1, 2, 60, false);
+    submit(&mut c, t(0), 1);
+    let mut sent = launched(&c.step(t(0)));
+    sent.extend(run_answering(&mut c, 1..=40, &[]));
+    assert!(sent.len() <= 2, "sent {} times", sent.len());
+    assert_eq!(node_state(&c, 0), "not_responding");
+    assert_eq!(state(&c, 1).state, JobState::Running);
+    ack(&mut c, t(41), 1, &[0]);
+    run_answering(&mut c, 41..=50, &[0]);
+    assert_eq!(node_state(&c, 0), "up");
+    let j = state(&c, 1);
+    assert_eq!((j.state, j.error), (JobState::Running, None));
+}
+
+/// Issue 30 finding 6: `cosched output` of a rank on a node that is not responding asks the
+/// node all the same, and if it does not answer says that it is not responding and what to
+/// do, rather than a bare timeout.
+#[test]
+fn output_from_a_node_that_is_not_responding_says_so() {
+    let mut c = live_core("fcfs", 1, 1, 2, 60, false);
+    submit(&mut c, t(0), 1);
+    c.step(t(0));
+    run_answering(&mut c, 1..=3, &[]);
+    assert_eq!(node_state(&c, 0), "not_responding");
+    let request = Request::Output {
+        job: JobId(1),
+        rank: 0,
+        tail: false,
+    };
+    c.on(
+        t(4),
+        Input::Client {
+            req: 77,
+            request,
+            caller: Caller::ROOT,
+        },
+    );
+    let fx = c.step(t(4));
+    assert!(
+        sent(&fx)
+            .iter()
+            .any(|m| matches!(m, ToNode::FetchOutput { .. })),
+        "not asked: {fx:?}"
+    );
+    let mut answer = None;
+    for s in 5..=10 {
+        for e in c.step(t(s)) {
+            if let Effect::Reply { req: 77, resp } = e {
+                answer = Some(resp);
+            }
+        }
+    }
+    match answer {
+        Some(Response::Error(e)) => assert!(e.contains("not responding"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A job whose begin time has passed but which still waits for a dependency does not make
+/// the core ask to be woken in the past: the machine manager would spin on it, and no stall
+/// of its own is counted from such quick steps (the nodes' deadlines still run).
+#[test]
+fn a_begin_time_past_while_a_dependency_waits_does_not_wake_the_core_in_a_loop() {
+    let mut c = live_core("fcfs", 1, 1, 2, 3, false);
+    submit(&mut c, t(0), 1);
+    assert_eq!(launched(&c.step(t(0))), [JobId(1)]);
+    ack(&mut c, t(0), 1, &[0]);
+    let sched = Schedule {
+        after: vec![Dependency {
+            kind: DepKind::AfterOk,
+            job: JobId(1),
+        }],
+        begin_us: Some(t(1).as_micros()),
+        array: None,
+    };
+    submit_sched(&mut c, t(0), 1, sched);
+    c.step(t(0));
+    run_answering(&mut c, 1..=2, &[0]);
+    assert!(c.next_wake() > t(2), "wakes at {:?}", c.next_wake());
+    // Many quick steps do not hold the silent node's deadline still: not responding at 5 s,
+    // down at 6 s, as without them.
+    let mut now = t(2);
+    while now < t(6) {
+        now += Dur::from_millis(10);
+        c.step(now);
+    }
+    assert_eq!(node_state(&c, 0), "down");
+    assert_eq!(state(&c, 1).state, JobState::NodeFailed);
+}
+
+/// Found by the chaos test with `--requeue`: a job whose node manager was replaced was
+/// requeued and started again within the one step of the new registration, and the kill
+/// of its first run, still in that step's multi-context switch (one message to the nodes of
+/// every signal of the step), reached its second run's new node after the launch and killed
+/// it (exit 143, the job failed). The first run's ranks are gone once it goes back to the
+/// queue; what is left of them is its forget's to kill.
+#[test]
+fn a_job_requeued_and_started_again_in_one_step_is_not_killed_by_its_first_runs_kill() {
+    let mut c = live_core("fcfs", 3, 1, 60, 120, true);
+    submit(&mut c, t(0), 1); // n0
+    submit(&mut c, t(0), 1); // n1
+    assert_eq!(launched(&c.step(t(0))), [JobId(1), JobId(2)]);
+    ack(&mut c, t(0), 1, &[0]);
+    ack(&mut c, t(0), 2, &[1]);
+    // A user's suspend of job 2 in the same step puts n1 in the step's switch too.
+    c.on_unstored(
+        t(1),
+        Input::Client {
+            req: 5,
+            request: Request::Suspend(JobId(2)),
+            caller: Caller::ROOT,
+        },
+    );
+    // n0's node manager was killed and restarted: job 1's rank there is gone.
+    let reg = Register {
+        name: "n0".into(),
+        pes: 1,
+        addr: String::new(),
+        jobs: Vec::new(),
+        incarnation: 2,
+    };
+    c.on(t(1), Input::Register { req: 6, reg });
+    join(&mut c, t(1), 0, 2);
+    let fx = c.step(t(1));
+    let again = launch_msgs(&fx);
+    assert_eq!(
+        again.iter().map(|l| (l.job, l.run)).collect::<Vec<_>>(),
+        [(JobId(1), 2)]
+    );
+    for m in sent(&fx) {
+        if let ToNode::Switch { kill, .. } = m {
+            assert!(
+                !kill.contains(&JobId(1)),
+                "its second run is killed: {fx:?}"
+            );
+        }
+    }
+}
+
+/// A client's request as the shell passes it: the change it stages (if any) is answered
+/// with `written` at once. Returns the records the change wanted durable and the answer.
+fn change(
+    c: &mut Core,
+    now: Time,
+    req: u64,
+    request: Request,
+    written: Result<(), String>,
+) -> (Vec<JobInfo>, Response) {
+    let w = c.on(
+        now,
+        Input::Client {
+            req,
+            request,
+            caller: Caller::ROOT,
+        },
+    );
+    let jobs = w.as_ref().map(|w| w.jobs.clone()).unwrap_or_default();
+    if let Some(w) = w {
+        c.on(
+            now,
+            Input::Written {
+                req: w.req,
+                result: written,
+            },
+        );
+    }
+    let fx = c.step(now);
+    let resp = fx
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Reply { req: r, resp } if r == req => Some(resp),
+            _ => None,
+        })
+        .expect("answered");
+    (jobs, resp)
+}
+
+fn one_pe_job() -> Request {
+    Request::Submit(Box::new(SubmitRequest {
+        procs: 1,
+        time_limit_us: None,
+        class: None,
+        name: None,
+        cmd: vec!["work".into()],
+        cwd: "/".into(),
+        user: None,
+        io: Default::default(),
+        sched: Default::default(),
+        layout: None,
+        hold: false,
+    }))
+}
+
+const FULL: &str = "the file system of /s is full (database or disk is full); free space on it";
+
+/// A change whose records cannot be written is refused with the
+/// database's reason, and nothing of it happens — no job, no id spent, no launch, no kill, no
+/// stop; the same change is taken once the disk takes it.
+#[test]
+fn issue_30_a_change_that_cannot_be_written_is_refused_and_changes_nothing() {
+    let fcfs = super::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 2);
+    let (jobs, resp) = change(&mut c, t(1), 1, one_pe_job(), Err(FULL.into()));
+    assert_eq!(
+        jobs.len(),
+        1,
+        "the new job's record is what must be written"
+    );
+    assert_eq!((jobs[0].id(), jobs[0].state), (JobId(1), JobState::Queued));
+    assert!(
+        matches!(&resp, Response::Error(e) if e.starts_with("not submitted: ") && e.contains("free space")),
+        "{resp:?}"
+    );
+    assert_eq!(c.records().count(), 0, "no job exists in memory either");
+
+    // The disk takes writes again: the same id (never given out) goes to the next job.
+    let (_, resp) = change(&mut c, t(2), 2, one_pe_job(), Ok(()));
+    assert!(matches!(resp, Response::Submitted(JobId(1))), "{resp:?}");
+    assert_eq!(state(&c, 1).state, JobState::Running);
+
+    // A cancel and a suspend that cannot be written: the job runs on, untouched.
+    for (req, request, what) in [
+        (3, Request::Cancel(JobId(1)), "job 1 not cancelled: "),
+        (4, Request::Suspend(JobId(1)), "job 1 not suspended: "),
+    ] {
+        let w = c.on(
+            t(3),
+            Input::Client {
+                req,
+                request,
+                caller: Caller::ROOT,
+            },
+        );
+        let w = w.expect("a change to write");
+        c.on(
+            t(3),
+            Input::Written {
+                req: w.req,
+                result: Err(FULL.into()),
+            },
+        );
+        let fx = c.step(t(3));
+        assert!(
+            fx.iter().any(|e| matches!(e, Effect::Reply { resp: Response::Error(m), .. } if m.starts_with(what))),
+            "{fx:?}"
+        );
+        assert!(
+            !sent(&fx).iter().any(|m| matches!(m, ToNode::Switch { .. })),
+            "nothing is stopped or killed: {fx:?}"
+        );
+        assert!(
+            !fx.iter().any(|e| matches!(e, Effect::PersistJob(_))),
+            "nothing changed, so nothing is to be written"
+        );
+        let j = state(&c, 1);
+        assert_eq!(
+            (j.state, j.held, j.record.end),
+            (JobState::Running, false, None)
+        );
+    }
+    // Written, the cancel takes effect.
+    let (jobs, resp) = change(&mut c, t(4), 5, Request::Cancel(JobId(1)), Ok(()));
+    assert!(matches!(resp, Response::Done), "{resp:?}");
+    assert_eq!(jobs[0].state, JobState::Cancelled);
+    assert_eq!(state(&c, 1).state, JobState::Cancelled);
+}
+
+/// What a change writes before it takes effect is what a restart must
+/// find — a submitted job queued (and run), a cancelled one ended, a held one held — should
+/// the machine manager die before the step that writes the exact records.
+#[test]
+fn issue_30_what_a_change_writes_first_is_what_a_restart_finds() {
+    let fcfs = || super::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs(), 1, 2);
+    let (mut written, _) = change(&mut c, t(1), 1, one_pe_job(), Ok(()));
+    let (two, _) = change(&mut c, t(1), 2, one_pe_job(), Ok(()));
+    let (three, _) = change(&mut c, t(1), 3, one_pe_job(), Ok(()));
+    let (cancelled, _) = change(&mut c, t(2), 4, Request::Cancel(JobId(2)), Ok(()));
+    let (held, _) = change(&mut c, t(2), 5, Request::Suspend(JobId(3)), Ok(()));
+    assert_eq!(two[0].id(), JobId(2));
+    assert_eq!(three[0].id(), JobId(3));
+    written.extend(cancelled);
+    written.extend(held);
+    let mut c = Core::new(
+        config(1, 2),
+        fcfs(),
+        t(10),
+        Recovered {
+            nodes: Vec::new(),
+            jobs: written,
+        },
+    )
+    .unwrap();
+    let j = |c: &Core, id| {
+        let i = c.ledger().find(JobId(id)).unwrap();
+        c.job_info(i, t(10))
+    };
+    assert_eq!(j(&c, 1).state, JobState::Queued);
+    let two = j(&c, 2);
+    assert_eq!(
+        (two.state, two.record.end),
+        (JobState::Cancelled, Some(t(2)))
+    );
+    assert_eq!(two.error.as_deref(), Some("cancelled by a user"));
+    assert!(j(&c, 3).held, "{:?}", j(&c, 3));
+    // Ids continue after the largest written.
+    c.step(t(10));
+    let (jobs, resp) = change(&mut c, t(11), 6, one_pe_job(), Ok(()));
+    assert!(matches!(resp, Response::Submitted(JobId(4))), "{resp:?}");
+    assert_eq!(jobs[0].id(), JobId(4));
+}
+
+/// `sbatch --hold` on an idle machine: the hold comes with the submission and takes effect
+/// in the same instant, so the policy never starts the job (nor any task of an array) before
+/// a release; the records written for the submission say it is held, so a restart keeps it.
+#[test]
+fn a_job_submitted_held_never_starts_before_its_release() {
+    let fcfs = super::build_policy("fcfs", 1, 4, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 4);
+    let array = Schedule {
+        array: Some(ArraySpec {
+            indices: vec![1, 2],
+            throttle: None,
+        }),
+        ..Default::default()
+    };
+    let request = Request::Submit(Box::new(SubmitRequest {
+        hold: true,
+        ..sched_request(1, array)
+    }));
+    let client = Input::Client {
+        req: 1,
+        request,
+        caller: Caller::ROOT,
+    };
+    let w = c.on(t(1), client).expect("a submission is written first");
+    assert_eq!(w.jobs.len(), 2);
+    assert!(w.jobs.iter().all(|r| r.held), "{:?}", w.jobs);
+    let written = Input::Written {
+        req: w.req,
+        result: Ok(()),
+    };
+    c.on(t(1), written);
+    let fx = c.step(t(1));
+    assert!(
+        fx.iter().any(|e| matches!(
+            e,
+            Effect::Reply {
+                resp: Response::Submitted(JobId(1)),
+                ..
+            }
+        )),
+        "answered with the first id"
+    );
+    assert!(launched(&fx).is_empty(), "a held job started");
+    assert!(
+        launched(&c.step(t(5))).is_empty(),
+        "a held job started later"
+    );
+    // Released (each release durable, then carried out), both start at the next decision.
+    let mut started = Vec::new();
+    for id in [1, 2] {
+        let release = Input::Client {
+            req: 2,
+            request: Request::Resume(JobId(id)),
+            caller: Caller::ROOT,
+        };
+        let w = c.on(t(6), release).expect("a release is written first");
+        let written = Input::Written {
+            req: w.req,
+            result: Ok(()),
+        };
+        c.on(t(6), written);
+        started.extend(launched(&c.step(t(6))));
+    }
+    assert_eq!(started, [JobId(1), JobId(2)]);
 }

@@ -1,10 +1,10 @@
 //! What clients see: a job's record ([`JobInfo`], built from the ledger's entry and the side
 //! table) and the machine's status (nodes, the Ousterhout matrix, what runs where).
 
-use cosched_core::{JobId, NodeId, Outcome, Time};
+use cosched_core::{JobId, JobRecord, NodeId, Outcome, Time};
 use cosched_ledger::{Ix, Phase};
 
-use super::core::Core;
+use super::core::{Core, Side};
 use crate::proto::*;
 
 impl JobState {
@@ -48,31 +48,17 @@ impl Core {
             // adopts both and counts on from the restart.
             record.suspended = e.suspended(now);
         }
-        JobInfo {
-            record,
-            // What its processes do: under a node scheme that runs placed jobs, the nodes'
-            // reports (see `Core::node_runs`), not the policy's phase.
-            state: match JobState::of(e.phase(), e.held(), r.outcome) {
-                JobState::Running | JobState::Suspended if e.processes_run() => JobState::Running,
-                JobState::Running | JobState::Suspended => JobState::Suspended,
-                s => s,
-            },
-            name: s.name.clone(),
-            class: s.class.clone(),
-            user: s.user,
-            gid: s.gid,
-            time_limit_us: s.time_limit.map(|d| d.as_micros()),
-            cmd: s.cmd.clone(),
-            cwd: s.cwd.clone(),
-            run_us: run.as_micros(),
-            placement: s.placement.clone(),
-            error: s.error.clone(),
-            held: e.held(),
-            io: s.io.clone(),
-            sched: s.sched.clone(),
-            reason: self.reason(i, now),
-            run: s.run,
-        }
+        // What its processes do: under a node scheme that runs placed jobs, the nodes'
+        // reports (see `Core::node_runs`), not the policy's phase.
+        let state = match JobState::of(e.phase(), e.held(), r.outcome) {
+            JobState::Running | JobState::Suspended if e.processes_run() => JobState::Running,
+            JobState::Running | JobState::Suspended => JobState::Suspended,
+            s => s,
+        };
+        let mut info = describe(s, record, state, run.as_micros());
+        info.held = e.held();
+        info.reason = self.reason(i, now);
+        info
     }
 
     pub fn status(&self) -> StatusInfo {
@@ -123,7 +109,9 @@ impl Core {
                 id: n.row.id,
                 name: n.row.name.clone(),
                 // Registered but not yet back in the tree: nothing is sent to it yet.
-                state: if n.up && n.in_tree && n.policy_up {
+                state: if n.up && n.suspect {
+                    "not_responding".into()
+                } else if n.up && n.in_tree && n.policy_up {
                     "up".into()
                 } else if n.up {
                     "joining".into()
@@ -156,5 +144,30 @@ impl Core {
             running,
             switches: self.switches,
         }
+    }
+}
+
+/// A job's record as clients see it and the database stores it: its lifecycle facts
+/// (`record`, `state`, the time it ran) beside what the side table keeps; not held, no
+/// reason given.
+pub(super) fn describe(s: &Side, record: JobRecord, state: JobState, run_us: i64) -> JobInfo {
+    JobInfo {
+        record,
+        state,
+        name: s.name.clone(),
+        class: s.class.clone(),
+        user: s.user,
+        gid: s.gid,
+        time_limit_us: s.time_limit.map(|d| d.as_micros()),
+        cmd: s.cmd.clone(),
+        cwd: s.cwd.clone(),
+        run_us,
+        placement: s.placement.clone(),
+        error: s.error.clone(),
+        held: false,
+        io: s.io.clone(),
+        sched: s.sched.clone(),
+        reason: None,
+        run: s.run,
     }
 }
