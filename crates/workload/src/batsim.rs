@@ -223,7 +223,7 @@ pub fn read_workload_from(
         }
         let req_time = match j.walltime {
             None => None,
-            Some(w) if w == -1.0 => None,
+            Some(-1.0) => None,
             Some(w) if w.is_finite() && w > 0.0 => Some(Dur::from_secs_f64(w)),
             Some(w) => {
                 return Err(bad(format!(
