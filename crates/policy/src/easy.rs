@@ -6,12 +6,17 @@
 //!
 //! Expected ends come from estimates ([`JobRequest::estimate`](crate::JobRequest::estimate)); a
 //! job past its estimate is expected to end now.
+//!
+//! Other simulators' EASY are variants of it ([`variant`], `--opt variant=NAME`).
+
+pub mod variant;
 
 use cosched_core::{JobId, Time};
 
 use crate::opts::Opts;
 use crate::queue::{Seen, SpaceShare};
 use crate::{ConfigError, Decision, Event, Policy, PolicyConfig};
+use variant::{Blocked, Variant};
 
 #[derive(Clone, Debug)]
 pub struct Easy {
@@ -27,6 +32,9 @@ pub struct Easy {
     shadow_due: Option<Time>,
     /// Queue positions started by a backfilling pass (kept to reuse the allocation).
     started: Vec<usize>,
+    variant: Variant,
+    /// The `accasim` variant's blocked head.
+    blocked: Option<Blocked>,
 }
 
 /// The work an instant leaves for [`Policy::decide`]. After a decision the head (if any) is
@@ -52,13 +60,17 @@ pub struct Reservation {
 
 impl Easy {
     pub fn new(cfg: &PolicyConfig) -> Result<Easy, ConfigError> {
-        Opts::new("easy", cfg).finish()?;
+        let o = Opts::new("easy", cfg);
+        let variant = Variant::read(&o)?;
+        o.finish()?;
         Ok(Easy {
             s: SpaceShare::new(cfg),
             todo: Todo::Nothing,
             last_shadow: Time::MAX,
             shadow_due: None,
             started: Vec::new(),
+            variant,
+            blocked: None,
         })
     }
 
@@ -108,6 +120,53 @@ impl Easy {
         }
         let Some(h) = self.s.queue.head() else { return };
         self.backfill(now, h + 1, out);
+    }
+
+    /// AccaSim's pass (see [`variant`]): the blocked head only at or after its slot, heads in
+    /// order otherwise, then every later job that fits.
+    fn accasim_pass(&mut self, now: Time, out: &mut Vec<Decision>) {
+        if self.s.pool.free_count() == 0 {
+            return;
+        }
+        let head_id = self.s.queue.head().map(|h| self.s.queue.get(h).id);
+        if self.blocked.is_some_and(|b| Some(b.job) != head_id) {
+            // The blocked job left the queue (cancelled or held).
+            self.blocked = None;
+        }
+        let mut fill_from = None;
+        if let Some(b) = self.blocked {
+            let h = self.s.queue.head().expect("a blocked head is queued");
+            if b.slot <= now && self.s.start(now, h, out) {
+                self.s.queue.remove(h);
+                self.blocked = None;
+            } else {
+                fill_from = Some(h + 1);
+            }
+        }
+        if self.blocked.is_none() {
+            while let Some(h) = self.s.queue.head() {
+                if self.s.start(now, h, out) {
+                    self.s.queue.remove(h);
+                    continue;
+                }
+                let job = self.s.queue.get(h);
+                let slot = self.shadow(now, job.procs).shadow;
+                self.blocked = Some(Blocked { job: job.id, slot });
+                fill_from = Some(h + 1);
+                break;
+            }
+        }
+        let Some(mut next) = fill_from else { return };
+        let mut started = std::mem::take(&mut self.started);
+        while let Some(k) = self.s.queue.next_fitting(next, self.s.pool.free_count()) {
+            next = k + 1;
+            if !self.s.queue.is_held(self.s.queue.get(k).id) && self.s.start(now, k, out) {
+                started.push(k);
+            }
+        }
+        self.s.queue.remove_all(&started);
+        started.clear();
+        self.started = started;
     }
 
     /// The head's shadow time at the last backfilling pass, computed now if that pass did not
@@ -199,6 +258,12 @@ impl Policy for Easy {
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
         self.s.queue.reject_refused(out);
+        if self.variant == Variant::Accasim {
+            if std::mem::replace(&mut self.todo, Todo::Nothing) != Todo::Nothing {
+                self.accasim_pass(now, out);
+            }
+            return;
+        }
         match std::mem::replace(&mut self.todo, Todo::Nothing) {
             Todo::Nothing => {}
             // The jobs before `k` were tried at the last pass and nothing freed PEs since; they
