@@ -125,9 +125,6 @@ impl Easy {
     /// AccaSim's pass (see [`variant`]): the blocked head only at or after its slot, heads in
     /// order otherwise, then every later job that fits.
     fn accasim_pass(&mut self, now: Time, out: &mut Vec<Decision>) {
-        if self.s.pool.free_count() == 0 {
-            return;
-        }
         let head_id = self.s.queue.head().map(|h| self.s.queue.get(h).id);
         if self.blocked.is_some_and(|b| Some(b.job) != head_id) {
             // The blocked job left the queue (cancelled or held).

@@ -8,8 +8,9 @@
 //!   expected end of the running jobs at which enough cores are free; the head is tried again
 //!   only at instants at or after that slot, and the slot is never recomputed. Meanwhile
 //!   every later job that fits starts: the backfilling call passes the reservation an empty
-//!   list of reserved nodes, so nothing is kept for the head. No pass happens at an instant
-//!   when no core is free (the dispatcher is not called then).
+//!   list of reserved nodes, so nothing is kept for the head. A pass runs at every instant
+//!   with a job waiting, also when no core is free (AccaSim's `min_resources` is unset by
+//!   default), so a head blocked on a full machine gets its slot then.
 
 use cosched_core::{JobId, Time};
 
