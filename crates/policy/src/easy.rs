@@ -319,6 +319,65 @@ mod tests {
         assert_eq!(p.queue(), vec![JobId(3)]);
     }
 
+    fn accasim(pes: u32) -> Easy {
+        let mut cfg = PolicyConfig::new(MachineShape::flat(pes, 1));
+        cfg.options
+            .insert("variant".into(), toml::Value::String("accasim".into()));
+        Easy::new(&cfg).unwrap()
+    }
+
+    /// AccaSim backfills every job that fits now: the head's reservation holds no PEs.
+    #[test]
+    fn accasim_variant_backfills_jobs_that_delay_the_head() {
+        for (variant, starts) in [(Easy::new(&cfg10()).unwrap(), false), (accasim(10), true)] {
+            let mut p = variant;
+            assert_eq!(sub(&mut p, 0, 1, 6, 100), vec![1]);
+            assert_eq!(sub(&mut p, 1, 2, 8, 10), Vec::<u64>::new());
+            // 4 PEs for 1000 s: past the head's shadow (100) and more than its 2 extra PEs.
+            let got = sub(&mut p, 2, 3, 4, 1000);
+            assert_eq!(got == vec![3], starts, "{:?}: {got:?}", p.variant);
+        }
+    }
+
+    /// AccaSim tries a blocked head again only from its slot on, even when it fits earlier.
+    #[test]
+    fn accasim_variant_retries_the_head_only_from_its_slot() {
+        let mut p = accasim(10);
+        assert_eq!(sub(&mut p, 0, 1, 6, 100), vec![1]);
+        assert_eq!(sub(&mut p, 1, 2, 8, 10), Vec::<u64>::new());
+        let mut out = Vec::new();
+        // Job 1 ends at 10, far before its estimate: the head fits but its slot is 100.
+        p.handle(Time::from_secs(10), Event::Ended(JobId(1)), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        // A job fitting beside it starts at once; the head waits for an instant at 100 or later.
+        assert_eq!(sub(&mut p, 50, 3, 2, 30), vec![3]);
+        // At 100 the head starts on 8 of the 8 free PEs (job 3 still holds 2); job 4 waits.
+        assert_eq!(sub(&mut p, 100, 4, 1, 30), vec![2]);
+        // The textbook EASY starts the head as soon as it fits.
+        let mut e = Easy::new(&cfg10()).unwrap();
+        sub(&mut e, 0, 1, 6, 100);
+        sub(&mut e, 1, 2, 8, 10);
+        let mut out = Vec::new();
+        e.handle(Time::from_secs(10), Event::Ended(JobId(1)), &mut out);
+        assert_eq!(started(&out), vec![2]);
+    }
+
+    #[test]
+    fn unknown_variant_is_refused_with_the_known_ones() {
+        let mut cfg = cfg10();
+        cfg.options
+            .insert("variant".into(), toml::Value::String("slurm".into()));
+        let e = Easy::new(&cfg).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown variant \"slurm\"") && e.contains("cosched, accasim"),
+            "{e}"
+        );
+    }
+
+    fn cfg10() -> PolicyConfig {
+        PolicyConfig::new(MachineShape::flat(10, 1))
+    }
+
     #[test]
     fn extra_pes_admit_long_jobs() {
         let mut p = Easy::new(&PolicyConfig::new(MachineShape::flat(10, 1))).unwrap();
