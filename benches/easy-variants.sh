@@ -21,9 +21,12 @@ for spec in KTH-SP2-1996-2.1-cln:100 SDSC-BLUE-2000-4.2-cln:1152 HPC2N-2002-2.1-
     # AccaSim reads plain SWF; it fails on HPC2N's requested memory (a request of 0 KB per
     # core divides by zero in its slot computation), and cosched ignores memory unless told a
     # node's memory, so fields 7 and 10 (used and requested memory) are blanked for both.
+    # AccaSim queues jobs of unknown run time (-1: cancelled before running) where cosched
+    # leaves them out, so they are removed for both (after taking the first FIRST lines).
     zcat "$SHARED/traces/$name.swf.gz" |
         awk -v first="${FIRST:-0}" '/^;/ {print; next}
-            {n++; if (first > 0 && n > first) exit; $7 = -1; $10 = -1; print}' > "$WORK/$name.swf"
+            {n++; if (first > 0 && n > first) exit; if ($4 <= 0) next;
+             $7 = -1; $10 = -1; print}' > "$WORK/$name.swf"
     # Single-core nodes: cosched's flat machine of PEs.
     printf '{"groups": {"g0": {"core": 1}}, "resources": {"g0": %s},
  "equivalence": {"processor": {"core": 1}}, "start_time": 0}\n' "$pes" > "$WORK/$name.config"
