@@ -7,7 +7,7 @@
 # Usage: sh benches/easy-variants.sh [path/to/cosched] [path/to/shared]
 # Needs AccaSim in a virtual environment: python3 -m venv /tmp/accavenv &&
 # /tmp/accavenv/bin/pip install accasim==1.1.3   (VENV=... to use another).
-# FIRST=N keeps the first N jobs of each trace (AccaSim needs hours for SDSC-BLUE or HPC2N
+# FIRST=N keeps the first N job lines of each trace (AccaSim needs hours for SDSC-BLUE or HPC2N
 # whole on a 2-core VM; KTH-SP2 whole takes about 3 minutes).
 set -eu
 COSCHED=${1:-target/release/cosched}
@@ -15,7 +15,9 @@ SHARED=${2:-../shared}
 VENV=${VENV:-/tmp/accavenv}
 HERE=$(dirname "$0")
 WORK=${WORK:-$(mktemp -d)}
-for spec in KTH-SP2-1996-2.1-cln:100 SDSC-BLUE-2000-4.2-cln:1152 HPC2N-2002-2.1-cln:240; do
+# Trace name (in SHARED/traces, .swf.gz) and machine size, space-separated.
+TRACES=${TRACES:-"KTH-SP2-1996-2.1-cln:100 SDSC-BLUE-2000-4.2-cln:1152 HPC2N-2002-2.1-cln:240"}
+for spec in $TRACES; do
     name=${spec%%:*}
     pes=${spec##*:}
     # AccaSim reads plain SWF; it fails on HPC2N's requested memory (a request of 0 KB per
