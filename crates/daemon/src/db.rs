@@ -1,5 +1,6 @@
 //! The machine manager's persistent state in SQLite (WAL mode): every job record and every
-//! node's name and id, written through on each change so a killed machine manager loses no
+//! node's name and id, every administrator's change to a node (drain, down, resume: who,
+//! when, why) and the state it left, written through on each change so a killed machine manager loses no
 //! record, and the nonces of the recent requests that changed something, so a restarted
 //! machine manager still refuses them when replayed. Records are stored
 //! as JSON documents keyed by id: the schema stays trivial and a record read back is exactly
@@ -10,12 +11,13 @@
 //! [`DbError::Write`] whose message says which, names the directory and what to do; the
 //! transaction is rolled back, and the connection takes the next write when the disk does.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use cosched_core::{JobId, NodeId};
 use rusqlite::{Connection, params};
 
-use crate::proto::JobInfo;
+use crate::proto::{JobInfo, NodeChange, NodeOp};
 use crate::state_dir::{FsState, fs_state};
 
 #[derive(Debug, thiserror::Error)]
@@ -63,7 +65,9 @@ impl Db {
             "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, doc TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS nodes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, pes INTEGER NOT NULL);
              CREATE TABLE IF NOT EXISTS nonces (nonce INTEGER PRIMARY KEY, at INTEGER NOT NULL);
-             CREATE INDEX IF NOT EXISTS nonces_at ON nonces (at);",
+             CREATE INDEX IF NOT EXISTS nonces_at ON nonces (at);
+             CREATE TABLE IF NOT EXISTS node_events (seq INTEGER PRIMARY KEY AUTOINCREMENT, node INTEGER NOT NULL, doc TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS node_admin (node INTEGER PRIMARY KEY, doc TEXT NOT NULL);",
         )
         .map_err(failed)?;
         Ok(Db { conn, path: p })
@@ -99,6 +103,24 @@ impl Db {
                     "INSERT INTO nodes (id, name, pes) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET name = excluded.name, pes = excluded.pes",
                     params![node.id.0, node.name, node.pes],
                 )
+                .map_err(failed)?;
+            }
+            for c in &b.node_changes {
+                let doc = serde_json::to_string(c).expect("a node change always serialises");
+                tx.execute(
+                    "INSERT INTO node_events (node, doc) VALUES (?1, ?2)",
+                    params![c.node.0, doc],
+                )
+                .map_err(failed)?;
+                // The state it leaves: what a restart finds.
+                if c.op == NodeOp::Resume {
+                    tx.execute("DELETE FROM node_admin WHERE node = ?1", params![c.node.0])
+                } else {
+                    tx.execute(
+                        "INSERT INTO node_admin (node, doc) VALUES (?1, ?2) ON CONFLICT(node) DO UPDATE SET doc = excluded.doc",
+                        params![c.node.0, doc],
+                    )
+                }
                 .map_err(failed)?;
             }
             let mut seen = tx
@@ -201,6 +223,37 @@ impl Db {
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
+    /// The nodes administrators left drained or down, with why.
+    pub fn node_admin(&self) -> Result<BTreeMap<NodeId, NodeChange>, DbError> {
+        Ok(self
+            .docs("SELECT doc FROM node_admin ORDER BY node")?
+            .into_iter()
+            .map(|c: NodeChange| (c.node, c))
+            .collect())
+    }
+
+    /// Every administrator's change to a node, oldest first (drain, down, resume: who, when,
+    /// why).
+    pub fn node_events(&self) -> Result<Vec<NodeChange>, DbError> {
+        self.docs("SELECT doc FROM node_events ORDER BY seq")
+    }
+
+    fn docs<T: serde::de::DeserializeOwned>(&self, sql: &str) -> Result<Vec<T>, DbError> {
+        let mut stmt = self.conn.prepare(sql).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for doc in rows {
+            let doc = doc.map_err(|e| self.err(e))?;
+            // A record this version cannot read is skipped rather than stopping the daemon.
+            if let Ok(v) = serde_json::from_str(&doc) {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
     /// The journal mode in force (`wal` once opened).
     pub fn journal_mode(&self) -> Result<String, DbError> {
         self.conn
@@ -223,6 +276,8 @@ pub struct Batch {
     /// Job records as [`job_doc`] makes them, by id.
     pub jobs: Vec<(JobId, String)>,
     pub nodes: Vec<NodeRow>,
+    /// Administrators' changes to nodes.
+    pub node_changes: Vec<NodeChange>,
     /// Nonces of requests, with the time (µs) they arrived.
     pub nonces: Vec<(i64, u64)>,
     /// Nonces that arrived before this time (µs) are forgotten.

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::MmConfig;
 use super::core::{Core, CoreConfig, Effect, Input, Recovered, ReqId};
+use super::nodes::NodeTable;
 use super::replays::{Replays, forgotten_before};
 use super::store::Store;
 use crate::DaemonError;
@@ -35,6 +36,19 @@ enum Incoming {
     Client(Request, Caller, Stamp, oneshot::Sender<Response>),
     /// The web dashboard asks what to show; answered at once, the core untouched.
     Dashboard(oneshot::Sender<crate::dashboard::Snapshot>),
+    /// SIGHUP: read the configuration again, as `cosched reconfigure` asks.
+    Hangup,
+}
+
+/// Why a machine manager stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Shut down (`cosched cluster down`, `Request::Shutdown`): every job was ended.
+    Shutdown,
+    /// To start again on its new configuration (`cosched reconfigure`, SIGHUP): its jobs
+    /// keep running on the node managers, which register with the new machine manager as
+    /// after any restart, and its database carries the accounting over.
+    Reconfigure,
 }
 
 pub(super) struct Shell {
@@ -51,10 +65,15 @@ pub(super) struct Shell {
     pub(super) bcast_next: u32,
     /// How long a heartbeat's COMPARE may wait for the tree's combined answer.
     heartbeat_budget: std::time::Duration,
+    /// The configuration file and the nodes it named at start-up (see [`Shell::reconfigure`]).
+    config: Option<std::path::PathBuf>,
+    names: Vec<String>,
+    /// A reconfiguration was accepted: the machine manager restarts once it is answered.
+    restart: bool,
 }
 
 /// [`run`] on a fresh single-threaded runtime, for a command's main thread.
-pub fn run_blocking(cfg: MmConfig) -> Result<(), DaemonError> {
+pub fn run_blocking(cfg: MmConfig) -> Result<Exit, DaemonError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
@@ -93,15 +112,9 @@ pub fn policy_config(
 }
 
 /// Runs a machine manager until a client asks it to shut down.
-pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
+pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
     // Every broadcast chunk passes through a few buffers of its size here.
     crate::bcast::keep_freed_buffers();
-    let policy = build_policy(
-        &cfg.settings.policy,
-        cfg.settings.nodes,
-        cfg.settings.pes,
-        &cfg.settings.policy_options,
-    )?;
     let state = crate::StateDir::new(&cfg.state_dir);
     let listener = listen(&cfg.listen, &state).await?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?;
@@ -115,7 +128,23 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let recovered = Recovered {
         nodes: db.nodes()?,
         jobs: db.jobs()?,
+        admin: db.node_admin()?,
     };
+    // The machine grows and shrinks with the configuration: the policy is built for the
+    // nodes the core will have.
+    let machine = NodeTable::new(
+        cfg.settings.nodes,
+        cfg.settings.pes,
+        &cfg.settings.names,
+        recovered.nodes.clone(),
+    )
+    .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;
+    let policy = build_policy(
+        &cfg.settings.policy,
+        machine.size,
+        cfg.settings.pes,
+        &cfg.settings.policy_options,
+    )?;
     let t = now();
     let replays = Arc::new(Mutex::new(Replays::restored(
         db.nonces(forgotten_before(t.as_micros()))?,
@@ -123,6 +152,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let core_cfg = CoreConfig {
         nodes: cfg.settings.nodes,
         pes: cfg.settings.pes,
+        names: cfg.settings.names.clone(),
         fanout: cfg.settings.fanout,
         heartbeat: cfg.settings.heartbeat,
         suspect_after: cfg.settings.suspect_after,
@@ -147,10 +177,23 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         bcast: None,
         bcast_failed: None,
         bcast_next: 1,
+        config: cfg.settings.config.clone(),
+        names: cfg.settings.names.clone(),
+        restart: false,
     };
     let first = sh.core.step(t);
     sh.carry_out(first);
     let local = bind_local(&state)?;
+    // SIGHUP reconfigures, as it does Slurm's controller.
+    let hup = in_tx.clone();
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            if hup.send(Incoming::Hangup).is_err() {
+                return;
+            }
+        }
+    });
     tokio::spawn(accept_loop(
         listener,
         Listening::new(cfg.key.clone(), &in_tx, &replays, cfg.settings.admission),
@@ -181,7 +224,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     tracing::info!(
         "mm: listening on {addr}, policy {}, {} nodes × {} PEs",
         cfg.settings.policy,
-        cfg.settings.nodes,
+        machine.size,
         cfg.settings.pes
     );
     loop {
@@ -211,7 +254,13 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         if sh.carry_out(effects) {
             // Let the shutdown message drain down the tree before the links close.
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            return Ok(());
+            return Ok(Exit::Shutdown);
+        }
+        if sh.restart {
+            // Let the answer reach the client before the connections close.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            tracing::info!("mm: restarting on the new configuration");
+            return Ok(Exit::Reconfigure);
         }
     }
 }
@@ -286,6 +335,47 @@ fn wake_duration(at: Time) -> std::time::Duration {
 }
 
 impl Shell {
+    /// Reads the configuration file again and, if it is sound, has the machine manager
+    /// restart on it (see [`Exit::Reconfigure`]); says what changes, or why not.
+    fn reconfigure(&mut self) -> Result<String, String> {
+        let Some(path) = &self.config else {
+            return Err("this machine manager was started without a configuration file (--config); restart it with one to reconfigure".into());
+        };
+        let new = crate::config::ClusterConfig::load(path).map_err(|e| e.to_string())?;
+        if new.nodes.is_empty() {
+            return Err(format!(
+                "{} names no nodes ([[nodes]]); the machine manager keeps its configuration",
+                path.display()
+            ));
+        }
+        let names = new.node_names();
+        let added: Vec<&str> = names
+            .iter()
+            .filter(|n| !self.names.contains(n))
+            .map(String::as_str)
+            .collect();
+        let removed: Vec<&str> = self
+            .names
+            .iter()
+            .filter(|n| !names.contains(n))
+            .map(String::as_str)
+            .collect();
+        let list = |v: &[&str]| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                cosched_slurm::hostlist::compress(v)
+            }
+        };
+        self.restart = true;
+        Ok(format!(
+            "{}: nodes added: {}; removed: {}; the machine manager restarts on it, running jobs keep running and the accounting is kept",
+            path.display(),
+            list(&added),
+            list(&removed)
+        ))
+    }
+
     /// The system clock, never going backwards.
     fn clock(&mut self) -> Time {
         self.last_now = self.last_now.max(now());
@@ -321,6 +411,28 @@ impl Shell {
                 let _ = tx.send(snap);
                 return;
             }
+            Incoming::Hangup => {
+                match self.reconfigure() {
+                    Ok(what) => tracing::info!("mm: SIGHUP: {what}"),
+                    Err(why) => tracing::warn!("mm: SIGHUP: {why}"),
+                }
+                return;
+            }
+            Incoming::Client(Request::Reconfigure, caller, _, tx) => {
+                let resp = if !caller.admin {
+                    Response::Error(format!(
+                        "permission denied: only root or the cluster's own user ({}) may reconfigure the cluster",
+                        crate::util::user_name(crate::util::euid())
+                    ))
+                } else {
+                    match self.reconfigure() {
+                        Ok(what) => Response::Reconfigured(what),
+                        Err(why) => Response::Error(why),
+                    }
+                };
+                let _ = tx.send(resp);
+                return;
+            }
             Incoming::Client(Request::Bcast(op), caller, stamp, tx) => {
                 // It changes files on the nodes, not records: its nonce is kept all the same.
                 self.store.nonce(stamp, t.as_micros());
@@ -337,7 +449,7 @@ impl Shell {
                 // A change takes effect only once its records (and the request's nonce) are
                 // in the database; the core is told at once whether they are.
                 if let Some(w) = self.core.on(t, input) {
-                    let result = self.store.change(&w.jobs, stamp, t.as_micros());
+                    let result = self.store.change(&w.jobs, &w.nodes, stamp, t.as_micros());
                     self.core.on(t, Input::Written { req: w.req, result });
                 }
                 return;

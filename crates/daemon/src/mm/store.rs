@@ -13,7 +13,7 @@ use cosched_core::{JobId, NodeId};
 
 use super::replays::forgotten_before;
 use crate::db::{Batch, Db, DbError, NodeRow, job_doc};
-use crate::proto::{JobInfo, Stamp};
+use crate::proto::{JobInfo, NodeChange, Stamp};
 
 /// While the disk refuses writes, the records kept are tried again at most this often.
 const RETRY_EVERY: Duration = Duration::from_millis(250);
@@ -50,12 +50,14 @@ impl Store {
     pub(super) fn change(
         &mut self,
         jobs: &[JobInfo],
+        nodes: &[NodeChange],
         stamp: Stamp,
         now_us: i64,
     ) -> Result<(), String> {
         let docs: Vec<(JobId, String)> = jobs.iter().map(|j| (j.id(), job_doc(j))).collect();
         let batch = Batch {
             jobs: docs.clone(),
+            node_changes: nodes.to_vec(),
             nonces: vec![(now_us, stamp.nonce)],
             forget_nonces_before: Some(forgotten_before(now_us)),
             ..Batch::default()
@@ -115,6 +117,7 @@ impl Store {
             nodes: std::mem::take(&mut self.nodes).into_values().collect(),
             nonces: std::mem::take(&mut self.nonces),
             forget_nonces_before: Some(forgotten_before(now_us)),
+            ..Batch::default()
         };
         match self.db.write(&batch) {
             Ok(()) => {
