@@ -7,7 +7,6 @@ mod support;
 
 use serde_json::Value;
 use support::cluster::Cluster;
-use support::*;
 
 const CONFIG: &str = r#"cluster = "test"
 head = "127.0.0.1:@PORT@"
@@ -38,9 +37,13 @@ fn node<'a>(st: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("node {name} in {st}"))
 }
 
-/// The node a job's (only) rank ran on.
+/// The node a job's (only) rank ran on: its PE's number, nodes having one PE each.
 fn ran_on(c: &Cluster, id: u64) -> u64 {
-    c.job(id)["placement"][0]["node"].as_u64().unwrap()
+    let j = c.job(id);
+    j["pes"]
+        .as_str()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("one PE: {j}"))
 }
 
 #[test]
@@ -70,7 +73,6 @@ fn a_configured_cluster_drains_resumes_and_grows_by_reconfiguration_keeping_its_
     });
     let busy = ran_on(&c, long);
     let busy_name = if busy == 0 { "n1" } else { "n2" };
-    let other_name = if busy == 0 { "n2" } else { "n1" };
     c.ok(&["node", "drain", busy_name, "--reason", "new memory"]);
     let st = status(&c);
     assert_eq!(node(&st, busy_name)["state"], "draining", "{st}");
@@ -109,8 +111,10 @@ fn a_configured_cluster_drains_resumes_and_grows_by_reconfiguration_keeping_its_
     });
     let text = std::fs::read_to_string(c.config_file()).unwrap();
     c.write_config(&text.replace("n[1-2]", "n[1-3]"));
-    let out = c.ok(&["reconfigure"]);
-    let _ = out;
+    let out = c.run(&["reconfigure"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("nodes added: n3; removed: none"), "{said}");
     c.start_configured_nm("n3");
     c.until(90, "n3 up", || {
         (c.node_state("n3").as_deref() == Some("up")).then_some(())
@@ -123,9 +127,24 @@ fn a_configured_cluster_drains_resumes_and_grows_by_reconfiguration_keeping_its_
         "completed",
         "the job running across the reconfiguration completes"
     );
-    // The history is kept: the jobs from before are still in the accounting.
+    // The history is kept: the jobs from before are still in the accounting, and so are
+    // the drain and the resume, with who and why.
     for id in [long, short] {
         assert_eq!(c.job(id)["state"], "completed");
     }
-    let _ = other_name;
+    let db = cosched_daemon::db::Db::open(&c.state.db_file()).unwrap();
+    let events: Vec<(String, &str, Option<String>, u32)> = db
+        .node_events()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.op.as_str(), e.reason, e.uid))
+        .collect();
+    let me = unsafe { libc::geteuid() };
+    assert_eq!(
+        events,
+        [
+            (busy_name.to_string(), "drain", Some("new memory".into()), me),
+            (busy_name.to_string(), "resume", None, me),
+        ]
+    );
 }

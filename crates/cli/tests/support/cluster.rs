@@ -83,6 +83,7 @@ impl Cluster {
                 .replace("@DIR@", c.dir.to_str().unwrap())
                 .replace("@PORT@", &port.to_string()),
         );
+        std::fs::create_dir_all(c.state.mm_log().parent().unwrap()).unwrap();
         let args: Vec<String> = ["mm", "--config", c.config_file().to_str().unwrap()]
             .iter()
             .map(|s| s.to_string())
