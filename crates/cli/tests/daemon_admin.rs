@@ -143,7 +143,12 @@ fn a_configured_cluster_drains_resumes_and_grows_by_reconfiguration_keeping_its_
     assert_eq!(
         events,
         [
-            (busy_name.to_string(), "drain", Some("new memory".into()), me),
+            (
+                busy_name.to_string(),
+                "drain",
+                Some("new memory".into()),
+                me
+            ),
             (busy_name.to_string(), "resume", None, me),
         ]
     );

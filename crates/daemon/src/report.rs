@@ -253,13 +253,10 @@ pub fn status_text(st: &StatusInfo) -> String {
         if let Some(c) = &n.reason {
             let _ = write!(
                 s,
-                "  ({} by {} at {}: {})",
+                "  ({} by {} at {}Z: {})",
                 c.op.as_str(),
                 crate::util::user_name(c.uid),
-                format!(
-                    "{}Z",
-                    cosched_slurm::time::timestamp(Some(c.at_us / 1_000_000), |_| 0)
-                ),
+                cosched_slurm::time::timestamp(Some(c.at_us / 1_000_000), |_| 0),
                 c.reason.as_deref().unwrap_or("")
             );
         }
