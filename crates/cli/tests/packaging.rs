@@ -31,7 +31,10 @@ fn man_pages_are_generated_for_every_subcommand() {
     let submit = page("cosched-submit.1");
     assert!(submit.contains(".TH"), "{submit}");
     assert!(submit.contains("cosched\\-submit"), "{submit}");
-    assert!(submit.contains("\\-\\-time"), "its options are there: {submit}");
+    assert!(
+        submit.contains("\\-\\-time"),
+        "its options are there: {submit}"
+    );
     for name in [
         "cosched.1",
         "cosched-mm.1",

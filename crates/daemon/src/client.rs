@@ -302,6 +302,19 @@ impl Client {
         }
     }
 
+    /// Has the machine manager issue user `uid` a new credential serial (revoking the
+    /// earlier ones), valid until `expires_us` if given.
+    pub fn credential(
+        &self,
+        uid: u32,
+        expires_us: Option<i64>,
+    ) -> Result<crate::user_key::Credential, DaemonError> {
+        match self.request(Request::Credential { uid, expires_us })? {
+            Response::Credential(c) => Ok(c),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Has the machine manager read its configuration again; returns what changes.
     pub fn reconfigure(&self) -> Result<String, DaemonError> {
         match self.request(Request::Reconfigure)? {

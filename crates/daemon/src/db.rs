@@ -1,6 +1,6 @@
 //! The machine manager's persistent state in SQLite (WAL mode): every job record and every
 //! node's name and id, every administrator's change to a node (drain, down, resume: who,
-//! when, why) and the state it left, written through on each change so a killed machine manager loses no
+//! when, why) and the state it left, each user's credential serial, written through on each change so a killed machine manager loses no
 //! record, and the nonces of the recent requests that changed something, so a restarted
 //! machine manager still refuses them when replayed. Records are stored
 //! as JSON documents keyed by id: the schema stays trivial and a record read back is exactly
@@ -19,6 +19,7 @@ use rusqlite::{Connection, params};
 
 use crate::proto::{JobInfo, NodeChange, NodeOp};
 use crate::state_dir::{FsState, fs_state};
+use crate::user_key::Credential;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -67,7 +68,8 @@ impl Db {
              CREATE TABLE IF NOT EXISTS nonces (nonce INTEGER PRIMARY KEY, at INTEGER NOT NULL);
              CREATE INDEX IF NOT EXISTS nonces_at ON nonces (at);
              CREATE TABLE IF NOT EXISTS node_events (seq INTEGER PRIMARY KEY AUTOINCREMENT, node INTEGER NOT NULL, doc TEXT NOT NULL);
-             CREATE TABLE IF NOT EXISTS node_admin (node INTEGER PRIMARY KEY, doc TEXT NOT NULL);",
+             CREATE TABLE IF NOT EXISTS node_admin (node INTEGER PRIMARY KEY, doc TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS user_credentials (uid INTEGER PRIMARY KEY, doc TEXT NOT NULL);",
         )
         .map_err(failed)?;
         Ok(Db { conn, path: p })
@@ -121,6 +123,14 @@ impl Db {
                         params![c.node.0, doc],
                     )
                 }
+                .map_err(failed)?;
+            }
+            for (uid, c) in &b.credentials {
+                let doc = serde_json::to_string(c).expect("a credential always serialises");
+                tx.execute(
+                    "INSERT INTO user_credentials (uid, doc) VALUES (?1, ?2) ON CONFLICT(uid) DO UPDATE SET doc = excluded.doc",
+                    params![uid, doc],
+                )
                 .map_err(failed)?;
             }
             let mut seen = tx
@@ -232,6 +242,28 @@ impl Db {
             .collect())
     }
 
+    /// Each user's current credential serial (and expiry), by uid.
+    pub fn credentials(&self) -> Result<BTreeMap<u32, Credential>, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT uid, doc FROM user_credentials")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, u32>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| self.err(e))?;
+        let mut out = BTreeMap::new();
+        for row in rows {
+            let (uid, doc) = row.map_err(|e| self.err(e))?;
+            let c = serde_json::from_str(&doc).map_err(|e| DbError::Corrupt {
+                path: self.path.clone(),
+                what: format!("credential of uid {uid}"),
+                why: e.to_string(),
+            })?;
+            out.insert(uid, c);
+        }
+        Ok(out)
+    }
+
     /// Every administrator's change to a node, oldest first (drain, down, resume: who, when,
     /// why).
     pub fn node_events(&self) -> Result<Vec<NodeChange>, DbError> {
@@ -278,6 +310,8 @@ pub struct Batch {
     pub nodes: Vec<NodeRow>,
     /// Administrators' changes to nodes.
     pub node_changes: Vec<NodeChange>,
+    /// Users' credentials issued or revoked: the serial (and expiry) now accepted.
+    pub credentials: Vec<(u32, Credential)>,
     /// Nonces of requests, with the time (µs) they arrived.
     pub nonces: Vec<(i64, u64)>,
     /// Nonces that arrived before this time (µs) are forgotten.

@@ -430,6 +430,13 @@ pub enum Request {
     /// Read the configuration file again and apply it (`cosched reconfigure`, SIGHUP):
     /// administrators only.
     Reconfigure,
+    /// Issue user `uid` a new credential serial, which revokes the earlier ones (`cosched
+    /// cluster user-key`; with `revoke`, no credential is written for it), valid until
+    /// `expires_us` if given: administrators only. Answered with [`Response::Credential`].
+    Credential {
+        uid: u32,
+        expires_us: Option<i64>,
+    },
 }
 
 /// What an administrator does to a node.
@@ -629,6 +636,8 @@ pub enum Response {
     Bcast(BcastReply),
     /// A reconfiguration was accepted: what changes.
     Reconfigured(String),
+    /// The credential the machine manager now accepts for a user.
+    Credential(crate::user_key::Credential),
 }
 
 /// What [`Request::Output`] brings back of a rank's files.

@@ -467,8 +467,9 @@ pub enum ClusterCmd {
     /// Stop the cluster of $COSCHED_STATE_DIR and cancel every live job; the history stays
     Down,
     /// Write user UID's credential for remote clients (`--user-key`), derived from the
-    /// cluster key, as a new file of mode 0600 to give to that user; rotating the cluster
-    /// key revokes it
+    /// cluster key and a new serial the machine manager issues (which revokes that user's
+    /// earlier credentials, no one else's), as a new file of mode 0600 to give to that user;
+    /// rotating the cluster key revokes every credential
     UserKey {
         /// The Unix user the credential speaks for
         #[arg(long)]
@@ -476,9 +477,18 @@ pub enum ClusterCmd {
         /// Where to write it (default: standard output)
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Cluster key file (default: $COSCHED_STATE_DIR/key)
+        /// Cluster key file (default: the configuration's `key`, else $COSCHED_STATE_DIR/key)
         #[arg(long)]
         key_file: Option<PathBuf>,
+        /// The credential stops working this long from now (e.g. 30d)
+        #[arg(long)]
+        expires: Option<Dur>,
+        /// Only revoke the user's credentials: write none
+        #[arg(long, conflicts_with_all = ["out", "expires"])]
+        revoke: bool,
+        /// The cluster's configuration file
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
     },
     /// Benchmarks on throw-away embedded clusters (figures in docs/benchmarks.md)
     #[command(subcommand)]
@@ -983,12 +993,36 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             cosched_daemon::bench::spin_cpu(cpu);
             Ok(0)
         }
-        Command::Cluster(ClusterCmd::UserKey { uid, out, key_file }) => {
-            let key_file = key_file.unwrap_or_else(|| StateDir::from_env().key_file());
+        Command::Cluster(ClusterCmd::UserKey {
+            uid,
+            out,
+            key_file,
+            expires,
+            revoke,
+            config,
+        }) => {
+            let conf = ClusterConfig::find(config.as_deref())?;
+            let key_file = key_file
+                .or_else(|| conf.as_ref().and_then(|c| c.key.clone()))
+                .unwrap_or_else(|| state_dir(None, conf.as_ref()).key_file());
             let key = Key::load(&key_file).with_context(
                 || "a user key is derived from the cluster key: only its holder writes one",
             )?;
-            let cred = cosched_daemon::user_key::UserKey::derive(&key, uid);
+            // The machine manager issues the serial: from then on it accepts only this one.
+            let conn = ConnArgs {
+                config,
+                ..ConnArgs::default()
+            };
+            let expires_us = expires.map(|d| now_us() + d.as_micros());
+            let issued = conn.client()?.credential(uid, expires_us)?;
+            if revoke {
+                eprintln!(
+                    "revoked uid {uid}'s credentials (serial {} is the only one accepted now, and none was written)",
+                    issued.serial
+                );
+                return Ok(0);
+            }
+            let cred = cosched_daemon::user_key::UserKey::derive(&key, uid, issued.serial);
             match out {
                 Some(path) => {
                     cred.save(&path)?;

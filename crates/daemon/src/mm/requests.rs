@@ -97,9 +97,10 @@ impl Core {
                     Err(why) => Response::Error(why),
                 }
             }
-            // The shell reads the configuration file; none reaches the core.
-            Request::Reconfigure => {
-                Response::Error("reconfiguration is served by the shell".into())
+            // The shell reads the configuration file and holds the credentials; none of
+            // these reaches the core.
+            Request::Reconfigure | Request::Credential { .. } => {
+                Response::Error("served by the shell".into())
             }
             // The shell serves broadcasts (super::bcast); none reaches the core.
             Request::Bcast(_) => Response::Error("a broadcast is served by the shell".into()),

@@ -14,6 +14,7 @@ use cosched_core::{JobId, NodeId};
 use super::replays::forgotten_before;
 use crate::db::{Batch, Db, DbError, NodeRow, job_doc};
 use crate::proto::{JobInfo, NodeChange, Stamp};
+use crate::user_key::Credential;
 
 /// While the disk refuses writes, the records kept are tried again at most this often.
 const RETRY_EVERY: Duration = Duration::from_millis(250);
@@ -69,6 +70,16 @@ impl Store {
             self.written.insert(id, doc);
         }
         Ok(())
+    }
+
+    /// Writes user `uid`'s credential serial now; on an error nothing is written and the
+    /// message names the database and what to do.
+    pub(super) fn credential(&mut self, uid: u32, c: Credential) -> Result<(), String> {
+        let batch = Batch {
+            credentials: vec![(uid, c)],
+            ..Batch::default()
+        };
+        self.db.write(&batch).map_err(|e| e.to_string())
     }
 
     /// A job's record to write at the next flush.
