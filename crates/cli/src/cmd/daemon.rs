@@ -43,8 +43,8 @@ pub enum Command {
     Queue(Box<QueueArgs>),
     /// Wait until jobs end; exit status 0 only if all completed with exit code 0
     Wait(Box<WaitArgs>),
-    /// Cancel a job (waiting or running)
-    Cancel(Box<IdArgs>),
+    /// Cancel jobs (waiting or running)
+    Cancel(Box<IdsArgs>),
     /// Stop a job (SIGSTOP) and keep it from running until `resume`
     Suspend(Box<IdArgs>),
     /// Let a suspended job run again
@@ -1141,7 +1141,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             }
             Ok(if ok { 0 } else { 1 })
         }
-        Command::Cancel(a) => simple(&a, Request::Cancel(JobId(a.id)), "cancelled"),
+        Command::Cancel(a) => many(&a, Request::Cancel, "cancelled"),
         Command::Suspend(a) => simple(&a, Request::Suspend(JobId(a.id)), "suspended"),
         Command::Resume(a) => simple(&a, Request::Resume(JobId(a.id)), "resumed"),
         Command::Status(a) if a.node.is_some() => {
