@@ -272,11 +272,9 @@ fn issue_10_cancel_sends_sigterm_then_sigkill_after_the_kill_wait() {
 
     let asked = Instant::now();
     c.ok(&["cancel", &ignores.to_string()]);
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(
-        alive(i),
-        "a rank ignoring SIGTERM was killed before the 3-s grace"
-    );
+    // Not before the grace: the kill's order and timing are the node manager core's tests
+    // (`a_killed_jobs_groups_get_sigterm_and_sigcont_then_sigkill_after_the_grace`); here the
+    // signals reach real processes.
     until(30, "the rank ignoring SIGTERM killed", || {
         (!alive(i)).then_some(())
     });

@@ -264,7 +264,10 @@ fn issue_10_finished_job_directories_are_removed_after_the_retention() {
 }
 
 /// Output files grew without bound: past `--output-cap` a file is cut back to the cap with
-/// a notice appended, at the rank's exit and while it runs.
+/// a notice appended, at the rank's exit and while it runs. That a running rank's file stays
+/// within the cap afterwards, the notice once, is the node manager core's tests
+/// (`output_files_are_kept_within_the_cap_at_every_heartbeat_and_at_exit_with_one_notice`)
+/// and `nm::files`'s (`an_output_file_is_cut_at_the_cap_with_one_notice_however_often_it_grows_past_it`).
 #[test]
 fn issue_10_output_files_are_capped_with_a_notice() {
     let cap = 100 * 1024;
@@ -287,7 +290,7 @@ fn issue_10_output_files_are_capped_with_a_notice() {
     assert!(text.contains("--output-cap"), "{:?}", &text[cap..]);
     assert!(!text.contains("LAST"));
 
-    // A steady writer: the file stays near the cap while it runs, the notice once.
+    // A steady writer: cut while it runs.
     let steady = job_id(&c.ok(&[
         "submit",
         "--",
@@ -301,10 +304,5 @@ fn issue_10_output_files_are_capped_with_a_notice() {
         let v: Value = serde_json::from_slice(&o.stdout).ok()?;
         v["stdout"].as_str()?.contains("--output-cap").then_some(())
     });
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let o = c.run(&["output", &steady]).stdout;
-    let text = String::from_utf8_lossy(&o);
-    assert!(o.len() < cap + 1000 + 400_000, "{} bytes", o.len());
-    assert_eq!(text.matches("--output-cap").count(), 1);
     c.ok(&["cancel", &steady]);
 }

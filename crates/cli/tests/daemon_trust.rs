@@ -38,8 +38,26 @@ fn issue_10_ranks_that_exit_while_the_mm_is_down_end_their_jobs_after_its_restar
         "mmdown",
         &["--nodes", "2", "--pes", "2", "--heartbeat", "100ms"],
     );
-    let ok = c.submit(&["-n", "1", "--", "sh", "-c", "sleep 1; echo a"]);
-    let bad = c.submit(&["-n", "1", "--", "sh", "-c", "sleep 1; exit 3"]);
+    // The 1-s ranks leave a marker as they exit.
+    let marks = c.dir.join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let done = format!("touch {}/$COSCHED_JOB_ID.$COSCHED_RANK", marks.display());
+    let ok = c.submit(&[
+        "-n",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        &format!("sleep 1; echo a; {done}"),
+    ]);
+    let bad = c.submit(&[
+        "-n",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        &format!("sleep 1; {done}; exit 3"),
+    ]);
     // One rank ends while the MM is down, the other after it is back.
     let split = c.submit(&[
         "-n",
@@ -47,7 +65,7 @@ fn issue_10_ranks_that_exit_while_the_mm_is_down_end_their_jobs_after_its_restar
         "--",
         "sh",
         "-c",
-        "if [ $COSCHED_RANK = 0 ]; then sleep 1; else sleep 5; fi",
+        &format!("if [ $COSCHED_RANK = 0 ]; then sleep 1; {done}; else sleep 5; fi"),
     ]);
     let queued = c.submit(&["-n", "4", "--", "echo", "after"]);
     for id in [ok, bad, split] {
@@ -58,7 +76,9 @@ fn issue_10_ranks_that_exit_while_the_mm_is_down_end_their_jobs_after_its_restar
     let addr = c.state.addr().unwrap();
     signal(&c.pid(c.state.mm_pid_file()), "KILL");
     // The 1-s ranks exit while nobody listens.
-    std::thread::sleep(Duration::from_millis(2500));
+    c.until(20, "the 1-s ranks done", || {
+        (std::fs::read_dir(&marks).ok()?.count() == 3).then_some(())
+    });
     c.restart_mm(&addr);
     let ended = c.until(60, "every job ended", || {
         let out = c.run(&["acct", "--json"]);

@@ -28,7 +28,7 @@ pub struct ClusterOptions {
     /// Where the machine manager serves its web dashboard (`--http`), if anywhere.
     pub http: Option<String>,
     /// The node managers' node-level scheme (issue 12).
-    pub node_scheme: crate::nm_sched::NodeSchemeConfig,
+    pub node_scheme: crate::nm::scheme::NodeSchemeConfig,
 }
 
 impl ClusterOptions {

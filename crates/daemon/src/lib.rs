@@ -3,10 +3,9 @@
 //!
 //! - [`bcast`]: file broadcast down the tree (the client's and the node manager's ends).
 //! - [`mm`]: the machine manager (policy driver, job records, tree root, failure detection).
-//! - [`nm`]: the node manager (tree node, launching, SIGSTOP/SIGCONT context switches).
+//! - [`nm`]: the node manager, a sans-IO core and its shell (tree node, launching,
+//!   SIGSTOP/SIGCONT and freezer context switches, the node schemes, the rings it reads).
 //! - [`jobio`]: a job's environment (`--export`, node list) and output file patterns.
-//! - [`nm_monitor`]: the node manager's side of communication monitoring (rings, stats).
-//! - [`nm_sched`]: the node manager's node-level scheme (gang strobe, local, SB, FCS).
 //! - [`pmi`]: the PMI-1 server the node manager runs for MPI programs.
 //! - [`proto`]: what daemons and clients say to each other.
 //! - [`dashboard`]: the machine manager's read-only web dashboard (`--http`).
@@ -47,8 +46,6 @@ pub mod jobio;
 pub mod launch_model;
 pub mod mm;
 pub mod nm;
-pub mod nm_monitor;
-pub mod nm_sched;
 pub mod pmi;
 pub mod proto;
 pub mod report;

@@ -226,12 +226,14 @@ impl<T> Combiner<T> {
         }
     }
 
-    /// Starts combining `query` at a position whose child routes are `routes` (`linked` says
-    /// which children are connected now: the destinations under one that is not are silent
-    /// at once). `own` is this node's answer, if it is a destination. Returns the answer at
-    /// once when no child is to answer.
+    /// Starts combining `query`, which passes this position at `now`, at a position whose
+    /// child routes are `routes` (`linked` says which children are connected now: the
+    /// destinations under one that is not are silent at once). `own` is this node's answer, if
+    /// it is a destination. Returns the answer at once when no child is to answer; otherwise
+    /// the query's budget runs from `now` (see [`Combiner::expire`]).
     pub fn start(
         &mut self,
+        now: Instant,
         query: &Query,
         own: Own,
         routes: &[Route],
@@ -281,7 +283,7 @@ impl<T> Combiner<T> {
             Pending {
                 answer,
                 waiting,
-                deadline: Instant::now() + query.budget(),
+                deadline: now + query.budget(),
                 tag,
             },
         );
@@ -440,6 +442,8 @@ mod tests {
     /// comes out, naming both, and a late answer is dropped.
     #[test]
     fn combiner_merges_children_and_names_silent_subtrees() {
+        // A virtual clock: every instant is this one plus an offset.
+        let t0 = Instant::now();
         let mut c = Combiner::new(NodeId(0));
         let q = Query {
             id: 7,
@@ -447,7 +451,10 @@ mod tests {
             budget_ms: 1000,
         };
         let routes = [route(1, &[1, 3]), route(2, &[2, 4])];
-        assert!(c.start(&q, Own::Now(true), &routes, |_| true, ()).is_none());
+        assert!(
+            c.start(t0, &q, Own::Now(true), &routes, |_| true, ())
+                .is_none()
+        );
         let child = Answer {
             id: 7,
             from: NodeId(1),
@@ -473,14 +480,14 @@ mod tests {
             budget_ms: 0,
         };
         let (a, ()) = c
-            .start(&q, Own::NotAsked, &routes, |_| false, ())
+            .start(t0, &q, Own::NotAsked, &routes, |_| false, ())
             .expect("nothing to wait for");
         assert_eq!((a.answered, a.silent), (0, vec![NodeId(4)]));
-        assert!(c.start(&q, Own::NotAsked, &routes, |_| true, ()).is_none());
-        let (a, ()) = c
-            .expire(Instant::now())
-            .pop()
-            .expect("budget of 0 ms ran out");
+        assert!(
+            c.start(t0, &q, Own::NotAsked, &routes, |_| true, ())
+                .is_none()
+        );
+        let (a, ()) = c.expire(t0).pop().expect("budget of 0 ms ran out");
         assert_eq!(a.silent, vec![NodeId(4)]);
         assert_eq!(q.for_children().budget_ms, 0);
         // A deferred own answer completes the query like a child's.
@@ -489,9 +496,43 @@ mod tests {
             dest: Dest::All,
             budget_ms: 1000,
         };
-        assert!(c.start(&q, Own::Later, &[], |_| true, ()).is_none());
+        assert!(c.start(t0, &q, Own::Later, &[], |_| true, ()).is_none());
         let (a, ()) = c.own(9, false).expect("own answer completes it");
         assert_eq!((a.answered, a.fails), (1, vec![NodeId(0)]));
+    }
+
+    /// The budget runs from the instant the query passed, on the clock the caller passes: a
+    /// silent child is named exactly when the budget is spent, not a moment before, and the
+    /// next deadline is that instant.
+    #[test]
+    fn a_silent_subtree_is_named_exactly_when_the_budget_runs_out() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut c: Combiner<()> = Combiner::new(NodeId(0));
+        let routes = [route(1, &[1, 3]), route(2, &[2, 4])];
+        let q = Query {
+            id: 1,
+            dest: Dest::All,
+            budget_ms: 600,
+        };
+        // The query passes 100 ms into the run; one child answers, the other never does.
+        assert!(
+            c.start(t0 + ms(100), &q, Own::Now(true), &routes, |_| true, ())
+                .is_none()
+        );
+        assert_eq!(c.next_deadline(), Some(t0 + ms(700)));
+        let answered = Answer {
+            id: 1,
+            from: NodeId(1),
+            answered: 2,
+            fails: vec![],
+            silent: vec![],
+        };
+        assert!(c.record(answered).is_none());
+        assert!(c.expire(t0 + ms(699)).is_empty(), "budget not spent yet");
+        let (a, ()) = c.expire(t0 + ms(700)).pop().expect("budget spent");
+        assert_eq!((a.answered, a.silent), (3, vec![NodeId(2), NodeId(4)]));
+        assert!(c.expire(t0 + ms(10_000)).is_empty() && c.next_deadline().is_none());
     }
 
     #[test]

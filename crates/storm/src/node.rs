@@ -230,7 +230,7 @@ async fn run(
                             if let Some(q) = ack {
                                 // Holding: the payload is in the node manager's queue.
                                 let own = if mine { Own::Now(true) } else { Own::NotAsked };
-                                let done = combiner.start(&q, own, &routes, |n| children.linked(n), ());
+                                let done = combiner.start(tokio::time::Instant::now(), &q, own, &routes, |n| children.linked(n), ());
                                 if let Some((a, ())) = done { answer_up(&mut parent, &key, a).await; }
                             }
                         }
@@ -251,7 +251,7 @@ async fn run(
                                 }
                                 Some(holds) => Own::Now(holds),
                             };
-                            let done = combiner.start(&query, own, &routes, |n| children.linked(n), ());
+                            let done = combiner.start(tokio::time::Instant::now(), &query, own, &routes, |n| children.linked(n), ());
                             if let Some((a, ())) = done { answer_up(&mut parent, &key, a).await; }
                         }
                         DownOf::Write { dest, var, value } => {

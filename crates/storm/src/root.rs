@@ -279,7 +279,7 @@ async fn run(
                     let dest = query.dest.clone();
                     children.route(&dest, frame);
                     let tag = Tag { write, dest, expected };
-                    if let Some((a, t)) = combiner.start(&query, Own::NotAsked, &routes, |n| children.linked(n), tag) {
+                    if let Some((a, t)) = combiner.start(tokio::time::Instant::now(), &query, Own::NotAsked, &routes, |n| children.linked(n), tag) {
                         finish(&children, a, t);
                     }
                 }

@@ -129,8 +129,12 @@ async fn one_combined_answer_per_query_on_64_nodes() {
     let wait = Duration::from_secs(3);
     let id = root.compare_waiting(&Dest::All, cond(6, Cmp::Ge, 1), None, T, wait);
     let o = outcome(&mut up, id).await;
+    // Node 40 held only once it was set: had its wait run out, it would be among the fails.
     assert!(o.holds_everywhere(), "{o:?}");
-    assert!(t0.elapsed() >= Duration::from_millis(140) && t0.elapsed() < wait);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(140),
+        "answered before node 40 held"
+    );
     let id = root.compare_waiting(
         &Dest::All,
         cond(6, Cmp::Ge, 2),
@@ -150,7 +154,8 @@ async fn one_combined_answer_per_query_on_64_nodes() {
 
 /// A node that takes its parent's connection and never answers (a hung node manager): the
 /// query ends when the budget runs out, with one answer naming the hung node and the nodes
-/// below it, which the hung node cut off.
+/// below it, which the hung node cut off. (That the answer comes exactly when the budget is
+/// spent is `Combiner`'s unit test, on a virtual clock; here only that it is not earlier.)
 #[tokio::test]
 async fn a_silent_subtree_is_named_when_the_budget_runs_out() {
     let key = Key::generate().unwrap();
@@ -186,9 +191,6 @@ async fn a_silent_subtree_is_named_when_the_budget_runs_out() {
     assert_eq!(o.answer.silent, cut_off);
     assert_eq!(o.answer.answered as usize, N as usize - cut_off.len());
     assert!(o.answer.fails.is_empty() && !o.written);
-    assert!(
-        took >= budget && took < budget * 4,
-        "answered after {took:?}, budget {budget:?}"
-    );
+    assert!(took >= budget, "answered after {took:?}, budget {budget:?}");
     assert_eq!(root.stats().outcomes.load(Ordering::Relaxed), 1);
 }

@@ -449,8 +449,8 @@ pub struct NodeSchemeArgs {
 }
 
 impl NodeSchemeArgs {
-    fn config(&self) -> anyhow::Result<cosched_daemon::nm_sched::NodeSchemeConfig> {
-        cosched_daemon::nm_sched::NodeSchemeConfig::parse(
+    fn config(&self) -> anyhow::Result<cosched_daemon::nm::scheme::NodeSchemeConfig> {
+        cosched_daemon::nm::scheme::NodeSchemeConfig::parse(
             &self.node_scheme,
             &self.fcs_opt,
             Some(self.spin_time),

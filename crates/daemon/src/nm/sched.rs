@@ -19,129 +19,46 @@
 //!
 //! A job the machine manager holds or suspends (its row active, yet not listed as running) is
 //! stopped whole under every scheme; jobs of a policy without a matrix follow the machine
-//! manager's stop/continue messages as before.
+//! manager's stop/continue messages.
+//!
+//! Pure, like the rest of the node manager's core: time comes as an argument (the node
+//! manager's clock, [`super::core`]: microseconds of `CLOCK_MONOTONIC`, the clock the ranks
+//! stamp their ring records with), and what the ranks did comes as [`Samples`] the shell read
+//! from `/proc` and the rings. What to sample is [`NodeSched::to_sample`].
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use cosched_core::{Dur, JobId, Time};
-use cosched_monitor::Kind;
-use cosched_node::{Action, FcsParams, NodeScheduler, ProcId, SchedParams, Scheme, WaitPolicy};
+use cosched_monitor::{Kind, Record};
+use cosched_node::{Action, NodeScheduler, ProcId, SchedParams, Scheme, WaitPolicy};
 
-use crate::nm_monitor::Monitors;
+use super::scheme::NodeSchemeConfig;
 use crate::proto::{NodeEvent, Strobe};
 
 /// Events kept for `cosched acct --class-history` (the oldest go first).
 pub const KEEP_EVENTS: usize = 200_000;
 
-/// How often the node manager looks at its ranks (see [`NodeSched::tick`]).
-pub const TICK: std::time::Duration = std::time::Duration::from_millis(10);
+/// How often the node manager looks at its ranks (see [`NodeSched::tick`]): well under the
+/// gang quantum, so that a blocked slot owner's PE is filled within a few percent of it.
+pub const TICK: Dur = Dur::from_millis(10);
 
-/// The node scheme and its parameters (`cosched nm --node-scheme --fcs-opt --spin-time`).
-#[derive(Clone, Debug)]
-pub struct NodeSchemeConfig {
-    pub scheme: Scheme,
-    /// `sb`: how long a waiting rank spins before it blocks.
-    pub spin: Dur,
-    /// `fcs`: seed 000 Table 4.1 (for a time slice `t`, 200 ms unless `--fcs-opt t=`).
-    pub fcs: FcsParams,
+/// One rank as `/proc/PID/stat` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcSample {
+    pub pid: i32,
+    /// The state letter (`R`, `S`, `D`, `T`, …).
+    pub state: char,
+    /// User and system CPU time so far.
+    pub cpu: Dur,
 }
 
-impl Default for NodeSchemeConfig {
-    fn default() -> Self {
-        NodeSchemeConfig {
-            scheme: Scheme::Gs,
-            spin: Dur::from_micros(100),
-            fcs: FcsParams::table_4_1(Dur::from_millis(200)),
-        }
-    }
-}
-
-impl NodeSchemeConfig {
-    /// From the command line: the scheme name (`gs`, `local`, `sb`, `fcs`), `KEY=VALUE` FCS
-    /// options (`t` first sets every Table 4.1 entry from the time slice; then `max_wdc_wcs`,
-    /// `f_thresh`, `dc_thresh`, `cs_thresh`, `max_ctime`, `min_ctime`, `min_init_ctime`,
-    /// `max_spin` override single entries) and the `sb` spin time.
-    pub fn parse(scheme: &str, fcs_opts: &[String], spin: Option<Dur>) -> Result<Self, String> {
-        let scheme: Scheme = scheme.parse().map_err(|e| format!("--node-scheme: {e}"))?;
-        if !matches!(
-            scheme,
-            Scheme::Gs | Scheme::Local | Scheme::Sb | Scheme::Fcs
-        ) {
-            return Err(format!(
-                "--node-scheme {scheme}: a node manager runs gs, local, sb or fcs"
-            ));
-        }
-        let mut c = NodeSchemeConfig {
-            scheme,
-            ..Default::default()
-        };
-        if let Some(s) = spin {
-            c.spin = s;
-        }
-        let mut kv: Vec<(String, String)> = Vec::new();
-        for o in fcs_opts {
-            let (k, v) = o
-                .split_once('=')
-                .ok_or_else(|| format!("--fcs-opt {o:?}: expected KEY=VALUE"))?;
-            kv.push((k.trim().to_string(), v.trim().to_string()));
-        }
-        // The time slice first: the other entries are relative to it.
-        kv.sort_by_key(|(k, _)| k != "t");
-        for (k, v) in kv {
-            let dur = || {
-                v.parse::<Dur>()
-                    .map_err(|e| format!("--fcs-opt {k}={v}: {e}"))
-            };
-            let f = &mut c.fcs;
-            match k.as_str() {
-                "t" => *f = FcsParams::table_4_1(dur()?),
-                "max_wdc_wcs" => {
-                    f.max_wdc_wcs = v
-                        .parse()
-                        .map_err(|_| format!("--fcs-opt {k}={v}: not a number"))?
-                }
-                "f_thresh" => f.f_thresh = dur()?,
-                "dc_thresh" => f.dc_thresh = dur()?,
-                "cs_thresh" => f.cs_thresh = dur()?,
-                "max_ctime" => f.max_ctime = dur()?,
-                "min_ctime" => f.min_ctime = dur()?,
-                "min_init_ctime" => f.min_init_ctime = dur()?,
-                "max_spin" => f.max_spin = dur()?,
-                _ => {
-                    return Err(format!(
-                        "--fcs-opt {k}: unknown (t, max_wdc_wcs, f_thresh, dc_thresh, cs_thresh, max_ctime, min_ctime, min_init_ctime, max_spin)"
-                    ));
-                }
-            }
-        }
-        Ok(c)
-    }
-
-    /// The command-line arguments that give this configuration (for `cluster up`).
-    pub fn args(&self) -> Vec<String> {
-        let f = &self.fcs;
-        let mut a = vec![
-            "--node-scheme".to_string(),
-            self.scheme.name().to_string(),
-            "--spin-time".into(),
-            self.spin.to_string(),
-        ];
-        for (k, v) in [
-            ("f_thresh", f.f_thresh),
-            ("dc_thresh", f.dc_thresh),
-            ("cs_thresh", f.cs_thresh),
-            ("max_ctime", f.max_ctime),
-            ("min_ctime", f.min_ctime),
-            ("min_init_ctime", f.min_init_ctime),
-            ("max_spin", f.max_spin),
-        ] {
-            a.push("--fcs-opt".into());
-            a.push(format!("{k}={v}"));
-        }
-        a.push("--fcs-opt".into());
-        a.push(format!("max_wdc_wcs={}", f.max_wdc_wcs));
-        a
-    }
+/// What the ranks did since the last look, as the shell read it: the ranks `/proc` still
+/// shows, and the records each job's ranks wrote into its ring since the last read, as
+/// (rank, record) in order per rank.
+#[derive(Clone, Debug, Default)]
+pub struct Samples {
+    pub procs: Vec<ProcSample>,
+    pub rings: Vec<(JobId, Vec<(u32, Record)>)>,
 }
 
 /// What the node manager must do after an update, in this order: stop ranks, stop jobs,
@@ -157,6 +74,8 @@ pub struct Plan {
     /// (`FromNode::Runs`) under the schemes that run jobs the strobe does not list; never
     /// under `gs`, where what runs is what the machine manager decided.
     pub runs: Vec<(JobId, bool)>,
+    /// New spin times (ns) to write into jobs' rings (see [`NodeSched::tick`]).
+    pub spins: Vec<(JobId, u64)>,
 }
 
 struct RankProc {
@@ -164,8 +83,8 @@ struct RankProc {
     rank: u32,
     pe: u32,
     pid: i32,
-    /// CPU time (clock ticks) at the last look.
-    cpu_ticks: u64,
+    /// CPU time at the last look.
+    cpu: Dur,
     /// What this module last did to the rank: `Some(true)` stopped it, `Some(false)`
     /// continued it, `None` nothing yet (or the job was stopped or continued whole since).
     stopped: Option<bool>,
@@ -240,7 +159,11 @@ pub struct NodeSched {
     /// What runs on each PE, as last chosen (fcs).
     on_pe: Vec<Option<ProcId>>,
     events: VecDeque<NodeEvent>,
-    ticks_per_s: u64,
+}
+
+/// The node manager's clock in nanoseconds, the unit of the rings' records.
+fn ns(now: Time) -> u64 {
+    now.as_micros().max(0) as u64 * 1_000
 }
 
 impl NodeSched {
@@ -255,8 +178,6 @@ impl NodeSched {
             queue_reorder: Dur::ZERO,
             fcs: cfg.fcs,
         };
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
         NodeSched {
             sched: NodeScheduler::new(params),
             cfg,
@@ -271,7 +192,6 @@ impl NodeSched {
             runs_sent: HashMap::new(),
             on_pe: vec![None; pes as usize],
             events: VecDeque::new(),
-            ticks_per_s: if hz > 0 { hz as u64 } else { 100 },
         }
     }
 
@@ -290,15 +210,19 @@ impl NodeSched {
         self.events.iter().cloned().collect()
     }
 
-    fn now(&self) -> Time {
-        Time::ZERO + Dur((cosched_monitor::now_ns() / 1_000) as i64)
+    /// What the next [`NodeSched::tick`] or [`NodeSched::strobe`] wants sampled: the ranks'
+    /// pids, and the jobs whose rings to read.
+    pub fn to_sample(&self) -> (Vec<i32>, Vec<JobId>) {
+        let pids = self.procs.values().map(|p| p.pid).collect();
+        let jobs: BTreeSet<JobId> = self.procs.values().map(|p| p.job).collect();
+        (pids, jobs.into_iter().collect())
     }
 
-    fn event(&mut self, id: ProcId, class: Option<&str>) {
+    fn event(&mut self, now: Time, id: ProcId, class: Option<&str>) {
         let Some(p) = self.procs.get(&id) else { return };
         let t0 = self.started.get(&p.job).copied().unwrap_or(0);
         let ev = NodeEvent {
-            time_s: cosched_monitor::now_ns().saturating_sub(t0) as f64 * 1e-9,
+            time_s: ns(now).saturating_sub(t0) as f64 * 1e-9,
             job: p.job,
             rank: p.rank,
             node: self.node.clone(),
@@ -313,13 +237,11 @@ impl NodeSched {
     }
 
     /// A rank started on local PE `pe` (`stopped`: launched stopped).
-    pub fn add(&mut self, job: JobId, rank: u32, pe: u32, pid: i32, stopped: bool) {
+    pub fn add(&mut self, now: Time, job: JobId, rank: u32, pe: u32, pid: i32, stopped: bool) {
         if pid <= 0 {
             return;
         }
-        self.started
-            .entry(job)
-            .or_insert_with(cosched_monitor::now_ns);
+        self.started.entry(job).or_insert(ns(now));
         self.job_stopped.insert(job, stopped);
         let id = self.next;
         self.next += 1;
@@ -331,9 +253,9 @@ impl NodeSched {
                 rank,
                 pe,
                 pid,
-                cpu_ticks: 0,
+                cpu: Dur::ZERO,
                 stopped: None,
-                stopped_since: stopped.then(cosched_monitor::now_ns),
+                stopped_since: stopped.then(|| ns(now)),
                 stops: VecDeque::new(),
                 seen: '?',
                 op: None,
@@ -343,10 +265,10 @@ impl NodeSched {
         let slot = self.row_of(job).unwrap_or(self.sched.slot());
         self.sched.add(id, pe as usize, slot);
         if self.cfg.scheme == Scheme::Fcs {
-            self.event(id, Some("CS"));
+            self.event(now, id, Some("CS"));
         }
         if !stopped && self.cfg.scheme == Scheme::Gs {
-            self.event(id, None);
+            self.event(now, id, None);
         }
     }
 
@@ -382,17 +304,16 @@ impl NodeSched {
 
     /// The machine manager stopped or continued the job whole (its own messages: a policy
     /// without a matrix, or a job the strobe does not know yet).
-    pub fn job_signalled(&mut self, job: JobId, stopped: bool) {
+    pub fn job_signalled(&mut self, now: Time, job: JobId, stopped: bool) {
         let was = self.job_stopped.insert(job, stopped);
-        let now = cosched_monitor::now_ns();
         for p in self.procs.values_mut().filter(|p| p.job == job) {
             p.stopped = None;
-            p.mark(stopped, now);
+            p.mark(stopped, ns(now));
         }
         if self.cfg.scheme == Scheme::Gs && !stopped && was != Some(false) {
             let ids: Vec<ProcId> = self.ids_of(job);
             for id in ids {
-                self.event(id, None);
+                self.event(now, id, None);
             }
         }
     }
@@ -416,8 +337,9 @@ impl NodeSched {
     }
 
     /// The machine manager's strobe arrived (with a heartbeat, or at a switch): FCS
-    /// reclassifies every rank here, and the plan follows the new slot.
-    pub fn strobe(&mut self, s: Strobe, monitors: &mut Monitors) -> Plan {
+    /// reclassifies every rank here, and the plan follows the new slot (after what `samples`
+    /// show, as [`NodeSched::tick`]).
+    pub fn strobe(&mut self, now: Time, s: Strobe, samples: &Samples) -> Plan {
         self.strobe = Some(s);
         let slot = self.strobe.as_ref().and_then(|s| s.slot);
         let ids: Vec<(ProcId, JobId)> = self.procs.iter().map(|(&i, p)| (i, p.job)).collect();
@@ -429,58 +351,60 @@ impl NodeSched {
         }
         if let Some(slot) = slot {
             let acts = self.sched.heartbeat(slot);
-            self.actions(acts);
+            self.actions(now, acts);
         }
-        self.tick(monitors)
+        self.tick(now, samples)
     }
 
-    fn actions(&mut self, acts: Vec<Action>) {
+    fn actions(&mut self, now: Time, acts: Vec<Action>) {
         for a in acts {
             if let Action::ClassChanged { proc, class } = a {
-                self.event(proc, Some(class.label()));
+                self.event(now, proc, Some(class.label()));
             }
         }
     }
 
-    /// Reads what the ranks did since the last call (CPU time, run state, receives), and
-    /// returns what to stop and continue.
-    pub fn tick(&mut self, monitors: &mut Monitors) -> Plan {
-        self.observe(monitors);
-        self.set_spins(monitors);
-        self.plan()
+    /// Takes in what the ranks did since the last look (CPU time, run state, receives: the
+    /// `samples` of what [`NodeSched::to_sample`] named), and returns what to stop and
+    /// continue, and the spin times to write.
+    pub fn tick(&mut self, now: Time, samples: &Samples) -> Plan {
+        self.observe(now, samples);
+        let spins = self.spins();
+        let mut plan = self.plan(now);
+        plan.spins = spins;
+        plan
     }
 
-    fn observe(&mut self, monitors: &mut Monitors) {
+    fn observe(&mut self, now: Time, samples: &Samples) {
+        let seen: HashMap<i32, &ProcSample> = samples.procs.iter().map(|s| (s.pid, s)).collect();
         let ids: Vec<ProcId> = self.procs.keys().copied().collect();
         for id in ids {
-            let Some((state, ticks)) = proc_stat(self.procs[&id].pid) else {
+            let Some(&&ProcSample { state, cpu, .. }) = seen.get(&self.procs[&id].pid) else {
                 continue;
             };
             let p = self.procs.get_mut(&id).expect("listed");
-            let d = ticks.saturating_sub(p.cpu_ticks);
-            p.cpu_ticks = ticks;
+            let d = cpu - p.cpu;
+            p.cpu = cpu;
             p.seen = state;
-            if d > 0 {
-                let us = d * 1_000_000 / self.ticks_per_s;
-                self.sched.ran(id, Dur(us as i64));
+            if d > Dur::ZERO {
+                self.sched.ran(id, d);
             }
             // 'T' is our own stop (or the freezer's): nothing learnt.
             match state {
                 'S' | 'D' if !self.sched.is_blocked(id) => {
                     let acts = self.sched.block(id);
-                    self.actions(acts);
+                    self.actions(now, acts);
                 }
                 'R' if self.sched.is_blocked(id) => {
                     let acts = self.sched.wake(id, true);
-                    self.actions(acts);
+                    self.actions(now, acts);
                 }
                 _ => {}
             }
         }
-        let jobs: HashSet<JobId> = self.procs.values().map(|p| p.job).collect();
-        for job in jobs {
-            let (recs, _lost) = monitors.records_since(job);
-            for (rank, r) in recs {
+        for (job, recs) in &samples.rings {
+            let job = *job;
+            for &(rank, r) in recs {
                 let Some(&id) = self.ids.get(&(job, rank)) else {
                     continue;
                 };
@@ -520,7 +444,7 @@ impl NodeSched {
         }
         // An operation is over once its rank has gone on (computing) for a while; a rank that
         // sends ends it with its next send instead.
-        let now = cosched_monitor::now_ns();
+        let now = ns(now);
         for (&id, p) in self.procs.iter_mut() {
             if !p.sends
                 && p.op
@@ -532,16 +456,16 @@ impl NodeSched {
         }
     }
 
-    /// Writes each job's spin time into its ring when it changes: the scheme's wait policy
-    /// (for FCS the longest of the job's local ranks, as the ring holds one per job). `gs`
-    /// and `local` leave the ring's own (block at once, as an ordinary blocking receive):
-    /// their "spin forever" would burn a PE of every job that merely waits, under every
-    /// policy (the default scheme also runs FCFS clusters).
-    fn set_spins(&mut self, monitors: &mut Monitors) {
+    /// Each job's spin time for its ring, where it changed: the scheme's wait policy (for
+    /// FCS the longest of the job's local ranks, as the ring holds one per job). `gs` and
+    /// `local` leave the ring's own (block at once, as an ordinary blocking receive): their
+    /// "spin forever" would burn a PE of every job that merely waits, under every policy
+    /// (the default scheme also runs FCFS clusters).
+    fn spins(&mut self) -> Vec<(JobId, u64)> {
         if !matches!(self.cfg.scheme, Scheme::Sb | Scheme::Fcs) {
-            return;
+            return Vec::new();
         }
-        let mut per_job: HashMap<JobId, u64> = HashMap::new();
+        let mut per_job: BTreeMap<JobId, u64> = BTreeMap::new();
         for (&id, p) in &self.procs {
             let ns = match self.sched.wait_policy(id) {
                 // A rank reads the spin time when its wait starts and does not look again:
@@ -555,12 +479,10 @@ impl NodeSched {
             let e = per_job.entry(p.job).or_insert(0);
             *e = (*e).max(ns);
         }
-        for (job, ns) in per_job {
-            if self.spins.get(&job) != Some(&ns) {
-                monitors.set_spin(job, ns);
-                self.spins.insert(job, ns);
-            }
-        }
+        per_job
+            .into_iter()
+            .filter(|&(job, ns)| self.spins.insert(job, ns) != Some(ns))
+            .collect()
     }
 
     /// Whole-job run state the strobe gives: `None` when the job is not in the matrix.
@@ -575,8 +497,8 @@ impl NodeSched {
         })
     }
 
-    fn plan(&mut self) -> Plan {
-        let mut plan = self.signals();
+    fn plan(&mut self, now: Time) -> Plan {
+        let mut plan = self.signals(now);
         plan.runs = self.run_changes();
         plan
     }
@@ -599,7 +521,7 @@ impl NodeSched {
     }
 
     /// What to stop and continue.
-    fn signals(&mut self) -> Plan {
+    fn signals(&mut self, now: Time) -> Plan {
         let mut plan = Plan::default();
         let jobs: Vec<JobId> = {
             let mut v: Vec<JobId> = self.job_stopped.keys().copied().collect();
@@ -619,12 +541,11 @@ impl NodeSched {
             } else {
                 plan.stop_jobs.push(job);
             }
-            self.job_signalled(job, !runs);
+            self.job_signalled(now, job, !runs);
         }
         if self.cfg.scheme != Scheme::Fcs {
             return plan;
         }
-        let now = self.now();
         for pe in 0..self.on_pe.len() {
             let chosen = self.sched.pick(now, pe).proc;
             let on_pe: Vec<ProcId> = self
@@ -659,13 +580,13 @@ impl NodeSched {
                 }
                 let p = self.procs.get_mut(&id).expect("listed");
                 p.stopped = Some(stop);
-                p.mark(stop, cosched_monitor::now_ns());
+                p.mark(stop, ns(now));
             }
             // A local context switch: another rank goes onto the PE.
             if chosen != self.on_pe[pe] {
                 self.on_pe[pe] = chosen;
                 if let Some(c) = chosen {
-                    self.event(c, None);
+                    self.event(now, c, None);
                 }
             }
         }
@@ -673,44 +594,16 @@ impl NodeSched {
     }
 }
 
-/// (state letter, utime + stime in clock ticks) of a process, from `/proc/PID/stat`.
-fn proc_stat(pid: i32) -> Option<(char, u64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields follow the last ')'.
-    let rest = &s[s.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split(' ').collect();
-    let state = f.first()?.chars().next()?;
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    Some((state, utime + stime))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn options_parse_relative_to_the_time_slice() {
-        let c = NodeSchemeConfig::parse("fcs", &["f_thresh=1ms".into(), "t=100ms".into()], None)
-            .unwrap();
-        assert_eq!(c.scheme, Scheme::Fcs);
-        assert_eq!(c.fcs.dc_thresh, Dur::from_millis(100));
-        assert_eq!(c.fcs.f_thresh, Dur::from_millis(1), "set after t");
-        assert!(NodeSchemeConfig::parse("dcs", &[], None).is_err());
-        assert!(NodeSchemeConfig::parse("fcs", &["bogus=1".into()], None).is_err());
-        let again = NodeSchemeConfig::parse("fcs", &[], None).unwrap();
-        let args = again.args();
-        let opts: Vec<String> = args
-            .chunks(2)
-            .filter(|c| c[0] == "--fcs-opt")
-            .map(|c| c[1].clone())
-            .collect();
-        let back = NodeSchemeConfig::parse("fcs", &opts, None).unwrap();
-        assert_eq!(back.fcs, again.fcs);
-    }
-
-    /// Pids no process has (`/proc` has nothing on them: the plans come from the strobe).
+    /// Pids of ranks that are never sampled (the plans come from the strobe alone).
     const NO_PID: i32 = i32::MAX - 7;
+
+    fn t(ms: i64) -> Time {
+        Time::from_micros(ms * 1_000)
+    }
 
     fn strobe(slot: Option<u32>, running: &[u64]) -> Strobe {
         Strobe {
@@ -720,53 +613,53 @@ mod tests {
         }
     }
 
-    fn two_jobs(scheme: &str) -> (NodeSched, Monitors) {
+    fn two_jobs(scheme: &str) -> (NodeSched, Samples) {
         let cfg = NodeSchemeConfig::parse(scheme, &[], None).unwrap();
         let mut n = NodeSched::new(cfg, "n0", 1);
-        n.add(JobId(1), 0, 0, NO_PID, false);
-        n.add(JobId(2), 0, 0, NO_PID - 1, true);
-        (n, Monitors::default())
+        n.add(t(0), JobId(1), 0, 0, NO_PID, false);
+        n.add(t(0), JobId(2), 0, 0, NO_PID - 1, true);
+        (n, Samples::default())
     }
 
     #[test]
     fn gs_runs_what_the_strobe_lists_and_local_runs_every_job_not_held() {
-        let (mut n, mut m) = two_jobs("gs");
-        let p = n.strobe(strobe(Some(1), &[2]), &mut m);
+        let (mut n, m) = two_jobs("gs");
+        let p = n.strobe(t(10), strobe(Some(1), &[2]), &m);
         assert_eq!((p.stop_jobs, p.cont_jobs), (vec![JobId(1)], vec![JobId(2)]));
         assert!(p.runs.is_empty(), "gs reports nothing: the MM decided it");
         assert!(n.manages(JobId(1)) && !n.manages(JobId(3)));
-        let p = n.strobe(strobe(Some(1), &[2]), &mut m);
+        let p = n.strobe(t(20), strobe(Some(1), &[2]), &m);
         assert!(
             p.stop_jobs.is_empty() && p.cont_jobs.is_empty(),
             "nothing twice"
         );
-        let p = n.strobe(strobe(Some(0), &[1]), &mut m);
+        let p = n.strobe(t(30), strobe(Some(0), &[1]), &m);
         assert_eq!((p.stop_jobs, p.cont_jobs), (vec![JobId(2)], vec![JobId(1)]));
         assert_eq!(n.events().iter().filter(|e| e.switch_in).count(), 3);
 
-        let (mut n, mut m) = two_jobs("local");
-        let p = n.strobe(strobe(Some(0), &[1]), &mut m);
+        let (mut n, m) = two_jobs("local");
+        let p = n.strobe(t(40), strobe(Some(0), &[1]), &m);
         assert_eq!((p.stop_jobs, p.cont_jobs), (vec![], vec![JobId(2)]));
         // Both run here, job 2 although the policy only placed it: reported once.
         assert_eq!(p.runs, [(JobId(1), true), (JobId(2), true)]);
-        assert!(n.strobe(strobe(Some(1), &[2]), &mut m).runs.is_empty());
+        assert!(n.strobe(t(50), strobe(Some(1), &[2]), &m).runs.is_empty());
         // Job 1's row is active but the policy does not run it: held.
-        let p = n.strobe(strobe(Some(0), &[]), &mut m);
+        let p = n.strobe(t(60), strobe(Some(0), &[]), &m);
         assert_eq!(p.stop_jobs, vec![JobId(1)]);
         assert_eq!(p.runs, [(JobId(1), false)]);
     }
 
     #[test]
     fn fcs_stops_all_but_the_slot_owner_of_a_pe() {
-        let (mut n, mut m) = two_jobs("fcs");
-        let p = n.strobe(strobe(Some(0), &[1]), &mut m);
+        let (mut n, m) = two_jobs("fcs");
+        let p = n.strobe(t(70), strobe(Some(0), &[1]), &m);
         // Job 2 (launched stopped) is thawed for the scheme; rank by rank, job 1's runs.
         assert_eq!(p.cont_jobs, vec![JobId(2)]);
         assert_eq!(p.stop_ranks, vec![NO_PID - 1]);
         assert_eq!(p.cont_ranks, vec![NO_PID]);
         // Job 2's only rank here is stopped rank by rank: it does not run.
         assert_eq!(p.runs, [(JobId(1), true), (JobId(2), false)]);
-        let p = n.strobe(strobe(Some(1), &[2]), &mut m);
+        let p = n.strobe(t(80), strobe(Some(1), &[2]), &m);
         assert_eq!(
             (p.stop_ranks, p.cont_ranks),
             (vec![NO_PID], vec![NO_PID - 1])
@@ -779,13 +672,5 @@ mod tests {
             .map(|e| e.class.clone())
             .collect();
         assert_eq!(classes, ["CS", "CS"], "each starts CS");
-    }
-
-    #[test]
-    fn proc_stat_reads_this_process() {
-        // This thread runs; the main thread (whose state /proc/PID/stat shows) may wait.
-        let (state, _) = proc_stat(std::process::id() as i32).unwrap();
-        assert!("RS".contains(state), "{state}");
-        assert!(proc_stat(-5).is_none());
     }
 }

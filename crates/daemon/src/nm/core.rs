@@ -1,0 +1,797 @@
+//! The node manager's sans-IO core: everything it decides, nothing it does.
+//!
+//! Inputs go in with the time ([`NmCore::on`]); what the core wants done comes out as
+//! [`Effect`]s ([`NmCore::poll_effect`]); [`NmCore::next_wake`] says when a timer is due (the
+//! kill grace, the node scheme's look at its ranks, the silence after which it registers
+//! again, the pause between registration attempts, the end of a fence or of a shutdown). The
+//! core never reads a clock, a file, `/proc` or the environment: the shell
+//! ([`super::shell`]) does every I/O and feeds the results back as inputs. Where an effect
+//! asks a question (prepare a launch, spawn a rank, sample the ranks, list the job
+//! directories, register), the shell answers it with its input right away, before any other
+//! input, so a decision that needs the answer is taken as if it had been there all along.
+//!
+//! Time is the node manager's own clock: microseconds of `CLOCK_MONOTONIC`, the clock the
+//! ranks stamp their monitor-ring records with, so the node scheme can compare the two.
+//!
+//! One job per file: this one holds the state and the dispatch of inputs and of the machine
+//! manager's messages; [`super::register`] registration and the tree; [`super::launch`] a
+//! launch; [`super::kill`] the kill grace, fencing and shutting down; [`super::sched`] the
+//! node scheme.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+
+use cosched_core::{Dur, JobId, NodeId, Time};
+
+use super::launch::{Launching, PrepareLaunch, Prepared, RankSpec};
+use super::sched::{NodeSched, Plan, Samples, TICK};
+use super::scheme::NodeSchemeConfig;
+use crate::pmi::{JobPmi, Out};
+use crate::proto::*;
+
+/// Grace between SIGTERM and SIGKILL until the machine manager says otherwise.
+pub const DEFAULT_KILL_WAIT: Dur = Dur::from_secs(5);
+
+/// What the core needs to know of its node manager.
+#[derive(Clone, Debug)]
+pub struct CoreConfig {
+    pub name: String,
+    pub pes: u32,
+    /// The machine manager's address (for messages only: the shell connects).
+    pub mm: String,
+    /// Where the tree listener accepts the parent (sent in every registration).
+    pub addr: String,
+    /// Fixed for the life of the node manager process (see [`Register::incarnation`]).
+    pub incarnation: u64,
+    /// The CPUs the node manager may use: PE i of a job runs on the (offset + i)-th, modulo
+    /// their number.
+    pub cpus: Vec<usize>,
+    pub cpu_offset: u32,
+    /// `--keep-jobs`: how long a finished job's directory stays.
+    pub keep_jobs: Dur,
+    /// `--output-cap`, bytes per output file.
+    pub output_cap: u64,
+    pub node_scheme: NodeSchemeConfig,
+    /// The node manager's effective uid: as root it reads and cuts only files of the job's
+    /// user.
+    pub euid: u32,
+    /// `WORKDIR/jobs`: job `ID`'s directory on the node is `jobs_dir/ID`.
+    pub jobs_dir: PathBuf,
+}
+
+/// Something that reached the node manager.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A message of the machine manager's from the tree (file-broadcast messages go to the
+    /// stager, not here).
+    Tree(ToNode),
+    /// The tree's topology of `epoch` reached this node; `member`: it has a place in it.
+    Topology { epoch: u64, member: bool },
+    /// The machine manager's heartbeat changed the heartbeat variable: it is alive.
+    Heard,
+    /// The link to the parent in the tree broke.
+    ParentLost,
+    /// The answer to [`Effect::Register`]; `Err` says why there was none (no connection, no
+    /// answer in time).
+    Registration(Result<RegisterReply, String>),
+    /// The answer to [`Effect::Prepare`].
+    Prepared(Box<Prepared>),
+    /// The answer to [`Effect::Spawn`]: the rank's pid (also its process group), or why it
+    /// could not start.
+    Spawned {
+        job: JobId,
+        launch: u64,
+        rank: u32,
+        result: Result<i32, String>,
+    },
+    /// A rank's process exited (`launch`: see [`Launch`] numbering in [`super::launch`]).
+    Exited {
+        job: JobId,
+        launch: u64,
+        exit: RankExit,
+    },
+    /// A line a rank wrote on its PMI socket.
+    Pmi { job: JobId, rank: u32, line: String },
+    /// The answer to [`Effect::Sample`].
+    Samples(Samples),
+    /// The cap's notice was appended to a rank's output file (after [`Effect::CapOutput`]).
+    OutputCapped { job: JobId, rank: u32, file: usize },
+    /// The answer to [`Effect::Sweep`]: each job directory of the work directory, and how long
+    /// ago it last changed.
+    JobDirs(Vec<(JobId, Dur)>),
+    /// Every process of a cgroup being killed is gone ([`CgroupOp::Terminate`]).
+    CgroupEmpty { job: JobId, launch: u64 },
+    /// A time [`NmCore::next_wake`] named has come.
+    Timer,
+}
+
+/// What to do to a launch's cgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CgroupOp {
+    /// Stop every process in it (and wait until the kernel says they are).
+    Freeze,
+    Thaw,
+    /// Send this signal to every process in it.
+    Signal(i32),
+    /// Start killing it: thaw it; remove it at once if it is empty, else SIGTERM and SIGCONT
+    /// to every process in it and report [`Input::CgroupEmpty`] if they are all gone within
+    /// the `grace` (after which [`CgroupOp::Kill`] comes).
+    Terminate {
+        grace: Dur,
+    },
+    /// SIGKILL to everything left in it (`cgroup.kill`), then remove it once empty.
+    Kill,
+}
+
+/// Keep one output file of a rank within the cap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapOutput {
+    pub job: JobId,
+    pub rank: u32,
+    /// Its index among the rank's files (out, then err when apart).
+    pub file: usize,
+    pub path: PathBuf,
+    /// A file longer than this is cut back to it.
+    pub keep: u64,
+    /// Append the cap's notice after cutting (the first cut), and answer with
+    /// [`Input::OutputCapped`].
+    pub notice: bool,
+    /// As root: only a regular file of this user is cut (a link they planted where an output
+    /// was must not make root cut another file).
+    pub must_own: Option<u32>,
+}
+
+/// Answer a [`ToNode::FetchOutput`]: read at most [`super::MAX_OUTPUT`] bytes of each of a
+/// rank's output files and send [`FromNode::Output`] up.
+#[derive(Clone, Debug)]
+pub struct ReadOutput {
+    pub req: u64,
+    pub job: JobId,
+    pub rank: u32,
+    /// The job's working directory as submitted (the node's job directory when it has none).
+    pub cwd: String,
+    pub io: JobIo,
+    /// As root: only regular files of this user are read.
+    pub must_own: Option<u32>,
+    pub tail: bool,
+}
+
+/// A line for the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+}
+
+/// Something the shell must do.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    /// Register with the machine manager; answer with [`Input::Registration`].
+    Register(Register),
+    /// The machine manager accepted the node as `node`: the first time, the shell joins the
+    /// tree with that id.
+    Accepted {
+        node: NodeId,
+    },
+    /// The machine manager refused the node: the node manager stops with this error.
+    Rejected(String),
+    /// Send this to the machine manager, up the tree.
+    Up(FromNode),
+    /// Set up a launch; answer with [`Input::Prepared`].
+    Prepare(Box<PrepareLaunch>),
+    /// Start a rank; answer with [`Input::Spawned`].
+    Spawn(Box<RankSpec>),
+    /// Send a signal to a process group.
+    Signal {
+        pgid: i32,
+        sig: i32,
+    },
+    /// Act on the cgroup of launch `launch` of `job`.
+    Cgroup {
+        job: JobId,
+        launch: u64,
+        op: CgroupOp,
+    },
+    /// Write this line (its newline included) to the rank's PMI socket.
+    PmiReply {
+        job: JobId,
+        rank: u32,
+        line: String,
+    },
+    CapOutput(CapOutput),
+    /// Write file `name` of a rank that could not start into the job's directory, as made for
+    /// the launch being prepared: a new private file in place of whatever is at the name,
+    /// given to `owner` (uid, gid).
+    WriteRankFile {
+        job: JobId,
+        name: String,
+        content: Vec<u8>,
+        owner: Option<(u32, u32)>,
+    },
+    ReadOutput(Box<ReadOutput>),
+    /// Answer a [`ToNode::FetchMonitor`]: what the rings recorded, with the node scheme's name
+    /// and events.
+    SendMonitor {
+        req: u64,
+        scheme: String,
+        events: Vec<NodeEvent>,
+    },
+    /// Read `/proc/PID/stat` of these ranks and the new records of these jobs' rings; answer
+    /// with [`Input::Samples`].
+    Sample {
+        pids: Vec<i32>,
+        jobs: Vec<JobId>,
+    },
+    /// Write a job's spin time (ns) into its ring.
+    SetSpin {
+        job: JobId,
+        ns: u64,
+    },
+    /// Remove the copies staged for jobs that no job here has run for `keep`, and list the job
+    /// directories; answer with [`Input::JobDirs`].
+    Sweep {
+        keep: Dur,
+    },
+    /// Remove a job's directory on the node (`--keep-jobs` is over).
+    RemoveJobDir(JobId),
+    /// The job left the node: its ring, its staged copies and its PMI sockets go; `held`: the
+    /// node ran it, and its directory's time is set to now (the retention counts from it).
+    Forgotten {
+        job: JobId,
+        held: bool,
+    },
+    /// Shut down: kill what is left in every job cgroup, remove the staged copies, and exit.
+    Exit,
+    Log(Level, String),
+}
+
+/// A rank of a job on this node.
+#[derive(Clone, Debug)]
+pub(super) struct Rank {
+    /// Its process group (its pid); 0 when it could not start.
+    pub(super) pgid: i32,
+    pub(super) exit: Option<RankExit>,
+    /// Its output files (one when the streams are merged), kept within `--output-cap`.
+    pub(super) files: Vec<PathBuf>,
+    /// The cap's notice has been appended to these of its files.
+    pub(super) capped: Vec<bool>,
+}
+
+/// A job on this node.
+#[derive(Clone, Debug)]
+pub(super) struct NodeJob {
+    pub(super) ranks: BTreeMap<u32, Rank>,
+    pub(super) pmi: JobPmi,
+    /// Contained in a cgroup of its own (else its ranks' process groups).
+    pub(super) cgroup: bool,
+    /// Which launch of this node manager it is: the exits of its ranks carry it.
+    pub(super) launch: u64,
+    /// Which run of the job it is (the machine manager's count, see [`Launch::run`]).
+    pub(super) run: u32,
+    /// The job's user, when this node manager (root) runs it as another: only files of
+    /// theirs are cut.
+    pub(super) must_own: Option<u32>,
+}
+
+/// Where the node manager stands with the machine manager.
+#[derive(Clone, Debug)]
+pub(super) enum Phase {
+    /// Registering: the next attempt is due at `due` (`None`: one is under way). Tree input is
+    /// not taken meanwhile; exits are recorded and go in the registration.
+    Registering { due: Option<Time>, warned: bool },
+    /// Fenced (see [`super::kill`]): killing these jobs, until their ranks are gone or `until`.
+    Fencing { jobs: Vec<JobId>, until: Time },
+    /// Registered: tree input is taken.
+    Running,
+    /// Shutting down: the ranks got SIGTERM; `groups` get SIGKILL once they are gone or at
+    /// `until`.
+    ShuttingDown { until: Time, groups: Vec<i32> },
+    /// Stopped ([`Effect::Exit`] or [`Effect::Rejected`] was given).
+    Done,
+}
+
+/// What a requested sample is for.
+#[derive(Clone, Debug)]
+pub(super) enum SampleFor {
+    Tick,
+    Strobe(Strobe),
+}
+
+/// See the module documentation.
+pub struct NmCore {
+    pub(super) cfg: CoreConfig,
+    pub(super) phase: Phase,
+    /// Learnt at registration; the machine manager addresses placements by it.
+    pub(super) id: Option<NodeId>,
+    pub(super) jobs: BTreeMap<JobId, NodeJob>,
+    /// Between SIGTERM and SIGKILL (the machine manager's `--kill-wait`, learnt at
+    /// registration).
+    pub(super) kill_wait: Dur,
+    /// Launches so far, numbering the job cgroups and telling the exits of two launches of
+    /// one job apart.
+    pub(super) launches: u64,
+    /// The launch whose effects are being carried out ([`super::launch`]).
+    pub(super) launching: Option<Launching>,
+    /// SIGKILLs due after the grace ([`super::kill`]).
+    pub(super) kills: Vec<super::kill::PendingKill>,
+    /// Which job each live rank's process group belongs to: once a group is empty its number
+    /// may be reused by a new rank, which a delayed SIGKILL must spare.
+    pub(super) owners: HashMap<i32, JobId>,
+    /// Registered: when the machine manager was last heard, and how long a silence makes
+    /// the node register again.
+    pub(super) last_heard: Time,
+    pub(super) silence: Dur,
+    /// When the job directories were last swept (`None`: never, so the first heartbeat
+    /// sweeps what an earlier run left).
+    last_sweep: Option<Time>,
+    pub(super) nsched: NodeSched,
+    /// When the node scheme looks at its ranks next (while it watches them).
+    pub(super) next_tick: Option<Time>,
+    pub(super) sampling: Option<SampleFor>,
+    effects: VecDeque<Effect>,
+}
+
+impl NmCore {
+    /// A node manager that has just started: it registers first.
+    pub fn new(cfg: CoreConfig, now: Time) -> NmCore {
+        let nsched = NodeSched::new(cfg.node_scheme.clone(), &cfg.name, cfg.pes);
+        let mut core = NmCore {
+            cfg,
+            phase: Phase::Done,
+            id: None,
+            jobs: BTreeMap::new(),
+            kill_wait: DEFAULT_KILL_WAIT,
+            launches: 0,
+            launching: None,
+            kills: Vec::new(),
+            owners: HashMap::new(),
+            last_heard: now,
+            silence: Dur::MAX,
+            last_sweep: None,
+            nsched,
+            next_tick: None,
+            sampling: None,
+            effects: VecDeque::new(),
+        };
+        core.register_again(now);
+        core
+    }
+
+    /// The next thing to do, in order.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// Whether tree messages, PMI lines and heartbeats are taken now (not while registering,
+    /// fencing or shutting down: the shell leaves them queued).
+    pub fn takes_tree_input(&self) -> bool {
+        matches!(self.phase, Phase::Running)
+    }
+
+    /// The node's id, once registered.
+    pub fn node(&self) -> Option<NodeId> {
+        self.id
+    }
+
+    /// When to pass [`Input::Timer`] next.
+    pub fn next_wake(&self) -> Option<Time> {
+        let phase = match &self.phase {
+            Phase::Registering { due, .. } => *due,
+            Phase::Fencing { until, .. } | Phase::ShuttingDown { until, .. } => Some(*until),
+            Phase::Running => {
+                let tick = self.next_tick.filter(|_| self.nsched.active());
+                Some(tick.map_or(self.silent_at(), |t| t.min(self.silent_at())))
+            }
+            Phase::Done => None,
+        };
+        let kill = self.kills.iter().map(|k| k.at).min();
+        [phase, kill].into_iter().flatten().min()
+    }
+
+    fn silent_at(&self) -> Time {
+        Time(self.last_heard.0.saturating_add(self.silence.0))
+    }
+
+    pub(super) fn push(&mut self, e: Effect) {
+        self.effects.push_back(e);
+    }
+
+    pub(super) fn up(&mut self, msg: FromNode) {
+        self.push(Effect::Up(msg));
+    }
+
+    pub(super) fn log(&mut self, level: Level, line: String) {
+        let line = format!("nm {}: {line}", self.cfg.name);
+        self.push(Effect::Log(level, line));
+    }
+
+    /// Takes in one input at `now`.
+    pub fn on(&mut self, now: Time, input: Input) {
+        match input {
+            Input::Tree(msg) => self.message(now, msg),
+            Input::Topology { epoch, member } => {
+                self.last_heard = now;
+                if member {
+                    self.joined(epoch);
+                }
+            }
+            Input::Heard => self.last_heard = now,
+            Input::ParentLost => {
+                if matches!(self.phase, Phase::Running) {
+                    self.log(
+                        Level::Warn,
+                        "lost its parent in the tree; registering again".into(),
+                    );
+                    self.register_again(now);
+                }
+            }
+            Input::Registration(answer) => self.registration(now, answer),
+            Input::Prepared(p) => self.prepared(now, *p),
+            Input::Spawned {
+                job,
+                launch,
+                rank,
+                result,
+            } => self.spawned(now, job, launch, rank, result),
+            Input::Exited { job, launch, exit } => self.exited(now, job, launch, exit),
+            Input::Pmi { job, rank, line } => {
+                if let Some(j) = self.jobs.get_mut(&job) {
+                    let out = j.pmi.on_line(rank, &line);
+                    self.pmi_out(job, out);
+                }
+            }
+            Input::Samples(samples) => {
+                let plan = match self.sampling.take() {
+                    Some(SampleFor::Strobe(s)) => self.nsched.strobe(now, s, &samples),
+                    Some(SampleFor::Tick) => self.nsched.tick(now, &samples),
+                    None => return,
+                };
+                self.carry_out(plan);
+            }
+            Input::OutputCapped { job, rank, file } => {
+                let capped = self
+                    .jobs
+                    .get_mut(&job)
+                    .and_then(|j| j.ranks.get_mut(&rank))
+                    .and_then(|r| r.capped.get_mut(file));
+                if let Some(c) = capped {
+                    *c = true;
+                    let cap = self.cfg.output_cap;
+                    self.log(
+                        Level::Info,
+                        format!(
+                            "output of job {job} rank {rank} reached --output-cap ({cap} bytes): cut, with a notice"
+                        ),
+                    );
+                }
+            }
+            Input::JobDirs(dirs) => {
+                for (job, age) in dirs {
+                    if !self.jobs.contains_key(&job) && age >= self.cfg.keep_jobs {
+                        self.push(Effect::RemoveJobDir(job));
+                    }
+                }
+            }
+            Input::CgroupEmpty { job, launch } => self.cgroup_empty(job, launch),
+            Input::Timer => self.timer(now),
+        }
+        // The node scheme looks at its ranks from the moment it has some to watch.
+        if self.nsched.active() {
+            self.next_tick.get_or_insert(now);
+        } else {
+            self.next_tick = None;
+        }
+    }
+
+    fn timer(&mut self, now: Time) {
+        self.kills_due(now);
+        match self.phase.clone() {
+            Phase::Registering { due: Some(t), .. } if t <= now => self.attempt(),
+            Phase::Fencing { until, .. } if until <= now => self.fenced(now),
+            Phase::ShuttingDown { until, .. } if until <= now => self.shut(),
+            Phase::Running => {
+                if self.silent_at() <= now {
+                    let silence = std::time::Duration::from_micros(self.silence.0.max(0) as u64);
+                    self.log(
+                        Level::Warn,
+                        format!("no heartbeat for {silence:?}; registering again"),
+                    );
+                    self.register_again(now);
+                    return;
+                }
+                if self.nsched.active() && self.next_tick.is_some_and(|t| t <= now) {
+                    self.next_tick = Some(now + TICK);
+                    self.sample(now, SampleFor::Tick);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// One message of the machine manager's.
+    fn message(&mut self, now: Time, msg: ToNode) {
+        match msg {
+            ToNode::Heartbeat { strobe, .. } => {
+                self.cap_outputs(None);
+                self.sweep_if_due(now);
+                if let Some(strobe) = strobe {
+                    self.sample(now, SampleFor::Strobe(strobe));
+                }
+            }
+            ToNode::Strobe(strobe) => self.sample(now, SampleFor::Strobe(strobe)),
+            ToNode::Shutdown => self.shut_down(now),
+            ToNode::BcastBegin { .. }
+            | ToNode::BcastChunk { .. }
+            | ToNode::BcastEnd { .. }
+            | ToNode::BcastAbort { .. } => {}
+            ToNode::Launch(l) => self.launch(now, l),
+            ToNode::Switch { stop, cont, kill } => {
+                // Stop the outgoing jobs before continuing the incoming ones, so two jobs never
+                // share a PE even for an instant. Jobs of the gang matrix are switched by the
+                // node scheme from the strobe that follows this message; the others (a policy
+                // without a matrix) here.
+                for (jobs, stopped) in [(stop, true), (cont, false)] {
+                    for job in jobs {
+                        if self.nsched.manages(job) {
+                            continue;
+                        }
+                        self.signal(job, stopped);
+                        self.nsched.job_signalled(now, job, stopped);
+                    }
+                }
+                for job in kill {
+                    self.terminate(now, job);
+                }
+            }
+            ToNode::FenceDone { job, seq, kvs } => {
+                if let Some(j) = self.jobs.get_mut(&job) {
+                    let out = j.pmi.fence_done(seq, kvs);
+                    self.pmi_out(job, out);
+                }
+            }
+            ToNode::FetchMonitor { req } => {
+                let scheme = self.nsched.scheme().name().to_string();
+                let events = self.nsched.events();
+                self.push(Effect::SendMonitor {
+                    req,
+                    scheme,
+                    events,
+                });
+            }
+            ToNode::Forget { jobs } => {
+                for job in jobs {
+                    self.forget(now, job);
+                }
+            }
+            ToNode::FetchOutput {
+                req,
+                job,
+                rank,
+                cwd,
+                io,
+                uid,
+                tail,
+            } => {
+                // As root, only the job's user's own regular files are read: the user could
+                // have put a link to any file, or a FIFO, where the output was.
+                let must_own = uid.filter(|&u| u != 0 && self.cfg.euid == 0);
+                self.push(Effect::ReadOutput(Box::new(ReadOutput {
+                    req,
+                    job,
+                    rank,
+                    cwd,
+                    io,
+                    must_own,
+                    tail,
+                })));
+            }
+        }
+    }
+
+    /// Asks the shell for what the ranks did, for a tick or a strobe of the node scheme (a
+    /// strobe with no rank here is planned at once).
+    fn sample(&mut self, now: Time, what: SampleFor) {
+        let (pids, jobs) = self.nsched.to_sample();
+        if pids.is_empty() {
+            let plan = match what {
+                SampleFor::Strobe(s) => self.nsched.strobe(now, s, &Samples::default()),
+                SampleFor::Tick => return,
+            };
+            self.carry_out(plan);
+            return;
+        }
+        self.sampling = Some(what);
+        self.push(Effect::Sample { pids, jobs });
+    }
+
+    /// Carries out a plan of the node scheme: rank stops, job stops, job continues, rank
+    /// continues, in that order (see [`Plan`]); then tells the machine manager which jobs now
+    /// run or stand stopped here, for its accounting.
+    fn carry_out(&mut self, plan: Plan) {
+        for (job, ns) in plan.spins {
+            self.push(Effect::SetSpin { job, ns });
+        }
+        for pid in plan.stop_ranks {
+            self.push(Effect::Signal {
+                pgid: pid,
+                sig: libc::SIGSTOP,
+            });
+        }
+        for job in plan.stop_jobs {
+            self.signal(job, true);
+        }
+        let thaw_only = self.nsched.scheme() == cosched_node::Scheme::Fcs;
+        for job in plan.cont_jobs {
+            match self.jobs.get(&job) {
+                // FCS continues the chosen ranks one by one (below); the job's freezer must
+                // let them.
+                Some(j) if thaw_only => {
+                    if j.cgroup {
+                        let launch = j.launch;
+                        self.push(Effect::Cgroup {
+                            job,
+                            launch,
+                            op: CgroupOp::Thaw,
+                        });
+                    }
+                }
+                _ => self.signal(job, false),
+            }
+        }
+        for pid in plan.cont_ranks {
+            self.push(Effect::Signal {
+                pgid: pid,
+                sig: libc::SIGCONT,
+            });
+        }
+        for (job, runs) in plan.runs {
+            if let Some(j) = self.jobs.get(&job) {
+                let run = j.run;
+                self.up(FromNode::Runs { job, run, runs });
+            }
+        }
+    }
+
+    /// Stops or continues a job whole: its cgroup's freezer (which stops every process of the
+    /// job, `setsid` ones included), else its running ranks' process groups.
+    pub(super) fn signal(&mut self, job: JobId, stop: bool) {
+        let Some(j) = self.jobs.get(&job) else { return };
+        if j.cgroup {
+            let (launch, op) = (
+                j.launch,
+                if stop {
+                    CgroupOp::Freeze
+                } else {
+                    CgroupOp::Thaw
+                },
+            );
+            self.push(Effect::Cgroup { job, launch, op });
+            return;
+        }
+        let sig = if stop { libc::SIGSTOP } else { libc::SIGCONT };
+        let groups: Vec<i32> = j
+            .ranks
+            .values()
+            .filter(|r| r.exit.is_none())
+            .map(|r| r.pgid)
+            .filter(|&g| g > 0)
+            .collect();
+        for pgid in groups {
+            self.push(Effect::Signal { pgid, sig });
+        }
+    }
+
+    /// Carries out what the PMI protocol of `job` asks for.
+    fn pmi_out(&mut self, job: JobId, out: Vec<Out>) {
+        for o in out {
+            match o {
+                Out::Reply(rank, line) => self.push(Effect::PmiReply { job, rank, line }),
+                Out::FenceUp { seq, puts } => self.up(FromNode::Fence { job, seq, puts }),
+                // The rank exits with its code itself; the job then fails with it and the
+                // other ranks are killed, as for any rank exiting non-zero.
+                Out::Abort { rank, code, msg } => self.log(
+                    Level::Warn,
+                    format!("job {job} rank {rank} called PMI abort (exit code {code}): {msg}"),
+                ),
+                Out::Bad { rank, line } => self.log(
+                    Level::Warn,
+                    format!("job {job} rank {rank}: PMI line not served: {line:?}"),
+                ),
+            }
+        }
+    }
+
+    /// A rank's exit: recorded (and cut to the cap one last time); sent up when the node is
+    /// registered. Kept until the machine manager forgets the job: reported again at the next
+    /// registration and on joining the tree, so a report lost on the way (no parent yet, a
+    /// parent that died) is not lost for good.
+    fn exited(&mut self, now: Time, job: JobId, launch: u64, exit: RankExit) {
+        let run = self.record_exit(job, launch, &exit);
+        match self.phase {
+            Phase::Running => {
+                if let Some(run) = run {
+                    self.up(FromNode::Exited { job, run, exit });
+                }
+            }
+            Phase::Fencing { .. } => self.fence_progress(now),
+            Phase::ShuttingDown { .. } => self.shutdown_progress(),
+            Phase::Registering { .. } | Phase::Done => {}
+        }
+    }
+
+    /// Takes in a rank's exit; `None` when the job or rank is unknown (forgotten already), or
+    /// when the exit is of an earlier launch of the job (a requeued job launched here again
+    /// while a rank of its previous run was still exiting: that exit is not the new rank's).
+    /// Returns the job's run (see [`Launch::run`]) when it took the exit in.
+    pub(super) fn record_exit(&mut self, job: JobId, launch: u64, exit: &RankExit) -> Option<u32> {
+        let j = self.jobs.get_mut(&job).filter(|j| j.launch == launch)?;
+        j.ranks.get_mut(&exit.rank)?.exit = Some(exit.clone());
+        let run = j.run;
+        // Its last writes are cut too, not only those a heartbeat saw.
+        self.cap_outputs(Some((job, exit.rank)));
+        self.nsched.exited(job, exit.rank);
+        Some(run)
+    }
+
+    /// Keeps the output files of the running ranks (of `only` that rank, when given) within
+    /// `--output-cap`: a file past it is cut back to the cap and the notice appended once;
+    /// the rank appends (`O_APPEND`), so what it writes later lands after the notice and is
+    /// cut at the next check. A fast writer overshoots by what it writes between two
+    /// heartbeats.
+    fn cap_outputs(&mut self, only: Option<(JobId, u32)>) {
+        let cap = self.cfg.output_cap;
+        let notice = super::cap_notice(cap).len() as u64;
+        let mut checks = Vec::new();
+        for (&job, j) in &self.jobs {
+            for (&rank, r) in &j.ranks {
+                let wanted = match only {
+                    Some(o) => o == (job, rank),
+                    None => r.exit.is_none(),
+                };
+                if !wanted {
+                    continue;
+                }
+                for (file, (path, &capped)) in r.files.iter().zip(&r.capped).enumerate() {
+                    checks.push(CapOutput {
+                        job,
+                        rank,
+                        file,
+                        path: path.clone(),
+                        keep: cap + if capped { notice } else { 0 },
+                        notice: !capped,
+                        must_own: j.must_own,
+                    });
+                }
+            }
+        }
+        for c in checks {
+            self.push(Effect::CapOutput(c));
+        }
+    }
+
+    /// Sweeps the work directory at most every quarter of the retention (between 0.2 s and a
+    /// minute): cheap enough on every heartbeat, prompt enough for a short retention. Only
+    /// the node's own job directories go, of jobs it no longer holds, once their last change
+    /// (their end, see [`Effect::Forgotten`]) is older than the retention.
+    fn sweep_if_due(&mut self, now: Time) {
+        let keep = self.cfg.keep_jobs;
+        let every = Dur(keep.0 / 4)
+            .max(Dur::from_millis(200))
+            .min(Dur::from_secs(60));
+        if self.last_sweep.is_some_and(|t| now.since(t) < every) {
+            return;
+        }
+        self.last_sweep = Some(now);
+        self.push(Effect::Sweep { keep });
+    }
+
+    /// Drops a job the machine manager has ended; what is left of its processes (a rank's
+    /// background children) is terminated with the usual grace.
+    pub(super) fn forget(&mut self, now: Time, job: JobId) {
+        self.terminate(now, job);
+        self.nsched.forget(job);
+        let held = self.jobs.remove(&job).is_some();
+        self.push(Effect::Forgotten { job, held });
+        self.owners.retain(|_, o| *o != job);
+    }
+}

@@ -1,0 +1,455 @@
+//! A launch, as the core carries it out: one chain of effects the shell answers at once.
+//!
+//! 1. [`Effect::Prepare`]: the shell resolves a staged `argv[0]` (crate::bcast), looks up the
+//!    job's user, makes the launch's cgroup, the job's directory and its monitor ring, and
+//!    says whether the job's working directory exists here ([`Input::Prepared`]).
+//! 2. [`Effect::Spawn`] per local rank, one at a time, with everything the rank is started
+//!    with ([`RankSpec`]); the shell forks and execs it and answers with its pid or why it
+//!    could not ([`Input::Spawned`]). A rank launched stopped is stopped before the next one
+//!    starts.
+//! 3. A job launched stopped in a cgroup is frozen only once every rank has started (a rank
+//!    joining a frozen cgroup would freeze before its exec, and the spawn waits for the
+//!    exec); the launch is acknowledged; ranks that could not start exit with 127.
+//!
+//! Numbering: every launch of this node manager gets the next number. It names the launch's
+//! cgroup and comes back with the exits of its ranks, so the exit of a rank of an earlier run
+//! of a requeued job is never taken for the new run's.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use cosched_core::{JobId, Time};
+
+use super::core::{CgroupOp, Effect, Level, NmCore, NodeJob, Rank};
+use crate::pmi::JobPmi;
+use crate::proto::*;
+
+/// Set up a launch (see the module documentation); answer with [`Input::Prepared`].
+///
+/// [`Input::Prepared`]: super::core::Input::Prepared
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrepareLaunch {
+    pub job: JobId,
+    pub launch: u64,
+    /// `argv[0]`: a program, or a staged copy's name (`cosched-staged:…`) to resolve.
+    pub cmd0: String,
+    /// The job's user and group as submitted.
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// The job's working directory as submitted (checked: does this node have it?).
+    pub cwd: String,
+    /// The local ranks, in the order of their monitor-ring slots.
+    pub ranks: Vec<u32>,
+}
+
+/// The user a job's ranks run as, when it is not the node manager's own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Creds {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups, as `initgroups` would set them.
+    pub groups: Vec<u32>,
+}
+
+/// What the shell prepared for a launch.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub job: JobId,
+    pub launch: u64,
+    /// The staged copy `argv[0]` named (`Ok(None)`: it named none), or why it is not
+    /// available (the launch then fails naming it).
+    pub cmd0: Result<Option<String>, String>,
+    /// Who the ranks run as (`None`: the node manager's user), or why they cannot run here.
+    pub run_as: Result<Option<Creds>, String>,
+    /// A cgroup of its own (`Ok(false)`: the node has none, process groups), or why it
+    /// could not be made (process groups then).
+    pub cgroup: Result<bool, String>,
+    /// The job's directory was made (or taken back from an earlier run) and given to its user;
+    /// or why not.
+    pub dir: Result<(), String>,
+    /// Each local rank's monitor variables (ring file and slot), by position; empty for a
+    /// rank when the ring could not be made.
+    pub monitor_env: Vec<Vec<(String, String)>>,
+    /// The job's working directory exists on this node (a shared file system).
+    pub cwd_exists: bool,
+}
+
+/// How a rank's environment starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BaseEnv {
+    /// The node manager's own.
+    Inherit,
+    /// Exactly these (`--export`: the submitter's choice replaces the node manager's).
+    Only(Vec<(String, String)>),
+}
+
+/// Everything a rank is started with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankSpec {
+    pub job: JobId,
+    pub launch: u64,
+    pub rank: u32,
+    pub argv: Vec<String>,
+    /// Where it starts: the job's working directory when this node has it, else the job's
+    /// directory on the node.
+    pub cwd: PathBuf,
+    pub base_env: BaseEnv,
+    /// Removed from the base (variables that would point at what this rank does not have).
+    pub remove_env: Vec<String>,
+    /// Set over the base, in order.
+    pub env: Vec<(String, String)>,
+    /// The PMI-1 variables, set with `PMI_FD` when the shell gives the rank a PMI socket (a
+    /// descriptor below 3 would be taken by the standard streams: then it goes without).
+    pub pmi_env: Vec<(String, String)>,
+    /// The CPU it is pinned to.
+    pub cpu: usize,
+    /// Its user, when not the node manager's.
+    pub creds: Option<Creds>,
+    /// It joins its launch's cgroup before `exec`.
+    pub cgroup: bool,
+    /// Its standard output, and its standard error when apart (`None`: merged into `out`).
+    pub out: PathBuf,
+    pub err: Option<PathBuf>,
+}
+
+/// A launch whose chain of effects is under way.
+#[derive(Clone, Debug)]
+pub(super) struct Launching {
+    l: Launch,
+    launch: u64,
+    /// (rank, local PE) of the ranks placed here.
+    ranks: Vec<(u32, u32)>,
+    /// The next rank to start, by position in `ranks`.
+    next: usize,
+    /// Filled in when prepared.
+    run_as: Result<Option<Creds>, String>,
+    dir_made: bool,
+    cwd: PathBuf,
+    monitor_env: Vec<Vec<(String, String)>>,
+    /// Exits of the ranks that could not start, taken in once the launch is acknowledged.
+    failed: Vec<RankExit>,
+}
+
+impl NmCore {
+    /// Job `job`'s directory on the node.
+    pub(super) fn job_dir(&self, job: JobId) -> PathBuf {
+        self.cfg.jobs_dir.join(job.0.to_string())
+    }
+
+    /// A launch message: a job placed here starts its chain (see the module documentation);
+    /// a repeated or late one is acknowledged again and nothing more.
+    pub(super) fn launch(&mut self, now: Time, l: Launch) {
+        let Some(mine) = l.placement.iter().find(|p| Some(p.node) == self.id) else {
+            return;
+        };
+        let ranks = mine.ranks.clone();
+        match self.jobs.get(&l.job).map(|j| j.run) {
+            Some(run) if run >= l.run => {
+                // Acknowledged even when it is a repeat: the machine manager resends a launch
+                // until it hears this.
+                self.up(FromNode::Launched {
+                    job: l.job,
+                    run: l.run,
+                });
+                return;
+            }
+            // An earlier run of a requeued job whose forget never came (the node was out of
+            // the tree then): its processes go, the new run starts.
+            Some(_) => self.forget(now, l.job),
+            None => {}
+        }
+        self.launches += 1;
+        let launch = self.launches;
+        self.push(Effect::Prepare(Box::new(PrepareLaunch {
+            job: l.job,
+            launch,
+            cmd0: l.cmd.first().cloned().unwrap_or_default(),
+            uid: l.uid,
+            gid: l.gid,
+            cwd: l.cwd.clone(),
+            ranks: ranks.iter().map(|&(r, _)| r).collect(),
+        })));
+        self.launching = Some(Launching {
+            l,
+            launch,
+            ranks,
+            next: 0,
+            run_as: Ok(None),
+            dir_made: false,
+            cwd: PathBuf::new(),
+            monitor_env: Vec::new(),
+            failed: Vec::new(),
+        });
+    }
+
+    fn launching(&self, job: JobId, launch: u64) -> bool {
+        self.launching
+            .as_ref()
+            .is_some_and(|ln| ln.l.job == job && ln.launch == launch)
+    }
+
+    pub(super) fn prepared(&mut self, now: Time, p: Prepared) {
+        if !self.launching(p.job, p.launch) {
+            return;
+        }
+        let job = p.job;
+        let dir = self.job_dir(job);
+        if let Err(why) = &p.cmd0 {
+            self.log(Level::Warn, format!("job {job}: {why}"));
+        }
+        let cgroup = match p.cgroup {
+            Ok(c) => c,
+            Err(e) => {
+                self.log(
+                    Level::Warn,
+                    format!("job {job}: no cgroup ({e}); process groups"),
+                );
+                false
+            }
+        };
+        if let Err(e) = &p.dir {
+            self.log(
+                Level::Warn,
+                format!(
+                    "job {job}: cannot make its directory {}: {e}",
+                    dir.display()
+                ),
+            );
+        }
+        let euid = self.cfg.euid;
+        let ln = self.launching.as_mut().expect("checked");
+        if let Ok(Some(path)) = p.cmd0
+            && let Some(cmd0) = ln.l.cmd.first_mut()
+        {
+            *cmd0 = path;
+        }
+        ln.cwd = if p.cwd_exists {
+            PathBuf::from(&ln.l.cwd)
+        } else {
+            dir
+        };
+        ln.dir_made = p.dir.is_ok();
+        ln.monitor_env = p.monitor_env;
+        ln.run_as = p.run_as;
+        let owner = ln.run_as.as_ref().ok().and_then(Option::as_ref);
+        let local: BTreeSet<u32> = ln.ranks.iter().map(|&(r, _)| r).collect();
+        let job_state = NodeJob {
+            ranks: Default::default(),
+            pmi: JobPmi::new(job, ln.l.size, &ln.l.placement, local),
+            cgroup,
+            launch: ln.launch,
+            run: ln.l.run,
+            must_own: owner.map(|w| w.uid).filter(|&u| u != 0 && euid == 0),
+        };
+        self.jobs.insert(job, job_state);
+        self.spawn_next(now);
+    }
+
+    /// Asks for the next rank to be started, or finishes the launch.
+    fn spawn_next(&mut self, now: Time) {
+        loop {
+            let Some(ln) = &self.launching else { return };
+            let Some(&(rank, pe)) = ln.ranks.get(ln.next) else {
+                self.launched(now);
+                return;
+            };
+            match &ln.run_as {
+                Ok(creds) => {
+                    let spec = self.spec(ln, rank, pe, creds.clone());
+                    self.push(Effect::Spawn(Box::new(spec)));
+                    return;
+                }
+                Err(why) => {
+                    let why = why.clone();
+                    self.rank_failed(rank, why);
+                }
+            }
+        }
+    }
+
+    fn spec(&self, ln: &Launching, rank: u32, pe: u32, creds: Option<Creds>) -> RankSpec {
+        let l = &ln.l;
+        let name = &self.cfg.name;
+        let dir = self.job_dir(l.job);
+        let files = crate::jobio::rank_files(&l.io, &ln.cwd, &dir, l.job, rank, name);
+        let cpus = &self.cfg.cpus;
+        let cpu = cpus[(self.cfg.cpu_offset + pe) as usize % cpus.len().max(1)];
+        let mut env = l.env.clone();
+        env.extend([
+            ("COSCHED_JOB_ID".to_string(), l.job.0.to_string()),
+            ("COSCHED_RANK".to_string(), rank.to_string()),
+            ("SLURM_PROCID".to_string(), rank.to_string()),
+            ("COSCHED_SIZE".to_string(), l.size.to_string()),
+            ("COSCHED_NODE".to_string(), name.clone()),
+            ("COSCHED_PE".to_string(), pe.to_string()),
+        ]);
+        if let Some(m) = ln.monitor_env.get(ln.next) {
+            env.extend(m.iter().cloned());
+        }
+        RankSpec {
+            job: l.job,
+            launch: ln.launch,
+            rank,
+            argv: l.cmd.clone(),
+            cwd: ln.cwd.clone(),
+            base_env: match &l.io.env {
+                Some(e) => BaseEnv::Only(e.clone()),
+                None => BaseEnv::Inherit,
+            },
+            // PMI variables exported from a submitter that is itself a rank would point at a
+            // descriptor this rank does not have.
+            remove_env: [
+                "PMI_FD",
+                "PMI_RANK",
+                "PMI_SIZE",
+                "PMI_SPAWNED",
+                cosched_monitor::ENV_RING,
+                cosched_monitor::ENV_SLOT,
+            ]
+            .map(String::from)
+            .to_vec(),
+            env,
+            pmi_env: vec![
+                ("PMI_RANK".into(), rank.to_string()),
+                ("PMI_SIZE".into(), l.size.to_string()),
+                ("PMI_SPAWNED".into(), "0".into()),
+            ],
+            cpu,
+            creds,
+            cgroup: self.jobs.get(&l.job).is_some_and(|j| j.cgroup),
+            out: files.out,
+            err: (!files.merged).then_some(files.err),
+        }
+    }
+
+    pub(super) fn spawned(
+        &mut self,
+        now: Time,
+        job: JobId,
+        launch: u64,
+        rank: u32,
+        result: Result<i32, String>,
+    ) {
+        if !self.launching(job, launch) {
+            return;
+        }
+        let ln = self.launching.as_ref().expect("checked");
+        let Some(&(expected, pe)) = ln.ranks.get(ln.next) else {
+            return;
+        };
+        if expected != rank {
+            return;
+        }
+        match result {
+            Ok(pid) => self.rank_started(now, rank, pe, pid),
+            Err(e) => {
+                let cmd0 = ln.l.cmd.first().cloned().unwrap_or_default();
+                self.rank_failed(rank, format!("cannot launch {cmd0:?}: {e}"));
+            }
+        }
+        self.spawn_next(now);
+    }
+
+    fn rank_started(&mut self, now: Time, rank: u32, pe: u32, pid: i32) {
+        let ln = self.launching.as_mut().expect("launching");
+        ln.next += 1;
+        let (job, stopped) = (ln.l.job, ln.l.stopped);
+        let dir = self.cfg.jobs_dir.join(job.0.to_string());
+        let f = crate::jobio::rank_files(&ln.l.io, &ln.cwd, &dir, job, rank, &self.cfg.name);
+        let files = if f.merged {
+            vec![f.out]
+        } else {
+            vec![f.out, f.err]
+        };
+        self.owners.insert(pid, job);
+        let j = self.jobs.get_mut(&job).expect("inserted when prepared");
+        j.ranks.insert(
+            rank,
+            Rank {
+                pgid: pid,
+                exit: None,
+                files,
+                capped: vec![false; 2],
+            },
+        );
+        // Stopped at once; in a cgroup, the whole job is frozen once every rank has started.
+        if stopped && !j.cgroup {
+            self.push(Effect::Signal {
+                pgid: pid,
+                sig: libc::SIGSTOP,
+            });
+        }
+        self.nsched.add(now, job, rank, pe, pid, stopped);
+    }
+
+    /// Rank `rank` could not start (`why`): said in the log and in its error file; it exits
+    /// with 127 once the launch is acknowledged.
+    fn rank_failed(&mut self, rank: u32, why: String) {
+        let ln = self.launching.as_mut().expect("launching");
+        ln.next += 1;
+        let job = ln.l.job;
+        let dir_made = ln.dir_made;
+        let owner = match &ln.run_as {
+            Ok(Some(c)) => Some((c.uid, c.gid)),
+            _ => None,
+        };
+        ln.failed.push(RankExit {
+            rank,
+            code: Some(127),
+            error: Some(why.clone()),
+        });
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.ranks.insert(
+                rank,
+                Rank {
+                    pgid: 0,
+                    exit: None,
+                    files: Vec::new(),
+                    capped: Vec::new(),
+                },
+            );
+        }
+        self.log(Level::Warn, format!("job {job} rank {rank}: {why}"));
+        if dir_made {
+            self.push(Effect::WriteRankFile {
+                job,
+                name: format!("{rank}.err"),
+                content: format!("cosched: {why}\n").into_bytes(),
+                owner,
+            });
+            self.push(Effect::WriteRankFile {
+                job,
+                name: format!("{rank}.out"),
+                content: Vec::new(),
+                owner,
+            });
+        }
+    }
+
+    /// Every rank has started or failed: a job launched stopped in a cgroup is frozen, the
+    /// launch acknowledged, and the failed ranks' exits taken in.
+    fn launched(&mut self, now: Time) {
+        let Some(ln) = self.launching.take() else {
+            return;
+        };
+        let job = ln.l.job;
+        if ln.l.stopped && self.jobs.get(&job).is_some_and(|j| j.cgroup) {
+            self.push(Effect::Cgroup {
+                job,
+                launch: ln.launch,
+                op: CgroupOp::Freeze,
+            });
+        }
+        self.up(FromNode::Launched { job, run: ln.l.run });
+        for exit in ln.failed {
+            self.on(
+                now,
+                super::core::Input::Exited {
+                    job,
+                    launch: ln.launch,
+                    exit,
+                },
+            );
+        }
+    }
+}

@@ -1,0 +1,635 @@
+//! The shell around the node manager's core: the clock, the tokio event loop, the tree, the
+//! ranks' processes and PMI sockets, cgroups, the rings and the files. It hands each input to
+//! the core with one clock reading and carries out the core's effects in order; an effect
+//! that asks a question (register, prepare a launch, spawn a rank, sample, list the job
+//! directories) is answered with its input at once, before anything else reaches the core.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use std::time::Duration;
+
+use cosched_core::{Dur, JobId, NodeId, Time};
+use cosched_storm::{Cmp, Cond, Delivery, Key, NodeHandle, Vars, spawn_node};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use super::NmConfig;
+use super::core::{CgroupOp, CoreConfig, Effect, Input, Level, NmCore};
+use super::launch::{PrepareLaunch, Prepared, RankSpec};
+use super::monitor::Monitors;
+use crate::DaemonError;
+use crate::bcast::Stager;
+use crate::contain::{Containment, JobCgroup};
+use crate::dir::Dir;
+use crate::pmi::FromRank;
+use crate::proto::*;
+
+/// A rank's exit as its watcher reports it: job, launch, exit.
+type RankEnd = (JobId, u64, RankExit);
+
+/// The node manager's clock: microseconds of `CLOCK_MONOTONIC`, as the rings' records.
+fn now() -> Time {
+    Time::from_micros((cosched_monitor::now_ns() / 1_000) as i64)
+}
+
+/// The tree, once the node is registered.
+struct Tree {
+    handle: NodeHandle,
+    deliveries: mpsc::UnboundedReceiver<Delivery>,
+    node: NodeId,
+    /// The heartbeat's XFER-AND-SIGNAL writes its sequence number into VAR_HEARTBEAT; the
+    /// machine manager's liveness is a TEST-EVENT on that variable changing (a restarted
+    /// machine manager may count from a lower number, hence "differs", not "grows").
+    beat: i64,
+}
+
+/// What the launch being prepared holds until its ranks have started.
+struct Preparing {
+    job: JobId,
+    /// The job's directory, made for it and given to its user.
+    dir: Option<Dir>,
+    /// Its cgroup's `cgroup.procs`, for the ranks to join.
+    procs: Option<OwnedFd>,
+}
+
+struct Shell {
+    cfg: NmConfig,
+    core: NmCore,
+    addr: String,
+    /// The tree listener, until the tree starts at the first registration.
+    listener: Option<TcpListener>,
+    priority: &'static str,
+    tree: Option<Tree>,
+    /// Writes broadcast files to the scratch directory (crate::bcast); set once the tree
+    /// transport, whose variables it sets, is up.
+    stager: Option<Stager>,
+    /// `WORKDIR/jobs`, checked to be the node manager's own and held open: each job's
+    /// directory is made and given to its user relative to it.
+    jobs_dir: Dir,
+    contain: Containment,
+    /// The cgroup of each launch until it is killed.
+    cgroups: HashMap<(JobId, u64), JobCgroup>,
+    preparing: Option<Preparing>,
+    /// Lines to write to each rank's PMI socket.
+    pmi: HashMap<(JobId, u32), mpsc::UnboundedSender<String>>,
+    monitors: Monitors,
+    exits_tx: mpsc::UnboundedSender<RankEnd>,
+    exits: mpsc::UnboundedReceiver<RankEnd>,
+    pmi_tx: mpsc::UnboundedSender<FromRank>,
+    pmi_rx: mpsc::UnboundedReceiver<FromRank>,
+    /// Cgroups found empty while being killed.
+    empty_tx: mpsc::UnboundedSender<(JobId, u64)>,
+    empty: mpsc::UnboundedReceiver<(JobId, u64)>,
+    done: bool,
+}
+
+/// [`run`] on a fresh single-threaded runtime, for a command's main thread. The runtime
+/// stays on this thread, which matters: ranks die with the thread that forked them.
+pub fn run_blocking(cfg: NmConfig) -> Result<(), DaemonError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cfg))
+}
+
+/// Runs a node manager until the machine manager tells it to shut down (or rejects it).
+pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
+    // Absolute: a rank opens its output files after changing to its working directory.
+    cfg.workdir = std::path::absolute(&cfg.workdir)?;
+    // The node manager's own, checked (a directory someone else made or can change is
+    // refused, naming it); others may pass through (to their own job's directory) but not
+    // list or write.
+    let jobs_dir = Dir::private(&cfg.workdir, 0o711)?.private_child("jobs", 0o711)?;
+    let listen = match &cfg.listen {
+        Some(l) => l.clone(),
+        None => {
+            // The machine manager may not be up yet (started together, or restarting).
+            let mut warned = false;
+            let probe = loop {
+                match TcpStream::connect(&cfg.mm).await {
+                    Ok(p) => break p,
+                    Err(e) => {
+                        if !warned {
+                            tracing::warn!(
+                                "nm {}: cannot reach {} yet ({e}); retrying",
+                                cfg.name,
+                                cfg.mm
+                            );
+                            warned = true;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            };
+            format!("{}:0", probe.local_addr().map_err(DaemonError::Io)?.ip())
+        }
+    };
+    let listener = TcpListener::bind(&listen)
+        .await
+        .map_err(|e| DaemonError::Bind {
+            addr: listen.clone(),
+            cause: e,
+        })?;
+    let addr = listener.local_addr().map_err(DaemonError::Io)?.to_string();
+    let incarnation = crate::util::now().as_micros() as u64;
+    let contain = Containment::detect(&cfg.name, &cfg.workdir, incarnation);
+    tracing::info!("nm {}: {}", cfg.name, contain.describe());
+    if let Containment::Cgroups(cg) = &contain {
+        let orphans = cg.reap_orphans();
+        if !orphans.is_empty() {
+            tracing::warn!(
+                "nm {}: killed what was left in {} job cgroups of an earlier node manager",
+                cfg.name,
+                orphans.len()
+            );
+        }
+    }
+    let priority = crate::util::raise_priority();
+    let core = NmCore::new(
+        CoreConfig {
+            name: cfg.name.clone(),
+            pes: cfg.pes,
+            mm: cfg.mm.clone(),
+            addr: addr.clone(),
+            incarnation,
+            cpus: super::spawn::allowed_cpus(),
+            cpu_offset: cfg.cpu_offset,
+            keep_jobs: Dur(cfg.keep_jobs.as_micros().min(i64::MAX as u128) as i64),
+            output_cap: cfg.output_cap,
+            node_scheme: cfg.node_scheme.clone(),
+            euid: crate::util::euid(),
+            jobs_dir: jobs_dir.path().to_path_buf(),
+        },
+        now(),
+    );
+    let (exits_tx, exits) = mpsc::unbounded_channel();
+    let (pmi_tx, pmi_rx) = mpsc::unbounded_channel();
+    let (empty_tx, empty) = mpsc::unbounded_channel();
+    let mut sh = Shell {
+        cfg,
+        core,
+        addr,
+        listener: Some(listener),
+        priority,
+        tree: None,
+        stager: None,
+        jobs_dir,
+        contain,
+        cgroups: HashMap::new(),
+        preparing: None,
+        pmi: HashMap::new(),
+        monitors: Monitors::default(),
+        exits_tx,
+        exits,
+        pmi_tx,
+        pmi_rx,
+        empty_tx,
+        empty,
+        done: false,
+    };
+    sh.run().await
+}
+
+/// What woke the loop.
+enum Event {
+    Delivery(Option<Delivery>),
+    Exit(RankEnd),
+    Pmi(FromRank),
+    Beat(i64),
+    Empty(JobId, u64),
+    Timer,
+}
+
+/// Waits for the next delivery of the tree, or for ever when there is none yet.
+async fn delivery(tree: &mut Option<Tree>) -> Option<Delivery> {
+    match tree {
+        Some(t) => t.deliveries.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Waits for the heartbeat variable to change, or for ever when there is no tree yet.
+async fn heartbeat(vars: Option<(Vars, i64)>) -> i64 {
+    match vars {
+        Some((vars, beat)) => {
+            vars.wait_cond(Cond {
+                var: VAR_HEARTBEAT,
+                cmp: Cmp::Ne,
+                value: beat,
+            })
+            .await
+        }
+        None => std::future::pending().await,
+    }
+}
+
+impl Shell {
+    async fn run(&mut self) -> Result<(), DaemonError> {
+        loop {
+            self.effects().await?;
+            if self.done {
+                return Ok(());
+            }
+            // Exits first: a registration reports the node as it is.
+            if let Ok((job, launch, exit)) = self.exits.try_recv() {
+                self.core.on(now(), Input::Exited { job, launch, exit });
+                continue;
+            }
+            let live = self.core.takes_tree_input();
+            let wake = self.core.next_wake();
+            let sleep = wake.map(|w| Duration::from_micros(w.since(now()).0.max(0) as u64));
+            let beat = self.tree.as_ref().map(|t| (t.handle.vars.clone(), t.beat));
+            let ev = tokio::select! {
+                d = delivery(&mut self.tree), if live => Event::Delivery(d),
+                Some(e) = self.exits.recv() => Event::Exit(e),
+                Some(l) = self.pmi_rx.recv(), if live => Event::Pmi(l),
+                v = heartbeat(beat), if live => Event::Beat(v),
+                Some((job, launch)) = self.empty.recv() => Event::Empty(job, launch),
+                _ = cosched_storm::mech::sleep_until(sleep.map(|d| tokio::time::Instant::now() + d)) => Event::Timer,
+            };
+            let input = match ev {
+                Event::Delivery(None) => return Ok(()),
+                Event::Delivery(Some(d)) => match self.delivered(d) {
+                    Some(i) => i,
+                    None => continue,
+                },
+                Event::Exit((job, launch, exit)) => Input::Exited { job, launch, exit },
+                Event::Pmi(l) => Input::Pmi {
+                    job: l.job,
+                    rank: l.rank,
+                    line: l.line,
+                },
+                Event::Beat(v) => {
+                    if let Some(t) = &mut self.tree {
+                        t.beat = v;
+                    }
+                    Input::Heard
+                }
+                Event::Empty(job, launch) => Input::CgroupEmpty { job, launch },
+                Event::Timer => Input::Timer,
+            };
+            self.core.on(now(), input);
+        }
+    }
+
+    /// What a delivery of the tree means to the core (broadcast chunks go to the stager).
+    fn delivered(&mut self, d: Delivery) -> Option<Input> {
+        match d {
+            Delivery::Xfer(payload) => match postcard::take_from_bytes::<ToNode>(&payload) {
+                Ok((
+                    msg @ (ToNode::BcastBegin { .. }
+                    | ToNode::BcastChunk { .. }
+                    | ToNode::BcastEnd { .. }
+                    | ToNode::BcastAbort { .. }),
+                    rest,
+                )) => {
+                    let rest = payload.tail(rest.len());
+                    if let Some(st) = &mut self.stager {
+                        st.handle(msg, rest);
+                    }
+                    None
+                }
+                Ok((msg, _)) => Some(Input::Tree(msg)),
+                Err(e) => {
+                    tracing::warn!("nm {}: undecodable message: {e}", self.cfg.name);
+                    None
+                }
+            },
+            Delivery::Topology(topo) => {
+                let node = self.tree.as_ref()?.node;
+                Some(Input::Topology {
+                    epoch: topo.epoch,
+                    member: topo.position(node).is_some(),
+                })
+            }
+            Delivery::ParentLost => Some(Input::ParentLost),
+        }
+    }
+
+    /// Carries out the core's effects, in order, until it has none.
+    async fn effects(&mut self) -> Result<(), DaemonError> {
+        while let Some(e) = self.core.poll_effect() {
+            match e {
+                Effect::Register(reg) => {
+                    let answer = try_register(&self.cfg.mm, &self.cfg.key, &reg)
+                        .await
+                        .map_err(|e| e.to_string());
+                    self.core.on(now(), Input::Registration(answer));
+                }
+                Effect::Accepted { node } => self.join_tree(node),
+                Effect::Rejected(why) => return Err(DaemonError::Rejected(why)),
+                Effect::Up(msg) => self.up(&msg),
+                Effect::Prepare(p) => {
+                    let prepared = self.prepare(&p);
+                    self.core.on(now(), Input::Prepared(Box::new(prepared)));
+                }
+                Effect::Spawn(spec) => {
+                    let result = self.spawn(&spec);
+                    let (job, launch, rank) = (spec.job, spec.launch, spec.rank);
+                    let input = Input::Spawned {
+                        job,
+                        launch,
+                        rank,
+                        result,
+                    };
+                    self.core.on(now(), input);
+                }
+                Effect::Signal { pgid, sig } => crate::util::signal_group(pgid, sig),
+                Effect::Cgroup { job, launch, op } => self.cgroup(job, launch, op),
+                Effect::PmiReply { job, rank, line } => {
+                    if let Some(tx) = self.pmi.get(&(job, rank)) {
+                        let _ = tx.send(line);
+                    }
+                }
+                Effect::CapOutput(c) => {
+                    if super::files::cap_output(&c, self.cfg.output_cap) {
+                        let (job, rank, file) = (c.job, c.rank, c.file);
+                        self.core.on(now(), Input::OutputCapped { job, rank, file });
+                    }
+                }
+                Effect::WriteRankFile {
+                    job,
+                    name,
+                    content,
+                    owner,
+                } => {
+                    if let Some(Preparing { dir: Some(d), .. }) =
+                        self.preparing.as_ref().filter(|p| p.job == job)
+                    {
+                        super::files::write_rank_file(d, &name, &content, owner);
+                    }
+                }
+                Effect::ReadOutput(r) => {
+                    let dir = self.jobs_dir.join(r.job.0.to_string());
+                    let msg = super::files::read_output(&r, &dir, &self.cfg.name);
+                    self.up(&msg);
+                }
+                Effect::SendMonitor {
+                    req,
+                    scheme,
+                    events,
+                } => {
+                    let mut monitor = self.monitors.report(&self.cfg.name);
+                    monitor.scheme = scheme;
+                    monitor.events = events;
+                    self.up(&FromNode::Monitor { req, monitor });
+                }
+                Effect::Sample { pids, jobs } => {
+                    let s = super::sample::sample(&pids, &jobs, &mut self.monitors);
+                    self.core.on(now(), Input::Samples(s));
+                }
+                Effect::SetSpin { job, ns } => self.monitors.set_spin(job, ns),
+                Effect::Sweep { keep } => {
+                    if let Some(st) = &mut self.stager {
+                        st.sweep(Duration::from_micros(keep.0.max(0) as u64));
+                    }
+                    let dirs = super::files::job_dirs(&self.jobs_dir);
+                    self.core.on(now(), Input::JobDirs(dirs));
+                }
+                Effect::RemoveJobDir(job) => super::files::remove_job_dir(
+                    &self.jobs_dir,
+                    job,
+                    &self.cfg.name,
+                    self.cfg.keep_jobs,
+                ),
+                Effect::Forgotten { job, held } => {
+                    self.monitors.forget(job);
+                    if let Some(st) = &mut self.stager {
+                        st.forget(job);
+                    }
+                    self.pmi.retain(|(j, _), _| *j != job);
+                    if held {
+                        // The directory's time marks the job's end: the retention counts from
+                        // it, across restarts of the node manager too.
+                        if let Ok(d) = self.jobs_dir.child(job.0.to_string()) {
+                            let _ = d.mark_modified();
+                        }
+                    }
+                }
+                Effect::Exit => {
+                    if let Containment::Cgroups(cg) = &self.contain {
+                        // Every job cgroup, those of jobs forgotten earlier whose kill is
+                        // still pending included.
+                        cg.clear(Duration::from_secs(1));
+                    }
+                    self.cgroups.clear();
+                    self.pmi.clear();
+                    // The staged copies are of no use to a later run, and on tmpfs they hold
+                    // memory.
+                    if let Some(st) = &mut self.stager {
+                        st.clear();
+                    }
+                    tracing::info!("nm {}: shut down by the machine manager", self.cfg.name);
+                    self.done = true;
+                }
+                Effect::Log(Level::Info, line) => tracing::info!("{line}"),
+                Effect::Log(Level::Warn, line) => tracing::warn!("{line}"),
+            }
+        }
+        // A launch's chain is over once the core wants nothing more.
+        self.preparing = None;
+        Ok(())
+    }
+
+    fn up(&self, msg: &FromNode) {
+        if let Some(t) = &self.tree {
+            t.handle
+                .signal_up(postcard::to_stdvec(msg).expect("encodes"));
+        }
+    }
+
+    /// The first registration: the node takes its place in the tree.
+    fn join_tree(&mut self, node: NodeId) {
+        let Some(listener) = self.listener.take() else {
+            return;
+        };
+        tracing::info!("nm {}: running at {}", self.cfg.name, self.priority);
+        tracing::info!(
+            "nm {}: registered as node {node} (tree listener {})",
+            self.cfg.name,
+            self.addr
+        );
+        let (handle, deliveries) = spawn_node(listener, self.cfg.key.clone(), node);
+        self.stager = Some(Stager::new(
+            &self.cfg.name,
+            &self.cfg.workdir,
+            handle.vars.clone(),
+        ));
+        let beat = handle.vars.get(VAR_HEARTBEAT);
+        self.tree = Some(Tree {
+            handle,
+            deliveries,
+            node,
+            beat,
+        });
+    }
+
+    /// Sets up a launch: a staged `argv[0]` resolved (this node's copy, of the job's user or
+    /// published), the job's cgroup, its user, its directory (made, or taken back from an
+    /// earlier run, relative to the handle of `jobs/`, and given to the user through its own
+    /// handle) and its monitor ring.
+    fn prepare(&mut self, p: &PrepareLaunch) -> Prepared {
+        let cmd0 = match &mut self.stager {
+            Some(st) => {
+                let uid = p.uid.unwrap_or_else(crate::util::euid);
+                st.resolve(&p.cmd0, p.job, uid)
+                    .map(|found| found.map(|path| path.display().to_string()))
+            }
+            None => Ok(None),
+        };
+        let (cgroup, procs) = match self.contain.for_launch(p.job, p.launch) {
+            Ok(Some((cg, procs))) => {
+                self.cgroups.insert((p.job, p.launch), cg);
+                (Ok(true), Some(procs))
+            }
+            Ok(None) => (Ok(false), None),
+            Err(e) => (Err(e.to_string()), None),
+        };
+        let run_as = super::spawn::run_as(p.job, p.uid, p.gid, &self.cfg.name, crate::util::euid());
+        let owner = run_as
+            .as_ref()
+            .ok()
+            .and_then(Option::as_ref)
+            .map(|c| (c.uid, c.gid));
+        let dir = self.jobs_dir.child_for(p.job.0.to_string(), 0o700, owner);
+        let monitor_env = match &dir {
+            Ok(h) => self
+                .monitors
+                .prepare(p.job, h, &self.cfg.name, &p.ranks, owner),
+            Err(_) => vec![Vec::new(); p.ranks.len()],
+        };
+        let prepared = Prepared {
+            job: p.job,
+            launch: p.launch,
+            cmd0,
+            run_as,
+            cgroup,
+            dir: dir.as_ref().map(|_| ()).map_err(|e| e.to_string()),
+            monitor_env,
+            cwd_exists: Path::new(&p.cwd).is_dir(),
+        };
+        self.preparing = Some(Preparing {
+            job: p.job,
+            dir: dir.ok(),
+            procs,
+        });
+        prepared
+    }
+
+    /// Starts a rank with its PMI socket (our end served by a task, its end inherited) and
+    /// a task that reports its exit.
+    fn spawn(&mut self, s: &RankSpec) -> Result<i32, String> {
+        let pair = std::os::unix::net::UnixStream::pair();
+        let pmi_fd = pair.as_ref().ok().map(|(_, theirs)| theirs.as_raw_fd());
+        let procs = self
+            .preparing
+            .as_ref()
+            .filter(|p| p.job == s.job && s.cgroup)
+            .and_then(|p| p.procs.as_ref())
+            .map(crate::contain::raw);
+        let mut child = super::spawn::spawn_rank(s, pmi_fd, procs).map_err(|e| e.to_string())?;
+        // Our copy of the rank's end must go, or we would never see it close.
+        let ours = pair.ok().and_then(|(ours, _theirs)| {
+            ours.set_nonblocking(true).ok()?;
+            tokio::net::UnixStream::from_std(ours).ok()
+        });
+        let (job, rank, launch) = (s.job, s.rank, s.launch);
+        if let Some(stream) = ours {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let to_nm = self.pmi_tx.clone();
+            tokio::spawn(crate::pmi::serve_rank(stream, job, rank, to_nm, rx));
+            self.pmi.insert((job, rank), tx);
+        }
+        let pid = child.id().map(|p| p as i32).unwrap_or(0);
+        let tx = self.exits_tx.clone();
+        tokio::spawn(async move {
+            let code = match child.wait().await {
+                Ok(st) => super::spawn::exit_code(st),
+                Err(_) => -1,
+            };
+            let exit = RankExit {
+                rank,
+                code: Some(code),
+                error: None,
+            };
+            let _ = tx.send((job, launch, exit));
+        });
+        Ok(pid)
+    }
+
+    fn cgroup(&mut self, job: JobId, launch: u64, op: CgroupOp) {
+        let Some(cg) = self.cgroups.get(&(job, launch)) else {
+            return;
+        };
+        match op {
+            CgroupOp::Freeze => cg.freeze(true),
+            CgroupOp::Thaw => cg.freeze(false),
+            CgroupOp::Signal(sig) => cg.signal(sig),
+            CgroupOp::Terminate { grace } => {
+                cg.freeze(false);
+                if !cg.populated() {
+                    cg.remove_when_empty(Duration::ZERO);
+                    self.cgroups.remove(&(job, launch));
+                    let _ = self.empty_tx.send((job, launch));
+                    return;
+                }
+                cg.signal(libc::SIGTERM);
+                cg.signal(libc::SIGCONT);
+                // Watched until everything in it exited on SIGTERM (then it goes at once),
+                // at most for the grace (then the core's SIGKILL comes).
+                let (cg, tx) = (cg.clone(), self.empty_tx.clone());
+                let grace = Duration::from_micros(grace.0.max(0) as u64);
+                tokio::spawn(async move {
+                    let deadline = tokio::time::Instant::now() + grace;
+                    while tokio::time::Instant::now() < deadline && cg.populated() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    if !cg.populated() {
+                        let _ = tx.send((job, launch));
+                    }
+                });
+            }
+            CgroupOp::Kill => {
+                let cg = self.cgroups.remove(&(job, launch)).expect("looked up");
+                cg.kill();
+                tokio::task::spawn_blocking(move || cg.remove_when_empty(Duration::from_secs(10)));
+            }
+        }
+    }
+}
+
+async fn try_register(mm: &str, key: &Key, reg: &Register) -> Result<RegisterReply, DaemonError> {
+    let connect = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(mm)).await;
+    let mut stream = match connect {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            return Err(DaemonError::Connect {
+                addr: mm.to_string(),
+                cause: e,
+            });
+        }
+        Err(_) => {
+            return Err(DaemonError::Connect {
+                addr: mm.to_string(),
+                cause: std::io::ErrorKind::TimedOut.into(),
+            });
+        }
+    };
+    cosched_storm::frame::write_frame(
+        &mut stream,
+        key,
+        &Hello::Register(Stamp::now(), reg.clone()),
+    )
+    .await?;
+    let reply = tokio::time::timeout(
+        Duration::from_secs(5),
+        cosched_storm::frame::read_frame(&mut stream, key, cosched_storm::frame::MAX_HELLO),
+    )
+    .await
+    .map_err(|_| DaemonError::Connect {
+        addr: mm.to_string(),
+        cause: std::io::ErrorKind::TimedOut.into(),
+    })??;
+    Ok(reply)
+}
