@@ -236,52 +236,57 @@ impl Db {
     /// The nodes administrators left drained or down, with why.
     pub fn node_admin(&self) -> Result<BTreeMap<NodeId, NodeChange>, DbError> {
         Ok(self
-            .docs("SELECT doc FROM node_admin ORDER BY node")?
+            .docs(
+                "SELECT node, doc FROM node_admin ORDER BY node",
+                "node state",
+            )?
             .into_iter()
-            .map(|c: NodeChange| (c.node, c))
+            .map(|(_, c): (i64, NodeChange)| (c.node, c))
             .collect())
     }
 
     /// Each user's current credential serial (and expiry), by uid.
     pub fn credentials(&self) -> Result<BTreeMap<u32, Credential>, DbError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT uid, doc FROM user_credentials")
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, u32>(0)?, r.get::<_, String>(1)?)))
-            .map_err(|e| self.err(e))?;
-        let mut out = BTreeMap::new();
-        for row in rows {
-            let (uid, doc) = row.map_err(|e| self.err(e))?;
-            let c = serde_json::from_str(&doc).map_err(|e| DbError::Corrupt {
-                path: self.path.clone(),
-                what: format!("credential of uid {uid}"),
-                why: e.to_string(),
-            })?;
-            out.insert(uid, c);
-        }
-        Ok(out)
+        Ok(self
+            .docs("SELECT uid, doc FROM user_credentials", "credential of uid")?
+            .into_iter()
+            .map(|(uid, c)| (uid as u32, c))
+            .collect())
     }
 
     /// Every administrator's change to a node, oldest first (drain, down, resume: who, when,
     /// why).
     pub fn node_events(&self) -> Result<Vec<NodeChange>, DbError> {
-        self.docs("SELECT doc FROM node_events ORDER BY seq")
+        Ok(self
+            .docs(
+                "SELECT seq, doc FROM node_events ORDER BY seq",
+                "node event",
+            )?
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect())
     }
 
-    fn docs<T: serde::de::DeserializeOwned>(&self, sql: &str) -> Result<Vec<T>, DbError> {
+    /// The `(key, JSON document)` rows `sql` selects, decoded; one that does not decode is
+    /// [`DbError::Corrupt`], named `what KEY`.
+    fn docs<T: serde::de::DeserializeOwned>(
+        &self,
+        sql: &str,
+        what: &str,
+    ) -> Result<Vec<(i64, T)>, DbError> {
         let mut stmt = self.conn.prepare(sql).map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map([], |r| r.get::<_, String>(0))
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
-        for doc in rows {
-            let doc = doc.map_err(|e| self.err(e))?;
-            // A record this version cannot read is skipped rather than stopping the daemon.
-            if let Ok(v) = serde_json::from_str(&doc) {
-                out.push(v);
-            }
+        for row in rows {
+            let (key, doc) = row.map_err(|e| self.err(e))?;
+            let v = serde_json::from_str(&doc).map_err(|e| DbError::Corrupt {
+                path: self.path.clone(),
+                what: format!("{what} {key}"),
+                why: e.to_string(),
+            })?;
+            out.push((key, v));
         }
         Ok(out)
     }
