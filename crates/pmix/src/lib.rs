@@ -56,6 +56,7 @@
 
 mod error;
 mod event;
+pub mod helper;
 mod layout;
 mod server;
 mod status;
