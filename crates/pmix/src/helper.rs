@@ -24,7 +24,7 @@ use std::sync::mpsc;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Event, JobLayout, JobNode, ModexReply, OPEN_MPI_OVERSUBSCRIBED, Published, Server, Status,
+    Event, JobLayout, JobNode, ModexReply, Names, OPEN_MPI_OVERSUBSCRIBED, Server, Status,
 };
 
 /// What the helper needs to serve a job on its node.
@@ -176,7 +176,7 @@ pub fn run(link: std::os::unix::net::UnixStream) -> i32 {
         out,
         fences: BTreeMap::new(),
         next_fence: 0,
-        names: BTreeMap::new(),
+        names: Names::default(),
     };
     for msg in rx {
         match msg {
@@ -272,7 +272,7 @@ struct Helper {
     fences: BTreeMap<u64, ModexReply>,
     next_fence: u64,
     /// Names published by the job's ranks on this node (the name service within the node).
-    names: BTreeMap<String, Published>,
+    names: Names,
 }
 
 impl Helper {
@@ -316,18 +316,11 @@ impl Helper {
                 reply,
                 ..
             } => {
-                for (key, value) in names {
-                    let owner = client.clone();
-                    self.names
-                        .insert(key.clone(), Published { owner, key, value });
-                }
+                self.names.publish(&client, names);
                 reply.ok();
             }
             Event::Lookup { keys, reply, .. } => {
-                let found: Vec<Published> = keys
-                    .iter()
-                    .filter_map(|k| self.names.get(k).cloned())
-                    .collect();
+                let found = self.names.find(&keys);
                 if found.is_empty() {
                     reply.fail(Status::NOT_FOUND);
                 } else {
@@ -340,8 +333,7 @@ impl Helper {
                 reply,
                 ..
             } => {
-                self.names
-                    .retain(|k, p| p.owner != client || !(keys.is_empty() || keys.contains(k)));
+                self.names.unpublish(&client, &keys);
                 reply.ok();
             }
             Event::Refused { client, request } => self.send(FromHelper::Refused {
