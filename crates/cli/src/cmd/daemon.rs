@@ -948,6 +948,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 keep_jobs: Duration::from_micros(a.keep_jobs.as_micros().max(0) as u64),
                 output_cap: a.output_cap,
                 node_scheme: a.node_scheme.config()?,
+                pmix_helper: std::env::current_exe().ok(),
             };
             nm::run_blocking(cfg)?;
             Ok(0)
@@ -1623,6 +1624,7 @@ pub(super) fn request_of(
             output: opts.output.clone(),
             error: opts.error.clone(),
             array: None,
+            mpi: opts.mpi.unwrap_or_default(),
         },
         sched: opts.schedule(),
         layout: opts.layout(),
