@@ -1228,7 +1228,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         }
         Command::Output(a) => {
             let o = a.conn.client()?.rank_output(JobId(a.id), a.rank, a.tail)?;
-            // A file cut to MAX_OUTPUT is said so, with its size (issue 10, finding 7).
+            // A file cut to MAX_OUTPUT is said so, with its size.
             if !a.conn.json {
                 let part = if a.tail { "last" } else { "first" };
                 for (what, got, size) in [
