@@ -24,6 +24,7 @@
 //! - [`report`]: what a run writes: the per-job CSV, the SWF schedule with its note, the
 //!   matrix drawing.
 //! - [`sweep`]: policies × loads × seeds in parallel; the table and the Fig. 6-style chart.
+//! - [`progress`]: how far a run got, published for a progress bar on another thread.
 //! - [`plot`]: line charts as PNG/SVG with an embedded font (reusable for other figures).
 //! - [`timeshare_metrics`]: preemptions, quanta and interactive slowdowns of time-sharing runs.
 //! - [`matrix_svg`]: the Ousterhout matrix over a time window, as SVG.
@@ -37,6 +38,7 @@ pub mod matrix_svg;
 pub mod metrics;
 pub mod multicore_metrics;
 pub mod plot;
+pub mod progress;
 pub mod provenance;
 mod rates;
 pub mod report;
