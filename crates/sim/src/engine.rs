@@ -694,7 +694,7 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
             // Often enough for a bar redrawn a few times a second, rarely enough to cost
             // nothing measurable.
             instants += 1;
-            if instants % 4096 == 0 {
+            if instants.is_multiple_of(4096) {
                 self.publish_progress();
             }
             let idle = self.ledger.running() == 0
