@@ -58,7 +58,9 @@ pub mod glomarc;
 use std::collections::{BTreeMap, BTreeSet};
 
 use cosched_core::multicore::mul;
-use cosched_core::{Dur, IdMap, JobId, MachineShape, Milli, NodeId, PeSet, SelfLimits, Slowdowns, Time};
+use cosched_core::{
+    Dur, IdMap, JobId, MachineShape, Milli, NodeId, PeSet, SelfLimits, Slowdowns, Time,
+};
 
 use crate::forecast::{LiveJob, LiveState, SharedForecaster, Snapshot};
 use crate::opts::Opts;
