@@ -1206,6 +1206,36 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 } else {
                     t += "no quantum measured has a slowdown <= 2%\n";
                 }
+                // Where the quanta went: per switch at the node, from the strobe's arrival.
+                t += "\nswitches at the node (strobe -> outgoing frozen -> incoming thawed, us: median/p90):\n";
+                t += &bench_table(
+                    &[
+                        "QUANTUM",
+                        "SWITCHES",
+                        "LATE",
+                        "INTERVAL(ms)",
+                        "FROZEN(us)",
+                        "THAWED(us)",
+                        "BOTH-FROZEN",
+                        "MM-CPU/SW(us)",
+                        "NM-CPU/SW(us)",
+                    ],
+                    0,
+                    rows.iter().filter_map(|r| {
+                        let (q, b) = (r.quantum_ms?, r.switches.as_ref()?);
+                        Some(vec![
+                            format!("{q}ms"),
+                            b.switches.to_string(),
+                            b.late.to_string(),
+                            format!("{:.2}", b.interval_ms),
+                            format!("{:.0}/{:.0}", b.frozen_p50_us, b.frozen_p90_us),
+                            format!("{:.0}/{:.0}", b.thawed_p50_us, b.thawed_p90_us),
+                            format!("{:.1}%", b.both_frozen_pct),
+                            format!("{:.0}", b.mm_cpu_us),
+                            format!("{:.0}", b.nm_cpu_us),
+                        ])
+                    }),
+                );
                 emit(&t);
             }
             BenchCmd::Load {

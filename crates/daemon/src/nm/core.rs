@@ -26,6 +26,7 @@ use cosched_core::{Dur, JobId, NodeId, Time};
 use super::launch::{Launching, PrepareLaunch, Prepared, RankSpec};
 use super::sched::{NodeSched, Plan, Samples, TICK};
 use super::scheme::NodeSchemeConfig;
+use super::switch::{Gate, Release};
 use crate::pmi::{JobPmi, Out};
 use crate::proto::*;
 
@@ -101,6 +102,9 @@ pub enum Input {
     JobDirs(Vec<(JobId, Dur)>),
     /// Every process of a cgroup being killed is gone ([`CgroupOp::Terminate`]).
     CgroupEmpty { job: JobId, launch: u64 },
+    /// Every process of a cgroup being frozen ([`CgroupOp::Freeze`]) is stopped, or none is
+    /// left.
+    Frozen { job: JobId, launch: u64 },
     /// A time [`NmCore::next_wake`] named has come.
     Timer,
 }
@@ -108,7 +112,8 @@ pub enum Input {
 /// What to do to a launch's cgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CgroupOp {
-    /// Stop every process in it (and wait until the kernel says they are).
+    /// Stop every process in it; the shell answers with [`Input::Frozen`] once the kernel says
+    /// they are (an answer that may come later than other inputs: see [`super::switch`]).
     Freeze,
     Thaw,
     /// Send this signal to every process in it.
@@ -215,6 +220,7 @@ pub enum Effect {
         req: u64,
         scheme: String,
         events: Vec<NodeEvent>,
+        switches: SwitchLog,
     },
     /// Read `/proc/PID/stat` of these ranks and the new records of these jobs' rings; answer
     /// with [`Input::Samples`].
@@ -328,6 +334,8 @@ pub struct NmCore {
     /// When the node scheme looks at its ranks next (while it watches them).
     pub(super) next_tick: Option<Time>,
     pub(super) sampling: Option<SampleFor>,
+    /// The order of the switch in progress: continues wait for the outgoing freezes.
+    gate: Gate,
     effects: VecDeque<Effect>,
 }
 
@@ -351,6 +359,7 @@ impl NmCore {
             nsched,
             next_tick: None,
             sampling: None,
+            gate: Gate::default(),
             effects: VecDeque::new(),
         };
         core.register_again(now);
@@ -385,7 +394,7 @@ impl NmCore {
             Phase::Done => None,
         };
         let kill = self.kills.iter().map(|k| k.at).min();
-        [phase, kill].into_iter().flatten().min()
+        [phase, kill, self.gate.until()].into_iter().flatten().min()
     }
 
     fn silent_at(&self) -> Time {
@@ -446,7 +455,7 @@ impl NmCore {
                     Some(SampleFor::Tick) => self.nsched.tick(now, &samples),
                     None => return,
                 };
-                self.carry_out(plan);
+                self.carry_out(now, plan);
             }
             Input::OutputCapped { job, rank, file } => {
                 let capped = self
@@ -473,6 +482,10 @@ impl NmCore {
                 }
             }
             Input::CgroupEmpty { job, launch } => self.cgroup_empty(job, launch),
+            Input::Frozen { job, launch } => {
+                let r = self.gate.frozen(now, job, launch);
+                self.continue_held(r);
+            }
             Input::Timer => self.timer(now),
         }
         // The node scheme looks at its ranks from the moment it has some to watch.
@@ -485,6 +498,18 @@ impl NmCore {
 
     fn timer(&mut self, now: Time) {
         self.kills_due(now);
+        if let Some(r) = self.gate.due(now) {
+            // Logged at the 1st, 2nd, 4th, 8th… late freeze: at 1-ms quanta every one would
+            // flood the log.
+            let late = self.gate.late();
+            if late.is_power_of_two() {
+                self.log(
+                    Level::Warn,
+                    format!("an outgoing job was not reported frozen within the switch's bound: the incoming one was thawed anyway ({late} late freezes so far)"),
+                );
+            }
+            self.continue_held(Some(r));
+        }
         match self.phase.clone() {
             Phase::Registering { due: Some(t), .. } if t <= now => self.attempt(),
             Phase::Fencing { until, .. } if until <= now => self.fenced(now),
@@ -552,10 +577,12 @@ impl NmCore {
             ToNode::FetchMonitor { req } => {
                 let scheme = self.nsched.scheme().name().to_string();
                 let events = self.nsched.events();
+                let switches = self.gate.log();
                 self.push(Effect::SendMonitor {
                     req,
                     scheme,
                     events,
+                    switches,
                 });
             }
             ToNode::Forget { jobs } => {
@@ -597,31 +624,58 @@ impl NmCore {
                 SampleFor::Strobe(s) => self.nsched.strobe(now, s, &Samples::default()),
                 SampleFor::Tick => return,
             };
-            self.carry_out(plan);
+            self.carry_out(now, plan);
             return;
         }
         self.sampling = Some(what);
         self.push(Effect::Sample { pids, jobs });
     }
 
-    /// Carries out a plan of the node scheme: rank stops, job stops, job continues, rank
-    /// continues, in that order (see [`Plan`]); then tells the machine manager which jobs now
-    /// run or stand stopped here, for its accounting.
-    fn carry_out(&mut self, plan: Plan) {
+    /// Carries out a plan of the node scheme: rank stops and job stops at once; job continues,
+    /// then rank continues, once the jobs it freezes are reported frozen ([`super::switch`]),
+    /// so two jobs never share a PE even for an instant; then tells the machine manager which
+    /// jobs now run or stand stopped here, for its accounting.
+    fn carry_out(&mut self, now: Time, plan: Plan) {
         for (job, ns) in plan.spins {
             self.push(Effect::SetSpin { job, ns });
         }
-        for pid in plan.stop_ranks {
+        for &pid in &plan.stop_ranks {
             self.push(Effect::Signal {
                 pgid: pid,
                 sig: libc::SIGSTOP,
             });
         }
-        for job in plan.stop_jobs {
+        let mut freezing = Vec::new();
+        for &job in &plan.stop_jobs {
+            if let Some(j) = self.jobs.get(&job).filter(|j| j.cgroup) {
+                freezing.push((job, j.launch));
+            }
             self.signal(job, true);
         }
+        let r = self.gate.switch(
+            now,
+            &freezing,
+            &plan.stop_jobs,
+            &plan.stop_ranks,
+            plan.cont_jobs,
+            plan.cont_ranks,
+        );
+        self.continue_held(r);
+        for (job, runs) in plan.runs {
+            if let Some(j) = self.jobs.get(&job) {
+                let run = j.run;
+                self.up(FromNode::Runs { job, run, runs });
+            }
+        }
+    }
+
+    /// Continues what a switch held back: jobs, then ranks.
+    fn continue_held(&mut self, r: Option<Release>) {
+        let Some(Release { jobs, ranks }) = r else {
+            return;
+        };
         let thaw_only = self.nsched.scheme() == cosched_node::Scheme::Fcs;
-        for job in plan.cont_jobs {
+        for job in jobs {
             match self.jobs.get(&job) {
                 // FCS continues the chosen ranks one by one (below); the job's freezer must
                 // let them.
@@ -638,17 +692,11 @@ impl NmCore {
                 _ => self.signal(job, false),
             }
         }
-        for pid in plan.cont_ranks {
+        for pid in ranks {
             self.push(Effect::Signal {
                 pgid: pid,
                 sig: libc::SIGCONT,
             });
-        }
-        for (job, runs) in plan.runs {
-            if let Some(j) = self.jobs.get(&job) {
-                let run = j.run;
-                self.up(FromNode::Runs { job, run, runs });
-            }
         }
     }
 
@@ -790,6 +838,8 @@ impl NmCore {
     pub(super) fn forget(&mut self, now: Time, job: JobId) {
         self.terminate(now, job);
         self.nsched.forget(job);
+        let r = self.gate.forget(now, job);
+        self.continue_held(r);
         let held = self.jobs.remove(&job).is_some();
         self.push(Effect::Forgotten { job, held });
         self.owners.retain(|_, o| *o != job);

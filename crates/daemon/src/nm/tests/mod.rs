@@ -6,6 +6,7 @@ mod kill;
 mod launch;
 mod registration;
 mod scheme;
+mod switch;
 mod upkeep;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -46,7 +46,13 @@ fn a_gang_jobs_ranks_are_launched_then_stopped_and_continued_by_the_strobe() {
         let fx = n.tree(ms(5), strobe(0, 1));
         assert!(signals(&fx).is_empty() && !fx.iter().any(|e| matches!(e, Effect::Cgroup { .. })));
         for (k, slot, job) in [(1, 1, 2), (2, 0, 1), (3, 1, 2)] {
-            let fx = n.tree(ms(10 * k), strobe(slot, job));
+            let mut fx = n.tree(ms(10 * k), strobe(slot, job));
+            let out = JobId(3 - job);
+            if cgroups {
+                // The incoming job is thawed once the outgoing one is reported frozen.
+                let launch = out.0;
+                fx.extend(n.on(ms(10 * k), Input::Frozen { job: out, launch }));
+            }
             runs = switch(&n, &fx, &runs);
             assert_eq!(
                 runs,
@@ -61,7 +67,6 @@ fn a_gang_jobs_ranks_are_launched_then_stopped_and_continued_by_the_strobe() {
                         _ => None,
                     })
                     .collect();
-                let out = JobId(3 - job);
                 assert_eq!(ops, [(out, CgroupOp::Freeze), (JobId(job), CgroupOp::Thaw)]);
             } else {
                 assert_eq!(signals(&fx).len(), 4, "both ranks of both jobs");
