@@ -139,7 +139,9 @@ pub struct GangRow {
 
 /// The node's gang switches over a setting's runs ([`crate::proto::SwitchLog`]): each from
 /// the strobe's arrival at the node manager to every outgoing rank stopped (its cgroup
-/// reported frozen) and to the incoming job thawed.
+/// reported frozen) and to the incoming job thawed. The thaw follows the report at once, so
+/// both jobs stand stopped only for the report's delay (at most the watcher's pause,
+/// `nm::freeze_watch`); a late switch thawed with the outgoing job not yet frozen.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SwitchBreakdown {
     pub switches: u64,
@@ -154,9 +156,6 @@ pub struct SwitchBreakdown {
     /// Strobe → incoming job thawed, median and 90th percentile, µs.
     pub thawed_p50_us: f64,
     pub thawed_p90_us: f64,
-    /// Time in which both jobs were stopped (outgoing frozen, incoming not yet thawed), in
-    /// percent of the time the switches spanned.
-    pub both_frozen_pct: f64,
     /// CPU time of the machine manager and of the node manager per switch, µs.
     pub mm_cpu_us: f64,
     pub nm_cpu_us: f64,
@@ -180,7 +179,7 @@ fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
         }
     };
     let (mut frozen, mut thawed, mut interval) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut gap, mut span, mut mm, mut nm) = (0.0, 0.0, 0.0, 0.0);
+    let (mut mm, mut nm) = (0.0, 0.0);
     let mut b = SwitchBreakdown::default();
     for r in runs {
         b.switches += r.log.count;
@@ -191,13 +190,9 @@ fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
         for s in t {
             frozen.extend(s.frozen_us.map(f64::from));
             thawed.push(f64::from(s.thawed_us));
-            gap += f64::from(s.thawed_us - s.frozen_us.unwrap_or(s.thawed_us));
         }
         for w in t.windows(2) {
             interval.push((w[1].at_us - w[0].at_us) as f64 / 1e3);
-        }
-        if let (Some(a), Some(z)) = (t.first(), t.last()) {
-            span += (z.at_us - a.at_us) as f64 + f64::from(z.thawed_us);
         }
     }
     let per_switch = 1e3 / b.switches.max(1) as f64;
@@ -207,7 +202,6 @@ fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
         frozen_p90_us: pct(&mut frozen, 0.9),
         thawed_p50_us: pct(&mut thawed, 0.5),
         thawed_p90_us: pct(&mut thawed, 0.9),
-        both_frozen_pct: if span > 0.0 { gap / span * 100.0 } else { 0.0 },
         mm_cpu_us: mm * per_switch,
         nm_cpu_us: nm * per_switch,
         ..b

@@ -1216,7 +1216,6 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                         "INTERVAL(ms)",
                         "FROZEN(us)",
                         "THAWED(us)",
-                        "BOTH-FROZEN",
                         "MM-CPU/SW(us)",
                         "NM-CPU/SW(us)",
                     ],
@@ -1230,7 +1229,6 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                             format!("{:.2}", b.interval_ms),
                             format!("{:.0}/{:.0}", b.frozen_p50_us, b.frozen_p90_us),
                             format!("{:.0}/{:.0}", b.thawed_p50_us, b.thawed_p90_us),
-                            format!("{:.1}%", b.both_frozen_pct),
                             format!("{:.0}", b.mm_cpu_us),
                             format!("{:.0}", b.nm_cpu_us),
                         ])

@@ -616,10 +616,12 @@ impl NmCore {
     }
 
     /// Asks the shell for what the ranks did, for a tick or a strobe of the node scheme (a
-    /// strobe with no rank here is planned at once).
+    /// strobe is planned at once when there is no rank here, or when the scheme acts on the
+    /// strobe alone: reading `/proc` and the rings at every switch of 1-ms quanta cost `gs`
+    /// more CPU than the switch itself).
     fn sample(&mut self, now: Time, what: SampleFor) {
         let (pids, jobs) = self.nsched.to_sample();
-        if pids.is_empty() {
+        if pids.is_empty() || !self.nsched.watches_ranks() {
             let plan = match what {
                 SampleFor::Strobe(s) => self.nsched.strobe(now, s, &Samples::default()),
                 SampleFor::Tick => return,

@@ -1,7 +1,8 @@
 //! Watches cgroups being frozen and reports each once the kernel says every process in it is
 //! stopped (or none is left), on a thread of its own at the node manager's priority, so the
 //! event loop never waits for a freeze. It looks again and again, from [`FIRST_LOOK`] apart
-//! up to [`LAST_LOOK`]: a running rank stops within microseconds, one that waits for a core
+//! up to [`LAST_LOOK`] (a look reads two small files: a few percent of a core while a freeze
+//! is pending): a running rank stops within microseconds, one that waits for a core
 //! behind others only when it next runs; the kernel's own change notification on
 //! `cgroup.events` comes at most every 10 ms per file, too late for a millisecond quantum.
 
@@ -15,7 +16,7 @@ use crate::contain::JobCgroup;
 
 /// The first look after the freeze is written, and the longest pause between two.
 pub const FIRST_LOOK: Duration = Duration::from_micros(50);
-pub const LAST_LOOK: Duration = Duration::from_millis(1);
+pub const LAST_LOOK: Duration = Duration::from_micros(250);
 /// A freeze not done by then is no longer watched (the core went ahead at its bound long
 /// before).
 pub const GIVE_UP: Duration = Duration::from_secs(5);

@@ -202,7 +202,13 @@ impl NodeSched {
     /// Whether [`NodeSched::tick`] has anything to do: FCS and SB watch their ranks; `gs`
     /// and `local` act only on the strobe.
     pub fn active(&self) -> bool {
-        matches!(self.cfg.scheme, Scheme::Sb | Scheme::Fcs) && !self.procs.is_empty()
+        self.watches_ranks() && !self.procs.is_empty()
+    }
+
+    /// Whether the scheme's decisions use what the ranks did ([`Samples`]): FCS and SB do;
+    /// `gs` and `local` act on the strobe alone.
+    pub fn watches_ranks(&self) -> bool {
+        matches!(self.cfg.scheme, Scheme::Sb | Scheme::Fcs)
     }
 
     /// Class changes and context switches recorded so far.
