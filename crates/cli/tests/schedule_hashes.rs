@@ -1,7 +1,9 @@
 //! Schedules pinned by hash: `cosched sim --jobs-out` of small model runs (T3D and gang at
-//! several machine sizes) and of the first 20,000 jobs of every shared trace (every
-//! space-sharing policy; gang and T3D on KTH-SP2) must stay byte-identical, so a change meant
-//! to make a policy or the simulator faster (or tidier) cannot silently change what it decides.
+//! several machine sizes), of the first 20,000 jobs of every shared trace (every
+//! space-sharing policy; gang and T3D on KTH-SP2) and of every job of the shared traces (T3D,
+//! prime, conservative; Scojo-PECT and G-LOMARC-TS in a test run by name) must stay
+//! byte-identical, so a change meant to make a policy or the simulator faster (or tidier)
+//! cannot silently change what it decides.
 //!
 //! The T3D and gang hashes were computed before the PE-count work of issue 16 (T3D on runs and
 //! bitsets, gang's word-level packing), the space-sharing ones before the speed work on the
@@ -9,9 +11,9 @@
 //!
 //! **When a change to these policies is meant to change their schedules**, run
 //! `cargo test -p cosched --test schedule_hashes`: the failure lists, for every case whose
-//! schedule changed, its new hash to put in `CASES` (or
-//! `TRACE_CASES`). Update them in the same commit as the change, and say in its message why the
-//! schedules changed.
+//! schedule changed, its new hash to put in `CASES` (or `TRACE_CASES`, `WHOLE_TRACE_CASES`,
+//! `SLICED_WHOLE_TRACE_CASES`). Update them in the same commit as the change, and say in its
+//! message why the schedules changed.
 
 mod support;
 
@@ -128,6 +130,152 @@ const TRACE_CASES: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// Like `TRACE_CASES`, on every job of the shared traces: the policies whose passes were made
+/// to skip the jobs that cannot act (T3D, prime) and conservative backfilling. Hashes of main's
+/// schedules before that work (`cosched sim --trace T --policy P --jobs-out F`).
+const WHOLE_TRACE_CASES: &[(&str, &str, &str, &str)] = &[
+    (
+        "t3d-kth-whole",
+        KTH,
+        "sim --trace {trace} --policy t3d",
+        "3a981017db9bb34d3b06193ae475b1e08c9af1ed7eba6667e578cbab18c73b49",
+    ),
+    (
+        "t3d-hpc2n-whole",
+        HPC2N,
+        "sim --trace {trace} --policy t3d",
+        "a90f22acab231901fcc7e024d2124b29a8ed17d996214dbbc8a10d0adce82e1e",
+    ),
+    (
+        "t3d-sdsc-blue-whole",
+        BLUE,
+        "sim --trace {trace} --policy t3d",
+        "746791e7930d39dca6aa1696ea6eec48d91a764b69bb572e76ddb09cf2fcf0ad",
+    ),
+    (
+        "prime-kth-whole",
+        KTH,
+        "sim --trace {trace} --policy prime",
+        "52fe190b7d1f150b614f9344bfd53f41b26481dfc9bfacecae5e11a2840c53c6",
+    ),
+    (
+        "prime-hpc2n-whole",
+        HPC2N,
+        "sim --trace {trace} --policy prime",
+        "dbbe92a7f7c9c797e028988d1c977c3c400d77c5e9b16a7e65cd0e1f4dac5311",
+    ),
+    (
+        "prime-sdsc-blue-whole",
+        BLUE,
+        "sim --trace {trace} --policy prime",
+        "ada1ae5685b99857a44ce72ace2a9c58202d2dfd50d50109469e26876c465046",
+    ),
+    (
+        "conservative-kth-whole",
+        KTH,
+        "sim --trace {trace} --policy conservative",
+        "0ce75f5fc549f008486e80cda8243f8a7d5a6727bf7f9d5c6aae0376c3f4a529",
+    ),
+    (
+        "conservative-hpc2n-whole",
+        HPC2N,
+        "sim --trace {trace} --policy conservative",
+        "4b0ec8b50248b22defe9f9ae779abdc7e9199cd2112de5a8888d79fedf665478",
+    ),
+    (
+        "conservative-sdsc-blue-whole",
+        BLUE,
+        "sim --trace {trace} --policy conservative",
+        "5106c8f189bd261478f91c23ad6db69f388567ab82f1673dacbb4772a6c697fa",
+    ),
+];
+
+/// Like `WHOLE_TRACE_CASES`, for the time-slicing policies: Scojo-PECT and G-LOMARC-TS with
+/// each of its variants. Hashes of main's schedules, computed once with a release build
+/// (`cosched sim --trace T --policy P [--opt variant=V] --jobs-out F`); on HPC2N and
+/// SDSC-BLUE one run takes minutes of a release build, too long for the suite, so the test
+/// that checks them is run by name, in a release build (see its attribute).
+const SLICED_WHOLE_TRACE_CASES: &[(&str, &str, &str, &str)] = &[
+    (
+        "scojo-pect-kth-whole",
+        KTH,
+        "sim --trace {trace} --policy scojo-pect",
+        "94198d5e99007c4d3b9f6e3fb3950229b80f37f4416b06b86e0334fb463211e0",
+    ),
+    (
+        "scojo-pect-hpc2n-whole",
+        HPC2N,
+        "sim --trace {trace} --policy scojo-pect",
+        "0e39a1d0a58dfb48b9226cd885b7e08cc8a0dae9f691150293345093d0e1b890",
+    ),
+    (
+        "scojo-pect-sdsc-blue-whole",
+        BLUE,
+        "sim --trace {trace} --policy scojo-pect",
+        "2a113a7fe74faa06f361fc9f765acee8f0b0a7d8b7e0e59828db3ebade5937c0",
+    ),
+    (
+        "glomarc-kth-whole",
+        KTH,
+        "sim --trace {trace} --policy glomarc",
+        "4d853ec69f1823ddfdeef77b20424b5673a7e46cb1a7dbd3be303a32f881d632",
+    ),
+    (
+        "glomarc-hpc2n-whole",
+        HPC2N,
+        "sim --trace {trace} --policy glomarc",
+        "fb762d010e1b7396b82918054654aea6e5a67972966bbb687664f8b7878443a3",
+    ),
+    (
+        "glomarc-sdsc-blue-whole",
+        BLUE,
+        "sim --trace {trace} --policy glomarc",
+        "15138621cc85e7608c4b57fd509778f329268d07a7c9d28ce22f02760f70ff59",
+    ),
+    (
+        "glomarc-cst-kth-whole",
+        KTH,
+        "sim --trace {trace} --policy glomarc --opt variant=cst",
+        "8caa2c689d62332df85073eaae5917f0077de9c3612ed3566b91acb343ac631c",
+    ),
+    (
+        "glomarc-cst-hpc2n-whole",
+        HPC2N,
+        "sim --trace {trace} --policy glomarc --opt variant=cst",
+        "ea4e1cd469c1457c158040eeb22a903de248398f19b9d7d5f74a163b182d08a3",
+    ),
+    (
+        "glomarc-cstws-kth-whole",
+        KTH,
+        "sim --trace {trace} --policy glomarc --opt variant=cstws",
+        "2d3e606c5b42496b44f760b5c3026f8e9d0642d08ba1711c3cc97042fd1109c8",
+    ),
+    (
+        "glomarc-cstws-hpc2n-whole",
+        HPC2N,
+        "sim --trace {trace} --policy glomarc --opt variant=cstws",
+        "cd18bc117dc771de3093d903ed9a34baebb37b0f29b66eab9cea189952400e45",
+    ),
+    (
+        "glomarc-fbo-kth-whole",
+        KTH,
+        "sim --trace {trace} --policy glomarc --opt variant=fbo",
+        "e3ec30bc6ffe9f0e08e42c772ac6bcde2683981361292065c224acb8a1252018",
+    ),
+    (
+        "glomarc-ns-kth-whole",
+        KTH,
+        "sim --trace {trace} --policy glomarc --opt variant=ns",
+        "6b6e176d00434f9db66f40ee24da05e9968895d399e06a1c2c1665485e43b145",
+    ),
+    (
+        "glomarc-nh-kth-whole",
+        KTH,
+        "sim --trace {trace} --policy glomarc --opt variant=nh",
+        "820fa1f831a2d383c8544cd79f6b93bbe7a2e683f0c2c8dab35b3eb6e5c5a042",
+    ),
+];
+
 const KTH: &str = "KTH-SP2-1996-2.1-cln.swf.gz";
 const BLUE: &str = "SDSC-BLUE-2000-4.2-cln.swf.gz";
 const HPC2N: &str = "HPC2N-2002-2.1-cln.swf.gz";
@@ -207,4 +355,23 @@ fn t3d_and_gang_schedules_on_the_model_are_unchanged() {
 #[test]
 fn schedules_on_the_shared_traces_are_unchanged() {
     check(TRACE_CASES.iter().map(|&(n, t, a, h)| (n, Some(t), a, h)));
+}
+
+#[test]
+fn whole_trace_schedules_of_t3d_prime_and_conservative_are_unchanged() {
+    check(
+        WHOLE_TRACE_CASES
+            .iter()
+            .map(|&(n, t, a, h)| (n, Some(t), a, h)),
+    );
+}
+
+#[test]
+#[ignore = "minutes of a release build: cargo test --release -p cosched --test schedule_hashes -- --ignored"]
+fn whole_trace_schedules_of_the_time_slicing_policies_are_unchanged() {
+    check(
+        SLICED_WHOLE_TRACE_CASES
+            .iter()
+            .map(|&(n, t, a, h)| (n, Some(t), a, h)),
+    );
 }

@@ -33,6 +33,21 @@ pub const OPEN_MPI_ENV: [(&str, &str); 3] = [
 /// their environment. Spinning ranks that share a core ran an 8-rank ring 9x slower here.
 pub const OPEN_MPI_OVERSUBSCRIBED: (&str, &str) = ("OMPI_MCA_mpi_yield_when_idle", "1");
 
+/// The datastore a rank's PMIx client is told to use (`PMIX_GDS_MODULE`), in place of the
+/// list `PMIx_server_setup_fork` offers, which puts the shared-memory stores (ds21, ds12)
+/// first. With those, OpenPMIx 4.2's server files a committed key of global scope twice:
+/// for the node in the committing rank's shared-memory store, for other nodes in its own
+/// hash store. A rank's `PMIx_Get` for a key of a rank on its node that it found in neither
+/// store is sent to the server, and if the server reads that request after the rank's
+/// commit, it finds the key in its hash store under the other nodes' scope and answers
+/// "not found" at once, without looking in the shared-memory store (`pmix_server_get`
+/// returns on `PMIX_ERR_EXISTS_OUTSIDE_SCOPE`; so do 4.2.9 and later). Open MPI's
+/// asynchronous modex (no fence in `MPI_Init`) runs into that window, and `MPI_Init` fails
+/// with "PML add procs failed ... Not found". With every rank on "hash", a commit lands in
+/// the one store the server searches, under both scopes, and a request read before the
+/// commit waits for it as before.
+const CLIENT_DATASTORE: (&str, &str) = ("PMIX_GDS_MODULE", "hash");
+
 /// Set once a server was started in this process. OpenPMIx's server state is process-wide,
 /// and none of its hosts (Slurm's step daemon, Flux's job shell, PRRTE's daemons) starts it
 /// twice in one process, so a restart after finalize is not relied on: one start per process.
@@ -201,8 +216,8 @@ impl Server {
 
     /// The environment to give a registered rank (`PMIx_server_setup_fork`): the variables
     /// its PMIx client reads to find this server (`PMIX_NAMESPACE`, `PMIX_RANK`,
-    /// `PMIX_SERVER_URI*`, the security and datastore modules...), then [`OPEN_MPI_ENV`], to
-    /// set over the job's own.
+    /// `PMIX_SERVER_URI*`, the security module...), the datastore it must use (OpenPMIx's
+    /// hash store: see `CLIENT_DATASTORE`), then [`OPEN_MPI_ENV`], to set over the job's own.
     pub fn client_env(&self, nspace: &str, rank: u32) -> Result<Vec<(String, String)>, Error> {
         not_in_sink("client_env")?;
         let ns = c("the namespace", nspace)?;
@@ -216,9 +231,10 @@ impl Server {
                 let (k, v) = kv.split_once('=')?;
                 Some((k.to_owned(), v.to_owned()))
             })
+            .filter(|(k, _)| k != CLIENT_DATASTORE.0)
             .chain(
-                OPEN_MPI_ENV
-                    .iter()
+                std::iter::once(&CLIENT_DATASTORE)
+                    .chain(&OPEN_MPI_ENV)
                     .map(|(k, v)| (k.to_string(), v.to_string())),
             )
             .collect())

@@ -13,6 +13,9 @@
 //! is the time of day at time 0; with `weekends = true`, days 5 and 6 after time 0's day, counted
 //! as a Monday, are non-prime).
 
+use std::collections::BTreeSet;
+use std::ops::Bound::{Excluded, Unbounded};
+
 use cosched_core::{Dur, JobId, Time};
 
 use crate::opts::Opts;
@@ -101,6 +104,21 @@ pub struct Prime {
     /// The boundary timer pending, if any.
     pending: Option<(u64, Time)>,
     next_token: u64,
+    /// Waiting jobs by what prime time allows them (see [`Prime::kind`]), each in queue
+    /// order `(submit, id)`: a walk in prime time goes from one allowed job to the next
+    /// without visiting the many that must wait for the night.
+    by_kind: [BTreeSet<(Time, JobId)>; 3],
+}
+
+/// What prime time allows a job, by its size and estimate alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Short enough to start whenever it fits.
+    Always = 0,
+    /// A small job of moderate length: only while enough PEs are free.
+    WhileFree = 1,
+    /// Large or long: only in non-prime time.
+    Never = 2,
 }
 
 impl Prime {
@@ -156,34 +174,58 @@ impl Prime {
             free_needed,
             pending: None,
             next_token: 0,
+            by_kind: Default::default(),
         })
+    }
+
+    /// What prime time allows `job` ([`Prime::allowed`] by its size and estimate).
+    fn kind(&self, job: &JobRequest) -> Kind {
+        if job.estimate <= self.large_limit {
+            Kind::Always
+        } else if job.procs <= self.large_job && job.estimate <= self.small_limit {
+            Kind::WhileFree
+        } else {
+            Kind::Never
+        }
     }
 
     /// May `job` start at `now` with the PEs free now?
     pub fn allowed(&self, job: &JobRequest, now: Time) -> bool {
-        if !self.schedule.is_prime(now) || job.estimate <= self.large_limit {
+        if !self.schedule.is_prime(now) {
             return true;
         }
-        job.procs <= self.large_job
-            && job.estimate <= self.small_limit
-            && self.s.pool.free_count() >= self.free_needed
+        match self.kind(job) {
+            Kind::Always => true,
+            Kind::WhileFree => self.s.pool.free_count() >= self.free_needed,
+            Kind::Never => false,
+        }
     }
 
     fn schedule_jobs(&mut self, now: Time, out: &mut Vec<Decision>) {
-        let mut i = 0;
-        let mut blocked = false;
-        while i < self.s.queue.len() {
-            let job = self.s.queue.get(i);
-            if self.s.queue.is_held(job.id) || !self.allowed(job, now) {
-                blocked = true;
-                i += 1;
-                continue;
+        let blocked = if self.schedule.is_prime(now) && !self.s.queue.any_held() {
+            // Debug builds check the walk by kinds against the plain one (on short queues: a
+            // copy of the policy each time).
+            #[cfg(debug_assertions)]
+            let plain = (self.s.queue.len() <= 64).then(|| {
+                let (mut copy, mut o) = (self.clone(), Vec::new());
+                let b = copy.walk(now, &mut o);
+                (o, b)
+            });
+            #[cfg(debug_assertions)]
+            let before = out.len();
+            let blocked = self.walk_prime(now, out);
+            #[cfg(debug_assertions)]
+            if let Some((o, b)) = plain {
+                assert_eq!(
+                    (&out[before..], blocked),
+                    (&o[..], b),
+                    "prime walk at {now:?}"
+                );
             }
-            if !self.s.start(now, i, out) {
-                break;
-            }
-            self.s.queue.remove(i);
-        }
+            blocked
+        } else {
+            self.walk(now, out)
+        };
         // Jobs held back by prime time are looked at again when it ends.
         if blocked && self.schedule.is_prime(now) {
             let at = self.schedule.next_change(now);
@@ -197,6 +239,71 @@ impl Prime {
             }
         }
     }
+
+    /// Starts, in queue order, every job allowed now until one does not fit; returns whether
+    /// it passed over a job (held, or not allowed).
+    fn walk(&mut self, now: Time, out: &mut Vec<Decision>) -> bool {
+        let mut i = 0;
+        let mut blocked = false;
+        while i < self.s.queue.len() {
+            let job = self.s.queue.get(i);
+            if self.s.queue.is_held(job.id) || !self.allowed(job, now) {
+                blocked = true;
+                i += 1;
+                continue;
+            }
+            if !self.s.start(now, i, out) {
+                break;
+            }
+            self.leave(i);
+        }
+        blocked
+    }
+
+    /// [`Prime::walk`] in prime time with no job held: from one allowed job to the next in
+    /// queue order (by kind), a job passed over being any of those between them that prime
+    /// time does not allow.
+    fn walk_prime(&mut self, now: Time, out: &mut Vec<Decision>) -> bool {
+        let [always, while_free, never] = &self.by_kind;
+        let mut blocked = false;
+        let mut from = Unbounded;
+        let mut started = Vec::new();
+        loop {
+            let free_ok = self.s.pool.free_count() >= self.free_needed;
+            let next_always = always.range((from, Unbounded)).next().copied();
+            let next_free = free_ok
+                .then(|| while_free.range((from, Unbounded)).next().copied())
+                .flatten();
+            let next = match (next_always, next_free) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let to = next.map_or(Unbounded, Excluded);
+            let passed = |set: &BTreeSet<(Time, JobId)>| set.range((from, to)).next().is_some();
+            blocked |= passed(never) || (!free_ok && passed(while_free));
+            let Some(key) = next else {
+                break;
+            };
+            let i = self.s.queue.position(key).expect("a waiting job");
+            if !self.s.start(now, i, out) {
+                break;
+            }
+            let job = self.s.queue.remove(i);
+            started.push((self.kind(&job), key));
+            from = Excluded(key);
+        }
+        for (kind, key) in started {
+            self.by_kind[kind as usize].remove(&key);
+        }
+        blocked
+    }
+
+    /// Takes the job at queue position `i` out (it started).
+    fn leave(&mut self, i: usize) {
+        let job = self.s.queue.remove(i);
+        let kind = self.kind(&job);
+        self.by_kind[kind as usize].remove(&(job.submit, job.id));
+    }
 }
 
 impl Policy for Prime {
@@ -205,10 +312,20 @@ impl Policy for Prime {
     }
 
     fn observe(&mut self, _now: Time, event: Event) {
-        if let Seen::Timer(token) = self.s.observe(event)
-            && self.pending.is_some_and(|(t, _)| t == token)
-        {
-            self.pending = None;
+        match self.s.observe(event) {
+            Seen::Timer(token) if self.pending.is_some_and(|(t, _)| t == token) => {
+                self.pending = None;
+            }
+            Seen::Queued(at) => {
+                let job = self.s.queue.get(at);
+                let kind = self.kind(job);
+                self.by_kind[kind as usize].insert((job.submit, job.id));
+            }
+            Seen::Withdrawn(job) => {
+                let kind = self.kind(&job);
+                self.by_kind[kind as usize].remove(&(job.submit, job.id));
+            }
+            _ => {}
         }
     }
 

@@ -123,6 +123,17 @@ impl<T: Queued> WaitQueue<T> {
     pub fn is_held(&self, id: JobId) -> bool {
         !self.held.is_empty() && self.held.contains(&id)
     }
+    /// Whether any job is held (waiting or not).
+    pub fn any_held(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// The position of the job submitted at `key.0` with id `key.1`, if it waits.
+    pub fn position(&self, key: (Time, JobId)) -> Option<usize> {
+        self.jobs
+            .binary_search_by(|j| (j.req().submit, j.req().id).cmp(&key))
+            .ok()
+    }
 
     /// The position of the first job not held: the queue head as every policy sees it.
     pub fn head(&self) -> Option<usize> {

@@ -144,6 +144,8 @@ enum Frame {
     },
     /// A rank aborted: end the ranks of that namespace.
     Abort { nspace: String, status: i32 },
+    /// Every rank of the sender has exited: its going is not a loss.
+    Done,
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -181,6 +183,7 @@ fn encode(f: &Frame) -> Vec<u8> {
             put_str(&mut body, nspace);
             4
         }
+        Frame::Done => 5,
     };
     let mut out = vec![kind];
     out.extend((body.len() as u32).to_le_bytes());
@@ -245,6 +248,7 @@ fn decode(kind: u8, body: &[u8]) -> Option<Frame> {
                 nspace: c.str()?,
             }
         }
+        5 => Frame::Done,
         _ => return None,
     })
 }
@@ -304,6 +308,8 @@ struct Node {
     peer: Option<UnixStream>,
     /// No peer was asked for: every fence is this node's alone.
     alone: bool,
+    /// The peer said its ranks have all exited.
+    peer_done: bool,
     /// Which side of the pair this node is: its contribution goes first in a fence's answer.
     first: bool,
     fences: HashMap<String, Fences>,
@@ -332,9 +338,12 @@ impl Node {
     /// The other node is gone: what waits for it cannot be answered, and its ranks will never
     /// answer ours. The replies are dropped (the ranks' fence or get fails), and the ranks are
     /// ended as a failed job: Open MPI 4.1 ignores a failed fence in `MPI_Init` and would
-    /// wait for the missing ranks in its first collective for ever.
+    /// wait for the missing ranks in its first collective for ever. A peer whose ranks have
+    /// all exited ([`Frame::Done`]) went through the job's last fence with ours, so ours
+    /// finishing after it is no loss, unless one of them still waits for it.
     fn peer_gone(&mut self) {
-        if self.peer.take().is_some() && !self.ranks.is_empty() {
+        let waiting = !self.wanted.is_empty() || self.fences.values().any(|f| !f.mine.is_empty());
+        if self.peer.take().is_some() && !self.ranks.is_empty() && (!self.peer_done || waiting) {
             eprintln!("pmix-node: the other node is gone: ending the job");
             if self.exit_code == 0 {
                 self.exit_code = 1;
@@ -569,6 +578,7 @@ impl Node {
                 }
                 self.end_job(&nspace);
             }
+            Frame::Done => self.peer_done = true,
         }
     }
 }
@@ -627,6 +637,7 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
         server,
         first: args.listen.is_some() || peer.is_none(),
         alone: peer.is_none(),
+        peer_done: false,
         peer,
         fences: HashMap::new(),
         wanted: HashMap::new(),
@@ -734,6 +745,7 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
             Msg::PeerGone => node.peer_gone(),
         }
     }
+    node.send(&Frame::Done);
     for job in &args.jobs {
         let _ = node.server.deregister_job(&job.nspace);
     }

@@ -599,21 +599,19 @@ impl Gang {
             let members = &self.members;
             // Whether job `id` joins the target beside the active row; one body for the two
             // loops below, inlined: it runs for every candidate of every recomputed target.
+            // A job already chosen (of the active row, or taken before) has its PEs in
+            // `mask`, so the intersection alone turns it away: no lookup in either list.
             #[inline(always)]
             fn consider(
                 (id, procs, pes): (JobId, u32, &PeSet),
                 mask: &mut Bits,
                 free: &mut u32,
-                chosen: &SortedIds,
                 extra: &mut Vec<JobId>,
                 none_held: bool,
                 members: &HashMap<JobId, Member, BuildHasherDefault<IdHasher>>,
             ) {
-                if procs <= *free
-                    && !mask.intersects_pes(pes)
-                    && !chosen.contains(&id)
-                    && !extra.contains(&id)
-                    && (none_held || !members[&id].held)
+                debug_assert!(procs > 0, "a member holds PEs");
+                if procs <= *free && !mask.intersects_pes(pes) && (none_held || !members[&id].held)
                 {
                     mask.set_pes(pes);
                     *free -= procs;
@@ -631,17 +629,13 @@ impl Gang {
                 }
                 let m = &members[&id];
                 let job = (id, m.req.procs, &m.pes);
-                consider(
-                    job, &mut mask, &mut free, chosen, &mut extra, none_held, members,
-                );
+                consider(job, &mut mask, &mut free, &mut extra, none_held, members);
             }
             'rows: for k in 1..self.rows.len() {
                 let r = (self.active + k) % self.rows.len();
                 for (id, procs, pes) in &self.rows[r].entries {
                     let job = (*id, *procs, pes);
-                    consider(
-                        job, &mut mask, &mut free, chosen, &mut extra, none_held, members,
-                    );
+                    consider(job, &mut mask, &mut free, &mut extra, none_held, members);
                     if free == 0 {
                         break 'rows;
                     }

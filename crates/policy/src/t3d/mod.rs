@@ -27,18 +27,23 @@
 //! reports of Figs. 13-15 ([`T3d::quanta`], [`T3d::preemptions`]).
 
 pub mod config;
+mod order;
 mod pes;
+mod protect;
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashSet};
 use std::sync::Arc;
 
 use cosched_core::{Dur, JobId, PeSet, Time};
 
 pub use config::{ClassParams, DayNight, T3dConfig};
+use order::Lane;
 use pes::{Holder, PeMap};
+use protect::Protection;
 
-use crate::queue::{Queued, WaitQueue, never_fits};
+use crate::queue::never_fits;
 use crate::{ConfigError, Decision, Event, JobRequest, Never, Policy, PolicyConfig};
 
 /// One uninterrupted run of a job.
@@ -79,12 +84,9 @@ struct Waiting {
     /// The PEs it had when preempted, where it must start again when preempted jobs cannot
     /// move ([`PolicyConfig::migration`] is false).
     home: Option<PeSet>,
-}
-
-impl Queued for Waiting {
-    fn req(&self) -> &JobRequest {
-        &self.req
-    }
+    /// When it joined the waiting jobs, counted: a pass visits only the jobs waiting when it
+    /// began.
+    seq: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -131,9 +133,35 @@ pub struct T3d {
     /// PEs set swapping out, with when the swap ends; [`T3d::schedule`] frees them then.
     swaps: Vec<(Time, PeSet)>,
     loaded: BTreeMap<JobId, Loaded>,
-    /// Waiting jobs (new and preempted) with their holds; the order that counts is
-    /// [`T3d::ordered`]'s.
-    waiting: WaitQueue<Waiting>,
+    /// Loaded jobs still swapping in from disk (not started yet).
+    swapping_in: BTreeSet<JobId>,
+    /// Processors of the loaded jobs: in all, by class, of large jobs (`cfg.large_job` PEs
+    /// or more), and of the started ones by class (what a waiting job could preempt at most).
+    loaded_procs: u64,
+    loaded_by_class: Vec<u64>,
+    loaded_large: u64,
+    started_by_class: Vec<u64>,
+    /// The started jobs by the end of their do-not-disturb time.
+    protection: Protection,
+    /// Starts so far (each start's count tells it from the job's earlier ones).
+    starts: u64,
+    /// Waiting jobs (new and preempted); the order that counts is [`T3d::ordered`]'s, which
+    /// the lanes hold (see [`T3d::lane`]).
+    waiting: BTreeMap<JobId, Waiting>,
+    /// Waiting jobs by class and whether on disk, in the order of a pass.
+    lanes: Vec<Lane>,
+    /// Joins of the waiting jobs so far (each one's [`Waiting::seq`]).
+    joins: u64,
+    /// Held jobs. A hold may come before the submission and outlives a start; it goes with
+    /// the job's end.
+    held: HashSet<JobId>,
+    /// Submissions that can never run, with the reason, for the next decision.
+    refused: Vec<(JobId, Never)>,
+    /// When each waiting job becomes overdue, `(at, parameter generation, job, join)`, until
+    /// a timer is asked for it at the end of a decision ([`T3d::ask_wakes`]).
+    wakes: BinaryHeap<Reverse<(Time, u64, JobId, u64)>>,
+    /// Bumped when the parameter set in force changes (the wake times move).
+    generation: u64,
     /// Whether a preempted job may come back on other PEs.
     migration: bool,
     /// Kept in [`T3d::pe`]'s marks by [`T3d::remark`] after every change.
@@ -146,11 +174,67 @@ pub struct T3d {
     next_token: u64,
     quanta: Vec<Quantum>,
     preemptions: Vec<Preemption>,
-    /// Bumped whenever the loaded jobs or the earmarks change.
+    /// Bumped whenever anything a pass reads changes: the loaded jobs, the earmarks, the
+    /// waiting jobs and their holds, the PEs (a swap ending, a node going down or up), the
+    /// parameter set. Only time moves without it.
     epoch: u64,
+    /// Per pass (overdue, rest): at this epoch the pass did nothing, and it will do nothing
+    /// before this time unless the epoch moves ([`T3d::pass`]).
+    quiet: [Option<(u64, Time)>; 2],
+    /// Likewise for [`T3d::serve_earmarks`].
+    quiet_serve: Option<(u64, Time)>,
+    /// The started jobs on each earmark's PEs, at this epoch.
+    occupants: RefCell<(Option<u64>, Vec<Vec<JobId>>)>,
+    /// [`Cursor`]'s lists, kept from one pass to the next.
+    pass_buffers: (Vec<Option<Option<PassKey>>>, Vec<JobId>),
     /// Victim lists computed at this epoch: every waiting job of one priority that does not
     /// fit in a pass shares one, instead of a walk over every loaded job each.
     victim_cache: RefCell<Vec<(VictimKey, Arc<Victims>)>>,
+}
+
+/// Processors held by loaded and earmarked jobs ([`T3d::usage`]).
+struct Usage {
+    total: u64,
+    /// Of one class.
+    class: u64,
+    /// Of large jobs.
+    large: u64,
+}
+
+/// A job's place in a pass: class priority (highest first), since when it waits, id.
+type PassKey = (Reverse<u32>, Time, JobId);
+
+/// Where a pass stands ([`T3d::pass`]).
+struct Cursor {
+    pass: Pass,
+    /// Jobs that joined the waiting ones from this count on are not this pass's.
+    joined_before: u64,
+    /// Jobs earmarked when the pass began (not this pass's).
+    marked: Vec<JobId>,
+    /// The last job visited: `(priority, since, id)`.
+    after: Option<(u32, Time, JobId)>,
+    /// The epoch the lanes' answers were found at.
+    epoch: Option<u64>,
+    /// Each lane's first job after `after` that may act, once asked.
+    next: Vec<Option<Option<PassKey>>>,
+}
+
+/// What [`T3d::bounds`] says.
+struct Bounds {
+    open: u64,
+    reservation: Option<Option<u32>>,
+    /// Started jobs with PEs earmarked: `(job, class, procs)`.
+    marked: Vec<(JobId, usize, u32)>,
+}
+
+/// Which of the two passes of [`T3d::schedule`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+enum Pass {
+    /// Jobs past their class's maximum wait: a reservation.
+    Overdue,
+    /// Every waiting job, within the limits.
+    Rest,
 }
 
 impl T3d {
@@ -166,6 +250,7 @@ impl T3d {
             .night
             .as_ref()
             .is_none_or(|n| n.day.is_prime(Time::ZERO));
+        let classes = cfg.classes.len();
         T3d {
             cfg: cfg.set_at(Time::ZERO),
             full: cfg,
@@ -173,7 +258,20 @@ impl T3d {
             pe: PeMap::new(pes),
             swaps: Vec::new(),
             loaded: BTreeMap::new(),
-            waiting: WaitQueue::default(),
+            swapping_in: BTreeSet::new(),
+            loaded_procs: 0,
+            loaded_by_class: vec![0; classes],
+            loaded_large: 0,
+            started_by_class: vec![0; classes],
+            protection: Protection::new(classes),
+            starts: 0,
+            waiting: BTreeMap::new(),
+            lanes: vec![Lane::default(); 2 * classes],
+            joins: 0,
+            held: HashSet::new(),
+            refused: Vec::new(),
+            wakes: BinaryHeap::new(),
+            generation: 0,
             migration: true,
             earmarks: Vec::new(),
             pes_per_node: 1,
@@ -184,6 +282,10 @@ impl T3d {
             quanta: Vec::new(),
             preemptions: Vec::new(),
             epoch: 0,
+            quiet: [None, None],
+            quiet_serve: None,
+            occupants: RefCell::new((None, Vec::new())),
+            pass_buffers: (Vec::new(), Vec::new()),
             victim_cache: RefCell::new(Vec::new()),
         }
     }
@@ -211,8 +313,118 @@ impl T3d {
             self.cfg = self.full.set_at(now);
             // Priorities and do-not-disturb times changed: cached victim lists are stale.
             self.epoch += 1;
+            // So did what counts as large, and every class's maximum wait.
+            let large = self.cfg.large_job;
+            self.loaded_large = self
+                .loaded
+                .values()
+                .filter(|l| l.req.procs >= large)
+                .map(|l| l.req.procs as u64)
+                .sum();
+            self.protection.clear();
+            let started: Vec<(JobId, usize, u32, Time)> = self
+                .loaded
+                .iter()
+                .filter(|(_, l)| l.started)
+                .map(|(&id, l)| (id, l.class, l.req.procs, self.dnd_end(l)))
+                .collect();
+            for (id, class, procs, end) in started {
+                self.starts += 1;
+                self.protection
+                    .start(id, class, procs, end, self.starts, now);
+            }
+            self.generation += 1;
+            let wakes: Vec<_> = self
+                .waiting
+                .values()
+                .map(|w| Reverse((self.wake_of(w), self.generation, w.req.id, w.seq)))
+                .collect();
+            self.wakes.extend(wakes);
         }
         self.ask_timer(next, now, out);
+    }
+
+    /// When waiting job `w` becomes overdue under the parameters in force.
+    fn wake_of(&self, w: &Waiting) -> Time {
+        w.since + self.class(w.class).wait
+    }
+
+    fn lane_of(w: &Waiting) -> usize {
+        2 * w.class + usize::from(w.on_disk)
+    }
+
+    /// Adds a waiting job (submitted, or preempted).
+    fn join(&mut self, mut w: Waiting) {
+        self.epoch += 1;
+        w.seq = self.joins;
+        self.joins += 1;
+        self.lanes[Self::lane_of(&w)].insert((w.since, w.req.id), w.req.procs, w.seq);
+        self.wakes.push(Reverse((
+            self.wake_of(&w),
+            self.generation,
+            w.req.id,
+            w.seq,
+        )));
+        self.waiting.insert(w.req.id, w);
+    }
+
+    /// Takes a waiting job out (loaded, or ended).
+    fn leave(&mut self, id: JobId) -> Option<Waiting> {
+        let w = self.waiting.remove(&id)?;
+        self.epoch += 1;
+        self.lanes[Self::lane_of(&w)].remove(id);
+        Some(w)
+    }
+
+    /// Counts a job in (or out of) the loaded processors.
+    fn tally_loaded(&mut self, req: &JobRequest, class: usize, into: bool) {
+        let p = req.procs as u64;
+        let large = if req.procs >= self.cfg.large_job {
+            p
+        } else {
+            0
+        };
+        if into {
+            self.loaded_procs += p;
+            self.loaded_by_class[class] += p;
+            self.loaded_large += large;
+        } else {
+            self.loaded_procs -= p;
+            self.loaded_by_class[class] -= p;
+            self.loaded_large -= large;
+        }
+    }
+
+    /// Asks a timer for every waiting job that becomes overdue within half a year, as at the
+    /// end of every decision; each time once.
+    fn ask_wakes(&mut self, now: Time, out: &mut Vec<Decision>) {
+        let horizon = config::YEAR.as_micros() / 2;
+        while let Some(&Reverse((at, generation, id, seq))) = self.wakes.peek() {
+            if at > now && at.as_micros() - now.as_micros() > horizon {
+                break;
+            }
+            self.wakes.pop();
+            let current = generation == self.generation
+                && self.waiting.get(&id).is_some_and(|w| w.seq == seq);
+            if current {
+                self.ask_timer(at, now, out);
+            }
+        }
+        // Every waiting job's wake within the horizon has its timer, as asking for each
+        // job at the end of every decision would have it.
+        #[cfg(debug_assertions)]
+        if self.checked() {
+            for w in self.waiting.values() {
+                let at = self.wake_of(w);
+                if at > now && at.as_micros() - now.as_micros() <= horizon {
+                    assert!(
+                        self.asked.contains(&at),
+                        "no wake at {at:?} for job {}",
+                        w.req.id
+                    );
+                }
+            }
+        }
     }
     /// Every uninterrupted run so far (runs still going are not included).
     pub fn quanta(&self) -> &[Quantum] {
@@ -263,34 +475,36 @@ impl T3d {
         }
     }
 
-    /// Processors held by loaded and earmarked jobs, in total, of one class, and of large jobs.
-    fn usage(&self) -> (u64, Vec<u64>, u64) {
-        let mut total = 0;
-        let mut by_class = vec![0; self.cfg.classes.len()];
-        let mut large = 0;
-        let mut add = |req: &JobRequest, class: usize| {
-            let p = req.procs as u64;
-            total += p;
-            by_class[class] += p;
-            if req.procs >= self.cfg.large_job {
-                large += p;
-            }
+    /// Processors held by loaded and earmarked jobs: in total, of `class`, and of large jobs.
+    fn usage(&self, class: usize) -> Usage {
+        let mut u = Usage {
+            total: self.loaded_procs,
+            class: self.loaded_by_class[class],
+            large: self.loaded_large,
         };
-        for l in self.loaded.values() {
-            add(&l.req, l.class);
-        }
         for e in &self.earmarks {
-            if let Some(w) = self.waiting.iter().find(|w| w.req.id == e.job) {
-                add(&w.req, w.class);
+            if let Some(w) = self.waiting.get(&e.job) {
+                let p = w.req.procs as u64;
+                u.total += p;
+                if w.class == class {
+                    u.class += p;
+                }
+                if w.req.procs >= self.cfg.large_job {
+                    u.large += p;
+                }
             }
         }
-        (total, by_class, large)
+        u
     }
 
     /// The job, large-job, class and system limits. A limit smaller than the job itself only
     /// asks that the job runs alone in its category, so that no job waits forever.
     fn within_limits(&self, w: &Waiting) -> bool {
-        let (total, by_class, large) = self.usage();
+        let Usage {
+            total,
+            class: in_class,
+            large,
+        } = self.usage(w.class);
         let p = w.req.procs as u64;
         let disk = if w.on_disk {
             self.disk_procs - p
@@ -300,14 +514,49 @@ impl T3d {
         let fits =
             |used: u64, limit: u32| used + p <= limit as u64 || (used == 0 && p > limit as u64);
         p <= self.cfg.job_limit as u64
-            && fits(by_class[w.class], self.class(w.class).proc_limit)
+            && fits(in_class, self.class(w.class).proc_limit)
             && (w.req.procs < self.cfg.large_job || fits(large, self.cfg.large_limit))
             && fits(total + disk, self.cfg.system_limit)
     }
 
-    /// Loads waiting job `idx` on `pes`: it starts now, or after swapping in from disk.
-    fn load(&mut self, idx: usize, set: PeSet, now: Time, out: &mut Vec<Decision>) {
-        let w = self.waiting.remove(idx);
+    /// The widest job of `class` (on disk or not) that [`T3d::within_limits`] may accept with
+    /// this usage: each limit accepts every width up to some bound, or every width while
+    /// nothing of its category is loaded. For a job on disk the system limit is no bound on
+    /// its width (its own PEs already count): once the limit is exceeded it accepts only a
+    /// job of exactly the processors counted, so this is an upper bound; whoever uses it
+    /// still asks [`T3d::within_limits`].
+    fn widest_within_limits(&self, class: usize, on_disk: bool) -> u64 {
+        let Usage {
+            total,
+            class: in_class,
+            large,
+        } = self.usage(class);
+        let room = |used: u64, limit: u32| {
+            if used == 0 {
+                u64::MAX
+            } else {
+                (limit as u64).saturating_sub(used)
+            }
+        };
+        let in_class = room(in_class, self.class(class).proc_limit);
+        // A job narrower than `large_job` is not a large one.
+        let as_large =
+            room(large, self.cfg.large_limit).max((self.cfg.large_job as u64).saturating_sub(1));
+        let others = (self.cfg.job_limit as u64).min(in_class).min(as_large);
+        let all = total + self.disk_procs;
+        let in_system = match on_disk {
+            false => room(all, self.cfg.system_limit),
+            true if all <= self.cfg.system_limit as u64 => u64::MAX,
+            // Over the limit already: only the job that is all of it may come back.
+            true if all <= others => all,
+            true => 0,
+        };
+        others.min(in_system)
+    }
+
+    /// Loads waiting job `id` on `pes`: it starts now, or after swapping in from disk.
+    fn load(&mut self, id: JobId, set: PeSet, now: Time, out: &mut Vec<Decision>) {
+        let w = self.leave(id).expect("a waiting job");
         debug_assert!(w.home.as_ref().is_none_or(|h| *h == set));
         self.retain_earmarks(|e| e.job != w.req.id);
         self.epoch += 1;
@@ -320,7 +569,7 @@ impl T3d {
         } else {
             now
         };
-        let id = w.req.id;
+        self.tally_loaded(&w.req, w.class, true);
         self.loaded.insert(
             id,
             Loaded {
@@ -332,16 +581,25 @@ impl T3d {
             },
         );
         if ready_at <= now {
-            self.start_ready(id, out);
+            self.start_ready(id, now, out);
         } else {
+            self.swapping_in.insert(id);
             self.ask_timer(ready_at, now, out);
         }
     }
 
-    fn start_ready(&mut self, id: JobId, out: &mut Vec<Decision>) {
+    fn start_ready(&mut self, id: JobId, now: Time, out: &mut Vec<Decision>) {
         let l = self.loaded.get_mut(&id).expect("loaded");
         l.started = true;
+        self.started_by_class[l.class] += l.req.procs as u64;
+        let l = &self.loaded[&id];
+        let (class, procs, end) = (l.class, l.req.procs, self.dnd_end(l));
+        self.starts += 1;
+        self.protection
+            .start(id, class, procs, end, self.starts, now);
+        self.swapping_in.remove(&id);
         self.epoch += 1;
+        let l = &self.loaded[&id];
         out.push(Decision::Start {
             job: id,
             pes: l.pes.clone(),
@@ -358,6 +616,10 @@ impl T3d {
         out: &mut Vec<Decision>,
     ) {
         let l = self.loaded.remove(&victim).expect("victim is loaded");
+        debug_assert!(l.started, "only a running job is preempted");
+        self.started_by_class[l.class] -= l.req.procs as u64;
+        self.protection.stop(victim);
+        self.tally_loaded(&l.req, l.class, false);
         self.epoch += 1;
         let until = now + Dur::from_micros(self.cfg.swap_per_pe.as_micros() * l.req.procs as i64);
         let holder = (until > now).then_some(Holder::Out(until));
@@ -388,18 +650,23 @@ impl T3d {
         self.disk_procs += l.req.procs as u64;
         out.push(Decision::Preempt { job: victim });
         let home = (!self.migration).then_some(l.pes);
-        self.waiting.insert(Waiting {
+        self.join(Waiting {
             req: l.req,
             class: l.class,
             since: now,
             on_disk: true,
             home,
+            seq: 0,
         });
     }
 
     /// Jobs that `w` may take PEs from, cheapest first: `(cost, job, dnd_end)`.
     fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> Arc<Victims> {
-        let prio = self.class(w.class).priority;
+        self.victims_of(self.class(w.class).priority, now, first_pass)
+    }
+
+    /// Jobs that a waiting job of priority `prio` may take PEs from, cheapest first.
+    fn victims_of(&self, prio: u32, now: Time, first_pass: bool) -> Arc<Victims> {
         let key = (self.epoch, now, first_pass, prio);
         let mut cache = self.victim_cache.borrow_mut();
         if cache
@@ -546,28 +813,61 @@ impl T3d {
         Some((home.clone(), chosen))
     }
 
+    /// The jobs on earmark `i`'s PEs, in id order (kept while the epoch stays).
+    fn occupants(&self, i: usize) -> Vec<JobId> {
+        let mut cache = self.occupants.borrow_mut();
+        if cache.0 != Some(self.epoch) {
+            cache.1 = self
+                .earmarks
+                .iter()
+                .map(|e| {
+                    let mut v: Vec<JobId> = e
+                        .pes
+                        .runs()
+                        .iter()
+                        .flat_map(|&(s, e)| self.pe.holders(s, e))
+                        .filter_map(|(_, _, h)| match h {
+                            Holder::Job(j) => Some(j),
+                            Holder::Out(_) => None,
+                        })
+                        .collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                })
+                .collect();
+            cache.0 = Some(self.epoch);
+        }
+        cache.1[i].clone()
+    }
+
     /// Preempts the loaded jobs on an earmark whose do-not-disturb time is up, and loads the
     /// earmarked job when all its PEs are free.
+    ///
+    /// A call that does nothing is followed by calls that do nothing until the epoch moves
+    /// or time reaches the first occupant's do-not-disturb end (or, for one swapping in, its
+    /// start), or the half year before one, when its timer can be asked for: those are not
+    /// made ([`T3d::quiet_serve`]).
     fn serve_earmarks(&mut self, now: Time, out: &mut Vec<Decision>) {
+        if self.earmarks.is_empty()
+            || self
+                .quiet_serve
+                .is_some_and(|(epoch, until)| epoch == self.epoch && now < until)
+        {
+            return;
+        }
+        let epoch = self.epoch;
+        let mut until = Time::MAX;
         let mut i = 0;
         while i < self.earmarks.len() {
             let e = self.earmarks[i].clone();
-            let Some(widx) = self.waiting.iter().position(|w| w.req.id == e.job) else {
+            let Some(class) = self.waiting.get(&e.job).map(|w| w.class) else {
                 self.earmarks.remove(i);
                 self.remark();
                 continue;
             };
-            let (job, class) = (self.waiting.get(widx).req.id, self.waiting.get(widx).class);
-            let occupants: BTreeSet<JobId> = e
-                .pes
-                .runs()
-                .iter()
-                .flat_map(|&(s, e)| self.pe.holders(s, e))
-                .filter_map(|(_, _, h)| match h {
-                    Holder::Job(j) => Some(j),
-                    Holder::Out(_) => None,
-                })
-                .collect();
+            let job = e.job;
+            let occupants = self.occupants(i);
             let prio = self.class(class).priority;
             let blocked = occupants.iter().any(|v| {
                 self.loaded.get(v).is_some_and(|l| {
@@ -590,19 +890,20 @@ impl T3d {
                     self.preempt(v, job, class, now, out);
                 } else {
                     let at = if l.started { dnd_end } else { l.ready_at };
+                    // Its timer is asked for once it is within half a year.
+                    let horizon = Dur::from_micros(config::YEAR.as_micros() / 2);
+                    until = until.min(if at - now > horizon { at - horizon } else { at });
                     self.ask_timer(at, now, out);
                 }
             }
             if self.pe.all_free(&e.pes) {
-                let widx = self
-                    .waiting
-                    .iter()
-                    .position(|w| w.req.id == job)
-                    .expect("still waiting");
-                self.load(widx, e.pes, now, out);
+                self.load(job, e.pes, now, out);
                 continue; // load() removed the earmark
             }
             i += 1;
+        }
+        if self.epoch == epoch {
+            self.quiet_serve = Some((epoch, until));
         }
     }
 
@@ -610,131 +911,402 @@ impl T3d {
     fn ordered(&self, filter: impl Fn(&Waiting) -> bool) -> Vec<JobId> {
         let mut v: Vec<&Waiting> = self
             .waiting
-            .iter()
+            .values()
             .filter(|w| {
-                !self.waiting.is_held(w.req.id) && !self.earmarks.iter().any(|e| e.job == w.req.id)
+                !self.held.contains(&w.req.id) && !self.earmarks.iter().any(|e| e.job == w.req.id)
             })
             .filter(|w| filter(w))
             .collect();
-        v.sort_by_key(|w| {
-            (
-                std::cmp::Reverse(self.class(w.class).priority),
-                w.since,
-                w.req.id,
-            )
-        });
+        v.sort_by_key(|w| (Reverse(self.class(w.class).priority), w.since, w.req.id));
         v.iter().map(|w| w.req.id).collect()
     }
 
-    fn widx(&self, id: JobId) -> usize {
-        self.waiting
+    /// Whether debug builds check the lanes and timers against the plain walk now: while at
+    /// most a few hundred jobs wait. The check is the plain walk itself, and over a whole
+    /// trace's queue of thousands it would cost debug builds (the tests that run whole
+    /// traces) what the lanes save; the runs that drive every rule on purpose (a few hundred
+    /// jobs at most) are checked at every pass.
+    #[cfg(debug_assertions)]
+    fn checked(&self) -> bool {
+        self.waiting.len() <= 256
+    }
+
+    #[cfg(debug_assertions)]
+    fn overdue(&self, w: &Waiting, now: Time) -> bool {
+        now - w.since >= self.class(w.class).wait
+    }
+
+    /// One pass over the waiting jobs (the overdue ones, or all) not held and not earmarked
+    /// when it begins, in the order of [`T3d::ordered`]: each job in turn is loaded, given a
+    /// reservation or PEs to be freed for it, or passed over.
+    ///
+    /// A pass is a function of the state and the time. One that did nothing is followed by
+    /// passes that do nothing until the epoch moves or time crosses what the pass reads
+    /// ([`T3d::pass_changes`]): those are not made.
+    ///
+    /// Most of a long queue can do nothing: a job needs its width in open PEs, or in open
+    /// PEs and those of the jobs it may preempt, and within the limits. Each of these accepts
+    /// every width up to a bound that depends on the job's class, so the pass asks each lane
+    /// for its first job after the last one visited that is narrow enough
+    /// ([`T3d::lane_next`]), visits the first of those in pass order with the same code that
+    /// visits every job, and asks again only the lanes whose answer that visit changed; the
+    /// jobs passed over would have done nothing. Debug builds check it: every job of the
+    /// plain order that the lanes pass over is asked whether it would act ([`T3d::acts`]).
+    fn pass(&mut self, pass: Pass, now: Time, out: &mut Vec<Decision>) {
+        let kind = pass as usize;
+        if self.quiet[kind].is_some_and(|(epoch, until)| epoch == self.epoch && now < until) {
+            #[cfg(debug_assertions)]
+            if self.checked() {
+                for id in self.ordered(|w| pass == Pass::Rest || self.overdue(w, now)) {
+                    assert!(
+                        !self.acts(pass, id, now),
+                        "{pass:?} pass at {now:?} skipped, but job {id} acts"
+                    );
+                }
+            }
+            return;
+        }
+        let epoch = self.epoch;
+        // The buffers of the last pass, reused.
+        let (mut next, mut marked) = std::mem::take(&mut self.pass_buffers);
+        next.clear();
+        next.resize(self.lanes.len(), None);
+        marked.clear();
+        marked.extend(self.earmarks.iter().map(|e| e.job));
+        let mut cursor = Cursor {
+            pass,
+            joined_before: self.joins,
+            marked,
+            after: None,
+            epoch: None,
+            next,
+        };
+        #[cfg(debug_assertions)]
+        let (plain, mut seen) = (
+            self.checked()
+                .then(|| self.ordered(|w| pass == Pass::Rest || self.overdue(w, now))),
+            0,
+        );
+        loop {
+            let found = self.next_in_pass(&mut cursor, now);
+            #[cfg(debug_assertions)]
+            if let Some(plain) = &plain {
+                let upto = found.map_or(plain.len(), |(_, _, id)| {
+                    seen + plain[seen..]
+                        .iter()
+                        .position(|&x| x == id)
+                        .unwrap_or_else(|| {
+                            panic!("{pass:?} pass at {now:?}: job {id} out of order")
+                        })
+                });
+                for &id in &plain[seen..upto] {
+                    assert!(
+                        !self.acts(pass, id, now),
+                        "{pass:?} pass at {now:?}: job {id} passed over, but it acts"
+                    );
+                }
+                seen = upto + 1;
+            }
+            let Some((Reverse(prio), since, id)) = found else {
+                break;
+            };
+            cursor.after = Some((prio, since, id));
+            match pass {
+                Pass::Overdue => self.visit_overdue(id, now, out),
+                Pass::Rest => self.visit_rest(id, now, out),
+            }
+        }
+        self.pass_buffers = (cursor.next, cursor.marked);
+        if self.epoch == epoch {
+            self.quiet[kind] = Some((epoch, self.pass_changes(pass, now)));
+        }
+    }
+
+    /// When a pass that did nothing at `now` might do something with the state unchanged:
+    /// when the next waiting job becomes overdue (the first pass), or the next started job's
+    /// do-not-disturb time ends (the second).
+    fn pass_changes(&self, pass: Pass, now: Time) -> Time {
+        match pass {
+            Pass::Overdue => (0..self.lanes.len())
+                .filter_map(|l| {
+                    let wait = self.class(l / 2).wait;
+                    let since = self.lanes[l].first_since_after(now - wait)?;
+                    Some(since + wait)
+                })
+                .min()
+                .unwrap_or(Time::MAX),
+            Pass::Rest => self.protection.next_end().unwrap_or(Time::MAX),
+        }
+    }
+
+    /// The next job of the pass after the cursor that may act: the first in pass order of
+    /// each lane's answer, asked again only for the lanes whose answer the cursor passed or
+    /// since the state changed (the epoch moved).
+    fn next_in_pass(&self, cursor: &mut Cursor, now: Time) -> Option<PassKey> {
+        if cursor.epoch != Some(self.epoch) {
+            cursor.epoch = Some(self.epoch);
+            cursor.next.iter_mut().for_each(|n| *n = None);
+        }
+        let after = cursor
+            .after
+            .map(|(prio, since, id)| (Reverse(prio), since, id));
+        let mut bounds: Option<Bounds> = None;
+        let mut best: Option<PassKey> = None;
+        for l in 0..self.lanes.len() {
+            let stale = match cursor.next[l] {
+                None => true,
+                Some(found) => found.is_some_and(|k| after.is_some_and(|a| k <= a)),
+            };
+            if stale {
+                let b = bounds.get_or_insert_with(|| self.bounds());
+                cursor.next[l] = Some(self.lane_next(l, b, cursor, now));
+            }
+            if let Some(Some(k)) = cursor.next[l]
+                && best.is_none_or(|b| k < b)
+            {
+                best = Some(k);
+            }
+        }
+        best
+    }
+
+    /// What a waiting job of each class could get now, for the pass's bounds: open PEs, the
+    /// reservation's holder (and its priority, if it waits), and the started jobs with PEs
+    /// earmarked (which nobody may preempt).
+    fn bounds(&self) -> Bounds {
+        let mut marked: Vec<(JobId, usize, u32)> = Vec::new();
+        for i in 0..self.earmarks.len() {
+            for j in self.occupants(i) {
+                if let Some(l) = self.loaded.get(&j)
+                    && l.started
+                    && !marked.iter().any(|m| m.0 == j)
+                {
+                    marked.push((j, l.class, l.req.procs));
+                }
+            }
+        }
+        Bounds {
+            open: self.pe.open_count() as u64,
+            reservation: self.earmarks.iter().find(|e| e.reservation).map(|e| {
+                self.waiting
+                    .get(&e.job)
+                    .map(|x| self.class(x.class).priority)
+            }),
+            marked,
+        }
+    }
+
+    /// The processors of the jobs a waiting job of `class` may preempt in this pass: the
+    /// started jobs of the preemptible classes of lower priority (or equal, in the first
+    /// pass), whose do-not-disturb time is over (in the second), none of whose PEs is
+    /// earmarked — [`T3d::victims_of`]'s, without a walk over the loaded jobs.
+    fn victim_procs(&self, class: usize, pass: Pass, b: &Bounds, now: Time) -> u64 {
+        let prio = self.class(class).priority;
+        let first_pass = pass == Pass::Overdue;
+        let may = |c: usize| {
+            let cls = self.class(c);
+            cls.preemptible && (cls.priority < prio || (first_pass && cls.priority == prio))
+        };
+        let counted = |c: usize| {
+            if first_pass {
+                self.started_by_class[c]
+            } else {
+                self.protection.over(c)
+            }
+        };
+        let all: u64 = (0..self.cfg.classes.len())
+            .filter(|&c| may(c))
+            .map(counted)
+            .sum();
+        let marked: u64 = b
+            .marked
             .iter()
-            .position(|w| w.req.id == id)
-            .expect("waiting job")
+            .filter(|&&(j, c, _)| may(c) && (first_pass || self.protection.is_over(j)))
+            .map(|&(_, _, p)| u64::from(p))
+            .sum();
+        let procs = all - marked;
+        debug_assert_eq!(procs, self.victims_of(prio, now, first_pass).procs);
+        procs
+    }
+
+    /// Lane `l`'s first job after the cursor that is narrow enough to act in this pass and
+    /// is the pass's (not held, not earmarked when the pass began, waiting since before it).
+    fn lane_next(&self, l: usize, b: &Bounds, cursor: &Cursor, now: Time) -> Option<PassKey> {
+        let lane = &self.lanes[l];
+        if lane.is_empty() {
+            return None;
+        }
+        let (class, on_disk) = (l / 2, l % 2 == 1);
+        let cls = self.class(class);
+        let prio = cls.priority;
+        let mut from = match cursor.after {
+            Some((p, ..)) if prio > p => return None,
+            Some((p, since, id)) if prio == p => Some((since, id)),
+            _ => None,
+        };
+        let job_limit = self.cfg.job_limit as u64;
+        let widest = match cursor.pass {
+            // Loads on open PEs; else, with no reservation of a class at least as urgent,
+            // drops a lesser one, or takes it on open PEs and victims.
+            Pass::Overdue => match b.reservation {
+                Some(Some(h)) if h >= prio => job_limit.min(b.open),
+                Some(_) => job_limit,
+                None => job_limit.min(b.open + self.victim_procs(class, cursor.pass, b, now)),
+            },
+            Pass::Rest => self
+                .widest_within_limits(class, on_disk)
+                .min(b.open + self.victim_procs(class, cursor.pass, b, now)),
+        };
+        let bound = widest.min(u64::from(u32::MAX - 1)) as u32;
+        let until = match cursor.pass {
+            Pass::Overdue => Some(now - cls.wait),
+            Pass::Rest => None,
+        };
+        while let Some(((since, id), joined)) = lane.first(from, until, bound) {
+            let ours = joined < cursor.joined_before
+                && (self.held.is_empty() || !self.held.contains(&id))
+                && !cursor.marked.contains(&id);
+            if ours {
+                return Some((Reverse(prio), since, id));
+            }
+            from = Some((since, id));
+        }
+        None
+    }
+
+    /// Whether job `id` would do anything if the pass visited it now, without doing it: the
+    /// check of debug builds on the jobs [`T3d::pass`] passes over.
+    #[cfg(debug_assertions)]
+    fn acts(&self, pass: Pass, id: JobId, now: Time) -> bool {
+        let w = &self.waiting[&id];
+        match pass {
+            Pass::Overdue => {
+                if w.req.procs > self.cfg.job_limit {
+                    return false;
+                }
+                if self.free_fit(w).is_some() {
+                    return true;
+                }
+                if let Some(e) = self.earmarks.iter().find(|e| e.reservation) {
+                    let holder = self
+                        .waiting
+                        .get(&e.job)
+                        .map(|x| self.class(x.class).priority);
+                    // Passed over, or it drops the lesser reservation.
+                    return holder.is_none_or(|p| p < self.class(w.class).priority);
+                }
+                self.assignment(w, now, true).is_some()
+            }
+            Pass::Rest => self.within_limits(w) && self.assignment(w, now, false).is_some(),
+        }
+    }
+
+    /// First pass, one job past its maximum wait: loaded on free PEs, or given the one
+    /// reservation (free PEs and those of jobs it may preempt) unless a job of a class at
+    /// least as urgent holds it.
+    fn visit_overdue(&mut self, id: JobId, now: Time, out: &mut Vec<Decision>) {
+        let w = self.waiting[&id].clone();
+        if w.req.procs > self.cfg.job_limit {
+            return;
+        }
+        if let Some(pes) = self.free_fit(&w) {
+            // Another compatible set is free: no need for the reservation.
+            self.retain_earmarks(|e| !(e.reservation && e.job == id));
+            self.load(id, pes, now, out);
+            return;
+        }
+        let current = self.earmarks.iter().find(|e| e.reservation).map(|e| e.job);
+        if let Some(holder) = current {
+            let holder_prio = self
+                .waiting
+                .get(&holder)
+                .map(|x| self.class(x.class).priority);
+            if holder_prio.is_some_and(|p| p >= self.class(w.class).priority) {
+                return; // one reservation at a time
+            }
+            self.retain_earmarks(|e| !e.reservation);
+        }
+        if let Some((pes, _victims)) = self.assignment(&w, now, true) {
+            self.earmarks.push(Earmark {
+                job: id,
+                pes,
+                reservation: true,
+            });
+            self.remark();
+        }
+    }
+
+    /// Second pass, one job: within the limits, loaded on free PEs, or given PEs of jobs of
+    /// a lesser class, which are preempted for it.
+    fn visit_rest(&mut self, id: JobId, now: Time, out: &mut Vec<Decision>) {
+        let w = self.waiting[&id].clone();
+        if !self.within_limits(&w) {
+            return;
+        }
+        let Some((pes, victims)) = self.assignment(&w, now, false) else {
+            return;
+        };
+        if victims.is_empty() {
+            self.load(id, pes, now, out);
+        } else {
+            for (v, _) in victims {
+                self.preempt(v, id, w.class, now, out);
+            }
+            self.earmarks.push(Earmark {
+                job: id,
+                pes,
+                reservation: false,
+            });
+            self.remark();
+        }
     }
 
     fn schedule(&mut self, now: Time, out: &mut Vec<Decision>) {
         self.day_or_night(now, out);
+        self.protection.advance(now);
         // Swaps that are over: their PEs still swapping (not taken since) become free.
         if self.swaps.iter().any(|(t, _)| *t <= now) {
             let (over, going): (Vec<_>, Vec<_>) = std::mem::take(&mut self.swaps)
                 .into_iter()
                 .partition(|(t, _)| *t <= now);
             self.swaps = going;
+            self.epoch += 1;
             for (_, pes) in over {
                 self.pe
                     .free_where(&pes, |h| matches!(h, Holder::Out(t) if t <= now));
             }
         }
         let ready: Vec<JobId> = self
-            .loaded
+            .swapping_in
             .iter()
-            .filter(|(_, l)| !l.started && l.ready_at <= now)
-            .map(|(id, _)| *id)
+            .copied()
+            .filter(|id| self.loaded[id].ready_at <= now)
             .collect();
         for id in ready {
-            self.start_ready(id, out);
+            self.start_ready(id, now, out);
         }
 
         // First pass: jobs past their maximum wait.
-        let overdue = self.ordered(|w| now - w.since >= self.class(w.class).wait);
-        for id in overdue {
-            let w = self.waiting.get(self.widx(id)).clone();
-            if w.req.procs > self.cfg.job_limit {
-                continue;
-            }
-            if let Some(pes) = self.free_fit(&w) {
-                // Another compatible set is free: no need for the reservation.
-                self.retain_earmarks(|e| !(e.reservation && e.job == id));
-                let idx = self.widx(id);
-                self.load(idx, pes, now, out);
-                continue;
-            }
-            let current = self.earmarks.iter().find(|e| e.reservation).map(|e| e.job);
-            if let Some(holder) = current {
-                let holder_prio = self
-                    .waiting
-                    .iter()
-                    .find(|x| x.req.id == holder)
-                    .map(|x| self.class(x.class).priority);
-                if holder_prio.is_some_and(|p| p >= self.class(w.class).priority) {
-                    continue; // one reservation at a time
-                }
-                self.retain_earmarks(|e| !e.reservation);
-            }
-            if let Some((pes, _victims)) = self.assignment(&w, now, true) {
-                self.earmarks.push(Earmark {
-                    job: id,
-                    pes,
-                    reservation: true,
-                });
-                self.remark();
-            }
-        }
+        self.pass(Pass::Overdue, now, out);
         self.serve_earmarks(now, out);
 
         // Second pass: everything else that fits the limits.
-        for id in self.ordered(|_| true) {
-            let idx = self.widx(id);
-            let w = self.waiting.get(idx).clone();
-            if !self.within_limits(&w) {
-                continue;
-            }
-            let Some((pes, victims)) = self.assignment(&w, now, false) else {
-                continue;
-            };
-            if victims.is_empty() {
-                self.load(idx, pes, now, out);
-            } else {
-                for (v, _) in victims {
-                    self.preempt(v, id, w.class, now, out);
-                }
-                self.earmarks.push(Earmark {
-                    job: id,
-                    pes,
-                    reservation: false,
-                });
-                self.remark();
-            }
-        }
+        self.pass(Pass::Rest, now, out);
         self.serve_earmarks(now, out);
 
         // Wake up when a waiting job becomes overdue.
-        let wakes: Vec<Time> = self
-            .waiting
-            .iter()
-            .map(|w| w.since + self.class(w.class).wait)
-            .collect();
-        for at in wakes {
-            self.ask_timer(at, now, out);
-        }
+        self.ask_wakes(now, out);
     }
 
     fn forget(&mut self, id: JobId, now: Time) {
+        self.held.remove(&id);
         if let Some(l) = self.loaded.remove(&id) {
             self.epoch += 1;
+            self.tally_loaded(&l.req, l.class, false);
             self.pe.free_where(&l.pes, |h| h == Holder::Job(id));
             if l.started {
+                self.started_by_class[l.class] -= l.req.procs as u64;
+                self.protection.stop(id);
                 self.quanta.push(Quantum {
                     job: id,
                     procs: l.req.procs,
@@ -743,9 +1315,10 @@ impl T3d {
                     end: now,
                     preempted: false,
                 });
+            } else {
+                self.swapping_in.remove(&id);
             }
-        }
-        if let Some(w) = self.waiting.end(id)
+        } else if let Some(w) = self.leave(id)
             && w.on_disk
         {
             self.disk_procs -= w.req.procs as u64;
@@ -774,16 +1347,17 @@ impl Policy for T3d {
                     None
                 };
                 if let Some(why) = why {
-                    self.waiting.refuse(req.id, why);
+                    self.refused.push((req.id, why));
                     return;
                 }
                 let class = self.cfg.class_of(&req);
-                self.waiting.insert(Waiting {
+                self.join(Waiting {
                     since: req.submit.max(Time::ZERO).min(now),
                     req,
                     class,
                     on_disk: false,
                     home: None,
+                    seq: 0,
                 });
             }
             Event::Ended(id) => self.forget(id, now),
@@ -798,34 +1372,48 @@ impl Policy for T3d {
                     self.pe.set(s, e, Some(Holder::Job(job.id)));
                 }
                 self.epoch += 1;
-                self.loaded.insert(
-                    job.id,
-                    Loaded {
-                        req: job,
-                        class,
-                        pes,
-                        ready_at: since,
-                        started: true,
-                    },
-                );
+                self.tally_loaded(&job, class, true);
+                self.started_by_class[class] += job.procs as u64;
+                let id = job.id;
+                let l = Loaded {
+                    req: job,
+                    class,
+                    pes,
+                    ready_at: since,
+                    started: true,
+                };
+                let (procs, end) = (l.req.procs, self.dnd_end(&l));
+                self.starts += 1;
+                self.protection
+                    .start(id, class, procs, end, self.starts, now);
+                self.loaded.insert(id, l);
             }
             // Jobs on a failed node are ended by the driver; its PEs are not used until it is up.
             Event::NodeDown(node) | Event::NodeUp(node) => {
                 let per = self.pes_per_node;
                 self.pe.set_down(node.0 * per, (node.0 + 1) * per, !node_up);
+                self.epoch += 1;
                 let (pe, before) = (&self.pe, self.earmarks.len());
                 self.earmarks.retain(|e| !pe.any_down(&e.pes));
                 if self.earmarks.len() != before {
                     self.remark();
                 }
             }
-            Event::Held(id) => self.waiting.hold(id),
-            Event::Released(id) => self.waiting.release(id),
+            Event::Held(id) => {
+                self.epoch += 1;
+                self.held.insert(id);
+            }
+            Event::Released(id) => {
+                self.epoch += 1;
+                self.held.remove(&id);
+            }
         }
     }
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
-        self.waiting.reject_refused(out);
+        for (job, why) in self.refused.drain(..) {
+            out.push(Decision::Reject { job, why });
+        }
         self.schedule(now, out);
     }
 

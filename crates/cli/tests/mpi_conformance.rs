@@ -1,0 +1,82 @@
+//! The MPI conformance set (`tests/mpi-conformance/`) built with MPICH and run by
+//! `cosched submit -n 4` on a 2-node × 2-PE loopback cluster, its ranks starting through the
+//! node managers' PMI-1 server. What fails there is listed with the reason (cosched's PMI-1
+//! gaps of issue 32, item 4, and what fails under MPICH's own mpiexec too): the test fails if
+//! one of those starts passing, so the list follows the code. Without `mpicc.mpich` the test
+//! prints a NOTICE and returns.
+
+mod support;
+use support::cluster::Cluster;
+use support::*;
+
+#[path = "../../../tests/mpi-conformance/runner.rs"]
+mod runner;
+
+use runner::{Built, Launcher, Mpi, Ran};
+
+/// A job's time limit here: the set's programs take about a second; one that hangs (a known
+/// failure) ends at its limit instead of holding the test.
+const LIMIT: &str = "20s";
+
+/// `cosched submit` on a running cluster as the launcher.
+struct Submit<'a> {
+    cluster: &'a Cluster,
+}
+
+impl Launcher for Submit<'_> {
+    fn name(&self) -> String {
+        "cosched submit (PMI-1), 2 nodes x 2 PEs".into()
+    }
+
+    fn run(&self, argv: &[String], ranks: u32) -> Ran {
+        let n = ranks.to_string();
+        let mut args: Vec<&str> = vec!["-n", &n, "-t", LIMIT];
+        args.extend(argv.iter().map(String::as_str));
+        let id = self.cluster.submit(&args);
+        let j = self.cluster.ended(id, 120);
+        let output = (0..ranks)
+            .map(|r| {
+                self.cluster
+                    .ok(&["output", &id.to_string(), "--rank", &r.to_string()])
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        Ran {
+            code: j["exit_code"].as_i64().map(|c| c as i32),
+            output: format!("{output}\njob record: {j}"),
+        }
+    }
+}
+
+#[test]
+fn mpich_passes_the_conformance_set_under_cosched_submit() {
+    let set = match Built::new(Mpi::Mpich) {
+        Ok(set) => set,
+        Err(why) => {
+            eprintln!("NOTICE: skipping the MPICH conformance set: {why}");
+            return;
+        }
+    };
+    let tmp = scratch_dir("mpi", "conformance");
+    let cluster = Cluster::up_in(tmp.path().join("state"), &["--nodes", "2", "--pes", "2"]);
+    set.check(&Submit { cluster: &cluster }, 4, KNOWN);
+}
+
+/// What fails for MPICH under cosched today, and why.
+const KNOWN: &[(&str, &str)] = &[
+    (
+        "onesided",
+        "Debian's MPICH 4.0.2 (ch4:ucx) gets stale values across MPI_Win_fence on this \
+         machine, under its own mpiexec as well",
+    ),
+    (
+        "abort",
+        "MPI_Abort never ends the job: the rank's PMI-1 abort waits for a reply, and the job \
+         runs to its time limit",
+    ),
+    (
+        "nameserv",
+        "publish/lookup are not served by the PMI-1 server (MPICH: \"expecting \
+         cmd=publish_result, got publish_name_result\")",
+    ),
+];
