@@ -394,7 +394,9 @@ pub enum BenchCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Slowdown of two CPU-bound jobs time-sliced at MPL 2, against FCFS, per quantum
+    /// Slowdown of two CPU-bound jobs time-sliced at MPL 2, against FCFS, per quantum, and
+    /// where the quanta went: per switch at the node, strobe to outgoing job frozen and to
+    /// incoming job thawed, late switches, the daemons' CPU per switch
     Gang {
         /// CPU time each rank burns
         #[arg(long, default_value = "2s")]
