@@ -1,7 +1,7 @@
 //! `cosched`: subcommands only. Each `cmd/*.rs` parses its arguments, calls the library crate
 //! that owns the work, and prints; no scheduling logic lives here.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use cosched::cmd;
 
 /// A resource manager and scheduling laboratory for parallel jobs on clusters.
@@ -37,6 +37,8 @@ enum Command {
     /// cluster: `cosched slurm squeue -u me`; `cosched slurm install-links DIR` makes them
     /// commands of their own (docs/slurm.md)
     Slurm(cmd::slurm::Args),
+    /// Write the man pages or the shell completions (from these very definitions)
+    Generate(cmd::generate::Args),
     /// Run for a while, as a rank of a replayed job (CPU time, or sleep that stops with
     /// the job)
     #[command(hide = true)]
@@ -62,6 +64,7 @@ fn main() {
         Command::Compare(args) => cmd::compare::run(*args),
         Command::Slurm(args) => cmd::slurm::run(args),
         Command::Burn(args) => cmd::replay::burn(args),
+        Command::Generate(args) => cmd::generate::run(args, Cli::command()),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -140,3 +140,57 @@ fn issue_10_no_user_key_without_the_cluster_key() {
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("cluster key"), "{}", text(&out));
 }
+
+/// One user's credentials are revoked by issuing that user a new serial: the old file is
+/// refused, another user's still works, and the new file works; a credential past its
+/// expiry is refused with the reason.
+#[test]
+fn a_revoked_user_credential_is_refused_while_another_users_still_works() {
+    let c = Cluster::up("userkey", "revoke", &["--nodes", "1", "--pes", "1"]);
+    let key = |name: &str, uid: u32, extra: &[&str]| {
+        let file = c.dir.join(name);
+        let uid = uid.to_string();
+        let mut args = vec![
+            "cluster",
+            "user-key",
+            "--uid",
+            &uid,
+            "--out",
+            file.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        c.ok(&args);
+        file
+    };
+    let a = key("a.key", USER, &[]);
+    let b = key("b.key", USER - 1, &[]);
+    for f in [&a, &b] {
+        let out = as_user(&c, f, &["queue"]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    c.ok(&[
+        "cluster",
+        "user-key",
+        "--uid",
+        &USER.to_string(),
+        "--revoke",
+    ]);
+    let out = as_user(&c, &a, &["queue"]);
+    assert!(!out.status.success(), "a revoked credential still works");
+    assert!(
+        text(&out).contains("authentication failed"),
+        "{}",
+        text(&out)
+    );
+    let out = as_user(&c, &b, &["queue"]);
+    assert!(out.status.success(), "another user's: {}", text(&out));
+    let a2 = key("a2.key", USER, &[]);
+    let out = as_user(&c, &a2, &["queue"]);
+    assert!(out.status.success(), "the new one: {}", text(&out));
+    // Expiring: valid for a second, then refused with the reason.
+    let short = key("short.key", USER, &["--expires", "1s"]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let out = as_user(&c, &short, &["queue"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("expired"), "{}", text(&out));
+}

@@ -180,7 +180,11 @@ fn unknown_option_keys_are_refused_with_the_known_ones() {
          relaxed, repack"
     );
     assert_eq!(
+        run("fcfs", "packing=buddy").trim(),
+        "error: policy fcfs: unknown option packing; fcfs takes no options"
+    );
+    assert_eq!(
         run("easy", "packing=buddy").trim(),
-        "error: policy easy: unknown option packing; easy takes no options"
+        "error: policy easy: unknown option packing; known options: variant"
     );
 }

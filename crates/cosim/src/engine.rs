@@ -82,6 +82,9 @@ enum PeState {
         until: Time,
         switch: Dur,
         overhead: Dur,
+        /// The process a charge interrupted: it continues where it stopped when the period
+        /// ends, unless the scheduler was asked to decide again in the meantime.
+        resume: Option<u32>,
     },
     Running {
         proc: u32,
@@ -214,6 +217,7 @@ impl<'a> Engine<'a> {
             check_endpoint: sc.costs.check_endpoint,
             global_info: sc.costs.global_info,
             queue_reorder: sc.costs.queue_reorder,
+            proc: sc.schemes.proc.options(),
             fcs,
         };
         let nodes = (0..m.nodes)
@@ -372,9 +376,18 @@ impl<'a> Engine<'a> {
             }
             Ev::BusyEnd { pe, epoch } => {
                 if self.pes[pe].epoch == epoch {
+                    let resume = match self.pes[pe].state {
+                        PeState::Busy { resume, .. } => resume,
+                        _ => None,
+                    };
                     self.close(pe);
-                    self.pes[pe].state = PeState::Idle;
-                    self.repick(pe);
+                    match resume {
+                        Some(p) => self.resume(pe, p),
+                        None => {
+                            self.pes[pe].state = PeState::Idle;
+                            self.repick(pe);
+                        }
+                    }
                 }
             }
             Ev::IoDone(p) => {
@@ -578,45 +591,53 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Charges kernel work to a PE. It delays whatever the PE does: a pending dispatch
+    /// starts later, and a running process stops for `dur` and then continues where it was
+    /// (its remaining compute, its remaining spin budget) without a scheduling decision —
+    /// unless one is asked for before the charge is over ([`Engine::repick`]).
     fn overhead(&mut self, gpe: usize, dur: Dur) {
         if dur <= Dur::ZERO {
             return;
         }
-        match self.pes[gpe].state {
+        let (until, switch, overhead, resume) = match self.pes[gpe].state {
             PeState::Busy {
                 until,
                 switch,
                 overhead,
-            } => {
-                let until = until + dur;
-                self.pes[gpe].state = PeState::Busy {
-                    until,
-                    switch,
-                    overhead: overhead + dur,
-                };
-                self.pes[gpe].epoch += 1;
-                let epoch = self.pes[gpe].epoch;
-                self.at(until, Ev::BusyEnd { pe: gpe, epoch });
-            }
-            _ => {
+                resume,
+            } => (until + dur, switch, overhead + dur, resume),
+            PeState::Running { proc } => {
                 self.close(gpe);
-                let until = self.now + dur;
-                self.pes[gpe].state = PeState::Busy {
-                    until,
-                    switch: Dur::ZERO,
-                    overhead: dur,
-                };
-                self.pes[gpe].epoch += 1;
-                let epoch = self.pes[gpe].epoch;
-                self.at(until, Ev::BusyEnd { pe: gpe, epoch });
+                (self.now + dur, Dur::ZERO, dur, Some(proc))
             }
-        }
+            PeState::Idle => {
+                self.close(gpe);
+                (self.now + dur, Dur::ZERO, dur, None)
+            }
+        };
+        self.pes[gpe].state = PeState::Busy {
+            until,
+            switch,
+            overhead,
+            resume,
+        };
+        self.pes[gpe].epoch += 1;
+        let epoch = self.pes[gpe].epoch;
+        self.at(until, Ev::BusyEnd { pe: gpe, epoch });
     }
 
-    /// Asks the node scheduler what runs on the PE now (deferred while the PE is busy: a busy
-    /// period always ends with a pick).
+    /// The process a charge interrupted continues on its PE: no dispatch, so its wait keeps
+    /// the policy and spin budget it had.
+    fn resume(&mut self, gpe: usize, p: u32) {
+        self.pes[gpe].state = PeState::Running { proc: p };
+        self.advance(p);
+    }
+
+    /// Asks the node scheduler what runs on the PE now (deferred while the PE is busy: the
+    /// busy period then ends with a pick, also one that would have resumed a process).
     fn repick(&mut self, gpe: usize) {
-        if matches!(self.pes[gpe].state, PeState::Busy { .. }) {
+        if let PeState::Busy { resume, .. } = &mut self.pes[gpe].state {
+            *resume = None;
             return;
         }
         self.close(gpe);
@@ -639,6 +660,7 @@ impl<'a> Engine<'a> {
                         until,
                         switch,
                         overhead: pick.overhead,
+                        resume: None,
                     };
                     let epoch = self.pes[gpe].epoch;
                     self.at(until, Ev::BusyEnd { pe: gpe, epoch });
@@ -1074,4 +1096,75 @@ fn draw(rng: &mut Pcg64, basic: Dur, factor: f64, variance: f64) -> Dur {
         0.0
     };
     Dur(((basic.0 as f64) * factor * (1.0 + jitter)).round() as i64).max(Dur(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload;
+
+    /// Node 0 holds job 1's rank 0, which waits about 9 ms every iteration for its slow peer
+    /// on node 1, and job 2's compute-only process behind it.
+    const SPINNER: &str = r#"
+seed = 4
+[machine]
+nodes = 2
+pes_per_node = 1
+mpl = 2
+[costs]
+latency = "50us"
+[schemes]
+timeslice = "10ms"
+spin_time = "188us"
+[[jobs]]
+procs = 2
+work = "1ms"
+granularity = 0.1
+pattern = "nn"
+[[jobs.ranks]]
+ranks = [1]
+work_factor = 10.0
+[[jobs]]
+procs = 1
+work = "20ms"
+granularity = 1.0
+pattern = "none"
+"#;
+
+    /// The load-information charge of SB+PROC interrupts whatever runs on the PE, here a
+    /// spinning receiver; the receiver then goes on with the spin budget it had left, so it
+    /// blocks after its spin time even while messages for another process keep arriving.
+    #[test]
+    fn a_resumed_spinner_keeps_its_remaining_spin_across_a_charge() {
+        let sc = Scenario::parse(SPINNER, "spinner").unwrap();
+        let jobs = workload::build(&sc).unwrap();
+        assert_eq!(jobs[0].iterations, 1);
+        let mut e = Engine::new(&sc, Scheme::SbProc, &jobs, false);
+        // Job 2's process (id 2, node 0) hears from node 1 every 50 µs for 12 ms, about a
+        // message it will never consume: each costs node 0 the 2 µs charge and nothing else.
+        for k in 0..240 {
+            e.at(
+                Time(50 * k + 25),
+                Ev::Msg {
+                    dst: 2,
+                    iter: u32::MAX,
+                    from_node: 1,
+                    info: LoadInfo {
+                        ts: Dur::from_millis(1),
+                        enp_milli: 1000,
+                    },
+                },
+            );
+        }
+        let r = e.run();
+        assert_eq!(r.finished_jobs, 2);
+        let node0 = r.node_breakdown[0];
+        // One wait, one spin budget: 188 µs of spin, not the 9 ms until the peer's message.
+        assert!(
+            node0.spin <= Dur::from_micros(188),
+            "spin {} on node 0: {node0:?}",
+            node0.spin
+        );
+        assert!(node0.overhead >= Dur::from_micros(2 * 240));
+    }
 }

@@ -3,14 +3,20 @@
 //!
 //! - [`scenario`]: the TOML scenario (machine, costs, scheme parameters, workload, grid).
 //! - [`workload`]: scenario workloads → BSP jobs (explicit, seed-004 mixes, Lublin model).
+//! - [`hyper_erlang`]: the Hyper-Erlang distribution that draws a mix's open arrivals, job
+//!   lengths and sizes.
 //! - [`engine`]: the event loop: PEs, processes, network, FCFS admission up to the MPL.
 //! - [`report`]: results (response, wait, message pending time, time breakdown, classes).
+//! - [`spread`]: a sweep over seeds summarised per grid point and scheme (mean, range, and
+//!   PROC's paired change against its base scheme).
 //!
 //! [`run`] simulates one scheme; [`sweep`] runs schemes × grid points in parallel.
 
 pub mod engine;
+pub mod hyper_erlang;
 pub mod report;
 pub mod scenario;
+pub mod spread;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -37,18 +43,21 @@ pub fn run(sc: &Scenario, scheme: Scheme, class_history: bool) -> Result<RunResu
 }
 
 /// Each job's runtime alone on the machine, under the same scheme, arriving at time zero:
-/// the "dedicated system" of a slowdown. Jobs of one kind (label) share one run — their
-/// draws differ only by seed, which moves a runtime by far less than the sharing does.
+/// the "dedicated system" of a slowdown. Jobs of one kind, size and length share one run —
+/// their draws differ only by seed, which moves a runtime by far less than the sharing does.
 fn alone(sc: &Scenario, scheme: Scheme, jobs: &[workload::AppJob]) -> Vec<f64> {
-    let mut by_kind: BTreeMap<String, f64> = BTreeMap::new();
+    let mut by_kind: BTreeMap<(String, u32, u32), f64> = BTreeMap::new();
     jobs.iter()
         .map(|j| {
-            *by_kind.entry(j.label.clone()).or_insert_with(|| {
-                let mut solo = j.clone();
-                solo.arrival = cosched_core::Time::ZERO;
-                let r = engine::Engine::new(sc, scheme, std::slice::from_ref(&solo), false).run();
-                r.jobs[0].runtime_s.unwrap_or(0.0)
-            })
+            *by_kind
+                .entry((j.label.clone(), j.procs, j.iterations))
+                .or_insert_with(|| {
+                    let mut solo = j.clone();
+                    solo.arrival = cosched_core::Time::ZERO;
+                    let r =
+                        engine::Engine::new(sc, scheme, std::slice::from_ref(&solo), false).run();
+                    r.jobs[0].runtime_s.unwrap_or(0.0)
+                })
         })
         .collect()
 }

@@ -9,6 +9,8 @@ use std::path::Path;
 use cosched_core::Dur;
 use serde::Deserialize;
 
+use crate::hyper_erlang::HyperErlang;
+
 /// A scenario as read from its file.
 #[derive(Clone, Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -33,7 +35,8 @@ pub struct Scenario {
     pub lublin: Option<LublinCfg>,
     #[serde(default)]
     pub limits: Limits,
-    /// Sweep grid: parameter name → values (`workload`, `pattern`, `variance`, `mpl`).
+    /// Sweep grid: parameter name → values (`workload`, `pattern`, `v` / `variance`, `mpl`,
+    /// `seed`).
     #[serde(default)]
     pub grid: BTreeMap<String, Vec<toml::Value>>,
 }
@@ -155,6 +158,7 @@ pub struct SchemeCfg {
     #[serde(with = "opt_dur")]
     pub ts_update: Option<Dur>,
     pub fcs: FcsCfg,
+    pub proc: ProcCfg,
 }
 
 impl Default for SchemeCfg {
@@ -166,6 +170,7 @@ impl Default for SchemeCfg {
             spin_per_message: false,
             ts_update: None,
             fcs: FcsCfg::default(),
+            proc: ProcCfg::default(),
         }
     }
 }
@@ -179,6 +184,29 @@ pub struct FcsCfg {
     pub f_thresh: Option<Dur>,
     #[serde(with = "opt_dur")]
     pub max_spin: Option<Dur>,
+}
+
+/// SB+PROC's departures from seed 004's reading (`[schemes.proc]`; both off by default, see
+/// [`cosched_node::ProcOptions`]).
+#[derive(Clone, Copy, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProcCfg {
+    /// The running process stays whenever it and the best ready process both have pending
+    /// messages (a woken, boosted process does not preempt it).
+    pub keep_reordered: bool,
+    /// Ready processes with pending messages compete at every priority level, not only at
+    /// the highest ready one (SB's boost sequence).
+    pub any_level: bool,
+}
+
+impl ProcCfg {
+    /// The node scheduler's options.
+    pub fn options(self) -> cosched_node::ProcOptions {
+        cosched_node::ProcOptions {
+            keep_reordered: self.keep_reordered,
+            any_level: self.any_level,
+        }
+    }
 }
 
 /// How granularity-based jobs (explicit and Lublin) turn into iterations (seed 000 §4.5).
@@ -295,9 +323,22 @@ pub struct MixCfg {
     /// kind of job.
     #[serde(default)]
     pub batch_slowdown: bool,
-    /// Time between arrivals (0: all at once).
+    /// Time between arrivals (0: all at once). Excludes `[mix.arrivals]`.
     #[serde(with = "dur", default)]
     pub interarrival: Dur,
+    /// Open arrivals: Hyper-Erlang gaps between jobs, scaled to an offered load (seed 004 §4
+    /// draws its arrivals from a Hyper-Erlang fit to SDSC SP2).
+    #[serde(default)]
+    pub arrivals: Option<ArrivalsCfg>,
+    /// Job lengths: each job's iteration count is a Hyper-Erlang draw whose mean is
+    /// `iterations` (the NAS model's own count if unset). Unset: every job has that count.
+    #[serde(default)]
+    pub length: Option<DrawCfg>,
+    /// Job sizes: each job's process count is a Hyper-Erlang draw whose mean is `procs`,
+    /// rounded and kept within the machine. Unset: every job has `procs` processes (as in
+    /// seed 004, whose jobs all have 32).
+    #[serde(default)]
+    pub size: Option<DrawCfg>,
     /// Drop the I/O share (for sensitivity studies; the compute share is unchanged).
     #[serde(default)]
     pub without_io: bool,
@@ -312,6 +353,33 @@ pub struct MixCfg {
     /// extra run per kind of job.
     #[serde(default)]
     pub slowdown: bool,
+}
+
+/// The shape of a Hyper-Erlang draw (`[mix.length]`, `[mix.size]`): its squared coefficient
+/// of variation and the common order of its Erlang branches (1: hyperexponential). The mean
+/// comes from the field the draw replaces.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrawCfg {
+    pub cv2: f64,
+    #[serde(default = "one_u32")]
+    pub order: u32,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+/// Open arrivals (`[mix.arrivals]`): Hyper-Erlang gaps with this shape, whose mean makes the
+/// drawn jobs' offered load — their processes × runtime alone, summed, over the machine's PEs
+/// × the arrival span — equal `load`.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrivalsCfg {
+    pub load: f64,
+    pub cv2: f64,
+    #[serde(default = "one_u32")]
+    pub order: u32,
 }
 
 /// A Lublin-model workload (seed 000 §4.6).
@@ -513,6 +581,27 @@ impl Scenario {
             if !(0.0..2.0).contains(&mix.v) {
                 return bad("mix.v", "must be in [0, 2)");
             }
+            if let Some(a) = mix.arrivals {
+                if mix.interarrival > Dur::ZERO {
+                    return bad(
+                        "mix.arrivals",
+                        "give either a fixed interarrival or [mix.arrivals], not both",
+                    );
+                }
+                if !(a.load.is_finite() && a.load > 0.0) {
+                    return bad("mix.arrivals.load", "must be a positive offered load");
+                }
+                if let Err(e) = HyperErlang::fit(1.0, a.cv2, a.order) {
+                    return bad("mix.arrivals", &e.to_string());
+                }
+            }
+            for (field, d) in [("mix.length", mix.length), ("mix.size", mix.size)] {
+                if let Some(d) = d
+                    && let Err(e) = HyperErlang::fit(1.0, d.cv2, d.order)
+                {
+                    return bad(field, &e.to_string());
+                }
+            }
         }
         if let Some(l) = &self.lublin {
             if l.granularities.is_empty() || l.variances.is_empty() {
@@ -531,10 +620,10 @@ impl Scenario {
             }
         }
         for key in self.grid.keys() {
-            if !["workload", "pattern", "v", "variance", "mpl"].contains(&key.as_str()) {
+            if !["workload", "pattern", "v", "variance", "mpl", "seed"].contains(&key.as_str()) {
                 return bad(
                     &format!("grid.{key}"),
-                    "unknown grid parameter (use workload, pattern, v, variance or mpl)",
+                    "unknown grid parameter (use workload, pattern, v, variance, mpl or seed)",
                 );
             }
         }
@@ -602,6 +691,11 @@ impl Scenario {
                 }
                 "mpl" => {
                     sc.machine.mpl = v
+                        .parse()
+                        .map_err(|_| bad(k, format!("{v:?} is not a whole number")))?
+                }
+                "seed" => {
+                    sc.seed = v
                         .parse()
                         .map_err(|_| bad(k, format!("{v:?} is not a whole number")))?
                 }

@@ -7,7 +7,8 @@ use cosched_workload::{GenOptions, LublinParams, generate, transform};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
-use crate::scenario::{JobCfg, LublinModel, Pattern, Scenario, ScenarioError};
+use crate::hyper_erlang::HyperErlang;
+use crate::scenario::{DrawCfg, JobCfg, LublinModel, MixCfg, Pattern, Scenario, ScenarioError};
 
 /// One BSP job, ready to simulate.
 #[derive(Clone, Debug, PartialEq)]
@@ -210,102 +211,7 @@ pub fn mix_shares(workload: &str, index: u32) -> Option<(f64, f64, f64, &'static
 pub fn build(sc: &Scenario) -> Result<Vec<AppJob>, ScenarioError> {
     let total = sc.machine.nodes * sc.machine.pes_per_node;
     if let Some(mix) = &sc.mix {
-        let transit = sc.costs.transit();
-        let mut jobs = Vec::new();
-        if let Some(m) = nas_model(&mix.workload) {
-            // An iteration's communication alone: the sending NIC transfers the messages one
-            // after another (mean transfer each), and the last one's startup latency follows.
-            let startup = sc.costs.startup;
-            let mean_transfer: f64 = m
-                .sizes
-                .iter()
-                .map(|&(b, p)| p * (sc.costs.transit_bytes(b) - startup).as_secs_f64())
-                .sum::<f64>()
-                / m.sizes.iter().map(|s| s.1).sum::<f64>();
-            let (pattern, ring) = m.pattern.job_pattern(mix.procs);
-            let receives = if ring.is_empty() {
-                peers(pattern, mix.procs, 0).len()
-            } else {
-                at_distances(mix.procs, 0, &ring).len()
-            }
-            .max(1) as f64;
-            let comm_time = mean_transfer * receives + startup.as_secs_f64();
-            let compute = Dur::from_secs_f64(comm_time * (100.0 - m.comm_share) / m.comm_share);
-            let iterations = mix.iterations.unwrap_or(m.iterations);
-            for i in 0..mix.jobs {
-                jobs.push(AppJob {
-                    id: i + 1,
-                    arrival: Time::ZERO + mix.interarrival * i64::from(i),
-                    procs: mix.procs,
-                    iterations,
-                    compute,
-                    io: Dur::ZERO,
-                    pattern,
-                    variance: mix.v / 2.0,
-                    rank_overrides: Vec::new(),
-                    work: compute * i64::from(iterations),
-                    label: m.name.to_string(),
-                    msg_sizes: m.sizes.to_vec(),
-                    ring: ring.clone(),
-                });
-            }
-            return Ok(jobs);
-        }
-        let (Some(pattern), Some(iterations)) = (mix.pattern, mix.iterations) else {
-            return Err(ScenarioError::Invalid {
-                path: sc.name.clone(),
-                field: "mix".into(),
-                why: "WL1..WL4 need a pattern and iterations".into(),
-            });
-        };
-        for i in 0..mix.jobs {
-            let (comp, io, comm, label) =
-                mix_shares(&mix.workload, i).ok_or_else(|| ScenarioError::Invalid {
-                    path: sc.name.clone(),
-                    field: "mix.workload".into(),
-                    why: format!("{:?} is not WL1..WL4", mix.workload),
-                })?;
-            let receives = peers(pattern, mix.procs, 0).len().max(1) as i64;
-            let comm_time = transit * receives;
-            let compute = Dur::from_secs_f64(comm_time.as_secs_f64() * comp / comm);
-            let io_t = if mix.without_io {
-                Dur::ZERO
-            } else {
-                Dur::from_secs_f64(comm_time.as_secs_f64() * io / comm)
-            };
-            // Persistent per-process imbalance: one factor per rank, no per-iteration noise.
-            let rank_overrides = if mix.per_process_v {
-                let mut rng = Pcg64::seed_from_u64(sc.seed ^ 0xba1a_0c3e ^ (u64::from(i) << 32));
-                (0..mix.procs)
-                    .map(|r| {
-                        let f = if mix.v > 0.0 {
-                            1.0 + rng.random_range(-mix.v / 2.0..mix.v / 2.0)
-                        } else {
-                            1.0
-                        };
-                        (r, f, Some(0.0))
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            jobs.push(AppJob {
-                id: i + 1,
-                arrival: Time::ZERO + mix.interarrival * i64::from(i),
-                procs: mix.procs,
-                iterations,
-                compute,
-                io: io_t,
-                pattern,
-                variance: mix.v / 2.0,
-                rank_overrides,
-                work: compute * i64::from(iterations),
-                label: label.to_string(),
-                msg_sizes: Vec::new(),
-                ring: Vec::new(),
-            });
-        }
-        return Ok(jobs);
+        return mix_jobs(sc, mix);
     }
     if let Some(l) = &sc.lublin {
         let opts = GenOptions {
@@ -364,6 +270,193 @@ pub fn build(sc: &Scenario) -> Result<Vec<AppJob>, ScenarioError> {
         .enumerate()
         .map(|(i, j)| explicit(sc, i as u32 + 1, j))
         .collect())
+}
+
+/// The jobs of a `[mix]` workload: each job's size and length (fixed, or Hyper-Erlang
+/// draws), its per-iteration compute, I/O and exchange from its kind, and the arrivals
+/// (simultaneous, a fixed interval, or open Hyper-Erlang arrivals at an offered load).
+fn mix_jobs(sc: &Scenario, mix: &MixCfg) -> Result<Vec<AppJob>, ScenarioError> {
+    let invalid = |field: &str, why: String| ScenarioError::Invalid {
+        path: sc.name.clone(),
+        field: field.into(),
+        why,
+    };
+    let total = sc.machine.nodes * sc.machine.pes_per_node;
+    let nas = nas_model(&mix.workload);
+    let mean_iterations = match (mix.iterations, nas) {
+        (Some(n), _) => n,
+        (None, Some(m)) => m.iterations,
+        (None, None) => {
+            return Err(invalid(
+                "mix",
+                "WL1..WL4 need a pattern and iterations".into(),
+            ));
+        }
+    };
+    // Each draw has its own stream, so drawing sizes does not move the lengths or arrivals.
+    let draws = |cfg: Option<DrawCfg>, mean: u32, salt: u64, field: &str, max: u32| {
+        let n = mix.jobs as usize;
+        let Some(d) = cfg else {
+            return Ok(vec![mean; n]);
+        };
+        let he = HyperErlang::fit(f64::from(mean), d.cv2, d.order)
+            .map_err(|e| invalid(field, e.to_string()))?;
+        let mut rng = Pcg64::seed_from_u64(sc.seed ^ salt);
+        Ok((0..n)
+            .map(|_| (he.sample(&mut rng).round() as u32).clamp(1, max))
+            .collect::<Vec<u32>>())
+    };
+    let sizes = draws(mix.size, mix.procs, 0x5123_d4a3_51e5, "mix.size", total)?;
+    let lengths = draws(
+        mix.length,
+        mean_iterations,
+        0x1e49_7a15,
+        "mix.length",
+        u32::MAX,
+    )?;
+    let mut jobs = Vec::new();
+    // Each job's runtime alone with no variance: its iterations × (compute + I/O + exchange).
+    let mut alone = Vec::new();
+    for i in 0..mix.jobs {
+        let (procs, iterations) = (sizes[i as usize], lengths[i as usize]);
+        let (job, iteration) = match nas {
+            Some(m) => nas_job(sc, mix, m, i, procs, iterations),
+            None => wl_job(sc, mix, i, procs, iterations)?,
+        };
+        alone.push(f64::from(procs) * iteration.as_secs_f64() * f64::from(iterations));
+        jobs.push(job);
+    }
+    match mix.arrivals {
+        Some(a) => {
+            let pe_seconds: f64 = alone.iter().sum();
+            let mean_gap = pe_seconds / (f64::from(mix.jobs) * f64::from(total) * a.load);
+            let he = HyperErlang::fit(mean_gap, a.cv2, a.order)
+                .map_err(|e| invalid("mix.arrivals", e.to_string()))?;
+            let mut rng = Pcg64::seed_from_u64(sc.seed ^ 0xa441_7a15);
+            let mut at = Time::ZERO;
+            for j in &mut jobs {
+                j.arrival = at;
+                at += Dur::from_secs_f64(he.sample(&mut rng));
+            }
+        }
+        None => {
+            for (i, j) in jobs.iter_mut().enumerate() {
+                j.arrival = Time::ZERO + mix.interarrival * i as i64;
+            }
+        }
+    }
+    Ok(jobs)
+}
+
+/// The `index`-th job of a NAS model, and its nominal iteration time: the share of Table 2(b)
+/// is the exchange's over the whole iteration.
+fn nas_job(
+    sc: &Scenario,
+    mix: &MixCfg,
+    m: &NasModel,
+    index: u32,
+    procs: u32,
+    iterations: u32,
+) -> (AppJob, Dur) {
+    // An iteration's communication alone: the sending NIC transfers the messages one after
+    // another (mean transfer each), and the last one's startup latency follows.
+    let startup = sc.costs.startup;
+    let mean_transfer: f64 = m
+        .sizes
+        .iter()
+        .map(|&(b, p)| p * (sc.costs.transit_bytes(b) - startup).as_secs_f64())
+        .sum::<f64>()
+        / m.sizes.iter().map(|s| s.1).sum::<f64>();
+    let (pattern, ring) = m.pattern.job_pattern(procs);
+    let receives = if ring.is_empty() {
+        peers(pattern, procs, 0).len()
+    } else {
+        at_distances(procs, 0, &ring).len()
+    }
+    .max(1) as f64;
+    let comm_time = mean_transfer * receives + startup.as_secs_f64();
+    let compute = Dur::from_secs_f64(comm_time * (100.0 - m.comm_share) / m.comm_share);
+    let job = AppJob {
+        id: index + 1,
+        arrival: Time::ZERO,
+        procs,
+        iterations,
+        compute,
+        io: Dur::ZERO,
+        pattern,
+        variance: mix.v / 2.0,
+        rank_overrides: Vec::new(),
+        work: compute * i64::from(iterations),
+        label: m.name.to_string(),
+        msg_sizes: m.sizes.to_vec(),
+        ring,
+    };
+    (job, compute + Dur::from_secs_f64(comm_time))
+}
+
+/// The `index`-th job of WL1..WL4 (Table 2(a)), and its nominal iteration time: the exchange
+/// is `receives × transit`, and compute and I/O follow the kind's shares of it.
+fn wl_job(
+    sc: &Scenario,
+    mix: &MixCfg,
+    index: u32,
+    procs: u32,
+    iterations: u32,
+) -> Result<(AppJob, Dur), ScenarioError> {
+    let invalid = |field: &str, why: String| ScenarioError::Invalid {
+        path: sc.name.clone(),
+        field: field.into(),
+        why,
+    };
+    let pattern = mix
+        .pattern
+        .ok_or_else(|| invalid("mix", "WL1..WL4 need a pattern and iterations".into()))?;
+    let (comp, io, comm, label) = mix_shares(&mix.workload, index).ok_or_else(|| {
+        invalid(
+            "mix.workload",
+            format!("{:?} is not WL1..WL4", mix.workload),
+        )
+    })?;
+    let receives = peers(pattern, procs, 0).len().max(1) as i64;
+    let comm_time = sc.costs.transit() * receives;
+    let compute = Dur::from_secs_f64(comm_time.as_secs_f64() * comp / comm);
+    let io_t = if mix.without_io {
+        Dur::ZERO
+    } else {
+        Dur::from_secs_f64(comm_time.as_secs_f64() * io / comm)
+    };
+    // Persistent per-process imbalance: one factor per rank, no per-iteration noise.
+    let rank_overrides = if mix.per_process_v {
+        let mut rng = Pcg64::seed_from_u64(sc.seed ^ 0xba1a_0c3e ^ (u64::from(index) << 32));
+        (0..procs)
+            .map(|r| {
+                let f = if mix.v > 0.0 {
+                    1.0 + rng.random_range(-mix.v / 2.0..mix.v / 2.0)
+                } else {
+                    1.0
+                };
+                (r, f, Some(0.0))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let job = AppJob {
+        id: index + 1,
+        arrival: Time::ZERO,
+        procs,
+        iterations,
+        compute,
+        io: io_t,
+        pattern,
+        variance: mix.v / 2.0,
+        rank_overrides,
+        work: compute * i64::from(iterations),
+        label: label.to_string(),
+        msg_sizes: Vec::new(),
+        ring: Vec::new(),
+    };
+    Ok((job, compute + io_t + comm_time))
 }
 
 /// A seed-000 benchmark job: the iteration lasts G·T; the basic work w is that minus the
@@ -466,5 +559,77 @@ mod tests {
         let j = &build(&sc).unwrap()[0];
         assert_eq!(j.iterations, 100);
         assert_eq!(j.compute * i64::from(j.iterations), Dur::from_secs(10));
+    }
+
+    const OPEN: &str = "seed = 9\n[machine]\nnodes = 32\n[mix]\nworkload = \"WL3\"\njobs = 2000\nprocs = 32\npattern = \"nn\"\nv = 0.5\niterations = 400\n[mix.arrivals]\nload = 0.6\ncv2 = 4.0\norder = 2\n[mix.length]\ncv2 = 4.0\norder = 2\n";
+
+    /// Open arrivals and Hyper-Erlang lengths: the same seed gives the same jobs, another seed
+    /// other ones; the draws have the asked mean and spread, and the arrivals the asked load.
+    #[test]
+    fn open_arrival_mix_is_seeded_and_reproducible() {
+        let sc = Scenario::parse(OPEN, "open").unwrap();
+        let jobs = build(&sc).unwrap();
+        assert_eq!(jobs, build(&sc).unwrap());
+        let mut other = sc.clone();
+        other.seed = 10;
+        let moved = build(&other).unwrap();
+        assert_ne!(jobs[1].arrival, moved[1].arrival);
+        assert_ne!(jobs[0].iterations, moved[0].iterations);
+        let n = jobs.len() as f64;
+        let iters: Vec<f64> = jobs.iter().map(|j| f64::from(j.iterations)).collect();
+        let mean = iters.iter().sum::<f64>() / n;
+        let cv2 = iters.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n / (mean * mean);
+        // 2000 draws of CV² 4: the sample mean's standard error is 4.5 %.
+        assert!((mean - 400.0).abs() < 60.0, "mean length {mean}");
+        assert!((cv2 - 4.0).abs() < 1.5, "length cv2 {cv2}");
+        let gaps: Vec<f64> = jobs
+            .windows(2)
+            .map(|w| w[1].arrival.since(w[0].arrival).as_secs_f64())
+            .collect();
+        let gm = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let gcv2 = gaps.iter().map(|x| (x - gm).powi(2)).sum::<f64>() / gaps.len() as f64 / gm / gm;
+        assert!((gcv2 - 4.0).abs() < 1.5, "gap cv2 {gcv2}");
+        // Nearly constant gaps (an Erlang of order 1000) show the load the mean is scaled to:
+        // WL3 NN's iteration alone is two 188 µs receives over the 70 % exchange share.
+        let steady = Scenario::parse(
+            &OPEN.replace(
+                "cv2 = 4.0\norder = 2\n[mix.length]",
+                "cv2 = 0.001\norder = 1000\n[mix.length]",
+            ),
+            "steady",
+        )
+        .unwrap();
+        let js = build(&steady).unwrap();
+        let span = js[js.len() - 1].arrival.since(js[0].arrival).as_secs_f64();
+        let iteration = 2.0 * 188e-6 / 0.70;
+        let work: f64 = js[..js.len() - 1]
+            .iter()
+            .map(|j| f64::from(j.iterations) * iteration * 32.0)
+            .sum();
+        let offered = work / (32.0 * span);
+        assert!((offered - 0.6).abs() < 0.03, "offered load {offered}");
+        assert!(jobs.iter().all(|j| j.procs == 32));
+    }
+
+    /// Sizes come from a stream of their own: drawing them leaves lengths and the shape of the
+    /// arrivals alone, and they stay within the machine.
+    #[test]
+    fn mix_sizes_are_drawn_within_the_machine_from_their_own_stream() {
+        let sc = Scenario::parse(OPEN, "open").unwrap();
+        let fixed = build(&sc).unwrap();
+        let sized = Scenario::parse(&format!("{OPEN}[mix.size]\ncv2 = 1.0\n"), "sized").unwrap();
+        let jobs = build(&sized).unwrap();
+        assert!(jobs.iter().all(|j| (1..=32).contains(&j.procs)));
+        assert!(jobs.iter().any(|j| j.procs < 16));
+        let lengths = |js: &[AppJob]| js.iter().map(|j| j.iterations).collect::<Vec<_>>();
+        assert_eq!(lengths(&fixed), lengths(&jobs));
+        let e = Scenario::parse(&format!("{OPEN}[mix.size]\ncv2 = 0.2\n"), "bad").unwrap_err();
+        assert!(e.to_string().contains("mix.size"), "{e}");
+        let e = Scenario::parse(
+            &OPEN.replace("v = 0.5", "v = 0.5\ninterarrival = \"1s\""),
+            "bad",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("mix.arrivals"), "{e}");
     }
 }

@@ -484,3 +484,75 @@ fn startup_latency_overlaps_on_a_serial_nic() {
         "iteration {iter} s, want {want} s"
     );
 }
+
+/// A sweep over seeds: each grid point (seed aside) and scheme is summarised once, over every
+/// seed; SB+PROC's change against SB is paired seed by seed.
+#[test]
+fn a_seed_grid_is_summarised_per_point_with_procs_paired_change() {
+    let text = format!("{SMALL_MIX}[grid]\nseed = [1, 2, 3]\n");
+    let sc = Scenario::parse(&text, "seeds").unwrap();
+    let rows = cosched_cosim::sweep(&sc, &[Scheme::Sb, Scheme::SbProc], &|_, _| {}).unwrap();
+    assert_eq!(rows.len(), 6);
+    let spread = cosched_cosim::spread::over_seeds(&rows);
+    assert_eq!(spread.len(), 2);
+    let sb: Vec<&cosched_cosim::RunResult> = rows.iter().filter(|r| r.scheme == "sb").collect();
+    let s = &spread[0];
+    assert_eq!((s.scheme.as_str(), s.seeds.len()), ("sb", 3));
+    let responses: Vec<f64> = sb.iter().map(|r| r.mean_response_s).collect();
+    assert_eq!(s.response_s.mean, responses.iter().sum::<f64>() / 3.0);
+    assert_eq!(
+        s.response_s.max,
+        responses.iter().copied().fold(f64::MIN, f64::max)
+    );
+    assert!(s.vs_base.is_none());
+    let p = spread[1].vs_base.as_ref().unwrap();
+    assert_eq!(p.base, "sb");
+    let mut pct: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.scheme == "sb+proc")
+        .map(|r| {
+            let seed = &r.params.as_ref().unwrap()["seed"];
+            let o = sb
+                .iter()
+                .find(|o| &o.params.as_ref().unwrap()["seed"] == seed)
+                .unwrap();
+            100.0 * (r.mean_response_s - o.mean_response_s) / o.mean_response_s
+        })
+        .collect();
+    pct.sort_by(f64::total_cmp);
+    assert_eq!(
+        (
+            p.response_pct.min,
+            p.response_pct.median,
+            p.response_pct.max
+        ),
+        (pct[0], pct[1], pct[2])
+    );
+    // Different seeds draw different compute times.
+    assert!(s.response_s.min < s.response_s.max);
+}
+
+/// A slowdown divides a job's response by its own runtime alone: jobs of one kind but of
+/// different lengths (`[mix.length]`) are each measured at their length.
+#[test]
+fn slowdowns_of_jobs_of_different_lengths_use_their_own_runtime_alone() {
+    let text = SMALL_MIX.replace("WL4", "WL1").replace(
+        "interarrival = \"20ms\"",
+        "slowdown = true\n[mix.length]\ncv2 = 2.0\n",
+    );
+    let sc = Scenario::parse(&text, "lengths").unwrap();
+    let r = run(&sc, Scheme::Sb, false).unwrap();
+    let jobs = workload::build(&sc).unwrap();
+    let alone: Vec<(u32, f64)> = r
+        .jobs
+        .iter()
+        .zip(&jobs)
+        .map(|(j, spec)| (spec.iterations, j.response_s.unwrap() / j.slowdown.unwrap()))
+        .collect();
+    let (short, long) = (
+        alone.iter().min_by_key(|a| a.0).unwrap(),
+        alone.iter().max_by_key(|a| a.0).unwrap(),
+    );
+    assert!(short.0 < long.0, "{alone:?}");
+    assert!(short.1 < long.1, "{alone:?}");
+}

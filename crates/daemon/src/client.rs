@@ -285,6 +285,44 @@ impl Client {
         }
     }
 
+    /// Drains, sets down or resumes nodes (administrators only).
+    pub fn node(
+        &self,
+        op: crate::proto::NodeOp,
+        nodes: &[String],
+        reason: Option<&str>,
+    ) -> Result<(), DaemonError> {
+        match self.request(Request::Node {
+            op,
+            nodes: nodes.to_vec(),
+            reason: reason.map(str::to_string),
+        })? {
+            Response::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Has the machine manager issue user `uid` a new credential serial (revoking the
+    /// earlier ones), valid until `expires_us` if given.
+    pub fn credential(
+        &self,
+        uid: u32,
+        expires_us: Option<i64>,
+    ) -> Result<crate::user_key::Credential, DaemonError> {
+        match self.request(Request::Credential { uid, expires_us })? {
+            Response::Credential(c) => Ok(c),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Has the machine manager read its configuration again; returns what changes.
+    pub fn reconfigure(&self) -> Result<String, DaemonError> {
+        match self.request(Request::Reconfigure)? {
+            Response::Reconfigured(what) => Ok(what),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Each live job's expected start and end ([`Request::Forecast`]).
     pub fn forecast(&self) -> Result<Vec<cosched_policy::forecast::Expected>, DaemonError> {
         match self.request(Request::Forecast)? {

@@ -53,6 +53,10 @@ pub struct Cluster {
     children: Vec<Child>,
 }
 
+/// The configuration an embedded cluster's daemons read: an empty file, so that what
+/// `cluster up` says is all they take, whatever `/etc/cosched/cosched.toml` holds.
+pub const NO_CONFIG: &str = "/dev/null";
+
 /// Node names of an embedded cluster.
 pub fn node_name(i: u32) -> String {
     format!("n{i}")
@@ -125,12 +129,15 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         &o.settings.policy_options,
     )?;
     // The address of the last MM would be taken for the new one's; the database stays, so the
-    // new MM continues its history (a machine of another shape is refused by the MM).
+    // new MM continues its history (on a machine of another shape, it grows or shrinks).
     dir.forget_addr();
     let key = Key::generate()?;
     key.save(&dir.key_file())?;
     let mut args: Vec<String> = vec![
         "mm".into(),
+        // Its own machine, whatever configuration this host has.
+        "--config".into(),
+        NO_CONFIG.into(),
         "--listen".into(),
         "127.0.0.1:0".into(),
         "--nodes".into(),
@@ -204,6 +211,8 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
         let name = node_name(i);
         let mut args: Vec<String> = vec![
             "nm".into(),
+            "--config".into(),
+            NO_CONFIG.into(),
             "--mm".into(),
             addr.clone(),
             "--name".into(),

@@ -1,5 +1,6 @@
 //! The machine manager's persistent state in SQLite (WAL mode): every job record and every
-//! node's name and id, written through on each change so a killed machine manager loses no
+//! node's name and id, every administrator's change to a node (drain, down, resume: who,
+//! when, why) and the state it left, each user's credential serial, written through on each change so a killed machine manager loses no
 //! record, and the nonces of the recent requests that changed something, so a restarted
 //! machine manager still refuses them when replayed. Records are stored
 //! as JSON documents keyed by id: the schema stays trivial and a record read back is exactly
@@ -10,13 +11,15 @@
 //! [`DbError::Write`] whose message says which, names the directory and what to do; the
 //! transaction is rolled back, and the connection takes the next write when the disk does.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use cosched_core::{JobId, NodeId};
 use rusqlite::{Connection, params};
 
-use crate::proto::JobInfo;
+use crate::proto::{JobInfo, NodeChange, NodeOp};
 use crate::state_dir::{FsState, fs_state};
+use crate::user_key::Credential;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -63,7 +66,10 @@ impl Db {
             "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, doc TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS nodes (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, pes INTEGER NOT NULL);
              CREATE TABLE IF NOT EXISTS nonces (nonce INTEGER PRIMARY KEY, at INTEGER NOT NULL);
-             CREATE INDEX IF NOT EXISTS nonces_at ON nonces (at);",
+             CREATE INDEX IF NOT EXISTS nonces_at ON nonces (at);
+             CREATE TABLE IF NOT EXISTS node_events (seq INTEGER PRIMARY KEY AUTOINCREMENT, node INTEGER NOT NULL, doc TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS node_admin (node INTEGER PRIMARY KEY, doc TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS user_credentials (uid INTEGER PRIMARY KEY, doc TEXT NOT NULL);",
         )
         .map_err(failed)?;
         Ok(Db { conn, path: p })
@@ -98,6 +104,32 @@ impl Db {
                 tx.execute(
                     "INSERT INTO nodes (id, name, pes) VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE SET name = excluded.name, pes = excluded.pes",
                     params![node.id.0, node.name, node.pes],
+                )
+                .map_err(failed)?;
+            }
+            for c in &b.node_changes {
+                let doc = serde_json::to_string(c).expect("a node change always serialises");
+                tx.execute(
+                    "INSERT INTO node_events (node, doc) VALUES (?1, ?2)",
+                    params![c.node.0, doc],
+                )
+                .map_err(failed)?;
+                // The state it leaves: what a restart finds.
+                if c.op == NodeOp::Resume {
+                    tx.execute("DELETE FROM node_admin WHERE node = ?1", params![c.node.0])
+                } else {
+                    tx.execute(
+                        "INSERT INTO node_admin (node, doc) VALUES (?1, ?2) ON CONFLICT(node) DO UPDATE SET doc = excluded.doc",
+                        params![c.node.0, doc],
+                    )
+                }
+                .map_err(failed)?;
+            }
+            for (uid, c) in &b.credentials {
+                let doc = serde_json::to_string(c).expect("a credential always serialises");
+                tx.execute(
+                    "INSERT INTO user_credentials (uid, doc) VALUES (?1, ?2) ON CONFLICT(uid) DO UPDATE SET doc = excluded.doc",
+                    params![uid, doc],
                 )
                 .map_err(failed)?;
             }
@@ -201,6 +233,64 @@ impl Db {
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
+    /// The nodes administrators left drained or down, with why.
+    pub fn node_admin(&self) -> Result<BTreeMap<NodeId, NodeChange>, DbError> {
+        Ok(self
+            .docs(
+                "SELECT node, doc FROM node_admin ORDER BY node",
+                "node state",
+            )?
+            .into_iter()
+            .map(|(_, c): (i64, NodeChange)| (c.node, c))
+            .collect())
+    }
+
+    /// Each user's current credential serial (and expiry), by uid.
+    pub fn credentials(&self) -> Result<BTreeMap<u32, Credential>, DbError> {
+        Ok(self
+            .docs("SELECT uid, doc FROM user_credentials", "credential of uid")?
+            .into_iter()
+            .map(|(uid, c)| (uid as u32, c))
+            .collect())
+    }
+
+    /// Every administrator's change to a node, oldest first (drain, down, resume: who, when,
+    /// why).
+    pub fn node_events(&self) -> Result<Vec<NodeChange>, DbError> {
+        Ok(self
+            .docs(
+                "SELECT seq, doc FROM node_events ORDER BY seq",
+                "node event",
+            )?
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect())
+    }
+
+    /// The `(key, JSON document)` rows `sql` selects, decoded; one that does not decode is
+    /// [`DbError::Corrupt`], named `what KEY`.
+    fn docs<T: serde::de::DeserializeOwned>(
+        &self,
+        sql: &str,
+        what: &str,
+    ) -> Result<Vec<(i64, T)>, DbError> {
+        let mut stmt = self.conn.prepare(sql).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (key, doc) = row.map_err(|e| self.err(e))?;
+            let v = serde_json::from_str(&doc).map_err(|e| DbError::Corrupt {
+                path: self.path.clone(),
+                what: format!("{what} {key}"),
+                why: e.to_string(),
+            })?;
+            out.push((key, v));
+        }
+        Ok(out)
+    }
+
     /// The journal mode in force (`wal` once opened).
     pub fn journal_mode(&self) -> Result<String, DbError> {
         self.conn
@@ -223,6 +313,10 @@ pub struct Batch {
     /// Job records as [`job_doc`] makes them, by id.
     pub jobs: Vec<(JobId, String)>,
     pub nodes: Vec<NodeRow>,
+    /// Administrators' changes to nodes.
+    pub node_changes: Vec<NodeChange>,
+    /// Users' credentials issued or revoked: the serial (and expiry) now accepted.
+    pub credentials: Vec<(u32, Credential)>,
     /// Nonces of requests, with the time (µs) they arrived.
     pub nonces: Vec<(i64, u64)>,
     /// Nonces that arrived before this time (µs) are forgotten.

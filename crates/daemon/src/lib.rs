@@ -10,6 +10,7 @@
 //! - [`proto`]: what daemons and clients say to each other.
 //! - [`dashboard`]: the machine manager's read-only web dashboard (`--http`).
 //! - [`db`]: the machine manager's SQLite (WAL) store.
+//! - [`config`]: the cluster's configuration file (nodes, partitions, head, key, timeouts).
 //! - [`client`]: a blocking client for user commands (submit, wait, status, …).
 //! - [`bench`]: latency, gang-overhead and throughput benchmarks on an embedded cluster.
 //! - [`launch_model`]: launch time and heartbeat cost against node count and fan-out, fitted
@@ -36,6 +37,7 @@ pub mod bcast;
 pub mod bench;
 pub mod client;
 pub mod cluster;
+pub mod config;
 pub mod contain;
 pub mod dashboard;
 pub mod db;
@@ -85,4 +87,6 @@ pub enum DaemonError {
     /// A directory a daemon keeps for itself (a work or scratch directory) that is not safe.
     #[error(transparent)]
     Dir(#[from] dir::DirError),
+    #[error(transparent)]
+    ClusterConfig(#[from] config::ConfigError),
 }

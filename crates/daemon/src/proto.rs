@@ -444,6 +444,58 @@ pub enum Request {
     Forecast,
     /// One step of a file broadcast (crate::bcast).
     Bcast(BcastOp),
+    /// Take nodes out of service or back (administrators only): `cosched node drain|resume|
+    /// down`, `scontrol update nodename=… state=…`.
+    Node {
+        op: NodeOp,
+        /// Node names.
+        nodes: Vec<String>,
+        reason: Option<String>,
+    },
+    /// Read the configuration file again and apply it (`cosched reconfigure`, SIGHUP):
+    /// administrators only.
+    Reconfigure,
+    /// Issue user `uid` a new credential serial, which revokes the earlier ones (`cosched
+    /// cluster user-key`; with `revoke`, no credential is written for it), valid until
+    /// `expires_us` if given: administrators only. Answered with [`Response::Credential`].
+    Credential {
+        uid: u32,
+        expires_us: Option<i64>,
+    },
+}
+
+/// What an administrator does to a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeOp {
+    /// Nothing new starts there; its jobs run to their end.
+    Drain,
+    /// Its jobs end now (`node_failed`, or requeued with `--requeue`); nothing starts there.
+    Down,
+    /// Back in service.
+    Resume,
+}
+
+impl NodeOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeOp::Drain => "drain",
+            NodeOp::Down => "down",
+            NodeOp::Resume => "resume",
+        }
+    }
+}
+
+/// An administrator's change to a node, as accounting keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeChange {
+    pub node: NodeId,
+    pub name: String,
+    pub op: NodeOp,
+    pub reason: Option<String>,
+    /// Who asked.
+    pub uid: u32,
+    /// When (µs since the epoch).
+    pub at_us: i64,
 }
 
 /// The steps of a file broadcast, each one request: the client opens the transfer, sends the
@@ -607,6 +659,10 @@ pub enum Response {
     /// µs since the epoch.
     Forecast(Vec<cosched_policy::forecast::Expected>),
     Bcast(BcastReply),
+    /// A reconfiguration was accepted: what changes.
+    Reconfigured(String),
+    /// The credential the machine manager now accepts for a user.
+    Credential(crate::user_key::Credential),
 }
 
 /// What [`Request::Output`] brings back of a rank's files.
@@ -739,10 +795,13 @@ pub struct NodeInfo {
     pub name: String,
     /// `up`, `not_responding` (silent for `--suspect-after`: nothing new starts there, its
     /// jobs keep running), `joining` (registered, not yet back in the tree: nothing is sent
-    /// to it) or `down`.
+    /// to it) or `down`; or taken out of service by an administrator: `draining` (its jobs
+    /// still run), `drained`, `down` (with `reason`); or `removed` from the configuration.
     pub state: String,
     pub addr: String,
     pub pes: u32,
+    /// Why an administrator drained it or set it down, who did and when.
+    pub reason: Option<NodeChange>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -245,11 +245,22 @@ pub fn status_text(st: &StatusInfo) -> String {
     for n in &st.nodes {
         let first = n.id.0 * st.pes_per_node;
         let pes = cosched_core::PeSet::contiguous(first, n.pes);
-        let _ = writeln!(
+        let _ = write!(
             s,
             "{:>4}  {:<10} {:<sw$} {:<22} {pes}",
             n.id.0, n.name, n.state, n.addr
         );
+        if let Some(c) = &n.reason {
+            let _ = write!(
+                s,
+                "  ({} by {} at {}Z: {})",
+                c.op.as_str(),
+                crate::util::user_name(c.uid),
+                cosched_slurm::time::timestamp(Some(c.at_us / 1_000_000), |_| 0),
+                c.reason.as_deref().unwrap_or("")
+            );
+        }
+        s.push('\n');
     }
     let width = st
         .slots

@@ -1,7 +1,10 @@
 //! A user's credential file for remote clients, in the spirit of munge: the administrator
 //! (who holds the cluster key) writes `user_key(uid)` for Unix user `uid` with `cosched
 //! cluster user-key`, and that user's client proves who it is over TCP with it, getting that
-//! user's rights and no more. Rotating the cluster key revokes every credential.
+//! user's rights and no more. Rotating the cluster key revokes every credential; one user's
+//! alone is revoked by a new serial: the machine manager holds each user's current serial
+//! (and when it expires, if it does: [`Credential`]) and derives the key from it, so a file
+//! of an older serial no longer authenticates.
 //!
 //! The file records the uid with the key (`uid U` and `key HEX` lines), so a client cannot
 //! pair a key with the wrong uid by mistake; a wrong pairing is refused by the machine
@@ -13,33 +16,65 @@ use cosched_storm::Key;
 
 use crate::DaemonError;
 
-/// A user credential: whose it is and the key derived for that uid.
+/// A user credential: whose it is, its serial and the key derived for that uid and serial.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UserKey {
     pub uid: u32,
+    pub serial: u32,
     pub key: Key,
 }
 
+/// What the machine manager holds of a user's credential: the serial it accepts, and until
+/// when (µs since the epoch), if the administrator said.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Credential {
+    pub serial: u32,
+    pub expires_us: Option<i64>,
+}
+
+impl Credential {
+    /// Why a credential of this user is refused at `now_us`, if it is.
+    pub fn expired(&self, now_us: i64) -> Option<String> {
+        let at = self.expires_us.filter(|&e| now_us >= e)?;
+        Some(format!(
+            "your user credential expired at {}Z; ask the cluster's administrator for a new one (`cosched cluster user-key`)",
+            cosched_slurm::time::timestamp(Some(at / 1_000_000), |_| 0)
+        ))
+    }
+}
+
 impl UserKey {
-    /// The credential of `uid` on the cluster whose key is `cluster`.
-    pub fn derive(cluster: &Key, uid: u32) -> UserKey {
+    /// The `serial`-th credential of `uid` on the cluster whose key is `cluster`.
+    pub fn derive(cluster: &Key, uid: u32, serial: u32) -> UserKey {
         UserKey {
             uid,
-            key: cluster.user_key(uid),
+            serial,
+            key: cluster.user_key_serial(uid, serial),
         }
     }
 
-    /// The file's text: `uid U` and `key HEX`, one per line.
+    /// The file's text: `uid U`, `serial N` and `key HEX`, one per line.
     pub fn to_text(&self) -> String {
-        format!("uid {}\nkey {}\n", self.uid, self.key.to_hex())
+        format!(
+            "uid {}\nserial {}\nkey {}\n",
+            self.uid,
+            self.serial,
+            self.key.to_hex()
+        )
     }
 
     pub fn from_text(text: &str) -> Result<UserKey, String> {
-        let (mut uid, mut key) = (None, None);
+        let (mut uid, mut key, mut serial) = (None, None, 0);
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
             match line.split_once(char::is_whitespace) {
                 Some(("uid", v)) => {
                     uid = Some(v.trim().parse::<u32>().map_err(|_| "uid is not a number")?)
+                }
+                Some(("serial", v)) => {
+                    serial = v
+                        .trim()
+                        .parse::<u32>()
+                        .map_err(|_| "serial is not a number")?
                 }
                 Some(("key", v)) => {
                     key = Some(Key::from_hex(v).ok_or("the key is not 64 hex digits")?)
@@ -48,7 +83,7 @@ impl UserKey {
             }
         }
         match (uid, key) {
-            (Some(uid), Some(key)) => Ok(UserKey { uid, key }),
+            (Some(uid), Some(key)) => Ok(UserKey { uid, serial, key }),
             _ => Err("expected a `uid U` line and a `key HEX` line".into()),
         }
     }
@@ -74,8 +109,12 @@ mod tests {
 
     #[test]
     fn the_file_round_trips_and_bad_files_are_refused() {
-        let u = UserKey::derive(&Key::from_bytes([3; 32]), 1234);
+        let u = UserKey::derive(&Key::from_bytes([3; 32]), 1234, 2);
         assert_eq!(UserKey::from_text(&u.to_text()).unwrap(), u);
+        // A file from before serials is serial 0.
+        let old = UserKey::derive(&Key::from_bytes([3; 32]), 1234, 0);
+        let text = format!("uid 1234\nkey {}\n", old.key.to_hex());
+        assert_eq!(UserKey::from_text(&text).unwrap(), old);
         assert!(UserKey::from_text("uid x\nkey 00\n").is_err());
         assert!(UserKey::from_text(&format!("key {}\n", u.key.to_hex())).is_err());
         assert!(UserKey::from_text("uid 5\nkey 1234\n").is_err());

@@ -104,6 +104,7 @@ fn status() -> StatusInfo {
                 state: "up".into(),
                 addr: "a".into(),
                 pes: 2,
+                reason: None,
             },
             NodeInfo {
                 id: NodeId(1),
@@ -111,6 +112,7 @@ fn status() -> StatusInfo {
                 state: "down".into(),
                 addr: "b".into(),
                 pes: 2,
+                reason: None,
             },
         ],
         slots: vec![

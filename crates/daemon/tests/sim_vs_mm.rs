@@ -192,6 +192,7 @@ fn run_mm(
     let cfg = CoreConfig {
         nodes: NODES,
         pes: PES,
+        names: Vec::new(),
         fanout: 8,
         heartbeat: HEARTBEAT,
         // Not responding and down at the same heartbeat: the simulator's node goes down

@@ -106,6 +106,7 @@ pub fn mm_core(data: &[u8]) {
     let cfg = CoreConfig {
         nodes,
         pes,
+        names: Vec::new(),
         fanout: 2,
         heartbeat: Dur::from_secs(1),
         suspect_after: Dur::from_secs(2),

@@ -20,6 +20,6 @@ pub mod sched;
 pub mod scheme;
 
 pub use fcs::{FcsParams, FcsProc, ProcClass};
-pub use reorder::LoadInfo;
+pub use reorder::{LoadInfo, ProcOptions};
 pub use sched::{Action, NodeScheduler, Pick, ProcId, SchedParams, WaitPolicy};
 pub use scheme::{Scheme, UnknownScheme};

@@ -6,8 +6,27 @@
 //! time, ERT).
 //!
 //! ENP is kept in thousandths so that all of this stays in integer arithmetic.
+//!
+//! [`ProcOptions`] holds the readings of SB+PROC that the paper leaves open; their defaults
+//! are the paper's reading.
 
 use cosched_core::{Dur, Time};
+
+/// How SB+PROC applies Algorithm 1. The defaults follow seed 004 §5.1: SB+PROC reorders SB's
+/// *boost sequence* — the woken, boosted processes waiting at the highest ready level — and
+/// otherwise schedules as SB does. Each option is a departure from that reading, kept so that
+/// its effect can be measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcOptions {
+    /// Keep the running process whenever both it and the best ready process have pending
+    /// messages, so that a woken, boosted process does not preempt it (SB's rule would let
+    /// the higher priority preempt).
+    pub keep_reordered: bool,
+    /// When the best ready process has pending messages, let every ready process with pending
+    /// messages compete, whatever its priority level (default: only those at the highest
+    /// ready level).
+    pub any_level: bool,
+}
 
 /// The load-imbalance information a node attaches to each message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -14,7 +14,7 @@ use cosched_core::{Dur, Time};
 
 use crate::fcs::{FcsParams, FcsProc, ProcClass};
 use crate::mlfq;
-use crate::reorder::{self, LoadInfo, LoadTracker, ProcRemote, RemoteNode};
+use crate::reorder::{self, LoadInfo, LoadTracker, ProcOptions, ProcRemote, RemoteNode};
 use crate::scheme::Scheme;
 
 /// A process, as numbered by the driver (unique across the machine).
@@ -35,6 +35,8 @@ pub struct SchedParams {
     pub global_info: Dur,
     /// PROC: cost of changing a process's position in the run queue.
     pub queue_reorder: Dur,
+    /// SB+PROC: departures from the paper's reading (all off by default).
+    pub proc: ProcOptions,
     pub fcs: FcsParams,
 }
 
@@ -569,22 +571,25 @@ impl NodeScheduler {
                         .iter()
                         .filter(|p| runnable(p))
                         .max_by_key(|p| (p.pri, std::cmp::Reverse(p.stamp)));
+                    let sb_proc = self.p.scheme == Scheme::SbProc;
                     let keep_cur = cur_runnable && !self.pes[pe].expired && {
                         let ci = self.idx(cur.unwrap_or_default()).unwrap_or(0);
                         let c = &self.procs[ci];
-                        // A PROC choice below the top level stays until it is descheduled.
-                        let reordered = self.p.scheme == Scheme::SbProc
+                        let reordered = sb_proc
+                            && self.p.proc.keep_reordered
                             && !c.pending_from.is_empty()
                             && best.is_some_and(|b| !b.pending_from.is_empty());
                         reordered || best.is_none_or(|b| b.pri <= c.pri)
                     };
                     if keep_cur {
                         cur
-                    } else if self.p.scheme == Scheme::SbProc {
-                        // When the scheduler is about to run a process with pending messages,
-                        // every ready process with pending messages competes on ERT.
+                    } else if sb_proc {
+                        // Algorithm 1 over the processes with pending messages at the highest
+                        // ready level (SB's boost sequence), or at every level with
+                        // `any_level` when the best one has pending messages.
                         let top = best.map(|b| b.pri);
-                        let any_level = best.is_some_and(|b| !b.pending_from.is_empty());
+                        let any_level = self.p.proc.any_level
+                            && best.is_some_and(|b| !b.pending_from.is_empty());
                         let cands: Vec<usize> = (0..self.procs.len())
                             .filter(|&i| {
                                 let p = &self.procs[i];
@@ -599,7 +604,10 @@ impl NodeScheduler {
                                 .least_ert(now, &cands)
                                 .map(|i| self.procs[i].id)
                                 .or(best_id);
-                            if choice != best_id {
+                            // The reordering is paid once, when it moves a process ahead of
+                            // SB's choice; choosing the process already placed there again
+                            // (the decision that ends its context switch) costs nothing.
+                            if choice != best_id && choice != cur {
                                 overhead += self.p.queue_reorder;
                             }
                             choice

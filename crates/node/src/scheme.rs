@@ -76,6 +76,15 @@ impl Scheme {
         matches!(self, Scheme::SbProc | Scheme::PbProc)
     }
 
+    /// The scheme a PROC scheme adds reordering to (SB+PROC: SB, PB+PROC: PB).
+    pub fn proc_base(self) -> Option<Scheme> {
+        match self {
+            Scheme::SbProc => Some(Scheme::Sb),
+            Scheme::PbProc => Some(Scheme::Pb),
+            _ => None,
+        }
+    }
+
     /// Schemes whose senders wait (spin, then block) for their send to complete.
     pub fn waits_for_send(self) -> bool {
         self == Scheme::Cc

@@ -3,10 +3,15 @@
 
 use cosched_core::{Dur, Time};
 use cosched_node::{
-    Action, FcsParams, LoadInfo, NodeScheduler, ProcClass, SchedParams, Scheme, WaitPolicy,
+    Action, FcsParams, LoadInfo, NodeScheduler, ProcClass, ProcOptions, SchedParams, Scheme,
+    WaitPolicy,
 };
 
 fn node(scheme: Scheme) -> NodeScheduler {
+    node_with(scheme, ProcOptions::default())
+}
+
+fn node_with(scheme: Scheme, proc: ProcOptions) -> NodeScheduler {
     NodeScheduler::new(SchedParams {
         scheme,
         pes: 1,
@@ -15,6 +20,7 @@ fn node(scheme: Scheme) -> NodeScheduler {
         check_endpoint: Dur::from_micros(2),
         global_info: Dur::from_micros(2),
         queue_reorder: Dur::from_micros(2),
+        proc,
         fcs: FcsParams::table_4_1(Dur::from_millis(200)),
     })
 }
@@ -153,6 +159,113 @@ fn pb_proc_boosts_the_process_whose_peer_runs_soonest() {
     );
     n.periodic_boost(t(1000));
     assert_eq!(n.pick(t(1000), 0).proc, Some(3));
+}
+
+/// Load information from a node whose processes run again after `enp` switches of 10 ms.
+fn heard(n: &mut NodeScheduler, at: i64, proc: u32, from: u32, enp: f64, blocked: bool) {
+    n.msg_arrived(
+        t(at),
+        proc,
+        from,
+        LoadInfo {
+            ts: Dur::from_millis(10),
+            enp_milli: (enp * 1000.0) as i64,
+        },
+        blocked,
+        false,
+    );
+}
+
+/// Seed 004 §5.1: in SB the boost sequence follows message arrival; SB+PROC reorders it by
+/// expected remaining time. Processes 2 and 3 are blocked receivers, woken one after the other
+/// before the scheduler runs: 2 by a message from a busy node, 3 from an idle one.
+#[test]
+fn sb_proc_reorders_the_boost_sequence_where_sb_keeps_arrival_order() {
+    for (scheme, first) in [(Scheme::Sb, 2), (Scheme::SbProc, 3)] {
+        let mut n = node(scheme);
+        for id in 1..=3 {
+            n.add(id, 0, 0);
+        }
+        assert_eq!(n.pick(t(0), 0).proc, Some(1));
+        n.block(2);
+        n.block(3);
+        heard(&mut n, 100, 2, 5, 4.0, true);
+        heard(&mut n, 110, 3, 6, 0.5, true);
+        assert_eq!(n.pick(t(200), 0).proc, Some(first), "{scheme}");
+    }
+}
+
+/// Process 1 runs with a message pending (a receive still waiting for its second message);
+/// blocked process 2 is woken and boosted. SB lets the boost preempt, and so does SB+PROC by
+/// default; `keep_reordered` keeps process 1.
+#[test]
+fn sb_proc_lets_a_woken_boosted_process_preempt_unless_keep_reordered() {
+    for (keep, runs) in [(false, 2), (true, 1)] {
+        let opts = ProcOptions {
+            keep_reordered: keep,
+            ..ProcOptions::default()
+        };
+        let mut n = node_with(Scheme::SbProc, opts);
+        n.add(1, 0, 0);
+        n.add(2, 0, 1);
+        assert_eq!(n.pick(t(0), 0).proc, Some(1));
+        n.block(2);
+        n.msg_arrived(t(50), 1, 4, LoadInfo::default(), false, true);
+        let acts = n.msg_arrived(t(100), 2, 5, LoadInfo::default(), true, false);
+        assert!(acts.contains(&Action::Repick { pe: 0 }), "{acts:?}");
+        assert_eq!(
+            n.pick(t(130), 0).proc,
+            Some(runs),
+            "keep_reordered = {keep}"
+        );
+    }
+}
+
+/// SB+PROC's candidates are the processes with pending messages at the highest ready level
+/// (the boosted ones); `any_level` lets a lower-priority process with pending messages and a
+/// sooner peer win over the boosted process.
+#[test]
+fn sb_proc_candidates_are_the_top_level_unless_any_level() {
+    for (any, runs) in [(false, 2), (true, 3)] {
+        let opts = ProcOptions {
+            any_level: any,
+            ..ProcOptions::default()
+        };
+        let mut n = node_with(Scheme::SbProc, opts);
+        for id in 1..=3 {
+            n.add(id, 0, 0);
+        }
+        assert_eq!(n.pick(t(0), 0).proc, Some(1));
+        // Process 3 is ready at the start level with a message from an idle node; process 2
+        // is woken and boosted by one from a busy node.
+        heard(&mut n, 50, 3, 6, 0.5, false);
+        n.block(2);
+        heard(&mut n, 100, 2, 5, 4.0, true);
+        assert_eq!(n.pick(t(130), 0).proc, Some(runs), "any_level = {any}");
+    }
+}
+
+/// With `any_level` a reordering can choose a process below the highest ready level. The PE
+/// pays the reordering once: the decision that ends the context switch to that process picks
+/// it again without another charge (a charge would end in yet another decision, for ever).
+#[test]
+fn sb_proc_pays_a_reordering_once() {
+    let opts = ProcOptions {
+        any_level: true,
+        ..ProcOptions::default()
+    };
+    let mut n = node_with(Scheme::SbProc, opts);
+    for id in 1..=3 {
+        n.add(id, 0, 0);
+    }
+    assert_eq!(n.pick(t(0), 0).proc, Some(1));
+    heard(&mut n, 50, 3, 6, 0.5, false);
+    n.block(2);
+    heard(&mut n, 100, 2, 5, 4.0, true);
+    let first = n.pick(t(130), 0);
+    assert_eq!((first.proc, first.overhead), (Some(3), Dur::from_micros(2)));
+    let again = n.pick(t(232), 0);
+    assert_eq!((again.proc, again.overhead), (Some(3), Dur::ZERO));
 }
 
 #[test]

@@ -6,12 +6,17 @@
 //!
 //! Expected ends come from estimates ([`JobRequest::estimate`](crate::JobRequest::estimate)); a
 //! job past its estimate is expected to end now.
+//!
+//! Other simulators' EASY are variants of it ([`variant`], `--opt variant=NAME`).
+
+pub mod variant;
 
 use cosched_core::{JobId, Time};
 
 use crate::opts::Opts;
 use crate::queue::{Seen, SpaceShare};
 use crate::{ConfigError, Decision, Event, Policy, PolicyConfig};
+use variant::{Blocked, Variant};
 
 #[derive(Clone, Debug)]
 pub struct Easy {
@@ -27,6 +32,9 @@ pub struct Easy {
     shadow_due: Option<Time>,
     /// Queue positions started by a backfilling pass (kept to reuse the allocation).
     started: Vec<usize>,
+    variant: Variant,
+    /// The `accasim` variant's blocked head.
+    blocked: Option<Blocked>,
 }
 
 /// The work an instant leaves for [`Policy::decide`]. After a decision the head (if any) is
@@ -52,13 +60,17 @@ pub struct Reservation {
 
 impl Easy {
     pub fn new(cfg: &PolicyConfig) -> Result<Easy, ConfigError> {
-        Opts::new("easy", cfg).finish()?;
+        let o = Opts::new("easy", cfg);
+        let variant = Variant::read(&o)?;
+        o.finish()?;
         Ok(Easy {
             s: SpaceShare::new(cfg),
             todo: Todo::Nothing,
             last_shadow: Time::MAX,
             shadow_due: None,
             started: Vec::new(),
+            variant,
+            blocked: None,
         })
     }
 
@@ -108,6 +120,50 @@ impl Easy {
         }
         let Some(h) = self.s.queue.head() else { return };
         self.backfill(now, h + 1, out);
+    }
+
+    /// AccaSim's pass (see [`variant`]): the blocked head only at or after its slot, heads in
+    /// order otherwise, then every later job that fits.
+    fn accasim_pass(&mut self, now: Time, out: &mut Vec<Decision>) {
+        let head_id = self.s.queue.head().map(|h| self.s.queue.get(h).id);
+        if self.blocked.is_some_and(|b| Some(b.job) != head_id) {
+            // The blocked job left the queue (cancelled or held).
+            self.blocked = None;
+        }
+        let mut fill_from = None;
+        if let Some(b) = self.blocked {
+            let h = self.s.queue.head().expect("a blocked head is queued");
+            if b.slot <= now && self.s.start(now, h, out) {
+                self.s.queue.remove(h);
+                self.blocked = None;
+            } else {
+                fill_from = Some(h + 1);
+            }
+        }
+        if self.blocked.is_none() {
+            while let Some(h) = self.s.queue.head() {
+                if self.s.start(now, h, out) {
+                    self.s.queue.remove(h);
+                    continue;
+                }
+                let job = self.s.queue.get(h);
+                let slot = self.shadow(now, job.procs).shadow;
+                self.blocked = Some(Blocked { job: job.id, slot });
+                fill_from = Some(h + 1);
+                break;
+            }
+        }
+        let Some(mut next) = fill_from else { return };
+        let mut started = std::mem::take(&mut self.started);
+        while let Some(k) = self.s.queue.next_fitting(next, self.s.pool.free_count()) {
+            next = k + 1;
+            if !self.s.queue.is_held(self.s.queue.get(k).id) && self.s.start(now, k, out) {
+                started.push(k);
+            }
+        }
+        self.s.queue.remove_all(&started);
+        started.clear();
+        self.started = started;
     }
 
     /// The head's shadow time at the last backfilling pass, computed now if that pass did not
@@ -199,6 +255,12 @@ impl Policy for Easy {
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
         self.s.queue.reject_refused(out);
+        if self.variant == Variant::Accasim {
+            if std::mem::replace(&mut self.todo, Todo::Nothing) != Todo::Nothing {
+                self.accasim_pass(now, out);
+            }
+            return;
+        }
         match std::mem::replace(&mut self.todo, Todo::Nothing) {
             Todo::Nothing => {}
             // The jobs before `k` were tried at the last pass and nothing freed PEs since; they
@@ -255,6 +317,65 @@ mod tests {
         p.handle(Time::from_secs(100), Event::Ended(JobId(1)), &mut out);
         assert_eq!(started(&out), vec![2]);
         assert_eq!(p.queue(), vec![JobId(3)]);
+    }
+
+    fn accasim(pes: u32) -> Easy {
+        let mut cfg = PolicyConfig::new(MachineShape::flat(pes, 1));
+        cfg.options
+            .insert("variant".into(), toml::Value::String("accasim".into()));
+        Easy::new(&cfg).unwrap()
+    }
+
+    /// AccaSim backfills every job that fits now: the head's reservation holds no PEs.
+    #[test]
+    fn accasim_variant_backfills_jobs_that_delay_the_head() {
+        for (variant, starts) in [(Easy::new(&cfg10()).unwrap(), false), (accasim(10), true)] {
+            let mut p = variant;
+            assert_eq!(sub(&mut p, 0, 1, 6, 100), vec![1]);
+            assert_eq!(sub(&mut p, 1, 2, 8, 10), Vec::<u64>::new());
+            // 4 PEs for 1000 s: past the head's shadow (100) and more than its 2 extra PEs.
+            let got = sub(&mut p, 2, 3, 4, 1000);
+            assert_eq!(got == vec![3], starts, "{:?}: {got:?}", p.variant);
+        }
+    }
+
+    /// AccaSim tries a blocked head again only from its slot on, even when it fits earlier.
+    #[test]
+    fn accasim_variant_retries_the_head_only_from_its_slot() {
+        let mut p = accasim(10);
+        assert_eq!(sub(&mut p, 0, 1, 6, 100), vec![1]);
+        assert_eq!(sub(&mut p, 1, 2, 8, 10), Vec::<u64>::new());
+        let mut out = Vec::new();
+        // Job 1 ends at 10, far before its estimate: the head fits but its slot is 100.
+        p.handle(Time::from_secs(10), Event::Ended(JobId(1)), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        // A job fitting beside it starts at once; the head waits for an instant at 100 or later.
+        assert_eq!(sub(&mut p, 50, 3, 2, 30), vec![3]);
+        // At 100 the head starts on 8 of the 8 free PEs (job 3 still holds 2); job 4 waits.
+        assert_eq!(sub(&mut p, 100, 4, 1, 30), vec![2]);
+        // The textbook EASY starts the head as soon as it fits.
+        let mut e = Easy::new(&cfg10()).unwrap();
+        sub(&mut e, 0, 1, 6, 100);
+        sub(&mut e, 1, 2, 8, 10);
+        let mut out = Vec::new();
+        e.handle(Time::from_secs(10), Event::Ended(JobId(1)), &mut out);
+        assert_eq!(started(&out), vec![2]);
+    }
+
+    #[test]
+    fn unknown_variant_is_refused_with_the_known_ones() {
+        let mut cfg = cfg10();
+        cfg.options
+            .insert("variant".into(), toml::Value::String("slurm".into()));
+        let e = Easy::new(&cfg).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown variant \"slurm\"") && e.contains("cosched, accasim"),
+            "{e}"
+        );
+    }
+
+    fn cfg10() -> PolicyConfig {
+        PolicyConfig::new(MachineShape::flat(10, 1))
     }
 
     #[test]

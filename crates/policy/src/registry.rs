@@ -26,7 +26,7 @@ const POLICIES: &[Entry] = &[
     Entry {
         name: "easy",
         what: "EASY backfilling: a reservation for the queue head; later jobs jump ahead if they do not delay it",
-        options: &[],
+        options: &["variant"],
         build: |cfg| Ok(Box::new(crate::easy::Easy::new(cfg)?)),
     },
     Entry {

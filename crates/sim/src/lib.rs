@@ -20,6 +20,7 @@
 //! - [`run`]: one run start to finish ([`run::run`] of a [`run::RunSpec`]): build the policy,
 //!   prepare the workload, simulate (optionally observed), summarise. `cosched sim` runs it once,
 //!   [`sweep`] once per cell.
+//! - [`batsim_jobs`]: the schedule as Batsim's `jobs.csv`, for evalys and Batsim's tools.
 //! - [`report`]: what a run writes: the per-job CSV, the SWF schedule with its note, the
 //!   matrix drawing.
 //! - [`sweep`]: policies × loads × seeds in parallel; the table and the Fig. 6-style chart.
@@ -28,6 +29,7 @@
 //! - [`matrix_svg`]: the Ousterhout matrix over a time window, as SVG.
 
 mod ahead;
+pub mod batsim_jobs;
 pub mod engine;
 pub mod forecast;
 pub mod gantt;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
+use cosched_workload::batsim::{BatsimError, read_workload};
 use cosched_workload::feitelson97;
 use cosched_workload::lublin::{GenOptions, generate};
 use cosched_workload::swf::{Feed, ReadOptions, Reader, SwfError, SwfHeader, SwfRecord, open};
@@ -165,6 +166,8 @@ impl OpenTrace {
 pub enum SetupError {
     #[error(transparent)]
     Swf(#[from] SwfError),
+    #[error(transparent)]
+    Batsim(#[from] BatsimError),
 }
 
 impl Source {
@@ -176,6 +179,21 @@ impl Source {
         first: Option<usize>,
     ) -> Result<Source, SetupError> {
         Source::open_trace(path, opts, first)?.read()
+    }
+
+    /// Reads a Batsim JSON workload (see [`cosched_workload::batsim`]) as a trace: `procs`
+    /// overrides its `nb_res`, `first` keeps only the first jobs in submit order.
+    pub fn batsim(
+        path: &Path,
+        opts: &ReadOptions,
+        first: Option<usize>,
+    ) -> Result<Source, SetupError> {
+        let trace = read_workload(path, opts)?;
+        Ok(OpenTrace::source(
+            path.to_path_buf(),
+            trace,
+            first.unwrap_or(usize::MAX),
+        ))
     }
 
     /// Reads a trace's header only, as [`Source::trace`] would: the machine size is then

@@ -738,7 +738,7 @@ mod tests {
         assert_eq!(
             err,
             "policy easy, gang: unknown option packng; known options: alternate, packing, \
-             queue, relaxed, repack"
+             queue, relaxed, repack, variant"
         );
     }
 

@@ -4,7 +4,8 @@
 //! cosched's node states: `up` (in the tree), `joining` (registered, not yet back in the
 //! tree) and `down` (missed its heartbeats). Up nodes are `idle`, `mix` or `alloc` by how
 //! many of their PEs jobs hold; a down node is Slurm's `down*` (down and not responding);
-//! a joining one `unk` (unknown, as Slurm calls a node it has not heard from yet).
+//! a joining one `unk` (unknown, as Slurm calls a node it has not heard from yet). A node
+//! an administrator drained is `drng` while its jobs run, then `drain`, as in Slurm.
 
 /// A node's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +15,10 @@ pub enum NodeState {
     Allocated,
     Down,
     Unknown,
+    /// Drained by an administrator, its jobs still running.
+    Draining,
+    /// Drained by an administrator, idle.
+    Drained,
 }
 
 impl NodeState {
@@ -24,6 +29,8 @@ impl NodeState {
             "up" if used >= pes => NodeState::Allocated,
             "up" => NodeState::Mixed,
             "down" => NodeState::Down,
+            "draining" => NodeState::Draining,
+            "drained" => NodeState::Drained,
             _ => NodeState::Unknown,
         }
     }
@@ -36,6 +43,8 @@ impl NodeState {
             NodeState::Allocated => "alloc",
             NodeState::Down => "down*",
             NodeState::Unknown => "unk*",
+            NodeState::Draining => "drng",
+            NodeState::Drained => "drain",
         }
     }
 
@@ -47,6 +56,8 @@ impl NodeState {
             NodeState::Allocated => "allocated",
             NodeState::Down => "down*",
             NodeState::Unknown => "unknown*",
+            NodeState::Draining => "draining",
+            NodeState::Drained => "drained",
         }
     }
 
@@ -58,6 +69,8 @@ impl NodeState {
             NodeState::Allocated => "ALLOCATED",
             NodeState::Down => "DOWN+NOT_RESPONDING",
             NodeState::Unknown => "UNKNOWN+NOT_RESPONDING",
+            NodeState::Draining => "MIXED+DRAIN",
+            NodeState::Drained => "IDLE+DRAIN",
         }
     }
 
@@ -71,6 +84,9 @@ impl NodeState {
             "alloc" | "allocated" => self == NodeState::Allocated,
             "down" => self == NodeState::Down,
             "unk" | "unknown" => self == NodeState::Unknown,
+            "drain" => matches!(self, NodeState::Draining | NodeState::Drained),
+            "drng" | "draining" => self == NodeState::Draining,
+            "drained" => self == NodeState::Drained,
             "no_respond" => matches!(self, NodeState::Down | NodeState::Unknown),
             "responding" => !matches!(self, NodeState::Down | NodeState::Unknown),
             _ => false,
@@ -100,4 +116,20 @@ pub struct PartitionView {
     pub max_time_secs: Option<u64>,
     pub nodes: Vec<String>,
     pub total_cpus: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drained_node_is_shown_as_slurm_shows_one() {
+        let draining = NodeState::of("draining", 1, 4);
+        let drained = NodeState::of("drained", 0, 4);
+        assert_eq!((draining.compact(), drained.compact()), ("drng", "drain"));
+        assert_eq!(drained.scontrol(), "IDLE+DRAIN");
+        assert!(draining.matches("drain") && drained.matches("drain"));
+        assert!(draining.matches("drng") && !drained.matches("drng"));
+        assert!(!drained.matches("idle"));
+    }
 }

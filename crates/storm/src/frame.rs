@@ -147,6 +147,21 @@ impl Key {
         Key(*mac.finalize().as_bytes())
     }
 
+    /// The `serial`-th credential of `uid`: serial 0 is [`Key::user_key`]; each later one
+    /// also hashes the serial, so that issuing serial n+1 (the machine manager then accepts
+    /// only it) revokes every earlier credential of that user and no one else's.
+    pub fn user_key_serial(&self, uid: u32, serial: u32) -> Key {
+        if serial == 0 {
+            return self.user_key(uid);
+        }
+        let mut mac = self.mac();
+        mac.update(USER_KEY_CONTEXT);
+        mac.update(&uid.to_be_bytes());
+        mac.update(b"serial");
+        mac.update(&serial.to_be_bytes());
+        Key(*mac.finalize().as_bytes())
+    }
+
     /// The keyed hash every tag and credential is computed with.
     fn mac(&self) -> blake3::Hasher {
         blake3::Hasher::new_keyed(&self.0)
@@ -407,6 +422,10 @@ mod tests {
         assert_ne!(k.user_key(1000), k.user_key(1001));
         assert_ne!(k.user_key(1000), k);
         assert_ne!(Key::from_bytes([8; 32]).user_key(1000), k.user_key(1000));
+        assert_eq!(k.user_key_serial(1000, 0), k.user_key(1000));
+        assert_ne!(k.user_key_serial(1000, 1), k.user_key(1000));
+        assert_ne!(k.user_key_serial(1000, 1), k.user_key_serial(1000, 2));
+        assert_ne!(k.user_key_serial(1000, 1), k.user_key_serial(1001, 1));
         let frame = k.user_key(1000).seal(&1u32);
         assert!(matches!(
             read_blocking::<_, u32>(&mut &frame[..], &k),

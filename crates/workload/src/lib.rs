@@ -2,6 +2,8 @@
 //! Workloads Archive, and synthetic ones from the Lublin–Feitelson model.
 //!
 //! - [`swf`]: streaming reader (plain or gzip) and writer for SWF 2.2, with the header labels.
+//! - [`batsim`]: Batsim's JSON workload (delay profiles), read into SWF records and written
+//!   from them.
 //! - [`lublin`]: the Lublin–Feitelson (1999/2003) model of rigid parallel jobs.
 //! - [`feitelson97`]: seed 002's model (Poisson arrivals, three-stage hyperexponential
 //!   runtimes that grow with size, re-runs), for its Fig. 6.
@@ -21,6 +23,7 @@
 //! assert_eq!(s.jobs, 500);
 //! ```
 
+pub mod batsim;
 pub mod feitelson97;
 pub mod lublin;
 pub mod shared;

@@ -46,7 +46,7 @@ struct SweepArgs {
     #[arg(long)]
     json: bool,
     /// Also draw the sweep (.png or .svg): one series per scheme, the grid points side by
-    /// side on the x axis
+    /// side on the x axis (the mean over seeds when the grid has `seed`)
     #[arg(long)]
     plot: Option<PathBuf>,
     /// What the plot shows: response (mean response s), makespan (s), pending (message
@@ -95,13 +95,18 @@ fn plot_sweep(
     use cosched_sim::plot::{LineChart, Series, line_chart};
     let mut x_names: Vec<String> = Vec::new();
     let mut series: Vec<Series> = Vec::new();
-    // A one-parameter grid names its points by value and the axis by the parameter.
-    let keys: Vec<&String> = sc.grid.keys().collect();
+    // A one-parameter grid names its points by value and the axis by the parameter; runs of
+    // several seeds are drawn as their mean at each point.
+    let keys: Vec<&String> = sc.grid.keys().filter(|k| *k != "seed").collect();
     let single = (keys.len() == 1).then(|| keys[0].clone());
+    // (x index, scheme) → sum and count of the metric over seeds.
+    let mut points: Vec<(usize, String, f64, u32)> = Vec::new();
     for r in results {
-        let x = match (&single, &r.params) {
-            (Some(k), Some(p)) => p.get(k).cloned().unwrap_or_default(),
-            _ => params_text(r),
+        let mut params = r.params.clone().unwrap_or_default();
+        params.remove("seed");
+        let x = match &single {
+            Some(k) => params.get(k).cloned().unwrap_or_default(),
+            None => join_params(&params),
         };
         let k = match x_names.iter().position(|n| *n == x) {
             Some(k) => k,
@@ -115,18 +120,27 @@ fn plot_sweep(
                 "--plot-metric {metric:?}: the scenario does not report it (set [mix] batch_slowdown = true)"
             );
         };
-        let s = match series.iter_mut().position(|s| s.name == r.scheme) {
+        match points.iter_mut().find(|p| p.0 == k && p.1 == r.scheme) {
+            Some(p) => {
+                p.2 += y;
+                p.3 += 1;
+            }
+            None => points.push((k, r.scheme.clone(), y, 1)),
+        }
+    }
+    for (k, scheme, sum, n) in points {
+        let s = match series.iter_mut().position(|s| s.name == scheme) {
             Some(i) => &mut series[i],
             None => {
                 series.push(Series {
-                    name: r.scheme.clone(),
+                    name: scheme.clone(),
                     markers_only: true,
                     ..Series::default()
                 });
                 series.last_mut().expect("just pushed")
             }
         };
-        s.points.push(((k + 1) as f64, y));
+        s.points.push(((k + 1) as f64, sum / f64::from(n)));
     }
     let chart = LineChart {
         title: if sc.description.is_empty() {
@@ -244,15 +258,20 @@ fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     };
     let results = cosched_cosim::sweep(&sc, &schemes, &|done, _| bar.set_position(done as u64))?;
     bar.finish_and_clear();
+    let spread = cosched_cosim::spread::over_seeds(&results);
     if a.json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "provenance": provenance(&a.scenario)?,
             "rows": results,
         });
+        if !spread.is_empty() {
+            doc["spread"] = serde_json::to_value(&spread)?;
+        }
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print_summary(&results);
         print_slowdowns(&results);
+        print_spread(&spread);
     }
     if let Some(p) = &a.plot {
         plot_sweep(p, &sc, &results, a.plot_metric, provenance(&a.scenario)?)?;
@@ -261,15 +280,15 @@ fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
 }
 
 fn params_text(r: &RunResult) -> String {
-    r.params
-        .as_ref()
-        .map(|p| {
-            p.iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default()
+    r.params.as_ref().map(join_params).unwrap_or_default()
+}
+
+/// A grid point as `key=value` pairs.
+fn join_params(p: &std::collections::BTreeMap<String, String>) -> String {
+    p.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn print_summary(results: &[RunResult]) {
@@ -329,6 +348,56 @@ fn print_slowdowns(results: &[RunResult]) {
             opt(r.mean_slowdown, 3),
             opt(r.slowdown_cv, 4),
             opt(r.batch_slowdown, 3)
+        );
+    }
+}
+
+/// The runs over seeds (a `seed` grid parameter): per grid point and scheme the mean and
+/// range of response and makespan, the mean breakdown, and a PROC scheme's per-seed change
+/// against its base scheme.
+fn print_spread(spread: &[cosched_cosim::spread::Spread]) {
+    if spread.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "{:<22} {:<8} {:>5} {:>26} {:>26} {:>11} {:>6} {:>6} {:>6} {:>7}  vs base, per seed: \
+         response % and makespan % median [range]",
+        "over seeds",
+        "scheme",
+        "seeds",
+        "response_s mean [range]",
+        "makespan_s mean [range]",
+        "pending_ms",
+        "comp",
+        "spin",
+        "idle",
+        "cswitch",
+    );
+    for s in spread {
+        let r = |x: &cosched_cosim::spread::Range| {
+            format!("{:.3} [{:.3}, {:.3}]", x.mean, x.min, x.max)
+        };
+        let c = |x: &cosched_cosim::spread::Change| {
+            format!("{:+.1} [{:+.1}, {:+.1}]", x.median, x.min, x.max)
+        };
+        let vs = s.vs_base.as_ref().map_or(String::new(), |v| {
+            format!("{}: {}  {}", v.base, c(&v.response_pct), c(&v.makespan_pct))
+        });
+        let b = &s.breakdown;
+        println!(
+            "{:<22} {:<8} {:>5} {:>26} {:>26} {:>11.3} {:>6.3} {:>6.3} {:>6.3} {:>7.4}  {}",
+            join_params(&s.params),
+            s.scheme,
+            s.seeds.len(),
+            r(&s.response_s),
+            r(&s.makespan_s),
+            s.pending_ms.mean,
+            b.compute,
+            b.spin,
+            b.idle,
+            b.context_switch,
+            vs
         );
     }
 }

@@ -11,9 +11,10 @@ use cosched_core::{Dur, JobId, MachineShape};
 use cosched_daemon::bcast::Staging;
 use cosched_daemon::client::Client;
 use cosched_daemon::cluster::{self, ClusterOptions};
+use cosched_daemon::config::{ClusterConfig, parse_bytes};
 use cosched_daemon::jobio;
 use cosched_daemon::mm::ManagerSettings;
-use cosched_daemon::proto::{JobInfo, JobIo, Request, Scope, StatusInfo, SubmitRequest};
+use cosched_daemon::proto::{JobInfo, JobIo, NodeOp, Request, Scope, StatusInfo, SubmitRequest};
 use cosched_daemon::{StateDir, mm, nm, report};
 use cosched_sim::SimResult;
 use cosched_sim::metrics::{MetricsOptions, Summary, summarize};
@@ -42,8 +43,8 @@ pub enum Command {
     Queue(Box<QueueArgs>),
     /// Wait until jobs end; exit status 0 only if all completed with exit code 0
     Wait(Box<WaitArgs>),
-    /// Cancel a job (waiting or running)
-    Cancel(Box<IdArgs>),
+    /// Cancel jobs (waiting or running)
+    Cancel(Box<IdsArgs>),
     /// Stop a job (SIGSTOP) and keep it from running until `resume`
     Suspend(Box<IdArgs>),
     /// Let a suspended job run again
@@ -65,6 +66,80 @@ pub enum Command {
     /// chunks, each checked by its keyed hash on every node), as your copy for your jobs
     /// (`cosched-staged:NAME`), or published to everyone's with --publish; prints its name
     Bcast(Box<BcastArgs>),
+    /// Take nodes out of service or back (administrators): `drain` (running jobs finish,
+    /// nothing new starts), `down` (its jobs end now), `resume`; shown by `status`
+    #[command(subcommand)]
+    Node(NodeCmd),
+    /// Write a new cluster key (64 hex digits, mode 0600, a new file: an existing one is
+    /// never overwritten) to copy to every host of the cluster
+    Keygen {
+        /// Where [default: the configuration's `key`, else $COSCHED_STATE_DIR/key]
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The cluster's configuration file
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+    /// Have the machine manager read its configuration file again (as SIGHUP does): nodes
+    /// added or removed, limits changed; it restarts in place, running jobs keep running and
+    /// the accounting is kept
+    Reconfigure(Box<ConnArgs>),
+}
+
+/// What `cosched node` does.
+#[derive(clap::Subcommand)]
+pub enum NodeCmd {
+    /// Let the nodes' running jobs finish and start nothing new there (Slurm's DRAIN)
+    Drain(Box<NodeArgs>),
+    /// End the nodes' jobs now (node_failed, or requeued with --requeue) and start nothing
+    /// there
+    Down(Box<NodeArgs>),
+    /// Put drained or down nodes back in service
+    Resume(Box<NodeArgs>),
+}
+
+#[derive(clap::Args)]
+pub struct NodeArgs {
+    /// Node names or hostlists (`n[01-04]`)
+    #[arg(required = true)]
+    nodes: Vec<String>,
+    /// Why (required for drain and down; kept with who and when)
+    #[arg(long)]
+    reason: Option<String>,
+    #[command(flatten)]
+    conn: ConnArgs,
+}
+
+impl NodeCmd {
+    fn parts(self) -> (NodeOp, Box<NodeArgs>) {
+        match self {
+            NodeCmd::Drain(a) => (NodeOp::Drain, a),
+            NodeCmd::Down(a) => (NodeOp::Down, a),
+            NodeCmd::Resume(a) => (NodeOp::Resume, a),
+        }
+    }
+}
+
+/// Drains, sets down or resumes nodes given by name or hostlist (`cosched node`, `scontrol
+/// update nodename=… state=…`).
+pub(super) fn node_op(
+    conn: &ConnArgs,
+    op: NodeOp,
+    lists: &[String],
+    reason: Option<&str>,
+) -> anyhow::Result<i32> {
+    let mut names = Vec::new();
+    for l in lists {
+        names.extend(cosched_slurm::hostlist::expand(l)?);
+    }
+    conn.client()?.node(op, &names, reason)?;
+    let done = match op {
+        NodeOp::Drain => "drained",
+        NodeOp::Down => "set down",
+        NodeOp::Resume => "resumed",
+    };
+    eprintln!("{done} {}", cosched_slurm::hostlist::compress(&names));
+    Ok(0)
 }
 
 /// How a file is broadcast (`cosched bcast`, `cosched submit --bcast`).
@@ -102,7 +177,7 @@ pub struct BcastArgs {
 }
 
 /// How to reach the machine manager.
-#[derive(clap::Args, Clone)]
+#[derive(clap::Args, Clone, Default)]
 pub struct ConnArgs {
     /// Machine manager address HOST:PORT (default: from $COSCHED_STATE_DIR/mm.addr)
     #[arg(long)]
@@ -114,6 +189,10 @@ pub struct ConnArgs {
     /// over TCP as that user, without the cluster key
     #[arg(long, conflicts_with = "key_file")]
     user_key: Option<PathBuf>,
+    /// The cluster's configuration file, for the head address and the key [default:
+    /// $COSCHED_CONFIG, else /etc/cosched/cosched.toml if it exists]
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
     /// Print one JSON document instead of a table
     #[arg(long)]
     pub(super) json: bool,
@@ -140,34 +219,53 @@ impl ConnArgs {
         }
     }
 
+    /// A client of the machine manager: `--mm` and `--key-file` if given; else its local
+    /// socket in the state directory if there is one; else the configuration's `head` and
+    /// `key`; else the state directory's `mm.addr` and `key`.
     pub(super) fn client(&self) -> anyhow::Result<Client> {
+        let conf = ClusterConfig::find(self.config.as_deref())?;
+        let mm = self
+            .mm
+            .clone()
+            .or_else(|| conf.as_ref().and_then(|c| c.head.clone()));
         if let Some(file) = &self.user_key {
             let cred = cosched_daemon::user_key::UserKey::load(file)?;
-            let addr = match &self.mm {
-                Some(a) => a.clone(),
+            let addr = match mm {
+                Some(a) => a,
                 None => StateDir::from_env().addr()?,
             };
             return Ok(Client::with_user_key(addr, cred, file));
         }
-        Ok(Client::from_state_dir(
-            &StateDir::from_env(),
-            self.mm.as_deref(),
-            self.key_file.as_deref(),
-        )?)
+        let key = self
+            .key_file
+            .clone()
+            .or_else(|| conf.as_ref().and_then(|c| c.key.clone()));
+        let dir = state_dir(None, conf.as_ref());
+        if self.mm.is_none() && self.key_file.is_none() && dir.sock_file().exists() {
+            // On the head node: the machine manager's socket, where the kernel vouches for
+            // the user, before the cluster key (which users cannot read).
+            return Ok(Client::from_state_dir(&dir, None, None)?);
+        }
+        Ok(Client::from_state_dir(&dir, mm.as_deref(), key.as_deref())?)
     }
 }
 
 #[derive(clap::Args)]
 pub struct MmArgs {
-    /// Address to listen on
-    #[arg(long, default_value = "0.0.0.0:7070")]
-    listen: String,
-    /// Nodes in the machine
+    /// Address to listen on [default: the configuration's `listen` or `head`, else
+    /// 127.0.0.1:7070: give a routable address to let other hosts in]
     #[arg(long)]
-    nodes: u32,
-    /// PEs (cores) per node
+    listen: Option<String>,
+    /// Nodes in the machine (without a configuration file naming them)
     #[arg(long)]
-    pes: u32,
+    nodes: Option<u32>,
+    /// PEs (cores) per node [default: the configured nodes' cores]
+    #[arg(long)]
+    pes: Option<u32>,
+    /// The cluster's configuration file [default: $COSCHED_CONFIG, else
+    /// /etc/cosched/cosched.toml if it exists]
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
     #[command(flatten)]
     manager: ManagerArgs,
     /// Where mm.addr and mm.db live (default: $COSCHED_STATE_DIR)
@@ -182,42 +280,45 @@ pub struct MmArgs {
     http: Option<String>,
 }
 
-/// What the machine manager runs: the same flags for `cosched mm` and `cluster up`.
+/// What the machine manager runs: the same flags for `cosched mm` and `cluster up`. A flag
+/// not given takes the configuration file's value, then the default.
 #[derive(clap::Args)]
 pub struct ManagerArgs {
-    /// Scheduling policy (`cosched sim --list` lists them)
-    #[arg(long, default_value = "fcfs")]
-    policy: String,
+    /// Scheduling policy (`cosched sim --list` lists them) [default: fcfs]
+    #[arg(long)]
+    policy: Option<String>,
     #[command(flatten)]
     policy_args: PolicyArgs,
-    /// Fan-out of the tree of node managers
-    #[arg(long, default_value_t = 8)]
-    fanout: u32,
+    /// Fan-out of the tree of node managers [default: 8]
+    #[arg(long)]
+    fanout: Option<u32>,
     /// Period of the heartbeat down the tree: the liveness probe and the gang strobe the
-    /// node managers switch from
-    #[arg(long, default_value = "200ms")]
-    heartbeat: Dur,
+    /// node managers switch from [default: 200ms]
+    #[arg(long)]
+    heartbeat: Option<Dur>,
     /// A node silent this long is not responding: nothing new starts there, its jobs keep
-    /// running, and it is up again as soon as it answers
-    #[arg(long, default_value = "10s")]
-    suspect_after: Dur,
+    /// running, and it is up again as soon as it answers [default: 10s]
+    #[arg(long)]
+    suspect_after: Option<Dur>,
     /// A node silent this long is declared down (as Slurm's SlurmdTimeout): its jobs end
     /// node_failed, or start again with --requeue once their processes are known gone.
     /// STORM's sub-second detection: --heartbeat 100ms --suspect-after 300ms --down-after 500ms
-    #[arg(long, default_value = "5m")]
-    down_after: Dur,
+    /// [default: 5m]
+    #[arg(long)]
+    down_after: Option<Dur>,
     /// Requeue jobs lost with a failed node instead of failing them
     #[arg(long)]
     requeue: bool,
     /// Grace between SIGTERM and SIGKILL when a job is cancelled or killed, as Slurm's
-    /// KillWait (at most 1h)
-    #[arg(long, default_value = "5s")]
-    kill_wait: Dur,
+    /// KillWait (at most 1h) [default: 5s]
+    #[arg(long)]
+    kill_wait: Option<Dur>,
     /// Ended jobs are kept this long: then the machine manager keeps only a small part of
     /// their records in memory (the database keeps all: `acct` shows them whole) and the
     /// node managers `cluster up` starts remove their directories (default output files)
-    #[arg(long, default_value = "7d")]
-    keep_jobs: Dur,
+    /// [default: 7d]
+    #[arg(long)]
+    keep_jobs: Option<Dur>,
     /// Time a connection to the machine manager has to send its whole first frame (the
     /// request or registration that proves who it is)
     #[arg(long, default_value_t = dur(Limits::default().first_frame))]
@@ -237,21 +338,46 @@ fn dur(d: Duration) -> Dur {
 }
 
 impl ManagerArgs {
-    fn settings(self, nodes: u32, pes: u32) -> ManagerSettings {
+    /// The settings: each flag given, else the configuration's value (`conf`), else the
+    /// default.
+    fn settings(self, nodes: u32, pes: u32, conf: Option<&ClusterConfig>) -> ManagerSettings {
+        let d = ManagerSettings::new(nodes, pes);
+        let pick = |flag: Option<Dur>, file: fn(&ClusterConfig) -> Option<Dur>, default: Dur| {
+            flag.or_else(|| conf.and_then(file)).unwrap_or(default)
+        };
+        let sched = conf.map(|c| &c.scheduler);
+        let mut policy_options = self.policy_args.options();
+        if let Some(s) = sched {
+            policy_options.mpl = policy_options.mpl.or(s.mpl);
+            policy_options.quantum = policy_options.quantum.or(s.quantum);
+            policy_options.context_switch = policy_options.context_switch.or(s.context_switch);
+            // The file's options first: an --opt of the same key comes later and wins.
+            let mut opts = s.options.clone();
+            opts.append(&mut policy_options.opts);
+            policy_options.opts = opts;
+        }
         ManagerSettings {
             nodes,
             pes,
-            policy_options: self.policy_args.options(),
-            policy: self.policy,
-            fanout: self.fanout.max(1),
-            heartbeat: self.heartbeat.max(Dur::from_millis(1)),
-            suspect_after: self.suspect_after,
-            down_after: self.down_after,
-            requeue: self.requeue,
-            kill_wait: self
-                .kill_wait
+            names: conf.map(ClusterConfig::node_names).unwrap_or_default(),
+            config: conf.map(|c| c.path.clone()),
+            policy_options,
+            policy: self
+                .policy
+                .or_else(|| sched.and_then(|s| s.policy.clone()))
+                .unwrap_or(d.policy.clone()),
+            fanout: self
+                .fanout
+                .or_else(|| conf.and_then(|c| c.fanout))
+                .unwrap_or(d.fanout)
+                .max(1),
+            heartbeat: pick(self.heartbeat, |c| c.heartbeat, d.heartbeat).max(Dur::from_millis(1)),
+            suspect_after: pick(self.suspect_after, |c| c.suspect_after, d.suspect_after),
+            down_after: pick(self.down_after, |c| c.down_after, d.down_after),
+            requeue: self.requeue || sched.and_then(|s| s.requeue).unwrap_or(false),
+            kill_wait: pick(self.kill_wait, |c| c.kill_wait, d.kill_wait)
                 .clamp(Dur::ZERO, cosched_daemon::mm::MAX_KILL_WAIT),
-            keep_jobs: self.keep_jobs.max(Dur::ZERO),
+            keep_jobs: pick(self.keep_jobs, |c| c.keep_jobs, d.keep_jobs).max(Dur::ZERO),
             admission: Limits {
                 first_frame: Duration::from_micros(
                     self.first_frame_timeout
@@ -261,22 +387,26 @@ impl ManagerArgs {
                 per_peer: self.max_pending_per_peer.max(1),
                 total: self.max_pending.max(1),
             },
-            ..ManagerSettings::new(nodes, pes)
+            ..d
         }
     }
 }
 
 #[derive(clap::Args)]
 pub struct NmArgs {
-    /// Machine manager address HOST:PORT
+    /// Machine manager address HOST:PORT [default: the configuration's `head`]
     #[arg(long)]
-    mm: String,
-    /// Node name (default: the host name)
+    mm: Option<String>,
+    /// Node name, as the configuration names it (default: the host name)
     #[arg(long)]
     name: Option<String>,
-    /// PEs (cores) this node offers
+    /// PEs (cores) this node offers [default: its configured cores]
     #[arg(long)]
-    pes: u32,
+    pes: Option<u32>,
+    /// The cluster's configuration file [default: $COSCHED_CONFIG, else
+    /// /etc/cosched/cosched.toml if it exists]
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
     /// Where job output goes (default: $COSCHED_STATE_DIR/nm-NAME)
     #[arg(long)]
     workdir: Option<PathBuf>,
@@ -299,23 +429,6 @@ pub struct NmArgs {
     output_cap: u64,
     #[command(flatten)]
     node_scheme: NodeSchemeArgs,
-}
-
-/// A size in bytes: a number, optionally followed by K, M or G (powers of 1024).
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
-        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
-        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
-        _ => (t, 1),
-    };
-    num.trim()
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .filter(|&n| n > 0)
-        .ok_or_else(|| format!("{s:?} is not a size (a positive number of bytes, or with K, M, G)"))
 }
 
 /// The node-level scheme of the node managers (docs/daemons.md, "Node schemes").
@@ -354,8 +467,9 @@ pub enum ClusterCmd {
     /// Stop the cluster of $COSCHED_STATE_DIR and cancel every live job; the history stays
     Down,
     /// Write user UID's credential for remote clients (`--user-key`), derived from the
-    /// cluster key, as a new file of mode 0600 to give to that user; rotating the cluster
-    /// key revokes it
+    /// cluster key and a new serial the machine manager issues (which revokes that user's
+    /// earlier credentials, no one else's), as a new file of mode 0600 to give to that user;
+    /// rotating the cluster key revokes every credential
     UserKey {
         /// The Unix user the credential speaks for
         #[arg(long)]
@@ -363,9 +477,18 @@ pub enum ClusterCmd {
         /// Where to write it (default: standard output)
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Cluster key file (default: $COSCHED_STATE_DIR/key)
+        /// Cluster key file (default: the configuration's `key`, else $COSCHED_STATE_DIR/key)
         #[arg(long)]
         key_file: Option<PathBuf>,
+        /// The credential stops working this long from now (e.g. 30d)
+        #[arg(long)]
+        expires: Option<Dur>,
+        /// Only revoke the user's credentials: write none
+        #[arg(long, conflicts_with_all = ["out", "expires"])]
+        revoke: bool,
+        /// The cluster's configuration file
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
     },
     /// Benchmarks on throw-away embedded clusters (figures in docs/benchmarks.md)
     #[command(subcommand)]
@@ -641,6 +764,16 @@ pub struct OutputArgs {
     conn: ConnArgs,
 }
 
+/// The state directory: `--state-dir`, else $COSCHED_STATE_DIR, else the configuration's
+/// `state_dir`, else the default.
+fn state_dir(flag: Option<PathBuf>, conf: Option<&ClusterConfig>) -> StateDir {
+    let from_conf = conf
+        .and_then(|c| c.state_dir.clone())
+        .filter(|_| std::env::var_os("COSCHED_STATE_DIR").is_none());
+    flag.or(from_conf)
+        .map_or_else(StateDir::from_env, StateDir::new)
+}
+
 fn load_or_create_key(path: &std::path::Path) -> anyhow::Result<Key> {
     if path.exists() {
         return Ok(Key::load(path)?);
@@ -679,22 +812,26 @@ pub(super) fn emit(text: &str) {
     let _ = std::io::stdout().write_all(text.as_bytes());
 }
 
-/// `submit --monitor`: the PMPI shim goes first in the ranks' LD_PRELOAD.
+/// `submit --monitor`: the PMPI shim goes first in the ranks' LD_PRELOAD. It is
+/// `$COSCHED_MPISHIM`, else beside the binary (`cargo build` puts it there), else in the
+/// package's library directory (`/usr/bin/cosched` → `/usr/lib/cosched/`).
 fn preload_shim(env: &mut Vec<(String, String)>) -> anyhow::Result<()> {
     const NAME: &str = "libcosched_mpishim.so";
-    let shim = match std::env::var_os("COSCHED_MPISHIM") {
-        Some(p) => PathBuf::from(p),
-        None => std::env::current_exe()?
-            .parent()
-            .map(|d| d.join(NAME))
-            .unwrap_or_else(|| PathBuf::from(NAME)),
+    let candidates: Vec<PathBuf> = match std::env::var_os("COSCHED_MPISHIM") {
+        Some(p) => vec![PathBuf::from(p)],
+        None => {
+            let exe = std::env::current_exe()?;
+            let bin = exe.parent().unwrap_or(std::path::Path::new("."));
+            vec![bin.join(NAME), bin.join("../lib/cosched").join(NAME)]
+        }
     };
-    if !shim.is_file() {
+    let Some(shim) = candidates.iter().find(|p| p.is_file()) else {
+        let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
         anyhow::bail!(
-            "--monitor: {} not found (build it with `cargo build -p cosched-mpishim` beside the cosched binary, or set COSCHED_MPISHIM)",
-            shim.display()
+            "--monitor: {NAME} not found at {} (`cargo build --release` builds it beside the cosched binary; the package installs it in /usr/lib/cosched; or set COSCHED_MPISHIM)",
+            tried.join(" nor ")
         );
-    }
+    };
     let shim = shim.canonicalize()?.display().to_string();
     let old = env
         .iter()
@@ -721,31 +858,91 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
     match c {
         Command::Mm(a) => {
             cosched_daemon::util::init_logging();
-            let dir = a.state_dir.map_or_else(StateDir::from_env, StateDir::new);
+            let conf = ClusterConfig::find(a.config.as_deref())?;
+            let named = conf.as_ref().filter(|c| !c.nodes.is_empty());
+            let (nodes, pes) = match (named, a.nodes, a.pes) {
+                (Some(c), Some(_), _) => anyhow::bail!(
+                    "--nodes and the nodes of {} say the same thing: drop --nodes, or pass --config with a file that names no nodes",
+                    c.path.display()
+                ),
+                (Some(c), None, pes) => (0, pes.or(c.cores()).unwrap_or(1)),
+                (None, Some(n), Some(p)) => (n, p),
+                (None, _, _) => anyhow::bail!(
+                    "the machine's shape is not given: pass --nodes N --pes P, or a configuration file whose [[nodes]] name them (--config PATH; see docs/deploy.md)"
+                ),
+            };
+            let dir = state_dir(a.state_dir, conf.as_ref());
             // Private, and refused if another user could have planted files in it.
             dir.create()?;
-            let key = load_or_create_key(&a.key_file.unwrap_or_else(|| dir.key_file()))?;
-            let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, a.nodes, a.pes);
-            cfg.listen = a.listen;
-            cfg.settings = a.manager.settings(a.nodes, a.pes);
+            let key_file = a
+                .key_file
+                .or_else(|| conf.as_ref().and_then(|c| c.key.clone()))
+                .unwrap_or_else(|| dir.key_file());
+            let key = load_or_create_key(&key_file)?;
+            let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, nodes, pes);
+            cfg.listen = a
+                .listen
+                .or_else(|| {
+                    conf.as_ref()
+                        .and_then(|c| c.listen.clone().or(c.head.clone()))
+                })
+                .unwrap_or_else(|| mm::DEFAULT_LISTEN.to_string());
+            cfg.settings = a.manager.settings(nodes, pes, conf.as_ref());
             cfg.settings.check().map_err(anyhow::Error::msg)?;
             cfg.http = a.http;
             dir.write_pid(&dir.mm_pid_file(), std::process::id() as i32)?;
-            mm::run_blocking(cfg)?;
-            Ok(0)
+            match mm::run_blocking(cfg)? {
+                mm::Exit::Shutdown => Ok(0),
+                mm::Exit::Reconfigure => {
+                    use std::os::unix::process::CommandExt;
+                    // The same process (its pid stays the one recorded) starts again from
+                    // its command line: flags still override the new file.
+                    let exe = std::env::current_exe().context("finding the cosched executable")?;
+                    let err = std::process::Command::new(&exe)
+                        .args(std::env::args_os().skip(1))
+                        .exec();
+                    Err(anyhow::anyhow!(
+                        "cannot restart the machine manager ({}) on its new configuration: {err}",
+                        exe.display()
+                    ))
+                }
+            }
         }
         Command::Nm(a) => {
             cosched_daemon::util::init_logging();
+            let conf = ClusterConfig::find(a.config.as_deref())?;
             let name = a.name.unwrap_or_else(hostname);
-            let dir = StateDir::from_env();
-            let key_file = a.key_file.unwrap_or_else(|| dir.key_file());
+            let node = match conf.as_ref().filter(|c| !c.nodes.is_empty()) {
+                Some(c) => Some(c.node(&name).with_context(|| {
+                    format!(
+                        "node {name} is not in {} (its nodes: {}); pass --name with a configured node's name",
+                        c.path.display(),
+                        cosched_slurm::hostlist::compress(&c.node_names())
+                    )
+                })?),
+                None => None,
+            };
+            let pes = a.pes.or(node.map(|n| n.cores)).context(
+                "how many PEs does this node offer? pass --pes, or name it in a configuration file (--config)",
+            )?;
+            let mm = a
+                .mm
+                .or_else(|| conf.as_ref().and_then(|c| c.head.clone()))
+                .context(
+                    "where is the machine manager? pass --mm HOST:PORT, or set `head` in the configuration file (--config)",
+                )?;
+            let dir = state_dir(None, conf.as_ref());
+            let key_file = a
+                .key_file
+                .or_else(|| conf.as_ref().and_then(|c| c.key.clone()))
+                .unwrap_or_else(|| dir.key_file());
             let key = Key::load(&key_file)
                 .with_context(|| "the node manager needs the cluster key (--key-file)")?;
             let workdir = a.workdir.unwrap_or_else(|| dir.node_work_dir(&name));
             let cfg = nm::NmConfig {
-                mm: a.mm,
+                mm,
                 name,
-                pes: a.pes,
+                pes,
                 workdir,
                 listen: a.listen,
                 key,
@@ -765,7 +962,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 a.nodes,
                 a.pes,
             );
-            o.settings = a.manager.settings(a.nodes, a.pes);
+            o.settings = a.manager.settings(a.nodes, a.pes, None);
             o.http = a.http;
             o.settings.output_cap = a.output_cap;
             o.node_scheme = a.node_scheme.config()?;
@@ -798,12 +995,36 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             cosched_daemon::bench::spin_cpu(cpu);
             Ok(0)
         }
-        Command::Cluster(ClusterCmd::UserKey { uid, out, key_file }) => {
-            let key_file = key_file.unwrap_or_else(|| StateDir::from_env().key_file());
+        Command::Cluster(ClusterCmd::UserKey {
+            uid,
+            out,
+            key_file,
+            expires,
+            revoke,
+            config,
+        }) => {
+            let conf = ClusterConfig::find(config.as_deref())?;
+            let key_file = key_file
+                .or_else(|| conf.as_ref().and_then(|c| c.key.clone()))
+                .unwrap_or_else(|| state_dir(None, conf.as_ref()).key_file());
             let key = Key::load(&key_file).with_context(
                 || "a user key is derived from the cluster key: only its holder writes one",
             )?;
-            let cred = cosched_daemon::user_key::UserKey::derive(&key, uid);
+            // The machine manager issues the serial: from then on it accepts only this one.
+            let conn = ConnArgs {
+                config,
+                ..ConnArgs::default()
+            };
+            let expires_us = expires.map(|d| now_us() + d.as_micros());
+            let issued = conn.client()?.credential(uid, expires_us)?;
+            if revoke {
+                eprintln!(
+                    "revoked uid {uid}'s credentials (serial {} is the only one accepted now, and none was written)",
+                    issued.serial
+                );
+                return Ok(0);
+            }
+            let cred = cosched_daemon::user_key::UserKey::derive(&key, uid, issued.serial);
             match out {
                 Some(path) => {
                     cred.save(&path)?;
@@ -922,7 +1143,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             }
             Ok(if ok { 0 } else { 1 })
         }
-        Command::Cancel(a) => simple(&a, Request::Cancel(JobId(a.id)), "cancelled"),
+        Command::Cancel(a) => many(&a, Request::Cancel, "cancelled"),
         Command::Suspend(a) => simple(&a, Request::Suspend(JobId(a.id)), "suspended"),
         Command::Resume(a) => simple(&a, Request::Resume(JobId(a.id)), "resumed"),
         Command::Status(a) if a.node.is_some() => {
@@ -945,6 +1166,35 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             } else {
                 emit(&report::status_text(&st));
             }
+            Ok(0)
+        }
+        Command::Node(c) => {
+            let (op, a) = c.parts();
+            node_op(&a.conn, op, &a.nodes, a.reason.as_deref())
+        }
+        Command::Keygen { out, config } => {
+            let conf = ClusterConfig::find(config.as_deref())?;
+            let path = out
+                .or_else(|| conf.as_ref().and_then(|c| c.key.clone()))
+                .unwrap_or_else(|| state_dir(None, conf.as_ref()).key_file());
+            if path.symlink_metadata().is_ok() {
+                anyhow::bail!(
+                    "{} exists already: a new key would lock out every host and user credential made from it; remove it first if that is what you want, or pass --out",
+                    path.display()
+                );
+            }
+            Key::generate()?
+                .save(&path)
+                .with_context(|| format!("writing the key {}", path.display()))?;
+            eprintln!(
+                "wrote a new cluster key to {} (mode 0600); copy it to every host of the cluster",
+                path.display()
+            );
+            Ok(0)
+        }
+        Command::Reconfigure(conn) => {
+            let what = conn.client()?.reconfigure()?;
+            eprintln!("reconfigure: {what}");
             Ok(0)
         }
         Command::Acct(a) => super::acct::run(*a),

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod cosim;
 pub mod daemon;
 pub mod demo;
+pub mod generate;
 pub mod interactive;
 pub mod launch_model;
 pub mod memory;

@@ -56,7 +56,7 @@ enum Sub {
 /// Where the jobs come from, and how a trace is read.
 #[derive(ClapArgs, Clone)]
 struct SourceArgs {
-    /// SWF trace (plain or .gz)
+    /// SWF trace (plain or .gz), or a Batsim JSON workload (by a .json name or a leading `{`)
     #[arg(long, value_name = "FILE", conflicts_with = "model")]
     trace: Option<PathBuf>,
     /// Workload model instead of a trace: `lublin`, seed 001's `w1` / `w2` (Table 5: the
@@ -144,6 +144,9 @@ struct RunArgs {
     /// Write one CSV line per job (id,submit,start,end,procs,runtime,…; seconds)
     #[arg(long, value_name = "FILE.csv")]
     jobs_out: Option<PathBuf>,
+    /// Write the schedule as Batsim's jobs.csv (its columns and states; evalys reads it)
+    #[arg(long, value_name = "FILE.csv")]
+    jobs_out_batsim: Option<PathBuf>,
     /// Draw the Ousterhout matrix and what ran over a time window, as SVG
     #[arg(long, value_name = "FILE.svg")]
     matrix_out: Option<PathBuf>,
@@ -301,6 +304,9 @@ fn input(a: &SourceArgs) -> anyhow::Result<Input> {
                 lenient: a.lenient,
                 oversize: a.oversize,
             };
+            if cosched_workload::batsim::is_batsim_workload(path) {
+                return ready(Source::batsim(path, &opts, a.first).with_context(|| reading(path))?);
+            }
             let open = Source::open_trace(path, &opts, a.first).with_context(|| reading(path))?;
             Ok(Input::Open(Box::new(open), path.clone()))
         }
@@ -518,6 +524,12 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             Some(&prov),
         )
         .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.jobs_out_batsim {
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        cosched_sim::batsim_jobs::write_batsim_jobs_csv(file, workload, result)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &a.swf_out {
         let file =

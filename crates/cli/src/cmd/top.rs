@@ -455,6 +455,7 @@ mod tests {
             state: state.into(),
             addr: String::new(),
             pes: 2,
+            reason: None,
         };
         let a = Some(JobId(1));
         let b = Some(JobId(2));

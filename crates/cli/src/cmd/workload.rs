@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use cosched_workload::batsim;
 use cosched_workload::feitelson97;
 use cosched_workload::lublin::{self, EstimateModel, GenOptions, LublinParams};
 use cosched_workload::summary::{Summary, summarize};
@@ -23,6 +24,31 @@ pub enum Command {
     Gen(GenArgs),
     /// Rescale the load, compress time, or cut a trace, and write it as SWF
     Transform(TransformArgs),
+    /// Write a trace (SWF or Batsim JSON) in another format: a Batsim JSON workload or SWF
+    Convert(ConvertArgs),
+}
+
+/// The formats `workload convert` writes.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Batsim's JSON workload: one delay profile per distinct run time
+    Batsim,
+    /// The Standard Workload Format
+    Swf,
+}
+
+#[derive(clap::Args)]
+pub struct ConvertArgs {
+    /// Input trace: SWF (plain or gzip) or a Batsim JSON workload
+    pub input: PathBuf,
+    /// Output format
+    #[arg(long, value_enum)]
+    pub to: Format,
+    /// Output file (`-` writes to standard output and prints nothing else)
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// How to read an input trace.
@@ -141,11 +167,69 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         Command::Info(a) => info(a),
         Command::Gen(a) => gen_cmd(a),
         Command::Transform(a) => transform_cmd(a),
+        Command::Convert(a) => convert_cmd(a),
     }
 }
 
+/// Reads an SWF trace or a Batsim JSON workload (told apart by
+/// [`batsim::is_batsim_workload`]).
 fn read(path: &Path, args: &ReadArgs) -> anyhow::Result<Trace> {
-    Ok(swf::read_trace(path, &args.options()?)?)
+    let opts = args.options()?;
+    if batsim::is_batsim_workload(path) {
+        return Ok(batsim::read_workload(path, &opts)?);
+    }
+    Ok(swf::read_trace(path, &opts)?)
+}
+
+fn convert_cmd(a: ConvertArgs) -> anyhow::Result<i32> {
+    let mut trace = read(&a.input, &a.read)?;
+    let prov = input_provenance(&a.input);
+    match a.to {
+        Format::Swf => {
+            stamp(&mut trace.header, &prov);
+            write(&a.output, &trace.header, &trace.records)?;
+            finish(&trace, &a.output, false, &prov)
+        }
+        Format::Batsim => {
+            let description = format!(
+                "converted by {} from {} (sha256 {}): {}",
+                prov.version, prov.input, prov.input_sha256, prov.command
+            );
+            let context = || format!("cannot write {}", a.output.display());
+            let written = if a.output.as_os_str() == "-" {
+                batsim::write_workload(
+                    io::stdout().lock(),
+                    trace.procs,
+                    &trace.records,
+                    &description,
+                )
+                .with_context(context)?
+            } else {
+                let file = std::fs::File::create(&a.output).with_context(context)?;
+                batsim::write_workload(file, trace.procs, &trace.records, &description)
+                    .with_context(context)?
+            };
+            if a.output.as_os_str() != "-" {
+                // A closed pipe only loses this line.
+                let _ = writeln!(
+                    io::stdout().lock(),
+                    "wrote {} jobs on {} resources to {}{}",
+                    group(written.jobs as f64),
+                    trace.procs,
+                    a.output.display(),
+                    if written.left_out > 0 {
+                        format!(
+                            " ({} left out: no positive run time or size, or no submit time)",
+                            group(written.left_out as f64)
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            Ok(0)
+        }
+    }
 }
 
 fn positive(name: &str, v: Option<f64>) -> anyhow::Result<()> {

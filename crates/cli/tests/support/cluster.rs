@@ -62,6 +62,67 @@ impl Cluster {
         c
     }
 
+    /// A cluster started as an administrator starts one: `cosched mm --config FILE` and
+    /// `cosched nm --config FILE --name NAME` for each of `nodes`, from `config` written to
+    /// `cosched.toml` in its directory with `@DIR@` (the state directory) and `@PORT@` (a
+    /// free port) filled in. Returns once every node is up.
+    pub fn configured(prefix: &str, name: &str, config: &str, nodes: &[&str]) -> Cluster {
+        let dir = scratch(prefix, name);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let c = Cluster {
+            state: StateDir::new(&dir),
+            dir,
+            extra: Default::default(),
+        };
+        c.write_config(
+            &config
+                .replace("@DIR@", c.dir.to_str().unwrap())
+                .replace("@PORT@", &port.to_string()),
+        );
+        std::fs::create_dir_all(c.state.mm_log().parent().unwrap()).unwrap();
+        let args: Vec<String> = ["mm", "--config", c.config_file().to_str().unwrap()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        c.spawn(&args, c.state.mm_log());
+        c.until(30, "the machine manager's address", || c.state.addr().ok());
+        for n in nodes {
+            c.start_configured_nm(n);
+        }
+        c.until(60, "every node up", || {
+            (c.nodes_up() == nodes.len()).then_some(())
+        });
+        c
+    }
+
+    /// Where [`Cluster::configured`] keeps the configuration file.
+    pub fn config_file(&self) -> PathBuf {
+        self.dir.join("cosched.toml")
+    }
+
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(self.config_file(), text).unwrap();
+    }
+
+    /// Starts node manager `name` as the configuration names it.
+    pub fn start_configured_nm(&self, name: &str) {
+        let args: Vec<String> = [
+            "nm",
+            "--config",
+            self.config_file().to_str().unwrap(),
+            "--name",
+            name,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        self.spawn(&args, self.state.nm_log(name));
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
         cosched(&self.dir, args)
     }

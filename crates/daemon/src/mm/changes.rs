@@ -1,5 +1,5 @@
 //! Client requests that change state — submit, cancel, suspend and resume (hold and
-//! release), shutdown — take effect only once they are durable: an answer the database does
+//! release), an administrator's drain, down or resume of a node, shutdown — take effect only once they are durable: an answer the database does
 //! not back would be lost at a restart, and its job's id given again.
 //!
 //! The core checks such a request and stages it without touching its state: [`Core::on`]
@@ -33,6 +33,8 @@ pub struct Write {
     /// with it.
     pub req: ReqId,
     pub jobs: Vec<JobInfo>,
+    /// Administrators' changes to nodes (accounting keeps each, and the state it leaves).
+    pub nodes: Vec<NodeChange>,
 }
 
 /// A change checked and waiting for its records to be durable.
@@ -44,6 +46,8 @@ pub(super) enum Staged {
     Cancel(Ix),
     /// A hold (`true`, `cosched suspend`) or its release.
     Hold(Ix, bool),
+    /// Nodes drained, set down or resumed.
+    Nodes(Vec<NodeChange>),
     Shutdown,
 }
 
@@ -76,11 +80,16 @@ impl Core {
                 info.state = JobState::of(e.phase(), *hold, e.record().outcome);
                 vec![info]
             }
+            Staged::Nodes(_) => Vec::new(),
             Staged::Shutdown => self
                 .live
                 .iter()
                 .map(|&i| self.ended_info(i, now, SHUT_DOWN))
                 .collect(),
+        };
+        let nodes = match &change {
+            Staged::Nodes(c) => c.clone(),
+            _ => Vec::new(),
         };
         if let Some((old, _)) = self.staged.replace((req, change)) {
             // The driver must answer a write before it passes anything else: refused, so its
@@ -90,7 +99,7 @@ impl Core {
                 resp: Response::Error("internal error: the change was not written".into()),
             });
         }
-        Write { req, jobs }
+        Write { req, jobs, nodes }
     }
 
     /// Job `i`'s record as a cancel at `now` leaves it: ended `cancelled` with `why`.
@@ -146,6 +155,12 @@ impl Core {
                     self.set_held(now, i, hold);
                     Response::Done
                 }
+                Staged::Nodes(changes) => {
+                    for c in changes {
+                        self.change_node(now, c);
+                    }
+                    Response::Done
+                }
                 Staged::Shutdown => {
                     self.shutdown(now);
                     Response::Done
@@ -164,6 +179,12 @@ fn not_done(change: &Staged, core: &Core) -> String {
         Staged::Cancel(i) => format!("job {} not cancelled", id(i)),
         Staged::Hold(i, true) => format!("job {} not suspended", id(i)),
         Staged::Hold(i, false) => format!("job {} not resumed", id(i)),
+        Staged::Nodes(c) => format!(
+            "nodes {} not changed",
+            cosched_slurm::hostlist::compress(
+                &c.iter().map(|c| c.name.as_str()).collect::<Vec<_>>()
+            )
+        ),
         Staged::Shutdown => "the cluster was not shut down".into(),
     }
 }

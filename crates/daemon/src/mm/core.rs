@@ -21,7 +21,7 @@ use cosched_ledger::{Change, Ix, Ledger, Refusal};
 use cosched_policy::{Decision, Event, JobRequest, Policy};
 
 use super::changes::{SHUT_DOWN, Staged, Write};
-use super::nodes::NodeEntry;
+use super::nodes::{NodeEntry, NodeTable};
 use crate::db::NodeRow;
 use crate::proto::*;
 
@@ -152,8 +152,12 @@ pub enum Effect {
 /// The machine manager's settings that the core needs.
 #[derive(Clone, Debug)]
 pub struct CoreConfig {
+    /// Nodes of the machine without a configuration (`--nodes`); with one, the machine has
+    /// the configured nodes, and those the database still knows (see [`NodeTable`]).
     pub nodes: u32,
     pub pes: u32,
+    /// The configured nodes, by name; empty: the first `nodes` to register.
+    pub names: Vec<String>,
     /// Fan-out of the tree (shown by `status`).
     pub fanout: u32,
     /// Period of the heartbeat down the tree.
@@ -180,6 +184,8 @@ pub struct CoreConfig {
 pub struct Recovered {
     pub nodes: Vec<NodeRow>,
     pub jobs: Vec<JobInfo>,
+    /// Nodes an administrator drained or set down.
+    pub admin: BTreeMap<NodeId, NodeChange>,
 }
 
 /// The machine manager's side of a job: what the policy never sees and the ledger does not
@@ -361,9 +367,18 @@ impl Core {
         now: Time,
         recovered: Recovered,
     ) -> Result<Core, String> {
-        if cfg.nodes == 0 || cfg.pes == 0 {
+        let mut cfg = cfg;
+        if (cfg.nodes == 0 && cfg.names.is_empty()) || cfg.pes == 0 {
             return Err("--nodes and --pes must be at least 1".into());
         }
+        let mut recovered = recovered;
+        let table = NodeTable::new(
+            cfg.nodes,
+            cfg.pes,
+            &cfg.names,
+            std::mem::take(&mut recovered.nodes),
+        )?;
+        cfg.nodes = table.size;
         let shape = MachineShape::flat(cfg.nodes, cfg.pes);
         let mut policy = policy;
         // A policy that estimates from forecasts runs them on the simulator's engine, as in
@@ -406,23 +421,55 @@ impl Core {
             staged: None,
             cfg,
         };
-        core.recover(now, recovered)?;
+        core.recover(now, table, recovered)?;
         Ok(core)
     }
 
     /// Rebuilds the state a database holds: jobs found running are announced to the policy
     /// first (the "hello"), then the queue; every node is down until it registers again.
-    fn recover(&mut self, now: Time, r: Recovered) -> Result<(), String> {
-        for row in r.nodes {
-            if row.id.0 >= self.cfg.nodes || row.pes != self.cfg.pes {
-                return Err(format!(
-                    "the database is for another machine (node {} with {} PEs); start with matching --nodes/--pes or a fresh COSCHED_STATE_DIR",
-                    row.name, row.pes
-                ));
-            }
-            self.nodes.push(NodeEntry::known(row, now));
+    fn recover(&mut self, now: Time, table: NodeTable, r: Recovered) -> Result<(), String> {
+        let recovered_any = !r.jobs.is_empty() || table.known > 0;
+        // PEs are numbered node by node: with another count per node, a running job's PEs
+        // would name other cores.
+        let reshaped = table
+            .changed
+            .iter()
+            .any(|c| (c.id.0 as usize) < table.known);
+        let placed: Vec<JobId> = r
+            .jobs
+            .iter()
+            .filter(|j| !j.state.is_final() && !j.placement.is_empty())
+            .map(JobInfo::id)
+            .collect();
+        if reshaped && !placed.is_empty() {
+            return Err(format!(
+                "the nodes' PEs changed to {} while jobs {placed:?} hold PEs numbered for the old count; start with the old count (--pes, or `cores` in the configuration), end those jobs, then change it",
+                self.cfg.pes
+            ));
         }
-        let recovered_any = !r.jobs.is_empty() || !self.nodes.is_empty();
+        for row in table.changed {
+            self.push(Effect::PersistNode(row));
+        }
+        for row in table.rows {
+            let id = row.id;
+            let mut e = NodeEntry::known(row, now);
+            // A node new to the database has nothing to come back with.
+            e.awaiting = (id.0 as usize) < table.known;
+            e.removed = table.removed.contains(&id);
+            e.admin = r.admin.get(&id).cloned();
+            self.nodes.push(e);
+        }
+        if !table.removed.is_empty() {
+            let names: Vec<&str> = table
+                .removed
+                .iter()
+                .map(|n| self.nodes[n.0 as usize].row.name.as_str())
+                .collect();
+            self.log(format!(
+                "mm: nodes {} are no longer configured: removed (their jobs' records stay)",
+                cosched_slurm::hostlist::compress(&names)
+            ));
+        }
         for info in r.jobs {
             self.next_job = self.next_job.max(info.id().0 + 1);
             let side = Side {

@@ -43,7 +43,11 @@ use cosched_storm::Key;
 use cosched_storm::accept::Limits;
 
 pub use self::core::{DEFAULT_ESTIMATE, MAX_TIME_LIMIT, check_time_limit, parse_pes};
-pub use shell::{build_policy, run, run_blocking};
+pub use shell::{Exit, build_policy, run, run_blocking};
+
+/// Where `cosched mm` listens without `--listen` or a configuration: this host only. Other
+/// hosts are let in by choice (`--listen`, or the configuration's `head`).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7070";
 
 /// Default period of the heartbeat down the tree (`--heartbeat`): the liveness probe, and the
 /// gang strobe every node manager switches from (FCS reclassifies its ranks at each).
@@ -64,8 +68,13 @@ pub const MAX_KILL_WAIT: Dur = Dur::from_secs(3600);
 /// passes these on to the `mm` it starts), with the defaults of both.
 #[derive(Clone, Debug)]
 pub struct ManagerSettings {
+    /// Nodes without a configuration file (`--nodes`): the first to register take them.
     pub nodes: u32,
     pub pes: u32,
+    /// The configuration's nodes, by name: only they may register, each keeps its id.
+    pub names: Vec<String>,
+    /// The configuration file (`--config`), read again by `cosched reconfigure` and SIGHUP.
+    pub config: Option<PathBuf>,
     pub policy: String,
     /// `--mpl`, `--quantum`, `--context-switch`, `--opt`, `--policy-config`, as for `sim`.
     pub policy_options: PolicyOptions,
@@ -97,6 +106,8 @@ impl ManagerSettings {
         ManagerSettings {
             nodes,
             pes,
+            names: Vec::new(),
+            config: None,
             policy: "fcfs".into(),
             policy_options: PolicyOptions::default(),
             fanout: 8,

@@ -26,7 +26,7 @@
 //! rank's exit reported, or the fenced node back without it — or, if the node never comes
 //! back, `down_after` after it was declared down (2 × `down_after` of silence in all).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use cosched_core::{Dur, JobId, NodeId, Outcome, Time};
 use cosched_ledger::Ix;
@@ -35,6 +35,79 @@ use cosched_policy::Event;
 use super::core::{Core, Effect, Pending, ReqId};
 use crate::db::NodeRow;
 use crate::proto::*;
+
+/// The nodes a machine manager starts with, from its database and its configuration.
+///
+/// Nodes keep their ids whatever order they register in: a node's id is its row's, and a
+/// configured node the database does not know takes the next free id. A row no longer
+/// configured (or beyond `--nodes`) stays, *removed*: its id is never given again, since old
+/// jobs' records name it, and it may not register. A row whose PEs differ from the
+/// configuration's takes the configuration's. So the state directory follows the machine as
+/// it grows and shrinks, with its accounting.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeTable {
+    /// Every node, by id (dense from 0).
+    pub rows: Vec<NodeRow>,
+    /// Rows to write: new or changed.
+    pub changed: Vec<NodeRow>,
+    /// Rows no longer part of the machine.
+    pub removed: BTreeSet<NodeId>,
+    /// The nodes of the machine: the rows, or with `--nodes`, as many as it says if more.
+    pub size: u32,
+    /// How many of the rows (the first) the database held.
+    pub known: usize,
+}
+
+impl NodeTable {
+    /// The table for `names` (the configuration's nodes; empty: the first `nodes` to
+    /// register, by name, as `--nodes` says) of `pes` PEs each, given the database's `rows`.
+    pub fn new(
+        nodes: u32,
+        pes: u32,
+        names: &[String],
+        rows: Vec<NodeRow>,
+    ) -> Result<NodeTable, String> {
+        let mut t = NodeTable::default();
+        for (i, mut row) in rows.into_iter().enumerate() {
+            if row.id.0 as usize != i {
+                return Err(format!(
+                    "the database's nodes are not numbered 0, 1, 2, …: node {} has id {} at position {i}; restore the state directory from a backup",
+                    row.name, row.id
+                ));
+            }
+            let kept = if names.is_empty() {
+                row.id.0 < nodes
+            } else {
+                names.contains(&row.name)
+            };
+            if !kept {
+                t.removed.insert(row.id);
+            } else if row.pes != pes {
+                row.pes = pes;
+                t.changed.push(row.clone());
+            }
+            t.rows.push(row);
+        }
+        t.known = t.rows.len();
+        for name in names {
+            if !t.rows.iter().any(|r| &r.name == name) {
+                let row = NodeRow {
+                    id: NodeId(t.rows.len() as u32),
+                    name: name.clone(),
+                    pes,
+                };
+                t.changed.push(row.clone());
+                t.rows.push(row);
+            }
+        }
+        t.size = if names.is_empty() {
+            (t.rows.len() as u32).max(nodes)
+        } else {
+            t.rows.len() as u32
+        };
+        Ok(t)
+    }
+}
 
 /// A node as the machine manager knows it.
 #[derive(Clone, Debug)]
@@ -65,6 +138,11 @@ pub struct NodeEntry {
     /// Until when jobs to be requeued wait for it to come back without their processes;
     /// then those count as gone.
     pub fence_until: Option<Time>,
+    /// No longer in the configuration: it may not register (see [`NodeTable`]).
+    pub removed: bool,
+    /// Drained or set down by an administrator (why, who, when): nothing new starts there
+    /// until it is resumed.
+    pub admin: Option<NodeChange>,
 }
 
 impl NodeEntry {
@@ -84,7 +162,14 @@ impl NodeEntry {
             suspect: false,
             fenced: false,
             fence_until: None,
+            removed: false,
+            admin: None,
         }
+    }
+
+    /// Whether the policy may start jobs here: up, answering, in service.
+    pub fn schedulable(&self) -> bool {
+        self.policy_up && !self.suspect && self.admin.is_none()
     }
 }
 
@@ -128,13 +213,14 @@ impl Core {
     /// new starts there, its jobs keep running.
     fn not_responding(&mut self, n: NodeId, silence: Dur) {
         let e = &mut self.nodes[n.0 as usize];
+        let was = e.schedulable();
         e.suspect = true;
-        let (name, policy_up) = (e.row.name.clone(), e.policy_up);
+        let name = e.row.name.clone();
         self.log(format!(
             "mm: node {name} ({n}) has not answered for {silence}: not responding; nothing new starts there, its jobs keep running (declared down after {} of silence, --down-after)",
             self.cfg.down_after
         ));
-        if policy_up {
+        if was {
             // Down for the policy and the ledger (no new PEs there); the driver keeps the
             // jobs, as the policy interface allows.
             self.ledger.node_down(n);
@@ -154,11 +240,11 @@ impl Core {
             return;
         }
         e.suspect = false;
-        let (name, policy_up) = (e.row.name.clone(), e.policy_up);
+        let (name, now_schedulable) = (e.row.name.clone(), e.schedulable());
         self.log(format!(
             "mm: node {name} ({node}) answers again after {silence} of silence; up, with its jobs"
         ));
-        if policy_up {
+        if now_schedulable {
             self.ledger.node_up(node);
             self.add_node_events(Event::NodeUp(node));
         }
@@ -197,7 +283,7 @@ impl Core {
     /// tree, fenced, and the jobs on it are lost.
     fn declare_down(&mut self, now: Time, n: NodeId, silence: Dur) {
         let e = &self.nodes[n.0 as usize];
-        let (name, policy_up, suspect) = (e.row.name.clone(), e.policy_up, e.suspect);
+        let (name, policy_up, told) = (e.row.name.clone(), e.policy_up, e.schedulable());
         self.log(format!(
             "mm: node {name} ({n}) has not answered for {silence} (--down-after {}); declaring it down",
             self.cfg.down_after
@@ -206,8 +292,8 @@ impl Core {
         self.out_of_tree(n);
         self.fence_node(now, n);
         if policy_up {
-            // A node that was not responding is down for the policy already.
-            self.node_down(now, n, &why, !suspect);
+            // A node that was not responding, or drained, is down for the policy already.
+            self.node_down(now, n, &why, told);
         } else {
             // Registered but never back in the tree: the policy never counted it up, but
             // whatever it holds is lost all the same.
@@ -353,9 +439,12 @@ impl Core {
         let name = n.row.name.clone();
         if !n.policy_up {
             n.policy_up = true;
+            let in_service = n.admin.is_none();
             self.log(format!("mm: node {name} ({node}) is up (back in the tree)"));
-            self.ledger.node_up(node);
-            self.add_node_events(Event::NodeUp(node));
+            if in_service {
+                self.ledger.node_up(node);
+                self.add_node_events(Event::NodeUp(node));
+            }
         }
         let forget = std::mem::take(&mut self.nodes[node.0 as usize].deferred_forget);
         if !forget.is_empty() {
@@ -413,7 +502,24 @@ impl Core {
             return;
         }
         let idx = match self.nodes.iter().position(|n| n.row.name == reg.name) {
+            Some(i) if self.nodes[i].removed => {
+                let e = reject(format!(
+                    "node {} was removed from the configuration; add it back and run `cosched reconfigure` to let it join",
+                    reg.name
+                ));
+                self.push(e);
+                return;
+            }
             Some(i) => i,
+            None if !self.cfg.names.is_empty() => {
+                let e = reject(format!(
+                    "node {} is not in the configuration (its nodes: {}); add it to a [[nodes]] entry and run `cosched reconfigure`, or start the node manager with --name set to a configured node",
+                    reg.name,
+                    cosched_slurm::hostlist::compress(&self.cfg.names)
+                ));
+                self.push(e);
+                return;
+            }
             None => {
                 if self.nodes.len() as u32 >= self.cfg.nodes {
                     let e = reject(format!(
@@ -565,6 +671,102 @@ impl Core {
         });
         for (job, exit) in exits {
             self.rank_exit(now, job, id, exit);
+        }
+    }
+}
+
+impl Core {
+    /// Checks an administrator's change to `names` (`cosched node drain|down|resume`): the
+    /// changes to make durable, or why not.
+    pub(super) fn node_changes(
+        &self,
+        now: Time,
+        op: NodeOp,
+        names: &[String],
+        reason: Option<String>,
+        uid: u32,
+    ) -> Result<Vec<NodeChange>, String> {
+        if names.is_empty() {
+            return Err("name the nodes (`cosched node drain n01 n02 --reason …`)".into());
+        }
+        if op != NodeOp::Resume && reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+            return Err(format!(
+                "say why with --reason (Slurm's `scontrol update nodename=… state={} reason=…` asks the same)",
+                op.as_str()
+            ));
+        }
+        let mut out = Vec::new();
+        for name in names {
+            let Some(e) = self
+                .nodes
+                .iter()
+                .find(|e| &e.row.name == name && !e.removed)
+            else {
+                let known: Vec<&str> = self
+                    .nodes
+                    .iter()
+                    .filter(|e| !e.removed)
+                    .map(|e| e.row.name.as_str())
+                    .collect();
+                return Err(format!(
+                    "unknown node {name}; the nodes are {} (`cosched status`)",
+                    cosched_slurm::hostlist::compress(&known)
+                ));
+            };
+            out.push(NodeChange {
+                node: e.row.id,
+                name: name.clone(),
+                op,
+                reason: reason.clone(),
+                uid,
+                at_us: now.as_micros(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Carries out an administrator's change, once durable: a drained node takes no new
+    /// work and keeps its jobs; a node set down loses its jobs (as a failed node does); a
+    /// resumed one is in service again as soon as it answers.
+    pub(super) fn change_node(&mut self, now: Time, c: NodeChange) {
+        let n = c.node;
+        let e = &mut self.nodes[n.0 as usize];
+        let was = e.schedulable();
+        let who = crate::util::user_name(c.uid);
+        let why = c.reason.clone().unwrap_or_default();
+        let name = e.row.name.clone();
+        match c.op {
+            NodeOp::Resume => {
+                e.admin = None;
+                let now_up = e.schedulable();
+                self.log(format!("mm: node {name} ({n}) resumed by {who}"));
+                if now_up {
+                    self.ledger.node_up(n);
+                    self.add_node_events(Event::NodeUp(n));
+                }
+            }
+            NodeOp::Drain => {
+                e.admin = Some(c);
+                self.log(format!(
+                    "mm: node {name} ({n}) drained by {who}: {why}; its jobs run to their end, nothing new starts there"
+                ));
+                if was {
+                    self.ledger.node_down(n);
+                    self.add_node_events(Event::NodeDown(n));
+                }
+            }
+            NodeOp::Down => {
+                e.admin = Some(c);
+                self.log(format!("mm: node {name} ({n}) set down by {who}: {why}"));
+                let lost = format!("node {name} was set down by {who}: {why}");
+                if was {
+                    self.node_down(now, n, &lost, true);
+                } else {
+                    for i in self.jobs_on(n) {
+                        self.lost(now, i, Outcome::NodeFailed, lost.clone());
+                    }
+                }
+            }
         }
     }
 }

@@ -86,6 +86,22 @@ impl Core {
                 Err(why) => Response::Error(why),
             },
             Request::Monitor { node } => self.fetch_monitor(now, req, &node)?,
+            Request::Node { op, .. } if !caller.admin => Response::Error(format!(
+                "permission denied: only root or the cluster's own user ({}) may {} nodes",
+                crate::util::user_name(crate::util::euid()),
+                op.as_str()
+            )),
+            Request::Node { op, nodes, reason } => {
+                match self.node_changes(now, op, &nodes, reason, caller.uid) {
+                    Ok(c) => return Some(self.stage(now, req, Staged::Nodes(c))),
+                    Err(why) => Response::Error(why),
+                }
+            }
+            // The shell reads the configuration file and holds the credentials; none of
+            // these reaches the core.
+            Request::Reconfigure | Request::Credential { .. } => {
+                Response::Error("served by the shell".into())
+            }
             // The shell serves broadcasts (super::bcast); none reaches the core.
             Request::Bcast(_) => Response::Error("a broadcast is served by the shell".into()),
         };

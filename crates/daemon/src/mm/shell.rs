@@ -2,7 +2,7 @@
 //! connections, the storm tree and SQLite. It drains everything that has arrived, hands it to
 //! the core with one clock reading, steps the core once and carries out its effects.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use cosched_core::Time;
@@ -15,11 +15,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::MmConfig;
 use super::core::{Core, CoreConfig, Effect, Input, Recovered, ReqId};
+use super::nodes::NodeTable;
 use super::replays::{Replays, forgotten_before};
 use super::store::Store;
 use crate::DaemonError;
 use crate::db::Db;
 use crate::proto::*;
+use crate::user_key::Credential;
 use crate::util::{now, write_atomic};
 
 /// A connection waiting for its answer.
@@ -35,6 +37,19 @@ enum Incoming {
     Client(Request, Caller, Stamp, oneshot::Sender<Response>),
     /// The web dashboard asks what to show; answered at once, the core untouched.
     Dashboard(oneshot::Sender<crate::dashboard::Snapshot>),
+    /// SIGHUP: read the configuration again, as `cosched reconfigure` asks.
+    Hangup,
+}
+
+/// Why a machine manager stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Shut down (`cosched cluster down`, `Request::Shutdown`): every job was ended.
+    Shutdown,
+    /// To start again on its new configuration (`cosched reconfigure`, SIGHUP): its jobs
+    /// keep running on the node managers, which register with the new machine manager as
+    /// after any restart, and its database carries the accounting over.
+    Reconfigure,
 }
 
 pub(super) struct Shell {
@@ -51,10 +66,20 @@ pub(super) struct Shell {
     pub(super) bcast_next: u32,
     /// How long a heartbeat's COMPARE may wait for the tree's combined answer.
     heartbeat_budget: std::time::Duration,
+    /// The configuration file and the nodes it named at start-up (see [`Shell::reconfigure`]).
+    config: Option<std::path::PathBuf>,
+    names: Vec<String>,
+    /// A reconfiguration was accepted: the machine manager restarts once it is answered.
+    restart: bool,
+    /// Users' credential serials, shared with the listeners that check them.
+    creds: Credentials,
 }
 
+/// Each user's credential serial and expiry, by uid (see [`crate::user_key`]).
+type Credentials = Arc<Mutex<BTreeMap<u32, Credential>>>;
+
 /// [`run`] on a fresh single-threaded runtime, for a command's main thread.
-pub fn run_blocking(cfg: MmConfig) -> Result<(), DaemonError> {
+pub fn run_blocking(cfg: MmConfig) -> Result<Exit, DaemonError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
@@ -93,15 +118,9 @@ pub fn policy_config(
 }
 
 /// Runs a machine manager until a client asks it to shut down.
-pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
+pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
     // Every broadcast chunk passes through a few buffers of its size here.
     crate::bcast::keep_freed_buffers();
-    let policy = build_policy(
-        &cfg.settings.policy,
-        cfg.settings.nodes,
-        cfg.settings.pes,
-        &cfg.settings.policy_options,
-    )?;
     let state = crate::StateDir::new(&cfg.state_dir);
     let listener = listen(&cfg.listen, &state).await?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?;
@@ -112,10 +131,27 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     unsafe { libc::umask(0o077) };
     let db = Db::open(&state.db_file())?;
     private_db_files(&state);
+    let creds: Credentials = Arc::new(Mutex::new(db.credentials()?));
     let recovered = Recovered {
         nodes: db.nodes()?,
         jobs: db.jobs()?,
+        admin: db.node_admin()?,
     };
+    // The machine grows and shrinks with the configuration: the policy is built for the
+    // nodes the core will have.
+    let machine = NodeTable::new(
+        cfg.settings.nodes,
+        cfg.settings.pes,
+        &cfg.settings.names,
+        recovered.nodes.clone(),
+    )
+    .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;
+    let policy = build_policy(
+        &cfg.settings.policy,
+        machine.size,
+        cfg.settings.pes,
+        &cfg.settings.policy_options,
+    )?;
     let t = now();
     let replays = Arc::new(Mutex::new(Replays::restored(
         db.nonces(forgotten_before(t.as_micros()))?,
@@ -123,6 +159,7 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     let core_cfg = CoreConfig {
         nodes: cfg.settings.nodes,
         pes: cfg.settings.pes,
+        names: cfg.settings.names.clone(),
         fanout: cfg.settings.fanout,
         heartbeat: cfg.settings.heartbeat,
         suspect_after: cfg.settings.suspect_after,
@@ -147,13 +184,33 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         bcast: None,
         bcast_failed: None,
         bcast_next: 1,
+        config: cfg.settings.config.clone(),
+        names: cfg.settings.names.clone(),
+        restart: false,
+        creds: creds.clone(),
     };
     let first = sh.core.step(t);
     sh.carry_out(first);
     let local = bind_local(&state)?;
+    // SIGHUP reconfigures, as it does Slurm's controller.
+    let hup = in_tx.clone();
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            if hup.send(Incoming::Hangup).is_err() {
+                return;
+            }
+        }
+    });
     tokio::spawn(accept_loop(
         listener,
-        Listening::new(cfg.key.clone(), &in_tx, &replays, cfg.settings.admission),
+        Listening::new(
+            cfg.key.clone(),
+            &creds,
+            &in_tx,
+            &replays,
+            cfg.settings.admission,
+        ),
     ));
     match &cfg.http {
         Some(http) => {
@@ -174,14 +231,20 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
     }
     tokio::spawn(local_accept_loop(
         local,
-        Listening::new(local_key(), &in_tx, &replays, cfg.settings.admission),
+        Listening::new(
+            local_key(),
+            &creds,
+            &in_tx,
+            &replays,
+            cfg.settings.admission,
+        ),
     ));
     write_atomic(&state.addr_file(), &format!("{addr}\n")).map_err(DaemonError::Io)?;
     tracing::info!("mm: running at {}", crate::util::raise_priority());
     tracing::info!(
         "mm: listening on {addr}, policy {}, {} nodes × {} PEs",
         cfg.settings.policy,
-        cfg.settings.nodes,
+        machine.size,
         cfg.settings.pes
     );
     loop {
@@ -211,7 +274,13 @@ pub async fn run(cfg: MmConfig) -> Result<(), DaemonError> {
         if sh.carry_out(effects) {
             // Let the shutdown message drain down the tree before the links close.
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            return Ok(());
+            return Ok(Exit::Shutdown);
+        }
+        if sh.restart {
+            // Let the answer reach the client before the connections close.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            tracing::info!("mm: restarting on the new configuration");
+            return Ok(Exit::Reconfigure);
         }
     }
 }
@@ -286,6 +355,71 @@ fn wake_duration(at: Time) -> std::time::Duration {
 }
 
 impl Shell {
+    /// Reads the configuration file again and, if it is sound, has the machine manager
+    /// restart on it (see [`Exit::Reconfigure`]); says what changes, or why not.
+    fn reconfigure(&mut self) -> Result<String, String> {
+        let Some(path) = &self.config else {
+            return Err("this machine manager was started without a configuration file (--config); restart it with one to reconfigure".into());
+        };
+        let new = crate::config::ClusterConfig::load(path).map_err(|e| e.to_string())?;
+        if new.nodes.is_empty() {
+            return Err(format!(
+                "{} names no nodes ([[nodes]]); the machine manager keeps its configuration",
+                path.display()
+            ));
+        }
+        let names = new.node_names();
+        let added: Vec<&str> = names
+            .iter()
+            .filter(|n| !self.names.contains(n))
+            .map(String::as_str)
+            .collect();
+        let removed: Vec<&str> = self
+            .names
+            .iter()
+            .filter(|n| !names.contains(n))
+            .map(String::as_str)
+            .collect();
+        let list = |v: &[&str]| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                cosched_slurm::hostlist::compress(v)
+            }
+        };
+        self.restart = true;
+        Ok(format!(
+            "{}: nodes added: {}; removed: {}; the machine manager restarts on it, running jobs keep running and the accounting is kept",
+            path.display(),
+            list(&added),
+            list(&removed)
+        ))
+    }
+
+    /// Issues `uid` the next credential serial, revoking the earlier ones, once it is in the
+    /// database (an answer the disk does not back would revoke nothing after a restart).
+    fn credential(&mut self, caller: Caller, uid: u32, expires_us: Option<i64>) -> Response {
+        if !caller.admin {
+            return Response::Error(format!(
+                "permission denied: only root or the cluster's own user ({}) issues or revokes user credentials",
+                crate::util::user_name(crate::util::euid())
+            ));
+        }
+        let mut held = self.creds.lock().unwrap_or_else(|e| e.into_inner());
+        let serial = held.get(&uid).map_or(0, |c| c.serial) + 1;
+        let c = Credential { serial, expires_us };
+        match self.store.credential(uid, c) {
+            Ok(()) => {
+                held.insert(uid, c);
+                tracing::info!(
+                    "mm: uid {uid} has credential serial {serial} now; earlier ones are revoked"
+                );
+                Response::Credential(c)
+            }
+            Err(why) => Response::Error(format!("uid {uid}'s credential not changed: {why}")),
+        }
+    }
+
     /// The system clock, never going backwards.
     fn clock(&mut self) -> Time {
         self.last_now = self.last_now.max(now());
@@ -321,6 +455,32 @@ impl Shell {
                 let _ = tx.send(snap);
                 return;
             }
+            Incoming::Hangup => {
+                match self.reconfigure() {
+                    Ok(what) => tracing::info!("mm: SIGHUP: {what}"),
+                    Err(why) => tracing::warn!("mm: SIGHUP: {why}"),
+                }
+                return;
+            }
+            Incoming::Client(Request::Reconfigure, caller, _, tx) => {
+                let resp = if !caller.admin {
+                    Response::Error(format!(
+                        "permission denied: only root or the cluster's own user ({}) may reconfigure the cluster",
+                        crate::util::user_name(crate::util::euid())
+                    ))
+                } else {
+                    match self.reconfigure() {
+                        Ok(what) => Response::Reconfigured(what),
+                        Err(why) => Response::Error(why),
+                    }
+                };
+                let _ = tx.send(resp);
+                return;
+            }
+            Incoming::Client(Request::Credential { uid, expires_us }, caller, _, tx) => {
+                let _ = tx.send(self.credential(caller, uid, expires_us));
+                return;
+            }
             Incoming::Client(Request::Bcast(op), caller, stamp, tx) => {
                 // It changes files on the nodes, not records: its nonce is kept all the same.
                 self.store.nonce(stamp, t.as_micros());
@@ -337,7 +497,7 @@ impl Shell {
                 // A change takes effect only once its records (and the request's nonce) are
                 // in the database; the core is told at once whether they are.
                 if let Some(w) = self.core.on(t, input) {
-                    let result = self.store.change(&w.jobs, stamp, t.as_micros());
+                    let result = self.store.change(&w.jobs, &w.nodes, stamp, t.as_micros());
                     self.core.on(t, Input::Written { req: w.req, result });
                 }
                 return;
@@ -466,6 +626,7 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
         let _ = stream.set_nodelay(true);
         let Listening {
             key,
+            creds,
             tx,
             replays,
             admission,
@@ -487,7 +648,8 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
                 }
             };
             // `key` becomes the key this connection is answered with: the user's for a user.
-            let (hello, key) = match open_hello(&key, &body) {
+            let held = creds.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let (hello, key) = match open_hello(&key, &held, &body) {
                 Ok(h) => h,
                 Err(e) => {
                     if matches!(e, cosched_storm::FrameError::BadTag) {
@@ -498,6 +660,16 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
                     return;
                 }
             };
+            if let Hello::User(uid, ..) = &hello
+                && let Some(why) = held
+                    .get(uid)
+                    .and_then(|c| c.expired(crate::util::now().as_micros()))
+            {
+                drops.dropped(format_args!("mm: dropping peer {peer}: uid {uid}: {why}"));
+                let _ =
+                    cosched_storm::frame::write_frame(&mut wr, &key, &Response::Error(why)).await;
+                return;
+            }
             let stamp = match &hello {
                 Hello::Register(s, _) | Hello::Client(s, _) | Hello::User(_, s, _) => *s,
             };
@@ -567,12 +739,20 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
 /// which is decoded before the tag is checked only to learn that uid: nothing in it is used
 /// unless the tag checks with that user's credential, derived from the cluster key. Any other
 /// hello must carry the cluster key's tag.
-fn open_hello(cluster: &Key, body: &[u8]) -> Result<(Hello, Key), cosched_storm::FrameError> {
+/// A user's credential is the one of the serial `creds` holds for them (0 if none): an
+/// earlier one was revoked.
+fn open_hello(
+    cluster: &Key,
+    creds: &BTreeMap<u32, Credential>,
+    body: &[u8],
+) -> Result<(Hello, Key), cosched_storm::FrameError> {
     let claimed = body
         .get(cosched_storm::frame::TAG_LEN..)
         .and_then(|payload| postcard::from_bytes::<Hello>(payload).ok());
     let key = match claimed {
-        Some(Hello::User(uid, ..)) => cluster.user_key(uid),
+        Some(Hello::User(uid, ..)) => {
+            cluster.user_key_serial(uid, creds.get(&uid).map_or(0, |c| c.serial))
+        }
         _ => cluster.clone(),
     };
     let hello: Hello = key.open(body)?;
@@ -615,12 +795,14 @@ async fn local_accept_loop(listener: tokio::net::UnixListener, l: Listening<u32>
             admin: cred.uid() == 0 || cred.uid() == me,
         };
         let ticket = l.admission.admit(caller.uid);
+        // The kernel vouches for a local user: no credential to check.
         let Listening {
             key,
             tx,
             replays,
             admission,
             drops,
+            ..
         } = l.clone();
         tokio::spawn(async move {
             let (mut rd, mut wr) = stream.into_split();
@@ -675,6 +857,8 @@ async fn local_accept_loop(listener: tokio::net::UnixListener, l: Listening<u32>
 #[derive(Clone)]
 struct Listening<P> {
     key: Key,
+    /// Each user's credential serial and expiry (see [`crate::user_key`]).
+    creds: Credentials,
     tx: mpsc::UnboundedSender<Incoming>,
     replays: Arc<Mutex<Replays>>,
     admission: Admission<P>,
@@ -684,12 +868,14 @@ struct Listening<P> {
 impl<P: std::hash::Hash + Eq + Clone> Listening<P> {
     fn new(
         key: Key,
+        creds: &Credentials,
         tx: &mpsc::UnboundedSender<Incoming>,
         replays: &Arc<Mutex<Replays>>,
         limits: cosched_storm::accept::Limits,
     ) -> Listening<P> {
         Listening {
             key,
+            creds: creds.clone(),
             tx: tx.clone(),
             replays: replays.clone(),
             admission: Admission::new(limits),
@@ -727,9 +913,15 @@ mod hello_tests {
     #[test]
     fn a_user_hello_opens_only_with_its_uids_credential() {
         let cluster = Key::from_bytes([5; 32]);
+        let none = BTreeMap::new();
         let s = Stamp::now();
         let user = |uid| Hello::User(uid, s, Request::Status);
-        let (h, k) = open_hello(&cluster, &body(cluster.user_key(1000).seal(&user(1000)))).unwrap();
+        let (h, k) = open_hello(
+            &cluster,
+            &none,
+            &body(cluster.user_key(1000).seal(&user(1000))),
+        )
+        .unwrap();
         assert!(matches!(h, Hello::User(1000, ..)));
         assert_eq!(k, cluster.user_key(1000));
         // uid 1000's credential claiming uid 0, or sealed with the cluster key itself: refused.
@@ -738,15 +930,46 @@ mod hello_tests {
             cluster.seal(&user(0)),
         ] {
             assert!(matches!(
-                open_hello(&cluster, &body(frame)),
+                open_hello(&cluster, &none, &body(frame)),
                 Err(cosched_storm::FrameError::BadTag)
             ));
         }
         let client = Hello::Client(s, Request::Status);
-        let (h, k) = open_hello(&cluster, &body(cluster.seal(&client))).unwrap();
+        let (h, k) = open_hello(&cluster, &none, &body(cluster.seal(&client))).unwrap();
         assert!(matches!(h, Hello::Client(..)));
         assert_eq!(k, cluster);
         // A user credential does not pass for the cluster key.
-        assert!(open_hello(&cluster, &body(cluster.user_key(0).seal(&client))).is_err());
+        assert!(open_hello(&cluster, &none, &body(cluster.user_key(0).seal(&client))).is_err());
+    }
+
+    /// Once uid 1000 has serial 2, its credentials of serial 0 and 1 are refused and the
+    /// one of serial 2 opens; another user's serial-0 credential still opens.
+    #[test]
+    fn a_revoked_user_credential_is_refused_and_another_users_still_works() {
+        let cluster = Key::from_bytes([5; 32]);
+        let s = Stamp::now();
+        let user = |uid| Hello::User(uid, s, Request::Status);
+        let creds = BTreeMap::from([(
+            1000,
+            Credential {
+                serial: 2,
+                expires_us: None,
+            },
+        )]);
+        for old in [0, 1] {
+            let frame = cluster.user_key_serial(1000, old).seal(&user(1000));
+            assert!(
+                matches!(
+                    open_hello(&cluster, &creds, &body(frame)),
+                    Err(cosched_storm::FrameError::BadTag)
+                ),
+                "serial {old}"
+            );
+        }
+        let frame = cluster.user_key_serial(1000, 2).seal(&user(1000));
+        let (_, k) = open_hello(&cluster, &creds, &body(frame)).unwrap();
+        assert_eq!(k, cluster.user_key_serial(1000, 2));
+        let other = cluster.user_key(1001).seal(&user(1001));
+        assert!(open_hello(&cluster, &creds, &body(other)).is_ok());
     }
 }

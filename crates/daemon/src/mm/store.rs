@@ -13,7 +13,8 @@ use cosched_core::{JobId, NodeId};
 
 use super::replays::forgotten_before;
 use crate::db::{Batch, Db, DbError, NodeRow, job_doc};
-use crate::proto::{JobInfo, Stamp};
+use crate::proto::{JobInfo, NodeChange, Stamp};
+use crate::user_key::Credential;
 
 /// While the disk refuses writes, the records kept are tried again at most this often.
 const RETRY_EVERY: Duration = Duration::from_millis(250);
@@ -50,12 +51,14 @@ impl Store {
     pub(super) fn change(
         &mut self,
         jobs: &[JobInfo],
+        nodes: &[NodeChange],
         stamp: Stamp,
         now_us: i64,
     ) -> Result<(), String> {
         let docs: Vec<(JobId, String)> = jobs.iter().map(|j| (j.id(), job_doc(j))).collect();
         let batch = Batch {
             jobs: docs.clone(),
+            node_changes: nodes.to_vec(),
             nonces: vec![(now_us, stamp.nonce)],
             forget_nonces_before: Some(forgotten_before(now_us)),
             ..Batch::default()
@@ -67,6 +70,16 @@ impl Store {
             self.written.insert(id, doc);
         }
         Ok(())
+    }
+
+    /// Writes user `uid`'s credential serial now; on an error nothing is written and the
+    /// message names the database and what to do.
+    pub(super) fn credential(&mut self, uid: u32, c: Credential) -> Result<(), String> {
+        let batch = Batch {
+            credentials: vec![(uid, c)],
+            ..Batch::default()
+        };
+        self.db.write(&batch).map_err(|e| e.to_string())
     }
 
     /// A job's record to write at the next flush.
@@ -115,6 +128,7 @@ impl Store {
             nodes: std::mem::take(&mut self.nodes).into_values().collect(),
             nonces: std::mem::take(&mut self.nonces),
             forget_nonces_before: Some(forgotten_before(now_us)),
+            ..Batch::default()
         };
         match self.db.write(&batch) {
             Ok(()) => {

@@ -109,7 +109,20 @@ impl Core {
                 id: n.row.id,
                 name: n.row.name.clone(),
                 // Registered but not yet back in the tree: nothing is sent to it yet.
-                state: if n.up && n.suspect {
+                state: if n.removed {
+                    "removed".into()
+                } else if let Some(a) = &n.admin {
+                    match a.op {
+                        NodeOp::Down => "down".into(),
+                        _ if self.placed.iter().any(|&i| {
+                            self.side[i].placement.iter().any(|p| p.node == n.row.id)
+                        }) =>
+                        {
+                            "draining".into()
+                        }
+                        _ => "drained".into(),
+                    }
+                } else if n.up && n.suspect {
                     "not_responding".into()
                 } else if n.up && n.in_tree && n.policy_up {
                     "up".into()
@@ -120,6 +133,7 @@ impl Core {
                 },
                 addr: n.addr.clone(),
                 pes: n.row.pes,
+                reason: n.admin.clone(),
             })
             .collect();
         for i in self.nodes.len() as u32..self.cfg.nodes {
@@ -129,6 +143,7 @@ impl Core {
                 state: "down".into(),
                 addr: String::new(),
                 pes: self.cfg.pes,
+                reason: None,
             });
         }
         StatusInfo {

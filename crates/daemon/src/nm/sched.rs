@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use cosched_core::{Dur, JobId, Time};
 use cosched_monitor::{Kind, Record};
-use cosched_node::{Action, NodeScheduler, ProcId, SchedParams, Scheme, WaitPolicy};
+use cosched_node::{Action, NodeScheduler, ProcId, ProcOptions, SchedParams, Scheme, WaitPolicy};
 
 use super::scheme::NodeSchemeConfig;
 use crate::proto::{NodeEvent, Strobe};
@@ -176,6 +176,7 @@ impl NodeSched {
             check_endpoint: Dur::ZERO,
             global_info: Dur::ZERO,
             queue_reorder: Dur::ZERO,
+            proc: ProcOptions::default(),
             fcs: cfg.fcs,
         };
         NodeSched {

@@ -9,7 +9,6 @@
 
 use std::path::Path;
 
-use cosched_daemon::StateDir;
 use cosched_daemon::client::Client;
 
 pub mod sacct;
@@ -129,8 +128,11 @@ fn install_links(dir: &Path) -> anyhow::Result<i32> {
 }
 
 /// The machine manager of `$COSCHED_STATE_DIR` (or `~/.cosched`).
+/// A client found as cosched's own commands find one (state directory, configuration).
 pub(crate) fn client() -> Result<Client, String> {
-    Client::from_state_dir(&StateDir::from_env(), None, None).map_err(|e| e.to_string())
+    crate::cmd::daemon::ConnArgs::default()
+        .client()
+        .map_err(|e| e.to_string())
 }
 
 /// Prints `CMD: error: MSG` and gives Slurm's failure status.

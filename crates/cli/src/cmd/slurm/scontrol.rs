@@ -1,12 +1,13 @@
 //! `scontrol`: `show job|node|partition [ID]` in Slurm's `Key=Value` records (`-o`: one line
 //! each), `show hostnames|hostlist LIST` (a hostlist expanded, one name per line, or
 //! compressed), and `hold`, `release`, `suspend`, `resume` of jobs (cosched's hold overlay:
-//! a held queued job does not start, a held running one is stopped). What cosched cannot do
-//! to a job after its submission (`update`, `requeue`) is refused with the reason.
+//! a held queued job does not start, a held running one is stopped), and `update
+//! NodeName=… State=DRAIN|DOWN|RESUME Reason=…` (`cosched node`). What cosched cannot do to a
+//! job after its submission (`update`, `requeue`) is refused with the reason.
 //! Commands may be abbreviated, as in Slurm (`scontrol sh j 5`).
 
 use cosched_core::JobId;
-use cosched_daemon::proto::{JobQuery, Request};
+use cosched_daemon::proto::{JobQuery, NodeOp, Request};
 use cosched_slurm::hostlist;
 
 use super::{fail, job_specs, view};
@@ -15,6 +16,7 @@ const USAGE: &str = "Usage: scontrol [-o] [-Q] [-v] [-V] COMMAND
   show job [ID] | show node [NAME] | show partition [NAME]
   show hostnames [LIST] | show hostlist LIST
   hold ID... | release ID... | suspend ID... | resume ID...
+  update NodeName=LIST State=DRAIN|DOWN|RESUME Reason=TEXT
   version
 cosched answers to these of Slurm's scontrol (docs/slurm.md).";
 
@@ -70,6 +72,9 @@ pub fn run(args: Vec<String>) -> i32 {
             "requeue: cosched requeues a job only when its node fails (the cluster's --requeue); cancel it and submit it again",
         );
     }
+    if cmd.len() >= 2 && is(&cmd, "update") && rest.iter().any(|w| key_is(w, "nodename")) {
+        return update_node(rest);
+    }
     if cmd.len() >= 2 && is(&cmd, "update") {
         return fail(
             "scontrol",
@@ -83,6 +88,55 @@ pub fn run(args: Vec<String>) -> i32 {
         "scontrol",
         &format!("invalid command: {cmd} (see scontrol --help)"),
     )
+}
+
+/// Whether `word` is `KEY=…` for `key` (any case).
+fn key_is(word: &str, key: &str) -> bool {
+    word.split_once('=')
+        .is_some_and(|(k, _)| k.eq_ignore_ascii_case(key))
+}
+
+/// `update NodeName=LIST State=DRAIN|DOWN|RESUME|UNDRAIN|IDLE Reason=TEXT`: `cosched node
+/// drain|down|resume`.
+fn update_node(words: &[String]) -> i32 {
+    let (mut nodes, mut state, mut reason) = (None, None, None);
+    for w in words {
+        let Some((k, v)) = w.split_once('=') else {
+            return fail("scontrol", &format!("update: {w:?} is not KEY=VALUE"));
+        };
+        match k.to_ascii_lowercase().as_str() {
+            "nodename" => nodes = Some(v.to_string()),
+            "state" => state = Some(v.to_ascii_lowercase()),
+            "reason" => reason = Some(v.to_string()),
+            other => {
+                return fail(
+                    "scontrol",
+                    &format!(
+                        "update: cosched changes a node's State (with a Reason) only, not {other}"
+                    ),
+                );
+            }
+        }
+    }
+    let op = match state.as_deref() {
+        Some("drain") => NodeOp::Drain,
+        Some("down") => NodeOp::Down,
+        Some("resume" | "undrain" | "idle") => NodeOp::Resume,
+        other => {
+            return fail(
+                "scontrol",
+                &format!(
+                    "update: State={} is not one cosched sets (DRAIN, DOWN, RESUME)",
+                    other.unwrap_or("")
+                ),
+            );
+        }
+    };
+    let nodes = vec![nodes.unwrap_or_default()];
+    match crate::cmd::daemon::node_op(&Default::default(), op, &nodes, reason.as_deref()) {
+        Ok(code) => code,
+        Err(e) => fail("scontrol", &e.to_string()),
+    }
 }
 
 fn show(rest: &[String], oneliner: bool) -> i32 {

@@ -244,6 +244,7 @@ fn real_gang_run(horizon: Time) -> BTreeMap<Time, BTreeSet<JobId>> {
     let cfg = MmConfig {
         nodes: 1,
         pes: 2,
+        names: Vec::new(),
         fanout: 8,
         heartbeat: Dur::from_secs(3600),
         suspect_after: Dur::from_secs(36_000),
