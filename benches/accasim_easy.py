@@ -1,5 +1,5 @@
 """AccaSim 1.1.3's EASY backfilling (FirstFit allocator) over an SWF trace, for
-benches/accasim.sh: the reference cosched's Python EASY is timed against (issue 18).
+benches/accasim.sh: the reference cosched's Python EASY is timed against.
 
 Usage: python accasim_easy.py TRACE.swf SYSTEM.config OUT_DIR  (AccaSim installed in the
 interpreter's environment; the trace uncompressed: AccaSim reads plain SWF only).

@@ -43,6 +43,9 @@ enum Command {
     /// the job)
     #[command(hide = true)]
     Burn(cmd::replay::BurnArgs),
+    /// A job's PMIx server on one node, started by the node manager before the job's ranks
+    #[command(hide = true)]
+    PmixHelper,
 }
 
 fn main() {
@@ -65,6 +68,7 @@ fn main() {
         Command::Slurm(args) => cmd::slurm::run(args),
         Command::Burn(args) => cmd::replay::burn(args),
         Command::Generate(args) => cmd::generate::run(args, Cli::command()),
+        Command::PmixHelper => cmd::pmix_helper::run(),
     };
     match result {
         Ok(code) => std::process::exit(code),

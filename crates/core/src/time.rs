@@ -203,7 +203,7 @@ impl fmt::Display for Time {
 
 // The arithmetic saturates at the ends of the range instead of wrapping (or panicking in
 // debug builds): a time limit of "forever" plus a start time must give "never", not an
-// instant in the distant past that makes a daemon wake in a loop (issue 10, finding 4).
+// instant in the distant past that makes a daemon wake in a loop.
 // Within the range, which every real trace and clock reading is far inside, the results are
 // the exact ones.
 impl Add<Dur> for Time {

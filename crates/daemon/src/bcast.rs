@@ -21,7 +21,7 @@
 //!   the node manager's own ([`open_scratch`], crate::dir): one someone else made (a user
 //!   squatting `/dev/shm/cosched-0` before the cluster starts) is refused, naming it, and the
 //!   node then fails every broadcast rather than write where that user chose.
-//! - Copies are kept per user (issue 30, finding 2: with one name space per node, a user
+//! - Copies are kept per user (with one name space per node, a user
 //!   re-broadcasting a name root had staged made root's queued job run the user's program).
 //!   Under `<scratch>/bcast/`: `<uid>/<dest>` for a user's own names (`cosched bcast`),
 //!   `<uid>/@<transfer>/<dest>` for the copy staged for one job (`cosched submit --bcast`),
@@ -43,7 +43,7 @@
 //!   (keyed with the cluster key, sealed by the machine manager) it verified, and that the
 //!   size written is the announced one. It does not hash the file again: the tag it already
 //!   checks on every chunk proves each byte is the machine manager's, and a second pass per
-//!   node and byte would cost as much (issue 14: per-byte work at every node is what a
+//!   node and byte would cost as much (per-byte work at every node is what a
 //!   broadcast to many nodes on few cores pays N times; docs/daemons.md, "File broadcast",
 //!   says why this is as strong).
 //! - The end is sent right behind the last chunk (it may overtake chunks on a link; a node
@@ -648,7 +648,7 @@ fn open_copy(
 /// Takes over the copy `old` that a transfer replaces, as the file of the new one at `name`
 /// (`size` bytes), both in `dir`: its pages are written over instead of a new file's being
 /// allocated, and the old ones freed. That is a fifth of the CPU of a 12 MB broadcast to 64
-/// node managers on one host (issue 14: `fallocate` and the unlink were 10 % of the profile,
+/// node managers on one host (`fallocate` and the unlink were 10 % of the profile,
 /// and the copy into fresh pages is slower). Refused (`Err`, and the caller creates a new
 /// file) unless nobody else can see what is written:
 /// - the file is the node manager's and closed to everyone else first (owner the node
@@ -852,7 +852,7 @@ fn remove_staged(scratch: &Dir) {
 /// frame it came in) and a few at the machine manager (the client's request, the payload,
 /// the sealed frame), and with glibc's defaults each came from fresh pages (an `mmap`, or a
 /// heap grown again after a trim), faulted in and zeroed by the kernel, then unmapped: a
-/// seventh of the node managers' CPU during a broadcast in the profile (issue 14). Called
+/// seventh of the node managers' CPU during a broadcast in the profile. Called
 /// once by each node manager and machine manager; a process-wide setting, costing only the
 /// memory of the few chunk buffers its arenas keep.
 pub(crate) fn keep_freed_buffers() {
@@ -1180,7 +1180,7 @@ mod tests {
         assert!(held(3, 5) >= held(3, 4) && held(4, 0) > held(3, 99));
     }
 
-    /// Finding 3 of issue 30: a scratch directory someone else made where the node manager's
+    /// a scratch directory someone else made where the node manager's
     /// goes (a user squatting `/dev/shm/cosched-0`, here under `COSCHED_SCRATCH`-like paths
     /// of a sticky shared directory) is refused, naming it; the node manager's own is used.
     #[test]

@@ -4,7 +4,7 @@
 //! Local clients talk over the machine manager's Unix socket (`mm.sock` in the state
 //! directory), where the kernel tells the machine manager who they are and no key is needed;
 //! remote ones (`--mm HOST:PORT`, or `--key-file`) over TCP with the cluster key, which makes
-//! them administrators (issue 10, finding 3; docs/daemons.md, "Trust model"), or with a
+//! them administrators (docs/daemons.md, "Trust model"), or with a
 //! user's credential (`--user-key`, [`crate::user_key`]), which makes them that user.
 
 use std::net::TcpStream;
@@ -247,8 +247,8 @@ impl Client {
         )
     }
 
-    /// Every job `q` selects (at most `max`, the first in id order), fetched page by page
-    /// (issue 10, finding 7): each answer stays far below the frame limit however many jobs
+    /// Every job `q` selects (at most `max`, the first in id order), fetched page by page:
+    /// each answer stays far below the frame limit however many jobs
     /// the machine manager holds.
     pub fn query(&self, mut q: JobQuery, max: Option<usize>) -> Result<Vec<JobInfo>, DaemonError> {
         let mut all: Vec<JobInfo> = Vec::new();

@@ -27,7 +27,7 @@ pub struct ClusterOptions {
     pub timeout: Duration,
     /// Where the machine manager serves its web dashboard (`--http`), if anywhere.
     pub http: Option<String>,
-    /// The node managers' node-level scheme (issue 12).
+    /// The node managers' node-level scheme.
     pub node_scheme: crate::nm::scheme::NodeSchemeConfig,
 }
 

@@ -2,8 +2,8 @@
 //! can make one, its ranks' process groups otherwise.
 //!
 //! A process group does not hold what leaves it (`setsid`, a daemonising program), so such a
-//! process escaped suspend, cancel and the end of its job, and outlived a killed node manager
-//! (issue 10, finding 6). A cgroup holds every descendant whatever it does with sessions:
+//! process would escape suspend, cancel and the end of its job, and outlive a killed node manager.
+//! A cgroup holds every descendant whatever it does with sessions:
 //! `cgroup.freeze` stops all of them (suspend, a gang switch), `cgroup.kill` kills all of them,
 //! and `cgroup.events` says when the last one is gone. Neither needs a controller enabled, so
 //! a leaf under the node manager's own cgroup is enough and the "no internal processes" rule

@@ -29,6 +29,47 @@ pub struct JobIo {
     /// and its ranks get the array variables.
     #[serde(default)]
     pub array: Option<crate::sched::ArrayTask>,
+    /// Which MPI start-up servers its ranks get (`--mpi`).
+    #[serde(default)]
+    pub mpi: Mpi,
+}
+
+/// Which MPI start-up servers a job's ranks get (`--mpi`, Slurm's flag name). A rank that
+/// reaches neither runs as an MPI world of its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mpi {
+    /// PMI-1 to every rank, and PMIx to every rank of a job of more than one rank where the
+    /// node manager can serve it (a one-rank job is a world of one either way): MPICH, Open
+    /// MPI and mpi4py start with nothing to choose. A PMIx server that cannot start is
+    /// warned about and the ranks start with PMI-1 alone.
+    #[default]
+    Auto,
+    /// PMIx only; a PMIx server that cannot start fails the job's ranks on that node.
+    Pmix,
+    /// PMI-1 only.
+    Pmi1,
+    /// Neither.
+    None,
+}
+
+impl Mpi {
+    /// Parses `--mpi`.
+    pub fn parse(s: &str) -> Result<Mpi, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Mpi::Auto),
+            "pmix" => Ok(Mpi::Pmix),
+            "pmi1" | "pmi" => Ok(Mpi::Pmi1),
+            "none" => Ok(Mpi::None),
+            _ => Err(format!(
+                "--mpi {s:?}: expected auto (PMI-1 and PMIx), pmix, pmi1 or none"
+            )),
+        }
+    }
+
+    /// Whether the ranks get a PMI-1 socket.
+    pub fn pmi1(self) -> bool {
+        matches!(self, Mpi::Auto | Mpi::Pmi1)
+    }
 }
 
 /// Parses `--export` (Slurm's syntax): `ALL`, `NONE`, or a comma-separated list of `VAR`

@@ -40,7 +40,7 @@ pub enum Hello {
     User(u32, Stamp, Request),
 }
 
-/// When a request was made and a random nonce (issue 10, finding 3): the machine manager
+/// When a request was made and a random nonce: the machine manager
 /// refuses a stamp more than [`REPLAY_WINDOW_US`] away from its clock, and a nonce it has seen
 /// within that window, so a frame captured on the network cannot be sent again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -209,7 +209,7 @@ pub enum ToNode {
     /// Chunk `k` of transfer `id`, to be written at `offset`. The chunk's bytes are not a
     /// field: they follow this message in the same XFER payload ([`ToNode::chunk_payload`]),
     /// so a node manager writes them from the frame it received and forwarded, without
-    /// copying them out of it (issue 14).
+    /// copying them out of it.
     BcastChunk {
         id: u32,
         k: u32,
@@ -278,7 +278,7 @@ pub enum FromNode {
     Runs { job: JobId, run: u32, runs: bool },
 }
 
-/// The STORM strobe (seed 000 §4.1, issue 12): the current slot of the Ousterhout matrix and
+/// The STORM strobe (seed 000 §4.1): the current slot of the Ousterhout matrix and
 /// each job's row, which every node manager switches from locally with its node scheme.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Strobe {
@@ -292,7 +292,7 @@ pub struct Strobe {
     pub running: Vec<JobId>,
 }
 
-/// One line of a node's observation record (issue 12): a process's FCS class change
+/// One line of a node's observation record: a process's FCS class change
 /// (`class` set) or a local context switch (`switch_in` set: the process went onto PE `pe`).
 /// Times are seconds since the job was launched on the node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -386,7 +386,7 @@ pub struct LastComm {
     pub ago_ns: u64,
 }
 
-/// Who sent a client request, as the machine manager established it (issue 10, finding 3):
+/// Who sent a client request, as the machine manager established it:
 /// on its Unix socket the kernel's account of the peer (`SO_PEERCRED`), never a claim in the
 /// request; on TCP the holder of the cluster key, who is trusted as the administrator, or the
 /// holder of a user's credential ([`Hello::User`]), who is that user.
@@ -419,7 +419,7 @@ pub fn local_key() -> cosched_storm::Key {
 pub enum Request {
     /// Boxed: a submission is far larger than any other request.
     Submit(Box<SubmitRequest>),
-    /// One page of the jobs a query selects (issue 10, finding 7): the client pages through
+    /// One page of the jobs a query selects: the client pages through
     /// them ([`crate::client::Client::query`]), as no single answer may hold them all.
     Jobs(JobQuery),
     Cancel(JobId),

@@ -16,7 +16,7 @@
 //! keeps the history (database), logs and job output, so that the next `cluster up` in the
 //! same directory continues where this one stopped.
 //!
-//! Trust (issue 10, finding 3): the daemons run as root on a real cluster, so the directory
+//! Trust: the daemons run as root on a real cluster, so the directory
 //! must be theirs alone. [`StateDir::create`] makes it mode 0700 and [`StateDir::check`]
 //! refuses one that is a symbolic link, is owned by another user or is writable by group or
 //! others: whoever can write there could plant the key, a pid or a link. Files are written
@@ -263,7 +263,7 @@ impl StateDir {
     }
 }
 
-/// What a pid file says: the pid and, since issue 10, the process's start time.
+/// What a pid file says: the pid and, when it has one, the process's start time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PidRecord {
     pub pid: i32,
@@ -474,7 +474,7 @@ mod tests {
         std::fs::remove_dir_all(s.root()).unwrap();
     }
 
-    /// Issue 10, finding 3: a new state directory is private; one that is a link, or writable
+    /// a new state directory is private; one that is a link, or writable
     /// by others, is refused with its path in the message.
     #[test]
     fn the_directory_is_created_private_and_an_unsafe_one_is_refused() {

@@ -23,7 +23,7 @@
 //!
 //! What a job's processes really do is the policy's phase and the hold, unless the driver
 //! reports it ([`Ledger::report_runs`]): a machine manager whose node managers run a node
-//! scheme (issue 12: `local`, `sb`, `fcs` run jobs of rows that are not active) tells the
+//! scheme (`local`, `sb`, `fcs` run jobs of rows that are not active) tells the
 //! ledger when the nodes actually stop and continue a job's processes. The phase still
 //! follows the policy (its contract is checked on it); only the accounting — start, run time,
 //! suspended time, time limits — follows the report.

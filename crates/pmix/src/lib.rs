@@ -56,7 +56,9 @@
 
 mod error;
 mod event;
+pub mod helper;
 mod layout;
+mod names;
 mod server;
 mod status;
 mod sys;
@@ -64,6 +66,7 @@ mod sys;
 pub use error::Error;
 pub use event::{Event, LookupReply, ModexReply, OpReply, Proc, Published, Range, Refusal};
 pub use layout::{Info, JobLayout, JobNode, Value, keys};
+pub use names::Names;
 pub use server::{OPEN_MPI_ENV, OPEN_MPI_OVERSUBSCRIBED, Server};
 pub use status::Status;
 

@@ -18,11 +18,14 @@ use crate::sys;
 /// of a job. Its `schizo` framework knows Slurm, Flux and LSF by their own variables and,
 /// without them, declares every rank a singleton (`MPI_Comm_size` = 1) even with a PMIx
 /// server in its environment: excluding the `orte` component, whose only verdict outside
-/// `mpirun` is "singleton", lets the `pmi` start-up (PMIx) be chosen. The node manager places
+/// `mpirun` is "singleton", lets the `pmi` start-up (PMIx) be chosen. The `slurm` component
+/// goes too: cosched gives ranks Slurm's job variables (`SLURM_JOBID`, ...) but no
+/// `SLURM_STEP_ID`, which that component reads as "inside an allocation, not started by
+/// srun", a singleton again. The node manager places
 /// and binds ranks itself, so Open MPI must not bind them again (as Slurm and Flux ask).
 /// Open MPI 5 and other PMIx clients ignore these.
 pub const OPEN_MPI_ENV: [(&str, &str); 3] = [
-    ("OMPI_MCA_schizo", "^orte"),
+    ("OMPI_MCA_schizo", "^orte,slurm"),
     ("OMPI_MCA_hwloc_base_binding_policy", "none"),
     ("OMPI_MCA_orte_externally_bound", "1"),
 ];

@@ -43,7 +43,7 @@ fn one_server_per_process_and_what_a_rank_is_given() {
     assert_eq!(get("PMIX_RANK"), Some("1"), "{env:?}");
     assert!(get("PMIX_SERVER_URI41").is_some(), "{env:?}");
     // Without it, Open MPI 4 takes each rank for a singleton.
-    assert_eq!(get("OMPI_MCA_schizo"), Some("^orte"), "{env:?}");
+    assert_eq!(get("OMPI_MCA_schizo"), Some("^orte,slurm"), "{env:?}");
     server.deregister_client("cosched.1", 1).unwrap();
     server.deregister_job("cosched.1").unwrap();
 

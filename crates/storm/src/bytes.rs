@@ -3,7 +3,7 @@
 //! of `u8`s.
 //!
 //! serde's own `Vec<u8>` goes through a sequence, one visitor call per byte: profiled during a
-//! file broadcast (issue 14), decoding the chunks that way took more CPU than the SHA-256 of
+//! file broadcast, decoding the chunks that way took more CPU than the SHA-256 of
 //! every hop together. Postcard writes a byte string exactly like a sequence of `u8` (a varint
 //! length, then the bytes), so the encoding on the wire is unchanged; only the copy is one
 //! `memcpy`; and a borrowing reader (a node decoding a frame it keeps, to forward it and hand

@@ -3,7 +3,7 @@
 //! A frame is `u32 length (big-endian) | 32-byte tag | payload`, where the length counts tag
 //! and payload and the tag is BLAKE3 in its keyed mode (a MAC), with the cluster key, over the
 //! payload. Why BLAKE3 and not HMAC-SHA256: every node checks the tag of every chunk of a file
-//! broadcast, so the MAC is the largest per-byte cost of a launch (issue 14: SHA-256 was 31 %
+//! broadcast, so the MAC is the largest per-byte cost of a launch (SHA-256 was 31 %
 //! of the cluster's CPU during a 12 MB broadcast to 64 node managers, even with the CPU's SHA
 //! extensions); keyed BLAKE3 is a MAC of the same strength that runs several times faster on
 //! the vector units. A
@@ -220,7 +220,7 @@ impl postcard::ser_flavors::Flavor for Behind {
 }
 
 /// Writes `content` to `path` as a new file of mode 0600 owned by this process's user, never
-/// through whatever stood at `path` (issue 10, finding 3: a file planted there by another user
+/// through whatever stood at `path` (a file planted there by another user
 /// kept its owner and mode 0666, and a symbolic link was followed to overwrite its target).
 /// The content goes to a fresh temporary name in the same directory, created with `O_EXCL`
 /// (which also refuses to follow a link), and is renamed over `path`: `rename` replaces a
@@ -474,7 +474,7 @@ mod tests {
         ));
     }
 
-    /// Finding 5 of issue 10: a first frame longer than the reader's maximum is refused from
+    /// a first frame longer than the reader's maximum is refused from
     /// its length alone, before any of its body is read; a body that stops short is an error,
     /// not a frame.
     #[tokio::test]
@@ -496,7 +496,7 @@ mod tests {
         ));
     }
 
-    /// Issue 10, finding 3: the key never goes through a file or link planted at its path.
+    /// the key never goes through a file or link planted at its path.
     #[test]
     fn a_saved_key_replaces_a_planted_file_or_link_and_is_private() {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};

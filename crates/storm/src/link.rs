@@ -226,7 +226,7 @@ const LINK_BUFFER: usize = 4 << 20;
 /// `net.core.wmem_max` / `rmem_max`). With the defaults a 512 KiB chunk frame went out in
 /// five or so partial writes, each a wait for the peer to drain the socket and a wake-up of
 /// both ends; on a host running many node managers those wake-ups were a large part of a
-/// broadcast's CPU (issue 14). A failure leaves the kernel's defaults, which still work.
+/// broadcast's CPU. A failure leaves the kernel's defaults, which still work.
 pub(crate) fn widen_buffers(stream: &TcpStream) {
     let s = socket2::SockRef::from(stream);
     let _ = s.set_send_buffer_size(LINK_BUFFER);

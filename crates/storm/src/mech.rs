@@ -87,7 +87,7 @@ pub type Down = DownOf<Vec<u8>>;
 
 /// Root to nodes, whatever holds the XFER payload: [`Down`] owns it; a node decodes
 /// `DownOf<&[u8]>`, which borrows it from the frame it keeps to forward, so that a payload
-/// of megabytes (a broadcast's chunk) is not copied at every hop (issue 14).
+/// of megabytes (a broadcast's chunk) is not copied at every hop.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(bound(
     serialize = "P: AsRef<[u8]>",

@@ -32,7 +32,7 @@ pub enum Delivery {
 
 /// An XFER's payload, where it lies in the frame it came in: the frame is shared with the
 /// links that forward it, so the payload reaches the node manager (and a broadcast's chunk
-/// its file) without a copy at this hop (issue 14). The frame is freed when the last holder
+/// its file) without a copy at this hop. The frame is freed when the last holder
 /// drops it.
 #[derive(Clone, Debug)]
 pub struct Payload {

@@ -129,7 +129,7 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
     let client = a.conn.client()?;
     let status = client.status()?;
     // The filters are the machine manager's: it answers only the jobs selected, page by
-    // page (issue 10, finding 7).
+    // page.
     let q = cosched_daemon::proto::JobQuery {
         users: uids,
         states,

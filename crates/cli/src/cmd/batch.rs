@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 use cosched_core::Dur;
+use cosched_daemon::jobio::Mpi;
 use cosched_daemon::proto::{ArraySpec, Dependency, NodeLayout, Schedule};
 use cosched_daemon::sched;
 use cosched_slurm::options::{self, Parsed};
@@ -49,6 +50,10 @@ pub struct JobOpts {
     /// [default: ALL]
     #[arg(long)]
     pub export: Option<String>,
+    /// MPI start-up servers, as Slurm's --mpi: auto (PMI-1 for MPICH and PMIx for Open MPI
+    /// and mpi4py, both to every rank), pmix, pmi1 or none [default: auto]
+    #[arg(long, value_parser = parse_mpi)]
+    pub mpi: Option<Mpi>,
     /// Standard output of each rank to this file pattern (%j job id, %t rank, %N node, %A
     /// array id, %a array index, %% a %), relative to the working directory; standard error
     /// too unless --error
@@ -95,6 +100,10 @@ fn parse_deps(text: &str) -> Result<Deps, String> {
     sched::parse_dependency(text).map(Deps)
 }
 
+fn parse_mpi(text: &str) -> Result<Mpi, String> {
+    Mpi::parse(text)
+}
+
 fn parse_time_limit(text: &str) -> Result<Dur, String> {
     super::time_limit::parse(text)
 }
@@ -114,6 +123,7 @@ impl JobOpts {
             class: self.class.or(other.class),
             name: self.name.or(other.name),
             export: self.export.or(other.export),
+            mpi: self.mpi.or(other.mpi),
             output: self.output.or(other.output),
             error: self.error.or(other.error),
             array: self.array.or(other.array),
@@ -299,6 +309,7 @@ pub fn from_slurm(p: &Parsed) -> Result<JobOpts, String> {
         class: p.value("class").map(str::to_string),
         name: p.value("job-name").map(str::to_string),
         export: p.value("export").map(str::to_string),
+        mpi: p.value("mpi").map(Mpi::parse).transpose()?,
         output: p.value("output").map(str::to_string),
         error: p.value("error").map(str::to_string),
         array: p.value("array").map(sched::parse_array).transpose()?,
@@ -320,7 +331,7 @@ fn directive_error(at: &str, e: &clap::Error) -> String {
         return format!(
             "{at}: unknown directive {arg} (directives take the options of `cosched submit`: \
              -n/--ntasks, -N/--nodes, --ntasks-per-node, -t/--time, -J/--job-name, -o/--output, \
-             -e/--error, --array, --dependency, --begin, --class, --export, -D/--chdir, \
+             -e/--error, --array, --dependency, --begin, --class, --export, --mpi, -D/--chdir, \
              -H/--hold, --monitor)"
         );
     }

@@ -950,6 +950,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 keep_jobs: Duration::from_micros(a.keep_jobs.as_micros().max(0) as u64),
                 output_cap: a.output_cap,
                 node_scheme: a.node_scheme.config()?,
+                pmix_helper: std::env::current_exe().ok(),
             };
             nm::run_blocking(cfg)?;
             Ok(0)
@@ -1229,7 +1230,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
         }
         Command::Output(a) => {
             let o = a.conn.client()?.rank_output(JobId(a.id), a.rank, a.tail)?;
-            // A file cut to MAX_OUTPUT is said so, with its size (issue 10, finding 7).
+            // A file cut to MAX_OUTPUT is said so, with its size.
             if !a.conn.json {
                 let part = if a.tail { "last" } else { "first" };
                 for (what, got, size) in [
@@ -1653,6 +1654,7 @@ pub(super) fn request_of(
             output: opts.output.clone(),
             error: opts.error.clone(),
             array: None,
+            mpi: opts.mpi.unwrap_or_default(),
         },
         sched: opts.schedule(),
         layout: opts.layout(),

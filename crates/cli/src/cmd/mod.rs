@@ -12,6 +12,7 @@ pub mod generate;
 pub mod interactive;
 pub mod launch_model;
 pub mod memory;
+pub mod pmix_helper;
 pub mod policy_args;
 pub mod replay;
 pub mod sim;

@@ -12,8 +12,8 @@
 //! polls and the pipeline keeps up to `slots` chunks moving. Holding chunk k means holding
 //! every chunk before it (a node writes them in order), so one answer frees the slots of
 //! the chunks before it too: asking for every chunk sent twice as many small frames through
-//! every node for the same pacing (6–7 % of a 12 MB broadcast's CPU on 64 node managers,
-//! issue 14). A destination
+//! every node for the same pacing (6–7 % of a 12 MB broadcast's CPU on 64 node managers).
+//! A destination
 //! that does not answer within [`BUDGET`] (dead, cut off, hung) fails the transfer with its
 //! name: the others drop their partial copies and the client gets the error.
 

@@ -218,7 +218,7 @@ pub struct Side {
     /// nodes are gone (see [`Completing`]).
     pub(super) requeue_why: Option<String>,
     /// Ended more than `keep_jobs` ago: only the ledger's record, the name, class and owner
-    /// are in memory; queries take the rest from the database (issue 10, finding 7).
+    /// are in memory; queries take the rest from the database.
     pub(super) forgotten: bool,
     /// The size of its record as a client gets it, from before it was forgotten: what its
     /// record from the database adds to a page.
@@ -305,7 +305,7 @@ pub struct Core {
     pub(super) live: BTreeSet<Ix>,
     /// The live jobs that hold PEs (have a placement): the only ones with a time limit
     /// running. Kept apart so that the work of each step grows with the jobs running, not with
-    /// the queue (issue 10, finding 7: a 10,000-job backlog made every submission 5× dearer).
+    /// the queue (a 10,000-job backlog made every submission 5× dearer).
     pub(super) placed: BTreeSet<Ix>,
     pub(super) nodes: Vec<NodeEntry>,
     next_job: u64,
@@ -693,7 +693,7 @@ impl Core {
         }
     }
 
-    /// A node reports whether it lets `job`'s processes run (issue 12: a node scheme other
+    /// A node reports whether it lets `job`'s processes run (a node scheme other
     /// than `gs` decides that itself). The job runs while some node runs it; the ledger
     /// accounts from these reports from the first one on.
     fn node_runs(&mut self, now: Time, job: JobId, from: NodeId, runs: bool) {
@@ -866,7 +866,7 @@ impl Core {
         }
     }
 
-    /// Forgets the jobs that ended more than `keep_jobs` ago (issue 10, finding 7): memory
+    /// Forgets the jobs that ended more than `keep_jobs` ago: memory
     /// then holds per old job only the ledger's record, its name, class and owner, not its
     /// command line and environment (which a submission from the command line carries
     /// whole). Looked at every quarter of the retention, between 0.2 s and a minute.
@@ -1807,7 +1807,7 @@ impl Core {
             },
         );
         // Every node hears the new matrix state now, not at the next heartbeat: the node
-        // schemes switch from it (issue 12).
+        // schemes switch from it.
         if let Some(strobe) = self.strobe() {
             self.push(Effect::Broadcast(ToNode::Strobe(strobe)));
         }

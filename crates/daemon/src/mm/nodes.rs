@@ -1,7 +1,7 @@
 //! Node membership: registration and its reconciliation with the job records, heartbeats and
 //! failure detection, the grace period after a restart, and the tree's member list.
 //!
-//! Reconciliation is a protocol, not a race (issue 10). A node manager registers with its
+//! Reconciliation is a protocol, not a race. A node manager registers with its
 //! complete state (jobs held, each rank running or exited with its status); the core takes in
 //! the exits, drops what it no longer runs and fails (or requeues) what the node lost, all
 //! before the policy hears about the node. The node then joins the tree the core announces;

@@ -109,7 +109,7 @@ impl Core {
         None
     }
 
-    /// One page of the jobs `q` selects (issue 10, finding 7): at most `q.limit` records
+    /// One page of the jobs `q` selects: at most `q.limit` records
     /// within [`PAGE_BYTES`], so that no answer outgrows a frame however many jobs there are
     /// or however long their command lines. The filters are checked on the ledger's entry
     /// before a record is built, so a selective query costs little beyond a pass over ids.
@@ -210,7 +210,7 @@ impl Core {
     }
 
     /// Whether `caller` may cancel, hold, release or read the output of job `i`: its owner or
-    /// an administrator. (A job recorded without a user, from before issue 10, is the
+    /// an administrator. (A job recorded without a user, from an older release, is the
     /// administrator's.)
     fn may_act(&self, caller: Caller, i: cosched_ledger::Ix) -> bool {
         caller.admin || self.side[i].user == Some(caller.uid)

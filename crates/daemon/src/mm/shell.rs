@@ -288,7 +288,7 @@ pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
 /// Binds the listening socket. With a port of 0 (any port, as `cluster up` asks) on a state
 /// directory whose `mm.addr` still names a port on the same address, that port is taken
 /// again if it is free: the machine manager is being restarted after a crash, and its node
-/// managers keep registering at the address they were given (issue 10, finding 8). A fresh
+/// managers keep registering at the address they were given. A fresh
 /// `cluster up` removes `mm.addr` first, and a clean `cluster down` removes it too, so only a
 /// restart reuses a port; if the port is taken meanwhile, any port is used, as asked, and the
 /// log says that the node managers must be restarted with the new address.
@@ -324,7 +324,7 @@ async fn listen(wanted: &str, state: &crate::StateDir) -> Result<TcpListener, Da
         .map_err(|e| bind_err(wanted, e))
 }
 
-/// A database written before issue 10 was readable by everyone: made private (0600), with
+/// A database of an older release may be readable by everyone: made private (0600), with
 /// its `-wal` and `-shm` files.
 fn private_db_files(state: &crate::StateDir) {
     use std::os::unix::fs::PermissionsExt;

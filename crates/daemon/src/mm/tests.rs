@@ -700,6 +700,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         output: Some("o-%j-%t".into()),
         error: None,
         array: None,
+        mpi: Default::default(),
     };
     let request = Request::Submit(Box::new(SubmitRequest {
         procs: 1,

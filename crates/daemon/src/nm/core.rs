@@ -23,7 +23,10 @@ use std::path::PathBuf;
 
 use cosched_core::{Dur, JobId, NodeId, Time};
 
+use cosched_pmix::helper::{FromHelper, RankEnvs, ToHelper};
+
 use super::launch::{Launching, PrepareLaunch, Prepared, RankSpec};
+use super::pmix::{JobPmix, StartHelper};
 use super::sched::{NodeSched, Plan, Samples, TICK};
 use super::scheme::NodeSchemeConfig;
 use super::switch::{Gate, Release};
@@ -58,6 +61,9 @@ pub struct CoreConfig {
     pub euid: u32,
     /// `WORKDIR/jobs`: job `ID`'s directory on the node is `jobs_dir/ID`.
     pub jobs_dir: PathBuf,
+    /// The program that serves PMIx to a job's ranks (`cosched`, run as `cosched
+    /// pmix-helper`); `None`: this node manager serves no PMIx.
+    pub pmix_helper: Option<PathBuf>,
 }
 
 /// Something that reached the node manager.
@@ -105,6 +111,21 @@ pub enum Input {
     /// Every process of a cgroup being frozen ([`CgroupOp::Freeze`]) is stopped, or none is
     /// left.
     Frozen { job: JobId, launch: u64 },
+    /// The answer to [`Effect::StartHelper`]: each local rank's PMIx environment, or why
+    /// the job's helper is not serving.
+    HelperReady {
+        job: JobId,
+        launch: u64,
+        result: Result<RankEnvs, String>,
+    },
+    /// A line of a job's helper, after it was ready.
+    Helper {
+        job: JobId,
+        launch: u64,
+        msg: FromHelper,
+    },
+    /// A job's helper exited with this code (128 + signal when killed).
+    HelperExited { job: JobId, launch: u64, code: i32 },
     /// A time [`NmCore::next_wake`] named has come.
     Timer,
 }
@@ -186,6 +207,13 @@ pub enum Effect {
     Prepare(Box<PrepareLaunch>),
     /// Start a rank; answer with [`Input::Spawned`].
     Spawn(Box<RankSpec>),
+    /// Start a job's PMIx helper ([`super::pmix`]); answer with [`Input::HelperReady`].
+    StartHelper(Box<StartHelper>),
+    /// Write this line to a job's helper.
+    ToHelper {
+        job: JobId,
+        msg: ToHelper,
+    },
     /// Send a signal to a process group.
     Signal {
         pgid: i32,
@@ -268,6 +296,8 @@ pub(super) struct Rank {
 pub(super) struct NodeJob {
     pub(super) ranks: BTreeMap<u32, Rank>,
     pub(super) pmi: JobPmi,
+    /// Its PMIx environments and what its helper said ([`super::pmix`]).
+    pub(super) pmix: JobPmix,
     /// Contained in a cgroup of its own (else its ranks' process groups).
     pub(super) cgroup: bool,
     /// Which launch of this node manager it is: the exits of its ranks carry it.
@@ -394,7 +424,10 @@ impl NmCore {
             Phase::Done => None,
         };
         let kill = self.kills.iter().map(|k| k.at).min();
-        [phase, kill, self.gate.until()].into_iter().flatten().min()
+        [phase, kill, self.held_until(), self.gate.until()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn silent_at(&self) -> Time {
@@ -486,6 +519,13 @@ impl NmCore {
                 let r = self.gate.frozen(now, job, launch);
                 self.continue_held(r);
             }
+            Input::HelperReady {
+                job,
+                launch,
+                result,
+            } => self.helper_ready(now, job, launch, result),
+            Input::Helper { job, launch, msg } => self.helper_said(now, job, launch, msg),
+            Input::HelperExited { job, launch, code } => self.helper_exited(now, job, launch, code),
             Input::Timer => self.timer(now),
         }
         // The node scheme looks at its ranks from the moment it has some to watch.
@@ -498,6 +538,7 @@ impl NmCore {
 
     fn timer(&mut self, now: Time) {
         self.kills_due(now);
+        self.release_held(now);
         if let Some(r) = self.gate.due(now) {
             // Logged at the 1st, 2nd, 4th, 8th… late freeze: at 1-ms quanta every one would
             // flood the log.
@@ -567,6 +608,9 @@ impl NmCore {
                 for job in kill {
                     self.terminate(now, job);
                 }
+            }
+            ToNode::FenceDone { job, seq, kvs } if seq >= super::pmix::FENCE_BASE => {
+                self.pmix_fence_done(job, seq - super::pmix::FENCE_BASE, kvs)
             }
             ToNode::FenceDone { job, seq, kvs } => {
                 if let Some(j) = self.jobs.get_mut(&job) {
@@ -756,6 +800,14 @@ impl NmCore {
     /// registration and on joining the tree, so a report lost on the way (no parent yet, a
     /// parent that died) is not lost for good.
     fn exited(&mut self, now: Time, job: JobId, launch: u64, exit: RankExit) {
+        let exit = self.explained(job, exit);
+        if let Some(exit) = self.hold_for_abort(now, job, launch, exit) {
+            self.exit_taken(now, job, launch, exit);
+        }
+    }
+
+    /// [`NmCore::exited`], once the exit says all it will.
+    pub(super) fn exit_taken(&mut self, now: Time, job: JobId, launch: u64, exit: RankExit) {
         let run = self.record_exit(job, launch, &exit);
         match self.phase {
             Phase::Running => {

@@ -115,14 +115,14 @@ pub struct RankSpec {
 /// A launch whose chain of effects is under way.
 #[derive(Clone, Debug)]
 pub(super) struct Launching {
-    l: Launch,
-    launch: u64,
+    pub(super) l: Launch,
+    pub(super) launch: u64,
     /// (rank, local PE) of the ranks placed here.
-    ranks: Vec<(u32, u32)>,
+    pub(super) ranks: Vec<(u32, u32)>,
     /// The next rank to start, by position in `ranks`.
     next: usize,
     /// Filled in when prepared.
-    run_as: Result<Option<Creds>, String>,
+    pub(super) run_as: Result<Option<Creds>, String>,
     dir_made: bool,
     cwd: PathBuf,
     monitor_env: Vec<Vec<(String, String)>>,
@@ -182,7 +182,7 @@ impl NmCore {
         });
     }
 
-    fn launching(&self, job: JobId, launch: u64) -> bool {
+    pub(super) fn launching(&self, job: JobId, launch: u64) -> bool {
         self.launching
             .as_ref()
             .is_some_and(|ln| ln.l.job == job && ln.launch == launch)
@@ -236,17 +236,20 @@ impl NmCore {
         let job_state = NodeJob {
             ranks: Default::default(),
             pmi: JobPmi::new(job, ln.l.size, &ln.l.placement, local),
+            pmix: Default::default(),
             cgroup,
             launch: ln.launch,
             run: ln.l.run,
             must_own: owner.map(|w| w.uid).filter(|&u| u != 0 && euid == 0),
         };
         self.jobs.insert(job, job_state);
-        self.spawn_next(now);
+        if !self.start_helper(job) {
+            self.spawn_next(now);
+        }
     }
 
     /// Asks for the next rank to be started, or finishes the launch.
-    fn spawn_next(&mut self, now: Time) {
+    pub(super) fn spawn_next(&mut self, now: Time) {
         loop {
             let Some(ln) = &self.launching else { return };
             let Some(&(rank, pe)) = ln.ranks.get(ln.next) else {
@@ -286,6 +289,9 @@ impl NmCore {
         if let Some(m) = ln.monitor_env.get(ln.next) {
             env.extend(m.iter().cloned());
         }
+        if let Some(pmix) = self.jobs.get(&l.job).and_then(|j| j.pmix.envs.get(&rank)) {
+            env.extend(pmix.iter().cloned());
+        }
         RankSpec {
             job: l.job,
             launch: ln.launch,
@@ -309,11 +315,16 @@ impl NmCore {
             .map(String::from)
             .to_vec(),
             env,
-            pmi_env: vec![
-                ("PMI_RANK".into(), rank.to_string()),
-                ("PMI_SIZE".into(), l.size.to_string()),
-                ("PMI_SPAWNED".into(), "0".into()),
-            ],
+            // Empty: no PMI-1 socket (`--mpi pmix|none`).
+            pmi_env: if l.io.mpi.pmi1() {
+                vec![
+                    ("PMI_RANK".into(), rank.to_string()),
+                    ("PMI_SIZE".into(), l.size.to_string()),
+                    ("PMI_SPAWNED".into(), "0".into()),
+                ]
+            } else {
+                Vec::new()
+            },
             cpu,
             creds,
             cgroup: self.jobs.get(&l.job).is_some_and(|j| j.cgroup),

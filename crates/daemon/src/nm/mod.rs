@@ -32,6 +32,8 @@
 //!   [`spawn`] (fork/exec of a rank as its user), [`files`] (output caps, job directories,
 //!   `cosched output`), [`sample`] (`/proc` and the rings), [`monitor`] (the rings),
 //!   [`freeze_watch`] (reports outgoing cgroups frozen, off the event loop).
+//! - [`pmix`]: a job's PMIx helper process, started before its ranks, its fences up the
+//!   tree, its aborts in the job's record.
 
 pub mod core;
 pub mod files;
@@ -39,6 +41,7 @@ pub mod freeze_watch;
 pub mod kill;
 pub mod launch;
 pub mod monitor;
+pub mod pmix;
 pub mod register;
 pub mod sample;
 pub mod sched;
@@ -96,4 +99,7 @@ pub struct NmConfig {
     pub output_cap: u64,
     /// The node-level scheme ([`sched`]).
     pub node_scheme: scheme::NodeSchemeConfig,
+    /// The `cosched` executable, which serves PMIx to a job's ranks as `cosched
+    /// pmix-helper` ([`pmix`]); `None`: no PMIx.
+    pub pmix_helper: Option<PathBuf>,
 }

@@ -5,7 +5,7 @@
 //! [`KEEP_ENDED`] jobs), so a finished job can still be inspected.
 //!
 //! The spin time of spin-then-block is written here too (`set_spin`): the initial one at
-//! creation, later whatever the node-level scheme decides (issue 12).
+//! creation, later whatever the node-level scheme decides.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -38,7 +38,7 @@ impl Monitors {
     /// when the ring cannot be made (the job runs unmonitored, and the node manager says why).
     ///
     /// The directory is the job's user's, who may have planted anything at the ring's names
-    /// (finding 1 of issue 30: a link there made root truncate and give away the file it led
+    /// (a link there made root truncate and give away the file it led
     /// to). So the file is made relative to the node manager's handle of the directory,
     /// anew (`O_EXCL`, never through a link), given to the user through its descriptor,
     /// and renamed into place within the same handle.
@@ -104,7 +104,7 @@ impl Monitors {
 
     /// The communications `job`'s local ranks recorded since the last call, as (rank, record)
     /// in order per rank, and how many were overwritten before they could be read: what a
-    /// node-level scheme (issue 12's FCS statistics) consumes at each heartbeat.
+    /// node-level scheme (its FCS statistics) consumes at each heartbeat.
     pub fn records_since(&mut self, job: JobId) -> (Vec<(u32, Record)>, u64) {
         let Some((ring, ..)) = self.live.get(&job) else {
             return (Vec::new(), 0);
@@ -192,7 +192,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    /// Finding 1 of issue 30 at the unit level: links planted at both names of the ring (its
+    /// links planted at both names of the ring (its
     /// temporary one and its own) are replaced, never followed: an existing file they lead
     /// to keeps its bytes, a missing one is not created.
     #[test]

@@ -1,4 +1,4 @@
-//! The node manager's node-level scheme (issue 12): the same [`NodeScheduler`] the
+//! The node manager's node-level scheme: the same [`NodeScheduler`] the
 //! process-level simulator (crates/cosim) drives, fed here with real events — ranks starting
 //! and exiting, their CPU time and run state from `/proc`, their receives from the
 //! communication-monitor ring, and the machine manager's gang strobe — and carried out with

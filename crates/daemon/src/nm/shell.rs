@@ -19,15 +19,20 @@ use super::core::{CgroupOp, CoreConfig, Effect, Input, Level, NmCore};
 use super::freeze_watch::{FreezeWatcher, Frozen, Watch};
 use super::launch::{PrepareLaunch, Prepared, RankSpec};
 use super::monitor::Monitors;
+use super::pmix::StartHelper;
 use crate::DaemonError;
 use crate::bcast::Stager;
 use crate::contain::{Containment, JobCgroup};
 use crate::dir::Dir;
 use crate::pmi::FromRank;
 use crate::proto::*;
+use cosched_pmix::helper::RankEnvs;
 
 /// A rank's exit as its watcher reports it: job, launch, exit.
 type RankEnd = (JobId, u64, RankExit);
+
+/// How long a job's PMIx helper may take to start its server and register the job.
+const HELPER_READY: Duration = Duration::from_secs(10);
 
 /// The node manager's clock: microseconds of `CLOCK_MONOTONIC`, as the rings' records.
 fn now() -> Time {
@@ -79,6 +84,11 @@ struct Shell {
     exits: mpsc::UnboundedReceiver<RankEnd>,
     pmi_tx: mpsc::UnboundedSender<FromRank>,
     pmi_rx: mpsc::UnboundedReceiver<FromRank>,
+    /// Lines to write to each job's PMIx helper (dropped: its socket closes and it ends).
+    helpers: HashMap<JobId, mpsc::UnboundedSender<String>>,
+    /// What the helpers say, and their exits.
+    helper_tx: mpsc::UnboundedSender<Input>,
+    helper_rx: mpsc::UnboundedReceiver<Input>,
     /// Cgroups found empty while being killed.
     empty_tx: mpsc::UnboundedSender<(JobId, u64)>,
     empty: mpsc::UnboundedReceiver<(JobId, u64)>,
@@ -168,6 +178,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
             node_scheme: cfg.node_scheme.clone(),
             euid: crate::util::euid(),
             jobs_dir: jobs_dir.path().to_path_buf(),
+            pmix_helper: cfg.pmix_helper.clone(),
         },
         now(),
     );
@@ -176,6 +187,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     let (empty_tx, empty) = mpsc::unbounded_channel();
     let (frozen_tx, frozen) = mpsc::unbounded_channel();
     let watcher = FreezeWatcher::start(frozen_tx)?;
+    let (helper_tx, helper_rx) = mpsc::unbounded_channel();
     let mut sh = Shell {
         cfg,
         core,
@@ -194,6 +206,9 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         exits,
         pmi_tx,
         pmi_rx,
+        helpers: HashMap::new(),
+        helper_tx,
+        helper_rx,
         empty_tx,
         empty,
         watcher,
@@ -213,6 +228,7 @@ enum Event {
     Beat(i64),
     Empty(JobId, u64),
     Frozen(Frozen),
+    Helper(Input),
     Timer,
 }
 
@@ -262,6 +278,7 @@ impl Shell {
                 v = heartbeat(beat), if live => Event::Beat(v),
                 Some((job, launch)) = self.empty.recv() => Event::Empty(job, launch),
                 Some(f) = self.frozen.recv() => Event::Frozen(f),
+                Some(i) = self.helper_rx.recv(), if live => Event::Helper(i),
                 _ = cosched_storm::mech::sleep_until(sleep.map(|d| tokio::time::Instant::now() + d)) => Event::Timer,
             };
             let input = match ev {
@@ -289,6 +306,7 @@ impl Shell {
                     }
                     Input::Frozen { job, launch }
                 }
+                Event::Helper(i) => i,
                 Event::Timer => Input::Timer,
             };
             self.core.on(now(), input);
@@ -357,6 +375,21 @@ impl Shell {
                     };
                     self.core.on(now(), input);
                 }
+                Effect::StartHelper(h) => {
+                    let (job, launch) = (h.spec.job, h.spec.launch);
+                    let result = self.start_helper(&h);
+                    let input = Input::HelperReady {
+                        job,
+                        launch,
+                        result,
+                    };
+                    self.core.on(now(), input);
+                }
+                Effect::ToHelper { job, msg } => {
+                    if let Some(tx) = self.helpers.get(&job) {
+                        let _ = tx.send(msg.line());
+                    }
+                }
                 Effect::Signal { pgid, sig } => crate::util::signal_group(pgid, sig),
                 Effect::Cgroup { job, launch, op } => self.cgroup(job, launch, op),
                 Effect::PmiReply { job, rank, line } => {
@@ -424,6 +457,7 @@ impl Shell {
                     }
                     self.pmi.retain(|(j, _), _| *j != job);
                     self.generations.retain(|(j, _), _| *j != job);
+                    self.helpers.remove(&job);
                     if held {
                         // The directory's time marks the job's end: the retention counts from
                         // it, across restarts of the node manager too.
@@ -440,6 +474,7 @@ impl Shell {
                     }
                     self.cgroups.clear();
                     self.pmi.clear();
+                    self.helpers.clear();
                     // The staged copies are of no use to a later run, and on tmpfs they hold
                     // memory.
                     if let Some(st) = &mut self.stager {
@@ -545,7 +580,12 @@ impl Shell {
     /// Starts a rank with its PMI socket (our end served by a task, its end inherited) and
     /// a task that reports its exit.
     fn spawn(&mut self, s: &RankSpec) -> Result<i32, String> {
-        let pair = std::os::unix::net::UnixStream::pair();
+        // No PMI-1 for this job (`--mpi`): no socket.
+        let pair = if s.pmi_env.is_empty() {
+            Err(std::io::ErrorKind::Unsupported.into())
+        } else {
+            std::os::unix::net::UnixStream::pair()
+        };
         let pmi_fd = pair.as_ref().ok().map(|(_, theirs)| theirs.as_raw_fd());
         let procs = self
             .preparing
@@ -581,6 +621,120 @@ impl Shell {
             let _ = tx.send((job, launch, exit));
         });
         Ok(pid)
+    }
+
+    /// Starts a job's PMIx helper as a rank is started, its socket in `PMI_FD`; sends it
+    /// the setup and waits (at most [`HELPER_READY`]) for its ranks' environments. Then its
+    /// lines and its exit come as inputs.
+    fn start_helper(&mut self, h: &StartHelper) -> Result<RankEnvs, String> {
+        use std::io::{Read, Write};
+        let (mut ours, theirs) =
+            std::os::unix::net::UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+        let procs = self
+            .preparing
+            .as_ref()
+            .filter(|p| p.job == h.spec.job && h.spec.cgroup)
+            .and_then(|p| p.procs.as_ref())
+            .map(crate::contain::raw);
+        let mut child = super::spawn::spawn_rank(&h.spec, Some(theirs.as_raw_fd()), procs)
+            .map_err(|e| format!("cannot start {}: {e}", h.spec.argv[0]))?;
+        drop(theirs);
+        let (job, launch) = (h.spec.job, h.spec.launch);
+        let tx = self.helper_tx.clone();
+        let pid = child.id();
+        tokio::spawn(async move {
+            let code = match child.wait().await {
+                Ok(st) => super::spawn::exit_code(st),
+                Err(_) => -1,
+            };
+            let _ = tx.send(Input::HelperExited { job, launch, code });
+        });
+        let setup = cosched_pmix::helper::ToHelper::Setup(h.setup.clone()).line();
+        let ready = ours
+            .set_read_timeout(Some(HELPER_READY))
+            .and_then(|_| ours.write_all(setup.as_bytes()))
+            .and_then(|_| {
+                // Byte by byte: nothing after the first line may be taken from the socket
+                // before the task below reads it.
+                let mut line = Vec::new();
+                let mut b = [0u8];
+                loop {
+                    match ours.read(&mut b)? {
+                        0 => break,
+                        _ if b[0] == b'\n' => break,
+                        _ => line.push(b[0]),
+                    }
+                }
+                Ok(String::from_utf8_lossy(&line).into_owned())
+            });
+        let fail = |why: String| {
+            if let Some(pid) = pid {
+                crate::util::signal_group(pid as i32, libc::SIGKILL);
+            }
+            Err(why)
+        };
+        let line = match ready {
+            Ok(l) if !l.is_empty() => l,
+            Ok(_) => {
+                return fail(format!(
+                    "{} pmix-helper exited before it was ready (its log: {})",
+                    h.spec.argv[0],
+                    h.spec.out.display()
+                ));
+            }
+            Err(e) => {
+                return fail(format!(
+                    "no answer from the PMIx helper within {HELPER_READY:?}: {e}"
+                ));
+            }
+        };
+        let envs = match cosched_pmix::helper::FromHelper::parse(&line) {
+            Ok(cosched_pmix::helper::FromHelper::Ready { envs }) => envs,
+            Ok(cosched_pmix::helper::FromHelper::Failed { why }) => return fail(why),
+            Ok(other) => {
+                return fail(format!(
+                    "the PMIx helper said {other:?} before it was ready"
+                ));
+            }
+            Err(e) => return fail(format!("the PMIx helper's answer does not parse: {e}")),
+        };
+        let stream = ours
+            .set_read_timeout(None)
+            .and_then(|_| ours.set_nonblocking(true))
+            .and_then(|_| tokio::net::UnixStream::from_std(ours))
+            .map_err(|e| format!("the PMIx helper's socket: {e}"));
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        };
+        let (read, mut write) = stream.into_split();
+        let (to_helper, mut lines) = mpsc::unbounded_channel::<String>();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            while let Some(l) = lines.recv().await {
+                if write.write_all(l.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let tx = self.helper_tx.clone();
+        let name = self.cfg.name.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut read = tokio::io::BufReader::new(read).lines();
+            while let Ok(Some(line)) = read.next_line().await {
+                match cosched_pmix::helper::FromHelper::parse(&line) {
+                    Ok(msg) => {
+                        let _ = tx.send(Input::Helper { job, launch, msg });
+                    }
+                    Err(e) => {
+                        tracing::warn!("nm {name}: job {job}: a line of its PMIx helper: {e}")
+                    }
+                }
+            }
+        });
+        self.helpers.insert(job, to_helper);
+        Ok(envs)
     }
 
     fn cgroup(&mut self, job: JobId, launch: u64, op: CgroupOp) {

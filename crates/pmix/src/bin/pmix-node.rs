@@ -29,7 +29,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cosched_pmix::{
-    Event, JobLayout, JobNode, LookupReply, ModexReply, OPEN_MPI_OVERSUBSCRIBED, Proc, Published,
+    Event, JobLayout, JobNode, LookupReply, ModexReply, Names, OPEN_MPI_OVERSUBSCRIBED, Proc,
     Server, Status,
 };
 
@@ -315,7 +315,7 @@ struct Node {
     fences: HashMap<String, Fences>,
     wanted: HashMap<u64, ModexReply>,
     next_tag: u64,
-    names: BTreeMap<String, Published>,
+    names: Names,
     waiting_lookups: Vec<(Vec<String>, LookupReply)>,
     ranks: Vec<(Proc, Child)>,
     /// Ranks that completed their connection to the server.
@@ -402,17 +402,10 @@ impl Node {
         self.connected.insert(client);
     }
 
-    /// The published names among `keys`.
-    fn find(&self, keys: &[String]) -> Vec<Published> {
-        keys.iter()
-            .filter_map(|k| self.names.get(k).cloned())
-            .collect()
-    }
-
     fn serve_lookups(&mut self) {
         let pending = std::mem::take(&mut self.waiting_lookups);
         for (keys, reply) in pending {
-            let found = self.find(&keys);
+            let found = self.names.find(&keys);
             if found.len() == keys.len() {
                 reply.found(&found);
             } else {
@@ -497,24 +490,17 @@ impl Node {
                 reply,
                 ..
             } => {
-                for (key, value) in names {
+                for (key, _) in &names {
                     println!("pmix-node: {client} published {key}");
-                    self.names.insert(
-                        key.clone(),
-                        Published {
-                            owner: client.clone(),
-                            key,
-                            value,
-                        },
-                    );
                 }
+                self.names.publish(&client, names);
                 reply.ok();
                 self.serve_lookups();
             }
             Event::Lookup {
                 keys, wait, reply, ..
             } => {
-                let found = self.find(&keys);
+                let found = self.names.find(&keys);
                 if found.len() == keys.len() {
                     reply.found(&found);
                 } else if wait {
@@ -531,8 +517,7 @@ impl Node {
                 reply,
                 ..
             } => {
-                self.names
-                    .retain(|k, p| p.owner != client || !(keys.is_empty() || keys.contains(k)));
+                self.names.unpublish(&client, &keys);
                 reply.ok();
             }
             Event::Refused { client, request } => {
@@ -642,7 +627,7 @@ fn run(args: Args, dir: &std::path::Path) -> Result<i32, Box<dyn std::error::Err
         fences: HashMap::new(),
         wanted: HashMap::new(),
         next_tag: 0,
-        names: BTreeMap::new(),
+        names: Names::default(),
         waiting_lookups: Vec::new(),
         ranks: Vec::new(),
         connected: HashSet::new(),

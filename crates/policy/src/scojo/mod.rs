@@ -230,7 +230,32 @@ pub enum SlSelf {
 }
 
 /// One slice of the timeline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The non-empty slices of one interval, in order (at most three: held in place, because
+/// the timeline is walked slice by slice for every response-time prediction).
+#[derive(Clone, Copy, Debug, Default)]
+struct Slices {
+    list: [Slice; 3],
+    len: usize,
+}
+
+impl Slices {
+    /// Appends `s` unless it is empty.
+    fn push(&mut self, s: Slice) {
+        if s.end > s.begin {
+            self.list[self.len] = s;
+            self.len += 1;
+        }
+    }
+}
+
+impl std::ops::Deref for Slices {
+    type Target = [Slice];
+    fn deref(&self) -> &[Slice] {
+        &self.list[..self.len]
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Slice {
     kind: usize,
     begin: Time,
@@ -382,9 +407,9 @@ impl Scojo {
     // ---- the timeline ----
 
     /// The slices of the interval starting at `t0`.
-    fn slices_of(&self, t0: Time, short: bool) -> Vec<Slice> {
+    fn slices_of(&self, t0: Time, short: bool) -> Slices {
         let c = &self.cfg;
-        let mut v = Vec::with_capacity(3);
+        let mut v = Slices::default();
         let mut t = t0;
         let mk = |kind, begin: Time, end: Time| Slice {
             kind,
@@ -400,7 +425,6 @@ impl Scojo {
         let m = Dur::from_micros((rest.as_micros() as f64 * c.medium_share).round() as i64);
         v.push(mk(MEDIUM, t, t + m));
         v.push(mk(LONG, t + m, t0 + c.interval));
-        v.retain(|s| s.end > s.begin);
         v
     }
 
@@ -420,7 +444,8 @@ impl Scojo {
         self.short_here = self.short_pending();
         let s = self
             .slices_of(self.interval_start, self.short_here)
-            .into_iter()
+            .iter()
+            .copied()
             .find(|s| s.end > now)
             .expect("the interval holds now");
         // Nothing ran before: nothing to preempt or resume, so no overhead.
@@ -773,28 +798,28 @@ impl Scojo {
     /// Conservative backfilling in VM `k`, then short jobs into its slice.
     /// Returns whether it placed a group (the caller then runs it again on the new state).
     fn backfill(&mut self, now: Time, k: usize, slice_end: Time, out: &mut Vec<Decision>) -> bool {
+        let mut free: Vec<u32> = self.vms[k].free_nodes().collect();
+        // Every start below (alone, in a group, or as a guest) takes at least one free node
+        // now: with none there is nothing to decide, and the profile need not be built.
+        if free.is_empty() {
+            return false;
+        }
         let v = self.vms[k].vnow(now);
         let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
-        let mut releases: Vec<(Time, u32)> = Vec::new();
-        let mut free: Vec<u32> = self.vms[k].free_nodes().collect();
-        for (n, l) in self.vms[k].lanes.iter().enumerate() {
-            let _ = n;
-            if (l[0].is_none() && l[1].is_none()) || l.contains(&Some(DOWN)) {
-                continue;
-            }
-            let end = l
-                .iter()
-                .flatten()
-                .filter_map(|id| self.jobs.get(id))
-                .map(|j| self.expected_end(j, v))
-                .fold(v, f64::max);
-            releases.push((us(end), 1));
-        }
+        let mut releases: Vec<(Time, u32)> = self
+            .node_releases_iter(k, v)
+            .map(|(_, end)| (us(end), 1))
+            .collect();
         releases.sort();
         let mut profile = Profile::default();
         profile.rebuild(us(v), free.len() as u32, releases.into_iter());
         let queue: Vec<JobId> = self.vms[k].queue.clone();
         for id in queue {
+            // The later jobs' reservations only matter to starts now, and those need a free
+            // node.
+            if free.is_empty() {
+                return false;
+            }
             if self.held.contains(&id) {
                 continue;
             }
@@ -941,22 +966,29 @@ impl Scojo {
 
     /// When each node of VM `k` is next wholly free (VM time, s), for the occupied nodes
     /// that are up, and the free nodes.
-    fn node_releases(&self, k: usize, v: f64) -> (BTreeMap<u32, f64>, Vec<u32>) {
-        let vm = &self.vms[k];
-        let mut rel = BTreeMap::new();
-        for (n, l) in vm.lanes.iter().enumerate() {
-            if (l[0].is_none() && l[1].is_none()) || l.contains(&Some(DOWN)) {
-                continue;
-            }
-            let end = l
-                .iter()
-                .flatten()
-                .filter_map(|id| self.jobs.get(id))
-                .map(|j| self.expected_end(j, v))
-                .fold(v, f64::max);
-            rel.insert(n as u32, end);
-        }
-        (rel, vm.free_nodes().collect())
+    fn node_releases(&self, k: usize, v: f64) -> (Vec<(u32, f64)>, Vec<u32>) {
+        (
+            self.node_releases_iter(k, v).collect(),
+            self.vms[k].free_nodes().collect(),
+        )
+    }
+
+    /// The releases of [`Scojo::node_releases`], by increasing node.
+    fn node_releases_iter(&self, k: usize, v: f64) -> impl Iterator<Item = (u32, f64)> + '_ {
+        self.vms[k]
+            .lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| (l[0].is_some() || l[1].is_some()) && !l.contains(&Some(DOWN)))
+            .map(move |(n, l)| {
+                let end = l
+                    .iter()
+                    .flatten()
+                    .filter_map(|id| self.jobs.get(id))
+                    .map(|j| self.expected_end(j, v))
+                    .fold(v, f64::max);
+                (n as u32, end)
+            })
     }
 
     /// Predicted starts (VM time, s) of VM `k`'s waiting jobs under conservative
@@ -1066,10 +1098,10 @@ impl Scojo {
         };
         let (rel, free) = self.node_releases(k, v);
         let taken = taken.min(free.len() as u32);
-        let before = self.queue_starts(k, v, free.len() as u32, rel.values().copied(), &members);
+        let before = self.queue_starts(k, v, free.len() as u32, rel.iter().map(|r| r.1), &members);
         let after_rel = rel
             .iter()
-            .map(|(n, &e)| if touched.contains(n) { e.max(end) } else { e })
+            .map(|&(n, e)| if touched.contains(&n) { e.max(end) } else { e })
             .chain(std::iter::repeat_n(end, taken as usize));
         let after = self.queue_starts(k, v, free.len() as u32 - taken, after_rel, &members);
         for (id, &t1) in &after {
@@ -1505,7 +1537,7 @@ impl Scojo {
         // Nodes by the time they are released: one running pseudo-job per release time
         // (jobs in a group share nodes, which FCFS on whole nodes cannot express job by job).
         let mut releases: BTreeMap<Time, Vec<u32>> = BTreeMap::new();
-        for (n, end) in self.node_releases(k, v).0 {
+        for (n, end) in self.node_releases_iter(k, v) {
             releases.entry(us(end)).or_default().push(n);
         }
         let mut jobs = Vec::new();

@@ -4,6 +4,7 @@
 
 mod kill;
 mod launch;
+mod pmix;
 mod registration;
 mod scheme;
 mod switch;
@@ -42,6 +43,7 @@ fn config(scheme: &str) -> CoreConfig {
         node_scheme: NodeSchemeConfig::parse(scheme, &[], None).unwrap(),
         euid: 1000,
         jobs_dir: PathBuf::from("/work/jobs"),
+        pmix_helper: None,
     }
 }
 

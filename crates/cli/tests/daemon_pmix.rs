@@ -1,0 +1,150 @@
+//! Open MPI and mpi4py under the resource manager (issue 32): `cosched submit -n 4 PROGRAM`
+//! with no `mpirun`, the ranks starting through the job's PMIx helper on each node
+//! (`cosched pmix-helper`, OpenPMIx's server), on one node and across two (the fences
+//! through the tree). Programs are compiled with `mpicc.openmpi` explicitly; mpi4py runs
+//! under `/usr/bin/python3`. Without them (`.ci/run` installs `openmpi-bin`,
+//! `libopenmpi-dev`, `python3-mpi4py`, `libpmix-dev`) the tests print a NOTICE and return.
+
+mod support;
+use support::cluster::Cluster;
+use support::*;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// One MPI cluster at a time on the 2-core machine.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Compiles `src` (its text) as `name` with `mpicc.openmpi`; `None` (after a NOTICE) without
+/// Open MPI or without OpenPMIx in this build.
+fn build(dir: &Path, name: &str, src: &str) -> Option<PathBuf> {
+    if !cosched_pmix::AVAILABLE {
+        notice(
+            "NOTICE: skipping the Open MPI test: this cosched was built without OpenPMIx (libpmix-dev)",
+        );
+        return None;
+    }
+    if Command::new("mpicc.openmpi")
+        .arg("-showme")
+        .output()
+        .is_err()
+    {
+        notice(
+            "NOTICE: skipping the Open MPI test: `mpicc.openmpi` not found (install openmpi-bin and libopenmpi-dev, as .ci/run does)",
+        );
+        return None;
+    }
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let exe = dir.join(name);
+    let out = Command::new("mpicc.openmpi")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .output()
+        .expect("mpicc.openmpi runs");
+    assert!(
+        out.status.success(),
+        "mpicc.openmpi failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(exe)
+}
+
+fn output(c: &Cluster, id: u64, rank: u32) -> String {
+    c.ok(&["output", &id.to_string(), "--rank", &rank.to_string()])
+}
+
+/// Every rank of job `id` (4 ranks) completed the ring with world size 4 and the right sums.
+fn assert_ring_of_four(c: &Cluster, id: u64) {
+    let j = c.ended(id, 120);
+    assert_eq!(
+        (j["state"].as_str(), j["exit_code"].as_i64()),
+        (Some("completed"), Some(0)),
+        "job {id}: {j}\nrank 0 wrote: {}",
+        output(c, id, 0)
+    );
+    for rank in 0..4u32 {
+        let want = format!(
+            "rank {rank} of 4: ring from {}, allreduce 6, ring sum 6, 5 iterations, ok",
+            (rank + 3) % 4
+        );
+        let got = output(c, id, rank);
+        assert!(got.contains(&want), "job {id} rank {rank} wrote {got:?}");
+    }
+}
+
+#[test]
+fn an_open_mpi_program_forms_one_world_of_four_on_one_node() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = scratch_dir("pmix", "one-node");
+    let Some(ring) = build(tmp.path(), "ring", include_str!("mpi/ring.c")) else {
+        return;
+    };
+    let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "1", "--pes", "4"]);
+    let id = c.submit(&["-n", "4", ring.to_str().unwrap(), "5"]);
+    assert_ring_of_four(&c, id);
+}
+
+#[test]
+fn an_open_mpi_program_forms_one_world_of_four_across_two_nodes() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = scratch_dir("pmix", "two-nodes");
+    let Some(ring) = build(tmp.path(), "ring", include_str!("mpi/ring.c")) else {
+        return;
+    };
+    let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "2", "--pes", "2"]);
+    let id = c.submit(&["-n", "4", ring.to_str().unwrap(), "5"]);
+    assert_ring_of_four(&c, id);
+    // mpi4py (Debian's is built on Open MPI) through the same servers.
+    let py = tmp.path().join("collectives.py");
+    std::fs::write(&py, include_str!("../../pmix/tests/mpi/collectives.py")).unwrap();
+    let id = c.submit(&["-n", "4", "/usr/bin/python3", py.to_str().unwrap(), "4"]);
+    let j = c.ended(id, 120);
+    assert_eq!(
+        (j["state"].as_str(), j["exit_code"].as_i64()),
+        (Some("completed"), Some(0)),
+        "mpi4py job {id}: {j}\nrank 0 wrote: {}",
+        output(&c, id, 0)
+    );
+    for rank in 0..4u32 {
+        let got = output(&c, id, rank);
+        assert!(
+            got.contains(&format!("rank {rank} of 4: allreduce 6,")) && got.contains(": ok"),
+            "mpi4py rank {rank} wrote {got:?}"
+        );
+    }
+}
+
+#[test]
+fn mpi_abort_in_an_open_mpi_job_fails_it_naming_the_rank_and_status() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = scratch_dir("pmix", "abort");
+    let Some(check) = build(
+        tmp.path(),
+        "pmix_check",
+        include_str!("../../pmix/tests/mpi/pmix_check.c"),
+    ) else {
+        return;
+    };
+    let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "2", "--pes", "2"]);
+    let start = Instant::now();
+    // Without the abort ending the job, rank 0, 2 and 3 would wait in their broadcast until
+    // the time limit.
+    let id = c.submit(&["-n", "4", "-t", "5m", check.to_str().unwrap(), "abort", "4"]);
+    let j = c.ended(id, 60);
+    let took = start.elapsed();
+    let error = j["error"].as_str().unwrap_or_default();
+    assert_eq!(
+        (j["state"].as_str(), j["exit_code"].as_i64()),
+        (Some("failed"), Some(7)),
+        "{j}"
+    );
+    assert!(
+        error.contains("rank 1 on node") && error.contains("MPI_Abort with status 7"),
+        "the record names the rank, its node and the abort: {j}"
+    );
+    assert!(took.as_secs() < 60, "{took:?}");
+}

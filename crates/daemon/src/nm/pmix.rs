@@ -1,0 +1,349 @@
+//! PMIx for a job's ranks, as the core decides it: one helper process per job per node
+//! (`cosched pmix-helper`, [`cosched_pmix::helper`]), started as the job's user before any
+//! of the job's ranks, holding OpenPMIx's server for them (docs/daemons.md, "PMIx").
+//!
+//! 1. Once a launch is prepared, [`Effect::StartHelper`] asks the shell to start the helper
+//!    with the job's layout; the shell answers with [`Input::HelperReady`]: each local rank's
+//!    PMIx environment, or why there is none. Only then are the ranks spawned, with it.
+//! 2. The helper's fences of a job on several nodes go up the tree on the PMI-1 fence path
+//!    (numbered from [`FENCE_BASE`], each node's contribution under its own key); the
+//!    machine manager's answer goes back to the helper as the concatenation.
+//! 3. `MPI_Abort` ([`FromHelper::Abort`]) is remembered and given as the aborting rank's
+//!    error when it exits, so the job fails naming the rank, the node and the status; the
+//!    machine manager then kills the other ranks, as for any rank exiting non-zero. The
+//!    rank is answered before the helper's line is written, so its exit may come first: a
+//!    failed exit of a PMIx job's rank is held up to [`ABORT_GRACE`] for its abort.
+//! 4. A helper that exits while the job's ranks run (not because the job is being killed)
+//!    ends the job, saying so: the ranks could not finish their start-up or fences without it.
+
+use std::collections::BTreeMap;
+
+use cosched_core::{Dur, JobId, Time};
+use cosched_pmix::helper::{FromHelper, RankEnvs, Setup, ToHelper};
+
+use super::core::{Effect, Level, NmCore};
+use super::launch::{BaseEnv, RankSpec};
+use crate::jobio::Mpi;
+use crate::proto::*;
+
+/// PMIx fence `n` of a job travels as PMI fence `FENCE_BASE + n`: the machine manager
+/// gathers both kinds alike, and a job speaks one of the two.
+pub const FENCE_BASE: u64 = 1 << 32;
+
+/// How long a failed exit of a PMIx job's rank waits for the helper's word of its abort.
+pub const ABORT_GRACE: Dur = Dur::from_millis(250);
+
+/// Start a job's helper; answer with [`Input::HelperReady`](super::core::Input::HelperReady).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartHelper {
+    /// The helper process, started as a rank is (the job's user, its cgroup, a CPU of the
+    /// job's, `PMI_FD` its socket), its output in the job's directory.
+    pub spec: RankSpec,
+    /// The first line it is sent.
+    pub setup: Setup,
+}
+
+/// What a job on this node has of PMIx.
+#[derive(Clone, Debug, Default)]
+pub(super) struct JobPmix {
+    /// Each local rank's PMIx environment.
+    pub(super) envs: BTreeMap<u32, Vec<(String, String)>>,
+    /// Why a rank's exit failed the job, when it says more than its code (its `MPI_Abort`;
+    /// every rank's, when the helper died).
+    pub(super) notes: BTreeMap<u32, String>,
+    /// Failed exits waiting (until the time) for the rank's abort: (until, launch, exit).
+    pub(super) held: Vec<(Time, u64, RankExit)>,
+}
+
+/// Lower-case hexadecimal: a fence's bytes as the value of a PMI key.
+fn hex(data: &[u8]) -> String {
+    data.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+impl NmCore {
+    /// After a launch is prepared: asks for the job's helper when its ranks get PMIx here.
+    /// Returns whether it did (the ranks then wait for [`NmCore::helper_ready`]).
+    pub(super) fn start_helper(&mut self, job: JobId) -> bool {
+        let Some(ln) = &self.launching else {
+            return false;
+        };
+        let l = &ln.l;
+        let wanted = match l.io.mpi {
+            Mpi::Pmix => true,
+            Mpi::Auto => l.size > 1,
+            Mpi::Pmi1 | Mpi::None => false,
+        };
+        let Ok(creds) = &ln.run_as else {
+            // The ranks cannot run here; they fail with the reason.
+            return false;
+        };
+        if !wanted {
+            return false;
+        }
+        let Some(exe) = self.cfg.pmix_helper.clone() else {
+            let why = "this node manager cannot start a PMIx server (cosched pmix-helper)";
+            if l.io.mpi == Mpi::Pmix {
+                self.launching.as_mut().expect("checked").run_as = Err(why.into());
+            }
+            return false;
+        };
+        let me = self.id.map_or(0, |n| n.0);
+        let nodes: Vec<(String, Vec<u32>)> = l
+            .placement
+            .iter()
+            .map(|p| {
+                let ranks = p.ranks.iter().map(|&(r, _)| r).collect();
+                (format!("node{}", p.node.0), ranks)
+            })
+            .collect();
+        let dir = self.job_dir(job);
+        let first_pe = ln.ranks.first().map_or(0, |&(_, pe)| pe);
+        let cpus = &self.cfg.cpus;
+        let cpu = cpus[(self.cfg.cpu_offset + first_pe) as usize % cpus.len().max(1)];
+        let spec = RankSpec {
+            job,
+            launch: ln.launch,
+            rank: u32::MAX,
+            argv: vec![exe.display().to_string(), "pmix-helper".into()],
+            cwd: dir.clone(),
+            base_env: BaseEnv::Inherit,
+            remove_env: Vec::new(),
+            env: Vec::new(),
+            pmi_env: Vec::new(),
+            cpu,
+            creds: creds.clone(),
+            cgroup: self.jobs.get(&job).is_some_and(|j| j.cgroup),
+            out: dir.join("pmix-helper.log"),
+            err: None,
+        };
+        let setup = Setup {
+            nspace: format!("cosched.{}", job.0),
+            job_id: job.0.to_string(),
+            host: format!("node{me}"),
+            nodes,
+            dir: dir.join("pmix"),
+            oversubscribed: ln.ranks.len() > cpus.len(),
+        };
+        self.push(Effect::StartHelper(Box::new(StartHelper { spec, setup })));
+        true
+    }
+
+    /// The shell's answer to [`Effect::StartHelper`]: the ranks start, with their PMIx
+    /// environment; without one, under `--mpi=pmix` they fail with the reason, else they
+    /// start with PMI-1 alone.
+    pub(super) fn helper_ready(
+        &mut self,
+        now: Time,
+        job: JobId,
+        launch: u64,
+        result: Result<RankEnvs, String>,
+    ) {
+        if !self.launching(job, launch) {
+            return;
+        }
+        match result {
+            Ok(envs) => {
+                if let Some(j) = self.jobs.get_mut(&job) {
+                    j.pmix.envs = envs.into_iter().collect();
+                }
+            }
+            Err(why) => {
+                let why = format!("the job's PMIx server could not start: {why}");
+                let ln = self.launching.as_mut().expect("checked");
+                if ln.l.io.mpi == Mpi::Pmix {
+                    ln.run_as = Err(why);
+                } else {
+                    self.log(
+                        Level::Warn,
+                        format!("job {job}: {why}; its ranks get PMI-1 alone"),
+                    );
+                }
+            }
+        }
+        self.spawn_next(now);
+    }
+
+    /// A line of a job's helper.
+    pub(super) fn helper_said(&mut self, now: Time, job: JobId, launch: u64, msg: FromHelper) {
+        let Some(j) = self.jobs.get_mut(&job).filter(|j| j.launch == launch) else {
+            return;
+        };
+        match msg {
+            FromHelper::Fence { seq, data } => {
+                let key = format!("pmix.{:010}", self.id.map_or(0, |n| n.0));
+                self.up(FromNode::Fence {
+                    job,
+                    seq: FENCE_BASE + seq,
+                    puts: vec![(key, hex(&data))],
+                });
+            }
+            FromHelper::Abort {
+                rank,
+                status,
+                message,
+            } => {
+                let note = format!("MPI_Abort with status {status}: {message}");
+                j.pmix.notes.insert(rank, note.clone());
+                let held: Vec<(Time, u64, RankExit)> = j
+                    .pmix
+                    .held
+                    .extract_if(.., |(_, _, e)| e.rank == rank)
+                    .collect();
+                self.log(Level::Warn, format!("job {job} rank {rank}: {note}"));
+                for (_, launch, exit) in held {
+                    let exit = self.explained(job, exit);
+                    self.exit_taken(now, job, launch, exit);
+                }
+            }
+            FromHelper::Refused { rank, explain } => {
+                let who = rank.map_or_else(|| "a tool".into(), |r| format!("rank {r}"));
+                self.log(Level::Warn, format!("job {job} {who}: {explain}"));
+            }
+            // Ranks past `PMIx_Init`; the server is answered there, nothing waits here.
+            FromHelper::Connected { .. } | FromHelper::Ready { .. } => {}
+            FromHelper::Failed { why } => {
+                self.log(Level::Warn, format!("job {job}: PMIx helper: {why}"));
+            }
+        }
+    }
+
+    /// The machine manager's answer to a PMIx fence of `job`: every node's contribution, in
+    /// the order of their keys.
+    pub(super) fn pmix_fence_done(&mut self, job: JobId, seq: u64, kvs: Vec<(String, String)>) {
+        if !self.jobs.contains_key(&job) {
+            return;
+        }
+        let mut parts: Vec<(String, String)> = kvs;
+        parts.sort();
+        let mut data = Vec::new();
+        for (key, value) in &parts {
+            match unhex(value) {
+                Some(d) => data.extend(d),
+                None => {
+                    self.log(
+                        Level::Warn,
+                        format!("job {job}: PMIx fence {seq}: {key} is not hexadecimal"),
+                    );
+                    let msg = ToHelper::FenceFailed { seq };
+                    self.push(Effect::ToHelper { job, msg });
+                    return;
+                }
+            }
+        }
+        let msg = ToHelper::FenceDone { seq, data };
+        self.push(Effect::ToHelper { job, msg });
+    }
+
+    /// A job's helper exited with `code`: while ranks of the job still run and the job is
+    /// not being killed, the job ends, each running rank's exit saying why.
+    pub(super) fn helper_exited(&mut self, now: Time, job: JobId, launch: u64, code: i32) {
+        let killing = self.kills.iter().any(|k| k.job == job);
+        let Some(j) = self.jobs.get_mut(&job).filter(|j| j.launch == launch) else {
+            return;
+        };
+        let running: Vec<u32> = j
+            .ranks
+            .iter()
+            .filter(|(_, r)| r.exit.is_none() && r.pgid > 0)
+            .map(|(&rank, _)| rank)
+            .collect();
+        if running.is_empty() || killing {
+            return;
+        }
+        let why = format!(
+            "the job's PMIx server (cosched pmix-helper) exited with code {code} while its ranks ran; see pmix-helper.log in the job's directory on the node"
+        );
+        for rank in running {
+            j.pmix.notes.entry(rank).or_insert_with(|| why.clone());
+        }
+        self.log(Level::Warn, format!("job {job}: {why}; ending the job"));
+        self.terminate(now, job);
+    }
+
+    /// Holds a failed exit of a rank of a job with PMIx, not being killed, that says nothing
+    /// more than its code: its abort may be on its way. Returns the exit when not held.
+    pub(super) fn hold_for_abort(
+        &mut self,
+        now: Time,
+        job: JobId,
+        launch: u64,
+        exit: RankExit,
+    ) -> Option<RankExit> {
+        let killing = self.kills.iter().any(|k| k.job == job);
+        match self.jobs.get_mut(&job) {
+            Some(j)
+                if j.launch == launch
+                    && !j.pmix.envs.is_empty()
+                    && exit.error.is_none()
+                    && exit.code != Some(0)
+                    && !killing =>
+            {
+                j.pmix.held.push((now + ABORT_GRACE, launch, exit));
+                None
+            }
+            _ => Some(exit),
+        }
+    }
+
+    /// When the first held exit is due.
+    pub(super) fn held_until(&self) -> Option<Time> {
+        self.jobs
+            .values()
+            .flat_map(|j| j.pmix.held.iter().map(|h| h.0))
+            .min()
+    }
+
+    /// Takes in the held exits that are due.
+    pub(super) fn release_held(&mut self, now: Time) {
+        let mut due = Vec::new();
+        for (&job, j) in &mut self.jobs {
+            due.extend(
+                j.pmix
+                    .held
+                    .extract_if(.., |h| h.0 <= now)
+                    .map(|(_, launch, exit)| (job, launch, exit)),
+            );
+        }
+        for (job, launch, exit) in due {
+            self.exit_taken(now, job, launch, exit);
+        }
+    }
+
+    /// A rank's exit as reported: with the reason PMIx gave for it, when there is one.
+    pub(super) fn explained(&self, job: JobId, mut exit: RankExit) -> RankExit {
+        if exit.error.is_none()
+            && exit.code != Some(0)
+            && let Some(note) = self
+                .jobs
+                .get(&job)
+                .and_then(|j| j.pmix.notes.get(&exit.rank))
+        {
+            exit.error = Some(note.clone());
+        }
+        exit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fence_bytes_survive_hex_and_odd_or_bad_digits_are_refused() {
+        let data = [0u8, 1, 0x7f, 0x80, 0xff];
+        assert_eq!(hex(&data), "00017f80ff");
+        assert_eq!(unhex("00017f80ff").as_deref(), Some(&data[..]));
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+    }
+}

@@ -1,0 +1,420 @@
+//! PMIx: the job's helper before its ranks, the failures of the helper, `MPI_Abort`, fences
+//! of a job on several nodes.
+
+use super::*;
+use crate::jobio::Mpi;
+use crate::nm::core::Level;
+use crate::nm::pmix::FENCE_BASE;
+use cosched_pmix::helper::{FromHelper, ToHelper};
+
+/// A node whose node manager can start PMIx helpers.
+fn node() -> Node {
+    let mut cfg = config("gs");
+    cfg.pmix_helper = Some(PathBuf::from("/usr/bin/cosched"));
+    let (mut n, _) = Node::starting_with(cfg);
+    n.on(ms(0), Input::Registration(Ok(accepted(Vec::new()))));
+    n.on(
+        ms(0),
+        Input::Topology {
+            epoch: 1,
+            member: true,
+        },
+    );
+    n
+}
+
+/// A launch of job `job` with `ranks` here, under `--mpi mpi`, `others` more ranks on node 1.
+fn launch_mpi(job: u64, ranks: &[(u32, u32)], mpi: Mpi, others: &[(u32, u32)]) -> ToNode {
+    let ToNode::Launch(mut l) = launch(job, 1, ranks, false) else {
+        unreachable!()
+    };
+    l.io.mpi = mpi;
+    if !others.is_empty() {
+        l.placement.push(Placement {
+            node: NodeId(1),
+            ranks: others.to_vec(),
+        });
+        l.size += others.len() as u32;
+    }
+    ToNode::Launch(l)
+}
+
+fn spawned(fx: &[Effect]) -> Vec<u32> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Spawn(s) => Some(s.rank),
+            _ => None,
+        })
+        .collect()
+}
+
+fn envs(ranks: &[u32]) -> Vec<(u32, Vec<(String, String)>)> {
+    ranks
+        .iter()
+        .map(|&r| (r, vec![("PMIX_RANK".to_string(), r.to_string())]))
+        .collect()
+}
+
+/// The helper of the `launch`-th launch of `job` is ready.
+fn ready_of(job: u64, launch: u64, ranks: &[u32]) -> Input {
+    Input::HelperReady {
+        job: JobId(job),
+        launch,
+        result: Ok(envs(ranks)),
+    }
+}
+
+fn ready(job: u64, ranks: &[u32]) -> Input {
+    ready_of(job, 1, ranks)
+}
+
+/// The rank exits sent up, as (rank, code, error).
+fn errors(fx: &[Effect]) -> Vec<(u32, Option<i32>, Option<String>)> {
+    ups(fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            FromNode::Exited { exit, .. } => Some((exit.rank, exit.code, exit.error)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn ranks_start_only_once_the_jobs_pmix_helper_is_ready_and_with_its_environment() {
+    let mut n = node();
+    let fx = n.tree(ms(10), launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Auto, &[]));
+    let start: Vec<_> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::StartHelper(h) => Some(h.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(start.len(), 1, "one helper per job on the node");
+    let h = &start[0];
+    assert_eq!(h.spec.argv, ["/usr/bin/cosched", "pmix-helper"]);
+    assert_eq!(h.setup.nspace, "cosched.5");
+    assert_eq!(h.setup.nodes, [("node0".to_string(), vec![0, 1])]);
+    assert_eq!(h.setup.host, "node0");
+    assert_eq!(h.setup.dir, PathBuf::from("/work/jobs/5/pmix"));
+    assert!(
+        spawned(&fx).is_empty(),
+        "no rank before the helper is ready"
+    );
+    assert!(
+        !ups(&fx)
+            .iter()
+            .any(|m| matches!(m, FromNode::Launched { .. })),
+        "not acknowledged before the ranks started"
+    );
+    let fx = n.on(ms(20), ready(5, &[0, 1]));
+    assert_eq!(spawned(&fx), [0, 1]);
+    let rank1 = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Spawn(s) if s.rank == 1 => Some(s.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(rank1.env.contains(&("PMIX_RANK".into(), "1".into())));
+    assert!(!rank1.pmi_env.is_empty(), "PMI-1 beside PMIx under auto");
+    assert!(ups(&fx).iter().any(|m| matches!(
+        m,
+        FromNode::Launched {
+            job: JobId(5),
+            run: 1
+        }
+    )));
+}
+
+#[test]
+fn a_one_rank_job_or_a_pmi1_job_gets_no_helper_and_pmix_or_none_gets_no_pmi1_socket() {
+    let mut n = node();
+    let fx = n.tree(ms(10), launch_mpi(5, &[(0, 0)], Mpi::Auto, &[]));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::StartHelper(_))));
+    assert_eq!(spawned(&fx), [0]);
+    let fx = n.tree(ms(10), launch_mpi(6, &[(0, 0), (1, 1)], Mpi::Pmi1, &[]));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::StartHelper(_))));
+    assert_eq!(spawned(&fx), [0, 1]);
+    let fx = n.tree(ms(10), launch_mpi(7, &[(0, 0), (1, 1)], Mpi::None, &[]));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::StartHelper(_))));
+    assert!(fx.iter().all(|e| match e {
+        Effect::Spawn(s) => s.pmi_env.is_empty(),
+        _ => true,
+    }));
+    n.tree(ms(10), launch_mpi(8, &[(0, 0), (1, 1)], Mpi::Pmix, &[]));
+    let fx = n.on(ms(20), ready_of(8, 4, &[0, 1]));
+    assert!(fx.iter().all(|e| match e {
+        Effect::Spawn(s) => s.pmi_env.is_empty(),
+        _ => true,
+    }));
+}
+
+#[test]
+fn a_helper_that_cannot_start_fails_a_pmix_jobs_ranks_with_the_reason() {
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Pmix, &[]));
+    let fx = n.on(
+        ms(20),
+        Input::HelperReady {
+            job: JobId(5),
+            launch: 1,
+            result: Err("PMIx_server_init failed".into()),
+        },
+    );
+    assert!(spawned(&fx).is_empty());
+    let e = errors(&fx);
+    assert_eq!(e.len(), 2);
+    for (_, code, error) in e {
+        assert_eq!(code, Some(127));
+        let error = error.unwrap();
+        assert!(
+            error.contains("PMIx server could not start: PMIx_server_init failed"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn under_mpi_auto_a_helper_that_cannot_start_leaves_the_ranks_pmi1() {
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Auto, &[]));
+    let fx = n.on(
+        ms(20),
+        Input::HelperReady {
+            job: JobId(5),
+            launch: 1,
+            result: Err("no libpmix".into()),
+        },
+    );
+    assert_eq!(spawned(&fx), [0, 1]);
+    assert!(fx.iter().any(|e| matches!(
+        e,
+        Effect::Log(Level::Warn, l) if l.contains("no libpmix") && l.contains("PMI-1 alone")
+    )));
+}
+
+#[test]
+fn an_mpi_abort_fails_the_job_with_the_aborting_ranks_status_and_message() {
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Auto, &[]));
+    n.on(ms(20), ready(5, &[0, 1]));
+    let said = Input::Helper {
+        job: JobId(5),
+        launch: 1,
+        msg: FromHelper::Abort {
+            rank: 1,
+            status: 7,
+            message: "N/A".into(),
+        },
+    };
+    n.on(ms(30), said);
+    let fx = n.on(
+        ms(31),
+        Input::Exited {
+            job: JobId(5),
+            launch: 1,
+            exit: exit(1, 7),
+        },
+    );
+    assert_eq!(
+        errors(&fx),
+        [(1, Some(7), Some("MPI_Abort with status 7: N/A".into()))]
+    );
+}
+
+#[test]
+fn a_helper_that_exits_while_ranks_run_ends_the_job_saying_why() {
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Auto, &[]));
+    n.on(ms(20), ready(5, &[0, 1]));
+    let (p0, p1) = (n.pid(5, 0), n.pid(5, 1));
+    let fx = n.on(
+        ms(30),
+        Input::HelperExited {
+            job: JobId(5),
+            launch: 1,
+            code: 139,
+        },
+    );
+    let sig = signals(&fx);
+    assert!(sig.contains(&(p0, libc::SIGTERM)) && sig.contains(&(p1, libc::SIGTERM)));
+    let fx = n.on(
+        ms(40),
+        Input::Exited {
+            job: JobId(5),
+            launch: 1,
+            exit: exit(0, 143),
+        },
+    );
+    let e = errors(&fx);
+    let why = e[0].2.clone().unwrap();
+    assert!(
+        why.contains("PMIx server") && why.contains("code 139"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_helper_that_exits_after_every_rank_did_or_while_the_job_is_killed_is_no_failure() {
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Auto, &[]));
+    n.on(ms(20), ready(5, &[0, 1]));
+    for r in [0, 1] {
+        n.on(
+            ms(30),
+            Input::Exited {
+                job: JobId(5),
+                launch: 1,
+                exit: exit(r, 0),
+            },
+        );
+    }
+    let fx = n.on(
+        ms(40),
+        Input::HelperExited {
+            job: JobId(5),
+            launch: 1,
+            code: 139,
+        },
+    );
+    assert!(signals(&fx).is_empty());
+    // Killed (cancelled): the helper dies with the ranks; their exits say nothing of it.
+    n.tree(ms(50), launch_mpi(6, &[(0, 0), (1, 1)], Mpi::Auto, &[]));
+    n.on(ms(50), ready_of(6, 2, &[0, 1]));
+    n.tree(
+        ms(60),
+        ToNode::Switch {
+            stop: vec![],
+            cont: vec![],
+            kill: vec![JobId(6)],
+        },
+    );
+    n.on(
+        ms(61),
+        Input::HelperExited {
+            job: JobId(6),
+            launch: 2,
+            code: 143,
+        },
+    );
+    let fx = n.on(
+        ms(62),
+        Input::Exited {
+            job: JobId(6),
+            launch: 2,
+            exit: exit(0, 143),
+        },
+    );
+    assert_eq!(errors(&fx), [(0, Some(143), None)]);
+}
+
+#[test]
+fn a_pmix_fence_goes_up_under_its_own_number_and_comes_back_as_every_nodes_data() {
+    let mut n = node();
+    n.tree(
+        ms(10),
+        launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Auto, &[(2, 0), (3, 1)]),
+    );
+    let fx = n.on(ms(20), ready(5, &[0, 1]));
+    assert_eq!(spawned(&fx), [0, 1]);
+    let fx = n.on(
+        ms(30),
+        Input::Helper {
+            job: JobId(5),
+            launch: 1,
+            msg: FromHelper::Fence {
+                seq: 1,
+                data: vec![1, 2],
+            },
+        },
+    );
+    let up: Vec<_> = ups(&fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            FromNode::Fence { job, seq, puts } => Some((job, seq, puts)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        up,
+        [(
+            JobId(5),
+            FENCE_BASE + 1,
+            vec![("pmix.0000000000".to_string(), "0102".to_string())]
+        )]
+    );
+    let fx = n.tree(
+        ms(40),
+        ToNode::FenceDone {
+            job: JobId(5),
+            seq: FENCE_BASE + 1,
+            kvs: vec![
+                ("pmix.0000000001".into(), "03".into()),
+                ("pmix.0000000000".into(), "0102".into()),
+            ],
+        },
+    );
+    let to_helper: Vec<_> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ToHelper { job, msg } => Some((*job, msg.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        to_helper,
+        [(
+            JobId(5),
+            ToHelper::FenceDone {
+                seq: 1,
+                data: vec![1, 2, 3]
+            }
+        )]
+    );
+}
+
+#[test]
+fn a_failed_exit_that_comes_before_its_abort_waits_for_it_and_one_without_is_sent_after_the_grace()
+{
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Auto, &[]));
+    n.on(ms(20), ready(5, &[0, 1]));
+    let fx = n.on(
+        ms(30),
+        Input::Exited {
+            job: JobId(5),
+            launch: 1,
+            exit: exit(1, 7),
+        },
+    );
+    assert!(errors(&fx).is_empty(), "held for its abort");
+    let fx = n.on(
+        ms(40),
+        Input::Helper {
+            job: JobId(5),
+            launch: 1,
+            msg: FromHelper::Abort {
+                rank: 1,
+                status: 7,
+                message: "N/A".into(),
+            },
+        },
+    );
+    assert_eq!(
+        errors(&fx),
+        [(1, Some(7), Some("MPI_Abort with status 7: N/A".into()))]
+    );
+    // Rank 0 fails on its own: it goes up once the grace is over, as it is.
+    let fx = n.on(
+        ms(50),
+        Input::Exited {
+            job: JobId(5),
+            launch: 1,
+            exit: exit(0, 3),
+        },
+    );
+    assert!(errors(&fx).is_empty());
+    let fx = n.until(ms(50) + crate::nm::pmix::ABORT_GRACE);
+    assert_eq!(errors(&fx), [(0, Some(3), None)]);
+}

@@ -1,0 +1,345 @@
+//! The per-job PMIx helper: one process per job step per node, run as the job's user, that
+//! holds the job's PMIx [`Server`] for the node manager and talks to it over one socket in
+//! lines of JSON (docs/daemons.md, "PMIx": a server per job, because OpenPMIx 4 over TCP
+//! trusts the ids a client claims, and because OpenPMIx allows one server per process).
+//!
+//! The node manager starts it (`cosched pmix-helper`) with the socket's descriptor in
+//! `PMI_FD`, writes [`ToHelper::Setup`], and reads [`FromHelper::Ready`] with each local
+//! rank's environment before it starts any rank. After that the helper reports what the
+//! server asks ([`FromHelper::Fence`] of a job on several nodes, [`FromHelper::Abort`],
+//! [`FromHelper::Connected`], [`FromHelper::Refused`]) and completes fences with what the node
+//! manager sends down ([`ToHelper::FenceDone`]). The node manager closing the socket ends
+//! the helper: the job left the node.
+//!
+//! The protocol types are plain data so the node manager's core can be tested without a
+//! helper; [`run`] is the helper itself.
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Event, JobLayout, JobNode, ModexReply, Names, OPEN_MPI_OVERSUBSCRIBED, Server, Status,
+};
+
+/// What the helper needs to serve a job on its node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Setup {
+    /// The job's namespace (`cosched.<job id>`).
+    pub nspace: String,
+    /// The job's id as the ranks see it (`PMIX_JOBID`).
+    pub job_id: String,
+    /// This node's name among `nodes`.
+    pub host: String,
+    /// Every node of the job, in the machine manager's order, with its ranks.
+    pub nodes: Vec<(String, Vec<u32>)>,
+    /// The server's own directory (made by the helper, private, removed at its end).
+    pub dir: PathBuf,
+    /// More ranks here than cores: Open MPI is told to yield when idle, as `mpirun` does.
+    pub oversubscribed: bool,
+}
+
+/// Each local rank's PMIx environment, by rank.
+pub type RankEnvs = Vec<(u32, Vec<(String, String)>)>;
+
+/// From the node manager to the helper.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToHelper {
+    Setup(Setup),
+    /// Fence `seq` (the helper's numbering, 1, 2, ...) of the job gathered every node's
+    /// contribution: `data` is their concatenation.
+    FenceDone {
+        seq: u64,
+        data: Vec<u8>,
+    },
+    /// Fence `seq` cannot complete (a node of the job is gone): its ranks' fence fails.
+    FenceFailed {
+        seq: u64,
+    },
+}
+
+/// From the helper to the node manager.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FromHelper {
+    /// The server is up and the job registered: each local rank's PMIx environment.
+    Ready { envs: RankEnvs },
+    /// The server could not be started or the job not registered.
+    Failed { why: String },
+    /// This node's contribution to the job's fence `seq` (only for a job on several nodes:
+    /// one node's fence completes in the helper).
+    Fence { seq: u64, data: Vec<u8> },
+    /// A rank called `PMIx_Abort` (`MPI_Abort`): it exits by itself with `status`.
+    Abort {
+        rank: u32,
+        status: i32,
+        message: String,
+    },
+    /// A rank connected to the server (its `PMIx_Init`).
+    Connected { rank: u32 },
+    /// A request the server refused; `explain` is for the job's output.
+    Refused { rank: Option<u32>, explain: String },
+}
+
+impl ToHelper {
+    /// One line of the protocol, its newline included.
+    pub fn line(&self) -> String {
+        let mut s = serde_json::to_string(self).expect("plain data encodes");
+        s.push('\n');
+        s
+    }
+}
+
+impl FromHelper {
+    /// One line of the protocol, its newline included.
+    pub fn line(&self) -> String {
+        let mut s = serde_json::to_string(self).expect("plain data encodes");
+        s.push('\n');
+        s
+    }
+
+    /// Parses a line the helper wrote.
+    pub fn parse(line: &str) -> Result<FromHelper, String> {
+        serde_json::from_str(line.trim_end()).map_err(|e| format!("{e} in {line:?}"))
+    }
+}
+
+enum Msg {
+    Pmix(Event),
+    Nm(ToHelper),
+    NmGone,
+}
+
+/// The helper, on the socket `link` to its node manager (descriptor `PMI_FD`); returns the
+/// process's exit code once the node manager closes the socket.
+pub fn run(link: std::os::unix::net::UnixStream) -> i32 {
+    let mut out = match link.try_clone() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("cosched pmix-helper: cannot use its socket: {e}");
+            return 2;
+        }
+    };
+    let mut lines = BufReader::new(link);
+    let mut first = String::new();
+    let setup = match lines.read_line(&mut first) {
+        Ok(n) if n > 0 => match serde_json::from_str::<ToHelper>(first.trim_end()) {
+            Ok(ToHelper::Setup(s)) => s,
+            other => {
+                eprintln!("cosched pmix-helper: expected the setup first, got {other:?}");
+                return 2;
+            }
+        },
+        _ => return 2,
+    };
+    let (tx, rx) = mpsc::channel();
+    let started = start(&setup, tx.clone());
+    let server = match started {
+        Ok((server, envs)) => {
+            if out
+                .write_all(FromHelper::Ready { envs }.line().as_bytes())
+                .is_err()
+            {
+                return 2;
+            }
+            server
+        }
+        Err(why) => {
+            let _ = out.write_all(FromHelper::Failed { why: why.clone() }.line().as_bytes());
+            eprintln!("cosched pmix-helper: {why}");
+            let _ = std::fs::remove_dir_all(&setup.dir);
+            return 1;
+        }
+    };
+    std::thread::spawn(move || {
+        for line in lines.lines() {
+            let Ok(line) = line else { break };
+            match serde_json::from_str::<ToHelper>(&line) {
+                Ok(m) => {
+                    if tx.send(Msg::Nm(m)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("cosched pmix-helper: a line of the node manager does not parse: {e}")
+                }
+            }
+        }
+        let _ = tx.send(Msg::NmGone);
+    });
+    let mut h = Helper {
+        alone: setup.nodes.len() <= 1,
+        out,
+        fences: BTreeMap::new(),
+        next_fence: 0,
+        names: Names::default(),
+    };
+    for msg in rx {
+        match msg {
+            Msg::Pmix(e) => h.on_event(e),
+            Msg::Nm(ToHelper::FenceDone { seq, data }) => {
+                if let Some(reply) = h.fences.remove(&seq) {
+                    reply.ok(&data);
+                }
+            }
+            Msg::Nm(ToHelper::FenceFailed { seq }) => {
+                if let Some(reply) = h.fences.remove(&seq) {
+                    reply.fail(Status::UNREACH);
+                }
+            }
+            Msg::Nm(ToHelper::Setup(_)) => {}
+            Msg::NmGone => break,
+        }
+    }
+    // Unanswered fences fail (their handles answer an error when dropped) before the server
+    // goes.
+    h.fences.clear();
+    let _ = server.deregister_job(&setup.nspace);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&setup.dir);
+    0
+}
+
+/// Starts the server, registers the job and its local ranks: their environments.
+fn start(s: &Setup, tx: mpsc::Sender<Msg>) -> Result<(Server, RankEnvs), String> {
+    // Made anew: a directory left by an earlier run of the job is not trusted.
+    let _ = std::fs::remove_dir_all(&s.dir);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&s.dir)
+        .map_err(|e| {
+            format!(
+                "cannot make the PMIx server's directory {}: {e}",
+                s.dir.display()
+            )
+        })?;
+    let server = Server::start(&s.dir, &s.host, move |e| {
+        let _ = tx.send(Msg::Pmix(e));
+    })
+    .map_err(|e| format!("cannot start the PMIx server: {e}"))?;
+    let nodes = s
+        .nodes
+        .iter()
+        .map(|(host, ranks)| JobNode {
+            host: host.clone(),
+            ranks: ranks.clone(),
+        })
+        .collect();
+    let layout = JobLayout::new(s.nspace.clone(), nodes)
+        .map_err(|e| e.to_string())?
+        .with_job_id(s.job_id.clone());
+    let jobdir = s.dir.join("job");
+    std::fs::create_dir(&jobdir).map_err(|e| format!("cannot make {}: {e}", jobdir.display()))?;
+    server
+        .register_job(&layout, &s.host, Some(&jobdir))
+        .map_err(|e| e.to_string())?;
+    let node = layout.node_id(&s.host).map_err(|e| e.to_string())?;
+    // The ranks run as the helper's user (the job's), and connect with those ids.
+    let me = std::fs::metadata("/proc/self")
+        .map_err(|e| format!("cannot read the helper's own ids (/proc/self): {e}"))?;
+    let mut envs = Vec::new();
+    for &rank in layout.local_ranks(node) {
+        server
+            .register_client(&s.nspace, rank, me.uid(), me.gid())
+            .map_err(|e| e.to_string())?;
+        let mut env = server
+            .client_env(&s.nspace, rank)
+            .map_err(|e| e.to_string())?;
+        if s.oversubscribed {
+            let (k, v) = OPEN_MPI_OVERSUBSCRIBED;
+            env.push((k.into(), v.into()));
+        }
+        // Open MPI names its shared-memory segments by host, job and local rank: node
+        // managers sharing a host (a loopback cluster) would otherwise collide on them.
+        env.push((
+            "OMPI_MCA_btl_vader_backing_directory".into(),
+            s.dir.display().to_string(),
+        ));
+        envs.push((rank, env));
+    }
+    Ok((server, envs))
+}
+
+struct Helper {
+    /// The job has no other node: its fences complete here.
+    alone: bool,
+    out: std::os::unix::net::UnixStream,
+    /// Fences sent to the node manager, by sequence number.
+    fences: BTreeMap<u64, ModexReply>,
+    next_fence: u64,
+    /// Names published by the job's ranks on this node (the name service within the node).
+    names: Names,
+}
+
+impl Helper {
+    fn send(&mut self, m: FromHelper) {
+        // A node manager that went away closes the socket, which ends the loop.
+        let _ = self.out.write_all(m.line().as_bytes());
+    }
+
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::ClientConnected { client } => {
+                self.send(FromHelper::Connected { rank: client.rank })
+            }
+            Event::ClientFinalized { .. } | Event::LocalModex { .. } => {}
+            Event::Fence { data, reply, .. } => {
+                if self.alone {
+                    reply.ok(&data);
+                    return;
+                }
+                self.next_fence += 1;
+                let seq = self.next_fence;
+                self.fences.insert(seq, reply);
+                self.send(FromHelper::Fence { seq, data });
+            }
+            // Every fence collects the job's data, so a rank's data is here once its fence
+            // completed; the direct modex across nodes is not served yet.
+            Event::DirectModex { reply, .. } => reply.fail(Status::NOT_FOUND),
+            Event::Abort {
+                client,
+                status,
+                message,
+                ..
+            } => self.send(FromHelper::Abort {
+                rank: client.rank,
+                status,
+                message,
+            }),
+            Event::Publish {
+                client,
+                names,
+                reply,
+                ..
+            } => {
+                self.names.publish(&client, names);
+                reply.ok();
+            }
+            Event::Lookup { keys, reply, .. } => {
+                let found = self.names.find(&keys);
+                if found.is_empty() {
+                    reply.fail(Status::NOT_FOUND);
+                } else {
+                    reply.found(&found);
+                }
+            }
+            Event::Unpublish {
+                client,
+                keys,
+                reply,
+                ..
+            } => {
+                self.names.unpublish(&client, &keys);
+                reply.ok();
+            }
+            Event::Refused { client, request } => self.send(FromHelper::Refused {
+                rank: client.map(|c| c.rank),
+                explain: request.explain().to_string(),
+            }),
+        }
+    }
+}
