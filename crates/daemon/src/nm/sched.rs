@@ -396,7 +396,12 @@ impl NodeSched {
             if d > Dur::ZERO {
                 self.sched.ran(id, d);
             }
-            // 'T' is our own stop (or the freezer's): nothing learnt.
+            // While its job is stopped whole the rank's state is the freezer's, which `/proc`
+            // shows as a sleep once it lands (and as running before), and 'T' is our own stop:
+            // nothing learnt either way.
+            if self.job_stopped.get(&p.job) == Some(&true) {
+                continue;
+            }
             match state {
                 'S' | 'D' if !self.sched.is_blocked(id) => {
                     let acts = self.sched.block(id);

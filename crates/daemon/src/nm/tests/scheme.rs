@@ -354,3 +354,76 @@ fn submit(procs: u32) -> crate::mm::core::Input {
         caller: Caller::ROOT,
     }
 }
+
+/// A job launched stopped into its cgroup is frozen asynchronously: the first look may still
+/// see its ranks running, the next one frozen, which `/proc` shows as sleeping. That sleep is
+/// the freezer's, not the rank's: read as a block, FCS took the ranks off their PEs and put
+/// them back once thawed, two context switches for one.
+#[test]
+fn fcs_does_not_read_a_frozen_jobs_ranks_as_blocked() {
+    let mut n = Node::up("fcs");
+    n.cgroups = true;
+    let rows = |jobs: &[u64]| {
+        ToNode::Strobe(Strobe {
+            slot: Some(0),
+            rows: jobs.iter().map(|&j| (JobId(j), j as u32 - 1)).collect(),
+            running: vec![JobId(1)],
+        })
+    };
+    n.tree(ms(0), launch(1, 1, &[(0, 0), (1, 1)], false));
+    n.tree(ms(0), rows(&[1]));
+    // Job 1's ranks sleep: their PEs are free for the other row's job.
+    for r in 0..2 {
+        n.procs.insert(n.pid(1, r), ('S', Dur::ZERO));
+    }
+    n.until(ms(20));
+    // The policy placed job 2 in row 1, launched stopped; the strobe naming it comes after.
+    let fx = n.tree(ms(21), launch(2, 1, &[(0, 0), (1, 1)], true));
+    assert!(
+        fx.iter().any(|e| matches!(
+            e,
+            Effect::Cgroup {
+                op: CgroupOp::Freeze,
+                ..
+            }
+        )),
+        "launched frozen: {fx:?}"
+    );
+    n.until(ms(30));
+    // The freeze has landed: the ranks show as sleeping.
+    for r in 0..2 {
+        n.procs.insert(n.pid(2, r), ('S', Dur::ZERO));
+    }
+    let fx = n.tree(ms(31), rows(&[1, 2]));
+    assert!(
+        fx.iter().any(|e| matches!(
+            e,
+            Effect::Cgroup {
+                job: JobId(2),
+                op: CgroupOp::Thaw,
+                ..
+            }
+        )),
+        "job 2 fills row 0's idle PEs: {fx:?}"
+    );
+    for r in 0..2 {
+        n.procs.insert(n.pid(2, r), ('R', Dur::from_millis(5)));
+    }
+    n.until(ms(60));
+    n.core
+        .on(ms(60), Input::Tree(ToNode::FetchMonitor { req: 9 }));
+    let report = n.pump();
+    let [Effect::SendMonitor { events, .. }] = &report[..] else {
+        panic!("{report:?}")
+    };
+    let ins: Vec<(u32, u32)> = events
+        .iter()
+        .filter(|e| e.switch_in && e.job == JobId(2))
+        .map(|e| (e.rank, e.pe))
+        .collect();
+    assert_eq!(
+        ins,
+        [(0, 0), (1, 1)],
+        "each rank of job 2 went onto its PE once: {events:?}"
+    );
+}
