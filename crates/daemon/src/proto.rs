@@ -272,9 +272,10 @@ pub enum FromNode {
     },
     /// The answer to [`ToNode::FetchMonitor`].
     Monitor { req: u64, monitor: NodeMonitor },
-    /// Under a node scheme that runs jobs the strobe does not list (`local`, `sb`, `fcs`):
-    /// whether the node now lets some process of `job` run (`runs`) or has stopped every one
-    /// of them. Sent when that changes; the machine manager's accounting follows it.
+    /// Whether the node now lets some process of `job` run (`runs`) or has stopped every one
+    /// of them: under a node scheme that runs jobs the strobe does not list (`local`, `sb`,
+    /// `fcs`), and under `gs` from each switch's thaw and completed freeze. Sent when that
+    /// changes; the machine manager's accounting follows it.
     Runs { job: JobId, run: u32, runs: bool },
 }
 

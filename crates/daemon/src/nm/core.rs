@@ -366,6 +366,9 @@ pub struct NmCore {
     pub(super) sampling: Option<SampleFor>,
     /// The order of the switch in progress: continues wait for the outgoing freezes.
     gate: Gate,
+    /// Under `gs`, what was last reported of each job's processes (`true`: runnable): see
+    /// [`NmCore::report_runs`].
+    ran: HashMap<JobId, bool>,
     effects: VecDeque<Effect>,
 }
 
@@ -390,6 +393,7 @@ impl NmCore {
             next_tick: None,
             sampling: None,
             gate: Gate::default(),
+            ran: HashMap::new(),
             effects: VecDeque::new(),
         };
         core.register_again(now);
@@ -516,6 +520,9 @@ impl NmCore {
             }
             Input::CgroupEmpty { job, launch } => self.cgroup_empty(job, launch),
             Input::Frozen { job, launch } => {
+                if self.jobs.get(&job).is_some_and(|j| j.launch == launch) {
+                    self.report_runs(job, false);
+                }
                 let r = self.gate.frozen(now, job, launch);
                 self.continue_held(r);
             }
@@ -693,8 +700,10 @@ impl NmCore {
         }
         let mut freezing = Vec::new();
         for &job in &plan.stop_jobs {
-            if let Some(j) = self.jobs.get(&job).filter(|j| j.cgroup) {
-                freezing.push((job, j.launch));
+            match self.jobs.get(&job) {
+                Some(j) if j.cgroup => freezing.push((job, j.launch)),
+                // SIGSTOP: stopped once sent, as far as anything here can tell.
+                _ => self.report_runs(job, false),
             }
             self.signal(job, true);
         }
@@ -712,6 +721,23 @@ impl NmCore {
                 let run = j.run;
                 self.up(FromNode::Runs { job, run, runs });
             }
+        }
+    }
+
+    /// Under `gs`, tells the machine manager when a job of the matrix starts or stops
+    /// running here (`FromNode::Runs`), for its accounting: from its thaw to the moment its
+    /// freeze is reported done, not the slot's bounds, so that a job is not booked as running
+    /// while the switch's freeze and thaw are under way, nor as stopped while its freeze has
+    /// not landed. The other schemes report from their plans ([`Plan::runs`]).
+    fn report_runs(&mut self, job: JobId, runs: bool) {
+        if self.nsched.scheme() != cosched_node::Scheme::Gs || !self.nsched.manages(job) {
+            return;
+        }
+        let Some(run) = self.jobs.get(&job).map(|j| j.run) else {
+            return;
+        };
+        if self.ran.insert(job, runs) != Some(runs) {
+            self.up(FromNode::Runs { job, run, runs });
         }
     }
 
@@ -737,6 +763,7 @@ impl NmCore {
                 }
                 _ => self.signal(job, false),
             }
+            self.report_runs(job, true);
         }
         for pid in ranks {
             self.push(Effect::Signal {
@@ -894,6 +921,7 @@ impl NmCore {
         self.nsched.forget(job);
         let r = self.gate.forget(now, job);
         self.continue_held(r);
+        self.ran.remove(&job);
         let held = self.jobs.remove(&job).is_some();
         self.push(Effect::Forgotten { job, held });
         self.owners.retain(|_, o| *o != job);

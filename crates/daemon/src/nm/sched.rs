@@ -72,7 +72,8 @@ pub struct Plan {
     /// Jobs of the matrix whose run state on this node changes with this plan (`true`: some
     /// rank runs, `false`: every rank is stopped), to report to the machine manager
     /// (`FromNode::Runs`) under the schemes that run jobs the strobe does not list; never
-    /// under `gs`, where what runs is what the machine manager decided.
+    /// under `gs`, whose reports follow the switch's thaws and completed freezes instead
+    /// (`NmCore::report_runs`).
     pub runs: Vec<(JobId, bool)>,
     /// New spin times (ns) to write into jobs' rings (see [`NodeSched::tick`]).
     pub spins: Vec<(JobId, u64)>,
