@@ -368,7 +368,7 @@ pub struct NmCore {
     gate: Gate,
     /// Under `gs`, what was last reported of each job's processes (`true`: runnable): see
     /// [`NmCore::report_runs`].
-    ran: HashMap<JobId, bool>,
+    ran: HashMap<(JobId, u32), bool>,
     effects: VecDeque<Effect>,
 }
 
@@ -736,7 +736,8 @@ impl NmCore {
         let Some(run) = self.jobs.get(&job).map(|j| j.run) else {
             return;
         };
-        if self.ran.insert(job, runs) != Some(runs) {
+        // Keyed by run: a requeued job's new run reports afresh.
+        if self.ran.insert((job, run), runs) != Some(runs) {
             self.up(FromNode::Runs { job, run, runs });
         }
     }
@@ -921,7 +922,7 @@ impl NmCore {
         self.nsched.forget(job);
         let r = self.gate.forget(now, job);
         self.continue_held(r);
-        self.ran.remove(&job);
+        self.ran.retain(|(j, _), _| *j != job);
         let held = self.jobs.remove(&job).is_some();
         self.push(Effect::Forgotten { job, held });
         self.owners.retain(|_, o| *o != job);
