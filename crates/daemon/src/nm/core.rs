@@ -285,6 +285,24 @@ pub(super) struct Rank {
     pub(super) capped: Vec<bool>,
 }
 
+/// Why a rank's exit failed its job, when that says more than its status: its `MPI_Abort`
+/// (PMI-1 or PMIx), or its PMIx server's death.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct ExitNote {
+    pub(super) why: String,
+    /// The code its exit is recorded with, whatever its status: set when the node manager
+    /// killed the rank on its own word (a PMI-1 abort, which waits to be killed), so that its
+    /// status tells only the signal.
+    pub(super) code: Option<i32>,
+}
+
+impl ExitNote {
+    /// A reason that leaves the rank's own exit code as it is.
+    pub(super) fn said(why: String) -> ExitNote {
+        ExitNote { why, code: None }
+    }
+}
+
 /// A job on this node.
 #[derive(Clone, Debug)]
 pub(super) struct NodeJob {
@@ -292,6 +310,8 @@ pub(super) struct NodeJob {
     pub(super) pmi: JobPmi,
     /// Its PMIx environments and what its helper said ([`super::pmix`]).
     pub(super) pmix: JobPmix,
+    /// What its ranks' failed exits say beyond their status, by rank.
+    pub(super) notes: BTreeMap<u32, ExitNote>,
     /// Contained in a cgroup of its own (else its ranks' process groups).
     pub(super) cgroup: bool,
     /// Which launch of this node manager it is: the exits of its ranks carry it.
@@ -728,18 +748,59 @@ impl NmCore {
             match o {
                 Out::Reply(rank, line) => self.push(Effect::PmiReply { job, rank, line }),
                 Out::FenceUp { seq, puts } => self.up(FromNode::Fence { job, seq, puts }),
-                // The rank exits with its code itself; the job then fails with it and the
-                // other ranks are killed, as for any rank exiting non-zero.
-                Out::Abort { rank, code, msg } => self.log(
-                    Level::Warn,
-                    format!("job {job} rank {rank} called PMI abort (exit code {code}): {msg}"),
-                ),
+                Out::Abort { rank, code, msg } => self.pmi_abort(job, rank, code, &msg),
                 Out::Bad { rank, line } => self.log(
                     Level::Warn,
                     format!("job {job} rank {rank}: PMI line not served: {line:?}"),
                 ),
             }
         }
+    }
+
+    /// A rank's `PMI_Abort`. MPICH's client waits after it for the process manager to end the
+    /// job (as Hydra does), so the node manager kills the rank, its exit recorded with the
+    /// rank's code and the abort as its reason; the machine manager then kills the other ranks,
+    /// as for any rank exiting non-zero.
+    fn pmi_abort(&mut self, job: JobId, rank: u32, code: i32, msg: &str) {
+        let Some(j) = self.jobs.get_mut(&job) else {
+            return;
+        };
+        let why = match msg {
+            "" => format!("MPI_Abort with status {code}"),
+            m => format!("MPI_Abort with status {code}: {m}"),
+        };
+        let pgid = j
+            .ranks
+            .get(&rank)
+            .filter(|r| r.exit.is_none())
+            .map_or(0, |r| r.pgid);
+        j.notes.insert(
+            rank,
+            ExitNote {
+                why: why.clone(),
+                code: Some(code),
+            },
+        );
+        self.log(Level::Warn, format!("job {job} rank {rank}: {why}"));
+        if pgid > 0 {
+            self.push(Effect::Signal {
+                pgid,
+                sig: libc::SIGKILL,
+            });
+        }
+    }
+
+    /// A rank's exit as reported: with the reason its MPI gave for it, when there is one.
+    pub(super) fn explained(&self, job: JobId, mut exit: RankExit) -> RankExit {
+        let note = self.jobs.get(&job).and_then(|j| j.notes.get(&exit.rank));
+        if let Some(note) = note
+            && exit.error.is_none()
+            && (exit.code != Some(0) || note.code.is_some())
+        {
+            exit.error = Some(note.why.clone());
+            exit.code = note.code.or(exit.code);
+        }
+        exit
     }
 
     /// A rank's exit: recorded (and cut to the cap one last time); sent up when the node is

@@ -237,6 +237,7 @@ impl NmCore {
             ranks: Default::default(),
             pmi: JobPmi::new(job, ln.l.size, &ln.l.placement, local),
             pmix: Default::default(),
+            notes: Default::default(),
             cgroup,
             launch: ln.launch,
             run: ln.l.run,
