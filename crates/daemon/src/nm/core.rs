@@ -29,6 +29,7 @@ use super::launch::{Launching, PrepareLaunch, Prepared, RankSpec};
 use super::pmix::{JobPmix, StartHelper};
 use super::sched::{NodeSched, Plan, Samples, TICK};
 use super::scheme::NodeSchemeConfig;
+use super::worlds::Worlds;
 use crate::pmi::{JobPmi, Out};
 use crate::proto::*;
 
@@ -122,6 +123,14 @@ pub enum Input {
     },
     /// A job's helper exited with this code (128 + signal when killed).
     HelperExited { job: JobId, launch: u64, code: i32 },
+    /// The answer to [`Effect::LookForMpi`]: the MPI library mapped in the rank's process,
+    /// if any.
+    LookedForMpi {
+        job: JobId,
+        launch: u64,
+        rank: u32,
+        lib: Option<String>,
+    },
     /// A time [`NmCore::next_wake`] named has come.
     Timer,
 }
@@ -227,6 +236,21 @@ pub enum Effect {
         line: String,
     },
     CapOutput(CapOutput),
+    /// Append `text` to a rank's output file (a regular file of `must_own`'s, when given):
+    /// what the node manager has to tell the job's user.
+    AppendOutput {
+        path: PathBuf,
+        text: String,
+        must_own: Option<u32>,
+    },
+    /// Look for an MPI library mapped in process `pid` (`/proc/PID/maps`); answer with
+    /// [`Input::LookedForMpi`].
+    LookForMpi {
+        job: JobId,
+        launch: u64,
+        rank: u32,
+        pid: i32,
+    },
     /// Write file `name` of a rank that could not start into the job's directory, as made for
     /// the launch being prepared: a new private file in place of whatever is at the name,
     /// given to `owner` (uid, gid).
@@ -312,6 +336,8 @@ pub(super) struct NodeJob {
     pub(super) pmix: JobPmix,
     /// What its ranks' failed exits say beyond their status, by rank.
     pub(super) notes: BTreeMap<u32, ExitNote>,
+    /// Which of its ranks reached an MPI server and which loaded MPI ([`super::worlds`]).
+    pub(super) worlds: Worlds,
     /// Contained in a cgroup of its own (else its ranks' process groups).
     pub(super) cgroup: bool,
     /// Which launch of this node manager it is: the exits of its ranks carry it.
@@ -435,7 +461,10 @@ impl NmCore {
             Phase::Done => None,
         };
         let kill = self.kills.iter().map(|k| k.at).min();
-        [phase, kill, self.held_until()].into_iter().flatten().min()
+        [phase, kill, self.held_until(), self.looks_until()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn silent_at(&self) -> Time {
@@ -486,6 +515,7 @@ impl NmCore {
             Input::Exited { job, launch, exit } => self.exited(now, job, launch, exit),
             Input::Pmi { job, rank, line } => {
                 if let Some(j) = self.jobs.get_mut(&job) {
+                    j.worlds.reached(rank);
                     let out = j.pmi.on_line(rank, &line);
                     self.pmi_out(job, out);
                 }
@@ -530,6 +560,12 @@ impl NmCore {
             } => self.helper_ready(now, job, launch, result),
             Input::Helper { job, launch, msg } => self.helper_said(now, job, launch, msg),
             Input::HelperExited { job, launch, code } => self.helper_exited(now, job, launch, code),
+            Input::LookedForMpi {
+                job,
+                launch,
+                rank,
+                lib,
+            } => self.looked(job, launch, rank, lib),
             Input::Timer => self.timer(now),
         }
         // The node scheme looks at its ranks from the moment it has some to watch.
@@ -543,6 +579,7 @@ impl NmCore {
     fn timer(&mut self, now: Time) {
         self.kills_due(now);
         self.release_held(now);
+        self.looks_due(now);
         match self.phase.clone() {
             Phase::Registering { due: Some(t), .. } if t <= now => self.attempt(),
             Phase::Fencing { until, .. } if until <= now => self.fenced(now),
@@ -809,6 +846,7 @@ impl NmCore {
     /// parent that died) is not lost for good.
     fn exited(&mut self, now: Time, job: JobId, launch: u64, exit: RankExit) {
         let exit = self.explained(job, exit);
+        let exit = self.world_of_one(job, exit);
         if let Some(exit) = self.hold_for_abort(now, job, launch, exit) {
             self.exit_taken(now, job, launch, exit);
         }

@@ -31,7 +31,8 @@
 //!   [`spawn`] (fork/exec of a rank as its user), [`files`] (output caps, job directories,
 //!   `cosched output`), [`sample`] (`/proc` and the rings), [`monitor`] (the rings).
 //! - [`pmix`]: a job's PMIx helper process, started before its ranks, its fences up the
-//!   tree, its aborts in the job's record.
+//!   tree, its aborts in the job's record; [`worlds`]: ranks that ran as MPI worlds of one,
+//!   reported.
 
 pub mod core;
 pub mod files;
@@ -45,6 +46,7 @@ pub mod sched;
 pub mod scheme;
 pub mod shell;
 pub mod spawn;
+pub mod worlds;
 
 #[cfg(test)]
 mod tests;

@@ -203,11 +203,23 @@ impl NmCore {
                 }
             }
             FromHelper::Refused { rank, explain } => {
+                // The rank's error output tells its user why the call failed; the library's
+                // own error code says only that it did.
+                let file = rank.and_then(|r| j.ranks.get(&r)?.files.last().cloned());
+                let must_own = j.must_own;
                 let who = rank.map_or_else(|| "a tool".into(), |r| format!("rank {r}"));
+                if let Some(path) = file {
+                    let text = format!("cosched: {who}: {explain}\n");
+                    self.push(Effect::AppendOutput {
+                        path,
+                        text,
+                        must_own,
+                    });
+                }
                 self.log(Level::Warn, format!("job {job} {who}: {explain}"));
             }
-            // Ranks past `PMIx_Init`; the server is answered there, nothing waits here.
-            FromHelper::Connected { .. } | FromHelper::Ready { .. } => {}
+            FromHelper::Connected { rank } => j.worlds.reached(rank),
+            FromHelper::Ready { .. } => {}
             FromHelper::Failed { why } => {
                 self.log(Level::Warn, format!("job {job}: PMIx helper: {why}"));
             }

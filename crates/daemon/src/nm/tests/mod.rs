@@ -8,6 +8,7 @@ mod pmix;
 mod registration;
 mod scheme;
 mod upkeep;
+mod worlds;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
