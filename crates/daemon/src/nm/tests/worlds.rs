@@ -99,17 +99,7 @@ fn a_rank_that_loaded_mpi_and_reached_no_server_is_reported_as_a_world_of_one() 
 
 #[test]
 fn a_rank_that_reached_a_server_is_not_a_world_of_one_and_under_pmix_one_that_did_not_fails() {
-    let mut cfg = config("gs");
-    cfg.pmix_helper = Some(PathBuf::from("/usr/bin/cosched"));
-    let (mut n, _) = Node::starting_with(cfg);
-    n.on(ms(0), Input::Registration(Ok(accepted(Vec::new()))));
-    n.on(
-        ms(0),
-        Input::Topology {
-            epoch: 1,
-            member: true,
-        },
-    );
+    let mut n = super::pmix::node();
     n.tree(ms(0), launch_of_two(2, Mpi::Pmix));
     let env = |r: u32| (r, vec![("PMIX_RANK".to_string(), r.to_string())]);
     n.on(
