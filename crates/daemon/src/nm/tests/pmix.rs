@@ -418,36 +418,3 @@ fn a_failed_exit_that_comes_before_its_abort_waits_for_it_and_one_without_is_sen
     let fx = n.until(ms(50) + crate::nm::pmix::ABORT_GRACE);
     assert_eq!(errors(&fx), [(0, Some(3), None)]);
 }
-
-#[test]
-fn while_a_jobs_helper_gets_ready_the_nodes_other_jobs_are_served() {
-    let mut n = node();
-    n.tree(ms(10), launch_mpi(4, &[(0, 0)], Mpi::Pmi1, &[]));
-    let fx = n.tree(ms(20), launch_mpi(5, &[(0, 1)], Mpi::Pmix, &[]));
-    assert!(fx.iter().any(|e| matches!(e, Effect::StartHelper(_))));
-    assert!(spawned(&fx).is_empty(), "job 5 waits for its helper");
-    // The helper's answer is an input that has not come yet: job 4 is served meanwhile.
-    let fx = n.on(
-        ms(30),
-        Input::Pmi {
-            job: JobId(4),
-            rank: 0,
-            line: "cmd=get_maxes".into(),
-        },
-    );
-    assert!(
-        matches!(&fx[..], [Effect::PmiReply { rank: 0, .. }]),
-        "{fx:?}"
-    );
-    let fx = n.on(
-        ms(40),
-        Input::Exited {
-            job: JobId(4),
-            launch: 1,
-            exit: exit(0, 0),
-        },
-    );
-    assert_eq!(exits(&fx), [(4, 1, 0, Some(0))]);
-    let fx = n.on(ms(50), ready_of(5, 2, &[0]));
-    assert_eq!(spawned(&fx), [0]);
-}
