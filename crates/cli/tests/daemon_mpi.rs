@@ -163,6 +163,72 @@ fn an_mpich_program_runs_under_fcfs_and_its_exit_code_is_the_jobs() {
     );
 }
 
+/// The processes running `exe` (by their executable's path).
+fn running(exe: &Path) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
+        .collect()
+}
+
+#[test]
+fn mpi_abort_in_an_mpich_job_ends_it_at_once_with_the_code_and_the_rank_named() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = scratch_dir("mpi", "mpi-abort");
+    let dir = tmp.path();
+    if build_ring(dir).is_none() {
+        return;
+    }
+    std::fs::write(
+        dir.join("conformance.h"),
+        include_str!("../../../tests/mpi-conformance/conformance.h"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("abort.c"),
+        include_str!("../../../tests/mpi-conformance/abort.c"),
+    )
+    .unwrap();
+    let exe = dir.join("abort");
+    let out = Command::new("mpicc.mpich")
+        .arg("-I")
+        .arg(dir)
+        .arg("-o")
+        .arg(&exe)
+        .arg(dir.join("abort.c"))
+        .output()
+        .expect("mpicc.mpich runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = Cluster::up_in(dir.join("state"), FOUR_BY_TWO);
+    // Rank 1 calls MPI_Abort(MPI_COMM_WORLD, 7) while the other seven wait in a broadcast
+    // from it: without the node manager ending the job, it runs to its time limit.
+    let id = c.submit(&["-n", "8", "-t", "10m", exe.to_str().unwrap(), "8"]);
+    let j = c.ended(id, 120);
+    assert_eq!(
+        (j["state"].as_str(), j["exit_code"].as_i64()),
+        (Some("failed"), Some(7)),
+        "{j}"
+    );
+    let error = j["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("rank 1 on node n0: MPI_Abort with status 7"),
+        "the record names the rank, its node and the abort: {j}"
+    );
+    let ran = j["run_s"].as_f64().unwrap_or(f64::MAX);
+    assert!(ran < 60.0, "the job ran {ran} s: {j}");
+    let left = c.until(30, "no process of the job left", || {
+        let left = running(&exe);
+        left.is_empty().then_some(left)
+    });
+    assert!(left.is_empty());
+}
+
 #[test]
 fn two_mpich_programs_share_the_machine_under_gang_scheduling() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

@@ -57,6 +57,12 @@ fn output(c: &Cluster, id: u64, rank: u32) -> String {
     c.ok(&["output", &id.to_string(), "--rank", &rank.to_string()])
 }
 
+/// What rank `rank` of job `id` wrote to stderr (`cosched output` prints it on its own).
+fn errors(c: &Cluster, id: u64, rank: u32) -> String {
+    let out = c.run(&["output", &id.to_string(), "--rank", &rank.to_string()]);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Every rank of job `id` (4 ranks) completed the ring with world size 4 and the right sums.
 fn assert_ring_of_four(c: &Cluster, id: u64) {
     let j = c.ended(id, 120);
@@ -147,4 +153,66 @@ fn mpi_abort_in_an_open_mpi_job_fails_it_naming_the_rank_and_status() {
         "the record names the rank, its node and the abort: {j}"
     );
     assert!(took.as_secs() < 60, "{took:?}");
+}
+
+#[test]
+fn an_open_mpi_job_whose_ranks_reach_no_server_is_reported_as_worlds_of_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = scratch_dir("pmix", "alone");
+    let Some(ring) = build(tmp.path(), "ring", include_str!("mpi/ring.c")) else {
+        return;
+    };
+    let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "1", "--pes", "2"]);
+    // Without a server each rank is an MPI world of its own: the ring of one is "right", the
+    // program exits 0, and only the node manager can tell.
+    let id = c.submit(&["-n", "2", "--mpi", "none", ring.to_str().unwrap(), "200"]);
+    let j = c.ended(id, 120);
+    let out = output(&c, id, 0);
+    assert!(out.contains("rank 0 of 1:"), "a world of one: {out}");
+    assert_eq!(j["state"].as_str(), Some("completed"), "{j}\n{out}");
+    let error = j["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("warning: rank ")
+            && error.contains("loaded MPI (libmpi.so")
+            && error.contains("world of one rank, not one of 2")
+            && error.contains("--mpi none"),
+        "the record says what happened and what to do: {j}"
+    );
+    let err = errors(&c, id, 0);
+    assert!(
+        err.contains("cosched: rank 0: loaded MPI (libmpi.so"),
+        "and so does the rank's error output: {err}"
+    );
+    // The same program given its server forms one world and is not reported.
+    let id = c.submit(&["-n", "2", ring.to_str().unwrap(), "200"]);
+    let j = c.ended(id, 120);
+    assert_eq!(j["state"].as_str(), Some("completed"), "{j}");
+    assert!(j["error"].is_null(), "{j}");
+    assert!(output(&c, id, 1).contains("rank 1 of 2:"));
+}
+
+#[test]
+fn mpi_comm_spawn_under_open_mpi_is_refused_in_the_ranks_own_output() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = scratch_dir("pmix", "spawn");
+    let Some(check) = build(
+        tmp.path(),
+        "pmix_check",
+        include_str!("../../pmix/tests/mpi/pmix_check.c"),
+    ) else {
+        return;
+    };
+    let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "1", "--pes", "2"]);
+    let id = c.submit(&["-n", "2", "-t", "5m", check.to_str().unwrap(), "spawn", "2"]);
+    let j = c.ended(id, 120);
+    let out = output(&c, id, 0);
+    assert_eq!(j["state"].as_str(), Some("completed"), "{j}\n{out}");
+    assert!(out.contains("MPI_Comm_spawn failed"), "{out}");
+    let err = errors(&c, id, 0);
+    assert!(
+        err.contains(
+            "cosched: rank 0: MPI_Comm_spawn / PMIx_Spawn is not supported by cosched: submit every process of the job at once"
+        ),
+        "the refusal, in the words of the server, reaches the rank's error output: {err}"
+    );
 }

@@ -115,11 +115,6 @@ const KNOWN: &[(&str, &str)] = &[
          machine, under its own mpiexec as well",
     ),
     (
-        "abort",
-        "MPI_Abort never ends the job: the rank's PMI-1 abort waits for a reply, and the job \
-         runs to its time limit",
-    ),
-    (
         "nameserv",
         "publish/lookup are not served by the PMI-1 server (MPICH: \"expecting \
          cmd=publish_result, got publish_name_result\")",

@@ -5,7 +5,8 @@
 //! `PMI_SPAWNED=0`) and speaks lines of `cmd=NAME key=value ...`. Everything but the fence is
 //! answered on the node: `init`, `get_maxes`, `get_appnum`, `get_universe_size`,
 //! `get_my_kvsname`, `put` (kept on the node until the next fence), `get` (from the job's
-//! key–value space as of the last fence, then this node's puts since), `finalize`, `abort`.
+//! key–value space as of the last fence, then this node's puts since), `finalize`; `abort`
+//! is the node manager's to carry out (it kills the rank and fails the job).
 //! A fence (`barrier_in` … `barrier_out`) is a gather up and a broadcast down the tree: once
 //! every local rank has entered it, the node sends its puts up ([`Out::FenceUp`]); the machine
 //! manager answers, once every node of the job has, with the union of all nodes' puts
@@ -39,7 +40,7 @@ pub enum Out {
         seq: u64,
         puts: Vec<(String, String)>,
     },
-    /// The rank called `PMI_Abort`; it exits with that code itself.
+    /// The rank called `PMI_Abort` (and waits to be killed, as MPICH's client does).
     Abort { rank: u32, code: i32, msg: String },
     /// A line that is not PMI-1 (or a command not supported): worth a log line.
     Bad { rank: u32, line: String },

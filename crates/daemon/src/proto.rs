@@ -277,6 +277,14 @@ pub enum FromNode {
     /// `fcs`), and under `gs` from each switch's thaw and completed freeze. Sent when that
     /// changes; the machine manager's accounting follows it.
     Runs { job: JobId, run: u32, runs: bool },
+    /// What the job's record should say of rank `rank` of run `run` although the rank did not
+    /// fail (it ran as an MPI world of one): sent before the rank's exit.
+    Warning {
+        job: JobId,
+        run: u32,
+        rank: u32,
+        warning: String,
+    },
 }
 
 /// The STORM strobe (seed 000 §4.1): the current slot of the Ousterhout matrix and

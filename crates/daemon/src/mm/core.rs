@@ -660,6 +660,16 @@ impl Core {
                     }
                 }
                 FromNode::Fence { job, seq, puts } => self.fence(from, job, seq, puts),
+                FromNode::Warning {
+                    job,
+                    run,
+                    rank,
+                    warning,
+                } => {
+                    if self.run_of(job) == Some(run) {
+                        self.rank_warning(job, from, rank, warning);
+                    }
+                }
                 FromNode::Runs { job, run, runs } => {
                     if self.run_of(job) == Some(run) {
                         self.node_runs(now, job, from, runs);
@@ -1359,6 +1369,23 @@ impl Core {
         self.side[i].forget_pending = false;
         let id = self.ledger.entry(i).req.id;
         self.send(to, ToNode::Forget { jobs: vec![id] });
+    }
+
+    /// What a rank's node has to say of it although it did not fail: the job's record says it
+    /// (the first such, naming the rank and its node), unless the job ends with a failure,
+    /// whose reason it then gives.
+    fn rank_warning(&mut self, job: JobId, node: NodeId, rank: u32, warning: String) {
+        let Some(i) = self.ledger.find(job) else {
+            return;
+        };
+        if !self.ledger.entry(i).is_live() || self.side[i].error.is_some() {
+            return;
+        }
+        let on = self
+            .nodes
+            .get(node.0 as usize)
+            .map_or_else(|| node.to_string(), |e| e.row.name.clone());
+        self.side[i].error = Some(format!("warning: rank {rank} on node {on}: {warning}"));
     }
 
     /// A rank of a job exited (or could not be launched).

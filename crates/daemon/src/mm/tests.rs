@@ -192,6 +192,47 @@ fn everything_of_an_instant_reaches_the_policy_before_it_decides_once() {
     assert_eq!(state(&c, 3).record.start, Some(t(5)));
 }
 
+#[test]
+fn a_warning_of_a_rank_is_the_completed_jobs_reason_and_a_failure_replaces_it() {
+    let fcfs = super::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 2);
+    submit(&mut c, t(1), 2);
+    submit(&mut c, t(1), 2);
+    c.step(t(1));
+    let warn = |c: &mut Core, at: Time, job: u64| {
+        let msg = FromNode::Warning {
+            job: JobId(job),
+            run: 1,
+            rank: 1,
+            warning: "ran as an MPI world of one".into(),
+        };
+        c.on(
+            at,
+            Input::FromNode {
+                from: NodeId(0),
+                msg,
+            },
+        );
+    };
+    warn(&mut c, t(2), 1);
+    exit(&mut c, t(3), 1, 0, 0);
+    exit(&mut c, t(3), 1, 1, 0);
+    c.step(t(3));
+    let j = state(&c, 1);
+    assert_eq!(j.state, JobState::Completed);
+    assert_eq!(
+        j.error.as_deref(),
+        Some("warning: rank 1 on node n0: ran as an MPI world of one")
+    );
+    // Job 2 runs next; its failure's reason is the record's, not the warning.
+    warn(&mut c, t(4), 2);
+    exit(&mut c, t(4), 2, 0, 3);
+    c.step(t(4));
+    let j = state(&c, 2);
+    assert_eq!(j.state, JobState::Failed);
+    assert!(j.error.unwrap().contains("exited with code 3"));
+}
+
 fn script(steps: Vec<(Time, Vec<Decision>)>) -> Box<dyn Policy> {
     Box::new(Script {
         steps,

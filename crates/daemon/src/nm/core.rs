@@ -30,6 +30,7 @@ use super::pmix::{JobPmix, StartHelper};
 use super::sched::{NodeSched, Plan, Samples, TICK};
 use super::scheme::NodeSchemeConfig;
 use super::switch::{Gate, Release};
+use super::worlds::Worlds;
 use crate::pmi::{JobPmi, Out};
 use crate::proto::*;
 
@@ -126,6 +127,14 @@ pub enum Input {
     },
     /// A job's helper exited with this code (128 + signal when killed).
     HelperExited { job: JobId, launch: u64, code: i32 },
+    /// The answer to [`Effect::LookForMpi`]: the MPI library mapped in the rank's process,
+    /// if any.
+    LookedForMpi {
+        job: JobId,
+        launch: u64,
+        rank: u32,
+        lib: Option<String>,
+    },
     /// A time [`NmCore::next_wake`] named has come.
     Timer,
 }
@@ -232,6 +241,21 @@ pub enum Effect {
         line: String,
     },
     CapOutput(CapOutput),
+    /// Append `text` to a rank's output file (a regular file of `must_own`'s, when given):
+    /// what the node manager has to tell the job's user.
+    AppendOutput {
+        path: PathBuf,
+        text: String,
+        must_own: Option<u32>,
+    },
+    /// Look for an MPI library mapped in process `pid` (`/proc/PID/maps`); answer with
+    /// [`Input::LookedForMpi`].
+    LookForMpi {
+        job: JobId,
+        launch: u64,
+        rank: u32,
+        pid: i32,
+    },
     /// Write file `name` of a rank that could not start into the job's directory, as made for
     /// the launch being prepared: a new private file in place of whatever is at the name,
     /// given to `owner` (uid, gid).
@@ -291,6 +315,24 @@ pub(super) struct Rank {
     pub(super) capped: Vec<bool>,
 }
 
+/// Why a rank's exit failed its job, when that says more than its status: its `MPI_Abort`
+/// (PMI-1 or PMIx), or its PMIx server's death.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct ExitNote {
+    pub(super) why: String,
+    /// The code its exit is recorded with, whatever its status: set when the node manager
+    /// killed the rank on its own word (a PMI-1 abort, which waits to be killed), so that its
+    /// status tells only the signal.
+    pub(super) code: Option<i32>,
+}
+
+impl ExitNote {
+    /// A reason that leaves the rank's own exit code as it is.
+    pub(super) fn said(why: String) -> ExitNote {
+        ExitNote { why, code: None }
+    }
+}
+
 /// A job on this node.
 #[derive(Clone, Debug)]
 pub(super) struct NodeJob {
@@ -298,6 +340,10 @@ pub(super) struct NodeJob {
     pub(super) pmi: JobPmi,
     /// Its PMIx environments and what its helper said ([`super::pmix`]).
     pub(super) pmix: JobPmix,
+    /// What its ranks' failed exits say beyond their status, by rank.
+    pub(super) notes: BTreeMap<u32, ExitNote>,
+    /// Which of its ranks reached an MPI server and which loaded MPI ([`super::worlds`]).
+    pub(super) worlds: Worlds,
     /// Contained in a cgroup of its own (else its ranks' process groups).
     pub(super) cgroup: bool,
     /// Which launch of this node manager it is: the exits of its ranks carry it.
@@ -428,7 +474,7 @@ impl NmCore {
             Phase::Done => None,
         };
         let kill = self.kills.iter().map(|k| k.at).min();
-        [phase, kill, self.held_until(), self.gate.until()]
+        [phase, kill, self.held_until(), self.gate.until(), self.looks_until()]
             .into_iter()
             .flatten()
             .min()
@@ -482,6 +528,7 @@ impl NmCore {
             Input::Exited { job, launch, exit } => self.exited(now, job, launch, exit),
             Input::Pmi { job, rank, line } => {
                 if let Some(j) = self.jobs.get_mut(&job) {
+                    j.worlds.reached(rank);
                     let out = j.pmi.on_line(rank, &line);
                     self.pmi_out(job, out);
                 }
@@ -533,6 +580,12 @@ impl NmCore {
             } => self.helper_ready(now, job, launch, result),
             Input::Helper { job, launch, msg } => self.helper_said(now, job, launch, msg),
             Input::HelperExited { job, launch, code } => self.helper_exited(now, job, launch, code),
+            Input::LookedForMpi {
+                job,
+                launch,
+                rank,
+                lib,
+            } => self.looked(job, launch, rank, lib),
             Input::Timer => self.timer(now),
         }
         // The node scheme looks at its ranks from the moment it has some to watch.
@@ -558,6 +611,7 @@ impl NmCore {
             }
             self.continue_held(Some(r));
         }
+        self.looks_due(now);
         match self.phase.clone() {
             Phase::Registering { due: Some(t), .. } if t <= now => self.attempt(),
             Phase::Fencing { until, .. } if until <= now => self.fenced(now),
@@ -809,12 +863,7 @@ impl NmCore {
             match o {
                 Out::Reply(rank, line) => self.push(Effect::PmiReply { job, rank, line }),
                 Out::FenceUp { seq, puts } => self.up(FromNode::Fence { job, seq, puts }),
-                // The rank exits with its code itself; the job then fails with it and the
-                // other ranks are killed, as for any rank exiting non-zero.
-                Out::Abort { rank, code, msg } => self.log(
-                    Level::Warn,
-                    format!("job {job} rank {rank} called PMI abort (exit code {code}): {msg}"),
-                ),
+                Out::Abort { rank, code, msg } => self.pmi_abort(job, rank, code, &msg),
                 Out::Bad { rank, line } => self.log(
                     Level::Warn,
                     format!("job {job} rank {rank}: PMI line not served: {line:?}"),
@@ -823,12 +872,59 @@ impl NmCore {
         }
     }
 
+    /// A rank's `PMI_Abort`. MPICH's client waits after it for the process manager to end the
+    /// job (as Hydra does), so the node manager kills the rank, its exit recorded with the
+    /// rank's code and the abort as its reason; the machine manager then kills the other ranks,
+    /// as for any rank exiting non-zero.
+    fn pmi_abort(&mut self, job: JobId, rank: u32, code: i32, msg: &str) {
+        let Some(j) = self.jobs.get_mut(&job) else {
+            return;
+        };
+        let why = match msg {
+            "" => format!("MPI_Abort with status {code}"),
+            m => format!("MPI_Abort with status {code}: {m}"),
+        };
+        let pgid = j
+            .ranks
+            .get(&rank)
+            .filter(|r| r.exit.is_none())
+            .map_or(0, |r| r.pgid);
+        j.notes.insert(
+            rank,
+            ExitNote {
+                why: why.clone(),
+                code: Some(code),
+            },
+        );
+        self.log(Level::Warn, format!("job {job} rank {rank}: {why}"));
+        if pgid > 0 {
+            self.push(Effect::Signal {
+                pgid,
+                sig: libc::SIGKILL,
+            });
+        }
+    }
+
+    /// A rank's exit as reported: with the reason its MPI gave for it, when there is one.
+    pub(super) fn explained(&self, job: JobId, mut exit: RankExit) -> RankExit {
+        let note = self.jobs.get(&job).and_then(|j| j.notes.get(&exit.rank));
+        if let Some(note) = note
+            && exit.error.is_none()
+            && (exit.code != Some(0) || note.code.is_some())
+        {
+            exit.error = Some(note.why.clone());
+            exit.code = note.code.or(exit.code);
+        }
+        exit
+    }
+
     /// A rank's exit: recorded (and cut to the cap one last time); sent up when the node is
     /// registered. Kept until the machine manager forgets the job: reported again at the next
     /// registration and on joining the tree, so a report lost on the way (no parent yet, a
     /// parent that died) is not lost for good.
     fn exited(&mut self, now: Time, job: JobId, launch: u64, exit: RankExit) {
         let exit = self.explained(job, exit);
+        let exit = self.world_of_one(job, exit);
         if let Some(exit) = self.hold_for_abort(now, job, launch, exit) {
             self.exit_taken(now, job, launch, exit);
         }

@@ -1,4 +1,5 @@
-//! The files the shell touches for the core: output files cut at the cap, job directories
+//! The files the shell touches for the core: output files cut at the cap or told something
+//! (a rank's MPI ran alone, a PMIx request refused), job directories
 //! listed and removed after the retention, a rank's output read for `cosched output`, the
 //! error file of a rank that could not start. Every file a user could have swapped is opened
 //! without following links, and as root only when it is the job's user's own.
@@ -31,6 +32,16 @@ pub fn cap_output(c: &CapOutput, cap: u64) -> bool {
     c.notice && {
         let _ = f.write_all(super::cap_notice(cap).as_bytes());
         true
+    }
+}
+
+/// Appends `text` to a rank's output file: only to a regular file (of the job's user, as
+/// root), for the reason [`cap_output`] gives. A file that is not there (the rank's output went
+/// elsewhere) gets nothing.
+pub fn append_output(path: &Path, text: &str, must_own: Option<u32>) {
+    use std::io::Write;
+    if let Ok(mut f) = crate::dir::open_regular(path, must_own, true) {
+        let _ = f.write_all(text.as_bytes());
     }
 }
 

@@ -237,6 +237,8 @@ impl NmCore {
             ranks: Default::default(),
             pmi: JobPmi::new(job, ln.l.size, &ln.l.placement, local),
             pmix: Default::default(),
+            notes: Default::default(),
+            worlds: super::worlds::Worlds::new(ln.l.size, ln.l.io.mpi),
             cgroup,
             launch: ln.launch,
             run: ln.l.run,
@@ -383,6 +385,7 @@ impl NmCore {
                 capped: vec![false; 2],
             },
         );
+        j.worlds.started(now, rank);
         // Stopped at once; in a cgroup, the whole job is frozen once every rank has started.
         if stopped && !j.cgroup {
             self.push(Effect::Signal {

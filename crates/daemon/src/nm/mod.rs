@@ -33,7 +33,8 @@
 //!   `cosched output`), [`sample`] (`/proc` and the rings), [`monitor`] (the rings),
 //!   [`freeze_watch`] (reports outgoing cgroups frozen, off the event loop).
 //! - [`pmix`]: a job's PMIx helper process, started before its ranks, its fences up the
-//!   tree, its aborts in the job's record.
+//!   tree, its aborts in the job's record; [`worlds`]: ranks that ran as MPI worlds of one,
+//!   reported.
 
 pub mod core;
 pub mod files;
@@ -49,6 +50,7 @@ pub mod scheme;
 pub mod shell;
 pub mod spawn;
 pub mod switch;
+pub mod worlds;
 
 #[cfg(test)]
 mod tests;

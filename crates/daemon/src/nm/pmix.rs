@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use cosched_core::{Dur, JobId, Time};
 use cosched_pmix::helper::{FromHelper, RankEnvs, Setup, ToHelper};
 
-use super::core::{Effect, Level, NmCore};
+use super::core::{Effect, ExitNote, Level, NmCore};
 use super::launch::{BaseEnv, RankSpec};
 use crate::jobio::Mpi;
 use crate::proto::*;
@@ -48,9 +48,6 @@ pub struct StartHelper {
 pub(super) struct JobPmix {
     /// Each local rank's PMIx environment.
     pub(super) envs: BTreeMap<u32, Vec<(String, String)>>,
-    /// Why a rank's exit failed the job, when it says more than its code (its `MPI_Abort`;
-    /// every rank's, when the helper died).
-    pub(super) notes: BTreeMap<u32, String>,
     /// Failed exits waiting (until the time) for the rank's abort: (until, launch, exit).
     pub(super) held: Vec<(Time, u64, RankExit)>,
 }
@@ -193,7 +190,7 @@ impl NmCore {
                 message,
             } => {
                 let note = format!("MPI_Abort with status {status}: {message}");
-                j.pmix.notes.insert(rank, note.clone());
+                j.notes.insert(rank, ExitNote::said(note.clone()));
                 let held: Vec<(Time, u64, RankExit)> = j
                     .pmix
                     .held
@@ -206,11 +203,23 @@ impl NmCore {
                 }
             }
             FromHelper::Refused { rank, explain } => {
+                // The rank's error output tells its user why the call failed; the library's
+                // own error code says only that it did.
+                let file = rank.and_then(|r| j.ranks.get(&r)?.files.last().cloned());
+                let must_own = j.must_own;
                 let who = rank.map_or_else(|| "a tool".into(), |r| format!("rank {r}"));
+                if let Some(path) = file {
+                    let text = format!("cosched: {who}: {explain}\n");
+                    self.push(Effect::AppendOutput {
+                        path,
+                        text,
+                        must_own,
+                    });
+                }
                 self.log(Level::Warn, format!("job {job} {who}: {explain}"));
             }
-            // Ranks past `PMIx_Init`; the server is answered there, nothing waits here.
-            FromHelper::Connected { .. } | FromHelper::Ready { .. } => {}
+            FromHelper::Connected { rank } => j.worlds.reached(rank),
+            FromHelper::Ready { .. } => {}
             FromHelper::Failed { why } => {
                 self.log(Level::Warn, format!("job {job}: PMIx helper: {why}"));
             }
@@ -264,7 +273,9 @@ impl NmCore {
             "the job's PMIx server (cosched pmix-helper) exited with code {code} while its ranks ran; see pmix-helper.log in the job's directory on the node"
         );
         for rank in running {
-            j.pmix.notes.entry(rank).or_insert_with(|| why.clone());
+            j.notes
+                .entry(rank)
+                .or_insert_with(|| ExitNote::said(why.clone()));
         }
         self.log(Level::Warn, format!("job {job}: {why}; ending the job"));
         self.terminate(now, job);
@@ -317,20 +328,6 @@ impl NmCore {
         for (job, launch, exit) in due {
             self.exit_taken(now, job, launch, exit);
         }
-    }
-
-    /// A rank's exit as reported: with the reason PMIx gave for it, when there is one.
-    pub(super) fn explained(&self, job: JobId, mut exit: RankExit) -> RankExit {
-        if exit.error.is_none()
-            && exit.code != Some(0)
-            && let Some(note) = self
-                .jobs
-                .get(&job)
-                .and_then(|j| j.pmix.notes.get(&exit.rank))
-        {
-            exit.error = Some(note.clone());
-        }
-        exit
     }
 }
 

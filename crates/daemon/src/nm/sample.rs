@@ -25,6 +25,22 @@ pub fn sample(pids: &[i32], jobs: &[JobId], monitors: &mut Monitors) -> Samples 
     Samples { procs, rings }
 }
 
+/// The file name of the first MPI library (`libmpi*`: Open MPI's `libmpi.so.40`, MPICH's
+/// `libmpich.so.12`) mapped in process `pid`, from `/proc/PID/maps`; `None` when there is none
+/// or the process is gone.
+pub fn mpi_library(pid: i32) -> Option<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    mpi_in_maps(&maps)
+}
+
+fn mpi_in_maps(maps: &str) -> Option<String> {
+    maps.lines()
+        .filter_map(|l| l.split_ascii_whitespace().nth(5))
+        .filter_map(|path| path.rsplit('/').next())
+        .find(|name| name.starts_with("libmpi") && name.contains(".so"))
+        .map(str::to_string)
+}
+
 /// The unit of `/proc/PID/stat`'s CPU times.
 fn clock_ticks_per_s() -> u64 {
     // SAFETY: sysconf has no preconditions.
@@ -47,6 +63,22 @@ fn proc_stat(pid: i32) -> Option<(char, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_mpi_library_is_found_by_its_file_name_in_the_maps() {
+        let maps = "7f0-7f1 r--p 00000000 08:01 12 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
+                    7f2-7f3 r-xp 00001000 08:01 13 /usr/lib/x86_64-linux-gnu/libmpich.so.12.2.0\n\
+                    7f4-7f5 rw-p 00000000 00:00 0 \n";
+        assert_eq!(mpi_in_maps(maps).as_deref(), Some("libmpich.so.12.2.0"));
+        let ompi = "1-2 r-xp 0 08:01 9 /usr/lib/x86_64-linux-gnu/openmpi/lib/libmpi.so.40.30.4\n";
+        assert_eq!(mpi_in_maps(ompi).as_deref(), Some("libmpi.so.40.30.4"));
+        // Not MPI: a name that only starts alike, and this test's own process.
+        assert_eq!(
+            mpi_in_maps("1-2 r-xp 0 08:01 9 /opt/libmpix_tools.a\n"),
+            None
+        );
+        assert_eq!(mpi_library(std::process::id() as i32), None);
+    }
 
     #[test]
     fn proc_stat_reads_this_process() {

@@ -397,6 +397,26 @@ impl Shell {
                         let _ = tx.send(line);
                     }
                 }
+                Effect::AppendOutput {
+                    path,
+                    text,
+                    must_own,
+                } => super::files::append_output(&path, &text, must_own),
+                Effect::LookForMpi {
+                    job,
+                    launch,
+                    rank,
+                    pid,
+                } => {
+                    let lib = super::sample::mpi_library(pid);
+                    let looked = Input::LookedForMpi {
+                        job,
+                        launch,
+                        rank,
+                        lib,
+                    };
+                    self.core.on(now(), looked);
+                }
                 Effect::CapOutput(c) => {
                     if super::files::cap_output(&c, self.cfg.output_cap) {
                         let (job, rank, file) = (c.job, c.rank, c.file);

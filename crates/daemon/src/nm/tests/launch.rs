@@ -347,3 +347,57 @@ fn pmi_fence_goes_up_once_every_local_rank_entered_and_its_answer_comes_down() {
     );
     assert_eq!(ups(&fx).len(), 1, "only Joined");
 }
+
+#[test]
+fn a_pmi_abort_kills_the_rank_and_fails_the_job_with_its_code_and_the_abort() {
+    let mut n = Node::up("gs");
+    n.tree(ms(10), launch(1, 1, &[(0, 0), (1, 1)], false));
+    let pid = n.pid(1, 1);
+    let fx = n.on(
+        ms(20),
+        Input::Pmi {
+            job: JobId(1),
+            rank: 1,
+            line: "cmd=abort exitcode=7".into(),
+        },
+    );
+    // MPICH waits after its abort: nothing would end the job but the node manager.
+    assert_eq!(signals(&fx), [(pid, libc::SIGKILL)]);
+    assert!(
+        exits(&fx).is_empty(),
+        "its exit is the process's, when it comes"
+    );
+    let fx = n.on(
+        ms(21),
+        Input::Exited {
+            job: JobId(1),
+            launch: 1,
+            exit: exit(1, 128 + libc::SIGKILL),
+        },
+    );
+    let sent: Vec<RankExit> = ups(&fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            FromNode::Exited { exit, .. } => Some(exit),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        sent,
+        [RankExit {
+            rank: 1,
+            code: Some(7),
+            error: Some("MPI_Abort with status 7".into()),
+        }]
+    );
+    // Another rank's exit, killed with the job, keeps its own status.
+    let fx = n.on(
+        ms(30),
+        Input::Exited {
+            job: JobId(1),
+            launch: 1,
+            exit: exit(0, 128 + libc::SIGTERM),
+        },
+    );
+    assert_eq!(exits(&fx), [(1, 1, 0, Some(128 + libc::SIGTERM))]);
+}

@@ -9,6 +9,7 @@ mod registration;
 mod scheme;
 mod switch;
 mod upkeep;
+mod worlds;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -8,7 +8,7 @@ use crate::nm::pmix::FENCE_BASE;
 use cosched_pmix::helper::{FromHelper, ToHelper};
 
 /// A node whose node manager can start PMIx helpers.
-fn node() -> Node {
+pub(super) fn node() -> Node {
     let mut cfg = config("gs");
     cfg.pmix_helper = Some(PathBuf::from("/usr/bin/cosched"));
     let (mut n, _) = Node::starting_with(cfg);
