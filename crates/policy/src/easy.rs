@@ -9,6 +9,7 @@
 //!
 //! Other simulators' EASY are variants of it ([`variant`], `--opt variant=NAME`).
 
+mod batsched;
 pub mod variant;
 
 use cosched_core::{JobId, Time};
@@ -16,7 +17,7 @@ use cosched_core::{JobId, Time};
 use crate::opts::Opts;
 use crate::queue::{Seen, SpaceShare};
 use crate::{ConfigError, Decision, Event, Policy, PolicyConfig};
-use variant::{Blocked, Variant};
+use variant::{Blocked, Priority, Variant};
 
 #[derive(Clone, Debug)]
 pub struct Easy {
@@ -35,6 +36,14 @@ pub struct Easy {
     variant: Variant,
     /// The `accasim` variant's blocked head.
     blocked: Option<Blocked>,
+    /// Decisions of the passes the per-event variants ran while observing this instant.
+    pending: Vec<Decision>,
+    /// The `batsched-easy-bf-fast` variant's head and its fixed shadow time.
+    priority: Option<Priority>,
+    /// `batsched-easy-bf-fast`: something other than a submission happened this instant.
+    ended: bool,
+    /// `batsched-easy-bf-fast`: the jobs submitted this instant, by queue key.
+    arrived: Vec<(Time, JobId)>,
 }
 
 /// The work an instant leaves for [`Policy::decide`]. After a decision the head (if any) is
@@ -71,6 +80,10 @@ impl Easy {
             started: Vec::new(),
             variant,
             blocked: None,
+            pending: Vec::new(),
+            priority: None,
+            ended: false,
+            arrived: Vec::new(),
         })
     }
 
@@ -119,7 +132,11 @@ impl Easy {
             self.s.queue.remove(h);
         }
         let Some(h) = self.s.queue.head() else { return };
-        self.backfill(now, h + 1, out);
+        if self.variant == Variant::BatschedEasyBf {
+            self.backfill_on_machines(now, h + 1, out);
+        } else {
+            self.backfill(now, h + 1, out);
+        }
     }
 
     /// AccaSim's pass (see [`variant`]): the blocked head only at or after its slot, heads in
@@ -164,6 +181,25 @@ impl Easy {
         self.s.queue.remove_all(&started);
         started.clear();
         self.started = started;
+    }
+
+    /// pybatsim's and CQSim's EASY: takes in one event and runs the pass it calls for at once
+    /// (a job end always; a submission under CQSim always, under pybatsim when the new job
+    /// fits in the free PEs), keeping the decisions for [`Policy::decide`].
+    fn observe_and_pass(&mut self, now: Time, event: Event) {
+        let pass = match self.s.observe(event) {
+            Seen::Refused => false,
+            Seen::Queued(at) => {
+                self.variant == Variant::Cqsim
+                    || self.s.queue.get(at).procs <= self.s.pool.free_count()
+            }
+            _ => true,
+        };
+        if pass {
+            let mut out = std::mem::take(&mut self.pending);
+            self.schedule(now, &mut out);
+            self.pending = out;
+        }
     }
 
     /// The head's shadow time at the last backfilling pass, computed now if that pass did not
@@ -233,7 +269,18 @@ impl Policy for Easy {
         "easy"
     }
 
-    fn observe(&mut self, _now: Time, event: Event) {
+    fn observe(&mut self, now: Time, event: Event) {
+        if self.variant.passes_per_event() {
+            self.observe_and_pass(now, event);
+            return;
+        }
+        if self.variant == Variant::BatschedEasyBfFast {
+            if let Event::Submitted(job) = &event {
+                self.arrived.push((job.submit, job.id));
+            } else {
+                self.ended = true;
+            }
+        }
         let todo = match self.s.observe(event) {
             // A job joining the tail behind a blocked head needs only itself tried.
             Seen::Queued(at)
@@ -255,6 +302,16 @@ impl Policy for Easy {
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
         self.s.queue.reject_refused(out);
+        if self.variant.passes_per_event() {
+            out.append(&mut self.pending);
+            return;
+        }
+        if self.variant == Variant::BatschedEasyBfFast {
+            if std::mem::replace(&mut self.todo, Todo::Nothing) != Todo::Nothing {
+                self.fast_pass(now, out);
+            }
+            return;
+        }
         if self.variant == Variant::Accasim {
             if std::mem::replace(&mut self.todo, Todo::Nothing) != Todo::Nothing {
                 self.accasim_pass(now, out);
@@ -267,6 +324,10 @@ impl Policy for Easy {
             // could only fit now if the shadow has come due, which moves the overrunning
             // jobs' expected ends (and so the extra PEs) to now.
             // With no PE free both ways do nothing; the pass only notes its time.
+            // batsched tries only the new jobs when none ended, whatever the shadow.
+            Todo::BackfillFrom(k) if self.variant == Variant::BatschedEasyBf => {
+                self.backfill_on_machines(now, k, out)
+            }
             Todo::BackfillFrom(k) if self.s.pool.free_count() == 0 || self.last_shadow() > now => {
                 self.backfill(now, k, out)
             }
@@ -360,6 +421,33 @@ mod tests {
         let mut out = Vec::new();
         e.handle(Time::from_secs(10), Event::Ended(JobId(1)), &mut out);
         assert_eq!(started(&out), vec![2]);
+    }
+
+    /// Two jobs end at one instant. Once per instant (cosched) the head then fits and starts;
+    /// after each event (pybatsim, CQSim) the first end alone leaves the head waiting, a short
+    /// job backfills the freed PEs, and the head no longer fits after the second end.
+    #[test]
+    fn per_event_variants_backfill_between_two_ends_of_one_instant() {
+        for (variant, want) in [
+            ("cosched", vec![3]),
+            ("pybatsim", vec![4]),
+            ("cqsim", vec![4]),
+        ] {
+            let mut cfg = cfg10();
+            cfg.options
+                .insert("variant".into(), toml::Value::String(variant.into()));
+            let mut p = Easy::new(&cfg).unwrap();
+            assert_eq!(sub(&mut p, 0, 1, 4, 100), vec![1]);
+            assert_eq!(sub(&mut p, 0, 2, 6, 100), vec![2]);
+            assert_eq!(sub(&mut p, 1, 3, 10, 100), Vec::<u64>::new());
+            // Ends at 90, before the head's shadow time (100).
+            assert_eq!(sub(&mut p, 2, 4, 4, 40), Vec::<u64>::new());
+            let (t, mut out) = (Time::from_secs(50), Vec::new());
+            p.observe(t, Event::Ended(JobId(1)));
+            p.observe(t, Event::Ended(JobId(2)));
+            p.decide(t, &mut out);
+            assert_eq!(started(&out), want, "{variant}");
+        }
     }
 
     #[test]
