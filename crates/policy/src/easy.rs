@@ -10,6 +10,7 @@
 //! Other simulators' EASY are variants of it ([`variant`], `--opt variant=NAME`).
 
 mod batsched;
+mod pyss;
 pub mod variant;
 
 use cosched_core::{JobId, Time};
@@ -36,8 +37,11 @@ pub struct Easy {
     variant: Variant,
     /// The `accasim` variant's blocked head.
     blocked: Option<Blocked>,
-    /// Decisions of the passes the per-event variants ran while observing this instant.
+    /// Decisions of the passes the `cqsim` variant ran while observing this instant.
     pending: Vec<Decision>,
+    /// The jobs the `pybatsim` variant's passes chose at this instant, given PEs at
+    /// [`Policy::decide`].
+    chosen: Vec<crate::JobRequest>,
     /// The `batsched-easy-bf-fast` variant's head and its fixed shadow time.
     priority: Option<Priority>,
     /// `batsched-easy-bf-fast`: something other than a submission happened this instant.
@@ -81,6 +85,7 @@ impl Easy {
             variant,
             blocked: None,
             pending: Vec::new(),
+            chosen: Vec::new(),
             priority: None,
             ended: false,
             arrived: Vec::new(),
@@ -185,20 +190,22 @@ impl Easy {
 
     /// pybatsim's and CQSim's EASY: takes in one event and runs the pass it calls for at once
     /// (a job end always; a submission under CQSim always, under pybatsim when the new job
-    /// fits in the free PEs), keeping the decisions for [`Policy::decide`].
+    /// fits in the free PEs, [`pyss`]), keeping the decisions for [`Policy::decide`].
     fn observe_and_pass(&mut self, now: Time, event: Event) {
+        let pybatsim = self.variant == Variant::Pybatsim;
         let pass = match self.s.observe(event) {
             Seen::Refused => false,
-            Seen::Queued(at) => {
-                self.variant == Variant::Cqsim
-                    || self.s.queue.get(at).procs <= self.s.pool.free_count()
-            }
+            Seen::Queued(at) if pybatsim => self.pyss_fits(now, self.s.queue.get(at).procs),
             _ => true,
         };
-        if pass {
-            let mut out = std::mem::take(&mut self.pending);
-            self.schedule(now, &mut out);
-            self.pending = out;
+        match (pass, pybatsim) {
+            (false, _) => {}
+            (true, true) => self.pyss_pass(now),
+            (true, false) => {
+                let mut out = std::mem::take(&mut self.pending);
+                self.schedule(now, &mut out);
+                self.pending = out;
+            }
         }
     }
 
@@ -303,6 +310,7 @@ impl Policy for Easy {
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
         self.s.queue.reject_refused(out);
         if self.variant.passes_per_event() {
+            self.pyss_start(now, out);
             out.append(&mut self.pending);
             return;
         }
@@ -443,6 +451,37 @@ mod tests {
             // Ends at 90, before the head's shadow time (100).
             assert_eq!(sub(&mut p, 2, 4, 4, 40), Vec::<u64>::new());
             let (t, mut out) = (Time::from_secs(50), Vec::new());
+            p.observe(t, Event::Ended(JobId(1)));
+            p.observe(t, Event::Ended(JobId(2)));
+            p.decide(t, &mut out);
+            assert_eq!(started(&out), want, "{variant}");
+        }
+    }
+
+    /// Jobs 1 and 2 reach their walltime at 100 together. pyss's snapshot frees both at the
+    /// first completion, so that pass starts job 10 (6 PEs) and judges job 12 (2 PEs until
+    /// 600) against the next head, job 11 (8 PEs, due at 150 with no extra PE): it waits.
+    /// CQSim's pass after the first completion sees only 4 free PEs: job 10 waits, due now
+    /// with 2 extra PEs, and job 12 takes them, delaying job 11. Once per instant (cosched)
+    /// gives pyss's outcome here.
+    #[test]
+    fn pybatsim_variant_frees_every_job_at_its_walltime_at_the_first_completion() {
+        for (variant, want) in [
+            ("cosched", vec![10]),
+            ("pybatsim", vec![10]),
+            ("cqsim", vec![12, 10]),
+        ] {
+            let mut cfg = cfg10();
+            cfg.options
+                .insert("variant".into(), toml::Value::String(variant.into()));
+            let mut p = Easy::new(&cfg).unwrap();
+            assert_eq!(sub(&mut p, 0, 3, 2, 1000), vec![3]);
+            assert_eq!(sub(&mut p, 0, 1, 4, 100), vec![1]);
+            assert_eq!(sub(&mut p, 0, 2, 4, 100), vec![2]);
+            assert_eq!(sub(&mut p, 1, 10, 6, 50), Vec::<u64>::new());
+            assert_eq!(sub(&mut p, 2, 11, 8, 50), Vec::<u64>::new());
+            assert_eq!(sub(&mut p, 3, 12, 2, 500), Vec::<u64>::new());
+            let (t, mut out) = (Time::from_secs(100), Vec::new());
             p.observe(t, Event::Ended(JobId(1)));
             p.observe(t, Event::Ended(JobId(2)));
             p.decide(t, &mut out);

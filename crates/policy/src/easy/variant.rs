@@ -15,7 +15,9 @@
 //!   from pyss): the textbook pass, but after *each* event rather than once per instant: each
 //!   job end runs a pass, and each submission runs one if the new job fits in the free PEs.
 //!   Two jobs ending at one instant can so start a backfilled job on the PEs of the first
-//!   before the second frees the head's.
+//!   before the second frees the head's. The passes count PEs on pyss's CPU snapshot, where a
+//!   job holds its PEs until its walltime unless its completion came earlier
+//!   ([`super::pyss`]).
 //! - `cqsim` (CQSim, `src/CqSim/Cqsim_sim.py`, `event_job` and `start_scan`): a pass after
 //!   every event, submissions included, ends before submissions at one instant.
 //! - `batsched-easy-bf` (batsched, `src/algo/easy_bf.cpp` over `src/schedule.cpp`): the head
