@@ -399,12 +399,17 @@ mod tests {
             }),
             Err(Unformed::Must)
         );
-        // Too little gain: a primary far longer than its partner gains little from it.
-        let long = Primary { rem: 3000.0, ..p };
+        // Too little gain: a primary alone on its nodes beside a small partner, both slowed
+        // by 1.25, saves no node: (18 / 1.25 − 16) / 16 < 0.
+        let long = Primary {
+            ppn: 1,
+            nodes: 16,
+            ..p
+        };
         assert_eq!(
             form(
                 &long,
-                &[cand(9, 2, 10.0, 1.0, 1.0)],
+                &[cand(9, 2, 10.0, 1.25, 1.25)],
                 &params(Variant::Glts),
                 None,
                 &mut |_| true
