@@ -223,6 +223,22 @@ impl Easy {
         self.last_shadow
     }
 
+    /// The next waiting job from queue position `*next` on that is not held and fits in the
+    /// free PEs (none once no PE is free), moving `*next` past it.
+    fn next_candidate(&self, next: &mut usize) -> Option<usize> {
+        loop {
+            let free = self.s.pool.free_count();
+            if free == 0 {
+                return None;
+            }
+            let k = self.s.queue.next_fitting(*next, free)?;
+            *next = k + 1;
+            if !self.s.queue.is_held(self.s.queue.get(k).id) {
+                return Some(k);
+            }
+        }
+    }
+
     /// Tries the jobs at `from..` against the head's reservation. The reservation is computed
     /// at the first job that fits in the free PEs: on a busy machine most passes find none
     /// (or no PE free at all), and walking the running jobs for it was a fifth of the pass.
@@ -233,19 +249,8 @@ impl Easy {
         let mut res: Option<Reservation> = None;
         let mut started = std::mem::take(&mut self.started);
         let mut next = from;
-        loop {
-            let free = self.s.pool.free_count();
-            if free == 0 {
-                break;
-            }
-            let Some(k) = self.s.queue.next_fitting(next, free) else {
-                break;
-            };
-            next = k + 1;
+        while let Some(k) = self.next_candidate(&mut next) {
             let job = self.s.queue.get(k);
-            if self.s.queue.is_held(job.id) {
-                continue;
-            }
             let (procs, estimate) = (job.procs, job.estimate);
             if res.is_none() {
                 let r = self.shadow(now, need);

@@ -21,19 +21,8 @@ impl Easy {
         let total = self.s.pool.machine().total_pes();
         let mut started = std::mem::take(&mut self.started);
         let mut next = from;
-        loop {
-            let free = self.s.pool.free_count();
-            if free == 0 {
-                break;
-            }
-            let Some(k) = self.s.queue.next_fitting(next, free) else {
-                break;
-            };
-            next = k + 1;
+        while let Some(k) = self.next_candidate(&mut next) {
             let job = self.s.queue.get(k);
-            if self.s.queue.is_held(job.id) {
-                continue;
-            }
             let (id, procs, estimate) = (job.id, job.procs, job.estimate);
             if shadow == Time::MAX || now + estimate <= shadow {
                 if self.s.start(now, k, out) {
