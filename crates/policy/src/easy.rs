@@ -9,6 +9,8 @@
 //!
 //! Other simulators' EASY are variants of it ([`variant`], `--opt variant=NAME`).
 
+mod batsched;
+mod pyss;
 pub mod variant;
 
 use cosched_core::{JobId, Time};
@@ -16,7 +18,7 @@ use cosched_core::{JobId, Time};
 use crate::opts::Opts;
 use crate::queue::{Seen, SpaceShare};
 use crate::{ConfigError, Decision, Event, Policy, PolicyConfig};
-use variant::{Blocked, Variant};
+use variant::{Blocked, Priority, Variant};
 
 #[derive(Clone, Debug)]
 pub struct Easy {
@@ -35,6 +37,17 @@ pub struct Easy {
     variant: Variant,
     /// The `accasim` variant's blocked head.
     blocked: Option<Blocked>,
+    /// Decisions of the passes the `cqsim` variant ran while observing this instant.
+    pending: Vec<Decision>,
+    /// The jobs the `pybatsim` variant's passes chose at this instant, given PEs at
+    /// [`Policy::decide`].
+    chosen: Vec<crate::JobRequest>,
+    /// The `batsched-easy-bf-fast` variant's head and its fixed shadow time.
+    priority: Option<Priority>,
+    /// `batsched-easy-bf-fast`: something other than a submission happened this instant.
+    ended: bool,
+    /// `batsched-easy-bf-fast`: the jobs submitted this instant, by queue key.
+    arrived: Vec<(Time, JobId)>,
 }
 
 /// The work an instant leaves for [`Policy::decide`]. After a decision the head (if any) is
@@ -71,6 +84,11 @@ impl Easy {
             started: Vec::new(),
             variant,
             blocked: None,
+            pending: Vec::new(),
+            chosen: Vec::new(),
+            priority: None,
+            ended: false,
+            arrived: Vec::new(),
         })
     }
 
@@ -119,7 +137,11 @@ impl Easy {
             self.s.queue.remove(h);
         }
         let Some(h) = self.s.queue.head() else { return };
-        self.backfill(now, h + 1, out);
+        if self.variant == Variant::BatschedEasyBf {
+            self.backfill_on_machines(now, h + 1, out);
+        } else {
+            self.backfill(now, h + 1, out);
+        }
     }
 
     /// AccaSim's pass (see [`variant`]): the blocked head only at or after its slot, heads in
@@ -166,6 +188,27 @@ impl Easy {
         self.started = started;
     }
 
+    /// pybatsim's and CQSim's EASY: takes in one event and runs the pass it calls for at once
+    /// (a job end always; a submission under CQSim always, under pybatsim when the new job
+    /// fits in the free PEs, [`pyss`]), keeping the decisions for [`Policy::decide`].
+    fn observe_and_pass(&mut self, now: Time, event: Event) {
+        let pybatsim = self.variant == Variant::Pybatsim;
+        let pass = match self.s.observe(event) {
+            Seen::Refused => false,
+            Seen::Queued(at) if pybatsim => self.pyss_fits(now, self.s.queue.get(at).procs),
+            _ => true,
+        };
+        match (pass, pybatsim) {
+            (false, _) => {}
+            (true, true) => self.pyss_pass(now),
+            (true, false) => {
+                let mut out = std::mem::take(&mut self.pending);
+                self.schedule(now, &mut out);
+                self.pending = out;
+            }
+        }
+    }
+
     /// The head's shadow time at the last backfilling pass, computed now if that pass did not
     /// need it.
     fn last_shadow(&mut self) -> Time {
@@ -180,6 +223,22 @@ impl Easy {
         self.last_shadow
     }
 
+    /// The next waiting job from queue position `*next` on that is not held and fits in the
+    /// free PEs (none once no PE is free), moving `*next` past it.
+    fn next_candidate(&self, next: &mut usize) -> Option<usize> {
+        loop {
+            let free = self.s.pool.free_count();
+            if free == 0 {
+                return None;
+            }
+            let k = self.s.queue.next_fitting(*next, free)?;
+            *next = k + 1;
+            if !self.s.queue.is_held(self.s.queue.get(k).id) {
+                return Some(k);
+            }
+        }
+    }
+
     /// Tries the jobs at `from..` against the head's reservation. The reservation is computed
     /// at the first job that fits in the free PEs: on a busy machine most passes find none
     /// (or no PE free at all), and walking the running jobs for it was a fifth of the pass.
@@ -190,19 +249,8 @@ impl Easy {
         let mut res: Option<Reservation> = None;
         let mut started = std::mem::take(&mut self.started);
         let mut next = from;
-        loop {
-            let free = self.s.pool.free_count();
-            if free == 0 {
-                break;
-            }
-            let Some(k) = self.s.queue.next_fitting(next, free) else {
-                break;
-            };
-            next = k + 1;
+        while let Some(k) = self.next_candidate(&mut next) {
             let job = self.s.queue.get(k);
-            if self.s.queue.is_held(job.id) {
-                continue;
-            }
             let (procs, estimate) = (job.procs, job.estimate);
             if res.is_none() {
                 let r = self.shadow(now, need);
@@ -233,7 +281,18 @@ impl Policy for Easy {
         "easy"
     }
 
-    fn observe(&mut self, _now: Time, event: Event) {
+    fn observe(&mut self, now: Time, event: Event) {
+        if self.variant.passes_per_event() {
+            self.observe_and_pass(now, event);
+            return;
+        }
+        if self.variant == Variant::BatschedEasyBfFast {
+            if let Event::Submitted(job) = &event {
+                self.arrived.push((job.submit, job.id));
+            } else {
+                self.ended = true;
+            }
+        }
         let todo = match self.s.observe(event) {
             // A job joining the tail behind a blocked head needs only itself tried.
             Seen::Queued(at)
@@ -255,6 +314,17 @@ impl Policy for Easy {
 
     fn decide(&mut self, now: Time, out: &mut Vec<Decision>) {
         self.s.queue.reject_refused(out);
+        if self.variant.passes_per_event() {
+            self.pyss_start(now, out);
+            out.append(&mut self.pending);
+            return;
+        }
+        if self.variant == Variant::BatschedEasyBfFast {
+            if std::mem::replace(&mut self.todo, Todo::Nothing) != Todo::Nothing {
+                self.fast_pass(now, out);
+            }
+            return;
+        }
         if self.variant == Variant::Accasim {
             if std::mem::replace(&mut self.todo, Todo::Nothing) != Todo::Nothing {
                 self.accasim_pass(now, out);
@@ -267,6 +337,10 @@ impl Policy for Easy {
             // could only fit now if the shadow has come due, which moves the overrunning
             // jobs' expected ends (and so the extra PEs) to now.
             // With no PE free both ways do nothing; the pass only notes its time.
+            // batsched tries only the new jobs when none ended, whatever the shadow.
+            Todo::BackfillFrom(k) if self.variant == Variant::BatschedEasyBf => {
+                self.backfill_on_machines(now, k, out)
+            }
             Todo::BackfillFrom(k) if self.s.pool.free_count() == 0 || self.last_shadow() > now => {
                 self.backfill(now, k, out)
             }
@@ -360,6 +434,64 @@ mod tests {
         let mut out = Vec::new();
         e.handle(Time::from_secs(10), Event::Ended(JobId(1)), &mut out);
         assert_eq!(started(&out), vec![2]);
+    }
+
+    /// Two jobs end at one instant. Once per instant (cosched) the head then fits and starts;
+    /// after each event (pybatsim, CQSim) the first end alone leaves the head waiting, a short
+    /// job backfills the freed PEs, and the head no longer fits after the second end.
+    #[test]
+    fn per_event_variants_backfill_between_two_ends_of_one_instant() {
+        for (variant, want) in [
+            ("cosched", vec![3]),
+            ("pybatsim", vec![4]),
+            ("cqsim", vec![4]),
+        ] {
+            let mut cfg = cfg10();
+            cfg.options
+                .insert("variant".into(), toml::Value::String(variant.into()));
+            let mut p = Easy::new(&cfg).unwrap();
+            assert_eq!(sub(&mut p, 0, 1, 4, 100), vec![1]);
+            assert_eq!(sub(&mut p, 0, 2, 6, 100), vec![2]);
+            assert_eq!(sub(&mut p, 1, 3, 10, 100), Vec::<u64>::new());
+            // Ends at 90, before the head's shadow time (100).
+            assert_eq!(sub(&mut p, 2, 4, 4, 40), Vec::<u64>::new());
+            let (t, mut out) = (Time::from_secs(50), Vec::new());
+            p.observe(t, Event::Ended(JobId(1)));
+            p.observe(t, Event::Ended(JobId(2)));
+            p.decide(t, &mut out);
+            assert_eq!(started(&out), want, "{variant}");
+        }
+    }
+
+    /// Jobs 1 and 2 reach their walltime at 100 together. pyss's snapshot frees both at the
+    /// first completion, so that pass starts job 10 (6 PEs) and judges job 12 (2 PEs until
+    /// 600) against the next head, job 11 (8 PEs, due at 150 with no extra PE): it waits.
+    /// CQSim's pass after the first completion sees only 4 free PEs: job 10 waits, due now
+    /// with 2 extra PEs, and job 12 takes them, delaying job 11. Once per instant (cosched)
+    /// gives pyss's outcome here.
+    #[test]
+    fn pybatsim_variant_frees_every_job_at_its_walltime_at_the_first_completion() {
+        for (variant, want) in [
+            ("cosched", vec![10]),
+            ("pybatsim", vec![10]),
+            ("cqsim", vec![12, 10]),
+        ] {
+            let mut cfg = cfg10();
+            cfg.options
+                .insert("variant".into(), toml::Value::String(variant.into()));
+            let mut p = Easy::new(&cfg).unwrap();
+            assert_eq!(sub(&mut p, 0, 3, 2, 1000), vec![3]);
+            assert_eq!(sub(&mut p, 0, 1, 4, 100), vec![1]);
+            assert_eq!(sub(&mut p, 0, 2, 4, 100), vec![2]);
+            assert_eq!(sub(&mut p, 1, 10, 6, 50), Vec::<u64>::new());
+            assert_eq!(sub(&mut p, 2, 11, 8, 50), Vec::<u64>::new());
+            assert_eq!(sub(&mut p, 3, 12, 2, 500), Vec::<u64>::new());
+            let (t, mut out) = (Time::from_secs(100), Vec::new());
+            p.observe(t, Event::Ended(JobId(1)));
+            p.observe(t, Event::Ended(JobId(2)));
+            p.decide(t, &mut out);
+            assert_eq!(started(&out), want, "{variant}");
+        }
     }
 
     #[test]

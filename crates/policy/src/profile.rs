@@ -57,6 +57,12 @@ impl RunningSet {
             .iter()
             .map(move |&(end, _, procs)| (end.max(now), procs))
     }
+    /// The running jobs in order of expected end, with that end (unclamped).
+    pub fn by_end(&self) -> impl Iterator<Item = (Time, &Run)> + '_ {
+        self.by_end
+            .iter()
+            .map(|&(end, id, _)| (end, &self.by_id[&id]))
+    }
     /// The earliest unclamped expected end, if any job runs.
     pub fn first_end(&self) -> Option<Time> {
         self.by_end.first().map(|&(t, _, _)| t)

@@ -589,6 +589,13 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             "utilization": summary.utilization,
             "makespan_s": summary.makespan_s,
             "timeshare": timeshare,
+            // The policy's own counters (groups formed and why others were not, …).
+            "policy_stats": out
+                .result
+                .policy_stats
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::json!(v)))
+                .collect::<serde_json::Map<_, _>>(),
             "provenance": prov,
         });
         outln!("{}", serde_json::to_string_pretty(&doc)?);

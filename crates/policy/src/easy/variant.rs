@@ -11,6 +11,25 @@
 //!   list of reserved nodes, so nothing is kept for the head. A pass runs at every instant
 //!   with a job waiting, also when no core is free (AccaSim's `min_resources` is unset by
 //!   default), so a head blocked on a full machine gets its slot then.
+//! - `pybatsim` (pybatsim 3.2.1, `schedulers/unMaintained/easyBackfillNotopo.py`, adapted
+//!   from pyss): the textbook pass, but after *each* event rather than once per instant: each
+//!   job end runs a pass, and each submission runs one if the new job fits in the free PEs.
+//!   Two jobs ending at one instant can so start a backfilled job on the PEs of the first
+//!   before the second frees the head's. The passes count PEs on pyss's CPU snapshot, where a
+//!   job holds its PEs until its walltime unless its completion came earlier
+//!   ([`super::pyss`]).
+//! - `cqsim` (CQSim, `src/CqSim/Cqsim_sim.py`, `event_job` and `start_scan`): a pass after
+//!   every event, submissions included, ends before submissions at one instant.
+//! - `batsched-easy-bf` (batsched, `src/algo/easy_bf.cpp` over `src/schedule.cpp`): the head
+//!   reserves *specific machines*, the lowest-numbered among those free by its shadow time
+//!   (first fit); a later job may start now only on free machines it can hold until its
+//!   expected end without taking a reserved one while the head would hold it — so a long job
+//!   may not use a reserved machine even when the count of extra PEs would allow it, and it
+//!   runs on the lowest-numbered unreserved free machines.
+//! - `batsched-easy-bf-fast` (batsched, `src/algo/easy_bf_fast.cpp`): the head's shadow time
+//!   is computed once, when the job becomes head, and never again, even when jobs end early;
+//!   a later job starts only if it fits now and ends by that shadow time (no extra PEs); at an
+//!   instant where no job ended only the jobs submitted then are tried.
 
 use cosched_core::{JobId, Time};
 
@@ -24,16 +43,25 @@ pub enum Variant {
     #[default]
     Cosched,
     Accasim,
+    Pybatsim,
+    Cqsim,
+    BatschedEasyBf,
+    BatschedEasyBfFast,
 }
 
 impl Variant {
-    pub const NAMES: &'static str = "cosched, accasim";
+    pub const NAMES: &'static str =
+        "cosched, accasim, pybatsim, cqsim, batsched-easy-bf, batsched-easy-bf-fast";
 
     /// The `variant` option.
     pub(crate) fn read(o: &Opts) -> Result<Variant, ConfigError> {
         match o.string("variant", "cosched")?.as_str() {
             "cosched" => Ok(Variant::Cosched),
             "accasim" => Ok(Variant::Accasim),
+            "pybatsim" => Ok(Variant::Pybatsim),
+            "cqsim" => Ok(Variant::Cqsim),
+            "batsched-easy-bf" => Ok(Variant::BatschedEasyBf),
+            "batsched-easy-bf-fast" => Ok(Variant::BatschedEasyBfFast),
             other => Err(o.bad(
                 "variant",
                 format!(
@@ -43,6 +71,11 @@ impl Variant {
             )),
         }
     }
+
+    /// Whether the peer schedules after each event instead of once per instant.
+    pub fn passes_per_event(self) -> bool {
+        matches!(self, Variant::Pybatsim | Variant::Cqsim)
+    }
 }
 
 /// AccaSim's blocked head: its id and the slot at which it is tried again.
@@ -50,4 +83,12 @@ impl Variant {
 pub struct Blocked {
     pub job: JobId,
     pub slot: Time,
+}
+
+/// batsched `easy_bf_fast`'s priority job: the head and the shadow time it was given when it
+/// became head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Priority {
+    pub job: JobId,
+    pub shadow: Time,
 }

@@ -137,17 +137,31 @@ pub struct Group {
     pub gain: f64,
 }
 
+/// Why [`form`] found no group: the step that left none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unformed {
+    /// Step 1: no candidate passes pre-selection (MAX_SL, MAX_MATCHED_LONGER_PRIM, the
+    /// window of nodes).
+    Preselection,
+    /// Steps 4–6: no set of candidates reaches MIN_UTILGAIN.
+    MinGain,
+    /// No group that reaches it holds the job every group must contain.
+    Must,
+    /// Step 7: every group left fails the fairness check.
+    Fairness,
+}
+
 /// Group formation, steps 1–7 of §4.6. `fair` is step 7's check (no job of the group, nor
 /// any it delays, beyond `F_slack · R_est`); `must` names a job every group must contain
 /// (the first waiting job, when it is a matched job). Returns the best group that passes,
-/// or for CSTWS and NH the first.
+/// or for CSTWS and NH the first; else the step that left no group.
 pub fn form(
     p: &Primary,
     cands: &[Cand],
     params: &Params,
     must: Option<JobId>,
     fair: &mut dyn FnMut(&[Cand]) -> bool,
-) -> Option<Group> {
+) -> Result<Group, Unformed> {
     let window = p.nodes;
     let limit = (f64::from(window) * (1.0 + params.exceed)).floor() as u32;
     // 1. Pre-selection.
@@ -162,7 +176,7 @@ pub fn form(
         })
         .collect();
     if c.is_empty() {
-        return None;
+        return Err(Unformed::Preselection);
     }
     let v = params.variant;
     // 2. Sort (less delayed or earlier first), 3. blocks sorted by decreasing runtime.
@@ -260,9 +274,14 @@ pub fn form(
     if !matches!(v, Variant::Cstws | Variant::Nh) {
         kept.sort_by(|a, b| b.gain.total_cmp(&a.gain));
     }
-    kept.into_iter()
-        .filter(|g| contains(&g.matched))
-        .find(|g| fair(&g.matched))
+    if kept.is_empty() {
+        return Err(Unformed::MinGain);
+    }
+    let mut kept = kept.into_iter().filter(|g| contains(&g.matched)).peekable();
+    if kept.peek().is_none() {
+        return Err(Unformed::Must);
+    }
+    kept.find(|g| fair(&g.matched)).ok_or(Unformed::Fairness)
 }
 
 #[cfg(test)]
@@ -363,9 +382,39 @@ mod tests {
         c2[2].pre_sl = 1.1;
         let p3 = Primary { nodes: 4, ..p };
         let only3 = [c2[2]];
-        assert!(form(&p3, &only3, &params(Variant::Glts), None, &mut |_| true).is_some());
-        assert!(form(&p3, &c[2..3], &params(Variant::Glts), None, &mut |_| true).is_none());
+        assert!(form(&p3, &only3, &params(Variant::Glts), None, &mut |_| true).is_ok());
+        assert_eq!(
+            form(&p3, &c[2..3], &params(Variant::Glts), None, &mut |_| true),
+            Err(Unformed::Preselection)
+        );
         // Nothing passes an impossible fairness check.
-        assert!(form(&p, &c, &params(Variant::Glts), None, &mut |_| false).is_none());
+        assert_eq!(
+            form(&p, &c, &params(Variant::Glts), None, &mut |_| false),
+            Err(Unformed::Fairness)
+        );
+        // A group must hold a job none can: job 4 fails pre-selection.
+        assert_eq!(
+            form(&p, &c, &params(Variant::Glts), Some(JobId(4)), &mut |_| {
+                true
+            }),
+            Err(Unformed::Must)
+        );
+        // Too little gain: a primary alone on its nodes beside a small partner, both slowed
+        // by 1.25, saves no node: (18 / 1.25 − 16) / 16 < 0.
+        let long = Primary {
+            ppn: 1,
+            nodes: 16,
+            ..p
+        };
+        assert_eq!(
+            form(
+                &long,
+                &[cand(9, 2, 10.0, 1.25, 1.25)],
+                &params(Variant::Glts),
+                None,
+                &mut |_| true
+            ),
+            Err(Unformed::MinGain)
+        );
     }
 }

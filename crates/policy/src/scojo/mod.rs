@@ -374,6 +374,53 @@ struct Stats {
     worst_fair_ratio: f64,
     /// Active (non-overhead) slice time per type, seconds.
     active: [f64; 3],
+    unformed: Unformed,
+}
+
+/// Why decisions formed no group, counted over a run: which rule of §4.5–4.7 stops groups
+/// (reported with the policy's stats; docs/reproductions/glomarc.md traces a workload).
+#[derive(Clone, Debug, Default)]
+struct Unformed {
+    /// Step 1 of §4.5: every waiting job fits one process per node.
+    low_load: u64,
+    /// Decisions past step 1.
+    tries: u64,
+    /// A waiting primary whose nodes are not free.
+    no_room: u64,
+    /// A primary with no candidate at all.
+    no_candidates: u64,
+    /// Per candidate set: the step of [`glomarc::form`] that left no group.
+    preselection: u64,
+    min_gain: u64,
+    must: u64,
+    fairness: u64,
+    /// A group found that does not beat space sharing's gain (`beat_ssp`).
+    beaten_by_ssp: u64,
+}
+
+impl Unformed {
+    fn add(&mut self, o: &Unformed) {
+        self.low_load += o.low_load;
+        self.tries += o.tries;
+        self.no_room += o.no_room;
+        self.no_candidates += o.no_candidates;
+        self.preselection += o.preselection;
+        self.min_gain += o.min_gain;
+        self.must += o.must;
+        self.fairness += o.fairness;
+        self.beaten_by_ssp += o.beaten_by_ssp;
+    }
+
+    fn note<T>(&mut self, candidates: usize, r: &Result<T, glomarc::Unformed>) {
+        match r {
+            Ok(_) => {}
+            Err(_) if candidates == 0 => self.no_candidates += 1,
+            Err(glomarc::Unformed::Preselection) => self.preselection += 1,
+            Err(glomarc::Unformed::MinGain) => self.min_gain += 1,
+            Err(glomarc::Unformed::Must) => self.must += 1,
+            Err(glomarc::Unformed::Fairness) => self.fairness += 1,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -1213,8 +1260,13 @@ impl Scojo {
         // Step 1: low load, everything fits one process per node.
         let want: u32 = vm.queue.iter().map(|id| self.jobs[id].req.procs).sum();
         if want <= free.len() as u32 {
+            self.stats.unformed.low_load += 1;
             return false;
         }
+        let mut why = Unformed {
+            tries: 1,
+            ..Unformed::default()
+        };
         // Every group needs a free node for its waiting primary or a running primary with
         // an open lane: with neither, no plan can be formed.
         if free.is_empty()
@@ -1223,6 +1275,8 @@ impl Scojo {
                 .iter()
                 .any(|id| self.jobs.get(id).is_some_and(|j| self.is_open(k, j)))
         {
+            why.no_room = 1;
+            self.stats.unformed.add(&why);
             return false;
         }
         let v = vm.vnow(now);
@@ -1291,6 +1345,7 @@ impl Scojo {
                     0
                 };
             if p_waiting && a_nodes > free.len() as u32 {
+                why.no_room += 1;
                 continue;
             }
             let a_self = self.self_sl(a, a_ppn.min(a.req.procs));
@@ -1333,7 +1388,8 @@ impl Scojo {
                         m.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
                     this.fairness(k, (p, a_ppn), &with, now) <= 1.0
                 });
-                if let Some(g) = g
+                why.note(only.len(), &g);
+                if let Ok(g) = g
                     && best.as_ref().is_none_or(|b| g.gain > b.0.gain)
                 {
                     let with = g.matched.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
@@ -1355,13 +1411,13 @@ impl Scojo {
                 // The head's processes must all find room: on the running jobs' nodes, the
                 // rest on free nodes.
                 let before = best.as_ref().map(|b| b.0.gain);
-                let with_free = |cs: Vec<(Cand, u32)>| {
+                let with_free = |cs: Vec<(Cand, u32)>, why: &mut Unformed| {
                     let only: Vec<Cand> = cs.iter().map(|x| x.0).collect();
                     let params = Params {
                         exceed: 0.0,
                         ..self.params(0.0)
                     };
-                    glomarc::form(&prim, &only, &params, None, &mut |m| {
+                    let g = glomarc::form(&prim, &only, &params, None, &mut |m| {
                         let on: u32 = m.iter().map(|c| c.nodes).sum();
                         let need = prim.nodes.saturating_sub(on);
                         if need > free.len() as u32 {
@@ -1370,8 +1426,9 @@ impl Scojo {
                         let with: Vec<(Cand, u32)> =
                             m.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
                         self.fairness(k, (p, a_ppn), &with, now) <= 1.0
-                    })
-                    .map(|g| {
+                    });
+                    why.note(only.len(), &g);
+                    g.ok().map(|g| {
                         let with = g
                             .matched
                             .iter()
@@ -1380,7 +1437,7 @@ impl Scojo {
                         (g, with)
                     })
                 };
-                if let Some((g, with)) = with_free(rc)
+                if let Some((g, with)) = with_free(rc, &mut why)
                     && before.is_none_or(|b| g.gain > b)
                 {
                     plans.push(Plan {
@@ -1402,13 +1459,18 @@ impl Scojo {
                 });
             }
         }
-        let Some(plan) = plans
+        let plan = plans
             .into_iter()
-            .max_by(|a, b| a.gain.total_cmp(&b.gain).then(b.primary.cmp(&a.primary)))
-        else {
+            .max_by(|a, b| a.gain.total_cmp(&b.gain).then(b.primary.cmp(&a.primary)));
+        why.beaten_by_ssp = u64::from(
+            plan.as_ref()
+                .is_some_and(|plan| self.cfg.beat_ssp && plan.gain <= ssp_gain),
+        );
+        self.stats.unformed.add(&why);
+        let Some(plan) = plan else {
             return false;
         };
-        if self.cfg.beat_ssp && plan.gain <= ssp_gain {
+        if why.beaten_by_ssp > 0 {
             return false;
         }
         let ratio = self.fairness(k, (plan.primary, plan.primary_ppn), &plan.matched, now);
@@ -1592,7 +1654,8 @@ impl Scojo {
             }
             let with: Vec<(Cand, u32)> = m.iter().map(|c| (*c, ppn_of(c.id))).collect();
             self.fairness(k, (id, ppn), &with, now) <= 1.0
-        })?;
+        })
+        .ok()?;
         Some(g.matched.iter().map(|c| (*c, ppn_of(c.id))).collect())
     }
 
@@ -1815,6 +1878,15 @@ impl Policy for Scojo {
             ("medium_slice_s", s.active[MEDIUM]),
             ("long_slice_s", s.active[LONG]),
             ("n_h", f64::from(self.cfg.n_h)),
+            ("unformed_low_load", s.unformed.low_load as f64),
+            ("unformed_tries", s.unformed.tries as f64),
+            ("unformed_no_room", s.unformed.no_room as f64),
+            ("unformed_no_candidates", s.unformed.no_candidates as f64),
+            ("unformed_preselection", s.unformed.preselection as f64),
+            ("unformed_min_gain", s.unformed.min_gain as f64),
+            ("unformed_must", s.unformed.must as f64),
+            ("unformed_fairness", s.unformed.fairness as f64),
+            ("unformed_beaten_by_ssp", s.unformed.beaten_by_ssp as f64),
         ]
     }
 
