@@ -42,6 +42,8 @@
 //! assert_eq!(l.record(j).end, Some(Time::from_secs(60)));
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod index;
 pub mod instant;
 mod limit;
