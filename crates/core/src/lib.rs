@@ -20,6 +20,8 @@
 //! assert_eq!(t.as_micros(), 3_500_000);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod bits;
 pub mod ids;
 pub mod job;

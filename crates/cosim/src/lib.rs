@@ -12,6 +12,8 @@
 //!
 //! [`run`] simulates one scheme; [`sweep`] runs schemes × grid points in parallel.
 
+#![forbid(unsafe_code)]
+
 pub mod engine;
 pub mod hyper_erlang;
 pub mod results;

@@ -8,6 +8,8 @@
 //! and by `tests/bounded.rs`, a short deterministic run over seed inputs and their mutations
 //! that is part of the ordinary test suite on stable Rust.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeSet;
 use std::io::BufReader;
 

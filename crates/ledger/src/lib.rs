@@ -42,7 +42,11 @@
 //! assert_eq!(l.record(j).end, Some(Time::from_secs(60)));
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod index;
+pub mod instant;
+mod limit;
 pub mod room;
 
 use cosched_core::{
@@ -53,6 +57,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 use crate::index::JobIndex;
+pub use crate::limit::limited_run;
 pub use crate::room::Room;
 
 /// A job's position in the ledger (dense, in the order jobs were added).
@@ -883,12 +888,6 @@ impl Ledger {
     pub fn node_up(&mut self, node: NodeId) {
         let r = self.machine.pes_of(node);
         self.down.clear_range(r.start, r.end);
-    }
-
-    /// When a running job reaches a time limit `limit` of run time, if it keeps running.
-    pub fn limit_reached_at(&self, job: Ix, limit: Dur) -> Option<Time> {
-        let e = &self.entries[job];
-        e.processes_run().then(|| e.since + (limit - e.ran))
     }
 }
 

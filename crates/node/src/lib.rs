@@ -13,6 +13,8 @@
 //! - [`sched`]: [`NodeScheduler`], one node's dispatcher: which process runs on which PE, the
 //!   spin/block decision, boosts, interrupts, gang slots and the FCS context switch.
 
+#![forbid(unsafe_code)]
+
 pub mod fcs;
 pub mod mlfq;
 pub mod reorder;

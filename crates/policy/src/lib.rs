@@ -48,6 +48,8 @@
 //! assert!(matches!(out[1], Decision::Start { job: JobId(1), .. }));
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod api;
 pub mod config;
 pub mod conservative;

@@ -17,7 +17,10 @@
 //! - [`plot`]: line charts as PNG/SVG with an embedded font (reusable for other figures).
 //! - [`gantt`]: the schedule as a Gantt chart.
 //! - [`matrix_svg`]: the Ousterhout matrix over a time window, as SVG.
-//! - [`provenance`]: what made a figure or table (inputs' hashes, parameters), written beside it.
+//! - [`provenance`]: where an output came from (cosched's version, the command line, the
+//!   input's hash), carried by every file a run writes.
+
+#![forbid(unsafe_code)]
 
 pub mod batsim_jobs;
 pub mod gantt;

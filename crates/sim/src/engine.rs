@@ -36,7 +36,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, Slowdowns, Time};
-use cosched_ledger::{Change, Ledger, LedgerError, Room};
+use cosched_ledger::instant::{self, Stage};
+use cosched_ledger::{Change, Ledger, LedgerError, Room, limited_run};
 use cosched_policy::{Decision, Event, JobRequest, Policy};
 
 use crate::ahead::Ahead;
@@ -74,7 +75,7 @@ impl SimJob {
     }
     /// Run time after which the job ends: its runtime, cut at its limit.
     fn work(&self) -> Dur {
-        self.limit.map_or(self.runtime, |l| self.runtime.min(l))
+        limited_run(self.runtime, self.limit).0
     }
 }
 
@@ -746,8 +747,8 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
         }
     }
 
-    /// Every round of the instant `now`: the policy observes each event as it is found (ends,
-    /// then arrivals, then timers, then operations), then decides once.
+    /// Every round of the instant `now`: the policy observes each event as it is found, in
+    /// the ledger's order of an instant ([`instant::order`]), then decides once.
     fn instant(&mut self, now: Time) -> Result<(), SimError> {
         if MC && let (Some(u), Some(r)) = (self.usage.as_mut(), self.rates.as_ref()) {
             u.advance(now, self.waiting, r.busy_nodes, r.busy_cores);
@@ -755,29 +756,36 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
         self.again = true;
         while std::mem::take(&mut self.again) {
             let before = self.events;
-            for ev in std::mem::take(&mut self.caused) {
-                self.tell(now, ev);
-            }
-            if self.arrivals_first {
-                self.arrivals(now);
-                self.ends_due(now);
-            } else {
-                self.ends_due(now);
-                self.arrivals(now);
-            }
-            while let Some(Reverse(p)) = self.heap.peek()
-                && p.time <= now
-            {
-                let token = p.token;
-                self.heap.pop();
-                self.tell(now, Event::Timer(token));
-            }
-            while let Some((t, _)) = self.operations.get(self.next_operation)
-                && *t <= now
-            {
-                let op = self.operations[self.next_operation].1.clone();
-                self.next_operation += 1;
-                self.operate(now, op);
+            for stage in instant::order(self.arrivals_first) {
+                match stage {
+                    // A simulation starts from nothing: no jobs are found running.
+                    Stage::Hello => {}
+                    Stage::Caused => {
+                        for ev in std::mem::take(&mut self.caused) {
+                            self.tell(now, ev);
+                        }
+                    }
+                    Stage::Ends => self.ends_due(now),
+                    Stage::Submitted => self.arrivals(now),
+                    Stage::Timers => {
+                        while let Some(Reverse(p)) = self.heap.peek()
+                            && p.time <= now
+                        {
+                            let token = p.token;
+                            self.heap.pop();
+                            self.tell(now, Event::Timer(token));
+                        }
+                    }
+                    Stage::Rest => {
+                        while let Some((t, _)) = self.operations.get(self.next_operation)
+                            && *t <= now
+                        {
+                            let op = self.operations[self.next_operation].1.clone();
+                            self.next_operation += 1;
+                            self.operate(now, op);
+                        }
+                    }
+                }
             }
             if self.events == before {
                 return Ok(());
@@ -847,10 +855,7 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
                 r.stop(i, now);
             }
             let j = &self.jobs.known()[i];
-            let outcome = match j.limit {
-                Some(l) if j.runtime > l => Outcome::TimedOut,
-                _ => Outcome::Completed,
-            };
+            let (_, outcome) = limited_run(j.runtime, j.limit);
             self.ledger.end(i, now, outcome, None);
             self.tell(now, Event::Ended(self.jobs.known()[i].req.id));
         }

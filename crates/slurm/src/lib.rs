@@ -25,6 +25,8 @@
 //! assert_eq!(counts::compress(&[2, 2, 2, 1]), "2(x3),1");
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod counts;
 pub mod env;
 pub mod hostlist;

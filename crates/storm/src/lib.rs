@@ -16,6 +16,8 @@
 //! - [`root`]: the root side, driven by the machine manager: one combined answer per query
 //!   ([`Outcome`]), and the write half of COMPARE-AND-WRITE.
 
+#![forbid(unsafe_code)]
+
 pub mod accept;
 pub mod bytes;
 pub mod frame;

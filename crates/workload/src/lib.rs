@@ -23,6 +23,8 @@
 //! assert_eq!(s.jobs, 500);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod batsim;
 pub mod feitelson97;
 pub mod lublin;

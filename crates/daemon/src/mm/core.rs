@@ -17,6 +17,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, PeSet, Time};
+use cosched_ledger::instant::Instant;
 use cosched_ledger::{Change, Ix, Ledger, Refusal};
 use cosched_policy::{Decision, Event, JobRequest, Policy};
 
@@ -208,7 +209,7 @@ pub struct Side {
     pub ranks: BTreeMap<u32, Option<i32>>,
     pub error: Option<String>,
     /// Order of its last start of running: the ends of one instant reach the policy in this
-    /// order, whatever order their reports arrived in (the simulator's order too).
+    /// order, whatever order their reports arrived in ([`cosched_ledger::instant::Stage::Ends`]).
     run_seq: u64,
     /// Killed while its processes existed: forget it on its nodes once every rank reported.
     pub(super) forget_pending: bool,
@@ -265,32 +266,6 @@ struct Switch {
     cont: Vec<JobId>,
     kill: Vec<JobId>,
     nodes: BTreeSet<NodeId>,
-}
-
-/// The events gathered for the next round of the policy, by kind.
-#[derive(Default)]
-struct Instant {
-    /// A restarted machine manager's "hello" (jobs found running), before anything else.
-    hello: Vec<Event>,
-    /// Ends of the previous round's decisions (kills, rejections).
-    caused: Vec<Event>,
-    /// Jobs whose processes ended (or hit their time limit), with their run order.
-    ends: Vec<(u64, JobId)>,
-    submitted: Vec<Event>,
-    timers: Vec<Event>,
-    /// Holds, cancellations, nodes, in the order they happened.
-    rest: Vec<Event>,
-}
-
-impl Instant {
-    fn is_empty(&self) -> bool {
-        self.hello.is_empty()
-            && self.caused.is_empty()
-            && self.ends.is_empty()
-            && self.submitted.is_empty()
-            && self.timers.is_empty()
-            && self.rest.is_empty()
-    }
 }
 
 /// The machine manager, without its input and output; see the module documentation.
@@ -834,12 +809,21 @@ impl Core {
         }
     }
 
-    fn limit_at(&self, i: Ix) -> Option<Time> {
+    /// Job `i`'s time limit, if it has one that counts now.
+    fn limit(&self, i: Ix) -> Option<Dur> {
         if self.side[i].requeue_why.is_some() {
             return None; // being killed for a requeue: its limit starts over with the next run
         }
-        let limit = self.side[i].time_limit?;
-        self.ledger.limit_reached_at(i, limit)
+        self.side[i].time_limit
+    }
+
+    fn limit_at(&self, i: Ix) -> Option<Time> {
+        self.ledger.limit_reached_at(i, self.limit(i)?)
+    }
+
+    /// How job `i` ends at `now` if it has reached its time limit.
+    fn limit_outcome(&self, i: Ix, now: Time) -> Option<Outcome> {
+        self.ledger.past_limit(i, self.limit(i)?, now)
     }
 
     /// Heartbeats, failure detection, the restart grace period, unacknowledged launches and
@@ -997,18 +981,18 @@ impl Core {
 
     /// Jobs that reached their time limit end now.
     fn time_limits(&mut self, now: Time) {
-        let over: Vec<Ix> = self
+        let over: Vec<(Ix, Outcome)> = self
             .placed
             .iter()
             .copied()
-            .filter(|&i| self.limit_at(i).is_some_and(|at| at <= now))
+            .filter_map(|i| Some((i, self.limit_outcome(i, now)?)))
             .collect();
-        for i in over {
+        for (i, outcome) in over {
             let limit = self.side[i].time_limit.unwrap_or(Dur::ZERO);
             self.finish(
                 now,
                 i,
-                Outcome::TimedOut,
+                outcome,
                 None,
                 Some(format!("ran for its time limit of {limit}")),
             );
@@ -1033,17 +1017,7 @@ impl Core {
             if self.instant.is_empty() {
                 return;
             }
-            let mut inst = std::mem::take(&mut self.instant);
-            inst.ends.sort_by_key(|(seq, _)| *seq);
-            let batch = inst
-                .hello
-                .into_iter()
-                .chain(inst.caused)
-                .chain(inst.ends.into_iter().map(|(_, j)| Event::Ended(j)))
-                .chain(inst.submitted)
-                .chain(inst.timers)
-                .chain(inst.rest);
-            for ev in batch {
+            for ev in self.instant.take() {
                 self.policy.observe(now, ev);
             }
             self.policy.decide(now, &mut out);
