@@ -75,6 +75,9 @@ pub struct Register {
     /// (same process: a launch it lacks was lost in flight, so it is sent again) from a
     /// restart (a new process: the old processes are gone).
     pub incarnation: u64,
+    /// Bytes of memory a job may take on this node: its configured memory, else the host's
+    /// `MemTotal` (the bound of every `--mem`).
+    pub memory: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -92,6 +95,10 @@ pub struct RankExit {
     pub code: Option<i32>,
     /// Why it could not be launched, when it could not.
     pub error: Option<String>,
+    /// The kernel killed a process of its job on this node for going over the job's
+    /// memory limit (its cgroup counted an OOM kill).
+    #[serde(default)]
+    pub oom: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,6 +153,8 @@ pub struct Launch {
     /// a requeue): reports of an earlier run (its exits, a node still holding it, a late
     /// acknowledgement) are told apart from those of this one.
     pub run: u32,
+    /// The job's memory limit (`--mem`, `--mem-per-cpu`), set on its cgroup by each node.
+    pub mem: Option<MemLimit>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -609,6 +618,46 @@ pub struct SubmitRequest {
     /// never starts it before a release.
     #[serde(default)]
     pub hold: bool,
+    /// The memory it may take (`--mem`, `--mem-per-cpu`); `None`: no limit but the node's.
+    #[serde(default)]
+    pub mem: Option<MemLimit>,
+}
+
+/// How much memory a job may take on each of its nodes, as Slurm's options say it. Bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemLimit {
+    /// `--mem`: on each node, whatever number of its tasks run there.
+    PerNode(u64),
+    /// `--mem-per-cpu`: for each PE the job holds on the node.
+    PerCpu(u64),
+}
+
+impl MemLimit {
+    /// The limit on a node where the job holds `pes` PEs, at most `node` bytes (the node's
+    /// memory: a limit above it means nothing).
+    pub fn on_node(self, pes: u32, node: u64) -> u64 {
+        match self {
+            MemLimit::PerNode(b) => b,
+            MemLimit::PerCpu(b) => b.saturating_mul(u64::from(pes)),
+        }
+        .min(node)
+    }
+
+    /// The most it asks of one node, when the job's `procs` PEs fill nodes of `per_node` PEs.
+    pub fn most_on_a_node(self, procs: u32, per_node: u32) -> u64 {
+        match self {
+            MemLimit::PerNode(b) => b,
+            MemLimit::PerCpu(b) => b.saturating_mul(u64::from(procs.min(per_node))),
+        }
+    }
+
+    /// As Slurm writes it: `--mem=4096M` or `--mem-per-cpu=512M`.
+    pub fn option(self) -> String {
+        match self {
+            MemLimit::PerNode(b) => format!("--mem={}M", b.div_ceil(1 << 20)),
+            MemLimit::PerCpu(b) => format!("--mem-per-cpu={}M", b.div_ceil(1 << 20)),
+        }
+    }
 }
 
 /// A job's tasks spread over nodes, as Slurm's `-N N --ntasks-per-node M` asks: on exactly
@@ -676,6 +725,8 @@ pub enum JobState {
     NodeFailed,
     /// The policy found it can never run on this machine (the error says why).
     Rejected,
+    /// The kernel killed it for taking more memory than its `--mem` (Slurm's OUT_OF_MEMORY).
+    OutOfMemory,
 }
 
 impl JobState {
@@ -696,6 +747,7 @@ impl JobState {
             JobState::TimedOut => "timed_out",
             JobState::NodeFailed => "node_failed",
             JobState::Rejected => "rejected",
+            JobState::OutOfMemory => "out_of_memory",
         }
     }
     /// The ledger's outcome of an ended job.
@@ -709,6 +761,7 @@ impl JobState {
             JobState::TimedOut => Some(Outcome::TimedOut),
             JobState::NodeFailed => Some(Outcome::NodeFailed),
             JobState::Rejected => Some(Outcome::Rejected),
+            JobState::OutOfMemory => Some(Outcome::OutOfMemory),
         }
     }
 }
@@ -753,6 +806,9 @@ pub struct JobInfo {
     /// Launches so far (see [`Launch::run`]).
     #[serde(default)]
     pub run: u32,
+    /// Its memory limit (`--mem`, `--mem-per-cpu`).
+    #[serde(default)]
+    pub mem: Option<MemLimit>,
 }
 
 impl JobInfo {

@@ -56,6 +56,7 @@ impl NmCore {
                             rank: *r,
                             code: None,
                             error: None,
+                            oom: false,
                         })
                     })
                     .collect(),
@@ -87,6 +88,7 @@ impl NmCore {
             addr: self.cfg.addr.clone(),
             incarnation: self.cfg.incarnation,
             jobs: self.held(),
+            memory: self.cfg.memory,
         };
         self.push(Effect::Register(reg));
     }
