@@ -62,9 +62,61 @@ impl Stamp {
     }
 }
 
+/// The version of the messages between the machine manager and the node managers. Raised
+/// with every change to [`Hello`], [`Register`], [`RegisterReply`], [`ToNode`] or
+/// [`FromNode`]: postcard is not self-describing, so daemons of two versions would misread
+/// each other's messages. Nodes and manager of one version mix, whatever their releases.
+pub const WIRE_VERSION: u32 = 1;
+
+/// Which cosched a daemon is: its release and the version of its messages.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Version {
+    pub release: String,
+    pub wire: u32,
+}
+
+impl Version {
+    /// This build's.
+    pub fn ours() -> Version {
+        Version {
+            release: env!("CARGO_PKG_VERSION").to_string(),
+            wire: WIRE_VERSION,
+        }
+    }
+
+    /// Why a node manager of version `theirs` may not join a machine manager of this build,
+    /// naming both; `None` when it may.
+    pub fn refusal(theirs: &Version, node: Option<&str>) -> Option<String> {
+        let ours = Version::ours();
+        (theirs.wire != ours.wire).then(|| {
+            format!(
+                "node manager{} is cosched {} (messages v{}) but the machine manager is cosched {} (messages v{}): run the same version on both (docs/deploy.md, Upgrades)",
+                node.map(|n| format!(" {n}")).unwrap_or_default(),
+                theirs.release,
+                theirs.wire,
+                ours.release,
+                ours.wire
+            )
+        })
+    }
+}
+
+/// What every version's registration begins with: the [`Hello::Register`] tag, its stamp and
+/// the node manager's [`Version`]. A machine manager that cannot read the rest of a
+/// registration reads this much, to refuse the node naming both versions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RegisterHead {
+    /// postcard writes an enum's variant as this number: 0 is [`Hello::Register`].
+    pub tag: u32,
+    pub stamp: Stamp,
+    pub version: Version,
+}
+
 /// A node manager introduces itself (again, after losing its parent or an MM restart).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Register {
+    /// First, so that a machine manager of another version can read it ([`RegisterHead`]).
+    pub version: Version,
     pub name: String,
     pub pes: u32,
     /// Where its storm listener accepts its parent.

@@ -208,6 +208,7 @@ fn run_mm(
     let register = |n: u32, incarnation: u64| Input::Register {
         req: 0,
         reg: Register {
+            version: cosched_daemon::proto::Version::ours(),
             memory: 1 << 40,
             name: format!("n{n}"),
             pes: PES,

@@ -310,6 +310,7 @@ pub mod seeds {
     /// launched, suspended, cancelled and exit.
     fn morning() -> Vec<Happening> {
         let reg = |n: u32| Register {
+            version: cosched_daemon::proto::Version::ours(),
             memory: 1 << 40,
             name: format!("n{n}"),
             pes: 2,

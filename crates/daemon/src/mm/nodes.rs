@@ -497,6 +497,10 @@ impl Core {
             req,
             reply: RegisterReply::Rejected(why),
         };
+        if let Some(why) = Version::refusal(&reg.version, Some(&reg.name)) {
+            self.push(reject(why));
+            return;
+        }
         if reg.pes != self.cfg.pes {
             let e = reject(format!(
                 "node {} offers {} PEs but this machine has {} per node; start it with --pes {}",

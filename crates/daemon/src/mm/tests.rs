@@ -72,6 +72,7 @@ fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
             Input::Register {
                 req: 100 + n as u64,
                 reg: Register {
+                    version: Version::ours(),
                     memory: 1 << 40,
                     name: format!("n{n}"),
                     pes,
@@ -314,6 +315,7 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..2 {
         let reg = Register {
+            version: Version::ours(),
             memory: 1 << 40,
             name: format!("n{n}"),
             pes: 1,
@@ -380,6 +382,7 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
 /// The registration of node `n1` (1 PE) by node manager process `incarnation`, holding `jobs`.
 fn reg1(incarnation: u64, jobs: Vec<HeldJob>) -> Register {
     Register {
+        version: Version::ours(),
         memory: 1 << 40,
         name: "n1".into(),
         pes: 1,
@@ -429,6 +432,7 @@ fn registered_only(nodes: u32, heartbeat: Dur, silence: Dur) -> Core {
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
         let reg = Register {
+            version: Version::ours(),
             memory: 1 << 40,
             name: format!("n{n}"),
             pes: 1,
@@ -538,6 +542,7 @@ fn issue_10_a_rejoining_node_gets_its_launch_and_its_signals_after_joining() {
     assert_eq!(launches(&c.step(t(1))).len(), 1);
     // The launch was lost with the parent link: the node registers again without the job.
     let reg = Register {
+        version: Version::ours(),
         memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
@@ -772,6 +777,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
     };
     let mut c = Core::new(cfg, fcfs, t(3), recovered).unwrap();
     let reg = Register {
+        version: Version::ours(),
         memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
@@ -1012,6 +1018,7 @@ fn a_deferred_job_stays_deferred_across_a_restart() {
     };
     let mut c = Core::new(cfg, fcfs, t(3), recovered).unwrap();
     let reg = Register {
+        version: Version::ours(),
         memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
@@ -1167,6 +1174,7 @@ fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() 
         Input::Register {
             req: 300,
             reg: Register {
+                version: Version::ours(),
                 memory: 1 << 40,
                 name: "n1".into(),
                 pes: 1,
@@ -1199,6 +1207,7 @@ fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..3 {
         let reg = Register {
+            version: Version::ours(),
             memory: 1 << 40,
             name: format!("n{n}"),
             pes: 1,
@@ -1282,6 +1291,7 @@ fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
     }
     // A new node manager on n0: the first run's rank there died with the old one.
     let reg = Register {
+        version: Version::ours(),
         memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
@@ -1731,6 +1741,7 @@ fn live_core(policy: &str, nodes: u32, pes: u32, suspect: i64, down: i64, requeu
     let mut c = Core::new(cfg, p, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
         let reg = Register {
+            version: Version::ours(),
             memory: 1 << 40,
             name: format!("n{n}"),
             pes,
@@ -1910,6 +1921,7 @@ fn a_requeued_job_starts_again_only_once_its_fenced_node_is_back_without_the_old
         }],
     }];
     let reg = |jobs| Register {
+        version: Version::ours(),
         memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
@@ -1981,6 +1993,7 @@ fn a_requeued_job_whose_fenced_node_never_returns_starts_again_down_after_later(
         }],
     }];
     let reg = Register {
+        version: Version::ours(),
         memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
@@ -2116,6 +2129,7 @@ fn a_job_requeued_and_started_again_in_one_step_is_not_killed_by_its_first_runs_
     );
     // n0's node manager was killed and restarted: job 1's rank there is gone.
     let reg = Register {
+        version: Version::ours(),
         memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
@@ -2635,6 +2649,7 @@ fn configured(names: &[&str], rows: Vec<crate::db::NodeRow>) -> (Core, Vec<Effec
 
 fn register_as(c: &mut Core, now: Time, req: u64, name: &str) -> RegisterReply {
     let reg = Register {
+        version: Version::ours(),
         memory: 1 << 40,
         name: name.into(),
         pes: 1,
@@ -2750,6 +2765,7 @@ fn a_job_asking_more_memory_than_the_smallest_node_is_refused_with_the_numbers()
         Input::Register {
             req: 7,
             reg: Register {
+                version: Version::ours(),
                 memory: 8 << 30,
                 name: "n1".into(),
                 pes: 4,
@@ -2821,4 +2837,50 @@ fn a_rank_killed_for_its_memory_ends_the_job_out_of_memory_naming_the_limit() {
             "rank 1 on node n0 was killed out of memory: the job went over its memory limit (--mem=64M)"
         )
     );
+}
+
+#[test]
+fn a_node_manager_of_another_message_version_is_refused_naming_both() {
+    let fcfs = super::build_policy("fcfs", 2, 1, &PolicyOptions::default()).unwrap();
+    let mut c = Core::new(config(2, 1), fcfs, t(0), Recovered::default()).unwrap();
+    let theirs = Version {
+        release: "0.0.1".into(),
+        wire: WIRE_VERSION + 1,
+    };
+    c.on(
+        t(0),
+        Input::Register {
+            req: 3,
+            reg: Register {
+                version: theirs,
+                ..reg1(1, Vec::new())
+            },
+        },
+    );
+    let Some(RegisterReply::Rejected(why)) = registered(&c.step(t(0)), 3) else {
+        panic!("accepted")
+    };
+    assert!(
+        why.starts_with(&format!(
+            "node manager n1 is cosched 0.0.1 (messages v{}) but the machine manager is cosched {} (messages v{WIRE_VERSION})",
+            WIRE_VERSION + 1,
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{why}"
+    );
+    assert_eq!(
+        c.status().nodes.iter().filter(|n| n.state == "up").count(),
+        0
+    );
+    c.on(
+        t(0),
+        Input::Register {
+            req: 4,
+            reg: reg1(1, Vec::new()),
+        },
+    );
+    assert!(matches!(
+        registered(&c.step(t(0)), 4),
+        Some(RegisterReply::Accepted { .. })
+    ));
 }

@@ -83,6 +83,7 @@ impl NmCore {
             *due = None;
         }
         let reg = Register {
+            version: Version::ours(),
             name: self.cfg.name.clone(),
             pes: self.cfg.pes,
             addr: self.cfg.addr.clone(),
