@@ -7,6 +7,7 @@ mod launch;
 mod pmix;
 mod registration;
 mod scheme;
+mod switch;
 mod upkeep;
 
 use std::collections::{BTreeMap, BTreeSet};
