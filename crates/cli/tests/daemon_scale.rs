@@ -80,6 +80,7 @@ fn issue_10_queue_and_acct_page_past_the_frame_limit() {
         let mut cmd = vec!["true".to_string()];
         cmd.extend(std::iter::repeat_n(arg.clone(), 18));
         let mut req = SubmitRequest {
+            mem: None,
             procs: 1,
             time_limit_us: None,
             class: None,

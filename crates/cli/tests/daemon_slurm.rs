@@ -167,14 +167,14 @@ fn a_batch_script_runs_with_its_sbatch_lines() {
     );
     // One Slurm has but cosched does not enforce yet is a warning, and the job runs.
     c.write(
-        "mem.sh",
-        "#!/bin/sh\n#SBATCH -n 1\n#SBATCH --mem=4G\ntrue\n",
+        "input.sh",
+        "#!/bin/sh\n#SBATCH -n 1\n#SBATCH --input=in.txt\ntrue\n",
     );
-    let out = c.run(&["submit", "mem.sh"]);
+    let out = c.run(&["submit", "input.sh"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(
-        err.contains("warning: --mem is not fully supported yet"),
+        err.contains("warning: --input is not fully supported yet"),
         "{err}"
     );
 }

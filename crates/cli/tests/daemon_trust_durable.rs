@@ -596,6 +596,7 @@ fn issue_30_finding_8_a_frame_captured_before_a_restart_is_refused_after_it() {
     let addr = c.state.addr().unwrap();
     let key = Key::load(&c.state.key_file()).unwrap();
     let submit = Request::Submit(Box::new(SubmitRequest {
+        mem: None,
         procs: 1,
         time_limit_us: None,
         class: None,

@@ -57,6 +57,8 @@ pub enum Outcome {
     NodeFailed,
     /// The policy found that it can never run on this machine (and said why); it never ran.
     Rejected,
+    /// Killed by the kernel for taking more memory than it asked for (`--mem`).
+    OutOfMemory,
 }
 
 impl Outcome {
@@ -66,7 +68,7 @@ impl Outcome {
         match self {
             Outcome::Completed => 1,
             Outcome::Cancelled | Outcome::Rejected => 5,
-            Outcome::Failed | Outcome::TimedOut | Outcome::NodeFailed => 0,
+            Outcome::Failed | Outcome::TimedOut | Outcome::NodeFailed | Outcome::OutOfMemory => 0,
         }
     }
 }

@@ -45,6 +45,7 @@ fn main() {
         let t0 = std::time::Instant::now();
         for _ in 0..batch {
             let mut req = cosched_daemon::proto::SubmitRequest {
+                mem: None,
                 procs: 1,
                 time_limit_us: None,
                 class: None,

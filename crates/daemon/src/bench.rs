@@ -41,6 +41,7 @@ pub fn spin_cpu(cpu: Dur) {
 
 fn submit(procs: u32, cmd: Vec<String>) -> SubmitRequest {
     SubmitRequest {
+        mem: None,
         procs,
         time_limit_us: None,
         class: None,

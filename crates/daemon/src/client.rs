@@ -220,6 +220,7 @@ impl Client {
     /// Submits `cmd` on `procs` PEs with no limit, from the current directory.
     pub fn submit_simple(&self, procs: u32, cmd: &[&str]) -> Result<JobId, DaemonError> {
         self.submit(SubmitRequest {
+            mem: None,
             procs,
             time_limit_us: None,
             class: None,

@@ -23,6 +23,15 @@
 //! the job cgroups a previous incarnation left (it was killed: its ranks died with it through
 //! `PR_SET_PDEATHSIG`, their children did not) and kills them: a new incarnation holds no job,
 //! and the machine manager fails or requeues every job the old one held.
+//!
+//! Memory (`--mem`): the job cgroup's `memory.max` (and `memory.swap.max` 0, so the limit is
+//! not dodged into swap) when the node manager's cgroup gives its children the v2 memory
+//! controller; on a hybrid host whose memory controller is mounted as cgroup v1, a directory
+//! of the same name under the node manager's v1 memory cgroup, with `memory.limit_in_bytes`
+//! and `memory.memsw.limit_in_bytes`, which the ranks join as well. Either counts the
+//! kernel's OOM kills of the job (`oom_kill` of `memory.events` or `memory.oom_control`), so
+//! a job killed for its memory is told from one that failed. Another job on the node is
+//! never touched: the kernel's OOM killer acts within the cgroup over its limit.
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -47,17 +56,25 @@ impl Containment {
     /// The cgroup of launch `launch` of `job`, with its `cgroup.procs` open for the ranks to
     /// join between fork and exec; `None` with process groups, or when the cgroup cannot be
     /// made (logged by the caller with the reason, the job then goes by process groups).
+    /// With `memory` (bytes), the cgroup's memory is limited to it; the second value says
+    /// why it could not be (the job then runs without the limit, said in the log).
+    #[allow(clippy::type_complexity)]
     pub fn for_launch(
         &self,
         job: JobId,
         launch: u64,
-    ) -> Result<Option<(JobCgroup, OwnedFd)>, std::io::Error> {
+        memory: Option<u64>,
+    ) -> Result<Option<(JobCgroup, Vec<OwnedFd>, Result<(), String>)>, std::io::Error> {
         let Containment::Cgroups(cg) = self else {
             return Ok(None);
         };
-        let c = cg.create(job, launch)?;
-        match c.procs_fd() {
-            Ok(fd) => Ok(Some((c, fd))),
+        let mut c = cg.create(job, launch)?;
+        let limited = match memory {
+            Some(bytes) => cg.limit_memory(&mut c, bytes),
+            None => Ok(()),
+        };
+        match c.procs_fds() {
+            Ok(fds) => Ok(Some((c, fds, limited))),
             Err(e) => {
                 c.remove_when_empty(Duration::ZERO);
                 Err(e)
@@ -83,8 +100,13 @@ impl Containment {
     pub fn describe(&self) -> String {
         match self {
             Containment::Cgroups(c) => format!(
-                "containment: cgroup v2 per job under {} (freeze, kill)",
-                c.base.display()
+                "containment: cgroup v2 per job under {} (freeze, kill); memory limits: {}",
+                c.base.display(),
+                match &c.memory {
+                    Memory::V2 => "cgroup v2 memory.max".to_string(),
+                    Memory::V1 { base } => format!("cgroup v1 under {}", base.display()),
+                    Memory::None(why) => format!("none ({why})"),
+                }
             ),
             Containment::Groups(why) => {
                 format!("containment: process groups only (no cgroup v2: {why})")
@@ -100,12 +122,33 @@ pub struct Cgroups {
     /// In every job cgroup's name: this node manager's, not an earlier one's on the same
     /// work directory (see the module documentation).
     instance: u64,
+    memory: Memory,
+}
+
+/// Where a job's memory limit is written (see the module documentation).
+#[derive(Clone, Debug)]
+enum Memory {
+    /// The v2 memory controller is enabled for the job cgroups.
+    V2,
+    /// A cgroup v1 memory hierarchy: the job's directory of the same name under `base`.
+    V1 { base: PathBuf },
+    /// Neither: why (memory limits are not enforced).
+    None(String),
 }
 
 /// One launch of a job on this node: its cgroup directory.
 #[derive(Clone, Debug)]
 pub struct JobCgroup {
     pub dir: PathBuf,
+    /// Its memory cgroup when that is apart (cgroup v1), or the v2 cgroup itself when the
+    /// memory controller is on there: where its limit and OOM kills are.
+    mem: Option<MemDir>,
+}
+
+#[derive(Clone, Debug)]
+enum MemDir {
+    V2,
+    V1(PathBuf),
 }
 
 impl Cgroups {
@@ -150,7 +193,41 @@ impl Cgroups {
         }
         // Written down for operators and for tests that clean up after killed node managers.
         let _ = std::fs::write(workdir.join(CGROUP_FILE), format!("{}\n", base.display()));
-        Ok(Cgroups { base, instance })
+        let leaf = base.file_name().expect("named above").to_owned();
+        let memory = memory_controller(&base, &leaf);
+        Ok(Cgroups {
+            base,
+            instance,
+            memory,
+        })
+    }
+
+    /// Limits `c`'s memory to `bytes` (without swap where the host counts it).
+    fn limit_memory(&self, c: &mut JobCgroup, bytes: u64) -> Result<(), String> {
+        let said = |f: &Path, e: std::io::Error| format!("{}: {e}", f.display());
+        match &self.memory {
+            Memory::None(why) => Err(why.clone()),
+            Memory::V2 => {
+                let f = c.dir.join("memory.max");
+                write_file(&f, &bytes.to_string()).map_err(|e| said(&f, e))?;
+                // Absent when the kernel keeps no swap accounting: then there is no swap
+                // to dodge the limit into either.
+                let _ = write_file(&c.dir.join("memory.swap.max"), "0");
+                c.mem = Some(MemDir::V2);
+                Ok(())
+            }
+            Memory::V1 { base } => {
+                let dir = base.join(c.dir.file_name().expect("a job cgroup has a name"));
+                std::fs::create_dir(&dir).map_err(|e| said(&dir, e))?;
+                c.mem = Some(MemDir::V1(dir.clone()));
+                let f = dir.join("memory.limit_in_bytes");
+                write_file(&f, &bytes.to_string()).map_err(|e| said(&f, e))?;
+                // Memory plus swap, after the memory limit (the kernel wants it no lower);
+                // absent without swap accounting.
+                let _ = write_file(&dir.join("memory.memsw.limit_in_bytes"), &bytes.to_string());
+                Ok(())
+            }
+        }
     }
 
     pub fn base(&self) -> &Path {
@@ -165,7 +242,25 @@ impl Cgroups {
         std::fs::create_dir(&dir).map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display()))
         })?;
-        Ok(JobCgroup { dir })
+        Ok(JobCgroup { dir, mem: None })
+    }
+
+    /// The job cgroups under the node manager's directory, with their v1 memory
+    /// directories.
+    fn job_cgroups(&self) -> Vec<JobCgroup> {
+        let Ok(rd) = std::fs::read_dir(&self.base) else {
+            return Vec::new();
+        };
+        rd.flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("job-") && e.path().is_dir())
+            .map(|e| JobCgroup {
+                dir: e.path(),
+                mem: match &self.memory {
+                    Memory::V1 { base } => Some(MemDir::V1(base.join(e.file_name()))),
+                    _ => None,
+                },
+            })
+            .collect()
     }
 
     /// Kills what is left in every job cgroup and removes them and the node manager's own
@@ -173,47 +268,60 @@ impl Cgroups {
     /// shuts down. What cannot be removed yet is reaped by the next one on this work directory.
     pub fn clear(&self, within: Duration) {
         let deadline = std::time::Instant::now() + within;
-        if let Ok(rd) = std::fs::read_dir(&self.base) {
-            for e in rd.flatten() {
-                if e.file_name().to_string_lossy().starts_with("job-") && e.path().is_dir() {
-                    let cg = JobCgroup { dir: e.path() };
-                    cg.freeze(false);
-                    cg.kill();
-                    let left = deadline.saturating_duration_since(std::time::Instant::now());
-                    cg.remove_when_empty(left);
-                }
-            }
+        for cg in self.job_cgroups() {
+            cg.freeze(false);
+            cg.kill();
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            cg.remove_when_empty(left);
         }
         let _ = std::fs::remove_dir(&self.base);
+        if let Memory::V1 { base } = &self.memory {
+            let _ = std::fs::remove_dir(base);
+        }
     }
 
     /// Job cgroups left by an earlier node manager on this work directory: every one is
     /// killed and removed (see the module documentation). Returns how many there were.
     pub fn reap_orphans(&self) -> Vec<PathBuf> {
-        let Ok(rd) = std::fs::read_dir(&self.base) else {
-            return Vec::new();
-        };
         let mut found = Vec::new();
-        for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with("job-") && e.path().is_dir() {
-                let cg = JobCgroup { dir: e.path() };
-                cg.kill();
-                found.push(e.path());
-                std::thread::spawn(move || cg.remove_when_empty(Duration::from_secs(10)));
-            }
+        for cg in self.job_cgroups() {
+            cg.kill();
+            found.push(cg.dir.clone());
+            std::thread::spawn(move || cg.remove_when_empty(Duration::from_secs(10)));
         }
         found
     }
 }
 
 impl JobCgroup {
-    /// `cgroup.procs` opened for writing, for a child to move itself in between fork and
-    /// exec (see [`join_self`]).
-    pub fn procs_fd(&self) -> std::io::Result<OwnedFd> {
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.dir.join("cgroup.procs"))?;
-        Ok(f.into())
+    /// The `cgroup.procs` files a rank joins (the job cgroup's, and its v1 memory
+    /// cgroup's), opened for writing, for a child to move itself in between fork and exec
+    /// (see [`join_self`]).
+    pub fn procs_fds(&self) -> std::io::Result<Vec<OwnedFd>> {
+        let open = |d: &Path| -> std::io::Result<OwnedFd> {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(d.join("cgroup.procs"))?;
+            Ok(f.into())
+        };
+        let mut fds = vec![open(&self.dir)?];
+        if let Some(MemDir::V1(d)) = &self.mem {
+            fds.push(open(d)?);
+        }
+        Ok(fds)
+    }
+
+    /// How many of its processes the kernel killed for going over its memory limit.
+    pub fn oom_kills(&self) -> u64 {
+        let (file, dir) = match &self.mem {
+            None => return 0,
+            Some(MemDir::V2) => ("memory.events", &self.dir),
+            Some(MemDir::V1(d)) => ("memory.oom_control", d),
+        };
+        std::fs::read_to_string(dir.join(file))
+            .ok()
+            .and_then(|s| field(&s, "oom_kill"))
+            .unwrap_or(0)
     }
 
     /// Stops (`true`) or thaws every process of the job. A freeze is asynchronous: the kernel
@@ -273,17 +381,19 @@ impl JobCgroup {
 
     fn event(&self, name: &str) -> Option<u64> {
         let s = std::fs::read_to_string(self.dir.join("cgroup.events")).ok()?;
-        s.lines().find_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            (k == name).then(|| v.trim().parse().ok()).flatten()
-        })
+        field(&s, name)
     }
 
-    /// Removes the cgroup once its last process is gone (polls for at most `within`).
+    /// Removes the cgroup (and its v1 memory cgroup) once its last process is gone (polls
+    /// for at most `within`).
     pub fn remove_when_empty(&self, within: Duration) -> bool {
         let deadline = std::time::Instant::now() + within;
         loop {
             if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                if let Some(MemDir::V1(d)) = &self.mem {
+                    // Its processes are gone from the other hierarchy too: they have exited.
+                    let _ = std::fs::remove_dir(d);
+                }
                 return true;
             }
             if std::time::Instant::now() >= deadline {
@@ -316,6 +426,72 @@ fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
         .write(true)
         .open(path)?
         .write_all(text.as_bytes())
+}
+
+/// The value of `name` in a cgroup file of `KEY VALUE` lines.
+fn field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == name).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// Where the node manager can limit a job's memory: the v2 controller enabled for the
+/// children of `base`, else a cgroup v1 memory hierarchy in which it makes a directory
+/// `leaf` of its own, else nowhere (why).
+fn memory_controller(base: &Path, leaf: &std::ffi::OsStr) -> Memory {
+    let controllers = std::fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
+    if controllers.split_whitespace().any(|c| c == "memory") {
+        match write_file(&base.join("cgroup.subtree_control"), "+memory") {
+            Ok(()) => return Memory::V2,
+            Err(e) => {
+                return Memory::None(format!(
+                    "cannot enable the memory controller in {}: {e}",
+                    base.display()
+                ));
+            }
+        }
+    }
+    let Some((mount, root)) = v1_memory_mount() else {
+        return Memory::None(format!(
+            "the memory controller is not delegated to {} (enable it in the cgroup.subtree_control of its parent) and no cgroup v1 memory hierarchy is mounted",
+            base.display()
+        ));
+    };
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(own) = own.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+        ctl.split(',').any(|c| c == "memory").then_some(path)
+    }) else {
+        return Memory::None("this process is in no cgroup v1 memory cgroup".into());
+    };
+    let rel = own.strip_prefix(root.trim_end_matches('/')).unwrap_or(own);
+    let dir = mount.join(rel.trim_start_matches('/')).join(leaf);
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Memory::None(format!("cannot create {}: {e}", dir.display())),
+    }
+    if !dir.join("memory.limit_in_bytes").exists() {
+        return Memory::None(format!("{} has no memory.limit_in_bytes", dir.display()));
+    }
+    Memory::V1 { base: dir }
+}
+
+/// The mount point of the cgroup v1 memory hierarchy and the cgroup it shows as its root.
+fn v1_memory_mount() -> Option<(PathBuf, String)> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let mut r = right.split_whitespace();
+        let (fstype, _source, opts) = (r.next()?, r.next()?, r.next()?);
+        if fstype != "cgroup" || !opts.split(',').any(|o| o == "memory") {
+            return None;
+        }
+        let f: Vec<&str> = left.split_whitespace().collect();
+        (f.len() >= 5).then(|| (PathBuf::from(unescape(f[4])), unescape(f[3])))
+    })
 }
 
 /// The mount point of the cgroup2 file system and the cgroup it shows as its root.
@@ -426,6 +602,7 @@ mod tests {
         let cg = Cgroups {
             base: base.clone(),
             instance: 5,
+            memory: Memory::None("a test".into()),
         };
         let first = cg.create(JobId(3), 1).unwrap();
         assert!(first.dir.is_dir());
@@ -438,6 +615,7 @@ mod tests {
         let next = Cgroups {
             base: base.clone(),
             instance: 6,
+            memory: Memory::None("a test".into()),
         };
         assert!(
             next.create(JobId(3), 1).is_ok(),

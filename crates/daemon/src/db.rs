@@ -406,6 +406,7 @@ mod legacy {
     pub fn job(doc: &str) -> Option<JobInfo> {
         let o: Old = serde_json::from_str(doc).ok()?;
         Some(JobInfo {
+            mem: None,
             record: JobRecord {
                 id: o.id,
                 submit: Time::from_micros(o.submit_us),

@@ -345,6 +345,7 @@ mod tests {
     #[test]
     fn an_oversized_environment_is_refused_naming_the_limit() {
         let mut req = SubmitRequest {
+            mem: None,
             procs: 1,
             time_limit_us: None,
             class: None,

@@ -62,9 +62,61 @@ impl Stamp {
     }
 }
 
+/// The version of the messages between the machine manager and the node managers. Raised
+/// with every change to [`Hello`], [`Register`], [`RegisterReply`], [`ToNode`] or
+/// [`FromNode`]: postcard is not self-describing, so daemons of two versions would misread
+/// each other's messages. Nodes and manager of one version mix, whatever their releases.
+pub const WIRE_VERSION: u32 = 1;
+
+/// Which cosched a daemon is: its release and the version of its messages.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Version {
+    pub release: String,
+    pub wire: u32,
+}
+
+impl Version {
+    /// This build's.
+    pub fn ours() -> Version {
+        Version {
+            release: env!("CARGO_PKG_VERSION").to_string(),
+            wire: WIRE_VERSION,
+        }
+    }
+
+    /// Why a node manager of version `theirs` may not join a machine manager of this build,
+    /// naming both; `None` when it may.
+    pub fn refusal(theirs: &Version, node: Option<&str>) -> Option<String> {
+        let ours = Version::ours();
+        (theirs.wire != ours.wire).then(|| {
+            format!(
+                "node manager{} is cosched {} (messages v{}) but the machine manager is cosched {} (messages v{}): run the same version on both (docs/deploy.md, Upgrades)",
+                node.map(|n| format!(" {n}")).unwrap_or_default(),
+                theirs.release,
+                theirs.wire,
+                ours.release,
+                ours.wire
+            )
+        })
+    }
+}
+
+/// What every version's registration begins with: the [`Hello::Register`] tag, its stamp and
+/// the node manager's [`Version`]. A machine manager that cannot read the rest of a
+/// registration reads this much, to refuse the node naming both versions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RegisterHead {
+    /// postcard writes an enum's variant as this number: 0 is [`Hello::Register`].
+    pub tag: u32,
+    pub stamp: Stamp,
+    pub version: Version,
+}
+
 /// A node manager introduces itself (again, after losing its parent or an MM restart).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Register {
+    /// First, so that a machine manager of another version can read it ([`RegisterHead`]).
+    pub version: Version,
     pub name: String,
     pub pes: u32,
     /// Where its storm listener accepts its parent.
@@ -75,6 +127,9 @@ pub struct Register {
     /// (same process: a launch it lacks was lost in flight, so it is sent again) from a
     /// restart (a new process: the old processes are gone).
     pub incarnation: u64,
+    /// Bytes of memory a job may take on this node: its configured memory, else the host's
+    /// `MemTotal` (the bound of every `--mem`).
+    pub memory: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -92,6 +147,10 @@ pub struct RankExit {
     pub code: Option<i32>,
     /// Why it could not be launched, when it could not.
     pub error: Option<String>,
+    /// The kernel killed a process of its job on this node for going over the job's
+    /// memory limit (its cgroup counted an OOM kill).
+    #[serde(default)]
+    pub oom: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,6 +205,8 @@ pub struct Launch {
     /// a requeue): reports of an earlier run (its exits, a node still holding it, a late
     /// acknowledgement) are told apart from those of this one.
     pub run: u32,
+    /// The job's memory limit (`--mem`, `--mem-per-cpu`), set on its cgroup by each node.
+    pub mem: Option<MemLimit>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -643,6 +704,46 @@ pub struct SubmitRequest {
     /// never starts it before a release.
     #[serde(default)]
     pub hold: bool,
+    /// The memory it may take (`--mem`, `--mem-per-cpu`); `None`: no limit but the node's.
+    #[serde(default)]
+    pub mem: Option<MemLimit>,
+}
+
+/// How much memory a job may take on each of its nodes, as Slurm's options say it. Bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemLimit {
+    /// `--mem`: on each node, whatever number of its tasks run there.
+    PerNode(u64),
+    /// `--mem-per-cpu`: for each PE the job holds on the node.
+    PerCpu(u64),
+}
+
+impl MemLimit {
+    /// The limit on a node where the job holds `pes` PEs, at most `node` bytes (the node's
+    /// memory: a limit above it means nothing).
+    pub fn on_node(self, pes: u32, node: u64) -> u64 {
+        match self {
+            MemLimit::PerNode(b) => b,
+            MemLimit::PerCpu(b) => b.saturating_mul(u64::from(pes)),
+        }
+        .min(node)
+    }
+
+    /// The most it asks of one node, when the job's `procs` PEs fill nodes of `per_node` PEs.
+    pub fn most_on_a_node(self, procs: u32, per_node: u32) -> u64 {
+        match self {
+            MemLimit::PerNode(b) => b,
+            MemLimit::PerCpu(b) => b.saturating_mul(u64::from(procs.min(per_node))),
+        }
+    }
+
+    /// As Slurm writes it: `--mem=4096M` or `--mem-per-cpu=512M`.
+    pub fn option(self) -> String {
+        match self {
+            MemLimit::PerNode(b) => format!("--mem={}M", b.div_ceil(1 << 20)),
+            MemLimit::PerCpu(b) => format!("--mem-per-cpu={}M", b.div_ceil(1 << 20)),
+        }
+    }
 }
 
 /// A job's tasks spread over nodes, as Slurm's `-N N --ntasks-per-node M` asks: on exactly
@@ -710,6 +811,8 @@ pub enum JobState {
     NodeFailed,
     /// The policy found it can never run on this machine (the error says why).
     Rejected,
+    /// The kernel killed it for taking more memory than its `--mem` (Slurm's OUT_OF_MEMORY).
+    OutOfMemory,
 }
 
 impl JobState {
@@ -730,6 +833,7 @@ impl JobState {
             JobState::TimedOut => "timed_out",
             JobState::NodeFailed => "node_failed",
             JobState::Rejected => "rejected",
+            JobState::OutOfMemory => "out_of_memory",
         }
     }
     /// The ledger's outcome of an ended job.
@@ -743,6 +847,7 @@ impl JobState {
             JobState::TimedOut => Some(Outcome::TimedOut),
             JobState::NodeFailed => Some(Outcome::NodeFailed),
             JobState::Rejected => Some(Outcome::Rejected),
+            JobState::OutOfMemory => Some(Outcome::OutOfMemory),
         }
     }
 }
@@ -787,6 +892,9 @@ pub struct JobInfo {
     /// Launches so far (see [`Launch::run`]).
     #[serde(default)]
     pub run: u32,
+    /// Its memory limit (`--mem`, `--mem-per-cpu`).
+    #[serde(default)]
+    pub mem: Option<MemLimit>,
 }
 
 impl JobInfo {

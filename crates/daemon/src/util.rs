@@ -48,6 +48,19 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// The host's memory in bytes (`MemTotal` of /proc/meminfo); `u64::MAX` when it cannot be
+/// read, which bounds nothing.
+pub fn mem_total() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        })
+        .unwrap_or(u64::MAX)
+}
+
 /// This process's effective group id.
 pub fn egid() -> u32 {
     // SAFETY: getegid(2) cannot fail.

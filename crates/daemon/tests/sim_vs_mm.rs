@@ -208,6 +208,8 @@ fn run_mm(
     let register = |n: u32, incarnation: u64| Input::Register {
         req: 0,
         reg: Register {
+            version: cosched_daemon::proto::Version::ours(),
+            memory: 1 << 40,
             name: format!("n{n}"),
             pes: PES,
             addr: format!("127.0.0.1:{}", 9000 + n),
@@ -254,6 +256,7 @@ fn run_mm(
             let p = procs.remove(&job).unwrap();
             for (rank, node) in p.ranks.iter().enumerate() {
                 let exit = RankExit {
+                    oom: false,
                     rank: rank as u32,
                     code: Some(0),
                     error: None,
@@ -270,6 +273,7 @@ fn run_mm(
             && j.req.submit <= now
         {
             let request = Request::Submit(Box::new(SubmitRequest {
+                mem: None,
                 procs: j.req.procs,
                 time_limit_us: j.limit.map(|l| l.as_micros()),
                 class: None,

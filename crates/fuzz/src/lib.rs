@@ -293,6 +293,7 @@ pub mod seeds {
 
     fn submit(procs: u32) -> Request {
         Request::Submit(Box::new(SubmitRequest {
+            mem: None,
             procs,
             time_limit_us: Some(5_000_000),
             class: None,
@@ -311,6 +312,8 @@ pub mod seeds {
     /// launched, suspended, cancelled and exit.
     fn morning() -> Vec<Happening> {
         let reg = |n: u32| Register {
+            version: cosched_daemon::proto::Version::ours(),
+            memory: 1 << 40,
             name: format!("n{n}"),
             pes: 2,
             addr: "127.0.0.1:1".into(),
@@ -321,6 +324,7 @@ pub mod seeds {
             job: JobId(job),
             run: 1,
             exit: RankExit {
+                oom: false,
                 rank,
                 code: Some(0),
                 error: None,
@@ -371,6 +375,7 @@ pub mod seeds {
                     job: JobId(2),
                     run: 1,
                     ranks: vec![RankExit {
+                        oom: false,
                         rank: 0,
                         code: None,
                         error: None,

@@ -57,7 +57,7 @@ const WORKLOAD_NAME: &str = "w0";
 fn final_state(o: Outcome) -> &'static str {
     match o {
         Outcome::Completed => "COMPLETED_SUCCESSFULLY",
-        Outcome::Failed | Outcome::NodeFailed => "COMPLETED_FAILED",
+        Outcome::Failed | Outcome::NodeFailed | Outcome::OutOfMemory => "COMPLETED_FAILED",
         Outcome::TimedOut => "COMPLETED_WALLTIME_REACHED",
         Outcome::Cancelled => "COMPLETED_KILLED",
         Outcome::Rejected => "REJECTED",

@@ -17,6 +17,7 @@
 //! | [`spec`] | the `-o`/`-O` format strings squeue and sinfo share, and filling a field |
 //! | [`options`] | the table of sbatch/srun/salloc options and what cosched does with each; `#SBATCH` directives |
 //! | [`env`] | the `SLURM_*` environment of a batch script and of a step's tasks |
+//! | [`size`] | `--mem` sizes (`4G`, `4096`) |
 //!
 //! ```
 //! use cosched_slurm::{counts, hostlist};
@@ -36,6 +37,7 @@ pub mod options;
 pub mod sacct;
 pub mod scontrol;
 pub mod sinfo;
+pub mod size;
 pub mod spec;
 pub mod squeue;
 pub mod state;

@@ -100,8 +100,11 @@ use Support::{Different, Ignored, NotYet, Own, Refused, Same};
 const STEPS: &str = "needs job steps, which cosched does not run yet";
 const PLACE: &str = "cosched's policies place a job's tasks on any free PEs; this placement \
                      constraint is not honoured yet";
-const LIMITS: &str = "cosched sets no memory or CPU limits yet (they come with the \
-                      administrator's node configuration)";
+const MEM_PER_CPU: &str = "the job's cgroup on each node is limited to it times the PEs the \
+                           job holds there; otherwise as --mem";
+const MEM: &str = "the job's cgroup on each node is limited to it (memory.max, no swap); \
+                   a job killed for its memory ends OUT_OF_MEMORY; 0 is no limit but the \
+                   node's; a job asking more than a node has is refused at submission";
 const NO_GPU: &str = "cosched's nodes have no GPUs or generic resources";
 const NO_ACCT: &str = "cosched has no accounts, QOS or fair-share";
 const NO_TOPO: &str = "cosched places tasks on PEs without a socket/core/thread model";
@@ -351,9 +354,9 @@ pub const TABLE: &[Opt] = &[
         ALL,
         Ignored("cosched has no MCS plugin"),
     ),
-    o("mem", None, Req, ALL, NotYet(LIMITS)),
+    o("mem", None, Req, ALL, Different(MEM)),
     o("mem-bind", None, Req, ALL, Ignored(NO_TOPO)),
-    o("mem-per-cpu", None, Req, ALL, NotYet(LIMITS)),
+    o("mem-per-cpu", None, Req, ALL, Different(MEM_PER_CPU)),
     o("mem-per-gpu", None, Req, ALL, Ignored(NO_GPU)),
     o("mincpus", None, Req, ALL, Ignored(NO_TOPO)),
     o(
@@ -996,10 +999,10 @@ mod tests {
         assert!(p.warnings[1].contains("--account") && p.warnings[2].contains("--qos"));
         let e = parse(Cmd::Sbatch, &args("--mail-type=ALL x"), true).unwrap_err();
         assert!(matches!(e, OptError::Strict("mail-type", ..)), "{e}");
-        let e = parse(Cmd::Sbatch, &args("--mem=4G x"), true).unwrap_err();
+        let e = parse(Cmd::Sbatch, &args("--input=in.txt x"), true).unwrap_err();
         assert!(e.to_string().contains("strict mode"), "{e}");
-        // Same options pass strict mode.
-        assert!(parse(Cmd::Sbatch, &args("-n 2 -J a x"), true).is_ok());
+        // Same and different options pass strict mode.
+        assert!(parse(Cmd::Sbatch, &args("-n 2 -J a --mem=4G x"), true).is_ok());
     }
 
     #[test]

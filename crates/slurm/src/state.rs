@@ -68,6 +68,7 @@ impl JobState {
                 Outcome::Cancelled => JobState::Cancelled,
                 Outcome::TimedOut => JobState::Timeout,
                 Outcome::NodeFailed => JobState::NodeFail,
+                Outcome::OutOfMemory => JobState::OutOfMemory,
             },
         }
     }
@@ -148,11 +149,11 @@ impl JobState {
             ],
             JobState::Timeout => &[Phase::Ended(Outcome::TimedOut)],
             JobState::NodeFail => &[Phase::Ended(Outcome::NodeFailed)],
+            JobState::OutOfMemory => &[Phase::Ended(Outcome::OutOfMemory)],
             JobState::Completing
             | JobState::Preempted
             | JobState::BootFail
             | JobState::Deadline
-            | JobState::OutOfMemory
             | JobState::Requeued => &[],
         }
     }
@@ -276,6 +277,7 @@ mod tests {
             (Phase::Ended(Outcome::Cancelled), "CANCELLED", "CA"),
             (Phase::Ended(Outcome::TimedOut), "TIMEOUT", "TO"),
             (Phase::Ended(Outcome::NodeFailed), "NODE_FAIL", "NF"),
+            (Phase::Ended(Outcome::OutOfMemory), "OUT_OF_MEMORY", "OOM"),
         ];
         for (phase, name, code) in cases {
             let s = JobState::of(phase);

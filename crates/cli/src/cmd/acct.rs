@@ -318,6 +318,7 @@ fn state_named(s: &str) -> Option<JobState> {
         "timed_out" | "timeout" | "to" => JobState::TimedOut,
         "node_failed" | "node_fail" | "nf" => JobState::NodeFailed,
         "rejected" => JobState::Rejected,
+        "out_of_memory" | "oom" => JobState::OutOfMemory,
         "queued" | "pending" | "pd" => JobState::Queued,
         "running" | "r" => JobState::Running,
         "suspended" | "s" => JobState::Suspended,

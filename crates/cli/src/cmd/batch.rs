@@ -86,6 +86,14 @@ pub struct JobOpts {
     /// Submit the job held: it does not start until `cosched release`
     #[arg(short = 'H', long)]
     pub hold: bool,
+    /// Memory of the job on each of its nodes, as Slurm's --mem: 4096 (megabytes), 4G,
+    /// 512M; enforced with its cgroup (an OOM kill ends it out_of_memory); 0: no limit but
+    /// the node's
+    #[arg(long, value_parser = parse_mem, conflicts_with = "mem_per_cpu")]
+    pub mem: Option<u64>,
+    /// Memory of the job per PE it holds on a node, as Slurm's --mem-per-cpu
+    #[arg(long, value_parser = parse_mem)]
+    pub mem_per_cpu: Option<u64>,
 }
 
 /// `--dependency`'s list (a newtype, so clap takes it as one value).
@@ -98,6 +106,10 @@ pub struct Begin(pub i64);
 
 fn parse_deps(text: &str) -> Result<Deps, String> {
     start_conditions::parse_dependency(text).map(Deps)
+}
+
+fn parse_mem(text: &str) -> Result<u64, String> {
+    cosched_slurm::size::parse_mem(text)
 }
 
 fn parse_mpi(text: &str) -> Result<Mpi, String> {
@@ -132,6 +144,27 @@ impl JobOpts {
             monitor: self.monitor || other.monitor,
             chdir: self.chdir.or(other.chdir),
             hold: self.hold || other.hold,
+            // One memory option or the other: the command line's wins as a whole.
+            mem: if self.mem_per_cpu.is_some() {
+                None
+            } else {
+                self.mem.or(other.mem)
+            },
+            mem_per_cpu: if self.mem.is_some() {
+                None
+            } else {
+                self.mem_per_cpu.or(other.mem_per_cpu)
+            },
+        }
+    }
+
+    /// The memory limit `--mem` or `--mem-per-cpu` asks for (`--mem=0`: none).
+    pub fn mem_limit(&self) -> Option<cosched_daemon::proto::MemLimit> {
+        use cosched_daemon::proto::MemLimit;
+        match (self.mem, self.mem_per_cpu) {
+            (Some(b), _) if b > 0 => Some(MemLimit::PerNode(b)),
+            (None, Some(b)) if b > 0 => Some(MemLimit::PerCpu(b)),
+            _ => None,
         }
     }
 
@@ -321,6 +354,8 @@ pub fn from_slurm(p: &Parsed) -> Result<JobOpts, String> {
         monitor: p.has("monitor"),
         chdir: p.value("chdir").map(PathBuf::from),
         hold: p.has("hold"),
+        mem: p.value("mem").map(parse_mem).transpose()?,
+        mem_per_cpu: p.value("mem-per-cpu").map(parse_mem).transpose()?,
     })
 }
 
@@ -335,7 +370,7 @@ fn directive_error(at: &str, e: &clap::Error) -> String {
             "{at}: unknown directive {arg} (directives take the options of `cosched submit`: \
              -n/--ntasks, -N/--nodes, --ntasks-per-node, -t/--time, -J/--job-name, -o/--output, \
              -e/--error, --array, --dependency, --begin, --class, --export, --mpi, -D/--chdir, \
-             -H/--hold, --monitor)"
+             -H/--hold, --mem, --mem-per-cpu, --monitor)"
         );
     }
     format!("{at}: {}", first_line(e))
@@ -538,13 +573,14 @@ mod tests {
                     #SBATCH -D /tmp -H -t UNLIMITED -N 1-3\n";
         let s = parse_script("j.sh", text, false).unwrap();
         assert_eq!(s.opts.ntasks, Some(2));
-        assert_eq!(s.slurm.warnings.len(), 3, "{:?}", s.slurm.warnings);
+        assert_eq!(s.slurm.warnings.len(), 2, "{:?}", s.slurm.warnings);
+        assert_eq!(s.opts.mem, Some(4 << 30), "--mem is honoured");
         assert_eq!(s.opts.chdir.as_deref(), Some(Path::new("/tmp")));
         assert!(s.opts.hold);
         assert_eq!(s.opts.time, None, "UNLIMITED is no limit");
         assert_eq!(s.opts.nodes, Some(1), "the minimum of a node range");
         let e = parse_script("j.sh", text, true).unwrap_err();
-        assert!(e.starts_with("j.sh:2: --mem is not built yet here"), "{e}");
+        assert!(e.starts_with("j.sh:3: --mail-type is ignored here"), "{e}");
     }
 
     #[test]

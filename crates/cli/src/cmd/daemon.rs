@@ -951,6 +951,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 output_cap: a.output_cap,
                 node_scheme: a.node_scheme.config()?,
                 pmix_helper: std::env::current_exe().ok(),
+                memory: node.and_then(|n| n.memory),
             };
             nm::run_blocking(cfg)?;
             Ok(0)
@@ -1659,6 +1660,7 @@ pub(super) fn request_of(
         sched: opts.schedule(),
         layout: opts.layout(),
         hold: opts.hold,
+        mem: opts.mem_limit(),
     })
 }
 

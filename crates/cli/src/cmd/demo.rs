@@ -158,6 +158,7 @@ fn run_cluster() -> anyhow::Result<ClusterRun> {
                 sched: Default::default(),
                 layout: None,
                 hold: false,
+                mem: None,
             })?);
         }
         // Catch the matrix while the first three jobs share the PEs.

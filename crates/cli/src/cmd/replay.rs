@@ -684,6 +684,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             sched: Default::default(),
             layout: None,
             hold: false,
+            mem: None,
         };
         let id = client
             .submit(req)

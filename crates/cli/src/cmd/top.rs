@@ -408,6 +408,7 @@ mod tests {
             record.start = Some(Time::from_secs(103));
         }
         JobInfo {
+            mem: None,
             record,
             state,
             name: format!("job{id}"),

@@ -203,6 +203,8 @@ pub struct Side {
     pub io: JobIo,
     /// Its dependencies and begin time (see [`super::deferral`]).
     pub sched: Schedule,
+    /// Its memory limit (`--mem`, `--mem-per-cpu`), which its nodes set on its cgroup.
+    pub mem: Option<MemLimit>,
     /// Where its ranks run (empty until it is given PEs, and again after a requeue).
     pub placement: Vec<Placement>,
     /// Exit code per rank, `None` while it runs.
@@ -457,6 +459,7 @@ impl Core {
                 cwd: info.cwd.clone(),
                 io: info.io.clone(),
                 sched: info.sched.clone(),
+                mem: info.mem,
                 placement: info.placement.clone(),
                 ranks: info
                     .placement
@@ -1247,6 +1250,7 @@ impl Core {
             gid: s.gid,
             placement: s.placement.clone(),
             run: s.run,
+            mem: s.mem,
         }
     }
 
@@ -1394,7 +1398,18 @@ impl Core {
             .nodes
             .get(node.0 as usize)
             .map_or_else(|| node.to_string(), |e| e.row.name.clone());
-        let end = if let Some(err) = exit.error {
+        let end = if exit.oom {
+            let mem = self.side[i].mem.map(|m| format!(" ({})", m.option()));
+            Some((
+                Outcome::OutOfMemory,
+                Some(code),
+                Some(format!(
+                    "rank {} on node {on} was killed out of memory: the job went over its memory limit{}",
+                    exit.rank,
+                    mem.unwrap_or_default()
+                )),
+            ))
+        } else if let Some(err) = exit.error {
             Some((
                 Outcome::Failed,
                 Some(code),
@@ -1559,6 +1574,9 @@ impl Core {
         if let Some(l) = s.time_limit_us {
             check_time_limit(Dur::from_micros(l))?;
         }
+        if let Some(m) = s.mem {
+            self.check_memory(m, s.procs)?;
+        }
         let side = Side {
             name: s.name.unwrap_or_else(|| {
                 std::path::Path::new(&s.cmd[0])
@@ -1574,6 +1592,7 @@ impl Core {
             cwd: s.cwd,
             io: s.io,
             sched: s.sched,
+            mem: s.mem,
             placement: Vec::new(),
             ranks: BTreeMap::new(),
             error: None,
@@ -1586,6 +1605,39 @@ impl Core {
             runs_on: BTreeSet::new(),
         };
         Ok((request_of(&id, now, s.procs, &side), side))
+    }
+
+    /// A job asking more memory of a node than the smallest node has can never run: refused
+    /// with the numbers. Nodes not registered yet are not counted (their memory is unknown).
+    fn check_memory(&self, m: MemLimit, procs: u32) -> Result<(), String> {
+        let need = m.most_on_a_node(procs, self.shape.pes_per_node());
+        let Some(small) = self
+            .nodes
+            .iter()
+            .filter(|n| !n.removed)
+            .filter_map(|n| Some((n.memory?, &n.row.name)))
+            .min()
+        else {
+            return Ok(());
+        };
+        if need <= small.0 {
+            return Ok(());
+        }
+        let mib = |b: u64| b.div_ceil(1 << 20);
+        let most = match m {
+            MemLimit::PerNode(_) => format!("--mem={}M", small.0 >> 20),
+            MemLimit::PerCpu(_) => format!(
+                "--mem-per-cpu={}M",
+                (small.0 / u64::from(procs.min(self.shape.pes_per_node()).max(1))) >> 20
+            ),
+        };
+        Err(format!(
+            "job asks for {} MiB of memory on a node ({}) but node {} has {} MiB; ask for at most {most}",
+            mib(need),
+            m.option(),
+            small.1,
+            small.0 >> 20
+        ))
     }
 
     /// Adds the jobs of a submission ([`Core::new_jobs`]) to the queue, or holds them back

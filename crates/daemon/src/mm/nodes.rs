@@ -143,6 +143,9 @@ pub struct NodeEntry {
     /// Drained or set down by an administrator (why, who, when): nothing new starts there
     /// until it is resumed.
     pub admin: Option<NodeChange>,
+    /// Bytes of memory a job may take there, as its node manager said at registration (the
+    /// configured memory, else the host's): the bound of `--mem` at submission.
+    pub memory: Option<u64>,
 }
 
 impl NodeEntry {
@@ -164,6 +167,7 @@ impl NodeEntry {
             fence_until: None,
             removed: false,
             admin: None,
+            memory: None,
         }
     }
 
@@ -493,6 +497,10 @@ impl Core {
             req,
             reply: RegisterReply::Rejected(why),
         };
+        if let Some(why) = Version::refusal(&reg.version, Some(&reg.name)) {
+            self.push(reject(why));
+            return;
+        }
         if reg.pes != self.cfg.pes {
             let e = reject(format!(
                 "node {} offers {} PEs but this machine has {} per node; start it with --pes {}",
@@ -584,6 +592,7 @@ impl Core {
             n.in_tree = false;
             n.last_seen = now;
             n.awaiting = false;
+            n.memory = Some(reg.memory);
         }
         self.log(format!(
             "mm: node {} ({id}) registered from {} with {} jobs; joining the tree",

@@ -651,6 +651,17 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
             let held = creds.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let (hello, key) = match open_hello(&key, &held, &body) {
                 Ok(h) => h,
+                Err(e @ cosched_storm::FrameError::Decode(_)) => {
+                    // A node manager of another version: told why, with both versions.
+                    if let Some(why) = other_version(&key, &body) {
+                        let reply = RegisterReply::Rejected(why.clone());
+                        let _ = cosched_storm::frame::write_frame(&mut wr, &key, &reply).await;
+                        drops.dropped(format_args!("mm: refusing peer {peer}: {why}"));
+                    } else {
+                        drops.dropped(format_args!("mm: dropping peer {peer}: {e}"));
+                    }
+                    return;
+                }
                 Err(e) => {
                     if matches!(e, cosched_storm::FrameError::BadTag) {
                         // Told, so a user with the wrong key hears why (not "closed").
@@ -758,6 +769,17 @@ fn open_hello(
     let hello: Hello = key.open(body)?;
     // The claim checked is the claim used: the payload decoded again is the same bytes.
     Ok((hello, key))
+}
+
+/// Why a first frame that does not decode as this version's [`Hello`] came from a node
+/// manager of another version, if it did: sealed with the cluster key, beginning as every
+/// version's registration does ([`RegisterHead`]), with another message version.
+fn other_version(cluster: &Key, body: &[u8]) -> Option<String> {
+    let head: RegisterHead = cluster.open(body).ok()?;
+    if head.tag != 0 {
+        return None;
+    }
+    Version::refusal(&head.version, None)
 }
 
 /// Binds the Unix socket of local clients, `mm.sock` in the state directory, connectable by
@@ -906,6 +928,61 @@ mod hello_tests {
 
     fn body(frame: Vec<u8>) -> Vec<u8> {
         frame[4..].to_vec()
+    }
+
+    /// A registration of another message version does not decode as a [`Hello`]; what it
+    /// begins with names its version, and the refusal names both.
+    #[test]
+    fn a_node_manager_of_another_version_is_refused_naming_both_versions() {
+        let cluster = Key::from_bytes([5; 32]);
+        #[derive(serde::Serialize)]
+        struct Future {
+            head: RegisterHead,
+            what_it_says_next: Vec<u128>,
+        }
+        let future = Future {
+            head: RegisterHead {
+                tag: 0,
+                stamp: Stamp::now(),
+                version: Version {
+                    release: "9.9.9".into(),
+                    wire: WIRE_VERSION + 1,
+                },
+            },
+            what_it_says_next: vec![u128::MAX; 3],
+        };
+        let frame = body(cluster.seal(&future));
+        assert!(matches!(
+            open_hello(&cluster, &BTreeMap::new(), &frame),
+            Err(cosched_storm::FrameError::Decode(_))
+        ));
+        let why = other_version(&cluster, &frame).expect("refused");
+        assert_eq!(
+            why,
+            format!(
+                "node manager is cosched 9.9.9 (messages v{}) but the machine manager is cosched {} (messages v{WIRE_VERSION}): run the same version on both (docs/deploy.md, Upgrades)",
+                WIRE_VERSION + 1,
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+        // Not sealed with the cluster key: nothing is said.
+        let stranger = body(Key::from_bytes([6; 32]).seal(&future));
+        assert_eq!(other_version(&cluster, &stranger), None);
+        // This version's registration begins as the head says.
+        let reg = Hello::Register(
+            future.head.stamp,
+            Register {
+                version: Version::ours(),
+                name: "n0".into(),
+                pes: 1,
+                addr: String::new(),
+                jobs: Vec::new(),
+                incarnation: 1,
+                memory: 1,
+            },
+        );
+        let head: RegisterHead = cluster.open(&body(cluster.seal(&reg))).unwrap();
+        assert_eq!((head.tag, head.version), (0, Version::ours()));
     }
 
     /// A user's hello opens only with the credential of the uid it claims, and is answered

@@ -72,6 +72,8 @@ fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
             Input::Register {
                 req: 100 + n as u64,
                 reg: Register {
+                    version: Version::ours(),
+                    memory: 1 << 40,
                     name: format!("n{n}"),
                     pes,
                     addr: String::new(),
@@ -100,6 +102,7 @@ fn join(c: &mut Core, now: Time, n: u32, incarnation: u64) {
 
 fn submit(c: &mut Core, now: Time, procs: u32) {
     let request = Request::Submit(Box::new(SubmitRequest {
+        mem: None,
         procs,
         time_limit_us: Some(Dur::from_secs(1000).as_micros()),
         class: None,
@@ -124,6 +127,7 @@ fn submit(c: &mut Core, now: Time, procs: u32) {
 
 fn exit(c: &mut Core, now: Time, job: u64, rank: u32, code: i32) {
     let exit = RankExit {
+        oom: false,
         rank,
         code: Some(code),
         error: None,
@@ -352,6 +356,8 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..2 {
         let reg = Register {
+            version: Version::ours(),
+            memory: 1 << 40,
             name: format!("n{n}"),
             pes: 1,
             addr: String::new(),
@@ -379,6 +385,7 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
         job: JobId(1),
         run: 1,
         ranks: vec![RankExit {
+            oom: false,
             rank: 1,
             code: None,
             error: None,
@@ -416,6 +423,8 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
 /// The registration of node `n1` (1 PE) by node manager process `incarnation`, holding `jobs`.
 fn reg1(incarnation: u64, jobs: Vec<HeldJob>) -> Register {
     Register {
+        version: Version::ours(),
+        memory: 1 << 40,
         name: "n1".into(),
         pes: 1,
         addr: String::new(),
@@ -464,6 +473,8 @@ fn registered_only(nodes: u32, heartbeat: Dur, silence: Dur) -> Core {
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
         let reg = Register {
+            version: Version::ours(),
+            memory: 1 << 40,
             name: format!("n{n}"),
             pes: 1,
             addr: String::new(),
@@ -572,6 +583,8 @@ fn issue_10_a_rejoining_node_gets_its_launch_and_its_signals_after_joining() {
     assert_eq!(launches(&c.step(t(1))).len(), 1);
     // The launch was lost with the parent link: the node registers again without the job.
     let reg = Register {
+        version: Version::ours(),
+        memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
         addr: String::new(),
@@ -610,6 +623,7 @@ fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overfl
     let mut c = core(fcfs, 1, 1);
     let submit_limit = |c: &mut Core, req: u64, limit_us: i64| {
         let request = Request::Submit(Box::new(SubmitRequest {
+            mem: None,
             procs: 1,
             time_limit_us: Some(limit_us),
             class: None,
@@ -744,6 +758,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         mpi: Default::default(),
     };
     let request = Request::Submit(Box::new(SubmitRequest {
+        mem: None,
         procs: 1,
         time_limit_us: None,
         class: None,
@@ -803,6 +818,8 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
     };
     let mut c = Core::new(cfg, fcfs, t(3), recovered).unwrap();
     let reg = Register {
+        version: Version::ours(),
+        memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
         addr: String::new(),
@@ -834,6 +851,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
 /// A submission of `procs` PEs with start conditions `sched`, unlimited.
 fn sched_request(procs: u32, sched: Schedule) -> SubmitRequest {
     SubmitRequest {
+        mem: None,
         procs,
         time_limit_us: None,
         class: None,
@@ -1041,6 +1059,8 @@ fn a_deferred_job_stays_deferred_across_a_restart() {
     };
     let mut c = Core::new(cfg, fcfs, t(3), recovered).unwrap();
     let reg = Register {
+        version: Version::ours(),
+        memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
         addr: String::new(),
@@ -1100,6 +1120,7 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
     };
     let submit = |user: Option<u32>| {
         Request::Submit(Box::new(SubmitRequest {
+            mem: None,
             procs: 1,
             time_limit_us: None,
             class: None,
@@ -1194,6 +1215,8 @@ fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() 
         Input::Register {
             req: 300,
             reg: Register {
+                version: Version::ours(),
+                memory: 1 << 40,
                 name: "n1".into(),
                 pes: 1,
                 addr: String::new(),
@@ -1225,6 +1248,8 @@ fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
     let mut c = Core::new(cfg, fcfs, t(0), Recovered::default()).unwrap();
     for n in 0..3 {
         let reg = Register {
+            version: Version::ours(),
+            memory: 1 << 40,
             name: format!("n{n}"),
             pes: 1,
             addr: String::new(),
@@ -1283,6 +1308,7 @@ fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
     }
     let first_exit = |c: &mut Core, now: Time| {
         let exit = RankExit {
+            oom: false,
             rank: 1,
             code: Some(143),
             error: None,
@@ -1306,6 +1332,8 @@ fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
     }
     // A new node manager on n0: the first run's rank there died with the old one.
     let reg = Register {
+        version: Version::ours(),
+        memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
         addr: String::new(),
@@ -1710,6 +1738,7 @@ fn node_reports_of_run_state_drive_the_record_of_a_placed_job() {
     runs(&mut c, t(5), 1, 1, true);
     for r in 0..4 {
         let exit = RankExit {
+            oom: false,
             rank: r,
             code: Some(0),
             error: None,
@@ -1753,6 +1782,8 @@ fn live_core(policy: &str, nodes: u32, pes: u32, suspect: i64, down: i64, requeu
     let mut c = Core::new(cfg, p, t(0), Recovered::default()).unwrap();
     for n in 0..nodes {
         let reg = Register {
+            version: Version::ours(),
+            memory: 1 << 40,
             name: format!("n{n}"),
             pes,
             addr: String::new(),
@@ -1889,6 +1920,7 @@ fn requeued_with_n0_fenced() -> Core {
     assert!(run_answering(&mut c, 1..=6, &[1, 2]).is_empty());
     assert_eq!(node_state(&c, 0), "down");
     let exit = RankExit {
+        oom: false,
         rank: 1,
         code: Some(143),
         error: None,
@@ -1923,12 +1955,15 @@ fn a_requeued_job_starts_again_only_once_its_fenced_node_is_back_without_the_old
         job: JobId(1),
         run: 1,
         ranks: vec![RankExit {
+            oom: false,
             rank: 0,
             code: None,
             error: None,
         }],
     }];
     let reg = |jobs| Register {
+        version: Version::ours(),
+        memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
         addr: String::new(),
@@ -1992,12 +2027,15 @@ fn a_requeued_job_whose_fenced_node_never_returns_starts_again_down_after_later(
         job: JobId(1),
         run: 1,
         ranks: vec![RankExit {
+            oom: false,
             rank: 0,
             code: None,
             error: None,
         }],
     }];
     let reg = Register {
+        version: Version::ours(),
+        memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
         addr: String::new(),
@@ -2132,6 +2170,8 @@ fn a_job_requeued_and_started_again_in_one_step_is_not_killed_by_its_first_runs_
     );
     // n0's node manager was killed and restarted: job 1's rank there is gone.
     let reg = Register {
+        version: Version::ours(),
+        memory: 1 << 40,
         name: "n0".into(),
         pes: 1,
         addr: String::new(),
@@ -2196,6 +2236,7 @@ fn change(
 
 fn one_pe_job() -> Request {
     Request::Submit(Box::new(SubmitRequest {
+        mem: None,
         procs: 1,
         time_limit_us: None,
         class: None,
@@ -2649,6 +2690,8 @@ fn configured(names: &[&str], rows: Vec<crate::db::NodeRow>) -> (Core, Vec<Effec
 
 fn register_as(c: &mut Core, now: Time, req: u64, name: &str) -> RegisterReply {
     let reg = Register {
+        version: Version::ours(),
+        memory: 1 << 40,
         name: name.into(),
         pes: 1,
         addr: String::new(),
@@ -2728,4 +2771,157 @@ fn a_database_of_another_shape_grows_and_shrinks_with_the_configuration() {
     };
     let c = Core::new(config(2, 1), fcfs, t(0), recovered).unwrap();
     assert_eq!(named_state(&c, "c"), "removed");
+}
+
+/// Submits `procs` PEs with memory limit `mem` and returns the reply.
+fn submit_mem(c: &mut Core, now: Time, req: u64, procs: u32, mem: MemLimit) -> Response {
+    let request = Request::Submit(Box::new(SubmitRequest {
+        mem: Some(mem),
+        ..sched_request(procs, Schedule::default())
+    }));
+    c.on_unstored(
+        now,
+        Input::Client {
+            req,
+            request,
+            caller: Caller::ROOT,
+        },
+    );
+    c.step(now)
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Reply { req: r, resp } if r == req => Some(resp),
+            _ => None,
+        })
+        .expect("a reply")
+}
+
+#[test]
+fn a_job_asking_more_memory_than_the_smallest_node_is_refused_with_the_numbers() {
+    let fcfs = super::build_policy("fcfs", 2, 4, &PolicyOptions::default()).unwrap();
+    // Node 0 has 1 TiB (the tests' registration); node 1 registers again with 8 GiB.
+    let mut c = core(fcfs, 2, 4);
+    c.on(
+        t(0),
+        Input::Register {
+            req: 7,
+            reg: Register {
+                version: Version::ours(),
+                memory: 8 << 30,
+                name: "n1".into(),
+                pes: 4,
+                addr: String::new(),
+                jobs: Vec::new(),
+                incarnation: 1,
+            },
+        },
+    );
+    match submit_mem(&mut c, t(1), 8, 1, MemLimit::PerNode(9 << 30)) {
+        Response::Error(e) => assert_eq!(
+            e,
+            "job asks for 9216 MiB of memory on a node (--mem=9216M) but node n1 has 8192 MiB; ask for at most --mem=8192M"
+        ),
+        other => panic!("accepted: {other:?}"),
+    }
+    // Per PE: 4 PEs of a node × 3 GiB is 12 GiB on a node.
+    match submit_mem(&mut c, t(1), 9, 8, MemLimit::PerCpu(3 << 30)) {
+        Response::Error(e) => assert!(e.ends_with("ask for at most --mem-per-cpu=2048M"), "{e}"),
+        other => panic!("accepted: {other:?}"),
+    }
+    let Response::Submitted(id) = submit_mem(&mut c, t(1), 10, 8, MemLimit::PerCpu(2 << 30)) else {
+        panic!("refused")
+    };
+    let j = state(&c, id.0);
+    assert_eq!(j.state, JobState::Running);
+    assert_eq!(j.mem, Some(MemLimit::PerCpu(2 << 30)), "kept with the job");
+    let l = c.launch_msg(c.ledger().find(id).unwrap(), false);
+    assert_eq!(
+        l.mem,
+        Some(MemLimit::PerCpu(2 << 30)),
+        "and sent to its nodes"
+    );
+}
+
+#[test]
+fn a_rank_killed_for_its_memory_ends_the_job_out_of_memory_naming_the_limit() {
+    let fcfs = super::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 2);
+    assert!(matches!(
+        submit_mem(&mut c, t(1), 5, 2, MemLimit::PerNode(64 << 20)),
+        Response::Submitted(_)
+    ));
+    c.step(t(1));
+    let msg = FromNode::Exited {
+        job: JobId(1),
+        run: 1,
+        exit: RankExit {
+            rank: 1,
+            code: Some(137),
+            error: None,
+            oom: true,
+        },
+    };
+    c.on(
+        t(2),
+        Input::FromNode {
+            from: NodeId(0),
+            msg,
+        },
+    );
+    c.step(t(2));
+    let j = state(&c, 1);
+    assert_eq!(j.state, JobState::OutOfMemory, "{j:?}");
+    assert_eq!(j.record.outcome, Some(cosched_core::Outcome::OutOfMemory));
+    assert_eq!(
+        j.error.as_deref(),
+        Some(
+            "rank 1 on node n0 was killed out of memory: the job went over its memory limit (--mem=64M)"
+        )
+    );
+}
+
+#[test]
+fn a_node_manager_of_another_message_version_is_refused_naming_both() {
+    let fcfs = super::build_policy("fcfs", 2, 1, &PolicyOptions::default()).unwrap();
+    let mut c = Core::new(config(2, 1), fcfs, t(0), Recovered::default()).unwrap();
+    let theirs = Version {
+        release: "0.0.1".into(),
+        wire: WIRE_VERSION + 1,
+    };
+    c.on(
+        t(0),
+        Input::Register {
+            req: 3,
+            reg: Register {
+                version: theirs,
+                ..reg1(1, Vec::new())
+            },
+        },
+    );
+    let Some(RegisterReply::Rejected(why)) = registered(&c.step(t(0)), 3) else {
+        panic!("accepted")
+    };
+    assert!(
+        why.starts_with(&format!(
+            "node manager n1 is cosched 0.0.1 (messages v{}) but the machine manager is cosched {} (messages v{WIRE_VERSION})",
+            WIRE_VERSION + 1,
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{why}"
+    );
+    assert_eq!(
+        c.status().nodes.iter().filter(|n| n.state == "up").count(),
+        0
+    );
+    c.on(
+        t(0),
+        Input::Register {
+            req: 4,
+            reg: reg1(1, Vec::new()),
+        },
+    );
+    assert!(matches!(
+        registered(&c.step(t(0)), 4),
+        Some(RegisterReply::Accepted { .. })
+    ));
 }

@@ -18,6 +18,7 @@ impl JobState {
                 Outcome::TimedOut => JobState::TimedOut,
                 Outcome::NodeFailed => JobState::NodeFailed,
                 Outcome::Rejected => JobState::Rejected,
+                Outcome::OutOfMemory => JobState::OutOfMemory,
             },
             (Phase::Ended, None) => JobState::Failed,
             (Phase::Future | Phase::Waiting, _) => JobState::Queued,
@@ -184,5 +185,6 @@ pub(super) fn describe(s: &Side, record: JobRecord, state: JobState, run_us: i64
         sched: s.sched.clone(),
         reason: None,
         run: s.run,
+        mem: s.mem,
     }
 }

@@ -65,6 +65,10 @@ pub struct CoreConfig {
     /// The program that serves PMIx to a job's ranks (`cosched`, run as `cosched
     /// pmix-helper`); `None`: this node manager serves no PMIx.
     pub pmix_helper: Option<PathBuf>,
+    /// Bytes of memory jobs may take on this node (see [`NmConfig::memory`]).
+    ///
+    /// [`NmConfig::memory`]: super::NmConfig::memory
+    pub memory: u64,
 }
 
 /// Something that reached the node manager.

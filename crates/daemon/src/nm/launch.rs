@@ -40,6 +40,9 @@ pub struct PrepareLaunch {
     pub cwd: String,
     /// The local ranks, in the order of their monitor-ring slots.
     pub ranks: Vec<u32>,
+    /// The job's memory limit on this node in bytes (`--mem`, `--mem-per-cpu` × its PEs
+    /// here, at most the node's memory), set on its cgroup.
+    pub memory: Option<u64>,
 }
 
 /// The user a job's ranks run as, when it is not the node manager's own.
@@ -64,6 +67,8 @@ pub struct Prepared {
     /// A cgroup of its own (`Ok(false)`: the node has none, process groups), or why it
     /// could not be made (process groups then).
     pub cgroup: Result<bool, String>,
+    /// The memory limit was set on the job's cgroup, or why not (the job runs without it).
+    pub memory: Result<(), String>,
     /// The job's directory was made (or taken back from an earlier run) and given to its user;
     /// or why not.
     pub dir: Result<(), String>,
@@ -168,6 +173,9 @@ impl NmCore {
             gid: l.gid,
             cwd: l.cwd.clone(),
             ranks: ranks.iter().map(|&(r, _)| r).collect(),
+            memory: l
+                .mem
+                .map(|m| m.on_node(ranks.len() as u32, self.cfg.memory)),
         })));
         self.launching = Some(Launching {
             l,
@@ -207,6 +215,17 @@ impl NmCore {
                 false
             }
         };
+        if let (Some(ln), Err(why)) = (&self.launching, &p.memory)
+            && let Some(m) = ln.l.mem
+        {
+            self.log(
+                Level::Warn,
+                format!(
+                    "job {job}: {} is not enforced on this node: {why}",
+                    m.option()
+                ),
+            );
+        }
         if let Err(e) = &p.dir {
             self.log(
                 Level::Warn,
@@ -411,6 +430,7 @@ impl NmCore {
             rank,
             code: Some(127),
             error: Some(why.clone()),
+            oom: false,
         });
         if let Some(j) = self.jobs.get_mut(&job) {
             j.ranks.insert(

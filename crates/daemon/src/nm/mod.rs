@@ -104,4 +104,7 @@ pub struct NmConfig {
     /// The `cosched` executable, which serves PMIx to a job's ranks as `cosched
     /// pmix-helper` ([`pmix`]); `None`: no PMIx.
     pub pmix_helper: Option<PathBuf>,
+    /// The node's memory in bytes as the configuration gives it; `None`: the host's
+    /// `MemTotal`. No job's memory limit goes above it.
+    pub memory: Option<u64>,
 }

@@ -56,6 +56,7 @@ impl NmCore {
                             rank: *r,
                             code: None,
                             error: None,
+                            oom: false,
                         })
                     })
                     .collect(),
@@ -82,11 +83,13 @@ impl NmCore {
             *due = None;
         }
         let reg = Register {
+            version: Version::ours(),
             name: self.cfg.name.clone(),
             pes: self.cfg.pes,
             addr: self.cfg.addr.clone(),
             incarnation: self.cfg.incarnation,
             jobs: self.held(),
+            memory: self.cfg.memory,
         };
         self.push(Effect::Register(reg));
     }

@@ -55,8 +55,8 @@ struct Preparing {
     job: JobId,
     /// The job's directory, made for it and given to its user.
     dir: Option<Dir>,
-    /// Its cgroup's `cgroup.procs`, for the ranks to join.
-    procs: Option<OwnedFd>,
+    /// Its cgroups' `cgroup.procs`, for the ranks to join.
+    procs: Vec<OwnedFd>,
 }
 
 struct Shell {
@@ -179,6 +179,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
             euid: crate::util::euid(),
             jobs_dir: jobs_dir.path().to_path_buf(),
             pmix_helper: cfg.pmix_helper.clone(),
+            memory: cfg.memory.unwrap_or_else(crate::util::mem_total),
         },
         now(),
     );
@@ -558,13 +559,14 @@ impl Shell {
             }
             None => Ok(None),
         };
-        let (cgroup, procs) = match self.contain.for_launch(p.job, p.launch) {
-            Ok(Some((cg, procs))) => {
+        let no_cgroup = || Err("the node has no cgroups".to_string());
+        let (cgroup, procs, memory) = match self.contain.for_launch(p.job, p.launch, p.memory) {
+            Ok(Some((cg, procs, memory))) => {
                 self.cgroups.insert((p.job, p.launch), cg);
-                (Ok(true), Some(procs))
+                (Ok(true), procs, memory)
             }
-            Ok(None) => (Ok(false), None),
-            Err(e) => (Err(e.to_string()), None),
+            Ok(None) => (Ok(false), Vec::new(), no_cgroup()),
+            Err(e) => (Err(e.to_string()), Vec::new(), no_cgroup()),
         };
         let run_as = super::spawn::run_as(p.job, p.uid, p.gid, &self.cfg.name, crate::util::euid());
         let owner = run_as
@@ -585,6 +587,7 @@ impl Shell {
             cmd0,
             run_as,
             cgroup,
+            memory,
             dir: dir.as_ref().map(|_| ()).map_err(|e| e.to_string()),
             monitor_env,
             cwd_exists: Path::new(&p.cwd).is_dir(),
@@ -597,6 +600,15 @@ impl Shell {
         prepared
     }
 
+    /// The `cgroup.procs` descriptors the process `s` describes joins.
+    fn procs_of(&self, s: &RankSpec) -> Vec<std::os::fd::RawFd> {
+        self.preparing
+            .as_ref()
+            .filter(|p| p.job == s.job && s.cgroup)
+            .map(|p| p.procs.iter().map(crate::contain::raw).collect())
+            .unwrap_or_default()
+    }
+
     /// Starts a rank with its PMI socket (our end served by a task, its end inherited) and
     /// a task that reports its exit.
     fn spawn(&mut self, s: &RankSpec) -> Result<i32, String> {
@@ -607,13 +619,8 @@ impl Shell {
             std::os::unix::net::UnixStream::pair()
         };
         let pmi_fd = pair.as_ref().ok().map(|(_, theirs)| theirs.as_raw_fd());
-        let procs = self
-            .preparing
-            .as_ref()
-            .filter(|p| p.job == s.job && s.cgroup)
-            .and_then(|p| p.procs.as_ref())
-            .map(crate::contain::raw);
-        let mut child = super::spawn::spawn_rank(s, pmi_fd, procs).map_err(|e| e.to_string())?;
+        let procs = self.procs_of(s);
+        let mut child = super::spawn::spawn_rank(s, pmi_fd, &procs).map_err(|e| e.to_string())?;
         // Our copy of the rank's end must go, or we would never see it close.
         let ours = pair.ok().and_then(|(ours, _theirs)| {
             ours.set_nonblocking(true).ok()?;
@@ -628,6 +635,7 @@ impl Shell {
         }
         let pid = child.id().map(|p| p as i32).unwrap_or(0);
         let tx = self.exits_tx.clone();
+        let cg = self.cgroups.get(&(job, launch)).cloned();
         tokio::spawn(async move {
             let code = match child.wait().await {
                 Ok(st) => super::spawn::exit_code(st),
@@ -637,6 +645,9 @@ impl Shell {
                 rank,
                 code: Some(code),
                 error: None,
+                // A rank that failed while its job's cgroup counted an OOM kill was killed
+                // for the job's memory (itself, or a process it waited for).
+                oom: code != 0 && cg.is_some_and(|c| c.oom_kills() > 0),
             };
             let _ = tx.send((job, launch, exit));
         });
@@ -650,13 +661,8 @@ impl Shell {
         use std::io::{Read, Write};
         let (mut ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
-        let procs = self
-            .preparing
-            .as_ref()
-            .filter(|p| p.job == h.spec.job && h.spec.cgroup)
-            .and_then(|p| p.procs.as_ref())
-            .map(crate::contain::raw);
-        let mut child = super::spawn::spawn_rank(&h.spec, Some(theirs.as_raw_fd()), procs)
+        let procs = self.procs_of(&h.spec);
+        let mut child = super::spawn::spawn_rank(&h.spec, Some(theirs.as_raw_fd()), &procs)
             .map_err(|e| format!("cannot start {}: {e}", h.spec.argv[0]))?;
         drop(theirs);
         let (job, launch) = (h.spec.job, h.spec.launch);

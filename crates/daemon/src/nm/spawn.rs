@@ -48,11 +48,11 @@ fn c_path(p: &Path) -> std::io::Result<std::ffi::CString> {
 }
 
 /// Starts the rank `s` describes; `pmi_fd` is the rank's end of its PMI socket pair (kept
-/// across its exec), `cgroup_procs` its cgroup's `cgroup.procs`, open for writing.
+/// across its exec), `cgroup_procs` the `cgroup.procs` of its cgroups, open for writing.
 pub fn spawn_rank(
     s: &RankSpec,
     pmi_fd: Option<RawFd>,
-    cgroup_procs: Option<RawFd>,
+    cgroup_procs: &[RawFd],
 ) -> std::io::Result<tokio::process::Child> {
     let cwd = s.cwd.as_path();
     let run_as = s.creds.as_ref();
@@ -114,6 +114,7 @@ pub fn spawn_rank(
         }
     };
     let cpu = s.cpu;
+    let cgroup_procs = cgroup_procs.to_vec();
     let nm_pid = std::process::id();
     // SAFETY: only async-signal-safe calls (write, fcntl, prctl, getppid, sched_setaffinity,
     // setgroups, setgid, setuid, chdir, open, dup2) between fork and exec, on data prepared
@@ -121,7 +122,7 @@ pub fn spawn_rank(
     unsafe {
         cmd.pre_exec(move || {
             // Into the job's cgroup first: whatever the rank starts is then in it too.
-            if let Some(fd) = cgroup_procs {
+            for &fd in &cgroup_procs {
                 crate::contain::join_self(fd)?;
             }
             // The PMI socket is created close-on-exec, like every descriptor of the node

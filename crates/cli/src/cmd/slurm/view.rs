@@ -101,6 +101,7 @@ pub fn cosched_state(p: Phase) -> Cosched {
             Outcome::TimedOut => Cosched::TimedOut,
             Outcome::NodeFailed => Cosched::NodeFailed,
             Outcome::Rejected => Cosched::Rejected,
+            Outcome::OutOfMemory => Cosched::OutOfMemory,
         },
     }
 }

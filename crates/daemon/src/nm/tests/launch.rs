@@ -28,6 +28,7 @@ fn a_launch_starts_each_rank_with_its_whole_spec_and_is_acknowledged_after_the_l
     assert_eq!(
         prepare,
         [&PrepareLaunch {
+            memory: None,
             job: JobId(5),
             launch: 1,
             cmd0: "/bin/prog".into(),
@@ -256,6 +257,7 @@ fn a_node_manager_that_is_not_root_fails_another_users_job_naming_why() {
     n.core.on(
         ms(10),
         Input::Prepared(Box::new(Prepared {
+            memory: Ok(()),
             job: p.job,
             launch: p.launch,
             cmd0: Ok(None),
@@ -388,6 +390,7 @@ fn a_pmi_abort_kills_the_rank_and_fails_the_job_with_its_code_and_the_abort() {
             rank: 1,
             code: Some(7),
             error: Some("MPI_Abort with status 7".into()),
+            oom: false,
         }]
     );
     // Another rank's exit, killed with the job, keeps its own status.
@@ -400,4 +403,60 @@ fn a_pmi_abort_kills_the_rank_and_fails_the_job_with_its_code_and_the_abort() {
         },
     );
     assert_eq!(exits(&fx), [(1, 1, 0, Some(128 + libc::SIGTERM))]);
+}
+
+/// The memory limit a launch asks the shell to set on the job's cgroup here.
+fn memory_asked(fx: &[Effect]) -> Option<u64> {
+    fx.iter()
+        .find_map(|e| match e {
+            Effect::Prepare(p) => Some(p.memory),
+            _ => None,
+        })
+        .expect("a launch is prepared")
+}
+
+#[test]
+fn a_jobs_memory_limit_on_a_node_is_its_mem_or_its_pes_there_times_mem_per_cpu_at_most_the_nodes() {
+    let mut n = Node::up("gs");
+    let node = config("gs").memory;
+    let with = |job: u64, ranks: &[(u32, u32)], mem: MemLimit| match launch(job, 1, ranks, false) {
+        ToNode::Launch(l) => ToNode::Launch(Launch {
+            mem: Some(mem),
+            ..l
+        }),
+        _ => unreachable!(),
+    };
+    let fx = n.tree(ms(10), with(1, &[(0, 0)], MemLimit::PerNode(64 << 20)));
+    assert_eq!(memory_asked(&fx), Some(64 << 20));
+    let fx = n.tree(
+        ms(20),
+        with(2, &[(0, 1), (1, 2)], MemLimit::PerCpu(100 << 20)),
+    );
+    assert_eq!(memory_asked(&fx), Some(200 << 20), "two PEs here");
+    let fx = n.tree(ms(30), with(3, &[(0, 3)], MemLimit::PerNode(node + 1)));
+    assert_eq!(memory_asked(&fx), Some(node), "no more than the node has");
+    let fx = n.tree(ms(40), launch(4, 1, &[(0, 0)], false));
+    assert_eq!(memory_asked(&fx), None, "no --mem, no limit but the node's");
+}
+
+#[test]
+fn an_exit_after_an_oom_kill_goes_up_marked_so() {
+    let mut n = Node::up("gs");
+    n.tree(ms(10), launch(5, 1, &[(0, 0)], false));
+    let fx = n.on(
+        ms(20),
+        Input::Exited {
+            job: JobId(5),
+            launch: 1,
+            exit: RankExit {
+                oom: true,
+                ..exit(0, 137)
+            },
+        },
+    );
+    let up = ups(&fx).into_iter().find_map(|m| match m {
+        FromNode::Exited { exit, .. } => Some(exit),
+        _ => None,
+    });
+    assert_eq!(up.map(|e| (e.code, e.oom)), Some((Some(137), true)));
 }

@@ -32,6 +32,7 @@ fn ms(ms: i64) -> Time {
 /// cap, a retention of 4 s.
 fn config(scheme: &str) -> CoreConfig {
     CoreConfig {
+        memory: 1 << 40,
         name: "n0".into(),
         pes: 2,
         mm: "mm:7070".into(),
@@ -126,6 +127,7 @@ impl Node {
         while let Some(e) = self.core.poll_effect() {
             let answer = match &e {
                 Effect::Prepare(p) => Some(Input::Prepared(Box::new(Prepared {
+                    memory: Ok(()),
                     job: p.job,
                     launch: p.launch,
                     cmd0: Ok(None),
@@ -237,6 +239,7 @@ impl Node {
 /// A launch of `job`'s run `run`, with `ranks` (rank, local PE) on node 0.
 fn launch(job: u64, run: u32, ranks: &[(u32, u32)], stopped: bool) -> ToNode {
     ToNode::Launch(Launch {
+        mem: None,
         job: JobId(job),
         size: ranks.len() as u32,
         cmd: vec!["/bin/prog".into(), "arg".into()],
@@ -288,6 +291,7 @@ fn exits(fx: &[Effect]) -> Vec<(u64, u32, u32, Option<i32>)> {
 /// A rank's exit with `code`.
 fn exit(rank: u32, code: i32) -> RankExit {
     RankExit {
+        oom: false,
         rank,
         code: Some(code),
         error: None,

@@ -45,6 +45,7 @@ fn a_rank_exit_while_the_machine_manager_is_lost_is_held_and_reported_once_on_re
         reg[0].jobs[0].ranks,
         [
             RankExit {
+                oom: false,
                 rank: 0,
                 code: None,
                 error: None

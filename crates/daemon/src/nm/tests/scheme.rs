@@ -349,6 +349,7 @@ fn real_gang_run(horizon: Time) -> BTreeMap<Time, BTreeSet<JobId>> {
 
 fn submit(procs: u32) -> crate::mm::core::Input {
     let request = Request::Submit(Box::new(SubmitRequest {
+        mem: None,
         procs,
         time_limit_us: Some(Dur::from_secs(1000).as_micros()),
         class: None,

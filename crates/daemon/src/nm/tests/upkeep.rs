@@ -145,6 +145,7 @@ fn as_root_only_the_job_users_own_files_are_read_or_cut() {
     n.core.on(
         ms(20),
         Input::Prepared(Box::new(Prepared {
+            memory: Ok(()),
             job: p.job,
             launch: p.launch,
             cmd0: Ok(None),
