@@ -370,6 +370,7 @@ mod tests {
         let mut record = JobRecord::new(&JobSpec::new(id, Time::ZERO, 2, Dur::from_secs(1)));
         record.id = JobId(id);
         JobInfo {
+            steps: Vec::new(),
             record,
             state,
             name: "j".into(),

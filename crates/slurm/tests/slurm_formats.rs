@@ -71,6 +71,7 @@ fn job(id: u64, name: &str, state: JobState, reason: Reason) -> JobView {
         held: false,
         restarts: 0,
         batch: true,
+        step: None,
     }
 }
 

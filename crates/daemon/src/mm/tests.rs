@@ -701,6 +701,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         error: None,
         array: None,
         mpi: Default::default(),
+        batch: false,
     };
     let request = Request::Submit(Box::new(SubmitRequest {
         procs: 1,
@@ -1088,6 +1089,7 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
         Request::Suspend(id),
         Request::Resume(id),
         Request::Output {
+            step: None,
             job: id,
             rank: 0,
             tail: false,
@@ -1393,6 +1395,7 @@ fn an_ended_job_is_forgotten_after_the_retention() {
         &mut c,
         t(63),
         Request::Output {
+            step: None,
             job: JobId(1),
             rank: 0,
             tail: false,
@@ -2001,6 +2004,7 @@ fn output_from_a_node_that_is_not_responding_says_so() {
     run_answering(&mut c, 1..=3, &[]);
     assert_eq!(node_state(&c, 0), "not_responding");
     let request = Request::Output {
+        step: None,
         job: JobId(1),
         rank: 0,
         tail: false,

@@ -184,5 +184,6 @@ pub(super) fn describe(s: &Side, record: JobRecord, state: JobState, run_us: i64
         sched: s.sched.clone(),
         reason: None,
         run: s.run,
+        steps: s.steps.clone(),
     }
 }

@@ -63,6 +63,9 @@ pub struct CoreConfig {
     /// The program that serves PMIx to a job's ranks (`cosched`, run as `cosched
     /// pmix-helper`); `None`: this node manager serves no PMIx.
     pub pmix_helper: Option<PathBuf>,
+    /// The node manager's directory of Slurm's commands (`srun` and the others, links to
+    /// the `cosched` binary), put first on a batch script's and a step's `PATH`.
+    pub slurm_bin: Option<PathBuf>,
 }
 
 /// Something that reached the node manager.
@@ -292,8 +295,17 @@ pub(super) struct NodeJob {
     pub(super) pmi: JobPmi,
     /// Its PMIx environments and what its helper said ([`super::pmix`]).
     pub(super) pmix: JobPmix,
-    /// Contained in a cgroup of its own (else its ranks' process groups).
+    /// Its processes are in a cgroup: its own, or for a step its allocation's (else they
+    /// are its ranks' process groups).
     pub(super) cgroup: bool,
+    /// A step of this allocation ([`Launch::within`]): its ranks are in the allocation's
+    /// cgroup, which stops, continues and kills them with it; the step's own kill
+    /// (`--kill-on-bad-exit`, its end) goes to its process groups.
+    pub(super) within: Option<JobId>,
+    /// Stopped by the machine manager or the node scheme (its cgroup frozen): a step of it
+    /// waits to be launched until it continues, as a process joining a frozen cgroup would
+    /// freeze before its exec and the spawn with it.
+    pub(super) stopped: bool,
     /// Which launch of this node manager it is: the exits of its ranks carry it.
     pub(super) launch: u64,
     /// Which run of the job it is (the machine manager's count, see [`Launch::run`]).
@@ -301,6 +313,14 @@ pub(super) struct NodeJob {
     /// The job's user, when this node manager (root) runs it as another: only files of
     /// theirs are cut.
     pub(super) must_own: Option<u32>,
+}
+
+impl NodeJob {
+    /// Its processes are in a cgroup of its own, which stops, continues and kills them
+    /// (a step's are in its allocation's).
+    pub(super) fn owns_cgroup(&self) -> bool {
+        self.cgroup && self.within.is_none()
+    }
 }
 
 /// Where the node manager stands with the machine manager.
@@ -358,6 +378,10 @@ pub struct NmCore {
     /// When the node scheme looks at its ranks next (while it watches them).
     pub(super) next_tick: Option<Time>,
     pub(super) sampling: Option<SampleFor>,
+    /// Launches of steps whose allocation is stopped here, started when it continues.
+    pub(super) waiting_steps: Vec<Launch>,
+    /// Launches to start once the one under way is done.
+    pub(super) queued: VecDeque<Launch>,
     effects: VecDeque<Effect>,
 }
 
@@ -381,6 +405,8 @@ impl NmCore {
             nsched,
             next_tick: None,
             sampling: None,
+            waiting_steps: Vec::new(),
+            queued: VecDeque::new(),
             effects: VecDeque::new(),
         };
         core.register_again(now);
@@ -511,6 +537,11 @@ impl NmCore {
             Input::Helper { job, launch, msg } => self.helper_said(now, job, launch, msg),
             Input::HelperExited { job, launch, code } => self.helper_exited(now, job, launch, code),
             Input::Timer => self.timer(now),
+        }
+        if self.launching.is_none()
+            && let Some(l) = self.queued.pop_front()
+        {
+            self.launch(now, l);
         }
         // The node scheme looks at its ranks from the moment it has some to watch.
         if self.nsched.active() {
@@ -667,8 +698,12 @@ impl NmCore {
                 // FCS continues the chosen ranks one by one (below); the job's freezer must
                 // let them.
                 Some(j) if thaw_only => {
-                    if j.cgroup {
+                    if j.owns_cgroup() {
                         let launch = j.launch;
+                        if let Some(j) = self.jobs.get_mut(&job) {
+                            j.stopped = false;
+                        }
+                        self.release_steps(job);
                         self.push(Effect::Cgroup {
                             job,
                             launch,
@@ -696,8 +731,15 @@ impl NmCore {
     /// Stops or continues a job whole: its cgroup's freezer (which stops every process of the
     /// job, `setsid` ones included), else its running ranks' process groups.
     pub(super) fn signal(&mut self, job: JobId, stop: bool) {
-        let Some(j) = self.jobs.get(&job) else { return };
-        if j.cgroup {
+        let Some(j) = self.jobs.get_mut(&job) else {
+            return;
+        };
+        j.stopped = stop;
+        if !stop {
+            self.release_steps(job);
+        }
+        let j = &self.jobs[&job];
+        if j.owns_cgroup() {
             let (launch, op) = (
                 j.launch,
                 if stop {
@@ -710,9 +752,12 @@ impl NmCore {
             return;
         }
         let sig = if stop { libc::SIGSTOP } else { libc::SIGCONT };
-        let groups: Vec<i32> = j
-            .ranks
-            .values()
+        // Its steps' ranks too: without a cgroup nothing else holds them together.
+        let groups: Vec<i32> = self
+            .jobs
+            .iter()
+            .filter(|&(&id, j)| id == job || j.within == Some(job))
+            .flat_map(|(_, j)| j.ranks.values())
             .filter(|r| r.exit.is_none())
             .map(|r| r.pgid)
             .filter(|&g| g > 0)
@@ -774,7 +819,12 @@ impl NmCore {
     /// Returns the job's run (see [`Launch::run`]) when it took the exit in.
     pub(super) fn record_exit(&mut self, job: JobId, launch: u64, exit: &RankExit) -> Option<u32> {
         let j = self.jobs.get_mut(&job).filter(|j| j.launch == launch)?;
-        j.ranks.get_mut(&exit.rank)?.exit = Some(exit.clone());
+        let r = j.ranks.get_mut(&exit.rank)?;
+        if r.exit.is_some() {
+            // Taken in already: an exit is reported once.
+            return None;
+        }
+        r.exit = Some(exit.clone());
         let run = j.run;
         // Its last writes are cut too, not only those a heartbeat saw.
         self.cap_outputs(Some((job, exit.rank)));

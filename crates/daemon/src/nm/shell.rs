@@ -171,6 +171,10 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
             euid: crate::util::euid(),
             jobs_dir: jobs_dir.path().to_path_buf(),
             pmix_helper: cfg.pmix_helper.clone(),
+            slurm_bin: cfg
+                .pmix_helper
+                .as_deref()
+                .and_then(|exe| super::files::slurm_bin(&cfg.workdir, exe, &cfg.name)),
         },
         now(),
     );
@@ -513,13 +517,21 @@ impl Shell {
             }
             None => Ok(None),
         };
-        let (cgroup, procs) = match self.contain.for_launch(p.job, p.launch) {
-            Ok(Some((cg, procs))) => {
-                self.cgroups.insert((p.job, p.launch), cg);
-                (Ok(true), Some(procs))
-            }
-            Ok(None) => (Ok(false), None),
-            Err(e) => (Err(e.to_string()), None),
+        let (cgroup, procs) = match p.join {
+            // A step: into its allocation's cgroup.
+            Some(alloc) => match self.cgroups.get(&alloc).map(|cg| cg.procs_fd()) {
+                Some(Ok(procs)) => (Ok(true), Some(procs)),
+                Some(Err(e)) => (Err(e.to_string()), None),
+                None => (Ok(false), None),
+            },
+            None => match self.contain.for_launch(p.job, p.launch) {
+                Ok(Some((cg, procs))) => {
+                    self.cgroups.insert((p.job, p.launch), cg);
+                    (Ok(true), Some(procs))
+                }
+                Ok(None) => (Ok(false), None),
+                Err(e) => (Err(e.to_string()), None),
+            },
         };
         let run_as = super::spawn::run_as(p.job, p.uid, p.gid, &self.cfg.name, crate::util::euid());
         let owner = run_as

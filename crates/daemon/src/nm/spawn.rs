@@ -94,8 +94,15 @@ pub fn spawn_rank(
     for k in &s.remove_env {
         cmd.env_remove(k);
     }
-    cmd.envs(s.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(std::process::Stdio::null())
+    cmd.envs(s.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    if let Some(dir) = &s.path_first {
+        let base = match &s.base_env {
+            BaseEnv::Only(env) => env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),
+            BaseEnv::Inherit => std::env::var("PATH").ok(),
+        };
+        cmd.env("PATH", path_with_first(dir, base.as_deref()));
+    }
+    cmd.stdin(std::process::Stdio::null())
         .stdout(out)
         .stderr(err)
         .process_group(0);
@@ -203,6 +210,17 @@ pub fn spawn_rank(
             ),
         )),
         r => r,
+    }
+}
+
+/// `PATH` with `dir` first (once), or with the system's usual directories after it when
+/// there was none.
+pub fn path_with_first(dir: &Path, path: Option<&str>) -> String {
+    let dir = dir.display().to_string();
+    match path.filter(|p| !p.is_empty()) {
+        Some(p) if p.split(':').next() == Some(dir.as_str()) => p.to_string(),
+        Some(p) => format!("{dir}:{p}"),
+        None => format!("{dir}:/usr/local/bin:/usr/bin:/bin"),
     }
 }
 

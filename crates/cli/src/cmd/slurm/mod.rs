@@ -17,6 +17,7 @@ pub mod scancel;
 pub mod scontrol;
 pub mod sinfo;
 pub mod squeue;
+pub mod srun;
 pub mod view;
 
 /// The names cosched answers to.
@@ -81,6 +82,7 @@ pub fn dispatch(name: &str, args: Vec<String>) -> i32 {
         "sacct" => sacct::run(args),
         "sinfo" => sinfo::run(args),
         "scontrol" => scontrol::run(args),
+        "srun" => srun::run(args),
         other => fail(
             other,
             "job steps are not built in cosched yet (docs/slurm.md); `cosched run` runs a job interactively, `sbatch` submits one",

@@ -6,8 +6,8 @@
 //! `-o`, and with `--wait` exits with the job's exit code.
 //!
 //! Each option cosched ignores or has not built is one warning line; `--strict` or
-//! `COSCHED_SLURM_STRICT=1` refuses them. Until job steps exist the script runs once per
-//! task, which a warning says when a job has more than one.
+//! `COSCHED_SLURM_STRICT=1` refuses them. The job is an allocation: the script runs once, on
+//! its first node, and `srun` in it starts steps on the allocation's PEs.
 
 use std::io::Read;
 use std::time::Duration;
@@ -183,11 +183,6 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
             layout.nodes,
         ));
     }
-    if ranks > 1 {
-        warnings.push(format!(
-            "sbatch: warning: cosched runs the batch script once per task ({ranks} times) until job steps are built; srun inside it is not available (docs/slurm.md)"
-        ));
-    }
     for w in &warnings {
         eprintln!("{w}");
     }
@@ -212,6 +207,8 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
         .map(|e| jobio::expand_at_submission(e, &name, &user));
     opts.name = Some(name);
     let mut req = request_of(&opts, src.cmd, None).map_err(|e| error(format!("{e:#}")))?;
+    // An allocation: the script runs once, on its first node; `srun` in it starts steps.
+    req.io.batch = true;
     let cpus_per_task = all
         .value("cpus-per-task")
         .map(|c| {

@@ -7,6 +7,7 @@ mod launch;
 mod pmix;
 mod registration;
 mod scheme;
+mod steps;
 mod upkeep;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,6 +44,7 @@ fn config(scheme: &str) -> CoreConfig {
         euid: 1000,
         jobs_dir: PathBuf::from("/work/jobs"),
         pmix_helper: None,
+        slurm_bin: Some(PathBuf::from("/w/slurm-bin")),
     }
 }
 
@@ -249,6 +251,7 @@ fn launch(job: u64, run: u32, ranks: &[(u32, u32)], stopped: bool) -> ToNode {
             ranks: ranks.to_vec(),
         }],
         run,
+        within: None,
     })
 }
 
