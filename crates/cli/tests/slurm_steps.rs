@@ -146,3 +146,98 @@ fn srun_in_a_batch_script_starts_steps_and_the_script_runs_once() {
         format!("{id}\n")
     );
 }
+
+/// An MPI program that prints its rank and the world's size, and fails unless the world
+/// has `argv[1]` ranks.
+const WORLD_C: &str = r#"
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int rank, size, sum = 0, one = 1;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("rank %d of %d (%d in the allreduce)\n", rank, size, sum);
+    fflush(stdout);
+    MPI_Finalize();
+    return size == atoi(argv[1]) && sum == size ? 0 : 1;
+}
+"#;
+
+/// `WORLD_C` built with `mpicc` (`mpicc.mpich`, `mpicc.openmpi`) into the submit
+/// directory; `None` (after a NOTICE) when that MPI is not installed (`.ci/run` installs
+/// both).
+fn world(s: &Site, mpicc: &str) -> Option<PathBuf> {
+    if Command::new(mpicc).arg("-show").output().is_err() {
+        eprintln!(
+            "NOTICE: skipping: `{mpicc}` not found (install Debian's mpich/libmpich-dev and openmpi-bin/libopenmpi-dev, as .ci/run does)"
+        );
+        return None;
+    }
+    let src = s.write("world.c", WORLD_C);
+    let exe = s.work.join(format!("world-{mpicc}"));
+    let out = Command::new(mpicc)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Some(exe)
+}
+
+#[test]
+fn srun_of_an_mpich_program_in_a_batch_script_is_one_world_of_n_ranks() {
+    let s = Site::up("mpich", "2");
+    let Some(exe) = world(&s, "mpicc.mpich") else {
+        return;
+    };
+    let script = format!(
+        "#!/bin/sh\n#SBATCH -N 2 --ntasks-per-node=2\necho script ran\nsrun {} 4\necho \"srun exited $?\"\n",
+        exe.display()
+    );
+    let (id, out) = s.run(&script, 180);
+    assert_eq!(lines_with(&out, "script"), ["script ran"], "{out}");
+    assert_eq!(
+        lines_with(&out, "rank"),
+        (0..4)
+            .map(|r| format!("rank {r} of 4 (4 in the allreduce)"))
+            .collect::<Vec<_>>(),
+        "{out}"
+    );
+    assert!(out.contains("srun exited 0\n"), "{out}");
+    assert!(
+        s.sacct(id, "JobID,State").contains(&format!("{id}.0|COMPLETED")),
+        "{}",
+        s.sacct(id, "JobID,State")
+    );
+}
+
+#[test]
+fn mpirun_of_open_mpi_in_a_batch_script_is_one_world_of_n_ranks() {
+    let s = Site::up("ompi", "1");
+    let Some(exe) = world(&s, "mpicc.openmpi") else {
+        return;
+    };
+    // Open MPI's mpirun sees the allocation (SLURM_JOB_ID, SLURM_NODELIST,
+    // SLURM_TASKS_PER_NODE) and starts its daemon on each node with srun.
+    let script = format!(
+        "#!/bin/sh\n#SBATCH -N 1 -n 2\necho script ran\nmpirun.openmpi --allow-run-as-root {} 2\necho \"mpirun exited $?\"\n",
+        exe.display()
+    );
+    let (id, out) = s.run(&script, 180);
+    assert_eq!(lines_with(&out, "script"), ["script ran"], "{out}");
+    assert_eq!(
+        lines_with(&out, "rank"),
+        ["rank 0 of 2 (2 in the allreduce)", "rank 1 of 2 (2 in the allreduce)"],
+        "{out}"
+    );
+    assert!(out.contains("mpirun exited 0\n"), "{out}");
+    let acct = s.sacct(id, "JobID,JobName,State");
+    assert!(
+        acct.contains(&format!("{id}.0|orted|COMPLETED")),
+        "mpirun's daemon ran as step 0:\n{acct}"
+    );
+}
