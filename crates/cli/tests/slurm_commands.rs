@@ -136,7 +136,10 @@ fn submitit_style_polling_sees_slurms_states_and_exit_codes() {
         states.iter().all(|st| st == "PENDING" || st == "RUNNING"),
         "squeue -o %T printed {states:?}"
     );
-    assert_eq!(s.sacct(id), format!("{id}|FAILED|3:0\n{id}.batch|FAILED|3:0\n"));
+    assert_eq!(
+        s.sacct(id),
+        format!("{id}|FAILED|3:0\n{id}.batch|FAILED|3:0\n")
+    );
     // Slurm's default output file, in the submit directory, standard error with it.
     assert_eq!(read(&s.work.join(format!("slurm-{id}.out"))), "out\nerr\n");
 
@@ -148,7 +151,10 @@ fn submitit_style_polling_sees_slurms_states_and_exit_codes() {
         .and_then(|r| r.trim().parse().ok())
         .unwrap_or_else(|| panic!("sbatch printed {out:?}"));
     s.poll_squeue(ok, 60);
-    assert_eq!(s.sacct(ok), format!("{ok}|COMPLETED|0:0\n{ok}.batch|COMPLETED|0:0\n"));
+    assert_eq!(
+        s.sacct(ok),
+        format!("{ok}|COMPLETED|0:0\n{ok}.batch|COMPLETED|0:0\n")
+    );
 
     // scancel of a running job: CANCELLED, killed by SIGTERM as Slurm reports it.
     let long = s.sbatch(&["--wrap", "sleep 300"]);
@@ -166,7 +172,10 @@ fn submitit_style_polling_sees_slurms_states_and_exit_codes() {
     }
     s.ok("scancel", &[&long.to_string()]);
     s.poll_squeue(long, 60);
-    assert_eq!(s.sacct(long), format!("{long}|CANCELLED|0:15\n{long}.batch|CANCELLED|0:15\n"));
+    assert_eq!(
+        s.sacct(long),
+        format!("{long}|CANCELLED|0:15\n{long}.batch|CANCELLED|0:15\n")
+    );
     // scancel of a job that has ended is not an error, as in Slurm.
     s.ok("scancel", &[&long.to_string()]);
 
@@ -233,7 +242,10 @@ fn a_script_with_directives_cosched_ignores_runs_with_one_warning_each() {
     }
     assert_eq!(warnings.len(), 10, "{warnings:#?}");
     s.poll_squeue(id, 60);
-    assert_eq!(s.sacct(id), format!("{id}|COMPLETED|0:0\n{id}.batch|COMPLETED|0:0\n"));
+    assert_eq!(
+        s.sacct(id),
+        format!("{id}|COMPLETED|0:0\n{id}.batch|COMPLETED|0:0\n")
+    );
     // --chdir: the job ran in sub/, its relative output file went there, named by %x and %j.
     let text = read(&s.work.join(format!("sub/out-site-{id}.txt")));
     assert_eq!(text.trim(), s.work.join("sub").display().to_string());
@@ -297,7 +309,10 @@ fn scontrol_shows_jobs_in_slurms_records_and_holds_and_releases_them() {
     assert_eq!(one.lines().count(), 1);
     s.ok("scontrol", &["release", &id.to_string()]);
     s.poll_squeue(id, 60);
-    assert_eq!(s.sacct(id), format!("{id}|COMPLETED|0:0\n{id}.batch|COMPLETED|0:0\n"));
+    assert_eq!(
+        s.sacct(id),
+        format!("{id}|COMPLETED|0:0\n{id}.batch|COMPLETED|0:0\n")
+    );
     assert_eq!(read(&s.work.join(format!("slurm-{id}.out"))), "done\n");
     let rec = s.ok("scontrol", &["show", "job", &id.to_string()]);
     assert!(

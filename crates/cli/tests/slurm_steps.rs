@@ -84,8 +84,8 @@ impl Site {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
-        let out = std::fs::read_to_string(self.work.join(format!("slurm-{id}.out")))
-            .unwrap_or_default();
+        let out =
+            std::fs::read_to_string(self.work.join(format!("slurm-{id}.out"))).unwrap_or_default();
         (id, out)
     }
 
@@ -93,7 +93,13 @@ impl Site {
     fn sacct(&self, id: u64, format: &str) -> String {
         self.ok(
             "sacct",
-            &["-j", &id.to_string(), "-P", "-n", &format!("--format={format}")],
+            &[
+                "-j",
+                &id.to_string(),
+                "-P",
+                "-n",
+                &format!("--format={format}"),
+            ],
         )
     }
 }
@@ -142,7 +148,10 @@ fn srun_in_a_batch_script_starts_steps_and_the_script_runs_once() {
         )
     );
     assert_eq!(
-        s.ok("sacct", &["-j", &id.to_string(), "-X", "-P", "-n", "--format=JobID"]),
+        s.ok(
+            "sacct",
+            &["-j", &id.to_string(), "-X", "-P", "-n", "--format=JobID"]
+        ),
         format!("{id}\n")
     );
 }
@@ -184,7 +193,11 @@ fn world(s: &Site, mpicc: &str) -> Option<PathBuf> {
         .arg(&src)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Some(exe)
 }
 
@@ -209,7 +222,8 @@ fn srun_of_an_mpich_program_in_a_batch_script_is_one_world_of_n_ranks() {
     );
     assert!(out.contains("srun exited 0\n"), "{out}");
     assert!(
-        s.sacct(id, "JobID,State").contains(&format!("{id}.0|COMPLETED")),
+        s.sacct(id, "JobID,State")
+            .contains(&format!("{id}.0|COMPLETED")),
         "{}",
         s.sacct(id, "JobID,State")
     );
@@ -231,7 +245,10 @@ fn mpirun_of_open_mpi_in_a_batch_script_is_one_world_of_n_ranks() {
     assert_eq!(lines_with(&out, "script"), ["script ran"], "{out}");
     assert_eq!(
         lines_with(&out, "rank"),
-        ["rank 0 of 2 (2 in the allreduce)", "rank 1 of 2 (2 in the allreduce)"],
+        [
+            "rank 0 of 2 (2 in the allreduce)",
+            "rank 1 of 2 (2 in the allreduce)"
+        ],
         "{out}"
     );
     assert!(out.contains("mpirun exited 0\n"), "{out}");

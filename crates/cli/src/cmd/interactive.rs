@@ -166,7 +166,12 @@ fn job(client: &Client, id: JobId) -> anyhow::Result<JobInfo> {
 /// Fetches each rank's output and prints what is new; a rank not launched yet, or whose
 /// node does not answer, is simply tried again next time.
 fn poll(client: &Client, id: JobId, streams: &mut [(Stream, Stream)], label: bool, last: bool) {
-    poll_with(&|rank| client.rank_output(id, rank, false), streams, label, last);
+    poll_with(
+        &|rank| client.rank_output(id, rank, false),
+        streams,
+        label,
+        last,
+    );
 }
 
 /// [`poll`] of the ranks whose output `fetch` brings (a job's, or a step's).

@@ -365,7 +365,10 @@ impl Core {
             st.error = match (&exit.error, code) {
                 (Some(e), _) => Some(format!("task {} on node {on}: {e}", exit.rank)),
                 (None, 0) => None,
-                (None, c) => Some(format!("task {} on node {on} exited with code {c}", exit.rank)),
+                (None, c) => Some(format!(
+                    "task {} on node {on} exited with code {c}",
+                    exit.rank
+                )),
             };
         }
         let done = st.ranks.iter().all(Option::is_some);
@@ -421,7 +424,8 @@ impl Core {
             }
             st.state = JobState::Cancelled;
             st.end_us = Some(now);
-            st.error.get_or_insert_with(|| "its allocation ended".into());
+            st.error
+                .get_or_insert_with(|| "its allocation ended".into());
             forget.extend(st.placement.iter().map(|p| p.node));
             units.push(step_unit(id, st.id));
         }

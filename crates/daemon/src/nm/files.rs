@@ -47,7 +47,10 @@ pub const SLURM_COMMANDS: &[&str] = &[
 pub fn slurm_bin(workdir: &Path, exe: &Path, node: &str) -> Option<std::path::PathBuf> {
     let made = Dir::private(workdir, 0o711)
         .map_err(|e| e.to_string())
-        .and_then(|w| w.private_child("slurm-bin", 0o755).map_err(|e| e.to_string()))
+        .and_then(|w| {
+            w.private_child("slurm-bin", 0o755)
+                .map_err(|e| e.to_string())
+        })
         .and_then(|dir| {
             for name in SLURM_COMMANDS {
                 if std::fs::read_link(dir.join(name)).is_ok_and(|to| to == exe) {

@@ -313,7 +313,10 @@ impl NmCore {
         let cpu = cpus[(self.cfg.cpu_offset + pe) as usize % cpus.len().max(1)];
         let mut env = l.env.clone();
         env.extend([
-            ("COSCHED_JOB_ID".to_string(), l.within.unwrap_or(l.job).0.to_string()),
+            (
+                "COSCHED_JOB_ID".to_string(),
+                l.within.unwrap_or(l.job).0.to_string(),
+            ),
             ("COSCHED_RANK".to_string(), rank.to_string()),
             ("COSCHED_SIZE".to_string(), l.size.to_string()),
             ("COSCHED_NODE".to_string(), name.clone()),

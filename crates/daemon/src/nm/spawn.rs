@@ -97,7 +97,10 @@ pub fn spawn_rank(
     cmd.envs(s.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     if let Some(dir) = &s.path_first {
         let base = match &s.base_env {
-            BaseEnv::Only(env) => env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),
+            BaseEnv::Only(env) => env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone()),
             BaseEnv::Inherit => std::env::var("PATH").ok(),
         };
         cmd.env("PATH", path_with_first(dir, base.as_deref()));

@@ -106,8 +106,9 @@ fn step_request(job: JobId, p: &Parsed, opts: &batch::JobOpts) -> Result<StepReq
         .or_else(|| (!placed).then(|| env_num("SLURM_NTASKS")).flatten());
     let nodelist = match p.value("nodelist") {
         None => Vec::new(),
-        Some(l) => cosched_slurm::hostlist::expand(l)
-            .map_err(|e| error(format!("--nodelist={l}: {e}")))?,
+        Some(l) => {
+            cosched_slurm::hostlist::expand(l).map_err(|e| error(format!("--nodelist={l}: {e}")))?
+        }
     };
     let export = opts.export.clone().unwrap_or_else(|| "ALL".into());
     let env = jobio::parse_export(&export, &jobio::current_environ()).map_err(error)?;
@@ -166,7 +167,10 @@ fn start(client: &Client, req: StepRequest, quiet: bool) -> Result<StepInfo, Sto
             Err(e) => {
                 let text = e.to_string();
                 let Some(at) = text.find(STEP_BUSY) else {
-                    return Err(error(format!("Unable to create step for job {}: {text}", req.job)));
+                    return Err(error(format!(
+                        "Unable to create step for job {}: {text}",
+                        req.job
+                    )));
                 };
                 if !said && !quiet {
                     said = true;
@@ -184,9 +188,16 @@ fn start(client: &Client, req: StepRequest, quiet: bool) -> Result<StepInfo, Sto
 
 /// Follows step `step` of `job` to its end, relaying its tasks' output when `relay`;
 /// Slurm's exit status: the highest exit code of the tasks.
-fn wait(client: &Client, job: JobId, step: StepInfo, label: bool, relay: bool) -> Result<i32, Stop> {
+fn wait(
+    client: &Client,
+    job: JobId,
+    step: StepInfo,
+    label: bool,
+    relay: bool,
+) -> Result<i32, Stop> {
     let k = step.id;
-    let mut streams: Vec<(Stream, Stream)> = (0..step.ntasks()).map(|_| Default::default()).collect();
+    let mut streams: Vec<(Stream, Stream)> =
+        (0..step.ntasks()).map(|_| Default::default()).collect();
     let fetch = |rank: u32| client.task_output(job, Some(k), rank, false);
     let st = loop {
         let info = client

@@ -225,7 +225,11 @@ fn scancel_kills_every_step_of_the_allocation() {
         .map(|(g, _)| g)
         .collect();
     termed.sort_unstable();
-    assert_eq!(termed, [100, 101, 102, 103, 104], "the script and four step ranks");
+    assert_eq!(
+        termed,
+        [100, 101, 102, 103, 104],
+        "the script and four step ranks"
+    );
 }
 
 #[test]
