@@ -24,6 +24,7 @@ fn job(id: u64, state: JobState) -> JobInfo {
         exit_code: state.is_final().then_some(0),
     };
     JobInfo {
+        steps: Vec::new(),
         record,
         state,
         name: format!("j{id}"),

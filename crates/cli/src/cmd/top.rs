@@ -411,6 +411,7 @@ mod tests {
             record.start = Some(Time::from_secs(103));
         }
         JobInfo {
+            steps: Vec::new(),
             record,
             state,
             name: format!("job{id}"),

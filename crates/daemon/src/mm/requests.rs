@@ -81,10 +81,7 @@ impl Core {
                 // `None`: answered when the node replies (and there is nothing to write).
                 self.output(now, req, (job, step), rank, tail, caller)?
             }
-            Request::Step(r) => match self.step_request(now, req, *r, caller) {
-                Ok(w) => return Some(w),
-                Err(resp) => resp,
-            },
+            Request::Step(r) => return self.step_request(now, req, *r, caller),
             Request::Shutdown if !caller.admin => Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) may shut it down",
                 crate::util::user_name(crate::util::euid())

@@ -15,7 +15,7 @@ use cosched_core::{JobId, NodeId, Time};
 use cosched_ledger::Ix;
 
 use super::changes::{Staged, Write};
-use super::core::{Core, ReqId};
+use super::core::{Core, Effect, ReqId};
 use crate::proto::*;
 
 /// The ranks of a launch whose exits end the job: every rank of its placement, or for a
@@ -219,32 +219,48 @@ pub fn place_step(
 
 impl Core {
     /// A step asked by `caller`: checked and placed, then staged to be recorded (answered
-    /// once durable, [`Core::start_step`]); or the reason it cannot start.
+    /// once durable, [`Core::start_step`]); or answered at once with why it cannot start.
     pub(super) fn step_request(
         &mut self,
         now: Time,
         req: ReqId,
         r: StepRequest,
         caller: Caller,
-    ) -> Result<Write, Response> {
+    ) -> Option<Write> {
+        match self.check_step(now, req, r, caller) {
+            Ok(w) => Some(w),
+            Err(resp) => {
+                self.push(Effect::Reply { req, resp: *resp });
+                None
+            }
+        }
+    }
+
+    fn check_step(
+        &mut self,
+        now: Time,
+        req: ReqId,
+        r: StepRequest,
+        caller: Caller,
+    ) -> Result<Write, Box<Response>> {
         let job = r.job;
         let Some(i) = self.ledger.find(job) else {
-            return Err(Response::Error(format!(
+            return Err(Box::new(Response::Error(format!(
                 "unknown job id {job} (SLURM_JOB_ID): srun starts a step only inside a running job of yours"
-            )));
+            ))));
         };
         if self.side[i].user != Some(caller.uid) && !caller.admin {
-            return Err(self.denied(i));
+            return Err(Box::new(self.denied(i)));
         }
         if !self.live.contains(&i) || self.side[i].placement.is_empty() {
             let state = self.job_info(i, now).state;
-            return Err(Response::Error(format!(
+            return Err(Box::new(Response::Error(format!(
                 "job {job} is {} (not running): a step starts only in a running allocation",
                 state.as_str()
-            )));
+            ))));
         }
         if r.cmd.is_empty() {
-            return Err(Response::Error("srun: no command given".into()));
+            return Err(Box::new(Response::Error("srun: no command given".into())));
         }
         let s = &self.side[i];
         let mut busy: BTreeMap<(NodeId, u32), u32> = BTreeMap::new();
@@ -259,9 +275,9 @@ impl Core {
         let placement = match place_step(&s.placement, &name_of, &busy, &r) {
             Ok(p) => p,
             Err(StepRefusal::Busy(why)) => {
-                return Err(Response::Error(format!("{STEP_BUSY}{why}")));
+                return Err(Box::new(Response::Error(format!("{STEP_BUSY}{why}"))));
             }
-            Err(StepRefusal::Never(why)) => return Err(Response::Error(why)),
+            Err(StepRefusal::Never(why)) => return Err(Box::new(Response::Error(why))),
         };
         let ntasks: usize = placement.iter().map(|p| p.ranks.len()).sum();
         let step = StepInfo {
