@@ -16,7 +16,7 @@ use cosched_node::{
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
-use crate::report::{Breakdown, ClassChange, JobResult, ProcResult, RunResult};
+use crate::results::{Breakdown, ClassChange, JobResult, ProcResult, RunResult};
 use crate::scenario::Scenario;
 use crate::workload::{AppJob, draw_size};
 

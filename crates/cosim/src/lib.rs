@@ -6,7 +6,7 @@
 //! - [`hyper_erlang`]: the Hyper-Erlang distribution that draws a mix's open arrivals, job
 //!   lengths and sizes.
 //! - [`engine`]: the event loop: PEs, processes, network, FCFS admission up to the MPL.
-//! - [`report`]: results (response, wait, message pending time, time breakdown, classes).
+//! - [`results`]: results (response, wait, message pending time, time breakdown, classes).
 //! - [`spread`]: a sweep over seeds summarised per grid point and scheme (mean, range, and
 //!   PROC's paired change against its base scheme).
 //!
@@ -14,7 +14,7 @@
 
 pub mod engine;
 pub mod hyper_erlang;
-pub mod report;
+pub mod results;
 pub mod scenario;
 pub mod spread;
 pub mod workload;
@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use cosched_node::Scheme;
 use rayon::prelude::*;
 
-pub use report::{Breakdown, ClassChange, RunResult};
+pub use results::{Breakdown, ClassChange, RunResult};
 pub use scenario::{Scenario, ScenarioError};
 
 /// Simulates one scheme on a scenario. `class_history` keeps every FCS class change.

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use cosched_node::Scheme;
 use serde::Serialize;
 
-use crate::report::{Fractions, RunResult};
+use crate::results::{Fractions, RunResult};
 
 /// Mean, minimum and maximum of one figure over the seeds.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq)]

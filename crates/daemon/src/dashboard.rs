@@ -24,7 +24,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::proto::{JobInfo, StatusInfo};
-use crate::report::dur;
+use crate::views::dur;
 use crate::{DaemonError, StateDir};
 
 /// What the dashboard shows, read from the core at one instant.
@@ -310,7 +310,7 @@ fn view_json(s: &Snapshot, history: &[Sample]) -> Value {
                 "pes": j.procs(),
                 "state": j.state.as_str(),
                 "held": j.held,
-                "slot": crate::report::job_slots(st, j.id()),
+                "slot": crate::views::job_slots(st, j.id()),
                 "wait": dur(wait_us(j, s.now_us)),
                 "run": dur(Some(j.run_us)),
                 "why": j.reason.as_deref().or(j.error.as_deref()).unwrap_or(""),
@@ -471,7 +471,7 @@ fn job_page(j: &JobInfo, s: &Snapshot, token: &str) -> String {
             ),
         ),
         ("PEs", r.procs.to_string()),
-        ("slot", crate::report::job_slots(&s.status, r.id)),
+        ("slot", crate::views::job_slots(&s.status, r.id)),
         (
             "nodes",
             if nodes.is_empty() {

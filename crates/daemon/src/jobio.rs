@@ -28,7 +28,7 @@ pub struct JobIo {
     /// The array task this job is (`--array`): its output patterns expand `%A` and `%a`,
     /// and its ranks get the array variables.
     #[serde(default)]
-    pub array: Option<crate::sched::ArrayTask>,
+    pub array: Option<crate::start_conditions::ArrayTask>,
     /// Which MPI start-up servers its ranks get (`--mpi`).
     #[serde(default)]
     pub mpi: Mpi,
@@ -189,7 +189,7 @@ pub fn nodelist_and_tasks(
 pub fn expand(
     pattern: &str,
     job: JobId,
-    array: Option<&crate::sched::ArrayTask>,
+    array: Option<&crate::start_conditions::ArrayTask>,
     rank: u32,
     node: &str,
 ) -> String {
@@ -327,7 +327,7 @@ mod tests {
             "o-7-3-n1-%-%x"
         );
         assert_eq!(expand("%A_%a", j, None, 3, "n1"), "7_0");
-        let task = crate::sched::ArrayTask {
+        let task = crate::start_conditions::ArrayTask {
             job: JobId(5),
             index: 9,
             throttle: None,
@@ -359,7 +359,7 @@ mod tests {
     fn submission_expands_the_name_and_user_and_leaves_the_rest_to_the_node() {
         let p = expand_at_submission("o-%x-%u-%j-%%x-%A_%a-%N-%t.out%", "job", "ann");
         assert_eq!(p, "o-job-ann-%j-%%x-%A_%a-%N-%t.out%");
-        let task = crate::sched::ArrayTask {
+        let task = crate::start_conditions::ArrayTask {
             job: JobId(5),
             index: 2,
             throttle: None,

@@ -17,8 +17,8 @@
 //!   on the launch benchmarks and extrapolated (seed 003 Fig. 10).
 //! - [`cluster`]: an embedded cluster of local daemons (`cosched cluster up|down`, the demo).
 //! - [`state_dir`]: the layout of a cluster's state directory (addresses, keys, pids, database).
-//! - [`sched`]: start conditions: dependencies, begin times, job arrays and their throttle.
-//! - [`report`]: tables, the Ousterhout matrix and SWF export of job records.
+//! - [`start_conditions`]: start conditions: dependencies, begin times, job arrays and their throttle.
+//! - [`views`]: tables, the Ousterhout matrix and SWF export of job records.
 //! - [`util`]: clock, atomic files, signals.
 //! - [`dir`]: directories a root daemon works in, held open; files in them made without
 //!   following links; its own directories checked before use.
@@ -48,11 +48,11 @@ pub mod mm;
 pub mod nm;
 pub mod pmi;
 pub mod proto;
-pub mod report;
-pub mod sched;
+pub mod start_conditions;
 pub mod state_dir;
 pub mod user_key;
 pub mod util;
+pub mod views;
 
 pub use state_dir::StateDir;
 

@@ -9,7 +9,7 @@
 use cosched_core::{JobId, JobRecord, NodeId};
 
 pub use crate::jobio::JobIo;
-pub use crate::sched::{ArraySpec, ArrayTask, DepKind, Dependency, Schedule};
+pub use crate::start_conditions::{ArraySpec, ArrayTask, DepKind, Dependency, Schedule};
 use serde::{Deserialize, Serialize};
 
 /// Node variable written by every heartbeat (its sequence number); COMPARE checks it.

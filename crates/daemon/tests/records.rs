@@ -5,7 +5,7 @@ use cosched_core::{Dur, JobId, JobRecord, NodeId, PeSet, Time};
 use cosched_daemon::db::{Db, NodeRow};
 use cosched_daemon::mm::parse_pes;
 use cosched_daemon::proto::{JobInfo, JobState, NodeInfo, Placement, StatusInfo};
-use cosched_daemon::report;
+use cosched_daemon::views;
 use cosched_workload::swf::{ReadOptions, read_trace_from};
 
 fn job(id: u64, state: JobState) -> JobInfo {
@@ -133,7 +133,7 @@ fn swf_is_written_by_the_workload_writer_with_a_header_it_reads_back() {
         job(2, JobState::Running),
         job(3, JobState::Cancelled),
     ];
-    let (header, records) = report::swf(&jobs, &status());
+    let (header, records) = views::swf(&jobs, &status());
     let mut text = Vec::new();
     cosched_workload::swf::write_trace(&mut text, &header, &records).unwrap();
     let text = String::from_utf8(text).unwrap();
@@ -153,7 +153,7 @@ fn swf_is_written_by_the_workload_writer_with_a_header_it_reads_back() {
     assert_eq!(back.procs, 4, "MaxProcs: {text}");
     assert_eq!(back.header.max_nodes, Some(2));
     assert_eq!(back.records.len(), 2);
-    let rec = report::acct_record(&jobs[0]);
+    let rec = views::acct_record(&jobs[0]);
     for field in [
         "id",
         "state",
@@ -172,7 +172,7 @@ fn swf_is_written_by_the_workload_writer_with_a_header_it_reads_back() {
 #[test]
 fn status_draws_the_matrix() {
     let st = status();
-    let text = report::status_text(&st);
+    let text = views::status_text(&st);
     assert!(text.contains("nodes 1/2 up"), "{text}");
     let slot1 = text.lines().find(|l| l.starts_with("slot1")).unwrap();
     assert!(

@@ -275,8 +275,8 @@ pub fn batch_script(data: &[u8]) {
         let _ = script.opts.schedule();
     }
     for line in text.lines().take(64) {
-        let _ = cosched_daemon::sched::parse_array(line);
-        let _ = cosched_daemon::sched::parse_dependency(line);
+        let _ = cosched_daemon::start_conditions::parse_array(line);
+        let _ = cosched_daemon::start_conditions::parse_dependency(line);
         let _ = cosched::cmd::batch::parse_begin_at(line, 1_795_000_000_000_000);
         let _ = cosched::cmd::time_limit::parse(line);
     }

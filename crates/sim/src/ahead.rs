@@ -1,6 +1,6 @@
 //! The reading thread makes the simulation's next memory resident ahead of it.
 //!
-//! A simulation run beside the reading of its trace ([`crate::run::run_read`]) writes each
+//! A simulation run beside the reading of its trace (`cosched_report::run::run_read`) writes each
 //! new job into vectors reserved for the whole trace: the jobs themselves and the ledger's
 //! entries and records, some 370 bytes a job. The first write to each 4 KiB page traps into
 //! the kernel, which zeroes and maps it: about 1.8 µs a page on the 2-core VMs cosched is
@@ -22,7 +22,7 @@ use std::sync::Mutex;
 
 /// The rooms a simulation writes its next jobs into; `None` once closed.
 #[derive(Default)]
-pub(crate) struct Ahead(Mutex<Option<Vec<Offered>>>);
+pub struct Ahead(Mutex<Option<Vec<Offered>>>);
 
 /// A room by name, with the first job whose slot is not resident yet.
 type Offered = (&'static str, Room, usize);
@@ -31,13 +31,13 @@ type Offered = (&'static str, Room, usize);
 const PAGE: usize = 4096;
 
 impl Ahead {
-    pub(crate) fn new() -> Ahead {
+    pub fn new() -> Ahead {
         Ahead(Mutex::new(Some(Vec::new())))
     }
 
     /// The simulation writes the jobs still to come into `room`, replacing what `name` was
     /// before (the same vector, perhaps moved).
-    pub(crate) fn offer(&self, name: &'static str, room: Room) {
+    pub fn offer(&self, name: &'static str, room: Room) {
         let Ok(mut rooms) = self.0.lock() else { return };
         let Some(rooms) = rooms.as_mut() else { return };
         match rooms.iter_mut().find(|(n, _, _)| *n == name) {
@@ -49,7 +49,7 @@ impl Ahead {
     }
 
     /// Makes the slots of jobs up to (not including) `jobs` resident in every room.
-    pub(crate) fn populate(&self, jobs: usize) {
+    pub fn populate(&self, jobs: usize) {
         let mut ranges = Vec::new();
         {
             let Ok(mut rooms) = self.0.lock() else { return };
@@ -70,7 +70,7 @@ impl Ahead {
     }
 
     /// No more populating: the run is over.
-    pub(crate) fn close(&self) {
+    pub fn close(&self) {
         if let Ok(mut rooms) = self.0.lock() {
             *rooms = None;
         }

@@ -15,7 +15,7 @@
 //! millions of suspend/resume decisions leave no stale entries behind.
 //!
 //! The jobs may all be known at the start ([`simulate`]) or come in pieces while a trace is
-//! still being read (`simulate_streamed`, for `crate::run::run_read`): the same loop asks
+//! still being read (`simulate_streamed`, for `cosched_report::run::run_read`): the same loop asks
 //! for more jobs before an instant until it knows one submitted after it, so a trace in
 //! submit order gives the same schedule either way; a job that comes after its submit time
 //! was simulated ends the run ([`SimError::OutOfOrder`]) and the caller runs it whole.
@@ -145,7 +145,7 @@ pub enum SimError {
     NegativeRuntime { job: JobId },
     /// A job fed to a run that simulates while the trace is read was submitted at or before
     /// a time already simulated (the trace is not in submit order there): the run must be
-    /// done again from the whole trace (`crate::run::run_read` does).
+    /// done again from the whole trace (`cosched_report::run::run_read` does).
     #[error(
         "job {job} comes after jobs submitted later than it (the input is not in submit order)"
     )]
@@ -373,7 +373,7 @@ impl Jobs for Streamed<'_> {
 /// when it succeeds. `expected`: how many jobs will probably come (room is reserved for
 /// them; 0 if unknown). The room the jobs will be written to is offered to `ahead`, which
 /// the sender populates; it is closed when the run ends.
-pub(crate) fn simulate_streamed(
+pub fn simulate_streamed(
     machine: MachineShape,
     expected: usize,
     rx: std::sync::mpsc::Receiver<Vec<SimJob>>,

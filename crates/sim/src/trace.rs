@@ -100,7 +100,7 @@ impl Skipped {
 #[derive(Clone, Debug)]
 pub struct Workload {
     pub jobs: Vec<SimJob>,
-    /// The records the jobs came from, shared with the [`crate::setup::Source`] rather than
+    /// The records the jobs came from, shared with the `cosched_report::setup::Source` rather than
     /// copied: a record is 240 bytes, and copying a quarter of a million of them (and faulting
     /// in the pages) was a large share of preparing a long trace.
     origin: Arc<Vec<SwfRecord>>,
@@ -191,9 +191,9 @@ pub fn prepare_shared(
 
 /// Records becoming jobs one at a time, with the count of what was left out and why:
 /// [`prepare_shared`] takes a whole trace through it, a run that simulates while the trace
-/// is read ([`crate::run::run_read`]) each piece as it is parsed, so the two cannot differ.
+/// is read (`cosched_report::run::run_read`) each piece as it is parsed, so the two cannot differ.
 #[derive(Clone, Debug)]
-pub(crate) struct Intake {
+pub struct Intake {
     procs: u32,
     sem: Semantics,
     skipped: Skipped,
@@ -202,7 +202,7 @@ pub(crate) struct Intake {
 }
 
 impl Intake {
-    pub(crate) fn new(procs: u32, sem: &Semantics) -> Intake {
+    pub fn new(procs: u32, sem: &Semantics) -> Intake {
         Intake {
             procs,
             sem: *sem,
@@ -213,7 +213,7 @@ impl Intake {
     }
 
     /// The size of the job `r` gives, or `None` (counted) if the job is left out.
-    pub(crate) fn size(&mut self, r: &SwfRecord) -> Option<u32> {
+    pub fn size(&mut self, r: &SwfRecord) -> Option<u32> {
         let size = match self.sem.size {
             SizeField::Alloc => r.alloc_procs.filter(|&p| p > 0).or(r.req_procs),
             SizeField::Req => r.req_procs.filter(|&p| p > 0).or(r.alloc_procs),
@@ -239,7 +239,7 @@ impl Intake {
 
     /// The job of a kept record; `size` as [`Intake::size`] gave it, or `None` for the
     /// record's allocated processors (a rescaled copy carries its size there).
-    pub(crate) fn job(&mut self, r: &SwfRecord, size: Option<u32>) -> SimJob {
+    pub fn job(&mut self, r: &SwfRecord, size: Option<u32>) -> SimJob {
         let runtime = r.run.expect("filtered");
         let requested = r.req_time.filter(|&d| d > Dur::ZERO);
         if requested.is_none() {
@@ -270,7 +270,7 @@ impl Intake {
 
     /// The workload of `jobs`, made of the records at `kept` in `origin`, with this
     /// intake's counts.
-    pub(crate) fn workload(
+    pub fn workload(
         self,
         jobs: Vec<SimJob>,
         kept: Vec<u32>,

@@ -9,9 +9,9 @@ use anyhow::Context;
 use comfy_table::{CellAlignment, Table, presets};
 use cosched_core::Time;
 use cosched_daemon::proto::{JobInfo, JobState};
-use cosched_daemon::report;
-use cosched_sim::gantt::{Gantt, GanttJob};
-use cosched_sim::provenance::{Provenance, csv_table};
+use cosched_daemon::views;
+use cosched_report::gantt::{Gantt, GanttJob};
+use cosched_report::provenance::{Provenance, csv_table};
 use cosched_workload::swf::write_trace_path;
 
 use super::daemon::{ConnArgs, run_summary};
@@ -147,7 +147,7 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
         &serde_json::to_vec(&jobs)?,
     );
     if let Some(path) = &a.swf_out {
-        let (mut header, records) = report::swf(&jobs, &status);
+        let (mut header, records) = views::swf(&jobs, &status);
         for (k, v) in prov.pairs() {
             header.push_line(&format!(" Provenance-{k}: {v}"));
         }
@@ -173,7 +173,7 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
             a.gantt_window.as_ref(),
             &prov,
         );
-        cosched_sim::gantt::gantt(path, &g)
+        cosched_report::gantt::gantt(path, &g)
             .with_context(|| format!("drawing {}", path.display()))?;
     }
     let summary = run_summary(&jobs, &status);
@@ -181,7 +181,7 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
         let rows: Vec<serde_json::Value> = jobs
             .iter()
             .map(|j| {
-                let mut v = report::acct_record(j);
+                let mut v = views::acct_record(j);
                 v["user"] = serde_json::json!(j.user.map(|u| users.name(u)));
                 v["uid"] = serde_json::json!(j.user);
                 v["nodes"] = serde_json::json!(j.placement.len());

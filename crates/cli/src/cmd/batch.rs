@@ -18,7 +18,7 @@ use clap::Parser;
 use cosched_core::Dur;
 use cosched_daemon::jobio::Mpi;
 use cosched_daemon::proto::{ArraySpec, Dependency, NodeLayout, Schedule};
-use cosched_daemon::sched;
+use cosched_daemon::start_conditions;
 use cosched_slurm::options::{self, Parsed};
 
 /// The options of a job (`submit`, `run`, and the directives of a batch script).
@@ -64,7 +64,7 @@ pub struct JobOpts {
     pub error: Option<String>,
     /// A job array: one job per index, `1-10`, `1,3,5`, `0-15:4`; `%N` at the end lets at
     /// most N tasks run at once (`1-10%2`)
-    #[arg(short = 'a', long, value_parser = sched::parse_array)]
+    #[arg(short = 'a', long, value_parser = start_conditions::parse_array)]
     pub array: Option<ArraySpec>,
     /// Start only after other jobs: afterok:ID[:ID...], afternotok:ID, afterany:ID,
     /// after:ID (started), comma-separated (all must hold); an array's id stands for all its
@@ -97,7 +97,7 @@ pub struct Deps(pub Vec<Dependency>);
 pub struct Begin(pub i64);
 
 fn parse_deps(text: &str) -> Result<Deps, String> {
-    sched::parse_dependency(text).map(Deps)
+    start_conditions::parse_dependency(text).map(Deps)
 }
 
 fn parse_mpi(text: &str) -> Result<Mpi, String> {
@@ -312,7 +312,10 @@ pub fn from_slurm(p: &Parsed) -> Result<JobOpts, String> {
         mpi: p.value("mpi").map(Mpi::parse).transpose()?,
         output: p.value("output").map(str::to_string),
         error: p.value("error").map(str::to_string),
-        array: p.value("array").map(sched::parse_array).transpose()?,
+        array: p
+            .value("array")
+            .map(start_conditions::parse_array)
+            .transpose()?,
         dependency: p.value("dependency").map(parse_deps).transpose()?,
         begin: p.value("begin").map(parse_begin).transpose()?,
         monitor: p.has("monitor"),

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use cosched_core::{Dur, Time};
-use cosched_sim::plot::{LineChart, Series, line_chart};
-use cosched_sim::provenance::{Provenance, csv_table};
+use cosched_report::plot::{LineChart, Series, line_chart};
+use cosched_report::provenance::{Provenance, csv_table};
 use cosched_workload::swf::{self, ReadOptions, SwfRecord};
 use serde::Serialize;
 

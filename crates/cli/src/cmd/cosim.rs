@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use cosched_cosim::{RunResult, Scenario};
 use cosched_node::Scheme;
-use cosched_sim::provenance::Provenance;
+use cosched_report::provenance::Provenance;
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -92,7 +92,7 @@ fn plot_sweep(
     metric: PlotMetric,
     prov: Provenance,
 ) -> anyhow::Result<()> {
-    use cosched_sim::plot::{LineChart, Series, line_chart};
+    use cosched_report::plot::{LineChart, Series, line_chart};
     let mut x_names: Vec<String> = Vec::new();
     let mut series: Vec<Series> = Vec::new();
     // A one-parameter grid names its points by value and the axis by the parameter; runs of

@@ -15,9 +15,9 @@ use cosched_daemon::config::{ClusterConfig, parse_bytes};
 use cosched_daemon::jobio;
 use cosched_daemon::mm::ManagerSettings;
 use cosched_daemon::proto::{JobInfo, JobIo, NodeOp, Request, Scope, StatusInfo, SubmitRequest};
-use cosched_daemon::{StateDir, mm, nm, report};
+use cosched_daemon::{StateDir, mm, nm, views};
+use cosched_report::metrics::{MetricsOptions, Summary, summarize};
 use cosched_sim::SimResult;
-use cosched_sim::metrics::{MetricsOptions, Summary, summarize};
 use cosched_storm::Key;
 use cosched_storm::accept::Limits;
 
@@ -1105,7 +1105,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 let jobs: Vec<_> = shown
                     .iter()
                     .map(|j| {
-                        let mut rec = report::acct_record(j);
+                        let mut rec = views::acct_record(j);
                         if let Some(e) = forecast
                             .as_deref()
                             .and_then(|f| f.iter().find(|e| e.job == j.record.id))
@@ -1118,7 +1118,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                     .collect();
                 print_json(&serde_json::json!({ "jobs": jobs }))?;
             } else {
-                emit(&report::jobs_table_forecast(
+                emit(&views::jobs_table_forecast(
                     &shown,
                     now,
                     forecast.as_deref(),
@@ -1135,10 +1135,10 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 .all(|j| j.state.as_str() == "completed" && j.record.exit_code == Some(0));
             if a.conn.json {
                 print_json(&serde_json::json!({
-                    "ok": ok, "jobs": jobs.iter().map(report::acct_record).collect::<Vec<_>>()
+                    "ok": ok, "jobs": jobs.iter().map(views::acct_record).collect::<Vec<_>>()
                 }))?;
             } else {
-                emit(&report::jobs_table(&jobs, now_us()));
+                emit(&views::jobs_table(&jobs, now_us()));
             }
             Ok(if ok { 0 } else { 1 })
         }
@@ -1153,7 +1153,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             if a.conn.json {
                 print_json(&m)?;
             } else {
-                emit(&report::monitor_text(&m));
+                emit(&views::monitor_text(&m));
             }
             Ok(0)
         }
@@ -1163,7 +1163,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             if conn.json {
                 print_json(&st)?;
             } else {
-                emit(&report::status_text(&st));
+                emit(&views::status_text(&st));
             }
             Ok(0)
         }

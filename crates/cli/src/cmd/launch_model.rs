@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use cosched_daemon::launch_model::{Assumptions, LaunchModel, depth, read_csv};
-use cosched_sim::plot::{LineChart, Series, line_chart};
-use cosched_sim::provenance::Provenance;
+use cosched_report::plot::{LineChart, Series, line_chart};
+use cosched_report::provenance::Provenance;
 
 use super::daemon::{emit, print_json};
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use cosched_core::{Dur, JobId, Time};
 use cosched_daemon::proto::{JobInfo, JobQuery, SubmitRequest};
-use cosched_daemon::report;
+use cosched_daemon::views;
 use cosched_workload::swf::{self, ReadOptions, SwfHeader, SwfRecord};
 use cosched_workload::transform::{self, Steps};
 use serde::{Deserialize, Serialize};
@@ -751,7 +751,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let status = client.status()?;
     let by_job: HashMap<u64, u64> = st.done.iter().map(|(&t, &(j, _, _))| (j, t)).collect();
     if let Some(path) = &a.swf_out {
-        let (mut h, mut records) = report::swf(&jobs, &status);
+        let (mut h, mut records) = views::swf(&jobs, &status);
         for r in &mut records {
             r.job = by_job.get(&r.job).copied().unwrap_or(r.job);
         }

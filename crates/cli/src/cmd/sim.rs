@@ -13,13 +13,14 @@ use cosched_policy::registry;
 
 use super::policy_args::PolicyArgs as SharedPolicyArgs;
 use cosched_policy::{ConfigError, PolicyOptions, policy_config};
-use cosched_sim::metrics::{Group, MetricsOptions, Summary};
-use cosched_sim::provenance::Provenance;
-use cosched_sim::run::{self, Observe, ReadRunError, RunError, RunSpec};
-use cosched_sim::setup::{OpenTrace, Source};
-use cosched_sim::sweep::{Metric, StopRule, SweepSpec, chart, multicore_chart, to_csv};
+use cosched_report::metrics::{Group, MetricsOptions, Summary};
+use cosched_report::provenance::Provenance;
+use cosched_report::run::{self, Observe, ReadRunError, RunError, RunSpec};
+use cosched_report::setup::{OpenTrace, Source};
+use cosched_report::sweep::{Metric, StopRule, SweepSpec, chart, multicore_chart, to_csv};
+use cosched_report::{plot, run_files};
+use cosched_sim::EngineOptions;
 use cosched_sim::trace::{Estimates, Semantics, SizeField, Workload};
-use cosched_sim::{EngineOptions, plot, report};
 use cosched_workload::feitelson97;
 use cosched_workload::lublin::{ALPHA_W1, ALPHA_W2, GenOptions};
 use cosched_workload::swf::{Oversize, ReadOptions};
@@ -375,7 +376,7 @@ fn alpha(a: &SourceArgs) -> anyhow::Result<Option<f64>> {
 fn machine_shape(a: &SourceArgs, nodes: u32, policies: &[&str]) -> MachineShape {
     let multi = policies
         .iter()
-        .any(|p| cosched_sim::run::is_multicore(p.split(':').next().unwrap_or(p)));
+        .any(|p| cosched_report::run::is_multicore(p.split(':').next().unwrap_or(p)));
     let d = if multi { 2 } else { 1 };
     MachineShape {
         nodes,
@@ -516,7 +517,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     if let Some(path) = &a.jobs_out {
         let file =
             std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?;
-        report::write_jobs_csv(
+        run_files::write_jobs_csv(
             file,
             workload,
             result,
@@ -528,17 +529,17 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
     if let Some(path) = &a.jobs_out_batsim {
         let file =
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        cosched_sim::batsim_jobs::write_batsim_jobs_csv(file, workload, result)
+        cosched_report::batsim_jobs::write_batsim_jobs_csv(file, workload, result)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &a.swf_out {
         let file =
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        report::write_schedule_swf(std::io::BufWriter::new(file), &spec, &out, Some(&prov))
+        run_files::write_schedule_swf(std::io::BufWriter::new(file), &spec, &out, Some(&prov))
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    if let (Some(path), Some(svg)) = (&a.matrix_out, report::matrix_svg(&out)) {
-        let svg = cosched_sim::provenance::svg_insert_after_open(&svg, &prov.svg_elements());
+    if let (Some(path), Some(svg)) = (&a.matrix_out, run_files::matrix_svg(&out)) {
+        let svg = cosched_report::provenance::svg_insert_after_open(&svg, &prov.svg_elements());
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &a.gantt_out {
@@ -546,9 +547,9 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             .gantt_window
             .as_ref()
             .map(|w| w.start.as_secs_f64()..w.end.as_secs_f64());
-        let mut g = report::gantt_of(&out, window);
+        let mut g = run_files::gantt_of(&out, window);
         g.provenance = Some(prov.clone());
-        cosched_sim::gantt::gantt(path, &g)
+        cosched_report::gantt::gantt(path, &g)
             .with_context(|| format!("drawing {}", path.display()))?;
     }
     let timeshare = out.timeshare.as_ref().map(|t| &t.report);
@@ -782,7 +783,7 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
         }
         b.build().context("starting worker threads")?
     };
-    let rows = pool.install(|| cosched_sim::sweep::run(&spec, &|| bar.inc(1)))?;
+    let rows = pool.install(|| cosched_report::sweep::run(&spec, &|| bar.inc(1)))?;
     bar.finish_and_clear();
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let prov = Provenance::of(&spec.source);

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use cosched_core::{Dur, JobId};
 use cosched_daemon::client::Client;
 use cosched_daemon::proto::{JobInfo, Request, StatusInfo};
-use cosched_daemon::report::dur;
+use cosched_daemon::views::dur;
 use ratatui::Frame;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
@@ -70,10 +70,7 @@ fn colour(id: JobId) -> Color {
 
 /// The slots of the matrix a job occupies (as `0,2`), `-` when none or no status yet.
 fn slots_of(st: Option<&StatusInfo>, id: JobId) -> String {
-    st.map_or_else(
-        || "-".into(),
-        |st| cosched_daemon::report::job_slots(st, id),
-    )
+    st.map_or_else(|| "-".into(), |st| cosched_daemon::views::job_slots(st, id))
 }
 
 fn user(j: &JobInfo) -> String {

@@ -13,8 +13,8 @@ use cosched_workload::summary::{Summary, summarize};
 use cosched_workload::swf::{self, Oversize, ReadOptions, SwfHeader, SwfRecord, Trace};
 use cosched_workload::transform;
 
-use cosched_sim::provenance::{Provenance, command_line, file_sha256, version};
-use cosched_sim::setup::Source;
+use cosched_report::provenance::{Provenance, command_line, file_sha256, version};
+use cosched_report::setup::Source;
 
 #[derive(clap::Subcommand)]
 pub enum Command {

@@ -1537,16 +1537,18 @@ impl Core {
         let Some(array) = s.sched.array.take() else {
             return Ok(vec![self.new_job(now, first, s, owner)?]);
         };
-        if array.indices.is_empty() || array.indices.len() > crate::sched::MAX_ARRAY_TASKS {
+        if array.indices.is_empty()
+            || array.indices.len() > crate::start_conditions::MAX_ARRAY_TASKS
+        {
             return Err(format!(
                 "an array has 1 to {} tasks",
-                crate::sched::MAX_ARRAY_TASKS
+                crate::start_conditions::MAX_ARRAY_TASKS
             ));
         }
         let mut jobs = Vec::with_capacity(array.indices.len());
         for (k, &index) in array.indices.iter().enumerate() {
             let mut task = s.clone();
-            task.io.array = Some(crate::sched::ArrayTask {
+            task.io.array = Some(crate::start_conditions::ArrayTask {
                 job: first,
                 index,
                 throttle: array.throttle,

@@ -210,7 +210,7 @@ impl JobSpec {
             None => (text, None),
             Some((id, t)) => {
                 let t = t.trim_start_matches('[').trim_end_matches(']');
-                let spec = cosched_daemon::sched::parse_array(t).map_err(|_| bad())?;
+                let spec = cosched_daemon::start_conditions::parse_array(t).map_err(|_| bad())?;
                 (id, Some(spec.indices))
             }
         };

@@ -242,7 +242,7 @@ fn by_ids(client: &Client, specs: &[JobSpec]) -> Result<Vec<JobInfo>, String> {
                         after: Some(JobId(s.id)),
                         ..JobQuery::default()
                     },
-                    Some(cosched_daemon::sched::MAX_ARRAY_TASKS),
+                    Some(cosched_daemon::start_conditions::MAX_ARRAY_TASKS),
                 )
                 .map_err(|e| e.to_string())?;
             out.extend(

@@ -7,13 +7,13 @@ use std::io::{self, Write};
 
 use cosched_core::{Dur, JobRecord, Time};
 
-use crate::SimResult;
 use crate::gantt::{Gantt, GanttJob};
 use crate::matrix_svg;
 use crate::metrics::job_metrics;
 use crate::provenance::Provenance;
 use crate::run::{RunOutput, RunSpec};
-use crate::trace::{Estimates, Workload, write_schedule};
+use cosched_sim::SimResult;
+use cosched_sim::trace::{Estimates, Workload, write_schedule};
 
 /// The columns of the jobs CSV.
 pub const JOBS_CSV_COLUMNS: [&str; 16] = [
@@ -186,13 +186,13 @@ pub fn gantt_of(run: &RunOutput, window: Option<std::ops::Range<f64>>) -> Gantt 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::EngineOptions;
     use crate::metrics::MetricsOptions;
     use crate::run::{Observe, run};
     use crate::setup::Source;
-    use crate::trace::Semantics;
     use cosched_core::MachineShape;
     use cosched_policy::PolicyConfig;
+    use cosched_sim::EngineOptions;
+    use cosched_sim::trace::Semantics;
     use cosched_workload::swf::{SwfHeader, SwfRecord, read_trace_from};
 
     fn job(id: u64, submit: i64, procs: u32, run_s: i64, req_s: Option<i64>) -> SwfRecord {

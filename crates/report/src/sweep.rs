@@ -12,15 +12,15 @@ use serde::Serialize;
 use cosched_core::MachineShape;
 use cosched_policy::{ConfigError, registry};
 
-use crate::EngineOptions;
 use crate::metrics::{MetricsOptions, T95};
 use crate::multicore_metrics::MulticoreSummary;
 use crate::plot::{LineChart, Series};
 use crate::provenance::Provenance;
 use crate::run::{self, RunError, RunSpec};
 use crate::setup::{SetupError, Source};
-use crate::trace::Semantics;
 use cosched_policy::{PolicyOptions, policy_config};
+use cosched_sim::EngineOptions;
+use cosched_sim::trace::Semantics;
 
 /// What to sweep.
 #[derive(Clone, Debug)]

@@ -3,9 +3,9 @@
 
 use cosched_core::{Dur, JobId, MachineShape, Time};
 use cosched_policy::{PolicyConfig, registry};
-use cosched_sim::metrics::MetricsOptions;
-use cosched_sim::run::{RunSpec, run};
-use cosched_sim::setup::Source;
+use cosched_report::metrics::MetricsOptions;
+use cosched_report::run::{RunSpec, run};
+use cosched_report::setup::Source;
 use cosched_sim::trace::Semantics;
 use cosched_sim::{EngineOptions, SimJob, simulate};
 use cosched_workload::lublin::{ALPHA_W1, GenOptions};

@@ -26,8 +26,8 @@ use std::io::{self, Write};
 use cosched_core::{Dur, JobRecord, Outcome};
 use cosched_workload::batsim::profile_name;
 
-use crate::SimResult;
-use crate::trace::Workload;
+use cosched_sim::SimResult;
+use cosched_sim::trace::Workload;
 
 /// The columns of Batsim's `jobs.csv`, in its order.
 pub const BATSIM_JOBS_COLUMNS: [&str; 17] = [

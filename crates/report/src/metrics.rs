@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use cosched_core::{Dur, JobId, JobRecord, Time};
 
-use crate::SimResult;
+use cosched_sim::SimResult;
 
 /// Knobs of the metrics.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -20,8 +20,8 @@ use cosched_core::{Dur, JobId, PeSet, Time};
 use cosched_policy::t3d::T3dConfig;
 use cosched_policy::{Decision, Event, MatrixView, Policy};
 
-use crate::SimResult;
 use crate::metrics::job_metrics;
+use cosched_sim::SimResult;
 
 /// Counters of one job.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use cosched_workload::feitelson97;
 use cosched_workload::lublin::{GenOptions, generate};
 use cosched_workload::swf::{Feed, ReadOptions, Reader, SwfError, SwfHeader, SwfRecord, open};
 
-use crate::trace::{Semantics, Workload, prepare_shared};
+use cosched_sim::trace::{Semantics, Workload, prepare_shared};
 
 /// Where jobs come from.
 #[derive(Clone, Debug)]

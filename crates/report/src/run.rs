@@ -4,7 +4,7 @@
 //! policy, load and seed are the same computation, not two that could drift apart.
 //!
 //! What a run writes (the per-job CSV, the SWF schedule, the matrix drawing) is in
-//! [`crate::report`]; parsing options and printing stay with the caller.
+//! [`crate::run_files`]; parsing options and printing stay with the caller.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, mpsc};
@@ -16,13 +16,13 @@ use cosched_policy::t3d::T3dConfig;
 use cosched_policy::{ConfigError, Policy, PolicyConfig, registry};
 use cosched_workload::swf::{SwfHeader, SwfRecord};
 
-use crate::ahead::Ahead;
-use crate::engine::simulate_streamed;
 use crate::metrics::{MetricsOptions, Summary, summarize};
 use crate::setup::{OpenTrace, SetupError, Source};
 use crate::timeshare_metrics::{MatrixRecord, Observer, TimeshareReport};
-use crate::trace::{Intake, Semantics, Workload};
-use crate::{EngineOptions, SimError, SimJob, SimResult, simulate};
+use cosched_sim::ahead::Ahead;
+use cosched_sim::engine::simulate_streamed;
+use cosched_sim::trace::{Intake, Semantics, Workload};
+use cosched_sim::{EngineOptions, SimError, SimJob, SimResult, simulate};
 
 /// Everything one run is made of.
 ///

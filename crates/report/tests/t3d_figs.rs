@@ -5,11 +5,11 @@
 
 use cosched_core::MachineShape;
 use cosched_policy::PolicyConfig;
+use cosched_report::metrics::MetricsOptions;
+use cosched_report::run::{Observe, RunSpec, run};
+use cosched_report::setup::Source;
+use cosched_report::timeshare_metrics::TimeshareReport;
 use cosched_sim::EngineOptions;
-use cosched_sim::metrics::MetricsOptions;
-use cosched_sim::run::{Observe, RunSpec, run};
-use cosched_sim::setup::Source;
-use cosched_sim::timeshare_metrics::TimeshareReport;
 use cosched_sim::trace::Semantics;
 use cosched_workload::lublin::GenOptions;
 
@@ -40,7 +40,7 @@ fn t3d(options: &str) -> TimeshareReport {
     out.timeshare.expect("observed").report
 }
 
-fn row<'a>(r: &'a TimeshareReport, size: &str) -> &'a cosched_sim::timeshare_metrics::SizeRow {
+fn row<'a>(r: &'a TimeshareReport, size: &str) -> &'a cosched_report::timeshare_metrics::SizeRow {
     r.by_size.iter().find(|x| x.size == size).unwrap()
 }
 

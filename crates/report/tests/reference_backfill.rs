@@ -21,7 +21,7 @@ use std::time::Instant;
 use cosched_core::{Dur, MachineShape, Time};
 use cosched_policy::registry;
 use cosched_policy::{PolicyOptions, policy_config};
-use cosched_sim::setup::Source;
+use cosched_report::setup::Source;
 use cosched_sim::trace::Semantics;
 use cosched_sim::{EngineOptions, SimJob, simulate};
 use cosched_workload::swf::{Oversize, ReadOptions};

@@ -1,15 +1,15 @@
 //! Seed 001's figures of a run on multi-core nodes: the average bounded relative response
 //! time (RR) by job type, node and core utilization (formulas 2 and 3) over the whole run and
 //! during high-load phases (formula 1: while at least `N_H` jobs wait), and the groups the
-//! policy formed. The engine measures usage ([`crate::engine::Usage`]); the policy counts its
+//! policy formed. The engine measures usage ([`cosched_sim::engine::Usage`]); the policy counts its
 //! groups ([`cosched_policy::Policy::stats`]).
 
 use serde::Serialize;
 
 use cosched_core::Dur;
 
-use crate::SimResult;
 use crate::metrics::job_metrics;
+use cosched_sim::SimResult;
 
 /// Runtime bounds of the job types (seed 001, §5.1): short ≤ 10 min, medium ≤ 3 h.
 pub const SHORT_MAX: Dur = Dur::from_secs(600);
@@ -117,8 +117,8 @@ impl MulticoreSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Usage;
     use cosched_core::{JobRecord, MachineShape, Time};
+    use cosched_sim::engine::Usage;
 
     /// Formulas 1–3 by hand: 2 nodes of 4 cores over a 100 s makespan. For 60 s 3 jobs wait
     /// (high load with N_H = 2) while 2 nodes and 5 cores are busy; for 40 s nobody waits and
