@@ -4,7 +4,7 @@
 //! `srun` of its daemons); `sacct` shows `N`, `N.batch`, `N.0`, ….
 
 mod support;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -256,5 +256,93 @@ fn mpirun_of_open_mpi_in_a_batch_script_is_one_world_of_n_ranks() {
     assert!(
         acct.contains(&format!("{id}.0|orted|COMPLETED")),
         "mpirun's daemon ran as step 0:\n{acct}"
+    );
+}
+
+/// The Python that has submitit: `COSCHED_SUBMITIT_PYTHON`, else `target/submitit-venv`
+/// (made by `.ci/run`).
+fn submitit_python() -> PathBuf {
+    let python = std::env::var_os("COSCHED_SUBMITIT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/submitit-venv/bin/python")
+        });
+    let ok = Command::new(&python)
+        .args(["-c", "import submitit"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "{} cannot import submitit: run .ci/run's install step (python3 -m venv \
+         target/submitit-venv && target/submitit-venv/bin/pip install submitit) or set \
+         COSCHED_SUBMITIT_PYTHON",
+        python.display()
+    );
+    python
+}
+
+/// submitit's Slurm executor, unchanged: one function, then nine in one batch (a job
+/// array); each runs as `srun --unbuffered --output ... python -u -m submitit.core._submit`
+/// inside the batch script submitit writes, and the results come back through the files.
+const SUBMITIT: &str = r#"
+import sys, submitit
+def square(x):
+    return x * x
+ex = submitit.SlurmExecutor(folder=sys.argv[1] + "/%j", max_num_timeout=0)
+ex.update_parameters(time=5, nodes=1, ntasks_per_node=1)
+one = ex.submit(square, 3)
+with ex.batch():
+    many = [ex.submit(square, i) for i in range(9)]
+print("one", one.result())
+print("many", [j.result() for j in many])
+print("array", all("_" in j.job_id for j in many), len({j.job_id.split("_")[0] for j in many}))
+"#;
+
+#[test]
+fn submitits_slurm_executor_runs_ten_functions_through_the_slurm_names() {
+    let python = submitit_python();
+    let s = Site::up("submitit", "2");
+    let bin_dir = s.c.dir.join("bin");
+    let out = Command::new(bin())
+        .args(["slurm", "install-links", bin_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = s.write("drive.py", SUBMITIT);
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(s.work.join("submitit"))
+        .current_dir(&s.work)
+        .env("PATH", path)
+        .env("COSCHED_STATE_DIR", &s.c.dir)
+        .env_remove("SLURM_JOB_ID")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "submitit failed: {text}{}\n--- mm log ---\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        s.c.mm_log()
+    );
+    assert_eq!(
+        text,
+        "one 9\nmany [0, 1, 4, 9, 16, 25, 36, 49, 64]\narray True 1\n"
+    );
+    // Each task's function ran as step 0 of its allocation.
+    let acct = s.ok("sacct", &["-P", "-n", "--format=JobID,State"]);
+    assert_eq!(
+        acct.lines().filter(|l| l.ends_with(".0|COMPLETED")).count(),
+        10,
+        "{acct}"
     );
 }
