@@ -58,7 +58,9 @@ pub mod glomarc;
 use std::collections::{BTreeMap, BTreeSet};
 
 use cosched_core::multicore::mul;
-use cosched_core::{Dur, JobId, MachineShape, Milli, NodeId, PeSet, SelfLimits, Slowdowns, Time};
+use cosched_core::{
+    Dur, IdMap, JobId, MachineShape, Milli, NodeId, PeSet, SelfLimits, Slowdowns, Time,
+};
 
 use crate::forecast::{LiveJob, LiveState, SharedForecaster, Snapshot};
 use crate::opts::Opts;
@@ -248,6 +250,20 @@ impl Slices {
     }
 }
 
+impl Slices {
+    /// The same slices `t0` later: slice bounds are whole microseconds, so this is exact.
+    fn shifted(&self, t0: Time) -> Slices {
+        let d = Dur::from_micros(t0.as_micros());
+        let mut out = *self;
+        for s in &mut out.list[..out.len] {
+            s.begin += d;
+            s.active += d;
+            s.end += d;
+        }
+        out
+    }
+}
+
 impl std::ops::Deref for Slices {
     type Target = [Slice];
     fn deref(&self) -> &[Slice] {
@@ -262,6 +278,22 @@ struct Slice {
     /// End of the preemption overhead: the VM runs from here.
     active: Time,
     end: Time,
+}
+
+/// A job under space sharing (formula 11): what every pass, forecast and fairness check
+/// asks of a waiting job, computed once when it is submitted (it depends only on the job,
+/// the machine and the options).
+#[derive(Clone, Copy, Debug, Default)]
+struct Space {
+    /// Processes per node.
+    ppn: u32,
+    /// Whole nodes it takes.
+    nodes: u32,
+    /// Its self-slowdown at that PPN.
+    sl: f64,
+    /// Its estimate at that slowdown (s, and as a duration).
+    secs: f64,
+    dur: Dur,
 }
 
 /// Where part of a job sits: `procs` of its processes on lane `lane` of `node` (0 for a
@@ -282,6 +314,8 @@ struct Job {
     vm: usize,
     crs: Milli,
     nos: Milli,
+    /// Its place under space sharing, fixed at submission.
+    space: Space,
     allocated: bool,
     seats: Vec<Seat>,
     /// Estimated work left at full speed (s), as of VM time `mark`.
@@ -348,9 +382,11 @@ pub struct Scojo {
     cfg: ScojoConfig,
     machine: MachineShape,
     model: Slowdowns,
-    jobs: BTreeMap<JobId, Job>,
+    jobs: IdMap<Job>,
     vms: [Vm; 3],
     slice: Option<Slice>,
+    /// The slices of an interval without a short slice starting at time zero.
+    plain: Slices,
     interval_start: Time,
     short_here: bool,
     timer: Option<Time>,
@@ -373,14 +409,16 @@ impl Scojo {
     ) -> Result<Scojo, ConfigError> {
         let c = ScojoConfig::from_policy_config(name, default_variant, cfg)?;
         let m = cfg.machine;
+        let plain = Self::slices_at(&c, Time::ZERO, false);
         Ok(Scojo {
             name,
             model: Slowdowns::new(c.slowdown_seed),
             cfg: c,
             machine: m,
-            jobs: BTreeMap::new(),
+            jobs: IdMap::default(),
             vms: [Vm::new(m.nodes), Vm::new(m.nodes), Vm::new(m.nodes)],
             slice: None,
+            plain,
             interval_start: Time::ZERO,
             short_here: false,
             timer: None,
@@ -406,9 +444,18 @@ impl Scojo {
 
     // ---- the timeline ----
 
-    /// The slices of the interval starting at `t0`.
+    /// The slices of the interval starting at `t0`. An interval without a short slice is
+    /// the same at every start, so it is the one computed at construction, moved to `t0`.
     fn slices_of(&self, t0: Time, short: bool) -> Slices {
-        let c = &self.cfg;
+        if short {
+            Self::slices_at(&self.cfg, t0, true)
+        } else {
+            self.plain.shifted(t0)
+        }
+    }
+
+    /// The slices of the interval starting at `t0`, computed.
+    fn slices_at(c: &ScojoConfig, t0: Time, short: bool) -> Slices {
         let mut v = Slices::default();
         let mut t = t0;
         let mk = |kind, begin: Time, end: Time| Slice {
@@ -520,7 +567,10 @@ impl Scojo {
             return now.as_secs_f64() + need.max(0.0);
         };
         let mut t0 = self.interval_start;
-        let mut short = self.short_here;
+        let mut list = self.slices_of(t0, self.short_here);
+        let mut pos = list
+            .iter()
+            .position(|x| (x.kind, x.begin) == (s.kind, s.begin));
         for _ in 0..100_000 {
             if need <= 0.0 {
                 break;
@@ -534,18 +584,15 @@ impl Scojo {
                 need -= avail;
             }
             t = s.end;
-            let list = self.slices_of(t0, short);
-            let pos = list
-                .iter()
-                .position(|x| (x.kind, x.begin) == (s.kind, s.begin));
-            s = match pos {
-                Some(p) if p + 1 < list.len() => list[p + 1],
+            match pos {
+                Some(p) if p + 1 < list.len() => pos = Some(p + 1),
                 _ => {
                     t0 += self.cfg.interval;
-                    short = false;
-                    self.slices_of(t0, short)[0]
+                    list = self.slices_of(t0, false);
+                    pos = Some(0);
                 }
-            };
+            }
+            s = list[pos.expect("set above")];
         }
         t.as_secs_f64() + need.max(0.0)
     }
@@ -561,8 +608,9 @@ impl Scojo {
         }
     }
 
-    /// Space sharing: processes per node by formula 11, nodes, and the slowdown.
-    fn ssp(&self, j: &Job) -> (u32, u32, f64) {
+    /// Space sharing: processes per node by formula 11, nodes, and the slowdown (the job's
+    /// [`Space`], cached in it at submission).
+    fn space_of(&self, j: &Job) -> Space {
         let m = &self.machine;
         let ppn = self.cfg.limits.ppn(
             j.req.procs,
@@ -578,11 +626,15 @@ impl Scojo {
             ppn
         };
         let nodes = j.req.procs.div_ceil(ppn);
-        (
+        let sl = f64::from(self.self_sl(j, ppn.min(j.req.procs))) / 1000.0;
+        let secs = j.req.estimate.as_secs_f64() * sl;
+        Space {
             ppn,
             nodes,
-            f64::from(self.self_sl(j, ppn.min(j.req.procs))) / 1000.0,
-        )
+            sl,
+            secs,
+            dur: Dur::from_secs_f64(secs),
+        }
     }
 
     /// In a group a job uses one lane: one process per processor if its node self-slowdown
@@ -775,11 +827,12 @@ impl Scojo {
         }
         // Disbanding: the primary's end, or its last matched job's.
         if let Some(g) = j.group {
-            let members: Vec<JobId> = self
-                .jobs
+            // A group's members all run in the VM it was formed in.
+            let members: Vec<JobId> = self.vms[j.vm]
+                .alloc
                 .iter()
-                .filter(|(_, x)| x.group == Some(g))
-                .map(|(&i, _)| i)
+                .copied()
+                .filter(|i| self.jobs.get(i).is_some_and(|x| x.group == Some(g)))
                 .collect();
             let any_matched = members.iter().any(|i| !self.jobs[i].primary);
             if j.primary || !any_matched {
@@ -810,28 +863,69 @@ impl Scojo {
             .node_releases_iter(k, v)
             .map(|(_, end)| (us(end), 1))
             .collect();
-        releases.sort();
+        releases.sort_unstable();
         let mut profile = Profile::default();
         profile.rebuild(us(v), free.len() as u32, releases.into_iter());
+        let left = (slice_end - now).as_secs_f64();
+        let other = if k == MEDIUM { LONG } else { MEDIUM };
+        let guests: Vec<JobId> = if k == SHORT {
+            Vec::new()
+        } else {
+            self.vms[SHORT]
+                .queue
+                .iter()
+                .chain(self.vms[other].queue.iter())
+                .copied()
+                .filter(|id| {
+                    let s = &self.jobs[id].space;
+                    !self.held.contains(id) && s.secs <= left && s.nodes as usize <= free.len()
+                })
+                .collect()
+        };
+        // A start needs free nodes now: once the waiting jobs left in the queue and the
+        // guests all need more than are free, no later reservation can change what starts
+        // now. Grouping while backfilling starts jobs on fewer nodes than space sharing, so
+        // it walks the whole queue.
+        let grouping = self.cfg.group_backfill && k != SHORT && self.cfg.variant != Variant::Ssp;
         let queue: Vec<JobId> = self.vms[k].queue.clone();
-        for id in queue {
+        let mut need_later = vec![u32::MAX; queue.len() + 1];
+        for (i, id) in queue.iter().enumerate().rev() {
+            let n = if self.held.contains(id) || grouping {
+                u32::MAX
+            } else {
+                self.jobs[id].space.nodes
+            };
+            need_later[i] = need_later[i + 1].min(n);
+        }
+        if grouping {
+            need_later.fill(0);
+        }
+        let guest_need = guests
+            .iter()
+            .map(|id| self.jobs[id].space.nodes)
+            .min()
+            .unwrap_or(u32::MAX);
+        for (pos, id) in queue.into_iter().enumerate() {
             // The later jobs' reservations only matter to starts now, and those need a free
             // node.
             if free.is_empty() {
+                return false;
+            }
+            let free_now = free.len() as u32;
+            if need_later[pos] > free_now && guest_need > free_now {
                 return false;
             }
             if self.held.contains(&id) {
                 continue;
             }
             let j = &self.jobs[&id];
-            let (ppn, nodes, sl) = self.ssp(j);
-            let dur = Dur::from_secs_f64(j.req.estimate.as_secs_f64() * sl);
+            let Space {
+                ppn, nodes, dur, ..
+            } = j.space;
             let Some((at, i)) = profile.earliest(nodes, dur) else {
                 continue;
             };
-            if self.cfg.group_backfill
-                && k != SHORT
-                && self.cfg.variant != Variant::Ssp
+            if grouping
                 && !(at <= us(v) && free.len() as u32 >= nodes)
                 && let Some(m) = self.backfill_group(now, k, id, &profile, free.len())
             {
@@ -848,9 +942,6 @@ impl Scojo {
                 self.launch(now, k, id, seats, out);
             }
         }
-        if k == SHORT {
-            return false;
-        }
         // Non-type slice backfilling (seed 001, §4.8): waiting jobs of another type may run
         // in this slice "only until the end of the slice" and "if they do not delay any job
         // of the slice type or of their own type". They must fit the profile of this VM now
@@ -858,26 +949,17 @@ impl Scojo {
         // estimate at their slowdown must end before the slice does. Leaving their own queue
         // early cannot delay a job of their own type: it only frees that VM's profile.
         // Short jobs first (their slice is the rarest), then the other of medium and long.
-        // Preempted jobs are not backfilled: they keep their cores in their own VM.
-        let left = (slice_end - now).as_secs_f64();
-        let other = if k == MEDIUM { LONG } else { MEDIUM };
-        let guests: Vec<JobId> = self.vms[SHORT]
-            .queue
-            .iter()
-            .chain(self.vms[other].queue.iter())
-            .copied()
-            .collect();
+        // Preempted jobs are not backfilled: they keep their cores in their own VM. (The
+        // short slice takes no guests: `guests` is empty there.)
         for id in guests {
-            if self.held.contains(&id) {
-                continue;
-            }
             let j = &self.jobs[&id];
-            let (ppn, nodes, sl) = self.ssp(j);
-            let secs = j.req.estimate.as_secs_f64() * sl;
-            if secs > left || free.len() < nodes as usize {
+            let Space {
+                ppn, nodes, dur, ..
+            } = j.space;
+            if free.len() < nodes as usize {
                 continue;
             }
-            if profile.reserve_at(us(v), Dur::from_secs_f64(secs), nodes) {
+            if profile.reserve_at(us(v), dur, nodes) {
                 let take: Vec<u32> = free.drain(..nodes as usize).collect();
                 let seats = self.ssp_seats(j, &take, ppn);
                 self.launch(now, k, id, seats, out);
@@ -943,18 +1025,11 @@ impl Scojo {
     /// Running jobs of VM `k` that can take a partner: individual, up to one process per
     /// processor on lane 0 of each node, lane 1 free. By increasing delay.
     fn open_running(&self, k: usize, now: Time) -> Vec<JobId> {
-        let vm = &self.vms[k];
-        let mut v: Vec<(f64, JobId)> = vm
+        let mut v: Vec<(f64, JobId)> = self.vms[k]
             .alloc
             .iter()
             .filter_map(|id| self.jobs.get(id).map(|j| (id, j)))
-            .filter(|(_, j)| {
-                j.kind == k
-                    && j.group.is_none()
-                    && j.seats
-                        .iter()
-                        .all(|s| s.lane == 0 && vm.lanes[s.node as usize][1].is_none())
-            })
+            .filter(|(_, j)| self.is_open(k, j))
             .map(|(&id, j)| {
                 let r = self.predicted_response(j, k, j.sl, now);
                 (r / j.r_est.max(1.0), id)
@@ -962,6 +1037,16 @@ impl Scojo {
             .collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         v.into_iter().map(|x| x.1).collect()
+    }
+
+    /// Whether allocated job `j` of VM `k` can take a partner (see [`Scojo::open_running`]).
+    fn is_open(&self, k: usize, j: &Job) -> bool {
+        let vm = &self.vms[k];
+        j.kind == k
+            && j.group.is_none()
+            && j.seats
+                .iter()
+                .all(|s| s.lane == 0 && vm.lanes[s.node as usize][1].is_none())
     }
 
     /// When each node of VM `k` is next wholly free (VM time, s), for the occupied nodes
@@ -1004,7 +1089,7 @@ impl Scojo {
     ) -> BTreeMap<JobId, f64> {
         let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
         let mut rel: Vec<(Time, u32)> = releases.map(|e| (us(e), 1)).collect();
-        rel.sort();
+        rel.sort_unstable();
         let mut profile = Profile::default();
         profile.rebuild(us(v), free, rel.into_iter());
         let mut starts = BTreeMap::new();
@@ -1012,8 +1097,7 @@ impl Scojo {
             if skip.contains(&id) || self.held.contains(&id) {
                 continue;
             }
-            let (_, nodes, sl) = self.ssp(&self.jobs[&id]);
-            let dur = Dur::from_secs_f64(self.jobs[&id].req.estimate.as_secs_f64() * sl);
+            let Space { nodes, dur, .. } = self.jobs[&id].space;
             if let Some((at, i)) = profile.earliest(nodes, dur) {
                 profile.reserve(i, dur, nodes);
                 starts.insert(id, at.as_micros() as f64 / 1e6);
@@ -1109,7 +1193,7 @@ impl Scojo {
             // Delayed by the group (a second's tolerance for rounding).
             if t1 > t0 + 1.0 {
                 let j = &self.jobs[id];
-                let (_, _, sl) = self.ssp(j);
+                let sl = j.space.sl;
                 let r = self.wall_at(k, t1 + j.req.estimate.as_secs_f64() * sl, now)
                     - j.req.submit.as_secs_f64();
                 worst = worst.max(r / (self.cfg.f_slack * j.r_est));
@@ -1131,10 +1215,25 @@ impl Scojo {
         if want <= free.len() as u32 {
             return false;
         }
+        // Every group needs a free node for its waiting primary or a running primary with
+        // an open lane: with neither, no plan can be formed.
+        if free.is_empty()
+            && !vm
+                .alloc
+                .iter()
+                .any(|id| self.jobs.get(id).is_some_and(|j| self.is_open(k, j)))
+        {
+            return false;
+        }
         let v = vm.vnow(now);
         let head = &self.jobs[&h];
         // Space sharing's gain (case 5 / 4), if the head fits now.
-        let (ppn_s, nodes_s, sl_s) = self.ssp(head);
+        let Space {
+            ppn: ppn_s,
+            nodes: nodes_s,
+            sl: sl_s,
+            ..
+        } = head.space;
         let ssp_gain = if nodes_s <= free.len() as u32 {
             f64::from(ppn_s.min(head.req.procs)) / sl_s - 1.0
         } else {
@@ -1510,7 +1609,7 @@ impl Scojo {
             return est.max(1.0);
         }
         let v = self.vms[k].vnow(now);
-        let (_, _, sl_j) = self.ssp(j);
+        let sl_j = j.space.sl;
         // Without a forecaster (a driver that owns no engine; both drivers give one) the
         // job is taken to start at once: the smallest estimate, the strictest fairness.
         let start = self
@@ -1556,8 +1655,7 @@ impl Scojo {
         }
         for &q in &vm.queue {
             let x = &self.jobs[&q];
-            let (_, nodes, sl) = self.ssp(x);
-            let dur = Dur::from_secs_f64(x.req.estimate.as_secs_f64() * sl);
+            let Space { nodes, dur, .. } = x.space;
             jobs.push(LiveJob {
                 req: JobRequest::new(q, x.req.submit, nodes, dur),
                 state: LiveState::Waiting { ran: Dur::ZERO },
@@ -1611,9 +1709,10 @@ impl Policy for Scojo {
                 }
                 let kind = self.kind_of(req.estimate);
                 let id = req.id;
-                let job = Job {
+                let mut job = Job {
                     crs: self.model.crs(id),
                     nos: self.model.nos(id),
+                    space: Space::default(),
                     req,
                     kind,
                     vm: kind,
@@ -1626,7 +1725,8 @@ impl Policy for Scojo {
                     group: None,
                     primary: false,
                 };
-                if self.ssp(&job).1 > m.nodes {
+                job.space = self.space_of(&job);
+                if job.space.nodes > m.nodes {
                     self.refused.push((
                         id,
                         Never::TooLarge {
@@ -1920,7 +2020,7 @@ mod tests {
         let all = p.fairness(LONG, (JobId(3), 1), &[], now);
         assert!(all > 1.0, "{all}");
         let w = &p.jobs[&JobId(2)];
-        let end = p.wall_at(LONG, 2060.0 + 1100.0 * p.ssp(w).2, now);
+        let end = p.wall_at(LONG, 2060.0 + 1100.0 * w.space.sl, now);
         assert!(end > 4740.0, "{end}");
         assert!(
             (all - (end - 1200.0) / (1.5 * w.r_est)).abs() < 1e-3,
