@@ -16,7 +16,7 @@ use cosched_core::JobId;
 use cosched_daemon::jobio;
 use cosched_daemon::proto::{JobInfo, JobState};
 use cosched_slurm::env::{Submission, submit_env};
-use cosched_slurm::options::{self, Cmd, OptError, Parsed};
+use cosched_slurm::options::{Cmd, Parsed};
 
 use super::view;
 use crate::cmd::batch::{self, JobOpts};
@@ -38,23 +38,7 @@ pub fn run(args: Vec<String>) -> i32 {
 
 /// Options from the command line; getopt's errors end sbatch with status 255 as Slurm's.
 fn parse_cli(args: &[String]) -> Result<(Parsed, bool), Stop> {
-    let env_strict =
-        options::strict_from_env(std::env::var("COSCHED_SLURM_STRICT").ok().as_deref());
-    let parse = |strict| {
-        options::parse(Cmd::Sbatch, args, strict).map_err(|e| match e {
-            OptError::Refused(..) | OptError::Strict(..) => error(e),
-            e => {
-                eprintln!("sbatch: {e}");
-                eprintln!("Try \"sbatch --help\" for more information");
-                Stop(255)
-            }
-        })
-    };
-    let p = parse(env_strict)?;
-    if !env_strict && p.has("strict") {
-        return Ok((parse(true)?, true));
-    }
-    Ok((p, env_strict))
+    super::parse_options(Cmd::Sbatch, args, 255).map_err(Stop)
 }
 
 /// The script to run: its command, default job name, and directives.

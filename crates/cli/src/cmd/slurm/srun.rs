@@ -13,7 +13,7 @@ use cosched_daemon::client::Client;
 use cosched_daemon::jobio;
 use cosched_daemon::mm::steps::STEP_BUSY;
 use cosched_daemon::proto::{JobState, StepInfo, StepRequest};
-use cosched_slurm::options::{self, Cmd, OptError, Parsed};
+use cosched_slurm::options::{Cmd, Parsed};
 
 use crate::cmd::batch;
 use crate::cmd::interactive::{self, Stream};
@@ -33,22 +33,9 @@ pub fn run(args: Vec<String>) -> i32 {
 }
 
 fn parse(args: &[String]) -> Result<Parsed, Stop> {
-    let strict = options::strict_from_env(std::env::var("COSCHED_SLURM_STRICT").ok().as_deref());
-    let parse = |strict| {
-        options::parse(Cmd::Srun, args, strict).map_err(|e| match e {
-            OptError::Refused(..) | OptError::Strict(..) => error(e),
-            e => {
-                eprintln!("srun: {e}");
-                eprintln!("Try \"srun --help\" for more information");
-                Stop(1)
-            }
-        })
-    };
-    let p = parse(strict)?;
-    if !strict && p.has("strict") {
-        return parse(true);
-    }
-    Ok(p)
+    super::parse_options(Cmd::Srun, args, 1)
+        .map(|(p, _)| p)
+        .map_err(Stop)
 }
 
 fn srun(args: &[String]) -> Result<i32, Stop> {
