@@ -12,8 +12,9 @@ use cosched_core::{Dur, JobId};
 use serde::Serialize;
 
 use crate::DaemonError;
-use crate::cluster::{ClusterOptions, up};
-use crate::proto::{JobState, SubmitRequest};
+use crate::cluster::{ClusterOptions, node_name, up};
+use crate::proto::{JobState, SubmitRequest, SwitchLog};
+use crate::state_dir::read_pid;
 use crate::util::now;
 
 /// Burns `cpu` of this process's CPU time (not wall time): the CPU-bound rank of the gang
@@ -132,6 +133,79 @@ pub struct GangRow {
     pub makespan_s: f64,
     /// Makespan over the FCFS baseline's, minus one, in percent.
     pub slowdown_pct: f64,
+    /// Where the quanta went, over every run of this setting (`None` for FCFS).
+    pub switches: Option<SwitchBreakdown>,
+}
+
+/// The node's gang switches over a setting's runs ([`crate::proto::SwitchLog`]): each from
+/// the strobe's arrival at the node manager to every outgoing rank stopped (its cgroup
+/// reported frozen) and to the incoming job thawed. The thaw follows the report at once, so
+/// both jobs stand stopped only for the report's delay (at most the watcher's pause,
+/// `nm::freeze_watch`); a late switch thawed with the outgoing job not yet frozen.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SwitchBreakdown {
+    pub switches: u64,
+    /// Thawed at the bound before the outgoing job was reported frozen.
+    pub late: u64,
+    /// Median time between two switches at the node (the quantum as the node lives it:
+    /// more than the quantum when strobes arrive late).
+    pub interval_ms: f64,
+    /// Strobe → outgoing job frozen, median and 90th percentile, µs.
+    pub frozen_p50_us: f64,
+    pub frozen_p90_us: f64,
+    /// Strobe → incoming job thawed, median and 90th percentile, µs.
+    pub thawed_p50_us: f64,
+    pub thawed_p90_us: f64,
+    /// CPU time of the machine manager and of the node manager per switch, µs.
+    pub mm_cpu_us: f64,
+    pub nm_cpu_us: f64,
+}
+
+/// What one gang run left for the breakdown: the node's switches and the daemons' CPU time
+/// (ms) over the run.
+struct GangRun {
+    log: SwitchLog,
+    mm_cpu_ms: f64,
+    nm_cpu_ms: f64,
+}
+
+fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
+    let pct = |v: &mut Vec<f64>, p: f64| {
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() {
+            0.0
+        } else {
+            v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
+        }
+    };
+    let (mut frozen, mut thawed, mut interval) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut mm, mut nm) = (0.0, 0.0);
+    let mut b = SwitchBreakdown::default();
+    for r in runs {
+        b.switches += r.log.count;
+        b.late += r.log.late;
+        mm += r.mm_cpu_ms;
+        nm += r.nm_cpu_ms;
+        let t = &r.log.recent;
+        for s in t {
+            frozen.extend(s.frozen_us.map(f64::from));
+            thawed.push(f64::from(s.thawed_us));
+        }
+        for w in t.windows(2) {
+            interval.push((w[1].at_us - w[0].at_us) as f64 / 1e3);
+        }
+    }
+    let per_switch = 1e3 / b.switches.max(1) as f64;
+    SwitchBreakdown {
+        interval_ms: pct(&mut interval, 0.5),
+        frozen_p50_us: pct(&mut frozen, 0.5),
+        frozen_p90_us: pct(&mut frozen, 0.9),
+        thawed_p50_us: pct(&mut thawed, 0.5),
+        thawed_p90_us: pct(&mut thawed, 0.9),
+        mm_cpu_us: mm * per_switch,
+        nm_cpu_us: nm * per_switch,
+        ..b
+    }
 }
 
 /// Two CPU-bound jobs filling one node at MPL 2, under FCFS and under gang at each quantum.
@@ -143,7 +217,7 @@ pub fn gang(
     quanta: &[Dur],
     runs: usize,
 ) -> Result<Vec<GangRow>, DaemonError> {
-    let one = |policy: &str, quantum: Option<Dur>| -> Result<f64, DaemonError> {
+    let one = |policy: &str, quantum: Option<Dur>| -> Result<(f64, GangRun), DaemonError> {
         let mut o = opts(exe, &dir.join("gang"), 1, pes);
         o.settings.policy = policy.into();
         if policy == "gang" {
@@ -157,9 +231,21 @@ pub fn gang(
             "spin".into(),
             cpu.to_string(),
         ];
+        let pid = |f: PathBuf| read_pid(&f).map_or(0, |p| p.pid);
+        let (mm_pid, nm_pid) = (
+            pid(c.state_dir.mm_pid_file()),
+            pid(c.state_dir.nm_pid_file(&node_name(0))),
+        );
+        let (mm0, nm0) = (cpu_ms(mm_pid), cpu_ms(nm_pid));
         let a = c.client.submit(submit(pes, cmd.clone()))?;
         let b = c.client.submit(submit(pes, cmd))?;
         let jobs = c.client.wait(&[a, b], Duration::from_secs(600))?;
+        let mut run = GangRun {
+            log: SwitchLog::default(),
+            mm_cpu_ms: cpu_ms(mm_pid) - mm0,
+            nm_cpu_ms: cpu_ms(nm_pid) - nm0,
+        };
+        run.log = c.client.monitor(&node_name(0))?.switches;
         let first = jobs
             .iter()
             .map(|j| j.record.submit.as_micros())
@@ -177,17 +263,20 @@ pub fn gang(
             )));
         }
         c.down()?;
-        Ok((last - first) as f64 / 1e6)
+        Ok(((last - first) as f64 / 1e6, run))
     };
     // Other load on the machine only ever adds time, so the best run is the least noisy.
     let best = |v: Vec<f64>| v.into_iter().fold(f64::INFINITY, f64::min);
     // Rounds over all settings, so a change in the machine's other load touches every
     // setting alike; each setting keeps its best run.
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); quanta.len() + 1];
+    let mut logs: Vec<Vec<GangRun>> = (0..quanta.len()).map(|_| Vec::new()).collect();
     for _ in 0..runs {
-        times[0].push(one("fcfs", None)?);
+        times[0].push(one("fcfs", None)?.0);
         for (i, &q) in quanta.iter().enumerate() {
-            times[i + 1].push(one("gang", Some(q))?);
+            let (t, run) = one("gang", Some(q))?;
+            times[i + 1].push(t);
+            logs[i].push(run);
         }
     }
     let base = best(times[0].clone());
@@ -195,6 +284,7 @@ pub fn gang(
         quantum_ms: None,
         makespan_s: base,
         slowdown_pct: 0.0,
+        switches: None,
     }];
     for (i, &q) in quanta.iter().enumerate() {
         let m = best(times[i + 1].clone());
@@ -202,6 +292,7 @@ pub fn gang(
             quantum_ms: Some(q.as_micros() as f64 / 1e3),
             makespan_s: m,
             slowdown_pct: (m / base - 1.0) * 100.0,
+            switches: Some(breakdown(&logs[i])),
         });
     }
     Ok(rows)

@@ -216,19 +216,30 @@ impl JobCgroup {
         Ok(f.into())
     }
 
-    /// Stops (`true`) or thaws every process of the job. A freeze is asynchronous: this
-    /// waits (at most 100 ms) until the kernel says the whole cgroup is frozen, so a gang
-    /// switch stops the outgoing job before the incoming one runs.
+    /// Stops (`true`) or thaws every process of the job. A freeze is asynchronous: the kernel
+    /// stops each process when it next runs, and says so in `cgroup.events` once all are
+    /// ([`JobCgroup::stopped`], [`JobCgroup::events`] to watch it); this does not wait.
     pub fn freeze(&self, on: bool) {
         let _ = write_file(&self.dir.join("cgroup.freeze"), if on { "1" } else { "0" });
-        if on {
-            for _ in 0..100 {
-                if self.event("frozen") != Some(0) || !self.populated() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
+    }
+
+    /// Whether nothing of the job can run: every process frozen, or none left (also when the
+    /// cgroup is gone or unreadable, as nothing will report otherwise).
+    pub fn stopped(&self) -> bool {
+        let Ok(s) = std::fs::read_to_string(self.dir.join("cgroup.events")) else {
+            return true;
+        };
+        let field = |name: &str| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+        };
+        field("frozen ") != Some(0) || field("populated ") == Some(0)
+    }
+
+    /// Whether a freeze is asked for (`cgroup.freeze` reads 1): a watch of a freeze ends once
+    /// the job is thawed again.
+    pub fn freezing(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("cgroup.freeze")).is_ok_and(|s| s.trim() == "1")
     }
 
     /// The processes in the job's cgroup now.

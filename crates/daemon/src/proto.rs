@@ -292,9 +292,10 @@ pub enum FromNode {
     },
     /// The answer to [`ToNode::FetchMonitor`].
     Monitor { req: u64, monitor: NodeMonitor },
-    /// Under a node scheme that runs jobs the strobe does not list (`local`, `sb`, `fcs`):
-    /// whether the node now lets some process of `job` run (`runs`) or has stopped every one
-    /// of them. Sent when that changes; the machine manager's accounting follows it.
+    /// Whether the node now lets some process of `job` run (`runs`) or has stopped every one
+    /// of them: under a node scheme that runs jobs the strobe does not list (`local`, `sb`,
+    /// `fcs`), and under `gs` from each switch's thaw and completed freeze. Sent when that
+    /// changes; the machine manager's accounting follows it.
     Runs { job: JobId, run: u32, runs: bool },
 }
 
@@ -337,6 +338,31 @@ pub struct NodeMonitor {
     pub scheme: String,
     /// Class changes and local context switches of the live and the last ended jobs.
     pub events: Vec<NodeEvent>,
+    /// How the node's gang switches went (`cluster bench gang`'s breakdown).
+    pub switches: SwitchLog,
+}
+
+/// A node manager's switches that stopped a job of its own cgroup (a gang switch): the
+/// incoming job is thawed once the outgoing ones are reported frozen, or at the bound.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SwitchLog {
+    /// Switches since the node manager started.
+    pub count: u64,
+    /// Of these, thawed at the bound, before every outgoing job was reported frozen.
+    pub late: u64,
+    /// The last switches, oldest first (at most `nm::switch::KEEP`).
+    pub recent: Vec<SwitchTiming>,
+}
+
+/// One switch on a node, from the strobe's arrival (µs of the node manager's clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchTiming {
+    /// When the strobe that started it arrived.
+    pub at_us: i64,
+    /// From then until every outgoing job was reported frozen (`None`: not before the thaw).
+    pub frozen_us: Option<u32>,
+    /// From then until the incoming jobs were thawed.
+    pub thawed_us: u32,
 }
 
 /// One rank's communication as its node's ring holds it.

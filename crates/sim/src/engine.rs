@@ -40,6 +40,7 @@ use cosched_ledger::{Change, Ledger, LedgerError, Room};
 use cosched_policy::{Decision, Event, JobRequest, Policy};
 
 use crate::ahead::Ahead;
+use crate::progress::{Progress, Snapshot};
 pub use crate::rates::Usage;
 use crate::rates::{Overshared, Rates};
 
@@ -106,6 +107,8 @@ pub struct EngineOptions {
     /// Multi-core nodes with contention (seed 001): jobs progress at `1 / slowdown`, the
     /// slowdowns drawn by this model, and no node holds more than two jobs.
     pub slowdowns: Option<Slowdowns>,
+    /// Where the run publishes how far it got, for a progress bar on another thread.
+    pub progress: Progress,
 }
 
 /// What a run produced: one record per job, in input order.
@@ -466,6 +469,7 @@ struct Engine<'a, const MC: bool, F: Jobs> {
     /// Events told other than timers: a skipped period must have had none.
     other_events: u64,
     skipper: skip::Skipper,
+    progress: Progress,
 }
 
 impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
@@ -510,6 +514,7 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
             waiting: 0,
             other_events: 0,
             skipper: skip::Skipper::default(),
+            progress: opts.progress,
         };
         engine.intake(0)?;
         for (time, op) in &engine.operations {
@@ -683,8 +688,15 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
         // in a row: a policy that keeps ticking over jobs it never starts would otherwise
         // loop for ever.
         let mut idle_ticks = 0u32;
+        let mut instants = 0u64;
         while let Some(now) = self.next_time()? {
             self.clock = Some(now);
+            // Often enough for a bar redrawn a few times a second, rarely enough to cost
+            // nothing measurable.
+            instants += 1;
+            if instants.is_multiple_of(4096) {
+                self.publish_progress();
+            }
             let idle = self.ledger.running() == 0
                 && self.exhausted
                 && self.next_arrival == self.arrivals.len()
@@ -702,6 +714,7 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
                 self.cycle_point(now);
             }
         }
+        self.publish_progress();
         let unfinished = self.jobs.known().len() - self.ledger.ended();
         let policy_stats = self
             .policy
@@ -721,6 +734,16 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
             unfinished,
         };
         Ok((result, self.jobs))
+    }
+
+    fn publish_progress(&self) {
+        if let Some(c) = &self.progress.0 {
+            c.publish(Snapshot {
+                known: self.jobs.known().len() as u64,
+                ended: self.ledger.ended() as u64,
+                all_known: self.exhausted,
+            });
+        }
     }
 
     /// Every round of the instant `now`: the policy observes each event as it is found (ends,

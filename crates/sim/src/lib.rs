@@ -14,10 +14,12 @@
 //! - [`ahead`]: the reading thread maps the pages a streamed simulation will write next.
 //! - `rates` (private): progress rates on multi-core nodes (seed 001): the engine reprices the
 //!   jobs of a node when a job starts or stops there, and refuses a third job on a node.
+//! - [`progress`]: how far a run got, published for a progress bar on another thread.
 
 pub mod ahead;
 pub mod engine;
 pub mod forecast;
+pub mod progress;
 mod rates;
 pub mod trace;
 

@@ -1,13 +1,14 @@
 //! `cosched cosim`: run one coscheduling scheme on a scenario file, or sweep several schemes
 //! over the scenario's parameter grid (`cosched cosim sweep`).
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use cosched_cosim::{RunResult, Scenario};
 use cosched_node::Scheme;
 use cosched_report::provenance::Provenance;
+
+use super::progress::runs_bar;
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -45,6 +46,9 @@ struct SweepArgs {
     /// Print one JSON array instead of a table
     #[arg(long)]
     json: bool,
+    /// Draw no progress bar (one is drawn on stderr when it is a terminal)
+    #[arg(long)]
+    no_progress: bool,
     /// Also draw the sweep (.png or .svg): one series per scheme, the grid points side by
     /// side on the x axis (the mean over seeds when the grid has `seed`)
     #[arg(long)]
@@ -244,18 +248,7 @@ fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     let sc = Scenario::load(&a.scenario)?;
     check_machine_fits(&sc, &a.scenario)?;
     let total = (sc.grid_points().len() * schemes.len()) as u64;
-    let bar = if std::io::stderr().is_terminal() {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}",
-            )
-            .expect("static template"),
-        );
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = runs_bar(total, a.no_progress);
     let results = cosched_cosim::sweep(&sc, &schemes, &|done, _| bar.set_position(done as u64))?;
     bar.finish_and_clear();
     let spread = cosched_cosim::spread::over_seeds(&results);

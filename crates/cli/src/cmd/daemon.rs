@@ -517,7 +517,9 @@ pub enum BenchCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Slowdown of two CPU-bound jobs time-sliced at MPL 2, against FCFS, per quantum
+    /// Slowdown of two CPU-bound jobs time-sliced at MPL 2, against FCFS, per quantum, and
+    /// where the quanta went: per switch at the node, strobe to outgoing job frozen and to
+    /// incoming job thawed, late switches, the daemons' CPU per switch
     Gang {
         /// CPU time each rank burns
         #[arg(long, default_value = "2s")]
@@ -1457,6 +1459,34 @@ fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 } else {
                     t += "no quantum measured has a slowdown <= 2%\n";
                 }
+                // Where the quanta went: per switch at the node, from the strobe's arrival.
+                t += "\nswitches at the node (strobe -> outgoing frozen -> incoming thawed, us: median/p90):\n";
+                t += &bench_table(
+                    &[
+                        "QUANTUM",
+                        "SWITCHES",
+                        "LATE",
+                        "INTERVAL(ms)",
+                        "FROZEN(us)",
+                        "THAWED(us)",
+                        "MM-CPU/SW(us)",
+                        "NM-CPU/SW(us)",
+                    ],
+                    0,
+                    rows.iter().filter_map(|r| {
+                        let (q, b) = (r.quantum_ms?, r.switches.as_ref()?);
+                        Some(vec![
+                            format!("{q}ms"),
+                            b.switches.to_string(),
+                            b.late.to_string(),
+                            format!("{:.2}", b.interval_ms),
+                            format!("{:.0}/{:.0}", b.frozen_p50_us, b.frozen_p90_us),
+                            format!("{:.0}/{:.0}", b.thawed_p50_us, b.thawed_p90_us),
+                            format!("{:.0}", b.mm_cpu_us),
+                            format!("{:.0}", b.nm_cpu_us),
+                        ])
+                    }),
+                );
                 emit(&t);
             }
             BenchCmd::Load {

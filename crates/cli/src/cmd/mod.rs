@@ -14,6 +14,7 @@ pub mod launch_model;
 pub mod memory;
 pub mod pmix_helper;
 pub mod policy_args;
+mod progress;
 pub mod replay;
 pub mod sim;
 pub mod slurm;

@@ -2,7 +2,7 @@
 //! policies × loads × seeds. The work lives in `cosched-sim`; this file parses, checks and
 //! prints.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
@@ -12,6 +12,7 @@ use cosched_core::{Dur, MachineShape, Time};
 use cosched_policy::registry;
 
 use super::policy_args::PolicyArgs as SharedPolicyArgs;
+use super::progress::{RunWatch, runs_bar};
 use cosched_policy::{ConfigError, PolicyOptions, policy_config};
 use cosched_report::metrics::{Group, MetricsOptions, Summary};
 use cosched_report::provenance::Provenance;
@@ -139,6 +140,9 @@ struct RunArgs {
     /// Print how long reading, preparing, simulating and measuring took (on stderr)
     #[arg(long)]
     timing: bool,
+    /// Draw no progress bar (one is drawn on stderr when it is a terminal and the run lasts)
+    #[arg(long)]
+    no_progress: bool,
     /// Print one JSON document instead of tables
     #[arg(long)]
     json: bool,
@@ -243,6 +247,9 @@ struct SweepArgs {
     /// Print the JSON table instead of the text table
     #[arg(long)]
     json: bool,
+    /// Draw no progress bar (one is drawn on stderr when it is a terminal)
+    #[arg(long)]
+    no_progress: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -460,6 +467,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
         Input::Open(o, _) => o.header_only(),
         Input::Ready(s) => s.clone(),
     };
+    let watch = RunWatch::start(a.no_progress);
     let base = RunSpec {
         source: &known,
         semantics: semantics(&a.source),
@@ -469,6 +477,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
         config: &cfg,
         engine: EngineOptions {
             arrivals_first: a.source.arrivals_first,
+            progress: watch.progress(),
             ..EngineOptions::default()
         },
         metrics: metrics_options(&a.policy_args),
@@ -494,6 +503,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
             (src, out)
         }
     };
+    drop(watch);
     let spec = base.with_source(&src);
     let (result, summary, workload) = (&out.result, &out.summary, &out.workload);
     if a.timing {
@@ -764,18 +774,7 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
         machine: Some(machine),
     };
     let points = (spec.policies.len() * spec.loads.len() * spec.seeds.len()) as u64;
-    let bar = if std::io::stderr().is_terminal() {
-        let b = indicatif::ProgressBar::new(points);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}",
-            )
-            .expect("static template"),
-        );
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = runs_bar(points, a.no_progress);
     let pool = {
         let mut b = rayon::ThreadPoolBuilder::new();
         if let Some(n) = a.threads {

@@ -695,9 +695,9 @@ impl Core {
         }
     }
 
-    /// A node reports whether it lets `job`'s processes run (a node scheme other
-    /// than `gs` decides that itself). The job runs while some node runs it; the ledger
-    /// accounts from these reports from the first one on.
+    /// A node reports whether it lets `job`'s processes run (a node scheme other than `gs`
+    /// decides that itself; under `gs` the switch's freeze and thaw take time). The job runs
+    /// while some node runs it; the ledger accounts from these reports from the first one on.
     fn node_runs(&mut self, now: Time, job: JobId, from: NodeId, runs: bool) {
         let Some(i) = self.ledger.find(job) else {
             return;
@@ -1820,22 +1820,32 @@ impl Core {
     }
 
     fn flush_switch(&mut self) {
-        let s = std::mem::take(&mut self.switch);
+        let mut s = std::mem::take(&mut self.switch);
         if s.stop.is_empty() && s.cont.is_empty() && s.kill.is_empty() {
             return;
         }
         self.switches += 1;
-        self.send(
-            s.nodes.into_iter().collect(),
-            ToNode::Switch {
-                stop: s.stop,
-                cont: s.cont,
-                kill: s.kill,
-            },
-        );
         // Every node hears the new matrix state now, not at the next heartbeat: the node
-        // schemes switch from it.
-        if let Some(strobe) = self.strobe() {
+        // schemes switch from it, so the jobs of the matrix need no stop or continue of their
+        // own (one message per switch instead of two: at millisecond quanta the daemons'
+        // CPU per message is a visible share of the cores).
+        let strobe = self.strobe();
+        if let Some(st) = &strobe {
+            let in_matrix = |j: &JobId| st.rows.iter().any(|(r, _)| r == j);
+            s.stop.retain(|j| !in_matrix(j));
+            s.cont.retain(|j| !in_matrix(j));
+        }
+        if !(s.stop.is_empty() && s.cont.is_empty() && s.kill.is_empty()) {
+            self.send(
+                s.nodes.into_iter().collect(),
+                ToNode::Switch {
+                    stop: s.stop,
+                    cont: s.cont,
+                    kill: s.kill,
+                },
+            );
+        }
+        if let Some(strobe) = strobe {
             self.push(Effect::Broadcast(ToNode::Strobe(strobe)));
         }
     }

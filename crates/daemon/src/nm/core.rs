@@ -29,6 +29,7 @@ use super::launch::{Launching, PrepareLaunch, Prepared, RankSpec};
 use super::pmix::{JobPmix, StartHelper};
 use super::sched::{NodeSched, Plan, Samples, TICK};
 use super::scheme::NodeSchemeConfig;
+use super::switch::{Gate, Release};
 use crate::pmi::{JobPmi, Out};
 use crate::proto::*;
 
@@ -110,6 +111,9 @@ pub enum Input {
     JobDirs(Vec<(JobId, Dur)>),
     /// Every process of a cgroup being killed is gone ([`CgroupOp::Terminate`]).
     CgroupEmpty { job: JobId, launch: u64 },
+    /// Every process of a cgroup being frozen ([`CgroupOp::Freeze`]) is stopped, or none is
+    /// left.
+    Frozen { job: JobId, launch: u64 },
     /// The answer to [`Effect::StartHelper`]: each local rank's PMIx environment, or why
     /// the job's helper is not serving.
     HelperReady {
@@ -132,7 +136,8 @@ pub enum Input {
 /// What to do to a launch's cgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CgroupOp {
-    /// Stop every process in it (and wait until the kernel says they are).
+    /// Stop every process in it; the shell answers with [`Input::Frozen`] once the kernel says
+    /// they are (an answer that may come later than other inputs: see [`super::switch`]).
     Freeze,
     Thaw,
     /// Send this signal to every process in it.
@@ -246,6 +251,7 @@ pub enum Effect {
         req: u64,
         scheme: String,
         events: Vec<NodeEvent>,
+        switches: SwitchLog,
     },
     /// Read `/proc/PID/stat` of these ranks and the new records of these jobs' rings; answer
     /// with [`Input::Samples`].
@@ -382,6 +388,11 @@ pub struct NmCore {
     pub(super) waiting_steps: Vec<Launch>,
     /// Launches to start once the one under way is done.
     pub(super) queued: VecDeque<Launch>,
+    /// The order of the switch in progress: continues wait for the outgoing freezes.
+    gate: Gate,
+    /// Under `gs`, what was last reported of each job's processes (`true`: runnable): see
+    /// [`NmCore::report_runs`].
+    ran: HashMap<(JobId, u32), bool>,
     effects: VecDeque<Effect>,
 }
 
@@ -407,6 +418,8 @@ impl NmCore {
             sampling: None,
             waiting_steps: Vec::new(),
             queued: VecDeque::new(),
+            gate: Gate::default(),
+            ran: HashMap::new(),
             effects: VecDeque::new(),
         };
         core.register_again(now);
@@ -441,7 +454,10 @@ impl NmCore {
             Phase::Done => None,
         };
         let kill = self.kills.iter().map(|k| k.at).min();
-        [phase, kill, self.held_until()].into_iter().flatten().min()
+        [phase, kill, self.held_until(), self.gate.until()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn silent_at(&self) -> Time {
@@ -502,7 +518,7 @@ impl NmCore {
                     Some(SampleFor::Tick) => self.nsched.tick(now, &samples),
                     None => return,
                 };
-                self.carry_out(plan);
+                self.carry_out(now, plan);
             }
             Input::OutputCapped { job, rank, file } => {
                 let capped = self
@@ -529,6 +545,13 @@ impl NmCore {
                 }
             }
             Input::CgroupEmpty { job, launch } => self.cgroup_empty(job, launch),
+            Input::Frozen { job, launch } => {
+                if self.jobs.get(&job).is_some_and(|j| j.launch == launch) {
+                    self.report_runs(job, false);
+                }
+                let r = self.gate.frozen(now, job, launch);
+                self.continue_held(r);
+            }
             Input::HelperReady {
                 job,
                 launch,
@@ -554,6 +577,18 @@ impl NmCore {
     fn timer(&mut self, now: Time) {
         self.kills_due(now);
         self.release_held(now);
+        if let Some(r) = self.gate.due(now) {
+            // Logged at the 1st, 2nd, 4th, 8th… late freeze: at 1-ms quanta every one would
+            // flood the log.
+            let late = self.gate.late();
+            if late.is_power_of_two() {
+                self.log(
+                    Level::Warn,
+                    format!("an outgoing job was not reported frozen within the switch's bound: the incoming one was thawed anyway ({late} late freezes so far)"),
+                );
+            }
+            self.continue_held(Some(r));
+        }
         match self.phase.clone() {
             Phase::Registering { due: Some(t), .. } if t <= now => self.attempt(),
             Phase::Fencing { until, .. } if until <= now => self.fenced(now),
@@ -624,10 +659,12 @@ impl NmCore {
             ToNode::FetchMonitor { req } => {
                 let scheme = self.nsched.scheme().name().to_string();
                 let events = self.nsched.events();
+                let switches = self.gate.log();
                 self.push(Effect::SendMonitor {
                     req,
                     scheme,
                     events,
+                    switches,
                 });
             }
             ToNode::Forget { jobs } => {
@@ -661,39 +698,88 @@ impl NmCore {
     }
 
     /// Asks the shell for what the ranks did, for a tick or a strobe of the node scheme (a
-    /// strobe with no rank here is planned at once).
+    /// strobe is planned at once when there is no rank here, or when the scheme acts on the
+    /// strobe alone: reading `/proc` and the rings at every switch of 1-ms quanta cost `gs`
+    /// more CPU than the switch itself).
     fn sample(&mut self, now: Time, what: SampleFor) {
         let (pids, jobs) = self.nsched.to_sample();
-        if pids.is_empty() {
+        if pids.is_empty() || !self.nsched.watches_ranks() {
             let plan = match what {
                 SampleFor::Strobe(s) => self.nsched.strobe(now, s, &Samples::default()),
                 SampleFor::Tick => return,
             };
-            self.carry_out(plan);
+            self.carry_out(now, plan);
             return;
         }
         self.sampling = Some(what);
         self.push(Effect::Sample { pids, jobs });
     }
 
-    /// Carries out a plan of the node scheme: rank stops, job stops, job continues, rank
-    /// continues, in that order (see [`Plan`]); then tells the machine manager which jobs now
-    /// run or stand stopped here, for its accounting.
-    fn carry_out(&mut self, plan: Plan) {
+    /// Carries out a plan of the node scheme: rank stops and job stops at once; job continues,
+    /// then rank continues, once the jobs it freezes are reported frozen ([`super::switch`]),
+    /// so two jobs never share a PE even for an instant; then tells the machine manager which
+    /// jobs now run or stand stopped here, for its accounting.
+    fn carry_out(&mut self, now: Time, plan: Plan) {
         for (job, ns) in plan.spins {
             self.push(Effect::SetSpin { job, ns });
         }
-        for pid in plan.stop_ranks {
+        for &pid in &plan.stop_ranks {
             self.push(Effect::Signal {
                 pgid: pid,
                 sig: libc::SIGSTOP,
             });
         }
-        for job in plan.stop_jobs {
+        let mut freezing = Vec::new();
+        for &job in &plan.stop_jobs {
+            match self.jobs.get(&job) {
+                Some(j) if j.owns_cgroup() => freezing.push((job, j.launch)),
+                // SIGSTOP: stopped once sent, as far as anything here can tell.
+                _ => self.report_runs(job, false),
+            }
             self.signal(job, true);
         }
+        let r = self.gate.switch(
+            now,
+            &freezing,
+            &plan.stop_jobs,
+            &plan.stop_ranks,
+            plan.cont_jobs,
+            plan.cont_ranks,
+        );
+        self.continue_held(r);
+        for (job, runs) in plan.runs {
+            if let Some(j) = self.jobs.get(&job) {
+                let run = j.run;
+                self.up(FromNode::Runs { job, run, runs });
+            }
+        }
+    }
+
+    /// Under `gs`, tells the machine manager when a job of the matrix starts or stops
+    /// running here (`FromNode::Runs`), for its accounting: from its thaw to the moment its
+    /// freeze is reported done, not the slot's bounds, so that a job is not booked as running
+    /// while the switch's freeze and thaw are under way, nor as stopped while its freeze has
+    /// not landed. The other schemes report from their plans ([`Plan::runs`]).
+    fn report_runs(&mut self, job: JobId, runs: bool) {
+        if self.nsched.scheme() != cosched_node::Scheme::Gs || !self.nsched.manages(job) {
+            return;
+        }
+        let Some(run) = self.jobs.get(&job).map(|j| j.run) else {
+            return;
+        };
+        // Keyed by run: a requeued job's new run reports afresh.
+        if self.ran.insert((job, run), runs) != Some(runs) {
+            self.up(FromNode::Runs { job, run, runs });
+        }
+    }
+
+    /// Continues what a switch held back: jobs, then ranks.
+    fn continue_held(&mut self, r: Option<Release>) {
+        let Some(Release { jobs, ranks }) = r else {
+            return;
+        };
         let thaw_only = self.nsched.scheme() == cosched_node::Scheme::Fcs;
-        for job in plan.cont_jobs {
+        for job in jobs {
             match self.jobs.get(&job) {
                 // FCS continues the chosen ranks one by one (below); the job's freezer must
                 // let them.
@@ -713,18 +799,13 @@ impl NmCore {
                 }
                 _ => self.signal(job, false),
             }
+            self.report_runs(job, true);
         }
-        for pid in plan.cont_ranks {
+        for pid in ranks {
             self.push(Effect::Signal {
                 pgid: pid,
                 sig: libc::SIGCONT,
             });
-        }
-        for (job, runs) in plan.runs {
-            if let Some(j) = self.jobs.get(&job) {
-                let run = j.run;
-                self.up(FromNode::Runs { job, run, runs });
-            }
         }
     }
 
@@ -889,6 +970,9 @@ impl NmCore {
     pub(super) fn forget(&mut self, now: Time, job: JobId) {
         self.terminate(now, job);
         self.nsched.forget(job);
+        let r = self.gate.forget(now, job);
+        self.continue_held(r);
+        self.ran.retain(|(j, _), _| *j != job);
         let held = self.jobs.remove(&job).is_some();
         self.push(Effect::Forgotten { job, held });
         self.owners.retain(|_, o| *o != job);

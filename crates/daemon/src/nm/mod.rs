@@ -26,15 +26,18 @@
 //!   grace between SIGTERM and SIGKILL, fencing, shutting down) and [`register`]
 //!   (registration, its answers, the machine manager's silence, joining the tree).
 //! - [`sched`]: the node scheme (gs, local, sb, fcs) on the `NodeScheduler` the process-level
-//!   simulator drives; [`scheme`]: its parameters from the command line.
+//!   simulator drives; [`scheme`]: its parameters from the command line; [`switch`]: the
+//!   order of a switch (continues wait until the outgoing jobs are reported frozen).
 //! - [`shell`]: tokio, the tree, the children, PMI sockets, cgroups and files around the core;
 //!   [`spawn`] (fork/exec of a rank as its user), [`files`] (output caps, job directories,
-//!   `cosched output`), [`sample`] (`/proc` and the rings), [`monitor`] (the rings).
+//!   `cosched output`), [`sample`] (`/proc` and the rings), [`monitor`] (the rings),
+//!   [`freeze_watch`] (reports outgoing cgroups frozen, off the event loop).
 //! - [`pmix`]: a job's PMIx helper process, started before its ranks, its fences up the
 //!   tree, its aborts in the job's record.
 
 pub mod core;
 pub mod files;
+pub mod freeze_watch;
 pub mod kill;
 pub mod launch;
 pub mod monitor;
@@ -45,6 +48,7 @@ pub mod sched;
 pub mod scheme;
 pub mod shell;
 pub mod spawn;
+pub mod switch;
 
 #[cfg(test)]
 mod tests;

@@ -72,7 +72,8 @@ pub struct Plan {
     /// Jobs of the matrix whose run state on this node changes with this plan (`true`: some
     /// rank runs, `false`: every rank is stopped), to report to the machine manager
     /// (`FromNode::Runs`) under the schemes that run jobs the strobe does not list; never
-    /// under `gs`, where what runs is what the machine manager decided.
+    /// under `gs`, whose reports follow the switch's thaws and completed freezes instead
+    /// (`NmCore::report_runs`).
     pub runs: Vec<(JobId, bool)>,
     /// New spin times (ns) to write into jobs' rings (see [`NodeSched::tick`]).
     pub spins: Vec<(JobId, u64)>,
@@ -203,7 +204,13 @@ impl NodeSched {
     /// Whether [`NodeSched::tick`] has anything to do: FCS and SB watch their ranks; `gs`
     /// and `local` act only on the strobe.
     pub fn active(&self) -> bool {
-        matches!(self.cfg.scheme, Scheme::Sb | Scheme::Fcs) && !self.procs.is_empty()
+        self.watches_ranks() && !self.procs.is_empty()
+    }
+
+    /// Whether the scheme's decisions use what the ranks did ([`Samples`]): FCS and SB do;
+    /// `gs` and `local` act on the strobe alone.
+    pub fn watches_ranks(&self) -> bool {
+        matches!(self.cfg.scheme, Scheme::Sb | Scheme::Fcs)
     }
 
     /// Class changes and context switches recorded so far.
@@ -390,7 +397,12 @@ impl NodeSched {
             if d > Dur::ZERO {
                 self.sched.ran(id, d);
             }
-            // 'T' is our own stop (or the freezer's): nothing learnt.
+            // While its job is stopped whole the rank's state is the freezer's, which `/proc`
+            // shows as a sleep once it lands (and as running before), and 'T' is our own stop:
+            // nothing learnt either way.
+            if self.job_stopped.get(&p.job) == Some(&true) {
+                continue;
+            }
             match state {
                 'S' | 'D' if !self.sched.is_blocked(id) => {
                     let acts = self.sched.block(id);

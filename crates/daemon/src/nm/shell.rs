@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::NmConfig;
 use super::core::{CgroupOp, CoreConfig, Effect, Input, Level, NmCore};
+use super::freeze_watch::{FreezeWatcher, Frozen, Watch};
 use super::launch::{PrepareLaunch, Prepared, RankSpec};
 use super::monitor::Monitors;
 use super::pmix::StartHelper;
@@ -91,6 +92,13 @@ struct Shell {
     /// Cgroups found empty while being killed.
     empty_tx: mpsc::UnboundedSender<(JobId, u64)>,
     empty: mpsc::UnboundedReceiver<(JobId, u64)>,
+    /// Freezes being watched, and the watcher's reports.
+    watcher: FreezeWatcher,
+    frozen: mpsc::UnboundedReceiver<Frozen>,
+    /// The last freeze or thaw of each cgroup (its generation): a report of an earlier freeze
+    /// is stale.
+    generations: HashMap<(JobId, u64), u64>,
+    generation: u64,
     done: bool,
 }
 
@@ -181,6 +189,8 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     let (exits_tx, exits) = mpsc::unbounded_channel();
     let (pmi_tx, pmi_rx) = mpsc::unbounded_channel();
     let (empty_tx, empty) = mpsc::unbounded_channel();
+    let (frozen_tx, frozen) = mpsc::unbounded_channel();
+    let watcher = FreezeWatcher::start(frozen_tx)?;
     let (helper_tx, helper_rx) = mpsc::unbounded_channel();
     let mut sh = Shell {
         cfg,
@@ -205,6 +215,10 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         helper_rx,
         empty_tx,
         empty,
+        watcher,
+        frozen,
+        generations: HashMap::new(),
+        generation: 0,
         done: false,
     };
     sh.run().await
@@ -217,6 +231,7 @@ enum Event {
     Pmi(FromRank),
     Beat(i64),
     Empty(JobId, u64),
+    Frozen(Frozen),
     Helper(Input),
     Timer,
 }
@@ -266,6 +281,7 @@ impl Shell {
                 Some(l) = self.pmi_rx.recv(), if live => Event::Pmi(l),
                 v = heartbeat(beat), if live => Event::Beat(v),
                 Some((job, launch)) = self.empty.recv() => Event::Empty(job, launch),
+                Some(f) = self.frozen.recv() => Event::Frozen(f),
                 Some(i) = self.helper_rx.recv(), if live => Event::Helper(i),
                 _ = cosched_storm::mech::sleep_until(sleep.map(|d| tokio::time::Instant::now() + d)) => Event::Timer,
             };
@@ -288,6 +304,12 @@ impl Shell {
                     Input::Heard
                 }
                 Event::Empty(job, launch) => Input::CgroupEmpty { job, launch },
+                Event::Frozen((job, launch, generation)) => {
+                    if self.generations.get(&(job, launch)) != Some(&generation) {
+                        continue;
+                    }
+                    Input::Frozen { job, launch }
+                }
                 Event::Helper(i) => i,
                 Event::Timer => Input::Timer,
             };
@@ -406,10 +428,12 @@ impl Shell {
                     req,
                     scheme,
                     events,
+                    switches,
                 } => {
                     let mut monitor = self.monitors.report(&self.cfg.name);
                     monitor.scheme = scheme;
                     monitor.events = events;
+                    monitor.switches = switches;
                     self.up(&FromNode::Monitor { req, monitor });
                 }
                 Effect::Sample { pids, jobs } => {
@@ -436,6 +460,7 @@ impl Shell {
                         st.forget(job);
                     }
                     self.pmi.retain(|(j, _), _| *j != job);
+                    self.generations.retain(|(j, _), _| *j != job);
                     self.helpers.remove(&job);
                     if held {
                         // The directory's time marks the job's end: the retention counts from
@@ -725,11 +750,27 @@ impl Shell {
     }
 
     fn cgroup(&mut self, job: JobId, launch: u64, op: CgroupOp) {
+        if matches!(op, CgroupOp::Freeze | CgroupOp::Thaw) {
+            self.generation += 1;
+            self.generations.insert((job, launch), self.generation);
+        }
         let Some(cg) = self.cgroups.get(&(job, launch)) else {
+            if op == CgroupOp::Freeze {
+                // Gone (killed): nothing of it runs.
+                self.core.on(now(), Input::Frozen { job, launch });
+            }
             return;
         };
         match op {
-            CgroupOp::Freeze => cg.freeze(true),
+            CgroupOp::Freeze => {
+                cg.freeze(true);
+                self.watcher.watch(Watch {
+                    job,
+                    launch,
+                    generation: self.generation,
+                    cgroup: cg.clone(),
+                });
+            }
             CgroupOp::Thaw => cg.freeze(false),
             CgroupOp::Signal(sig) => cg.signal(sig),
             CgroupOp::Terminate { grace } => {

@@ -8,6 +8,7 @@ mod pmix;
 mod registration;
 mod scheme;
 mod steps;
+mod switch;
 mod upkeep;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -46,7 +46,30 @@ fn a_gang_jobs_ranks_are_launched_then_stopped_and_continued_by_the_strobe() {
         let fx = n.tree(ms(5), strobe(0, 1));
         assert!(signals(&fx).is_empty() && !fx.iter().any(|e| matches!(e, Effect::Cgroup { .. })));
         for (k, slot, job) in [(1, 1, 2), (2, 0, 1), (3, 1, 2)] {
-            let fx = n.tree(ms(10 * k), strobe(slot, job));
+            let mut fx = n.tree(ms(10 * k), strobe(slot, job));
+            let out = JobId(3 - job);
+            let runs_reports = |fx: &[Effect]| -> Vec<(JobId, bool)> {
+                ups(fx)
+                    .into_iter()
+                    .filter_map(|m| match m {
+                        FromNode::Runs { job, run: 1, runs } => Some((job, runs)),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            // The machine manager books what ran: the outgoing job until it is stopped, the
+            // incoming one from its thaw.
+            let expected = [(out, false), (JobId(job), true)];
+            if cgroups {
+                assert_eq!(runs_reports(&fx), [], "nothing stopped or thawed yet");
+                // The incoming job is thawed once the outgoing one is reported frozen.
+                let launch = out.0;
+                let after = n.on(ms(10 * k + 1), Input::Frozen { job: out, launch });
+                assert_eq!(runs_reports(&after), expected);
+                fx.extend(after);
+            } else {
+                assert_eq!(runs_reports(&fx), expected, "SIGSTOP and SIGCONT at once");
+            }
             runs = switch(&n, &fx, &runs);
             assert_eq!(
                 runs,
@@ -61,15 +84,10 @@ fn a_gang_jobs_ranks_are_launched_then_stopped_and_continued_by_the_strobe() {
                         _ => None,
                     })
                     .collect();
-                let out = JobId(3 - job);
                 assert_eq!(ops, [(out, CgroupOp::Freeze), (JobId(job), CgroupOp::Thaw)]);
             } else {
                 assert_eq!(signals(&fx).len(), 4, "both ranks of both jobs");
             }
-            assert!(
-                ups(&fx).is_empty(),
-                "under gs the machine manager decided: no report"
-            );
         }
         // A repeated strobe changes nothing.
         let fx = n.tree(ms(40), strobe(1, 2));
@@ -348,4 +366,77 @@ fn submit(procs: u32) -> crate::mm::core::Input {
         request,
         caller: Caller::ROOT,
     }
+}
+
+/// A job launched stopped into its cgroup is frozen asynchronously: the first look may still
+/// see its ranks running, the next one frozen, which `/proc` shows as sleeping. That sleep is
+/// the freezer's, not the rank's: read as a block, FCS took the ranks off their PEs and put
+/// them back once thawed, two context switches for one.
+#[test]
+fn fcs_does_not_read_a_frozen_jobs_ranks_as_blocked() {
+    let mut n = Node::up("fcs");
+    n.cgroups = true;
+    let rows = |jobs: &[u64]| {
+        ToNode::Strobe(Strobe {
+            slot: Some(0),
+            rows: jobs.iter().map(|&j| (JobId(j), j as u32 - 1)).collect(),
+            running: vec![JobId(1)],
+        })
+    };
+    n.tree(ms(0), launch(1, 1, &[(0, 0), (1, 1)], false));
+    n.tree(ms(0), rows(&[1]));
+    // Job 1's ranks sleep: their PEs are free for the other row's job.
+    for r in 0..2 {
+        n.procs.insert(n.pid(1, r), ('S', Dur::ZERO));
+    }
+    n.until(ms(20));
+    // The policy placed job 2 in row 1, launched stopped; the strobe naming it comes after.
+    let fx = n.tree(ms(21), launch(2, 1, &[(0, 0), (1, 1)], true));
+    assert!(
+        fx.iter().any(|e| matches!(
+            e,
+            Effect::Cgroup {
+                op: CgroupOp::Freeze,
+                ..
+            }
+        )),
+        "launched frozen: {fx:?}"
+    );
+    n.until(ms(30));
+    // The freeze has landed: the ranks show as sleeping.
+    for r in 0..2 {
+        n.procs.insert(n.pid(2, r), ('S', Dur::ZERO));
+    }
+    let fx = n.tree(ms(31), rows(&[1, 2]));
+    assert!(
+        fx.iter().any(|e| matches!(
+            e,
+            Effect::Cgroup {
+                job: JobId(2),
+                op: CgroupOp::Thaw,
+                ..
+            }
+        )),
+        "job 2 fills row 0's idle PEs: {fx:?}"
+    );
+    for r in 0..2 {
+        n.procs.insert(n.pid(2, r), ('R', Dur::from_millis(5)));
+    }
+    n.until(ms(60));
+    n.core
+        .on(ms(60), Input::Tree(ToNode::FetchMonitor { req: 9 }));
+    let report = n.pump();
+    let [Effect::SendMonitor { events, .. }] = &report[..] else {
+        panic!("{report:?}")
+    };
+    let ins: Vec<(u32, u32)> = events
+        .iter()
+        .filter(|e| e.switch_in && e.job == JobId(2))
+        .map(|e| (e.rank, e.pe))
+        .collect();
+    assert_eq!(
+        ins,
+        [(0, 0), (1, 1)],
+        "each rank of job 2 went onto its PE once: {events:?}"
+    );
 }
