@@ -136,7 +136,10 @@ fn submitit_style_polling_sees_slurms_states_and_exit_codes() {
         states.iter().all(|st| st == "PENDING" || st == "RUNNING"),
         "squeue -o %T printed {states:?}"
     );
-    assert_eq!(s.sacct(id), format!("{id}|FAILED|3:0\n"));
+    assert_eq!(
+        s.sacct(id),
+        format!("{id}|FAILED|3:0\n{id}.batch|FAILED|3:0\n")
+    );
     // Slurm's default output file, in the submit directory, standard error with it.
     assert_eq!(read(&s.work.join(format!("slurm-{id}.out"))), "out\nerr\n");
 
@@ -148,7 +151,10 @@ fn submitit_style_polling_sees_slurms_states_and_exit_codes() {
         .and_then(|r| r.trim().parse().ok())
         .unwrap_or_else(|| panic!("sbatch printed {out:?}"));
     s.poll_squeue(ok, 60);
-    assert_eq!(s.sacct(ok), format!("{ok}|COMPLETED|0:0\n"));
+    assert_eq!(
+        s.sacct(ok),
+        format!("{ok}|COMPLETED|0:0\n{ok}.batch|COMPLETED|0:0\n")
+    );
 
     // scancel of a running job: CANCELLED, killed by SIGTERM as Slurm reports it.
     let long = s.sbatch(&["--wrap", "sleep 300"]);
@@ -166,7 +172,10 @@ fn submitit_style_polling_sees_slurms_states_and_exit_codes() {
     }
     s.ok("scancel", &[&long.to_string()]);
     s.poll_squeue(long, 60);
-    assert_eq!(s.sacct(long), format!("{long}|CANCELLED|0:15\n"));
+    assert_eq!(
+        s.sacct(long),
+        format!("{long}|CANCELLED|0:15\n{long}.batch|CANCELLED|0:15\n")
+    );
     // scancel of a job that has ended is not an error, as in Slurm.
     s.ok("scancel", &[&long.to_string()]);
 
@@ -232,7 +241,10 @@ fn a_script_with_directives_cosched_ignores_runs_with_one_warning_each() {
     }
     assert_eq!(warnings.len(), 9, "{warnings:#?}");
     s.poll_squeue(id, 60);
-    assert_eq!(s.sacct(id), format!("{id}|COMPLETED|0:0\n"));
+    assert_eq!(
+        s.sacct(id),
+        format!("{id}|COMPLETED|0:0\n{id}.batch|COMPLETED|0:0\n")
+    );
     // --chdir: the job ran in sub/, its relative output file went there, named by %x and %j.
     let text = read(&s.work.join(format!("sub/out-site-{id}.txt")));
     assert_eq!(text.trim(), s.work.join("sub").display().to_string());
@@ -296,7 +308,10 @@ fn scontrol_shows_jobs_in_slurms_records_and_holds_and_releases_them() {
     assert_eq!(one.lines().count(), 1);
     s.ok("scontrol", &["release", &id.to_string()]);
     s.poll_squeue(id, 60);
-    assert_eq!(s.sacct(id), format!("{id}|COMPLETED|0:0\n"));
+    assert_eq!(
+        s.sacct(id),
+        format!("{id}|COMPLETED|0:0\n{id}.batch|COMPLETED|0:0\n")
+    );
     assert_eq!(read(&s.work.join(format!("slurm-{id}.out"))), "done\n");
     let rec = s.ok("scontrol", &["show", "job", &id.to_string()]);
     assert!(
@@ -363,11 +378,13 @@ fn array_tasks_agree_on_percent_a_and_slurm_array_task_id_and_wait_returns_the_e
         assert!(f[7] == "n0" || f[7] == "n1", "{text}");
         assert_eq!(f[8], "1");
     }
-    // sacct -j of the array: every task, as N_M.
+    // sacct -j of the array: every task, as N_M, and its batch step.
     let lines = s.sacct(first);
     assert_eq!(
         lines,
-        format!("{first}_1|FAILED|1:0\n{first}_2|FAILED|2:0\n{first}_3|FAILED|3:0\n")
+        format!(
+            "{first}_1|FAILED|1:0\n{first}_1.batch|FAILED|1:0\n{first}_2|FAILED|2:0\n{first}_2.batch|FAILED|2:0\n{first}_3|FAILED|3:0\n{first}_3.batch|FAILED|3:0\n"
+        )
     );
 }
 
@@ -399,12 +416,17 @@ fn the_commands_answer_to_their_own_names_through_links() {
     );
     assert_eq!(
         String::from_utf8_lossy(&acct.stdout),
-        format!("{id}|j.sh|COMPLETED\n")
+        format!("{id}|j.sh|COMPLETED\n{id}.batch|batch|COMPLETED\n")
     );
-    // srun needs job steps: it says so, with Slurm's failure status.
-    let out = run("srun", &["hostname"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("job steps"), "{}", stderr(&out));
+    // srun outside an allocation: one of its own, with one step, from the terminal.
+    let out = run("srun", &["-n", "2", "--label", "echo", "from srun"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    assert_eq!(lines, ["0: from srun", "1: from srun"]);
     // A second install keeps the links.
     let again =
         s.c.run(&["slurm", "install-links", bin_dir.to_str().unwrap()]);

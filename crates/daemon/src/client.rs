@@ -362,8 +362,33 @@ impl Client {
         rank: u32,
         tail: bool,
     ) -> Result<RankOutput, DaemonError> {
-        match self.request(Request::Output { job, rank, tail })? {
+        self.task_output(job, None, rank, tail)
+    }
+
+    /// [`Client::rank_output`] of a rank of `job`, or of its step `step`.
+    pub fn task_output(
+        &self,
+        job: JobId,
+        step: Option<u32>,
+        rank: u32,
+        tail: bool,
+    ) -> Result<RankOutput, DaemonError> {
+        let req = Request::Output {
+            job,
+            step,
+            rank,
+            tail,
+        };
+        match self.request(req)? {
             Response::Output(o) => Ok(o),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Starts a step in a running allocation (`srun` inside a job).
+    pub fn step(&self, req: StepRequest) -> Result<StepInfo, DaemonError> {
+        match self.request(Request::Step(Box::new(req)))? {
+            Response::Step(s) => Ok(*s),
             other => Err(unexpected(other)),
         }
     }

@@ -435,6 +435,7 @@ mod legacy {
             sched: Default::default(),
             reason: None,
             run: 0,
+            steps: Vec::new(),
         })
     }
 }

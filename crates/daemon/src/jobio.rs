@@ -32,6 +32,11 @@ pub struct JobIo {
     /// Which MPI start-up servers its ranks get (`--mpi`).
     #[serde(default)]
     pub mpi: Mpi,
+    /// The command is a batch script (`sbatch`): it runs once, as rank 0 on the first node
+    /// of the allocation, without PMI; the allocation's other PEs hold nothing until a step
+    /// (`srun`) starts there.
+    #[serde(default)]
+    pub batch: bool,
 }
 
 /// Which MPI start-up servers a job's ranks get (`--mpi`, Slurm's flag name). A rank that
@@ -210,6 +215,29 @@ pub fn expand_at_submission(pattern: &str, name: &str, user: &str) -> String {
     })
 }
 
+/// Expands what `srun` knows of a step's output pattern before the step is placed: `%j`
+/// (the allocation's id), `%A` and `%a` (its array's id and index, when it is an array
+/// task; else the job id and 0), `%x` (the step's name) and `%u` (its user); `%t`, `%N` and
+/// `%%` are left for [`expand`] on the node.
+pub fn expand_for_step(
+    pattern: &str,
+    job: JobId,
+    array: Option<(u64, u32)>,
+    name: &str,
+    user: &str,
+) -> String {
+    escapes(pattern, |c| match c {
+        'j' => Some(job.0.to_string()),
+        'A' => Some(array.map_or(job.0, |a| a.0).to_string()),
+        'a' => Some(array.map_or(0, |a| a.1).to_string()),
+        'x' => Some(name.to_string()),
+        'u' => Some(user.to_string()),
+        // Kept for the node: `%%` stays `%%` so the node's expansion makes it `%`.
+        '%' => Some("%%".into()),
+        _ => None,
+    })
+}
+
 /// `pattern` with each `%c` replaced by what `value(c)` gives; a sequence it gives nothing
 /// for is kept as written (a `%` at the end too).
 fn escapes(pattern: &str, value: impl Fn(char) -> Option<String>) -> String {
@@ -340,6 +368,15 @@ mod tests {
             expand(&p, JobId(6), Some(&task), 1, "n0"),
             "o-job-ann-6-%x-5_2-n0-1.out%"
         );
+    }
+
+    #[test]
+    fn a_steps_pattern_names_the_allocation_and_leaves_the_task_to_the_node() {
+        let p = expand_for_step("%j_%t_log.%x-%%t", JobId(12), None, "py", "ann");
+        assert_eq!(p, "12_%t_log.py-%%t");
+        assert_eq!(expand(&p, JobId(99), None, 3, "n"), "12_3_log.py-%t");
+        let a = expand_for_step("%A_%a_%t", JobId(12), Some((10, 2)), "x", "u");
+        assert_eq!(a, "10_2_%t");
     }
 
     #[test]

@@ -207,6 +207,26 @@ pub struct Launch {
     pub run: u32,
     /// The job's memory limit (`--mem`, `--mem-per-cpu`), set on its cgroup by each node.
     pub mem: Option<MemLimit>,
+    /// A step of this allocation (then `job` is the step's [`step_unit`] and `run` the
+    /// allocation's): its ranks join the allocation's cgroup, and end with it.
+    pub within: Option<JobId>,
+}
+
+/// Bits of a [`step_unit`] id below the step number: job ids stay below 2^40.
+const UNIT_SHIFT: u32 = 40;
+
+/// The id a step's processes go by between the machine manager and the nodes: the job's
+/// id with the step's number (plus one) above [`UNIT_SHIFT`]. A step is a launch of its own
+/// on the nodes (its ranks, exits, PMI world and output files), so it needs an id of its
+/// own there, one no job has.
+pub fn step_unit(job: JobId, step: u32) -> JobId {
+    JobId(job.0 | (u64::from(step) + 1) << UNIT_SHIFT)
+}
+
+/// The job and step a [`step_unit`] id names; `None` for a job's own id.
+pub fn unit_step(unit: JobId) -> Option<(JobId, u32)> {
+    let s = unit.0 >> UNIT_SHIFT;
+    (s > 0).then(|| (JobId(unit.0 & ((1 << UNIT_SHIFT) - 1)), (s - 1) as u32))
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -500,9 +520,14 @@ pub enum Request {
     /// or (`tail`) its end; the answer says the whole sizes, so a cut is never silent.
     Output {
         job: JobId,
+        /// A rank of this step of the job (`srun` relaying its step's output).
+        step: Option<u32>,
         rank: u32,
         tail: bool,
     },
+    /// Start a step in a running allocation of the caller's (`srun` inside a job):
+    /// answered with [`Response::Step`] once the step is recorded.
+    Step(Box<StepRequest>),
     /// Stop every job and every daemon.
     Shutdown,
     /// What the communication monitors of a node (by name or number) recorded.
@@ -746,6 +771,63 @@ impl MemLimit {
     }
 }
 
+/// A step asked of a running allocation (`srun` inside a job): its command and where its
+/// tasks go within the allocation's PEs (Slurm's `-n`, `-N`, `--ntasks-per-node`,
+/// `--nodelist`, `--overlap`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StepRequest {
+    pub job: JobId,
+    pub name: String,
+    pub cmd: Vec<String>,
+    pub cwd: String,
+    /// `srun`'s environment, its output patterns (`%j`, `%A`, `%a` already expanded) and
+    /// `--mpi`.
+    pub io: JobIo,
+    /// `-n`; `None`: one per node given by `-N`/`--ntasks-per-node`, else one.
+    pub ntasks: Option<u32>,
+    /// `-N`: exactly this many of the allocation's nodes.
+    pub nodes: Option<u32>,
+    pub tasks_per_node: Option<u32>,
+    /// `--nodelist`: these nodes of the allocation (names).
+    pub nodelist: Vec<String>,
+    /// `--overlap`: the step may share PEs with the allocation's other running steps;
+    /// without it, it takes PEs no running step holds (Slurm 22.05's default).
+    pub overlap: bool,
+    /// `--kill-on-bad-exit`: a rank exiting non-zero kills the step's other ranks.
+    pub kill_on_bad_exit: bool,
+}
+
+/// A step of an allocation, as accounting keeps it (`sacct` shows `N.S`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepInfo {
+    pub id: u32,
+    pub name: String,
+    pub cmd: Vec<String>,
+    /// Where its ranks run (ranks numbered from 0 within the step).
+    pub placement: Vec<Placement>,
+    /// `Running`, then `Completed`, `Failed` (a rank exited non-zero: the highest code is
+    /// the step's), `Cancelled` (its allocation ended first) or what ended the allocation.
+    pub state: JobState,
+    pub start_us: i64,
+    pub end_us: Option<i64>,
+    pub exit_code: Option<i32>,
+    /// Each rank's exit code, `None` while it runs.
+    pub ranks: Vec<Option<i32>>,
+    pub error: Option<String>,
+    pub overlap: bool,
+    pub kill_on_bad_exit: bool,
+    pub cwd: String,
+    /// Output patterns and `--mpi` (the environment is not kept).
+    pub io: JobIo,
+}
+
+impl StepInfo {
+    /// Its number of tasks.
+    pub fn ntasks(&self) -> u32 {
+        self.ranks.len() as u32
+    }
+}
+
 /// A job's tasks spread over nodes, as Slurm's `-N N --ntasks-per-node M` asks: on exactly
 /// `nodes` nodes, `tasks_per_node` on each when given. The machine manager receives it but
 /// its policies do not honour it yet: they place a job's tasks on any free PEs (sbatch says
@@ -773,6 +855,8 @@ pub enum Response {
     Reconfigured(String),
     /// The credential the machine manager now accepts for a user.
     Credential(crate::user_key::Credential),
+    /// The step started (boxed: larger than the other answers).
+    Step(Box<StepInfo>),
 }
 
 /// What [`Request::Output`] brings back of a rank's files.
@@ -895,6 +979,9 @@ pub struct JobInfo {
     /// Its memory limit (`--mem`, `--mem-per-cpu`).
     #[serde(default)]
     pub mem: Option<MemLimit>,
+    /// Its steps (`srun` inside it), in the order they started.
+    #[serde(default)]
+    pub steps: Vec<StepInfo>,
 }
 
 impl JobInfo {

@@ -371,6 +371,7 @@ mod tests {
         record.id = JobId(id);
         JobInfo {
             mem: None,
+            steps: Vec::new(),
             record,
             state,
             name: "j".into(),

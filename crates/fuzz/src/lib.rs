@@ -389,6 +389,7 @@ pub mod seeds {
                 false,
                 Request::Output {
                     job: JobId(1),
+                    step: None,
                     rank: 0,
                     tail: false,
                 },

@@ -168,18 +168,31 @@ pub fn task_env(t: &Task) -> Env {
     set(&mut env, "SLURM_GTIDS", gtids.join(","));
     set(&mut env, "SLURM_CPUS_ON_NODE", here.max(1));
     if let StepKind::Step(id) = t.step {
-        let nodes = hostlist::compress(&t.layout.iter().map(|n| n.0.as_str()).collect::<Vec<_>>());
-        let tasks: Vec<u32> = t.layout.iter().map(|n| n.1).collect();
-        set(&mut env, "SLURM_STEP_ID", id);
-        set(&mut env, "SLURM_STEPID", id);
-        set(&mut env, "SLURM_STEP_NODELIST", nodes);
-        set(&mut env, "SLURM_STEP_NUM_NODES", t.layout.len());
-        set(&mut env, "SLURM_STEP_NUM_TASKS", tasks.iter().sum::<u32>());
-        set(
-            &mut env,
-            "SLURM_STEP_TASKS_PER_NODE",
-            counts::compress(&tasks),
-        );
+        env.extend(step_env(id, t.layout));
     }
+    env
+}
+
+/// The variables of an `srun` step, the same for each of its tasks: its id and shape, and
+/// the task count and nodes `srun` sets for the step over the allocation's
+/// (`SLURM_NTASKS`, `SLURM_NNODES`, `SLURM_NODELIST`, `SLURM_TASKS_PER_NODE`; the
+/// `SLURM_JOB_*` ones stay the allocation's).
+pub fn step_env(id: u32, layout: &[(String, u32)]) -> Env {
+    let mut env = Env::new();
+    let nodes = hostlist::compress(&layout.iter().map(|n| n.0.as_str()).collect::<Vec<_>>());
+    let tasks: Vec<u32> = layout.iter().map(|n| n.1).collect();
+    let ntasks: u32 = tasks.iter().sum();
+    let per_node = counts::compress(&tasks);
+    set(&mut env, "SLURM_STEP_ID", id);
+    set(&mut env, "SLURM_STEPID", id);
+    set(&mut env, "SLURM_STEP_NODELIST", &nodes);
+    set(&mut env, "SLURM_STEP_NUM_NODES", layout.len());
+    set(&mut env, "SLURM_STEP_NUM_TASKS", ntasks);
+    set(&mut env, "SLURM_STEP_TASKS_PER_NODE", &per_node);
+    set(&mut env, "SLURM_NTASKS", ntasks);
+    set(&mut env, "SLURM_NPROCS", ntasks);
+    set(&mut env, "SLURM_NNODES", layout.len());
+    set(&mut env, "SLURM_NODELIST", &nodes);
+    set(&mut env, "SLURM_TASKS_PER_NODE", &per_node);
     env
 }

@@ -64,14 +64,30 @@ pub struct JobView {
     pub restarts: u32,
     /// Submitted as a batch script (sbatch) rather than run interactively.
     pub batch: bool,
+    /// A step of the job (`batch`, `0`, `1`, …: `sacct`'s `N.batch`, `N.0` lines), not the
+    /// allocation itself; its fields are the step's (`ntasks`, nodes, times, state).
+    pub step: Option<String>,
 }
 
 impl JobView {
-    /// `6_1` for an array task, else the id.
+    /// `6_1` for an array task, else the id; with `.S` for a step.
     pub fn id_text(&self) -> String {
-        match self.array {
+        let id = match self.array {
             Some(a) => format!("{}_{}", a.job, a.index),
             None => self.id.to_string(),
+        };
+        self.with_step(id)
+    }
+
+    /// The raw id (`JobIDRaw`), with `.S` for a step.
+    pub fn raw_id(&self) -> String {
+        self.with_step(self.id.to_string())
+    }
+
+    fn with_step(&self, id: String) -> String {
+        match &self.step {
+            Some(s) => format!("{id}.{s}"),
+            None => id,
         }
     }
 

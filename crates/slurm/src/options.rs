@@ -97,7 +97,7 @@ const fn o(long: &'static str, short: Option<char>, arg: Arg, cmds: u8, support:
 use Arg::{No, Optional as Opt_, Required as Req};
 use Support::{Different, Ignored, NotYet, Own, Refused, Same};
 
-const STEPS: &str = "needs job steps, which cosched does not run yet";
+const STEPS: &str = "a part of job steps cosched does not run yet";
 const PLACE: &str = "cosched's policies place a job's tasks on any free PEs; this placement \
                      constraint is not honoured yet";
 const MEM_PER_CPU: &str = "the job's cgroup on each node is limited to it times the PEs the \
@@ -207,7 +207,13 @@ pub const TABLE: &[Opt] = &[
     ),
     o("core-spec", Some('S'), Req, ALL, Ignored(NO_TOPO)),
     o("cores-per-socket", None, Req, ALL, Ignored(NO_TOPO)),
-    o("cpu-bind", None, Req, SR, NotYet(STEPS)),
+    o(
+        "cpu-bind",
+        None,
+        Req,
+        SR,
+        Different("accepted; the node manager pins each task to its PE whatever the binding asked"),
+    ),
     o(
         "cpu-freq",
         None,
@@ -260,11 +266,12 @@ pub const TABLE: &[Opt] = &[
     ),
     o("exact", None, No, SR, NotYet(STEPS)),
     o("exclude", Some('x'), Req, ALL, NotYet(PLACE)),
+    o("exclusive", None, Opt_, SR, Same),
     o(
         "exclusive",
         None,
         Opt_,
-        ALL,
+        SB | SA,
         NotYet(
             "a job's tasks get PEs, and other jobs may share its nodes; whole nodes are not reserved yet",
         ),
@@ -315,9 +322,9 @@ pub const TABLE: &[Opt] = &[
         NotYet("a job's standard input is /dev/null"),
     ),
     o("job-name", Some('J'), Req, ALL, Same),
-    o("jobid", None, Req, SR, NotYet(STEPS)),
+    o("jobid", None, Req, SR, Same),
     o("kill-command", Some('K'), Opt_, SA, NotYet(STEPS)),
-    o("kill-on-bad-exit", Some('K'), Opt_, SR, NotYet(STEPS)),
+    o("kill-on-bad-exit", Some('K'), Opt_, SR, Same),
     o(
         "kill-on-invalid-dep",
         None,
@@ -325,7 +332,7 @@ pub const TABLE: &[Opt] = &[
         SB,
         Different("always yes: a job whose dependency can never be satisfied is cancelled"),
     ),
-    o("label", Some('l'), No, SR, NotYet(STEPS)),
+    o("label", Some('l'), No, SR, Same),
     o(
         "licenses",
         Some('L'),
@@ -366,7 +373,15 @@ pub const TABLE: &[Opt] = &[
         SB,
         Own("record the MPI program's communication (the PMPI shim; docs/monitor.md)"),
     ),
-    o("mpi", None, Req, SR, NotYet(STEPS)),
+    o(
+        "mpi",
+        None,
+        Req,
+        SR,
+        Different(
+            "auto (PMI-1 and PMIx: the default), pmix, pmi1 or none; not pmi2 or cray_shasta",
+        ),
+    ),
     o("multi-prog", None, No, SR, NotYet(STEPS)),
     o(
         "nice",
@@ -400,7 +415,8 @@ pub const TABLE: &[Opt] = &[
         Ignored("requeueing after a node failure follows the cluster's --requeue"),
     ),
     o("nodefile", Some('F'), Req, SB | SA, NotYet(PLACE)),
-    o("nodelist", Some('w'), Req, ALL, NotYet(PLACE)),
+    o("nodelist", Some('w'), Req, SR, Same),
+    o("nodelist", Some('w'), Req, SB | SA, NotYet(PLACE)),
     o(
         "nodes",
         Some('N'),
@@ -444,7 +460,7 @@ pub const TABLE: &[Opt] = &[
         ALL,
         Ignored("cosched gives every task a PE; time-sharing is the policy's"),
     ),
-    o("overlap", None, No, SR, NotYet(STEPS)),
+    o("overlap", None, No, SR, Same),
     o(
         "oversubscribe",
         Some('s'),
@@ -580,7 +596,13 @@ pub const TABLE: &[Opt] = &[
         SB | SA,
         Refused("submit as the user the job should run as"),
     ),
-    o("unbuffered", Some('u'), No, SR, NotYet(STEPS)),
+    o(
+        "unbuffered",
+        Some('u'),
+        No,
+        SR,
+        Different("srun relays its tasks' output line by line as their files grow (every 0.2 s)"),
+    ),
     o("usage", None, No, ALL, Same),
     o("use-min-nodes", None, No, ALL, Ignored(PLACE)),
     o("verbose", Some('v'), No, ALL, Same),

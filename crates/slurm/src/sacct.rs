@@ -4,10 +4,11 @@
 //! long ending in `+`, a row of dashes under the header) and the `|`-separated forms of
 //! `-p` (a `|` after every field) and `-P` (between fields).
 //!
-//! cosched keeps one record per job (an allocation); the lines of its steps (`N.batch`,
-//! `N.0`) that Slurm adds without `-X` come with job steps. Fields cosched does not measure
-//! (memory high-water marks, CPU times of the processes) are empty, as Slurm leaves them on
-//! an allocation's line.
+//! A job is an allocation's line and, without `-X`, one line per step (`N.batch` for a
+//! batch script, `N.0`, `N.1`, … for `srun`'s steps), whose fields that belong to the
+//! allocation (partition, user, time limit, priority, reason) are empty, as in Slurm's.
+//! Fields cosched does not measure (memory high-water marks, CPU times of the processes)
+//! are empty, as Slurm leaves them on an allocation's line.
 
 use thiserror::Error;
 
@@ -294,7 +295,29 @@ fn value(f: Field, j: &JobView, ctx: &Context) -> Option<String> {
             j.num_nodes()
         )
     };
+    let step = j.step.is_some();
+    if step
+        && matches!(
+            f,
+            Field::Partition
+                | Field::User
+                | Field::Uid
+                | Field::Group
+                | Field::Gid
+                | Field::Timelimit
+                | Field::TimelimitRaw
+                | Field::Priority
+                | Field::Reason
+                | Field::ReqNodes
+                | Field::ReqCpus
+                | Field::WorkDir
+                | Field::SubmitLine
+        )
+    {
+        return None;
+    }
     Some(match f {
+        Field::NTasks if step => j.ntasks.to_string(),
         Field::Account
         | Field::AveRss
         | Field::AveVmSize
@@ -333,7 +356,7 @@ fn value(f: Field, j: &JobView, ctx: &Context) -> Option<String> {
         Field::Gid => j.gid.to_string(),
         Field::Group => j.group.clone(),
         Field::JobId => j.id_text(),
-        Field::JobIdRaw => j.id.to_string(),
+        Field::JobIdRaw => j.raw_id(),
         Field::JobName => j.name.clone(),
         Field::NNodes => j.num_nodes().to_string(),
         Field::NodeList => {

@@ -71,6 +71,7 @@ fn job(id: u64, name: &str, state: JobState, reason: Reason) -> JobView {
         held: false,
         restarts: 0,
         batch: true,
+        step: None,
     }
 }
 
@@ -567,8 +568,12 @@ fn slurm_environment_matches_a_batch_script_and_a_step_of_slurms() {
             rank,
             layout: &nodes,
         });
+        // A step's variables are set over the allocation's (srun's SLURM_NTASKS, ...).
+        let mut env = common.clone();
+        env.retain(|(k, _)| !task.iter().any(|(t, _)| t == k));
+        env.extend(task);
         same_env(
-            [common.clone(), task].concat(),
+            env,
             env_of(&fixture("env-step-N2.txt"), Some(&format!("{rank}: "))),
             &[],
         );

@@ -1626,7 +1626,7 @@ pub(super) fn submit_request(cli: JobOpts, mut cmd: Vec<String>) -> anyhow::Resu
 
 /// The submission of `cmd` with `opts` (a script already resolved into its interpreter and
 /// path); `default_name` names the job when `opts` do not.
-pub(super) fn request_of(
+pub(crate) fn request_of(
     opts: &JobOpts,
     cmd: Vec<String>,
     default_name: Option<String>,
@@ -1656,6 +1656,7 @@ pub(super) fn request_of(
             error: opts.error.clone(),
             array: None,
             mpi: opts.mpi.unwrap_or_default(),
+            batch: false,
         },
         sched: opts.schedule(),
         layout: opts.layout(),

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use cosched_core::JobId;
 use cosched_daemon::client::Client;
-use cosched_daemon::proto::{JobInfo, JobState, Request};
+use cosched_daemon::proto::{JobInfo, JobState, RankOutput, Request, SubmitRequest};
 
 use super::daemon::{SubmitArgs, submit_request};
 
@@ -34,7 +34,7 @@ extern "C" fn on_sigint(_: libc::c_int) {
 
 /// What has been printed of one stream of one rank.
 #[derive(Default)]
-struct Stream {
+pub(crate) struct Stream {
     /// Bytes of the file already taken in.
     seen: usize,
     /// The last line, not yet ended by a newline.
@@ -90,6 +90,12 @@ pub fn run(r: RunArgs) -> anyhow::Result<i32> {
         super::daemon::bcast_for_job(&a.conn, &client, file, &a.bcast_opts, &mut cmd)?;
     }
     let req = submit_request(a.job, cmd)?;
+    follow(&client, req, r.label)
+}
+
+/// Submits `req` and follows the job to its end, streaming its ranks' output (`label`:
+/// each line prefixed with its rank); the exit status (see the module documentation).
+pub(crate) fn follow(client: &Client, req: SubmitRequest, label: bool) -> anyhow::Result<i32> {
     if req.sched.array.is_some() {
         anyhow::bail!("`run` runs one job: submit arrays with `cosched submit --array`");
     }
@@ -102,7 +108,6 @@ pub fn run(r: RunArgs) -> anyhow::Result<i32> {
     }
     let id = client.submit(req)?;
     eprintln!("cosched: job {id} submitted; waiting for {procs} PEs (Ctrl-C cancels it)");
-    let label = r.label;
     let mut streams: Vec<(Stream, Stream)> = (0..procs).map(|_| Default::default()).collect();
     let mut cancelled = false;
     let mut announced = false;
@@ -114,7 +119,7 @@ pub fn run(r: RunArgs) -> anyhow::Result<i32> {
                 Err(e) => eprintln!("cosched: cancelling job {id}: {e}"),
             }
         }
-        let info = job(&client, id)?;
+        let info = job(client, id)?;
         let started = info.record.start.is_some();
         if started && !announced {
             announced = true;
@@ -124,12 +129,12 @@ pub fn run(r: RunArgs) -> anyhow::Result<i32> {
             break info;
         }
         if started {
-            poll(&client, id, &mut streams, label, false);
+            poll(client, id, &mut streams, label, false);
         }
         std::thread::sleep(Duration::from_millis(200));
     };
     if info.record.start.is_some() {
-        poll(&client, id, &mut streams, label, true);
+        poll(client, id, &mut streams, label, true);
     }
     let code = match (info.state, info.record.exit_code) {
         (JobState::Completed, _) => 0,
@@ -161,16 +166,31 @@ fn job(client: &Client, id: JobId) -> anyhow::Result<JobInfo> {
 /// Fetches each rank's output and prints what is new; a rank not launched yet, or whose
 /// node does not answer, is simply tried again next time.
 fn poll(client: &Client, id: JobId, streams: &mut [(Stream, Stream)], label: bool, last: bool) {
+    poll_with(
+        &|rank| client.rank_output(id, rank, false),
+        streams,
+        label,
+        last,
+    );
+}
+
+/// [`poll`] of the ranks whose output `fetch` brings (a job's, or a step's).
+pub(crate) fn poll_with(
+    fetch: &dyn Fn(u32) -> Result<RankOutput, cosched_daemon::DaemonError>,
+    streams: &mut [(Stream, Stream)],
+    label: bool,
+    last: bool,
+) {
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     for (rank, (out, err)) in streams.iter_mut().enumerate() {
         let rank = rank as u32;
-        let Ok((o, e, _files)) = client.output(id, rank) else {
+        let Ok(o) = fetch(rank) else {
             continue;
         };
         let tag = label.then_some(rank);
-        out.feed(&o, tag, &mut stdout.lock(), last);
-        err.feed(&e, tag, &mut stderr.lock(), last);
+        out.feed(&o.stdout, tag, &mut stdout.lock(), last);
+        err.feed(&o.stderr, tag, &mut stderr.lock(), last);
     }
 }
 

@@ -409,6 +409,7 @@ mod tests {
         }
         JobInfo {
             mem: None,
+            steps: Vec::new(),
             record,
             state,
             name: format!("job{id}"),

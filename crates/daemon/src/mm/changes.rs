@@ -48,6 +48,8 @@ pub(super) enum Staged {
     Hold(Ix, bool),
     /// Nodes drained, set down or resumed.
     Nodes(Vec<NodeChange>),
+    /// A step of a running allocation, placed, with `srun`'s environment for its ranks.
+    Step(Ix, Box<StepInfo>, Vec<(String, String)>),
     Shutdown,
 }
 
@@ -81,6 +83,11 @@ impl Core {
                 vec![info]
             }
             Staged::Nodes(_) => Vec::new(),
+            Staged::Step(i, step, _) => {
+                let mut info = self.job_info(*i, now);
+                info.steps.push((**step).clone());
+                vec![info]
+            }
             Staged::Shutdown => self
                 .live
                 .iter()
@@ -165,6 +172,11 @@ impl Core {
                     self.shutdown(now);
                     Response::Done
                 }
+                Staged::Step(i, step, env) => {
+                    let answer = step.clone();
+                    self.start_step(i, *step, env);
+                    Response::Step(answer)
+                }
             },
         };
         self.push(Effect::Reply { req, resp });
@@ -186,5 +198,6 @@ fn not_done(change: &Staged, core: &Core) -> String {
             )
         ),
         Staged::Shutdown => "the cluster was not shut down".into(),
+        Staged::Step(i, ..) => format!("no step started in job {}", id(i)),
     }
 }

@@ -228,6 +228,8 @@ pub struct Side {
     pub(super) record_bytes: usize,
     /// The nodes that report running some process of it (see [`FromNode::Runs`]).
     pub(super) runs_on: BTreeSet<NodeId>,
+    /// Its steps (`srun` inside it; see [`super::steps`]), by step number.
+    pub steps: Vec<StepInfo>,
 }
 
 /// Where a job's [`Event::Ended`] goes in the instant it is delivered.
@@ -316,7 +318,7 @@ pub struct Core {
     pub(super) deferred: BTreeSet<Ix>,
     /// Ended jobs whose processes are being killed; see [`Completing`].
     pub(super) completing: BTreeMap<Ix, Completing>,
-    last_now: Time,
+    pub(super) last_now: Time,
     /// When the last step ran (see [`Core::account_stall`]).
     last_step: Time,
     shutting_down: bool,
@@ -461,11 +463,7 @@ impl Core {
                 sched: info.sched.clone(),
                 mem: info.mem,
                 placement: info.placement.clone(),
-                ranks: info
-                    .placement
-                    .iter()
-                    .flat_map(|p| p.ranks.iter().map(|&(r, _)| (r, None)))
-                    .collect(),
+                ranks: super::steps::expected_ranks(&info.placement, info.io.batch),
                 error: info.error.clone(),
                 run_seq: 0,
                 forget_pending: false,
@@ -474,6 +472,7 @@ impl Core {
                 forgotten: false,
                 record_bytes: 0,
                 runs_on: BTreeSet::new(),
+                steps: info.steps.clone(),
             };
             let req = request_of(&info.id(), info.record.submit, info.procs(), &side);
             let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;
@@ -598,6 +597,9 @@ impl Core {
             Input::FromNode { from, msg } => match msg {
                 // Reports of an earlier run of the job (a node that still held it when it was
                 // requeued and launched again) are not this run's.
+                FromNode::Exited { job, run, exit } if unit_step(job).is_some() => {
+                    self.step_exit(now, job, run, from, exit)
+                }
                 FromNode::Exited { job, run, exit } => {
                     if self.run_of(job) == Some(run) {
                         self.pending.remove(&(job, from));
@@ -1184,8 +1186,8 @@ impl Core {
             }
             let p = s.placement.last_mut().expect("pushed");
             p.ranks.push((rank as u32, pe.0 % per));
-            s.ranks.insert(rank as u32, None);
         }
+        s.ranks = super::steps::expected_ranks(&s.placement, s.io.batch);
         let launch = self.launch_msg(i, stopped);
         let id = launch.job;
         let nodes: Vec<NodeId> = self.side[i].placement.iter().map(|p| p.node).collect();
@@ -1251,6 +1253,7 @@ impl Core {
             placement: s.placement.clone(),
             run: s.run,
             mem: s.mem,
+            within: None,
         }
     }
 
@@ -1259,13 +1262,9 @@ impl Core {
     /// broadcast down). Fences of jobs that ended, or older than the one gathered, are
     /// ignored.
     fn fence(&mut self, from: NodeId, job: JobId, seq: u64, puts: Vec<(String, String)>) {
-        let Some(i) = self.ledger.find(job) else {
+        let Some(nodes) = self.fence_nodes(job) else {
             return;
         };
-        if !self.ledger.entry(i).is_live() {
-            return;
-        }
-        let nodes: BTreeSet<NodeId> = self.side[i].placement.iter().map(|p| p.node).collect();
         if !nodes.contains(&from) {
             return;
         }
@@ -1296,6 +1295,29 @@ impl Core {
         }
     }
 
+    /// The nodes of a live job's or running step's PMI world.
+    fn fence_nodes(&self, job: JobId) -> Option<BTreeSet<NodeId>> {
+        let (id, step) = match unit_step(job) {
+            Some((id, k)) => (id, Some(k)),
+            None => (job, None),
+        };
+        let i = self.ledger.find(id)?;
+        if !self.ledger.entry(i).is_live() {
+            return None;
+        }
+        let placement = match step {
+            None => &self.side[i].placement,
+            Some(k) => {
+                let st = self.side[i].steps.iter().find(|s| s.id == k)?;
+                if st.state.is_final() {
+                    return None;
+                }
+                &st.placement
+            }
+        };
+        Some(placement.iter().map(|p| p.node).collect())
+    }
+
     /// Ends a live job at `now` (its processes ended, failed, timed out, were cancelled or
     /// lost). The caller delivers [`Event::Ended`] in the right group of the instant.
     pub(super) fn finish(
@@ -1319,6 +1341,7 @@ impl Core {
         }
         self.live.remove(&i);
         self.placed.remove(&i);
+        self.end_steps(i);
         // The environment is for launches only, and an ended job has none left: the memory
         // of a long history is not spent on it.
         self.side[i].io.env = None;
@@ -1485,6 +1508,7 @@ impl Core {
         if !self.side[i].placement.is_empty() {
             self.forget(i);
         }
+        self.end_steps(i);
         self.ledger.requeue(i, now);
         self.placed.remove(&i);
         let s = &mut self.side[i];
@@ -1603,6 +1627,7 @@ impl Core {
             forgotten: false,
             record_bytes: 0,
             runs_on: BTreeSet::new(),
+            steps: Vec::new(),
         };
         Ok((request_of(&id, now, s.procs, &side), side))
     }

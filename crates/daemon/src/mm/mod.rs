@@ -8,6 +8,8 @@
 //! - [`nodes`]: node membership, heartbeats and failure detection, registration reconciliation.
 //! - [`deferral`]: dependencies, begin times and array throttles, before the policy sees a job.
 //! - [`requests`]: client requests.
+//! - [`steps`]: steps of an allocation (`srun` inside a job): placed on its PEs, recorded,
+//!   launched into its cgroup, ended with it.
 //! - [`changes`]: a client's change takes effect only once its records are durable.
 //! - [`forecast`]: `queue --forecast`: a copy of the policy run forward from the live jobs.
 //! - [`view`]: what clients see (job records, status).
@@ -32,6 +34,7 @@ pub mod nodes;
 pub mod replays;
 pub mod requests;
 pub mod shell;
+pub mod steps;
 pub mod store;
 pub mod view;
 

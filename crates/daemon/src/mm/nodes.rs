@@ -604,7 +604,18 @@ impl Core {
         let mut drop_jobs = Vec::new();
         let mut exits = Vec::new();
         let held: HashMap<_, _> = reg.jobs.iter().map(|h| (h.job, h)).collect();
+        let mut step_exits = Vec::new();
         for h in &reg.jobs {
+            if unit_step(h.job).is_some() {
+                // A step: kept while it runs there, its exits taken in; dropped otherwise.
+                if self.step_runs_on(h.job, h.run, id) {
+                    let done = h.ranks.iter().filter(|r| r.code.is_some());
+                    step_exits.extend(done.map(|r| (h.job, h.run, r.clone())));
+                } else {
+                    drop_jobs.push(h.job);
+                }
+                continue;
+            }
             // The same run only: a node that still holds an earlier run of a requeued job
             // (its forget never reached it) gets it dropped, and the current run's launch
             // stays pending.
@@ -680,6 +691,9 @@ impl Core {
         });
         for (job, exit) in exits {
             self.rank_exit(now, job, id, exit);
+        }
+        for (unit, run, exit) in step_exits {
+            self.step_exit(now, unit, run, id, exit);
         }
     }
 }

@@ -72,10 +72,16 @@ impl Core {
                 }
             }
             Request::Status => Response::Status(self.status()),
-            Request::Output { job, rank, tail } => {
+            Request::Output {
+                job,
+                step,
+                rank,
+                tail,
+            } => {
                 // `None`: answered when the node replies (and there is nothing to write).
-                self.output(now, req, job, rank, tail, caller)?
+                self.output(now, req, (job, step), rank, tail, caller)?
             }
+            Request::Step(r) => return self.step_request(now, req, *r, caller),
             Request::Shutdown if !caller.admin => Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) may shut it down",
                 crate::util::user_name(crate::util::euid())
@@ -216,7 +222,7 @@ impl Core {
         caller.admin || self.side[i].user == Some(caller.uid)
     }
 
-    fn denied(&self, i: cosched_ledger::Ix) -> Response {
+    pub(super) fn denied(&self, i: cosched_ledger::Ix) -> Response {
         let owner = self.side[i]
             .user
             .map_or_else(|| "the administrator".to_string(), crate::util::user_name);
@@ -260,7 +266,7 @@ impl Core {
         &mut self,
         now: Time,
         req: ReqId,
-        job: JobId,
+        (job, step): (JobId, Option<u32>),
         rank: u32,
         tail: bool,
         caller: Caller,
@@ -279,14 +285,31 @@ impl Core {
                 self.cfg.keep_jobs
             )));
         }
-        let procs = self.ledger.entry(i).req.procs;
+        let s = &self.side[i];
+        let (unit, placement, cwd, io) = match step {
+            None => (job, &s.placement, &s.cwd, &s.io),
+            Some(k) => match s.steps.iter().find(|st| st.id == k) {
+                Some(st) => (step_unit(job, k), &st.placement, &st.cwd, &st.io),
+                None => {
+                    return Some(Response::Error(format!(
+                        "job {job} has no step {k} ({} steps)",
+                        s.steps.len()
+                    )));
+                }
+            },
+        };
+        let procs: u32 = placement.iter().map(|p| p.ranks.len() as u32).sum();
+        let procs = if step.is_none() {
+            self.ledger.entry(i).req.procs
+        } else {
+            procs
+        };
         if rank >= procs {
             return Some(Response::Error(format!(
                 "job {job} has ranks 0..{procs}; --rank {rank} is out of range"
             )));
         }
-        let node = self.side[i]
-            .placement
+        let node = placement
             .iter()
             .find(|p| p.ranks.iter().any(|r| r.0 == rank))
             .map(|p| p.node);
@@ -312,23 +335,21 @@ impl Core {
             }
             Some(n) => n,
         };
+        let msg = ToNode::FetchOutput {
+            req: self.next_fetch,
+            job: unit,
+            rank,
+            cwd: cwd.clone(),
+            io: JobIo {
+                env: None,
+                ..io.clone()
+            },
+            uid: s.user,
+            tail,
+        };
         let fetch = self.next_fetch;
         self.next_fetch += 1;
-        self.send(
-            vec![node],
-            ToNode::FetchOutput {
-                req: fetch,
-                job,
-                rank,
-                cwd: self.side[i].cwd.clone(),
-                io: JobIo {
-                    env: None,
-                    ..self.side[i].io.clone()
-                },
-                uid: self.side[i].user,
-                tail,
-            },
-        );
+        self.send(vec![node], msg);
         self.fetching(fetch, req, node, now, tail);
         None
     }

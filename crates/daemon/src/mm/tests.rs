@@ -756,6 +756,7 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         error: None,
         array: None,
         mpi: Default::default(),
+        batch: false,
     };
     let request = Request::Submit(Box::new(SubmitRequest {
         mem: None,
@@ -1150,6 +1151,7 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
         Request::Suspend(id),
         Request::Resume(id),
         Request::Output {
+            step: None,
             job: id,
             rank: 0,
             tail: false,
@@ -1462,6 +1464,7 @@ fn an_ended_job_is_forgotten_after_the_retention() {
         &mut c,
         t(63),
         Request::Output {
+            step: None,
             job: JobId(1),
             rank: 0,
             tail: false,
@@ -2080,6 +2083,7 @@ fn output_from_a_node_that_is_not_responding_says_so() {
     run_answering(&mut c, 1..=3, &[]);
     assert_eq!(node_state(&c, 0), "not_responding");
     let request = Request::Output {
+        step: None,
         job: JobId(1),
         rank: 0,
         tail: false,
@@ -2924,4 +2928,175 @@ fn a_node_manager_of_another_message_version_is_refused_naming_both() {
         registered(&c.step(t(0)), 4),
         Some(RegisterReply::Accepted { .. })
     ));
+}
+
+/// Steps of an allocation (`srun` inside a batch job): only its owner starts one, in a
+/// running job; it is recorded before it is answered and launched into the allocation;
+/// its end is accounted once; a batch job ends with its script alone; an allocation that
+/// ends takes its running steps with it.
+#[test]
+fn a_step_is_recorded_before_it_is_answered_and_ends_with_its_allocation() {
+    let fcfs = super::build_policy("fcfs", 2, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 2, 2);
+    let alice = Caller {
+        uid: 60001,
+        gid: 60001,
+        admin: false,
+    };
+    let bob = Caller {
+        uid: 60002,
+        gid: 60002,
+        admin: false,
+    };
+    let batch = Request::Submit(Box::new(SubmitRequest {
+        procs: 4,
+        time_limit_us: None,
+        class: None,
+        name: None,
+        cmd: vec!["/bin/sh".into(), "job.sh".into()],
+        cwd: "/".into(),
+        user: None,
+        io: JobIo {
+            batch: true,
+            ..JobIo::default()
+        },
+        sched: Default::default(),
+        layout: None,
+        hold: false,
+        mem: None,
+    }));
+    let ask = |c: &mut Core, req: u64, request: Request, caller: Caller| {
+        c.on(
+            t(2),
+            Input::Client {
+                req,
+                request,
+                caller,
+            },
+        )
+    };
+    assert!(ask(&mut c, 1, batch, alice).is_some());
+    c.on(
+        t(1),
+        Input::Written {
+            req: 1,
+            result: Ok(()),
+        },
+    );
+    let launched = c.step(t(1));
+    let ToNode::Launch(l) = sent(&launched).remove(0) else {
+        panic!("the allocation is launched")
+    };
+    assert!(l.io.batch && l.within.is_none());
+    let step = || {
+        Request::Step(Box::new(StepRequest {
+            job: JobId(1),
+            name: "prog".into(),
+            cmd: vec!["prog".into()],
+            ntasks: Some(4),
+            ..StepRequest::default()
+        }))
+    };
+    // Another user's allocation: refused at once, nothing to write.
+    assert!(ask(&mut c, 2, step(), bob).is_none());
+    let refused = c.step(t(2));
+    assert!(
+        refused.iter().any(|e| matches!(e,
+            Effect::Reply { req: 2, resp: Response::Error(m) } if m.contains("permission denied"))),
+        "{refused:?}"
+    );
+    // The owner's: written first, with the step in the job's record; answered after.
+    let w = ask(&mut c, 3, step(), alice).expect("a step is written before it starts");
+    assert_eq!(w.jobs[0].steps.len(), 1);
+    assert_eq!(w.jobs[0].steps[0].id, 0, "a batch job's steps count from 0");
+    let before = c.step(t(2));
+    assert!(
+        !before
+            .iter()
+            .any(|e| matches!(e, Effect::Reply { req: 3, .. }))
+    );
+    assert!(
+        sent(&before).is_empty(),
+        "nothing launched before the write"
+    );
+    c.on(
+        t(2),
+        Input::Written {
+            req: 3,
+            result: Ok(()),
+        },
+    );
+    let fx = c.step(t(2));
+    assert!(fx.iter().any(|e| matches!(e,
+        Effect::Reply { req: 3, resp: Response::Step(s) } if s.ntasks() == 4)));
+    let unit = step_unit(JobId(1), 0);
+    let ToNode::Launch(sl) = sent(&fx).remove(0) else {
+        panic!("the step is launched")
+    };
+    assert_eq!((sl.job, sl.within, sl.size), (unit, Some(JobId(1)), 4));
+    let env: std::collections::BTreeMap<String, String> =
+        sl.io.env.clone().unwrap().into_iter().collect();
+    assert_eq!(env["SLURM_STEP_ID"], "0");
+    assert_eq!(env["SLURM_STEP_NUM_TASKS"], "4");
+    assert_eq!(env["SLURM_STEP_NODELIST"], "n[0-1]");
+
+    // Its ranks' exits (one reported twice) end it once, failed with the highest code.
+    for (rank, code) in [(0, 0), (1, 2), (1, 2), (2, 0), (3, 0)] {
+        c.on(
+            t(3),
+            Input::FromNode {
+                from: NodeId(rank / 2),
+                msg: FromNode::Exited {
+                    job: unit,
+                    run: 1,
+                    exit: RankExit {
+                        rank,
+                        code: Some(code),
+                        error: None,
+                        oom: false,
+                    },
+                },
+            },
+        );
+    }
+    let fx = c.step(t(3));
+    let forgets = sent(&fx)
+        .into_iter()
+        .filter(|m| matches!(m, ToNode::Forget { jobs } if jobs == &[unit]))
+        .count();
+    assert_eq!(forgets, 1, "the step's end is carried out once: {fx:?}");
+    let s = &state(&c, 1).steps[0];
+    assert_eq!((s.state, s.exit_code), (JobState::Failed, Some(2)));
+    assert_eq!(
+        state(&c, 1).state,
+        JobState::Running,
+        "the allocation goes on"
+    );
+
+    // A second step, then the script exits: the job ends, the running step with it.
+    ask(&mut c, 4, step(), alice).expect("written");
+    c.on(
+        t(4),
+        Input::Written {
+            req: 4,
+            result: Ok(()),
+        },
+    );
+    c.step(t(4));
+    exit(&mut c, t(5), 1, 0, 0);
+    let fx = c.step(t(5));
+    let info = state(&c, 1);
+    assert_eq!(
+        info.state,
+        JobState::Completed,
+        "the script alone ends a batch job"
+    );
+    assert_eq!(info.steps[1].state, JobState::Cancelled);
+    assert!(
+        sent(&fx).iter().any(
+            |m| matches!(m, ToNode::Forget { jobs } if jobs.contains(&step_unit(JobId(1), 1)))
+        )
+    );
+    // No step in an ended job.
+    assert!(ask(&mut c, 5, step(), alice).is_none());
 }

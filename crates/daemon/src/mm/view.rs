@@ -186,5 +186,6 @@ pub(super) fn describe(s: &Side, record: JobRecord, state: JobState, run_us: i64
         reason: None,
         run: s.run,
         mem: s.mem,
+        steps: s.steps.clone(),
     }
 }

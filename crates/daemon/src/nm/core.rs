@@ -69,6 +69,9 @@ pub struct CoreConfig {
     ///
     /// [`NmConfig::memory`]: super::NmConfig::memory
     pub memory: u64,
+    /// The node manager's directory of Slurm's commands (`srun` and the others, links to
+    /// the `cosched` binary), put first on a batch script's and a step's `PATH`.
+    pub slurm_bin: Option<PathBuf>,
 }
 
 /// Something that reached the node manager.
@@ -348,8 +351,17 @@ pub(super) struct NodeJob {
     pub(super) notes: BTreeMap<u32, ExitNote>,
     /// Which of its ranks reached an MPI server and which loaded MPI ([`super::worlds`]).
     pub(super) worlds: Worlds,
-    /// Contained in a cgroup of its own (else its ranks' process groups).
+    /// Its processes are in a cgroup: its own, or for a step its allocation's (else they
+    /// are its ranks' process groups).
     pub(super) cgroup: bool,
+    /// A step of this allocation ([`Launch::within`]): its ranks are in the allocation's
+    /// cgroup, which stops, continues and kills them with it; the step's own kill
+    /// (`--kill-on-bad-exit`, its end) goes to its process groups.
+    pub(super) within: Option<JobId>,
+    /// Stopped by the machine manager or the node scheme (its cgroup frozen): a step of it
+    /// waits to be launched until it continues, as a process joining a frozen cgroup would
+    /// freeze before its exec and the spawn with it.
+    pub(super) stopped: bool,
     /// Which launch of this node manager it is: the exits of its ranks carry it.
     pub(super) launch: u64,
     /// Which run of the job it is (the machine manager's count, see [`Launch::run`]).
@@ -357,6 +369,14 @@ pub(super) struct NodeJob {
     /// The job's user, when this node manager (root) runs it as another: only files of
     /// theirs are cut.
     pub(super) must_own: Option<u32>,
+}
+
+impl NodeJob {
+    /// Its processes are in a cgroup of its own, which stops, continues and kills them
+    /// (a step's are in its allocation's).
+    pub(super) fn owns_cgroup(&self) -> bool {
+        self.cgroup && self.within.is_none()
+    }
 }
 
 /// Where the node manager stands with the machine manager.
@@ -414,6 +434,10 @@ pub struct NmCore {
     /// When the node scheme looks at its ranks next (while it watches them).
     pub(super) next_tick: Option<Time>,
     pub(super) sampling: Option<SampleFor>,
+    /// Launches of steps whose allocation is stopped here, started when it continues.
+    pub(super) waiting_steps: Vec<Launch>,
+    /// Launches to start once the one under way is done.
+    pub(super) queued: VecDeque<Launch>,
     /// The order of the switch in progress: continues wait for the outgoing freezes.
     gate: Gate,
     /// Under `gs`, what was last reported of each job's processes (`true`: runnable): see
@@ -442,6 +466,8 @@ impl NmCore {
             nsched,
             next_tick: None,
             sampling: None,
+            waiting_steps: Vec::new(),
+            queued: VecDeque::new(),
             gate: Gate::default(),
             ran: HashMap::new(),
             effects: VecDeque::new(),
@@ -478,10 +504,16 @@ impl NmCore {
             Phase::Done => None,
         };
         let kill = self.kills.iter().map(|k| k.at).min();
-        [phase, kill, self.held_until(), self.gate.until(), self.looks_until()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            phase,
+            kill,
+            self.held_until(),
+            self.gate.until(),
+            self.looks_until(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn silent_at(&self) -> Time {
@@ -591,6 +623,11 @@ impl NmCore {
                 lib,
             } => self.looked(job, launch, rank, lib),
             Input::Timer => self.timer(now),
+        }
+        if self.launching.is_none()
+            && let Some(l) = self.queued.pop_front()
+        {
+            self.launch(now, l);
         }
         // The node scheme looks at its ranks from the moment it has some to watch.
         if self.nsched.active() {
@@ -759,7 +796,7 @@ impl NmCore {
         let mut freezing = Vec::new();
         for &job in &plan.stop_jobs {
             match self.jobs.get(&job) {
-                Some(j) if j.cgroup => freezing.push((job, j.launch)),
+                Some(j) if j.owns_cgroup() => freezing.push((job, j.launch)),
                 // SIGSTOP: stopped once sent, as far as anything here can tell.
                 _ => self.report_runs(job, false),
             }
@@ -811,8 +848,12 @@ impl NmCore {
                 // FCS continues the chosen ranks one by one (below); the job's freezer must
                 // let them.
                 Some(j) if thaw_only => {
-                    if j.cgroup {
+                    if j.owns_cgroup() {
                         let launch = j.launch;
+                        if let Some(j) = self.jobs.get_mut(&job) {
+                            j.stopped = false;
+                        }
+                        self.release_steps(job);
                         self.push(Effect::Cgroup {
                             job,
                             launch,
@@ -835,8 +876,15 @@ impl NmCore {
     /// Stops or continues a job whole: its cgroup's freezer (which stops every process of the
     /// job, `setsid` ones included), else its running ranks' process groups.
     pub(super) fn signal(&mut self, job: JobId, stop: bool) {
-        let Some(j) = self.jobs.get(&job) else { return };
-        if j.cgroup {
+        let Some(j) = self.jobs.get_mut(&job) else {
+            return;
+        };
+        j.stopped = stop;
+        if !stop {
+            self.release_steps(job);
+        }
+        let j = &self.jobs[&job];
+        if j.owns_cgroup() {
             let (launch, op) = (
                 j.launch,
                 if stop {
@@ -849,9 +897,12 @@ impl NmCore {
             return;
         }
         let sig = if stop { libc::SIGSTOP } else { libc::SIGCONT };
-        let groups: Vec<i32> = j
-            .ranks
-            .values()
+        // Its steps' ranks too: without a cgroup nothing else holds them together.
+        let groups: Vec<i32> = self
+            .jobs
+            .iter()
+            .filter(|&(&id, j)| id == job || j.within == Some(job))
+            .flat_map(|(_, j)| j.ranks.values())
             .filter(|r| r.exit.is_none())
             .map(|r| r.pgid)
             .filter(|&g| g > 0)
@@ -955,7 +1006,12 @@ impl NmCore {
     /// Returns the job's run (see [`Launch::run`]) when it took the exit in.
     pub(super) fn record_exit(&mut self, job: JobId, launch: u64, exit: &RankExit) -> Option<u32> {
         let j = self.jobs.get_mut(&job).filter(|j| j.launch == launch)?;
-        j.ranks.get_mut(&exit.rank)?.exit = Some(exit.clone());
+        let r = j.ranks.get_mut(&exit.rank)?;
+        if r.exit.is_some() {
+            // Taken in already: an exit is reported once.
+            return None;
+        }
+        r.exit = Some(exit.clone());
         let run = j.run;
         // Its last writes are cut too, not only those a heartbeat saw.
         self.cap_outputs(Some((job, exit.rank)));

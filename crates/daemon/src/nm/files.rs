@@ -45,6 +45,45 @@ pub fn append_output(path: &Path, text: &str, must_own: Option<u32>) {
     }
 }
 
+/// Slurm's command names a batch script and a step find on their `PATH`: `srun` above all,
+/// and the commands scripts call to look at the cluster.
+pub const SLURM_COMMANDS: &[&str] = &[
+    "srun", "sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "salloc",
+];
+
+/// `WORKDIR/slurm-bin`, the node manager's own directory (mode 0755, in its private work
+/// directory: no user can put anything there) of links named after Slurm's commands to the
+/// `cosched` binary `exe`, which answers to those names; `None` (and a warning) when it
+/// cannot be made, and then a batch script finds only the `srun` of its own `PATH`.
+pub fn slurm_bin(workdir: &Path, exe: &Path, node: &str) -> Option<std::path::PathBuf> {
+    let made = Dir::private(workdir, 0o711)
+        .map_err(|e| e.to_string())
+        .and_then(|w| {
+            w.private_child("slurm-bin", 0o755)
+                .map_err(|e| e.to_string())
+        })
+        .and_then(|dir| {
+            for name in SLURM_COMMANDS {
+                if std::fs::read_link(dir.join(name)).is_ok_and(|to| to == exe) {
+                    continue;
+                }
+                let _ = dir.remove_file(name);
+                std::os::unix::fs::symlink(exe, dir.join(name))
+                    .map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
+            }
+            Ok(dir.path().to_path_buf())
+        });
+    match made {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(
+                "nm {node}: no directory of Slurm's commands for batch scripts ({e}): srun is found only on their own PATH"
+            );
+            None
+        }
+    }
+}
+
 /// The job directories in `jobs` (`WORKDIR/jobs/ID`), each with the time since it last
 /// changed. Not followed: only a real directory counts.
 pub fn job_dirs(jobs: &Dir) -> Vec<(JobId, Dur)> {

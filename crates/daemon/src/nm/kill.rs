@@ -56,7 +56,17 @@ impl NmCore {
     /// Starts killing a job (see the module documentation).
     pub(super) fn terminate(&mut self, now: Time, job: JobId) {
         let at = now + self.kill_wait;
-        if let Some(j) = self.jobs.get(&job).filter(|j| j.cgroup) {
+        let steps: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.within == Some(job) && !j.cgroup)
+            .map(|(&id, _)| id)
+            .collect();
+        // Steps outside a cgroup are not killed with their allocation's: each on its own.
+        for step in steps {
+            self.terminate(now, step);
+        }
+        if let Some(j) = self.jobs.get(&job).filter(|j| j.owns_cgroup()) {
             let launch = j.launch;
             self.push(Effect::Cgroup {
                 job,
@@ -207,7 +217,7 @@ impl NmCore {
         let cgroups: Vec<(JobId, u64)> = self
             .jobs
             .iter()
-            .filter(|(_, j)| j.cgroup)
+            .filter(|(_, j)| j.owns_cgroup())
             .map(|(&id, j)| (id, j.launch))
             .collect();
         for (job, launch) in cgroups {

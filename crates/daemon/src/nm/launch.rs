@@ -43,6 +43,9 @@ pub struct PrepareLaunch {
     /// The job's memory limit on this node in bytes (`--mem`, `--mem-per-cpu` × its PEs
     /// here, at most the node's memory), set on its cgroup.
     pub memory: Option<u64>,
+    /// A step's ranks join the cgroup of this launch of its allocation (job, launch) rather
+    /// than one of their own.
+    pub join: Option<(JobId, u64)>,
 }
 
 /// The user a job's ranks run as, when it is not the node manager's own.
@@ -110,8 +113,11 @@ pub struct RankSpec {
     pub cpu: usize,
     /// Its user, when not the node manager's.
     pub creds: Option<Creds>,
-    /// It joins its launch's cgroup before `exec`.
+    /// It joins its launch's cgroup (a step's: its allocation's) before `exec`.
     pub cgroup: bool,
+    /// Put in front of `PATH`: the node manager's directory of Slurm's commands (`srun`),
+    /// for a batch script and a step's ranks.
+    pub path_first: Option<PathBuf>,
     /// Its standard output, and its standard error when apart (`None`: merged into `out`).
     pub out: PathBuf,
     pub err: Option<PathBuf>,
@@ -143,11 +149,36 @@ impl NmCore {
 
     /// A launch message: a job placed here starts its chain (see the module documentation);
     /// a repeated or late one is acknowledged again and nothing more.
-    pub(super) fn launch(&mut self, now: Time, l: Launch) {
+    pub(super) fn launch(&mut self, now: Time, mut l: Launch) {
+        if self.launching.is_some() {
+            // A step released in the middle of another launch's chain starts after it.
+            self.queued.push_back(l);
+            return;
+        }
         let Some(mine) = l.placement.iter().find(|p| Some(p.node) == self.id) else {
             return;
         };
-        let ranks = mine.ranks.clone();
+        let mut ranks = mine.ranks.clone();
+        if l.io.batch {
+            // The script runs once, as rank 0 (on the allocation's first node), without PMI:
+            // an MPI launcher in it starts its ranks through `srun`.
+            ranks.retain(|&(r, _)| r == 0);
+            l.io.mpi = crate::jobio::Mpi::None;
+        }
+        let mut join = None;
+        if let Some(alloc) = l.within {
+            match self.jobs.get(&alloc).filter(|a| a.run == l.run) {
+                Some(a) if a.stopped && a.owns_cgroup() => {
+                    self.waiting_steps.push(l);
+                    return;
+                }
+                Some(a) => join = a.owns_cgroup().then_some((alloc, a.launch)),
+                None => {
+                    self.step_without_allocation(l, &ranks);
+                    return;
+                }
+            }
+        }
         match self.jobs.get(&l.job).map(|j| j.run) {
             Some(run) if run >= l.run => {
                 // Acknowledged even when it is a repeat: the machine manager resends a launch
@@ -176,6 +207,7 @@ impl NmCore {
             memory: l
                 .mem
                 .map(|m| m.on_node(ranks.len() as u32, self.cfg.memory)),
+            join,
         })));
         self.launching = Some(Launching {
             l,
@@ -259,6 +291,8 @@ impl NmCore {
             notes: Default::default(),
             worlds: super::worlds::Worlds::new(ln.l.size, ln.l.io.mpi),
             cgroup,
+            within: ln.l.within,
+            stopped: ln.l.stopped,
             launch: ln.launch,
             run: ln.l.run,
             must_own: owner.map(|w| w.uid).filter(|&u| u != 0 && euid == 0),
@@ -300,13 +334,31 @@ impl NmCore {
         let cpu = cpus[(self.cfg.cpu_offset + pe) as usize % cpus.len().max(1)];
         let mut env = l.env.clone();
         env.extend([
-            ("COSCHED_JOB_ID".to_string(), l.job.0.to_string()),
+            (
+                "COSCHED_JOB_ID".to_string(),
+                l.within.unwrap_or(l.job).0.to_string(),
+            ),
             ("COSCHED_RANK".to_string(), rank.to_string()),
-            ("SLURM_PROCID".to_string(), rank.to_string()),
             ("COSCHED_SIZE".to_string(), l.size.to_string()),
             ("COSCHED_NODE".to_string(), name.clone()),
             ("COSCHED_PE".to_string(), pe.to_string()),
         ]);
+        // Slurm's per-task variables (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, ...): the
+        // other nodes' names are not needed for them, only this one's.
+        let layout: Vec<(String, u32)> = l
+            .placement
+            .iter()
+            .map(|p| {
+                let here = Some(p.node) == self.id;
+                let name = if here { name.clone() } else { String::new() };
+                (name, p.ranks.len() as u32)
+            })
+            .collect();
+        env.extend(cosched_slurm::env::task_env(&cosched_slurm::env::Task {
+            step: cosched_slurm::env::StepKind::Batch,
+            rank,
+            layout: &layout,
+        }));
         if let Some(m) = ln.monitor_env.get(ln.next) {
             env.extend(m.iter().cloned());
         }
@@ -349,6 +401,9 @@ impl NmCore {
             cpu,
             creds,
             cgroup: self.jobs.get(&l.job).is_some_and(|j| j.cgroup),
+            path_first: (l.io.batch || l.within.is_some())
+                .then(|| self.cfg.slurm_bin.clone())
+                .flatten(),
             out: files.out,
             err: (!files.merged).then_some(files.err),
         }
@@ -405,14 +460,20 @@ impl NmCore {
             },
         );
         j.worlds.started(now, rank);
+        let step = j.within.is_some();
         // Stopped at once; in a cgroup, the whole job is frozen once every rank has started.
-        if stopped && !j.cgroup {
+        if stopped && !j.owns_cgroup() {
             self.push(Effect::Signal {
                 pgid: pid,
                 sig: libc::SIGSTOP,
             });
         }
-        self.nsched.add(now, job, rank, pe, pid, stopped);
+        // A step's ranks are stopped and continued with their allocation (its cgroup, or
+        // its process groups with the allocation's: see `NmCore::signal`), not scheduled by
+        // the node scheme on their own.
+        if !step {
+            self.nsched.add(now, job, rank, pe, pid, stopped);
+        }
     }
 
     /// Rank `rank` could not start (`why`): said in the log and in its error file; it exits
@@ -467,7 +528,7 @@ impl NmCore {
             return;
         };
         let job = ln.l.job;
-        if ln.l.stopped && self.jobs.get(&job).is_some_and(|j| j.cgroup) {
+        if ln.l.stopped && self.jobs.get(&job).is_some_and(|j| j.owns_cgroup()) {
             self.push(Effect::Cgroup {
                 job,
                 launch: ln.launch,
@@ -485,5 +546,40 @@ impl NmCore {
                 },
             );
         }
+    }
+}
+
+impl NmCore {
+    /// A step whose allocation this node does not run (it ended here, or its launch has not
+    /// arrived): its ranks here exit with 127, saying why.
+    fn step_without_allocation(&mut self, l: Launch, ranks: &[(u32, u32)]) {
+        let alloc = l.within.unwrap_or(l.job);
+        let why = format!(
+            "job {alloc} (run {}) is not running on this node: its step cannot start here",
+            l.run
+        );
+        self.log(Level::Warn, why.clone());
+        for &(rank, _) in ranks {
+            self.up(FromNode::Exited {
+                job: l.job,
+                run: l.run,
+                exit: RankExit {
+                    rank,
+                    code: Some(127),
+                    error: Some(why.clone()),
+                    oom: false,
+                },
+            });
+        }
+    }
+
+    /// The steps of `job` that waited for it to continue are launched (one after the
+    /// other: see [`NmCore::launch`]).
+    pub(super) fn release_steps(&mut self, job: JobId) {
+        let (ready, wait): (Vec<Launch>, Vec<Launch>) = std::mem::take(&mut self.waiting_steps)
+            .into_iter()
+            .partition(|l| l.within == Some(job));
+        self.waiting_steps = wait;
+        self.queued.extend(ready);
     }
 }

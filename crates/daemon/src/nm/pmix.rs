@@ -120,6 +120,7 @@ impl NmCore {
             cpu,
             creds: creds.clone(),
             cgroup: self.jobs.get(&job).is_some_and(|j| j.cgroup),
+            path_first: None,
             out: dir.join("pmix-helper.log"),
             err: None,
         };

@@ -180,6 +180,10 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
             jobs_dir: jobs_dir.path().to_path_buf(),
             pmix_helper: cfg.pmix_helper.clone(),
             memory: cfg.memory.unwrap_or_else(crate::util::mem_total),
+            slurm_bin: cfg
+                .pmix_helper
+                .as_deref()
+                .and_then(|exe| super::files::slurm_bin(&cfg.workdir, exe, &cfg.name)),
         },
         now(),
     );
@@ -560,13 +564,21 @@ impl Shell {
             None => Ok(None),
         };
         let no_cgroup = || Err("the node has no cgroups".to_string());
-        let (cgroup, procs, memory) = match self.contain.for_launch(p.job, p.launch, p.memory) {
-            Ok(Some((cg, procs, memory))) => {
-                self.cgroups.insert((p.job, p.launch), cg);
-                (Ok(true), procs, memory)
-            }
-            Ok(None) => (Ok(false), Vec::new(), no_cgroup()),
-            Err(e) => (Err(e.to_string()), Vec::new(), no_cgroup()),
+        let (cgroup, procs, memory) = match p.join {
+            // A step: into its allocation's cgroups, under the allocation's memory limit.
+            Some(alloc) => match self.cgroups.get(&alloc).map(|cg| cg.procs_fds()) {
+                Some(Ok(procs)) => (Ok(true), procs, Ok(())),
+                Some(Err(e)) => (Err(e.to_string()), Vec::new(), no_cgroup()),
+                None => (Ok(false), Vec::new(), no_cgroup()),
+            },
+            None => match self.contain.for_launch(p.job, p.launch, p.memory) {
+                Ok(Some((cg, procs, memory))) => {
+                    self.cgroups.insert((p.job, p.launch), cg);
+                    (Ok(true), procs, memory)
+                }
+                Ok(None) => (Ok(false), Vec::new(), no_cgroup()),
+                Err(e) => (Err(e.to_string()), Vec::new(), no_cgroup()),
+            },
         };
         let run_as = super::spawn::run_as(p.job, p.uid, p.gid, &self.cfg.name, crate::util::euid());
         let owner = run_as

@@ -63,6 +63,9 @@ pub fn spawn_rank(
     } else {
         use std::os::unix::fs::OpenOptionsExt;
         let create = |p: &Path| {
+            if let Some(dir) = p.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
             std::fs::OpenOptions::new()
                 .create(true)
                 // Appending: a file cut back at --output-cap then grows from its end. (The
@@ -85,6 +88,23 @@ pub fn spawn_rank(
         Some(_) => Some((c_path(&s.out)?, s.err.as_deref().map(c_path).transpose()?)),
         None => None,
     };
+    // The directories of its output files that do not exist yet, outermost first: the
+    // rank makes them as its user (tools such as submitit make a job's folder only once
+    // sbatch has answered, and a job here may start within that moment).
+    let child_dirs: Vec<std::ffi::CString> = match run_as {
+        Some(_) => [Some(s.out.as_path()), s.err.as_deref()]
+            .into_iter()
+            .flatten()
+            .filter_map(Path::parent)
+            .flat_map(|d| {
+                let mut missing: Vec<&Path> = d.ancestors().take_while(|a| !a.exists()).collect();
+                missing.reverse();
+                missing
+            })
+            .map(c_path)
+            .collect::<std::io::Result<_>>()?,
+        None => Vec::new(),
+    };
     let mut cmd = tokio::process::Command::new(&s.argv[0]);
     cmd.args(&s.argv[1..]);
     if let BaseEnv::Only(env) = &s.base_env {
@@ -94,8 +114,18 @@ pub fn spawn_rank(
     for k in &s.remove_env {
         cmd.env_remove(k);
     }
-    cmd.envs(s.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(std::process::Stdio::null())
+    cmd.envs(s.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    if let Some(dir) = &s.path_first {
+        let base = match &s.base_env {
+            BaseEnv::Only(env) => env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone()),
+            BaseEnv::Inherit => std::env::var("PATH").ok(),
+        };
+        cmd.env("PATH", path_with_first(dir, base.as_deref()));
+    }
+    cmd.stdin(std::process::Stdio::null())
         .stdout(out)
         .stderr(err)
         .process_group(0);
@@ -117,7 +147,7 @@ pub fn spawn_rank(
     let cgroup_procs = cgroup_procs.to_vec();
     let nm_pid = std::process::id();
     // SAFETY: only async-signal-safe calls (write, fcntl, prctl, getppid, sched_setaffinity,
-    // setgroups, setgid, setuid, chdir, open, dup2) between fork and exec, on data prepared
+    // setgroups, setgid, setuid, chdir, mkdir, open, dup2) between fork and exec, on data prepared
     // before the fork.
     unsafe {
         cmd.pre_exec(move || {
@@ -162,6 +192,9 @@ pub fn spawn_rank(
                 return Err(std::io::Error::last_os_error());
             }
             // Output files created by the user, with the user's rights.
+            for dir in &child_dirs {
+                libc::mkdir(dir.as_ptr(), 0o755);
+            }
             if let Some((out, err)) = &child_files {
                 let open = |p: &std::ffi::CString| {
                     let fd = libc::open(
@@ -204,6 +237,17 @@ pub fn spawn_rank(
             ),
         )),
         r => r,
+    }
+}
+
+/// `PATH` with `dir` first (once), or with the system's usual directories after it when
+/// there was none.
+pub fn path_with_first(dir: &Path, path: Option<&str>) -> String {
+    let dir = dir.display().to_string();
+    match path.filter(|p| !p.is_empty()) {
+        Some(p) if p.split(':').next() == Some(dir.as_str()) => p.to_string(),
+        Some(p) => format!("{dir}:{p}"),
+        None => format!("{dir}:/usr/local/bin:/usr/bin:/bin"),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod scancel;
 pub mod scontrol;
 pub mod sinfo;
 pub mod squeue;
+pub mod srun;
 pub mod view;
 
 /// The names cosched answers to.
@@ -81,6 +82,7 @@ pub fn dispatch(name: &str, args: Vec<String>) -> i32 {
         "sacct" => sacct::run(args),
         "sinfo" => sinfo::run(args),
         "scontrol" => scontrol::run(args),
+        "srun" => srun::run(args),
         other => fail(
             other,
             "job steps are not built in cosched yet (docs/slurm.md); `cosched run` runs a job interactively, `sbatch` submits one",
@@ -133,6 +135,35 @@ pub(crate) fn client() -> Result<Client, String> {
     crate::cmd::daemon::ConnArgs::default()
         .client()
         .map_err(|e| e.to_string())
+}
+
+/// Parses `cmd`'s options with Slurm's table, strictly when `COSCHED_SLURM_STRICT` or
+/// `--strict` asks (returned too); on an error says it as Slurm's command does and gives
+/// its status: 1 for a refused option, `usage_status` for one getopt refuses.
+pub(crate) fn parse_options(
+    cmd: cosched_slurm::options::Cmd,
+    args: &[String],
+    usage_status: i32,
+) -> Result<(cosched_slurm::options::Parsed, bool), i32> {
+    use cosched_slurm::options::{self, OptError};
+    let name = cmd.name();
+    let env_strict =
+        options::strict_from_env(std::env::var("COSCHED_SLURM_STRICT").ok().as_deref());
+    let parse = |strict| {
+        options::parse(cmd, args, strict).map_err(|e| match e {
+            OptError::Refused(..) | OptError::Strict(..) => fail(name, &e.to_string()),
+            e => {
+                eprintln!("{name}: {e}");
+                eprintln!("Try \"{name} --help\" for more information");
+                usage_status
+            }
+        })
+    };
+    let p = parse(env_strict)?;
+    if !env_strict && p.has("strict") {
+        return Ok((parse(true)?, true));
+    }
+    Ok((p, env_strict))
 }
 
 /// Prints `CMD: error: MSG` and gives Slurm's failure status.

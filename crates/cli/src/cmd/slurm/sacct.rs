@@ -1,7 +1,7 @@
 //! `sacct`: the job records as Slurm's accounting prints them, from the machine manager's
 //! database (the same records as `cosched acct`). Without `-j`, the jobs of the time window
 //! `-S`/`-E` (from midnight today by default, as sacct), of this user unless `-a`, `-u` or
-//! root. One line per job: cosched's jobs have no steps yet, so `-X` changes nothing.
+//! root. One line per job, then one per step (`N.batch`, `N.0`, …) unless `-X`.
 
 use clap::ArgAction;
 
@@ -74,7 +74,7 @@ struct Args {
         value_delimiter = ','
     )]
     users: Vec<String>,
-    /// Allocations only (every line is one here)
+    /// Allocations only: no lines of their steps (`N.batch`, `N.0`, …)
     #[arg(short = 'X', long = "allocations")]
     allocations: bool,
     #[arg(short = 'v', long, action = ArgAction::Count)]
@@ -183,9 +183,18 @@ fn report(a: &Args) -> Result<String, String> {
     };
     let views: Vec<_> = view::job_views(&jobs, &st, &mut view::Names::default())
         .into_iter()
-        .filter(|j| specs.is_empty() || specs.iter().any(|s| s.names(j)))
-        .filter(|j| a.names.is_empty() || a.names.contains(&j.name))
-        .filter(|j| a.partitions.is_empty() || a.partitions.contains(&j.partition))
+        .zip(&jobs)
+        .filter(|(j, _)| specs.is_empty() || specs.iter().any(|s| s.names(j)))
+        .filter(|(j, _)| a.names.is_empty() || a.names.contains(&j.name))
+        .filter(|(j, _)| a.partitions.is_empty() || a.partitions.contains(&j.partition))
+        .flat_map(|(j, info)| {
+            let steps = if a.allocations {
+                Vec::new()
+            } else {
+                view::step_views(info, &j, &st, now)
+            };
+            std::iter::once(j).chain(steps)
+        })
         .collect();
     Ok(render(&cols, &views, style, delimiter, a.noheader, now))
 }

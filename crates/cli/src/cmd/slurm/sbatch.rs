@@ -6,8 +6,8 @@
 //! `-o`, and with `--wait` exits with the job's exit code.
 //!
 //! Each option cosched ignores or has not built is one warning line; `--strict` or
-//! `COSCHED_SLURM_STRICT=1` refuses them. Until job steps exist the script runs once per
-//! task, which a warning says when a job has more than one.
+//! `COSCHED_SLURM_STRICT=1` refuses them. The job is an allocation: the script runs once, on
+//! its first node, and `srun` in it starts steps on the allocation's PEs.
 
 use std::io::Read;
 use std::time::Duration;
@@ -16,7 +16,7 @@ use cosched_core::JobId;
 use cosched_daemon::jobio;
 use cosched_daemon::proto::{JobInfo, JobState};
 use cosched_slurm::env::{Submission, submit_env};
-use cosched_slurm::options::{self, Cmd, OptError, Parsed};
+use cosched_slurm::options::{Cmd, Parsed};
 
 use super::view;
 use crate::cmd::batch::{self, JobOpts};
@@ -38,23 +38,7 @@ pub fn run(args: Vec<String>) -> i32 {
 
 /// Options from the command line; getopt's errors end sbatch with status 255 as Slurm's.
 fn parse_cli(args: &[String]) -> Result<(Parsed, bool), Stop> {
-    let env_strict =
-        options::strict_from_env(std::env::var("COSCHED_SLURM_STRICT").ok().as_deref());
-    let parse = |strict| {
-        options::parse(Cmd::Sbatch, args, strict).map_err(|e| match e {
-            OptError::Refused(..) | OptError::Strict(..) => error(e),
-            e => {
-                eprintln!("sbatch: {e}");
-                eprintln!("Try \"sbatch --help\" for more information");
-                Stop(255)
-            }
-        })
-    };
-    let p = parse(env_strict)?;
-    if !env_strict && p.has("strict") {
-        return Ok((parse(true)?, true));
-    }
-    Ok((p, env_strict))
+    super::parse_options(Cmd::Sbatch, args, 255).map_err(Stop)
 }
 
 /// The script to run: its command, default job name, and directives.
@@ -183,11 +167,6 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
             layout.nodes,
         ));
     }
-    if ranks > 1 {
-        warnings.push(format!(
-            "sbatch: warning: cosched runs the batch script once per task ({ranks} times) until job steps are built; srun inside it is not available (docs/slurm.md)"
-        ));
-    }
     for w in &warnings {
         eprintln!("{w}");
     }
@@ -212,6 +191,8 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
         .map(|e| jobio::expand_at_submission(e, &name, &user));
     opts.name = Some(name);
     let mut req = request_of(&opts, src.cmd, None).map_err(|e| error(format!("{e:#}")))?;
+    // An allocation: the script runs once, on its first node; `srun` in it starts steps.
+    req.io.batch = true;
     let cpus_per_task = all
         .value("cpus-per-task")
         .map(|c| {

@@ -79,7 +79,12 @@ pub fn host_name() -> String {
 
 /// cosched's state as the phase the Slurm layer maps.
 pub fn phase(j: &JobInfo) -> Phase {
-    match j.state {
+    phase_of(j.state)
+}
+
+/// [`phase`] of a state (a job's or a step's).
+pub fn phase_of(state: Cosched) -> Phase {
+    match state {
         Cosched::Queued => Phase::Queued,
         Cosched::Running => Phase::Running,
         Cosched::Suspended => Phase::Suspended,
@@ -238,8 +243,64 @@ pub fn job_view(j: &JobInfo, st: &StatusInfo, first: Option<JobId>, names: &mut 
         }),
         held: j.held,
         restarts: j.run.saturating_sub(1),
-        batch: true,
+        batch: j.io.batch,
+        step: None,
     }
+}
+
+/// The lines of a job's steps, as `sacct` shows them after the allocation's (`alloc`, the
+/// job's own view): `N.batch` for a batch script, then its `srun` steps `N.0`, `N.1`, …; a
+/// job submitted without a script is its one implicit step, `N.0`, of all its ranks.
+pub fn step_views(j: &JobInfo, alloc: &JobView, st: &StatusInfo, now: i64) -> Vec<JobView> {
+    let secs = |us: i64| us.div_euclid(1_000_000);
+    let mut out = Vec::new();
+    if alloc.start.is_some() {
+        let whole = |name: &str, step: &str, nodes: Vec<String>, per_node: Vec<u32>| JobView {
+            name: name.to_string(),
+            step: Some(step.to_string()),
+            ntasks: per_node.iter().sum(),
+            nodes,
+            tasks_per_node: per_node,
+            reason: cosched_slurm::state::Reason::None,
+            ..alloc.clone()
+        };
+        if j.io.batch {
+            let first = alloc.nodes.first().cloned().into_iter().collect();
+            out.push(whole("batch", "batch", first, vec![1]));
+        } else {
+            out.push(whole(
+                &alloc.name,
+                "0",
+                alloc.nodes.clone(),
+                alloc.tasks_per_node.clone(),
+            ));
+        }
+    }
+    for s in &j.steps {
+        let start = secs(s.start_us);
+        let end = s.end_us.map(secs);
+        let state = JobState::of(phase_of(s.state));
+        out.push(JobView {
+            name: s.name.clone(),
+            step: Some(s.id.to_string()),
+            state,
+            reason: cosched_slurm::state::Reason::None,
+            submit: start,
+            eligible: Some(start),
+            start: Some(start),
+            end,
+            run_secs: end.unwrap_or(now) - start,
+            suspended_secs: 0,
+            nodes: s.placement.iter().map(|p| node_name(st, p.node)).collect(),
+            tasks_per_node: s.placement.iter().map(|p| p.ranks.len() as u32).collect(),
+            ntasks: s.ntasks(),
+            exit_code: s.exit_code,
+            signal: None,
+            command: s.cmd.join(" "),
+            ..alloc.clone()
+        });
+    }
+    out
 }
 
 /// All jobs as views (`first` taken from `jobs` themselves).

@@ -36,6 +36,7 @@ fn a_launch_starts_each_rank_with_its_whole_spec_and_is_acknowledged_after_the_l
             gid: None,
             cwd: "/home/ann/run".into(),
             ranks: vec![3, 4],
+            join: None,
         }]
     );
     let s = specs(&fx);

@@ -7,6 +7,7 @@ mod launch;
 mod pmix;
 mod registration;
 mod scheme;
+mod steps;
 mod switch;
 mod upkeep;
 mod worlds;
@@ -46,6 +47,7 @@ fn config(scheme: &str) -> CoreConfig {
         euid: 1000,
         jobs_dir: PathBuf::from("/work/jobs"),
         pmix_helper: None,
+        slurm_bin: Some(PathBuf::from("/w/slurm-bin")),
     }
 }
 
@@ -254,6 +256,7 @@ fn launch(job: u64, run: u32, ranks: &[(u32, u32)], stopped: bool) -> ToNode {
             ranks: ranks.to_vec(),
         }],
         run,
+        within: None,
     })
 }
 

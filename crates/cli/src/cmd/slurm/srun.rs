@@ -1,0 +1,216 @@
+//! `srun`: inside an allocation (`SLURM_JOB_ID` set, or `--jobid`), a step of it — the
+//! machine manager places the step's tasks on the allocation's PEs and the node managers
+//! start them in the allocation's cgroup; `srun` relays their output to its own standard
+//! output and error (so in a batch script it lands in `slurm-%j.out`), unless `--output`
+//! sends it to files, and exits with the highest exit code of the tasks, as Slurm's does.
+//! Outside an allocation, an allocation with one step, run from the terminal as `cosched
+//! run` runs a job.
+
+use std::time::Duration;
+
+use cosched_core::JobId;
+use cosched_daemon::client::Client;
+use cosched_daemon::jobio;
+use cosched_daemon::mm::steps::STEP_BUSY;
+use cosched_daemon::proto::{JobState, StepInfo, StepRequest};
+use cosched_slurm::options::{Cmd, Parsed};
+
+use crate::cmd::batch;
+use crate::cmd::interactive::{self, Stream};
+
+/// Why srun stops, and its exit status.
+struct Stop(i32);
+
+fn error(msg: impl std::fmt::Display) -> Stop {
+    eprintln!("srun: error: {msg}");
+    Stop(1)
+}
+
+pub fn run(args: Vec<String>) -> i32 {
+    match srun(&args) {
+        Ok(code) | Err(Stop(code)) => code,
+    }
+}
+
+fn parse(args: &[String]) -> Result<Parsed, Stop> {
+    super::parse_options(Cmd::Srun, args, 1)
+        .map(|(p, _)| p)
+        .map_err(Stop)
+}
+
+fn srun(args: &[String]) -> Result<i32, Stop> {
+    let p = parse(args)?;
+    if p.has("help") || p.has("usage") {
+        println!(
+            "Usage: srun [OPTIONS...] executable [args...]\n\
+             cosched answers to Slurm's srun: inside an allocation it starts a step, outside \
+             one it runs a job from the terminal; what cosched does with each option is in \
+             docs/slurm.md."
+        );
+        return Ok(0);
+    }
+    if p.rest.is_empty() {
+        return Err(error("No command given to execute."));
+    }
+    if !p.has("quiet") {
+        for w in &p.warnings {
+            eprintln!("{w}");
+        }
+    }
+    let opts = batch::from_slurm(&p).map_err(error)?;
+    let client = super::client().map_err(error)?;
+    let job = match p.value("jobid") {
+        Some(j) => Some(j.to_string()),
+        None => std::env::var("SLURM_JOB_ID")
+            .or_else(|_| std::env::var("SLURM_JOBID"))
+            .ok(),
+    };
+    let Some(job) = job else {
+        // Outside an allocation: one of its own, with one step, from the terminal.
+        let req = crate::cmd::daemon::request_of(&opts, p.rest.clone(), None)
+            .map_err(|e| error(format!("{e:#}")))?;
+        return interactive::follow(&client, req, p.has("label")).map_err(error);
+    };
+    let job = JobId(
+        job.trim()
+            .parse()
+            .map_err(|_| error(format!("Invalid job id {job:?} (SLURM_JOB_ID, --jobid)")))?,
+    );
+    let req = step_request(job, &p, &opts)?;
+    let relay = req.io.output.is_none();
+    let step = start(&client, req, p.has("quiet"))?;
+    wait(&client, job, step, p.has("label"), relay)
+}
+
+/// The step `p` asks of job `job`.
+fn step_request(job: JobId, p: &Parsed, opts: &batch::JobOpts) -> Result<StepRequest, Stop> {
+    let env_num = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+    let placed = opts.nodes.is_some() || opts.ntasks_per_node.is_some() || p.has("nodelist");
+    // As Slurm's srun, the allocation's task count is the default (SLURM_NTASKS, which
+    // sbatch's environment holds), unless the step says where its tasks go.
+    let ntasks = opts
+        .ntasks
+        .or_else(|| (!placed).then(|| env_num("SLURM_NTASKS")).flatten());
+    let nodelist = match p.value("nodelist") {
+        None => Vec::new(),
+        Some(l) => {
+            cosched_slurm::hostlist::expand(l).map_err(|e| error(format!("--nodelist={l}: {e}")))?
+        }
+    };
+    let export = opts.export.clone().unwrap_or_else(|| "ALL".into());
+    let env = jobio::parse_export(&export, &jobio::current_environ()).map_err(error)?;
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let cwd = match &opts.chdir {
+        Some(d) => cwd.join(d),
+        None => cwd,
+    };
+    let name = opts.name.clone().unwrap_or_else(|| {
+        std::path::Path::new(&p.rest[0])
+            .file_name()
+            .map_or_else(|| p.rest[0].clone(), |f| f.to_string_lossy().into_owned())
+    });
+    let user = super::view::user_name(super::view::my_uid());
+    let array = match (
+        std::env::var("SLURM_ARRAY_JOB_ID").ok(),
+        std::env::var("SLURM_ARRAY_TASK_ID").ok(),
+    ) {
+        (Some(a), Some(t)) => a.parse().ok().zip(t.parse().ok()),
+        _ => None,
+    };
+    let pattern = |pat: &str| jobio::expand_for_step(pat, job, array, &name, &user);
+    let kill = match p.value("kill-on-bad-exit") {
+        Some(v) => v.trim() != "0",
+        None => p.has("kill-on-bad-exit"),
+    };
+    Ok(StepRequest {
+        job,
+        name: name.clone(),
+        cmd: p.rest.clone(),
+        cwd: cwd.display().to_string(),
+        io: jobio::JobIo {
+            env: Some(env),
+            output: opts.output.as_deref().map(pattern),
+            error: opts.error.as_deref().map(pattern),
+            array: None,
+            mpi: opts.mpi.unwrap_or_default(),
+            batch: false,
+        },
+        ntasks,
+        nodes: opts.nodes,
+        tasks_per_node: opts.ntasks_per_node,
+        nodelist,
+        overlap: p.has("overlap"),
+        kill_on_bad_exit: kill,
+    })
+}
+
+/// Asks for the step; while the PEs it needs are held by other steps, asks again every
+/// second, as Slurm's srun does.
+fn start(client: &Client, req: StepRequest, quiet: bool) -> Result<StepInfo, Stop> {
+    let mut said = false;
+    loop {
+        match client.step(req.clone()) {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                let text = e.to_string();
+                let Some(at) = text.find(STEP_BUSY) else {
+                    return Err(error(format!(
+                        "Unable to create step for job {}: {text}",
+                        req.job
+                    )));
+                };
+                if !said && !quiet {
+                    said = true;
+                    eprintln!(
+                        "srun: Job {} step creation temporarily disabled, retrying ({})",
+                        req.job,
+                        &text[at + STEP_BUSY.len()..]
+                    );
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// Follows step `step` of `job` to its end, relaying its tasks' output when `relay`;
+/// Slurm's exit status: the highest exit code of the tasks.
+fn wait(
+    client: &Client,
+    job: JobId,
+    step: StepInfo,
+    label: bool,
+    relay: bool,
+) -> Result<i32, Stop> {
+    let k = step.id;
+    let mut streams: Vec<(Stream, Stream)> =
+        (0..step.ntasks()).map(|_| Default::default()).collect();
+    let fetch = |rank: u32| client.task_output(job, Some(k), rank, false);
+    let st = loop {
+        let info = client
+            .jobs(&[job])
+            .map_err(|e| error(format!("job {job}: {e}")))?
+            .pop()
+            .ok_or_else(|| error(format!("job {job} vanished")))?;
+        let st = info.steps.iter().find(|s| s.id == k).cloned();
+        let ended = st.as_ref().is_none_or(|s| s.state.is_final());
+        if relay {
+            interactive::poll_with(&fetch, &mut streams, label, ended);
+        }
+        if ended {
+            break st;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let Some(st) = st else {
+        return Err(error(format!("step {job}.{k} vanished")));
+    };
+    if let Some(e) = &st.error {
+        eprintln!("srun: error: step {job}.{k}: {e}");
+    }
+    Ok(match (st.state, st.exit_code) {
+        (JobState::Completed, _) => 0,
+        (_, Some(c)) if c != 0 => c,
+        _ => 1,
+    })
+}

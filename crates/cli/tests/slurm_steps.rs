@@ -1,0 +1,348 @@
+//! Allocations and job steps on a loopback cluster, as Slurm's users and launchers use
+//! them: a batch script runs once, on its allocation's first node, and `srun` in it starts
+//! steps on the allocation's PEs (MPICH's ranks through PMI, Open MPI's `mpirun` through
+//! `srun` of its daemons); `sacct` shows `N`, `N.batch`, `N.0`, ….
+
+mod support;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use support::cluster::Cluster;
+use support::*;
+
+/// A loopback cluster of `nodes` × 2 PEs and a submit directory.
+struct Site {
+    c: Cluster,
+    work: PathBuf,
+}
+
+impl Site {
+    fn up(name: &str, nodes: &str) -> Site {
+        let c = Cluster::up("steps", name, &["--nodes", nodes, "--pes", "2"]);
+        let work = c.dir.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        Site {
+            work: work.canonicalize().unwrap(),
+            c,
+        }
+    }
+
+    fn slurm(&self, cmd: &str, args: &[&str]) -> Output {
+        Command::new(bin())
+            .arg("slurm")
+            .arg(cmd)
+            .args(args)
+            .current_dir(&self.work)
+            .env("COSCHED_STATE_DIR", &self.c.dir)
+            .env_remove("COSCHED_SLURM_STRICT")
+            .env_remove("SLURM_JOB_ID")
+            .env_remove("SLURM_JOBID")
+            .output()
+            .expect("cosched runs")
+    }
+
+    fn ok(&self, cmd: &str, args: &[&str]) -> String {
+        let out = self.slurm(cmd, args);
+        assert!(
+            out.status.success(),
+            "{cmd} {args:?} failed ({}): {}{}\n--- mm log ---\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.c.mm_log()
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.work.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Submits `script` with sbatch and waits for the job's end; its output file.
+    fn run(&self, script: &str, secs: u64) -> (u64, String) {
+        self.write("job.sh", script);
+        let id: u64 = self
+            .ok("sbatch", &["--parsable", "job.sh"])
+            .trim()
+            .parse()
+            .unwrap();
+        let start = Instant::now();
+        while !self
+            .ok("squeue", &["-h", "-j", &id.to_string(), "-o", "%T"])
+            .trim()
+            .is_empty()
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(secs),
+                "job {id} still running after {secs} s; its output so far:\n{}\n--- mm log ---\n{}",
+                std::fs::read_to_string(self.work.join(format!("slurm-{id}.out")))
+                    .unwrap_or_default(),
+                self.c.mm_log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let out =
+            std::fs::read_to_string(self.work.join(format!("slurm-{id}.out"))).unwrap_or_default();
+        (id, out)
+    }
+
+    /// `sacct -j ID -P -n --format=...`.
+    fn sacct(&self, id: u64, format: &str) -> String {
+        self.ok(
+            "sacct",
+            &[
+                "-j",
+                &id.to_string(),
+                "-P",
+                "-n",
+                &format!("--format={format}"),
+            ],
+        )
+    }
+}
+
+/// The lines of `text` that begin with `prefix`, sorted.
+fn lines_with(text: &str, prefix: &str) -> Vec<String> {
+    let mut l: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(String::from)
+        .collect();
+    l.sort();
+    l
+}
+
+#[test]
+fn srun_in_a_batch_script_starts_steps_and_the_script_runs_once() {
+    let s = Site::up("batch", "2");
+    let script = "#!/bin/sh\n\
+        #SBATCH -n 4\n\
+        echo \"script on $SLURM_JOB_NUM_NODES nodes, $SLURM_NTASKS tasks ($SLURM_TASKS_PER_NODE)\"\n\
+        srun sh -c 'echo \"task $SLURM_PROCID of $SLURM_NTASKS step $SLURM_STEP_ID local $SLURM_LOCALID\"'\n\
+        srun -n 1 --label sh -c 'echo labelled; exit 3'; echo \"srun exited $?\"\n";
+    let (id, out) = s.run(script, 120);
+    assert_eq!(
+        lines_with(&out, "script"),
+        ["script on 2 nodes, 4 tasks (2(x2))"],
+        "the script ran once:\n{out}"
+    );
+    assert_eq!(
+        lines_with(&out, "task"),
+        [
+            "task 0 of 4 step 0 local 0",
+            "task 1 of 4 step 0 local 1",
+            "task 2 of 4 step 0 local 0",
+            "task 3 of 4 step 0 local 1",
+        ],
+        "{out}"
+    );
+    assert!(out.contains("0: labelled\n"), "{out}");
+    assert!(out.contains("srun exited 3\n"), "{out}");
+    assert_eq!(
+        s.sacct(id, "JobID,JobName,State,ExitCode,NTasks"),
+        format!(
+            "{id}|job.sh|COMPLETED|0:0|\n{id}.batch|batch|COMPLETED|0:0|1\n{id}.0|sh|COMPLETED|0:0|4\n{id}.1|sh|FAILED|3:0|1\n"
+        )
+    );
+    assert_eq!(
+        s.ok(
+            "sacct",
+            &["-j", &id.to_string(), "-X", "-P", "-n", "--format=JobID"]
+        ),
+        format!("{id}\n")
+    );
+}
+
+/// An MPI program that prints its rank and the world's size, and fails unless the world
+/// has `argv[1]` ranks.
+const WORLD_C: &str = r#"
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int rank, size, sum = 0, one = 1;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("rank %d of %d (%d in the allreduce)\n", rank, size, sum);
+    fflush(stdout);
+    MPI_Finalize();
+    return size == atoi(argv[1]) && sum == size ? 0 : 1;
+}
+"#;
+
+/// `WORLD_C` built with `mpicc` (`mpicc.mpich`, `mpicc.openmpi`) into the submit
+/// directory; `None` (after a NOTICE) when that MPI is not installed (`.ci/run` installs
+/// both).
+fn world(s: &Site, mpicc: &str) -> Option<PathBuf> {
+    if Command::new(mpicc).arg("-show").output().is_err() {
+        eprintln!(
+            "NOTICE: skipping: `{mpicc}` not found (install Debian's mpich/libmpich-dev and openmpi-bin/libopenmpi-dev, as .ci/run does)"
+        );
+        return None;
+    }
+    let src = s.write("world.c", WORLD_C);
+    let exe = s.work.join(format!("world-{mpicc}"));
+    let out = Command::new(mpicc)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(exe)
+}
+
+#[test]
+fn srun_of_an_mpich_program_in_a_batch_script_is_one_world_of_n_ranks() {
+    let s = Site::up("mpich", "2");
+    let Some(exe) = world(&s, "mpicc.mpich") else {
+        return;
+    };
+    let script = format!(
+        "#!/bin/sh\n#SBATCH -N 2 --ntasks-per-node=2\necho script ran\nsrun {} 4\necho \"srun exited $?\"\n",
+        exe.display()
+    );
+    let (id, out) = s.run(&script, 180);
+    assert_eq!(lines_with(&out, "script"), ["script ran"], "{out}");
+    assert_eq!(
+        lines_with(&out, "rank"),
+        (0..4)
+            .map(|r| format!("rank {r} of 4 (4 in the allreduce)"))
+            .collect::<Vec<_>>(),
+        "{out}"
+    );
+    assert!(out.contains("srun exited 0\n"), "{out}");
+    assert!(
+        s.sacct(id, "JobID,State")
+            .contains(&format!("{id}.0|COMPLETED")),
+        "{}",
+        s.sacct(id, "JobID,State")
+    );
+}
+
+#[test]
+fn mpirun_of_open_mpi_in_a_batch_script_is_one_world_of_n_ranks() {
+    let s = Site::up("ompi", "1");
+    let Some(exe) = world(&s, "mpicc.openmpi") else {
+        return;
+    };
+    // Open MPI's mpirun sees the allocation (SLURM_JOB_ID, SLURM_NODELIST,
+    // SLURM_TASKS_PER_NODE) and starts its daemon on each node with srun.
+    let script = format!(
+        "#!/bin/sh\n#SBATCH -N 1 -n 2\necho script ran\nmpirun.openmpi --allow-run-as-root {} 2\necho \"mpirun exited $?\"\n",
+        exe.display()
+    );
+    let (id, out) = s.run(&script, 180);
+    assert_eq!(lines_with(&out, "script"), ["script ran"], "{out}");
+    assert_eq!(
+        lines_with(&out, "rank"),
+        [
+            "rank 0 of 2 (2 in the allreduce)",
+            "rank 1 of 2 (2 in the allreduce)"
+        ],
+        "{out}"
+    );
+    assert!(out.contains("mpirun exited 0\n"), "{out}");
+    let acct = s.sacct(id, "JobID,JobName,State");
+    assert!(
+        acct.contains(&format!("{id}.0|orted|COMPLETED")),
+        "mpirun's daemon ran as step 0:\n{acct}"
+    );
+}
+
+/// The Python that has submitit: `COSCHED_SUBMITIT_PYTHON`, else `target/submitit-venv`
+/// (made by `.ci/run`).
+fn submitit_python() -> PathBuf {
+    let python = std::env::var_os("COSCHED_SUBMITIT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/submitit-venv/bin/python")
+        });
+    let ok = Command::new(&python)
+        .args(["-c", "import submitit"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "{} cannot import submitit: run .ci/run's install step (python3 -m venv \
+         target/submitit-venv && target/submitit-venv/bin/pip install submitit) or set \
+         COSCHED_SUBMITIT_PYTHON",
+        python.display()
+    );
+    python
+}
+
+/// submitit's Slurm executor, unchanged: one function, then nine in one batch (a job
+/// array); each runs as `srun --unbuffered --output ... python -u -m submitit.core._submit`
+/// inside the batch script submitit writes, and the results come back through the files.
+const SUBMITIT: &str = r#"
+import sys, submitit
+def square(x):
+    return x * x
+ex = submitit.SlurmExecutor(folder=sys.argv[1] + "/%j", max_num_timeout=0)
+ex.update_parameters(time=5, nodes=1, ntasks_per_node=1)
+one = ex.submit(square, 3)
+with ex.batch():
+    many = [ex.submit(square, i) for i in range(9)]
+print("one", one.result())
+print("many", [j.result() for j in many])
+print("array", all("_" in j.job_id for j in many), len({j.job_id.split("_")[0] for j in many}))
+"#;
+
+#[test]
+fn submitits_slurm_executor_runs_ten_functions_through_the_slurm_names() {
+    let python = submitit_python();
+    let s = Site::up("submitit", "2");
+    let bin_dir = s.c.dir.join("bin");
+    let out = Command::new(bin())
+        .args(["slurm", "install-links", bin_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = s.write("drive.py", SUBMITIT);
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(s.work.join("submitit"))
+        .current_dir(&s.work)
+        .env("PATH", path)
+        .env("COSCHED_STATE_DIR", &s.c.dir)
+        .env_remove("SLURM_JOB_ID")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "submitit failed: {text}{}\n--- mm log ---\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        s.c.mm_log()
+    );
+    assert_eq!(
+        text,
+        "one 9\nmany [0, 1, 4, 9, 16, 25, 36, 49, 64]\narray True 1\n"
+    );
+    // Each task's function ran as step 0 of its allocation.
+    let acct = s.ok("sacct", &["-P", "-n", "--format=JobID,State"]);
+    assert_eq!(
+        acct.lines().filter(|l| l.ends_with(".0|COMPLETED")).count(),
+        10,
+        "{acct}"
+    );
+}
