@@ -76,6 +76,10 @@ pub struct CoreConfig {
 
 /// Something that reached the node manager.
 #[derive(Clone, Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one input is moved at a time, straight into the core: boxing a launch would cost an allocation per message for nothing"
+)]
 pub enum Input {
     /// A message of the machine manager's from the tree (file-broadcast messages go to the
     /// stager, not here).

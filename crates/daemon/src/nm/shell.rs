@@ -226,6 +226,10 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
 }
 
 /// What woke the loop.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one event at a time, handed on at once (see Input)"
+)]
 enum Event {
     Delivery(Option<Delivery>),
     Exit(RankEnd),
