@@ -375,6 +375,22 @@ fn run_mm(
                     }
                     _ => {}
                 },
+                // The jobs of the gang matrix get no stop or continue of their own: the nodes
+                // run those the strobe lists as running (what a `gs` node does).
+                Effect::Broadcast(ToNode::Strobe(st)) => {
+                    for (j, _) in &st.rows {
+                        let Some(p) = procs.get_mut(j) else { continue };
+                        let runs = st.running.contains(j);
+                        match p.since {
+                            Some(since) if !runs => {
+                                p.left -= now - since;
+                                p.since = None;
+                            }
+                            None if runs => p.since = Some(now),
+                            _ => {}
+                        }
+                    }
+                }
                 Effect::Heartbeat { .. } => {
                     for n in 0..NODES {
                         if n != DOWN_NODE || now < silent_from || now >= up {

@@ -7,7 +7,7 @@
 //!
 //! A batch job's script is the allocation's own launch, run once as rank 0 on its first
 //! node ([`expected_ranks`]); a job submitted without a script is one implicit step of all
-//! its PEs (its ranks), as before steps existed.
+//! its PEs (its ranks).
 
 use std::collections::{BTreeMap, BTreeSet};
 
