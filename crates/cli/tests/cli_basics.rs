@@ -47,7 +47,7 @@ fn unknown_subcommand_fails_with_usage() {
 /// Work that cannot fit in memory is refused before it starts, with the flag to change: it
 /// used to abort on a terabyte allocation, or grow until the kernel killed it.
 #[test]
-fn issue_30_runs_larger_than_memory_are_refused_before_they_start() {
+fn runs_larger_than_memory_are_refused_before_they_start() {
     let dir = support::scratch_dir("cli", "too-large");
     let cases: [(&[&str], &str); 2] = [
         (
@@ -112,7 +112,7 @@ fn issue_30_runs_larger_than_memory_are_refused_before_they_start() {
 
 /// "NaN" in a trace is not a number (it was reported as a value too large for its field).
 #[test]
-fn issue_30_nan_in_a_trace_is_reported_as_not_a_number() {
+fn nan_in_a_trace_is_reported_as_not_a_number() {
     let dir = support::scratch_dir("cli", "nan");
     let swf = dir.path().join("nan.swf");
     std::fs::write(

@@ -167,7 +167,7 @@ const MB: u64 = 1 << 20;
 /// first frame being read, so each listener's daemon stays within a few tens of MB — and
 /// still answers its clients.
 #[test]
-fn issue_10_unauthenticated_peers_cannot_make_the_daemons_hold_memory() {
+fn unauthenticated_peers_cannot_make_the_daemons_hold_memory() {
     let c = Cluster::up("memory", &["--nodes", "1", "--pes", "1"]);
     let status: Value = serde_json::from_str(&c.ok(&["status", "--json"])).unwrap();
     let nm_addr = status["nodes"][0]["addr"].as_str().unwrap().to_string();
@@ -234,7 +234,7 @@ fn pid_in(file: &Path) -> i32 {
 /// then SIGKILL `--kill-wait` later: a rank that traps SIGTERM cleans up and exits on its
 /// own, one that ignores it is killed after the grace, not before.
 #[test]
-fn issue_10_cancel_sends_sigterm_then_sigkill_after_the_kill_wait() {
+fn cancel_sends_sigterm_then_sigkill_after_the_kill_wait() {
     let c = Cluster::up(
         "killwait",
         &["--nodes", "1", "--pes", "2", "--kill-wait", "3s"],
@@ -291,7 +291,7 @@ fn issue_10_cancel_sends_sigterm_then_sigkill_after_the_kill_wait() {
 /// Finding 6: background children of a rank that exited outlived their job. Now the job's
 /// process groups are terminated when the job ends, so they go with it.
 #[test]
-fn issue_10_background_children_of_an_exited_rank_end_with_the_job() {
+fn background_children_of_an_exited_rank_end_with_the_job() {
     let c = Cluster::up(
         "background",
         &["--nodes", "1", "--pes", "1", "--kill-wait", "1s"],
@@ -316,7 +316,7 @@ fn issue_10_background_children_of_an_exited_rank_end_with_the_job() {
 /// long one when the cluster goes down never run (they would leave a marker) and end
 /// `cancelled`, as the next `cluster up` in the same directory shows.
 #[test]
-fn issue_10_cluster_down_launches_nothing() {
+fn cluster_down_launches_nothing() {
     let args = ["--nodes", "1", "--pes", "1", "--kill-wait", "1s"];
     let c = Cluster::up("down", &args);
     let m = c.dir.join("marks");
@@ -389,7 +389,7 @@ fn set_nofile(pid: i32, soft: u64) -> libc::rlimit {
 /// again at once, failing for ever at real-time priority. Now it backs off (and says so),
 /// and serves again once descriptors free up.
 #[test]
-fn issue_10_out_of_file_descriptors_the_accept_loop_backs_off() {
+fn out_of_file_descriptors_the_accept_loop_backs_off() {
     let c = Cluster::up("emfile", &["--nodes", "1", "--pes", "1"]);
     let pid = c.pid(c.state.mm_pid_file());
     let open = std::fs::read_dir(format!("/proc/{pid}/fd"))

@@ -283,12 +283,12 @@ markers:
 }
 
 #[test]
-fn issue_10_chaos_a_thousand_jobs_through_node_and_machine_manager_faults() {
+fn chaos_a_thousand_jobs_through_node_and_machine_manager_faults() {
     chaos(false);
 }
 
 #[test]
-fn issue_10_chaos_with_requeue() {
+fn chaos_with_requeue() {
     chaos(true);
 }
 
@@ -359,7 +359,7 @@ fn requeued_after_a_stopped_node(
 /// failed with that old rank's exit code, taken for the new rank's. Now an exit counts only
 /// for the launch it belongs to, and the job completes on its second run.
 #[test]
-fn issue_10_an_old_runs_exit_does_not_end_the_requeued_run() {
+fn an_old_runs_exit_does_not_end_the_requeued_run() {
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     // n1 stops answering: the job is requeued and runs again with rank 0 on n0, where rank 0
     // of the first run is still in its SIGTERM handler, and rank 1 on n2.
@@ -379,7 +379,7 @@ fn issue_10_an_old_runs_exit_does_not_end_the_requeued_run() {
 /// by the kill of its first run, which went out by job id after the new launch. Now a
 /// requeue's processes are killed by the forget alone, and the second run completes.
 #[test]
-fn issue_10_a_requeued_job_started_again_at_once_is_not_killed_by_its_first_runs_kill() {
+fn a_requeued_job_started_again_at_once_is_not_killed_by_its_first_runs_kill() {
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let (c, _job, end) = requeued_after_a_stopped_node("requeue-kill", "1s", "exit 7", "n0");
     assert_eq!(end, "completed", "\n--- mm log ---\n{}", c.mm_log());

@@ -603,7 +603,7 @@ fn garbage_sent_to_the_machine_manager_is_dropped_while_jobs_continue() {
 /// accounting and continues the job ids; jobs live at `down` keep the record the shutdown
 /// wrote; a machine of another shape keeps it too.
 #[test]
-fn issue_9_history_survives_cluster_down_and_up() {
+fn history_survives_cluster_down_and_up() {
     let shape = ["--nodes", "2", "--pes", "1"];
     let c = Cluster::up("history", &shape);
     let first = c.submit(&["-n", "1", "--", "echo", "first"]);

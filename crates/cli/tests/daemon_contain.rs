@@ -66,7 +66,7 @@ fn beat(dir: &Path) -> String {
 }
 
 #[test]
-fn issue_10_a_setsid_grandchild_is_frozen_by_suspend_and_killed_by_cancel() {
+fn a_setsid_grandchild_is_frozen_by_suspend_and_killed_by_cancel() {
     let c = Cluster::up(
         "contain",
         "setsid",
@@ -110,7 +110,7 @@ fn issue_10_a_setsid_grandchild_is_frozen_by_suspend_and_killed_by_cancel() {
 /// node manager restarted on the same work directory finds the job cgroups its predecessor
 /// left and kills them (a new NM process holds no job; the MM fails the job).
 #[test]
-fn issue_10_a_restarted_node_manager_kills_what_its_killed_predecessor_left() {
+fn a_restarted_node_manager_kills_what_its_killed_predecessor_left() {
     let c = Cluster::up(
         "contain",
         "nmkill",
@@ -161,7 +161,7 @@ fn issue_10_a_restarted_node_manager_kills_what_its_killed_predecessor_left() {
 /// ignore SIGTERM here, so they last the whole 3-s kill wait): as Slurm's COMPLETING, the
 /// policy hears of the end once every rank has exited.
 #[test]
-fn issue_10_a_killed_jobs_pes_stay_busy_until_its_processes_are_gone() {
+fn a_killed_jobs_pes_stay_busy_until_its_processes_are_gone() {
     let c = Cluster::up(
         "contain",
         "completing",

@@ -100,7 +100,7 @@ impl Drop for Cleanup {
 /// Step 1: a state directory another user could have planted files in is refused, with its
 /// path in the message; a new one is private. (Before: anything was used as it stood.)
 #[test]
-fn issue_10_an_unsafe_state_directory_is_refused_and_a_new_one_is_private() {
+fn an_unsafe_state_directory_is_refused_and_a_new_one_is_private() {
     let base = scratch("ident", "statedir");
     let writable = base.join("writable");
     let _cleanup = Cleanup(vec![writable.clone(), base.join("fresh"), base.clone()]);
@@ -125,7 +125,7 @@ fn issue_10_an_unsafe_state_directory_is_refused_and_a_new_one_is_private() {
         text(&out)
     );
 
-    if let Some(u) = second_user("issue_10_an_unsafe_state_directory_is_refused") {
+    if let Some(u) = second_user("an_unsafe_state_directory_is_refused") {
         let theirs = base.join("theirs");
         std::fs::create_dir(&theirs).unwrap();
         std::os::unix::fs::chown(&theirs, Some(u.uid), None).unwrap();
@@ -155,7 +155,7 @@ fn issue_10_an_unsafe_state_directory_is_refused_and_a_new_one_is_private() {
 /// Step 1: `cluster up` never writes the key through a file or link that stood at its path.
 /// (Before: the link was followed and its target overwritten; a 0666 file kept its mode.)
 #[test]
-fn issue_10_the_key_is_never_written_through_a_planted_file_or_link() {
+fn the_key_is_never_written_through_a_planted_file_or_link() {
     let dir = scratch("ident", "key");
     let _cleanup = Cleanup(vec![dir.clone()]);
     let victim = std::env::temp_dir().join(format!("cosched-ident-victim-{}", std::process::id()));
@@ -169,7 +169,7 @@ fn issue_10_the_key_is_never_written_through_a_planted_file_or_link() {
     assert!(m.file_type().is_file(), "the link was replaced by a file");
     assert_eq!(m.mode() & 0o777, 0o600);
 
-    if let Some(u) = second_user("issue_10_the_key_is_never_written_through_a_planted_file") {
+    if let Some(u) = second_user("the_key_is_never_written_through_a_planted_file") {
         std::fs::remove_file(dir.join("key")).unwrap();
         std::fs::write(dir.join("key"), "").unwrap();
         std::os::unix::fs::chown(dir.join("key"), Some(u.uid), None).unwrap();
@@ -189,7 +189,7 @@ fn issue_10_the_key_is_never_written_through_a_planted_file_or_link() {
 /// Step 2: `cluster down` never signals a pid planted in a pid file (without a start time, or
 /// with another process's): the process survives and the file is named. (Before: SIGKILL.)
 #[test]
-fn issue_10_cluster_down_never_signals_a_planted_pid() {
+fn cluster_down_never_signals_a_planted_pid() {
     let mut sleep = Command::new("sleep")
         .arg("300")
         .stdin(Stdio::null())
@@ -231,8 +231,8 @@ fn issue_10_cluster_down_never_signals_a_planted_pid() {
 /// and the job records the submitting uid whatever the client claims. (Before: any client
 /// with the key acted on every job; a user without it could do nothing at all.)
 #[test]
-fn issue_10_a_user_acts_only_on_their_own_jobs() {
-    let Some(u) = second_user("issue_10_a_user_acts_only_on_their_own_jobs") else {
+fn a_user_acts_only_on_their_own_jobs() {
+    let Some(u) = second_user("a_user_acts_only_on_their_own_jobs") else {
         return;
     };
     let c = Cluster::up("owner", &["--nodes", "1", "--pes", "1"]);
@@ -284,8 +284,8 @@ fn issue_10_a_user_acts_only_on_their_own_jobs() {
 /// the user's, mode 0600, in a job directory of mode 0700. (Before: as the node manager's
 /// user, root.) A node manager that is not root refuses another user's job with the reason.
 #[test]
-fn issue_10_ranks_run_as_the_submitting_user() {
-    let Some(u) = second_user("issue_10_ranks_run_as_the_submitting_user") else {
+fn ranks_run_as_the_submitting_user() {
+    let Some(u) = second_user("ranks_run_as_the_submitting_user") else {
         return;
     };
     let c = Cluster::up("runas", &["--nodes", "1", "--pes", "1"]);
@@ -408,9 +408,8 @@ fn issue_10_ranks_run_as_the_submitting_user() {
 /// Step 6: the database (every job's command and environment), the logs and a job's output
 /// are not readable by other users. (Before: mm.db, the logs and outputs were 0644.)
 #[test]
-fn issue_10_other_users_cannot_read_the_database_logs_or_output() {
-    let Some(u) = second_user("issue_10_other_users_cannot_read_the_database_logs_or_output")
-    else {
+fn other_users_cannot_read_the_database_logs_or_output() {
+    let Some(u) = second_user("other_users_cannot_read_the_database_logs_or_output") else {
         return;
     };
     let c = Cluster::up("private", &["--nodes", "1", "--pes", "1"]);
@@ -442,7 +441,7 @@ fn issue_10_other_users_cannot_read_the_database_logs_or_output() {
 /// with the key) and the MM records the bytes of the submission; sent again, they are refused
 /// and no second job appears. (Before: the replay submitted the job a second time.)
 #[test]
-fn issue_10_a_captured_submit_frame_replayed_is_refused() {
+fn a_captured_submit_frame_replayed_is_refused() {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::sync::{Arc, Mutex};
@@ -517,11 +516,11 @@ fn issue_10_a_captured_submit_frame_replayed_is_refused() {
 /// still finishes it. The other user's requests come from a child process that took their
 /// uid, so that the machine manager knows them by `SO_PEERCRED` as any local client.
 #[test]
-fn issue_14_only_its_owner_feeds_or_aborts_a_broadcast() {
+fn only_its_owner_feeds_or_aborts_a_broadcast() {
     use cosched_daemon::StateDir;
     use cosched_daemon::client::Client;
     use cosched_daemon::proto::{BcastOp, BcastReply, Request, Response};
-    let Some(u) = second_user("issue_14_only_its_owner_feeds_or_aborts_a_broadcast") else {
+    let Some(u) = second_user("only_its_owner_feeds_or_aborts_a_broadcast") else {
         return;
     };
     let c = Cluster::up("bcastowner", &["--nodes", "1", "--pes", "1"]);

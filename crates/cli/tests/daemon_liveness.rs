@@ -32,7 +32,7 @@ fn pid_written(c: &Cluster, file: &str) -> i32 {
 /// `--down-after` is not responding — nothing new starts on it, `status` says so — and keeps
 /// its job, which completes once it is back; a job waiting for its free PE starts then.
 #[test]
-fn issue_30_a_node_manager_stopped_past_suspect_after_but_not_down_after_keeps_its_jobs() {
+fn a_node_manager_stopped_past_suspect_after_but_not_down_after_keeps_its_jobs() {
     let c = Cluster::up(
         "liveness",
         "suspect",
@@ -100,7 +100,7 @@ fn issue_30_a_node_manager_stopped_past_suspect_after_but_not_down_after_keeps_i
 /// running there. When it comes back it is fenced: it kills that rank before it is accepted,
 /// and then takes work again.
 #[test]
-fn issue_30_a_node_manager_stopped_past_down_after_is_declared_down_and_fenced() {
+fn a_node_manager_stopped_past_down_after_is_declared_down_and_fenced() {
     let c = Cluster::up(
         "liveness",
         "down",
@@ -165,7 +165,7 @@ fn issue_30_a_node_manager_stopped_past_down_after_is_declared_down_and_fenced()
 /// node for the silence: it measures its own stall and moves the nodes' deadlines by it.
 /// Jobs running across the stall complete, and so do jobs whose ranks exited during it.
 #[test]
-fn issue_30_a_machine_manager_stopped_for_1_5_s_fails_nothing() {
+fn a_machine_manager_stopped_for_1_5_s_fails_nothing() {
     // STORM-like settings: before the fix, 1.5 s of the manager's own silence declared
     // every node down.
     let c = Cluster::up(
@@ -220,7 +220,7 @@ fn issue_30_a_machine_manager_stopped_for_1_5_s_fails_nothing() {
 /// back and has killed its rank of the first run (fencing). No two runs of a rank overlap
 /// (the ranks leave start and end markers).
 #[test]
-fn issue_30_requeued_runs_never_overlap_under_an_8_s_node_pause() {
+fn requeued_runs_never_overlap_under_an_8_s_node_pause() {
     let c = Cluster::up(
         "liveness",
         "requeue",

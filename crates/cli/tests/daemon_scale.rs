@@ -70,7 +70,7 @@ impl Drop for Cluster {
 /// lines with a marker, a job asked by id comes whole, and `acct`'s filters and `--limit`
 /// select in the machine manager.
 #[test]
-fn issue_10_queue_and_acct_page_past_the_frame_limit() {
+fn queue_and_acct_page_past_the_frame_limit() {
     let c = Cluster::up("page", &["--nodes", "1", "--pes", "1"]);
     let client = c.client();
     let arg = "x".repeat(100_000);
@@ -146,7 +146,7 @@ fn issue_10_queue_and_acct_page_past_the_frame_limit() {
 /// `output` used to cut a file at 4 MiB without a word: now it says so with the whole size,
 /// and `--tail` shows the end.
 #[test]
-fn issue_10_output_says_when_it_cut_a_file_and_tail_shows_the_end() {
+fn output_says_when_it_cut_a_file_and_tail_shows_the_end() {
     let c = Cluster::up("output", &["--nodes", "1", "--pes", "1"]);
     let id = job_id(&c.ok(&[
         "submit",
@@ -203,7 +203,7 @@ fn until<T>(secs: u64, what: &str, mut pred: impl FnMut() -> Option<T>) -> T {
 /// its node goes about two seconds after its end, while a file the job directed elsewhere
 /// with `--output` stays, and so does a running job's directory.
 #[test]
-fn issue_10_finished_job_directories_are_removed_after_the_retention() {
+fn finished_job_directories_are_removed_after_the_retention() {
     let c = Cluster::up("keep", &["--nodes", "1", "--pes", "2", "--keep-jobs", "2s"]);
     let elsewhere = c.dir.join("kept.out");
     let done = job_id(&c.ok(&["submit", "--", "echo", "hi"]));
@@ -270,7 +270,7 @@ fn issue_10_finished_job_directories_are_removed_after_the_retention() {
 /// (`output_files_are_kept_within_the_cap_at_every_heartbeat_and_at_exit_with_one_notice`)
 /// and `nm::files`'s (`an_output_file_is_cut_at_the_cap_with_one_notice_however_often_it_grows_past_it`).
 #[test]
-fn issue_10_output_files_are_capped_with_a_notice() {
+fn output_files_are_capped_with_a_notice() {
     let cap = 100 * 1024;
     let c = Cluster::up(
         "cap",

@@ -32,7 +32,7 @@ fn starts(marks: &std::path::Path, id: u64) -> usize {
 /// back (in the node's registration or up the tree once it has a parent), so every job ends
 /// with the right outcome, and the queue moves on.
 #[test]
-fn issue_10_ranks_that_exit_while_the_mm_is_down_end_their_jobs_after_its_restart() {
+fn ranks_that_exit_while_the_mm_is_down_end_their_jobs_after_its_restart() {
     let c = Cluster::up(
         "trust",
         "mmdown",
@@ -110,7 +110,7 @@ fn issue_10_ranks_that_exit_while_the_mm_is_down_end_their_jobs_after_its_restar
 /// around those events ends exactly once (ranks leave a marker per start), none stays stuck,
 /// and jobs needing both nodes run afterwards.
 #[test]
-fn issue_10_paused_and_restarted_node_managers_lose_no_launch() {
+fn paused_and_restarted_node_managers_lose_no_launch() {
     let c = Cluster::up(
         "trust",
         "rejoin",
@@ -219,7 +219,7 @@ fn issue_10_paused_and_restarted_node_managers_lose_no_launch() {
 /// computation. `submit` refuses a limit beyond the maximum before sending anything, with
 /// the bound in the message (the machine manager checks it again, see the core's tests).
 #[test]
-fn issue_10_submit_refuses_a_time_limit_beyond_the_maximum() {
+fn submit_refuses_a_time_limit_beyond_the_maximum() {
     let dir = std::env::temp_dir().join(format!("cosched-trust-time-{}", std::process::id()));
     // A limit beyond the clock's range is refused as too large (it used to saturate to
     // i64::MAX µs and be shown as such); one beyond a year by the machine manager's maximum.
@@ -253,7 +253,7 @@ fn issue_10_submit_refuses_a_time_limit_beyond_the_maximum() {
 /// command line `cluster up` gave it (`--listen 127.0.0.1:0`), listens again on the port
 /// recorded in the state directory, so its node managers come back and jobs run.
 #[test]
-fn issue_10_an_embedded_mm_restarted_with_its_own_command_line_gets_its_nodes_back() {
+fn an_embedded_mm_restarted_with_its_own_command_line_gets_its_nodes_back() {
     let c = Cluster::up(
         "trust",
         "relisten",

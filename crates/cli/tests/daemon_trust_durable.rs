@@ -159,9 +159,8 @@ fn jobs(c: &Cluster) -> Vec<(u64, String)> {
 /// that ends meanwhile is recorded once space returns; then changes are taken again, without
 /// a restart; after a restart every acknowledged job is there and no id is given twice.
 #[test]
-fn issue_30_finding_4_a_full_disk_refuses_changes_by_name_and_loses_no_acknowledged_job() {
-    let test =
-        "issue_30_finding_4_a_full_disk_refuses_changes_by_name_and_loses_no_acknowledged_job";
+fn a_full_disk_refuses_changes_by_name_and_loses_no_acknowledged_job() {
+    let test = "a_full_disk_refuses_changes_by_name_and_loses_no_acknowledged_job";
     if !is_root() {
         notice(&format!(
             "{test}: not run as root, so no tmpfs can be mounted; the full disk was NOT tried"
@@ -281,8 +280,8 @@ fn issue_30_finding_4_a_full_disk_refuses_changes_by_name_and_loses_no_acknowled
 /// `errors=remount-ro`) refuses changes with its path and "read-only file system", keeps
 /// serving reads, and a cluster brought up on it is refused with the same words.
 #[test]
-fn issue_30_finding_4_a_read_only_state_directory_is_named_and_reads_go_on() {
-    let test = "issue_30_finding_4_a_read_only_state_directory_is_named_and_reads_go_on";
+fn a_read_only_state_directory_is_named_and_reads_go_on() {
+    let test = "a_read_only_state_directory_is_named_and_reads_go_on";
     if !is_root() {
         notice(&format!(
             "{test}: not run as root, so no file system can be mounted; NOT tried"
@@ -342,7 +341,7 @@ fn issue_30_finding_4_a_read_only_state_directory_is_named_and_reads_go_on() {
 /// log on a full disk) runs on: the machine manager and a node manager run a job and drop
 /// garbage peers, each of which they log.
 #[test]
-fn issue_30_finding_4_daemons_whose_log_cannot_be_written_keep_running() {
+fn daemons_whose_log_cannot_be_written_keep_running() {
     let scratch = scratch_dir("durable", "devfull");
     let dir = scratch.path().join("s");
     std::fs::create_dir_all(&dir).unwrap();
@@ -519,7 +518,7 @@ impl Drop for Flood {
 /// whenever closed), delay a submission over either by well under a second; and when the machine manager restarts in the middle of them, both node managers
 /// register again and their running jobs end completed, none `node_failed`.
 #[test]
-fn issue_30_finding_5_idle_peers_without_the_key_delay_no_submission_and_no_registration() {
+fn idle_peers_without_the_key_delay_no_submission_and_no_registration() {
     let c = Cluster::up(
         "durable",
         "flood",
@@ -562,7 +561,7 @@ fn issue_30_finding_5_idle_peers_without_the_key_delay_no_submission_and_no_regi
         );
     }
     notice(&format!(
-        "issue_30_finding_5: under 150 idle TCP and 200 idle mm.sock connections, a submission took {:?} (mm.sock) and {:?} (TCP)",
+        "finding_5: under 150 idle TCP and 200 idle mm.sock connections, a submission took {:?} (mm.sock) and {:?} (TCP)",
         took[0], took[1]
     ));
     for t in &took {
@@ -587,7 +586,7 @@ fn issue_30_finding_5_idle_peers_without_the_key_delay_no_submission_and_no_regi
 /// A submission's frame, sent once and captured, then sent again after the
 /// machine manager restarted, is refused: no second job.
 #[test]
-fn issue_30_finding_8_a_frame_captured_before_a_restart_is_refused_after_it() {
+fn a_frame_captured_before_a_restart_is_refused_after_it() {
     use cosched_daemon::proto::{Hello, Request, Response, Stamp, SubmitRequest};
     use cosched_storm::Key;
     use cosched_storm::frame::read_blocking;
@@ -651,7 +650,7 @@ fn cgroups_of_runs(marks: &Path) -> Vec<String> {
 /// manager in a cgroup of its own — not the directory of the first run, which the new node
 /// manager is removing — and runs to completion.
 #[test]
-fn issue_30_finding_8_a_requeued_job_on_a_restarted_node_manager_gets_a_new_cgroup() {
+fn a_requeued_job_on_a_restarted_node_manager_gets_a_new_cgroup() {
     let c = Cluster::up(
         "durable",
         "cgroup",
@@ -683,7 +682,7 @@ fn issue_30_finding_8_a_requeued_job_on_a_restarted_node_manager_gets_a_new_cgro
     let first = cgroups_of_runs(&marks)[0].clone();
     if !first.contains("/job-") {
         notice(&format!(
-            "issue_30_finding_8_a_requeued_job_on_a_restarted_node_manager_gets_a_new_cgroup: jobs run without cgroups here ({first}); NOT tried"
+            "a_requeued_job_on_a_restarted_node_manager_gets_a_new_cgroup: jobs run without cgroups here ({first}); NOT tried"
         ));
         return;
     }

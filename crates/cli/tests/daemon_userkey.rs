@@ -47,7 +47,7 @@ fn job_uid(c: &Cluster, id: u64) -> u64 {
 }
 
 #[test]
-fn issue_10_a_user_key_acts_as_its_user_over_tcp_and_nothing_else() {
+fn a_user_key_acts_as_its_user_over_tcp_and_nothing_else() {
     let c = Cluster::up("userkey", "acts", &["--nodes", "1", "--pes", "2"]);
     let file = c.dir.join("u.key");
     let f = file.to_str().unwrap();
@@ -87,7 +87,7 @@ fn issue_10_a_user_key_acts_as_its_user_over_tcp_and_nothing_else() {
     } else {
         // A node manager that is not root cannot run uid USER's job: it has failed already.
         notice(
-            "issue_10_a_user_key_acts_as_its_user_over_tcp_and_nothing_else: not run as root, so the user's job could not run and cancelling it was NOT tried",
+            "a_user_key_acts_as_its_user_over_tcp_and_nothing_else: not run as root, so the user's job could not run and cancelling it was NOT tried",
         );
     }
     assert_eq!(c.state_of(roots).as_deref(), Some("running"));
@@ -123,7 +123,7 @@ fn issue_10_a_user_key_acts_as_its_user_over_tcp_and_nothing_else() {
 
 /// A user key is written only by the cluster key's holder.
 #[test]
-fn issue_10_no_user_key_without_the_cluster_key() {
+fn no_user_key_without_the_cluster_key() {
     let tmp = scratch_dir("userkey", "nokey");
     let dir = tmp.path();
     let out = cosched(

@@ -503,7 +503,7 @@ fn launches(fx: &[Effect]) -> Vec<(Vec<NodeId>, JobId)> {
 /// it, until it reports that it joined the tree announced at its registration (an older
 /// announcement does not count).
 #[test]
-fn issue_10_a_node_gets_nothing_and_is_not_up_until_it_is_back_in_the_tree() {
+fn a_node_gets_nothing_and_is_not_up_until_it_is_back_in_the_tree() {
     let mut c = registered_only(1, Dur::from_secs(3600), Dur::from_secs(36_000));
     assert_eq!(c.status().nodes[0].state, "joining");
     submit(&mut c, t(1), 1);
@@ -533,7 +533,7 @@ fn issue_10_a_node_gets_nothing_and_is_not_up_until_it_is_back_in_the_tree() {
 /// `suspect_after`, and after `LAUNCH_TRIES` sends the job fails saying why, instead of staying
 /// "running" with no processes; an acknowledged launch is not resent.
 #[test]
-fn issue_10_an_unacknowledged_launch_is_resent_then_the_job_fails_with_the_reason() {
+fn an_unacknowledged_launch_is_resent_then_the_job_fails_with_the_reason() {
     let mut c = registered_only(2, Dur::from_secs(1), Dur::from_secs(3));
     join(&mut c, t(0), 0, 1);
     join(&mut c, t(0), 1, 1);
@@ -576,7 +576,7 @@ fn issue_10_an_unacknowledged_launch_is_resent_then_the_job_fails_with_the_reaso
 /// it was in flight gets the launch once it is back in the tree, not before; signals meant
 /// for it meanwhile are replaced by a resynchronisation when it joins.
 #[test]
-fn issue_10_a_rejoining_node_gets_its_launch_and_its_signals_after_joining() {
+fn a_rejoining_node_gets_its_launch_and_its_signals_after_joining() {
     let mut c = registered_only(1, Dur::from_secs(3600), Dur::from_secs(36_000));
     join(&mut c, t(0), 0, 1);
     submit(&mut c, t(1), 1);
@@ -618,7 +618,7 @@ fn issue_10_a_rejoining_node_gets_its_launch_and_its_signals_after_joining() {
 /// in the message (a client may send anything), and the longest one allowed leaves the wake-up
 /// computation sane: the core sleeps until its next heartbeat, not in a loop.
 #[test]
-fn issue_10_a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overflow() {
+fn a_huge_time_limit_is_refused_and_the_longest_allowed_does_not_overflow() {
     let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 1, 1);
     let submit_limit = |c: &mut Core, req: u64, limit_us: i64| {
@@ -1086,7 +1086,7 @@ fn a_deferred_job_stays_deferred_across_a_restart() {
 /// one named in the request; only its owner or an administrator may cancel, hold, release or
 /// read it, and only an administrator may shut the cluster down.
 #[test]
-fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
+fn only_the_owner_or_an_administrator_acts_on_a_job() {
     let fcfs = super::build_policy("fcfs", 1, 1, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 1, 1);
     let alice = Caller {
@@ -1188,7 +1188,7 @@ fn issue_10_only_the_owner_or_an_administrator_acts_on_a_job() {
 /// the next job only when every rank has reported its exit — or, for the ranks of a node
 /// whose NM process was replaced, when the new one registers (they died with the old one).
 #[test]
-fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() {
+fn a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() {
     let fcfs = super::build_policy("fcfs", 2, 1, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 2, 1);
     submit(&mut c, t(1), 2);
@@ -1238,7 +1238,7 @@ fn issue_10_a_cancelled_jobs_pes_are_given_again_only_once_its_ranks_are_gone() 
 /// fenced), then runs again on n1 and n2; a repeated exit report and a late acknowledgement
 /// of the first run must not count for the second.
 #[test]
-fn issue_10_reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
+fn reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
     let fcfs = super::build_policy("fcfs", 3, 1, &PolicyOptions::default()).unwrap();
     let cfg = CoreConfig {
         heartbeat: Dur::from_secs(1),
@@ -2261,7 +2261,7 @@ const FULL: &str = "the file system of /s is full (database or disk is full); fr
 /// database's reason, and nothing of it happens — no job, no id spent, no launch, no kill, no
 /// stop; the same change is taken once the disk takes it.
 #[test]
-fn issue_30_a_change_that_cannot_be_written_is_refused_and_changes_nothing() {
+fn a_change_that_cannot_be_written_is_refused_and_changes_nothing() {
     let fcfs = super::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 1, 2);
     let (jobs, resp) = change(&mut c, t(1), 1, one_pe_job(), Err(FULL.into()));
@@ -2333,7 +2333,7 @@ fn issue_30_a_change_that_cannot_be_written_is_refused_and_changes_nothing() {
 /// find — a submitted job queued (and run), a cancelled one ended, a held one held — should
 /// the machine manager die before the step that writes the exact records.
 #[test]
-fn issue_30_what_a_change_writes_first_is_what_a_restart_finds() {
+fn what_a_change_writes_first_is_what_a_restart_finds() {
     let fcfs = || super::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs(), 1, 2);
     let (mut written, _) = change(&mut c, t(1), 1, one_pe_job(), Ok(()));
