@@ -1,4 +1,4 @@
-//! Open MPI and mpi4py under the resource manager (issue 32): `cosched submit -n 4 PROGRAM`
+//! Open MPI and mpi4py under the resource manager: `cosched submit -n 4 PROGRAM`
 //! with no `mpirun`, the ranks starting through the job's PMIx helper on each node
 //! (`cosched pmix-helper`, OpenPMIx's server), on one node and across two (the fences
 //! through the tree). Programs are compiled with `mpicc.openmpi` explicitly; mpi4py runs

@@ -1,8 +1,8 @@
 //! The MPI conformance set (`tests/mpi-conformance/`) built with MPICH and with Open MPI and
 //! run by `cosched submit -n 4` on a 2-node × 2-PE loopback cluster, its ranks starting
 //! through the node managers' PMI-1 server (MPICH) or the jobs' PMIx helpers (Open MPI,
-//! mpi4py). What fails there is listed with the reason (cosched's PMI-1
-//! gaps of issue 32, item 4, and what fails under MPICH's own mpiexec too): the test fails if
+//! mpi4py). What fails there is listed with the reason (what cosched's PMI-1
+//! server does not serve yet, and what fails under MPICH's own mpiexec too): the test fails if
 //! one of those starts passing, so the list follows the code. Without `mpicc.mpich` the test
 //! prints a NOTICE and returns.
 
