@@ -598,3 +598,67 @@ fn fcs_classification_scenario_on_real_processes_matches_the_simulator() {
     }
     notice(&format!("§5.3 on real processes in {took:?}:\n{table}"));
 }
+
+/// Accounting under `gs` books a job's run time from its thaw to its observed freeze; the
+/// kernel counts, per process, the time it was runnable (on a core or waiting for one:
+/// `/proc/self/schedstat`), which a frozen process is not. Two CPU-bound 2-rank jobs share one
+/// node of 2 PEs under gang at 10-ms quanta (a few hundred switches each); each rank prints
+/// its own runnable time when done, and the job's `run_s` in `acct` must equal its ranks'
+/// (the mean) within 2 %. Both measure the same run, so a loaded machine stretches both alike:
+/// a rank waiting for a core behind other work is runnable, and so is a job the node manager
+/// has thawed. Booking the slot's length instead (the strobe's schedule) puts every switch's
+/// freeze and thaw inside the run time.
+#[test]
+fn gang_accounting_equals_the_ranks_runnable_time_at_10_ms_quanta() {
+    let c = Cluster::up(
+        "nodesched",
+        "acct-runnable",
+        &[
+            "--nodes",
+            "1",
+            "--pes",
+            "2",
+            "--policy",
+            "gang",
+            "--mpl",
+            "2",
+            "--quantum",
+            "10ms",
+            "--node-scheme",
+            "gs",
+        ],
+    );
+    let spin = ["-n", "2", bin(), "cluster", "spin", "1500ms", "--runnable"];
+    let jobs: Vec<u64> = (0..2).map(|_| c.submit(&spin)).collect();
+    for &j in &jobs {
+        let rec = c.ended(j, 300);
+        assert_eq!(rec["state"], "completed", "{rec}");
+        let run_s = rec["run_s"].as_f64().unwrap();
+        let ranks: Vec<f64> = (0..2)
+            .map(|r| {
+                let out = c.ok(&["output", &j.to_string(), "--rank", &r.to_string()]);
+                let us: f64 = out
+                    .lines()
+                    .find_map(|l| l.strip_prefix("runnable_us "))
+                    .unwrap_or_else(|| panic!("job {j} rank {r} printed no runnable time: {out:?}"))
+                    .trim()
+                    .parse()
+                    .unwrap();
+                us / 1e6
+            })
+            .collect();
+        let runnable = ranks.iter().sum::<f64>() / ranks.len() as f64;
+        let switches = c.ok(&["acct", "--class-history", &j.to_string(), "--switches"]);
+        assert!(
+            (run_s - runnable).abs() <= 0.02 * runnable,
+            "job {j}: acct run time {run_s:.4} s, its ranks runnable {ranks:?} s (mean \
+             {runnable:.4} s): {:+.2} %\n{rec}\nswitches: {} lines",
+            100.0 * (run_s - runnable) / runnable,
+            switches.lines().count()
+        );
+        eprintln!(
+            "job {j}: acct run {run_s:.4} s, ranks runnable {ranks:?} s, {:+.2} %",
+            100.0 * (run_s - runnable) / runnable
+        );
+    }
+}
