@@ -93,7 +93,7 @@ pub enum ArrayError {
         source: serde_json::Error,
     },
     #[error(
-        "{path} holds another sweep (its {field} differs); give another directory, or remove it to start over"
+        "{path} holds another sweep (not the same {field}); give another directory, or remove it to start over"
     )]
     OtherSpec { path: PathBuf, field: &'static str },
     #[error(
