@@ -1,7 +1,8 @@
-//! A sweep as a job array on a loopback cluster: `cosched sim sweep --submit` through the
-//! cluster's `sbatch` (its Slurm-named link on PATH), resumed after points are lost, and
-//! `--gather` writing the files of the same sweep run locally, byte for byte apart from the
-//! provenance.
+//! A sweep as a job array: `cosched sim sweep --submit` through a loopback cosched cluster's
+//! `sbatch` (its Slurm-named link on PATH) and through Debian's Slurm (`slurm-wlm`: one
+//! slurmctld and two slurmd on loopback, as `benches/slurm-loopback.sh` sets them up),
+//! resumed after points are lost, and `--gather` writing the files of the same sweep run
+//! locally, byte for byte apart from the provenance.
 
 mod support;
 use std::path::{Path, PathBuf};
@@ -30,10 +31,12 @@ const SWEEP: &[&str] = &[
     "--no-progress",
 ];
 
+/// Where the sweep is submitted from, and to which resource manager.
 struct Site {
-    c: Cluster,
     work: PathBuf,
-    path: String,
+    env: Vec<(&'static str, String)>,
+    /// What to show when something fails: the resource manager's log.
+    log: Box<dyn Fn() -> String>,
 }
 
 impl Site {
@@ -42,8 +45,7 @@ impl Site {
             .args(["sim", "sweep"])
             .args(args)
             .current_dir(&self.work)
-            .env("PATH", &self.path)
-            .env("COSCHED_STATE_DIR", &self.c.dir)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env_remove("SLURM_JOB_ID")
             .output()
             .expect("cosched runs")
@@ -53,11 +55,11 @@ impl Site {
         let out = self.sweep(args);
         assert!(
             out.status.success(),
-            "sim sweep {args:?} failed ({}): {}{}\n--- mm log ---\n{}",
+            "sim sweep {args:?} failed ({}): {}{}\n--- log ---\n{}",
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
-            self.c.mm_log()
+            (self.log)()
         );
         String::from_utf8(out.stdout).unwrap()
     }
@@ -79,12 +81,36 @@ impl Site {
             }
             assert!(
                 start.elapsed() < Duration::from_secs(secs),
-                "{done} of {n} points after {secs} s\n--- logs ---\n{}\n--- mm log ---\n{}",
+                "{done} of {n} points after {secs} s\n--- tasks ---\n{}\n--- log ---\n{}",
                 logs(dir),
-                self.c.mm_log()
+                (self.log)()
             );
             std::thread::sleep(Duration::from_millis(300));
         }
+    }
+
+    /// Gathers `arr`, runs the same sweep here into `local`, and compares their files.
+    fn gather_matches_local(&self) {
+        let dir = self.work.join("arr");
+        self.ok(&["--gather", "arr"]);
+        let mut local = SWEEP.to_vec();
+        local.extend(["--out", "local"]);
+        self.ok(&local);
+        for f in ["sweep.csv", "sweep.json", "sweep.svg", "sweep.png"] {
+            let (a, b) = (self.work.join("local").join(f), dir.join(f));
+            assert!(
+                without_provenance(&a) == without_provenance(&b),
+                "{f} differs between {} and {}",
+                a.display(),
+                b.display()
+            );
+        }
+        let csv = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
+        assert_eq!(csv.lines().filter(|l| !l.starts_with('#')).count(), 41);
+        assert!(
+            csv.contains("# command: ") && csv.contains("--gather arr"),
+            "{csv}"
+        );
     }
 }
 
@@ -105,27 +131,46 @@ fn logs(dir: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// A file's text without its provenance: CSV comment lines, the JSON `provenance` object,
-/// the SVG's metadata and description.
-fn without_provenance(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap();
+/// A file without its provenance: CSV comment lines, the JSON `provenance` object, the
+/// SVG's metadata and description, the PNG's text chunks.
+fn without_provenance(path: &Path) -> Vec<u8> {
+    let bytes = std::fs::read(path).unwrap();
     match path.extension().and_then(|e| e.to_str()) {
-        Some("csv") => text
+        Some("png") => png_without_text(&bytes),
+        Some("json") => {
+            let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            v.as_object_mut().unwrap().remove("provenance").unwrap();
+            serde_json::to_vec_pretty(&v).unwrap()
+        }
+        Some("csv") => String::from_utf8(bytes)
+            .unwrap()
             .lines()
             .filter(|l| !l.starts_with("# "))
             .collect::<Vec<_>>()
-            .join("\n"),
-        Some("json") => {
-            let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
-            v.as_object_mut().unwrap().remove("provenance").unwrap();
-            serde_json::to_string_pretty(&v).unwrap()
-        }
+            .join("\n")
+            .into_bytes(),
         _ => {
+            let text = String::from_utf8(bytes).unwrap();
             let a = text.find("<metadata>").unwrap();
             let b = text.find("</desc>").unwrap();
-            format!("{}{}", &text[..a], &text[b..])
+            format!("{}{}", &text[..a], &text[b..]).into_bytes()
         }
     }
+}
+
+/// A PNG's chunks but its `tEXt` ones.
+fn png_without_text(png: &[u8]) -> Vec<u8> {
+    let mut out = png[..8].to_vec();
+    let mut at = 8;
+    while at + 8 <= png.len() {
+        let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+        let end = at + 12 + len;
+        if &png[at + 4..at + 8] != b"tEXt" {
+            out.extend_from_slice(&png[at..end]);
+        }
+        at = end;
+    }
+    out
 }
 
 #[test]
@@ -143,14 +188,22 @@ fn a_forty_point_sweep_submitted_to_a_cluster_gathers_into_the_local_sweeps_file
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let c = std::sync::Arc::new(c);
+    let cl = c.clone();
     let s = Site {
-        path: format!(
-            "{}:{}",
-            bin_dir.display(),
-            std::env::var("PATH").unwrap_or_default()
-        ),
+        env: vec![
+            (
+                "PATH",
+                format!(
+                    "{}:{}",
+                    bin_dir.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            ),
+            ("COSCHED_STATE_DIR", c.dir.display().to_string()),
+        ],
         work: work.canonicalize().unwrap(),
-        c,
+        log: Box::new(move || cl.mm_log()),
     };
     let dir = s.work.join("arr");
     let mut submit = SWEEP.to_vec();
@@ -199,23 +252,100 @@ fn a_forty_point_sweep_submitted_to_a_cluster_gathers_into_the_local_sweeps_file
         String::from_utf8_lossy(&out.stderr)
     );
 
-    s.ok(&["--gather", "arr"]);
-    let mut local = SWEEP.to_vec();
-    local.extend(["--out", "local"]);
-    s.ok(&local);
-    for f in ["sweep.csv", "sweep.json", "sweep.svg"] {
-        let (a, b) = (s.work.join("local").join(f), dir.join(f));
+    s.gather_matches_local();
+}
+
+/// Debian's Slurm on loopback (`benches/slurm-loopback.sh`), on free ports, taken down on
+/// drop.
+struct Slurm {
+    dir: PathBuf,
+    script: PathBuf,
+}
+
+impl Slurm {
+    fn up(dir: PathBuf, nodes: u32) -> Slurm {
         assert!(
-            without_provenance(&a) == without_provenance(&b),
-            "{f} differs between {} and {}",
-            a.display(),
-            b.display()
+            Path::new("/usr/sbin/slurmctld").exists() && Path::new("/usr/sbin/munged").exists(),
+            "this test needs Debian's slurm-wlm (slurmctld, slurmd, munge); .ci/run installs it"
         );
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches/slurm-loopback.sh");
+        let (ctld, node) = free_ports(nodes);
+        let s = Slurm { dir, script };
+        let out = Command::new("sh")
+            .arg(&s.script)
+            .args(["up", &nodes.to_string()])
+            .arg(&s.dir)
+            .env("SLURM_LOOPBACK_CTLD_PORT", ctld.to_string())
+            .env("SLURM_LOOPBACK_NODE_PORT", node.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "slurm-loopback.sh up failed: {}{}\n--- slurmctld ---\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            s.log()
+        );
+        s
     }
-    let csv = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
-    assert_eq!(csv.lines().filter(|l| !l.starts_with('#')).count(), 41);
+
+    fn conf(&self) -> String {
+        self.dir.join("etc/slurm.conf").display().to_string()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log/slurmctld.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        let _ = Command::new("sh")
+            .arg(&self.script)
+            .arg("down")
+            .arg(&self.dir)
+            .output();
+    }
+}
+
+/// A free port for slurmctld, and a base B with B+1..=B+n free for the slurmd.
+fn free_ports(n: u32) -> (u16, u16) {
+    use std::net::TcpListener;
+    let ctld = TcpListener::bind("127.0.0.1:0").unwrap();
+    loop {
+        let first = TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = first.local_addr().unwrap().port();
+        if u32::from(b) + n > 65535 {
+            continue;
+        }
+        let rest: Vec<_> = (1..n)
+            .map(|k| TcpListener::bind(("127.0.0.1", b + k as u16)))
+            .collect();
+        if rest.iter().all(Result::is_ok) {
+            return (ctld.local_addr().unwrap().port(), b - 1);
+        }
+    }
+}
+
+#[test]
+fn a_forty_point_sweep_submitted_to_debians_slurm_gathers_into_the_local_sweeps_files() {
+    let scratch = scratch_dir("sweep", "slurm");
+    let slurm = std::sync::Arc::new(Slurm::up(scratch.path().join("slurm"), 2));
+    let work = scratch.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let sl = slurm.clone();
+    let s = Site {
+        env: vec![("SLURM_CONF", slurm.conf())],
+        work,
+        log: Box::new(move || sl.log()),
+    };
+    let mut submit = SWEEP.to_vec();
+    submit.extend(["--submit", "arr"]);
+    let said = s.ok(&submit);
     assert!(
-        csv.contains("# command: ") && csv.contains("--gather arr"),
-        "{csv}"
+        said.starts_with("Submitted 40 of 40 points as array job "),
+        "{said}"
     );
+    s.wait_points(&s.work.join("arr"), 40, 600);
+    s.gather_matches_local();
 }
