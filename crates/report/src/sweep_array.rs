@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::provenance::{self, Provenance, sha256_hex, shell_quote};
 use crate::sweep::{Prepared, SweepRow};
+use cosched_slurm::squeue::index_ranges;
 
 /// The spec's file name in a sweep's directory.
 pub const SPEC: &str = "spec.json";
@@ -321,7 +322,7 @@ impl SweepDir {
              # One point of the sweep in {dir} per array task (`cosched sim sweep --gather` merges them).\n\
              cd {workdir} || exit 1\n\
              exec {binary} sim sweep --point \"$SLURM_ARRAY_TASK_ID\" --spec {spec}\n",
-            array = array_ranges(indices),
+            array = index_ranges(&indices.iter().map(|&i| i as u32).collect::<Vec<_>>(), None),
             logs = self.dir.join(LOGS).display(),
             dir = self.dir.display(),
             workdir = q(&self.spec.workdir),
@@ -482,25 +483,6 @@ impl SweepDir {
         };
         Ok((rows, prov))
     }
-}
-
-/// Indices as Slurm's `--array` takes them: ascending runs as `A-B`, joined by commas.
-pub fn array_ranges(indices: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < indices.len() {
-        let mut j = i;
-        while j + 1 < indices.len() && indices[j + 1] == indices[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            indices[i].to_string()
-        } else {
-            format!("{}-{}", indices[i], indices[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
 }
 
 #[cfg(test)]
@@ -743,12 +725,5 @@ mod tests {
         std::fs::remove_file(dir.point_path(0)).unwrap();
         let err = dir.submit(refusing.as_os_str()).unwrap_err().to_string();
         assert!(err.contains("sbatch: error: no partition"), "{err}");
-    }
-
-    #[test]
-    fn array_ranges_are_slurms_form() {
-        assert_eq!(array_ranges(&[0, 1, 2, 3]), "0-3");
-        assert_eq!(array_ranges(&[1, 3, 4, 5, 9]), "1,3-5,9");
-        assert_eq!(array_ranges(&[7]), "7");
     }
 }
