@@ -299,12 +299,32 @@ impl Slurm {
 }
 
 impl Drop for Slurm {
+    /// Stops the daemons and waits until they are gone: slurmctld saves its state on its way
+    /// out, which would race the removal of the scratch directory.
     fn drop(&mut self) {
+        let mut pid_files = vec![self.dir.join("slurmctld.pid"), self.dir.join("munge/pid")];
+        if let Ok(d) = std::fs::read_dir(self.dir.join("spool")) {
+            pid_files.extend(
+                d.filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "pid")),
+            );
+        }
+        let pids: Vec<String> = pid_files.iter().map(|p| pid_in_file(p)).collect();
         let _ = Command::new("sh")
             .arg(&self.script)
             .arg("down")
             .arg(&self.dir)
             .output();
+        let alive = |pid: &String| {
+            !pid.is_empty()
+                && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|st| !st.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+        };
+        let start = Instant::now();
+        while pids.iter().any(alive) && start.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
