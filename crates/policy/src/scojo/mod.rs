@@ -2355,7 +2355,7 @@ mod tests {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    let scale = 10f64.powi((i % 9) as i32);
+                    let scale = 10f64.powi(i % 9);
                     let v = base + (x % 1_000_000) as f64 / 1000.0 * scale;
                     let got = p.wall_at(k, v, now);
                     let want = wall_at_slice_by_slice(&p, k, v, now);
