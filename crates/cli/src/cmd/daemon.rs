@@ -498,7 +498,13 @@ pub enum ClusterCmd {
     Model(super::launch_model::ModelArgs),
     /// Burn this much CPU time and exit (the CPU-bound rank of `bench gang`)
     #[command(hide = true)]
-    Spin { cpu: Dur },
+    Spin {
+        cpu: Dur,
+        /// Then print `runnable_us N`: how long this process was runnable (on a core or
+        /// waiting for one), which a frozen or stopped process is not
+        #[arg(long)]
+        runnable: bool,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -993,8 +999,16 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
-        Command::Cluster(ClusterCmd::Spin { cpu }) => {
+        Command::Cluster(ClusterCmd::Spin { cpu, runnable }) => {
             cosched_daemon::bench::spin_cpu(cpu);
+            if runnable {
+                match cosched_daemon::bench::runnable() {
+                    Some(d) => println!("runnable_us {}", d.as_micros()),
+                    None => anyhow::bail!(
+                        "cannot read /proc/self/schedstat (no schedstats in this kernel?)"
+                    ),
+                }
+            }
             Ok(0)
         }
         Command::Cluster(ClusterCmd::UserKey {
