@@ -19,7 +19,7 @@ use cosched_report::provenance::{Provenance, csv_table};
 use cosched_workload::swf::{self, ReadOptions, SwfRecord};
 use serde::Serialize;
 
-use super::daemon::{emit, print_json};
+use super::output::{emit, print_json};
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -25,7 +25,9 @@ use cosched_workload::swf::{self, ReadOptions, SwfHeader, SwfRecord};
 use cosched_workload::transform::{self, Steps};
 use serde::{Deserialize, Serialize};
 
-use super::daemon::{ConnArgs, emit, print_json, run_summary};
+use super::acct::run_summary;
+use super::conn::ConnArgs;
+use super::output::{emit, print_json};
 
 /// How a rank spends its runtime.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
