@@ -10,7 +10,7 @@ use cosched_report::compare::{Comparison, Job, Row, compare, load};
 use cosched_report::plot::{LineChart, Series, line_chart};
 use cosched_report::provenance::{Provenance, csv_table};
 
-use super::output::{emit, print_json};
+use super::output::{emit, print_json, table};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -174,17 +174,36 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         c.only_a.len(),
         c.only_b.len()
     );
-    t += "                  n      mean(B-A)  mean|d|    p50|d|    p90|d|    max|d|   (s)\n";
-    for (what, s) in [
-        ("submit", &c.d_submit),
-        ("start", &c.d_start),
-        ("end", &c.d_end),
-    ] {
-        t += &format!(
-            "{what:<12} {:>7} {:>12.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}\n",
-            s.n, s.mean, s.mean_abs, s.p50_abs, s.p90_abs, s.max_abs
-        );
-    }
+    t += &table(
+        &[
+            "(s)",
+            "n",
+            "mean(B-A)",
+            "mean|d|",
+            "p50|d|",
+            "p90|d|",
+            "max|d|",
+        ],
+        1,
+        [
+            ("submit", &c.d_submit),
+            ("start", &c.d_start),
+            ("end", &c.d_end),
+        ]
+        .into_iter()
+        .map(|(what, s)| {
+            let f = |x: f64| format!("{x:.3}");
+            vec![
+                what.to_string(),
+                s.n.to_string(),
+                f(s.mean),
+                f(s.mean_abs),
+                f(s.p50_abs),
+                f(s.p90_abs),
+                f(s.max_abs),
+            ]
+        }),
+    );
     let in_pairs = c.rows.iter().filter(|r| r.inverted > 0).count();
     t += &format!(
         "start order       {} of {} pairs inverted (Kendall tau {:.4}); {in_pairs} jobs in an inverted pair\n",
@@ -199,21 +218,22 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             .then(x.id.cmp(&y.id))
     });
     if a.top > 0 && !worst.is_empty() {
-        t += &format!(
-            "\n{:>10} {:>12} {:>12} {:>10} {:>10} {:>9}\n",
-            "JOB", "START A", "START B", "dSTART", "dEND", "INVERTED"
+        t += "\n";
+        t += &table(
+            &["JOB", "START A", "START B", "dSTART", "dEND", "INVERTED"],
+            0,
+            worst.iter().take(a.top).map(|r| {
+                let f = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.3}"));
+                vec![
+                    r.id.to_string(),
+                    f(r.a.and_then(|j| j.start)),
+                    f(r.b.and_then(|j| j.start)),
+                    f(r.d_start),
+                    f(r.d_end),
+                    r.inverted.to_string(),
+                ]
+            }),
         );
-        for r in worst.iter().take(a.top) {
-            t += &format!(
-                "{:>10} {:>12.3} {:>12.3} {:>10.3} {:>10} {:>9}\n",
-                r.id,
-                r.a.and_then(|j| j.start).unwrap_or(f64::NAN),
-                r.b.and_then(|j| j.start).unwrap_or(f64::NAN),
-                r.d_start.unwrap_or(f64::NAN),
-                r.d_end.map_or("-".into(), |d| format!("{d:.3}")),
-                r.inverted
-            );
-        }
     }
     if !c.only_a.is_empty() {
         t += &format!(

@@ -1,5 +1,5 @@
-//! What every command prints through: text to stdout that a closed pipe does not fail, and
-//! one pretty JSON document for `--json`.
+//! What every command prints through: text to stdout that a closed pipe does not fail, one
+//! pretty JSON document for `--json`, and plain tables of figures.
 
 use std::io::Write;
 
@@ -12,4 +12,25 @@ pub(crate) fn emit(text: &str) {
 pub(crate) fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
     emit(&format!("{}\n", serde_json::to_string_pretty(v)?));
     Ok(())
+}
+
+/// A table as text: a header line and one line per row, columns padded, the
+/// first `left` columns aligned left and the others (figures) right.
+pub(crate) fn table(
+    header: &[&str],
+    left: usize,
+    rows: impl Iterator<Item = Vec<String>>,
+) -> String {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING);
+    t.set_header(header);
+    for r in rows {
+        t.add_row(r);
+    }
+    for i in left..header.len() {
+        if let Some(col) = t.column_mut(i) {
+            col.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+    format!("{t}\n")
 }

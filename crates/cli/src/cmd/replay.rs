@@ -12,7 +12,7 @@
 //! The plan and the forecast accuracy are computed there too.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -328,7 +328,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let cwd = std::env::current_dir()
         .map(|d| d.display().to_string())
         .unwrap_or_else(|_| "/".into());
-    let bar = progress(plan.len() as u64, "{bar:40} {pos}/{len} submitted {msg}");
+    let bar = super::progress::bar(
+        plan.len() as u64,
+        "{bar:40} {pos}/{len} submitted {msg}",
+        false,
+    );
     bar.set_position(resumed as u64);
     let todo: Vec<&Planned> = plan
         .iter()
@@ -424,9 +428,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         return Ok(0);
     }
 
-    let bar = progress(
+    let bar = super::progress::bar(
         ids.len() as u64,
         "{bar:40} {pos}/{len} ended, {elapsed} elapsed",
+        false,
     );
     let jobs: Vec<JobInfo> = loop {
         let jobs = client.jobs(&ids)?;
@@ -517,14 +522,4 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         super::sim::print_metrics(&summary);
     }
     Ok(if all_ok { 0 } else { 1 })
-}
-
-/// A progress bar on stderr when it is a terminal (nothing otherwise).
-fn progress(len: u64, template: &str) -> indicatif::ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let b = indicatif::ProgressBar::new(len);
-    b.set_style(indicatif::ProgressStyle::with_template(template).expect("static template"));
-    b
 }

@@ -7,7 +7,7 @@ use anyhow::Context;
 use cosched_core::Dur;
 use cosched_daemon::config::parse_bytes;
 
-use crate::cmd::output::{emit, print_json};
+use crate::cmd::output::{emit, print_json, table};
 use crate::cmd::submit::BcastOpts;
 
 #[derive(clap::Subcommand)]
@@ -172,7 +172,7 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                emit(&bench_table(
+                emit(&table(
                     &["NODES", "DEPTH", "MEDIAN(ms)", "MAX(ms)", "FIRST RANK(ms)"],
                     0,
                     rows.iter().map(|r| {
@@ -207,7 +207,7 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                emit(&bench_table(
+                emit(&table(
                     &[
                         "NODES",
                         "DEPTH",
@@ -256,7 +256,7 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                emit(&bench_table(
+                emit(&table(
                     &["NODES", "CHUNK(KiB)", "SLOTS", "MEDIAN(ms)", "MB/s"],
                     0,
                     rows.iter().map(|r| {
@@ -282,7 +282,7 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                emit(&bench_table(
+                emit(&table(
                     &["NODES", "FANOUT", "DEPTH", "MEDIAN(ms)", "MAX(ms)"],
                     0,
                     rows.iter().map(|r| {
@@ -307,7 +307,7 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                let mut t = bench_table(
+                let mut t = table(
                     &["QUANTUM", "MAKESPAN(s)", "SLOWDOWN"],
                     0,
                     rows.iter().map(|r| {
@@ -332,7 +332,7 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 }
                 // Where the quanta went: per switch at the node, from the strobe's arrival.
                 t += "\nswitches at the node (strobe -> outgoing frozen -> incoming thawed, us: median/p90):\n";
-                t += &bench_table(
+                t += &table(
                     &[
                         "QUANTUM",
                         "SWITCHES",
@@ -370,7 +370,7 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 if json {
                     return print_json(&rows);
                 }
-                emit(&bench_table(
+                emit(&table(
                     &[
                         "PHASE",
                         "SUBMITS",
@@ -414,21 +414,4 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result.map(|_| 0)
-}
-
-/// A benchmark's table as text: a header line and one line per row, columns padded, the
-/// first `left` columns aligned left and the others (figures) right.
-fn bench_table(header: &[&str], left: usize, rows: impl Iterator<Item = Vec<String>>) -> String {
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::NOTHING);
-    t.set_header(header);
-    for r in rows {
-        t.add_row(r);
-    }
-    for i in left..header.len() {
-        if let Some(col) = t.column_mut(i) {
-            col.set_cell_alignment(comfy_table::CellAlignment::Right);
-        }
-    }
-    format!("{t}\n")
 }
