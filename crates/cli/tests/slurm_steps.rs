@@ -156,6 +156,42 @@ fn srun_in_a_batch_script_starts_steps_and_the_script_runs_once() {
     );
 }
 
+#[test]
+fn two_nodes_one_task_each_puts_one_rank_on_each_of_two_nodes_and_node_lists_hold() {
+    let s = Site::up("spread", "3");
+    // A one-task job first holds a PE of n0: counting PEs alone, both ranks of the next job
+    // would land on n0's other PE and n1 would get nothing.
+    s.write("hold.sh", "#!/bin/sh\nsleep 30\n");
+    let holder = s.ok("sbatch", &["--parsable", "-n", "1", "hold.sh"]);
+    let script = "#!/bin/sh\n\
+        #SBATCH -N 2 --ntasks-per-node=1\n\
+        echo \"nodes $SLURM_JOB_NUM_NODES $SLURM_JOB_NODELIST\"\n\
+        srun sh -c 'echo \"rank $SLURM_PROCID node $SLURM_NODEID\"'\n";
+    let (_, out) = s.run(script, 120);
+    assert_eq!(lines_with(&out, "nodes"), ["nodes 2 n[0-1]"], "{out}");
+    assert_eq!(
+        lines_with(&out, "rank"),
+        ["rank 0 node 0", "rank 1 node 1"],
+        "{out}"
+    );
+    // --nodelist takes n2, --exclude keeps the job off n0 (where a PE is free).
+    let script = "#!/bin/sh\n\
+        #SBATCH -N 2 -n 2 --nodelist=n2 --exclude=n0\n\
+        echo \"nodes $SLURM_JOB_NUM_NODES $SLURM_JOB_NODELIST\"\n";
+    let (_, out) = s.run(script, 120);
+    assert_eq!(lines_with(&out, "nodes"), ["nodes 2 n[1-2]"], "{out}");
+    s.ok("scancel", &[holder.trim()]);
+    // Never possible here: refused at submission, saying why.
+    s.write("big.sh", "#!/bin/sh\n#SBATCH -N 4\ntrue\n");
+    let out = s.slurm("sbatch", &["big.sh"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("needs 4 nodes; the machine has 3"), "{err}");
+    let out = s.slurm("sbatch", &["-n", "1", "-w", "n9", "big.sh"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no node is named n9"), "{err}");
+}
+
 /// An MPI program that prints its rank and the world's size, and fails unless the world
 /// has `argv[1]` ranks.
 const WORLD_C: &str = r#"

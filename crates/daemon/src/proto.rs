@@ -988,7 +988,7 @@ pub struct JobInfo {
     #[serde(default)]
     pub mem: Option<MemLimit>,
     /// Where its tasks may go by node, when it asked (`-N`, `--nodelist`, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub spread: Option<Box<cosched_policy::Spread>>,
     /// Its steps (`srun` inside it), in the order they started.
     #[serde(default)]
