@@ -189,7 +189,37 @@ fn two_nodes_one_task_each_puts_one_rank_on_each_of_two_nodes_and_node_lists_hol
     assert!(err.contains("needs 4 nodes; the machine has 3"), "{err}");
     let out = s.slurm("sbatch", &["-n", "1", "-w", "n9", "big.sh"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no node is named n9"), "{err}");
+    assert!(err.contains("unknown node n9"), "{err}");
+}
+
+#[test]
+fn scancel_of_a_step_and_a_killed_srun_end_that_step_alone() {
+    let s = Site::up("stepkill", "1");
+    // Each wait loop stands until the step exists: srun may take a while on a loaded machine.
+    let script = "#!/bin/sh\n\
+        #SBATCH -n 2\n\
+        srun -n 1 sleep 120 & p=$!\n\
+        until scancel $SLURM_JOB_ID.0 2>/dev/null; do sleep 0.3; done\n\
+        wait $p; echo \"srun 0 exited $?\"\n\
+        srun -n 1 sleep 120 & p=$!\n\
+        until sacct -j $SLURM_JOB_ID -P -n --format=JobID | grep -q '[.]1$'; do sleep 0.3; done\n\
+        sleep 1; kill -TERM $p\n\
+        wait $p; echo \"srun 1 exited $?\"\n\
+        srun -n 1 sh -c 'echo still here'\n";
+    let (id, out) = s.run(script, 100);
+    assert!(out.contains("srun 0 exited 1\n"), "{out}");
+    assert!(out.contains("srun 1 exited 1\n"), "{out}");
+    assert!(
+        out.contains("still here\n"),
+        "the allocation went on:\n{out}"
+    );
+    assert_eq!(
+        s.sacct(id, "JobID,State"),
+        format!(
+            "{id}|COMPLETED\n{id}.batch|COMPLETED\n{id}.0|CANCELLED\n{id}.1|CANCELLED\n{id}.2|COMPLETED\n"
+        ),
+        "{out}"
+    );
 }
 
 /// An MPI program that prints its rank and the world's size, and fails unless the world

@@ -557,6 +557,12 @@ pub enum Request {
         uid: u32,
         expires_us: Option<i64>,
     },
+    /// End step `step` of job `job` (`scancel N.S`, a killed `srun`): its ranks on every
+    /// node; the allocation and its other steps go on.
+    CancelStep {
+        job: JobId,
+        step: u32,
+    },
 }
 
 /// What an administrator does to a node.

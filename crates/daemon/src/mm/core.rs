@@ -1644,27 +1644,10 @@ impl Core {
     /// machine and the policy. Refused, saying why, when it names a node the machine does not
     /// have, can never be met, or the policy places by its own geometry.
     fn spread_of(&self, l: &NodeLayout, procs: u32) -> Result<Spread, String> {
-        let known = || {
-            let names: Vec<&str> = self
-                .nodes
-                .iter()
-                .filter(|n| !n.removed)
-                .map(|n| n.row.name.as_str())
-                .collect();
-            cosched_slurm::hostlist::compress(&names)
-        };
         let ids = |opt: &str, names: &[String]| -> Result<Vec<NodeId>, String> {
             let mut ids = names
                 .iter()
-                .map(|name| {
-                    self.nodes
-                        .iter()
-                        .position(|n| !n.removed && n.row.name == *name)
-                        .map(|i| NodeId(i as u32))
-                        .ok_or_else(|| {
-                            format!("--{opt}: no node is named {name} (the nodes: {})", known())
-                        })
-                })
+                .map(|name| self.node_named(name).map_err(|e| format!("--{opt}: {e}")))
                 .collect::<Result<Vec<_>, _>>()?;
             ids.sort_unstable();
             ids.dedup();

@@ -2935,7 +2935,7 @@ fn a_node_manager_of_another_message_version_is_refused_naming_both() {
 /// its end is accounted once; a batch job ends with its script alone; an allocation that
 /// ends takes its running steps with it.
 #[test]
-fn a_step_is_recorded_before_it_is_answered_and_ends_with_its_allocation() {
+fn a_step_is_recorded_before_it_is_answered_ends_alone_when_cancelled_and_with_its_allocation() {
     let fcfs = super::build_policy("fcfs", 2, 2, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 2, 2);
     let alice = Caller {
@@ -3083,6 +3083,59 @@ fn a_step_is_recorded_before_it_is_answered_and_ends_with_its_allocation() {
         },
     );
     c.step(t(4));
+    // A third, sharing PEs (--overlap); `scancel 1.2` ends it alone, and only its owner may.
+    let overlap = Request::Step(Box::new(StepRequest {
+        job: JobId(1),
+        name: "prog".into(),
+        cmd: vec!["prog".into()],
+        ntasks: Some(2),
+        overlap: true,
+        ..StepRequest::default()
+    }));
+    ask(&mut c, 6, overlap, alice).expect("written");
+    c.on(
+        t(4),
+        Input::Written {
+            req: 6,
+            result: Ok(()),
+        },
+    );
+    c.step(t(4));
+    let cancel = || Request::CancelStep {
+        job: JobId(1),
+        step: 2,
+    };
+    assert!(ask(&mut c, 7, cancel(), bob).is_none());
+    let fx = c.step(t(4));
+    assert!(fx.iter().any(|e| matches!(e,
+        Effect::Reply { req: 7, resp: Response::Error(m) } if m.contains("permission denied"))));
+    assert_eq!(state(&c, 1).steps[2].state, JobState::Running);
+    assert!(ask(&mut c, 8, cancel(), alice).is_none());
+    let fx = c.step(t(4));
+    assert!(fx.iter().any(|e| matches!(
+        e,
+        Effect::Reply {
+            req: 8,
+            resp: Response::Done
+        }
+    )));
+    assert_eq!(
+        sent(&fx)
+            .iter()
+            .filter(|m| matches!(m, ToNode::Forget { jobs } if jobs == &[step_unit(JobId(1), 2)]))
+            .count(),
+        1,
+        "its ranks go on its node: {fx:?}"
+    );
+    let info = state(&c, 1);
+    assert_eq!(info.steps[2].state, JobState::Cancelled);
+    assert_eq!(
+        info.steps[1].state,
+        JobState::Running,
+        "the other step goes on"
+    );
+    assert_eq!(info.state, JobState::Running, "the allocation goes on");
+
     exit(&mut c, t(5), 1, 0, 0);
     let fx = c.step(t(5));
     let info = state(&c, 1);
@@ -3198,7 +3251,10 @@ fn a_spread_that_can_never_be_met_is_refused_at_submission_saying_why() {
             ..NodeLayout::default()
         },
     );
-    assert!(e.contains("no node is named n7 (the nodes: n[0-1])"), "{e}");
+    assert!(
+        e.contains("--nodelist: unknown node n7; the nodes are n[0-1]"),
+        "{e}"
+    );
     // A policy with a geometry of its own refuses a spread rather than ignore it.
     let t3d = super::build_policy("t3d", 2, 2, &PolicyOptions::default()).unwrap();
     let mut c = core(t3d, 2, 2);
