@@ -156,6 +156,72 @@ fn srun_in_a_batch_script_starts_steps_and_the_script_runs_once() {
     );
 }
 
+#[test]
+fn two_nodes_one_task_each_puts_one_rank_on_each_of_two_nodes_and_node_lists_hold() {
+    let s = Site::up("spread", "3");
+    // A one-task job first holds a PE of n0: counting PEs alone, both ranks of the next job
+    // would land on n0's other PE and n1 would get nothing.
+    s.write("hold.sh", "#!/bin/sh\nsleep 30\n");
+    let holder = s.ok("sbatch", &["--parsable", "-n", "1", "hold.sh"]);
+    let script = "#!/bin/sh\n\
+        #SBATCH -N 2 --ntasks-per-node=1\n\
+        echo \"nodes $SLURM_JOB_NUM_NODES $SLURM_JOB_NODELIST\"\n\
+        srun sh -c 'echo \"rank $SLURM_PROCID node $SLURM_NODEID\"'\n";
+    let (_, out) = s.run(script, 120);
+    assert_eq!(lines_with(&out, "nodes"), ["nodes 2 n[0-1]"], "{out}");
+    assert_eq!(
+        lines_with(&out, "rank"),
+        ["rank 0 node 0", "rank 1 node 1"],
+        "{out}"
+    );
+    // --nodelist takes n2, --exclude keeps the job off n0 (where a PE is free).
+    let script = "#!/bin/sh\n\
+        #SBATCH -N 2 -n 2 --nodelist=n2 --exclude=n0\n\
+        echo \"nodes $SLURM_JOB_NUM_NODES $SLURM_JOB_NODELIST\"\n";
+    let (_, out) = s.run(script, 120);
+    assert_eq!(lines_with(&out, "nodes"), ["nodes 2 n[1-2]"], "{out}");
+    s.ok("scancel", &[holder.trim()]);
+    // Never possible here: refused at submission, saying why.
+    s.write("big.sh", "#!/bin/sh\n#SBATCH -N 4\ntrue\n");
+    let out = s.slurm("sbatch", &["big.sh"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("needs 4 nodes; the machine has 3"), "{err}");
+    let out = s.slurm("sbatch", &["-n", "1", "-w", "n9", "big.sh"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown node n9"), "{err}");
+}
+
+#[test]
+fn scancel_of_a_step_and_a_killed_srun_end_that_step_alone() {
+    let s = Site::up("stepkill", "1");
+    // Each wait loop stands until the step exists: srun may take a while on a loaded machine.
+    let script = "#!/bin/sh\n\
+        #SBATCH -n 2\n\
+        srun -n 1 sleep 120 & p=$!\n\
+        until scancel $SLURM_JOB_ID.0 2>/dev/null; do sleep 0.3; done\n\
+        wait $p; echo \"srun 0 exited $?\"\n\
+        srun -n 1 sleep 120 & p=$!\n\
+        until sacct -j $SLURM_JOB_ID -P -n --format=JobID | grep -q '[.]1$'; do sleep 0.3; done\n\
+        sleep 1; kill -TERM $p\n\
+        wait $p; echo \"srun 1 exited $?\"\n\
+        srun -n 1 sh -c 'echo still here'\n";
+    let (id, out) = s.run(script, 100);
+    assert!(out.contains("srun 0 exited 1\n"), "{out}");
+    assert!(out.contains("srun 1 exited 1\n"), "{out}");
+    assert!(
+        out.contains("still here\n"),
+        "the allocation went on:\n{out}"
+    );
+    assert_eq!(
+        s.sacct(id, "JobID,State"),
+        format!(
+            "{id}|COMPLETED\n{id}.batch|COMPLETED\n{id}.0|CANCELLED\n{id}.1|CANCELLED\n{id}.2|COMPLETED\n"
+        ),
+        "{out}"
+    );
+}
+
 /// An MPI program that prints its rank and the world's size, and fails unless the world
 /// has `argv[1]` ranks.
 const WORLD_C: &str = r#"

@@ -407,6 +407,7 @@ mod legacy {
         let o: Old = serde_json::from_str(doc).ok()?;
         Some(JobInfo {
             mem: None,
+            spread: None,
             record: JobRecord {
                 id: o.id,
                 submit: Time::from_micros(o.submit_us),

@@ -557,6 +557,12 @@ pub enum Request {
         uid: u32,
         expires_us: Option<i64>,
     },
+    /// End step `step` of job `job` (`scancel N.S`, a killed `srun`): its ranks on every
+    /// node; the allocation and its other steps go on.
+    CancelStep {
+        job: JobId,
+        step: u32,
+    },
 }
 
 /// What an administrator does to a node.
@@ -828,14 +834,22 @@ impl StepInfo {
     }
 }
 
-/// A job's tasks spread over nodes, as Slurm's `-N N --ntasks-per-node M` asks: on exactly
-/// `nodes` nodes, `tasks_per_node` on each when given. The machine manager receives it but
-/// its policies do not honour it yet: they place a job's tasks on any free PEs (sbatch says
-/// so in a warning; docs/slurm.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A job's tasks spread over nodes, as Slurm's `-N N --ntasks-per-node M --nodelist L
+/// --exclude X` ask, with nodes by name. The machine manager turns it into the policies'
+/// [`cosched_policy::Spread`] (node numbers) at submission, refusing one that names an
+/// unknown node or can never be met.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeLayout {
-    pub nodes: u32,
+    /// On exactly this many nodes.
+    pub nodes: Option<u32>,
+    /// At most this many tasks on each.
     pub tasks_per_node: Option<u32>,
+    /// Nodes it must include.
+    #[serde(default)]
+    pub nodelist: Vec<String>,
+    /// Nodes it must not use.
+    #[serde(default)]
+    pub exclude: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -979,6 +993,9 @@ pub struct JobInfo {
     /// Its memory limit (`--mem`, `--mem-per-cpu`).
     #[serde(default)]
     pub mem: Option<MemLimit>,
+    /// Where its tasks may go by node, when it asked (`-N`, `--nodelist`, …).
+    #[serde(default)]
+    pub spread: Option<Box<cosched_policy::Spread>>,
     /// Its steps (`srun` inside it), in the order they started.
     #[serde(default)]
     pub steps: Vec<StepInfo>,

@@ -371,6 +371,7 @@ mod tests {
         record.id = JobId(id);
         JobInfo {
             mem: None,
+            spread: None,
             steps: Vec::new(),
             record,
             state,

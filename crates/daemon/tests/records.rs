@@ -25,6 +25,7 @@ fn job(id: u64, state: JobState) -> JobInfo {
     };
     JobInfo {
         mem: None,
+        spread: None,
         steps: Vec::new(),
         record,
         state,

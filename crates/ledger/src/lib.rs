@@ -477,6 +477,17 @@ impl Ledger {
         if self.down.intersects_pes(pes) {
             return Err(self.violation(id, now, format!("PE set {pes} is on a node that is down")));
         }
+        if let Some(spread) = &e.req.spread
+            && !spread.admits(e.req.procs, &self.machine, pes)
+        {
+            return Err(self.violation(
+                id,
+                now,
+                format!(
+                    "PE set {pes} does not spread its tasks over nodes as it asks ({spread:?})"
+                ),
+            ));
+        }
         if !self.migration
             && let Some(old) = self.preempted_on.get(i)
             && old != pes

@@ -70,6 +70,10 @@ pub struct JobRequest {
     /// Class name given by a user (`cosched submit --class`), when any.
     pub class: Option<String>,
     pub user: Option<u32>,
+    /// Where its tasks may go by node (Slurm's `-N`, `--nodelist`, …), when asked; `None`
+    /// (every trace job): any free PEs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Box<crate::Spread>>,
 }
 
 impl JobRequest {
@@ -83,6 +87,7 @@ impl JobRequest {
             queue: None,
             class: None,
             user: None,
+            spread: None,
         }
     }
 }
@@ -169,6 +174,9 @@ pub enum Never {
     Memory { need_kib: u64, node_kib: u64 },
     /// It is larger than the largest job the policy's configuration allows.
     OverLimit { procs: u32, limit: u32 },
+    /// Its spread over nodes cannot be met on this machine, or this policy does not place
+    /// by node.
+    Unplaceable,
 }
 
 impl std::fmt::Display for Never {
@@ -185,6 +193,10 @@ impl std::fmt::Display for Never {
             Never::OverLimit { procs, limit } => write!(
                 f,
                 "needs {procs} PEs, more than the largest job allowed (job_limit = {limit})"
+            ),
+            Never::Unplaceable => write!(
+                f,
+                "its spread over nodes (-N, --ntasks-per-node, --nodelist, --exclude) cannot be met here"
             ),
         }
     }
@@ -211,6 +223,13 @@ pub trait Policy: Send {
 
     /// Waiting jobs in the order the policy would start them.
     fn queue(&self) -> Vec<JobId>;
+
+    /// Whether the policy places a job with a [`crate::Spread`] as it asks. Those that do
+    /// ask [`crate::Spread::choose`] (through [`crate::PePool::allocate_for`] or their own
+    /// packing); the others place by their own geometry and reject such jobs.
+    fn places_by_node(&self) -> bool {
+        false
+    }
 
     /// The time-sharing matrix, for policies that have one (status tools draw it).
     fn matrix(&self) -> Option<MatrixView> {

@@ -398,6 +398,10 @@ impl Floors {
 }
 
 impl Policy for Conservative {
+    fn places_by_node(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "conservative"
     }

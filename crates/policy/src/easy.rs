@@ -277,6 +277,10 @@ impl Easy {
 }
 
 impl Policy for Easy {
+    fn places_by_node(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "easy"
     }

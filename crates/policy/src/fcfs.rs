@@ -22,6 +22,10 @@ impl Fcfs {
 }
 
 impl Policy for Fcfs {
+    fn places_by_node(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "fcfs"
     }

@@ -65,6 +65,7 @@ pub mod profile;
 pub mod queue;
 pub mod registry;
 pub mod scojo;
+pub mod spread;
 pub mod t3d;
 #[cfg(test)]
 mod testing;
@@ -72,3 +73,4 @@ mod testing;
 pub use api::{CyclePoint, Decision, Event, JobRequest, MatrixView, Never, Policy, SlotView};
 pub use config::{ConfigError, PolicyConfig, PolicyOptions, policy_config};
 pub use pool::PePool;
+pub use spread::Spread;

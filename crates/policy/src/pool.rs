@@ -86,6 +86,25 @@ impl PePool {
         Some(set)
     }
 
+    /// Takes PEs for `req`: the lowest free ones ([`PePool::allocate`]), or where its
+    /// [`crate::Spread`] says when it has one. `None` (and nothing changes) if it cannot
+    /// start now.
+    pub fn allocate_for(&mut self, req: &crate::JobRequest) -> Option<PeSet> {
+        let Some(spread) = &req.spread else {
+            return self.allocate(req.procs);
+        };
+        if req.procs > self.free_count {
+            return None;
+        }
+        let pes = spread.choose(req.procs, &self.machine, |p| self.is_free(PeId(p)))?;
+        let taken = self.take(&pes);
+        debug_assert!(taken, "a spread chose PEs that are not free");
+        while self.free.get(self.first_free) == Some(&0) {
+            self.first_free += 1;
+        }
+        Some(pes)
+    }
+
     /// Takes exactly these PEs (a restarted manager re-adopting running jobs). Returns false
     /// and changes nothing if any of them is not free.
     pub fn take(&mut self, pes: &PeSet) -> bool {
@@ -168,6 +187,32 @@ mod tests {
         let b = pool.allocate(4).unwrap();
         assert_eq!(b.to_string(), "10-12,65");
         assert_eq!(pool.free_count(), 4);
+    }
+
+    #[test]
+    fn a_spread_job_gets_the_nodes_it_asks_for_and_a_plain_one_the_lowest_pes() {
+        use crate::{JobRequest, Spread};
+        use cosched_core::{Dur, JobId, Time};
+        let mut pool = PePool::new(MachineShape::flat(3, 2));
+        let plain = JobRequest::new(JobId(1), Time::ZERO, 1, Dur::from_secs(1));
+        assert_eq!(pool.allocate_for(&plain).unwrap().to_string(), "0");
+        let mut spread = plain.clone();
+        spread.procs = 2;
+        spread.spread = Some(Box::new(Spread {
+            nodes: Some(2),
+            tasks_per_node: Some(1),
+            ..Spread::default()
+        }));
+        // Counting PEs, "1-2" would do; the spread wants one on each of two nodes.
+        assert_eq!(pool.allocate_for(&spread).unwrap().to_string(), "1-2");
+        assert_eq!(pool.free_count(), 3);
+        spread.spread.as_mut().unwrap().excluded = vec![NodeId(1)];
+        assert!(
+            pool.allocate_for(&spread).is_none(),
+            "nodes 0 and 2: node 0 is full"
+        );
+        assert_eq!(pool.free_count(), 3, "a refused allocation takes nothing");
+        assert_eq!(pool.allocate_for(&plain).unwrap().to_string(), "3");
     }
 
     #[test]

@@ -307,6 +307,10 @@ impl Prime {
 }
 
 impl Policy for Prime {
+    fn places_by_node(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "prime"
     }

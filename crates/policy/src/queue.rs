@@ -17,7 +17,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use cosched_core::{JobId, PeSet, Time};
+use cosched_core::{JobId, MachineShape, PeSet, Time};
 
 use crate::profile::{Run, RunningSet};
 use crate::{Decision, Event, JobRequest, Never, PePool, PolicyConfig};
@@ -46,6 +46,12 @@ pub fn never_fits(req: &JobRequest, total_pes: u32) -> Option<Never> {
     } else {
         None
     }
+}
+
+/// Why a job's [`crate::Spread`] can never be met on `machine`, if it has one that cannot.
+pub fn never_placed(req: &JobRequest, machine: &MachineShape) -> Option<Never> {
+    let spread = req.spread.as_ref()?;
+    spread.never(req.procs, machine).map(|_| Never::Unplaceable)
 }
 
 /// Waiting jobs by (submit, id), their holds, and refused submissions.
@@ -275,7 +281,9 @@ impl<T: Queued + From<JobRequest>> SpaceShare<T> {
     pub fn observe(&mut self, event: Event) -> Seen<T> {
         match event {
             Event::Submitted(job) => {
-                if let Some(why) = never_fits(&job, self.pool.machine().total_pes()) {
+                if let Some(why) = never_fits(&job, self.pool.machine().total_pes())
+                    .or_else(|| never_placed(&job, self.pool.machine()))
+                {
                     self.queue.refuse(job.id, why);
                     return Seen::Refused;
                 }
@@ -329,7 +337,7 @@ impl<T: Queued + From<JobRequest>> SpaceShare<T> {
     pub fn start(&mut self, now: Time, k: usize, out: &mut Vec<Decision>) -> bool {
         let req = self.queue.get(k).req();
         let (id, procs, estimate) = (req.id, req.procs, req.estimate);
-        let Some(pes) = self.pool.allocate(procs) else {
+        let Some(pes) = self.pool.allocate_for(req) else {
             return false;
         };
         self.launch(now, id, procs, estimate, pes, out);

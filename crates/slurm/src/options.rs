@@ -265,7 +265,16 @@ pub const TABLE: &[Opt] = &[
         Different("%j %A %a %x %u %N %t %%; not %s, %n or a width such as %5j"),
     ),
     o("exact", None, No, SR, NotYet(STEPS)),
-    o("exclude", Some('x'), Req, ALL, NotYet(PLACE)),
+    o("exclude", Some('x'), Req, SB | SA, Same),
+    o(
+        "exclude",
+        Some('x'),
+        Req,
+        SR,
+        Different(
+            "outside an allocation as sbatch's; inside one ignored: a step's nodes are chosen with -w/-N among the allocation's",
+        ),
+    ),
     o("exclusive", None, Opt_, SR, Same),
     o(
         "exclusive",
@@ -416,14 +425,14 @@ pub const TABLE: &[Opt] = &[
     ),
     o("nodefile", Some('F'), Req, SB | SA, NotYet(PLACE)),
     o("nodelist", Some('w'), Req, SR, Same),
-    o("nodelist", Some('w'), Req, SB | SA, NotYet(PLACE)),
+    o("nodelist", Some('w'), Req, SB | SA, Same),
     o(
         "nodes",
         Some('N'),
         Req,
         ALL,
         Different(
-            "N (or the minimum of N-M) nodes × --ntasks-per-node tasks; the spread over N nodes is asked of the machine manager, which does not honour it yet",
+            "exactly N nodes (the minimum of N-M); with --ntasks-per-node M tasks on each in node order, without it -n spread evenly (the first nodes one more); policies that place by their own geometry (scojo, t3d) refuse it",
         ),
     ),
     o("ntasks", Some('n'), Req, ALL, Same),
@@ -435,7 +444,7 @@ pub const TABLE: &[Opt] = &[
         Req,
         ALL,
         Different(
-            "N × this many tasks; one task per node is asked of the machine manager, which does not honour it yet",
+            "at most this many tasks on each of the job's nodes (without -n: N × this many tasks)",
         ),
     ),
     o("ntasks-per-socket", None, Req, ALL, Ignored(NO_TOPO)),

@@ -28,14 +28,19 @@ pub struct JobOpts {
     /// Ranks (tasks) of the job, one per PE [default: 1, or --nodes × --ntasks-per-node]
     #[arg(short = 'n', long = "ntasks", visible_alias = "pes")]
     pub ntasks: Option<u32>,
-    /// Nodes, as Slurm's -N: with --ntasks-per-node it gives the rank count (N × M; N alone
-    /// is one rank per node). The policy places ranks on PEs, so this counts ranks; it does
-    /// not pin the job to N nodes
+    /// Nodes, as Slurm's -N: the job's ranks go on exactly N nodes (with --ntasks-per-node,
+    /// M on each, N × M ranks; N alone is one rank per node, or -n spread evenly)
     #[arg(short = 'N', long)]
     pub nodes: Option<u32>,
-    /// Ranks per node (with -N)
+    /// Ranks per node: at most M on each of its nodes
     #[arg(long)]
     pub ntasks_per_node: Option<u32>,
+    /// Nodes the job must include, as Slurm's -w: a hostlist (`n[1-3],n7`)
+    #[arg(short = 'w', long)]
+    pub nodelist: Option<String>,
+    /// Nodes the job must not use, as Slurm's -x: a hostlist
+    #[arg(short = 'x', long)]
+    pub exclude: Option<String>,
     /// Time limit (counts only the time the job runs): 10m, 1h30m, or as in Slurm MM, MM:SS,
     /// HH:MM:SS, D-HH[:MM[:SS]] (a bare number is minutes); at most 366 days
     #[arg(short = 't', long, value_parser = parse_time_limit)]
@@ -132,6 +137,8 @@ impl JobOpts {
             ntasks: self.ntasks.or(other.ntasks),
             nodes: self.nodes.or(other.nodes),
             ntasks_per_node: self.ntasks_per_node.or(other.ntasks_per_node),
+            nodelist: self.nodelist.or(other.nodelist),
+            exclude: self.exclude.or(other.exclude),
             time: self.time.or(other.time),
             class: self.class.or(other.class),
             name: self.name.or(other.name),
@@ -186,12 +193,21 @@ impl JobOpts {
         }
     }
 
-    /// The spread over nodes these options ask for: `-N` nodes, `--ntasks-per-node` on each.
-    pub fn layout(&self) -> Option<NodeLayout> {
-        self.nodes.map(|nodes| NodeLayout {
-            nodes,
+    /// The spread over nodes these options ask for: `-N` nodes, `--ntasks-per-node` on each,
+    /// `--nodelist` and `--exclude` (hostlists, expanded here); `None` when they ask none.
+    pub fn layout(&self) -> Result<Option<NodeLayout>, String> {
+        let names = |opt: &str, list: &Option<String>| -> Result<Vec<String>, String> {
+            list.as_deref().map_or(Ok(Vec::new()), |l| {
+                cosched_slurm::hostlist::expand(l).map_err(|e| format!("--{opt} {l:?}: {e}"))
+            })
+        };
+        let layout = NodeLayout {
+            nodes: self.nodes,
             tasks_per_node: self.ntasks_per_node,
-        })
+            nodelist: names("nodelist", &self.nodelist)?,
+            exclude: names("exclude", &self.exclude)?,
+        };
+        Ok((layout != NodeLayout::default()).then_some(layout))
     }
 
     /// The start conditions these options ask for.
@@ -339,6 +355,8 @@ pub fn from_slurm(p: &Parsed) -> Result<JobOpts, String> {
         ntasks: num("ntasks")?,
         nodes: num("nodes")?,
         ntasks_per_node: num("ntasks-per-node")?,
+        nodelist: p.value("nodelist").map(str::to_string),
+        exclude: p.value("exclude").map(str::to_string),
         time,
         class: p.value("class").map(str::to_string),
         name: p.value("job-name").map(str::to_string),
@@ -369,7 +387,7 @@ fn directive_error(at: &str, e: &clap::Error) -> String {
         };
         return format!(
             "{at}: unknown directive {arg} (directives take the options of `cosched submit`: \
-             -n/--ntasks, -N/--nodes, --ntasks-per-node, -t/--time, -J/--job-name, -o/--output, \
+             -n/--ntasks, -N/--nodes, --ntasks-per-node, -w/--nodelist, -x/--exclude, -t/--time, -J/--job-name, -o/--output, \
              -e/--error, --array, --dependency, --begin, --class, --export, --mpi, -D/--chdir, \
              -H/--hold, --mem, --mem-per-cpu, --monitor)"
         );

@@ -139,7 +139,7 @@ pub(crate) fn request_of(
             batch: false,
         },
         sched: opts.schedule(),
-        layout: opts.layout(),
+        layout: opts.layout().map_err(anyhow::Error::msg)?,
         hold: opts.hold,
         mem: opts.mem_limit(),
     })

@@ -409,6 +409,7 @@ mod tests {
         }
         JobInfo {
             mem: None,
+            spread: None,
             steps: Vec::new(),
             record,
             state,

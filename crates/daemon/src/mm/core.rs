@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use cosched_core::{Dur, JobId, JobRecord, MachineShape, NodeId, Outcome, PeSet, Time};
 use cosched_ledger::instant::Instant;
 use cosched_ledger::{Change, Ix, Ledger, Refusal};
-use cosched_policy::{Decision, Event, JobRequest, Policy};
+use cosched_policy::{Decision, Event, JobRequest, Policy, Spread};
 
 use super::changes::{SHUT_DOWN, Staged, Write};
 use super::nodes::{NodeEntry, NodeTable};
@@ -212,6 +212,8 @@ pub struct Side {
     pub sched: Schedule,
     /// Its memory limit (`--mem`, `--mem-per-cpu`), which its nodes set on its cgroup.
     pub mem: Option<MemLimit>,
+    /// Where its tasks may go by node (`-N`, `--nodelist`, …), which the policy honours.
+    pub spread: Option<Box<Spread>>,
     /// Where its ranks run (empty until it is given PEs, and again after a requeue).
     pub placement: Vec<Placement>,
     /// Exit code per rank, `None` while it runs.
@@ -475,6 +477,7 @@ impl Core {
                 io: info.io.clone(),
                 sched: info.sched.clone(),
                 mem: info.mem,
+                spread: info.spread.clone(),
                 placement: info.placement.clone(),
                 ranks: super::steps::expected_ranks(&info.placement, info.io.batch),
                 error: info.error.clone(),
@@ -1627,6 +1630,10 @@ impl Core {
         if let Some(m) = s.mem {
             self.check_memory(m, s.procs)?;
         }
+        let spread = match &s.layout {
+            Some(l) => Some(Box::new(self.spread_of(l, s.procs)?)),
+            None => None,
+        };
         let side = Side {
             name: s.name.unwrap_or_else(|| {
                 std::path::Path::new(&s.cmd[0])
@@ -1643,6 +1650,7 @@ impl Core {
             io: s.io,
             sched: s.sched,
             mem: s.mem,
+            spread,
             placement: Vec::new(),
             ranks: BTreeMap::new(),
             error: None,
@@ -1656,6 +1664,43 @@ impl Core {
             steps: Vec::new(),
         };
         Ok((request_of(&id, now, s.procs, &side), side))
+    }
+
+    /// The policies' spread for a submission's layout: nodes by number, checked against the
+    /// machine and the policy. Refused, saying why, when it names a node the machine does not
+    /// have, can never be met, or the policy places by its own geometry.
+    fn spread_of(&self, l: &NodeLayout, procs: u32) -> Result<Spread, String> {
+        let ids = |opt: &str, names: &[String]| -> Result<Vec<NodeId>, String> {
+            let mut ids = names
+                .iter()
+                .map(|name| self.node_named(name).map_err(|e| format!("--{opt}: {e}")))
+                .collect::<Result<Vec<_>, _>>()?;
+            ids.sort_unstable();
+            ids.dedup();
+            Ok(ids)
+        };
+        let spread = Spread {
+            nodes: l.nodes,
+            tasks_per_node: l.tasks_per_node,
+            required: ids("nodelist", &l.nodelist)?,
+            excluded: ids("exclude", &l.exclude)?,
+        };
+        if let Some(why) = spread.never(procs, &self.shape) {
+            return Err(format!(
+                "the job's spread over nodes can never be met: {why} (this machine: {} nodes × {} PEs)",
+                self.shape.nodes,
+                self.shape.pes_per_node()
+            ));
+        }
+        if !self.policy.places_by_node() {
+            return Err(format!(
+                "policy {} places jobs by its own geometry, not by node: -N, --ntasks-per-node, \
+                 --nodelist and --exclude need fcfs, easy, conservative, prime or gang; submit \
+                 with -n alone",
+                self.policy.name()
+            ));
+        }
+        Ok(spread)
     }
 
     /// A job asking more memory of a node than the smallest node has can never run: refused
@@ -1969,6 +2014,7 @@ fn request_of(id: &JobId, submit: Time, procs: u32, s: &Side) -> JobRequest {
     let mut r = JobRequest::new(*id, submit, procs, s.time_limit.unwrap_or(DEFAULT_ESTIMATE));
     r.class = s.class.clone();
     r.user = s.user;
+    r.spread = s.spread.clone();
     r
 }
 

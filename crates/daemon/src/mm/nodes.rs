@@ -699,6 +699,23 @@ impl Core {
 }
 
 impl Core {
+    /// The configured node named `name`, or an error naming the nodes there are.
+    pub(super) fn node_named(&self, name: &str) -> Result<NodeId, String> {
+        if let Some(e) = self.nodes.iter().find(|e| e.row.name == name && !e.removed) {
+            return Ok(e.row.id);
+        }
+        let known: Vec<&str> = self
+            .nodes
+            .iter()
+            .filter(|e| !e.removed)
+            .map(|e| e.row.name.as_str())
+            .collect();
+        Err(format!(
+            "unknown node {name}; the nodes are {} (`cosched status`)",
+            cosched_slurm::hostlist::compress(&known)
+        ))
+    }
+
     /// Checks an administrator's change to `names` (`cosched node drain|down|resume`): the
     /// changes to make durable, or why not.
     pub(super) fn node_changes(
@@ -720,24 +737,8 @@ impl Core {
         }
         let mut out = Vec::new();
         for name in names {
-            let Some(e) = self
-                .nodes
-                .iter()
-                .find(|e| &e.row.name == name && !e.removed)
-            else {
-                let known: Vec<&str> = self
-                    .nodes
-                    .iter()
-                    .filter(|e| !e.removed)
-                    .map(|e| e.row.name.as_str())
-                    .collect();
-                return Err(format!(
-                    "unknown node {name}; the nodes are {} (`cosched status`)",
-                    cosched_slurm::hostlist::compress(&known)
-                ));
-            };
             out.push(NodeChange {
-                node: e.row.id,
+                node: self.node_named(name)?,
                 name: name.clone(),
                 op,
                 reason: reason.clone(),

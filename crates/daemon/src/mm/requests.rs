@@ -82,6 +82,11 @@ impl Core {
                 self.output(now, req, (job, step), rank, tail, caller)?
             }
             Request::Step(r) => return self.step_request(now, req, *r, caller),
+            Request::CancelStep { job, step } => match self.ledger.find(job) {
+                None => unknown(job),
+                Some(i) if !self.may_act(caller, i) => self.denied(i),
+                Some(i) => self.cancel_step(i, step),
+            },
             Request::Shutdown if !caller.admin => Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) may shut it down",
                 crate::util::user_name(crate::util::euid())

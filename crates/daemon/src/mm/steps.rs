@@ -432,18 +432,39 @@ impl Core {
     /// The allocation ended (or goes back to the queue): its running steps end with it, as
     /// cancelled, and their processes go on their nodes.
     pub(super) fn end_steps(&mut self, i: Ix) {
+        self.cancel_steps(i, None, "its allocation ended");
+    }
+
+    /// `scancel N.S` or a killed `srun`: step `k` of allocation `i` ends as cancelled, its
+    /// processes go on every node; the allocation and its other steps go on.
+    pub(super) fn cancel_step(&mut self, i: Ix, k: u32) -> Response {
+        let id = self.ledger.entry(i).req.id;
+        match self.side[i].steps.iter().find(|st| st.id == k) {
+            None => Response::Error(format!(
+                "job {id} has no step {k} (sacct -j {id} lists them)"
+            )),
+            Some(st) if st.state.is_final() => Response::Done,
+            Some(_) => {
+                self.cancel_steps(i, Some(k), "cancelled");
+                Response::Done
+            }
+        }
+    }
+
+    /// Ends the running steps of allocation `i` (only step `only` when given) as cancelled
+    /// with `why`: their records say so and their nodes forget their processes.
+    fn cancel_steps(&mut self, i: Ix, only: Option<u32>, why: &str) {
         let now = self.last_now.as_micros();
         let id = self.ledger.entry(i).req.id;
         let mut forget: BTreeSet<NodeId> = BTreeSet::new();
         let mut units = Vec::new();
         for st in self.side[i].steps.iter_mut() {
-            if st.state.is_final() {
+            if st.state.is_final() || only.is_some_and(|k| k != st.id) {
                 continue;
             }
             st.state = JobState::Cancelled;
             st.end_us = Some(now);
-            st.error
-                .get_or_insert_with(|| "its allocation ended".into());
+            st.error.get_or_insert_with(|| why.into());
             forget.extend(st.placement.iter().map(|p| p.node));
             units.push(step_unit(id, st.id));
         }

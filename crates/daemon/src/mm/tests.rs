@@ -3005,7 +3005,7 @@ fn a_node_manager_of_another_message_version_is_refused_naming_both() {
 /// its end is accounted once; a batch job ends with its script alone; an allocation that
 /// ends takes its running steps with it.
 #[test]
-fn a_step_is_recorded_before_it_is_answered_and_ends_with_its_allocation() {
+fn a_step_is_recorded_before_it_is_answered_ends_alone_when_cancelled_and_with_its_allocation() {
     let fcfs = super::build_policy("fcfs", 2, 2, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 2, 2);
     let alice = Caller {
@@ -3153,6 +3153,59 @@ fn a_step_is_recorded_before_it_is_answered_and_ends_with_its_allocation() {
         },
     );
     c.step(t(4));
+    // A third, sharing PEs (--overlap); `scancel 1.2` ends it alone, and only its owner may.
+    let overlap = Request::Step(Box::new(StepRequest {
+        job: JobId(1),
+        name: "prog".into(),
+        cmd: vec!["prog".into()],
+        ntasks: Some(2),
+        overlap: true,
+        ..StepRequest::default()
+    }));
+    ask(&mut c, 6, overlap, alice).expect("written");
+    c.on(
+        t(4),
+        Input::Written {
+            req: 6,
+            result: Ok(()),
+        },
+    );
+    c.step(t(4));
+    let cancel = || Request::CancelStep {
+        job: JobId(1),
+        step: 2,
+    };
+    assert!(ask(&mut c, 7, cancel(), bob).is_none());
+    let fx = c.step(t(4));
+    assert!(fx.iter().any(|e| matches!(e,
+        Effect::Reply { req: 7, resp: Response::Error(m) } if m.contains("permission denied"))));
+    assert_eq!(state(&c, 1).steps[2].state, JobState::Running);
+    assert!(ask(&mut c, 8, cancel(), alice).is_none());
+    let fx = c.step(t(4));
+    assert!(fx.iter().any(|e| matches!(
+        e,
+        Effect::Reply {
+            req: 8,
+            resp: Response::Done
+        }
+    )));
+    assert_eq!(
+        sent(&fx)
+            .iter()
+            .filter(|m| matches!(m, ToNode::Forget { jobs } if jobs == &[step_unit(JobId(1), 2)]))
+            .count(),
+        1,
+        "its ranks go on its node: {fx:?}"
+    );
+    let info = state(&c, 1);
+    assert_eq!(info.steps[2].state, JobState::Cancelled);
+    assert_eq!(
+        info.steps[1].state,
+        JobState::Running,
+        "the other step goes on"
+    );
+    assert_eq!(info.state, JobState::Running, "the allocation goes on");
+
     exit(&mut c, t(5), 1, 0, 0);
     let fx = c.step(t(5));
     let info = state(&c, 1);
@@ -3169,4 +3222,123 @@ fn a_step_is_recorded_before_it_is_answered_and_ends_with_its_allocation() {
     );
     // No step in an ended job.
     assert!(ask(&mut c, 5, step(), alice).is_none());
+}
+
+/// Submits `procs` tasks with `layout`; the reply.
+fn submit_spread(c: &mut Core, now: Time, req: u64, procs: u32, layout: NodeLayout) -> Response {
+    let request = Request::Submit(Box::new(SubmitRequest {
+        mem: None,
+        procs,
+        time_limit_us: Some(Dur::from_secs(1000).as_micros()),
+        class: None,
+        name: None,
+        cmd: vec!["work".into()],
+        cwd: "/".into(),
+        user: None,
+        io: Default::default(),
+        sched: Default::default(),
+        layout: Some(layout),
+        hold: false,
+    }));
+    c.on_unstored(
+        now,
+        Input::Client {
+            req,
+            request,
+            caller: Caller::ROOT,
+        },
+    );
+    c.step(now)
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Reply { req: r, resp } if r == req => Some(resp),
+            _ => None,
+        })
+        .expect("a reply")
+}
+
+#[test]
+fn a_job_asking_two_nodes_one_task_each_runs_on_two_nodes_and_nodelist_and_exclude_hold() {
+    for policy in ["fcfs", "easy", "conservative", "gang"] {
+        let p = super::build_policy(policy, 3, 4, &PolicyOptions::default()).unwrap();
+        let mut c = core(p, 3, 4);
+        // One PE of node 0 busy: counting PEs, 2 tasks would both go on node 0.
+        submit(&mut c, t(1), 1);
+        c.step(t(1));
+        let two = NodeLayout {
+            nodes: Some(2),
+            tasks_per_node: Some(1),
+            ..NodeLayout::default()
+        };
+        assert!(matches!(
+            submit_spread(&mut c, t(2), 2, 2, two),
+            Response::Submitted(_)
+        ));
+        let nodes = |c: &Core, job: u64| -> Vec<u32> {
+            state(c, job).placement.iter().map(|p| p.node.0).collect()
+        };
+        assert_eq!(nodes(&c, 2), [0, 1], "{policy}");
+        let pinned = NodeLayout {
+            nodes: Some(2),
+            nodelist: vec!["n2".into()],
+            exclude: vec!["n0".into()],
+            ..NodeLayout::default()
+        };
+        assert!(matches!(
+            submit_spread(&mut c, t(3), 3, 4, pinned),
+            Response::Submitted(_)
+        ));
+        assert_eq!(nodes(&c, 3), [1, 2], "{policy}");
+    }
+}
+
+#[test]
+fn a_spread_that_can_never_be_met_is_refused_at_submission_saying_why() {
+    let fcfs = super::build_policy("fcfs", 2, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 2, 2);
+    let refused =
+        |c: &mut Core, req, procs, layout| match submit_spread(c, t(1), req, procs, layout) {
+            Response::Error(e) => e,
+            other => panic!("accepted: {other:?}"),
+        };
+    let e = refused(
+        &mut c,
+        1,
+        3,
+        NodeLayout {
+            nodes: Some(3),
+            tasks_per_node: Some(1),
+            ..NodeLayout::default()
+        },
+    );
+    assert!(e.contains("needs 3 nodes; the machine has 2"), "{e}");
+    let e = refused(
+        &mut c,
+        2,
+        1,
+        NodeLayout {
+            nodelist: vec!["n7".into()],
+            ..NodeLayout::default()
+        },
+    );
+    assert!(
+        e.contains("--nodelist: unknown node n7; the nodes are n[0-1]"),
+        "{e}"
+    );
+    // A policy with a geometry of its own refuses a spread rather than ignore it.
+    let t3d = super::build_policy("t3d", 2, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(t3d, 2, 2);
+    let e = refused(
+        &mut c,
+        3,
+        2,
+        NodeLayout {
+            nodes: Some(2),
+            ..NodeLayout::default()
+        },
+    );
+    assert!(
+        e.contains("policy t3d places jobs by its own geometry"),
+        "{e}"
+    );
 }

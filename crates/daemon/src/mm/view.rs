@@ -186,6 +186,7 @@ pub(super) fn describe(s: &Side, record: JobRecord, state: JobState, run_us: i64
         reason: None,
         run: s.run,
         mem: s.mem,
+        spread: s.spread.clone(),
         steps: s.steps.clone(),
     }
 }

@@ -101,7 +101,7 @@ impl Easy {
     pub(super) fn pyss_start(&mut self, now: Time, out: &mut Vec<Decision>) {
         let chosen = std::mem::take(&mut self.chosen);
         for job in chosen {
-            match self.s.pool.allocate(job.procs) {
+            match self.s.pool.allocate_for(&job) {
                 Some(pes) => self
                     .s
                     .launch(now, job.id, job.procs, job.estimate, pes, out),

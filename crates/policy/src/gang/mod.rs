@@ -39,7 +39,7 @@ use std::hash::BuildHasherDefault;
 use cosched_core::{Dur, JobId, MachineShape, PeSet, Time};
 
 use crate::opts::Opts;
-use crate::queue::{WaitQueue, never_fits};
+use crate::queue::{WaitQueue, never_fits, never_placed};
 use crate::{
     ConfigError, CyclePoint, Decision, Event, JobRequest, MatrixView, Never, Policy, PolicyConfig,
     SlotView,
@@ -351,7 +351,7 @@ impl Gang {
     /// than a node has.
     /// Why `req` can never run on this machine, if it cannot.
     fn impossible(&self, req: &JobRequest) -> Option<Never> {
-        if let Some(why) = never_fits(req, self.pes) {
+        if let Some(why) = never_fits(req, self.pes).or_else(|| never_placed(req, &self.machine)) {
             return Some(why);
         }
         match (self.mem_limit_kib, req.mem_per_pe_kib) {
@@ -380,6 +380,11 @@ impl Gang {
         }
         if n > self.pes - taken {
             return None; // not that many PEs clear in the row, in any shape
+        }
+        if let Some(spread) = &req.spread {
+            // Where the spread says, whatever the packing; a block is the PEs themselves.
+            let pes = spread.choose(n, &self.machine, |p| !reserved.get(p) && !down.get(p))?;
+            return self.mem_fits(&pes, req).then(|| (pes.clone(), pes));
         }
         match self.packing {
             Packing::FirstFit | Packing::BestFit => {
@@ -861,6 +866,10 @@ impl Gang {
 }
 
 impl Policy for Gang {
+    fn places_by_node(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "gang"
     }

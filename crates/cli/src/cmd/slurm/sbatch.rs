@@ -156,17 +156,6 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
                 .into(),
         );
     }
-    let ranks = opts.ranks().map_err(error)?;
-    if let Some(layout) = opts.layout().filter(|_| ranks > 1) {
-        warnings.push(format!(
-            "sbatch: warning: -N {}{}: a spread over {} nodes is asked of the machine manager, whose policies do not honour it yet; the {ranks} tasks go on any free PEs",
-            layout.nodes,
-            layout
-                .tasks_per_node
-                .map_or_else(String::new, |t| format!(" --ntasks-per-node={t}")),
-            layout.nodes,
-        ));
-    }
     for w in &warnings {
         eprintln!("{w}");
     }

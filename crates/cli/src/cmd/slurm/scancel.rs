@@ -1,5 +1,6 @@
 //! `scancel`: cancel jobs by id (`N`, every task of array `N`; `N_M`; `N_[1-3]`) or by
-//! filters (`-u`, `--me`, `-n`, `-t`, `-p`, `-w`). As Slurm's, a job that already ended or
+//! filters (`-u`, `--me`, `-n`, `-t`, `-p`, `-w`); `N.S` ends step S of job N alone. As
+//! Slurm's, a job that already ended or
 //! is unknown is passed over silently (`-v` says so), and the status is 1 only when a
 //! cancel was refused (another user's job). `--signal` sends what cosched can: STOP and CONT
 //! are its suspend and resume; KILL and TERM end the job (SIGTERM, then SIGKILL after the
@@ -80,6 +81,12 @@ fn request(signal: Option<&str>) -> Result<fn(JobId) -> Request, String> {
     }
 }
 
+/// `N.S` with a step number: the job and the step.
+fn step_of(text: &str) -> Option<(JobId, u32)> {
+    let (job, step) = text.trim().split_once('.')?;
+    Some((JobId(job.parse().ok()?), step.parse().ok()?))
+}
+
 pub fn run(args: Vec<String>) -> i32 {
     let a: Args = match super::parse_args("scancel", &args) {
         Ok(a) => a,
@@ -94,11 +101,37 @@ pub fn run(args: Vec<String>) -> i32 {
     if a.ids.is_empty() && !filtered {
         return fail("scancel", "No job identification provided");
     }
+    // `N.S` names one step: it ends alone, its allocation and other steps go on.
+    let (steps, ids): (Vec<String>, Vec<String>) = a
+        .ids
+        .iter()
+        .flat_map(|i| i.split(',').map(str::to_string).collect::<Vec<_>>())
+        .partition(|i| step_of(i).is_some());
+    let mut status = 0;
+    if !steps.is_empty() {
+        let client = match super::client() {
+            Ok(c) => c,
+            Err(e) => return fail("scancel", &e),
+        };
+        for text in &steps {
+            let (job, step) = step_of(text).expect("partitioned");
+            if a.verbose > 0 {
+                eprintln!("scancel: Terminating step {text}");
+            }
+            if let Err(e) = client.simple(Request::CancelStep { job, step }) {
+                eprintln!("scancel: error: Kill job error on job id {text}: {e}");
+                status = 1;
+            }
+        }
+        if ids.is_empty() && !filtered {
+            return status;
+        }
+    }
     let req = match request(a.signal.as_deref()) {
         Ok(r) => r,
         Err(e) => return fail("scancel", &e),
     };
-    let specs = match job_specs(&a.ids) {
+    let specs = match job_specs(&ids) {
         Ok(s) => s,
         Err(e) => return fail("scancel", &e),
     };
@@ -145,7 +178,6 @@ pub fn run(args: Vec<String>) -> i32 {
             eprintln!("scancel: Job {} is already done or unknown", s.id);
         }
     }
-    let mut status = 0;
     for j in views
         .iter()
         .filter(|j| specs.is_empty() || specs.iter().any(|s| s.names(j)))
@@ -193,5 +225,13 @@ mod tests {
             Ok(Request::Cancel(_))
         ));
         assert!(r("USR1").unwrap_err().contains("only STOP and CONT"));
+    }
+
+    #[test]
+    fn a_step_id_names_one_step_and_batch_or_array_ids_name_jobs() {
+        assert_eq!(step_of("12.3"), Some((JobId(12), 3)));
+        assert_eq!(step_of("12.batch"), None);
+        assert_eq!(step_of("12_4"), None);
+        assert_eq!(step_of("12"), None);
     }
 }

@@ -6,13 +6,14 @@
 //! Outside an allocation, an allocation with one step, run from the terminal as `cosched
 //! run` runs a job.
 
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use cosched_core::JobId;
 use cosched_daemon::client::Client;
 use cosched_daemon::jobio;
 use cosched_daemon::mm::steps::STEP_BUSY;
-use cosched_daemon::proto::{JobState, StepInfo, StepRequest};
+use cosched_daemon::proto::{JobState, Request, StepInfo, StepRequest};
 use cosched_slurm::options::{Cmd, Parsed};
 
 use crate::cmd::batch;
@@ -173,8 +174,48 @@ fn start(client: &Client, req: StepRequest, quiet: bool) -> Result<StepInfo, Sto
     }
 }
 
+/// SIGINTs and SIGTERMs srun received while it follows its step.
+static SIGINTS: AtomicU32 = AtomicU32::new(0);
+static SIGTERMED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    if sig == libc::SIGTERM {
+        SIGTERMED.store(true, Ordering::SeqCst);
+    } else {
+        SIGINTS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether the signals so far end the step, as Slurm's srun: SIGTERM, or a second SIGINT
+/// within a second of the first (one alone only says so).
+struct Interrupts {
+    seen: u32,
+    last: Option<std::time::Instant>,
+}
+
+impl Interrupts {
+    fn end_step(&mut self) -> bool {
+        if SIGTERMED.load(Ordering::SeqCst) {
+            return true;
+        }
+        let n = SIGINTS.load(Ordering::SeqCst);
+        if n == self.seen {
+            return false;
+        }
+        self.seen = n;
+        let now = std::time::Instant::now();
+        let twice = n >= 2 && self.last.is_some_and(|t| now - t <= Duration::from_secs(1));
+        if !twice {
+            eprintln!("srun: interrupt (one more within 1 sec to abort)");
+        }
+        self.last = Some(now);
+        twice
+    }
+}
+
 /// Follows step `step` of `job` to its end, relaying its tasks' output when `relay`;
-/// Slurm's exit status: the highest exit code of the tasks.
+/// Slurm's exit status: the highest exit code of the tasks. SIGTERM, or SIGINT twice within
+/// a second, ends the step (`Request::CancelStep`), as killing Slurm's srun does.
 fn wait(
     client: &Client,
     job: JobId,
@@ -186,7 +227,25 @@ fn wait(
     let mut streams: Vec<(Stream, Stream)> =
         (0..step.ntasks()).map(|_| Default::default()).collect();
     let fetch = |rank: u32| client.task_output(job, Some(k), rank, false);
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to atomics, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+    let mut interrupts = Interrupts {
+        seen: 0,
+        last: None,
+    };
+    let mut cancelled = false;
     let st = loop {
+        if !cancelled && interrupts.end_step() {
+            cancelled = true;
+            eprintln!("srun: Cancelling step {job}.{k}");
+            if let Err(e) = client.simple(Request::CancelStep { job, step: k }) {
+                eprintln!("srun: error: cancelling step {job}.{k}: {e}");
+            }
+        }
         let info = client
             .jobs(&[job])
             .map_err(|e| error(format!("job {job}: {e}")))?
