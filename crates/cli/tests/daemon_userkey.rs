@@ -194,3 +194,75 @@ fn a_revoked_user_credential_is_refused_while_another_users_still_works() {
     assert!(!out.status.success());
     assert!(text(&out).contains("expired"), "{}", text(&out));
 }
+
+/// `cosched cluster rotate-key` during a running two-node job over a chain of node managers
+/// (fan-out 1: the second is the first's child, so an interior node forwards frames of both
+/// keys): the job completes, both nodes stay up, the key file holds a new key; a client with
+/// a copy of the old key gets through during the grace period and is refused after it, and
+/// the cluster still runs jobs over the tree with the new key only.
+#[test]
+fn the_cluster_key_rotates_during_a_running_job_and_the_old_key_is_refused_after_the_grace_period()
+{
+    let c = Cluster::up(
+        "userkey",
+        "rotate",
+        &["--nodes", "2", "--pes", "1", "--fanout", "1"],
+    );
+    let key_file = c.state.key_file();
+    let old = c.dir.join("old.key");
+    std::fs::copy(&key_file, &old).unwrap();
+    let addr = c.state.addr().unwrap();
+    let with_old = |args: &[&str]| {
+        let mut full: Vec<&str> = args[..1].to_vec();
+        full.extend(["--mm", &addr, "--key-file", old.to_str().unwrap()]);
+        full.extend(&args[1..]);
+        c.run(&full)
+    };
+    let job = c.submit(&["-n", "2", "--", "sleep", "4"]);
+    c.until(20, "the job running", || {
+        (c.state_of(job).as_deref() == Some("running")).then_some(())
+    });
+    const GRACE_S: u64 = 8;
+    let rotated_at = std::time::Instant::now();
+    c.ok(&["cluster", "rotate-key", "--grace", &format!("{GRACE_S}s")]);
+    assert_ne!(
+        std::fs::read_to_string(&key_file).unwrap(),
+        std::fs::read_to_string(&old).unwrap(),
+        "the key file holds the new key"
+    );
+    let out = with_old(&["queue"]);
+    if rotated_at.elapsed().as_secs() < GRACE_S {
+        assert!(
+            out.status.success(),
+            "the old key during the grace period: {}",
+            text(&out)
+        );
+    }
+    let ended = c.ended(job, 30);
+    assert_eq!(ended["state"], "completed", "{ended}");
+    assert_eq!(c.nodes_up(), 2, "{}", c.mm_log());
+    // The node managers took the key themselves (they would have registered again if not).
+    let log = c.mm_log();
+    assert!(log.contains("the cluster key was rotated"), "{log}");
+    assert!(
+        !log.contains("registered with the previous cluster key"),
+        "{log}"
+    );
+
+    let wait = std::time::Duration::from_secs(GRACE_S + 1).saturating_sub(rotated_at.elapsed());
+    std::thread::sleep(wait);
+    let out = with_old(&["queue"]);
+    assert!(
+        !out.status.success(),
+        "the old key after the grace period works"
+    );
+    assert!(
+        text(&out).contains("authentication failed"),
+        "{}",
+        text(&out)
+    );
+    // The tree runs on the new key alone: a job on both nodes completes.
+    let after = c.submit(&["-n", "2", "--", "true"]);
+    assert_eq!(c.ended(after, 30)["state"], "completed");
+    assert_eq!(c.nodes_up(), 2);
+}
