@@ -3,7 +3,7 @@
 //! a credential claimed for another uid, or forged, is refused. Real daemons on loopback.
 
 mod support;
-use support::cluster::Cluster;
+use support::cluster::{Cluster, signal};
 use support::*;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -265,4 +265,53 @@ fn the_cluster_key_rotates_during_a_running_job_and_the_old_key_is_refused_after
     let after = c.submit(&["-n", "2", "--", "true"]);
     assert_eq!(c.ended(after, 30)["state"], "completed");
     assert_eq!(c.nodes_up(), 2);
+}
+
+/// A node manager that was down during a rotation and comes back with the old key in its
+/// key file, within the grace period: the machine manager gives it the new key at
+/// registration, it writes the key to its file and registers again with it, and runs jobs
+/// over the tree sealed with the new key.
+#[test]
+fn a_node_manager_that_missed_a_rotation_gets_the_new_key_when_it_registers_again() {
+    let c = Cluster::up("userkey", "late", &["--nodes", "2", "--pes", "1"]);
+    let old = c.dir.join("old.key");
+    std::fs::copy(c.state.key_file(), &old).unwrap();
+    signal(&c.pid(c.state.nm_pid_file("n1")), "KILL");
+    c.until(30, "n1 away", || {
+        (c.node_state("n1").as_deref() != Some("up")).then_some(())
+    });
+    c.ok(&["cluster", "rotate-key", "--grace", "10m"]);
+    // n1 again, with its own copy of the old key, as a host the new key did not reach.
+    let addr = c.state.addr().unwrap();
+    let args: Vec<String> = [
+        "nm",
+        "--mm",
+        &addr,
+        "--name",
+        "n1",
+        "--pes",
+        "1",
+        "--workdir",
+        c.state.node_work_dir("n1").to_str().unwrap(),
+        "--key-file",
+        old.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    c.spawn(&args, c.state.nm_log("n1"));
+    c.until(30, "n1 up again", || (c.nodes_up() == 2).then_some(()));
+    assert!(
+        c.mm_log()
+            .contains("registered with the previous cluster key: given the new one"),
+        "{}",
+        c.mm_log()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&old).unwrap(),
+        std::fs::read_to_string(c.state.key_file()).unwrap(),
+        "n1 wrote the new key to its key file"
+    );
+    let job = c.submit(&["-n", "2", "--", "true"]);
+    assert_eq!(c.ended(job, 30)["state"], "completed");
 }
