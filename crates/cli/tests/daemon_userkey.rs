@@ -3,7 +3,7 @@
 //! a credential claimed for another uid, or forged, is refused. Real daemons on loopback.
 
 mod support;
-use support::cluster::Cluster;
+use support::cluster::{Cluster, signal};
 use support::*;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -193,4 +193,125 @@ fn a_revoked_user_credential_is_refused_while_another_users_still_works() {
     let out = as_user(&c, &short, &["queue"]);
     assert!(!out.status.success());
     assert!(text(&out).contains("expired"), "{}", text(&out));
+}
+
+/// `cosched cluster rotate-key` during a running two-node job over a chain of node managers
+/// (fan-out 1: the second is the first's child, so an interior node forwards frames of both
+/// keys): the job completes, both nodes stay up, the key file holds a new key; a client with
+/// a copy of the old key gets through during the grace period and is refused after it, and
+/// the cluster still runs jobs over the tree with the new key only.
+#[test]
+fn the_cluster_key_rotates_during_a_running_job_and_the_old_key_is_refused_after_the_grace_period()
+{
+    let c = Cluster::up(
+        "userkey",
+        "rotate",
+        &["--nodes", "2", "--pes", "1", "--fanout", "1"],
+    );
+    let key_file = c.state.key_file();
+    let old = c.dir.join("old.key");
+    std::fs::copy(&key_file, &old).unwrap();
+    let addr = c.state.addr().unwrap();
+    let with_old = |args: &[&str]| {
+        let mut full: Vec<&str> = args[..1].to_vec();
+        full.extend(["--mm", &addr, "--key-file", old.to_str().unwrap()]);
+        full.extend(&args[1..]);
+        c.run(&full)
+    };
+    let job = c.submit(&["-n", "2", "--", "sleep", "4"]);
+    c.until(20, "the job running", || {
+        (c.state_of(job).as_deref() == Some("running")).then_some(())
+    });
+    const GRACE_S: u64 = 8;
+    let rotated_at = std::time::Instant::now();
+    c.ok(&["cluster", "rotate-key", "--grace", &format!("{GRACE_S}s")]);
+    assert_ne!(
+        std::fs::read_to_string(&key_file).unwrap(),
+        std::fs::read_to_string(&old).unwrap(),
+        "the key file holds the new key"
+    );
+    let out = with_old(&["queue"]);
+    if rotated_at.elapsed().as_secs() < GRACE_S {
+        assert!(
+            out.status.success(),
+            "the old key during the grace period: {}",
+            text(&out)
+        );
+    }
+    let ended = c.ended(job, 30);
+    assert_eq!(ended["state"], "completed", "{ended}");
+    assert_eq!(c.nodes_up(), 2, "{}", c.mm_log());
+    // The node managers took the key themselves (they would have registered again if not).
+    let log = c.mm_log();
+    assert!(log.contains("the cluster key was rotated"), "{log}");
+    assert!(
+        !log.contains("registered with the previous cluster key"),
+        "{log}"
+    );
+
+    let wait = std::time::Duration::from_secs(GRACE_S + 1).saturating_sub(rotated_at.elapsed());
+    std::thread::sleep(wait);
+    let out = with_old(&["queue"]);
+    assert!(
+        !out.status.success(),
+        "the old key after the grace period works"
+    );
+    assert!(
+        text(&out).contains("authentication failed"),
+        "{}",
+        text(&out)
+    );
+    // The tree runs on the new key alone: a job on both nodes completes.
+    let after = c.submit(&["-n", "2", "--", "true"]);
+    assert_eq!(c.ended(after, 30)["state"], "completed");
+    assert_eq!(c.nodes_up(), 2);
+}
+
+/// A node manager that was down during a rotation and comes back with the old key in its
+/// key file, within the grace period: the machine manager gives it the new key at
+/// registration, it writes the key to its file and registers again with it, and runs jobs
+/// over the tree sealed with the new key.
+#[test]
+fn a_node_manager_that_missed_a_rotation_gets_the_new_key_when_it_registers_again() {
+    let c = Cluster::up("userkey", "late", &["--nodes", "2", "--pes", "1"]);
+    let old = c.dir.join("old.key");
+    std::fs::copy(c.state.key_file(), &old).unwrap();
+    signal(&c.pid(c.state.nm_pid_file("n1")), "KILL");
+    c.until(30, "n1 away", || {
+        (c.node_state("n1").as_deref() != Some("up")).then_some(())
+    });
+    c.ok(&["cluster", "rotate-key", "--grace", "10m"]);
+    // n1 again, with its own copy of the old key, as a host the new key did not reach.
+    let addr = c.state.addr().unwrap();
+    let args: Vec<String> = [
+        "nm",
+        "--mm",
+        &addr,
+        "--name",
+        "n1",
+        "--pes",
+        "1",
+        "--workdir",
+        c.state.node_work_dir("n1").to_str().unwrap(),
+        "--key-file",
+        old.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    c.spawn(&args, c.state.nm_log("n1"));
+    c.until(30, "n1 up again", || (c.nodes_up() == 2).then_some(()));
+    assert!(
+        c.mm_log()
+            .contains("registered with the previous cluster key: given the new one"),
+        "{}",
+        c.mm_log()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&old).unwrap(),
+        std::fs::read_to_string(c.state.key_file()).unwrap(),
+        "n1 wrote the new key to its key file"
+    );
+    let job = c.submit(&["-n", "2", "--", "true"]);
+    assert_eq!(c.ended(job, 30)["state"], "completed");
 }

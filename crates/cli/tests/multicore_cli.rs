@@ -2,7 +2,6 @@
 //! G-LOMARC-TS, their figures in the report and the JSON, determinism, and sweeps over
 //! variants and parameters.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn cosched(args: &[&str]) -> Output {
@@ -76,8 +75,12 @@ fn w1_under_glomarc_reports_seed_001_figures_and_is_byte_identical() {
 
 #[test]
 fn sweep_varies_a_parameter_of_each_variant() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("multicore-sweep");
-    let _ = std::fs::remove_dir_all(&dir);
+    // Removed when the test ends, passed or failed: nothing is left in target/.
+    let tmp = tempfile::Builder::new()
+        .prefix("cosched-multicore-sweep-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path().join("out");
     let out = ok(&cosched(&[
         "sim",
         "sweep",

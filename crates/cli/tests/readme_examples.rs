@@ -1,6 +1,7 @@
 //! The README's examples stay true: the `--matrix-out` example, taken from
 //! the README's text and run as written, draws jobs; every repository file an example names
-//! (`docs/t3d.toml`, `scenarios/*.toml`, …) is shipped.
+//! (`docs/t3d.toml`, `scenarios/*.toml`, …) is shipped; every file an example writes is named
+//! under `target/`, so running them leaves nothing in the repository.
 
 use std::path::Path;
 use std::process::Command;
@@ -46,7 +47,8 @@ fn the_matrix_out_example_draws_jobs() {
     let args: Vec<&str> = cmd.split_whitespace().collect();
     assert_eq!(args[0], "cosched", "{cmd}");
     let dir = std::env::temp_dir().join(format!("cosched-readme-matrix-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // The README's examples run at the root of a built repository, which has `target/`.
+    std::fs::create_dir_all(dir.join("target")).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_cosched"))
         .args(&args[1..])
         .current_dir(&dir)
@@ -90,4 +92,43 @@ fn every_file_an_example_names_is_shipped() {
         named >= 3,
         "the README's examples name docs/t3d.toml and scenarios"
     );
+}
+
+/// Flags whose value is a file or directory a command writes.
+fn writes(flag: &str) -> bool {
+    matches!(
+        flag,
+        "-o" | "--out" | "--output" | "--error" | "--plot" | "--forecast-log" | "--class-history"
+    ) || (flag.starts_with("--") && (flag.ends_with("-out") || flag.contains("-out-")))
+}
+
+/// Every file an example writes (an output flag's value, a `>` redirection, an `#SBATCH
+/// --output` directive, a compiler's `-o`) is under `target/`: run from the repository's
+/// root, the README's examples leave nothing in the repository.
+#[test]
+fn the_readme_examples_write_their_files_under_target() {
+    let mut outputs = Vec::new();
+    for cmd in commands(&readme()) {
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        for w in words.windows(2) {
+            let value = w[1].trim_matches(|c| c == '\'' || c == '"');
+            // `replay --state` is a file (`acct --state` a list of job states).
+            let state_file = w[0] == "--state" && cmd.starts_with("cosched replay");
+            if writes(w[0]) || w[0] == ">" || state_file {
+                outputs.push((cmd.clone(), value.to_string()));
+            }
+        }
+        if let Some(v) = cmd.strip_prefix("#SBATCH --output=") {
+            outputs.push((cmd.clone(), v.to_string()));
+        }
+    }
+    // Flags of other programs that take no file (squeue's -o is a format).
+    outputs.retain(|(cmd, _)| !cmd.starts_with("squeue"));
+    assert!(outputs.len() >= 20, "the README's outputs: {outputs:?}");
+    for (cmd, file) in &outputs {
+        assert!(
+            file.starts_with("target/"),
+            "`{cmd}` writes {file} in the repository: name it under target/"
+        );
+    }
 }

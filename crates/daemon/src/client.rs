@@ -324,6 +324,15 @@ impl Client {
         }
     }
 
+    /// Has the machine manager give every daemon a new cluster key, the old one accepted for
+    /// `grace_us` more; returns what it did.
+    pub fn rotate_key(&self, grace_us: i64) -> Result<String, DaemonError> {
+        match self.request(Request::RotateKey { grace_us })? {
+            Response::KeyRotated(what) => Ok(what),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Each live job's expected start and end ([`Request::Forecast`]).
     pub fn forecast(&self) -> Result<Vec<cosched_policy::forecast::Expected>, DaemonError> {
         match self.request(Request::Forecast)? {

@@ -23,6 +23,10 @@ pub const VAR_BCAST_STATE: u32 = 3;
 /// File broadcast: the last transfer whose copies were verified on every node, written by the
 /// machine manager's COMPARE-AND-WRITE; a staged copy is launched only once this reaches it.
 pub const VAR_BCAST_READY: u32 = 4;
+/// Key rotation: the rotation a node manager seals its frames with the new key of, set by it
+/// once it has the key ([`ToNode::RotateKey`]'s `rotation`); the machine manager switches
+/// when it holds everywhere.
+pub const VAR_KEY_ROTATION: u32 = 5;
 pub const BCAST_OPEN: i64 = 1;
 pub const BCAST_VERIFIED: i64 = 2;
 pub const BCAST_FAILED: i64 = 3;
@@ -66,7 +70,7 @@ impl Stamp {
 /// with every change to [`Hello`], [`Register`], [`RegisterReply`], [`ToNode`] or
 /// [`FromNode`]: postcard is not self-describing, so daemons of two versions would misread
 /// each other's messages. Nodes and manager of one version mix, whatever their releases.
-pub const WIRE_VERSION: u32 = 1;
+pub const WIRE_VERSION: u32 = 2;
 
 /// Which cosched a daemon is: its release and the version of its messages.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,6 +179,13 @@ pub enum RegisterReply {
         kill_wait_us: i64,
     },
     Rejected(String),
+    /// The node sealed its registration with a cluster key accepted only until `until_us`
+    /// (it missed a rotation): here is the new one, wrapped with the old; it takes it,
+    /// writes it to its key file and registers again with it.
+    NewKey {
+        key: cosched_storm::Wrapped,
+        until_us: i64,
+    },
 }
 
 /// One job's processes on a node: which ranks run on which of its PEs.
@@ -273,6 +284,14 @@ pub enum ToNode {
         kvs: Vec<(String, String)>,
     },
     Shutdown,
+    /// The cluster key changes: seal with `key` (wrapped with the key this frame is sealed
+    /// with) from now on, accept the old one until `until_us`, write the new one to the key
+    /// file, then set [`VAR_KEY_ROTATION`] to `rotation`.
+    RotateKey {
+        key: cosched_storm::Wrapped,
+        until_us: i64,
+        rotation: i64,
+    },
     /// Send back what the node's communication monitors recorded ([`FromNode::Monitor`]).
     FetchMonitor {
         req: u64,
@@ -562,6 +581,12 @@ pub enum Request {
     CancelStep {
         job: JobId,
         step: u32,
+    },
+    /// Give every daemon a new cluster key, the old one accepted for `grace_us` more
+    /// (`cosched cluster rotate-key`): administrators only. Answered with
+    /// [`Response::KeyRotated`] once the machine manager seals with the new key.
+    RotateKey {
+        grace_us: i64,
     },
 }
 
@@ -867,6 +892,9 @@ pub enum Response {
     Bcast(BcastReply),
     /// A reconfiguration was accepted: what changes.
     Reconfigured(String),
+    /// The cluster key was rotated: where the new one is, until when the old one is accepted,
+    /// which nodes did not confirm.
+    KeyRotated(String),
     /// The credential the machine manager now accepts for a user.
     Credential(crate::user_key::Credential),
     /// The step started (boxed: larger than the other answers).

@@ -1,7 +1,8 @@
 //! A user's credential file for remote clients, in the spirit of munge: the administrator
 //! (who holds the cluster key) writes `user_key(uid)` for Unix user `uid` with `cosched
 //! cluster user-key`, and that user's client proves who it is over TCP with it, getting that
-//! user's rights and no more. Rotating the cluster key revokes every credential; one user's
+//! user's rights and no more. Rotating the cluster key revokes every credential once the
+//! rotation's grace period is over (until then those of the old key are accepted); one user's
 //! alone is revoked by a new serial: the machine manager holds each user's current serial
 //! (and when it expires, if it does: [`Credential`]) and derives the key from it, so a file
 //! of an older serial no longer authenticates.
@@ -37,8 +38,8 @@ impl Credential {
     pub fn expired(&self, now_us: i64) -> Option<String> {
         let at = self.expires_us.filter(|&e| now_us >= e)?;
         Some(format!(
-            "your user credential expired at {}Z; ask the cluster's administrator for a new one (`cosched cluster user-key`)",
-            cosched_slurm::time::timestamp(Some(at / 1_000_000), |_| 0)
+            "your user credential expired at {}; ask the cluster's administrator for a new one (`cosched cluster user-key`)",
+            crate::util::utc_us(at)
         ))
     }
 }

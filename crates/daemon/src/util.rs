@@ -241,3 +241,11 @@ impl std::io::Write for LogWriter {
         Ok(())
     }
 }
+
+/// A moment in µs since the epoch as UTC, e.g. `2026-11-27T19:05:00Z`.
+pub fn utc_us(us: i64) -> String {
+    format!(
+        "{}Z",
+        cosched_slurm::time::timestamp(Some(us.div_euclid(1_000_000)), |_| 0)
+    )
+}

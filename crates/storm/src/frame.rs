@@ -104,6 +104,10 @@ impl Key {
         Ok(Key(b))
     }
 
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     pub fn to_hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -253,6 +257,13 @@ pub fn write_private(path: &Path, content: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
         std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
     })
+}
+
+/// The wall clock in µs since the epoch: grace deadlines of keys are shared between hosts.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
 }
 
 fn check_len(len: usize, max: usize) -> Result<usize, FrameError> {

@@ -8,6 +8,7 @@
 //! - [`accept`]: accepting with back-off, and the cap on unauthenticated connections.
 //! - [`bytes`]: byte buffers in messages encoded as one run (a `memcpy`, not a visit per byte).
 //! - [`frame`]: length-delimited frames with a keyed BLAKE3 tag; the cluster [`Key`].
+//! - [`keyring`]: the keys accepted and the one sealed with, during a rotation of the key.
 //! - [`tree`]: the k-ary overlay ([`Topology`]) and destination sets ([`Dest`]).
 //! - [`mech`]: the mechanisms as messages ([`Down`], [`Up`]), node variables ([`Vars`]),
 //!   and the combining of answers at every hop ([`Combiner`]).
@@ -21,6 +22,7 @@
 pub mod accept;
 pub mod bytes;
 pub mod frame;
+pub mod keyring;
 pub mod link;
 pub mod mech;
 pub mod node;
@@ -28,6 +30,7 @@ pub mod root;
 pub mod tree;
 
 pub use frame::{FrameError, Key};
+pub use keyring::{Keyring, Keys, Wrapped};
 pub use link::ChildEvent;
 pub use mech::{Answer, Cmp, Combiner, Cond, Down, DownOf, Own, Query, Up, Var, Vars};
 pub use node::{Delivery, NodeHandle, Payload, spawn_node};

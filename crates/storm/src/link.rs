@@ -19,7 +19,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use crate::frame::{Key, MAX_FRAME, read_whole};
+use crate::frame::{MAX_FRAME, read_whole};
+use crate::keyring::Keyring;
 use crate::mech::Up;
 use crate::tree::{Dest, Route};
 
@@ -64,14 +65,14 @@ impl Queues {
 
 /// The child links of one tree position.
 pub struct Children {
-    key: Key,
+    key: Keyring,
     links: HashMap<NodeId, Child>,
     next_conn: u64,
     events: mpsc::UnboundedSender<ChildEvent>,
 }
 
 impl Children {
-    pub fn new(key: Key, events: mpsc::UnboundedSender<ChildEvent>) -> Children {
+    pub fn new(key: Keyring, events: mpsc::UnboundedSender<ChildEvent>) -> Children {
         Children {
             key,
             links: HashMap::new(),
@@ -148,7 +149,7 @@ impl Children {
 }
 
 fn spawn_link(
-    key: Key,
+    key: Keyring,
     node: NodeId,
     addr: String,
     conn: u64,

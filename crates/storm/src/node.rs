@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::accept::{Admission, DropLog, Limits, accept};
 use crate::frame::{Key, MAX_FRAME, MAX_HELLO, read_whole};
+use crate::keyring::Keyring;
 use crate::link::{ChildEvent, Children};
 use crate::mech::{Answer, Combiner, Down, DownOf, Own, Up, Vars, sleep_until};
 use crate::tree::{Route, Topology};
@@ -95,9 +96,13 @@ enum Ev {
         conn: u64,
         writer: OwnedWriteHalf,
         topo: Topology,
+        /// The key the topology was sealed with.
+        key: Key,
     },
     FromParent {
         conn: u64,
+        /// The key the frame was sealed with.
+        key: Key,
         /// The whole frame as read, forwarded unchanged where it is not re-sealed.
         frame: Vec<u8>,
         /// The message, an XFER's payload given by where it lies in `frame`.
@@ -116,9 +121,10 @@ enum Ev {
 /// Starts the transport of node `me` on `listener`; returns the handle and the deliveries.
 pub fn spawn_node(
     listener: TcpListener,
-    key: Key,
+    key: impl Into<Keyring>,
     me: NodeId,
 ) -> (NodeHandle, mpsc::UnboundedReceiver<Delivery>) {
+    let key = key.into();
     let (deliver_tx, deliver_rx) = mpsc::unbounded_channel();
     let (up_tx, up_rx) = mpsc::unbounded_channel();
     let vars = Vars::default();
@@ -128,7 +134,7 @@ pub fn spawn_node(
 
 async fn run(
     listener: TcpListener,
-    key: Key,
+    key: Keyring,
     me: NodeId,
     vars: Vars,
     deliver: mpsc::UnboundedSender<Delivery>,
@@ -137,6 +143,11 @@ async fn run(
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Ev>();
     let (child_tx, mut child_rx) = mpsc::unbounded_channel::<ChildEvent>();
     let mut children = Children::new(key.clone(), child_tx);
+    // What this node seals with: the key its parent's last frame was sealed with. The root
+    // chooses the key for the whole tree, and switches to a new one only once every node
+    // accepts it, so no hop seals with a key its neighbour does not know yet (see
+    // [`crate::keyring`]).
+    let mut sealing: Key = key.current();
     let mut parent: Option<(u64, OwnedWriteHalf)> = None;
     let mut epoch = 0u64;
     let mut routes: Vec<Route> = Vec::new();
@@ -168,20 +179,20 @@ async fn run(
                         }
                         r => r
                             .map_err(|e| e.to_string())
-                            .and_then(|b| key.open::<Down>(&b).map_err(|e| e.to_string())),
+                            .and_then(|b| key.open_with::<Down>(&b).map_err(|e| e.to_string())),
                     };
-                    let topo = match first {
-                        Ok(Down::Topology(t)) => t,
+                    let (topo, with) = match first {
+                        Ok((Down::Topology(t), with)) => (t, with),
                         Ok(_) => { drops.dropped(format_args!("storm: dropping {peer}: first frame is not a topology")); return; }
                         Err(e) => { drops.dropped(format_args!("storm: dropping {peer}: {e}")); return; }
                     };
-                    if ev_tx.send(Ev::NewParent { conn, writer, topo }).is_err() { return; }
+                    if ev_tx.send(Ev::NewParent { conn, writer, topo, key: with }).is_err() { return; }
                     loop {
                         match read_whole(&mut rd, MAX_FRAME).await {
-                            Ok(frame) => match key.open::<DownOf<&[u8]>>(&frame[4..]) {
-                                Ok(msg) => {
+                            Ok(frame) => match key.open_with::<DownOf<&[u8]>>(&frame[4..]) {
+                                Ok((msg, with)) => {
                                     let msg = msg.map_payload(|p| range_in(&frame, p));
-                                    if ev_tx.send(Ev::FromParent { conn, frame, msg }).is_err() { return; }
+                                    if ev_tx.send(Ev::FromParent { conn, key: with, frame, msg }).is_err() { return; }
                                 }
                                 Err(e) => { tracing::warn!("storm: dropping parent {peer}: {e}"); break; }
                             },
@@ -193,24 +204,26 @@ async fn run(
                 });
             }
             Some(ev) = ev_rx.recv() => match ev {
-                Ev::NewParent { conn, writer, topo } => {
+                Ev::NewParent { conn, writer, topo, key: with } => {
                     if topo.epoch < epoch {
                         continue; // a stale parent from an older overlay
                     }
+                    sealing = with;
                     parent = Some((conn, writer));
                     epoch = topo.epoch;
-                    routes = apply(&mut children, &key, me, &topo);
+                    routes = apply(&mut children, &sealing, me, &topo);
                     let _ = deliver.send(Delivery::Topology(topo));
                 }
-                Ev::FromParent { conn, frame, msg } => {
+                Ev::FromParent { conn, key: with, frame, msg } => {
                     if parent.as_ref().map(|p| p.0) != Some(conn) {
                         continue;
                     }
+                    sealing = with;
                     match msg {
                         DownOf::Topology(topo) => {
                             if topo.epoch >= epoch {
                                 epoch = topo.epoch;
-                                routes = apply(&mut children, &key, me, &topo);
+                                routes = apply(&mut children, &sealing, me, &topo);
                                 let _ = deliver.send(Delivery::Topology(topo));
                             }
                         }
@@ -219,7 +232,7 @@ async fn run(
                             let frame = Arc::new(frame);
                             match &ack {
                                 None => children.route(&dest, frame.clone()),
-                                Some(q) => children.route(&dest, Arc::new(key.seal(&DownOf::Xfer { dest: dest.clone(), write, payload: &frame[range.clone()], ack: Some(q.for_children()) }))),
+                                Some(q) => children.route(&dest, Arc::new(sealing.seal(&DownOf::Xfer { dest: dest.clone(), write, payload: &frame[range.clone()], ack: Some(q.for_children()) }))),
                             }
                             if mine {
                                 if let Some((var, value)) = write {
@@ -231,11 +244,11 @@ async fn run(
                                 // Holding: the payload is in the node manager's queue.
                                 let own = if mine { Own::Now(true) } else { Own::NotAsked };
                                 let done = combiner.start(tokio::time::Instant::now(), &q, own, &routes, |n| children.linked(n), ());
-                                if let Some((a, ())) = done { answer_up(&mut parent, &key, a).await; }
+                                if let Some((a, ())) = done { answer_up(&mut parent, &sealing, a).await; }
                             }
                         }
                         DownOf::Compare { query, cond, wait_ms } => {
-                            children.route(&query.dest, Arc::new(key.seal(&Down::Compare { query: query.for_children(), cond, wait_ms })));
+                            children.route(&query.dest, Arc::new(sealing.seal(&Down::Compare { query: query.for_children(), cond, wait_ms })));
                             let own = match query.dest.includes(me).then(|| cond.holds(vars.get(cond.var))) {
                                 None => Own::NotAsked,
                                 Some(false) if wait_ms > 0 => {
@@ -252,7 +265,7 @@ async fn run(
                                 Some(holds) => Own::Now(holds),
                             };
                             let done = combiner.start(tokio::time::Instant::now(), &query, own, &routes, |n| children.linked(n), ());
-                            if let Some((a, ())) = done { answer_up(&mut parent, &key, a).await; }
+                            if let Some((a, ())) = done { answer_up(&mut parent, &sealing, a).await; }
                         }
                         DownOf::Write { dest, var, value } => {
                             children.route(&dest, Arc::new(frame));
@@ -263,7 +276,7 @@ async fn run(
                     }
                 }
                 Ev::Own { id, holds } => {
-                    if let Some((a, ())) = combiner.own(id, holds) { answer_up(&mut parent, &key, a).await; }
+                    if let Some((a, ())) = combiner.own(id, holds) { answer_up(&mut parent, &sealing, a).await; }
                 }
                 Ev::ParentClosed { conn } => {
                     if parent.as_ref().map(|p| p.0) == Some(conn) {
@@ -274,23 +287,23 @@ async fn run(
             },
             Some(ev) = child_rx.recv() => match ev {
                 ChildEvent::Up { msg: Up::Answer(a), .. } => {
-                    if let Some((a, ())) = combiner.record(a) { answer_up(&mut parent, &key, a).await; }
+                    if let Some((a, ())) = combiner.record(a) { answer_up(&mut parent, &sealing, a).await; }
                 }
                 ChildEvent::Up { frame, .. } => send_parent(&mut parent, &frame).await,
                 ChildEvent::Lost { node, conn } => {
                     if children.lost(node, conn) {
-                        for (a, ()) in combiner.lost(node) { answer_up(&mut parent, &key, a).await; }
+                        for (a, ()) in combiner.lost(node) { answer_up(&mut parent, &sealing, a).await; }
                     }
                 }
             },
             _ = sleep_until(combiner.next_deadline()) => {
                 for (a, ()) in combiner.expire(tokio::time::Instant::now()) {
-                    answer_up(&mut parent, &key, a).await;
+                    answer_up(&mut parent, &sealing, a).await;
                 }
             }
             payload = up_rx.recv() => {
                 let Some(payload) = payload else { return };
-                send_parent(&mut parent, &key.seal(&Up::Signal { from: me, payload })).await;
+                send_parent(&mut parent, &sealing.seal(&Up::Signal { from: me, payload })).await;
             }
         }
     }

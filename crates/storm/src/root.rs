@@ -13,7 +13,7 @@ use std::time::Duration;
 use cosched_core::NodeId;
 use tokio::sync::mpsc;
 
-use crate::frame::Key;
+use crate::keyring::Keyring;
 use crate::link::{ChildEvent, Children};
 use crate::mech::{Answer, Combiner, Cond, Down, Own, Query, Up, Var, sleep_until};
 use crate::tree::{Dest, Route, Topology};
@@ -86,7 +86,7 @@ struct Tag {
 }
 
 pub struct Root {
-    key: Key,
+    key: Keyring,
     topo: Topology,
     ctl: mpsc::UnboundedSender<Ctl>,
     next_query: u64,
@@ -95,7 +95,8 @@ pub struct Root {
 
 impl Root {
     /// A root with no members yet; what comes up arrives on the returned receiver.
-    pub fn new(key: Key, fanout: u32) -> (Root, mpsc::UnboundedReceiver<RootEvent>) {
+    pub fn new(key: impl Into<Keyring>, fanout: u32) -> (Root, mpsc::UnboundedReceiver<RootEvent>) {
+        let key = key.into();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
         let stats = Arc::new(RootStats::default());
@@ -234,7 +235,7 @@ impl Root {
 }
 
 async fn run(
-    key: Key,
+    key: Keyring,
     mut ctl: mpsc::UnboundedReceiver<Ctl>,
     out: mpsc::UnboundedSender<RootEvent>,
     stats: Arc<RootStats>,

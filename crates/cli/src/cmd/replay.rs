@@ -44,6 +44,38 @@ pub enum BurnMode {
     Sleep,
 }
 
+/// The PEs of the nodes on this host (their tree address is a loopback one: an embedded
+/// cluster's), which share its cores; removed nodes do not count.
+fn local_pes(nodes: &[cosched_daemon::proto::NodeInfo]) -> u32 {
+    nodes
+        .iter()
+        .filter(|n| n.state != "removed")
+        .filter(|n| {
+            n.addr
+                .parse::<std::net::SocketAddr>()
+                .is_ok_and(|a| a.ip().is_loopback())
+        })
+        .map(|n| n.pes)
+        .sum()
+}
+
+/// The burner when `--burn` is not given: CPU time, unless the `local_pes` PEs of this host's
+/// nodes outnumber its `cores`: then ranks burning CPU at once would share cores, take
+/// longer than their runtime and be killed at their limits (9 of 30 jobs on 8 PEs over 2
+/// cores), so they sleep, which costs no core; the line says so.
+fn default_burner(local_pes: u32, cores: u32) -> (BurnMode, Option<String>) {
+    if local_pes > cores {
+        (
+            BurnMode::Sleep,
+            Some(format!(
+                "the nodes on this host have {local_pes} PEs and it has {cores} cores: ranks sleep their runtime instead of burning CPU (--burn cpu to burn anyway)"
+            )),
+        )
+    } else {
+        (BurnMode::Cpu, None)
+    }
+}
+
 /// `cosched burn`: one rank of a replayed job.
 #[derive(clap::Args)]
 pub struct BurnArgs {
@@ -123,9 +155,10 @@ pub struct Args {
     #[arg(long)]
     pub procs: Option<u32>,
     /// What a rank does for its runtime: burn CPU time, or sleep (counting only the time it
-    /// is not stopped)
-    #[arg(long, value_enum, default_value = "cpu")]
-    pub burn: BurnMode,
+    /// is not stopped) [default: cpu; sleep when the cluster's nodes on this host have more
+    /// PEs than it has cores, where burning ranks would share cores and overrun their limits]
+    #[arg(long, value_enum)]
+    pub burn: Option<BurnMode>,
     /// Added to each job's time limit (its estimate, or its runtime when larger), so that a
     /// rank's start-up does not make it overrun
     #[arg(long, default_value = "1s")]
@@ -206,6 +239,17 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         .status()
         .context("asking the machine manager for its size")?;
     let cluster_pes = status.nodes_total * status.pes_per_node;
+    let burn = match a.burn {
+        Some(b) => b,
+        None => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+            let (b, why) = default_burner(local_pes(&status.nodes), cores);
+            if let Some(why) = why {
+                eprintln!("replay: {why}");
+            }
+            b
+        }
+    };
     let (plan, left) = plan(
         &records,
         trace_pes,
@@ -369,7 +413,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 "--for".into(),
                 p.runtime.to_string(),
                 "--mode".into(),
-                format!("{:?}", a.burn).to_lowercase(),
+                format!("{burn:?}").to_lowercase(),
             ],
             cwd: cwd.clone(),
             user: None,
@@ -522,4 +566,51 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         super::sim::print_metrics(&summary);
     }
     Ok(if all_ok { 0 } else { 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(addr: &str, pes: u32, state: &str) -> cosched_daemon::proto::NodeInfo {
+        cosched_daemon::proto::NodeInfo {
+            id: cosched_core::NodeId(0),
+            name: "n".into(),
+            state: state.into(),
+            addr: addr.into(),
+            pes,
+            reason: None,
+        }
+    }
+
+    /// More PEs on this host's nodes than it has cores: ranks sleep, and the line says why;
+    /// as many or fewer, or nodes on other hosts: they burn CPU.
+    #[test]
+    fn ranks_sleep_when_this_hosts_nodes_have_more_pes_than_cores() {
+        let embedded = [
+            node("127.0.0.1:4001", 4, "up"),
+            node("127.0.0.1:4002", 4, "up"),
+        ];
+        assert_eq!(local_pes(&embedded), 8);
+        let (b, why) = default_burner(local_pes(&embedded), 2);
+        assert_eq!(b, BurnMode::Sleep);
+        assert!(why.unwrap().contains("8 PEs and it has 2 cores"));
+        assert_eq!(
+            default_burner(local_pes(&embedded), 8),
+            (BurnMode::Cpu, None)
+        );
+        let remote = [
+            node("10.0.0.2:4001", 32, "up"),
+            node("10.0.0.3:4001", 32, "up"),
+        ];
+        assert_eq!(default_burner(local_pes(&remote), 2), (BurnMode::Cpu, None));
+        let removed = [
+            node("127.0.0.1:4001", 2, "up"),
+            node("127.0.0.1:4002", 8, "removed"),
+        ];
+        assert_eq!(
+            default_burner(local_pes(&removed), 2),
+            (BurnMode::Cpu, None)
+        );
+    }
 }

@@ -31,6 +31,7 @@ pub mod dashboard;
 pub mod deferral;
 pub mod forecast;
 pub mod nodes;
+pub mod rekey;
 pub mod replays;
 pub mod requests;
 pub mod shell;
@@ -155,6 +156,9 @@ pub struct MmConfig {
     /// Where `mm.addr` and `mm.db` live.
     pub state_dir: PathBuf,
     pub key: Key,
+    /// Where the key was read from: a rotation writes the new key there (and the old one,
+    /// for its grace period, beside it: [`rekey::previous_file`]); `None`: no rotation.
+    pub key_file: Option<PathBuf>,
     /// Where the read-only web dashboard listens (`--http`); off when `None`.
     pub http: Option<String>,
 }
@@ -166,6 +170,7 @@ impl MmConfig {
             settings: ManagerSettings::new(nodes, pes),
             state_dir,
             key,
+            key_file: None,
             http: None,
         }
     }

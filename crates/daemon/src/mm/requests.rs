@@ -110,7 +110,7 @@ impl Core {
             }
             // The shell reads the configuration file and holds the credentials; none of
             // these reaches the core.
-            Request::Reconfigure | Request::Credential { .. } => {
+            Request::Reconfigure | Request::Credential { .. } | Request::RotateKey { .. } => {
                 Response::Error("served by the shell".into())
             }
             // The shell serves broadcasts (super::bcast); none reaches the core.

@@ -9,7 +9,7 @@ use cosched_core::Time;
 use cosched_policy::{PolicyConfig, PolicyOptions, registry};
 use cosched_storm::accept::{Admission, DropLog, FirstFrameError, accept};
 use cosched_storm::frame::MAX_HELLO;
-use cosched_storm::{Cmp, Cond, Dest, Key, Root, RootEvent};
+use cosched_storm::{Cmp, Cond, Dest, Key, Keyring, Keys, Root, RootEvent};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
@@ -73,6 +73,11 @@ pub(super) struct Shell {
     restart: bool,
     /// Users' credential serials, shared with the listeners that check them.
     creds: Credentials,
+    /// The cluster keys, shared with the tree's root and the TCP listener; the key file
+    /// and the rotation under way (super::rekey).
+    pub(super) keys: Keyring,
+    pub(super) key_file: Option<std::path::PathBuf>,
+    pub(super) rotation: Option<super::rekey::Rotation>,
 }
 
 /// Each user's credential serial and expiry, by uid (see [`crate::user_key`]).
@@ -171,7 +176,18 @@ pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
     };
     let core = Core::new(core_cfg, policy, t, recovered)
         .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;
-    let (root, mut up_rx) = Root::new(cfg.key.clone(), cfg.settings.fanout);
+    let keys = Keyring::new(super::rekey::load_keys(
+        cfg.key.clone(),
+        cfg.key_file.as_deref(),
+        t.as_micros(),
+    ));
+    if let Some((_, until)) = keys.keys().previous(t.as_micros()) {
+        tracing::info!(
+            "mm: the previous cluster key is accepted until {}",
+            crate::util::utc_us(until)
+        );
+    }
+    let (root, mut up_rx) = Root::new(keys.clone(), cfg.settings.fanout);
     let (in_tx, mut in_rx) = mpsc::unbounded_channel();
     let mut sh = Shell {
         core,
@@ -188,6 +204,9 @@ pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
         names: cfg.settings.names.clone(),
         restart: false,
         creds: creds.clone(),
+        keys: keys.clone(),
+        key_file: cfg.key_file.clone(),
+        rotation: None,
     };
     let first = sh.core.step(t);
     sh.carry_out(first);
@@ -204,13 +223,7 @@ pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
     });
     tokio::spawn(accept_loop(
         listener,
-        Listening::new(
-            cfg.key.clone(),
-            &creds,
-            &in_tx,
-            &replays,
-            cfg.settings.admission,
-        ),
+        Listening::new(keys, &creds, &in_tx, &replays, cfg.settings.admission),
     ));
     match &cfg.http {
         Some(http) => {
@@ -232,7 +245,7 @@ pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
     tokio::spawn(local_accept_loop(
         local,
         Listening::new(
-            local_key(),
+            Keyring::from(local_key()),
             &creds,
             &in_tx,
             &replays,
@@ -481,6 +494,12 @@ impl Shell {
                 let _ = tx.send(self.credential(caller, uid, expires_us));
                 return;
             }
+            Incoming::Client(Request::RotateKey { grace_us }, caller, stamp, tx) => {
+                // It changes the keys, not records: its nonce is kept all the same.
+                self.store.nonce(stamp, t.as_micros());
+                self.rotate_key_request(caller, grace_us, tx);
+                return;
+            }
             Incoming::Client(Request::Bcast(op), caller, stamp, tx) => {
                 // It changes files on the nodes, not records: its nonce is kept all the same.
                 self.store.nonce(stamp, t.as_micros());
@@ -509,7 +528,7 @@ impl Shell {
     fn tree_event(&mut self, t: Time, ev: RootEvent) {
         match ev {
             RootEvent::Answer(outcome) => {
-                if self.bcast_answer(&outcome) {
+                if self.bcast_answer(&outcome) || self.rekey_answer(&outcome) {
                     return;
                 }
                 // A heartbeat's combined answer: every node that answered and holds the
@@ -649,28 +668,30 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
             };
             // `key` becomes the key this connection is answered with: the user's for a user.
             let held = creds.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let (hello, key) = match open_hello(&key, &held, &body) {
-                Ok(h) => h,
-                Err(e @ cosched_storm::FrameError::Decode(_)) => {
-                    // A node manager of another version: told why, with both versions.
-                    if let Some(why) = other_version(&key, &body) {
-                        let reply = RegisterReply::Rejected(why.clone());
-                        let _ = cosched_storm::frame::write_frame(&mut wr, &key, &reply).await;
-                        drops.dropped(format_args!("mm: refusing peer {peer}: {why}"));
-                    } else {
+            let keys = key.keys();
+            let (hello, key, grace) =
+                match open_hello(&keys, crate::util::now().as_micros(), &held, &body) {
+                    Ok(h) => h,
+                    Err(e @ cosched_storm::FrameError::Decode(_)) => {
+                        // A node manager of another version: told why, with both versions.
+                        if let Some((why, key)) = other_version(&keys, &body) {
+                            let reply = RegisterReply::Rejected(why.clone());
+                            let _ = cosched_storm::frame::write_frame(&mut wr, &key, &reply).await;
+                            drops.dropped(format_args!("mm: refusing peer {peer}: {why}"));
+                        } else {
+                            drops.dropped(format_args!("mm: dropping peer {peer}: {e}"));
+                        }
+                        return;
+                    }
+                    Err(e) => {
+                        if matches!(e, cosched_storm::FrameError::BadTag) {
+                            // Told, so a user with the wrong key hears why (not "closed").
+                            cosched_storm::frame::write_refusal(&mut wr).await;
+                        }
                         drops.dropped(format_args!("mm: dropping peer {peer}: {e}"));
+                        return;
                     }
-                    return;
-                }
-                Err(e) => {
-                    if matches!(e, cosched_storm::FrameError::BadTag) {
-                        // Told, so a user with the wrong key hears why (not "closed").
-                        cosched_storm::frame::write_refusal(&mut wr).await;
-                    }
-                    drops.dropped(format_args!("mm: dropping peer {peer}: {e}"));
-                    return;
-                }
-            };
+                };
             if let Hello::User(uid, ..) = &hello
                 && let Some(why) = held
                     .get(uid)
@@ -706,6 +727,22 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
                 return;
             }
             match hello {
+                // Sealed with the key of a rotation's grace period: the node missed the
+                // rotation. It gets the new key, and registers again with it.
+                Hello::Register(..) if grace.is_some() => {
+                    let until_us = grace.unwrap_or_default();
+                    let Ok(wrapped) = key.wrap(&keys.seal) else {
+                        return;
+                    };
+                    let reply = RegisterReply::NewKey {
+                        key: wrapped,
+                        until_us,
+                    };
+                    let _ = cosched_storm::frame::write_frame(&mut wr, &key, &reply).await;
+                    tracing::info!(
+                        "mm: peer {peer} registered with the previous cluster key: given the new one"
+                    );
+                }
                 Hello::Register(stamp, reg) => {
                     relay(&tx, &mut wr, &key, |otx| {
                         Incoming::Register(reg, stamp, otx)
@@ -752,34 +789,47 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
 /// hello must carry the cluster key's tag.
 /// A user's credential is the one of the serial `creds` holds for them (0 if none): an
 /// earlier one was revoked.
+///
+/// Any cluster key accepted at `now_us` will do (see [`cosched_storm::keyring`]): the third
+/// value is the deadline of the one that did, if it is accepted only for a rotation's grace
+/// period. A user credential counts as made from each of them in turn.
 fn open_hello(
-    cluster: &Key,
+    keys: &Keys,
+    now_us: i64,
     creds: &BTreeMap<u32, Credential>,
     body: &[u8],
-) -> Result<(Hello, Key), cosched_storm::FrameError> {
+) -> Result<(Hello, Key, Option<i64>), cosched_storm::FrameError> {
     let claimed = body
         .get(cosched_storm::frame::TAG_LEN..)
         .and_then(|payload| postcard::from_bytes::<Hello>(payload).ok());
-    let key = match claimed {
-        Some(Hello::User(uid, ..)) => {
-            cluster.user_key_serial(uid, creds.get(&uid).map_or(0, |c| c.serial))
+    let mut refused = cosched_storm::FrameError::BadTag;
+    for (cluster, until) in keys.accepted_until(now_us) {
+        let key = match claimed {
+            Some(Hello::User(uid, ..)) => {
+                cluster.user_key_serial(uid, creds.get(&uid).map_or(0, |c| c.serial))
+            }
+            _ => cluster.clone(),
+        };
+        match key.open::<Hello>(body) {
+            // The claim checked is the claim used: the payload decoded again is the same bytes.
+            Ok(hello) => return Ok((hello, key, until)),
+            Err(e @ cosched_storm::FrameError::BadTag) => refused = e,
+            Err(e) => return Err(e),
         }
-        _ => cluster.clone(),
-    };
-    let hello: Hello = key.open(body)?;
-    // The claim checked is the claim used: the payload decoded again is the same bytes.
-    Ok((hello, key))
+    }
+    Err(refused)
 }
 
 /// Why a first frame that does not decode as this version's [`Hello`] came from a node
 /// manager of another version, if it did: sealed with the cluster key, beginning as every
 /// version's registration does ([`RegisterHead`]), with another message version.
-fn other_version(cluster: &Key, body: &[u8]) -> Option<String> {
-    let head: RegisterHead = cluster.open(body).ok()?;
-    if head.tag != 0 {
-        return None;
-    }
-    Version::refusal(&head.version, None)
+/// Returns the refusal with the key to seal it with.
+fn other_version(keys: &Keys, body: &[u8]) -> Option<(String, Key)> {
+    let key = keys
+        .accepted(crate::util::now().as_micros())
+        .find(|k| k.open::<RegisterHead>(body).is_ok_and(|head| head.tag == 0))?;
+    let head: RegisterHead = key.open(body).ok()?;
+    Some((Version::refusal(&head.version, None)?, key.clone()))
 }
 
 /// Binds the Unix socket of local clients, `mm.sock` in the state directory, connectable by
@@ -826,6 +876,7 @@ async fn local_accept_loop(listener: tokio::net::UnixListener, l: Listening<u32>
             drops,
             ..
         } = l.clone();
+        let key = key.current();
         tokio::spawn(async move {
             let (mut rd, mut wr) = stream.into_split();
             let body = admission.first_frame(&mut rd, ticket, MAX_HELLO).await;
@@ -878,7 +929,7 @@ async fn local_accept_loop(listener: tokio::net::UnixListener, l: Listening<u32>
 /// admission under their peers' names and the log of those dropped.
 #[derive(Clone)]
 struct Listening<P> {
-    key: Key,
+    key: Keyring,
     /// Each user's credential serial and expiry (see [`crate::user_key`]).
     creds: Credentials,
     tx: mpsc::UnboundedSender<Incoming>,
@@ -889,7 +940,7 @@ struct Listening<P> {
 
 impl<P: std::hash::Hash + Eq + Clone> Listening<P> {
     fn new(
-        key: Key,
+        key: Keyring,
         creds: &Credentials,
         tx: &mpsc::UnboundedSender<Incoming>,
         replays: &Arc<Mutex<Replays>>,
@@ -953,10 +1004,12 @@ mod hello_tests {
         };
         let frame = body(cluster.seal(&future));
         assert!(matches!(
-            open_hello(&cluster, &BTreeMap::new(), &frame),
+            open_hello(&Keys::new(cluster.clone()), 0, &BTreeMap::new(), &frame),
             Err(cosched_storm::FrameError::Decode(_))
         ));
-        let why = other_version(&cluster, &frame).expect("refused");
+        let why = other_version(&Keys::new(cluster.clone()), &frame)
+            .expect("refused")
+            .0;
         assert_eq!(
             why,
             format!(
@@ -967,7 +1020,7 @@ mod hello_tests {
         );
         // Not sealed with the cluster key: nothing is said.
         let stranger = body(Key::from_bytes([6; 32]).seal(&future));
-        assert_eq!(other_version(&cluster, &stranger), None);
+        assert_eq!(other_version(&Keys::new(cluster.clone()), &stranger), None);
         // This version's registration begins as the head says.
         let reg = Hello::Register(
             future.head.stamp,
@@ -993,8 +1046,9 @@ mod hello_tests {
         let none = BTreeMap::new();
         let s = Stamp::now();
         let user = |uid| Hello::User(uid, s, Request::Status);
-        let (h, k) = open_hello(
-            &cluster,
+        let (h, k, _) = open_hello(
+            &Keys::new(cluster.clone()),
+            0,
             &none,
             &body(cluster.user_key(1000).seal(&user(1000))),
         )
@@ -1007,16 +1061,30 @@ mod hello_tests {
             cluster.seal(&user(0)),
         ] {
             assert!(matches!(
-                open_hello(&cluster, &none, &body(frame)),
+                open_hello(&Keys::new(cluster.clone()), 0, &none, &body(frame)),
                 Err(cosched_storm::FrameError::BadTag)
             ));
         }
         let client = Hello::Client(s, Request::Status);
-        let (h, k) = open_hello(&cluster, &none, &body(cluster.seal(&client))).unwrap();
+        let (h, k, _) = open_hello(
+            &Keys::new(cluster.clone()),
+            0,
+            &none,
+            &body(cluster.seal(&client)),
+        )
+        .unwrap();
         assert!(matches!(h, Hello::Client(..)));
         assert_eq!(k, cluster);
         // A user credential does not pass for the cluster key.
-        assert!(open_hello(&cluster, &none, &body(cluster.user_key(0).seal(&client))).is_err());
+        assert!(
+            open_hello(
+                &Keys::new(cluster.clone()),
+                0,
+                &none,
+                &body(cluster.user_key(0).seal(&client))
+            )
+            .is_err()
+        );
     }
 
     /// Once uid 1000 has serial 2, its credentials of serial 0 and 1 are refused and the
@@ -1037,16 +1105,45 @@ mod hello_tests {
             let frame = cluster.user_key_serial(1000, old).seal(&user(1000));
             assert!(
                 matches!(
-                    open_hello(&cluster, &creds, &body(frame)),
+                    open_hello(&Keys::new(cluster.clone()), 0, &creds, &body(frame)),
                     Err(cosched_storm::FrameError::BadTag)
                 ),
                 "serial {old}"
             );
         }
         let frame = cluster.user_key_serial(1000, 2).seal(&user(1000));
-        let (_, k) = open_hello(&cluster, &creds, &body(frame)).unwrap();
+        let (_, k, _) = open_hello(&Keys::new(cluster.clone()), 0, &creds, &body(frame)).unwrap();
         assert_eq!(k, cluster.user_key_serial(1000, 2));
         let other = cluster.user_key(1001).seal(&user(1001));
-        assert!(open_hello(&cluster, &creds, &body(other)).is_ok());
+        assert!(open_hello(&Keys::new(cluster.clone()), 0, &creds, &body(other)).is_ok());
+    }
+
+    /// During a rotation's grace period a hello sealed with the old key, or with a user
+    /// credential made from it, opens and is marked with the deadline (a node manager that
+    /// sealed its registration so gets the new key); after the deadline both are refused,
+    /// and the new key's hellos open unmarked throughout.
+    #[test]
+    fn the_old_key_and_its_user_credentials_open_until_the_grace_deadline() {
+        let (old, new) = (Key::from_bytes([5; 32]), Key::from_bytes([6; 32]));
+        let mut keys = Keys::new(old.clone());
+        keys.rotate(new.clone(), 1_000);
+        let none = BTreeMap::new();
+        let s = Stamp::now();
+        let client = Hello::Client(s, Request::Status);
+        let user = Hello::User(1000, s, Request::Status);
+        let by_old = body(old.seal(&client));
+        let (_, k, grace) = open_hello(&keys, 999, &none, &by_old).unwrap();
+        assert_eq!((k, grace), (old.clone(), Some(1_000)));
+        let (_, k, grace) = open_hello(&keys, 999, &none, &body(new.seal(&client))).unwrap();
+        assert_eq!((k, grace), (new.clone(), None));
+        let old_user = body(old.user_key(1000).seal(&user));
+        assert!(open_hello(&keys, 999, &none, &old_user).is_ok());
+        for frame in [&by_old, &old_user] {
+            assert!(matches!(
+                open_hello(&keys, 1_000, &none, frame),
+                Err(cosched_storm::FrameError::BadTag)
+            ));
+        }
+        assert!(open_hello(&keys, 1_000, &none, &body(new.user_key(1000).seal(&user))).is_ok());
     }
 }

@@ -692,6 +692,8 @@ impl NmCore {
             }
             ToNode::Strobe(strobe) => self.sample(now, SampleFor::Strobe(strobe)),
             ToNode::Shutdown => self.shut_down(now),
+            // The shell's: it holds the keys.
+            ToNode::RotateKey { .. } => {}
             ToNode::BcastBegin { .. }
             | ToNode::BcastChunk { .. }
             | ToNode::BcastEnd { .. }

@@ -89,6 +89,9 @@ pub struct NmConfig {
     /// the machine manager, port chosen by the system.
     pub listen: Option<String>,
     pub key: Key,
+    /// Where the key was read from: a rotation ([`crate::proto::ToNode::RotateKey`]) writes
+    /// the new key there, so that the node manager restarted later has it; `None`: nowhere.
+    pub key_file: Option<PathBuf>,
     /// PE i runs on the (offset + i)-th usable CPU, modulo their number. Node managers
     /// sharing a host (an embedded cluster) get different offsets so that their PEs spread
     /// over the cores instead of all landing on the first ones.

@@ -120,6 +120,11 @@ impl NmCore {
                 self.set_kill_wait(kill_wait_us);
                 self.fence(now, jobs);
             }
+            // The shell takes the new key itself: to the core it is a registration to retry.
+            Ok(RegisterReply::NewKey { .. }) => {
+                let again = "the machine manager sent the cluster's new key".to_string();
+                self.registration(now, Err(again));
+            }
             Ok(RegisterReply::Rejected(why)) => {
                 self.phase = Phase::Done;
                 self.push(Effect::Rejected(why));

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use cosched_core::{Dur, JobId, NodeId, Time};
-use cosched_storm::{Cmp, Cond, Delivery, Key, NodeHandle, Vars, spawn_node};
+use cosched_storm::{Cmp, Cond, Delivery, Keyring, NodeHandle, Vars, spawn_node};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -61,6 +61,9 @@ struct Preparing {
 
 struct Shell {
     cfg: NmConfig,
+    /// The cluster keys: the one frames are sealed with, and the old one during a rotation's
+    /// grace period (shared with the tree transport).
+    keys: Keyring,
     core: NmCore,
     addr: String,
     /// The tree listener, until the tree starts at the first registration.
@@ -195,6 +198,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     let watcher = FreezeWatcher::start(frozen_tx)?;
     let (helper_tx, helper_rx) = mpsc::unbounded_channel();
     let mut sh = Shell {
+        keys: Keyring::from(cfg.key.clone()),
         cfg,
         core,
         addr,
@@ -340,6 +344,20 @@ impl Shell {
                     }
                     None
                 }
+                Ok((
+                    ToNode::RotateKey {
+                        key,
+                        until_us,
+                        rotation,
+                    },
+                    _,
+                )) => {
+                    self.rotate_key(&key, until_us);
+                    if let Some(t) = &self.tree {
+                        t.handle.vars.set(VAR_KEY_ROTATION, rotation);
+                    }
+                    None
+                }
                 Ok((msg, _)) => Some(Input::Tree(msg)),
                 Err(e) => {
                     tracing::warn!("nm {}: undecodable message: {e}", self.cfg.name);
@@ -357,14 +375,38 @@ impl Shell {
         }
     }
 
+    /// Takes the cluster's new key, wrapped with the one sealing with now: seals with it from
+    /// now on, accepts the old one until `until_us`, and writes it to the key file (a node
+    /// manager restarted later must not come back with the old one).
+    fn rotate_key(&mut self, wrapped: &cosched_storm::Wrapped, until_us: i64) {
+        let new = self.keys.current().unwrap_key(wrapped);
+        self.keys.update(|k| k.rotate(new.clone(), until_us));
+        let saved = match &self.cfg.key_file {
+            Some(path) => match new.save(path) {
+                Ok(()) => format!("written to {}", path.display()),
+                Err(e) => format!("NOT written ({e}): copy the new key there by hand"),
+            },
+            None => "kept in memory only (no key file)".into(),
+        };
+        tracing::info!(
+            "nm {}: the cluster key was rotated: sealing with the new one, {saved}; the old one is accepted until {}",
+            self.cfg.name,
+            crate::util::utc_us(until_us)
+        );
+    }
+
     /// Carries out the core's effects, in order, until it has none.
     async fn effects(&mut self) -> Result<(), DaemonError> {
         while let Some(e) = self.core.poll_effect() {
             match e {
                 Effect::Register(reg) => {
-                    let answer = try_register(&self.cfg.mm, &self.cfg.key, &reg)
-                        .await
-                        .map_err(|e| e.to_string());
+                    let answer = match try_register(&self.cfg.mm, &self.keys, &reg).await {
+                        Ok(RegisterReply::NewKey { key, until_us }) => {
+                            self.rotate_key(&key, until_us);
+                            Err("the machine manager gave this node the cluster's new key: registering again with it".into())
+                        }
+                        r => r.map_err(|e| e.to_string()),
+                    };
                     self.core.on(now(), Input::Registration(answer));
                 }
                 Effect::Accepted { node } => self.join_tree(node),
@@ -540,7 +582,7 @@ impl Shell {
             self.cfg.name,
             self.addr
         );
-        let (handle, deliveries) = spawn_node(listener, self.cfg.key.clone(), node);
+        let (handle, deliveries) = spawn_node(listener, self.keys.clone(), node);
         self.stager = Some(Stager::new(
             &self.cfg.name,
             &self.cfg.workdir,
@@ -837,7 +879,14 @@ impl Shell {
     }
 }
 
-async fn try_register(mm: &str, key: &Key, reg: &Register) -> Result<RegisterReply, DaemonError> {
+/// Registers once with the machine manager, sealed with the current key; the reply is read
+/// with the keys accepted now.
+async fn try_register(
+    mm: &str,
+    keys: &Keyring,
+    reg: &Register,
+) -> Result<RegisterReply, DaemonError> {
+    let key = &keys.current();
     let connect = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(mm)).await;
     let mut stream = match connect {
         Ok(Ok(s)) => s,

@@ -238,7 +238,7 @@ pub enum ClusterCmd {
     /// Write user UID's credential for remote clients (`--user-key`), derived from the
     /// cluster key and a new serial the machine manager issues (which revokes that user's
     /// earlier credentials, no one else's), as a new file of mode 0600 to give to that user;
-    /// rotating the cluster key revokes every credential
+    /// rotating the cluster key revokes every credential at the end of its grace period
     UserKey {
         /// The Unix user the credential speaks for
         #[arg(long)]
@@ -258,6 +258,17 @@ pub enum ClusterCmd {
         /// The cluster's configuration file
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
+    },
+    /// Give every daemon a new cluster key without stopping anything: the machine manager
+    /// writes it to its key file, sends it down the tree wrapped with the old one (the node
+    /// managers write it to theirs), and accepts the old key for --grace more; user
+    /// credentials made from the old key stop working then (see docs/deploy.md)
+    RotateKey {
+        /// How long the old key is still accepted (e.g. 10m, 1h)
+        #[arg(long, default_value = "10m")]
+        grace: Dur,
+        #[command(flatten)]
+        conn: Box<ConnArgs>,
     },
     /// Benchmarks on throw-away embedded clusters (figures in docs/benchmarks.md)
     #[command(subcommand)]
@@ -326,6 +337,7 @@ pub(super) fn mm(a: MmArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| dir.key_file());
     let key = load_or_create_key(&key_file)?;
     let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, nodes, pes);
+    cfg.key_file = Some(key_file);
     cfg.listen = a
         .listen
         .or_else(|| {
@@ -394,6 +406,7 @@ pub(super) fn nm(a: NmArgs) -> anyhow::Result<i32> {
         workdir,
         listen: a.listen,
         key,
+        key_file: Some(key_file),
         cpu_offset: a.cpu_offset,
         keep_jobs: Duration::from_micros(a.keep_jobs.as_micros().max(0) as u64),
         output_cap: a.output_cap,
@@ -497,6 +510,11 @@ pub(super) fn cluster(c: ClusterCmd) -> anyhow::Result<i32> {
                 }
                 None => emit(&cred.to_text()),
             }
+            Ok(0)
+        }
+        ClusterCmd::RotateKey { grace, conn } => {
+            let what = conn.client()?.rotate_key(grace.as_micros())?;
+            eprintln!("rotate-key: {what}");
             Ok(0)
         }
         ClusterCmd::Bench(b) => bench(b),
