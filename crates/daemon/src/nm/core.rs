@@ -422,6 +422,12 @@ pub struct NmCore {
     pub(super) launches: u64,
     /// The launch whose effects are being carried out ([`super::launch`]).
     pub(super) launching: Option<Launching>,
+    /// Launches whose ranks wait for their job's PMIx helper to be ready: set aside, so the
+    /// next launch's chain goes on meanwhile ([`super::pmix`]).
+    pub(super) helper_waits: Vec<Launching>,
+    /// Launches whose helper answered while another chain was under way: their ranks start
+    /// next, before any launch not yet begun.
+    pub(super) resumable: VecDeque<Launching>,
     /// SIGKILLs due after the grace ([`super::kill`]).
     pub(super) kills: Vec<super::kill::PendingKill>,
     /// Which job each live rank's process group belongs to: once a group is empty its number
@@ -462,6 +468,8 @@ impl NmCore {
             kill_wait: DEFAULT_KILL_WAIT,
             launches: 0,
             launching: None,
+            helper_waits: Vec::new(),
+            resumable: VecDeque::new(),
             kills: Vec::new(),
             owners: HashMap::new(),
             last_heard: now,
@@ -628,11 +636,7 @@ impl NmCore {
             } => self.looked(job, launch, rank, lib),
             Input::Timer => self.timer(now),
         }
-        if self.launching.is_none()
-            && let Some(l) = self.queued.pop_front()
-        {
-            self.launch(now, l);
-        }
+        self.next_launch(now);
         // The node scheme looks at its ranks from the moment it has some to watch.
         if self.nsched.active() {
             self.next_tick.get_or_insert(now);

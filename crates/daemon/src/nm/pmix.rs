@@ -3,8 +3,10 @@
 //! of the job's ranks, holding OpenPMIx's server for them (docs/daemons.md, "PMIx").
 //!
 //! 1. Once a launch is prepared, [`Effect::StartHelper`] asks the shell to start the helper
-//!    with the job's layout; the shell answers with [`Input::HelperReady`]: each local rank's
-//!    PMIx environment, or why there is none. Only then are the ranks spawned, with it.
+//!    with the job's layout; the shell answers with [`Input::HelperReady`] when the helper is
+//!    ready (seconds, at worst): each local rank's PMIx environment, or why there is none.
+//!    Only then are the ranks spawned, with it. Meanwhile the launch is set aside
+//!    ([`super::launch`]): the node's other launches, signals and fences go on.
 //! 2. The helper's fences of a job on several nodes go up the tree on the PMI-1 fence path
 //!    (numbered from [`FENCE_BASE`], each node's contribution under its own key); the
 //!    machine manager's answer goes back to the helper as the concatenation.
@@ -146,7 +148,16 @@ impl NmCore {
         launch: u64,
         result: Result<RankEnvs, String>,
     ) {
-        if !self.launching(job, launch) {
+        let Some(at) = self
+            .helper_waits
+            .iter()
+            .position(|ln| ln.l.job == job && ln.launch == launch)
+        else {
+            return;
+        };
+        let mut ln = self.helper_waits.remove(at);
+        if !self.jobs.get(&job).is_some_and(|j| j.launch == launch) {
+            // Forgotten while its helper started: nothing of it is left to run.
             return;
         }
         match result {
@@ -157,9 +168,11 @@ impl NmCore {
             }
             Err(why) => {
                 let why = format!("the job's PMIx server could not start: {why}");
-                let ln = self.launching.as_mut().expect("checked");
                 if ln.l.io.mpi == Mpi::Pmix {
-                    ln.run_as = Err(why);
+                    // A kill's reason, set while the helper started, stays.
+                    if ln.run_as.is_ok() {
+                        ln.run_as = Err(why);
+                    }
                 } else {
                     self.log(
                         Level::Warn,
@@ -168,7 +181,8 @@ impl NmCore {
                 }
             }
         }
-        self.spawn_next(now);
+        self.resumable.push_back(ln);
+        self.next_launch(now);
     }
 
     /// A line of a job's helper.
