@@ -223,6 +223,13 @@ pub enum Effect {
     Rejected(String),
     /// Send this to the machine manager, up the tree.
     Up(FromNode),
+    /// Send this node's part of a fence to the machine manager, combined at every hop of
+    /// the tree with the parts of the other `nodes` of the job (one gathering, `id`).
+    Gather {
+        id: cosched_storm::GatherId,
+        nodes: Vec<NodeId>,
+        msg: FromNode,
+    },
     /// Set up a launch; answer with [`Input::Prepared`].
     Prepare(Box<PrepareLaunch>),
     /// Start a rank; answer with [`Input::Spawned`].
@@ -370,6 +377,8 @@ pub(super) struct NodeJob {
     pub(super) launch: u64,
     /// Which run of the job it is (the machine manager's count, see [`Launch::run`]).
     pub(super) run: u32,
+    /// The nodes it runs on: its fences are gathered from them, combined at every hop.
+    pub(super) nodes: Vec<NodeId>,
     /// The job's user, when this node manager (root) runs it as another: only files of
     /// theirs are cut.
     pub(super) must_own: Option<u32>,
@@ -920,12 +929,24 @@ impl NmCore {
         }
     }
 
+    /// This node's part of fence `seq` of `job` (PMI-1's, or PMIx's from
+    /// [`super::pmix::FENCE_BASE`]), gathered with the other nodes' up the tree.
+    pub(super) fn fence_up(&mut self, job: JobId, seq: u64, puts: Vec<(String, String)>) {
+        let Some(j) = self.jobs.get(&job) else {
+            return;
+        };
+        let id = (job.0, u64::from(j.run), seq);
+        let nodes = j.nodes.clone();
+        let msg = FromNode::Fence { job, seq, puts };
+        self.push(Effect::Gather { id, nodes, msg });
+    }
+
     /// Carries out what the PMI protocol of `job` asks for.
     fn pmi_out(&mut self, job: JobId, out: Vec<Out>) {
         for o in out {
             match o {
                 Out::Reply(rank, line) => self.push(Effect::PmiReply { job, rank, line }),
-                Out::FenceUp { seq, puts } => self.up(FromNode::Fence { job, seq, puts }),
+                Out::FenceUp { seq, puts } => self.fence_up(job, seq, puts),
                 Out::Abort { rank, code, msg } => self.pmi_abort(job, rank, code, &msg),
                 Out::Bad { rank, line } => self.log(
                     Level::Warn,

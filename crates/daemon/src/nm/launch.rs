@@ -308,6 +308,7 @@ impl NmCore {
             stopped: ln.l.stopped,
             launch: ln.launch,
             run: ln.l.run,
+            nodes: ln.l.placement.iter().map(|p| p.node).collect(),
             must_own: owner.map(|w| w.uid).filter(|&u| u != 0 && euid == 0),
         };
         self.jobs.insert(job, job_state);

@@ -8,7 +8,8 @@
 //!    Only then are the ranks spawned, with it. Meanwhile the launch is set aside
 //!    ([`super::launch`]): the node's other launches, signals and fences go on.
 //! 2. The helper's fences of a job on several nodes go up the tree on the PMI-1 fence path
-//!    (numbered from [`FENCE_BASE`], each node's contribution under its own key); the
+//!    (numbered from [`FENCE_BASE`], each node's contribution under its own key, combined
+//!    with the other nodes' at every hop); the
 //!    machine manager's answer goes back to the helper as the concatenation.
 //! 3. `MPI_Abort` ([`FromHelper::Abort`]) is remembered and given as the aborting rank's
 //!    error when it exits, so the job fails naming the rank, the node and the status; the
@@ -193,11 +194,7 @@ impl NmCore {
         match msg {
             FromHelper::Fence { seq, data } => {
                 let key = format!("pmix.{:010}", self.id.map_or(0, |n| n.0));
-                self.up(FromNode::Fence {
-                    job,
-                    seq: FENCE_BASE + seq,
-                    puts: vec![(key, hex(&data))],
-                });
+                self.fence_up(job, FENCE_BASE + seq, vec![(key, hex(&data))]);
             }
             FromHelper::Abort {
                 rank,

@@ -329,6 +329,12 @@ fn a_pmix_fence_goes_up_under_its_own_number_and_comes_back_as_every_nodes_data(
             },
         },
     );
+    // Gathered with node 1's part up the tree.
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::Gather { id: (5, 1, s), nodes, .. }
+            if *s == FENCE_BASE + 1 && nodes == &[NodeId(0), NodeId(1)])),
+        "{fx:?}"
+    );
     let up: Vec<_> = ups(&fx)
         .into_iter()
         .filter_map(|m| match m {
