@@ -25,7 +25,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use cosched_core::{JobId, Time};
+use cosched_core::{JobId, NodeId, Time};
 
 use super::core::{CgroupOp, Effect, Level, NmCore, NodeJob, Rank};
 use crate::pmi::JobPmi;
@@ -146,6 +146,15 @@ pub(super) struct Launching {
     monitor_env: Vec<Vec<(String, String)>>,
     /// Exits of the ranks that could not start, taken in once the launch is acknowledged.
     failed: Vec<RankExit>,
+}
+
+/// The PEs of a placement: `MPI_UNIVERSE_SIZE` of the job placed so, and of its steps.
+fn allocation_pes(placement: &[Placement]) -> u32 {
+    let pes: BTreeSet<(NodeId, u32)> = placement
+        .iter()
+        .flat_map(|p| p.ranks.iter().map(move |&(_, pe)| (p.node, pe)))
+        .collect();
+    pes.len() as u32
 }
 
 impl NmCore {
@@ -297,9 +306,14 @@ impl NmCore {
         ln.run_as = p.run_as;
         let owner = ln.run_as.as_ref().ok().and_then(Option::as_ref);
         let local: BTreeSet<u32> = ln.ranks.iter().map(|&(r, _)| r).collect();
+        // A step's universe is its allocation's; a job's, the PEs it was placed on.
+        let universe = match ln.l.within.and_then(|a| self.jobs.get(&a)) {
+            Some(alloc) => alloc.pmi.universe(),
+            None => allocation_pes(&ln.l.placement),
+        };
         let job_state = NodeJob {
             ranks: Default::default(),
-            pmi: JobPmi::new(job, ln.l.size, &ln.l.placement, local),
+            pmi: JobPmi::new(job, ln.l.size, &ln.l.placement, local).with_universe(universe),
             pmix: Default::default(),
             notes: Default::default(),
             worlds: super::worlds::Worlds::new(ln.l.size, ln.l.io.mpi),

@@ -134,6 +134,7 @@ impl NmCore {
             nodes,
             dir: dir.join("pmix"),
             oversubscribed: ln.ranks.len() > cpus.len(),
+            universe: self.jobs.get(&job).map_or(l.size, |j| j.pmi.universe()),
         };
         self.push(Effect::StartHelper(Box::new(StartHelper { spec, setup })));
         true

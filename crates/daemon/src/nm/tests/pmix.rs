@@ -97,6 +97,7 @@ fn ranks_start_only_once_the_jobs_pmix_helper_is_ready_and_with_its_environment(
     assert_eq!(h.setup.nodes, [("node0".to_string(), vec![0, 1])]);
     assert_eq!(h.setup.host, "node0");
     assert_eq!(h.setup.dir, PathBuf::from("/work/jobs/5/pmix"));
+    assert_eq!(h.setup.universe, 2, "MPI_UNIVERSE_SIZE: the job's PEs");
     assert!(
         spawned(&fx).is_empty(),
         "no rank before the helper is ready"
