@@ -20,7 +20,12 @@ async fn main() {
         .map(|a| a.parse().expect("numbers: N K ROUNDS P"))
         .collect();
     let arg = |i: usize, d: u64| args.get(i).copied().unwrap_or(d);
-    let (n, k, rounds, p) = (arg(0, 16) as u32, arg(1, 2) as u32, arg(2, 500), arg(3, 256));
+    let (n, k, rounds, p) = (
+        arg(0, 16) as u32,
+        arg(1, 2) as u32,
+        arg(2, 500),
+        arg(3, 256),
+    );
     let key = Key::generate().expect("key");
     let mut handles = Vec::new();
     let mut members = Vec::new();
@@ -55,7 +60,9 @@ async fn main() {
     let mut frames = [0u64, 0u64];
     for round in 0..rounds * 2 {
         let combined = round % 2 == 0;
-        let before = stats.signal_frames.load(std::sync::atomic::Ordering::Relaxed);
+        let before = stats
+            .signal_frames
+            .load(std::sync::atomic::Ordering::Relaxed);
         let t = Instant::now();
         for (i, h) in handles.iter().enumerate() {
             let part = vec![i as u8; p as usize];
@@ -81,7 +88,10 @@ async fn main() {
         }
         let slot = usize::from(!combined);
         times[slot].push(t.elapsed());
-        frames[slot] += stats.signal_frames.load(std::sync::atomic::Ordering::Relaxed) - before;
+        frames[slot] += stats
+            .signal_frames
+            .load(std::sync::atomic::Ordering::Relaxed)
+            - before;
     }
     println!("{n} nodes, fan-out {k}, {rounds} fences each, {p}-byte parts");
     for (name, slot) in [("combined", 0), ("forwarded", 1)] {

@@ -15,9 +15,9 @@ use tokio::sync::mpsc;
 
 use crate::accept::{Admission, DropLog, Limits, accept};
 use crate::frame::{Key, MAX_FRAME, MAX_HELLO, read_whole};
+use crate::gather::{Gather, GatherId, Gathers};
 use crate::link::{ChildEvent, Children};
 use crate::mech::{Answer, Combiner, Down, DownOf, Own, Up, Vars, sleep_until};
-use crate::gather::{Gather, GatherId, Gathers};
 use crate::tree::{Dest, Route, Topology};
 
 /// What the transport hands to the node manager.

@@ -48,7 +48,11 @@ async fn tree() -> (Vec<NodeHandle>, Root, UnboundedReceiver<RootEvent>) {
     let mut up = up;
     let id = root.xfer_acked(&Dest::All, None, Vec::new(), T);
     loop {
-        match tokio::time::timeout(T, up.recv()).await.expect("linked").unwrap() {
+        match tokio::time::timeout(T, up.recv())
+            .await
+            .expect("linked")
+            .unwrap()
+        {
             RootEvent::Answer(o) if o.id() == id => {
                 assert!(o.holds_everywhere(), "{o:?}");
                 break;

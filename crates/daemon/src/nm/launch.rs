@@ -337,7 +337,11 @@ impl NmCore {
     /// A job killed while its launch is set aside: its ranks are not started, and their
     /// exits say why.
     pub(super) fn kill_set_aside(&mut self, job: JobId) {
-        for ln in self.helper_waits.iter_mut().chain(self.resumable.iter_mut()) {
+        for ln in self
+            .helper_waits
+            .iter_mut()
+            .chain(self.resumable.iter_mut())
+        {
             if ln.l.job == job {
                 ln.run_as = Err("the job was killed before its ranks started".into());
             }
@@ -360,7 +364,11 @@ impl NmCore {
         while self.launching.is_none() {
             if let Some(ln) = self.resumable.pop_front() {
                 // Forgotten while it waited: nothing of it is left to run.
-                if self.jobs.get(&ln.l.job).is_some_and(|j| j.launch == ln.launch) {
+                if self
+                    .jobs
+                    .get(&ln.l.job)
+                    .is_some_and(|j| j.launch == ln.launch)
+                {
                     self.launching = Some(ln);
                     self.spawn_next(now);
                 }

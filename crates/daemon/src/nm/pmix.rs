@@ -5,7 +5,7 @@
 //! 1. Once a launch is prepared, [`Effect::StartHelper`] asks the shell to start the helper
 //!    with the job's layout; the shell answers with [`Input::HelperReady`] when the helper is
 //!    ready (seconds, at worst): each local rank's PMIx environment, or why there is none.
-//!    Only then are the ranks spawned, with it. Meanwhile the launch is set aside
+//!    Only then are the ranks spawned, with it. Meanwhile the core sets the launch aside
 //!    ([`super::launch`]): the node's other launches, signals and fences go on.
 //! 2. The helper's fences of a job on several nodes go up the tree on the PMI-1 fence path
 //!    (numbered from [`FENCE_BASE`], each node's contribution under its own key, combined

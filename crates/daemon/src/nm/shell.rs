@@ -26,6 +26,7 @@ use crate::contain::{Containment, JobCgroup};
 use crate::dir::Dir;
 use crate::pmi::FromRank;
 use crate::proto::*;
+use cosched_pmix::helper::RankEnvs;
 
 /// A rank's exit as its watcher reports it: job, launch, exit.
 type RankEnd = (JobId, u64, RankExit);
@@ -391,17 +392,14 @@ impl Shell {
                     self.core.on(now(), input);
                 }
                 Effect::StartHelper(h) => {
-                    // Its answer comes as an input when the helper is ready (see
-                    // `serve_helper`); the loop serves the node's other jobs meanwhile.
-                    if let Err(why) = self.start_helper(&h) {
-                        let (job, launch) = (h.spec.job, h.spec.launch);
-                        let input = Input::HelperReady {
-                            job,
-                            launch,
-                            result: Err(why),
-                        };
-                        self.core.on(now(), input);
-                    }
+                    let (job, launch) = (h.spec.job, h.spec.launch);
+                    let result = self.start_helper(&h);
+                    let input = Input::HelperReady {
+                        job,
+                        launch,
+                        result,
+                    };
+                    self.core.on(now(), input);
                 }
                 Effect::ToHelper { job, msg } => {
                     if let Some(tx) = self.helpers.get(&job) {
@@ -679,11 +677,12 @@ impl Shell {
         Ok(pid)
     }
 
-    /// Starts a job's PMIx helper as a rank is started, its socket in `PMI_FD`, and leaves
-    /// the rest to [`serve_helper`]: the helper's readiness, its lines and its exit come as
-    /// inputs. An error here is one the helper never started with.
-    fn start_helper(&mut self, h: &StartHelper) -> Result<(), String> {
-        let (ours, theirs) =
+    /// Starts a job's PMIx helper as a rank is started, its socket in `PMI_FD`; sends it
+    /// the setup and waits (at most [`HELPER_READY`]) for its ranks' environments. Then its
+    /// lines and its exit come as inputs.
+    fn start_helper(&mut self, h: &StartHelper) -> Result<RankEnvs, String> {
+        use std::io::{Read, Write};
+        let (mut ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
         let procs = self.procs_of(&h.spec);
         let mut child = super::spawn::spawn_rank(&h.spec, Some(theirs.as_raw_fd()), &procs)
@@ -691,7 +690,7 @@ impl Shell {
         drop(theirs);
         let (job, launch) = (h.spec.job, h.spec.launch);
         let tx = self.helper_tx.clone();
-        let pid = child.id().map_or(0, |p| p as i32);
+        let pid = child.id();
         tokio::spawn(async move {
             let code = match child.wait().await {
                 Ok(st) => super::spawn::exit_code(st),
@@ -699,26 +698,92 @@ impl Shell {
             };
             let _ = tx.send(Input::HelperExited { job, launch, code });
         });
-        let stream = ours
-            .set_nonblocking(true)
-            .and_then(|_| tokio::net::UnixStream::from_std(ours))
-            .map_err(|e| {
-                crate::util::signal_group(pid, libc::SIGKILL);
-                format!("the PMIx helper's socket: {e}")
-            })?;
-        let (to_helper, lines) = mpsc::unbounded_channel::<String>();
-        self.helpers.insert(job, to_helper);
-        let helper = Helper {
-            job,
-            launch,
-            pid,
-            setup: cosched_pmix::helper::ToHelper::Setup(h.setup.clone()).line(),
-            exe: h.spec.argv[0].clone(),
-            log: h.spec.out.clone(),
-            node: self.cfg.name.clone(),
+        let setup = cosched_pmix::helper::ToHelper::Setup(h.setup.clone()).line();
+        let ready = ours
+            .set_read_timeout(Some(HELPER_READY))
+            .and_then(|_| ours.write_all(setup.as_bytes()))
+            .and_then(|_| {
+                // Byte by byte: nothing after the first line may be taken from the socket
+                // before the task below reads it.
+                let mut line = Vec::new();
+                let mut b = [0u8];
+                loop {
+                    match ours.read(&mut b)? {
+                        0 => break,
+                        _ if b[0] == b'\n' => break,
+                        _ => line.push(b[0]),
+                    }
+                }
+                Ok(String::from_utf8_lossy(&line).into_owned())
+            });
+        let fail = |why: String| {
+            if let Some(pid) = pid {
+                crate::util::signal_group(pid as i32, libc::SIGKILL);
+            }
+            Err(why)
         };
-        tokio::spawn(serve_helper(helper, stream, lines, self.helper_tx.clone()));
-        Ok(())
+        let line = match ready {
+            Ok(l) if !l.is_empty() => l,
+            Ok(_) => {
+                return fail(format!(
+                    "{} pmix-helper exited before it was ready (its log: {})",
+                    h.spec.argv[0],
+                    h.spec.out.display()
+                ));
+            }
+            Err(e) => {
+                return fail(format!(
+                    "no answer from the PMIx helper within {HELPER_READY:?}: {e}"
+                ));
+            }
+        };
+        let envs = match cosched_pmix::helper::FromHelper::parse(&line) {
+            Ok(cosched_pmix::helper::FromHelper::Ready { envs }) => envs,
+            Ok(cosched_pmix::helper::FromHelper::Failed { why }) => return fail(why),
+            Ok(other) => {
+                return fail(format!(
+                    "the PMIx helper said {other:?} before it was ready"
+                ));
+            }
+            Err(e) => return fail(format!("the PMIx helper's answer does not parse: {e}")),
+        };
+        let stream = ours
+            .set_read_timeout(None)
+            .and_then(|_| ours.set_nonblocking(true))
+            .and_then(|_| tokio::net::UnixStream::from_std(ours))
+            .map_err(|e| format!("the PMIx helper's socket: {e}"));
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        };
+        let (read, mut write) = stream.into_split();
+        let (to_helper, mut lines) = mpsc::unbounded_channel::<String>();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            while let Some(l) = lines.recv().await {
+                if write.write_all(l.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let tx = self.helper_tx.clone();
+        let name = self.cfg.name.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut read = tokio::io::BufReader::new(read).lines();
+            while let Ok(Some(line)) = read.next_line().await {
+                match cosched_pmix::helper::FromHelper::parse(&line) {
+                    Ok(msg) => {
+                        let _ = tx.send(Input::Helper { job, launch, msg });
+                    }
+                    Err(e) => {
+                        tracing::warn!("nm {name}: job {job}: a line of its PMIx helper: {e}")
+                    }
+                }
+            }
+        });
+        self.helpers.insert(job, to_helper);
+        Ok(envs)
     }
 
     fn cgroup(&mut self, job: JobId, launch: u64, op: CgroupOp) {
@@ -811,86 +876,4 @@ async fn try_register(mm: &str, key: &Key, reg: &Register) -> Result<RegisterRep
         cause: std::io::ErrorKind::TimedOut.into(),
     })??;
     Ok(reply)
-}
-
-/// A job's helper being served by [`serve_helper`].
-struct Helper {
-    job: JobId,
-    launch: u64,
-    /// Its process group, killed when it fails to get ready.
-    pid: i32,
-    /// The first line it is sent.
-    setup: String,
-    exe: String,
-    log: std::path::PathBuf,
-    node: String,
-}
-
-/// Sends a helper its setup and waits (at most [`HELPER_READY`]) for its ranks'
-/// environments, answered as [`Input::HelperReady`]; then writes what comes on `lines` to it
-/// and passes its lines on as [`Input::Helper`], until it closes its socket.
-async fn serve_helper(
-    h: Helper,
-    stream: tokio::net::UnixStream,
-    mut lines: mpsc::UnboundedReceiver<String>,
-    tx: mpsc::UnboundedSender<Input>,
-) {
-    use cosched_pmix::helper::FromHelper;
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let (job, launch) = (h.job, h.launch);
-    let (read, mut write) = stream.into_split();
-    let mut read = tokio::io::BufReader::new(read);
-    let first = async {
-        write.write_all(h.setup.as_bytes()).await?;
-        let mut line = String::new();
-        read.read_line(&mut line).await?;
-        Ok::<_, std::io::Error>(line)
-    };
-    let ready = match tokio::time::timeout(HELPER_READY, first).await {
-        Ok(Ok(l)) if l.trim().is_empty() => Err(format!(
-            "{} pmix-helper exited before it was ready (its log: {})",
-            h.exe,
-            h.log.display()
-        )),
-        Ok(Ok(l)) => match FromHelper::parse(l.trim_end()) {
-            Ok(FromHelper::Ready { envs }) => Ok(envs),
-            Ok(FromHelper::Failed { why }) => Err(why),
-            Ok(other) => Err(format!(
-                "the PMIx helper said {other:?} before it was ready"
-            )),
-            Err(e) => Err(format!("the PMIx helper's answer does not parse: {e}")),
-        },
-        Ok(Err(e)) => Err(format!("the PMIx helper's socket: {e}")),
-        Err(_) => Err(format!(
-            "no answer from the PMIx helper within {HELPER_READY:?}"
-        )),
-    };
-    let failed = ready.is_err();
-    if failed && h.pid > 0 {
-        crate::util::signal_group(h.pid, libc::SIGKILL);
-    }
-    let _ = tx.send(Input::HelperReady {
-        job,
-        launch,
-        result: ready,
-    });
-    if failed {
-        return;
-    }
-    tokio::spawn(async move {
-        while let Some(l) = lines.recv().await {
-            if write.write_all(l.as_bytes()).await.is_err() {
-                return;
-            }
-        }
-    });
-    let mut read = read.lines();
-    while let Ok(Some(line)) = read.next_line().await {
-        match FromHelper::parse(&line) {
-            Ok(msg) => {
-                let _ = tx.send(Input::Helper { job, launch, msg });
-            }
-            Err(e) => tracing::warn!("nm {}: job {job}: a line of its PMIx helper: {e}", h.node),
-        }
-    }
 }

@@ -332,7 +332,8 @@ fn a_pmix_fence_goes_up_under_its_own_number_and_comes_back_as_every_nodes_data(
     );
     // Gathered with node 1's part up the tree.
     assert!(
-        fx.iter().any(|e| matches!(e, Effect::Gather { id: (5, 1, s), nodes, .. }
+        fx.iter()
+            .any(|e| matches!(e, Effect::Gather { id: (5, 1, s), nodes, .. }
             if *s == FENCE_BASE + 1 && nodes == &[NodeId(0), NodeId(1)])),
         "{fx:?}"
     );
@@ -563,7 +564,15 @@ fn a_job_killed_while_its_helper_starts_starts_no_rank_and_its_ranks_exits_say_w
 fn a_job_forgotten_while_its_helper_starts_starts_nothing_when_it_answers() {
     let mut n = node();
     n.tree(ms(10), launch_mpi(5, &[(0, 0)], Mpi::Pmix, &[]));
-    n.tree(ms(20), ToNode::Forget { jobs: vec![JobId(5)] });
+    n.tree(
+        ms(20),
+        ToNode::Forget {
+            jobs: vec![JobId(5)],
+        },
+    );
     let fx = n.on(ms(30), ready_of(5, 1, &[0]));
-    assert!(spawned(&fx).is_empty() && launched(&fx).is_empty(), "{fx:?}");
+    assert!(
+        spawned(&fx).is_empty() && launched(&fx).is_empty(),
+        "{fx:?}"
+    );
 }
