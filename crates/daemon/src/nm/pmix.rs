@@ -158,7 +158,7 @@ impl NmCore {
             return;
         };
         let mut ln = self.helper_waits.remove(at);
-        if !self.jobs.get(&job).is_some_and(|j| j.launch == launch) {
+        if self.jobs.get(&job).is_none_or(|j| j.launch != launch) {
             // Forgotten while its helper started: nothing of it is left to run.
             return;
         }
