@@ -25,12 +25,14 @@
 #![forbid(unsafe_code)]
 
 pub mod batsim_jobs;
+pub mod compare;
 pub mod gantt;
 pub mod matrix_svg;
 pub mod metrics;
 pub mod multicore_metrics;
 pub mod plot;
 pub mod provenance;
+pub mod replay;
 pub mod run;
 pub mod run_files;
 pub mod setup;
