@@ -50,6 +50,8 @@ pub enum Out {
 #[derive(Clone, Debug)]
 pub struct JobPmi {
     size: u32,
+    /// `MPI_UNIVERSE_SIZE`: the PEs of the job's allocation.
+    universe: u32,
     kvsname: String,
     local: BTreeSet<u32>,
     /// The job's key–value space as of the last fence (and the process mapping from the start).
@@ -66,11 +68,13 @@ pub struct JobPmi {
 
 impl JobPmi {
     /// The state for `job` as placed: its local ranks are those `node`'s placement lists.
+    /// Its universe is the job's own PEs until [`JobPmi::with_universe`] says otherwise.
     pub fn new(job: JobId, size: u32, placement: &[Placement], local: BTreeSet<u32>) -> JobPmi {
         let mut kvs = BTreeMap::new();
         kvs.insert("PMI_process_mapping".into(), process_mapping(placement));
         JobPmi {
             size,
+            universe: size,
             kvsname: format!("cosched_{}", job.0),
             local,
             kvs,
@@ -79,6 +83,17 @@ impl JobPmi {
             done: 0,
             up: None,
         }
+    }
+
+    /// `MPI_UNIVERSE_SIZE` is `universe` (the allocation's PEs), never below the job's size.
+    pub fn with_universe(mut self, universe: u32) -> JobPmi {
+        self.universe = universe.max(self.size);
+        self
+    }
+
+    /// `MPI_UNIVERSE_SIZE`.
+    pub fn universe(&self) -> u32 {
+        self.universe
     }
 
     /// The fence sent up and not yet answered, if any.
@@ -105,7 +120,7 @@ impl JobPmi {
                 "cmd=maxes rc=0 kvsname_max={KVSNAME_MAX} keylen_max={KEYLEN_MAX} vallen_max={VALLEN_MAX}"
             )),
             "get_appnum" => reply("cmd=appnum rc=0 appnum=0".into()),
-            "get_universe_size" => reply(format!("cmd=universe_size rc=0 size={}", self.size)),
+            "get_universe_size" => reply(format!("cmd=universe_size rc=0 size={}", self.universe)),
             "get_my_kvsname" => reply(format!("cmd=my_kvsname rc=0 kvsname={}", self.kvsname)),
             "put" => {
                 let (Some(k), Some(v)) = (fields.get("key"), fields.get("value")) else {

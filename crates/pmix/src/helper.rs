@@ -42,6 +42,10 @@ pub struct Setup {
     pub dir: PathBuf,
     /// More ranks here than cores: Open MPI is told to yield when idle, as `mpirun` does.
     pub oversubscribed: bool,
+    /// `PMIX_UNIV_SIZE` (`MPI_UNIVERSE_SIZE`): the PEs of the job's allocation (never below
+    /// the job's size).
+    #[serde(default)]
+    pub universe: u32,
 }
 
 /// Each local rank's PMIx environment, by rank.
@@ -231,7 +235,8 @@ fn start(s: &Setup, tx: mpsc::Sender<Msg>) -> Result<(Server, RankEnvs), String>
         .collect();
     let layout = JobLayout::new(s.nspace.clone(), nodes)
         .map_err(|e| e.to_string())?
-        .with_job_id(s.job_id.clone());
+        .with_job_id(s.job_id.clone())
+        .with_universe_size(s.universe);
     let jobdir = s.dir.join("job");
     std::fs::create_dir(&jobdir).map_err(|e| format!("cannot make {}: {e}", jobdir.display()))?;
     server

@@ -12,6 +12,8 @@
 //! - [`tree`]: the k-ary overlay ([`Topology`]) and destination sets ([`Dest`]).
 //! - [`mech`]: the mechanisms as messages ([`Down`], [`Up`]), node variables ([`Vars`]),
 //!   and the combining of answers at every hop ([`Combiner`]).
+//! - [`gather`]: contributions of many nodes gathered up the tree, combined at every hop
+//!   ([`Gathers`]): one message per link per gathering (a job's fence).
 //! - [`link`]: parent-to-child connections with queued writers.
 //! - [`node`]: the node side (routing, variables, deliveries to the node manager).
 //! - [`root`]: the root side, driven by the machine manager: one combined answer per query
@@ -22,6 +24,7 @@
 pub mod accept;
 pub mod bytes;
 pub mod frame;
+pub mod gather;
 pub mod keyring;
 pub mod link;
 pub mod mech;
@@ -30,6 +33,7 @@ pub mod root;
 pub mod tree;
 
 pub use frame::{FrameError, Key};
+pub use gather::{Gather, GatherId, Gathers};
 pub use keyring::{Keyring, Keys, Wrapped};
 pub use link::ChildEvent;
 pub use mech::{Answer, Cmp, Combiner, Cond, Down, DownOf, Own, Query, Up, Var, Vars};

@@ -161,6 +161,8 @@ pub enum Up {
     },
     /// A subtree's combined answer to a query.
     Answer(Answer),
+    /// A subtree's contributions to a gathering ([`crate::gather`]).
+    Gather(crate::gather::Gather),
 }
 
 /// The combined answer of the destinations in one subtree: how many answered, and which did

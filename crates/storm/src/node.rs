@@ -15,10 +15,11 @@ use tokio::sync::mpsc;
 
 use crate::accept::{Admission, DropLog, Limits, accept};
 use crate::frame::{Key, MAX_FRAME, MAX_HELLO, read_whole};
+use crate::gather::{Gather, GatherId, Gathers};
 use crate::keyring::Keyring;
 use crate::link::{ChildEvent, Children};
 use crate::mech::{Answer, Combiner, Down, DownOf, Own, Up, Vars, sleep_until};
-use crate::tree::{Route, Topology};
+use crate::tree::{Dest, Route, Topology};
 
 /// What the transport hands to the node manager.
 #[derive(Debug)]
@@ -77,17 +78,31 @@ fn range_in(whole: &[u8], part: &[u8]) -> std::ops::Range<usize> {
     start..start + part.len()
 }
 
+/// What the node manager sends up.
+enum ToRoot {
+    Signal(Vec<u8>),
+    /// Its own contribution to a gathering.
+    Gather(GatherId, Dest, Vec<u8>),
+}
+
 /// The node manager's handle on its transport.
 #[derive(Clone)]
 pub struct NodeHandle {
     pub vars: Vars,
-    up: mpsc::UnboundedSender<Vec<u8>>,
+    up: mpsc::UnboundedSender<ToRoot>,
 }
 
 impl NodeHandle {
     /// Sends a payload up the tree to the root (dropped if there is no parent right now).
     pub fn signal_up(&self, payload: Vec<u8>) {
-        let _ = self.up.send(payload);
+        let _ = self.up.send(ToRoot::Signal(payload));
+    }
+
+    /// Contributes `payload` to gathering `id` of the nodes `dest` ([`crate::gather`]): it
+    /// goes up combined with the contributions of this node's subtree, and reaches the root
+    /// as a signal from this node.
+    pub fn gather_up(&self, id: GatherId, dest: Dest, payload: Vec<u8>) {
+        let _ = self.up.send(ToRoot::Gather(id, dest, payload));
     }
 }
 
@@ -138,7 +153,7 @@ async fn run(
     me: NodeId,
     vars: Vars,
     deliver: mpsc::UnboundedSender<Delivery>,
-    mut up_rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut up_rx: mpsc::UnboundedReceiver<ToRoot>,
 ) {
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<Ev>();
     let (child_tx, mut child_rx) = mpsc::unbounded_channel::<ChildEvent>();
@@ -152,6 +167,7 @@ async fn run(
     let mut epoch = 0u64;
     let mut routes: Vec<Route> = Vec::new();
     let mut combiner: Combiner<()> = Combiner::new(me);
+    let mut gathers = Gathers::new(me);
     let mut next_conn = 1u64;
     // Its parent (the machine manager or a node manager) dials it: peers are addresses.
     let admission: Admission<std::net::IpAddr> = Admission::new(Limits::default());
@@ -213,6 +229,7 @@ async fn run(
                     epoch = topo.epoch;
                     routes = apply(&mut children, &sealing, me, &topo);
                     let _ = deliver.send(Delivery::Topology(topo));
+                    for g in gathers.flush() { gather_up(&mut parent, &sealing, g).await; }
                 }
                 Ev::FromParent { conn, key: with, frame, msg } => {
                     if parent.as_ref().map(|p| p.0) != Some(conn) {
@@ -223,8 +240,12 @@ async fn run(
                         DownOf::Topology(topo) => {
                             if topo.epoch >= epoch {
                                 epoch = topo.epoch;
+                                let before = routes.clone();
                                 routes = apply(&mut children, &sealing, me, &topo);
                                 let _ = deliver.send(Delivery::Topology(topo));
+                                if routes != before {
+                                    for g in gathers.flush() { gather_up(&mut parent, &sealing, g).await; }
+                                }
                             }
                         }
                         DownOf::Xfer { dest, write, payload: range, ack } => {
@@ -289,10 +310,14 @@ async fn run(
                 ChildEvent::Up { msg: Up::Answer(a), .. } => {
                     if let Some((a, ())) = combiner.record(a) { answer_up(&mut parent, &sealing, a).await; }
                 }
+                ChildEvent::Up { msg: Up::Gather(g), .. } => {
+                    for g in gathers.add(tokio::time::Instant::now(), &routes, g) { gather_up(&mut parent, &sealing, g).await; }
+                }
                 ChildEvent::Up { frame, .. } => send_parent(&mut parent, &frame).await,
                 ChildEvent::Lost { node, conn } => {
                     if children.lost(node, conn) {
                         for (a, ()) in combiner.lost(node) { answer_up(&mut parent, &sealing, a).await; }
+                        for g in gathers.flush() { gather_up(&mut parent, &sealing, g).await; }
                     }
                 }
             },
@@ -301,10 +326,16 @@ async fn run(
                     answer_up(&mut parent, &sealing, a).await;
                 }
             }
-            payload = up_rx.recv() => {
-                let Some(payload) = payload else { return };
-                send_parent(&mut parent, &sealing.seal(&Up::Signal { from: me, payload })).await;
-            }
+            msg = up_rx.recv() => match msg {
+                None => return,
+                Some(ToRoot::Signal(payload)) => {
+                    send_parent(&mut parent, &sealing.seal(&Up::Signal { from: me, payload })).await;
+                }
+                Some(ToRoot::Gather(id, dest, payload)) => {
+                    let g = Gather { id, dest, parts: vec![(me, payload)] };
+                    for g in gathers.add(tokio::time::Instant::now(), &routes, g) { gather_up(&mut parent, &sealing, g).await; }
+                }
+            },
         }
     }
 }
@@ -324,6 +355,10 @@ fn apply(children: &mut Children, key: &Key, me: NodeId, topo: &Topology) -> Vec
 
 async fn answer_up(parent: &mut Option<(u64, OwnedWriteHalf)>, key: &Key, a: Answer) {
     send_parent(parent, &key.seal(&Up::Answer(a))).await;
+}
+
+async fn gather_up(parent: &mut Option<(u64, OwnedWriteHalf)>, key: &Key, g: Gather) {
+    send_parent(parent, &key.seal(&Up::Gather(g))).await;
 }
 
 async fn send_parent(parent: &mut Option<(u64, OwnedWriteHalf)>, frame: &[u8]) {

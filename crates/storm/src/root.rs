@@ -64,6 +64,8 @@ impl Outcome {
 #[derive(Debug, Default)]
 pub struct RootStats {
     pub answer_frames: AtomicU64,
+    /// Frames of signals and gatherings received from the children.
+    pub signal_frames: AtomicU64,
     pub outcomes: AtomicU64,
 }
 
@@ -293,7 +295,16 @@ async fn run(
                     }
                 }
                 ChildEvent::Up { msg: Up::Signal { from, payload }, .. } => {
+                    stats.signal_frames.fetch_add(1, Ordering::Relaxed);
                     let _ = out.send(RootEvent::Signal { from, payload });
+                }
+                ChildEvent::Up { msg: Up::Gather(g), .. } => {
+                    // A gathering's parts reach the machine manager as each contributor's
+                    // signal: combining is the tree's business alone.
+                    stats.signal_frames.fetch_add(1, Ordering::Relaxed);
+                    for (from, payload) in g.parts {
+                        let _ = out.send(RootEvent::Signal { from, payload });
+                    }
                 }
                 ChildEvent::Lost { node, conn } => {
                     if children.lost(node, conn) {

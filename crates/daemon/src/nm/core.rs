@@ -223,6 +223,13 @@ pub enum Effect {
     Rejected(String),
     /// Send this to the machine manager, up the tree.
     Up(FromNode),
+    /// Send this node's part of a fence to the machine manager, combined at every hop of
+    /// the tree with the parts of the other `nodes` of the job (one gathering, `id`).
+    Gather {
+        id: cosched_storm::GatherId,
+        nodes: Vec<NodeId>,
+        msg: FromNode,
+    },
     /// Set up a launch; answer with [`Input::Prepared`].
     Prepare(Box<PrepareLaunch>),
     /// Start a rank; answer with [`Input::Spawned`].
@@ -370,6 +377,8 @@ pub(super) struct NodeJob {
     pub(super) launch: u64,
     /// Which run of the job it is (the machine manager's count, see [`Launch::run`]).
     pub(super) run: u32,
+    /// The nodes it runs on: its fences are gathered from them, combined at every hop.
+    pub(super) nodes: Vec<NodeId>,
     /// The job's user, when this node manager (root) runs it as another: only files of
     /// theirs are cut.
     pub(super) must_own: Option<u32>,
@@ -422,6 +431,12 @@ pub struct NmCore {
     pub(super) launches: u64,
     /// The launch whose effects are being carried out ([`super::launch`]).
     pub(super) launching: Option<Launching>,
+    /// Launches whose ranks wait for their job's PMIx helper to be ready: set aside, so the
+    /// next launch's chain goes on meanwhile ([`super::pmix`]).
+    pub(super) helper_waits: Vec<Launching>,
+    /// Launches whose helper answered while another chain was under way: their ranks start
+    /// next, before any launch not yet begun.
+    pub(super) resumable: VecDeque<Launching>,
     /// SIGKILLs due after the grace ([`super::kill`]).
     pub(super) kills: Vec<super::kill::PendingKill>,
     /// Which job each live rank's process group belongs to: once a group is empty its number
@@ -462,6 +477,8 @@ impl NmCore {
             kill_wait: DEFAULT_KILL_WAIT,
             launches: 0,
             launching: None,
+            helper_waits: Vec::new(),
+            resumable: VecDeque::new(),
             kills: Vec::new(),
             owners: HashMap::new(),
             last_heard: now,
@@ -628,11 +645,7 @@ impl NmCore {
             } => self.looked(job, launch, rank, lib),
             Input::Timer => self.timer(now),
         }
-        if self.launching.is_none()
-            && let Some(l) = self.queued.pop_front()
-        {
-            self.launch(now, l);
-        }
+        self.next_launch(now);
         // The node scheme looks at its ranks from the moment it has some to watch.
         if self.nsched.active() {
             self.next_tick.get_or_insert(now);
@@ -918,12 +931,24 @@ impl NmCore {
         }
     }
 
+    /// This node's part of fence `seq` of `job` (PMI-1's, or PMIx's from
+    /// [`super::pmix::FENCE_BASE`]), gathered with the other nodes' up the tree.
+    pub(super) fn fence_up(&mut self, job: JobId, seq: u64, puts: Vec<(String, String)>) {
+        let Some(j) = self.jobs.get(&job) else {
+            return;
+        };
+        let id = (job.0, u64::from(j.run), seq);
+        let nodes = j.nodes.clone();
+        let msg = FromNode::Fence { job, seq, puts };
+        self.push(Effect::Gather { id, nodes, msg });
+    }
+
     /// Carries out what the PMI protocol of `job` asks for.
     fn pmi_out(&mut self, job: JobId, out: Vec<Out>) {
         for o in out {
             match o {
                 Out::Reply(rank, line) => self.push(Effect::PmiReply { job, rank, line }),
-                Out::FenceUp { seq, puts } => self.up(FromNode::Fence { job, seq, puts }),
+                Out::FenceUp { seq, puts } => self.fence_up(job, seq, puts),
                 Out::Abort { rank, code, msg } => self.pmi_abort(job, rank, code, &msg),
                 Out::Bad { rank, line } => self.log(
                     Level::Warn,

@@ -55,6 +55,7 @@ impl NmCore {
 
     /// Starts killing a job (see the module documentation).
     pub(super) fn terminate(&mut self, now: Time, job: JobId) {
+        self.kill_set_aside(job);
         let at = now + self.kill_wait;
         let steps: Vec<JobId> = self
             .jobs

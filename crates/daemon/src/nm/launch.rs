@@ -11,6 +11,13 @@
 //!    joining a frozen cgroup would freeze before its exec, and the spawn waits for the
 //!    exec); the launch is acknowledged; ranks that could not start exit with 127.
 //!
+//! One chain is carried out at a time; launches that arrive meanwhile wait in a queue. A
+//! launch whose job gets a PMIx helper leaves the chain between 1 and 2: the helper's
+//! readiness is an input that may take seconds ([`super::pmix`]), so the launch is set aside
+//! and the next one goes on; once its helper has answered it resumes with 2 as soon as no
+//! other chain is under way. Each launch thus moves through its own states — prepared,
+//! helper starting, ranks spawning, running — and no launch takes another's place.
+//!
 //! Numbering: every launch of this node manager gets the next number. It names the launch's
 //! cgroup and comes back with the exits of its ranks, so the exit of a rank of an earlier run
 //! of a requeued job is never taken for the new run's.
@@ -18,7 +25,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use cosched_core::{JobId, Time};
+use cosched_core::{JobId, NodeId, Time};
 
 use super::core::{CgroupOp, Effect, Level, NmCore, NodeJob, Rank};
 use crate::pmi::JobPmi;
@@ -141,6 +148,15 @@ pub(super) struct Launching {
     failed: Vec<RankExit>,
 }
 
+/// The PEs of a placement: `MPI_UNIVERSE_SIZE` of the job placed so, and of its steps.
+fn allocation_pes(placement: &[Placement]) -> u32 {
+    let pes: BTreeSet<(NodeId, u32)> = placement
+        .iter()
+        .flat_map(|p| p.ranks.iter().map(move |&(_, pe)| (p.node, pe)))
+        .collect();
+    pes.len() as u32
+}
+
 impl NmCore {
     /// Job `job`'s directory on the node.
     pub(super) fn job_dir(&self, job: JobId) -> PathBuf {
@@ -151,8 +167,14 @@ impl NmCore {
     /// a repeated or late one is acknowledged again and nothing more.
     pub(super) fn launch(&mut self, now: Time, mut l: Launch) {
         if self.launching.is_some() {
-            // A step released in the middle of another launch's chain starts after it.
+            // A launch (or a step released) in the middle of another launch's chain starts
+            // after it.
             self.queued.push_back(l);
+            return;
+        }
+        if self.set_aside(l.job).is_some_and(|run| run >= l.run) {
+            // A repeat of a launch whose ranks wait for their helper: acknowledged once they
+            // have started.
             return;
         }
         let Some(mine) = l.placement.iter().find(|p| Some(p.node) == self.id) else {
@@ -284,9 +306,14 @@ impl NmCore {
         ln.run_as = p.run_as;
         let owner = ln.run_as.as_ref().ok().and_then(Option::as_ref);
         let local: BTreeSet<u32> = ln.ranks.iter().map(|&(r, _)| r).collect();
+        // A step's universe is its allocation's; a job's, the PEs it was placed on.
+        let universe = match ln.l.within.and_then(|a| self.jobs.get(&a)) {
+            Some(alloc) => alloc.pmi.universe(),
+            None => allocation_pes(&ln.l.placement),
+        };
         let job_state = NodeJob {
             ranks: Default::default(),
-            pmi: JobPmi::new(job, ln.l.size, &ln.l.placement, local),
+            pmi: JobPmi::new(job, ln.l.size, &ln.l.placement, local).with_universe(universe),
             pmix: Default::default(),
             notes: Default::default(),
             worlds: super::worlds::Worlds::new(ln.l.size, ln.l.io.mpi),
@@ -295,11 +322,61 @@ impl NmCore {
             stopped: ln.l.stopped,
             launch: ln.launch,
             run: ln.l.run,
+            nodes: ln.l.placement.iter().map(|p| p.node).collect(),
             must_own: owner.map(|w| w.uid).filter(|&u| u != 0 && euid == 0),
         };
         self.jobs.insert(job, job_state);
-        if !self.start_helper(job) {
+        if self.start_helper(job) {
+            let ln = self.launching.take().expect("checked");
+            self.helper_waits.push(ln);
+        } else {
             self.spawn_next(now);
+        }
+    }
+
+    /// A job killed while its launch is set aside: its ranks are not started, and their
+    /// exits say why.
+    pub(super) fn kill_set_aside(&mut self, job: JobId) {
+        for ln in self
+            .helper_waits
+            .iter_mut()
+            .chain(self.resumable.iter_mut())
+        {
+            if ln.l.job == job {
+                ln.run_as = Err("the job was killed before its ranks started".into());
+            }
+        }
+    }
+
+    /// The run of `job` whose launch is set aside (its helper starting, or answered and
+    /// waiting for its turn), if one is.
+    pub(super) fn set_aside(&self, job: JobId) -> Option<u32> {
+        self.helper_waits
+            .iter()
+            .chain(&self.resumable)
+            .find(|ln| ln.l.job == job)
+            .map(|ln| ln.l.run)
+    }
+
+    /// Starts the next chain while none is under way: a launch whose helper has answered
+    /// first (its job is prepared and waits only for this), then the queued ones in order.
+    pub(super) fn next_launch(&mut self, now: Time) {
+        while self.launching.is_none() {
+            if let Some(ln) = self.resumable.pop_front() {
+                // Forgotten while it waited: nothing of it is left to run.
+                if self
+                    .jobs
+                    .get(&ln.l.job)
+                    .is_some_and(|j| j.launch == ln.launch)
+                {
+                    self.launching = Some(ln);
+                    self.spawn_next(now);
+                }
+            } else if let Some(l) = self.queued.pop_front() {
+                self.launch(now, l);
+            } else {
+                return;
+            }
         }
     }
 

@@ -3,10 +3,13 @@
 //! of the job's ranks, holding OpenPMIx's server for them (docs/daemons.md, "PMIx").
 //!
 //! 1. Once a launch is prepared, [`Effect::StartHelper`] asks the shell to start the helper
-//!    with the job's layout; the shell answers with [`Input::HelperReady`]: each local rank's
-//!    PMIx environment, or why there is none. Only then are the ranks spawned, with it.
+//!    with the job's layout; the shell answers with [`Input::HelperReady`] when the helper is
+//!    ready (seconds, at worst): each local rank's PMIx environment, or why there is none.
+//!    Only then are the ranks spawned, with it. Meanwhile the core sets the launch aside
+//!    ([`super::launch`]): the node's other launches, signals and fences go on.
 //! 2. The helper's fences of a job on several nodes go up the tree on the PMI-1 fence path
-//!    (numbered from [`FENCE_BASE`], each node's contribution under its own key); the
+//!    (numbered from [`FENCE_BASE`], each node's contribution under its own key, combined
+//!    with the other nodes' at every hop); the
 //!    machine manager's answer goes back to the helper as the concatenation.
 //! 3. `MPI_Abort` ([`FromHelper::Abort`]) is remembered and given as the aborting rank's
 //!    error when it exits, so the job fails naming the rank, the node and the status; the
@@ -131,6 +134,7 @@ impl NmCore {
             nodes,
             dir: dir.join("pmix"),
             oversubscribed: ln.ranks.len() > cpus.len(),
+            universe: self.jobs.get(&job).map_or(l.size, |j| j.pmi.universe()),
         };
         self.push(Effect::StartHelper(Box::new(StartHelper { spec, setup })));
         true
@@ -146,7 +150,16 @@ impl NmCore {
         launch: u64,
         result: Result<RankEnvs, String>,
     ) {
-        if !self.launching(job, launch) {
+        let Some(at) = self
+            .helper_waits
+            .iter()
+            .position(|ln| ln.l.job == job && ln.launch == launch)
+        else {
+            return;
+        };
+        let mut ln = self.helper_waits.remove(at);
+        if self.jobs.get(&job).is_none_or(|j| j.launch != launch) {
+            // Forgotten while its helper started: nothing of it is left to run.
             return;
         }
         match result {
@@ -157,9 +170,11 @@ impl NmCore {
             }
             Err(why) => {
                 let why = format!("the job's PMIx server could not start: {why}");
-                let ln = self.launching.as_mut().expect("checked");
                 if ln.l.io.mpi == Mpi::Pmix {
-                    ln.run_as = Err(why);
+                    // A kill's reason, set while the helper started, stays.
+                    if ln.run_as.is_ok() {
+                        ln.run_as = Err(why);
+                    }
                 } else {
                     self.log(
                         Level::Warn,
@@ -168,7 +183,8 @@ impl NmCore {
                 }
             }
         }
-        self.spawn_next(now);
+        self.resumable.push_back(ln);
+        self.next_launch(now);
     }
 
     /// A line of a job's helper.
@@ -179,11 +195,7 @@ impl NmCore {
         match msg {
             FromHelper::Fence { seq, data } => {
                 let key = format!("pmix.{:010}", self.id.map_or(0, |n| n.0));
-                self.up(FromNode::Fence {
-                    job,
-                    seq: FENCE_BASE + seq,
-                    puts: vec![(key, hex(&data))],
-                });
+                self.fence_up(job, FENCE_BASE + seq, vec![(key, hex(&data))]);
             }
             FromHelper::Abort {
                 rank,

@@ -412,6 +412,13 @@ impl Shell {
                 Effect::Accepted { node } => self.join_tree(node),
                 Effect::Rejected(why) => return Err(DaemonError::Rejected(why)),
                 Effect::Up(msg) => self.up(&msg),
+                Effect::Gather { id, nodes, msg } => {
+                    if let Some(t) = &self.tree {
+                        let payload = postcard::to_stdvec(&msg).expect("encodes");
+                        t.handle
+                            .gather_up(id, cosched_storm::Dest::nodes(nodes), payload);
+                    }
+                }
                 Effect::Prepare(p) => {
                     let prepared = self.prepare(&p);
                     self.core.on(now(), Input::Prepared(Box::new(prepared)));

@@ -287,6 +287,11 @@ fn pmi_fence_goes_up_once_every_local_rank_entered_and_its_answer_comes_down() {
     assert!(matches!(&fx[..], [Effect::PmiReply { rank: 0, line, .. }] if line.contains("rc=0")));
     assert!(n.on(ms(21), line(0, "cmd=barrier_in")).is_empty());
     let fx = n.on(ms(22), line(1, "cmd=barrier_in"));
+    // One gathering of the job's nodes, named by job, run and fence.
+    assert!(
+        matches!(&fx[..], [Effect::Gather { id: (1, 1, 1), nodes, .. }] if nodes == &[NodeId(0)]),
+        "{fx:?}"
+    );
     let fence = FromNode::Fence {
         job: JobId(1),
         seq: 1,

@@ -260,11 +260,11 @@ fn launch(job: u64, run: u32, ranks: &[(u32, u32)], stopped: bool) -> ToNode {
     })
 }
 
-/// The messages sent up.
+/// The messages sent up (alone or gathered with other nodes').
 fn ups(fx: &[Effect]) -> Vec<FromNode> {
     fx.iter()
         .filter_map(|e| match e {
-            Effect::Up(m) => Some(m.clone()),
+            Effect::Up(m) | Effect::Gather { msg: m, .. } => Some(m.clone()),
             _ => None,
         })
         .collect()

@@ -97,6 +97,7 @@ fn ranks_start_only_once_the_jobs_pmix_helper_is_ready_and_with_its_environment(
     assert_eq!(h.setup.nodes, [("node0".to_string(), vec![0, 1])]);
     assert_eq!(h.setup.host, "node0");
     assert_eq!(h.setup.dir, PathBuf::from("/work/jobs/5/pmix"));
+    assert_eq!(h.setup.universe, 2, "MPI_UNIVERSE_SIZE: the job's PEs");
     assert!(
         spawned(&fx).is_empty(),
         "no rank before the helper is ready"
@@ -329,6 +330,13 @@ fn a_pmix_fence_goes_up_under_its_own_number_and_comes_back_as_every_nodes_data(
             },
         },
     );
+    // Gathered with node 1's part up the tree.
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Gather { id: (5, 1, s), nodes, .. }
+            if *s == FENCE_BASE + 1 && nodes == &[NodeId(0), NodeId(1)])),
+        "{fx:?}"
+    );
     let up: Vec<_> = ups(&fx)
         .into_iter()
         .filter_map(|m| match m {
@@ -417,4 +425,154 @@ fn a_failed_exit_that_comes_before_its_abort_waits_for_it_and_one_without_is_sen
     assert!(errors(&fx).is_empty());
     let fx = n.until(ms(50) + crate::nm::pmix::ABORT_GRACE);
     assert_eq!(errors(&fx), [(0, Some(3), None)]);
+}
+
+#[test]
+fn while_a_jobs_helper_gets_ready_the_nodes_other_jobs_are_served() {
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(4, &[(0, 0)], Mpi::Pmi1, &[]));
+    let fx = n.tree(ms(20), launch_mpi(5, &[(0, 1)], Mpi::Pmix, &[]));
+    assert!(fx.iter().any(|e| matches!(e, Effect::StartHelper(_))));
+    assert!(spawned(&fx).is_empty(), "job 5 waits for its helper");
+    // The helper's answer is an input that has not come yet: job 4 is served meanwhile.
+    let fx = n.on(
+        ms(30),
+        Input::Pmi {
+            job: JobId(4),
+            rank: 0,
+            line: "cmd=get_maxes".into(),
+        },
+    );
+    assert!(
+        matches!(&fx[..], [Effect::PmiReply { rank: 0, .. }]),
+        "{fx:?}"
+    );
+    let fx = n.on(
+        ms(40),
+        Input::Exited {
+            job: JobId(4),
+            launch: 1,
+            exit: exit(0, 0),
+        },
+    );
+    assert_eq!(exits(&fx), [(4, 1, 0, Some(0))]);
+    let fx = n.on(ms(50), ready_of(5, 2, &[0]));
+    assert_eq!(spawned(&fx), [0]);
+}
+
+/// The launches acknowledged in `fx`, as job numbers.
+fn launched(fx: &[Effect]) -> Vec<u64> {
+    ups(fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            FromNode::Launched { job, .. } => Some(job.0),
+            _ => None,
+        })
+        .collect()
+}
+
+fn helpers_started(fx: &[Effect]) -> Vec<(u64, u64)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::StartHelper(h) => Some((h.spec.job.0, h.spec.launch)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn launches_that_arrive_while_a_helper_starts_go_on_and_each_starts_its_own_ranks() {
+    let mut n = node();
+    let fx = n.tree(ms(10), launch_mpi(5, &[(0, 0)], Mpi::Pmix, &[]));
+    assert_eq!(helpers_started(&fx), [(5, 1)]);
+    // A second PMIx job while job 5's helper has not answered: its own helper starts.
+    let fx = n.tree(ms(20), launch_mpi(6, &[(0, 1)], Mpi::Pmix, &[]));
+    assert_eq!(helpers_started(&fx), [(6, 2)]);
+    // A PMI-1 job meanwhile starts at once.
+    let fx = n.tree(ms(30), launch_mpi(7, &[(0, 1)], Mpi::Pmi1, &[]));
+    assert_eq!((spawned(&fx), launched(&fx)), (vec![0], vec![7]));
+    // The helpers answer in the other order; each job gets its own ranks, once.
+    let fx = n.on(ms(40), ready_of(6, 2, &[0]));
+    assert_eq!((spawned(&fx), launched(&fx)), (vec![0], vec![6]));
+    let fx = n.on(ms(50), ready_of(5, 1, &[0]));
+    assert_eq!((spawned(&fx), launched(&fx)), (vec![0], vec![5]));
+    for job in [5, 6, 7] {
+        assert_eq!(n.core.jobs[&JobId(job)].ranks.len(), 1, "job {job}");
+        n.pid(job, 0);
+    }
+    let fx = n.on(ms(60), ready_of(5, 1, &[0]));
+    assert!(spawned(&fx).is_empty(), "a second answer starts nothing");
+}
+
+#[test]
+fn a_slow_helper_does_not_delay_another_jobs_signals_or_strobe() {
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(4, &[(0, 0)], Mpi::Pmi1, &[]));
+    let pid = n.pid(4, 0);
+    n.tree(ms(20), launch_mpi(5, &[(0, 1)], Mpi::Pmix, &[]));
+    let stop = ToNode::Switch {
+        stop: vec![JobId(4)],
+        cont: vec![],
+        kill: vec![],
+    };
+    assert_eq!(signals(&n.tree(ms(30), stop)), [(pid, libc::SIGSTOP)]);
+    // The strobe puts job 4 in the matrix and running: it is continued at once.
+    let fx = n.tree(
+        ms(40),
+        ToNode::Strobe(Strobe {
+            slot: Some(0),
+            rows: vec![(JobId(4), 0), (JobId(5), 1)],
+            running: vec![JobId(4)],
+        }),
+    );
+    assert_eq!(signals(&fx), [(pid, libc::SIGCONT)]);
+    assert!(spawned(&fx).is_empty(), "job 5 still waits for its helper");
+}
+
+#[test]
+fn a_repeated_launch_while_its_helper_starts_is_acknowledged_only_once_the_ranks_started() {
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(5, &[(0, 0)], Mpi::Pmix, &[]));
+    let fx = n.tree(ms(20), launch_mpi(5, &[(0, 0)], Mpi::Pmix, &[]));
+    assert!(fx.is_empty(), "{fx:?}");
+    let fx = n.on(ms(30), ready_of(5, 1, &[0]));
+    assert_eq!((spawned(&fx), launched(&fx)), (vec![0], vec![5]));
+}
+
+#[test]
+fn a_job_killed_while_its_helper_starts_starts_no_rank_and_its_ranks_exits_say_why() {
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Pmix, &[]));
+    n.tree(
+        ms(20),
+        ToNode::Switch {
+            stop: vec![],
+            cont: vec![],
+            kill: vec![JobId(5)],
+        },
+    );
+    let fx = n.on(ms(30), ready_of(5, 1, &[0, 1]));
+    assert!(spawned(&fx).is_empty(), "{fx:?}");
+    let why = Some("the job was killed before its ranks started".to_string());
+    assert_eq!(
+        errors(&fx),
+        [(0, Some(127), why.clone()), (1, Some(127), why)]
+    );
+}
+
+#[test]
+fn a_job_forgotten_while_its_helper_starts_starts_nothing_when_it_answers() {
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(5, &[(0, 0)], Mpi::Pmix, &[]));
+    n.tree(
+        ms(20),
+        ToNode::Forget {
+            jobs: vec![JobId(5)],
+        },
+    );
+    let fx = n.on(ms(30), ready_of(5, 1, &[0]));
+    assert!(
+        spawned(&fx).is_empty() && launched(&fx).is_empty(),
+        "{fx:?}"
+    );
 }

@@ -268,3 +268,26 @@ fn a_step_waits_to_spawn_while_its_allocation_is_frozen() {
         .collect();
     assert_eq!(order, ["thaw", "spawn", "spawn"]);
 }
+
+#[test]
+fn mpi_universe_size_is_the_allocations_pes_for_its_steps_and_a_jobs_own_pes_for_a_job() {
+    let mut n = Node::up("gs");
+    n.tree(ms(10), batch(NodeId(0), NodeId(1)));
+    n.tree(ms(20), step(0));
+    let rank = |job| Input::Pmi {
+        job,
+        rank: 0,
+        line: "cmd=get_universe_size".into(),
+    };
+    let answer = |fx: &[Effect]| match fx {
+        [Effect::PmiReply { line, .. }] => line.clone(),
+        _ => panic!("{fx:?}"),
+    };
+    // The two-rank step sees the four PEs of its allocation.
+    let fx = n.on(ms(30), rank(step_unit(JobId(5), 0)));
+    assert_eq!(answer(&fx), "cmd=universe_size rc=0 size=4\n");
+    // A job on its own: the PEs it was placed on.
+    n.tree(ms(40), launch(6, 1, &[(0, 0), (1, 1)], false));
+    let fx = n.on(ms(50), rank(JobId(6)));
+    assert_eq!(answer(&fx), "cmd=universe_size rc=0 size=2\n");
+}
