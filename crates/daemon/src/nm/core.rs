@@ -81,9 +81,10 @@ pub struct CoreConfig {
     reason = "one input is moved at a time, straight into the core: boxing a launch would cost an allocation per message for nothing"
 )]
 pub enum Input {
-    /// A message of the machine manager's from the tree (file-broadcast messages go to the
+    /// A message of the machine manager's from the tree, stamped with the tree epoch it had
+    /// announced last when it sent it ([`ToNode::payload`]; file-broadcast messages go to the
     /// stager, not here).
-    Tree(ToNode),
+    Tree { epoch: u64, msg: ToNode },
     /// The tree's topology of `epoch` reached this node; `member`: it has a place in it.
     Topology { epoch: u64, member: bool },
     /// The machine manager's heartbeat changed the heartbeat variable: it is alive.
@@ -413,6 +414,9 @@ pub struct NmCore {
     pub(super) phase: Phase,
     /// Learnt at registration; the machine manager addresses placements by it.
     pub(super) id: Option<NodeId>,
+    /// Where the node's membership began, as the machine manager's last acceptance said:
+    /// tree messages stamped earlier are dropped ([`NmCore::tree_message`]).
+    pub(super) membership: u64,
     pub(super) jobs: BTreeMap<JobId, NodeJob>,
     /// Between SIGTERM and SIGKILL (the machine manager's `--kill-wait`, learnt at
     /// registration).
@@ -458,6 +462,7 @@ impl NmCore {
             cfg,
             phase: Phase::Done,
             id: None,
+            membership: 0,
             jobs: BTreeMap::new(),
             kill_wait: DEFAULT_KILL_WAIT,
             launches: 0,
@@ -539,8 +544,27 @@ impl NmCore {
 
     /// Takes in one input at `now`.
     pub fn on(&mut self, now: Time, input: Input) {
+        if matches!(
+            input,
+            Input::Tree { .. } | Input::Topology { .. } | Input::Heard
+        ) && matches!(self.phase, Phase::Running)
+            && self.silent_at() <= now
+        {
+            // Silent past the limit (the node manager was stopped, or starved): the machine
+            // manager may have declared the node down and started its jobs elsewhere. What
+            // the tree delivers first after such a silence was sent before it; the node
+            // registers again before it takes anything in, whichever of the timer and the
+            // tree the shell served first.
+            self.silence_over(now);
+        }
         match input {
-            Input::Tree(msg) => self.message(now, msg),
+            Input::Tree { epoch, msg } => {
+                // Not registered (it found itself silent past its limit as it took this in):
+                // from before the registration under way.
+                if matches!(self.phase, Phase::Running) {
+                    self.tree_message(now, epoch, msg);
+                }
+            }
             Input::Topology { epoch, member } => {
                 self.last_heard = now;
                 if member {
@@ -663,12 +687,7 @@ impl NmCore {
             Phase::ShuttingDown { until, .. } if until <= now => self.shut(),
             Phase::Running => {
                 if self.silent_at() <= now {
-                    let silence = std::time::Duration::from_micros(self.silence.0.max(0) as u64);
-                    self.log(
-                        Level::Warn,
-                        format!("no heartbeat for {silence:?}; registering again"),
-                    );
-                    self.register_again(now);
+                    self.silence_over(now);
                     return;
                 }
                 if self.nsched.active() && self.next_tick.is_some_and(|t| t <= now) {
@@ -677,6 +696,41 @@ impl NmCore {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// The machine manager has not been heard for the silence it allows: the node registers
+    /// again.
+    fn silence_over(&mut self, now: Time) {
+        let silence = std::time::Duration::from_micros(self.silence.0.max(0) as u64);
+        self.log(
+            Level::Warn,
+            format!("no heartbeat for {silence:?}; registering again"),
+        );
+        self.register_again(now);
+    }
+
+    /// A message of the machine manager's from the tree, stamped `epoch`. One sent before
+    /// the node's membership began does not act: it waited in the shell or on a socket while
+    /// the node was stopped, registered or was fenced, and the registration that began the
+    /// membership gave up on what it was meant for — a launch of it would start a run that
+    /// was requeued meanwhile and may run elsewhere. The registration reconciled the rest:
+    /// jobs the node no longer runs are dropped, a launch that still stands is sent again
+    /// once the node is back in the tree, signals are replaced by the resynchronisation on
+    /// joining, an unanswered PMI fence is repeated.
+    fn tree_message(&mut self, now: Time, epoch: u64, msg: ToNode) {
+        if epoch >= self.membership {
+            self.message(now, msg);
+            return;
+        }
+        if let ToNode::Launch(l) = &msg {
+            let (job, run, membership) = (l.job, l.run, self.membership);
+            self.log(
+                Level::Warn,
+                format!(
+                    "dropped the launch of job {job} (run {run}) sent before the node registered again (tree epoch {epoch}, the node's membership is of {membership}): the machine manager sends it again if it still stands"
+                ),
+            );
         }
     }
 

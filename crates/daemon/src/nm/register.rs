@@ -105,8 +105,10 @@ impl NmCore {
                 suspect_after_us,
                 kill_wait_us,
                 drop_jobs,
+                epoch,
             }) => {
                 self.set_kill_wait(kill_wait_us);
+                self.membership = epoch;
                 for job in drop_jobs {
                     self.forget(now, job);
                 }
