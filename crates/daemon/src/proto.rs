@@ -162,6 +162,10 @@ pub enum RegisterReply {
         /// The machine manager takes a node silent this long for not responding
         /// (`--suspect-after`); a node that hears nothing for as long registers again.
         suspect_after_us: i64,
+        /// The machine manager declares a node silent this long down (`--down-after`): a
+        /// node that heard nothing for nearly as long may have been, and registers again
+        /// before it takes in anything from the tree.
+        down_after_us: i64,
         /// How long a killed job's processes get between SIGTERM and SIGKILL (`--kill-wait`).
         kill_wait_us: i64,
         /// Jobs the machine manager no longer runs: kill and forget them.

@@ -699,6 +699,7 @@ impl Core {
                 node: id,
                 heartbeat_us: self.cfg.heartbeat.as_micros(),
                 suspect_after_us: self.cfg.suspect_after.as_micros(),
+                down_after_us: self.cfg.down_after.as_micros(),
                 kill_wait_us: self.cfg.kill_wait.as_micros(),
                 drop_jobs,
                 epoch: self.nodes[idx].member_since,

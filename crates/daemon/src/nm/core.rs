@@ -435,6 +435,8 @@ pub struct NmCore {
     /// the node register again.
     pub(super) last_heard: Time,
     pub(super) silence: Dur,
+    /// The machine manager's `--down-after` (see [`NmCore::may_be_down_at`]).
+    pub(super) down_after: Dur,
     /// When the job directories were last swept (`None`: never, so the first heartbeat
     /// sweeps what an earlier run left).
     last_sweep: Option<Time>,
@@ -471,6 +473,7 @@ impl NmCore {
             owners: HashMap::new(),
             last_heard: now,
             silence: Dur::MAX,
+            down_after: Dur::MAX,
             last_sweep: None,
             nsched,
             next_tick: None,
@@ -529,6 +532,15 @@ impl NmCore {
         Time(self.last_heard.0.saturating_add(self.silence.0))
     }
 
+    /// From when the machine manager may have declared the node down: `--down-after` after
+    /// it was last heard, less the silence the node allows (the machine manager's last word
+    /// from the node may be that much older than the node's from it), and not before that
+    /// silence.
+    fn may_be_down_at(&self) -> Time {
+        let early = Dur(self.down_after.0.saturating_sub(self.silence.0)).max(self.silence);
+        Time(self.last_heard.0.saturating_add(early.0))
+    }
+
     pub(super) fn push(&mut self, e: Effect) {
         self.effects.push_back(e);
     }
@@ -548,13 +560,14 @@ impl NmCore {
             input,
             Input::Tree { .. } | Input::Topology { .. } | Input::Heard
         ) && matches!(self.phase, Phase::Running)
-            && self.silent_at() <= now
+            && self.may_be_down_at() <= now
         {
-            // Silent past the limit (the node manager was stopped, or starved): the machine
+            // Silent for nearly `--down-after` (the node manager was stopped): the machine
             // manager may have declared the node down and started its jobs elsewhere. What
             // the tree delivers first after such a silence was sent before it; the node
             // registers again before it takes anything in, whichever of the timer and the
-            // tree the shell served first.
+            // tree the shell served first. (A shorter silence, a starved node's, leaves it to
+            // the timer: the node's jobs and messages still stand.)
             self.silence_over(now);
         }
         match input {

@@ -103,6 +103,7 @@ impl NmCore {
                 node,
                 heartbeat_us,
                 suspect_after_us,
+                down_after_us,
                 kill_wait_us,
                 drop_jobs,
                 epoch,
@@ -114,6 +115,7 @@ impl NmCore {
                 }
                 self.id = Some(node);
                 self.silence = silence(heartbeat_us, suspect_after_us);
+                self.down_after = Dur(down_after_us.max(0));
                 self.last_heard = now;
                 self.phase = Phase::Running;
                 self.push(Effect::Accepted { node });

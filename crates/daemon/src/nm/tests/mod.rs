@@ -52,7 +52,8 @@ fn config(scheme: &str) -> CoreConfig {
 }
 
 /// The machine manager's acceptance, with a 10 s heartbeat (the node registers again after
-/// 40.2 s of silence), a 5 s kill wait and a membership begun at tree epoch 1.
+/// 40.2 s of silence), a 100 s down rule (the node may be declared down after 59.8 s of
+/// silence), a 5 s kill wait and a membership begun at tree epoch 1.
 fn accepted(drop_jobs: Vec<JobId>) -> RegisterReply {
     accepted_since(1, drop_jobs)
 }
@@ -63,6 +64,7 @@ fn accepted_since(epoch: u64, drop_jobs: Vec<JobId>) -> RegisterReply {
         node: NodeId(0),
         heartbeat_us: 10_000_000,
         suspect_after_us: 0,
+        down_after_us: 100_000_000,
         kill_wait_us: 5_000_000,
         drop_jobs,
         epoch,

@@ -304,6 +304,7 @@ fn the_silence_before_registering_again_is_at_least_the_machine_managers_suspect
         node: NodeId(0),
         heartbeat_us: 1_000_000,
         suspect_after_us: 30_000_000,
+        down_after_us: 300_000_000,
         kill_wait_us: 5_000_000,
         drop_jobs: Vec::new(),
         epoch: 1,
@@ -316,6 +317,7 @@ fn the_silence_before_registering_again_is_at_least_the_machine_managers_suspect
         node: NodeId(0),
         heartbeat_us: 10_000_000,
         suspect_after_us: 30_000_000,
+        down_after_us: 300_000_000,
         kill_wait_us: 5_000_000,
         drop_jobs: Vec::new(),
         epoch: 1,
@@ -326,10 +328,10 @@ fn the_silence_before_registering_again_is_at_least_the_machine_managers_suspect
 
 #[test]
 fn a_launch_taken_in_after_a_silence_past_the_limit_does_not_start_before_registering_again() {
-    // The node manager was stopped (SIGSTOP) past its silence: when it continues, the launch
-    // waiting on its socket may come in before the timer that says it was silent. The
-    // machine manager may have declared it down and started the job elsewhere since, so the
-    // node registers again first and the launch does not act.
+    // The node manager was stopped (SIGSTOP) for nearly the down rule: when it continues,
+    // the launch waiting on its socket may come in before the timer that says it was
+    // silent. The machine manager may have declared it down and started the job elsewhere
+    // since, so the node registers again first and the launch does not act.
     let mut n = Node::up("gs");
     let fx = n.tree(ms(60_000), launch(1, 1, &[(0, 0)], false));
     assert!(
@@ -342,6 +344,12 @@ fn a_launch_taken_in_after_a_silence_past_the_limit_does_not_start_before_regist
     let mut n = Node::up("gs");
     let fx = n.on(ms(60_000), Input::Heard);
     assert_eq!(registrations(&fx).len(), 1, "{fx:?}");
+    // Short of that (a starved node, not declared down), what comes in acts: the node
+    // keeps its jobs, and its timer has it register again if it is still silent.
+    let mut n = Node::up("gs");
+    let fx = n.tree(ms(59_000), launch(1, 1, &[(0, 0)], false));
+    assert!(fx.iter().any(|e| matches!(e, Effect::Spawn(_))), "{fx:?}");
+    assert!(registrations(&fx).is_empty(), "{fx:?}");
 }
 
 #[test]
