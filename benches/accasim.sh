@@ -1,7 +1,7 @@
 #!/bin/sh
 # AccaSim 1.1.3's EASY against cosched's EASY in Python (external policy) and built in, over
 # KTH-SP2, in one run, each RUNS times, interleaved (so machine load falls on all three alike).
-# Figures in docs/benchmarks.md ("AccaSim side by side").
+# Figures in docs/benchmarks.md ("Other simulators side by side").
 #
 # Usage: sh benches/accasim.sh [path/to/cosched] [path/to/shared]
 # Needs AccaSim in a virtual environment: python3 -m venv /tmp/accavenv &&

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Communicating jobs under gang scheduling (issue 11's benchmark; results in
-# docs/benchmarks.md, "Communicating jobs under gang scheduling").
+# Communicating jobs under gang scheduling (results in docs/benchmarks.md, "MPI jobs under
+# gang, and MPI start-up").
 #
 #  1. MPI ping-pong latency (ranks 0 and 1, 8-byte messages) and MPI_Allreduce time of an
 #     8-rank MPICH job on a 4-node × 2-PE loopback cluster: alone (fcfs), then two copies at

@@ -1,4 +1,4 @@
-//! File broadcast end to end (issue 14): a file larger than the 16 MiB frame cap reaches 16
+//! File broadcast end to end: a file larger than the 16 MiB frame cap reaches 16
 //! node managers identical, a slow node throttles the sender without loss, a node killed in
 //! the middle fails the transfer with its name and nothing is launched, so does one that
 //! cannot create its copy (at once), a file changed while it is sent fails, `submit --bcast`
@@ -406,7 +406,7 @@ fn a_node_that_cannot_create_the_copy_fails_the_transfer_at_once_by_name() {
     });
 }
 
-/// A node manager writes a new copy over the pages of the one it replaces (issue 14), but
+/// A node manager writes a new copy over the pages of the one it replaces, but
 /// never while a job still reads it: a shell reads its script as it goes, so a script that
 /// is re-broadcast under its name while it runs must go on with the text it started with,
 /// and the new copy must be whole beside it.

@@ -1,6 +1,6 @@
-//! Issue 10's regression tests for resource bounds and containment: memory before
-//! authentication (finding 5), the SIGTERM grace before SIGKILL, and `cluster down` launching
-//! nothing (finding 6). Real daemons on loopback, each test in its own state directory, torn
+//! Resource bounds and containment: memory before
+//! authentication, the SIGTERM grace before SIGKILL, and `cluster down` launching
+//! nothing. Real daemons on loopback, each test in its own state directory, torn
 //! down on drop. Every wait polls for a condition with a generous deadline: the machine is
 //! small and shared.
 
@@ -161,7 +161,7 @@ fn peak_rss(pid: i32) -> u64 {
 
 const MB: u64 = 1 << 20;
 
-/// Finding 5: a peer without the key could make a daemon allocate a 16 MiB frame per
+/// A peer without the key could make a daemon allocate a 16 MiB frame per
 /// connection (60 connections took 990 MB). Now the first frame of a connection is refused
 /// from its length when it exceeds 2 MiB, and at most 16 connections at a time may hold a
 /// first frame being read, so each listener's daemon stays within a few tens of MB — and
@@ -230,7 +230,7 @@ fn pid_in(file: &Path) -> i32 {
     })
 }
 
-/// Finding 6: a cancel was SIGKILL at once. Now a killed job's process groups get SIGTERM,
+/// A cancel was SIGKILL at once. Now a killed job's process groups get SIGTERM,
 /// then SIGKILL `--kill-wait` later: a rank that traps SIGTERM cleans up and exits on its
 /// own, one that ignores it is killed after the grace, not before.
 #[test]
@@ -288,7 +288,7 @@ fn cancel_sends_sigterm_then_sigkill_after_the_kill_wait() {
     }
 }
 
-/// Finding 6: background children of a rank that exited outlived their job. Now the job's
+/// Background children of a rank that exited outlived their job. Now the job's
 /// process groups are terminated when the job ends, so they go with it.
 #[test]
 fn background_children_of_an_exited_rank_end_with_the_job() {
@@ -312,7 +312,7 @@ fn background_children_of_an_exited_rank_end_with_the_job() {
     });
 }
 
-/// Finding 6: `cluster down` could start queued jobs on its way out. Jobs queued behind a
+/// `cluster down` could start queued jobs on its way out. Jobs queued behind a
 /// long one when the cluster goes down never run (they would leave a marker) and end
 /// `cancelled`, as the next `cluster up` in the same directory shows.
 #[test]
@@ -385,7 +385,7 @@ fn set_nofile(pid: i32, soft: u64) -> libc::rlimit {
     old
 }
 
-/// Finding 5: out of file descriptors, the machine manager's accept loop called `accept`
+/// Out of file descriptors, the machine manager's accept loop called `accept`
 /// again at once, failing for ever at real-time priority. Now it backs off (and says so),
 /// and serves again once descriptors free up.
 #[test]

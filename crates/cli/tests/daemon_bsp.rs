@@ -1,4 +1,4 @@
-//! `cosched bsp` on a real cluster (issue 11, items 3 and 4): 8 ranks on a 4-node × 2-PE
+//! `cosched bsp` on a real cluster: 8 ranks on a 4-node × 2-PE
 //! loopback cluster under each pattern — message counts per rank by pattern, Unix links
 //! within a node and TCP between nodes, every checksum equal to the one predicted without
 //! running — and the node managers' monitor records (`cosched status --node N --json`) equal

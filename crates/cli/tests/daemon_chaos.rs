@@ -1,10 +1,10 @@
-//! Issue 10's acceptance chaos test: 1,000 short jobs of 1–4 PEs on a 4-node loopback
+//! The chaos test: 1,000 short jobs of 1–4 PEs on a 4-node loopback
 //! cluster while node managers are killed and restarted, paused (SIGSTOP/SIGCONT) for 8 s —
 //! longer than `--down-after`, so the node is declared down and fenced — and 3 s — longer
 //! than `--suspect-after` only, so its jobs are kept — in turn, and the machine manager is
 //! killed and restarted twice (as docs/daemons.md documents: the same state directory and
 //! command line). Then every job has exactly one record, in a terminal state; no rank
-//! started twice (with `--requeue`: no two runs of a job overlapped, issue 30 finding 7);
+//! started twice (with `--requeue`: no two runs of a job overlapped);
 //! every completed job's ranks all started and ended; and no process carrying the test's
 //! marker variable survives.
 //!

@@ -599,7 +599,7 @@ fn garbage_sent_to_the_machine_manager_is_dropped_while_jobs_continue() {
     assert!(log.contains("authentication failed"), "{log}");
 }
 
-/// Issue 9, item 6: a cluster brought down and up again in the same state directory keeps its
+/// A cluster brought down and up again in the same state directory keeps its
 /// accounting and continues the job ids; jobs live at `down` keep the record the shutdown
 /// wrote; a machine of another shape keeps it too.
 #[test]

@@ -1,4 +1,4 @@
-//! Issue 10, finding 6: containment by a cgroup v2 per job per node. A rank's `setsid`
+//! Containment by a cgroup v2 per job per node. A rank's `setsid`
 //! grandchild (which leaves the rank's process group) is frozen by suspend, killed by cancel,
 //! and killed by the next node manager after its node manager was `kill -9`ed; and a killed
 //! job's PEs go to the next job only once its processes are gone.

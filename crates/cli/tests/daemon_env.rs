@@ -1,4 +1,4 @@
-//! The job environment as batch users expect it (issue 11 item 2), end to end on a loopback
+//! The job environment as batch users expect it, end to end on a loopback
 //! cluster: `--export` (default ALL, NONE, a list), the node list and tasks per node, the
 //! working directory, `--output` patterns, and an oversized environment refused with the
 //! limit named.

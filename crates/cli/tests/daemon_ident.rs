@@ -1,4 +1,4 @@
-//! Issue 10, finding 3: no local user can become root, read another user's jobs or act on
+//! No local user can become root, read another user's jobs or act on
 //! them. Real daemons on loopback. The attacks that need a second Unix user run as one the
 //! test creates with `useradd` when it runs as root; run as another user, those tests print a
 //! NOTICE saying so and return.

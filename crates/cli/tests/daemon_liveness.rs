@@ -1,4 +1,4 @@
-//! Issue 30 findings 6 and 7, issue 33 item 5: late is not dead, and no two runs of a job
+//! Late is not dead, and no two runs of a job
 //! overlap. Real daemons on loopback, each test in its own state directory; a node manager
 //! or the machine manager is stopped (SIGSTOP) and continued. The settings give every wait a
 //! wide margin on a loaded machine: the faults last seconds, the deadlines tens of seconds.
@@ -28,7 +28,7 @@ fn pid_written(c: &Cluster, file: &str) -> i32 {
     })
 }
 
-/// Finding 6: a node manager stopped for longer than `--suspect-after` but shorter than
+/// A node manager stopped for longer than `--suspect-after` but shorter than
 /// `--down-after` is not responding — nothing new starts on it, `status` says so — and keeps
 /// its job, which completes once it is back; a job waiting for its free PE starts then.
 #[test]
@@ -95,7 +95,7 @@ fn a_node_manager_stopped_past_suspect_after_but_not_down_after_keeps_its_jobs()
     assert!(!log.contains("declaring it down"), "{log}");
 }
 
-/// Finding 6, the other side: a node manager stopped for longer than `--down-after` is
+/// The other side: a node manager stopped for longer than `--down-after` is
 /// declared down and its job fails `node_failed` (the existing rules), while its rank keeps
 /// running there. When it comes back it is fenced: it kills that rank before it is accepted,
 /// and then takes work again.
@@ -161,7 +161,7 @@ fn a_node_manager_stopped_past_down_after_is_declared_down_and_fenced() {
     assert_eq!(c.ended(next, 60)["state"], "completed");
 }
 
-/// Finding 6: a machine manager stopped for 1.5 s — longer than `--down-after` — blames no
+/// A machine manager stopped for 1.5 s — longer than `--down-after` — blames no
 /// node for the silence: it measures its own stall and moves the nodes' deadlines by it.
 /// Jobs running across the stall complete, and so do jobs whose ranks exited during it.
 #[test]
@@ -214,7 +214,7 @@ fn a_machine_manager_stopped_for_1_5_s_fails_nothing() {
     assert!(!log.contains("declaring it down"), "{log}");
 }
 
-/// Finding 7: with `--requeue`, a node manager stopped for 8 s (declared down after 5 s)
+/// With `--requeue`, a node manager stopped for 8 s (declared down after 5 s)
 /// while a 2-rank job runs on it and on another node: the job goes back to the queue, and
 /// although a free node could take it at once, it starts again only once the stopped node is
 /// back and has killed its rank of the first run (fencing). No two runs of a rank overlap

@@ -1,4 +1,4 @@
-//! MPI programs under the resource manager (issue 11, item 1): a C program built with
+//! MPI programs under the resource manager: a C program built with
 //! Debian's MPICH (`mpicc.mpich`) runs with `cosched submit -n 8 PROGRAM`, no `mpiexec`, its ranks
 //! starting through the PMI-1 server of the node managers, on a 4-node × 2-PE loopback
 //! cluster, under fcfs and under gang scheduling with a second MPI job competing. The job's

@@ -262,7 +262,7 @@ fn two_hosts_over_network_namespaces() {
     where_.sort();
     assert_eq!(where_, vec!["host-a", "host-b"]);
 
-    // An MPICH program across the two hosts (issue 11): its ranks find each other through
+    // An MPICH program across the two hosts: its ranks find each other through
     // the node managers' PMI-1 and talk over the veth pair (TCP only, see `spawn`).
     if Command::new("mpicc.mpich").arg("-show").output().is_err() {
         notice!(

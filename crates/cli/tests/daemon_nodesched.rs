@@ -1,4 +1,4 @@
-//! The node schemes on a real cluster (issue 12): under `--node-scheme fcs` a coarse-grained
+//! The node schemes on a real cluster: under `--node-scheme fcs` a coarse-grained
 //! `cosched bsp` job is classified DC and fills the PEs a blocked slot owner leaves; a
 //! fine-grained balanced job stays CS and is never split across slots, nor runnable on a PE
 //! beside the other row's job; under `gs` the strobe keeps every node on the same slot
@@ -452,7 +452,7 @@ fn fcs_a_job_that_fills_another_row_and_ends_there_has_a_start_and_no_suspended_
     );
 }
 
-/// Seed 000 §5.3 on real processes (issue 12, acceptance 1): the six jobs of
+/// Seed 000 §5.3 on real processes: the six jobs of
 /// scenarios/fcs-classification.toml as `cosched bsp` programs on 2 nodes × 2 PEs under
 /// `--node-scheme fcs`, against `cosched cosim` on the same scenario. Scaled to T = 50 ms and
 /// W = 1 s per job (the simulator gives the scaled scenario the full one's final classes) so

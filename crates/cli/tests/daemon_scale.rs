@@ -1,4 +1,4 @@
-//! Issue 10, finding 7 (scale of state): queries that page instead of failing once every
+//! The scale of state: queries that page instead of failing once every
 //! record together passes the frame limit, `output` that says when it cut a file short, and
 //! job directories removed after the retention period. Real daemons on loopback, each test in
 //! its own state directory, torn down on drop; every wait polls with a generous deadline.

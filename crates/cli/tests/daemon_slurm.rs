@@ -1,4 +1,4 @@
-//! Slurm-style use end to end on loopback clusters (issue 15): batch scripts with #SBATCH
+//! Slurm-style use end to end on loopback clusters: batch scripts with #SBATCH
 //! lines, arrays with a throttle, dependencies, `cosched run`, hold and release, `acct`'s
 //! filters, and a client with the wrong key told why.
 

@@ -1,4 +1,4 @@
-//! Issue 10's regression tests: no job stuck or lost across machine-manager restarts and node
+//! No job stuck or lost across machine-manager restarts and node
 //! rejoins, and no overflow from a huge time limit. Real daemons on loopback, each test in its
 //! own state directory; daemons are torn down even when a test fails (the guards' Drop).
 //! Every wait polls for a condition with a generous deadline: the machine is small and shared.
@@ -28,7 +28,7 @@ fn starts(marks: &std::path::Path, id: u64) -> usize {
         .unwrap_or(0)
 }
 
-/// Finding 1: ranks that exit while the machine manager is down are reported when it comes
+/// Ranks that exit while the machine manager is down are reported when it comes
 /// back (in the node's registration or up the tree once it has a parent), so every job ends
 /// with the right outcome, and the queue moves on.
 #[test]
@@ -104,7 +104,7 @@ fn ranks_that_exit_while_the_mm_is_down_end_their_jobs_after_its_restart() {
     c.ok(&["wait", &next.to_string(), "--timeout", "30s"]);
 }
 
-/// Finding 2: a node manager paused for 3 s (declared down meanwhile, after 2 s, and fenced
+/// A node manager paused for 3 s (declared down meanwhile, after 2 s, and fenced
 /// when it returns), one killed and restarted, and a machine manager killed and restarted:
 /// the nodes come back into the tree before anything is sent to them; every job submitted
 /// around those events ends exactly once (ranks leave a marker per start), none stays stuck,
@@ -215,7 +215,7 @@ fn paused_and_restarted_node_managers_lose_no_launch() {
     c.ok(&["wait", &both.to_string(), "--timeout", "30s"]);
 }
 
-/// Finding 4: a time limit of ~292,000 years overflowed the machine manager's wake-up
+/// A time limit of ~292,000 years overflowed the machine manager's wake-up
 /// computation. `submit` refuses a limit beyond the maximum before sending anything, with
 /// the bound in the message (the machine manager checks it again, see the core's tests).
 #[test]
@@ -249,7 +249,7 @@ fn submit_refuses_a_time_limit_beyond_the_maximum() {
     }
 }
 
-/// Finding 8: the machine manager of an embedded cluster, killed and restarted with the very
+/// The machine manager of an embedded cluster, killed and restarted with the very
 /// command line `cluster up` gave it (`--listen 127.0.0.1:0`), listens again on the port
 /// recorded in the state directory, so its node managers come back and jobs run.
 #[test]

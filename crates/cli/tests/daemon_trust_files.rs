@@ -1,17 +1,17 @@
-//! Issue 30, findings 1–3: no local root through the files a root daemon touches. Real
+//! No local root through the files a root daemon touches. Real
 //! daemons on loopback, attacked by a second Unix user (created with `useradd` when the
 //! tests run as root; run as another user, the tests that need one print a NOTICE and
 //! return).
 //!
-//! - Finding 1: a link the user plants at the node manager's monitor ring names, in the job
+//! - A link the user plants at the node manager's monitor ring names, in the job
 //!   directory the user owns, is never followed (it made root truncate any file and give it
 //!   to the user, or create a missing one as theirs).
-//! - Finding 2: a user re-broadcasting a name root staged does not change what root's job
+//! - A user re-broadcasting a name root staged does not change what root's job
 //!   runs (broadcast names were one name space per node for all users).
-//! - Finding 3: a scratch directory a user made before the cluster started is refused, and
+//! - A scratch directory a user made before the cluster started is refused, and
 //!   nothing is written where it leads (a root-owned file was replaced by the user's).
 //!
-//! `COSCHED_RACE_ITERATIONS=N` runs the launch race of finding 1 N times (default
+//! `COSCHED_RACE_ITERATIONS=N` runs the launch race above N times (default
 //! [`RACE_ITERATIONS`], a few seconds); docs/reliability.md has the figure for 1,000.
 
 mod support;
@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Launch races of finding 1 tried by default.
+/// Launch races tried by default.
 const RACE_ITERATIONS: usize = 12;
 
 /// A state directory other users may enter (0755, as an administrator makes one for a shared
@@ -93,7 +93,7 @@ fn submitted(out: &std::process::Output) -> u64 {
     job_id(&String::from_utf8_lossy(&out.stdout))
 }
 
-/// Finding 1, made deterministic: the job's ranks (as the user) plant links at the monitor
+/// The monitor-ring link, made deterministic: the job's ranks (as the user) plant links at the monitor
 /// ring's temporary name in their own job directories (to root's file on n0, to a missing
 /// path on n1); the node manager n0 is killed and restarted, so the job is requeued and
 /// launched again in the same directories. The node managers must replace the links, not
@@ -199,7 +199,7 @@ fn plant_links(uid: u32, links: &[(CString, CString)], within: Duration) -> usiz
     made as usize
 }
 
-/// Finding 1 as it was found: while the user's job starts, the user (another process)
+/// The monitor-ring link as a race: while the user's job starts, the user (another process)
 /// plants links at the monitor ring's temporary name the instant the job directory becomes
 /// theirs, to root's file on n0 and a missing path on n1. Run `COSCHED_RACE_ITERATIONS`
 /// times; no link may ever be followed. Reports how many links landed before the node
@@ -280,7 +280,7 @@ fn printed(c: &Cluster, id: u64) -> String {
     c.ok(&["output", &id.to_string()]).trim().to_string()
 }
 
-/// Finding 2, exactly: root stages `app` and queues a job running `cosched-staged:app`; the
+/// Re-broadcasting a staged name: root stages `app` and queues a job running `cosched-staged:app`; the
 /// user broadcasts their own `app`; root's job still runs root's. The user's jobs run the
 /// user's `app`, cannot read root's copies, cannot publish, and run what root published.
 /// (On the code before the fix, root's job ran the user's program as root.)
@@ -378,7 +378,7 @@ fn a_user_rebroadcasting_a_name_root_staged_does_not_change_what_roots_job_runs(
     );
 }
 
-/// Finding 3: the user makes the node manager's scratch directory before the cluster starts
+/// The user makes the node manager's scratch directory before the cluster starts
 /// (here `COSCHED_SCRATCH` is a sticky directory like `/dev/shm`, and `n0` in it the user's),
 /// with `bcast` in it a link to a directory holding a root-owned file. The node manager
 /// refuses the directory, naming it; broadcasts to it fail by name; the root-owned file is

@@ -1,4 +1,4 @@
-//! Issue 10, "Identity and ownership": a remote client with a user's credential (`cosched
+//! Identity and ownership over TCP: a remote client with a user's credential (`cosched
 //! cluster user-key`, `--user-key`) is that user over TCP, with a user's rights and no more;
 //! a credential claimed for another uid, or forged, is refused. Real daemons on loopback.
 

@@ -1,4 +1,4 @@
-//! The machine manager's web dashboard end to end (issue 15, item 4): a loopback cluster
+//! The machine manager's web dashboard end to end: a loopback cluster
 //! started with `--http`, a running job, and the page loaded in headless Chromium, whose DOM
 //! (after the page's script has drawn it) must show the job; a screenshot is kept under
 //! target/ as an artifact. Also: the token is required, the token file is private, and the

@@ -1,4 +1,4 @@
-//! External policies (`--policy external:CMD`, issue 18): the Python FCFS and EASY of
+//! External policies (`--policy external:CMD`): the Python FCFS and EASY of
 //! `python/examples` give the very schedules of the built-in policies on KTH-SP2, and a
 //! Python policy that breaks a promise, dies or answers nonsense stops the run with an error
 //! that names the command and the decision or line.

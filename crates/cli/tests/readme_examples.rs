@@ -1,4 +1,4 @@
-//! The README's examples stay true (issue 15, item 6): the `--matrix-out` example, taken from
+//! The README's examples stay true: the `--matrix-out` example, taken from
 //! the README's text and run as written, draws jobs; every repository file an example names
 //! (`docs/t3d.toml`, `scenarios/*.toml`, …) is shipped.
 

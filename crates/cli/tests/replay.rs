@@ -1,4 +1,4 @@
-//! `cosched replay` and `cosched compare` end to end (issue 19, items 1–2), on a loopback
+//! `cosched replay` and `cosched compare` end to end, on a loopback
 //! cluster: 50 jobs of a trace replayed, heavily compressed, complete, and `compare` against
 //! `sim` of the very jobs replayed reports every one of them; a replay killed half way and
 //! resumed with its state file submits each job exactly once.

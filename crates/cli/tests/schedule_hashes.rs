@@ -5,8 +5,8 @@
 //! byte-identical, so a change meant to make a policy or the simulator faster (or tidier)
 //! cannot silently change what it decides.
 //!
-//! The T3D and gang hashes were computed before the PE-count work of issue 16 (T3D on runs and
-//! bitsets, gang's word-level packing), the space-sharing ones before the speed work on the
+//! The T3D and gang hashes were computed before T3D's PE state moved to runs and
+//! bitsets and gang packed by words, the space-sharing ones before the speed work on the
 //! waiting queue; that work left them unchanged.
 //!
 //! **When a change to these policies is meant to change their schedules**, run

@@ -1,4 +1,4 @@
-//! `cosched top` driven in a real terminal (issue 15, item 3): a loopback gang cluster runs
+//! `cosched top` driven in a real terminal: a loopback gang cluster runs
 //! two jobs time-sliced in two slots; `top` runs in a tmux pane; the captured pane must show
 //! the Ousterhout matrix and both jobs, and keys sent to the pane select the second job and
 //! cancel it, which the machine manager then records as cancelled.

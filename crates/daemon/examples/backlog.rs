@@ -1,4 +1,4 @@
-//! Machine-manager CPU per submitted job against the backlog (issue 10, finding 7): submits
+//! Machine-manager CPU per submitted job against the backlog: submits
 //! `--total` one-PE jobs in batches of `--batch` to a running cluster whose PEs are all busy
 //! (so every job stays queued) and prints, per batch, the backlog and the CPU time the
 //! machine manager spent per job (utime + stime from /proc). Usage, from a state directory

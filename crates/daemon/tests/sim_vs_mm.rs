@@ -1,4 +1,4 @@
-//! One policy, two drivers: the acceptance test of issue 9.
+//! One policy, two drivers: the simulator and the machine manager's core give the same schedule.
 //!
 //! One workload — a seeded Lublin model of 240 jobs on 4 nodes × 8 PEs, with time limits
 //! (some too short), cancellations, holds and releases, and a node that goes down and comes

@@ -155,8 +155,8 @@ fn a_preempted_job_keeps_its_pes_through_a_refused_start_until_it_ends() {
 }
 
 /// An entry and a record per job of a trace: their size is the simulator's memory traffic
-/// per job (issue 16; 320 bytes, the record inside, before the preemption PEs moved out, the
-/// stop time shared `since` and the records moved beside the entries).
+/// per job, so it is pinned (the preemption PEs live beside the entries, the stop time shares
+/// `since`, the records are a vector of their own).
 #[test]
 fn an_entry_stays_small() {
     let (entry, record) = (
@@ -314,7 +314,7 @@ fn requeue_starts_over() {
 }
 
 /// A driver holds back a job it has not submitted (a dependency, a begin time): it may hold
-/// it, submit it held, or end it without the policy ever seeing it (issue 15).
+/// it, submit it held, or end it without the policy ever seeing it.
 #[test]
 fn a_future_job_may_be_held_and_ended_before_submission() {
     let mut l = Ledger::new("test", MachineShape::flat(2, 1), false);

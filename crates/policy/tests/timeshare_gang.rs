@@ -442,7 +442,7 @@ impl Lifecycle {
     }
 }
 
-/// Holding a running job (issue 9 follow-up): gang used to drop it from its running set and
+/// Holding a running job: gang used to drop it from its running set and
 /// resume it after the release, while the ledger still had it running under the hold; both
 /// drivers refused that Resume. Now gang suspends it itself, never runs it while held, lets
 /// others use its PEs meanwhile, arms no quantum timer for it, and resumes it once released.

@@ -1,5 +1,5 @@
 //! Agreement of the simulator's `easy` and `fcfs` with an independent textbook EASY / FCFS
-//! (issue 9): for every trace in ../shared/traces and both policies, run `cosched sim`'s
+//!: for every trace in ../shared/traces and both policies, run `cosched sim`'s
 //! pipeline (default trace semantics, `flat(procs, 1)`, the registry's policy) and the
 //! reference in `reference_support`, compare the start time of every job, print the agreement
 //! and the first disagreements, and require at least 99 % agreement.
@@ -36,7 +36,7 @@ macro_rules! notice {
     }};
 }
 
-/// The agreement the simulator must reach on every trace (issue 9's acceptance).
+/// The agreement the simulator must reach on every trace.
 const TARGET: f64 = 0.99;
 
 fn job(id: u64, submit: i64, procs: u32, runtime: i64, estimate: i64) -> SimJob {
@@ -61,8 +61,8 @@ const FIRST_RELEASE: Variant = Variant {
     ..REFERENCE
 };
 
-/// Both departures at once: how the simulator drove `easy` before issue 9 (main at 524c1a7
-/// matches it on every job of the three shared traces).
+/// Both departures at once: how a simulator that decides after each event and frees a job's PEs
+/// at its first completion drives `easy` (main at 524c1a7 matches it on every job of the three shared traces).
 const PER_EVENT_FIRST_RELEASE: Variant = Variant {
     granularity: Granularity::PerEvent,
     extra: Extra::FirstRelease,

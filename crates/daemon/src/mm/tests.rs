@@ -499,7 +499,7 @@ fn launches(fx: &[Effect]) -> Vec<(Vec<NodeId>, JobId)> {
         .collect()
 }
 
-/// Issue 10, finding 2: a registered node is not up for the policy, and nothing is sent to
+/// a registered node is not up for the policy, and nothing is sent to
 /// it, until it reports that it joined the tree announced at its registration (an older
 /// announcement does not count).
 #[test]
@@ -529,7 +529,7 @@ fn a_node_gets_nothing_and_is_not_up_until_it_is_back_in_the_tree() {
     assert_eq!(state(&c, 1).state, JobState::Running);
 }
 
-/// Issue 10, finding 2: a launch the node does not acknowledge is sent again after
+/// a launch the node does not acknowledge is sent again after
 /// `suspect_after`, and after `LAUNCH_TRIES` sends the job fails saying why, instead of staying
 /// "running" with no processes; an acknowledged launch is not resent.
 #[test]
@@ -572,7 +572,7 @@ fn an_unacknowledged_launch_is_resent_then_the_job_fails_with_the_reason() {
     assert_eq!(state(&c, 2).state, JobState::Running);
 }
 
-/// Issue 10, finding 2: a node manager that registers again (same process) while a launch to
+/// a node manager that registers again (same process) while a launch to
 /// it was in flight gets the launch once it is back in the tree, not before; signals meant
 /// for it meanwhile are replaced by a resynchronisation when it joins.
 #[test]
@@ -614,7 +614,7 @@ fn a_rejoining_node_gets_its_launch_and_its_signals_after_joining() {
     assert_eq!(state(&c, 1).state, JobState::Suspended);
 }
 
-/// Issue 10, finding 4: a time limit beyond the maximum is refused at submit with the bound
+/// a time limit beyond the maximum is refused at submit with the bound
 /// in the message (a client may send anything), and the longest one allowed leaves the wake-up
 /// computation sane: the core sleeps until its next heartbeat, not in a loop.
 #[test]
@@ -744,7 +744,7 @@ fn a_pmi_fence_is_answered_to_every_node_of_the_job_once_all_entered_it() {
     assert!(fence_done(&c.step(t(8))).is_empty(), "the job ended");
 }
 
-/// Issue 11 item 2: a job's environment is kept with its record (a restarted machine manager
+/// a job's environment is kept with its record (a restarted machine manager
 /// launches a queued job with it, plus the node list and tasks per node) but left out of what
 /// clients are shown.
 #[test]
@@ -900,7 +900,7 @@ fn launched(fx: &[Effect]) -> Vec<JobId> {
         .collect()
 }
 
-/// Issue 15: an array's throttle lets at most N tasks reach the policy at once; its tasks
+/// An array's throttle lets at most N tasks reach the policy at once; its tasks
 /// get the array variables; `afterok` on a failed job ends the dependent without the policy
 /// hearing of it; `--begin` holds a job until its time.
 #[test]
@@ -1082,7 +1082,7 @@ fn a_deferred_job_stays_deferred_across_a_restart() {
     assert_eq!(l.iter().map(|l| l.job.0).collect::<Vec<_>>(), [1]);
 }
 
-/// Issue 10, finding 3: a job belongs to the user the machine manager established, not to
+/// a job belongs to the user the machine manager established, not to
 /// one named in the request; only its owner or an administrator may cancel, hold, release or
 /// read it, and only an administrator may shut the cluster down.
 #[test]
@@ -1403,7 +1403,7 @@ fn reports_of_an_earlier_run_do_not_count_for_the_requeued_run() {
     );
 }
 
-/// Issue 10, finding 7: an ended job is forgotten `keep_jobs` after its end — its command
+/// an ended job is forgotten `keep_jobs` after its end — its command
 /// line leaves memory, a query asks the shell to take its record from the database, its
 /// output is refused with the reason, and nothing shorter overwrites its database record.
 #[test]
@@ -1683,7 +1683,7 @@ fn a_failed_policy_is_logged_once_and_its_waiting_jobs_end() {
     );
 }
 
-/// Issue 12: under a node scheme that runs every job of the matrix (`local`, `sb`), a job the
+/// Under a node scheme that runs every job of the matrix (`local`, `sb`), a job the
 /// policy only placed runs all the same; the nodes report it, and its record says so: a start
 /// time although its row never became active, no suspended time but the stops the nodes
 /// reported, and the state clients see follows the nodes, not the phase. A node's report of
@@ -1844,7 +1844,7 @@ fn node_state(c: &Core, n: usize) -> String {
     c.status().nodes[n].state.clone()
 }
 
-/// Issue 30 finding 6, issue 33 item 5: late is not dead. A node silent past
+/// late is not dead. A node silent past
 /// `suspect_after` but not `down_after` is not responding — its job keeps running, nothing
 /// new starts on it, `status` says so — and once it answers again it is up with its job
 /// intact, and takes new work again.
@@ -1874,7 +1874,7 @@ fn a_node_that_is_not_responding_keeps_its_jobs_and_gets_no_new_ones() {
     assert_eq!(state(&c, 1).error, None);
 }
 
-/// Issue 30 finding 6: a machine manager that was itself stalled (its process stopped, or
+/// a machine manager that was itself stalled (its process stopped, or
 /// starved of CPU) blames no node for the silence it did not hear: the deadlines move by
 /// the stall, an exit that waited for it ends its job as it ended, and a node that stays
 /// silent afterwards is still found out, counting from the end of the stall.
@@ -1947,7 +1947,7 @@ fn requeued_with_n0_fenced() -> Core {
     c
 }
 
-/// Issue 30 finding 7: with `--requeue`, no two runs of a job overlap. A job lost with a
+/// with `--requeue`, no two runs of a job overlap. A job lost with a
 /// node declared down starts again only once its previous run is known gone there: the
 /// node comes back still running the old rank, is told to kill it (fenced) and is not
 /// accepted until it holds nothing; only then does the job run again, as run 2.
@@ -2087,7 +2087,7 @@ fn a_fenced_node_back_without_the_old_run_begins_a_membership_later_than_the_old
     assert!(member_since(&fx, 3) > since);
 }
 
-/// Issue 30 finding 7, what happens when a fenced node never comes back: the job waits for
+/// What happens when a fenced node never comes back: the job waits for
 /// it `down_after` after it was declared down (2 × `down_after` of silence in all), then
 /// its old run there is taken for gone and it starts again.
 #[test]
@@ -2143,7 +2143,7 @@ fn a_launch_to_a_node_that_is_not_responding_waits_for_it() {
     assert_eq!((j.state, j.error), (JobState::Running, None));
 }
 
-/// Issue 30 finding 6: `cosched output` of a rank on a node that is not responding asks the
+/// `cosched output` of a rank on a node that is not responding asks the
 /// node all the same, and if it does not answer says that it is not responding and what to
 /// do, rather than a bare timeout.
 #[test]

@@ -1,7 +1,7 @@
 //! An independent, deliberately plain textbook EASY / FCFS scheduler: the yardstick the
-//! simulator's `easy` and `fcfs` policies are measured against (issue 9).
+//! simulator's `easy` and `fcfs` policies are measured against.
 //!
-//! It is written from the reference semantics of issue 9, not from `crates/policy`:
+//! It is written from these reference semantics, not from `crates/policy`:
 //!
 //! > a pool of interchangeable PEs; at each instant all ends are applied, then all submissions
 //! > join the queue (ordered by submit time, then id), then one pass: start jobs from the head
@@ -19,7 +19,7 @@
 //! end and every single arrival (ends first, same-instant ends in the order the jobs were
 //! started), and [`Extra::FirstRelease`] counts the extra PEs only up to the first running job
 //! whose release gives the head enough (ignoring other jobs expected to end at the same
-//! time). Together they are how the simulator drove `easy` before issue 9 was fixed (the
+//! time). Together they are how the simulator once drove `easy` (the
 //! test measures how much of the disagreement each explains).
 //!
 //! Nothing here is optimised beyond keeping running jobs in ordered sets: it must be easy to
@@ -63,7 +63,7 @@ pub struct Variant {
     pub extra: Extra,
 }
 
-/// The reference semantics of issue 9.
+/// The reference semantics (the module documentation).
 pub const REFERENCE: Variant = Variant {
     granularity: Granularity::PerInstant,
     extra: Extra::AtShadow,
