@@ -9,7 +9,11 @@
 # Several slurmd on one host: every node gets NodeHostname=localhost and its own Port=, and
 # each slurmd is started with -N NAME (see the doc for what worked with this build).
 # Authentication: a private munged (its own key and socket in DIR), as Slurm normally runs.
+# Ports: slurmctld on $SLURM_LOOPBACK_CTLD_PORT (default 16817), node K on
+# $SLURM_LOOPBACK_NODE_PORT + K (default 17000 + K), so that two such clusters can run at once.
 set -eu
+ctld_port=${SLURM_LOOPBACK_CTLD_PORT:-16817}
+node_port=${SLURM_LOOPBACK_NODE_PORT:-17000}
 cmd=$1; shift
 case $cmd in
 up)
@@ -23,7 +27,7 @@ up)
   cat > "$dir/etc/slurm.conf" <<CONF
 ClusterName=loop
 SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=16817
+SlurmctldPort=$ctld_port
 AuthType=auth/munge
 AuthInfo=socket=$dir/munge/sock
 CredType=cred/munge
@@ -46,7 +50,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SlurmdTimeout=300
 TreeWidth=8
-NodeName=n[1-$n] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=1 RealMemory=100 Port=[$((17000+1))-$((17000+n))]
+NodeName=n[1-$n] NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=1 RealMemory=100 Port=[$((node_port+1))-$((node_port+n))]
 PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
   export SLURM_CONF="$dir/etc/slurm.conf"

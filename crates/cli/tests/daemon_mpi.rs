@@ -17,14 +17,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-/// `eprintln!` past the test harness's capture, so the notice shows in the test output even
-/// when the test passes.
-macro_rules! notice {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
+use cosched_workload::notice;
 
 /// The tests share a 2-core machine: one MPI cluster at a time, or gang's time slices would
 /// be lost in the noise of the other test's spinning ranks.

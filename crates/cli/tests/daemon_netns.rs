@@ -6,14 +6,7 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// `eprintln!` past the test harness's capture, so the notice shows in the test output even
-/// when the test passes.
-macro_rules! notice {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
+use cosched_workload::notice;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_cosched")

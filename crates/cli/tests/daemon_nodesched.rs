@@ -598,3 +598,73 @@ fn fcs_classification_scenario_on_real_processes_matches_the_simulator() {
     }
     notice(&format!("§5.3 on real processes in {took:?}:\n{table}"));
 }
+
+/// Accounting under `gs` books a job's run time from its thaw to its observed freeze; the
+/// kernel counts, per process, the time it was runnable (on a core or waiting for one:
+/// `/proc/self/schedstat`), which a frozen process is not. Two CPU-bound 2-rank jobs share one
+/// node of 2 PEs under gang at 10-ms quanta (hundreds of switches each); each rank prints its
+/// own runnable time when done, and the job's `run_s` in `acct` must equal its longest rank's
+/// (a job runs as long as its last rank) within 2 %. Both measure the same run, so a loaded
+/// machine stretches both alike: a rank waiting for a core behind other work is runnable, and
+/// so is a job the node manager has thawed.
+///
+/// Ignored until accounting passes it: at load ≈ 24 (2026-11-27, debug build) the longest
+/// rank was runnable 12 % longer than `acct` booked (39.4 s against 35.1 s; 44.4 against
+/// 39.1 s), while the cgroup v2 freezer reports a job frozen within a few µs of CPU of its
+/// last process stopping (benches/freeze-latency.c). Not yet located; see docs/daemons.md,
+/// *Accounting: the nodes report what runs*.
+#[test]
+#[ignore = "accounting books 12 % less than the longest rank's runnable time on a loaded machine: not yet located"]
+fn gang_accounting_equals_the_ranks_runnable_time_at_10_ms_quanta() {
+    let c = Cluster::up(
+        "nodesched",
+        "acct-runnable",
+        &[
+            "--nodes",
+            "1",
+            "--pes",
+            "2",
+            "--policy",
+            "gang",
+            "--mpl",
+            "2",
+            "--quantum",
+            "10ms",
+            "--node-scheme",
+            "gs",
+        ],
+    );
+    let spin = ["-n", "2", bin(), "cluster", "spin", "1500ms", "--runnable"];
+    let jobs: Vec<u64> = (0..2).map(|_| c.submit(&spin)).collect();
+    for &j in &jobs {
+        let rec = c.ended(j, 300);
+        assert_eq!(rec["state"], "completed", "{rec}");
+        let run_s = rec["run_s"].as_f64().unwrap();
+        let ranks: Vec<f64> = (0..2)
+            .map(|r| {
+                let out = c.ok(&["output", &j.to_string(), "--rank", &r.to_string()]);
+                let us: f64 = out
+                    .lines()
+                    .find_map(|l| l.strip_prefix("runnable_us "))
+                    .unwrap_or_else(|| panic!("job {j} rank {r} printed no runnable time: {out:?}"))
+                    .trim()
+                    .parse()
+                    .unwrap();
+                us / 1e6
+            })
+            .collect();
+        let runnable = ranks.iter().copied().fold(0.0, f64::max);
+        let switches = c.ok(&["acct", "--class-history", &j.to_string(), "--switches"]);
+        assert!(
+            (run_s - runnable).abs() <= 0.02 * runnable,
+            "job {j}: acct run time {run_s:.4} s, its ranks runnable {ranks:?} s (longest \
+             {runnable:.4} s): {:+.2} %\n{rec}\nswitches: {} lines",
+            100.0 * (run_s - runnable) / runnable,
+            switches.lines().count()
+        );
+        eprintln!(
+            "job {j}: acct run {run_s:.4} s, ranks runnable {ranks:?} s, {:+.2} %",
+            100.0 * (run_s - runnable) / runnable
+        );
+    }
+}

@@ -39,6 +39,16 @@ pub fn spin_cpu(cpu: Dur) {
     }
 }
 
+/// How long this process has been runnable — on a core, or waiting on a run queue for one —
+/// from `/proc/self/schedstat` (the kernel's own count; a frozen or stopped process is in
+/// neither): what accounting under gang must match.
+pub fn runnable() -> Option<Dur> {
+    let s = std::fs::read_to_string("/proc/self/schedstat").ok()?;
+    let mut f = s.split_whitespace().map(|x| x.parse::<i64>().ok());
+    let (on_cpu, waiting) = (f.next()??, f.next()??);
+    Some(Dur::from_micros((on_cpu + waiting) / 1_000))
+}
+
 fn submit(procs: u32, cmd: Vec<String>) -> SubmitRequest {
     SubmitRequest {
         mem: None,

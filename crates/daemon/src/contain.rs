@@ -334,14 +334,20 @@ impl JobCgroup {
     /// Whether nothing of the job can run: every process frozen, or none left (also when the
     /// cgroup is gone or unreadable, as nothing will report otherwise).
     pub fn stopped(&self) -> bool {
-        let Ok(s) = std::fs::read_to_string(self.dir.join("cgroup.events")) else {
-            return true;
-        };
-        let field = |name: &str| {
-            s.lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
-        };
-        field("frozen ") != Some(0) || field("populated ") == Some(0)
+        std::fs::read_to_string(self.dir.join("cgroup.events")).map_or(true, |s| stopped_in(&s))
+    }
+
+    /// The job's `cgroup.events` held open, to look at [`Events::stopped`] again and again
+    /// without a path walk and an open each time (a freeze is watched every few
+    /// microseconds); `None` when it cannot be opened (the cgroup is gone).
+    pub fn events(&self) -> Option<Events> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(self.dir.join("cgroup.events"))
+            .ok()
+            .map(Events)
     }
 
     /// Whether a freeze is asked for (`cgroup.freeze` reads 1): a watch of a freeze ends once
@@ -429,6 +435,27 @@ fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
 }
 
 /// The value of `name` in a cgroup file of `KEY VALUE` lines.
+/// An open `cgroup.events` ([`JobCgroup::events`]); each read starts from its beginning, and
+/// the kernel renders the file anew for it.
+pub struct Events(std::fs::File);
+
+impl Events {
+    /// [`JobCgroup::stopped`], read through the open file.
+    pub fn stopped(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 128];
+        match self.0.read_at(&mut buf, 0) {
+            Ok(n) => std::str::from_utf8(&buf[..n]).map_or(true, stopped_in),
+            Err(_) => true,
+        }
+    }
+}
+
+/// Whether `cgroup.events` text says nothing of the cgroup can run: frozen, or empty.
+fn stopped_in(events: &str) -> bool {
+    field(events, "frozen") != Some(0) || field(events, "populated") == Some(0)
+}
+
 fn field(text: &str, name: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;

@@ -185,6 +185,14 @@ pub fn raise_priority() -> &'static str {
     "normal priority (no permission to raise it)"
 }
 
+/// Lets this thread's sleeps end when asked rather than up to 50 µs later (the kernel's
+/// default timer slack for a thread of normal priority, which merges wake-ups to save power;
+/// a real-time thread has none): a freeze watched every 15 µs would be looked at every 65.
+pub fn precise_timers() {
+    // SAFETY: prctl on the calling thread with an integer argument.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+}
+
 /// The daemons' log: `tracing` events with a UTC timestamp and a level, one a line, on
 /// standard error (which `cluster up` sends to `logs/mm.log` and `logs/nm-NAME.log`).
 ///

@@ -269,6 +269,16 @@ impl Profile {
         None
     }
 
+    /// Whether `procs` PEs are free for `dur` from the profile's start (a job of that width
+    /// and length could start now).
+    pub fn fits_at_start(&self, procs: u32, dur: Dur) -> bool {
+        let Some(start) = self.blocks.first().map(Block::start) else {
+            return false;
+        };
+        let end = start + dur;
+        self.first_short(Place { b: 0, k: 0 }, end, procs).is_none()
+    }
+
     /// The earliest time `procs` PEs stay free for `dur`, with the place of its step; `None`
     /// if the machine never has that many free.
     pub fn earliest(&self, procs: u32, dur: Dur) -> Option<(Time, Place)> {
@@ -691,5 +701,19 @@ mod tests {
         q.advance(t(6));
         q.free(t(0), t(7), 2);
         assert_eq!(q.normalized()[..3], [(t(6), 5), (t(7), 3), (t(8), 0)]);
+    }
+
+    /// A job fits from the profile's start only if its width is free all along its length.
+    #[test]
+    fn fits_at_start_needs_the_width_free_for_the_whole_length() {
+        let mut profile = Profile::default();
+        // 4 free now, 2 more at 100 s; a reservation of 3 over [50, 80).
+        profile.rebuild(Time::ZERO, 4, [(t(100), 2)].into_iter());
+        assert!(profile.reserve_at(t(50), Dur::from_secs(30), 3));
+        assert!(profile.fits_at_start(4, Dur::from_secs(50)));
+        assert!(!profile.fits_at_start(4, Dur::from_secs(51)));
+        assert!(profile.fits_at_start(1, Dur::from_secs(1000)));
+        assert!(!profile.fits_at_start(2, Dur::from_secs(60)));
+        assert!(!profile.fits_at_start(5, Dur::from_secs(1)));
     }
 }

@@ -14,6 +14,8 @@
 //!   with its note, the matrix drawing.
 //! - [`batsim_jobs`]: the schedule as Batsim's `jobs.csv`, for evalys and Batsim's tools.
 //! - [`sweep`]: policies × loads × seeds in parallel; the table and the Fig. 6-style chart.
+//! - [`sweep_array`]: a sweep as a job array on whatever answers `sbatch`: the pinned spec,
+//!   one point per task, the gather that merges them into a local sweep's files.
 //! - [`plot`]: line charts as PNG/SVG with an embedded font (reusable for other figures).
 //! - [`gantt`]: the schedule as a Gantt chart.
 //! - [`matrix_svg`]: the Ousterhout matrix over a time window, as SVG.
@@ -23,14 +25,17 @@
 #![forbid(unsafe_code)]
 
 pub mod batsim_jobs;
+pub mod compare;
 pub mod gantt;
 pub mod matrix_svg;
 pub mod metrics;
 pub mod multicore_metrics;
 pub mod plot;
 pub mod provenance;
+pub mod replay;
 pub mod run;
 pub mod run_files;
 pub mod setup;
 pub mod sweep;
+pub mod sweep_array;
 pub mod timeshare_metrics;

@@ -338,6 +338,30 @@ fn class_rows(p: &Part, kind: Kind, c: usize) -> &[u32] {
     }
 }
 
+/// The summary `cosched sim` prints, of a real run rather than a simulated one: `ran` holds
+/// each job that started and ended, with the time it actually ran (stopped time excluded);
+/// `unfinished` counts the jobs not ended yet.
+pub fn summarize_real(
+    policy: &str,
+    machine: cosched_core::MachineShape,
+    ran: impl IntoIterator<Item = (JobRecord, Dur)>,
+    unfinished: usize,
+) -> Summary {
+    let (records, runtimes) = ran.into_iter().unzip();
+    let result = SimResult {
+        policy: policy.to_string(),
+        machine,
+        records,
+        runtimes,
+        events: 0,
+        decisions: 0,
+        unfinished,
+        policy_stats: Vec::new(),
+        usage: None,
+    };
+    summarize(&result, &MetricsOptions::default())
+}
+
 /// Computes the summary of a run.
 pub fn summarize(result: &SimResult, opts: &MetricsOptions) -> Summary {
     // The per-job pass, in stretches of records side by side; every figure below reads the

@@ -4,7 +4,7 @@
 //! policy formed. The engine measures usage ([`cosched_sim::engine::Usage`]); the policy counts its
 //! groups ([`cosched_policy::Policy::stats`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use cosched_core::Dur;
 
@@ -16,13 +16,13 @@ pub const SHORT_MAX: Dur = Dur::from_secs(600);
 pub const MEDIUM_MAX: Dur = Dur::from_secs(3 * 3600);
 
 /// Mean RR of one job type.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TypeRr {
     pub jobs: usize,
     pub rr: f64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MulticoreSummary {
     pub short: TypeRr,
     pub medium: TypeRr,

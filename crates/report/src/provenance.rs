@@ -12,13 +12,13 @@
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::setup::Source;
 
 /// The provenance of one output.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Provenance {
     /// `cosched <version>`; `generator` in every form, JSON included.
     #[serde(rename = "generator")]
@@ -134,17 +134,22 @@ pub fn version() -> String {
 /// This process's command line, each argument quoted when it holds anything a shell would
 /// split or expand.
 pub fn command_line() -> String {
-    let quote = |a: String| {
-        let plain = !a.is_empty()
-            && a.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
-        if plain {
-            a
-        } else {
-            format!("'{}'", a.replace('\'', r"'\''"))
-        }
-    };
-    std::env::args().map(quote).collect::<Vec<_>>().join(" ")
+    std::env::args()
+        .map(|a| shell_quote(&a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `s` quoted for sh when it holds anything a shell would split or expand.
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
 }
 
 /// SHA-256 of `bytes`, lower-case hex.

@@ -6,8 +6,10 @@
 //! Rows come out in the order of the spec (policies, then loads, then seeds) whatever order
 //! the threads finish in, so a sweep's table is as deterministic as a single run.
 
+use std::path::{Path, PathBuf};
+
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use cosched_core::MachineShape;
 use cosched_policy::{ConfigError, registry};
@@ -81,8 +83,10 @@ pub fn parse_entry(entry: &str) -> Result<(&str, Vec<String>), ConfigError> {
     Ok((name, opts))
 }
 
-/// One point of a sweep.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One row of a sweep's table: a point and its figures. Read back from a point's file by
+/// `--gather` ([`crate::sweep_array`]); JSON writes a NaN (a failed point's figures) as
+/// `null`, which reads back as NaN.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepRow {
     pub policy: String,
     /// The offered load asked for (`null`: the workload's own).
@@ -90,24 +94,37 @@ pub struct SweepRow {
     pub seed: u64,
     pub jobs: usize,
     pub unfinished: usize,
+    #[serde(deserialize_with = "nan_when_null")]
     pub mean_wait_s: f64,
+    #[serde(deserialize_with = "nan_when_null")]
     pub mean_response_s: f64,
+    #[serde(deserialize_with = "nan_when_null")]
     pub mean_slowdown: f64,
+    #[serde(deserialize_with = "nan_when_null")]
     pub mean_bounded_slowdown: f64,
     /// 90th percentile of the bounded slowdown over jobs.
+    #[serde(deserialize_with = "nan_when_null")]
     pub p90_bounded_slowdown: f64,
     /// 90th percentile of the wait over jobs.
+    #[serde(deserialize_with = "nan_when_null")]
     pub p90_wait_s: f64,
     /// Half-width of the batch-means 90 % interval of the mean bounded slowdown, when there
     /// were enough batches.
     pub bounded_slowdown_ci90: Option<f64>,
+    #[serde(deserialize_with = "nan_when_null")]
     pub utilization: f64,
+    #[serde(deserialize_with = "nan_when_null")]
     pub makespan_s: f64,
     /// Why the run failed (a policy broke its contract), if it did.
     pub error: Option<String>,
     /// Seed 001's figures, for multi-core policies.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub multicore: Option<MulticoreSummary>,
+}
+
+/// A figure that JSON wrote as `null` (serde_json's form of NaN) reads back as NaN.
+fn nan_when_null<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// A sweep could not start.
@@ -119,8 +136,39 @@ pub enum SweepError {
     Setup(#[from] SetupError),
 }
 
+/// A sweep checked and ready to run: each entry's policy name and configuration, and the
+/// points in the spec's order (policies, then loads, then seeds).
+pub struct Prepared<'a> {
+    spec: &'a SweepSpec,
+    names: Vec<String>,
+    cfgs: Vec<cosched_policy::PolicyConfig>,
+    points: Vec<Point>,
+}
+
+/// One point of a sweep: which entry of `SweepSpec::policies`, which load, which seed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    pub policy: usize,
+    pub load: Option<f64>,
+    pub seed: u64,
+}
+
 /// Runs every point; `tick` is called once per finished point (from worker threads).
 pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, SweepError> {
+    let prepared = prepare(spec)?;
+    let rows = (0..prepared.points.len())
+        .into_par_iter()
+        .map(|i| {
+            let row = prepared.run_point(i);
+            tick();
+            row
+        })
+        .collect();
+    Ok(rows)
+}
+
+/// Checks every policy entry and option before any time is spent, and lists the points.
+pub fn prepare(spec: &SweepSpec) -> Result<Prepared<'_>, SweepError> {
     let machine = spec
         .machine
         .unwrap_or_else(|| MachineShape::flat(spec.source.procs(), 1));
@@ -184,102 +232,121 @@ pub fn run(spec: &SweepSpec, tick: &(dyn Fn() + Sync)) -> Result<Vec<SweepRow>, 
         }
         .into());
     }
-    let points: Vec<(usize, Option<f64>, u64)> = (0..spec.policies.len())
-        .flat_map(|p| {
-            spec.loads
-                .iter()
-                .flat_map(move |&l| spec.seeds.iter().map(move |&s| (p, l, s)))
+    let points = (0..spec.policies.len())
+        .flat_map(|policy| {
+            spec.loads.iter().flat_map(move |&load| {
+                spec.seeds
+                    .iter()
+                    .map(move |&seed| Point { policy, load, seed })
+            })
         })
         .collect();
-    let rows = points
-        .into_par_iter()
-        .map(|(p, load, seed)| {
-            let name = &spec.policies[p];
-            // The same pipeline as a single `cosched sim` run, unobserved.
-            let cell = RunSpec {
-                source: &spec.source,
-                semantics: spec.semantics,
-                load,
-                seed: Some(seed),
-                policy: &names[p],
-                config: &cfgs[p],
-                engine: spec.engine.clone(),
-                metrics: spec.metrics,
-                observe: None,
-            };
-            let mut result = run::run(&cell);
-            if let (Some(rule), Some(mut jobs)) = (spec.stop, spec.source.model_jobs()) {
-                let batch = spec.metrics.batch_size.max(1);
-                // Warm-up batch + the batches the rule allows at most.
-                let most = batch * (rule.max_batches + 1);
-                jobs = jobs.max(batch * 4).min(most);
-                let mut src;
-                loop {
-                    src = spec.source.with_jobs(jobs);
-                    result = run::run(&RunSpec {
-                        source: &src,
-                        ..cell.clone()
-                    });
-                    let done = match &result {
-                        Ok(out) => rule.met(out.summary.batch_bounded_slowdown.as_ref()),
-                        Err(_) => true,
-                    };
-                    if done || jobs >= most {
-                        break;
-                    }
-                    jobs = (jobs * 2).min(most);
+    Ok(Prepared {
+        spec,
+        names,
+        cfgs,
+        points,
+    })
+}
+
+impl Prepared<'_> {
+    /// The points, in the order of the rows.
+    pub fn points(&self) -> &[Point] {
+        &self.points
+    }
+
+    /// The policy entry of a point, as the spec spells it.
+    pub fn entry(&self, p: &Point) -> &str {
+        &self.spec.policies[p.policy]
+    }
+
+    /// Runs point `index` (of [`Prepared::points`]); a policy that broke its contract is a
+    /// row with its error, as in a whole sweep.
+    pub fn run_point(&self, index: usize) -> SweepRow {
+        let spec = self.spec;
+        let Point { policy, load, seed } = self.points[index];
+        let name = &spec.policies[policy];
+        // The same pipeline as a single `cosched sim` run, unobserved.
+        let cell = RunSpec {
+            source: &spec.source,
+            semantics: spec.semantics,
+            load,
+            seed: Some(seed),
+            policy: &self.names[policy],
+            config: &self.cfgs[policy],
+            engine: spec.engine.clone(),
+            metrics: spec.metrics,
+            observe: None,
+        };
+        let mut result = run::run(&cell);
+        if let (Some(rule), Some(mut jobs)) = (spec.stop, spec.source.model_jobs()) {
+            let batch = spec.metrics.batch_size.max(1);
+            // Warm-up batch + the batches the rule allows at most.
+            let most = batch * (rule.max_batches + 1);
+            jobs = jobs.max(batch * 4).min(most);
+            let mut src;
+            loop {
+                src = spec.source.with_jobs(jobs);
+                result = run::run(&RunSpec {
+                    source: &src,
+                    ..cell.clone()
+                });
+                let done = match &result {
+                    Ok(out) => rule.met(out.summary.batch_bounded_slowdown.as_ref()),
+                    Err(_) => true,
+                };
+                if done || jobs >= most {
+                    break;
                 }
+                jobs = (jobs * 2).min(most);
             }
-            let row = match result {
-                Ok(out) => {
-                    let s = out.summary;
-                    SweepRow {
-                        policy: name.clone(),
-                        load,
-                        seed,
-                        jobs: s.jobs,
-                        unfinished: s.unfinished,
-                        mean_wait_s: s.mean_wait_s,
-                        mean_response_s: s.mean_response_s,
-                        mean_slowdown: s.mean_slowdown,
-                        mean_bounded_slowdown: s.mean_bounded_slowdown,
-                        p90_bounded_slowdown: s.all.bounded_slowdown.p90,
-                        p90_wait_s: s.all.wait_s.p90,
-                        bounded_slowdown_ci90: s.batch_bounded_slowdown.map(|b| b.ci90_half_width),
-                        utilization: s.utilization,
-                        makespan_s: s.makespan_s,
-                        error: None,
-                        multicore: s.multicore,
-                    }
-                }
-                Err(err) => SweepRow {
+        }
+        match result {
+            Ok(out) => {
+                let s = out.summary;
+                SweepRow {
                     policy: name.clone(),
                     load,
                     seed,
-                    jobs: 0,
-                    unfinished: match &err {
-                        RunError::Sim { jobs, .. } | RunError::Failed { jobs, .. } => *jobs,
-                        // Checked before the sweep started; no jobs were prepared.
-                        RunError::Policy(_) | RunError::Classes(_) => 0,
-                    },
-                    mean_wait_s: f64::NAN,
-                    mean_response_s: f64::NAN,
-                    mean_slowdown: f64::NAN,
-                    mean_bounded_slowdown: f64::NAN,
-                    p90_bounded_slowdown: f64::NAN,
-                    p90_wait_s: f64::NAN,
-                    bounded_slowdown_ci90: None,
-                    utilization: f64::NAN,
-                    makespan_s: f64::NAN,
-                    error: Some(err.to_string()),
-                    multicore: None,
+                    jobs: s.jobs,
+                    unfinished: s.unfinished,
+                    mean_wait_s: s.mean_wait_s,
+                    mean_response_s: s.mean_response_s,
+                    mean_slowdown: s.mean_slowdown,
+                    mean_bounded_slowdown: s.mean_bounded_slowdown,
+                    p90_bounded_slowdown: s.all.bounded_slowdown.p90,
+                    p90_wait_s: s.all.wait_s.p90,
+                    bounded_slowdown_ci90: s.batch_bounded_slowdown.map(|b| b.ci90_half_width),
+                    utilization: s.utilization,
+                    makespan_s: s.makespan_s,
+                    error: None,
+                    multicore: s.multicore,
+                }
+            }
+            Err(err) => SweepRow {
+                policy: name.clone(),
+                load,
+                seed,
+                jobs: 0,
+                unfinished: match &err {
+                    RunError::Sim { jobs, .. } | RunError::Failed { jobs, .. } => *jobs,
+                    // Checked before the sweep started; no jobs were prepared.
+                    RunError::Policy(_) | RunError::Classes(_) => 0,
                 },
-            };
-            tick();
-            row
-        })
-        .collect();
-    Ok(rows)
+                mean_wait_s: f64::NAN,
+                mean_response_s: f64::NAN,
+                mean_slowdown: f64::NAN,
+                mean_bounded_slowdown: f64::NAN,
+                p90_bounded_slowdown: f64::NAN,
+                p90_wait_s: f64::NAN,
+                bounded_slowdown_ci90: None,
+                utilization: f64::NAN,
+                makespan_s: f64::NAN,
+                error: Some(err.to_string()),
+                multicore: None,
+            },
+        }
+    }
 }
 
 /// The CSV table: the provenance as `# key: value` lines (when given), a header, one record
@@ -366,6 +433,70 @@ pub fn to_csv(rows: &[SweepRow], provenance: Option<&Provenance>) -> String {
     out
 }
 
+/// Where a sweep's files go and what its figure shows.
+pub struct Outputs<'a> {
+    pub dir: &'a Path,
+    pub title: &'a str,
+    pub metric: Metric,
+    /// Further copies of the figure (`--plot`), SVG or PNG by the extension.
+    pub plots: &'a [PathBuf],
+}
+
+/// A sweep's files could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    #[error("writing {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("drawing {path}: {source}")]
+    Plot {
+        path: PathBuf,
+        source: crate::plot::PlotError,
+    },
+}
+
+/// Writes `DIR/sweep.csv`, `sweep.json`, `sweep.png` and `sweep.svg` (and the further plots)
+/// of `rows`, each with `prov`; returns the JSON text. The figure is seed 001's when the rows
+/// have its figures, else `metric` against load. A local sweep and a gathered one
+/// ([`crate::sweep_array::gather`]) write through here, so the same rows give the same files.
+pub fn write_files(
+    rows: &[SweepRow],
+    prov: &Provenance,
+    out: &Outputs,
+) -> Result<String, FilesError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| FilesError::Io { path, source }
+    };
+    std::fs::create_dir_all(out.dir).map_err(io(out.dir))?;
+    let csv = out.dir.join("sweep.csv");
+    std::fs::write(&csv, to_csv(rows, Some(prov))).map_err(io(&csv))?;
+    let json = serde_json::to_string_pretty(&serde_json::json!({
+        "provenance": prov,
+        "rows": rows,
+    }))
+    // Rows and provenance are plain data; serializing them cannot fail.
+    .unwrap_or_default();
+    let json_path = out.dir.join("sweep.json");
+    std::fs::write(&json_path, &json).map_err(io(&json_path))?;
+    let mut c = if rows.iter().any(|r| r.multicore.is_some()) {
+        multicore_chart(rows, out.title)
+    } else {
+        chart(rows, out.title, out.metric)
+    };
+    c.provenance = Some(prov.clone());
+    let files = ["png", "svg"].map(|ext| out.dir.join(format!("sweep.{ext}")));
+    for p in files.iter().chain(out.plots) {
+        crate::plot::line_chart(p, &c).map_err(|source| FilesError::Plot {
+            path: p.clone(),
+            source,
+        })?;
+    }
+    Ok(json)
+}
+
 /// What a sweep's figure plots on its y axis (`cosched sim sweep --metric`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Metric {
@@ -399,6 +530,14 @@ impl Metric {
         (Metric::Utilization, "utilization"),
         (Metric::Makespan, "makespan"),
     ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        Metric::ALL
+            .iter()
+            .find(|(m, _)| *m == self)
+            .map_or("bsld", |(_, n)| n)
+    }
 
     /// The axis label.
     pub fn label(self) -> &'static str {

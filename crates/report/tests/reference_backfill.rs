@@ -27,14 +27,7 @@ use cosched_sim::{EngineOptions, SimJob, simulate};
 use cosched_workload::swf::{Oversize, ReadOptions};
 use reference_support::{Extra, Granularity, REFERENCE, Rule, Variant, schedule, schedule_variant};
 
-/// `eprintln!` past the test harness's capture, so the notice shows in the test output even
-/// when the test passes.
-macro_rules! notice {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
+use cosched_workload::notice;
 
 /// The agreement the simulator must reach on every trace.
 const TARGET: f64 = 0.99;

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 /// `eprintln!` past the test harness's capture, so the notice shows in the test output even
-/// when the test passes.
+/// when the test passes: what a test that cannot run here says about it (`NOTICE: ...`).
+#[macro_export]
 macro_rules! notice {
     ($($t:tt)*) => {{
         use std::io::Write as _;

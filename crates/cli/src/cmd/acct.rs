@@ -7,14 +7,16 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use comfy_table::{CellAlignment, Table, presets};
-use cosched_core::Time;
-use cosched_daemon::proto::{JobInfo, JobState};
+use cosched_core::{Dur, MachineShape, Time};
+use cosched_daemon::proto::{JobInfo, JobState, StatusInfo};
 use cosched_daemon::views;
 use cosched_report::gantt::{Gantt, GanttJob};
+use cosched_report::metrics::Summary;
 use cosched_report::provenance::{Provenance, csv_table};
 use cosched_workload::swf::write_trace_path;
 
-use super::daemon::{ConnArgs, run_summary};
+use super::conn::ConnArgs;
+use super::output::{emit, print_json};
 
 /// Columns `--format` knows, in the default order.
 const COLUMNS: &[&str] = &[
@@ -189,9 +191,7 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
                 v
             })
             .collect();
-        super::daemon::print_json(
-            &serde_json::json!({ "jobs": rows, "summary": summary, "provenance": prov }),
-        )?;
+        print_json(&serde_json::json!({ "jobs": rows, "summary": summary, "provenance": prov }))?;
         return Ok(0);
     }
     let mut t = Table::new();
@@ -207,8 +207,8 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
             col.set_cell_alignment(CellAlignment::Right);
         }
     }
-    super::daemon::emit(&format!("{t}\n\n"));
-    super::daemon::emit(&format!(
+    emit(&format!("{t}\n\n"));
+    emit(&format!(
         "policy            {}\nmachine           {} nodes x {} PEs\njobs              {} selected, {} ended with a run, {} not ended\n",
         summary.policy,
         status.nodes_total,
@@ -389,6 +389,21 @@ fn class_history(a: &AcctArgs, job: u64) -> anyhow::Result<i32> {
         writeln!(out, "{line}")?;
     }
     Ok(0)
+}
+
+/// The summary `cosched sim` prints, of a real run: every ended job that ran, its runtime
+/// being the time it actually ran (stopped time excluded).
+pub(super) fn run_summary(jobs: &[JobInfo], st: &StatusInfo) -> Summary {
+    let ran = jobs
+        .iter()
+        .filter(|j| j.record.start.is_some() && j.record.end.is_some())
+        .map(|j| (j.record.clone(), Dur::from_micros(j.run_us)));
+    cosched_report::metrics::summarize_real(
+        &st.policy,
+        MachineShape::flat(st.nodes_total.max(1), st.pes_per_node.max(1)),
+        ran,
+        jobs.iter().filter(|j| !j.state.is_final()).count(),
+    )
 }
 
 #[cfg(test)]

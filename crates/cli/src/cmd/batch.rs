@@ -20,6 +20,7 @@ use cosched_daemon::jobio::Mpi;
 use cosched_daemon::proto::{ArraySpec, Dependency, NodeLayout, Schedule};
 use cosched_daemon::start_conditions;
 use cosched_slurm::options::{self, Parsed};
+use jiff::tz::TimeZone;
 
 /// The options of a job (`submit`, `run`, and the directives of a batch script).
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -386,8 +387,14 @@ pub(crate) fn first_line(e: &clap::Error) -> String {
         .to_string()
 }
 
-/// `--begin` at `now_us`: `now`, `now+N[unit]`, `HH:MM[:SS]`, `YYYY-MM-DD[THH:MM[:SS]]`.
+/// `--begin` at `now_us`: `now`, `now+N[unit]`, `HH:MM[:SS]`, `YYYY-MM-DD[THH:MM[:SS]]`, a
+/// date and time in the local time zone (`TZ`, else /etc/localtime).
 pub fn parse_begin_at(text: &str, now_us: i64) -> Result<i64, String> {
+    parse_begin_in(text, now_us, &TimeZone::system())
+}
+
+/// `--begin` at `now_us`, dates and times of day read in `tz`.
+fn parse_begin_in(text: &str, now_us: i64, tz: &TimeZone) -> Result<i64, String> {
     let s = text.trim();
     let bad = || {
         format!(
@@ -439,14 +446,18 @@ pub fn parse_begin_at(text: &str, now_us: i64) -> Result<i64, String> {
         return Err(bad());
     }
     let now_s = now_us.div_euclid(1_000_000);
-    let today = local_tm(now_s);
+    let today = local_date(now_s, tz).ok_or_else(bad)?;
     let (y, mo, d) = match date {
         Some(d) => match nums(d, '-').ok_or_else(bad)?.as_slice() {
             [y, m, d] if (1..=12).contains(m) && (1..=31).contains(d) => {
-                if *d > days_in_month(*y, *m) {
+                let first = i16::try_from(*y)
+                    .ok()
+                    .and_then(|y| jiff::civil::Date::new(y, *m as i8, 1).ok())
+                    .ok_or_else(bad)?;
+                if *d > i32::from(first.days_in_month()) {
                     return Err(format!(
                         "--begin {text:?}: {y:04}-{m:02} has {} days",
-                        days_in_month(*y, *m)
+                        first.days_in_month()
                     ));
                 }
                 (*y, *m, *d)
@@ -455,7 +466,7 @@ pub fn parse_begin_at(text: &str, now_us: i64) -> Result<i64, String> {
         },
         None => (today.0, today.1, today.2),
     };
-    let mut at = local_epoch(y, mo, d, hms.0, hms.1, hms.2).ok_or_else(bad)?;
+    let mut at = local_epoch(tz, (y, mo, d), hms).ok_or_else(bad)?;
     if date.is_none() && at <= now_s {
         // A time of day already past means tomorrow, as in Slurm.
         at += 86_400;
@@ -463,39 +474,34 @@ pub fn parse_begin_at(text: &str, now_us: i64) -> Result<i64, String> {
     Ok(at * 1_000_000)
 }
 
-/// Days in month `m` (1–12) of year `y` (Gregorian): mktime would carry a 30 February into
-/// March instead of refusing it.
-fn days_in_month(y: i32, m: i32) -> i32 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
+/// Year, month, day of the date at `secs` since the epoch, in `tz`.
+fn local_date(secs: i64, tz: &TimeZone) -> Option<(i32, i32, i32)> {
+    let d = jiff::Timestamp::from_second(secs)
+        .ok()?
+        .to_zoned(tz.clone())
+        .date();
+    Some((d.year().into(), d.month().into(), d.day().into()))
 }
 
-/// Year, month, day of the local date at `secs` since the epoch.
-fn local_tm(secs: i64) -> (i32, i32, i32) {
-    let t: libc::time_t = secs as libc::time_t;
-    // SAFETY: localtime_r writes into the zeroed struct we own.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    unsafe { libc::localtime_r(&t, &mut tm) };
-    (tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday)
-}
-
-/// Seconds since the epoch of a local date and time (mktime: the local time zone).
-fn local_epoch(y: i32, mo: i32, d: i32, h: i32, mi: i32, s: i32) -> Option<i64> {
-    // SAFETY: a zeroed tm is valid; mktime reads and normalises it.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = s;
-    tm.tm_isdst = -1;
-    let t = unsafe { libc::mktime(&mut tm) };
-    (t != -1).then_some(t as i64)
+/// Seconds since the epoch of a date and time in `tz`. A time skipped by a change to summer
+/// time is taken after the change, a time that occurs twice the first time, as mktime does.
+fn local_epoch(
+    tz: &TimeZone,
+    (y, mo, d): (i32, i32, i32),
+    (h, mi, s): (i32, i32, i32),
+) -> Option<i64> {
+    let small = |v: i32| i8::try_from(v).ok();
+    let at = jiff::civil::DateTime::new(
+        i16::try_from(y).ok()?,
+        small(mo)?,
+        small(d)?,
+        small(h)?,
+        small(mi)?,
+        small(s)?,
+        0,
+    )
+    .ok()?;
+    Some(at.to_zoned(tz.clone()).ok()?.timestamp().as_second())
 }
 
 #[cfg(test)]
@@ -649,5 +655,29 @@ mod tests {
         ] {
             assert!(parse_begin_at(bad, now).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn begin_dates_are_read_in_the_time_zone_given() {
+        // New York: UTC-5 in winter, UTC-4 in summer (from the second Sunday of March, 02:00).
+        let ny = TimeZone::posix("EST5EDT,M3.2.0,M11.1.0").unwrap();
+        let utc = TimeZone::UTC;
+        let now = 1_700_000_000_000_000; // 2023-11-14T22:13:20Z
+        let at = |text, tz| parse_begin_in(text, now, tz).unwrap() / 1_000_000;
+        // 2030-01-15T12:00 and 2030-07-15T12:00, in UTC seconds.
+        assert_eq!(at("2030-01-15T12:00", &utc), 1_894_708_800);
+        assert_eq!(at("2030-01-15T12:00", &ny), 1_894_708_800 + 5 * 3600);
+        assert_eq!(at("2030-07-15T12:00", &utc), 1_910_347_200);
+        assert_eq!(at("2030-07-15T12:00", &ny), 1_910_347_200 + 4 * 3600);
+        // 02:30 on 2030-03-10 does not exist in New York: the clocks go from 02:00 to 03:00.
+        assert_eq!(
+            at("2030-03-10T02:30", &ny),
+            at("2030-03-10T03:30", &ny),
+            "a skipped time is taken after the change"
+        );
+        // A time of day is the next one in that zone: at 22:13 UTC (17:13 in New York) 18:00
+        // is still ahead in New York (23:00 UTC), but passed in UTC (tomorrow's).
+        assert_eq!(at("18:00", &ny), 1_700_002_800);
+        assert_eq!(at("18:00", &utc), 1_700_071_200);
     }
 }

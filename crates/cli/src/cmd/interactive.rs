@@ -20,7 +20,7 @@ use cosched_core::JobId;
 use cosched_daemon::client::Client;
 use cosched_daemon::proto::{JobInfo, JobState, RankOutput, Request, SubmitRequest};
 
-use super::daemon::{SubmitArgs, submit_request};
+use super::submit::{SubmitArgs, bcast_for_job, submit_request};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -87,7 +87,7 @@ pub fn run(r: RunArgs) -> anyhow::Result<i32> {
     let client = a.conn.client()?;
     let mut cmd = a.cmd;
     if let Some(file) = &a.bcast {
-        super::daemon::bcast_for_job(&a.conn, &client, file, &a.bcast_opts, &mut cmd)?;
+        bcast_for_job(&a.conn, &client, file, &a.bcast_opts, &mut cmd)?;
     }
     let req = submit_request(a.job, cmd)?;
     follow(&client, req, r.label)

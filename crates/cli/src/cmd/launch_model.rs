@@ -9,7 +9,7 @@ use cosched_daemon::launch_model::{Assumptions, LaunchModel, depth, read_csv};
 use cosched_report::plot::{LineChart, Series, line_chart};
 use cosched_report::provenance::Provenance;
 
-use super::daemon::{emit, print_json};
+use super::output::{emit, print_json};
 
 #[derive(clap::Args)]
 pub struct ModelArgs {

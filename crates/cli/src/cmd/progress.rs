@@ -1,4 +1,4 @@
-//! Progress bars of long runs (`sim`, `sim sweep`, `cosim sweep`), on stderr and only when
+//! Progress bars of long runs (`sim`, `sim sweep`, `cosim sweep`, `replay`), on stderr and only when
 //! stderr is a terminal and `--no-progress` was not given: nothing of them reaches a file, a
 //! pipe or the `--json` output on stdout.
 
@@ -17,17 +17,23 @@ fn shown(no_progress: bool) -> bool {
     !no_progress && std::io::stderr().is_terminal()
 }
 
-/// A bar over `len` runs with the time left, or a hidden one.
-pub(crate) fn runs_bar(len: u64, no_progress: bool) -> ProgressBar {
+/// A bar over `len` steps drawn with `template`, or a hidden one.
+pub(crate) fn bar(len: u64, template: &str, no_progress: bool) -> ProgressBar {
     if !shown(no_progress) {
         return ProgressBar::hidden();
     }
     let b = ProgressBar::new(len);
-    b.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}")
-            .expect("static template"),
-    );
+    b.set_style(ProgressStyle::with_template(template).expect("static template"));
     b
+}
+
+/// A bar over `len` runs with the time left, or a hidden one.
+pub(crate) fn runs_bar(len: u64, no_progress: bool) -> ProgressBar {
+    bar(
+        len,
+        "{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}",
+        no_progress,
+    )
 }
 
 /// Runs shorter than this draw nothing: a bar that flashes for a tenth of a second on

@@ -17,9 +17,10 @@ use cosched_policy::{ConfigError, PolicyOptions, policy_config};
 use cosched_report::metrics::{Group, MetricsOptions, Summary};
 use cosched_report::provenance::Provenance;
 use cosched_report::run::{self, Observe, ReadRunError, RunError, RunSpec};
+use cosched_report::run_files;
 use cosched_report::setup::{OpenTrace, Source};
-use cosched_report::sweep::{Metric, StopRule, SweepSpec, chart, multicore_chart, to_csv};
-use cosched_report::{plot, run_files};
+use cosched_report::sweep::{Metric, Outputs, StopRule, SweepRow, SweepSpec, prepare, write_files};
+use cosched_report::sweep_array::{ArraySpec, SPEC, SweepDir};
 use cosched_sim::EngineOptions;
 use cosched_sim::trace::{Estimates, Semantics, SizeField, Workload};
 use cosched_workload::feitelson97;
@@ -250,6 +251,32 @@ struct SweepArgs {
     /// Draw no progress bar (one is drawn on stderr when it is a terminal)
     #[arg(long)]
     no_progress: bool,
+    /// Run the points elsewhere: write the sweep's spec into DIR and submit one job-array
+    /// task per point to `sbatch` (a cosched cluster's or a Slurm site's); again with the same
+    /// DIR (and the same options, or none) to submit only the points without a result
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["gather", "point"])]
+    submit: Option<PathBuf>,
+    /// Merge the points of the sweep submitted into DIR into DIR/sweep.{csv,json,png,svg},
+    /// as a local sweep writes them; names the points still missing
+    #[arg(long, value_name = "DIR", conflicts_with = "point")]
+    gather: Option<PathBuf>,
+    /// The program --submit runs to submit the array
+    #[arg(long, value_name = "PROGRAM", default_value = "sbatch")]
+    sbatch: std::ffi::OsString,
+    /// Run point K of the sweep in --spec and write its result (what each array task runs)
+    #[arg(long, value_name = "K", requires = "spec", hide = true)]
+    point: Option<usize>,
+    /// A submitted sweep's DIR/spec.json, for --point
+    #[arg(long, value_name = "FILE", requires = "point", hide = true)]
+    spec: Option<PathBuf>,
+}
+
+/// A sweep's arguments parsed on their own: how an array task reads its spec's.
+#[derive(clap::Parser)]
+#[command(name = "sweep")]
+struct SweepLine {
+    #[command(flatten)]
+    args: SweepArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -725,7 +752,8 @@ pub(crate) fn print_metrics(s: &Summary) {
     }
 }
 
-fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
+/// The sweep the options describe.
+fn sweep_spec(a: &SweepArgs) -> anyhow::Result<SweepSpec> {
     for &l in &a.loads {
         check_load(l)?;
     }
@@ -780,6 +808,21 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
         }),
         machine: Some(machine),
     };
+    Ok(spec)
+}
+
+/// `cosched sim sweep`: here, or as a job array (--submit, --point, --gather).
+fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
+    if let (Some(index), Some(spec)) = (a.point, &a.spec) {
+        return run_point(index, spec);
+    }
+    if let Some(dir) = &a.gather {
+        return gather(&a, dir);
+    }
+    if let Some(dir) = &a.submit {
+        return submit(&a, dir);
+    }
+    let spec = sweep_spec(&a)?;
     let points = (spec.policies.len() * spec.loads.len() * spec.seeds.len()) as u64;
     let bar = runs_bar(points, a.no_progress);
     let pool = {
@@ -791,37 +834,125 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
     };
     let rows = pool.install(|| cosched_report::sweep::run(&spec, &|| bar.inc(1)))?;
     bar.finish_and_clear();
-    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let prov = Provenance::of(&spec.source);
-    let csv = a.out.join("sweep.csv");
-    std::fs::write(&csv, to_csv(&rows, Some(&prov)))
-        .with_context(|| format!("writing {}", csv.display()))?;
-    let json = serde_json::to_string_pretty(&serde_json::json!({
-        "provenance": prov,
-        "rows": rows,
-    }))?;
-    let json_path = a.out.join("sweep.json");
-    std::fs::write(&json_path, &json)
-        .with_context(|| format!("writing {}", json_path.display()))?;
-    let title = a.title.clone().unwrap_or_else(|| {
+    let title = sweep_title(&a, &spec);
+    let json = write_files(
+        &rows,
+        &prov,
+        &Outputs {
+            dir: &a.out,
+            title: &title,
+            metric: a.metric,
+            plots: &a.plot,
+        },
+    )?;
+    Ok(print_rows(&rows, &json, a.json, &a.out))
+}
+
+/// The figure's title: --title, or the workload and the estimates.
+fn sweep_title(a: &SweepArgs, spec: &SweepSpec) -> String {
+    a.title.clone().unwrap_or_else(|| {
         format!(
             "{} ({:?} estimates)",
             spec.source.label(),
             spec.semantics.estimates
         )
         .to_lowercase()
-    });
-    let mut c = if rows.iter().any(|r| r.multicore.is_some()) {
-        multicore_chart(&rows, &title)
-    } else {
-        chart(&rows, &title, a.metric)
-    };
-    c.provenance = Some(prov);
-    let files = ["png", "svg"].map(|ext| a.out.join(format!("sweep.{ext}")));
-    for p in files.iter().chain(&a.plot) {
-        plot::line_chart(p, &c).with_context(|| format!("drawing {}", p.display()))?;
+    })
+}
+
+/// The sweep's arguments on this command line (after `sweep`), without the ones that say
+/// where and how to submit it: what an array task parses again.
+fn sweep_arguments() -> Vec<String> {
+    let mut args = std::env::args().skip_while(|a| a != "sweep").skip(1);
+    let mut kept = Vec::new();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--submit" | "--sbatch" => {
+                args.next();
+            }
+            _ if a.starts_with("--submit=") || a.starts_with("--sbatch=") => {}
+            _ => kept.push(a),
+        }
     }
-    if a.json {
+    kept
+}
+
+/// `--submit DIR`: the spec into DIR (or DIR's own, given no workload), the points without a
+/// result as one array.
+fn submit(a: &SweepArgs, dir: &std::path::Path) -> anyhow::Result<i32> {
+    let resume = a.source.trace.is_none() && a.source.model.is_none();
+    let sweep = if resume && dir.join(SPEC).exists() {
+        SweepDir::open(dir)?
+    } else {
+        let spec = sweep_spec(a)?;
+        let prepared = prepare(&spec)?;
+        let array = ArraySpec::new(
+            &prepared,
+            &Provenance::of(&spec.source),
+            sweep_arguments(),
+            sweep_title(a, &spec),
+            a.metric.name().to_string(),
+        )?;
+        SweepDir::create(dir, array)?
+    };
+    let total = sweep.spec.points.len();
+    let d = sweep.dir.display();
+    match sweep.submit(&a.sbatch)? {
+        Some((id, points)) => outln!(
+            "Submitted {} of {total} points as array job {id} ({d}/logs/INDEX.out); when it has run: cosched sim sweep --gather {d}",
+            points.len()
+        ),
+        None => outln!("every point of {d} has its result: cosched sim sweep --gather {d}"),
+    }
+    Ok(0)
+}
+
+/// `--point K --spec FILE`: one array task.
+fn run_point(index: usize, spec_file: &std::path::Path) -> anyhow::Result<i32> {
+    let dir = spec_file.parent().unwrap_or(std::path::Path::new("."));
+    let sweep = SweepDir::open(dir)?;
+    let line = <SweepLine as clap::Parser>::try_parse_from(
+        std::iter::once("sweep".to_string()).chain(sweep.spec.args.iter().cloned()),
+    )
+    .with_context(|| format!("{}: reading its arguments", spec_file.display()))?;
+    let spec = sweep_spec(&line.args)?;
+    let prepared = prepare(&spec)?;
+    let point = sweep.run_point(&prepared, &Provenance::of(&spec.source), index)?;
+    outln!(
+        "point {index} ({}) of {}: {}",
+        sweep.spec.points[index],
+        sweep.dir.display(),
+        point.row.error.as_deref().unwrap_or("done")
+    );
+    Ok(0)
+}
+
+/// `--gather DIR`: the points' rows into the files a local sweep writes.
+fn gather(a: &SweepArgs, dir: &std::path::Path) -> anyhow::Result<i32> {
+    let sweep = SweepDir::open(dir)?;
+    let (rows, prov) = sweep.gather()?;
+    let metric: Metric = sweep
+        .spec
+        .metric
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", sweep.dir.join(SPEC).display()))?;
+    let json = write_files(
+        &rows,
+        &prov,
+        &Outputs {
+            dir: &sweep.dir,
+            title: &sweep.spec.title,
+            metric,
+            plots: &a.plot,
+        },
+    )?;
+    Ok(print_rows(&rows, &json, a.json, &sweep.dir))
+}
+
+/// Prints a sweep's table (or its JSON); the exit status: 1 when a point failed.
+fn print_rows(rows: &[SweepRow], json: &str, as_json: bool, out: &std::path::Path) -> i32 {
+    if as_json {
         outln!("{json}");
     } else {
         outln!(
@@ -835,7 +966,7 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
             "±90%",
             "util"
         );
-        for r in &rows {
+        for r in rows {
             outln!(
                 "{:<14} {:>6} {:>6} {:>8} {:>12.1} {:>10.3} {:>10} {:>8.4}{}",
                 r.policy,
@@ -853,11 +984,7 @@ fn run_sweep(a: SweepArgs) -> anyhow::Result<i32> {
                     .unwrap_or_default()
             );
         }
-        outln!("\nwrote {}/sweep.{{csv,json,png,svg}}", a.out.display());
+        outln!("\nwrote {}/sweep.{{csv,json,png,svg}}", out.display());
     }
-    Ok(if rows.iter().any(|r| r.error.is_some()) {
-        1
-    } else {
-        0
-    })
+    i32::from(rows.iter().any(|r| r.error.is_some()))
 }

@@ -19,7 +19,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
 
-use super::daemon::ConnArgs;
+use super::conn::ConnArgs;
 
 #[derive(clap::Args)]
 pub struct Args {

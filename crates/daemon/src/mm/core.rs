@@ -49,6 +49,13 @@ pub fn check_time_limit(limit: Dur) -> Result<Dur, String> {
     Ok(limit)
 }
 
+/// How long a running job's accounting may stay in memory only after a node's run report
+/// changed it ([`FromNode::Runs`], at every gang switch): the reports are written with the
+/// job's next record, or this long after the first unwritten one. A run report is never
+/// acknowledged to anyone, so nothing acknowledged waits in memory; a machine manager that
+/// dies loses at most this much of its running jobs' run time, whose runs end then anyway.
+pub const RUNS_WRITE_EVERY: Dur = Dur::from_secs(1);
+
 /// How many times a launch is sent to a node that does not acknowledge it before the job
 /// fails with that reason.
 pub const LAUNCH_TRIES: u32 = 3;
@@ -300,6 +307,10 @@ pub struct Core {
     pub(super) policy_failed: Option<String>,
     /// Jobs whose record changed since the last step.
     dirty: BTreeSet<Ix>,
+    /// Jobs whose accounting changed by run reports only, and when they are written at the
+    /// latest ([`RUNS_WRITE_EVERY`]).
+    runs_unwritten: BTreeSet<Ix>,
+    runs_write_at: Time,
     pub(super) hb_seq: i64,
     pub(super) next_hb: Time,
     /// Until when nodes known from the database may come back with their jobs.
@@ -382,6 +393,8 @@ impl Core {
             effects: Vec::new(),
             policy_failed: None,
             dirty: BTreeSet::new(),
+            runs_unwritten: BTreeSet::new(),
+            runs_write_at: now,
             hb_seq: 0,
             next_hb: now,
             grace_until: None,
@@ -700,7 +713,10 @@ impl Core {
         let before = self.ledger.entry(i).processes_run();
         self.ledger.report_runs(i, now, any);
         if before != any {
-            self.mark(i);
+            if self.runs_unwritten.is_empty() {
+                self.runs_write_at = now + RUNS_WRITE_EVERY;
+            }
+            self.runs_unwritten.insert(i);
         }
     }
 
@@ -720,7 +736,11 @@ impl Core {
             self.rounds(now);
         }
         self.flush_switch();
+        if now >= self.runs_write_at {
+            self.dirty.append(&mut self.runs_unwritten);
+        }
         for i in std::mem::take(&mut self.dirty) {
+            self.runs_unwritten.remove(&i);
             if self.side[i].forgotten {
                 // Its whole record is the database's; what memory holds would shorten it.
                 continue;
@@ -734,6 +754,9 @@ impl Core {
     /// When [`Core::step`] must run next even if nothing arrives.
     pub fn next_wake(&self) -> Time {
         let mut w = self.next_hb;
+        if !self.runs_unwritten.is_empty() {
+            w = w.min(self.runs_write_at);
+        }
         if let Some(Reverse((t, _, _))) = self.timers.peek() {
             w = w.min(*t);
         }
@@ -883,6 +906,9 @@ impl Core {
                 // Processes of it may still run: kept until they are gone.
                 self.ended.push_back((now, i));
                 continue;
+            }
+            if self.runs_unwritten.remove(&i) {
+                self.dirty.insert(i);
             }
             if self.dirty.contains(&i) {
                 // Its last record is not written yet: written first, forgotten next time.

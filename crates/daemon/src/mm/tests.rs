@@ -1771,6 +1771,76 @@ fn node_reports_of_run_state_drive_the_record_of_a_placed_job() {
     assert_eq!(j.record.suspended, Dur::ZERO);
 }
 
+/// A node reports a job's run state at every gang switch (every millisecond at 1-ms quanta):
+/// the reports reach the database together, one record write at most `RUNS_WRITE_EVERY` after
+/// the first unwritten one, not one write each; what is written then is the accounting of
+/// every report so far.
+#[test]
+fn run_reports_are_written_together_not_one_record_each() {
+    let pes = PeSet::contiguous(0, 2);
+    let p = script(vec![(
+        t(1),
+        vec![Decision::Place {
+            job: JobId(1),
+            pes,
+            slot: Some(0),
+        }],
+    )]);
+    let mut c = core(p, 1, 2);
+    submit(&mut c, t(1), 2);
+    c.step(t(1));
+    let writes = |effects: Vec<Effect>| -> Vec<JobInfo> {
+        effects
+            .into_iter()
+            .filter_map(|e| match e {
+                Effect::PersistJob(j) if j.record.id == JobId(1) => Some(*j),
+                _ => None,
+            })
+            .collect()
+    };
+    let start = t(2);
+    let mut written = Vec::new();
+    let mut at = start;
+    for k in 0..200 {
+        at = start + Dur::from_millis(k * 5);
+        let msg = FromNode::Runs {
+            job: JobId(1),
+            run: 1,
+            runs: k % 2 == 0,
+        };
+        c.on(
+            at,
+            Input::FromNode {
+                from: NodeId(0),
+                msg,
+            },
+        );
+        written.extend(writes(c.step(at)).into_iter().map(|j| (at, j)));
+    }
+    let due = start + super::core::RUNS_WRITE_EVERY;
+    assert!(
+        written.len() <= 1,
+        "200 reports in 1 s written {} times",
+        written.len()
+    );
+    if written.is_empty() {
+        written.extend(writes(c.step(due)).into_iter().map(|j| (due, j)));
+    }
+    let [(when, info)] = written.as_slice() else {
+        panic!("the reports were never written: {written:?}");
+    };
+    assert!(*when <= due.max(at), "written at {when:?}, due by {due:?}");
+    // Every other 5-ms report ran the job: 100 run phases of 5 ms before the write.
+    assert_eq!(info.record.start, Some(start));
+    let memory = c.job_info(c.ledger().find(JobId(1)).unwrap(), *when);
+    assert_eq!(info.run_us, memory.run_us);
+    assert!(
+        info.run_us >= Dur::from_millis(495).as_micros(),
+        "run time written {} us",
+        info.run_us
+    );
+}
+
 /// A core on `nodes` × `pes` under `policy` with these liveness settings (heartbeat 1 s),
 /// every node registered and in the tree at time 0, with `requeue` as given.
 fn live_core(policy: &str, nodes: u32, pes: u32, suspect: i64, down: i64, requeue: bool) -> Core {

@@ -164,6 +164,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         }
     }
     let priority = crate::util::raise_priority();
+    crate::util::precise_timers();
     let core = NmCore::new(
         CoreConfig {
             name: cfg.name.clone(),

@@ -40,13 +40,16 @@
 //!
 //! ## Response-time estimates
 //! At submission a job's response time is estimated by an FCFS simulation with space sharing
-//! of its VM, as the seed says: the simulator's forecast (`cosched_sim::forecast`, handed to
-//! the policy through [`Policy::set_forecaster`], since `cosched-sim` depends on this crate)
-//! runs a fresh FCFS policy on whole nodes from the VM's state — each occupied node busy
-//! until its occupants' expected end, every earlier waiting job in queue order at formula
-//! 11's PPN. Its start, plus its run at its self-slowdown, is converted from VM time to wall
-//! time along the slice timeline and scaled by `r_est_scale` (0.75). The live state is only
-//! read.
+//! of its VM, as the seed says: FCFS on whole nodes from the VM's state — each occupied node
+//! busy until its occupants' expected end, every earlier waiting job in queue order at
+//! formula 11's PPN ([`FcfsPlan`]). Its start, plus its run at its self-slowdown, is
+//! converted from VM time to wall time along the slice timeline and scaled by `r_est_scale`
+//! (0.75). Under FCFS no later job moves an earlier one, so the plan is kept between
+//! submissions and only the new jobs are placed on it, until the VM's state or clock
+//! changes. The live state is only read. Debug builds compare every start with the
+//! simulator's forecast (`cosched_sim::forecast`, handed to the policy through
+//! [`Policy::set_forecaster`], since `cosched-sim` depends on this crate), which runs a
+//! fresh FCFS policy on the engine from the same state.
 //!
 //! ## Statistics
 //! [`Policy::stats`] reports groups formed, jobs per group and the largest ratio of predicted
@@ -55,7 +58,8 @@
 
 pub mod glomarc;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use cosched_core::multicore::mul;
 use cosched_core::{
@@ -67,6 +71,11 @@ use crate::opts::Opts;
 use crate::profile::Profile;
 use crate::{ConfigError, Decision, Event, JobRequest, Never, Policy, PolicyConfig};
 use glomarc::{Cand, Params, Primary, Variant};
+
+/// A VM time (s) as a time, to the microsecond (plans and profiles are made in these).
+fn us(s: f64) -> Time {
+    Time::from_micros((s * 1e6).round() as i64)
+}
 
 /// Marks both lanes of a node that is down, in every VM.
 const DOWN: JobId = JobId(u64::MAX);
@@ -340,6 +349,53 @@ struct Vm {
     queue: Vec<JobId>,
     /// Allocated jobs (running while the VM is active).
     alloc: BTreeSet<JobId>,
+    /// Counts the changes that can move an FCFS forecast of the VM: its lanes, its
+    /// occupants' expected ends, or its queue other than at the tail.
+    epoch: u64,
+    /// The FCFS forecast of the queue made last, as of `epoch`.
+    plan: Option<FcfsPlan>,
+}
+
+/// An FCFS forecast of one VM on whole nodes (the response-time estimates): the queue's
+/// head, in order, starts once its nodes are free, no earlier than the job before it. Jobs
+/// are placed one by one from the head; the plan answers for the queue as it was when it
+/// was made, and goes on from where it stopped while the VM's state and clock are the same
+/// (the queue only grows at its tail in between).
+#[derive(Clone, Debug)]
+struct FcfsPlan {
+    /// The VM's epoch and clock (µs) it was made at.
+    epoch: u64,
+    at: Time,
+    /// How many jobs of the queue, from the head, it has placed.
+    placed: usize,
+    /// When each node that is up is free of the running jobs and the jobs placed.
+    free_at: BinaryHeap<Reverse<Time>>,
+    /// The last placed job's start (no later job starts before it); `None` once a job
+    /// needs more nodes than are up, and then no later job ever starts.
+    last: Option<Time>,
+}
+
+impl FcfsPlan {
+    /// Places a job of `nodes` nodes for `dur` and returns its start.
+    fn place(&mut self, nodes: u32, dur: Dur) -> Option<Time> {
+        let last = self.last?;
+        if nodes as usize > self.free_at.len() {
+            self.last = None;
+            return None;
+        }
+        // The `nodes` first free: any nodes free at the start serve, and every later job
+        // starts no earlier.
+        let mut at = last;
+        for _ in 0..nodes {
+            let Reverse(t) = self.free_at.pop().expect("counted above");
+            at = at.max(t);
+        }
+        for _ in 0..nodes {
+            self.free_at.push(Reverse(at + dur));
+        }
+        self.last = Some(at);
+        Some(at)
+    }
 }
 
 impl Vm {
@@ -350,6 +406,8 @@ impl Vm {
             active_since: None,
             queue: Vec::new(),
             alloc: BTreeSet::new(),
+            epoch: 0,
+            plan: None,
         }
     }
     fn vnow(&self, now: Time) -> f64 {
@@ -618,10 +676,34 @@ impl Scojo {
         let mut pos = list
             .iter()
             .position(|x| (x.kind, x.begin) == (s.kind, s.begin));
-        for _ in 0..100_000 {
+        // Once past the current interval every interval is plain, and VM `k` gets the same
+        // active time `a` in each: whole intervals are passed at once. When `a` is a whole
+        // number of seconds and `need` is below 2^53, every `need - a` of the slice-by-slice
+        // walk is exact, so subtracting `n · a` at once gives the same `need` to the bit.
+        let mut plain = false;
+        let mut walked = 0;
+        while walked < 100_000 {
             if need <= 0.0 {
                 break;
             }
+            if s.kind == k && plain && t <= s.active {
+                let a = (s.end - s.active).as_secs_f64();
+                if a > 0.0 && a.fract() == 0.0 && need < 9_007_199_254_740_992.0 {
+                    // Intervals whose slice takes all of `a` from what is still needed (two
+                    // short of the quotient: the division may round up).
+                    let n = ((need / a).floor() - 2.0).max(0.0) as i64;
+                    let n = n.min((100_000 - walked - 1) / list.len() as i64);
+                    if n > 0 {
+                        need -= n as f64 * a;
+                        t0 += Dur::from_micros(self.cfg.interval.as_micros() * n);
+                        list = self.slices_of(t0, false);
+                        s = list[pos.expect("set on entering a plain interval")];
+                        t = s.begin;
+                        walked += n * list.len() as i64;
+                    }
+                }
+            }
+            walked += 1;
             if s.kind == k {
                 let from = t.max(s.active);
                 let avail = (s.end - from).as_secs_f64().max(0.0);
@@ -637,6 +719,7 @@ impl Scojo {
                     t0 += self.cfg.interval;
                     list = self.slices_of(t0, false);
                     pos = Some(0);
+                    plain = true;
                 }
             }
             s = list[pos.expect("set above")];
@@ -778,7 +861,9 @@ impl Scojo {
         }
         let kind = self.jobs[&id].kind;
         self.vms[kind].queue.retain(|&x| x != id);
+        self.vms[kind].epoch += 1;
         self.vms[k].alloc.insert(id);
+        self.vms[k].epoch += 1;
         let nodes: Vec<u32> = seats.iter().map(|s| s.node).collect();
         {
             let j = self.jobs.get_mut(&id).expect("known");
@@ -859,10 +944,12 @@ impl Scojo {
         self.fresh.retain(|&x| x != id);
         if !j.allocated {
             self.vms[j.kind].queue.retain(|&x| x != id);
+            self.vms[j.kind].epoch += 1;
             return;
         }
         let vm = &mut self.vms[j.vm];
         vm.alloc.remove(&id);
+        vm.epoch += 1;
         let mut nodes = Vec::new();
         for s in &j.seats {
             let down = self.down.contains(&s.node);
@@ -905,7 +992,6 @@ impl Scojo {
             return false;
         }
         let v = self.vms[k].vnow(now);
-        let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
         let mut releases: Vec<(Time, u32)> = self
             .node_releases_iter(k, v)
             .map(|(_, end)| (us(end), 1))
@@ -929,29 +1015,36 @@ impl Scojo {
                 })
                 .collect()
         };
-        // A start needs free nodes now: once the waiting jobs left in the queue and the
-        // guests all need more than are free, no later reservation can change what starts
-        // now. Grouping while backfilling starts jobs on fewer nodes than space sharing, so
-        // it walks the whole queue.
+        // A start needs its nodes free from now for its estimate: once no waiting job left
+        // in the queue and no guest can have that, no later reservation can change what
+        // starts now. Every job left needs at least the fewest nodes and the shortest
+        // estimate among them, and reservations only take free nodes away, so the test is
+        // made on those two bounds. Grouping while backfilling starts jobs on fewer nodes
+        // than space sharing, so it walks the whole queue.
         let grouping = self.cfg.group_backfill && k != SHORT && self.cfg.variant != Variant::Ssp;
         let queue: Vec<JobId> = self.vms[k].queue.clone();
-        let mut need_later = vec![u32::MAX; queue.len() + 1];
+        let mut later = vec![(u32::MAX, Dur::MAX); queue.len() + 1];
         for (i, id) in queue.iter().enumerate().rev() {
-            let n = if self.held.contains(id) || grouping {
-                u32::MAX
+            let (n, d) = if self.held.contains(id) || grouping {
+                (u32::MAX, Dur::MAX)
             } else {
-                self.jobs[id].space.nodes
+                let s = &self.jobs[id].space;
+                (s.nodes, s.dur)
             };
-            need_later[i] = need_later[i + 1].min(n);
+            later[i] = (later[i + 1].0.min(n), later[i + 1].1.min(d));
         }
         if grouping {
-            need_later.fill(0);
+            later.fill((0, Dur::ZERO));
         }
-        let guest_need = guests
+        let guest = guests
             .iter()
-            .map(|id| self.jobs[id].space.nodes)
-            .min()
-            .unwrap_or(u32::MAX);
+            .map(|id| &self.jobs[id].space)
+            .fold((u32::MAX, Dur::MAX), |(n, d), s| {
+                (n.min(s.nodes), d.min(s.dur))
+            });
+        let may_start = |(n, d): (u32, Dur), free: u32, profile: &Profile| {
+            n <= free && profile.fits_at_start(n, d)
+        };
         for (pos, id) in queue.into_iter().enumerate() {
             // The later jobs' reservations only matter to starts now, and those need a free
             // node.
@@ -959,7 +1052,7 @@ impl Scojo {
                 return false;
             }
             let free_now = free.len() as u32;
-            if need_later[pos] > free_now && guest_need > free_now {
+            if !may_start(later[pos], free_now, &profile) && !may_start(guest, free_now, &profile) {
                 return false;
             }
             if self.held.contains(&id) {
@@ -1134,7 +1227,6 @@ impl Scojo {
         releases: impl Iterator<Item = f64>,
         skip: &BTreeSet<JobId>,
     ) -> BTreeMap<JobId, f64> {
-        let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
         let mut rel: Vec<(Time, u32)> = releases.map(|e| (us(e), 1)).collect();
         rel.sort_unstable();
         let mut profile = Profile::default();
@@ -1633,7 +1725,6 @@ impl Scojo {
         }
         let only: Vec<Cand> = cands.iter().map(|x| x.0).collect();
         let ppn_of = |cid: JobId| cands.iter().find(|x| x.0.id == cid).map_or(1, |x| x.1);
-        let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
         let g = glomarc::form(&prim, &only, &self.params(exceed), None, &mut |m| {
             let slq = m
                 .iter()
@@ -1661,40 +1752,102 @@ impl Scojo {
 
     /// The response-time estimate of a job just submitted (seed 001, §4.2 and §5.1: "an FCFS
     /// simulation with space sharing at job submission", scaled by 0.75): when the job of
-    /// its VM would start under FCFS on whole nodes, found by the simulator's forecast
-    /// ([`Scojo::fcfs_start`]), its estimated run at its SSP slowdown from there, converted
-    /// from VM time to wall time along the slice timeline.
-    fn estimate_response(&self, id: JobId, now: Time) -> f64 {
+    /// its VM would start under FCFS on whole nodes ([`Scojo::fcfs_start`]), its estimated
+    /// run at its SSP slowdown from there, converted from VM time to wall time along the
+    /// slice timeline.
+    fn estimate_response(&mut self, id: JobId, now: Time) -> f64 {
         let j = &self.jobs[&id];
         let k = j.kind;
         let est = j.req.estimate.as_secs_f64();
         if k == SHORT {
             return est.max(1.0);
         }
-        let v = self.vms[k].vnow(now);
         let sl_j = j.space.sl;
-        // Without a forecaster (a driver that owns no engine; both drivers give one) the
-        // job is taken to start at once: the smallest estimate, the strictest fairness.
-        let start = self
-            .forecaster
-            .as_ref()
-            .and_then(|f| self.fcfs_start(f, id, now))
-            .unwrap_or(v);
+        let submit = j.req.submit.as_secs_f64();
+        let v = self.vms[k].vnow(now);
+        // A job that never starts under FCFS (too few nodes up) is taken to start at once:
+        // the smallest estimate, the strictest fairness.
+        let start = self.fcfs_start(id, now).unwrap_or(v);
+        if cfg!(debug_assertions)
+            && let Some(f) = &self.forecaster
+        {
+            let engine = self.engine_fcfs_start(f, id, now);
+            debug_assert_eq!(
+                engine.unwrap_or(v),
+                start,
+                "job {id}: FCFS plan and forecast"
+            );
+        }
         let end = self.wall_at(k, start + est * sl_j, now);
-        (self.cfg.r_est_scale * (end - j.req.submit.as_secs_f64())).max(1.0)
+        (self.cfg.r_est_scale * (end - submit)).max(1.0)
     }
 
     /// When job `id`, waiting in its VM, would start (VM time, s) if the VM ran FCFS with
-    /// space sharing from now: a fresh FCFS policy on a machine of one PE per node, told the
-    /// VM's state (each occupied node busy until its occupants' expected end, the waiting
-    /// jobs up to `id` in queue order, each on the nodes of formula 11's PPN for its
-    /// estimate times its self-slowdown), run forward by the simulator's engine. `None` if
-    /// the forecast has it never start (too few nodes up) or fails.
-    fn fcfs_start(&self, forecaster: &SharedForecaster, id: JobId, now: Time) -> Option<f64> {
+    /// space sharing from now: the VM's [`FcfsPlan`], made again if the VM changed or its
+    /// clock moved since it was made, carried on to `id` from where it stopped. `None` if
+    /// the job never starts (too few nodes up).
+    fn fcfs_start(&mut self, id: JobId, now: Time) -> Option<f64> {
+        let k = self.jobs[&id].kind;
+        let v = self.vms[k].vnow(now);
+        let vt = us(v);
+        let epoch = self.vms[k].epoch;
+        let pos = |vm: &Vm, from: usize| {
+            vm.queue
+                .get(from..)
+                .and_then(|q| q.iter().position(|&x| x == id))
+                .map(|p| p + from)
+        };
+        let vm = &self.vms[k];
+        let kept = vm
+            .plan
+            .as_ref()
+            .filter(|p| p.epoch == epoch && p.at == vt)
+            .and_then(|p| pos(vm, p.placed).map(|i| (p.placed, i)));
+        let (from, to) = match kept {
+            Some(r) => r,
+            None => {
+                let free = vm.free_nodes().count();
+                let free_at = self
+                    .node_releases_iter(k, v)
+                    .map(|(_, end)| Reverse(us(end)))
+                    .chain(std::iter::repeat_n(Reverse(vt), free))
+                    .collect();
+                let to = pos(vm, 0)?;
+                self.vms[k].plan = Some(FcfsPlan {
+                    epoch,
+                    at: vt,
+                    placed: 0,
+                    free_at,
+                    last: Some(vt),
+                });
+                (0, to)
+            }
+        };
+        let vm = &mut self.vms[k];
+        let plan = vm.plan.as_mut().expect("made above");
+        let mut start = None;
+        for &q in &vm.queue[from..=to] {
+            let Space { nodes, dur, .. } = self.jobs[&q].space;
+            start = plan.place(nodes, dur);
+        }
+        plan.placed = to + 1;
+        start.map(|t| t.as_micros() as f64 / 1e6)
+    }
+
+    /// [`Scojo::fcfs_start`] by the simulator's forecast (the check of debug builds): a fresh
+    /// FCFS policy on a machine of one PE per node, told the VM's state (each occupied node
+    /// busy until its occupants' expected end, the waiting jobs up to `id` in queue order,
+    /// each on the nodes of formula 11's PPN for its estimate times its self-slowdown), run
+    /// forward by the simulator's engine. `None` if the forecast has it never start or fails.
+    fn engine_fcfs_start(
+        &self,
+        forecaster: &SharedForecaster,
+        id: JobId,
+        now: Time,
+    ) -> Option<f64> {
         let k = self.jobs[&id].kind;
         let vm = &self.vms[k];
         let v = vm.vnow(now);
-        let us = |s: f64| Time::from_micros((s * 1e6).round() as i64);
         let vt = us(v);
         // Nodes by the time they are released: one running pseudo-job per release time
         // (jobs in a group share nodes, which FCFS on whole nodes cannot express job by job).
@@ -1814,6 +1967,7 @@ impl Policy for Scojo {
             Event::NodeDown(n) => {
                 self.down.insert(n.0);
                 for vm in &mut self.vms {
+                    vm.epoch += 1;
                     for lane in &mut vm.lanes[n.0 as usize] {
                         lane.get_or_insert(DOWN);
                     }
@@ -1822,6 +1976,7 @@ impl Policy for Scojo {
             Event::NodeUp(n) => {
                 self.down.remove(&n.0);
                 for vm in &mut self.vms {
+                    vm.epoch += 1;
                     for lane in &mut vm.lanes[n.0 as usize] {
                         if *lane == Some(DOWN) {
                             *lane = None;
@@ -1902,34 +2057,6 @@ impl Policy for Scojo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forecast::{Expected, Forecaster};
-    use std::sync::{Arc, Mutex};
-
-    /// Answers every forecast with the last job of the snapshot starting `delay` after its
-    /// `now`, and keeps the snapshots it was given.
-    struct Fake {
-        delay: Dur,
-        seen: Mutex<Vec<Snapshot>>,
-    }
-
-    impl Forecaster for Fake {
-        fn forecast(
-            &self,
-            _policy: &mut dyn Policy,
-            s: &Snapshot,
-        ) -> Result<Vec<Expected>, String> {
-            self.seen.lock().unwrap().push(s.clone());
-            let last = s.jobs.last().map(|j| j.req.id);
-            Ok(s.jobs
-                .iter()
-                .map(|j| Expected {
-                    job: j.req.id,
-                    start: (Some(j.req.id) == last).then_some(s.now + self.delay),
-                    end: None,
-                })
-                .collect())
-        }
-    }
 
     fn quad(nodes: u32) -> MachineShape {
         MachineShape {
@@ -2108,12 +2235,9 @@ mod tests {
 
     /// Two medium jobs (1 h, 16 processes) submitted together on 4 quad-core nodes; returns
     /// their response-time estimates.
-    fn estimates(forecaster: Option<Arc<Fake>>) -> (f64, f64) {
+    fn estimates() -> (f64, f64) {
         let cfg = PolicyConfig::new(quad(4));
         let mut p = Scojo::new("scojo-pect", Variant::Ssp, &cfg).unwrap();
-        if let Some(f) = forecaster {
-            p.set_forecaster(SharedForecaster(f));
-        }
         for id in [1, 2] {
             let r = JobRequest::new(JobId(id), Time::ZERO, 16, Dur::from_secs(3600));
             p.observe(Time::ZERO, Event::Submitted(r));
@@ -2122,29 +2246,124 @@ mod tests {
         (p.jobs[&JobId(1)].r_est, p.jobs[&JobId(2)].r_est)
     }
 
-    /// The estimate comes from an FCFS forecast of the job's VM: a fresh policy told the
-    /// waiting jobs up to this one, in queue order, on a machine of one PE per node; the
-    /// forecast's start moves the estimate by at least 0.75 × the delay (VM time runs only
-    /// in the VM's slices, so wall time passes at least as fast).
+    /// The estimate comes from an FCFS forecast of the job's VM on whole nodes: both jobs
+    /// take all four nodes, so the second starts when the first is expected to end, at
+    /// least an hour of VM time later, which moves its estimate by at least 0.75 × 3600 s
+    /// (VM time runs only in the VM's slices, so wall time passes at least as fast).
     #[test]
     fn response_estimates_come_from_an_fcfs_forecast_of_the_vm() {
-        let base = estimates(None);
-        let fake = Arc::new(Fake {
-            delay: Dur::from_secs(10_000),
-            seen: Mutex::new(Vec::new()),
-        });
-        let got = estimates(Some(fake.clone()));
-        let seen = fake.seen.lock().unwrap();
-        assert_eq!(seen.len(), 2, "one forecast per submission");
-        for (k, s) in seen.iter().enumerate() {
-            assert!(s.introduce && s.machine == MachineShape::flat(4, 1));
-            let ids: Vec<u64> = s.jobs.iter().map(|j| j.req.id.0).collect();
-            assert_eq!(ids, (1..=k as u64 + 1).collect::<Vec<_>>());
-            // 16 processes at most 4 a node: all four nodes.
-            assert!(s.jobs.iter().all(|j| j.req.procs == 4), "{s:?}");
+        let (a, b) = estimates();
+        assert!(b >= a + 0.75 * 3600.0 - 1e-6, "{a} → {b}");
+    }
+
+    /// The FCFS plan kept between submissions gives each job the start a plan made afresh
+    /// for it gives, and is made again when the VM changes: jobs of mixed widths submitted
+    /// while the medium VM is idle, placed one by one on the kept plan, then a start that
+    /// changes the VM.
+    #[test]
+    fn an_fcfs_plan_carried_on_gives_the_starts_of_a_fresh_one() {
+        let mut p = small_types();
+        let widths = [16, 4, 12, 8, 16, 4, 4];
+        for (i, &procs) in widths.iter().enumerate() {
+            submit(&mut p, i as u64 + 1, 0, procs, 200 + 100 * i as i64);
         }
-        for (b, g) in [(base.0, got.0), (base.1, got.1)] {
-            assert!(g >= b + 0.75 * 10_000.0 - 1e-6, "{b} → {g}");
+        let now = Time::ZERO;
+        let ids: Vec<JobId> = p.vms[MEDIUM].queue.clone();
+        assert_eq!(ids.len(), widths.len());
+        let mut kept = Vec::new();
+        for &id in &ids {
+            kept.push(p.fcfs_start(id, now));
         }
+        assert_eq!(
+            p.vms[MEDIUM].plan.as_ref().unwrap().placed,
+            ids.len(),
+            "carried on"
+        );
+        for (&id, &k) in ids.iter().zip(&kept) {
+            let mut fresh = p.clone();
+            fresh.vms[MEDIUM].plan = None;
+            assert_eq!(fresh.fcfs_start(id, now), k, "job {id}");
+        }
+        // Later jobs wait for the first one's four nodes: not every job starts at once.
+        assert!(kept.iter().any(|&s| s > Some(0.0)), "{kept:?}");
+        // A start changes the VM: the plan is made again, from the new state.
+        let mut out = Vec::new();
+        p.decide(now, &mut out);
+        assert!(started_in(&out, 1).is_some(), "{out:?}");
+        let w = *p.vms[MEDIUM].queue.last().unwrap();
+        let again = p.fcfs_start(w, now);
+        let mut fresh = p.clone();
+        fresh.vms[MEDIUM].plan = None;
+        assert_eq!(fresh.fcfs_start(w, now), again);
+    }
+
+    /// The timeline walked slice by slice, as [`Scojo::wall_at`] must answer.
+    fn wall_at_slice_by_slice(p: &Scojo, k: usize, v: f64, now: Time) -> f64 {
+        let mut need = v - p.vms[k].vnow(now);
+        let mut t = now;
+        let Some(mut s) = p.slice else {
+            return now.as_secs_f64() + need.max(0.0);
+        };
+        let mut t0 = p.interval_start;
+        let mut list = p.slices_of(t0, p.short_here);
+        let mut pos = list
+            .iter()
+            .position(|x| (x.kind, x.begin) == (s.kind, s.begin));
+        for _ in 0..100_000 {
+            if need <= 0.0 {
+                break;
+            }
+            if s.kind == k {
+                let from = t.max(s.active);
+                let avail = (s.end - from).as_secs_f64().max(0.0);
+                if avail >= need {
+                    return from.as_secs_f64() + need;
+                }
+                need -= avail;
+            }
+            t = s.end;
+            match pos {
+                Some(p) if p + 1 < list.len() => pos = Some(p + 1),
+                _ => {
+                    t0 += p.cfg.interval;
+                    list = p.slices_of(t0, false);
+                    pos = Some(0);
+                }
+            }
+            s = list[pos.expect("set above")];
+        }
+        t.as_secs_f64() + need.max(0.0)
+    }
+
+    /// Passing whole plain intervals at once gives the wall times of the slice-by-slice
+    /// walk to the bit, for VM times from a second to years ahead (the walk's cap), from
+    /// instants in every kind of slice, with and without a short slice in the interval.
+    #[test]
+    fn wall_times_passing_whole_intervals_match_the_slice_by_slice_walk() {
+        let mut p = small_types();
+        submit(&mut p, 1, 0, 4, 50);
+        submit(&mut p, 2, 0, 16, 500);
+        submit(&mut p, 3, 0, 16, 5000);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut checked = 0;
+        for now in [0, 30, 700, 1300, 2900, 3600, 4000, 7300, 9000] {
+            let now = Time::from_secs(now);
+            p.decide(now, &mut Vec::new());
+            for k in [MEDIUM, LONG] {
+                let base = p.vms[k].vnow(now);
+                for i in 0..400 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let scale = 10f64.powi(i % 9);
+                    let v = base + (x % 1_000_000) as f64 / 1000.0 * scale;
+                    let got = p.wall_at(k, v, now);
+                    let want = wall_at_slice_by_slice(&p, k, v, now);
+                    assert_eq!(got.to_bits(), want.to_bits(), "VM {k}, v {v}, now {now:?}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 9 * 2 * 400);
     }
 }

@@ -1,288 +1,13 @@
-//! The machine manager's web dashboard (`cosched mm --http ADDR`, `cluster up --http ADDR`):
-//! the live node map and Ousterhout matrix, the queue, utilization and queue length over the
-//! last hour, and a page per job.
-//!
-//! Off by default. Read-only by construction: it reads a [`Snapshot`] of the core through the
-//! shell and never sends a client request, so nothing it is asked can change a job. Every
-//! page needs the random token the machine manager makes at start-up, logs and writes to
-//! `STATE_DIR/http-token` (0600): the dashboard shows every user's jobs and commands, as an
-//! administrator's `cosched queue` does.
-//!
-//! A tiny HTTP/1.1 server on tokio (one request per connection, GET and HEAD only): the pages
-//! are server-rendered HTML, and a few lines of JavaScript poll `/api/view` (JSON) once a
-//! second to redraw the overview.
+//! The dashboard's pages: the overview (HTML with the script that redraws it), its JSON view
+//! and a page per job, all rendered from one [`Snapshot`].
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::proto::{JobInfo, StatusInfo};
+use super::{Sample, Snapshot};
+use crate::proto::JobInfo;
 use crate::views::dur;
-use crate::{DaemonError, StateDir};
-
-/// What the dashboard shows, read from the core at one instant.
-#[derive(Clone, Debug, Serialize)]
-pub struct Snapshot {
-    pub now_us: i64,
-    pub status: StatusInfo,
-    /// Live jobs and those ended in the last hour, by id.
-    pub jobs: Vec<JobInfo>,
-}
-
-/// How the dashboard asks the shell for a [`Snapshot`].
-pub type Ask = mpsc::UnboundedSender<oneshot::Sender<Snapshot>>;
-
-/// How often utilization and queue length are sampled, and how many samples are kept (an
-/// hour's worth).
-const SAMPLE_EVERY: Duration = Duration::from_secs(5);
-const SAMPLES: usize = 720;
-/// Connections served at once; more wait to be accepted.
-const MAX_CONNECTIONS: usize = 32;
-/// A request's head must arrive within this long, and be at most this large.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
-const MAX_HEAD: usize = 16 * 1024;
-
-/// One sample of the machine: when, busy PEs over all PEs, jobs waiting, jobs running.
-#[derive(Clone, Copy, Debug, Serialize)]
-struct Sample {
-    t_us: i64,
-    util: f64,
-    queued: usize,
-    running: usize,
-}
-
-impl Sample {
-    fn of(s: &Snapshot) -> Sample {
-        let total = s.status.running.len().max(1);
-        let busy = s.status.running.iter().filter(|p| p.is_some()).count();
-        Sample {
-            t_us: s.now_us,
-            util: busy as f64 / total as f64,
-            queued: s
-                .jobs
-                .iter()
-                .filter(|j| j.state.as_str() == "queued")
-                .count(),
-            running: s
-                .jobs
-                .iter()
-                .filter(|j| j.state.as_str() == "running")
-                .count(),
-        }
-    }
-}
-
-struct Server {
-    token: String,
-    ask: Ask,
-    history: Mutex<VecDeque<Sample>>,
-}
-
-/// Binds `addr`, makes the token, writes `http-token` and `http.addr` in the state directory,
-/// logs the URL and serves in the background.
-pub async fn start(addr: &str, state: &StateDir, ask: Ask) -> Result<(), DaemonError> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| DaemonError::Bind {
-            addr: addr.to_string(),
-            cause: e,
-        })?;
-    let bound = listener.local_addr()?;
-    let token = format!(
-        "{:016x}{:016x}",
-        crate::util::random_u64(),
-        crate::util::random_u64()
-    );
-    write_private(&state.http_token_file(), &format!("{token}\n"))?;
-    crate::util::write_atomic(&state.http_addr_file(), &format!("{bound}\n"))?;
-    tracing::info!(
-        "dashboard (read-only): http://{bound}/?token={token} (token also in {})",
-        state.http_token_file().display()
-    );
-    let server = Arc::new(Server {
-        token,
-        ask,
-        history: Mutex::new(VecDeque::new()),
-    });
-    tokio::spawn(sample_loop(server.clone()));
-    tokio::spawn(accept_loop(listener, server));
-    Ok(())
-}
-
-/// Writes `path` readable by its owner only, whatever the umask.
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = std::fs::remove_file(path);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    f.write_all(text.as_bytes())
-}
-
-async fn snapshot(server: &Server) -> Option<Snapshot> {
-    let (tx, rx) = oneshot::channel();
-    server.ask.send(tx).ok()?;
-    rx.await.ok()
-}
-
-async fn sample_loop(server: Arc<Server>) {
-    let mut tick = tokio::time::interval(SAMPLE_EVERY);
-    loop {
-        tick.tick().await;
-        let Some(s) = snapshot(&server).await else {
-            return;
-        };
-        let mut h = server.history.lock().unwrap();
-        h.push_back(Sample::of(&s));
-        while h.len() > SAMPLES {
-            h.pop_front();
-        }
-    }
-}
-
-async fn accept_loop(listener: TcpListener, server: Arc<Server>) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let Ok((conn, _)) = listener.accept().await else {
-            continue;
-        };
-        let server = server.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _ = serve(conn, &server).await;
-        });
-    }
-}
-
-/// A response: status line, content type, body.
-struct Reply {
-    status: &'static str,
-    kind: &'static str,
-    body: String,
-}
-
-impl Reply {
-    fn html(body: String) -> Reply {
-        Reply {
-            status: "200 OK",
-            kind: "text/html; charset=utf-8",
-            body,
-        }
-    }
-    fn error(status: &'static str, why: &str) -> Reply {
-        Reply {
-            status,
-            kind: "text/plain; charset=utf-8",
-            body: format!("{why}\n"),
-        }
-    }
-}
-
-async fn serve(mut conn: TcpStream, server: &Server) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(1024);
-    let read = async {
-        let mut chunk = [0u8; 2048];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
-            let n = conn.read(&mut chunk).await?;
-            if n == 0 {
-                break;
-            }
-            head.extend_from_slice(&chunk[..n]);
-        }
-        Ok::<_, std::io::Error>(())
-    };
-    if tokio::time::timeout(READ_TIMEOUT, read).await.is_err() {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(&head);
-    let mut first = text.lines().next().unwrap_or("").split_whitespace();
-    let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
-    let reply = match method {
-        "GET" | "HEAD" => route(server, target).await,
-        "" => return Ok(()),
-        _ => Reply::error(
-            "405 Method Not Allowed",
-            "the dashboard is read-only: GET only",
-        ),
-    };
-    let mut out = format!(
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\
-         Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\nX-Content-Type-Options: nosniff\r\n\
-         X-Frame-Options: DENY\r\n\r\n",
-        reply.status,
-        reply.kind,
-        reply.body.len()
-    )
-    .into_bytes();
-    if method != "HEAD" {
-        out.extend_from_slice(reply.body.as_bytes());
-    }
-    conn.write_all(&out).await?;
-    conn.shutdown().await
-}
-
-/// Whether two strings are equal, in a time that does not depend on where they differ.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
-}
-
-async fn route(server: &Server, target: &str) -> Reply {
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let token = query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("token="))
-        .unwrap_or("");
-    if path == "/favicon.ico" {
-        return Reply::error("404 Not Found", "no icon");
-    }
-    if !same(token, &server.token) {
-        return Reply::error(
-            "403 Forbidden",
-            "wrong or missing token: open the URL the machine manager logged at start-up (the token is in STATE_DIR/http-token)",
-        );
-    }
-    let Some(snap) = snapshot(server).await else {
-        return Reply::error("503 Service Unavailable", "the machine manager is stopping");
-    };
-    let history: Vec<Sample> = server.history.lock().unwrap().iter().copied().collect();
-    match path {
-        "/" => Reply::html(overview_page(&snap, &history)),
-        "/api/view" => Reply {
-            status: "200 OK",
-            kind: "application/json",
-            body: view_json(&snap, &history).to_string(),
-        },
-        p => match p
-            .strip_prefix("/job/")
-            .and_then(|id| id.parse::<u64>().ok())
-        {
-            Some(id) => match snap.jobs.iter().find(|j| j.id().0 == id) {
-                Some(j) => Reply::html(job_page(j, &snap, &server.token)),
-                None => Reply::error(
-                    "404 Not Found",
-                    &format!(
-                        "job {id} is neither live nor ended within the hour (`cosched acct` has every job)"
-                    ),
-                ),
-            },
-            None => Reply::error("404 Not Found", "no such page"),
-        },
-    }
-}
 
 fn user(j: &JobInfo) -> String {
     j.user.map_or_else(|| "-".into(), crate::util::user_name)
@@ -296,7 +21,7 @@ fn wait_us(j: &JobInfo, now_us: i64) -> Option<i64> {
 }
 
 /// What `/api/view` answers and the overview page starts from.
-fn view_json(s: &Snapshot, history: &[Sample]) -> Value {
+pub(super) fn view_json(s: &Snapshot, history: &[Sample]) -> Value {
     let st = &s.status;
     let jobs: Vec<Value> = s
         .jobs
@@ -335,7 +60,7 @@ fn view_json(s: &Snapshot, history: &[Sample]) -> Value {
 }
 
 /// Text for HTML: `<`, `>`, `&` and quotes escaped (job names and commands are users').
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -359,7 +84,7 @@ h2{font-size:1.1em;margin:.8em 0 .2em}#err{color:#b00}a{color:#036}";
 
 /// The overview: the page's frame with the first view inside; the script draws it and
 /// redraws it from `/api/view` every second.
-fn overview_page(s: &Snapshot, history: &[Sample]) -> String {
+pub(super) fn overview_page(s: &Snapshot, history: &[Sample]) -> String {
     // `<` never appears raw inside the script, so no string in the JSON can end it.
     let data = view_json(s, history).to_string().replace('<', "\\u003c");
     format!(
@@ -431,7 +156,7 @@ setInterval(poll, 1000);
 }
 
 /// A job's page: its record, server-rendered, reloaded every two seconds.
-fn job_page(j: &JobInfo, s: &Snapshot, token: &str) -> String {
+pub(super) fn job_page(j: &JobInfo, s: &Snapshot, token: &str) -> String {
     let r = &j.record;
     let ago = |t: Option<cosched_core::Time>| match t {
         Some(t) => format!("{} ago", dur(Some(s.now_us - t.as_micros()))),
@@ -525,21 +250,4 @@ fn job_page(j: &JobInfo, s: &Snapshot, token: &str) -> String {
         name = esc(&j.name),
         token = esc(token),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes_and_compares() {
-        assert_eq!(
-            esc("<a href=\"x\">&'"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
-        );
-        assert!(same("abc", "abc"));
-        assert!(!same("abc", "abd"));
-        assert!(!same("abc", "ab"));
-        assert!(!same("", "a"));
-    }
 }
