@@ -68,8 +68,9 @@ impl Stamp {
 
 /// The version of the messages between the machine manager and the node managers. Raised
 /// with every change to [`Hello`], [`Register`], [`RegisterReply`], [`ToNode`] or
-/// [`FromNode`]: postcard is not self-describing, so daemons of two versions would misread
-/// each other's messages. Nodes and manager of one version mix, whatever their releases.
+/// [`FromNode`] or to the tree's payload ([`ToNode::payload`]): postcard is not
+/// self-describing, so daemons of two versions would misread each other's messages. Nodes and
+/// manager of one version mix, whatever their releases.
 pub const WIRE_VERSION: u32 = 2;
 
 /// Which cosched a daemon is: its release and the version of its messages.
@@ -165,10 +166,20 @@ pub enum RegisterReply {
         /// The machine manager takes a node silent this long for not responding
         /// (`--suspect-after`); a node that hears nothing for as long registers again.
         suspect_after_us: i64,
+        /// The machine manager declares a node silent this long down (`--down-after`): a
+        /// node that heard nothing for nearly as long may have been, and registers again
+        /// before it takes in anything from the tree.
+        down_after_us: i64,
         /// How long a killed job's processes get between SIGTERM and SIGKILL (`--kill-wait`).
         kill_wait_us: i64,
         /// Jobs the machine manager no longer runs: kill and forget them.
         drop_jobs: Vec<JobId>,
+        /// Where the node's membership began: the tree epoch announced at this registration
+        /// when it released what the machine manager waited for there (a fence lifted, a new
+        /// node manager process), else at the one that last did. A message down the tree
+        /// stamped earlier ([`ToNode::payload`]) was meant for the node as it was before,
+        /// and the node drops it.
+        epoch: u64,
     },
     /// The node was declared down while it ran these jobs, which have since ended or been
     /// requeued (it was fenced): it kills them, waits until their ranks have exited, and
@@ -326,14 +337,27 @@ pub enum ToNode {
 }
 
 impl ToNode {
-    /// The XFER payload of chunk `k` of transfer `id`: the [`ToNode::BcastChunk`] message,
-    /// then the chunk's bytes. A node manager decodes the message from the start
-    /// (`postcard::take_from_bytes`) and takes what follows as the chunk.
-    pub fn chunk_payload(id: u32, k: u32, offset: u64, data: &[u8]) -> Vec<u8> {
-        let msg = ToNode::BcastChunk { id, k, offset };
-        let mut payload = postcard::to_stdvec(&msg).expect("encodes");
+    /// The XFER payload of this message: the tree epoch the machine manager had announced
+    /// last when it sent it, then the message. A node drops a message stamped before its
+    /// membership began (the `epoch` of [`RegisterReply::Accepted`]): it was meant for the
+    /// node as it was before, and the registration has reconciled what it meant.
+    pub fn payload(&self, epoch: u64) -> Vec<u8> {
+        postcard::to_stdvec(&(epoch, self)).expect("encodes")
+    }
+
+    /// The XFER payload of chunk `k` of transfer `id`: the [`ToNode::BcastChunk`] message
+    /// (stamped as [`ToNode::payload`]), then the chunk's bytes.
+    pub fn chunk_payload(epoch: u64, id: u32, k: u32, offset: u64, data: &[u8]) -> Vec<u8> {
+        let mut payload = ToNode::BcastChunk { id, k, offset }.payload(epoch);
         payload.extend_from_slice(data);
         payload
+    }
+
+    /// Reads a payload of [`ToNode::payload`]: its stamp, the message, and what follows it
+    /// (a chunk's bytes).
+    pub fn from_payload(payload: &[u8]) -> postcard::Result<(u64, ToNode, &[u8])> {
+        let ((epoch, msg), rest) = postcard::take_from_bytes::<(u64, ToNode)>(payload)?;
+        Ok((epoch, msg, rest))
     }
 }
 

@@ -24,7 +24,7 @@ use cosched_core::NodeId;
 use cosched_storm::{Cmp, Cond, Dest, Outcome, Var};
 use tokio::sync::oneshot;
 
-use super::shell::Shell;
+use super::shell::{Shell, stamp};
 use crate::bcast::{MAX_CHUNK, held, state};
 use crate::proto::*;
 
@@ -238,7 +238,7 @@ impl Shell {
                     scope,
                 };
                 self.root
-                    .xfer(&t.dest(), None, postcard::to_stdvec(&msg).expect("encodes"));
+                    .xfer(&t.dest(), None, msg.payload(stamp(&self.root)));
                 self.bcast = Some(t);
                 self.bcast_ask();
             }
@@ -318,7 +318,7 @@ impl Shell {
             && let Some((k, data, tx)) = t.parked.take()
         {
             let offset = k as u64 * t.chunk as u64;
-            let payload = ToNode::chunk_payload(t.id, k, offset, &data);
+            let payload = ToNode::chunk_payload(stamp(&self.root), t.id, k, offset, &data);
             self.root.xfer(&t.dest(), None, payload);
             t.sent += 1;
             let _ = tx.send(Response::Bcast(BcastReply::Sent));
@@ -334,7 +334,7 @@ impl Shell {
         if t.phase == Phase::Streaming && t.finishing && t.sent == t.chunks {
             let msg = ToNode::BcastEnd { id: t.id };
             self.root
-                .xfer(&t.dest(), None, postcard::to_stdvec(&msg).expect("encodes"));
+                .xfer(&t.dest(), None, msg.payload(stamp(&self.root)));
             t.phase = Phase::Deciding;
             t.phase_since = Instant::now();
         }
@@ -529,7 +529,7 @@ impl Shell {
         }
         let msg = ToNode::BcastAbort { id: t.id };
         self.root
-            .xfer(&t.dest(), None, postcard::to_stdvec(&msg).expect("encodes"));
+            .xfer(&t.dest(), None, msg.payload(stamp(&self.root)));
         self.bcast_failed = Some((t.id, why));
     }
 }

@@ -128,6 +128,10 @@ pub struct NodeEntry {
     pub policy_up: bool,
     /// The tree epoch announced at its last registration; older `Joined` reports are stale.
     pub join_epoch: u64,
+    /// Where its membership began: the tree epoch announced at the registration that last
+    /// released what the records waited for there (its fence lifted, a new node manager
+    /// process). Messages sent to it before do not act there (see [`Core::register`]).
+    pub member_since: u64,
     /// `Forget`s due while it was out of the tree, sent when it joins.
     pub deferred_forget: Vec<JobId>,
     /// Up, but not heard from for `suspect_after`: not responding (the policy counts it
@@ -161,6 +165,7 @@ impl NodeEntry {
             in_tree: false,
             policy_up: false,
             join_epoch: 0,
+            member_since: 0,
             deferred_forget: Vec::new(),
             suspect: false,
             fenced: false,
@@ -672,21 +677,32 @@ impl Core {
             let why = format!("its processes on node {} were lost", reg.name);
             self.lost(now, i, Outcome::Failed, why);
         }
-        if !same_process || lifted {
+        let released = !same_process || lifted;
+        if released {
             // A new node manager process (the old one's ranks died with it), or a fenced
             // node back without its old processes: what was left of them is gone.
             self.ranks_gone_on(id, true);
         }
         self.announce_topology(now);
         self.nodes[idx].join_epoch = self.epoch;
+        if released {
+            // A new membership: what was sent to the node before was meant for what the
+            // records have just given up there (a launch of a run since requeued), and the
+            // node drops it, even if it comes in only now (it waited while the node was
+            // stopped, or registering). A node that only lost its parent keeps its
+            // membership: what was sent to it still stands.
+            self.nodes[idx].member_since = self.epoch;
+        }
         self.push(Effect::Registered {
             req,
             reply: RegisterReply::Accepted {
                 node: id,
                 heartbeat_us: self.cfg.heartbeat.as_micros(),
                 suspect_after_us: self.cfg.suspect_after.as_micros(),
+                down_after_us: self.cfg.down_after.as_micros(),
                 kill_wait_us: self.cfg.kill_wait.as_micros(),
                 drop_jobs,
+                epoch: self.nodes[idx].member_since,
             },
         });
         for (job, exit) in exits {

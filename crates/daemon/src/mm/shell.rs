@@ -353,6 +353,13 @@ fn private_db_files(state: &crate::StateDir) {
     }
 }
 
+/// The stamp of a message sent down the tree now ([`ToNode::payload`]): the epoch of the
+/// tree announced last, in the order of the core's effects, so a message sent before a
+/// node's registration carries an epoch older than the one its registration announced.
+pub(super) fn stamp(root: &Root) -> u64 {
+    root.topology().epoch
+}
+
 /// How long the tree may combine a heartbeat's answers: half the silence after which a node
 /// is not responding, so a subtree that is merely slow is still heard in time.
 fn heartbeat_budget(suspect_after: cosched_core::Dur) -> std::time::Duration {
@@ -597,17 +604,16 @@ impl Shell {
                 }
                 Effect::Send { to, msg } => {
                     if !to.is_empty() {
-                        let payload = postcard::to_stdvec(&msg).expect("encodes");
+                        let payload = msg.payload(stamp(&self.root));
                         self.root.xfer(&Dest::nodes(to), None, payload);
                     }
                 }
                 Effect::Broadcast(msg) => {
-                    let payload = postcard::to_stdvec(&msg).expect("encodes");
+                    let payload = msg.payload(stamp(&self.root));
                     self.root.xfer(&Dest::All, None, payload);
                 }
                 Effect::Heartbeat { seq, strobe } => {
-                    let payload =
-                        postcard::to_stdvec(&ToNode::Heartbeat { seq, strobe }).expect("encodes");
+                    let payload = ToNode::Heartbeat { seq, strobe }.payload(stamp(&self.root));
                     self.root
                         .xfer(&Dest::All, Some((VAR_HEARTBEAT, seq)), payload);
                     self.root.compare(

@@ -2086,7 +2086,78 @@ fn a_requeued_job_starts_again_only_once_its_fenced_node_is_back_without_the_old
     assert_eq!(on, [NodeId(1), NodeId(2)]);
 }
 
-/// what happens when a fenced node never comes back: the job waits for
+/// The membership epoch a registration's acceptance gives the node.
+fn member_since(fx: &[Effect], req: u64) -> u64 {
+    match registered(fx, req) {
+        Some(RegisterReply::Accepted { epoch, .. }) => epoch,
+        other => panic!("not accepted: {other:?}"),
+    }
+}
+
+/// The launch of a run since requeued may still wait on a stopped node's link when the node
+/// comes back without it. The registration that releases the requeue begins a new
+/// membership, later than every message sent before, so the node drops that launch
+/// (nm/tests/registration.rs) rather than start the old run beside the new one; a node that
+/// only lost its parent keeps its membership, and what was sent to it stands.
+#[test]
+fn a_fenced_node_back_without_the_old_run_begins_a_membership_later_than_the_old_launch() {
+    let mut c = requeued_with_n0_fenced();
+    // Every message of the first run (its launch at 0 s) was stamped with at most this.
+    let before = c.tree_epoch();
+    let reg = |incarnation, jobs| Register {
+        version: Version::ours(),
+        memory: 1 << 40,
+        name: "n0".into(),
+        pes: 1,
+        addr: String::new(),
+        jobs,
+        incarnation,
+    };
+    c.on(
+        t(8),
+        Input::Register {
+            req: 1,
+            reg: reg(1, Vec::new()),
+        },
+    );
+    c.on(t(8), Input::Heard(NodeId(1)));
+    c.on(t(8), Input::Heard(NodeId(2)));
+    let fx = c.step(t(8));
+    let since = member_since(&fx, 1);
+    assert!(since > before, "{since} <= {before}");
+    assert_eq!(since, c.tree_epoch());
+    let again = launch_msgs(&fx);
+    assert_eq!(
+        again.len(),
+        1,
+        "the job starts again in the same step: {fx:?}"
+    );
+    assert_eq!(again[0].run, 2);
+    // n0 loses its parent and registers again, the same process holding nothing the records
+    // gave up: its membership goes on.
+    join(&mut c, t(9), 0, 1);
+    c.on(
+        t(9),
+        Input::Register {
+            req: 2,
+            reg: reg(1, Vec::new()),
+        },
+    );
+    assert_eq!(member_since(&c.step(t(9)), 2), since);
+    // A new node manager process begins a new one.
+    c.on(
+        t(10),
+        Input::Register {
+            req: 3,
+            reg: reg(2, Vec::new()),
+        },
+    );
+    let fx = c.step(t(10));
+    assert_eq!(member_since(&fx, 3), c.tree_epoch());
+    assert!(member_since(&fx, 3) > since);
+}
+
+/// What happens when a fenced node never comes back: the job waits for
 /// it `down_after` after it was declared down (2 × `down_after` of silence in all), then
 /// its old run there is taken for gone and it starts again.
 #[test]

@@ -81,9 +81,10 @@ pub struct CoreConfig {
     reason = "one input is moved at a time, straight into the core: boxing a launch would cost an allocation per message for nothing"
 )]
 pub enum Input {
-    /// A message of the machine manager's from the tree (file-broadcast messages go to the
+    /// A message of the machine manager's from the tree, stamped with the tree epoch it had
+    /// announced last when it sent it ([`ToNode::payload`]; file-broadcast messages go to the
     /// stager, not here).
-    Tree(ToNode),
+    Tree { epoch: u64, msg: ToNode },
     /// The tree's topology of `epoch` reached this node; `member`: it has a place in it.
     Topology { epoch: u64, member: bool },
     /// The machine manager's heartbeat changed the heartbeat variable: it is alive.
@@ -422,6 +423,9 @@ pub struct NmCore {
     pub(super) phase: Phase,
     /// Learnt at registration; the machine manager addresses placements by it.
     pub(super) id: Option<NodeId>,
+    /// Where the node's membership began, as the machine manager's last acceptance said:
+    /// tree messages stamped earlier are dropped ([`NmCore::tree_message`]).
+    pub(super) membership: u64,
     pub(super) jobs: BTreeMap<JobId, NodeJob>,
     /// Between SIGTERM and SIGKILL (the machine manager's `--kill-wait`, learnt at
     /// registration).
@@ -446,6 +450,8 @@ pub struct NmCore {
     /// the node register again.
     pub(super) last_heard: Time,
     pub(super) silence: Dur,
+    /// The machine manager's `--down-after` (see [`NmCore::may_be_down_at`]).
+    pub(super) down_after: Dur,
     /// When the job directories were last swept (`None`: never, so the first heartbeat
     /// sweeps what an earlier run left).
     last_sweep: Option<Time>,
@@ -473,6 +479,7 @@ impl NmCore {
             cfg,
             phase: Phase::Done,
             id: None,
+            membership: 0,
             jobs: BTreeMap::new(),
             kill_wait: DEFAULT_KILL_WAIT,
             launches: 0,
@@ -483,6 +490,7 @@ impl NmCore {
             owners: HashMap::new(),
             last_heard: now,
             silence: Dur::MAX,
+            down_after: Dur::MAX,
             last_sweep: None,
             nsched,
             next_tick: None,
@@ -541,6 +549,15 @@ impl NmCore {
         Time(self.last_heard.0.saturating_add(self.silence.0))
     }
 
+    /// From when the machine manager may have declared the node down: `--down-after` after
+    /// it was last heard, less the silence the node allows (the machine manager's last word
+    /// from the node may be that much older than the node's from it), and not before that
+    /// silence.
+    fn may_be_down_at(&self) -> Time {
+        let early = Dur(self.down_after.0.saturating_sub(self.silence.0)).max(self.silence);
+        Time(self.last_heard.0.saturating_add(early.0))
+    }
+
     pub(super) fn push(&mut self, e: Effect) {
         self.effects.push_back(e);
     }
@@ -556,8 +573,28 @@ impl NmCore {
 
     /// Takes in one input at `now`.
     pub fn on(&mut self, now: Time, input: Input) {
+        if matches!(
+            input,
+            Input::Tree { .. } | Input::Topology { .. } | Input::Heard
+        ) && matches!(self.phase, Phase::Running)
+            && self.may_be_down_at() <= now
+        {
+            // Silent for nearly `--down-after` (the node manager was stopped): the machine
+            // manager may have declared the node down and started its jobs elsewhere. What
+            // the tree delivers first after such a silence was sent before it; the node
+            // registers again before it takes anything in, whichever of the timer and the
+            // tree the shell served first. (A shorter silence, a starved node's, leaves it to
+            // the timer: the node's jobs and messages still stand.)
+            self.silence_over(now);
+        }
         match input {
-            Input::Tree(msg) => self.message(now, msg),
+            Input::Tree { epoch, msg } => {
+                // Not registered (it found itself silent past its limit as it took this in):
+                // from before the registration under way.
+                if matches!(self.phase, Phase::Running) {
+                    self.tree_message(now, epoch, msg);
+                }
+            }
             Input::Topology { epoch, member } => {
                 self.last_heard = now;
                 if member {
@@ -676,12 +713,7 @@ impl NmCore {
             Phase::ShuttingDown { until, .. } if until <= now => self.shut(),
             Phase::Running => {
                 if self.silent_at() <= now {
-                    let silence = std::time::Duration::from_micros(self.silence.0.max(0) as u64);
-                    self.log(
-                        Level::Warn,
-                        format!("no heartbeat for {silence:?}; registering again"),
-                    );
-                    self.register_again(now);
+                    self.silence_over(now);
                     return;
                 }
                 if self.nsched.active() && self.next_tick.is_some_and(|t| t <= now) {
@@ -690,6 +722,41 @@ impl NmCore {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// The machine manager has not been heard for the silence it allows: the node registers
+    /// again.
+    fn silence_over(&mut self, now: Time) {
+        let silence = std::time::Duration::from_micros(self.silence.0.max(0) as u64);
+        self.log(
+            Level::Warn,
+            format!("no heartbeat for {silence:?}; registering again"),
+        );
+        self.register_again(now);
+    }
+
+    /// A message of the machine manager's from the tree, stamped `epoch`. One sent before
+    /// the node's membership began does not act: it waited in the shell or on a socket while
+    /// the node was stopped, registered or was fenced, and the registration that began the
+    /// membership gave up on what it was meant for — a launch of it would start a run that
+    /// was requeued meanwhile and may run elsewhere. The registration reconciled the rest:
+    /// jobs the node no longer runs are dropped, a launch that still stands is sent again
+    /// once the node is back in the tree, signals are replaced by the resynchronisation on
+    /// joining, an unanswered PMI fence is repeated.
+    fn tree_message(&mut self, now: Time, epoch: u64, msg: ToNode) {
+        if epoch >= self.membership {
+            self.message(now, msg);
+            return;
+        }
+        if let ToNode::Launch(l) = &msg {
+            let (job, run, membership) = (l.job, l.run, self.membership);
+            self.log(
+                Level::Warn,
+                format!(
+                    "dropped the launch of job {job} (run {run}) sent before the node registered again (tree epoch {epoch}, the node's membership is of {membership}): the machine manager sends it again if it still stands"
+                ),
+            );
         }
     }
 

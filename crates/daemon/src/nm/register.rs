@@ -103,15 +103,19 @@ impl NmCore {
                 node,
                 heartbeat_us,
                 suspect_after_us,
+                down_after_us,
                 kill_wait_us,
                 drop_jobs,
+                epoch,
             }) => {
                 self.set_kill_wait(kill_wait_us);
+                self.membership = epoch;
                 for job in drop_jobs {
                     self.forget(now, job);
                 }
                 self.id = Some(node);
                 self.silence = silence(heartbeat_us, suspect_after_us);
+                self.down_after = Dur(down_after_us.max(0));
                 self.last_heard = now;
                 self.phase = Phase::Running;
                 self.push(Effect::Accepted { node });

@@ -330,8 +330,9 @@ impl Shell {
     /// What a delivery of the tree means to the core (broadcast chunks go to the stager).
     fn delivered(&mut self, d: Delivery) -> Option<Input> {
         match d {
-            Delivery::Xfer(payload) => match postcard::take_from_bytes::<ToNode>(&payload) {
+            Delivery::Xfer(payload) => match ToNode::from_payload(&payload) {
                 Ok((
+                    _,
                     msg @ (ToNode::BcastBegin { .. }
                     | ToNode::BcastChunk { .. }
                     | ToNode::BcastEnd { .. }
@@ -345,6 +346,7 @@ impl Shell {
                     None
                 }
                 Ok((
+                    _,
                     ToNode::RotateKey {
                         key,
                         until_us,
@@ -358,7 +360,7 @@ impl Shell {
                     }
                     None
                 }
-                Ok((msg, _)) => Some(Input::Tree(msg)),
+                Ok((epoch, msg, _)) => Some(Input::Tree { epoch, msg }),
                 Err(e) => {
                     tracing::warn!("nm {}: undecodable message: {e}", self.cfg.name);
                     None

@@ -250,7 +250,13 @@ fn a_node_manager_that_is_not_root_fails_another_users_job_naming_why() {
         l.uid = Some(2000);
     }
     // The shell's answer when the user cannot be taken on.
-    n.core.on(ms(10), Input::Tree(l));
+    n.core.on(
+        ms(10),
+        Input::Tree {
+            epoch: n.core.membership,
+            msg: l,
+        },
+    );
     let Some(Effect::Prepare(p)) = n.core.poll_effect() else {
         panic!("prepare first")
     };

@@ -52,14 +52,22 @@ fn config(scheme: &str) -> CoreConfig {
 }
 
 /// The machine manager's acceptance, with a 10 s heartbeat (the node registers again after
-/// 40.2 s of silence) and a 5 s kill wait.
+/// 40.2 s of silence), a 100 s down rule (the node may be declared down after 59.8 s of
+/// silence), a 5 s kill wait and a membership begun at tree epoch 1.
 fn accepted(drop_jobs: Vec<JobId>) -> RegisterReply {
+    accepted_since(1, drop_jobs)
+}
+
+/// [`accepted`], the node's membership begun at tree epoch `epoch`.
+fn accepted_since(epoch: u64, drop_jobs: Vec<JobId>) -> RegisterReply {
     RegisterReply::Accepted {
         node: NodeId(0),
         heartbeat_us: 10_000_000,
         suspect_after_us: 0,
+        down_after_us: 100_000_000,
         kill_wait_us: 5_000_000,
         drop_jobs,
+        epoch,
     }
 }
 
@@ -211,9 +219,10 @@ impl Node {
         self.pump()
     }
 
-    /// A message of the machine manager's at `at`.
+    /// A message of the machine manager's at `at`, sent within the node's membership.
     fn tree(&mut self, at: Time, msg: ToNode) -> Vec<Effect> {
-        self.on(at, Input::Tree(msg))
+        let epoch = self.core.membership;
+        self.on(at, Input::Tree { epoch, msg })
     }
 
     /// Fires every timer due up to `at`, at its time; returns the effects.

@@ -304,8 +304,10 @@ fn the_silence_before_registering_again_is_at_least_the_machine_managers_suspect
         node: NodeId(0),
         heartbeat_us: 1_000_000,
         suspect_after_us: 30_000_000,
+        down_after_us: 300_000_000,
         kill_wait_us: 5_000_000,
         drop_jobs: Vec::new(),
+        epoch: 1,
     };
     n.on(ms(0), Input::Registration(Ok(reply)));
     assert_eq!(n.core.next_wake(), Some(ms(30_000)));
@@ -315,9 +317,115 @@ fn the_silence_before_registering_again_is_at_least_the_machine_managers_suspect
         node: NodeId(0),
         heartbeat_us: 10_000_000,
         suspect_after_us: 30_000_000,
+        down_after_us: 300_000_000,
         kill_wait_us: 5_000_000,
         drop_jobs: Vec::new(),
+        epoch: 1,
     };
     n.on(ms(0), Input::Registration(Ok(reply)));
     assert_eq!(n.core.next_wake(), Some(ms(40_200)));
+}
+
+#[test]
+fn a_launch_taken_in_after_a_silence_past_the_limit_does_not_start_before_registering_again() {
+    // The node manager was stopped (SIGSTOP) for nearly the down rule: when it continues,
+    // the launch waiting on its socket may come in before the timer that says it was
+    // silent. The machine manager may have declared it down and started the job elsewhere
+    // since, so the node registers again first and the launch does not act.
+    let mut n = Node::up("gs");
+    let fx = n.tree(ms(60_000), launch(1, 1, &[(0, 0)], false));
+    assert!(
+        !fx.iter().any(|e| matches!(e, Effect::Spawn(_))),
+        "a rank started: {fx:?}"
+    );
+    assert_eq!(registrations(&fx).len(), 1, "{fx:?}");
+    assert!(!n.core.takes_tree_input());
+    // A heartbeat taken in first does not excuse the silence either.
+    let mut n = Node::up("gs");
+    let fx = n.on(ms(60_000), Input::Heard);
+    assert_eq!(registrations(&fx).len(), 1, "{fx:?}");
+    // Short of that (a starved node, not declared down), what comes in acts: the node
+    // keeps its jobs, and its timer has it register again if it is still silent.
+    let mut n = Node::up("gs");
+    let fx = n.tree(ms(59_000), launch(1, 1, &[(0, 0)], false));
+    assert!(fx.iter().any(|e| matches!(e, Effect::Spawn(_))), "{fx:?}");
+    assert!(registrations(&fx).is_empty(), "{fx:?}");
+}
+
+#[test]
+fn a_launch_sent_before_the_node_registered_again_does_not_start_after_it() {
+    // The chaos test's job 813: its launch to n0 waits on n0's socket while n0 is stopped;
+    // n0 is declared down (the job is requeued), comes back without the job, and its
+    // registration releases the requeue (the machine manager begins a new membership at
+    // tree epoch 5). The launch, read only then, must not start rank 0 of the old run: the
+    // new one may already run elsewhere.
+    let mut n = Node::up("gs");
+    let stale = launch(813, 1, &[(0, 0)], false);
+    let fx = n.on(ms(50_000), Input::Timer);
+    assert_eq!(registrations(&fx).len(), 1, "silent past the limit");
+    let fx = n.on(
+        ms(50_010),
+        Input::Registration(Ok(accepted_since(5, Vec::new()))),
+    );
+    assert!(matches!(fx[..], [Effect::Accepted { .. }]), "{fx:?}");
+    let fx = n.on(
+        ms(50_011),
+        Input::Tree {
+            epoch: 1,
+            msg: stale.clone(),
+        },
+    );
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::Spawn(_) | Effect::Prepare(_))),
+        "the old run started: {fx:?}"
+    );
+    assert!(
+        !ups(&fx)
+            .iter()
+            .any(|m| matches!(m, FromNode::Launched { .. })),
+        "not acknowledged: the machine manager would take the old run for started here"
+    );
+    assert!(fx.iter().any(|e| matches!(
+        e,
+        Effect::Log(Level::Warn, l) if l.contains("dropped the launch of job 813 (run 1)")
+    )));
+    // Other messages of then do not act either: a kill of then spares what runs now.
+    n.on(
+        ms(50_020),
+        Input::Topology {
+            epoch: 5,
+            member: true,
+        },
+    );
+    let fx = n.on(
+        ms(50_030),
+        Input::Tree {
+            epoch: 5,
+            msg: launch(814, 1, &[(0, 0)], false),
+        },
+    );
+    assert!(fx.iter().any(|e| matches!(e, Effect::Spawn(_))), "{fx:?}");
+    let fx = n.on(
+        ms(50_040),
+        Input::Tree {
+            epoch: 4,
+            msg: ToNode::Switch {
+                stop: vec![],
+                cont: vec![],
+                kill: vec![JobId(814)],
+            },
+        },
+    );
+    assert!(signals(&fx).is_empty(), "{fx:?}");
+    // What the machine manager sends in this membership acts: the launch of the run that
+    // still stands, sent again, starts.
+    let fx = n.on(
+        ms(50_050),
+        Input::Tree {
+            epoch: 6,
+            msg: launch(813, 2, &[(0, 1)], false),
+        },
+    );
+    assert!(fx.iter().any(|e| matches!(e, Effect::Spawn(_))), "{fx:?}");
 }

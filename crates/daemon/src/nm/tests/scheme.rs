@@ -142,8 +142,13 @@ fn fcs(first: Vec<(u32, Record)>, second: Vec<(u32, Record)>) -> (Vec<String>, V
             _ => None,
         })
         .collect();
-    n.core
-        .on(ms(2_600), Input::Tree(ToNode::FetchMonitor { req: 9 }));
+    n.core.on(
+        ms(2_600),
+        Input::Tree {
+            epoch: n.core.membership,
+            msg: ToNode::FetchMonitor { req: 9 },
+        },
+    );
     let report = n.pump();
     let [Effect::SendMonitor { scheme, events, .. }] = &report[..] else {
         panic!("{report:?}")
@@ -273,6 +278,7 @@ fn real_gang_run(horizon: Time) -> BTreeMap<Time, BTreeSet<JobId>> {
     let mut running = BTreeSet::new();
     let mut now = ms(0);
     let mut submitted = false;
+    let mut tree_epoch = 0;
     loop {
         // Everything of this instant, until neither side has anything to say.
         loop {
@@ -305,17 +311,29 @@ fn real_gang_run(horizon: Time) -> BTreeMap<Time, BTreeSet<JobId>> {
                     MmEffect::Registered { reply, .. } => {
                         to_nm.push(Input::Registration(Ok(reply)))
                     }
-                    MmEffect::Members { epoch, members } => to_nm.push(Input::Topology {
-                        epoch,
-                        member: members.iter().any(|(n, _)| *n == NodeId(0)),
-                    }),
+                    MmEffect::Members { epoch, members } => {
+                        // Messages are stamped with the epoch announced last, as the
+                        // machine manager's shell stamps them.
+                        tree_epoch = epoch;
+                        to_nm.push(Input::Topology {
+                            epoch,
+                            member: members.iter().any(|(n, _)| *n == NodeId(0)),
+                        })
+                    }
                     MmEffect::Send { to, msg } if to.contains(&NodeId(0)) => {
-                        to_nm.push(Input::Tree(msg))
+                        to_nm.push(Input::Tree {
+                            epoch: tree_epoch,
+                            msg,
+                        })
                     }
-                    MmEffect::Broadcast(msg) => to_nm.push(Input::Tree(msg)),
-                    MmEffect::Heartbeat { seq, strobe } => {
-                        to_nm.push(Input::Tree(ToNode::Heartbeat { seq, strobe }))
-                    }
+                    MmEffect::Broadcast(msg) => to_nm.push(Input::Tree {
+                        epoch: tree_epoch,
+                        msg,
+                    }),
+                    MmEffect::Heartbeat { seq, strobe } => to_nm.push(Input::Tree {
+                        epoch: tree_epoch,
+                        msg: ToNode::Heartbeat { seq, strobe },
+                    }),
                     _ => {}
                 }
             }
@@ -424,8 +442,13 @@ fn fcs_does_not_read_a_frozen_jobs_ranks_as_blocked() {
         n.procs.insert(n.pid(2, r), ('R', Dur::from_millis(5)));
     }
     n.until(ms(60));
-    n.core
-        .on(ms(60), Input::Tree(ToNode::FetchMonitor { req: 9 }));
+    n.core.on(
+        ms(60),
+        Input::Tree {
+            epoch: n.core.membership,
+            msg: ToNode::FetchMonitor { req: 9 },
+        },
+    );
     let report = n.pump();
     let [Effect::SendMonitor { events, .. }] = &report[..] else {
         panic!("{report:?}")

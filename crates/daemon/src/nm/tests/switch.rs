@@ -43,7 +43,7 @@ fn frozen(job: u64) -> Input {
 }
 
 fn switch_log(n: &mut Node, at: Time) -> SwitchLog {
-    let fx = n.on(at, Input::Tree(ToNode::FetchMonitor { req: 1 }));
+    let fx = n.tree(at, ToNode::FetchMonitor { req: 1 });
     match &fx[..] {
         [Effect::SendMonitor { switches, .. }] => switches.clone(),
         other => panic!("{other:?}"),

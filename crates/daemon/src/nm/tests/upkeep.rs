@@ -133,7 +133,13 @@ fn as_root_only_the_job_users_own_files_are_read_or_cut() {
     if let ToNode::Launch(l) = &mut l {
         l.uid = Some(2000);
     }
-    n.core.on(ms(20), Input::Tree(l));
+    n.core.on(
+        ms(20),
+        Input::Tree {
+            epoch: n.core.membership,
+            msg: l,
+        },
+    );
     let Some(Effect::Prepare(p)) = n.core.poll_effect() else {
         panic!("prepare first")
     };
