@@ -442,10 +442,9 @@ impl Lifecycle {
     }
 }
 
-/// Holding a running job: gang used to drop it from its running set and
-/// resume it after the release, while the ledger still had it running under the hold; both
-/// drivers refused that Resume. Now gang suspends it itself, never runs it while held, lets
-/// others use its PEs meanwhile, arms no quantum timer for it, and resumes it once released.
+/// Holding a running job: gang suspends it itself (the ledger would refuse a Resume of a
+/// job it still counts running under the hold), never runs it while held, lets others use
+/// its PEs meanwhile, arms no quantum timer for it, and resumes it once released.
 #[test]
 fn a_held_running_job_is_suspended_by_gang_and_resumed_after_release() {
     for cs in [0, 2] {

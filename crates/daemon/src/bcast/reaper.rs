@@ -60,7 +60,7 @@ impl Reaper {
         match place.dir.rename(&place.name, &aside) {
             Ok(()) => Some(aside),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            // Renaming failed for another reason: removed here, as before.
+            // Renaming failed for another reason: the old copy is removed here, on the path.
             Err(_) => {
                 let _ = place.dir.remove_file(&place.name);
                 None
