@@ -193,7 +193,7 @@ impl Stager {
         self.current = Some((id, tx, place.clone(), key.clone()));
         // The old copy goes aside here, so that it is never the one a launch finds. Only
         // copies in the scratch directory are reused (an absolute destination is the user's
-        // own file, which the new copy replaces where it is).
+        // own file: its old copy is set aside and removed, never written over).
         let mut old = self.reaper.set_aside(&place, id);
         if Path::new(&key.1).is_absolute()
             && let Some(o) = old.take()
