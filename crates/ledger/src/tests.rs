@@ -156,14 +156,15 @@ fn a_preempted_job_keeps_its_pes_through_a_refused_start_until_it_ends() {
 
 /// An entry and a record per job of a trace: their size is the simulator's memory traffic
 /// per job, so it is pinned (the preemption PEs live beside the entries, the stop time shares
-/// `since`, the records are a vector of their own).
+/// `since`, the records are a vector of their own; a request's node spread is boxed, one word
+/// for the jobs that have none).
 #[test]
 fn an_entry_stays_small() {
     let (entry, record) = (
         std::mem::size_of::<Entry>(),
         std::mem::size_of::<JobRecord>(),
     );
-    assert!(entry <= 152 && entry + record <= 264, "{entry} + {record}");
+    assert!(entry <= 160 && entry + record <= 272, "{entry} + {record}");
 }
 
 /// The records given back at the end are those the entries' views show, in order.

@@ -131,11 +131,8 @@ impl Shell {
             until_us,
             rotation,
         };
-        self.root.xfer(
-            &Dest::All,
-            None,
-            postcard::to_stdvec(&msg).expect("encodes"),
-        );
+        let payload = msg.payload(super::shell::stamp(&self.root));
+        self.root.xfer(&Dest::All, None, payload);
         let cond = Cond {
             var: VAR_KEY_ROTATION,
             cmp: Cmp::Ge,
