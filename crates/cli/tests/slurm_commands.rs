@@ -6,90 +6,13 @@
 //! their own names through `cosched slurm install-links`.
 
 mod support;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use support::cluster::Cluster;
-use support::*;
-
-/// A 2 × 2 loopback cluster and a working directory for the jobs (the submit directory).
-struct Site {
-    c: Cluster,
-    work: PathBuf,
-}
+use support::slurm_site::Site;
 
 impl Site {
-    fn up(name: &str) -> Site {
-        let c = Cluster::up("slurm", name, &["--nodes", "2", "--pes", "2"]);
-        let work = c.dir.join("work");
-        std::fs::create_dir_all(&work).unwrap();
-        Site {
-            work: work.canonicalize().unwrap(),
-            c,
-        }
-    }
-
-    /// Runs Slurm command `cmd` (`cosched slurm CMD ARGS`) in the working directory.
-    fn slurm(&self, cmd: &str, args: &[&str]) -> Output {
-        self.slurm_env(cmd, args, &[])
-    }
-
-    fn slurm_env(&self, cmd: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
-        Command::new(bin())
-            .arg("slurm")
-            .arg(cmd)
-            .args(args)
-            .current_dir(&self.work)
-            .env("COSCHED_STATE_DIR", &self.c.dir)
-            .env_remove("COSCHED_SLURM_STRICT")
-            .envs(env.iter().copied())
-            .output()
-            .expect("cosched runs")
-    }
-
-    /// The stdout of a Slurm command that must succeed.
-    fn ok(&self, cmd: &str, args: &[&str]) -> String {
-        let out = self.slurm(cmd, args);
-        assert!(
-            out.status.success(),
-            "{cmd} {args:?} failed ({}): {}{}\n--- mm log ---\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            self.c.mm_log()
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.work.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    /// `sbatch --parsable ARGS`: the job id.
-    fn sbatch(&self, args: &[&str]) -> u64 {
-        let out = self.ok("sbatch", &[&["--parsable"], args].concat());
-        out.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("--parsable printed {out:?}"))
-    }
-
-    /// What submitit asks of sacct: `JobID|State|ExitCode` lines.
-    fn sacct(&self, id: u64) -> String {
-        self.ok(
-            "sacct",
-            &[
-                "-j",
-                &id.to_string(),
-                "-P",
-                "-n",
-                "--format=JobID,State,ExitCode",
-            ],
-        )
-    }
-
     /// Polls `squeue -h -j ID -o %T` until it prints nothing (the job left the live
     /// states), collecting the states it printed; at most `secs` (generous: a loaded
     /// machine).
@@ -125,7 +48,7 @@ fn read(p: &Path) -> String {
 
 #[test]
 fn submitit_style_polling_sees_slurms_states_and_exit_codes() {
-    let s = Site::up("poll");
+    let s = Site::up("slurm", "poll", 2);
     s.write(
         "fails.sh",
         "#!/bin/sh\n#SBATCH --job-name=fails\necho out; echo err >&2; sleep 1; exit 3\n",
@@ -137,7 +60,7 @@ fn submitit_style_polling_sees_slurms_states_and_exit_codes() {
         "squeue -o %T printed {states:?}"
     );
     assert_eq!(
-        s.sacct(id),
+        s.sacct(id, "JobID,State,ExitCode"),
         format!("{id}|FAILED|3:0\n{id}.batch|FAILED|3:0\n")
     );
     // Slurm's default output file, in the submit directory, standard error with it.
@@ -152,7 +75,7 @@ fn submitit_style_polling_sees_slurms_states_and_exit_codes() {
         .unwrap_or_else(|| panic!("sbatch printed {out:?}"));
     s.poll_squeue(ok, 60);
     assert_eq!(
-        s.sacct(ok),
+        s.sacct(ok, "JobID,State,ExitCode"),
         format!("{ok}|COMPLETED|0:0\n{ok}.batch|COMPLETED|0:0\n")
     );
 
@@ -173,7 +96,7 @@ fn submitit_style_polling_sees_slurms_states_and_exit_codes() {
     s.ok("scancel", &[&long.to_string()]);
     s.poll_squeue(long, 60);
     assert_eq!(
-        s.sacct(long),
+        s.sacct(long, "JobID,State,ExitCode"),
         format!("{long}|CANCELLED|0:15\n{long}.batch|CANCELLED|0:15\n")
     );
     // scancel of a job that has ended is not an error, as in Slurm.
@@ -206,7 +129,7 @@ fn submitit_style_polling_sees_slurms_states_and_exit_codes() {
 
 #[test]
 fn a_script_with_directives_cosched_ignores_runs_with_one_warning_each() {
-    let s = Site::up("directives");
+    let s = Site::up("slurm", "directives", 2);
     s.write(
         "site.sh",
         "#!/bin/bash\n#SBATCH --partition=gpu\n#SBATCH --mem=1G\n#SBATCH -A proj --qos=normal\n\
@@ -242,7 +165,7 @@ fn a_script_with_directives_cosched_ignores_runs_with_one_warning_each() {
     assert_eq!(warnings.len(), 9, "{warnings:#?}");
     s.poll_squeue(id, 60);
     assert_eq!(
-        s.sacct(id),
+        s.sacct(id, "JobID,State,ExitCode"),
         format!("{id}|COMPLETED|0:0\n{id}.batch|COMPLETED|0:0\n")
     );
     // --chdir: the job ran in sub/, its relative output file went there, named by %x and %j.
@@ -288,7 +211,7 @@ fn a_script_with_directives_cosched_ignores_runs_with_one_warning_each() {
 
 #[test]
 fn scontrol_shows_jobs_in_slurms_records_and_holds_and_releases_them() {
-    let s = Site::up("scontrol");
+    let s = Site::up("slurm", "scontrol", 2);
     let id = s.sbatch(&["--hold", "-J", "waits", "-t", "10", "--wrap", "echo done"]);
     let line = s.ok("squeue", &["-h", "-j", &id.to_string()]);
     assert!(
@@ -313,7 +236,7 @@ fn scontrol_shows_jobs_in_slurms_records_and_holds_and_releases_them() {
     s.ok("scontrol", &["release", &id.to_string()]);
     s.poll_squeue(id, 60);
     assert_eq!(
-        s.sacct(id),
+        s.sacct(id, "JobID,State,ExitCode"),
         format!("{id}|COMPLETED|0:0\n{id}.batch|COMPLETED|0:0\n")
     );
     assert_eq!(read(&s.work.join(format!("slurm-{id}.out"))), "done\n");
@@ -356,7 +279,7 @@ fn scontrol_shows_jobs_in_slurms_records_and_holds_and_releases_them() {
 
 #[test]
 fn array_tasks_agree_on_percent_a_and_slurm_array_task_id_and_wait_returns_the_exit_code() {
-    let s = Site::up("array");
+    let s = Site::up("slurm", "array", 2);
     s.write(
         "arr.sh",
         "#!/bin/sh\n#SBATCH --array=1-3\n#SBATCH -o arr-%A_%a-%x.out\n\
@@ -383,7 +306,7 @@ fn array_tasks_agree_on_percent_a_and_slurm_array_task_id_and_wait_returns_the_e
         assert_eq!(f[8], "1");
     }
     // sacct -j of the array: every task, as N_M, and its batch step.
-    let lines = s.sacct(first);
+    let lines = s.sacct(first, "JobID,State,ExitCode");
     assert_eq!(
         lines,
         format!(
@@ -394,7 +317,7 @@ fn array_tasks_agree_on_percent_a_and_slurm_array_task_id_and_wait_returns_the_e
 
 #[test]
 fn the_commands_answer_to_their_own_names_through_links() {
-    let s = Site::up("links");
+    let s = Site::up("slurm", "links", 2);
     let bin_dir = s.c.dir.join("bin");
     let out =
         s.c.run(&["slurm", "install-links", bin_dir.to_str().unwrap()]);

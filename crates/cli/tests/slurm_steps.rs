@@ -5,70 +5,17 @@
 
 mod support;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::cluster::Cluster;
+use support::slurm_site::Site;
 use support::*;
 
-/// A loopback cluster of `nodes` × 2 PEs and a submit directory.
-struct Site {
-    c: Cluster,
-    work: PathBuf,
-}
-
 impl Site {
-    fn up(name: &str, nodes: &str) -> Site {
-        let c = Cluster::up("steps", name, &["--nodes", nodes, "--pes", "2"]);
-        let work = c.dir.join("work");
-        std::fs::create_dir_all(&work).unwrap();
-        Site {
-            work: work.canonicalize().unwrap(),
-            c,
-        }
-    }
-
-    fn slurm(&self, cmd: &str, args: &[&str]) -> Output {
-        Command::new(bin())
-            .arg("slurm")
-            .arg(cmd)
-            .args(args)
-            .current_dir(&self.work)
-            .env("COSCHED_STATE_DIR", &self.c.dir)
-            .env_remove("COSCHED_SLURM_STRICT")
-            .env_remove("SLURM_JOB_ID")
-            .env_remove("SLURM_JOBID")
-            .output()
-            .expect("cosched runs")
-    }
-
-    fn ok(&self, cmd: &str, args: &[&str]) -> String {
-        let out = self.slurm(cmd, args);
-        assert!(
-            out.status.success(),
-            "{cmd} {args:?} failed ({}): {}{}\n--- mm log ---\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            self.c.mm_log()
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.work.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
     /// Submits `script` with sbatch and waits for the job's end; its output file.
     fn run(&self, script: &str, secs: u64) -> (u64, String) {
         self.write("job.sh", script);
-        let id: u64 = self
-            .ok("sbatch", &["--parsable", "job.sh"])
-            .trim()
-            .parse()
-            .unwrap();
+        let id = self.sbatch(&["job.sh"]);
         let start = Instant::now();
         while !self
             .ok("squeue", &["-h", "-j", &id.to_string(), "-o", "%T"])
@@ -88,20 +35,6 @@ impl Site {
             std::fs::read_to_string(self.work.join(format!("slurm-{id}.out"))).unwrap_or_default();
         (id, out)
     }
-
-    /// `sacct -j ID -P -n --format=...`.
-    fn sacct(&self, id: u64, format: &str) -> String {
-        self.ok(
-            "sacct",
-            &[
-                "-j",
-                &id.to_string(),
-                "-P",
-                "-n",
-                &format!("--format={format}"),
-            ],
-        )
-    }
 }
 
 /// The lines of `text` that begin with `prefix`, sorted.
@@ -117,7 +50,7 @@ fn lines_with(text: &str, prefix: &str) -> Vec<String> {
 
 #[test]
 fn srun_in_a_batch_script_starts_steps_and_the_script_runs_once() {
-    let s = Site::up("batch", "2");
+    let s = Site::up("steps", "batch", 2);
     let script = "#!/bin/sh\n\
         #SBATCH -n 4\n\
         echo \"script on $SLURM_JOB_NUM_NODES nodes, $SLURM_NTASKS tasks ($SLURM_TASKS_PER_NODE)\"\n\
@@ -158,7 +91,7 @@ fn srun_in_a_batch_script_starts_steps_and_the_script_runs_once() {
 
 #[test]
 fn two_nodes_one_task_each_puts_one_rank_on_each_of_two_nodes_and_node_lists_hold() {
-    let s = Site::up("spread", "3");
+    let s = Site::up("steps", "spread", 3);
     // A one-task job first holds a PE of n0: counting PEs alone, both ranks of the next job
     // would land on n0's other PE and n1 would get nothing.
     s.write("hold.sh", "#!/bin/sh\nsleep 30\n");
@@ -194,7 +127,7 @@ fn two_nodes_one_task_each_puts_one_rank_on_each_of_two_nodes_and_node_lists_hol
 
 #[test]
 fn scancel_of_a_step_and_a_killed_srun_end_that_step_alone() {
-    let s = Site::up("stepkill", "1");
+    let s = Site::up("steps", "stepkill", 1);
     // Each wait loop stands until the step exists: srun may take a while on a loaded machine.
     let script = "#!/bin/sh\n\
         #SBATCH -n 2\n\
@@ -269,7 +202,7 @@ fn world(s: &Site, mpicc: &str) -> Option<PathBuf> {
 
 #[test]
 fn srun_of_an_mpich_program_in_a_batch_script_is_one_world_of_n_ranks() {
-    let s = Site::up("mpich", "2");
+    let s = Site::up("steps", "mpich", 2);
     let Some(exe) = world(&s, "mpicc.mpich") else {
         return;
     };
@@ -297,7 +230,7 @@ fn srun_of_an_mpich_program_in_a_batch_script_is_one_world_of_n_ranks() {
 
 #[test]
 fn mpirun_of_open_mpi_in_a_batch_script_is_one_world_of_n_ranks() {
-    let s = Site::up("ompi", "1");
+    let s = Site::up("steps", "ompi", 1);
     let Some(exe) = world(&s, "mpicc.openmpi") else {
         return;
     };
@@ -371,7 +304,7 @@ print("array", all("_" in j.job_id for j in many), len({j.job_id.split("_")[0] f
 #[test]
 fn submitits_slurm_executor_runs_ten_functions_through_the_slurm_names() {
     let python = submitit_python();
-    let s = Site::up("submitit", "2");
+    let s = Site::up("steps", "submitit", 2);
     let bin_dir = s.c.dir.join("bin");
     let out = Command::new(bin())
         .args(["slurm", "install-links", bin_dir.to_str().unwrap()])

@@ -65,6 +65,7 @@ pub fn job_id(stdout: &str) -> u64 {
 }
 pub mod cluster;
 pub mod marks;
+pub mod slurm_site;
 pub mod user;
 
 /// Says why a test did not run (or ran only in part), where the test output shows it: the
