@@ -13,8 +13,8 @@
 //! and the machine manager's resident memory printed before and 3 s after (to compare
 //! `--keep-jobs` settings: the memory an ended job keeps).
 
-use cosched_daemon::StateDir;
-use cosched_daemon::client::Client;
+use cosched_client::client::Client;
+use cosched_proto::StateDir;
 
 fn cpu_ms(pid: &str) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("mm runs");
@@ -44,7 +44,7 @@ fn main() {
         let c0 = cpu_ms(&pid);
         let t0 = std::time::Instant::now();
         for _ in 0..batch {
-            let mut req = cosched_daemon::proto::SubmitRequest {
+            let mut req = cosched_proto::proto::SubmitRequest {
                 mem: None,
                 procs: 1,
                 time_limit_us: None,
@@ -74,7 +74,7 @@ fn main() {
     if cancel {
         for id in ids {
             // A job that already ended (the running one may have) is no matter here.
-            let _ = client.simple(cosched_daemon::proto::Request::Cancel(id));
+            let _ = client.simple(cosched_proto::proto::Request::Cancel(id));
         }
         std::thread::sleep(std::time::Duration::from_secs(3));
         println!("after cancelling them all: {} kB", rss_kb(&pid));

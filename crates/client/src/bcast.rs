@@ -1,6 +1,15 @@
-//! The client's end: a file streamed to the machine manager in chunks.
+//! The client's end of a file broadcast: a file streamed to the machine manager in chunks
+//! (the scheme: `cosched_proto::bcast`).
 
-use super::*;
+use std::io::Read;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cosched_proto::DaemonError;
+use cosched_proto::bcast::*;
+use cosched_proto::proto::*;
+
+use crate::client::Client;
 
 /// What a finished broadcast reports.
 #[derive(Clone, Debug)]

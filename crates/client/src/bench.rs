@@ -629,7 +629,7 @@ pub struct LaunchSetup {
 fn drop_copies(state: &crate::StateDir, nodes: u32) {
     for i in 0..nodes {
         let name = format!("n{i}");
-        let dir = crate::bcast::scratch_dir(&name, &state.node_work_dir(&name));
+        let dir = cosched_proto::bcast::scratch_dir(&name, &state.node_work_dir(&name));
         let _ = std::fs::remove_dir_all(dir);
     }
 }
@@ -672,7 +672,7 @@ pub fn launch(
                         &[],
                     )?;
                     let t1 = now();
-                    let cmd = vec![format!("{}prog{mb}", crate::bcast::STAGED_PREFIX)];
+                    let cmd = vec![format!("{}prog{mb}", cosched_proto::bcast::STAGED_PREFIX)];
                     let id = c.client.submit(submit(n, cmd))?;
                     let jobs = c.client.wait(&[id], Duration::from_secs(120))?;
                     if let Some(j) = jobs.iter().find(|j| j.state != JobState::Completed) {

@@ -32,26 +32,6 @@ pub struct Client {
     user: Option<u32>,
 }
 
-/// A path to connect or bind the Unix socket `path` by: itself when short enough for
-/// `sockaddr_un` (108 bytes), else the same file through `/proc/self/fd/N/` of its directory,
-/// opened `O_PATH` (returned: keep it open until the connect or bind is done).
-pub fn socket_path(path: &Path) -> std::io::Result<(Option<std::fs::File>, PathBuf)> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
-    if path.as_os_str().len() < 100 {
-        return Ok((None, path.to_path_buf()));
-    }
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Ok((None, path.to_path_buf()));
-    };
-    let d = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-        .open(dir)?;
-    let short = PathBuf::from(format!("/proc/self/fd/{}", d.as_raw_fd())).join(name);
-    Ok((Some(d), short))
-}
-
 impl Client {
     /// A client over TCP with the cluster key.
     pub fn new(addr: String, key: Key) -> Client {
@@ -147,7 +127,7 @@ impl Client {
         let failed = |e: DaemonError| Attempt::Failed(e);
         if let Some(sock) = &self.sock {
             let connect = || -> std::io::Result<std::os::unix::net::UnixStream> {
-                let (_dir, path) = socket_path(sock)?;
+                let (_dir, path) = crate::util::socket_path(sock)?;
                 std::os::unix::net::UnixStream::connect(path)
             };
             let mut s = connect()
@@ -363,7 +343,7 @@ impl Client {
         Ok((o.stdout, o.stderr, o.files))
     }
 
-    /// A rank's output with the files' whole sizes: at most [`crate::nm::MAX_OUTPUT`] bytes
+    /// A rank's output with the files' whole sizes: at most [`MAX_OUTPUT`](cosched_proto::proto::MAX_OUTPUT) bytes
     /// of each file, from its beginning or (`tail`) its end.
     pub fn rank_output(
         &self,

@@ -11,10 +11,10 @@ use cosched_policy::PolicyOptions;
 use cosched_storm::Key;
 
 use crate::client::Client;
-use crate::mm::ManagerSettings;
 use crate::proto::Request;
 use crate::util::{pid_alive, signal_pid};
 use crate::{DaemonError, StateDir};
+use cosched_mm::ManagerSettings;
 
 #[derive(Clone, Debug)]
 pub struct ClusterOptions {
@@ -28,7 +28,7 @@ pub struct ClusterOptions {
     /// Where the machine manager serves its web dashboard (`--http`), if anywhere.
     pub http: Option<String>,
     /// The node managers' node-level scheme.
-    pub node_scheme: crate::nm::scheme::NodeSchemeConfig,
+    pub node_scheme: cosched_nm::scheme::NodeSchemeConfig,
 }
 
 impl ClusterOptions {
@@ -122,7 +122,7 @@ pub fn up(o: &ClusterOptions) -> Result<Cluster, DaemonError> {
     // A bad policy, option, policy file or liveness setting is refused here with its own
     // message, rather than in the log of a background process.
     o.settings.check().map_err(DaemonError::Config)?;
-    crate::mm::build_policy(
+    cosched_mm::build_policy(
         &o.settings.policy,
         o.settings.nodes,
         o.settings.pes,

@@ -1,8 +1,8 @@
-//! The machine manager's part of a file broadcast (crate::bcast): it takes the client's chunks
+//! The machine manager's part of a file broadcast (cosched_proto::bcast): it takes the client's chunks
 //! and passes each down the tree as one XFER-AND-SIGNAL, at most `slots` ahead of the chunks
 //! every destination holds, learning what they hold by COMPARE (≥ on `VAR_BCAST_HELD`), and
 //! at the end releases the copies by COMPARE-AND-WRITE once each node has checked its own.
-//! The file's hash (BLAKE3) is checked here, once, as the chunks pass (see crate::bcast).
+//! The file's hash (BLAKE3) is checked here, once, as the chunks pass (see cosched_proto::bcast).
 //!
 //! One transfer runs at a time. A client request that must wait (a chunk while every slot is
 //! taken, the finish until the copies are checked) is answered later. Every `slots / 2`-th
@@ -25,8 +25,8 @@ use cosched_storm::{Cmp, Cond, Dest, Outcome, Var};
 use tokio::sync::oneshot;
 
 use super::shell::{Shell, stamp};
-use crate::bcast::{MAX_CHUNK, held, state};
 use crate::proto::*;
+use cosched_proto::bcast::{MAX_CHUNK, held, state};
 
 /// How long one query may wait for the tree's answer.
 pub const BUDGET: Duration = Duration::from_secs(3);
@@ -155,7 +155,7 @@ impl Shell {
                         "permission denied: only an administrator publishes a file to every user's jobs (--publish); broadcast it without --publish to stage it for your own jobs".into(),
                     );
                 }
-                if let Err(why) = crate::bcast::check_dest(&dest, scope) {
+                if let Err(why) = cosched_proto::bcast::check_dest(&dest, scope) {
                     return err(tx, why);
                 }
                 if let Some(t) = &self.bcast {

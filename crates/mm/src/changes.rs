@@ -79,7 +79,7 @@ impl Core {
                 let mut info = self.job_info(*i, now);
                 let e = self.ledger.entry(*i);
                 info.held = *hold;
-                info.state = JobState::of(e.phase(), *hold, e.record().outcome);
+                info.state = super::view::job_state(e.phase(), *hold, e.record().outcome);
                 vec![info]
             }
             Staged::Nodes(_) => Vec::new(),

@@ -39,6 +39,12 @@ pub enum DbError {
     },
 }
 
+impl From<DbError> for crate::DaemonError {
+    fn from(e: DbError) -> Self {
+        crate::DaemonError::Db(Box::new(e))
+    }
+}
+
 pub struct Db {
     conn: Connection,
     path: String,
@@ -377,7 +383,7 @@ mod legacy {
     use cosched_core::{Dur, JobId, JobRecord, Time};
     use serde::Deserialize;
 
-    use crate::mm::parse_pes;
+    use crate::parse_pes;
     use crate::proto::{JobInfo, JobState, Placement};
 
     #[derive(Deserialize)]

@@ -1,4 +1,6 @@
-//! The machine manager: the real-time driver of a job-level policy.
+//! The machine manager (`cosched mm`): the real-time driver of a job-level policy, the job
+//! records and their store, the root of the tree, failure detection, the web dashboard.
+//! What it shares with the node managers and the clients is `cosched-proto`.
 //!
 //! It drives the very policy code the simulator drives, through the same job ledger, so a
 //! real run and its simulation can be compared job by job. One concern per module:
@@ -13,7 +15,9 @@
 //! - [`changes`]: a client's change takes effect only once its records are durable.
 //! - [`forecast`]: `queue --forecast`: a copy of the policy run forward from the live jobs.
 //! - [`view`]: what clients see (job records, status).
-//! - [`dashboard`]: what the web dashboard sees (read directly, never a request).
+//! - [`dashboard`]: the read-only web dashboard (`--http`), and what it sees of the core
+//!   (read directly, never a request).
+//! - [`db`]: the SQLite (WAL) store of job records, nodes, credentials and replays.
 //! - [`bcast`]: the sender's side of a file broadcast (pacing chunks by COMPARE-AND-WRITE).
 //! - [`shell`]: tokio, the storm tree, SQLite and the system clock around the core.
 //! - [`store`]: the shell's writes to the database, kept and retried while the disk refuses.
@@ -28,6 +32,7 @@ pub mod bcast;
 pub mod changes;
 pub mod core;
 pub mod dashboard;
+pub mod db;
 pub mod deferral;
 pub mod forecast;
 pub mod nodes;
@@ -45,6 +50,10 @@ use cosched_core::Dur;
 use cosched_policy::PolicyOptions;
 use cosched_storm::Key;
 use cosched_storm::accept::Limits;
+
+// The shared modules, under the names this crate's modules use for them.
+use cosched_proto::{DaemonError, StateDir, config, jobio, proto};
+use cosched_proto::{start_conditions, state_dir, user_key, util, views};
 
 pub use self::core::{DEFAULT_ESTIMATE, MAX_TIME_LIMIT, check_time_limit, parse_pes};
 pub use shell::{Exit, build_policy, run, run_blocking};
@@ -65,8 +74,6 @@ pub const DEFAULT_DOWN_AFTER: Dur = Dur::from_secs(300);
 
 /// Default grace between SIGTERM and SIGKILL for a killed job (`--kill-wait`).
 pub const DEFAULT_KILL_WAIT: Dur = Dur::from_secs(5);
-/// Longest grace taken (`--kill-wait` is clamped to it, and so is what a node is told).
-pub const MAX_KILL_WAIT: Dur = Dur::from_secs(3600);
 
 /// What a machine manager runs, however it is started (`cosched mm`, or `cluster up` which
 /// passes these on to the `mm` it starts), with the defaults of both.
@@ -120,8 +127,8 @@ impl ManagerSettings {
             down_after: DEFAULT_DOWN_AFTER,
             requeue: false,
             kill_wait: DEFAULT_KILL_WAIT,
-            keep_jobs: Dur::from_micros(crate::nm::DEFAULT_KEEP_JOBS.as_micros() as i64),
-            output_cap: crate::nm::DEFAULT_OUTPUT_CAP,
+            keep_jobs: Dur::from_micros(crate::proto::DEFAULT_KEEP_JOBS.as_micros() as i64),
+            output_cap: crate::proto::DEFAULT_OUTPUT_CAP,
             admission: Limits::default(),
         }
     }

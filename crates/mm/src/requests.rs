@@ -214,7 +214,7 @@ impl Core {
         (q.users.is_empty() || self.side[i].user.is_some_and(|u| q.users.contains(&u)))
             && (q.states.is_empty()
                 || q.states
-                    .contains(&JobState::of(e.phase(), e.held(), r.outcome)))
+                    .contains(&super::view::job_state(e.phase(), e.held(), r.outcome)))
             && q.since_us
                 .is_none_or(|s| r.end.is_none_or(|end| end.as_micros() >= s))
             && q.until_us.is_none_or(|u| r.submit.as_micros() <= u)

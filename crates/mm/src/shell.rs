@@ -125,7 +125,7 @@ pub fn policy_config(
 /// Runs a machine manager until a client asks it to shut down.
 pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
     // Every broadcast chunk passes through a few buffers of its size here.
-    crate::bcast::keep_freed_buffers();
+    cosched_proto::bcast::keep_freed_buffers();
     let state = crate::StateDir::new(&cfg.state_dir);
     let listener = listen(&cfg.listen, &state).await?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?;
@@ -846,7 +846,7 @@ fn bind_local(state: &crate::StateDir) -> Result<tokio::net::UnixListener, Daemo
     let path = state.sock_file();
     // Only this user can write in the (checked) directory: what is there is a stale socket.
     let _ = std::fs::remove_file(&path);
-    let (_dir, short) = crate::client::socket_path(&path)?;
+    let (_dir, short) = crate::util::socket_path(&path)?;
     let l = tokio::net::UnixListener::bind(&short).map_err(|e| DaemonError::StateDir {
         dir: state.root().to_path_buf(),
         why: format!("cannot listen on {}: {e}", path.display()),

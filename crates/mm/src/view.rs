@@ -7,24 +7,22 @@ use cosched_ledger::{Ix, Phase};
 use super::core::{Core, Side};
 use crate::proto::*;
 
-impl JobState {
-    /// The state a ledger entry shows.
-    pub fn of(phase: Phase, held: bool, outcome: Option<Outcome>) -> JobState {
-        match (phase, outcome) {
-            (Phase::Ended, Some(o)) => match o {
-                Outcome::Completed => JobState::Completed,
-                Outcome::Failed => JobState::Failed,
-                Outcome::Cancelled => JobState::Cancelled,
-                Outcome::TimedOut => JobState::TimedOut,
-                Outcome::NodeFailed => JobState::NodeFailed,
-                Outcome::Rejected => JobState::Rejected,
-                Outcome::OutOfMemory => JobState::OutOfMemory,
-            },
-            (Phase::Ended, None) => JobState::Failed,
-            (Phase::Future | Phase::Waiting, _) => JobState::Queued,
-            (Phase::Running, _) if !held => JobState::Running,
-            (Phase::Running | Phase::Stopped, _) => JobState::Suspended,
-        }
+/// The state a ledger entry shows.
+pub fn job_state(phase: Phase, held: bool, outcome: Option<Outcome>) -> JobState {
+    match (phase, outcome) {
+        (Phase::Ended, Some(o)) => match o {
+            Outcome::Completed => JobState::Completed,
+            Outcome::Failed => JobState::Failed,
+            Outcome::Cancelled => JobState::Cancelled,
+            Outcome::TimedOut => JobState::TimedOut,
+            Outcome::NodeFailed => JobState::NodeFailed,
+            Outcome::Rejected => JobState::Rejected,
+            Outcome::OutOfMemory => JobState::OutOfMemory,
+        },
+        (Phase::Ended, None) => JobState::Failed,
+        (Phase::Future | Phase::Waiting, _) => JobState::Queued,
+        (Phase::Running, _) if !held => JobState::Running,
+        (Phase::Running | Phase::Stopped, _) => JobState::Suspended,
     }
 }
 
@@ -51,7 +49,7 @@ impl Core {
         }
         // What its processes do: under a node scheme that runs placed jobs, the nodes'
         // reports (see `Core::node_runs`), not the policy's phase.
-        let state = match JobState::of(e.phase(), e.held(), r.outcome) {
+        let state = match job_state(e.phase(), e.held(), r.outcome) {
             JobState::Running | JobState::Suspended if e.processes_run() => JobState::Running,
             JobState::Running | JobState::Suspended => JobState::Suspended,
             s => s,

@@ -2,10 +2,10 @@
 //! an MM restart), and the reports (table, matrix, SWF) render them.
 
 use cosched_core::{Dur, JobId, JobRecord, NodeId, PeSet, Time};
-use cosched_daemon::db::{Db, NodeRow};
-use cosched_daemon::mm::parse_pes;
-use cosched_daemon::proto::{JobInfo, JobState, NodeInfo, Placement, StatusInfo};
-use cosched_daemon::views;
+use cosched_mm::db::{Db, NodeRow};
+use cosched_mm::parse_pes;
+use cosched_proto::proto::{JobInfo, JobState, NodeInfo, Placement, StatusInfo};
+use cosched_proto::views;
 use cosched_workload::swf::{ReadOptions, read_trace_from};
 
 fn job(id: u64, state: JobState) -> JobInfo {

@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use cosched_core::{Dur, JobId, JobRecord, NodeId, Outcome, Time};
-use cosched_daemon::mm::build_policy;
-use cosched_daemon::mm::core::{Core, CoreConfig, Effect, Input, Recovered};
-use cosched_daemon::proto::{Caller, FromNode, RankExit, Register, Request, SubmitRequest, ToNode};
+use cosched_mm::build_policy;
+use cosched_mm::core::{Core, CoreConfig, Effect, Input, Recovered};
 use cosched_policy::{Decision, Event, MatrixView, Policy, PolicyOptions};
+use cosched_proto::proto::{Caller, FromNode, RankExit, Register, Request, SubmitRequest, ToNode};
 use cosched_sim::engine::Operation;
 use cosched_sim::{EngineOptions, SimJob, simulate};
 use cosched_workload::lublin::{EstimateModel, GenOptions, generate};
@@ -208,7 +208,7 @@ fn run_mm(
     let register = |n: u32, incarnation: u64| Input::Register {
         req: 0,
         reg: Register {
-            version: cosched_daemon::proto::Version::ours(),
+            version: cosched_proto::proto::Version::ours(),
             memory: 1 << 40,
             name: format!("n{n}"),
             pes: PES,

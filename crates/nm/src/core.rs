@@ -188,7 +188,7 @@ pub struct CapOutput {
     pub must_own: Option<u32>,
 }
 
-/// Answer a [`ToNode::FetchOutput`]: read at most [`super::MAX_OUTPUT`] bytes of each of a
+/// Answer a [`ToNode::FetchOutput`]: read at most [`crate::proto::MAX_OUTPUT`] bytes of each of a
 /// rank's output files and send [`FromNode::Output`] up.
 #[derive(Clone, Debug)]
 pub struct ReadOutput {

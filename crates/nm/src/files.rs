@@ -9,10 +9,10 @@ use std::time::SystemTime;
 
 use cosched_core::{Dur, JobId};
 
-use super::MAX_OUTPUT;
 use super::core::{CapOutput, ReadOutput};
 use crate::dir::Dir;
 use crate::proto::FromNode;
+use crate::proto::MAX_OUTPUT;
 
 /// Cuts an output file past its `keep` back to it, appending the cap's notice the first
 /// time; returns whether the notice was appended. Only a regular file (of the job's user, as

@@ -1,5 +1,7 @@
-//! The node manager: registers with the machine manager, serves its place in the tree, and
-//! launches, stops, continues and kills the processes of the jobs placed on its PEs.
+//! The node manager (`cosched nm`): registers with the machine manager, serves its place in
+//! the tree, and launches, stops, continues and kills the processes of the jobs placed on its
+//! PEs; it also runs their PMI server, contains them (cgroups) and writes the copies of file
+//! broadcasts. What it shares with the machine manager and the clients is `cosched-proto`.
 //!
 //! Launching lives here, not in separate program-launcher processes as in the original
 //! testbed (seed 000 §4.3.5): those existed because a launcher had to fork per PE and per
@@ -35,13 +37,19 @@
 //! - [`pmix`]: a job's PMIx helper process, started before its ranks, its fences up the
 //!   tree, its aborts in the job's record; [`worlds`]: ranks that ran as MPI worlds of one,
 //!   reported.
+//! - [`pmi`]: the PMI-1 server for MPI programs.
+//! - [`contain`]: containment of a job's processes (a cgroup v2 per job, or process groups).
+//! - [`bcast`]: the node's end of a file broadcast (writing, checking and handing over copies).
 
+pub mod bcast;
+pub mod contain;
 pub mod core;
 pub mod files;
 pub mod freeze_watch;
 pub mod kill;
 pub mod launch;
 pub mod monitor;
+pub mod pmi;
 pub mod pmix;
 pub mod register;
 pub mod sample;
@@ -60,14 +68,10 @@ use std::time::Duration;
 
 use cosched_storm::Key;
 
+// The shared modules, under the names this crate's modules use for them.
+use cosched_proto::{DaemonError, dir, jobio, proto, util};
+
 pub use shell::{run, run_blocking};
-
-/// Largest part of an output file `cosched output` brings back (the answer gives the whole
-/// size; `--tail` brings the end; the file itself stays in the node's work directory).
-pub const MAX_OUTPUT: u64 = 4 << 20;
-
-/// Default of `--output-cap`: 1 GiB per output file.
-pub const DEFAULT_OUTPUT_CAP: u64 = 1 << 30;
 
 /// The notice appended to an output file cut at the cap.
 pub fn cap_notice(cap: u64) -> String {
@@ -75,9 +79,6 @@ pub fn cap_notice(cap: u64) -> String {
         "\n[cosched: this output reached the node's cap of {cap} bytes (--output-cap); what the rank wrote after it was discarded]\n"
     )
 }
-
-/// How long a finished job's directory on a node is kept (`--keep-jobs`).
-pub const DEFAULT_KEEP_JOBS: Duration = Duration::from_secs(7 * 86_400);
 
 #[derive(Clone, Debug)]
 pub struct NmConfig {

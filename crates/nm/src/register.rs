@@ -150,7 +150,7 @@ impl NmCore {
     }
 
     pub(super) fn set_kill_wait(&mut self, us: i64) {
-        let most = crate::mm::MAX_KILL_WAIT.as_micros();
+        let most = crate::proto::MAX_KILL_WAIT.as_micros();
         self.kill_wait = Dur(us.clamp(0, most));
     }
 }

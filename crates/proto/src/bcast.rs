@@ -1,8 +1,9 @@
 //! File broadcast (seed 003 §2.3, §3.1): a file of any size sent down the tree in chunks,
 //! written to every node manager's scratch directory, and checked there before anything runs
-//! it. This module holds the two ends: the client that streams a file to the machine manager
-//! ([`send_file`]) and the node manager's writer ([`Stager`]); the machine manager's part,
-//! which paces the chunks, is `mm::bcast`.
+//! it. This module holds what every end agrees on; the ends are the client that streams a
+//! file to the machine manager (`cosched_client::bcast::send_file`), the machine manager's
+//! part, which paces the chunks (`cosched_mm::bcast`), and the node manager's writer
+//! (`cosched_nm::bcast::Stager`).
 //!
 //! - The file goes in chunks of `chunk` bytes (default [`DEFAULT_CHUNK`], 512 KiB, seed 003's
 //!   best); each chunk is one XFER-AND-SIGNAL, well below the 16 MiB frame cap. The chunk's
@@ -30,11 +31,11 @@
 //!   A user's directory belongs to the node manager, with the user's primary group allowed in
 //!   (0710) and nobody else. A job runs `cosched-staged:<dest>` from its own user's names,
 //!   else from the published ones, and `cosched-staged:@<transfer>/<dest>` only from its own
-//!   user's copy of that transfer ([`Stager::resolve`]).
+//!   user's copy of that transfer (`cosched_nm::bcast::Stager::resolve`).
 //! - A user's named copy stays until the user broadcasts that name again or the node manager
 //!   stops; a job's copy goes `--keep-jobs` after the last job that ran it here was forgotten
 //!   (or after it was staged, when none ran here); a node manager starting removes what an
-//!   earlier run of it left (see [`Stager::clear`]).
+//!   earlier run of it left (see `cosched_nm::bcast::Stager::clear`).
 //! - The client hashes the file (BLAKE3) as it reads the chunks and, after the last one,
 //!   checks that the file's size and modification time did not move: a file that changed
 //!   while it was sent fails the transfer (the client aborts it). The machine manager hashes
@@ -55,8 +56,8 @@
 //!   decided (COMPARE ≠ "open") and asks once more, to name the nodes whose copies failed.
 //! - A node creates its copy at the full size (`fallocate`: a node without room fails at
 //!   the start, not halfway) in the writer thread. The copy the transfer replaces is
-//!   renamed aside, then written over when nobody else holds it (see [`recycle`]), else
-//!   unlinked by a thread of the idle scheduling class (see [`Reaper`]). Every file is
+//!   renamed aside, then written over when nobody else holds it (see `cosched_nm::bcast`), else
+//!   unlinked by a thread of the idle scheduling class (the node manager's reaper). Every file is
 //!   reached relative to the node manager's handle of its directory (crate::dir).
 //! - A node that dies or stops answering fails the transfer with its name; the others remove
 //!   their partial copies, and nothing is launched.
@@ -65,30 +66,11 @@
 //! with it sleeps that many milliseconds before writing each chunk, to play a slow node;
 //! `NAME=MS` slows only the node manager named NAME.
 
-use std::collections::{BTreeSet, HashMap};
-use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use cosched_core::JobId;
-use cosched_storm::{Payload, Vars};
-
-use crate::DaemonError;
-use crate::client::Client;
 use crate::dir::{Dir, DirError};
 use crate::proto::*;
-
-mod copies;
-mod reaper;
-mod send;
-mod stager;
-#[cfg(test)]
-mod tests;
-
-pub use send::{Sent, Staging, default_dest, digest_file, send_file};
-pub use stager::Stager;
 
 /// Seed 003's best chunk size (Fig. 8).
 pub const DEFAULT_CHUNK: u32 = 512 << 10;
@@ -103,9 +85,9 @@ pub const STAGED_PREFIX: &str = "cosched-staged:";
 /// Test-only knob of the node manager (see the module documentation).
 pub const TEST_CHUNK_DELAY_ENV: &str = "COSCHED_TEST_CHUNK_DELAY_MS";
 /// The copies' directory within the scratch directory.
-const BCAST: &str = "bcast";
+pub const BCAST: &str = "bcast";
 /// The published copies' directory within [`BCAST`].
-const PUBLIC: &str = "public";
+pub const PUBLIC: &str = "public";
 
 /// The value of [`VAR_BCAST_HELD`] once `chunks` chunks of transfer `id` are written.
 pub fn held(id: u32, chunks: u32) -> i64 {
@@ -167,7 +149,7 @@ pub fn open_scratch(name: &str, workdir: &Path) -> Result<Dir, DirError> {
 
 /// Which name space a staged copy is in on a node (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Space {
+pub enum Space {
     /// A user's own names (`cosched bcast`).
     User(u32),
     /// The copy transfer `transfer` staged for a job of user `uid` (`submit --bcast`).
@@ -177,7 +159,7 @@ enum Space {
 }
 
 impl Space {
-    fn of(scope: Scope, uid: u32, transfer: u32) -> Space {
+    pub fn of(scope: Scope, uid: u32, transfer: u32) -> Space {
         match scope {
             Scope::User => Space::User(uid),
             Scope::Job => Space::Job { uid, transfer },
@@ -212,13 +194,13 @@ pub fn check_dest(dest: &str, scope: Scope) -> Result<(), String> {
 
 /// Where a copy goes: file `name` in the directory `dir`, which the node manager holds open.
 #[derive(Clone)]
-struct Place {
-    dir: Arc<Dir>,
-    name: String,
+pub struct Place {
+    pub dir: Arc<Dir>,
+    pub name: String,
 }
 
 impl Place {
-    fn path(&self) -> PathBuf {
+    pub fn path(&self) -> PathBuf {
         self.dir.join(&self.name)
     }
 }
@@ -231,7 +213,7 @@ impl Place {
 /// seventh of the node managers' CPU during a broadcast in the profile. Called
 /// once by each node manager and machine manager; a process-wide setting, costing only the
 /// memory of the few chunk buffers its arenas keep.
-pub(crate) fn keep_freed_buffers() {
+pub fn keep_freed_buffers() {
     // SAFETY: mallopt only sets allocator parameters; it is safe to call at any time.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);

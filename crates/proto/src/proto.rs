@@ -31,6 +31,17 @@ pub const BCAST_OPEN: i64 = 1;
 pub const BCAST_VERIFIED: i64 = 2;
 pub const BCAST_FAILED: i64 = 3;
 
+/// Largest part of an output file `cosched output` brings back (the answer gives the whole
+/// size; `--tail` brings the end; the file itself stays in the node's work directory).
+pub const MAX_OUTPUT: u64 = 4 << 20;
+/// Default of the node manager's `--output-cap`: 1 GiB per output file.
+pub const DEFAULT_OUTPUT_CAP: u64 = 1 << 30;
+/// How long a finished job's directory on a node is kept (the node manager's `--keep-jobs`).
+pub const DEFAULT_KEEP_JOBS: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+/// Longest grace between SIGTERM and SIGKILL taken (the machine manager's `--kill-wait` is
+/// clamped to it, and so is what a node is told).
+pub const MAX_KILL_WAIT: cosched_core::Dur = cosched_core::Dur::from_secs(3600);
+
 /// The first frame of a connection to the machine manager, stamped so that a captured one
 /// cannot be replayed (see [`Stamp`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -284,7 +295,7 @@ pub enum ToNode {
         /// The job's user: a node manager running as root reads only files of theirs.
         uid: Option<u32>,
         /// The end of each file rather than its beginning, when it is longer than
-        /// [`crate::nm::MAX_OUTPUT`].
+        /// [`MAX_OUTPUT`].
         tail: bool,
     },
     /// Every node of `job` entered its PMI fence `seq`: here are all their puts (the
@@ -553,13 +564,13 @@ pub enum Request {
     /// Boxed: a submission is far larger than any other request.
     Submit(Box<SubmitRequest>),
     /// One page of the jobs a query selects: the client pages through
-    /// them ([`crate::client::Client::query`]), as no single answer may hold them all.
+    /// them (`cosched_client::client::Client::query`), as no single answer may hold them all.
     Jobs(JobQuery),
     Cancel(JobId),
     Suspend(JobId),
     Resume(JobId),
     Status,
-    /// A rank's output: at most [`crate::nm::MAX_OUTPUT`] bytes of each file, its beginning
+    /// A rank's output: at most [`MAX_OUTPUT`] bytes of each file, its beginning
     /// or (`tail`) its end; the answer says the whole sizes, so a cut is never silent.
     Output {
         job: JobId,

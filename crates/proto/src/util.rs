@@ -135,6 +135,26 @@ pub fn groups_of(uid: u32, gid: u32) -> Vec<u32> {
     }
 }
 
+/// A path to connect or bind the Unix socket `path` by: itself when short enough for
+/// `sockaddr_un` (108 bytes), else the same file through `/proc/self/fd/N/` of its directory,
+/// opened `O_PATH` (returned: keep it open until the connect or bind is done).
+pub fn socket_path(path: &Path) -> std::io::Result<(Option<std::fs::File>, std::path::PathBuf)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.as_os_str().len() < 100 {
+        return Ok((None, path.to_path_buf()));
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok((None, path.to_path_buf()));
+    };
+    let d = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(dir)?;
+    let short = std::path::PathBuf::from(format!("/proc/self/fd/{}", d.as_raw_fd())).join(name);
+    Ok((Some(d), short))
+}
+
 /// Sends `sig` to the process group `pgid`; a group that is gone is not an error.
 pub fn signal_group(pgid: i32, sig: i32) {
     if pgid > 0 {

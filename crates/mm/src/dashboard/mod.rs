@@ -16,6 +16,7 @@
 //! overview.
 
 mod pages;
+mod snapshot;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

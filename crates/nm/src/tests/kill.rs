@@ -1,7 +1,7 @@
 //! Kills: the grace between SIGTERM and SIGKILL, reused process groups, cgroups, shutdown.
 
 use super::*;
-use crate::nm::core::CgroupOp;
+use crate::core::CgroupOp;
 
 fn kill(job: u64) -> ToNode {
     ToNode::Switch {

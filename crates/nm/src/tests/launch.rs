@@ -2,8 +2,8 @@
 //! ranks that cannot start, PMI fences.
 
 use super::*;
-use crate::nm::core::Level;
-use crate::nm::launch::{BaseEnv, PrepareLaunch, RankSpec};
+use crate::core::Level;
+use crate::launch::{BaseEnv, PrepareLaunch, RankSpec};
 
 fn specs(fx: &[Effect]) -> Vec<RankSpec> {
     fx.iter()

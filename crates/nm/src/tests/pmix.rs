@@ -2,9 +2,9 @@
 //! of a job on several nodes.
 
 use super::*;
+use crate::core::Level;
 use crate::jobio::Mpi;
-use crate::nm::core::Level;
-use crate::nm::pmix::FENCE_BASE;
+use crate::pmix::FENCE_BASE;
 use cosched_pmix::helper::{FromHelper, ToHelper};
 
 /// A node whose node manager can start PMIx helpers.
@@ -423,7 +423,7 @@ fn a_failed_exit_that_comes_before_its_abort_waits_for_it_and_one_without_is_sen
         },
     );
     assert!(errors(&fx).is_empty());
-    let fx = n.until(ms(50) + crate::nm::pmix::ABORT_GRACE);
+    let fx = n.until(ms(50) + crate::pmix::ABORT_GRACE);
     assert_eq!(errors(&fx), [(0, Some(3), None)]);
 }
 

@@ -2,7 +2,7 @@
 //! machine manager, retries, jobs dropped at registration, refusal.
 
 use super::*;
-use crate::nm::core::Level;
+use crate::core::Level;
 
 fn registrations(fx: &[Effect]) -> Vec<Register> {
     fx.iter()

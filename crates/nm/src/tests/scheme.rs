@@ -4,7 +4,7 @@
 use cosched_monitor::Kind;
 
 use super::*;
-use crate::nm::core::CgroupOp;
+use crate::core::CgroupOp;
 
 fn strobe(slot: u32, running: u64) -> ToNode {
     ToNode::Strobe(Strobe {
@@ -252,13 +252,13 @@ pattern = "none"
 /// When each job's processes start running on the node under the machine manager's gang
 /// policy (2 rows, 10 ms quanta) with two 2-rank jobs submitted at 0.
 fn real_gang_run(horizon: Time) -> BTreeMap<Time, BTreeSet<JobId>> {
-    use crate::mm::core::{Core, CoreConfig as MmConfig, Effect as MmEffect, Input as MmInput};
+    use cosched_mm::core::{Core, CoreConfig as MmConfig, Effect as MmEffect, Input as MmInput};
     let opts = cosched_policy::PolicyOptions {
         mpl: Some(2),
         quantum: Some(Dur::from_millis(10)),
         ..Default::default()
     };
-    let policy = crate::mm::build_policy("gang", 1, 2, &opts).unwrap();
+    let policy = cosched_mm::build_policy("gang", 1, 2, &opts).unwrap();
     let cfg = MmConfig {
         nodes: 1,
         pes: 2,
@@ -365,7 +365,7 @@ fn real_gang_run(horizon: Time) -> BTreeMap<Time, BTreeSet<JobId>> {
     }
 }
 
-fn submit(procs: u32) -> crate::mm::core::Input {
+fn submit(procs: u32) -> cosched_mm::core::Input {
     let request = Request::Submit(Box::new(SubmitRequest {
         mem: None,
         procs,
@@ -380,7 +380,7 @@ fn submit(procs: u32) -> crate::mm::core::Input {
         layout: None,
         hold: false,
     }));
-    crate::mm::core::Input::Client {
+    cosched_mm::core::Input::Client {
         req: 2,
         request,
         caller: Caller::ROOT,

@@ -3,8 +3,8 @@
 //! it, and their end is reported once.
 
 use super::*;
-use crate::nm::core::CgroupOp;
-use crate::nm::launch::{PrepareLaunch, RankSpec};
+use crate::core::CgroupOp;
+use crate::launch::{PrepareLaunch, RankSpec};
 
 fn specs(fx: &[Effect]) -> Vec<RankSpec> {
     fx.iter()

@@ -3,8 +3,8 @@
 //! seen) has passed, counted as a late freeze.
 
 use super::*;
-use crate::nm::core::CgroupOp;
-use crate::nm::switch::MAX_BOUND;
+use crate::core::CgroupOp;
+use crate::switch::MAX_BOUND;
 
 fn strobe(slot: u32, running: u64) -> ToNode {
     ToNode::Strobe(Strobe {

@@ -2,7 +2,7 @@
 //! swept after the retention; and what it reads for clients.
 
 use super::*;
-use crate::nm::core::{CapOutput, Level};
+use crate::core::{CapOutput, Level};
 
 fn heartbeat(seq: i64) -> ToNode {
     ToNode::Heartbeat { seq, strobe: None }
@@ -22,7 +22,7 @@ fn output_files_are_kept_within_the_cap_at_every_heartbeat_and_at_exit_with_one_
     let mut n = Node::up("gs");
     n.tree(ms(0), launch(1, 1, &[(0, 0), (1, 1)], false));
     let out0 = PathBuf::from("/work/jobs/1/0.out");
-    let notice = crate::nm::cap_notice(1_000).len() as u64;
+    let notice = crate::cap_notice(1_000).len() as u64;
     // Every output file of every running rank is looked at.
     let fx = n.tree(ms(200), heartbeat(1));
     let c = caps(&fx);
@@ -143,7 +143,7 @@ fn as_root_only_the_job_users_own_files_are_read_or_cut() {
     let Some(Effect::Prepare(p)) = n.core.poll_effect() else {
         panic!("prepare first")
     };
-    let creds = crate::nm::launch::Creds {
+    let creds = crate::launch::Creds {
         uid: 2000,
         gid: 2000,
         groups: vec![2000],

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::jobio::Mpi;
-use crate::nm::worlds::{LOOK_EVERY, LOOKS};
+use crate::worlds::{LOOK_EVERY, LOOKS};
 use cosched_pmix::helper::FromHelper;
 
 /// A launch of job `job` with ranks 0 and 1 here under `--mpi mpi`.

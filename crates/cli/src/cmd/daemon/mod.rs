@@ -11,7 +11,7 @@ mod nodes;
 use std::path::PathBuf;
 
 use cosched_core::JobId;
-use cosched_daemon::proto::Request;
+use cosched_proto::proto::Request;
 
 pub use crate::cmd::conn::ConnArgs;
 use crate::cmd::submit::SubmitArgs;

@@ -1,10 +1,10 @@
-//! What the web dashboard shows of the machine manager's state (see [`crate::dashboard`]):
+//! What the web dashboard shows of the machine manager's state (see [`super`]):
 //! read straight from the core, not through a client request, so the dashboard can only look.
 
 use cosched_core::Time;
 
-use super::core::Core;
-use crate::dashboard::Snapshot;
+use super::Snapshot;
+use crate::core::Core;
 
 /// Ended jobs the dashboard lists at most (the most recent), besides the live ones.
 const ENDED_SHOWN: usize = 200;
