@@ -5,7 +5,7 @@
 //! of `cosched cluster up --nodes 1 --pes 1`:
 //!
 //! ```text
-//! COSCHED_STATE_DIR=DIR cargo run --release -p cosched-daemon --example backlog -- 10000 1000
+//! COSCHED_STATE_DIR=DIR cargo run --release -p cosched-client --example backlog -- 10000 1000
 //! ```
 //!
 //! Optional third and fourth arguments: an environment of that many bytes sent with each job

@@ -7,22 +7,17 @@ use std::process::Command;
 /// Crates that come only with the reporting side; none may be in the daemons' build.
 const REPORTING_ONLY: [&str; 4] = ["cosched-report", "plotters", "csv", "sha2"];
 
+/// The daemons' crates: the machine manager, the node manager and what they share.
+const DAEMONS: [&str; 3] = ["cosched-mm", "cosched-nm", "cosched-proto"];
+
 #[test]
 fn daemons_link_the_simulator_engine_without_its_reporting() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let packages = DAEMONS.into_iter().flat_map(|d| ["-p", d]);
     let out = Command::new(&cargo)
-        .args([
-            "tree",
-            "--offline",
-            "-p",
-            "cosched-daemon",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-            "--format",
-            "{p}",
-        ])
+        .args(["tree", "--offline"])
+        .args(packages)
+        .args(["-e", "normal", "--prefix", "none", "--format", "{p}"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap_or_else(|e| panic!("cannot run {cargo} tree: {e}"));
@@ -46,8 +41,9 @@ fn daemons_link_the_simulator_engine_without_its_reporting() {
         .collect();
     assert!(
         found.is_empty(),
-        "cosched-daemon depends on {found:?}, which only the reporting needs \
-         (see `cargo tree -p cosched-daemon -i {}`)",
+        "the daemons depend on {found:?}, which only the reporting needs \
+         (see `cargo tree -p {} -i {}`)",
+        DAEMONS.join(" -p "),
         found[0]
     );
 }

@@ -1,4 +1,4 @@
-//! `cosched cluster bench ...`: the benchmarks of `cosched-daemon`'s bench module, run on this
+//! `cosched cluster bench ...`: the benchmarks of `cosched-client`'s bench module, run on this
 //! binary's daemons, printed as tables or JSON, appended to `--csv` for `cluster model`.
 
 use std::path::PathBuf;
