@@ -359,18 +359,18 @@ fn an_sbatch_mpi_directive_is_the_default_of_the_scripts_steps() {
         #SBATCH -n 2\n\
         #SBATCH --mpi=none\n\
         echo \"type $SLURM_MPI_TYPE\"\n\
-        srun sh -c 'echo \"default $SLURM_PROCID ${PMI_FD:+pmi1}${PMI_FD:-no-pmi1} ${PMIX_NAMESPACE:+pmix}${PMIX_NAMESPACE:-no-pmix}\"'\n\
-        srun --mpi=pmi1 sh -c 'echo \"own $SLURM_PROCID ${PMI_FD:+pmi1}${PMI_FD:-no-pmi1} ${PMIX_NAMESPACE:+pmix}${PMIX_NAMESPACE:-no-pmix}\"'\n";
+        srun sh -c 'echo \"default $SLURM_PROCID pmi1=${PMI_FD:+y} pmix=${PMIX_NAMESPACE:+y}\"'\n\
+        srun --mpi=pmi1 sh -c 'echo \"own $SLURM_PROCID pmi1=${PMI_FD:+y} pmix=${PMIX_NAMESPACE:+y}\"'\n";
     let (_, out) = s.run(script, 120);
     assert_eq!(lines_with(&out, "type"), ["type none"], "{out}");
     assert_eq!(
         lines_with(&out, "default"),
-        ["default 0 no-pmi1 no-pmix", "default 1 no-pmi1 no-pmix"],
+        ["default 0 pmi1= pmix=", "default 1 pmi1= pmix="],
         "{out}"
     );
     assert_eq!(
         lines_with(&out, "own"),
-        ["own 0 pmi1 no-pmix", "own 1 pmi1 no-pmix"],
+        ["own 0 pmi1=y pmix=", "own 1 pmi1=y pmix="],
         "{out}"
     );
 }
