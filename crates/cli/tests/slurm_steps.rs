@@ -155,6 +155,45 @@ fn scancel_of_a_step_and_a_killed_srun_end_that_step_alone() {
     );
 }
 
+/// `scancel N.S` is answered only once the step's cancel is durable: the machine manager,
+/// killed the moment the answer is back, comes back with the step cancelled.
+#[test]
+fn a_step_cancel_answered_survives_a_machine_manager_killed_right_after_the_answer() {
+    let s = Site::up("steps", "stepdurable", 1);
+    s.write(
+        "job.sh",
+        "#!/bin/sh\n#SBATCH -n 2\nsrun -n 1 sleep 300 &\nsleep 300\n",
+    );
+    let id = s.sbatch(&["job.sh"]);
+    let step = format!("{id}.0");
+    s.c.until(120, "step 0 running", || {
+        s.sacct(id, "JobID,State")
+            .contains(&format!("{step}|RUNNING"))
+            .then_some(())
+    });
+    let addr = s.c.state.addr().unwrap();
+    let mm = s.c.pid(s.c.state.mm_pid_file());
+    s.ok("scancel", &[&step]);
+    support::cluster::signal(&mm, "KILL");
+    s.c.reap();
+    s.c.restart_mm(&addr);
+    let acct = s.c.until(60, "the restarted machine manager's sacct", || {
+        let out = s.slurm(
+            "sacct",
+            &["-j", &id.to_string(), "-P", "-n", "--format=JobID,State"],
+        );
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    assert!(
+        acct.contains(&format!("{step}|CANCELLED\n")),
+        "the answered cancel was lost:\n{acct}\n--- mm log ---\n{}",
+        s.c.mm_log()
+    );
+    s.ok("scancel", &[&id.to_string()]);
+}
+
 /// An MPI program that prints its rank and the world's size, and fails unless the world
 /// has `argv[1]` ranks.
 const WORLD_C: &str = r#"
@@ -251,13 +290,11 @@ fn mpirun_of_open_mpi_in_a_batch_script_is_one_world_of_n_ranks() {
         "{out}"
     );
     assert!(out.contains("mpirun exited 0\n"), "{out}");
-    // mpirun ends its srun with SIGTERM as it finishes, which ends the step: when that signal
-    // beats the report of the daemon's own exit, the step is recorded cancelled, as Slurm
-    // records a step its srun was told to end.
+    // mpirun ends its srun with SIGTERM as it finishes, which cancels the step; its daemon
+    // exited 0 by then, and a step is recorded by how its tasks ended, as Slurm records it.
     let acct = s.sacct(id, "JobID,JobName,State");
     assert!(
-        acct.contains(&format!("{id}.0|orted|COMPLETED"))
-            || acct.contains(&format!("{id}.0|orted|CANCELLED")),
+        acct.contains(&format!("{id}.0|orted|COMPLETED")),
         "mpirun's daemon ran as step 0:\n{acct}"
     );
 }
