@@ -140,8 +140,10 @@ fn scancel_of_a_step_and_a_killed_srun_end_that_step_alone() {
         wait $p; echo \"srun 1 exited $?\"\n\
         srun -n 1 sh -c 'echo still here'\n";
     let (id, out) = s.run(script, 100);
-    assert!(out.contains("srun 0 exited 1\n"), "{out}");
-    assert!(out.contains("srun 1 exited 1\n"), "{out}");
+    // As Slurm's srun: the highest exit status of the tasks, 128 + SIGTERM for a task the
+    // cancel ended.
+    assert!(out.contains("srun 0 exited 143\n"), "{out}");
+    assert!(out.contains("srun 1 exited 143\n"), "{out}");
     assert!(
         out.contains("still here\n"),
         "the allocation went on:\n{out}"
@@ -192,6 +194,69 @@ fn a_step_cancel_answered_survives_a_machine_manager_killed_right_after_the_answ
         s.c.mm_log()
     );
     s.ok("scancel", &[&id.to_string()]);
+}
+
+/// `salloc` grants an allocation, runs its command here with the allocation's environment
+/// (`srun` in it starts a step on the allocation's nodes), and ends the allocation when the
+/// command ends, with the command's exit status.
+#[test]
+fn salloc_runs_its_command_with_the_allocation_and_srun_steps_in_it_then_ends_it() {
+    let s = Site::up("steps", "salloc", 2);
+    let bin_dir = s.c.dir.join("bin");
+    let out = Command::new(bin())
+        .args(["slurm", "install-links", bin_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let cmd = "echo \"job=$SLURM_JOB_ID nodes=$SLURM_JOB_NODELIST n=$SLURM_NNODES\"; \
+        srun sh -c 'echo rank $SLURM_PROCID of $SLURM_NTASKS on $SLURMD_NODENAME'; exit 3";
+    let out = s.slurm_env(
+        "salloc",
+        &["-N", "2", "--ntasks-per-node=1", "sh", "-c", cmd],
+        &[("PATH", &path)],
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    let id: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("salloc: Granted job allocation "))
+        .unwrap_or_else(|| panic!("no grant in {stderr:?}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        stderr.contains(&format!("salloc: Relinquishing job allocation {id}\n")),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!("job={id} nodes=n[0-1] n=2\n")),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines_with(&stdout, "rank"),
+        ["rank 0 of 2 on n0", "rank 1 of 2 on n1"],
+        "{stdout}{stderr}"
+    );
+    let acct = s.sacct(id, "JobID,State");
+    assert!(acct.contains(&format!("{id}.0|COMPLETED\n")), "{acct}");
+    assert!(
+        s.ok("squeue", &["-h", "-j", &id.to_string(), "-o", "%T"])
+            .trim()
+            .is_empty(),
+        "the allocation ended with its command"
+    );
 }
 
 /// An MPI program that prints its rank and the world's size, and fails unless the world
