@@ -87,7 +87,7 @@ impl Core {
                 Some(i) if !self.may_act(caller, i) => self.denied(i),
                 Some(i) => match self.check_step_cancel(i, step) {
                     Ok(()) => return Some(self.stage(now, req, Staged::StepCancel(i, step))),
-                    Err(resp) => resp,
+                    Err(resp) => *resp,
                 },
             },
             Request::Shutdown if !caller.admin => Response::Error(format!(

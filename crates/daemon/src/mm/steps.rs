@@ -445,13 +445,13 @@ impl Core {
     /// Whether `scancel N.S` or a killed `srun` may cancel step `k` of allocation `i`: `Ok`
     /// when it runs (the cancel is then staged, `Staged::StepCancel`); otherwise the
     /// answer: done already for a step that has ended, an error for one that does not exist.
-    pub(super) fn check_step_cancel(&self, i: Ix, k: u32) -> Result<(), Response> {
+    pub(super) fn check_step_cancel(&self, i: Ix, k: u32) -> Result<(), Box<Response>> {
         let id = self.ledger.entry(i).req.id;
         match self.side[i].steps.iter().find(|st| st.id == k) {
-            None => Err(Response::Error(format!(
+            None => Err(Box::new(Response::Error(format!(
                 "job {id} has no step {k} (sacct -j {id} lists them)"
-            ))),
-            Some(st) if st.state.is_final() => Err(Response::Done),
+            )))),
+            Some(st) if st.state.is_final() => Err(Box::new(Response::Done)),
             Some(_) => Ok(()),
         }
     }
