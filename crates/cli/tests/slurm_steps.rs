@@ -12,6 +12,26 @@ use support::slurm_site::Site;
 use support::*;
 
 impl Site {
+    /// A `PATH` whose first directory holds the links named after Slurm's commands
+    /// (`cosched slurm install-links`), as a user who drives the cluster through them has.
+    fn links_on_path(&self) -> String {
+        let bin_dir = self.c.dir.join("bin");
+        let out = Command::new(bin())
+            .args(["slurm", "install-links", bin_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        format!(
+            "{}:{}",
+            bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
     /// Submits `script` with sbatch and waits for the job's end; its output file.
     fn run(&self, script: &str, secs: u64) -> (u64, String) {
         self.write("job.sh", script);
@@ -202,21 +222,7 @@ fn a_step_cancel_answered_survives_a_machine_manager_killed_right_after_the_answ
 #[test]
 fn salloc_runs_its_command_with_the_allocation_and_srun_steps_in_it_then_ends_it() {
     let s = Site::up("steps", "salloc", 2);
-    let bin_dir = s.c.dir.join("bin");
-    let out = Command::new(bin())
-        .args(["slurm", "install-links", bin_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = s.links_on_path();
     let cmd = "echo \"job=$SLURM_JOB_ID nodes=$SLURM_JOB_NODELIST n=$SLURM_NNODES\"; \
         srun sh -c 'echo rank $SLURM_PROCID of $SLURM_NTASKS on $SLURMD_NODENAME'; exit 3";
     let out = s.slurm_env(
@@ -407,22 +413,8 @@ print("array", all("_" in j.job_id for j in many), len({j.job_id.split("_")[0] f
 fn submitits_slurm_executor_runs_ten_functions_through_the_slurm_names() {
     let python = submitit_python();
     let s = Site::up("steps", "submitit", 2);
-    let bin_dir = s.c.dir.join("bin");
-    let out = Command::new(bin())
-        .args(["slurm", "install-links", bin_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let script = s.write("drive.py", SUBMITIT);
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = s.links_on_path();
     let out = Command::new(&python)
         .arg(&script)
         .arg(s.work.join("submitit"))

@@ -3089,23 +3089,7 @@ fn a_step_is_recorded_before_it_is_answered_ends_alone_when_cancelled_and_with_i
         gid: 60002,
         admin: false,
     };
-    let batch = Request::Submit(Box::new(SubmitRequest {
-        procs: 4,
-        time_limit_us: None,
-        class: None,
-        name: None,
-        cmd: vec!["/bin/sh".into(), "job.sh".into()],
-        cwd: "/".into(),
-        user: None,
-        io: JobIo {
-            batch: true,
-            ..JobIo::default()
-        },
-        sched: Default::default(),
-        layout: None,
-        hold: false,
-        mem: None,
-    }));
+    let batch = batch_submission(4);
     let ask = |c: &mut Core, req: u64, request: Request, caller: Caller| {
         c.on(
             t(2),
@@ -3435,6 +3419,27 @@ fn a_spread_that_can_never_be_met_is_refused_at_submission_saying_why() {
     );
 }
 
+/// The submission of a batch job of `procs` PEs (its script runs once; steps run in it).
+fn batch_submission(procs: u32) -> Request {
+    Request::Submit(Box::new(SubmitRequest {
+        procs,
+        time_limit_us: None,
+        class: None,
+        name: None,
+        cmd: vec!["/bin/sh".into(), "job.sh".into()],
+        cwd: "/".into(),
+        user: None,
+        io: JobIo {
+            batch: true,
+            ..JobIo::default()
+        },
+        sched: Default::default(),
+        layout: None,
+        hold: false,
+        mem: None,
+    }))
+}
+
 /// A step's rank `rank` on node `node` exits with `code`.
 fn step_exit(c: &mut Core, now: Time, unit: JobId, node: u32, rank: u32, code: i32) {
     c.on(
@@ -3479,23 +3484,7 @@ fn a_cancelled_step_whose_tasks_all_exit_zero_is_completed_and_one_the_cancel_en
         }
         c.step(now)
     };
-    let batch = Request::Submit(Box::new(SubmitRequest {
-        procs: 2,
-        time_limit_us: None,
-        class: None,
-        name: None,
-        cmd: vec!["/bin/sh".into(), "job.sh".into()],
-        cwd: "/".into(),
-        user: None,
-        io: JobIo {
-            batch: true,
-            ..JobIo::default()
-        },
-        sched: Default::default(),
-        layout: None,
-        hold: false,
-        mem: None,
-    }));
+    let batch = batch_submission(2);
     ask(&mut c, t(1), 1, batch);
     for (req, now) in [(2, t(2)), (3, t(3))] {
         let step = Request::Step(Box::new(StepRequest {
