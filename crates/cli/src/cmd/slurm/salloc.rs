@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use cosched_core::JobId;
-use cosched_daemon::client::Client;
-use cosched_daemon::proto::{JobInfo, Request};
+use cosched_client::client::Client;
+use cosched_proto::proto::{JobInfo, Request};
 use cosched_slurm::env::{Submission, submit_env};
 use cosched_slurm::options::Cmd;
 
@@ -143,7 +143,7 @@ fn allocation_env(
     let st = client
         .status()
         .map_err(|e| error(format!("the cluster's status: {e}")))?;
-    let (nodes, tasks) = cosched_daemon::jobio::nodelist_and_tasks(&info.placement, |p| {
+    let (nodes, tasks) = cosched_proto::jobio::nodelist_and_tasks(&info.placement, |p| {
         super::view::node_name(&st, p.node)
     });
     let uid = super::view::my_uid();
@@ -156,12 +156,12 @@ fn allocation_env(
         partition: cosched_slurm::DEFAULT_PARTITION.into(),
         user: super::view::user_name(uid),
         uid,
-        gid: cosched_daemon::util::egid(),
+        gid: cosched_proto::util::egid(),
         cpus_per_task: None,
         ntasks_per_node: opts.ntasks_per_node,
         array: None,
     });
-    env.extend(cosched_daemon::mm::deferral::slurm_env(
+    env.extend(cosched_mm::deferral::slurm_env(
         info.id(),
         &info.name,
         info.procs(),
