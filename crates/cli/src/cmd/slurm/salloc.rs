@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
-use cosched_core::JobId;
 use cosched_client::client::Client;
+use cosched_core::JobId;
 use cosched_proto::proto::{JobInfo, Request};
 use cosched_slurm::env::{Submission, submit_env};
 use cosched_slurm::options::Cmd;
