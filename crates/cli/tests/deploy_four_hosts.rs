@@ -6,9 +6,10 @@
 //! the systemd units' `ExecStart` lines (CI has no systemd), which the guide's own start
 //! commands must match.
 //!
-//! What is the test's and not the guide's, named once in [`SITE`] and [`edit`]: the machine's
-//! size (four one-core nodes, not sixteen of 32) and the gang policy with a short quantum;
-//! `/usr/bin/cosched` is the binary under test; `scp` copies between the hosts' directories.
+//! What is the test's and not the guide's goes through [`edit`], which fails if the guide no
+//! longer says what it replaces: the machine's size (four one-core nodes, not sixteen of 32),
+//! the gang policy with a short quantum, `/usr/bin/cosched` (the binary under test). `scp` is
+//! a script that copies between the hosts' directories ([`SCP`]).
 //! Each host is a network namespace with its own host name (a UTS namespace, so a node
 //! manager finds its name as on a real host), its own `/etc/hosts` naming every host, and its
 //! own `/etc/cosched` and `/var/lib/cosched` (directories of the test bind-mounted in a mount
@@ -179,7 +180,9 @@ impl Site {
     }
 
     fn run(&self, host: usize, script: &str) -> Output {
-        self.command(host, script).output().expect("ip netns exec runs")
+        self.command(host, script)
+            .output()
+            .expect("ip netns exec runs")
     }
 
     /// Runs `script` on `host`, which must succeed; its standard output.
@@ -275,7 +278,10 @@ impl Site {
     }
 
     fn state(&self, id: u64) -> String {
-        self.job(id)["state"].as_str().unwrap_or_default().to_string()
+        self.job(id)["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     fn ended(&self, id: u64, secs: u64) -> Value {
@@ -394,8 +400,7 @@ fn a_cluster_deployed_as_docs_deploy_md_says_runs_mpi_and_gang_jobs_drains_grows
     std::fs::create_dir_all(root.join("bin")).unwrap();
     std::fs::write(root.join("bin/scp"), SCP).unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(root.join("bin/scp"), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(root.join("bin/scp"), std::fs::Permissions::from_mode(0o755)).unwrap();
     if !network(&mut site) {
         notice("deploy test skipped: `ip netns add` is not permitted here");
         return;
@@ -415,10 +420,10 @@ fn a_cluster_deployed_as_docs_deploy_md_says_runs_mpi_and_gang_jobs_drains_grows
     site.ok(0, &size(&block("cat > /etc/cosched/cosched.toml")));
     site.ok(0, &edit(&block("cosched keygen"), "n[01-16]", "n[01-04]"));
     let key = site.key(0);
-    for h in 1..=4 {
-        assert_eq!(site.key(h), key, "the key copied to {}", SITE[h]);
+    for (h, name) in SITE.iter().enumerate().take(5).skip(1) {
+        assert_eq!(site.key(h), key, "the key copied to {name}");
         let conf = site.host_dir(h).join("etc/cosched/cosched.toml");
-        assert!(conf.exists(), "the configuration copied to {}", SITE[h]);
+        assert!(conf.exists(), "the configuration copied to {name}");
     }
 
     // §4: the daemons, by the units' command lines, which are the guide's.
@@ -486,9 +491,7 @@ fn a_cluster_deployed_as_docs_deploy_md_says_runs_mpi_and_gang_jobs_drains_grows
     }
 
     // Gang: two jobs on all four nodes at once, time-sliced.
-    let gang: Vec<u64> = (0..2)
-        .map(|_| site.submit("-n 4 -- sleep 4"))
-        .collect();
+    let gang: Vec<u64> = (0..2).map(|_| site.submit("-n 4 -- sleep 4")).collect();
     for &g in &gang {
         site.running(g);
     }
@@ -529,14 +532,22 @@ fn a_cluster_deployed_as_docs_deploy_md_says_runs_mpi_and_gang_jobs_drains_grows
     assert_eq!(site.node("n01")["state"], "up");
     let back = site.submit("-n 2 -- hostname");
     assert_eq!(site.ended(back, 120)["state"], "completed");
-    assert_eq!(site.outputs(back, 2), ["n01", "n02"], "n01 takes work again");
+    assert_eq!(
+        site.outputs(back, 2),
+        ["n01", "n02"],
+        "n01 takes work again"
+    );
 
     // A fifth node: the file edited on every host, `cosched reconfigure` while a job runs
     // on the others, then the node manager started on the new host.
     let elsewhere = site.submit("-n 4 -- sleep 6");
     site.running(elsewhere);
     let conf = std::fs::read_to_string(site.host_dir(0).join("etc/cosched/cosched.toml")).unwrap();
-    let grown = edit(&edit(&conf, "n[01-04]", "n[01-05]"), "max_nodes = 4", "max_nodes = 5");
+    let grown = edit(
+        &edit(&conf, "n[01-04]", "n[01-05]"),
+        "max_nodes = 4",
+        "max_nodes = 5",
+    );
     for h in 0..=5 {
         std::fs::write(site.host_dir(h).join("etc/cosched/cosched.toml"), &grown).unwrap();
     }
@@ -571,8 +582,8 @@ fn a_cluster_deployed_as_docs_deploy_md_says_runs_mpi_and_gang_jobs_drains_grows
     assert_eq!(site.ended(across, 120)["state"], "completed");
     let new_key = site.key(0);
     assert_ne!(new_key, key, "the head's key file holds a new key");
-    for h in 1..=5 {
-        site.until(30, &format!("the new key on {}", SITE[h]), || {
+    for (h, name) in SITE.iter().enumerate().skip(1) {
+        site.until(30, &format!("the new key on {name}"), || {
             (site.key(h) == new_key).then_some(())
         });
     }
