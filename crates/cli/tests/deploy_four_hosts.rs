@@ -4,7 +4,7 @@
 //! and the commands it gives in running text are looked up in it before they are run, so a
 //! change to the guide that the test does not follow fails here. The daemons are started with
 //! the systemd units' `ExecStart` lines (CI has no systemd), which the guide's own start
-//! commands must match.
+//! commands must match, and reloaded with the MM unit's `ExecReload` line.
 //!
 //! What is the test's and not the guide's goes through [`edit`], which fails if the guide no
 //! longer says what it replaces: the machine's size (four one-core nodes, not sixteen of 32),
@@ -249,6 +249,34 @@ impl Site {
 
     fn status(&self) -> Value {
         serde_json::from_str(&self.ok(0, "cosched status --json")).unwrap()
+    }
+
+    /// How many times the MM has started (its log says where it listens each time).
+    fn mm_starts(&self) -> usize {
+        std::fs::read_to_string(self.root.join("head.log"))
+            .unwrap_or_default()
+            .matches("mm: listening on")
+            .count()
+    }
+
+    /// Waits until the MM has started more than `before` times and `up` nodes are up: after
+    /// a reconfiguration it restarts in place, and its socket refuses for a moment.
+    fn restarted_with(&self, before: usize, up: &[&str]) {
+        self.until(60, "the MM started again", || {
+            (self.mm_starts() > before).then_some(())
+        });
+        self.until(90, &format!("{up:?} up"), || {
+            let out = self.run(0, "cosched status --json");
+            let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+            let nodes = v["nodes"].as_array()?;
+            up.iter()
+                .all(|name| {
+                    nodes
+                        .iter()
+                        .any(|n| n["name"] == *name && n["state"] == "up")
+                })
+                .then_some(())
+        });
     }
 
     fn node(&self, name: &str) -> Value {
@@ -556,14 +584,13 @@ fn a_cluster_deployed_as_docs_deploy_md_says_runs_mpi_and_gang_jobs_drains_grows
         site.host_dir(5).join("etc/cosched/cluster.key"),
     )
     .unwrap();
+    let starts = site.mm_starts();
     let out = site.run(0, &said("cosched reconfigure"));
     let told = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{told}");
     assert!(told.contains("nodes added: n05"), "{told}");
     site.start(5, NM_UNIT);
-    site.until(90, "n05 up", || {
-        (site.node("n05")["state"] == "up").then_some(())
-    });
+    site.restarted_with(starts, &SITE[1..]);
     assert_eq!(site.node("n05")["id"], 4, "the next free id");
     assert_eq!(
         site.ended(elsewhere, 120)["state"],
@@ -573,6 +600,27 @@ fn a_cluster_deployed_as_docs_deploy_md_says_runs_mpi_and_gang_jobs_drains_grows
     for old in [id, busy, meanwhile, back] {
         assert_eq!(site.state(old), "completed", "history kept: job {old}");
     }
+
+    // `systemctl reload cosched-mm` (the unit's ExecReload, SIGHUP) after a limit changed in
+    // the file: the MM takes the file again and every node comes back.
+    let shorter = edit(&grown, "max_time = \"2d\"", "max_time = \"1d\"");
+    for h in 0..SITE.len() {
+        std::fs::write(site.host_dir(h).join("etc/cosched/cosched.toml"), &shorter).unwrap();
+    }
+    let reload = MM_UNIT
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecReload="))
+        .expect("the MM's unit has an ExecReload line");
+    let pid = pid_in_file(&site.host_dir(0).join("var/lib/cosched/mm.pid"));
+    let starts = site.mm_starts();
+    site.ok(0, &edit(reload, "$MAINPID", &pid));
+    site.restarted_with(starts, &SITE[1..]);
+    let log = std::fs::read_to_string(site.root.join("head.log")).unwrap();
+    let line = log.lines().find(|l| l.contains("mm: SIGHUP:"));
+    assert!(
+        line.is_some_and(|l| l.contains(" INFO ")),
+        "the reload was not taken: {line:?}"
+    );
 
     // The cluster key rotated under a running job on all five nodes: the job completes, and
     // every node manager has written the new key to its own key file.
