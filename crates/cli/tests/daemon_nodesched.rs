@@ -610,14 +610,13 @@ fn fcs_classification_scenario_on_real_processes_matches_the_simulator() {
 /// could run. A rank thawed on a core that other work holds, and frozen again before it got
 /// that core, stays in the run queue and is counted runnable until the core comes, while its
 /// cgroup reads `frozen 1` from the freeze on (it never ran to leave the freezer's trap), and
-/// then it runs only back into the trap (`benches/freeze-thaw-wait.c`). Without cosched, two
-/// busy processes on one core switched strictly freeze-before-thaw every 10 ms were counted
-/// runnable 18–38 % longer than they were thawed, at nice 0 and at nice −20 alike (load 20:
-/// `benches/freeze-runnable.c`); here, at load 20, one rank was runnable 8 % longer than
-/// `acct` booked its job (−41 % with the ranks at nice −20). The accounting follows the
-/// freezer; a reference for it would be the cgroup's own `frozen_usec`
-/// (`cgroup.stat.local`, Linux 6.17), which counts from the freeze's write rather than
-/// from its landing.
+/// then it runs only back into the trap (`benches/freeze-thaw-wait.c`). How much that adds
+/// depends on how long the ranks wait for their cores: at load 20 one rank was runnable 8 %
+/// longer than `acct` booked its job, and 70 % longer with the ranks at nice −20 (the two
+/// jobs' ranks on one core were then counted runnable at once for most of the run). The
+/// accounting follows the freezer; a reference for it would be the cgroup's own
+/// `frozen_usec` (`cgroup.stat.local`, Linux 6.17), which counts from the freeze's write
+/// rather than from its landing.
 #[test]
 #[ignore = "the kernel's runnable count is no reference on a loaded machine: it counts a rank waiting for its core in a frozen cgroup"]
 fn gang_accounting_equals_the_ranks_runnable_time_at_10_ms_quanta() {
