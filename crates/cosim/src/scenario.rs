@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use cosched_core::Dur;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::hyper_erlang::HyperErlang;
 
@@ -230,13 +230,19 @@ impl Default for AppCfg {
     }
 }
 
-/// Communication pattern of a BSP job.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Hash)]
+/// Who exchanges with whom each iteration of a BSP job: the one pattern type of the simulator's
+/// model and of the real benchmark (`cosched bsp`), so one scenario job runs both ways.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Pattern {
+    /// No communication.
     None,
+    /// Nearest neighbour: to and from rank ± 1 (on a ring of the ranks).
     Nn,
+    /// All-to-all: to and from every other rank.
     Aa,
+    /// One-way ring: to rank + 1, from rank − 1.
+    Ring,
 }
 
 impl Pattern {
@@ -245,6 +251,7 @@ impl Pattern {
             "none" => Some(Pattern::None),
             "nn" => Some(Pattern::Nn),
             "aa" => Some(Pattern::Aa),
+            "ring" => Some(Pattern::Ring),
             _ => None,
         }
     }
@@ -253,6 +260,7 @@ impl Pattern {
             Pattern::None => "none",
             Pattern::Nn => "NN",
             Pattern::Aa => "AA",
+            Pattern::Ring => "ring",
         }
     }
 }
@@ -670,7 +678,7 @@ impl Scenario {
                 },
                 "pattern" => {
                     let p = Pattern::parse(v)
-                        .ok_or_else(|| bad(k, format!("{v:?} is not none, nn or aa")))?;
+                        .ok_or_else(|| bad(k, format!("{v:?} is not none, nn, aa or ring")))?;
                     if let Some(m) = sc.mix.as_mut() {
                         m.pattern = Some(p);
                     }
