@@ -14,7 +14,10 @@
 //! - Message payloads are a deterministic function of (seed, iteration, sender, receiver):
 //!   each receiver checks what it got, and [`expected_checksums`] predicts every rank's
 //!   checksums without running anything.
+//!
+//! [`burn`] is the other synthetic load: one rank of a replayed trace job (`cosched burn`).
 
+pub mod burn;
 pub mod net;
 pub mod pmi;
 
