@@ -10,9 +10,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
 use cosched_core::{Dur, Time};
-use cosched_node::{
-    Action, FcsParams, LoadInfo, NodeScheduler, ProcClass, SchedParams, Scheme, WaitPolicy,
-};
+use cosched_node::{Action, LoadInfo, NodeScheduler, ProcClass, SchedParams, Scheme, WaitPolicy};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -199,16 +197,7 @@ impl<'a> Engine<'a> {
     ) -> Engine<'a> {
         let m = sc.machine;
         let mpl = if scheme == Scheme::Fcfs { 1 } else { m.mpl };
-        let mut fcs = FcsParams::table_4_1(sc.schemes.timeslice);
-        if let Some(x) = sc.schemes.fcs.max_wdc_wcs {
-            fcs.max_wdc_wcs = x;
-        }
-        if let Some(x) = sc.schemes.fcs.f_thresh {
-            fcs.f_thresh = x;
-        }
-        if let Some(x) = sc.schemes.fcs.max_spin {
-            fcs.max_spin = x;
-        }
+        let fcs = sc.fcs_params();
         let params = SchedParams {
             scheme,
             pes: m.pes_per_node as usize,
@@ -1186,7 +1175,7 @@ pattern = "none"
         let run = |pattern: &str| {
             let sc = Scenario::parse(&text(pattern), pattern).unwrap();
             let jobs = workload::build(&sc).unwrap();
-            let mut e = Engine::new(&sc, Scheme::Fcfs, &jobs, false);
+            let e = Engine::new(&sc, Scheme::Fcfs, &jobs, false);
             (jobs[0].iterations, e.run())
         };
         let (iters, ring) = run("ring");

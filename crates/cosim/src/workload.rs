@@ -309,7 +309,7 @@ fn mix_jobs(sc: &Scenario, mix: &MixCfg) -> Result<Vec<AppJob>, ScenarioError> {
     let draws = |cfg: Option<DrawCfg>, mean: u32, salt: u64, field: &str, max: u32| {
         let n = mix.jobs as usize;
         let Some(d) = cfg else {
-            return Ok(vec![mean; n]);
+            return Ok::<_, ScenarioError>(vec![mean; n]);
         };
         let he = HyperErlang::fit(f64::from(mean), d.cv2, d.order)
             .map_err(|e| invalid(field, e.to_string()))?;
