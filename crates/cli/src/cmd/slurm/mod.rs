@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use cosched_daemon::client::Client;
+use cosched_client::client::Client;
 
 pub mod sacct;
 pub mod sbatch;
@@ -209,9 +209,7 @@ pub(crate) fn context(now: i64) -> cosched_slurm::job::Context<'static> {
 
 /// Now, in seconds since the epoch.
 pub(crate) fn now_secs() -> i64 {
-    cosched_daemon::util::now()
-        .as_micros()
-        .div_euclid(1_000_000)
+    cosched_proto::util::now().as_micros().div_euclid(1_000_000)
 }
 
 /// Job ids as Slurm's commands take them: `N` (a job, or every task of array N),
@@ -239,7 +237,7 @@ impl JobSpec {
             None => (text, None),
             Some((id, t)) => {
                 let t = t.trim_start_matches('[').trim_end_matches(']');
-                let spec = cosched_daemon::start_conditions::parse_array(t).map_err(|_| bad())?;
+                let spec = cosched_proto::start_conditions::parse_array(t).map_err(|_| bad())?;
                 (id, Some(spec.indices))
             }
         };

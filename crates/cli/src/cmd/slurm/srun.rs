@@ -9,11 +9,11 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use cosched_client::client::Client;
 use cosched_core::JobId;
-use cosched_daemon::client::Client;
-use cosched_daemon::jobio;
-use cosched_daemon::mm::steps::STEP_BUSY;
-use cosched_daemon::proto::{JobState, Request, StepInfo, StepRequest};
+use cosched_mm::steps::STEP_BUSY;
+use cosched_proto::jobio;
+use cosched_proto::proto::{JobState, Request, StepInfo, StepRequest};
 use cosched_slurm::options::{Cmd, Parsed};
 
 use crate::cmd::batch;
