@@ -1,5 +1,6 @@
 //! Client requests that change state — submit, cancel, suspend and resume (hold and
-//! release), an administrator's drain, down or resume of a node, shutdown — take effect only once they are durable: an answer the database does
+//! release), a step's start or cancel, an administrator's drain, down or resume of a node,
+//! shutdown — take effect only once they are durable: an answer the database does
 //! not back would be lost at a restart, and its job's id given again.
 //!
 //! The core checks such a request and stages it without touching its state: [`Core::on`]
@@ -50,6 +51,8 @@ pub(super) enum Staged {
     Nodes(Vec<NodeChange>),
     /// A step of a running allocation, placed, with `srun`'s environment for its ranks.
     Step(Ix, Box<StepInfo>, Vec<(String, String)>),
+    /// A running step cancelled (`scancel N.S`, a killed `srun`): allocation and step number.
+    StepCancel(Ix, u32),
     Shutdown,
 }
 
@@ -88,6 +91,7 @@ impl Core {
                 info.steps.push((**step).clone());
                 vec![info]
             }
+            Staged::StepCancel(i, k) => vec![self.step_cancelled_info(*i, *k, now)],
             Staged::Shutdown => self
                 .live
                 .iter()
@@ -177,6 +181,10 @@ impl Core {
                     self.start_step(i, *step, env);
                     Response::Step(answer)
                 }
+                Staged::StepCancel(i, k) => {
+                    self.cancel_step(i, k);
+                    Response::Done
+                }
             },
         };
         self.push(Effect::Reply { req, resp });
@@ -199,5 +207,6 @@ fn not_done(change: &Staged, core: &Core) -> String {
         ),
         Staged::Shutdown => "the cluster was not shut down".into(),
         Staged::Step(i, ..) => format!("no step started in job {}", id(i)),
+        Staged::StepCancel(i, k) => format!("step {}.{k} not cancelled", id(i)),
     }
 }

@@ -85,7 +85,10 @@ impl Core {
             Request::CancelStep { job, step } => match self.ledger.find(job) {
                 None => unknown(job),
                 Some(i) if !self.may_act(caller, i) => self.denied(i),
-                Some(i) => self.cancel_step(i, step),
+                Some(i) => match self.check_step_cancel(i, step) {
+                    Ok(()) => return Some(self.stage(now, req, Staged::StepCancel(i, step))),
+                    Err(resp) => *resp,
+                },
             },
             Request::Shutdown if !caller.admin => Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) may shut it down",

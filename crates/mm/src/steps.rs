@@ -371,7 +371,7 @@ impl Core {
         let Some(st) = self.side[i].steps.iter_mut().find(|s| s.id == k) else {
             return;
         };
-        if st.state.is_final() {
+        if st.state.is_final() && !awaiting_exits(st) {
             return;
         }
         let Some(slot) = st.ranks.get_mut(exit.rank as usize).filter(|c| c.is_none()) else {
@@ -390,16 +390,23 @@ impl Core {
             };
         }
         let done = st.ranks.iter().all(Option::is_some);
-        let kill = code != 0 && st.kill_on_bad_exit && !done;
+        let kill = code != 0 && st.kill_on_bad_exit && !done && !st.state.is_final();
         let nodes: Vec<NodeId> = st.placement.iter().map(|p| p.node).collect();
         if done {
             let worst = st.ranks.iter().flatten().copied().max().unwrap_or(0);
             st.exit_code = Some(worst);
-            st.state = if st.ranks.iter().flatten().all(|&c| c == 0) {
-                JobState::Completed
-            } else {
-                JobState::Failed
+            let all_zero = st.ranks.iter().flatten().all(|&c| c == 0);
+            // Slurm records a step by how its tasks ended: a cancel whose tasks all exited 0
+            // anyway (they were finishing as it came) leaves it COMPLETED; one that ended a
+            // task leaves it CANCELLED.
+            st.state = match (st.state, all_zero) {
+                (_, true) => JobState::Completed,
+                (JobState::Cancelled, false) => JobState::Cancelled,
+                (_, false) => JobState::Failed,
             };
+            if all_zero {
+                st.error = None;
+            }
             st.end_us = Some(now.as_micros());
             self.send(nodes, ToNode::Forget { jobs: vec![unit] });
         } else if kill {
@@ -432,39 +439,74 @@ impl Core {
     /// The allocation ended (or goes back to the queue): its running steps end with it, as
     /// cancelled, and their processes go on their nodes.
     pub(super) fn end_steps(&mut self, i: Ix) {
-        self.cancel_steps(i, None, "its allocation ended");
+        self.cancel_steps(i, "its allocation ended");
     }
 
-    /// `scancel N.S` or a killed `srun`: step `k` of allocation `i` ends as cancelled, its
-    /// processes go on every node; the allocation and its other steps go on.
-    pub(super) fn cancel_step(&mut self, i: Ix, k: u32) -> Response {
+    /// Whether `scancel N.S` or a killed `srun` may cancel step `k` of allocation `i`: `Ok`
+    /// when it runs (the cancel is then staged, `Staged::StepCancel`); otherwise the
+    /// answer: done already for a step that has ended, an error for one that does not exist.
+    pub(super) fn check_step_cancel(&self, i: Ix, k: u32) -> Result<(), Box<Response>> {
         let id = self.ledger.entry(i).req.id;
         match self.side[i].steps.iter().find(|st| st.id == k) {
-            None => Response::Error(format!(
+            None => Err(Box::new(Response::Error(format!(
                 "job {id} has no step {k} (sacct -j {id} lists them)"
-            )),
-            Some(st) if st.state.is_final() => Response::Done,
-            Some(_) => {
-                self.cancel_steps(i, Some(k), "cancelled");
-                Response::Done
-            }
+            )))),
+            Some(st) if st.state.is_final() => Err(Box::new(Response::Done)),
+            Some(_) => Ok(()),
         }
     }
 
-    /// Ends the running steps of allocation `i` (only step `only` when given) as cancelled
-    /// with `why`: their records say so and their nodes forget their processes.
-    fn cancel_steps(&mut self, i: Ix, only: Option<u32>, why: &str) {
+    /// Allocation `i`'s record as the cancel of its step `k` at `now` leaves it: what must be
+    /// durable before the cancel is answered.
+    pub(super) fn step_cancelled_info(&self, i: Ix, k: u32, now: Time) -> JobInfo {
+        let mut info = self.job_info(i, now);
+        if let Some(st) = info.steps.iter_mut().find(|st| st.id == k) {
+            cancelled(st, now.as_micros(), CANCELLED);
+        }
+        info
+    }
+
+    /// `scancel N.S` or a killed `srun`, durable: step `k` of allocation `i` is recorded
+    /// cancelled and its tasks are ended (SIGTERM, then SIGKILL) on every node, which still
+    /// report their exits: a step whose tasks all exit 0 is completed after all
+    /// ([`Core::step_exit`]). The allocation and its other steps go on.
+    pub(super) fn cancel_step(&mut self, i: Ix, k: u32) {
+        let now = self.last_now.as_micros();
+        let id = self.ledger.entry(i).req.id;
+        let Some(st) = self.side[i]
+            .steps
+            .iter_mut()
+            .find(|st| st.id == k && !st.state.is_final())
+        else {
+            return;
+        };
+        cancelled(st, now, CANCELLED);
+        let nodes = st.placement.iter().map(|p| p.node).collect();
+        self.send(
+            nodes,
+            ToNode::Switch {
+                stop: Vec::new(),
+                cont: Vec::new(),
+                kill: vec![step_unit(id, k)],
+            },
+        );
+        self.mark(i);
+    }
+
+    /// Ends the running steps of allocation `i` as cancelled with `why`: their records say
+    /// so and their nodes forget their processes (and those of cancelled steps whose exits
+    /// are still awaited).
+    fn cancel_steps(&mut self, i: Ix, why: &str) {
         let now = self.last_now.as_micros();
         let id = self.ledger.entry(i).req.id;
         let mut forget: BTreeSet<NodeId> = BTreeSet::new();
         let mut units = Vec::new();
         for st in self.side[i].steps.iter_mut() {
-            if st.state.is_final() || only.is_some_and(|k| k != st.id) {
+            if !st.state.is_final() {
+                cancelled(st, now, why);
+            } else if !awaiting_exits(st) {
                 continue;
             }
-            st.state = JobState::Cancelled;
-            st.end_us = Some(now);
-            st.error.get_or_insert_with(|| why.into());
             forget.extend(st.placement.iter().map(|p| p.node));
             units.push(step_unit(id, st.id));
         }
@@ -473,6 +515,22 @@ impl Core {
             self.mark(i);
         }
     }
+}
+
+/// The error a cancelled step's record keeps.
+const CANCELLED: &str = "cancelled";
+
+/// What a cancel at `now_us` (µs) writes in step `st`'s record: ended cancelled, with `why`.
+pub(super) fn cancelled(st: &mut StepInfo, now_us: i64, why: &str) {
+    st.state = JobState::Cancelled;
+    st.end_us = Some(now_us);
+    st.error.get_or_insert_with(|| why.into());
+}
+
+/// Whether step `st` was cancelled while some of its tasks still ran: their exits are still
+/// taken in, and decide its state.
+fn awaiting_exits(st: &StepInfo) -> bool {
+    st.state == JobState::Cancelled && st.ranks.iter().any(Option::is_none)
 }
 
 /// The beginning of the answer to a step that must wait for PEs: `srun` asks again.

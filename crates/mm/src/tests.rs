@@ -3089,23 +3089,7 @@ fn a_step_is_recorded_before_it_is_answered_ends_alone_when_cancelled_and_with_i
         gid: 60002,
         admin: false,
     };
-    let batch = Request::Submit(Box::new(SubmitRequest {
-        procs: 4,
-        time_limit_us: None,
-        class: None,
-        name: None,
-        cmd: vec!["/bin/sh".into(), "job.sh".into()],
-        cwd: "/".into(),
-        user: None,
-        io: JobIo {
-            batch: true,
-            ..JobIo::default()
-        },
-        sched: Default::default(),
-        layout: None,
-        hold: false,
-        mem: None,
-    }));
+    let batch = batch_submission(4);
     let ask = |c: &mut Core, req: u64, request: Request, caller: Caller| {
         c.on(
             t(2),
@@ -3251,7 +3235,26 @@ fn a_step_is_recorded_before_it_is_answered_ends_alone_when_cancelled_and_with_i
     assert!(fx.iter().any(|e| matches!(e,
         Effect::Reply { req: 7, resp: Response::Error(m) } if m.contains("permission denied"))));
     assert_eq!(state(&c, 1).steps[2].state, JobState::Running);
-    assert!(ask(&mut c, 8, cancel(), alice).is_none());
+    // The owner's cancel is written first, the step recorded cancelled, and carried out and
+    // answered only then.
+    let w = ask(&mut c, 8, cancel(), alice).expect("a step's cancel is written first");
+    assert_eq!(w.jobs[0].steps[2].state, JobState::Cancelled);
+    let before = c.step(t(4));
+    assert!(
+        !before
+            .iter()
+            .any(|e| matches!(e, Effect::Reply { req: 8, .. }))
+            && sent(&before).is_empty(),
+        "nothing done before the write: {before:?}"
+    );
+    assert_eq!(state(&c, 1).steps[2].state, JobState::Running);
+    c.on(
+        t(4),
+        Input::Written {
+            req: 8,
+            result: Ok(()),
+        },
+    );
     let fx = c.step(t(4));
     assert!(fx.iter().any(|e| matches!(
         e,
@@ -3263,10 +3266,12 @@ fn a_step_is_recorded_before_it_is_answered_ends_alone_when_cancelled_and_with_i
     assert_eq!(
         sent(&fx)
             .iter()
-            .filter(|m| matches!(m, ToNode::Forget { jobs } if jobs == &[step_unit(JobId(1), 2)]))
+            .filter(
+                |m| matches!(m, ToNode::Switch { kill, .. } if kill == &[step_unit(JobId(1), 2)])
+            )
             .count(),
         1,
-        "its ranks go on its node: {fx:?}"
+        "its ranks are ended on its node, which reports their exits: {fx:?}"
     );
     let info = state(&c, 1);
     assert_eq!(info.steps[2].state, JobState::Cancelled);
@@ -3287,9 +3292,9 @@ fn a_step_is_recorded_before_it_is_answered_ends_alone_when_cancelled_and_with_i
     );
     assert_eq!(info.steps[1].state, JobState::Cancelled);
     assert!(
-        sent(&fx).iter().any(
-            |m| matches!(m, ToNode::Forget { jobs } if jobs.contains(&step_unit(JobId(1), 1)))
-        )
+        sent(&fx).iter().any(|m| matches!(m, ToNode::Forget { jobs }
+            if jobs.contains(&step_unit(JobId(1), 1)) && jobs.contains(&step_unit(JobId(1), 2)))),
+        "the running step and the cancelled one whose exits never came go on the nodes: {fx:?}"
     );
     // No step in an ended job.
     assert!(ask(&mut c, 5, step(), alice).is_none());
@@ -3412,4 +3417,120 @@ fn a_spread_that_can_never_be_met_is_refused_at_submission_saying_why() {
         e.contains("policy t3d places jobs by its own geometry"),
         "{e}"
     );
+}
+
+/// The submission of a batch job of `procs` PEs (its script runs once; steps run in it).
+fn batch_submission(procs: u32) -> Request {
+    Request::Submit(Box::new(SubmitRequest {
+        procs,
+        time_limit_us: None,
+        class: None,
+        name: None,
+        cmd: vec!["/bin/sh".into(), "job.sh".into()],
+        cwd: "/".into(),
+        user: None,
+        io: JobIo {
+            batch: true,
+            ..JobIo::default()
+        },
+        sched: Default::default(),
+        layout: None,
+        hold: false,
+        mem: None,
+    }))
+}
+
+/// A step's rank `rank` on node `node` exits with `code`.
+fn step_exit(c: &mut Core, now: Time, unit: JobId, node: u32, rank: u32, code: i32) {
+    c.on(
+        now,
+        Input::FromNode {
+            from: NodeId(node),
+            msg: FromNode::Exited {
+                job: unit,
+                run: 1,
+                exit: RankExit {
+                    rank,
+                    code: Some(code),
+                    error: None,
+                    oom: false,
+                },
+            },
+        },
+    );
+}
+
+#[test]
+fn a_cancelled_step_whose_tasks_all_exit_zero_is_completed_and_one_the_cancel_ended_is_cancelled() {
+    let fcfs = super::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 1, 2);
+    let ask = |c: &mut Core, now: Time, req: u64, request: Request| {
+        let w = c.on(
+            now,
+            Input::Client {
+                req,
+                request,
+                caller: Caller::ROOT,
+            },
+        );
+        if w.is_some() {
+            c.on(
+                now,
+                Input::Written {
+                    req,
+                    result: Ok(()),
+                },
+            );
+        }
+        c.step(now)
+    };
+    let batch = batch_submission(2);
+    ask(&mut c, t(1), 1, batch);
+    for (req, now) in [(2, t(2)), (3, t(3))] {
+        let step = Request::Step(Box::new(StepRequest {
+            job: JobId(1),
+            name: "orted".into(),
+            cmd: vec!["orted".into()],
+            ntasks: Some(1),
+            overlap: true,
+            ..StepRequest::default()
+        }));
+        ask(&mut c, now, req, step);
+    }
+    let cancel = |k| Request::CancelStep {
+        job: JobId(1),
+        step: k,
+    };
+    // Step 0's task had exited 0 when its srun's SIGTERM came (the report was on its way):
+    // completed, as Slurm records a step whose tasks all exited 0.
+    ask(&mut c, t(4), 4, cancel(0));
+    assert_eq!(state(&c, 1).steps[0].state, JobState::Cancelled);
+    step_exit(&mut c, t(5), step_unit(JobId(1), 0), 0, 0, 0);
+    let fx = c.step(t(5));
+    let s = &state(&c, 1).steps[0];
+    assert_eq!(
+        (s.state, s.exit_code, s.error.as_deref()),
+        (JobState::Completed, Some(0), None)
+    );
+    assert!(
+        sent(&fx)
+            .iter()
+            .any(|m| matches!(m, ToNode::Forget { jobs } if jobs == &[step_unit(JobId(1), 0)]))
+    );
+    // Step 1's task was ended by the cancel (SIGTERM: 128 + 15): cancelled.
+    ask(&mut c, t(6), 6, cancel(1));
+    step_exit(&mut c, t(7), step_unit(JobId(1), 1), 0, 0, 143);
+    c.step(t(7));
+    let s = &state(&c, 1).steps[1];
+    assert_eq!((s.state, s.exit_code), (JobState::Cancelled, Some(143)));
+    // A step that ended is not cancelled again.
+    let fx = ask(&mut c, t(8), 8, cancel(0));
+    assert!(fx.iter().any(|e| matches!(
+        e,
+        Effect::Reply {
+            req: 8,
+            resp: Response::Done
+        }
+    )));
+    assert_eq!(state(&c, 1).steps[0].state, JobState::Completed);
 }

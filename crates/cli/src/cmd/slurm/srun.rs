@@ -119,6 +119,14 @@ fn step_request(job: JobId, p: &Parsed, opts: &batch::JobOpts) -> Result<StepReq
         _ => None,
     };
     let pattern = |pat: &str| jobio::expand_for_step(pat, job, array, &name, &user);
+    // As Slurm's srun: `--mpi`, else SLURM_MPI_TYPE (set by an sbatch `--mpi`).
+    let mpi = match (opts.mpi, std::env::var("SLURM_MPI_TYPE")) {
+        (Some(m), _) => m,
+        (None, Ok(v)) => {
+            jobio::Mpi::parse(&v).map_err(|e| error(format!("SLURM_MPI_TYPE: {e}")))?
+        }
+        (None, Err(_)) => jobio::Mpi::default(),
+    };
     let kill = match p.value("kill-on-bad-exit") {
         Some(v) => v.trim() != "0",
         None => p.has("kill-on-bad-exit"),
@@ -133,7 +141,7 @@ fn step_request(job: JobId, p: &Parsed, opts: &batch::JobOpts) -> Result<StepReq
             output: opts.output.as_deref().map(pattern),
             error: opts.error.as_deref().map(pattern),
             array: None,
-            mpi: opts.mpi.unwrap_or_default(),
+            mpi,
             batch: false,
         },
         ntasks,
@@ -214,7 +222,8 @@ impl Interrupts {
 }
 
 /// Follows step `step` of `job` to its end, relaying its tasks' output when `relay`;
-/// Slurm's exit status: the highest exit code of the tasks. SIGTERM, or SIGINT twice within
+/// Slurm's exit status: the highest exit code of the tasks (128 + the signal for one a
+/// cancel ended, 143 for SIGTERM). SIGTERM, or SIGINT twice within
 /// a second, ends the step (`Request::CancelStep`), as killing Slurm's srun does.
 fn wait(
     client: &Client,
@@ -252,7 +261,13 @@ fn wait(
             .pop()
             .ok_or_else(|| error(format!("job {job} vanished")))?;
         let st = info.steps.iter().find(|s| s.id == k).cloned();
-        let ended = st.as_ref().is_none_or(|s| s.state.is_final());
+        // A cancelled step's tasks are being ended: their exits, which make its record and
+        // srun's status, are awaited while the allocation holds its nodes.
+        let holds = matches!(info.state, JobState::Running | JobState::Suspended);
+        let ended = st.as_ref().is_none_or(|s| {
+            s.state.is_final()
+                && (s.state != JobState::Cancelled || !holds || s.ranks.iter().all(Option::is_some))
+        });
         if relay {
             interactive::poll_with(&fetch, &mut streams, label, ended);
         }

@@ -134,7 +134,7 @@ impl Names {
 }
 
 /// The node names of the machine, by node id.
-fn node_name(st: &StatusInfo, id: cosched_core::NodeId) -> String {
+pub fn node_name(st: &StatusInfo, id: cosched_core::NodeId) -> String {
     st.nodes
         .iter()
         .find(|n| n.id == id)
