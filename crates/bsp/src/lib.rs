@@ -14,7 +14,10 @@
 //! - Message payloads are a deterministic function of (seed, iteration, sender, receiver):
 //!   each receiver checks what it got, and [`expected_checksums`] predicts every rank's
 //!   checksums without running anything.
+//!
+//! [`burn`] is the other synthetic load: one rank of a replayed trace job (`cosched burn`).
 
+pub mod burn;
 pub mod net;
 pub mod pmi;
 
@@ -25,58 +28,8 @@ use cosched_cosim::workload::AppJob;
 use cosched_monitor::{Kind, Monitor};
 use serde::{Deserialize, Serialize};
 
-/// Who exchanges with whom each iteration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Pattern {
-    /// No communication.
-    None,
-    /// Nearest neighbour: to and from rank ± 1 (on a ring of the ranks).
-    Nn,
-    /// All-to-all: to and from every other rank.
-    Aa,
-    /// Ring: to rank + 1, from rank − 1. (Not in the simulator's model.)
-    Ring,
-}
-
-impl Pattern {
-    pub fn parse(s: &str) -> Option<Pattern> {
-        match s.to_ascii_lowercase().as_str() {
-            "none" => Some(Pattern::None),
-            "nn" => Some(Pattern::Nn),
-            "aa" => Some(Pattern::Aa),
-            "ring" => Some(Pattern::Ring),
-            _ => None,
-        }
-    }
-    fn sim(self) -> Option<cosched_cosim::scenario::Pattern> {
-        use cosched_cosim::scenario::Pattern as P;
-        match self {
-            Pattern::None => Some(P::None),
-            Pattern::Nn => Some(P::Nn),
-            Pattern::Aa => Some(P::Aa),
-            Pattern::Ring => None,
-        }
-    }
-}
-
-/// The ranks `rank` sends to each iteration.
-pub fn send_peers(pattern: Pattern, size: u32, rank: u32) -> Vec<u32> {
-    match pattern.sim() {
-        Some(p) => cosched_cosim::workload::peers(p, size, rank),
-        None if size > 1 => vec![(rank + 1) % size],
-        None => Vec::new(),
-    }
-}
-
-/// The ranks `rank` receives from each iteration.
-pub fn recv_peers(pattern: Pattern, size: u32, rank: u32) -> Vec<u32> {
-    match pattern.sim() {
-        Some(p) => cosched_cosim::workload::peers(p, size, rank),
-        None if size > 1 => vec![(rank + size - 1) % size],
-        None => Vec::new(),
-    }
-}
+pub use cosched_cosim::scenario::Pattern;
+pub use cosched_cosim::workload::{recv_peers, send_peers};
 
 /// The benchmark's parameters: the simulator's `AppJob` fields plus what only a real run has.
 #[derive(Clone, Debug, Serialize)]
@@ -129,16 +82,11 @@ impl Default for Params {
 impl Params {
     /// The parameters of a simulator job.
     pub fn from_app_job(j: &AppJob) -> Params {
-        use cosched_cosim::scenario::Pattern as P;
         Params {
             iterations: j.iterations,
             compute: Duration::from_micros(j.compute.0.max(0) as u64),
             io: Duration::from_micros(j.io.0.max(0) as u64),
-            pattern: match j.pattern {
-                P::None => Pattern::None,
-                P::Nn => Pattern::Nn,
-                P::Aa => Pattern::Aa,
-            },
+            pattern: j.pattern,
             variance: j.variance,
             rank_overrides: j.rank_overrides.clone(),
             procs: Some(j.procs),

@@ -37,6 +37,16 @@ impl PeBits {
         }
     }
 
+    /// Calls `f(word index, mask)` for each word that PEs `s..e` cover, first to last: the one
+    /// walk over the words of a PE range, also for bitsets kept as plain words.
+    #[inline]
+    pub fn range_words(s: u32, e: u32, mut f: impl FnMut(usize, u64)) {
+        PeBits::for_words(s, e, |w, m| {
+            f(w, m);
+            true
+        });
+    }
+
     /// Calls `f(word index, mask)` for each word of `s..e`, first to last, until `f` says
     /// stop; returns false if it did. The masks come from the run's ends without a loop over
     /// bits, and a run within one word (most runs: the ledger checks one per decision) takes
@@ -61,6 +71,15 @@ impl PeBits {
             }
         }
         f(last, tail)
+    }
+
+    #[inline]
+    pub fn set(&mut self, i: u32) {
+        self.words[(i / 64) as usize] |= 1 << (i % 64);
+    }
+    #[inline]
+    pub fn clear(&mut self, i: u32) {
+        self.words[(i / 64) as usize] &= !(1 << (i % 64));
     }
 
     #[inline]
@@ -163,6 +182,21 @@ impl PeBits {
     pub fn count(&self) -> u32 {
         self.words.iter().map(|w| w.count_ones()).sum()
     }
+    /// How many PEs of `pes` are set.
+    #[inline]
+    pub fn count_in(&self, pes: &PeSet) -> u32 {
+        let mut n = 0;
+        PeBits::each_word(pes, |w, m| n += (self.words[w] & m).count_ones());
+        n
+    }
+    /// The first word, from `from`, where `self` or `other` has a clear bit (the words' count
+    /// if none): where a search for clear PEs in both can start.
+    #[inline]
+    pub fn first_open_word_in_both(&self, other: &PeBits, from: usize) -> usize {
+        (from..self.words.len())
+            .find(|&w| self.words[w] | other.words[w] != u64::MAX)
+            .unwrap_or(self.words.len())
+    }
     /// The `n` lowest-numbered clear bits, or `None` if fewer are clear.
     #[inline]
     pub fn lowest_clear(&self, n: u32) -> Option<PeSet> {
@@ -198,22 +232,12 @@ impl PeBits {
             if free != 0 {
                 first_open = first_open.min(w);
             }
-            while need > 0 && free != 0 {
-                let lo = free.trailing_zeros();
-                let pe = w as u32 * 64 + lo;
-                if pe >= self.len {
-                    return (None, first_open);
-                }
-                let run = (free >> lo).trailing_ones().min(need).min(self.len - pe);
-                let bits = if run == 64 {
-                    u64::MAX
-                } else {
-                    (1u64 << run) - 1
-                };
-                free &= !(bits << lo);
-                set.push_sorted(pe, pe + run);
-                need -= run;
+            let base = w as u32 * 64;
+            if self.len - base < 64 {
+                // The last word: its bits past `len` are no PEs.
+                free &= (1u64 << (self.len - base)) - 1;
             }
+            take_lowest(free, base, &mut need, &mut set);
             if need == 0 {
                 return (Some(set), first_open);
             }
@@ -263,6 +287,28 @@ impl PeBits {
         }
         None
     }
+}
+
+/// Takes the lowest `*need` set bits of `bits`, the word of PEs `base..base + 64`, into `set`
+/// a run at a time (so the cost is the runs, not the PEs), lowering `*need`; returns the bits
+/// taken. Every lowest-first search over bitset words is built on it.
+#[inline]
+pub fn take_lowest(bits: u64, base: u32, need: &mut u32, set: &mut PeSet) -> u64 {
+    let (mut left, mut taken) = (bits, 0u64);
+    while *need > 0 && left != 0 {
+        let lo = left.trailing_zeros();
+        let run = (left >> lo).trailing_ones().min(*need);
+        let mask = if run == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << run) - 1) << lo
+        };
+        left &= !mask;
+        taken |= mask;
+        set.push_sorted(base + lo, base + lo + run);
+        *need -= run;
+    }
+    taken
 }
 
 #[cfg(test)]

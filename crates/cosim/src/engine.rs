@@ -10,9 +10,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
 use cosched_core::{Dur, Time};
-use cosched_node::{
-    Action, FcsParams, LoadInfo, NodeScheduler, ProcClass, SchedParams, Scheme, WaitPolicy,
-};
+use cosched_node::{Action, LoadInfo, NodeScheduler, ProcClass, SchedParams, Scheme, WaitPolicy};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -199,16 +197,7 @@ impl<'a> Engine<'a> {
     ) -> Engine<'a> {
         let m = sc.machine;
         let mpl = if scheme == Scheme::Fcfs { 1 } else { m.mpl };
-        let mut fcs = FcsParams::table_4_1(sc.schemes.timeslice);
-        if let Some(x) = sc.schemes.fcs.max_wdc_wcs {
-            fcs.max_wdc_wcs = x;
-        }
-        if let Some(x) = sc.schemes.fcs.f_thresh {
-            fcs.f_thresh = x;
-        }
-        if let Some(x) = sc.schemes.fcs.max_spin {
-            fcs.max_spin = x;
-        }
+        let fcs = sc.fcs_params();
         let params = SchedParams {
             scheme,
             pes: m.pes_per_node as usize,
@@ -483,7 +472,11 @@ impl<'a> Engine<'a> {
                     iter: 0,
                     phase: Phase::Compute,
                     rem: Dur::ZERO,
-                    peers: job.peers(rank).into_iter().map(|r| first + r).collect(),
+                    peers: job
+                        .send_peers(rank)
+                        .into_iter()
+                        .map(|r| first + r)
+                        .collect(),
                     inbox: Vec::new(),
                     got: 0,
                     send_done: Time::ZERO,
@@ -1166,5 +1159,37 @@ pattern = "none"
             node0.spin
         );
         assert!(node0.overhead >= Dur::from_micros(2 * 240));
+    }
+    /// A one-way ring sends one message per iteration to the next rank and waits for one
+    /// from the rank before: the job finishes, and a chain of four ranks with two iterations
+    /// moves eight messages, where the two-way NN pattern moves sixteen.
+    #[test]
+    fn a_ring_job_sends_to_the_next_rank_and_finishes() {
+        let text = |pattern: &str| {
+            format!(
+                "seed = 1\n[machine]\nnodes = 4\npes_per_node = 1\n[schemes]\n\
+                 timeslice = \"10ms\"\n[[jobs]]\nprocs = 4\nwork = \"2ms\"\n\
+                 granularity = 0.1\npattern = \"{pattern}\"\n"
+            )
+        };
+        let run = |pattern: &str| {
+            let sc = Scenario::parse(&text(pattern), pattern).unwrap();
+            let jobs = workload::build(&sc).unwrap();
+            let e = Engine::new(&sc, Scheme::Fcfs, &jobs, false);
+            (jobs[0].iterations, e.run())
+        };
+        let (iters, ring) = run("ring");
+        assert_eq!(iters, 2);
+        assert_eq!(ring.finished_jobs, 1);
+        assert!(!ring.stalled);
+        let (_, nn) = run("nn");
+        assert_eq!(nn.finished_jobs, 1);
+        assert_eq!(
+            nn.events - ring.events,
+            8,
+            "ring {} events, nn {}",
+            ring.events,
+            nn.events
+        );
     }
 }

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use cosched_core::Dur;
-use serde::Deserialize;
+use cosched_node::FcsParamError;
+use serde::{Deserialize, Serialize};
 
 use crate::hyper_erlang::HyperErlang;
 
@@ -136,7 +137,7 @@ impl Costs {
     }
 }
 
-#[derive(Clone, Copy, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchemeCfg {
     /// GS/FCS heartbeat interval (seed 000 Table 4.1 T); also the unit of granularity.
@@ -175,15 +176,30 @@ impl Default for SchemeCfg {
     }
 }
 
-/// FCS overrides; anything unset follows Table 4.1 scaled to the time slice.
-#[derive(Clone, Copy, Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields, default)]
-pub struct FcsCfg {
-    pub max_wdc_wcs: Option<f64>,
-    #[serde(with = "opt_dur")]
-    pub f_thresh: Option<Dur>,
-    #[serde(with = "opt_dur")]
-    pub max_spin: Option<Dur>,
+/// FCS overrides by name (`cosched_node::FCS_KEYS`, as the node manager's `--fcs-opt`):
+/// anything unset follows Table 4.1 scaled to the time slice. Durations are strings
+/// (`f_thresh = "2ms"`), `max_wdc_wcs` a number.
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(transparent)]
+pub struct FcsCfg(pub BTreeMap<String, toml::Value>);
+
+impl FcsCfg {
+    /// The FCS parameters for the time slice `t` with these overrides, built by the one
+    /// builder the node manager uses too; `place` names the table in errors.
+    pub fn params(&self, t: Dur, place: &str) -> Result<cosched_node::FcsParams, FcsParamError> {
+        let values: Vec<(&str, String)> = self
+            .0
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    toml::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.as_str(), text)
+            })
+            .collect();
+        cosched_node::FcsParams::build(t, values.iter().map(|(k, v)| (*k, v.as_str())), place)
+    }
 }
 
 /// SB+PROC's departures from seed 004's reading (`[schemes.proc]`; both off by default, see
@@ -230,13 +246,19 @@ impl Default for AppCfg {
     }
 }
 
-/// Communication pattern of a BSP job.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Hash)]
+/// Who exchanges with whom each iteration of a BSP job: the one pattern type of the simulator's
+/// model and of the real benchmark (`cosched bsp`), so one scenario job runs both ways.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Pattern {
+    /// No communication.
     None,
+    /// Nearest neighbour: to and from rank ± 1 (on a ring of the ranks).
     Nn,
+    /// All-to-all: to and from every other rank.
     Aa,
+    /// One-way ring: to rank + 1, from rank − 1.
+    Ring,
 }
 
 impl Pattern {
@@ -245,6 +267,7 @@ impl Pattern {
             "none" => Some(Pattern::None),
             "nn" => Some(Pattern::Nn),
             "aa" => Some(Pattern::Aa),
+            "ring" => Some(Pattern::Ring),
             _ => None,
         }
     }
@@ -253,6 +276,7 @@ impl Pattern {
             Pattern::None => "none",
             Pattern::Nn => "NN",
             Pattern::Aa => "AA",
+            Pattern::Ring => "ring",
         }
     }
 }
@@ -445,6 +469,8 @@ pub enum ScenarioError {
         field: String,
         why: String,
     },
+    #[error(transparent)]
+    Fcs(#[from] FcsParamError),
 }
 
 mod dur {
@@ -493,6 +519,18 @@ impl Scenario {
         Ok(sc)
     }
 
+    /// The FCS parameters: Table 4.1 for the time slice with `[schemes.fcs]`'s overrides
+    /// (checked when the scenario is parsed).
+    pub fn fcs_params(&self) -> cosched_node::FcsParams {
+        self.fcs_params_at(&self.name)
+            .expect("[schemes.fcs] is checked when the scenario is parsed")
+    }
+
+    fn fcs_params_at(&self, origin: &str) -> Result<cosched_node::FcsParams, FcsParamError> {
+        let place = format!("{origin}: [schemes.fcs]");
+        self.schemes.fcs.params(self.schemes.timeslice, &place)
+    }
+
     fn validate(&self, origin: &str) -> Result<(), ScenarioError> {
         let bad = |field: &str, why: &str| {
             Err(ScenarioError::Invalid {
@@ -517,6 +555,7 @@ impl Scenario {
         if self.schemes.ts_update.is_some_and(|d| d <= Dur::ZERO) {
             return bad("schemes.ts_update", "must be positive");
         }
+        self.fcs_params_at(origin)?;
         let sources = usize::from(!self.jobs.is_empty())
             + usize::from(self.mix.is_some())
             + usize::from(self.lublin.is_some());
@@ -670,7 +709,7 @@ impl Scenario {
                 },
                 "pattern" => {
                     let p = Pattern::parse(v)
-                        .ok_or_else(|| bad(k, format!("{v:?} is not none, nn or aa")))?;
+                        .ok_or_else(|| bad(k, format!("{v:?} is not none, nn, aa or ring")))?;
                     if let Some(m) = sc.mix.as_mut() {
                         m.pattern = Some(p);
                     }
@@ -726,6 +765,30 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("jobs[0].procs"), "{e}");
+    }
+
+    /// `[schemes.fcs]` goes through the node manager's builder: Table 4.1 for the time slice
+    /// with the overrides, and a bad key is refused with the file and table named.
+    #[test]
+    fn fcs_overrides_are_built_as_the_node_managers_are() {
+        let jobs = "[[jobs]]\nprocs = 1\nwork = \"1s\"\ngranularity = 0.5\n";
+        let text = format!(
+            "[schemes]\ntimeslice = \"100ms\"\n[schemes.fcs]\nf_thresh = \"2ms\"\nmax_wdc_wcs = 3\n{jobs}"
+        );
+        let sc = Scenario::parse(&text, "f.toml").unwrap();
+        let want = cosched_node::FcsParams::from_opts(
+            Dur::from_millis(100),
+            &["f_thresh=2ms".into(), "max_wdc_wcs=3".into()],
+            "--fcs-opt",
+        )
+        .unwrap();
+        assert_eq!(sc.fcs_params(), want);
+        let text = format!("[schemes.fcs]\nbogus = 1\n{jobs}");
+        let e = Scenario::parse(&text, "f.toml").unwrap_err().to_string();
+        assert!(
+            e.starts_with("f.toml: [schemes.fcs] bogus: unknown FCS parameter"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -39,10 +39,11 @@ pub struct AppJob {
 }
 
 impl AppJob {
-    /// The ranks `rank` sends to and receives from each iteration.
-    pub fn peers(&self, rank: u32) -> Vec<u32> {
+    /// The ranks `rank` sends to each iteration. It waits for as many messages, one from each
+    /// of its senders (the same ranks, or for the one-way ring the rank before it).
+    pub fn send_peers(&self, rank: u32) -> Vec<u32> {
         if self.ring.is_empty() {
-            peers(self.pattern, self.procs, rank)
+            send_peers(self.pattern, self.procs, rank)
         } else {
             at_distances(self.procs, rank, &self.ring)
         }
@@ -67,12 +68,23 @@ pub fn rank_params(variance: f64, overrides: &[(u32, f64, Option<f64>)], rank: u
     out
 }
 
-/// The peers a rank exchanges with each iteration (it sends to and receives from each).
-pub fn peers(pattern: Pattern, procs: u32, rank: u32) -> Vec<u32> {
+/// The ranks `rank` sends to each iteration.
+pub fn send_peers(pattern: Pattern, procs: u32, rank: u32) -> Vec<u32> {
     match pattern {
         Pattern::None => Vec::new(),
         Pattern::Aa => (0..procs).filter(|&r| r != rank).collect(),
         Pattern::Nn => at_distances(procs, rank, &[1]),
+        Pattern::Ring if procs > 1 => vec![(rank + 1) % procs],
+        Pattern::Ring => Vec::new(),
+    }
+}
+
+/// The ranks `rank` receives from each iteration: its senders, which are its own send peers
+/// for every pattern but the one-way ring.
+pub fn recv_peers(pattern: Pattern, procs: u32, rank: u32) -> Vec<u32> {
+    match pattern {
+        Pattern::Ring if procs > 1 => vec![(rank + procs - 1) % procs],
+        _ => send_peers(pattern, procs, rank),
     }
 }
 
@@ -297,7 +309,7 @@ fn mix_jobs(sc: &Scenario, mix: &MixCfg) -> Result<Vec<AppJob>, ScenarioError> {
     let draws = |cfg: Option<DrawCfg>, mean: u32, salt: u64, field: &str, max: u32| {
         let n = mix.jobs as usize;
         let Some(d) = cfg else {
-            return Ok(vec![mean; n]);
+            return Ok::<_, ScenarioError>(vec![mean; n]);
         };
         let he = HyperErlang::fit(f64::from(mean), d.cv2, d.order)
             .map_err(|e| invalid(field, e.to_string()))?;
@@ -369,7 +381,7 @@ fn nas_job(
         / m.sizes.iter().map(|s| s.1).sum::<f64>();
     let (pattern, ring) = m.pattern.job_pattern(procs);
     let receives = if ring.is_empty() {
-        peers(pattern, procs, 0).len()
+        recv_peers(pattern, procs, 0).len()
     } else {
         at_distances(procs, 0, &ring).len()
     }
@@ -417,7 +429,7 @@ fn wl_job(
             format!("{:?} is not WL1..WL4", mix.workload),
         )
     })?;
-    let receives = peers(pattern, procs, 0).len().max(1) as i64;
+    let receives = recv_peers(pattern, procs, 0).len().max(1) as i64;
     let comm_time = sc.costs.transit() * receives;
     let compute = Dur::from_secs_f64(comm_time.as_secs_f64() * comp / comm);
     let io_t = if mix.without_io {
@@ -463,7 +475,7 @@ fn wl_job(
 /// estimated communication and I/O time; W/w iterations, each with W/iterations of compute.
 fn explicit(sc: &Scenario, id: u32, j: &JobCfg) -> AppJob {
     let iter_len = Dur::from_secs_f64(sc.schemes.timeslice.as_secs_f64() * j.granularity);
-    let c = peers(j.pattern, j.procs, 0).len() as i64;
+    let c = recv_peers(j.pattern, j.procs, 0).len() as i64;
     let estimate = sc.app.msg_time * c + sc.app.io_time * i64::from(j.io_blocks);
     let w = (iter_len - estimate).max(Dur(iter_len.0 / 10).max(Dur(1)));
     let iterations = ((j.work.0 as f64 / w.0 as f64).round() as u32).max(1);
@@ -497,11 +509,11 @@ mod tests {
 
     #[test]
     fn peers_by_pattern() {
-        assert_eq!(peers(Pattern::Aa, 4, 1), vec![0, 2, 3]);
-        assert_eq!(peers(Pattern::Nn, 4, 0), vec![1, 3]);
-        assert_eq!(peers(Pattern::Nn, 2, 0), vec![1]);
-        assert!(peers(Pattern::Nn, 1, 0).is_empty());
-        assert!(peers(Pattern::None, 4, 0).is_empty());
+        assert_eq!(send_peers(Pattern::Aa, 4, 1), vec![0, 2, 3]);
+        assert_eq!(send_peers(Pattern::Nn, 4, 0), vec![1, 3]);
+        assert_eq!(send_peers(Pattern::Nn, 2, 0), vec![1]);
+        assert!(send_peers(Pattern::Nn, 1, 0).is_empty());
+        assert!(send_peers(Pattern::None, 4, 0).is_empty());
     }
 
     #[test]
@@ -525,7 +537,7 @@ mod tests {
             (j.pattern, j.iterations, j.io),
             (Pattern::Aa, 100, Dur::ZERO)
         );
-        assert_eq!(j.peers(3).len(), 31);
+        assert_eq!(j.send_peers(3).len(), 31);
         // 32 KB takes the full 188 µs (173 of transfer), 4 bytes the 15 µs startup: 31
         // transfers of 86.5 µs on average and one startup are 30.1 % of an iteration.
         let comm = 31.0 * 173.0 / 2.0 + 15.0;

@@ -4,6 +4,9 @@
 use cosched_core::Dur;
 use cosched_node::{FcsParams, Scheme};
 
+/// The FCS time slice unless `--fcs-opt t=` gives one.
+const FCS_T: Dur = Dur::from_millis(200);
+
 /// The node scheme and its parameters (`cosched nm --node-scheme --fcs-opt --spin-time`).
 #[derive(Clone, Debug)]
 pub struct NodeSchemeConfig {
@@ -19,7 +22,7 @@ impl Default for NodeSchemeConfig {
         NodeSchemeConfig {
             scheme: Scheme::Gs,
             spin: Dur::from_micros(100),
-            fcs: FcsParams::table_4_1(Dur::from_millis(200)),
+            fcs: FcsParams::table_4_1(FCS_T),
         }
     }
 }
@@ -46,42 +49,7 @@ impl NodeSchemeConfig {
         if let Some(s) = spin {
             c.spin = s;
         }
-        let mut kv: Vec<(String, String)> = Vec::new();
-        for o in fcs_opts {
-            let (k, v) = o
-                .split_once('=')
-                .ok_or_else(|| format!("--fcs-opt {o:?}: expected KEY=VALUE"))?;
-            kv.push((k.trim().to_string(), v.trim().to_string()));
-        }
-        // The time slice first: the other entries are relative to it.
-        kv.sort_by_key(|(k, _)| k != "t");
-        for (k, v) in kv {
-            let dur = || {
-                v.parse::<Dur>()
-                    .map_err(|e| format!("--fcs-opt {k}={v}: {e}"))
-            };
-            let f = &mut c.fcs;
-            match k.as_str() {
-                "t" => *f = FcsParams::table_4_1(dur()?),
-                "max_wdc_wcs" => {
-                    f.max_wdc_wcs = v
-                        .parse()
-                        .map_err(|_| format!("--fcs-opt {k}={v}: not a number"))?
-                }
-                "f_thresh" => f.f_thresh = dur()?,
-                "dc_thresh" => f.dc_thresh = dur()?,
-                "cs_thresh" => f.cs_thresh = dur()?,
-                "max_ctime" => f.max_ctime = dur()?,
-                "min_ctime" => f.min_ctime = dur()?,
-                "min_init_ctime" => f.min_init_ctime = dur()?,
-                "max_spin" => f.max_spin = dur()?,
-                _ => {
-                    return Err(format!(
-                        "--fcs-opt {k}: unknown (t, max_wdc_wcs, f_thresh, dc_thresh, cs_thresh, max_ctime, min_ctime, min_init_ctime, max_spin)"
-                    ));
-                }
-            }
-        }
+        c.fcs = FcsParams::from_opts(FCS_T, fcs_opts, "--fcs-opt").map_err(|e| e.to_string())?;
         Ok(c)
     }
 

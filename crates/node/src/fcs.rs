@@ -6,6 +6,7 @@
 
 use cosched_core::Dur;
 use serde::Serialize;
+use thiserror::Error;
 
 /// A process's FCS class. The two initial classes are the measuring periods every process goes
 /// through after launch (and after a reset).
@@ -73,6 +74,89 @@ impl FcsParams {
             max_spin: Dur(t.0 / 100),
         }
     }
+
+    /// Table 4.1 for the time slice `t`, then `settings` by name ([`FCS_KEYS`]): `t`, wherever
+    /// it comes, first sets every entry from a time slice of its own; the others then override
+    /// single entries. The one way FCS parameters are set, from a scenario's `[schemes.fcs]`
+    /// and from the node manager's `--fcs-opt`; `place` says which, for the errors.
+    pub fn build<'a>(
+        t: Dur,
+        settings: impl IntoIterator<Item = (&'a str, &'a str)>,
+        place: &str,
+    ) -> Result<FcsParams, FcsParamError> {
+        let mut settings: Vec<(&str, &str)> = settings
+            .into_iter()
+            .map(|(k, v)| (k.trim(), v.trim()))
+            .collect();
+        // The time slice first: the other entries are relative to it.
+        settings.sort_by_key(|&(k, _)| k != "t");
+        let mut f = FcsParams::table_4_1(t);
+        for (key, value) in settings {
+            let bad = |why: String| FcsParamError::Value {
+                place: place.to_string(),
+                key: key.to_string(),
+                value: value.to_string(),
+                why,
+            };
+            let dur = || value.parse::<Dur>().map_err(|e| bad(e.to_string()));
+            match key {
+                "t" => f = FcsParams::table_4_1(dur()?),
+                "max_wdc_wcs" => {
+                    f.max_wdc_wcs = value.parse().map_err(|_| bad("not a number".to_string()))?
+                }
+                "f_thresh" => f.f_thresh = dur()?,
+                "dc_thresh" => f.dc_thresh = dur()?,
+                "cs_thresh" => f.cs_thresh = dur()?,
+                "max_ctime" => f.max_ctime = dur()?,
+                "min_ctime" => f.min_ctime = dur()?,
+                "min_init_ctime" => f.min_init_ctime = dur()?,
+                "max_spin" => f.max_spin = dur()?,
+                _ => {
+                    return Err(FcsParamError::Unknown {
+                        place: place.to_string(),
+                        key: key.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    /// [`FcsParams::build`] from `KEY=VALUE` words (the node manager's `--fcs-opt`).
+    pub fn from_opts(t: Dur, opts: &[String], place: &str) -> Result<FcsParams, FcsParamError> {
+        let mut settings = Vec::with_capacity(opts.len());
+        for o in opts {
+            let (k, v) = o
+                .split_once('=')
+                .ok_or_else(|| FcsParamError::NotKeyValue {
+                    place: place.to_string(),
+                    word: o.clone(),
+                })?;
+            settings.push((k, v));
+        }
+        FcsParams::build(t, settings, place)
+    }
+}
+
+/// The names of the FCS parameters [`FcsParams::build`] takes: `t` (the time slice, which sets
+/// the others) and one per [`FcsParams`] entry.
+pub const FCS_KEYS: &str = "t, max_wdc_wcs, f_thresh, dc_thresh, cs_thresh, max_ctime, min_ctime, min_init_ctime, max_spin";
+
+/// A bad FCS setting, with where it was given (`place`: `--fcs-opt`, a scenario's
+/// `[schemes.fcs]`).
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum FcsParamError {
+    #[error("{place} {key}: unknown FCS parameter (one of {FCS_KEYS})")]
+    Unknown { place: String, key: String },
+    #[error("{place} {key}={value}: {why}")]
+    Value {
+        place: String,
+        key: String,
+        value: String,
+        why: String,
+    },
+    #[error("{place} {word:?}: expected KEY=VALUE")]
+    NotKeyValue { place: String, word: String },
 }
 
 /// Per-process FCS state: class, the statistics (C_CS, C_DC, T_CS, T_DC and the derived
@@ -202,6 +286,47 @@ impl FcsProc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `t` sets every entry whatever its position, later keys override single entries, and a
+    /// bad key or value is refused with its place, key and value.
+    #[test]
+    fn build_sets_t_first_then_single_entries_and_names_bad_settings() {
+        let f = FcsParams::build(
+            Dur::from_millis(200),
+            [("f_thresh", "1ms"), ("t", "100ms"), ("max_wdc_wcs", "3")],
+            "here",
+        )
+        .unwrap();
+        let want = FcsParams {
+            f_thresh: Dur::from_millis(1),
+            max_wdc_wcs: 3.0,
+            ..FcsParams::table_4_1(Dur::from_millis(100))
+        };
+        assert_eq!(f, want);
+        assert_eq!(
+            FcsParams::build(Dur::from_millis(200), [], "here").unwrap(),
+            FcsParams::table_4_1(Dur::from_millis(200))
+        );
+        let e = FcsParams::build(Dur::from_secs(1), [("bogus", "1")], "s.toml: [schemes.fcs]");
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            format!("s.toml: [schemes.fcs] bogus: unknown FCS parameter (one of {FCS_KEYS})")
+        );
+        let e = FcsParams::build(Dur::from_secs(1), [("max_wdc_wcs", "x")], "--fcs-opt");
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "--fcs-opt max_wdc_wcs=x: not a number"
+        );
+        let e = FcsParams::from_opts(Dur::from_secs(1), &["f_thresh".into()], "--fcs-opt");
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "--fcs-opt \"f_thresh\": expected KEY=VALUE"
+        );
+        assert!(
+            FcsParams::from_opts(Dur::from_secs(1), &["min_ctime=soon".into()], "--fcs-opt")
+                .is_err()
+        );
+    }
 
     fn params() -> FcsParams {
         FcsParams::table_4_1(Dur::from_millis(200))

@@ -21,7 +21,7 @@ pub mod reorder;
 pub mod sched;
 pub mod scheme;
 
-pub use fcs::{FcsParams, FcsProc, ProcClass};
+pub use fcs::{FCS_KEYS, FcsParamError, FcsParams, FcsProc, ProcClass};
 pub use reorder::{LoadInfo, ProcOptions};
 pub use sched::{Action, NodeScheduler, Pick, ProcId, SchedParams, WaitPolicy};
 pub use scheme::{Scheme, UnknownScheme};

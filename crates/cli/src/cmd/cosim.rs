@@ -8,6 +8,7 @@ use cosched_cosim::{RunResult, Scenario};
 use cosched_node::Scheme;
 use cosched_report::provenance::Provenance;
 
+use super::output::{aligned_table, table};
 use super::progress::runs_bar;
 
 #[derive(clap::Args)]
@@ -285,8 +286,7 @@ fn join_params(p: &std::collections::BTreeMap<String, String>) -> String {
 }
 
 fn print_summary(results: &[RunResult]) {
-    println!(
-        "{:<22} {:<8} {:>11} {:>10} {:>11} {:>12} {:>8} {:>6} {:>6} {:>6} {:>6}",
+    let header = [
         "params",
         "scheme",
         "response_s",
@@ -297,25 +297,25 @@ fn print_summary(results: &[RunResult]) {
         "spin",
         "idle",
         "cswitch",
-        "ovhd"
-    );
-    for r in results {
+        "ovhd",
+    ];
+    let rows = results.iter().map(|r| {
         let b = &r.breakdown;
-        println!(
-            "{:<22} {:<8} {:>11.3} {:>10.3} {:>11.3} {:>12.3} {:>8.3} {:>6.3} {:>6.3} {:>6.4} {:>6.4}",
+        vec![
             params_text(r),
-            r.scheme,
-            r.mean_response_s,
-            r.mean_wait_s,
-            r.makespan_s,
-            r.msg_pending_s * 1e3,
-            b.compute,
-            b.spin,
-            b.idle,
-            b.context_switch,
-            b.overhead
-        );
-    }
+            r.scheme.clone(),
+            format!("{:.3}", r.mean_response_s),
+            format!("{:.3}", r.mean_wait_s),
+            format!("{:.3}", r.makespan_s),
+            format!("{:.3}", r.msg_pending_s * 1e3),
+            format!("{:.3}", b.compute),
+            format!("{:.3}", b.spin),
+            format!("{:.3}", b.idle),
+            format!("{:.4}", b.context_switch),
+            format!("{:.4}", b.overhead),
+        ]
+    });
+    print!("{}", table(&header, 2, rows));
 }
 
 /// The slowdown columns, when the scenario asked for them (`[mix] slowdown` for fairness,
@@ -329,20 +329,23 @@ fn print_slowdowns(results: &[RunResult]) {
     }
     let opt = |x: Option<f64>, prec: usize| x.map_or("-".into(), |v| format!("{v:.prec$}"));
     println!();
-    println!(
-        "{:<22} {:<8} {:>13} {:>12} {:>14}",
-        "params", "scheme", "mean_slowdown", "slowdown_cv", "batch_slowdown"
-    );
-    for r in results {
-        println!(
-            "{:<22} {:<8} {:>13} {:>12} {:>14}",
+    let header = [
+        "params",
+        "scheme",
+        "mean_slowdown",
+        "slowdown_cv",
+        "batch_slowdown",
+    ];
+    let rows = results.iter().map(|r| {
+        vec![
             params_text(r),
-            r.scheme,
+            r.scheme.clone(),
             opt(r.mean_slowdown, 3),
             opt(r.slowdown_cv, 4),
-            opt(r.batch_slowdown, 3)
-        );
-    }
+            opt(r.batch_slowdown, 3),
+        ]
+    });
+    print!("{}", table(&header, 2, rows));
 }
 
 /// The runs over seeds (a `seed` grid parameter): per grid point and scheme the mean and
@@ -353,9 +356,7 @@ fn print_spread(spread: &[cosched_cosim::spread::Spread]) {
         return;
     }
     println!();
-    println!(
-        "{:<22} {:<8} {:>5} {:>26} {:>26} {:>11} {:>6} {:>6} {:>6} {:>7}  vs base, per seed: \
-         response % and makespan % median [range]",
+    let header = [
         "over seeds",
         "scheme",
         "seeds",
@@ -366,33 +367,35 @@ fn print_spread(spread: &[cosched_cosim::spread::Spread]) {
         "spin",
         "idle",
         "cswitch",
-    );
-    for s in spread {
-        let r = |x: &cosched_cosim::spread::Range| {
-            format!("{:.3} [{:.3}, {:.3}]", x.mean, x.min, x.max)
-        };
-        let c = |x: &cosched_cosim::spread::Change| {
-            format!("{:+.1} [{:+.1}, {:+.1}]", x.median, x.min, x.max)
-        };
+        "vs base, per seed: response % and makespan % median [range]",
+    ];
+    let r =
+        |x: &cosched_cosim::spread::Range| format!("{:.3} [{:.3}, {:.3}]", x.mean, x.min, x.max);
+    let c = |x: &cosched_cosim::spread::Change| {
+        format!("{:+.1} [{:+.1}, {:+.1}]", x.median, x.min, x.max)
+    };
+    let rows = spread.iter().map(|s| {
         let vs = s.vs_base.as_ref().map_or(String::new(), |v| {
             format!("{}: {}  {}", v.base, c(&v.response_pct), c(&v.makespan_pct))
         });
         let b = &s.breakdown;
-        println!(
-            "{:<22} {:<8} {:>5} {:>26} {:>26} {:>11.3} {:>6.3} {:>6.3} {:>6.3} {:>7.4}  {}",
+        vec![
             join_params(&s.params),
-            s.scheme,
-            s.seeds.len(),
+            s.scheme.clone(),
+            s.seeds.len().to_string(),
             r(&s.response_s),
             r(&s.makespan_s),
-            s.pending_ms.mean,
-            b.compute,
-            b.spin,
-            b.idle,
-            b.context_switch,
-            vs
-        );
-    }
+            format!("{:.3}", s.pending_ms.mean),
+            format!("{:.3}", b.compute),
+            format!("{:.3}", b.spin),
+            format!("{:.3}", b.idle),
+            format!("{:.4}", b.context_switch),
+            vs,
+        ]
+    });
+    let mut right = [true; 11];
+    (right[0], right[1], right[10]) = (false, false, false);
+    print!("{}", aligned_table(&header, &right, rows));
 }
 
 fn print_jobs(r: &RunResult) {
@@ -409,24 +412,30 @@ fn print_jobs(r: &RunResult) {
     if r.jobs.len() > 40 {
         return;
     }
-    println!(
-        "{:>4} {:<22} {:>5} {:>9} {:>9} {:>11}  classes",
-        "job", "kind", "procs", "work_s", "wait_s", "response_s"
-    );
-    for j in &r.jobs {
+    let header = [
+        "job",
+        "kind",
+        "procs",
+        "work_s",
+        "wait_s",
+        "response_s",
+        "classes",
+    ];
+    let rows = r.jobs.iter().map(|j| {
         let classes: Vec<&str> = j.processes.iter().map(|p| p.class.unwrap_or("-")).collect();
-        println!(
-            "{:>4} {:<22} {:>5} {:>9.3} {:>9} {:>11}  {}",
-            j.id,
-            j.kind,
-            j.procs,
-            j.work_s,
+        vec![
+            j.id.to_string(),
+            j.kind.clone(),
+            j.procs.to_string(),
+            format!("{:.3}", j.work_s),
             j.wait_s.map_or("-".into(), |w| format!("{w:.3}")),
             j.response_s
                 .map_or("unfinished".into(), |w| format!("{w:.3}")),
-            classes.join(" ")
-        );
-    }
+            classes.join(" "),
+        ]
+    });
+    let right = [true, false, true, true, true, true, false];
+    print!("{}", aligned_table(&header, &right, rows));
 }
 
 /// Where a run's JSON came from: cosched's version, the command line and a hash of the

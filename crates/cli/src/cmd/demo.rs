@@ -25,6 +25,8 @@ use cosched_sim::trace::Semantics;
 use cosched_workload::lublin::{self, GenOptions};
 use cosched_workload::summary::{Summary, summarize};
 
+use super::output::table;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Number of jobs in the simulated workload
@@ -93,19 +95,25 @@ fn simulate(args: &Args) -> anyhow::Result<Vec<SweepRow>> {
 }
 
 fn print_rows(rows: &[SweepRow]) {
-    println!(
-        "\n{:<13} {:>12} {:>14} {:>14} {:>12}",
-        "policy", "mean wait s", "mean slowdown", "mean bsld(10s)", "utilization"
-    );
-    for r in rows {
-        match &r.error {
-            Some(e) => println!("{:<13} failed: {e}", r.policy),
-            None => println!(
-                "{:<13} {:>12.0} {:>14.1} {:>14.1} {:>12.3}",
-                r.policy, r.mean_wait_s, r.mean_slowdown, r.mean_bounded_slowdown, r.utilization
-            ),
-        }
-    }
+    let header = [
+        "policy",
+        "mean wait s",
+        "mean slowdown",
+        "mean bsld(10s)",
+        "utilization",
+    ];
+    // A failed point says so across the figures' columns.
+    let rows = rows.iter().map(|r| match &r.error {
+        Some(e) => vec![r.policy.clone(), format!("failed: {e}")],
+        None => vec![
+            r.policy.clone(),
+            format!("{:.0}", r.mean_wait_s),
+            format!("{:.1}", r.mean_slowdown),
+            format!("{:.1}", r.mean_bounded_slowdown),
+            format!("{:.3}", r.utilization),
+        ],
+    });
+    print!("\n{}", table(&header, 1, rows));
 }
 
 /// What part 2 ran and saw.

@@ -9,7 +9,7 @@ use cosched_client::launch_model::{Assumptions, LaunchModel, depth, parse_csv};
 use cosched_report::plot::{LineChart, Series, line_chart};
 use cosched_report::provenance::Provenance;
 
-use super::output::{emit, print_json};
+use super::output::{self, emit, print_json};
 
 #[derive(clap::Args)]
 pub struct ModelArgs {
@@ -160,37 +160,40 @@ fn report(m: &LaunchModel, fanout: u32, mb: f64, table: &[Row]) -> String {
         m.assume.cores, m.assume.link_mb_s, m.assume.forward_share
     );
     t += &format!("{mb} MB, fan-out {fanout}; times in ms\n");
-    t += &format!(
-        "{:>6} {:>5} {:>9} | {:>10} {:>9} {:>10} {:>9} | {:>9} {:>9} {:>9} {:>9}\n",
+    let header = [
         "NODES",
         "DEPTH",
         "MEASURED",
+        "|",
         "HOST SEND",
         "EXECUTE",
         "TOTAL",
         "COMPARE",
+        "|",
         "1/H SEND",
         "EXECUTE",
         "TOTAL",
-        "COMPARE"
-    );
+        "COMPARE",
+    ];
     let o = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
-    for r in table {
-        t += &format!(
-            "{:>6} {:>5} {:>9} | {:>10.1} {:>9.1} {:>10.1} {:>9} | {:>9.1} {:>9.1} {:>9.1} {:>9}\n",
-            r.nodes,
-            r.depth,
+    let rows = table.iter().map(|r| {
+        vec![
+            r.nodes.to_string(),
+            r.depth.to_string(),
             o(r.measured_total_ms),
-            r.this_host.send_ms,
-            r.this_host.execute_ms,
-            r.this_host.total_ms(),
+            "|".into(),
+            format!("{:.1}", r.this_host.send_ms),
+            format!("{:.1}", r.this_host.execute_ms),
+            format!("{:.1}", r.this_host.total_ms()),
             o(r.this_host.compare_ms),
-            r.one_per_host.send_ms,
-            r.one_per_host.execute_ms,
-            r.one_per_host.total_ms(),
+            "|".into(),
+            format!("{:.1}", r.one_per_host.send_ms),
+            format!("{:.1}", r.one_per_host.execute_ms),
+            format!("{:.1}", r.one_per_host.total_ms()),
             o(r.one_per_host.compare_ms),
-        );
-    }
+        ]
+    });
+    t += &output::table(&header, 0, rows);
     t += "HOST: all node managers on the measuring host; 1/H: one node manager per host\n";
     t
 }

@@ -21,14 +21,25 @@ pub(crate) fn table(
     left: usize,
     rows: impl Iterator<Item = Vec<String>>,
 ) -> String {
+    let right: Vec<bool> = (0..header.len()).map(|i| i >= left).collect();
+    aligned_table(header, &right, rows)
+}
+
+/// A table as text whose column `i` is aligned right where `right[i]` (figures) and left
+/// elsewhere (names, free text).
+pub(crate) fn aligned_table(
+    header: &[&str],
+    right: &[bool],
+    rows: impl Iterator<Item = Vec<String>>,
+) -> String {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::NOTHING);
     t.set_header(header);
     for r in rows {
         t.add_row(r);
     }
-    for i in left..header.len() {
-        if let Some(col) = t.column_mut(i) {
+    for (i, &r) in right.iter().enumerate() {
+        if let (true, Some(col)) = (r, t.column_mut(i)) {
             col.set_cell_alignment(comfy_table::CellAlignment::Right);
         }
     }

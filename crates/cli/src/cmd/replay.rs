@@ -1,6 +1,7 @@
 //! `cosched replay`: a trace played on a running cluster, each job submitted at its
 //! (compressed) submit time as a real job of its size whose ranks burn its (compressed)
-//! runtime, with its estimate as the time limit; and `cosched burn`, the hidden rank program.
+//! runtime, with its estimate as the time limit; and `cosched burn`, the hidden rank program
+//! (its arguments here, its load in `cosched_bsp::burn`).
 //!
 //! What the replay submits is written down exactly (`--trace-out`): the same jobs, sizes and
 //! estimates, which `cosched sim` then simulates, so a real run and its simulation can be set
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use cosched_bsp::burn::BurnMode;
 use cosched_client::views;
 use cosched_core::{Dur, JobId, Time};
 use cosched_proto::proto::{JobInfo, JobQuery, SubmitRequest};
@@ -27,22 +29,10 @@ use cosched_report::replay::{
 };
 use cosched_workload::swf::{self, ReadOptions, SwfHeader, SwfRecord};
 use cosched_workload::transform::{self, Steps};
-use serde::{Deserialize, Serialize};
 
 use super::acct::run_summary;
 use super::conn::ConnArgs;
 use super::output::{emit, print_json};
-
-/// How a rank spends its runtime.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BurnMode {
-    /// Burn CPU time: a rank that is stopped, or shares its core, takes longer
-    Cpu,
-    /// Sleep in small steps, counting only the time it was not stopped: no CPU used, so
-    /// many PEs can share few cores; a gang-suspended rank still does not count the stop
-    Sleep,
-}
 
 /// The PEs of the nodes on this host (their tree address is a loopback one: an embedded
 /// cluster's), which share its cores; removed nodes do not count.
@@ -86,49 +76,11 @@ pub struct BurnArgs {
     pub mode: BurnMode,
 }
 
-/// The steps of the stop-aware sleep: at most this much of a stop is taken for work.
-const SLEEP_STEP: Duration = Duration::from_millis(5);
-/// What a step may overrun its sleep by without being on a run queue (timer slack, the
-/// wake-up itself).
-const SLEEP_SLACK: Duration = Duration::from_millis(2);
-
-/// This process's time on a CPU and waiting on a run queue (`/proc/self/schedstat`).
-fn sched_times() -> Option<Duration> {
-    let s = std::fs::read_to_string("/proc/self/schedstat").ok()?;
-    let mut f = s.split_whitespace().map(|x| x.parse::<u64>().ok());
-    Some(Duration::from_nanos(f.next()??.saturating_add(f.next()??)))
-}
-
 pub fn burn(a: BurnArgs) -> anyhow::Result<i32> {
-    match a.mode {
-        BurnMode::Cpu => cosched_client::bench::spin_cpu(a.dur),
-        BurnMode::Sleep => {
-            // A step counts what it slept plus the time it ran or waited for a CPU: a late
-            // wake-up on a busy machine is running time (the time limit counts it so), a
-            // stop is not. A stopped or frozen process is on no run queue, so the stop never
-            // shows in those times, whether the node manager used SIGSTOP or the cgroup
-            // freezer (which sends no signal: a first version that watched for SIGCONT
-            // counted frozen time as work; one before it, which took any long step for a
-            // stop, undercounted on a loaded machine and a job overran its limit).
-            let target = Duration::from_micros(a.dur.as_micros().max(0) as u64);
-            let mut done = Duration::ZERO;
-            let mut last = std::time::Instant::now();
-            let mut busy = sched_times();
-            while done < target {
-                let ask = SLEEP_STEP.min(target - done);
-                std::thread::sleep(ask);
-                let now = std::time::Instant::now();
-                let busy_now = sched_times();
-                let bound = match (busy, busy_now) {
-                    (Some(b0), Some(b1)) => ask + b1.saturating_sub(b0) + SLEEP_SLACK,
-                    // Without schedstat: a step much longer than asked was a stop.
-                    _ => ask + 2 * SLEEP_STEP,
-                };
-                done += (now - last).min(bound);
-                (last, busy) = (now, busy_now);
-            }
-        }
-    }
+    cosched_bsp::burn::burn(
+        Duration::from_micros(a.dur.as_micros().max(0) as u64),
+        a.mode,
+    );
     Ok(0)
 }
 

@@ -11,6 +11,7 @@ use clap::{Args as ClapArgs, Subcommand};
 use cosched_core::{Dur, MachineShape, Time};
 use cosched_policy::registry;
 
+use super::output::{aligned_table, table};
 use super::policy_args::PolicyArgs as SharedPolicyArgs;
 use super::progress::{RunWatch, runs_bar};
 use cosched_policy::{ConfigError, PolicyOptions, policy_config};
@@ -640,8 +641,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
 
 fn print_group_table(title: &str, groups: &[Group]) {
     outln!("\n{title}");
-    outln!(
-        "  {:<8} {:>8} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
+    let header = [
         "class",
         "jobs",
         "wait_s",
@@ -649,21 +649,21 @@ fn print_group_table(title: &str, groups: &[Group]) {
         "resp_s",
         "sld",
         "bsld",
-        "p99_bsld"
-    );
-    for g in groups {
-        outln!(
-            "  {:<8} {:>8} {:>12.1} {:>12.1} {:>12.1} {:>10.2} {:>10.2} {:>10.1}",
-            g.label,
-            g.jobs,
-            g.wait_s.mean,
-            g.wait_s.p90,
-            g.response_s.mean,
-            g.slowdown.mean,
-            g.bounded_slowdown.mean,
-            g.bounded_slowdown.p99
-        );
-    }
+        "p99_bsld",
+    ];
+    let rows = groups.iter().map(|g| {
+        vec![
+            g.label.to_string(),
+            g.jobs.to_string(),
+            format!("{:.1}", g.wait_s.mean),
+            format!("{:.1}", g.wait_s.p90),
+            format!("{:.1}", g.response_s.mean),
+            format!("{:.2}", g.slowdown.mean),
+            format!("{:.2}", g.bounded_slowdown.mean),
+            format!("{:.1}", g.bounded_slowdown.p99),
+        ]
+    });
+    out!("{}", table(&header, 1, rows));
 }
 
 fn print_summary(src: &Source, w: &Workload, s: &Summary, load: Option<f64>) {
@@ -955,35 +955,30 @@ fn print_rows(rows: &[SweepRow], json: &str, as_json: bool, out: &std::path::Pat
     if as_json {
         outln!("{json}");
     } else {
-        outln!(
-            "{:<14} {:>6} {:>6} {:>8} {:>12} {:>10} {:>10} {:>8}",
-            "policy",
-            "load",
-            "seed",
-            "jobs",
-            "wait_s",
-            "bsld",
-            "±90%",
-            "util"
-        );
-        for r in rows {
-            outln!(
-                "{:<14} {:>6} {:>6} {:>8} {:>12.1} {:>10.3} {:>10} {:>8.4}{}",
-                r.policy,
+        // The last column, without a header, says why a point failed.
+        let header = [
+            "policy", "load", "seed", "jobs", "wait_s", "bsld", "±90%", "util", "",
+        ];
+        let rows = rows.iter().map(|r| {
+            vec![
+                r.policy.clone(),
                 r.load.map_or("-".into(), |l| format!("{l}")),
-                r.seed,
-                r.jobs,
-                r.mean_wait_s,
-                r.mean_bounded_slowdown,
+                r.seed.to_string(),
+                r.jobs.to_string(),
+                format!("{:.1}", r.mean_wait_s),
+                format!("{:.3}", r.mean_bounded_slowdown),
                 r.bounded_slowdown_ci90
                     .map_or("-".into(), |c| format!("{c:.3}")),
-                r.utilization,
+                format!("{:.4}", r.utilization),
                 r.error
                     .as_deref()
-                    .map(|e| format!("  ERROR: {e}"))
-                    .unwrap_or_default()
-            );
-        }
+                    .map(|e| format!("ERROR: {e}"))
+                    .unwrap_or_default(),
+            ]
+        });
+        let mut right = [true; 9];
+        (right[0], right[8]) = (false, false);
+        out!("{}", aligned_table(&header, &right, rows));
         outln!("\nwrote {}/sweep.{{csv,json,png,svg}}", out.display());
     }
     i32::from(rows.iter().any(|r| r.error.is_some()))

@@ -16,6 +16,8 @@ use cosched_workload::transform;
 use cosched_report::provenance::{Provenance, command_line, file_sha256, version};
 use cosched_report::setup::Source;
 
+use super::output::table;
+
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Summarise a trace: jobs, machine size, span, offered load, sizes, runtimes, estimates
@@ -495,8 +497,7 @@ pub fn print_summary(s: &Summary, out: &mut impl Write) -> io::Result<()> {
             z.serial_pct, z.pow2_pct_of_parallel, z.mean, z.median, z.max
         ),
     )?;
-    writeln!(out, "  {:>13} {:>9} {:>7}", "PEs", "jobs", "%")?;
-    for b in &z.histogram {
+    let bins = z.histogram.iter().map(|b| {
         let label = if b.from == b.to {
             b.from.to_string()
         } else {
@@ -507,28 +508,19 @@ pub fn print_summary(s: &Summary, out: &mut impl Write) -> io::Result<()> {
         } else {
             100.0 * b.jobs as f64 / z.known as f64
         };
-        writeln!(out, "  {label:>13} {:>9} {pct:>6.1}%", group(b.jobs as f64))?;
-    }
+        vec![label, group(b.jobs as f64), format!("{pct:.1}%")]
+    });
+    write!(out, "{}", table(&["PEs", "jobs", "%"], 0, bins))?;
     if let Some(q) = &s.runtime_s {
         writeln!(out, "runtime (s)")?;
-        writeln!(
-            out,
-            "  {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "min", "p10", "p25", "median", "p75", "p90", "p99", "max", "mean"
-        )?;
-        writeln!(
-            out,
-            "  {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            group(q.min),
-            group(q.p10),
-            group(q.p25),
-            group(q.p50),
-            group(q.p75),
-            group(q.p90),
-            group(q.p99),
-            group(q.max),
-            group(q.mean)
-        )?;
+        let header = [
+            "min", "p10", "p25", "median", "p75", "p90", "p99", "max", "mean",
+        ];
+        let figures = [
+            q.min, q.p10, q.p25, q.p50, q.p75, q.p90, q.p99, q.max, q.mean,
+        ];
+        let row = figures.iter().map(|&x| group(x)).collect();
+        write!(out, "{}", table(&header, 0, std::iter::once(row)))?;
     }
     if let Some(m) = s.mean_log_runtime {
         row(out, "mean ln(runtime)", format!("{m:.3}"))?;

@@ -11,7 +11,8 @@
 
 use std::collections::BTreeMap;
 
-use cosched_core::{JobId, PeSet, Time};
+use cosched_core::bits::take_lowest;
+use cosched_core::{JobId, PeBits, PeSet, Time};
 
 /// What holds a PE that is not free.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,24 +41,6 @@ pub(super) struct PeMap {
     open: u32,
     /// The runs set in `marked`, so the next [`PeMap::set_marks`] can clear just them.
     mark_runs: Vec<(u32, u32)>,
-}
-
-/// Calls `f(word, mask)` for each word that `s..e` covers.
-#[inline]
-fn for_words(s: u32, e: u32, mut f: impl FnMut(usize, u64)) {
-    let mut i = s;
-    while i < e {
-        let w = i / 64;
-        let hi = e.min((w + 1) * 64);
-        let (lo_bit, hi_bit) = (i % 64, hi - w * 64);
-        let upper = if hi_bit >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << hi_bit) - 1
-        };
-        f(w as usize, upper & !((1u64 << lo_bit) - 1));
-        i = hi;
-    }
 }
 
 impl PeMap {
@@ -148,9 +131,9 @@ impl PeMap {
         match holder {
             Some(h) => {
                 self.runs.insert(s, (e, h));
-                for_words(s, e, |w, m| taken[w] |= m);
+                PeBits::range_words(s, e, |w, m| taken[w] |= m);
             }
-            None => for_words(s, e, |w, m| taken[w] &= !m),
+            None => PeBits::range_words(s, e, |w, m| taken[w] &= !m),
         }
         self.refresh(s, e);
     }
@@ -185,7 +168,7 @@ impl PeMap {
     pub fn all_free(&self, pes: &PeSet) -> bool {
         pes.runs().iter().all(|&(s, e)| {
             let mut clear = true;
-            for_words(s, e.min(self.len), |w, m| clear &= self.taken[w] & m == 0);
+            PeBits::range_words(s, e.min(self.len), |w, m| clear &= self.taken[w] & m == 0);
             clear && e <= self.len
         })
     }
@@ -194,7 +177,7 @@ impl PeMap {
     pub fn all_open(&self, pes: &PeSet) -> bool {
         pes.runs().iter().all(|&(s, e)| {
             let mut clear = true;
-            for_words(s, e.min(self.len), |w, m| clear &= self.blocked[w] & m == 0);
+            PeBits::range_words(s, e.min(self.len), |w, m| clear &= self.blocked[w] & m == 0);
             clear && e <= self.len
         })
     }
@@ -203,7 +186,7 @@ impl PeMap {
     pub fn any_marked(&self, pes: &PeSet) -> bool {
         let mut hit = false;
         for &(s, e) in pes.runs() {
-            for_words(s, e.min(self.len), |w, m| hit |= self.marked[w] & m != 0);
+            PeBits::range_words(s, e.min(self.len), |w, m| hit |= self.marked[w] & m != 0);
         }
         hit
     }
@@ -212,7 +195,7 @@ impl PeMap {
     pub fn any_marked_or_down(&self, pes: &PeSet) -> bool {
         let mut hit = false;
         for &(s, e) in pes.runs() {
-            for_words(s, e.min(self.len), |w, m| {
+            PeBits::range_words(s, e.min(self.len), |w, m| {
                 hit |= (self.marked[w] | self.down[w]) & m != 0
             });
         }
@@ -223,7 +206,7 @@ impl PeMap {
     pub fn any_down(&self, pes: &PeSet) -> bool {
         let mut hit = false;
         for &(s, e) in pes.runs() {
-            for_words(s, e.min(self.len), |w, m| hit |= self.down[w] & m != 0);
+            PeBits::range_words(s, e.min(self.len), |w, m| hit |= self.down[w] & m != 0);
         }
         hit
     }
@@ -237,21 +220,7 @@ impl PeMap {
             while need > 0 && words != 0 {
                 let w = sw * 64 + words.trailing_zeros() as usize;
                 words &= words - 1;
-                let mut open = !self.blocked[w];
-                // A run of open PEs at a time.
-                while need > 0 && open != 0 {
-                    let lo = open.trailing_zeros();
-                    let run = (open >> lo).trailing_ones().min(need);
-                    let bits = if run == 64 {
-                        u64::MAX
-                    } else {
-                        (1u64 << run) - 1
-                    };
-                    open &= !(bits << lo);
-                    let pe = w as u32 * 64 + lo;
-                    set.push_sorted(pe, pe + run);
-                    need -= run;
-                }
+                take_lowest(!self.blocked[w], w as u32 * 64, &mut need, &mut set);
             }
             if need == 0 {
                 break;
@@ -266,7 +235,7 @@ impl PeMap {
         let old = std::mem::take(&mut self.mark_runs);
         for &(s, e) in &old {
             let marked = &mut self.marked;
-            for_words(s, e, |w, m| marked[w] &= !m);
+            PeBits::range_words(s, e, |w, m| marked[w] &= !m);
         }
         let mut new = Vec::new();
         for set in sets {
@@ -274,7 +243,7 @@ impl PeMap {
                 let e = e.min(self.len);
                 if s < e {
                     let marked = &mut self.marked;
-                    for_words(s, e, |w, m| marked[w] |= m);
+                    PeBits::range_words(s, e, |w, m| marked[w] |= m);
                     new.push((s, e));
                 }
             }
@@ -290,7 +259,7 @@ impl PeMap {
     pub fn set_down(&mut self, s: u32, e: u32, down: bool) {
         let e = e.min(self.len);
         let bits = &mut self.down;
-        for_words(s, e, |w, m| if down { bits[w] |= m } else { bits[w] &= !m });
+        PeBits::range_words(s, e, |w, m| if down { bits[w] |= m } else { bits[w] &= !m });
         self.refresh(s, e);
     }
 }
