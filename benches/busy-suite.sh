@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The daemon tests on a busy machine (issue 30 finding 10): every test that brings up real
 # daemons — crates/cli/tests/daemon_*.rs and the other cluster tests (dashboard, demo,
-# external_policy, replay, top_tmux) — and the cosched-daemon crate's own tests, ROUNDS
+# external_policy, replay, top_tmux) — and the daemon crates' own tests, ROUNDS
 # times in a row (3 by default) with two CPU-bound processes per core running beside them.
 # Not part of CI: a round takes several minutes. Results in docs/reliability.md.
 #
@@ -23,7 +23,7 @@ done
 
 # Built before the load starts: the rounds time the tests, not the compiler.
 cargo test -p cosched "${tests[@]}" --no-run
-cargo test -p cosched-daemon --no-run
+cargo test -p cosched-proto -p cosched-mm -p cosched-nm -p cosched-client --no-run
 
 burners=()
 stop_burners() { [ ${#burners[@]} -eq 0 ] || kill "${burners[@]}" 2>/dev/null || true; }
@@ -42,7 +42,7 @@ for round in $(seq "$ROUNDS"); do
     status=0
     {
         cargo test -p cosched "${tests[@]}" --no-fail-fast || status=1
-        cargo test -p cosched-daemon --no-fail-fast || status=1
+        cargo test -p cosched-proto -p cosched-mm -p cosched-nm -p cosched-client --no-fail-fast || status=1
     } >"$log" 2>&1 || true
     # The status of the block above is that of its last command: look at the results.
     passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')

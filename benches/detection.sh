@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Failure detection time of the machine manager (issue 33 item 5): on an embedded cluster of
+# Failure detection time of the machine manager: on an embedded cluster of
 # 2 nodes × 1 PE, node manager n1 is stopped (SIGSTOP) and `cosched status` is polled every
 # 20 ms until it shows n1 `not_responding`, then `down`; both times are printed, from the
 # SIGSTOP. Run with the defaults and with STORM's sub-second setting. Figures in

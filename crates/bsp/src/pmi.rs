@@ -1,4 +1,4 @@
-//! The client side of PMI-1 (the node manager's server is crates/daemon/src/pmi.rs): a rank
+//! The client side of PMI-1 (the node manager's server is crates/nm/src/pmi.rs): a rank
 //! speaks `cmd=NAME key=value` lines on the descriptor named by `PMI_FD`. Only what the
 //! benchmark needs: init, the kvs name, put, get, the fence and finalize.
 

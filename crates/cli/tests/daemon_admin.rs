@@ -132,7 +132,7 @@ fn a_configured_cluster_drains_resumes_and_grows_by_reconfiguration_keeping_its_
     for id in [long, short] {
         assert_eq!(c.job(id)["state"], "completed");
     }
-    let db = cosched_daemon::db::Db::open(&c.state.db_file()).unwrap();
+    let db = cosched_mm::db::Db::open(&c.state.db_file()).unwrap();
     let events: Vec<(String, &str, Option<String>, u32)> = db
         .node_events()
         .unwrap()

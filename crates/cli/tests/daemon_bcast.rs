@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cosched_daemon::StateDir;
-use cosched_daemon::bcast::digest_file;
+use cosched_client::bcast::digest_file;
+use cosched_proto::StateDir;
 use serde_json::Value;
 use support::cluster::{Cluster, signal};
 use support::*;
@@ -322,9 +322,9 @@ fn a_file_changed_while_it_is_sent_fails_the_transfer() {
 /// (a client's bug, or a message altered on its way), and the nodes drop their copies.
 #[test]
 fn chunks_that_do_not_have_the_clients_hash_fail_at_the_machine_manager() {
-    use cosched_daemon::DaemonError;
-    use cosched_daemon::client::Client;
-    use cosched_daemon::proto::{BcastOp, BcastReply, Request, Response};
+    use cosched_client::client::Client;
+    use cosched_proto::DaemonError;
+    use cosched_proto::proto::{BcastOp, BcastReply, Request, Response};
     let c = up("hash", &["--nodes", "2", "--pes", "1"], &[]);
     c.until(30, "all nodes up", || (c.nodes_up() == 2).then_some(()));
     let client = Client::from_state_dir(&c.state, None, None).unwrap();

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use cosched_daemon::StateDir;
+use cosched_proto::StateDir;
 use serde_json::Value;
 
 /// A cluster brought up for one test; stopped and removed on drop.

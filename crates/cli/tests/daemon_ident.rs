@@ -517,9 +517,9 @@ fn a_captured_submit_frame_replayed_is_refused() {
 /// uid, so that the machine manager knows them by `SO_PEERCRED` as any local client.
 #[test]
 fn only_its_owner_feeds_or_aborts_a_broadcast() {
-    use cosched_daemon::StateDir;
-    use cosched_daemon::client::Client;
-    use cosched_daemon::proto::{BcastOp, BcastReply, Request, Response};
+    use cosched_client::client::Client;
+    use cosched_proto::StateDir;
+    use cosched_proto::proto::{BcastOp, BcastReply, Request, Response};
     let Some(u) = second_user("only_its_owner_feeds_or_aborts_a_broadcast") else {
         return;
     };
@@ -592,7 +592,7 @@ fn only_its_owner_feeds_or_aborts_a_broadcast() {
     let mut data = vec![0u8; 512];
     data.extend(vec![1u8; 488]);
     std::fs::write(&file, &data).unwrap();
-    let (blake3, _) = cosched_daemon::bcast::digest_file(&file).unwrap();
+    let (blake3, _) = cosched_client::bcast::digest_file(&file).unwrap();
     let r = root.request(Request::Bcast(BcastOp::Finish { id, blake3 }));
     assert!(
         matches!(r, Ok(Response::Bcast(BcastReply::Done { .. }))),

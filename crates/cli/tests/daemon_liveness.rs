@@ -2,7 +2,7 @@
 //! overlap. Real daemons on loopback, each test in its own state directory; a node manager
 //! or the machine manager is stopped (SIGSTOP) and continued. The settings give every wait a
 //! wide margin on a loaded machine: the faults last seconds, the deadlines tens of seconds.
-//! The core's unit tests (crates/daemon/src/mm/tests.rs) check the same rules under a
+//! The core's unit tests (crates/mm/src/tests.rs) check the same rules under a
 //! virtual clock.
 
 mod support;

@@ -9,10 +9,10 @@ use support::*;
 use std::path::PathBuf;
 use std::process::Output;
 
+use cosched_client::client::Client;
 use cosched_core::JobId;
-use cosched_daemon::StateDir;
-use cosched_daemon::client::Client;
-use cosched_daemon::proto::SubmitRequest;
+use cosched_proto::StateDir;
+use cosched_proto::proto::SubmitRequest;
 use serde_json::Value;
 
 /// A cluster brought up for one test; stopped and removed on drop.
@@ -74,7 +74,7 @@ fn queue_and_acct_page_past_the_frame_limit() {
     let c = Cluster::up("page", &["--nodes", "1", "--pes", "1"]);
     let client = c.client();
     let arg = "x".repeat(100_000);
-    let begin = cosched_daemon::util::now().as_micros() + 3_600_000_000;
+    let begin = cosched_proto::util::now().as_micros() + 3_600_000_000;
     let mut ids = Vec::new();
     for _ in 0..10 {
         let mut cmd = vec!["true".to_string()];

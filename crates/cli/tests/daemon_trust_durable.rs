@@ -587,7 +587,7 @@ fn idle_peers_without_the_key_delay_no_submission_and_no_registration() {
 /// machine manager restarted, is refused: no second job.
 #[test]
 fn a_frame_captured_before_a_restart_is_refused_after_it() {
-    use cosched_daemon::proto::{Hello, Request, Response, Stamp, SubmitRequest};
+    use cosched_proto::proto::{Hello, Request, Response, Stamp, SubmitRequest};
     use cosched_storm::Key;
     use cosched_storm::frame::read_blocking;
 

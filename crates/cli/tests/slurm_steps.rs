@@ -12,6 +12,26 @@ use support::slurm_site::Site;
 use support::*;
 
 impl Site {
+    /// A `PATH` whose first directory holds the links named after Slurm's commands
+    /// (`cosched slurm install-links`), as a user who drives the cluster through them has.
+    fn links_on_path(&self) -> String {
+        let bin_dir = self.c.dir.join("bin");
+        let out = Command::new(bin())
+            .args(["slurm", "install-links", bin_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        format!(
+            "{}:{}",
+            bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
     /// Submits `script` with sbatch and waits for the job's end; its output file.
     fn run(&self, script: &str, secs: u64) -> (u64, String) {
         self.write("job.sh", script);
@@ -140,8 +160,10 @@ fn scancel_of_a_step_and_a_killed_srun_end_that_step_alone() {
         wait $p; echo \"srun 1 exited $?\"\n\
         srun -n 1 sh -c 'echo still here'\n";
     let (id, out) = s.run(script, 100);
-    assert!(out.contains("srun 0 exited 1\n"), "{out}");
-    assert!(out.contains("srun 1 exited 1\n"), "{out}");
+    // As Slurm's srun: the highest exit status of the tasks, 128 + SIGTERM for a task the
+    // cancel ended.
+    assert!(out.contains("srun 0 exited 143\n"), "{out}");
+    assert!(out.contains("srun 1 exited 143\n"), "{out}");
     assert!(
         out.contains("still here\n"),
         "the allocation went on:\n{out}"
@@ -152,6 +174,94 @@ fn scancel_of_a_step_and_a_killed_srun_end_that_step_alone() {
             "{id}|COMPLETED\n{id}.batch|COMPLETED\n{id}.0|CANCELLED\n{id}.1|CANCELLED\n{id}.2|COMPLETED\n"
         ),
         "{out}"
+    );
+}
+
+/// `scancel N.S` is answered only once the step's cancel is durable: the machine manager,
+/// killed the moment the answer is back, comes back with the step cancelled.
+#[test]
+fn a_step_cancel_answered_survives_a_machine_manager_killed_right_after_the_answer() {
+    let s = Site::up("steps", "stepdurable", 1);
+    s.write(
+        "job.sh",
+        "#!/bin/sh\n#SBATCH -n 2\nsrun -n 1 sleep 300 &\nsleep 300\n",
+    );
+    let id = s.sbatch(&["job.sh"]);
+    let step = format!("{id}.0");
+    s.c.until(120, "step 0 running", || {
+        s.sacct(id, "JobID,State")
+            .contains(&format!("{step}|RUNNING"))
+            .then_some(())
+    });
+    let addr = s.c.state.addr().unwrap();
+    let mm = s.c.pid(s.c.state.mm_pid_file());
+    s.ok("scancel", &[&step]);
+    support::cluster::signal(&mm, "KILL");
+    s.c.reap();
+    s.c.restart_mm(&addr);
+    let acct = s.c.until(60, "the restarted machine manager's sacct", || {
+        let out = s.slurm(
+            "sacct",
+            &["-j", &id.to_string(), "-P", "-n", "--format=JobID,State"],
+        );
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    assert!(
+        acct.contains(&format!("{step}|CANCELLED\n")),
+        "the answered cancel was lost:\n{acct}\n--- mm log ---\n{}",
+        s.c.mm_log()
+    );
+    s.ok("scancel", &[&id.to_string()]);
+}
+
+/// `salloc` grants an allocation, runs its command here with the allocation's environment
+/// (`srun` in it starts a step on the allocation's nodes), and ends the allocation when the
+/// command ends, with the command's exit status.
+#[test]
+fn salloc_runs_its_command_with_the_allocation_and_srun_steps_in_it_then_ends_it() {
+    let s = Site::up("steps", "salloc", 2);
+    let path = s.links_on_path();
+    let cmd = "echo \"job=$SLURM_JOB_ID nodes=$SLURM_JOB_NODELIST n=$SLURM_NNODES\"; \
+        srun sh -c 'echo rank $SLURM_PROCID of $SLURM_NTASKS on $SLURMD_NODENAME'; exit 3";
+    let out = s.slurm_env(
+        "salloc",
+        &["-N", "2", "--ntasks-per-node=1", "sh", "-c", cmd],
+        &[("PATH", &path)],
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    let id: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("salloc: Granted job allocation "))
+        .unwrap_or_else(|| panic!("no grant in {stderr:?}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        stderr.contains(&format!("salloc: Relinquishing job allocation {id}\n")),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!("job={id} nodes=n[0-1] n=2\n")),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines_with(&stdout, "rank"),
+        ["rank 0 of 2 on n0", "rank 1 of 2 on n1"],
+        "{stdout}{stderr}"
+    );
+    let acct = s.sacct(id, "JobID,State");
+    assert!(acct.contains(&format!("{id}.0|COMPLETED\n")), "{acct}");
+    assert!(
+        s.ok("squeue", &["-h", "-j", &id.to_string(), "-o", "%T"])
+            .trim()
+            .is_empty(),
+        "the allocation ended with its command"
     );
 }
 
@@ -251,13 +361,11 @@ fn mpirun_of_open_mpi_in_a_batch_script_is_one_world_of_n_ranks() {
         "{out}"
     );
     assert!(out.contains("mpirun exited 0\n"), "{out}");
-    // mpirun ends its srun with SIGTERM as it finishes, which ends the step: when that signal
-    // beats the report of the daemon's own exit, the step is recorded cancelled, as Slurm
-    // records a step its srun was told to end.
+    // mpirun ends its srun with SIGTERM as it finishes, which cancels the step; its daemon
+    // exited 0 by then, and a step is recorded by how its tasks ended, as Slurm records it.
     let acct = s.sacct(id, "JobID,JobName,State");
     assert!(
-        acct.contains(&format!("{id}.0|orted|COMPLETED"))
-            || acct.contains(&format!("{id}.0|orted|CANCELLED")),
+        acct.contains(&format!("{id}.0|orted|COMPLETED")),
         "mpirun's daemon ran as step 0:\n{acct}"
     );
 }
@@ -305,22 +413,8 @@ print("array", all("_" in j.job_id for j in many), len({j.job_id.split("_")[0] f
 fn submitits_slurm_executor_runs_ten_functions_through_the_slurm_names() {
     let python = submitit_python();
     let s = Site::up("steps", "submitit", 2);
-    let bin_dir = s.c.dir.join("bin");
-    let out = Command::new(bin())
-        .args(["slurm", "install-links", bin_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let script = s.write("drive.py", SUBMITIT);
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = s.links_on_path();
     let out = Command::new(&python)
         .arg(&script)
         .arg(s.work.join("submitit"))

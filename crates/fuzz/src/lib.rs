@@ -14,12 +14,12 @@ use std::collections::BTreeSet;
 use std::io::BufReader;
 
 use cosched_core::{Dur, JobId, MachineShape, NodeId, Time};
-use cosched_daemon::mm::core::{Core, CoreConfig, Input, Recovered};
-use cosched_daemon::pmi::JobPmi;
-use cosched_daemon::proto::{
+use cosched_mm::core::{Core, CoreConfig, Input, Recovered};
+use cosched_nm::pmi::JobPmi;
+use cosched_policy::{PolicyConfig, PolicyOptions, registry};
+use cosched_proto::proto::{
     Caller, FromNode, Hello, Placement, Register, Request, Response, ToNode,
 };
-use cosched_policy::{PolicyConfig, PolicyOptions, registry};
 use cosched_storm::Key;
 use cosched_storm::frame::read_blocking;
 use cosched_workload::swf::{ReadOptions, Reader};
@@ -103,8 +103,8 @@ pub fn mm_core(data: &[u8]) {
             "gang"
         }
     };
-    let policy = cosched_daemon::mm::build_policy(policy, nodes, pes, &options)
-        .expect("the fuzzed policies build");
+    let policy =
+        cosched_mm::build_policy(policy, nodes, pes, &options).expect("the fuzzed policies build");
     let cfg = CoreConfig {
         nodes,
         pes,
@@ -191,7 +191,7 @@ pub fn pmi(data: &[u8]) {
     for (n, line) in text.lines().enumerate().take(4096) {
         let rank = line.bytes().next().map_or(0, |b| u32::from(b) % (size + 1));
         for out in job.on_line(rank, line.get(1..).unwrap_or("")) {
-            if let cosched_daemon::pmi::Out::FenceUp { seq, puts } = out {
+            if let cosched_nm::pmi::Out::FenceUp { seq, puts } = out {
                 // Every other fence is answered; the rest stay pending for the next lines.
                 if n % 2 == 0 {
                     job.fence_done(seq, puts);
@@ -277,8 +277,8 @@ pub fn batch_script(data: &[u8]) {
         let _ = script.opts.schedule();
     }
     for line in text.lines().take(64) {
-        let _ = cosched_daemon::start_conditions::parse_array(line);
-        let _ = cosched_daemon::start_conditions::parse_dependency(line);
+        let _ = cosched_proto::start_conditions::parse_array(line);
+        let _ = cosched_proto::start_conditions::parse_dependency(line);
         let _ = cosched::cmd::batch::parse_begin_at(line, 1_795_000_000_000_000);
         let _ = cosched::cmd::time_limit::parse(line);
     }
@@ -287,8 +287,8 @@ pub fn batch_script(data: &[u8]) {
 /// Seed inputs made of real messages, for the targets that decode them.
 pub mod seeds {
     use super::*;
-    use cosched_daemon::jobio::JobIo;
-    use cosched_daemon::proto::{HeldJob, RankExit, SubmitRequest};
+    use cosched_proto::jobio::JobIo;
+    use cosched_proto::proto::{HeldJob, RankExit, SubmitRequest};
     use std::path::Path;
 
     fn submit(procs: u32) -> Request {
@@ -312,7 +312,7 @@ pub mod seeds {
     /// launched, suspended, cancelled and exit.
     fn morning() -> Vec<Happening> {
         let reg = |n: u32| Register {
-            version: cosched_daemon::proto::Version::ours(),
+            version: cosched_proto::proto::Version::ours(),
             memory: 1 << 40,
             name: format!("n{n}"),
             pes: 2,
@@ -362,7 +362,7 @@ pub mod seeds {
             Happening::Client(
                 1000,
                 false,
-                Request::Jobs(cosched_daemon::proto::JobQuery::default()),
+                Request::Jobs(cosched_proto::proto::JobQuery::default()),
             ),
             Happening::Client(1000, false, Request::Status),
             Happening::Heard(1),

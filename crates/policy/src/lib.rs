@@ -1,6 +1,6 @@
 //! Job-level scheduling policies: pure state machines, written once and driven twice — by the
 //! discrete-event simulator (`cosched-sim`) in virtual time and by the machine manager
-//! (`cosched-daemon`) in real time.
+//! (`cosched-mm`) in real time.
 //!
 //! A driver hands a policy time in instants: it gives every [`Event`] of one time to
 //! [`Policy::observe`], then calls [`Policy::decide`] once, and the policy answers with

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use comfy_table::{CellAlignment, Table, presets};
 use cosched_core::{Dur, MachineShape, Time};
-use cosched_daemon::proto::{JobInfo, JobState, StatusInfo};
-use cosched_daemon::views;
+use cosched_proto::proto::{JobInfo, JobState, StatusInfo};
+use cosched_proto::views;
 use cosched_report::gantt::{Gantt, GanttJob};
 use cosched_report::metrics::Summary;
 use cosched_report::provenance::{Provenance, csv_table};
@@ -118,7 +118,7 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
                 .ok_or_else(|| anyhow::anyhow!("--user: no user {u:?}"))
         })
         .collect::<Result<_, _>>()?;
-    let now = cosched_daemon::util::now().as_micros();
+    let now = cosched_proto::util::now().as_micros();
     let when = |t: &Option<String>, flag: &str| -> anyhow::Result<Option<i64>> {
         t.as_deref()
             .map(|t| super::batch::parse_begin_at(t, now).map_err(|e| e.replace("--begin", flag)))
@@ -132,7 +132,7 @@ pub fn run(a: AcctArgs) -> anyhow::Result<i32> {
     let status = client.status()?;
     // The filters are the machine manager's: it answers only the jobs selected, page by
     // page.
-    let q = cosched_daemon::proto::JobQuery {
+    let q = cosched_proto::proto::JobQuery {
         users: uids,
         states,
         since_us: since,
@@ -257,7 +257,7 @@ fn cell(column: &str, j: &JobInfo, users: &Users, now: i64) -> String {
 /// time stopped was time-shared.
 fn gantt_of(
     jobs: &[JobInfo],
-    st: &cosched_daemon::proto::StatusInfo,
+    st: &cosched_proto::proto::StatusInfo,
     policy: &str,
     window: Option<&std::ops::Range<cosched_core::Dur>>,
     prov: &Provenance,

@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 use cosched_core::Dur;
-use cosched_daemon::jobio::Mpi;
-use cosched_daemon::proto::{ArraySpec, Dependency, NodeLayout, Schedule};
-use cosched_daemon::start_conditions;
+use cosched_proto::jobio::Mpi;
+use cosched_proto::proto::{ArraySpec, Dependency, NodeLayout, Schedule};
+use cosched_proto::start_conditions;
 use cosched_slurm::options::{self, Parsed};
 use jiff::tz::TimeZone;
 
@@ -127,7 +127,7 @@ fn parse_time_limit(text: &str) -> Result<Dur, String> {
 }
 
 fn parse_begin(text: &str) -> Result<Begin, String> {
-    parse_begin_at(text, cosched_daemon::util::now().as_micros()).map(Begin)
+    parse_begin_at(text, cosched_proto::util::now().as_micros()).map(Begin)
 }
 
 impl JobOpts {
@@ -167,8 +167,8 @@ impl JobOpts {
     }
 
     /// The memory limit `--mem` or `--mem-per-cpu` asks for (`--mem=0`: none).
-    pub fn mem_limit(&self) -> Option<cosched_daemon::proto::MemLimit> {
-        use cosched_daemon::proto::MemLimit;
+    pub fn mem_limit(&self) -> Option<cosched_proto::proto::MemLimit> {
+        use cosched_proto::proto::MemLimit;
         match (self.mem, self.mem_per_cpu) {
             (Some(b), _) if b > 0 => Some(MemLimit::PerNode(b)),
             (None, Some(b)) if b > 0 => Some(MemLimit::PerCpu(b)),

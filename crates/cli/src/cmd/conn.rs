@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use cosched_daemon::StateDir;
-use cosched_daemon::bcast::Staging;
-use cosched_daemon::client::Client;
-use cosched_daemon::config::ClusterConfig;
-use cosched_daemon::proto::Scope;
+use cosched_client::bcast::Staging;
+use cosched_client::client::Client;
+use cosched_proto::StateDir;
+use cosched_proto::config::ClusterConfig;
+use cosched_proto::proto::Scope;
 
 /// How to reach the machine manager.
 #[derive(clap::Args, Clone, Default)]
@@ -52,7 +52,7 @@ impl ConnArgs {
             .clone()
             .or_else(|| conf.as_ref().and_then(|c| c.head.clone()));
         if let Some(file) = &self.user_key {
-            let cred = cosched_daemon::user_key::UserKey::load(file)?;
+            let cred = cosched_proto::user_key::UserKey::load(file)?;
             let addr = match mm {
                 Some(a) => a,
                 None => StateDir::from_env().addr()?,
@@ -93,5 +93,5 @@ pub(crate) fn current_uid() -> u32 {
 
 /// Now, as the daemons count time.
 pub(crate) fn now_us() -> i64 {
-    cosched_daemon::util::now().as_micros()
+    cosched_proto::util::now().as_micros()
 }

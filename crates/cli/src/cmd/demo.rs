@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use cosched_client::cluster::{self, ClusterOptions};
 use cosched_core::Dur;
-use cosched_daemon::cluster::{self, ClusterOptions};
-use cosched_daemon::proto::SubmitRequest;
-use cosched_daemon::views::{acct_record, jobs_table, status_text};
 use cosched_policy::PolicyOptions;
+use cosched_proto::proto::SubmitRequest;
+use cosched_proto::views::{acct_record, jobs_table, status_text};
 use cosched_report::metrics::MetricsOptions;
 use cosched_report::setup::Source;
 use cosched_report::sweep::{self, SweepRow, SweepSpec};
@@ -112,7 +112,7 @@ fn print_rows(rows: &[SweepRow]) {
 struct ClusterRun {
     matrix: String,
     table: String,
-    jobs: Vec<cosched_daemon::proto::JobInfo>,
+    jobs: Vec<cosched_proto::proto::JobInfo>,
 }
 
 /// Part 2: an embedded 2-node × 2-PE cluster under gang scheduling (MPL 2, 50 ms quanta), and

@@ -16,9 +16,9 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use cosched_client::client::Client;
 use cosched_core::JobId;
-use cosched_daemon::client::Client;
-use cosched_daemon::proto::{JobInfo, JobState, RankOutput, Request, SubmitRequest};
+use cosched_proto::proto::{JobInfo, JobState, RankOutput, Request, SubmitRequest};
 
 use super::submit::{SubmitArgs, bcast_for_job, submit_request};
 
@@ -176,7 +176,7 @@ fn poll(client: &Client, id: JobId, streams: &mut [(Stream, Stream)], label: boo
 
 /// [`poll`] of the ranks whose output `fetch` brings (a job's, or a step's).
 pub(crate) fn poll_with(
-    fetch: &dyn Fn(u32) -> Result<RankOutput, cosched_daemon::DaemonError>,
+    fetch: &dyn Fn(u32) -> Result<RankOutput, cosched_proto::DaemonError>,
     streams: &mut [(Stream, Stream)],
     label: bool,
     last: bool,

@@ -1,11 +1,11 @@
-//! `cosched cluster model`: fits the launch model (`cosched_daemon::launch_model`) on a bench
+//! `cosched cluster model`: fits the launch model (`cosched_client::launch_model`) on a bench
 //! CSV, prints its parameters, its error on the measured points and its extrapolation, and
 //! draws it in the form of seed 003 Fig. 10.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use cosched_daemon::launch_model::{Assumptions, LaunchModel, depth, read_csv};
+use cosched_client::launch_model::{Assumptions, LaunchModel, depth, read_csv};
 use cosched_report::plot::{LineChart, Series, line_chart};
 use cosched_report::provenance::Provenance;
 
@@ -47,8 +47,8 @@ struct Row {
     nodes: u32,
     depth: u32,
     measured_total_ms: Option<f64>,
-    this_host: cosched_daemon::launch_model::Prediction,
-    one_per_host: cosched_daemon::launch_model::Prediction,
+    this_host: cosched_client::launch_model::Prediction,
+    one_per_host: cosched_client::launch_model::Prediction,
 }
 
 pub fn run(a: ModelArgs) -> anyhow::Result<i32> {
@@ -126,7 +126,7 @@ pub fn run(a: ModelArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn fit_line(what: &str, f: &cosched_daemon::launch_model::Fit) -> String {
+fn fit_line(what: &str, f: &cosched_client::launch_model::Fit) -> String {
     let params: Vec<String> = f
         .names
         .iter()

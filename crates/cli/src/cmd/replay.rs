@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use cosched_core::{Dur, JobId, Time};
-use cosched_daemon::proto::{JobInfo, JobQuery, SubmitRequest};
-use cosched_daemon::views;
+use cosched_proto::proto::{JobInfo, JobQuery, SubmitRequest};
+use cosched_proto::views;
 use cosched_report::replay::{
     ForecastError, ForecastLine, Planned, State, StateHeader, StateLine, append, forecast_accuracy,
     plan, planned_swf, read_forecast_log, read_state,
@@ -46,7 +46,7 @@ pub enum BurnMode {
 
 /// The PEs of the nodes on this host (their tree address is a loopback one: an embedded
 /// cluster's), which share its cores; removed nodes do not count.
-fn local_pes(nodes: &[cosched_daemon::proto::NodeInfo]) -> u32 {
+fn local_pes(nodes: &[cosched_proto::proto::NodeInfo]) -> u32 {
     nodes
         .iter()
         .filter(|n| n.state != "removed")
@@ -101,7 +101,7 @@ fn sched_times() -> Option<Duration> {
 
 pub fn burn(a: BurnArgs) -> anyhow::Result<i32> {
     match a.mode {
-        BurnMode::Cpu => cosched_daemon::bench::spin_cpu(a.dur),
+        BurnMode::Cpu => cosched_client::bench::spin_cpu(a.dur),
         BurnMode::Sleep => {
             // A step counts what it slept plus the time it ran or waited for a CPU: a late
             // wake-up on a busy machine is running time (the time limit counts it so), a
@@ -191,7 +191,7 @@ fn parse_window(text: &str) -> Result<Range<Time>, String> {
 }
 
 fn now_us() -> i64 {
-    cosched_daemon::util::now().as_micros()
+    cosched_proto::util::now().as_micros()
 }
 
 /// The job name of a replayed trace job (found by name when a resume must adopt it).
@@ -572,8 +572,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
 mod tests {
     use super::*;
 
-    fn node(addr: &str, pes: u32, state: &str) -> cosched_daemon::proto::NodeInfo {
-        cosched_daemon::proto::NodeInfo {
+    fn node(addr: &str, pes: u32, state: &str) -> cosched_proto::proto::NodeInfo {
+        cosched_proto::proto::NodeInfo {
             id: cosched_core::NodeId(0),
             name: "n".into(),
             state: state.into(),

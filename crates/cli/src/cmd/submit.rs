@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use cosched_daemon::bcast::Staging;
-use cosched_daemon::client::Client;
-use cosched_daemon::config::parse_bytes;
-use cosched_daemon::jobio;
-use cosched_daemon::proto::{JobIo, Scope, SubmitRequest};
+use cosched_client::bcast::Staging;
+use cosched_client::client::Client;
+use cosched_proto::config::parse_bytes;
+use cosched_proto::jobio;
+use cosched_proto::proto::{JobIo, Scope, SubmitRequest};
 
 use super::batch::{self, JobOpts};
 use super::conn::{ConnArgs, current_uid};
@@ -39,7 +39,7 @@ pub struct BcastOpts {
     pub(crate) chunk: u64,
     /// Chunks of a file broadcast in flight (the sender reuses a slot once every node holds
     /// its chunk)
-    #[arg(long, default_value_t = cosched_daemon::bcast::DEFAULT_SLOTS)]
+    #[arg(long, default_value_t = cosched_proto::bcast::DEFAULT_SLOTS)]
     pub(crate) slots: u32,
 }
 
@@ -50,9 +50,9 @@ pub(crate) fn bcast_file(
     staging: &Staging,
     opts: &BcastOpts,
     nodes: &[String],
-) -> anyhow::Result<cosched_daemon::bcast::Sent> {
+) -> anyhow::Result<cosched_client::bcast::Sent> {
     let chunk = u32::try_from(opts.chunk).unwrap_or(u32::MAX);
-    Ok(cosched_daemon::bcast::send_file(
+    Ok(cosched_client::bcast::send_file(
         client, file, staging, chunk, opts.slots, nodes,
     )?)
 }
@@ -65,9 +65,9 @@ pub(crate) fn bcast_for_job(
     file: &std::path::Path,
     opts: &BcastOpts,
     cmd: &mut Vec<String>,
-) -> anyhow::Result<cosched_daemon::bcast::Sent> {
+) -> anyhow::Result<cosched_client::bcast::Sent> {
     let sent = bcast_file(client, file, &conn.staging(None, Scope::Job), opts, &[])?;
-    let staged = format!("{}{}", cosched_daemon::bcast::STAGED_PREFIX, sent.dest);
+    let staged = format!("{}{}", cosched_proto::bcast::STAGED_PREFIX, sent.dest);
     match cmd.first_mut() {
         Some(c0) => *c0 = staged,
         None => cmd.push(staged),

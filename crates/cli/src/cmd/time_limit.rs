@@ -27,7 +27,7 @@ pub fn parse(text: &str) -> Result<Dur, String> {
     } else {
         Dur::parse(s).map_err(|e| format!("--time: {e}"))?
     };
-    cosched_daemon::mm::check_time_limit(limit)
+    cosched_mm::check_time_limit(limit)
 }
 
 #[cfg(test)]

@@ -8,10 +8,10 @@
 
 use std::time::{Duration, Instant};
 
+use cosched_client::client::Client;
 use cosched_core::{Dur, JobId};
-use cosched_daemon::client::Client;
-use cosched_daemon::proto::{JobInfo, Request, StatusInfo};
-use cosched_daemon::views::dur;
+use cosched_proto::proto::{JobInfo, Request, StatusInfo};
+use cosched_proto::views::dur;
 use ratatui::Frame;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
@@ -70,12 +70,12 @@ fn colour(id: JobId) -> Color {
 
 /// The slots of the matrix a job occupies (as `0,2`), `-` when none or no status yet.
 fn slots_of(st: Option<&StatusInfo>, id: JobId) -> String {
-    st.map_or_else(|| "-".into(), |st| cosched_daemon::views::job_slots(st, id))
+    st.map_or_else(|| "-".into(), |st| cosched_proto::views::job_slots(st, id))
 }
 
 fn user(j: &JobInfo) -> String {
     j.user
-        .map_or_else(|| "-".into(), cosched_daemon::util::user_name)
+        .map_or_else(|| "-".into(), cosched_proto::util::user_name)
 }
 
 fn state_text(j: &JobInfo) -> String {
@@ -275,7 +275,7 @@ fn truncate(s: &str, n: usize) -> String {
 
 /// Asks the MM for the status and the jobs; keeps live jobs and those ended within `keep`.
 fn refresh(client: &Client, v: &mut View, keep: Dur) {
-    v.now_us = cosched_daemon::util::now().as_micros();
+    v.now_us = cosched_proto::util::now().as_micros();
     match client.status().and_then(|st| Ok((st, client.jobs(&[])?))) {
         Ok((st, jobs)) => {
             let now = v.now_us;
@@ -398,7 +398,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
 mod tests {
     use super::*;
     use cosched_core::{JobRecord, JobSpec, NodeId, Time};
-    use cosched_daemon::proto::{JobState, NodeInfo};
+    use cosched_proto::proto::{JobState, NodeInfo};
     use ratatui::{Terminal, backend::TestBackend};
 
     fn job(id: u64, procs: u32, state: JobState, class: Option<&str>) -> JobInfo {

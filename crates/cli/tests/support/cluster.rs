@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cosched_daemon::StateDir;
+use cosched_proto::StateDir;
 use serde_json::Value;
 
 use super::*;

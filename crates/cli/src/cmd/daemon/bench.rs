@@ -1,11 +1,11 @@
-//! `cosched cluster bench ...`: the benchmarks of `cosched-daemon`'s bench module, run on this
+//! `cosched cluster bench ...`: the benchmarks of `cosched-client`'s bench module, run on this
 //! binary's daemons, printed as tables or JSON, appended to `--csv` for `cluster model`.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use cosched_core::Dur;
-use cosched_daemon::config::parse_bytes;
+use cosched_proto::config::parse_bytes;
 
 use crate::cmd::output::{emit, print_json, table};
 use crate::cmd::submit::BcastOpts;
@@ -145,19 +145,19 @@ pub enum BenchCmd {
 /// Appends a bench's rows to `--csv FILE` when one was given (what `cluster model` fits on).
 fn to_csv(
     csv: &Option<PathBuf>,
-    rows: impl Iterator<Item = cosched_daemon::launch_model::Measurement>,
+    rows: impl Iterator<Item = cosched_client::launch_model::Measurement>,
 ) -> anyhow::Result<()> {
     if let Some(path) = csv {
         let m: Vec<_> = rows.collect();
-        cosched_daemon::launch_model::append_csv(path, &m)
+        cosched_client::launch_model::append_csv(path, &m)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }
 
 pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
-    use cosched_daemon::bench;
-    use cosched_daemon::launch_model::Measurement;
+    use cosched_client::bench;
+    use cosched_client::launch_model::Measurement;
     let exe = std::env::current_exe().context("finding the cosched executable")?;
     let dir = bench::scratch();
     let result = (|| -> anyhow::Result<()> {

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::time::Duration;
 
 use cosched_core::{Dur, JobId};
-use cosched_daemon::proto::{JobInfo, Request};
-use cosched_daemon::views;
+use cosched_proto::proto::{JobInfo, Request};
+use cosched_proto::views;
 
 use crate::cmd::conn::{ConnArgs, now_us};
 use crate::cmd::output::{emit, print_json};
@@ -125,7 +125,7 @@ pub(super) fn queue(a: QueueArgs) -> anyhow::Result<i32> {
     let now = now_us();
     // Live jobs and those ended in the last five minutes, selected by the machine
     // manager and fetched page by page.
-    let q = cosched_daemon::proto::JobQuery {
+    let q = cosched_proto::proto::JobQuery {
         since_us: (!a.all).then_some(now - 300_000_000),
         ..Default::default()
     };

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use cosched_client::cluster::{self, ClusterOptions};
 use cosched_core::Dur;
-use cosched_daemon::cluster::{self, ClusterOptions};
-use cosched_daemon::config::{ClusterConfig, parse_bytes};
-use cosched_daemon::mm::ManagerSettings;
-use cosched_daemon::{StateDir, mm, nm};
+use cosched_mm::ManagerSettings;
+use cosched_proto::StateDir;
+use cosched_proto::config::{ClusterConfig, parse_bytes};
 use cosched_storm::Key;
 use cosched_storm::accept::Limits;
 
@@ -145,7 +145,7 @@ impl ManagerArgs {
             down_after: pick(self.down_after, |c| c.down_after, d.down_after),
             requeue: self.requeue || sched.and_then(|s| s.requeue).unwrap_or(false),
             kill_wait: pick(self.kill_wait, |c| c.kill_wait, d.kill_wait)
-                .clamp(Dur::ZERO, cosched_daemon::mm::MAX_KILL_WAIT),
+                .clamp(Dur::ZERO, cosched_proto::proto::MAX_KILL_WAIT),
             keep_jobs: pick(self.keep_jobs, |c| c.keep_jobs, d.keep_jobs).max(Dur::ZERO),
             admission: Limits {
                 first_frame: Duration::from_micros(
@@ -218,8 +218,8 @@ pub struct NodeSchemeArgs {
 }
 
 impl NodeSchemeArgs {
-    fn config(&self) -> anyhow::Result<cosched_daemon::nm::scheme::NodeSchemeConfig> {
-        cosched_daemon::nm::scheme::NodeSchemeConfig::parse(
+    fn config(&self) -> anyhow::Result<cosched_nm::scheme::NodeSchemeConfig> {
+        cosched_nm::scheme::NodeSchemeConfig::parse(
             &self.node_scheme,
             &self.fcs_opt,
             Some(self.spin_time),
@@ -314,7 +314,7 @@ pub struct UpArgs {
 
 /// `cosched mm`.
 pub(super) fn mm(a: MmArgs) -> anyhow::Result<i32> {
-    cosched_daemon::util::init_logging();
+    cosched_proto::util::init_logging();
     let conf = ClusterConfig::find(a.config.as_deref())?;
     let named = conf.as_ref().filter(|c| !c.nodes.is_empty());
     let (nodes, pes) = match (named, a.nodes, a.pes) {
@@ -336,7 +336,7 @@ pub(super) fn mm(a: MmArgs) -> anyhow::Result<i32> {
         .or_else(|| conf.as_ref().and_then(|c| c.key.clone()))
         .unwrap_or_else(|| dir.key_file());
     let key = load_or_create_key(&key_file)?;
-    let mut cfg = mm::MmConfig::new(dir.root().to_path_buf(), key, nodes, pes);
+    let mut cfg = cosched_mm::MmConfig::new(dir.root().to_path_buf(), key, nodes, pes);
     cfg.key_file = Some(key_file);
     cfg.listen = a
         .listen
@@ -344,14 +344,14 @@ pub(super) fn mm(a: MmArgs) -> anyhow::Result<i32> {
             conf.as_ref()
                 .and_then(|c| c.listen.clone().or(c.head.clone()))
         })
-        .unwrap_or_else(|| mm::DEFAULT_LISTEN.to_string());
+        .unwrap_or_else(|| cosched_mm::DEFAULT_LISTEN.to_string());
     cfg.settings = a.manager.settings(nodes, pes, conf.as_ref());
     cfg.settings.check().map_err(anyhow::Error::msg)?;
     cfg.http = a.http;
     dir.write_pid(&dir.mm_pid_file(), std::process::id() as i32)?;
-    match mm::run_blocking(cfg)? {
-        mm::Exit::Shutdown => Ok(0),
-        mm::Exit::Reconfigure => {
+    match cosched_mm::run_blocking(cfg)? {
+        cosched_mm::Exit::Shutdown => Ok(0),
+        cosched_mm::Exit::Reconfigure => {
             use std::os::unix::process::CommandExt;
             // The same process (its pid stays the one recorded) starts again from
             // its command line: flags still override the new file.
@@ -369,7 +369,7 @@ pub(super) fn mm(a: MmArgs) -> anyhow::Result<i32> {
 
 /// `cosched nm`.
 pub(super) fn nm(a: NmArgs) -> anyhow::Result<i32> {
-    cosched_daemon::util::init_logging();
+    cosched_proto::util::init_logging();
     let conf = ClusterConfig::find(a.config.as_deref())?;
     let name = a.name.unwrap_or_else(hostname);
     let node = match conf.as_ref().filter(|c| !c.nodes.is_empty()) {
@@ -399,7 +399,7 @@ pub(super) fn nm(a: NmArgs) -> anyhow::Result<i32> {
     let key = Key::load(&key_file)
         .with_context(|| "the node manager needs the cluster key (--key-file)")?;
     let workdir = a.workdir.unwrap_or_else(|| dir.node_work_dir(&name));
-    let cfg = nm::NmConfig {
+    let cfg = cosched_nm::NmConfig {
         mm,
         name,
         pes,
@@ -414,7 +414,7 @@ pub(super) fn nm(a: NmArgs) -> anyhow::Result<i32> {
         pmix_helper: std::env::current_exe().ok(),
         memory: node.and_then(|n| n.memory),
     };
-    nm::run_blocking(cfg)?;
+    cosched_nm::run_blocking(cfg)?;
     Ok(0)
 }
 
@@ -459,9 +459,9 @@ pub(super) fn cluster(c: ClusterCmd) -> anyhow::Result<i32> {
             Ok(0)
         }
         ClusterCmd::Spin { cpu, runnable } => {
-            cosched_daemon::bench::spin_cpu(cpu);
+            cosched_client::bench::spin_cpu(cpu);
             if runnable {
-                match cosched_daemon::bench::runnable() {
+                match cosched_client::bench::runnable() {
                     Some(d) => println!("runnable_us {}", d.as_micros()),
                     None => anyhow::bail!(
                         "cannot read /proc/self/schedstat (no schedstats in this kernel?)"
@@ -499,7 +499,7 @@ pub(super) fn cluster(c: ClusterCmd) -> anyhow::Result<i32> {
                 );
                 return Ok(0);
             }
-            let cred = cosched_daemon::user_key::UserKey::derive(&key, uid, issued.serial);
+            let cred = cosched_proto::user_key::UserKey::derive(&key, uid, issued.serial);
             match out {
                 Some(path) => {
                     cred.save(&path)?;

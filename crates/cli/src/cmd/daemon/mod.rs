@@ -1,7 +1,7 @@
 //! The resource manager's commands: the daemons (`mm`, `nm`), the embedded cluster
 //! (`cluster up|down`) and the user commands (`submit`, `queue`, `wait`, `cancel`, `suspend`,
 //! `resume`, `status`, `acct`, `output`), one file per family. The work is in
-//! `cosched-daemon`.
+//! `cosched-mm`, `cosched-nm` and `cosched-client`.
 
 mod bench;
 mod jobs;
@@ -11,7 +11,7 @@ mod nodes;
 use std::path::PathBuf;
 
 use cosched_core::JobId;
-use cosched_daemon::proto::Request;
+use cosched_proto::proto::Request;
 
 pub use crate::cmd::conn::ConnArgs;
 use crate::cmd::submit::SubmitArgs;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use cosched_daemon::proto::{NodeOp, Scope};
+use cosched_proto::proto::{NodeOp, Scope};
 
 use crate::cmd::conn::ConnArgs;
 use crate::cmd::output::{emit, print_json};

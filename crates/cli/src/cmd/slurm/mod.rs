@@ -1,17 +1,18 @@
-//! Slurm's commands over cosched: `sbatch`, `squeue`, `scancel`, `sacct`, `sinfo` and
-//! `scontrol`, with Slurm's options, output formats and exit codes (docs/slurm.md). The
+//! Slurm's commands over cosched: `sbatch`, `srun`, `salloc`, `squeue`, `scancel`, `sacct`,
+//! `sinfo` and `scontrol`, with Slurm's options, output formats and exit codes (docs/slurm.md). The
 //! `cosched` binary answers to these names when it is run through a link so named
 //! (`cosched slurm install-links DIR`), and always as `cosched slurm CMD ...`.
 //!
 //! Each command is a file: it parses Slurm's arguments, asks the machine manager (the same
 //! requests as cosched's own commands), and prints through `cosched_slurm`, which owns the
-//! formats. `srun` and `salloc` need job steps: they say so.
+//! formats; `srun` and `salloc` work with the machine manager's job steps.
 
 use std::path::Path;
 
-use cosched_daemon::client::Client;
+use cosched_client::client::Client;
 
 pub mod sacct;
+pub mod salloc;
 pub mod sbatch;
 pub mod scancel;
 pub mod scontrol;
@@ -28,7 +29,8 @@ pub const COMMANDS: &[&str] = &[
 /// `cosched slurm`: a Slurm command by name, or the links that make them commands.
 #[derive(clap::Args)]
 pub struct Args {
-    /// `CMD [ARGS...]` with CMD one of sbatch, squeue, scancel, sacct, sinfo, scontrol;
+    /// `CMD [ARGS...]` with CMD one of sbatch, srun, salloc, squeue, scancel, sacct, sinfo,
+    /// scontrol;
     /// `install-links DIR`: a link per command in DIR to this binary (put DIR on PATH);
     /// `options`: what cosched does with each sbatch/srun/salloc option (Markdown)
     #[arg(
@@ -83,10 +85,8 @@ pub fn dispatch(name: &str, args: Vec<String>) -> i32 {
         "sinfo" => sinfo::run(args),
         "scontrol" => scontrol::run(args),
         "srun" => srun::run(args),
-        other => fail(
-            other,
-            "job steps are not built in cosched yet (docs/slurm.md); `cosched run` runs a job interactively, `sbatch` submits one",
-        ),
+        "salloc" => salloc::run(args),
+        other => fail(other, "not a Slurm command cosched answers to"),
     }
 }
 
@@ -209,9 +209,7 @@ pub(crate) fn context(now: i64) -> cosched_slurm::job::Context<'static> {
 
 /// Now, in seconds since the epoch.
 pub(crate) fn now_secs() -> i64 {
-    cosched_daemon::util::now()
-        .as_micros()
-        .div_euclid(1_000_000)
+    cosched_proto::util::now().as_micros().div_euclid(1_000_000)
 }
 
 /// Job ids as Slurm's commands take them: `N` (a job, or every task of array N),
@@ -239,7 +237,7 @@ impl JobSpec {
             None => (text, None),
             Some((id, t)) => {
                 let t = t.trim_start_matches('[').trim_end_matches(']');
-                let spec = cosched_daemon::start_conditions::parse_array(t).map_err(|_| bad())?;
+                let spec = cosched_proto::start_conditions::parse_array(t).map_err(|_| bad())?;
                 (id, Some(spec.indices))
             }
         };

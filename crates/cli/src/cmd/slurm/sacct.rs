@@ -5,9 +5,9 @@
 
 use clap::ArgAction;
 
+use cosched_client::client::Client;
 use cosched_core::JobId;
-use cosched_daemon::client::Client;
-use cosched_daemon::proto::{JobInfo, JobQuery};
+use cosched_proto::proto::{JobInfo, JobQuery};
 use cosched_slurm::sacct::{self, Style};
 use cosched_slurm::state::JobState;
 
@@ -242,7 +242,7 @@ fn by_ids(client: &Client, specs: &[JobSpec]) -> Result<Vec<JobInfo>, String> {
                         after: Some(JobId(s.id)),
                         ..JobQuery::default()
                     },
-                    Some(cosched_daemon::start_conditions::MAX_ARRAY_TASKS),
+                    Some(cosched_proto::start_conditions::MAX_ARRAY_TASKS),
                 )
                 .map_err(|e| e.to_string())?;
             out.extend(

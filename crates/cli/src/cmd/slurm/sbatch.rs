@@ -13,8 +13,8 @@ use std::io::Read;
 use std::time::Duration;
 
 use cosched_core::JobId;
-use cosched_daemon::jobio;
-use cosched_daemon::proto::{JobInfo, JobState};
+use cosched_proto::jobio;
+use cosched_proto::proto::{JobInfo, JobState};
 use cosched_slurm::env::{Submission, submit_env};
 use cosched_slurm::options::{Cmd, Parsed};
 
@@ -198,7 +198,7 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
         partition: cosched_slurm::DEFAULT_PARTITION.into(),
         user,
         uid,
-        gid: cosched_daemon::util::egid(),
+        gid: cosched_proto::util::egid(),
         cpus_per_task,
         ntasks_per_node: opts.ntasks_per_node,
         array: array.clone(),
@@ -227,9 +227,9 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
 
 /// Polls until every job has ended (every 0.1 s at first, then at most every 2 s).
 fn wait(
-    client: &cosched_daemon::client::Client,
+    client: &cosched_client::client::Client,
     ids: &[JobId],
-) -> Result<Vec<JobInfo>, cosched_daemon::DaemonError> {
+) -> Result<Vec<JobInfo>, cosched_proto::DaemonError> {
     let mut pause = Duration::from_millis(100);
     loop {
         let jobs = client.jobs(ids)?;

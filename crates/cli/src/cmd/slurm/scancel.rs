@@ -9,7 +9,7 @@
 use clap::ArgAction;
 
 use cosched_core::JobId;
-use cosched_daemon::proto::{JobQuery, Request};
+use cosched_proto::proto::{JobQuery, Request};
 use cosched_slurm::hostlist;
 use cosched_slurm::state::JobState;
 
@@ -160,9 +160,9 @@ pub fn run(args: Vec<String>) -> i32 {
     let live = client.query(
         JobQuery {
             states: vec![
-                cosched_daemon::proto::JobState::Queued,
-                cosched_daemon::proto::JobState::Running,
-                cosched_daemon::proto::JobState::Suspended,
+                cosched_proto::proto::JobState::Queued,
+                cosched_proto::proto::JobState::Running,
+                cosched_proto::proto::JobState::Suspended,
             ],
             ..JobQuery::default()
         },

@@ -7,7 +7,7 @@
 //! Commands may be abbreviated, as in Slurm (`scontrol sh j 5`).
 
 use cosched_core::JobId;
-use cosched_daemon::proto::{JobQuery, NodeOp, Request};
+use cosched_proto::proto::{JobQuery, NodeOp, Request};
 use cosched_slurm::hostlist;
 
 use super::{fail, job_specs, view};

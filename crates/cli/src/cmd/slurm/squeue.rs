@@ -4,7 +4,7 @@
 
 use clap::ArgAction;
 
-use cosched_daemon::proto::JobQuery;
+use cosched_proto::proto::JobQuery;
 use cosched_slurm::hostlist;
 use cosched_slurm::squeue::{self, Format};
 use cosched_slurm::state::{JobState, state_names};

@@ -9,11 +9,11 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use cosched_client::client::Client;
 use cosched_core::JobId;
-use cosched_daemon::client::Client;
-use cosched_daemon::jobio;
-use cosched_daemon::mm::steps::STEP_BUSY;
-use cosched_daemon::proto::{JobState, Request, StepInfo, StepRequest};
+use cosched_mm::steps::STEP_BUSY;
+use cosched_proto::jobio;
+use cosched_proto::proto::{JobState, Request, StepInfo, StepRequest};
 use cosched_slurm::options::{Cmd, Parsed};
 
 use crate::cmd::batch;
@@ -214,7 +214,8 @@ impl Interrupts {
 }
 
 /// Follows step `step` of `job` to its end, relaying its tasks' output when `relay`;
-/// Slurm's exit status: the highest exit code of the tasks. SIGTERM, or SIGINT twice within
+/// Slurm's exit status: the highest exit code of the tasks (128 + the signal for one a
+/// cancel ended, 143 for SIGTERM). SIGTERM, or SIGINT twice within
 /// a second, ends the step (`Request::CancelStep`), as killing Slurm's srun does.
 fn wait(
     client: &Client,
@@ -252,7 +253,13 @@ fn wait(
             .pop()
             .ok_or_else(|| error(format!("job {job} vanished")))?;
         let st = info.steps.iter().find(|s| s.id == k).cloned();
-        let ended = st.as_ref().is_none_or(|s| s.state.is_final());
+        // A cancelled step's tasks are being ended: their exits, which make its record and
+        // srun's status, are awaited while the allocation holds its nodes.
+        let holds = matches!(info.state, JobState::Running | JobState::Suspended);
+        let ended = st.as_ref().is_none_or(|s| {
+            s.state.is_final()
+                && (s.state != JobState::Cancelled || !holds || s.ranks.iter().all(Option::is_some))
+        });
         if relay {
             interactive::poll_with(&fetch, &mut streams, label, ended);
         }

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use cosched_core::JobId;
-use cosched_daemon::jobio;
-use cosched_daemon::proto::{JobInfo, JobState as Cosched, StatusInfo};
+use cosched_proto::jobio;
+use cosched_proto::proto::{JobInfo, JobState as Cosched, StatusInfo};
 use cosched_slurm::job::{ArrayTask, JobView};
 use cosched_slurm::node::{NodeState, NodeView, PartitionView};
 use cosched_slurm::state::{JobState, Phase, Reason, ReasonFacts};
@@ -23,7 +23,7 @@ pub fn local_offset(t: i64) -> i64 {
 
 /// A user's name, else the uid as text.
 pub fn user_name(uid: u32) -> String {
-    cosched_daemon::util::account(uid).map_or_else(|| uid.to_string(), |a| a.name)
+    cosched_proto::util::account(uid).map_or_else(|| uid.to_string(), |a| a.name)
 }
 
 /// A group's name, else the gid as text.
@@ -67,7 +67,7 @@ pub fn uid_of(name: &str) -> Option<u32> {
 
 /// This process's uid (the caller of `--me`, and the owner for sacct's default).
 pub fn my_uid() -> u32 {
-    cosched_daemon::util::euid()
+    cosched_proto::util::euid()
 }
 
 /// This host's name (`SLURM_SUBMIT_HOST`, `%N` on the client).
@@ -134,7 +134,7 @@ impl Names {
 }
 
 /// The node names of the machine, by node id.
-fn node_name(st: &StatusInfo, id: cosched_core::NodeId) -> String {
+pub fn node_name(st: &StatusInfo, id: cosched_core::NodeId) -> String {
     st.nodes
         .iter()
         .find(|n| n.id == id)

@@ -1,0 +1,271 @@
+//! Small shared helpers: the wall clock as cosched time, private atomic file writes, signals,
+//! process start times (to tell a daemon from a process that reused its pid), users.
+
+use std::path::Path;
+
+use cosched_core::Time;
+
+/// Now, as microseconds since the Unix epoch (the daemons' time base).
+pub fn now() -> Time {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Time::from_micros(d.as_micros() as i64)
+}
+
+/// Writes a file so that a reader sees either the old or the whole new content; the file is
+/// new, mode 0600, never written through a planted file or link (see
+/// [`cosched_storm::frame::write_private`]).
+pub fn write_atomic(path: &Path, content: &str) -> std::io::Result<()> {
+    cosched_storm::frame::write_private(path, content.as_bytes())
+}
+
+/// When process `pid` started (field 22 of `/proc/PID/stat`, clock ticks since boot): with
+/// the pid it names one process for good, since a pid is reused only by a later process.
+pub fn process_start(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let (_, rest) = stat.rsplit_once(')')?;
+    // `rest` starts at field 3, so field 22 is its 20th.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A random number from the kernel (a request's nonce).
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom(2) fills at most the 8 bytes given.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 8 {
+        // Never expected; the clock still makes a duplicate improbable.
+        return now().as_micros() as u64 ^ ((std::process::id() as u64) << 40);
+    }
+    u64::from_ne_bytes(b)
+}
+
+/// This process's effective user id.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid(2) cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The host's memory in bytes (`MemTotal` of /proc/meminfo); `u64::MAX` when it cannot be
+/// read, which bounds nothing.
+pub fn mem_total() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        })
+        .unwrap_or(u64::MAX)
+}
+
+/// This process's effective group id.
+pub fn egid() -> u32 {
+    // SAFETY: getegid(2) cannot fail.
+    unsafe { libc::getegid() }
+}
+
+/// A user's account: name, primary group, home.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub gid: u32,
+}
+
+/// The account of `uid` in the password database, if it has one.
+pub fn account(uid: u32) -> Option<Account> {
+    let mut buf = vec![0 as libc::c_char; 16 << 10];
+    // SAFETY: getpwuid_r writes into `pw` and `buf` (of the length given) only; the strings
+    // are read before `buf` goes.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        if libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) != 0
+            || out.is_null()
+        {
+            return None;
+        }
+        Some(Account {
+            name: std::ffi::CStr::from_ptr(pw.pw_name)
+                .to_string_lossy()
+                .into_owned(),
+            gid: pw.pw_gid,
+        })
+    }
+}
+
+/// A user's name for messages: the account name, else `uid N`.
+pub fn user_name(uid: u32) -> String {
+    account(uid).map_or_else(|| format!("uid {uid}"), |a| a.name)
+}
+
+/// The groups a process of `uid` running with group `gid` gets: those of its login
+/// (`initgroups` with its account's primary group, which its session keeps after a `newgrp`),
+/// and `gid`; only `gid` when it has no account. The primary group is among them because the
+/// node manager lets it into the user's broadcast directory (crate::bcast).
+pub fn groups_of(uid: u32, gid: u32) -> Vec<u32> {
+    let Some(acc) = account(uid) else {
+        return vec![gid];
+    };
+    let primary = acc.gid;
+    let Ok(name) = std::ffi::CString::new(acc.name) else {
+        return vec![gid];
+    };
+    let mut n: libc::c_int = 64;
+    loop {
+        let mut groups = vec![0 as libc::gid_t; n as usize];
+        let want = n;
+        // SAFETY: getgrouplist writes at most `n` groups into `groups` and sets `n`.
+        let r = unsafe { libc::getgrouplist(name.as_ptr(), primary, groups.as_mut_ptr(), &mut n) };
+        if r >= 0 {
+            groups.truncate(n as usize);
+            if !groups.contains(&gid) {
+                groups.push(gid);
+            }
+            return groups;
+        }
+        if n <= want {
+            n = want * 2;
+        }
+        if n > 65536 {
+            return vec![gid];
+        }
+    }
+}
+
+/// A path to connect or bind the Unix socket `path` by: itself when short enough for
+/// `sockaddr_un` (108 bytes), else the same file through `/proc/self/fd/N/` of its directory,
+/// opened `O_PATH` (returned: keep it open until the connect or bind is done).
+pub fn socket_path(path: &Path) -> std::io::Result<(Option<std::fs::File>, std::path::PathBuf)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.as_os_str().len() < 100 {
+        return Ok((None, path.to_path_buf()));
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok((None, path.to_path_buf()));
+    };
+    let d = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(dir)?;
+    let short = std::path::PathBuf::from(format!("/proc/self/fd/{}", d.as_raw_fd())).join(name);
+    Ok((Some(d), short))
+}
+
+/// Sends `sig` to the process group `pgid`; a group that is gone is not an error.
+pub fn signal_group(pgid: i32, sig: i32) {
+    if pgid > 0 {
+        // SAFETY: kill(2) with a negative pid addresses a process group; no memory is involved.
+        unsafe {
+            libc::kill(-pgid, sig);
+        }
+    }
+}
+
+/// Sends `sig` to one process.
+pub fn signal_pid(pid: i32, sig: i32) -> bool {
+    // SAFETY: plain kill(2).
+    pid > 0 && unsafe { libc::kill(pid, sig) } == 0
+}
+
+/// Whether a process with this pid runs: it exists and is not a zombie (a daemon killed
+/// and not yet reaped by whoever its parent is now runs no more).
+pub fn pid_alive(pid: i32) -> bool {
+    signal_pid(pid, 0) && !is_zombie(pid)
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Lets a daemon preempt the jobs it manages, so a context switch or a heartbeat is not late
+/// by a whole scheduler period on a busy node: real-time FIFO priority 1 when allowed (root),
+/// else nice −10, else nothing. Children do not inherit either (`SCHED_RESET_ON_FORK`; ranks
+/// are also reset explicitly). Returns what it got, for the log.
+pub fn raise_priority() -> &'static str {
+    // SAFETY: plain system calls on this process with a valid sched_param.
+    unsafe {
+        let param = libc::sched_param { sched_priority: 1 };
+        if libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) == 0 {
+            return "real-time FIFO priority 1";
+        }
+        if libc::setpriority(libc::PRIO_PROCESS, 0, -10) == 0 {
+            return "nice -10";
+        }
+    }
+    "normal priority (no permission to raise it)"
+}
+
+/// Lets this thread's sleeps end when asked rather than up to 50 µs later (the kernel's
+/// default timer slack for a thread of normal priority, which merges wake-ups to save power;
+/// a real-time thread has none): a freeze watched every 15 µs would be looked at every 65.
+pub fn precise_timers() {
+    // SAFETY: prctl on the calling thread with an integer argument.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+}
+
+/// The daemons' log: `tracing` events with a UTC timestamp and a level, one a line, on
+/// standard error (which `cluster up` sends to `logs/mm.log` and `logs/nm-NAME.log`).
+///
+/// The log lives on the state directory's disk, which may fill up or turn read-only; a line
+/// that cannot be written is counted and dropped ([`LogWriter`]), never raised: tracing's
+/// own report of a failed write goes to the same standard error through `eprintln!`, which
+/// panics, so a full disk would take the daemon down with its log.
+pub fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(|| LogWriter)
+        .log_internal_errors(false)
+        .with_ansi(false)
+        .with_target(false)
+        .with_max_level(tracing::Level::INFO)
+        .try_init();
+}
+
+/// Log lines dropped since the last one written (see [`LogWriter`]).
+static LOST_LOG_LINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Standard error for the log: a line that cannot be written (ENOSPC, EROFS, EIO) is
+/// dropped and counted, and the first line written after says how many were lost.
+pub struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        use std::sync::atomic::Ordering;
+        let mut err = std::io::stderr().lock();
+        let lost = LOST_LOG_LINES.swap(0, Ordering::Relaxed);
+        if lost > 0 {
+            let note = format!(
+                "cosched: {lost} log lines were lost (the log's disk was full or not writable)\n"
+            );
+            if err.write_all(note.as_bytes()).is_err() {
+                LOST_LOG_LINES.fetch_add(lost, Ordering::Relaxed);
+            }
+        }
+        if err.write_all(line).is_err() {
+            LOST_LOG_LINES.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(line.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}
+
+/// A moment in µs since the epoch as UTC, e.g. `2026-11-27T19:05:00Z`.
+pub fn utc_us(us: i64) -> String {
+    format!(
+        "{}Z",
+        cosched_slurm::time::timestamp(Some(us.div_euclid(1_000_000)), |_| 0)
+    )
+}
