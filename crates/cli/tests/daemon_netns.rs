@@ -1,7 +1,8 @@
 //! The same binaries on two "hosts": two network namespaces joined by a veth pair. The machine
 //! manager and one node manager run in the first, another node manager in the second; a
-//! 2-rank job runs one rank on each. Needs root and iproute2 (`ip netns`); without them the
-//! test says so and returns.
+//! 2-rank job runs one rank on each, then an MPI ring across the two built with MPICH
+//! (PMI-1) and with Open MPI (PMIx). Needs root and iproute2 (`ip netns`); without them the
+//! test says so and returns (and without an MPI, that MPI's part).
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -255,33 +256,57 @@ fn two_hosts_over_network_namespaces() {
     where_.sort();
     assert_eq!(where_, vec!["host-a", "host-b"]);
 
-    // An MPICH program across the two hosts: its ranks find each other through
-    // the node managers' PMI-1 and talk over the veth pair (TCP only, see `spawn`).
+    // An MPICH program across the two hosts: its ranks find each other through the node
+    // managers' PMI-1 and talk over the veth pair (TCP only, see `spawn`).
     if Command::new("mpicc.mpich").arg("-show").output().is_err() {
         notice!(
-            "NOTICE: skipping the MPI part of the multi-host test: `mpicc.mpich` not found (install mpich and libmpich-dev, as .ci/run does)"
+            "NOTICE: skipping the MPICH part of the multi-host test: `mpicc.mpich` not found (install mpich and libmpich-dev, as .ci/run does)"
         );
-        return;
+    } else {
+        ring_across_the_hosts(&hosts, &conn, "mpicc.mpich");
     }
+    // The same program built with Open MPI: its ranks find each other through each node's
+    // PMIx helper, the fences of their start-up gathered through the tree.
+    if !cosched_pmix::AVAILABLE {
+        notice!(
+            "NOTICE: skipping the Open MPI part of the multi-host test: this cosched was built without OpenPMIx (libpmix-dev)"
+        );
+    } else if Command::new("mpicc.openmpi")
+        .arg("-showme")
+        .output()
+        .is_err()
+    {
+        notice!(
+            "NOTICE: skipping the Open MPI part of the multi-host test: `mpicc.openmpi` not found (install openmpi-bin and libopenmpi-dev, as .ci/run does)"
+        );
+    } else {
+        ring_across_the_hosts(&hosts, &conn, "mpicc.openmpi");
+    }
+}
+
+/// Builds the ring (ring and allreduce, sums and `MPI_Comm_size` checked by the program)
+/// with `mpicc` and runs it with one rank on each host, submitted from host b.
+fn ring_across_the_hosts(hosts: &Hosts, conn: &[&str], mpicc: &str) {
+    let dir = &hosts.dir;
     let src = dir.join("ring.c");
     std::fs::write(&src, include_str!("mpi/ring.c")).unwrap();
-    let ring = dir.join("ring");
-    let built = Command::new("mpicc.mpich")
+    let ring = dir.join(format!("ring-{mpicc}"));
+    let built = Command::new(mpicc)
         .arg("-O2")
         .arg("-o")
         .arg(&ring)
         .arg(&src)
         .output()
-        .expect("mpicc.mpich runs");
+        .unwrap_or_else(|e| panic!("{mpicc} runs: {e}"));
     assert!(
         built.status.success(),
-        "mpicc.mpich failed: {}",
+        "{mpicc} failed: {}",
         String::from_utf8_lossy(&built.stderr)
     );
     let ring = ring.to_str().unwrap();
     let out = hosts.exec(
         1,
-        &[&["submit", "-n", "2"][..], &conn, &["--", ring, "5"]].concat(),
+        &[&["submit", "-n", "2"][..], conn, &["--", ring, "5"]].concat(),
     );
     assert!(
         out.status.success(),
@@ -289,16 +314,16 @@ fn two_hosts_over_network_namespaces() {
         String::from_utf8_lossy(&out.stderr)
     );
     let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let out = hosts.exec(0, &[&["wait", &id, "--timeout", "30s"][..], &conn].concat());
+    let out = hosts.exec(0, &[&["wait", &id, "--timeout", "60s"][..], conn].concat());
     let mut outputs = String::new();
     for rank in ["0", "1"] {
-        let o = hosts.exec(1, &[&["output", &id, "--rank", rank][..], &conn].concat());
+        let o = hosts.exec(1, &[&["output", &id, "--rank", rank][..], conn].concat());
         outputs += &String::from_utf8_lossy(&o.stdout);
         outputs += &String::from_utf8_lossy(&o.stderr);
     }
     assert!(
         out.status.success(),
-        "the MPI job across two hosts failed: {}{}\nranks wrote:\n{outputs}",
+        "the {mpicc} job across two hosts failed: {}{}\nranks wrote:\n{outputs}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -307,6 +332,9 @@ fn two_hosts_over_network_namespaces() {
             "rank {rank} of 2: ring from {}, allreduce 1, ring sum 1, 5 iterations, ok",
             1 - rank
         );
-        assert!(outputs.contains(&want), "missing {want:?} in:\n{outputs}");
+        assert!(
+            outputs.contains(&want),
+            "{mpicc}: missing {want:?} in:\n{outputs}"
+        );
     }
 }

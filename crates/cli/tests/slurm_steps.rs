@@ -443,3 +443,28 @@ fn submitits_slurm_executor_runs_ten_functions_through_the_slurm_names() {
         "{acct}"
     );
 }
+
+#[test]
+fn an_sbatch_mpi_directive_is_the_default_of_the_scripts_steps() {
+    let s = Site::up("steps", "sbatch-mpi", 2);
+    // `--mpi=none`: the steps' ranks get neither PMI-1 (PMI_FD) nor PMIx (a namespace);
+    // an srun's own `--mpi` still wins.
+    let script = "#!/bin/sh\n\
+        #SBATCH -n 2\n\
+        #SBATCH --mpi=none\n\
+        echo \"type $SLURM_MPI_TYPE\"\n\
+        srun sh -c 'echo \"default $SLURM_PROCID pmi1=${PMI_FD:+y} pmix=${PMIX_NAMESPACE:+y}\"'\n\
+        srun --mpi=pmi1 sh -c 'echo \"own $SLURM_PROCID pmi1=${PMI_FD:+y} pmix=${PMIX_NAMESPACE:+y}\"'\n";
+    let (_, out) = s.run(script, 120);
+    assert_eq!(lines_with(&out, "type"), ["type none"], "{out}");
+    assert_eq!(
+        lines_with(&out, "default"),
+        ["default 0 pmi1= pmix=", "default 1 pmi1= pmix="],
+        "{out}"
+    );
+    assert_eq!(
+        lines_with(&out, "own"),
+        ["own 0 pmi1=y pmix=", "own 1 pmi1=y pmix="],
+        "{out}"
+    );
+}

@@ -22,19 +22,18 @@
 //! a copy's work, and its link carries `k` copies at `link_mb_s`; each level adds at least one
 //! chunk's time through that stage (the pipeline's fill).
 
-use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use cosched_core::NodeId;
 use cosched_storm::Topology;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The CSV the benches append to and the model reads: one row per measured setting.
 pub const CSV_HEADER: &str =
     "bench,nodes,fanout,depth,mb,chunk_kib,slots,load,send_ms,execute_ms,total_ms,compare_ms,runs";
 
 /// One measured setting (medians over `runs`); times absent where the bench has none.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
     /// `launch`, `bcast` or `compare`.
     pub bench: String,
@@ -54,58 +53,41 @@ pub struct Measurement {
 }
 
 impl Measurement {
-    fn csv_line(&self) -> String {
+    /// The row's fields as the CSV holds them: times to the microsecond, empty where absent.
+    fn csv_record(&self) -> [String; 13] {
         let t = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_default();
-        format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-            self.bench,
-            self.nodes,
-            self.fanout,
-            self.depth,
-            self.mb,
-            self.chunk_kib,
-            self.slots,
-            self.load,
+        [
+            self.bench.clone(),
+            self.nodes.to_string(),
+            self.fanout.to_string(),
+            self.depth.to_string(),
+            self.mb.to_string(),
+            self.chunk_kib.to_string(),
+            self.slots.to_string(),
+            self.load.clone(),
             t(self.send_ms),
             t(self.execute_ms),
             t(self.total_ms),
             t(self.compare_ms),
-            self.runs
-        )
+            self.runs.to_string(),
+        ]
     }
+}
 
-    fn parse(line: &str) -> Result<Measurement, String> {
-        let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        if f.len() != 13 {
-            return Err(format!("{} fields, not 13", f.len()));
-        }
-        let num = |i: usize| -> Result<f64, String> {
-            f[i].parse::<f64>()
-                .map_err(|_| format!("field {i} ({:?}) is not a number", f[i]))
-        };
-        let opt = |i: usize| -> Result<Option<f64>, String> {
-            if f[i].is_empty() {
-                Ok(None)
-            } else {
-                num(i).map(Some)
-            }
-        };
-        Ok(Measurement {
-            bench: f[0].to_string(),
-            nodes: num(1)? as u32,
-            fanout: num(2)? as u32,
-            depth: num(3)? as u32,
-            mb: num(4)?,
-            chunk_kib: num(5)? as u32,
-            slots: num(6)? as u32,
-            load: f[7].to_string(),
-            send_ms: opt(8)?,
-            execute_ms: opt(9)?,
-            total_ms: opt(10)?,
-            compare_ms: opt(11)?,
-            runs: num(12)? as usize,
-        })
-    }
+/// What was wrong with a measurements CSV, and where.
+#[derive(Debug, thiserror::Error)]
+pub enum CsvError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}:{line}: {what}", path.display())]
+    Row {
+        path: PathBuf,
+        line: u64,
+        what: String,
+    },
 }
 
 impl Measurement {
@@ -169,46 +151,101 @@ impl Measurement {
 
 /// Appends `rows` to the CSV at `path`, writing the header first if the file is new or empty,
 /// so several bench runs accumulate in one file.
-pub fn append_csv(path: &Path, rows: &[Measurement]) -> std::io::Result<()> {
+pub fn append_csv(path: &Path, rows: &[Measurement]) -> Result<(), CsvError> {
+    let io = |source| CsvError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let fresh = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
-    let mut f = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(path)?;
-    let mut out = String::new();
-    if fresh {
-        out += CSV_HEADER;
-        out.push('\n');
-    }
-    for r in rows {
-        out += &r.csv_line();
-    }
-    f.write_all(out.as_bytes())
+        .open(path)
+        .map_err(io)?;
+    let mut w = csv::Writer::from_writer(file);
+    let result = (|| {
+        if fresh {
+            w.write_record(CSV_HEADER.split(','))?;
+        }
+        for r in rows {
+            w.write_record(r.csv_record())?;
+        }
+        w.flush()?;
+        Ok::<_, csv::Error>(())
+    })();
+    result.map_err(|e| io(e.into()))
 }
 
 /// Reads a CSV written by [`append_csv`] (lines starting with `#` skipped; repeated headers,
 /// as from concatenated files, too).
-pub fn read_csv(text: &str) -> Result<Vec<Measurement>, String> {
+pub fn read_csv(path: &Path) -> Result<Vec<Measurement>, CsvError> {
+    let text = std::fs::read(path).map_err(|source| CsvError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_csv(path, &text)
+}
+
+/// [`read_csv`] on the bytes `text` read from `path` (for a caller that keeps the bytes, to
+/// record what it fitted on).
+pub fn parse_csv(path: &Path, text: &[u8]) -> Result<Vec<Measurement>, CsvError> {
+    let row_error = |line: u64, what: String| CsvError::Row {
+        path: path.to_path_buf(),
+        line,
+        what,
+    };
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .from_reader(text);
+    let header = csv::StringRecord::from(CSV_HEADER.split(',').collect::<Vec<_>>());
     let mut rows = Vec::new();
-    let mut header = false;
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
+    let mut seen_header = false;
+    for record in reader.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, csv::Position::line);
+            row_error(line, e.to_string())
+        })?;
+        // Comments are skipped here, not by the reader: its line count leaves them out.
+        let line = record.position().map_or(0, csv::Position::line);
+        if record.get(0).is_some_and(|f| f.starts_with('#')) {
             continue;
         }
-        if line == CSV_HEADER {
-            header = true;
+        if record == header {
+            seen_header = true;
             continue;
         }
-        if !header {
-            return Err(format!(
-                "line {}: expected the header {CSV_HEADER:?}",
-                i + 1
+        if !seen_header {
+            return Err(row_error(
+                line,
+                format!("expected the header {CSV_HEADER:?}"),
             ));
         }
-        rows.push(Measurement::parse(line).map_err(|e| format!("line {}: {e}", i + 1))?);
+        if record.len() != header.len() {
+            return Err(row_error(
+                line,
+                format!("{} fields, not {}", record.len(), header.len()),
+            ));
+        }
+        rows.push(
+            record
+                .deserialize(Some(&header))
+                .map_err(|e| row_error(line, field_error(&e, &header)))?,
+        );
     }
     Ok(rows)
+}
+
+/// A field that did not parse, by its column name (`nodes: invalid digit found in string`).
+fn field_error(e: &csv::Error, header: &csv::StringRecord) -> String {
+    match e.kind() {
+        csv::ErrorKind::Deserialize { err, .. } => {
+            let column = err.field().and_then(|i| header.get(i as usize));
+            format!("{}: {}", column.unwrap_or("a field"), err.kind())
+        }
+        _ => e.to_string(),
+    }
 }
 
 /// Tree depth of `nodes` node managers at fan-out `fanout`, as the tree itself computes it.
@@ -697,8 +734,57 @@ mod tests {
         append_csv(&path, std::slice::from_ref(&b)).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.matches(CSV_HEADER).count(), 1, "{text}");
-        assert_eq!(read_csv(&text).unwrap(), vec![a, b]);
-        assert!(read_csv("1,2,3\n").is_err(), "no header");
+        assert_eq!(read_csv(&path).unwrap(), vec![a, b]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn csv_errors_name_the_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("launch-model-err-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let no_header = dir.join("no-header.csv");
+        std::fs::write(&no_header, "# measured today\n1,2,3\n").unwrap();
+        let e = read_csv(&no_header).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{}:2: ", no_header.display())),
+            "{e}"
+        );
+        assert!(e.contains("expected the header"), "{e}");
+        let bad = dir.join("bad.csv");
+        std::fs::write(
+            &bad,
+            format!("{CSV_HEADER}\nlaunch,4,8,1,4,512,4,idle,1.0,2.0,3.0,,3\nlaunch,four,8,1,4,512,4,idle,1.0,2.0,3.0,,3\n"),
+        )
+        .unwrap();
+        let e = read_csv(&bad).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:3: ", bad.display())), "{e}");
+        assert!(e.contains("nodes"), "{e}");
+        let missing = dir.join("absent.csv");
+        let e = read_csv(&missing).unwrap_err().to_string();
+        assert!(e.starts_with(&missing.display().to_string()), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The committed measurements read back and written out again are the same bytes: the
+    /// format `cluster model` fits on does not drift with the writer.
+    #[test]
+    fn committed_measurements_rewrite_byte_for_byte() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/reproductions");
+        let dir = std::env::temp_dir().join(format!("launch-model-docs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["storm-launch-model.csv", "storm-launch-model-after.csv"] {
+            let original = docs.join(name);
+            let rows = read_csv(&original).unwrap();
+            assert!(rows.len() > 10, "{name}: {} rows", rows.len());
+            let copy = dir.join(name);
+            let _ = std::fs::remove_file(&copy);
+            append_csv(&copy, &rows).unwrap();
+            assert_eq!(
+                std::fs::read(&copy).unwrap(),
+                std::fs::read(&original).unwrap(),
+                "{name}"
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -9,6 +9,7 @@
 //! - [`bench`]: latency, gang-overhead and throughput benchmarks on an embedded cluster.
 //! - [`launch_model`]: launch time and heartbeat cost against node count and fan-out, fitted
 //!   on the launch benchmarks and extrapolated (seed 003 Fig. 10).
+//! - [`views`]: job and status tables, accounting records as JSON, SWF export.
 //!
 //! ```no_run
 //! use cosched_client::cluster::{ClusterOptions, up};
@@ -25,6 +26,7 @@ pub mod bench;
 pub mod client;
 pub mod cluster;
 pub mod launch_model;
+pub mod views;
 
 // The shared modules, under the names this crate's modules use for them.
 use cosched_proto::{DaemonError, StateDir, jobio, proto, state_dir, user_key, util};

@@ -1,11 +1,14 @@
 //! The daemons link the simulator's engine (for forecasts), never its reporting: plots, CSV
-//! writers and hashing belong to `cosched-report`, and a root daemon carries no code it does
-//! not run.
+//! writers and hashing belong to `cosched-report`, tables for people to `cosched-client`, and
+//! a root daemon carries no code it does not run.
 
 use std::process::Command;
 
 /// Crates that come only with the reporting side; none may be in the daemons' build.
 const REPORTING_ONLY: [&str; 4] = ["cosched-report", "plotters", "csv", "sha2"];
+
+/// Crates that only the user's side needs (the tables of `queue`, `status`, `acct`).
+const CLIENT_ONLY: [&str; 2] = ["cosched-client", "comfy-table"];
 
 /// The daemons' crates: the machine manager, the node manager and what they share.
 const DAEMONS: [&str; 3] = ["cosched-mm", "cosched-nm", "cosched-proto"];
@@ -37,11 +40,12 @@ fn daemons_link_the_simulator_engine_without_its_reporting() {
     );
     let found: Vec<&str> = REPORTING_ONLY
         .into_iter()
+        .chain(CLIENT_ONLY)
         .filter(|c| names.contains(c))
         .collect();
     assert!(
         found.is_empty(),
-        "the daemons depend on {found:?}, which only the reporting needs \
+        "the daemons depend on {found:?}, which only the reporting or the client needs \
          (see `cargo tree -p {} -i {}`)",
         DAEMONS.join(" -p "),
         found[0]

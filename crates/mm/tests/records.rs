@@ -1,12 +1,10 @@
 //! Job records: the SQLite store gives back exactly what was written (across reopen, as after
-//! an MM restart), and the reports (table, matrix, SWF) render them.
+//! an MM restart).
 
 use cosched_core::{Dur, JobId, JobRecord, NodeId, PeSet, Time};
 use cosched_mm::db::{Db, NodeRow};
 use cosched_mm::parse_pes;
-use cosched_proto::proto::{JobInfo, JobState, NodeInfo, Placement, StatusInfo};
-use cosched_proto::views;
-use cosched_workload::swf::{ReadOptions, read_trace_from};
+use cosched_proto::proto::{JobInfo, JobState, Placement};
 
 fn job(id: u64, state: JobState) -> JobInfo {
     let s = |us: i64| Time::from_micros(us);
@@ -91,98 +89,6 @@ fn pe_lists_parse_back() {
     for text in ["0-3,8,10-11", "5", ""] {
         assert_eq!(parse_pes(text).to_string(), text);
     }
-}
-
-fn status() -> StatusInfo {
-    StatusInfo {
-        policy: "gang".into(),
-        nodes_total: 2,
-        pes_per_node: 2,
-        fanout: 8,
-        tree_depth: 1,
-        nodes: vec![
-            NodeInfo {
-                id: NodeId(0),
-                name: "n0".into(),
-                state: "up".into(),
-                addr: "a".into(),
-                pes: 2,
-                reason: None,
-            },
-            NodeInfo {
-                id: NodeId(1),
-                name: "n1".into(),
-                state: "down".into(),
-                addr: "b".into(),
-                pes: 2,
-                reason: None,
-            },
-        ],
-        slots: vec![
-            vec![Some(JobId(7)), Some(JobId(7)), None, None],
-            vec![Some(JobId(12)), None, None, None],
-        ],
-        active_slot: Some(1),
-        running: vec![Some(JobId(12)), None, None, None],
-        switches: 0,
-    }
-}
-
-#[test]
-fn swf_is_written_by_the_workload_writer_with_a_header_it_reads_back() {
-    let jobs = vec![
-        job(1, JobState::Completed),
-        job(2, JobState::Running),
-        job(3, JobState::Cancelled),
-    ];
-    let (header, records) = views::swf(&jobs, &status());
-    let mut text = Vec::new();
-    cosched_workload::swf::write_trace(&mut text, &header, &records).unwrap();
-    let text = String::from_utf8(text).unwrap();
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .filter(|l| !l.starts_with(';'))
-        .map(|l| l.split_whitespace().collect())
-        .collect();
-    assert_eq!(rows.len(), 2, "only ended jobs: {text}");
-    assert!(rows.iter().all(|r| r.len() == 18));
-    // Fractional seconds: a real run is timed in microseconds.
-    assert_eq!(&rows[0][..5], &["1", "0", "0.5", "3", "2"]);
-    assert_eq!(rows[1][1], "2", "submit relative to the first job");
-    assert_eq!(rows[0][10], "1");
-    assert_eq!(rows[1][10], "5");
-    let back = read_trace_from(text.as_bytes(), "acct.swf", &ReadOptions::default()).unwrap();
-    assert_eq!(back.procs, 4, "MaxProcs: {text}");
-    assert_eq!(back.header.max_nodes, Some(2));
-    assert_eq!(back.records.len(), 2);
-    let rec = views::acct_record(&jobs[0]);
-    for field in [
-        "id",
-        "state",
-        "submit",
-        "start",
-        "end",
-        "procs",
-        "exit_code",
-        "suspended_s",
-    ] {
-        assert!(!rec[field].is_null(), "{field} missing: {rec}");
-    }
-    assert_eq!(rec["suspended_s"], 1.0);
-}
-
-#[test]
-fn status_draws_the_matrix() {
-    let st = status();
-    let text = views::status_text(&st);
-    assert!(text.contains("nodes 1/2 up"), "{text}");
-    let slot1 = text.lines().find(|l| l.starts_with("slot1")).unwrap();
-    assert!(
-        slot1.contains('*') && slot1.contains("12") && slot1.contains('x'),
-        "{text}"
-    );
-    let slot0 = text.lines().find(|l| l.starts_with("slot0")).unwrap();
-    assert_eq!(slot0.matches(" 7").count(), 2, "{text}");
 }
 
 /// A database written before the records were the ledger's still loads, history intact.

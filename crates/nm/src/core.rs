@@ -235,6 +235,15 @@ pub enum Effect {
     Prepare(Box<PrepareLaunch>),
     /// Start a rank; answer with [`Input::Spawned`].
     Spawn(Box<RankSpec>),
+    /// Every rank of launch `launch` of `job` has started, or none will: the shell lets go
+    /// of what it has held for the launch since [`Effect::Prepare`] (the `cgroup.procs`
+    /// descriptors its ranks join, the handle of the job directory its rank files are
+    /// written through). A launch set aside for its PMIx helper spawns its ranks on a
+    /// later input, so the end of one batch of effects is not the end of a launch.
+    SetupDone {
+        job: JobId,
+        launch: u64,
+    },
     /// Start a job's PMIx helper ([`super::pmix`]); answer with [`Input::HelperReady`].
     StartHelper(Box<StartHelper>),
     /// Write this line to a job's helper.
@@ -280,6 +289,7 @@ pub enum Effect {
     /// given to `owner` (uid, gid).
     WriteRankFile {
         job: JobId,
+        launch: u64,
         name: String,
         content: Vec<u8>,
         owner: Option<(u32, u32)>,

@@ -348,6 +348,14 @@ impl NmCore {
         }
     }
 
+    /// A launch set aside whose job was forgotten meanwhile: none of its ranks will start.
+    pub(super) fn setup_dropped(&mut self, ln: &Launching) {
+        self.push(Effect::SetupDone {
+            job: ln.l.job,
+            launch: ln.launch,
+        });
+    }
+
     /// The run of `job` whose launch is set aside (its helper starting, or answered and
     /// waiting for its turn), if one is.
     pub(super) fn set_aside(&self, job: JobId) -> Option<u32> {
@@ -363,7 +371,6 @@ impl NmCore {
     pub(super) fn next_launch(&mut self, now: Time) {
         while self.launching.is_none() {
             if let Some(ln) = self.resumable.pop_front() {
-                // Forgotten while it waited: nothing of it is left to run.
                 if self
                     .jobs
                     .get(&ln.l.job)
@@ -371,6 +378,9 @@ impl NmCore {
                 {
                     self.launching = Some(ln);
                     self.spawn_next(now);
+                } else {
+                    // Forgotten while it waited: nothing of it is left to run.
+                    self.setup_dropped(&ln);
                 }
             } else if let Some(l) = self.queued.pop_front() {
                 self.launch(now, l);
@@ -558,7 +568,7 @@ impl NmCore {
     fn rank_failed(&mut self, rank: u32, why: String) {
         let ln = self.launching.as_mut().expect("launching");
         ln.next += 1;
-        let job = ln.l.job;
+        let (job, launch) = (ln.l.job, ln.launch);
         let dir_made = ln.dir_made;
         let owner = match &ln.run_as {
             Ok(Some(c)) => Some((c.uid, c.gid)),
@@ -585,12 +595,14 @@ impl NmCore {
         if dir_made {
             self.push(Effect::WriteRankFile {
                 job,
+                launch,
                 name: format!("{rank}.err"),
                 content: format!("cosched: {why}\n").into_bytes(),
                 owner,
             });
             self.push(Effect::WriteRankFile {
                 job,
+                launch,
                 name: format!("{rank}.out"),
                 content: Vec::new(),
                 owner,
@@ -605,6 +617,10 @@ impl NmCore {
             return;
         };
         let job = ln.l.job;
+        self.push(Effect::SetupDone {
+            job,
+            launch: ln.launch,
+        });
         if ln.l.stopped && self.jobs.get(&job).is_some_and(|j| j.owns_cgroup()) {
             self.push(Effect::Cgroup {
                 job,

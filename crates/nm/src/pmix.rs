@@ -160,6 +160,7 @@ impl NmCore {
         let mut ln = self.helper_waits.remove(at);
         if self.jobs.get(&job).is_none_or(|j| j.launch != launch) {
             // Forgotten while its helper started: nothing of it is left to run.
+            self.setup_dropped(&ln);
             return;
         }
         match result {

@@ -3,6 +3,8 @@
 //! the core with one clock reading and carries out the core's effects in order; an effect
 //! that asks a question (register, prepare a launch, spawn a rank, sample, list the job
 //! directories) is answered with its input at once, before anything else reaches the core.
+//! A PMIx helper's start is the exception: its readiness comes from a task, as a later input,
+//! and the loop serves the node's other jobs meanwhile.
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -26,7 +28,6 @@ use crate::contain::{Containment, JobCgroup};
 use crate::dir::Dir;
 use crate::pmi::FromRank;
 use crate::proto::*;
-use cosched_pmix::helper::RankEnvs;
 
 /// A rank's exit as its watcher reports it: job, launch, exit.
 type RankEnd = (JobId, u64, RankExit);
@@ -50,9 +51,9 @@ struct Tree {
     beat: i64,
 }
 
-/// What the launch being prepared holds until its ranks have started.
+/// What a launch holds from its preparation until its ranks have started
+/// ([`Effect::SetupDone`]).
 struct Preparing {
-    job: JobId,
     /// The job's directory, made for it and given to its user.
     dir: Option<Dir>,
     /// Its cgroups' `cgroup.procs`, for the ranks to join.
@@ -79,7 +80,9 @@ struct Shell {
     contain: Containment,
     /// The cgroup of each launch until it is killed.
     cgroups: HashMap<(JobId, u64), JobCgroup>,
-    preparing: Option<Preparing>,
+    /// The launches prepared whose ranks have not all started: one set aside for its PMIx
+    /// helper spawns them on a later input, into the cgroup prepared for it.
+    preparing: HashMap<(JobId, u64), Preparing>,
     /// Lines to write to each rank's PMI socket.
     pmi: HashMap<(JobId, u32), mpsc::UnboundedSender<String>>,
     monitors: Monitors,
@@ -209,7 +212,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         jobs_dir,
         contain,
         cgroups: HashMap::new(),
-        preparing: None,
+        preparing: HashMap::new(),
         pmi: HashMap::new(),
         monitors: Monitors::default(),
         exits_tx,
@@ -437,14 +440,16 @@ impl Shell {
                     self.core.on(now(), input);
                 }
                 Effect::StartHelper(h) => {
-                    let (job, launch) = (h.spec.job, h.spec.launch);
-                    let result = self.start_helper(&h);
-                    let input = Input::HelperReady {
-                        job,
-                        launch,
-                        result,
-                    };
-                    self.core.on(now(), input);
+                    // Answered as an input when the helper is ready (see `serve_helper`).
+                    if let Err(why) = self.start_helper(&h) {
+                        let (job, launch) = (h.spec.job, h.spec.launch);
+                        let input = Input::HelperReady {
+                            job,
+                            launch,
+                            result: Err(why),
+                        };
+                        self.core.on(now(), input);
+                    }
                 }
                 Effect::ToHelper { job, msg } => {
                     if let Some(tx) = self.helpers.get(&job) {
@@ -486,15 +491,18 @@ impl Shell {
                 }
                 Effect::WriteRankFile {
                     job,
+                    launch,
                     name,
                     content,
                     owner,
                 } => {
-                    if let Some(Preparing { dir: Some(d), .. }) =
-                        self.preparing.as_ref().filter(|p| p.job == job)
+                    if let Some(Preparing { dir: Some(d), .. }) = self.preparing.get(&(job, launch))
                     {
                         super::files::write_rank_file(d, &name, &content, owner);
                     }
+                }
+                Effect::SetupDone { job, launch } => {
+                    self.preparing.remove(&(job, launch));
                 }
                 Effect::ReadOutput(r) => {
                     let dir = self.jobs_dir.join(r.job.0.to_string());
@@ -554,6 +562,7 @@ impl Shell {
                         cg.clear(Duration::from_secs(1));
                     }
                     self.cgroups.clear();
+                    self.preparing.clear();
                     self.pmi.clear();
                     self.helpers.clear();
                     // The staged copies are of no use to a later run, and on tmpfs they hold
@@ -568,8 +577,6 @@ impl Shell {
                 Effect::Log(Level::Warn, line) => tracing::warn!("{line}"),
             }
         }
-        // A launch's chain is over once the core wants nothing more.
-        self.preparing = None;
         Ok(())
     }
 
@@ -660,19 +667,21 @@ impl Shell {
             monitor_env,
             cwd_exists: Path::new(&p.cwd).is_dir(),
         };
-        self.preparing = Some(Preparing {
-            job: p.job,
-            dir: dir.ok(),
-            procs,
-        });
+        self.preparing.insert(
+            (p.job, p.launch),
+            Preparing {
+                dir: dir.ok(),
+                procs,
+            },
+        );
         prepared
     }
 
     /// The `cgroup.procs` descriptors the process `s` describes joins.
     fn procs_of(&self, s: &RankSpec) -> Vec<std::os::fd::RawFd> {
         self.preparing
-            .as_ref()
-            .filter(|p| p.job == s.job && s.cgroup)
+            .get(&(s.job, s.launch))
+            .filter(|_| s.cgroup)
             .map(|p| p.procs.iter().map(crate::contain::raw).collect())
             .unwrap_or_default()
     }
@@ -722,12 +731,12 @@ impl Shell {
         Ok(pid)
     }
 
-    /// Starts a job's PMIx helper as a rank is started, its socket in `PMI_FD`; sends it
-    /// the setup and waits (at most [`HELPER_READY`]) for its ranks' environments. Then its
-    /// lines and its exit come as inputs.
-    fn start_helper(&mut self, h: &StartHelper) -> Result<RankEnvs, String> {
-        use std::io::{Read, Write};
-        let (mut ours, theirs) =
+    /// Starts a job's PMIx helper as a rank is started, its socket in `PMI_FD`, and leaves
+    /// the rest to [`serve_helper`]: the helper's readiness, its lines and its exit come as
+    /// inputs, so the loop serves the node's other jobs while it starts. An error here is
+    /// one the helper never started with.
+    fn start_helper(&mut self, h: &StartHelper) -> Result<(), String> {
+        let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
         let procs = self.procs_of(&h.spec);
         let mut child = super::spawn::spawn_rank(&h.spec, Some(theirs.as_raw_fd()), &procs)
@@ -735,7 +744,7 @@ impl Shell {
         drop(theirs);
         let (job, launch) = (h.spec.job, h.spec.launch);
         let tx = self.helper_tx.clone();
-        let pid = child.id();
+        let pid = child.id().map_or(0, |p| p as i32);
         tokio::spawn(async move {
             let code = match child.wait().await {
                 Ok(st) => super::spawn::exit_code(st),
@@ -743,92 +752,26 @@ impl Shell {
             };
             let _ = tx.send(Input::HelperExited { job, launch, code });
         });
-        let setup = cosched_pmix::helper::ToHelper::Setup(h.setup.clone()).line();
-        let ready = ours
-            .set_read_timeout(Some(HELPER_READY))
-            .and_then(|_| ours.write_all(setup.as_bytes()))
-            .and_then(|_| {
-                // Byte by byte: nothing after the first line may be taken from the socket
-                // before the task below reads it.
-                let mut line = Vec::new();
-                let mut b = [0u8];
-                loop {
-                    match ours.read(&mut b)? {
-                        0 => break,
-                        _ if b[0] == b'\n' => break,
-                        _ => line.push(b[0]),
-                    }
-                }
-                Ok(String::from_utf8_lossy(&line).into_owned())
-            });
-        let fail = |why: String| {
-            if let Some(pid) = pid {
-                crate::util::signal_group(pid as i32, libc::SIGKILL);
-            }
-            Err(why)
-        };
-        let line = match ready {
-            Ok(l) if !l.is_empty() => l,
-            Ok(_) => {
-                return fail(format!(
-                    "{} pmix-helper exited before it was ready (its log: {})",
-                    h.spec.argv[0],
-                    h.spec.out.display()
-                ));
-            }
-            Err(e) => {
-                return fail(format!(
-                    "no answer from the PMIx helper within {HELPER_READY:?}: {e}"
-                ));
-            }
-        };
-        let envs = match cosched_pmix::helper::FromHelper::parse(&line) {
-            Ok(cosched_pmix::helper::FromHelper::Ready { envs }) => envs,
-            Ok(cosched_pmix::helper::FromHelper::Failed { why }) => return fail(why),
-            Ok(other) => {
-                return fail(format!(
-                    "the PMIx helper said {other:?} before it was ready"
-                ));
-            }
-            Err(e) => return fail(format!("the PMIx helper's answer does not parse: {e}")),
-        };
         let stream = ours
-            .set_read_timeout(None)
-            .and_then(|_| ours.set_nonblocking(true))
+            .set_nonblocking(true)
             .and_then(|_| tokio::net::UnixStream::from_std(ours))
-            .map_err(|e| format!("the PMIx helper's socket: {e}"));
-        let stream = match stream {
-            Ok(s) => s,
-            Err(e) => return fail(e),
-        };
-        let (read, mut write) = stream.into_split();
-        let (to_helper, mut lines) = mpsc::unbounded_channel::<String>();
-        tokio::spawn(async move {
-            use tokio::io::AsyncWriteExt;
-            while let Some(l) = lines.recv().await {
-                if write.write_all(l.as_bytes()).await.is_err() {
-                    return;
-                }
-            }
-        });
-        let tx = self.helper_tx.clone();
-        let name = self.cfg.name.clone();
-        tokio::spawn(async move {
-            use tokio::io::AsyncBufReadExt;
-            let mut read = tokio::io::BufReader::new(read).lines();
-            while let Ok(Some(line)) = read.next_line().await {
-                match cosched_pmix::helper::FromHelper::parse(&line) {
-                    Ok(msg) => {
-                        let _ = tx.send(Input::Helper { job, launch, msg });
-                    }
-                    Err(e) => {
-                        tracing::warn!("nm {name}: job {job}: a line of its PMIx helper: {e}")
-                    }
-                }
-            }
-        });
+            .map_err(|e| {
+                crate::util::signal_group(pid, libc::SIGKILL);
+                format!("the PMIx helper's socket: {e}")
+            })?;
+        let (to_helper, lines) = mpsc::unbounded_channel::<String>();
         self.helpers.insert(job, to_helper);
-        Ok(envs)
+        let helper = Helper {
+            job,
+            launch,
+            pid,
+            setup: cosched_pmix::helper::ToHelper::Setup(h.setup.clone()).line(),
+            exe: h.spec.argv[0].clone(),
+            log: h.spec.out.clone(),
+            node: self.cfg.name.clone(),
+        };
+        tokio::spawn(serve_helper(helper, stream, lines, self.helper_tx.clone()));
+        Ok(())
     }
 
     fn cgroup(&mut self, job: JobId, launch: u64, op: CgroupOp) {
@@ -928,4 +871,86 @@ async fn try_register(
         cause: std::io::ErrorKind::TimedOut.into(),
     })??;
     Ok(reply)
+}
+
+/// A job's helper being served by [`serve_helper`].
+struct Helper {
+    job: JobId,
+    launch: u64,
+    /// Its process group, killed when it fails to get ready.
+    pid: i32,
+    /// The first line it is sent.
+    setup: String,
+    exe: String,
+    log: std::path::PathBuf,
+    node: String,
+}
+
+/// Sends a helper its setup and waits (at most [`HELPER_READY`]) for its ranks'
+/// environments, answered as [`Input::HelperReady`]; then writes what comes on `lines` to it
+/// and passes its lines on as [`Input::Helper`], until it closes its socket.
+async fn serve_helper(
+    h: Helper,
+    stream: tokio::net::UnixStream,
+    mut lines: mpsc::UnboundedReceiver<String>,
+    tx: mpsc::UnboundedSender<Input>,
+) {
+    use cosched_pmix::helper::FromHelper;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (job, launch) = (h.job, h.launch);
+    let (read, mut write) = stream.into_split();
+    let mut read = tokio::io::BufReader::new(read);
+    let first = async {
+        write.write_all(h.setup.as_bytes()).await?;
+        let mut line = String::new();
+        read.read_line(&mut line).await?;
+        Ok::<_, std::io::Error>(line)
+    };
+    let ready = match tokio::time::timeout(HELPER_READY, first).await {
+        Ok(Ok(l)) if l.trim().is_empty() => Err(format!(
+            "{} pmix-helper exited before it was ready (its log: {})",
+            h.exe,
+            h.log.display()
+        )),
+        Ok(Ok(l)) => match FromHelper::parse(l.trim_end()) {
+            Ok(FromHelper::Ready { envs }) => Ok(envs),
+            Ok(FromHelper::Failed { why }) => Err(why),
+            Ok(other) => Err(format!(
+                "the PMIx helper said {other:?} before it was ready"
+            )),
+            Err(e) => Err(format!("the PMIx helper's answer does not parse: {e}")),
+        },
+        Ok(Err(e)) => Err(format!("the PMIx helper's socket: {e}")),
+        Err(_) => Err(format!(
+            "no answer from the PMIx helper within {HELPER_READY:?}"
+        )),
+    };
+    let failed = ready.is_err();
+    if failed && h.pid > 0 {
+        crate::util::signal_group(h.pid, libc::SIGKILL);
+    }
+    let _ = tx.send(Input::HelperReady {
+        job,
+        launch,
+        result: ready,
+    });
+    if failed {
+        return;
+    }
+    tokio::spawn(async move {
+        while let Some(l) = lines.recv().await {
+            if write.write_all(l.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut read = read.lines();
+    while let Ok(Some(line)) = read.next_line().await {
+        match FromHelper::parse(&line) {
+            Ok(msg) => {
+                let _ = tx.send(Input::Helper { job, launch, msg });
+            }
+            Err(e) => tracing::warn!("nm {}: job {job}: a line of its PMIx helper: {e}", h.node),
+        }
+    }
 }

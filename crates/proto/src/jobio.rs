@@ -71,6 +71,17 @@ impl Mpi {
         }
     }
 
+    /// Its name, as `--mpi` takes it (and `SLURM_MPI_TYPE` carries it to a batch script's
+    /// steps).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mpi::Auto => "auto",
+            Mpi::Pmix => "pmix",
+            Mpi::Pmi1 => "pmi1",
+            Mpi::None => "none",
+        }
+    }
+
     /// Whether the ranks get a PMI-1 socket.
     pub fn pmi1(self) -> bool {
         matches!(self, Mpi::Auto | Mpi::Pmi1)

@@ -386,9 +386,9 @@ pub const TABLE: &[Opt] = &[
         "mpi",
         None,
         Req,
-        SR,
+        SB | SR,
         Different(
-            "auto (PMI-1 and PMIx: the default), pmix, pmi1 or none; not pmi2 or cray_shasta",
+            "auto (PMI-1 and PMIx: the default), pmix, pmi1 or none; not pmi2 or cray_shasta; for sbatch, the default of the script's steps (SLURM_MPI_TYPE, as srun reads it)",
         ),
     ),
     o("multi-prog", None, No, SR, NotYet(STEPS)),

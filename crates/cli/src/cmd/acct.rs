@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use comfy_table::{CellAlignment, Table, presets};
+use cosched_client::views;
 use cosched_core::{Dur, MachineShape, Time};
 use cosched_proto::proto::{JobInfo, JobState, StatusInfo};
-use cosched_proto::views;
 use cosched_report::gantt::{Gantt, GanttJob};
 use cosched_report::metrics::Summary;
 use cosched_report::provenance::{Provenance, csv_table};

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use cosched_client::cluster::{self, ClusterOptions};
+use cosched_client::views::{acct_record, jobs_table, status_text};
 use cosched_core::Dur;
 use cosched_policy::PolicyOptions;
 use cosched_proto::proto::SubmitRequest;
-use cosched_proto::views::{acct_record, jobs_table, status_text};
 use cosched_report::metrics::MetricsOptions;
 use cosched_report::setup::Source;
 use cosched_report::sweep::{self, SweepRow, SweepSpec};

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use cosched_client::launch_model::{Assumptions, LaunchModel, depth, read_csv};
+use cosched_client::launch_model::{Assumptions, LaunchModel, depth, parse_csv};
 use cosched_report::plot::{LineChart, Series, line_chart};
 use cosched_report::provenance::Provenance;
 
@@ -53,8 +53,7 @@ struct Row {
 
 pub fn run(a: ModelArgs) -> anyhow::Result<i32> {
     let bytes = std::fs::read(&a.from).with_context(|| format!("reading {}", a.from.display()))?;
-    let rows = read_csv(&String::from_utf8_lossy(&bytes))
-        .map_err(|e| anyhow::anyhow!("{}: {e}", a.from.display()))?;
+    let rows = parse_csv(&a.from, &bytes)?;
     let cores = a
         .cores
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64));

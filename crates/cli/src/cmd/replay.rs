@@ -18,9 +18,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use cosched_client::views;
 use cosched_core::{Dur, JobId, Time};
 use cosched_proto::proto::{JobInfo, JobQuery, SubmitRequest};
-use cosched_proto::views;
 use cosched_report::replay::{
     ForecastError, ForecastLine, Planned, State, StateHeader, StateLine, append, forecast_accuracy,
     plan, planned_swf, read_forecast_log, read_state,

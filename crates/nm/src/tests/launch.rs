@@ -260,6 +260,8 @@ fn a_node_manager_that_is_not_root_fails_another_users_job_naming_why() {
     let Some(Effect::Prepare(p)) = n.core.poll_effect() else {
         panic!("prepare first")
     };
+    // Answered here rather than by `pump`: the test's shell holds the setup from now on.
+    n.setups.insert((p.job, p.launch));
     assert_eq!(p.uid, Some(2000));
     n.core.on(
         ms(10),

@@ -91,6 +91,10 @@ struct Node {
     sizes: BTreeMap<PathBuf, u64>,
     /// Job directories and how long ago each changed.
     dirs: Vec<(JobId, Dur)>,
+    /// The launches whose setup (cgroup, job directory) the shell holds, from
+    /// [`Effect::Prepare`] to [`Effect::SetupDone`]: a rank spawned outside it would not
+    /// join its cgroup, and a kill of the cgroup would miss it.
+    setups: BTreeSet<(JobId, u64)>,
 }
 
 impl Node {
@@ -111,6 +115,7 @@ impl Node {
             rings: BTreeMap::new(),
             sizes: BTreeMap::new(),
             dirs: Vec::new(),
+            setups: BTreeSet::new(),
         };
         let fx = n.pump();
         (n, fx)
@@ -136,23 +141,41 @@ impl Node {
         let mut all = Vec::new();
         while let Some(e) = self.core.poll_effect() {
             let answer = match &e {
-                Effect::Prepare(p) => Some(Input::Prepared(Box::new(Prepared {
-                    memory: Ok(()),
-                    job: p.job,
-                    launch: p.launch,
-                    cmd0: Ok(None),
-                    run_as: Ok(None),
-                    cgroup: Ok(self.cgroups),
-                    dir: Ok(()),
-                    monitor_env: p
-                        .ranks
-                        .iter()
-                        .enumerate()
-                        .map(|(slot, _)| vec![(cosched_monitor::ENV_SLOT.into(), slot.to_string())])
-                        .collect(),
-                    cwd_exists: false,
-                }))),
+                Effect::SetupDone { job, launch } => {
+                    assert!(
+                        self.setups.remove(&(*job, *launch)),
+                        "job {job} launch {launch}: its setup let go twice, or never prepared"
+                    );
+                    None
+                }
+                Effect::Prepare(p) => {
+                    self.setups.insert((p.job, p.launch));
+                    Some(Input::Prepared(Box::new(Prepared {
+                        memory: Ok(()),
+                        job: p.job,
+                        launch: p.launch,
+                        cmd0: Ok(None),
+                        run_as: Ok(None),
+                        cgroup: Ok(self.cgroups),
+                        dir: Ok(()),
+                        monitor_env: p
+                            .ranks
+                            .iter()
+                            .enumerate()
+                            .map(|(slot, _)| {
+                                vec![(cosched_monitor::ENV_SLOT.into(), slot.to_string())]
+                            })
+                            .collect(),
+                        cwd_exists: false,
+                    })))
+                }
                 Effect::Spawn(s) => {
+                    assert!(
+                        self.setups.contains(&(s.job, s.launch)),
+                        "job {} rank {} spawned after its launch's setup was let go: it would run outside its cgroup",
+                        s.job,
+                        s.rank
+                    );
                     let result = match self.fail.get(&s.rank) {
                         Some(why) => Err(why.clone()),
                         None => {

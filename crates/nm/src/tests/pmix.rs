@@ -576,3 +576,87 @@ fn a_job_forgotten_while_its_helper_starts_starts_nothing_when_it_answers() {
         "{fx:?}"
     );
 }
+
+/// The launches whose setup the core let go of in `fx`, as (job, launch).
+fn setups_done(fx: &[Effect]) -> Vec<(u64, u64)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::SetupDone { job, launch } => Some((job.0, *launch)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn ranks_of_a_launch_set_aside_for_its_helper_start_inside_the_cgroup_prepared_for_them() {
+    let mut n = node();
+    n.cgroups = true;
+    // Two ranks, one here: under `--mpi auto` the job gets a helper.
+    let fx = n.tree(ms(10), launch_mpi(5, &[(0, 0)], Mpi::Auto, &[(1, 0)]));
+    assert_eq!(helpers_started(&fx), [(5, 1)]);
+    assert!(
+        setups_done(&fx).is_empty(),
+        "job 5's rank has not started: the shell keeps its cgroup's handles"
+    );
+    // Another launch's whole chain meanwhile lets go of its own setup, not job 5's.
+    let fx = n.tree(ms(20), launch_mpi(6, &[(0, 1)], Mpi::Pmi1, &[]));
+    assert_eq!((spawned(&fx), setups_done(&fx)), (vec![0], vec![(6, 2)]));
+    // The helper answers on a later input: the rank starts (inside its setup: the test's
+    // shell checks it) in the job's cgroup, and only then is the setup let go.
+    let fx = n.on(ms(30), ready_of(5, 1, &[0]));
+    let specs: Vec<(u32, bool)> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Spawn(s) => Some((s.rank, s.cgroup)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(specs, [(0, true)]);
+    assert_eq!(setups_done(&fx), [(5, 1)]);
+    assert!(n.setups.is_empty(), "{:?}", n.setups);
+    // Its MPI_Abort's kill then reaches the rank through the cgroup.
+    let fx = n.tree(
+        ms(40),
+        ToNode::Switch {
+            stop: vec![],
+            cont: vec![],
+            kill: vec![JobId(5)],
+        },
+    );
+    assert!(
+        fx.iter().any(|e| matches!(
+            e,
+            Effect::Cgroup {
+                job: JobId(5),
+                launch: 1,
+                op: crate::core::CgroupOp::Terminate { .. }
+            }
+        )),
+        "{fx:?}"
+    );
+}
+
+#[test]
+fn a_launch_set_aside_lets_go_of_its_setup_when_its_job_is_killed_or_forgotten_meanwhile() {
+    let mut n = node();
+    n.cgroups = true;
+    n.tree(ms(10), launch_mpi(5, &[(0, 0)], Mpi::Pmix, &[]));
+    n.tree(ms(20), launch_mpi(6, &[(0, 1)], Mpi::Pmix, &[]));
+    let kill = ToNode::Switch {
+        stop: vec![],
+        cont: vec![],
+        kill: vec![JobId(5)],
+    };
+    assert!(setups_done(&n.tree(ms(30), kill)).is_empty());
+    let forget = ToNode::Forget {
+        jobs: vec![JobId(6)],
+    };
+    assert!(setups_done(&n.tree(ms(40), forget)).is_empty());
+    // Killed: its rank fails with the reason, and its setup goes.
+    let fx = n.on(ms(50), ready_of(5, 1, &[0]));
+    assert_eq!(setups_done(&fx), [(5, 1)]);
+    // Forgotten: nothing starts, and its setup goes too.
+    let fx = n.on(ms(60), ready_of(6, 2, &[0]));
+    assert_eq!((spawned(&fx), setups_done(&fx)), (vec![], vec![(6, 2)]));
+    assert!(n.setups.is_empty(), "{:?}", n.setups);
+}

@@ -140,3 +140,39 @@ fn a_switch_whose_outgoing_job_ends_thaws_the_incoming_one() {
     );
     assert!(ops(&fx).contains(&(2, CgroupOp::Thaw)), "{fx:?}");
 }
+
+/// The run states sent up for the accounting, as (job, runs).
+fn runs_reports(fx: &[Effect]) -> Vec<(u64, bool)> {
+    ups(fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            FromNode::Runs { job, runs, .. } => Some((job.0, runs)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Past the bound the incoming job is thawed and booked running, but the outgoing one is
+/// booked stopped only when its freeze is reported done: a rank that waits for its core runs
+/// into its freeze late, and the accounting follows the freezer, not the switch's bound.
+#[test]
+fn a_late_freeze_is_booked_stopped_when_it_lands_not_at_the_bound() {
+    let mut n = two_jobs();
+    let fx = n.tree(ms(20), strobe(1, 2));
+    assert_eq!(runs_reports(&fx), [], "nothing frozen or thawed yet");
+    let fx = n.until(ms(20) + MAX_BOUND);
+    assert_eq!(ops(&fx), [(2, CgroupOp::Thaw)]);
+    assert_eq!(
+        runs_reports(&fx),
+        [(2, true)],
+        "job 1 still runs into its freeze"
+    );
+    let fx = n.on(ms(20) + MAX_BOUND + Dur::from_millis(3), frozen(1));
+    assert_eq!(runs_reports(&fx), [(1, false)]);
+    // The next switch books job 2 stopped at its freeze and job 1 running at its thaw.
+    let at = ms(200);
+    assert_eq!(runs_reports(&n.tree(at, strobe(0, 1))), []);
+    let fx = n.on(at + Dur::from_micros(40), frozen(2));
+    assert_eq!(ops(&fx), [(1, CgroupOp::Thaw)]);
+    assert_eq!(runs_reports(&fx), [(2, false), (1, true)]);
+}

@@ -143,6 +143,8 @@ fn as_root_only_the_job_users_own_files_are_read_or_cut() {
     let Some(Effect::Prepare(p)) = n.core.poll_effect() else {
         panic!("prepare first")
     };
+    // Answered here rather than by `pump`: the test's shell holds the setup from now on.
+    n.setups.insert((p.job, p.launch));
     let creds = crate::launch::Creds {
         uid: 2000,
         gid: 2000,

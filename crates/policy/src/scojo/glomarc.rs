@@ -151,6 +151,20 @@ pub enum Unformed {
     Fairness,
 }
 
+/// The part of step 1's pre-selection that needs no slowdown: a candidate with `rem`
+/// seconds of work on `nodes` nodes ends at most MAX_MATCHED_LONGER_PRIM after the primary
+/// and fits the primary's window of nodes widened by MATCHED_EXCEED_PRIM. A caller may
+/// leave out the candidates this refuses before working out their slowdowns.
+pub fn within_reach(p: &Primary, params: &Params, rem: f64, nodes: u32) -> bool {
+    rem <= p.rem + params.max_longer && nodes <= node_limit(p, params)
+}
+
+/// The most nodes a group's matched jobs may take: the primary's, widened by
+/// MATCHED_EXCEED_PRIM.
+fn node_limit(p: &Primary, params: &Params) -> u32 {
+    (f64::from(p.nodes) * (1.0 + params.exceed)).floor() as u32
+}
+
 /// Group formation, steps 1–7 of §4.6. `fair` is step 7's check (no job of the group, nor
 /// any it delays, beyond `F_slack · R_est`); `must` names a job every group must contain
 /// (the first waiting job, when it is a matched job). Returns the best group that passes,
@@ -163,7 +177,7 @@ pub fn form(
     fair: &mut dyn FnMut(&[Cand]) -> bool,
 ) -> Result<Group, Unformed> {
     let window = p.nodes;
-    let limit = (f64::from(window) * (1.0 + params.exceed)).floor() as u32;
+    let limit = node_limit(p, params);
     // 1. Pre-selection.
     let mut c: Vec<Cand> = cands
         .iter()
@@ -171,8 +185,7 @@ pub fn form(
         .filter(|c| {
             c.pre_sl <= params.max_sl
                 && c.pre_sl_prim <= params.max_sl
-                && c.rem <= p.rem + params.max_longer
-                && c.nodes <= limit
+                && within_reach(p, params, c.rem, c.nodes)
         })
         .collect();
     if c.is_empty() {
@@ -366,6 +379,12 @@ mod tests {
         let g = form(&p, &c, &params(Variant::Glts), None, &mut |_| true).unwrap();
         let ids: Vec<u64> = g.matched.iter().map(|x| x.id.0).collect();
         assert_eq!(ids, vec![1, 2]);
+        // The bounds a caller may check before working out slowdowns refuse job 4 (9000 s
+        // against 1000 + 3000) and a job wider than 8 · 1.125 nodes, not jobs 1–3.
+        let reach = |rem, nodes| within_reach(&p, &params(Variant::Glts), rem, nodes);
+        assert!(c[..3].iter().all(|x| reach(x.rem, x.nodes)));
+        assert!(!reach(c[3].rem, c[3].nodes));
+        assert!(reach(4000.0, 9) && !reach(4000.0, 10) && !reach(4000.1, 1));
         assert!(g.gain >= 0.45);
         // Two-job variants match one job.
         let g = form(&p, &c, &params(Variant::Cst), None, &mut |_| true).unwrap();

@@ -149,8 +149,7 @@ fn to_csv(
 ) -> anyhow::Result<()> {
     if let Some(path) = csv {
         let m: Vec<_> = rows.collect();
-        cosched_client::launch_model::append_csv(path, &m)
-            .with_context(|| format!("writing {}", path.display()))?;
+        cosched_client::launch_model::append_csv(path, &m)?;
     }
     Ok(())
 }

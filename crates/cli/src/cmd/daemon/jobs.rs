@@ -4,9 +4,9 @@
 use std::io::Write;
 use std::time::Duration;
 
+use cosched_client::views;
 use cosched_core::{Dur, JobId};
 use cosched_proto::proto::{JobInfo, Request};
-use cosched_proto::views;
 
 use crate::cmd::conn::{ConnArgs, now_us};
 use crate::cmd::output::{emit, print_json};

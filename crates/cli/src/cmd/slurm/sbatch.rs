@@ -206,6 +206,12 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
     let env = req.io.env.get_or_insert_with(Vec::new);
     env.retain(|(k, _)| !slurm_vars.iter().any(|(s, _)| s == k));
     env.extend(slurm_vars);
+    // The script itself runs without PMI; its `--mpi` is its steps' default, which `srun`
+    // reads from SLURM_MPI_TYPE (as Slurm's does).
+    if let Some(mpi) = opts.mpi {
+        env.retain(|(k, _)| k != "SLURM_MPI_TYPE");
+        env.push(("SLURM_MPI_TYPE".into(), mpi.name().into()));
+    }
 
     let client = super::client().map_err(error)?;
     let count = array.as_ref().map_or(1, Vec::len) as u64;

@@ -119,6 +119,14 @@ fn step_request(job: JobId, p: &Parsed, opts: &batch::JobOpts) -> Result<StepReq
         _ => None,
     };
     let pattern = |pat: &str| jobio::expand_for_step(pat, job, array, &name, &user);
+    // As Slurm's srun: `--mpi`, else SLURM_MPI_TYPE (set by an sbatch `--mpi`).
+    let mpi = match (opts.mpi, std::env::var("SLURM_MPI_TYPE")) {
+        (Some(m), _) => m,
+        (None, Ok(v)) => {
+            jobio::Mpi::parse(&v).map_err(|e| error(format!("SLURM_MPI_TYPE: {e}")))?
+        }
+        (None, Err(_)) => jobio::Mpi::default(),
+    };
     let kill = match p.value("kill-on-bad-exit") {
         Some(v) => v.trim() != "0",
         None => p.has("kill-on-bad-exit"),
@@ -133,7 +141,7 @@ fn step_request(job: JobId, p: &Parsed, opts: &batch::JobOpts) -> Result<StepReq
             output: opts.output.as_deref().map(pattern),
             error: opts.error.as_deref().map(pattern),
             array: None,
-            mpi: opts.mpi.unwrap_or_default(),
+            mpi,
             batch: false,
         },
         ntasks,
