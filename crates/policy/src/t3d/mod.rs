@@ -183,7 +183,10 @@ pub struct T3d {
     quiet: [Option<(u64, Time)>; 2],
     /// Likewise for [`T3d::serve_earmarks`].
     quiet_serve: Option<(u64, Time)>,
-    /// The started jobs on each earmark's PEs, at this epoch.
+    /// Bumped whenever who holds a PE, or which PEs are earmarked or down, changes: what
+    /// [`T3d::occupants`] reads. Arrivals and holds move [`T3d::epoch`] but not this.
+    pe_epoch: u64,
+    /// The started jobs on each earmark's PEs, at this [`T3d::pe_epoch`].
     occupants: RefCell<(Option<u64>, Vec<Vec<JobId>>)>,
     /// [`Cursor`]'s lists, kept from one pass to the next.
     pass_buffers: (Vec<Option<Option<PassKey>>>, Vec<JobId>),
@@ -284,6 +287,7 @@ impl T3d {
             epoch: 0,
             quiet: [None, None],
             quiet_serve: None,
+            pe_epoch: 0,
             occupants: RefCell::new((None, Vec::new())),
             pass_buffers: (Vec::new(), Vec::new()),
             victim_cache: RefCell::new(Vec::new()),
@@ -463,6 +467,7 @@ impl T3d {
     /// change to them (it costs their runs, not the machine).
     fn remark(&mut self) {
         self.epoch += 1;
+        self.pe_epoch += 1;
         self.pe.set_marks(self.earmarks.iter().map(|e| &e.pes));
     }
 
@@ -560,6 +565,7 @@ impl T3d {
         debug_assert!(w.home.as_ref().is_none_or(|h| *h == set));
         self.retain_earmarks(|e| e.job != w.req.id);
         self.epoch += 1;
+        self.pe_epoch += 1;
         for &(s, e) in set.runs() {
             self.pe.set(s, e, Some(Holder::Job(w.req.id)));
         }
@@ -623,6 +629,7 @@ impl T3d {
         self.epoch += 1;
         let until = now + Dur::from_micros(self.cfg.swap_per_pe.as_micros() * l.req.procs as i64);
         let holder = (until > now).then_some(Holder::Out(until));
+        self.pe_epoch += 1;
         for &(s, e) in l.pes.runs() {
             self.pe.set(s, e, holder);
         }
@@ -813,10 +820,11 @@ impl T3d {
         Some((home.clone(), chosen))
     }
 
-    /// The jobs on earmark `i`'s PEs, in id order (kept while the epoch stays).
+    /// The jobs on earmark `i`'s PEs, in id order (kept while the PEs' holders and marks
+    /// stay: [`T3d::pe_epoch`]).
     fn occupants(&self, i: usize) -> Vec<JobId> {
         let mut cache = self.occupants.borrow_mut();
-        if cache.0 != Some(self.epoch) {
+        if cache.0 != Some(self.pe_epoch) {
             cache.1 = self
                 .earmarks
                 .iter()
@@ -836,7 +844,7 @@ impl T3d {
                     v
                 })
                 .collect();
-            cache.0 = Some(self.epoch);
+            cache.0 = Some(self.pe_epoch);
         }
         cache.1[i].clone()
     }
@@ -1271,6 +1279,7 @@ impl T3d {
                 .partition(|(t, _)| *t <= now);
             self.swaps = going;
             self.epoch += 1;
+            self.pe_epoch += 1;
             for (_, pes) in over {
                 self.pe
                     .free_where(&pes, |h| matches!(h, Holder::Out(t) if t <= now));
@@ -1302,6 +1311,7 @@ impl T3d {
         self.held.remove(&id);
         if let Some(l) = self.loaded.remove(&id) {
             self.epoch += 1;
+            self.pe_epoch += 1;
             self.tally_loaded(&l.req, l.class, false);
             self.pe.free_where(&l.pes, |h| h == Holder::Job(id));
             if l.started {
@@ -1368,6 +1378,7 @@ impl Policy for T3d {
             }
             Event::Running { job, pes, since } => {
                 let class = self.cfg.class_of(&job);
+                self.pe_epoch += 1;
                 for &(s, e) in pes.runs() {
                     self.pe.set(s, e, Some(Holder::Job(job.id)));
                 }
@@ -1393,6 +1404,7 @@ impl Policy for T3d {
                 let per = self.pes_per_node;
                 self.pe.set_down(node.0 * per, (node.0 + 1) * per, !node_up);
                 self.epoch += 1;
+                self.pe_epoch += 1;
                 let (pe, before) = (&self.pe, self.earmarks.len());
                 self.earmarks.retain(|e| !pe.any_down(&e.pes));
                 if self.earmarks.len() != before {
