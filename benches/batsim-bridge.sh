@@ -25,9 +25,12 @@ mkdir -p "$out"
 compare() { # name trace scheduler-policy variant python
   dir="$out/$1"; mkdir -p "$dir"
   ( cd "$dir"
-    /usr/bin/time -f "%U %S %e" -o bridge.time "$cosched" sim --trace "$2" $first --kill-at-estimate \
+    if ! /usr/bin/time -f "%U %S %e" -o bridge.time "$cosched" sim --trace "$2" $first --kill-at-estimate \
         --policy "external:$5 $here/python/batsim_bridge.py --sched '$3'" \
-        --jobs-out bridge.csv > /dev/null 2> bridge.err
+        --jobs-out bridge.csv > /dev/null 2> bridge.err; then
+      echo "$1 the bridged run failed: $(grep '^error' bridge.err | cut -c1-400)"
+      exit 0
+    fi
     /usr/bin/time -f "%U %S %e" -o variant.time "$cosched" sim --trace "$2" $first --kill-at-estimate \
         --policy easy --opt "variant=$4" --jobs-out variant.csv > /dev/null 2> variant.err
     grep -v '^#' bridge.csv | cut -d, -f1,3 | sort > bridge.starts
