@@ -182,21 +182,6 @@ impl PeBits {
     pub fn count(&self) -> u32 {
         self.words.iter().map(|w| w.count_ones()).sum()
     }
-    /// How many PEs of `pes` are set.
-    #[inline]
-    pub fn count_in(&self, pes: &PeSet) -> u32 {
-        let mut n = 0;
-        PeBits::each_word(pes, |w, m| n += (self.words[w] & m).count_ones());
-        n
-    }
-    /// The first word, from `from`, where `self` or `other` has a clear bit (the words' count
-    /// if none): where a search for clear PEs in both can start.
-    #[inline]
-    pub fn first_open_word_in_both(&self, other: &PeBits, from: usize) -> usize {
-        (from..self.words.len())
-            .find(|&w| self.words[w] | other.words[w] != u64::MAX)
-            .unwrap_or(self.words.len())
-    }
     /// The `n` lowest-numbered clear bits, or `None` if fewer are clear.
     #[inline]
     pub fn lowest_clear(&self, n: u32) -> Option<PeSet> {
