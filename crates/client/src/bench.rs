@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use cosched_core::{Dur, JobId};
 use serde::Serialize;
 
-use crate::DaemonError;
 use crate::cluster::{ClusterOptions, node_name, up};
-use crate::proto::{JobState, SubmitRequest, SwitchLog};
-use crate::state_dir::read_pid;
-use crate::util::now;
+use cosched_proto::DaemonError;
+use cosched_proto::proto::{JobState, SubmitRequest, SwitchLog};
+use cosched_proto::state_dir::read_pid;
+use cosched_proto::util::now;
 
 /// Burns `cpu` of this process's CPU time (not wall time): the CPU-bound rank of the gang
 /// benchmark, so a rank that is stopped half the time takes twice as long.
@@ -148,7 +148,7 @@ pub struct GangRow {
     pub switches: Option<SwitchBreakdown>,
 }
 
-/// The node's gang switches over a setting's runs ([`crate::proto::SwitchLog`]): each from
+/// The node's gang switches over a setting's runs ([`cosched_proto::proto::SwitchLog`]): each from
 /// the strobe's arrival at the node manager to every outgoing rank stopped (its cgroup
 /// reported frozen) and to the incoming job thawed. The thaw follows the report at once, so
 /// both jobs stand stopped only for the report's delay (at most the watcher's pause,
@@ -451,7 +451,9 @@ pub fn load(
         max_ms: 0.0,
         mm_cpu_ms_per_job: cpu_ms(mm) - cpu0,
     });
-    let _ = c.client.simple(crate::proto::Request::Cancel(blocker));
+    let _ = c
+        .client
+        .simple(cosched_proto::proto::Request::Cancel(blocker));
     c.down()?;
     Ok(phases)
 }
@@ -626,7 +628,7 @@ pub struct LaunchSetup {
 }
 
 /// Removes the broadcast copies of a cluster's node managers (they are on tmpfs).
-fn drop_copies(state: &crate::StateDir, nodes: u32) {
+fn drop_copies(state: &cosched_proto::StateDir, nodes: u32) {
     for i in 0..nodes {
         let name = format!("n{i}");
         let dir = cosched_proto::bcast::scratch_dir(&name, &state.node_work_dir(&name));

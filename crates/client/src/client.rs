@@ -15,9 +15,9 @@ use cosched_core::JobId;
 use cosched_storm::Key;
 use cosched_storm::frame::{read_blocking, write_blocking};
 
-use crate::DaemonError;
-use crate::StateDir;
-use crate::proto::*;
+use cosched_proto::DaemonError;
+use cosched_proto::StateDir;
+use cosched_proto::proto::*;
 
 #[derive(Clone, Debug)]
 pub struct Client {
@@ -46,7 +46,11 @@ impl Client {
 
     /// A client over TCP that acts as Unix user `cred.uid`, by its credential (loaded from
     /// `file`, named when the machine manager refuses it).
-    pub fn with_user_key(addr: String, cred: crate::user_key::UserKey, file: &Path) -> Client {
+    pub fn with_user_key(
+        addr: String,
+        cred: cosched_proto::user_key::UserKey,
+        file: &Path,
+    ) -> Client {
         Client {
             key_file: Some(file.to_path_buf()),
             user: Some(cred.uid),
@@ -127,7 +131,7 @@ impl Client {
         let failed = |e: DaemonError| Attempt::Failed(e);
         if let Some(sock) = &self.sock {
             let connect = || -> std::io::Result<std::os::unix::net::UnixStream> {
-                let (_dir, path) = crate::util::socket_path(sock)?;
+                let (_dir, path) = cosched_proto::util::socket_path(sock)?;
                 std::os::unix::net::UnixStream::connect(path)
             };
             let mut s = connect()
@@ -190,7 +194,7 @@ impl Client {
     /// Submits a job; one too large for a request (its environment, mostly) is refused here
     /// with the limit named, since the machine manager would drop it unread.
     pub fn submit(&self, req: SubmitRequest) -> Result<JobId, DaemonError> {
-        crate::jobio::check_submit_size(&req).map_err(DaemonError::Refused)?;
+        cosched_proto::jobio::check_submit_size(&req).map_err(DaemonError::Refused)?;
         match self.request(Request::Submit(Box::new(req)))? {
             Response::Submitted(id) => Ok(id),
             other => Err(unexpected(other)),
@@ -269,7 +273,7 @@ impl Client {
     /// Drains, sets down or resumes nodes (administrators only).
     pub fn node(
         &self,
-        op: crate::proto::NodeOp,
+        op: cosched_proto::proto::NodeOp,
         nodes: &[String],
         reason: Option<&str>,
     ) -> Result<(), DaemonError> {
@@ -289,7 +293,7 @@ impl Client {
         &self,
         uid: u32,
         expires_us: Option<i64>,
-    ) -> Result<crate::user_key::Credential, DaemonError> {
+    ) -> Result<cosched_proto::user_key::Credential, DaemonError> {
         match self.request(Request::Credential { uid, expires_us })? {
             Response::Credential(c) => Ok(c),
             other => Err(unexpected(other)),
@@ -322,7 +326,7 @@ impl Client {
     }
 
     /// What the communication monitors of a node (name or number) recorded.
-    pub fn monitor(&self, node: &str) -> Result<crate::proto::NodeMonitor, DaemonError> {
+    pub fn monitor(&self, node: &str) -> Result<cosched_proto::proto::NodeMonitor, DaemonError> {
         match self.request(Request::Monitor {
             node: node.to_string(),
         })? {

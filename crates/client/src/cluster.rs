@@ -11,10 +11,10 @@ use cosched_policy::PolicyOptions;
 use cosched_storm::Key;
 
 use crate::client::Client;
-use crate::proto::Request;
-use crate::util::{pid_alive, signal_pid};
-use crate::{DaemonError, StateDir};
 use cosched_mm::ManagerSettings;
+use cosched_proto::proto::Request;
+use cosched_proto::util::{pid_alive, signal_pid};
+use cosched_proto::{DaemonError, StateDir};
 
 #[derive(Clone, Debug)]
 pub struct ClusterOptions {
@@ -74,7 +74,7 @@ fn open_log(log: &Path) -> Result<std::fs::File, DaemonError> {
         .open(log)
         .map_err(|e| DaemonError::Config(format!("cannot open the log {}: {e}", log.display())))?;
     let m = f.metadata()?;
-    if m.uid() != crate::util::euid() {
+    if m.uid() != cosched_proto::util::euid() {
         return Err(DaemonError::Config(format!(
             "the log {} belongs to uid {}, not to this user: remove it",
             log.display(),

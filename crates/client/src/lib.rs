@@ -29,4 +29,3 @@ pub mod launch_model;
 pub mod views;
 
 // The shared modules, under the names this crate's modules use for them.
-use cosched_proto::{DaemonError, StateDir, jobio, proto, state_dir, user_key, util};

@@ -231,7 +231,7 @@ pub fn status_text(st: &StatusInfo) -> String {
                 s,
                 "  ({} by {} at {}Z: {})",
                 c.op.as_str(),
-                crate::util::user_name(c.uid),
+                cosched_proto::util::user_name(c.uid),
                 cosched_slurm::time::timestamp(Some(c.at_us / 1_000_000), |_| 0),
                 c.reason.as_deref().unwrap_or("")
             );

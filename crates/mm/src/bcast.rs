@@ -25,8 +25,8 @@ use cosched_storm::{Cmp, Cond, Dest, Outcome, Var};
 use tokio::sync::oneshot;
 
 use super::shell::{Shell, stamp};
-use crate::proto::*;
 use cosched_proto::bcast::{MAX_CHUNK, held, state};
+use cosched_proto::proto::*;
 
 /// How long one query may wait for the tree's answer.
 pub const BUDGET: Duration = Duration::from_secs(3);
@@ -200,7 +200,7 @@ impl Shell {
                 if chosen.is_empty() {
                     return err(tx, "no node is up in the tree".into());
                 }
-                let now_s = crate::util::now().as_micros() / 1_000_000;
+                let now_s = cosched_proto::util::now().as_micros() / 1_000_000;
                 // Growing across restarts of the machine manager: node variables outlive it.
                 let id = (now_s as u32).max(self.bcast_next);
                 self.bcast_next = id + 1;

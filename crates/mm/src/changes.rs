@@ -25,7 +25,7 @@ use cosched_ledger::Ix;
 use cosched_policy::JobRequest;
 
 use super::core::{Core, Effect, ReqId, Side};
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// The records a client's change needs durable before it takes effect.
 #[derive(Clone, Debug)]

@@ -24,7 +24,7 @@ use cosched_policy::{Decision, Event, JobRequest, Policy, Spread};
 use super::changes::{SHUT_DOWN, Staged, Write};
 use super::nodes::{NodeEntry, NodeTable};
 use crate::db::NodeRow;
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// Estimate given to the policy for a job submitted without `--time`.
 pub const DEFAULT_ESTIMATE: Dur = Dur::from_secs(86_400);
@@ -1255,7 +1255,7 @@ impl Core {
             cmd: s.cmd.clone(),
             cwd: s.cwd.clone(),
             env: {
-                let (nodes, tasks) = crate::jobio::nodelist_and_tasks(&s.placement, |p| {
+                let (nodes, tasks) = cosched_proto::jobio::nodelist_and_tasks(&s.placement, |p| {
                     self.nodes
                         .get(p.node.0 as usize)
                         .map_or_else(|| p.node.to_string(), |n| n.row.name.clone())
@@ -1565,11 +1565,11 @@ impl Core {
             Some(u) if u != caller.uid && !caller.admin => {
                 return Err(format!(
                     "permission denied: {} (uid {}) cannot submit a job as uid {u}",
-                    crate::util::user_name(caller.uid),
+                    cosched_proto::util::user_name(caller.uid),
                     caller.uid
                 ));
             }
-            Some(u) if u != caller.uid => (u, crate::util::account(u).map_or(u, |a| a.gid)),
+            Some(u) if u != caller.uid => (u, cosched_proto::util::account(u).map_or(u, |a| a.gid)),
             _ => (caller.uid, caller.gid),
         };
         s.sched.after = self.check_dependencies(&s.sched.after)?;
@@ -1583,17 +1583,17 @@ impl Core {
             return Ok(vec![self.new_job(now, first, s, owner)?]);
         };
         if array.indices.is_empty()
-            || array.indices.len() > crate::start_conditions::MAX_ARRAY_TASKS
+            || array.indices.len() > cosched_proto::start_conditions::MAX_ARRAY_TASKS
         {
             return Err(format!(
                 "an array has 1 to {} tasks",
-                crate::start_conditions::MAX_ARRAY_TASKS
+                cosched_proto::start_conditions::MAX_ARRAY_TASKS
             ));
         }
         let mut jobs = Vec::with_capacity(array.indices.len());
         for (k, &index) in array.indices.iter().enumerate() {
             let mut task = s.clone();
-            task.io.array = Some(crate::start_conditions::ArrayTask {
+            task.io.array = Some(cosched_proto::start_conditions::ArrayTask {
                 job: first,
                 index,
                 throttle: array.throttle,

@@ -17,9 +17,9 @@ use std::path::Path;
 use cosched_core::{JobId, NodeId};
 use rusqlite::{Connection, params};
 
-use crate::proto::{JobInfo, NodeChange, NodeOp};
-use crate::state_dir::{FsState, fs_state};
-use crate::user_key::Credential;
+use cosched_proto::proto::{JobInfo, NodeChange, NodeOp};
+use cosched_proto::state_dir::{FsState, fs_state};
+use cosched_proto::user_key::Credential;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -39,9 +39,9 @@ pub enum DbError {
     },
 }
 
-impl From<DbError> for crate::DaemonError {
+impl From<DbError> for cosched_proto::DaemonError {
     fn from(e: DbError) -> Self {
-        crate::DaemonError::Db(Box::new(e))
+        cosched_proto::DaemonError::Db(Box::new(e))
     }
 }
 
@@ -384,7 +384,7 @@ mod legacy {
     use serde::Deserialize;
 
     use crate::parse_pes;
-    use crate::proto::{JobInfo, JobState, Placement};
+    use cosched_proto::proto::{JobInfo, JobState, Placement};
 
     #[derive(Deserialize)]
     struct Old {

@@ -22,7 +22,7 @@ use cosched_ledger::{Ix, Phase};
 use cosched_policy::Event;
 
 use super::core::{Core, Side};
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 impl Side {
     /// Whether the job must wait for something besides the policy.

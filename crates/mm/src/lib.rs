@@ -52,8 +52,6 @@ use cosched_storm::Key;
 use cosched_storm::accept::Limits;
 
 // The shared modules, under the names this crate's modules use for them.
-use cosched_proto::{DaemonError, StateDir, config, jobio, proto};
-use cosched_proto::{start_conditions, state_dir, user_key, util, views};
 
 pub use self::core::{DEFAULT_ESTIMATE, MAX_TIME_LIMIT, check_time_limit, parse_pes};
 pub use shell::{Exit, build_policy, run, run_blocking};
@@ -127,8 +125,8 @@ impl ManagerSettings {
             down_after: DEFAULT_DOWN_AFTER,
             requeue: false,
             kill_wait: DEFAULT_KILL_WAIT,
-            keep_jobs: Dur::from_micros(crate::proto::DEFAULT_KEEP_JOBS.as_micros() as i64),
-            output_cap: crate::proto::DEFAULT_OUTPUT_CAP,
+            keep_jobs: Dur::from_micros(cosched_proto::proto::DEFAULT_KEEP_JOBS.as_micros() as i64),
+            output_cap: cosched_proto::proto::DEFAULT_OUTPUT_CAP,
             admission: Limits::default(),
         }
     }

@@ -34,7 +34,7 @@ use cosched_policy::Event;
 
 use super::core::{Core, Effect, Pending, ReqId};
 use crate::db::NodeRow;
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// The nodes a machine manager starts with, from its database and its configuration.
 ///
@@ -772,7 +772,7 @@ impl Core {
         let n = c.node;
         let e = &mut self.nodes[n.0 as usize];
         let was = e.schedulable();
-        let who = crate::util::user_name(c.uid);
+        let who = cosched_proto::util::user_name(c.uid);
         let why = c.reason.clone().unwrap_or_default();
         let name = e.row.name.clone();
         match c.op {

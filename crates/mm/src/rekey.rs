@@ -15,7 +15,7 @@ use cosched_storm::{Cmp, Cond, Dest, Key, Keys, Outcome};
 use tokio::sync::oneshot;
 
 use super::shell::Shell;
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// How long a node manager has to take the new key before the machine manager seals with it
 /// anyway (the ones that did not are named, and get it when they register again).
@@ -87,7 +87,7 @@ impl Shell {
         let answer = if !caller.admin {
             refuse(format!(
                 "permission denied: only root or the cluster's own user ({}) rotates the cluster key",
-                crate::util::user_name(crate::util::euid())
+                cosched_proto::util::user_name(cosched_proto::util::euid())
             ))
         } else if self.rotation.is_some() {
             refuse("a rotation is under way; wait for its answer".into())
@@ -111,7 +111,7 @@ impl Shell {
         )?;
         let old = self.keys.current();
         let new = Key::generate().map_err(|e| e.to_string())?;
-        let now_us = crate::util::now().as_micros();
+        let now_us = cosched_proto::util::now().as_micros();
         let until_us = now_us.saturating_add(grace_us);
         // Both files first: a machine manager restarted from here on seals with the new key
         // and accepts the old one for the rest of the grace period.
@@ -144,7 +144,7 @@ impl Shell {
         tracing::info!(
             "mm: rotating the cluster key: the new one is in {}, the old one accepted until {}",
             file.display(),
-            crate::util::utc_us(until_us)
+            cosched_proto::util::utc_us(until_us)
         );
         let (reply, _) = oneshot::channel();
         Ok(Rotation {
@@ -192,7 +192,7 @@ impl Shell {
         let _ = r.reply.send(Response::KeyRotated(format!(
             "the cluster key was rotated: the new key is in {} (the node managers wrote it to their key files; copy it to every other host whose commands use the key); the old key is accepted until {}{}; user credentials made from the old key stop working then: issue new ones (`cosched cluster user-key`)",
             r.file.display(),
-            crate::util::utc_us(until_us),
+            cosched_proto::util::utc_us(until_us),
             if missing.is_empty() {
                 String::new()
             } else {

@@ -15,8 +15,8 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::proto::{REPLAY_WINDOW_US, Stamp};
-use crate::util::now;
+use cosched_proto::proto::{REPLAY_WINDOW_US, Stamp};
+use cosched_proto::util::now;
 
 /// The nonces of the last two windows, and the stamp's time rule: a request whose stamp is
 /// more than [`REPLAY_WINDOW_US`] from the clock (either way), or whose nonce is among them,

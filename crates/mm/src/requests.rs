@@ -6,7 +6,7 @@ use cosched_ledger::Ix;
 
 use super::changes::{Staged, Write};
 use super::core::{Core, Effect, Fetch, ReqId};
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// How long a node has to send a rank's output back.
 const OUTPUT_TIMEOUT: Dur = Dur::from_secs(5);
@@ -92,7 +92,7 @@ impl Core {
             },
             Request::Shutdown if !caller.admin => Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) may shut it down",
-                crate::util::user_name(crate::util::euid())
+                cosched_proto::util::user_name(cosched_proto::util::euid())
             )),
             Request::Shutdown => return Some(self.stage(now, req, Staged::Shutdown)),
             Request::Forecast => match self.forecast(now) {
@@ -102,7 +102,7 @@ impl Core {
             Request::Monitor { node } => self.fetch_monitor(now, req, &node)?,
             Request::Node { op, .. } if !caller.admin => Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) may {} nodes",
-                crate::util::user_name(crate::util::euid()),
+                cosched_proto::util::user_name(cosched_proto::util::euid()),
                 op.as_str()
             )),
             Request::Node { op, nodes, reason } => {
@@ -231,9 +231,10 @@ impl Core {
     }
 
     pub(super) fn denied(&self, i: cosched_ledger::Ix) -> Response {
-        let owner = self.side[i]
-            .user
-            .map_or_else(|| "the administrator".to_string(), crate::util::user_name);
+        let owner = self.side[i].user.map_or_else(
+            || "the administrator".to_string(),
+            cosched_proto::util::user_name,
+        );
         Response::Error(format!(
             "permission denied: job {} belongs to {owner}",
             self.ledger.entry(i).req.id

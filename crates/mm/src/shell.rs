@@ -18,11 +18,11 @@ use super::core::{Core, CoreConfig, Effect, Input, Recovered, ReqId};
 use super::nodes::NodeTable;
 use super::replays::{Replays, forgotten_before};
 use super::store::Store;
-use crate::DaemonError;
 use crate::db::Db;
-use crate::proto::*;
-use crate::user_key::Credential;
-use crate::util::{now, write_atomic};
+use cosched_proto::DaemonError;
+use cosched_proto::proto::*;
+use cosched_proto::user_key::Credential;
+use cosched_proto::util::{now, write_atomic};
 
 /// A connection waiting for its answer.
 enum Waiting {
@@ -126,7 +126,7 @@ pub fn policy_config(
 pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
     // Every broadcast chunk passes through a few buffers of its size here.
     cosched_proto::bcast::keep_freed_buffers();
-    let state = crate::StateDir::new(&cfg.state_dir);
+    let state = cosched_proto::StateDir::new(&cfg.state_dir);
     let listener = listen(&cfg.listen, &state).await?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?;
     state.create()?;
@@ -184,7 +184,7 @@ pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
     if let Some((_, until)) = keys.keys().previous(t.as_micros()) {
         tracing::info!(
             "mm: the previous cluster key is accepted until {}",
-            crate::util::utc_us(until)
+            cosched_proto::util::utc_us(until)
         );
     }
     let (root, mut up_rx) = Root::new(keys.clone(), cfg.settings.fanout);
@@ -253,7 +253,7 @@ pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
         ),
     ));
     write_atomic(&state.addr_file(), &format!("{addr}\n")).map_err(DaemonError::Io)?;
-    tracing::info!("mm: running at {}", crate::util::raise_priority());
+    tracing::info!("mm: running at {}", cosched_proto::util::raise_priority());
     tracing::info!(
         "mm: listening on {addr}, policy {}, {} nodes × {} PEs",
         cfg.settings.policy,
@@ -305,7 +305,7 @@ pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
 /// `cluster up` removes `mm.addr` first, and a clean `cluster down` removes it too, so only a
 /// restart reuses a port; if the port is taken meanwhile, any port is used, as asked, and the
 /// log says that the node managers must be restarted with the new address.
-async fn listen(wanted: &str, state: &crate::StateDir) -> Result<TcpListener, DaemonError> {
+async fn listen(wanted: &str, state: &cosched_proto::StateDir) -> Result<TcpListener, DaemonError> {
     let bind_err = |addr: &str, e| DaemonError::Bind {
         addr: addr.to_string(),
         cause: e,
@@ -339,7 +339,7 @@ async fn listen(wanted: &str, state: &crate::StateDir) -> Result<TcpListener, Da
 
 /// A database of an older release may be readable by everyone: made private (0600), with
 /// its `-wal` and `-shm` files.
-fn private_db_files(state: &crate::StateDir) {
+fn private_db_files(state: &cosched_proto::StateDir) {
     use std::os::unix::fs::PermissionsExt;
     let db = state.db_file();
     for suffix in ["", "-wal", "-shm"] {
@@ -381,7 +381,7 @@ impl Shell {
         let Some(path) = &self.config else {
             return Err("this machine manager was started without a configuration file (--config); restart it with one to reconfigure".into());
         };
-        let new = crate::config::ClusterConfig::load(path).map_err(|e| e.to_string())?;
+        let new = cosched_proto::config::ClusterConfig::load(path).map_err(|e| e.to_string())?;
         if new.nodes.is_empty() {
             return Err(format!(
                 "{} names no nodes ([[nodes]]); the machine manager keeps its configuration",
@@ -422,7 +422,7 @@ impl Shell {
         if !caller.admin {
             return Response::Error(format!(
                 "permission denied: only root or the cluster's own user ({}) issues or revokes user credentials",
-                crate::util::user_name(crate::util::euid())
+                cosched_proto::util::user_name(cosched_proto::util::euid())
             ));
         }
         let mut held = self.creds.lock().unwrap_or_else(|e| e.into_inner());
@@ -486,7 +486,7 @@ impl Shell {
                 let resp = if !caller.admin {
                     Response::Error(format!(
                         "permission denied: only root or the cluster's own user ({}) may reconfigure the cluster",
-                        crate::util::user_name(crate::util::euid())
+                        cosched_proto::util::user_name(cosched_proto::util::euid())
                     ))
                 } else {
                     match self.reconfigure() {
@@ -676,7 +676,7 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
             let held = creds.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let keys = key.keys();
             let (hello, key, grace) =
-                match open_hello(&keys, crate::util::now().as_micros(), &held, &body) {
+                match open_hello(&keys, cosched_proto::util::now().as_micros(), &held, &body) {
                     Ok(h) => h,
                     Err(e @ cosched_storm::FrameError::Decode(_)) => {
                         // A node manager of another version: told why, with both versions.
@@ -701,7 +701,7 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
             if let Hello::User(uid, ..) = &hello
                 && let Some(why) = held
                     .get(uid)
-                    .and_then(|c| c.expired(crate::util::now().as_micros()))
+                    .and_then(|c| c.expired(cosched_proto::util::now().as_micros()))
             {
                 drops.dropped(format_args!("mm: dropping peer {peer}: uid {uid}: {why}"));
                 let _ =
@@ -759,8 +759,8 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
                 // user and may name the user a job runs as (see docs/daemons.md, "Trust").
                 Hello::Client(stamp, req) => {
                     let caller = Caller {
-                        uid: crate::util::euid(),
-                        gid: crate::util::egid(),
+                        uid: cosched_proto::util::euid(),
+                        gid: cosched_proto::util::egid(),
                         admin: true,
                     };
                     relay(&tx, &mut wr, &key, |otx| {
@@ -772,7 +772,7 @@ async fn accept_loop(listener: TcpListener, l: Listening<std::net::IpAddr>) {
                 Hello::User(uid, stamp, req) => {
                     let caller = Caller {
                         uid,
-                        gid: crate::util::account(uid).map_or(uid, |a| a.gid),
+                        gid: cosched_proto::util::account(uid).map_or(uid, |a| a.gid),
                         admin: false,
                     };
                     relay(&tx, &mut wr, &key, |otx| {
@@ -832,7 +832,7 @@ fn open_hello(
 /// Returns the refusal with the key to seal it with.
 fn other_version(keys: &Keys, body: &[u8]) -> Option<(String, Key)> {
     let key = keys
-        .accepted(crate::util::now().as_micros())
+        .accepted(cosched_proto::util::now().as_micros())
         .find(|k| k.open::<RegisterHead>(body).is_ok_and(|head| head.tag == 0))?;
     let head: RegisterHead = key.open(body).ok()?;
     Some((Version::refusal(&head.version, None)?, key.clone()))
@@ -841,12 +841,12 @@ fn other_version(keys: &Keys, body: &[u8]) -> Option<(String, Key)> {
 /// Binds the Unix socket of local clients, `mm.sock` in the state directory, connectable by
 /// every user who may enter the directory: the kernel tells who connects (`SO_PEERCRED`), so
 /// a user needs no key, and gets no more than a user's rights.
-fn bind_local(state: &crate::StateDir) -> Result<tokio::net::UnixListener, DaemonError> {
+fn bind_local(state: &cosched_proto::StateDir) -> Result<tokio::net::UnixListener, DaemonError> {
     use std::os::unix::fs::PermissionsExt;
     let path = state.sock_file();
     // Only this user can write in the (checked) directory: what is there is a stale socket.
     let _ = std::fs::remove_file(&path);
-    let (_dir, short) = crate::util::socket_path(&path)?;
+    let (_dir, short) = cosched_proto::util::socket_path(&path)?;
     let l = tokio::net::UnixListener::bind(&short).map_err(|e| DaemonError::StateDir {
         dir: state.root().to_path_buf(),
         why: format!("cannot listen on {}: {e}", path.display()),
@@ -861,7 +861,7 @@ fn bind_local(state: &crate::StateDir) -> Result<tokio::net::UnixListener, Daemo
 /// connections displace only that user's), never a claim in the request; node managers
 /// register only over TCP, with the key.
 async fn local_accept_loop(listener: tokio::net::UnixListener, l: Listening<u32>) {
-    let me = crate::util::euid();
+    let me = cosched_proto::util::euid();
     loop {
         let (stream, _) = accept(&listener, "mm (local)").await;
         let Ok(cred) = stream.peer_cred() else {

@@ -16,7 +16,7 @@ use cosched_ledger::Ix;
 
 use super::changes::{Staged, Write};
 use super::core::{Core, Effect, ReqId};
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// The ranks of a launch whose exits end the job: every rank of its placement, or for a
 /// batch job the script alone (rank 0, on the first node).

@@ -13,8 +13,8 @@ use cosched_core::{JobId, NodeId};
 
 use super::replays::forgotten_before;
 use crate::db::{Batch, Db, DbError, NodeRow, job_doc};
-use crate::proto::{JobInfo, NodeChange, Stamp};
-use crate::user_key::Credential;
+use cosched_proto::proto::{JobInfo, NodeChange, Stamp};
+use cosched_proto::user_key::Credential;
 
 /// While the disk refuses writes, the records kept are tried again at most this often.
 const RETRY_EVERY: Duration = Duration::from_millis(250);

@@ -4,7 +4,7 @@ use cosched_core::{Dur, JobId, NodeId, PeSet, Time};
 use cosched_policy::{Decision, Event, Never, Policy, PolicyOptions};
 
 use super::core::{Core, CoreConfig, Effect, Input, Recovered};
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// Replays fixed decisions at given times, waking itself with timers.
 #[derive(Clone)]

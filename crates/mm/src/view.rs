@@ -5,7 +5,7 @@ use cosched_core::{JobId, JobRecord, NodeId, Outcome, Time};
 use cosched_ledger::{Ix, Phase};
 
 use super::core::{Core, Side};
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// The state a ledger entry shows.
 pub fn job_state(phase: Phase, held: bool, outcome: Option<Outcome>) -> JobState {

@@ -32,7 +32,7 @@ use super::scheme::NodeSchemeConfig;
 use super::switch::{Gate, Release};
 use super::worlds::Worlds;
 use crate::pmi::{JobPmi, Out};
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// Grace between SIGTERM and SIGKILL until the machine manager says otherwise.
 pub const DEFAULT_KILL_WAIT: Dur = Dur::from_secs(5);
@@ -188,7 +188,7 @@ pub struct CapOutput {
     pub must_own: Option<u32>,
 }
 
-/// Answer a [`ToNode::FetchOutput`]: read at most [`crate::proto::MAX_OUTPUT`] bytes of each of a
+/// Answer a [`ToNode::FetchOutput`]: read at most [`cosched_proto::proto::MAX_OUTPUT`] bytes of each of a
 /// rank's output files and send [`FromNode::Output`] up.
 #[derive(Clone, Debug)]
 pub struct ReadOutput {

@@ -10,9 +10,9 @@ use std::time::SystemTime;
 use cosched_core::{Dur, JobId};
 
 use super::core::{CapOutput, ReadOutput};
-use crate::dir::Dir;
-use crate::proto::FromNode;
-use crate::proto::MAX_OUTPUT;
+use cosched_proto::dir::Dir;
+use cosched_proto::proto::FromNode;
+use cosched_proto::proto::MAX_OUTPUT;
 
 /// Cuts an output file past its `keep` back to it, appending the cap's notice the first
 /// time; returns whether the notice was appended. Only a regular file (of the job's user, as
@@ -23,7 +23,7 @@ pub fn cap_output(c: &CapOutput, cap: u64) -> bool {
     if std::fs::metadata(&c.path).map_or(true, |m| m.len() <= c.keep) {
         return false;
     }
-    let Ok(mut f) = crate::dir::open_regular(&c.path, c.must_own, true) else {
+    let Ok(mut f) = cosched_proto::dir::open_regular(&c.path, c.must_own, true) else {
         return false;
     };
     if f.set_len(c.keep).is_err() {
@@ -40,7 +40,7 @@ pub fn cap_output(c: &CapOutput, cap: u64) -> bool {
 /// elsewhere) gets nothing.
 pub fn append_output(path: &Path, text: &str, must_own: Option<u32>) {
     use std::io::Write;
-    if let Ok(mut f) = crate::dir::open_regular(path, must_own, true) {
+    if let Ok(mut f) = cosched_proto::dir::open_regular(path, must_own, true) {
         let _ = f.write_all(text.as_bytes());
     }
 }
@@ -127,12 +127,12 @@ pub fn read_output(r: &ReadOutput, job_dir: &Path, node: &str) -> FromNode {
     // The directory the rank started in (see super::launch).
     let cwd = Path::new(&r.cwd);
     let cwd = if cwd.is_dir() { cwd } else { job_dir };
-    let f = crate::jobio::rank_files(&r.io, cwd, job_dir, r.job, r.rank, node);
+    let f = cosched_proto::jobio::rank_files(&r.io, cwd, job_dir, r.job, r.rank, node);
     // At most MAX_OUTPUT bytes of a file, its beginning or its end, and its size.
     let read = |path: &Path| -> Option<(Vec<u8>, u64)> {
         use std::io::{Read, Seek};
         let mut f = match r.must_own {
-            Some(u) => crate::dir::open_regular(path, Some(u), false),
+            Some(u) => cosched_proto::dir::open_regular(path, Some(u), false),
             None => std::fs::File::open(path),
         }
         .ok()?;

@@ -62,8 +62,8 @@ impl FreezeWatcher {
 fn watch(rx: std_mpsc::Receiver<Watch>, reports: mpsc::UnboundedSender<Frozen>) {
     // Threads do not inherit the node manager's real-time class (it resets on fork): behind
     // CPU-bound ranks a watcher of normal priority would itself wait for a core.
-    crate::util::raise_priority();
-    crate::util::precise_timers();
+    cosched_proto::util::raise_priority();
+    cosched_proto::util::precise_timers();
     let mut pending: Vec<(Watch, Option<Events>, Instant)> = Vec::new();
     let mut pause = LOOK;
     loop {

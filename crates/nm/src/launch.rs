@@ -29,7 +29,7 @@ use cosched_core::{JobId, NodeId, Time};
 
 use super::core::{CgroupOp, Effect, Level, NmCore, NodeJob, Rank};
 use crate::pmi::JobPmi;
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// Set up a launch (see the module documentation); answer with [`Input::Prepared`].
 ///
@@ -185,7 +185,7 @@ impl NmCore {
             // The script runs once, as rank 0 (on the allocation's first node), without PMI:
             // an MPI launcher in it starts its ranks through `srun`.
             ranks.retain(|&(r, _)| r == 0);
-            l.io.mpi = crate::jobio::Mpi::None;
+            l.io.mpi = cosched_proto::jobio::Mpi::None;
         }
         let mut join = None;
         if let Some(alloc) = l.within {
@@ -416,7 +416,7 @@ impl NmCore {
         let l = &ln.l;
         let name = &self.cfg.name;
         let dir = self.job_dir(l.job);
-        let files = crate::jobio::rank_files(&l.io, &ln.cwd, &dir, l.job, rank, name);
+        let files = cosched_proto::jobio::rank_files(&l.io, &ln.cwd, &dir, l.job, rank, name);
         let cpus = &self.cfg.cpus;
         let cpu = cpus[(self.cfg.cpu_offset + pe) as usize % cpus.len().max(1)];
         let mut env = l.env.clone();
@@ -529,7 +529,8 @@ impl NmCore {
         ln.next += 1;
         let (job, stopped) = (ln.l.job, ln.l.stopped);
         let dir = self.cfg.jobs_dir.join(job.0.to_string());
-        let f = crate::jobio::rank_files(&ln.l.io, &ln.cwd, &dir, job, rank, &self.cfg.name);
+        let f =
+            cosched_proto::jobio::rank_files(&ln.l.io, &ln.cwd, &dir, job, rank, &self.cfg.name);
         let files = if f.merged {
             vec![f.out]
         } else {

@@ -69,7 +69,6 @@ use std::time::Duration;
 use cosched_storm::Key;
 
 // The shared modules, under the names this crate's modules use for them.
-use cosched_proto::{DaemonError, dir, jobio, proto, util};
 
 pub use shell::{run, run_blocking};
 
@@ -90,7 +89,7 @@ pub struct NmConfig {
     /// the machine manager, port chosen by the system.
     pub listen: Option<String>,
     pub key: Key,
-    /// Where the key was read from: a rotation ([`crate::proto::ToNode::RotateKey`]) writes
+    /// Where the key was read from: a rotation ([`cosched_proto::proto::ToNode::RotateKey`]) writes
     /// the new key there, so that the node manager restarted later has it; `None`: nowhere.
     pub key_file: Option<PathBuf>,
     /// PE i runs on the (offset + i)-th usable CPU, modulo their number. Node managers

@@ -13,8 +13,8 @@ use cosched_core::JobId;
 use cosched_monitor::ring::Cursor;
 use cosched_monitor::{Kind, Record, Ring};
 
-use crate::dir::Dir;
-use crate::proto::{LastComm, NodeMonitor, ProcMonitor};
+use cosched_proto::dir::Dir;
+use cosched_proto::proto::{LastComm, NodeMonitor, ProcMonitor};
 
 /// Ended jobs whose totals are kept.
 pub const KEEP_ENDED: usize = 32;

@@ -22,7 +22,7 @@ use cosched_core::JobId;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use crate::proto::Placement;
+use cosched_proto::proto::Placement;
 
 /// Limits announced by `get_maxes`; MPICH splits longer values (its business cards) into
 /// several keys itself.

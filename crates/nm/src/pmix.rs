@@ -26,8 +26,8 @@ use cosched_pmix::helper::{FromHelper, RankEnvs, Setup, ToHelper};
 
 use super::core::{Effect, ExitNote, Level, NmCore};
 use super::launch::{BaseEnv, RankSpec};
-use crate::jobio::Mpi;
-use crate::proto::*;
+use cosched_proto::jobio::Mpi;
+use cosched_proto::proto::*;
 
 /// PMIx fence `n` of a job travels as PMI fence `FENCE_BASE + n`: the machine manager
 /// gathers both kinds alike, and a job speaks one of the two.

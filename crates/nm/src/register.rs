@@ -6,7 +6,7 @@
 use cosched_core::{Dur, Time};
 
 use super::core::{Effect, Level, NmCore, Phase};
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// Pause between two registration attempts the machine manager did not answer.
 pub const REGISTER_RETRY: Dur = Dur::from_millis(100);
@@ -150,7 +150,7 @@ impl NmCore {
     }
 
     pub(super) fn set_kill_wait(&mut self, us: i64) {
-        let most = crate::proto::MAX_KILL_WAIT.as_micros();
+        let most = cosched_proto::proto::MAX_KILL_WAIT.as_micros();
         self.kill_wait = Dur(us.clamp(0, most));
     }
 }

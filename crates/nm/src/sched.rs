@@ -33,7 +33,7 @@ use cosched_monitor::{Kind, Record};
 use cosched_node::{Action, NodeScheduler, ProcId, ProcOptions, SchedParams, Scheme, WaitPolicy};
 
 use super::scheme::NodeSchemeConfig;
-use crate::proto::{NodeEvent, Strobe};
+use cosched_proto::proto::{NodeEvent, Strobe};
 
 /// Events kept for `cosched acct --class-history` (the oldest go first).
 pub const KEEP_EVENTS: usize = 200_000;

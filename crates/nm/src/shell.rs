@@ -22,12 +22,12 @@ use super::freeze_watch::{FreezeWatcher, Frozen, Watch};
 use super::launch::{PrepareLaunch, Prepared, RankSpec};
 use super::monitor::Monitors;
 use super::pmix::StartHelper;
-use crate::DaemonError;
 use crate::bcast::Stager;
 use crate::contain::{Containment, JobCgroup};
-use crate::dir::Dir;
 use crate::pmi::FromRank;
-use crate::proto::*;
+use cosched_proto::DaemonError;
+use cosched_proto::dir::Dir;
+use cosched_proto::proto::*;
 
 /// A rank's exit as its watcher reports it: job, launch, exit.
 type RankEnd = (JobId, u64, RankExit);
@@ -156,7 +156,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
             cause: e,
         })?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?.to_string();
-    let incarnation = crate::util::now().as_micros() as u64;
+    let incarnation = cosched_proto::util::now().as_micros() as u64;
     let contain = Containment::detect(&cfg.name, &cfg.workdir, incarnation);
     tracing::info!("nm {}: {}", cfg.name, contain.describe());
     if let Containment::Cgroups(cg) = &contain {
@@ -169,8 +169,8 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
             );
         }
     }
-    let priority = crate::util::raise_priority();
-    crate::util::precise_timers();
+    let priority = cosched_proto::util::raise_priority();
+    cosched_proto::util::precise_timers();
     let core = NmCore::new(
         CoreConfig {
             name: cfg.name.clone(),
@@ -183,10 +183,10 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
             keep_jobs: Dur(cfg.keep_jobs.as_micros().min(i64::MAX as u128) as i64),
             output_cap: cfg.output_cap,
             node_scheme: cfg.node_scheme.clone(),
-            euid: crate::util::euid(),
+            euid: cosched_proto::util::euid(),
             jobs_dir: jobs_dir.path().to_path_buf(),
             pmix_helper: cfg.pmix_helper.clone(),
-            memory: cfg.memory.unwrap_or_else(crate::util::mem_total),
+            memory: cfg.memory.unwrap_or_else(cosched_proto::util::mem_total),
             slurm_bin: cfg
                 .pmix_helper
                 .as_deref()
@@ -396,7 +396,7 @@ impl Shell {
         tracing::info!(
             "nm {}: the cluster key was rotated: sealing with the new one, {saved}; the old one is accepted until {}",
             self.cfg.name,
-            crate::util::utc_us(until_us)
+            cosched_proto::util::utc_us(until_us)
         );
     }
 
@@ -456,7 +456,7 @@ impl Shell {
                         let _ = tx.send(msg.line());
                     }
                 }
-                Effect::Signal { pgid, sig } => crate::util::signal_group(pgid, sig),
+                Effect::Signal { pgid, sig } => cosched_proto::util::signal_group(pgid, sig),
                 Effect::Cgroup { job, launch, op } => self.cgroup(job, launch, op),
                 Effect::PmiReply { job, rank, line } => {
                     if let Some(tx) = self.pmi.get(&(job, rank)) {
@@ -620,7 +620,7 @@ impl Shell {
     fn prepare(&mut self, p: &PrepareLaunch) -> Prepared {
         let cmd0 = match &mut self.stager {
             Some(st) => {
-                let uid = p.uid.unwrap_or_else(crate::util::euid);
+                let uid = p.uid.unwrap_or_else(cosched_proto::util::euid);
                 st.resolve(&p.cmd0, p.job, uid)
                     .map(|found| found.map(|path| path.display().to_string()))
             }
@@ -643,7 +643,13 @@ impl Shell {
                 Err(e) => (Err(e.to_string()), Vec::new(), no_cgroup()),
             },
         };
-        let run_as = super::spawn::run_as(p.job, p.uid, p.gid, &self.cfg.name, crate::util::euid());
+        let run_as = super::spawn::run_as(
+            p.job,
+            p.uid,
+            p.gid,
+            &self.cfg.name,
+            cosched_proto::util::euid(),
+        );
         let owner = run_as
             .as_ref()
             .ok()
@@ -756,7 +762,7 @@ impl Shell {
             .set_nonblocking(true)
             .and_then(|_| tokio::net::UnixStream::from_std(ours))
             .map_err(|e| {
-                crate::util::signal_group(pid, libc::SIGKILL);
+                cosched_proto::util::signal_group(pid, libc::SIGKILL);
                 format!("the PMIx helper's socket: {e}")
             })?;
         let (to_helper, lines) = mpsc::unbounded_channel::<String>();
@@ -927,7 +933,7 @@ async fn serve_helper(
     };
     let failed = ready.is_err();
     if failed && h.pid > 0 {
-        crate::util::signal_group(h.pid, libc::SIGKILL);
+        cosched_proto::util::signal_group(h.pid, libc::SIGKILL);
     }
     let _ = tx.send(Input::HelperReady {
         job,

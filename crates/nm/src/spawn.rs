@@ -23,18 +23,19 @@ pub fn run_as(
         Some(u) if u == me => Ok(None),
         Some(u) if me != 0 => Err(format!(
             "the node manager of {node} runs as {} (uid {me}) and can run only that user's jobs; job {} belongs to {} (uid {u}): run the node managers as root to run every user's jobs",
-            crate::util::user_name(me),
+            cosched_proto::util::user_name(me),
             job,
-            crate::util::user_name(u)
+            cosched_proto::util::user_name(u)
         )),
         Some(uid) => {
-            let gid = gid.unwrap_or_else(|| crate::util::account(uid).map_or(uid, |a| a.gid));
+            let gid =
+                gid.unwrap_or_else(|| cosched_proto::util::account(uid).map_or(uid, |a| a.gid));
             // Looked up before the fork: reading the group database is not
             // async-signal-safe.
             Ok(Some(Creds {
                 uid,
                 gid,
-                groups: crate::util::groups_of(uid, gid),
+                groups: cosched_proto::util::groups_of(uid, gid),
             }))
         }
     }
@@ -231,7 +232,7 @@ pub fn spawn_rank(
             e.kind(),
             format!(
                 "{e} (as {} in {}, output {})",
-                crate::util::user_name(who.uid),
+                cosched_proto::util::user_name(who.uid),
                 cwd.display(),
                 s.out.display()
             ),

@@ -17,7 +17,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 use cosched_core::{Dur, JobId, Time};
 
-use crate::proto::{SwitchLog, SwitchTiming};
+use cosched_proto::proto::{SwitchLog, SwitchTiming};
 
 /// Shortest wait for outgoing freezes (a sub-millisecond quantum still lets them land).
 pub const MIN_BOUND: Dur = Dur::from_micros(500);

@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use cosched_core::{Dur, JobId, Time};
 
 use super::core::{Effect, Level, NmCore};
-use crate::jobio::Mpi;
-use crate::proto::{FromNode, RankExit};
+use cosched_proto::jobio::Mpi;
+use cosched_proto::proto::{FromNode, RankExit};
 
 /// When a rank's process is looked into: this long after its start, then after each look
 /// (then every [`LOOK_EVERY`]). MPI's libraries are mapped at its

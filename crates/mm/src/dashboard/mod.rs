@@ -32,8 +32,8 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::proto::{JobInfo, StatusInfo};
-use crate::{DaemonError, StateDir};
+use cosched_proto::proto::{JobInfo, StatusInfo};
+use cosched_proto::{DaemonError, StateDir};
 
 /// What the dashboard shows, read from the core at one instant.
 #[derive(Clone, Debug, Serialize)]
@@ -109,11 +109,11 @@ pub async fn start(addr: &str, state: &StateDir, ask: Ask) -> Result<(), DaemonE
     let bound = listener.local_addr()?;
     let token = format!(
         "{:016x}{:016x}",
-        crate::util::random_u64(),
-        crate::util::random_u64()
+        cosched_proto::util::random_u64(),
+        cosched_proto::util::random_u64()
     );
     write_private(&state.http_token_file(), &format!("{token}\n"))?;
-    crate::util::write_atomic(&state.http_addr_file(), &format!("{bound}\n"))?;
+    cosched_proto::util::write_atomic(&state.http_addr_file(), &format!("{bound}\n"))?;
     tracing::info!(
         "dashboard (read-only): http://{bound}/?token={token} (token also in {})",
         state.http_token_file().display()

@@ -6,11 +6,12 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use super::{Sample, Snapshot};
-use crate::proto::JobInfo;
-use crate::views::dur;
+use cosched_proto::proto::JobInfo;
+use cosched_proto::views::dur;
 
 fn user(j: &JobInfo) -> String {
-    j.user.map_or_else(|| "-".into(), crate::util::user_name)
+    j.user
+        .map_or_else(|| "-".into(), cosched_proto::util::user_name)
 }
 
 fn wait_us(j: &JobInfo, now_us: i64) -> Option<i64> {
@@ -35,7 +36,7 @@ pub(super) fn view_json(s: &Snapshot, history: &[Sample]) -> Value {
                 "pes": j.procs(),
                 "state": j.state.as_str(),
                 "held": j.held,
-                "slot": crate::views::job_slots(st, j.id()),
+                "slot": cosched_proto::views::job_slots(st, j.id()),
                 "wait": dur(wait_us(j, s.now_us)),
                 "run": dur(Some(j.run_us)),
                 "why": j.reason.as_deref().or(j.error.as_deref()).unwrap_or(""),
@@ -196,7 +197,7 @@ pub(super) fn job_page(j: &JobInfo, s: &Snapshot, token: &str) -> String {
             ),
         ),
         ("PEs", r.procs.to_string()),
-        ("slot", crate::views::job_slots(&s.status, r.id)),
+        ("slot", cosched_proto::views::job_slots(&s.status, r.id)),
         (
             "nodes",
             if nodes.is_empty() {

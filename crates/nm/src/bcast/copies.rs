@@ -17,11 +17,11 @@ pub(super) fn space_dir(bcast: &Dir, space: Space) -> std::io::Result<Dir> {
 /// User `uid`'s directory under `bcast`: the node manager's, which the user's primary group
 /// may enter (0710) and nobody else; as another user than root, simply its own (0700).
 pub(super) fn user_dir(bcast: &Dir, uid: u32) -> std::io::Result<Dir> {
-    let me = crate::util::euid();
+    let me = cosched_proto::util::euid();
     if me != 0 {
         return bcast.child_for(uid.to_string(), 0o700, None);
     }
-    let gid = crate::util::account(uid).map_or(uid, |a| a.gid);
+    let gid = cosched_proto::util::account(uid).map_or(uid, |a| a.gid);
     bcast.child_for(uid.to_string(), 0o710, Some((me, gid)))
 }
 
@@ -91,7 +91,7 @@ pub(super) fn recycle(
     if !was.is_file() || was.nlink() != 1 {
         return Err(std::io::Error::other(format!("{} links", was.nlink())));
     }
-    let me = crate::util::euid();
+    let me = cosched_proto::util::euid();
     if me == 0 {
         std::os::unix::fs::fchown(&f, Some(0), None)?;
     }
@@ -128,7 +128,7 @@ pub(super) fn hand_over(f: &std::fs::File, space: Space) -> std::io::Result<()> 
         Space::User(uid) | Space::Job { uid, .. } => uid,
         Space::Public => return f.set_permissions(std::fs::Permissions::from_mode(0o755)),
     };
-    if crate::util::euid() == 0 {
+    if cosched_proto::util::euid() == 0 {
         std::os::unix::fs::fchown(f, Some(uid), None)?;
     }
     f.set_permissions(std::fs::Permissions::from_mode(0o700))

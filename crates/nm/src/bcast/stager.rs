@@ -141,7 +141,7 @@ impl Stager {
         let io = |e: std::io::Error| format!("{e}");
         if p.is_absolute() {
             // As root, an absolute path would let a user replace any file.
-            if crate::util::euid() == 0 {
+            if cosched_proto::util::euid() == 0 {
                 return Err(format!(
                     "{dest:?}: a node manager running as root stages only by name, within its scratch directory"
                 ));
@@ -327,7 +327,7 @@ impl Stager {
             else {
                 return Err(format!(
                     "no verified staged file {name:?} of {}'s or published on this node",
-                    crate::util::user_name(uid)
+                    cosched_proto::util::user_name(uid)
                 ));
             };
             (key.0, path.clone(), *id)

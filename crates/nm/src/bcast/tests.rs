@@ -57,7 +57,7 @@ fn a_replaced_copy_is_reused_only_when_nobody_else_holds_it() {
         let ino = std::fs::metadata(&path).unwrap().ino();
         (reaper.set_aside(&place, id).unwrap(), ino)
     };
-    let me = Space::User(crate::util::euid());
+    let me = Space::User(cosched_proto::util::euid());
     // Free: taken over, at its new size either way, closed to others while written.
     for (old, new) in [(3 * 4096, 5 * 4096 + 7), (5 * 4096, 4096)] {
         let (aside, ino) = stage(old, 1);

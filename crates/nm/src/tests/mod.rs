@@ -22,7 +22,7 @@ use super::core::{CoreConfig, Effect, Input, NmCore};
 use super::launch::Prepared;
 use super::sched::{ProcSample, Samples};
 use super::scheme::NodeSchemeConfig;
-use crate::proto::*;
+use cosched_proto::proto::*;
 
 /// `ms` milliseconds into the test.
 fn ms(ms: i64) -> Time {

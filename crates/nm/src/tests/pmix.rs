@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::core::Level;
-use crate::jobio::Mpi;
 use crate::pmix::FENCE_BASE;
 use cosched_pmix::helper::{FromHelper, ToHelper};
+use cosched_proto::jobio::Mpi;
 
 /// A node whose node manager can start PMIx helpers.
 pub(super) fn node() -> Node {

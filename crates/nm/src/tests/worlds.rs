@@ -2,9 +2,9 @@
 //! as a warning, or as its failure under `--mpi pmix`; a rank that reached one is not.
 
 use super::*;
-use crate::jobio::Mpi;
 use crate::worlds::{LOOK_EVERY, LOOKS};
 use cosched_pmix::helper::FromHelper;
+use cosched_proto::jobio::Mpi;
 
 /// A launch of job `job` with ranks 0 and 1 here under `--mpi mpi`.
 fn launch_of_two(job: u64, mpi: Mpi) -> ToNode {
