@@ -6,7 +6,7 @@
 //! A PMIx helper's start is the exception: its readiness comes from a task, as a later input,
 //! and the loop serves the node's other jobs meanwhile.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
@@ -95,6 +95,10 @@ struct Shell {
     /// What the helpers say, and their exits.
     helper_tx: mpsc::UnboundedSender<Input>,
     helper_rx: mpsc::UnboundedReceiver<Input>,
+    /// Helpers' messages for the tree that came while the node was registering: they wait
+    /// for the tree, while a helper's readiness and exit are taken at once, so that a job's
+    /// ranks start even while the machine manager is away.
+    helper_held: VecDeque<Input>,
     /// Cgroups found empty while being killed.
     empty_tx: mpsc::UnboundedSender<(JobId, u64)>,
     empty: mpsc::UnboundedReceiver<(JobId, u64)>,
@@ -222,6 +226,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         helpers: HashMap::new(),
         helper_tx,
         helper_rx,
+        helper_held: VecDeque::new(),
         empty_tx,
         empty,
         watcher,
@@ -285,6 +290,10 @@ impl Shell {
                 continue;
             }
             let live = self.core.takes_tree_input();
+            if live && let Some(i) = self.helper_held.pop_front() {
+                self.core.on(now(), i);
+                continue;
+            }
             let wake = self.core.next_wake();
             let sleep = wake.map(|w| Duration::from_micros(w.since(now()).0.max(0) as u64));
             let beat = self.tree.as_ref().map(|t| (t.handle.vars.clone(), t.beat));
@@ -295,7 +304,7 @@ impl Shell {
                 v = heartbeat(beat), if live => Event::Beat(v),
                 Some((job, launch)) = self.empty.recv() => Event::Empty(job, launch),
                 Some(f) = self.frozen.recv() => Event::Frozen(f),
-                Some(i) = self.helper_rx.recv(), if live => Event::Helper(i),
+                Some(i) = self.helper_rx.recv() => Event::Helper(i),
                 _ = cosched_storm::mech::sleep_until(sleep.map(|d| tokio::time::Instant::now() + d)) => Event::Timer,
             };
             let input = match ev {
@@ -323,7 +332,13 @@ impl Shell {
                     }
                     Input::Frozen { job, launch }
                 }
-                Event::Helper(i) => i,
+                Event::Helper(i) => {
+                    if !live && matches!(i, Input::Helper { .. }) {
+                        self.helper_held.push_back(i);
+                        continue;
+                    }
+                    i
+                }
                 Event::Timer => Input::Timer,
             };
             self.core.on(now(), input);
