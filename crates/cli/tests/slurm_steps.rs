@@ -361,11 +361,14 @@ fn mpirun_of_open_mpi_in_a_batch_script_is_one_world_of_n_ranks() {
         "{out}"
     );
     assert!(out.contains("mpirun exited 0\n"), "{out}");
-    // mpirun ends its srun with SIGTERM as it finishes, which cancels the step; its daemon
-    // exited 0 by then, and a step is recorded by how its tasks ended, as Slurm records it.
+    // mpirun ends its srun with SIGTERM as it finishes, which cancels the step. A step is
+    // recorded by how its tasks ended, as Slurm records it: COMPLETED when the daemon exited 0
+    // before the signal reached it, CANCELLED when the signal ended it (a race between
+    // mpirun's SIGTERM and its daemon's exit, both outcomes seen on a quiet machine).
     let acct = s.sacct(id, "JobID,JobName,State");
     assert!(
-        acct.contains(&format!("{id}.0|orted|COMPLETED")),
+        acct.contains(&format!("{id}.0|orted|COMPLETED"))
+            || acct.contains(&format!("{id}.0|orted|CANCELLED")),
         "mpirun's daemon ran as step 0:\n{acct}"
     );
 }
