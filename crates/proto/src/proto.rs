@@ -188,7 +188,7 @@ pub enum RegisterReply {
         /// Where the node's membership began: the tree epoch announced at this registration
         /// when it released what the machine manager waited for there (a fence lifted, a new
         /// node manager process), else at the one that last did. A message down the tree
-        /// stamped earlier ([`ToNode::payload`]) was meant for the node as it was before,
+        /// stamped earlier ([`ToNode::payload`]) was meant for the node's earlier membership,
         /// and the node drops it.
         epoch: u64,
     },
@@ -351,7 +351,7 @@ impl ToNode {
     /// The XFER payload of this message: the tree epoch the machine manager had announced
     /// last when it sent it, then the message. A node drops a message stamped before its
     /// membership began (the `epoch` of [`RegisterReply::Accepted`]): it was meant for the
-    /// node as it was before, and the registration has reconciled what it meant.
+    /// node's earlier membership, and the registration has reconciled what it meant.
     pub fn payload(&self, epoch: u64) -> Vec<u8> {
         postcard::to_stdvec(&(epoch, self)).expect("encodes")
     }
