@@ -155,9 +155,5 @@ pub fn check_dest(dest: &str, scope: Scope) -> Result<(), String> {
 /// once by each node manager and machine manager; a process-wide setting, costing only the
 /// memory of the few chunk buffers its arenas keep.
 pub fn keep_freed_buffers() {
-    // SAFETY: mallopt only sets allocator parameters; it is safe to call at any time.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
-    }
+    crate::sys::keep_freed_below(32 << 20, 64 << 20);
 }
