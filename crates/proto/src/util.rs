@@ -127,20 +127,26 @@ pub fn socket_path(path: &Path) -> std::io::Result<(Option<std::fs::File>, std::
 /// Sends `sig` (a named signal: a real-time one is not sent) to the process group `pgid`; a
 /// group that is gone is not an error.
 pub fn signal_group(pgid: i32, sig: i32) {
-    if let (Some(pgid), Some(sig)) = (Pid::from_raw(pgid), Signal::from_named_raw(sig)) {
+    if let (Some(pgid), Some(sig)) = (positive_pid(pgid), Signal::from_named_raw(sig)) {
         let _ = rustix::process::kill_process_group(pgid, sig);
     }
 }
 
 /// Sends `sig` to one process (0: only asks whether it may be signalled, as kill(2) does).
 pub fn signal_pid(pid: i32, sig: i32) -> bool {
-    let Some(pid) = Pid::from_raw(pid) else {
+    let Some(pid) = positive_pid(pid) else {
         return false;
     };
     if sig == 0 {
         return rustix::process::test_kill_process(pid).is_ok();
     }
     Signal::from_named_raw(sig).is_some_and(|sig| rustix::process::kill_process(pid, sig).is_ok())
+}
+
+/// `raw` as a process (group) id: none for 0 or a negative number, which kill(2) would take
+/// for "my group" or "every process".
+fn positive_pid(raw: i32) -> Option<Pid> {
+    if raw > 0 { Pid::from_raw(raw) } else { None }
 }
 
 /// Whether a process with this pid runs: it exists and is not a zombie (a daemon killed
@@ -235,4 +241,60 @@ pub fn utc_us(us: i64) -> String {
         "{}Z",
         cosched_slurm::time::timestamp(Some(us.div_euclid(1_000_000)), |_| 0)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+
+    #[test]
+    fn a_signal_reaches_its_process_and_its_group() {
+        let mut one = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = one.id() as i32;
+        assert!(pid_alive(pid));
+        assert!(signal_pid(pid, libc::SIGKILL));
+        assert_eq!(one.wait().unwrap().signal(), Some(libc::SIGKILL));
+
+        let mut group = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        signal_group(group.id() as i32, libc::SIGTERM);
+        assert_eq!(group.wait().unwrap().signal(), Some(libc::SIGTERM));
+    }
+
+    #[test]
+    fn no_pid_or_a_negative_one_signals_nobody() {
+        // kill(2) would take 0 for this process's group and -1 for every process it may
+        // signal: neither may be reached through a pid that is missing or corrupt.
+        assert!(!signal_pid(0, 0));
+        assert!(!signal_pid(-1, 0));
+        assert!(!pid_alive(0));
+        signal_group(0, libc::SIGCONT);
+        signal_group(-1, libc::SIGCONT);
+        assert!(signal_pid(std::process::id() as i32, 0));
+    }
+
+    #[test]
+    fn ids_and_random_numbers_come_from_the_kernel() {
+        assert_eq!(euid(), std::fs::metadata("/proc/self").unwrap().uid());
+        assert_ne!(random_u64(), random_u64());
+    }
+
+    #[test]
+    fn accounts_and_groups_come_from_the_password_and_group_databases() {
+        let root = account(0).expect("every system has uid 0 in its password database");
+        assert_eq!(root.name, "root");
+        let groups = groups_of(0, 12345);
+        assert!(groups.contains(&root.gid), "{groups:?}");
+        assert!(groups.contains(&12345), "{groups:?}");
+        // A uid without an account gets only the group it runs with.
+        assert_eq!(groups_of(3_999_999_999, 7), vec![7]);
+    }
 }

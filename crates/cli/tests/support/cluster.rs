@@ -178,15 +178,17 @@ impl Cluster {
             .map(|j| j["state"].as_str().unwrap().to_string())
     }
 
+    /// Every job's record in `cosched acct --json`.
+    pub fn jobs(&self) -> Vec<Value> {
+        let v: Value = serde_json::from_str(&self.ok(&["acct", "--json"])).unwrap();
+        v["jobs"].as_array().unwrap().clone()
+    }
+
     /// The job's record in `cosched acct --json`.
     pub fn job(&self, id: u64) -> Value {
-        let v: Value = serde_json::from_str(&self.ok(&["acct", "--json"])).unwrap();
-        v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
+        self.jobs()
+            .into_iter()
             .find(|j| j["id"] == id)
-            .cloned()
             .expect("job in acct")
     }
 

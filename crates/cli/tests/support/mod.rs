@@ -71,8 +71,7 @@ pub mod user;
 /// Says why a test did not run (or ran only in part), where the test output shows it: the
 /// test harness captures `eprintln!` of a passing test, but not a write to the stderr handle.
 pub fn notice(msg: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "NOTICE: {msg}");
+    cosched_workload::notice!("NOTICE: {msg}");
 }
 
 /// Whether process `pid` exists and is not a zombie.
