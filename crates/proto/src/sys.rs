@@ -29,6 +29,45 @@ pub(crate) fn account(uid: u32) -> Option<Account> {
     }
 }
 
+/// The name of group `gid` in the group database (getgrgid_r), if it has one.
+pub(crate) fn group_name(gid: u32) -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 16 << 10];
+    // SAFETY: getgrgid_r writes into `gr` and `buf` (of the length given) only; the name is
+    // read before `buf` goes.
+    unsafe {
+        let mut gr: libc::group = std::mem::zeroed();
+        let mut out: *mut libc::group = std::ptr::null_mut();
+        if libc::getgrgid_r(gid, &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) != 0
+            || out.is_null()
+        {
+            return None;
+        }
+        Some(CStr::from_ptr(gr.gr_name).to_string_lossy().into_owned())
+    }
+}
+
+/// The uid of the account `name` in the password database (getpwnam_r), if there is one.
+pub(crate) fn uid_of_name(name: &CStr) -> Option<u32> {
+    let mut buf = vec![0 as libc::c_char; 16 << 10];
+    // SAFETY: getpwnam_r writes into `pw` and `buf` (of the length given) only.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        if libc::getpwnam_r(
+            name.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut out,
+        ) != 0
+            || out.is_null()
+        {
+            return None;
+        }
+        Some(pw.pw_uid)
+    }
+}
+
 /// The groups of user `name` whose primary group is `primary` (getgrouplist, as
 /// `initgroups` sees them); `None` when the list does not fit 65,536 groups.
 pub(crate) fn group_list(name: &CStr, primary: u32) -> Option<Vec<u32>> {

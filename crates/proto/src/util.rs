@@ -78,6 +78,16 @@ pub fn account(uid: u32) -> Option<Account> {
     crate::sys::account(uid)
 }
 
+/// The name of group `gid` in the group database, if it has one.
+pub fn group_name(gid: u32) -> Option<String> {
+    crate::sys::group_name(gid)
+}
+
+/// The uid of the account named `name` in the password database, if there is one.
+pub fn uid_of_name(name: &str) -> Option<u32> {
+    crate::sys::uid_of_name(&std::ffi::CString::new(name).ok()?)
+}
+
 /// A user's name for messages: the account name, else `uid N`.
 pub fn user_name(uid: u32) -> String {
     account(uid).map_or_else(|| format!("uid {uid}"), |a| a.name)
@@ -296,5 +306,8 @@ mod tests {
         assert!(groups.contains(&12345), "{groups:?}");
         // A uid without an account gets only the group it runs with.
         assert_eq!(groups_of(3_999_999_999, 7), vec![7]);
+        assert_eq!(uid_of_name("root"), Some(0));
+        assert_eq!(uid_of_name("no such user, surely"), None);
+        assert_eq!(group_name(root.gid).as_deref(), Some("root"));
     }
 }
