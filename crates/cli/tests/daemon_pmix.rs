@@ -216,3 +216,24 @@ fn mpi_comm_spawn_under_open_mpi_is_refused_in_the_ranks_own_output() {
         "the refusal, in the words of the server, reaches the rank's error output: {err}"
     );
 }
+
+/// `MPI_Publish_name` in one Open MPI job, `MPI_Lookup_name` in another on another node
+/// (through PMIx and the machine manager's name service), not found by another user's job,
+/// and gone with its job when left published.
+#[test]
+fn a_name_an_open_mpi_job_publishes_is_found_by_another_job_on_another_node_only_of_its_user() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !cosched_pmix::AVAILABLE {
+        notice("skipping the Open MPI test: this cosched was built without OpenPMIx (libpmix-dev)");
+        return;
+    }
+    let tmp = scratch_dir("pmix", "names");
+    let Some(prog) = mpi_names::build(tmp.path(), "mpicc.openmpi") else {
+        return;
+    };
+    mpi_names::across_jobs_nodes_and_users(
+        "a_name_an_open_mpi_job_publishes_is_found_by_another_job_on_another_node_only_of_its_user",
+        tmp.path(),
+        &prog,
+    );
+}

@@ -105,10 +105,14 @@ impl Names {
         rank: u32,
         names: Vec<(String, String)>,
     ) -> NameAnswer {
-        if let Some((name, _)) = names
-            .iter()
-            .find(|(n, _)| self.table.contains_key(&(uid, n.clone())))
-        {
+        // The same job publishing the same value again is its request repeated (a node that
+        // joined the tree again asks again what was not answered), not a clash.
+        let taken = names.iter().find(|(n, v)| {
+            self.table
+                .get(&(uid, n.clone()))
+                .is_some_and(|e| e.job != job || e.value != *v)
+        });
+        if let Some((name, _)) = taken {
             return NameAnswer::Taken(name.clone());
         }
         let mine = self
@@ -186,6 +190,12 @@ impl Names {
         self.waiting.retain(|w| !ended(w.job));
     }
 
+    /// The jobs that have names published or lookups waiting.
+    pub fn jobs(&self) -> impl Iterator<Item = JobId> + '_ {
+        let named = self.table.values().map(|e| e.job);
+        named.chain(self.waiting.iter().map(|w| w.job))
+    }
+
     /// How many names are published (all users).
     pub fn len(&self) -> usize {
         self.table.len()
@@ -261,6 +271,9 @@ mod tests {
         assert_eq!(theirs, [(at(1, 3), NameAnswer::NotFound)]);
         let got = n.ask(ALICE, JobId(2), 0, lookup("svc", false), at(1, 4));
         assert_eq!(got, [(at(1, 4), found("svc", "port-a", 1, 0))]);
+        // The publishing job's request repeated (asked again after a lost answer) is no clash.
+        let repeated = n.ask(ALICE, JobId(1), 0, publish("svc", "port-a"), at(0, 6));
+        assert_eq!(repeated, [(at(0, 6), NameAnswer::Done)]);
         let own = n.ask(ALICE, JobId(1), 1, withdraw, at(0, 5));
         assert_eq!(own, [(at(0, 5), NameAnswer::Done)]);
         assert!(n.is_empty());

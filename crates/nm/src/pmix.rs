@@ -16,17 +16,21 @@
 //!    machine manager then kills the other ranks, as for any rank exiting non-zero. The
 //!    rank is answered before the helper's line is written, so its exit may come first: a
 //!    failed exit of a PMIx job's rank is held up to [`ABORT_GRACE`] for its abort.
-//! 4. A helper that exits while the job's ranks run (not because the job is being killed)
+//! 4. The ranks' name requests (`PMIx_Publish`, `Lookup`, `Unpublish`) go to the machine
+//!    manager's name service ([`super::names`]) and its answers back to the helper.
+//! 5. A helper that exits while the job's ranks run (not because the job is being killed)
 //!    ends the job, saying so: the ranks could not finish their start-up or fences without it.
 
 use std::collections::BTreeMap;
 
 use cosched_core::{Dur, JobId, Time};
-use cosched_pmix::helper::{FromHelper, RankEnvs, Setup, ToHelper};
+use cosched_pmix::helper::{FromHelper, NameRequest, RankEnvs, Setup, ToHelper};
 
 use super::core::{Effect, ExitNote, Level, NmCore};
 use super::launch::{BaseEnv, RankSpec};
+use super::names::Asker;
 use cosched_proto::jobio::Mpi;
+use cosched_proto::names::NameOp;
 use cosched_proto::proto::*;
 
 /// PMIx fence `n` of a job travels as PMI fence `FENCE_BASE + n`: the machine manager
@@ -53,6 +57,11 @@ pub(super) struct JobPmix {
     pub(super) envs: BTreeMap<u32, Vec<(String, String)>>,
     /// Failed exits waiting (until the time) for the rank's abort: (until, launch, exit).
     pub(super) held: Vec<(Time, u64, RankExit)>,
+}
+
+/// The PMIx namespace of `job`, as its ranks and the ranks of other jobs see it.
+pub fn nspace(job: JobId) -> String {
+    format!("cosched.{}", job.0)
 }
 
 /// Lower-case hexadecimal: a fence's bytes as the value of a PMI key.
@@ -128,7 +137,7 @@ impl NmCore {
             err: None,
         };
         let setup = Setup {
-            nspace: format!("cosched.{}", job.0),
+            nspace: nspace(job),
             job_id: job.0.to_string(),
             host: format!("node{me}"),
             nodes,
@@ -233,6 +242,14 @@ impl NmCore {
                 self.log(Level::Warn, format!("job {job} {who}: {explain}"));
             }
             FromHelper::Connected { rank } => j.worlds.reached(rank),
+            FromHelper::Names { tag, rank, request } => {
+                let op = match request {
+                    NameRequest::Publish { names } => NameOp::Publish { names },
+                    NameRequest::Lookup { names, wait } => NameOp::Lookup { names, wait },
+                    NameRequest::Unpublish { names } => NameOp::Unpublish { names },
+                };
+                self.ask_names(job, rank, op, Asker::Helper { tag });
+            }
             FromHelper::Ready { .. } => {}
             FromHelper::Failed { why } => {
                 self.log(Level::Warn, format!("job {job}: PMIx helper: {why}"));

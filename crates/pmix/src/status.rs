@@ -19,8 +19,6 @@ impl Status {
     pub const PARTIAL_SUCCESS: Status = Status(-52);
     /// A publish of a name that is already published.
     pub const DUPLICATE_KEY: Status = Status(-53);
-    /// Refused for lack of room (a limit of the name service).
-    pub const OUT_OF_RESOURCE: Status = Status(-29);
 }
 
 impl std::fmt::Display for Status {

@@ -11,6 +11,7 @@ mod ends;
 mod job_steps;
 mod jobs;
 mod liveness;
+mod names;
 mod node_admin;
 mod policy_decisions;
 mod registration;

@@ -118,6 +118,7 @@ impl NmCore {
                     self.pmi_out(job, out);
                 }
             }
+            ToNode::Names { req, answer } => self.names_answered(req, answer),
             ToNode::FetchMonitor { req } => {
                 let scheme = self.nsched.scheme().name().to_string();
                 let events = self.nsched.events();

@@ -231,6 +231,11 @@ pub enum ToNode {
     BcastAbort {
         id: u32,
     },
+    /// The name service's answer to the node's request `req` ([`FromNode::Names`]).
+    Names {
+        req: u64,
+        answer: crate::names::NameAnswer,
+    },
 }
 
 impl ToNode {
@@ -305,6 +310,17 @@ pub enum FromNode {
         run: u32,
         rank: u32,
         warning: String,
+    },
+    /// Rank `rank` of run `run` of `job` asks the name service (`MPI_Publish_name` and kin,
+    /// through PMI-1 or PMIx): the machine manager answers this node with
+    /// [`ToNode::Names`] under the node's request number `req`. Repeated when the node
+    /// rejoins the tree before the answer came.
+    Names {
+        job: JobId,
+        run: u32,
+        rank: u32,
+        req: u64,
+        op: crate::names::NameOp,
     },
 }
 
