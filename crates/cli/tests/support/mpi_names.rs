@@ -68,7 +68,9 @@ pub fn across_jobs_nodes_and_users(test: &str, tmp: &Path, prog: &Path) {
     let (p, cue) = (prog.to_str().unwrap(), cue.to_str().unwrap());
     let server = c.submit(&["-n", "2", "-w", "n0", p, "publish", &name, cue]);
     let port = c.until(120, "the publishing job's port", || {
-        let out = rank0(&c, server);
+        // Its output is not there until its rank 0 started.
+        let out = c.run(&["output", &server.to_string(), "--rank", "0"]);
+        let out = String::from_utf8_lossy(&out.stdout);
         let line = out.lines().find(|l| l.starts_with("published "))?;
         Some(line["published ".len()..].to_string())
     });
