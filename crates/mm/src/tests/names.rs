@@ -4,32 +4,6 @@
 use super::*;
 use cosched_proto::names::{FoundName, NameAnswer, NameOp};
 
-/// A job of `procs` ranks submitted by root as user `uid`.
-fn submit_as(c: &mut Core, now: Time, procs: u32, uid: u32) {
-    let request = Request::Submit(Box::new(SubmitRequest {
-        mem: None,
-        procs,
-        time_limit_us: Some(Dur::from_secs(1000).as_micros()),
-        class: None,
-        name: None,
-        cmd: vec!["work".into()],
-        cwd: "/".into(),
-        user: Some(uid),
-        io: Default::default(),
-        sched: Default::default(),
-        layout: None,
-        hold: false,
-    }));
-    c.on_unstored(
-        now,
-        Input::Client {
-            req: 1,
-            request,
-            caller: Caller::ROOT,
-        },
-    );
-}
-
 /// Node `node` asks the name service `op` for rank 0 of run 1 of `job`, as its request
 /// `req`; the answers the step sends, as (destinations, request, answer).
 fn ask_names(
@@ -67,9 +41,9 @@ fn ask_names(
 fn a_published_name_is_found_from_another_node_by_jobs_of_its_user_only_and_goes_with_its_job() {
     let fcfs = crate::build_policy("fcfs", 3, 2, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 3, 2);
-    submit_as(&mut c, t(1), 2, 1000); // job 1, node 0
-    submit_as(&mut c, t(1), 2, 1000); // job 2, node 1
-    submit_as(&mut c, t(1), 2, 1001); // job 3, node 2: another user
+    submit_as(&mut c, t(1), 2, Some(1000)); // job 1, node 0
+    submit_as(&mut c, t(1), 2, Some(1000)); // job 2, node 1
+    submit_as(&mut c, t(1), 2, Some(1001)); // job 3, node 2: another user
     c.step(t(1));
     let publish = NameOp::Publish {
         names: vec![("svc".into(), "port-1".into())],
