@@ -16,14 +16,17 @@
 //!    machine manager then kills the other ranks, as for any rank exiting non-zero. The
 //!    rank is answered before the helper's line is written, so its exit may come first: a
 //!    failed exit of a PMIx job's rank is held up to [`ABORT_GRACE`] for its abort.
-//! 4. The ranks' name requests (`PMIx_Publish`, `Lookup`, `Unpublish`) go to the machine
+//! 4. A direct modex (a rank's `PMIx_Get` of a remote rank's key the fence did not bring)
+//!    goes through the machine manager to the node of that rank, whose helper gives the
+//!    rank's data, and back ([`NmCore::modex_give`], [`NmCore::modex_have`]).
+//! 5. The ranks' name requests (`PMIx_Publish`, `Lookup`, `Unpublish`) go to the machine
 //!    manager's name service ([`super::names`]) and its answers back to the helper.
-//! 5. A helper that exits while the job's ranks run (not because the job is being killed)
+//! 6. A helper that exits while the job's ranks run (not because the job is being killed)
 //!    ends the job, saying so: the ranks could not finish their start-up or fences without it.
 
 use std::collections::BTreeMap;
 
-use cosched_core::{Dur, JobId, Time};
+use cosched_core::{Dur, JobId, NodeId, Time};
 use cosched_pmix::helper::{FromHelper, NameRequest, RankEnvs, Setup, ToHelper};
 
 use super::core::{Effect, ExitNote, Level, NmCore};
@@ -242,6 +245,25 @@ impl NmCore {
                 self.log(Level::Warn, format!("job {job} {who}: {explain}"));
             }
             FromHelper::Connected { rank } => j.worlds.reached(rank),
+            FromHelper::Want { tag, rank } => {
+                let run = j.run;
+                self.up(FromNode::ModexWant {
+                    job,
+                    run,
+                    rank,
+                    req: tag,
+                });
+            }
+            FromHelper::Given { from, req, data } => {
+                let (run, to) = (j.run, NodeId(from));
+                self.up(FromNode::ModexHave {
+                    job,
+                    run,
+                    to,
+                    req,
+                    data,
+                });
+            }
             FromHelper::Names { tag, rank, request } => {
                 let op = match request {
                     NameRequest::Publish { names } => NameOp::Publish { names },
@@ -282,6 +304,41 @@ impl NmCore {
         }
         let msg = ToHelper::FenceDone { seq, data };
         self.push(Effect::ToHelper { job, msg });
+    }
+
+    /// Node `from` wants the data of local rank `rank` of `job` (its direct modex `req`): the
+    /// job's helper gives it, or the request fails at once when the job has none here.
+    pub(super) fn modex_give(&mut self, job: JobId, rank: u32, from: NodeId, req: u64) {
+        match self.jobs.get(&job) {
+            Some(j) if j.pmix.envs.contains_key(&rank) => {
+                let msg = ToHelper::Give {
+                    from: from.0,
+                    req,
+                    rank,
+                };
+                self.push(Effect::ToHelper { job, msg });
+            }
+            j => {
+                let run = j.map_or(0, |j| j.run);
+                let data = Err(cosched_pmix::Status::NOT_FOUND.0);
+                let to = from;
+                self.up(FromNode::ModexHave {
+                    job,
+                    run,
+                    to,
+                    req,
+                    data,
+                });
+            }
+        }
+    }
+
+    /// Another node's answer to the helper's direct modex `req`.
+    pub(super) fn modex_have(&mut self, job: JobId, req: u64, data: Result<Vec<u8>, i32>) {
+        if self.jobs.contains_key(&job) {
+            let msg = ToHelper::Have { tag: req, data };
+            self.push(Effect::ToHelper { job, msg });
+        }
     }
 
     /// A job's helper exited with `code`: while ranks of the job still run and the job is

@@ -8,8 +8,10 @@
 //! rank's environment before it starts any rank. After that the helper reports what the
 //! server asks ([`FromHelper::Fence`] of a job on several nodes, [`FromHelper::Abort`],
 //! [`FromHelper::Connected`], [`FromHelper::Refused`], the name service's
-//! [`FromHelper::Names`]) and completes fences and name requests with what the node manager
-//! sends down ([`ToHelper::FenceDone`], [`ToHelper::Names`]). The node manager closing the
+//! [`FromHelper::Names`], a direct modex's [`FromHelper::Want`]) and completes fences, name
+//! requests and direct modex with what the node manager sends down ([`ToHelper::FenceDone`],
+//! [`ToHelper::Names`], [`ToHelper::Have`]); it gives its local ranks' data to other nodes
+//! ([`ToHelper::Give`], [`FromHelper::Given`]). The node manager closing the
 //! socket ends the helper: the job left the node.
 //!
 //! The protocol types are plain data so the node manager's core can be tested without a
@@ -72,6 +74,19 @@ pub enum ToHelper {
         tag: u64,
         answer: NameResult,
     },
+    /// The data of another node's rank that the helper's direct modex `tag` asked for, or
+    /// the PMIx status it failed with.
+    Have {
+        tag: u64,
+        data: Result<Vec<u8>, i32>,
+    },
+    /// Node `from` asks for the data of local rank `rank` (its direct modex `req`): answered
+    /// by [`FromHelper::Given`] with the same `from` and `req`.
+    Give {
+        from: u32,
+        req: u64,
+        rank: u32,
+    },
 }
 
 /// A rank's request to the name service, which spans jobs and nodes: the node manager
@@ -130,6 +145,15 @@ pub enum FromHelper {
         tag: u64,
         rank: u32,
         request: NameRequest,
+    },
+    /// A local rank wants the data of rank `rank` of another node (direct modex: a key the
+    /// fence did not bring); answered by [`ToHelper::Have`] with `tag`.
+    Want { tag: u64, rank: u32 },
+    /// The answer to [`ToHelper::Give`].
+    Given {
+        from: u32,
+        req: u64,
+        data: Result<Vec<u8>, i32>,
     },
 }
 
@@ -225,6 +249,8 @@ pub fn run(link: std::os::unix::net::UnixStream) -> i32 {
         fences: BTreeMap::new(),
         next_fence: 0,
         names: BTreeMap::new(),
+        wanted: BTreeMap::new(),
+        giving: BTreeMap::new(),
         next_tag: 0,
     };
     for msg in rx {
@@ -245,6 +271,25 @@ pub fn run(link: std::os::unix::net::UnixStream) -> i32 {
                     waiting.answer(answer);
                 }
             }
+            Msg::Nm(ToHelper::Have { tag, data }) => {
+                if let Some(reply) = h.wanted.remove(&tag) {
+                    match data {
+                        Ok(d) => reply.ok(&d),
+                        Err(status) => reply.fail(Status(status)),
+                    }
+                }
+            }
+            Msg::Nm(ToHelper::Give { from, req, rank }) => {
+                h.next_tag += 1;
+                let tag = h.next_tag;
+                if let Err(e) = server.local_modex(&setup.nspace, rank, tag) {
+                    eprintln!("cosched pmix-helper: {e}");
+                    let data = Err(Status::NOT_FOUND.0);
+                    h.send(FromHelper::Given { from, req, data });
+                } else {
+                    h.giving.insert(tag, (from, req));
+                }
+            }
             Msg::Nm(ToHelper::Setup(_)) => {}
             Msg::NmGone => break,
         }
@@ -253,6 +298,7 @@ pub fn run(link: std::os::unix::net::UnixStream) -> i32 {
     // before the server goes.
     h.fences.clear();
     h.names.clear();
+    h.wanted.clear();
     let _ = server.deregister_job(&setup.nspace);
     drop(server);
     let _ = std::fs::remove_dir_all(&setup.dir);
@@ -329,6 +375,11 @@ struct Helper {
     next_fence: u64,
     /// Name requests sent to the node manager, by tag.
     names: BTreeMap<u64, NameReply>,
+    /// Direct modex requests sent to the node manager, by tag.
+    wanted: BTreeMap<u64, ModexReply>,
+    /// Local ranks' data asked by other nodes, by the server's tag: (node, its request).
+    giving: BTreeMap<u64, (u32, u64)>,
+    /// Tags of requests of all kinds, one numbering.
     next_tag: u64,
 }
 
@@ -384,7 +435,13 @@ impl Helper {
             Event::ClientConnected { client } => {
                 self.send(FromHelper::Connected { rank: client.rank })
             }
-            Event::ClientFinalized { .. } | Event::LocalModex { .. } => {}
+            Event::ClientFinalized { .. } => {}
+            Event::LocalModex { tag, result, .. } => {
+                if let Some((from, req)) = self.giving.remove(&tag) {
+                    let data = result.map_err(|s| s.0);
+                    self.send(FromHelper::Given { from, req, data });
+                }
+            }
             Event::Fence { data, reply, .. } => {
                 if self.alone {
                     reply.ok(&data);
@@ -395,9 +452,17 @@ impl Helper {
                 self.fences.insert(seq, reply);
                 self.send(FromHelper::Fence { seq, data });
             }
-            // Every fence collects the job's data, so a rank's data is here once its fence
-            // completed; the direct modex across nodes is not served yet.
-            Event::DirectModex { reply, .. } => reply.fail(Status::NOT_FOUND),
+            // A key the fence did not bring (Open MPI with `pmix_base_async_modex=1`): the node
+            // manager asks the rank's node, whose helper answers with its local data.
+            Event::DirectModex { target, reply } => {
+                self.next_tag += 1;
+                let tag = self.next_tag;
+                self.wanted.insert(tag, reply);
+                self.send(FromHelper::Want {
+                    tag,
+                    rank: target.rank,
+                });
+            }
             Event::Abort {
                 client,
                 status,

@@ -28,6 +28,7 @@ use cosched_proto::proto::*;
 
 mod ends;
 mod launch;
+mod modex;
 mod names;
 mod recovery;
 mod signals;
@@ -555,6 +556,19 @@ impl Core {
                     req,
                     op,
                 } => self.names_asked(from, (job, run, rank), req, op),
+                FromNode::ModexWant {
+                    job,
+                    run,
+                    rank,
+                    req,
+                } => self.modex_want(from, (job, run), rank, req),
+                FromNode::ModexHave {
+                    job,
+                    run,
+                    to,
+                    req,
+                    data,
+                } => self.modex_have((job, run), to, req, data),
             },
             Input::Heard(node) => self.heard(now, node),
         }
