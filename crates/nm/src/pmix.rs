@@ -255,14 +255,8 @@ impl NmCore {
                 });
             }
             FromHelper::Given { from, req, data } => {
-                let (run, to) = (j.run, NodeId(from));
-                self.up(FromNode::ModexHave {
-                    job,
-                    run,
-                    to,
-                    req,
-                    data,
-                });
+                let run = j.run;
+                self.modex_answer((job, run), NodeId(from), req, data);
             }
             FromHelper::Names { tag, rank, request } => {
                 let op = match request {
@@ -321,16 +315,26 @@ impl NmCore {
             j => {
                 let run = j.map_or(0, |j| j.run);
                 let data = Err(cosched_pmix::Status::NOT_FOUND.0);
-                let to = from;
-                self.up(FromNode::ModexHave {
-                    job,
-                    run,
-                    to,
-                    req,
-                    data,
-                });
+                self.modex_answer((job, run), from, req, data);
             }
         }
+    }
+
+    /// This node's answer to node `to`'s direct modex `req`, up to the machine manager.
+    fn modex_answer(
+        &mut self,
+        (job, run): (JobId, u32),
+        to: NodeId,
+        req: u64,
+        data: Result<Vec<u8>, i32>,
+    ) {
+        self.up(FromNode::ModexHave {
+            job,
+            run,
+            to,
+            req,
+            data,
+        });
     }
 
     /// Another node's answer to the helper's direct modex `req`.
