@@ -155,7 +155,11 @@ fn cpus_per_task_gives_each_task_its_pes_on_one_node_and_pins_it_to_them() {
         echo \"alloc $SLURM_NTASKS $SLURM_TASKS_PER_NODE $SLURM_JOB_CPUS_PER_NODE $SLURM_CPUS_PER_TASK\"\n\
         srun sh -c 'echo \"task $SLURM_PROCID on $SLURMD_NODENAME c=$SLURM_CPUS_PER_TASK cpus $(nproc)\"'\n";
     let (_, out) = s.run(script, 120);
-    assert_eq!(lines_with(&out, "alloc"), ["alloc 2 1(x2) 2(x2) 2"], "{out}");
+    assert_eq!(
+        lines_with(&out, "alloc"),
+        ["alloc 2 1(x2) 2(x2) 2"],
+        "{out}"
+    );
     assert_eq!(
         lines_with(&out, "task"),
         [
@@ -178,7 +182,11 @@ fn cpus_per_task_gives_each_task_its_pes_on_one_node_and_pins_it_to_them() {
         ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         lines_with(&stdout, "task"),
         [
@@ -329,17 +337,21 @@ fn an_allocation_ends_completed_or_failed_by_its_commands_exit_status() {
             .parse()
             .unwrap()
     };
-    for (cmd, code, line) in [
-        ("exit 0", 0, "COMPLETED|0:0"),
-        ("exit 7", 7, "FAILED|7:0"),
-    ] {
+    for (cmd, code, line) in [("exit 0", 0, "COMPLETED|0:0"), ("exit 7", 7, "FAILED|7:0")] {
         let out = s.slurm("salloc", &["-n", "1", "sh", "-c", cmd]);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(code), "{stderr}");
         let id = granted(&stderr);
         let acct = s.ok(
             "sacct",
-            &["-j", &id.to_string(), "-X", "-P", "-n", "--format=State,ExitCode"],
+            &[
+                "-j",
+                &id.to_string(),
+                "-X",
+                "-P",
+                "-n",
+                "--format=State,ExitCode",
+            ],
         );
         assert_eq!(acct, format!("{line}\n"), "salloc {cmd}: {stderr}");
     }
@@ -602,21 +614,50 @@ fn partitions_constraints_and_exclusive_choose_a_jobs_nodes_and_unknown_ones_are
     );
     let show = "#!/bin/sh\necho \"in $SLURM_JOB_PARTITION on $SLURM_JOB_NODELIST cpus $SLURM_JOB_CPUS_PER_NODE\"\n";
     // No -p: the default partition's nodes.
-    let (_, out) = s.run(&show.replace("#!/bin/sh\n", "#!/bin/sh\n#SBATCH -N 2\n"), 120);
-    assert_eq!(lines_with(&out, "in"), ["in batch on n[0-1] cpus 1(x2)"], "{out}");
+    let (_, out) = s.run(
+        &show.replace("#!/bin/sh\n", "#!/bin/sh\n#SBATCH -N 2\n"),
+        120,
+    );
+    assert_eq!(
+        lines_with(&out, "in"),
+        ["in batch on n[0-1] cpus 1(x2)"],
+        "{out}"
+    );
     // A partition and a feature: n2 alone has `big`.
-    let (id, out) = s.run(&show.replace("#!/bin/sh\n", "#!/bin/sh\n#SBATCH -p wide -C big\n"), 120);
+    let (id, out) = s.run(
+        &show.replace("#!/bin/sh\n", "#!/bin/sh\n#SBATCH -p wide -C big\n"),
+        120,
+    );
     assert_eq!(lines_with(&out, "in"), ["in wide on n2 cpus 1"], "{out}");
     assert_eq!(
-        s.ok("sacct", &["-j", &id.to_string(), "-X", "-P", "-n", "--format=Partition,NodeList"]),
+        s.ok(
+            "sacct",
+            &[
+                "-j",
+                &id.to_string(),
+                "-X",
+                "-P",
+                "-n",
+                "--format=Partition,NodeList"
+            ]
+        ),
         "wide|n2\n"
     );
     // Refused at submission, saying why.
     s.write("job.sh", show);
     for (args, why) in [
-        (vec!["-p", "gpu"], "invalid partition specified: gpu; the partitions are batch, wide"),
-        (vec!["-C", "big"], "no node of partition batch has the features"),
-        (vec!["-w", "n2"], "--nodelist: node n2 is not in partition batch"),
+        (
+            vec!["-p", "gpu"],
+            "invalid partition specified: gpu; the partitions are batch, wide",
+        ),
+        (
+            vec!["-C", "big"],
+            "no node of partition batch has the features",
+        ),
+        (
+            vec!["-w", "n2"],
+            "--nodelist: node n2 is not in partition batch",
+        ),
         (vec!["-p", "wide", "-C", "[ib|big]"], "a matching set"),
     ] {
         let out = s.slurm("sbatch", &[args.as_slice(), &["job.sh"]].concat());
@@ -629,7 +670,16 @@ fn partitions_constraints_and_exclusive_choose_a_jobs_nodes_and_unknown_ones_are
         "hold.sh",
         "#!/bin/sh\necho \"cpus $SLURM_JOB_CPUS_PER_NODE tasks $SLURM_NTASKS\"\nsleep 30\n",
     );
-    let whole = s.sbatch(&["-p", "wide", "-w", "n2", "--exclusive", "-n", "1", "hold.sh"]);
+    let whole = s.sbatch(&[
+        "-p",
+        "wide",
+        "-w",
+        "n2",
+        "--exclusive",
+        "-n",
+        "1",
+        "hold.sh",
+    ]);
     let state = |id: u64| s.ok("squeue", &["-h", "-j", &id.to_string(), "-o", "%T"]);
     s.c.until(60, "the exclusive job running", || {
         (state(whole).trim() == "RUNNING").then_some(())
@@ -646,6 +696,7 @@ fn partitions_constraints_and_exclusive_choose_a_jobs_nodes_and_unknown_ones_are
         (state(other).trim() == "RUNNING").then_some(())
     });
     s.ok("scancel", &[&other.to_string()]);
-    let out = std::fs::read_to_string(s.work.join(format!("slurm-{whole}.out"))).unwrap_or_default();
+    let out =
+        std::fs::read_to_string(s.work.join(format!("slurm-{whole}.out"))).unwrap_or_default();
     assert_eq!(lines_with(&out, "cpus"), ["cpus 2 tasks 1"], "{out}");
 }

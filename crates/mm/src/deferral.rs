@@ -308,10 +308,7 @@ mod tests {
             extra_pes: Vec::new(),
         };
         let nodes = slurm_nodes(&[node(0), node(1)], Some(3), |n| format!("n{}", n.0));
-        assert_eq!(
-            nodes,
-            [("n0".to_string(), 2, 2), ("n1".to_string(), 1, 2)]
-        );
+        assert_eq!(nodes, [("n0".to_string(), 2, 2), ("n1".to_string(), 1, 2)]);
         let nodes = slurm_nodes(&[node(0)], None, |n| format!("n{}", n.0));
         assert_eq!(nodes, [("n0".to_string(), 2, 2)]);
     }

@@ -228,9 +228,7 @@ impl NmCore {
             gid: l.gid,
             cwd: l.cwd.clone(),
             ranks: ranks.iter().map(|&(r, _)| r).collect(),
-            memory: l
-                .mem
-                .map(|m| m.on_node(pes_here, self.cfg.memory)),
+            memory: l.mem.map(|m| m.on_node(pes_here, self.cfg.memory)),
             join,
         })));
         self.launching = Some(Launching {

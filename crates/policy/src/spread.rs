@@ -245,7 +245,10 @@ impl Spread {
         {
             return false;
         }
-        if per_node.iter().any(|&(_, n)| !n.is_multiple_of(self.cpus())) {
+        if per_node
+            .iter()
+            .any(|&(_, n)| !n.is_multiple_of(self.cpus()))
+        {
             return false;
         }
         match self.counts(procs, machine) {

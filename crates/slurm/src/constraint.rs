@@ -91,10 +91,7 @@ mod tests {
         let c = Constraint::parse("ib,big").unwrap();
         assert!(!c.admits(&["big"]));
         assert!(c.admits(&["big", "ib", "x"]));
-        assert_eq!(
-            Constraint::parse("a|b&a").unwrap().features(),
-            ["a", "b"]
-        );
+        assert_eq!(Constraint::parse("a|b&a").unwrap().features(), ["a", "b"]);
     }
 
     #[test]

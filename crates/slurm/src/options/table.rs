@@ -132,13 +132,7 @@ pub const TABLE: &[Opt] = &[
         Ignored("cosched does not set CPU frequencies"),
     ),
     o("cpus-per-gpu", None, Req, ALL, Ignored(NO_GPU)),
-    o(
-        "cpus-per-task",
-        Some('c'),
-        Req,
-        ALL,
-        Same,
-    ),
+    o("cpus-per-task", Some('c'), Req, ALL, Same),
     o(
         "deadline",
         None,

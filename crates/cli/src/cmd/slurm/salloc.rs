@@ -97,9 +97,9 @@ fn salloc(args: &[String]) -> Result<i32, Stop> {
         .envs(env)
         .status();
     let code = match &status {
-        Ok(s) => s.code().unwrap_or_else(|| {
-            128 + std::os::unix::process::ExitStatusExt::signal(s).unwrap_or(0)
-        }),
+        Ok(s) => s
+            .code()
+            .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(s).unwrap_or(0)),
         // The shell's status for a command it cannot run.
         Err(_) => 127,
     };
