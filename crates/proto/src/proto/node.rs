@@ -104,7 +104,7 @@ pub struct Placement {
     pub ranks: Vec<(u32, u32)>,
     /// `(rank, local PE index)` of the PEs a rank holds beside its first, with
     /// `--cpus-per-task` (empty: one PE to a rank).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub extra_pes: Vec<(u32, u32)>,
 }
 
