@@ -823,30 +823,35 @@ impl T3d {
     /// The jobs on earmark `i`'s PEs, in id order (kept while the PEs' holders and marks
     /// stay: [`T3d::pe_epoch`]).
     fn occupants(&self, i: usize) -> Vec<JobId> {
-        let mut cache = self.occupants.borrow_mut();
-        if cache.0 != Some(self.pe_epoch) {
-            cache.1 = self
-                .earmarks
-                .iter()
-                .map(|e| {
-                    let mut v: Vec<JobId> = e
-                        .pes
-                        .runs()
-                        .iter()
-                        .flat_map(|&(s, e)| self.pe.holders(s, e))
-                        .filter_map(|(_, _, h)| match h {
-                            Holder::Job(j) => Some(j),
-                            Holder::Out(_) => None,
-                        })
-                        .collect();
+        self.occupants_all()[i].clone()
+    }
+
+    /// Every earmark's [`T3d::occupants`], borrowed. A rebuild reuses the lists' buffers.
+    fn occupants_all(&self) -> std::cell::Ref<'_, Vec<Vec<JobId>>> {
+        {
+            let mut cache = self.occupants.borrow_mut();
+            if cache.0 != Some(self.pe_epoch) {
+                let lists = &mut cache.1;
+                lists.resize_with(self.earmarks.len(), Vec::new);
+                for (v, e) in lists.iter_mut().zip(&self.earmarks) {
+                    v.clear();
+                    v.extend(
+                        e.pes
+                            .runs()
+                            .iter()
+                            .flat_map(|&(s, e)| self.pe.holders(s, e))
+                            .filter_map(|(_, _, h)| match h {
+                                Holder::Job(j) => Some(j),
+                                Holder::Out(_) => None,
+                            }),
+                    );
                     v.sort_unstable();
                     v.dedup();
-                    v
-                })
-                .collect();
-            cache.0 = Some(self.pe_epoch);
+                }
+                cache.0 = Some(self.pe_epoch);
+            }
         }
-        cache.1[i].clone()
+        std::cell::Ref::map(self.occupants.borrow(), |c| &c.1)
     }
 
     /// Preempts the loaded jobs on an earmark whose do-not-disturb time is up, and loads the
@@ -1082,16 +1087,19 @@ impl T3d {
     /// reservation's holder (and its priority, if it waits), and the started jobs with PEs
     /// earmarked (which nobody may preempt).
     fn bounds(&self) -> Bounds {
-        let mut marked: Vec<(JobId, usize, u32)> = Vec::new();
-        for i in 0..self.earmarks.len() {
-            for j in self.occupants(i) {
-                if let Some(l) = self.loaded.get(&j)
-                    && l.started
-                    && !marked.iter().any(|m| m.0 == j)
-                {
-                    marked.push((j, l.class, l.req.procs));
-                }
-            }
+        // Only sums are taken over these: their order does not count.
+        let mut marked: Vec<(JobId, usize, u32)> = self
+            .occupants_all()
+            .iter()
+            .flatten()
+            .filter_map(|j| {
+                let l = self.loaded.get(j)?;
+                l.started.then_some((*j, l.class, l.req.procs))
+            })
+            .collect();
+        if self.earmarks.len() > 1 {
+            marked.sort_unstable_by_key(|m| m.0);
+            marked.dedup_by_key(|m| m.0);
         }
         Bounds {
             open: self.pe.open_count() as u64,

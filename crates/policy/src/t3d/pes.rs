@@ -110,6 +110,46 @@ impl PeMap {
         if s >= e {
             return;
         }
+        if !self.set_whole_run(s, e, holder) {
+            self.set_cutting(s, e, holder);
+        }
+        let taken = &mut self.taken;
+        match holder {
+            Some(_) => PeBits::range_words(s, e, |w, m| taken[w] |= m),
+            None => PeBits::range_words(s, e, |w, m| taken[w] &= !m),
+        }
+        self.refresh(s, e);
+    }
+
+    /// [`PeMap::set`]'s runs in the two cases most changes are (a job's own run handed on
+    /// or freed, a run laid on free PEs), with one or two lookups of the map; false, with
+    /// nothing done, in any other case. The runs come out as [`PeMap::set_cutting`] leaves
+    /// them.
+    fn set_whole_run(&mut self, s: u32, e: u32, holder: Option<Holder>) -> bool {
+        match self.runs.range_mut(..e).next_back() {
+            // Exactly one run, `s..e`.
+            Some((&rs, run)) if rs == s && run.0 == e => {
+                match holder {
+                    Some(h) => run.1 = h,
+                    None => {
+                        self.runs.remove(&s);
+                    }
+                }
+                true
+            }
+            // Nothing held in `s..e`.
+            last if last.as_ref().is_none_or(|(_, run)| run.0 <= s) => {
+                if let Some(h) = holder {
+                    self.runs.insert(s, (e, h));
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// [`PeMap::set`]'s runs in general: runs overlapping `s..e` are cut at its ends.
+    fn set_cutting(&mut self, s: u32, e: u32, holder: Option<Holder>) {
         // The run that starts before `s` and reaches into it is cut at `s`.
         if let Some((&rs, &(re, h))) = self.runs.range(..s).next_back()
             && re > s
@@ -120,22 +160,15 @@ impl PeMap {
             }
         }
         // Runs that start within `s..e` go, and the part of the last one past `e` stays.
-        let inside: Vec<u32> = self.runs.range(s..e).map(|(&rs, _)| rs).collect();
-        for rs in inside {
-            let (re, h) = self.runs.remove(&rs).expect("listed");
+        while let Some((&rs, _)) = self.runs.range(s..e).next() {
+            let (re, h) = self.runs.remove(&rs).expect("found");
             if re > e {
                 self.runs.insert(e, (re, h));
             }
         }
-        let taken = &mut self.taken;
-        match holder {
-            Some(h) => {
-                self.runs.insert(s, (e, h));
-                PeBits::range_words(s, e, |w, m| taken[w] |= m);
-            }
-            None => PeBits::range_words(s, e, |w, m| taken[w] &= !m),
+        if let Some(h) = holder {
+            self.runs.insert(s, (e, h));
         }
-        self.refresh(s, e);
     }
 
     /// The held parts of `s..e`, in PE order, clipped to it.
