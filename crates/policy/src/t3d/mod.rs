@@ -100,10 +100,10 @@ struct Loaded {
 }
 
 /// The jobs a waiting job of some priority may take PEs from, cheapest first
-/// (`(cost, job, dnd_end)`), and their processors in total.
+/// (`(cost, job, dnd_end, procs)`), and their processors in total.
 #[derive(Debug, Default)]
 struct Victims {
-    list: Vec<(u64, JobId, Time)>,
+    list: Vec<(u64, JobId, Time, u32)>,
     procs: u64,
 }
 
@@ -183,10 +183,7 @@ pub struct T3d {
     quiet: [Option<(u64, Time)>; 2],
     /// Likewise for [`T3d::serve_earmarks`].
     quiet_serve: Option<(u64, Time)>,
-    /// Bumped whenever who holds a PE, or which PEs are earmarked or down, changes: what
-    /// [`T3d::occupants`] reads. Arrivals and holds move [`T3d::epoch`] but not this.
-    pe_epoch: u64,
-    /// The started jobs on each earmark's PEs, at this [`T3d::pe_epoch`].
+    /// The jobs on each earmark's PEs, at this [`PeMap::marks_version`].
     occupants: RefCell<(Option<u64>, Vec<Vec<JobId>>)>,
     /// [`Cursor`]'s lists, kept from one pass to the next.
     pass_buffers: (Vec<Option<Option<PassKey>>>, Vec<JobId>),
@@ -287,7 +284,6 @@ impl T3d {
             epoch: 0,
             quiet: [None, None],
             quiet_serve: None,
-            pe_epoch: 0,
             occupants: RefCell::new((None, Vec::new())),
             pass_buffers: (Vec::new(), Vec::new()),
             victim_cache: RefCell::new(Vec::new()),
@@ -467,7 +463,6 @@ impl T3d {
     /// change to them (it costs their runs, not the machine).
     fn remark(&mut self) {
         self.epoch += 1;
-        self.pe_epoch += 1;
         self.pe.set_marks(self.earmarks.iter().map(|e| &e.pes));
     }
 
@@ -565,7 +560,6 @@ impl T3d {
         debug_assert!(w.home.as_ref().is_none_or(|h| *h == set));
         self.retain_earmarks(|e| e.job != w.req.id);
         self.epoch += 1;
-        self.pe_epoch += 1;
         for &(s, e) in set.runs() {
             self.pe.set(s, e, Some(Holder::Job(w.req.id)));
         }
@@ -629,7 +623,6 @@ impl T3d {
         self.epoch += 1;
         let until = now + Dur::from_micros(self.cfg.swap_per_pe.as_micros() * l.req.procs as i64);
         let holder = (until > now).then_some(Holder::Out(until));
-        self.pe_epoch += 1;
         for &(s, e) in l.pes.runs() {
             self.pe.set(s, e, holder);
         }
@@ -667,7 +660,7 @@ impl T3d {
         });
     }
 
-    /// Jobs that `w` may take PEs from, cheapest first: `(cost, job, dnd_end)`.
+    /// Jobs that `w` may take PEs from, cheapest first: `(cost, job, dnd_end, procs)`.
     fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> Arc<Victims> {
         self.victims_of(self.class(w.class).priority, now, first_pass)
     }
@@ -685,7 +678,7 @@ impl T3d {
         if let Some((_, v)) = cache.iter().find(|(k, _)| *k == key) {
             return v.clone();
         }
-        let mut v: Vec<(u64, JobId, Time)> = self
+        let mut v: Vec<(u64, JobId, Time, u32)> = self
             .loaded
             .iter()
             .filter(|(_, l)| {
@@ -711,14 +704,13 @@ impl T3d {
                     l.req.procs as u64 * (1 + c.priority as u64) + left,
                     *id,
                     dnd_end,
+                    l.req.procs,
                 ))
             })
             .collect();
-        v.sort();
-        let procs = v
-            .iter()
-            .map(|&(_, id, _)| self.loaded[&id].req.procs as u64)
-            .sum();
+        // Jobs are unique: the order is (cost, job)'s.
+        v.sort_unstable();
+        let procs = v.iter().map(|v| u64::from(v.3)).sum();
         let v = Arc::new(Victims { list: v, procs });
         cache.push((key, v.clone()));
         v
@@ -749,19 +741,19 @@ impl T3d {
         }
         let mut chosen = Vec::new();
         let mut have = open;
-        for &(cost, id, dnd_end) in &victims.list {
+        for &(cost, id, dnd_end, procs) in &victims.list {
             if have >= need {
                 break;
             }
-            have += self.loaded[&id].req.procs as usize;
-            chosen.push((cost, id, dnd_end));
+            have += procs as usize;
+            chosen.push((cost, id, dnd_end, procs));
         }
         if have < need {
             return None;
         }
         // Drop victims that turned out unnecessary, dearest first.
         for i in (0..chosen.len()).rev() {
-            let p = self.loaded[&chosen[i].1].req.procs as usize;
+            let p = chosen[i].3 as usize;
             if have - p >= need {
                 have -= p;
                 chosen.remove(i);
@@ -769,7 +761,7 @@ impl T3d {
         }
         // The lowest `need` PEs of the open ones and the victims', merged as runs.
         let mut runs: Vec<(u32, u32)> = self.pe.lowest_open(open as u32).runs().to_vec();
-        for (_, id, _) in &chosen {
+        for (_, id, _, _) in &chosen {
             runs.extend_from_slice(self.loaded[id].pes.runs());
         }
         runs.sort_unstable();
@@ -786,7 +778,7 @@ impl T3d {
             left -= e - s;
             reached = e;
         }
-        Some((pes, chosen.into_iter().map(|(_, id, d)| (id, d)).collect()))
+        Some((pes, chosen.into_iter().map(|(_, id, d, _)| (id, d)).collect()))
     }
 
     /// The assignment of a job that must come back on `home`, its PEs before its preemption:
@@ -810,7 +802,7 @@ impl T3d {
                     Holder::Out(_) => return None,
                     Holder::Job(j) => {
                         if !chosen.iter().any(|c| c.0 == j) {
-                            let &(_, _, dnd_end) = victims.list.iter().find(|v| v.1 == j)?;
+                            let &(_, _, dnd_end, _) = victims.list.iter().find(|v| v.1 == j)?;
                             chosen.push((j, dnd_end));
                         }
                     }
@@ -821,7 +813,7 @@ impl T3d {
     }
 
     /// The jobs on earmark `i`'s PEs, in id order (kept while the PEs' holders and marks
-    /// stay: [`T3d::pe_epoch`]).
+    /// stay: [`PeMap::marks_version`]).
     fn occupants(&self, i: usize) -> Vec<JobId> {
         self.occupants_all()[i].clone()
     }
@@ -830,7 +822,7 @@ impl T3d {
     fn occupants_all(&self) -> std::cell::Ref<'_, Vec<Vec<JobId>>> {
         {
             let mut cache = self.occupants.borrow_mut();
-            if cache.0 != Some(self.pe_epoch) {
+            if cache.0 != Some(self.pe.marks_version()) {
                 let lists = &mut cache.1;
                 lists.resize_with(self.earmarks.len(), Vec::new);
                 for (v, e) in lists.iter_mut().zip(&self.earmarks) {
@@ -848,7 +840,7 @@ impl T3d {
                     v.sort_unstable();
                     v.dedup();
                 }
-                cache.0 = Some(self.pe_epoch);
+                cache.0 = Some(self.pe.marks_version());
             }
         }
         std::cell::Ref::map(self.occupants.borrow(), |c| &c.1)
@@ -1287,7 +1279,6 @@ impl T3d {
                 .partition(|(t, _)| *t <= now);
             self.swaps = going;
             self.epoch += 1;
-            self.pe_epoch += 1;
             for (_, pes) in over {
                 self.pe
                     .free_where(&pes, |h| matches!(h, Holder::Out(t) if t <= now));
@@ -1319,7 +1310,6 @@ impl T3d {
         self.held.remove(&id);
         if let Some(l) = self.loaded.remove(&id) {
             self.epoch += 1;
-            self.pe_epoch += 1;
             self.tally_loaded(&l.req, l.class, false);
             self.pe.free_where(&l.pes, |h| h == Holder::Job(id));
             if l.started {
@@ -1386,7 +1376,6 @@ impl Policy for T3d {
             }
             Event::Running { job, pes, since } => {
                 let class = self.cfg.class_of(&job);
-                self.pe_epoch += 1;
                 for &(s, e) in pes.runs() {
                     self.pe.set(s, e, Some(Holder::Job(job.id)));
                 }
@@ -1412,7 +1401,6 @@ impl Policy for T3d {
                 let per = self.pes_per_node;
                 self.pe.set_down(node.0 * per, (node.0 + 1) * per, !node_up);
                 self.epoch += 1;
-                self.pe_epoch += 1;
                 let (pe, before) = (&self.pe, self.earmarks.len());
                 self.earmarks.retain(|e| !pe.any_down(&e.pes));
                 if self.earmarks.len() != before {

@@ -41,6 +41,8 @@ pub(super) struct PeMap {
     open: u32,
     /// The runs set in `marked`, so the next [`PeMap::set_marks`] can clear just them.
     mark_runs: Vec<(u32, u32)>,
+    /// Bumped whenever the marks change or an earmarked PE changes holder.
+    marks_version: u64,
 }
 
 impl PeMap {
@@ -64,11 +66,18 @@ impl PeMap {
             has_open,
             open: len,
             mark_runs: Vec::new(),
+            marks_version: 0,
         }
     }
 
     pub fn len(&self) -> u32 {
         self.len
+    }
+
+    /// Changes whenever the marks change or an earmarked PE changes holder: what the jobs on
+    /// the earmarked PEs depend on.
+    pub fn marks_version(&self) -> u64 {
+        self.marks_version
     }
 
     /// PEs free, not earmarked and up.
@@ -110,6 +119,9 @@ impl PeMap {
         if s >= e {
             return;
         }
+        let mut on_marks = false;
+        PeBits::range_words(s, e, |w, m| on_marks |= self.marked[w] & m != 0);
+        self.marks_version += u64::from(on_marks);
         if !self.set_whole_run(s, e, holder) {
             self.set_cutting(s, e, holder);
         }
@@ -265,6 +277,7 @@ impl PeMap {
     /// Marks the PEs of `sets` as earmarked, and only them. Costs the runs of the old and
     /// new marks, not the machine.
     pub fn set_marks<'a>(&mut self, sets: impl Iterator<Item = &'a PeSet>) {
+        self.marks_version += 1;
         let old = std::mem::take(&mut self.mark_runs);
         for &(s, e) in &old {
             let marked = &mut self.marked;
