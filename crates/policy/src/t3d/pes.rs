@@ -119,9 +119,11 @@ impl PeMap {
         if s >= e {
             return;
         }
-        let mut on_marks = false;
-        PeBits::range_words(s, e, |w, m| on_marks |= self.marked[w] & m != 0);
-        self.marks_version += u64::from(on_marks);
+        if !self.mark_runs.is_empty() {
+            let mut on_marks = false;
+            PeBits::range_words(s, e, |w, m| on_marks |= self.marked[w] & m != 0);
+            self.marks_version += u64::from(on_marks);
+        }
         if !self.set_whole_run(s, e, holder) {
             self.set_cutting(s, e, holder);
         }
@@ -229,6 +231,9 @@ impl PeMap {
 
     /// True when some PE of `pes` is earmarked.
     pub fn any_marked(&self, pes: &PeSet) -> bool {
+        if self.mark_runs.is_empty() {
+            return false;
+        }
         let mut hit = false;
         for &(s, e) in pes.runs() {
             PeBits::range_words(s, e.min(self.len), |w, m| hit |= self.marked[w] & m != 0);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use cosched_core::{Dur, JobId, PeSet, Time};
 
 use super::pes::Holder;
-use super::{Assignment, T3d, Victims, Waiting};
+use super::{Assignment, ClassParams, T3d, Victims, Waiting};
 
 impl T3d {
     /// Jobs that `w` may take PEs from, cheapest first: `(cost, job, dnd_end, procs)`.
@@ -27,20 +27,22 @@ impl T3d {
         if let Some((_, v)) = cache.iter().find(|(k, _)| *k == key) {
             return v.clone();
         }
+        let may = |c: &ClassParams| {
+            c.preemptible
+                && if first_pass {
+                    c.priority <= prio
+                } else {
+                    c.priority < prio
+                }
+        };
+        // With no started job of a class it may preempt, no walk over the loaded jobs.
+        let candidates = (self.cfg.classes.iter().zip(&self.started_by_class))
+            .any(|(c, &started)| started > 0 && may(c));
         let mut v: Vec<(u64, JobId, Time, u32)> = self
             .loaded
             .iter()
-            .filter(|(_, l)| {
-                let c = self.class(l.class);
-                l.started
-                    && c.preemptible
-                    && if first_pass {
-                        c.priority <= prio
-                    } else {
-                        c.priority < prio
-                    }
-                    && !self.pe.any_marked(&l.pes)
-            })
+            .take_while(|_| candidates)
+            .filter(|(_, l)| l.started && may(self.class(l.class)) && !self.pe.any_marked(&l.pes))
             .filter_map(|(id, l)| {
                 let dnd_end = self.dnd_end(l);
                 if !first_pass && dnd_end > now {
