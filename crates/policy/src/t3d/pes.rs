@@ -351,6 +351,63 @@ mod tests {
         assert!(!m.all_free(&PeSet::contiguous(195, 10)));
     }
 
+    /// The runs a map holds, in order.
+    fn runs_of(m: &PeMap) -> Vec<(u32, u32, Holder)> {
+        m.holders(0, m.len()).collect()
+    }
+
+    #[test]
+    fn whole_run_changes_leave_the_runs_that_cutting_leaves() {
+        // A fixed pseudo-random walk over hand-ons, frees and lays, many on exact runs.
+        let (mut fast, mut cut) = (PeMap::new(300), PeMap::new(300));
+        let mut x: u64 = 7;
+        let mut next = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        for step in 0..5_000 {
+            let runs = runs_of(&cut);
+            let (s, e) = if !runs.is_empty() && next(2) == 0 {
+                let r = runs[next(runs.len() as u64) as usize];
+                (r.0, r.1)
+            } else {
+                let s = next(300) as u32;
+                (s, s + 1 + next(40) as u32)
+            };
+            let holder = match next(3) {
+                0 => None,
+                1 => Some(Holder::Job(JobId(next(20)))),
+                _ => Some(Holder::Out(Time::from_secs(next(5) as i64))),
+            };
+            fast.set(s, e, holder);
+            let e = e.min(cut.len());
+            cut.set_cutting(s, e, holder);
+            assert_eq!(
+                runs_of(&fast),
+                runs_of(&cut),
+                "step {step}: set({s}, {e}, {holder:?})"
+            );
+        }
+    }
+
+    #[test]
+    fn marks_version_moves_when_an_earmarked_pe_changes_holder_and_only_then() {
+        let mut m = PeMap::new(200);
+        m.set_marks([PeSet::contiguous(50, 10)].iter());
+        let v = m.marks_version();
+        m.set(0, 40, Some(Holder::Job(JobId(1))));
+        m.set(0, 40, None);
+        m.set(60, 70, Some(Holder::Job(JobId(2))));
+        assert_eq!(m.marks_version(), v, "no earmarked PE changed holder");
+        m.set(45, 52, Some(Holder::Job(JobId(3))));
+        assert_ne!(m.marks_version(), v, "PEs 50 and 51 are earmarked");
+        let v = m.marks_version();
+        m.set_marks([PeSet::contiguous(100, 5)].iter());
+        assert_ne!(m.marks_version(), v, "the marks changed");
+    }
+
     #[test]
     fn lowest_open_skips_full_stretches() {
         let mut m = PeMap::new(20_000);
