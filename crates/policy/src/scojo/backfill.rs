@@ -1,6 +1,8 @@
 //! Conservative backfilling inside a VM, non-type slice backfilling (§4.8) and, behind
 //! `group_backfill`, case-1 groups while backfilling; `schedule` runs a decision's passes.
 
+use std::cell::OnceCell;
+
 use cosched_core::{Dur, JobId, Time};
 
 use super::glomarc::{self, Cand, Primary, Variant};
@@ -219,7 +221,7 @@ impl Scojo {
         }
         let only: Vec<Cand> = cands.iter().map(|x| x.0).collect();
         let ppn_of = |cid: JobId| cands.iter().find(|x| x.0.id == cid).map_or(1, |x| x.1);
-        let base = self.fair_base(k, now);
+        let base = OnceCell::new();
         let g = glomarc::form(&prim, &only, &self.params(exceed), None, &mut |m| {
             let slq = m
                 .iter()

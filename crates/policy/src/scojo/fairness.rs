@@ -1,6 +1,7 @@
 //! The fairness check of G-LOMARC-TS (§4.6 step 7, formula 4): the predicted responses of a
 //! group's members and of the waiting jobs it delays against F_slack · R_est.
 
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 
 use cosched_core::{Dur, JobId, Time};
@@ -102,18 +103,19 @@ impl Scojo {
         matched: &[(Cand, u32)],
         now: Time,
     ) -> f64 {
-        let base = self.fair_base(k, now);
-        self.fairness_from(&base, k, primary, matched, now, f64::INFINITY)
+        self.fairness_from(&OnceCell::new(), k, primary, matched, now, f64::INFINITY)
     }
 
-    /// [`Scojo::fairness`] on `base` (VM `k` as of `now`), stopping at the first ratio above
+    /// [`Scojo::fairness`] on `base` (VM `k` as of `now`, gathered on first need and shared
+    /// by every group of one search: most searches end before a group reaches the check of
+    /// the other waiting jobs, and then the VM is never read), stopping at the first ratio above
     /// `stop_above`: a caller that only asks whether the group passes (ratio ≤ 1) learns
     /// that from the first job found too late, without placing the rest of the queue.
     /// Waiting jobs are placed in queue order without the group and with it side by side,
     /// and each is compared as soon as it is placed in both.
     pub(super) fn fairness_from(
         &self,
-        base: &FairBase,
+        base: &OnceCell<FairBase>,
         k: usize,
         primary: (JobId, u32),
         matched: &[(Cand, u32)],
@@ -135,6 +137,7 @@ impl Scojo {
         if !self.cfg.fair_others || worst > stop_above {
             return worst;
         }
+        let base = base.get_or_init(|| self.fair_base(k, now));
         let v = base.v;
         // The group's end: its last member's expected end at its slowdown in the group.
         let rem = |j: &Job| {

@@ -1,6 +1,8 @@
 //! Group matchmaking in a VM (§4.5, cases 1–3 and serial jobs): candidates, the open
 //! running primaries, the search for the best group and its placement.
 
+use std::cell::OnceCell;
+
 use cosched_core::multicore::mul;
 use cosched_core::{JobId, Milli, Time};
 
@@ -162,7 +164,7 @@ impl Scojo {
             .collect();
         let open = self.open_running(k, now);
         let serial = head.req.procs == 1;
-        let base = self.fair_base(k, now);
+        let base = OnceCell::new();
         // The waiting jobs as matched candidates: what pre-selection's bounds read of each,
         // gathered once for every primary.
         let pool: Vec<Waiting> = waiting

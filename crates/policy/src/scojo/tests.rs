@@ -179,7 +179,14 @@ fn the_fairness_check_covers_the_waiting_jobs_a_group_delays() {
     // Asked only whether the group passes, the check may stop at the first job too
     // late, and gives the same verdict; below the bound it gives the same worst ratio.
     let quick = |p: &Scojo, stop: f64| {
-        p.fairness_from(&p.fair_base(LONG, now), LONG, (JobId(3), 1), &[], now, stop)
+        p.fairness_from(
+            &std::cell::OnceCell::new(),
+            LONG,
+            (JobId(3), 1),
+            &[],
+            now,
+            stop,
+        )
     };
     assert!(quick(&p, 1.0) > 1.0);
     assert!(quick(&p, members_only) > members_only);
