@@ -26,14 +26,6 @@ impl Scojo {
         if free.is_empty() {
             return false;
         }
-        let v = self.vms[k].vnow(now);
-        let mut releases: Vec<(Time, u32)> = self
-            .node_releases_iter(k, v)
-            .map(|(_, end)| (us(end), 1))
-            .collect();
-        releases.sort_unstable();
-        let mut profile = Profile::default();
-        profile.rebuild(us(v), free.len() as u32, releases.into_iter());
         let left = (slice_end - now).as_secs_f64();
         let other = if k == MEDIUM { LONG } else { MEDIUM };
         let guests: Vec<JobId> = if k == SHORT {
@@ -77,6 +69,20 @@ impl Scojo {
             .fold((u32::MAX, Dur::MAX), |(n, d), s| {
                 (n.min(s.nodes), d.min(s.dur))
             });
+        // Reservations only take free nodes away: when neither bound fits the free nodes,
+        // no job can start now, whatever the profile holds, so it is not built.
+        let free_now = free.len() as u32;
+        if later[0].0 > free_now && guest.0 > free_now {
+            return false;
+        }
+        let v = self.vms[k].vnow(now);
+        let mut releases: Vec<(Time, u32)> = self
+            .node_releases_iter(k, v)
+            .map(|(_, end)| (us(end), 1))
+            .collect();
+        releases.sort_unstable();
+        let mut profile = Profile::default();
+        profile.rebuild(us(v), free.len() as u32, releases.into_iter());
         let may_start = |(n, d): (u32, Dur), free: u32, profile: &Profile| {
             n <= free && profile.fits_at_start(n, d)
         };
