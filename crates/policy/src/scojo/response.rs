@@ -123,15 +123,19 @@ impl Scojo {
             Some(r) => r,
             None => {
                 let free = vm.free_nodes().count() as u32;
-                let mut free_at: BTreeMap<Time, u32> = BTreeMap::new();
-                let mut up = free;
+                // The counts are gathered in a sorted run and the map is built from it at
+                // once, rather than by one search of the map per node.
+                let mut steps: Vec<(Time, u32)> = Vec::with_capacity(vm.lanes.len() + 1);
                 if free > 0 {
-                    free_at.insert(vt, free);
+                    steps.push((vt, free));
                 }
-                for (_, end) in self.node_releases_iter(k, v) {
-                    *free_at.entry(us(end)).or_default() += 1;
-                    up += 1;
-                }
+                steps.extend(self.node_releases_iter(k, v).map(|(_, end)| (us(end), 1)));
+                steps.sort_unstable_by_key(|&(t, _)| t);
+                let up = steps.iter().map(|&(_, n)| n).sum();
+                let free_at: BTreeMap<Time, u32> = steps
+                    .chunk_by(|a, b| a.0 == b.0)
+                    .map(|run| (run[0].0, run.iter().map(|&(_, n)| n).sum::<u32>()))
+                    .collect();
                 let to = pos(vm, 0)?;
                 self.vms[k].plan = Some(FcfsPlan {
                     epoch,
