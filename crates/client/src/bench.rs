@@ -17,26 +17,49 @@ use cosched_proto::proto::{JobState, SubmitRequest, SwitchLog};
 use cosched_proto::state_dir::read_pid;
 use cosched_proto::util::now;
 
+/// Off-CPU stretches of a spinning rank shorter than this are not kept (a timer interrupt,
+/// a page fault): a gang switch stops a rank for far longer.
+pub const GAP: Dur = Dur::from_micros(20);
+
 /// Burns `cpu` of this process's CPU time (not wall time): the CPU-bound rank of the gang
-/// benchmark, so a rank that is stopped half the time takes twice as long.
-pub fn spin_cpu(cpu: Dur) {
-    let used = || {
+/// benchmark, so a rank that is stopped half the time takes twice as long. Returns the
+/// stretches longer than [`GAP`] in which it did not run, as (last seen running, first seen
+/// running again) in µs of `CLOCK_MONOTONIC` — the node manager's clock — with a resolution
+/// of the loop's few microseconds: when a switch really stopped and continued it.
+pub fn spin_cpu(cpu: Dur) -> Vec<(i64, i64)> {
+    let clock = |id| {
         let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
         // SAFETY: clock_gettime writes one timespec.
-        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        unsafe { libc::clock_gettime(id, &mut ts) };
         ts.tv_sec * 1_000_000 + ts.tv_nsec / 1_000
     };
+    let used = || clock(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let mono = || clock(libc::CLOCK_MONOTONIC);
     let start = used();
+    let mut gaps = Vec::new();
+    let mut seen = mono();
     let mut x = 0u64;
-    while used() - start < cpu.as_micros() {
-        for i in 0..10_000u64 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+    'spin: loop {
+        // The CPU clock is a system call; the monotonic one is not, and is read often.
+        for _ in 0..10 {
+            for i in 0..1_000u64 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+            }
+            std::hint::black_box(x);
+            let t = mono();
+            if t - seen > GAP.as_micros() {
+                gaps.push((seen, t));
+            }
+            seen = t;
         }
-        std::hint::black_box(x);
+        if used() - start >= cpu.as_micros() {
+            break 'spin;
+        }
     }
+    gaps
 }
 
 /// How long this process has been runnable — on a core, or waiting on a run queue for one —
@@ -217,6 +240,65 @@ fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
         nm_cpu_us: nm * per_switch,
         ..b
     }
+}
+
+/// One switch as the ranks lived it, µs from its due instant: the last outgoing rank seen
+/// running, the first and the last incoming rank seen running again (`None`: no rank of that
+/// side had a stretch off the CPU near the switch).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    pub stopped: Option<i64>,
+    pub first: Option<i64>,
+    pub last: Option<i64>,
+}
+
+/// The off-CPU stretches of each rank of a job (`cluster spin --gaps`), each sorted.
+#[derive(Clone, Debug, Default)]
+pub struct JobGaps {
+    pub job: JobId,
+    pub ranks: Vec<Vec<(i64, i64)>>,
+}
+
+/// What the ranks saw of the switch due at `due` (µs of the node's clock) from `out` to
+/// `inc`: each outgoing rank's stretch off the CPU that starts within `window` of `due`, and
+/// each incoming rank's that ends within it.
+pub fn seen(due: i64, out: &[JobId], inc: &[JobId], jobs: &[JobGaps], window: i64) -> Seen {
+    let near = |t: i64| (due - window..=due + window).contains(&t);
+    let mut s = Seen::default();
+    for j in jobs {
+        let (going, coming) = (out.contains(&j.job), inc.contains(&j.job));
+        for gaps in &j.ranks {
+            // The stretches that may start or end near `due` start before `due + window`.
+            let upto = gaps.partition_point(|g| g.0 <= due + window);
+            let near_gaps = gaps[..upto]
+                .iter()
+                .rev()
+                .take_while(|g| g.1 >= due - window);
+            for &(a, b) in near_gaps {
+                if going && near(a) {
+                    s.stopped = Some(s.stopped.map_or(a - due, |x| x.max(a - due)));
+                }
+                if coming && near(b) {
+                    s.first = Some(s.first.map_or(b - due, |x| x.min(b - due)));
+                    s.last = Some(s.last.map_or(b - due, |x| x.max(b - due)));
+                }
+            }
+        }
+    }
+    s
+}
+
+/// Parses the `gap START END` lines of a rank's output.
+pub fn parse_gaps(out: &str) -> Vec<(i64, i64)> {
+    let mut v: Vec<(i64, i64)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.strip_prefix("gap ")?.split_whitespace();
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 /// Two CPU-bound jobs filling one node at MPL 2, under FCFS and under gang at each quantum.
@@ -888,4 +970,40 @@ pub fn compare(
         }
         Ok(rows)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switch_as_the_ranks_saw_it_is_read_from_their_gaps() {
+        // Job 1's two ranks stop at 990 and 1_004 and run again at 2_030; job 2's run again
+        // at 1_010 and 1_025 after a stretch from 0.
+        let jobs = [
+            JobGaps {
+                job: JobId(1),
+                ranks: vec![vec![(100, 150), (990, 2_030)], vec![(1_004, 2_030)]],
+            },
+            JobGaps {
+                job: JobId(2),
+                ranks: vec![vec![(0, 1_010)], vec![(0, 1_025), (1_500, 1_530)]],
+            },
+        ];
+        let s = seen(1_000, &[JobId(1)], &[JobId(2)], &jobs, 500);
+        assert_eq!(
+            s,
+            Seen {
+                stopped: Some(4),
+                first: Some(10),
+                last: Some(25)
+            }
+        );
+        // Nothing near: nothing seen.
+        assert_eq!(
+            seen(5_000, &[JobId(1)], &[JobId(2)], &jobs, 500),
+            Seen::default()
+        );
+        assert_eq!(parse_gaps("x\ngap 5 9\ngap 1 2\n"), vec![(1, 2), (5, 9)]);
+    }
 }

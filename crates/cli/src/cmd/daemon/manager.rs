@@ -284,6 +284,10 @@ pub enum ClusterCmd {
         /// waiting for one), which a frozen or stopped process is not
         #[arg(long)]
         runnable: bool,
+        /// Then print `gap START END` for each stretch it did not run (stopped, frozen or
+        /// waiting for a core), µs of CLOCK_MONOTONIC (`cluster bench gang`'s breakdown)
+        #[arg(long)]
+        gaps: bool,
     },
 }
 
@@ -458,8 +462,19 @@ pub(super) fn cluster(c: ClusterCmd) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
-        ClusterCmd::Spin { cpu, runnable } => {
-            cosched_client::bench::spin_cpu(cpu);
+        ClusterCmd::Spin {
+            cpu,
+            runnable,
+            gaps,
+        } => {
+            let off = cosched_client::bench::spin_cpu(cpu);
+            if gaps {
+                let mut out = String::new();
+                for (a, b) in off {
+                    out += &format!("gap {a} {b}\n");
+                }
+                emit(&out);
+            }
             if runnable {
                 match cosched_client::bench::runnable() {
                     Some(d) => println!("runnable_us {}", d.as_micros()),
