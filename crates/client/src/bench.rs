@@ -72,6 +72,28 @@ pub fn runnable() -> Option<Dur> {
     Some(Dur::from_micros((on_cpu + waiting) / 1_000))
 }
 
+/// How long this process's cgroup (v2) has been frozen, in all: the kernel's `frozen_usec`
+/// (`cgroup.stat.local`, Linux 6.17), which counts from each write of `cgroup.freeze` to the
+/// thaw's. `None` without a cgroup v2 or that count.
+pub fn frozen() -> Option<Dur> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim().to_string();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // The cgroup2 mount: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS... - cgroup2 SRC OPTS".
+    let mount = mounts.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        right.starts_with("cgroup2 ").then(|| left.split(' ').nth(4).map(str::to_string))?
+    })?;
+    let stat = std::fs::read_to_string(format!("{mount}{path}/cgroup.stat.local")).ok()?;
+    let us = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("frozen_usec "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Dur::from_micros(us))
+}
+
 fn submit(procs: u32, cmd: Vec<String>) -> SubmitRequest {
     SubmitRequest {
         mem: None,
