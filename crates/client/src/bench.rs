@@ -77,12 +77,18 @@ pub fn runnable() -> Option<Dur> {
 /// thaw's. `None` without a cgroup v2 or that count.
 pub fn frozen() -> Option<Dur> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim().to_string();
+    let path = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?
+        .trim()
+        .to_string();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     // The cgroup2 mount: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS... - cgroup2 SRC OPTS".
     let mount = mounts.lines().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
-        right.starts_with("cgroup2 ").then(|| left.split(' ').nth(4).map(str::to_string))?
+        right
+            .starts_with("cgroup2 ")
+            .then(|| left.split(' ').nth(4).map(str::to_string))?
     })?;
     let stat = std::fs::read_to_string(format!("{mount}{path}/cgroup.stat.local")).ok()?;
     let us = stat
@@ -193,34 +199,48 @@ pub struct GangRow {
     pub switches: Option<SwitchBreakdown>,
 }
 
-/// The node's gang switches over a setting's runs ([`cosched_proto::proto::SwitchLog`]): each from
-/// the strobe's arrival at the node manager to every outgoing rank stopped (its cgroup
-/// reported frozen) and to the incoming job thawed. The thaw follows the report at once, so
-/// both jobs stand stopped only for the report's delay (at most the watcher's pause,
-/// `nm::freeze_watch`); a late switch thawed with the outgoing job not yet frozen.
+/// The node's gang switches over a setting's runs ([`cosched_proto::proto::SwitchLog`]), each
+/// from the instant it was due (the rotation's announced instant): as the node manager saw
+/// it (the outgoing freezes written ahead by the lead, read frozen, the incoming thaw) and as
+/// the ranks lived it (their own clocks: the last outgoing rank seen running, the first and
+/// the last incoming rank running again; negative: before the instant). A late switch thawed
+/// with an outgoing job not read frozen.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SwitchBreakdown {
     pub switches: u64,
-    /// Thawed at the bound before the outgoing job was reported frozen.
+    /// Thawed at the bound before the outgoing job read frozen.
     pub late: u64,
-    /// Median time between two switches at the node (the quantum as the node lives it:
-    /// more than the quantum when strobes arrive late).
+    /// Median time between two switches at the node (the quantum as the node lives it).
     pub interval_ms: f64,
-    /// Strobe → outgoing job frozen, median and 90th percentile, µs.
+    /// Median lead of the outgoing freezes before the instant, µs.
+    pub lead_p50_us: f64,
+    /// Due → every outgoing job read frozen, median and 90th percentile, µs.
     pub frozen_p50_us: f64,
     pub frozen_p90_us: f64,
-    /// Strobe → incoming job thawed, median and 90th percentile, µs.
+    /// Due → incoming jobs thawed, median and 90th percentile, µs.
     pub thawed_p50_us: f64,
     pub thawed_p90_us: f64,
+    /// Due → last outgoing rank seen running, median and 90th percentile, µs.
+    pub stopped_p50_us: f64,
+    pub stopped_p90_us: f64,
+    /// Due → first and last incoming rank running again, median and 90th percentile, µs.
+    pub first_running_p50_us: f64,
+    pub first_running_p90_us: f64,
+    pub last_running_p50_us: f64,
+    pub last_running_p90_us: f64,
+    /// Share of the time between the first and the last switch in which no rank of either job
+    /// ran (from the last outgoing rank stopped to the first incoming one running), percent.
+    pub both_stopped_pct: f64,
     /// CPU time of the machine manager and of the node manager per switch, µs.
     pub mm_cpu_us: f64,
     pub nm_cpu_us: f64,
 }
 
-/// What one gang run left for the breakdown: the node's switches and the daemons' CPU time
-/// (ms) over the run.
+/// What one gang run left for the breakdown: the node's switches, what the ranks saw of
+/// each, and the daemons' CPU time (ms) over the run.
 struct GangRun {
     log: SwitchLog,
+    seen: Vec<Seen>,
     mm_cpu_ms: f64,
     nm_cpu_ms: f64,
 }
@@ -234,8 +254,10 @@ fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
             v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
         }
     };
-    let (mut frozen, mut thawed, mut interval) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut mm, mut nm) = (0.0, 0.0);
+    let (mut frozen, mut thawed, mut interval, mut lead) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut stopped, mut first, mut last) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut mm, mut nm, mut gap_us, mut span_us) = (0.0, 0.0, 0.0, 0.0);
     let mut b = SwitchBreakdown::default();
     for r in runs {
         b.switches += r.log.count;
@@ -246,18 +268,42 @@ fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
         for s in t {
             frozen.extend(s.frozen_us.map(f64::from));
             thawed.push(f64::from(s.thawed_us));
+            lead.push(f64::from(s.lead_us));
         }
         for w in t.windows(2) {
             interval.push((w[1].at_us - w[0].at_us) as f64 / 1e3);
+        }
+        if let (Some(a), Some(z)) = (t.first(), t.last()) {
+            span_us += (z.at_us - a.at_us) as f64;
+        }
+        for s in &r.seen {
+            stopped.extend(s.stopped.map(|v| v as f64));
+            first.extend(s.first.map(|v| v as f64));
+            last.extend(s.last.map(|v| v as f64));
+            if let (Some(a), Some(z)) = (s.stopped, s.first) {
+                gap_us += (z - a).max(0) as f64;
+            }
         }
     }
     let per_switch = 1e3 / b.switches.max(1) as f64;
     SwitchBreakdown {
         interval_ms: pct(&mut interval, 0.5),
+        lead_p50_us: pct(&mut lead, 0.5),
         frozen_p50_us: pct(&mut frozen, 0.5),
         frozen_p90_us: pct(&mut frozen, 0.9),
         thawed_p50_us: pct(&mut thawed, 0.5),
         thawed_p90_us: pct(&mut thawed, 0.9),
+        stopped_p50_us: pct(&mut stopped, 0.5),
+        stopped_p90_us: pct(&mut stopped, 0.9),
+        first_running_p50_us: pct(&mut first, 0.5),
+        first_running_p90_us: pct(&mut first, 0.9),
+        last_running_p50_us: pct(&mut last, 0.5),
+        last_running_p90_us: pct(&mut last, 0.9),
+        both_stopped_pct: if span_us > 0.0 {
+            100.0 * gap_us / span_us
+        } else {
+            0.0
+        },
         mm_cpu_us: mm * per_switch,
         nm_cpu_us: nm * per_switch,
         ..b
@@ -345,6 +391,7 @@ pub fn gang(
             "cluster".into(),
             "spin".into(),
             cpu.to_string(),
+            "--gaps".into(),
         ];
         let pid = |f: PathBuf| read_pid(&f).map_or(0, |p| p.pid);
         let (mm_pid, nm_pid) = (
@@ -357,10 +404,27 @@ pub fn gang(
         let jobs = c.client.wait(&[a, b], Duration::from_secs(600))?;
         let mut run = GangRun {
             log: SwitchLog::default(),
+            seen: Vec::new(),
             mm_cpu_ms: cpu_ms(mm_pid) - mm0,
             nm_cpu_ms: cpu_ms(nm_pid) - nm0,
         };
         run.log = c.client.monitor(&node_name(0))?.switches;
+        let mut gaps = Vec::new();
+        for &job in &[a, b] {
+            let mut ranks = Vec::new();
+            for rank in 0..pes {
+                let (out, _, _) = c.client.output(job, rank)?;
+                ranks.push(parse_gaps(&String::from_utf8_lossy(&out)));
+            }
+            gaps.push(JobGaps { job, ranks });
+        }
+        let window = quantum.map_or(0, |q| q.as_micros() / 2);
+        run.seen = run
+            .log
+            .recent
+            .iter()
+            .map(|s| seen(s.at_us, &s.outgoing, &s.incoming, &gaps, window))
+            .collect();
         let first = jobs
             .iter()
             .map(|j| j.record.submit.as_micros())

@@ -4,15 +4,18 @@
 //! run on the freeze watcher's thread ([`super::freeze_watch`]) so that no switch waits for
 //! the event loop or for a message.
 //!
-//! A switch due at `due`: the outgoing jobs' freezes are written [`Runner::lead`] ahead, so
-//! that they have landed by `due` (a freeze takes effect when each rank next enters the
-//! kernel, tens of microseconds on a busy core); at `due` their `cgroup.events` are read, and
-//! the incoming jobs are thawed once every outgoing one reads frozen — so two jobs are never
-//! runnable on one PE — or at the bound, counted late. The lead follows what the last
-//! freezes took (their 90th percentile, within [`MIN_LEAD`] and [`MAX_LEAD`], and never more
-//! than a quarter of the step), so the node stands with no job runnable only for as long as a
-//! freeze lands earlier than the slowest of them. Each switch is logged ([`Landed`]) for the
-//! node manager's accounting and `cluster bench gang`.
+//! A switch due at `due`: the outgoing jobs' freezes are written [`Runner::lead`] ahead (a
+//! freeze takes effect when each rank next enters the kernel: 20–50 µs for a rank on its
+//! core), at `due` their `cgroup.events` are read, and the incoming jobs are thawed once every
+//! outgoing one reads frozen — so two jobs are never runnable on one PE — or at the bound
+//! (half the next step), counted late. Between the landing of the last freeze and the thaw no
+//! job runs: that is the lead less the landing when the freeze landed first, else up to a
+//! read's pause. So the lead is kept low: the lower quartile of what the last freezes took
+//! (within [`MIN_LEAD`] and [`MAX_LEAD`], never more than a quarter of the step), where a
+//! freeze read frozen at the first read counts as three quarters of the lead it had (it may
+//! have taken much less), so the lead shrinks until a quarter of the freezes need another
+//! read. Each switch is logged ([`Landed`]) for the node manager's accounting and `cluster
+//! bench gang`.
 //!
 //! Pure: time and what the cgroups read come in as arguments; what to write comes out.
 
@@ -28,8 +31,13 @@ pub type Cg = (JobId, u64);
 pub const MIN_LEAD: Dur = Dur::from_micros(20);
 /// The longest lead: a freeze slower than that waits for a core, and is waited for at `due`.
 pub const MAX_LEAD: Dur = Dur::from_micros(400);
-/// The pause between two reads of a freeze not landed by `due`.
+/// The pause between two reads of a freeze not landed by `due`, while it is younger than
+/// [`YOUNG`]; then each pause doubles, up to [`LAST_LOOK`]: a freeze that has not landed by
+/// then waits for its rank to get a core behind other work (milliseconds), and reading every
+/// 20 µs meanwhile cost the node manager more CPU than every other part of a switch.
 pub const LOOK: Dur = Dur::from_micros(20);
+pub const YOUNG: Dur = Dur::from_micros(100);
+pub const LAST_LOOK: Dur = Dur::from_micros(250);
 /// The longest wait for a freeze to land after its switch is due.
 pub const MAX_BOUND: Dur = Dur::from_millis(100);
 /// Landing times the lead is taken from.
@@ -91,8 +99,9 @@ enum Phase {
 #[derive(Debug)]
 struct Pending {
     due: Time,
-    /// The next read of the freezes (`due`, then every [`LOOK`]).
+    /// The next read of the freezes (`due`, then see [`LOOK`]), and the pause before it.
     look: Time,
+    pause: Dur,
     written: Time,
     out: Vec<Cg>,
     inc: Vec<Cg>,
@@ -166,8 +175,8 @@ impl Runner {
     pub fn lead(&self) -> Dur {
         let mut v: Vec<Dur> = self.landings.iter().copied().collect();
         v.sort();
-        let p90 = v.get((v.len() * 9) / 10).copied().unwrap_or(MIN_LEAD);
-        p90.clamp(MIN_LEAD, MAX_LEAD)
+        let low = v.get(v.len() / 4).copied().unwrap_or(MIN_LEAD);
+        low.clamp(MIN_LEAD, MAX_LEAD)
     }
 
     /// When [`Runner::step`] must be called next.
@@ -206,7 +215,12 @@ impl Runner {
                 }
                 let landed = p.out.iter().all(|&c| frozen(c));
                 if !landed && now < p.due + self.bound(p.due) {
-                    p.look = now + LOOK;
+                    p.pause = if now < p.due + YOUNG {
+                        LOOK
+                    } else {
+                        Dur(p.pause.0 * 2).min(LAST_LOOK)
+                    };
+                    p.look = now + p.pause;
                     self.phase = Phase::Freezing(p);
                     return Vec::new();
                 }
@@ -250,6 +264,7 @@ impl Runner {
         self.phase = Phase::Freezing(Pending {
             due,
             look: due,
+            pause: LOOK,
             written: now,
             out,
             inc,
@@ -459,7 +474,10 @@ mod tests {
             "{seen:?}"
         );
         assert_eq!(seen[1].1, Act::Thaw(B));
-        assert!(thawed >= us(2_500) && thawed < us(2_500) + LOOK, "{thawed}");
+        assert!(
+            thawed >= us(2_500) && thawed < us(2_500) + LAST_LOOK,
+            "{thawed}"
+        );
         assert_eq!(r.late, 1);
     }
 }

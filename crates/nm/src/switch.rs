@@ -120,6 +120,14 @@ impl Gate {
         self.release_if_ready(now)
     }
 
+    /// The freeze watcher's thread takes the switching over ([`crate::program`]): nothing is
+    /// waited for or continued any more.
+    pub fn reset(&mut self) {
+        self.freezing.clear();
+        self.held = Release::default();
+        self.pending = None;
+    }
+
     /// When the bound of the switch in progress passes.
     pub fn until(&self) -> Option<Time> {
         self.pending.as_ref().map(|p| p.until)
@@ -156,7 +164,11 @@ impl Gate {
         self.log.late += u64::from(l.frozen.is_none() && !l.outgoing.is_empty());
         self.keep(SwitchTiming {
             at_us: l.due.as_micros(),
-            lead_us: l.due.since(l.frozen_written).as_micros().clamp(0, u32::MAX as i64) as u32,
+            lead_us: l
+                .due
+                .since(l.frozen_written)
+                .as_micros()
+                .clamp(0, u32::MAX as i64) as u32,
             frozen_us: l.frozen.map(us),
             thawed_us: us(l.thawed),
             outgoing: l.outgoing.iter().map(|&(j, _)| j).collect(),

@@ -113,6 +113,11 @@ impl Rotation {
         }
     }
 
+    /// The strobe of the step in force at `t`.
+    pub fn strobe_at(&self, t: Time) -> Option<Strobe> {
+        self.at(t).map(|(s, _)| self.strobe(s))
+    }
+
     /// The strobe of a step.
     pub fn strobe(&self, s: &Step) -> Strobe {
         Strobe {

@@ -479,7 +479,10 @@ pub(super) fn cluster(c: ClusterCmd) -> anyhow::Result<i32> {
                     )
                 })
             };
-            let (t0, f0) = (std::time::Instant::now(), if unfrozen { Some(frozen()?) } else { None });
+            let (t0, f0) = (
+                std::time::Instant::now(),
+                if unfrozen { Some(frozen()?) } else { None },
+            );
             let off = cosched_client::bench::spin_cpu(cpu);
             if let Some(f0) = f0 {
                 let wall = t0.elapsed().as_micros() as i64;
