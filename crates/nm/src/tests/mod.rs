@@ -6,6 +6,7 @@ mod kill;
 mod launch;
 mod pmix;
 mod registration;
+mod rotation;
 mod scheme;
 mod steps;
 mod switch;
