@@ -331,3 +331,20 @@ fn with_the_pmpi_shim_the_node_managers_count_every_mpi_call_the_program_made() 
     }
     drop(c);
 }
+
+/// `MPI_Publish_name` in one MPICH job, `MPI_Lookup_name` in another on another node (through
+/// PMI-1's `publish_name`/`lookup_name` and the machine manager's name service), not found by
+/// another user's job, and gone with its job when left published.
+#[test]
+fn a_name_an_mpich_job_publishes_is_found_by_another_job_on_another_node_only_of_its_user() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = scratch_dir("mpi", "names");
+    let Some(prog) = mpi_names::build(tmp.path(), "mpicc.mpich") else {
+        return;
+    };
+    mpi_names::across_jobs_nodes_and_users(
+        "a_name_an_mpich_job_publishes_is_found_by_another_job_on_another_node_only_of_its_user",
+        tmp.path(),
+        &prog,
+    );
+}

@@ -124,6 +124,22 @@ fn an_open_mpi_program_forms_one_world_of_four_across_two_nodes() {
     }
 }
 
+/// With `pmix_base_async_modex=1` and `pmix_base_collect_data=0`, Open MPI's fence in
+/// `MPI_Init` brings no addresses: each rank fetches a remote peer's by direct modex, which
+/// goes through the machine manager to the peer's node and its helper.
+#[test]
+fn an_open_mpi_job_across_two_nodes_gets_its_peers_addresses_by_direct_modex() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = scratch_dir("pmix", "direct-modex");
+    let Some(ring) = build(tmp.path(), "ring", include_str!("mpi/ring.c")) else {
+        return;
+    };
+    let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "2", "--pes", "2"]);
+    let export = "ALL,OMPI_MCA_pmix_base_async_modex=1,OMPI_MCA_pmix_base_collect_data=0";
+    let id = c.submit(&["-n", "4", "--export", export, ring.to_str().unwrap(), "5"]);
+    assert_ring_of_four(&c, id);
+}
+
 #[test]
 fn mpi_abort_in_an_open_mpi_job_fails_it_naming_the_rank_and_status() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -214,5 +230,26 @@ fn mpi_comm_spawn_under_open_mpi_is_refused_in_the_ranks_own_output() {
             "cosched: rank 0: MPI_Comm_spawn / PMIx_Spawn is not supported by cosched: submit every process of the job at once"
         ),
         "the refusal, in the words of the server, reaches the rank's error output: {err}"
+    );
+}
+
+/// `MPI_Publish_name` in one Open MPI job, `MPI_Lookup_name` in another on another node
+/// (through PMIx and the machine manager's name service), not found by another user's job,
+/// and gone with its job when left published.
+#[test]
+fn a_name_an_open_mpi_job_publishes_is_found_by_another_job_on_another_node_only_of_its_user() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !cosched_pmix::AVAILABLE {
+        notice("skipping the Open MPI test: this cosched was built without OpenPMIx (libpmix-dev)");
+        return;
+    }
+    let tmp = scratch_dir("pmix", "names");
+    let Some(prog) = mpi_names::build(tmp.path(), "mpicc.openmpi") else {
+        return;
+    };
+    mpi_names::across_jobs_nodes_and_users(
+        "a_name_an_open_mpi_job_publishes_is_found_by_another_job_on_another_node_only_of_its_user",
+        tmp.path(),
+        &prog,
     );
 }

@@ -94,29 +94,15 @@ fn open_mpi_passes_the_conformance_set_under_cosched_submit() {
 }
 
 /// What fails for Open MPI under cosched today, and why.
-const OPEN_MPI_KNOWN: &[(&str, &str)] = &[
-    (
-        "onesided",
-        "Open MPI 4.1 picks no one-sided component that works over TCP between hosts \
+const OPEN_MPI_KNOWN: &[(&str, &str)] = &[(
+    "onesided",
+    "Open MPI 4.1 picks no one-sided component that works over TCP between hosts \
          (MPI_Win_create: MPI_ERR_WIN), as under mpirun --mca btl tcp,self",
-    ),
-    (
-        "nameserv",
-        "each node's PMIx helper keeps its own ranks' names: a name published on one node is \
-         not found on the other (the name service through the machine manager is not built)",
-    ),
-];
+)];
 
 /// What fails for MPICH under cosched today, and why.
-const KNOWN: &[(&str, &str)] = &[
-    (
-        "onesided",
-        "Debian's MPICH 4.0.2 (ch4:ucx) gets stale values across MPI_Win_fence on this \
+const KNOWN: &[(&str, &str)] = &[(
+    "onesided",
+    "Debian's MPICH 4.0.2 (ch4:ucx) gets stale values across MPI_Win_fence on this \
          machine, under its own mpiexec as well",
-    ),
-    (
-        "nameserv",
-        "publish/lookup are not served by the PMI-1 server (MPICH: \"expecting \
-         cmd=publish_result, got publish_name_result\")",
-    ),
-];
+)];

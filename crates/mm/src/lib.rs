@@ -16,6 +16,7 @@
 //!   launched into its cgroup, ended with it.
 //! - [`changes`]: a client's change takes effect only once its records are durable.
 //! - [`forecast`]: `queue --forecast`: a copy of the policy run forward from the live jobs.
+//! - [`names`]: the name service across jobs and nodes (`MPI_Publish_name` and kin), per user.
 //! - [`view`]: what clients see (job records, status).
 //! - [`dashboard`]: the read-only web dashboard (`--http`), and what it sees of the core
 //!   (read directly, never a request).
@@ -38,6 +39,7 @@ pub mod dashboard;
 pub mod db;
 pub mod deferral;
 pub mod forecast;
+pub mod names;
 pub mod nodes;
 pub mod rekey;
 pub mod replays;

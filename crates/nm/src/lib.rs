@@ -38,7 +38,8 @@
 //! - [`pmix`]: a job's PMIx helper process, started before its ranks, its fences up the
 //!   tree, its aborts in the job's record; [`worlds`]: ranks that ran as MPI worlds of one,
 //!   reported.
-//! - [`pmi`]: the PMI-1 server for MPI programs.
+//! - [`pmi`]: the PMI-1 server for MPI programs; [`names`]: the ranks' name requests (PMI-1's
+//!   and PMIx's) carried to the machine manager's name service and back.
 //! - [`contain`]: containment of a job's processes (a cgroup v2 per job, or process groups).
 //! - [`bcast`]: the node's end of a file broadcast (writing, checking and handing over copies).
 
@@ -50,6 +51,7 @@ pub mod freeze_watch;
 pub mod kill;
 pub mod launch;
 pub mod monitor;
+pub mod names;
 pub mod pmi;
 pub mod pmix;
 pub mod program;

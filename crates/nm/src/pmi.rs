@@ -6,7 +6,9 @@
 //! answered on the node: `init`, `get_maxes`, `get_appnum`, `get_universe_size`,
 //! `get_my_kvsname`, `put` (kept on the node until the next fence), `get` (from the job's
 //! key–value space as of the last fence, then this node's puts since), `finalize`; `abort`
-//! is the node manager's to carry out (it kills the rank and fails the job).
+//! is the node manager's to carry out (it kills the rank and fails the job);
+//! `publish_name`, `lookup_name` and `unpublish_name` go to the machine manager's name
+//! service ([`Out::Names`]), whose answer becomes the rank's reply ([`NameCmd::reply`]).
 //! A fence (`barrier_in` … `barrier_out`) is a gather up and a broadcast down the tree: once
 //! every local rank has entered it, the node sends its puts up ([`Out::FenceUp`]); the machine
 //! manager answers, once every node of the job has, with the union of all nodes' puts
@@ -19,6 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cosched_core::JobId;
+use cosched_proto::names::{NameAnswer, NameOp};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
@@ -42,6 +45,9 @@ pub enum Out {
     },
     /// The rank called `PMI_Abort` (and waits to be killed, as MPICH's client does).
     Abort { rank: u32, code: i32, msg: String },
+    /// The rank asks the name service (`MPI_Publish_name` and kin); it waits for the reply
+    /// [`NameCmd::reply`] makes of the answer.
+    Names { rank: u32, op: NameOp },
     /// A line that is not PMI-1 (or a command not supported): worth a log line.
     Bad { rank: u32, line: String },
 }
@@ -166,6 +172,30 @@ impl JobPmi {
                 let msg = fields.get("msg").cloned().unwrap_or_default();
                 vec![Out::Abort { rank, code, msg }]
             }
+            "publish_name" | "lookup_name" | "unpublish_name" => {
+                let Some(service) = fields.get("service").cloned() else {
+                    return reply(format!(
+                        "cmd={}_result rc=-1 msg=service_missing",
+                        &cmd[..cmd.len() - 5]
+                    ));
+                };
+                let op = match cmd.as_str() {
+                    "publish_name" => match fields.get("port") {
+                        Some(port) => NameOp::Publish {
+                            names: vec![(service, port.clone())],
+                        },
+                        None => return reply("cmd=publish_result rc=-1 msg=port_missing".into()),
+                    },
+                    "lookup_name" => NameOp::Lookup {
+                        names: vec![service],
+                        wait: false,
+                    },
+                    _ => NameOp::Unpublish {
+                        names: vec![service],
+                    },
+                };
+                vec![Out::Names { rank, op }]
+            }
             other => {
                 // Answer something the client recognises as a failure, so that it does not
                 // wait for ever on a command we do not serve (spawn, publish_name, …).
@@ -192,6 +222,48 @@ impl JobPmi {
             .into_iter()
             .map(|r| Out::Reply(r, "cmd=barrier_out\n".into()))
             .collect()
+    }
+}
+
+/// Which PMI-1 name command an answer of the name service is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameCmd {
+    Publish,
+    Lookup,
+    Unpublish,
+}
+
+impl NameCmd {
+    pub fn of(op: &NameOp) -> NameCmd {
+        match op {
+            NameOp::Publish { .. } => NameCmd::Publish,
+            NameOp::Lookup { .. } => NameCmd::Lookup,
+            NameOp::Unpublish { .. } => NameCmd::Unpublish,
+        }
+    }
+
+    /// The reply line (with its newline) MPICH's client reads: `cmd=publish_result rc=0`,
+    /// `cmd=lookup_result rc=0 port=VALUE`, or `rc=-1` with a `msg` (words joined by `_`:
+    /// PMI-1 values hold no spaces).
+    pub fn reply(self, answer: &NameAnswer) -> String {
+        let cmd = match self {
+            NameCmd::Publish => "publish_result",
+            NameCmd::Lookup => "lookup_result",
+            NameCmd::Unpublish => "unpublish_result",
+        };
+        let failed = |why: &str| format!("cmd={cmd} rc=-1 msg={}\n", why.replace(' ', "_"));
+        match answer {
+            NameAnswer::Done => format!("cmd={cmd} rc=0 msg=success\n"),
+            NameAnswer::Found(found) => match found.first() {
+                Some(f) if self == NameCmd::Lookup => {
+                    format!("cmd={cmd} rc=0 msg=success port={}\n", f.value)
+                }
+                _ => format!("cmd={cmd} rc=0 msg=success\n"),
+            },
+            NameAnswer::NotFound => failed("the name is not published"),
+            NameAnswer::Taken(name) => failed(&format!("{name} is already published")),
+            NameAnswer::Refused(why) => failed(why),
+        }
     }
 }
 
@@ -401,5 +473,65 @@ mod tests {
             "cmd=spawn_result rc=-1 msg=unsupported\n"
         );
         assert!(matches!(p.on_line(4, "garbage"), v if matches!(v[0], Out::Bad { .. })));
+    }
+
+    /// The lines MPICH 4.0.2's client sends for `MPI_Publish_name`, `MPI_Lookup_name` and
+    /// `MPI_Unpublish_name`, and the replies it reads.
+    #[test]
+    fn name_commands_go_to_the_name_service_and_its_answers_become_mpichs_replies() {
+        use cosched_proto::names::FoundName;
+        let mut p = JobPmi::new(JobId(1), 1, &placement()[2..], [4].into());
+        let port = "tag#0$description#n0$port#38113$ifname#10.0.0.1$";
+        let publish = p.on_line(4, &format!("cmd=publish_name service=svc port={port}"));
+        let names = vec![("svc".to_string(), port.to_string())];
+        assert_eq!(
+            publish,
+            vec![Out::Names {
+                rank: 4,
+                op: NameOp::Publish { names }
+            }]
+        );
+        let lookup = p.on_line(4, "cmd=lookup_name service=svc");
+        let Out::Names { op, .. } = &lookup[0] else {
+            panic!("{lookup:?}")
+        };
+        assert_eq!(
+            *op,
+            NameOp::Lookup {
+                names: vec!["svc".into()],
+                wait: false
+            }
+        );
+        let found = NameAnswer::Found(vec![FoundName {
+            name: "svc".into(),
+            value: port.into(),
+            job: JobId(2),
+            rank: 0,
+        }]);
+        assert_eq!(
+            NameCmd::of(op).reply(&found),
+            format!("cmd=lookup_result rc=0 msg=success port={port}\n")
+        );
+        assert_eq!(
+            NameCmd::Lookup.reply(&NameAnswer::NotFound),
+            "cmd=lookup_result rc=-1 msg=the_name_is_not_published\n"
+        );
+        assert_eq!(
+            NameCmd::Publish.reply(&NameAnswer::Taken("svc".into())),
+            "cmd=publish_result rc=-1 msg=svc_is_already_published\n"
+        );
+        let unpublish = p.on_line(4, "cmd=unpublish_name service=svc");
+        let Out::Names { op, .. } = &unpublish[0] else {
+            panic!("{unpublish:?}")
+        };
+        assert_eq!(
+            NameCmd::of(op).reply(&NameAnswer::Done),
+            "cmd=unpublish_result rc=0 msg=success\n"
+        );
+        let bad = p.on_line(4, "cmd=publish_name service=svc");
+        assert_eq!(
+            replies(&bad)[0].1,
+            "cmd=publish_result rc=-1 msg=port_missing\n"
+        );
     }
 }

@@ -16,17 +16,24 @@
 //!    machine manager then kills the other ranks, as for any rank exiting non-zero. The
 //!    rank is answered before the helper's line is written, so its exit may come first: a
 //!    failed exit of a PMIx job's rank is held up to [`ABORT_GRACE`] for its abort.
-//! 4. A helper that exits while the job's ranks run (not because the job is being killed)
+//! 4. A direct modex (a rank's `PMIx_Get` of a remote rank's key the fence did not bring)
+//!    goes through the machine manager to the node of that rank, whose helper gives the
+//!    rank's data, and back ([`NmCore::modex_give`], [`NmCore::modex_have`]).
+//! 5. The ranks' name requests (`PMIx_Publish`, `Lookup`, `Unpublish`) go to the machine
+//!    manager's name service ([`super::names`]) and its answers back to the helper.
+//! 6. A helper that exits while the job's ranks run (not because the job is being killed)
 //!    ends the job, saying so: the ranks could not finish their start-up or fences without it.
 
 use std::collections::BTreeMap;
 
-use cosched_core::{Dur, JobId, Time};
-use cosched_pmix::helper::{FromHelper, RankEnvs, Setup, ToHelper};
+use cosched_core::{Dur, JobId, NodeId, Time};
+use cosched_pmix::helper::{FromHelper, NameRequest, RankEnvs, Setup, ToHelper};
 
 use super::core::{Effect, ExitNote, Level, NmCore};
 use super::launch::{BaseEnv, RankSpec};
+use super::names::Asker;
 use cosched_proto::jobio::Mpi;
+use cosched_proto::names::NameOp;
 use cosched_proto::proto::*;
 
 /// PMIx fence `n` of a job travels as PMI fence `FENCE_BASE + n`: the machine manager
@@ -53,6 +60,11 @@ pub(super) struct JobPmix {
     pub(super) envs: BTreeMap<u32, Vec<(String, String)>>,
     /// Failed exits waiting (until the time) for the rank's abort: (until, launch, exit).
     pub(super) held: Vec<(Time, u64, RankExit)>,
+}
+
+/// The PMIx namespace of `job`, as its ranks and the ranks of other jobs see it.
+pub fn nspace(job: JobId) -> String {
+    format!("cosched.{}", job.0)
 }
 
 /// Lower-case hexadecimal: a fence's bytes as the value of a PMI key.
@@ -128,7 +140,7 @@ impl NmCore {
             err: None,
         };
         let setup = Setup {
-            nspace: format!("cosched.{}", job.0),
+            nspace: nspace(job),
             job_id: job.0.to_string(),
             host: format!("node{me}"),
             nodes,
@@ -233,6 +245,27 @@ impl NmCore {
                 self.log(Level::Warn, format!("job {job} {who}: {explain}"));
             }
             FromHelper::Connected { rank } => j.worlds.reached(rank),
+            FromHelper::Want { tag, rank } => {
+                let run = j.run;
+                self.up(FromNode::ModexWant {
+                    job,
+                    run,
+                    rank,
+                    req: tag,
+                });
+            }
+            FromHelper::Given { from, req, data } => {
+                let run = j.run;
+                self.modex_answer((job, run), NodeId(from), req, data);
+            }
+            FromHelper::Names { tag, rank, request } => {
+                let op = match request {
+                    NameRequest::Publish { names } => NameOp::Publish { names },
+                    NameRequest::Lookup { names, wait } => NameOp::Lookup { names, wait },
+                    NameRequest::Unpublish { names } => NameOp::Unpublish { names },
+                };
+                self.ask_names(job, rank, op, Asker::Helper { tag });
+            }
             FromHelper::Ready { .. } => {}
             FromHelper::Failed { why } => {
                 self.log(Level::Warn, format!("job {job}: PMIx helper: {why}"));
@@ -265,6 +298,51 @@ impl NmCore {
         }
         let msg = ToHelper::FenceDone { seq, data };
         self.push(Effect::ToHelper { job, msg });
+    }
+
+    /// Node `from` wants the data of local rank `rank` of `job` (its direct modex `req`): the
+    /// job's helper gives it, or the request fails at once when the job has none here.
+    pub(super) fn modex_give(&mut self, job: JobId, rank: u32, from: NodeId, req: u64) {
+        match self.jobs.get(&job) {
+            Some(j) if j.pmix.envs.contains_key(&rank) => {
+                let msg = ToHelper::Give {
+                    from: from.0,
+                    req,
+                    rank,
+                };
+                self.push(Effect::ToHelper { job, msg });
+            }
+            j => {
+                let run = j.map_or(0, |j| j.run);
+                let data = Err(cosched_pmix::Status::NOT_FOUND.0);
+                self.modex_answer((job, run), from, req, data);
+            }
+        }
+    }
+
+    /// This node's answer to node `to`'s direct modex `req`, up to the machine manager.
+    fn modex_answer(
+        &mut self,
+        (job, run): (JobId, u32),
+        to: NodeId,
+        req: u64,
+        data: Result<Vec<u8>, i32>,
+    ) {
+        self.up(FromNode::ModexHave {
+            job,
+            run,
+            to,
+            req,
+            data,
+        });
+    }
+
+    /// Another node's answer to the helper's direct modex `req`.
+    pub(super) fn modex_have(&mut self, job: JobId, req: u64, data: Result<Vec<u8>, i32>) {
+        if self.jobs.contains_key(&job) {
+            let msg = ToHelper::Have { tag: req, data };
+            self.push(Effect::ToHelper { job, msg });
+        }
     }
 
     /// A job's helper exited with `code`: while ranks of the job still run and the job is

@@ -14,7 +14,7 @@ pub const REGISTER_RETRY: Dur = Dur::from_millis(100);
 impl NmCore {
     /// The node is in the tree of `epoch`: tells the machine manager (which sends it nothing
     /// before), then repeats every exit it holds, since those sent while it had no parent
-    /// were dropped on the way.
+    /// were dropped on the way, and its unanswered fences and name requests.
     pub(super) fn joined(&mut self, epoch: u64) {
         let incarnation = self.cfg.incarnation;
         self.up(FromNode::Joined { incarnation, epoch });
@@ -35,6 +35,8 @@ impl NmCore {
                 }
             }
         }
+        // So may a name service's answer: the rank still waits for it.
+        ups.extend(self.names_pending());
         for m in ups {
             self.up(m);
         }

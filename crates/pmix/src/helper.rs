@@ -7,9 +7,12 @@
 //! `PMI_FD`, writes [`ToHelper::Setup`], and reads [`FromHelper::Ready`] with each local
 //! rank's environment before it starts any rank. After that the helper reports what the
 //! server asks ([`FromHelper::Fence`] of a job on several nodes, [`FromHelper::Abort`],
-//! [`FromHelper::Connected`], [`FromHelper::Refused`]) and completes fences with what the node
-//! manager sends down ([`ToHelper::FenceDone`]). The node manager closing the socket ends
-//! the helper: the job left the node.
+//! [`FromHelper::Connected`], [`FromHelper::Refused`], the name service's
+//! [`FromHelper::Names`], a direct modex's [`FromHelper::Want`]) and completes fences, name
+//! requests and direct modex with what the node manager sends down ([`ToHelper::FenceDone`],
+//! [`ToHelper::Names`], [`ToHelper::Have`]); it gives its local ranks' data to other nodes
+//! ([`ToHelper::Give`], [`FromHelper::Given`]). The node manager closing the
+//! socket ends the helper: the job left the node.
 //!
 //! The protocol types are plain data so the node manager's core can be tested without a
 //! helper; [`run`] is the helper itself.
@@ -24,7 +27,8 @@ use std::sync::mpsc;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Event, JobLayout, JobNode, ModexReply, Names, OPEN_MPI_OVERSUBSCRIBED, Server, Status,
+    Event, JobLayout, JobNode, LookupReply, ModexReply, OPEN_MPI_OVERSUBSCRIBED, OpReply, Proc,
+    Published, Server, Status,
 };
 
 /// What the helper needs to serve a job on its node.
@@ -65,6 +69,55 @@ pub enum ToHelper {
     FenceFailed {
         seq: u64,
     },
+    /// The name service's answer to the helper's request `tag`.
+    Names {
+        tag: u64,
+        answer: NameResult,
+    },
+    /// The data of another node's rank that the helper's direct modex `tag` asked for, or
+    /// the PMIx status it failed with.
+    Have {
+        tag: u64,
+        data: Result<Vec<u8>, i32>,
+    },
+    /// Node `from` asks for the data of local rank `rank` (its direct modex `req`): answered
+    /// by [`FromHelper::Given`] with the same `from` and `req`.
+    Give {
+        from: u32,
+        req: u64,
+        rank: u32,
+    },
+}
+
+/// A rank's request to the name service, which spans jobs and nodes: the node manager
+/// carries it to the machine manager.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NameRequest {
+    /// `PMIx_Publish` of (name, value) pairs.
+    Publish { names: Vec<(String, String)> },
+    /// `PMIx_Lookup`; `wait`: answered once every name is published (`PMIX_WAIT`).
+    Lookup { names: Vec<String>, wait: bool },
+    /// `PMIx_Unpublish`; no names: all the job's.
+    Unpublish { names: Vec<String> },
+}
+
+/// A name a lookup found: who published it (namespace and rank) and its value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoundName {
+    pub name: String,
+    pub value: String,
+    pub nspace: String,
+    pub rank: u32,
+}
+
+/// The name service's answer, as the rank's call returns it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NameResult {
+    /// Published, withdrawn, or (a lookup) what was found.
+    Done { found: Vec<FoundName> },
+    /// The call fails with this PMIx status (`PMIX_ERR_NOT_FOUND`, `PMIX_ERR_DUPLICATE_KEY`,
+    /// ...); `why` is for the helper's log.
+    Failed { status: i32, why: String },
 }
 
 /// From the helper to the node manager.
@@ -87,6 +140,21 @@ pub enum FromHelper {
     Connected { rank: u32 },
     /// A request the server refused; `explain` is for the job's output.
     Refused { rank: Option<u32>, explain: String },
+    /// Rank `rank` asks the name service; answered by [`ToHelper::Names`] with `tag`.
+    Names {
+        tag: u64,
+        rank: u32,
+        request: NameRequest,
+    },
+    /// A local rank wants the data of rank `rank` of another node (direct modex: a key the
+    /// fence did not bring); answered by [`ToHelper::Have`] with `tag`.
+    Want { tag: u64, rank: u32 },
+    /// The answer to [`ToHelper::Give`].
+    Given {
+        from: u32,
+        req: u64,
+        data: Result<Vec<u8>, i32>,
+    },
 }
 
 impl ToHelper {
@@ -180,7 +248,10 @@ pub fn run(link: std::os::unix::net::UnixStream) -> i32 {
         out,
         fences: BTreeMap::new(),
         next_fence: 0,
-        names: Names::default(),
+        names: BTreeMap::new(),
+        wanted: BTreeMap::new(),
+        giving: BTreeMap::new(),
+        next_tag: 0,
     };
     for msg in rx {
         match msg {
@@ -195,13 +266,39 @@ pub fn run(link: std::os::unix::net::UnixStream) -> i32 {
                     reply.fail(Status::UNREACH);
                 }
             }
+            Msg::Nm(ToHelper::Names { tag, answer }) => {
+                if let Some(waiting) = h.names.remove(&tag) {
+                    waiting.answer(answer);
+                }
+            }
+            Msg::Nm(ToHelper::Have { tag, data }) => {
+                if let Some(reply) = h.wanted.remove(&tag) {
+                    match data {
+                        Ok(d) => reply.ok(&d),
+                        Err(status) => reply.fail(Status(status)),
+                    }
+                }
+            }
+            Msg::Nm(ToHelper::Give { from, req, rank }) => {
+                h.next_tag += 1;
+                let tag = h.next_tag;
+                if let Err(e) = server.local_modex(&setup.nspace, rank, tag) {
+                    eprintln!("cosched pmix-helper: {e}");
+                    let data = Err(Status::NOT_FOUND.0);
+                    h.send(FromHelper::Given { from, req, data });
+                } else {
+                    h.giving.insert(tag, (from, req));
+                }
+            }
             Msg::Nm(ToHelper::Setup(_)) => {}
             Msg::NmGone => break,
         }
     }
-    // Unanswered fences fail (their handles answer an error when dropped) before the server
-    // goes.
+    // Unanswered fences and name requests fail (their handles answer an error when dropped)
+    // before the server goes.
     h.fences.clear();
+    h.names.clear();
+    h.wanted.clear();
     let _ = server.deregister_job(&setup.nspace);
     drop(server);
     let _ = std::fs::remove_dir_all(&setup.dir);
@@ -276,8 +373,47 @@ struct Helper {
     /// Fences sent to the node manager, by sequence number.
     fences: BTreeMap<u64, ModexReply>,
     next_fence: u64,
-    /// Names published by the job's ranks on this node (the name service within the node).
-    names: Names,
+    /// Name requests sent to the node manager, by tag.
+    names: BTreeMap<u64, NameReply>,
+    /// Direct modex requests sent to the node manager, by tag.
+    wanted: BTreeMap<u64, ModexReply>,
+    /// Local ranks' data asked by other nodes, by the server's tag: (node, its request).
+    giving: BTreeMap<u64, (u32, u64)>,
+    /// Tags of requests of all kinds, one numbering.
+    next_tag: u64,
+}
+
+/// A rank's name request waiting for the name service's answer.
+enum NameReply {
+    Op(OpReply),
+    Lookup(LookupReply),
+}
+
+impl NameReply {
+    fn answer(self, answer: NameResult) {
+        match (self, answer) {
+            (NameReply::Op(r), NameResult::Done { .. }) => r.ok(),
+            (NameReply::Lookup(r), NameResult::Done { found }) => {
+                let found: Vec<Published> = found
+                    .into_iter()
+                    .map(|f| Published {
+                        owner: Proc::new(f.nspace, f.rank),
+                        key: f.name,
+                        value: f.value,
+                    })
+                    .collect();
+                r.found(&found)
+            }
+            (NameReply::Op(r), NameResult::Failed { status, why }) => {
+                eprintln!("cosched pmix-helper: name service: {why}");
+                r.fail(Status(status))
+            }
+            (NameReply::Lookup(r), NameResult::Failed { status, why }) => {
+                eprintln!("cosched pmix-helper: name service: {why}");
+                r.fail(Status(status))
+            }
+        }
+    }
 }
 
 impl Helper {
@@ -286,12 +422,26 @@ impl Helper {
         let _ = self.out.write_all(m.line().as_bytes());
     }
 
+    /// Sends rank `rank`'s name request to the node manager; `reply` waits for its answer.
+    fn ask_names(&mut self, rank: u32, request: NameRequest, reply: NameReply) {
+        self.next_tag += 1;
+        let tag = self.next_tag;
+        self.names.insert(tag, reply);
+        self.send(FromHelper::Names { tag, rank, request });
+    }
+
     fn on_event(&mut self, ev: Event) {
         match ev {
             Event::ClientConnected { client } => {
                 self.send(FromHelper::Connected { rank: client.rank })
             }
-            Event::ClientFinalized { .. } | Event::LocalModex { .. } => {}
+            Event::ClientFinalized { .. } => {}
+            Event::LocalModex { tag, result, .. } => {
+                if let Some((from, req)) = self.giving.remove(&tag) {
+                    let data = result.map_err(|s| s.0);
+                    self.send(FromHelper::Given { from, req, data });
+                }
+            }
             Event::Fence { data, reply, .. } => {
                 if self.alone {
                     reply.ok(&data);
@@ -302,9 +452,17 @@ impl Helper {
                 self.fences.insert(seq, reply);
                 self.send(FromHelper::Fence { seq, data });
             }
-            // Every fence collects the job's data, so a rank's data is here once its fence
-            // completed; the direct modex across nodes is not served yet.
-            Event::DirectModex { reply, .. } => reply.fail(Status::NOT_FOUND),
+            // A key the fence did not bring (Open MPI with `pmix_base_async_modex=1`): the node
+            // manager asks the rank's node, whose helper answers with its local data.
+            Event::DirectModex { target, reply } => {
+                self.next_tag += 1;
+                let tag = self.next_tag;
+                self.wanted.insert(tag, reply);
+                self.send(FromHelper::Want {
+                    tag,
+                    rank: target.rank,
+                });
+            }
             Event::Abort {
                 client,
                 status,
@@ -315,22 +473,26 @@ impl Helper {
                 status,
                 message,
             }),
+            // Every range is the user's: the machine manager keeps one name space per user
+            // across jobs and nodes.
             Event::Publish {
                 client,
                 names,
                 reply,
                 ..
             } => {
-                self.names.publish(&client, names);
-                reply.ok();
+                let request = NameRequest::Publish { names };
+                self.ask_names(client.rank, request, NameReply::Op(reply))
             }
-            Event::Lookup { keys, reply, .. } => {
-                let found = self.names.find(&keys);
-                if found.is_empty() {
-                    reply.fail(Status::NOT_FOUND);
-                } else {
-                    reply.found(&found);
-                }
+            Event::Lookup {
+                client,
+                keys,
+                wait,
+                reply,
+                ..
+            } => {
+                let request = NameRequest::Lookup { names: keys, wait };
+                self.ask_names(client.rank, request, NameReply::Lookup(reply))
             }
             Event::Unpublish {
                 client,
@@ -338,8 +500,8 @@ impl Helper {
                 reply,
                 ..
             } => {
-                self.names.unpublish(&client, &keys);
-                reply.ok();
+                let request = NameRequest::Unpublish { names: keys };
+                self.ask_names(client.rank, request, NameReply::Op(reply))
             }
             Event::Refused { client, request } => self.send(FromHelper::Refused {
                 rank: client.map(|c| c.rank),

@@ -17,6 +17,8 @@ impl Status {
     pub const NOT_SUPPORTED: Status = Status(-47);
     /// A lookup found some of the names only.
     pub const PARTIAL_SUCCESS: Status = Status(-52);
+    /// A publish of a name that is already published.
+    pub const DUPLICATE_KEY: Status = Status(-53);
 }
 
 impl std::fmt::Display for Status {

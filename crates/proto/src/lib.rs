@@ -9,6 +9,7 @@
 //!   machine manager compares, staged names, the scratch directory); the ends themselves are
 //!   in `cosched-client`, `cosched-mm` and `cosched-nm`.
 //! - [`jobio`]: a job's environment (`--export`, node list) and output file patterns.
+//! - [`names`]: the name service's requests and answers (`MPI_Publish_name` and kin).
 //! - [`start_conditions`]: start conditions: dependencies, begin times, job arrays and their
 //!   throttle (said by the client, enforced by the machine manager).
 //! - [`config`]: the cluster's configuration file (nodes, partitions, head, key, timeouts).
@@ -24,6 +25,7 @@ pub mod bcast;
 pub mod config;
 pub mod dir;
 pub mod jobio;
+pub mod names;
 pub mod proto;
 pub mod rotation;
 pub mod start_conditions;

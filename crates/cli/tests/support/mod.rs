@@ -65,6 +65,7 @@ pub fn job_id(stdout: &str) -> u64 {
 }
 pub mod cluster;
 pub mod marks;
+pub mod mpi_names;
 pub mod slurm_site;
 pub mod user;
 

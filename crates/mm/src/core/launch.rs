@@ -216,6 +216,12 @@ impl Core {
 
     /// The nodes of a live job's or running step's PMI world.
     pub(super) fn fence_nodes(&self, job: JobId) -> Option<BTreeSet<NodeId>> {
+        let placement = self.world_placement(job)?;
+        Some(placement.iter().map(|p| p.node).collect())
+    }
+
+    /// Where the ranks of a live job or running step run.
+    pub(super) fn world_placement(&self, job: JobId) -> Option<&[Placement]> {
         let (id, step) = match unit_step(job) {
             Some((id, k)) => (id, Some(k)),
             None => (job, None),
@@ -224,16 +230,12 @@ impl Core {
         if !self.ledger.entry(i).is_live() {
             return None;
         }
-        let placement = match step {
-            None => &self.side[i].placement,
+        match step {
+            None => Some(&self.side[i].placement),
             Some(k) => {
                 let st = self.side[i].steps.iter().find(|s| s.id == k)?;
-                if st.state.is_final() {
-                    return None;
-                }
-                &st.placement
+                (!st.state.is_final()).then_some(&st.placement[..])
             }
-        };
-        Some(placement.iter().map(|p| p.node).collect())
+        }
     }
 }

@@ -28,6 +28,8 @@ use cosched_proto::proto::*;
 
 mod ends;
 mod launch;
+mod modex;
+mod names;
 mod recovery;
 mod signals;
 mod submit;
@@ -341,6 +343,8 @@ pub struct Core {
     pub(super) pending: BTreeMap<(JobId, NodeId), Pending>,
     /// The PMI fence each MPI job is in (until the job ends).
     fences: BTreeMap<JobId, Fence>,
+    /// The name service's table (`MPI_Publish_name` and kin; see [`crate::names`]).
+    names: crate::names::Names,
     /// Live jobs not yet given to the policy: their dependencies, begin time or array
     /// throttle hold them back (ledger phase Future; see [`super::deferral`]).
     pub(super) deferred: BTreeSet<Ix>,
@@ -421,6 +425,7 @@ impl Core {
             epoch: 0,
             pending: BTreeMap::new(),
             fences: BTreeMap::new(),
+            names: Default::default(),
             deferred: BTreeSet::new(),
             completing: BTreeMap::new(),
             last_now: now,
@@ -556,6 +561,26 @@ impl Core {
                         });
                     }
                 }
+                FromNode::Names {
+                    job,
+                    run,
+                    rank,
+                    req,
+                    op,
+                } => self.names_asked(from, (job, run, rank), req, op),
+                FromNode::ModexWant {
+                    job,
+                    run,
+                    rank,
+                    req,
+                } => self.modex_want(from, (job, run), rank, req),
+                FromNode::ModexHave {
+                    job,
+                    run,
+                    to,
+                    req,
+                    data,
+                } => self.modex_have((job, run), to, req, data),
             },
             Input::Heard(node) => self.heard(now, node),
         }

@@ -1,5 +1,5 @@
-//! What a job carries through its life: time limits, PMI fences, its environment across a
-//! restart, and the dependencies, arrays and begin times that hold it back.
+//! What a job carries through its life: time limits, PMI fences and direct modex, its
+//! environment across a restart, and the dependencies, arrays and begin times that hold it back.
 
 use super::*;
 
@@ -418,4 +418,65 @@ fn a_deferred_job_stays_deferred_across_a_restart() {
     assert!(c.next_wake() <= t(100));
     let l = launch_msgs(&c.step(t(100)));
     assert_eq!(l.iter().map(|l| l.job.0).collect::<Vec<_>>(), [1]);
+}
+
+/// The messages of `effects` for the nodes, with their destinations.
+fn sent_to(effects: Vec<Effect>) -> Vec<(Vec<NodeId>, ToNode)> {
+    effects
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Send { to, msg } => Some((to, msg)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_direct_modex_want_goes_to_the_node_of_the_rank_and_its_answer_back() {
+    let fcfs = crate::build_policy("fcfs", 3, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 3, 2);
+    submit(&mut c, t(1), 4); // ranks 0, 1 on node 0; 2, 3 on node 1
+    c.step(t(1));
+    let from = |c: &mut Core, node, msg| {
+        c.on(
+            t(2),
+            Input::FromNode {
+                from: NodeId(node),
+                msg,
+            },
+        );
+        sent_to(c.step(t(2)))
+    };
+    let want = |rank, req| FromNode::ModexWant {
+        job: JobId(1),
+        run: 1,
+        rank,
+        req,
+    };
+    let out = from(&mut c, 0, want(2, 4));
+    assert!(
+        matches!(&out[..], [(to, ToNode::ModexWant { job: JobId(1), rank: 2, from: NodeId(0), req: 4 })]
+            if to == &[NodeId(1)]),
+        "{out:?}"
+    );
+    let have = FromNode::ModexHave {
+        job: JobId(1),
+        run: 1,
+        to: NodeId(0),
+        req: 4,
+        data: Ok(vec![5]),
+    };
+    let out = from(&mut c, 1, have);
+    assert!(
+        matches!(&out[..], [(to, ToNode::ModexHave { job: JobId(1), req: 4, data: Ok(d) })]
+            if to == &[NodeId(0)] && d == &[5]),
+        "{out:?}"
+    );
+    // No such rank: the asking node is answered at once.
+    let out = from(&mut c, 0, want(9, 5));
+    assert!(
+        matches!(&out[..], [(to, ToNode::ModexHave { req: 5, data: Err(-46), .. })]
+            if to == &[NodeId(0)]),
+        "{out:?}"
+    );
 }

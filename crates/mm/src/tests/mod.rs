@@ -11,6 +11,7 @@ mod ends;
 mod job_steps;
 mod jobs;
 mod liveness;
+mod names;
 mod node_admin;
 mod policy_decisions;
 mod registration;
@@ -110,6 +111,11 @@ fn join(c: &mut Core, now: Time, n: u32, incarnation: u64) {
 }
 
 fn submit(c: &mut Core, now: Time, procs: u32) {
+    submit_as(c, now, procs, None)
+}
+
+/// A job of `procs` ranks submitted by root, as `user` when given.
+fn submit_as(c: &mut Core, now: Time, procs: u32, user: Option<u32>) {
     let request = Request::Submit(Box::new(SubmitRequest {
         mem: None,
         procs,
@@ -118,7 +124,7 @@ fn submit(c: &mut Core, now: Time, procs: u32) {
         name: None,
         cmd: vec!["work".into()],
         cwd: "/".into(),
-        user: None,
+        user,
         io: Default::default(),
         sched: Default::default(),
         layout: None,

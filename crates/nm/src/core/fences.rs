@@ -1,4 +1,5 @@
-//! PMI fences gathered up the tree, and what the node's PMI servers ask for.
+//! PMI fences gathered up the tree, and what the node's PMI servers ask for (the name
+//! service's requests go on in [`crate::names`]).
 
 use super::*;
 
@@ -22,6 +23,10 @@ impl NmCore {
                 Out::Reply(rank, line) => self.push(Effect::PmiReply { job, rank, line }),
                 Out::FenceUp { seq, puts } => self.fence_up(job, seq, puts),
                 Out::Abort { rank, code, msg } => self.pmi_abort(job, rank, code, &msg),
+                Out::Names { rank, op } => {
+                    let cmd = crate::pmi::NameCmd::of(&op);
+                    self.ask_names(job, rank, op, crate::names::Asker::Pmi1 { cmd })
+                }
                 Out::Bad { rank, line } => self.log(
                     Level::Warn,
                     format!("job {job} rank {rank}: PMI line not served: {line:?}"),

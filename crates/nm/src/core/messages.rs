@@ -119,6 +119,14 @@ impl NmCore {
                     self.pmi_out(job, out);
                 }
             }
+            ToNode::Names { req, answer } => self.names_answered(req, answer),
+            ToNode::ModexWant {
+                job,
+                rank,
+                from,
+                req,
+            } => self.modex_give(job, rank, from, req),
+            ToNode::ModexHave { job, req, data } => self.modex_have(job, req, data),
             ToNode::FetchMonitor { req } => {
                 let scheme = self.nsched.scheme().name().to_string();
                 let events = self.nsched.events();

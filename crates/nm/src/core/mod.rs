@@ -469,6 +469,8 @@ pub struct NmCore {
     /// Launches whose ranks wait for their job's PMIx helper to be ready: set aside, so the
     /// next launch's chain goes on meanwhile ([`super::pmix`]).
     pub(super) helper_waits: Vec<Launching>,
+    /// The ranks' name requests waiting for the machine manager's answer.
+    pub(super) names: crate::names::NameRequests,
     /// Launches whose helper answered while another chain was under way: their ranks start
     /// next, before any launch not yet begun.
     pub(super) resumable: VecDeque<Launching>,
@@ -518,6 +520,7 @@ impl NmCore {
             launches: 0,
             launching: None,
             helper_waits: Vec::new(),
+            names: Default::default(),
             resumable: VecDeque::new(),
             kills: Vec::new(),
             owners: HashMap::new(),

@@ -4,6 +4,7 @@
 
 mod kill;
 mod launch;
+mod names;
 mod pmix;
 mod registration;
 mod rotation;

@@ -660,3 +660,93 @@ fn a_launch_set_aside_lets_go_of_its_setup_when_its_job_is_killed_or_forgotten_m
     assert_eq!((spawned(&fx), setups_done(&fx)), (vec![], vec![(6, 2)]));
     assert!(n.setups.is_empty(), "{:?}", n.setups);
 }
+
+#[test]
+fn a_direct_modex_goes_to_the_ranks_node_and_the_data_its_helper_gives_comes_back() {
+    let mut n = node();
+    n.tree(
+        ms(10),
+        launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Auto, &[(2, 0), (3, 1)]),
+    );
+    n.on(ms(20), ready(5, &[0, 1]));
+    let helper = |msg| Input::Helper {
+        job: JobId(5),
+        launch: 1,
+        msg,
+    };
+    let to_helper = |fx: &[Effect]| -> Vec<ToHelper> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::ToHelper { job: JobId(5), msg } => Some(msg.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // A local rank wants rank 2's data, which node 1 holds.
+    let fx = n.on(ms(30), helper(FromHelper::Want { tag: 4, rank: 2 }));
+    assert!(
+        ups(&fx).iter().any(|m| matches!(
+            m,
+            FromNode::ModexWant {
+                job: JobId(5),
+                run: 1,
+                rank: 2,
+                req: 4
+            }
+        )),
+        "{fx:?}"
+    );
+    let data = Ok(vec![9, 8]);
+    let fx = n.tree(
+        ms(40),
+        ToNode::ModexHave {
+            job: JobId(5),
+            req: 4,
+            data: data.clone(),
+        },
+    );
+    assert_eq!(to_helper(&fx), [ToHelper::Have { tag: 4, data }]);
+    // Node 1 wants local rank 1's data: the helper gives it, and it goes up for node 1.
+    let want = |rank, req| ToNode::ModexWant {
+        job: JobId(5),
+        rank,
+        from: NodeId(1),
+        req,
+    };
+    let fx = n.tree(ms(50), want(1, 8));
+    assert_eq!(
+        to_helper(&fx),
+        [ToHelper::Give {
+            from: 1,
+            req: 8,
+            rank: 1
+        }]
+    );
+    let given = FromHelper::Given {
+        from: 1,
+        req: 8,
+        data: Ok(vec![7]),
+    };
+    let fx = n.on(ms(60), helper(given));
+    let have = |fx: &[Effect]| -> Vec<(NodeId, u64, Result<Vec<u8>, i32>)> {
+        ups(fx)
+            .into_iter()
+            .filter_map(|m| match m {
+                FromNode::ModexHave {
+                    job: JobId(5),
+                    run: 1,
+                    to,
+                    req,
+                    data,
+                } => Some((to, req, data)),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(have(&fx), [(NodeId(1), 8, Ok(vec![7]))]);
+    // A rank this node does not run: the request fails at once instead of waiting.
+    let fx = n.tree(ms(70), want(3, 9));
+    assert!(to_helper(&fx).is_empty());
+    let not_found = cosched_pmix::Status::NOT_FOUND.0;
+    assert_eq!(have(&fx), [(NodeId(1), 9, Err(not_found))]);
+}

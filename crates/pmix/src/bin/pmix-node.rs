@@ -570,13 +570,22 @@ impl Node {
 
 fn main() -> ExitCode {
     let args = parse_args();
-    let dir = std::env::temp_dir().join(format!("pmix-node.{}", std::process::id()));
-    if let Err(e) = std::fs::create_dir(&dir) {
-        eprintln!("pmix-node: cannot create {}: {e}", dir.display());
-        return ExitCode::from(2);
-    }
-    let result = run(args, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
+    // A fresh directory of a random name, not one named after the pid: a run killed before
+    // its cleanup leaves its directory behind, and a later run given the same pid must not
+    // fail on it.
+    let dir = match tempfile::Builder::new().prefix("pmix-node.").tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            let parent = std::env::temp_dir();
+            eprintln!(
+                "pmix-node: cannot create a directory in {}: {e}",
+                parent.display()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let result = run(args, dir.path());
+    drop(dir);
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {

@@ -234,6 +234,25 @@ pub enum ToNode {
     BcastAbort {
         id: u32,
     },
+    /// The name service's answer to the node's request `req` ([`FromNode::Names`]).
+    Names {
+        req: u64,
+        answer: crate::names::NameAnswer,
+    },
+    /// Node `from` wants the PMIx data of local rank `rank` of `job` for its request `req`
+    /// ([`FromNode::ModexWant`]); answer with [`FromNode::ModexHave`].
+    ModexWant {
+        job: JobId,
+        rank: u32,
+        from: NodeId,
+        req: u64,
+    },
+    /// The answer to this node's [`FromNode::ModexWant`] `req`.
+    ModexHave {
+        job: JobId,
+        req: u64,
+        data: Result<Vec<u8>, i32>,
+    },
 }
 
 impl ToNode {
@@ -316,6 +335,36 @@ pub enum FromNode {
         run: u32,
         rank: u32,
         warning: String,
+    },
+    /// Rank `rank` of run `run` of `job` asks the name service (`MPI_Publish_name` and kin,
+    /// through PMI-1 or PMIx): the machine manager answers this node with
+    /// [`ToNode::Names`] under the node's request number `req`. Repeated when the node
+    /// rejoins the tree before the answer came.
+    Names {
+        job: JobId,
+        run: u32,
+        rank: u32,
+        req: u64,
+        op: crate::names::NameOp,
+    },
+    /// A rank of `job` on this node wants the PMIx data of rank `rank` (direct modex: a key
+    /// its fence did not bring): the machine manager passes it on to the node that runs
+    /// `rank` ([`ToNode::ModexWant`]); the answer comes back as [`ToNode::ModexHave`] with
+    /// `req`.
+    ModexWant {
+        job: JobId,
+        run: u32,
+        rank: u32,
+        req: u64,
+    },
+    /// This node's answer to [`ToNode::ModexWant`]: the rank's data for node `to`, or the
+    /// PMIx status the request failed with.
+    ModexHave {
+        job: JobId,
+        run: u32,
+        to: NodeId,
+        req: u64,
+        data: Result<Vec<u8>, i32>,
     },
 }
 
