@@ -610,12 +610,13 @@ fn fcs_classification_scenario_on_real_processes_matches_the_simulator() {
 /// held by other work and frozen again before it got it is counted runnable while its cgroup
 /// reads frozen (`benches/freeze-thaw-wait.c`).
 ///
-/// Ignored: at load 9 (other engineers' builds) with the dev binary, `run_s` came out 3.3 and
-/// 3.7 % above the longest rank's count. The rank starts its count in its `main`, after an
-/// exec and a start-up that the job's run time includes (a 100-MB dev binary, on a
-/// loaded machine, takes a good part of a second to start).
+/// Ignored: at load 9 (other engineers' builds) with the dev binary, `run_s` came out 3.3,
+/// 3.7 and 11.6 % above the longest rank's count. Part of it: the rank starts its count in
+/// its `main`, after an exec and a start-up that the job's run time includes (a 100-MB dev
+/// binary, on a loaded machine, takes a good part of a second to start); the rest is not
+/// explained yet.
 #[test]
-#[ignore = "the rank's own count misses its start-up, which on a loaded machine is more than 2 % of the run"]
+#[ignore = "on a loaded machine acct books 3–12 % more than the ranks count (their start-up, and more not explained yet)"]
 fn gang_accounting_equals_the_ranks_unfrozen_time_at_10_ms_quanta() {
     let c = Cluster::up(
         "nodesched",
