@@ -349,6 +349,8 @@ mod tests {
             mem: None,
             spread: None,
             steps: Vec::new(),
+            partition: None,
+            tasks: None,
             record,
             state,
             name: "j".into(),

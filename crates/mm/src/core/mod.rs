@@ -226,6 +226,10 @@ pub struct Side {
     pub mem: Option<MemLimit>,
     /// Where its tasks may go by node (`-N`, `--nodelist`, …), which the policy honours.
     pub spread: Option<Box<Spread>>,
+    /// The partition it runs in.
+    pub partition: Option<String>,
+    /// Its tasks when fewer than its ranks (`--exclusive`: whole nodes).
+    pub tasks: Option<u32>,
     /// Where its ranks run (empty until it is given PEs, and again after a requeue).
     pub placement: Vec<Placement>,
     /// Exit code per rank, `None` while it runs.
@@ -304,6 +308,8 @@ pub struct Core {
     pub(super) ledger: Ledger,
     /// Side table, by ledger position.
     pub(super) side: Vec<Side>,
+    /// The configuration's partitions and node features (see [`crate::partitions`]).
+    pub(super) partitions: crate::partitions::Partitions,
     /// Jobs not ended, by ledger position.
     pub(super) live: BTreeSet<Ix>,
     /// The live jobs that hold PEs (have a placement): the only ones with a time limit
@@ -398,6 +404,7 @@ impl Core {
         // Stopped processes cannot move: the ledger refuses a preempted job restarted elsewhere.
         let ledger = Ledger::new(policy.name(), shape, false);
         let mut core = Core {
+            partitions: Default::default(),
             shape,
             policy,
             ledger,

@@ -67,6 +67,8 @@ impl Core {
                 sched: info.sched.clone(),
                 mem: info.mem,
                 spread: info.spread.clone(),
+                partition: info.partition.clone(),
+                tasks: info.tasks,
                 placement: info.placement.clone(),
                 ranks: crate::steps::expected_ranks(&info.placement, info.io.batch),
                 error: info.error.clone(),

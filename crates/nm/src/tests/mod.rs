@@ -293,6 +293,7 @@ fn launch(job: u64, run: u32, ranks: &[(u32, u32)], stopped: bool) -> ToNode {
         placement: vec![Placement {
             node: NodeId(0),
             ranks: ranks.to_vec(),
+            extra_pes: Vec::new(),
         }],
         run,
         within: None,

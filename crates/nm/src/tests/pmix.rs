@@ -33,6 +33,7 @@ fn launch_mpi(job: u64, ranks: &[(u32, u32)], mpi: Mpi, others: &[(u32, u32)]) -
         l.placement.push(Placement {
             node: NodeId(1),
             ranks: others.to_vec(),
+            extra_pes: Vec::new(),
         });
         l.size += others.len() as u32;
     }

@@ -101,8 +101,28 @@ pub enum RegisterReply {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     pub node: NodeId,
-    /// `(rank, local PE index)`.
+    /// `(rank, local PE index)`: each rank and its (first) PE.
     pub ranks: Vec<(u32, u32)>,
+    /// `(rank, local PE index)` of the PEs a rank holds beside its first, with
+    /// `--cpus-per-task` (empty: one PE to a rank).
+    #[serde(default)]
+    pub extra_pes: Vec<(u32, u32)>,
+}
+
+impl Placement {
+    /// Every PE it holds on its node.
+    pub fn pes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.ranks.iter().chain(&self.extra_pes).map(|&(_, pe)| pe)
+    }
+
+    /// The PEs rank `rank` holds here, its first one first.
+    pub fn pes_of(&self, rank: u32) -> impl Iterator<Item = u32> + '_ {
+        self.ranks
+            .iter()
+            .chain(&self.extra_pes)
+            .filter(move |&&(r, _)| r == rank)
+            .map(|&(_, pe)| pe)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -129,6 +129,9 @@ impl ManagerArgs {
             nodes,
             pes,
             names: conf.map(ClusterConfig::node_names).unwrap_or_default(),
+            partitions: conf
+                .map(cosched_mm::partitions::Partitions::of)
+                .unwrap_or_default(),
             config: conf.map(|c| c.path.clone()),
             policy_options,
             policy: self
