@@ -5,6 +5,8 @@
 //! It drives the very policy code the simulator drives, through the same job ledger, so a
 //! real run and its simulation can be compared job by job. One concern per module:
 //!
+//! - [`announce`]: the gang rotation announced ahead (a copy of the policy run through its
+//!   timers), and whether the real policy follows it.
 //! - [`core`]: the sans-IO core — inputs in, effects out, time passed in; the job lifecycle on
 //!   the ledger and the policy's instants.
 //! - [`nodes`]: node membership, heartbeats and failure detection, registration reconciliation.
@@ -31,6 +33,7 @@
 //! processes get SIGTERM, then SIGKILL after `kill_wait`; all the stops, continues and kills
 //! of one step travel as one multi-context-switch message.
 
+pub mod announce;
 pub mod bcast;
 pub mod changes;
 pub mod core;

@@ -79,6 +79,7 @@ impl Core {
                 forgotten: false,
                 record_bytes: 0,
                 runs_on: BTreeSet::new(),
+                runs_at: Time::ZERO,
                 steps: info.steps.clone(),
             };
             let req = request_of(&info.id(), info.record.submit, info.procs(), &side);

@@ -135,6 +135,7 @@ impl Core {
             forgotten: false,
             record_bytes: 0,
             runs_on: BTreeSet::new(),
+            runs_at: Time::ZERO,
             steps: Vec::new(),
         };
         Ok((request_of(&id, now, procs, &side), side))

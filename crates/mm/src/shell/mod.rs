@@ -577,8 +577,8 @@ impl Shell {
                     let payload = msg.payload(stamp(&self.root));
                     self.root.xfer(&Dest::All, None, payload);
                 }
-                Effect::Heartbeat { seq, strobe } => {
-                    let payload = ToNode::Heartbeat { seq, strobe }.payload(stamp(&self.root));
+                Effect::Heartbeat { seq, rotation } => {
+                    let payload = ToNode::Heartbeat { seq, rotation }.payload(stamp(&self.root));
                     self.root
                         .xfer(&Dest::All, Some((VAR_HEARTBEAT, seq)), payload);
                     self.root.compare(

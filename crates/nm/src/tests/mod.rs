@@ -7,6 +7,7 @@ mod launch;
 mod names;
 mod pmix;
 mod registration;
+mod rotation;
 mod scheme;
 mod steps;
 mod switch;
@@ -26,6 +27,11 @@ use super::scheme::NodeSchemeConfig;
 use cosched_proto::proto::*;
 
 /// `ms` milliseconds into the test.
+/// A gang rotation that stands still at `s` (a strobe taken at once).
+fn still(s: Strobe) -> cosched_proto::rotation::Rotation {
+    cosched_proto::rotation::Rotation::still(Time::ZERO, s)
+}
+
 fn ms(ms: i64) -> Time {
     Time::from_micros(ms * 1_000)
 }

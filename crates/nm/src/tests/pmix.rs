@@ -520,11 +520,11 @@ fn a_slow_helper_does_not_delay_another_jobs_signals_or_strobe() {
     // The strobe puts job 4 in the matrix and running: it is continued at once.
     let fx = n.tree(
         ms(40),
-        ToNode::Strobe(Strobe {
+        ToNode::Rotation(still(Strobe {
             slot: Some(0),
             rows: vec![(JobId(4), 0), (JobId(5), 1)],
             running: vec![JobId(4)],
-        }),
+        })),
     );
     assert_eq!(signals(&fx), [(pid, libc::SIGCONT)]);
     assert!(spawned(&fx).is_empty(), "job 5 still waits for its helper");
