@@ -20,6 +20,9 @@
 //! - [`util`]: clock, atomic files, signals, accounts, logging.
 //! - [`dir`]: directories a root daemon works in, held open; files in them made without
 //!   following links; its own directories checked before use.
+//!
+//! No `unsafe` outside `sys`, the C library calls no safe wrapper offers.
+#![deny(unsafe_code)]
 
 pub mod bcast;
 pub mod config;
@@ -30,6 +33,7 @@ pub mod proto;
 pub mod rotation;
 pub mod start_conditions;
 pub mod state_dir;
+mod sys;
 pub mod user_key;
 pub mod util;
 pub mod views;

@@ -28,21 +28,7 @@ pub fn user_name(uid: u32) -> String {
 
 /// A group's name, else the gid as text.
 pub fn group_name(gid: u32) -> String {
-    let mut buf = vec![0 as libc::c_char; 16 << 10];
-    // SAFETY: getgrgid_r writes into `gr` and `buf` (of the length given) only; the name is
-    // read before `buf` goes.
-    unsafe {
-        let mut gr: libc::group = std::mem::zeroed();
-        let mut out: *mut libc::group = std::ptr::null_mut();
-        if libc::getgrgid_r(gid, &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) != 0
-            || out.is_null()
-        {
-            return gid.to_string();
-        }
-        std::ffi::CStr::from_ptr(gr.gr_name)
-            .to_string_lossy()
-            .into_owned()
-    }
+    cosched_proto::util::group_name(gid).unwrap_or_else(|| gid.to_string())
 }
 
 /// The uid of a user name (or of a number).
@@ -50,19 +36,7 @@ pub fn uid_of(name: &str) -> Option<u32> {
     if let Ok(n) = name.parse() {
         return Some(n);
     }
-    let c = std::ffi::CString::new(name).ok()?;
-    let mut buf = vec![0 as libc::c_char; 16 << 10];
-    // SAFETY: getpwnam_r writes into `pw` and `buf` (of the length given) only.
-    unsafe {
-        let mut pw: libc::passwd = std::mem::zeroed();
-        let mut out: *mut libc::passwd = std::ptr::null_mut();
-        if libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) != 0
-            || out.is_null()
-        {
-            return None;
-        }
-        Some(pw.pw_uid)
-    }
+    cosched_proto::util::uid_of_name(name)
 }
 
 /// This process's uid (the caller of `--me`, and the owner for sacct's default).
