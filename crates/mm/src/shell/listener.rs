@@ -453,7 +453,7 @@ mod hello_tests {
     }
 
     /// A user's hello opens only with the credential of the uid it claims, and is answered
-    /// with that credential; a cluster-key hello opens as before.
+    /// with that credential; a cluster-key hello still opens with the cluster key.
     #[test]
     fn a_user_hello_opens_only_with_its_uids_credential() {
         let cluster = Key::from_bytes([5; 32]);
