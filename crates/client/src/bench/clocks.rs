@@ -3,6 +3,7 @@
 //! which records when it was stopped.
 
 use cosched_core::Dur;
+use rustix::time::{ClockId, clock_gettime};
 
 /// Off-CPU stretches of a spinning rank shorter than this are not kept (a timer interrupt,
 /// a page fault): a gang switch stops a rank for far longer.
@@ -15,16 +16,11 @@ pub const GAP: Dur = Dur::from_micros(20);
 /// of the loop's few microseconds: when a switch really stopped and continued it.
 pub fn spin_cpu(cpu: Dur) -> Vec<(i64, i64)> {
     let clock = |id| {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes one timespec.
-        unsafe { libc::clock_gettime(id, &mut ts) };
+        let ts = clock_gettime(id);
         ts.tv_sec * 1_000_000 + ts.tv_nsec / 1_000
     };
-    let used = || clock(libc::CLOCK_PROCESS_CPUTIME_ID);
-    let mono = || clock(libc::CLOCK_MONOTONIC);
+    let used = || clock(ClockId::ProcessCPUTime);
+    let mono = || clock(ClockId::Monotonic);
     let start = used();
     let mut gaps = Vec::new();
     let mut seen = mono();
@@ -97,7 +93,6 @@ pub(super) fn cpu_ms(pid: i32) -> f64 {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
         + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
     ticks * 1e3 / hz
 }
