@@ -224,6 +224,39 @@ fn an_mpi_abort_fails_the_job_with_the_aborting_ranks_status_and_message() {
     );
 }
 
+/// A PMIx abort goes up as the helper reports it, before the rank (acknowledged) exits: the
+/// other ranks fail only after that exit, and their failures must not name the job's.
+#[test]
+fn a_pmix_abort_goes_up_before_the_rank_exits() {
+    let mut n = node();
+    n.tree(ms(10), launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Auto, &[]));
+    n.on(ms(20), ready(5, &[0, 1]));
+    let said = Input::Helper {
+        job: JobId(5),
+        launch: 1,
+        msg: FromHelper::Abort {
+            rank: 1,
+            status: 7,
+            message: "N/A".into(),
+        },
+    };
+    let fx = n.on(ms(30), said);
+    let notices: Vec<(u32, RankExit)> = ups(&fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            FromNode::Aborted { job, run, exit } if job == JobId(5) => Some((run, exit)),
+            _ => None,
+        })
+        .collect();
+    let exit = RankExit {
+        rank: 1,
+        code: Some(7),
+        error: Some("MPI_Abort with status 7: N/A".into()),
+        oom: false,
+    };
+    assert_eq!(notices, [(1, exit)]);
+}
+
 #[test]
 fn a_helper_that_exits_while_ranks_run_ends_the_job_saying_why() {
     let mut n = node();
