@@ -378,14 +378,14 @@ fn a_pmi_abort_goes_up_before_the_rank_is_killed() {
             line: "cmd=abort exitcode=7 msg=gives_up".into(),
         },
     );
+    let want = RankExit {
+        rank: 1,
+        code: Some(7),
+        error: Some("MPI_Abort with status 7: gives_up".into()),
+        oom: false,
+    };
     let notice = fx.iter().position(|e| {
-        matches!(e, Effect::Up(FromNode::Aborted { job: JobId(1), run: 1, exit })
-            if *exit == RankExit {
-                rank: 1,
-                code: Some(7),
-                error: Some("MPI_Abort with status 7: gives_up".into()),
-                oom: false,
-            })
+        matches!(e, Effect::Up(FromNode::Aborted { job: JobId(1), run: 1, exit }) if *exit == want)
     });
     let kill = fx
         .iter()

@@ -244,7 +244,11 @@ fn a_pmix_abort_goes_up_before_the_rank_exits() {
     let notices: Vec<(u32, RankExit)> = ups(&fx)
         .into_iter()
         .filter_map(|m| match m {
-            FromNode::Aborted { job, run, exit } if job == JobId(5) => Some((run, exit)),
+            FromNode::Aborted {
+                job: JobId(5),
+                run,
+                exit,
+            } => Some((run, exit)),
             _ => None,
         })
         .collect();
