@@ -5,106 +5,15 @@
 //! small and shared.
 
 mod support;
+use support::cluster::Cluster;
 use support::*;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cosched_proto::StateDir;
 use serde_json::Value;
-
-/// A cluster brought up for one test; stopped and removed on drop.
-struct Cluster {
-    dir: PathBuf,
-    state: StateDir,
-}
-
-impl Cluster {
-    fn up(name: &str, args: &[&str]) -> Cluster {
-        let dir = scratch("bounds", name);
-        let c = Cluster {
-            state: StateDir::new(&dir),
-            dir,
-        };
-        c.start(args);
-        c
-    }
-
-    fn start(&self, args: &[&str]) {
-        let out = self.run(&[&["cluster", "up"], args].concat());
-        assert!(
-            out.status.success(),
-            "cluster up failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        cosched(&self.dir, args)
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let log = format!("\n--- mm log ---\n{}", self.mm_log());
-        succeeded(args, self.run(args), &log)
-    }
-
-    fn submit(&self, args: &[&str]) -> u64 {
-        job_id(&self.ok(&[&["submit"], args].concat()))
-    }
-
-    fn mm_log(&self) -> String {
-        std::fs::read_to_string(self.state.mm_log()).unwrap_or_default()
-    }
-
-    fn pid(&self, file: PathBuf) -> i32 {
-        pid_in_file(&file).parse().unwrap()
-    }
-
-    fn job(&self, id: u64) -> Option<Value> {
-        let out = self.run(&["acct", "--json"]);
-        if !out.status.success() {
-            return None;
-        }
-        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-        v["jobs"]
-            .as_array()?
-            .iter()
-            .find(|j| j["id"] == id)
-            .cloned()
-    }
-
-    fn state_of(&self, id: u64) -> Option<String> {
-        self.job(id)
-            .map(|j| j["state"].as_str().unwrap().to_string())
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = self.run(&["cluster", "down"]);
-        // Cgroups of node managers the test killed (no later one on their work directory).
-        support::cluster::remove_cgroups(&self.dir);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Polls until `pred` holds, at most `secs`.
-fn until<T>(secs: u64, what: &str, mut pred: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = pred() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "{what} not reached in {secs} s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// Resident memory of a process, in bytes (VmRSS of /proc/PID/status).
 fn rss(pid: i32) -> u64 {
@@ -168,12 +77,20 @@ const MB: u64 = 1 << 20;
 /// still answers its clients.
 #[test]
 fn unauthenticated_peers_cannot_make_the_daemons_hold_memory() {
-    let c = Cluster::up("memory", &["--nodes", "1", "--pes", "1"]);
+    let c = Cluster::up("bounds", "memory", &["--nodes", "1", "--pes", "1"]);
     let status: Value = serde_json::from_str(&c.ok(&["status", "--json"])).unwrap();
     let nm_addr = status["nodes"][0]["addr"].as_str().unwrap().to_string();
     let targets = [
-        ("mm", c.pid(c.state.mm_pid_file()), c.state.addr().unwrap()),
-        ("nm", c.pid(c.state.nm_pid_file("n0")), nm_addr),
+        (
+            "mm",
+            c.pid(c.state.mm_pid_file()).parse().unwrap(),
+            c.state.addr().unwrap(),
+        ),
+        (
+            "nm",
+            c.pid(c.state.nm_pid_file("n0")).parse().unwrap(),
+            nm_addr,
+        ),
     ];
     for (who, pid, addr) in targets {
         let before = rss(pid);
@@ -212,17 +129,6 @@ fn unauthenticated_peers_cannot_make_the_daemons_hold_memory() {
     );
 }
 
-/// Whether process `pid` exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
-}
-
 /// Waits for a pid file a rank writes, and reads it.
 fn pid_in(file: &Path) -> i32 {
     until(30, &format!("{} written", file.display()), || {
@@ -236,6 +142,7 @@ fn pid_in(file: &Path) -> i32 {
 #[test]
 fn cancel_sends_sigterm_then_sigkill_after_the_kill_wait() {
     let c = Cluster::up(
+        "bounds",
         "killwait",
         &["--nodes", "1", "--pes", "2", "--kill-wait", "3s"],
     );
@@ -293,6 +200,7 @@ fn cancel_sends_sigterm_then_sigkill_after_the_kill_wait() {
 #[test]
 fn background_children_of_an_exited_rank_end_with_the_job() {
     let c = Cluster::up(
+        "bounds",
         "background",
         &["--nodes", "1", "--pes", "1", "--kill-wait", "1s"],
     );
@@ -318,7 +226,7 @@ fn background_children_of_an_exited_rank_end_with_the_job() {
 #[test]
 fn cluster_down_launches_nothing() {
     let args = ["--nodes", "1", "--pes", "1", "--kill-wait", "1s"];
-    let c = Cluster::up("down", &args);
+    let c = Cluster::up("bounds", "down", &args);
     let m = c.dir.join("marks");
     std::fs::create_dir_all(&m).unwrap();
     let long = c.submit(&["-n", "1", "--", "sleep", "60"]);
@@ -342,14 +250,14 @@ fn cluster_down_launches_nothing() {
     }
     c.ok(&["cluster", "down"]);
     std::thread::sleep(Duration::from_millis(500));
-    c.start(&args);
+    c.up_again(&args);
     let ran: Vec<_> = std::fs::read_dir(&m).unwrap().flatten().collect();
     assert!(
         ran.is_empty(),
         "queued jobs ran during cluster down: {ran:?}"
     );
     for id in queued.iter().copied().chain([long]) {
-        let j = c.job(id).expect("the record survives");
+        let j = c.job(id);
         assert_eq!(j["state"], "cancelled", "{j}");
         assert_eq!(j["error"], "the cluster was shut down", "{j}");
     }
@@ -390,8 +298,8 @@ fn set_nofile(pid: i32, soft: u64) -> libc::rlimit {
 /// and serves again once descriptors free up.
 #[test]
 fn out_of_file_descriptors_the_accept_loop_backs_off() {
-    let c = Cluster::up("emfile", &["--nodes", "1", "--pes", "1"]);
-    let pid = c.pid(c.state.mm_pid_file());
+    let c = Cluster::up("bounds", "emfile", &["--nodes", "1", "--pes", "1"]);
+    let pid: i32 = c.pid(c.state.mm_pid_file()).parse().unwrap();
     let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .count() as u64;

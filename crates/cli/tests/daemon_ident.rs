@@ -4,13 +4,14 @@
 //! NOTICE saying so and return.
 
 mod support;
+use support::cluster::Cluster;
 use support::user::*;
 use support::*;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -20,66 +21,10 @@ fn mode(p: &Path) -> u32 {
 
 /// A cluster brought up for one test in a directory other users may enter (0755, as an
 /// administrator would make it for a shared cluster); stopped and removed on drop.
-struct Cluster {
-    dir: PathBuf,
-}
-
-impl Cluster {
-    fn up(name: &str, args: &[&str]) -> Cluster {
-        let dir = scratch("ident", name);
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let c = Cluster { dir };
-        let mut full = vec!["cluster", "up"];
-        full.extend_from_slice(args);
-        let out = cosched(&c.dir, &full);
-        assert!(out.status.success(), "cluster up failed: {}", text(&out));
-        c
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let log = format!("\n--- mm log ---\n{}", self.mm_log());
-        succeeded(args, cosched(&self.dir, args), &log)
-    }
-
-    fn mm_log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("logs/mm.log")).unwrap_or_default()
-    }
-
-    fn jobs(&self) -> Vec<Value> {
-        let v: Value = serde_json::from_str(&self.ok(&["acct", "--json"])).unwrap();
-        v["jobs"].as_array().unwrap().clone()
-    }
-
-    fn state_of(&self, id: u64) -> String {
-        self.jobs()
-            .iter()
-            .find(|j| j["id"] == id)
-            .map(|j| j["state"].as_str().unwrap().to_string())
-            .unwrap_or_default()
-    }
-
-    fn wait_ended(&self, id: u64) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.state_of(id);
-            if !matches!(s.as_str(), "queued" | "running" | "suspended" | "") {
-                return s;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "job {id} did not end\n{}",
-                self.mm_log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = cosched(&self.dir, &["cluster", "down"]);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+fn shared_cluster(name: &str, args: &[&str]) -> Cluster {
+    let dir = scratch("ident", name);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Cluster::up_in(dir, args)
 }
 
 /// Brings down whatever cluster a failed assertion left in these directories, and removes
@@ -212,7 +157,7 @@ fn cluster_down_never_signals_a_planted_pid() {
 
     // In a running cluster, a node manager's pid file replaced by another process's pid
     // with a made-up start time: the cluster goes down, the process lives.
-    let c = Cluster::up("pid", &["--nodes", "2", "--pes", "1"]);
+    let c = shared_cluster("pid", &["--nodes", "2", "--pes", "1"]);
     std::fs::write(c.dir.join("nm-n1.pid"), format!("{pid} 12345\n")).unwrap();
     let out = cosched(&c.dir, &["cluster", "down"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -235,7 +180,7 @@ fn a_user_acts_only_on_their_own_jobs() {
     let Some(u) = second_user("a_user_acts_only_on_their_own_jobs") else {
         return;
     };
-    let c = Cluster::up("owner", &["--nodes", "1", "--pes", "1"]);
+    let c = shared_cluster("owner", &["--nodes", "1", "--pes", "1"]);
     let mine = job_id(&c.ok(&["submit", "-n", "1", "--", "sleep", "60"]));
     for args in [
         vec!["cancel".to_string(), mine.to_string()],
@@ -253,7 +198,7 @@ fn a_user_acts_only_on_their_own_jobs() {
             text(&out)
         );
     }
-    assert_eq!(c.state_of(mine), "running");
+    assert_eq!(c.state_of(mine).as_deref(), Some("running"));
     let out = cosched_as(&u, &c.dir, &["submit", "-n", "1", "--", "sleep", "60"]);
     assert!(out.status.success(), "{}", text(&out));
     let theirs = job_id(&String::from_utf8_lossy(&out.stdout));
@@ -265,7 +210,7 @@ fn a_user_acts_only_on_their_own_jobs() {
     assert_eq!(rec["uid"], u.uid, "{rec}");
     let out = cosched_as(&u, &c.dir, &["cancel", &theirs.to_string()]);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(c.wait_ended(theirs), "cancelled");
+    assert_eq!(c.ended(theirs, 60)["state"], "cancelled");
     c.ok(&["cancel", &mine.to_string()]);
 
     // A private state directory (0700, as `cluster up` makes one) is closed to the user,
@@ -288,7 +233,7 @@ fn ranks_run_as_the_submitting_user() {
     let Some(u) = second_user("ranks_run_as_the_submitting_user") else {
         return;
     };
-    let c = Cluster::up("runas", &["--nodes", "1", "--pes", "1"]);
+    let c = shared_cluster("runas", &["--nodes", "1", "--pes", "1"]);
     let out = cosched_as(
         &u,
         &c.dir,
@@ -296,7 +241,7 @@ fn ranks_run_as_the_submitting_user() {
     );
     assert!(out.status.success(), "{}", text(&out));
     let id = job_id(&String::from_utf8_lossy(&out.stdout));
-    assert_eq!(c.wait_ended(id), "completed", "{}", c.mm_log());
+    assert_eq!(c.ended(id, 60)["state"], "completed", "{}", c.mm_log());
     let out = cosched_as(&u, &c.dir, &["output", &id.to_string()]);
     assert!(out.status.success(), "{}", text(&out));
     let printed = String::from_utf8_lossy(&out.stdout).to_string();
@@ -336,7 +281,7 @@ fn ranks_run_as_the_submitting_user() {
     );
     assert!(out.status.success(), "{}", text(&out));
     let id = job_id(&String::from_utf8_lossy(&out.stdout));
-    assert_eq!(c.wait_ended(id), "failed");
+    assert_eq!(c.ended(id, 60)["state"], "failed");
     let target = planted.replace("%j", &id.to_string());
     let made = Path::new(&target).exists();
     let _ = std::fs::remove_file(&target);
@@ -375,25 +320,19 @@ fn ranks_run_as_the_submitting_user() {
     );
     assert!(sub.status.success(), "{}", text(&sub));
     let id = job_id(&String::from_utf8_lossy(&sub.stdout));
-    let start = Instant::now();
-    let rec = loop {
+    let rec = until(60, &format!("the end of job {id}"), || {
         let out = cosched(
             &dir,
             &["acct", "--json", "--mm", addr.trim(), "--key-file", &key],
         );
         let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        let rec = v["jobs"]
-            .as_array()
-            .and_then(|a| a.iter().find(|j| j["id"] == id).cloned());
-        if let Some(r) = rec.filter(|r| r["state"] != "queued" && r["state"] != "running") {
-            break r;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "job {id} did not end"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        v["jobs"]
+            .as_array()?
+            .iter()
+            .find(|j| j["id"] == id)
+            .filter(|r| r["state"] != "queued" && r["state"] != "running")
+            .cloned()
+    });
     let _ = cosched_as(&u, &dir, &["cluster", "down"]);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(rec["state"], "failed", "{rec}");
@@ -412,9 +351,9 @@ fn other_users_cannot_read_the_database_logs_or_output() {
     let Some(u) = second_user("other_users_cannot_read_the_database_logs_or_output") else {
         return;
     };
-    let c = Cluster::up("private", &["--nodes", "1", "--pes", "1"]);
+    let c = shared_cluster("private", &["--nodes", "1", "--pes", "1"]);
     let id = job_id(&c.ok(&["submit", "-n", "1", "--", "echo", "secret"]));
-    assert_eq!(c.wait_ended(id), "completed");
+    assert_eq!(c.ended(id, 60)["state"], "completed");
     assert!(c.ok(&["output", &id.to_string()]).contains("secret"));
     for f in [
         "mm.db".to_string(),
@@ -446,7 +385,7 @@ fn a_captured_submit_frame_replayed_is_refused() {
     use std::net::{TcpListener, TcpStream};
     use std::sync::{Arc, Mutex};
 
-    let c = Cluster::up("replay", &["--nodes", "1", "--pes", "1"]);
+    let c = shared_cluster("replay", &["--nodes", "1", "--pes", "1"]);
     let mm = std::fs::read_to_string(c.dir.join("mm.addr"))
         .unwrap()
         .trim()
@@ -503,7 +442,7 @@ fn a_captured_submit_frame_replayed_is_refused() {
     s.write_all(&frame).unwrap();
     let mut answer = Vec::new();
     let _ = s.read_to_end(&mut answer);
-    assert_eq!(c.wait_ended(first), "completed");
+    assert_eq!(c.ended(first, 60)["state"], "completed");
     // Give a wrongly accepted replay time to be recorded.
     std::thread::sleep(Duration::from_millis(300));
     let ids: Vec<u64> = c.jobs().iter().map(|j| j["id"].as_u64().unwrap()).collect();
@@ -523,7 +462,7 @@ fn only_its_owner_feeds_or_aborts_a_broadcast() {
     let Some(u) = second_user("only_its_owner_feeds_or_aborts_a_broadcast") else {
         return;
     };
-    let c = Cluster::up("bcastowner", &["--nodes", "1", "--pes", "1"]);
+    let c = shared_cluster("bcastowner", &["--nodes", "1", "--pes", "1"]);
     let state = StateDir::new(&c.dir);
     let root = Client::from_state_dir(&state, None, None).unwrap();
     let Ok(Response::Bcast(BcastReply::Started { id, .. })) =

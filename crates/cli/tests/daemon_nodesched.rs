@@ -599,27 +599,25 @@ fn fcs_classification_scenario_on_real_processes_matches_the_simulator() {
     notice(&format!("§5.3 on real processes in {took:?}:\n{table}"));
 }
 
-/// Accounting under `gs` books a job's run time from its thaw to its observed freeze; the
-/// kernel counts, per process, the time it was runnable (on a core or waiting for one:
-/// `/proc/self/schedstat`). Two CPU-bound 2-rank jobs share one node of 2 PEs under gang at
-/// 10-ms quanta (hundreds of switches each); each rank prints its own runnable time when
-/// done, and the job's `run_s` in `acct` must equal its longest rank's (a job runs as long as
-/// its last rank) within 2 %.
+/// Accounting under `gs` books a job's run time from each thaw to the next freeze's write,
+/// as the node's switches landed; the kernel counts, per cgroup, the time it stood frozen
+/// (`frozen_usec` in `cgroup.stat.local`, Linux 6.17: from each freeze's write to the thaw's).
+/// Two CPU-bound 2-rank jobs share one node of 2 PEs under gang at 10-ms quanta (hundreds of
+/// switches each); each rank prints the time from its start to its end less its cgroup's
+/// frozen time meanwhile, and the job's `run_s` in `acct` must equal its longest rank's (a
+/// job runs as long as its last rank) within 2 %. The kernel's count of a process's runnable
+/// time (`/proc/self/schedstat`) is no reference on a loaded machine: a rank thawed on a core
+/// held by other work and frozen again before it got it is counted runnable while its cgroup
+/// reads frozen (`benches/freeze-thaw-wait.c`).
 ///
-/// Ignored: on a loaded machine the kernel's count is not a reference for the time a job
-/// could run. A rank thawed on a core that other work holds, and frozen again before it got
-/// that core, stays in the run queue and is counted runnable until the core comes, while its
-/// cgroup reads `frozen 1` from the freeze on (it never ran to leave the freezer's trap), and
-/// then it runs only back into the trap (`benches/freeze-thaw-wait.c`). How much that adds
-/// depends on how long the ranks wait for their cores: at load 20 one rank was runnable 8 %
-/// longer than `acct` booked its job, and 70 % longer with the ranks at nice −20 (the two
-/// jobs' ranks on one core were then counted runnable at once for most of the run). The
-/// accounting follows the freezer; a reference for it would be the cgroup's own
-/// `frozen_usec` (`cgroup.stat.local`, Linux 6.17), which counts from the freeze's write
-/// rather than from its landing.
+/// Ignored: at load 9 (other engineers' builds) with the dev binary, `run_s` came out 3.3,
+/// 3.7 and 11.6 % above the longest rank's count. Part of it: the rank starts its count in
+/// its `main`, after an exec and a start-up that the job's run time includes (a 100-MB dev
+/// binary, on a loaded machine, takes a good part of a second to start); the rest is not
+/// explained yet.
 #[test]
-#[ignore = "the kernel's runnable count is no reference on a loaded machine: it counts a rank waiting for its core in a frozen cgroup"]
-fn gang_accounting_equals_the_ranks_runnable_time_at_10_ms_quanta() {
+#[ignore = "on a loaded machine acct books 3–12 % more than the ranks count (their start-up, and more not explained yet)"]
+fn gang_accounting_equals_the_ranks_unfrozen_time_at_10_ms_quanta() {
     let c = Cluster::up(
         "nodesched",
         "acct-runnable",
@@ -638,7 +636,7 @@ fn gang_accounting_equals_the_ranks_runnable_time_at_10_ms_quanta() {
             "gs",
         ],
     );
-    let spin = ["-n", "2", bin(), "cluster", "spin", "1500ms", "--runnable"];
+    let spin = ["-n", "2", bin(), "cluster", "spin", "1500ms", "--unfrozen"];
     let jobs: Vec<u64> = (0..2).map(|_| c.submit(&spin)).collect();
     for &j in &jobs {
         let rec = c.ended(j, 300);
@@ -649,8 +647,8 @@ fn gang_accounting_equals_the_ranks_runnable_time_at_10_ms_quanta() {
                 let out = c.ok(&["output", &j.to_string(), "--rank", &r.to_string()]);
                 let us: f64 = out
                     .lines()
-                    .find_map(|l| l.strip_prefix("runnable_us "))
-                    .unwrap_or_else(|| panic!("job {j} rank {r} printed no runnable time: {out:?}"))
+                    .find_map(|l| l.strip_prefix("unfrozen_us "))
+                    .unwrap_or_else(|| panic!("job {j} rank {r} printed no unfrozen time: {out:?}"))
                     .trim()
                     .parse()
                     .unwrap();
@@ -661,13 +659,13 @@ fn gang_accounting_equals_the_ranks_runnable_time_at_10_ms_quanta() {
         let switches = c.ok(&["acct", "--class-history", &j.to_string(), "--switches"]);
         assert!(
             (run_s - runnable).abs() <= 0.02 * runnable,
-            "job {j}: acct run time {run_s:.4} s, its ranks runnable {ranks:?} s (longest \
+            "job {j}: acct run time {run_s:.4} s, its ranks not frozen {ranks:?} s (longest \
              {runnable:.4} s): {:+.2} %\n{rec}\nswitches: {} lines",
             100.0 * (run_s - runnable) / runnable,
             switches.lines().count()
         );
         eprintln!(
-            "job {j}: acct run {run_s:.4} s, ranks runnable {ranks:?} s, {:+.2} %",
+            "job {j}: acct run {run_s:.4} s, ranks not frozen {ranks:?} s, {:+.2} %",
             100.0 * (run_s - runnable) / runnable
         );
     }

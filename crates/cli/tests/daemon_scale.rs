@@ -4,66 +4,11 @@
 //! its own state directory, torn down on drop; every wait polls with a generous deadline.
 
 mod support;
+use support::cluster::Cluster;
 use support::*;
 
-use std::path::PathBuf;
-use std::process::Output;
-
-use cosched_client::client::Client;
 use cosched_core::JobId;
-use cosched_proto::StateDir;
 use cosched_proto::proto::SubmitRequest;
-use serde_json::Value;
-
-/// A cluster brought up for one test; stopped and removed on drop.
-struct Cluster {
-    dir: PathBuf,
-    state: StateDir,
-}
-
-impl Cluster {
-    fn up(name: &str, args: &[&str]) -> Cluster {
-        let dir = scratch("scale", name);
-        let c = Cluster {
-            state: StateDir::new(&dir),
-            dir,
-        };
-        let out = c.run(&[&["cluster", "up"], args].concat());
-        assert!(
-            out.status.success(),
-            "cluster up failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        cosched(&self.dir, args)
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let log = format!(
-            "\n--- mm log ---\n{}",
-            std::fs::read_to_string(self.state.mm_log()).unwrap_or_default()
-        );
-        succeeded(args, self.run(args), &log)
-    }
-
-    fn client(&self) -> Client {
-        Client::from_state_dir(&self.state, None, None).unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        serde_json::from_str(&self.ok(args)).unwrap()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = self.run(&["cluster", "down"]);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// Ten jobs with 1.8 MB command lines hold 18 MB of records, more than a frame may carry:
 /// `queue` and `acct` used to fail for everyone. They page now, listings shorten the command
@@ -71,7 +16,7 @@ impl Drop for Cluster {
 /// select in the machine manager.
 #[test]
 fn queue_and_acct_page_past_the_frame_limit() {
-    let c = Cluster::up("page", &["--nodes", "1", "--pes", "1"]);
+    let c = Cluster::up("scale", "page", &["--nodes", "1", "--pes", "1"]);
     let client = c.client();
     let arg = "x".repeat(100_000);
     let begin = cosched_proto::util::now().as_micros() + 3_600_000_000;
@@ -147,7 +92,7 @@ fn queue_and_acct_page_past_the_frame_limit() {
 /// and `--tail` shows the end.
 #[test]
 fn output_says_when_it_cut_a_file_and_tail_shows_the_end() {
-    let c = Cluster::up("output", &["--nodes", "1", "--pes", "1"]);
+    let c = Cluster::up("scale", "output", &["--nodes", "1", "--pes", "1"]);
     let id = job_id(&c.ok(&[
         "submit",
         "--",
@@ -184,27 +129,16 @@ fn output_says_when_it_cut_a_file_and_tail_shows_the_end() {
     );
 }
 
-/// Polls until `pred` holds, at most `secs`.
-fn until<T>(secs: u64, what: &str, mut pred: impl FnMut() -> Option<T>) -> T {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(v) = pred() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(secs),
-            "{what} not reached in {secs} s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-}
-
 /// Job directories were never removed: with `--keep-jobs 2s` a finished job's directory on
 /// its node goes about two seconds after its end, while a file the job directed elsewhere
 /// with `--output` stays, and so does a running job's directory.
 #[test]
 fn finished_job_directories_are_removed_after_the_retention() {
-    let c = Cluster::up("keep", &["--nodes", "1", "--pes", "2", "--keep-jobs", "2s"]);
+    let c = Cluster::up(
+        "scale",
+        "keep",
+        &["--nodes", "1", "--pes", "2", "--keep-jobs", "2s"],
+    );
     let elsewhere = c.dir.join("kept.out");
     let done = job_id(&c.ok(&["submit", "--", "echo", "hi"]));
     let directed = job_id(&c.ok(&[
@@ -235,17 +169,17 @@ fn finished_job_directories_are_removed_after_the_retention() {
         .expect("the node's work directory");
     let job_dir = |id: u64| nm_dir.join("jobs").join(id.to_string());
     assert_eq!(c.run(&["output", &done.to_string()]).stdout, b"hi\n");
-    until(30, "the running job's directory", || {
+    c.until(30, "the running job's directory", || {
         job_dir(running).is_dir().then_some(())
     });
-    until(30, "the finished job's directory removed", || {
+    c.until(30, "the finished job's directory removed", || {
         (!job_dir(done).exists()).then_some(())
     });
     assert!(!job_dir(directed).exists());
     assert_eq!(std::fs::read(&elsewhere).unwrap(), b"mine\n");
     assert!(job_dir(running).is_dir(), "a running job's directory stays");
     // The machine manager forgets them too; their records stay whole, from the database.
-    until(30, "the machine manager forgetting the ended jobs", || {
+    c.until(30, "the machine manager forgetting the ended jobs", || {
         std::fs::read_to_string(c.state.mm_log())
             .ok()?
             .contains("forgot ")
@@ -273,6 +207,7 @@ fn finished_job_directories_are_removed_after_the_retention() {
 fn output_files_are_capped_with_a_notice() {
     let cap = 100 * 1024;
     let c = Cluster::up(
+        "scale",
         "cap",
         &["--nodes", "1", "--pes", "2", "--output-cap", "100K"],
     );
@@ -300,9 +235,9 @@ fn output_files_are_capped_with_a_notice() {
         "while :; do head -c 20000 /dev/zero | tr '\\0' b; sleep 0.02; done",
     ]))
     .to_string();
-    until(60, "the steady writer passing the cap", || {
+    c.until(60, "the steady writer passing the cap", || {
         let o = c.run(&["output", "--json", &steady]);
-        let v: Value = serde_json::from_slice(&o.stdout).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
         v["stdout"].as_str()?.contains("--output-cap").then_some(())
     });
     c.ok(&["cancel", &steady]);

@@ -20,11 +20,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A file system mounted for one test, unmounted (lazily, so a straggler cannot keep it) and
 /// its mount point removed on drop. Declare it before the cluster that runs on it.
 struct Mounted {
@@ -428,20 +423,6 @@ impl Drop for Daemons {
             let _ = c.kill();
             let _ = c.wait();
         }
-    }
-}
-
-fn until<T>(secs: u64, what: &str, mut pred: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = pred() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "{what} not reached in {secs} s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -25,7 +25,6 @@ mod support;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::*;
@@ -82,26 +81,6 @@ fn exec_start(unit: &str) -> String {
         .find_map(|l| l.strip_prefix("ExecStart="))
         .expect("the unit has an ExecStart line")
         .to_string()
-}
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 /// The namespaces, the hosts' directories and the daemons; all removed on drop.
@@ -232,19 +211,13 @@ impl Site {
         all
     }
 
-    fn until<T>(&self, secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-        let start = Instant::now();
-        loop {
-            if let Some(v) = f() {
-                return v;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(secs),
+    fn until<T>(&self, secs: u64, what: &str, f: impl FnMut() -> Option<T>) -> T {
+        until_or(secs, f, || {
+            format!(
                 "timed out after {secs} s waiting for {what}\n{}",
                 self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+            )
+        })
     }
 
     fn status(&self) -> Value {

@@ -146,6 +146,64 @@ fn two_nodes_one_task_each_puts_one_rank_on_each_of_two_nodes_and_node_lists_hol
 }
 
 #[test]
+fn cpus_per_task_gives_each_task_its_pes_on_one_node_and_pins_it_to_them() {
+    let s = Site::up("steps", "cpus", 2);
+    // Each task is pinned to the CPUs of its two PEs (fewer on a host with one CPU).
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
+    let script = "#!/bin/sh\n\
+        #SBATCH -n 2 -c 2\n\
+        echo \"alloc $SLURM_NTASKS $SLURM_TASKS_PER_NODE $SLURM_JOB_CPUS_PER_NODE $SLURM_CPUS_PER_TASK\"\n\
+        srun sh -c 'echo \"task $SLURM_PROCID on $SLURMD_NODENAME c=$SLURM_CPUS_PER_TASK cpus $(nproc)\"'\n";
+    let (_, out) = s.run(script, 120);
+    assert_eq!(
+        lines_with(&out, "alloc"),
+        ["alloc 2 1(x2) 2(x2) 2"],
+        "{out}"
+    );
+    assert_eq!(
+        lines_with(&out, "task"),
+        [
+            format!("task 0 on n0 c=2 cpus {cpus}"),
+            format!("task 1 on n1 c=2 cpus {cpus}")
+        ],
+        "{out}"
+    );
+    // Outside an allocation: the job's own ranks hold two PEs each.
+    let out = s.slurm(
+        "srun",
+        &[
+            "-n",
+            "2",
+            "-c",
+            "2",
+            "sh",
+            "-c",
+            "echo \"task $SLURM_PROCID on $SLURMD_NODENAME c=$SLURM_CPUS_PER_TASK cpus $(nproc)\"",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        lines_with(&stdout, "task"),
+        [
+            format!("task 0 on n0 c=2 cpus {cpus}"),
+            format!("task 1 on n1 c=2 cpus {cpus}")
+        ],
+        "{stdout}"
+    );
+    // A task larger than a node is refused at submission.
+    s.write("wide.sh", "#!/bin/sh\n#SBATCH -n 1 -c 3\ntrue\n");
+    let out = s.slurm("sbatch", &["wide.sh"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--cpus-per-task=3: a node has 2 PEs"), "{err}");
+}
+
+#[test]
 fn scancel_of_a_step_and_a_killed_srun_end_that_step_alone() {
     let s = Site::up("steps", "stepkill", 1);
     // Each wait loop stands until the step exists: srun may take a while on a loaded machine.
@@ -255,14 +313,48 @@ fn salloc_runs_its_command_with_the_allocation_and_srun_steps_in_it_then_ends_it
         ["rank 0 of 2 on n0", "rank 1 of 2 on n1"],
         "{stdout}{stderr}"
     );
-    let acct = s.sacct(id, "JobID,State");
-    assert!(acct.contains(&format!("{id}.0|COMPLETED\n")), "{acct}");
+    let acct = s.sacct(id, "JobID,State,ExitCode");
+    assert!(acct.contains(&format!("{id}.0|COMPLETED|0:0\n")), "{acct}");
+    // The allocation ends as its command did: FAILED with its code, as Slurm's salloc.
+    assert!(acct.starts_with(&format!("{id}|FAILED|3:0\n")), "{acct}");
     assert!(
         s.ok("squeue", &["-h", "-j", &id.to_string(), "-o", "%T"])
             .trim()
             .is_empty(),
         "the allocation ended with its command"
     );
+}
+
+#[test]
+fn an_allocation_ends_completed_or_failed_by_its_commands_exit_status() {
+    let s = Site::up("steps", "salloc-status", 1);
+    let granted = |stderr: &str| -> u64 {
+        stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("salloc: Granted job allocation "))
+            .unwrap_or_else(|| panic!("no grant in {stderr:?}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    for (cmd, code, line) in [("exit 0", 0, "COMPLETED|0:0"), ("exit 7", 7, "FAILED|7:0")] {
+        let out = s.slurm("salloc", &["-n", "1", "sh", "-c", cmd]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(code), "{stderr}");
+        let id = granted(&stderr);
+        let acct = s.ok(
+            "sacct",
+            &[
+                "-j",
+                &id.to_string(),
+                "-X",
+                "-P",
+                "-n",
+                "--format=State,ExitCode",
+            ],
+        );
+        assert_eq!(acct, format!("{line}\n"), "salloc {cmd}: {stderr}");
+    }
 }
 
 /// An MPI program that prints its rank and the world's size, and fails unless the world
@@ -470,4 +562,141 @@ fn an_sbatch_mpi_directive_is_the_default_of_the_scripts_steps() {
         ["own 0 pmi1=y pmix=", "own 1 pmi1=y pmix="],
         "{out}"
     );
+}
+
+/// Three nodes of two PEs: n0 and n1 plain in partition `batch` (the default), n2 with
+/// features `ib` and `big`, and partition `wide` of all three.
+const PARTITIONED: &str = r#"cluster = "test"
+head = "127.0.0.1:@PORT@"
+state_dir = "@DIR@"
+key = "@DIR@/key"
+heartbeat = "200ms"
+
+[scheduler]
+policy = "fcfs"
+
+[[nodes]]
+names = "n[0-1]"
+cores = 2
+
+[[nodes]]
+names = "n2"
+cores = 2
+features = ["ib", "big"]
+
+[[partitions]]
+name = "batch"
+nodes = "n[0-1]"
+default = true
+
+[[partitions]]
+name = "wide"
+nodes = "n[0-2]"
+"#;
+
+#[test]
+fn partitions_constraints_and_exclusive_choose_a_jobs_nodes_and_unknown_ones_are_refused() {
+    let c = support::cluster::Cluster::configured(
+        "steps",
+        "partitions",
+        PARTITIONED,
+        &["n0", "n1", "n2"],
+    );
+    let work = c.dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let s = Site {
+        work: work.canonicalize().unwrap(),
+        c,
+    };
+    assert_eq!(
+        s.ok("sinfo", &["-h", "-o", "%P %D %N"]),
+        "batch* 2 n[0-1]\nwide 3 n[0-2]\n"
+    );
+    let show = "#!/bin/sh\necho \"in $SLURM_JOB_PARTITION on $SLURM_JOB_NODELIST cpus $SLURM_JOB_CPUS_PER_NODE\"\n";
+    // No -p: the default partition's nodes.
+    let (_, out) = s.run(
+        &show.replace("#!/bin/sh\n", "#!/bin/sh\n#SBATCH -N 2\n"),
+        120,
+    );
+    assert_eq!(
+        lines_with(&out, "in"),
+        ["in batch on n[0-1] cpus 1(x2)"],
+        "{out}"
+    );
+    // A partition and a feature: n2 alone has `big`.
+    let (id, out) = s.run(
+        &show.replace("#!/bin/sh\n", "#!/bin/sh\n#SBATCH -p wide -C big\n"),
+        120,
+    );
+    assert_eq!(lines_with(&out, "in"), ["in wide on n2 cpus 1"], "{out}");
+    assert_eq!(
+        s.ok(
+            "sacct",
+            &[
+                "-j",
+                &id.to_string(),
+                "-X",
+                "-P",
+                "-n",
+                "--format=Partition,NodeList"
+            ]
+        ),
+        "wide|n2\n"
+    );
+    // Refused at submission, saying why.
+    s.write("job.sh", show);
+    for (args, why) in [
+        (
+            vec!["-p", "gpu"],
+            "invalid partition specified: gpu; the partitions are batch, wide",
+        ),
+        (
+            vec!["-C", "big"],
+            "no node of partition batch has the features",
+        ),
+        (
+            vec!["-w", "n2"],
+            "--nodelist: node n2 is not in partition batch",
+        ),
+        (vec!["-p", "wide", "-C", "[ib|big]"], "a matching set"),
+    ] {
+        let out = s.slurm("sbatch", &[args.as_slice(), &["job.sh"]].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    // --exclusive: the whole node (both PEs), and nobody else there while it runs.
+    s.write(
+        "hold.sh",
+        "#!/bin/sh\necho \"cpus $SLURM_JOB_CPUS_PER_NODE tasks $SLURM_NTASKS\"\nsleep 30\n",
+    );
+    let whole = s.sbatch(&[
+        "-p",
+        "wide",
+        "-w",
+        "n2",
+        "--exclusive",
+        "-n",
+        "1",
+        "hold.sh",
+    ]);
+    let state = |id: u64| s.ok("squeue", &["-h", "-j", &id.to_string(), "-o", "%T"]);
+    s.c.until(60, "the exclusive job running", || {
+        (state(whole).trim() == "RUNNING").then_some(())
+    });
+    let other = s.sbatch(&["-p", "wide", "-w", "n2", "-n", "1", "hold.sh"]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        state(other).trim(),
+        "PENDING",
+        "n2 has a free PE but the exclusive job holds the node"
+    );
+    s.ok("scancel", &[&whole.to_string()]);
+    s.c.until(60, "the other job running once the node is free", || {
+        (state(other).trim() == "RUNNING").then_some(())
+    });
+    s.ok("scancel", &[&other.to_string()]);
+    let out =
+        std::fs::read_to_string(s.work.join(format!("slurm-{whole}.out"))).unwrap_or_default();
+    assert_eq!(lines_with(&out, "cpus"), ["cpus 2 tasks 1"], "{out}");
 }

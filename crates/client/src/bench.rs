@@ -17,26 +17,49 @@ use cosched_proto::proto::{JobState, SubmitRequest, SwitchLog};
 use cosched_proto::state_dir::read_pid;
 use cosched_proto::util::now;
 
+/// Off-CPU stretches of a spinning rank shorter than this are not kept (a timer interrupt,
+/// a page fault): a gang switch stops a rank for far longer.
+pub const GAP: Dur = Dur::from_micros(20);
+
 /// Burns `cpu` of this process's CPU time (not wall time): the CPU-bound rank of the gang
-/// benchmark, so a rank that is stopped half the time takes twice as long.
-pub fn spin_cpu(cpu: Dur) {
-    let used = || {
+/// benchmark, so a rank that is stopped half the time takes twice as long. Returns the
+/// stretches longer than [`GAP`] in which it did not run, as (last seen running, first seen
+/// running again) in µs of `CLOCK_MONOTONIC` — the node manager's clock — with a resolution
+/// of the loop's few microseconds: when a switch really stopped and continued it.
+pub fn spin_cpu(cpu: Dur) -> Vec<(i64, i64)> {
+    let clock = |id| {
         let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
         // SAFETY: clock_gettime writes one timespec.
-        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        unsafe { libc::clock_gettime(id, &mut ts) };
         ts.tv_sec * 1_000_000 + ts.tv_nsec / 1_000
     };
+    let used = || clock(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let mono = || clock(libc::CLOCK_MONOTONIC);
     let start = used();
+    let mut gaps = Vec::new();
+    let mut seen = mono();
     let mut x = 0u64;
-    while used() - start < cpu.as_micros() {
-        for i in 0..10_000u64 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+    'spin: loop {
+        // The CPU clock is a system call; the monotonic one is not, and is read often.
+        for _ in 0..10 {
+            for i in 0..1_000u64 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+            }
+            std::hint::black_box(x);
+            let t = mono();
+            if t - seen > GAP.as_micros() {
+                gaps.push((seen, t));
+            }
+            seen = t;
         }
-        std::hint::black_box(x);
+        if used() - start >= cpu.as_micros() {
+            break 'spin;
+        }
     }
+    gaps
 }
 
 /// How long this process has been runnable — on a core, or waiting on a run queue for one —
@@ -47,6 +70,34 @@ pub fn runnable() -> Option<Dur> {
     let mut f = s.split_whitespace().map(|x| x.parse::<i64>().ok());
     let (on_cpu, waiting) = (f.next()??, f.next()??);
     Some(Dur::from_micros((on_cpu + waiting) / 1_000))
+}
+
+/// How long this process's cgroup (v2) has been frozen, in all: the kernel's `frozen_usec`
+/// (`cgroup.stat.local`, Linux 6.17), which counts from each write of `cgroup.freeze` to the
+/// thaw's. `None` without a cgroup v2 or that count.
+pub fn frozen() -> Option<Dur> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?
+        .trim()
+        .to_string();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // The cgroup2 mount: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS... - cgroup2 SRC OPTS".
+    let mount = mounts.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        right
+            .starts_with("cgroup2 ")
+            .then(|| left.split(' ').nth(4).map(str::to_string))?
+    })?;
+    let stat = std::fs::read_to_string(format!("{mount}{path}/cgroup.stat.local")).ok()?;
+    let us = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("frozen_usec "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Dur::from_micros(us))
 }
 
 fn submit(procs: u32, cmd: Vec<String>) -> SubmitRequest {
@@ -148,34 +199,48 @@ pub struct GangRow {
     pub switches: Option<SwitchBreakdown>,
 }
 
-/// The node's gang switches over a setting's runs ([`cosched_proto::proto::SwitchLog`]): each from
-/// the strobe's arrival at the node manager to every outgoing rank stopped (its cgroup
-/// reported frozen) and to the incoming job thawed. The thaw follows the report at once, so
-/// both jobs stand stopped only for the report's delay (at most the watcher's pause,
-/// `nm::freeze_watch`); a late switch thawed with the outgoing job not yet frozen.
+/// The node's gang switches over a setting's runs ([`cosched_proto::proto::SwitchLog`]), each
+/// from the instant it was due (the rotation's announced instant): as the node manager saw
+/// it (the outgoing freezes written ahead by the lead, read frozen, the incoming thaw) and as
+/// the ranks lived it (their own clocks: the last outgoing rank seen running, the first and
+/// the last incoming rank running again; negative: before the instant). A late switch thawed
+/// with an outgoing job not read frozen.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SwitchBreakdown {
     pub switches: u64,
-    /// Thawed at the bound before the outgoing job was reported frozen.
+    /// Thawed at the bound before the outgoing job read frozen.
     pub late: u64,
-    /// Median time between two switches at the node (the quantum as the node lives it:
-    /// more than the quantum when strobes arrive late).
+    /// Median time between two switches at the node (the quantum as the node lives it).
     pub interval_ms: f64,
-    /// Strobe → outgoing job frozen, median and 90th percentile, µs.
+    /// Median lead of the outgoing freezes before the instant, µs.
+    pub lead_p50_us: f64,
+    /// Due → every outgoing job read frozen, median and 90th percentile, µs.
     pub frozen_p50_us: f64,
     pub frozen_p90_us: f64,
-    /// Strobe → incoming job thawed, median and 90th percentile, µs.
+    /// Due → incoming jobs thawed, median and 90th percentile, µs.
     pub thawed_p50_us: f64,
     pub thawed_p90_us: f64,
+    /// Due → last outgoing rank seen running, median and 90th percentile, µs.
+    pub stopped_p50_us: f64,
+    pub stopped_p90_us: f64,
+    /// Due → first and last incoming rank running again, median and 90th percentile, µs.
+    pub first_running_p50_us: f64,
+    pub first_running_p90_us: f64,
+    pub last_running_p50_us: f64,
+    pub last_running_p90_us: f64,
+    /// Share of the time between the first and the last switch in which no rank of either job
+    /// ran (from the last outgoing rank stopped to the first incoming one running), percent.
+    pub both_stopped_pct: f64,
     /// CPU time of the machine manager and of the node manager per switch, µs.
     pub mm_cpu_us: f64,
     pub nm_cpu_us: f64,
 }
 
-/// What one gang run left for the breakdown: the node's switches and the daemons' CPU time
-/// (ms) over the run.
+/// What one gang run left for the breakdown: the node's switches, what the ranks saw of
+/// each, and the daemons' CPU time (ms) over the run.
 struct GangRun {
     log: SwitchLog,
+    seen: Vec<Seen>,
     mm_cpu_ms: f64,
     nm_cpu_ms: f64,
 }
@@ -189,8 +254,10 @@ fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
             v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
         }
     };
-    let (mut frozen, mut thawed, mut interval) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut mm, mut nm) = (0.0, 0.0);
+    let (mut frozen, mut thawed, mut interval, mut lead) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut stopped, mut first, mut last) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut mm, mut nm, mut gap_us, mut span_us) = (0.0, 0.0, 0.0, 0.0);
     let mut b = SwitchBreakdown::default();
     for r in runs {
         b.switches += r.log.count;
@@ -201,22 +268,105 @@ fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
         for s in t {
             frozen.extend(s.frozen_us.map(f64::from));
             thawed.push(f64::from(s.thawed_us));
+            lead.push(f64::from(s.lead_us));
         }
         for w in t.windows(2) {
             interval.push((w[1].at_us - w[0].at_us) as f64 / 1e3);
+        }
+        if let (Some(a), Some(z)) = (t.first(), t.last()) {
+            span_us += (z.at_us - a.at_us) as f64;
+        }
+        for s in &r.seen {
+            stopped.extend(s.stopped.map(|v| v as f64));
+            first.extend(s.first.map(|v| v as f64));
+            last.extend(s.last.map(|v| v as f64));
+            if let (Some(a), Some(z)) = (s.stopped, s.first) {
+                gap_us += (z - a).max(0) as f64;
+            }
         }
     }
     let per_switch = 1e3 / b.switches.max(1) as f64;
     SwitchBreakdown {
         interval_ms: pct(&mut interval, 0.5),
+        lead_p50_us: pct(&mut lead, 0.5),
         frozen_p50_us: pct(&mut frozen, 0.5),
         frozen_p90_us: pct(&mut frozen, 0.9),
         thawed_p50_us: pct(&mut thawed, 0.5),
         thawed_p90_us: pct(&mut thawed, 0.9),
+        stopped_p50_us: pct(&mut stopped, 0.5),
+        stopped_p90_us: pct(&mut stopped, 0.9),
+        first_running_p50_us: pct(&mut first, 0.5),
+        first_running_p90_us: pct(&mut first, 0.9),
+        last_running_p50_us: pct(&mut last, 0.5),
+        last_running_p90_us: pct(&mut last, 0.9),
+        both_stopped_pct: if span_us > 0.0 {
+            100.0 * gap_us / span_us
+        } else {
+            0.0
+        },
         mm_cpu_us: mm * per_switch,
         nm_cpu_us: nm * per_switch,
         ..b
     }
+}
+
+/// One switch as the ranks lived it, µs from its due instant: the last outgoing rank seen
+/// running, the first and the last incoming rank seen running again (`None`: no rank of that
+/// side had a stretch off the CPU near the switch).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    pub stopped: Option<i64>,
+    pub first: Option<i64>,
+    pub last: Option<i64>,
+}
+
+/// The off-CPU stretches of each rank of a job (`cluster spin --gaps`), each sorted.
+#[derive(Clone, Debug, Default)]
+pub struct JobGaps {
+    pub job: JobId,
+    pub ranks: Vec<Vec<(i64, i64)>>,
+}
+
+/// What the ranks saw of the switch due at `due` (µs of the node's clock) from `out` to
+/// `inc`: each outgoing rank's stretch off the CPU that starts within `window` of `due`, and
+/// each incoming rank's that ends within it.
+pub fn seen(due: i64, out: &[JobId], inc: &[JobId], jobs: &[JobGaps], window: i64) -> Seen {
+    let near = |t: i64| (due - window..=due + window).contains(&t);
+    let mut s = Seen::default();
+    for j in jobs {
+        let (going, coming) = (out.contains(&j.job), inc.contains(&j.job));
+        for gaps in &j.ranks {
+            // The stretches that may start or end near `due` start before `due + window`.
+            let upto = gaps.partition_point(|g| g.0 <= due + window);
+            let near_gaps = gaps[..upto]
+                .iter()
+                .rev()
+                .take_while(|g| g.1 >= due - window);
+            for &(a, b) in near_gaps {
+                if going && near(a) {
+                    s.stopped = Some(s.stopped.map_or(a - due, |x| x.max(a - due)));
+                }
+                if coming && near(b) {
+                    s.first = Some(s.first.map_or(b - due, |x| x.min(b - due)));
+                    s.last = Some(s.last.map_or(b - due, |x| x.max(b - due)));
+                }
+            }
+        }
+    }
+    s
+}
+
+/// Parses the `gap START END` lines of a rank's output.
+pub fn parse_gaps(out: &str) -> Vec<(i64, i64)> {
+    let mut v: Vec<(i64, i64)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.strip_prefix("gap ")?.split_whitespace();
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 /// Two CPU-bound jobs filling one node at MPL 2, under FCFS and under gang at each quantum.
@@ -241,6 +391,7 @@ pub fn gang(
             "cluster".into(),
             "spin".into(),
             cpu.to_string(),
+            "--gaps".into(),
         ];
         let pid = |f: PathBuf| read_pid(&f).map_or(0, |p| p.pid);
         let (mm_pid, nm_pid) = (
@@ -253,10 +404,27 @@ pub fn gang(
         let jobs = c.client.wait(&[a, b], Duration::from_secs(600))?;
         let mut run = GangRun {
             log: SwitchLog::default(),
+            seen: Vec::new(),
             mm_cpu_ms: cpu_ms(mm_pid) - mm0,
             nm_cpu_ms: cpu_ms(nm_pid) - nm0,
         };
         run.log = c.client.monitor(&node_name(0))?.switches;
+        let mut gaps = Vec::new();
+        for &job in &[a, b] {
+            let mut ranks = Vec::new();
+            for rank in 0..pes {
+                let (out, _, _) = c.client.output(job, rank)?;
+                ranks.push(parse_gaps(&String::from_utf8_lossy(&out)));
+            }
+            gaps.push(JobGaps { job, ranks });
+        }
+        let window = quantum.map_or(0, |q| q.as_micros() / 2);
+        run.seen = run
+            .log
+            .recent
+            .iter()
+            .map(|s| seen(s.at_us, &s.outgoing, &s.incoming, &gaps, window))
+            .collect();
         let first = jobs
             .iter()
             .map(|j| j.record.submit.as_micros())
@@ -888,4 +1056,40 @@ pub fn compare(
         }
         Ok(rows)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switch_as_the_ranks_saw_it_is_read_from_their_gaps() {
+        // Job 1's two ranks stop at 990 and 1_004 and run again at 2_030; job 2's run again
+        // at 1_010 and 1_025 after a stretch from 0.
+        let jobs = [
+            JobGaps {
+                job: JobId(1),
+                ranks: vec![vec![(100, 150), (990, 2_030)], vec![(1_004, 2_030)]],
+            },
+            JobGaps {
+                job: JobId(2),
+                ranks: vec![vec![(0, 1_010)], vec![(0, 1_025), (1_500, 1_530)]],
+            },
+        ];
+        let s = seen(1_000, &[JobId(1)], &[JobId(2)], &jobs, 500);
+        assert_eq!(
+            s,
+            Seen {
+                stopped: Some(4),
+                first: Some(10),
+                last: Some(25)
+            }
+        );
+        // Nothing near: nothing seen.
+        assert_eq!(
+            seen(5_000, &[JobId(1)], &[JobId(2)], &jobs, 500),
+            Seen::default()
+        );
+        assert_eq!(parse_gaps("x\ngap 5 9\ngap 1 2\n"), vec![(1, 2), (5, 9)]);
+    }
 }

@@ -25,6 +25,8 @@ fn job(id: u64, state: JobState) -> JobInfo {
         mem: None,
         spread: None,
         steps: Vec::new(),
+        partition: None,
+        tasks: None,
         record,
         state,
         name: format!("j{id}"),
@@ -38,6 +40,7 @@ fn job(id: u64, state: JobState) -> JobInfo {
         placement: vec![Placement {
             node: NodeId(0),
             ranks: vec![(0, 0), (1, 1)],
+            extra_pes: Vec::new(),
         }],
         error: None,
         held: false,
@@ -80,6 +83,7 @@ fn status() -> StatusInfo {
         active_slot: Some(1),
         running: vec![Some(JobId(12)), None, None, None],
         switches: 0,
+        partitions: Vec::new(),
     }
 }
 
@@ -138,4 +142,20 @@ fn status_draws_the_matrix() {
     );
     let slot0 = text.lines().find(|l| l.starts_with("slot0")).unwrap();
     assert_eq!(slot0.matches(" 7").count(), 2, "{text}");
+}
+
+#[test]
+fn a_held_state_keeps_the_columns_aligned() {
+    let mut held = job(1, JobState::Suspended);
+    held.held = true;
+    let jobs = [held, job(2, JobState::Queued)];
+    let table = views::jobs_table(&jobs, 0);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[1].contains("suspended(held)"), "{table}");
+    // Every row puts its PROCS figure under the end of the PROCS header.
+    let end = lines[0].find("PROCS").unwrap() + "PROCS".len();
+    for l in &lines[1..] {
+        assert_eq!(&l[end - 1..end], "2", "{table}");
+    }
+    assert!(table.ends_with('\n'));
 }

@@ -180,6 +180,7 @@ pub fn pmi(data: &[u8]) {
     let placement = vec![Placement {
         node: NodeId(0),
         ranks: (0..size).map(|r| (r, r)).collect(),
+        extra_pes: Vec::new(),
     }];
     let mut job = JobPmi::new(
         JobId(1),

@@ -21,7 +21,7 @@
 //! record is in the database, whose largest id a restarted machine manager continues from.
 
 use cosched_core::{JobId, JobRecord, JobSpec, Outcome, Time};
-use cosched_ledger::Ix;
+use cosched_ledger::{Ix, Phase};
 use cosched_policy::JobRequest;
 
 use super::core::{Core, Effect, ReqId, Side};
@@ -45,6 +45,8 @@ pub(super) enum Staged {
     /// whether they are submitted held (`--hold`).
     Submit(Vec<(JobRequest, Side)>, bool),
     Cancel(Ix),
+    /// An allocation relinquished by `salloc` once its command exited with this code.
+    Relinquish(Ix, i32),
     /// A hold (`true`, `cosched suspend`) or its release.
     Hold(Ix, bool),
     /// Nodes drained, set down or resumed.
@@ -58,6 +60,36 @@ pub(super) enum Staged {
 
 /// The error of a user's cancel, as the record keeps it.
 pub(super) const CANCELLED_BY_USER: &str = "cancelled by a user";
+
+/// How a request ends a job: its outcome, exit code and error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct End {
+    pub outcome: Outcome,
+    pub exit_code: Option<i32>,
+    pub why: Option<String>,
+}
+
+/// A user's cancel.
+fn cancelled() -> End {
+    End {
+        outcome: Outcome::Cancelled,
+        exit_code: None,
+        why: Some(CANCELLED_BY_USER.into()),
+    }
+}
+
+/// `salloc`'s end of its allocation: as its command exited, as Slurm records an allocation.
+fn relinquished(code: i32) -> End {
+    End {
+        outcome: if code == 0 {
+            Outcome::Completed
+        } else {
+            Outcome::Failed
+        },
+        exit_code: Some(code),
+        why: (code != 0).then(|| format!("salloc's command exited with code {code}")),
+    }
+}
 /// The error of every live job when the cluster shuts down.
 pub(super) const SHUT_DOWN: &str = "the cluster was shut down";
 
@@ -77,7 +109,8 @@ impl Core {
                     info
                 })
                 .collect(),
-            Staged::Cancel(i) => vec![self.ended_info(*i, now, CANCELLED_BY_USER)],
+            Staged::Cancel(i) => vec![self.ended_info(*i, now, &cancelled())],
+            Staged::Relinquish(i, code) => vec![self.ended_info(*i, now, &relinquished(*code))],
             Staged::Hold(i, hold) => {
                 let mut info = self.job_info(*i, now);
                 let e = self.ledger.entry(*i);
@@ -95,7 +128,13 @@ impl Core {
             Staged::Shutdown => self
                 .live
                 .iter()
-                .map(|&i| self.ended_info(i, now, SHUT_DOWN))
+                .map(|&i| {
+                    let end = End {
+                        why: Some(SHUT_DOWN.into()),
+                        ..cancelled()
+                    };
+                    self.ended_info(i, now, &end)
+                })
                 .collect(),
         };
         let nodes = match &change {
@@ -113,16 +152,16 @@ impl Core {
         Write { req, jobs, nodes }
     }
 
-    /// Job `i`'s record as a cancel at `now` leaves it: ended `cancelled` with `why`.
-    fn ended_info(&self, i: Ix, now: Time, why: &str) -> JobInfo {
+    /// Job `i`'s record as an end at `now` by a request leaves it.
+    fn ended_info(&self, i: Ix, now: Time, end: &End) -> JobInfo {
         let mut info = self.job_info(i, now);
         info.record.end = Some(now);
-        info.record.outcome = Some(Outcome::Cancelled);
-        info.record.exit_code = None;
-        info.state = JobState::Cancelled;
+        info.record.outcome = Some(end.outcome);
+        info.record.exit_code = end.exit_code;
+        info.state = super::view::job_state(Phase::Ended, false, Some(end.outcome));
         info.held = false;
         info.reason = None;
-        info.error = Some(why.to_string());
+        info.error = end.why.clone();
         info
     }
 
@@ -162,6 +201,10 @@ impl Core {
                     self.cancel(now, i, CANCELLED_BY_USER);
                     Response::Done
                 }
+                Staged::Relinquish(i, code) => {
+                    self.end_by_request(now, i, relinquished(code));
+                    Response::Done
+                }
                 Staged::Hold(i, hold) => {
                     self.set_held(now, i, hold);
                     Response::Done
@@ -197,6 +240,7 @@ fn not_done(change: &Staged, core: &Core) -> String {
     match change {
         Staged::Submit(..) => "not submitted".into(),
         Staged::Cancel(i) => format!("job {} not cancelled", id(i)),
+        Staged::Relinquish(i, _) => format!("allocation {} not relinquished", id(i)),
         Staged::Hold(i, true) => format!("job {} not suspended", id(i)),
         Staged::Hold(i, false) => format!("job {} not resumed", id(i)),
         Staged::Nodes(c) => format!(

@@ -443,6 +443,8 @@ mod legacy {
             reason: None,
             run: 0,
             steps: Vec::new(),
+            partition: None,
+            tasks: None,
         })
     }
 }

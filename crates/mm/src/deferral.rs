@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use cosched_core::{JobId, Outcome, Time};
+use cosched_core::{JobId, NodeId, Outcome, Time};
 use cosched_ledger::{Ix, Phase};
 use cosched_policy::Event;
 
@@ -216,35 +216,52 @@ impl Core {
     }
 }
 
+/// The nodes of `placement` as [`slurm_env`] takes them: each one's name (`name_of`), tasks
+/// and PEs. `tasks`: the job's tasks when fewer than its ranks (`--exclusive` gives it whole
+/// nodes), spread evenly over its nodes, the first ones one more; otherwise a rank is a task.
+pub fn slurm_nodes(
+    placement: &[Placement],
+    tasks: Option<u32>,
+    name_of: impl Fn(NodeId) -> String,
+) -> Vec<(String, u32, u32)> {
+    let n = placement.len().max(1) as u32;
+    placement
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            let here = match tasks {
+                Some(t) => t / n + u32::from((k as u32) < t % n),
+                None => p.ranks.len() as u32,
+            };
+            (name_of(p.node), here, p.pes().count() as u32)
+        })
+        .collect()
+}
+
 /// The job-wide variables a Slurm batch script reads, beside cosched's own: the job's id,
 /// name, size and nodes in Slurm's forms (`n[1-4]`, `2(x3),1`: what MPI launchers parse, see
 /// `cosched_slurm::env`), and for an array task its array id and index (under both names).
-/// `nodes` and `tasks` are the comma-separated node names and rank counts of the placement.
+/// `nodes` are its nodes' names with its tasks and PEs on each, `ntasks` its tasks (also
+/// before its placement is known).
 pub fn slurm_env(
     job: JobId,
     name: &str,
-    size: u32,
-    nodes: &str,
-    tasks: &str,
+    ntasks: u32,
+    nodes: &[(String, u32, u32)],
     array: Option<&ArrayTask>,
 ) -> Vec<(String, String)> {
-    let layout: Vec<(String, u32)> = nodes
-        .split(',')
-        .filter(|n| !n.is_empty())
-        .zip(tasks.split(',').map(|t| t.parse().unwrap_or(0)))
-        .map(|(n, t)| (n.to_string(), t))
-        .collect();
+    let layout: Vec<(String, u32)> = nodes.iter().map(|(n, t, _)| (n.clone(), *t)).collect();
+    let cpus: Vec<u32> = nodes.iter().map(|n| n.2).collect();
     let mut env = cosched_slurm::env::allocation_env(&cosched_slurm::env::Allocation {
         job_id: job.0,
         name,
         array: array.map(|a| (a.job.0, a.index)),
         nodes: &layout,
-        cpus_per_task: 1,
+        cpus: &cpus,
     });
-    // The size is the job's, also before its placement is known.
     for (k, v) in &mut env {
         if k == "SLURM_NTASKS" || k == "SLURM_NPROCS" {
-            *v = size.to_string();
+            *v = ntasks.to_string();
         }
     }
     if let Some(a) = array {
@@ -265,7 +282,12 @@ mod tests {
             index: 7,
             throttle: None,
         };
-        let env = slurm_env(JobId(9), "j", 5, "n0,n1,n2", "2,2,1", Some(&task));
+        let nodes = [
+            ("n0".to_string(), 2, 2),
+            ("n1".to_string(), 2, 2),
+            ("n2".to_string(), 1, 1),
+        ];
+        let env = slurm_env(JobId(9), "j", 5, &nodes, Some(&task));
         let var = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(var("SLURM_JOB_NODELIST"), Some("n[0-2]"));
         assert_eq!(var("SLURM_NODELIST"), Some("n[0-2]"));
@@ -276,6 +298,30 @@ mod tests {
         assert_eq!(var("SLURM_JOB_ID"), Some("9"));
         assert_eq!(var("SLURM_ARRAY_TASK_ID"), Some("7"));
         assert_eq!(var("COSCHED_ARRAY_JOB_ID"), Some("4"));
+    }
+
+    #[test]
+    fn an_exclusive_jobs_tasks_are_spread_over_its_whole_nodes() {
+        let node = |n: u32| Placement {
+            node: NodeId(n),
+            ranks: vec![(2 * n, 0), (2 * n + 1, 1)],
+            extra_pes: Vec::new(),
+        };
+        let nodes = slurm_nodes(&[node(0), node(1)], Some(3), |n| format!("n{}", n.0));
+        assert_eq!(nodes, [("n0".to_string(), 2, 2), ("n1".to_string(), 1, 2)]);
+        let nodes = slurm_nodes(&[node(0)], None, |n| format!("n{}", n.0));
+        assert_eq!(nodes, [("n0".to_string(), 2, 2)]);
+    }
+
+    #[test]
+    fn slurm_env_counts_tasks_and_the_pes_they_hold_apart() {
+        // -n 3 -c 2: 6 PEs, two tasks on n0 and one on n1.
+        let nodes = [("n0".to_string(), 2, 4), ("n1".to_string(), 1, 2)];
+        let env = slurm_env(JobId(9), "j", 3, &nodes, None);
+        let var = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(var("SLURM_NTASKS"), Some("3"));
+        assert_eq!(var("SLURM_TASKS_PER_NODE"), Some("2,1"));
+        assert_eq!(var("SLURM_JOB_CPUS_PER_NODE"), Some("4,2"));
     }
 
     #[test]

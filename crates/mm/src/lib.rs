@@ -5,10 +5,14 @@
 //! It drives the very policy code the simulator drives, through the same job ledger, so a
 //! real run and its simulation can be compared job by job. One concern per module:
 //!
+//! - [`announce`]: the gang rotation announced ahead (a copy of the policy run through its
+//!   timers), and whether the real policy follows it.
 //! - [`core`]: the sans-IO core — inputs in, effects out, time passed in; the job lifecycle on
 //!   the ledger and the policy's instants.
 //! - [`nodes`]: node membership, heartbeats and failure detection, registration reconciliation.
 //! - [`deferral`]: dependencies, begin times and array throttles, before the policy sees a job.
+//! - [`partitions`]: partitions and node features: where a job may run by `--partition` and
+//!   `--constraint`.
 //! - [`requests`]: client requests.
 //! - [`steps`]: steps of an allocation (`srun` inside a job): placed on its PEs, recorded,
 //!   launched into its cgroup, ended with it.
@@ -29,6 +33,7 @@
 //! processes get SIGTERM, then SIGKILL after `kill_wait`; all the stops, continues and kills
 //! of one step travel as one multi-context-switch message.
 
+pub mod announce;
 pub mod bcast;
 pub mod changes;
 pub mod core;
@@ -38,6 +43,7 @@ pub mod deferral;
 pub mod forecast;
 pub mod names;
 pub mod nodes;
+pub mod partitions;
 pub mod rekey;
 pub mod replays;
 pub mod requests;
@@ -86,6 +92,8 @@ pub struct ManagerSettings {
     pub names: Vec<String>,
     /// The configuration file (`--config`), read again by `cosched reconfigure` and SIGHUP.
     pub config: Option<PathBuf>,
+    /// The configuration's partitions and node features.
+    pub partitions: partitions::Partitions,
     pub policy: String,
     /// `--mpl`, `--quantum`, `--context-switch`, `--opt`, `--policy-config`, as for `sim`.
     pub policy_options: PolicyOptions,
@@ -119,6 +127,7 @@ impl ManagerSettings {
             pes,
             names: Vec::new(),
             config: None,
+            partitions: partitions::Partitions::default(),
             policy: "fcfs".into(),
             policy_options: PolicyOptions::default(),
             fanout: 8,

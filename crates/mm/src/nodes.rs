@@ -197,10 +197,10 @@ impl Core {
     pub(super) fn heartbeat(&mut self, now: Time) {
         self.hb_seq += 1;
         self.next_hb = now + self.cfg.heartbeat;
-        let strobe = self.strobe();
+        let rotation = self.announced.current().cloned();
         self.push(Effect::Heartbeat {
             seq: self.hb_seq,
-            strobe,
+            rotation,
         });
         let silent: Vec<(NodeId, Dur)> = self
             .nodes

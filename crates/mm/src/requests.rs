@@ -61,6 +61,12 @@ impl Core {
                 Some(i) if !self.live.contains(&i) => ended(id, &self.job_info(i, now)),
                 Some(i) => return Some(self.stage(now, req, Staged::Cancel(i))),
             },
+            Request::Relinquish { job, exit_code } => match self.ledger.find(job) {
+                None => unknown(job),
+                Some(i) if !self.may_act(caller, i) => self.denied(i),
+                Some(i) if !self.live.contains(&i) => ended(job, &self.job_info(i, now)),
+                Some(i) => return Some(self.stage(now, req, Staged::Relinquish(i, exit_code))),
+            },
             Request::Suspend(id) | Request::Resume(id) => {
                 let hold = matches!(request, Request::Suspend(_));
                 match self.ledger.find(id) {

@@ -52,7 +52,8 @@ pub enum StepRefusal {
 /// `n` of those, `--ntasks-per-node m` at most `m` on each, `-N` without it spreads the
 /// tasks evenly (the first nodes one more), and otherwise the tasks fill the nodes in
 /// order. Without `--overlap` a step takes only PEs no running step holds. Ranks are
-/// numbered in node order (block distribution).
+/// numbered in node order (block distribution). With `--cpus-per-task c` each task holds
+/// `c` PEs of one node: the counts are of tasks, a node holds as many as it has `c` PEs for.
 pub fn place_step(
     alloc: &[Placement],
     name_of: &dyn Fn(NodeId) -> String,
@@ -103,6 +104,7 @@ pub fn place_step(
         }
         nodes.truncate(n as usize);
     }
+    let c = req.cpus_per_task.unwrap_or(1).max(1);
     let ntasks = req.ntasks.unwrap_or(match req.tasks_per_node {
         Some(m) => m * nodes.len() as u32,
         None if asked_nodes => nodes.len() as u32,
@@ -115,20 +117,21 @@ pub fn place_step(
     // `--overlap`, least held first).
     let pes_of = |p: &Placement| -> (Vec<u32>, usize) {
         let mut pes: Vec<(u32, u32)> = p
-            .ranks
-            .iter()
-            .map(|&(_, pe)| (busy.get(&(p.node, pe)).copied().unwrap_or(0), pe))
+            .pes()
+            .map(|pe| (busy.get(&(p.node, pe)).copied().unwrap_or(0), pe))
             .collect();
         pes.sort_unstable();
         pes.dedup();
         let free = pes.iter().filter(|(held, _)| *held == 0).count();
         (pes.into_iter().map(|(_, pe)| pe).collect(), free)
     };
+    // Tasks a node has room for.
     let cap = |p: &Placement| {
         let (all, free) = pes_of(p);
-        if req.overlap { all.len() } else { free }
+        (if req.overlap { all.len() } else { free }) as u32 / c
     };
-    let total: usize = nodes.iter().map(|p| pes_of(p).0.len()).sum();
+    let room = |p: &Placement| pes_of(p).0.len() as u32 / c;
+    let total: u32 = nodes.iter().map(|p| room(p)).sum();
     let mut counts: Vec<u32> = vec![0; nodes.len()];
     match req.tasks_per_node {
         Some(m) => {
@@ -158,7 +161,7 @@ pub fn place_step(
         None => {
             let mut left = ntasks;
             for (k, p) in nodes.iter().enumerate() {
-                counts[k] = (cap(p) as u32).min(left);
+                counts[k] = cap(p).min(left);
                 left -= counts[k];
             }
             if left > 0 {
@@ -166,12 +169,13 @@ pub fn place_step(
                 // allocation's size, can never run).
                 let mut left = ntasks;
                 for (k, p) in nodes.iter().enumerate() {
-                    counts[k] = (pes_of(p).0.len() as u32).min(left);
+                    counts[k] = room(p).min(left);
                     left -= counts[k];
                 }
                 if left > 0 {
                     return never(format!(
-                        "-n {ntasks}: job {}'s allocation has {total} PE(s) on the nodes given",
+                        "-n {ntasks}{}: job {}'s allocation has room for {total} task(s) on the nodes given",
+                        per_task(c),
                         req.job
                     ));
                 }
@@ -185,15 +189,17 @@ pub fn place_step(
             continue;
         }
         let (pes, free) = pes_of(p);
-        if count as usize > pes.len() {
+        let need = (count * c) as usize;
+        if need > pes.len() {
             return never(format!(
-                "{count} tasks on node {}: job {}'s allocation has {} PE(s) there",
+                "{count} tasks{} on node {}: job {}'s allocation has {} PE(s) there",
+                per_task(c),
                 name_of(p.node),
                 req.job,
                 pes.len()
             ));
         }
-        if !req.overlap && count as usize > free {
+        if !req.overlap && need > free {
             return Err(StepRefusal::Busy(format!(
                 "Requested nodes are busy: {} of node {}'s {} PE(s) in job {} are held by running steps (srun --overlap shares them)",
                 pes.len() - free,
@@ -202,19 +208,30 @@ pub fn place_step(
                 req.job
             )));
         }
-        let ranks = pes[..count as usize]
-            .iter()
-            .map(|&pe| {
-                rank += 1;
-                (rank - 1, pe)
-            })
-            .collect();
-        out.push(Placement {
+        let mut placed = Placement {
             node: p.node,
-            ranks,
-        });
+            ranks: Vec::new(),
+            extra_pes: Vec::new(),
+        };
+        for task in pes[..need].chunks(c as usize) {
+            placed.ranks.push((rank, task[0]));
+            placed
+                .extra_pes
+                .extend(task[1..].iter().map(|&pe| (rank, pe)));
+            rank += 1;
+        }
+        out.push(placed);
     }
     Ok(out)
+}
+
+/// ` of c PEs each`, when a task has more than one.
+fn per_task(c: u32) -> String {
+    if c > 1 {
+        format!(" of {c} PEs each")
+    } else {
+        String::new()
+    }
 }
 
 impl Core {
@@ -266,7 +283,7 @@ impl Core {
         let mut busy: BTreeMap<(NodeId, u32), u32> = BTreeMap::new();
         for st in s.steps.iter().filter(|st| !st.state.is_final()) {
             for p in &st.placement {
-                for &(_, pe) in &p.ranks {
+                for pe in p.pes() {
                     *busy.entry((p.node, pe)).or_default() += 1;
                 }
             }
@@ -545,10 +562,12 @@ mod tests {
             Placement {
                 node: NodeId(0),
                 ranks: vec![(0, 0), (1, 1)],
+                extra_pes: Vec::new(),
             },
             Placement {
                 node: NodeId(2),
                 ranks: vec![(2, 0), (3, 1)],
+                extra_pes: Vec::new(),
             },
         ]
     }
@@ -619,6 +638,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(shared.iter().map(|p| p.ranks.len()).sum::<usize>(), 4);
+    }
+
+    #[test]
+    fn cpus_per_task_gives_each_task_that_many_pes_of_one_node() {
+        // srun -n 2 -c 2 in an allocation of two nodes of two PEs: a task on each node,
+        // holding both its PEs.
+        let none = BTreeMap::new();
+        let r = req(|r| {
+            r.ntasks = Some(2);
+            r.cpus_per_task = Some(2);
+        });
+        let p = place_step(&alloc(), &name, &none, &r).unwrap();
+        assert_eq!(shape(&p), vec![(0, vec![(0, 0)]), (2, vec![(1, 0)])]);
+        assert_eq!(p[0].extra_pes, vec![(0, 1)]);
+        assert_eq!(p[1].extra_pes, vec![(1, 1)]);
+        // One PE of node 0 held by another step: no room for a task there now.
+        let mut busy = BTreeMap::new();
+        busy.insert((NodeId(0), 1), 1);
+        let wait = place_step(&alloc(), &name, &busy, &r);
+        assert!(matches!(wait, Err(StepRefusal::Busy(_))), "{wait:?}");
+        // Three tasks of two PEs never fit in two nodes of two PEs.
+        let big = req(|r| {
+            r.ntasks = Some(3);
+            r.cpus_per_task = Some(2);
+        });
+        let got = place_step(&alloc(), &name, &none, &big);
+        assert!(matches!(got, Err(StepRefusal::Never(_))), "{got:?}");
     }
 
     #[test]

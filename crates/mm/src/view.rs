@@ -157,6 +157,7 @@ impl Core {
             active_slot: active,
             running,
             switches: self.switches,
+            partitions: self.partition_infos(),
         }
     }
 }
@@ -186,5 +187,7 @@ pub(super) fn describe(s: &Side, record: JobRecord, state: JobState, run_us: i64
         mem: s.mem,
         spread: s.spread.clone(),
         steps: s.steps.clone(),
+        partition: s.partition.clone(),
+        tasks: s.tasks,
     }
 }

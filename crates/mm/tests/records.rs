@@ -25,6 +25,8 @@ fn job(id: u64, state: JobState) -> JobInfo {
         mem: None,
         spread: None,
         steps: Vec::new(),
+        partition: None,
+        tasks: None,
         record,
         state,
         name: format!("j{id}"),
@@ -38,6 +40,7 @@ fn job(id: u64, state: JobState) -> JobInfo {
         placement: vec![Placement {
             node: NodeId(0),
             ranks: vec![(0, 0), (1, 1)],
+            extra_pes: Vec::new(),
         }],
         error: None,
         held: false,

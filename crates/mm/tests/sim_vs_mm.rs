@@ -235,6 +235,8 @@ fn run_mm(
     }
     let work: BTreeMap<JobId, Dur> = jobs.iter().map(|j| (j.req.id, j.runtime)).collect();
     let mut procs: BTreeMap<JobId, Procs> = BTreeMap::new();
+    // The gang rotation the nodes were told last.
+    let mut rotation: Option<cosched_proto::rotation::Rotation> = None;
     let mut next_job = 0;
     let mut next_op = 0;
     // The failing node answers no heartbeat after this; its processes run until it is
@@ -376,21 +378,9 @@ fn run_mm(
                     _ => {}
                 },
                 // The jobs of the gang matrix get no stop or continue of their own: the nodes
-                // run those the strobe lists as running (what a `gs` node does).
-                Effect::Broadcast(ToNode::Strobe(st)) => {
-                    for (j, _) in &st.rows {
-                        let Some(p) = procs.get_mut(j) else { continue };
-                        let runs = st.running.contains(j);
-                        match p.since {
-                            Some(since) if !runs => {
-                                p.left -= now - since;
-                                p.since = None;
-                            }
-                            None if runs => p.since = Some(now),
-                            _ => {}
-                        }
-                    }
-                }
+                // run those the announced rotation lists as running at each instant (what a
+                // `gs` node does).
+                Effect::Broadcast(ToNode::Rotation(r)) => rotation = Some(r),
                 Effect::Heartbeat { .. } => {
                     for n in 0..NODES {
                         if n != DOWN_NODE || now < silent_from || now >= up {
@@ -400,6 +390,20 @@ fn run_mm(
                 }
                 Effect::Log(line) => assert!(!line.contains("refused"), "{line}"),
                 _ => {}
+            }
+        }
+        if let Some(st) = rotation.as_ref().and_then(|r| r.strobe_at(now)) {
+            for (j, _) in &st.rows {
+                let Some(p) = procs.get_mut(j) else { continue };
+                let runs = st.running.contains(j);
+                match p.since {
+                    Some(since) if !runs => {
+                        p.left -= now - since;
+                        p.since = None;
+                    }
+                    None if runs => p.since = Some(now),
+                    _ => {}
+                }
             }
         }
         if core.ledger().ended() == jobs.len() && next_op == ops.len() {

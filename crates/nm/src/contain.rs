@@ -350,6 +350,18 @@ impl JobCgroup {
             .map(Events)
     }
 
+    /// The job's `cgroup.freeze` held open for writing, so that a timed switch writes it
+    /// without a path walk and an open (`None` when it cannot be opened: the cgroup is gone).
+    pub fn freezer(&self) -> Option<Freezer> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(self.dir.join("cgroup.freeze"))
+            .ok()
+            .map(Freezer)
+    }
+
     /// Whether a freeze is asked for (`cgroup.freeze` reads 1): a watch of a freeze ends once
     /// the job is thawed again.
     pub fn freezing(&self) -> bool {
@@ -434,7 +446,17 @@ fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
         .write_all(text.as_bytes())
 }
 
-/// The value of `name` in a cgroup file of `KEY VALUE` lines.
+/// An open `cgroup.freeze` ([`JobCgroup::freezer`]).
+pub struct Freezer(std::fs::File);
+
+impl Freezer {
+    /// Freezes (`true`) or thaws the job; a cgroup gone meanwhile has nothing to freeze.
+    pub fn set(&self, on: bool) {
+        use std::os::unix::fs::FileExt;
+        let _ = self.0.write_at(if on { b"1" } else { b"0" }, 0);
+    }
+}
+
 /// An open `cgroup.events` ([`JobCgroup::events`]); each read starts from its beginning, and
 /// the kernel renders the file anew for it.
 pub struct Events(std::fs::File);
@@ -456,6 +478,7 @@ fn stopped_in(events: &str) -> bool {
     field(events, "frozen") != Some(0) || field(events, "populated") == Some(0)
 }
 
+/// The value of `name` in a cgroup file of `KEY VALUE` lines.
 fn field(text: &str, name: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;

@@ -10,14 +10,22 @@
 //! `cgroup.events` comes at most every 10 ms per file, too late for a millisecond quantum;
 //! a thread that spun on the file without sleeping would keep the rank of its own core from
 //! running into its freeze.
+//!
+//! The same thread carries out an announced gang rotation ([`super::program::Runner`]): it
+//! sleeps until the runner's next instant (or a command), writes the freezes and thaws the
+//! runner asks for through the cgroups' `cgroup.freeze` held open, and hands each switch's
+//! timing back on a channel the shell drains at its own pace, so a switch wakes neither the
+//! event loop nor the machine manager.
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use cosched_core::JobId;
+use cosched_core::{JobId, Time};
 use tokio::sync::mpsc;
 
-use crate::contain::{Events, JobCgroup};
+use crate::contain::{Events, Freezer, JobCgroup};
+use crate::program::{Act, Cg, Landed, Program, Runner};
 
 /// The pause between looks while a freeze is younger than [`YOUNG`].
 pub const LOOK: Duration = Duration::from_micros(15);
@@ -40,41 +48,165 @@ pub struct Watch {
 /// A report: (job, launch, generation) of a cgroup found frozen or empty.
 pub type Frozen = (JobId, u64, u64);
 
+/// An announced rotation for the thread to carry out: the program, the cgroups it runs now,
+/// and a handle of each cgroup of the program.
+pub struct Install {
+    pub now: Time,
+    pub program: Program,
+    pub thawed: BTreeSet<Cg>,
+    pub cgroups: Vec<(Cg, JobCgroup)>,
+}
+
+enum Cmd {
+    Watch(Watch),
+    Install(Box<Install>),
+    /// The rotation ended here (the policy has no matrix, or no job of it is here).
+    Stop,
+}
+
 /// The watching thread's end of the node manager; dropping it ends the thread once idle.
 pub struct FreezeWatcher {
-    tx: std_mpsc::Sender<Watch>,
+    tx: std_mpsc::Sender<Cmd>,
+    landed: std_mpsc::Receiver<Landed>,
 }
 
 impl FreezeWatcher {
     pub fn start(reports: mpsc::UnboundedSender<Frozen>) -> std::io::Result<FreezeWatcher> {
         let (tx, rx) = std_mpsc::channel();
+        let (landed_tx, landed) = std_mpsc::channel();
         std::thread::Builder::new()
             .name("freeze-watch".into())
-            .spawn(move || watch(rx, reports))?;
-        Ok(FreezeWatcher { tx })
+            .spawn(move || watch(rx, reports, landed_tx))?;
+        Ok(FreezeWatcher { tx, landed })
     }
 
     pub fn watch(&self, w: Watch) {
-        let _ = self.tx.send(w);
+        let _ = self.tx.send(Cmd::Watch(w));
+    }
+
+    /// Carries out an announced rotation from now on, in place of the one before.
+    pub fn install(&self, i: Install) {
+        let _ = self.tx.send(Cmd::Install(Box::new(i)));
+    }
+
+    pub fn stop_rotation(&self) {
+        let _ = self.tx.send(Cmd::Stop);
+    }
+
+    /// The switches the rotation made since the last call.
+    pub fn landed(&self) -> Vec<Landed> {
+        self.landed.try_iter().collect()
     }
 }
 
-fn watch(rx: std_mpsc::Receiver<Watch>, reports: mpsc::UnboundedSender<Frozen>) {
+/// The thread's clock, the node manager's ([`crate::shell`]): µs of `CLOCK_MONOTONIC`.
+fn now() -> Time {
+    Time::from_micros((cosched_monitor::now_ns() / 1_000) as i64)
+}
+
+/// The rotation being carried out, with its cgroups' files held open.
+struct Rotating {
+    runner: Runner,
+    files: HashMap<Cg, (Freezer, Option<Events>)>,
+}
+
+impl Rotating {
+    fn new(i: Install, before: Option<Rotating>) -> Rotating {
+        let files = i
+            .cgroups
+            .iter()
+            .filter_map(|(c, cg)| Some((*c, (cg.freezer()?, cg.events()))))
+            .collect();
+        let (runner, acts) = match before {
+            Some(mut r) => {
+                let acts = r.runner.replace(i.now, i.program);
+                (r.runner, acts)
+            }
+            None => Runner::new(i.now, i.program, i.thawed),
+        };
+        let r = Rotating { runner, files };
+        r.write(&acts);
+        r
+    }
+
+    fn write(&self, acts: &[Act]) {
+        for a in acts {
+            let (c, on) = match *a {
+                Act::Freeze(c) => (c, true),
+                Act::Thaw(c) => (c, false),
+            };
+            if let Some((f, _)) = self.files.get(&c) {
+                f.set(on);
+            }
+        }
+    }
+
+    /// Runs the runner's step due by now; its finished switches go to `landed`.
+    fn step(&mut self, landed: &std_mpsc::Sender<Landed>) {
+        let t = now();
+        if self.runner.wake().is_none_or(|w| w > t) {
+            return;
+        }
+        let files = &self.files;
+        let acts = self.runner.step(t, |c| {
+            files
+                .get(&c)
+                .is_none_or(|(_, e)| e.as_ref().is_none_or(Events::stopped))
+        });
+        self.write(&acts);
+        for l in self.runner.take_log() {
+            let _ = landed.send(l);
+        }
+    }
+}
+
+fn watch(
+    rx: std_mpsc::Receiver<Cmd>,
+    reports: mpsc::UnboundedSender<Frozen>,
+    landed: std_mpsc::Sender<Landed>,
+) {
     // Threads do not inherit the node manager's real-time class (it resets on fork): behind
     // CPU-bound ranks a watcher of normal priority would itself wait for a core.
     cosched_proto::util::raise_priority();
     cosched_proto::util::precise_timers();
     let mut pending: Vec<(Watch, Option<Events>, Instant)> = Vec::new();
+    let mut rotating: Option<Rotating> = None;
     let mut pause = LOOK;
     loop {
-        if pending.is_empty() {
-            match rx.recv() {
-                Ok(w) => pending.push(opened(w)),
-                Err(_) => return,
+        // Until the runner's next instant or the next look, or a command.
+        let runner_in = rotating
+            .as_ref()
+            .and_then(|r| r.runner.wake())
+            .map(|w| Duration::from_micros(w.since(now()).0.max(0) as u64));
+        let look_in = (!pending.is_empty()).then_some(pause);
+        let cmd = match (runner_in, look_in) {
+            (None, None) => rx.recv().ok(),
+            (a, b) => {
+                let wait = a.into_iter().chain(b).min().unwrap_or(LOOK);
+                match rx.recv_timeout(wait) {
+                    Ok(c) => Some(c),
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        };
+        let mut cmds: Vec<Cmd> = cmd.into_iter().collect();
+        if cmds.is_empty() && runner_in.is_none() && look_in.is_none() {
+            return;
+        }
+        cmds.extend(rx.try_iter());
+        for c in cmds {
+            match c {
+                Cmd::Watch(w) => pending.push(opened(w)),
+                Cmd::Install(i) => rotating = Some(Rotating::new(*i, rotating.take())),
+                Cmd::Stop => rotating = None,
             }
         }
-        while let Ok(w) = rx.try_recv() {
-            pending.push(opened(w));
+        if let Some(r) = &mut rotating {
+            r.step(&landed);
+        }
+        if pending.is_empty() {
+            continue;
         }
         pending.retain(|(w, events, since)| {
             if events.as_ref().is_none_or(Events::stopped) {
@@ -87,17 +219,10 @@ fn watch(rx: std_mpsc::Receiver<Watch>, reports: mpsc::UnboundedSender<Frozen>) 
             age < GIVE_UP && (age < YOUNG || w.cgroup.freezing())
         });
         let youngest = pending.iter().map(|(_, _, since)| since.elapsed()).min();
-        match youngest {
-            None => {}
-            Some(age) if age < YOUNG => {
-                pause = LOOK;
-                std::thread::sleep(LOOK);
-            }
-            Some(_) => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(LAST_LOOK);
-            }
-        }
+        pause = match youngest {
+            Some(age) if age < YOUNG => LOOK,
+            _ => (pause * 2).min(LAST_LOOK),
+        };
     }
 }
 

@@ -116,8 +116,9 @@ pub struct RankSpec {
     /// The PMI-1 variables, set with `PMI_FD` when the shell gives the rank a PMI socket (a
     /// descriptor below 3 would be taken by the standard streams: then it goes without).
     pub pmi_env: Vec<(String, String)>,
-    /// The CPU it is pinned to.
-    pub cpu: usize,
+    /// The CPUs it is pinned to: its PE's, or with `--cpus-per-task` those of each PE it
+    /// holds.
+    pub cpus: Vec<usize>,
     /// Its user, when not the node manager's.
     pub creds: Option<Creds>,
     /// It joins its launch's cgroup (a step's: its allocation's) before `exec`.
@@ -152,7 +153,7 @@ pub(super) struct Launching {
 fn allocation_pes(placement: &[Placement]) -> u32 {
     let pes: BTreeSet<(NodeId, u32)> = placement
         .iter()
-        .flat_map(|p| p.ranks.iter().map(move |&(_, pe)| (p.node, pe)))
+        .flat_map(|p| p.pes().map(move |pe| (p.node, pe)))
         .collect();
     pes.len() as u32
 }
@@ -181,6 +182,7 @@ impl NmCore {
             return;
         };
         let mut ranks = mine.ranks.clone();
+        let pes_here = mine.pes().count() as u32;
         if l.io.batch {
             // The script runs once, as rank 0 (on the allocation's first node), without PMI:
             // an MPI launcher in it starts its ranks through `srun`.
@@ -226,9 +228,7 @@ impl NmCore {
             gid: l.gid,
             cwd: l.cwd.clone(),
             ranks: ranks.iter().map(|&(r, _)| r).collect(),
-            memory: l
-                .mem
-                .map(|m| m.on_node(ranks.len() as u32, self.cfg.memory)),
+            memory: l.mem.map(|m| m.on_node(pes_here, self.cfg.memory)),
             join,
         })));
         self.launching = Some(Launching {
@@ -418,8 +418,15 @@ impl NmCore {
         let name = &self.cfg.name;
         let dir = self.job_dir(l.job);
         let files = cosched_proto::jobio::rank_files(&l.io, &ln.cwd, &dir, l.job, rank, name);
-        let cpus = &self.cfg.cpus;
-        let cpu = cpus[(self.cfg.cpu_offset + pe) as usize % cpus.len().max(1)];
+        let all = &self.cfg.cpus;
+        let cpu_of = |pe: u32| all[(self.cfg.cpu_offset + pe) as usize % all.len().max(1)];
+        let mine = l.placement.iter().find(|p| Some(p.node) == self.id);
+        let mut cpus: Vec<usize> = std::iter::once(pe)
+            .chain(mine.into_iter().flat_map(|p| p.pes_of(rank).skip(1)))
+            .map(cpu_of)
+            .collect();
+        cpus.sort_unstable();
+        cpus.dedup();
         let mut env = l.env.clone();
         env.extend([
             (
@@ -486,7 +493,7 @@ impl NmCore {
             } else {
                 Vec::new()
             },
-            cpu,
+            cpus,
             creds,
             cgroup: self.jobs.get(&l.job).is_some_and(|j| j.cgroup),
             path_first: (l.io.batch || l.within.is_some())

@@ -29,7 +29,8 @@
 //!   (registration, its answers, the machine manager's silence, joining the tree).
 //! - [`sched`]: the node scheme (gs, local, sb, fcs) on the `NodeScheduler` the process-level
 //!   simulator drives; [`scheme`]: its parameters from the command line; [`switch`]: the
-//!   order of a switch (continues wait until the outgoing jobs are reported frozen).
+//!   order of a switch (continues wait until the outgoing jobs are reported frozen);
+//!   [`program`]: an announced gang rotation switched at its instants, off the event loop.
 //! - [`shell`]: tokio, the tree, the children, PMI sockets, cgroups and files around the core;
 //!   [`spawn`] (fork/exec of a rank as its user), [`files`] (output caps, job directories,
 //!   `cosched output`), [`sample`] (`/proc` and the rings), [`monitor`] (the rings),
@@ -53,6 +54,7 @@ pub mod monitor;
 pub mod names;
 pub mod pmi;
 pub mod pmix;
+pub mod program;
 pub mod register;
 pub mod sample;
 pub mod sched;

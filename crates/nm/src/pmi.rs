@@ -356,14 +356,17 @@ mod tests {
             Placement {
                 node: NodeId(3),
                 ranks: vec![(0, 0), (1, 1)],
+                extra_pes: Vec::new(),
             },
             Placement {
                 node: NodeId(5),
                 ranks: vec![(2, 0), (3, 1)],
+                extra_pes: Vec::new(),
             },
             Placement {
                 node: NodeId(6),
                 ranks: vec![(4, 0)],
+                extra_pes: Vec::new(),
             },
         ]
     }

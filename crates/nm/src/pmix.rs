@@ -132,7 +132,7 @@ impl NmCore {
             remove_env: Vec::new(),
             env: Vec::new(),
             pmi_env: Vec::new(),
-            cpu,
+            cpus: vec![cpu],
             creds: creds.clone(),
             cgroup: self.jobs.get(&job).is_some_and(|j| j.cgroup),
             path_first: None,

@@ -344,6 +344,13 @@ impl NodeSched {
         self.row_of(job).is_some()
     }
 
+    /// The matrix of a rotation the node's switching thread carries out itself (an announced
+    /// rotation under `gs`, [`super::program`]): its rows are taken in and nothing is planned;
+    /// the jobs' run state follows [`NodeSched::job_signalled`] as the switches land.
+    pub fn follow(&mut self, s: Strobe) {
+        self.strobe = Some(s);
+    }
+
     /// The machine manager's strobe arrived (with a heartbeat, or at a switch): FCS
     /// reclassifies every rank here, and the plan follows the new slot (after what `samples`
     /// show, as [`NodeSched::tick`]).

@@ -144,7 +144,7 @@ pub fn spawn_rank(
             None
         }
     };
-    let cpu = s.cpu;
+    let cpus = s.cpus.clone();
     let cgroup_procs = cgroup_procs.to_vec();
     let nm_pid = std::process::id();
     // SAFETY: only async-signal-safe calls (write, fcntl, prctl, getppid, sched_setaffinity,
@@ -168,7 +168,9 @@ pub fn spawn_rank(
             libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal);
             libc::setpriority(libc::PRIO_PROCESS, 0, 0);
             let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
+            for &cpu in &cpus {
+                libc::CPU_SET(cpu, &mut set);
+            }
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
             // The job's user: groups first, uid last (after it, no more changes are allowed).
             if let Some(c) = &creds

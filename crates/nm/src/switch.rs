@@ -17,6 +17,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 use cosched_core::{Dur, JobId, Time};
 
+use crate::program::Landed;
 use cosched_proto::proto::{SwitchLog, SwitchTiming};
 
 /// Shortest wait for outgoing freezes (a sub-millisecond quantum still lets them land).
@@ -39,6 +40,8 @@ struct Pending {
     started: Time,
     until: Time,
     frozen: Option<Time>,
+    outgoing: Vec<JobId>,
+    incoming: Vec<JobId>,
 }
 
 /// See the module documentation.
@@ -74,6 +77,7 @@ impl Gate {
         self.held.ranks.retain(|r| !stopped_ranks.contains(r));
         // A job continued again needs no freeze: its thaw goes with the others.
         self.freezing.retain(|(j, _)| !jobs.contains(j));
+        let incoming = jobs.clone();
         self.held.jobs.extend(jobs);
         self.held.ranks.extend(ranks);
         if !freezing.is_empty() {
@@ -90,6 +94,8 @@ impl Gate {
                 started: now,
                 until: now + bound,
                 frozen: None,
+                outgoing: freezing.iter().map(|&(j, _)| j).collect(),
+                incoming,
             });
         }
         self.release_if_ready(now)
@@ -112,6 +118,14 @@ impl Gate {
             return None;
         }
         self.release_if_ready(now)
+    }
+
+    /// The freeze watcher's thread takes the switching over ([`crate::program`]): nothing is
+    /// waited for or continued any more.
+    pub fn reset(&mut self) {
+        self.freezing.clear();
+        self.held = Release::default();
+        self.pending = None;
     }
 
     /// When the bound of the switch in progress passes.
@@ -137,8 +151,35 @@ impl Gate {
     /// The switches so far and the last ones' timings.
     pub fn log(&self) -> SwitchLog {
         SwitchLog {
-            recent: self.recent.iter().copied().collect(),
+            recent: self.recent.iter().cloned().collect(),
             ..self.log.clone()
+        }
+    }
+
+    /// A switch of an announced rotation, made by the freeze watcher's thread
+    /// ([`crate::program`]), goes into the same log, timed from its announced instant.
+    pub fn landed(&mut self, l: &Landed) {
+        let us = |t: Time| t.since(l.due).as_micros().clamp(0, u32::MAX as i64) as u32;
+        self.log.count += 1;
+        self.log.late += u64::from(l.frozen.is_none() && !l.outgoing.is_empty());
+        self.keep(SwitchTiming {
+            at_us: l.due.as_micros(),
+            lead_us: l
+                .due
+                .since(l.frozen_written)
+                .as_micros()
+                .clamp(0, u32::MAX as i64) as u32,
+            frozen_us: l.frozen.map(us),
+            thawed_us: us(l.thawed),
+            outgoing: l.outgoing.iter().map(|&(j, _)| j).collect(),
+            incoming: l.incoming.iter().map(|&(j, _)| j).collect(),
+        });
+    }
+
+    fn keep(&mut self, t: SwitchTiming) {
+        self.recent.push_back(t);
+        while self.recent.len() > KEEP {
+            self.recent.pop_front();
         }
     }
 
@@ -156,14 +197,14 @@ impl Gate {
         if let Some(p) = self.pending.take() {
             let us = |t: Time| t.since(p.started).as_micros().clamp(0, u32::MAX as i64) as u32;
             self.log.count += 1;
-            self.recent.push_back(SwitchTiming {
+            self.keep(SwitchTiming {
                 at_us: p.started.as_micros(),
+                lead_us: 0,
                 frozen_us: p.frozen.map(us),
                 thawed_us: us(now),
+                outgoing: p.outgoing,
+                incoming: p.incoming,
             });
-            while self.recent.len() > KEEP {
-                self.recent.pop_front();
-            }
         }
         let r = std::mem::take(&mut self.held);
         (!r.jobs.is_empty() || !r.ranks.is_empty()).then_some(r)

@@ -6,6 +6,10 @@
 //! A job without a spread (every trace job) never reaches this module: its PEs are any free
 //! ones, as the policies have always chosen them.
 //!
+//! `procs` is the job's PEs: with `--cpus-per-task c` a task holds `c` PEs of one node, so
+//! the counts below are of tasks (`procs / c`, nodes of `PEs / c` tasks) and every node's
+//! share of PEs is a multiple of `c`.
+//!
 //! Counts: with `-N n --ntasks-per-node m` the nodes get `m` tasks each in node order until
 //! the tasks are placed (Slurm's block distribution); with `-N n` alone the tasks are spread
 //! evenly (the first `procs % n` nodes one more). With neither, only the node filters apply
@@ -28,6 +32,9 @@ pub struct Spread {
     pub required: Vec<NodeId>,
     /// Nodes it must not use (`--exclude`), sorted.
     pub excluded: Vec<NodeId>,
+    /// PEs of one node each task holds (`--cpus-per-task`); 0 is read as 1.
+    #[serde(default)]
+    pub cpus_per_task: u32,
 }
 
 impl Spread {
@@ -35,7 +42,35 @@ impl Spread {
     /// the node filters apply; `Err` when no machine of this shape could place `procs` tasks
     /// so (the message says which numbers disagree).
     fn counts(&self, procs: u32, machine: &MachineShape) -> Result<Option<Vec<u32>>, String> {
-        let per = machine.pes_per_node();
+        let c = self.cpus();
+        if !procs.is_multiple_of(c) {
+            return Err(format!(
+                "{procs} PEs are not whole tasks of --cpus-per-task={c}"
+            ));
+        }
+        if c > machine.pes_per_node() {
+            return Err(format!(
+                "--cpus-per-task={c}: a node has {} PEs",
+                machine.pes_per_node()
+            ));
+        }
+        Ok(self
+            .task_counts(procs / c, machine.pes_per_node() / c, machine)?
+            .map(|counts| counts.into_iter().map(|n| n * c).collect()))
+    }
+
+    /// PEs per task.
+    fn cpus(&self) -> u32 {
+        self.cpus_per_task.max(1)
+    }
+
+    /// [`Self::counts`] in tasks: `procs` tasks on nodes of `per` tasks each.
+    fn task_counts(
+        &self,
+        procs: u32,
+        per: u32,
+        machine: &MachineShape,
+    ) -> Result<Option<Vec<u32>>, String> {
         let need = self.required.len() as u32;
         let n = match (self.nodes, self.tasks_per_node) {
             (None, None) => return Ok(None),
@@ -86,8 +121,9 @@ impl Spread {
         };
         if counts[0] > per {
             return Err(format!(
-                "needs {} tasks on a node; a node has {per} PEs",
-                counts[0]
+                "needs {} tasks on a node; a node has {} PEs",
+                counts[0],
+                machine.pes_per_node()
             ));
         }
         Ok(Some(counts))
@@ -139,16 +175,19 @@ impl Spread {
         let mut pes = Vec::new();
         match counts {
             None => {
+                let c = self.cpus();
                 let mut left = procs;
                 for (k, node) in order.enumerate() {
                     let f = free_on(node);
+                    // Whole tasks only: a task's PEs are on one node.
+                    let room = f.len() as u32 / c * c;
                     let required = k < self.required.len();
-                    if f.is_empty() && required {
+                    if room == 0 && required {
                         return None;
                     }
                     // Leave one task for each required node still to come.
-                    let later = self.required.len().saturating_sub(k + 1) as u32;
-                    let take = (f.len() as u32).min(left.saturating_sub(later));
+                    let later = self.required.len().saturating_sub(k + 1) as u32 * c;
+                    let take = room.min(left.saturating_sub(later));
                     pes.extend_from_slice(&f[..take as usize]);
                     left -= take;
                     if left == 0 && k + 1 >= self.required.len() {
@@ -203,6 +242,12 @@ impl Spread {
                 .required
                 .iter()
                 .all(|r| per_node.iter().any(|(n, _)| n == r))
+        {
+            return false;
+        }
+        if per_node
+            .iter()
+            .any(|&(_, n)| !n.is_multiple_of(self.cpus()))
         {
             return false;
         }
@@ -298,6 +343,41 @@ mod tests {
         assert_eq!(s.choose(3, &m, |_| true).unwrap().to_string(), "2,6-7");
         assert_eq!(s.choose(5, &m, |_| true).unwrap().to_string(), "2-4,6-7");
         assert!(s.choose(7, &m, |_| true).is_none());
+    }
+
+    #[test]
+    fn cpus_per_task_keeps_each_tasks_pes_on_one_node() {
+        let m = MachineShape::flat(2, 2);
+        // 2 tasks × 2 PEs on nodes of 2 PEs: one task per node, both its PEs.
+        let s = Spread {
+            cpus_per_task: 2,
+            ..Spread::default()
+        };
+        assert_eq!(s.choose(4, &m, |_| true).unwrap().to_string(), "0-3");
+        // PE 1 busy: node 0 has no room for a whole task, and node 1 holds one task only.
+        assert!(s.choose(4, &m, |p| p != 1).is_none());
+        assert_eq!(s.choose(2, &m, |p| p != 1).unwrap().to_string(), "2-3");
+        assert!(s.admits(4, &m, &PeSet::contiguous(0, 4)));
+        assert!(
+            !s.admits(2, &m, &PeSet::from_pes([1, 2])),
+            "a task split over two nodes"
+        );
+        // With -N: tasks per node, then PEs.
+        let m = MachineShape::flat(3, 4);
+        let s = Spread {
+            nodes: Some(2),
+            cpus_per_task: 2,
+            ..Spread::default()
+        };
+        // Nodes 0 and 1: two tasks (PEs 0-3), then one (PEs 4-5).
+        assert_eq!(s.choose(6, &m, |_| true).unwrap().to_string(), "0-5");
+        assert!(s.never(6, &m).is_none());
+        assert!(s.never(5, &m).unwrap().contains("whole tasks"));
+        let s = Spread {
+            cpus_per_task: 5,
+            ..Spread::default()
+        };
+        assert!(s.never(5, &m).unwrap().contains("4 PEs"));
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //!   directory>` (tmpfs: seed 003 stages to a RAM disk, and a launch then reads no disk), else
 //!   `<work dir>/scratch` where there is no `/dev/shm`. The name and the hash keep node
 //!   managers that share a host apart, those of two clusters included. The directory must be
-//!   the node manager's own ([`open_scratch`], crate::dir): one someone else made (a user
+//!   the node manager's own (`cosched_nm::bcast`'s `open_scratch`, crate::dir): one someone else made (a user
 //!   squatting `/dev/shm/cosched-0` before the cluster starts) is refused, naming it, and the
 //!   node then fails every broadcast rather than write where that user chose.
 //! - Copies are kept per user (with one name space per node, a user
@@ -67,9 +67,7 @@
 //! `NAME=MS` slows only the node manager named NAME.
 
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
 
-use crate::dir::{Dir, DirError};
 use crate::proto::*;
 
 /// Seed 003's best chunk size (Fig. 8).
@@ -82,12 +80,6 @@ pub const MAX_CHUNK: u32 = (2 << 20) - (64 << 10);
 /// argv\[0\] of a job that runs a staged copy: `cosched-staged:<name>`, or
 /// `cosched-staged:@<transfer>/<name>` for the copy staged for the job itself.
 pub const STAGED_PREFIX: &str = "cosched-staged:";
-/// Test-only knob of the node manager (see the module documentation).
-pub const TEST_CHUNK_DELAY_ENV: &str = "COSCHED_TEST_CHUNK_DELAY_MS";
-/// The copies' directory within the scratch directory.
-pub const BCAST: &str = "bcast";
-/// The published copies' directory within [`BCAST`].
-pub const PUBLIC: &str = "public";
 
 /// The value of [`VAR_BCAST_HELD`] once `chunks` chunks of transfer `id` are written.
 pub fn held(id: u32, chunks: u32) -> i64 {
@@ -102,7 +94,7 @@ pub fn state(id: u32, state: i64) -> i64 {
 /// The scratch directory of node manager `name` as two parts: the directory the node manager
 /// keeps for itself, and, when node managers of one host share that one, its own
 /// subdirectory in it (see the module documentation).
-fn scratch_parts(name: &str, workdir: &Path) -> (PathBuf, Option<String>) {
+pub fn scratch_parts(name: &str, workdir: &Path) -> (PathBuf, Option<String>) {
     if let Some(dir) = std::env::var_os("COSCHED_SCRATCH") {
         return (PathBuf::from(dir).join(name), None);
     }
@@ -130,44 +122,6 @@ pub fn scratch_dir(name: &str, workdir: &Path) -> PathBuf {
     }
 }
 
-/// Opens (making it if missing) the scratch directory of node manager `name`, refusing one
-/// that is not the node manager's own (see crate::dir), with its path and what to do.
-pub fn open_scratch(name: &str, workdir: &Path) -> Result<Dir, DirError> {
-    let (own, node) = scratch_parts(name, workdir);
-    let hint = |mut e: DirError| {
-        e.why.push_str(
-            " (the node manager's scratch directory for file broadcasts; or set COSCHED_SCRATCH to a directory of its user's)",
-        );
-        e
-    };
-    let dir = Dir::private(&own, 0o711).map_err(hint)?;
-    match node {
-        Some(node) => dir.private_child(node, 0o711).map_err(hint),
-        None => Ok(dir),
-    }
-}
-
-/// Which name space a staged copy is in on a node (see the module documentation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Space {
-    /// A user's own names (`cosched bcast`).
-    User(u32),
-    /// The copy transfer `transfer` staged for a job of user `uid` (`submit --bcast`).
-    Job { uid: u32, transfer: u32 },
-    /// Published by an administrator (`cosched bcast --publish`).
-    Public,
-}
-
-impl Space {
-    pub fn of(scope: Scope, uid: u32, transfer: u32) -> Space {
-        match scope {
-            Scope::User => Space::User(uid),
-            Scope::Job => Space::Job { uid, transfer },
-            Scope::Public => Space::Public,
-        }
-    }
-}
-
 /// Why `dest` cannot be staged in `scope`, if it cannot: a staged name is a relative path
 /// without `..`, whose first part does not begin with `@` (those name the copies of one job);
 /// an absolute path is taken only for a user's own copy (and only by a node manager that is
@@ -192,19 +146,6 @@ pub fn check_dest(dest: &str, scope: Scope) -> Result<(), String> {
     Ok(())
 }
 
-/// Where a copy goes: file `name` in the directory `dir`, which the node manager holds open.
-#[derive(Clone)]
-pub struct Place {
-    pub dir: Arc<Dir>,
-    pub name: String,
-}
-
-impl Place {
-    pub fn path(&self) -> PathBuf {
-        self.dir.join(&self.name)
-    }
-}
-
 /// Makes glibc's allocator keep freed buffers of up to 32 MiB for reuse instead of returning
 /// them to the kernel: each chunk passes through a buffer of its size at every node (the
 /// frame it came in) and a few at the machine manager (the client's request, the payload,
@@ -214,9 +155,5 @@ impl Place {
 /// once by each node manager and machine manager; a process-wide setting, costing only the
 /// memory of the few chunk buffers its arenas keep.
 pub fn keep_freed_buffers() {
-    // SAFETY: mallopt only sets allocator parameters; it is safe to call at any time.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
-    }
+    crate::sys::keep_freed_below(32 << 20, 64 << 20);
 }

@@ -479,9 +479,12 @@ mod tests {
         std::os::unix::fs::symlink(&file, &link).unwrap();
         assert!(open_regular(&link, None, false).is_err());
         let fifo = tmp.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: mkfifo with a NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
         let e = open_regular(&fifo, None, true).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
     }

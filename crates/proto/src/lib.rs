@@ -15,10 +15,14 @@
 //! - [`config`]: the cluster's configuration file (nodes, partitions, head, key, timeouts).
 //! - [`state_dir`]: the layout of a cluster's state directory (addresses, keys, pids, database).
 //! - [`user_key`]: a user's credential, derived from the cluster key.
+//! - [`rotation`]: a gang rotation announced ahead (slots and the instants they start).
 //! - [`views`]: tables, the Ousterhout matrix and SWF export of job records.
 //! - [`util`]: clock, atomic files, signals, accounts, logging.
 //! - [`dir`]: directories a root daemon works in, held open; files in them made without
 //!   following links; its own directories checked before use.
+//!
+//! No `unsafe` outside `sys`, the C library calls no safe wrapper offers.
+#![deny(unsafe_code)]
 
 pub mod bcast;
 pub mod config;
@@ -26,8 +30,10 @@ pub mod dir;
 pub mod jobio;
 pub mod names;
 pub mod proto;
+pub mod rotation;
 pub mod start_conditions;
 pub mod state_dir;
+mod sys;
 pub mod user_key;
 pub mod util;
 pub mod views;

@@ -309,21 +309,16 @@ pub enum FsState {
 
 /// The state of the file system `dir` is on (statvfs), if it can be asked.
 pub fn fs_state(dir: &Path) -> Option<FsState> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs is plain data; the call fills it in.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a statvfs to fill.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    Some(if st.f_flag & libc::ST_RDONLY != 0 {
-        FsState::ReadOnly
-    } else if st.f_bavail == 0 || (st.f_files > 0 && st.f_favail == 0) {
-        FsState::Full
-    } else {
-        FsState::Writable
-    })
+    let st = rustix::fs::statvfs(dir).ok()?;
+    Some(
+        if st.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY) {
+            FsState::ReadOnly
+        } else if st.f_bavail == 0 || (st.f_files > 0 && st.f_favail == 0) {
+            FsState::Full
+        } else {
+            FsState::Writable
+        },
+    )
 }
 
 /// `$COSCHED_STATE_DIR` (when set and not empty), else `$HOME/.cosched`, else the temporary

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use rustix::process::{Pid, Signal};
+
 use cosched_core::Time;
 
 /// Now, as microseconds since the Unix epoch (the daemons' time base).
@@ -33,9 +35,8 @@ pub fn process_start(pid: i32) -> Option<u64> {
 /// A random number from the kernel (a request's nonce).
 pub fn random_u64() -> u64 {
     let mut b = [0u8; 8];
-    // SAFETY: getrandom(2) fills at most the 8 bytes given.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != 8 {
+    let filled = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
+    if filled != Ok(8) {
         // Never expected; the clock still makes a duplicate improbable.
         return now().as_micros() as u64 ^ ((std::process::id() as u64) << 40);
     }
@@ -44,8 +45,7 @@ pub fn random_u64() -> u64 {
 
 /// This process's effective user id.
 pub fn euid() -> u32 {
-    // SAFETY: geteuid(2) cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// The host's memory in bytes (`MemTotal` of /proc/meminfo); `u64::MAX` when it cannot be
@@ -63,8 +63,7 @@ pub fn mem_total() -> u64 {
 
 /// This process's effective group id.
 pub fn egid() -> u32 {
-    // SAFETY: getegid(2) cannot fail.
-    unsafe { libc::getegid() }
+    rustix::process::getegid().as_raw()
 }
 
 /// A user's account: name, primary group, home.
@@ -76,24 +75,17 @@ pub struct Account {
 
 /// The account of `uid` in the password database, if it has one.
 pub fn account(uid: u32) -> Option<Account> {
-    let mut buf = vec![0 as libc::c_char; 16 << 10];
-    // SAFETY: getpwuid_r writes into `pw` and `buf` (of the length given) only; the strings
-    // are read before `buf` goes.
-    unsafe {
-        let mut pw: libc::passwd = std::mem::zeroed();
-        let mut out: *mut libc::passwd = std::ptr::null_mut();
-        if libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) != 0
-            || out.is_null()
-        {
-            return None;
-        }
-        Some(Account {
-            name: std::ffi::CStr::from_ptr(pw.pw_name)
-                .to_string_lossy()
-                .into_owned(),
-            gid: pw.pw_gid,
-        })
-    }
+    crate::sys::account(uid)
+}
+
+/// The name of group `gid` in the group database, if it has one.
+pub fn group_name(gid: u32) -> Option<String> {
+    crate::sys::group_name(gid)
+}
+
+/// The uid of the account named `name` in the password database, if there is one.
+pub fn uid_of_name(name: &str) -> Option<u32> {
+    crate::sys::uid_of_name(&std::ffi::CString::new(name).ok()?)
 }
 
 /// A user's name for messages: the account name, else `uid N`.
@@ -113,26 +105,13 @@ pub fn groups_of(uid: u32, gid: u32) -> Vec<u32> {
     let Ok(name) = std::ffi::CString::new(acc.name) else {
         return vec![gid];
     };
-    let mut n: libc::c_int = 64;
-    loop {
-        let mut groups = vec![0 as libc::gid_t; n as usize];
-        let want = n;
-        // SAFETY: getgrouplist writes at most `n` groups into `groups` and sets `n`.
-        let r = unsafe { libc::getgrouplist(name.as_ptr(), primary, groups.as_mut_ptr(), &mut n) };
-        if r >= 0 {
-            groups.truncate(n as usize);
-            if !groups.contains(&gid) {
-                groups.push(gid);
-            }
-            return groups;
-        }
-        if n <= want {
-            n = want * 2;
-        }
-        if n > 65536 {
-            return vec![gid];
-        }
+    let Some(mut groups) = crate::sys::group_list(&name, primary) else {
+        return vec![gid];
+    };
+    if !groups.contains(&gid) {
+        groups.push(gid);
     }
+    groups
 }
 
 /// A path to connect or bind the Unix socket `path` by: itself when short enough for
@@ -155,20 +134,29 @@ pub fn socket_path(path: &Path) -> std::io::Result<(Option<std::fs::File>, std::
     Ok((Some(d), short))
 }
 
-/// Sends `sig` to the process group `pgid`; a group that is gone is not an error.
+/// Sends `sig` (a named signal: a real-time one is not sent) to the process group `pgid`; a
+/// group that is gone is not an error.
 pub fn signal_group(pgid: i32, sig: i32) {
-    if pgid > 0 {
-        // SAFETY: kill(2) with a negative pid addresses a process group; no memory is involved.
-        unsafe {
-            libc::kill(-pgid, sig);
-        }
+    if let (Some(pgid), Some(sig)) = (positive_pid(pgid), Signal::from_named_raw(sig)) {
+        let _ = rustix::process::kill_process_group(pgid, sig);
     }
 }
 
-/// Sends `sig` to one process.
+/// Sends `sig` to one process (0: only asks whether it may be signalled, as kill(2) does).
 pub fn signal_pid(pid: i32, sig: i32) -> bool {
-    // SAFETY: plain kill(2).
-    pid > 0 && unsafe { libc::kill(pid, sig) } == 0
+    let Some(pid) = positive_pid(pid) else {
+        return false;
+    };
+    if sig == 0 {
+        return rustix::process::test_kill_process(pid).is_ok();
+    }
+    Signal::from_named_raw(sig).is_some_and(|sig| rustix::process::kill_process(pid, sig).is_ok())
+}
+
+/// `raw` as a process (group) id: none for 0 or a negative number, which kill(2) would take
+/// for "my group" or "every process".
+fn positive_pid(raw: i32) -> Option<Pid> {
+    if raw > 0 { Pid::from_raw(raw) } else { None }
 }
 
 /// Whether a process with this pid runs: it exists and is not a zombie (a daemon killed
@@ -192,15 +180,11 @@ fn is_zombie(pid: i32) -> bool {
 /// else nice −10, else nothing. Children do not inherit either (`SCHED_RESET_ON_FORK`; ranks
 /// are also reset explicitly). Returns what it got, for the log.
 pub fn raise_priority() -> &'static str {
-    // SAFETY: plain system calls on this process with a valid sched_param.
-    unsafe {
-        let param = libc::sched_param { sched_priority: 1 };
-        if libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) == 0 {
-            return "real-time FIFO priority 1";
-        }
-        if libc::setpriority(libc::PRIO_PROCESS, 0, -10) == 0 {
-            return "nice -10";
-        }
+    if crate::sys::realtime_fifo_1() {
+        return "real-time FIFO priority 1";
+    }
+    if rustix::process::setpriority_process(None, -10).is_ok() {
+        return "nice -10";
     }
     "normal priority (no permission to raise it)"
 }
@@ -209,8 +193,7 @@ pub fn raise_priority() -> &'static str {
 /// default timer slack for a thread of normal priority, which merges wake-ups to save power;
 /// a real-time thread has none): a freeze watched every 15 µs would be looked at every 65.
 pub fn precise_timers() {
-    // SAFETY: prctl on the calling thread with an integer argument.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
 }
 
 /// The daemons' log: `tracing` events with a UTC timestamp and a level, one a line, on
@@ -268,4 +251,63 @@ pub fn utc_us(us: i64) -> String {
         "{}Z",
         cosched_slurm::time::timestamp(Some(us.div_euclid(1_000_000)), |_| 0)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+
+    #[test]
+    fn a_signal_reaches_its_process_and_its_group() {
+        let mut one = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = one.id() as i32;
+        assert!(pid_alive(pid));
+        assert!(signal_pid(pid, libc::SIGKILL));
+        assert_eq!(one.wait().unwrap().signal(), Some(libc::SIGKILL));
+
+        let mut group = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        signal_group(group.id() as i32, libc::SIGTERM);
+        assert_eq!(group.wait().unwrap().signal(), Some(libc::SIGTERM));
+    }
+
+    #[test]
+    fn no_pid_or_a_negative_one_signals_nobody() {
+        // kill(2) would take 0 for this process's group and -1 for every process it may
+        // signal: neither may be reached through a pid that is missing or corrupt.
+        assert!(!signal_pid(0, 0));
+        assert!(!signal_pid(-1, 0));
+        assert!(!pid_alive(0));
+        signal_group(0, libc::SIGCONT);
+        signal_group(-1, libc::SIGCONT);
+        assert!(signal_pid(std::process::id() as i32, 0));
+    }
+
+    #[test]
+    fn ids_and_random_numbers_come_from_the_kernel() {
+        assert_eq!(euid(), std::fs::metadata("/proc/self").unwrap().uid());
+        assert_ne!(random_u64(), random_u64());
+    }
+
+    #[test]
+    fn accounts_and_groups_come_from_the_password_and_group_databases() {
+        let root = account(0).expect("every system has uid 0 in its password database");
+        assert_eq!(root.name, "root");
+        let groups = groups_of(0, 12345);
+        assert!(groups.contains(&root.gid), "{groups:?}");
+        assert!(groups.contains(&12345), "{groups:?}");
+        // A uid without an account gets only the group it runs with.
+        assert_eq!(groups_of(3_999_999_999, 7), vec![7]);
+        assert_eq!(uid_of_name("root"), Some(0));
+        assert_eq!(uid_of_name("no such user, surely"), None);
+        assert_eq!(group_name(root.gid).as_deref(), Some("root"));
+    }
 }

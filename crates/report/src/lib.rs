@@ -16,6 +16,7 @@
 //! - [`sweep`]: policies × loads × seeds in parallel; the table and the Fig. 6-style chart.
 //! - [`sweep_array`]: a sweep as a job array on whatever answers `sbatch`: the pinned spec,
 //!   one point per task, the gather that merges them into a local sweep's files.
+//! - [`table`]: plain tables of figures as text, for every command that prints one.
 //! - [`plot`]: line charts as PNG/SVG with an embedded font (reusable for other figures).
 //! - [`gantt`]: the schedule as a Gantt chart.
 //! - [`matrix_svg`]: the Ousterhout matrix over a time window, as SVG.
@@ -38,4 +39,5 @@ pub mod run_files;
 pub mod setup;
 pub mod sweep;
 pub mod sweep_array;
+pub mod table;
 pub mod timeshare_metrics;

@@ -510,22 +510,25 @@ impl TimeshareReport {
             self.suspensions_total, self.context_switches
         );
         let _ = writeln!(s, "  mean quantum       {:.1} s", self.mean_quantum_s);
-        let _ = writeln!(
-            s,
-            "  {:<10} {:>7} {:>11} {:>16} {:>13}",
-            "size", "jobs", "preempted", "quantum(pre) s", "quantum(all) s"
-        );
         let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
-        for r in &self.by_size {
-            let _ = writeln!(
-                s,
-                "  {:<10} {:>7} {:>10.1}% {:>16} {:>13}",
-                r.size,
-                r.jobs,
-                100.0 * r.preempted_fraction,
+        let rows = self.by_size.iter().map(|r| {
+            vec![
+                r.size.clone(),
+                r.jobs.to_string(),
+                format!("{:.1}%", 100.0 * r.preempted_fraction),
                 f(r.mean_quantum_preempted_s),
-                f(r.mean_quantum_all_s)
-            );
+                f(r.mean_quantum_all_s),
+            ]
+        });
+        let header = [
+            "size",
+            "jobs",
+            "preempted",
+            "quantum(pre) s",
+            "quantum(all) s",
+        ];
+        for line in crate::table::table(&header, 1, rows).lines() {
+            let _ = writeln!(s, " {line}");
         }
         s
     }

@@ -35,6 +35,9 @@ pub struct Submission {
 
 type Env = Vec<(String, String)>;
 
+/// `--cpus-per-task` as the tasks see it, and as `srun` inside an allocation reads it.
+pub const CPUS_PER_TASK: &str = "SLURM_CPUS_PER_TASK";
+
 fn set(env: &mut Env, k: &str, v: impl ToString) {
     env.push((k.to_string(), v.to_string()));
 }
@@ -50,7 +53,7 @@ pub fn submit_env(s: &Submission) -> Env {
     set(&mut env, "SLURM_JOB_UID", s.uid);
     set(&mut env, "SLURM_JOB_GID", s.gid);
     if let Some(c) = s.cpus_per_task {
-        set(&mut env, "SLURM_CPUS_PER_TASK", c);
+        set(&mut env, CPUS_PER_TASK, c);
     }
     if let Some(n) = s.ntasks_per_node {
         set(&mut env, "SLURM_NTASKS_PER_NODE", n);
@@ -79,8 +82,9 @@ pub struct Allocation<'a> {
     pub array: Option<(u64, u32)>,
     /// Its nodes in node order, with its tasks on each.
     pub nodes: &'a [(String, u32)],
-    /// CPUs per task (1 unless `--cpus-per-task`).
-    pub cpus_per_task: u32,
+    /// The CPUs (PEs) it holds on each of its nodes, in the same order: its tasks' (times
+    /// `--cpus-per-task`), or whole nodes' (`--exclusive`).
+    pub cpus: &'a [u32],
 }
 
 impl Allocation<'_> {
@@ -99,12 +103,7 @@ impl Allocation<'_> {
 pub fn allocation_env(a: &Allocation) -> Env {
     let mut env = Env::new();
     let nodes = a.node_list();
-    let cpus = counts::compress(
-        &a.nodes
-            .iter()
-            .map(|n| n.1 * a.cpus_per_task.max(1))
-            .collect::<Vec<_>>(),
-    );
+    let cpus = counts::compress(a.cpus);
     set(&mut env, "SLURM_JOB_ID", a.job_id);
     set(&mut env, "SLURM_JOBID", a.job_id);
     set(&mut env, "SLURM_JOB_NAME", a.name);

@@ -5,6 +5,7 @@
 //! | module | what it owns |
 //! | --- | --- |
 //! | [`hostlist`] | `n[01-04,07],gpu1`: expand and compress node names |
+//! | [`constraint`] | `--constraint` on node features: `ib&big|gpu` |
 //! | [`counts`] | `2(x3),1`: per-node counts (`SLURM_TASKS_PER_NODE`) |
 //! | [`time`] | `--time` forms, durations as squeue/sacct print them, timestamps |
 //! | [`state`] | job states and codes (`PENDING`/`PD` …) from cosched's lifecycle; reasons |
@@ -28,6 +29,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod constraint;
 pub mod counts;
 pub mod env;
 pub mod hostlist;
@@ -47,8 +49,8 @@ pub mod time;
 /// Open MPI's launcher reads it from `srun --version`).
 pub const SLURM_VERSION: &str = "22.05.8";
 
-/// The one partition of a cosched cluster until the administrator's configuration names
-/// others: every node, the default.
+/// The one partition of a cosched cluster whose configuration names none: every node, the
+/// default.
 pub const DEFAULT_PARTITION: &str = "all";
 
 /// The cluster's name until the administrator's configuration gives one.

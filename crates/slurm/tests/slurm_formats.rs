@@ -545,7 +545,7 @@ fn slurm_environment_matches_a_batch_script_and_a_step_of_slurms() {
         name: "envjob",
         array: None,
         nodes: &nodes,
-        cpus_per_task: 1,
+        cpus: &[1, 1],
     };
     let common = [
         env::submit_env(&loop_submission(None, Some(1))),
@@ -586,7 +586,7 @@ fn slurm_environment_matches_a_batch_script_and_a_step_of_slurms() {
         name: "envjob",
         array: Some((8, 3)),
         nodes: &one,
-        cpus_per_task: 1,
+        cpus: &[1],
     };
     let batch = env::task_env(&Task {
         step: StepKind::Batch,

@@ -35,12 +35,27 @@ pub struct JobOpts {
     /// Ranks per node: at most M on each of its nodes
     #[arg(long)]
     pub ntasks_per_node: Option<u32>,
+    /// PEs per rank, as Slurm's -c: each rank holds C PEs of one node and is pinned to
+    /// them (the job holds ranks × C PEs)
+    #[arg(short = 'c', long)]
+    pub cpus_per_task: Option<u32>,
     /// Nodes the job must include, as Slurm's -w: a hostlist (`n[1-3],n7`)
     #[arg(short = 'w', long)]
     pub nodelist: Option<String>,
     /// Nodes the job must not use, as Slurm's -x: a hostlist
     #[arg(short = 'x', long)]
     pub exclude: Option<String>,
+    /// The partition to run in, as Slurm's -p [default: the configuration's default
+    /// partition]
+    #[arg(short = 'p', long)]
+    pub partition: Option<String>,
+    /// Node features the job's nodes must have, as Slurm's -C: FEATURE, A&B (or A,B), A|B
+    #[arg(short = 'C', long)]
+    pub constraint: Option<String>,
+    /// Whole nodes, as Slurm's --exclusive: the job holds every PE of its nodes, so no
+    /// other job runs there while it does
+    #[arg(long)]
+    pub exclusive: bool,
     /// Time limit (counts only the time the job runs): 10m, 1h30m, or as in Slurm MM, MM:SS,
     /// HH:MM:SS, D-HH[:MM[:SS]] (a bare number is minutes); at most 366 days
     #[arg(short = 't', long, value_parser = parse_time_limit)]
@@ -137,8 +152,12 @@ impl JobOpts {
             ntasks: self.ntasks.or(other.ntasks),
             nodes: self.nodes.or(other.nodes),
             ntasks_per_node: self.ntasks_per_node.or(other.ntasks_per_node),
+            cpus_per_task: self.cpus_per_task.or(other.cpus_per_task),
             nodelist: self.nodelist.or(other.nodelist),
             exclude: self.exclude.or(other.exclude),
+            partition: self.partition.or(other.partition),
+            constraint: self.constraint.or(other.constraint),
+            exclusive: self.exclusive || other.exclusive,
             time: self.time.or(other.time),
             class: self.class.or(other.class),
             name: self.name.or(other.name),
@@ -193,6 +212,14 @@ impl JobOpts {
         }
     }
 
+    /// PEs per rank (`-c`; 1 without it), checked.
+    pub fn cpus(&self) -> Result<u32, String> {
+        match self.cpus_per_task {
+            Some(0) => Err("--cpus-per-task=0: a task needs at least one PE".into()),
+            c => Ok(c.unwrap_or(1)),
+        }
+    }
+
     /// The spread over nodes these options ask for: `-N` nodes, `--ntasks-per-node` on each,
     /// `--nodelist` and `--exclude` (hostlists, expanded here); `None` when they ask none.
     pub fn layout(&self) -> Result<Option<NodeLayout>, String> {
@@ -206,6 +233,10 @@ impl JobOpts {
             tasks_per_node: self.ntasks_per_node,
             nodelist: names("nodelist", &self.nodelist)?,
             exclude: names("exclude", &self.exclude)?,
+            cpus_per_task: self.cpus_per_task.filter(|&c| c > 1),
+            partition: self.partition.clone(),
+            constraint: self.constraint.clone(),
+            exclusive: self.exclusive,
         };
         Ok((layout != NodeLayout::default()).then_some(layout))
     }
@@ -355,8 +386,12 @@ pub fn from_slurm(p: &Parsed) -> Result<JobOpts, String> {
         ntasks: num("ntasks")?,
         nodes: num("nodes")?,
         ntasks_per_node: num("ntasks-per-node")?,
+        cpus_per_task: num("cpus-per-task")?,
         nodelist: p.value("nodelist").map(str::to_string),
         exclude: p.value("exclude").map(str::to_string),
+        partition: p.value("partition").map(str::to_string),
+        constraint: p.value("constraint").map(str::to_string),
+        exclusive: p.has("exclusive"),
         time,
         class: p.value("class").map(str::to_string),
         name: p.value("job-name").map(str::to_string),
@@ -387,7 +422,7 @@ fn directive_error(at: &str, e: &clap::Error) -> String {
         };
         return format!(
             "{at}: unknown directive {arg} (directives take the options of `cosched submit`: \
-             -n/--ntasks, -N/--nodes, --ntasks-per-node, -w/--nodelist, -x/--exclude, -t/--time, -J/--job-name, -o/--output, \
+             -n/--ntasks, -N/--nodes, --ntasks-per-node, -c/--cpus-per-task, -w/--nodelist, -x/--exclude, -p/--partition, -C/--constraint, --exclusive, -t/--time, -J/--job-name, -o/--output, \
              -e/--error, --array, --dependency, --begin, --class, --export, --mpi, -D/--chdir, \
              -H/--hold, --mem, --mem-per-cpu, --monitor)"
         );

@@ -52,6 +52,17 @@ pub fn check_fits(ask: &Ask, count: u64, bytes_each: u64, limit: u64) -> anyhow:
     Ok(())
 }
 
+/// Refuses `--jobs N` when `N` jobs of `bytes_each` (for `what`) do not fit this machine's
+/// memory.
+pub fn check_jobs_fit_here(jobs: usize, what: &str, bytes_each: u64) -> anyhow::Result<()> {
+    let ask = Ask {
+        subject: &format!("--jobs {jobs}"),
+        what,
+        fix: "lower --jobs",
+    };
+    check_fits_here(&ask, jobs as u64, bytes_each)
+}
+
 /// [`check_fits`] against this machine's physical memory.
 pub fn check_fits_here(ask: &Ask, count: u64, bytes_each: u64) -> anyhow::Result<()> {
     match physical_memory() {

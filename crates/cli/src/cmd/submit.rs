@@ -111,10 +111,20 @@ pub(crate) fn request_of(
     cmd: Vec<String>,
     default_name: Option<String>,
 ) -> anyhow::Result<SubmitRequest> {
-    let procs = opts.ranks().map_err(anyhow::Error::msg)?;
+    let cpus = opts.cpus().map_err(anyhow::Error::msg)?;
+    // The job holds each rank's PEs.
+    let procs = opts
+        .ranks()
+        .map_err(anyhow::Error::msg)?
+        .checked_mul(cpus)
+        .ok_or_else(|| anyhow::anyhow!("-n × --cpus-per-task={cpus} is too many PEs"))?;
     let export = opts.export.clone().unwrap_or_else(|| "ALL".into());
     let mut env =
         jobio::parse_export(&export, &jobio::current_environ()).map_err(anyhow::Error::msg)?;
+    if let Some(c) = opts.cpus_per_task {
+        env.retain(|(k, _)| k != cosched_slurm::env::CPUS_PER_TASK);
+        env.push((cosched_slurm::env::CPUS_PER_TASK.into(), c.to_string()));
+    }
     if opts.monitor {
         preload_shim(&mut env)?;
     }

@@ -411,6 +411,8 @@ mod tests {
             mem: None,
             spread: None,
             steps: Vec::new(),
+            partition: None,
+            tasks: None,
             record,
             state,
             name: format!("job{id}"),
@@ -474,6 +476,7 @@ mod tests {
             active_slot: Some(1),
             running: vec![b, b, c, None, None, None],
             switches: 7,
+            partitions: Vec::new(),
         };
         let v = View {
             status: Some(st),

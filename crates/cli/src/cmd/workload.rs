@@ -312,13 +312,9 @@ fn gen_cmd(a: GenArgs) -> anyhow::Result<i32> {
     if a.jobs == 0 {
         bail!("--jobs must be at least 1");
     }
-    super::memory::check_fits_here(
-        &super::memory::Ask {
-            subject: &format!("--jobs {}", a.jobs),
-            what: "generating the jobs",
-            fix: "lower --jobs",
-        },
-        a.jobs as u64,
+    super::memory::check_jobs_fit_here(
+        a.jobs,
+        "generating the jobs",
         super::memory::GEN_BYTES_PER_JOB,
     )?;
     if a.procs == 0 {

@@ -43,11 +43,21 @@ impl Cluster {
             dir,
             extra: Default::default(),
         };
+        c.up_again_env(args, env);
+        c
+    }
+
+    /// Brings the cluster up again in the same state directory (after `cluster down`).
+    pub fn up_again(&self, args: &[&str]) {
+        self.up_again_env(args, &[]);
+    }
+
+    fn up_again_env(&self, args: &[&str], env: &[(&str, &str)]) {
         let mut full = vec!["cluster", "up"];
         full.extend_from_slice(args);
         let out = Command::new(bin())
             .args(&full)
-            .env("COSCHED_STATE_DIR", &c.dir)
+            .env("COSCHED_STATE_DIR", &self.dir)
             .envs(env.iter().copied())
             .output()
             .expect("cosched runs");
@@ -56,10 +66,9 @@ impl Cluster {
             "cluster up failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let mm = c.pid(c.state.mm_pid_file());
+        let mm = self.pid(self.state.mm_pid_file());
         let cmdline = std::fs::read(format!("/proc/{mm}/cmdline")).unwrap();
-        std::fs::write(c.dir.join(MM_ARGS), cmdline).unwrap();
-        c
+        std::fs::write(self.dir.join(MM_ARGS), cmdline).unwrap();
     }
 
     /// A cluster started as an administrator starts one: `cosched mm --config FILE` and
@@ -132,24 +141,28 @@ impl Cluster {
         succeeded(args, self.run(args), &log)
     }
 
+    /// The JSON a command that succeeded printed (`--json`).
+    pub fn json(&self, args: &[&str]) -> Value {
+        serde_json::from_str(&self.ok(args)).unwrap()
+    }
+
+    /// A client of this cluster's machine manager.
+    pub fn client(&self) -> cosched_client::client::Client {
+        cosched_client::client::Client::from_state_dir(&self.state, None, None).unwrap()
+    }
+
     pub fn submit(&self, args: &[&str]) -> u64 {
         job_id(&self.ok(&[&["submit"], args].concat()))
     }
 
     /// Polls until `pred` holds (at most `secs`), retrying while the MM does not answer.
-    pub fn until<T>(&self, secs: u64, what: &str, mut pred: impl FnMut() -> Option<T>) -> T {
-        let start = Instant::now();
-        loop {
-            if let Some(v) = pred() {
-                return v;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(secs),
+    pub fn until<T>(&self, secs: u64, what: &str, pred: impl FnMut() -> Option<T>) -> T {
+        until_or(secs, pred, || {
+            format!(
                 "{what} not reached in {secs} s\n--- mm log ---\n{}",
                 self.mm_log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            )
+        })
     }
 
     pub fn state_of(&self, id: u64) -> Option<String> {
@@ -165,15 +178,17 @@ impl Cluster {
             .map(|j| j["state"].as_str().unwrap().to_string())
     }
 
+    /// Every job's record in `cosched acct --json`.
+    pub fn jobs(&self) -> Vec<Value> {
+        let v: Value = serde_json::from_str(&self.ok(&["acct", "--json"])).unwrap();
+        v["jobs"].as_array().unwrap().clone()
+    }
+
     /// The job's record in `cosched acct --json`.
     pub fn job(&self, id: u64) -> Value {
-        let v: Value = serde_json::from_str(&self.ok(&["acct", "--json"])).unwrap();
-        v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
+        self.jobs()
+            .into_iter()
             .find(|j| j["id"] == id)
-            .cloned()
             .expect("job in acct")
     }
 

@@ -72,8 +72,7 @@ pub mod user;
 /// Says why a test did not run (or ran only in part), where the test output shows it: the
 /// test harness captures `eprintln!` of a passing test, but not a write to the stderr handle.
 pub fn notice(msg: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "NOTICE: {msg}");
+    cosched_workload::notice!("NOTICE: {msg}");
 }
 
 /// Whether process `pid` exists and is not a zombie.
@@ -85,4 +84,41 @@ pub fn alive(pid: i32) -> bool {
                 .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
         })
         .unwrap_or(false)
+}
+
+/// Polls `pred` until it holds (at most `secs`: generous, on a loaded 2-core machine) and
+/// returns what it gave; past the deadline the test fails with `what`.
+pub fn until<T>(secs: u64, what: &str, pred: impl FnMut() -> Option<T>) -> T {
+    until_or(secs, pred, || format!("{what} not reached in {secs} s"))
+}
+
+/// [`until`] failing with the message `why` builds (a log, say) past the deadline.
+pub fn until_or<T>(secs: u64, mut pred: impl FnMut() -> Option<T>, why: impl Fn() -> String) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = pred() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(secs),
+            "{}",
+            why()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Runs `ip ARGS` quietly; whether it succeeded.
+pub fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether the test runs as root (its effective user id is 0).
+pub fn is_root() -> bool {
+    cosched_proto::util::euid() == 0
 }

@@ -234,7 +234,21 @@ impl Core {
 
     /// A user's cancel: the job ends now, its processes are killed.
     pub(crate) fn cancel(&mut self, now: Time, i: Ix, why: &str) {
-        self.finish(now, i, Outcome::Cancelled, None, Some(why.to_string()));
+        self.end_by_request(
+            now,
+            i,
+            crate::changes::End {
+                outcome: Outcome::Cancelled,
+                exit_code: None,
+                why: Some(why.to_string()),
+            },
+        );
+    }
+
+    /// A request ends the job now, as `end` says (a cancel, salloc's relinquish); its
+    /// processes are killed.
+    pub(crate) fn end_by_request(&mut self, now: Time, i: Ix, end: crate::changes::End) {
+        self.finish(now, i, end.outcome, end.exit_code, end.why);
         if self.deferred.remove(&i) {
             // The policy never saw it.
             return;

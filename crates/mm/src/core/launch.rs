@@ -89,16 +89,26 @@ impl Core {
         s.placement.clear();
         s.ranks.clear();
         s.run += 1;
-        for (rank, pe) in pes.iter().enumerate() {
+        // A rank to every `c` PEs of a node (`--cpus-per-task`; the spread gave each node a
+        // multiple of `c`): the first is its own, the others its extra PEs.
+        let c = s.spread.as_ref().map_or(1, |sp| sp.cpus_per_task.max(1)) as usize;
+        let mut rank = 0;
+        for pe in pes.iter() {
             let node = NodeId(pe.0 / per);
             if s.placement.last().map(|p| p.node) != Some(node) {
                 s.placement.push(Placement {
                     node,
                     ranks: Vec::new(),
+                    extra_pes: Vec::new(),
                 });
             }
             let p = s.placement.last_mut().expect("pushed");
-            p.ranks.push((rank as u32, pe.0 % per));
+            if (p.ranks.len() + p.extra_pes.len()).is_multiple_of(c) {
+                p.ranks.push((rank, pe.0 % per));
+                rank += 1;
+            } else {
+                p.extra_pes.push((rank - 1, pe.0 % per));
+            }
         }
         s.ranks = crate::steps::expected_ranks(&s.placement, s.io.batch);
         let launch = self.launch_msg(i, stopped);
@@ -133,9 +143,11 @@ impl Core {
     pub(crate) fn launch_msg(&self, i: Ix, stopped: bool) -> Launch {
         let s = &self.side[i];
         let e = self.ledger.entry(i);
+        let c = s.spread.as_ref().map_or(1, |sp| sp.cpus_per_task.max(1));
         Launch {
             job: e.req.id,
-            size: e.req.procs,
+            // Its ranks: one to every `c` PEs.
+            size: e.req.procs / c,
             cmd: s.cmd.clone(),
             cwd: s.cwd.clone(),
             env: {
@@ -149,14 +161,18 @@ impl Core {
                     ("COSCHED_JOB_NODELIST".into(), nodes.clone()),
                     ("COSCHED_TASKS_PER_NODE".into(), tasks.clone()),
                 ];
+                let slurm_nodes =
+                    crate::deferral::slurm_nodes(&s.placement, s.tasks, |n| self.node_name(n));
                 env.extend(crate::deferral::slurm_env(
                     e.req.id,
                     &s.name,
-                    e.req.procs,
-                    &nodes,
-                    &tasks,
+                    s.tasks.unwrap_or(e.req.procs / c),
+                    &slurm_nodes,
                     s.io.array.as_ref(),
                 ));
+                if let Some(p) = &s.partition {
+                    env.push(("SLURM_JOB_PARTITION".into(), p.clone()));
+                }
                 env
             },
             io: s.io.clone(),

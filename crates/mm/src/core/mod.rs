@@ -152,8 +152,8 @@ pub enum Effect {
     /// Send heartbeat `seq` to every node and ask which hold it.
     Heartbeat {
         seq: i64,
-        /// The gang strobe it carries (see [`Core::strobe`]).
-        strobe: Option<Strobe>,
+        /// The gang rotation in force it carries again (see [`Core::announce`]).
+        rotation: Option<cosched_proto::rotation::Rotation>,
     },
     /// The tree's members changed (the nodes that are up, with their addresses).
     Members {
@@ -226,6 +226,10 @@ pub struct Side {
     pub mem: Option<MemLimit>,
     /// Where its tasks may go by node (`-N`, `--nodelist`, …), which the policy honours.
     pub spread: Option<Box<Spread>>,
+    /// The partition it runs in.
+    pub partition: Option<String>,
+    /// Its tasks when fewer than its ranks (`--exclusive`: whole nodes).
+    pub tasks: Option<u32>,
     /// Where its ranks run (empty until it is given PEs, and again after a requeue).
     pub placement: Vec<Placement>,
     /// Exit code per rank, `None` while it runs.
@@ -247,8 +251,11 @@ pub struct Side {
     /// The size of its record as a client gets it, from before it was forgotten: what its
     /// record from the database adds to a page.
     pub(super) record_bytes: usize,
-    /// The nodes that report running some process of it (see [`FromNode::Runs`]).
+    /// The nodes that report running some process of it (see [`FromNode::Runs`]), and the
+    /// instant of the last report booked (reports of several nodes, each sent in batches,
+    /// are booked in the order they arrive, never before the one booked last).
     pub(super) runs_on: BTreeSet<NodeId>,
+    pub(super) runs_at: Time,
     /// Its steps (`srun` inside it; see [`super::steps`]), by step number.
     pub steps: Vec<StepInfo>,
 }
@@ -301,6 +308,8 @@ pub struct Core {
     pub(super) ledger: Ledger,
     /// Side table, by ledger position.
     pub(super) side: Vec<Side>,
+    /// The configuration's partitions and node features (see [`crate::partitions`]).
+    pub(super) partitions: crate::partitions::Partitions,
     /// Jobs not ended, by ledger position.
     pub(super) live: BTreeSet<Ix>,
     /// The live jobs that hold PEs (have a placement): the only ones with a time limit
@@ -315,6 +324,8 @@ pub struct Core {
     instant: Instant,
     switch: Switch,
     pub(super) switches: u64,
+    /// The gang rotation the nodes were told last ([`Core::announce`]).
+    pub(super) announced: crate::announce::Announced,
     effects: Vec<Effect>,
     /// Why the policy stopped deciding ([`Policy::failure`]: an external policy's child
     /// exited or answered nonsense), once it did; logged once.
@@ -393,6 +404,7 @@ impl Core {
         // Stopped processes cannot move: the ledger refuses a preempted job restarted elsewhere.
         let ledger = Ledger::new(policy.name(), shape, false);
         let mut core = Core {
+            partitions: Default::default(),
             shape,
             policy,
             ledger,
@@ -405,6 +417,7 @@ impl Core {
             seq: 0,
             instant: Instant::default(),
             switch: Switch::default(),
+            announced: Default::default(),
             switches: 0,
             effects: Vec::new(),
             policy_failed: None,
@@ -543,9 +556,15 @@ impl Core {
                         self.rank_warning(job, from, rank, warning);
                     }
                 }
-                FromNode::Runs { job, run, runs } => {
+                FromNode::Runs {
+                    job,
+                    run,
+                    runs,
+                    ago_us,
+                } => {
                     if self.run_of(job) == Some(run) {
-                        self.node_runs(now, job, from, runs);
+                        let ago = Dur(ago_us.min(i64::MAX as u64) as i64);
+                        self.node_runs(now, job, from, runs, ago);
                     }
                 }
                 FromNode::Monitor { req, monitor } => {
@@ -598,11 +617,14 @@ impl Core {
 
     /// A node reports whether it lets `job`'s processes run (a node scheme other than `gs`
     /// decides that itself; under `gs` the switch's freeze and thaw take time). The job runs
-    /// while some node runs it; the ledger accounts from these reports from the first one on.
-    fn node_runs(&mut self, now: Time, job: JobId, from: NodeId, runs: bool) {
+    /// while some node runs it; the ledger accounts from these reports from the first one on,
+    /// each at the instant the node says the change happened (`ago` before `now`).
+    fn node_runs(&mut self, now: Time, job: JobId, from: NodeId, runs: bool, ago: Dur) {
         let Some(i) = self.ledger.find(job) else {
             return;
         };
+        let at = (now - ago).max(self.side[i].runs_at);
+        self.side[i].runs_at = at;
         let on = &mut self.side[i].runs_on;
         if runs {
             on.insert(from);
@@ -611,7 +633,7 @@ impl Core {
         }
         let any = !on.is_empty();
         let before = self.ledger.entry(i).processes_run();
-        self.ledger.report_runs(i, now, any);
+        self.ledger.report_runs(i, at, any);
         if before != any {
             if self.runs_unwritten.is_empty() {
                 self.runs_write_at = now + RUNS_WRITE_EVERY;
@@ -636,6 +658,7 @@ impl Core {
             self.rounds(now);
         }
         self.flush_switch();
+        self.announce(now);
         if now >= self.runs_write_at {
             self.dirty.append(&mut self.runs_unwritten);
         }

@@ -67,6 +67,8 @@ impl Core {
                 sched: info.sched.clone(),
                 mem: info.mem,
                 spread: info.spread.clone(),
+                partition: info.partition.clone(),
+                tasks: info.tasks,
                 placement: info.placement.clone(),
                 ranks: crate::steps::expected_ranks(&info.placement, info.io.batch),
                 error: info.error.clone(),
@@ -77,6 +79,7 @@ impl Core {
                 forgotten: false,
                 record_bytes: 0,
                 runs_on: BTreeSet::new(),
+                runs_at: Time::ZERO,
                 steps: info.steps.clone(),
             };
             let req = request_of(&info.id(), info.record.submit, info.procs(), &side);

@@ -1,5 +1,5 @@
-//! Holds, shutdown, the gang switch's signals and strobe, and the events of the instant
-//! gathered for the policy.
+//! Holds, shutdown, the gang switch's signals, strobe and announced rotation, and the events
+//! of the instant gathered for the policy.
 
 use super::*;
 
@@ -62,13 +62,11 @@ impl Core {
             return;
         }
         self.switches += 1;
-        // Every node hears the new matrix state now, not at the next heartbeat: the node
-        // schemes switch from it, so the jobs of the matrix need no stop or continue of their
-        // own (one message per switch instead of two: at millisecond quanta the daemons'
-        // CPU per message is a visible share of the cores).
-        let strobe = self.strobe();
-        if let Some(st) = &strobe {
-            let in_matrix = |j: &JobId| st.rows.iter().any(|(r, _)| r == j);
+        // The jobs of the matrix need no stop or continue of their own: the nodes switch them
+        // from the announced rotation ([`Core::announce`]).
+        if let Some(m) = self.policy.matrix() {
+            let rows = crate::announce::rows(&m);
+            let in_matrix = |j: &JobId| rows.iter().any(|(r, _)| r == j);
             s.stop.retain(|j| !in_matrix(j));
             s.cont.retain(|j| !in_matrix(j));
         }
@@ -82,31 +80,41 @@ impl Core {
                 },
             );
         }
-        if let Some(strobe) = strobe {
-            self.push(Effect::Broadcast(ToNode::Strobe(strobe)));
+    }
+
+    /// Announces the gang rotation again when the real policy's matrix is not where the last
+    /// announcement said it would be (an arrival, an end, a hold, a repack, or the end of a
+    /// rotation with no cycle): the rotation from now, forecast by a copy of the policy
+    /// ([`crate::announce`]). A switch that follows the announcement costs no message.
+    pub(super) fn announce(&mut self, now: Time) {
+        let Some(strobe) = self.strobe() else {
+            self.announced.clear();
+            return;
+        };
+        if self.announced.follows(&strobe) {
+            return;
         }
+        let timers = self.pending_timers();
+        let r = crate::announce::forecast(self.policy.as_ref(), now, strobe, &timers);
+        self.announced.set(r.clone());
+        self.push(Effect::Broadcast(ToNode::Rotation(r)));
     }
 
     /// The gang strobe (seed 000 §4.1): the active slot, each job's row and the jobs the
-    /// policy runs now; `None` for a policy without a matrix.
+    /// policy runs now (in the order of their ids); `None` for a policy without a matrix.
     pub(crate) fn strobe(&self) -> Option<Strobe> {
         let m = self.policy.matrix()?;
-        let rows = m
-            .slots
-            .iter()
-            .enumerate()
-            .flat_map(|(r, s)| s.jobs.iter().map(move |(j, _)| (*j, r as u32)))
-            .collect();
-        let running = self
+        let mut running: Vec<JobId> = self
             .live
             .iter()
             .map(|&i| self.ledger.entry(i))
             .filter(|e| e.is_running())
             .map(|e| e.req.id)
             .collect();
+        running.sort();
         Some(Strobe {
             slot: m.active,
-            rows,
+            rows: crate::announce::rows(&m),
             running,
         })
     }

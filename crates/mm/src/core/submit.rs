@@ -82,9 +82,29 @@ impl Core {
         if let Some(m) = s.mem {
             self.check_memory(m, s.procs)?;
         }
-        let spread = match &s.layout {
-            Some(l) => Some(Box::new(self.spread_of(l, s.procs)?)),
-            None => None,
+        let mut layout = s.layout.clone().unwrap_or_default();
+        let time_limit = s.time_limit_us.map(Dur::from_micros);
+        let (partition, outside) = self.restriction(&layout, time_limit)?;
+        // A job free to use every node any way has no spread: the policies place it as the
+        // simulator does.
+        let (mut procs, mut tasks) = (s.procs, None);
+        if layout.exclusive {
+            // Whole nodes: the job holds every PE of them, so nobody else runs there.
+            let per = self.shape.pes_per_node();
+            let n = crate::partitions::whole_nodes(&layout, s.procs, per, s.io.batch)?;
+            tasks = Some(s.procs / layout.cpus_per_task.unwrap_or(1).max(1));
+            procs = n * per;
+            layout = NodeLayout {
+                nodes: Some(n),
+                tasks_per_node: Some(per),
+                cpus_per_task: None,
+                ..layout
+            };
+        }
+        let spread = if layout.spreads() || !outside.is_empty() {
+            Some(Box::new(self.spread_of(&layout, procs, outside)?))
+        } else {
+            None
         };
         let side = Side {
             name: s.name.unwrap_or_else(|| {
@@ -103,6 +123,8 @@ impl Core {
             sched: s.sched,
             mem: s.mem,
             spread,
+            partition: Some(partition),
+            tasks,
             placement: Vec::new(),
             ranks: BTreeMap::new(),
             error: None,
@@ -113,15 +135,22 @@ impl Core {
             forgotten: false,
             record_bytes: 0,
             runs_on: BTreeSet::new(),
+            runs_at: Time::ZERO,
             steps: Vec::new(),
         };
-        Ok((request_of(&id, now, s.procs, &side), side))
+        Ok((request_of(&id, now, procs, &side), side))
     }
 
     /// The policies' spread for a submission's layout: nodes by number, checked against the
     /// machine and the policy. Refused, saying why, when it names a node the machine does not
     /// have, can never be met, or the policy places by its own geometry.
-    pub(super) fn spread_of(&self, l: &NodeLayout, procs: u32) -> Result<Spread, String> {
+    /// `outside`: the nodes its partition and constraint leave out.
+    pub(super) fn spread_of(
+        &self,
+        l: &NodeLayout,
+        procs: u32,
+        outside: Vec<NodeId>,
+    ) -> Result<Spread, String> {
         let ids = |opt: &str, names: &[String]| -> Result<Vec<NodeId>, String> {
             let mut ids = names
                 .iter()
@@ -131,11 +160,16 @@ impl Core {
             ids.dedup();
             Ok(ids)
         };
+        let mut excluded = ids("exclude", &l.exclude)?;
+        excluded.extend(outside);
+        excluded.sort_unstable();
+        excluded.dedup();
         let spread = Spread {
             nodes: l.nodes,
             tasks_per_node: l.tasks_per_node,
             required: ids("nodelist", &l.nodelist)?,
-            excluded: ids("exclude", &l.exclude)?,
+            excluded,
+            cpus_per_task: l.cpus_per_task.unwrap_or(1),
         };
         if let Some(why) = spread.never(procs, &self.shape) {
             return Err(format!(
@@ -147,8 +181,9 @@ impl Core {
         if !self.policy.places_by_node() {
             return Err(format!(
                 "policy {} places jobs by its own geometry, not by node: -N, --ntasks-per-node, \
-                 --nodelist and --exclude need fcfs, easy, conservative, prime or gang; submit \
-                 with -n alone",
+                 --cpus-per-task, --nodelist, --exclude, --exclusive and a partition or \
+                 --constraint that leaves out nodes need fcfs, easy, conservative, prime or \
+                 gang; submit with -n alone",
                 self.policy.name()
             ));
         }

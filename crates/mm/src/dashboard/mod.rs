@@ -332,6 +332,7 @@ mod tests {
                         active_slot: None,
                         running: Vec::new(),
                         switches: 0,
+                        partitions: Vec::new(),
                     },
                     jobs: Vec::new(),
                 });

@@ -177,8 +177,9 @@ pub async fn run(cfg: MmConfig) -> Result<Exit, DaemonError> {
         hold_pes_while_completing: true,
         keep_jobs: cfg.settings.keep_jobs,
     };
-    let core = Core::new(core_cfg, policy, t, recovered)
+    let mut core = Core::new(core_cfg, policy, t, recovered)
         .map_err(|why| DaemonError::Config(format!("{}: {why}", state.db_file().display())))?;
+    core.set_partitions(cfg.settings.partitions.clone());
     let keys = Keyring::new(super::rekey::load_keys(
         cfg.key.clone(),
         cfg.key_file.as_deref(),
@@ -576,8 +577,8 @@ impl Shell {
                     let payload = msg.payload(stamp(&self.root));
                     self.root.xfer(&Dest::All, None, payload);
                 }
-                Effect::Heartbeat { seq, strobe } => {
-                    let payload = ToNode::Heartbeat { seq, strobe }.payload(stamp(&self.root));
+                Effect::Heartbeat { seq, rotation } => {
+                    let payload = ToNode::Heartbeat { seq, rotation }.payload(stamp(&self.root));
                     self.root
                         .xfer(&Dest::All, Some((VAR_HEARTBEAT, seq)), payload);
                     self.root.compare(

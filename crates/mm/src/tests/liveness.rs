@@ -37,6 +37,7 @@ fn node_reports_of_run_state_drive_the_record_of_a_placed_job() {
             job: JobId(2),
             run,
             runs,
+            ago_us: 0,
         };
         c.on(
             now,
@@ -127,6 +128,7 @@ fn run_reports_are_written_together_not_one_record_each() {
             job: JobId(1),
             run: 1,
             runs: k % 2 == 0,
+            ago_us: 0,
         };
         c.on(
             at,

@@ -16,8 +16,10 @@ use cosched_storm::{Payload, Vars};
 
 mod copies;
 mod reaper;
+mod space;
 mod stager;
 #[cfg(test)]
 mod tests;
 
+use space::*;
 pub use stager::Stager;

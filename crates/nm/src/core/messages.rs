@@ -75,14 +75,15 @@ impl NmCore {
     /// One message of the machine manager's.
     pub(super) fn message(&mut self, now: Time, msg: ToNode) {
         match msg {
-            ToNode::Heartbeat { strobe, .. } => {
+            ToNode::Heartbeat { rotation, .. } => {
                 self.cap_outputs(None);
                 self.sweep_if_due(now);
-                if let Some(strobe) = strobe {
-                    self.sample(now, SampleFor::Strobe(strobe));
+                match rotation {
+                    Some(r) => self.rotation(now, r),
+                    None => self.rotation_heartbeat(now),
                 }
             }
-            ToNode::Strobe(strobe) => self.sample(now, SampleFor::Strobe(strobe)),
+            ToNode::Rotation(r) => self.rotation(now, r),
             ToNode::Shutdown => self.shut_down(now),
             // The shell's: it holds the keys.
             ToNode::RotateKey { .. } => {}
@@ -94,7 +95,7 @@ impl NmCore {
             ToNode::Switch { stop, cont, kill } => {
                 // Stop the outgoing jobs before continuing the incoming ones, so two jobs never
                 // share a PE even for an instant. Jobs of the gang matrix are switched by the
-                // node scheme from the strobe that follows this message; the others (a policy
+                // node scheme from the announced rotation; the others (a policy
                 // without a matrix) here.
                 for (jobs, stopped) in [(stop, true), (cont, false)] {
                     for job in jobs {

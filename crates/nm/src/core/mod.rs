@@ -37,7 +37,10 @@ use cosched_proto::proto::*;
 mod exits;
 mod fences;
 mod messages;
+mod rotation;
 mod switching;
+
+use rotation::Rotating;
 
 /// Grace between SIGTERM and SIGKILL until the machine manager says otherwise.
 pub const DEFAULT_KILL_WAIT: Dur = Dur::from_secs(5);
@@ -126,6 +129,9 @@ pub enum Input {
     JobDirs(Vec<(JobId, Dur)>),
     /// Every process of a cgroup being killed is gone ([`CgroupOp::Terminate`]).
     CgroupEmpty { job: JobId, launch: u64 },
+    /// Switches the watcher's thread made of the rotation it carries out
+    /// ([`Effect::Program`]), as they went.
+    Switched(Vec<crate::program::Landed>),
     /// Every process of a cgroup being frozen ([`CgroupOp::Freeze`]) is stopped, or none is
     /// left.
     Frozen { job: JobId, launch: u64 },
@@ -261,6 +267,16 @@ pub enum Effect {
         pgid: i32,
         sig: i32,
     },
+    /// Carry out this gang rotation on the freeze watcher's thread from now on, in place of
+    /// the one before ([`crate::program`]); `thawed`: the cgroups running now, as the core
+    /// knows them (a runner already at work keeps its own account of the cgroups it knew).
+    /// The switches it makes come back as [`Input::Switched`].
+    Program {
+        program: crate::program::Program,
+        thawed: std::collections::BTreeSet<crate::program::Cg>,
+    },
+    /// The watcher's thread stops carrying out a rotation (the core switches again).
+    StopProgram,
     /// Act on the cgroup of launch `launch` of `job`.
     Cgroup {
         job: JobId,
@@ -485,6 +501,8 @@ pub struct NmCore {
     pub(super) queued: VecDeque<Launch>,
     /// The order of the switch in progress: continues wait for the outgoing freezes.
     gate: Gate,
+    /// The gang rotation announced, and who carries it out ([`rotation`]).
+    rotating: Rotating,
     /// Under `gs`, what was last reported of each job's processes (`true`: runnable): see
     /// [`NmCore::report_runs`].
     ran: HashMap<(JobId, u32), bool>,
@@ -519,6 +537,7 @@ impl NmCore {
             waiting_steps: Vec::new(),
             queued: VecDeque::new(),
             gate: Gate::default(),
+            rotating: Rotating::default(),
             ran: HashMap::new(),
             effects: VecDeque::new(),
         };
@@ -560,6 +579,8 @@ impl NmCore {
             self.held_until(),
             self.gate.until(),
             self.looks_until(),
+            self.rotation_wake()
+                .filter(|_| matches!(self.phase, Phase::Running)),
         ]
         .into_iter()
         .flatten()
@@ -683,7 +704,7 @@ impl NmCore {
             Input::CgroupEmpty { job, launch } => self.cgroup_empty(job, launch),
             Input::Frozen { job, launch } => {
                 if self.jobs.get(&job).is_some_and(|j| j.launch == launch) {
-                    self.report_runs(job, false);
+                    self.report_runs(job, false, Dur::ZERO);
                 }
                 let r = self.gate.frozen(now, job, launch);
                 self.continue_held(r);
@@ -701,9 +722,13 @@ impl NmCore {
                 rank,
                 lib,
             } => self.looked(job, launch, rank, lib),
+            Input::Switched(switches) => self.landed(now, switches),
             Input::Timer => self.timer(now),
         }
         self.next_launch(now);
+        if matches!(self.phase, Phase::Running) {
+            self.rotation_upkeep(now);
+        }
         // The node scheme looks at its ranks from the moment it has some to watch.
         if self.nsched.active() {
             self.next_tick.get_or_insert(now);

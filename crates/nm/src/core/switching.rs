@@ -41,7 +41,7 @@ impl NmCore {
             match self.jobs.get(&job) {
                 Some(j) if j.owns_cgroup() => freezing.push((job, j.launch)),
                 // SIGSTOP: stopped once sent, as far as anything here can tell.
-                _ => self.report_runs(job, false),
+                _ => self.report_runs(job, false, Dur::ZERO),
             }
             self.signal(job, true);
         }
@@ -57,7 +57,12 @@ impl NmCore {
         for (job, runs) in plan.runs {
             if let Some(j) = self.jobs.get(&job) {
                 let run = j.run;
-                self.up(FromNode::Runs { job, run, runs });
+                self.up(FromNode::Runs {
+                    job,
+                    run,
+                    runs,
+                    ago_us: 0,
+                });
             }
         }
     }
@@ -67,7 +72,8 @@ impl NmCore {
     /// freeze is reported done, not the slot's bounds, so that a job is not booked as running
     /// while the switch's freeze and thaw are under way, nor as stopped while its freeze has
     /// not landed. The other schemes report from their plans ([`Plan::runs`]).
-    pub(super) fn report_runs(&mut self, job: JobId, runs: bool) {
+    /// `ago`: how long before `now` the change happened.
+    pub(super) fn report_runs(&mut self, job: JobId, runs: bool, ago: Dur) {
         if self.nsched.scheme() != cosched_node::Scheme::Gs || !self.nsched.manages(job) {
             return;
         }
@@ -76,7 +82,13 @@ impl NmCore {
         };
         // Keyed by run: a requeued job's new run reports afresh.
         if self.ran.insert((job, run), runs) != Some(runs) {
-            self.up(FromNode::Runs { job, run, runs });
+            let ago_us = ago.as_micros().max(0) as u64;
+            self.up(FromNode::Runs {
+                job,
+                run,
+                runs,
+                ago_us,
+            });
         }
     }
 
@@ -106,7 +118,7 @@ impl NmCore {
                 }
                 _ => self.signal(job, false),
             }
-            self.report_runs(job, true);
+            self.report_runs(job, true, Dur::ZERO);
         }
         for pid in ranks {
             self.push(Effect::Signal {

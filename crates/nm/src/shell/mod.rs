@@ -28,6 +28,7 @@ use crate::pmi::FromRank;
 use cosched_proto::DaemonError;
 use cosched_proto::dir::Dir;
 use cosched_proto::proto::*;
+use cosched_proto::rotation::Rotation;
 
 mod ranks;
 
@@ -111,6 +112,9 @@ struct Shell {
     /// is stale.
     generations: HashMap<(JobId, u64), u64>,
     generation: u64,
+    /// The last gang rotation handed to the core, as the machine manager sent it: a
+    /// heartbeat carrying it again is not a new announcement.
+    rotation_in: Option<Rotation>,
     done: bool,
 }
 
@@ -235,6 +239,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         frozen,
         generations: HashMap::new(),
         generation: 0,
+        rotation_in: None,
         done: false,
     };
     sh.run().await
@@ -289,6 +294,12 @@ impl Shell {
             // Exits first: a registration reports the node as it is.
             if let Ok((job, launch, exit)) = self.exits.try_recv() {
                 self.core.on(now(), Input::Exited { job, launch, exit });
+                continue;
+            }
+            // The switches the watcher's thread made since the last turn (it wakes nobody).
+            let landed = self.watcher.landed();
+            if !landed.is_empty() {
+                self.core.on(now(), Input::Switched(landed));
                 continue;
             }
             let live = self.core.takes_tree_input();
@@ -380,7 +391,9 @@ impl Shell {
                     }
                     None
                 }
-                Ok((epoch, msg, _)) => Some(Input::Tree { epoch, msg }),
+                Ok((epoch, msg, _)) => self
+                    .on_node_clock(msg)
+                    .map(|msg| Input::Tree { epoch, msg }),
                 Err(e) => {
                     tracing::warn!("nm {}: undecodable message: {e}", self.cfg.name);
                     None
@@ -395,6 +408,39 @@ impl Shell {
             }
             Delivery::ParentLost => Some(Input::ParentLost),
         }
+    }
+
+    /// A gang rotation's instants, which are the machine manager's (wall clock), moved onto the
+    /// node manager's clock (`CLOCK_MONOTONIC`) by the difference of the two now; a
+    /// heartbeat's rotation goes to the core only when it is not the last one handed over
+    /// (a repeated `Rotation` is dropped).
+    fn on_node_clock(&mut self, msg: ToNode) -> Option<ToNode> {
+        let r = match &msg {
+            ToNode::Rotation(r) => r,
+            ToNode::Heartbeat {
+                rotation: Some(r), ..
+            } => r,
+            _ => return Some(msg),
+        };
+        let offset = now() - cosched_proto::util::now();
+        if self.rotation_in.as_ref() == Some(r) {
+            return match msg {
+                ToNode::Heartbeat { seq, .. } => Some(ToNode::Heartbeat {
+                    seq,
+                    rotation: None,
+                }),
+                _ => None,
+            };
+        }
+        self.rotation_in = Some(r.clone());
+        Some(match msg {
+            ToNode::Rotation(r) => ToNode::Rotation(r.shifted(offset)),
+            ToNode::Heartbeat { seq, rotation } => ToNode::Heartbeat {
+                seq,
+                rotation: rotation.map(|r| r.shifted(offset)),
+            },
+            other => other,
+        })
     }
 
     /// Takes the cluster's new key, wrapped with the one sealing with now: seals with it from
@@ -475,6 +521,8 @@ impl Shell {
                 }
                 Effect::Signal { pgid, sig } => cosched_proto::util::signal_group(pgid, sig),
                 Effect::Cgroup { job, launch, op } => self.cgroup(job, launch, op),
+                Effect::Program { program, thawed } => self.program(program, thawed),
+                Effect::StopProgram => self.watcher.stop_rotation(),
                 Effect::PmiReply { job, rank, line } => {
                     if let Some(tx) = self.pmi.get(&(job, rank)) {
                         let _ = tx.send(line);

@@ -1,7 +1,11 @@
 //! A launch carried out: its ranks prepared and spawned as their users, its PMIx helper
 //! started and served, and its cgroup operations.
 
+use std::collections::BTreeSet;
+
 use super::*;
+use crate::freeze_watch::Install;
+use crate::program::{Cg, Program};
 
 impl Shell {
     /// Sets up a launch: a staged `argv[0]` resolved (this node's copy, of the job's user or
@@ -169,6 +173,27 @@ impl Shell {
         };
         tokio::spawn(serve_helper(helper, stream, lines, self.helper_tx.clone()));
         Ok(())
+    }
+
+    /// Hands a gang rotation to the watcher's thread with a handle of each cgroup it
+    /// switches. A freeze the core asked for earlier and the watcher still reports on is
+    /// stale from now: the thread owns these cgroups' freezes.
+    pub(super) fn program(&mut self, program: Program, thawed: BTreeSet<Cg>) {
+        let cgroups = program
+            .cgroups
+            .iter()
+            .filter_map(|c| Some((*c, self.cgroups.get(c)?.clone())))
+            .collect();
+        for &c in &program.cgroups {
+            self.generation += 1;
+            self.generations.insert(c, self.generation);
+        }
+        self.watcher.install(Install {
+            now: now(),
+            program,
+            thawed,
+            cgroups,
+        });
     }
 
     pub(super) fn cgroup(&mut self, job: JobId, launch: u64, op: CgroupOp) {

@@ -152,11 +152,11 @@ fn a_job_outside_the_matrix_follows_the_switch_messages() {
     // A job of the matrix is the strobe's to switch.
     n.tree(
         ms(30),
-        ToNode::Strobe(Strobe {
+        ToNode::Rotation(still(Strobe {
             slot: Some(0),
             rows: vec![(JobId(1), 0)],
             running: vec![JobId(1)],
-        }),
+        })),
     );
     assert!(signals(&n.tree(ms(40), switch(true))).is_empty());
 }

@@ -48,7 +48,7 @@ fn a_launch_starts_each_rank_with_its_whole_spec_and_is_acknowledged_after_the_l
     assert_eq!(r4.cwd, PathBuf::from("/work/jobs/5"));
     assert_eq!(r4.out, PathBuf::from("/work/jobs/5/4.out"));
     assert_eq!(r4.err, Some(PathBuf::from("/work/jobs/5/4.err")));
-    assert_eq!(r4.cpu, 5, "local PE 1 on the second CPU");
+    assert_eq!(r4.cpus, [5], "local PE 1 on the second CPU");
     assert_eq!(r4.base_env, BaseEnv::Inherit);
     assert!(r4.remove_env.contains(&"PMI_FD".to_string()));
     let env: BTreeMap<&str, &str> = r4

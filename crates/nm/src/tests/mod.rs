@@ -7,6 +7,7 @@ mod launch;
 mod names;
 mod pmix;
 mod registration;
+mod rotation;
 mod scheme;
 mod steps;
 mod switch;
@@ -26,6 +27,11 @@ use super::scheme::NodeSchemeConfig;
 use cosched_proto::proto::*;
 
 /// `ms` milliseconds into the test.
+/// A gang rotation that stands still at `s` (a strobe taken at once).
+fn still(s: Strobe) -> cosched_proto::rotation::Rotation {
+    cosched_proto::rotation::Rotation::still(Time::ZERO, s)
+}
+
 fn ms(ms: i64) -> Time {
     Time::from_micros(ms * 1_000)
 }
@@ -287,6 +293,7 @@ fn launch(job: u64, run: u32, ranks: &[(u32, u32)], stopped: bool) -> ToNode {
         placement: vec![Placement {
             node: NodeId(0),
             ranks: ranks.to_vec(),
+            extra_pes: Vec::new(),
         }],
         run,
         within: None,

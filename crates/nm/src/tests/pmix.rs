@@ -33,6 +33,7 @@ fn launch_mpi(job: u64, ranks: &[(u32, u32)], mpi: Mpi, others: &[(u32, u32)]) -
         l.placement.push(Placement {
             node: NodeId(1),
             ranks: others.to_vec(),
+            extra_pes: Vec::new(),
         });
         l.size += others.len() as u32;
     }
@@ -556,11 +557,11 @@ fn a_slow_helper_does_not_delay_another_jobs_signals_or_strobe() {
     // The strobe puts job 4 in the matrix and running: it is continued at once.
     let fx = n.tree(
         ms(40),
-        ToNode::Strobe(Strobe {
+        ToNode::Rotation(still(Strobe {
             slot: Some(0),
             rows: vec![(JobId(4), 0), (JobId(5), 1)],
             running: vec![JobId(4)],
-        }),
+        })),
     );
     assert_eq!(signals(&fx), [(pid, libc::SIGCONT)]);
     assert!(spawned(&fx).is_empty(), "job 5 still waits for its helper");

@@ -7,11 +7,11 @@ use super::*;
 use crate::core::CgroupOp;
 
 fn strobe(slot: u32, running: u64) -> ToNode {
-    ToNode::Strobe(Strobe {
+    ToNode::Rotation(still(Strobe {
         slot: Some(slot),
         rows: vec![(JobId(1), 0), (JobId(2), 1)],
         running: vec![JobId(running)],
-    })
+    }))
 }
 
 /// Checks that every process stopped in `fx` is stopped before any is continued (two jobs
@@ -52,7 +52,9 @@ fn a_gang_jobs_ranks_are_launched_then_stopped_and_continued_by_the_strobe() {
                 ups(fx)
                     .into_iter()
                     .filter_map(|m| match m {
-                        FromNode::Runs { job, run: 1, runs } => Some((job, runs)),
+                        FromNode::Runs {
+                            job, run: 1, runs, ..
+                        } => Some((job, runs)),
                         _ => None,
                     })
                     .collect()
@@ -124,17 +126,17 @@ fn fcs(first: Vec<(u32, Record)>, second: Vec<(u32, Record)>) -> (Vec<String>, V
         running: vec![JobId(1)],
     };
     let mut fx = n.tree(ms(0), launch(1, 1, &[(0, 0)], false));
-    fx.extend(n.tree(ms(0), ToNode::Strobe(rows())));
+    fx.extend(n.tree(ms(0), ToNode::Rotation(still(rows()))));
     let pid = n.pid(1, 0);
     // What the rank did shows at the next look; the heartbeat after it reclassifies.
     n.procs.insert(pid, ('R', Dur::from_millis(1_100)));
     n.rings.insert(JobId(1), first);
-    fx.extend(n.tree(ms(1_100), ToNode::Strobe(rows())));
-    fx.extend(n.tree(ms(1_200), ToNode::Strobe(rows())));
+    fx.extend(n.tree(ms(1_100), ToNode::Rotation(still(rows()))));
+    fx.extend(n.tree(ms(1_200), ToNode::Rotation(still(rows()))));
     n.procs.insert(pid, ('R', Dur::from_millis(2_300)));
     n.rings.insert(JobId(1), second);
-    fx.extend(n.tree(ms(2_400), ToNode::Strobe(rows())));
-    fx.extend(n.tree(ms(2_500), ToNode::Strobe(rows())));
+    fx.extend(n.tree(ms(2_400), ToNode::Rotation(still(rows()))));
+    fx.extend(n.tree(ms(2_500), ToNode::Rotation(still(rows()))));
     let spins = fx
         .iter()
         .filter_map(|e| match e {
@@ -330,9 +332,9 @@ fn real_gang_run(horizon: Time) -> BTreeMap<Time, BTreeSet<JobId>> {
                         epoch: tree_epoch,
                         msg,
                     }),
-                    MmEffect::Heartbeat { seq, strobe } => to_nm.push(Input::Tree {
+                    MmEffect::Heartbeat { seq, rotation } => to_nm.push(Input::Tree {
                         epoch: tree_epoch,
-                        msg: ToNode::Heartbeat { seq, strobe },
+                        msg: ToNode::Heartbeat { seq, rotation },
                     }),
                     _ => {}
                 }
@@ -342,14 +344,7 @@ fn real_gang_run(horizon: Time) -> BTreeMap<Time, BTreeSet<JobId>> {
             }
             for i in to_nm {
                 let fx = nm.on(now, i);
-                let after = runnable(&nm, &fx, &running);
-                let started: BTreeSet<JobId> =
-                    jobs(&after).difference(&jobs(&running)).copied().collect();
-                if !started.is_empty() {
-                    runs.entry(now).or_default().extend(started);
-                }
-                running = after;
-                to_mm.extend(fx);
+                seen(&nm, now, fx, &mut running, &mut runs, &mut to_mm);
             }
         }
         let next = [Some(mm.next_wake()), nm.core.next_wake()]
@@ -361,8 +356,29 @@ fn real_gang_run(horizon: Time) -> BTreeMap<Time, BTreeSet<JobId>> {
             return runs;
         }
         now = next.max(now);
-        to_mm.extend(nm.until(now));
+        // The node switches on its own timer, at the instants the rotation announced.
+        let fx = nm.until(now);
+        seen(&nm, now, fx, &mut running, &mut runs, &mut to_mm);
     }
+}
+
+/// The node's effects `fx` at `now`: the jobs that start running are added to `runs`, and
+/// the effects go on to the machine manager.
+fn seen(
+    nm: &Node,
+    now: Time,
+    fx: Vec<Effect>,
+    running: &mut BTreeSet<(JobId, u32)>,
+    runs: &mut BTreeMap<Time, BTreeSet<JobId>>,
+    to_mm: &mut Vec<Effect>,
+) {
+    let after = runnable(nm, &fx, running);
+    let started: BTreeSet<JobId> = jobs(&after).difference(&jobs(running)).copied().collect();
+    if !started.is_empty() {
+        runs.entry(now).or_default().extend(started);
+    }
+    *running = after;
+    to_mm.extend(fx);
 }
 
 fn submit(procs: u32) -> cosched_mm::core::Input {
@@ -396,11 +412,11 @@ fn fcs_does_not_read_a_frozen_jobs_ranks_as_blocked() {
     let mut n = Node::up("fcs");
     n.cgroups = true;
     let rows = |jobs: &[u64]| {
-        ToNode::Strobe(Strobe {
+        ToNode::Rotation(still(Strobe {
             slot: Some(0),
             rows: jobs.iter().map(|&j| (JobId(j), j as u32 - 1)).collect(),
             running: vec![JobId(1)],
-        })
+        }))
     };
     n.tree(ms(0), launch(1, 1, &[(0, 0), (1, 1)], false));
     n.tree(ms(0), rows(&[1]));

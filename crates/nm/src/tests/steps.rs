@@ -49,10 +49,12 @@ fn batch(first: NodeId, other: NodeId) -> ToNode {
         Placement {
             node: first,
             ranks: vec![(0, 0), (1, 1)],
+            extra_pes: Vec::new(),
         },
         Placement {
             node: other,
             ranks: vec![(2, 0), (3, 1)],
+            extra_pes: Vec::new(),
         },
     ];
     ToNode::Launch(l)
@@ -73,6 +75,7 @@ fn step(step: u32) -> ToNode {
         placement: vec![Placement {
             node: NodeId(0),
             ranks: vec![(0, 0), (1, 1)],
+            extra_pes: Vec::new(),
         }],
         run: 1,
         mem: None,

@@ -7,11 +7,11 @@ use crate::core::CgroupOp;
 use crate::switch::MAX_BOUND;
 
 fn strobe(slot: u32, running: u64) -> ToNode {
-    ToNode::Strobe(Strobe {
+    ToNode::Rotation(still(Strobe {
         slot: Some(slot),
         rows: vec![(JobId(1), 0), (JobId(2), 1)],
         running: vec![JobId(running)],
-    })
+    }))
 }
 
 /// Two 2-rank jobs in cgroups under `gs` (job 1 runs, job 2 launched stopped), each job's
@@ -72,8 +72,11 @@ fn a_gang_switch_thaws_the_incoming_job_only_once_the_outgoing_one_is_reported_f
         log.recent,
         [SwitchTiming {
             at_us: 10_000,
+            lead_us: 0,
             frozen_us: Some(400),
             thawed_us: 400,
+            outgoing: vec![JobId(1)],
+            incoming: vec![JobId(2)],
         }]
     );
 }

@@ -5,7 +5,10 @@ use super::*;
 use crate::core::{CapOutput, Level};
 
 fn heartbeat(seq: i64) -> ToNode {
-    ToNode::Heartbeat { seq, strobe: None }
+    ToNode::Heartbeat {
+        seq,
+        rotation: None,
+    }
 }
 
 fn caps(fx: &[Effect]) -> Vec<CapOutput> {

@@ -102,21 +102,26 @@ pub fn gain(p: &Primary, matched: &[Cand]) -> f64 {
     let mut rem: Vec<f64> = matched.iter().map(|c| c.rem).collect();
     let mut prim = p.rem;
     let (mut work, mut total) = (0.0, 0.0);
+    // The matched jobs still running in a period, in order (those with work left).
+    fn live(rem: &[f64]) -> impl Iterator<Item = usize> + '_ {
+        (0..rem.len()).filter(move |&i| rem[i] > 1e-9)
+    }
     loop {
-        let live: Vec<usize> = (0..rem.len()).filter(|&i| rem[i] > 1e-9).collect();
-        if live.is_empty() || prim <= 1e-9 {
+        if live(&rem).next().is_none() || prim <= 1e-9 {
             break;
         }
-        let slq = live.iter().map(|&i| matched[i].sl_prim).fold(1.0, f64::max);
+        let slq = live(&rem).map(|i| matched[i].sl_prim).fold(1.0, f64::max);
         // The period lasts until the first of them finishes.
         let mut t = prim * slq;
-        for &i in &live {
+        for i in live(&rem) {
             t = t.min(rem[i] * matched[i].sl);
         }
-        for &i in &live {
-            let done = t / matched[i].sl;
-            work += done * f64::from(matched[i].size);
-            rem[i] -= done;
+        for i in 0..rem.len() {
+            if rem[i] > 1e-9 {
+                let done = t / matched[i].sl;
+                work += done * f64::from(matched[i].size);
+                rem[i] -= done;
+            }
         }
         work += t / slq * f64::from(p.size);
         prim -= t / slq;

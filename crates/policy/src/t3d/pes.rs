@@ -41,6 +41,8 @@ pub(super) struct PeMap {
     open: u32,
     /// The runs set in `marked`, so the next [`PeMap::set_marks`] can clear just them.
     mark_runs: Vec<(u32, u32)>,
+    /// Bumped whenever the marks change or an earmarked PE changes holder.
+    marks_version: u64,
 }
 
 impl PeMap {
@@ -64,11 +66,18 @@ impl PeMap {
             has_open,
             open: len,
             mark_runs: Vec::new(),
+            marks_version: 0,
         }
     }
 
     pub fn len(&self) -> u32 {
         self.len
+    }
+
+    /// Changes whenever the marks change or an earmarked PE changes holder: what the jobs on
+    /// the earmarked PEs depend on.
+    pub fn marks_version(&self) -> u64 {
+        self.marks_version
     }
 
     /// PEs free, not earmarked and up.
@@ -110,6 +119,51 @@ impl PeMap {
         if s >= e {
             return;
         }
+        if !self.mark_runs.is_empty() {
+            let mut on_marks = false;
+            PeBits::range_words(s, e, |w, m| on_marks |= self.marked[w] & m != 0);
+            self.marks_version += u64::from(on_marks);
+        }
+        if !self.set_whole_run(s, e, holder) {
+            self.set_cutting(s, e, holder);
+        }
+        let taken = &mut self.taken;
+        match holder {
+            Some(_) => PeBits::range_words(s, e, |w, m| taken[w] |= m),
+            None => PeBits::range_words(s, e, |w, m| taken[w] &= !m),
+        }
+        self.refresh(s, e);
+    }
+
+    /// [`PeMap::set`]'s runs in the two cases most changes are (a job's own run handed on
+    /// or freed, a run laid on free PEs), with one or two lookups of the map; false, with
+    /// nothing done, in any other case. The runs come out as [`PeMap::set_cutting`] leaves
+    /// them.
+    fn set_whole_run(&mut self, s: u32, e: u32, holder: Option<Holder>) -> bool {
+        match self.runs.range_mut(..e).next_back() {
+            // Exactly one run, `s..e`.
+            Some((&rs, run)) if rs == s && run.0 == e => {
+                match holder {
+                    Some(h) => run.1 = h,
+                    None => {
+                        self.runs.remove(&s);
+                    }
+                }
+                true
+            }
+            // Nothing held in `s..e`.
+            last if last.as_ref().is_none_or(|(_, run)| run.0 <= s) => {
+                if let Some(h) = holder {
+                    self.runs.insert(s, (e, h));
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// [`PeMap::set`]'s runs in general: runs overlapping `s..e` are cut at its ends.
+    fn set_cutting(&mut self, s: u32, e: u32, holder: Option<Holder>) {
         // The run that starts before `s` and reaches into it is cut at `s`.
         if let Some((&rs, &(re, h))) = self.runs.range(..s).next_back()
             && re > s
@@ -120,22 +174,15 @@ impl PeMap {
             }
         }
         // Runs that start within `s..e` go, and the part of the last one past `e` stays.
-        let inside: Vec<u32> = self.runs.range(s..e).map(|(&rs, _)| rs).collect();
-        for rs in inside {
-            let (re, h) = self.runs.remove(&rs).expect("listed");
+        while let Some((&rs, _)) = self.runs.range(s..e).next() {
+            let (re, h) = self.runs.remove(&rs).expect("found");
             if re > e {
                 self.runs.insert(e, (re, h));
             }
         }
-        let taken = &mut self.taken;
-        match holder {
-            Some(h) => {
-                self.runs.insert(s, (e, h));
-                PeBits::range_words(s, e, |w, m| taken[w] |= m);
-            }
-            None => PeBits::range_words(s, e, |w, m| taken[w] &= !m),
+        if let Some(h) = holder {
+            self.runs.insert(s, (e, h));
         }
-        self.refresh(s, e);
     }
 
     /// The held parts of `s..e`, in PE order, clipped to it.
@@ -184,6 +231,9 @@ impl PeMap {
 
     /// True when some PE of `pes` is earmarked.
     pub fn any_marked(&self, pes: &PeSet) -> bool {
+        if self.mark_runs.is_empty() {
+            return false;
+        }
         let mut hit = false;
         for &(s, e) in pes.runs() {
             PeBits::range_words(s, e.min(self.len), |w, m| hit |= self.marked[w] & m != 0);
@@ -232,6 +282,7 @@ impl PeMap {
     /// Marks the PEs of `sets` as earmarked, and only them. Costs the runs of the old and
     /// new marks, not the machine.
     pub fn set_marks<'a>(&mut self, sets: impl Iterator<Item = &'a PeSet>) {
+        self.marks_version += 1;
         let old = std::mem::take(&mut self.mark_runs);
         for &(s, e) in &old {
             let marked = &mut self.marked;
@@ -298,6 +349,63 @@ mod tests {
         assert_eq!(m.open_count(), 190);
         assert_eq!(m.lowest_open(500).len(), 190);
         assert!(!m.all_free(&PeSet::contiguous(195, 10)));
+    }
+
+    /// The runs a map holds, in order.
+    fn runs_of(m: &PeMap) -> Vec<(u32, u32, Holder)> {
+        m.holders(0, m.len()).collect()
+    }
+
+    #[test]
+    fn whole_run_changes_leave_the_runs_that_cutting_leaves() {
+        // A fixed pseudo-random walk over hand-ons, frees and lays, many on exact runs.
+        let (mut fast, mut cut) = (PeMap::new(300), PeMap::new(300));
+        let mut x: u64 = 7;
+        let mut next = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        for step in 0..5_000 {
+            let runs = runs_of(&cut);
+            let (s, e) = if !runs.is_empty() && next(2) == 0 {
+                let r = runs[next(runs.len() as u64) as usize];
+                (r.0, r.1)
+            } else {
+                let s = next(300) as u32;
+                (s, s + 1 + next(40) as u32)
+            };
+            let holder = match next(3) {
+                0 => None,
+                1 => Some(Holder::Job(JobId(next(20)))),
+                _ => Some(Holder::Out(Time::from_secs(next(5) as i64))),
+            };
+            fast.set(s, e, holder);
+            let e = e.min(cut.len());
+            cut.set_cutting(s, e, holder);
+            assert_eq!(
+                runs_of(&fast),
+                runs_of(&cut),
+                "step {step}: set({s}, {e}, {holder:?})"
+            );
+        }
+    }
+
+    #[test]
+    fn marks_version_moves_when_an_earmarked_pe_changes_holder_and_only_then() {
+        let mut m = PeMap::new(200);
+        m.set_marks([PeSet::contiguous(50, 10)].iter());
+        let v = m.marks_version();
+        m.set(0, 40, Some(Holder::Job(JobId(1))));
+        m.set(0, 40, None);
+        m.set(60, 70, Some(Holder::Job(JobId(2))));
+        assert_eq!(m.marks_version(), v, "no earmarked PE changed holder");
+        m.set(45, 52, Some(Holder::Job(JobId(3))));
+        assert_ne!(m.marks_version(), v, "PEs 50 and 51 are earmarked");
+        let v = m.marks_version();
+        m.set_marks([PeSet::contiguous(100, 5)].iter());
+        assert_ne!(m.marks_version(), v, "the marks changed");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! and the messages down and up the tree (with the monitoring a node reports).
 
 use super::*;
+use crate::rotation::Rotation;
 
 /// What every version's registration begins with: the [`Hello::Register`] tag, its stamp and
 /// the node manager's [`Version`]. A machine manager that cannot read the rest of a
@@ -100,8 +101,28 @@ pub enum RegisterReply {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     pub node: NodeId,
-    /// `(rank, local PE index)`.
+    /// `(rank, local PE index)`: each rank and its (first) PE.
     pub ranks: Vec<(u32, u32)>,
+    /// `(rank, local PE index)` of the PEs a rank holds beside its first, with
+    /// `--cpus-per-task` (empty: one PE to a rank).
+    #[serde(default)]
+    pub extra_pes: Vec<(u32, u32)>,
+}
+
+impl Placement {
+    /// Every PE it holds on its node.
+    pub fn pes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.ranks.iter().chain(&self.extra_pes).map(|&(_, pe)| pe)
+    }
+
+    /// The PEs rank `rank` holds here, its first one first.
+    pub fn pes_of(&self, rank: u32) -> impl Iterator<Item = u32> + '_ {
+        self.ranks
+            .iter()
+            .chain(&self.extra_pes)
+            .filter(move |&&(r, _)| r == rank)
+            .map(|&(_, pe)| pe)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -152,13 +173,15 @@ pub fn unit_step(unit: JobId) -> Option<(JobId, u32)> {
 pub enum ToNode {
     Heartbeat {
         seq: i64,
-        /// The gang strobe (seed 000 §4.1): the matrix as of this heartbeat, for the node's
-        /// scheme to switch from; `None` under a policy without a matrix.
-        strobe: Option<Strobe>,
+        /// The gang rotation in force (seed 000 §4.1's strobe, announced ahead: see
+        /// [`crate::rotation`]), again for a node that missed its announcement; `None` under
+        /// a policy without a matrix.
+        rotation: Option<Rotation>,
     },
-    /// The strobe again, sent at once when a multi-context switch happens (the heartbeat
-    /// carries it otherwise), so that every node switches together.
-    Strobe(Strobe),
+    /// A new gang rotation, sent when the matrix or its rotation changes (an arrival, an end,
+    /// a hold, a repack): every node switches from it on its own timer, so nodes switch
+    /// together with no message per switch.
+    Rotation(Rotation),
     Launch(Launch),
     /// One multi-context switch: stop these jobs, then continue those, then kill those.
     Switch {
@@ -327,8 +350,16 @@ pub enum FromNode {
     /// Whether the node now lets some process of `job` run (`runs`) or has stopped every one
     /// of them: under a node scheme that runs jobs the strobe does not list (`local`, `sb`,
     /// `fcs`), and under `gs` from each switch's thaw and completed freeze. Sent when that
-    /// changes; the machine manager's accounting follows it.
-    Runs { job: JobId, run: u32, runs: bool },
+    /// changes; the machine manager's accounting follows it. `ago_us`: how long before this
+    /// message the change happened (a node books the switches its watcher's thread made in
+    /// batches), so the accounting takes the instant it happened, on no shared clock.
+    Runs {
+        job: JobId,
+        run: u32,
+        runs: bool,
+        #[serde(default)]
+        ago_us: u64,
+    },
     /// What the job's record should say of rank `rank` of run `run` although the rank did not
     /// fail (it ran as an MPI world of one): sent before the rank's exit.
     Warning {
@@ -424,15 +455,24 @@ pub struct SwitchLog {
     pub recent: Vec<SwitchTiming>,
 }
 
-/// One switch on a node, from the strobe's arrival (µs of the node manager's clock).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One switch on a node (µs of the node manager's clock): from the instant it was due — a
+/// strobe's arrival, or the instant a rotation announced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchTiming {
-    /// When the strobe that started it arrived.
+    /// When it was due.
     pub at_us: i64,
-    /// From then until every outgoing job was reported frozen (`None`: not before the thaw).
+    /// How long before then the outgoing freezes were written (0: at that instant).
+    #[serde(default)]
+    pub lead_us: u32,
+    /// From then until every outgoing job read frozen (`None`: not before the thaw).
     pub frozen_us: Option<u32>,
     /// From then until the incoming jobs were thawed.
     pub thawed_us: u32,
+    /// The jobs it stopped and those it continued.
+    #[serde(default)]
+    pub outgoing: Vec<JobId>,
+    #[serde(default)]
+    pub incoming: Vec<JobId>,
 }
 
 /// One rank's communication as its node's ring holds it.

@@ -40,6 +40,13 @@ pub enum Request {
     /// them (`cosched_client::client::Client::query`), as no single answer may hold them all.
     Jobs(JobQuery),
     Cancel(JobId),
+    /// `salloc`'s end of its allocation once its command has exited: the job ends
+    /// `Completed` (code 0) or `Failed` with the command's exit code, as Slurm records an
+    /// allocation, and its steps and processes end with it.
+    Relinquish {
+        job: JobId,
+        exit_code: i32,
+    },
     Suspend(JobId),
     Resume(JobId),
     Status,
@@ -327,6 +334,9 @@ pub struct StepRequest {
     /// `-N`: exactly this many of the allocation's nodes.
     pub nodes: Option<u32>,
     pub tasks_per_node: Option<u32>,
+    /// `-c`: PEs of one node each task holds; `None`: one.
+    #[serde(default)]
+    pub cpus_per_task: Option<u32>,
     /// `--nodelist`: these nodes of the allocation (names).
     pub nodelist: Vec<String>,
     /// `--overlap`: the step may share PEs with the allocation's other running steps;
@@ -367,6 +377,19 @@ impl StepInfo {
     }
 }
 
+impl NodeLayout {
+    /// Whether it asks where the tasks go by node beyond a partition and a constraint
+    /// (which may leave every node allowed).
+    pub fn spreads(&self) -> bool {
+        self.nodes.is_some()
+            || self.tasks_per_node.is_some()
+            || !self.nodelist.is_empty()
+            || !self.exclude.is_empty()
+            || self.cpus_per_task.is_some_and(|c| c > 1)
+            || self.exclusive
+    }
+}
+
 /// A job's tasks spread over nodes, as Slurm's `-N N --ntasks-per-node M --nodelist L
 /// --exclude X` ask, with nodes by name. The machine manager turns it into the policies'
 /// [`cosched_policy::Spread`] (node numbers) at submission, refusing one that names an
@@ -383,4 +406,16 @@ pub struct NodeLayout {
     /// Nodes it must not use.
     #[serde(default)]
     pub exclude: Vec<String>,
+    /// PEs of one node each task holds (`--cpus-per-task`), when more than one.
+    #[serde(default)]
+    pub cpus_per_task: Option<u32>,
+    /// The partition it runs in (`--partition`); `None`: the default one.
+    #[serde(default)]
+    pub partition: Option<String>,
+    /// The node features it needs (`--constraint`, Slurm's form).
+    #[serde(default)]
+    pub constraint: Option<String>,
+    /// Whole nodes (`--exclusive`).
+    #[serde(default)]
+    pub exclusive: bool,
 }

@@ -153,6 +153,13 @@ pub struct JobInfo {
     /// Its steps (`srun` inside it), in the order they started.
     #[serde(default)]
     pub steps: Vec<StepInfo>,
+    /// The partition it runs in; `None`: the one partition of a cluster that configures
+    /// none.
+    #[serde(default)]
+    pub partition: Option<String>,
+    /// Its tasks when fewer than its ranks: `--exclusive` gives it whole nodes.
+    #[serde(default)]
+    pub tasks: Option<u32>,
 }
 
 impl JobInfo {
@@ -194,4 +201,19 @@ pub struct StatusInfo {
     pub running: Vec<Option<JobId>>,
     /// Multi-context-switch messages sent down the tree since the MM started.
     pub switches: u64,
+    /// The configured partitions; empty: one of every node, `all`.
+    #[serde(default)]
+    pub partitions: Vec<PartitionInfo>,
+}
+
+/// A partition as clients see it (`sinfo`, `scontrol show partition`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionInfo {
+    pub name: String,
+    /// Its nodes, by name.
+    pub nodes: Vec<String>,
+    /// Jobs that name no partition run in it.
+    pub default: bool,
+    /// The longest time limit a job of it may ask.
+    pub max_time_us: Option<i64>,
 }

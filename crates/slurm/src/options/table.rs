@@ -34,7 +34,7 @@ pub const TABLE: &[Opt] = &[
         None,
         Req,
         SB,
-        Ignored("cosched's nodes have no features"),
+        Ignored("the script runs on the allocation's first node, whatever its features"),
     ),
     o(
         "bb",
@@ -97,7 +97,9 @@ pub const TABLE: &[Opt] = &[
         Some('C'),
         Req,
         ALL,
-        NotYet("nodes have no features until the administrator's configuration is built"),
+        Different(
+            "on the configuration's node features: a feature, A&B (or A,B) and A|B; not node counts (A*2), matching sets ([A|B]) or negation; a job no node can take is refused at submission",
+        ),
     ),
     o(
         "container",
@@ -130,15 +132,7 @@ pub const TABLE: &[Opt] = &[
         Ignored("cosched does not set CPU frequencies"),
     ),
     o("cpus-per-gpu", None, Req, ALL, Ignored(NO_GPU)),
-    o(
-        "cpus-per-task",
-        Some('c'),
-        Req,
-        ALL,
-        NotYet(
-            "SLURM_CPUS_PER_TASK is set, but each task gets one PE until the administrator's limits are built",
-        ),
-    ),
+    o("cpus-per-task", Some('c'), Req, ALL, Same),
     o(
         "deadline",
         None,
@@ -183,14 +177,22 @@ pub const TABLE: &[Opt] = &[
             "outside an allocation as sbatch's; inside one ignored: a step's nodes are chosen with -w/-N among the allocation's",
         ),
     ),
-    o("exclusive", None, Opt_, SR, Same),
+    o(
+        "exclusive",
+        None,
+        Opt_,
+        SR,
+        Different(
+            "inside an allocation, a step on PEs no running step holds (the default); outside one refused: salloc --exclusive gives whole nodes",
+        ),
+    ),
     o(
         "exclusive",
         None,
         Opt_,
         SB | SA,
-        NotYet(
-            "a job's tasks get PEs, and other jobs may share its nodes; whole nodes are not reserved yet",
+        Different(
+            "whole nodes: the allocation holds every PE of its nodes (-N, else as many as its tasks need), so no other job runs there; =user and =mcs are taken as plain --exclusive",
         ),
     ),
     o("export", None, Req, SB | SR, Same),
@@ -391,7 +393,9 @@ pub const TABLE: &[Opt] = &[
         Some('p'),
         Req,
         ALL,
-        Different("cosched has one partition, `all`; another name is accepted with a warning"),
+        Different(
+            "one partition (not a list); the configuration's, or `all` (every node) without one; an unknown one is refused at submission, as are a time limit or -N above the partition's max_time or max_nodes",
+        ),
     ),
     o("power", None, Req, ALL, Ignored("cosched manages no power")),
     o(
@@ -399,7 +403,7 @@ pub const TABLE: &[Opt] = &[
         None,
         Req,
         ALL,
-        Ignored("cosched's nodes have no features"),
+        Ignored("cosched places by --constraint only; a preference is not weighed"),
     ),
     o("preserve-env", Some('E'), No, SR, NotYet(STEPS)),
     o(

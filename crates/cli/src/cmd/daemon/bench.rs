@@ -27,8 +27,9 @@ pub enum BenchCmd {
         json: bool,
     },
     /// Slowdown of two CPU-bound jobs time-sliced at MPL 2, against FCFS, per quantum, and
-    /// where the quanta went: per switch at the node, strobe to outgoing job frozen and to
-    /// incoming job thawed, late switches, the daemons' CPU per switch
+    /// where the quanta went: per switch, from its due instant, the node manager's freezes
+    /// and thaws, the ranks' own last stop and first and last run again, the time no rank
+    /// ran, late switches, the daemons' CPU per switch
     Gang {
         /// CPU time each rank burns
         #[arg(long, default_value = "2s")]
@@ -329,14 +330,15 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                 } else {
                     t += "no quantum measured has a slowdown <= 2%\n";
                 }
-                // Where the quanta went: per switch at the node, from the strobe's arrival.
-                t += "\nswitches at the node (strobe -> outgoing frozen -> incoming thawed, us: median/p90):\n";
+                // Where the quanta went: per switch at the node, from its due instant.
+                t += "\nswitches at the node (from the due instant, us, median/p90; node manager: freezes written LEAD ahead, read FROZEN, THAWED):\n";
                 t += &table(
                     &[
                         "QUANTUM",
                         "SWITCHES",
                         "LATE",
                         "INTERVAL(ms)",
+                        "LEAD(us)",
                         "FROZEN(us)",
                         "THAWED(us)",
                         "MM-CPU/SW(us)",
@@ -350,10 +352,35 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                             b.switches.to_string(),
                             b.late.to_string(),
                             format!("{:.2}", b.interval_ms),
+                            format!("{:.0}", b.lead_p50_us),
                             format!("{:.0}/{:.0}", b.frozen_p50_us, b.frozen_p90_us),
                             format!("{:.0}/{:.0}", b.thawed_p50_us, b.thawed_p90_us),
                             format!("{:.0}", b.mm_cpu_us),
                             format!("{:.0}", b.nm_cpu_us),
+                        ])
+                    }),
+                );
+                t += "\nthe same switches as the ranks lived them (from the due instant, us, median/p90):\n";
+                t += &table(
+                    &[
+                        "QUANTUM",
+                        "LAST-OUT-STOPPED",
+                        "FIRST-IN-RUNNING",
+                        "LAST-IN-RUNNING",
+                        "BOTH-STOPPED",
+                    ],
+                    0,
+                    rows.iter().filter_map(|r| {
+                        let (q, b) = (r.quantum_ms?, r.switches.as_ref()?);
+                        Some(vec![
+                            format!("{q}ms"),
+                            format!("{:.0}/{:.0}", b.stopped_p50_us, b.stopped_p90_us),
+                            format!(
+                                "{:.0}/{:.0}",
+                                b.first_running_p50_us, b.first_running_p90_us
+                            ),
+                            format!("{:.0}/{:.0}", b.last_running_p50_us, b.last_running_p90_us),
+                            format!("{:.1}%", b.both_stopped_pct),
                         ])
                     }),
                 );

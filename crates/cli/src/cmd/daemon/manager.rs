@@ -129,6 +129,9 @@ impl ManagerArgs {
             nodes,
             pes,
             names: conf.map(ClusterConfig::node_names).unwrap_or_default(),
+            partitions: conf
+                .map(cosched_mm::partitions::Partitions::of)
+                .unwrap_or_default(),
             config: conf.map(|c| c.path.clone()),
             policy_options,
             policy: self
@@ -284,6 +287,14 @@ pub enum ClusterCmd {
         /// waiting for one), which a frozen or stopped process is not
         #[arg(long)]
         runnable: bool,
+        /// Then print `unfrozen_us N`: the time from its start to its end less the time its
+        /// cgroup was frozen meanwhile (the kernel's `frozen_usec`, Linux 6.17)
+        #[arg(long)]
+        unfrozen: bool,
+        /// Then print `gap START END` for each stretch it did not run (stopped, frozen or
+        /// waiting for a core), µs of CLOCK_MONOTONIC (`cluster bench gang`'s breakdown)
+        #[arg(long)]
+        gaps: bool,
     },
 }
 
@@ -458,8 +469,35 @@ pub(super) fn cluster(c: ClusterCmd) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
-        ClusterCmd::Spin { cpu, runnable } => {
-            cosched_client::bench::spin_cpu(cpu);
+        ClusterCmd::Spin {
+            cpu,
+            runnable,
+            unfrozen,
+            gaps,
+        } => {
+            let frozen = || {
+                cosched_client::bench::frozen().ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "cannot read frozen_usec from this process's cgroup.stat.local (no cgroup v2, or a kernel before 6.17)"
+                    )
+                })
+            };
+            let (t0, f0) = (
+                std::time::Instant::now(),
+                if unfrozen { Some(frozen()?) } else { None },
+            );
+            let off = cosched_client::bench::spin_cpu(cpu);
+            if let Some(f0) = f0 {
+                let wall = t0.elapsed().as_micros() as i64;
+                println!("unfrozen_us {}", wall - (frozen()? - f0).as_micros());
+            }
+            if gaps {
+                let mut out = String::new();
+                for (a, b) in off {
+                    out += &format!("gap {a} {b}\n");
+                }
+                emit(&out);
+            }
             if runnable {
                 match cosched_client::bench::runnable() {
                     Some(d) => println!("runnable_us {}", d.as_micros()),

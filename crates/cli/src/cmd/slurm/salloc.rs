@@ -6,8 +6,8 @@
 //!
 //! The allocation's own launch, on its first node, is a holder process that only keeps the
 //! allocation's processes' cgroup until the allocation ends (Slurm keeps the allocation
-//! without a process). Ending it is a cancel: `sacct` shows the job `CANCELLED`, where
-//! Slurm shows `COMPLETED` or `FAILED` by the command's exit status.
+//! without a process). salloc ends it with the command's exit status, so `sacct` shows it
+//! `COMPLETED` or `FAILED` with that code, as Slurm does.
 
 use std::time::Duration;
 
@@ -80,7 +80,7 @@ fn salloc(args: &[String]) -> Result<i32, Stop> {
     let info = match wait_running(&client, id) {
         Ok(info) => info,
         Err(stop) => {
-            relinquish(&client, id);
+            relinquish(&client, id, None);
             return Err(stop);
         }
     };
@@ -96,11 +96,16 @@ fn salloc(args: &[String]) -> Result<i32, Stop> {
         .args(&cmd[1..])
         .envs(env)
         .status();
-    relinquish(&client, id);
-    let status = status.map_err(|e| error(format!("cannot run {}: {e}", cmd[0])))?;
-    Ok(status.code().unwrap_or_else(|| {
-        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
-    }))
+    let code = match &status {
+        Ok(s) => s
+            .code()
+            .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(s).unwrap_or(0)),
+        // The shell's status for a command it cannot run.
+        Err(_) => 127,
+    };
+    relinquish(&client, id, Some(code));
+    status.map_err(|e| error(format!("cannot run {}: {e}", cmd[0])))?;
+    Ok(code)
 }
 
 /// Waits until job `id` runs; its record then. A job that ends first is an error.
@@ -143,8 +148,8 @@ fn allocation_env(
     let st = client
         .status()
         .map_err(|e| error(format!("the cluster's status: {e}")))?;
-    let (nodes, tasks) = cosched_proto::jobio::nodelist_and_tasks(&info.placement, |p| {
-        super::view::node_name(&st, p.node)
+    let nodes = cosched_mm::deferral::slurm_nodes(&info.placement, info.tasks, |n| {
+        super::view::node_name(&st, n)
     });
     let uid = super::view::my_uid();
     let mut env = submit_env(&Submission {
@@ -157,25 +162,30 @@ fn allocation_env(
         user: super::view::user_name(uid),
         uid,
         gid: cosched_proto::util::egid(),
-        cpus_per_task: None,
+        cpus_per_task: opts.cpus_per_task,
         ntasks_per_node: opts.ntasks_per_node,
         array: None,
     });
+    let ntasks = nodes.iter().map(|n| n.1).sum();
     env.extend(cosched_mm::deferral::slurm_env(
         info.id(),
         &info.name,
-        info.procs(),
+        ntasks,
         &nodes,
-        &tasks,
         None,
     ));
     Ok(env)
 }
 
-/// Ends allocation `id`, saying so.
-fn relinquish(client: &Client, id: JobId) {
+/// Ends allocation `id`, saying so: with the exit code of its command once that ran, else
+/// (it never got to run) with a cancel.
+fn relinquish(client: &Client, id: JobId, exit_code: Option<i32>) {
     eprintln!("salloc: Relinquishing job allocation {id}");
-    if let Err(e) = client.simple(Request::Cancel(id)) {
+    let req = match exit_code {
+        Some(exit_code) => Request::Relinquish { job: id, exit_code },
+        None => Request::Cancel(id),
+    };
+    if let Err(e) = client.simple(req) {
         eprintln!("salloc: error: ending job allocation {id}: {e}");
     }
 }

@@ -142,14 +142,6 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
     let mut opts = batch::from_slurm(&cli).map_err(error)?.or(src.opts);
     let quiet = all.has("quiet");
     let mut warnings = all.warnings.clone();
-    if let Some(p) = all.value("partition")
-        && !p.split(',').any(|p| p == cosched_slurm::DEFAULT_PARTITION)
-    {
-        warnings.push(format!(
-            "sbatch: warning: --partition={p}: cosched has one partition, {}; the job goes there",
-            cosched_slurm::DEFAULT_PARTITION
-        ));
-    }
     if all.value("open-mode").is_some_and(|m| m.starts_with('a')) {
         warnings.push(
             "sbatch: warning: --open-mode=append is not supported yet: the output files are truncated when the job starts"
@@ -182,24 +174,22 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
     let mut req = request_of(&opts, src.cmd, None).map_err(|e| error(format!("{e:#}")))?;
     // An allocation: the script runs once, on its first node; `srun` in it starts steps.
     req.io.batch = true;
-    let cpus_per_task = all
-        .value("cpus-per-task")
-        .map(|c| {
-            c.parse::<u32>()
-                .map_err(|_| error(format!("--cpus-per-task {c:?} is not a number")))
-        })
-        .transpose()?;
     let slurm_vars = submit_env(&Submission {
         submit_dir: std::env::current_dir()
             .map(|d| d.display().to_string())
             .unwrap_or_default(),
         submit_host: view::host_name(),
         cluster: cosched_slurm::DEFAULT_CLUSTER.into(),
-        partition: cosched_slurm::DEFAULT_PARTITION.into(),
+        // The machine manager sets the partition the job runs in (the default's name
+        // without -p) when it starts.
+        partition: opts
+            .partition
+            .clone()
+            .unwrap_or_else(|| cosched_slurm::DEFAULT_PARTITION.into()),
         user,
         uid,
         gid: cosched_proto::util::egid(),
-        cpus_per_task,
+        cpus_per_task: opts.cpus_per_task,
         ntasks_per_node: opts.ntasks_per_node,
         array: array.clone(),
     });

@@ -1,5 +1,5 @@
-//! `sinfo`: the cluster's one partition (`all`) and its nodes, by state (`idle`, `mix`,
-//! `alloc`, `down*`), as Slurm's sinfo prints them.
+//! `sinfo`: the cluster's partitions (`all` without a configuration) and their nodes, by
+//! state (`idle`, `mix`, `alloc`, `down*`), as Slurm's sinfo prints them.
 
 use clap::ArgAction;
 

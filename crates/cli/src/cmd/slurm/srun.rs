@@ -127,6 +127,17 @@ fn step_request(job: JobId, p: &Parsed, opts: &batch::JobOpts) -> Result<StepReq
         }
         (None, Err(_)) => jobio::Mpi::default(),
     };
+    // As Slurm's srun: `-c`, else SLURM_CPUS_PER_TASK (set by an sbatch `-c`); the step's
+    // tasks see the value they run with.
+    let cpus_per_task = opts
+        .cpus_per_task
+        .or_else(|| env_num(cosched_slurm::env::CPUS_PER_TASK))
+        .filter(|&c| c > 0);
+    let mut env = env;
+    if let Some(c) = opts.cpus_per_task {
+        env.retain(|(k, _)| k != cosched_slurm::env::CPUS_PER_TASK);
+        env.push((cosched_slurm::env::CPUS_PER_TASK.into(), c.to_string()));
+    }
     let kill = match p.value("kill-on-bad-exit") {
         Some(v) => v.trim() != "0",
         None => p.has("kill-on-bad-exit"),
@@ -147,6 +158,7 @@ fn step_request(job: JobId, p: &Parsed, opts: &batch::JobOpts) -> Result<StepReq
         ntasks,
         nodes: opts.nodes,
         tasks_per_node: opts.ntasks_per_node,
+        cpus_per_task,
         nodelist,
         overlap: p.has("overlap"),
         kill_on_bad_exit: kill,

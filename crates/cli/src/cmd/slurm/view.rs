@@ -1,12 +1,12 @@
 //! The machine manager's records as Slurm's commands show them: [`JobInfo`] into
-//! `cosched_slurm::job::JobView`, the status into nodes and the one partition, and the
+//! `cosched_slurm::job::JobView`, the status into nodes and partitions, and the
 //! system lookups a view needs (user and group names, the local time zone).
 
 use std::collections::HashMap;
 
 use cosched_core::JobId;
 use cosched_proto::jobio;
-use cosched_proto::proto::{JobInfo, JobState as Cosched, StatusInfo};
+use cosched_proto::proto::{JobInfo, JobState as Cosched, PartitionInfo, StatusInfo};
 use cosched_slurm::job::{ArrayTask, JobView};
 use cosched_slurm::node::{NodeState, NodeView, PartitionView};
 use cosched_slurm::state::{JobState, Phase, Reason, ReasonFacts};
@@ -28,21 +28,7 @@ pub fn user_name(uid: u32) -> String {
 
 /// A group's name, else the gid as text.
 pub fn group_name(gid: u32) -> String {
-    let mut buf = vec![0 as libc::c_char; 16 << 10];
-    // SAFETY: getgrgid_r writes into `gr` and `buf` (of the length given) only; the name is
-    // read before `buf` goes.
-    unsafe {
-        let mut gr: libc::group = std::mem::zeroed();
-        let mut out: *mut libc::group = std::ptr::null_mut();
-        if libc::getgrgid_r(gid, &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) != 0
-            || out.is_null()
-        {
-            return gid.to_string();
-        }
-        std::ffi::CStr::from_ptr(gr.gr_name)
-            .to_string_lossy()
-            .into_owned()
-    }
+    cosched_proto::util::group_name(gid).unwrap_or_else(|| gid.to_string())
 }
 
 /// The uid of a user name (or of a number).
@@ -50,19 +36,7 @@ pub fn uid_of(name: &str) -> Option<u32> {
     if let Ok(n) = name.parse() {
         return Some(n);
     }
-    let c = std::ffi::CString::new(name).ok()?;
-    let mut buf = vec![0 as libc::c_char; 16 << 10];
-    // SAFETY: getpwnam_r writes into `pw` and `buf` (of the length given) only.
-    unsafe {
-        let mut pw: libc::passwd = std::mem::zeroed();
-        let mut out: *mut libc::passwd = std::ptr::null_mut();
-        if libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) != 0
-            || out.is_null()
-        {
-            return None;
-        }
-        Some(pw.pw_uid)
-    }
+    cosched_proto::util::uid_of_name(name)
 }
 
 /// This process's uid (the caller of `--me`, and the owner for sacct's default).
@@ -196,6 +170,7 @@ pub fn job_view(j: &JobInfo, st: &StatusInfo, first: Option<JobId>, names: &mut 
         })
     };
     let pes = st.pes_per_node.max(1);
+    let cpus_per_task = j.spread.as_ref().map_or(1, |s| s.cpus_per_task.max(1));
     let stdout = file(&j.io.output);
     let stderr = file(&j.io.error.clone().or_else(|| j.io.output.clone()));
     JobView {
@@ -210,7 +185,10 @@ pub fn job_view(j: &JobInfo, st: &StatusInfo, first: Option<JobId>, names: &mut 
         uid,
         group: names.group(gid),
         gid,
-        partition: cosched_slurm::DEFAULT_PARTITION.into(),
+        partition: j
+            .partition
+            .clone()
+            .unwrap_or_else(|| cosched_slurm::DEFAULT_PARTITION.into()),
         state,
         reason,
         submit,
@@ -224,9 +202,9 @@ pub fn job_view(j: &JobInfo, st: &StatusInfo, first: Option<JobId>, names: &mut 
             .map_or(Limit::Unlimited, |us| Limit::Secs(secs(us).max(0) as u64)),
         tasks_per_node: j.placement.iter().map(|p| p.ranks.len() as u32).collect(),
         nodes,
-        ntasks: r.procs,
+        ntasks: j.tasks.unwrap_or(r.procs / cpus_per_task),
         req_nodes: r.procs.div_ceil(pes),
-        cpus_per_task: 1,
+        cpus_per_task,
         exit_code: r.exit_code.map(|c| if signal.is_some() { 0 } else { c }),
         signal,
         work_dir: j.cwd.clone(),
@@ -309,8 +287,18 @@ pub fn job_views(jobs: &[JobInfo], st: &StatusInfo, names: &mut Names) -> Vec<Jo
     jobs.iter().map(|j| job_view(j, st, first, names)).collect()
 }
 
-/// The machine's nodes, and its one partition of every node.
+/// The machine's nodes and its partitions (without a configuration, one of every node).
 pub fn nodes_view(st: &StatusInfo) -> (Vec<PartitionView>, Vec<NodeView>) {
+    let parts: Vec<PartitionInfo> = if st.partitions.is_empty() {
+        vec![PartitionInfo {
+            name: cosched_slurm::DEFAULT_PARTITION.into(),
+            nodes: st.nodes.iter().map(|n| n.name.clone()).collect(),
+            default: true,
+            max_time_us: None,
+        }]
+    } else {
+        st.partitions.clone()
+    };
     let pes = st.pes_per_node as usize;
     let nodes: Vec<NodeView> = st
         .nodes
@@ -332,17 +320,28 @@ pub fn nodes_view(st: &StatusInfo) -> (Vec<PartitionView>, Vec<NodeView>) {
                 cpus: n.pes,
                 alloc_cpus: held,
                 addr: n.addr.clone(),
-                partitions: vec![cosched_slurm::DEFAULT_PARTITION.into()],
+                partitions: parts
+                    .iter()
+                    .filter(|p| p.nodes.contains(&n.name))
+                    .map(|p| p.name.clone())
+                    .collect(),
             }
         })
         .collect();
-    let part = PartitionView {
-        name: cosched_slurm::DEFAULT_PARTITION.into(),
-        default: true,
-        up: true,
-        max_time_secs: None,
-        nodes: nodes.iter().map(|n| n.name.clone()).collect(),
-        total_cpus: nodes.iter().map(|n| n.cpus).sum(),
-    };
-    (vec![part], nodes)
+    let views = parts
+        .iter()
+        .map(|p| {
+            let members: Vec<&NodeView> =
+                nodes.iter().filter(|n| p.nodes.contains(&n.name)).collect();
+            PartitionView {
+                name: p.name.clone(),
+                default: p.default,
+                up: true,
+                max_time_secs: p.max_time_us.map(|us| (us / 1_000_000).max(0) as u64),
+                nodes: members.iter().map(|n| n.name.clone()).collect(),
+                total_cpus: members.iter().map(|n| n.cpus).sum(),
+            }
+        })
+        .collect();
+    (views, nodes)
 }

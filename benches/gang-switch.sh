@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Gang switching before and after, side by side (results in docs/benchmarks.md, "Gang
+# scheduling against the quantum").
+#
+# `cosched cluster bench gang` (two CPU-bound jobs at MPL 2 on one node, against FCFS) with
+# two binaries, alternating run by run so both see the same load:
+#   - full node: 2 PEs, 2-rank jobs, every core held by ranks (the daemons compete with them);
+#   - spare core: 1 PE, 1-rank jobs, so one core of this 2-core machine is free for the daemons.
+# Per binary, setting and quantum: the range over the runs of the slowdown against that run's
+# FCFS, and of the daemons' CPU per switch (which load distorts much less than the makespan).
+#
+# Usage: BEFORE=path/to/old/cosched AFTER=path/to/new/cosched benches/gang-switch.sh
+# Knobs: RUNS (3), QUANTA (1ms,2ms,10ms), CPU (CPU time each rank burns, 2s), SETTINGS
+# ("2 1": the PEs of the node), OUT (a directory for the JSON of every run, default a
+# temporary one). Needs jq.
+set -euo pipefail
+: "${BEFORE:?set BEFORE to the old cosched binary}"
+: "${AFTER:?set AFTER to the new cosched binary}"
+RUNS=${RUNS:-3}
+QUANTA=${QUANTA:-1ms,2ms,10ms}
+CPU=${CPU:-2s}
+SETTINGS=${SETTINGS:-2 1}
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+
+for run in $(seq 1 "$RUNS"); do
+    for pes in $SETTINGS; do
+        for which in before after; do
+            bin=$BEFORE
+            [ "$which" = after ] && bin=$AFTER
+            echo "run $run, $pes PE(s), $which" >&2
+            "$bin" cluster bench gang --quanta "$QUANTA" --cpu "$CPU" --pes "$pes" --runs 1 \
+                --json >"$OUT/$which-$pes-$run.json"
+        done
+    done
+done
+
+range() { # min-max of a list of numbers, one decimal
+    sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.1f–%.1f", lo, hi }'
+}
+
+printf '%-6s %-8s %-7s %-16s %-16s %-16s\n' PES QUANTUM BINARY 'SLOWDOWN%' 'MM-CPU/SW(us)' 'NM-CPU/SW(us)'
+for pes in $SETTINGS; do
+    for q in $(echo "$QUANTA" | tr , ' '); do
+        qms=$(echo "$q" | sed -e 's/ms$//')
+        for which in before after; do
+            files=("$OUT/$which-$pes-"*.json)
+            pick() { jq -r --argjson q "$qms" ".[] | select(.quantum_ms == \$q) | $1" "${files[@]}" | range; }
+            printf '%-6s %-8s %-7s %-16s %-16s %-16s\n' "$pes" "$q" "$which" \
+                "$(pick .slowdown_pct)" "$(pick .switches.mm_cpu_us)" "$(pick .switches.nm_cpu_us)"
+        done
+    done
+done
+echo "(every run's JSON: $OUT)" >&2

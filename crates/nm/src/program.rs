@@ -1,0 +1,483 @@
+//! A gang rotation carried out on this node at the announced instants
+//! ([`cosched_proto::rotation`]): which of the node's job cgroups run at each step
+//! ([`Program`]), and the timed switch that moves from one step to the next ([`Runner`]),
+//! run on the freeze watcher's thread ([`super::freeze_watch`]) so that no switch waits for
+//! the event loop or for a message.
+//!
+//! A switch due at `due`: the outgoing jobs' freezes are written [`Runner::lead`] ahead (a
+//! freeze takes effect when each rank next enters the kernel: 20–50 µs for a rank on its
+//! core), at `due` their `cgroup.events` are read, and the incoming jobs are thawed once every
+//! outgoing one reads frozen — so two jobs are never runnable on one PE — or at the bound
+//! (half the next step), counted late. Between the landing of the last freeze and the thaw no
+//! job runs: that is the lead less the landing when the freeze landed first, else up to a
+//! read's pause. So the lead is kept low: the lower quartile of what the last freezes took
+//! (within [`MIN_LEAD`] and [`MAX_LEAD`], never more than a quarter of the step), where a
+//! freeze read frozen at the first read counts as three quarters of the lead it had (it may
+//! have taken much less), so the lead shrinks until a quarter of the freezes need another
+//! read. Each switch is logged ([`Landed`]) for the node manager's accounting and `cluster
+//! bench gang`.
+//!
+//! Pure: time and what the cgroups read come in as arguments; what to write comes out.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use cosched_core::{Dur, JobId, Time};
+use cosched_proto::rotation::Rotation;
+
+/// A job's cgroup on this node: (job, launch).
+pub type Cg = (JobId, u64);
+
+/// The shortest lead (a freeze of ranks that hold their cores lands in 20–50 µs here).
+pub const MIN_LEAD: Dur = Dur::from_micros(20);
+/// The longest lead: a freeze slower than that waits for a core, and is waited for at `due`.
+pub const MAX_LEAD: Dur = Dur::from_micros(400);
+/// The pause between two reads of a freeze not landed by `due`, while it is younger than
+/// [`YOUNG`]; then each pause doubles, up to [`LAST_LOOK`]: a freeze that has not landed by
+/// then waits for its rank to get a core behind other work (milliseconds), and reading every
+/// 20 µs meanwhile cost the node manager more CPU than every other part of a switch.
+pub const LOOK: Dur = Dur::from_micros(20);
+pub const YOUNG: Dur = Dur::from_micros(100);
+pub const LAST_LOOK: Dur = Dur::from_micros(250);
+/// The longest wait for a freeze to land after its switch is due.
+pub const MAX_BOUND: Dur = Dur::from_millis(100);
+/// Landing times the lead is taken from.
+const LANDINGS: usize = 64;
+
+/// Which cgroups of this node run at each step of a rotation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Program {
+    pub rotation: Rotation,
+    /// The node's cgroups of jobs of the matrix.
+    pub cgroups: Vec<Cg>,
+}
+
+impl Program {
+    /// The cgroups that run at `t` (none before the first step).
+    pub fn running_at(&self, t: Time) -> BTreeSet<Cg> {
+        let Some((s, _)) = self.rotation.at(t) else {
+            return BTreeSet::new();
+        };
+        self.cgroups
+            .iter()
+            .filter(|(j, _)| s.running.contains(j))
+            .copied()
+            .collect()
+    }
+}
+
+/// A write to a cgroup's `cgroup.freeze`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Act {
+    Freeze(Cg),
+    Thaw(Cg),
+}
+
+/// One switch as it went (µs of the node manager's clock).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Landed {
+    /// The announced instant.
+    pub due: Time,
+    /// When the outgoing freezes were written, and when they all read frozen (`None`: not
+    /// before the thaw, a late switch).
+    pub frozen_written: Time,
+    pub frozen: Option<Time>,
+    /// When the incoming jobs were thawed.
+    pub thawed: Time,
+    pub outgoing: Vec<Cg>,
+    pub incoming: Vec<Cg>,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Waiting for the next switch (its freeze goes out [`Runner::lead`] before it).
+    Idle { due: Option<Time> },
+    /// The outgoing freezes are written; the incoming thaw waits for `due` and the freezes.
+    Freezing(Pending),
+}
+
+/// A switch under way.
+#[derive(Debug)]
+struct Pending {
+    due: Time,
+    /// The next read of the freezes (`due`, then see [`LOOK`]), and the pause before it.
+    look: Time,
+    pause: Dur,
+    written: Time,
+    out: Vec<Cg>,
+    inc: Vec<Cg>,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct Runner {
+    program: Program,
+    /// What this runner last thawed and has not frozen since.
+    thawed: BTreeSet<Cg>,
+    phase: Phase,
+    landings: VecDeque<Dur>,
+    /// Switches done, and the ones not logged yet.
+    pub done: u64,
+    pub late: u64,
+    log: Vec<Landed>,
+}
+
+impl Runner {
+    /// A runner of `program` from `now`, the cgroups of `thawed` running (a job launched
+    /// stopped is not in it): the step in force now is switched to at once.
+    pub fn new(now: Time, program: Program, thawed: BTreeSet<Cg>) -> (Runner, Vec<Act>) {
+        let mut r = Runner {
+            program: Program::default(),
+            thawed,
+            phase: Phase::Idle { due: None },
+            landings: VecDeque::new(),
+            done: 0,
+            late: 0,
+            log: Vec::new(),
+        };
+        let acts = r.replace(now, program);
+        (r, acts)
+    }
+
+    /// A new announcement takes over from `now`: whatever runs and should not is frozen now,
+    /// what should run and does not is thawed once those freezes land (a switch due now).
+    pub fn replace(&mut self, now: Time, program: Program) -> Vec<Act> {
+        // A switch in progress: its thaw is dropped, its freezes stand (they are written).
+        if let Phase::Freezing(p) = &self.phase {
+            for c in &p.out {
+                self.thawed.remove(c);
+            }
+        }
+        self.program = program;
+        // A cgroup no longer in the program is the shell's again (it left the matrix).
+        let known: BTreeSet<Cg> = self.program.cgroups.iter().copied().collect();
+        self.thawed.retain(|c| known.contains(c));
+        self.phase = Phase::Idle {
+            due: self.program.rotation.next_after(now),
+        };
+        // Before its first step an announcement changes nothing yet.
+        if self.program.rotation.at(now).is_none() {
+            return Vec::new();
+        }
+        self.start(now, now)
+    }
+
+    /// A cgroup left the node: nothing of it is written again.
+    pub fn forget(&mut self, cg: Cg) {
+        self.program.cgroups.retain(|&c| c != cg);
+        self.thawed.remove(&cg);
+        if let Phase::Freezing(p) = &mut self.phase {
+            p.out.retain(|&c| c != cg);
+            p.inc.retain(|&c| c != cg);
+        }
+    }
+
+    /// The lead of a freeze before its switch (see the module documentation).
+    pub fn lead(&self) -> Dur {
+        let mut v: Vec<Dur> = self.landings.iter().copied().collect();
+        v.sort();
+        let low = v.get(v.len() / 4).copied().unwrap_or(MIN_LEAD);
+        low.clamp(MIN_LEAD, MAX_LEAD)
+    }
+
+    /// When [`Runner::step`] must be called next.
+    pub fn wake(&self) -> Option<Time> {
+        match &self.phase {
+            Phase::Idle { due } => due.map(|d| d - self.lead_before(d)),
+            Phase::Freezing(p) => Some(p.look),
+        }
+    }
+
+    /// The lead before the switch due at `due`: at most a quarter of the step it ends.
+    fn lead_before(&self, due: Time) -> Dur {
+        let lead = self.lead();
+        match self.program.rotation.at(due - Dur::from_micros(1)) {
+            Some((_, began)) => lead.min(Dur((due - began).0 / 4)),
+            None => lead,
+        }
+    }
+
+    /// Time has come to `now`; `frozen` reads whether a cgroup is frozen (or empty). Returns
+    /// the writes to make, in order.
+    pub fn step(&mut self, now: Time, frozen: impl Fn(Cg) -> bool) -> Vec<Act> {
+        match std::mem::replace(&mut self.phase, Phase::Idle { due: None }) {
+            Phase::Idle { due: None } => Vec::new(),
+            Phase::Idle { due: Some(due) } => {
+                if now < due - self.lead_before(due) {
+                    self.phase = Phase::Idle { due: Some(due) };
+                    return Vec::new();
+                }
+                self.start(now, due)
+            }
+            Phase::Freezing(mut p) => {
+                if now < p.look {
+                    self.phase = Phase::Freezing(p);
+                    return Vec::new();
+                }
+                let landed = p.out.iter().all(|&c| frozen(c));
+                if !landed && now < p.due + self.bound(p.due) {
+                    p.pause = if now < p.due + YOUNG {
+                        LOOK
+                    } else {
+                        Dur(p.pause.0 * 2).min(LAST_LOOK)
+                    };
+                    p.look = now + p.pause;
+                    self.phase = Phase::Freezing(p);
+                    return Vec::new();
+                }
+                self.finish(now, p, landed)
+            }
+        }
+    }
+
+    /// How long after `due` a thaw waits for freezes that have not landed: half the step
+    /// that starts then, at most [`MAX_BOUND`] (a rank that waits for a core behind other
+    /// work freezes only when it gets one).
+    fn bound(&self, due: Time) -> Dur {
+        match self.program.rotation.next_after(due) {
+            Some(next) => Dur((next - due).0 / 2).min(MAX_BOUND),
+            None => MAX_BOUND,
+        }
+    }
+
+    /// The switches done since the last call.
+    pub fn take_log(&mut self) -> Vec<Landed> {
+        std::mem::take(&mut self.log)
+    }
+
+    /// The switch due at `due` begins at `now`: from what this runner has running (not what
+    /// the step before says: the two differ after a replaced program's switch) to what runs
+    /// from `due`. A step that changes nothing here is no switch.
+    fn start(&mut self, now: Time, due: Time) -> Vec<Act> {
+        let after = self.program.running_at(due);
+        let out: Vec<Cg> = self.thawed.difference(&after).copied().collect();
+        let inc: Vec<Cg> = after.difference(&self.thawed).copied().collect();
+        if out.is_empty() && inc.is_empty() {
+            self.phase = Phase::Idle {
+                due: self.program.rotation.next_after(due),
+            };
+            return Vec::new();
+        }
+        let acts: Vec<Act> = out.iter().map(|&c| Act::Freeze(c)).collect();
+        for c in &out {
+            self.thawed.remove(c);
+        }
+        self.phase = Phase::Freezing(Pending {
+            due,
+            look: due,
+            pause: LOOK,
+            written: now,
+            out,
+            inc,
+        });
+        acts
+    }
+
+    fn finish(&mut self, now: Time, p: Pending, landed: bool) -> Vec<Act> {
+        let Pending {
+            due,
+            written,
+            out,
+            inc,
+            ..
+        } = p;
+        let first_look = now < due + LOOK;
+        if landed && !out.is_empty() {
+            // Landed by the first look: it took at most the lead, maybe much less, so a
+            // little less lead is tried next; a later look measures what it took.
+            let took = if first_look {
+                Dur((now - written).0 * 3 / 4)
+            } else {
+                now - written
+            };
+            self.landings.push_back(took);
+            while self.landings.len() > LANDINGS {
+                self.landings.pop_front();
+            }
+        }
+        self.done += 1;
+        self.late += u64::from(!landed);
+        self.thawed.extend(inc.iter().copied());
+        let acts = inc.iter().map(|&c| Act::Thaw(c)).collect();
+        self.log.push(Landed {
+            due,
+            frozen_written: written,
+            frozen: landed.then_some(now),
+            thawed: now,
+            outgoing: out,
+            incoming: inc,
+        });
+        // The next switch after the one just made (a replaced program's is due now).
+        let from = now.max(due);
+        self.phase = Phase::Idle {
+            due: self.program.rotation.next_after(from),
+        };
+        acts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_proto::rotation::{Cycle, Step};
+    use std::collections::BTreeMap;
+
+    fn us(n: i64) -> Time {
+        Time::from_micros(n)
+    }
+
+    const A: Cg = (JobId(1), 1);
+    const B: Cg = (JobId(2), 1);
+
+    /// Jobs 1 and 2 alternate every `q` µs from `from`, job 1 first.
+    fn alternate(from: i64, q: i64) -> Program {
+        let step = |at: i64, job: u64| Step {
+            at: us(at),
+            slot: Some(job as u32 - 1),
+            running: vec![JobId(job)],
+        };
+        Program {
+            rotation: Rotation {
+                rows: vec![(JobId(1), 0), (JobId(2), 1)],
+                steps: vec![step(from, 1), step(from + q, 2)],
+                cycle: Some(Cycle {
+                    from: 0,
+                    period: Dur::from_micros(2 * q),
+                }),
+            },
+            cgroups: vec![A, B],
+        }
+    }
+
+    /// A node whose freezes land `landing` µs after their write: the runner driven at its
+    /// own wake-ups until `until`, every write kept with its instant.
+    struct Node {
+        written: BTreeMap<Cg, (Time, bool)>,
+        acts: Vec<(Time, Act)>,
+        landing: i64,
+    }
+
+    impl Node {
+        fn frozen(&self, c: Cg, now: Time) -> bool {
+            self.written
+                .get(&c)
+                .is_some_and(|&(t, freeze)| freeze && now - t >= Dur::from_micros(self.landing))
+        }
+        /// Runnable: thawed, or frozen with the freeze not landed yet.
+        fn runnable(&self, c: Cg, now: Time) -> bool {
+            !self.frozen(c, now) && self.written.contains_key(&c)
+        }
+        fn apply(&mut self, now: Time, acts: Vec<Act>) {
+            for a in acts {
+                let (c, freeze) = match a {
+                    Act::Freeze(c) => (c, true),
+                    Act::Thaw(c) => (c, false),
+                };
+                self.written.insert(c, (now, freeze));
+                self.acts.push((now, a));
+            }
+        }
+        fn run(&mut self, r: &mut Runner, until: Time) {
+            while let Some(t) = r.wake().filter(|&t| t <= until) {
+                let acts = r.step(t, |c| self.frozen(c, t));
+                self.apply(t, acts);
+                assert!(
+                    !(self.runnable(A, t) && self.runnable(B, t)),
+                    "both jobs runnable at {t}: {:?}",
+                    self.acts
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_runner_freezes_ahead_and_thaws_at_the_announced_instant_once_frozen() {
+        let mut n = Node {
+            written: BTreeMap::new(),
+            acts: Vec::new(),
+            landing: 30,
+        };
+        // Job 1 runs (it was thawed before); the rotation starts later.
+        n.written.insert(A, (us(0), false));
+        let (mut r, acts) = Runner::new(us(0), alternate(1_000, 1_000), [A].into());
+        assert!(acts.is_empty(), "job 1 already runs: {acts:?}");
+        n.run(&mut r, us(10_000));
+        let log = r.take_log();
+        assert_eq!(log.len(), 9, "a switch each ms from 2 ms on: {log:?}");
+        for (k, l) in log.iter().enumerate() {
+            assert_eq!(l.due, us(2_000 + 1_000 * k as i64));
+            assert!(l.frozen_written < l.due, "the freeze goes out ahead: {l:?}");
+            assert!(l.thawed >= l.due && l.frozen.is_some(), "{l:?}");
+            // Never later than the landing and a look after the due instant.
+            assert!(l.thawed - l.due <= Dur::from_micros(30 + LOOK.0), "{l:?}");
+        }
+        assert_eq!(r.late, 0);
+        // The lead settled near the landing time: the gap with no job runnable is small.
+        let gap = |l: &Landed| l.thawed - (l.frozen_written + Dur::from_micros(30));
+        let last = log.last().unwrap();
+        assert!(
+            gap(last) <= Dur::from_micros(30),
+            "{last:?} lead {:?}",
+            r.lead()
+        );
+        assert_eq!(
+            (log[0].outgoing.clone(), log[0].incoming.clone()),
+            (vec![A], vec![B])
+        );
+    }
+
+    #[test]
+    fn a_new_announcement_takes_over_and_a_freeze_that_does_not_land_holds_the_thaw() {
+        let mut n = Node {
+            written: BTreeMap::new(),
+            acts: Vec::new(),
+            landing: 30,
+        };
+        n.written.insert(A, (us(0), false));
+        let (mut r, _) = Runner::new(us(0), alternate(0, 1_000), [A].into());
+        n.run(&mut r, us(2_500));
+        // Job 1 runs from 2 ms. A new announcement at 2.5 ms: job 2 alone from now on.
+        let mut p = alternate(0, 1_000);
+        p.rotation.steps = vec![Step {
+            at: us(2_500),
+            slot: Some(1),
+            running: vec![JobId(2)],
+        }];
+        p.rotation.cycle = None;
+        let acts = r.replace(us(2_500), p);
+        assert_eq!(acts, [Act::Freeze(A)]);
+        n.apply(us(2_500), acts);
+        n.run(&mut r, us(10_000));
+        let last = r.take_log().pop().unwrap();
+        assert_eq!((last.due, last.incoming.clone()), (us(2_500), vec![B]));
+        assert!(last.thawed >= us(2_530));
+        assert_eq!(r.wake(), None, "nothing more announced");
+
+        // A freeze that never lands: the thaw waits half the step, then goes, counted late.
+        let mut n = Node {
+            written: BTreeMap::new(),
+            acts: Vec::new(),
+            landing: i64::MAX / 2,
+        };
+        n.written.insert(A, (us(0), false));
+        let (mut r, _) = Runner::new(us(0), alternate(1_000, 1_000), [A].into());
+        let mut seen = Vec::new();
+        let thawed = loop {
+            let now = r.wake().unwrap();
+            seen.extend(r.step(now, |_| false).into_iter().map(|a| (now, a)));
+            if seen.iter().any(|(_, a)| matches!(a, Act::Thaw(_))) {
+                break now;
+            }
+        };
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(
+            seen[0].0 < us(2_000) && seen[0].1 == Act::Freeze(A),
+            "{seen:?}"
+        );
+        assert_eq!(seen[1].1, Act::Thaw(B));
+        assert!(
+            thawed >= us(2_500) && thawed < us(2_500) + LAST_LOOK,
+            "{thawed}"
+        );
+        assert_eq!(r.late, 1);
+    }
+}

@@ -1,0 +1,204 @@
+//! A gang rotation announced ahead, through the core under the virtual clock: the core hands
+//! it to the watcher's thread ([`Effect::Program`]), whose runner ([`crate::program::Runner`],
+//! driven here as the thread drives it) freezes the outgoing job ahead of each announced
+//! instant and thaws the incoming one once the freeze has landed; the switches it made come
+//! back to the core ([`Input::Switched`]), which reports each job's runs with how long ago
+//! they changed, and logs them; a new announcement takes over from where the node stands.
+
+use super::*;
+use crate::program::{Act, Cg, Landed, Program, Runner};
+use cosched_proto::rotation::{Cycle, Rotation, Step};
+
+/// A freeze lands this long after its write (a rank on its core).
+const LANDING: Dur = Dur::from_micros(30);
+
+fn step(at: Time, job: u64) -> Step {
+    Step {
+        at,
+        slot: Some(job as u32 - 1),
+        running: vec![JobId(job)],
+    }
+}
+
+/// Jobs 1 and 2 take turns every 10 ms from 10 ms on, job 1 first.
+fn alternating() -> Rotation {
+    Rotation {
+        rows: vec![(JobId(1), 0), (JobId(2), 1)],
+        steps: vec![step(ms(10), 1), step(ms(20), 2)],
+        cycle: Some(Cycle {
+            from: 0,
+            period: Dur::from_millis(20),
+        }),
+    }
+}
+
+/// The program the core handed over in `fx`.
+fn program(fx: &[Effect]) -> (Program, BTreeSet<Cg>) {
+    let p: Vec<_> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Program { program, thawed } => Some((program.clone(), thawed.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(p.len(), 1, "one program handed over: {fx:?}");
+    p[0].clone()
+}
+
+/// The watcher's thread: the runner stepped at its own wake-ups up to `until`, each write
+/// kept with its instant; a cgroup reads frozen [`LANDING`] after its freeze's write.
+struct Thread {
+    runner: Runner,
+    writes: Vec<(Time, Act)>,
+}
+
+impl Thread {
+    fn run(&mut self, until: Time) {
+        while let Some(t) = self.runner.wake().filter(|&t| t <= until) {
+            let writes = &self.writes;
+            let acts = self.runner.step(t, |c| frozen_at(writes, c, t));
+            self.writes.extend(acts.into_iter().map(|a| (t, a)));
+        }
+    }
+}
+
+/// Whether cgroup `c` reads frozen at `t` after `writes`.
+fn frozen_at(writes: &[(Time, Act)], c: Cg, t: Time) -> bool {
+    let last = writes
+        .iter()
+        .rev()
+        .find(|(_, a)| matches!(a, Act::Freeze(x) | Act::Thaw(x) if *x == c));
+    matches!(last, Some((w, Act::Freeze(_))) if t - *w >= LANDING)
+}
+
+fn runs(fx: &[Effect]) -> Vec<(u64, bool, u64)> {
+    ups(fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            FromNode::Runs {
+                job, runs, ago_us, ..
+            } => Some((job.0, runs, ago_us)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_announced_rotation_is_switched_at_its_instants_by_the_watchers_thread() {
+    let mut n = Node::up("gs");
+    n.cgroups = true;
+    n.tree(ms(0), launch(1, 1, &[(0, 0), (1, 1)], false));
+    n.tree(ms(0), launch(2, 1, &[(0, 0), (1, 1)], true));
+    let (a, b): (Cg, Cg) = ((JobId(1), 1), (JobId(2), 2));
+
+    let fx = n.tree(ms(10), ToNode::Rotation(alternating()));
+    let (p, thawed) = program(&fx);
+    assert_eq!(p.cgroups, [a, b]);
+    assert_eq!(
+        thawed,
+        BTreeSet::from([a]),
+        "job 1 runs, job 2 was launched stopped"
+    );
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::Cgroup { .. } | Effect::Signal { .. })),
+        "the core itself switches nothing: {fx:?}"
+    );
+    // Nothing to do on the event loop until the thread's switches are taken in.
+    assert!(
+        n.core
+            .next_wake()
+            .is_some_and(|w| w >= ms(10) + Dur::from_millis(50))
+    );
+
+    let (runner, acts) = Runner::new(ms(10), p, thawed);
+    assert!(acts.is_empty(), "job 1's step is the one in force");
+    let mut th = Thread {
+        runner,
+        writes: Vec::new(),
+    };
+    th.run(ms(45));
+    // Freeze ahead of each instant, thaw at it once landed: 20, 30 and 40 ms.
+    let at = |k: usize| th.writes[k].0;
+    let acts: Vec<Act> = th.writes.iter().map(|w| w.1).collect();
+    assert_eq!(
+        acts,
+        [
+            Act::Freeze(a),
+            Act::Thaw(b),
+            Act::Freeze(b),
+            Act::Thaw(a),
+            Act::Freeze(a),
+            Act::Thaw(b)
+        ]
+    );
+    for (k, due) in [(1, ms(20)), (3, ms(30)), (5, ms(40))] {
+        assert!(
+            at(k - 1) < due,
+            "the freeze goes out ahead: {:?}",
+            th.writes
+        );
+        assert!(at(k) >= due && at(k) - due <= LANDING, "{:?}", th.writes);
+        // Never both runnable: the thaw follows the freeze's landing.
+        assert!(at(k) - at(k - 1) >= LANDING);
+    }
+
+    // The core takes the switches in: each job's runs, booked when they changed.
+    let landed: Vec<Landed> = th.runner.take_log();
+    assert_eq!(landed.len(), 3);
+    let thaw_b = landed[0].thawed;
+    let fx = n.on(ms(60), Input::Switched(landed));
+    let r = runs(&fx);
+    assert_eq!(
+        r.iter().map(|&(j, on, _)| (j, on)).collect::<Vec<_>>(),
+        [
+            (1, false),
+            (2, true),
+            (2, false),
+            (1, true),
+            (1, false),
+            (2, true)
+        ],
+    );
+    assert_eq!(
+        r[1].2,
+        (ms(60) - thaw_b).as_micros() as u64,
+        "job 2 ran from its thaw"
+    );
+    let log = {
+        let fx = n.tree(ms(60), ToNode::FetchMonitor { req: 1 });
+        match &fx[..] {
+            [Effect::SendMonitor { switches, .. }] => switches.clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!((log.count, log.late), (3, 0));
+    let t = &log.recent[0];
+    assert_eq!(t.at_us, ms(20).as_micros());
+    assert_eq!(
+        (t.outgoing.clone(), t.incoming.clone()),
+        (vec![JobId(1)], vec![JobId(2)])
+    );
+    assert!(t.lead_us > 0 && t.frozen_us.is_some());
+
+    // A new announcement at 45 ms (job 2 runs since 40 ms): job 1 alone from 50 ms on. The
+    // thread's runner takes it over from where the node stands.
+    let r2 = Rotation {
+        rows: vec![(JobId(1), 0), (JobId(2), 1)],
+        steps: vec![step(ms(45), 2), step(ms(50), 1)],
+        cycle: None,
+    };
+    let fx = n.tree(ms(45), ToNode::Rotation(r2));
+    let (p2, _) = program(&fx);
+    let acts = th.runner.replace(ms(45), p2);
+    assert!(
+        acts.is_empty(),
+        "job 2 runs in the new one's first step too: {acts:?}"
+    );
+    th.writes.clear();
+    th.run(ms(200));
+    let acts: Vec<Act> = th.writes.iter().map(|w| w.1).collect();
+    assert_eq!(acts, [Act::Freeze(b), Act::Thaw(a)], "then nothing more");
+    assert!(th.writes[1].0 >= ms(50));
+    assert_eq!(th.runner.wake(), None);
+}

@@ -1,0 +1,332 @@
+//! Putting jobs into the gang matrix and taking them out: memory per node, the packings
+//! (buddy, first-fit, best-fit), admitting waiting jobs, and moving the remaining jobs to
+//! lower rows when jobs leave.
+
+use std::cell::Cell;
+
+use cosched_core::{JobId, PeSet};
+
+use super::{Bits, Gang, Member, Packing, Row, SortedIds};
+use crate::queue::{never_fits, never_placed};
+use crate::{JobRequest, Never};
+
+impl Gang {
+    fn mem_per_node(&self, pes: &PeSet, kib_per_pe: u64) -> Vec<(usize, u64)> {
+        let per = self.machine.pes_per_node();
+        let mut out: Vec<(usize, u64)> = Vec::new();
+        for &(s, e) in pes.runs() {
+            let mut p = s;
+            while p < e {
+                let node = p / per;
+                let end = e.min((node + 1) * per);
+                let add = (end - p) as u64 * kib_per_pe;
+                match out.last_mut() {
+                    Some((n, k)) if *n == node as usize => *k += add,
+                    _ => out.push((node as usize, add)),
+                }
+                p = end;
+            }
+        }
+        out
+    }
+
+    fn mem_fits(&self, pes: &PeSet, req: &JobRequest) -> bool {
+        match (self.mem_limit_kib, req.mem_per_pe_kib) {
+            (Some(limit), Some(kib)) => self
+                .mem_per_node(pes, kib)
+                .iter()
+                .all(|&(n, k)| self.mem_used[n] + k <= limit),
+            _ => true,
+        }
+    }
+
+    fn mem_change(&mut self, pes: &PeSet, req: &JobRequest, add: bool) {
+        if let (Some(_), Some(kib)) = (self.mem_limit_kib, req.mem_per_pe_kib) {
+            for (n, k) in self.mem_per_node(pes, kib) {
+                if add {
+                    self.mem_used[n] += k
+                } else {
+                    self.mem_used[n] -= k
+                }
+            }
+        }
+    }
+
+    /// A job that can never run here: more PEs than the machine, or more memory per node
+    /// than a node has.
+    /// Why `req` can never run on this machine, if it cannot.
+    pub(super) fn impossible(&self, req: &JobRequest) -> Option<Never> {
+        if let Some(why) = never_fits(req, self.pes).or_else(|| never_placed(req, &self.machine)) {
+            return Some(why);
+        }
+        match (self.mem_limit_kib, req.mem_per_pe_kib) {
+            (Some(limit), Some(kib)) => {
+                let per_node = self.machine.pes_per_node().min(req.procs) as u64;
+                // Packing fills nodes, so some node gets min(procs, pes_per_node) of its PEs.
+                (kib.saturating_mul(per_node) > limit).then(|| Never::Memory {
+                    need_kib: kib.saturating_mul(per_node),
+                    node_kib: limit,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Where `req` would go in `row` (its PEs and its block), if anywhere.
+    fn fit_in(&self, row: Option<&Row>, req: &JobRequest) -> Option<(PeSet, PeSet)> {
+        // What packing must avoid is the row's reservations and the nodes down, read word by
+        // word from both bitsets: no union is built, no PE is visited alone.
+        let reserved = row.map_or(&self.down, |r| &r.reserved);
+        let down = &self.down;
+        let n = req.procs;
+        let taken = row.map_or(0, |r| r.reserved_count).max(self.down_count);
+        if let Some(r) = row {
+            debug_assert_eq!(r.reserved_count, r.reserved.count());
+        }
+        if n > self.pes - taken {
+            return None; // not that many PEs clear in the row, in any shape
+        }
+        if let Some(spread) = &req.spread {
+            // Where the spread says, whatever the packing; a block is the PEs themselves.
+            let pes = spread.choose(n, &self.machine, |p| !reserved.get(p) && !down.get(p))?;
+            return self.mem_fits(&pes, req).then(|| (pes.clone(), pes));
+        }
+        match self.packing {
+            Packing::FirstFit | Packing::BestFit => {
+                let from = row.map_or(0, |r| r.full_below.get());
+                let (pes, open) = reserved.lowest_clear_in_both_from(down, n, from);
+                // Words full with the down nodes need not be full in the row itself.
+                if let Some(r) = row
+                    && self.down_count == 0
+                {
+                    r.full_below.set(open);
+                }
+                let pes = pes?;
+                self.mem_fits(&pes, req).then(|| (pes.clone(), pes))
+            }
+            Packing::Buddy => {
+                let size = n.next_power_of_two();
+                // No block starts in a full word.
+                let mut from = row.map_or(0, |r| r.full_below.get() as u32 * 64);
+                while let Some(start) = reserved.first_aligned_clear_in_both(down, size, from) {
+                    if start + n > self.pes {
+                        return None; // later blocks start later still
+                    }
+                    let end = (start + size).min(self.pes);
+                    let pes = PeSet::contiguous(start, n);
+                    if self.mem_fits(&pes, req) {
+                        return Some((pes, PeSet::contiguous(start, end - start)));
+                    }
+                    from = start + size;
+                }
+                None
+            }
+        }
+    }
+
+    /// Chooses a row (possibly a new one, index `rows.len()`) and PEs for `req`.
+    fn choose(&self, req: &JobRequest) -> Option<(usize, PeSet, PeSet)> {
+        let mut best: Option<(u32, usize, PeSet, PeSet)> = None;
+        for (i, row) in self.rows.iter().enumerate() {
+            if let Some((pes, block)) = self.fit_in(Some(row), req) {
+                if self.packing != Packing::BestFit {
+                    return Some((i, pes, block));
+                }
+                let free = self.pes - row.reserved_count;
+                if best.as_ref().is_none_or(|b| free < b.0) {
+                    best = Some((free, i, pes, block));
+                }
+            }
+        }
+        if let Some((_, i, pes, block)) = best {
+            return Some((i, pes, block));
+        }
+        let may_open = self.mpl.is_none_or(|m| (self.rows.len() as u32) < m);
+        if may_open {
+            return self
+                .fit_in(None, req)
+                .map(|(pes, block)| (self.rows.len(), pes, block));
+        }
+        None
+    }
+
+    pub(super) fn insert(
+        &mut self,
+        req: JobRequest,
+        row: usize,
+        pes: PeSet,
+        block: PeSet,
+        held: bool,
+    ) {
+        self.version += 1;
+        if row == self.rows.len() {
+            self.rows.push(Row {
+                busy: Bits::new(self.pes),
+                reserved: Bits::new(self.pes),
+                reserved_count: 0,
+                full_below: Cell::new(0),
+                jobs: Vec::new(),
+                entries: Vec::new(),
+            });
+            self.stats.max_rows = self.stats.max_rows.max(self.rows.len());
+        }
+        let r = &mut self.rows[row];
+        r.busy.set_pes(&pes);
+        debug_assert!(
+            !r.reserved.intersects_pes(&block),
+            "blocks overlap in a row"
+        );
+        r.reserved.set_pes(&block);
+        r.reserved_count += block.len();
+        r.jobs.push(req.id);
+        r.entries.push((req.id, req.procs, pes.clone()));
+        self.mem_change(&pes, &req, true);
+        self.fresh.push(req.id);
+        self.held_members += held as usize;
+        self.members.insert(
+            req.id,
+            Member {
+                req,
+                pes,
+                block,
+                row,
+                held,
+                announced: false,
+            },
+        );
+    }
+
+    /// Places waiting jobs into the matrix. Inlined for its test: every switch asks, and the
+    /// queue is mostly empty.
+    #[inline(always)]
+    pub(super) fn admit(&mut self) {
+        if !self.queue.is_empty() {
+            self.admit_queue();
+        }
+    }
+
+    fn admit_queue(&mut self) {
+        let (at, mut failed) = std::mem::take(&mut self.unplaceable);
+        if at != self.version {
+            failed = SortedIds::default();
+        }
+        // Failures of this pass, apart so `failed` stays sorted for its lookups.
+        let mut new_failures = Vec::new();
+        let mut i = 0;
+        while i < self.queue.len() {
+            let req = self.queue.get(i);
+            if self.queue.is_held(req.id) {
+                i += 1;
+                continue;
+            }
+            let placed = if failed.contains(&req.id) {
+                None
+            } else {
+                self.choose(req)
+            };
+            match placed {
+                Some((row, pes, block)) => {
+                    let req = self.queue.remove(i);
+                    self.insert(req, row, pes, block, false);
+                }
+                None => {
+                    if !failed.contains(&req.id) {
+                        new_failures.push(req.id);
+                    }
+                    if self.fifo {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+        }
+        if !new_failures.is_empty() {
+            for id in new_failures {
+                failed.push_unsorted(id);
+            }
+            failed.sort();
+        }
+        // Placements in this pass only took room, so every failure still holds now.
+        self.unplaceable = (self.version, failed);
+    }
+
+    /// After a departure: moves jobs down to lower rows where their blocks are free, drops
+    /// empty rows, and returns whether the active row disappeared (then at `self.active` now
+    /// stands the row after it).
+    pub(super) fn compact(&mut self) -> bool {
+        if self.repack {
+            for r in 1..self.rows.len() {
+                let jobs = self.rows[r].jobs.clone();
+                for id in jobs {
+                    let running_in_active = r == self.active && self.running.contains(&id);
+                    if running_in_active {
+                        continue;
+                    }
+                    let block = self.members[&id].block.clone();
+                    let Some(q) = (0..r).find(|&q| !self.rows[q].reserved.intersects_pes(&block))
+                    else {
+                        continue;
+                    };
+                    let pes = self.members[&id].pes.clone();
+                    let from = &mut self.rows[r];
+                    from.busy.clear_pes(&pes);
+                    from.reserved.clear_pes(&block);
+                    from.reserved_count -= block.len();
+                    from.unfill(&block);
+                    from.jobs.retain(|j| *j != id);
+                    from.entries.retain(|e| e.0 != id);
+                    let to = &mut self.rows[q];
+                    to.busy.set_pes(&pes);
+                    to.reserved.set_pes(&block);
+                    to.reserved_count += block.len();
+                    to.jobs.push(id);
+                    let procs = self.members[&id].req.procs;
+                    to.entries.push((id, procs, pes.clone()));
+                    self.members.get_mut(&id).expect("member").row = q;
+                    self.version += 1;
+                }
+            }
+        }
+        let old = std::mem::take(&mut self.rows);
+        let mut active_gone = false;
+        let mut new_active = 0;
+        for (i, row) in old.into_iter().enumerate() {
+            if i == self.active {
+                active_gone = row.jobs.is_empty();
+                new_active = self.rows.len();
+            }
+            if !row.jobs.is_empty() {
+                self.rows.push(row);
+            }
+        }
+        self.active = if self.rows.is_empty() {
+            0
+        } else {
+            new_active % self.rows.len()
+        };
+        for (i, row) in self.rows.iter().enumerate() {
+            for id in &row.jobs {
+                self.members.get_mut(id).expect("row jobs are members").row = i;
+            }
+        }
+        active_gone
+    }
+
+    pub(super) fn remove_member(&mut self, id: JobId) -> bool {
+        self.version += 1;
+        let Some(m) = self.members.remove(&id) else {
+            return false;
+        };
+        let row = &mut self.rows[m.row];
+        row.busy.clear_pes(&m.pes);
+        row.reserved.clear_pes(&m.block);
+        row.reserved_count -= m.block.len();
+        row.unfill(&m.block);
+        row.jobs.retain(|j| *j != id);
+        row.entries.retain(|e| e.0 != id);
+        self.running.remove(id);
+        self.held_members -= m.held as usize;
+        self.mem_change(&m.pes, &m.req, false);
+        true
+    }
+}

@@ -1,0 +1,259 @@
+//! The rotation of the gang matrix: which jobs run while a row is active (its own, then
+//! the others alternate scheduling lets in), the decisions that switch to it, and the
+//! quantum timer.
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+use cosched_core::{Dur, JobId, PeSet, Time};
+
+use super::{Bits, Gang, IdHasher, Member, SortedIds, Switch, TimerKind};
+use crate::Decision;
+
+impl Gang {
+    /// The jobs that should run while the active row is active: its own jobs, then (with
+    /// alternate scheduling) the jobs running now that still fit, then other rows' jobs in
+    /// row order after the active one. The answer, with the jobs it stops and runs, is
+    /// `self.cache[self.active]` on return.
+    fn target(&mut self) {
+        if let Some(Some(s)) = self.cache.get(self.active)
+            && s.version == self.version
+            && s.before == self.running
+        {
+            return;
+        }
+        if self.cache.len() <= self.active {
+            self.cache.resize(self.active + 1, None);
+        }
+        // The row's stale entry lends its buffers: a miss allocates nothing either.
+        let mut s = self.cache[self.active].take().unwrap_or(Switch {
+            version: 0,
+            before: SortedIds::default(),
+            after: SortedIds::default(),
+            stops: Vec::new(),
+            goes: Vec::new(),
+        });
+        self.compute_target(&mut s.after);
+        s.version = self.version;
+        s.before.copy_from(&self.running);
+        s.stops.clear();
+        self.running
+            .for_each_not_in(&s.after, |job| s.stops.push(job));
+        s.goes.clear();
+        s.after
+            .for_each_not_in(&self.running, |job| s.goes.push(job));
+        self.cache[self.active] = Some(s);
+    }
+
+    /// The switch [`Gang::target`] just computed or found.
+    fn current(&self) -> &Switch {
+        self.cache[self.active]
+            .as_ref()
+            .expect("target() fills the active row's entry")
+    }
+
+    /// The target of [`Gang::target`], into `chosen`.
+    fn compute_target(&mut self, chosen: &mut SortedIds) {
+        chosen.clear();
+        if self.rows.is_empty() {
+            return;
+        }
+        let mut mask = std::mem::take(&mut self.scratch);
+        mask.clear_all();
+        let mut free = self.pes;
+        // Holds are rare: without any, no member needs looking up.
+        let none_held = self.held_members == 0;
+        for (id, procs, pes) in &self.rows[self.active].entries {
+            if none_held || !self.members[id].held {
+                mask.set_pes(pes);
+                free -= procs;
+                chosen.push_unsorted(*id);
+            }
+        }
+        chosen.sort();
+        if self.alternate && free > 0 {
+            let mut extra = std::mem::take(&mut self.extra);
+            extra.clear();
+            let members = &self.members;
+            // Whether job `id` joins the target beside the active row; one body for the two
+            // loops below, inlined: it runs for every candidate of every recomputed target.
+            // A job already chosen (of the active row, or taken before) has its PEs in
+            // `mask`, so the intersection alone turns it away: no lookup in either list.
+            #[inline(always)]
+            fn consider(
+                (id, procs, pes): (JobId, u32, &PeSet),
+                mask: &mut Bits,
+                free: &mut u32,
+                extra: &mut Vec<JobId>,
+                none_held: bool,
+                members: &HashMap<JobId, Member, BuildHasherDefault<IdHasher>>,
+            ) {
+                debug_assert!(procs > 0, "a member holds PEs");
+                if procs <= *free && !mask.intersects_pes(pes) && (none_held || !members[&id].held)
+                {
+                    mask.set_pes(pes);
+                    *free -= procs;
+                    extra.push(id);
+                }
+            }
+            // Running jobs of the active row are in `chosen` already, which `consider` would
+            // refuse; both sets are sorted, so one merge walk skips them without a member
+            // lookup.
+            let mut mine = chosen.iter().peekable();
+            for &id in self.running.iter() {
+                while mine.next_if(|&&c| c < id).is_some() {}
+                if mine.next_if(|&&c| c == id).is_some() {
+                    continue;
+                }
+                let m = &members[&id];
+                let job = (id, m.req.procs, &m.pes);
+                consider(job, &mut mask, &mut free, &mut extra, none_held, members);
+            }
+            'rows: for k in 1..self.rows.len() {
+                let r = (self.active + k) % self.rows.len();
+                for (id, procs, pes) in &self.rows[r].entries {
+                    let job = (*id, *procs, pes);
+                    consider(job, &mut mask, &mut free, &mut extra, none_held, members);
+                    if free == 0 {
+                        break 'rows;
+                    }
+                }
+            }
+            for &id in &extra {
+                chosen.push_unsorted(id);
+            }
+            chosen.sort();
+            self.extra = extra;
+        }
+        self.scratch = mask;
+    }
+
+    /// Sends the decisions that make the running set match [`Gang::target`], announces newly
+    /// placed jobs, and keeps the quantum timer armed only when a switch would change something.
+    fn reconcile(&mut self, now: Time, out: &mut Vec<Decision>) {
+        if self.switching {
+            self.announce_stopped(out);
+            return;
+        }
+        self.target();
+        self.apply_target(now, out);
+    }
+
+    /// The second half of [`Gang::reconcile`], once [`Gang::target`] has run.
+    fn apply_target(&mut self, now: Time, out: &mut Vec<Decision>) {
+        let Some(Some(s)) = self.cache.get(self.active) else {
+            unreachable!("target() fills the active row's entry")
+        };
+        if !s.stops.is_empty() || !s.goes.is_empty() {
+            // Who stops, then who goes, each in id order.
+            out.extend(s.stops.iter().map(|&job| Decision::Suspend { job }));
+            if self.fresh.is_empty() {
+                // Every member leaves `fresh` only once announced, so each arriving job
+                // just resumes, without a member lookup.
+                out.extend(s.goes.iter().map(|&job| Decision::Resume { job }));
+            } else {
+                for &job in &s.goes {
+                    let m = self.members.get_mut(&job).expect("target jobs are members");
+                    if m.announced {
+                        out.push(Decision::Resume { job });
+                    } else {
+                        m.announced = true;
+                        out.push(Decision::Start {
+                            job,
+                            pes: m.pes.clone(),
+                            slot: Some(m.row as u32),
+                        });
+                    }
+                }
+            }
+            self.running.copy_from(&s.after);
+        }
+        self.announce_stopped(out);
+        let runnable = self.members.len() - self.held_members;
+        let needs_switching = self.rows.len() > 1 && self.running.len() < runnable;
+        match self.pending {
+            None if needs_switching => {
+                self.set_timer(now + self.quantum, TimerKind::QuantumEnd, out)
+            }
+            Some((_, TimerKind::QuantumEnd)) if !needs_switching => self.pending = None,
+            _ => {}
+        }
+    }
+
+    /// Places the members not announced yet. Inlined for its test: every switch asks, and
+    /// almost never has anyone to announce.
+    #[inline(always)]
+    fn announce_stopped(&mut self, out: &mut Vec<Decision>) {
+        if !self.fresh.is_empty() {
+            self.announce_fresh(out);
+        }
+    }
+
+    fn announce_fresh(&mut self, out: &mut Vec<Decision>) {
+        let mut fresh = std::mem::take(&mut self.fresh);
+        fresh.sort();
+        for job in fresh {
+            let running = self.running.contains(&job);
+            let Some(m) = self.members.get_mut(&job) else {
+                continue;
+            };
+            if !m.announced && !running {
+                m.announced = true;
+                out.push(Decision::Place {
+                    job,
+                    pes: m.pes.clone(),
+                    slot: Some(m.row as u32),
+                });
+            }
+        }
+    }
+
+    fn set_timer(&mut self, at: Time, kind: TimerKind, out: &mut Vec<Decision>) {
+        self.next_token += 1;
+        self.pending = Some((self.next_token, kind));
+        self.due = at;
+        out.push(Decision::SetTimer {
+            at,
+            token: self.next_token,
+        });
+    }
+
+    /// Makes `row` the active row: stops the jobs that must leave and, when that costs
+    /// something, starts the arriving ones only after the context switch.
+    pub(super) fn switch_to(&mut self, now: Time, row: usize, out: &mut Vec<Decision>) {
+        self.pending = None;
+        self.active = row;
+        self.stats.slot_switches += 1;
+        self.target();
+        let stops = !self.current().stops.is_empty();
+        if stops && self.context_switch > Dur::ZERO {
+            self.stats.context_switches += 1;
+            let s = self.cache[self.active].as_ref().expect("just computed");
+            for &job in &s.stops {
+                self.running.remove(job);
+                out.push(Decision::Suspend { job });
+            }
+            self.switching = true;
+            self.set_timer(now + self.context_switch, TimerKind::SwitchDone, out);
+            self.announce_stopped(out);
+        } else {
+            if stops {
+                self.stats.context_switches += 1;
+            }
+            // Not switching (callers check), so this is what `reconcile` would do, without
+            // computing the target a second time.
+            self.apply_target(now, out);
+        }
+    }
+
+    /// The common tail of every event: place waiting jobs, then run what should run.
+    pub(super) fn settle(&mut self, now: Time, out: &mut Vec<Decision>, active_gone: bool) {
+        self.admit();
+        if active_gone && !self.switching && !self.rows.is_empty() {
+            let row = self.active;
+            self.switch_to(now, row, out);
+        } else {
+            self.reconcile(now, out);
+        }
+    }
+}

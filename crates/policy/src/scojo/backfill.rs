@@ -1,0 +1,255 @@
+//! Conservative backfilling inside a VM, non-type slice backfilling (§4.8) and, behind
+//! `group_backfill`, case-1 groups while backfilling; `schedule` runs a decision's passes.
+
+use std::cell::OnceCell;
+
+use cosched_core::{Dur, JobId, Time};
+
+use super::glomarc::{self, Cand, Primary, Variant};
+use super::{LONG, MEDIUM, SHORT, Scojo, Space, us};
+use crate::Decision;
+use crate::profile::Profile;
+
+impl Scojo {
+    /// Conservative backfilling in VM `k`, then short jobs into its slice.
+    /// Returns whether it placed a group (the caller then runs it again on the new state).
+    pub(super) fn backfill(
+        &mut self,
+        now: Time,
+        k: usize,
+        slice_end: Time,
+        out: &mut Vec<Decision>,
+    ) -> bool {
+        let mut free: Vec<u32> = self.vms[k].free_nodes().collect();
+        // Every start below (alone, in a group, or as a guest) takes at least one free node
+        // now: with none there is nothing to decide, and the profile need not be built.
+        if free.is_empty() {
+            return false;
+        }
+        let left = (slice_end - now).as_secs_f64();
+        let other = if k == MEDIUM { LONG } else { MEDIUM };
+        let guests: Vec<JobId> = if k == SHORT {
+            Vec::new()
+        } else {
+            self.vms[SHORT]
+                .queue
+                .iter()
+                .chain(self.vms[other].queue.iter())
+                .copied()
+                .filter(|id| {
+                    let s = &self.jobs[id].space;
+                    !self.held.contains(id) && s.secs <= left && s.nodes as usize <= free.len()
+                })
+                .collect()
+        };
+        // A start needs its nodes free from now for its estimate: once no waiting job left
+        // in the queue and no guest can have that, no later reservation can change what
+        // starts now. Every job left needs at least the fewest nodes and the shortest
+        // estimate among them, and reservations only take free nodes away, so the test is
+        // made on those two bounds. Grouping while backfilling starts jobs on fewer nodes
+        // than space sharing, so it walks the whole queue.
+        let grouping = self.cfg.group_backfill && k != SHORT && self.cfg.variant != Variant::Ssp;
+        let queue: Vec<JobId> = self.vms[k].queue.clone();
+        let mut later = vec![(u32::MAX, Dur::MAX); queue.len() + 1];
+        for (i, id) in queue.iter().enumerate().rev() {
+            let (n, d) = if self.held.contains(id) || grouping {
+                (u32::MAX, Dur::MAX)
+            } else {
+                let s = &self.jobs[id].space;
+                (s.nodes, s.dur)
+            };
+            later[i] = (later[i + 1].0.min(n), later[i + 1].1.min(d));
+        }
+        if grouping {
+            later.fill((0, Dur::ZERO));
+        }
+        let guest = guests
+            .iter()
+            .map(|id| &self.jobs[id].space)
+            .fold((u32::MAX, Dur::MAX), |(n, d), s| {
+                (n.min(s.nodes), d.min(s.dur))
+            });
+        // Reservations only take free nodes away: when neither bound fits the free nodes,
+        // no job can start now, whatever the profile holds, so it is not built.
+        let free_now = free.len() as u32;
+        if later[0].0 > free_now && guest.0 > free_now {
+            return false;
+        }
+        let v = self.vms[k].vnow(now);
+        let mut releases: Vec<(Time, u32)> = self
+            .node_releases_iter(k, v)
+            .map(|(_, end)| (us(end), 1))
+            .collect();
+        releases.sort_unstable();
+        let mut profile = Profile::default();
+        profile.rebuild(us(v), free.len() as u32, releases.into_iter());
+        let may_start = |(n, d): (u32, Dur), free: u32, profile: &Profile| {
+            n <= free && profile.fits_at_start(n, d)
+        };
+        // The test reads the profile only from its start for the longest bound it checked
+        // (`reach`), and its answer for the same bounds and free nodes stands until a
+        // reservation starts within that reach: most reservations of a long queue lie
+        // further ahead, so the test is made again only when one does or the bounds change.
+        let start = us(v);
+        let mut known: Option<((u32, Dur), u32, Dur)> = None;
+        for (pos, id) in queue.into_iter().enumerate() {
+            // The later jobs' reservations only matter to starts now, and those need a free
+            // node.
+            if free.is_empty() {
+                return false;
+            }
+            let free_now = free.len() as u32;
+            if known.is_none_or(|(b, f, _)| b != later[pos] || f != free_now) {
+                if !may_start(later[pos], free_now, &profile)
+                    && !may_start(guest, free_now, &profile)
+                {
+                    return false;
+                }
+                let reach = [later[pos], guest]
+                    .iter()
+                    .filter(|(n, _)| *n <= free_now)
+                    .map(|&(_, d)| d)
+                    .fold(Dur::ZERO, Dur::max);
+                known = Some((later[pos], free_now, reach));
+            }
+            if self.held.contains(&id) {
+                continue;
+            }
+            let j = &self.jobs[&id];
+            let Space {
+                ppn, nodes, dur, ..
+            } = j.space;
+            let Some((at, i)) = profile.earliest(nodes, dur) else {
+                continue;
+            };
+            if grouping
+                && !(at <= us(v) && free.len() as u32 >= nodes)
+                && let Some(m) = self.backfill_group(now, k, id, &profile, free.len())
+            {
+                let ppn = self.group_ppn(&self.jobs[&id]);
+                let ratio = self.fairness(k, (id, ppn), &m, now);
+                self.place_group(now, k, id, ppn, true, &m, out);
+                self.stats.worst_fair_ratio = self.stats.worst_fair_ratio.max(ratio);
+                return true;
+            }
+            profile.reserve(i, dur, nodes);
+            if known.is_some_and(|(_, _, reach)| at - start < reach) {
+                known = None;
+            }
+            if at <= us(v) && free.len() as u32 >= nodes {
+                let take: Vec<u32> = free.drain(..nodes as usize).collect();
+                let seats = self.ssp_seats(j, &take, ppn);
+                self.launch(now, k, id, seats, out);
+            }
+        }
+        // Non-type slice backfilling (seed 001, §4.8): waiting jobs of another type may run
+        // in this slice "only until the end of the slice" and "if they do not delay any job
+        // of the slice type or of their own type". They must fit the profile of this VM now
+        // (conservative backfilling: no reservation of the slice type moves) and their
+        // estimate at their slowdown must end before the slice does. Leaving their own queue
+        // early cannot delay a job of their own type: it only frees that VM's profile.
+        // Short jobs first (their slice is the rarest), then the other of medium and long.
+        // Preempted jobs are not backfilled: they keep their cores in their own VM. (The
+        // short slice takes no guests: `guests` is empty there.)
+        for id in guests {
+            let j = &self.jobs[&id];
+            let Space {
+                ppn, nodes, dur, ..
+            } = j.space;
+            if free.len() < nodes as usize {
+                continue;
+            }
+            if profile.reserve_at(us(v), dur, nodes) {
+                let take: Vec<u32> = free.drain(..nodes as usize).collect();
+                let seats = self.ssp_seats(j, &take, ppn);
+                self.launch(now, k, id, seats, out);
+            }
+        }
+        false
+    }
+
+    pub(super) fn schedule(&mut self, now: Time, out: &mut Vec<Decision>) {
+        let Some(s) = self.slice else { return };
+        if self.vms[s.kind].active_since.is_none() {
+            return;
+        }
+        let k = s.kind;
+        if k != SHORT && self.cfg.variant != Variant::Ssp {
+            let mut guard = 0;
+            while guard < 1000 && self.try_group(now, k, out) {
+                guard += 1;
+            }
+        }
+        let mut guard = 0;
+        while guard < 1000 && self.backfill(now, k, s.end, out) {
+            guard += 1;
+        }
+    }
+
+    /// Case 1 while backfilling (§4.5: "a similar algorithm is applied when attempting to
+    /// backfill jobs. However, only Case 1, Case 4, and Case 5 are applied"), behind option
+    /// `group_backfill` (off by default: an experiment): waiting job `id`, which cannot start
+    /// alone now, as the primary of a group of waiting jobs, if the group's nodes, held until
+    /// its last member's expected end, fit the conservative profile now (no reservation of
+    /// an earlier job moves) and it passes the fairness check. Returns the matched jobs.
+    pub(super) fn backfill_group(
+        &self,
+        now: Time,
+        k: usize,
+        id: JobId,
+        profile: &Profile,
+        free: usize,
+    ) -> Option<Vec<(Cand, u32)>> {
+        let a = &self.jobs[&id];
+        let ppn = self.group_ppn(a);
+        let a_nodes = a.req.procs.div_ceil(ppn);
+        if a_nodes as usize > free {
+            return None;
+        }
+        let v = self.vms[k].vnow(now);
+        let spare = (free - a_nodes as usize) as f64;
+        let exceed = (spare / f64::from(a_nodes.max(1))).min(self.cfg.matched_exceed_prim);
+        let a_self = self.self_sl(a, ppn.min(a.req.procs));
+        let prim = Primary {
+            size: a.req.procs,
+            ppn,
+            nodes: a_nodes,
+            rem: a.req.estimate.as_secs_f64(),
+        };
+        let mut cands: Vec<(Cand, u32)> = Vec::new();
+        for (pos, &w) in self.vms[k].queue.iter().enumerate() {
+            if w == id || self.held.contains(&w) {
+                continue;
+            }
+            let c = &self.jobs[&w];
+            let cp = self.group_ppn(c);
+            cands.push((self.cand(a, a_self, c, cp, pos as f64, v), cp));
+        }
+        let only: Vec<Cand> = cands.iter().map(|x| x.0).collect();
+        let ppn_of = |cid: JobId| cands.iter().find(|x| x.0.id == cid).map_or(1, |x| x.1);
+        let base = OnceCell::new();
+        let g = glomarc::form(&prim, &only, &self.params(exceed), None, &mut |m| {
+            let slq = m
+                .iter()
+                .map(|c| c.sl_prim)
+                .fold(f64::from(a_self) / 1000.0, f64::max);
+            let dur = m
+                .iter()
+                .map(|c| c.rem * c.sl)
+                .fold(prim.rem * slq, f64::max);
+            let on: u32 = m.iter().map(|c| c.nodes).sum();
+            let nodes = a_nodes + on.saturating_sub(a_nodes);
+            if nodes as usize > free
+                || !profile
+                    .clone()
+                    .reserve_at(us(v), Dur::from_secs_f64(dur), nodes)
+            {
+                return false;
+            }
+            let with: Vec<(Cand, u32)> = m.iter().map(|c| (*c, ppn_of(c.id))).collect();
+            self.fairness_from(&base, k, (id, ppn), &with, now, 1.0) <= 1.0
+        })
+        .ok()?;
+        Some(g.matched.iter().map(|c| (*c, ppn_of(c.id))).collect())
+    }
+}

@@ -1,0 +1,230 @@
+//! The fairness check of G-LOMARC-TS (§4.6 step 7, formula 4): the predicted responses of a
+//! group's members and of the waiting jobs it delays against F_slack · R_est.
+
+use std::cell::OnceCell;
+use std::collections::BTreeSet;
+
+use cosched_core::{Dur, JobId, Time};
+
+use super::glomarc::Cand;
+use super::{DOWN, Job, Scojo, Space, us};
+use crate::profile::Profile;
+
+/// What the fairness check of one search reads of a VM ([`Scojo::fair_base`]): the VM
+/// clock (s), when each occupied node that is up is released (VM time, s), the free nodes,
+/// the profile of whole nodes these make, and the waiting jobs it places (queue order, held
+/// jobs left out) with their nodes and estimates under space sharing.
+pub(super) struct FairBase {
+    pub(super) v: f64,
+    pub(super) rel: Vec<(u32, f64)>,
+    pub(super) free: u32,
+    pub(super) profile: Profile,
+    pub(super) waiting: Vec<(JobId, u32, Dur)>,
+}
+
+impl Scojo {
+    /// When each node of VM `k` is next wholly free (VM time, s), for the occupied nodes
+    /// that are up, and the free nodes.
+    pub(super) fn node_releases(&self, k: usize, v: f64) -> (Vec<(u32, f64)>, Vec<u32>) {
+        (
+            self.node_releases_iter(k, v).collect(),
+            self.vms[k].free_nodes().collect(),
+        )
+    }
+
+    /// The releases of [`Scojo::node_releases`], by increasing node.
+    pub(super) fn node_releases_iter(
+        &self,
+        k: usize,
+        v: f64,
+    ) -> impl Iterator<Item = (u32, f64)> + '_ {
+        self.vms[k]
+            .lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| (l[0].is_some() || l[1].is_some()) && !l.contains(&Some(DOWN)))
+            .map(move |(n, l)| {
+                let end = l
+                    .iter()
+                    .flatten()
+                    .filter_map(|id| self.jobs.get(id))
+                    .map(|j| self.expected_end(j, v))
+                    .fold(v, f64::max);
+                (n as u32, end)
+            })
+    }
+
+    /// What the fairness check reads of VM `k` and no candidate group changes, gathered
+    /// once for every group a search weighs.
+    pub(super) fn fair_base(&self, k: usize, now: Time) -> FairBase {
+        let v = self.vms[k].vnow(now);
+        let (rel, free) = self.node_releases(k, v);
+        let mut profile = Profile::default();
+        profile.rebuild(us(v), free.len() as u32, Self::release_steps(&rel));
+        let waiting = self.vms[k]
+            .queue
+            .iter()
+            .filter(|id| !self.held.contains(id))
+            .map(|&id| {
+                let Space { nodes, dur, .. } = self.jobs[&id].space;
+                (id, nodes, dur)
+            })
+            .collect();
+        FairBase {
+            v,
+            rel,
+            free: free.len() as u32,
+            profile,
+            waiting,
+        }
+    }
+
+    /// Node releases (VM time, s) as the steps of a profile of whole nodes, in time order.
+    pub(super) fn release_steps(rel: &[(u32, f64)]) -> std::vec::IntoIter<(Time, u32)> {
+        let mut steps: Vec<(Time, u32)> = rel.iter().map(|&(_, e)| (us(e), 1)).collect();
+        steps.sort_unstable();
+        steps.into_iter()
+    }
+
+    /// The fairness check of step 7, formula 4: "a group which causes any other jobs to be
+    /// delayed severely (more than a threshold) compared to their R_est,i is discarded"
+    /// (§4.6), with R_max,i = F_slack · R_est,i for every job i (§4.2). Every member's
+    /// predicted response must stay within R_max; so must that of every other waiting job
+    /// of the VM — those the group jumps over and those behind it — that the group delays.
+    /// A waiting job's predicted start is its place in the conservative profile of whole
+    /// nodes, with and without the group; the group is taken to hold every node it touches
+    /// until its last member's expected end (pessimistic: a matched job's node may free
+    /// earlier). Jobs not delayed by the group are not its doing and do not count. Returns
+    /// the worst ratio of predicted response to R_max (≤ 1 passes).
+    pub(super) fn fairness(
+        &self,
+        k: usize,
+        primary: (JobId, u32),
+        matched: &[(Cand, u32)],
+        now: Time,
+    ) -> f64 {
+        self.fairness_from(&OnceCell::new(), k, primary, matched, now, f64::INFINITY)
+    }
+
+    /// [`Scojo::fairness`] on `base` (VM `k` as of `now`, gathered on first need and shared
+    /// by every group of one search: most searches end before a group reaches the check of
+    /// the other waiting jobs, and then the VM is never read), stopping at the first ratio above
+    /// `stop_above`: a caller that only asks whether the group passes (ratio ≤ 1) learns
+    /// that from the first job found too late, without placing the rest of the queue.
+    /// Waiting jobs are placed in queue order without the group and with it side by side,
+    /// and each is compared as soon as it is placed in both.
+    pub(super) fn fairness_from(
+        &self,
+        base: &OnceCell<FairBase>,
+        k: usize,
+        primary: (JobId, u32),
+        matched: &[(Cand, u32)],
+        now: Time,
+        stop_above: f64,
+    ) -> f64 {
+        let a = &self.jobs[&primary.0];
+        let a_self = self.self_sl(a, primary.1.min(a.req.procs));
+        let sl_a = matched
+            .iter()
+            .map(|(c, _)| c.sl_prim)
+            .fold(f64::from(a_self) / 1000.0, f64::max);
+        let mut worst = self.predicted_response(a, k, sl_a, now) / (self.cfg.f_slack * a.r_est);
+        for (c, _) in matched {
+            let j = &self.jobs[&c.id];
+            let r = self.predicted_response(j, k, c.sl, now) / (self.cfg.f_slack * j.r_est);
+            worst = worst.max(r);
+        }
+        if !self.cfg.fair_others || worst > stop_above {
+            return worst;
+        }
+        let base = base.get_or_init(|| self.fair_base(k, now));
+        let v = base.v;
+        // The group's end: its last member's expected end at its slowdown in the group.
+        let rem = |j: &Job| {
+            if j.allocated {
+                (j.rem - (v - j.mark) / j.sl).max(0.0)
+            } else {
+                j.req.estimate.as_secs_f64()
+            }
+        };
+        let mut end = v + rem(a) * sl_a;
+        for (c, _) in matched {
+            end = end.max(v + rem(&self.jobs[&c.id]) * c.sl);
+        }
+        // Nodes it touches: its running members' nodes, and the free nodes it takes (as
+        // `place_group` does).
+        let a_nodes = if a.allocated {
+            a.seats
+                .iter()
+                .map(|s| s.node)
+                .collect::<BTreeSet<_>>()
+                .len() as u32
+        } else {
+            a.req.procs.div_ceil(primary.1.max(1))
+        };
+        let mut touched: BTreeSet<u32> = BTreeSet::new();
+        let mut members: BTreeSet<JobId> = BTreeSet::new();
+        members.insert(primary.0);
+        let mut running_matched_nodes = 0;
+        let mut waiting_matched_nodes = 0;
+        for (c, _) in matched {
+            members.insert(c.id);
+            let j = &self.jobs[&c.id];
+            if j.allocated {
+                running_matched_nodes += c.nodes;
+                touched.extend(j.seats.iter().map(|s| s.node));
+            } else {
+                waiting_matched_nodes += c.nodes;
+            }
+        }
+        if a.allocated {
+            touched.extend(a.seats.iter().map(|s| s.node));
+        }
+        let taken = if !a.allocated && running_matched_nodes > 0 {
+            a_nodes.saturating_sub(running_matched_nodes)
+        } else {
+            let own = if a.allocated { 0 } else { a_nodes };
+            own + waiting_matched_nodes.saturating_sub(a_nodes)
+        };
+        let taken = taken.min(base.free);
+        let after_rel: Vec<(u32, f64)> = base
+            .rel
+            .iter()
+            .map(|&(n, e)| (n, if touched.contains(&n) { e.max(end) } else { e }))
+            .chain(std::iter::repeat_n((0, end), taken as usize))
+            .collect();
+        let mut before = base.profile.clone();
+        let mut after = Profile::default();
+        after.rebuild(us(v), base.free - taken, Self::release_steps(&after_rel));
+        let secs = |t: Time| t.as_micros() as f64 / 1e6;
+        for &(id, nodes, dur) in &base.waiting {
+            if members.contains(&id) {
+                continue;
+            }
+            let t0 = match before.earliest(nodes, dur) {
+                Some((at, i)) => {
+                    before.reserve(i, dur, nodes);
+                    secs(at)
+                }
+                None => f64::INFINITY,
+            };
+            let Some((at, i)) = after.earliest(nodes, dur) else {
+                continue;
+            };
+            after.reserve(i, dur, nodes);
+            let t1 = secs(at);
+            // Delayed by the group (a second's tolerance for rounding).
+            if t1 > t0 + 1.0 {
+                let j = &self.jobs[&id];
+                let sl = j.space.sl;
+                let r = self.wall_at(k, t1 + j.req.estimate.as_secs_f64() * sl, now)
+                    - j.req.submit.as_secs_f64();
+                worst = worst.max(r / (self.cfg.f_slack * j.r_est));
+                if worst > stop_above {
+                    return worst;
+                }
+            }
+        }
+        worst
+    }
+}

@@ -1,0 +1,456 @@
+//! Group matchmaking in a VM (§4.5, cases 1–3 and serial jobs): candidates, the open
+//! running primaries, the search for the best group and its placement.
+
+use std::cell::OnceCell;
+
+use cosched_core::multicore::mul;
+use cosched_core::{JobId, Milli, Time};
+
+use super::glomarc::{self, Cand, Params, Primary};
+use super::{Job, Scojo, Seat, SlSelf, Space, Unformed};
+use crate::Decision;
+
+/// A waiting job as a group's matched candidate: its processes, and its processes per node,
+/// nodes and work (s) in a group.
+pub(super) struct Waiting {
+    pub(super) id: JobId,
+    pub(super) procs: u32,
+    pub(super) ppn: u32,
+    pub(super) nodes: u32,
+    pub(super) rem: f64,
+}
+
+impl Scojo {
+    /// The response time (s, from submission) a job would see running `work` more seconds at
+    /// slowdown `sl` in VM `k` from now.
+    pub(super) fn predicted_response(&self, j: &Job, k: usize, sl: f64, now: Time) -> f64 {
+        let v = self.vms[k].vnow(now);
+        let rem = if j.allocated {
+            j.rem - (v - j.mark) / j.sl
+        } else {
+            j.req.estimate.as_secs_f64()
+        };
+        self.wall_at(k, v + rem.max(0.0) * sl, now) - j.req.submit.as_secs_f64()
+    }
+
+    /// A candidate matched job `c` (placed at `ppn` per node) beside primary `a`.
+    pub(super) fn cand(&self, a: &Job, a_self: Milli, c: &Job, ppn: u32, key: f64, v: f64) -> Cand {
+        let c_self = self.self_sl(c, ppn.min(c.req.procs));
+        let rem = if c.allocated {
+            c.rem - (v - c.mark) / c.sl
+        } else {
+            c.req.estimate.as_secs_f64()
+        };
+        let cos = self.model.cos(c.req.id, a.req.id);
+        let cos_prim = self.model.cos(a.req.id, c.req.id);
+        let with_self = f64::from(mul(c_self, cos)) / 1000.0;
+        let with_self_prim = f64::from(mul(a_self, cos_prim)) / 1000.0;
+        let (cos, cos_prim) = (f64::from(cos) / 1000.0, f64::from(cos_prim) / 1000.0);
+        let (sl, sl_prim, pre_sl, pre_sl_prim) = match self.cfg.sl_self {
+            SlSelf::Both => (with_self, with_self_prim, with_self, with_self_prim),
+            SlSelf::Gain => (with_self, with_self_prim, cos, cos_prim),
+            SlSelf::None => (cos, cos_prim, cos, cos_prim),
+        };
+        Cand {
+            id: c.req.id,
+            size: c.req.procs,
+            nodes: c.req.procs.div_ceil(ppn),
+            rem: rem.max(0.0),
+            sl,
+            sl_prim,
+            pre_sl,
+            pre_sl_prim,
+            key,
+        }
+    }
+
+    pub(super) fn params(&self, exceed: f64) -> Params {
+        Params {
+            variant: self.cfg.variant,
+            max_sl: f64::from(self.cfg.limits.max_sl) / 1000.0,
+            min_gain: self.cfg.min_utilgain,
+            block_size: self.cfg.block_size as usize,
+            exceed,
+            max_longer: self.cfg.max_matched_longer_prim.as_secs_f64(),
+        }
+    }
+
+    /// Running jobs of VM `k` that can take a partner: individual, up to one process per
+    /// processor on lane 0 of each node, lane 1 free. By increasing delay (predicted
+    /// response over R_est), with that delay.
+    pub(super) fn open_running(&self, k: usize, now: Time) -> Vec<(f64, JobId)> {
+        let mut v: Vec<(f64, JobId)> = self.vms[k]
+            .alloc
+            .iter()
+            .filter_map(|id| self.jobs.get(id).map(|j| (id, j)))
+            .filter(|(_, j)| self.is_open(k, j))
+            .map(|(&id, j)| {
+                let r = self.predicted_response(j, k, j.sl, now);
+                (r / j.r_est.max(1.0), id)
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        v
+    }
+
+    /// Whether allocated job `j` of VM `k` can take a partner (see [`Scojo::open_running`]).
+    pub(super) fn is_open(&self, k: usize, j: &Job) -> bool {
+        let vm = &self.vms[k];
+        j.kind == k
+            && j.group.is_none()
+            && j.seats
+                .iter()
+                .all(|s| s.lane == 0 && vm.lanes[s.node as usize][1].is_none())
+    }
+
+    /// Tries to start the first waiting job of VM `k` in a group (§4.5 steps 1–4). Returns
+    /// whether it did.
+    pub(super) fn try_group(&mut self, now: Time, k: usize, out: &mut Vec<Decision>) -> bool {
+        let vm = &self.vms[k];
+        let Some(&h) = vm.queue.iter().find(|id| !self.held.contains(id)) else {
+            return false;
+        };
+        let free: Vec<u32> = vm.free_nodes().collect();
+        // Step 1: low load, everything fits one process per node.
+        let want: u32 = vm.queue.iter().map(|id| self.jobs[id].req.procs).sum();
+        if want <= free.len() as u32 {
+            self.stats.unformed.low_load += 1;
+            return false;
+        }
+        let mut why = Unformed {
+            tries: 1,
+            ..Unformed::default()
+        };
+        // Every group needs a free node for its waiting primary or a running primary with
+        // an open lane: with neither, no plan can be formed.
+        if free.is_empty()
+            && !vm
+                .alloc
+                .iter()
+                .any(|id| self.jobs.get(id).is_some_and(|j| self.is_open(k, j)))
+        {
+            why.no_room = 1;
+            self.stats.unformed.add(&why);
+            return false;
+        }
+        let v = vm.vnow(now);
+        let head = &self.jobs[&h];
+        // Space sharing's gain (case 5 / 4), if the head fits now.
+        let Space {
+            ppn: ppn_s,
+            nodes: nodes_s,
+            sl: sl_s,
+            ..
+        } = head.space;
+        let ssp_gain = if nodes_s <= free.len() as u32 {
+            f64::from(ppn_s.min(head.req.procs)) / sl_s - 1.0
+        } else {
+            f64::NEG_INFINITY
+        };
+        // Candidate plans: (gain, primary, primary ppn, primary seats source, matched, lanes).
+        struct Plan {
+            gain: f64,
+            primary: JobId,
+            primary_ppn: u32,
+            primary_waiting: bool,
+            matched: Vec<(Cand, u32)>,
+        }
+        let mut plans: Vec<Plan> = Vec::new();
+        let waiting: Vec<JobId> = vm
+            .queue
+            .iter()
+            .copied()
+            .filter(|id| !self.held.contains(id))
+            .collect();
+        let open = self.open_running(k, now);
+        let serial = head.req.procs == 1;
+        let base = OnceCell::new();
+        // The waiting jobs as matched candidates: what pre-selection's bounds read of each,
+        // gathered once for every primary.
+        let pool: Vec<Waiting> = waiting
+            .iter()
+            .map(|&id| {
+                let c = &self.jobs[&id];
+                let ppn = self.group_ppn(c);
+                Waiting {
+                    id,
+                    procs: c.req.procs,
+                    ppn,
+                    nodes: c.req.procs.div_ceil(ppn),
+                    rem: c.req.estimate.as_secs_f64().max(0.0),
+                }
+            })
+            .collect();
+        // Primaries to try: (job, is waiting).
+        let mut primaries: Vec<(JobId, bool)> = Vec::new();
+        if serial {
+            // A parallel waiting job or a parallel running job as primary, serial waiting
+            // jobs (the head among them) matched.
+            if let Some(&p) = waiting.iter().find(|id| self.jobs[id].req.procs > 1) {
+                primaries.push((p, true));
+            }
+            for &(_, r) in open.iter().take(self.cfg.running_prim_num as usize) {
+                if self.jobs[&r].req.procs > 1 {
+                    primaries.push((r, false));
+                }
+            }
+        } else {
+            primaries.push((h, true));
+            for &(_, r) in open.iter().take(self.cfg.running_prim_num as usize) {
+                primaries.push((r, false));
+            }
+        }
+        for (p, p_waiting) in primaries {
+            let a = &self.jobs[&p];
+            let (a_ppn, a_nodes) = if p_waiting {
+                let ppn = self.group_ppn(a);
+                (ppn, a.req.procs.div_ceil(ppn))
+            } else {
+                let ppn = a.seats.iter().map(|s| s.procs).max().unwrap_or(1);
+                (ppn, a.seats.len() as u32)
+            };
+            let spare = free.len() as u32
+                - if p_waiting {
+                    a_nodes.min(free.len() as u32)
+                } else {
+                    0
+                };
+            if p_waiting && a_nodes > free.len() as u32 {
+                why.no_room += 1;
+                continue;
+            }
+            let a_self = self.self_sl(a, a_ppn.min(a.req.procs));
+            let a_rem = if a.allocated {
+                a.rem - (v - a.mark) / a.sl
+            } else {
+                a.req.estimate.as_secs_f64()
+            };
+            let prim = Primary {
+                size: a.req.procs,
+                ppn: a_ppn,
+                nodes: a_nodes,
+                rem: a_rem.max(0.0),
+            };
+            let exceed =
+                (f64::from(spare) / f64::from(a_nodes.max(1))).min(self.cfg.matched_exceed_prim);
+            // Matched: waiting jobs (cases 1, 3); for a waiting primary also running jobs
+            // (case 2).
+            // Those out of the primary's reach are counted as candidates but not weighed:
+            // pre-selection refuses them whatever their slowdowns.
+            let params = self.params(exceed);
+            let mut cands: Vec<(Cand, u32)> = Vec::new();
+            let mut offered = 0;
+            for (pos, w) in pool.iter().enumerate() {
+                if w.id == p || (serial && w.procs != 1) {
+                    continue;
+                }
+                offered += 1;
+                if glomarc::within_reach(&prim, &params, w.rem, w.nodes) {
+                    let c = &self.jobs[&w.id];
+                    cands.push((self.cand(a, a_self, c, w.ppn, pos as f64, v), w.ppn));
+                }
+            }
+            let must = if p == h { None } else { Some(h) };
+            let mut best: Option<(glomarc::Group, Vec<(Cand, u32)>)> = None;
+            let ppn_of = |cs: &[(Cand, u32)], id: JobId| {
+                cs.iter().find(|x| x.0.id == id).map(|x| x.1).unwrap_or(1)
+            };
+            let mut try_set = |cs: Vec<(Cand, u32)>, this: &Scojo| {
+                let only: Vec<Cand> = cs.iter().map(|x| x.0).collect();
+                let g = glomarc::form(&prim, &only, &params, must, &mut |m| {
+                    let with: Vec<(Cand, u32)> =
+                        m.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
+                    this.fairness_from(&base, k, (p, a_ppn), &with, now, 1.0) <= 1.0
+                });
+                why.note(offered, &g);
+                if let Ok(g) = g
+                    && best.as_ref().is_none_or(|b| g.gain > b.0.gain)
+                {
+                    let with = g.matched.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
+                    best = Some((g, with));
+                }
+            };
+            try_set(cands, self);
+            if p == h && !serial && p_waiting {
+                // Case 2: the head onto running jobs' open lanes.
+                let mut rc: Vec<(Cand, u32)> = Vec::new();
+                for &(delay, r) in &open {
+                    let c = &self.jobs[&r];
+                    let ppn = c.seats.iter().map(|s| s.procs).max().unwrap_or(1);
+                    let mut cd = self.cand(a, a_self, c, ppn, delay, v);
+                    cd.nodes = c.seats.len() as u32;
+                    rc.push((cd, ppn));
+                }
+                // The head's processes must all find room: on the running jobs' nodes, the
+                // rest on free nodes.
+                let before = best.as_ref().map(|b| b.0.gain);
+                let with_free = |cs: Vec<(Cand, u32)>, why: &mut Unformed| {
+                    let only: Vec<Cand> = cs.iter().map(|x| x.0).collect();
+                    let params = Params {
+                        exceed: 0.0,
+                        ..self.params(0.0)
+                    };
+                    let g = glomarc::form(&prim, &only, &params, None, &mut |m| {
+                        let on: u32 = m.iter().map(|c| c.nodes).sum();
+                        let need = prim.nodes.saturating_sub(on);
+                        if need > free.len() as u32 {
+                            return false;
+                        }
+                        let with: Vec<(Cand, u32)> =
+                            m.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
+                        self.fairness_from(&base, k, (p, a_ppn), &with, now, 1.0) <= 1.0
+                    });
+                    why.note(only.len(), &g);
+                    g.ok().map(|g| {
+                        let with = g
+                            .matched
+                            .iter()
+                            .map(|c| (*c, ppn_of(&cs, c.id)))
+                            .collect::<Vec<_>>();
+                        (g, with)
+                    })
+                };
+                if let Some((g, with)) = with_free(rc, &mut why)
+                    && before.is_none_or(|b| g.gain > b)
+                {
+                    plans.push(Plan {
+                        gain: g.gain,
+                        primary: p,
+                        primary_ppn: a_ppn,
+                        primary_waiting: true,
+                        matched: with,
+                    });
+                }
+            }
+            if let Some((g, with)) = best {
+                plans.push(Plan {
+                    gain: g.gain,
+                    primary: p,
+                    primary_ppn: a_ppn,
+                    primary_waiting: p_waiting,
+                    matched: with,
+                });
+            }
+        }
+        let plan = plans
+            .into_iter()
+            .max_by(|a, b| a.gain.total_cmp(&b.gain).then(b.primary.cmp(&a.primary)));
+        why.beaten_by_ssp = u64::from(
+            plan.as_ref()
+                .is_some_and(|plan| self.cfg.beat_ssp && plan.gain <= ssp_gain),
+        );
+        self.stats.unformed.add(&why);
+        let Some(plan) = plan else {
+            return false;
+        };
+        if why.beaten_by_ssp > 0 {
+            return false;
+        }
+        let ratio = self.fairness_from(
+            &base,
+            k,
+            (plan.primary, plan.primary_ppn),
+            &plan.matched,
+            now,
+            f64::INFINITY,
+        );
+        self.place_group(
+            now,
+            k,
+            plan.primary,
+            plan.primary_ppn,
+            plan.primary_waiting,
+            &plan.matched,
+            out,
+        );
+        self.stats.worst_fair_ratio = self.stats.worst_fair_ratio.max(ratio);
+        true
+    }
+
+    /// Places a group: a waiting primary on free nodes' lane 0, matched waiting jobs on lane
+    /// 1 of the primary's nodes (then of free nodes), or the waiting primary onto running
+    /// matched jobs' lane 1 (case 2).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn place_group(
+        &mut self,
+        now: Time,
+        k: usize,
+        p: JobId,
+        p_ppn: u32,
+        p_waiting: bool,
+        matched: &[(Cand, u32)],
+        out: &mut Vec<Decision>,
+    ) {
+        let g = self.next_group;
+        self.next_group += 1;
+        self.stats.groups += 1;
+        self.stats.grouped_jobs += 1 + matched.len() as u64;
+        let mut free: Vec<u32> = self.vms[k].free_nodes().collect();
+        let running_matched = matched.iter().any(|(c, _)| self.jobs[&c.id].allocated);
+        if p_waiting && running_matched {
+            // Case 2: the primary goes onto the running jobs' open lanes, then free nodes.
+            let mut nodes: Vec<u32> = Vec::new();
+            for (c, _) in matched {
+                nodes.extend(self.jobs[&c.id].seats.iter().map(|s| s.node));
+            }
+            let procs = self.jobs[&p].req.procs;
+            let mut seats = Self::lane_seats(procs, p_ppn, &nodes, 1);
+            let placed: u32 = seats.iter().map(|s| s.procs).sum();
+            if placed < procs {
+                let need = (procs - placed).div_ceil(p_ppn) as usize;
+                let take: Vec<u32> = free.drain(..need.min(free.len())).collect();
+                seats.extend(Self::lane_seats(procs - placed, p_ppn, &take, 0));
+            }
+            for (c, _) in matched {
+                let x = self.jobs.get_mut(&c.id).expect("member");
+                x.group = Some(g);
+                x.primary = false;
+            }
+            let x = self.jobs.get_mut(&p).expect("primary");
+            x.group = Some(g);
+            x.primary = true;
+            self.launch(now, k, p, seats, out);
+            return;
+        }
+        let p_nodes: Vec<u32> = if p_waiting {
+            let n = self.jobs[&p].req.procs.div_ceil(p_ppn) as usize;
+            let take: Vec<u32> = free.drain(..n).collect();
+            let seats = Self::lane_seats(self.jobs[&p].req.procs, p_ppn, &take, 0);
+            let x = self.jobs.get_mut(&p).expect("primary");
+            x.group = Some(g);
+            x.primary = true;
+            self.launch(now, k, p, seats, out);
+            take
+        } else {
+            let x = self.jobs.get_mut(&p).expect("primary");
+            x.group = Some(g);
+            x.primary = true;
+            x.seats.iter().map(|s| s.node).collect()
+        };
+        // Matched jobs fill lane 1 of the primary's nodes in turn, then free nodes.
+        let mut slots = p_nodes.into_iter();
+        for (c, ppn) in matched {
+            let n = c.nodes as usize;
+            let mut nodes: Vec<u32> = slots.by_ref().take(n).collect();
+            let mut spill = Vec::new();
+            if nodes.len() < n {
+                spill = free.drain(..(n - nodes.len()).min(free.len())).collect();
+                nodes.extend(&spill);
+            }
+            let procs = self.jobs[&c.id].req.procs;
+            let mut seats = Self::lane_seats(procs, *ppn, &nodes, 1);
+            // On a spill node the matched job keeps lane 0 to itself.
+            for &s in &spill {
+                seats.push(Seat {
+                    node: s,
+                    lane: 0,
+                    procs: 0,
+                });
+            }
+            let x = self.jobs.get_mut(&c.id).expect("member");
+            x.group = Some(g);
+            x.primary = false;
+            self.launch(now, k, c.id, seats, out);
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Response-time estimates at submission: the FCFS forecast plan of a VM, kept between
+//! submissions, and the simulator's forecast that debug builds check it against.
+
+use std::collections::BTreeMap;
+
+use cosched_core::{Dur, JobId, MachineShape, NodeId, PeSet, Time};
+
+use super::{SHORT, Scojo, Space, Vm, us};
+use crate::forecast::{LiveJob, LiveState, SharedForecaster, Snapshot};
+use crate::{JobRequest, PolicyConfig};
+
+/// An FCFS forecast of one VM on whole nodes (the response-time estimates): the queue's
+/// head, in order, starts once its nodes are free, no earlier than the job before it. Jobs
+/// are placed one by one from the head; the plan answers for the queue as it was when it
+/// was made, and goes on from where it stopped while the VM's state and clock are the same
+/// (the queue only grows at its tail in between).
+#[derive(Clone, Debug)]
+pub(super) struct FcfsPlan {
+    /// The VM's epoch and clock (µs) it was made at.
+    pub(super) epoch: u64,
+    pub(super) at: Time,
+    /// How many jobs of the queue, from the head, it has placed.
+    pub(super) placed: usize,
+    /// How many of the nodes that are up are free of the running jobs and the jobs placed
+    /// from each time on: a job takes its nodes from the earliest times and gives them all
+    /// back at one time, so a count per time does in a few steps what a time per node does
+    /// in one step per node.
+    pub(super) free_at: BTreeMap<Time, u32>,
+    /// The nodes that are up (the sum of the counts).
+    pub(super) up: u32,
+    /// The last placed job's start (no later job starts before it); `None` once a job
+    /// needs more nodes than are up, and then no later job ever starts.
+    pub(super) last: Option<Time>,
+}
+
+impl FcfsPlan {
+    /// Places a job of `nodes` nodes for `dur` and returns its start.
+    pub(super) fn place(&mut self, nodes: u32, dur: Dur) -> Option<Time> {
+        let last = self.last?;
+        if nodes > self.up {
+            self.last = None;
+            return None;
+        }
+        // The `nodes` first free: any nodes free at the start serve, and every later job
+        // starts no earlier.
+        let mut at = last;
+        let mut need = nodes;
+        while need > 0 {
+            let mut first = self.free_at.first_entry().expect("counted above");
+            at = at.max(*first.key());
+            let n = first.get_mut();
+            if *n <= need {
+                need -= *n;
+                first.remove();
+            } else {
+                *n -= need;
+                need = 0;
+            }
+        }
+        if nodes > 0 {
+            *self.free_at.entry(at + dur).or_default() += nodes;
+        }
+        self.last = Some(at);
+        Some(at)
+    }
+}
+
+impl Scojo {
+    /// The response-time estimate of a job just submitted (seed 001, §4.2 and §5.1: "an FCFS
+    /// simulation with space sharing at job submission", scaled by 0.75): when the job of
+    /// its VM would start under FCFS on whole nodes ([`Scojo::fcfs_start`]), its estimated
+    /// run at its SSP slowdown from there, converted from VM time to wall time along the
+    /// slice timeline.
+    pub(super) fn estimate_response(&mut self, id: JobId, now: Time) -> f64 {
+        let j = &self.jobs[&id];
+        let k = j.kind;
+        let est = j.req.estimate.as_secs_f64();
+        if k == SHORT {
+            return est.max(1.0);
+        }
+        let sl_j = j.space.sl;
+        let submit = j.req.submit.as_secs_f64();
+        let v = self.vms[k].vnow(now);
+        // A job that never starts under FCFS (too few nodes up) is taken to start at once:
+        // the smallest estimate, the strictest fairness.
+        let start = self.fcfs_start(id, now).unwrap_or(v);
+        if cfg!(debug_assertions)
+            && let Some(f) = &self.forecaster
+        {
+            let engine = self.engine_fcfs_start(f, id, now);
+            debug_assert_eq!(
+                engine.unwrap_or(v),
+                start,
+                "job {id}: FCFS plan and forecast"
+            );
+        }
+        let end = self.wall_at(k, start + est * sl_j, now);
+        (self.cfg.r_est_scale * (end - submit)).max(1.0)
+    }
+
+    /// When job `id`, waiting in its VM, would start (VM time, s) if the VM ran FCFS with
+    /// space sharing from now: the VM's [`FcfsPlan`], made again if the VM changed or its
+    /// clock moved since it was made, carried on to `id` from where it stopped. `None` if
+    /// the job never starts (too few nodes up).
+    pub(super) fn fcfs_start(&mut self, id: JobId, now: Time) -> Option<f64> {
+        let k = self.jobs[&id].kind;
+        let v = self.vms[k].vnow(now);
+        let vt = us(v);
+        let epoch = self.vms[k].epoch;
+        let pos = |vm: &Vm, from: usize| {
+            vm.queue
+                .get(from..)
+                .and_then(|q| q.iter().position(|&x| x == id))
+                .map(|p| p + from)
+        };
+        let vm = &self.vms[k];
+        let kept = vm
+            .plan
+            .as_ref()
+            .filter(|p| p.epoch == epoch && p.at == vt)
+            .and_then(|p| pos(vm, p.placed).map(|i| (p.placed, i)));
+        let (from, to) = match kept {
+            Some(r) => r,
+            None => {
+                let free = vm.free_nodes().count() as u32;
+                // The counts are gathered in a sorted run and the map is built from it at
+                // once, rather than by one search of the map per node.
+                let mut steps: Vec<(Time, u32)> = Vec::with_capacity(vm.lanes.len() + 1);
+                if free > 0 {
+                    steps.push((vt, free));
+                }
+                steps.extend(self.node_releases_iter(k, v).map(|(_, end)| (us(end), 1)));
+                steps.sort_unstable_by_key(|&(t, _)| t);
+                let up = steps.iter().map(|&(_, n)| n).sum();
+                let free_at: BTreeMap<Time, u32> = steps
+                    .chunk_by(|a, b| a.0 == b.0)
+                    .map(|run| (run[0].0, run.iter().map(|&(_, n)| n).sum::<u32>()))
+                    .collect();
+                let to = pos(vm, 0)?;
+                self.vms[k].plan = Some(FcfsPlan {
+                    epoch,
+                    at: vt,
+                    placed: 0,
+                    free_at,
+                    up,
+                    last: Some(vt),
+                });
+                (0, to)
+            }
+        };
+        let vm = &mut self.vms[k];
+        let plan = vm.plan.as_mut().expect("made above");
+        let mut start = None;
+        for &q in &vm.queue[from..=to] {
+            let Space { nodes, dur, .. } = self.jobs[&q].space;
+            start = plan.place(nodes, dur);
+        }
+        plan.placed = to + 1;
+        start.map(|t| t.as_micros() as f64 / 1e6)
+    }
+
+    /// [`Scojo::fcfs_start`] by the simulator's forecast (the check of debug builds): a fresh
+    /// FCFS policy on a machine of one PE per node, told the VM's state (each occupied node
+    /// busy until its occupants' expected end, the waiting jobs up to `id` in queue order,
+    /// each on the nodes of formula 11's PPN for its estimate times its self-slowdown), run
+    /// forward by the simulator's engine. `None` if the forecast has it never start or fails.
+    pub(super) fn engine_fcfs_start(
+        &self,
+        forecaster: &SharedForecaster,
+        id: JobId,
+        now: Time,
+    ) -> Option<f64> {
+        let k = self.jobs[&id].kind;
+        let vm = &self.vms[k];
+        let v = vm.vnow(now);
+        let vt = us(v);
+        // Nodes by the time they are released: one running pseudo-job per release time
+        // (jobs in a group share nodes, which FCFS on whole nodes cannot express job by job).
+        let mut releases: BTreeMap<Time, Vec<u32>> = BTreeMap::new();
+        for (n, end) in self.node_releases_iter(k, v) {
+            releases.entry(us(end)).or_default().push(n);
+        }
+        let mut jobs = Vec::new();
+        for (r, (end, nodes)) in releases.into_iter().enumerate() {
+            // Ids above every real job's (and below DOWN's marker).
+            let pseudo = JobId(u64::MAX - 1 - r as u64);
+            jobs.push(LiveJob {
+                req: JobRequest::new(pseudo, vt, nodes.len() as u32, end - vt),
+                state: LiveState::Running {
+                    pes: PeSet::from_pes(nodes),
+                    ran: Dur::ZERO,
+                },
+                started: Some(vt),
+                held: false,
+            });
+        }
+        for &q in &vm.queue {
+            let x = &self.jobs[&q];
+            let Space { nodes, dur, .. } = x.space;
+            jobs.push(LiveJob {
+                req: JobRequest::new(q, x.req.submit, nodes, dur),
+                state: LiveState::Waiting { ran: Dur::ZERO },
+                started: None,
+                held: false,
+            });
+            // Under FCFS no later job can move an earlier one.
+            if q == id {
+                break;
+            }
+        }
+        let machine = MachineShape::flat(self.machine.nodes, 1);
+        let mut fcfs = crate::fcfs::Fcfs::new(&PolicyConfig::new(machine)).ok()?;
+        let snapshot = Snapshot {
+            introduce: true,
+            machine,
+            migration: true,
+            now: vt,
+            jobs,
+            timers: Vec::new(),
+            down: self.down.iter().map(|&n| NodeId(n)).collect(),
+        };
+        let f = forecaster.forecast(&mut fcfs, &snapshot).ok()?;
+        let start = f.iter().find(|e| e.job == id)?.start?;
+        Some(start.as_micros() as f64 / 1e6)
+    }
+}

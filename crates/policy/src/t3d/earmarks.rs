@@ -1,0 +1,127 @@
+//! Earmarks: PEs set aside for a waiting T3D job until they are all free, the jobs on them,
+//! and serving them (preempting those whose do-not-disturb time is up, loading the job once
+//! its PEs are free).
+
+use cosched_core::{Dur, JobId, Time};
+
+use super::pes::Holder;
+use super::{Earmark, T3d, config};
+use crate::Decision;
+
+impl T3d {
+    /// Brings the earmarked PEs of [`T3d::pe`] in line with `earmarks`: called after every
+    /// change to them (it costs their runs, not the machine).
+    pub(super) fn remark(&mut self) {
+        self.epoch += 1;
+        self.pe.set_marks(self.earmarks.iter().map(|e| &e.pes));
+    }
+
+    /// Drops the earmarks `keep` refuses, updating the marks only if one went.
+    pub(super) fn retain_earmarks(&mut self, keep: impl FnMut(&Earmark) -> bool) {
+        let before = self.earmarks.len();
+        self.earmarks.retain(keep);
+        if self.earmarks.len() != before {
+            self.remark();
+        }
+    }
+
+    /// The jobs on earmark `i`'s PEs, in id order (kept while the PEs' holders and marks
+    /// stay: [`PeMap::marks_version`]).
+    fn occupants(&self, i: usize) -> Vec<JobId> {
+        self.occupants_all()[i].clone()
+    }
+
+    /// Every earmark's [`T3d::occupants`], borrowed. A rebuild reuses the lists' buffers.
+    pub(super) fn occupants_all(&self) -> std::cell::Ref<'_, Vec<Vec<JobId>>> {
+        {
+            let mut cache = self.occupants.borrow_mut();
+            if cache.0 != Some(self.pe.marks_version()) {
+                let lists = &mut cache.1;
+                lists.resize_with(self.earmarks.len(), Vec::new);
+                for (v, e) in lists.iter_mut().zip(&self.earmarks) {
+                    v.clear();
+                    v.extend(
+                        e.pes
+                            .runs()
+                            .iter()
+                            .flat_map(|&(s, e)| self.pe.holders(s, e))
+                            .filter_map(|(_, _, h)| match h {
+                                Holder::Job(j) => Some(j),
+                                Holder::Out(_) => None,
+                            }),
+                    );
+                    v.sort_unstable();
+                    v.dedup();
+                }
+                cache.0 = Some(self.pe.marks_version());
+            }
+        }
+        std::cell::Ref::map(self.occupants.borrow(), |c| &c.1)
+    }
+
+    /// Preempts the loaded jobs on an earmark whose do-not-disturb time is up, and loads the
+    /// earmarked job when all its PEs are free.
+    ///
+    /// A call that does nothing is followed by calls that do nothing until the epoch moves
+    /// or time reaches the first occupant's do-not-disturb end (or, for one swapping in, its
+    /// start), or the half year before one, when its timer can be asked for: those are not
+    /// made ([`T3d::quiet_serve`]).
+    pub(super) fn serve_earmarks(&mut self, now: Time, out: &mut Vec<Decision>) {
+        if self.earmarks.is_empty()
+            || self
+                .quiet_serve
+                .is_some_and(|(epoch, until)| epoch == self.epoch && now < until)
+        {
+            return;
+        }
+        let epoch = self.epoch;
+        let mut until = Time::MAX;
+        let mut i = 0;
+        while i < self.earmarks.len() {
+            let e = self.earmarks[i].clone();
+            let Some(class) = self.waiting.get(&e.job).map(|w| w.class) else {
+                self.earmarks.remove(i);
+                self.remark();
+                continue;
+            };
+            let job = e.job;
+            let occupants = self.occupants(i);
+            let prio = self.class(class).priority;
+            let blocked = occupants.iter().any(|v| {
+                self.loaded.get(v).is_some_and(|l| {
+                    let c = self.class(l.class);
+                    !c.preemptible || c.priority > prio
+                })
+            });
+            if blocked {
+                // Never preempt for a job of a lower-priority class, nor a protected job.
+                self.earmarks.remove(i);
+                self.remark();
+                continue;
+            }
+            for v in occupants {
+                let Some(l) = self.loaded.get(&v) else {
+                    continue;
+                };
+                let dnd_end = self.dnd_end(l);
+                if l.started && dnd_end <= now {
+                    self.preempt(v, job, class, now, out);
+                } else {
+                    let at = if l.started { dnd_end } else { l.ready_at };
+                    // Its timer is asked for once it is within half a year.
+                    let horizon = Dur::from_micros(config::YEAR.as_micros() / 2);
+                    until = until.min(if at - now > horizon { at - horizon } else { at });
+                    self.ask_timer(at, now, out);
+                }
+            }
+            if self.pe.all_free(&e.pes) {
+                self.load(job, e.pes, now, out);
+                continue; // load() removed the earmark
+            }
+            i += 1;
+        }
+        if self.epoch == epoch {
+            self.quiet_serve = Some((epoch, until));
+        }
+    }
+}

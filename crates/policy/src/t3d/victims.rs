@@ -1,0 +1,173 @@
+//! Which PEs a waiting T3D job could get now: open ones, then those of the jobs it may
+//! preempt, cheapest first, or its own PEs again when it must come back where it was.
+
+use std::sync::Arc;
+
+use cosched_core::{Dur, JobId, PeSet, Time};
+
+use super::pes::Holder;
+use super::{Assignment, ClassParams, T3d, Victims, Waiting};
+
+impl T3d {
+    /// Jobs that `w` may take PEs from, cheapest first: `(cost, job, dnd_end, procs)`.
+    fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> Arc<Victims> {
+        self.victims_of(self.class(w.class).priority, now, first_pass)
+    }
+
+    /// Jobs that a waiting job of priority `prio` may take PEs from, cheapest first.
+    pub(super) fn victims_of(&self, prio: u32, now: Time, first_pass: bool) -> Arc<Victims> {
+        let key = (self.epoch, now, first_pass, prio);
+        let mut cache = self.victim_cache.borrow_mut();
+        if cache
+            .first()
+            .is_some_and(|(k, _)| (k.0, k.1) != (key.0, key.1))
+        {
+            cache.clear();
+        }
+        if let Some((_, v)) = cache.iter().find(|(k, _)| *k == key) {
+            return v.clone();
+        }
+        let may = |c: &ClassParams| {
+            c.preemptible
+                && if first_pass {
+                    c.priority <= prio
+                } else {
+                    c.priority < prio
+                }
+        };
+        // With no started job of a class it may preempt, no walk over the loaded jobs.
+        let candidates = (self.cfg.classes.iter().zip(&self.started_by_class))
+            .any(|(c, &started)| started > 0 && may(c));
+        let mut v: Vec<(u64, JobId, Time, u32)> = self
+            .loaded
+            .iter()
+            .take_while(|_| candidates)
+            .filter(|(_, l)| l.started && may(self.class(l.class)) && !self.pe.any_marked(&l.pes))
+            .filter_map(|(id, l)| {
+                let dnd_end = self.dnd_end(l);
+                if !first_pass && dnd_end > now {
+                    return None;
+                }
+                let left = (dnd_end - now).max(Dur::ZERO).as_secs() as u64;
+                let c = self.class(l.class);
+                // Nodes taken, weighted by the victim's priority, plus its protected time left.
+                Some((
+                    l.req.procs as u64 * (1 + c.priority as u64) + left,
+                    *id,
+                    dnd_end,
+                    l.req.procs,
+                ))
+            })
+            .collect();
+        // Jobs are unique: the order is (cost, job)'s.
+        v.sort_unstable();
+        let procs = v.iter().map(|v| u64::from(v.3)).sum();
+        let v = Arc::new(Victims { list: v, procs });
+        cache.push((key, v.clone()));
+        v
+    }
+
+    /// Free PEs `w` may load on now, if enough: the lowest-numbered ones, or its own PEs when
+    /// it must come back where it was.
+    pub(super) fn free_fit(&self, w: &Waiting) -> Option<PeSet> {
+        match &w.home {
+            None => (self.pe.open_count() >= w.req.procs).then(|| self.pe.lowest_open(w.req.procs)),
+            Some(home) => self.pe.all_open(home).then(|| home.clone()),
+        }
+    }
+
+    /// PEs for `w`: free ones first, then the fewest cheapest victims. `None` if not enough.
+    pub(super) fn assignment(
+        &self,
+        w: &Waiting,
+        now: Time,
+        first_pass: bool,
+    ) -> Option<Assignment> {
+        if let Some(home) = &w.home {
+            return self.home_assignment(w, home, now, first_pass);
+        }
+        let need = w.req.procs as usize;
+        let open = self.pe.open_count() as usize;
+        if open >= need {
+            return Some((self.pe.lowest_open(w.req.procs), Vec::new()));
+        }
+        let victims = self.victims(w, now, first_pass);
+        if open as u64 + victims.procs < need as u64 {
+            return None; // even every victim would not make room
+        }
+        let mut chosen = Vec::new();
+        let mut have = open;
+        for &(cost, id, dnd_end, procs) in &victims.list {
+            if have >= need {
+                break;
+            }
+            have += procs as usize;
+            chosen.push((cost, id, dnd_end, procs));
+        }
+        if have < need {
+            return None;
+        }
+        // Drop victims that turned out unnecessary, dearest first.
+        for i in (0..chosen.len()).rev() {
+            let p = chosen[i].3 as usize;
+            if have - p >= need {
+                have -= p;
+                chosen.remove(i);
+            }
+        }
+        // The lowest `need` PEs of the open ones and the victims', merged as runs.
+        let mut runs: Vec<(u32, u32)> = self.pe.lowest_open(open as u32).runs().to_vec();
+        for (_, id, _, _) in &chosen {
+            runs.extend_from_slice(self.loaded[id].pes.runs());
+        }
+        runs.sort_unstable();
+        let mut pes = PeSet::new();
+        let mut left = need as u32;
+        let mut reached = 0;
+        for (s, e) in runs {
+            let s = s.max(reached);
+            if left == 0 || s >= e {
+                continue;
+            }
+            let e = e.min(s + left);
+            pes.push_sorted(s, e);
+            left -= e - s;
+            reached = e;
+        }
+        Some((
+            pes,
+            chosen.into_iter().map(|(_, id, d, _)| (id, d)).collect(),
+        ))
+    }
+
+    /// The assignment of a job that must come back on `home`, its PEs before its preemption:
+    /// every job on them must be a victim `w` may take PEs from.
+    fn home_assignment(
+        &self,
+        w: &Waiting,
+        home: &PeSet,
+        now: Time,
+        first_pass: bool,
+    ) -> Option<Assignment> {
+        if self.pe.any_marked_or_down(home) {
+            return None;
+        }
+        let victims = self.victims(w, now, first_pass);
+        let mut chosen: Vec<(JobId, Time)> = Vec::new();
+        for &(s, e) in home.runs() {
+            for (_, _, h) in self.pe.holders(s, e) {
+                match h {
+                    // Still swapping some job out: not yet.
+                    Holder::Out(_) => return None,
+                    Holder::Job(j) => {
+                        if !chosen.iter().any(|c| c.0 == j) {
+                            let &(_, _, dnd_end, _) = victims.list.iter().find(|v| v.1 == j)?;
+                            chosen.push((j, dnd_end));
+                        }
+                    }
+                }
+            }
+        }
+        Some((home.clone(), chosen))
+    }
+}
