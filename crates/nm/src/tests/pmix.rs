@@ -210,37 +210,8 @@ fn an_mpi_abort_fails_the_job_with_the_aborting_ranks_status_and_message() {
             message: "N/A".into(),
         },
     };
-    n.on(ms(30), said);
-    let fx = n.on(
-        ms(31),
-        Input::Exited {
-            job: JobId(5),
-            launch: 1,
-            exit: exit(1, 7),
-        },
-    );
-    assert_eq!(
-        errors(&fx),
-        [(1, Some(7), Some("MPI_Abort with status 7: N/A".into()))]
-    );
-}
-
-/// A PMIx abort goes up as the helper reports it, before the rank (acknowledged) exits: the
-/// other ranks fail only after that exit, and their failures must not name the job's.
-#[test]
-fn a_pmix_abort_goes_up_before_the_rank_exits() {
-    let mut n = node();
-    n.tree(ms(10), launch_mpi(5, &[(0, 0), (1, 1)], Mpi::Auto, &[]));
-    n.on(ms(20), ready(5, &[0, 1]));
-    let said = Input::Helper {
-        job: JobId(5),
-        launch: 1,
-        msg: FromHelper::Abort {
-            rank: 1,
-            status: 7,
-            message: "N/A".into(),
-        },
-    };
+    // It goes up as the helper reports it, before the rank (answered) exits: the other
+    // ranks fail only after that exit, and their failures must not name the job's.
     let fx = n.on(ms(30), said);
     let notices: Vec<(u32, RankExit)> = ups(&fx)
         .into_iter()
@@ -253,13 +224,25 @@ fn a_pmix_abort_goes_up_before_the_rank_exits() {
             _ => None,
         })
         .collect();
-    let exit = RankExit {
+    let notice = RankExit {
         rank: 1,
         code: Some(7),
         error: Some("MPI_Abort with status 7: N/A".into()),
         oom: false,
     };
-    assert_eq!(notices, [(1, exit)]);
+    assert_eq!(notices, [(1, notice)]);
+    let fx = n.on(
+        ms(31),
+        Input::Exited {
+            job: JobId(5),
+            launch: 1,
+            exit: exit(1, 7),
+        },
+    );
+    assert_eq!(
+        errors(&fx),
+        [(1, Some(7), Some("MPI_Abort with status 7: N/A".into()))]
+    );
 }
 
 #[test]
