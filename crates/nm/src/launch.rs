@@ -316,6 +316,7 @@ impl NmCore {
             pmi: JobPmi::new(job, ln.l.size, &ln.l.placement, local).with_universe(universe),
             pmix: Default::default(),
             notes: Default::default(),
+            aborted: None,
             worlds: super::worlds::Worlds::new(ln.l.size, ln.l.io.mpi),
             cgroup,
             within: ln.l.within,

@@ -215,14 +215,18 @@ impl NmCore {
                 status,
                 message,
             } => {
-                let note = format!("MPI_Abort with status {status}: {message}");
-                j.notes.insert(rank, ExitNote::said(note.clone()));
-                let held: Vec<(Time, u64, RankExit)> = j
-                    .pmix
-                    .held
-                    .extract_if(.., |(_, _, e)| e.rank == rank)
-                    .collect();
-                self.log(Level::Warn, format!("job {job} rank {rank}: {note}"));
+                // The rank exits on its own once its abort is acknowledged, with `status`.
+                self.aborted(job, rank, status, &message, false);
+                let held: Vec<(Time, u64, RankExit)> = self
+                    .jobs
+                    .get_mut(&job)
+                    .map(|j| {
+                        j.pmix
+                            .held
+                            .extract_if(.., |(_, _, e)| e.rank == rank)
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 for (_, launch, exit) in held {
                     let exit = self.explained(job, exit);
                     self.exit_taken(now, job, launch, exit);

@@ -25,6 +25,14 @@ impl NmCore {
             if let Some((seq, puts)) = j.pmi.pending_fence() {
                 ups.push(FromNode::Fence { job, seq, puts });
             }
+            // Before the exits: the other ranks' failures followed the abort.
+            if let Some(exit) = &j.aborted {
+                ups.push(FromNode::Aborted {
+                    job,
+                    run: j.run,
+                    exit: exit.clone(),
+                });
+            }
             for r in j.ranks.values() {
                 if let Some(exit) = &r.exit {
                     ups.push(FromNode::Exited {

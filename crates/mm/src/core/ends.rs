@@ -102,6 +102,30 @@ impl Core {
             }
             return;
         }
+        self.end_by_rank(now, i, node, exit, done);
+    }
+
+    /// A rank of a live job called `MPI_Abort`, heard before its exit: the job fails with the
+    /// abort now, so the exits that follow (the rank's own, and the other ranks' failures
+    /// when their connections to it die) find it ended and leave its cause alone.
+    pub(crate) fn rank_aborted(&mut self, now: Time, job: JobId, node: NodeId, exit: RankExit) {
+        let Some(i) = self.ledger.find(job) else {
+            return;
+        };
+        let s = &self.side[i];
+        if !s.ranks.contains_key(&exit.rank)
+            || s.requeue_why.is_some()
+            || !self.ledger.entry(i).is_live()
+        {
+            return;
+        }
+        self.end_by_rank(now, i, node, exit, false);
+    }
+
+    /// Ends live job `i` as `exit` of a rank on `node` says, if it says the job is over:
+    /// the rank failed, or it was the last (`done`) and every rank succeeded.
+    fn end_by_rank(&mut self, now: Time, i: Ix, node: NodeId, exit: RankExit, done: bool) {
+        let code = exit.code.unwrap_or(-1);
         // The failure names the rank and where it ran, so a user knows whose output to read.
         let on = self
             .nodes

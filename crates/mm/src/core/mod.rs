@@ -505,6 +505,13 @@ impl Core {
                         self.rank_exit(now, job, from, exit)
                     }
                 }
+                // A step's record takes its tasks' failures from their exits alone.
+                FromNode::Aborted { job, .. } if unit_step(job).is_some() => {}
+                FromNode::Aborted { job, run, exit } => {
+                    if self.run_of(job) == Some(run) {
+                        self.rank_aborted(now, job, from, exit)
+                    }
+                }
                 FromNode::Launched { job, run } => {
                     if self.run_of(job) == Some(run) {
                         self.pending.remove(&(job, from));

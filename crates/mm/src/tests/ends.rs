@@ -396,3 +396,97 @@ fn an_ended_job_is_forgotten_after_the_retention() {
     let effects = ask(&mut c, t(64), Request::Cancel(JobId(1)));
     assert!(!effects.iter().any(|e| matches!(e, Effect::PersistJob(_))));
 }
+
+/// An `MPI_Abort` heard before any exit fails the job with the aborting rank's code and
+/// words; the other ranks' failures that follow it (their own aborts when their connections
+/// to the aborting rank die, which may reach the machine manager before that rank's exit)
+/// and the rank's exit itself leave that cause alone.
+#[test]
+fn an_abort_notice_names_the_jobs_failure_and_later_aborts_and_exits_leave_it() {
+    let fcfs = crate::build_policy("fcfs", 2, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 2, 2);
+    submit(&mut c, t(1), 4); // ranks 0 and 1 on n0, 2 and 3 on n1
+    c.step(t(1));
+    let report = |c: &mut Core, node: u32, msg: FromNode| {
+        c.on(
+            t(2),
+            Input::FromNode {
+                from: NodeId(node),
+                msg,
+            },
+        );
+    };
+    let aborted = |rank: u32, code: i32, words: &str| RankExit {
+        oom: false,
+        rank,
+        code: Some(code),
+        error: Some(words.into()),
+    };
+    let rank1 = aborted(1, 7, "MPI_Abort with status 7: rank 1 gives up");
+    let rank2 = aborted(2, 15, "MPI_Abort with status 339332623");
+    report(
+        &mut c,
+        0,
+        FromNode::Aborted {
+            job: JobId(1),
+            run: 1,
+            exit: rank1.clone(),
+        },
+    );
+    // The peer's abort, then its exit, come in before rank 1's exit.
+    report(
+        &mut c,
+        1,
+        FromNode::Aborted {
+            job: JobId(1),
+            run: 1,
+            exit: rank2.clone(),
+        },
+    );
+    report(
+        &mut c,
+        1,
+        FromNode::Exited {
+            job: JobId(1),
+            run: 1,
+            exit: rank2,
+        },
+    );
+    let fx = c.step(t(2));
+    let killed = sent(&fx)
+        .into_iter()
+        .any(|m| matches!(m, ToNode::Switch { kill, .. } if kill.contains(&JobId(1))));
+    assert!(killed, "the other ranks are killed on the abort");
+    let want = (
+        JobState::Failed,
+        Some(7),
+        Some("rank 1 on node n0: MPI_Abort with status 7: rank 1 gives up".to_string()),
+    );
+    let j = state(&c, 1);
+    assert_eq!((j.state, j.record.exit_code, j.error), want);
+    // Rank 1's own exit and the rest change nothing.
+    report(
+        &mut c,
+        0,
+        FromNode::Exited {
+            job: JobId(1),
+            run: 1,
+            exit: rank1,
+        },
+    );
+    exit(&mut c, t(3), 1, 0, 137);
+    c.on(
+        t(3),
+        Input::FromNode {
+            from: NodeId(1),
+            msg: FromNode::Exited {
+                job: JobId(1),
+                run: 1,
+                exit: aborted(3, 15, "MPI_Abort with status 339332623"),
+            },
+        },
+    );
+    c.step(t(3));
+    let j = state(&c, 1);
+    assert_eq!((j.state, j.record.exit_code, j.error), want);
+}

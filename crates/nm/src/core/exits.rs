@@ -16,6 +16,39 @@ impl NmCore {
         exit
     }
 
+    /// Rank `rank` of `job` called `MPI_Abort` with status `code` and message `msg`: the
+    /// abort explains the rank's exit, and the machine manager hears of it now
+    /// ([`FromNode::Aborted`]), before the rank is killed or exits, since the other ranks'
+    /// failures follow only from that. `killed`: the node manager kills the rank (PMI-1),
+    /// whose status then tells only the signal, so its exit is recorded with `code`.
+    pub(crate) fn aborted(&mut self, job: JobId, rank: u32, code: i32, msg: &str, killed: bool) {
+        let Some(j) = self.jobs.get_mut(&job) else {
+            return;
+        };
+        let why = match msg {
+            "" => format!("MPI_Abort with status {code}"),
+            m => format!("MPI_Abort with status {code}: {m}"),
+        };
+        let note = ExitNote {
+            why: why.clone(),
+            code: killed.then_some(code),
+        };
+        j.notes.insert(rank, note);
+        let exit = RankExit {
+            rank,
+            code: Some(code),
+            error: Some(why.clone()),
+            oom: false,
+        };
+        // The first is the one repeated on rejoining the tree: a later abort here follows it.
+        j.aborted.get_or_insert_with(|| exit.clone());
+        let run = j.run;
+        self.log(Level::Warn, format!("job {job} rank {rank}: {why}"));
+        if matches!(self.phase, Phase::Running) {
+            self.up(FromNode::Aborted { job, run, exit });
+        }
+    }
+
     /// A rank's exit: recorded (and cut to the cap one last time); sent up when the node is
     /// registered. Kept until the machine manager forgets the job: reported again at the next
     /// registration and on joining the tree, so a report lost on the way (no parent yet, a

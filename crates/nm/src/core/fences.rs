@@ -37,29 +37,18 @@ impl NmCore {
 
     /// A rank's `PMI_Abort`. MPICH's client waits after it for the process manager to end the
     /// job (as Hydra does), so the node manager kills the rank, its exit recorded with the
-    /// rank's code and the abort as its reason; the machine manager then kills the other ranks,
-    /// as for any rank exiting non-zero.
+    /// rank's code and the abort as its reason; the machine manager hears of the abort before
+    /// the kill, and kills the other ranks.
     pub(super) fn pmi_abort(&mut self, job: JobId, rank: u32, code: i32, msg: &str) {
-        let Some(j) = self.jobs.get_mut(&job) else {
+        let Some(j) = self.jobs.get(&job) else {
             return;
-        };
-        let why = match msg {
-            "" => format!("MPI_Abort with status {code}"),
-            m => format!("MPI_Abort with status {code}: {m}"),
         };
         let pgid = j
             .ranks
             .get(&rank)
             .filter(|r| r.exit.is_none())
             .map_or(0, |r| r.pgid);
-        j.notes.insert(
-            rank,
-            ExitNote {
-                why: why.clone(),
-                code: Some(code),
-            },
-        );
-        self.log(Level::Warn, format!("job {job} rank {rank}: {why}"));
+        self.aborted(job, rank, code, msg, true);
         if pgid > 0 {
             self.push(Effect::Signal {
                 pgid,

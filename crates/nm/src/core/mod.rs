@@ -392,6 +392,9 @@ pub(super) struct NodeJob {
     pub(super) pmix: JobPmix,
     /// What its ranks' failed exits say beyond their status, by rank.
     pub(super) notes: BTreeMap<u32, ExitNote>,
+    /// The first `MPI_Abort` of its ranks here, as sent up ([`FromNode::Aborted`]): sent
+    /// again on joining the tree.
+    pub(super) aborted: Option<RankExit>,
     /// Which of its ranks reached an MPI server and which loaded MPI ([`super::worlds`]).
     pub(super) worlds: Worlds,
     /// Its processes are in a cgroup: its own, or for a step its allocation's (else they

@@ -364,6 +364,63 @@ fn pmi_fence_goes_up_once_every_local_rank_entered_and_its_answer_comes_down() {
     assert_eq!(ups(&fx).len(), 1, "only Joined");
 }
 
+/// The machine manager hears of a PMI-1 abort before the node manager kills the rank: the
+/// other ranks' own failures follow the kill, and must not name the job's failure.
+#[test]
+fn a_pmi_abort_goes_up_before_the_rank_is_killed() {
+    let mut n = Node::up("gs");
+    n.tree(ms(10), launch(1, 1, &[(0, 0), (1, 1)], false));
+    let fx = n.on(
+        ms(20),
+        Input::Pmi {
+            job: JobId(1),
+            rank: 1,
+            line: "cmd=abort exitcode=7 msg=gives_up".into(),
+        },
+    );
+    let want = RankExit {
+        rank: 1,
+        code: Some(7),
+        error: Some("MPI_Abort with status 7: gives_up".into()),
+        oom: false,
+    };
+    let notice = fx.iter().position(|e| {
+        matches!(e, Effect::Up(FromNode::Aborted { job: JobId(1), run: 1, exit }) if *exit == want)
+    });
+    let kill = fx
+        .iter()
+        .position(|e| matches!(e, Effect::Signal { sig, .. } if *sig == libc::SIGKILL));
+    assert!(
+        notice.zip(kill).is_some_and(|(a, k)| a < k),
+        "the abort goes up ({notice:?}) before the kill ({kill:?}): {fx:?}"
+    );
+    // Repeated on joining the tree again, before the exits.
+    n.on(
+        ms(21),
+        Input::Exited {
+            job: JobId(1),
+            launch: 1,
+            exit: exit(1, 128 + libc::SIGKILL),
+        },
+    );
+    let fx = n.on(
+        ms(30),
+        Input::Topology {
+            epoch: 2,
+            member: true,
+        },
+    );
+    let order: Vec<&str> = ups(&fx)
+        .iter()
+        .filter_map(|m| match m {
+            FromNode::Aborted { .. } => Some("aborted"),
+            FromNode::Exited { .. } => Some("exited"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["aborted", "exited"]);
+}
+
 #[test]
 fn a_pmi_abort_kills_the_rank_and_fails_the_job_with_its_code_and_the_abort() {
     let mut n = Node::up("gs");

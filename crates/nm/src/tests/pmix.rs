@@ -210,7 +210,27 @@ fn an_mpi_abort_fails_the_job_with_the_aborting_ranks_status_and_message() {
             message: "N/A".into(),
         },
     };
-    n.on(ms(30), said);
+    // It goes up as the helper reports it, before the rank (answered) exits: the other
+    // ranks fail only after that exit, and their failures must not name the job's.
+    let fx = n.on(ms(30), said);
+    let notices: Vec<(u32, RankExit)> = ups(&fx)
+        .into_iter()
+        .filter_map(|m| match m {
+            FromNode::Aborted {
+                job: JobId(5),
+                run,
+                exit,
+            } => Some((run, exit)),
+            _ => None,
+        })
+        .collect();
+    let notice = RankExit {
+        rank: 1,
+        code: Some(7),
+        error: Some("MPI_Abort with status 7: N/A".into()),
+        oom: false,
+    };
+    assert_eq!(notices, [(1, notice)]);
     let fx = n.on(
         ms(31),
         Input::Exited {

@@ -308,6 +308,18 @@ pub enum FromNode {
         run: u32,
         exit: RankExit,
     },
+    /// Rank `exit.rank` of run `run` of `job` called `MPI_Abort` (through PMI-1 or PMIx):
+    /// its exit as the job's record gives it (the rank's code, the abort as its error). Sent
+    /// the moment the node manager hears of the abort, before the rank is killed or exits,
+    /// since the failures of the other ranks (their connections to it die) only follow
+    /// that: the machine manager fails the job with the first abort it hears of. The rank's
+    /// own [`FromNode::Exited`] still follows once it is reaped. Repeated when the node
+    /// rejoins the tree, as exits are.
+    Aborted {
+        job: JobId,
+        run: u32,
+        exit: RankExit,
+    },
     /// The node is in the tree announced with `epoch` (it has a parent and heard the
     /// topology): sent on every topology it receives. Until the machine manager hears this
     /// after a registration, it sends the node nothing and the policy does not count it up.
