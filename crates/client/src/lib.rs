@@ -21,6 +21,8 @@
 //! cluster.down().unwrap();
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod bcast;
 pub mod bench;
 pub mod client;

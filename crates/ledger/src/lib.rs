@@ -28,6 +28,11 @@
 //! follows the policy (its contract is checked on it); only the accounting — start, run time,
 //! suspended time, time limits — follows the report.
 //!
+//! The ledger stays one file (its tests apart, in `tests.rs`): an [`Entry`]'s phase, hold
+//! and accounting fields are private so that only the ledger's transitions change them, and
+//! those transitions, the promise checks they run and the accounting they do read and write
+//! the same fields; a split would have to widen them to the crate and lose that guarantee.
+//!
 //! ```
 //! use cosched_core::{Dur, JobId, MachineShape, Outcome, PeSet, Time};
 //! use cosched_ledger::{Change, Ledger};
