@@ -56,7 +56,7 @@ fn only_the_owner_or_an_administrator_acts_on_a_job() {
             hold: false,
         }))
     };
-    // A claim to be someone else is refused to a user...
+    // A user who claims to be someone else is refused...
     match ask(&mut c, submit(Some(0)), alice) {
         Response::Error(e) => assert!(e.contains("permission denied"), "{e}"),
         r => panic!("alice submitted as root: {r:?}"),
