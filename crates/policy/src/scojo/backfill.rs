@@ -6,7 +6,8 @@ use std::cell::OnceCell;
 use cosched_core::{Dur, JobId, Time};
 
 use super::glomarc::{self, Cand, Primary, Variant};
-use super::{LONG, MEDIUM, SHORT, Scojo, Space, us};
+use super::vm::work_secs;
+use super::{LONG, MEDIUM, SHORT, Scojo, Space};
 use crate::Decision;
 use crate::profile::Profile;
 
@@ -26,7 +27,7 @@ impl Scojo {
         if free.is_empty() {
             return false;
         }
-        let left = (slice_end - now).as_secs_f64();
+        let left = slice_end - now;
         let other = if k == MEDIUM { LONG } else { MEDIUM };
         let guests: Vec<JobId> = if k == SHORT {
             Vec::new()
@@ -38,7 +39,7 @@ impl Scojo {
                 .copied()
                 .filter(|id| {
                     let s = &self.jobs[id].space;
-                    !self.held.contains(id) && s.secs <= left && s.nodes as usize <= free.len()
+                    !self.held.contains(id) && s.dur <= left && s.nodes as usize <= free.len()
                 })
                 .collect()
         };
@@ -78,11 +79,11 @@ impl Scojo {
         let v = self.vms[k].vnow(now);
         let mut releases: Vec<(Time, u32)> = self
             .node_releases_iter(k, v)
-            .map(|(_, end)| (us(end), 1))
+            .map(|(_, end)| (end, 1))
             .collect();
         releases.sort_unstable();
         let mut profile = Profile::default();
-        profile.rebuild(us(v), free.len() as u32, releases.into_iter());
+        profile.rebuild(v, free.len() as u32, releases.into_iter());
         let may_start = |(n, d): (u32, Dur), free: u32, profile: &Profile| {
             n <= free && profile.fits_at_start(n, d)
         };
@@ -90,7 +91,7 @@ impl Scojo {
         // (`reach`), and its answer for the same bounds and free nodes stands until a
         // reservation starts within that reach: most reservations of a long queue lie
         // further ahead, so the test is made again only when one does or the bounds change.
-        let start = us(v);
+        let start = v;
         let mut known: Option<((u32, Dur), u32, Dur)> = None;
         for (pos, id) in queue.into_iter().enumerate() {
             // The later jobs' reservations only matter to starts now, and those need a free
@@ -123,7 +124,7 @@ impl Scojo {
                 continue;
             };
             if grouping
-                && !(at <= us(v) && free.len() as u32 >= nodes)
+                && !(at <= v && free.len() as u32 >= nodes)
                 && let Some(m) = self.backfill_group(now, k, id, &profile, free.len())
             {
                 let ppn = self.group_ppn(&self.jobs[&id]);
@@ -136,7 +137,7 @@ impl Scojo {
             if known.is_some_and(|(_, _, reach)| at - start < reach) {
                 known = None;
             }
-            if at <= us(v) && free.len() as u32 >= nodes {
+            if at <= v && free.len() as u32 >= nodes {
                 let take: Vec<u32> = free.drain(..nodes as usize).collect();
                 let seats = self.ssp_seats(j, &take, ppn);
                 self.launch(now, k, id, seats, out);
@@ -159,7 +160,7 @@ impl Scojo {
             if free.len() < nodes as usize {
                 continue;
             }
-            if profile.reserve_at(us(v), dur, nodes) {
+            if profile.reserve_at(v, dur, nodes) {
                 let take: Vec<u32> = free.drain(..nodes as usize).collect();
                 let seats = self.ssp_seats(j, &take, ppn);
                 self.launch(now, k, id, seats, out);
@@ -214,7 +215,7 @@ impl Scojo {
             size: a.req.procs,
             ppn,
             nodes: a_nodes,
-            rem: a.req.estimate.as_secs_f64(),
+            rem: work_secs(a.left(v)),
         };
         let mut cands: Vec<(Cand, u32)> = Vec::new();
         for (pos, &w) in self.vms[k].queue.iter().enumerate() {
@@ -242,7 +243,7 @@ impl Scojo {
             if nodes as usize > free
                 || !profile
                     .clone()
-                    .reserve_at(us(v), Dur::from_secs_f64(dur), nodes)
+                    .reserve_at(v, Dur::from_secs_f64(dur), nodes)
             {
                 return false;
             }
