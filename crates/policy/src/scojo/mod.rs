@@ -194,6 +194,13 @@ impl Scojo {
         })
     }
 
+    /// Marks the VM whose queue holds job `id` as changed.
+    fn touch_queue_of(&mut self, id: JobId) {
+        if let Some(j) = self.jobs.get(&id) {
+            self.vms[j.kind].epoch += 1;
+        }
+    }
+
     fn kind_of(&self, est: Dur) -> usize {
         if est <= self.cfg.short_max {
             SHORT
@@ -262,11 +269,14 @@ impl Policy for Scojo {
                 self.fresh.push(id);
             }
             Event::Ended(id) => self.ended(id, now),
+            // A held job leaves its VM's plans and a released one comes back, not at the tail.
             Event::Held(id) => {
                 self.held.insert(id);
+                self.touch_queue_of(id);
             }
             Event::Released(id) => {
                 self.held.remove(&id);
+                self.touch_queue_of(id);
             }
             Event::Timer(_) => self.timer = None,
             Event::NodeDown(n) => {

@@ -327,3 +327,64 @@ fn wall_times_passing_whole_intervals_match_the_slice_by_slice_walk() {
     }
     assert_eq!(checked, 9 * 2 * 400);
 }
+
+/// A backfilling plan kept between decisions decides as a plan made afresh at each one: a
+/// random stream of submissions and ends on 8 quad-core nodes over several intervals, with
+/// every decision made twice from the same state, once with the kept plans and once without.
+#[test]
+fn a_kept_backfilling_plan_decides_as_a_fresh_one() {
+    let mut cfg = PolicyConfig::new(quad(8));
+    for (k, v) in [("short_max", 100), ("medium_max", 1000)] {
+        cfg.options.insert(k.into(), toml::Value::Integer(v));
+    }
+    let mut p = Scojo::new("scojo-pect", Variant::Ssp, &cfg).unwrap();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rand = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut running: Vec<JobId> = Vec::new();
+    let (mut next_id, mut now, mut reused) = (1, 0, 0);
+    for _ in 0..2000 {
+        now += 1 + rand(60) as i64;
+        let t = Time::from_secs(now);
+        if rand(3) == 0 {
+            let procs = 1 + rand(24) as u32;
+            let est = 20 + rand(2500) as i64;
+            submit(&mut p, next_id, now, procs, est);
+            next_id += 1;
+        }
+        if !running.is_empty() && rand(4) == 0 {
+            let id = running.swap_remove(rand(running.len() as u64) as usize);
+            p.observe(t, Event::Ended(id));
+        }
+        // Plans kept from an earlier clock of the same VM state, on free nodes: the
+        // pass places on them only what was added since.
+        reused += p
+            .vms
+            .iter()
+            .filter(|vm| {
+                vm.free_nodes().next().is_some()
+                    && vm
+                        .backfill
+                        .as_ref()
+                        .is_some_and(|b| b.epoch == vm.epoch && vm.vnow(t) > b.at)
+            })
+            .count();
+        let mut fresh = p.clone();
+        for vm in &mut fresh.vms {
+            vm.backfill = None;
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        p.decide(t, &mut a);
+        fresh.decide(t, &mut b);
+        assert_eq!(format!("{a:?}"), format!("{b:?}"), "at {now} s");
+        running.extend(a.iter().filter_map(|d| match d {
+            Decision::Start { job, .. } => Some(*job),
+            _ => None,
+        }));
+    }
+    assert!(reused > 100, "plans kept {reused} times");
+}

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cosched_core::multicore::mul;
 use cosched_core::{Dur, JobId, Milli, NodeId, PeSet, Time};
 
+use super::backfill::BackfillPlan;
 use super::{DOWN, FcfsPlan, Job, Scojo, Seat, Space};
 use crate::Decision;
 
@@ -25,6 +26,8 @@ pub(super) struct Vm {
     pub(super) epoch: u64,
     /// The FCFS forecast of the queue made last, as of `epoch`.
     pub(super) plan: Option<FcfsPlan>,
+    /// The backfilling plan made last, as of `epoch`.
+    pub(super) backfill: Option<BackfillPlan>,
 }
 
 /// Work is counted as the engine counts it: in thousandths of a microsecond at full speed,
@@ -82,6 +85,7 @@ impl Vm {
             alloc: BTreeSet::new(),
             epoch: 0,
             plan: None,
+            backfill: None,
         }
     }
     /// The VM clock at wall time `now`: the time its slice has been active.
