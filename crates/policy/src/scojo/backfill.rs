@@ -73,10 +73,10 @@ impl Scojo {
         let grouping = self.cfg.group_backfill && k != SHORT && self.cfg.variant != Variant::Ssp;
         let v = self.vms[k].vnow(now);
         let epoch = self.vms[k].epoch;
-        let kept = self.vms[k]
-            .backfill
-            .take()
-            .filter(|p| !grouping && p.epoch == epoch && (v == p.at || (v > p.at && v < p.next)));
+        let kept = self.vms[k].backfill.take().filter(|p| {
+            let moved_on = v > p.at && v < p.next;
+            !grouping && p.epoch == epoch && (v == p.at || moved_on)
+        });
         let from = kept.as_ref().map_or(0, |p| p.placed);
         let queue: Vec<JobId> = self.vms[k].queue[from..].to_vec();
         // A start needs its nodes free from now for its estimate: once no waiting job left
