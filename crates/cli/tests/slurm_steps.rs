@@ -32,6 +32,12 @@ impl Site {
         )
     }
 
+    /// `sacct -j ID -X -P -n --format=FORMAT`: the allocation's line alone.
+    fn sacct_alloc(&self, id: u64, format: &str) -> String {
+        let format = format!("--format={format}");
+        self.ok("sacct", &["-j", &id.to_string(), "-X", "-P", "-n", &format])
+    }
+
     /// Submits `script` with sbatch and waits for the job's end; its output file.
     fn run(&self, script: &str, secs: u64) -> (u64, String) {
         self.write("job.sh", script);
@@ -239,17 +245,7 @@ fn exclusive_gives_srun_and_submit_whole_nodes_and_steps_spread_as_the_tasks_ask
     let id = s.c.submit(&["--exclusive", "-n", "1", "--", "true"]);
     s.c.ended(id, 120);
     assert_eq!(
-        s.ok(
-            "sacct",
-            &[
-                "-j",
-                &id.to_string(),
-                "-X",
-                "-P",
-                "-n",
-                "--format=AllocCPUS,NNodes,State"
-            ]
-        ),
+        s.sacct_alloc(id, "AllocCPUS,NNodes,State"),
         "2|1|COMPLETED\n"
     );
     assert_eq!(s.sacct(id, "JobID,NTasks"), format!("{id}|\n{id}.0|1\n"));
@@ -697,20 +693,7 @@ fn partitions_constraints_and_exclusive_choose_a_jobs_nodes_and_unknown_ones_are
         120,
     );
     assert_eq!(lines_with(&out, "in"), ["in wide on n2 cpus 1"], "{out}");
-    assert_eq!(
-        s.ok(
-            "sacct",
-            &[
-                "-j",
-                &id.to_string(),
-                "-X",
-                "-P",
-                "-n",
-                "--format=Partition,NodeList"
-            ]
-        ),
-        "wide|n2\n"
-    );
+    assert_eq!(s.sacct_alloc(id, "Partition,NodeList"), "wide|n2\n");
     // A list of partitions: the union of their nodes, the job in the first listed one
     // whose nodes it got.
     let (id, out) = s.run(
@@ -722,20 +705,7 @@ fn partitions_constraints_and_exclusive_choose_a_jobs_nodes_and_unknown_ones_are
         ["in wide on n[0-2] cpus 1(x3)"],
         "{out}"
     );
-    assert_eq!(
-        s.ok(
-            "sacct",
-            &[
-                "-j",
-                &id.to_string(),
-                "-X",
-                "-P",
-                "-n",
-                "--format=Partition"
-            ]
-        ),
-        "wide\n"
-    );
+    assert_eq!(s.sacct_alloc(id, "Partition"), "wide\n");
     let (_, out) = s.run(
         &show.replace("#!/bin/sh\n", "#!/bin/sh\n#SBATCH -p batch,wide -w n1\n"),
         120,
