@@ -45,7 +45,8 @@ pub struct JobPlace<'a> {
 /// Where a job may run, as its options and the configuration say.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Restriction {
-    /// Its partition's name.
+    /// Its partition's name, or its list's names (`a,b`) without the partitions whose
+    /// limits it exceeds.
     pub partition: String,
     /// Whether it may use every node (then it needs no spread for this).
     pub whole: bool,
@@ -143,7 +144,7 @@ impl Partitions {
     }
 
     /// Where a job with these options may run, given the machine's nodes by name (`nodes`):
-    /// its partition, and whether `allowed` (which it fills) is every node. Refused, saying
+    /// its partition (or list), and whether `allowed` (which it fills) is every node. Refused, saying
     /// why, when the partition is unknown, a limit of it is exceeded (`time_limit`,
     /// `nodes_asked`), the constraint is malformed, no node of the partition has the
     /// features, or a node the job requires (`--nodelist`) is not among those it may use.
