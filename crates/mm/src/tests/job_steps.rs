@@ -465,3 +465,95 @@ fn a_cancelled_step_whose_tasks_all_exit_zero_is_completed_and_one_the_cancel_en
     )));
     assert_eq!(state(&c, 1).steps[0].state, JobState::Completed);
 }
+
+/// A task's `MPI_Abort`, heard before any exit, names the step's failure as it names a job's
+/// (the task, its node, the MPI's words, the abort's code) and kills the step's other tasks;
+/// the failures that follow (a peer's exit when its connection to the aborting task dies,
+/// the killed tasks' signals) leave that cause and code alone, and the allocation goes on.
+#[test]
+fn a_steps_first_abort_names_its_failure_and_code_whatever_exits_follow() {
+    let fcfs = crate::build_policy("fcfs", 2, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 2, 2);
+    let ask = |c: &mut Core, now: Time, req: u64, request: Request| {
+        let w = c.on(
+            now,
+            Input::Client {
+                req,
+                request,
+                caller: Caller::ROOT,
+            },
+        );
+        if w.is_some() {
+            c.on(
+                now,
+                Input::Written {
+                    req,
+                    result: Ok(()),
+                },
+            );
+        }
+        c.step(now)
+    };
+    ask(&mut c, t(1), 1, batch_submission(4));
+    let step = Request::Step(Box::new(StepRequest {
+        job: JobId(1),
+        name: "ring".into(),
+        cmd: vec!["ring".into()],
+        ntasks: Some(4),
+        ..StepRequest::default()
+    }));
+    ask(&mut c, t(2), 2, step);
+    let unit = step_unit(JobId(1), 0);
+    // Tasks 0 and 1 on n0, 2 and 3 on n1; task 1 aborts.
+    c.on(
+        t(3),
+        Input::FromNode {
+            from: NodeId(0),
+            msg: FromNode::Aborted {
+                job: unit,
+                run: 1,
+                exit: RankExit {
+                    rank: 1,
+                    code: Some(7),
+                    error: Some("MPI_Abort with status 7: task 1 gives up".into()),
+                    oom: false,
+                },
+            },
+        },
+    );
+    let fx = c.step(t(3));
+    let killed: Vec<NodeId> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send {
+                to,
+                msg: ToNode::Switch { kill, .. },
+            } if kill == &[unit] => Some(to.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(
+        killed,
+        [NodeId(0), NodeId(1)],
+        "the other tasks are killed: {fx:?}"
+    );
+    // Task 2's failure (its peer is gone) comes in before the aborting task's own exit.
+    step_exit(&mut c, t(4), unit, 1, 2, 15);
+    step_exit(&mut c, t(4), unit, 0, 1, 7);
+    step_exit(&mut c, t(4), unit, 0, 0, 137);
+    step_exit(&mut c, t(4), unit, 1, 3, 137);
+    c.step(t(4));
+    let s = &state(&c, 1).steps[0];
+    let want = (
+        JobState::Failed,
+        Some(7),
+        Some("task 1 on node n0: MPI_Abort with status 7: task 1 gives up"),
+    );
+    assert_eq!((s.state, s.exit_code, s.error.as_deref()), want);
+    assert_eq!(
+        state(&c, 1).state,
+        JobState::Running,
+        "the allocation goes on"
+    );
+}
