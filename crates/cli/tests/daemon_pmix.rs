@@ -233,6 +233,68 @@ fn mpi_comm_spawn_under_open_mpi_is_refused_in_the_ranks_own_output() {
     );
 }
 
+/// `MPI_Comm_accept` in one Open MPI job and `MPI_Comm_connect` in another, on another node,
+/// to the port the first published: the ports meet through the name service, and the
+/// `PMIx_Connect` that would join the two jobs is refused. Neither job hangs: every rank's
+/// call fails, the refusal in the server's words reaches every rank's error output (each
+/// node's helper tells its own ranks, not the other job's), and both jobs end.
+#[test]
+fn mpi_comm_connect_between_open_mpi_jobs_is_refused_in_every_ranks_output_and_never_hangs() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = scratch_dir("pmix", "connect");
+    let Some(check) = build(
+        tmp.path(),
+        "pmix_check",
+        include_str!("../../pmix/tests/mpi/pmix_check.c"),
+    ) else {
+        return;
+    };
+    let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "2", "--pes", "2"]);
+    let name = tmp.path().join("svc").display().to_string();
+    let prog = check.to_str().unwrap();
+    let mut jobs = Vec::new();
+    for (mode, node) in [("accept", "n0"), ("connect", "n1")] {
+        let args = [
+            "-n",
+            "2",
+            "-t",
+            "5m",
+            "--nodelist",
+            node,
+            prog,
+            mode,
+            "2",
+            &name,
+        ];
+        jobs.push((mode, c.submit(&args)));
+    }
+    for (mode, id) in jobs {
+        let j = c.ended(id, 180);
+        let call = if mode == "accept" {
+            "MPI_Comm_accept"
+        } else {
+            "MPI_Comm_connect"
+        };
+        for rank in 0..2 {
+            let out = output(&c, id, rank);
+            assert_eq!(j["state"].as_str(), Some("completed"), "{j}\n{out}");
+            assert!(
+                out.contains(&format!("{call} failed")),
+                "job {id} rank {rank}: {out}"
+            );
+            let err = errors(&c, id, rank);
+            let refusal = format!(
+                "cosched: rank {rank}: MPI_Comm_connect/accept / PMIx_Connect is not supported by cosched"
+            );
+            assert_eq!(
+                err.matches(&refusal).count(),
+                1,
+                "job {id} rank {rank}: the refusal reaches the rank's error output once: {err}"
+            );
+        }
+    }
+}
+
 /// `MPI_Publish_name` in one Open MPI job, `MPI_Lookup_name` in another on another node
 /// (through PMIx and the machine manager's name service), not found by another user's job,
 /// and gone with its job when left published.

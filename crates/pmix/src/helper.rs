@@ -18,7 +18,7 @@
 //! helper; [`run`] is the helper itself.
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::PathBuf;
@@ -188,15 +188,16 @@ pub fn run(link: std::os::unix::net::UnixStream) -> i32 {
     };
     let (tx, rx) = mpsc::channel();
     let started = start(&setup, tx.clone());
-    let server = match started {
+    let (server, local) = match started {
         Ok((server, envs)) => {
+            let local: BTreeSet<u32> = envs.iter().map(|(rank, _)| *rank).collect();
             if out
                 .write_all(FromHelper::Ready { envs }.line().as_bytes())
                 .is_err()
             {
                 return 2;
             }
-            server
+            (server, local)
         }
         Err(why) => {
             let _ = out.write_all(FromHelper::Failed { why: why.clone() }.line().as_bytes());
@@ -223,6 +224,8 @@ pub fn run(link: std::os::unix::net::UnixStream) -> i32 {
     });
     let mut h = Helper {
         alone: setup.nodes.len() <= 1,
+        nspace: setup.nspace.clone(),
+        local,
         out,
         fences: BTreeMap::new(),
         next_fence: 0,
@@ -347,6 +350,9 @@ fn start(s: &Setup, tx: mpsc::Sender<Msg>) -> Result<(Server, RankEnvs), String>
 struct Helper {
     /// The job has no other node: its fences complete here.
     alone: bool,
+    /// The job's namespace, and its ranks on this node.
+    nspace: String,
+    local: BTreeSet<u32>,
     out: std::os::unix::net::UnixStream,
     /// Fences sent to the node manager, by sequence number.
     fences: BTreeMap<u64, ModexReply>,
@@ -494,10 +500,17 @@ impl Helper {
                 let request = NameOp::Unpublish { names: keys };
                 self.ask_names(client.rank, request, NameReply::Op(reply))
             }
-            Event::Refused { client, request } => self.send(FromHelper::Refused {
-                rank: client.map(|c| c.rank),
-                explain: request.explain().to_string(),
-            }),
+            // Told to the ranks it serves: a refused collective lists other jobs' and other
+            // nodes' ranks too.
+            Event::Refused { client, request } => {
+                let ours = |c: &Proc| c.nspace == self.nspace && self.local.contains(&c.rank);
+                if client.as_ref().is_none_or(ours) {
+                    self.send(FromHelper::Refused {
+                        rank: client.map(|c| c.rank),
+                        explain: request.explain().to_string(),
+                    })
+                }
+            }
         }
     }
 }
