@@ -53,6 +53,13 @@ fn build(dir: &Path, name: &str, src: &str) -> Option<PathBuf> {
     Some(exe)
 }
 
+/// cosched-pmix's test program (`crates/pmix/tests/mpi/pmix_check.c`, one mode per test),
+/// built in `dir` as [`build`] does.
+fn build_check(dir: &Path) -> Option<PathBuf> {
+    let src = include_str!("../../pmix/tests/mpi/pmix_check.c");
+    build(dir, "pmix_check", src)
+}
+
 fn output(c: &Cluster, id: u64, rank: u32) -> String {
     c.ok(&["output", &id.to_string(), "--rank", &rank.to_string()])
 }
@@ -144,11 +151,7 @@ fn an_open_mpi_job_across_two_nodes_gets_its_peers_addresses_by_direct_modex() {
 fn mpi_abort_in_an_open_mpi_job_fails_it_naming_the_rank_and_status() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = scratch_dir("pmix", "abort");
-    let Some(check) = build(
-        tmp.path(),
-        "pmix_check",
-        include_str!("../../pmix/tests/mpi/pmix_check.c"),
-    ) else {
+    let Some(check) = build_check(tmp.path()) else {
         return;
     };
     let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "2", "--pes", "2"]);
@@ -211,11 +214,7 @@ fn an_open_mpi_job_whose_ranks_reach_no_server_is_reported_as_worlds_of_one() {
 fn mpi_comm_spawn_under_open_mpi_is_refused_in_the_ranks_own_output() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = scratch_dir("pmix", "spawn");
-    let Some(check) = build(
-        tmp.path(),
-        "pmix_check",
-        include_str!("../../pmix/tests/mpi/pmix_check.c"),
-    ) else {
+    let Some(check) = build_check(tmp.path()) else {
         return;
     };
     let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "1", "--pes", "2"]);
@@ -242,11 +241,7 @@ fn mpi_comm_spawn_under_open_mpi_is_refused_in_the_ranks_own_output() {
 fn mpi_comm_connect_between_open_mpi_jobs_is_refused_in_every_ranks_output_and_never_hangs() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = scratch_dir("pmix", "connect");
-    let Some(check) = build(
-        tmp.path(),
-        "pmix_check",
-        include_str!("../../pmix/tests/mpi/pmix_check.c"),
-    ) else {
+    let Some(check) = build_check(tmp.path()) else {
         return;
     };
     let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "2", "--pes", "2"]);

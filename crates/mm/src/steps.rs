@@ -375,19 +375,11 @@ impl Core {
         from: NodeId,
         exit: RankExit,
     ) {
-        let Some((id, k)) = unit_step(unit) else {
+        let Some((i, s)) = self.step_of(unit, run) else {
             return;
         };
-        let Some(i) = self.ledger.find(id) else {
-            return;
-        };
-        if self.side[i].run != run {
-            return;
-        }
         let on = self.node_name(from);
-        let Some(st) = self.side[i].steps.iter_mut().find(|s| s.id == k) else {
-            return;
-        };
+        let st = &mut self.side[i].steps[s];
         if st.state.is_final() && !awaiting_exits(st) {
             return;
         }
@@ -428,14 +420,7 @@ impl Core {
             st.end_us = Some(now.as_micros());
             self.send(nodes, ToNode::Forget { jobs: vec![unit] });
         } else if kill {
-            self.send(
-                nodes,
-                ToNode::Switch {
-                    stop: Vec::new(),
-                    cont: Vec::new(),
-                    kill: vec![unit],
-                },
-            );
+            self.kill_step(nodes, unit);
         }
         self.mark(i);
     }
@@ -446,16 +431,11 @@ impl Core {
     /// whatever exits follow; and the step's other tasks are killed, as `srun` ends a step
     /// one of whose tasks aborts. The allocation and its other steps go on.
     pub(super) fn step_aborted(&mut self, unit: JobId, run: u32, from: NodeId, exit: RankExit) {
-        let Some((id, k)) = unit_step(unit) else {
-            return;
-        };
-        let Some(i) = self.ledger.find(id).filter(|&i| self.side[i].run == run) else {
+        let Some((i, s)) = self.step_of(unit, run) else {
             return;
         };
         let on = self.node_name(from);
-        let Some(st) = self.side[i].steps.iter_mut().find(|s| s.id == k) else {
-            return;
-        };
+        let st = &mut self.side[i].steps[s];
         let running = st
             .ranks
             .get(exit.rank as usize)
@@ -467,15 +447,24 @@ impl Core {
         st.error = Some(task_failed(&exit, &on, words));
         st.exit_code = exit.code;
         let nodes = st.placement.iter().map(|p| p.node).collect();
-        self.send(
-            nodes,
-            ToNode::Switch {
-                stop: Vec::new(),
-                cont: Vec::new(),
-                kill: vec![unit],
-            },
-        );
+        self.kill_step(nodes, unit);
         self.mark(i);
+    }
+
+    /// The allocation and the place among its steps of step `unit`, of run `run`.
+    fn step_of(&self, unit: JobId, run: u32) -> Option<(Ix, usize)> {
+        let (id, k) = unit_step(unit)?;
+        let i = self.ledger.find(id).filter(|&i| self.side[i].run == run)?;
+        let s = self.side[i].steps.iter().position(|s| s.id == k)?;
+        Some((i, s))
+    }
+
+    /// Ends the tasks of step `unit` on `nodes` (SIGTERM, then SIGKILL); they still report
+    /// their exits.
+    fn kill_step(&mut self, nodes: Vec<NodeId>, unit: JobId) {
+        let kill = vec![unit];
+        let (stop, cont) = (Vec::new(), Vec::new());
+        self.send(nodes, ToNode::Switch { stop, cont, kill });
     }
 
     /// Whether step `unit` of run `run` of its job runs and has ranks on `node`.
@@ -538,14 +527,7 @@ impl Core {
         };
         cancelled(st, now, CANCELLED);
         let nodes = st.placement.iter().map(|p| p.node).collect();
-        self.send(
-            nodes,
-            ToNode::Switch {
-                stop: Vec::new(),
-                cont: Vec::new(),
-                kill: vec![step_unit(id, k)],
-            },
-        );
+        self.kill_step(nodes, step_unit(id, k));
         self.mark(i);
     }
 
