@@ -505,8 +505,9 @@ impl Core {
                         self.rank_exit(now, job, from, exit)
                     }
                 }
-                // A step's record takes its tasks' failures from their exits alone.
-                FromNode::Aborted { job, .. } if unit_step(job).is_some() => {}
+                FromNode::Aborted { job, run, exit } if unit_step(job).is_some() => {
+                    self.step_aborted(job, run, from, exit)
+                }
                 FromNode::Aborted { job, run, exit } => {
                     if self.run_of(job) == Some(run) {
                         self.rank_aborted(now, job, from, exit)

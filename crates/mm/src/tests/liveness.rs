@@ -355,6 +355,7 @@ fn a_requeued_job_starts_again_only_once_its_fenced_node_is_back_without_the_old
             code: None,
             error: None,
         }],
+        aborted: None,
     }];
     let reg = |jobs| Register {
         version: Version::ours(),
@@ -498,6 +499,7 @@ fn a_requeued_job_whose_fenced_node_never_returns_starts_again_down_after_later(
             code: None,
             error: None,
         }],
+        aborted: None,
     }];
     let reg = Register {
         version: Version::ours(),

@@ -41,6 +41,10 @@ pub struct HeldJob {
     /// Which run of the job (see [`Launch::run`]) the node holds.
     pub run: u32,
     pub ranks: Vec<RankExit>,
+    /// The first `MPI_Abort` of its ranks here ([`FromNode::Aborted`]'s exit), kept until the
+    /// job is forgotten: a machine manager that restarted since never heard the notice, and
+    /// takes it before the exits, as the notice came before them.
+    pub aborted: Option<RankExit>,
 }
 
 /// A rank of a job on a node: `code` is `None` while it runs.
