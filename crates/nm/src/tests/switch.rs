@@ -146,12 +146,9 @@ fn a_switch_whose_outgoing_job_ends_thaws_the_incoming_one() {
 
 /// The run states sent up for the accounting, as (job, runs).
 fn runs_reports(fx: &[Effect]) -> Vec<(u64, bool)> {
-    ups(fx)
+    run_changes(fx)
         .into_iter()
-        .filter_map(|m| match m {
-            FromNode::Runs { job, runs, .. } => Some((job.0, runs)),
-            _ => None,
-        })
+        .map(|c| (c.job.0, c.runs))
         .collect()
 }
 
