@@ -455,10 +455,11 @@ pub struct SwitchTiming {
     /// How long before then the outgoing freezes were written (0: at that instant).
     #[serde(default)]
     pub lead_us: u32,
-    /// From then until every outgoing job read frozen (`None`: not before the thaw).
-    pub frozen_us: Option<u32>,
-    /// From then until the incoming jobs were thawed.
-    pub thawed_us: u32,
+    /// From then until every outgoing job read frozen (`None`: not before the thaw;
+    /// negative: before the instant, as a rotation's switch lands when placed by its lead).
+    pub frozen_us: Option<i32>,
+    /// From then until the incoming jobs were thawed (negative: before the instant).
+    pub thawed_us: i32,
     /// The jobs it stopped and those it continued.
     #[serde(default)]
     pub outgoing: Vec<JobId>,
