@@ -371,7 +371,7 @@ fn reported_run_state_drives_the_accounting_not_the_phase() {
     assert_eq!((r.start, r.end), (Some(s(1)), Some(s(8))));
     assert_eq!(r.suspended, Dur::from_secs(2));
     assert_eq!(l.entry(1).ran(s(20)), Dur::from_secs(5));
-    // A job without reports is accounted from the policy as before: suspended since 2.
+    // A job without reports is accounted from the policy's decisions: suspended since 2.
     l.end(0, s(8), Outcome::Completed, Some(0));
     assert_eq!(l.record(0).suspended, Dur::from_secs(6));
     // A report about an ended job changes nothing.
