@@ -356,7 +356,7 @@ fn reported_run_state_drives_the_accounting_not_the_phase() {
     assert_eq!(l.entry(1).phase(), Phase::Stopped);
     assert_eq!(l.entry(1).running_since(), Some(s(1)));
     assert_eq!(l.limit_reached_at(1, Dur::from_secs(10)), Some(s(11)));
-    // The policy's switches no longer move its accounting...
+    // Once the node reports runs, the policy's switches do not move its accounting...
     l.apply(s(2), Decision::Suspend { job: JobId(1) }).unwrap();
     l.apply(s(2), Decision::Resume { job: JobId(2) }).unwrap();
     l.apply(s(4), Decision::Suspend { job: JobId(2) }).unwrap();
