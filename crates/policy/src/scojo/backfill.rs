@@ -6,9 +6,36 @@ use std::cell::OnceCell;
 use cosched_core::{Dur, JobId, Time};
 
 use super::glomarc::{self, Cand, Primary, Variant};
-use super::{LONG, MEDIUM, SHORT, Scojo, Space, us};
+use super::vm::work_secs;
+use super::{LONG, MEDIUM, SHORT, Scojo, Space};
 use crate::Decision;
 use crate::profile::Profile;
+
+/// A VM's backfilling plan kept between passes: the profile of whole nodes once the
+/// waiting jobs of its queue up to `placed` (held ones aside) have reserved their earliest
+/// fit and the jobs whose fit was now have started, as of VM clock `at` and the VM's
+/// `epoch`. A pass that stops early (no job left could start now) leaves the rest of the
+/// queue to the next pass, which goes on from there.
+///
+/// A fresh pass at a later clock `v`, on the same state, makes the same plan, moved on to
+/// `v`, as long as no node is released and no reservation starts in between (`next`, the
+/// first of either after `at`): every fit it finds was found from `at` already, and
+/// nothing starts. A job added at the queue's tail (which does not change the epoch) is
+/// placed last in either. A start the pass itself makes leaves the plan valid when the
+/// job's expected end is where its reservation ends: a fresh plan then has it as a release
+/// of the same nodes at the same time, and each waiting job finds the same fit, since the
+/// jobs started after it in the pass fitted beside it. Anything else that changes the VM (a
+/// start elsewhere, an end, a group, a job held, released or leaving the queue, a node
+/// down or up) moves the epoch, and the next pass makes the plan afresh.
+#[derive(Clone, Debug)]
+pub(super) struct BackfillPlan {
+    pub(super) epoch: u64,
+    pub(super) at: Time,
+    profile: Profile,
+    /// Jobs of the queue, from its head, that it has placed.
+    placed: usize,
+    pub(super) next: Time,
+}
 
 impl Scojo {
     /// Conservative backfilling in VM `k`, then short jobs into its slice.
@@ -22,11 +49,12 @@ impl Scojo {
     ) -> bool {
         let mut free: Vec<u32> = self.vms[k].free_nodes().collect();
         // Every start below (alone, in a group, or as a guest) takes at least one free node
-        // now: with none there is nothing to decide, and the profile need not be built.
+        // now: with none there is nothing to decide, and the profile need not be built (a
+        // kept plan stays as it is).
         if free.is_empty() {
             return false;
         }
-        let left = (slice_end - now).as_secs_f64();
+        let left = slice_end - now;
         let other = if k == MEDIUM { LONG } else { MEDIUM };
         let guests: Vec<JobId> = if k == SHORT {
             Vec::new()
@@ -38,18 +66,26 @@ impl Scojo {
                 .copied()
                 .filter(|id| {
                     let s = &self.jobs[id].space;
-                    !self.held.contains(id) && s.secs <= left && s.nodes as usize <= free.len()
+                    !self.held.contains(id) && s.dur <= left && s.nodes as usize <= free.len()
                 })
                 .collect()
         };
+        let grouping = self.cfg.group_backfill && k != SHORT && self.cfg.variant != Variant::Ssp;
+        let v = self.vms[k].vnow(now);
+        let epoch = self.vms[k].epoch;
+        let kept = self.vms[k].backfill.take().filter(|p| {
+            let moved_on = v > p.at && v < p.next;
+            !grouping && p.epoch == epoch && (v == p.at || moved_on)
+        });
+        let from = kept.as_ref().map_or(0, |p| p.placed);
+        let queue: Vec<JobId> = self.vms[k].queue[from..].to_vec();
         // A start needs its nodes free from now for its estimate: once no waiting job left
         // in the queue and no guest can have that, no later reservation can change what
         // starts now. Every job left needs at least the fewest nodes and the shortest
         // estimate among them, and reservations only take free nodes away, so the test is
         // made on those two bounds. Grouping while backfilling starts jobs on fewer nodes
-        // than space sharing, so it walks the whole queue.
-        let grouping = self.cfg.group_backfill && k != SHORT && self.cfg.variant != Variant::Ssp;
-        let queue: Vec<JobId> = self.vms[k].queue.clone();
+        // than space sharing, so it walks the whole queue. A kept plan goes on from the
+        // first job it has not placed.
         let mut later = vec![(u32::MAX, Dur::MAX); queue.len() + 1];
         for (i, id) in queue.iter().enumerate().rev() {
             let (n, d) = if self.held.contains(id) || grouping {
@@ -73,16 +109,33 @@ impl Scojo {
         // no job can start now, whatever the profile holds, so it is not built.
         let free_now = free.len() as u32;
         if later[0].0 > free_now && guest.0 > free_now {
+            self.vms[k].backfill = kept;
             return false;
         }
-        let v = self.vms[k].vnow(now);
-        let mut releases: Vec<(Time, u32)> = self
-            .node_releases_iter(k, v)
-            .map(|(_, end)| (us(end), 1))
-            .collect();
-        releases.sort_unstable();
-        let mut profile = Profile::default();
-        profile.rebuild(us(v), free.len() as u32, releases.into_iter());
+        let (mut profile, mut next) = match kept {
+            Some(mut p) => {
+                p.profile.advance(v);
+                (p.profile, p.next)
+            }
+            None => {
+                let mut releases: Vec<(Time, u32)> = self
+                    .node_releases_iter(k, v)
+                    .map(|(_, end)| (end, 1))
+                    .collect();
+                releases.sort_unstable();
+                let next = releases
+                    .iter()
+                    .map(|&(t, _)| t)
+                    .find(|&t| t > v)
+                    .unwrap_or(Time::MAX);
+                let mut profile = Profile::default();
+                profile.rebuild(v, free.len() as u32, releases.into_iter());
+                (profile, next)
+            }
+        };
+        // Whether the plan, once every job has its place, is the one a fresh pass would make
+        // from the new state: each start's expected end must be where its reservation ends.
+        let mut keep = !grouping;
         let may_start = |(n, d): (u32, Dur), free: u32, profile: &Profile| {
             n <= free && profile.fits_at_start(n, d)
         };
@@ -90,20 +143,21 @@ impl Scojo {
         // (`reach`), and its answer for the same bounds and free nodes stands until a
         // reservation starts within that reach: most reservations of a long queue lie
         // further ahead, so the test is made again only when one does or the bounds change.
-        let start = us(v);
+        let start = v;
         let mut known: Option<((u32, Dur), u32, Dur)> = None;
+        // Jobs of the pass's queue placed (or passed over, held) and started.
+        let (mut done, mut started) = (queue.len(), 0);
         for (pos, id) in queue.into_iter().enumerate() {
-            // The later jobs' reservations only matter to starts now, and those need a free
-            // node.
-            if free.is_empty() {
-                return false;
-            }
             let free_now = free.len() as u32;
             if known.is_none_or(|(b, f, _)| b != later[pos] || f != free_now) {
-                if !may_start(later[pos], free_now, &profile)
-                    && !may_start(guest, free_now, &profile)
+                // The later jobs' reservations only matter to starts now, and those need a
+                // free node.
+                if free.is_empty()
+                    || !may_start(later[pos], free_now, &profile)
+                        && !may_start(guest, free_now, &profile)
                 {
-                    return false;
+                    done = pos;
+                    break;
                 }
                 let reach = [later[pos], guest]
                     .iter()
@@ -123,7 +177,7 @@ impl Scojo {
                 continue;
             };
             if grouping
-                && !(at <= us(v) && free.len() as u32 >= nodes)
+                && !(at <= v && free.len() as u32 >= nodes)
                 && let Some(m) = self.backfill_group(now, k, id, &profile, free.len())
             {
                 let ppn = self.group_ppn(&self.jobs[&id]);
@@ -136,10 +190,13 @@ impl Scojo {
             if known.is_some_and(|(_, _, reach)| at - start < reach) {
                 known = None;
             }
-            if at <= us(v) && free.len() as u32 >= nodes {
+            if at <= v && free.len() as u32 >= nodes {
                 let take: Vec<u32> = free.drain(..nodes as usize).collect();
-                let seats = self.ssp_seats(j, &take, ppn);
-                self.launch(now, k, id, seats, out);
+                keep &= self.start_planned(now, k, id, &take, ppn, v, dur, out);
+                next = next.min(v + dur);
+                started += 1;
+            } else {
+                next = next.min(at);
             }
         }
         // Non-type slice backfilling (seed 001, §4.8): waiting jobs of another type may run
@@ -150,22 +207,58 @@ impl Scojo {
         // early cannot delay a job of their own type: it only frees that VM's profile.
         // Short jobs first (their slice is the rarest), then the other of medium and long.
         // Preempted jobs are not backfilled: they keep their cores in their own VM. (The
-        // short slice takes no guests: `guests` is empty there.)
+        // short slice takes no guests: `guests` is empty there.) When the pass stopped
+        // early, no guest can start either.
+        let guests = if done < later.len() - 1 {
+            Vec::new()
+        } else {
+            guests
+        };
         for id in guests {
-            let j = &self.jobs[&id];
             let Space {
                 ppn, nodes, dur, ..
-            } = j.space;
+            } = self.jobs[&id].space;
             if free.len() < nodes as usize {
                 continue;
             }
-            if profile.reserve_at(us(v), dur, nodes) {
+            if profile.reserve_at(v, dur, nodes) {
                 let take: Vec<u32> = free.drain(..nodes as usize).collect();
-                let seats = self.ssp_seats(j, &take, ppn);
-                self.launch(now, k, id, seats, out);
+                keep &= self.start_planned(now, k, id, &take, ppn, v, dur, out);
+                next = next.min(v + dur);
             }
         }
+        if keep {
+            let vm = &mut self.vms[k];
+            vm.backfill = Some(BackfillPlan {
+                epoch: vm.epoch,
+                at: v,
+                profile,
+                placed: from + done - started,
+                next,
+            });
+        }
         false
+    }
+
+    /// Starts job `id` on whole free nodes `take` of VM `k` where the backfilling plan
+    /// reserved it `dur` from VM time `v`. Returns whether its expected end is where that
+    /// reservation ends, as a plan made afresh would have it (a job whose slowdown on a node
+    /// it fills less is higher, or of no length, is not).
+    #[allow(clippy::too_many_arguments)]
+    fn start_planned(
+        &mut self,
+        now: Time,
+        k: usize,
+        id: JobId,
+        take: &[u32],
+        ppn: u32,
+        v: Time,
+        dur: Dur,
+        out: &mut Vec<Decision>,
+    ) -> bool {
+        let seats = self.ssp_seats(&self.jobs[&id], take, ppn);
+        self.launch(now, k, id, seats, out);
+        dur > Dur::ZERO && self.expected_end(&self.jobs[&id], v) == v + dur
     }
 
     pub(super) fn schedule(&mut self, now: Time, out: &mut Vec<Decision>) {
@@ -214,7 +307,7 @@ impl Scojo {
             size: a.req.procs,
             ppn,
             nodes: a_nodes,
-            rem: a.req.estimate.as_secs_f64(),
+            rem: work_secs(a.left(v)),
         };
         let mut cands: Vec<(Cand, u32)> = Vec::new();
         for (pos, &w) in self.vms[k].queue.iter().enumerate() {
@@ -242,7 +335,7 @@ impl Scojo {
             if nodes as usize > free
                 || !profile
                     .clone()
-                    .reserve_at(us(v), Dur::from_secs_f64(dur), nodes)
+                    .reserve_at(v, Dur::from_secs_f64(dur), nodes)
             {
                 return false;
             }

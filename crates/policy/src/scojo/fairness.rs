@@ -4,28 +4,29 @@
 use std::cell::OnceCell;
 use std::collections::BTreeSet;
 
-use cosched_core::{Dur, JobId, Time};
+use cosched_core::{Dur, JobId, Milli, Time};
 
 use super::glomarc::Cand;
-use super::{DOWN, Job, Scojo, Space, us};
+use super::vm::{milli, run_for};
+use super::{DOWN, Scojo, Space};
 use crate::profile::Profile;
 
 /// What the fairness check of one search reads of a VM ([`Scojo::fair_base`]): the VM
-/// clock (s), when each occupied node that is up is released (VM time, s), the free nodes,
+/// clock, when each occupied node that is up is released (VM time), the free nodes,
 /// the profile of whole nodes these make, and the waiting jobs it places (queue order, held
 /// jobs left out) with their nodes and estimates under space sharing.
 pub(super) struct FairBase {
-    pub(super) v: f64,
-    pub(super) rel: Vec<(u32, f64)>,
+    pub(super) v: Time,
+    pub(super) rel: Vec<(u32, Time)>,
     pub(super) free: u32,
     pub(super) profile: Profile,
     pub(super) waiting: Vec<(JobId, u32, Dur)>,
 }
 
 impl Scojo {
-    /// When each node of VM `k` is next wholly free (VM time, s), for the occupied nodes
-    /// that are up, and the free nodes.
-    pub(super) fn node_releases(&self, k: usize, v: f64) -> (Vec<(u32, f64)>, Vec<u32>) {
+    /// When each node of VM `k` is next wholly free (VM time), for the occupied nodes that
+    /// are up, and the free nodes.
+    pub(super) fn node_releases(&self, k: usize, v: Time) -> (Vec<(u32, Time)>, Vec<u32>) {
         (
             self.node_releases_iter(k, v).collect(),
             self.vms[k].free_nodes().collect(),
@@ -36,8 +37,8 @@ impl Scojo {
     pub(super) fn node_releases_iter(
         &self,
         k: usize,
-        v: f64,
-    ) -> impl Iterator<Item = (u32, f64)> + '_ {
+        v: Time,
+    ) -> impl Iterator<Item = (u32, Time)> + '_ {
         self.vms[k]
             .lanes
             .iter()
@@ -49,7 +50,7 @@ impl Scojo {
                     .flatten()
                     .filter_map(|id| self.jobs.get(id))
                     .map(|j| self.expected_end(j, v))
-                    .fold(v, f64::max);
+                    .fold(v, Time::max);
                 (n as u32, end)
             })
     }
@@ -60,7 +61,7 @@ impl Scojo {
         let v = self.vms[k].vnow(now);
         let (rel, free) = self.node_releases(k, v);
         let mut profile = Profile::default();
-        profile.rebuild(us(v), free.len() as u32, Self::release_steps(&rel));
+        profile.rebuild(v, free.len() as u32, Self::release_steps(&rel));
         let waiting = self.vms[k]
             .queue
             .iter()
@@ -79,9 +80,9 @@ impl Scojo {
         }
     }
 
-    /// Node releases (VM time, s) as the steps of a profile of whole nodes, in time order.
-    pub(super) fn release_steps(rel: &[(u32, f64)]) -> std::vec::IntoIter<(Time, u32)> {
-        let mut steps: Vec<(Time, u32)> = rel.iter().map(|&(_, e)| (us(e), 1)).collect();
+    /// Node releases (VM time) as the steps of a profile of whole nodes, in time order.
+    pub(super) fn release_steps(rel: &[(u32, Time)]) -> std::vec::IntoIter<(Time, u32)> {
+        let mut steps: Vec<(Time, u32)> = rel.iter().map(|&(_, e)| (e, 1)).collect();
         steps.sort_unstable();
         steps.into_iter()
     }
@@ -126,12 +127,12 @@ impl Scojo {
         let a_self = self.self_sl(a, primary.1.min(a.req.procs));
         let sl_a = matched
             .iter()
-            .map(|(c, _)| c.sl_prim)
-            .fold(f64::from(a_self) / 1000.0, f64::max);
+            .map(|(c, _)| milli(c.sl_prim))
+            .fold(a_self, Milli::max);
         let mut worst = self.predicted_response(a, k, sl_a, now) / (self.cfg.f_slack * a.r_est);
         for (c, _) in matched {
             let j = &self.jobs[&c.id];
-            let r = self.predicted_response(j, k, c.sl, now) / (self.cfg.f_slack * j.r_est);
+            let r = self.predicted_response(j, k, milli(c.sl), now) / (self.cfg.f_slack * j.r_est);
             worst = worst.max(r);
         }
         if !self.cfg.fair_others || worst > stop_above {
@@ -140,16 +141,9 @@ impl Scojo {
         let base = base.get_or_init(|| self.fair_base(k, now));
         let v = base.v;
         // The group's end: its last member's expected end at its slowdown in the group.
-        let rem = |j: &Job| {
-            if j.allocated {
-                (j.rem - (v - j.mark) / j.sl).max(0.0)
-            } else {
-                j.req.estimate.as_secs_f64()
-            }
-        };
-        let mut end = v + rem(a) * sl_a;
+        let mut end = v + run_for(a.left(v), sl_a);
         for (c, _) in matched {
-            end = end.max(v + rem(&self.jobs[&c.id]) * c.sl);
+            end = end.max(v + run_for(self.jobs[&c.id].left(v), milli(c.sl)));
         }
         // Nodes it touches: its running members' nodes, and the free nodes it takes (as
         // `place_group` does).
@@ -187,7 +181,7 @@ impl Scojo {
             own + waiting_matched_nodes.saturating_sub(a_nodes)
         };
         let taken = taken.min(base.free);
-        let after_rel: Vec<(u32, f64)> = base
+        let after_rel: Vec<(u32, Time)> = base
             .rel
             .iter()
             .map(|&(n, e)| (n, if touched.contains(&n) { e.max(end) } else { e }))
@@ -195,8 +189,7 @@ impl Scojo {
             .collect();
         let mut before = base.profile.clone();
         let mut after = Profile::default();
-        after.rebuild(us(v), base.free - taken, Self::release_steps(&after_rel));
-        let secs = |t: Time| t.as_micros() as f64 / 1e6;
+        after.rebuild(v, base.free - taken, Self::release_steps(&after_rel));
         for &(id, nodes, dur) in &base.waiting {
             if members.contains(&id) {
                 continue;
@@ -204,21 +197,18 @@ impl Scojo {
             let t0 = match before.earliest(nodes, dur) {
                 Some((at, i)) => {
                     before.reserve(i, dur, nodes);
-                    secs(at)
+                    at
                 }
-                None => f64::INFINITY,
+                None => Time::MAX,
             };
             let Some((at, i)) = after.earliest(nodes, dur) else {
                 continue;
             };
             after.reserve(i, dur, nodes);
-            let t1 = secs(at);
-            // Delayed by the group (a second's tolerance for rounding).
-            if t1 > t0 + 1.0 {
+            // Delayed by the group (a second's tolerance).
+            if at > t0 + Dur::from_secs(1) {
                 let j = &self.jobs[&id];
-                let sl = j.space.sl;
-                let r = self.wall_at(k, t1 + j.req.estimate.as_secs_f64() * sl, now)
-                    - j.req.submit.as_secs_f64();
+                let r = (self.wall_at(k, at + dur, now) - j.req.submit).as_secs_f64();
                 worst = worst.max(r / (self.cfg.f_slack * j.r_est));
                 if worst > stop_above {
                     return worst;

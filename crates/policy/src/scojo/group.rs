@@ -7,6 +7,7 @@ use cosched_core::multicore::mul;
 use cosched_core::{JobId, Milli, Time};
 
 use super::glomarc::{self, Cand, Params, Primary};
+use super::vm::{run_for, work_secs};
 use super::{Job, Scojo, Seat, SlSelf, Space, Unformed};
 use crate::Decision;
 
@@ -21,26 +22,26 @@ pub(super) struct Waiting {
 }
 
 impl Scojo {
-    /// The response time (s, from submission) a job would see running `work` more seconds at
-    /// slowdown `sl` in VM `k` from now.
-    pub(super) fn predicted_response(&self, j: &Job, k: usize, sl: f64, now: Time) -> f64 {
+    /// The response time (s, from submission) a job would see running the rest of its
+    /// estimate at slowdown `sl` in VM `k` from now.
+    pub(super) fn predicted_response(&self, j: &Job, k: usize, sl: Milli, now: Time) -> f64 {
         let v = self.vms[k].vnow(now);
-        let rem = if j.allocated {
-            j.rem - (v - j.mark) / j.sl
-        } else {
-            j.req.estimate.as_secs_f64()
-        };
-        self.wall_at(k, v + rem.max(0.0) * sl, now) - j.req.submit.as_secs_f64()
+        let end = self.wall_at(k, v + run_for(j.left(v), sl), now);
+        (end - j.req.submit).as_secs_f64()
     }
 
     /// A candidate matched job `c` (placed at `ppn` per node) beside primary `a`.
-    pub(super) fn cand(&self, a: &Job, a_self: Milli, c: &Job, ppn: u32, key: f64, v: f64) -> Cand {
+    pub(super) fn cand(
+        &self,
+        a: &Job,
+        a_self: Milli,
+        c: &Job,
+        ppn: u32,
+        key: f64,
+        v: Time,
+    ) -> Cand {
         let c_self = self.self_sl(c, ppn.min(c.req.procs));
-        let rem = if c.allocated {
-            c.rem - (v - c.mark) / c.sl
-        } else {
-            c.req.estimate.as_secs_f64()
-        };
+        let rem = work_secs(c.left(v));
         let cos = self.model.cos(c.req.id, a.req.id);
         let cos_prim = self.model.cos(a.req.id, c.req.id);
         let with_self = f64::from(mul(c_self, cos)) / 1000.0;
@@ -55,7 +56,7 @@ impl Scojo {
             id: c.req.id,
             size: c.req.procs,
             nodes: c.req.procs.div_ceil(ppn),
-            rem: rem.max(0.0),
+            rem,
             sl,
             sl_prim,
             pre_sl,
@@ -143,7 +144,7 @@ impl Scojo {
             ..
         } = head.space;
         let ssp_gain = if nodes_s <= free.len() as u32 {
-            f64::from(ppn_s.min(head.req.procs)) / sl_s - 1.0
+            f64::from(ppn_s.min(head.req.procs)) / (f64::from(sl_s) / 1000.0) - 1.0
         } else {
             f64::NEG_INFINITY
         };
@@ -220,16 +221,11 @@ impl Scojo {
                 continue;
             }
             let a_self = self.self_sl(a, a_ppn.min(a.req.procs));
-            let a_rem = if a.allocated {
-                a.rem - (v - a.mark) / a.sl
-            } else {
-                a.req.estimate.as_secs_f64()
-            };
             let prim = Primary {
                 size: a.req.procs,
                 ppn: a_ppn,
                 nodes: a_nodes,
-                rem: a_rem.max(0.0),
+                rem: work_secs(a.left(v)),
             };
             let exceed =
                 (f64::from(spare) / f64::from(a_nodes.max(1))).min(self.cfg.matched_exceed_prim);

@@ -82,11 +82,6 @@ use stats::{Stats, Unformed};
 use timeline::{Slice, Slices};
 use vm::Vm;
 
-/// A VM time (s) as a time, to the microsecond (plans and profiles are made in these).
-fn us(s: f64) -> Time {
-    Time::from_micros((s * 1e6).round() as i64)
-}
-
 /// Marks both lanes of a node that is down, in every VM.
 const DOWN: JobId = JobId(u64::MAX);
 
@@ -104,9 +99,8 @@ struct Space {
     /// Whole nodes it takes.
     nodes: u32,
     /// Its self-slowdown at that PPN.
-    sl: f64,
-    /// Its estimate at that slowdown (s, and as a duration).
-    secs: f64,
+    sl: Milli,
+    /// Its estimate at that slowdown.
     dur: Dur,
 }
 
@@ -132,11 +126,12 @@ struct Job {
     space: Space,
     allocated: bool,
     seats: Vec<Seat>,
-    /// Estimated work left at full speed (s), as of VM time `mark`.
-    rem: f64,
-    mark: f64,
+    /// Estimated work done (thousandths of a microsecond at full speed), as of VM time
+    /// `mark`.
+    done: u64,
+    mark: Time,
     /// Slowdown now (estimated by the policy from the same model as the engine's).
-    sl: f64,
+    sl: Milli,
     /// Estimated FCFS response time (s), for the fairness check.
     r_est: f64,
     group: Option<u64>,
@@ -199,6 +194,13 @@ impl Scojo {
         })
     }
 
+    /// Marks the VM whose queue holds job `id` as changed.
+    fn touch_queue_of(&mut self, id: JobId) {
+        if let Some(j) = self.jobs.get(&id) {
+            self.vms[j.kind].epoch += 1;
+        }
+    }
+
     fn kind_of(&self, est: Dur) -> usize {
         if est <= self.cfg.short_max {
             SHORT
@@ -244,9 +246,9 @@ impl Policy for Scojo {
                     vm: kind,
                     allocated: false,
                     seats: Vec::new(),
-                    rem: 0.0,
-                    mark: 0.0,
-                    sl: 1.0,
+                    done: 0,
+                    mark: Time::ZERO,
+                    sl: 1000,
                     r_est: f64::INFINITY,
                     group: None,
                     primary: false,
@@ -267,11 +269,14 @@ impl Policy for Scojo {
                 self.fresh.push(id);
             }
             Event::Ended(id) => self.ended(id, now),
+            // A held job leaves its VM's plans and a released one comes back, not at the tail.
             Event::Held(id) => {
                 self.held.insert(id);
+                self.touch_queue_of(id);
             }
             Event::Released(id) => {
                 self.held.remove(&id);
+                self.touch_queue_of(id);
             }
             Event::Timer(_) => self.timer = None,
             Event::NodeDown(n) => {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use cosched_core::{Dur, JobId, MachineShape, NodeId, PeSet, Time};
 
-use super::{SHORT, Scojo, Space, Vm, us};
+use super::{SHORT, Scojo, Space, Vm};
 use crate::forecast::{LiveJob, LiveState, SharedForecaster, Snapshot};
 use crate::{JobRequest, PolicyConfig};
 
@@ -74,12 +74,10 @@ impl Scojo {
     pub(super) fn estimate_response(&mut self, id: JobId, now: Time) -> f64 {
         let j = &self.jobs[&id];
         let k = j.kind;
-        let est = j.req.estimate.as_secs_f64();
         if k == SHORT {
-            return est.max(1.0);
+            return j.req.estimate.as_secs_f64().max(1.0);
         }
-        let sl_j = j.space.sl;
-        let submit = j.req.submit.as_secs_f64();
+        let (run, submit) = (j.space.dur, j.req.submit);
         let v = self.vms[k].vnow(now);
         // A job that never starts under FCFS (too few nodes up) is taken to start at once:
         // the smallest estimate, the strictest fairness.
@@ -94,18 +92,17 @@ impl Scojo {
                 "job {id}: FCFS plan and forecast"
             );
         }
-        let end = self.wall_at(k, start + est * sl_j, now);
-        (self.cfg.r_est_scale * (end - submit)).max(1.0)
+        let end = self.wall_at(k, start + run, now);
+        (self.cfg.r_est_scale * (end - submit).as_secs_f64()).max(1.0)
     }
 
-    /// When job `id`, waiting in its VM, would start (VM time, s) if the VM ran FCFS with
+    /// When job `id`, waiting in its VM, would start (VM time) if the VM ran FCFS with
     /// space sharing from now: the VM's [`FcfsPlan`], made again if the VM changed or its
     /// clock moved since it was made, carried on to `id` from where it stopped. `None` if
     /// the job never starts (too few nodes up).
-    pub(super) fn fcfs_start(&mut self, id: JobId, now: Time) -> Option<f64> {
+    pub(super) fn fcfs_start(&mut self, id: JobId, now: Time) -> Option<Time> {
         let k = self.jobs[&id].kind;
-        let v = self.vms[k].vnow(now);
-        let vt = us(v);
+        let vt = self.vms[k].vnow(now);
         let epoch = self.vms[k].epoch;
         let pos = |vm: &Vm, from: usize| {
             vm.queue
@@ -129,7 +126,7 @@ impl Scojo {
                 if free > 0 {
                     steps.push((vt, free));
                 }
-                steps.extend(self.node_releases_iter(k, v).map(|(_, end)| (us(end), 1)));
+                steps.extend(self.node_releases_iter(k, vt).map(|(_, end)| (end, 1)));
                 steps.sort_unstable_by_key(|&(t, _)| t);
                 let up = steps.iter().map(|&(_, n)| n).sum();
                 let free_at: BTreeMap<Time, u32> = steps
@@ -156,7 +153,7 @@ impl Scojo {
             start = plan.place(nodes, dur);
         }
         plan.placed = to + 1;
-        start.map(|t| t.as_micros() as f64 / 1e6)
+        start
     }
 
     /// [`Scojo::fcfs_start`] by the simulator's forecast (the check of debug builds): a fresh
@@ -169,16 +166,15 @@ impl Scojo {
         forecaster: &SharedForecaster,
         id: JobId,
         now: Time,
-    ) -> Option<f64> {
+    ) -> Option<Time> {
         let k = self.jobs[&id].kind;
         let vm = &self.vms[k];
-        let v = vm.vnow(now);
-        let vt = us(v);
+        let vt = vm.vnow(now);
         // Nodes by the time they are released: one running pseudo-job per release time
         // (jobs in a group share nodes, which FCFS on whole nodes cannot express job by job).
         let mut releases: BTreeMap<Time, Vec<u32>> = BTreeMap::new();
-        for (n, end) in self.node_releases_iter(k, v) {
-            releases.entry(us(end)).or_default().push(n);
+        for (n, end) in self.node_releases_iter(k, vt) {
+            releases.entry(end).or_default().push(n);
         }
         let mut jobs = Vec::new();
         for (r, (end, nodes)) in releases.into_iter().enumerate() {
@@ -220,7 +216,6 @@ impl Scojo {
             down: self.down.iter().map(|&n| NodeId(n)).collect(),
         };
         let f = forecaster.forecast(&mut fcfs, &snapshot).ok()?;
-        let start = f.iter().find(|e| e.job == id)?.start?;
-        Some(start.as_micros() as f64 / 1e6)
+        f.iter().find(|e| e.job == id)?.start
     }
 }

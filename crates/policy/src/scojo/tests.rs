@@ -164,10 +164,10 @@ fn the_fairness_check_covers_the_waiting_jobs_a_group_delays() {
     let all = p.fairness(LONG, (JobId(3), 1), &[], now);
     assert!(all > 1.0, "{all}");
     let w = &p.jobs[&JobId(2)];
-    let end = p.wall_at(LONG, 2060.0 + 1100.0 * w.space.sl, now);
-    assert!(end > 4740.0, "{end}");
+    let end = p.wall_at(LONG, Time::from_secs(2060) + w.space.dur, now);
+    assert!(end > Time::from_secs(4740), "{end}");
     assert!(
-        (all - (end - 1200.0) / (1.5 * w.r_est)).abs() < 1e-3,
+        (all - (end.as_secs_f64() - 1200.0) / (1.5 * w.r_est)).abs() < 1e-3,
         "{all}"
     );
     // A job the group does not delay does not count, however late it already is: with W
@@ -246,7 +246,7 @@ fn an_fcfs_plan_carried_on_gives_the_starts_of_a_fresh_one() {
         assert_eq!(fresh.fcfs_start(id, now), k, "job {id}");
     }
     // Later jobs wait for the first one's four nodes: not every job starts at once.
-    assert!(kept.iter().any(|&s| s > Some(0.0)), "{kept:?}");
+    assert!(kept.iter().any(|&s| s > Some(Time::ZERO)), "{kept:?}");
     // A start changes the VM: the plan is made again, from the new state.
     let mut out = Vec::new();
     p.decide(now, &mut out);
@@ -259,11 +259,11 @@ fn an_fcfs_plan_carried_on_gives_the_starts_of_a_fresh_one() {
 }
 
 /// The timeline walked slice by slice, as [`Scojo::wall_at`] must answer.
-fn wall_at_slice_by_slice(p: &Scojo, k: usize, v: f64, now: Time) -> f64 {
+fn wall_at_slice_by_slice(p: &Scojo, k: usize, v: Time, now: Time) -> Time {
     let mut need = v - p.vms[k].vnow(now);
     let mut t = now;
     let Some(mut s) = p.slice else {
-        return now.as_secs_f64() + need.max(0.0);
+        return now + need.max(Dur::ZERO);
     };
     let mut t0 = p.interval_start;
     let mut list = p.slices_of(t0, p.short_here);
@@ -271,14 +271,14 @@ fn wall_at_slice_by_slice(p: &Scojo, k: usize, v: f64, now: Time) -> f64 {
         .iter()
         .position(|x| (x.kind, x.begin) == (s.kind, s.begin));
     for _ in 0..100_000 {
-        if need <= 0.0 {
+        if need <= Dur::ZERO {
             break;
         }
         if s.kind == k {
             let from = t.max(s.active);
-            let avail = (s.end - from).as_secs_f64().max(0.0);
+            let avail = (s.end - from).max(Dur::ZERO);
             if avail >= need {
-                return from.as_secs_f64() + need;
+                return from + need;
             }
             need -= avail;
         }
@@ -293,11 +293,11 @@ fn wall_at_slice_by_slice(p: &Scojo, k: usize, v: f64, now: Time) -> f64 {
         }
         s = list[pos.expect("set above")];
     }
-    t.as_secs_f64() + need.max(0.0)
+    t + need.max(Dur::ZERO)
 }
 
 /// Passing whole plain intervals at once gives the wall times of the slice-by-slice
-/// walk to the bit, for VM times from a second to years ahead (the walk's cap), from
+/// walk, for VM times from a second to years ahead (the walk's cap), from
 /// instants in every kind of slice, with and without a short slice in the interval.
 #[test]
 fn wall_times_passing_whole_intervals_match_the_slice_by_slice_walk() {
@@ -316,14 +316,75 @@ fn wall_times_passing_whole_intervals_match_the_slice_by_slice_walk() {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                let scale = 10f64.powi(i % 9);
-                let v = base + (x % 1_000_000) as f64 / 1000.0 * scale;
+                let scale = 10i64.pow(i % 9);
+                let v = base + Dur::from_micros((x % 1_000_000) as i64 * 1000 * scale);
                 let got = p.wall_at(k, v, now);
                 let want = wall_at_slice_by_slice(&p, k, v, now);
-                assert_eq!(got.to_bits(), want.to_bits(), "VM {k}, v {v}, now {now:?}");
+                assert_eq!(got, want, "VM {k}, v {v}, now {now:?}");
                 checked += 1;
             }
         }
     }
     assert_eq!(checked, 9 * 2 * 400);
+}
+
+/// A backfilling plan kept between decisions decides as a plan made afresh at each one: a
+/// random stream of submissions and ends on 8 quad-core nodes over several intervals, with
+/// every decision made twice from the same state, once with the kept plans and once without.
+#[test]
+fn a_kept_backfilling_plan_decides_as_a_fresh_one() {
+    let mut cfg = PolicyConfig::new(quad(8));
+    for (k, v) in [("short_max", 100), ("medium_max", 1000)] {
+        cfg.options.insert(k.into(), toml::Value::Integer(v));
+    }
+    let mut p = Scojo::new("scojo-pect", Variant::Ssp, &cfg).unwrap();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rand = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut running: Vec<JobId> = Vec::new();
+    let (mut next_id, mut now, mut reused) = (1, 0, 0);
+    for _ in 0..2000 {
+        now += 1 + rand(60) as i64;
+        let t = Time::from_secs(now);
+        if rand(3) == 0 {
+            let procs = 1 + rand(24) as u32;
+            let est = 20 + rand(2500) as i64;
+            submit(&mut p, next_id, now, procs, est);
+            next_id += 1;
+        }
+        if !running.is_empty() && rand(4) == 0 {
+            let id = running.swap_remove(rand(running.len() as u64) as usize);
+            p.observe(t, Event::Ended(id));
+        }
+        // Plans kept from an earlier clock of the same VM state, on free nodes: the
+        // pass places on them only what was added since.
+        reused += p
+            .vms
+            .iter()
+            .filter(|vm| {
+                vm.free_nodes().next().is_some()
+                    && vm
+                        .backfill
+                        .as_ref()
+                        .is_some_and(|b| b.epoch == vm.epoch && vm.vnow(t) > b.at)
+            })
+            .count();
+        let mut fresh = p.clone();
+        for vm in &mut fresh.vms {
+            vm.backfill = None;
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        p.decide(t, &mut a);
+        fresh.decide(t, &mut b);
+        assert_eq!(format!("{a:?}"), format!("{b:?}"), "at {now} s");
+        running.extend(a.iter().filter_map(|d| match d {
+            Decision::Start { job, .. } => Some(*job),
+            _ => None,
+        }));
+    }
+    assert!(reused > 100, "plans kept {reused} times");
 }

@@ -144,7 +144,7 @@ impl Scojo {
                 if let Some(since) = vm.active_since {
                     self.stats.active[s.kind] += (s.end - since).as_secs_f64();
                     let vm = &mut self.vms[s.kind];
-                    vm.vbase += (s.end - since).as_secs_f64();
+                    vm.vbase += s.end - since;
                     vm.active_since = None;
                     for &id in &vm.alloc {
                         out.push(Decision::Suspend { job: id });
@@ -169,14 +169,14 @@ impl Scojo {
         }
     }
 
-    /// The wall time at which VM `k`'s clock reaches `v` (s), from `now`, assuming no short
+    /// The wall time at which VM `k`'s clock reaches `v`, from `now`, assuming no short
     /// slices in later intervals.
-    pub(super) fn wall_at(&self, k: usize, v: f64, now: Time) -> f64 {
+    pub(super) fn wall_at(&self, k: usize, v: Time, now: Time) -> Time {
         let vm = &self.vms[k];
         let mut need = v - vm.vnow(now);
         let mut t = now;
         let Some(mut s) = self.slice else {
-            return now.as_secs_f64() + need.max(0.0);
+            return now + need.max(Dur::ZERO);
         };
         let mut t0 = self.interval_start;
         let mut list = self.slices_of(t0, self.short_here);
@@ -184,25 +184,22 @@ impl Scojo {
             .iter()
             .position(|x| (x.kind, x.begin) == (s.kind, s.begin));
         // Once past the current interval every interval is plain, and VM `k` gets the same
-        // active time `a` in each: whole intervals are passed at once. When `a` is a whole
-        // number of seconds and `need` is below 2^53, every `need - a` of the slice-by-slice
-        // walk is exact, so subtracting `n · a` at once gives the same `need` to the bit.
+        // active time `a` in each: the whole intervals whose slice leaves some of `need`
+        // are passed at once.
         let mut plain = false;
         let mut walked = 0;
         while walked < 100_000 {
-            if need <= 0.0 {
+            if need <= Dur::ZERO {
                 break;
             }
             if s.kind == k && plain && t <= s.active {
-                let a = (s.end - s.active).as_secs_f64();
-                if a > 0.0 && a.fract() == 0.0 && need < 9_007_199_254_740_992.0 {
-                    // Intervals whose slice takes all of `a` from what is still needed (two
-                    // short of the quotient: the division may round up).
-                    let n = ((need / a).floor() - 2.0).max(0.0) as i64;
+                let a = (s.end - s.active).as_micros();
+                if a > 0 {
+                    let n = (need.as_micros() - 1) / a;
                     let n = n.min((100_000 - walked - 1) / list.len() as i64);
                     if n > 0 {
-                        need -= n as f64 * a;
-                        t0 += Dur::from_micros(self.cfg.interval.as_micros() * n);
+                        need -= Dur::from_micros(a * n);
+                        t0 += self.cfg.interval * n;
                         list = self.slices_of(t0, false);
                         s = list[pos.expect("set on entering a plain interval")];
                         t = s.begin;
@@ -213,9 +210,9 @@ impl Scojo {
             walked += 1;
             if s.kind == k {
                 let from = t.max(s.active);
-                let avail = (s.end - from).as_secs_f64().max(0.0);
+                let avail = s.end.since(from).max(Dur::ZERO);
                 if avail >= need {
-                    return from.as_secs_f64() + need;
+                    return from + need;
                 }
                 need -= avail;
             }
@@ -231,6 +228,6 @@ impl Scojo {
             }
             s = list[pos.expect("set above")];
         }
-        t.as_secs_f64() + need.max(0.0)
+        t + need.max(Dur::ZERO)
     }
 }

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cosched_core::multicore::mul;
 use cosched_core::{Dur, JobId, Milli, NodeId, PeSet, Time};
 
+use super::backfill::BackfillPlan;
 use super::{DOWN, FcfsPlan, Job, Scojo, Seat, Space};
 use crate::Decision;
 
@@ -13,8 +14,8 @@ use crate::Decision;
 pub(super) struct Vm {
     /// Occupant of each lane of each node.
     pub(super) lanes: Vec<[Option<JobId>; 2]>,
-    /// VM clock (s) accumulated before `active_since`.
-    pub(super) vbase: f64,
+    /// VM clock accumulated before `active_since`.
+    pub(super) vbase: Dur,
     pub(super) active_since: Option<Time>,
     /// Waiting jobs in (submit, id) order.
     pub(super) queue: Vec<JobId>,
@@ -25,25 +26,75 @@ pub(super) struct Vm {
     pub(super) epoch: u64,
     /// The FCFS forecast of the queue made last, as of `epoch`.
     pub(super) plan: Option<FcfsPlan>,
+    /// The backfilling plan made last, as of `epoch`.
+    pub(super) backfill: Option<BackfillPlan>,
+}
+
+/// Work is counted as the engine counts it: in thousandths of a microsecond at full speed,
+/// so a job's expected end, made from the same slowdowns, is an integer time and the same
+/// however often it is asked for.
+const WORK_PER_US: u64 = 1000;
+
+/// The time `left` work (thousandths of a microsecond) takes at slowdown `sl`, up to the
+/// first microsecond by which it is done.
+pub(super) fn run_for(left: u64, sl: Milli) -> Dur {
+    Dur::from_micros((u128::from(left) * u128::from(sl)).div_ceil(1_000_000) as i64)
+}
+
+/// A job's whole estimate as work (thousandths of a microsecond).
+pub(super) fn work_of(estimate: Dur) -> u64 {
+    (estimate.as_micros().max(0) as u64).saturating_mul(WORK_PER_US)
+}
+
+/// Work as seconds at full speed (what the group search weighs).
+pub(super) fn work_secs(work: u64) -> f64 {
+    work as f64 / (1e6 * WORK_PER_US as f64)
+}
+
+/// A slowdown the group search weighs as a factor, back in thousandths: every such factor
+/// is a whole number of thousandths divided by 1000, which rounding recovers exactly.
+pub(super) fn milli(sl: f64) -> Milli {
+    (sl * 1000.0).round() as Milli
+}
+
+impl Job {
+    /// Work done by VM time `v`: what was counted at `mark`, and since then at its slowdown.
+    pub(super) fn done_at(&self, v: Time) -> u64 {
+        let ran = v.since(self.mark).as_micros().max(0) as u64;
+        self.done + ran * 1_000_000 / u64::from(self.sl.max(1))
+    }
+
+    /// Work left at VM time `v` (the whole estimate while it waits).
+    pub(super) fn left(&self, v: Time) -> u64 {
+        let all = work_of(self.req.estimate);
+        if self.allocated {
+            all.saturating_sub(self.done_at(v))
+        } else {
+            all
+        }
+    }
 }
 
 impl Vm {
     pub(super) fn new(nodes: u32) -> Vm {
         Vm {
             lanes: vec![[None, None]; nodes as usize],
-            vbase: 0.0,
+            vbase: Dur::ZERO,
             active_since: None,
             queue: Vec::new(),
             alloc: BTreeSet::new(),
             epoch: 0,
             plan: None,
+            backfill: None,
         }
     }
-    pub(super) fn vnow(&self, now: Time) -> f64 {
-        match self.active_since {
-            Some(t) => self.vbase + (now - t).as_secs_f64().max(0.0),
+    /// The VM clock at wall time `now`: the time its slice has been active.
+    pub(super) fn vnow(&self, now: Time) -> Time {
+        let ran = match self.active_since {
+            Some(t) => self.vbase + now.since(t),
             None => self.vbase,
-        }
+        };
+        Time::ZERO + ran
     }
     pub(super) fn free_nodes(&self) -> impl Iterator<Item = u32> + '_ {
         self.lanes
@@ -82,14 +133,12 @@ impl Scojo {
             ppn
         };
         let nodes = j.req.procs.div_ceil(ppn);
-        let sl = f64::from(self.self_sl(j, ppn.min(j.req.procs))) / 1000.0;
-        let secs = j.req.estimate.as_secs_f64() * sl;
+        let sl = self.self_sl(j, ppn.min(j.req.procs));
         Space {
             ppn,
             nodes,
             sl,
-            secs,
-            dur: Dur::from_secs_f64(secs),
+            dur: run_for(work_of(j.req.estimate), sl),
         }
     }
 
@@ -105,7 +154,7 @@ impl Scojo {
 
     /// The slowdown of an allocated job from its seats and its partners' (as the engine
     /// computes it).
-    pub(super) fn slowdown_of(&self, id: JobId) -> f64 {
+    pub(super) fn slowdown_of(&self, id: JobId) -> Milli {
         let j = &self.jobs[&id];
         let vm = &self.vms[j.vm];
         let mut worst: Milli = 1000;
@@ -131,24 +180,18 @@ impl Scojo {
             };
             worst = worst.max(s);
         }
-        f64::from(worst) / 1000.0
-    }
-
-    /// Brings a job's estimated work left up to VM time `v`.
-    pub(super) fn settle(&mut self, id: JobId, v: f64) {
-        let j = self.jobs.get_mut(&id).expect("known");
-        j.rem -= (v - j.mark) / j.sl;
-        j.mark = v;
+        worst
     }
 
     /// Expected end (VM time) of an allocated job.
-    pub(super) fn expected_end(&self, j: &Job, v: f64) -> f64 {
-        let rem = j.rem - (v - j.mark) / j.sl;
-        v + (rem * j.sl).max(0.0)
+    pub(super) fn expected_end(&self, j: &Job, v: Time) -> Time {
+        v + run_for(j.left(v), j.sl)
     }
 
-    /// Re-estimates the slowdowns of the jobs on `nodes` of VM `k` after a change there.
-    pub(super) fn reprice(&mut self, k: usize, nodes: &[u32], v: f64) {
+    /// Re-estimates the slowdowns of the jobs on `nodes` of VM `k` after a change there:
+    /// as the engine does, a job whose slowdown changes has its work so far added up at the
+    /// old one.
+    pub(super) fn reprice(&mut self, k: usize, nodes: &[u32], v: Time) {
         let mut ids = BTreeSet::new();
         for &n in nodes {
             ids.extend(self.vms[k].lanes[n as usize].iter().flatten().copied());
@@ -157,9 +200,13 @@ impl Scojo {
             if !self.jobs.contains_key(&id) {
                 continue;
             }
-            self.settle(id, v);
             let sl = self.slowdown_of(id);
-            self.jobs.get_mut(&id).expect("known").sl = sl;
+            let j = self.jobs.get_mut(&id).expect("known");
+            if sl != j.sl {
+                j.done = j.done_at(v);
+                j.mark = v;
+                j.sl = sl;
+            }
         }
     }
 
@@ -196,9 +243,9 @@ impl Scojo {
             j.allocated = true;
             j.vm = k;
             j.seats = seats;
-            j.rem = j.req.estimate.as_secs_f64();
+            j.done = 0;
             j.mark = v;
-            j.sl = 1.0;
+            j.sl = 1000;
         }
         self.reprice(k, &nodes, v);
         out.push(Decision::Start {
