@@ -90,14 +90,19 @@ struct Block {
     /// The most and the fewest PEs free over `steps`.
     max: u32,
     min: u32,
+    /// The first step's time, kept beside the summary so that the binary searches over the
+    /// blocks, made at every change and search, read no block's steps.
+    start: Time,
 }
 
 impl Block {
     fn of(steps: Vec<(Time, u32)>) -> Block {
+        let start = steps[0].0;
         let mut b = Block {
             steps,
             max: 0,
             min: 0,
+            start,
         };
         b.summarize();
         b
@@ -109,7 +114,8 @@ impl Block {
     }
 
     fn start(&self) -> Time {
-        self.steps[0].0
+        debug_assert_eq!(self.start, self.steps[0].0);
+        self.start
     }
 }
 
@@ -178,6 +184,7 @@ impl Profile {
             first.summarize();
         }
         first.steps[0].0 = first.steps[0].0.max(now);
+        first.start = first.steps[0].0;
     }
 
     /// Free PEs at the profile's first instant.
@@ -421,8 +428,13 @@ impl Profile {
     /// Adds `delta` free PEs (or takes `-delta`) over the steps from the one starting at
     /// `start` to the one before the step starting at `end`; both must be step starts.
     fn shift(&mut self, start: Time, end: Time, delta: i64) {
-        let mut p = self.covering(start);
+        let p = self.covering(start);
         debug_assert_eq!(self.at(p).0, start);
+        self.shift_from(p, end, delta);
+    }
+
+    /// [`Profile::shift`] from the step at `p`.
+    fn shift_from(&mut self, mut p: Place, end: Time, delta: i64) {
         while let Some(block) = self.blocks.get_mut(p.b) {
             if block.start() >= end {
                 return;
@@ -454,9 +466,10 @@ impl Profile {
 
     /// Splits at `start` and `end` and adds `delta` free PEs between them.
     fn change(&mut self, start: Time, end: Time, delta: i64) {
-        self.split(start);
+        // The later split first: the place of the earlier one then stays valid for the shift.
         self.split(end);
-        self.shift(start, end, delta);
+        let p = self.split(start);
+        self.shift_from(p, end, delta);
     }
 
     /// Takes `procs` PEs during `[start, start + dur)` if they are free all along; returns
