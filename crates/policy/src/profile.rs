@@ -434,10 +434,18 @@ impl Profile {
     }
 
     /// [`Profile::shift`] from the step at `p`.
+    ///
+    /// A step at either edge left with the free count of the step before it in its block is
+    /// dropped: compression gives back and takes again reservations all the time, and the
+    /// split points they leave behind would otherwise pile up for every search and change to
+    /// walk over. A place or a free run never starts at such a step (the one before it
+    /// would do as well), so no answer changes.
     fn shift_from(&mut self, mut p: Place, end: Time, delta: i64) {
+        let first = p;
+        let mut last: Option<Place> = None;
         while let Some(block) = self.blocks.get_mut(p.b) {
             if block.start() >= end {
-                return;
+                break;
             }
             let whole = p.k == 0 && block.steps.last().is_some_and(|s| s.0 < end);
             let apply = |n: u32| {
@@ -452,15 +460,29 @@ impl Profile {
                 block.max = apply(block.max);
                 block.min = apply(block.min);
             } else {
-                for s in &mut block.steps[p.k..] {
+                let mut stop = None;
+                for (i, s) in block.steps[p.k..].iter_mut().enumerate() {
                     if s.0 >= end {
+                        stop = Some(p.k + i);
                         break;
                     }
                     s.1 = apply(s.1);
                 }
                 block.summarize();
+                if let Some(k) = stop {
+                    last = Some(Place { b: p.b, k });
+                    break;
+                }
             }
             p = Place { b: p.b + 1, k: 0 };
+        }
+        // The later edge first, so that the earlier one's place stays right.
+        for Place { b, k } in last.into_iter().chain([first]) {
+            let steps = &mut self.blocks[b].steps;
+            // Dropping a duplicate leaves the block's most, fewest and start as they are.
+            if k > 0 && k < steps.len() && steps[k - 1].1 == steps[k].1 {
+                steps.remove(k);
+            }
         }
     }
 
