@@ -738,6 +738,22 @@ mod tests {
         assert_eq!(q.normalized()[..3], [(t(6), 5), (t(7), 3), (t(8), 0)]);
     }
 
+    /// Giving back a reservation leaves no split point behind where the free count no longer
+    /// changes: a profile that compression reserves in and gives back to over and over keeps
+    /// the steps it started with.
+    #[test]
+    fn given_back_reservations_leave_no_split_points_behind() {
+        let mut p = Profile::default();
+        p.rebuild(t(0), 4, (1..=200).map(|k| (t(k * 100), 4)));
+        let before = p.steps();
+        for k in 0..500 {
+            let (start, len) = (t(k * 37 % 19_000 + 1), d(1 + k % 450));
+            assert!(p.reserve_at(start, len, 3));
+            p.unreserve(start, len, 3);
+        }
+        assert_eq!(p.steps(), before);
+    }
+
     /// A job fits from the profile's start only if its width is free all along its length.
     #[test]
     fn fits_at_start_needs_the_width_free_for_the_whole_length() {
