@@ -32,6 +32,12 @@ impl Site {
         )
     }
 
+    /// `sacct -j ID -X -P -n --format=FORMAT`: the allocation's line alone.
+    fn sacct_alloc(&self, id: u64, format: &str) -> String {
+        let format = format!("--format={format}");
+        self.ok("sacct", &["-j", &id.to_string(), "-X", "-P", "-n", &format])
+    }
+
     /// Submits `script` with sbatch and waits for the job's end; its output file.
     fn run(&self, script: &str, secs: u64) -> (u64, String) {
         self.write("job.sh", script);
@@ -201,6 +207,64 @@ fn cpus_per_task_gives_each_task_its_pes_on_one_node_and_pins_it_to_them() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("--cpus-per-task=3: a node has 2 PEs"), "{err}");
+}
+
+#[test]
+fn exclusive_gives_srun_and_submit_whole_nodes_and_steps_spread_as_the_tasks_asked() {
+    let s = Site::up("steps", "whole", 2);
+    // srun outside an allocation: an allocation of whole nodes and its step, whose ranks
+    // are the tasks asked (one on each node), not one to every PE.
+    let out = s.slurm(
+        "srun",
+        &[
+            "--exclusive",
+            "-N",
+            "2",
+            "-n",
+            "2",
+            "sh",
+            "-c",
+            "echo \"task $SLURM_PROCID on $SLURMD_NODENAME of $SLURM_NTASKS: $SLURM_TASKS_PER_NODE tasks, $SLURM_JOB_CPUS_PER_NODE cpus\"",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        lines_with(&stdout, "task"),
+        [
+            "task 0 on n0 of 2: 1(x2) tasks, 2(x2) cpus",
+            "task 1 on n1 of 2: 1(x2) tasks, 2(x2) cpus"
+        ],
+        "{stdout}"
+    );
+    // cosched submit --exclusive: one task on a whole node.
+    let id = s.c.submit(&["--exclusive", "-n", "1", "--", "true"]);
+    s.c.ended(id, 120);
+    assert_eq!(
+        s.sacct_alloc(id, "AllocCPUS,NNodes,State"),
+        "2|1|COMPLETED\n"
+    );
+    assert_eq!(s.sacct(id, "JobID,NTasks"), format!("{id}|\n{id}.0|1\n"));
+    // sbatch --exclusive -N 2 --ntasks-per-node=1: a task on each node, and a step that
+    // says nothing of nodes lies as they do; srun --exclusive inside is a step on PEs no
+    // running step holds.
+    let script = "#!/bin/sh\n\
+        #SBATCH --exclusive -N 2 --ntasks-per-node=1\n\
+        echo \"alloc $SLURM_NTASKS $SLURM_TASKS_PER_NODE $SLURM_JOB_CPUS_PER_NODE\"\n\
+        srun sh -c 'echo \"rank $SLURM_PROCID on $SLURMD_NODENAME\"'\n\
+        srun --exclusive -n 1 sh -c 'echo \"inner step $SLURM_STEP_ID\"'\n";
+    let (_, out) = s.run(script, 120);
+    assert_eq!(lines_with(&out, "alloc"), ["alloc 2 1(x2) 2(x2)"], "{out}");
+    assert_eq!(
+        lines_with(&out, "rank"),
+        ["rank 0 on n0", "rank 1 on n1"],
+        "{out}"
+    );
+    assert_eq!(lines_with(&out, "inner"), ["inner step 1"], "{out}");
 }
 
 #[test]
@@ -629,20 +693,24 @@ fn partitions_constraints_and_exclusive_choose_a_jobs_nodes_and_unknown_ones_are
         120,
     );
     assert_eq!(lines_with(&out, "in"), ["in wide on n2 cpus 1"], "{out}");
-    assert_eq!(
-        s.ok(
-            "sacct",
-            &[
-                "-j",
-                &id.to_string(),
-                "-X",
-                "-P",
-                "-n",
-                "--format=Partition,NodeList"
-            ]
-        ),
-        "wide|n2\n"
+    assert_eq!(s.sacct_alloc(id, "Partition,NodeList"), "wide|n2\n");
+    // A list of partitions: the union of their nodes, the job in the first listed one
+    // whose nodes it got.
+    let (id, out) = s.run(
+        &show.replace("#!/bin/sh\n", "#!/bin/sh\n#SBATCH -p batch,wide -N 3\n"),
+        120,
     );
+    assert_eq!(
+        lines_with(&out, "in"),
+        ["in wide on n[0-2] cpus 1(x3)"],
+        "{out}"
+    );
+    assert_eq!(s.sacct_alloc(id, "Partition"), "wide\n");
+    let (_, out) = s.run(
+        &show.replace("#!/bin/sh\n", "#!/bin/sh\n#SBATCH -p batch,wide -w n1\n"),
+        120,
+    );
+    assert_eq!(lines_with(&out, "in"), ["in batch on n1 cpus 1"], "{out}");
     // Refused at submission, saying why.
     s.write("job.sh", show);
     for (args, why) in [
@@ -659,6 +727,10 @@ fn partitions_constraints_and_exclusive_choose_a_jobs_nodes_and_unknown_ones_are
             "--nodelist: node n2 is not in partition batch",
         ),
         (vec!["-p", "wide", "-C", "[ib|big]"], "a matching set"),
+        (
+            vec!["-p", "batch,gpu"],
+            "invalid partition specified: gpu; the partitions are batch, wide",
+        ),
     ] {
         let out = s.slurm("sbatch", &[args.as_slice(), &["job.sh"]].concat());
         let err = String::from_utf8_lossy(&out.stderr);

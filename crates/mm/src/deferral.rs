@@ -217,23 +217,26 @@ impl Core {
 }
 
 /// The nodes of `placement` as [`slurm_env`] takes them: each one's name (`name_of`), tasks
-/// and PEs. `tasks`: the job's tasks when fewer than its ranks (`--exclusive` gives it whole
-/// nodes), spread evenly over its nodes, the first ones one more; otherwise a rank is a task.
+/// and PEs. `tasks`: the job's tasks when fewer than its PEs (`--exclusive` gives it whole
+/// nodes of `pes_per_node` PEs), laid out over its nodes as Slurm's ([`Tasks::layout`]);
+/// otherwise a rank is a task.
 pub fn slurm_nodes(
     placement: &[Placement],
-    tasks: Option<u32>,
+    tasks: Option<Tasks>,
+    pes_per_node: u32,
     name_of: impl Fn(NodeId) -> String,
 ) -> Vec<(String, u32, u32)> {
-    let n = placement.len().max(1) as u32;
+    let layout = tasks.map(|t| t.layout(placement.len() as u32));
     placement
         .iter()
         .enumerate()
-        .map(|(k, p)| {
-            let here = match tasks {
-                Some(t) => t / n + u32::from((k as u32) < t % n),
-                None => p.ranks.len() as u32,
-            };
-            (name_of(p.node), here, p.pes().count() as u32)
+        .map(|(k, p)| match &layout {
+            Some(l) => (name_of(p.node), l[k], pes_per_node),
+            None => (
+                name_of(p.node),
+                p.ranks.len() as u32,
+                p.pes().count() as u32,
+            ),
         })
         .collect()
 }
@@ -307,10 +310,19 @@ mod tests {
             ranks: vec![(2 * n, 0), (2 * n + 1, 1)],
             extra_pes: Vec::new(),
         };
-        let nodes = slurm_nodes(&[node(0), node(1)], Some(3), |n| format!("n{}", n.0));
+        let tasks = |count, per_node| Tasks {
+            count,
+            per_node,
+            cpus: 1,
+        };
+        let name = |n: NodeId| format!("n{}", n.0);
+        let nodes = slurm_nodes(&[node(0), node(1)], Some(tasks(3, None)), 2, name);
         assert_eq!(nodes, [("n0".to_string(), 2, 2), ("n1".to_string(), 1, 2)]);
-        let nodes = slurm_nodes(&[node(0)], None, |n| format!("n{}", n.0));
+        let nodes = slurm_nodes(&[node(0)], None, 2, name);
         assert_eq!(nodes, [("n0".to_string(), 2, 2)]);
+        // --ntasks-per-node: blocks in node order, over whole nodes of 4 PEs.
+        let nodes = slurm_nodes(&[node(0), node(1)], Some(tasks(2, Some(1))), 4, name);
+        assert_eq!(nodes, [("n0".to_string(), 1, 4), ("n1".to_string(), 1, 4)]);
     }
 
     #[test]

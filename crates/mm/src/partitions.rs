@@ -45,7 +45,8 @@ pub struct JobPlace<'a> {
 /// Where a job may run, as its options and the configuration say.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Restriction {
-    /// Its partition's name.
+    /// Its partition's name, or its list's names (`a,b`) without the partitions whose
+    /// limits it exceeds.
     pub partition: String,
     /// Whether it may use every node (then it needs no spread for this).
     pub whole: bool,
@@ -64,10 +65,12 @@ impl Partitions {
         }
     }
 
-    /// The partition a job asking for `asked` (`None`: none) runs in; `None` for the one
-    /// partition of a cluster that configures none. Refused, naming the partitions there
-    /// are, when it names another or names none and no partition is the default.
-    pub fn resolve(&self, asked: Option<&str>) -> Result<Option<&Partition>, String> {
+    /// The partitions a job asking for `asked` may run in (`None`: none named; `a,b`: a
+    /// list, Slurm's "whichever can start it first"), in the list's order without repeats;
+    /// empty for the one partition of a cluster that configures none. Refused, naming the
+    /// partitions there are, when it names another or names none and no partition is the
+    /// default.
+    pub fn resolve(&self, asked: Option<&str>) -> Result<Vec<&Partition>, String> {
         let known = || {
             if self.parts.is_empty() {
                 cosched_slurm::DEFAULT_PARTITION.to_string()
@@ -79,42 +82,69 @@ impl Partitions {
                     .join(", ")
             }
         };
-        match asked {
-            Some(name) if name.contains(',') => Err(format!(
-                "--partition={name}: cosched runs a job in one partition; name one of {}",
-                known()
-            )),
-            Some(name) if self.parts.is_empty() && name == cosched_slurm::DEFAULT_PARTITION => {
-                Ok(None)
+        let Some(list) = asked else {
+            if self.parts.is_empty() {
+                return Ok(Vec::new());
             }
-            Some(name) => self
-                .parts
-                .iter()
-                .find(|p| p.name == name)
-                .map(Some)
-                .ok_or_else(|| {
-                    format!(
-                        "invalid partition specified: {name}; the partitions are {}",
-                        known()
-                    )
-                }),
-            None if self.parts.is_empty() => Ok(None),
-            None => self
+            return self
                 .parts
                 .iter()
                 .find(|p| p.default)
-                .map(Some)
+                .map(|p| vec![p])
                 .ok_or_else(|| {
                     format!(
                         "no partition specified and none is the default; name one with -p ({})",
                         known()
                     )
-                }),
+                });
+        };
+        let mut out: Vec<&Partition> = Vec::new();
+        for name in list.split(',') {
+            if name.is_empty() {
+                return Err(format!(
+                    "--partition={list}: an empty name in the list; name partitions of {}",
+                    known()
+                ));
+            }
+            if self.parts.is_empty() && name == cosched_slurm::DEFAULT_PARTITION {
+                continue;
+            }
+            let p = self.parts.iter().find(|p| p.name == name).ok_or_else(|| {
+                format!(
+                    "invalid partition specified: {name}; the partitions are {}",
+                    known()
+                )
+            })?;
+            if !out.iter().any(|q| q.name == p.name) {
+                out.push(p);
+            }
         }
+        Ok(out)
+    }
+
+    /// The partition of its list a job placed on `nodes` (names) runs in: the first listed
+    /// one that holds all of them, else the first that holds its first node (the policy
+    /// may place a job of a list across partitions: see docs/slurm.md); a single name, or a
+    /// job not placed yet, is `list` itself.
+    pub fn ran_in<'a>(&self, list: &'a str, nodes: &[&str]) -> &'a str {
+        let Some(first) = nodes.first().filter(|_| list.contains(',')) else {
+            return list;
+        };
+        let holds = |name: &str, node: &str| {
+            self.parts
+                .iter()
+                .any(|p| p.name == name && p.nodes.iter().any(|m| m == node))
+        };
+        let mut names = list.split(',');
+        names
+            .clone()
+            .find(|p| nodes.iter().all(|n| holds(p, n)))
+            .or_else(|| names.find(|p| holds(p, first)))
+            .unwrap_or(list)
     }
 
     /// Where a job with these options may run, given the machine's nodes by name (`nodes`):
-    /// its partition, and whether `allowed` (which it fills) is every node. Refused, saying
+    /// its partition (or list), and whether `allowed` (which it fills) is every node. Refused, saying
     /// why, when the partition is unknown, a limit of it is exceeded (`time_limit`,
     /// `nodes_asked`), the constraint is malformed, no node of the partition has the
     /// features, or a node the job requires (`--nodelist`) is not among those it may use.
@@ -131,41 +161,53 @@ impl Partitions {
             nodes_asked,
             required,
         } = *job;
-        let part = self.resolve(partition)?;
-        let name = part.map_or(cosched_slurm::DEFAULT_PARTITION, |p| p.name.as_str());
-        if let Some(p) = part {
-            if let (Some(max), Some(t)) = (p.max_time, time_limit)
-                && t > max
-            {
-                return Err(format!(
-                    "the time limit {t} exceeds partition {name}'s limit of {max}; ask at most -t {max}"
-                ));
-            }
-            if let (Some(max), Some(n)) = (p.max_nodes, nodes_asked)
-                && n > max
-            {
-                return Err(format!(
-                    "-N {n} exceeds partition {name}'s limit of {max} nodes"
-                ));
-            }
+        let listed = self.resolve(partition)?;
+        // A listed partition whose limits the job exceeds is left out of its list, as
+        // Slurm's EnforcePartLimits=ANY; refused when every one is.
+        let mut exceeded = Vec::new();
+        let parts: Vec<&Partition> = listed
+            .iter()
+            .copied()
+            .filter(|p| match over_limits(p, time_limit, nodes_asked) {
+                Some(why) => {
+                    exceeded.push(why);
+                    false
+                }
+                None => true,
+            })
+            .collect();
+        if parts.is_empty() && !exceeded.is_empty() {
+            return Err(exceeded.join("; "));
         }
+        let name = if parts.is_empty() {
+            cosched_slurm::DEFAULT_PARTITION.to_string()
+        } else {
+            parts
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         let constraint = constraint
             .map(Constraint::parse)
             .transpose()
             .map_err(|e| e.to_string())?;
-        if part.is_none() && constraint.is_none() {
+        if parts.is_empty() && constraint.is_none() {
             // Every node, also those not registered yet.
             allowed.clear();
             allowed.extend_from_slice(nodes);
             return Ok(Restriction {
-                partition: name.to_string(),
+                partition: name,
                 whole: true,
             });
         }
         let no_features: Vec<String> = Vec::new();
+        // A list's nodes are the union of its partitions'.
+        let in_parts =
+            |n: &str| parts.is_empty() || parts.iter().any(|p| p.nodes.iter().any(|m| m == n));
         allowed.clear();
         allowed.extend(nodes.iter().copied().filter(|n| {
-            part.is_none_or(|p| p.nodes.iter().any(|m| m == n))
+            in_parts(n)
                 && constraint
                     .as_ref()
                     .is_none_or(|c| c.admits(self.features.get(*n).unwrap_or(&no_features)))
@@ -175,7 +217,7 @@ impl Partitions {
             .iter()
             .find(|n| nodes.contains(&n.as_str()) && !allowed.contains(&n.as_str()))
         {
-            let in_partition = part.is_none_or(|p| p.nodes.contains(n));
+            let in_partition = in_parts(n);
             return Err(if in_partition {
                 format!("--nodelist: node {n} lacks the features --constraint asks")
             } else {
@@ -192,24 +234,39 @@ impl Partitions {
             });
         }
         Ok(Restriction {
-            partition: name.to_string(),
+            partition: name,
             whole: allowed.len() == nodes.len(),
         })
     }
 }
 
-/// `--exclusive`: how many whole nodes of `per` PEs a job of `procs` PEs laid out by `l`
-/// takes (`-N`, else as many as its tasks need). Only an allocation (a batch script,
-/// `salloc`) is given whole nodes: its steps place their tasks within them, where a job's
-/// own ranks would be one to every PE.
-pub fn whole_nodes(l: &NodeLayout, procs: u32, per: u32, allocation: bool) -> Result<u32, String> {
-    if !allocation {
-        return Err(
-            "--exclusive gives an allocation whole nodes: submit it with sbatch or \
-                    salloc, whose srun starts the tasks on them"
-                .into(),
-        );
+/// Why a job with this time limit and `-N` exceeds partition `p`'s limits; `None` when it
+/// does not.
+fn over_limits(p: &Partition, time_limit: Option<Dur>, nodes_asked: Option<u32>) -> Option<String> {
+    let name = &p.name;
+    if let (Some(max), Some(t)) = (p.max_time, time_limit)
+        && t > max
+    {
+        return Some(format!(
+            "the time limit {t} exceeds partition {name}'s limit of {max}; ask at most -t {max}"
+        ));
     }
+    if let (Some(max), Some(n)) = (p.max_nodes, nodes_asked)
+        && n > max
+    {
+        return Some(format!(
+            "-N {n} exceeds partition {name}'s limit of {max} nodes"
+        ));
+    }
+    None
+}
+
+/// `--exclusive`: how many whole nodes of `per` PEs a job of `procs` PEs laid out by `l`
+/// takes (`-N`, else as many as its tasks need). A job with a script (`batch`: sbatch,
+/// salloc) is an allocation whose steps place their tasks within the nodes; a job without
+/// one is an allocation and its one step, whose ranks are its tasks, at least one on each
+/// node.
+pub fn whole_nodes(l: &NodeLayout, procs: u32, per: u32, batch: bool) -> Result<u32, String> {
     let c = l.cpus_per_task.unwrap_or(1).max(1);
     let tasks = procs / c;
     // Tasks a node holds.
@@ -221,6 +278,10 @@ pub fn whole_nodes(l: &NodeLayout, procs: u32, per: u32, allocation: bool) -> Re
     match l.nodes {
         Some(n) if n < need => Err(format!(
             "{tasks} tasks do not fit on {n} whole nodes of {per} PEs"
+        )),
+        Some(n) if !batch && tasks < n => Err(format!(
+            "-n {tasks} cannot cover {n} whole nodes: a job without a script runs a task on \
+             each of its nodes; ask -n {n} or more, or -N {tasks}"
         )),
         Some(n) => Ok(n),
         None => Ok(need),
@@ -261,6 +322,16 @@ impl Core {
                 .collect()
         };
         Ok((r.partition, outside))
+    }
+
+    /// The partition job `i` runs (or ran) in: the one of its list whose nodes it got, its
+    /// list while it waits (see [`Partitions::ran_in`]).
+    pub(super) fn partition_of(&self, i: cosched_ledger::Ix) -> Option<String> {
+        let s = &self.side[i];
+        let list = s.partition.as_deref()?;
+        let names: Vec<String> = s.placement.iter().map(|p| self.node_name(p.node)).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        Some(self.partitions.ran_in(list, &names).to_string())
     }
 
     /// The partitions as clients see them; empty without a configuration.
@@ -352,6 +423,61 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_list_is_the_union_of_its_partitions_and_runs_in_the_one_whose_nodes_it_got() {
+        let p = parts();
+        assert_eq!(
+            allowed(&p, Some("batch,big"), None).unwrap(),
+            ["n0", "n1", "n2"]
+        );
+        assert_eq!(
+            allowed(&p, Some("big,batch,big"), Some("ib")).unwrap(),
+            ["n1", "n2"]
+        );
+        let mut out = Vec::new();
+        let job = JobPlace {
+            partition: Some("big,batch,big"),
+            ..JobPlace::default()
+        };
+        let r = p.restrict(NODES, &job, &mut out).unwrap();
+        assert_eq!(r.partition, "big,batch");
+        let e = allowed(&p, Some("batch,gpu"), None).unwrap_err();
+        assert!(e.contains("invalid partition specified: gpu"), "{e}");
+        assert!(
+            allowed(&p, Some("batch,"), None)
+                .unwrap_err()
+                .contains("empty name")
+        );
+        // The first listed partition that holds all its nodes, else the first holding its
+        // first node; one name, or no nodes yet, is the list.
+        assert_eq!(p.ran_in("batch,big", &["n1", "n2"]), "big");
+        assert_eq!(p.ran_in("batch,big", &["n1"]), "batch");
+        assert_eq!(p.ran_in("batch,big", &["n0", "n2"]), "batch");
+        assert_eq!(p.ran_in("big,batch", &["n0", "n2"]), "batch");
+        assert_eq!(p.ran_in("batch,big", &[]), "batch,big");
+        assert_eq!(p.ran_in("big", &["n0"]), "big");
+    }
+
+    #[test]
+    fn a_listed_partition_whose_limits_the_job_exceeds_is_left_out_of_its_list() {
+        let mut p = parts();
+        p.parts[1].max_time = None;
+        let mut out = Vec::new();
+        let job = JobPlace {
+            partition: Some("batch,big"),
+            time_limit: Some(Dur::from_secs(7200)),
+            ..JobPlace::default()
+        };
+        let r = p.restrict(NODES, &job, &mut out).unwrap();
+        assert_eq!((r.partition.as_str(), &out[..]), ("big", &["n1", "n2"][..]));
+        p.parts[1].max_time = Some(Dur::from_secs(60));
+        let e = p.restrict(NODES, &job, &mut out).unwrap_err();
+        assert!(
+            e.contains("partition batch's limit") && e.contains("partition big's limit"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_partitions_limits_are_refused_at_submission() {
         let p = parts();
         let mut out = Vec::new();
@@ -377,10 +503,12 @@ mod tests {
         assert_eq!(whole_nodes(&l(None, Some(2)), 6, 3, true), Ok(3));
         assert_eq!(whole_nodes(&l(Some(3), None), 1, 4, true), Ok(3));
         assert!(whole_nodes(&l(Some(1), None), 5, 4, true).is_err());
+        // Without a script, its ranks are the tasks: one on each node at least.
+        assert_eq!(whole_nodes(&l(None, None), 5, 4, false), Ok(2));
         assert!(
-            whole_nodes(&l(None, None), 1, 4, false)
+            whole_nodes(&l(Some(3), None), 2, 4, false)
                 .unwrap_err()
-                .contains("sbatch or salloc")
+                .contains("cannot cover 3 whole nodes")
         );
     }
 

@@ -54,8 +54,12 @@ pub enum StepRefusal {
 /// order. Without `--overlap` a step takes only PEs no running step holds. Ranks are
 /// numbered in node order (block distribution). With `--cpus-per-task c` each task holds
 /// `c` PEs of one node: the counts are of tasks, a node holds as many as it has `c` PEs for.
+/// In an allocation of whole nodes (`tasks`, `--exclusive`) a step that says nothing of
+/// nodes spreads its tasks over all of them as the allocation's lie (Slurm's srun takes
+/// the allocation's node count and `--ntasks-per-node`), not onto the first node's PEs.
 pub fn place_step(
     alloc: &[Placement],
+    tasks: Option<Tasks>,
     name_of: &dyn Fn(NodeId) -> String,
     busy: &BTreeMap<(NodeId, u32), u32>,
     req: &StepRequest,
@@ -157,6 +161,13 @@ pub fn place_step(
             for (k, c) in counts.iter_mut().enumerate() {
                 *c = ntasks / n + u32::from((k as u32) < ntasks % n);
             }
+        }
+        None if tasks.is_some() && ntasks >= nodes.len() as u32 => {
+            let n = nodes.len() as u32;
+            let per_node = tasks
+                .and_then(|t| t.per_node)
+                .filter(|&m| u64::from(m) * u64::from(n) >= u64::from(ntasks));
+            counts = cosched_policy::spread::task_layout(ntasks, n, per_node);
         }
         None => {
             let mut left = ntasks;
@@ -289,7 +300,7 @@ impl Core {
             }
         }
         let name_of = |n: NodeId| self.node_name(n);
-        let placement = match place_step(&s.placement, &name_of, &busy, &r) {
+        let placement = match place_step(&s.placement, s.tasks, &name_of, &busy, &r) {
             Ok(p) => p,
             Err(StepRefusal::Busy(why)) => {
                 return Err(Box::new(Response::Error(format!("{STEP_BUSY}{why}"))));
@@ -593,13 +604,42 @@ mod tests {
     #[test]
     fn a_step_fills_the_allocation_in_node_order_and_numbers_ranks_from_zero() {
         let none = BTreeMap::new();
-        let p = place_step(&alloc(), &name, &none, &req(|r| r.ntasks = Some(3))).unwrap();
+        let p = place_step(&alloc(), None, &name, &none, &req(|r| r.ntasks = Some(3))).unwrap();
         assert_eq!(
             shape(&p),
             vec![(0, vec![(0, 0), (1, 1)]), (2, vec![(2, 0)])]
         );
-        let p = place_step(&alloc(), &name, &none, &req(|_| {})).unwrap();
+        let p = place_step(&alloc(), None, &name, &none, &req(|_| {})).unwrap();
         assert_eq!(shape(&p), vec![(0, vec![(0, 0)])]);
+    }
+
+    #[test]
+    fn a_step_in_whole_nodes_spreads_over_them_as_the_allocations_tasks_lie() {
+        // sbatch --exclusive -N 2 --ntasks-per-node=1: two tasks on whole nodes of 2 PEs;
+        // `srun prog` (SLURM_NTASKS: 2) puts one on each, not both on the first.
+        let none = BTreeMap::new();
+        let tasks = Tasks {
+            count: 2,
+            per_node: Some(1),
+            cpus: 1,
+        };
+        let two = req(|r| r.ntasks = Some(2));
+        let p = place_step(&alloc(), Some(tasks), &name, &none, &two).unwrap();
+        assert_eq!(shape(&p), vec![(0, vec![(0, 0)]), (2, vec![(1, 0)])]);
+        // Three tasks: per node 1 cannot hold them, so evenly.
+        let three = req(|r| r.ntasks = Some(3));
+        let p = place_step(&alloc(), Some(tasks), &name, &none, &three).unwrap();
+        assert_eq!(
+            shape(&p),
+            vec![(0, vec![(0, 0), (1, 1)]), (2, vec![(2, 0)])]
+        );
+        // A step that names its nodes places as it asks.
+        let one_node = req(|r| {
+            r.ntasks = Some(2);
+            r.nodes = Some(1);
+        });
+        let p = place_step(&alloc(), Some(tasks), &name, &none, &one_node).unwrap();
+        assert_eq!(shape(&p), vec![(0, vec![(0, 0), (1, 1)])]);
     }
 
     #[test]
@@ -612,9 +652,9 @@ mod tests {
             r.tasks_per_node = Some(1);
             r.nodelist = vec!["n2".into(), "n0".into()];
         });
-        let p = place_step(&alloc(), &name, &none, &r).unwrap();
+        let p = place_step(&alloc(), None, &name, &none, &r).unwrap();
         assert_eq!(shape(&p), vec![(0, vec![(0, 0)]), (2, vec![(1, 0)])]);
-        let spread = place_step(&alloc(), &name, &none, &req(|r| r.nodes = Some(2))).unwrap();
+        let spread = place_step(&alloc(), None, &name, &none, &req(|r| r.nodes = Some(2))).unwrap();
         assert_eq!(shape(&spread), vec![(0, vec![(0, 0)]), (2, vec![(1, 0)])]);
     }
 
@@ -623,12 +663,13 @@ mod tests {
         let mut busy = BTreeMap::new();
         busy.insert((NodeId(0), 0), 1);
         busy.insert((NodeId(0), 1), 1);
-        let p = place_step(&alloc(), &name, &busy, &req(|r| r.ntasks = Some(2))).unwrap();
+        let p = place_step(&alloc(), None, &name, &busy, &req(|r| r.ntasks = Some(2))).unwrap();
         assert_eq!(shape(&p), vec![(2, vec![(0, 0), (1, 1)])]);
-        let wait = place_step(&alloc(), &name, &busy, &req(|r| r.ntasks = Some(4)));
+        let wait = place_step(&alloc(), None, &name, &busy, &req(|r| r.ntasks = Some(4)));
         assert!(matches!(wait, Err(StepRefusal::Busy(_))), "{wait:?}");
         let shared = place_step(
             &alloc(),
+            None,
             &name,
             &busy,
             &req(|r| {
@@ -649,21 +690,21 @@ mod tests {
             r.ntasks = Some(2);
             r.cpus_per_task = Some(2);
         });
-        let p = place_step(&alloc(), &name, &none, &r).unwrap();
+        let p = place_step(&alloc(), None, &name, &none, &r).unwrap();
         assert_eq!(shape(&p), vec![(0, vec![(0, 0)]), (2, vec![(1, 0)])]);
         assert_eq!(p[0].extra_pes, vec![(0, 1)]);
         assert_eq!(p[1].extra_pes, vec![(1, 1)]);
         // One PE of node 0 held by another step: no room for a task there now.
         let mut busy = BTreeMap::new();
         busy.insert((NodeId(0), 1), 1);
-        let wait = place_step(&alloc(), &name, &busy, &r);
+        let wait = place_step(&alloc(), None, &name, &busy, &r);
         assert!(matches!(wait, Err(StepRefusal::Busy(_))), "{wait:?}");
         // Three tasks of two PEs never fit in two nodes of two PEs.
         let big = req(|r| {
             r.ntasks = Some(3);
             r.cpus_per_task = Some(2);
         });
-        let got = place_step(&alloc(), &name, &none, &big);
+        let got = place_step(&alloc(), None, &name, &none, &big);
         assert!(matches!(got, Err(StepRefusal::Never(_))), "{got:?}");
     }
 
@@ -679,7 +720,7 @@ mod tests {
                 r.tasks_per_node = Some(1);
             }),
         ] {
-            let got = place_step(&alloc(), &name, &none, &r);
+            let got = place_step(&alloc(), None, &name, &none, &r);
             assert!(matches!(got, Err(StepRefusal::Never(_))), "{r:?}: {got:?}");
         }
     }

@@ -57,6 +57,7 @@ impl Core {
         let mut info = describe(s, record, state, run.as_micros());
         info.held = e.held();
         info.reason = self.reason(i, now);
+        info.partition = self.partition_of(i);
         info
     }
 

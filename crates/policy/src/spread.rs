@@ -37,6 +37,33 @@ pub struct Spread {
     pub cpus_per_task: u32,
 }
 
+/// `tasks` tasks on `nodes` nodes, in node order, as Slurm lays them out: with
+/// `--ntasks-per-node m` (`per_node`) blocks of `m`, full nodes first, a node that would be
+/// left without a task taking one from the last full node (block distribution); without it
+/// evenly, the first `tasks % nodes` nodes one more. Fewer tasks than nodes leave the last
+/// nodes empty; tasks beyond `nodes × m` are the caller's to refuse.
+pub fn task_layout(tasks: u32, nodes: u32, per_node: Option<u32>) -> Vec<u32> {
+    let n = nodes.max(1);
+    match per_node {
+        Some(m) => {
+            let mut left = tasks;
+            (0..n)
+                .map(|i| {
+                    let rest_nodes = n - i - 1;
+                    let take = m
+                        .min(left.saturating_sub(rest_nodes))
+                        .max(u32::from(left > 0));
+                    left -= take;
+                    take
+                })
+                .collect()
+        }
+        None => (0..n)
+            .map(|i| tasks / n + u32::from(i < tasks % n))
+            .collect(),
+    }
+}
+
 impl Spread {
     /// The tasks per node, largest first, when the spread fixes them: `Ok(None)` when only
     /// the node filters apply; `Err` when no machine of this shape could place `procs` tasks
@@ -91,34 +118,18 @@ impl Spread {
                 "{procs} tasks cannot cover {n} nodes (at least one task on each)"
             ));
         }
-        let counts: Vec<u32> = match self.tasks_per_node {
-            Some(m) => {
-                if m == 0 {
-                    return Err("--ntasks-per-node=0: a node needs at least one task".into());
-                }
-                if u64::from(n) * u64::from(m) < u64::from(procs) {
-                    return Err(format!(
-                        "{procs} tasks do not fit on {n} nodes × {m} tasks per node"
-                    ));
-                }
-                // Block: full nodes first; a node left without a task gets the one it must
-                // have, taken from the last full node.
-                let mut left = procs;
-                let mut c: Vec<u32> = (0..n)
-                    .map(|i| {
-                        let rest_nodes = n - i - 1;
-                        let take = m.min(left - rest_nodes);
-                        left -= take;
-                        take
-                    })
-                    .collect();
-                c.sort_unstable_by(|a, b| b.cmp(a));
-                c
+        if let Some(m) = self.tasks_per_node {
+            if m == 0 {
+                return Err("--ntasks-per-node=0: a node needs at least one task".into());
             }
-            None => (0..n)
-                .map(|i| procs / n + u32::from(i < procs % n))
-                .collect(),
-        };
+            if u64::from(n) * u64::from(m) < u64::from(procs) {
+                return Err(format!(
+                    "{procs} tasks do not fit on {n} nodes × {m} tasks per node"
+                ));
+            }
+        }
+        let mut counts = task_layout(procs, n, self.tasks_per_node);
+        counts.sort_unstable_by(|a, b| b.cmp(a));
         if counts[0] > per {
             return Err(format!(
                 "needs {} tasks on a node; a node has {} PEs",
@@ -301,6 +312,17 @@ mod tests {
         // --ntasks-per-node alone: as many nodes as the tasks need.
         let s = spread(None, Some(2));
         assert_eq!(s.choose(5, &m, |_| true).unwrap().to_string(), "0-1,4-5,8");
+    }
+
+    #[test]
+    fn task_layout_is_blocks_in_node_order_with_tasks_per_node_and_even_without() {
+        assert_eq!(task_layout(5, 2, Some(3)), [3, 2]);
+        assert_eq!(task_layout(4, 2, Some(3)), [3, 1]);
+        assert_eq!(task_layout(4, 3, Some(3)), [2, 1, 1]);
+        assert_eq!(task_layout(2, 2, Some(1)), [1, 1]);
+        assert_eq!(task_layout(5, 3, None), [2, 2, 1]);
+        assert_eq!(task_layout(1, 3, None), [1, 0, 0]);
+        assert_eq!(task_layout(1, 3, Some(2)), [1, 0, 0]);
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub struct JobView {
     /// Nodes it asks for (shown while it has none).
     pub req_nodes: u32,
     pub cpus_per_task: u32,
+    /// The PEs it holds when more than its tasks': whole nodes (`--exclusive`).
+    pub whole_node_cpus: Option<u32>,
     /// How it ended: exit status, or the signal that ended it.
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -70,6 +72,16 @@ pub struct JobView {
 }
 
 impl JobView {
+    /// Whether `-p/--partition` of squeue or sacct (`names`, none: every job) shows it: a job
+    /// waiting on a list of partitions (`a,b`) is in each of them.
+    pub fn in_partitions(&self, names: &[String]) -> bool {
+        names.is_empty()
+            || self
+                .partition
+                .split(',')
+                .any(|p| names.iter().any(|n| n == p))
+    }
+
     /// `6_1` for an array task, else the id; with `.S` for a step.
     pub fn id_text(&self) -> String {
         let id = match self.array {
@@ -106,7 +118,8 @@ impl JobView {
     }
 
     pub fn num_cpus(&self) -> u32 {
-        self.ntasks.saturating_mul(self.cpus_per_task.max(1))
+        self.whole_node_cpus
+            .unwrap_or_else(|| self.ntasks.saturating_mul(self.cpus_per_task.max(1)))
     }
 
     /// When it started, or for a pending job held back by a begin time still to come, that

@@ -58,6 +58,7 @@ fn job(id: u64, name: &str, state: JobState, reason: Reason) -> JobView {
         limit: Limit::Secs(600),
         nodes: Vec::new(),
         tasks_per_node: Vec::new(),
+        whole_node_cpus: None,
         ntasks: 1,
         req_nodes: 1,
         cpus_per_task: 1,

@@ -91,7 +91,15 @@ impl Core {
         s.run += 1;
         // A rank to every `c` PEs of a node (`--cpus-per-task`; the spread gave each node a
         // multiple of `c`): the first is its own, the others its extra PEs.
-        let c = s.spread.as_ref().map_or(1, |sp| sp.cpus_per_task.max(1)) as usize;
+        let mut c = s.spread.as_ref().map_or(1, |sp| sp.cpus_per_task.max(1)) as usize;
+        // Whole nodes without a script: the job's ranks are its tasks, laid out over its
+        // nodes as Slurm's (`layout`, tasks per node); the rest of each node is held, idle.
+        let mut layout = None;
+        if let Some(t) = s.tasks.filter(|_| !s.io.batch) {
+            let nodes: BTreeSet<u32> = pes.iter().map(|pe| pe.0 / per).collect();
+            c = t.cpus.max(1) as usize;
+            layout = Some(t.layout(nodes.len() as u32));
+        }
         let mut rank = 0;
         for pe in pes.iter() {
             let node = NodeId(pe.0 / per);
@@ -102,14 +110,23 @@ impl Core {
                     extra_pes: Vec::new(),
                 });
             }
+            let k = s.placement.len() - 1;
             let p = s.placement.last_mut().expect("pushed");
-            if (p.ranks.len() + p.extra_pes.len()).is_multiple_of(c) {
+            let held = p.ranks.len() + p.extra_pes.len();
+            if layout
+                .as_ref()
+                .is_some_and(|l| held >= l.get(k).copied().unwrap_or(0) as usize * c)
+            {
+                continue;
+            }
+            if held.is_multiple_of(c) {
                 p.ranks.push((rank, pe.0 % per));
                 rank += 1;
             } else {
                 p.extra_pes.push((rank - 1, pe.0 % per));
             }
         }
+        s.placement.retain(|p| !p.ranks.is_empty());
         s.ranks = crate::steps::expected_ranks(&s.placement, s.io.batch);
         let launch = self.launch_msg(i, stopped);
         let id = launch.job;
@@ -146,8 +163,8 @@ impl Core {
         let c = s.spread.as_ref().map_or(1, |sp| sp.cpus_per_task.max(1));
         Launch {
             job: e.req.id,
-            // Its ranks: one to every `c` PEs.
-            size: e.req.procs / c,
+            // Its ranks: one to every `c` PEs, or to each of its tasks on whole nodes.
+            size: s.placement.iter().map(|p| p.ranks.len() as u32).sum(),
             cmd: s.cmd.clone(),
             cwd: s.cwd.clone(),
             env: {
@@ -161,17 +178,21 @@ impl Core {
                     ("COSCHED_JOB_NODELIST".into(), nodes.clone()),
                     ("COSCHED_TASKS_PER_NODE".into(), tasks.clone()),
                 ];
-                let slurm_nodes =
-                    crate::deferral::slurm_nodes(&s.placement, s.tasks, |n| self.node_name(n));
+                let slurm_nodes = crate::deferral::slurm_nodes(
+                    &s.placement,
+                    s.tasks,
+                    self.shape.pes_per_node(),
+                    |n| self.node_name(n),
+                );
                 env.extend(crate::deferral::slurm_env(
                     e.req.id,
                     &s.name,
-                    s.tasks.unwrap_or(e.req.procs / c),
+                    s.tasks.map_or(e.req.procs / c, |t| t.count),
                     &slurm_nodes,
                     s.io.array.as_ref(),
                 ));
-                if let Some(p) = &s.partition {
-                    env.push(("SLURM_JOB_PARTITION".into(), p.clone()));
+                if let Some(p) = self.partition_of(i) {
+                    env.push(("SLURM_JOB_PARTITION".into(), p));
                 }
                 env
             },

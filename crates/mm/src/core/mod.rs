@@ -226,10 +226,10 @@ pub struct Side {
     pub mem: Option<MemLimit>,
     /// Where its tasks may go by node (`-N`, `--nodelist`, …), which the policy honours.
     pub spread: Option<Box<Spread>>,
-    /// The partition it runs in.
+    /// The partition it runs in, or the list it may run in (see [`Core::partition_of`]).
     pub partition: Option<String>,
-    /// Its tasks when fewer than its ranks (`--exclusive`: whole nodes).
-    pub tasks: Option<u32>,
+    /// Its tasks when fewer than its PEs (`--exclusive`: whole nodes).
+    pub tasks: Option<Tasks>,
     /// Where its ranks run (empty until it is given PEs, and again after a requeue).
     pub placement: Vec<Placement>,
     /// Exit code per rank, `None` while it runs.

@@ -92,7 +92,12 @@ impl Core {
             // Whole nodes: the job holds every PE of them, so nobody else runs there.
             let per = self.shape.pes_per_node();
             let n = crate::partitions::whole_nodes(&layout, s.procs, per, s.io.batch)?;
-            tasks = Some(s.procs / layout.cpus_per_task.unwrap_or(1).max(1));
+            let cpus = layout.cpus_per_task.unwrap_or(1).max(1);
+            tasks = Some(Tasks {
+                count: s.procs / cpus,
+                per_node: layout.tasks_per_node,
+                cpus,
+            });
             procs = n * per;
             layout = NodeLayout {
                 nodes: Some(n),

@@ -159,7 +159,67 @@ pub struct JobInfo {
     pub partition: Option<String>,
     /// Its tasks when fewer than its ranks: `--exclusive` gives it whole nodes.
     #[serde(default)]
-    pub tasks: Option<u32>,
+    pub tasks: Option<Tasks>,
+}
+
+/// The tasks of an allocation of whole nodes (`--exclusive`), fewer than its PEs: how many,
+/// at most how many on a node, and the PEs each holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Tasks {
+    pub count: u32,
+    /// `--ntasks-per-node`.
+    pub per_node: Option<u32>,
+    /// `--cpus-per-task` (1 without it).
+    pub cpus: u32,
+}
+
+impl Tasks {
+    /// How many of them lie on each of `nodes` nodes, in node order (Slurm's block
+    /// distribution, [`cosched_policy::spread::task_layout`]).
+    pub fn layout(&self, nodes: u32) -> Vec<u32> {
+        cosched_policy::spread::task_layout(self.count, nodes, self.per_node)
+    }
+}
+
+#[derive(Deserialize)]
+struct TasksFields {
+    count: u32,
+    per_node: Option<u32>,
+    cpus: u32,
+}
+
+/// A database record's `tasks` (JSON): the fields, or the count alone (a record that kept
+/// only the count: spread evenly, a PE each).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TasksRecord {
+    Count(u32),
+    Fields(TasksFields),
+}
+
+impl<'de> Deserialize<'de> for Tasks {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Tasks, D::Error> {
+        // The wire (postcard) always carries the fields, and cannot read an untagged form.
+        let f = if d.is_human_readable() {
+            match TasksRecord::deserialize(d)? {
+                TasksRecord::Count(count) => {
+                    return Ok(Tasks {
+                        count,
+                        per_node: None,
+                        cpus: 1,
+                    });
+                }
+                TasksRecord::Fields(f) => f,
+            }
+        } else {
+            TasksFields::deserialize(d)?
+        };
+        Ok(Tasks {
+            count: f.count,
+            per_node: f.per_node,
+            cpus: f.cpus,
+        })
+    }
 }
 
 impl JobInfo {
@@ -216,4 +276,33 @@ pub struct PartitionInfo {
     pub default: bool,
     /// The longest time limit a job of it may ask.
     pub max_time_us: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_records_tasks_read_as_the_count_alone_or_with_their_layout() {
+        let t: Tasks = serde_json::from_str("3").unwrap();
+        let even = Tasks {
+            count: 3,
+            per_node: None,
+            cpus: 1,
+        };
+        assert_eq!(t, even);
+        let full = Tasks {
+            count: 4,
+            per_node: Some(1),
+            cpus: 2,
+        };
+        let text = serde_json::to_string(&full).unwrap();
+        assert_eq!(serde_json::from_str::<Tasks>(&text).unwrap(), full);
+        let wire = postcard::to_allocvec(&Some(full)).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<Option<Tasks>>(&wire).unwrap(),
+            Some(full)
+        );
+        assert_eq!(full.layout(4), [1, 1, 1, 1]);
+    }
 }

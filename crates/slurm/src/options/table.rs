@@ -183,7 +183,7 @@ pub const TABLE: &[Opt] = &[
         Opt_,
         SR,
         Different(
-            "inside an allocation, a step on PEs no running step holds (the default); outside one refused: salloc --exclusive gives whole nodes",
+            "inside an allocation, a step on PEs no running step holds (the default); outside one, whole nodes as sbatch's, the job's ranks being its tasks",
         ),
     ),
     o(
@@ -192,7 +192,7 @@ pub const TABLE: &[Opt] = &[
         Opt_,
         SB | SA,
         Different(
-            "whole nodes: the allocation holds every PE of its nodes (-N, else as many as its tasks need), so no other job runs there; =user and =mcs are taken as plain --exclusive",
+            "whole nodes: the allocation holds every PE of its nodes (-N, else as many as its tasks need), so no other job runs there, its tasks laid out by --ntasks-per-node; =user and =mcs are taken as plain --exclusive",
         ),
     ),
     o("export", None, Req, SB | SR, Same),
@@ -394,7 +394,7 @@ pub const TABLE: &[Opt] = &[
         Req,
         ALL,
         Different(
-            "one partition (not a list); the configuration's, or `all` (every node) without one; an unknown one is refused at submission, as are a time limit or -N above the partition's max_time or max_nodes",
+            "the configuration's, or `all` (every node) without one; an unknown one is refused at submission, as are a time limit or -N above the partition's max_time or max_nodes; a list `a,b` is the union of its partitions' nodes (those whose limits the job exceeds left out), the job runs in the first listed one holding its nodes",
         ),
     ),
     o("power", None, Req, ALL, Ignored("cosched manages no power")),

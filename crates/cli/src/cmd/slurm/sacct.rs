@@ -186,7 +186,7 @@ fn report(a: &Args) -> Result<String, String> {
         .zip(&jobs)
         .filter(|(j, _)| specs.is_empty() || specs.iter().any(|s| s.names(j)))
         .filter(|(j, _)| a.names.is_empty() || a.names.contains(&j.name))
-        .filter(|(j, _)| a.partitions.is_empty() || a.partitions.contains(&j.partition))
+        .filter(|(j, _)| j.in_partitions(&a.partitions))
         .flat_map(|(j, info)| {
             let steps = if a.allocations {
                 Vec::new()

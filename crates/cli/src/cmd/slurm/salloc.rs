@@ -148,9 +148,10 @@ fn allocation_env(
     let st = client
         .status()
         .map_err(|e| error(format!("the cluster's status: {e}")))?;
-    let nodes = cosched_mm::deferral::slurm_nodes(&info.placement, info.tasks, |n| {
-        super::view::node_name(&st, n)
-    });
+    let nodes =
+        cosched_mm::deferral::slurm_nodes(&info.placement, info.tasks, st.pes_per_node, |n| {
+            super::view::node_name(&st, n)
+        });
     let uid = super::view::my_uid();
     let mut env = submit_env(&Submission {
         submit_dir: std::env::current_dir()

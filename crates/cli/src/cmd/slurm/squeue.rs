@@ -152,7 +152,7 @@ fn once(a: &Args) -> i32 {
         })
         .filter(|j| !users_given || uids.contains(&j.uid))
         .filter(|j| a.names.is_empty() || a.names.contains(&j.name))
-        .filter(|j| a.partitions.is_empty() || a.partitions.contains(&j.partition))
+        .filter(|j| j.in_partitions(&a.partitions))
         .filter(|j| {
             nodes
                 .as_ref()

@@ -170,7 +170,10 @@ pub fn job_view(j: &JobInfo, st: &StatusInfo, first: Option<JobId>, names: &mut 
         })
     };
     let pes = st.pes_per_node.max(1);
-    let cpus_per_task = j.spread.as_ref().map_or(1, |s| s.cpus_per_task.max(1));
+    let cpus_per_task = match j.tasks {
+        Some(t) => t.cpus.max(1),
+        None => j.spread.as_ref().map_or(1, |s| s.cpus_per_task.max(1)),
+    };
     let stdout = file(&j.io.output);
     let stderr = file(&j.io.error.clone().or_else(|| j.io.output.clone()));
     JobView {
@@ -200,9 +203,13 @@ pub fn job_view(j: &JobInfo, st: &StatusInfo, first: Option<JobId>, names: &mut 
         limit: j
             .time_limit_us
             .map_or(Limit::Unlimited, |us| Limit::Secs(secs(us).max(0) as u64)),
-        tasks_per_node: j.placement.iter().map(|p| p.ranks.len() as u32).collect(),
+        tasks_per_node: match j.tasks {
+            Some(t) => t.layout(j.placement.len() as u32),
+            None => j.placement.iter().map(|p| p.ranks.len() as u32).collect(),
+        },
         nodes,
-        ntasks: j.tasks.unwrap_or(r.procs / cpus_per_task),
+        ntasks: j.tasks.map_or(r.procs / cpus_per_task, |t| t.count),
+        whole_node_cpus: j.tasks.map(|_| r.procs),
         req_nodes: r.procs.div_ceil(pes),
         cpus_per_task,
         exit_code: r.exit_code.map(|c| if signal.is_some() { 0 } else { c }),
@@ -239,6 +246,7 @@ pub fn step_views(j: &JobInfo, alloc: &JobView, st: &StatusInfo, now: i64) -> Ve
             ntasks: per_node.iter().sum(),
             nodes,
             tasks_per_node: per_node,
+            whole_node_cpus: None,
             reason: cosched_slurm::state::Reason::None,
             ..alloc.clone()
         };
@@ -272,6 +280,7 @@ pub fn step_views(j: &JobInfo, alloc: &JobView, st: &StatusInfo, now: i64) -> Ve
             nodes: s.placement.iter().map(|p| node_name(st, p.node)).collect(),
             tasks_per_node: s.placement.iter().map(|p| p.ranks.len() as u32).collect(),
             ntasks: s.ntasks(),
+            whole_node_cpus: None,
             exit_code: s.exit_code,
             signal: None,
             command: s.cmd.join(" "),
