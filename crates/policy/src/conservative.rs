@@ -195,9 +195,11 @@ impl Conservative {
     ///   ([`Profile::free_until`]), or it has a whole place of its own starting before
     ///   `min(t, rise_end)` ([`Profile::earliest_before`]). A job that cannot move would give
     ///   back and take again the same place, which leaves the profile as it was.
-    /// - The second test depends on the job's width and estimate only, and until a job moves
-    ///   (or one without a place takes one) the profile does not change: its answers are kept, and one that found no place
-    ///   before `rise_end` answers for every job at least as wide and as long.
+    /// - The second test depends on the job's width, estimate and limit only, and until a job
+    ///   moves (or one without a place takes one) the profile does not change: its answers
+    ///   are kept, and bound those of wider and longer jobs (no earlier place) and of narrower
+    ///   and shorter ones (a place at least as early), so most tests search nothing and the
+    ///   rest search only between those bounds ([`Conservative::place_before`]).
     ///
     /// Debug builds compare the outcome with the full compression (profile rebuilt, every
     /// reservation taken again, every job searched for again).
@@ -223,8 +225,8 @@ impl Conservative {
         // Rises made by a job moving earlier, which the jobs before it have not seen.
         let mut moved_rise = 0;
         let mut moved_end = now;
-        // `(procs, est, earliest place starting before rise_end)` in the profile as it is.
-        let mut known: Vec<(u32, Dur, Option<Time>)> = Vec::new();
+        // What the searches found in the profile as it is.
+        let mut known: Vec<Known> = Vec::new();
         for k in 0..self.s.queue.len() {
             let w = self.s.queue.get(k);
             let (procs, est) = (w.req.procs, w.req.estimate);
@@ -237,8 +239,7 @@ impl Conservative {
                     .profile
                     .free_until(t, procs)
                     .is_some_and(|s| s < rise_end)
-                    || Self::place_before(&self.profile, &mut known, procs, est, rise_end)
-                        .is_some_and(|s| s < t);
+                    || Self::place_before(&self.profile, &mut known, procs, est, t.min(rise_end));
                 if !moves {
                     continue;
                 }
@@ -280,23 +281,43 @@ impl Conservative {
         }
     }
 
-    /// The earliest place of `procs` PEs for `est` in `profile` starting before `limit`,
-    /// through the answers `known` for this profile and limit (see [`Conservative::compress`]).
+    /// Whether `profile` has a place of `procs` PEs for `est` starting before `limit`, through
+    /// what earlier searches in this profile found (`known`; see [`Conservative::compress`]).
+    /// A place for a job at least as wide and as long is one for this job, and this job's
+    /// earliest place is no earlier than that of one no wider and no longer; only what those
+    /// bounds leave open is searched, and only up to `limit`.
     fn place_before(
         profile: &Profile,
-        known: &mut Vec<(u32, Dur, Option<Time>)>,
+        known: &mut Vec<Known>,
         procs: u32,
         est: Dur,
         limit: Time,
-    ) -> Option<Time> {
-        for &(p, d, at) in known.iter() {
-            if (p, d) == (procs, est) || (at.is_none() && p <= procs && d <= est) {
-                return at;
+    ) -> bool {
+        let mut from: Option<Time> = None;
+        for k in known.iter() {
+            if k.procs >= procs && k.est >= est && k.at.is_some_and(|s| s < limit) {
+                return true;
+            }
+            if k.procs <= procs && k.est <= est {
+                let bound = k.at.unwrap_or(k.searched);
+                if bound >= limit {
+                    return false;
+                }
+                from = Some(from.map_or(bound, |f| f.max(bound)));
             }
         }
-        let at = profile.earliest_before(procs, est, limit).map(|(s, _)| s);
-        known.push((procs, est, at));
-        at
+        let at = match from {
+            Some(from) => profile.earliest_within(procs, est, from, limit),
+            None => profile.earliest_before(procs, est, limit),
+        }
+        .map(|(s, _)| s);
+        known.push(Known {
+            procs,
+            est,
+            searched: limit,
+            at,
+        });
+        at.is_some()
     }
 
     /// The full compression, as a check of [`Conservative::compress`]: the profile rebuilt
@@ -364,6 +385,15 @@ impl Conservative {
             });
         }
     }
+}
+
+/// What a search of the profile as it stands found for a width and a length: `at` is the
+/// earliest place when one starts before `searched`, and `None` says none does.
+struct Known {
+    procs: u32,
+    est: Dur,
+    searched: Time,
+    at: Option<Time>,
 }
 
 /// The starts of the latest jobs placed during a rebuild, as lower bounds for the jobs

@@ -90,14 +90,19 @@ struct Block {
     /// The most and the fewest PEs free over `steps`.
     max: u32,
     min: u32,
+    /// The first step's time, kept beside the summary so that the binary searches over the
+    /// blocks, made at every change and search, read no block's steps.
+    start: Time,
 }
 
 impl Block {
     fn of(steps: Vec<(Time, u32)>) -> Block {
+        let start = steps[0].0;
         let mut b = Block {
             steps,
             max: 0,
             min: 0,
+            start,
         };
         b.summarize();
         b
@@ -109,7 +114,8 @@ impl Block {
     }
 
     fn start(&self) -> Time {
-        self.steps[0].0
+        debug_assert_eq!(self.start, self.steps[0].0);
+        self.start
     }
 }
 
@@ -178,6 +184,7 @@ impl Profile {
             first.summarize();
         }
         first.steps[0].0 = first.steps[0].0.max(now);
+        first.start = first.steps[0].0;
     }
 
     /// Free PEs at the profile's first instant.
@@ -421,11 +428,24 @@ impl Profile {
     /// Adds `delta` free PEs (or takes `-delta`) over the steps from the one starting at
     /// `start` to the one before the step starting at `end`; both must be step starts.
     fn shift(&mut self, start: Time, end: Time, delta: i64) {
-        let mut p = self.covering(start);
+        let p = self.covering(start);
         debug_assert_eq!(self.at(p).0, start);
+        self.shift_from(p, end, delta);
+    }
+
+    /// [`Profile::shift`] from the step at `p`.
+    ///
+    /// A step at either edge left with the free count of the step before it in its block is
+    /// dropped: compression gives back and takes again reservations all the time, and the
+    /// split points they leave behind would otherwise pile up for every search and change to
+    /// walk over. A place or a free run never starts at such a step (the one before it
+    /// would do as well), so no answer changes.
+    fn shift_from(&mut self, mut p: Place, end: Time, delta: i64) {
+        let first = p;
+        let mut last: Option<Place> = None;
         while let Some(block) = self.blocks.get_mut(p.b) {
             if block.start() >= end {
-                return;
+                break;
             }
             let whole = p.k == 0 && block.steps.last().is_some_and(|s| s.0 < end);
             let apply = |n: u32| {
@@ -440,23 +460,38 @@ impl Profile {
                 block.max = apply(block.max);
                 block.min = apply(block.min);
             } else {
-                for s in &mut block.steps[p.k..] {
+                let mut stop = None;
+                for (i, s) in block.steps[p.k..].iter_mut().enumerate() {
                     if s.0 >= end {
+                        stop = Some(p.k + i);
                         break;
                     }
                     s.1 = apply(s.1);
                 }
                 block.summarize();
+                if let Some(k) = stop {
+                    last = Some(Place { b: p.b, k });
+                    break;
+                }
             }
             p = Place { b: p.b + 1, k: 0 };
+        }
+        // The later edge first, so that the earlier one's place stays right.
+        for Place { b, k } in last.into_iter().chain([first]) {
+            let steps = &mut self.blocks[b].steps;
+            // Dropping a duplicate leaves the block's most, fewest and start as they are.
+            if k > 0 && k < steps.len() && steps[k - 1].1 == steps[k].1 {
+                steps.remove(k);
+            }
         }
     }
 
     /// Splits at `start` and `end` and adds `delta` free PEs between them.
     fn change(&mut self, start: Time, end: Time, delta: i64) {
-        self.split(start);
+        // The later split first: the place of the earlier one then stays valid for the shift.
         self.split(end);
-        self.shift(start, end, delta);
+        let p = self.split(start);
+        self.shift_from(p, end, delta);
     }
 
     /// Takes `procs` PEs during `[start, start + dur)` if they are free all along; returns
@@ -701,6 +736,22 @@ mod tests {
         q.advance(t(6));
         q.free(t(0), t(7), 2);
         assert_eq!(q.normalized()[..3], [(t(6), 5), (t(7), 3), (t(8), 0)]);
+    }
+
+    /// Giving back a reservation leaves no split point behind where the free count no longer
+    /// changes: a profile that compression reserves in and gives back to over and over keeps
+    /// the steps it started with.
+    #[test]
+    fn given_back_reservations_leave_no_split_points_behind() {
+        let mut p = Profile::default();
+        p.rebuild(t(0), 4, (1..=200).map(|k| (t(k * 100), 4)));
+        let before = p.steps();
+        for k in 0..500 {
+            let (start, len) = (t(k * 37 % 19_000 + 1), d(1 + k % 450));
+            assert!(p.reserve_at(start, len, 3));
+            p.unreserve(start, len, 3);
+        }
+        assert_eq!(p.steps(), before);
     }
 
     /// A job fits from the profile's start only if its width is free all along its length.
