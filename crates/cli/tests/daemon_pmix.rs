@@ -53,6 +53,13 @@ fn build(dir: &Path, name: &str, src: &str) -> Option<PathBuf> {
     Some(exe)
 }
 
+/// cosched-pmix's test program (`crates/pmix/tests/mpi/pmix_check.c`, one mode per test),
+/// built in `dir` as [`build`] does.
+fn build_check(dir: &Path) -> Option<PathBuf> {
+    let src = include_str!("../../pmix/tests/mpi/pmix_check.c");
+    build(dir, "pmix_check", src)
+}
+
 fn output(c: &Cluster, id: u64, rank: u32) -> String {
     c.ok(&["output", &id.to_string(), "--rank", &rank.to_string()])
 }
@@ -144,11 +151,7 @@ fn an_open_mpi_job_across_two_nodes_gets_its_peers_addresses_by_direct_modex() {
 fn mpi_abort_in_an_open_mpi_job_fails_it_naming_the_rank_and_status() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = scratch_dir("pmix", "abort");
-    let Some(check) = build(
-        tmp.path(),
-        "pmix_check",
-        include_str!("../../pmix/tests/mpi/pmix_check.c"),
-    ) else {
+    let Some(check) = build_check(tmp.path()) else {
         return;
     };
     let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "2", "--pes", "2"]);
@@ -211,11 +214,7 @@ fn an_open_mpi_job_whose_ranks_reach_no_server_is_reported_as_worlds_of_one() {
 fn mpi_comm_spawn_under_open_mpi_is_refused_in_the_ranks_own_output() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = scratch_dir("pmix", "spawn");
-    let Some(check) = build(
-        tmp.path(),
-        "pmix_check",
-        include_str!("../../pmix/tests/mpi/pmix_check.c"),
-    ) else {
+    let Some(check) = build_check(tmp.path()) else {
         return;
     };
     let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "1", "--pes", "2"]);
@@ -231,6 +230,64 @@ fn mpi_comm_spawn_under_open_mpi_is_refused_in_the_ranks_own_output() {
         ),
         "the refusal, in the words of the server, reaches the rank's error output: {err}"
     );
+}
+
+/// `MPI_Comm_accept` in one Open MPI job and `MPI_Comm_connect` in another, on another node,
+/// to the port the first published: the ports meet through the name service, and the
+/// `PMIx_Connect` that would join the two jobs is refused. Neither job hangs: every rank's
+/// call fails, the refusal in the server's words reaches every rank's error output (each
+/// node's helper tells its own ranks, not the other job's), and both jobs end.
+#[test]
+fn mpi_comm_connect_between_open_mpi_jobs_is_refused_in_every_ranks_output_and_never_hangs() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = scratch_dir("pmix", "connect");
+    let Some(check) = build_check(tmp.path()) else {
+        return;
+    };
+    let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "2", "--pes", "2"]);
+    let name = tmp.path().join("svc").display().to_string();
+    let prog = check.to_str().unwrap();
+    let mut jobs = Vec::new();
+    for (mode, node) in [("accept", "n0"), ("connect", "n1")] {
+        let args = [
+            "-n",
+            "2",
+            "-t",
+            "5m",
+            "--nodelist",
+            node,
+            prog,
+            mode,
+            "2",
+            &name,
+        ];
+        jobs.push((mode, c.submit(&args)));
+    }
+    for (mode, id) in jobs {
+        let j = c.ended(id, 180);
+        let call = if mode == "accept" {
+            "MPI_Comm_accept"
+        } else {
+            "MPI_Comm_connect"
+        };
+        for rank in 0..2 {
+            let out = output(&c, id, rank);
+            assert_eq!(j["state"].as_str(), Some("completed"), "{j}\n{out}");
+            assert!(
+                out.contains(&format!("{call} failed")),
+                "job {id} rank {rank}: {out}"
+            );
+            let err = errors(&c, id, rank);
+            let refusal = format!(
+                "cosched: rank {rank}: MPI_Comm_connect/accept / PMIx_Connect is not supported by cosched"
+            );
+            assert_eq!(
+                err.matches(&refusal).count(),
+                1,
+                "job {id} rank {rank}: the refusal reaches the rank's error output once: {err}"
+            );
+        }
+    }
 }
 
 /// `MPI_Publish_name` in one Open MPI job, `MPI_Lookup_name` in another on another node

@@ -381,6 +381,7 @@ pub mod seeds {
                         code: None,
                         error: None,
                     }],
+                    aborted: None,
                 }],
                 ..reg(1)
             }),

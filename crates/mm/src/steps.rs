@@ -386,19 +386,11 @@ impl Core {
         from: NodeId,
         exit: RankExit,
     ) {
-        let Some((id, k)) = unit_step(unit) else {
+        let Some((i, s)) = self.step_of(unit, run) else {
             return;
         };
-        let Some(i) = self.ledger.find(id) else {
-            return;
-        };
-        if self.side[i].run != run {
-            return;
-        }
         let on = self.node_name(from);
-        let Some(st) = self.side[i].steps.iter_mut().find(|s| s.id == k) else {
-            return;
-        };
+        let st = &mut self.side[i].steps[s];
         if st.state.is_final() && !awaiting_exits(st) {
             return;
         }
@@ -409,7 +401,7 @@ impl Core {
         *slot = Some(code);
         if st.error.is_none() {
             st.error = match (&exit.error, code) {
-                (Some(e), _) => Some(format!("task {} on node {on}: {e}", exit.rank)),
+                (Some(e), _) => Some(task_failed(&exit, &on, e)),
                 (None, 0) => None,
                 (None, c) => Some(format!(
                     "task {} on node {on} exited with code {c}",
@@ -421,8 +413,9 @@ impl Core {
         let kill = code != 0 && st.kill_on_bad_exit && !done && !st.state.is_final();
         let nodes: Vec<NodeId> = st.placement.iter().map(|p| p.node).collect();
         if done {
+            // An abort that named the step's failure gave its code already.
             let worst = st.ranks.iter().flatten().copied().max().unwrap_or(0);
-            st.exit_code = Some(worst);
+            st.exit_code.get_or_insert(worst);
             let all_zero = st.ranks.iter().flatten().all(|&c| c == 0);
             // Slurm records a step by how its tasks ended: a cancel whose tasks all exited 0
             // anyway (they were finishing as it came) leaves it COMPLETED; one that ended a
@@ -438,16 +431,51 @@ impl Core {
             st.end_us = Some(now.as_micros());
             self.send(nodes, ToNode::Forget { jobs: vec![unit] });
         } else if kill {
-            self.send(
-                nodes,
-                ToNode::Switch {
-                    stop: Vec::new(),
-                    cont: Vec::new(),
-                    kill: vec![unit],
-                },
-            );
+            self.kill_step(nodes, unit);
         }
         self.mark(i);
+    }
+
+    /// A task of a step called `MPI_Abort` (heard before its exit, as for a job: see
+    /// [`Core::rank_aborted`]): unless a failure named the step's already, the abort does
+    /// (the task, its node, the MPI's words and the abort's code, which becomes the step's),
+    /// whatever exits follow; and the step's other tasks are killed, as `srun` ends a step
+    /// one of whose tasks aborts. The allocation and its other steps go on.
+    pub(super) fn step_aborted(&mut self, unit: JobId, run: u32, from: NodeId, exit: RankExit) {
+        let Some((i, s)) = self.step_of(unit, run) else {
+            return;
+        };
+        let on = self.node_name(from);
+        let st = &mut self.side[i].steps[s];
+        let running = st
+            .ranks
+            .get(exit.rank as usize)
+            .is_some_and(Option::is_none);
+        if st.state.is_final() || !running || st.error.is_some() {
+            return;
+        }
+        let words = exit.error.as_deref().unwrap_or("MPI_Abort");
+        st.error = Some(task_failed(&exit, &on, words));
+        st.exit_code = exit.code;
+        let nodes = st.placement.iter().map(|p| p.node).collect();
+        self.kill_step(nodes, unit);
+        self.mark(i);
+    }
+
+    /// The allocation and the place among its steps of step `unit`, of run `run`.
+    fn step_of(&self, unit: JobId, run: u32) -> Option<(Ix, usize)> {
+        let (id, k) = unit_step(unit)?;
+        let i = self.ledger.find(id).filter(|&i| self.side[i].run == run)?;
+        let s = self.side[i].steps.iter().position(|s| s.id == k)?;
+        Some((i, s))
+    }
+
+    /// Ends the tasks of step `unit` on `nodes` (SIGTERM, then SIGKILL); they still report
+    /// their exits.
+    fn kill_step(&mut self, nodes: Vec<NodeId>, unit: JobId) {
+        let kill = vec![unit];
+        let (stop, cont) = (Vec::new(), Vec::new());
+        self.send(nodes, ToNode::Switch { stop, cont, kill });
     }
 
     /// Whether step `unit` of run `run` of its job runs and has ranks on `node`.
@@ -510,14 +538,7 @@ impl Core {
         };
         cancelled(st, now, CANCELLED);
         let nodes = st.placement.iter().map(|p| p.node).collect();
-        self.send(
-            nodes,
-            ToNode::Switch {
-                stop: Vec::new(),
-                cont: Vec::new(),
-                kill: vec![step_unit(id, k)],
-            },
-        );
+        self.kill_step(nodes, step_unit(id, k));
         self.mark(i);
     }
 
@@ -543,6 +564,11 @@ impl Core {
             self.mark(i);
         }
     }
+}
+
+/// A step's failure as task `exit.rank` on node `on` explains it with `words`.
+fn task_failed(exit: &RankExit, on: &str, words: &str) -> String {
+    format!("task {} on node {on}: {words}", exit.rank)
 }
 
 /// The error a cancelled step's record keeps.

@@ -10,14 +10,12 @@
 use std::collections::BTreeMap;
 
 use cosched_core::JobId;
-use cosched_pmix::Status;
-use cosched_pmix::helper::{FoundName, NameResult, ToHelper};
+use cosched_pmix::helper::ToHelper;
 use cosched_proto::names::{NameAnswer, NameOp};
 use cosched_proto::proto::FromNode;
 
 use super::core::{Effect, NmCore};
 use super::pmi::NameCmd;
-use super::pmix::nspace;
 
 /// Who asked, to take the answer back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +85,6 @@ impl NmCore {
                 self.push(Effect::PmiReply { job, rank, line });
             }
             Asker::Helper { tag } => {
-                let answer = for_helper(answer);
                 let msg = ToHelper::Names { tag, answer };
                 self.push(Effect::ToHelper { job, msg });
             }
@@ -110,33 +107,5 @@ impl NmCore {
                 })
             })
             .collect()
-    }
-}
-
-/// The answer as the helper gives it to the rank's PMIx call.
-fn for_helper(answer: NameAnswer) -> NameResult {
-    let failed = |status: Status, why: String| NameResult::Failed {
-        status: status.0,
-        why,
-    };
-    match answer {
-        NameAnswer::Done => NameResult::Done { found: Vec::new() },
-        NameAnswer::Found(found) => NameResult::Done {
-            found: found
-                .into_iter()
-                .map(|f| FoundName {
-                    name: f.name,
-                    value: f.value,
-                    nspace: nspace(f.job),
-                    rank: f.rank,
-                })
-                .collect(),
-        },
-        NameAnswer::NotFound => failed(Status::NOT_FOUND, "the name is not published".into()),
-        NameAnswer::Taken(name) => failed(
-            Status::DUPLICATE_KEY,
-            format!("{name} is already published"),
-        ),
-        NameAnswer::Refused(why) => failed(Status::ERROR, why),
     }
 }

@@ -27,13 +27,12 @@
 use std::collections::BTreeMap;
 
 use cosched_core::{Dur, JobId, NodeId, Time};
-use cosched_pmix::helper::{FromHelper, NameRequest, RankEnvs, Setup, ToHelper};
+use cosched_pmix::helper::{FromHelper, RankEnvs, Setup, ToHelper, nspace};
 
 use super::core::{Effect, ExitNote, Level, NmCore};
 use super::launch::{BaseEnv, RankSpec};
 use super::names::Asker;
 use cosched_proto::jobio::Mpi;
-use cosched_proto::names::NameOp;
 use cosched_proto::proto::*;
 
 /// PMIx fence `n` of a job travels as PMI fence `FENCE_BASE + n`: the machine manager
@@ -60,11 +59,6 @@ pub(super) struct JobPmix {
     pub(super) envs: BTreeMap<u32, Vec<(String, String)>>,
     /// Failed exits waiting (until the time) for the rank's abort: (until, launch, exit).
     pub(super) held: Vec<(Time, u64, RankExit)>,
-}
-
-/// The PMIx namespace of `job`, as its ranks and the ranks of other jobs see it.
-pub fn nspace(job: JobId) -> String {
-    format!("cosched.{}", job.0)
 }
 
 /// Lower-case hexadecimal: a fence's bytes as the value of a PMI key.
@@ -264,12 +258,7 @@ impl NmCore {
                 self.modex_answer((job, run), NodeId(from), req, data);
             }
             FromHelper::Names { tag, rank, request } => {
-                let op = match request {
-                    NameRequest::Publish { names } => NameOp::Publish { names },
-                    NameRequest::Lookup { names, wait } => NameOp::Lookup { names, wait },
-                    NameRequest::Unpublish { names } => NameOp::Unpublish { names },
-                };
-                self.ask_names(job, rank, op, Asker::Helper { tag });
+                self.ask_names(job, rank, request, Asker::Helper { tag });
             }
             FromHelper::Ready { .. } => {}
             FromHelper::Failed { why } => {

@@ -51,7 +51,8 @@ impl NmCore {
     }
 
     /// What the node holds, as a registration reports it: every job with its ranks, running
-    /// or exited with their status.
+    /// or exited with their status, and its first abort notice (a machine manager that
+    /// restarted while the rank aborted never heard it).
     fn held(&self) -> Vec<HeldJob> {
         self.jobs
             .iter()
@@ -70,6 +71,7 @@ impl NmCore {
                         })
                     })
                     .collect(),
+                aborted: j.aborted.clone(),
             })
             .collect()
     }

@@ -159,7 +159,11 @@ impl Gate {
     /// A switch of an announced rotation, made by the freeze watcher's thread
     /// ([`crate::program`]), goes into the same log, timed from its announced instant.
     pub fn landed(&mut self, l: &Landed) {
-        let us = |t: Time| t.since(l.due).as_micros().clamp(0, u32::MAX as i64) as u32;
+        let us = |t: Time| {
+            t.since(l.due)
+                .as_micros()
+                .clamp(i32::MIN as i64, i32::MAX as i64) as i32
+        };
         self.log.count += 1;
         self.log.late += u64::from(l.frozen.is_none() && !l.outgoing.is_empty());
         self.keep(SwitchTiming {
@@ -195,7 +199,7 @@ impl Gate {
 
     fn release(&mut self, now: Time) -> Option<Release> {
         if let Some(p) = self.pending.take() {
-            let us = |t: Time| t.since(p.started).as_micros().clamp(0, u32::MAX as i64) as u32;
+            let us = |t: Time| t.since(p.started).as_micros().clamp(0, i32::MAX as i64) as i32;
             self.log.count += 1;
             self.keep(SwitchTiming {
                 at_us: p.started.as_micros(),

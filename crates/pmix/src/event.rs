@@ -187,7 +187,9 @@ pub enum Event {
         reply: OpReply,
     },
     /// A request the server refused by itself (see [`Refusal`]); `client` is absent for a
-    /// tool, which is not a rank.
+    /// tool, which is not a rank. A refused collective (`PMIx_Connect`, `PMIx_Disconnect`)
+    /// comes once for every proc it lists, of every namespace and node: the server does not
+    /// say which of them called here.
     Refused {
         client: Option<Proc>,
         request: Refusal,

@@ -18,12 +18,14 @@
 //! helper; [`run`] is the helper itself.
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::PathBuf;
 use std::sync::mpsc;
 
+use cosched_core::JobId;
+use cosched_proto::names::{NameAnswer, NameOp};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -69,10 +71,11 @@ pub enum ToHelper {
     FenceFailed {
         seq: u64,
     },
-    /// The name service's answer to the helper's request `tag`.
+    /// The name service's answer to the helper's request `tag`, as the machine manager gave
+    /// it.
     Names {
         tag: u64,
-        answer: NameResult,
+        answer: NameAnswer,
     },
     /// The data of another node's rank that the helper's direct modex `tag` asked for, or
     /// the PMIx status it failed with.
@@ -89,35 +92,9 @@ pub enum ToHelper {
     },
 }
 
-/// A rank's request to the name service, which spans jobs and nodes: the node manager
-/// carries it to the machine manager.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum NameRequest {
-    /// `PMIx_Publish` of (name, value) pairs.
-    Publish { names: Vec<(String, String)> },
-    /// `PMIx_Lookup`; `wait`: answered once every name is published (`PMIX_WAIT`).
-    Lookup { names: Vec<String>, wait: bool },
-    /// `PMIx_Unpublish`; no names: all the job's.
-    Unpublish { names: Vec<String> },
-}
-
-/// A name a lookup found: who published it (namespace and rank) and its value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FoundName {
-    pub name: String,
-    pub value: String,
-    pub nspace: String,
-    pub rank: u32,
-}
-
-/// The name service's answer, as the rank's call returns it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum NameResult {
-    /// Published, withdrawn, or (a lookup) what was found.
-    Done { found: Vec<FoundName> },
-    /// The call fails with this PMIx status (`PMIX_ERR_NOT_FOUND`, `PMIX_ERR_DUPLICATE_KEY`,
-    /// ...); `why` is for the helper's log.
-    Failed { status: i32, why: String },
+/// The PMIx namespace of `job`, as its ranks and the ranks of other jobs see it.
+pub fn nspace(job: JobId) -> String {
+    format!("cosched.{}", job.0)
 }
 
 /// From the helper to the node manager.
@@ -140,11 +117,12 @@ pub enum FromHelper {
     Connected { rank: u32 },
     /// A request the server refused; `explain` is for the job's output.
     Refused { rank: Option<u32>, explain: String },
-    /// Rank `rank` asks the name service; answered by [`ToHelper::Names`] with `tag`.
+    /// Rank `rank` asks the name service (its request as the node manager carries it on to
+    /// the machine manager); answered by [`ToHelper::Names`] with `tag`.
     Names {
         tag: u64,
         rank: u32,
-        request: NameRequest,
+        request: NameOp,
     },
     /// A local rank wants the data of rank `rank` of another node (direct modex: a key the
     /// fence did not bring); answered by [`ToHelper::Have`] with `tag`.
@@ -210,15 +188,16 @@ pub fn run(link: std::os::unix::net::UnixStream) -> i32 {
     };
     let (tx, rx) = mpsc::channel();
     let started = start(&setup, tx.clone());
-    let server = match started {
+    let (server, local) = match started {
         Ok((server, envs)) => {
+            let local: BTreeSet<u32> = envs.iter().map(|(rank, _)| *rank).collect();
             if out
                 .write_all(FromHelper::Ready { envs }.line().as_bytes())
                 .is_err()
             {
                 return 2;
             }
-            server
+            (server, local)
         }
         Err(why) => {
             let _ = out.write_all(FromHelper::Failed { why: why.clone() }.line().as_bytes());
@@ -245,6 +224,8 @@ pub fn run(link: std::os::unix::net::UnixStream) -> i32 {
     });
     let mut h = Helper {
         alone: setup.nodes.len() <= 1,
+        nspace: setup.nspace.clone(),
+        local,
         out,
         fences: BTreeMap::new(),
         next_fence: 0,
@@ -369,6 +350,9 @@ fn start(s: &Setup, tx: mpsc::Sender<Msg>) -> Result<(Server, RankEnvs), String>
 struct Helper {
     /// The job has no other node: its fences complete here.
     alone: bool,
+    /// The job's namespace, and its ranks on this node.
+    nspace: String,
+    local: BTreeSet<u32>,
     out: std::os::unix::net::UnixStream,
     /// Fences sent to the node manager, by sequence number.
     fences: BTreeMap<u64, ModexReply>,
@@ -390,29 +374,42 @@ enum NameReply {
 }
 
 impl NameReply {
-    fn answer(self, answer: NameResult) {
-        match (self, answer) {
-            (NameReply::Op(r), NameResult::Done { .. }) => r.ok(),
-            (NameReply::Lookup(r), NameResult::Done { found }) => {
-                let found: Vec<Published> = found
-                    .into_iter()
-                    .map(|f| Published {
-                        owner: Proc::new(f.nspace, f.rank),
-                        key: f.name,
-                        value: f.value,
-                    })
-                    .collect();
-                r.found(&found)
-            }
-            (NameReply::Op(r), NameResult::Failed { status, why }) => {
+    fn answer(self, answer: NameAnswer) {
+        match (self, name_result(answer)) {
+            (NameReply::Op(r), Ok(_)) => r.ok(),
+            (NameReply::Lookup(r), Ok(found)) => r.found(&found),
+            (NameReply::Op(r), Err((status, why))) => {
                 eprintln!("cosched pmix-helper: name service: {why}");
-                r.fail(Status(status))
+                r.fail(status)
             }
-            (NameReply::Lookup(r), NameResult::Failed { status, why }) => {
+            (NameReply::Lookup(r), Err((status, why))) => {
                 eprintln!("cosched pmix-helper: name service: {why}");
-                r.fail(Status(status))
+                r.fail(status)
             }
         }
+    }
+}
+
+/// The name service's answer as the rank's PMIx call returns it: what a lookup found, each
+/// name with who published it (its job's namespace and rank); or the PMIx status MPI expects
+/// of the failure, with its reason for the helper's log.
+fn name_result(answer: NameAnswer) -> Result<Vec<Published>, (Status, String)> {
+    match answer {
+        NameAnswer::Done => Ok(Vec::new()),
+        NameAnswer::Found(found) => Ok(found
+            .into_iter()
+            .map(|f| Published {
+                owner: Proc::new(nspace(f.job), f.rank),
+                key: f.name,
+                value: f.value,
+            })
+            .collect()),
+        NameAnswer::NotFound => Err((Status::NOT_FOUND, "the name is not published".into())),
+        NameAnswer::Taken(name) => Err((
+            Status::DUPLICATE_KEY,
+            format!("{name} is already published"),
+        )),
+        NameAnswer::Refused(why) => Err((Status::ERROR, why)),
     }
 }
 
@@ -423,7 +420,7 @@ impl Helper {
     }
 
     /// Sends rank `rank`'s name request to the node manager; `reply` waits for its answer.
-    fn ask_names(&mut self, rank: u32, request: NameRequest, reply: NameReply) {
+    fn ask_names(&mut self, rank: u32, request: NameOp, reply: NameReply) {
         self.next_tag += 1;
         let tag = self.next_tag;
         self.names.insert(tag, reply);
@@ -481,7 +478,7 @@ impl Helper {
                 reply,
                 ..
             } => {
-                let request = NameRequest::Publish { names };
+                let request = NameOp::Publish { names };
                 self.ask_names(client.rank, request, NameReply::Op(reply))
             }
             Event::Lookup {
@@ -491,7 +488,7 @@ impl Helper {
                 reply,
                 ..
             } => {
-                let request = NameRequest::Lookup { names: keys, wait };
+                let request = NameOp::Lookup { names: keys, wait };
                 self.ask_names(client.rank, request, NameReply::Lookup(reply))
             }
             Event::Unpublish {
@@ -500,13 +497,77 @@ impl Helper {
                 reply,
                 ..
             } => {
-                let request = NameRequest::Unpublish { names: keys };
+                let request = NameOp::Unpublish { names: keys };
                 self.ask_names(client.rank, request, NameReply::Op(reply))
             }
-            Event::Refused { client, request } => self.send(FromHelper::Refused {
-                rank: client.map(|c| c.rank),
-                explain: request.explain().to_string(),
-            }),
+            // Told to the ranks it serves: a refused collective lists other jobs' and other
+            // nodes' ranks too.
+            Event::Refused { client, request } => {
+                let ours = |c: &Proc| c.nspace == self.nspace && self.local.contains(&c.rank);
+                if client.as_ref().is_none_or(ours) {
+                    self.send(FromHelper::Refused {
+                        rank: client.map(|c| c.rank),
+                        explain: request.explain().to_string(),
+                    })
+                }
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_proto::names::FoundName;
+
+    #[test]
+    fn a_lookup_names_the_publisher_by_its_jobs_namespace_and_rank() {
+        let found = NameAnswer::Found(vec![FoundName {
+            name: "svc".into(),
+            value: "port".into(),
+            job: JobId(9),
+            rank: 3,
+        }]);
+        let owner = Proc::new("cosched.9".to_string(), 3);
+        let want = Published {
+            owner,
+            key: "svc".into(),
+            value: "port".into(),
+        };
+        assert_eq!(name_result(found), Ok(vec![want]));
+        assert_eq!(name_result(NameAnswer::Done), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn the_name_services_refusals_become_the_pmix_statuses_mpi_expects() {
+        let status = |a| name_result(a).map_err(|(s, _)| s);
+        assert_eq!(status(NameAnswer::NotFound), Err(Status::NOT_FOUND));
+        assert_eq!(
+            status(NameAnswer::Taken("svc".into())),
+            Err(Status::DUPLICATE_KEY)
+        );
+        assert_eq!(
+            status(NameAnswer::Refused("the job is not running".into())),
+            Err(Status::ERROR)
+        );
+    }
+
+    #[test]
+    fn name_requests_and_answers_cross_the_helpers_socket_as_the_machine_manager_has_them() {
+        let ask = FromHelper::Names {
+            tag: 4,
+            rank: 1,
+            request: NameOp::Lookup {
+                names: vec!["svc".into()],
+                wait: true,
+            },
+        };
+        assert_eq!(FromHelper::parse(&ask.line()), Ok(ask));
+        let answer = ToHelper::Names {
+            tag: 4,
+            answer: NameAnswer::Taken("svc".into()),
+        };
+        let back: ToHelper = serde_json::from_str(answer.line().trim_end()).unwrap();
+        assert_eq!(back, answer);
     }
 }

@@ -156,8 +156,10 @@ pub struct JobGaps {
 }
 
 /// What the ranks saw of the switch due at `due` (µs of the node's clock) from `out` to
-/// `inc`: each outgoing rank's stretch off the CPU that starts within `window` of `due`, and
-/// each incoming rank's that ends within it.
+/// `inc`: each outgoing rank's longest stretch off the CPU that starts within `window` of
+/// `due` (its freeze), and each incoming rank's longest that ends within it (its thaw). Only
+/// the longest: a rank also leaves its core for a few µs whenever a daemon runs there, and
+/// such a stretch ending late in the window is no switch.
 pub fn seen(due: i64, out: &[JobId], inc: &[JobId], jobs: &[JobGaps], window: i64) -> Seen {
     let near = |t: i64| (due - window..=due + window).contains(&t);
     let mut s = Seen::default();
@@ -166,18 +168,24 @@ pub fn seen(due: i64, out: &[JobId], inc: &[JobId], jobs: &[JobGaps], window: i6
         for gaps in &j.ranks {
             // The stretches that may start or end near `due` start before `due + window`.
             let upto = gaps.partition_point(|g| g.0 <= due + window);
-            let near_gaps = gaps[..upto]
-                .iter()
-                .rev()
-                .take_while(|g| g.1 >= due - window);
-            for &(a, b) in near_gaps {
-                if going && near(a) {
-                    s.stopped = Some(s.stopped.map_or(a - due, |x| x.max(a - due)));
-                }
-                if coming && near(b) {
-                    s.first = Some(s.first.map_or(b - due, |x| x.min(b - due)));
-                    s.last = Some(s.last.map_or(b - due, |x| x.max(b - due)));
-                }
+            let near_gaps = || {
+                gaps[..upto]
+                    .iter()
+                    .rev()
+                    .take_while(|g| g.1 >= due - window)
+            };
+            let longest = |keep: &dyn Fn(&(i64, i64)) -> bool| {
+                near_gaps()
+                    .filter(|g| keep(g))
+                    .max_by_key(|g| g.1 - g.0)
+                    .copied()
+            };
+            if going && let Some((a, _)) = longest(&|g| near(g.0)) {
+                s.stopped = Some(s.stopped.map_or(a - due, |x| x.max(a - due)));
+            }
+            if coming && let Some((_, b)) = longest(&|g| near(g.1)) {
+                s.first = Some(s.first.map_or(b - due, |x| x.min(b - due)));
+                s.last = Some(s.last.map_or(b - due, |x| x.max(b - due)));
             }
         }
     }
@@ -312,15 +320,22 @@ mod tests {
     #[test]
     fn a_switch_as_the_ranks_saw_it_is_read_from_their_gaps() {
         // Job 1's two ranks stop at 990 and 1_004 and run again at 2_030; job 2's run again
-        // at 1_010 and 1_025 after a stretch from 0.
+        // at 1_010 and 1_025 after a stretch from 0. Short stretches off the CPU near the
+        // switch (a daemon ran on the rank's core) are no part of it.
         let jobs = [
             JobGaps {
                 job: JobId(1),
-                ranks: vec![vec![(100, 150), (990, 2_030)], vec![(1_004, 2_030)]],
+                ranks: vec![
+                    vec![(100, 150), (950, 960), (990, 2_030)],
+                    vec![(1_004, 2_030)],
+                ],
             },
             JobGaps {
                 job: JobId(2),
-                ranks: vec![vec![(0, 1_010)], vec![(0, 1_025), (1_500, 1_530)]],
+                ranks: vec![
+                    vec![(0, 1_010), (1_200, 1_208)],
+                    vec![(0, 1_025), (1_300, 1_330), (1_500, 1_530)],
+                ],
             },
         ];
         let s = seen(1_000, &[JobId(1)], &[JobId(2)], &jobs, 500);

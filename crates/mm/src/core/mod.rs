@@ -507,8 +507,9 @@ impl Core {
                         self.rank_exit(now, job, from, exit)
                     }
                 }
-                // A step's record takes its tasks' failures from their exits alone.
-                FromNode::Aborted { job, .. } if unit_step(job).is_some() => {}
+                FromNode::Aborted { job, run, exit } if unit_step(job).is_some() => {
+                    self.step_aborted(job, run, from, exit)
+                }
                 FromNode::Aborted { job, run, exit } => {
                     if self.run_of(job) == Some(run) {
                         self.rank_aborted(now, job, from, exit)
@@ -558,15 +559,12 @@ impl Core {
                         self.rank_warning(job, from, rank, warning);
                     }
                 }
-                FromNode::Runs {
-                    job,
-                    run,
-                    runs,
-                    ago_us,
-                } => {
-                    if self.run_of(job) == Some(run) {
-                        let ago = Dur(ago_us.min(i64::MAX as u64) as i64);
-                        self.node_runs(now, job, from, runs, ago);
+                FromNode::Runs { changes } => {
+                    for c in changes {
+                        if self.run_of(c.job) == Some(c.run) {
+                            let ago = Dur(c.ago_us.min(i64::MAX as u64) as i64);
+                            self.node_runs(now, c.job, from, c.runs, ago);
+                        }
                     }
                 }
                 FromNode::Monitor { req, monitor } => {

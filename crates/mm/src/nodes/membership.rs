@@ -107,7 +107,7 @@ impl Core {
     }
 
     /// A node manager (re)registers: it is up from now, and what it holds is reconciled with
-    /// the records (exits it kept are taken in, jobs no longer run are dropped, a launch lost
+    /// the records (abort notices and exits it kept are taken in, jobs no longer run are dropped, a launch lost
     /// in flight is sent again, processes lost with a restarted node manager fail their job).
     pub(crate) fn register(&mut self, now: Time, req: ReqId, reg: Register) {
         let reject = |why: String| Effect::Registered {
@@ -222,10 +222,15 @@ impl Core {
         let mut exits = Vec::new();
         let held: HashMap<_, _> = reg.jobs.iter().map(|h| (h.job, h)).collect();
         let mut step_exits = Vec::new();
+        // Abort notices the node kept (this machine manager may have restarted since it sent
+        // them): taken before the exits, which followed them.
+        let mut aborts = Vec::new();
+        let mut step_aborts = Vec::new();
         for h in &reg.jobs {
             if unit_step(h.job).is_some() {
                 // A step: kept while it runs there, its exits taken in; dropped otherwise.
                 if self.step_runs_on(h.job, h.run, id) {
+                    step_aborts.extend(h.aborted.iter().map(|a| (h.job, h.run, a.clone())));
                     let done = h.ranks.iter().filter(|r| r.code.is_some());
                     step_exits.extend(done.map(|r| (h.job, h.run, r.clone())));
                 } else {
@@ -245,6 +250,7 @@ impl Core {
             if ours {
                 // It has the job: any launch of it there has arrived.
                 self.pending.remove(&(h.job, id));
+                aborts.extend(h.aborted.iter().map(|a| (h.job, a.clone())));
                 exits.extend(
                     h.ranks
                         .iter()
@@ -317,8 +323,14 @@ impl Core {
                 epoch: self.nodes[idx].member_since,
             },
         });
+        for (job, exit) in aborts {
+            self.rank_aborted(now, job, id, exit);
+        }
         for (job, exit) in exits {
             self.rank_exit(now, job, id, exit);
+        }
+        for (unit, run, exit) in step_aborts {
+            self.step_aborted(unit, run, id, exit);
         }
         for (unit, run, exit) in step_exits {
             self.step_exit(now, unit, run, id, exit);

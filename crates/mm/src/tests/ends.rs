@@ -397,6 +397,64 @@ fn an_ended_job_is_forgotten_after_the_retention() {
     assert!(!effects.iter().any(|e| matches!(e, Effect::PersistJob(_))));
 }
 
+/// A rank aborted while the machine manager was down: its node kept the notice, and its
+/// registration with the restarted machine manager carries it beside the exits, so the job
+/// is recorded with the abort's rank, code and words, not with the failure of a peer (which
+/// exited first, its connection to the aborting rank gone) or the aborting rank's kill.
+#[test]
+fn an_abort_the_machine_manager_missed_while_down_names_the_failure_when_the_node_registers() {
+    let fcfs = || crate::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs(), 1, 2);
+    submit(&mut c, t(1), 2);
+    c.step(t(1));
+    let running = c.job_info(c.ledger().find(JobId(1)).unwrap(), t(1));
+    assert_eq!(running.state, JobState::Running);
+    // The machine manager restarts from the job's record and its node's row.
+    let row = crate::db::NodeRow {
+        id: NodeId(0),
+        name: "n0".into(),
+        pes: 2,
+    };
+    let recovered = Recovered {
+        nodes: vec![row],
+        jobs: vec![running],
+        admin: Default::default(),
+    };
+    let mut c = Core::new(config(1, 2), fcfs(), t(10), recovered).unwrap();
+    c.step(t(10));
+    let rank = |rank, code: Option<i32>, error: Option<&str>| RankExit {
+        rank,
+        code,
+        error: error.map(String::from),
+        oom: false,
+    };
+    let abort = "MPI_Abort with status 7: rank 1 gives up";
+    let held = HeldJob {
+        job: JobId(1),
+        run: 1,
+        ranks: vec![rank(0, Some(1), None), rank(1, None, None)],
+        aborted: Some(rank(1, Some(7), Some(abort))),
+    };
+    let reg = Register {
+        version: Version::ours(),
+        memory: 1 << 40,
+        name: "n0".into(),
+        pes: 2,
+        addr: String::new(),
+        jobs: vec![held],
+        incarnation: 1,
+    };
+    c.on(t(11), Input::Register { req: 9, reg });
+    c.step(t(11));
+    let j = state(&c, 1);
+    let want = (
+        JobState::Failed,
+        Some(7),
+        Some(format!("rank 1 on node n0: {abort}")),
+    );
+    assert_eq!((j.state, j.record.exit_code, j.error), want);
+}
+
 /// An `MPI_Abort` heard before any exit fails the job with the aborting rank's code and
 /// words; the other ranks' failures that follow it (their own aborts when their connections
 /// to the aborting rank die, which may reach the machine manager before that rank's exit)

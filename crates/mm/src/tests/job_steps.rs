@@ -371,6 +371,25 @@ fn batch_submission(procs: u32) -> Request {
     }))
 }
 
+/// `request` of root at `now`, written at once when it writes: the effects of the step.
+fn ask_as_root(c: &mut Core, now: Time, req: u64, request: Request) -> Vec<Effect> {
+    let caller = Caller::ROOT;
+    if c.on(
+        now,
+        Input::Client {
+            req,
+            request,
+            caller,
+        },
+    )
+    .is_some()
+    {
+        let result = Ok(());
+        c.on(now, Input::Written { req, result });
+    }
+    c.step(now)
+}
+
 /// A step's rank `rank` on node `node` exits with `code`.
 fn step_exit(c: &mut Core, now: Time, unit: JobId, node: u32, rank: u32, code: i32) {
     c.on(
@@ -395,28 +414,8 @@ fn step_exit(c: &mut Core, now: Time, unit: JobId, node: u32, rank: u32, code: i
 fn a_cancelled_step_whose_tasks_all_exit_zero_is_completed_and_one_the_cancel_ended_is_cancelled() {
     let fcfs = crate::build_policy("fcfs", 1, 2, &PolicyOptions::default()).unwrap();
     let mut c = core(fcfs, 1, 2);
-    let ask = |c: &mut Core, now: Time, req: u64, request: Request| {
-        let w = c.on(
-            now,
-            Input::Client {
-                req,
-                request,
-                caller: Caller::ROOT,
-            },
-        );
-        if w.is_some() {
-            c.on(
-                now,
-                Input::Written {
-                    req,
-                    result: Ok(()),
-                },
-            );
-        }
-        c.step(now)
-    };
     let batch = batch_submission(2);
-    ask(&mut c, t(1), 1, batch);
+    ask_as_root(&mut c, t(1), 1, batch);
     for (req, now) in [(2, t(2)), (3, t(3))] {
         let step = Request::Step(Box::new(StepRequest {
             job: JobId(1),
@@ -426,7 +425,7 @@ fn a_cancelled_step_whose_tasks_all_exit_zero_is_completed_and_one_the_cancel_en
             overlap: true,
             ..StepRequest::default()
         }));
-        ask(&mut c, now, req, step);
+        ask_as_root(&mut c, now, req, step);
     }
     let cancel = |k| Request::CancelStep {
         job: JobId(1),
@@ -434,7 +433,7 @@ fn a_cancelled_step_whose_tasks_all_exit_zero_is_completed_and_one_the_cancel_en
     };
     // Step 0's task had exited 0 when its srun's SIGTERM came (the report was on its way):
     // completed, as Slurm records a step whose tasks all exited 0.
-    ask(&mut c, t(4), 4, cancel(0));
+    ask_as_root(&mut c, t(4), 4, cancel(0));
     assert_eq!(state(&c, 1).steps[0].state, JobState::Cancelled);
     step_exit(&mut c, t(5), step_unit(JobId(1), 0), 0, 0, 0);
     let fx = c.step(t(5));
@@ -449,13 +448,13 @@ fn a_cancelled_step_whose_tasks_all_exit_zero_is_completed_and_one_the_cancel_en
             .any(|m| matches!(m, ToNode::Forget { jobs } if jobs == &[step_unit(JobId(1), 0)]))
     );
     // Step 1's task was ended by the cancel (SIGTERM: 128 + 15): cancelled.
-    ask(&mut c, t(6), 6, cancel(1));
+    ask_as_root(&mut c, t(6), 6, cancel(1));
     step_exit(&mut c, t(7), step_unit(JobId(1), 1), 0, 0, 143);
     c.step(t(7));
     let s = &state(&c, 1).steps[1];
     assert_eq!((s.state, s.exit_code), (JobState::Cancelled, Some(143)));
     // A step that ended is not cancelled again.
-    let fx = ask(&mut c, t(8), 8, cancel(0));
+    let fx = ask_as_root(&mut c, t(8), 8, cancel(0));
     assert!(fx.iter().any(|e| matches!(
         e,
         Effect::Reply {
@@ -464,4 +463,76 @@ fn a_cancelled_step_whose_tasks_all_exit_zero_is_completed_and_one_the_cancel_en
         }
     )));
     assert_eq!(state(&c, 1).steps[0].state, JobState::Completed);
+}
+
+/// A task's `MPI_Abort`, heard before any exit, names the step's failure as it names a job's
+/// (the task, its node, the MPI's words, the abort's code) and kills the step's other tasks;
+/// the failures that follow (a peer's exit when its connection to the aborting task dies,
+/// the killed tasks' signals) leave that cause and code alone, and the allocation goes on.
+#[test]
+fn a_steps_first_abort_names_its_failure_and_code_whatever_exits_follow() {
+    let fcfs = crate::build_policy("fcfs", 2, 2, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 2, 2);
+    ask_as_root(&mut c, t(1), 1, batch_submission(4));
+    let step = Request::Step(Box::new(StepRequest {
+        job: JobId(1),
+        name: "ring".into(),
+        cmd: vec!["ring".into()],
+        ntasks: Some(4),
+        ..StepRequest::default()
+    }));
+    ask_as_root(&mut c, t(2), 2, step);
+    let unit = step_unit(JobId(1), 0);
+    // Tasks 0 and 1 on n0, 2 and 3 on n1; task 1 aborts.
+    c.on(
+        t(3),
+        Input::FromNode {
+            from: NodeId(0),
+            msg: FromNode::Aborted {
+                job: unit,
+                run: 1,
+                exit: RankExit {
+                    rank: 1,
+                    code: Some(7),
+                    error: Some("MPI_Abort with status 7: task 1 gives up".into()),
+                    oom: false,
+                },
+            },
+        },
+    );
+    let fx = c.step(t(3));
+    let killed: Vec<NodeId> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send {
+                to,
+                msg: ToNode::Switch { kill, .. },
+            } if kill == &[unit] => Some(to.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(
+        killed,
+        [NodeId(0), NodeId(1)],
+        "the other tasks are killed: {fx:?}"
+    );
+    // Task 2's failure (its peer is gone) comes in before the aborting task's own exit.
+    step_exit(&mut c, t(4), unit, 1, 2, 15);
+    step_exit(&mut c, t(4), unit, 0, 1, 7);
+    step_exit(&mut c, t(4), unit, 0, 0, 137);
+    step_exit(&mut c, t(4), unit, 1, 3, 137);
+    c.step(t(4));
+    let s = &state(&c, 1).steps[0];
+    let want = (
+        JobState::Failed,
+        Some(7),
+        Some("task 1 on node n0: MPI_Abort with status 7: task 1 gives up"),
+    );
+    assert_eq!((s.state, s.exit_code, s.error.as_deref()), want);
+    assert_eq!(
+        state(&c, 1).state,
+        JobState::Running,
+        "the allocation goes on"
+    );
 }

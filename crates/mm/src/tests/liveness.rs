@@ -34,10 +34,12 @@ fn node_reports_of_run_state_drive_the_record_of_a_placed_job() {
     assert_eq!(state(&c, 2).state, JobState::Suspended);
     let runs = |c: &mut Core, now: Time, node: u32, run: u32, runs: bool| {
         let msg = FromNode::Runs {
-            job: JobId(2),
-            run,
-            runs,
-            ago_us: 0,
+            changes: vec![RunChange {
+                job: JobId(2),
+                run,
+                runs,
+                ago_us: 0,
+            }],
         };
         c.on(
             now,
@@ -125,10 +127,12 @@ fn run_reports_are_written_together_not_one_record_each() {
     for k in 0..200 {
         at = start + Dur::from_millis(k * 5);
         let msg = FromNode::Runs {
-            job: JobId(1),
-            run: 1,
-            runs: k % 2 == 0,
-            ago_us: 0,
+            changes: vec![RunChange {
+                job: JobId(1),
+                run: 1,
+                runs: k % 2 == 0,
+                ago_us: 0,
+            }],
         };
         c.on(
             at,
@@ -355,6 +359,7 @@ fn a_requeued_job_starts_again_only_once_its_fenced_node_is_back_without_the_old
             code: None,
             error: None,
         }],
+        aborted: None,
     }];
     let reg = |jobs| Register {
         version: Version::ours(),
@@ -498,6 +503,7 @@ fn a_requeued_job_whose_fenced_node_never_returns_starts_again_down_after_later(
             code: None,
             error: None,
         }],
+        aborted: None,
     }];
     let reg = Register {
         version: Version::ours(),

@@ -49,6 +49,7 @@ fn a_silent_node_is_marked_down_and_its_jobs_fail() {
             code: None,
             error: None,
         }],
+        aborted: None,
     }];
     c.on(
         t(5),

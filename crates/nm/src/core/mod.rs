@@ -511,6 +511,10 @@ pub struct NmCore {
     /// Under `gs`, what was last reported of each job's processes (`true`: runnable): see
     /// [`NmCore::report_runs`].
     ran: HashMap<(JobId, u32), bool>,
+    /// Run-state changes not sent yet: they go up together, in one [`FromNode::Runs`], when
+    /// the input that made them is done or before any other message (which keeps their order
+    /// with a job's exit).
+    runs_out: Vec<RunChange>,
     effects: VecDeque<Effect>,
 }
 
@@ -544,6 +548,7 @@ impl NmCore {
             gate: Gate::default(),
             rotating: Rotating::default(),
             ran: HashMap::new(),
+            runs_out: Vec::new(),
             effects: VecDeque::new(),
         };
         core.register_again(now);
@@ -552,6 +557,9 @@ impl NmCore {
 
     /// The next thing to do, in order.
     pub fn poll_effect(&mut self) -> Option<Effect> {
+        if self.effects.is_empty() {
+            self.flush_runs();
+        }
         self.effects.pop_front()
     }
 
@@ -610,7 +618,20 @@ impl NmCore {
     }
 
     pub(super) fn up(&mut self, msg: FromNode) {
+        self.flush_runs();
         self.push(Effect::Up(msg));
+    }
+
+    /// A change of a job's run state here, sent up with the others of the same input.
+    pub(super) fn runs_up(&mut self, change: RunChange) {
+        self.runs_out.push(change);
+    }
+
+    fn flush_runs(&mut self) {
+        if !self.runs_out.is_empty() {
+            let changes = std::mem::take(&mut self.runs_out);
+            self.push(Effect::Up(FromNode::Runs { changes }));
+        }
     }
 
     pub(super) fn log(&mut self, level: Level, line: String) {

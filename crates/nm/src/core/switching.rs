@@ -57,7 +57,7 @@ impl NmCore {
         for (job, runs) in plan.runs {
             if let Some(j) = self.jobs.get(&job) {
                 let run = j.run;
-                self.up(FromNode::Runs {
+                self.runs_up(RunChange {
                     job,
                     run,
                     runs,
@@ -68,7 +68,7 @@ impl NmCore {
     }
 
     /// Under `gs`, tells the machine manager when a job of the matrix starts or stops
-    /// running here (`FromNode::Runs`), for its accounting: from its thaw to the moment its
+    /// running here (a [`RunChange`]), for its accounting: from its thaw to the moment its
     /// freeze is reported done, not the slot's bounds, so that a job is not booked as running
     /// while the switch's freeze and thaw are under way, nor as stopped while its freeze has
     /// not landed. The other schemes report from their plans ([`Plan::runs`]).
@@ -83,7 +83,7 @@ impl NmCore {
         // Keyed by run: a requeued job's new run reports afresh.
         if self.ran.insert((job, run), runs) != Some(runs) {
             let ago_us = ago.as_micros().max(0) as u64;
-            self.up(FromNode::Runs {
+            self.runs_up(RunChange {
                 job,
                 run,
                 runs,

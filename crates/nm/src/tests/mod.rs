@@ -310,6 +310,17 @@ fn ups(fx: &[Effect]) -> Vec<FromNode> {
         .collect()
 }
 
+/// The run-state changes sent up, in order, whatever messages carried them.
+fn run_changes(fx: &[Effect]) -> Vec<RunChange> {
+    ups(fx)
+        .into_iter()
+        .flat_map(|m| match m {
+            FromNode::Runs { changes } => changes,
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
 /// The signals sent, as (process group, signal).
 fn signals(fx: &[Effect]) -> Vec<(i32, i32)> {
     fx.iter()

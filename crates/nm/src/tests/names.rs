@@ -4,8 +4,7 @@
 
 use super::pmix::node;
 use super::*;
-use cosched_pmix::Status;
-use cosched_pmix::helper::{FromHelper, NameRequest, NameResult, ToHelper};
+use cosched_pmix::helper::{FromHelper, ToHelper};
 use cosched_proto::jobio::Mpi;
 use cosched_proto::names::{FoundName, NameAnswer, NameOp};
 
@@ -91,7 +90,7 @@ fn a_pmi1_ranks_name_requests_go_to_the_machine_manager_and_its_answers_back_to_
 }
 
 #[test]
-fn the_pmix_helpers_name_requests_go_up_and_the_answers_come_back_as_pmix_statuses() {
+fn the_pmix_helpers_name_requests_go_up_and_the_machine_managers_answers_back_to_the_helper() {
     let mut n = node();
     let ToNode::Launch(mut l) = launch(5, 1, &[(0, 0), (1, 1)], false) else {
         unreachable!()
@@ -115,7 +114,7 @@ fn the_pmix_helpers_name_requests_go_up_and_the_answers_come_back_as_pmix_status
             request,
         },
     };
-    let lookup = NameRequest::Lookup {
+    let lookup = NameOp::Lookup {
         names: vec!["svc".into()],
         wait: true,
     };
@@ -152,24 +151,17 @@ fn the_pmix_helpers_name_requests_go_up_and_the_answers_come_back_as_pmix_status
         ms(40),
         ToNode::Names {
             req: up[0].3,
-            answer: found,
+            answer: found.clone(),
         },
     );
     assert_eq!(
         to_helper(&fx),
         [ToHelper::Names {
             tag: 7,
-            answer: NameResult::Done {
-                found: vec![cosched_pmix::helper::FoundName {
-                    name: "svc".into(),
-                    value: "port".into(),
-                    nspace: "cosched.9".into(),
-                    rank: 3
-                }]
-            }
+            answer: found
         }]
     );
-    let publish = NameRequest::Publish {
+    let publish = NameOp::Publish {
         names: vec![("svc".into(), "mine".into())],
     };
     let fx = n.on(ms(50), helper(8, publish));
@@ -181,10 +173,12 @@ fn the_pmix_helpers_name_requests_go_up_and_the_answers_come_back_as_pmix_status
             answer: NameAnswer::Taken("svc".into()),
         },
     );
-    assert!(
-        matches!(&to_helper(&fx)[..], [ToHelper::Names { tag: 8, answer: NameResult::Failed { status, .. } }]
-            if *status == Status::DUPLICATE_KEY.0),
-        "{fx:?}"
+    assert_eq!(
+        to_helper(&fx),
+        [ToHelper::Names {
+            tag: 8,
+            answer: NameAnswer::Taken("svc".into())
+        }]
     );
 }
 

@@ -98,6 +98,58 @@ fn a_rank_exit_while_the_machine_manager_is_lost_is_held_and_reported_once_on_re
     assert!(exits(&fx).is_empty());
 }
 
+/// A rank aborts while the machine manager is down: the notice cannot go up, so the next
+/// registration carries it with the job (the restarted machine manager never heard it), and
+/// every later one while the job is held, beside the exits.
+#[test]
+fn an_abort_while_the_machine_manager_is_down_is_carried_by_the_next_registration() {
+    let mut n = Node::up("gs");
+    n.tree(ms(0), launch(1, 1, &[(0, 0), (1, 1)], false));
+    n.on(ms(1_000), Input::ParentLost);
+    n.on(
+        ms(1_001),
+        Input::Registration(Err("connection refused".into())),
+    );
+    let fx = n.on(
+        ms(1_050),
+        Input::Pmi {
+            job: JobId(1),
+            rank: 1,
+            line: "cmd=abort exitcode=7 msg=gives_up".into(),
+        },
+    );
+    assert!(ups(&fx).is_empty(), "nobody to send it to: {fx:?}");
+    let notice = RankExit {
+        rank: 1,
+        code: Some(7),
+        error: Some("MPI_Abort with status 7: gives_up".into()),
+        oom: false,
+    };
+    let reg = registrations(&n.until(ms(1_101)));
+    assert_eq!(reg.len(), 1);
+    assert_eq!(reg[0].jobs[0].aborted.as_ref(), Some(&notice));
+    // Still carried once the killed rank's exit is in (until the job is forgotten).
+    n.on(
+        ms(1_110),
+        Input::Exited {
+            job: JobId(1),
+            launch: 1,
+            exit: exit(1, 128 + libc::SIGKILL),
+        },
+    );
+    n.on(
+        ms(1_120),
+        Input::Registration(Err("connection refused".into())),
+    );
+    let reg = registrations(&n.until(ms(1_220)));
+    assert_eq!(reg.len(), 1);
+    assert_eq!(reg[0].jobs[0].aborted.as_ref(), Some(&notice));
+    assert_eq!(
+        reg[0].jobs[0].ranks[1], notice,
+        "the rank's exit is the abort's"
+    );
+}
+
 #[test]
 fn registration_is_retried_every_100_ms_and_the_failure_logged_once() {
     let (mut n, fx) = Node::starting("gs");

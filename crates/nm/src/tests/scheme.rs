@@ -49,14 +49,10 @@ fn a_gang_jobs_ranks_are_launched_then_stopped_and_continued_by_the_strobe() {
             let mut fx = n.tree(ms(10 * k), strobe(slot, job));
             let out = JobId(3 - job);
             let runs_reports = |fx: &[Effect]| -> Vec<(JobId, bool)> {
-                ups(fx)
+                run_changes(fx)
                     .into_iter()
-                    .filter_map(|m| match m {
-                        FromNode::Runs {
-                            job, run: 1, runs, ..
-                        } => Some((job, runs)),
-                        _ => None,
-                    })
+                    .filter(|c| c.run == 1)
+                    .map(|c| (c.job, c.runs))
                     .collect()
             };
             // The machine manager books what ran: the outgoing job until it is stopped, the

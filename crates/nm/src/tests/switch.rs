@@ -100,7 +100,7 @@ fn an_outgoing_job_not_reported_frozen_is_thawed_past_at_the_bound_half_the_quan
     assert!(ops(&n.on(ms(171), frozen(1))).is_empty());
     let log = switch_log(&mut n, ms(172));
     assert_eq!((log.count, log.late), (3, 2));
-    let timing: Vec<(Option<u32>, u32)> = log
+    let timing: Vec<(Option<i32>, i32)> = log
         .recent
         .iter()
         .map(|t| (t.frozen_us, t.thawed_us))
@@ -146,12 +146,9 @@ fn a_switch_whose_outgoing_job_ends_thaws_the_incoming_one() {
 
 /// The run states sent up for the accounting, as (job, runs).
 fn runs_reports(fx: &[Effect]) -> Vec<(u64, bool)> {
-    ups(fx)
+    run_changes(fx)
         .into_iter()
-        .filter_map(|m| match m {
-            FromNode::Runs { job, runs, .. } => Some((job.0, runs)),
-            _ => None,
-        })
+        .map(|c| (c.job.0, c.runs))
         .collect()
 }
 

@@ -335,7 +335,10 @@ static pmix_status_t on_spawn(const pmix_proc_t *proc, const pmix_info_t job_inf
 static pmix_status_t on_connect(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[],
                                 size_t ninfo, pmix_op_cbfunc_t cbfunc, void *cbdata) {
     (void)info, (void)ninfo, (void)cbfunc, (void)cbdata;
-    refuse(CSP_REFUSED_CONNECT, nprocs > 0 ? &procs[0] : NULL);
+    /* A collective of every proc listed (this node's callers among them; the server does not
+     * say which): each is reported, and the caller keeps those it serves. */
+    for (size_t i = 0; i < nprocs; i++) refuse(CSP_REFUSED_CONNECT, &procs[i]);
+    if (nprocs == 0) refuse(CSP_REFUSED_CONNECT, NULL);
     return PMIX_ERR_NOT_SUPPORTED;
 }
 
@@ -343,7 +346,8 @@ static pmix_status_t on_disconnect(const pmix_proc_t procs[], size_t nprocs,
                                    const pmix_info_t info[], size_t ninfo,
                                    pmix_op_cbfunc_t cbfunc, void *cbdata) {
     (void)info, (void)ninfo, (void)cbfunc, (void)cbdata;
-    refuse(CSP_REFUSED_DISCONNECT, nprocs > 0 ? &procs[0] : NULL);
+    for (size_t i = 0; i < nprocs; i++) refuse(CSP_REFUSED_DISCONNECT, &procs[i]);
+    if (nprocs == 0) refuse(CSP_REFUSED_DISCONNECT, NULL);
     return PMIX_ERR_NOT_SUPPORTED;
 }
 

@@ -7,6 +7,10 @@
      publish  rank 0 opens a port and publishes it as NAME, waits 30 s at most for a message
               file to appear (the test's cue), then unpublishes
      lookup   rank 0 looks NAME up (retrying for 20 s) and prints what it found
+     accept   rank 0 opens a port and publishes it as NAME; every rank calls MPI_Comm_accept
+              on it, which must fail with an error (printed), not hang
+     connect  rank 0 looks NAME up (retrying for 20 s); every rank calls MPI_Comm_connect to
+              it, which must fail with an error (printed), not hang
    Every mode checks MPI_Comm_size == EXPECTED_SIZE first; exit 0 only if all is right. */
 #include <mpi.h>
 #include <stdio.h>
@@ -134,6 +138,40 @@ int main(int argc, char **argv) {
                 snprintf(cue, sizeof cue, "%s.found", name);
                 FILE *f = fopen(cue, "w");
                 if (f) fclose(f);
+            }
+        }
+    } else if (strcmp(mode, "accept") == 0 || strcmp(mode, "connect") == 0) {
+        int accept = strcmp(mode, "accept") == 0;
+        char port[MPI_MAX_PORT_NAME] = "";
+        int err = MPI_SUCCESS;
+        if (rank == 0 && accept) {
+            if ((err = MPI_Open_port(MPI_INFO_NULL, port)) == MPI_SUCCESS)
+                err = MPI_Publish_name(name, MPI_INFO_NULL, port);
+        } else if (rank == 0) {
+            long long until = now_us() + 20000000LL;
+            while ((err = MPI_Lookup_name(name, MPI_INFO_NULL, port)) != MPI_SUCCESS &&
+                   now_us() < until)
+                usleep(20000);
+        }
+        MPI_Bcast(&err, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (err != MPI_SUCCESS) {
+            if (rank == 0) say_error(accept ? "MPI_Publish_name" : "MPI_Lookup_name", err);
+            ok = 0;
+        } else {
+            MPI_Comm other;
+            printf("rank %d: %s %s\n", rank, accept ? "accepting on" : "connecting to", port);
+            fflush(stdout);
+            err = accept ? MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &other)
+                         : MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &other);
+            if (err == MPI_SUCCESS) {
+                printf("rank %d: %s succeeded\n", rank, accept ? "MPI_Comm_accept" : "MPI_Comm_connect");
+                MPI_Comm_disconnect(&other);
+            } else {
+                say_error(accept ? "MPI_Comm_accept" : "MPI_Comm_connect", err);
+            }
+            if (rank == 0 && accept) {
+                MPI_Unpublish_name(name, MPI_INFO_NULL, port);
+                MPI_Close_port(port);
             }
         }
     } else {

@@ -94,7 +94,7 @@ impl Stamp {
 /// [`FromNode`] or to the tree's payload ([`ToNode::payload`]): postcard is not
 /// self-describing, so daemons of two versions would misread each other's messages. Nodes and
 /// manager of one version mix, whatever their releases.
-pub const WIRE_VERSION: u32 = 4;
+pub const WIRE_VERSION: u32 = 5;
 
 /// Which cosched a daemon is: its release and the version of its messages.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

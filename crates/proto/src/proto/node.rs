@@ -41,6 +41,10 @@ pub struct HeldJob {
     /// Which run of the job (see [`Launch::run`]) the node holds.
     pub run: u32,
     pub ranks: Vec<RankExit>,
+    /// The first `MPI_Abort` of its ranks here ([`FromNode::Aborted`]'s exit), kept until the
+    /// job is forgotten: a machine manager that restarted since never heard the notice, and
+    /// takes it before the exits, as the notice came before them.
+    pub aborted: Option<RankExit>,
 }
 
 /// A rank of a job on a node: `code` is `None` while it runs.
@@ -355,19 +359,10 @@ pub enum FromNode {
     },
     /// The answer to [`ToNode::FetchMonitor`].
     Monitor { req: u64, monitor: NodeMonitor },
-    /// Whether the node now lets some process of `job` run (`runs`) or has stopped every one
-    /// of them: under a node scheme that runs jobs the strobe does not list (`local`, `sb`,
-    /// `fcs`), and under `gs` from each switch's thaw and completed freeze. Sent when that
-    /// changes; the machine manager's accounting follows it. `ago_us`: how long before this
-    /// message the change happened (a node books the switches its watcher's thread made in
-    /// batches), so the accounting takes the instant it happened, on no shared clock.
-    Runs {
-        job: JobId,
-        run: u32,
-        runs: bool,
-        #[serde(default)]
-        ago_us: u64,
-    },
+    /// Changes of whether the node lets some process of a job run, in the order they
+    /// happened: one message for all the changes an input made (a plan carried out, a batch
+    /// of the watcher's switches), so a gang switch costs no message of its own.
+    Runs { changes: Vec<RunChange> },
     /// What the job's record should say of rank `rank` of run `run` although the rank did not
     /// fail (it ran as an MPI world of one): sent before the rank's exit.
     Warning {
@@ -472,10 +467,11 @@ pub struct SwitchTiming {
     /// How long before then the outgoing freezes were written (0: at that instant).
     #[serde(default)]
     pub lead_us: u32,
-    /// From then until every outgoing job read frozen (`None`: not before the thaw).
-    pub frozen_us: Option<u32>,
-    /// From then until the incoming jobs were thawed.
-    pub thawed_us: u32,
+    /// From then until every outgoing job read frozen (`None`: not before the thaw;
+    /// negative: before the instant, as a rotation's switch lands when placed by its lead).
+    pub frozen_us: Option<i32>,
+    /// From then until the incoming jobs were thawed (negative: before the instant).
+    pub thawed_us: i32,
     /// The jobs it stopped and those it continued.
     #[serde(default)]
     pub outgoing: Vec<JobId>,
@@ -523,4 +519,19 @@ pub struct LastComm {
     pub duration_ns: u64,
     /// How long before the node's read it ended.
     pub ago_ns: u64,
+}
+
+/// Whether the node now lets some process of run `run` of `job` run (`runs`) or has stopped
+/// every one of them: under a node scheme that runs jobs the strobe does not list (`local`,
+/// `sb`, `fcs`), and under `gs` from each switch's thaw and completed freeze. Sent when that
+/// changes ([`FromNode::Runs`]); the machine manager's accounting follows it. `ago_us`: how
+/// long before the message the change happened (a node books the switches its watcher's
+/// thread made in batches), so the accounting takes the instant it happened, on no shared
+/// clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunChange {
+    pub job: JobId,
+    pub run: u32,
+    pub runs: bool,
+    pub ago_us: u64,
 }

@@ -354,11 +354,13 @@ pub struct StepInfo {
     pub cmd: Vec<String>,
     /// Where its ranks run (ranks numbered from 0 within the step).
     pub placement: Vec<Placement>,
-    /// `Running`, then `Completed`, `Failed` (a rank exited non-zero: the highest code is
-    /// the step's), `Cancelled` (its allocation ended first) or what ended the allocation.
+    /// `Running`, then `Completed`, `Failed` (a rank exited non-zero or aborted),
+    /// `Cancelled` (its allocation ended first) or what ended the allocation.
     pub state: JobState,
     pub start_us: i64,
     pub end_us: Option<i64>,
+    /// Once its tasks have all exited: the highest of their codes, or the code of the
+    /// `MPI_Abort` that named its failure (set as that is heard).
     pub exit_code: Option<i32>,
     /// Each rank's exit code, `None` while it runs.
     pub ranks: Vec<Option<i32>>,
