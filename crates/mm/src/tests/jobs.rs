@@ -500,22 +500,13 @@ fn warnings(effects: &[Effect]) -> Vec<(Vec<NodeId>, Vec<JobId>, i32, bool)> {
 /// A job of `procs` PEs with a limit of 100 s and `--signal=spec`, a batch script or not.
 fn submit_warned(c: &mut Core, now: Time, req: u64, procs: u32, spec: &str, batch: bool) {
     let request = Request::Submit(Box::new(SubmitRequest {
-        mem: None,
-        procs,
         time_limit_us: Some(Dur::from_secs(100).as_micros()),
-        class: None,
-        name: None,
-        cmd: vec!["work".into()],
-        cwd: "/".into(),
-        user: None,
         io: JobIo {
             batch,
             signal: Some(WarnSignal::parse(spec).unwrap()),
             ..JobIo::default()
         },
-        sched: Default::default(),
-        layout: None,
-        hold: false,
+        ..sched_request(procs, Schedule::default())
     }));
     c.on_unstored(
         now,
