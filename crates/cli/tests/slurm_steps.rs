@@ -772,3 +772,45 @@ fn partitions_constraints_and_exclusive_choose_a_jobs_nodes_and_unknown_ones_are
         std::fs::read_to_string(s.work.join(format!("slurm-{whole}.out"))).unwrap_or_default();
     assert_eq!(lines_with(&out, "cpus"), ["cpus 2 tasks 1"], "{out}");
 }
+
+/// `--signal=B:USR1@55` on a one-minute limit: the batch script's shell gets SIGUSR1 about
+/// 5 s in (its trap ends the job well before the limit); without `B:` the step's tasks get
+/// it and the script does not.
+#[test]
+fn signal_before_the_time_limit_reaches_the_batch_shell_with_b_and_the_tasks_without() {
+    let s = Site::up("steps", "signal", 1);
+    let script = "#!/bin/sh\n\
+        #SBATCH -n 1 -t 1 --signal=B:USR1@55\n\
+        trap 'echo \"script got USR1\"; exit 0' USR1\n\
+        i=0; while [ $i -lt 100 ]; do sleep 1; i=$((i+1)); done\n\
+        echo 'no signal'\n";
+    let (id, out) = s.run(script, 90);
+    assert_eq!(lines_with(&out, "script"), ["script got USR1"], "{out}");
+    assert_eq!(s.sacct_alloc(id, "State"), "COMPLETED\n", "{out}");
+
+    let script = "#!/bin/sh\n\
+        #SBATCH -n 1 -t 1 --signal=USR1@55\n\
+        trap 'echo \"script got USR1\"' USR1\n\
+        srun sh -c 'trap \"echo task got USR1; exit 0\" USR1; i=0; while [ $i -lt 100 ]; do sleep 1; i=$((i+1)); done'\n\
+        echo \"srun exited $?\"\n";
+    let (id, out) = s.run(script, 90);
+    assert!(out.contains("task got USR1\n"), "{out}");
+    assert!(out.contains("srun exited 0\n"), "{out}");
+    assert!(!out.contains("script got USR1"), "{out}");
+    assert_eq!(s.sacct_alloc(id, "State"), "COMPLETED\n", "{out}");
+}
+
+/// `--open-mode=append`: a job's output file is appended to, not cut, so two jobs writing
+/// the same `--output` both leave their lines, after what the file held.
+#[test]
+fn open_mode_append_keeps_what_the_output_file_held() {
+    let s = Site::up("steps", "append", 1);
+    s.write("shared.out", "before\n");
+    for n in 1..=2 {
+        let script =
+            format!("#!/bin/sh\n#SBATCH -n 1 -o shared.out --open-mode=append\necho job {n}\n");
+        s.run(&script, 60);
+    }
+    let text = std::fs::read_to_string(s.work.join("shared.out")).unwrap();
+    assert_eq!(text, "before\njob 1\njob 2\n");
+}

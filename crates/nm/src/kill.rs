@@ -1,5 +1,5 @@
 //! Killing, as the core decides it: a killed job's grace, a fenced node's kills, shutting
-//! down.
+//! down; and the signal a job asked for ahead of its time limit.
 //!
 //! A job is killed as Slurm kills one: SIGTERM (and SIGCONT, so a stopped rank can act on it)
 //! to every process now, SIGKILL to whatever is left `kill_wait` later — even if the job is
@@ -102,6 +102,26 @@ impl NmCore {
             job,
             target: Target::Groups(groups),
         });
+    }
+
+    /// A machine manager's [`ToNode::Signal`](cosched_proto::proto::ToNode::Signal): `sig`
+    /// to the running ranks of `jobs` here, each rank's process group or, with `leader`,
+    /// the rank's own process (a rank leads its group: its pid is the group's number).
+    pub(super) fn send_signal(&mut self, jobs: &[JobId], sig: i32, leader: bool) {
+        let targets: Vec<i32> = jobs
+            .iter()
+            .filter_map(|id| self.jobs.get(id))
+            .flat_map(|j| j.ranks.values())
+            .filter(|r| r.exit.is_none() && r.pgid > 0)
+            .map(|r| r.pgid)
+            .collect();
+        for id in targets {
+            self.push(if leader {
+                Effect::SignalProcess { pid: id, sig }
+            } else {
+                Effect::Signal { pgid: id, sig }
+            });
+        }
     }
 
     /// Carries out the SIGKILLs whose grace is over.

@@ -129,6 +129,8 @@ pub struct RankSpec {
     /// Its standard output, and its standard error when apart (`None`: merged into `out`).
     pub out: PathBuf,
     pub err: Option<PathBuf>,
+    /// Its output files are appended to rather than cut (`--open-mode=append`).
+    pub append: bool,
 }
 
 /// A launch whose chain of effects is under way.
@@ -501,6 +503,7 @@ impl NmCore {
                 .flatten(),
             out: files.out,
             err: (!files.merged).then_some(files.err),
+            append: l.io.append,
         }
     }
 

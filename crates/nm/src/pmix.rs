@@ -132,6 +132,7 @@ impl NmCore {
             path_first: None,
             out: dir.join("pmix-helper.log"),
             err: None,
+            append: false,
         };
         let setup = Setup {
             nspace: nspace(job),

@@ -72,7 +72,7 @@ pub fn spawn_rank(
                 // Appending: a file cut back at --output-cap then grows from its end. (The
                 // standard library refuses truncate with append: the flag is given as is.)
                 .append(true)
-                .custom_flags(libc::O_TRUNC)
+                .custom_flags(if s.append { 0 } else { libc::O_TRUNC })
                 .mode(0o600)
                 .open(p)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))
@@ -85,6 +85,7 @@ pub fn spawn_rank(
         (out.into(), err.into())
     };
     let creds = run_as.cloned();
+    let trunc = if s.append { 0 } else { libc::O_TRUNC };
     let child_files = match run_as {
         Some(_) => Some((c_path(&s.out)?, s.err.as_deref().map(c_path).transpose()?)),
         None => None,
@@ -202,11 +203,7 @@ pub fn spawn_rank(
                 let open = |p: &std::ffi::CString| {
                     let fd = libc::open(
                         p.as_ptr(),
-                        libc::O_WRONLY
-                            | libc::O_CREAT
-                            | libc::O_TRUNC
-                            | libc::O_APPEND
-                            | libc::O_CLOEXEC,
+                        libc::O_WRONLY | libc::O_CREAT | trunc | libc::O_APPEND | libc::O_CLOEXEC,
                         0o600,
                     );
                     if fd < 0 {

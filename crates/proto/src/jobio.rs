@@ -37,6 +37,98 @@ pub struct JobIo {
     /// (`srun`) starts there.
     #[serde(default)]
     pub batch: bool,
+    /// A signal sent ahead of the time limit (`--signal`).
+    #[serde(default)]
+    pub signal: Option<WarnSignal>,
+    /// Its output files are opened for appending, not cut to nothing (`--open-mode=append`).
+    #[serde(default)]
+    pub append: bool,
+}
+
+/// Slurm's `--signal=[{R|B}:]SIG[@TIME]`: `sig` sent when the job has `before_s` seconds
+/// of its time limit left, to the batch script's shell alone (`B:`) or to the job's tasks
+/// (its steps' ranks, or its own ranks when it has no script).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarnSignal {
+    pub sig: i32,
+    pub before_s: u32,
+    pub script: bool,
+}
+
+/// Signals by the names Slurm's `--signal` takes (with or without `SIG`).
+const SIGNALS: &[(&str, i32)] = &[
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("ABRT", libc::SIGABRT),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("USR2", libc::SIGUSR2),
+    ("PIPE", libc::SIGPIPE),
+    ("ALRM", libc::SIGALRM),
+    ("TERM", libc::SIGTERM),
+    ("CONT", libc::SIGCONT),
+    ("STOP", libc::SIGSTOP),
+    ("TSTP", libc::SIGTSTP),
+    ("URG", libc::SIGURG),
+    ("XCPU", libc::SIGXCPU),
+    ("XFSZ", libc::SIGXFSZ),
+    ("VTALRM", libc::SIGVTALRM),
+    ("PROF", libc::SIGPROF),
+    ("WINCH", libc::SIGWINCH),
+];
+
+impl WarnSignal {
+    /// Slurm's default lead time: 60 s before the limit.
+    pub const DEFAULT_BEFORE_S: u32 = 60;
+    /// The longest lead time Slurm takes (0xffff seconds).
+    pub const MAX_BEFORE_S: u32 = 65535;
+
+    /// Parses `[{R|B}:]SIG[@TIME]`: SIG a name (`USR1`, `SIGUSR1`) or number, TIME seconds
+    /// (default 60).
+    pub fn parse(text: &str) -> Result<WarnSignal, String> {
+        let bad = |why: &str| {
+            format!("--signal={text}: {why} (expected [{{R|B}}:]SIG[@TIME], e.g. B:USR1@120)")
+        };
+        let (flags, rest) = match text.split_once(':') {
+            Some((f, r)) => (f, r),
+            None => ("", text),
+        };
+        let script = match flags.to_ascii_uppercase().as_str() {
+            "" | "R" => false,
+            "B" | "BR" | "RB" => true,
+            _ => return Err(bad("the flags before ':' are R or B")),
+        };
+        let (name, time) = match rest.split_once('@') {
+            Some((n, t)) => (n, Some(t)),
+            None => (rest, None),
+        };
+        let upper = name.trim().to_ascii_uppercase();
+        let short = upper.strip_prefix("SIG").unwrap_or(&upper);
+        let sig = match short.parse::<i32>() {
+            Ok(n) if SIGNALS.iter().any(|&(_, s)| s == n) => n,
+            Ok(_) => return Err(bad("not a signal number cosched sends")),
+            Err(_) => SIGNALS
+                .iter()
+                .find(|(n, _)| *n == short)
+                .map(|&(_, s)| s)
+                .ok_or_else(|| bad("unknown signal name"))?,
+        };
+        let before_s = match time {
+            None => Self::DEFAULT_BEFORE_S,
+            Some(t) => t
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&s| s <= Self::MAX_BEFORE_S)
+                .ok_or_else(|| bad("TIME is seconds, at most 65535"))?,
+        };
+        Ok(WarnSignal {
+            sig,
+            before_s,
+            script,
+        })
+    }
 }
 
 /// Which MPI start-up servers a job's ranks get (`--mpi`, Slurm's flag name). A rank that
@@ -308,6 +400,25 @@ pub fn rank_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signal_option_reads_slurm_forms() {
+        let w = |sig, before_s, script| WarnSignal {
+            sig,
+            before_s,
+            script,
+        };
+        assert_eq!(WarnSignal::parse("USR1"), Ok(w(libc::SIGUSR1, 60, false)));
+        assert_eq!(
+            WarnSignal::parse("B:SIGUSR2@5"),
+            Ok(w(libc::SIGUSR2, 5, true))
+        );
+        assert_eq!(WarnSignal::parse("R:10@300"), Ok(w(10, 300, false)));
+        assert_eq!(WarnSignal::parse("term@0"), Ok(w(libc::SIGTERM, 0, false)));
+        for bad in ["X:USR1", "NOPE", "USR1@-1", "USR1@70000", "99"] {
+            assert!(WarnSignal::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     fn env() -> Vec<(String, String)> {
         vec![("HOME".into(), "/h".into()), ("FOO".into(), "x".into())]

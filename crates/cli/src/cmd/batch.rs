@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 use cosched_core::Dur;
-use cosched_proto::jobio::Mpi;
+use cosched_proto::jobio::{Mpi, WarnSignal};
 use cosched_proto::proto::{ArraySpec, Dependency, NodeLayout, Schedule};
 use cosched_proto::start_conditions;
 use cosched_slurm::options::{self, Parsed};
@@ -115,6 +115,24 @@ pub struct JobOpts {
     /// Memory of the job per PE it holds on a node, as Slurm's --mem-per-cpu
     #[arg(long, value_parser = parse_mem)]
     pub mem_per_cpu: Option<u64>,
+    /// A signal ahead of the time limit, as Slurm's --signal=[{R|B}:]SIG[@TIME]: SIG
+    /// (default USR1) when TIME seconds (default 60) of the limit are left, to the batch
+    /// script's shell alone with B:, else to the job's tasks
+    #[arg(long, value_parser = WarnSignal::parse)]
+    pub signal: Option<WarnSignal>,
+    /// How output files are opened, as Slurm's --open-mode: truncate (the default) or
+    /// append
+    #[arg(long = "open-mode", value_parser = parse_open_mode)]
+    pub append: Option<bool>,
+}
+
+/// `--open-mode`: whether the output files are appended to.
+fn parse_open_mode(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "a" | "append" => Ok(true),
+        "t" | "truncate" => Ok(false),
+        _ => Err(format!("--open-mode={text}: expected append or truncate")),
+    }
 }
 
 /// `--dependency`'s list (a newtype, so clap takes it as one value).
@@ -182,6 +200,8 @@ impl JobOpts {
             } else {
                 self.mem_per_cpu.or(other.mem_per_cpu)
             },
+            signal: self.signal.or(other.signal),
+            append: self.append.or(other.append),
         }
     }
 
@@ -410,6 +430,8 @@ pub fn from_slurm(p: &Parsed) -> Result<JobOpts, String> {
         hold: p.has("hold"),
         mem: p.value("mem").map(parse_mem).transpose()?,
         mem_per_cpu: p.value("mem-per-cpu").map(parse_mem).transpose()?,
+        signal: p.value("signal").map(WarnSignal::parse).transpose()?,
+        append: p.value("open-mode").map(parse_open_mode).transpose()?,
     })
 }
 
@@ -424,7 +446,7 @@ fn directive_error(at: &str, e: &clap::Error) -> String {
             "{at}: unknown directive {arg} (directives take the options of `cosched submit`: \
              -n/--ntasks, -N/--nodes, --ntasks-per-node, -c/--cpus-per-task, -w/--nodelist, -x/--exclude, -p/--partition, -C/--constraint, --exclusive, -t/--time, -J/--job-name, -o/--output, \
              -e/--error, --array, --dependency, --begin, --class, --export, --mpi, -D/--chdir, \
-             -H/--hold, --mem, --mem-per-cpu, --monitor)"
+             -H/--hold, --mem, --mem-per-cpu, --signal, --open-mode, --monitor)"
         );
     }
     format!("{at}: {}", first_line(e))

@@ -147,6 +147,8 @@ pub(crate) fn request_of(
             array: None,
             mpi: opts.mpi.unwrap_or_default(),
             batch: false,
+            signal: opts.signal,
+            append: opts.append.unwrap_or(false),
         },
         sched: opts.schedule(),
         layout: opts.layout().map_err(anyhow::Error::msg)?,

@@ -258,6 +258,8 @@ pub struct Side {
     pub(super) runs_at: Time,
     /// Its steps (`srun` inside it; see [`super::steps`]), by step number.
     pub steps: Vec<StepInfo>,
+    /// The run its `--signal` was sent in (0: none yet): each run gets it once.
+    pub(super) warned_run: u32,
 }
 
 /// Where a job's [`Event::Ended`] goes in the instant it is delivered.
@@ -685,7 +687,7 @@ impl Core {
             w = w.min(g);
         }
         for &i in &self.placed {
-            if let Some(at) = self.limit_at(i) {
+            for at in [self.limit_at(i), self.warn_at(i)].into_iter().flatten() {
                 w = w.min(at);
             }
         }

@@ -81,6 +81,7 @@ impl Core {
                 runs_on: BTreeSet::new(),
                 runs_at: Time::ZERO,
                 steps: info.steps.clone(),
+                warned_run: 0,
             };
             let req = request_of(&info.id(), info.record.submit, info.procs(), &side);
             let i = self.ledger.add(req.clone()).map_err(|e| e.to_string())?;

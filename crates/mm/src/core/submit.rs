@@ -142,6 +142,7 @@ impl Core {
             runs_on: BTreeSet::new(),
             runs_at: Time::ZERO,
             steps: Vec::new(),
+            warned_run: 0,
         };
         Ok((request_of(&id, now, procs, &side), side))
     }

@@ -16,6 +16,72 @@ impl Core {
         self.ledger.limit_reached_at(i, self.limit(i)?)
     }
 
+    /// When job `i`'s `--signal` is due: when the time left of its limit, counted as the
+    /// limit is (its running time only), is the signal's lead. Never before: a signal comes
+    /// within the event loop's lateness after that instant, where Slurm's may come up to a
+    /// minute early. `None` once sent in this run, or while its processes are stopped (it
+    /// is sent when they continue, if due by then).
+    pub(super) fn warn_at(&self, i: Ix) -> Option<Time> {
+        let s = &self.side[i];
+        let w = s.io.signal.filter(|_| s.warned_run != s.run)?;
+        let lead = Dur::from_secs(i64::from(w.before_s));
+        self.ledger.limit_reached_at(i, self.limit(i)? - lead)
+    }
+
+    /// Jobs whose `--signal` is due get it: with `B:` the batch script's shell alone (not
+    /// the commands it runs), else the job's tasks — its running steps' ranks, and its own
+    /// ranks when it has no script — as Slurm sends it.
+    pub(super) fn warn_signals(&mut self, now: Time) {
+        let due: Vec<Ix> = self
+            .placed
+            .iter()
+            .copied()
+            .filter(|&i| self.warn_at(i).is_some_and(|at| at <= now))
+            .collect();
+        for i in due {
+            let id = self.ledger.entry(i).req.id;
+            let s = &mut self.side[i];
+            s.warned_run = s.run;
+            let Some(w) = s.io.signal else { continue };
+            let (jobs, nodes): (Vec<JobId>, BTreeSet<NodeId>) = if w.script {
+                let first = s.placement.first().map(|p| p.node);
+                (vec![id], first.into_iter().collect())
+            } else {
+                let mut jobs = Vec::new();
+                let mut nodes = BTreeSet::new();
+                if !s.io.batch {
+                    jobs.push(id);
+                    nodes.extend(s.placement.iter().map(|p| p.node));
+                }
+                for st in s.steps.iter().filter(|st| !st.state.is_final()) {
+                    jobs.push(step_unit(id, st.id));
+                    nodes.extend(st.placement.iter().map(|p| p.node));
+                }
+                (jobs, nodes)
+            };
+            self.log(format!(
+                "mm: job {id} has {}s of its time limit left: signal {} to {}",
+                w.before_s,
+                w.sig,
+                if w.script {
+                    "its batch script"
+                } else {
+                    "its tasks"
+                }
+            ));
+            if !jobs.is_empty() {
+                self.send(
+                    nodes.into_iter().collect(),
+                    ToNode::Signal {
+                        jobs,
+                        sig: w.sig,
+                        leader: w.script,
+                    },
+                );
+            }
+        }
+    }
+
     /// How job `i` ends at `now` if it has reached its time limit.
     pub(super) fn limit_outcome(&self, i: Ix, now: Time) -> Option<Outcome> {
         self.ledger.past_limit(i, self.limit(i)?, now)
@@ -204,6 +270,7 @@ impl Core {
     pub(super) fn rounds(&mut self, now: Time) {
         let mut out = Vec::new();
         loop {
+            self.warn_signals(now);
             self.time_limits(now);
             self.release_deferred(now);
             while let Some(Reverse((at, _, token))) = self.timers.peek().copied()

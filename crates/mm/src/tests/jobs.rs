@@ -146,6 +146,8 @@ fn a_jobs_environment_survives_a_restart_and_is_not_shown_to_clients() {
         array: None,
         mpi: Default::default(),
         batch: false,
+        signal: None,
+        append: false,
     };
     let request = Request::Submit(Box::new(SubmitRequest {
         mem: None,
@@ -478,5 +480,117 @@ fn a_direct_modex_want_goes_to_the_node_of_the_rank_and_its_answer_back() {
         matches!(&out[..], [(to, ToNode::ModexHave { req: 5, data: Err(-46), .. })]
             if to == &[NodeId(0)]),
         "{out:?}"
+    );
+}
+
+/// The `--signal` messages among effects: destinations, launches, signal, leader only.
+fn warnings(effects: &[Effect]) -> Vec<(Vec<NodeId>, Vec<JobId>, i32, bool)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send {
+                to,
+                msg: ToNode::Signal { jobs, sig, leader },
+            } => Some((to.clone(), jobs.clone(), *sig, *leader)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A job of `procs` PEs with a limit of 100 s and `--signal=spec`, a batch script or not.
+fn submit_warned(c: &mut Core, now: Time, req: u64, procs: u32, spec: &str, batch: bool) {
+    let request = Request::Submit(Box::new(SubmitRequest {
+        time_limit_us: Some(Dur::from_secs(100).as_micros()),
+        io: JobIo {
+            batch,
+            signal: Some(WarnSignal::parse(spec).unwrap()),
+            ..JobIo::default()
+        },
+        ..sched_request(procs, Schedule::default())
+    }));
+    c.on_unstored(
+        now,
+        Input::Client {
+            req,
+            request,
+            caller: Caller::ROOT,
+        },
+    );
+}
+
+/// Steps the core at `now` (every node heard), its `--signal` messages.
+fn warnings_at(c: &mut Core, now: Time) -> Vec<(Vec<NodeId>, Vec<JobId>, i32, bool)> {
+    for n in 0..4 {
+        c.on(now, Input::Heard(NodeId(n)));
+    }
+    warnings(&c.step(now))
+}
+
+/// `--signal=USR1@30` on a 100 s limit: the tasks get SIGUSR1 once, when 30 s of running
+/// are left — not before, and the core wakes for it; a suspension moves it as it moves
+/// the limit.
+#[test]
+fn signal_is_sent_once_when_its_lead_of_the_time_limit_is_left() {
+    let fcfs = crate::build_policy("fcfs", 2, 1, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 2, 1);
+    submit_warned(&mut c, t(1), 7, 2, "USR1@30", false);
+    assert!(warnings_at(&mut c, t(1)).is_empty());
+    assert_eq!(state(&c, 1).state, JobState::Running);
+    assert_eq!(c.next_wake(), t(71), "the core wakes for the signal");
+    assert!(warnings_at(&mut c, t(70)).is_empty(), "not early");
+    let w = warnings_at(&mut c, t(71));
+    assert_eq!(
+        w,
+        [(
+            vec![NodeId(0), NodeId(1)],
+            vec![JobId(1)],
+            libc::SIGUSR1,
+            false
+        )]
+    );
+    assert!(warnings_at(&mut c, t(80)).is_empty(), "sent once");
+    assert!(c.next_wake() > t(80));
+
+    // Suspended for 20 s from 10 s of running: 30 s are left at 91 s, not 71 s.
+    let mut c = core(
+        crate::build_policy("fcfs", 2, 1, &PolicyOptions::default()).unwrap(),
+        2,
+        1,
+    );
+    submit_warned(&mut c, t(1), 7, 1, "USR1@30", false);
+    c.step(t(1));
+    for (at, request) in [
+        (11, Request::Suspend(JobId(1))),
+        (31, Request::Resume(JobId(1))),
+    ] {
+        c.on_unstored(
+            t(at),
+            Input::Client {
+                req: 8,
+                request,
+                caller: Caller::ROOT,
+            },
+        );
+        assert!(warnings_at(&mut c, t(at)).is_empty());
+    }
+    assert!(warnings_at(&mut c, t(90)).is_empty());
+    assert_eq!(warnings_at(&mut c, t(91)).len(), 1);
+}
+
+/// `B:` goes to the batch script's shell alone, on the allocation's first node; without
+/// it a batch job's signal goes to its steps' tasks, and with no step running to none.
+#[test]
+fn signal_goes_to_the_batch_shell_with_b_and_to_the_steps_without() {
+    let fcfs = crate::build_policy("fcfs", 4, 1, &PolicyOptions::default()).unwrap();
+    let mut c = core(fcfs, 4, 1);
+    submit_warned(&mut c, t(1), 7, 2, "B:USR2@10", true);
+    submit_warned(&mut c, t(1), 8, 2, "R:USR1@10", true);
+    c.step(t(1));
+    assert_eq!(state(&c, 2).state, JobState::Running);
+    let w = warnings_at(&mut c, t(91));
+    assert_eq!(
+        w,
+        [(vec![NodeId(0)], vec![JobId(1)], libc::SIGUSR2, true)],
+        "a batch job without steps has no tasks to signal"
     );
 }

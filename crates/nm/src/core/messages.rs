@@ -92,6 +92,7 @@ impl NmCore {
             | ToNode::BcastEnd { .. }
             | ToNode::BcastAbort { .. } => {}
             ToNode::Launch(l) => self.launch(now, l),
+            ToNode::Signal { jobs, sig, leader } => self.send_signal(&jobs, sig, leader),
             ToNode::Switch { stop, cont, kill } => {
                 // Stop the outgoing jobs before continuing the incoming ones, so two jobs never
                 // share a PE even for an instant. Jobs of the gang matrix are switched by the

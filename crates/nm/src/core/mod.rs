@@ -267,6 +267,11 @@ pub enum Effect {
         pgid: i32,
         sig: i32,
     },
+    /// Send a signal to one process.
+    SignalProcess {
+        pid: i32,
+        sig: i32,
+    },
     /// Carry out this gang rotation on the freeze watcher's thread from now on, in place of
     /// the one before ([`crate::program`]); `thawed`: the cgroups running now, as the core
     /// knows them (a runner already at work keeps its own account of the cgroups it knew).

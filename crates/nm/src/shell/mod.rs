@@ -520,6 +520,9 @@ impl Shell {
                     }
                 }
                 Effect::Signal { pgid, sig } => cosched_proto::util::signal_group(pgid, sig),
+                Effect::SignalProcess { pid, sig } => {
+                    cosched_proto::util::signal_pid(pid, sig);
+                }
                 Effect::Cgroup { job, launch, op } => self.cgroup(job, launch, op),
                 Effect::Program { program, thawed } => self.program(program, thawed),
                 Effect::StopProgram => self.watcher.stop_rotation(),

@@ -12,7 +12,7 @@
 
 use cosched_core::{JobId, JobRecord, NodeId};
 
-pub use crate::jobio::JobIo;
+pub use crate::jobio::{JobIo, WarnSignal};
 pub use crate::start_conditions::{ArraySpec, ArrayTask, DepKind, Dependency, Schedule};
 use serde::{Deserialize, Serialize};
 

@@ -193,6 +193,14 @@ pub enum ToNode {
         cont: Vec<JobId>,
         kill: Vec<JobId>,
     },
+    /// Send `sig` to the ranks of these launches (jobs or [`step_unit`]s) here: to each
+    /// rank's process group, or with `leader` to the rank's own process alone (a batch
+    /// script's shell, not the commands it runs). A `--signal` ahead of a time limit.
+    Signal {
+        jobs: Vec<JobId>,
+        sig: i32,
+        leader: bool,
+    },
     /// The machine manager has recorded these jobs' ends: drop their state.
     Forget {
         jobs: Vec<JobId>,

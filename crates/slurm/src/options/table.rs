@@ -5,7 +5,12 @@ use super::Arg::{No, Optional as Opt_, Required as Req};
 use super::Support::{Different, Ignored, NotYet, Own, Refused, Same};
 use super::{ALL, Opt, SA, SB, SR, o};
 
-const STEPS: &str = "a part of job steps cosched does not run yet";
+const SRUN_BCAST: &str = "srun copies no files to a step's nodes: `cosched bcast` (sbcast's \
+                          work) does, before the step";
+const STEP_PROLOG: &str = "srun runs no programs of its own before or after a step or its \
+                           tasks: the script can";
+const SRUN_CTRL_C: &str = "srun's Ctrl-C is fixed: a first one says so, a second within a \
+                           second (or a SIGTERM) cancels the step";
 const PLACE: &str = "cosched's policies place a job's tasks on any free PEs; this placement \
                      constraint is not honoured yet";
 const MEM_PER_CPU: &str = "the job's cgroup on each node is limited to it times the PEs the \
@@ -50,8 +55,8 @@ pub const TABLE: &[Opt] = &[
         ALL,
         Ignored("cosched has no burst buffers"),
     ),
-    o("bcast", None, Opt_, SR, NotYet(STEPS)),
-    o("bcast-exclude", None, Req, SR, NotYet(STEPS)),
+    o("bcast", None, Opt_, SR, NotYet(SRUN_BCAST)),
+    o("bcast-exclude", None, Req, SR, NotYet(SRUN_BCAST)),
     o(
         "begin",
         Some('b'),
@@ -91,7 +96,7 @@ pub const TABLE: &[Opt] = &[
         ALL,
         Ignored("cosched keeps no job comments"),
     ),
-    o("compress", None, Opt_, SR, NotYet(STEPS)),
+    o("compress", None, Opt_, SR, NotYet(SRUN_BCAST)),
     o(
         "constraint",
         Some('C'),
@@ -156,9 +161,9 @@ pub const TABLE: &[Opt] = &[
             "after, afterany, afterok and afternotok (all must hold); not `?`, singleton, aftercorr or +time",
         ),
     ),
-    o("disable-status", Some('X'), No, SR, NotYet(STEPS)),
+    o("disable-status", Some('X'), No, SR, NotYet(SRUN_CTRL_C)),
     o("distribution", Some('m'), Req, ALL, Ignored(PLACE)),
-    o("epilog", None, Req, SR, NotYet(STEPS)),
+    o("epilog", None, Req, SR, NotYet(STEP_PROLOG)),
     o(
         "error",
         Some('e'),
@@ -166,7 +171,15 @@ pub const TABLE: &[Opt] = &[
         SB | SR,
         Different("%j %A %a %x %u %N %t %%; not %s, %n or a width such as %5j"),
     ),
-    o("exact", None, No, SR, NotYet(STEPS)),
+    o(
+        "exact",
+        None,
+        No,
+        SR,
+        NotYet(
+            "a step holds its tasks' PEs alone already; --exact's limit of the step's memory is not built",
+        ),
+    ),
     o("exclude", Some('x'), Req, SB | SA, Same),
     o(
         "exclude",
@@ -203,7 +216,15 @@ pub const TABLE: &[Opt] = &[
         SB,
         Refused("give the variables with --export"),
     ),
-    o("external-launcher", None, No, SR, NotYet(STEPS)),
+    o(
+        "external-launcher",
+        None,
+        No,
+        SR,
+        NotYet(
+            "a step for an outside launcher's daemons is not told apart from others: --overlap gives one PEs other steps hold",
+        ),
+    ),
     o("extra-node-info", Some('B'), Req, ALL, Ignored(NO_TOPO)),
     o(
         "get-user-env",
@@ -228,11 +249,25 @@ pub const TABLE: &[Opt] = &[
     o("gres", None, Req, ALL, Ignored(NO_GPU)),
     o("gres-flags", None, Req, ALL, Ignored(NO_GPU)),
     o("help", Some('h'), No, ALL, Same),
-    o("het-group", None, Req, SR, NotYet(STEPS)),
+    o(
+        "het-group",
+        None,
+        Req,
+        SR,
+        NotYet("cosched has no heterogeneous jobs: a job is one set of tasks"),
+    ),
     o("hint", None, Req, ALL, Ignored(NO_TOPO)),
     o("hold", Some('H'), No, ALL, Same),
     o("ignore-pbs", None, No, SB, Same),
-    o("immediate", Some('I'), Opt_, SR | SA, NotYet(STEPS)),
+    o(
+        "immediate",
+        Some('I'),
+        Opt_,
+        SR | SA,
+        NotYet(
+            "srun and salloc wait for PEs as long as it takes: giving up after a time is not built",
+        ),
+    ),
     o(
         "input",
         Some('i'),
@@ -242,7 +277,13 @@ pub const TABLE: &[Opt] = &[
     ),
     o("job-name", Some('J'), Req, ALL, Same),
     o("jobid", None, Req, SR, Same),
-    o("kill-command", Some('K'), Opt_, SA, NotYet(STEPS)),
+    o(
+        "kill-command",
+        Some('K'),
+        Opt_,
+        SA,
+        NotYet("salloc sends its command no signal when the allocation ends"),
+    ),
     o("kill-on-bad-exit", Some('K'), Opt_, SR, Same),
     o(
         "kill-on-invalid-dep",
@@ -301,7 +342,15 @@ pub const TABLE: &[Opt] = &[
             "auto (PMI-1 and PMIx: the default), pmix, pmi1 or none; not pmi2 or cray_shasta; for sbatch, the default of the script's steps (SLURM_MPI_TYPE, as srun reads it)",
         ),
     ),
-    o("multi-prog", None, No, SR, NotYet(STEPS)),
+    o(
+        "multi-prog",
+        None,
+        No,
+        SR,
+        NotYet(
+            "srun's --multi-prog configuration files are not read: every task runs the one command",
+        ),
+    ),
     o(
         "nice",
         None,
@@ -358,13 +407,7 @@ pub const TABLE: &[Opt] = &[
         ),
     ),
     o("ntasks-per-socket", None, Req, ALL, Ignored(NO_TOPO)),
-    o(
-        "open-mode",
-        None,
-        Req,
-        SB | SR,
-        Different("truncate (the default) only: append is not supported yet"),
-    ),
+    o("open-mode", None, Req, SB | SR, Same),
     o(
         "output",
         Some('o'),
@@ -405,7 +448,13 @@ pub const TABLE: &[Opt] = &[
         ALL,
         Ignored("cosched places by --constraint only; a preference is not weighed"),
     ),
-    o("preserve-env", Some('E'), No, SR, NotYet(STEPS)),
+    o(
+        "preserve-env",
+        Some('E'),
+        No,
+        SR,
+        NotYet("a step's SLURM_NTASKS and SLURM_NNODES are always its own"),
+    ),
     o(
         "priority",
         None,
@@ -420,7 +469,7 @@ pub const TABLE: &[Opt] = &[
         ALL,
         Ignored("cosched gathers no profiles"),
     ),
-    o("prolog", None, Req, SR, NotYet(STEPS)),
+    o("prolog", None, Req, SR, NotYet(STEP_PROLOG)),
     o(
         "propagate",
         None,
@@ -428,10 +477,18 @@ pub const TABLE: &[Opt] = &[
         SB | SR,
         Ignored("tasks get the node manager's resource limits"),
     ),
-    o("pty", None, No, SR, NotYet(STEPS)),
+    o(
+        "pty",
+        None,
+        No,
+        SR,
+        NotYet(
+            "a step's tasks get no pseudo-terminal: their output goes to files or srun through pipes",
+        ),
+    ),
     o("qos", Some('q'), Req, ALL, Ignored(NO_ACCT)),
     o("quiet", Some('Q'), No, ALL, Same),
-    o("quit-on-interrupt", None, No, SR, NotYet(STEPS)),
+    o("quit-on-interrupt", None, No, SR, NotYet(SRUN_CTRL_C)),
     o(
         "reboot",
         None,
@@ -439,7 +496,13 @@ pub const TABLE: &[Opt] = &[
         ALL,
         Ignored("cosched does not reboot nodes"),
     ),
-    o("relative", Some('r'), Req, SR, NotYet(STEPS)),
+    o(
+        "relative",
+        Some('r'),
+        Req,
+        SR,
+        NotYet("a step's nodes are not chosen by their position in the allocation: use -w"),
+    ),
     o(
         "requeue",
         None,
@@ -454,15 +517,21 @@ pub const TABLE: &[Opt] = &[
         ALL,
         Ignored("cosched has no reservations"),
     ),
-    o("resv-ports", None, Opt_, SR, NotYet(STEPS)),
-    o("send-libs", None, Opt_, SR, NotYet(STEPS)),
+    o(
+        "resv-ports",
+        None,
+        Opt_,
+        SR,
+        NotYet("no network ports are reserved for a step"),
+    ),
+    o("send-libs", None, Opt_, SR, NotYet(SRUN_BCAST)),
     o(
         "signal",
         None,
         Req,
         ALL,
-        NotYet(
-            "signals before the time limit are not sent yet: the job gets SIGTERM at its limit, then SIGKILL after the cluster's --kill-wait",
+        Different(
+            "sent when TIME seconds of the time limit are left, counting only the time the job runs (a suspension moves it), never early (Slurm's may come up to 60 s early); with B: to the batch script's shell alone, else to the running steps' tasks (a job without a script: its ranks); an srun step inside an allocation has no limit of its own: the allocation's --signal is the one sent",
         ),
     ),
     o("slurmd-debug", None, Req, SR, Ignored("there is no slurmd")),
@@ -482,8 +551,8 @@ pub const TABLE: &[Opt] = &[
         ALL,
         Ignored("cosched's nodes have no switch topology"),
     ),
-    o("task-epilog", None, Req, SR, NotYet(STEPS)),
-    o("task-prolog", None, Req, SR, NotYet(STEPS)),
+    o("task-epilog", None, Req, SR, NotYet(STEP_PROLOG)),
+    o("task-prolog", None, Req, SR, NotYet(STEP_PROLOG)),
     o(
         "test-only",
         None,
@@ -492,7 +561,13 @@ pub const TABLE: &[Opt] = &[
         Refused("cosched queue --forecast shows expected starts"),
     ),
     o("thread-spec", None, Req, ALL, Ignored(NO_TOPO)),
-    o("threads", Some('T'), Req, SR, NotYet(STEPS)),
+    o(
+        "threads",
+        Some('T'),
+        Req,
+        SR,
+        NotYet("srun starts a step through the node managers, with no threads of its own to set"),
+    ),
     o("threads-per-core", None, Req, ALL, Ignored(NO_TOPO)),
     o("time", Some('t'), Req, ALL, Same),
     o(
@@ -529,7 +604,13 @@ pub const TABLE: &[Opt] = &[
     o("verbose", Some('v'), No, ALL, Same),
     o("version", Some('V'), No, ALL, Same),
     o("wait", Some('W'), No, SB, Same),
-    o("wait", Some('W'), Req, SR, NotYet(STEPS)),
+    o(
+        "wait",
+        Some('W'),
+        Req,
+        SR,
+        NotYet("a step's other tasks are not ended a time after its first one exits"),
+    ),
     o("wckey", None, Req, ALL, Ignored(NO_ACCT)),
     o("wrap", None, Req, SB, Same),
 ];

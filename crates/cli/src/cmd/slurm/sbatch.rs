@@ -141,13 +141,7 @@ fn submit(args: &[String]) -> Result<i32, Stop> {
     let all = cli.clone().over(src.slurm);
     let mut opts = batch::from_slurm(&cli).map_err(error)?.or(src.opts);
     let quiet = all.has("quiet");
-    let mut warnings = all.warnings.clone();
-    if all.value("open-mode").is_some_and(|m| m.starts_with('a')) {
-        warnings.push(
-            "sbatch: warning: --open-mode=append is not supported yet: the output files are truncated when the job starts"
-                .into(),
-        );
-    }
+    let warnings = all.warnings.clone();
     for w in &warnings {
         eprintln!("{w}");
     }

@@ -154,6 +154,9 @@ fn step_request(job: JobId, p: &Parsed, opts: &batch::JobOpts) -> Result<StepReq
             array: None,
             mpi,
             batch: false,
+            // A step has no time limit of its own: the allocation's --signal is its.
+            signal: None,
+            append: opts.append.unwrap_or(false),
         },
         ntasks,
         nodes: opts.nodes,
