@@ -642,30 +642,37 @@ fn gang_accounting_equals_the_ranks_unfrozen_time_at_10_ms_quanta() {
         let rec = c.ended(j, 300);
         assert_eq!(rec["state"], "completed", "{rec}");
         let run_s = rec["run_s"].as_f64().unwrap();
-        let ranks: Vec<f64> = (0..2)
-            .map(|r| {
-                let out = c.ok(&["output", &j.to_string(), "--rank", &r.to_string()]);
-                let us: f64 = out
-                    .lines()
-                    .find_map(|l| l.strip_prefix("unfrozen_us "))
-                    .unwrap_or_else(|| panic!("job {j} rank {r} printed no unfrozen time: {out:?}"))
-                    .trim()
-                    .parse()
-                    .unwrap();
-                us / 1e6
-            })
+        let outs: Vec<String> = (0..2)
+            .map(|r| c.ok(&["output", &j.to_string(), "--rank", &r.to_string()]))
             .collect();
+        let seconds = |key: &str| -> Vec<f64> {
+            outs.iter()
+                .enumerate()
+                .map(|(r, out)| {
+                    let us: f64 = out
+                        .lines()
+                        .find_map(|l| l.strip_prefix(key))
+                        .unwrap_or_else(|| panic!("job {j} rank {r} printed no {key:?}: {out:?}"))
+                        .trim()
+                        .parse()
+                        .unwrap();
+                    us / 1e6
+                })
+                .collect()
+        };
+        let (ranks, startup) = (seconds("unfrozen_us "), seconds("startup_us "));
         let runnable = ranks.iter().copied().fold(0.0, f64::max);
         let switches = c.ok(&["acct", "--class-history", &j.to_string(), "--switches"]);
         assert!(
             (run_s - runnable).abs() <= 0.02 * runnable,
             "job {j}: acct run time {run_s:.4} s, its ranks not frozen {ranks:?} s (longest \
-             {runnable:.4} s): {:+.2} %\n{rec}\nswitches: {} lines",
+             {runnable:.4} s, start-up {startup:?} s): {:+.2} %\n{rec}\nswitches: {} lines",
             100.0 * (run_s - runnable) / runnable,
             switches.lines().count()
         );
         eprintln!(
-            "job {j}: acct run {run_s:.4} s, ranks not frozen {ranks:?} s, {:+.2} %",
+            "job {j}: acct run {run_s:.4} s, ranks not frozen {ranks:?} s (start-up {startup:?} s), \
+             {:+.2} %",
             100.0 * (run_s - runnable) / runnable
         );
     }
