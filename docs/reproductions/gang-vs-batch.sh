@@ -21,6 +21,6 @@ run() { # name, title, source args...
 run lublin "Lublin model, 128 nodes, 10,000 jobs (3 seeds)" \
     --model lublin --procs 128 --jobs 10000 --seeds 1,2,3
 run kth "KTH-SP2 trace, 100 nodes" --trace "$SHARED/traces/KTH-SP2-1996-2.1-cln.swf.gz"
-# Seed 002's own workload model (issue 17 item 5).
+# Seed 002's own workload model.
 run feitelson97 "Feitelson 1997 model, 128 nodes, 10,000 jobs (3 seeds)" \
     --model feitelson97 --procs 128 --jobs 10000 --seeds 1,2,3

@@ -44,8 +44,8 @@ fn unknown_subcommand_fails_with_usage() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("Usage"));
 }
 
-/// Work that cannot fit in memory is refused before it starts, with the flag to change: it
-/// used to abort on a terabyte allocation, or grow until the kernel killed it.
+/// Work that cannot fit in memory is refused before it starts, with the flag to change, rather
+/// than abort on a terabyte allocation or grow until the kernel kills it.
 #[test]
 fn runs_larger_than_memory_are_refused_before_they_start() {
     let dir = support::scratch_dir("cli", "too-large");

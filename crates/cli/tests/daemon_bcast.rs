@@ -26,6 +26,7 @@ fn up(name: &str, args: &[&str], env: &[(&str, &str)]) -> Cluster {
     Cluster {
         state: StateDir::new(&dir),
         dir,
+        work: None,
         extra: Default::default(),
     }
 }
@@ -379,6 +380,7 @@ fn a_node_that_cannot_create_the_copy_fails_the_transfer_at_once_by_name() {
     let c = Cluster {
         state: StateDir::new(&dir),
         dir,
+        work: None,
         extra: Default::default(),
     };
     c.until(30, "all nodes up", || (c.nodes_up() == 2).then_some(()));

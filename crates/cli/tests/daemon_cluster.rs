@@ -6,138 +6,10 @@ mod support;
 use support::*;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cosched_proto::StateDir;
 use serde_json::Value;
-
-/// A cluster brought up for one test; stopped and removed on drop.
-struct Cluster {
-    dir: PathBuf,
-    /// The layout of `dir`.
-    state: StateDir,
-}
-
-impl Cluster {
-    fn up(name: &str, args: &[&str]) -> Cluster {
-        let dir = scratch("test", name);
-        let c = Cluster {
-            state: StateDir::new(&dir),
-            dir,
-        };
-        c.up_again(args);
-        c
-    }
-
-    /// `cluster up` in this cluster's state directory, which must succeed.
-    fn up_again(&self, args: &[&str]) {
-        let mut full = vec!["cluster", "up"];
-        full.extend_from_slice(args);
-        let out = self.run(&full);
-        assert!(
-            out.status.success(),
-            "cluster up failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        cosched(&self.dir, args)
-    }
-
-    /// Runs a command that must succeed; returns its stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        succeeded(args, self.run(args), "")
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut a = args.to_vec();
-        a.push("--json");
-        serde_json::from_str(&self.ok(&a)).expect("valid JSON")
-    }
-
-    fn submit(&self, args: &[&str]) -> u64 {
-        job_id(&self.ok(&[&["submit"], args].concat()))
-    }
-
-    fn job(&self, id: u64) -> Value {
-        let v = self.json(&["acct"]);
-        v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|j| j["id"] == id)
-            .cloned()
-            .expect("job in acct")
-    }
-
-    /// Polls until `pred` holds on the job's record (at most `secs`).
-    fn until(&self, id: u64, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
-        let start = Instant::now();
-        loop {
-            let j = self.job(id);
-            if pred(&j) {
-                return j;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(secs),
-                "job {id} never reached the state wanted: {j}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn pid(&self, file: &Path) -> String {
-        pid_in_file(file)
-    }
-
-    fn mm_log(&self) -> String {
-        std::fs::read_to_string(self.state.mm_log()).unwrap_or_default()
-    }
-
-    fn pids(&self) -> Vec<String> {
-        std::fs::read_dir(&self.dir)
-            .map(|d| {
-                d.flatten()
-                    .filter(|e| e.file_name().to_string_lossy().ends_with(".pid"))
-                    .map(|e| pid_in_file(&e.path()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let pids = self.pids();
-        let _ = self.run(&["cluster", "down"]);
-        for p in pids {
-            kill9(&p);
-        }
-        // Cgroups of node managers the test killed (no later one on their work directory).
-        support::cluster::remove_cgroups(&self.dir);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A daemon this test started itself: killed and reaped however the test ends.
-struct Reap(std::process::Child);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn kill9(pid: &str) {
-    let _ = Command::new("sh")
-        .arg("-c")
-        .arg(format!("kill -9 {pid} 2>/dev/null"))
-        .status();
-}
+use support::cluster::{Cluster, signal};
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
@@ -145,7 +17,7 @@ fn f(v: &Value) -> f64 {
 
 #[test]
 fn hundred_short_jobs_complete_with_their_output() {
-    let c = Cluster::up("hundred", &["--nodes", "2", "--pes", "2"]);
+    let c = Cluster::up("test", "hundred", &["--nodes", "2", "--pes", "2"]);
     let ids: Vec<u64> = (0..100)
         .map(|i| {
             c.submit(&[
@@ -166,7 +38,7 @@ fn hundred_short_jobs_complete_with_their_output() {
         let out = c.ok(&["output", &id.to_string()]);
         assert_eq!(out.trim(), format!("job{i} {id} 0/1"));
     }
-    let acct = c.json(&["acct"]);
+    let acct = c.json(&["acct", "--json"]);
     let jobs = acct["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 100);
     for j in jobs {
@@ -178,7 +50,7 @@ fn hundred_short_jobs_complete_with_their_output() {
 
 #[test]
 fn ranks_get_their_environment_and_bad_input_is_refused() {
-    let c = Cluster::up("env", &["--nodes", "2", "--pes", "2"]);
+    let c = Cluster::up("test", "env", &["--nodes", "2", "--pes", "2"]);
     let id = c.submit(&[
         "-n",
         "4",
@@ -261,13 +133,13 @@ fn ranks_get_their_environment_and_bad_input_is_refused() {
 
 #[test]
 fn cancel_suspend_resume_and_time_limits_count_run_time_only() {
-    let c = Cluster::up("limits", &["--nodes", "1", "--pes", "2"]);
+    let c = Cluster::up("test", "limits", &["--nodes", "1", "--pes", "2"]);
     // Runs out of its 0.5 s limit.
     let over = c.submit(&["-n", "1", "--time", "500ms", "--", "sleep", "20"]);
     // Sleeps 1 s under a 2 s limit but is suspended for 2.5 s on the way: the wall time
     // exceeds the limit, the run time does not (its timer expires while it is stopped).
     let fits = c.submit(&["-n", "1", "--time", "2s", "--", "sleep", "1"]);
-    c.until(fits, 30, |j| j["state"] == "running");
+    c.job_until(fits, 30, |j| j["state"] == "running");
     c.ok(&["suspend", &fits.to_string()]);
     assert_eq!(c.job(fits)["state"], "suspended");
     assert!(c.ok(&["queue"]).contains("suspended(held)"));
@@ -300,14 +172,15 @@ fn cancel_suspend_resume_and_time_limits_count_run_time_only() {
     assert!(f(&j["end"]) - f(&j["start"]) > 2.4, "{j}");
 
     let long = c.submit(&["-n", "2", "--", "sleep", "30"]);
-    c.until(long, 30, |j| j["state"] == "running");
+    c.job_until(long, 30, |j| j["state"] == "running");
     c.ok(&["cancel", &long.to_string()]);
-    let j = c.until(long, 30, |j| j["state"] != "running");
+    let j = c.job_until(long, 30, |j| j["state"] != "running");
     assert_eq!(j["state"], "cancelled");
 }
 
 fn gang_pair(policy: &[&str]) -> (Value, Value) {
     let c = Cluster::up(
+        "test",
         policy[1],
         &[&["--nodes", "1", "--pes", "2"], policy].concat(),
     );
@@ -345,6 +218,7 @@ fn gang_runs_two_jobs_at_once_and_fcfs_serialises_them() {
 fn a_killed_node_manager_is_detected_and_its_job_fails() {
     // Down after 3 s of silence: long enough for a loaded machine, short for a test.
     let c = Cluster::up(
+        "test",
         "nmkill",
         &[
             "--nodes",
@@ -358,14 +232,14 @@ fn a_killed_node_manager_is_detected_and_its_job_fails() {
         ],
     );
     let id = c.submit(&["-n", "2", "--", "sleep", "60"]);
-    c.until(id, 30, |j| j["state"] == "running");
-    let victim = c.pid(&c.state.nm_pid_file("n1"));
+    c.job_until(id, 30, |j| j["state"] == "running");
+    let victim = c.pid(c.state.nm_pid_file("n1"));
     let killed_at = Instant::now();
-    kill9(&victim);
-    let j = c.until(id, 30, |j| j["state"] != "running");
+    signal(&victim, "KILL");
+    let j = c.job_until(id, 30, |j| j["state"] != "running");
     eprintln!("job ended {:?} after the kill", killed_at.elapsed());
     assert_eq!(j["state"], "node_failed", "{j}");
-    let st = c.json(&["status"]);
+    let st = c.json(&["status", "--json"]);
     let states: Vec<&str> = st["nodes"]
         .as_array()
         .unwrap()
@@ -384,6 +258,7 @@ fn a_killed_node_manager_is_detected_and_its_job_fails() {
 #[test]
 fn with_requeue_a_job_lost_with_its_node_runs_again_elsewhere() {
     let c = Cluster::up(
+        "test",
         "requeue",
         &[
             "--nodes",
@@ -398,9 +273,9 @@ fn with_requeue_a_job_lost_with_its_node_runs_again_elsewhere() {
         ],
     );
     let id = c.submit(&["-n", "1", "--", "sh", "-c", "sleep 1; echo $COSCHED_NODE"]);
-    let j = c.until(id, 30, |j| j["state"] == "running");
+    let j = c.job_until(id, 30, |j| j["state"] == "running");
     let node: u64 = j["pes"].as_str().unwrap().parse().unwrap();
-    let st = c.json(&["status"]);
+    let st = c.json(&["status", "--json"]);
     let name = st["nodes"]
         .as_array()
         .unwrap()
@@ -410,7 +285,7 @@ fn with_requeue_a_job_lost_with_its_node_runs_again_elsewhere() {
         .as_str()
         .unwrap()
         .to_string();
-    kill9(&c.pid(&c.state.nm_pid_file(&name)));
+    signal(&c.pid(c.state.nm_pid_file(&name)), "KILL");
     c.ok(&["wait", &id.to_string(), "--timeout", "60s"]);
     let j = c.job(id);
     assert_eq!(j["state"], "completed", "{j}");
@@ -426,6 +301,7 @@ fn with_requeue_a_job_lost_with_its_node_runs_again_elsewhere() {
 fn the_tree_repairs_itself_when_an_interior_node_manager_dies() {
     // Fan-out 2 over 5 nodes: node 0 (position 1) is the parent of positions 3 and 4.
     let c = Cluster::up(
+        "test",
         "tree",
         &[
             "--nodes",
@@ -440,7 +316,7 @@ fn the_tree_repairs_itself_when_an_interior_node_manager_dies() {
             "3s",
         ],
     );
-    let st = c.json(&["status"]);
+    let st = c.json(&["status", "--json"]);
     assert_eq!(st["tree_depth"], 2, "{st}");
     let all = c.submit(&["-n", "5", "--", "sh", "-c", "echo $COSCHED_RANK"]);
     c.ok(&["wait", &all.to_string(), "--timeout", "20s"]);
@@ -453,10 +329,10 @@ fn the_tree_repairs_itself_when_an_interior_node_manager_dies() {
         .as_str()
         .unwrap()
         .to_string();
-    kill9(&c.pid(&c.state.nm_pid_file(&interior)));
+    signal(&c.pid(c.state.nm_pid_file(&interior)), "KILL");
     let start = Instant::now();
     loop {
-        let st = c.json(&["status"]);
+        let st = c.json(&["status", "--json"]);
         let up = st["nodes"]
             .as_array()
             .unwrap()
@@ -491,6 +367,7 @@ fn the_tree_repairs_itself_when_an_interior_node_manager_dies() {
 #[test]
 fn a_killed_and_restarted_machine_manager_loses_no_record() {
     let c = Cluster::up(
+        "test",
         "mmkill",
         &["--nodes", "1", "--pes", "1", "--heartbeat", "100ms"],
     );
@@ -498,49 +375,14 @@ fn a_killed_and_restarted_machine_manager_loses_no_record() {
     c.ok(&["wait", &done.to_string()]);
     let survivor = c.submit(&["-n", "1", "--", "sh", "-c", "sleep 2; echo survived"]);
     let queued = c.submit(&["-n", "1", "--", "echo", "after"]);
-    c.until(survivor, 30, |j| j["state"] == "running");
+    c.job_until(survivor, 30, |j| j["state"] == "running");
     let addr = c.state.addr().unwrap();
-    kill9(&c.pid(&c.state.mm_pid_file()));
+    signal(&c.pid(c.state.mm_pid_file()), "KILL");
     std::thread::sleep(Duration::from_millis(300));
-    let log = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(c.state.mm_log())
-        .unwrap();
-    let dir = c.dir.to_str().unwrap().to_string();
-    let key = c.state.key_file();
-    let _mm = Reap(
-        Command::new(bin())
-            .args([
-                "mm",
-                "--listen",
-                &addr,
-                "--nodes",
-                "1",
-                "--pes",
-                "1",
-                "--heartbeat",
-                "100ms",
-                "--state-dir",
-                &dir,
-            ])
-            .arg("--key-file")
-            .arg(&key)
-            .env("COSCHED_STATE_DIR", &c.dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("restart the machine manager"),
-    );
-    let start = Instant::now();
-    while c.run(&["status"]).status.code() != Some(0) {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the restarted MM does not answer"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    c.restart_mm(&addr);
+    c.until(10, "the restarted MM answering", || {
+        (c.run(&["status"]).status.code() == Some(0)).then_some(())
+    });
     let out = c.run(&[
         "wait",
         &done.to_string(),
@@ -557,13 +399,19 @@ fn a_killed_and_restarted_machine_manager_loses_no_record() {
     );
     assert_eq!(c.ok(&["output", &survivor.to_string()]).trim(), "survived");
     assert_eq!(c.ok(&["output", &queued.to_string()]).trim(), "after");
-    assert_eq!(c.json(&["acct"])["jobs"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        c.json(&["acct", "--json"])["jobs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
     assert!(c.mm_log().contains("recovered 3 jobs"), "{}", c.mm_log());
 }
 
 #[test]
 fn garbage_sent_to_the_machine_manager_is_dropped_while_jobs_continue() {
-    let c = Cluster::up("garbage", &["--nodes", "1", "--pes", "1"]);
+    let c = Cluster::up("test", "garbage", &["--nodes", "1", "--pes", "1"]);
     let long = c.submit(&["-n", "1", "--", "sh", "-c", "sleep 1; echo fine"]);
     let addr = c.state.addr().unwrap();
     // Raw garbage, an HTTP request, and a well-formed frame signed with another key.
@@ -605,20 +453,20 @@ fn garbage_sent_to_the_machine_manager_is_dropped_while_jobs_continue() {
 #[test]
 fn history_survives_cluster_down_and_up() {
     let shape = ["--nodes", "2", "--pes", "1"];
-    let c = Cluster::up("history", &shape);
+    let c = Cluster::up("test", "history", &shape);
     let first = c.submit(&["-n", "1", "--", "echo", "first"]);
     let second = c.submit(&["-n", "2", "--", "sh", "-c", "exit 3"]);
     assert_eq!((first, second), (1, 2));
-    c.until(first, 30, |j| j["state"] == "completed");
-    c.until(second, 30, |j| j["state"] == "failed");
-    let before = c.json(&["acct"])["jobs"].clone();
+    c.job_until(first, 30, |j| j["state"] == "completed");
+    c.job_until(second, 30, |j| j["state"] == "failed");
+    let before = c.json(&["acct", "--json"])["jobs"].clone();
     c.ok(&["cluster", "down"]);
     assert!(c.state.db_file().is_file(), "down removed the history");
 
     // Another shape: the machine takes it, and the history stays.
     c.up_again(&["--nodes", "3", "--pes", "2"]);
-    assert_eq!(c.json(&["acct"])["jobs"], before);
-    let st = c.json(&["status"]);
+    assert_eq!(c.json(&["acct", "--json"])["jobs"], before);
+    let st = c.json(&["status", "--json"]);
     assert_eq!(
         (st["nodes_total"].as_u64(), st["pes_per_node"].as_u64()),
         (Some(3), Some(2))
@@ -629,7 +477,7 @@ fn history_survives_cluster_down_and_up() {
     let third = c.submit(&["-n", "1", "--", "true"]);
     assert_eq!(third, 3, "job ids restarted");
     c.ok(&["wait", "3"]);
-    let jobs = c.json(&["acct"])["jobs"].clone();
+    let jobs = c.json(&["acct", "--json"])["jobs"].clone();
     let ids: Vec<u64> = jobs
         .as_array()
         .unwrap()
@@ -642,12 +490,12 @@ fn history_survives_cluster_down_and_up() {
     assert_eq!(jobs[1], before[1]);
     assert_eq!(jobs[1]["exit_code"], 3);
     assert_eq!(c.ok(&["output", "1"]).trim(), "first");
-    let queue = c.json(&["queue", "--all"]);
+    let queue = c.json(&["queue", "--all", "--json"]);
     assert_eq!(queue["jobs"].as_array().unwrap().len(), 3);
 
     // A job still running at `down` keeps the shutdown's record across the next `up`.
     let live = c.submit(&["-n", "1", "--", "sleep", "60"]);
-    c.until(live, 30, |j| j["state"] == "running");
+    c.job_until(live, 30, |j| j["state"] == "running");
     c.ok(&["cluster", "down"]);
     c.up_again(&shape);
     let j = c.job(live);
@@ -668,6 +516,7 @@ fn cluster_up_honours_the_policy_configuration_file_and_refuses_bad_options() {
     std::fs::write(&conf, "[policy]\njob_limit = 2\n").unwrap();
     let conf_arg = conf.to_str().unwrap();
     let c = Cluster::up(
+        "test",
         "t3dconf",
         &[
             "--nodes",
@@ -682,17 +531,17 @@ fn cluster_up_honours_the_policy_configuration_file_and_refuses_bad_options() {
     );
     let small = c.submit(&["-n", "2", "--", "true"]);
     let big = c.submit(&["-n", "4", "--", "true"]);
-    let j = c.until(big, 30, |j| j["state"] != "queued");
+    let j = c.job_until(big, 30, |j| j["state"] != "queued");
     assert_eq!(j["state"], "rejected", "{j}");
     assert!(
         j["error"].as_str().unwrap_or("").contains("job_limit = 2"),
         "{j}"
     );
-    c.until(small, 30, |j| j["state"] == "completed");
+    c.job_until(small, 30, |j| j["state"] == "completed");
     drop(c);
 
     // Refused before any daemon starts, with the policy's own message.
-    let bad = Cluster::up("t3dbad", &["--nodes", "1", "--pes", "1"]);
+    let bad = Cluster::up("test", "t3dbad", &["--nodes", "1", "--pes", "1"]);
     bad.ok(&["cluster", "down"]);
     for (args, says) in [
         (
@@ -726,7 +575,7 @@ fn cluster_up_honours_the_policy_configuration_file_and_refuses_bad_options() {
 /// summary `cosched sim` prints, a job's runtime being the time it ran.
 #[test]
 fn acct_exports_swf_that_reads_back_and_summarises_like_sim() {
-    let c = Cluster::up("acctswf", &["--nodes", "2", "--pes", "1"]);
+    let c = Cluster::up("test", "acctswf", &["--nodes", "2", "--pes", "1"]);
     let ids: Vec<String> = [
         vec!["-n", "1", "--", "sleep", "0.3"],
         vec!["-n", "2", "--", "true"],
@@ -750,7 +599,7 @@ fn acct_exports_swf_that_reads_back_and_summarises_like_sim() {
     }
     let info = c.ok(&["workload", "info", swf.to_str().unwrap()]);
     assert!(info.contains('3'), "{info}");
-    let v = c.json(&["acct"]);
+    let v = c.json(&["acct", "--json"]);
     assert_eq!(v["summary"]["jobs"], 3, "{v}");
     // The first job slept 0.3 s: its runtime is at least that, and it is what ran.
     let first = &v["jobs"][0];

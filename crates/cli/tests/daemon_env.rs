@@ -3,91 +3,29 @@
 //! working directory, `--output` patterns, and an oversized environment refused with the
 //! limit named.
 
+mod support;
+use support::cluster::Cluster;
+
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cosched")
+/// A 2 × 2 cluster whose commands run in a working directory of their own.
+fn up(name: &str) -> Cluster {
+    Cluster::up_with_work("test", name, &["--nodes", "2", "--pes", "2"])
 }
 
-/// A cluster in its own state directory, with a working directory for the jobs; both
-/// removed, and the daemons stopped, on drop.
-struct Cluster {
-    dir: PathBuf,
-    work: PathBuf,
+/// Submits, waits for success, returns the job id.
+fn job(c: &Cluster, args: &[&str], env: &[(&str, &str)]) -> String {
+    let id = c
+        .ok_env(&[&["submit"], args].concat(), env)
+        .trim()
+        .to_string();
+    c.ok(&["wait", &id]);
+    id
 }
 
-impl Cluster {
-    fn up(name: &str) -> Cluster {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "cosched-test-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        let work = dir.join("work");
-        std::fs::create_dir_all(&work).unwrap();
-        let c = Cluster {
-            work: work.canonicalize().unwrap(),
-            dir,
-        };
-        let out = c.run(&["cluster", "up", "--nodes", "2", "--pes", "2"], &[]);
-        assert!(
-            out.status.success(),
-            "cluster up failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        c
-    }
-
-    /// Runs cosched in the jobs' working directory with these extra variables.
-    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut cmd = Command::new(bin());
-        cmd.args(args)
-            .current_dir(&self.work)
-            .env("COSCHED_STATE_DIR", &self.dir)
-            .envs(env.iter().copied());
-        cmd
-    }
-
-    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        self.command(args, env).output().expect("cosched runs")
-    }
-
-    fn ok(&self, args: &[&str], env: &[(&str, &str)]) -> String {
-        let out = self.run(args, env);
-        assert!(
-            out.status.success(),
-            "cosched {args:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// Submits, waits for success, returns the job id.
-    fn job(&self, args: &[&str], env: &[(&str, &str)]) -> String {
-        let id = self
-            .ok(&[&["submit"], args].concat(), env)
-            .trim()
-            .to_string();
-        self.ok(&["wait", &id], &[]);
-        id
-    }
-
-    fn rank_output(&self, id: &str, rank: u32) -> String {
-        self.ok(&["output", id, "--rank", &rank.to_string()], &[])
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = self.run(&["cluster", "down"], &[]);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+fn rank_output(c: &Cluster, id: &str, rank: u32) -> String {
+    c.ok(&["output", id, "--rank", &rank.to_string()])
 }
 
 const SHOW: &str = "echo \"[$COSCHED_ENV_A][$COSCHED_ENV_B][$COSCHED_RANK][$COSCHED_JOB_NODELIST][$COSCHED_TASKS_PER_NODE][$COSCHED_NODE][$(pwd -P)]\"";
@@ -104,16 +42,16 @@ fn fields(line: &str) -> Vec<String> {
 
 #[test]
 fn export_node_list_tasks_per_node_working_directory_and_output_patterns() {
-    let c = Cluster::up("jobenv");
+    let c = up("jobenv");
     let env = [("COSCHED_ENV_A", "from-submitter"), ("COSCHED_ENV_B", "b")];
-    let work = c.work.display().to_string();
+    let work = c.work().display().to_string();
 
     // Default (ALL): the submitter's variables reach every rank; 3 ranks on 2 nodes × 2 PEs
     // are 2 on the first node and 1 on the second.
-    let id = c.job(&["-n", "3", "--", "sh", "-c", SHOW], &env);
+    let id = job(&c, &["-n", "3", "--", "sh", "-c", SHOW], &env);
     let mut nodes = Vec::new();
     for rank in 0..3 {
-        let f = fields(&c.rank_output(&id, rank));
+        let f = fields(&rank_output(&c, &id, rank));
         assert_eq!(f[0], "from-submitter", "rank {rank}: {f:?}");
         assert_eq!(f[1], "b");
         assert_eq!(f[2], rank.to_string());
@@ -127,12 +65,13 @@ fn export_node_list_tasks_per_node_working_directory_and_output_patterns() {
     assert!(nodes.iter().all(|(l, _)| *l == list), "{nodes:?}");
 
     // NONE: the submitter's variables are gone, cosched's are there.
-    let id = c.job(
+    let id = job(
+        &c,
         &["-n", "2", "--export", "NONE", "--", "sh", "-c", SHOW],
         &env,
     );
     for rank in 0..2 {
-        let f = fields(&c.rank_output(&id, rank));
+        let f = fields(&rank_output(&c, &id, rank));
         assert_eq!((f[0].as_str(), f[1].as_str()), ("", ""), "{f:?}");
         assert_eq!(f[2], rank.to_string());
         // 2 ranks fit on one node: the list is that node, with both tasks.
@@ -144,7 +83,8 @@ fn export_node_list_tasks_per_node_working_directory_and_output_patterns() {
     }
 
     // A list: a value given, a variable taken from the environment, the rest left out.
-    let id = c.job(
+    let id = job(
+        &c,
         &[
             "-n",
             "1",
@@ -157,11 +97,12 @@ fn export_node_list_tasks_per_node_working_directory_and_output_patterns() {
         ],
         &env,
     );
-    let f = fields(&c.rank_output(&id, 0));
+    let f = fields(&rank_output(&c, &id, 0));
     assert_eq!((f[0].as_str(), f[1].as_str()), ("bar", ""), "{f:?}");
 
     // --output: one file per rank in the working directory, standard error with it.
-    let id = c.job(
+    let id = job(
+        &c,
         &[
             "-n",
             "3",
@@ -175,12 +116,12 @@ fn export_node_list_tasks_per_node_working_directory_and_output_patterns() {
         &[],
     );
     for rank in 0..3 {
-        let file = c.work.join(format!("out-{id}-{rank}.txt"));
+        let file = c.work().join(format!("out-{id}-{rank}.txt"));
         let text =
             std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         assert_eq!(text, format!("out {rank}\nerr {rank}\n"));
         // `cosched output` still shows it, and says where it is.
-        let out = c.run(&["output", &id, "--rank", &rank.to_string()], &[]);
+        let out = c.run(&["output", &id, "--rank", &rank.to_string()]);
         assert!(out.status.success());
         assert_eq!(String::from_utf8_lossy(&out.stdout), text);
         assert!(
@@ -191,14 +132,14 @@ fn export_node_list_tasks_per_node_working_directory_and_output_patterns() {
     }
 
     // A bad --export is refused before anything is sent.
-    let out = c.run(&["submit", "-n", "1", "--export", "A-B", "--", "true"], &[]);
+    let out = c.run(&["submit", "-n", "1", "--export", "A-B", "--", "true"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a variable name"));
 }
 
 #[test]
 fn an_environment_larger_than_a_request_may_be_is_refused_naming_the_limit() {
-    let c = Cluster::up("jobenv-big");
+    let c = up("jobenv-big");
     // 2.5 MiB of environment: exec allows that only with a larger stack limit (a quarter of
     // it), so the submitting process gets one.
     let chunk = "x".repeat(100 << 10);

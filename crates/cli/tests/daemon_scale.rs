@@ -10,10 +10,10 @@ use support::*;
 use cosched_core::JobId;
 use cosched_proto::proto::SubmitRequest;
 
-/// Ten jobs with 1.8 MB command lines hold 18 MB of records, more than a frame may carry:
-/// `queue` and `acct` used to fail for everyone. They page now, listings shorten the command
-/// lines with a marker, a job asked by id comes whole, and `acct`'s filters and `--limit`
-/// select in the machine manager.
+/// Ten jobs with 1.8 MB command lines hold 18 MB of records, more than a frame may carry, so
+/// one answer would fail `queue` and `acct` for everyone. They page, listings shorten the
+/// command lines with a marker, a job asked by id comes whole, and `acct`'s filters and
+/// `--limit` select in the machine manager.
 #[test]
 fn queue_and_acct_page_past_the_frame_limit() {
     let c = Cluster::up("scale", "page", &["--nodes", "1", "--pes", "1"]);
@@ -88,8 +88,7 @@ fn queue_and_acct_page_past_the_frame_limit() {
     assert_eq!(queued["jobs"].as_array().unwrap().len(), 10);
 }
 
-/// `output` used to cut a file at 4 MiB without a word: now it says so with the whole size,
-/// and `--tail` shows the end.
+/// `output` cuts a file at 4 MiB and says so, with the whole size; `--tail` shows the end.
 #[test]
 fn output_says_when_it_cut_a_file_and_tail_shows_the_end() {
     let c = Cluster::up("scale", "output", &["--nodes", "1", "--pes", "1"]);

@@ -2,109 +2,50 @@
 //! lines, arrays with a throttle, dependencies, `cosched run`, hold and release, `acct`'s
 //! filters, and a client with the wrong key told why.
 
+mod support;
+use support::cluster::Cluster;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_cosched")
+/// A 2 × 2 cluster whose commands run in a working directory of their own.
+fn up(name: &str) -> Cluster {
+    Cluster::up_with_work("slurm", name, &["--nodes", "2", "--pes", "2"])
 }
 
-/// A 2 × 2 cluster in its own state directory with a working directory for the jobs; the
-/// daemons stopped and both removed on drop.
-struct Cluster {
-    dir: PathBuf,
-    work: PathBuf,
-}
-
-impl Cluster {
-    fn up(name: &str) -> Cluster {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "cosched-slurm-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        let work = dir.join("work");
-        std::fs::create_dir_all(&work).unwrap();
-        let c = Cluster {
-            work: work.canonicalize().unwrap(),
-            dir,
-        };
-        c.ok(&["cluster", "up", "--nodes", "2", "--pes", "2"]);
-        c
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(bin());
-        cmd.args(args)
-            .current_dir(&self.work)
-            .env("COSCHED_STATE_DIR", &self.dir);
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("cosched runs")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "cosched {args:?} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
+/// Waits for the jobs to end (whatever their outcome); returns their JSON records.
+fn wait(c: &Cluster, ids: &[u64]) -> Vec<serde_json::Value> {
+    let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    let mut args = vec!["wait", "--json", "--timeout", "60s"];
+    args.extend(ids.iter().map(String::as_str));
+    let out = c.run(&args);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "wait {ids:?} printed no JSON: {}",
             String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn submit(&self, args: &[&str]) -> u64 {
-        let out = self.ok(&[&["submit"], args].concat());
-        out.trim().parse().expect("submit prints the id")
-    }
-
-    /// Waits for the jobs to end (whatever their outcome); returns their JSON records.
-    fn wait(&self, ids: &[u64]) -> Vec<serde_json::Value> {
-        let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-        let mut args = vec!["wait", "--json", "--timeout", "60s"];
-        args.extend(ids.iter().map(String::as_str));
-        let out = self.run(&args);
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
-            panic!(
-                "wait {ids:?} printed no JSON: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        v["jobs"].as_array().unwrap().clone()
-    }
-
-    fn job(&self, id: u64) -> serde_json::Value {
-        let out = self.ok(&["queue", "--all", "--json"]);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|j| j["id"] == id)
-            .unwrap_or_else(|| panic!("job {id} not listed: {out}"))
-            .clone()
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.work.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
+        )
+    });
+    v["jobs"].as_array().unwrap().clone()
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = self.run(&["cluster", "down"]);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// Job `id` as `queue --all --json` lists it (with why it waits).
+fn queued(c: &Cluster, id: u64) -> serde_json::Value {
+    let out = c.ok(&["queue", "--all", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == id)
+        .unwrap_or_else(|| panic!("job {id} not listed: {out}"))
+        .clone()
+}
+
+/// Writes `text` to `name` in the jobs' working directory.
+fn write(c: &Cluster, name: &str, text: &str) -> PathBuf {
+    let p = c.work().join(name);
+    std::fs::write(&p, text).unwrap();
+    p
 }
 
 fn read(p: &Path) -> String {
@@ -113,9 +54,10 @@ fn read(p: &Path) -> String {
 
 #[test]
 fn a_batch_script_runs_with_its_sbatch_lines() {
-    let c = Cluster::up("script");
+    let c = up("script");
     // No execute bit: the #! line's interpreter runs it, as sbatch does.
-    c.write(
+    write(
+        &c,
         "job.sh",
         "#!/bin/sh\n# a comment before the directives\n#SBATCH -n 3\n#SBATCH --time=5:00 # five minutes\n\
          #SBATCH -J hello -o out-%j-%t.txt\n#COSCHED --export=NONE\n\n\
@@ -123,7 +65,7 @@ fn a_batch_script_runs_with_its_sbatch_lines() {
          #SBATCH -n 4\n",
     );
     let id = c.submit(&["job.sh", "first"]);
-    let j = &c.wait(&[id])[0];
+    let j = &wait(&c, &[id])[0];
     assert_eq!(j["state"], "completed", "{j}");
     assert_eq!(
         j["procs"], 3,
@@ -132,7 +74,7 @@ fn a_batch_script_runs_with_its_sbatch_lines() {
     assert_eq!(j["name"], "hello");
     assert_eq!(j["time_limit_s"], 300.0);
     for rank in 0..3 {
-        let text = read(&c.work.join(format!("out-{id}-{rank}.txt")));
+        let text = read(&c.work().join(format!("out-{id}-{rank}.txt")));
         assert_eq!(
             text.trim(),
             format!("rank {rank} of 3 job {id} name hello arg first")
@@ -140,12 +82,13 @@ fn a_batch_script_runs_with_its_sbatch_lines() {
     }
 
     // The command line wins over the directives; a limit in Slurm's MM:SS form is enforced.
-    c.write(
+    write(
+        &c,
         "short.sh",
         "#!/bin/sh\n#SBATCH -n 3 --time=0:01\nsleep 30\n",
     );
     let id = c.submit(&["-n", "1", "short.sh"]);
-    let j = &c.wait(&[id])[0];
+    let j = &wait(&c, &[id])[0];
     assert_eq!(
         (j["procs"].as_u64(), j["state"].as_str()),
         (Some(1), Some("timed_out")),
@@ -154,7 +97,8 @@ fn a_batch_script_runs_with_its_sbatch_lines() {
 
     // An option no Slurm has is an error naming it, with file and line; nothing is
     // submitted.
-    c.write(
+    write(
+        &c,
         "bad.sh",
         "#!/bin/sh\n#SBATCH -n 1\n#SBATCH --bogus=4G\ntrue\n",
     );
@@ -166,7 +110,8 @@ fn a_batch_script_runs_with_its_sbatch_lines() {
         "{err}"
     );
     // One Slurm has but cosched does not enforce yet is a warning, and the job runs.
-    c.write(
+    write(
+        &c,
         "input.sh",
         "#!/bin/sh\n#SBATCH -n 1\n#SBATCH --input=in.txt\ntrue\n",
     );
@@ -181,7 +126,7 @@ fn a_batch_script_runs_with_its_sbatch_lines() {
 
 #[test]
 fn an_array_with_a_throttle_never_runs_more_than_that_at_once() {
-    let c = Cluster::up("array");
+    let c = up("array");
     let script = "date +%s.%N > start-$SLURM_ARRAY_TASK_ID; sleep 0.3; date +%s.%N > end-$COSCHED_ARRAY_TASK_ID";
     let first = c.submit(&[
         "--array=1-10%2",
@@ -193,10 +138,10 @@ fn an_array_with_a_throttle_never_runs_more_than_that_at_once() {
         script,
     ]);
     let ids: Vec<u64> = (first..first + 10).collect();
-    let jobs = c.wait(&ids);
+    let jobs = wait(&c, &ids);
     assert!(jobs.iter().all(|j| j["state"] == "completed"), "{jobs:?}");
     assert!(jobs.iter().all(|j| j["array_job"] == first));
-    let t = |name: String| -> f64 { read(&c.work.join(name)).trim().parse().unwrap() };
+    let t = |name: String| -> f64 { read(&c.work().join(name)).trim().parse().unwrap() };
     let spans: Vec<(f64, f64)> = (1..=10)
         .map(|i| (t(format!("start-{i}")), t(format!("end-{i}"))))
         .collect();
@@ -209,7 +154,7 @@ fn an_array_with_a_throttle_never_runs_more_than_that_at_once() {
     assert!(most <= 2, "{most} tasks ran at once with %2: {spans:?}");
     for i in 1..=10 {
         assert!(
-            c.work.join(format!("arr-{first}_{i}.out")).exists(),
+            c.work().join(format!("arr-{first}_{i}.out")).exists(),
             "%A_%a of task {i}"
         );
     }
@@ -217,12 +162,12 @@ fn an_array_with_a_throttle_never_runs_more_than_that_at_once() {
 
 #[test]
 fn dependencies_wait_for_and_follow_the_exit_code() {
-    let c = Cluster::up("deps");
+    let c = up("deps");
     // Long enough for the checks below on a loaded machine.
     let a = c.submit(&["--", "/bin/sh", "-c", "sleep 3"]);
     let ok = c.submit(&["--dependency", &format!("afterok:{a}"), "--", "/bin/true"]);
     let notok = c.submit(&["-d", &format!("afternotok:{a}"), "--", "/bin/true"]);
-    let j = c.job(ok);
+    let j = queued(&c, ok);
     assert_eq!(j["state"], "queued");
     assert_eq!(j["reason"], format!("Dependency (afterok:{a})"));
     let f = c.submit(&["--", "/bin/sh", "-c", "exit 3"]);
@@ -233,7 +178,7 @@ fn dependencies_wait_for_and_follow_the_exit_code() {
         "--",
         "/bin/true",
     ]);
-    let jobs = c.wait(&[a, ok, notok, f, after_f, notok_f]);
+    let jobs = wait(&c, &[a, ok, notok, f, after_f, notok_f]);
     let state = |i: usize| jobs[i]["state"].as_str().unwrap();
     assert_eq!(
         (0..6).map(state).collect::<Vec<_>>(),
@@ -263,12 +208,12 @@ fn dependencies_wait_for_and_follow_the_exit_code() {
     }
     // A begin time: held back with its reason, then run once it has passed.
     let begin = c.submit(&["--begin", "now+3", "--", "/bin/true"]);
-    let j = c.job(begin);
+    let j = queued(&c, begin);
     assert!(
         j["reason"].as_str().unwrap().starts_with("BeginTime"),
         "{j}"
     );
-    let j = &c.wait(&[begin])[0];
+    let j = &wait(&c, &[begin])[0];
     assert_eq!(j["state"], "completed");
     assert!(
         j["start"].as_f64().unwrap() - j["submit"].as_f64().unwrap() >= 1.5,
@@ -282,7 +227,7 @@ fn dependencies_wait_for_and_follow_the_exit_code() {
 
 #[test]
 fn run_streams_output_returns_the_exit_code_and_ctrl_c_cancels() {
-    let c = Cluster::up("run");
+    let c = up("run");
     let out = c.run(&[
         "run",
         "-n",
@@ -318,7 +263,10 @@ fn run_streams_output_returns_the_exit_code_and_ctrl_c_cancels() {
 
     // Output streams while the job runs; Ctrl-C cancels the job and run exits 130.
     let mut child = c
-        .command(&["run", "--", "/bin/sh", "-c", "echo started; sleep 60"])
+        .command(
+            &["run", "--", "/bin/sh", "-c", "echo started; sleep 60"],
+            &[],
+        )
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -351,13 +299,13 @@ fn run_streams_output_returns_the_exit_code_and_ctrl_c_cancels() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    assert_eq!(c.job(id)["state"], "cancelled");
+    assert_eq!(queued(&c, id)["state"], "cancelled");
     assert!(start.elapsed() < Duration::from_secs(30));
 }
 
 #[test]
 fn hold_release_acct_filters_and_a_wrong_key() {
-    let c = Cluster::up("hold");
+    let c = up("hold");
     // A job behind one that fills the machine, held: it does not start when PEs free up.
     // Long enough to hold the others before it ends, on a loaded machine too.
     let big = c.submit(&["-n", "4", "--", "/bin/sh", "-c", "sleep 3"]);
@@ -369,10 +317,10 @@ fn hold_release_acct_filters_and_a_wrong_key() {
             .count(),
         2
     );
-    c.wait(&[big]);
+    wait(&c, &[big]);
     std::thread::sleep(Duration::from_millis(500));
     for id in [small, fails] {
-        let j = c.job(id);
+        let j = queued(&c, id);
         assert_eq!(
             (j["state"].as_str(), j["held"].as_bool()),
             (Some("queued"), Some(true)),
@@ -380,7 +328,7 @@ fn hold_release_acct_filters_and_a_wrong_key() {
         );
     }
     c.ok(&["release", &small.to_string(), &fails.to_string()]);
-    let jobs = c.wait(&[small, fails]);
+    let jobs = wait(&c, &[small, fails]);
     assert_eq!(
         (jobs[0]["state"].as_str(), jobs[1]["state"].as_str()),
         (Some("completed"), Some("failed"))

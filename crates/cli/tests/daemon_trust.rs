@@ -221,8 +221,8 @@ fn paused_and_restarted_node_managers_lose_no_launch() {
 #[test]
 fn submit_refuses_a_time_limit_beyond_the_maximum() {
     let dir = std::env::temp_dir().join(format!("cosched-trust-time-{}", std::process::id()));
-    // A limit beyond the clock's range is refused as too large (it used to saturate to
-    // i64::MAX µs and be shown as such); one beyond a year by the machine manager's maximum.
+    // A limit beyond the clock's range is refused as too large (not saturated to i64::MAX µs
+    // and shown as such); one beyond a year by the machine manager's maximum.
     for (time, refusal) in [
         ("300000000d", Some("too large")),
         ("367d", Some("at most 366 days")),

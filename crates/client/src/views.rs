@@ -74,9 +74,6 @@ pub fn jobs_table_forecast(
     now_us: i64,
     forecast: Option<&[cosched_policy::forecast::Expected]>,
 ) -> String {
-    use comfy_table::{CellAlignment, Table, presets};
-    let mut t = Table::new();
-    t.load_preset(presets::NOTHING);
     let mut header = vec![
         "ID", "NAME", "STATE", "PROCS", "WAIT", "RUN", "SUSP", "EXIT", "PES",
     ];
@@ -84,7 +81,7 @@ pub fn jobs_table_forecast(
         header.extend(["EXPECTED START", "EXPECTED END"]);
     }
     header.push("REASON/ERROR");
-    t.set_header(header);
+    let mut rows = Vec::with_capacity(jobs.len());
     for j in jobs {
         let r = &j.record;
         let wait = r
@@ -125,27 +122,39 @@ pub fn jobs_table_forecast(
                 .unwrap_or("")
                 .to_string(),
         );
-        t.add_row(row);
+        rows.push(row);
     }
     let right: &[usize] = if forecast.is_some() {
         &[0, 3, 4, 5, 6, 7, 9, 10]
     } else {
         &[0, 3, 4, 5, 6, 7]
     };
+    table(&header, right, rows)
+}
+
+/// A table as text (comfy-table, no borders): the header and one line per row, the columns
+/// in `right` (figures) aligned right, trailing blanks cut; only the header when there is no
+/// row.
+fn table(header: &[&str], right: &[usize], rows: Vec<Vec<String>>) -> String {
+    use comfy_table::{CellAlignment, Table, presets};
+    let empty = rows.is_empty();
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING);
+    t.set_header(header);
+    for row in rows {
+        t.add_row(row);
+    }
     for &i in right {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
-    let mut s: String = t.lines().map(|l| l.trim_end().to_string() + "\n").collect();
-    if jobs.is_empty() {
-        s = s
-            .lines()
-            .next()
-            .map(|h| h.to_string() + "\n")
-            .unwrap_or_default();
+    let lines = t.lines().map(|l| l.trim_end().to_string() + "\n");
+    if empty {
+        lines.take(1).collect()
+    } else {
+        lines.collect()
     }
-    s
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -160,13 +169,8 @@ fn truncate(s: &str, n: usize) -> String {
 pub fn monitor_text(m: &cosched_proto::proto::NodeMonitor) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "node {}: {} monitored ranks", m.node, m.procs.len());
-    let _ = writeln!(
-        s,
-        "{:>6} {:>5} {:>8} {:<8} {:>9} {:>12} {:>10} {:>8} {:>8} {:>10}  LAST",
-        "JOB", "RANK", "PID", "STATE", "COMMS", "BYTES", "COMM", "WAITS", "BLOCKS", "BLOCKED"
-    );
     let secs = |ns: u64| format!("{:.3}s", ns as f64 * 1e-9);
-    for p in &m.procs {
+    let rows = m.procs.iter().map(|p| {
         let state = if p.live { p.state.as_str() } else { "ended" };
         let last = p.last.as_ref().map_or_else(String::new, |l| {
             format!(
@@ -178,21 +182,29 @@ pub fn monitor_text(m: &cosched_proto::proto::NodeMonitor) -> String {
                 secs(l.ago_ns)
             )
         });
-        let _ = writeln!(
-            s,
-            "{:>6} {:>5} {:>8} {:<8} {:>9} {:>12} {:>10} {:>8} {:>8} {:>10}  {last}",
-            p.job.0,
-            p.rank,
-            p.pid,
-            state,
-            p.count,
-            p.bytes,
+        vec![
+            p.job.0.to_string(),
+            p.rank.to_string(),
+            p.pid.to_string(),
+            state.to_string(),
+            p.count.to_string(),
+            p.bytes.to_string(),
             secs(p.comm_ns),
-            p.waits,
-            p.blocks,
-            secs(p.blocked_ns)
-        );
-    }
+            p.waits.to_string(),
+            p.blocks.to_string(),
+            secs(p.blocked_ns),
+            last,
+        ]
+    });
+    let header = [
+        "JOB", "RANK", "PID", "STATE", "COMMS", "BYTES", "COMM", "WAITS", "BLOCKS", "BLOCKED",
+        "LAST",
+    ];
+    s.push_str(&table(
+        &header,
+        &[0, 1, 2, 4, 5, 6, 7, 8, 9],
+        rows.collect(),
+    ));
     s
 }
 
@@ -205,30 +217,13 @@ pub fn status_text(st: &StatusInfo) -> String {
         "policy {}  nodes {up}/{} up  {} PEs per node  tree fan-out {} depth {}  switches sent {}",
         st.policy, st.nodes_total, st.pes_per_node, st.fanout, st.tree_depth, st.switches
     );
-    // `joining` is wider than `up` and `down`.
-    let sw = st
-        .nodes
-        .iter()
-        .map(|n| n.state.len())
-        .max()
-        .unwrap_or(0)
-        .max(5);
-    let _ = writeln!(
-        s,
-        "\n{:>4}  {:<10} {:<sw$} {:<22} PES",
-        "NODE", "NAME", "STATE", "ADDRESS"
-    );
-    for n in &st.nodes {
+    let nodes = st.nodes.iter().map(|n| {
         let first = n.id.0 * st.pes_per_node;
         let pes = cosched_core::PeSet::contiguous(first, n.pes);
-        let _ = write!(
-            s,
-            "{:>4}  {:<10} {:<sw$} {:<22} {pes}",
-            n.id.0, n.name, n.state, n.addr
-        );
+        let mut pes = pes.to_string();
         if let Some(c) = &n.reason {
             let _ = write!(
-                s,
+                pes,
                 "  ({} by {} at {}Z: {})",
                 c.op.as_str(),
                 cosched_proto::util::user_name(c.uid),
@@ -236,8 +231,20 @@ pub fn status_text(st: &StatusInfo) -> String {
                 c.reason.as_deref().unwrap_or("")
             );
         }
-        s.push('\n');
-    }
+        vec![
+            n.id.0.to_string(),
+            n.name.clone(),
+            n.state.clone(),
+            n.addr.clone(),
+            pes,
+        ]
+    });
+    s.push('\n');
+    s.push_str(&table(
+        &["NODE", "NAME", "STATE", "ADDRESS", "PES"],
+        &[0],
+        nodes.collect(),
+    ));
     let width = st
         .slots
         .iter()

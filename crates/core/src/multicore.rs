@@ -129,7 +129,7 @@ impl SelfLimits {
     /// Formula 7: a job's process count on the multi-core machine. Its runtime stays; its size
     /// grows by the processes per node it can use, divided by the slowdown that costs
     /// (rounded to the nearest process, never below the original size nor above its size
-    /// times the processes per node, so it still fits on as many nodes as before).
+    /// times the processes per node, so it fits on as many nodes as at its original size).
     pub fn transform_size(&self, size: u32, crs: Milli, nos: Milli) -> u32 {
         let scaled = |factor: u64, sl: Milli| -> u32 {
             let v = (u64::from(size) * factor * 1000 + u64::from(sl) / 2) / u64::from(sl);

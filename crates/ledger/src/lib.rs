@@ -611,7 +611,7 @@ impl Ledger {
 
     // Suspend and resume are inlined into the driver's loop with one lookup and one phase
     // test each (a Running or Stopped job is live, so `lookup`'s liveness test is not needed
-    // on the way through); anything else goes to `refused`, which answers as before.
+    // on the way through); anything else goes to `refused`, which finds the same error the general path would.
     #[inline(always)]
     fn suspend(&mut self, now: Time, job: JobId) -> Result<Change, LedgerError> {
         match self.index.get(job) {

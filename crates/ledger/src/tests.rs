@@ -356,7 +356,7 @@ fn reported_run_state_drives_the_accounting_not_the_phase() {
     assert_eq!(l.entry(1).phase(), Phase::Stopped);
     assert_eq!(l.entry(1).running_since(), Some(s(1)));
     assert_eq!(l.limit_reached_at(1, Dur::from_secs(10)), Some(s(11)));
-    // The policy's switches no longer move its accounting...
+    // Once the node reports runs, the policy's switches do not move its accounting...
     l.apply(s(2), Decision::Suspend { job: JobId(1) }).unwrap();
     l.apply(s(2), Decision::Resume { job: JobId(2) }).unwrap();
     l.apply(s(4), Decision::Suspend { job: JobId(2) }).unwrap();
@@ -371,7 +371,7 @@ fn reported_run_state_drives_the_accounting_not_the_phase() {
     assert_eq!((r.start, r.end), (Some(s(1)), Some(s(8))));
     assert_eq!(r.suspended, Dur::from_secs(2));
     assert_eq!(l.entry(1).ran(s(20)), Dur::from_secs(5));
-    // A job without reports is accounted from the policy as before: suspended since 2.
+    // A job without reports is accounted from the policy's decisions: suspended since 2.
     l.end(0, s(8), Outcome::Completed, Some(0));
     assert_eq!(l.record(0).suspended, Dur::from_secs(6));
     // A report about an ended job changes nothing.

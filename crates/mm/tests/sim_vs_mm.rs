@@ -524,8 +524,8 @@ fn the_simulator_and_the_machine_manager_decide_and_record_alike() {
                 .count();
             eprintln!("t3d: {preempts} preemptions");
             assert!(preempts >= 1, "t3d: no job was preempted");
-            // Without migration a preempted job's stopped processes die with their node
-            // (the simulator used to keep such jobs and continue them later).
+            // Without migration a preempted job's stopped processes die with their node (the
+            // simulator does not keep such jobs to continue them later).
             let lost_preempted = mm
                 .iter()
                 .filter(|r| r.outcome == Some(Outcome::NodeFailed) && r.preemptions > 0)

@@ -48,7 +48,7 @@ pub const OPEN_MPI_OVERSUBSCRIBED: (&str, &str) = ("OMPI_MCA_mpi_yield_when_idle
 /// asynchronous modex (no fence in `MPI_Init`) runs into that window, and `MPI_Init` fails
 /// with "PML add procs failed ... Not found". With every rank on "hash", a commit lands in
 /// the one store the server searches, under both scopes, and a request read before the
-/// commit waits for it as before.
+/// commit waits for it.
 const CLIENT_DATASTORE: (&str, &str) = ("PMIX_GDS_MODULE", "hash");
 
 /// Set once a server was started in this process. OpenPMIx's server state is process-wide,

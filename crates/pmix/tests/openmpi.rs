@@ -13,13 +13,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// `eprintln!` past the test harness's capture, so the notice shows when the test passes.
-macro_rules! notice {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
+use cosched_workload::notice;
 
 /// The machine has 2 cores: one MPI job at a time, or busy-polling ranks of two tests starve
 /// each other into time-outs.

@@ -294,6 +294,39 @@ fn repacking_moves_jobs_down_and_drops_empty_rows() {
     assert_eq!(m.slots[1].jobs[0].0, JobId(3));
 }
 
+/// A job that found no room below its row moves down as soon as a lower row loses the job
+/// in its way, even though it was passed over (no room) at the departure before.
+#[test]
+fn a_job_passed_over_by_repacking_moves_down_once_a_lower_row_clears() {
+    let mut p = registry::build(
+        "gang",
+        &cfg(4, &[("packing", "first-fit"), ("alternate", "false")]),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    submit(p.as_mut(), 0, 1, 4, &mut out); // row 0: PEs 0-3
+    submit(p.as_mut(), 0, 2, 2, &mut out); // row 1: PEs 0-1
+    submit(p.as_mut(), 0, 3, 1, &mut out); // row 1: PE 2
+    submit(p.as_mut(), 0, 4, 1, &mut out); // row 1: PE 3
+    submit(p.as_mut(), 0, 5, 2, &mut out); // row 2: PEs 0-1
+    let row_of = |p: &dyn Policy, id: u64| {
+        let m = p.matrix().unwrap();
+        m.slots
+            .iter()
+            .position(|s| s.jobs.iter().any(|(j, _)| j.0 == id))
+            .unwrap()
+    };
+    assert_eq!(row_of(p.as_ref(), 5), 2);
+    // PE 2 of row 1 frees: job 5's PEs are still taken there (job 2), so it stays.
+    p.handle(Time::from_secs(1), Event::Ended(JobId(3)), &mut out);
+    assert_eq!(row_of(p.as_ref(), 5), 2);
+    // Job 2 leaves row 1, which job 4 keeps: job 5 moves into it.
+    p.handle(Time::from_secs(2), Event::Ended(JobId(2)), &mut out);
+    assert_eq!(row_of(p.as_ref(), 5), 1);
+    assert_eq!(p.matrix().unwrap().slots.len(), 2);
+    assert_matrix_sound(&p.matrix().unwrap());
+}
+
 #[test]
 fn best_fit_and_first_fit_choose_different_rows() {
     let place = |packing: &str| {

@@ -8,7 +8,7 @@
 //! when that thread is what the run waits for. The reading thread has time to spare, so
 //! before it hands over each piece of jobs it maps the pages those jobs will be written to,
 //! with `madvise(MADV_POPULATE_WRITE)` (Linux 5.14; elsewhere, or where the call is refused,
-//! nothing happens and the simulation faults the pages in itself, as before).
+//! nothing happens and the simulation faults the pages in itself).
 //!
 //! Populating never reads or writes the memory's contents: it is not an access to the
 //! vectors and cannot race with the simulation's writes. The simulation offers each vector's

@@ -3,7 +3,7 @@
 //! docs/daemons.md documents (the MM with the command line `cluster up` gave it), everything
 //! torn down on drop even when a test fails.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,9 @@ use super::*;
 pub struct Cluster {
     pub dir: PathBuf,
     pub state: StateDir,
+    /// Where its commands run, and so the jobs' working directory: `work` in `dir` for a
+    /// cluster brought up by [`Cluster::up_with_work`], else the test's own.
+    pub work: Option<PathBuf>,
     /// Daemons this test restarted itself (killed and reaped on drop).
     pub extra: std::sync::Mutex<Vec<Child>>,
 }
@@ -41,10 +44,35 @@ impl Cluster {
         let c = Cluster {
             state: StateDir::new(&dir),
             dir,
+            work: None,
             extra: Default::default(),
         };
         c.up_again_env(args, env);
         c
+    }
+
+    /// [`Cluster::up`] whose commands run in a working directory of their own, `work` in
+    /// the cluster's directory (see [`Cluster::work`]), as a user's would: relative paths
+    /// given to them, and the jobs' files, are there.
+    pub fn up_with_work(prefix: &str, name: &str, args: &[&str]) -> Cluster {
+        let dir = scratch(prefix, name);
+        let work = dir.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let c = Cluster {
+            state: StateDir::new(&dir),
+            work: Some(work.canonicalize().unwrap()),
+            dir,
+            extra: Default::default(),
+        };
+        c.up_again(args);
+        c
+    }
+
+    /// The jobs' working directory of a cluster brought up by [`Cluster::up_with_work`].
+    pub fn work(&self) -> &Path {
+        self.work
+            .as_deref()
+            .expect("brought up by Cluster::up_with_work")
     }
 
     /// Brings the cluster up again in the same state directory (after `cluster down`).
@@ -55,12 +83,7 @@ impl Cluster {
     fn up_again_env(&self, args: &[&str], env: &[(&str, &str)]) {
         let mut full = vec!["cluster", "up"];
         full.extend_from_slice(args);
-        let out = Command::new(bin())
-            .args(&full)
-            .env("COSCHED_STATE_DIR", &self.dir)
-            .envs(env.iter().copied())
-            .output()
-            .expect("cosched runs");
+        let out = self.run_env(&full, env);
         assert!(
             out.status.success(),
             "cluster up failed: {}",
@@ -85,6 +108,7 @@ impl Cluster {
         let c = Cluster {
             state: StateDir::new(&dir),
             dir,
+            work: None,
             extra: Default::default(),
         };
         c.write_config(
@@ -132,13 +156,36 @@ impl Cluster {
         self.spawn(&args, self.state.nm_log(name));
     }
 
+    /// `cosched ARGS` for this cluster with `env` added, in its working directory if it has
+    /// one; not started yet.
+    pub fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut cmd = Command::new(bin());
+        cmd.args(args)
+            .env("COSCHED_STATE_DIR", &self.dir)
+            .envs(env.iter().copied());
+        if let Some(work) = &self.work {
+            cmd.current_dir(work);
+        }
+        cmd
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
-        cosched(&self.dir, args)
+        self.run_env(args, &[])
+    }
+
+    /// [`Cluster::run`] with `env` added.
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.command(args, env).output().expect("cosched runs")
     }
 
     pub fn ok(&self, args: &[&str]) -> String {
+        self.ok_env(args, &[])
+    }
+
+    /// [`Cluster::ok`] with `env` added.
+    pub fn ok_env(&self, args: &[&str], env: &[(&str, &str)]) -> String {
         let log = format!("\n--- mm log ---\n{}", self.mm_log());
-        succeeded(args, self.run(args), &log)
+        succeeded(args, self.run_env(args, env), &log)
     }
 
     /// The JSON a command that succeeded printed (`--json`).
@@ -190,6 +237,14 @@ impl Cluster {
             .into_iter()
             .find(|j| j["id"] == id)
             .expect("job in acct")
+    }
+
+    /// Polls until `pred` holds on job `id`'s record (at most `secs`) and returns the record.
+    pub fn job_until(&self, id: u64, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+        self.until(secs, &format!("the state wanted of job {id}"), || {
+            let j = self.job(id);
+            pred(&j).then_some(j)
+        })
     }
 
     /// Polls until the job has ended (at most `secs`: generous, on a loaded 2-core machine)

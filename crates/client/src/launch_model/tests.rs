@@ -100,7 +100,7 @@ fn prediction_at_measured_points_within_stated_error() {
     }
 }
 
-/// One node manager per host: the per-node cost no longer grows with the node count, so
+/// One node manager per host: the per-node cost does not grow with the node count, so
 /// 16,384 nodes cost little more than 64; on one host they cost 256 times the per-node
 /// part.
 #[test]

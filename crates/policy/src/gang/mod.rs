@@ -110,6 +110,9 @@ struct Row {
     /// `(job, procs, PEs)` of `jobs`, in the same order: read on every switch without a
     /// lookup.
     entries: Vec<(JobId, u32, PeSet)>,
+    /// [`Gang::clears`] when a block last left this row: a job above that found no room
+    /// here after that stamp still finds none (see [`Member::settled`]).
+    cleared_at: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -122,6 +125,11 @@ struct Member {
     held: bool,
     /// A Start or Place was sent for it.
     announced: bool,
+    /// [`Gang::clears`] when repacking last found no lower row with room for its block (0:
+    /// never looked). Rows only gain reservations until a block leaves them, so only the
+    /// lower rows cleared after this stamp need looking at again: repacking after a
+    /// departure reads the rows that changed, not every row below every job.
+    settled: u64,
 }
 
 /// What making a row active does, for one running set before: computed once per matrix
@@ -199,6 +207,9 @@ pub struct Gang {
     unplaceable: (u64, SortedIds),
     /// Memory in use per node (KiB), summed over all rows.
     mem_used: Vec<u64>,
+    /// Counts the blocks that left a row (a departure, or a job repacked lower); stamps
+    /// [`Row::cleared_at`] and [`Member::settled`]. Starts at 1, so 0 means "never".
+    clears: u64,
 
     active: usize,
     running: SortedIds,
@@ -284,6 +295,7 @@ impl Gang {
             down_count: 0,
             unplaceable: (0, SortedIds::default()),
             mem_used: vec![0; machine.nodes as usize],
+            clears: 1,
             active: 0,
             running: SortedIds::default(),
             switching: false,

@@ -167,6 +167,7 @@ impl Gang {
                 full_below: Cell::new(0),
                 jobs: Vec::new(),
                 entries: Vec::new(),
+                cleared_at: self.clears,
             });
             self.stats.max_rows = self.stats.max_rows.max(self.rows.len());
         }
@@ -192,6 +193,7 @@ impl Gang {
                 row,
                 held,
                 announced: false,
+                settled: 0,
             },
         );
     }
@@ -255,20 +257,36 @@ impl Gang {
     /// stands the row after it).
     pub(super) fn compact(&mut self) -> bool {
         if self.repack {
+            // The latest clearing of any row below `r`: a job settled since has no room there.
+            let mut cleared_below = 0;
             for r in 1..self.rows.len() {
+                cleared_below = cleared_below.max(self.rows[r - 1].cleared_at);
                 let jobs = self.rows[r].jobs.clone();
                 for id in jobs {
                     let running_in_active = r == self.active && self.running.contains(&id);
                     if running_in_active {
                         continue;
                     }
-                    let block = self.members[&id].block.clone();
-                    let Some(q) = (0..r).find(|&q| !self.rows[q].reserved.intersects_pes(&block))
-                    else {
+                    let m = self.members.get_mut(&id).expect("row jobs are members");
+                    let settled = m.settled;
+                    if settled != 0 && cleared_below <= settled {
+                        continue;
+                    }
+                    m.settled = self.clears;
+                    // Rows not cleared since it settled still overlap its block.
+                    let rows = &self.rows;
+                    let block = &m.block;
+                    let Some(q) = (0..r).find(|&q| {
+                        (settled == 0 || rows[q].cleared_at > settled)
+                            && !rows[q].reserved.intersects_pes(block)
+                    }) else {
                         continue;
                     };
+                    let block = block.clone();
                     let pes = self.members[&id].pes.clone();
+                    self.clears += 1;
                     let from = &mut self.rows[r];
+                    from.cleared_at = self.clears;
                     from.busy.clear_pes(&pes);
                     from.reserved.clear_pes(&block);
                     from.reserved_count -= block.len();
@@ -317,7 +335,9 @@ impl Gang {
         let Some(m) = self.members.remove(&id) else {
             return false;
         };
+        self.clears += 1;
         let row = &mut self.rows[m.row];
+        row.cleared_at = self.clears;
         row.busy.clear_pes(&m.pes);
         row.reserved.clear_pes(&m.block);
         row.reserved_count -= m.block.len();
