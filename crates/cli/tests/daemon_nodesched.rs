@@ -603,20 +603,20 @@ fn fcs_classification_scenario_on_real_processes_matches_the_simulator() {
 /// as the node's switches landed; the kernel counts, per cgroup, the time it stood frozen
 /// (`frozen_usec` in `cgroup.stat.local`, Linux 6.17: from each freeze's write to the thaw's).
 /// Two CPU-bound 2-rank jobs share one node of 2 PEs under gang at 10-ms quanta (hundreds of
-/// switches each); each rank prints the time from its start to its end less its cgroup's
-/// frozen time meanwhile, and the job's `run_s` in `acct` must equal its longest rank's (a
+/// switches each); each rank prints the time from its fork to its end less its cgroup's
+/// whole frozen time, and the job's `run_s` in `acct` must equal its longest rank's (a
 /// job runs as long as its last rank) within 2 %. The kernel's count of a process's runnable
 /// time (`/proc/self/schedstat`) is no reference on a loaded machine: a rank thawed on a core
 /// held by other work and frozen again before it got it is counted runnable while its cgroup
 /// reads frozen (`benches/freeze-thaw-wait.c`).
 ///
-/// Ignored: at load 9 (other engineers' builds) with the dev binary, `run_s` came out 3.3,
-/// 3.7 and 11.6 % above the longest rank's count. Part of it: the rank starts its count in
-/// its `main`, after an exec and a start-up that the job's run time includes (a 100-MB dev
-/// binary, on a loaded machine, takes a good part of a second to start); the rest is not
-/// explained yet.
+/// Ignored: each rank counts from its fork (start-up included, 8–92 ms measured) and the job
+/// launched first is booked +0.9 to +3.1 % (load 3–6, five runs), but the job launched while
+/// the other runs (its ranks started, then frozen) is booked 5.4–7.5 % (110–170 ms) more than
+/// its longest rank counts: the booking of a job launched outside its slot, from the machine
+/// manager's start to its first freeze, is not yet checked against what its ranks did.
 #[test]
-#[ignore = "on a loaded machine acct books 3–12 % more than the ranks count (their start-up, and more not explained yet)"]
+#[ignore = "acct books 0.9–3.1 % (job launched first) and 5.4–7.5 % (job launched outside its slot) more than the ranks count unfrozen"]
 fn gang_accounting_equals_the_ranks_unfrozen_time_at_10_ms_quanta() {
     let c = Cluster::up(
         "nodesched",
@@ -642,30 +642,37 @@ fn gang_accounting_equals_the_ranks_unfrozen_time_at_10_ms_quanta() {
         let rec = c.ended(j, 300);
         assert_eq!(rec["state"], "completed", "{rec}");
         let run_s = rec["run_s"].as_f64().unwrap();
-        let ranks: Vec<f64> = (0..2)
-            .map(|r| {
-                let out = c.ok(&["output", &j.to_string(), "--rank", &r.to_string()]);
-                let us: f64 = out
-                    .lines()
-                    .find_map(|l| l.strip_prefix("unfrozen_us "))
-                    .unwrap_or_else(|| panic!("job {j} rank {r} printed no unfrozen time: {out:?}"))
-                    .trim()
-                    .parse()
-                    .unwrap();
-                us / 1e6
-            })
+        let outs: Vec<String> = (0..2)
+            .map(|r| c.ok(&["output", &j.to_string(), "--rank", &r.to_string()]))
             .collect();
+        let seconds = |key: &str| -> Vec<f64> {
+            outs.iter()
+                .enumerate()
+                .map(|(r, out)| {
+                    let us: f64 = out
+                        .lines()
+                        .find_map(|l| l.strip_prefix(key))
+                        .unwrap_or_else(|| panic!("job {j} rank {r} printed no {key:?}: {out:?}"))
+                        .trim()
+                        .parse()
+                        .unwrap();
+                    us / 1e6
+                })
+                .collect()
+        };
+        let (ranks, startup) = (seconds("unfrozen_us "), seconds("startup_us "));
         let runnable = ranks.iter().copied().fold(0.0, f64::max);
         let switches = c.ok(&["acct", "--class-history", &j.to_string(), "--switches"]);
         assert!(
             (run_s - runnable).abs() <= 0.02 * runnable,
             "job {j}: acct run time {run_s:.4} s, its ranks not frozen {ranks:?} s (longest \
-             {runnable:.4} s): {:+.2} %\n{rec}\nswitches: {} lines",
+             {runnable:.4} s, start-up {startup:?} s): {:+.2} %\n{rec}\nswitches: {} lines",
             100.0 * (run_s - runnable) / runnable,
             switches.lines().count()
         );
         eprintln!(
-            "job {j}: acct run {run_s:.4} s, ranks not frozen {ranks:?} s, {:+.2} %",
+            "job {j}: acct run {run_s:.4} s, ranks not frozen {ranks:?} s (start-up {startup:?} s), \
+             {:+.2} %",
             100.0 * (run_s - runnable) / runnable
         );
     }

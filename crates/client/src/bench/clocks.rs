@@ -55,6 +55,21 @@ pub fn runnable() -> Option<Dur> {
     Some(Dur::from_micros((on_cpu + waiting) / 1_000))
 }
 
+/// How long ago this process was forked: from its start in `/proc/self/stat` (clock ticks
+/// after boot, so to the tick, 10 ms at 100 Hz) to now on `CLOCK_BOOTTIME`, the clock the
+/// kernel stamps it with. Counts its exec and start-up, which a clock started in `main`
+/// misses and a job's run time includes. `None` without /proc.
+pub fn since_fork() -> Option<Dur> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // After the command name (which may hold spaces), field 22 is the start time.
+    let after = &stat[stat.rfind(')')? + 2..];
+    let ticks: i64 = after.split_whitespace().nth(19)?.parse().ok()?;
+    let hz = rustix::param::clock_ticks_per_second() as i64;
+    let now = clock_gettime(ClockId::Boottime);
+    let now_us = now.tv_sec * 1_000_000 + now.tv_nsec / 1_000;
+    Some(Dur::from_micros(now_us - ticks * 1_000_000 / hz))
+}
+
 /// How long this process's cgroup (v2) has been frozen, in all: the kernel's `frozen_usec`
 /// (`cgroup.stat.local`, Linux 6.17), which counts from each write of `cgroup.freeze` to the
 /// thaw's. `None` without a cgroup v2 or that count.

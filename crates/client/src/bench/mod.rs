@@ -22,7 +22,7 @@ mod gang;
 mod launch;
 mod load;
 
-pub use clocks::{GAP, frozen, runnable, spin_cpu};
+pub use clocks::{GAP, frozen, runnable, since_fork, spin_cpu};
 pub use gang::{GangRow, JobGaps, Seen, SwitchBreakdown, gang, parse_gaps, seen};
 pub use launch::{
     BcastRow, CompareRow, LatencyRow, LaunchRow, LaunchSetup, ThroughputRow, bcast, compare,

@@ -287,8 +287,9 @@ pub enum ClusterCmd {
         /// waiting for one), which a frozen or stopped process is not
         #[arg(long)]
         runnable: bool,
-        /// Then print `unfrozen_us N`: the time from its start to its end less the time its
-        /// cgroup was frozen meanwhile (the kernel's `frozen_usec`, Linux 6.17)
+        /// Then print `unfrozen_us N`: the time from its fork to its end less the time its
+        /// cgroup was frozen (the kernel's `frozen_usec`, Linux 6.17), and `startup_us N`:
+        /// from its fork to its `main`
         #[arg(long)]
         unfrozen: bool,
         /// Then print `gap START END` for each stretch it did not run (stopped, frozen or
@@ -482,14 +483,20 @@ pub(super) fn cluster(c: ClusterCmd) -> anyhow::Result<i32> {
                     )
                 })
             };
-            let (t0, f0) = (
-                std::time::Instant::now(),
-                if unfrozen { Some(frozen()?) } else { None },
-            );
+            let since_fork = || {
+                cosched_client::bench::since_fork().ok_or_else(|| {
+                    anyhow::anyhow!("cannot read this process's start time from /proc/self/stat")
+                })
+            };
+            // From the fork, not from here: the job's run time counts the exec and start-up
+            // too. Its cgroup is frozen only once every rank has started, so all of its
+            // frozen time falls in this process's life.
+            let started = if unfrozen { Some(since_fork()?) } else { None };
             let off = cosched_client::bench::spin_cpu(cpu);
-            if let Some(f0) = f0 {
-                let wall = t0.elapsed().as_micros() as i64;
-                println!("unfrozen_us {}", wall - (frozen()? - f0).as_micros());
+            if let Some(started) = started {
+                let (wall, frozen) = (since_fork()?, frozen()?);
+                println!("unfrozen_us {}", (wall - frozen).as_micros());
+                println!("startup_us {}", started.as_micros());
             }
             if gaps {
                 let mut out = String::new();
