@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Communicating jobs under gang scheduling (results in docs/benchmarks.md, "MPI jobs under
-# gang, and MPI start-up").
+# gang" and "MPI under cosched against mpiexec and mpirun").
 #
 #  1. Seed 003 Fig. 4's measurement: two copies of an MPI job (ping-pong between ranks 0 and
 #     1, 8-byte messages, then MPI_Allreduce of one int) at MPL 2 under gang at quanta 1, 2
