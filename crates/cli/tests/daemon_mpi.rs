@@ -274,14 +274,21 @@ fn running_program(path: &Path) -> Vec<i32> {
 /// (after a NOTICE) without Open MPI, mpi4py or OpenPMIx in this build.
 fn build_open_mpi_ring(dir: &Path) -> Option<PathBuf> {
     if !cosched_pmix::AVAILABLE {
-        notice!("NOTICE: skipping the Open MPI part: this cosched was built without OpenPMIx (libpmix-dev)");
+        notice!(
+            "NOTICE: skipping the Open MPI part: this cosched was built without OpenPMIx (libpmix-dev)"
+        );
         return None;
     }
     let mpi4py = Command::new("/usr/bin/python3")
         .args(["-c", "import mpi4py"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if Command::new("mpicc.openmpi").arg("-showme").output().is_err() || !mpi4py {
+    if Command::new("mpicc.openmpi")
+        .arg("-showme")
+        .output()
+        .is_err()
+        || !mpi4py
+    {
         notice!(
             "NOTICE: skipping the Open MPI part: `mpicc.openmpi` or mpi4py missing (install openmpi-bin, libopenmpi-dev and python3-mpi4py, as .ci/run does)"
         );
@@ -310,7 +317,10 @@ fn build_open_mpi_ring(dir: &Path) -> Option<PathBuf> {
 /// that every job completed with the right answers on every rank and that no process of any
 /// of them is left (none stopped, none orphaned). Returns the cluster and the jobs' records
 /// for the policy's own checks; `None` (after a NOTICE) without the MPIs.
-fn three_mpis_of_eight_ranks(name: &str, policy: &[&str]) -> Option<(tempfile::TempDir, Cluster, Vec<Value>)> {
+fn three_mpis_of_eight_ranks(
+    name: &str,
+    policy: &[&str],
+) -> Option<(tempfile::TempDir, Cluster, Vec<Value>)> {
     let tmp = scratch_dir("mpi", name);
     let dir = tmp.path();
     let mpich = build_ring(dir)?;
@@ -322,7 +332,15 @@ fn three_mpis_of_eight_ranks(name: &str, policy: &[&str]) -> Option<(tempfile::T
         c.submit(&["-n", "8", "-t", "5m", mpich.to_str().unwrap(), "5"]),
         c.submit(&["-n", "8", "-t", "5m", ompi.to_str().unwrap(), "5"]),
     ];
-    let py_job = c.submit(&["-n", "8", "-t", "5m", "/usr/bin/python3", py.to_str().unwrap(), "8"]);
+    let py_job = c.submit(&[
+        "-n",
+        "8",
+        "-t",
+        "5m",
+        "/usr/bin/python3",
+        py.to_str().unwrap(),
+        "8",
+    ]);
     for id in rings {
         c.ended(id, 300);
         c.assert_ring_ok(id, 5);
@@ -336,7 +354,10 @@ fn three_mpis_of_eight_ranks(name: &str, policy: &[&str]) -> Option<(tempfile::T
     );
     for rank in 0..8u32 {
         let got = c.output(py_job, rank);
-        let want = format!("rank {rank} of 8: allreduce 28, bcast {{'from': 0, 'size': 8}}, scatter {}: ok", rank * rank);
+        let want = format!(
+            "rank {rank} of 8: allreduce 28, bcast {{'from': 0, 'size': 8}}, scatter {}: ok",
+            rank * rank
+        );
         assert!(got.contains(&want), "mpi4py rank {rank} wrote {got:?}");
     }
     for program in [&mpich, &ompi, &py] {
@@ -346,7 +367,10 @@ fn three_mpis_of_eight_ranks(name: &str, policy: &[&str]) -> Option<(tempfile::T
         });
         assert!(left.is_empty());
     }
-    let records = [rings[0], rings[1], py_job].iter().map(|&id| c.job(id)).collect();
+    let records = [rings[0], rings[1], py_job]
+        .iter()
+        .map(|&id| c.job(id))
+        .collect();
     Some((tmp, c, records))
 }
 
@@ -374,8 +398,14 @@ fn mpich_open_mpi_and_mpi4py_jobs_of_eight_ranks_complete_sharing_the_pes_under_
             sa < eb && sb < ea
         })
     });
-    assert!(overlapped, "no two of the 8-rank jobs ran at the same time: {jobs:?}");
-    let stopped: f64 = jobs.iter().map(|j| j["suspended_s"].as_f64().unwrap()).sum();
+    assert!(
+        overlapped,
+        "no two of the 8-rank jobs ran at the same time: {jobs:?}"
+    );
+    let stopped: f64 = jobs
+        .iter()
+        .map(|j| j["suspended_s"].as_f64().unwrap())
+        .sum();
     assert!(
         stopped > 0.0,
         "the jobs were never time-sliced (suspended 0 s): the test did not test gang: {jobs:?}"

@@ -192,8 +192,13 @@ fn mpi_abort_in_an_eight_rank_open_mpi_job_ends_it_within_a_second_naming_the_ra
         .and_then(|t| t.trim().parse::<f64>().ok())
         .unwrap_or_else(|| panic!("rank 1 printed its abort time: {said:?}"))
         / 1e6;
-    let end = j["end"].as_f64().expect("an ended job's record has its end");
-    eprintln!("job {id} ended {:.3} s after rank 1's MPI_Abort", end - abort_at);
+    let end = j["end"]
+        .as_f64()
+        .expect("an ended job's record has its end");
+    eprintln!(
+        "job {id} ended {:.3} s after rank 1's MPI_Abort",
+        end - abort_at
+    );
     assert!(
         end - abort_at < ABORT_ENDS_JOB_WITHIN_S,
         "the job ended {:.3} s after the abort: {j}",
