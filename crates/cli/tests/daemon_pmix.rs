@@ -158,7 +158,7 @@ fn running(exe: &Path) -> Vec<i32> {
 
 /// How long after its `MPI_Abort` an 8-rank job may end: the abort goes from rank 1's helper
 /// to its node manager, the machine manager and the three other nodes, which kill their ranks
-/// (measured 2026-11-28 on the loaded 2-core VM: see docs/daemons.md, *PMIx*).
+/// (8–16 ms measured on the loaded 2-core VM: docs/daemons.md, *PMIx*).
 const ABORT_ENDS_JOB_WITHIN_S: f64 = 1.0;
 
 #[test]
