@@ -158,6 +158,7 @@ impl Gang {
         block: PeSet,
         held: bool,
     ) {
+        let old = self.version;
         self.version += 1;
         if row == self.rows.len() {
             self.rows.push(Row {
@@ -184,6 +185,7 @@ impl Gang {
         self.mem_change(&pes, &req, true);
         self.fresh.push(req.id);
         self.held_members += held as usize;
+        self.carry_arrival(old, row, row, &pes);
         self.members.insert(
             req.id,
             Member {
@@ -301,11 +303,14 @@ impl Gang {
                     let procs = self.members[&id].req.procs;
                     to.entries.push((id, procs, pes.clone()));
                     self.members.get_mut(&id).expect("member").row = q;
+                    let old = self.version;
                     self.version += 1;
+                    self.carry_arrival(old, r, q, &pes);
                 }
             }
         }
         let old = std::mem::take(&mut self.rows);
+        let mut cache = std::mem::take(&mut self.cache).into_iter();
         let mut active_gone = false;
         let mut new_active = 0;
         for (i, row) in old.into_iter().enumerate() {
@@ -313,8 +318,12 @@ impl Gang {
                 active_gone = row.jobs.is_empty();
                 new_active = self.rows.len();
             }
+            // A cached switch follows its row: an empty row held no candidates, so dropping
+            // it changes no other row's switch.
+            let switch = cache.next().flatten();
             if !row.jobs.is_empty() {
                 self.rows.push(row);
+                self.cache.push(switch);
             }
         }
         self.active = if self.rows.is_empty() {
@@ -331,10 +340,14 @@ impl Gang {
     }
 
     pub(super) fn remove_member(&mut self, id: JobId) -> bool {
+        let old = self.version;
         self.version += 1;
         let Some(m) = self.members.remove(&id) else {
+            // Not in the matrix: every cached switch holds.
+            self.carry_departure(old, usize::MAX, id);
             return false;
         };
+        self.carry_departure(old, m.row, id);
         self.clears += 1;
         let row = &mut self.rows[m.row];
         row.cleared_at = self.clears;
