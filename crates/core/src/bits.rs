@@ -79,6 +79,13 @@ impl PeBits {
         self.words[(i / 64) as usize] &= !(1 << (i % 64));
     }
 
+    /// Makes `self` a copy of `other`, a bitset of the same length, without allocating.
+    #[inline]
+    pub fn copy_from(&mut self, other: &PeBits) {
+        debug_assert_eq!(self.len, other.len);
+        self.words.copy_from_slice(&other.words);
+    }
+
     #[inline]
     pub fn clear_all(&mut self) {
         self.words.fill(0);

@@ -113,6 +113,9 @@ struct Row {
     /// [`Gang::clears`] when a block last left this row: a job above that found no room
     /// here after that stamp still finds none (see [`Member::settled`]).
     cleared_at: u64,
+    /// At most the least [`Member::settled`] of its jobs (0 once a job joins): while no
+    /// lower row was cleared after it, repacking has nothing to look at in this row.
+    settled: u64,
 }
 
 #[derive(Clone, Debug)]

@@ -118,15 +118,25 @@ impl Gang {
             return;
         }
         let mut mask = std::mem::take(&mut self.scratch);
-        mask.clear_all();
         let mut free = self.pes;
-        // Holds are rare: without any, no member needs looking up.
+        // Holds are rare: without any, no member needs looking up, and the row's jobs are
+        // all chosen, so the mask starts as a copy of the row's PEs.
         let none_held = self.held_members == 0;
-        for (id, procs, pes) in &self.rows[self.active].entries {
-            if none_held || !self.members[id].held {
-                mask.set_pes(pes);
+        let row = &self.rows[self.active];
+        if none_held {
+            mask.copy_from(&row.busy);
+            for &(id, procs, _) in &row.entries {
                 free -= procs;
-                chosen.push_unsorted(*id);
+                chosen.push_unsorted(id);
+            }
+        } else {
+            mask.clear_all();
+            for (id, procs, pes) in &row.entries {
+                if !self.members[id].held {
+                    mask.set_pes(pes);
+                    free -= procs;
+                    chosen.push_unsorted(*id);
+                }
             }
         }
         chosen.sort();
