@@ -157,16 +157,6 @@ fn an_mpich_program_runs_under_fcfs_and_its_exit_code_is_the_jobs() {
     );
 }
 
-/// The processes running `exe` (by their executable's path).
-fn running(exe: &Path) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
-        .collect()
-}
-
 #[test]
 fn mpi_abort_in_an_mpich_job_ends_it_at_once_with_the_code_and_the_rank_named() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

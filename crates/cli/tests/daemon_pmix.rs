@@ -146,16 +146,6 @@ fn an_open_mpi_job_across_two_nodes_gets_its_peers_addresses_by_direct_modex() {
     assert_ring_of_four(&c, id);
 }
 
-/// The processes running `exe` (by their executable's path).
-fn running(exe: &Path) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
-        .collect()
-}
-
 /// How long after its `MPI_Abort` an 8-rank job may end: the abort goes from rank 1's helper
 /// to its node manager, the machine manager and the three other nodes, which kill their ranks
 /// (8–16 ms measured on the loaded 2-core VM: docs/daemons.md, *PMIx*).
