@@ -2,8 +2,8 @@
 //! (included with `#[path]`): builds the programs of `tests/mpi-conformance/` for one MPI,
 //! runs each under a [`Launcher`] and checks its verdict against what that launcher is known
 //! to do. A launcher is anything that starts N ranks of a program and reports its exit code
-//! and output: `pmix-node` on one or two nodes, `cosched submit`, and later the node
-//! manager's own PMIx server.
+//! and output: `pmix-node` on one or two nodes, `cosched submit`, and each MPI's own launcher
+//! ([`Own`]: `mpiexec.mpich`, `mpirun.openmpi`), the reference the others are compared with.
 //!
 //! A program passes when rank 0 printed `conformance NAME: pass` and the job exited 0, or,
 //! for `abort`, when the job exited with the code `MPI_Abort` was given (7).
@@ -85,6 +85,67 @@ pub trait Launcher {
     /// How the table names it, e.g. "pmix-node, 2 nodes".
     fn name(&self) -> String;
     fn run(&self, argv: &[String], ranks: u32) -> Ran;
+}
+
+/// The MPI's own launcher on this host, the reference `cosched submit` is compared with:
+/// `mpiexec.mpich -n N` (Hydra) or `mpirun.openmpi -n N` (ORTE), run under `timeout` so that a
+/// program that hangs fails its entry at [`RUN_LIMIT`] instead of holding the test.
+pub struct Own {
+    pub mpi: Mpi,
+}
+
+impl Own {
+    /// The launcher's command line up to the program, or `Err` with a NOTICE's text when it is
+    /// not installed.
+    fn command(&self, ranks: u32) -> Result<Vec<String>, String> {
+        let (exe, package) = match self.mpi {
+            Mpi::Mpich => ("mpiexec.mpich", "mpich"),
+            Mpi::OpenMpi => ("mpirun.openmpi", "openmpi-bin"),
+        };
+        if Command::new(exe).arg("--version").output().is_err() {
+            return Err(format!(
+                "`{exe}` not found (install Debian's {package}, as .ci/run does)"
+            ));
+        }
+        let mut argv = vec![exe.to_owned(), "-n".into(), ranks.to_string()];
+        if self.mpi == Mpi::OpenMpi {
+            // Four ranks on a 2-core host, and tests run as root in CI's containers.
+            argv.extend(["--oversubscribe".into(), "--allow-run-as-root".into()]);
+        }
+        Ok(argv)
+    }
+
+    /// `Err` with a NOTICE's text when the launcher is not installed.
+    pub fn available(&self) -> Result<(), String> {
+        self.command(1).map(|_| ())
+    }
+}
+
+impl Launcher for Own {
+    fn name(&self) -> String {
+        match self.mpi {
+            Mpi::Mpich => "mpiexec.mpich, 1 host".into(),
+            Mpi::OpenMpi => "mpirun.openmpi --oversubscribe, 1 host".into(),
+        }
+    }
+
+    fn run(&self, argv: &[String], ranks: u32) -> Ran {
+        let launcher = self.command(ranks).expect("the launcher was checked");
+        let out = Command::new("timeout")
+            .args(["--kill-after=10s", &format!("{}s", RUN_LIMIT.as_secs())])
+            .args(&launcher)
+            .args(argv)
+            .output()
+            .unwrap_or_else(|e| panic!("timeout {} runs: {e}", launcher[0]));
+        Ran {
+            code: out.status.code(),
+            output: format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        }
+    }
 }
 
 /// The set built for one MPI, in a scratch copy of the folder (mpi4py programs import

@@ -2,7 +2,8 @@
 //! Debian's MPICH (`mpicc.mpich`) runs with `cosched submit -n 8 PROGRAM`, no `mpiexec`, its ranks
 //! starting through the PMI-1 server of the node managers, on a 4-node × 2-PE loopback
 //! cluster, under fcfs and under gang scheduling with a second MPI job competing. The job's
-//! exit code is the program's.
+//! exit code is the program's. Beside it, on the same cluster, an Open MPI program and an
+//! mpi4py one (their ranks starting through the jobs' PMIx helpers), under fcfs and under gang.
 //!
 //! Without `mpicc.mpich` (`.ci/run` installs `mpich` and `libmpich-dev`) the tests print a NOTICE
 //! and return.
@@ -156,16 +157,6 @@ fn an_mpich_program_runs_under_fcfs_and_its_exit_code_is_the_jobs() {
     );
 }
 
-/// The processes running `exe` (by their executable's path).
-fn running(exe: &Path) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
-        .collect()
-}
-
 #[test]
 fn mpi_abort_in_an_mpich_job_ends_it_at_once_with_the_code_and_the_rank_named() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -252,6 +243,162 @@ fn two_mpich_programs_share_the_machine_under_gang_scheduling() {
     assert!(
         stopped > 0.0,
         "the two jobs were never time-sliced (suspended 0 s): the test did not test gang"
+    );
+}
+
+/// The processes whose command line names `path` (a program, or the script python runs).
+fn running_program(path: &Path) -> Vec<i32> {
+    let path = path.to_str().unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|arg| arg == path.as_bytes()))
+        })
+        .collect()
+}
+
+/// `crates/cli/tests/mpi/ring.c` built with `mpicc.openmpi` into `dir` as `ring-ompi`; `None`
+/// (after a NOTICE) without Open MPI, mpi4py or OpenPMIx in this build.
+fn build_open_mpi_ring(dir: &Path) -> Option<PathBuf> {
+    if !cosched_pmix::AVAILABLE {
+        notice!(
+            "NOTICE: skipping the Open MPI part: this cosched was built without OpenPMIx (libpmix-dev)"
+        );
+        return None;
+    }
+    let mpi4py = Command::new("/usr/bin/python3")
+        .args(["-c", "import mpi4py"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if Command::new("mpicc.openmpi")
+        .arg("-showme")
+        .output()
+        .is_err()
+        || !mpi4py
+    {
+        notice!(
+            "NOTICE: skipping the Open MPI part: `mpicc.openmpi` or mpi4py missing (install openmpi-bin, libopenmpi-dev and python3-mpi4py, as .ci/run does)"
+        );
+        return None;
+    }
+    let src = dir.join("ring.c");
+    std::fs::write(&src, include_str!("mpi/ring.c")).unwrap();
+    let exe = dir.join("ring-ompi");
+    let out = Command::new("mpicc.openmpi")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("mpicc.openmpi runs");
+    assert!(
+        out.status.success(),
+        "mpicc.openmpi failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(exe)
+}
+
+/// Submits, all at once with 8 ranks each on a 4-node × 2-PE cluster under `policy`, an MPICH
+/// ring, an Open MPI ring and the mpi4py collectives (allreduce, bcast, scatter, size); asserts
+/// that every job completed with the right answers on every rank and that no process of any
+/// of them is left (none stopped, none orphaned). Returns the cluster and the jobs' records
+/// for the policy's own checks; `None` (after a NOTICE) without the MPIs.
+fn three_mpis_of_eight_ranks(
+    name: &str,
+    policy: &[&str],
+) -> Option<(tempfile::TempDir, Cluster, Vec<Value>)> {
+    let tmp = scratch_dir("mpi", name);
+    let dir = tmp.path();
+    let mpich = build_ring(dir)?;
+    let ompi = build_open_mpi_ring(dir)?;
+    let py = dir.join("collectives.py");
+    std::fs::write(&py, include_str!("../../pmix/tests/mpi/collectives.py")).unwrap();
+    let c = Cluster::up_in(dir.join("state"), &[FOUR_BY_TWO, policy].concat());
+    let rings = [
+        c.submit(&["-n", "8", "-t", "5m", mpich.to_str().unwrap(), "5"]),
+        c.submit(&["-n", "8", "-t", "5m", ompi.to_str().unwrap(), "5"]),
+    ];
+    let py_job = c.submit(&[
+        "-n",
+        "8",
+        "-t",
+        "5m",
+        "/usr/bin/python3",
+        py.to_str().unwrap(),
+        "8",
+    ]);
+    for id in rings {
+        c.ended(id, 300);
+        c.assert_ring_ok(id, 5);
+    }
+    let j = c.ended(py_job, 300);
+    assert_eq!(
+        (j["state"].as_str(), j["exit_code"].as_i64()),
+        (Some("completed"), Some(0)),
+        "mpi4py job {py_job}: {j}\nrank 0 wrote: {}",
+        c.output(py_job, 0)
+    );
+    for rank in 0..8u32 {
+        let got = c.output(py_job, rank);
+        let want = format!(
+            "rank {rank} of 8: allreduce 28, bcast {{'from': 0, 'size': 8}}, scatter {}: ok",
+            rank * rank
+        );
+        assert!(got.contains(&want), "mpi4py rank {rank} wrote {got:?}");
+    }
+    for program in [&mpich, &ompi, &py] {
+        let left = c.until(30, "no process of the jobs left", || {
+            let left = running_program(program);
+            left.is_empty().then_some(left)
+        });
+        assert!(left.is_empty());
+    }
+    let records = [rings[0], rings[1], py_job]
+        .iter()
+        .map(|&id| c.job(id))
+        .collect();
+    Some((tmp, c, records))
+}
+
+#[test]
+fn mpich_open_mpi_and_mpi4py_jobs_of_eight_ranks_complete_under_fcfs() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    three_mpis_of_eight_ranks("three-fcfs", &[]);
+}
+
+#[test]
+fn mpich_open_mpi_and_mpi4py_jobs_of_eight_ranks_complete_sharing_the_pes_under_gang() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((_tmp, _c, jobs)) = three_mpis_of_eight_ranks(
+        "three-gang",
+        &["--policy", "gang", "--mpl", "2", "--quantum", "10ms"],
+    ) else {
+        return;
+    };
+    // Each job takes all 8 PEs, so two running at once are in two rows of the gang matrix,
+    // sharing every PE by turns.
+    let span = |j: &Value| (j["start"].as_f64().unwrap(), j["end"].as_f64().unwrap());
+    let overlapped = (0..jobs.len()).any(|a| {
+        (a + 1..jobs.len()).any(|b| {
+            let ((sa, ea), (sb, eb)) = (span(&jobs[a]), span(&jobs[b]));
+            sa < eb && sb < ea
+        })
+    });
+    assert!(
+        overlapped,
+        "no two of the 8-rank jobs ran at the same time: {jobs:?}"
+    );
+    let stopped: f64 = jobs
+        .iter()
+        .map(|j| j["suspended_s"].as_f64().unwrap())
+        .sum();
+    assert!(
+        stopped > 0.0,
+        "the jobs were never time-sliced (suspended 0 s): the test did not test gang: {jobs:?}"
     );
 }
 

@@ -12,7 +12,6 @@ use support::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::Instant;
 
 /// One MPI cluster at a time on the 2-core machine.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -147,20 +146,23 @@ fn an_open_mpi_job_across_two_nodes_gets_its_peers_addresses_by_direct_modex() {
     assert_ring_of_four(&c, id);
 }
 
+/// How long after its `MPI_Abort` an 8-rank job may end: the abort goes from rank 1's helper
+/// to its node manager, the machine manager and the three other nodes, which kill their ranks
+/// (8–16 ms measured on the loaded 2-core VM: docs/daemons.md, *PMIx*).
+const ABORT_ENDS_JOB_WITHIN_S: f64 = 1.0;
+
 #[test]
-fn mpi_abort_in_an_open_mpi_job_fails_it_naming_the_rank_and_status() {
+fn mpi_abort_in_an_eight_rank_open_mpi_job_ends_it_within_a_second_naming_the_rank_and_status() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = scratch_dir("pmix", "abort");
     let Some(check) = build_check(tmp.path()) else {
         return;
     };
-    let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "2", "--pes", "2"]);
-    let start = Instant::now();
-    // Without the abort ending the job, rank 0, 2 and 3 would wait in their broadcast until
-    // the time limit.
-    let id = c.submit(&["-n", "4", "-t", "5m", check.to_str().unwrap(), "abort", "4"]);
-    let j = c.ended(id, 60);
-    let took = start.elapsed();
+    let c = Cluster::up_in(tmp.path().join("state"), &["--nodes", "4", "--pes", "2"]);
+    // Without the abort ending the job, the seven other ranks would wait in their broadcast
+    // until the time limit.
+    let id = c.submit(&["-n", "8", "-t", "5m", check.to_str().unwrap(), "abort", "8"]);
+    let j = c.ended(id, 120);
     let error = j["error"].as_str().unwrap_or_default();
     assert_eq!(
         (j["state"].as_str(), j["exit_code"].as_i64()),
@@ -171,7 +173,32 @@ fn mpi_abort_in_an_open_mpi_job_fails_it_naming_the_rank_and_status() {
         error.contains("rank 1 on node") && error.contains("MPI_Abort with status 7"),
         "the record names the rank, its node and the abort: {j}"
     );
-    assert!(took.as_secs() < 60, "{took:?}");
+    // Rank 1 printed the wall-clock time of its abort; the record's end is the machine
+    // manager's wall clock, on the same host.
+    let said = output(&c, id, 1);
+    let abort_at = said
+        .lines()
+        .find_map(|l| l.strip_prefix("rank 1: abort at "))
+        .and_then(|t| t.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("rank 1 printed its abort time: {said:?}"))
+        / 1e6;
+    let end = j["end"]
+        .as_f64()
+        .expect("an ended job's record has its end");
+    eprintln!(
+        "job {id} ended {:.3} s after rank 1's MPI_Abort",
+        end - abort_at
+    );
+    assert!(
+        end - abort_at < ABORT_ENDS_JOB_WITHIN_S,
+        "the job ended {:.3} s after the abort: {j}",
+        end - abort_at
+    );
+    let left = c.until(30, "no process of the job left", || {
+        let left = running(&check);
+        left.is_empty().then_some(left)
+    });
+    assert!(left.is_empty());
 }
 
 #[test]

@@ -122,3 +122,13 @@ pub fn ip(args: &[&str]) -> bool {
 pub fn is_root() -> bool {
     cosched_proto::util::euid() == 0
 }
+
+/// The processes running `exe` (by their executable's path).
+pub fn running(exe: &Path) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
+        .collect()
+}
