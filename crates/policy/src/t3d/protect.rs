@@ -4,9 +4,9 @@
 //! every loaded job at every decision.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
-use cosched_core::{JobId, Time};
+use cosched_core::{IdMap, JobId, Time};
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct Protection {
@@ -15,9 +15,9 @@ pub(super) struct Protection {
     /// dropped when it comes up.
     pending: BinaryHeap<Reverse<(Time, JobId, u64)>>,
     /// The start count, class and processors of each started job.
-    started: HashMap<JobId, (u64, usize, u32)>,
+    started: IdMap<(u64, usize, u32)>,
     /// Jobs whose do-not-disturb time is over.
-    over: HashMap<JobId, (usize, u32)>,
+    over: IdMap<(usize, u32)>,
     /// Their processors by class.
     over_procs: Vec<u64>,
 }
