@@ -85,6 +85,11 @@ impl Protection {
         self.over_procs[class]
     }
 
+    /// The jobs whose do-not-disturb time is over, with their class, in no order.
+    pub fn over_jobs(&self) -> impl Iterator<Item = (JobId, usize)> + '_ {
+        self.over.iter().map(|(&id, &(class, _))| (id, class))
+    }
+
     /// Whether job `id`'s do-not-disturb time is over.
     pub fn is_over(&self, id: JobId) -> bool {
         self.over.contains_key(&id)
