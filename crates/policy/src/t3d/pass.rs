@@ -359,10 +359,10 @@ impl T3d {
         procs
     }
 
-    /// The widest job that may act in lane of `class`: `limit`, or fewer when it needs the
-    /// PEs of victims beyond the open ones. The victims' earmarked PEs are read only when the
-    /// bound without them would let the lane's narrowest job act: otherwise no job of the
-    /// lane acts with either bound.
+    /// The widest job of a lane of `class` (whose narrowest job has `narrowest` PEs) that may
+    /// act: `limit`, or fewer when it needs the PEs of victims beyond the open ones. The
+    /// victims' earmarked PEs are read only when the bound without them would let the lane's
+    /// narrowest job act: otherwise no job of the lane acts with either bound.
     fn widest_with_victims(
         &self,
         (class, narrowest, limit): (usize, u32, u64),

@@ -3,14 +3,13 @@
 //!
 //! A PE is free, held by a loaded job, or swapping a preempted job's state out until some
 //! time. Holders are kept as disjoint runs `[start, end)` in a vector sorted by start (a job
-//! of 10,000 contiguous PEs is one entry). There are about as many runs as pieces of loaded
-//! jobs — tens on the shared traces' machines, hundreds on 80,000 PEs — so a binary search
-//! and a short shift of the vector cost less than the steps of an ordered map; "free" is a
-//! bitset, and a second bitset says which PEs
-//! are *open* (free, not earmarked for a waiting job, on a node that is up). A summary bit per
-//! word of `blocked` says whether the word has an open PE, so finding the lowest `n` open PEs
-//! skips full stretches of the machine 4,096 PEs at a time, and the open count is kept as the
-//! bits change.
+//! of 10,000 contiguous PEs is one entry): there are about as many runs as pieces of loaded
+//! jobs, so a binary search and a short shift of the vector cost less than the steps of an
+//! ordered map. "Free" is a bitset, and a second bitset says which PEs are *open* (free, not
+//! earmarked for a waiting job, on a node that is up). A summary bit per word of `blocked`
+//! says whether the word has an open PE, so finding the lowest `n` open PEs skips full
+//! stretches of the machine 4,096 PEs at a time, and the open count is kept as the bits
+//! change.
 
 use cosched_core::bits::take_lowest;
 use cosched_core::{JobId, PeBits, PeSet, Time};
