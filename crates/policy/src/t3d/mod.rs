@@ -36,10 +36,11 @@ mod victims;
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashSet};
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-use cosched_core::{Dur, JobId, PeSet, Time};
+use cosched_core::{Dur, IdHasher, IdMap, JobId, PeSet, Time};
 
 pub use config::{ClassParams, DayNight, T3dConfig};
 use order::Lane;
@@ -135,7 +136,8 @@ pub struct T3d {
     pe: PeMap,
     /// PEs set swapping out, with when the swap ends; [`T3d::schedule`] frees them then.
     swaps: Vec<(Time, PeSet)>,
-    loaded: BTreeMap<JobId, Loaded>,
+    /// Hashed, not ordered: every walk over them sorts what it takes, or only sums.
+    loaded: IdMap<Loaded>,
     /// Loaded jobs still swapping in from disk (not started yet).
     swapping_in: BTreeSet<JobId>,
     /// Processors of the loaded jobs: in all, by class, of large jobs (`cfg.large_job` PEs
@@ -150,14 +152,14 @@ pub struct T3d {
     starts: u64,
     /// Waiting jobs (new and preempted); the order that counts is [`T3d::ordered`]'s, which
     /// the lanes hold (see [`T3d::lane`]).
-    waiting: BTreeMap<JobId, Waiting>,
+    waiting: IdMap<Waiting>,
     /// Waiting jobs by class and whether on disk, in the order of a pass.
     lanes: Vec<Lane>,
     /// Joins of the waiting jobs so far (each one's [`Waiting::seq`]).
     joins: u64,
     /// Held jobs. A hold may come before the submission and outlives a start; it goes with
     /// the job's end.
-    held: HashSet<JobId>,
+    held: HashSet<JobId, BuildHasherDefault<IdHasher>>,
     /// Submissions that can never run, with the reason, for the next decision.
     refused: Vec<(JobId, Never)>,
     /// When each waiting job becomes overdue, `(at, parameter generation, job, join)`, until
@@ -173,7 +175,7 @@ pub struct T3d {
     /// PEs of jobs whose state is on disk.
     disk_procs: u64,
     asked: BTreeSet<Time>,
-    tokens: BTreeMap<u64, Time>,
+    tokens: HashMap<u64, Time, BuildHasherDefault<IdHasher>>,
     next_token: u64,
     quanta: Vec<Quantum>,
     preemptions: Vec<Preemption>,
@@ -228,7 +230,7 @@ impl T3d {
             is_day,
             pe: PeMap::new(pes),
             swaps: Vec::new(),
-            loaded: BTreeMap::new(),
+            loaded: IdMap::default(),
             swapping_in: BTreeSet::new(),
             loaded_procs: 0,
             loaded_by_class: vec![0; classes],
@@ -236,10 +238,10 @@ impl T3d {
             started_by_class: vec![0; classes],
             protection: Protection::new(classes),
             starts: 0,
-            waiting: BTreeMap::new(),
+            waiting: IdMap::default(),
             lanes: vec![Lane::default(); 2 * classes],
             joins: 0,
-            held: HashSet::new(),
+            held: HashSet::default(),
             refused: Vec::new(),
             wakes: BinaryHeap::new(),
             generation: 0,
@@ -248,7 +250,7 @@ impl T3d {
             pes_per_node: 1,
             disk_procs: 0,
             asked: BTreeSet::new(),
-            tokens: BTreeMap::new(),
+            tokens: HashMap::default(),
             next_token: 0,
             quanta: Vec::new(),
             preemptions: Vec::new(),

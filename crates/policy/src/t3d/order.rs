@@ -7,9 +7,7 @@
 //! fills, or when a job must go before the last key: a job joins a lane almost always last,
 //! since it waits from the instant it is queued).
 
-use std::collections::HashMap;
-
-use cosched_core::{JobId, Time};
+use cosched_core::{IdMap, JobId, Time};
 
 /// A slot's key: since when the job waits, then its id.
 pub(super) type Key = (Time, JobId);
@@ -29,12 +27,21 @@ pub(super) struct Lane {
     /// Leaves: a power of two, at least `keys.len()`.
     cap: usize,
     /// The slot of each job in the lane.
-    slot: HashMap<JobId, usize>,
+    slot: IdMap<usize>,
 }
 
 impl Lane {
     pub fn is_empty(&self) -> bool {
         self.slot.is_empty()
+    }
+
+    /// The width of the lane's narrowest job (`u32::MAX` when it is empty).
+    pub fn narrowest(&self) -> u32 {
+        if self.slot.is_empty() {
+            GONE
+        } else {
+            self.tree[1]
+        }
     }
 
     /// Adds a job waiting since `key.0` that asks for `procs` PEs, with a tag of the caller's.

@@ -2,6 +2,7 @@
 //! within the processor limits), and how a pass finds the next job that may act without
 //! visiting the thousands that cannot.
 
+use std::cell::OnceCell;
 use std::cmp::Reverse;
 
 use cosched_core::{JobId, Time};
@@ -37,8 +38,9 @@ struct Cursor {
 struct Bounds {
     open: u64,
     reservation: Option<Option<u32>>,
-    /// Started jobs with PEs earmarked: `(job, class, procs)`.
-    marked: Vec<(JobId, usize, u32)>,
+    /// Started jobs with PEs earmarked: `(job, class, procs)`, found on first need
+    /// ([`T3d::marked`]): most lanes are settled by a bound that does not read them.
+    marked: OnceCell<Vec<(JobId, usize, u32)>>,
 }
 
 impl T3d {
@@ -286,22 +288,8 @@ impl T3d {
 
     /// What a waiting job of each class could get now, for the pass's bounds: open PEs, the
     /// reservation's holder (and its priority, if it waits), and the started jobs with PEs
-    /// earmarked (which nobody may preempt).
+    /// earmarked (which nobody may preempt), the last on first need.
     fn bounds(&self) -> Bounds {
-        // Only sums are taken over these: their order does not count.
-        let mut marked: Vec<(JobId, usize, u32)> = self
-            .occupants_all()
-            .iter()
-            .flatten()
-            .filter_map(|j| {
-                let l = self.loaded.get(j)?;
-                l.started.then_some((*j, l.class, l.req.procs))
-            })
-            .collect();
-        if self.earmarks.len() > 1 {
-            marked.sort_unstable_by_key(|m| m.0);
-            marked.dedup_by_key(|m| m.0);
-        }
         Bounds {
             open: self.pe.open_count() as u64,
             reservation: self.earmarks.iter().find(|e| e.reservation).map(|e| {
@@ -309,15 +297,37 @@ impl T3d {
                     .get(&e.job)
                     .map(|x| self.class(x.class).priority)
             }),
-            marked,
+            marked: OnceCell::new(),
         }
+    }
+
+    /// The started jobs with PEs earmarked, `(job, class, procs)`, of `b`.
+    fn marked<'b>(&self, b: &'b Bounds) -> &'b [(JobId, usize, u32)] {
+        b.marked.get_or_init(|| {
+            // Only sums are taken over these: their order does not count.
+            let mut marked: Vec<(JobId, usize, u32)> = self
+                .occupants_all()
+                .iter()
+                .flatten()
+                .filter_map(|j| {
+                    let l = self.loaded.get(j)?;
+                    l.started.then_some((*j, l.class, l.req.procs))
+                })
+                .collect();
+            if self.earmarks.len() > 1 {
+                marked.sort_unstable_by_key(|m| m.0);
+                marked.dedup_by_key(|m| m.0);
+            }
+            marked
+        })
     }
 
     /// The processors of the jobs a waiting job of `class` may preempt in this pass: the
     /// started jobs of the preemptible classes of lower priority (or equal, in the first
     /// pass), whose do-not-disturb time is over (in the second), none of whose PEs is
-    /// earmarked — [`T3d::victims_of`]'s, without a walk over the loaded jobs.
-    fn victim_procs(&self, class: usize, pass: Pass, b: &Bounds, now: Time) -> u64 {
+    /// earmarked — [`T3d::victims_of`]'s, without a walk over the loaded jobs. With `exact`
+    /// false the earmarked ones are not taken off: an upper bound that reads no earmark.
+    fn victim_procs(&self, class: usize, pass: Pass, b: &Bounds, now: Time, exact: bool) -> u64 {
         let prio = self.class(class).priority;
         let first_pass = pass == Pass::Overdue;
         let may = |c: usize| {
@@ -335,8 +345,11 @@ impl T3d {
             .filter(|&c| may(c))
             .map(counted)
             .sum();
-        let marked: u64 = b
-            .marked
+        if !exact {
+            return all;
+        }
+        let marked: u64 = self
+            .marked(b)
             .iter()
             .filter(|&&(j, c, _)| may(c) && (first_pass || self.protection.is_over(j)))
             .map(|&(_, _, p)| u64::from(p))
@@ -344,6 +357,27 @@ impl T3d {
         let procs = all - marked;
         debug_assert_eq!(procs, self.victims_of(prio, now, first_pass).procs);
         procs
+    }
+
+    /// The widest job of a lane of `class` (whose narrowest job has `narrowest` PEs) that may
+    /// act: `limit`, or fewer when it needs the PEs of victims beyond the open ones. The
+    /// victims' earmarked PEs are read only when the bound without them would let the lane's
+    /// narrowest job act: otherwise no job of the lane acts with either bound.
+    fn widest_with_victims(
+        &self,
+        (class, narrowest, limit): (usize, u32, u64),
+        pass: Pass,
+        b: &Bounds,
+        now: Time,
+    ) -> u64 {
+        if limit <= b.open {
+            return limit;
+        }
+        let loose = limit.min(b.open + self.victim_procs(class, pass, b, now, false));
+        if u64::from(narrowest) > loose {
+            return loose;
+        }
+        limit.min(b.open + self.victim_procs(class, pass, b, now, true))
     }
 
     /// Lane `l`'s first job after the cursor that is narrow enough to act in this pass and
@@ -362,17 +396,21 @@ impl T3d {
             _ => None,
         };
         let job_limit = self.cfg.job_limit as u64;
+        let narrowest = lane.narrowest();
         let widest = match cursor.pass {
             // Loads on open PEs; else, with no reservation of a class at least as urgent,
             // drops a lesser one, or takes it on open PEs and victims.
             Pass::Overdue => match b.reservation {
                 Some(Some(h)) if h >= prio => job_limit.min(b.open),
                 Some(_) => job_limit,
-                None => job_limit.min(b.open + self.victim_procs(class, cursor.pass, b, now)),
+                None => {
+                    self.widest_with_victims((class, narrowest, job_limit), cursor.pass, b, now)
+                }
             },
-            Pass::Rest => self
-                .widest_within_limits(class, on_disk)
-                .min(b.open + self.victim_procs(class, cursor.pass, b, now)),
+            Pass::Rest => {
+                let limit = self.widest_within_limits(class, on_disk);
+                self.widest_with_victims((class, narrowest, limit), cursor.pass, b, now)
+            }
         };
         let bound = widest.min(u64::from(u32::MAX - 1)) as u32;
         let until = match cursor.pass {

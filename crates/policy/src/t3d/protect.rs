@@ -4,9 +4,9 @@
 //! every loaded job at every decision.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
-use cosched_core::{JobId, Time};
+use cosched_core::{IdMap, JobId, Time};
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct Protection {
@@ -15,9 +15,9 @@ pub(super) struct Protection {
     /// dropped when it comes up.
     pending: BinaryHeap<Reverse<(Time, JobId, u64)>>,
     /// The start count, class and processors of each started job.
-    started: HashMap<JobId, (u64, usize, u32)>,
+    started: IdMap<(u64, usize, u32)>,
     /// Jobs whose do-not-disturb time is over.
-    over: HashMap<JobId, (usize, u32)>,
+    over: IdMap<(usize, u32)>,
     /// Their processors by class.
     over_procs: Vec<u64>,
 }
@@ -83,6 +83,11 @@ impl Protection {
     /// Processors of the jobs of `class` whose do-not-disturb time is over.
     pub fn over(&self, class: usize) -> u64 {
         self.over_procs[class]
+    }
+
+    /// The jobs whose do-not-disturb time is over, with their class, in no order.
+    pub fn over_jobs(&self) -> impl Iterator<Item = (JobId, usize)> + '_ {
+        self.over.iter().map(|(&id, &(class, _))| (id, class))
     }
 
     /// Whether job `id`'s do-not-disturb time is over.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use cosched_core::{Dur, JobId, PeSet, Time};
 
 use super::pes::Holder;
-use super::{Assignment, ClassParams, T3d, Victims, Waiting};
+use super::{Assignment, Loaded, T3d, Victims, Waiting};
 
 impl T3d {
     /// Jobs that `w` may take PEs from, cheapest first: `(cost, job, dnd_end, procs)`.
@@ -27,38 +27,52 @@ impl T3d {
         if let Some((_, v)) = cache.iter().find(|(k, _)| *k == key) {
             return v.clone();
         }
-        let may = |c: &ClassParams| {
-            c.preemptible
-                && if first_pass {
-                    c.priority <= prio
-                } else {
-                    c.priority < prio
-                }
-        };
+        let may: Vec<bool> = (self.cfg.classes.iter())
+            .map(|c| {
+                c.preemptible
+                    && if first_pass {
+                        c.priority <= prio
+                    } else {
+                        c.priority < prio
+                    }
+            })
+            .collect();
+        let mut v: Vec<(u64, JobId, Time, u32)> = Vec::new();
         // With no started job of a class it may preempt, no walk over the loaded jobs.
-        let candidates = (self.cfg.classes.iter().zip(&self.started_by_class))
-            .any(|(c, &started)| started > 0 && may(c));
-        let mut v: Vec<(u64, JobId, Time, u32)> = self
-            .loaded
-            .iter()
-            .take_while(|_| candidates)
-            .filter(|(_, l)| l.started && may(self.class(l.class)) && !self.pe.any_marked(&l.pes))
-            .filter_map(|(id, l)| {
+        if (may.iter().zip(&self.started_by_class)).any(|(&may, &started)| may && started > 0) {
+            v.reserve(self.loaded.len());
+            // The cheap tests first: the earmarks are read only for a job that passes them.
+            let mut take = |id: JobId, l: &Loaded| {
                 let dnd_end = self.dnd_end(l);
-                if !first_pass && dnd_end > now {
-                    return None;
+                if (!first_pass && dnd_end > now) || self.pe.any_marked(&l.pes) {
+                    return;
                 }
                 let left = (dnd_end - now).max(Dur::ZERO).as_secs() as u64;
                 let c = self.class(l.class);
                 // Nodes taken, weighted by the victim's priority, plus its protected time left.
-                Some((
+                v.push((
                     l.req.procs as u64 * (1 + c.priority as u64) + left,
-                    *id,
+                    id,
                     dnd_end,
                     l.req.procs,
-                ))
-            })
-            .collect();
+                ));
+            };
+            if first_pass {
+                for (&id, l) in &self.loaded {
+                    if l.started && may[l.class] {
+                        take(id, l);
+                    }
+                }
+            } else {
+                // Only jobs whose do-not-disturb time is over qualify: those the protection
+                // keeps (all started, all loaded), not every loaded job.
+                for (id, class) in self.protection.over_jobs() {
+                    if may[class] {
+                        take(id, &self.loaded[&id]);
+                    }
+                }
+            }
+        }
         // Jobs are unique: the order is (cost, job)'s.
         v.sort_unstable();
         let procs = v.iter().map(|v| u64::from(v.3)).sum();
