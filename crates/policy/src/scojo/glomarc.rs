@@ -99,7 +99,19 @@ pub fn gain(p: &Primary, matched: &[Cand]) -> f64 {
     if matched.is_empty() || p.rem <= 0.0 {
         return 0.0;
     }
-    let mut rem: Vec<f64> = matched.iter().map(|c| c.rem).collect();
+    // Work left per matched job: on the stack for groups of up to 32 matched jobs (a group
+    // search weighs many, each of a few jobs), on the heap beyond.
+    let mut on_stack = [0.0f64; 32];
+    let mut on_heap: Vec<f64> = Vec::new();
+    let rem: &mut [f64] = if matched.len() <= on_stack.len() {
+        &mut on_stack[..matched.len()]
+    } else {
+        on_heap.resize(matched.len(), 0.0);
+        &mut on_heap
+    };
+    for (r, c) in rem.iter_mut().zip(matched) {
+        *r = c.rem;
+    }
     let mut prim = p.rem;
     let (mut work, mut total) = (0.0, 0.0);
     // The matched jobs still running in a period, in order (those with work left).
@@ -107,13 +119,13 @@ pub fn gain(p: &Primary, matched: &[Cand]) -> f64 {
         (0..rem.len()).filter(move |&i| rem[i] > 1e-9)
     }
     loop {
-        if live(&rem).next().is_none() || prim <= 1e-9 {
+        if live(rem).next().is_none() || prim <= 1e-9 {
             break;
         }
-        let slq = live(&rem).map(|i| matched[i].sl_prim).fold(1.0, f64::max);
+        let slq = live(rem).map(|i| matched[i].sl_prim).fold(1.0, f64::max);
         // The period lasts until the first of them finishes.
         let mut t = prim * slq;
-        for i in live(&rem) {
+        for i in live(rem) {
             t = t.min(rem[i] * matched[i].sl);
         }
         for i in 0..rem.len() {
@@ -226,7 +238,8 @@ pub fn form_ordered(
             block.sort_by(|a, b| b.rem.total_cmp(&a.rem).then(a.id.cmp(&b.id)));
         }
     };
-    let mut first: Vec<Cand> = c.by_ref().take(bs).collect();
+    let mut first: Vec<Cand> = Vec::with_capacity(bs.min(64));
+    first.extend(c.by_ref().take(bs));
     if first.is_empty() {
         return Err(Unformed::Preselection);
     }
@@ -234,19 +247,21 @@ pub fn form_ordered(
     let first = first;
     let contains = |g: &[Cand]| must.is_none_or(|m| g.iter().any(|x| x.id == m));
     let mut kept: Vec<Group> = Vec::new();
-    let consider = |set: Vec<Cand>, kept: &mut Vec<Group>| {
-        let g = gain(p, &set);
+    let consider = |set: &[Cand], kept: &mut Vec<Group>| {
+        let g = gain(p, set);
         if g >= params.min_gain {
             kept.push(Group {
-                matched: set,
+                matched: set.to_vec(),
                 gain: g,
             });
         }
     };
+    // The sets weighed below are made in one buffer and copied only into a group kept.
+    let mut set: Vec<Cand> = Vec::with_capacity(first.len() + 1);
     // 4. The window slides over the first block (two-job variants: one job at a time).
     let pairs_only = matches!(v, Variant::Cst | Variant::Cstws);
     for s in 0..first.len() {
-        let mut set = Vec::new();
+        set.clear();
         let mut acc = 0;
         for x in &first[s..] {
             if acc + x.nodes <= limit {
@@ -258,7 +273,7 @@ pub fn form_ordered(
             }
         }
         if !set.is_empty() {
-            consider(set, &mut kept);
+            consider(&set, &mut kept);
         }
     }
     // 5. Other blocks fill what the best group leaves of the primary's nodes.
@@ -284,13 +299,14 @@ pub fn form_ordered(
                     break;
                 }
                 if acc + x.nodes <= limit {
-                    let mut set = g.matched.clone();
+                    set.clear();
+                    set.extend_from_slice(&g.matched);
                     set.push(*x);
                     let gg = gain(p, &set);
                     if gg > g.gain {
                         acc += x.nodes;
                         g = Group {
-                            matched: set,
+                            matched: set.clone(),
                             gain: gg,
                         };
                         kept.push(g.clone());
@@ -307,14 +323,13 @@ pub fn form_ordered(
         let worst = (0..g.matched.len())
             .max_by(|&a, &b| g.matched[a].sl_prim.total_cmp(&g.matched[b].sl_prim))
             .expect("non-empty");
-        let mut without = g.matched.clone();
-        without.remove(worst);
-        let gw = gain(p, &without);
+        set.clear();
+        set.extend_from_slice(&g.matched);
+        set.remove(worst);
+        let gw = gain(p, &set);
         if gw >= g.gain {
-            *g = Group {
-                matched: without,
-                gain: gw,
-            };
+            g.matched.remove(worst);
+            g.gain = gw;
         }
     }
     // 7. Fairness, best gain first (first suitable for CSTWS and NH).
