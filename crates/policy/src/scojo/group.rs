@@ -237,16 +237,14 @@ impl Scojo {
             // Those out of the primary's reach are counted as candidates but not weighed:
             // pre-selection refuses them whatever their slowdowns.
             let params = self.params(exceed);
-            let offered = pool
-                .iter()
-                .filter(|w| w.id != p && (!serial || w.procs == 1))
-                .count();
+            let offered_to_p = |w: &Waiting| w.id != p && (!serial || w.procs == 1);
+            let offered = pool.iter().filter(|w| offered_to_p(w)).count();
             // In queue order, which is step 2's (their sort key is their queue position),
             // and worked out only as far as group formation reads them.
             let cands = pool
                 .iter()
                 .enumerate()
-                .filter(|(_, w)| w.id != p && (!serial || w.procs == 1))
+                .filter(|(_, w)| offered_to_p(w))
                 .filter(|(_, w)| glomarc::within_reach(&prim, &params, w.rem, w.nodes))
                 .map(|(pos, w)| self.cand(a, a_self, &self.jobs[&w.id], w.ppn, pos as f64, v));
             let must = if p == h { None } else { Some(h) };
