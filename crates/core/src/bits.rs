@@ -53,12 +53,9 @@ impl PeBits {
     /// a single call.
     #[inline]
     fn for_words(s: u32, e: u32, mut f: impl FnMut(usize, u64) -> bool) -> bool {
-        if s >= e {
+        let Some((first, last, head, tail)) = span(s, e) else {
             return true;
-        }
-        let (first, last) = ((s / 64) as usize, ((e - 1) / 64) as usize);
-        let head = u64::MAX << (s % 64);
-        let tail = u64::MAX >> (63 - (e - 1) % 64);
+        };
         if first == last {
             return f(first, head & tail);
         }
@@ -82,6 +79,13 @@ impl PeBits {
         self.words[(i / 64) as usize] &= !(1 << (i % 64));
     }
 
+    /// Makes `self` a copy of `other`, a bitset of the same length, without allocating.
+    #[inline]
+    pub fn copy_from(&mut self, other: &PeBits) {
+        debug_assert_eq!(self.len, other.len);
+        self.words.copy_from_slice(&other.words);
+    }
+
     #[inline]
     pub fn clear_all(&mut self) {
         self.words.fill(0);
@@ -89,24 +93,49 @@ impl PeBits {
 
     #[inline]
     pub fn set_range(&mut self, s: u32, e: u32) {
-        let words = &mut self.words;
-        PeBits::for_words(s, e, |w, m| {
-            words[w] |= m;
-            true
-        });
+        if let Some((first, last, head, tail)) = span(s, e) {
+            let words = &mut self.words;
+            if first == last {
+                words[first] |= head & tail;
+            } else {
+                words[first] |= head;
+                // Whole words in between: a fill, which the compiler turns into a memset.
+                words[first + 1..last].fill(u64::MAX);
+                words[last] |= tail;
+            }
+        }
     }
     #[inline]
     pub fn clear_range(&mut self, s: u32, e: u32) {
-        let words = &mut self.words;
-        PeBits::for_words(s, e, |w, m| {
-            words[w] &= !m;
-            true
-        });
+        if let Some((first, last, head, tail)) = span(s, e) {
+            let words = &mut self.words;
+            if first == last {
+                words[first] &= !(head & tail);
+            } else {
+                words[first] &= !head;
+                words[first + 1..last].fill(0);
+                words[last] &= !tail;
+            }
+        }
     }
     /// True when no bit of `s..e` is set.
     #[inline]
     pub fn range_clear(&self, s: u32, e: u32) -> bool {
-        PeBits::for_words(s, e, |w, m| self.words[w] & m == 0)
+        let Some((first, last, head, tail)) = span(s, e) else {
+            return true;
+        };
+        let words = &self.words;
+        if first == last {
+            return words[first] & head & tail == 0;
+        }
+        // The two ends first (a clash is most often at an edge of a block), then the words
+        // in between a few at a time: an OR over a chunk vectorises, and a clash still stops
+        // the test within a chunk of where it is.
+        words[first] & head == 0
+            && words[last] & tail == 0
+            && words[first + 1..last]
+                .chunks(8)
+                .all(|c| c.iter().fold(0, |a, w| a | w) == 0)
     }
     #[inline]
     pub fn set_pes(&mut self, pes: &PeSet) {
@@ -121,45 +150,15 @@ impl PeBits {
         }
     }
     /// Sets the bits of `pes` unless one of them is set already; says whether it did. The
-    /// ledger's test and update of every resume in one pass over the words; a refusal leaves
-    /// the set as it was.
+    /// ledger's test and update of every resume: a test of every run, then the update, each
+    /// a pass over whole words that vectorises; a refusal leaves the set as it was.
     #[inline]
     pub fn try_set_pes(&mut self, pes: &PeSet) -> bool {
-        let words = &mut self.words;
-        // Words updated so far, to undo on a clash. The runs are disjoint, so bits this call
-        // set never clash with a later run's.
-        let mut done = 0usize;
-        let ok = pes.runs().iter().all(|&(s, e)| {
-            PeBits::for_words(s, e, |w, m| {
-                if words[w] & m != 0 {
-                    return false;
-                }
-                words[w] |= m;
-                done += 1;
-                true
-            })
-        });
-        if !ok {
-            self.undo_set(pes, done);
+        if self.intersects_pes(pes) {
+            return false;
         }
-        ok
-    }
-
-    /// Clears the first `n` word masks of `pes` that [`PeBits::try_set_pes`] set.
-    #[cold]
-    #[inline(never)]
-    fn undo_set(&mut self, pes: &PeSet, mut n: usize) {
-        let words = &mut self.words;
-        for &(s, e) in pes.runs() {
-            PeBits::for_words(s, e, |w, m| {
-                if n == 0 {
-                    return false;
-                }
-                words[w] &= !m;
-                n -= 1;
-                true
-            });
-        }
+        self.set_pes(pes);
+        true
     }
 
     #[inline]
@@ -272,6 +271,17 @@ impl PeBits {
         }
         None
     }
+}
+
+/// The words PEs `s..e` cover, `(first, last, mask of first, mask of last)`, or `None` for an
+/// empty range: the masks come from the run's ends, without a loop over bits.
+#[inline]
+fn span(s: u32, e: u32) -> Option<(usize, usize, u64, u64)> {
+    (s < e).then(|| {
+        let head = u64::MAX << (s % 64);
+        let tail = u64::MAX >> (63 - (e - 1) % 64);
+        ((s / 64) as usize, ((e - 1) / 64) as usize, head, tail)
+    })
 }
 
 /// Takes the lowest `*need` set bits of `bits`, the word of PEs `base..base + 64`, into `set`

@@ -113,6 +113,9 @@ struct Row {
     /// [`Gang::clears`] when a block last left this row: a job above that found no room
     /// here after that stamp still finds none (see [`Member::settled`]).
     cleared_at: u64,
+    /// At most the least [`Member::settled`] of its jobs (0 once a job joins): while no
+    /// lower row was cleared after it, repacking has nothing to look at in this row.
+    settled: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -539,6 +542,62 @@ mod tests {
         out.iter().any(
             |d| matches!(d, Decision::Resume { job } | Decision::Start { job, .. } if job.0 == id),
         )
+    }
+
+    /// A row's cached switch is not carried past a job joining another row where the cached
+    /// row has a hole: alternate scheduling runs the newcomer in that hole during the row's
+    /// turn. Row 3 holds G on PEs 0-1 only; after its turns are cached, C joins row 1 on PEs
+    /// 2-3 and must run beside G (row 2 is full, so the running set row 3 starts from is
+    /// the same as before C came: only the carrying rule can tell its cached switch is stale).
+    #[test]
+    fn a_cached_switch_is_redone_when_a_job_joins_another_row_beside_its_hole() {
+        let mut c = PolicyConfig::new(MachineShape::flat(4, 1));
+        c.quantum = Some(Dur::from_secs(10));
+        let mut p = Gang::new(&c).unwrap();
+        let mut out = Vec::new();
+        // A fills row 0; B and F fill row 1; H fills row 2; G opens row 3 on PEs 0-1.
+        for (id, procs) in [(1, 4), (2, 2), (3, 2), (6, 4), (4, 2)] {
+            let req = JobRequest::new(JobId(id), Time::ZERO, procs, Dur::from_secs(100_000));
+            p.handle(Time::ZERO, Event::Submitted(req), &mut out);
+        }
+        assert_eq!(p.rows.len(), 4);
+        assert_eq!(p.members[&JobId(4)].row, 3);
+        let mut now = 0;
+        fn turn(p: &mut Gang, now: &mut i64, out: &mut Vec<Decision>) {
+            *now += 10;
+            assert!(fire(p, Time::from_secs(*now), out));
+        }
+        for _ in 0..4 {
+            turn(&mut p, &mut now, &mut out);
+        }
+        // F leaves row 1 a hole at PEs 2-3, as row 3 has; G stays in row 3 (its PEs are
+        // taken in every row below).
+        p.handle(Time::from_secs(now + 1), Event::Ended(JobId(3)), &mut out);
+        assert_eq!(p.members[&JobId(4)].row, 3);
+        for _ in 0..4 {
+            turn(&mut p, &mut now, &mut out);
+        }
+        let req = JobRequest::new(
+            JobId(5),
+            Time::from_secs(now + 1),
+            2,
+            Dur::from_secs(100_000),
+        );
+        p.handle(Time::from_secs(now + 1), Event::Submitted(req), &mut out);
+        assert_eq!(p.members[&JobId(5)].row, 1);
+        let mut saw_row_3 = false;
+        for _ in 0..4 {
+            turn(&mut p, &mut now, &mut out);
+            if p.active == 3 {
+                saw_row_3 = true;
+                assert!(
+                    p.running.contains(&JobId(5)),
+                    "C idle beside G: {:?}",
+                    p.running
+                );
+            }
+        }
+        assert!(saw_row_3);
     }
 
     /// A held job is never started or resumed by a switch (the switch paths skip member

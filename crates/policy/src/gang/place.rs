@@ -158,6 +158,7 @@ impl Gang {
         block: PeSet,
         held: bool,
     ) {
+        let old = self.version;
         self.version += 1;
         if row == self.rows.len() {
             self.rows.push(Row {
@@ -168,6 +169,7 @@ impl Gang {
                 jobs: Vec::new(),
                 entries: Vec::new(),
                 cleared_at: self.clears,
+                settled: 0,
             });
             self.stats.max_rows = self.stats.max_rows.max(self.rows.len());
         }
@@ -181,9 +183,11 @@ impl Gang {
         r.reserved_count += block.len();
         r.jobs.push(req.id);
         r.entries.push((req.id, req.procs, pes.clone()));
+        r.settled = 0;
         self.mem_change(&pes, &req, true);
         self.fresh.push(req.id);
         self.held_members += held as usize;
+        self.carry_arrival(old, row, row, &pes);
         self.members.insert(
             req.id,
             Member {
@@ -261,18 +265,27 @@ impl Gang {
             let mut cleared_below = 0;
             for r in 1..self.rows.len() {
                 cleared_below = cleared_below.max(self.rows[r - 1].cleared_at);
+                let row_settled = self.rows[r].settled;
+                if row_settled != 0 && cleared_below <= row_settled {
+                    continue; // every job of the row settled since the rows below changed
+                }
+                // The least stamp of the jobs that stay, for the row's next look.
+                let mut least = u64::MAX;
                 let jobs = self.rows[r].jobs.clone();
                 for id in jobs {
+                    let m = self.members.get_mut(&id).expect("row jobs are members");
                     let running_in_active = r == self.active && self.running.contains(&id);
                     if running_in_active {
+                        least = least.min(m.settled);
                         continue;
                     }
-                    let m = self.members.get_mut(&id).expect("row jobs are members");
                     let settled = m.settled;
                     if settled != 0 && cleared_below <= settled {
+                        least = least.min(settled);
                         continue;
                     }
                     m.settled = self.clears;
+                    least = least.min(self.clears);
                     // Rows not cleared since it settled still overlap its block.
                     let rows = &self.rows;
                     let block = &m.block;
@@ -298,23 +311,37 @@ impl Gang {
                     to.reserved.set_pes(&block);
                     to.reserved_count += block.len();
                     to.jobs.push(id);
+                    to.settled = 0;
                     let procs = self.members[&id].req.procs;
                     to.entries.push((id, procs, pes.clone()));
                     self.members.get_mut(&id).expect("member").row = q;
+                    let old = self.version;
                     self.version += 1;
+                    self.carry_arrival(old, r, q, &pes);
                 }
+                self.rows[r].settled = least;
             }
         }
         let old = std::mem::take(&mut self.rows);
+        let mut cache = std::mem::take(&mut self.cache).into_iter();
         let mut active_gone = false;
         let mut new_active = 0;
+        // Rows from this one on have a new index: only their jobs are renumbered below.
+        let mut first_moved = old.len();
         for (i, row) in old.into_iter().enumerate() {
             if i == self.active {
                 active_gone = row.jobs.is_empty();
                 new_active = self.rows.len();
             }
+            if row.jobs.is_empty() {
+                first_moved = first_moved.min(i);
+            }
+            // A cached switch follows its row: an empty row held no candidates, so dropping
+            // it changes no other row's switch.
+            let switch = cache.next().flatten();
             if !row.jobs.is_empty() {
                 self.rows.push(row);
+                self.cache.push(switch);
             }
         }
         self.active = if self.rows.is_empty() {
@@ -322,7 +349,7 @@ impl Gang {
         } else {
             new_active % self.rows.len()
         };
-        for (i, row) in self.rows.iter().enumerate() {
+        for (i, row) in self.rows.iter().enumerate().skip(first_moved) {
             for id in &row.jobs {
                 self.members.get_mut(id).expect("row jobs are members").row = i;
             }
@@ -331,10 +358,14 @@ impl Gang {
     }
 
     pub(super) fn remove_member(&mut self, id: JobId) -> bool {
+        let old = self.version;
         self.version += 1;
         let Some(m) = self.members.remove(&id) else {
+            // Not in the matrix: every cached switch holds.
+            self.carry_departure(old, usize::MAX, id);
             return false;
         };
+        self.carry_departure(old, m.row, id);
         self.clears += 1;
         let row = &mut self.rows[m.row];
         row.cleared_at = self.clears;

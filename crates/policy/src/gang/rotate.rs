@@ -20,6 +20,8 @@ impl Gang {
             && s.version == self.version
             && s.before == self.running
         {
+            #[cfg(debug_assertions)]
+            self.check_carried();
             return;
         }
         if self.cache.len() <= self.active {
@@ -45,6 +47,63 @@ impl Gang {
         self.cache[self.active] = Some(s);
     }
 
+    /// A switch carried past a change of the matrix (see [`Gang::carry_arrival`]) is the one a
+    /// fresh computation gives: checked on every reuse in debug builds, so the tests of every
+    /// gang run check the carrying rules.
+    #[cfg(debug_assertions)]
+    fn check_carried(&mut self) {
+        let mut fresh = SortedIds::default();
+        self.compute_target(&mut fresh);
+        let cached = &self.current().after;
+        assert_eq!(
+            &fresh, cached,
+            "row {}'s cached target is stale",
+            self.active
+        );
+    }
+
+    /// The matrix just changed (`self.version` moved on from `old`) by a job on `pes` joining
+    /// row `to`, or moving to it from row `from` (`from == to` for a new job). Every other
+    /// row's cached switch stays valid where `pes` overlap that row's own jobs: those are
+    /// taken first, so the job is turned away wherever it stands among the candidates, and
+    /// every candidate after it sees the same mask as before. A held job's PEs are in its
+    /// row's `busy` but not in the mask, so with any hold nothing is carried.
+    pub(super) fn carry_arrival(&mut self, old: u64, from: usize, to: usize, pes: &PeSet) {
+        if self.held_members > 0 {
+            return;
+        }
+        let version = self.version;
+        for (r, s) in self.cache.iter_mut().enumerate() {
+            if let Some(s) = s
+                && s.version == old
+                && r != from
+                && r != to
+                && self.rows[r].busy.intersects_pes(pes)
+            {
+                s.version = version;
+            }
+        }
+    }
+
+    /// The matrix just changed (`self.version` moved on from `old`) by job `id` leaving row
+    /// `row`. Every other row's cached switch that turned the job away stays valid: the
+    /// candidates after it saw the same mask and count of free PEs without it. It only no
+    /// longer stops the job, which no longer runs.
+    pub(super) fn carry_departure(&mut self, old: u64, row: usize, id: JobId) {
+        let version = self.version;
+        for (r, s) in self.cache.iter_mut().enumerate() {
+            if let Some(s) = s
+                && s.version == old
+                && r != row
+                && !s.after.contains(&id)
+            {
+                s.before.remove(id);
+                s.stops.retain(|&j| j != id);
+                s.version = version;
+            }
+        }
+    }
+
     /// The switch [`Gang::target`] just computed or found.
     fn current(&self) -> &Switch {
         self.cache[self.active]
@@ -59,15 +118,25 @@ impl Gang {
             return;
         }
         let mut mask = std::mem::take(&mut self.scratch);
-        mask.clear_all();
         let mut free = self.pes;
-        // Holds are rare: without any, no member needs looking up.
+        // Holds are rare: without any, no member needs looking up, and the row's jobs are
+        // all chosen, so the mask starts as a copy of the row's PEs.
         let none_held = self.held_members == 0;
-        for (id, procs, pes) in &self.rows[self.active].entries {
-            if none_held || !self.members[id].held {
-                mask.set_pes(pes);
+        let row = &self.rows[self.active];
+        if none_held {
+            mask.copy_from(&row.busy);
+            for &(id, procs, _) in &row.entries {
                 free -= procs;
-                chosen.push_unsorted(*id);
+                chosen.push_unsorted(id);
+            }
+        } else {
+            mask.clear_all();
+            for (id, procs, pes) in &row.entries {
+                if !self.members[id].held {
+                    mask.set_pes(pes);
+                    free -= procs;
+                    chosen.push_unsorted(*id);
+                }
             }
         }
         chosen.sort();
