@@ -12,15 +12,62 @@ use super::{DOWN, Scojo, Space};
 use crate::profile::Profile;
 
 /// What the fairness check of one search reads of a VM ([`Scojo::fair_base`]): the VM
-/// clock, when each occupied node that is up is released (VM time), the free nodes,
-/// the profile of whole nodes these make, and the waiting jobs it places (queue order, held
-/// jobs left out) with their nodes and estimates under space sharing.
+/// clock, when each occupied node that is up is released (VM time, by increasing node, and
+/// the same times sorted), the free nodes, the profile of whole nodes these make, and the
+/// waiting jobs it places (queue order, held jobs left out) with their nodes and estimates
+/// under space sharing.
 pub(super) struct FairBase {
     pub(super) v: Time,
     pub(super) rel: Vec<(u32, Time)>,
+    pub(super) times: Vec<Time>,
     pub(super) free: u32,
     pub(super) profile: Profile,
     pub(super) waiting: Vec<(JobId, u32, Dur)>,
+}
+
+impl FairBase {
+    /// The node releases once a group holds the `touched` nodes until `end` and takes
+    /// `taken` free nodes until then, as the steps of a profile of whole nodes in time
+    /// order: each touched node is released at the later of its release and `end`, and
+    /// each taken node at `end`. Made from the sorted releases without sorting again: a
+    /// touched node released before `end` leaves its place in the sorted times and joins
+    /// the taken nodes at `end`; the profile counts the nodes released at each time, so
+    /// where among equal times they stand does not matter.
+    fn releases_with_group(
+        &self,
+        touched: &BTreeSet<u32>,
+        end: Time,
+        taken: u32,
+    ) -> impl Iterator<Item = (Time, u32)> {
+        let mut moved: Vec<Time> = touched
+            .iter()
+            .filter_map(|n| self.rel.binary_search_by_key(n, |&(m, _)| m).ok())
+            .map(|i| self.rel[i].1)
+            .filter(|&e| e < end)
+            .collect();
+        moved.sort_unstable();
+        let at_end = moved.len() as u32 + taken;
+        let mut moved = moved.into_iter().peekable();
+        let mut steps: Vec<(Time, u32)> = Vec::with_capacity(self.times.len() + 1);
+        let mut placed = at_end == 0;
+        for &t in &self.times {
+            // Both sorted, and every moved time is one of the times: the next moved time is
+            // never below `t`.
+            if moved.peek() == Some(&t) {
+                moved.next();
+                continue;
+            }
+            if !placed && t > end {
+                steps.push((end, at_end));
+                placed = true;
+            }
+            steps.push((t, 1));
+        }
+        if !placed {
+            steps.push((end, at_end));
+        }
+        steps.into_iter()
+    }
 }
 
 impl Scojo {
@@ -60,8 +107,10 @@ impl Scojo {
     pub(super) fn fair_base(&self, k: usize, now: Time) -> FairBase {
         let v = self.vms[k].vnow(now);
         let (rel, free) = self.node_releases(k, v);
+        let mut times: Vec<Time> = rel.iter().map(|&(_, e)| e).collect();
+        times.sort_unstable();
         let mut profile = Profile::default();
-        profile.rebuild(v, free.len() as u32, Self::release_steps(&rel));
+        profile.rebuild(v, free.len() as u32, times.iter().map(|&t| (t, 1)));
         let waiting = self.vms[k]
             .queue
             .iter()
@@ -74,17 +123,11 @@ impl Scojo {
         FairBase {
             v,
             rel,
+            times,
             free: free.len() as u32,
             profile,
             waiting,
         }
-    }
-
-    /// Node releases (VM time) as the steps of a profile of whole nodes, in time order.
-    pub(super) fn release_steps(rel: &[(u32, Time)]) -> std::vec::IntoIter<(Time, u32)> {
-        let mut steps: Vec<(Time, u32)> = rel.iter().map(|&(_, e)| (e, 1)).collect();
-        steps.sort_unstable();
-        steps.into_iter()
     }
 
     /// The fairness check of step 7, formula 4: "a group which causes any other jobs to be
@@ -181,15 +224,13 @@ impl Scojo {
             own + waiting_matched_nodes.saturating_sub(a_nodes)
         };
         let taken = taken.min(base.free);
-        let after_rel: Vec<(u32, Time)> = base
-            .rel
-            .iter()
-            .map(|&(n, e)| (n, if touched.contains(&n) { e.max(end) } else { e }))
-            .chain(std::iter::repeat_n((0, end), taken as usize))
-            .collect();
         let mut before = base.profile.clone();
         let mut after = Profile::default();
-        after.rebuild(v, base.free - taken, Self::release_steps(&after_rel));
+        after.rebuild(
+            v,
+            base.free - taken,
+            base.releases_with_group(&touched, end, taken),
+        );
         for &(id, nodes, dur) in &base.waiting {
             if members.contains(&id) {
                 continue;
@@ -216,5 +257,49 @@ impl Scojo {
             }
         }
         worst
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The releases with a group, made from the sorted releases, are those of every
+        /// node with the touched ones moved to the group's end and the taken ones added,
+        /// sorted afresh: the same times, in time order.
+        #[test]
+        fn releases_with_a_group_are_the_releases_sorted_afresh(
+            rel in proptest::collection::btree_map(0u32..60, 0i64..50, 0..40),
+            touched in proptest::collection::btree_set(0u32..70, 0..12),
+            end in 0i64..60,
+            taken in 0u32..5,
+        ) {
+            let at = Time::from_secs;
+            let rel: Vec<(u32, Time)> = rel.into_iter().map(|(n, e)| (n, at(e))).collect();
+            let end = at(end);
+            let mut times: Vec<Time> = rel.iter().map(|&(_, e)| e).collect();
+            times.sort_unstable();
+            let base = FairBase {
+                v: Time::ZERO,
+                rel: rel.clone(),
+                times,
+                free: taken,
+                profile: Profile::default(),
+                waiting: Vec::new(),
+            };
+            let mut want: Vec<Time> = rel
+                .iter()
+                .map(|&(n, e)| if touched.contains(&n) { e.max(end) } else { e })
+                .chain(std::iter::repeat_n(end, taken as usize))
+                .collect();
+            want.sort_unstable();
+            let got: Vec<Time> = base
+                .releases_with_group(&touched, end, taken)
+                .flat_map(|(t, n)| std::iter::repeat_n(t, n as usize))
+                .collect();
+            prop_assert_eq!(got, want);
+        }
     }
 }

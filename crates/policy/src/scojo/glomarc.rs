@@ -99,7 +99,19 @@ pub fn gain(p: &Primary, matched: &[Cand]) -> f64 {
     if matched.is_empty() || p.rem <= 0.0 {
         return 0.0;
     }
-    let mut rem: Vec<f64> = matched.iter().map(|c| c.rem).collect();
+    // Work left per matched job: on the stack for groups of up to 32 matched jobs (a group
+    // search weighs many, each of a few jobs), on the heap beyond.
+    let mut on_stack = [0.0f64; 32];
+    let mut on_heap: Vec<f64> = Vec::new();
+    let rem: &mut [f64] = if matched.len() <= on_stack.len() {
+        &mut on_stack[..matched.len()]
+    } else {
+        on_heap.resize(matched.len(), 0.0);
+        &mut on_heap
+    };
+    for (r, c) in rem.iter_mut().zip(matched) {
+        *r = c.rem;
+    }
     let mut prim = p.rem;
     let (mut work, mut total) = (0.0, 0.0);
     // The matched jobs still running in a period, in order (those with work left).
@@ -107,13 +119,13 @@ pub fn gain(p: &Primary, matched: &[Cand]) -> f64 {
         (0..rem.len()).filter(move |&i| rem[i] > 1e-9)
     }
     loop {
-        if live(&rem).next().is_none() || prim <= 1e-9 {
+        if live(rem).next().is_none() || prim <= 1e-9 {
             break;
         }
-        let slq = live(&rem).map(|i| matched[i].sl_prim).fold(1.0, f64::max);
+        let slq = live(rem).map(|i| matched[i].sl_prim).fold(1.0, f64::max);
         // The period lasts until the first of them finishes.
         let mut t = prim * slq;
-        for i in live(&rem) {
+        for i in live(rem) {
             t = t.min(rem[i] * matched[i].sl);
         }
         for i in 0..rem.len() {
@@ -181,53 +193,75 @@ pub fn form(
     must: Option<JobId>,
     fair: &mut dyn FnMut(&[Cand]) -> bool,
 ) -> Result<Group, Unformed> {
+    // 2. Sort (less delayed or earlier first); NH keeps the order given. Sorting before
+    // step 1's filter leaves the candidates that pass it in the same order as sorting after.
+    let mut c = cands.to_vec();
+    if params.variant != Variant::Nh {
+        c.sort_by(|a, b| a.key.total_cmp(&b.key).then(a.id.cmp(&b.id)));
+    }
+    form_ordered(p, c.into_iter(), params, must, fair)
+}
+
+/// [`form`] on candidates already in step 2's order (by `key`, then id; for NH the order
+/// given), read only as far as the steps need them: the first block — up to `block_size`
+/// candidates that pass pre-selection, all of them for NH — and then, block by block, only
+/// as many as step 5 reaches before the primary's nodes are filled. A caller whose
+/// candidates are costly to work out (their slowdowns) hands them over lazily. Each block
+/// is sorted on its own members alone, so a block sorted when step 5 reaches it is the
+/// block sorting all of them at once would give, and the candidates never read could not
+/// have changed the group.
+pub fn form_ordered(
+    p: &Primary,
+    cands: impl Iterator<Item = Cand>,
+    params: &Params,
+    must: Option<JobId>,
+    fair: &mut dyn FnMut(&[Cand]) -> bool,
+) -> Result<Group, Unformed> {
     let window = p.nodes;
     let limit = node_limit(p, params);
     // 1. Pre-selection.
-    let mut c: Vec<Cand> = cands
-        .iter()
-        .copied()
-        .filter(|c| {
-            c.pre_sl <= params.max_sl
-                && c.pre_sl_prim <= params.max_sl
-                && within_reach(p, params, c.rem, c.nodes)
-        })
-        .collect();
-    if c.is_empty() {
-        return Err(Unformed::Preselection);
-    }
+    let mut c = cands.filter(|c| {
+        c.pre_sl <= params.max_sl
+            && c.pre_sl_prim <= params.max_sl
+            && within_reach(p, params, c.rem, c.nodes)
+    });
     let v = params.variant;
-    // 2. Sort (less delayed or earlier first), 3. blocks sorted by decreasing runtime.
-    if v != Variant::Nh {
-        c.sort_by(|a, b| a.key.total_cmp(&b.key).then(a.id.cmp(&b.id)));
-    }
+    // 3. Blocks, each sorted by decreasing runtime (NH: one block of every candidate).
     let bs = if v == Variant::Nh {
-        c.len()
+        usize::MAX
     } else {
         params.block_size.max(1)
     };
-    if !matches!(v, Variant::Ns | Variant::Nh) {
-        for block in c.chunks_mut(bs) {
+    let sort_blocks = !matches!(v, Variant::Ns | Variant::Nh);
+    let sort_block = |block: &mut [Cand]| {
+        if sort_blocks {
             block.sort_by(|a, b| b.rem.total_cmp(&a.rem).then(a.id.cmp(&b.id)));
         }
+    };
+    let mut first: Vec<Cand> = Vec::with_capacity(bs.min(64));
+    first.extend(c.by_ref().take(bs));
+    if first.is_empty() {
+        return Err(Unformed::Preselection);
     }
-    let first = &c[..bs.min(c.len())];
-    let rest = &c[bs.min(c.len())..];
+    sort_block(&mut first);
+    let first = first;
     let contains = |g: &[Cand]| must.is_none_or(|m| g.iter().any(|x| x.id == m));
     let mut kept: Vec<Group> = Vec::new();
-    let consider = |set: Vec<Cand>, kept: &mut Vec<Group>| {
-        let g = gain(p, &set);
+    let consider = |set: &[Cand], kept: &mut Vec<Group>| {
+        let g = gain(p, set);
         if g >= params.min_gain {
             kept.push(Group {
-                matched: set,
+                matched: set.to_vec(),
                 gain: g,
             });
         }
     };
+    // The sets weighed below are made in one buffer and copied only into a group kept.
+    let mut set: Vec<Cand> = Vec::with_capacity(first.len() + 1);
     // 4. The window slides over the first block (two-job variants: one job at a time).
     let pairs_only = matches!(v, Variant::Cst | Variant::Cstws);
     for s in 0..first.len() {
-        let mut set = Vec::new();
+        set.clear();
         let mut acc = 0;
         for x in &first[s..] {
             if acc + x.nodes <= limit {
@@ -239,7 +273,7 @@ pub fn form(
             }
         }
         if !set.is_empty() {
-            consider(set, &mut kept);
+            consider(&set, &mut kept);
         }
     }
     // 5. Other blocks fill what the best group leaves of the primary's nodes.
@@ -251,21 +285,32 @@ pub fn form(
     {
         let mut g = best;
         let mut acc: u32 = g.matched.iter().map(|x| x.nodes).sum();
-        for x in rest {
-            if acc >= window {
+        let mut block: Vec<Cand> = Vec::new();
+        // The next block is read only while the primary's nodes are not filled.
+        while acc < window {
+            block.clear();
+            block.extend(c.by_ref().take(bs));
+            if block.is_empty() {
                 break;
             }
-            if acc + x.nodes <= limit {
-                let mut set = g.matched.clone();
-                set.push(*x);
-                let gg = gain(p, &set);
-                if gg > g.gain {
-                    acc += x.nodes;
-                    g = Group {
-                        matched: set,
-                        gain: gg,
-                    };
-                    kept.push(g.clone());
+            sort_block(&mut block);
+            for x in &block {
+                if acc >= window {
+                    break;
+                }
+                if acc + x.nodes <= limit {
+                    set.clear();
+                    set.extend_from_slice(&g.matched);
+                    set.push(*x);
+                    let gg = gain(p, &set);
+                    if gg > g.gain {
+                        acc += x.nodes;
+                        g = Group {
+                            matched: set.clone(),
+                            gain: gg,
+                        };
+                        kept.push(g.clone());
+                    }
                 }
             }
         }
@@ -278,14 +323,13 @@ pub fn form(
         let worst = (0..g.matched.len())
             .max_by(|&a, &b| g.matched[a].sl_prim.total_cmp(&g.matched[b].sl_prim))
             .expect("non-empty");
-        let mut without = g.matched.clone();
-        without.remove(worst);
-        let gw = gain(p, &without);
+        set.clear();
+        set.extend_from_slice(&g.matched);
+        set.remove(worst);
+        let gw = gain(p, &set);
         if gw >= g.gain {
-            *g = Group {
-                matched: without,
-                gain: gw,
-            };
+            g.matched.remove(worst);
+            g.gain = gw;
         }
     }
     // 7. Fairness, best gain first (first suitable for CSTWS and NH).
@@ -305,6 +349,7 @@ pub fn form(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn cand(id: u64, size: u32, rem: f64, sl: f64, sl_prim: f64) -> Cand {
         Cand {
@@ -440,5 +485,244 @@ mod tests {
             ),
             Err(Unformed::MinGain)
         );
+    }
+
+    /// Candidates in step 2's order are read block by block only while a step needs them:
+    /// one block for FBO, and no further block for GLTS once the first fills the window.
+    #[test]
+    fn form_reads_only_the_blocks_it_uses() {
+        let p = Primary {
+            size: 8,
+            ppn: 2,
+            nodes: 4,
+            rem: 1000.0,
+        };
+        let cands: Vec<Cand> = (0..50).map(|i| cand(i, 4, 900.0, 1.1, 1.1)).collect();
+        for (variant, want) in [(Variant::Fbo, 4), (Variant::Glts, 4), (Variant::Nh, 50)] {
+            let params = Params {
+                block_size: 4,
+                ..params(variant)
+            };
+            let mut read = 0;
+            let g = form_ordered(
+                &p,
+                cands.iter().copied().inspect(|_| read += 1),
+                &params,
+                None,
+                &mut |_| true,
+            );
+            assert!(g.is_ok(), "{variant:?}");
+            assert_eq!(read, want, "{variant:?}");
+        }
+    }
+
+    /// Steps 1–7 as the seed states them: every candidate pre-selected, sorted and cut
+    /// into sorted blocks before the window slides; the lazy [`form_ordered`] is checked
+    /// against it.
+    fn form_eager(
+        p: &Primary,
+        cands: &[Cand],
+        params: &Params,
+        must: Option<JobId>,
+        fair: &mut dyn FnMut(&[Cand]) -> bool,
+    ) -> Result<Group, Unformed> {
+        let window = p.nodes;
+        let limit = node_limit(p, params);
+        // 1. Pre-selection.
+        let mut c: Vec<Cand> = cands
+            .iter()
+            .copied()
+            .filter(|c| {
+                c.pre_sl <= params.max_sl
+                    && c.pre_sl_prim <= params.max_sl
+                    && within_reach(p, params, c.rem, c.nodes)
+            })
+            .collect();
+        if c.is_empty() {
+            return Err(Unformed::Preselection);
+        }
+        let v = params.variant;
+        // 2. Sort (less delayed or earlier first), 3. blocks sorted by decreasing runtime.
+        if v != Variant::Nh {
+            c.sort_by(|a, b| a.key.total_cmp(&b.key).then(a.id.cmp(&b.id)));
+        }
+        let bs = if v == Variant::Nh {
+            c.len()
+        } else {
+            params.block_size.max(1)
+        };
+        if !matches!(v, Variant::Ns | Variant::Nh) {
+            for block in c.chunks_mut(bs) {
+                block.sort_by(|a, b| b.rem.total_cmp(&a.rem).then(a.id.cmp(&b.id)));
+            }
+        }
+        let first = &c[..bs.min(c.len())];
+        let rest = &c[bs.min(c.len())..];
+        let contains = |g: &[Cand]| must.is_none_or(|m| g.iter().any(|x| x.id == m));
+        let mut kept: Vec<Group> = Vec::new();
+        let consider = |set: Vec<Cand>, kept: &mut Vec<Group>| {
+            let g = gain(p, &set);
+            if g >= params.min_gain {
+                kept.push(Group {
+                    matched: set,
+                    gain: g,
+                });
+            }
+        };
+        // 4. The window slides over the first block (two-job variants: one job at a time).
+        let pairs_only = matches!(v, Variant::Cst | Variant::Cstws);
+        for s in 0..first.len() {
+            let mut set = Vec::new();
+            let mut acc = 0;
+            for x in &first[s..] {
+                if acc + x.nodes <= limit {
+                    set.push(*x);
+                    acc += x.nodes;
+                }
+                if acc >= window || pairs_only {
+                    break;
+                }
+            }
+            if !set.is_empty() {
+                consider(set, &mut kept);
+            }
+        }
+        // 5. Other blocks fill what the best group leaves of the primary's nodes.
+        if matches!(v, Variant::Glts | Variant::Ns | Variant::Nh)
+            && let Some(best) = kept
+                .iter()
+                .max_by(|a, b| a.gain.total_cmp(&b.gain))
+                .cloned()
+        {
+            let mut g = best;
+            let mut acc: u32 = g.matched.iter().map(|x| x.nodes).sum();
+            for x in rest {
+                if acc >= window {
+                    break;
+                }
+                if acc + x.nodes <= limit {
+                    let mut set = g.matched.clone();
+                    set.push(*x);
+                    let gg = gain(p, &set);
+                    if gg > g.gain {
+                        acc += x.nodes;
+                        g = Group {
+                            matched: set,
+                            gain: gg,
+                        };
+                        kept.push(g.clone());
+                    }
+                }
+            }
+        }
+        // 6. Purify: drop the matched job that slows the primary most if it adds no gain.
+        for g in &mut kept {
+            if g.matched.len() < 2 {
+                continue;
+            }
+            let worst = (0..g.matched.len())
+                .max_by(|&a, &b| g.matched[a].sl_prim.total_cmp(&g.matched[b].sl_prim))
+                .expect("non-empty");
+            let mut without = g.matched.clone();
+            without.remove(worst);
+            let gw = gain(p, &without);
+            if gw >= g.gain {
+                *g = Group {
+                    matched: without,
+                    gain: gw,
+                };
+            }
+        }
+        // 7. Fairness, best gain first (first suitable for CSTWS and NH).
+        if !matches!(v, Variant::Cstws | Variant::Nh) {
+            kept.sort_by(|a, b| b.gain.total_cmp(&a.gain));
+        }
+        if kept.is_empty() {
+            return Err(Unformed::MinGain);
+        }
+        let mut kept = kept.into_iter().filter(|g| contains(&g.matched)).peekable();
+        if kept.peek().is_none() {
+            return Err(Unformed::Must);
+        }
+        kept.find(|g| fair(&g.matched)).ok_or(Unformed::Fairness)
+    }
+
+    fn variant_of(i: u8) -> Variant {
+        [
+            Variant::Glts,
+            Variant::Cst,
+            Variant::Cstws,
+            Variant::Fbo,
+            Variant::Ns,
+            Variant::Nh,
+        ][usize::from(i) % 6]
+    }
+
+    proptest! {
+        /// Reading candidates only as far as the steps need them forms the group the eager
+        /// steps form, asking the fairness check about the same groups in the same order,
+        /// for every variant, with candidates given in step 2's order or not.
+        #[test]
+        fn lazy_formation_forms_the_group_the_eager_steps_form(
+            raw in proptest::collection::vec(
+                (1u32..12, 1.0f64..3000.0, 1.0f64..1.4, 1.0f64..1.4, 0u8..3),
+                0..70,
+            ),
+            variant in 0u8..6,
+            block in 1usize..10,
+            nodes in 1u32..12,
+            rem in 10.0f64..2000.0,
+            must_at in proptest::option::of(0usize..70),
+            fair_mod in 1u64..5,
+            shuffle in any::<bool>(),
+        ) {
+            let p = Primary { size: nodes * 2, ppn: 2, nodes, rem };
+            let mut cands: Vec<Cand> = raw
+                .iter()
+                .enumerate()
+                .map(|(i, &(size, rem, sl, sl_prim, key))| Cand {
+                    key: if shuffle { f64::from(key) } else { i as f64 },
+                    ..cand(i as u64, size, rem, sl, sl_prim)
+                })
+                .collect();
+            if shuffle {
+                cands.reverse();
+            }
+            let params = Params {
+                variant: variant_of(variant),
+                max_sl: 1.25,
+                min_gain: 0.2,
+                block_size: block,
+                exceed: 0.25,
+                max_longer: 500.0,
+            };
+            let must = must_at.and_then(|i| cands.get(i)).map(|c| c.id);
+            // A fairness check that passes some groups and not others.
+            let fair = |asked: &mut Vec<Vec<JobId>>, m: &[Cand]| {
+                asked.push(m.iter().map(|c| c.id).collect());
+                m.iter().map(|c| c.id.0).sum::<u64>() % fair_mod == 0
+            };
+            let mut asked_eager = Vec::new();
+            let eager = form_eager(&p, &cands, &params, must, &mut |m| fair(&mut asked_eager, m));
+            let mut asked_lazy = Vec::new();
+            let lazy = form(&p, &cands, &params, must, &mut |m| fair(&mut asked_lazy, m));
+            prop_assert_eq!(&lazy, &eager);
+            prop_assert_eq!(&asked_lazy, &asked_eager);
+            if !shuffle {
+                // Already in step 2's order: handed over as they come, read lazily.
+                let mut read = 0;
+                let mut asked_ordered = Vec::new();
+                let ordered = form_ordered(
+                    &p,
+                    cands.iter().copied().inspect(|_| read += 1),
+                    &params,
+                    must,
+                    &mut |m| fair(&mut asked_ordered, m),
+                );
+                prop_assert_eq!(&ordered, &eager);
+                prop_assert_eq!(&asked_ordered, &asked_eager);
+                prop_assert!(read <= cands.len());
+            }
+        }
     }
 }

@@ -155,6 +155,9 @@ impl Scojo {
             primary_ppn: u32,
             primary_waiting: bool,
             matched: Vec<(Cand, u32)>,
+            /// Its fairness ratio, from the check it passed: a check that passes (≤ 1)
+            /// never stopped early, so this is the ratio over every job it covers.
+            ratio: f64,
         }
         let mut plans: Vec<Plan> = Vec::new();
         let waiting: Vec<JobId> = vm
@@ -234,39 +237,31 @@ impl Scojo {
             // Those out of the primary's reach are counted as candidates but not weighed:
             // pre-selection refuses them whatever their slowdowns.
             let params = self.params(exceed);
-            let mut cands: Vec<(Cand, u32)> = Vec::new();
-            let mut offered = 0;
-            for (pos, w) in pool.iter().enumerate() {
-                if w.id == p || (serial && w.procs != 1) {
-                    continue;
-                }
-                offered += 1;
-                if glomarc::within_reach(&prim, &params, w.rem, w.nodes) {
-                    let c = &self.jobs[&w.id];
-                    cands.push((self.cand(a, a_self, c, w.ppn, pos as f64, v), w.ppn));
-                }
-            }
+            let offered_to_p = |w: &Waiting| w.id != p && (!serial || w.procs == 1);
+            let offered = pool.iter().filter(|w| offered_to_p(w)).count();
+            // In queue order, which is step 2's (their sort key is their queue position),
+            // and worked out only as far as group formation reads them.
+            let cands = pool
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| offered_to_p(w))
+                .filter(|(_, w)| glomarc::within_reach(&prim, &params, w.rem, w.nodes))
+                .map(|(pos, w)| self.cand(a, a_self, &self.jobs[&w.id], w.ppn, pos as f64, v));
             let must = if p == h { None } else { Some(h) };
-            let mut best: Option<(glomarc::Group, Vec<(Cand, u32)>)> = None;
-            let ppn_of = |cs: &[(Cand, u32)], id: JobId| {
-                cs.iter().find(|x| x.0.id == id).map(|x| x.1).unwrap_or(1)
-            };
-            let mut try_set = |cs: Vec<(Cand, u32)>, this: &Scojo| {
-                let only: Vec<Cand> = cs.iter().map(|x| x.0).collect();
-                let g = glomarc::form(&prim, &only, &params, must, &mut |m| {
-                    let with: Vec<(Cand, u32)> =
-                        m.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
-                    this.fairness_from(&base, k, (p, a_ppn), &with, now, 1.0) <= 1.0
-                });
-                why.note(offered, &g);
-                if let Ok(g) = g
-                    && best.as_ref().is_none_or(|b| g.gain > b.0.gain)
-                {
-                    let with = g.matched.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
-                    best = Some((g, with));
-                }
-            };
-            try_set(cands, self);
+            // A waiting job is matched at its group PPN, as the pool holds it.
+            let waiting_ppn = |id: JobId| self.group_ppn(&self.jobs[&id]);
+            let mut ratio = f64::NAN;
+            let g = glomarc::form_ordered(&prim, cands, &params, must, &mut |m| {
+                let with: Vec<(Cand, u32)> = m.iter().map(|c| (*c, waiting_ppn(c.id))).collect();
+                ratio = self.fairness_from(&base, k, (p, a_ppn), &with, now, 1.0);
+                ratio <= 1.0
+            });
+            why.note(offered, &g);
+            let best = g.ok().map(|g| {
+                let with: Vec<(Cand, u32)> =
+                    g.matched.iter().map(|c| (*c, waiting_ppn(c.id))).collect();
+                (g, with, ratio)
+            });
             if p == h && !serial && p_waiting {
                 // Case 2: the head onto running jobs' open lanes.
                 let mut rc: Vec<(Cand, u32)> = Vec::new();
@@ -280,8 +275,12 @@ impl Scojo {
                 // The head's processes must all find room: on the running jobs' nodes, the
                 // rest on free nodes.
                 let before = best.as_ref().map(|b| b.0.gain);
+                let ppn_of = |cs: &[(Cand, u32)], id: JobId| {
+                    cs.iter().find(|x| x.0.id == id).map(|x| x.1).unwrap_or(1)
+                };
                 let with_free = |cs: Vec<(Cand, u32)>, why: &mut Unformed| {
                     let only: Vec<Cand> = cs.iter().map(|x| x.0).collect();
+                    let mut ratio = f64::NAN;
                     let params = Params {
                         exceed: 0.0,
                         ..self.params(0.0)
@@ -294,7 +293,8 @@ impl Scojo {
                         }
                         let with: Vec<(Cand, u32)> =
                             m.iter().map(|c| (*c, ppn_of(&cs, c.id))).collect();
-                        self.fairness_from(&base, k, (p, a_ppn), &with, now, 1.0) <= 1.0
+                        ratio = self.fairness_from(&base, k, (p, a_ppn), &with, now, 1.0);
+                        ratio <= 1.0
                     });
                     why.note(only.len(), &g);
                     g.ok().map(|g| {
@@ -303,10 +303,10 @@ impl Scojo {
                             .iter()
                             .map(|c| (*c, ppn_of(&cs, c.id)))
                             .collect::<Vec<_>>();
-                        (g, with)
+                        (g, with, ratio)
                     })
                 };
-                if let Some((g, with)) = with_free(rc, &mut why)
+                if let Some((g, with, ratio)) = with_free(rc, &mut why)
                     && before.is_none_or(|b| g.gain > b)
                 {
                     plans.push(Plan {
@@ -315,16 +315,18 @@ impl Scojo {
                         primary_ppn: a_ppn,
                         primary_waiting: true,
                         matched: with,
+                        ratio,
                     });
                 }
             }
-            if let Some((g, with)) = best {
+            if let Some((g, with, ratio)) = best {
                 plans.push(Plan {
                     gain: g.gain,
                     primary: p,
                     primary_ppn: a_ppn,
                     primary_waiting: p_waiting,
                     matched: with,
+                    ratio,
                 });
             }
         }
@@ -342,14 +344,6 @@ impl Scojo {
         if why.beaten_by_ssp > 0 {
             return false;
         }
-        let ratio = self.fairness_from(
-            &base,
-            k,
-            (plan.primary, plan.primary_ppn),
-            &plan.matched,
-            now,
-            f64::INFINITY,
-        );
         self.place_group(
             now,
             k,
@@ -359,7 +353,7 @@ impl Scojo {
             &plan.matched,
             out,
         );
-        self.stats.worst_fair_ratio = self.stats.worst_fair_ratio.max(ratio);
+        self.stats.worst_fair_ratio = self.stats.worst_fair_ratio.max(plan.ratio);
         true
     }
 
