@@ -5,6 +5,7 @@ use std::cell::OnceCell;
 
 use cosched_core::{Dur, JobId, Time};
 
+use super::front::Fronts;
 use super::glomarc::{self, Cand, Primary, Variant};
 use super::vm::work_secs;
 use super::{LONG, MEDIUM, SHORT, Scojo, Space};
@@ -81,24 +82,20 @@ impl Scojo {
         let queue: Vec<JobId> = self.vms[k].queue[from..].to_vec();
         // A start needs its nodes free from now for its estimate: once no waiting job left
         // in the queue and no guest can have that, no later reservation can change what
-        // starts now. Every job left needs at least the fewest nodes and the shortest
-        // estimate among them, and reservations only take free nodes away, so the test is
-        // made on those two bounds. Grouping while backfilling starts jobs on fewer nodes
-        // than space sharing, so it walks the whole queue. A kept plan goes on from the
-        // first job it has not placed.
-        let mut later = vec![(u32::MAX, Dur::MAX); queue.len() + 1];
-        for (i, id) in queue.iter().enumerate().rev() {
-            let (n, d) = if self.held.contains(id) || grouping {
-                (u32::MAX, Dur::MAX)
+        // starts now (reservations only take free nodes away). The test is made on the
+        // Pareto front of the jobs left ([`Fronts`]), which answers it exactly. Grouping
+        // while backfilling starts jobs on fewer nodes than space sharing, so it walks the
+        // whole queue. A kept plan goes on from the first job it has not placed.
+        let later = Fronts::new(queue.iter().map(|id| {
+            if grouping {
+                Some((0, Dur::ZERO))
+            } else if self.held.contains(id) {
+                None
             } else {
                 let s = &self.jobs[id].space;
-                (s.nodes, s.dur)
-            };
-            later[i] = (later[i + 1].0.min(n), later[i + 1].1.min(d));
-        }
-        if grouping {
-            later.fill((0, Dur::ZERO));
-        }
+                Some((s.nodes, s.dur))
+            }
+        }));
         let guest = guests
             .iter()
             .map(|id| &self.jobs[id].space)
@@ -108,7 +105,7 @@ impl Scojo {
         // Reservations only take free nodes away: when neither bound fits the free nodes,
         // no job can start now, whatever the profile holds, so it is not built.
         let free_now = free.len() as u32;
-        if later[0].0 > free_now && guest.0 > free_now {
+        if later.fewest_nodes(0) > free_now && guest.0 > free_now {
             self.vms[k].backfill = kept;
             return false;
         }
@@ -139,32 +136,31 @@ impl Scojo {
         let may_start = |(n, d): (u32, Dur), free: u32, profile: &Profile| {
             n <= free && profile.fits_at_start(n, d)
         };
-        // The test reads the profile only from its start for the longest bound it checked
-        // (`reach`), and its answer for the same bounds and free nodes stands until a
+        // The test reads the profile only from its start for the longest need it checked
+        // (`reach`), and its answer for the same front and free nodes stands until a
         // reservation starts within that reach: most reservations of a long queue lie
-        // further ahead, so the test is made again only when one does or the bounds change.
+        // further ahead, so the test is made again only when one does or the front changes.
         let start = v;
-        let mut known: Option<((u32, Dur), u32, Dur)> = None;
+        let mut known: Option<(usize, u32, Dur)> = None;
         // Jobs of the pass's queue placed (or passed over, held) and started.
-        let (mut done, mut started) = (queue.len(), 0);
+        let waiting = queue.len();
+        let (mut done, mut started) = (waiting, 0);
         for (pos, id) in queue.into_iter().enumerate() {
             let free_now = free.len() as u32;
-            if known.is_none_or(|(b, f, _)| b != later[pos] || f != free_now) {
+            if known.is_none_or(|(f, n, _)| f != later.id(pos) || n != free_now) {
                 // The later jobs' reservations only matter to starts now, and those need a
                 // free node.
-                if free.is_empty()
-                    || !may_start(later[pos], free_now, &profile)
-                        && !may_start(guest, free_now, &profile)
-                {
+                let (queued, reach) = later.may_start(pos, free_now, &profile);
+                if free.is_empty() || !queued && !may_start(guest, free_now, &profile) {
                     done = pos;
                     break;
                 }
-                let reach = [later[pos], guest]
-                    .iter()
-                    .filter(|(n, _)| *n <= free_now)
-                    .map(|&(_, d)| d)
-                    .fold(Dur::ZERO, Dur::max);
-                known = Some((later[pos], free_now, reach));
+                let reach = if guest.0 <= free_now {
+                    reach.max(guest.1)
+                } else {
+                    reach
+                };
+                known = Some((later.id(pos), free_now, reach));
             }
             if self.held.contains(&id) {
                 continue;
@@ -209,11 +205,7 @@ impl Scojo {
         // Preempted jobs are not backfilled: they keep their cores in their own VM. (The
         // short slice takes no guests: `guests` is empty there.) When the pass stopped
         // early, no guest can start either.
-        let guests = if done < later.len() - 1 {
-            Vec::new()
-        } else {
-            guests
-        };
+        let guests = if done < waiting { Vec::new() } else { guests };
         for id in guests {
             let Space {
                 ppn, nodes, dur, ..

@@ -61,6 +61,7 @@ pub mod glomarc;
 mod backfill;
 mod config;
 mod fairness;
+mod front;
 mod group;
 mod response;
 mod stats;
