@@ -34,7 +34,7 @@ pub(super) struct BackfillPlan {
     pub(super) at: Time,
     profile: Profile,
     /// Jobs of the queue, from its head, that it has placed.
-    placed: usize,
+    pub(super) placed: usize,
     pub(super) next: Time,
 }
 

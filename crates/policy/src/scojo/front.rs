@@ -43,8 +43,8 @@ impl Fronts {
             if let Some((n, d)) = need
                 && !front.iter().any(|&(fn_, fd)| fn_ <= n && fd <= d)
             {
-                // The points it dominates are those with at least its nodes and estimate:
-                // past the ones with fewer nodes, the next with at least its estimate.
+                // It dominates the points with at least its nodes and estimate, and goes
+                // after those with fewer nodes (all longer than it, or they would dominate it).
                 front.retain(|&(fn_, fd)| fn_ < n || fd < d);
                 let at = front.partition_point(|&(fn_, _)| fn_ < n);
                 front.insert(at, (n, d));

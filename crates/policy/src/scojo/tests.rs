@@ -258,6 +258,30 @@ fn an_fcfs_plan_carried_on_gives_the_starts_of_a_fresh_one() {
     assert_eq!(fresh.fcfs_start(w, now), again);
 }
 
+/// A backfilling pass stops at the first job from which no job left can start now, though
+/// the fewest nodes (job 3's one) and the shortest estimate (job 4's) of the jobs left, taken
+/// apart, would fit the window before job 2's reservation: job 3 is too long for it, job 4
+/// too wide for the free nodes. The pass places job 2 and leaves jobs 3 and 4 to the next.
+#[test]
+fn a_pass_stops_where_one_small_long_job_and_one_wide_short_one_cannot_start() {
+    let mut p = small_types();
+    submit(&mut p, 1, 1200, 1, 3000);
+    assert_eq!(
+        started_in(&decide(&mut p, 1200), 1),
+        Some(Some(LONG as u32))
+    );
+    submit(&mut p, 2, 1200, 16, 1100);
+    submit(&mut p, 3, 1200, 1, 10_000);
+    submit(&mut p, 4, 1200, 16, 1001);
+    let out = decide(&mut p, 1200);
+    assert!(
+        out.iter().all(|d| !matches!(d, Decision::Start { .. })),
+        "{out:?}"
+    );
+    let plan = p.vms[LONG].backfill.as_ref().expect("a plan kept");
+    assert_eq!(plan.placed, 1, "jobs placed");
+}
+
 /// The timeline walked slice by slice, as [`Scojo::wall_at`] must answer.
 fn wall_at_slice_by_slice(p: &Scojo, k: usize, v: Time, now: Time) -> Time {
     let mut need = v - p.vms[k].vnow(now);
