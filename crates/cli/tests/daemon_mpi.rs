@@ -35,18 +35,7 @@ fn build_ring(dir: &Path) -> Option<PathBuf> {
     let src = dir.join("ring.c");
     std::fs::write(&src, include_str!("mpi/ring.c")).unwrap();
     let exe = dir.join("ring");
-    let out = Command::new("mpicc.mpich")
-        .arg("-O2")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("mpicc.mpich runs");
-    assert!(
-        out.status.success(),
-        "mpicc.mpich failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    mpicc("mpicc.mpich", &src, &exe);
     Some(exe)
 }
 
@@ -55,18 +44,7 @@ fn build_monitored(dir: &Path) -> PathBuf {
     let src = dir.join("monitored.c");
     std::fs::write(&src, include_str!("mpi/monitored.c")).unwrap();
     let exe = dir.join("monitored");
-    let out = Command::new("mpicc.mpich")
-        .arg("-O2")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("mpicc.mpich runs");
-    assert!(
-        out.status.success(),
-        "mpicc.mpich failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    mpicc("mpicc.mpich", &src, &exe);
     exe
 }
 
@@ -287,18 +265,7 @@ fn build_open_mpi_ring(dir: &Path) -> Option<PathBuf> {
     let src = dir.join("ring.c");
     std::fs::write(&src, include_str!("mpi/ring.c")).unwrap();
     let exe = dir.join("ring-ompi");
-    let out = Command::new("mpicc.openmpi")
-        .arg("-O2")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("mpicc.openmpi runs");
-    assert!(
-        out.status.success(),
-        "mpicc.openmpi failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    mpicc("mpicc.openmpi", &src, &exe);
     Some(exe)
 }
 

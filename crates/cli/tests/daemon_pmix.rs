@@ -38,17 +38,7 @@ fn build(dir: &Path, name: &str, src: &str) -> Option<PathBuf> {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
     let exe = dir.join(name);
-    let out = Command::new("mpicc.openmpi")
-        .args(["-O2", "-o"])
-        .arg(&exe)
-        .arg(&c)
-        .output()
-        .expect("mpicc.openmpi runs");
-    assert!(
-        out.status.success(),
-        "mpicc.openmpi failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    mpicc("mpicc.openmpi", &c, &exe);
     Some(exe)
 }
 

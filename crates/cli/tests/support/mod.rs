@@ -6,6 +6,23 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Compiles the C program `src` at -O2 into `exe` with `mpicc`, named explicitly
+/// (`mpicc.mpich`, `mpicc.openmpi`: plain `mpicc` follows whichever MPI was installed last);
+/// a compile error fails the test with the compiler's message.
+pub fn mpicc(mpicc: &str, src: &Path, exe: &Path) {
+    let out = Command::new(mpicc)
+        .args(["-O2", "-o"])
+        .arg(exe)
+        .arg(src)
+        .output()
+        .unwrap_or_else(|e| panic!("{mpicc} runs: {e}"));
+    assert!(
+        out.status.success(),
+        "{mpicc} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_cosched")
 }

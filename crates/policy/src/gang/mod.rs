@@ -548,7 +548,7 @@ mod tests {
     /// row has a hole: alternate scheduling runs the newcomer in that hole during the row's
     /// turn. Row 3 holds G on PEs 0-1 only; after its turns are cached, C joins row 1 on PEs
     /// 2-3 and must run beside G (row 2 is full, so the running set row 3 starts from is
-    /// the same as before C came: only the carrying rule can tell its cached switch is stale).
+    /// the same with or without C: only the carrying rule can tell its cached switch is stale).
     #[test]
     fn a_cached_switch_is_redone_when_a_job_joins_another_row_beside_its_hole() {
         let mut c = PolicyConfig::new(MachineShape::flat(4, 1));

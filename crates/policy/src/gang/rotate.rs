@@ -66,8 +66,8 @@ impl Gang {
     /// row `to`, or moving to it from row `from` (`from == to` for a new job). Every other
     /// row's cached switch stays valid where `pes` overlap that row's own jobs: those are
     /// taken first, so the job is turned away wherever it stands among the candidates, and
-    /// every candidate after it sees the same mask as before. A held job's PEs are in its
-    /// row's `busy` but not in the mask, so with any hold nothing is carried.
+    /// every candidate after it sees the mask it would see without the job. A held job's PEs
+    /// are in its row's `busy` but not in the mask, so with any hold nothing is carried.
     pub(super) fn carry_arrival(&mut self, old: u64, from: usize, to: usize, pes: &PeSet) {
         if self.held_members > 0 {
             return;
