@@ -561,19 +561,28 @@ impl Ledger {
     /// The driver reports at `now` whether job `i`'s processes actually run (`runs`),
     /// whatever the policy's phase says: from then on its accounting (start, run time,
     /// suspended time, time limit) follows these reports alone, until it ends or is
-    /// requeued. For drivers whose nodes decide themselves when processes run (see the crate
-    /// documentation); a report about a job without processes is ignored.
+    /// requeued. The first report is of the job's first process: no run time is booked
+    /// before it. For drivers whose nodes decide
+    /// themselves when processes run (see the crate documentation); a report about a job
+    /// without processes is ignored.
     pub fn report_runs(&mut self, i: Ix, now: Time, runs: bool) {
         let e = &mut self.entries[i];
         if !e.is_live() || !e.launched {
             return;
         }
         let was = e.processes_run();
-        e.reported = Some(runs);
+        let first = e.reported.replace(runs).is_none();
         match (was, runs) {
             (false, true) => e.account_runs(&mut self.records[i], now),
             (true, false) => e.account_stops(now),
+            (true, true) if first => e.since = e.since.max(now),
             _ => {}
+        }
+        if first {
+            // The driver speaks from its job's first process on: what the policy's phase
+            // booked as run before then (the launch on its way, the processes starting)
+            // ran nothing.
+            e.ran = Dur::ZERO;
         }
     }
 

@@ -378,3 +378,28 @@ fn reported_run_state_drives_the_accounting_not_the_phase() {
     l.report_runs(1, s(9), false);
     assert_eq!(l.record(1).suspended, Dur::from_secs(2));
 }
+
+/// A job the policy started runs, for accounting, from the driver's first report that its
+/// processes run (they exist only once the launch reached its nodes), not from the decision,
+/// whatever the policy switched meanwhile; a later report of the same state moves nothing.
+#[test]
+fn a_started_job_runs_from_the_first_report_that_its_processes_run() {
+    let mut l = ledger(2, &[(1, 2)], true);
+    l.apply(s(0), start(1, 0, 2)).unwrap();
+    assert_eq!(l.entry(0).running_since(), Some(s(0)));
+    l.apply(s(1), Decision::Suspend { job: JobId(1) }).unwrap();
+    l.apply(s(1), Decision::Resume { job: JobId(1) }).unwrap();
+    assert_eq!(l.entry(0).ran(s(1)), Dur::from_secs(1));
+    l.report_runs(0, s(2), true);
+    assert_eq!(l.entry(0).ran(s(2)), Dur::ZERO);
+    assert_eq!(l.entry(0).running_since(), Some(s(2)));
+    l.report_runs(0, s(3), true);
+    assert_eq!(l.entry(0).running_since(), Some(s(2)));
+    l.report_runs(0, s(4), false);
+    l.report_runs(0, s(5), true);
+    l.end(0, s(9), Outcome::Completed, Some(0));
+    assert_eq!(l.entry(0).ran(s(20)), Dur::from_secs(6));
+    assert_eq!(l.record(0).suspended, Dur::from_secs(1));
+    // The start of the job is the decision's.
+    assert_eq!(l.record(0).start, Some(s(0)));
+}

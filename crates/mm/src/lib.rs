@@ -36,6 +36,7 @@
 pub mod announce;
 pub mod bcast;
 pub mod changes;
+pub mod clocks;
 pub mod core;
 pub mod dashboard;
 pub mod db;

@@ -327,6 +327,8 @@ impl NmCore {
             run: ln.l.run,
             nodes: ln.l.placement.iter().map(|p| p.node).collect(),
             must_own: owner.map(|w| w.uid).filter(|&u| u != 0 && euid == 0),
+            began: None,
+            held: None,
         };
         self.jobs.insert(job, job_state);
         if self.start_helper(job) {
@@ -549,6 +551,7 @@ impl NmCore {
         };
         self.owners.insert(pid, job);
         let j = self.jobs.get_mut(&job).expect("inserted when prepared");
+        j.began.get_or_insert(now);
         j.ranks.insert(
             rank,
             Rank {
@@ -562,6 +565,7 @@ impl NmCore {
         let step = j.within.is_some();
         // Stopped at once; in a cgroup, the whole job is frozen once every rank has started.
         if stopped && !j.owns_cgroup() {
+            j.held.get_or_insert(now);
             self.push(Effect::Signal {
                 pgid: pid,
                 sig: libc::SIGSTOP,

@@ -351,6 +351,8 @@ pub struct Core {
     pub(super) pending: BTreeMap<(JobId, NodeId), Pending>,
     /// The PMI fence each MPI job is in (until the job ends).
     fences: BTreeMap<JobId, Fence>,
+    /// Where each node's clock falls on this one, for its run reports.
+    pub(crate) node_clocks: crate::clocks::NodeClocks,
     /// The name service's table (`MPI_Publish_name` and kin; see [`crate::names`]).
     names: crate::names::Names,
     /// Live jobs not yet given to the policy: their dependencies, begin time or array
@@ -434,6 +436,7 @@ impl Core {
             epoch: 0,
             pending: BTreeMap::new(),
             fences: BTreeMap::new(),
+            node_clocks: Default::default(),
             names: Default::default(),
             deferred: BTreeSet::new(),
             completing: BTreeMap::new(),
@@ -559,11 +562,16 @@ impl Core {
                         self.rank_warning(job, from, rank, warning);
                     }
                 }
-                FromNode::Runs { changes } => {
+                FromNode::Runs { sent_us, changes } => {
                     for c in changes {
                         if self.run_of(c.job) == Some(c.run) {
-                            let ago = Dur(c.ago_us.min(i64::MAX as u64) as i64);
-                            self.node_runs(now, c.job, from, c.runs, ago);
+                            let at = self.node_clocks.place(
+                                from,
+                                now,
+                                Time::from_micros(sent_us),
+                                Time::from_micros(c.at_us),
+                            );
+                            self.node_runs(now, c.job, from, c.runs, at);
                         }
                     }
                 }
@@ -619,11 +627,11 @@ impl Core {
     /// decides that itself; under `gs` the switch's freeze and thaw take time). The job runs
     /// while some node runs it; the ledger accounts from these reports from the first one on,
     /// each at the instant the node says the change happened (`ago` before `now`).
-    fn node_runs(&mut self, now: Time, job: JobId, from: NodeId, runs: bool, ago: Dur) {
+    fn node_runs(&mut self, now: Time, job: JobId, from: NodeId, runs: bool, at: Time) {
         let Some(i) = self.ledger.find(job) else {
             return;
         };
-        let at = (now - ago).max(self.side[i].runs_at);
+        let at = at.max(self.side[i].runs_at);
         self.side[i].runs_at = at;
         let on = &mut self.side[i].runs_on;
         if runs {

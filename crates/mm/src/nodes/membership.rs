@@ -167,6 +167,8 @@ impl Core {
             }
         };
         let id = self.nodes[idx].row.id;
+        // A registration may come from a new node manager, on another clock.
+        self.node_clocks.forget(id);
         let lifted = self.nodes[idx].fenced;
         if lifted {
             // Declared down while it ran processes: none may run there before it is back.

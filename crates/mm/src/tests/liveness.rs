@@ -34,11 +34,12 @@ fn node_reports_of_run_state_drive_the_record_of_a_placed_job() {
     assert_eq!(state(&c, 2).state, JobState::Suspended);
     let runs = |c: &mut Core, now: Time, node: u32, run: u32, runs: bool| {
         let msg = FromNode::Runs {
+            sent_us: now.as_micros(),
             changes: vec![RunChange {
                 job: JobId(2),
                 run,
                 runs,
-                ago_us: 0,
+                at_us: now.as_micros(),
             }],
         };
         c.on(
@@ -127,11 +128,12 @@ fn run_reports_are_written_together_not_one_record_each() {
     for k in 0..200 {
         at = start + Dur::from_millis(k * 5);
         let msg = FromNode::Runs {
+            sent_us: at.as_micros(),
             changes: vec![RunChange {
                 job: JobId(1),
                 run: 1,
                 runs: k % 2 == 0,
-                ago_us: 0,
+                at_us: at.as_micros(),
             }],
         };
         c.on(

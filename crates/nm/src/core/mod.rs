@@ -422,6 +422,11 @@ pub(super) struct NodeJob {
     /// The job's user, when this node manager (root) runs it as another: only files of
     /// theirs are cut.
     pub(super) must_own: Option<u32>,
+    /// When its first rank started here, and, launched stopped, when the freeze that
+    /// followed its last rank's start landed: its run before the first run report
+    /// ([`NmCore::report_runs`]), which starts with it.
+    pub(super) began: Option<Time>,
+    pub(super) held: Option<Time>,
 }
 
 impl NodeJob {
@@ -515,6 +520,9 @@ pub struct NmCore {
     /// the input that made them is done or before any other message (which keeps their order
     /// with a job's exit).
     runs_out: Vec<RunChange>,
+    /// The instant of the input being taken in: run changes are stamped with it, and the
+    /// message that carries them with the instant it goes up.
+    clock: Time,
     effects: VecDeque<Effect>,
 }
 
@@ -549,6 +557,7 @@ impl NmCore {
             rotating: Rotating::default(),
             ran: HashMap::new(),
             runs_out: Vec::new(),
+            clock: now,
             effects: VecDeque::new(),
         };
         core.register_again(now);
@@ -630,7 +639,10 @@ impl NmCore {
     fn flush_runs(&mut self) {
         if !self.runs_out.is_empty() {
             let changes = std::mem::take(&mut self.runs_out);
-            self.push(Effect::Up(FromNode::Runs { changes }));
+            self.push(Effect::Up(FromNode::Runs {
+                sent_us: self.clock.as_micros(),
+                changes,
+            }));
         }
     }
 
@@ -641,6 +653,7 @@ impl NmCore {
 
     /// Takes in one input at `now`.
     pub fn on(&mut self, now: Time, input: Input) {
+        self.clock = self.clock.max(now);
         if matches!(
             input,
             Input::Tree { .. } | Input::Topology { .. } | Input::Heard
@@ -729,7 +742,8 @@ impl NmCore {
             }
             Input::CgroupEmpty { job, launch } => self.cgroup_empty(job, launch),
             Input::Frozen { job, launch } => {
-                if self.jobs.get(&job).is_some_and(|j| j.launch == launch) {
+                if let Some(j) = self.jobs.get_mut(&job).filter(|j| j.launch == launch) {
+                    j.held.get_or_insert(now);
                     self.report_runs(job, false, Dur::ZERO);
                 }
                 let r = self.gate.frozen(now, job, launch);

@@ -61,7 +61,7 @@ impl NmCore {
                     job,
                     run,
                     runs,
-                    ago_us: 0,
+                    at_us: now.as_micros(),
                 });
             }
         }
@@ -73,21 +73,48 @@ impl NmCore {
     /// while the switch's freeze and thaw are under way, nor as stopped while its freeze has
     /// not landed. The other schemes report from their plans ([`Plan::runs`]).
     /// `ago`: how long before `now` the change happened.
-    pub(super) fn report_runs(&mut self, job: JobId, runs: bool, ago: Dur) {
+    pub(crate) fn report_runs(&mut self, job: JobId, runs: bool, ago: Dur) {
         if self.nsched.scheme() != cosched_node::Scheme::Gs || !self.nsched.manages(job) {
             return;
         }
-        let Some(run) = self.jobs.get(&job).map(|j| j.run) else {
+        let Some(j) = self.jobs.get(&job) else {
             return;
         };
+        // Its run here is its processes' life: a rotation that switches its cgroup before
+        // the first rank has started, or a switch booked after the last one exited, says
+        // nothing of them.
+        let ended = !j.ranks.is_empty() && j.ranks.values().all(|r| r.exit.is_some());
+        let Some(began) = j.began.filter(|_| !(runs && ended)) else {
+            return;
+        };
+        let (run, held) = (j.run, j.held);
+        // The first report of a run starts with its processes: they ran from the first
+        // rank's start (until the launch's freeze landed, for a job launched stopped), which
+        // may be long before the node learnt the job is in the matrix.
+        if !self.ran.contains_key(&(job, run)) {
+            let at = |t: Time| t.as_micros();
+            // (A rank stopped by a signal as it started never ran.)
+            let before = (held != Some(began))
+                .then_some((true, at(began)))
+                .into_iter()
+                .chain(held.map(|h| (false, at(h))));
+            for (r, at_us) in before {
+                self.runs_up(RunChange {
+                    job,
+                    run,
+                    runs: r,
+                    at_us,
+                });
+            }
+            self.ran.insert((job, run), held.is_none());
+        }
         // Keyed by run: a requeued job's new run reports afresh.
         if self.ran.insert((job, run), runs) != Some(runs) {
-            let ago_us = ago.as_micros().max(0) as u64;
             self.runs_up(RunChange {
                 job,
                 run,
                 runs,
-                ago_us,
+                at_us: (self.clock - ago).as_micros(),
             });
         }
     }

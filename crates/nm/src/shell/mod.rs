@@ -291,15 +291,17 @@ impl Shell {
             if self.done {
                 return Ok(());
             }
-            // Exits first: a registration reports the node as it is.
-            if let Ok((job, launch, exit)) = self.exits.try_recv() {
-                self.core.on(now(), Input::Exited { job, launch, exit });
-                continue;
-            }
-            // The switches the watcher's thread made since the last turn (it wakes nobody).
+            // The switches the watcher's thread made since the last turn (it wakes nobody),
+            // before the exits that followed them: a job's run is booked in the order its
+            // switches and its end happened.
             let landed = self.watcher.landed();
             if !landed.is_empty() {
                 self.core.on(now(), Input::Switched(landed));
+                continue;
+            }
+            // Then exits: a registration reports the node as it is.
+            if let Ok((job, launch, exit)) = self.exits.try_recv() {
+                self.core.on(now(), Input::Exited { job, launch, exit });
                 continue;
             }
             let live = self.core.takes_tree_input();

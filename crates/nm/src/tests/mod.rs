@@ -310,12 +310,20 @@ fn ups(fx: &[Effect]) -> Vec<FromNode> {
         .collect()
 }
 
+/// The freeze of launch `launch` of `job`, launched stopped in a cgroup, has landed.
+fn launch_frozen(job: u64, launch: u64) -> Input {
+    Input::Frozen {
+        job: JobId(job),
+        launch,
+    }
+}
+
 /// The run-state changes sent up, in order, whatever messages carried them.
 fn run_changes(fx: &[Effect]) -> Vec<RunChange> {
     ups(fx)
         .into_iter()
         .flat_map(|m| match m {
-            FromNode::Runs { changes } => changes,
+            FromNode::Runs { changes, .. } => changes,
             _ => Vec::new(),
         })
         .collect()

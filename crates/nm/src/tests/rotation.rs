@@ -2,7 +2,7 @@
 //! it to the watcher's thread ([`Effect::Program`]), whose runner ([`crate::program::Runner`],
 //! driven here as the thread drives it) freezes the outgoing job ahead of each announced
 //! instant and thaws the incoming one once the freeze has landed; the switches it made come
-//! back to the core ([`Input::Switched`]), which reports each job's runs with how long ago
+//! back to the core ([`Input::Switched`]), which reports each job's runs with the instant
 //! they changed, and logs them; a new announcement takes over from where the node stands.
 
 use super::*;
@@ -76,10 +76,10 @@ fn frozen_at(writes: &[(Time, Act)], c: Cg, t: Time) -> bool {
     matches!(last, Some((w, Act::Freeze(_))) if t - *w >= LANDING)
 }
 
-fn runs(fx: &[Effect]) -> Vec<(u64, bool, u64)> {
+fn runs(fx: &[Effect]) -> Vec<(u64, bool, i64)> {
     run_changes(fx)
         .into_iter()
-        .map(|c| (c.job.0, c.runs, c.ago_us))
+        .map(|c| (c.job.0, c.runs, c.at_us))
         .collect()
 }
 
@@ -97,6 +97,7 @@ fn an_announced_rotation_is_switched_at_its_instants_by_the_watchers_thread() {
     n.cgroups = true;
     n.tree(ms(0), launch(1, 1, &[(0, 0), (1, 1)], false));
     n.tree(ms(0), launch(2, 1, &[(0, 0), (1, 1)], true));
+    n.on(ms(0), launch_frozen(2, 2));
     let (a, b): (Cg, Cg) = ((JobId(1), 1), (JobId(2), 2));
 
     let fx = n.tree(ms(10), ToNode::Rotation(alternating()));
@@ -161,19 +162,23 @@ fn an_announced_rotation_is_switched_at_its_instants_by_the_watchers_thread() {
     assert_eq!(
         r.iter().map(|&(j, on, _)| (j, on)).collect::<Vec<_>>(),
         [
+            (1, true),
             (1, false),
+            (2, false),
             (2, true),
             (2, false),
             (1, true),
             (1, false),
             (2, true)
         ],
+        "each job's first report starts with its run since its launch"
     );
     assert_eq!(
-        r[1].2,
-        (ms(60) - thaw_b).as_micros() as u64,
-        "job 2 ran from its thaw"
+        (r[0].2, r[2].2),
+        (0, 0),
+        "both launched at 0, job 2 frozen at once"
     );
+    assert_eq!(r[3].2, thaw_b.as_micros(), "job 2 ran from its thaw");
     let log = {
         let fx = n.tree(ms(60), ToNode::FetchMonitor { req: 1 });
         match &fx[..] {
@@ -221,6 +226,7 @@ fn a_batch_of_switches_goes_up_in_one_runs_message_with_each_changes_instant() {
     n.cgroups = true;
     n.tree(ms(0), launch(1, 1, &[(0, 0), (1, 1)], false));
     n.tree(ms(0), launch(2, 1, &[(0, 0), (1, 1)], true));
+    n.on(ms(0), launch_frozen(2, 2));
     let fx = n.tree(
         ms(10),
         ToNode::Rotation(alternating_every(Dur::from_millis(1))),
@@ -236,12 +242,59 @@ fn a_batch_of_switches_goes_up_in_one_runs_message_with_each_changes_instant() {
     assert_eq!(landed.len(), 50, "a switch each ms from 11 to 60 ms");
     let fx = n.on(ms(61), Input::Switched(landed.clone()));
     assert_eq!(runs_messages(&fx), 1, "{fx:?}");
-    let r = runs(&fx);
+    let mut r = runs(&fx);
+    // Each job's first report starts with its run since its launch.
+    assert_eq!((r.remove(0), r.remove(1)), ((1, true, 0), (2, false, 0)));
     assert_eq!(r.len(), 100, "each switch stops one job and runs the other");
     for (l, pair) in landed.iter().zip(r.chunks(2)) {
-        let ago = |t: Time| (ms(61) - t).as_micros() as u64;
+        let at = |t: Time| t.as_micros();
         let (out, inc) = (l.outgoing[0].0.0, l.incoming[0].0.0);
-        assert_eq!(pair[0], (out, false, ago(l.frozen_written)), "{l:?}");
-        assert_eq!(pair[1], (inc, true, ago(l.thawed)), "{l:?}");
+        assert_eq!(pair[0], (out, false, at(l.frozen_written)), "{l:?}");
+        assert_eq!(pair[1], (inc, true, at(l.thawed)), "{l:?}");
     }
+}
+
+/// Under `gs` a job's run here is its ranks' life: its first report (made once the job is in
+/// the matrix) starts at its first rank's start, its last rank's exit ends it ahead of the
+/// exit's message, and a switch taken in after that reports no run.
+#[test]
+fn a_jobs_run_reports_span_its_ranks_life() {
+    let mut n = Node::up("gs");
+    n.cgroups = true;
+    let fx = n.tree(ms(3), launch(1, 1, &[(0, 0), (1, 1)], false));
+    assert_eq!(runs(&fx), [], "not in a matrix yet");
+    n.tree(ms(10), ToNode::Rotation(alternating()));
+    let switch = |due: Time, out: bool| Landed {
+        due,
+        frozen_written: due - Dur::from_micros(50),
+        frozen: Some(due),
+        thawed: due,
+        outgoing: if out { vec![(JobId(1), 1)] } else { Vec::new() },
+        incoming: if out { Vec::new() } else { vec![(JobId(1), 1)] },
+    };
+    let fx = n.on(ms(21), Input::Switched(vec![switch(ms(20), true)]));
+    assert_eq!(
+        runs(&fx),
+        [
+            (1, true, ms(3).as_micros()),
+            (1, false, (ms(20) - Dur::from_micros(50)).as_micros())
+        ],
+        "it ran from its first rank's start"
+    );
+    n.on(ms(31), Input::Switched(vec![switch(ms(30), false)]));
+    let exited = |rank: u32| Input::Exited {
+        job: JobId(1),
+        launch: 1,
+        exit: exit(rank, 0),
+    };
+    assert_eq!(runs(&n.on(ms(35), exited(0))), [], "rank 1 still runs");
+    let ups = ups(&n.on(ms(36), exited(1)));
+    assert!(
+        matches!(&ups[..], [FromNode::Runs { changes, sent_us }, FromNode::Exited { .. }]
+            if *sent_us == ms(36).as_micros()
+                && changes.iter().map(|c| (c.runs, c.at_us)).eq([(false, ms(36).as_micros())])),
+        "the run ends with the last rank, reported before its exit: {ups:?}"
+    );
+    let fx = n.on(ms(41), Input::Switched(vec![switch(ms(40), false)]));
+    assert_eq!(runs(&fx), [], "no run after the last rank's exit");
 }

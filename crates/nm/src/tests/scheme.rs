@@ -36,6 +36,9 @@ fn a_gang_jobs_ranks_are_launched_then_stopped_and_continued_by_the_strobe() {
         let mut fx = n.tree(ms(0), launch(1, 1, &[(0, 0), (1, 1)], false));
         // The policy placed job 2 in the other row: launched stopped.
         fx.extend(n.tree(ms(0), launch(2, 1, &[(0, 0), (1, 1)], true)));
+        if cgroups {
+            fx.extend(n.on(ms(0), launch_frozen(2, 2)));
+        }
         let mut runs = runnable(&n, &fx, &BTreeSet::new());
         assert_eq!(
             jobs(&runs),
@@ -57,7 +60,17 @@ fn a_gang_jobs_ranks_are_launched_then_stopped_and_continued_by_the_strobe() {
             };
             // The machine manager books what ran: the outgoing job until it is stopped, the
             // incoming one from its thaw.
-            let expected = [(out, false), (JobId(job), true)];
+            // The first reports start with each job's run since its launch (job 2's
+            // stopped at once).
+            let expected = match k {
+                1 => vec![
+                    (out, true),
+                    (out, false),
+                    (JobId(job), false),
+                    (JobId(job), true),
+                ],
+                _ => vec![(out, false), (JobId(job), true)],
+            };
             if cgroups {
                 assert_eq!(runs_reports(&fx), [], "nothing stopped or thawed yet");
                 // The incoming job is thawed once the outgoing one is reported frozen.

@@ -21,6 +21,7 @@ fn two_jobs() -> Node {
     n.cgroups = true;
     n.tree(ms(0), launch(1, 1, &[(0, 0), (1, 1)], false));
     n.tree(ms(0), launch(2, 1, &[(0, 0), (1, 1)], true));
+    n.on(ms(0), launch_frozen(2, 2));
     n.tree(ms(0), strobe(0, 1));
     n
 }
@@ -164,11 +165,12 @@ fn a_late_freeze_is_booked_stopped_when_it_lands_not_at_the_bound() {
     assert_eq!(ops(&fx), [(2, CgroupOp::Thaw)]);
     assert_eq!(
         runs_reports(&fx),
-        [(2, true)],
-        "job 1 still runs into its freeze"
+        [(2, false), (2, true)],
+        "job 1 still runs into its freeze (job 2's first report starts with its launch, \
+         stopped)"
     );
     let fx = n.on(ms(20) + MAX_BOUND + Dur::from_millis(3), frozen(1));
-    assert_eq!(runs_reports(&fx), [(1, false)]);
+    assert_eq!(runs_reports(&fx), [(1, true), (1, false)]);
     // The next switch books job 2 stopped at its freeze and job 1 running at its thaw.
     let at = ms(200);
     assert_eq!(runs_reports(&n.tree(at, strobe(0, 1))), []);

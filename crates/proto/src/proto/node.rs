@@ -361,8 +361,13 @@ pub enum FromNode {
     Monitor { req: u64, monitor: NodeMonitor },
     /// Changes of whether the node lets some process of a job run, in the order they
     /// happened: one message for all the changes an input made (a plan carried out, a batch
-    /// of the watcher's switches), so a gang switch costs no message of its own.
-    Runs { changes: Vec<RunChange> },
+    /// of the watcher's switches), so a gang switch costs no message of its own. `sent_us`:
+    /// the node's clock when it sent them, from which the machine manager learns where the
+    /// node's clock falls on its own (`cosched_mm::clocks`).
+    Runs {
+        sent_us: i64,
+        changes: Vec<RunChange>,
+    },
     /// What the job's record should say of rank `rank` of run `run` although the rank did not
     /// fail (it ran as an MPI world of one): sent before the rank's exit.
     Warning {
@@ -524,14 +529,14 @@ pub struct LastComm {
 /// Whether the node now lets some process of run `run` of `job` run (`runs`) or has stopped
 /// every one of them: under a node scheme that runs jobs the strobe does not list (`local`,
 /// `sb`, `fcs`), and under `gs` from each switch's thaw and completed freeze. Sent when that
-/// changes ([`FromNode::Runs`]); the machine manager's accounting follows it. `ago_us`: how
-/// long before the message the change happened (a node books the switches its watcher's
-/// thread made in batches), so the accounting takes the instant it happened, on no shared
-/// clock.
+/// changes ([`FromNode::Runs`]); the machine manager's accounting follows it. `at_us`: when
+/// the change happened, on the node's clock (µs of its monotonic clock; a node books the
+/// switches its watcher's thread made in batches), which the machine manager places on its
+/// own ([`FromNode::Runs`]'s `sent_us`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunChange {
     pub job: JobId,
     pub run: u32,
     pub runs: bool,
-    pub ago_us: u64,
+    pub at_us: i64,
 }
