@@ -477,7 +477,9 @@ fn node_releases_counted_by_job_are_those_counted_by_node() {
                 shared += p.vms[k]
                     .lanes
                     .iter()
-                    .filter(|l| matches!(l, [Some(a), Some(b)] if a != b && *a != DOWN && *b != DOWN))
+                    .filter(
+                        |l| matches!(l, [Some(a), Some(b)] if a != b && *a != DOWN && *b != DOWN),
+                    )
                     .count();
             }
         }
