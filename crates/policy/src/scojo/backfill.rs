@@ -115,11 +115,8 @@ impl Scojo {
                 (p.profile, p.next)
             }
             None => {
-                let mut releases: Vec<(Time, u32)> = self
-                    .node_releases_iter(k, v)
-                    .map(|(_, end)| (end, 1))
-                    .collect();
-                releases.sort_unstable();
+                let mut releases: Vec<(Time, u32)> = Vec::new();
+                self.release_counts(k, v, &mut releases);
                 let next = releases
                     .iter()
                     .map(|&(t, _)| t)

@@ -121,13 +121,13 @@ impl Scojo {
             None => {
                 let free = vm.free_nodes().count() as u32;
                 // The counts are gathered in a sorted run and the map is built from it at
-                // once, rather than by one search of the map per node.
-                let mut steps: Vec<(Time, u32)> = Vec::with_capacity(vm.lanes.len() + 1);
+                // once, rather than by one search of the map per node. No release is
+                // before `vt`, so the free nodes go first.
+                let mut steps: Vec<(Time, u32)> = Vec::new();
+                self.release_counts(k, vt, &mut steps);
                 if free > 0 {
-                    steps.push((vt, free));
+                    steps.insert(0, (vt, free));
                 }
-                steps.extend(self.node_releases_iter(k, vt).map(|(_, end)| (end, 1)));
-                steps.sort_unstable_by_key(|&(t, _)| t);
                 let up = steps.iter().map(|&(_, n)| n).sum();
                 let free_at: BTreeMap<Time, u32> = steps
                     .chunk_by(|a, b| a.0 == b.0)

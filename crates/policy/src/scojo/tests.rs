@@ -412,3 +412,80 @@ fn a_kept_backfilling_plan_decides_as_a_fresh_one() {
     }
     assert!(reused > 100, "plans kept {reused} times");
 }
+
+/// The node releases counted job by job are those of the node-by-node walk, counted by
+/// time: a random stream of submissions, ends and nodes going down and up on 8 quad-core
+/// nodes, with groups (G-LOMARC-TS, two jobs on one node's lanes) and without, every VM
+/// compared after every decision.
+#[test]
+fn node_releases_counted_by_job_are_those_counted_by_node() {
+    for variant in [Variant::Ssp, Variant::Glts, Variant::Cst] {
+        let mut cfg = PolicyConfig::new(quad(8));
+        for (k, v) in [("short_max", 100), ("medium_max", 1000)] {
+            cfg.options.insert(k.into(), toml::Value::Integer(v));
+        }
+        let mut p = Scojo::new("glomarc", variant, &cfg).unwrap();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rand = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut running: Vec<JobId> = Vec::new();
+        let (mut next_id, mut now) = (1, 0);
+        let (mut shared, mut checked) = (0, 0);
+        for _ in 0..1500 {
+            now += 1 + rand(60) as i64;
+            let t = Time::from_secs(now);
+            if rand(2) == 0 {
+                let procs = 1 + rand(12) as u32;
+                let est = 20 + rand(2500) as i64;
+                submit(&mut p, next_id, now, procs, est);
+                next_id += 1;
+            }
+            if !running.is_empty() && rand(4) == 0 {
+                let id = running.swap_remove(rand(running.len() as u64) as usize);
+                p.observe(t, Event::Ended(id));
+            }
+            match rand(40) {
+                0 => p.observe(t, Event::NodeDown(cosched_core::NodeId(rand(8) as u32))),
+                1 => p.observe(t, Event::NodeUp(cosched_core::NodeId(rand(8) as u32))),
+                _ => {}
+            }
+            let mut out = Vec::new();
+            p.decide(t, &mut out);
+            running.extend(out.iter().filter_map(|d| match d {
+                Decision::Start { job, .. } => Some(*job),
+                _ => None,
+            }));
+            for k in [SHORT, MEDIUM, LONG] {
+                let v = p.vms[k].vnow(t);
+                let mut by_job = Vec::new();
+                p.release_counts(k, v, &mut by_job);
+                let mut times: Vec<Time> = p.node_releases_iter(k, v).map(|(_, e)| e).collect();
+                times.sort_unstable();
+                let mut by_node: Vec<(Time, u32)> = Vec::new();
+                for e in times {
+                    match by_node.last_mut() {
+                        Some(last) if last.0 == e => last.1 += 1,
+                        _ => by_node.push((e, 1)),
+                    }
+                }
+                assert_eq!(by_job, by_node, "{variant:?}, VM {k} at {now} s");
+                checked += by_job.len();
+                shared += p.vms[k]
+                    .lanes
+                    .iter()
+                    .filter(
+                        |l| matches!(l, [Some(a), Some(b)] if a != b && *a != DOWN && *b != DOWN),
+                    )
+                    .count();
+            }
+        }
+        assert!(checked > 1000, "{variant:?}: {checked} release times");
+        if variant != Variant::Ssp {
+            assert!(shared > 0, "{variant:?}: no node shared by two jobs");
+        }
+    }
+}

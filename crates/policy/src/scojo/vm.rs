@@ -188,6 +188,72 @@ impl Scojo {
         v + run_for(j.left(v), j.sl)
     }
 
+    /// When the occupied nodes of VM `k` that are up are next wholly free, as of VM time
+    /// `v`, counted by time: `(time, nodes)` by time ascending, one entry per time, into
+    /// `out`. A node is free at the later of its occupants' expected ends, and no earlier
+    /// than `v` ([`Scojo::node_releases_iter`] node by node). Made job by job: a job's
+    /// expected end is worked out once for all its nodes, and what is sorted is one count
+    /// per job, not one time per node.
+    pub(super) fn release_counts(&self, k: usize, v: Time, out: &mut Vec<(Time, u32)>) {
+        let vm = &self.vms[k];
+        // By id, as `alloc` holds them: a partner's end is found by a binary search.
+        let ends: Vec<(JobId, Time, &Job)> = vm
+            .alloc
+            .iter()
+            .filter_map(|&id| {
+                let j = self.jobs.get(&id)?;
+                Some((id, self.expected_end(j, v).max(v), j))
+            })
+            .collect();
+        out.clear();
+        for &(id, end, j) in &ends {
+            let mut n = 0;
+            for s in &j.seats {
+                let lanes = &vm.lanes[s.node as usize];
+                if lanes.contains(&Some(DOWN)) {
+                    continue;
+                }
+                // A node the job holds both lanes of is counted at its lane-0 seat.
+                if s.lane != 0 && lanes[0] == Some(id) {
+                    continue;
+                }
+                // A node shared with another job goes with the later end (on a tie, the
+                // higher id), so that it is counted once.
+                if let Some(o) = lanes[1 - s.lane as usize]
+                    && o != id
+                    && let Ok(i) = ends.binary_search_by_key(&o, |e| e.0)
+                    && (ends[i].1, o) > (end, id)
+                {
+                    continue;
+                }
+                n += 1;
+            }
+            if n > 0 {
+                out.push((end, n));
+            }
+        }
+        out.sort_unstable_by_key(|&(t, _)| t);
+        out.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 += later.1;
+            }
+            same
+        });
+        if cfg!(debug_assertions) {
+            let mut by_node: Vec<Time> = self.node_releases_iter(k, v).map(|(_, t)| t).collect();
+            by_node.sort_unstable();
+            let mut counted: Vec<(Time, u32)> = Vec::new();
+            for t in by_node {
+                match counted.last_mut() {
+                    Some(last) if last.0 == t => last.1 += 1,
+                    _ => counted.push((t, 1)),
+                }
+            }
+            debug_assert_eq!(*out, counted, "node releases of VM {k} at {v:?}");
+        }
+    }
+
     /// Re-estimates the slowdowns of the jobs on `nodes` of VM `k` after a change there:
     /// as the engine does, a job whose slowdown changes has its work so far added up at the
     /// old one.
