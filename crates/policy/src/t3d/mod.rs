@@ -38,7 +38,6 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
-use std::sync::Arc;
 
 use cosched_core::{Dur, IdHasher, IdMap, JobId, PeSet, Time};
 
@@ -103,11 +102,18 @@ struct Loaded {
     started: bool,
 }
 
-/// The jobs a waiting job of some priority may take PEs from, cheapest first
-/// (`(cost, job, dnd_end, procs)`), and their processors in total.
-#[derive(Debug, Default)]
+/// A job a waiting job may take PEs from: `(cost, job, dnd_end, procs)`. Jobs are unique, so
+/// the order of these is that of `(cost, job)`.
+type Victim = (u64, JobId, Time, u32);
+
+/// The jobs a waiting job of some priority may take PEs from, and their processors in total.
+/// They are taken cheapest first, and most reservations need only the first few of a list of
+/// every loaded job: `list[..sorted]` is sorted and holds the cheapest, the rest is in no
+/// order, and [`Victims::nth`] sorts further only as far as it is asked.
+#[derive(Clone, Debug, Default)]
 struct Victims {
-    list: Vec<(u64, JobId, Time, u32)>,
+    list: Vec<Victim>,
+    sorted: usize,
     procs: u64,
 }
 
@@ -194,7 +200,7 @@ pub struct T3d {
     pass_buffers: (Vec<Option<Option<PassKey>>>, Vec<JobId>),
     /// Victim lists computed at this epoch: every waiting job of one priority that does not
     /// fit in a pass shares one, instead of a walk over every loaded job each.
-    victim_cache: RefCell<Vec<(VictimKey, Arc<Victims>)>>,
+    victim_cache: RefCell<Vec<(VictimKey, Victims)>>,
 }
 
 /// A job's place in a pass: class priority (highest first), since when it waits, id.

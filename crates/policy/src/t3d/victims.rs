@@ -1,21 +1,51 @@
 //! Which PEs a waiting T3D job could get now: open ones, then those of the jobs it may
 //! preempt, cheapest first, or its own PEs again when it must come back where it was.
 
-use std::sync::Arc;
+use std::cell::RefMut;
 
 use cosched_core::{Dur, JobId, PeSet, Time};
 
 use super::pes::Holder;
-use super::{Assignment, Loaded, T3d, Victims, Waiting};
+use super::{Assignment, Loaded, T3d, Victim, Victims, Waiting};
+
+impl Victims {
+    /// The `i`-th cheapest victim (from 0), if there are that many. The sorted prefix grows
+    /// to at least `i + 1` and at least doubles: the cheapest of the rest are selected (in
+    /// linear time) and only they are sorted, so a reservation that needs the first few
+    /// victims of a long list does not sort it all.
+    pub(super) fn nth(&mut self, i: usize) -> Option<Victim> {
+        let len = self.list.len();
+        if i >= len {
+            return None;
+        }
+        if i >= self.sorted {
+            let upto = (i + 1).max(2 * self.sorted).max(16).min(len);
+            let rest = &mut self.list[self.sorted..];
+            let k = upto - self.sorted;
+            if k < rest.len() {
+                rest.select_nth_unstable(k - 1);
+            }
+            rest[..k].sort_unstable();
+            self.sorted = upto;
+            // The prefix is sorted and holds the cheapest: none of the rest is cheaper than
+            // its last.
+            debug_assert!(self.list[..upto].is_sorted());
+            debug_assert!(self.list[upto..].iter().all(|v| *v > self.list[upto - 1]));
+        }
+        Some(self.list[i])
+    }
+}
 
 impl T3d {
-    /// Jobs that `w` may take PEs from, cheapest first: `(cost, job, dnd_end, procs)`.
-    fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> Arc<Victims> {
+    /// Jobs that `w` may take PEs from ([`T3d::victims_of`]).
+    fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> RefMut<'_, Victims> {
         self.victims_of(self.class(w.class).priority, now, first_pass)
     }
 
-    /// Jobs that a waiting job of priority `prio` may take PEs from, cheapest first.
-    pub(super) fn victims_of(&self, prio: u32, now: Time, first_pass: bool) -> Arc<Victims> {
+    /// Jobs that a waiting job of priority `prio` may take PEs from, taken cheapest first
+    /// with [`Victims::nth`]. The list lives in [`T3d::victim_cache`], borrowed until the
+    /// answer is dropped.
+    pub(super) fn victims_of(&self, prio: u32, now: Time, first_pass: bool) -> RefMut<'_, Victims> {
         let key = (self.epoch, now, first_pass, prio);
         let mut cache = self.victim_cache.borrow_mut();
         if cache
@@ -24,8 +54,8 @@ impl T3d {
         {
             cache.clear();
         }
-        if let Some((_, v)) = cache.iter().find(|(k, _)| *k == key) {
-            return v.clone();
+        if let Some(i) = cache.iter().position(|(k, _)| *k == key) {
+            return RefMut::map(cache, |c| &mut c[i].1);
         }
         let may: Vec<bool> = (self.cfg.classes.iter())
             .map(|c| {
@@ -73,12 +103,17 @@ impl T3d {
                 }
             }
         }
-        // Jobs are unique: the order is (cost, job)'s.
-        v.sort_unstable();
+        // Sorted only as far as [`Victims::nth`] is asked.
         let procs = v.iter().map(|v| u64::from(v.3)).sum();
-        let v = Arc::new(Victims { list: v, procs });
-        cache.push((key, v.clone()));
-        v
+        cache.push((
+            key,
+            Victims {
+                list: v,
+                sorted: 0,
+                procs,
+            },
+        ));
+        RefMut::map(cache, |c| &mut c.last_mut().expect("just pushed").1)
     }
 
     /// Free PEs `w` may load on now, if enough: the lowest-numbered ones, or its own PEs when
@@ -105,19 +140,20 @@ impl T3d {
         if open >= need {
             return Some((self.pe.lowest_open(w.req.procs), Vec::new()));
         }
-        let victims = self.victims(w, now, first_pass);
+        let mut victims = self.victims(w, now, first_pass);
         if open as u64 + victims.procs < need as u64 {
             return None; // even every victim would not make room
         }
         let mut chosen = Vec::new();
         let mut have = open;
-        for &(cost, id, dnd_end, procs) in &victims.list {
-            if have >= need {
+        while have < need {
+            let Some(v) = victims.nth(chosen.len()) else {
                 break;
-            }
-            have += procs as usize;
-            chosen.push((cost, id, dnd_end, procs));
+            };
+            have += v.3 as usize;
+            chosen.push(v);
         }
+        drop(victims);
         if have < need {
             return None;
         }
@@ -183,5 +219,41 @@ impl T3d {
             }
         }
         Some((home.clone(), chosen))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Asking for the victims in any order of indices gives each one the fully sorted
+        /// list has at that index.
+        #[test]
+        fn nth_is_the_fully_sorted_lists(
+            costs in proptest::collection::vec((0u64..40, 1u32..9), 0..300),
+            asks in proptest::collection::vec(0usize..320, 1..40),
+        ) {
+            let list: Vec<Victim> = costs
+                .iter()
+                .enumerate()
+                .map(|(j, &(c, p))| (c, JobId(300 - j as u64), Time::from_secs(c as i64), p))
+                .collect();
+            let mut sorted = list.clone();
+            sorted.sort_unstable();
+            let procs = list.iter().map(|v| u64::from(v.3)).sum();
+            let mut v = Victims { list, sorted: 0, procs };
+            for &i in &asks {
+                prop_assert_eq!(v.nth(i), sorted.get(i).copied());
+            }
+            // In order from the start, as a reservation takes them.
+            let mut i = 0;
+            while let Some(x) = v.nth(i) {
+                prop_assert_eq!(x, sorted[i]);
+                i += 1;
+            }
+            prop_assert_eq!(i, sorted.len());
+        }
     }
 }
