@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cosched_core::multicore::mul;
-use cosched_core::{Dur, JobId, Milli, NodeId, PeSet, Time};
+use cosched_core::{Dur, IdMap, JobId, Milli, NodeId, PeSet, Time};
 
 use super::backfill::BackfillPlan;
 use super::{DOWN, FcfsPlan, Job, Scojo, Seat, Space};
@@ -153,8 +153,10 @@ impl Scojo {
     }
 
     /// The slowdown of an allocated job from its seats and its partners' (as the engine
-    /// computes it).
-    pub(super) fn slowdown_of(&self, id: JobId) -> Milli {
+    /// computes it). `busy` holds, per partner already looked at, the nodes where it runs
+    /// processes (sorted): seats do not change while a change is repriced, so a wide job
+    /// beside wide partners reads each partner's seats once, not once per shared node.
+    pub(super) fn slowdown_of(&self, id: JobId, busy: &mut IdMap<Vec<u32>>) -> Milli {
         let j = &self.jobs[&id];
         let vm = &self.vms[j.vm];
         let mut worst: Milli = 1000;
@@ -167,15 +169,30 @@ impl Scojo {
                 continue;
             }
             let own = self.self_sl(j, procs);
-            let partner = vm.lanes[node as usize].iter().flatten().find(|&&o| {
-                o != id
-                    && self
-                        .jobs
-                        .get(&o)
-                        .is_some_and(|x| x.seats.iter().any(|s| s.node == node && s.procs > 0))
-            });
+            let mut partner = None;
+            for &o in vm.lanes[node as usize].iter().flatten() {
+                if o == id {
+                    continue;
+                }
+                let Some(x) = self.jobs.get(&o) else { continue };
+                let nodes = busy.entry(o).or_insert_with(|| {
+                    let mut n: Vec<u32> = x
+                        .seats
+                        .iter()
+                        .filter(|s| s.procs > 0)
+                        .map(|s| s.node)
+                        .collect();
+                    n.sort_unstable();
+                    n.dedup();
+                    n
+                });
+                if nodes.binary_search(&node).is_ok() {
+                    partner = Some(o);
+                    break;
+                }
+            }
             let s = match partner {
-                Some(&p) => mul(own, self.model.cos(id, p)),
+                Some(p) => mul(own, self.model.cos(id, p)),
                 None => own,
             };
             worst = worst.max(s);
@@ -262,11 +279,12 @@ impl Scojo {
         for &n in nodes {
             ids.extend(self.vms[k].lanes[n as usize].iter().flatten().copied());
         }
+        let mut busy = IdMap::default();
         for id in ids {
             if !self.jobs.contains_key(&id) {
                 continue;
             }
-            let sl = self.slowdown_of(id);
+            let sl = self.slowdown_of(id, &mut busy);
             let j = self.jobs.get_mut(&id).expect("known");
             if sl != j.sl {
                 j.done = j.done_at(v);
