@@ -113,6 +113,39 @@ impl Block {
         self.min = self.steps.iter().fold(u32::MAX, |m, s| m.min(s.1));
     }
 
+    /// Brings the most and fewest free up to date after some steps, not all, gained `delta`
+    /// free PEs and now have from `lo` to `hi` free. The untouched steps' extremes are not
+    /// known, but an old extreme that no shifted step held stays where it was; only when a
+    /// shifted step may have held it is the block summarized again. A reservation's edge
+    /// block mostly keeps its most (it lies in the untouched part), so most changes read only
+    /// the steps they shift.
+    fn retally(&mut self, hi: u32, lo: u32, delta: i64) {
+        use std::cmp::Ordering;
+        // What the shifted steps held before.
+        let (old_hi, old_lo) = ((hi as i64 - delta) as u32, (lo as i64 - delta) as u32);
+        match delta.cmp(&0) {
+            Ordering::Equal => {}
+            Ordering::Less => {
+                self.min = self.min.min(lo);
+                if old_hi >= self.max {
+                    self.max = self.steps.iter().fold(0, |m, s| m.max(s.1));
+                }
+            }
+            Ordering::Greater => {
+                self.max = self.max.max(hi);
+                if old_lo <= self.min {
+                    self.min = self.steps.iter().fold(u32::MAX, |m, s| m.min(s.1));
+                }
+            }
+        }
+        #[cfg(debug_assertions)]
+        {
+            let (max, min) = (self.max, self.min);
+            self.summarize();
+            debug_assert_eq!((max, min), (self.max, self.min), "block summary wrong");
+        }
+    }
+
     fn start(&self) -> Time {
         debug_assert_eq!(self.start, self.steps[0].0);
         self.start
@@ -461,14 +494,20 @@ impl Profile {
                 block.min = apply(block.min);
             } else {
                 let mut stop = None;
+                // The most and fewest free of the shifted steps, after the shift.
+                let (mut hi, mut lo) = (0, u32::MAX);
                 for (i, s) in block.steps[p.k..].iter_mut().enumerate() {
                     if s.0 >= end {
                         stop = Some(p.k + i);
                         break;
                     }
                     s.1 = apply(s.1);
+                    hi = hi.max(s.1);
+                    lo = lo.min(s.1);
                 }
-                block.summarize();
+                if lo <= hi {
+                    block.retally(hi, lo, delta);
+                }
                 if let Some(k) = stop {
                     last = Some(Place { b: p.b, k });
                     break;
