@@ -751,6 +751,63 @@ mod tests {
         assert!(checked > 300, "only {checked} searches found a place");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Reservations taken and PEs given back over random spans keep every block's most
+        /// and fewest free equal to its steps' (the summaries a partial shift updates without
+        /// reading the block), and the free counts equal to a flat list changed step by step.
+        #[test]
+        fn block_summaries_follow_random_changes(
+            releases in proptest::collection::vec((1i64..10, 0u32..9), 1..400),
+            ops in proptest::collection::vec((proptest::bool::ANY, 0i64..4000, 1i64..600, 1u32..8), 1..120),
+        ) {
+            let mut p = Profile::default();
+            let mut at = 0;
+            let rel: Vec<(Time, u32)> = releases
+                .iter()
+                .map(|&(gap, n)| {
+                    at += gap;
+                    (t(at), n)
+                })
+                .collect();
+            p.rebuild(t(0), 3, rel.iter().copied());
+            // The flat reference: the free count at every second of the horizon.
+            let horizon = 5_000usize;
+            let mut flat = vec![3i64; horizon];
+            for &(r, n) in &rel {
+                for x in &mut flat[r.as_secs() as usize..] {
+                    *x += n as i64;
+                }
+            }
+            for (take, a, len, procs) in ops {
+                let (a, b) = (a as usize, (a + len) as usize);
+                if take {
+                    let ok = flat[a..b].iter().all(|&x| x >= procs as i64);
+                    proptest::prop_assert_eq!(p.reserve_at(t(a as i64), d(len), procs), ok);
+                    if ok {
+                        flat[a..b].iter_mut().for_each(|x| *x -= procs as i64);
+                    }
+                } else {
+                    p.free(t(a as i64), t(b as i64), procs);
+                    flat[a..b].iter_mut().for_each(|x| *x += procs as i64);
+                }
+                for blk in &p.blocks {
+                    let most = blk.steps.iter().map(|s| s.1).max().unwrap();
+                    let fewest = blk.steps.iter().map(|s| s.1).min().unwrap();
+                    proptest::prop_assert_eq!((blk.max, blk.min), (most, fewest));
+                }
+                let steps = p.steps();
+                let mut i = 0;
+                for (sec, &want) in flat.iter().enumerate() {
+                    while i + 1 < steps.len() && steps[i + 1].0 <= t(sec as i64) {
+                        i += 1;
+                    }
+                    proptest::prop_assert_eq!(steps[i].1 as i64, want, "at {} s", sec);
+                }
+            }
+        }
+    }
+
     #[test]
     fn earlier_places_and_free_runs() {
         let mut p = Profile::default();
