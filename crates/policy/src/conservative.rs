@@ -294,7 +294,10 @@ impl Conservative {
         limit: Time,
     ) -> bool {
         let mut from: Option<Time> = None;
-        for k in known.iter() {
+        // An entry of this very width and length that did not answer: it bounded below
+        // `limit` and had no place before it, so what this search finds supersedes it.
+        let mut same: Option<usize> = None;
+        for (i, k) in known.iter().enumerate() {
             if k.procs >= procs && k.est >= est && k.at.is_some_and(|s| s < limit) {
                 return true;
             }
@@ -304,6 +307,9 @@ impl Conservative {
                     return false;
                 }
                 from = Some(from.map_or(bound, |f| f.max(bound)));
+                if k.procs == procs && k.est == est {
+                    same = Some(i);
+                }
             }
         }
         let at = match from {
@@ -311,12 +317,18 @@ impl Conservative {
             None => profile.earliest_before(procs, est, limit),
         }
         .map(|(s, _)| s);
-        known.push(Known {
+        let found = Known {
             procs,
             est,
             searched: limit,
             at,
-        });
+        };
+        // Replacing keeps the list one entry per width and length: with long queues of jobs
+        // alike, it would otherwise grow with every test, and every test reads all of it.
+        match same {
+            Some(i) => known[i] = found,
+            None => known.push(found),
+        }
         at.is_some()
     }
 

@@ -113,6 +113,39 @@ impl Block {
         self.min = self.steps.iter().fold(u32::MAX, |m, s| m.min(s.1));
     }
 
+    /// Brings the most and fewest free up to date after some steps, not all, gained `delta`
+    /// free PEs and now have from `lo` to `hi` free. The untouched steps' extremes are not
+    /// known, but an old extreme that no shifted step held stays where it was; only when a
+    /// shifted step may have held it is the block summarized again. A reservation's edge
+    /// block mostly keeps its most (it lies in the untouched part), so most changes read only
+    /// the steps they shift.
+    fn retally(&mut self, hi: u32, lo: u32, delta: i64) {
+        use std::cmp::Ordering;
+        // What the shifted steps held before.
+        let (old_hi, old_lo) = ((hi as i64 - delta) as u32, (lo as i64 - delta) as u32);
+        match delta.cmp(&0) {
+            Ordering::Equal => {}
+            Ordering::Less => {
+                self.min = self.min.min(lo);
+                if old_hi >= self.max {
+                    self.max = self.steps.iter().fold(0, |m, s| m.max(s.1));
+                }
+            }
+            Ordering::Greater => {
+                self.max = self.max.max(hi);
+                if old_lo <= self.min {
+                    self.min = self.steps.iter().fold(u32::MAX, |m, s| m.min(s.1));
+                }
+            }
+        }
+        #[cfg(debug_assertions)]
+        {
+            let (max, min) = (self.max, self.min);
+            self.summarize();
+            debug_assert_eq!((max, min), (self.max, self.min), "block summary wrong");
+        }
+    }
+
     fn start(&self) -> Time {
         debug_assert_eq!(self.start, self.steps[0].0);
         self.start
@@ -461,14 +494,20 @@ impl Profile {
                 block.min = apply(block.min);
             } else {
                 let mut stop = None;
+                // The most and fewest free of the shifted steps, after the shift.
+                let (mut hi, mut lo) = (0, u32::MAX);
                 for (i, s) in block.steps[p.k..].iter_mut().enumerate() {
                     if s.0 >= end {
                         stop = Some(p.k + i);
                         break;
                     }
                     s.1 = apply(s.1);
+                    hi = hi.max(s.1);
+                    lo = lo.min(s.1);
                 }
-                block.summarize();
+                if lo <= hi {
+                    block.retally(hi, lo, delta);
+                }
                 if let Some(k) = stop {
                     last = Some(Place { b: p.b, k });
                     break;
@@ -710,6 +749,63 @@ mod tests {
             }
         }
         assert!(checked > 300, "only {checked} searches found a place");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Reservations taken and PEs given back over random spans keep every block's most
+        /// and fewest free equal to its steps' (the summaries a partial shift updates without
+        /// reading the block), and the free counts equal to a flat list changed step by step.
+        #[test]
+        fn block_summaries_follow_random_changes(
+            releases in proptest::collection::vec((1i64..10, 0u32..9), 1..400),
+            ops in proptest::collection::vec((proptest::bool::ANY, 0i64..4000, 1i64..600, 1u32..8), 1..120),
+        ) {
+            let mut p = Profile::default();
+            let mut at = 0;
+            let rel: Vec<(Time, u32)> = releases
+                .iter()
+                .map(|&(gap, n)| {
+                    at += gap;
+                    (t(at), n)
+                })
+                .collect();
+            p.rebuild(t(0), 3, rel.iter().copied());
+            // The flat reference: the free count at every second of the horizon.
+            let horizon = 5_000usize;
+            let mut flat = vec![3i64; horizon];
+            for &(r, n) in &rel {
+                for x in &mut flat[r.as_secs() as usize..] {
+                    *x += n as i64;
+                }
+            }
+            for (take, a, len, procs) in ops {
+                let (a, b) = (a as usize, (a + len) as usize);
+                if take {
+                    let ok = flat[a..b].iter().all(|&x| x >= procs as i64);
+                    proptest::prop_assert_eq!(p.reserve_at(t(a as i64), d(len), procs), ok);
+                    if ok {
+                        flat[a..b].iter_mut().for_each(|x| *x -= procs as i64);
+                    }
+                } else {
+                    p.free(t(a as i64), t(b as i64), procs);
+                    flat[a..b].iter_mut().for_each(|x| *x += procs as i64);
+                }
+                for blk in &p.blocks {
+                    let most = blk.steps.iter().map(|s| s.1).max().unwrap();
+                    let fewest = blk.steps.iter().map(|s| s.1).min().unwrap();
+                    proptest::prop_assert_eq!((blk.max, blk.min), (most, fewest));
+                }
+                let steps = p.steps();
+                let mut i = 0;
+                for (sec, &want) in flat.iter().enumerate() {
+                    while i + 1 < steps.len() && steps[i + 1].0 <= t(sec as i64) {
+                        i += 1;
+                    }
+                    proptest::prop_assert_eq!(steps[i].1 as i64, want, "at {} s", sec);
+                }
+            }
+        }
     }
 
     #[test]
