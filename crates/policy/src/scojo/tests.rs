@@ -352,6 +352,60 @@ fn wall_times_passing_whole_intervals_match_the_slice_by_slice_walk() {
     assert_eq!(checked, 9 * 2 * 400);
 }
 
+/// A random stream of submissions and ends for the randomized tests (xorshift, seeded): each
+/// step moves the clock 1–60 s, submits a job of 1 to `max_procs` processes one step in
+/// `submit_one_in`, and ends one of the started jobs one step in four.
+struct Stream {
+    x: u64,
+    running: Vec<JobId>,
+    next_id: u64,
+    now: i64,
+}
+
+impl Stream {
+    fn new(seed: u64) -> Stream {
+        Stream {
+            x: seed,
+            running: Vec::new(),
+            next_id: 1,
+            now: 0,
+        }
+    }
+
+    fn rand(&mut self, n: u64) -> u64 {
+        self.x ^= self.x << 13;
+        self.x ^= self.x >> 7;
+        self.x ^= self.x << 17;
+        self.x % n
+    }
+
+    /// The next step's submission and end, observed by `p`; returns the step's instant.
+    fn step(&mut self, p: &mut Scojo, submit_one_in: u64, max_procs: u64) -> Time {
+        self.now += 1 + self.rand(60) as i64;
+        let t = Time::from_secs(self.now);
+        if self.rand(submit_one_in) == 0 {
+            let procs = 1 + self.rand(max_procs) as u32;
+            let est = 20 + self.rand(2500) as i64;
+            submit(p, self.next_id, self.now, procs, est);
+            self.next_id += 1;
+        }
+        if !self.running.is_empty() && self.rand(4) == 0 {
+            let k = self.rand(self.running.len() as u64) as usize;
+            p.observe(t, Event::Ended(self.running.swap_remove(k)));
+        }
+        t
+    }
+
+    /// The jobs `decisions` started, which later steps may end.
+    fn started(&mut self, decisions: &[Decision]) {
+        self.running
+            .extend(decisions.iter().filter_map(|d| match d {
+                Decision::Start { job, .. } => Some(*job),
+                _ => None,
+            }));
+    }
+}
+
 /// A backfilling plan kept between decisions decides as a plan made afresh at each one: a
 /// random stream of submissions and ends on 8 quad-core nodes over several intervals, with
 /// every decision made twice from the same state, once with the kept plans and once without.
@@ -362,28 +416,11 @@ fn a_kept_backfilling_plan_decides_as_a_fresh_one() {
         cfg.options.insert(k.into(), toml::Value::Integer(v));
     }
     let mut p = Scojo::new("scojo-pect", Variant::Ssp, &cfg).unwrap();
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut rand = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
-    let mut running: Vec<JobId> = Vec::new();
-    let (mut next_id, mut now, mut reused) = (1, 0, 0);
+    let mut s = Stream::new(0x2545_f491_4f6c_dd1d);
+    let mut reused = 0;
     for _ in 0..2000 {
-        now += 1 + rand(60) as i64;
-        let t = Time::from_secs(now);
-        if rand(3) == 0 {
-            let procs = 1 + rand(24) as u32;
-            let est = 20 + rand(2500) as i64;
-            submit(&mut p, next_id, now, procs, est);
-            next_id += 1;
-        }
-        if !running.is_empty() && rand(4) == 0 {
-            let id = running.swap_remove(rand(running.len() as u64) as usize);
-            p.observe(t, Event::Ended(id));
-        }
+        let t = s.step(&mut p, 3, 24);
+        let now = s.now;
         // Plans kept from an earlier clock of the same VM state, on free nodes: the
         // pass places on them only what was added since.
         reused += p
@@ -405,10 +442,7 @@ fn a_kept_backfilling_plan_decides_as_a_fresh_one() {
         p.decide(t, &mut a);
         fresh.decide(t, &mut b);
         assert_eq!(format!("{a:?}"), format!("{b:?}"), "at {now} s");
-        running.extend(a.iter().filter_map(|d| match d {
-            Decision::Start { job, .. } => Some(*job),
-            _ => None,
-        }));
+        s.started(&a);
     }
     assert!(reused > 100, "plans kept {reused} times");
 }
@@ -425,40 +459,19 @@ fn node_releases_counted_by_job_are_those_counted_by_node() {
             cfg.options.insert(k.into(), toml::Value::Integer(v));
         }
         let mut p = Scojo::new("glomarc", variant, &cfg).unwrap();
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut rand = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
-        let mut running: Vec<JobId> = Vec::new();
-        let (mut next_id, mut now) = (1, 0);
+        let mut s = Stream::new(0x9e37_79b9_7f4a_7c15);
         let (mut shared, mut checked) = (0, 0);
         for _ in 0..1500 {
-            now += 1 + rand(60) as i64;
-            let t = Time::from_secs(now);
-            if rand(2) == 0 {
-                let procs = 1 + rand(12) as u32;
-                let est = 20 + rand(2500) as i64;
-                submit(&mut p, next_id, now, procs, est);
-                next_id += 1;
-            }
-            if !running.is_empty() && rand(4) == 0 {
-                let id = running.swap_remove(rand(running.len() as u64) as usize);
-                p.observe(t, Event::Ended(id));
-            }
-            match rand(40) {
-                0 => p.observe(t, Event::NodeDown(cosched_core::NodeId(rand(8) as u32))),
-                1 => p.observe(t, Event::NodeUp(cosched_core::NodeId(rand(8) as u32))),
+            let t = s.step(&mut p, 2, 12);
+            let now = s.now;
+            match s.rand(40) {
+                0 => p.observe(t, Event::NodeDown(cosched_core::NodeId(s.rand(8) as u32))),
+                1 => p.observe(t, Event::NodeUp(cosched_core::NodeId(s.rand(8) as u32))),
                 _ => {}
             }
             let mut out = Vec::new();
             p.decide(t, &mut out);
-            running.extend(out.iter().filter_map(|d| match d {
-                Decision::Start { job, .. } => Some(*job),
-                _ => None,
-            }));
+            s.started(&out);
             for k in [SHORT, MEDIUM, LONG] {
                 let v = p.vms[k].vnow(t);
                 let mut by_job = Vec::new();
