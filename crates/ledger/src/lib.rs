@@ -562,9 +562,8 @@ impl Ledger {
     /// whatever the policy's phase says: from then on its accounting (start, run time,
     /// suspended time, time limit) follows these reports alone, until it ends or is
     /// requeued. The first report is of the job's first process: no run time is booked
-    /// before it. For drivers whose nodes decide
-    /// themselves when processes run (see the crate documentation); a report about a job
-    /// without processes is ignored.
+    /// before it. For drivers whose nodes decide themselves when processes run (see the
+    /// crate documentation); a report about a job without processes is ignored.
     pub fn report_runs(&mut self, i: Ix, now: Time, runs: bool) {
         let e = &mut self.entries[i];
         if !e.is_live() || !e.launched {

@@ -70,13 +70,8 @@ impl NmCore {
                     // Its run here ends with its last rank, not when the machine manager
                     // reads the exit (under `gs`; the report goes up first).
                     let launched = self.launching.as_ref().is_none_or(|ln| ln.l.job != job);
-                    if launched
-                        && self
-                            .jobs
-                            .get(&job)
-                            .is_some_and(|j| j.ranks.values().all(|r| r.exit.is_some()))
-                    {
-                        self.report_runs(job, false, Dur::ZERO);
+                    if launched && self.jobs.get(&job).is_some_and(NodeJob::all_exited) {
+                        self.report_runs(job, false, now);
                     }
                     self.up(FromNode::Exited { job, run, exit });
                 }

@@ -435,6 +435,11 @@ impl NodeJob {
     pub(super) fn owns_cgroup(&self) -> bool {
         self.cgroup && self.within.is_none()
     }
+
+    /// Every rank it started here has exited.
+    pub(super) fn all_exited(&self) -> bool {
+        !self.ranks.is_empty() && self.ranks.values().all(|r| r.exit.is_some())
+    }
 }
 
 /// Where the node manager stands with the machine manager.
@@ -744,7 +749,7 @@ impl NmCore {
             Input::Frozen { job, launch } => {
                 if let Some(j) = self.jobs.get_mut(&job).filter(|j| j.launch == launch) {
                     j.held.get_or_insert(now);
-                    self.report_runs(job, false, Dur::ZERO);
+                    self.report_runs(job, false, now);
                 }
                 let r = self.gate.frozen(now, job, launch);
                 self.continue_held(r);
@@ -762,7 +767,7 @@ impl NmCore {
                 rank,
                 lib,
             } => self.looked(job, launch, rank, lib),
-            Input::Switched(switches) => self.landed(now, switches),
+            Input::Switched(switches) => self.landed(switches),
             Input::Timer => self.timer(now),
         }
         self.next_launch(now);

@@ -169,26 +169,26 @@ impl NmCore {
     /// Switches the watcher's thread made: each job's run state here, booked at the instants
     /// they landed (stopped from its freeze's write, running from its thaw), and the
     /// switch's timing for `cluster bench gang`.
-    pub(super) fn landed(&mut self, now: Time, switches: Vec<Landed>) {
+    pub(super) fn landed(&mut self, switches: Vec<Landed>) {
         for l in switches {
             let current = |core: &NmCore, (job, launch): Cg| {
                 core.jobs.get(&job).is_some_and(|j| j.launch == launch)
             };
             for &c in &l.outgoing {
                 if current(self, c) {
-                    self.booked(now, c.0, false, l.frozen_written);
+                    self.booked(c.0, false, l.frozen_written);
                 }
             }
             for &c in &l.incoming {
                 if current(self, c) {
-                    self.booked(now, c.0, true, l.thawed);
+                    self.booked(c.0, true, l.thawed);
                 }
             }
             self.gate.landed(&l);
         }
     }
 
-    fn booked(&mut self, now: Time, job: JobId, runs: bool, at: Time) {
+    fn booked(&mut self, job: JobId, runs: bool, at: Time) {
         if let Some(j) = self.jobs.get_mut(&job) {
             j.stopped = !runs;
         }
@@ -196,6 +196,6 @@ impl NmCore {
             self.release_steps(job);
         }
         self.nsched.job_signalled(at, job, !runs);
-        self.report_runs(job, runs, now - at);
+        self.report_runs(job, runs, at);
     }
 }

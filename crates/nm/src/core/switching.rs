@@ -41,7 +41,7 @@ impl NmCore {
             match self.jobs.get(&job) {
                 Some(j) if j.owns_cgroup() => freezing.push((job, j.launch)),
                 // SIGSTOP: stopped once sent, as far as anything here can tell.
-                _ => self.report_runs(job, false, Dur::ZERO),
+                _ => self.report_runs(job, false, self.clock),
             }
             self.signal(job, true);
         }
@@ -72,8 +72,8 @@ impl NmCore {
     /// freeze is reported done, not the slot's bounds, so that a job is not booked as running
     /// while the switch's freeze and thaw are under way, nor as stopped while its freeze has
     /// not landed. The other schemes report from their plans ([`Plan::runs`]).
-    /// `ago`: how long before `now` the change happened.
-    pub(crate) fn report_runs(&mut self, job: JobId, runs: bool, ago: Dur) {
+    /// `at`: when the change happened.
+    pub(crate) fn report_runs(&mut self, job: JobId, runs: bool, at: Time) {
         if self.nsched.scheme() != cosched_node::Scheme::Gs || !self.nsched.manages(job) {
             return;
         }
@@ -83,8 +83,7 @@ impl NmCore {
         // Its run here is its processes' life: a rotation that switches its cgroup before
         // the first rank has started, or a switch booked after the last one exited, says
         // nothing of them.
-        let ended = !j.ranks.is_empty() && j.ranks.values().all(|r| r.exit.is_some());
-        let Some(began) = j.began.filter(|_| !(runs && ended)) else {
+        let Some(began) = j.began.filter(|_| !(runs && j.all_exited())) else {
             return;
         };
         let (run, held) = (j.run, j.held);
@@ -92,18 +91,17 @@ impl NmCore {
         // rank's start (until the launch's freeze landed, for a job launched stopped), which
         // may be long before the node learnt the job is in the matrix.
         if !self.ran.contains_key(&(job, run)) {
-            let at = |t: Time| t.as_micros();
             // (A rank stopped by a signal as it started never ran.)
             let before = (held != Some(began))
-                .then_some((true, at(began)))
+                .then_some((true, began))
                 .into_iter()
-                .chain(held.map(|h| (false, at(h))));
-            for (r, at_us) in before {
+                .chain(held.map(|h| (false, h)));
+            for (r, t) in before {
                 self.runs_up(RunChange {
                     job,
                     run,
                     runs: r,
-                    at_us,
+                    at_us: t.as_micros(),
                 });
             }
             self.ran.insert((job, run), held.is_none());
@@ -114,7 +112,7 @@ impl NmCore {
                 job,
                 run,
                 runs,
-                at_us: (self.clock - ago).as_micros(),
+                at_us: at.as_micros(),
             });
         }
     }
@@ -145,7 +143,7 @@ impl NmCore {
                 }
                 _ => self.signal(job, false),
             }
-            self.report_runs(job, true, Dur::ZERO);
+            self.report_runs(job, true, self.clock);
         }
         for pid in ranks {
             self.push(Effect::Signal {
