@@ -2,10 +2,10 @@
 //! `cosched bsp` job is classified DC and fills the PEs a blocked slot owner leaves; a
 //! fine-grained balanced job stays CS and is never split across slots, nor runnable on a PE
 //! beside the other row's job; under `gs` the strobe keeps every node on the same slot
-//! (sampled process states: never two jobs runnable on one PE, no node lagging a quantum
-//! behind the other). And the machine manager's records under `sb` and `fcs`: a job that
-//! runs and ends outside its row has a start time and only the suspended time the node
-//! applied.
+//! (sampled process states: never two jobs runnable on one PE but after a switch the node
+//! logged late, no node lagging a quantum behind the other). And the machine manager's
+//! records under `sb` and `fcs`: a job that runs and ends outside its row has a start time
+//! and only the suspended time the node applied.
 //!
 //! Built to hold on a loaded 2-core machine: the FCS decisions are taken in CPU time (which a
 //! loaded machine slows but does not distort), the quanta are 200 ms, and a sampled state
@@ -62,6 +62,17 @@ fn ranks(c: &Cluster) -> HashMap<(u64, u32), (u32, String, u32)> {
         }
     }
     out
+}
+
+/// µs of `CLOCK_MONOTONIC`: the node managers' clock, in which their switch logs are kept.
+fn monotonic_us() -> i64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec * 1_000_000 + t.tv_nsec / 1_000
 }
 
 /// The state letter of a process (`R` runnable, `S` sleeping — or frozen —, `T` stopped).
@@ -309,7 +320,9 @@ fn gs_strobe_keeps_every_node_on_the_same_slot() {
             .filter(|&j| (0..4).any(|k| r[&(j, k)].1 == node && state(pid(j, k)) == 'R'))
             .collect()
     };
-    let mut both = 0;
+    // Each confirmed overlap: the PE's node and the instant (µs of CLOCK_MONOTONIC, the node
+    // managers' clock).
+    let mut both: Vec<(String, i64)> = Vec::new();
     let mut lag_since: Option<Instant> = None;
     let mut worst_lag = Duration::ZERO;
     let mut last_sample = Instant::now();
@@ -323,7 +336,7 @@ fn gs_strobe_keeps_every_node_on_the_same_slot() {
             if on(jobs[0]) && on(jobs[1]) {
                 std::thread::sleep(Duration::from_millis(3));
                 if on(jobs[0]) && on(jobs[1]) {
-                    both += 1;
+                    both.push((r[&(jobs[0], k)].1.clone(), monotonic_us()));
                 }
             }
         }
@@ -346,7 +359,42 @@ fn gs_strobe_keeps_every_node_on_the_same_slot() {
         last = Some((n0, n1));
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(both, 0, "two jobs were runnable on one PE");
+    // A switch whose outgoing freeze has not landed at its bound thaws the incoming job all
+    // the same, counted late (docs/daemons.md): a rank starved of a core for that long on a
+    // loaded machine must not hold the other job stopped. That is the one overlap allowed:
+    // on the PE's node, after a late switch's thaw and before the next switch was due.
+    let logs: HashMap<&str, Vec<Value>> = ["n0", "n1"]
+        .into_iter()
+        .map(|n| {
+            let m: Value = serde_json::from_str(&c.ok(&["status", "--node", n, "--json"])).unwrap();
+            (n, m["switches"]["recent"].as_array().unwrap().clone())
+        })
+        .collect();
+    let unexplained: Vec<&(String, i64)> = both
+        .iter()
+        .filter(|(node, at)| {
+            let log = &logs[node.as_str()];
+            !log.iter().enumerate().any(|(i, s)| {
+                let thawed = s["at_us"].as_i64().unwrap() + s["thawed_us"].as_i64().unwrap();
+                let next = log
+                    .get(i + 1)
+                    .map_or(i64::MAX, |n| n["at_us"].as_i64().unwrap());
+                s["frozen_us"].is_null() && thawed <= *at && *at < next
+            })
+        })
+        .collect();
+    let late = |n: &str| logs[n].iter().filter(|s| s["frozen_us"].is_null()).count();
+    eprintln!(
+        "NOTICE: gs_strobe: {} confirmed overlaps; late switches: n0 {}, n1 {}",
+        both.len(),
+        late("n0"),
+        late("n1")
+    );
+    assert!(
+        unexplained.is_empty(),
+        "two jobs were runnable on one PE outside a late switch: {unexplained:?} (of {} overlaps); switches: {logs:?}",
+        both.len()
+    );
     assert!(
         seen_switches >= 4,
         "the jobs should have switched every 200 ms ({seen_switches} changes seen)"
