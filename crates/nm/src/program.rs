@@ -182,11 +182,17 @@ impl Runner {
     /// what should run and does not is thawed once those freezes land (a switch due now).
     /// Under `order` from the next switch on.
     pub fn replace(&mut self, now: Time, program: Program, order: Order) -> Vec<Act> {
-        // A switch in progress: its thaw is dropped, its freezes stand (they are written).
-        if let Phase::Freezing(p) = &self.phase {
-            for c in &p.out {
-                self.thawed.remove(c);
+        // A switch in progress: its thaw is dropped, its freezes stand (they are written). A
+        // handover's thaw is made: it is logged (the core books its runs from the log), its
+        // landing no longer watched, so counted late.
+        match std::mem::replace(&mut self.phase, Phase::Idle { due: None }) {
+            Phase::Freezing(p) => {
+                for c in &p.out {
+                    self.thawed.remove(c);
+                }
             }
+            Phase::Landing(p) => self.landed(now, p, false),
+            Phase::Idle { .. } => {}
         }
         self.program = program;
         self.order = order;
@@ -323,7 +329,8 @@ impl Runner {
         }
     }
 
-    /// A handover's outgoing freezes landed at `now` (`landed`), or not within the bound.
+    /// A handover's outgoing freezes landed at `now` (`landed`), or not within the bound
+    /// (or no longer watched: a new announcement).
     fn landed(&mut self, now: Time, p: Pending, landed: bool) {
         self.done += 1;
         self.late += u64::from(!landed);
@@ -766,6 +773,20 @@ mod tests {
             "{log:?}"
         );
         assert_eq!(r.late, 3);
+        // A new announcement while a handover's freeze is read: the handover is logged, late.
+        let mut m = node(1_500, true);
+        m.written.insert(A, (us(0), false));
+        let (mut q, _) = Runner::new(us(0), alternate(2_000, 2_000), [A].into(), Order::Handover);
+        m.run(&mut q, us(4_100));
+        assert!(q.take_log().is_empty(), "the landing is read still");
+        let acts = q.replace(us(4_100), alternate(2_000, 2_000), Order::Handover);
+        assert!(acts.is_empty(), "job 2's step is in force: {acts:?}");
+        let log = q.take_log();
+        assert!(
+            log.len() == 1 && log[0].due == us(4_000) && log[0].frozen.is_none(),
+            "{log:?}"
+        );
+        assert_eq!(q.late, 1);
         // Job 2 runs from 8 ms; job 1 is idle (and frozen). The wait order from 9.5 ms.
         n.handover = false;
         n.landing = 30;
