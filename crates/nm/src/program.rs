@@ -26,9 +26,11 @@
 //! so the incoming ranks take the cores at once instead of after a read of the freezes
 //! (`benches/idle-handover.c`: a switch every 1 ms loses 3.5–5.2 % of the cores against
 //! 7.5–12 % waiting). Two jobs are never runnable at normal weight together; the outgoing
-//! freezes are still read (from [`LOOK`] after the write on, up to the same bound) to log
-//! when they landed: the handover's exposure, in [`Landed::frozen`]. No lead places it: the
-//! switch is one batch of writes at the instant.
+//! freezes are still read, up to the same bound, to log when they landed: the handover's
+//! exposure, in [`Landed::frozen`]. Nothing waits for those reads, so they are few: from
+//! [`LAST_LOOK`] after the write on, each pause twice the one before (the exposure is known
+//! to within its last pause); looks every 20 µs, as the wait makes them, would wake the
+//! thread on a rank's core some ten times a switch. No lead places the handover: the switch is one batch of writes at the instant.
 //!
 //! Pure: time and what the cgroups read come in as arguments; what to write comes out.
 
@@ -313,13 +315,10 @@ impl Runner {
                     return Vec::new();
                 }
                 let landed = p.out.iter().all(|&c| frozen(c));
-                if !landed && now < p.due.max(p.written) + self.bound(p.due) {
-                    p.pause = if now < p.written + YOUNG {
-                        LOOK
-                    } else {
-                        Dur(p.pause.0 * 2).min(LAST_LOOK)
-                    };
-                    p.look = now + p.pause;
+                let until = p.due.max(p.written) + self.bound(p.due);
+                if !landed && now < until {
+                    p.pause = Dur(p.pause.0 * 2);
+                    p.look = (now + p.pause).min(until);
                     self.phase = Phase::Landing(p);
                     return Vec::new();
                 }
@@ -360,8 +359,8 @@ impl Runner {
         }
         let p = Pending {
             due,
-            look: now + LOOK,
-            pause: LOOK,
+            look: now + LAST_LOOK,
+            pause: LAST_LOOK,
             written: now,
             out,
             inc,
