@@ -281,13 +281,19 @@ impl Cgroups {
         // documentation): a failure here costs speed, not the job.
         let cpu = match &self.cpu {
             Cpu::None(_) => None,
-            Cpu::V2 => Some(dir.clone()),
+            Cpu::V2 => Some(dir.clone()).filter(|d| d.join("cpu.idle").exists()),
             Cpu::V1 { base } => {
                 let d = base.join(&name);
-                std::fs::create_dir(&d).is_ok().then_some(d)
+                match std::fs::create_dir(&d) {
+                    Ok(()) if d.join("cpu.idle").exists() => Some(d),
+                    Ok(()) => {
+                        let _ = std::fs::remove_dir(&d);
+                        None
+                    }
+                    Err(_) => None,
+                }
             }
         };
-        let cpu = cpu.filter(|d| d.join("cpu.idle").exists());
         Ok(JobCgroup {
             dir,
             mem: None,
@@ -828,5 +834,47 @@ mod tests {
         assert_eq!(fnv1a(b""), 0xcbf29ce484222325);
         assert_ne!(fnv1a(b"/a"), fnv1a(b"/b"));
         assert_eq!(sanitize("n0/../x y"), "n0____x_y");
+    }
+
+    /// A job's v1 cpu directory is made beside its cgroup and joined by its ranks; one
+    /// without `cpu.idle` (not a cpu hierarchy) is not kept, and the job has no weight.
+    #[test]
+    fn a_v1_cpu_directory_is_joined_and_one_without_cpu_idle_is_not_kept() {
+        let tmp = std::env::temp_dir().join(format!("cosched-cpu-{}", std::process::id()));
+        let (base, cpu) = (tmp.join("v2"), tmp.join("cpu"));
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::create_dir_all(&cpu).unwrap();
+        let cg = Cgroups {
+            base: base.clone(),
+            instance: 5,
+            memory: Memory::None("a test".into()),
+            cpu: Cpu::V1 { base: cpu.clone() },
+        };
+        let job = cg.create(JobId(3), 1).unwrap();
+        assert!(job.cpu.is_none() && job.idler().is_none() && !job.idle());
+        assert_eq!(std::fs::read_dir(&cpu).unwrap().count(), 0, "nothing left");
+        // With a cpu.idle (a real v1 cpu hierarchy makes one in every directory).
+        let name = job_cgroup_name(JobId(4), 5, 1);
+        let withidle = JobCgroup {
+            dir: base.join(&name),
+            mem: None,
+            cpu: Some(cpu.join(&name)),
+        };
+        std::fs::create_dir_all(withidle.cpu.as_ref().unwrap()).unwrap();
+        std::fs::create_dir_all(&withidle.dir).unwrap();
+        for d in [&withidle.dir, withidle.cpu.as_ref().unwrap()] {
+            std::fs::write(d.join("cgroup.procs"), "").unwrap();
+        }
+        std::fs::write(withidle.cpu.as_ref().unwrap().join("cpu.idle"), "0").unwrap();
+        assert_eq!(
+            withidle.procs_fds().unwrap().len(),
+            2,
+            "the ranks join both"
+        );
+        withidle.idler().unwrap().set(true);
+        assert!(withidle.idle());
+        withidle.idler().unwrap().set(false);
+        assert!(!withidle.idle());
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }
