@@ -331,11 +331,19 @@ fn gs_strobe_keeps_every_node_on_the_same_slot() {
     // Wait for the first switch, so that both jobs have been placed and started.
     std::thread::sleep(Duration::from_millis(500));
     let pid = |j: u64, k: u32| r[&(j, k)].0;
-    // Which job each node runs: the one whose ranks there are runnable ('R').
+    // Which job each node runs: the one whose ranks there are runnable ('R') at normal cpu
+    // weight (an outgoing job handed over stays runnable at idle weight until its freeze
+    // lands, which on a loaded machine can take most of a quantum).
     let runs_on = |node: &str| -> Vec<u64> {
         jobs.iter()
             .copied()
-            .filter(|&j| (0..4).any(|k| r[&(j, k)].1 == node && state(pid(j, k)) == 'R'))
+            .filter(|&j| {
+                (0..4).any(|k| {
+                    r[&(j, k)].1 == node
+                        && state(pid(j, k)) == 'R'
+                        && normal_weight(pid(j, k)) != Some(false)
+                })
+            })
             .collect()
     };
     // Each confirmed overlap: the PE's node and the confirming look's span (µs of

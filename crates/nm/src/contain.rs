@@ -94,11 +94,14 @@ impl Containment {
     /// for tests of it), else process groups.
     /// `instance` tells this node manager's job cgroups from an earlier one's (its
     /// incarnation).
-    pub fn detect(node: &str, workdir: &Path, instance: u64) -> Containment {
+    /// `weigh`: give each job a cpu cgroup for the idle handover (under `gs` only: the other
+    /// schemes stop ranks one by one or run jobs side by side, and a cgroup per job there
+    /// would share the cores by job instead of by process, against their ranks' nice values).
+    pub fn detect(node: &str, workdir: &Path, instance: u64, weigh: bool) -> Containment {
         if std::env::var_os("COSCHED_NO_CGROUPS").is_some_and(|v| v == "1") {
             return Containment::Groups("COSCHED_NO_CGROUPS=1".into());
         }
-        match Cgroups::detect(node, workdir, instance) {
+        match Cgroups::detect(node, workdir, instance, weigh) {
             Ok(c) => Containment::Cgroups(c),
             Err(why) => Containment::Groups(why),
         }
@@ -184,7 +187,7 @@ enum MemDir {
 }
 
 impl Cgroups {
-    fn detect(node: &str, workdir: &Path, instance: u64) -> Result<Cgroups, String> {
+    fn detect(node: &str, workdir: &Path, instance: u64, weigh: bool) -> Result<Cgroups, String> {
         let (mount, root) = cgroup2_mount().ok_or("no cgroup2 file system mounted")?;
         let own = std::fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
@@ -227,7 +230,11 @@ impl Cgroups {
         let _ = std::fs::write(workdir.join(CGROUP_FILE), format!("{}\n", base.display()));
         let leaf = base.file_name().expect("named above").to_owned();
         let memory = memory_controller(&base, &leaf);
-        let cpu = cpu_controller(&base, &leaf);
+        let cpu = if weigh {
+            cpu_controller(&base, &leaf)
+        } else {
+            Cpu::None("the node scheme has no gang rotation".into())
+        };
         Ok(Cgroups {
             base,
             instance,
