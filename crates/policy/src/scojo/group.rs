@@ -21,6 +21,53 @@ pub(super) struct Waiting {
     pub(super) rem: f64,
 }
 
+/// The waiting jobs of a search by work, so that a primary finds those within its reach
+/// ([`glomarc::within_reach`]) without scanning the rest: a candidate with more work than
+/// the primary's plus MAX_MATCHED_LONGER_PRIM is out of reach whatever its nodes.
+pub(super) struct Reach {
+    /// Positions in the pool, by increasing work.
+    by_rem: Vec<usize>,
+}
+
+impl Reach {
+    pub(super) fn new(pool: &[Waiting]) -> Reach {
+        let mut by_rem: Vec<usize> = (0..pool.len()).collect();
+        by_rem.sort_unstable_by(|&a, &b| pool[a].rem.total_cmp(&pool[b].rem).then(a.cmp(&b)));
+        Reach { by_rem }
+    }
+
+    /// The positions in `pool` (the one this was made of) of the jobs `offered` accepts
+    /// that are within `p`'s reach, in queue order: those the scan of the whole pool
+    /// filtered by [`glomarc::within_reach`] and `offered` gives, in its order.
+    pub(super) fn within(
+        &self,
+        pool: &[Waiting],
+        p: &Primary,
+        params: &Params,
+        offered: impl Fn(&Waiting) -> bool,
+    ) -> Vec<usize> {
+        // Work is finite and not negative: the jobs with work up to the bound are a prefix.
+        let bound = p.rem + params.max_longer;
+        let n = self.by_rem.partition_point(|&i| pool[i].rem <= bound);
+        let keep = |i: usize| {
+            let w = &pool[i];
+            offered(w) && glomarc::within_reach(p, params, w.rem, w.nodes)
+        };
+        let mut pos: Vec<usize> = self.by_rem[..n]
+            .iter()
+            .copied()
+            .filter(|&i| keep(i))
+            .collect();
+        pos.sort_unstable();
+        debug_assert_eq!(
+            pos,
+            (0..pool.len()).filter(|&i| keep(i)).collect::<Vec<_>>(),
+            "the jobs within reach against the scan of the pool"
+        );
+        pos
+    }
+}
+
 impl Scojo {
     /// The response time (s, from submission) a job would see running the rest of its
     /// estimate at slowdown `sl` in VM `k` from now.
@@ -185,6 +232,8 @@ impl Scojo {
                 }
             })
             .collect();
+        let reach = Reach::new(&pool);
+        let serial_offered = pool.iter().filter(|w| w.procs == 1).count();
         // Primaries to try: (job, is waiting).
         let mut primaries: Vec<(JobId, bool)> = Vec::new();
         if serial {
@@ -238,15 +287,23 @@ impl Scojo {
             // pre-selection refuses them whatever their slowdowns.
             let params = self.params(exceed);
             let offered_to_p = |w: &Waiting| w.id != p && (!serial || w.procs == 1);
-            let offered = pool.iter().filter(|w| offered_to_p(w)).count();
+            // Every waiting job but a waiting primary itself (which is parallel when the
+            // head is serial, as a running primary always is then).
+            let offered = if serial {
+                serial_offered
+            } else {
+                pool.len() - usize::from(p_waiting)
+            };
+            debug_assert_eq!(offered, pool.iter().filter(|w| offered_to_p(w)).count());
             // In queue order, which is step 2's (their sort key is their queue position),
             // and worked out only as far as group formation reads them.
-            let cands = pool
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| offered_to_p(w))
-                .filter(|(_, w)| glomarc::within_reach(&prim, &params, w.rem, w.nodes))
-                .map(|(pos, w)| self.cand(a, a_self, &self.jobs[&w.id], w.ppn, pos as f64, v));
+            let cands = reach
+                .within(&pool, &prim, &params, offered_to_p)
+                .into_iter()
+                .map(|pos| {
+                    let w = &pool[pos];
+                    self.cand(a, a_self, &self.jobs[&w.id], w.ppn, pos as f64, v)
+                });
             let must = if p == h { None } else { Some(h) };
             // A waiting job is matched at its group PPN, as the pool holds it.
             let waiting_ppn = |id: JobId| self.group_ppn(&self.jobs[&id]);
@@ -441,6 +498,56 @@ impl Scojo {
             x.group = Some(g);
             x.primary = false;
             self.launch(now, k, c.id, seats, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scojo::glomarc::Variant;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The jobs within a primary's reach, found through the index by work, are those
+        /// the scan of the whole pool finds, in queue order.
+        #[test]
+        fn reach_by_work_is_the_scan_of_the_pool(
+            jobs in proptest::collection::vec((0u32..6, 0u32..4000, 1u32..20), 0..60),
+            p_rem in 0u32..4000,
+            p_nodes in 1u32..12,
+            max_longer in 0u32..2000,
+            exceed in 0.0f64..1.0,
+            odd_only in any::<bool>(),
+        ) {
+            let pool: Vec<Waiting> = jobs
+                .iter()
+                .enumerate()
+                .map(|(i, &(procs, rem, nodes))| Waiting {
+                    id: JobId(i as u64),
+                    procs: procs.max(1),
+                    ppn: 1,
+                    nodes,
+                    rem: f64::from(rem) / 4.0,
+                })
+                .collect();
+            let p = Primary { size: p_nodes, ppn: 1, nodes: p_nodes, rem: f64::from(p_rem) / 4.0 };
+            let params = Params {
+                variant: Variant::Glts,
+                max_sl: 1.25,
+                min_gain: 0.45,
+                block_size: 16,
+                exceed,
+                max_longer: f64::from(max_longer),
+            };
+            let offered = |w: &Waiting| !odd_only || w.procs % 2 == 1;
+            let want: Vec<usize> = (0..pool.len())
+                .filter(|&i| {
+                    offered(&pool[i])
+                        && glomarc::within_reach(&p, &params, pool[i].rem, pool[i].nodes)
+                })
+                .collect();
+            prop_assert_eq!(Reach::new(&pool).within(&pool, &p, &params, offered), want);
         }
     }
 }
