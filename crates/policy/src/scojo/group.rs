@@ -21,53 +21,6 @@ pub(super) struct Waiting {
     pub(super) rem: f64,
 }
 
-/// The waiting jobs of a search by work, so that a primary finds those within its reach
-/// ([`glomarc::within_reach`]) without scanning the rest: a candidate with more work than
-/// the primary's plus MAX_MATCHED_LONGER_PRIM is out of reach whatever its nodes.
-pub(super) struct Reach {
-    /// Positions in the pool, by increasing work.
-    by_rem: Vec<usize>,
-}
-
-impl Reach {
-    pub(super) fn new(pool: &[Waiting]) -> Reach {
-        let mut by_rem: Vec<usize> = (0..pool.len()).collect();
-        by_rem.sort_unstable_by(|&a, &b| pool[a].rem.total_cmp(&pool[b].rem).then(a.cmp(&b)));
-        Reach { by_rem }
-    }
-
-    /// The positions in `pool` (the one this was made of) of the jobs `offered` accepts
-    /// that are within `p`'s reach, in queue order: those the scan of the whole pool
-    /// filtered by [`glomarc::within_reach`] and `offered` gives, in its order.
-    pub(super) fn within(
-        &self,
-        pool: &[Waiting],
-        p: &Primary,
-        params: &Params,
-        offered: impl Fn(&Waiting) -> bool,
-    ) -> Vec<usize> {
-        // Work is finite and not negative: the jobs with work up to the bound are a prefix.
-        let bound = p.rem + params.max_longer;
-        let n = self.by_rem.partition_point(|&i| pool[i].rem <= bound);
-        let keep = |i: usize| {
-            let w = &pool[i];
-            offered(w) && glomarc::within_reach(p, params, w.rem, w.nodes)
-        };
-        let mut pos: Vec<usize> = self.by_rem[..n]
-            .iter()
-            .copied()
-            .filter(|&i| keep(i))
-            .collect();
-        pos.sort_unstable();
-        debug_assert_eq!(
-            pos,
-            (0..pool.len()).filter(|&i| keep(i)).collect::<Vec<_>>(),
-            "the jobs within reach against the scan of the pool"
-        );
-        pos
-    }
-}
-
 impl Scojo {
     /// The response time (s, from submission) a job would see running the rest of its
     /// estimate at slowdown `sl` in VM `k` from now.
@@ -132,13 +85,15 @@ impl Scojo {
             .iter()
             .filter_map(|id| self.jobs.get(id).map(|j| (id, j)))
             .filter(|(_, j)| self.is_open(k, j))
-            .map(|(&id, j)| {
-                let r = self.predicted_response(j, k, j.sl, now);
-                (r / j.r_est.max(1.0), id)
-            })
+            .map(|(&id, j)| (self.delay(k, j, now), id))
             .collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         v
+    }
+
+    /// The delay of running job `j` of VM `k`: its predicted response over R_est.
+    fn delay(&self, k: usize, j: &Job, now: Time) -> f64 {
+        self.predicted_response(j, k, j.sl, now) / j.r_est.max(1.0)
     }
 
     /// Whether allocated job `j` of VM `k` can take a partner (see [`Scojo::open_running`]).
@@ -213,7 +168,26 @@ impl Scojo {
             .copied()
             .filter(|id| !self.held.contains(id))
             .collect();
-        let open = self.open_running(k, now);
+        // The open running jobs, by id. Their delays (a predicted response each, the costly
+        // part) are worked out only where their order is read: to pick the running
+        // primaries when there are more open jobs than are tried, and as the sort key of
+        // case 2's candidates that pass pre-selection. With no more open jobs than are
+        // tried, every one is tried and their order is not read: plans are compared by
+        // gain, then id, and the counts of unformed groups add up in any order.
+        let open_ids: Vec<JobId> = vm
+            .alloc
+            .iter()
+            .filter(|id| self.jobs.get(id).is_some_and(|j| self.is_open(k, j)))
+            .copied()
+            .collect();
+        let n_prim = self.cfg.running_prim_num as usize;
+        let running_prims: Vec<JobId> = if open_ids.len() > n_prim {
+            let open = self.open_running(k, now);
+            debug_assert_eq!(open.len(), open_ids.len());
+            open.iter().take(n_prim).map(|&(_, r)| r).collect()
+        } else {
+            open_ids.clone()
+        };
         let serial = head.req.procs == 1;
         let base = OnceCell::new();
         // The waiting jobs as matched candidates: what pre-selection's bounds read of each,
@@ -232,7 +206,6 @@ impl Scojo {
                 }
             })
             .collect();
-        let reach = Reach::new(&pool);
         let serial_offered = pool.iter().filter(|w| w.procs == 1).count();
         // Primaries to try: (job, is waiting).
         let mut primaries: Vec<(JobId, bool)> = Vec::new();
@@ -242,14 +215,14 @@ impl Scojo {
             if let Some(&p) = waiting.iter().find(|id| self.jobs[id].req.procs > 1) {
                 primaries.push((p, true));
             }
-            for &(_, r) in open.iter().take(self.cfg.running_prim_num as usize) {
+            for &r in &running_prims {
                 if self.jobs[&r].req.procs > 1 {
                     primaries.push((r, false));
                 }
             }
         } else {
             primaries.push((h, true));
-            for &(_, r) in open.iter().take(self.cfg.running_prim_num as usize) {
+            for &r in &running_prims {
                 primaries.push((r, false));
             }
         }
@@ -297,13 +270,12 @@ impl Scojo {
             debug_assert_eq!(offered, pool.iter().filter(|w| offered_to_p(w)).count());
             // In queue order, which is step 2's (their sort key is their queue position),
             // and worked out only as far as group formation reads them.
-            let cands = reach
-                .within(&pool, &prim, &params, offered_to_p)
-                .into_iter()
-                .map(|pos| {
-                    let w = &pool[pos];
-                    self.cand(a, a_self, &self.jobs[&w.id], w.ppn, pos as f64, v)
-                });
+            let cands = pool
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| offered_to_p(w))
+                .filter(|(_, w)| glomarc::within_reach(&prim, &params, w.rem, w.nodes))
+                .map(|(pos, w)| self.cand(a, a_self, &self.jobs[&w.id], w.ppn, pos as f64, v));
             let must = if p == h { None } else { Some(h) };
             // A waiting job is matched at its group PPN, as the pool holds it.
             let waiting_ppn = |id: JobId| self.group_ppn(&self.jobs[&id]);
@@ -321,13 +293,22 @@ impl Scojo {
             });
             if p == h && !serial && p_waiting {
                 // Case 2: the head onto running jobs' open lanes.
+                // Only those that pass pre-selection are handed to group formation (which
+                // sorts by key, then leaves out the others): their delays are the keys.
+                let params0 = Params {
+                    exceed: 0.0,
+                    ..self.params(0.0)
+                };
                 let mut rc: Vec<(Cand, u32)> = Vec::new();
-                for &(delay, r) in &open {
+                for &r in &open_ids {
                     let c = &self.jobs[&r];
                     let ppn = c.seats.iter().map(|s| s.procs).max().unwrap_or(1);
-                    let mut cd = self.cand(a, a_self, c, ppn, delay, v);
+                    let mut cd = self.cand(a, a_self, c, ppn, f64::NAN, v);
                     cd.nodes = c.seats.len() as u32;
-                    rc.push((cd, ppn));
+                    if glomarc::preselected(&prim, &params0, &cd) {
+                        cd.key = self.delay(k, c, now);
+                        rc.push((cd, ppn));
+                    }
                 }
                 // The head's processes must all find room: on the running jobs' nodes, the
                 // rest on free nodes.
@@ -335,7 +316,7 @@ impl Scojo {
                 let ppn_of = |cs: &[(Cand, u32)], id: JobId| {
                     cs.iter().find(|x| x.0.id == id).map(|x| x.1).unwrap_or(1)
                 };
-                let with_free = |cs: Vec<(Cand, u32)>, why: &mut Unformed| {
+                let with_free = |cs: Vec<(Cand, u32)>, offered: usize, why: &mut Unformed| {
                     let only: Vec<Cand> = cs.iter().map(|x| x.0).collect();
                     let mut ratio = f64::NAN;
                     let params = Params {
@@ -353,7 +334,7 @@ impl Scojo {
                         ratio = self.fairness_from(&base, k, (p, a_ppn), &with, now, 1.0);
                         ratio <= 1.0
                     });
-                    why.note(only.len(), &g);
+                    why.note(offered, &g);
                     g.ok().map(|g| {
                         let with = g
                             .matched
@@ -363,7 +344,7 @@ impl Scojo {
                         (g, with, ratio)
                     })
                 };
-                if let Some((g, with, ratio)) = with_free(rc, &mut why)
+                if let Some((g, with, ratio)) = with_free(rc, open_ids.len(), &mut why)
                     && before.is_none_or(|b| g.gain > b)
                 {
                     plans.push(Plan {
@@ -498,56 +479,6 @@ impl Scojo {
             x.group = Some(g);
             x.primary = false;
             self.launch(now, k, c.id, seats, out);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scojo::glomarc::Variant;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// The jobs within a primary's reach, found through the index by work, are those
-        /// the scan of the whole pool finds, in queue order.
-        #[test]
-        fn reach_by_work_is_the_scan_of_the_pool(
-            jobs in proptest::collection::vec((0u32..6, 0u32..4000, 1u32..20), 0..60),
-            p_rem in 0u32..4000,
-            p_nodes in 1u32..12,
-            max_longer in 0u32..2000,
-            exceed in 0.0f64..1.0,
-            odd_only in any::<bool>(),
-        ) {
-            let pool: Vec<Waiting> = jobs
-                .iter()
-                .enumerate()
-                .map(|(i, &(procs, rem, nodes))| Waiting {
-                    id: JobId(i as u64),
-                    procs: procs.max(1),
-                    ppn: 1,
-                    nodes,
-                    rem: f64::from(rem) / 4.0,
-                })
-                .collect();
-            let p = Primary { size: p_nodes, ppn: 1, nodes: p_nodes, rem: f64::from(p_rem) / 4.0 };
-            let params = Params {
-                variant: Variant::Glts,
-                max_sl: 1.25,
-                min_gain: 0.45,
-                block_size: 16,
-                exceed,
-                max_longer: f64::from(max_longer),
-            };
-            let offered = |w: &Waiting| !odd_only || w.procs % 2 == 1;
-            let want: Vec<usize> = (0..pool.len())
-                .filter(|&i| {
-                    offered(&pool[i])
-                        && glomarc::within_reach(&p, &params, pool[i].rem, pool[i].nodes)
-                })
-                .collect();
-            prop_assert_eq!(Reach::new(&pool).within(&pool, &p, &params, offered), want);
         }
     }
 }
