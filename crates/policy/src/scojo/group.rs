@@ -310,6 +310,8 @@ impl Scojo {
                         rc.push((cd, ppn));
                     }
                 }
+                // By delay, as the open jobs are ordered: NH keeps the order given.
+                rc.sort_by(|a, b| a.0.key.total_cmp(&b.0.key).then(a.0.id.cmp(&b.0.id)));
                 // The head's processes must all find room: on the running jobs' nodes, the
                 // rest on free nodes.
                 let before = best.as_ref().map(|b| b.0.gain);
