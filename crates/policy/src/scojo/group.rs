@@ -91,6 +91,55 @@ impl Scojo {
         v
     }
 
+    /// The first `n` of [`Scojo::open_running`] (of the open jobs `open`), with the delays
+    /// of only as many jobs as that needs. VM `k`'s clock runs at most as fast as the wall
+    /// clock, so a job's predicted end is no earlier than now plus the rest of its run at
+    /// its slowdown: that bound on its delay costs no walk of the slice timeline. Jobs are
+    /// taken by increasing bound and their delays worked out until `n` are known of which
+    /// the last (by delay, then id) is below the next bound: no job left can come before it.
+    fn least_delayed(&self, k: usize, now: Time, open: &[JobId], n: usize) -> Vec<JobId> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let v = self.vms[k].vnow(now);
+        let by = |a: &(f64, JobId), b: &(f64, JobId)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        let mut bounds: Vec<(f64, JobId)> = open
+            .iter()
+            .map(|&id| {
+                let j = &self.jobs[&id];
+                let end = now + run_for(j.left(v), j.sl);
+                ((end - j.req.submit).as_secs_f64() / j.r_est.max(1.0), id)
+            })
+            .collect();
+        bounds.sort_by(by);
+        let mut known: Vec<(f64, JobId)> = Vec::with_capacity(n + 1);
+        for &(bound, id) in &bounds {
+            if known.len() >= n {
+                known.sort_by(by);
+                known.truncate(n);
+                if known[n - 1].0.total_cmp(&bound).is_lt() {
+                    break;
+                }
+            }
+            let d = self.delay(k, &self.jobs[&id], now);
+            debug_assert!(bound <= d, "a delay below its bound: {d} < {bound}");
+            known.push((d, id));
+        }
+        known.sort_by(by);
+        known.truncate(n);
+        let first: Vec<JobId> = known.into_iter().map(|(_, id)| id).collect();
+        debug_assert_eq!(
+            first,
+            self.open_running(k, now)
+                .iter()
+                .take(n)
+                .map(|&(_, id)| id)
+                .collect::<Vec<_>>(),
+            "the least delayed open jobs against all delays sorted"
+        );
+        first
+    }
+
     /// The delay of running job `j` of VM `k`: its predicted response over R_est.
     fn delay(&self, k: usize, j: &Job, now: Time) -> f64 {
         self.predicted_response(j, k, j.sl, now) / j.r_est.max(1.0)
@@ -182,9 +231,7 @@ impl Scojo {
             .collect();
         let n_prim = self.cfg.running_prim_num as usize;
         let running_prims: Vec<JobId> = if open_ids.len() > n_prim {
-            let open = self.open_running(k, now);
-            debug_assert_eq!(open.len(), open_ids.len());
-            open.iter().take(n_prim).map(|&(_, r)| r).collect()
+            self.least_delayed(k, now, &open_ids, n_prim)
         } else {
             open_ids.clone()
         };
