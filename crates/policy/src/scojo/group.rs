@@ -308,7 +308,7 @@ impl Scojo {
             let params = self.params(exceed);
             let offered_to_p = |w: &Waiting| w.id != p && (!serial || w.procs == 1);
             // Every waiting job but a waiting primary itself (which is parallel when the
-            // head is serial, as a running primary always is then).
+            // head is serial, as is every running primary tried then).
             let offered = if serial {
                 serial_offered
             } else {
