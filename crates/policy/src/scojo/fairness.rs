@@ -12,75 +12,59 @@ use super::{DOWN, Scojo, Space};
 use crate::profile::Profile;
 
 /// What the fairness check of one search reads of a VM ([`Scojo::fair_base`]): the VM
-/// clock, when each occupied node that is up is released (VM time, by increasing node, and
-/// the same times sorted), the free nodes, the profile of whole nodes these make, and the
-/// waiting jobs it places (queue order, held jobs left out) with their nodes and estimates
-/// under space sharing.
+/// clock, when the occupied nodes that are up are released (VM time), counted by time
+/// ascending ([`Scojo::release_counts`]), the free nodes, the profile of whole nodes these
+/// make, and the waiting jobs it places (queue order, held jobs left out) with their nodes
+/// and estimates under space sharing.
 pub(super) struct FairBase {
     pub(super) v: Time,
-    pub(super) rel: Vec<(u32, Time)>,
-    pub(super) times: Vec<Time>,
+    pub(super) counts: Vec<(Time, u32)>,
     pub(super) free: u32,
     pub(super) profile: Profile,
     pub(super) waiting: Vec<(JobId, u32, Dur)>,
 }
 
 impl FairBase {
-    /// The node releases once a group holds the `touched` nodes until `end` and takes
+    /// The node releases once a group holds its touched nodes until `end` and takes
     /// `taken` free nodes until then, as the steps of a profile of whole nodes in time
-    /// order: each touched node is released at the later of its release and `end`, and
-    /// each taken node at `end`. Made from the sorted releases without sorting again: a
-    /// touched node released before `end` leaves its place in the sorted times and joins
-    /// the taken nodes at `end`; the profile counts the nodes released at each time, so
-    /// where among equal times they stand does not matter.
-    fn releases_with_group(
-        &self,
-        touched: &BTreeSet<u32>,
-        end: Time,
-        taken: u32,
-    ) -> impl Iterator<Item = (Time, u32)> {
-        let mut moved: Vec<Time> = touched
-            .iter()
-            .filter_map(|n| self.rel.binary_search_by_key(n, |&(m, _)| m).ok())
-            .map(|i| self.rel[i].1)
-            .filter(|&e| e < end)
-            .collect();
-        moved.sort_unstable();
+    /// order. `moved` holds, sorted, the releases of the touched nodes released before
+    /// `end` (each is one of the counted releases): those nodes leave their time and join
+    /// the taken ones at `end`; touched nodes released at or after `end` keep theirs. Made
+    /// from the counts in one merge, without sorting every node's release again.
+    fn releases_with_group(&self, moved: &[Time], end: Time, taken: u32) -> Vec<(Time, u32)> {
         let at_end = moved.len() as u32 + taken;
-        let mut moved = moved.into_iter().peekable();
-        let mut steps: Vec<(Time, u32)> = Vec::with_capacity(self.times.len() + 1);
+        let mut moved = moved.iter().peekable();
+        let mut steps: Vec<(Time, u32)> = Vec::with_capacity(self.counts.len() + 1);
         let mut placed = at_end == 0;
-        for &t in &self.times {
-            // Both sorted, and every moved time is one of the times: the next moved time is
-            // never below `t`.
-            if moved.peek() == Some(&t) {
-                moved.next();
-                continue;
+        for &(t, n) in &self.counts {
+            // Both sorted, and every moved time is one of the counted times: the next moved
+            // time is never below `t`.
+            let mut left = n;
+            while moved.next_if(|&&m| m == t).is_some() {
+                left -= 1;
             }
             if !placed && t > end {
                 steps.push((end, at_end));
                 placed = true;
             }
-            steps.push((t, 1));
+            if left > 0 {
+                steps.push((t, left));
+            }
         }
+        debug_assert!(
+            moved.next().is_none(),
+            "a moved release not among the counts"
+        );
         if !placed {
             steps.push((end, at_end));
         }
-        steps.into_iter()
+        steps
     }
 }
 
 impl Scojo {
     /// When each node of VM `k` is next wholly free (VM time), for the occupied nodes that
-    /// are up, and the free nodes.
-    pub(super) fn node_releases(&self, k: usize, v: Time) -> (Vec<(u32, Time)>, Vec<u32>) {
-        (
-            self.node_releases_iter(k, v).collect(),
-            self.vms[k].free_nodes().collect(),
-        )
-    }
-
-    /// The releases of [`Scojo::node_releases`], by increasing node.
+    /// are up, by increasing node.
     pub(super) fn node_releases_iter(
         &self,
         k: usize,
@@ -102,15 +86,33 @@ impl Scojo {
             })
     }
 
+    /// When node `n` of VM `k` is next wholly free (VM time), if it is occupied and up: the
+    /// entry of [`Scojo::node_releases_iter`] for that node alone.
+    fn node_release(&self, k: usize, n: u32, v: Time) -> Option<Time> {
+        let l = &self.vms[k].lanes[n as usize];
+        if (l[0].is_none() && l[1].is_none()) || l.contains(&Some(DOWN)) {
+            return None;
+        }
+        Some(
+            l.iter()
+                .flatten()
+                .filter_map(|id| self.jobs.get(id))
+                .map(|j| self.expected_end(j, v))
+                .fold(v, Time::max),
+        )
+    }
+
     /// What the fairness check reads of VM `k` and no candidate group changes, gathered
     /// once for every group a search weighs.
     pub(super) fn fair_base(&self, k: usize, now: Time) -> FairBase {
         let v = self.vms[k].vnow(now);
-        let (rel, free) = self.node_releases(k, v);
-        let mut times: Vec<Time> = rel.iter().map(|&(_, e)| e).collect();
-        times.sort_unstable();
+        // Counted job by job, not node by node: a job's expected end is worked out once
+        // (debug builds check the counts against the node walk).
+        let mut counts = Vec::new();
+        self.release_counts(k, v, &mut counts);
+        let free = self.vms[k].free_nodes().count() as u32;
         let mut profile = Profile::default();
-        profile.rebuild(v, free.len() as u32, times.iter().map(|&t| (t, 1)));
+        profile.rebuild(v, free, counts.iter().copied());
         let waiting = self.vms[k]
             .queue
             .iter()
@@ -122,9 +124,8 @@ impl Scojo {
             .collect();
         FairBase {
             v,
-            rel,
-            times,
-            free: free.len() as u32,
+            counts,
+            free,
             profile,
             waiting,
         }
@@ -225,11 +226,17 @@ impl Scojo {
         };
         let taken = taken.min(base.free);
         let mut before = base.profile.clone();
+        let mut moved: Vec<Time> = touched
+            .iter()
+            .filter_map(|&n| self.node_release(k, n, v))
+            .filter(|&e| e < end)
+            .collect();
+        moved.sort_unstable();
         let mut after = Profile::default();
         after.rebuild(
             v,
             base.free - taken,
-            base.releases_with_group(&touched, end, taken),
+            base.releases_with_group(&moved, end, taken).into_iter(),
         );
         for &(id, nodes, dur) in &base.waiting {
             if members.contains(&id) {
@@ -266,7 +273,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// The releases with a group, made from the sorted releases, are those of every
+        /// The releases with a group, made from the counted releases, are those of every
         /// node with the touched ones moved to the group's end and the taken ones added,
         /// sorted afresh: the same times, in time order.
         #[test]
@@ -281,23 +288,38 @@ mod tests {
             let end = at(end);
             let mut times: Vec<Time> = rel.iter().map(|&(_, e)| e).collect();
             times.sort_unstable();
+            let mut counts: Vec<(Time, u32)> = Vec::new();
+            for t in times {
+                match counts.last_mut() {
+                    Some(last) if last.0 == t => last.1 += 1,
+                    _ => counts.push((t, 1)),
+                }
+            }
             let base = FairBase {
                 v: Time::ZERO,
-                rel: rel.clone(),
-                times,
+                counts,
                 free: taken,
                 profile: Profile::default(),
                 waiting: Vec::new(),
             };
+            let mut moved: Vec<Time> = rel
+                .iter()
+                .filter(|&&(n, e)| touched.contains(&n) && e < end)
+                .map(|&(_, e)| e)
+                .collect();
+            moved.sort_unstable();
             let mut want: Vec<Time> = rel
                 .iter()
                 .map(|&(n, e)| if touched.contains(&n) { e.max(end) } else { e })
                 .chain(std::iter::repeat_n(end, taken as usize))
                 .collect();
             want.sort_unstable();
-            let got: Vec<Time> = base
-                .releases_with_group(&touched, end, taken)
-                .flat_map(|(t, n)| std::iter::repeat_n(t, n as usize))
+            let steps = base.releases_with_group(&moved, end, taken);
+            prop_assert!(steps.windows(2).all(|w| w[0].0 <= w[1].0), "steps in time order");
+            prop_assert!(steps.iter().all(|&(_, n)| n > 0), "no empty step");
+            let got: Vec<Time> = steps
+                .iter()
+                .flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize))
                 .collect();
             prop_assert_eq!(got, want);
         }

@@ -176,6 +176,15 @@ pub fn within_reach(p: &Primary, params: &Params, rem: f64, nodes: u32) -> bool 
     rem <= p.rem + params.max_longer && nodes <= node_limit(p, params)
 }
 
+/// Step 1's pre-selection of candidate `c` beside primary `p`: both slowdowns within
+/// MAX_SL, and within reach. Its sort key is not read: a caller may filter candidates
+/// before working out their keys.
+pub fn preselected(p: &Primary, params: &Params, c: &Cand) -> bool {
+    c.pre_sl <= params.max_sl
+        && c.pre_sl_prim <= params.max_sl
+        && within_reach(p, params, c.rem, c.nodes)
+}
+
 /// The most nodes a group's matched jobs may take: the primary's, widened by
 /// MATCHED_EXCEED_PRIM.
 fn node_limit(p: &Primary, params: &Params) -> u32 {
@@ -220,11 +229,7 @@ pub fn form_ordered(
     let window = p.nodes;
     let limit = node_limit(p, params);
     // 1. Pre-selection.
-    let mut c = cands.filter(|c| {
-        c.pre_sl <= params.max_sl
-            && c.pre_sl_prim <= params.max_sl
-            && within_reach(p, params, c.rem, c.nodes)
-    });
+    let mut c = cands.filter(|c| preselected(p, params, c));
     let v = params.variant;
     // 3. Blocks, each sorted by decreasing runtime (NH: one block of every candidate).
     let bs = if v == Variant::Nh {

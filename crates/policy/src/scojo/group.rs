@@ -85,13 +85,64 @@ impl Scojo {
             .iter()
             .filter_map(|id| self.jobs.get(id).map(|j| (id, j)))
             .filter(|(_, j)| self.is_open(k, j))
-            .map(|(&id, j)| {
-                let r = self.predicted_response(j, k, j.sl, now);
-                (r / j.r_est.max(1.0), id)
-            })
+            .map(|(&id, j)| (self.delay(k, j, now), id))
             .collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         v
+    }
+
+    /// The first `n` of [`Scojo::open_running`] (of the open jobs `open`), with the delays
+    /// of only as many jobs as that needs. VM `k`'s clock runs at most as fast as the wall
+    /// clock, so a job's predicted end is no earlier than now plus the rest of its run at
+    /// its slowdown: that bound on its delay costs no walk of the slice timeline. Jobs are
+    /// taken by increasing bound and their delays worked out until `n` are known of which
+    /// the last (by delay, then id) is below the next bound: no job left can come before it.
+    fn least_delayed(&self, k: usize, now: Time, open: &[JobId], n: usize) -> Vec<JobId> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let v = self.vms[k].vnow(now);
+        let by = |a: &(f64, JobId), b: &(f64, JobId)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        let mut bounds: Vec<(f64, JobId)> = open
+            .iter()
+            .map(|&id| {
+                let j = &self.jobs[&id];
+                let end = now + run_for(j.left(v), j.sl);
+                ((end - j.req.submit).as_secs_f64() / j.r_est.max(1.0), id)
+            })
+            .collect();
+        bounds.sort_by(by);
+        let mut known: Vec<(f64, JobId)> = Vec::with_capacity(n + 1);
+        for &(bound, id) in &bounds {
+            if known.len() >= n {
+                known.sort_by(by);
+                known.truncate(n);
+                if known[n - 1].0.total_cmp(&bound).is_lt() {
+                    break;
+                }
+            }
+            let d = self.delay(k, &self.jobs[&id], now);
+            debug_assert!(bound <= d, "a delay below its bound: {d} < {bound}");
+            known.push((d, id));
+        }
+        known.sort_by(by);
+        known.truncate(n);
+        let first: Vec<JobId> = known.into_iter().map(|(_, id)| id).collect();
+        debug_assert_eq!(
+            first,
+            self.open_running(k, now)
+                .iter()
+                .take(n)
+                .map(|&(_, id)| id)
+                .collect::<Vec<_>>(),
+            "the least delayed open jobs against all delays sorted"
+        );
+        first
+    }
+
+    /// The delay of running job `j` of VM `k`: its predicted response over R_est.
+    fn delay(&self, k: usize, j: &Job, now: Time) -> f64 {
+        self.predicted_response(j, k, j.sl, now) / j.r_est.max(1.0)
     }
 
     /// Whether allocated job `j` of VM `k` can take a partner (see [`Scojo::open_running`]).
@@ -166,7 +217,24 @@ impl Scojo {
             .copied()
             .filter(|id| !self.held.contains(id))
             .collect();
-        let open = self.open_running(k, now);
+        // The open running jobs, by id. Their delays (a predicted response each, the costly
+        // part) are worked out only where their order is read: to pick the running
+        // primaries when there are more open jobs than are tried, and as the sort key of
+        // case 2's candidates that pass pre-selection. With no more open jobs than are
+        // tried, every one is tried and their order is not read: plans are compared by
+        // gain, then id, and the counts of unformed groups add up in any order.
+        let open_ids: Vec<JobId> = vm
+            .alloc
+            .iter()
+            .filter(|id| self.jobs.get(id).is_some_and(|j| self.is_open(k, j)))
+            .copied()
+            .collect();
+        let n_prim = self.cfg.running_prim_num as usize;
+        let running_prims: Vec<JobId> = if open_ids.len() > n_prim {
+            self.least_delayed(k, now, &open_ids, n_prim)
+        } else {
+            open_ids.clone()
+        };
         let serial = head.req.procs == 1;
         let base = OnceCell::new();
         // The waiting jobs as matched candidates: what pre-selection's bounds read of each,
@@ -185,6 +253,7 @@ impl Scojo {
                 }
             })
             .collect();
+        let serial_offered = pool.iter().filter(|w| w.procs == 1).count();
         // Primaries to try: (job, is waiting).
         let mut primaries: Vec<(JobId, bool)> = Vec::new();
         if serial {
@@ -193,14 +262,14 @@ impl Scojo {
             if let Some(&p) = waiting.iter().find(|id| self.jobs[id].req.procs > 1) {
                 primaries.push((p, true));
             }
-            for &(_, r) in open.iter().take(self.cfg.running_prim_num as usize) {
+            for &r in &running_prims {
                 if self.jobs[&r].req.procs > 1 {
                     primaries.push((r, false));
                 }
             }
         } else {
             primaries.push((h, true));
-            for &(_, r) in open.iter().take(self.cfg.running_prim_num as usize) {
+            for &r in &running_prims {
                 primaries.push((r, false));
             }
         }
@@ -238,7 +307,14 @@ impl Scojo {
             // pre-selection refuses them whatever their slowdowns.
             let params = self.params(exceed);
             let offered_to_p = |w: &Waiting| w.id != p && (!serial || w.procs == 1);
-            let offered = pool.iter().filter(|w| offered_to_p(w)).count();
+            // Every waiting job but a waiting primary itself (which is parallel when the
+            // head is serial, as is every running primary tried then).
+            let offered = if serial {
+                serial_offered
+            } else {
+                pool.len() - usize::from(p_waiting)
+            };
+            debug_assert_eq!(offered, pool.iter().filter(|w| offered_to_p(w)).count());
             // In queue order, which is step 2's (their sort key is their queue position),
             // and worked out only as far as group formation reads them.
             let cands = pool
@@ -264,21 +340,32 @@ impl Scojo {
             });
             if p == h && !serial && p_waiting {
                 // Case 2: the head onto running jobs' open lanes.
+                // Only those that pass pre-selection are handed to group formation (which
+                // sorts by key, then leaves out the others): their delays are the keys.
+                let params0 = Params {
+                    exceed: 0.0,
+                    ..self.params(0.0)
+                };
                 let mut rc: Vec<(Cand, u32)> = Vec::new();
-                for &(delay, r) in &open {
+                for &r in &open_ids {
                     let c = &self.jobs[&r];
                     let ppn = c.seats.iter().map(|s| s.procs).max().unwrap_or(1);
-                    let mut cd = self.cand(a, a_self, c, ppn, delay, v);
+                    let mut cd = self.cand(a, a_self, c, ppn, f64::NAN, v);
                     cd.nodes = c.seats.len() as u32;
-                    rc.push((cd, ppn));
+                    if glomarc::preselected(&prim, &params0, &cd) {
+                        cd.key = self.delay(k, c, now);
+                        rc.push((cd, ppn));
+                    }
                 }
+                // By delay, as the open jobs are ordered: NH keeps the order given.
+                rc.sort_by(|a, b| a.0.key.total_cmp(&b.0.key).then(a.0.id.cmp(&b.0.id)));
                 // The head's processes must all find room: on the running jobs' nodes, the
                 // rest on free nodes.
                 let before = best.as_ref().map(|b| b.0.gain);
                 let ppn_of = |cs: &[(Cand, u32)], id: JobId| {
                     cs.iter().find(|x| x.0.id == id).map(|x| x.1).unwrap_or(1)
                 };
-                let with_free = |cs: Vec<(Cand, u32)>, why: &mut Unformed| {
+                let with_free = |cs: Vec<(Cand, u32)>, offered: usize, why: &mut Unformed| {
                     let only: Vec<Cand> = cs.iter().map(|x| x.0).collect();
                     let mut ratio = f64::NAN;
                     let params = Params {
@@ -296,7 +383,7 @@ impl Scojo {
                         ratio = self.fairness_from(&base, k, (p, a_ppn), &with, now, 1.0);
                         ratio <= 1.0
                     });
-                    why.note(only.len(), &g);
+                    why.note(offered, &g);
                     g.ok().map(|g| {
                         let with = g
                             .matched
@@ -306,7 +393,7 @@ impl Scojo {
                         (g, with, ratio)
                     })
                 };
-                if let Some((g, with, ratio)) = with_free(rc, &mut why)
+                if let Some((g, with, ratio)) = with_free(rc, open_ids.len(), &mut why)
                     && before.is_none_or(|b| g.gain > b)
                 {
                     plans.push(Plan {
