@@ -177,7 +177,6 @@ impl Gate {
             thawed_us: us(l.thawed),
             outgoing: l.outgoing.iter().map(|&(j, _)| j).collect(),
             incoming: l.incoming.iter().map(|&(j, _)| j).collect(),
-            handover: l.handover,
         });
     }
 
@@ -209,7 +208,6 @@ impl Gate {
                 thawed_us: us(now),
                 outgoing: p.outgoing,
                 incoming: p.incoming,
-                handover: false,
             });
         }
         let r = std::mem::take(&mut self.held);
