@@ -83,6 +83,24 @@ fn state(pid: u32) -> char {
         .unwrap_or('?')
 }
 
+/// Whether the process runs at normal cpu weight: its cpu cgroup's `cpu.idle` reads 0
+/// (`None`: it has none, or it is gone). The cgroup is the v2 one, or the v1 cpu one on a
+/// hybrid host, as `/proc/<pid>/cgroup` names them.
+fn normal_weight(pid: u32) -> Option<bool> {
+    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let dir = cg.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+        if ctl.split(',').any(|c| c == "cpu") {
+            Some(format!("/sys/fs/cgroup/cpu{path}"))
+        } else {
+            None
+        }
+    })?;
+    let idle = std::fs::read_to_string(format!("{dir}/cpu.idle")).ok()?;
+    Some(idle.trim() == "0")
+}
+
 /// Waits until the job's `n` ranks are all there.
 fn wait_ranks(c: &Cluster, job: u64, n: u32) -> Vec<u32> {
     c.until(30, &format!("the {n} ranks of job {job}"), || {
@@ -313,16 +331,26 @@ fn gs_strobe_keeps_every_node_on_the_same_slot() {
     // Wait for the first switch, so that both jobs have been placed and started.
     std::thread::sleep(Duration::from_millis(500));
     let pid = |j: u64, k: u32| r[&(j, k)].0;
-    // Which job each node runs: the one whose ranks there are runnable ('R').
+    // Which job each node runs: the one whose ranks there are runnable ('R') at normal cpu
+    // weight (an outgoing job handed over stays runnable at idle weight until its freeze
+    // lands, which on a loaded machine can take most of a quantum).
     let runs_on = |node: &str| -> Vec<u64> {
         jobs.iter()
             .copied()
-            .filter(|&j| (0..4).any(|k| r[&(j, k)].1 == node && state(pid(j, k)) == 'R'))
+            .filter(|&j| {
+                (0..4).any(|k| {
+                    r[&(j, k)].1 == node
+                        && state(pid(j, k)) == 'R'
+                        && normal_weight(pid(j, k)) != Some(false)
+                })
+            })
             .collect()
     };
-    // Each confirmed overlap: the PE's node and the instant (µs of CLOCK_MONOTONIC, the node
-    // managers' clock).
-    let mut both: Vec<(String, i64)> = Vec::new();
+    // Each confirmed overlap: the PE's node and the confirming look's span (µs of
+    // CLOCK_MONOTONIC, the node managers' clock); and each one in which both ranks read at
+    // normal cpu weight as well.
+    let mut both: Vec<(String, i64, i64)> = Vec::new();
+    let mut both_normal: Vec<(String, u32)> = Vec::new();
     let mut lag_since: Option<Instant> = None;
     let mut worst_lag = Duration::ZERO;
     let mut last_sample = Instant::now();
@@ -335,8 +363,14 @@ fn gs_strobe_keeps_every_node_on_the_same_slot() {
             let on = |j: u64| state(pid(j, k)) == 'R';
             if on(jobs[0]) && on(jobs[1]) {
                 std::thread::sleep(Duration::from_millis(3));
+                let from = monotonic_us();
                 if on(jobs[0]) && on(jobs[1]) {
-                    both.push((r[&(jobs[0], k)].1.clone(), monotonic_us()));
+                    let node = r[&(jobs[0], k)].1.clone();
+                    both.push((node.clone(), from, monotonic_us()));
+                    let normal = |j: u64| normal_weight(pid(j, k)) == Some(true);
+                    if normal(jobs[0]) && normal(jobs[1]) && on(jobs[0]) && on(jobs[1]) {
+                        both_normal.push((node, k));
+                    }
                 }
             }
         }
@@ -361,8 +395,14 @@ fn gs_strobe_keeps_every_node_on_the_same_slot() {
     }
     // A switch whose outgoing freeze has not landed at its bound thaws the incoming job all
     // the same, counted late (docs/daemons.md): a rank starved of a core for that long on a
-    // loaded machine must not hold the other job stopped. That is the one overlap allowed:
-    // on the PE's node, after a late switch's thaw and before the next switch was due.
+    // loaded machine must not hold the other job stopped. Under the idle handover the thaw
+    // comes first and the outgoing freeze lands after it, the outgoing ranks at idle weight
+    // meanwhile. Those are the overlaps allowed, on the PE's node: from a switch's thaw to
+    // the landing of its outgoing freeze, or to the next switch when it did not land (late).
+    // Two ranks on one PE are never both runnable at normal weight. A handover is logged
+    // once its freeze landed or its bound (half a quantum) passed: the last ones sampled are
+    // in the log a quantum later.
+    std::thread::sleep(Duration::from_millis(400));
     let logs: HashMap<&str, Vec<Value>> = ["n0", "n1"]
         .into_iter()
         .map(|n| {
@@ -370,30 +410,39 @@ fn gs_strobe_keeps_every_node_on_the_same_slot() {
             (n, m["switches"]["recent"].as_array().unwrap().clone())
         })
         .collect();
-    let unexplained: Vec<&(String, i64)> = both
+    let unexplained: Vec<&(String, i64, i64)> = both
         .iter()
-        .filter(|(node, at)| {
+        .filter(|(node, from, to)| {
             let log = &logs[node.as_str()];
             !log.iter().enumerate().any(|(i, s)| {
-                let thawed = s["at_us"].as_i64().unwrap() + s["thawed_us"].as_i64().unwrap();
+                let at = s["at_us"].as_i64().unwrap();
+                let thawed = at + s["thawed_us"].as_i64().unwrap();
                 let next = log
                     .get(i + 1)
                     .map_or(i64::MAX, |n| n["at_us"].as_i64().unwrap());
-                s["frozen_us"].is_null() && thawed <= *at && *at < next
+                let until = s["frozen_us"].as_i64().map_or(next, |f| at + f);
+                thawed <= *to && *from < until
             })
         })
         .collect();
     let late = |n: &str| logs[n].iter().filter(|s| s["frozen_us"].is_null()).count();
+    let handovers = |n: &str| logs[n].iter().filter(|s| s["handover"] == true).count();
     eprintln!(
-        "NOTICE: gs_strobe: {} confirmed overlaps; late switches: n0 {}, n1 {}",
+        "NOTICE: gs_strobe: {} confirmed overlaps; late switches: n0 {}, n1 {}; handovers: n0 {}, n1 {}",
         both.len(),
         late("n0"),
-        late("n1")
+        late("n1"),
+        handovers("n0"),
+        handovers("n1")
     );
     assert!(
         unexplained.is_empty(),
-        "two jobs were runnable on one PE outside a late switch: {unexplained:?} (of {} overlaps); switches: {logs:?}",
+        "two jobs were runnable on one PE outside a switch's exposure: {unexplained:?} (of {} overlaps); switches: {logs:?}",
         both.len()
+    );
+    assert!(
+        both_normal.is_empty(),
+        "two jobs were runnable at normal weight on one PE: {both_normal:?}"
     );
     assert!(
         seen_switches >= 4,

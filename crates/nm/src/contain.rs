@@ -32,6 +32,14 @@
 //! kernel's OOM kills of the job (`oom_kill` of `memory.events` or `memory.oom_control`), so
 //! a job killed for its memory is told from one that failed. Another job on the node is
 //! never touched: the kernel's OOM killer acts within the cgroup over its limit.
+//!
+//! CPU weight (a gang switch's idle handover, [`crate::program`]): the job cgroup's
+//! `cpu.idle` when the node manager's cgroup gives its children the v2 cpu controller; on a
+//! hybrid host whose cpu controller is mounted as cgroup v1, a directory of the same name
+//! under the node manager's v1 cpu cgroup, which the ranks join as well. A job whose
+//! `cpu.idle` is 1 runs like `SCHED_IDLE`: it gets a core only when nothing at normal weight
+//! wants one. Neither (or no `cpu.idle`: kernel older than 5.15): no job has one, and a
+//! switch waits for its outgoing freezes before it thaws.
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -86,11 +94,14 @@ impl Containment {
     /// for tests of it), else process groups.
     /// `instance` tells this node manager's job cgroups from an earlier one's (its
     /// incarnation).
-    pub fn detect(node: &str, workdir: &Path, instance: u64) -> Containment {
+    /// `weigh`: give each job a cpu cgroup for the idle handover (under `gs` only: the other
+    /// schemes stop ranks one by one or run jobs side by side, and a cgroup per job there
+    /// would share the cores by job instead of by process, against their ranks' nice values).
+    pub fn detect(node: &str, workdir: &Path, instance: u64, weigh: bool) -> Containment {
         if std::env::var_os("COSCHED_NO_CGROUPS").is_some_and(|v| v == "1") {
             return Containment::Groups("COSCHED_NO_CGROUPS=1".into());
         }
-        match Cgroups::detect(node, workdir, instance) {
+        match Cgroups::detect(node, workdir, instance, weigh) {
             Ok(c) => Containment::Cgroups(c),
             Err(why) => Containment::Groups(why),
         }
@@ -100,12 +111,22 @@ impl Containment {
     pub fn describe(&self) -> String {
         match self {
             Containment::Cgroups(c) => format!(
-                "containment: cgroup v2 per job under {} (freeze, kill); memory limits: {}",
+                "containment: cgroup v2 per job under {} (freeze, kill); memory limits: {}; cpu weight: {}",
                 c.base.display(),
                 match &c.memory {
                     Memory::V2 => "cgroup v2 memory.max".to_string(),
                     Memory::V1 { base } => format!("cgroup v1 under {}", base.display()),
                     Memory::None(why) => format!("none ({why})"),
+                },
+                match &c.cpu {
+                    Cpu::V2 => "cgroup v2 cpu.idle: gang switches hand over at once".to_string(),
+                    Cpu::V1 { base } => format!(
+                        "cgroup v1 cpu.idle under {}: gang switches hand over at once",
+                        base.display()
+                    ),
+                    Cpu::None(why) => {
+                        format!("none ({why}): gang switches wait for their freezes")
+                    }
                 }
             ),
             Containment::Groups(why) => {
@@ -123,6 +144,18 @@ pub struct Cgroups {
     /// work directory (see the module documentation).
     instance: u64,
     memory: Memory,
+    cpu: Cpu,
+}
+
+/// Where a job's `cpu.idle` is (see the module documentation).
+#[derive(Clone, Debug)]
+enum Cpu {
+    /// The v2 cpu controller is enabled for the job cgroups.
+    V2,
+    /// A cgroup v1 cpu hierarchy: the job's directory of the same name under `base`.
+    V1 { base: PathBuf },
+    /// Neither: why (switches keep the freeze-then-thaw order).
+    None(String),
 }
 
 /// Where a job's memory limit is written (see the module documentation).
@@ -143,6 +176,8 @@ pub struct JobCgroup {
     /// Its memory cgroup when that is apart (cgroup v1), or the v2 cgroup itself when the
     /// memory controller is on there: where its limit and OOM kills are.
     mem: Option<MemDir>,
+    /// The directory of its `cpu.idle` (the v2 cgroup itself, or its v1 cpu cgroup).
+    cpu: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug)]
@@ -152,7 +187,7 @@ enum MemDir {
 }
 
 impl Cgroups {
-    fn detect(node: &str, workdir: &Path, instance: u64) -> Result<Cgroups, String> {
+    fn detect(node: &str, workdir: &Path, instance: u64, weigh: bool) -> Result<Cgroups, String> {
         let (mount, root) = cgroup2_mount().ok_or("no cgroup2 file system mounted")?;
         let own = std::fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
@@ -195,10 +230,16 @@ impl Cgroups {
         let _ = std::fs::write(workdir.join(CGROUP_FILE), format!("{}\n", base.display()));
         let leaf = base.file_name().expect("named above").to_owned();
         let memory = memory_controller(&base, &leaf);
+        let cpu = if weigh {
+            cpu_controller(&base, &leaf)
+        } else {
+            Cpu::None("the node scheme has no gang rotation".into())
+        };
         Ok(Cgroups {
             base,
             instance,
             memory,
+            cpu,
         })
     }
 
@@ -238,11 +279,33 @@ impl Cgroups {
     /// already belongs to another launch (perhaps being removed, when its processes would
     /// fail to join it) and is refused with its path.
     pub fn create(&self, job: JobId, launch: u64) -> std::io::Result<JobCgroup> {
-        let dir = self.base.join(job_cgroup_name(job, self.instance, launch));
+        let name = job_cgroup_name(job, self.instance, launch);
+        let dir = self.base.join(&name);
         std::fs::create_dir(&dir).map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display()))
         })?;
-        Ok(JobCgroup { dir, mem: None })
+        // Without a cpu cgroup the job's switches wait for their freezes (see the module
+        // documentation): a failure here costs speed, not the job.
+        let cpu = match &self.cpu {
+            Cpu::None(_) => None,
+            Cpu::V2 => Some(dir.clone()).filter(|d| d.join("cpu.idle").exists()),
+            Cpu::V1 { base } => {
+                let d = base.join(&name);
+                match std::fs::create_dir(&d) {
+                    Ok(()) if d.join("cpu.idle").exists() => Some(d),
+                    Ok(()) => {
+                        let _ = std::fs::remove_dir(&d);
+                        None
+                    }
+                    Err(_) => None,
+                }
+            }
+        };
+        Ok(JobCgroup {
+            dir,
+            mem: None,
+            cpu,
+        })
     }
 
     /// The job cgroups under the node manager's directory, with their v1 memory
@@ -257,6 +320,10 @@ impl Cgroups {
                 dir: e.path(),
                 mem: match &self.memory {
                     Memory::V1 { base } => Some(MemDir::V1(base.join(e.file_name()))),
+                    _ => None,
+                },
+                cpu: match &self.cpu {
+                    Cpu::V1 { base } => Some(base.join(e.file_name())),
                     _ => None,
                 },
             })
@@ -278,6 +345,9 @@ impl Cgroups {
         if let Memory::V1 { base } = &self.memory {
             let _ = std::fs::remove_dir(base);
         }
+        if let Cpu::V1 { base } = &self.cpu {
+            let _ = std::fs::remove_dir(base);
+        }
     }
 
     /// Job cgroups left by an earlier node manager on this work directory: every one is
@@ -294,8 +364,8 @@ impl Cgroups {
 }
 
 impl JobCgroup {
-    /// The `cgroup.procs` files a rank joins (the job cgroup's, and its v1 memory
-    /// cgroup's), opened for writing, for a child to move itself in between fork and exec
+    /// The `cgroup.procs` files a rank joins (the job cgroup's, and its v1 memory and cpu
+    /// cgroups'), opened for writing, for a child to move itself in between fork and exec
     /// (see [`join_self`]).
     pub fn procs_fds(&self) -> std::io::Result<Vec<OwnedFd>> {
         let open = |d: &Path| -> std::io::Result<OwnedFd> {
@@ -306,6 +376,9 @@ impl JobCgroup {
         };
         let mut fds = vec![open(&self.dir)?];
         if let Some(MemDir::V1(d)) = &self.mem {
+            fds.push(open(d)?);
+        }
+        if let Some(d) = self.cpu.as_ref().filter(|d| **d != self.dir) {
             fds.push(open(d)?);
         }
         Ok(fds)
@@ -362,6 +435,25 @@ impl JobCgroup {
             .map(Freezer)
     }
 
+    /// The job's `cpu.idle` held open for writing (`None`: the job has no cpu cgroup, or it
+    /// is gone), for a switch's idle handover ([`crate::program`]).
+    pub fn idler(&self) -> Option<Idler> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(self.cpu.as_ref()?.join("cpu.idle"))
+            .ok()
+            .map(Idler)
+    }
+
+    /// Whether the job runs at idle weight (`cpu.idle` reads 1; false without one).
+    pub fn idle(&self) -> bool {
+        self.cpu.as_ref().is_some_and(|d| {
+            std::fs::read_to_string(d.join("cpu.idle")).is_ok_and(|s| s.trim() == "1")
+        })
+    }
+
     /// Whether a freeze is asked for (`cgroup.freeze` reads 1): a watch of a freeze ends once
     /// the job is thawed again.
     pub fn freezing(&self) -> bool {
@@ -412,6 +504,9 @@ impl JobCgroup {
                     // Its processes are gone from the other hierarchy too: they have exited.
                     let _ = std::fs::remove_dir(d);
                 }
+                if let Some(d) = self.cpu.as_ref().filter(|d| **d != self.dir) {
+                    let _ = std::fs::remove_dir(d);
+                }
                 return true;
             }
             if std::time::Instant::now() >= deadline {
@@ -454,6 +549,17 @@ impl Freezer {
     pub fn set(&self, on: bool) {
         use std::os::unix::fs::FileExt;
         let _ = self.0.write_at(if on { b"1" } else { b"0" }, 0);
+    }
+}
+
+/// An open `cpu.idle` ([`JobCgroup::idler`]).
+pub struct Idler(std::fs::File);
+
+impl Idler {
+    /// Idle weight (`true`) or normal; a cgroup gone meanwhile has nothing to weigh.
+    pub fn set(&self, idle: bool) {
+        use std::os::unix::fs::FileExt;
+        let _ = self.0.write_at(if idle { b"1" } else { b"0" }, 0);
     }
 }
 
@@ -529,14 +635,68 @@ fn memory_controller(base: &Path, leaf: &std::ffi::OsStr) -> Memory {
     Memory::V1 { base: dir }
 }
 
+/// Where the node manager sets a job's `cpu.idle`: the v2 cpu controller enabled for the
+/// children of `base`, else a cgroup v1 cpu hierarchy in which it makes a directory `leaf` of
+/// its own, else nowhere (why).
+fn cpu_controller(base: &Path, leaf: &std::ffi::OsStr) -> Cpu {
+    let controllers = std::fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
+    if controllers.split_whitespace().any(|c| c == "cpu") {
+        return match write_file(&base.join("cgroup.subtree_control"), "+cpu") {
+            Ok(()) if base.join("cpu.idle").exists() => Cpu::V2,
+            Ok(()) => Cpu::None(format!(
+                "{} has no cpu.idle (kernel older than 5.15)",
+                base.display()
+            )),
+            Err(e) => Cpu::None(format!(
+                "cannot enable the cpu controller in {}: {e}",
+                base.display()
+            )),
+        };
+    }
+    let Some((mount, root)) = v1_mount("cpu") else {
+        return Cpu::None(format!(
+            "the cpu controller is not delegated to {} and no cgroup v1 cpu hierarchy is mounted",
+            base.display()
+        ));
+    };
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(own) = own.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+        ctl.split(',').any(|c| c == "cpu").then_some(path)
+    }) else {
+        return Cpu::None("this process is in no cgroup v1 cpu cgroup".into());
+    };
+    let rel = own.strip_prefix(root.trim_end_matches('/')).unwrap_or(own);
+    let dir = mount.join(rel.trim_start_matches('/')).join(leaf);
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Cpu::None(format!("cannot create {}: {e}", dir.display())),
+    }
+    if !dir.join("cpu.idle").exists() {
+        return Cpu::None(format!(
+            "{} has no cpu.idle (kernel older than 5.15)",
+            dir.display()
+        ));
+    }
+    Cpu::V1 { base: dir }
+}
+
 /// The mount point of the cgroup v1 memory hierarchy and the cgroup it shows as its root.
 fn v1_memory_mount() -> Option<(PathBuf, String)> {
+    v1_mount("memory")
+}
+
+/// The mount point of the cgroup v1 hierarchy of controller `ctl` and the cgroup it shows as
+/// its root.
+fn v1_mount(ctl: &str) -> Option<(PathBuf, String)> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     info.lines().find_map(|line| {
         let (left, right) = line.split_once(" - ")?;
         let mut r = right.split_whitespace();
         let (fstype, _source, opts) = (r.next()?, r.next()?, r.next()?);
-        if fstype != "cgroup" || !opts.split(',').any(|o| o == "memory") {
+        if fstype != "cgroup" || !opts.split(',').any(|o| o == ctl) {
             return None;
         }
         let f: Vec<&str> = left.split_whitespace().collect();
@@ -653,6 +813,7 @@ mod tests {
             base: base.clone(),
             instance: 5,
             memory: Memory::None("a test".into()),
+            cpu: Cpu::None("a test".into()),
         };
         let first = cg.create(JobId(3), 1).unwrap();
         assert!(first.dir.is_dir());
@@ -666,6 +827,7 @@ mod tests {
             base: base.clone(),
             instance: 6,
             memory: Memory::None("a test".into()),
+            cpu: Cpu::None("a test".into()),
         };
         assert!(
             next.create(JobId(3), 1).is_ok(),
@@ -679,5 +841,47 @@ mod tests {
         assert_eq!(fnv1a(b""), 0xcbf29ce484222325);
         assert_ne!(fnv1a(b"/a"), fnv1a(b"/b"));
         assert_eq!(sanitize("n0/../x y"), "n0____x_y");
+    }
+
+    /// A job's v1 cpu directory is made beside its cgroup and joined by its ranks; one
+    /// without `cpu.idle` (not a cpu hierarchy) is not kept, and the job has no weight.
+    #[test]
+    fn a_v1_cpu_directory_is_joined_and_one_without_cpu_idle_is_not_kept() {
+        let tmp = std::env::temp_dir().join(format!("cosched-cpu-{}", std::process::id()));
+        let (base, cpu) = (tmp.join("v2"), tmp.join("cpu"));
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::create_dir_all(&cpu).unwrap();
+        let cg = Cgroups {
+            base: base.clone(),
+            instance: 5,
+            memory: Memory::None("a test".into()),
+            cpu: Cpu::V1 { base: cpu.clone() },
+        };
+        let job = cg.create(JobId(3), 1).unwrap();
+        assert!(job.cpu.is_none() && job.idler().is_none() && !job.idle());
+        assert_eq!(std::fs::read_dir(&cpu).unwrap().count(), 0, "nothing left");
+        // With a cpu.idle (a real v1 cpu hierarchy makes one in every directory).
+        let name = job_cgroup_name(JobId(4), 5, 1);
+        let withidle = JobCgroup {
+            dir: base.join(&name),
+            mem: None,
+            cpu: Some(cpu.join(&name)),
+        };
+        std::fs::create_dir_all(withidle.cpu.as_ref().unwrap()).unwrap();
+        std::fs::create_dir_all(&withidle.dir).unwrap();
+        for d in [&withidle.dir, withidle.cpu.as_ref().unwrap()] {
+            std::fs::write(d.join("cgroup.procs"), "").unwrap();
+        }
+        std::fs::write(withidle.cpu.as_ref().unwrap().join("cpu.idle"), "0").unwrap();
+        assert_eq!(
+            withidle.procs_fds().unwrap().len(),
+            2,
+            "the ranks join both"
+        );
+        withidle.idler().unwrap().set(true);
+        assert!(withidle.idle());
+        withidle.idler().unwrap().set(false);
+        assert!(!withidle.idle());
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

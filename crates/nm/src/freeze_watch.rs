@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use cosched_core::{JobId, Time};
 use tokio::sync::mpsc;
 
-use crate::contain::{Events, Freezer, JobCgroup};
-use crate::program::{Act, Cg, Landed, Program, Runner};
+use crate::contain::{Events, Freezer, Idler, JobCgroup};
+use crate::program::{Act, Cg, Landed, Order, Program, Runner};
 
 /// The pause between looks while a freeze is younger than [`YOUNG`].
 pub const LOOK: Duration = Duration::from_micros(15);
@@ -104,39 +104,76 @@ fn now() -> Time {
     Time::from_micros((cosched_monitor::now_ns() / 1_000) as i64)
 }
 
+/// A cgroup's files held open: `cgroup.freeze`, `cgroup.events`, `cpu.idle`.
+type Files = (Freezer, Option<Events>, Option<Idler>);
+
 /// The rotation being carried out, with its cgroups' files held open.
 struct Rotating {
     runner: Runner,
-    files: HashMap<Cg, (Freezer, Option<Events>)>,
+    files: HashMap<Cg, Files>,
 }
 
 impl Rotating {
+    /// The handover when every cgroup of the rotation has a `cpu.idle`, else the wait; the
+    /// log says which when it changes.
     fn new(i: Install, before: Option<Rotating>) -> Rotating {
-        let files = i
+        let files: HashMap<Cg, Files> = i
             .cgroups
             .iter()
-            .filter_map(|(c, cg)| Some((*c, (cg.freezer()?, cg.events()))))
+            .filter_map(|(c, cg)| Some((*c, (cg.freezer()?, cg.events(), cg.idler()))))
             .collect();
-        let (runner, acts) = match before {
-            Some(mut r) => {
-                let acts = r.runner.replace(i.now, i.program);
-                (r.runner, acts)
-            }
-            None => Runner::new(i.now, i.program, i.thawed),
+        let order = if !files.is_empty() && files.values().all(|(_, _, i)| i.is_some()) {
+            Order::Handover
+        } else {
+            Order::Wait
         };
-        let r = Rotating { runner, files };
-        r.write(&acts);
+        if before.as_ref().is_none_or(|r| r.runner.order() != order) {
+            tracing::info!(
+                "gang rotation: {}",
+                match order {
+                    Order::Handover => "idle handover (cpu.idle on every job)",
+                    Order::Wait => "freeze, wait until frozen, thaw (a job has no cpu.idle)",
+                }
+            );
+        }
+        let (runner, acts, old) = match before {
+            Some(mut r) => {
+                let acts = r.runner.replace(i.now, i.program, order);
+                (r.runner, acts, Some(r.files))
+            }
+            None => {
+                let (runner, acts) = Runner::new(i.now, i.program, i.thawed, order);
+                (runner, acts, None)
+            }
+        };
+        // A cgroup that left the rotation is set normal through its files of before.
+        let mut r = Rotating { runner, files };
+        if let Some(old) = old {
+            for (c, f) in old {
+                r.files.entry(c).or_insert(f);
+            }
+            r.write(&acts);
+            let known: std::collections::HashSet<Cg> = r.runner.cgroups().iter().copied().collect();
+            r.files.retain(|c, _| known.contains(c));
+        } else {
+            r.write(&acts);
+        }
         r
     }
 
     fn write(&self, acts: &[Act]) {
         for a in acts {
-            let (c, on) = match *a {
-                Act::Freeze(c) => (c, true),
-                Act::Thaw(c) => (c, false),
+            let c = match *a {
+                Act::Freeze(c) | Act::Thaw(c) | Act::Idle(c) | Act::Normal(c) => c,
             };
-            if let Some((f, _)) = self.files.get(&c) {
-                f.set(on);
+            let Some((f, _, idle)) = self.files.get(&c) else {
+                continue;
+            };
+            match *a {
+                Act::Freeze(_) => f.set(true),
+                Act::Thaw(_) => f.set(false),
+                Act::Idle(_) => idle.iter().for_each(|i| i.set(true)),
+                Act::Normal(_) => idle.iter().for_each(|i| i.set(false)),
             }
         }
     }
@@ -151,7 +188,7 @@ impl Rotating {
         let acts = self.runner.step(t, |c| {
             files
                 .get(&c)
-                .is_none_or(|(_, e)| e.as_ref().is_none_or(Events::stopped))
+                .is_none_or(|(_, e, _)| e.as_ref().is_none_or(Events::stopped))
         });
         self.write(&acts);
         for l in self.runner.take_log() {
@@ -199,7 +236,12 @@ fn watch(
             match c {
                 Cmd::Watch(w) => pending.push(opened(w)),
                 Cmd::Install(i) => rotating = Some(Rotating::new(*i, rotating.take())),
-                Cmd::Stop => rotating = None,
+                Cmd::Stop => {
+                    if let Some(mut r) = rotating.take() {
+                        let acts = r.runner.stop();
+                        r.write(&acts);
+                    }
+                }
             }
         }
         if let Some(r) = &mut rotating {

@@ -18,6 +18,20 @@
 //! the thread made late (a core woken from idle after a long sleep) grew each switch. Each
 //! switch is logged ([`Landed`]) for the node manager's accounting and `cluster bench gang`.
 //!
+//! That is the [`Order::Wait`]. Where every cgroup of the program has a `cpu.idle`
+//! ([`crate::contain`]), a switch is the [`Order::Handover`] instead, at the instant itself
+//! and with no wait: the outgoing jobs set idle, the incoming ones set normal (one that was
+//! idle), thawed, then the outgoing frozen. An outgoing rank stays runnable until its freeze
+//! lands, but at idle weight: it gets a core only when no rank at normal weight wants one,
+//! so the incoming ranks take the cores at once instead of after a read of the freezes
+//! (`benches/idle-handover.c`: a switch every 1 ms loses 3.5–5.2 % of the cores against
+//! 7.5–12 % waiting). Two jobs are never runnable at normal weight together; the outgoing
+//! freezes are still read, up to the same bound, to log when they landed: the handover's
+//! exposure, in [`Landed::frozen`]. Nothing waits for those reads, so they are few: from
+//! [`LAST_LOOK`] after the write on, each pause twice the one before (the exposure is known
+//! to within its last pause); looks every 20 µs, as the wait makes them, would wake the
+//! thread on a rank's core some ten times a switch. No lead places the handover: the switch is one batch of writes at the instant.
+//!
 //! Pure: time and what the cgroups read come in as arguments; what to write comes out.
 
 use std::collections::{BTreeSet, VecDeque};
@@ -67,11 +81,23 @@ impl Program {
     }
 }
 
-/// A write to a cgroup's `cgroup.freeze`.
+/// A write to a cgroup's `cgroup.freeze` (freeze, thaw) or `cpu.idle` (idle, normal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Act {
     Freeze(Cg),
     Thaw(Cg),
+    Idle(Cg),
+    Normal(Cg),
+}
+
+/// How a switch hands the PEs over (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Order {
+    /// Freeze the outgoing jobs, wait until they read frozen, thaw the incoming ones.
+    #[default]
+    Wait,
+    /// Outgoing idle, incoming normal and thawed, outgoing frozen; no wait.
+    Handover,
 }
 
 /// One switch as it went (µs of the node manager's clock).
@@ -80,13 +106,15 @@ pub struct Landed {
     /// The announced instant.
     pub due: Time,
     /// When the outgoing freezes were written, and when they all read frozen (`None`: not
-    /// before the thaw, a late switch).
+    /// before the thaw, a late switch; under the handover, not within the bound).
     pub frozen_written: Time,
     pub frozen: Option<Time>,
     /// When the incoming jobs were thawed.
     pub thawed: Time,
     pub outgoing: Vec<Cg>,
     pub incoming: Vec<Cg>,
+    /// Made as the [`Order::Handover`]: the thaw came first, `frozen` after it.
+    pub handover: bool,
 }
 
 #[derive(Debug)]
@@ -95,6 +123,8 @@ enum Phase {
     Idle { due: Option<Time> },
     /// The outgoing freezes are written; the incoming thaw waits for `due` and the freezes.
     Freezing(Pending),
+    /// A handover is made; its outgoing freezes are read until they land, for the log.
+    Landing(Pending),
 }
 
 /// A switch under way.
@@ -113,8 +143,11 @@ struct Pending {
 #[derive(Debug)]
 pub struct Runner {
     program: Program,
+    order: Order,
     /// What this runner last thawed and has not frozen since.
     thawed: BTreeSet<Cg>,
+    /// What this runner set idle and has not set normal since.
+    idle: BTreeSet<Cg>,
     phase: Phase,
     landings: VecDeque<Dur>,
     /// Switches done, and the ones not logged yet.
@@ -126,48 +159,92 @@ pub struct Runner {
 impl Runner {
     /// A runner of `program` from `now`, the cgroups of `thawed` running (a job launched
     /// stopped is not in it): the step in force now is switched to at once.
-    pub fn new(now: Time, program: Program, thawed: BTreeSet<Cg>) -> (Runner, Vec<Act>) {
+    pub fn new(
+        now: Time,
+        program: Program,
+        thawed: BTreeSet<Cg>,
+        order: Order,
+    ) -> (Runner, Vec<Act>) {
         let mut r = Runner {
             program: Program::default(),
+            order,
             thawed,
+            idle: BTreeSet::new(),
             phase: Phase::Idle { due: None },
             landings: VecDeque::new(),
             done: 0,
             late: 0,
             log: Vec::new(),
         };
-        let acts = r.replace(now, program);
+        let acts = r.replace(now, program, order);
         (r, acts)
     }
 
     /// A new announcement takes over from `now`: whatever runs and should not is frozen now,
     /// what should run and does not is thawed once those freezes land (a switch due now).
-    pub fn replace(&mut self, now: Time, program: Program) -> Vec<Act> {
-        // A switch in progress: its thaw is dropped, its freezes stand (they are written).
-        if let Phase::Freezing(p) = &self.phase {
-            for c in &p.out {
-                self.thawed.remove(c);
+    /// Under `order` from the next switch on.
+    pub fn replace(&mut self, now: Time, program: Program, order: Order) -> Vec<Act> {
+        // A switch in progress: its thaw is dropped, its freezes stand (they are written). A
+        // handover's thaw is made: it is logged (the core books its runs from the log), its
+        // landing no longer watched, so counted late.
+        match std::mem::replace(&mut self.phase, Phase::Idle { due: None }) {
+            Phase::Freezing(p) => {
+                for c in &p.out {
+                    self.thawed.remove(c);
+                }
             }
+            Phase::Landing(p) => self.landed(now, p, false),
+            Phase::Idle { .. } => {}
         }
         self.program = program;
-        // A cgroup no longer in the program is the shell's again (it left the matrix).
+        self.order = order;
+        // A cgroup no longer in the program is the shell's again (it left the matrix), at
+        // normal weight.
         let known: BTreeSet<Cg> = self.program.cgroups.iter().copied().collect();
         self.thawed.retain(|c| known.contains(c));
+        let mut acts: Vec<Act> = self
+            .idle
+            .iter()
+            .filter(|c| !known.contains(c))
+            .map(|&c| Act::Normal(c))
+            .collect();
+        self.idle.retain(|c| known.contains(c));
         self.phase = Phase::Idle {
             due: self.program.rotation.next_after(now),
         };
         // Before its first step an announcement changes nothing yet.
-        if self.program.rotation.at(now).is_none() {
-            return Vec::new();
+        if self.program.rotation.at(now).is_some() {
+            acts.extend(self.start(now, now));
         }
-        self.start(now, now)
+        acts
+    }
+
+    /// The rotation ends here: every cgroup this runner set idle is set normal again (the
+    /// shell's once more).
+    pub fn stop(&mut self) -> Vec<Act> {
+        self.phase = Phase::Idle { due: None };
+        std::mem::take(&mut self.idle)
+            .into_iter()
+            .map(Act::Normal)
+            .collect()
+    }
+
+    /// The cgroups of the program carried out.
+    pub fn cgroups(&self) -> &[Cg] {
+        &self.program.cgroups
+    }
+
+    /// How this runner's switches are made.
+    pub fn order(&self) -> Order {
+        self.order
     }
 
     /// A cgroup left the node: nothing of it is written again.
     pub fn forget(&mut self, cg: Cg) {
         self.program.cgroups.retain(|&c| c != cg);
         self.thawed.remove(&cg);
-        if let Phase::Freezing(p) = &mut self.phase {
+        self.idle.remove(&cg);
+        if let Phase::Freezing(p) | Phase::Landing(p) = &mut self.phase {
             p.out.retain(|&c| c != cg);
             p.inc.retain(|&c| c != cg);
         }
@@ -185,12 +262,16 @@ impl Runner {
     pub fn wake(&self) -> Option<Time> {
         match &self.phase {
             Phase::Idle { due } => due.map(|d| d - self.lead_before(d)),
-            Phase::Freezing(p) => Some(p.look),
+            Phase::Freezing(p) | Phase::Landing(p) => Some(p.look),
         }
     }
 
-    /// The lead before the switch due at `due`: at most a quarter of the step it ends.
+    /// The lead before the switch due at `due`: at most a quarter of the step it ends (none
+    /// under the handover).
     fn lead_before(&self, due: Time) -> Dur {
+        if self.order == Order::Handover {
+            return Dur::ZERO;
+        }
         let lead = self.lead();
         match self.program.rotation.at(due - Dur::from_micros(1)) {
             Some((_, began)) => lead.min(Dur((due - began).0 / 4)),
@@ -228,7 +309,81 @@ impl Runner {
                 }
                 self.finish(now, p, landed)
             }
+            Phase::Landing(mut p) => {
+                if now < p.look {
+                    self.phase = Phase::Landing(p);
+                    return Vec::new();
+                }
+                let landed = p.out.iter().all(|&c| frozen(c));
+                let until = p.due.max(p.written) + self.bound(p.due);
+                if !landed && now < until {
+                    p.pause = Dur(p.pause.0 * 2);
+                    p.look = (now + p.pause).min(until);
+                    self.phase = Phase::Landing(p);
+                    return Vec::new();
+                }
+                self.landed(now, p, landed);
+                Vec::new()
+            }
         }
+    }
+
+    /// A handover's outgoing freezes landed at `now` (`landed`), or not within the bound
+    /// (or no longer watched: a new announcement).
+    fn landed(&mut self, now: Time, p: Pending, landed: bool) {
+        self.done += 1;
+        self.late += u64::from(!landed);
+        self.log.push(Landed {
+            due: p.due,
+            frozen_written: p.written,
+            frozen: landed.then_some(now),
+            thawed: p.written,
+            outgoing: p.out,
+            incoming: p.inc,
+            handover: true,
+        });
+        self.phase = Phase::Idle {
+            due: self.program.rotation.next_after(p.due.max(p.written)),
+        };
+    }
+
+    /// The handover of the switch due at `due`, made at `now` (see the module
+    /// documentation): no job at normal weight is ever runnable beside another.
+    fn hand_over(&mut self, now: Time, due: Time, out: Vec<Cg>, inc: Vec<Cg>) -> Vec<Act> {
+        let mut acts: Vec<Act> = out.iter().map(|&c| Act::Idle(c)).collect();
+        acts.extend(self.thaws(&inc));
+        acts.extend(out.iter().map(|&c| Act::Freeze(c)));
+        for c in &out {
+            self.thawed.remove(c);
+            self.idle.insert(*c);
+        }
+        let p = Pending {
+            due,
+            look: now + LAST_LOOK,
+            pause: LAST_LOOK,
+            written: now,
+            out,
+            inc,
+        };
+        if p.out.is_empty() {
+            self.landed(now, p, true);
+        } else {
+            self.phase = Phase::Landing(p);
+        }
+        acts
+    }
+
+    /// The thaws of `inc`, each set normal first if it is idle; they are thawed from now.
+    fn thaws(&mut self, inc: &[Cg]) -> Vec<Act> {
+        let mut acts = Vec::new();
+        for &c in inc {
+            if self.idle.remove(&c) {
+                acts.push(Act::Normal(c));
+            }
+            acts.push(Act::Thaw(c));
+            self.thawed.insert(c);
+        }
+        acts
     }
 
     /// How long after `due` a thaw waits for freezes that have not landed: half the step
@@ -258,6 +413,9 @@ impl Runner {
                 due: self.program.rotation.next_after(due),
             };
             return Vec::new();
+        }
+        if self.order == Order::Handover {
+            return self.hand_over(now, due, out, inc);
         }
         let acts: Vec<Act> = out.iter().map(|&c| Act::Freeze(c)).collect();
         for c in &out {
@@ -296,8 +454,7 @@ impl Runner {
         }
         self.done += 1;
         self.late += u64::from(!landed);
-        self.thawed.extend(inc.iter().copied());
-        let acts = inc.iter().map(|&c| Act::Thaw(c)).collect();
+        let acts = self.thaws(&inc);
         self.log.push(Landed {
             due,
             frozen_written: written,
@@ -305,6 +462,7 @@ impl Runner {
             thawed: now,
             outgoing: out,
             incoming: inc,
+            handover: false,
         });
         // The next switch after the one just made (a replaced program's is due now).
         let from = now.max(due);
@@ -354,6 +512,20 @@ mod tests {
         written: BTreeMap<Cg, (Time, bool)>,
         acts: Vec<(Time, Act)>,
         landing: i64,
+        /// The cgroups whose `cpu.idle` is 1.
+        idle: BTreeSet<Cg>,
+        /// Two jobs may be runnable together, one at idle weight (the handover).
+        handover: bool,
+    }
+
+    fn node(landing: i64, handover: bool) -> Node {
+        Node {
+            written: BTreeMap::new(),
+            acts: Vec::new(),
+            landing,
+            idle: BTreeSet::new(),
+            handover,
+        }
     }
 
     impl Node {
@@ -366,25 +538,50 @@ mod tests {
         fn runnable(&self, c: Cg, now: Time) -> bool {
             !self.frozen(c, now) && self.written.contains_key(&c)
         }
+        /// Runnable at normal weight.
+        fn normal(&self, c: Cg, now: Time) -> bool {
+            self.runnable(c, now) && !self.idle.contains(&c)
+        }
+        /// Applies each write in turn; after each, no two jobs are runnable at normal
+        /// weight, and none is thawed while idle.
         fn apply(&mut self, now: Time, acts: Vec<Act>) {
             for a in acts {
-                let (c, freeze) = match a {
-                    Act::Freeze(c) => (c, true),
-                    Act::Thaw(c) => (c, false),
-                };
-                self.written.insert(c, (now, freeze));
                 self.acts.push((now, a));
+                match a {
+                    Act::Freeze(c) => {
+                        self.written.insert(c, (now, true));
+                    }
+                    Act::Thaw(c) => {
+                        assert!(!self.idle.contains(&c), "thawed idle: {:?}", self.acts);
+                        self.written.insert(c, (now, false));
+                    }
+                    Act::Idle(c) => {
+                        self.idle.insert(c);
+                    }
+                    Act::Normal(c) => {
+                        self.idle.remove(&c);
+                    }
+                }
+                assert!(
+                    !(self.normal(A, now) && self.normal(B, now)),
+                    "both jobs runnable at normal weight at {now}: {:?}",
+                    self.acts
+                );
             }
+        }
+        fn check(&self, t: Time) {
+            assert!(
+                self.handover || !(self.runnable(A, t) && self.runnable(B, t)),
+                "both jobs runnable at {t}: {:?}",
+                self.acts
+            );
+            assert!(!(self.normal(A, t) && self.normal(B, t)));
         }
         fn run(&mut self, r: &mut Runner, until: Time) {
             while let Some(t) = r.wake().filter(|&t| t <= until) {
                 let acts = r.step(t, |c| self.frozen(c, t));
                 self.apply(t, acts);
-                assert!(
-                    !(self.runnable(A, t) && self.runnable(B, t)),
-                    "both jobs runnable at {t}: {:?}",
-                    self.acts
-                );
+                self.check(t);
             }
         }
     }
@@ -406,7 +603,7 @@ mod tests {
                 let t = now;
                 let acts = r.step(t, |c| self.frozen(c, t));
                 self.apply(t, acts);
-                assert!(!(self.runnable(A, t) && self.runnable(B, t)));
+                self.check(t);
             }
         }
     }
@@ -417,13 +614,9 @@ mod tests {
     /// (a lead learnt from looks made late grew by the lateness at each switch).
     #[test]
     fn the_lead_comes_back_down_when_freezes_land_fast_again_on_a_thread_that_wakes_late() {
-        let mut n = Node {
-            written: BTreeMap::new(),
-            acts: Vec::new(),
-            landing: 300,
-        };
+        let mut n = node(300, false);
         n.written.insert(A, (us(0), false));
-        let (mut r, _) = Runner::new(us(0), alternate(2_000, 2_000), [A].into());
+        let (mut r, _) = Runner::new(us(0), alternate(2_000, 2_000), [A].into(), Order::Wait);
         n.run_waking_late(&mut r, us(0), us(140_000));
         assert!(r.lead() >= Dur::from_micros(250), "{:?}", r.lead());
         r.take_log();
@@ -439,14 +632,10 @@ mod tests {
 
     #[test]
     fn the_runner_freezes_ahead_and_thaws_once_frozen_at_the_announced_instant() {
-        let mut n = Node {
-            written: BTreeMap::new(),
-            acts: Vec::new(),
-            landing: 30,
-        };
+        let mut n = node(30, false);
         // Job 1 runs (it was thawed before); the rotation starts later.
         n.written.insert(A, (us(0), false));
-        let (mut r, acts) = Runner::new(us(0), alternate(1_000, 1_000), [A].into());
+        let (mut r, acts) = Runner::new(us(0), alternate(1_000, 1_000), [A].into(), Order::Wait);
         assert!(acts.is_empty(), "job 1 already runs: {acts:?}");
         n.run(&mut r, us(10_000));
         let log = r.take_log();
@@ -472,13 +661,9 @@ mod tests {
 
     #[test]
     fn a_new_announcement_takes_over_and_a_freeze_that_does_not_land_holds_the_thaw() {
-        let mut n = Node {
-            written: BTreeMap::new(),
-            acts: Vec::new(),
-            landing: 30,
-        };
+        let mut n = node(30, false);
         n.written.insert(A, (us(0), false));
-        let (mut r, _) = Runner::new(us(0), alternate(0, 1_000), [A].into());
+        let (mut r, _) = Runner::new(us(0), alternate(0, 1_000), [A].into(), Order::Wait);
         n.run(&mut r, us(2_500));
         // Job 1 runs from 2 ms. A new announcement at 2.5 ms: job 2 alone from now on.
         let mut p = alternate(0, 1_000);
@@ -488,7 +673,7 @@ mod tests {
             running: vec![JobId(2)],
         }];
         p.rotation.cycle = None;
-        let acts = r.replace(us(2_500), p);
+        let acts = r.replace(us(2_500), p, Order::Wait);
         assert_eq!(acts, [Act::Freeze(A)]);
         n.apply(us(2_500), acts);
         n.run(&mut r, us(10_000));
@@ -498,13 +683,9 @@ mod tests {
         assert_eq!(r.wake(), None, "nothing more announced");
 
         // A freeze that never lands: the thaw waits half the step, then goes, counted late.
-        let mut n = Node {
-            written: BTreeMap::new(),
-            acts: Vec::new(),
-            landing: i64::MAX / 2,
-        };
+        let mut n = node(i64::MAX / 2, false);
         n.written.insert(A, (us(0), false));
-        let (mut r, _) = Runner::new(us(0), alternate(1_000, 1_000), [A].into());
+        let (mut r, _) = Runner::new(us(0), alternate(1_000, 1_000), [A].into(), Order::Wait);
         let mut seen = Vec::new();
         let thawed = loop {
             let now = r.wake().unwrap();
@@ -524,5 +705,103 @@ mod tests {
             "{thawed}"
         );
         assert_eq!(r.late, 1);
+    }
+
+    /// The handover: at the instant itself, the outgoing job set idle, the incoming one set
+    /// normal (when it was idle) and thawed, then the outgoing frozen; its freeze is read
+    /// on until it lands, which the log gives as the exposure.
+    #[test]
+    fn the_handover_switches_at_the_instant_and_logs_when_the_outgoing_freeze_landed() {
+        let mut n = node(800, true);
+        n.written.insert(A, (us(0), false));
+        let (mut r, acts) =
+            Runner::new(us(0), alternate(2_000, 2_000), [A].into(), Order::Handover);
+        assert!(acts.is_empty(), "job 1 already runs: {acts:?}");
+        n.run(&mut r, us(19_500));
+        let at = |t: i64| -> Vec<Act> {
+            n.acts
+                .iter()
+                .filter(|(w, _)| *w == us(t))
+                .map(|&(_, a)| a)
+                .collect()
+        };
+        assert_eq!(at(4_000), [Act::Idle(A), Act::Thaw(B), Act::Freeze(A)]);
+        assert_eq!(
+            at(6_000),
+            [Act::Idle(B), Act::Normal(A), Act::Thaw(A), Act::Freeze(B)],
+            "job 1 was idle: set normal before its thaw"
+        );
+        let log = r.take_log();
+        assert_eq!(log.len(), 8, "a switch every 2 ms from 4 ms on: {log:?}");
+        for (k, l) in log.iter().enumerate() {
+            assert!(l.handover);
+            assert_eq!(l.due, us(4_000 + 2_000 * k as i64));
+            assert_eq!(
+                (l.frozen_written, l.thawed),
+                (l.due, l.due),
+                "no lead: {l:?}"
+            );
+            let exposure = l.frozen.expect("landed within the bound") - l.thawed;
+            assert!(
+                exposure >= Dur::from_micros(800) && exposure < Dur::from_micros(800) + LAST_LOOK,
+                "{l:?}"
+            );
+        }
+        assert_eq!(r.late, 0);
+        // Nothing is read between the landing and the next switch.
+        assert_eq!(r.wake(), Some(us(20_000)));
+        // The end of the rotation: job 2, out at 18 ms, is set normal again.
+        assert_eq!(r.stop(), [Act::Normal(B)]);
+        assert_eq!(r.wake(), None);
+    }
+
+    /// A handover whose outgoing freeze does not land within the bound is logged without a
+    /// landing, counted late; the rotation goes on. A new announcement in the wait order
+    /// sets an idle incoming job normal before its thaw, and the end of the rotation sets
+    /// every idle job normal again.
+    #[test]
+    fn a_handover_freeze_that_does_not_land_is_late_and_idle_jobs_end_normal() {
+        let mut n = node(1_500, true);
+        n.written.insert(A, (us(0), false));
+        let (mut r, _) = Runner::new(us(0), alternate(2_000, 2_000), [A].into(), Order::Handover);
+        n.run(&mut r, us(9_500));
+        let log = r.take_log();
+        assert_eq!(log.len(), 3, "{log:?}");
+        assert!(
+            log.iter().all(|l| l.handover && l.frozen.is_none()),
+            "{log:?}"
+        );
+        assert_eq!(r.late, 3);
+        // A new announcement while a handover's freeze is read: the handover is logged, late.
+        let mut m = node(1_500, true);
+        m.written.insert(A, (us(0), false));
+        let (mut q, _) = Runner::new(us(0), alternate(2_000, 2_000), [A].into(), Order::Handover);
+        m.run(&mut q, us(4_100));
+        assert!(q.take_log().is_empty(), "the landing is read still");
+        let acts = q.replace(us(4_100), alternate(2_000, 2_000), Order::Handover);
+        assert!(acts.is_empty(), "job 2's step is in force: {acts:?}");
+        let log = q.take_log();
+        assert!(
+            log.len() == 1 && log[0].due == us(4_000) && log[0].frozen.is_none(),
+            "{log:?}"
+        );
+        assert_eq!(q.late, 1);
+        // Job 2 runs from 8 ms; job 1 is idle (and frozen). The wait order from 9.5 ms.
+        n.handover = false;
+        n.landing = 30;
+        let acts = r.replace(us(9_500), alternate(2_000, 2_000), Order::Wait);
+        assert!(acts.is_empty(), "job 2's step is in force: {acts:?}");
+        n.run(&mut r, us(11_000));
+        let last = r.take_log().pop().unwrap();
+        assert!(!last.handover && last.frozen.is_some(), "{last:?}");
+        let at_thaw: Vec<Act> = n
+            .acts
+            .iter()
+            .filter(|(w, _)| *w == last.thawed)
+            .map(|&(_, a)| a)
+            .collect();
+        assert_eq!(at_thaw, [Act::Normal(A), Act::Thaw(A)]);
+        // Job 2, frozen by the wait order, was never set idle since 8 ms: nothing to undo.
+        assert_eq!(r.stop(), []);
     }
 }

@@ -177,6 +177,7 @@ impl Gate {
             thawed_us: us(l.thawed),
             outgoing: l.outgoing.iter().map(|&(j, _)| j).collect(),
             incoming: l.incoming.iter().map(|&(j, _)| j).collect(),
+            handover: l.handover,
         });
     }
 
@@ -208,6 +209,7 @@ impl Gate {
                 thawed_us: us(now),
                 outgoing: p.outgoing,
                 incoming: p.incoming,
+                handover: false,
             });
         }
         let r = std::mem::take(&mut self.held);

@@ -167,7 +167,8 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         })?;
     let addr = listener.local_addr().map_err(DaemonError::Io)?.to_string();
     let incarnation = cosched_proto::util::now().as_micros() as u64;
-    let contain = Containment::detect(&cfg.name, &cfg.workdir, incarnation);
+    let gs = cfg.node_scheme.scheme == cosched_node::Scheme::Gs;
+    let contain = Containment::detect(&cfg.name, &cfg.workdir, incarnation, gs);
     tracing::info!("nm {}: {}", cfg.name, contain.describe());
     if let Containment::Cgroups(cg) = &contain {
         let orphans = cg.reap_orphans();

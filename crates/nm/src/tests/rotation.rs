@@ -6,7 +6,7 @@
 //! they changed, and logs them; a new announcement takes over from where the node stands.
 
 use super::*;
-use crate::program::{Act, Cg, Landed, Program, Runner};
+use crate::program::{Act, Cg, Landed, Order, Program, Runner};
 use cosched_proto::rotation::{Cycle, Rotation, Step};
 
 /// A freeze lands this long after its write (a rank on its core).
@@ -120,7 +120,7 @@ fn an_announced_rotation_is_switched_at_its_instants_by_the_watchers_thread() {
             .is_some_and(|w| w >= ms(10) + Dur::from_millis(50))
     );
 
-    let (runner, acts) = Runner::new(ms(10), p, thawed);
+    let (runner, acts) = Runner::new(ms(10), p, thawed, Order::Wait);
     assert!(acts.is_empty(), "job 1's step is the one in force");
     let mut th = Thread {
         runner,
@@ -204,7 +204,7 @@ fn an_announced_rotation_is_switched_at_its_instants_by_the_watchers_thread() {
     };
     let fx = n.tree(ms(45), ToNode::Rotation(r2));
     let (p2, _) = program(&fx);
-    let acts = th.runner.replace(ms(45), p2);
+    let acts = th.runner.replace(ms(45), p2, Order::Wait);
     assert!(
         acts.is_empty(),
         "job 2 runs in the new one's first step too: {acts:?}"
@@ -232,7 +232,7 @@ fn a_batch_of_switches_goes_up_in_one_runs_message_with_each_changes_instant() {
         ToNode::Rotation(alternating_every(Dur::from_millis(1))),
     );
     let (p, thawed) = program(&fx);
-    let (runner, _) = Runner::new(ms(10), p, thawed);
+    let (runner, _) = Runner::new(ms(10), p, thawed, Order::Wait);
     let mut th = Thread {
         runner,
         writes: Vec::new(),
@@ -271,6 +271,7 @@ fn a_jobs_run_reports_span_its_ranks_life() {
         thawed: due,
         outgoing: if out { vec![(JobId(1), 1)] } else { Vec::new() },
         incoming: if out { Vec::new() } else { vec![(JobId(1), 1)] },
+        handover: false,
     };
     let fx = n.on(ms(21), Input::Switched(vec![switch(ms(20), true)]));
     assert_eq!(

@@ -78,6 +78,7 @@ fn a_gang_switch_thaws_the_incoming_job_only_once_the_outgoing_one_is_reported_f
             thawed_us: 400,
             outgoing: vec![JobId(1)],
             incoming: vec![JobId(2)],
+            handover: false,
         }]
     );
 }
@@ -177,4 +178,43 @@ fn a_late_freeze_is_booked_stopped_when_it_lands_not_at_the_bound() {
     let fx = n.on(at + Dur::from_micros(40), frozen(2));
     assert_eq!(ops(&fx), [(1, CgroupOp::Thaw)]);
     assert_eq!(runs_reports(&fx), [(2, false), (1, true)]);
+}
+
+/// A rotation's idle handover ([`crate::program::Order::Handover`]) thaws first: the log
+/// keeps when its outgoing freeze landed after the thaw (the exposure), or that it did not
+/// within the bound, counted late.
+#[test]
+fn a_handover_is_logged_with_its_freeze_landing_after_the_thaw() {
+    let mut n = two_jobs();
+    let handover = |due: Time, landed: Option<Time>| crate::program::Landed {
+        due,
+        frozen_written: due,
+        frozen: landed,
+        thawed: due,
+        outgoing: vec![(JobId(1), 1)],
+        incoming: vec![(JobId(2), 2)],
+        handover: true,
+    };
+    n.on(
+        ms(11),
+        Input::Switched(vec![
+            handover(ms(10), Some(ms(10) + Dur::from_micros(900))),
+            handover(ms(12), None),
+        ]),
+    );
+    let log = switch_log(&mut n, ms(13));
+    assert_eq!((log.count, log.late), (2, 1));
+    let timing = |at_us: i64, frozen_us: Option<i32>| SwitchTiming {
+        at_us,
+        lead_us: 0,
+        frozen_us,
+        thawed_us: 0,
+        outgoing: vec![JobId(1)],
+        incoming: vec![JobId(2)],
+        handover: true,
+    };
+    assert_eq!(
+        log.recent,
+        [timing(10_000, Some(900)), timing(12_000, None)]
+    );
 }

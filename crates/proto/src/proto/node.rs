@@ -472,8 +472,9 @@ pub struct SwitchTiming {
     /// How long before then the outgoing freezes were written (0: at that instant).
     #[serde(default)]
     pub lead_us: u32,
-    /// From then until every outgoing job read frozen (`None`: not before the thaw;
-    /// negative: before the instant, as a rotation's switch lands when placed by its lead).
+    /// From then until every outgoing job read frozen (`None`: not before the thaw, or under
+    /// the handover not within its bound; negative: before the instant, as a rotation's
+    /// switch lands when placed by its lead).
     pub frozen_us: Option<i32>,
     /// From then until the incoming jobs were thawed (negative: before the instant).
     pub thawed_us: i32,
@@ -482,6 +483,11 @@ pub struct SwitchTiming {
     pub outgoing: Vec<JobId>,
     #[serde(default)]
     pub incoming: Vec<JobId>,
+    /// An idle handover: the incoming jobs were thawed with the outgoing ones set idle, and
+    /// their freezes landed after the thaw (`frozen_us` − `thawed_us`: the exposure, in
+    /// which an outgoing rank could still run at idle weight).
+    #[serde(default)]
+    pub handover: bool,
 }
 
 /// One rank's communication as its node's ring holds it.
