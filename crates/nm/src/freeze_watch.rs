@@ -178,19 +178,20 @@ impl Rotating {
         }
     }
 
-    /// Runs the runner's step due by now; its finished switches go to `landed`.
+    /// Runs the runner's step due by now; its finished switches go to `landed`, those an
+    /// announcement finished as well (a replaced program's first handover is done at once,
+    /// and a program of one job wakes the runner no more: its thaw must still be booked).
     fn step(&mut self, landed: &std_mpsc::Sender<Landed>) {
         let t = now();
-        if self.runner.wake().is_none_or(|w| w > t) {
-            return;
+        if self.runner.wake().is_some_and(|w| w <= t) {
+            let files = &self.files;
+            let acts = self.runner.step(t, |c| {
+                files
+                    .get(&c)
+                    .is_none_or(|(_, e, _)| e.as_ref().is_none_or(Events::stopped))
+            });
+            self.write(&acts);
         }
-        let files = &self.files;
-        let acts = self.runner.step(t, |c| {
-            files
-                .get(&c)
-                .is_none_or(|(_, e, _)| e.as_ref().is_none_or(Events::stopped))
-        });
-        self.write(&acts);
         for l in self.runner.take_log() {
             let _ = landed.send(l);
         }
@@ -240,6 +241,9 @@ fn watch(
                     if let Some(mut r) = rotating.take() {
                         let acts = r.runner.stop();
                         r.write(&acts);
+                        for l in r.runner.take_log() {
+                            let _ = landed.send(l);
+                        }
                     }
                 }
             }
