@@ -608,27 +608,16 @@ fn memory_controller(base: &Path, leaf: &std::ffi::OsStr) -> Memory {
             }
         }
     }
-    let Some((mount, root)) = v1_memory_mount() else {
-        return Memory::None(format!(
-            "the memory controller is not delegated to {} (enable it in the cgroup.subtree_control of its parent) and no cgroup v1 memory hierarchy is mounted",
-            base.display()
-        ));
+    let dir = match v1_dir("memory", leaf) {
+        Ok(dir) => dir,
+        Err(V1Missing::Hierarchy) => {
+            return Memory::None(format!(
+                "the memory controller is not delegated to {} (enable it in the cgroup.subtree_control of its parent) and no cgroup v1 memory hierarchy is mounted",
+                base.display()
+            ));
+        }
+        Err(V1Missing::Dir(why)) => return Memory::None(why),
     };
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let Some(own) = own.lines().find_map(|l| {
-        let mut f = l.splitn(3, ':');
-        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
-        ctl.split(',').any(|c| c == "memory").then_some(path)
-    }) else {
-        return Memory::None("this process is in no cgroup v1 memory cgroup".into());
-    };
-    let rel = own.strip_prefix(root.trim_end_matches('/')).unwrap_or(own);
-    let dir = mount.join(rel.trim_start_matches('/')).join(leaf);
-    match std::fs::create_dir(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Memory::None(format!("cannot create {}: {e}", dir.display())),
-    }
     if !dir.join("memory.limit_in_bytes").exists() {
         return Memory::None(format!("{} has no memory.limit_in_bytes", dir.display()));
     }
@@ -653,27 +642,16 @@ fn cpu_controller(base: &Path, leaf: &std::ffi::OsStr) -> Cpu {
             )),
         };
     }
-    let Some((mount, root)) = v1_mount("cpu") else {
-        return Cpu::None(format!(
-            "the cpu controller is not delegated to {} and no cgroup v1 cpu hierarchy is mounted",
-            base.display()
-        ));
+    let dir = match v1_dir("cpu", leaf) {
+        Ok(dir) => dir,
+        Err(V1Missing::Hierarchy) => {
+            return Cpu::None(format!(
+                "the cpu controller is not delegated to {} and no cgroup v1 cpu hierarchy is mounted",
+                base.display()
+            ));
+        }
+        Err(V1Missing::Dir(why)) => return Cpu::None(why),
     };
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let Some(own) = own.lines().find_map(|l| {
-        let mut f = l.splitn(3, ':');
-        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
-        ctl.split(',').any(|c| c == "cpu").then_some(path)
-    }) else {
-        return Cpu::None("this process is in no cgroup v1 cpu cgroup".into());
-    };
-    let rel = own.strip_prefix(root.trim_end_matches('/')).unwrap_or(own);
-    let dir = mount.join(rel.trim_start_matches('/')).join(leaf);
-    match std::fs::create_dir(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Cpu::None(format!("cannot create {}: {e}", dir.display())),
-    }
     if !dir.join("cpu.idle").exists() {
         return Cpu::None(format!(
             "{} has no cpu.idle (kernel older than 5.15)",
@@ -683,9 +661,37 @@ fn cpu_controller(base: &Path, leaf: &std::ffi::OsStr) -> Cpu {
     Cpu::V1 { base: dir }
 }
 
-/// The mount point of the cgroup v1 memory hierarchy and the cgroup it shows as its root.
-fn v1_memory_mount() -> Option<(PathBuf, String)> {
-    v1_mount("memory")
+/// Why a job directory under a cgroup v1 hierarchy cannot be had.
+enum V1Missing {
+    /// No hierarchy of the controller is mounted.
+    Hierarchy,
+    /// The hierarchy is there but not this process's place in it, or the directory: why.
+    Dir(String),
+}
+
+/// The directory `leaf` beside this process's own cgroup in the v1 hierarchy of controller
+/// `ctl` (made if it is not there yet).
+fn v1_dir(ctl: &str, leaf: &std::ffi::OsStr) -> Result<PathBuf, V1Missing> {
+    let (mount, root) = v1_mount(ctl).ok_or(V1Missing::Hierarchy)?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let own = own
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, c, path) = (f.next()?, f.next()?, f.next()?);
+            c.split(',').any(|c| c == ctl).then_some(path)
+        })
+        .ok_or_else(|| V1Missing::Dir(format!("this process is in no cgroup v1 {ctl} cgroup")))?;
+    let rel = own.strip_prefix(root.trim_end_matches('/')).unwrap_or(own);
+    let dir = mount.join(rel.trim_start_matches('/')).join(leaf);
+    match std::fs::create_dir(&dir) {
+        Ok(()) => Ok(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(dir),
+        Err(e) => Err(V1Missing::Dir(format!(
+            "cannot create {}: {e}",
+            dir.display()
+        ))),
+    }
 }
 
 /// The mount point of the cgroup v1 hierarchy of controller `ctl` and the cgroup it shows as
