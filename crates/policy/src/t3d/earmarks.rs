@@ -14,6 +14,26 @@ impl T3d {
     pub(super) fn remark(&mut self) {
         self.epoch += 1;
         self.pe.set_marks(self.earmarks.iter().map(|e| &e.pes));
+        self.marked_procs = self.count_marked_procs();
+    }
+
+    /// The processors of the waiting jobs with an earmark: in all, by class, of large jobs
+    /// ([`T3d::marked_procs`]). Every change to the earmarks, and every change to the waiting
+    /// jobs that touches an earmarked one (its load, its end), ends with [`T3d::remark`].
+    pub(super) fn count_marked_procs(&self) -> (u64, Vec<u64>, u64) {
+        let mut by_class = vec![0; self.cfg.classes.len()];
+        let (mut total, mut large) = (0, 0);
+        for e in &self.earmarks {
+            if let Some(w) = self.waiting.get(&e.job) {
+                let p = w.req.procs as u64;
+                total += p;
+                by_class[w.class] += p;
+                if w.req.procs >= self.cfg.large_job {
+                    large += p;
+                }
+            }
+        }
+        (total, by_class, large)
     }
 
     /// Drops the earmarks `keep` refuses, updating the marks only if one went.

@@ -44,6 +44,12 @@ impl Lane {
         }
     }
 
+    /// The earliest `since` among the lane's keys: no job of the lane waits from earlier (a
+    /// job that left may answer).
+    pub fn earliest_since(&self) -> Option<Time> {
+        self.keys.first().map(|k| k.0)
+    }
+
     /// Adds a job waiting since `key.0` that asks for `procs` PEs, with a tag of the caller's.
     pub fn insert(&mut self, key: Key, procs: u32, tag: u64) {
         debug_assert!(!self.slot.contains_key(&key.1));
