@@ -316,9 +316,7 @@ impl T3d {
                 .map(|(&id, l)| (id, l.class, l.req.procs, self.dnd_end(l)))
                 .collect();
             for (id, class, procs, end) in started {
-                self.starts += 1;
-                self.protection
-                    .start(id, class, procs, end, self.starts, now);
+                self.protect(id, class, procs, end, now);
             }
             self.generation += 1;
             let wakes: Vec<_> = self
@@ -453,6 +451,14 @@ impl T3d {
         Time::from_micros(l.ready_at.as_micros().saturating_add(dnd.as_micros()))
     }
 
+    /// Job `id` of `class` starts at `now`, protected until `end`.
+    fn protect(&mut self, id: JobId, class: usize, procs: u32, end: Time, now: Time) {
+        self.starts += 1;
+        let cost = victims::fixed_cost(procs, self.class(class).priority);
+        self.protection
+            .start(id, (class, procs, cost), end, self.starts, now);
+    }
+
     fn ask_timer(&mut self, at: Time, now: Time, out: &mut Vec<Decision>) {
         // Far-future times ("one year") need no timer: some other event comes first.
         if at <= now || at.as_micros() - now.as_micros() > config::YEAR.as_micros() / 2 {
@@ -508,9 +514,7 @@ impl T3d {
         self.started_by_class[l.class] += l.req.procs as u64;
         let l = &self.loaded[&id];
         let (class, procs, end) = (l.class, l.req.procs, self.dnd_end(l));
-        self.starts += 1;
-        self.protection
-            .start(id, class, procs, end, self.starts, now);
+        self.protect(id, class, procs, end, now);
         self.swapping_in.remove(&id);
         self.epoch += 1;
         let l = &self.loaded[&id];
@@ -696,9 +700,7 @@ impl Policy for T3d {
                     started: true,
                 };
                 let (procs, end) = (l.req.procs, self.dnd_end(&l));
-                self.starts += 1;
-                self.protection
-                    .start(id, class, procs, end, self.starts, now);
+                self.protect(id, class, procs, end, now);
                 self.loaded.insert(id, l);
             }
             // Jobs on a failed node are ended by the driver; its PEs are not used until it is up.

@@ -35,7 +35,7 @@ struct Cursor {
 }
 
 /// What [`T3d::bounds`] says.
-struct Bounds {
+pub(super) struct Bounds {
     open: u64,
     reservation: Option<Option<u32>>,
     /// Started jobs with PEs earmarked: `(job, class, procs)`, found on first need
@@ -279,7 +279,7 @@ impl T3d {
     /// What a waiting job of each class could get now, for the pass's bounds: open PEs, the
     /// reservation's holder (and its priority, if it waits), and the started jobs with PEs
     /// earmarked (which nobody may preempt), the last on first need.
-    fn bounds(&self) -> Bounds {
+    pub(super) fn bounds(&self) -> Bounds {
         Bounds {
             open: self.pe.open_count() as u64,
             reservation: self.earmarks.iter().find(|e| e.reservation).map(|e| {
@@ -317,7 +317,14 @@ impl T3d {
     /// pass), whose do-not-disturb time is over (in the second), none of whose PEs is
     /// earmarked — [`T3d::victims_of`]'s, without a walk over the loaded jobs. With `exact`
     /// false the earmarked ones are not taken off: an upper bound that reads no earmark.
-    fn victim_procs(&self, class: usize, pass: Pass, b: &Bounds, now: Time, exact: bool) -> u64 {
+    pub(super) fn victim_procs(
+        &self,
+        class: usize,
+        pass: Pass,
+        b: &Bounds,
+        now: Time,
+        exact: bool,
+    ) -> u64 {
         let prio = self.class(class).priority;
         let first_pass = pass == Pass::Overdue;
         let may = |c: usize| {
