@@ -95,7 +95,11 @@ impl Lane {
         if self.slot.is_empty() || self.tree[1] > bound {
             return None;
         }
-        let lo = after.map_or(0, |a| self.keys.partition_point(|&k| k <= a));
+        // Keys are unique and sorted: a job still in the lane is found by its slot.
+        let lo = after.map_or(0, |a| match self.slot.get(&a.1) {
+            Some(&s) if self.keys[s] == a => s + 1,
+            _ => self.keys.partition_point(|&k| k <= a),
+        });
         let hi = until.map_or(self.keys.len(), |u| self.keys.partition_point(|k| k.0 <= u));
         let s = self.first_at_most(lo, hi, bound)?;
         Some((self.keys[s], self.tags[s]))

@@ -223,7 +223,11 @@ impl T3d {
         if open >= need {
             return Some((self.pe.lowest_open(w.req.procs), Vec::new()));
         }
-        let pass = if first_pass { Pass::Overdue } else { Pass::Rest };
+        let pass = if first_pass {
+            Pass::Overdue
+        } else {
+            Pass::Rest
+        };
         let all = self.victim_procs(w.class, pass, &self.bounds(), now, true);
         if open as u64 + all < need as u64 {
             return None; // even every victim would not make room
