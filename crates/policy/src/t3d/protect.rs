@@ -158,7 +158,7 @@ mod tests {
                         plain.remove(&id);
                     }
                     _ => {
-                        now = now + cosched_core::Dur::from_secs(t);
+                        now += cosched_core::Dur::from_secs(t);
                         p.advance(now);
                     }
                 }
