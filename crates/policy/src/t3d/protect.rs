@@ -2,7 +2,7 @@
 //! processors, by class, of those whose time is over — what a waiting job of the second pass
 //! could take by preemption at most — kept up to date as time passes, not recounted over
 //! every loaded job at every decision. Those whose time is over are also kept ordered by
-//! their cost as victims (which no longer changes with time), and those still protected are
+//! their cost as victims (fixed once the time is over), and those still protected are
 //! kept apart, so that a victim list is a merge of the two instead of a walk over every
 //! loaded job and a sort.
 

@@ -47,8 +47,8 @@ impl T3d {
     /// The cheapest victims `w` may take PEs from, in order, until they have `short`
     /// processors; `None` if all of them have fewer. The order and the jobs are
     /// [`T3d::victims_of`]'s: the jobs whose do-not-disturb time is over come in cost order
-    /// from [`Protection`](super::protect::Protection) (their cost no longer changes), merged
-    /// with the few still protected (the first pass only), ordered here.
+    /// from [`Protection`](super::protect::Protection) (their cost is fixed once that time is
+    /// over), merged with the few still protected (the first pass only), ordered here.
     fn cheapest_victims(
         &self,
         w: &Waiting,
