@@ -791,7 +791,11 @@ mod tests {
         }
         assert_eq!(r.late, 0);
         // One wake a switch: none between a switch and the next.
-        assert!(n.acts.iter().all(|(t, _)| t.as_micros() % 2_000 == 0), "{:?}", n.acts);
+        assert!(
+            n.acts.iter().all(|(t, _)| t.as_micros() % 2_000 == 0),
+            "{:?}",
+            n.acts
+        );
         assert_eq!(r.wake(), Some(us(20_000)));
         // The end of the rotation: job 2, out at 18 ms, is set normal again.
         assert_eq!(r.stop(), [Act::Normal(B)]);

@@ -189,9 +189,16 @@ impl Gate {
         let at_us = due.as_micros();
         if let (Some(f), Some(t)) = (
             frozen,
-            self.recent.iter_mut().rev().find(|t| t.handover && t.at_us == at_us),
+            self.recent
+                .iter_mut()
+                .rev()
+                .find(|t| t.handover && t.at_us == at_us),
         ) {
-            t.frozen_us = Some(f.since(due).as_micros().clamp(i32::MIN as i64, i32::MAX as i64) as i32);
+            t.frozen_us = Some(
+                f.since(due)
+                    .as_micros()
+                    .clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+            );
         }
     }
 
