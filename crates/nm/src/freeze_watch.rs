@@ -138,11 +138,11 @@ impl Rotating {
         }
         let (runner, acts, old) = match before {
             Some(mut r) => {
-                let acts = r.runner.replace(i.now, i.program, order);
+                let acts = r.runner.replace(i.now, i.program, &i.thawed, order);
                 (r.runner, acts, Some(r.files))
             }
             None => {
-                let (runner, acts) = Runner::new(i.now, i.program, i.thawed, order);
+                let (runner, acts) = Runner::new(i.now, i.program, &i.thawed, order);
                 (runner, acts, None)
             }
         };

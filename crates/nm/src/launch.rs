@@ -371,6 +371,14 @@ impl NmCore {
             .map(|ln| ln.l.run)
     }
 
+    /// Its launch here has not finished: prepared, waiting for its PMIx helper or starting
+    /// its ranks. Until every rank has started only the launch writes its cgroup's freezer
+    /// (a rank that joins a frozen cgroup freezes before its exec, and a job launched
+    /// stopped is frozen at the end of its launch).
+    pub(super) fn launch_under_way(&self, job: JobId) -> bool {
+        self.launching.iter().any(|ln| ln.l.job == job) || self.set_aside(job).is_some()
+    }
+
     /// Starts the next chain while none is under way: a launch whose helper has answered
     /// first (its job is prepared and waits only for this), then the queued ones in order.
     pub(super) fn next_launch(&mut self, now: Time) {

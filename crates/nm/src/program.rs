@@ -175,13 +175,13 @@ impl Runner {
     pub fn new(
         now: Time,
         program: Program,
-        thawed: BTreeSet<Cg>,
+        thawed: &BTreeSet<Cg>,
         order: Order,
     ) -> (Runner, Vec<Act>) {
         let mut r = Runner {
             program: Program::default(),
             order,
-            thawed,
+            thawed: BTreeSet::new(),
             idle: BTreeSet::new(),
             phase: Phase::Idle { due: None },
             landings: VecDeque::new(),
@@ -189,14 +189,23 @@ impl Runner {
             late: 0,
             log: Vec::new(),
         };
-        let acts = r.replace(now, program, order);
+        let acts = r.replace(now, program, thawed, order);
         (r, acts)
     }
 
     /// A new announcement takes over from `now`: whatever runs and should not is frozen now,
     /// what should run and does not is thawed once those freezes land (a switch due now).
-    /// Under `order` from the next switch on.
-    pub fn replace(&mut self, now: Time, program: Program, order: Order) -> Vec<Act> {
+    /// Under `order` from the next switch on. A cgroup new to the runner runs if it is in
+    /// `thawed` (the node manager's account: its launch left it running or frozen); one the
+    /// runner already switched is as the runner left it, which the node manager learns only
+    /// from the log.
+    pub fn replace(
+        &mut self,
+        now: Time,
+        program: Program,
+        thawed: &BTreeSet<Cg>,
+        order: Order,
+    ) -> Vec<Act> {
         // A switch in progress: its thaw is dropped, its freezes stand (they are written). A
         // handover is made and logged already; its landing is no longer read, so counted late.
         match std::mem::replace(&mut self.phase, Phase::Idle { due: None }) {
@@ -207,6 +216,14 @@ impl Runner {
             }
             Phase::Landing(p) => self.landing(now, p.due, false),
             Phase::Idle { .. } => {}
+        }
+        let before: BTreeSet<Cg> = self.program.cgroups.iter().copied().collect();
+        for c in program.cgroups.iter().filter(|c| !before.contains(c)) {
+            if thawed.contains(c) {
+                self.thawed.insert(*c);
+            } else {
+                self.thawed.remove(c);
+            }
         }
         self.program = program;
         self.order = order;
@@ -655,7 +672,7 @@ mod tests {
     fn the_lead_comes_back_down_when_freezes_land_fast_again_on_a_thread_that_wakes_late() {
         let mut n = node(300, false);
         n.written.insert(A, (us(0), false));
-        let (mut r, _) = Runner::new(us(0), alternate(2_000, 2_000), [A].into(), Order::Wait);
+        let (mut r, _) = Runner::new(us(0), alternate(2_000, 2_000), &[A].into(), Order::Wait);
         n.run_waking_late(&mut r, us(0), us(140_000));
         assert!(r.lead() >= Dur::from_micros(250), "{:?}", r.lead());
         r.take_log();
@@ -674,7 +691,7 @@ mod tests {
         let mut n = node(30, false);
         // Job 1 runs (it was thawed before); the rotation starts later.
         n.written.insert(A, (us(0), false));
-        let (mut r, acts) = Runner::new(us(0), alternate(1_000, 1_000), [A].into(), Order::Wait);
+        let (mut r, acts) = Runner::new(us(0), alternate(1_000, 1_000), &[A].into(), Order::Wait);
         assert!(acts.is_empty(), "job 1 already runs: {acts:?}");
         n.run(&mut r, us(10_000));
         let log = switches(r.take_log());
@@ -699,10 +716,39 @@ mod tests {
     }
 
     #[test]
+    fn a_cgroup_new_to_the_runner_is_taken_as_the_node_manager_says_it_stands() {
+        // Job 2 is not in the program yet (its launch is under way); job 1 runs.
+        let mut p = alternate(0, 1_000);
+        p.cgroups = vec![A];
+        let (mut r, acts) = Runner::new(us(0), p, &[A].into(), Order::Wait);
+        assert!(acts.is_empty());
+        // At 500 µs job 2 joins, launched running though job 1's step is in force: it is
+        // frozen at once. A cgroup the runner knows keeps the runner's account whatever the
+        // caller says (job 1 runs though absent from `thawed`).
+        let acts = r.replace(us(500), alternate(0, 1_000), &[B].into(), Order::Wait);
+        assert_eq!(acts, [Act::Freeze(B)]);
+        // Launched frozen instead, it is left alone until its step.
+        let mut p = alternate(0, 1_000);
+        p.cgroups = vec![A];
+        let (mut r, _) = Runner::new(us(0), p, &[A].into(), Order::Wait);
+        let acts = r.replace(us(500), alternate(0, 1_000), &BTreeSet::new(), Order::Wait);
+        assert!(acts.is_empty(), "{acts:?}");
+        let mut n = node(30, false);
+        n.written.insert(A, (us(0), false));
+        n.written.insert(B, (us(0), true));
+        n.run(&mut r, us(1_500));
+        let log = switches(r.take_log());
+        assert_eq!(
+            (log[0].outgoing.clone(), log[0].incoming.clone()),
+            (vec![A], vec![B])
+        );
+    }
+
+    #[test]
     fn a_new_announcement_takes_over_and_a_freeze_that_does_not_land_holds_the_thaw() {
         let mut n = node(30, false);
         n.written.insert(A, (us(0), false));
-        let (mut r, _) = Runner::new(us(0), alternate(0, 1_000), [A].into(), Order::Wait);
+        let (mut r, _) = Runner::new(us(0), alternate(0, 1_000), &[A].into(), Order::Wait);
         n.run(&mut r, us(2_500));
         // Job 1 runs from 2 ms. A new announcement at 2.5 ms: job 2 alone from now on.
         let mut p = alternate(0, 1_000);
@@ -712,7 +758,7 @@ mod tests {
             running: vec![JobId(2)],
         }];
         p.rotation.cycle = None;
-        let acts = r.replace(us(2_500), p, Order::Wait);
+        let acts = r.replace(us(2_500), p, &BTreeSet::new(), Order::Wait);
         assert_eq!(acts, [Act::Freeze(A)]);
         n.apply(us(2_500), acts);
         n.run(&mut r, us(10_000));
@@ -724,7 +770,7 @@ mod tests {
         // A freeze that never lands: the thaw waits half the step, then goes, counted late.
         let mut n = node(i64::MAX / 2, false);
         n.written.insert(A, (us(0), false));
-        let (mut r, _) = Runner::new(us(0), alternate(1_000, 1_000), [A].into(), Order::Wait);
+        let (mut r, _) = Runner::new(us(0), alternate(1_000, 1_000), &[A].into(), Order::Wait);
         let mut seen = Vec::new();
         let thawed = loop {
             let now = r.wake().unwrap();
@@ -754,7 +800,7 @@ mod tests {
         let mut n = node(800, true);
         n.written.insert(A, (us(0), false));
         let (mut r, acts) =
-            Runner::new(us(0), alternate(2_000, 2_000), [A].into(), Order::Handover);
+            Runner::new(us(0), alternate(2_000, 2_000), &[A].into(), Order::Handover);
         assert!(acts.is_empty(), "job 1 already runs: {acts:?}");
         n.run(&mut r, us(19_500));
         let at = |t: i64| -> Vec<Act> {
@@ -816,7 +862,7 @@ mod tests {
     fn a_handover_freeze_that_does_not_land_is_late_and_idle_jobs_end_normal() {
         let mut n = node(2_500, true);
         n.written.insert(A, (us(0), false));
-        let (mut r, _) = Runner::new(us(0), alternate(2_000, 2_000), [A].into(), Order::Handover);
+        let (mut r, _) = Runner::new(us(0), alternate(2_000, 2_000), &[A].into(), Order::Handover);
         n.run(&mut r, us(9_500));
         let log = r.take_log();
         assert_eq!(switches(log.clone()).len(), 3, "{log:?}");
@@ -830,18 +876,28 @@ mod tests {
         // logged when made, its landing is logged late.
         let mut m = node(1_500, true);
         m.written.insert(A, (us(0), false));
-        let (mut q, _) = Runner::new(us(0), alternate(2_000, 2_000), [A].into(), Order::Handover);
+        let (mut q, _) = Runner::new(us(0), alternate(2_000, 2_000), &[A].into(), Order::Handover);
         m.run(&mut q, us(4_100));
         let made = switches(q.take_log());
         assert!(made.len() == 1 && made[0].due == us(4_000), "{made:?}");
-        let acts = q.replace(us(4_100), alternate(2_000, 2_000), Order::Handover);
+        let acts = q.replace(
+            us(4_100),
+            alternate(2_000, 2_000),
+            &BTreeSet::new(),
+            Order::Handover,
+        );
         assert!(acts.is_empty(), "job 2's step is in force: {acts:?}");
         assert_eq!(landings(&q.take_log()), [(us(4_000), None)]);
         assert_eq!(q.late, 1);
         // Job 2 runs from 8 ms; job 1 is idle (and frozen). The wait order from 9.5 ms.
         n.handover = false;
         n.landing = 30;
-        let acts = r.replace(us(9_500), alternate(2_000, 2_000), Order::Wait);
+        let acts = r.replace(
+            us(9_500),
+            alternate(2_000, 2_000),
+            &BTreeSet::new(),
+            Order::Wait,
+        );
         assert!(acts.is_empty(), "job 2's step is in force: {acts:?}");
         n.run(&mut r, us(11_000));
         let last = switches(r.take_log()).pop().unwrap();

@@ -114,7 +114,8 @@ impl NmCore {
         }
         let mut v = Vec::new();
         for (&job, j) in &self.jobs {
-            if !r.manages(job) {
+            // A job joins the program once launched: the thread then takes it as it stands.
+            if !r.manages(job) || self.launch_under_way(job) {
                 continue;
             }
             if !j.owns_cgroup() {

@@ -102,6 +102,9 @@ struct Node {
     /// [`Effect::Prepare`] to [`Effect::SetupDone`]: a rank spawned outside it would not
     /// join its cgroup, and a kill of the cgroup would miss it.
     setups: BTreeSet<(JobId, u64)>,
+    /// Spawns are answered only on [`Node::release_spawns`] (a launch left under way).
+    hold_spawns: bool,
+    held_spawns: Vec<Input>,
 }
 
 impl Node {
@@ -123,6 +126,8 @@ impl Node {
             sizes: BTreeMap::new(),
             dirs: Vec::new(),
             setups: BTreeSet::new(),
+            hold_spawns: false,
+            held_spawns: Vec::new(),
         };
         let fx = n.pump();
         (n, fx)
@@ -234,12 +239,25 @@ impl Node {
                 Effect::Sweep { .. } => Some(Input::JobDirs(self.dirs.clone())),
                 _ => None,
             };
+            let held = self.hold_spawns && matches!(e, Effect::Spawn(_));
             all.push(e);
-            if let Some(i) = answer {
-                self.core.on(self.now, i);
+            match answer {
+                Some(i) if held => self.held_spawns.push(i),
+                Some(i) => self.core.on(self.now, i),
+                None => {}
             }
         }
         all
+    }
+
+    /// Answers the spawns held back, and every one after, at `at`; returns the effects.
+    fn release_spawns(&mut self, at: Time) -> Vec<Effect> {
+        self.now = at;
+        self.hold_spawns = false;
+        for i in std::mem::take(&mut self.held_spawns) {
+            self.core.on(at, i);
+        }
+        self.pump()
     }
 
     /// Passes `input` at `at` (timers due before are not fired: see [`Node::until`]).

@@ -6,6 +6,7 @@
 //! they changed, and logs them; a new announcement takes over from where the node stands.
 
 use super::*;
+use crate::core::CgroupOp;
 use crate::program::{Act, Cg, Landed, Logged, Order, Program, Runner};
 use cosched_proto::rotation::{Cycle, Rotation, Step};
 
@@ -120,7 +121,7 @@ fn an_announced_rotation_is_switched_at_its_instants_by_the_watchers_thread() {
             .is_some_and(|w| w >= ms(10) + Dur::from_millis(50))
     );
 
-    let (runner, acts) = Runner::new(ms(10), p, thawed, Order::Wait);
+    let (runner, acts) = Runner::new(ms(10), p, &thawed, Order::Wait);
     assert!(acts.is_empty(), "job 1's step is the one in force");
     let mut th = Thread {
         runner,
@@ -203,8 +204,8 @@ fn an_announced_rotation_is_switched_at_its_instants_by_the_watchers_thread() {
         cycle: None,
     };
     let fx = n.tree(ms(45), ToNode::Rotation(r2));
-    let (p2, _) = program(&fx);
-    let acts = th.runner.replace(ms(45), p2, Order::Wait);
+    let (p2, thawed2) = program(&fx);
+    let acts = th.runner.replace(ms(45), p2, &thawed2, Order::Wait);
     assert!(
         acts.is_empty(),
         "job 2 runs in the new one's first step too: {acts:?}"
@@ -232,7 +233,7 @@ fn a_batch_of_switches_goes_up_in_one_runs_message_with_each_changes_instant() {
         ToNode::Rotation(alternating_every(Dur::from_millis(1))),
     );
     let (p, thawed) = program(&fx);
-    let (runner, _) = Runner::new(ms(10), p, thawed, Order::Wait);
+    let (runner, _) = Runner::new(ms(10), p, &thawed, Order::Wait);
     let mut th = Thread {
         runner,
         writes: Vec::new(),
@@ -313,4 +314,93 @@ fn switches(log: Vec<Logged>) -> Vec<Landed> {
 /// `switches` as the watcher's thread hands them to the core.
 fn logged(switches: &[Landed]) -> Vec<Logged> {
     switches.iter().cloned().map(Logged::Switch).collect()
+}
+
+/// A job whose launch is under way when a rotation comes is left out of the thread's program
+/// until every rank has started: the launch alone writes its cgroup's freezer (a rank that
+/// joins a frozen cgroup freezes before its exec; a job launched stopped is frozen at the
+/// launch's end). Then it joins as its launch left it, so the thread thaws it when its step
+/// runs it. The thread once took such a job in mid-launch, thawed it for its step, and the
+/// launch's freeze then left it frozen while the thread counted it running: alone in the
+/// matrix, it never ran.
+#[test]
+fn a_job_joins_the_threads_program_once_its_launch_has_finished_and_as_it_left_it() {
+    let mut n = Node::up("gs");
+    n.cgroups = true;
+    n.tree(ms(0), launch(1, 1, &[(0, 0), (1, 1)], false));
+    n.tree(ms(0), launch(2, 1, &[(0, 0), (1, 1)], true));
+    n.on(ms(0), launch_frozen(2, 2));
+    let (a, b, c): (Cg, Cg, Cg) = ((JobId(1), 1), (JobId(2), 2), (JobId(3), 3));
+    let fx = n.tree(ms(10), ToNode::Rotation(alternating()));
+    let (p, thawed) = program(&fx);
+    let (runner, _) = Runner::new(ms(10), p, &thawed, Order::Wait);
+    let mut th = Thread {
+        runner,
+        writes: Vec::new(),
+    };
+
+    // Job 3 is launched stopped; its ranks have not started when a rotation that runs it
+    // from 15 ms on comes.
+    n.hold_spawns = true;
+    n.tree(ms(12), launch(3, 1, &[(0, 0), (1, 1)], true));
+    assert_eq!(n.held_spawns.len(), 1, "rank 0's spawn is under way");
+    let three = Rotation {
+        rows: vec![(JobId(1), 0), (JobId(2), 1), (JobId(3), 2)],
+        steps: vec![step(ms(15), 3), step(ms(25), 1), step(ms(35), 2)],
+        cycle: Some(Cycle {
+            from: 0,
+            period: Dur::from_millis(30),
+        }),
+    };
+    let fx = n.tree(ms(15), ToNode::Rotation(three));
+    let (p, thawed) = program(&fx);
+    assert_eq!(p.cgroups, [a, b], "job 3's launch is under way");
+    th.writes.extend(
+        th.runner
+            .replace(ms(15), p, &thawed, Order::Wait)
+            .into_iter()
+            .map(|w| (ms(15), w)),
+    );
+    th.run(ms(16));
+    assert!(
+        !th.writes
+            .iter()
+            .any(|(_, w)| matches!(w, Act::Thaw(x) | Act::Freeze(x) if *x == c)),
+        "{:?}",
+        th.writes
+    );
+
+    // Its ranks start: the launch freezes it, then the thread takes it in, frozen.
+    let fx = n.release_spawns(ms(16));
+    let freeze = fx.iter().position(|e| {
+        matches!(
+            e,
+            Effect::Cgroup {
+                job: JobId(3),
+                op: CgroupOp::Freeze,
+                ..
+            }
+        )
+    });
+    let handed = fx.iter().position(|e| matches!(e, Effect::Program { .. }));
+    assert!(
+        matches!((freeze, handed), (Some(f), Some(h)) if f < h),
+        "the launch's freeze, then the program: {fx:?}"
+    );
+    let (p, thawed) = program(&fx);
+    assert_eq!(p.cgroups, [a, b, c]);
+    assert!(!thawed.contains(&c), "launched stopped: {thawed:?}");
+    th.writes.clear();
+    th.writes.extend(
+        th.runner
+            .replace(ms(16), p, &thawed, Order::Wait)
+            .into_iter()
+            .map(|w| (ms(16), w)),
+    );
+    th.run(ms(17));
+    assert_eq!(
+        th.writes.iter().map(|w| w.1).collect::<Vec<_>>(),
+        [Act::Thaw(c)],
+        "its step runs it, and job 1 was frozen at 15 ms"
+    );
 }
