@@ -548,7 +548,7 @@ impl NmCore {
     fn rank_started(&mut self, now: Time, rank: u32, pe: u32, pid: i32) {
         let ln = self.launching.as_mut().expect("launching");
         ln.next += 1;
-        let (job, stopped) = (ln.l.job, ln.l.stopped);
+        let job = ln.l.job;
         let dir = self.cfg.jobs_dir.join(job.0.to_string());
         let f =
             cosched_proto::jobio::rank_files(&ln.l.io, &ln.cwd, &dir, job, rank, &self.cfg.name);
@@ -559,6 +559,8 @@ impl NmCore {
         };
         self.owners.insert(pid, job);
         let j = self.jobs.get_mut(&job).expect("inserted when prepared");
+        // Launched stopped, or stopped by a switch since its launch began.
+        let stopped = j.stopped;
         j.began.get_or_insert(now);
         j.ranks.insert(
             rank,
@@ -634,7 +636,8 @@ impl NmCore {
         }
     }
 
-    /// Every rank has started or failed: a job launched stopped in a cgroup is frozen, the
+    /// Every rank has started or failed: a job in a cgroup that is to stand stopped (launched
+    /// stopped, or stopped since by a switch, which left the freeze to this) is frozen, the
     /// launch acknowledged, and the failed ranks' exits taken in.
     fn launched(&mut self, now: Time) {
         let Some(ln) = self.launching.take() else {
@@ -645,7 +648,11 @@ impl NmCore {
             job,
             launch: ln.launch,
         });
-        if ln.l.stopped && self.jobs.get(&job).is_some_and(|j| j.owns_cgroup()) {
+        if self
+            .jobs
+            .get(&job)
+            .is_some_and(|j| j.stopped && j.owns_cgroup())
+        {
             self.push(Effect::Cgroup {
                 job,
                 launch: ln.launch,

@@ -39,6 +39,9 @@ impl NmCore {
         let mut freezing = Vec::new();
         for &job in &plan.stop_jobs {
             match self.jobs.get(&job) {
+                // A job whose launch is under way is frozen at its end (see `signal`): no
+                // freeze to wait for, and its stop is booked when that freeze lands.
+                Some(j) if j.owns_cgroup() && self.launch_under_way(job) => {}
                 Some(j) if j.owns_cgroup() => freezing.push((job, j.launch)),
                 // SIGSTOP: stopped once sent, as far as anything here can tell.
                 _ => self.report_runs(job, false, self.clock),
@@ -165,6 +168,11 @@ impl NmCore {
         }
         let j = &self.jobs[&job];
         if j.owns_cgroup() {
+            if self.launch_under_way(job) {
+                // A rank that joins a frozen cgroup freezes before its exec, and its spawn
+                // with it: the launch's end freezes the job if it is to stand stopped then.
+                return;
+            }
             let (launch, op) = (
                 j.launch,
                 if stop {

@@ -250,6 +250,14 @@ impl Node {
         all
     }
 
+    /// Answers the first spawn held back at `at`, holding the next; returns the effects.
+    fn answer_held_spawn(&mut self, at: Time) -> Vec<Effect> {
+        self.now = at;
+        let i = self.held_spawns.remove(0);
+        self.core.on(at, i);
+        self.pump()
+    }
+
     /// Answers the spawns held back, and every one after, at `at`; returns the effects.
     fn release_spawns(&mut self, at: Time) -> Vec<Effect> {
         self.now = at;

@@ -404,3 +404,46 @@ fn a_job_joins_the_threads_program_once_its_launch_has_finished_and_as_it_left_i
         "its step runs it, and job 1 was frozen at 15 ms"
     );
 }
+
+/// Under the core's own switching (a rotation that stands still), a job stopped while its
+/// launch is under way is not frozen then — its next rank would freeze before its exec and
+/// the spawn with it — but at the launch's end, as the switch left it.
+#[test]
+fn a_job_stopped_during_its_launch_is_frozen_at_the_launchs_end() {
+    let mut n = Node::up("gs");
+    n.cgroups = true;
+    let still = |at: Time, job: u64| Rotation {
+        rows: vec![(JobId(1), 0), (JobId(2), 1)],
+        steps: vec![step(at, job)],
+        cycle: None,
+    };
+    n.tree(ms(0), ToNode::Rotation(still(ms(0), 2)));
+    n.hold_spawns = true;
+    n.tree(ms(1), launch(2, 1, &[(0, 0), (1, 1)], false));
+    let fx = n.answer_held_spawn(ms(2));
+    assert!(
+        matches!(&fx[..], [Effect::Spawn(s)] if s.rank == 1),
+        "{fx:?}"
+    );
+
+    // Job 1's row from 10 ms on: job 2 is to stop, its rank 1 not started yet.
+    let fx = n.tree(ms(10), ToNode::Rotation(still(ms(10), 1)));
+    let freezes = |fx: &[Effect]| {
+        fx.iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Effect::Cgroup {
+                        job: JobId(2),
+                        op: CgroupOp::Freeze,
+                        ..
+                    }
+                )
+            })
+            .count()
+    };
+    assert_eq!(freezes(&fx), 0, "not during its launch: {fx:?}");
+    let fx = n.release_spawns(ms(11));
+    assert_eq!(freezes(&fx), 1, "at its launch's end: {fx:?}");
+    assert!(n.core.jobs[&JobId(2)].stopped);
+}
