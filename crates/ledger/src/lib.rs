@@ -141,6 +141,9 @@ pub struct Entry {
     /// Its processes stand stopped after having run: `since` is when they stopped (for
     /// suspended time). Never set while they run, so `since` serves both.
     stopped: bool,
+    /// Taken over with its accounting so far ([`Ledger::adopt`]): the driver's reports carry
+    /// it on, its first one included.
+    adopted: bool,
     pes: PeSet,
     slot: Option<u32>,
     /// Run time before the current stretch.
@@ -356,6 +359,7 @@ impl Ledger {
             held: false,
             launched: false,
             stopped: false,
+            adopted: false,
             pes: PeSet::new(),
             slot: None,
             ran: Dur::ZERO,
@@ -570,7 +574,8 @@ impl Ledger {
             return;
         }
         let was = e.processes_run();
-        let first = e.reported.replace(runs).is_none();
+        // The first report of a job adopted with its run time is one more change.
+        let first = e.reported.replace(runs).is_none() && !e.adopted;
         match (was, runs) {
             (false, true) => e.account_runs(&mut self.records[i], now),
             (true, false) => e.account_stops(now),
@@ -843,6 +848,7 @@ impl Ledger {
         self.preempted_on.take(job);
         e.ran = Dur::ZERO;
         e.stopped = false;
+        e.adopted = false;
         e.reported = None;
         self.records[job].start = None;
         self.records[job].suspended = Dur::ZERO;
@@ -850,7 +856,8 @@ impl Ledger {
     }
 
     /// A job found running (or stopped) when a restarted driver rebuilds its state: it holds
-    /// `pes` and has run `ran` so far, the current stretch since `since` if `running`.
+    /// `pes` and has run `ran` before its current stretch, running or (having run) stopped
+    /// since `since`.
     pub fn adopt(
         &mut self,
         job: Ix,
@@ -863,6 +870,7 @@ impl Ledger {
         let e = &mut self.entries[job];
         e.pes = pes;
         e.launched = true;
+        e.adopted = true;
         e.ran = ran;
         e.since = since;
         self.records[job] = record;

@@ -44,7 +44,7 @@ impl Core {
             record.pes = e.pes().clone();
             // Live, as the run time is: a job stopped now shows the stop so far. What is
             // persisted includes it too, consistently with the run time: a restarted MM
-            // adopts both and counts on from the restart.
+            // adopts both and counts on from the instant they were written.
             record.suspended = e.suspended(now);
         }
         // What its processes do: under a node scheme that runs placed jobs, the nodes'

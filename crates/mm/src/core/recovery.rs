@@ -117,14 +117,19 @@ impl Core {
                 // then held again (its processes are stopped already).
                 let running = info.state == JobState::Running || info.held;
                 let since = record.start.unwrap_or(record.submit);
-                self.ledger.adopt(
-                    i,
-                    pes.clone(),
-                    running,
-                    now,
-                    Dur::from_micros(info.run_us),
-                    record,
-                );
+                // Counted on from the instant the record was written, in the state it says:
+                // a live record's run and stopped time add up to its time since its start
+                // then (`job_info`), so the time this machine manager was away is booked once,
+                // to the job's run or to its stop, not left out of both (an ended job's run
+                // is its time from start to end less its stops: every job would have been
+                // counted as running for it). The nodes' reports from then on carry it on.
+                let ran = Dur::from_micros(info.run_us);
+                let written = record
+                    .start
+                    .map_or(now, |s| (s + ran + record.suspended).min(now));
+                self.ledger
+                    .adopt(i, pes.clone(), running, written, ran, record);
+                self.side[i].runs_at = written;
                 self.instant.hello.push(Event::Running {
                     job: req,
                     pes,

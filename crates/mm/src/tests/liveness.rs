@@ -735,3 +735,134 @@ fn the_manager_sleeps_through_an_announced_rotation_and_books_each_switch_at_its
         (JobState::Running, JobState::Suspended)
     );
 }
+
+/// A restarted machine manager counts each job's run and stopped time on from the instant its
+/// record was written (its start plus the run and stopped time the record holds), in the
+/// state the nodes had last reported then: the time it was away is booked once — as the run
+/// of the job that ran, the stop of the one that stood stopped — not as run time of both; and
+/// the nodes' reports after the restart carry its run time on instead of starting it afresh.
+#[test]
+fn a_restart_books_its_downtime_once_by_the_state_written_and_keeps_the_run_time() {
+    let pes = PeSet::contiguous(0, 4);
+    let policy = || {
+        script(vec![(
+            t(1),
+            vec![
+                Decision::Start {
+                    job: JobId(1),
+                    pes: pes.clone(),
+                    slot: Some(0),
+                },
+                Decision::Place {
+                    job: JobId(2),
+                    pes: pes.clone(),
+                    slot: Some(1),
+                },
+            ],
+        )])
+    };
+    let runs = |c: &mut Core, now: Time, job: u64, runs: bool| {
+        for node in 0..2 {
+            let msg = FromNode::Runs {
+                sent_us: now.as_micros(),
+                changes: vec![RunChange {
+                    job: JobId(job),
+                    run: 1,
+                    runs,
+                    at_us: now.as_micros(),
+                }],
+            };
+            c.on(
+                now,
+                Input::FromNode {
+                    from: NodeId(node),
+                    msg,
+                },
+            );
+        }
+        c.step(now);
+    };
+    let mut c = core(policy(), 2, 2);
+    submit(&mut c, t(1), 4);
+    submit(&mut c, t(1), 4);
+    c.step(t(1));
+    runs(&mut c, t(1), 1, true);
+    runs(&mut c, t(1), 2, false);
+    // Job 2's row from 3 s on; the records are written at 4 s, then the machine manager dies.
+    runs(&mut c, t(3), 1, false);
+    runs(&mut c, t(3), 2, true);
+    let written: Vec<JobInfo> = (1..=2)
+        .map(|id| {
+            let i = c.ledger().find(JobId(id)).unwrap();
+            c.job_info(i, t(4))
+        })
+        .collect();
+    let run_stop = |j: &JobInfo| {
+        (
+            j.run_us / 1_000_000,
+            j.record.suspended.as_micros() / 1_000_000,
+        )
+    };
+    let at = |c: &Core, id: u64, now: Time| {
+        let i = c.ledger().find(JobId(id)).unwrap();
+        run_stop(&c.job_info(i, now))
+    };
+    assert_eq!(run_stop(&written[0]), (2, 1));
+    assert_eq!(run_stop(&written[1]), (1, 0));
+
+    // Back at 10 s: job 1 stood stopped and job 2 ran for the 6 s since the records.
+    let mut c = Core::new(
+        config(2, 2),
+        policy(),
+        t(10),
+        Recovered {
+            nodes: Vec::new(),
+            jobs: written,
+            admin: Default::default(),
+        },
+    )
+    .unwrap();
+    for n in 0..2u32 {
+        let held = HeldJob {
+            job: JobId(1),
+            run: 1,
+            ranks: (2 * n..2 * n + 2)
+                .map(|rank| RankExit {
+                    oom: false,
+                    rank,
+                    code: None,
+                    error: None,
+                })
+                .collect(),
+            aborted: None,
+        };
+        let mut two = held.clone();
+        two.job = JobId(2);
+        c.on(
+            t(10),
+            Input::Register {
+                req: 200 + u64::from(n),
+                reg: Register {
+                    version: Version::ours(),
+                    memory: 1 << 40,
+                    name: format!("n{n}"),
+                    pes: 2,
+                    addr: String::new(),
+                    jobs: vec![held, two],
+                    incarnation: 1,
+                },
+            },
+        );
+        join(&mut c, t(10), n, 1);
+    }
+    c.step(t(10));
+    assert_eq!(at(&c, 1, t(10)), (2, 7));
+    assert_eq!(at(&c, 2, t(10)), (7, 0));
+    // The nodes switch back at 11 s: job 2 ran 8 s in all, not the 1 s since its report.
+    runs(&mut c, t(11), 2, false);
+    runs(&mut c, t(11), 1, true);
+    assert_eq!(at(&c, 2, t(11)), (8, 0));
+    assert_eq!(at(&c, 1, t(11)), (2, 8));
+    runs(&mut c, t(12), 1, false);
+    assert_eq!(at(&c, 1, t(12)), (3, 8));
+}
