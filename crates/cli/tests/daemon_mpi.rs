@@ -272,12 +272,14 @@ fn build_open_mpi_ring(dir: &Path) -> Option<PathBuf> {
 /// Submits, all at once with 8 ranks each on a 4-node × 2-PE cluster under `policy`, an MPICH
 /// ring, an Open MPI ring and the mpi4py collectives (allreduce, bcast, scatter, size); asserts
 /// that every job completed with the right answers on every rank and that no process of any
-/// of them is left (none stopped, none orphaned). Returns the cluster and the jobs' records
-/// for the policy's own checks; `None` (after a NOTICE) without the MPIs.
+/// of them is left (none stopped, none orphaned). Returns the cluster, its directory and the
+/// jobs' records for the policy's own checks, in the order they are to be dropped (the
+/// cluster is brought down from its state in the directory); `None` (after a NOTICE) without
+/// the MPIs.
 fn three_mpis_of_eight_ranks(
     name: &str,
     policy: &[&str],
-) -> Option<(tempfile::TempDir, Cluster, Vec<Value>)> {
+) -> Option<(Cluster, tempfile::TempDir, Vec<Value>)> {
     let tmp = scratch_dir("mpi", name);
     let dir = tmp.path();
     let mpich = build_ring(dir)?;
@@ -328,7 +330,7 @@ fn three_mpis_of_eight_ranks(
         .iter()
         .map(|&id| c.job(id))
         .collect();
-    Some((tmp, c, records))
+    Some((c, tmp, records))
 }
 
 #[test]
@@ -340,7 +342,7 @@ fn mpich_open_mpi_and_mpi4py_jobs_of_eight_ranks_complete_under_fcfs() {
 #[test]
 fn mpich_open_mpi_and_mpi4py_jobs_of_eight_ranks_complete_sharing_the_pes_under_gang() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((_tmp, _c, jobs)) = three_mpis_of_eight_ranks(
+    let Some((_c, _tmp, jobs)) = three_mpis_of_eight_ranks(
         "three-gang",
         &["--policy", "gang", "--mpl", "2", "--quantum", "10ms"],
     ) else {
