@@ -3,6 +3,26 @@
 
 use super::*;
 
+/// Node `node` reports at `now` that run `run` of `job` runs there, or stands stopped.
+fn report_runs(c: &mut Core, now: Time, node: u32, job: u64, run: u32, runs: bool) {
+    let msg = FromNode::Runs {
+        sent_us: now.as_micros(),
+        changes: vec![RunChange {
+            job: JobId(job),
+            run,
+            runs,
+            at_us: now.as_micros(),
+        }],
+    };
+    c.on(
+        now,
+        Input::FromNode {
+            from: NodeId(node),
+            msg,
+        },
+    );
+}
+
 /// Under a node scheme that runs every job of the matrix (`local`, `sb`), a job the
 /// policy only placed runs all the same; the nodes report it, and its record says so: a start
 /// time although its row never became active, no suspended time but the stops the nodes
@@ -33,22 +53,7 @@ fn node_reports_of_run_state_drive_the_record_of_a_placed_job() {
     c.step(t(1));
     assert_eq!(state(&c, 2).state, JobState::Suspended);
     let runs = |c: &mut Core, now: Time, node: u32, run: u32, runs: bool| {
-        let msg = FromNode::Runs {
-            sent_us: now.as_micros(),
-            changes: vec![RunChange {
-                job: JobId(2),
-                run,
-                runs,
-                at_us: now.as_micros(),
-            }],
-        };
-        c.on(
-            now,
-            Input::FromNode {
-                from: NodeId(node),
-                msg,
-            },
-        );
+        report_runs(c, now, node, 2, run, runs);
         c.step(now);
     };
     runs(&mut c, t(2), 0, 7, true);
@@ -127,22 +132,7 @@ fn run_reports_are_written_together_not_one_record_each() {
     let mut at = start;
     for k in 0..200 {
         at = start + Dur::from_millis(k * 5);
-        let msg = FromNode::Runs {
-            sent_us: at.as_micros(),
-            changes: vec![RunChange {
-                job: JobId(1),
-                run: 1,
-                runs: k % 2 == 0,
-                at_us: at.as_micros(),
-            }],
-        };
-        c.on(
-            at,
-            Input::FromNode {
-                from: NodeId(0),
-                msg,
-            },
-        );
+        report_runs(&mut c, at, 0, 1, 1, k % 2 == 0);
         written.extend(writes(c.step(at)).into_iter().map(|j| (at, j)));
     }
     let due = start + crate::core::RUNS_WRITE_EVERY;
@@ -763,22 +753,7 @@ fn a_restart_books_its_downtime_once_by_the_state_written_and_keeps_the_run_time
     };
     let runs = |c: &mut Core, now: Time, job: u64, runs: bool| {
         for node in 0..2 {
-            let msg = FromNode::Runs {
-                sent_us: now.as_micros(),
-                changes: vec![RunChange {
-                    job: JobId(job),
-                    run: 1,
-                    runs,
-                    at_us: now.as_micros(),
-                }],
-            };
-            c.on(
-                now,
-                Input::FromNode {
-                    from: NodeId(node),
-                    msg,
-                },
-            );
+            report_runs(c, now, node, job, 1, runs);
         }
         c.step(now);
     };
