@@ -81,7 +81,10 @@ mod tests {
         assert!(!ix.insert(JobId(3), 9, 4), "duplicate");
         assert!(matches!(ix, JobIndex::Dense(_)));
         assert!(ix.insert(JobId(500_000), 4, 4));
-        assert!(matches!(ix, JobIndex::Dense(_)), "a trace's gap stays dense");
+        assert!(
+            matches!(ix, JobIndex::Dense(_)),
+            "a trace's gap stays dense"
+        );
         assert!(ix.insert(JobId(5_000_000), 5, 5));
         assert!(matches!(ix, JobIndex::Hashed(_)));
         assert_eq!(ix.get(JobId(7)), Some(3));

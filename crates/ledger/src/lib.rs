@@ -665,11 +665,7 @@ impl Ledger {
             let i = match self.index.get(job) {
                 Some(i) if self.entries[i].phase == Phase::Stopped => i,
                 _ => {
-                    return Err(self.refused(
-                        job,
-                        now,
-                        "resumed while not allocated and stopped",
-                    ));
+                    return Err(self.refused(job, now, "resumed while not allocated and stopped"));
                 }
             };
             let e = &mut self.entries[i];

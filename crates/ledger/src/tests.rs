@@ -520,7 +520,11 @@ fn a_switch_is_its_decisions_one_by_one() {
             let batch = b.switch(now, &ds, |i, ran| got.push((i, ran)));
             assert_eq!(batch, first_refusal, "seed {seed} step {step}: {ds:?}");
             assert_eq!(got, want, "seed {seed} step {step}");
-            assert_eq!(format!("{a:?}"), format!("{b:?}"), "seed {seed} step {step}");
+            assert_eq!(
+                format!("{a:?}"),
+                format!("{b:?}"),
+                "seed {seed} step {step}"
+            );
             refusals += usize::from(batch.is_err());
             moves += got.len();
         }
