@@ -403,3 +403,133 @@ fn a_started_job_runs_from_the_first_report_that_its_processes_run() {
     // The start of the job is the decision's.
     assert_eq!(l.record(0).start, Some(s(0)));
 }
+
+/// A small deterministic generator (xorshift64*): random matrices without a test crate.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn one_in(&mut self, n: u64) -> bool {
+        self.below(n) == 0
+    }
+}
+
+/// [`Ledger::switch`] leaves the state, refuses at the decision and reports the stops and
+/// runs that [`Ledger::apply`] of each decision in turn gives, on random gang matrices (rows
+/// of blocks with holes) with holds, driver reports, clashing resumes and refused decisions.
+#[test]
+fn a_switch_is_its_decisions_one_by_one() {
+    let mut refusals = 0;
+    let mut moves = 0;
+    for seed in 1..=300u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let pes = 8 + rng.below(120) as u32;
+        let rows = 1 + rng.below(4) as u32;
+        // (id, first PE, PEs, row)
+        let mut blocks = Vec::new();
+        for row in 0..rows {
+            let mut at = 0;
+            while at < pes {
+                let n = 1 + rng.below(u64::from((pes - at).min(16))) as u32;
+                if !rng.one_in(4) {
+                    blocks.push((blocks.len() as u64 + 1, at, n, row));
+                }
+                at += n;
+            }
+        }
+        let sizes: Vec<(u64, u32)> = blocks.iter().map(|b| (b.0, b.2)).collect();
+        let mut a = ledger(pes, &sizes, true);
+        for &(id, first, n, row) in &blocks {
+            let place = Decision::Place {
+                job: JobId(id),
+                pes: PeSet::contiguous(first, n),
+                slot: Some(row),
+            };
+            a.apply(Time::ZERO, place).unwrap();
+        }
+        let mut now = Time::ZERO;
+        for step in 0..40 {
+            now += Dur::from_secs(1 + rng.below(30) as i64);
+            let i = rng.below(blocks.len() as u64) as usize;
+            if rng.one_in(8) {
+                if a.entry(i).held() {
+                    a.release(i, now);
+                } else {
+                    a.hold(i, now);
+                }
+            }
+            if rng.one_in(16) {
+                a.report_runs(i, now, rng.one_in(2));
+            }
+            // Mostly a switch to the next row: its jobs resume, the others stop; sometimes
+            // jobs of any row resume (they may clash), or a decision the ledger refuses.
+            let row = (step % rows as usize) as u32;
+            let mut ds = Vec::new();
+            for (k, b) in blocks.iter().enumerate() {
+                if a.entry(k).phase() == Phase::Running && (b.3 != row || rng.one_in(6)) {
+                    ds.push(Decision::Suspend { job: JobId(b.0) });
+                }
+            }
+            if rng.one_in(10) {
+                ds.push(Decision::Suspend {
+                    job: JobId(1 + rng.below(blocks.len() as u64 + 2)),
+                });
+            }
+            let stops = ds.len();
+            for (k, b) in blocks.iter().enumerate() {
+                let stopping = ds[..stops].contains(&Decision::Suspend { job: JobId(b.0) });
+                let stopped = a.entry(k).phase() == Phase::Stopped || stopping;
+                if stopped && !stopping && (b.3 == row || rng.one_in(8)) {
+                    ds.push(Decision::Resume { job: JobId(b.0) });
+                }
+            }
+            if rng.one_in(10) {
+                let k = rng.below(blocks.len() as u64) as usize;
+                ds.push(Decision::Resume {
+                    job: JobId(blocks[k].0),
+                });
+            }
+            let mut b = a.clone();
+            // One by one, as the general path applies them.
+            let mut want = Vec::new();
+            let mut first_refusal = Ok(());
+            for d in ds.iter().cloned() {
+                match a.apply(now, d) {
+                    Ok(Change::Stops { job }) => want.push((job, None)),
+                    Ok(Change::Runs { job, launch }) => {
+                        assert!(!launch, "a resumed job was placed before");
+                        want.push((job, Some(a.entry(job).ran(now))));
+                    }
+                    Ok(Change::None) => {}
+                    Ok(other) => panic!("a switch gives no {other:?}"),
+                    Err(e) => {
+                        first_refusal = Err(e);
+                        break;
+                    }
+                }
+            }
+            let mut got = Vec::new();
+            let batch = b.switch(now, &ds, |i, ran| got.push((i, ran)));
+            assert_eq!(batch, first_refusal, "seed {seed} step {step}: {ds:?}");
+            assert_eq!(got, want, "seed {seed} step {step}");
+            assert_eq!(
+                format!("{a:?}"),
+                format!("{b:?}"),
+                "seed {seed} step {step}"
+            );
+            refusals += usize::from(batch.is_err());
+            moves += got.len();
+        }
+    }
+    // The random matrices reach both paths of every outcome.
+    assert!(refusals > 100, "{refusals} refusals");
+    assert!(moves > 10_000, "{moves} moves");
+}

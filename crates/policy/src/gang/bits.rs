@@ -26,7 +26,35 @@ impl SortedIds {
         self.0.push(id);
     }
     pub fn sort(&mut self) {
-        self.0.sort_unstable();
+        // A row's jobs come mostly in id order already (they join in submit order): the
+        // check costs less than sorting a sorted vector.
+        if !self.0.is_sorted() {
+            self.0.sort_unstable();
+        }
+        self.0.dedup();
+    }
+    /// Adds the ids of `more` (in any order; sorted in place) to the set: one merge from the
+    /// back, instead of sorting the whole set again.
+    pub fn merge(&mut self, more: &mut [JobId]) {
+        if more.is_empty() {
+            return;
+        }
+        more.sort_unstable();
+        let n = self.0.len();
+        self.0.extend_from_slice(more);
+        let v = &mut self.0;
+        let (mut i, mut j, mut k) = (n, more.len(), v.len());
+        // Every slot from `k` on is final; once `more` is used up, `v[..i]` is in place.
+        while j > 0 {
+            k -= 1;
+            if i > 0 && v[i - 1] > more[j - 1] {
+                v[k] = v[i - 1];
+                i -= 1;
+            } else {
+                v[k] = more[j - 1];
+                j -= 1;
+            }
+        }
         self.0.dedup();
     }
     pub fn clear(&mut self) {
@@ -58,6 +86,38 @@ impl SortedIds {
             } else {
                 f(id);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A merge gives what pushing the ids and sorting gives, duplicates and all.
+    #[test]
+    fn merge_is_push_then_sort() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for _ in 0..2000 {
+            let mut a = SortedIds::default();
+            for _ in 0..next(12) {
+                a.push_unsorted(JobId(next(40)));
+            }
+            a.sort();
+            let mut more: Vec<JobId> = (0..next(12)).map(|_| JobId(next(40))).collect();
+            let mut want = a.clone();
+            for &id in &more {
+                want.push_unsorted(id);
+            }
+            want.sort();
+            a.merge(&mut more);
+            assert_eq!(a, want);
         }
     }
 }

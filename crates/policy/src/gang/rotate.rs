@@ -188,10 +188,7 @@ impl Gang {
                     }
                 }
             }
-            for &id in &extra {
-                chosen.push_unsorted(id);
-            }
-            chosen.sort();
+            chosen.merge(&mut extra);
             self.extra = extra;
         }
         self.scratch = mask;

@@ -130,6 +130,27 @@ pub(crate) fn simulate_from(
     engine.run().map(|r| r.0)
 }
 
+/// Stands in for a decision taken out of the round's list to be applied.
+const PLACEHOLDER: Decision = Decision::SetTimer {
+    at: Time::ZERO,
+    token: 0,
+};
+
+/// The length of the row switch that `ds` starts with: its suspends, then its resumes (0 if
+/// it starts with neither).
+#[inline]
+fn switch_len(ds: &[Decision]) -> usize {
+    let stops = ds
+        .iter()
+        .take_while(|d| matches!(d, Decision::Suspend { .. }))
+        .count();
+    stops
+        + ds[stops..]
+            .iter()
+            .take_while(|d| matches!(d, Decision::Resume { .. }))
+            .count()
+}
+
 /// `MC`: a slowdown model is set (multi-core nodes); `rates` and `usage` are `Some` exactly
 /// then.
 struct Engine<'a, const MC: bool, F: Jobs> {
@@ -502,7 +523,18 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
             let mut out = std::mem::take(&mut self.out);
             self.policy.decide(now, &mut out);
             self.decisions += out.len() as u64;
-            for d in out.drain(..) {
+            let mut k = 0;
+            while k < out.len() {
+                // Without a slowdown model a row switch (its suspends, then its resumes)
+                // goes to the ledger in one piece.
+                let n = if MC { 0 } else { switch_len(&out[k..]) };
+                if n > 0 {
+                    self.switch(now, &out[k..k + n])?;
+                    k += n;
+                    continue;
+                }
+                let d = std::mem::replace(&mut out[k], PLACEHOLDER);
+                k += 1;
                 self.apply(now, d)?;
                 if MC && let Some((o, time)) = self.fault.take() {
                     return Err(SimError::Overshared {
@@ -513,6 +545,7 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
                     });
                 }
             }
+            out.clear();
             self.out = out;
             if MC {
                 self.reprice(now);
@@ -658,6 +691,26 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
             }
             Change::None | Change::Placed { .. } => {}
         }
+    }
+
+    /// A row switch, `ds` as [`switch_len`] found it: the ledger applies it in one pass
+    /// ([`Ledger::switch`]), and each job's end event goes or comes as
+    /// [`Engine::carry_out`] would move it for the decisions one by one (same times, same
+    /// sequence numbers in the same order).
+    #[inline(always)]
+    fn switch(&mut self, now: Time, ds: &[Decision]) -> Result<(), SimError> {
+        debug_assert!(!MC, "rates follow each stop and start");
+        let (ends, seq, again, work) = (&mut self.ends, &mut self.seq, &mut self.again, &self.work);
+        self.ledger.switch(now, ds, |i, ran| match ran {
+            None => ends.remove(i),
+            Some(ran) => {
+                let left = work[i] - ran;
+                *again |= left <= Dur::ZERO;
+                *seq += 1;
+                ends.insert(now + left, *seq, i);
+            }
+        })?;
+        Ok(())
     }
 
     /// A job starts or resumes under a slowdown model: priced with its co-runners at the end
