@@ -2,10 +2,10 @@
 //! `group_backfill`, case-1 groups while backfilling; `schedule` runs a decision's passes.
 
 use std::cell::OnceCell;
-use std::collections::HashMap;
 
 use cosched_core::{Dur, JobId, Time};
 
+use super::floor::Floors;
 use super::front::Fronts;
 use super::glomarc::{self, Cand, Primary, Variant};
 use super::vm::work_secs;
@@ -176,11 +176,9 @@ impl Scojo {
         // Jobs of the pass's queue placed (or passed over, held) and started.
         let waiting = queue.len();
         let (mut done, mut started) = (waiting, 0);
-        // The earliest fit found last in this pass for each (nodes, estimate): the pass only
-        // takes free nodes away from the profile, so a later job of the same needs fits
-        // nowhere before it (a fit for it would have been one for the earlier job), and its
-        // search starts there. `Time::MAX` for needs that never fit.
-        let mut floors: HashMap<(u32, Dur), Time> = HashMap::new();
+        // The earliest fits found so far in this pass: a later job of as many nodes and no
+        // shorter estimate fits nowhere before them ([`Floors`]).
+        let mut floors = Floors::default();
         for (pos, id) in queue.into_iter().enumerate() {
             if known.is_none_or(|(f, n, _)| f != later.id(pos) || n != free_n) {
                 // The later jobs' reservations only matter to starts now, and those need a
@@ -203,13 +201,13 @@ impl Scojo {
             else {
                 continue;
             };
-            let found = match floors.get(&(nodes, dur)) {
+            let found = match floors.floor(nodes, dur) {
                 None => profile.earliest(nodes, dur),
-                Some(&Time::MAX) => None,
-                Some(&floor) => profile.earliest_within(nodes, dur, floor, Time::MAX),
+                Some(Time::MAX) => None,
+                Some(floor) => profile.earliest_within(nodes, dur, floor, Time::MAX),
             };
             debug_assert_eq!(found, profile.earliest(nodes, dur), "floor of {id}");
-            floors.insert((nodes, dur), found.map_or(Time::MAX, |(at, _)| at));
+            floors.found(nodes, dur, found.map_or(Time::MAX, |(at, _)| at));
             let Some((at, i)) = found else {
                 continue;
             };

@@ -282,12 +282,7 @@ impl Scojo {
                 let ppn = a.seats.iter().map(|s| s.procs).max().unwrap_or(1);
                 (ppn, a.seats.len() as u32)
             };
-            let spare = free
-                - if p_waiting {
-                    a_nodes.min(free)
-                } else {
-                    0
-                };
+            let spare = free - if p_waiting { a_nodes.min(free) } else { 0 };
             if p_waiting && a_nodes > free {
                 why.no_room += 1;
                 continue;

@@ -61,6 +61,7 @@ pub mod glomarc;
 mod backfill;
 mod config;
 mod fairness;
+mod floor;
 mod front;
 mod group;
 mod response;
