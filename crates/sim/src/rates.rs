@@ -130,15 +130,22 @@ impl Rates {
         // Run by run, and within a run node by node: the PEs of a run on one node are
         // consecutive cores, so they sit on every processor from the first one's to the
         // last one's (PEs are numbered node by node, processor by processor).
+        // A whole node is on every processor; the divisions are made for partial ones only.
+        let every = u32::MAX >> (32 - self.machine.sockets_per_node);
         for &(lo, hi) in pes.runs() {
+            let mut node = lo / per;
             let mut pe = lo;
             while pe < hi {
-                let node = pe / per;
-                let end = hi.min((node + 1) * per);
-                let first = (pe % per) / per_socket;
-                let last = ((end - 1) % per) / per_socket;
-                let sockets = (u32::MAX >> (31 - last)) & (u32::MAX << first);
+                let base = node * per;
+                let end = hi.min(base + per);
                 let procs = end - pe;
+                let sockets = if procs == per {
+                    every
+                } else {
+                    let first = (pe - base) / per_socket;
+                    let last = (end - 1 - base) / per_socket;
+                    (u32::MAX >> (31 - last)) & (u32::MAX << first)
+                };
                 match here.last_mut() {
                     Some(h) if h.job == node => {
                         h.procs += procs;
@@ -152,6 +159,7 @@ impl Rates {
                     }),
                 }
                 pe = end;
+                node += 1;
             }
         }
         #[cfg(debug_assertions)]
