@@ -35,8 +35,11 @@ pub(super) struct Vm {
     pub(super) backfill: Option<BackfillPlan>,
     /// The node releases counted last ([`Scojo::release_counts`]), as of `(epoch, VM clock)`:
     /// the forecast and the backfilling plan made afresh in one decision both ask for them.
-    pub(super) releases: RefCell<Option<(u64, Time, Vec<(Time, u32)>)>>,
+    pub(super) releases: RefCell<Option<KeptReleases>>,
 }
+
+/// Node releases counted (`(time, nodes)` by time) as of a VM's epoch and clock.
+pub(super) type KeptReleases = (u64, Time, Vec<(Time, u32)>);
 
 /// Work is counted as the engine counts it: in thousandths of a microsecond at full speed,
 /// so a job's expected end, made from the same slowdowns, is an integer time and the same
