@@ -8,8 +8,9 @@
 #   - spare core: 1 PE, 1-rank jobs, so one core of this 2-core machine is free for the daemons.
 # Per binary, setting and quantum: the range over the runs of the slowdown against that run's
 # FCFS, of the daemons' CPU per switch (which load distorts much less than the makespan), of
-# the share of time both jobs stood stopped, and of the idle handover's exposure (thaw to the
-# outgoing freeze landed, 90th percentile; "-" where the binary makes no handover).
+# the share of time both jobs stood stopped, and of the idle handovers whose outgoing freezes had
+# landed by the next switch, when the node reads them ("-" where the binary makes no handover
+# or does not count them).
 #
 # Usage: BEFORE=path/to/old/cosched AFTER=path/to/new/cosched benches/gang-switch.sh
 # Knobs: RUNS (3), QUANTA (1ms,2ms,10ms), CPU (CPU time each rank burns, 2s), SETTINGS
@@ -42,20 +43,21 @@ range() { # min-max of a list of numbers, one decimal
 }
 
 printf '%-6s %-8s %-7s %-16s %-16s %-16s %-16s %-16s\n' PES QUANTUM BINARY 'SLOWDOWN%' 'MM-CPU/SW(us)' \
-    'NM-CPU/SW(us)' 'BOTH-STOPPED%' 'EXPOSURE-P90(us)'
+    'NM-CPU/SW(us)' 'BOTH-STOPPED%' 'LANDED-BY-NEXT%'
 for pes in $SETTINGS; do
     for q in $(echo "$QUANTA" | tr , ' '); do
         qms=$(echo "$q" | sed -e 's/ms$//')
         for which in before after; do
             files=("$OUT/$which-$pes-"*.json)
             pick() { jq -r --argjson q "$qms" ".[] | select(.quantum_ms == \$q) | $1" "${files[@]}" | range; }
-            exposure=-
-            if [ "$(pick '(.switches.handovers // 0)')" != "0.0–0.0" ]; then
-                exposure=$(pick .switches.exposure_p90_us)
+            landed=-
+            if [ "$(pick '(.switches.handovers_landed // -1)')" != "-1.0–-1.0" ] \
+                && [ "$(pick '(.switches.handovers // 0)')" != "0.0–0.0" ]; then
+                landed=$(pick '(100 * .switches.handovers_landed / .switches.handovers)')
             fi
             printf '%-6s %-8s %-7s %-16s %-16s %-16s %-16s %-16s\n' "$pes" "$q" "$which" \
                 "$(pick .slowdown_pct)" "$(pick .switches.mm_cpu_us)" "$(pick .switches.nm_cpu_us)" \
-                "$(pick .switches.both_stopped_pct)" "$exposure"
+                "$(pick .switches.both_stopped_pct)" "$landed"
         done
     done
 done

@@ -699,20 +699,19 @@ fn fcs_classification_scenario_on_real_processes_matches_the_simulator() {
 /// Accounting under `gs` books a job's run time from each thaw to the next freeze's write,
 /// as the node's switches landed; the kernel counts, per cgroup, the time it stood frozen
 /// (`frozen_usec` in `cgroup.stat.local`, Linux 6.17: from each freeze's write to the thaw's).
-/// Two CPU-bound 2-rank jobs share one node of 2 PEs under gang at 10-ms quanta (hundreds of
-/// switches each); each rank prints the time from its fork to its end less its cgroup's
-/// whole frozen time, and the job's `run_s` in `acct` must equal its longest rank's (a
-/// job runs as long as its last rank) within 2 %. The kernel's count of a process's runnable
-/// time (`/proc/self/schedstat`) is no reference on a loaded machine: a rank thawed on a core
-/// held by other work and frozen again before it got it is counted runnable while its cgroup
-/// reads frozen (`benches/freeze-thaw-wait.c`).
+/// Two CPU-bound 2-rank jobs share one node of 2 PEs under gang at 10-ms quanta (over a
+/// thousand switches each); each rank prints the time from its fork to its end less its
+/// cgroup's whole frozen time, and the job's `run_s` in `acct` must equal its longest rank's
+/// (a job runs as long as its last rank) within 2 %. The kernel's count of a process's
+/// runnable time (`/proc/self/schedstat`) is no reference on a loaded machine: a rank thawed
+/// on a core held by other work and frozen again before it got it is counted runnable while
+/// its cgroup reads frozen (`benches/freeze-thaw-wait.c`).
 ///
-/// Ignored: a job's booked run starts with its first rank and ends with its last (the
-/// ranks count from their fork, start-up included), yet at load 1–3 it came out +1.0 to
-/// +3.8 % over the longest rank's count (three runs, the wait order of the switch), most runs
-/// +1 to +2.2 %: a bias of about +2 % whose source is not measured apart (docs/daemons.md).
+/// The ranks' count ends at their print, before their exit: the process's teardown and the
+/// node manager's reaping of the last rank are in the job's run but not in the reference,
+/// tens of milliseconds that grow with the machine's load and not with the switches
+/// (docs/daemons.md). Six seconds of CPU per rank keep that within the 2 %.
 #[test]
-#[ignore = "acct books +1 to +3.8 % over the ranks' unfrozen count at load 1–3 (docs/daemons.md): not yet within 2 % run after run"]
 fn gang_accounting_equals_the_ranks_unfrozen_time_at_10_ms_quanta() {
     let c = Cluster::up(
         "nodesched",
@@ -732,7 +731,7 @@ fn gang_accounting_equals_the_ranks_unfrozen_time_at_10_ms_quanta() {
             "gs",
         ],
     );
-    let spin = ["-n", "2", bin(), "cluster", "spin", "1500ms", "--unfrozen"];
+    let spin = ["-n", "2", bin(), "cluster", "spin", "6s", "--unfrozen"];
     let jobs: Vec<u64> = (0..2).map(|_| c.submit(&spin)).collect();
     for &j in &jobs {
         let rec = c.ended(j, 300);

@@ -129,6 +129,12 @@ impl Announced {
         false
     }
 
+    /// The announcement in force repeats for ever (it has a cycle): the node managers go on
+    /// switching without the machine manager.
+    pub fn cycles(&self) -> bool {
+        self.rotation.as_ref().is_some_and(|r| r.cycle.is_some())
+    }
+
     /// A new announcement went out.
     pub fn set(&mut self, r: Rotation) {
         self.rotation = Some(r);

@@ -417,6 +417,9 @@ fn run_mm(
             jobs.get(next_job).map(|j| j.req.submit),
             ops.get(next_op).map(|o| o.0),
             next_exit,
+            // The nodes switch at the rotation's instants whether the machine manager wakes
+            // then or not.
+            rotation.as_ref().and_then(|r| r.next_after(now)),
             Some(core.next_wake()),
         ]
         .into_iter()

@@ -25,7 +25,7 @@ use cosched_core::{JobId, Time};
 use tokio::sync::mpsc;
 
 use crate::contain::{Events, Freezer, Idler, JobCgroup};
-use crate::program::{Act, Cg, Landed, Order, Program, Runner};
+use crate::program::{Act, Cg, Logged, Order, Program, Runner};
 
 /// The pause between looks while a freeze is younger than [`YOUNG`].
 pub const LOOK: Duration = Duration::from_micros(15);
@@ -67,7 +67,7 @@ enum Cmd {
 /// The watching thread's end of the node manager; dropping it ends the thread once idle.
 pub struct FreezeWatcher {
     tx: std_mpsc::Sender<Cmd>,
-    landed: std_mpsc::Receiver<Landed>,
+    landed: std_mpsc::Receiver<Logged>,
 }
 
 impl FreezeWatcher {
@@ -94,7 +94,7 @@ impl FreezeWatcher {
     }
 
     /// The switches the rotation made since the last call.
-    pub fn landed(&self) -> Vec<Landed> {
+    pub fn landed(&self) -> Vec<Logged> {
         self.landed.try_iter().collect()
     }
 }
@@ -181,7 +181,7 @@ impl Rotating {
     /// Runs the runner's step due by now; its finished switches go to `landed`, those an
     /// announcement finished as well (a replaced program's first handover is done at once,
     /// and a program of one job wakes the runner no more: its thaw must still be booked).
-    fn step(&mut self, landed: &std_mpsc::Sender<Landed>) {
+    fn step(&mut self, landed: &std_mpsc::Sender<Logged>) {
         let t = now();
         if self.runner.wake().is_some_and(|w| w <= t) {
             let files = &self.files;
@@ -201,7 +201,7 @@ impl Rotating {
 fn watch(
     rx: std_mpsc::Receiver<Cmd>,
     reports: mpsc::UnboundedSender<Frozen>,
-    landed: std_mpsc::Sender<Landed>,
+    landed: std_mpsc::Sender<Logged>,
 ) {
     // Threads do not inherit the node manager's real-time class (it resets on fork): behind
     // CPU-bound ranks a watcher of normal priority would itself wait for a core.

@@ -25,12 +25,12 @@
 //! lands, but at idle weight: it gets a core only when no rank at normal weight wants one,
 //! so the incoming ranks take the cores at once instead of after a read of the freezes
 //! (`benches/idle-handover.c`: a switch every 1 ms loses 3.5–5.2 % of the cores against
-//! 7.5–12 % waiting). Two jobs are never runnable at normal weight together; the outgoing
-//! freezes are still read, up to the same bound, to log when they landed: the handover's
-//! exposure, in [`Landed::frozen`]. Nothing waits for those reads, so they are few: from
-//! [`LAST_LOOK`] after the write on, each pause twice the one before (the exposure is known
-//! to within its last pause); looks every 20 µs, as the wait makes them, would wake the
-//! thread on a rank's core some ten times a switch. No lead places the handover: the switch is one batch of writes at the instant.
+//! 7.5–12 % waiting). Two jobs are never runnable at normal weight together. Nothing waits
+//! for the outgoing freezes, so they are read once, at the next switch's instant, before its
+//! writes, to log whether they had landed by then ([`Landed::frozen`]): every wake of the
+//! thread costs a rank its core on a full node, and reading a landing within a step took
+//! two to five wakes a switch where the switch itself takes one. No lead places the
+//! handover: the switch is one batch of writes at the instant.
 //!
 //! Pure: time and what the cgroups read come in as arguments; what to write comes out.
 
@@ -106,7 +106,8 @@ pub struct Landed {
     /// The announced instant.
     pub due: Time,
     /// When the outgoing freezes were written, and when they all read frozen (`None`: not
-    /// before the thaw, a late switch; under the handover, not within the bound).
+    /// before the thaw, a late switch; under the handover, not known yet: a
+    /// [`Logged::Landing`] follows).
     pub frozen_written: Time,
     pub frozen: Option<Time>,
     /// When the incoming jobs were thawed.
@@ -117,13 +118,24 @@ pub struct Landed {
     pub handover: bool,
 }
 
+/// What a runner logs for the node manager's core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Logged {
+    /// A switch as it was made: the core books each job's runs from it at once.
+    Switch(Landed),
+    /// Whether the outgoing freezes of the handover due at `due` had landed when read, at the
+    /// next switch's instant (`Some`: by then; `None`: not, or no longer read): the
+    /// handover's exposure is at most that long.
+    Landing { due: Time, frozen: Option<Time> },
+}
+
 #[derive(Debug)]
 enum Phase {
     /// Waiting for the next switch (its freeze goes out [`Runner::lead`] before it).
     Idle { due: Option<Time> },
     /// The outgoing freezes are written; the incoming thaw waits for `due` and the freezes.
     Freezing(Pending),
-    /// A handover is made; its outgoing freezes are read until they land, for the log.
+    /// A handover is made; its outgoing freezes are read at the next switch, for the log.
     Landing(Pending),
 }
 
@@ -150,10 +162,11 @@ pub struct Runner {
     idle: BTreeSet<Cg>,
     phase: Phase,
     landings: VecDeque<Dur>,
-    /// Switches done, and the ones not logged yet.
+    /// Switches done, those late (under the handover: their freezes not landed by the next
+    /// switch), and what is not logged yet.
     pub done: u64,
     pub late: u64,
-    log: Vec<Landed>,
+    log: Vec<Logged>,
 }
 
 impl Runner {
@@ -185,15 +198,14 @@ impl Runner {
     /// Under `order` from the next switch on.
     pub fn replace(&mut self, now: Time, program: Program, order: Order) -> Vec<Act> {
         // A switch in progress: its thaw is dropped, its freezes stand (they are written). A
-        // handover's thaw is made: it is logged (the core books its runs from the log), its
-        // landing no longer watched, so counted late.
+        // handover is made and logged already; its landing is no longer read, so counted late.
         match std::mem::replace(&mut self.phase, Phase::Idle { due: None }) {
             Phase::Freezing(p) => {
                 for c in &p.out {
                     self.thawed.remove(c);
                 }
             }
-            Phase::Landing(p) => self.landed(now, p, false),
+            Phase::Landing(p) => self.landing(now, p.due, false),
             Phase::Idle { .. } => {}
         }
         self.program = program;
@@ -222,7 +234,9 @@ impl Runner {
     /// The rotation ends here: every cgroup this runner set idle is set normal again (the
     /// shell's once more).
     pub fn stop(&mut self) -> Vec<Act> {
-        self.phase = Phase::Idle { due: None };
+        if let Phase::Landing(p) = std::mem::replace(&mut self.phase, Phase::Idle { due: None }) {
+            self.landing(p.written, p.due, false);
+        }
         std::mem::take(&mut self.idle)
             .into_iter()
             .map(Act::Normal)
@@ -309,42 +323,30 @@ impl Runner {
                 }
                 self.finish(now, p, landed)
             }
-            Phase::Landing(mut p) => {
+            Phase::Landing(p) => {
                 if now < p.look {
                     self.phase = Phase::Landing(p);
                     return Vec::new();
                 }
                 let landed = p.out.iter().all(|&c| frozen(c));
-                let until = p.due.max(p.written) + self.bound(p.due);
-                if !landed && now < until {
-                    p.pause = Dur(p.pause.0 * 2);
-                    p.look = (now + p.pause).min(until);
-                    self.phase = Phase::Landing(p);
-                    return Vec::new();
-                }
-                self.landed(now, p, landed);
-                Vec::new()
+                self.landing(now, p.due, landed);
+                self.phase = Phase::Idle {
+                    due: self.program.rotation.next_after(p.due.max(p.written)),
+                };
+                // The look is the next switch's instant: that switch is made on this wake.
+                self.step(now, frozen)
             }
         }
     }
 
-    /// A handover's outgoing freezes landed at `now` (`landed`), or not within the bound
-    /// (or no longer watched: a new announcement).
-    fn landed(&mut self, now: Time, p: Pending, landed: bool) {
-        self.done += 1;
+    /// A handover's outgoing freezes read at `now`: landed by then (`landed`) or not (nor
+    /// when no longer read: a new announcement).
+    fn landing(&mut self, now: Time, due: Time, landed: bool) {
         self.late += u64::from(!landed);
-        self.log.push(Landed {
-            due: p.due,
-            frozen_written: p.written,
+        self.log.push(Logged::Landing {
+            due,
             frozen: landed.then_some(now),
-            thawed: p.written,
-            outgoing: p.out,
-            incoming: p.inc,
-            handover: true,
         });
-        self.phase = Phase::Idle {
-            due: self.program.rotation.next_after(p.due.max(p.written)),
-        };
     }
 
     /// The handover of the switch due at `due`, made at `now` (see the module
@@ -357,19 +359,36 @@ impl Runner {
             self.thawed.remove(c);
             self.idle.insert(*c);
         }
-        let p = Pending {
-            due,
-            look: now + LAST_LOOK,
-            pause: LAST_LOOK,
-            written: now,
-            out,
-            inc,
+        let look = match self.program.rotation.next_after(due) {
+            Some(next) => next.max(now),
+            None => now + MAX_BOUND,
         };
-        if p.out.is_empty() {
-            self.landed(now, p, true);
+        self.done += 1;
+        // Logged at once: the core books the runs from it, and a job that ends before the
+        // next switch must find its last run booked.
+        self.log.push(Logged::Switch(Landed {
+            due,
+            frozen_written: now,
+            frozen: out.is_empty().then_some(now),
+            thawed: now,
+            outgoing: out.clone(),
+            incoming: inc.clone(),
+            handover: true,
+        }));
+        self.phase = if out.is_empty() {
+            Phase::Idle {
+                due: self.program.rotation.next_after(due.max(now)),
+            }
         } else {
-            self.phase = Phase::Landing(p);
-        }
+            Phase::Landing(Pending {
+                due,
+                look,
+                pause: LAST_LOOK,
+                written: now,
+                out,
+                inc,
+            })
+        };
         acts
     }
 
@@ -397,7 +416,7 @@ impl Runner {
     }
 
     /// The switches done since the last call.
-    pub fn take_log(&mut self) -> Vec<Landed> {
+    pub fn take_log(&mut self) -> Vec<Logged> {
         std::mem::take(&mut self.log)
     }
 
@@ -455,7 +474,7 @@ impl Runner {
         self.done += 1;
         self.late += u64::from(!landed);
         let acts = self.thaws(&inc);
-        self.log.push(Landed {
+        self.log.push(Logged::Switch(Landed {
             due,
             frozen_written: written,
             frozen: landed.then_some(now),
@@ -463,7 +482,7 @@ impl Runner {
             outgoing: out,
             incoming: inc,
             handover: false,
-        });
+        }));
         // The next switch after the one just made (a replaced program's is due now).
         let from = now.max(due);
         self.phase = Phase::Idle {
@@ -485,6 +504,26 @@ mod tests {
 
     const A: Cg = (JobId(1), 1);
     const B: Cg = (JobId(2), 1);
+
+    /// The switches of a runner's log.
+    fn switches(log: Vec<Logged>) -> Vec<Landed> {
+        log.into_iter()
+            .filter_map(|l| match l {
+                Logged::Switch(l) => Some(l),
+                Logged::Landing { .. } => None,
+            })
+            .collect()
+    }
+
+    /// The landings of a runner's log: (due, read frozen at).
+    fn landings(log: &[Logged]) -> Vec<(Time, Option<Time>)> {
+        log.iter()
+            .filter_map(|l| match *l {
+                Logged::Landing { due, frozen } => Some((due, frozen)),
+                Logged::Switch(_) => None,
+            })
+            .collect()
+    }
 
     /// Jobs 1 and 2 alternate every `q` µs from `from`, job 1 first.
     fn alternate(from: i64, q: i64) -> Program {
@@ -623,7 +662,7 @@ mod tests {
         n.landing = 10;
         n.run_waking_late(&mut r, us(140_000), us(280_000));
         assert!(r.lead() <= Dur::from_micros(40), "{:?}", r.lead());
-        let log = r.take_log();
+        let log = switches(r.take_log());
         let last = log.last().unwrap();
         let gap = last.thawed - (last.frozen_written + Dur::from_micros(10));
         assert!(gap <= LOOK, "no job runs {gap:?}: {last:?}");
@@ -638,7 +677,7 @@ mod tests {
         let (mut r, acts) = Runner::new(us(0), alternate(1_000, 1_000), [A].into(), Order::Wait);
         assert!(acts.is_empty(), "job 1 already runs: {acts:?}");
         n.run(&mut r, us(10_000));
-        let log = r.take_log();
+        let log = switches(r.take_log());
         assert_eq!(log.len(), 9, "a switch each ms from 2 ms on: {log:?}");
         // No job runs from the landing to the thaw: a look's pause at most.
         let gap = |l: &Landed| l.thawed - (l.frozen_written + Dur::from_micros(30));
@@ -677,7 +716,7 @@ mod tests {
         assert_eq!(acts, [Act::Freeze(A)]);
         n.apply(us(2_500), acts);
         n.run(&mut r, us(10_000));
-        let last = r.take_log().pop().unwrap();
+        let last = switches(r.take_log()).pop().unwrap();
         assert_eq!((last.due, last.incoming.clone()), (us(2_500), vec![B]));
         assert!(last.thawed >= us(2_530));
         assert_eq!(r.wake(), None, "nothing more announced");
@@ -732,59 +771,72 @@ mod tests {
             "job 1 was idle: set normal before its thaw"
         );
         let log = r.take_log();
-        assert_eq!(log.len(), 8, "a switch every 2 ms from 4 ms on: {log:?}");
-        for (k, l) in log.iter().enumerate() {
+        let made = switches(log.clone());
+        assert_eq!(made.len(), 8, "a switch every 2 ms from 4 ms on: {log:?}");
+        for (k, l) in made.iter().enumerate() {
             assert!(l.handover);
             assert_eq!(l.due, us(4_000 + 2_000 * k as i64));
             assert_eq!(
-                (l.frozen_written, l.thawed),
-                (l.due, l.due),
-                "no lead: {l:?}"
-            );
-            let exposure = l.frozen.expect("landed within the bound") - l.thawed;
-            assert!(
-                exposure >= Dur::from_micros(800) && exposure < Dur::from_micros(800) + LAST_LOOK,
-                "{l:?}"
+                (l.frozen_written, l.thawed, l.frozen),
+                (l.due, l.due, None),
+                "no lead, logged at once: {l:?}"
             );
         }
+        // Each landing is read at the next switch, on its wake: the last one's is not yet.
+        let read = landings(&log);
+        assert_eq!(read.len(), 7, "{log:?}");
+        for (k, &(due, frozen)) in read.iter().enumerate() {
+            assert_eq!(due, us(4_000 + 2_000 * k as i64));
+            assert_eq!(frozen, Some(due + Dur::from_micros(2_000)), "{log:?}");
+        }
         assert_eq!(r.late, 0);
-        // Nothing is read between the landing and the next switch.
+        // One wake a switch: none between a switch and the next.
+        assert!(
+            n.acts.iter().all(|(t, _)| t.as_micros() % 2_000 == 0),
+            "{:?}",
+            n.acts
+        );
         assert_eq!(r.wake(), Some(us(20_000)));
         // The end of the rotation: job 2, out at 18 ms, is set normal again.
         assert_eq!(r.stop(), [Act::Normal(B)]);
         assert_eq!(r.wake(), None);
+        assert_eq!(
+            landings(&r.take_log()),
+            [(us(18_000), None)],
+            "the last handover's landing, no longer read"
+        );
+        assert_eq!(r.late, 1);
     }
 
-    /// A handover whose outgoing freeze does not land within the bound is logged without a
-    /// landing, counted late; the rotation goes on. A new announcement in the wait order
-    /// sets an idle incoming job normal before its thaw, and the end of the rotation sets
-    /// every idle job normal again.
+    /// A handover whose outgoing freeze has not landed by the next switch is logged so,
+    /// counted late; the rotation goes on. A new announcement in the wait order sets an idle
+    /// incoming job normal before its thaw, and the end of the rotation sets every idle job
+    /// normal again.
     #[test]
     fn a_handover_freeze_that_does_not_land_is_late_and_idle_jobs_end_normal() {
-        let mut n = node(1_500, true);
+        let mut n = node(2_500, true);
         n.written.insert(A, (us(0), false));
         let (mut r, _) = Runner::new(us(0), alternate(2_000, 2_000), [A].into(), Order::Handover);
         n.run(&mut r, us(9_500));
         let log = r.take_log();
-        assert_eq!(log.len(), 3, "{log:?}");
-        assert!(
-            log.iter().all(|l| l.handover && l.frozen.is_none()),
-            "{log:?}"
+        assert_eq!(switches(log.clone()).len(), 3, "{log:?}");
+        assert_eq!(
+            landings(&log),
+            [(us(4_000), None), (us(6_000), None)],
+            "read at 6 and 8 ms, 2 ms after their writes"
         );
-        assert_eq!(r.late, 3);
-        // A new announcement while a handover's freeze is read: the handover is logged, late.
+        assert_eq!(r.late, 2);
+        // A new announcement while a handover's landing is not read yet: the handover was
+        // logged when made, its landing is logged late.
         let mut m = node(1_500, true);
         m.written.insert(A, (us(0), false));
         let (mut q, _) = Runner::new(us(0), alternate(2_000, 2_000), [A].into(), Order::Handover);
         m.run(&mut q, us(4_100));
-        assert!(q.take_log().is_empty(), "the landing is read still");
+        let made = switches(q.take_log());
+        assert!(made.len() == 1 && made[0].due == us(4_000), "{made:?}");
         let acts = q.replace(us(4_100), alternate(2_000, 2_000), Order::Handover);
         assert!(acts.is_empty(), "job 2's step is in force: {acts:?}");
-        let log = q.take_log();
-        assert!(
-            log.len() == 1 && log[0].due == us(4_000) && log[0].frozen.is_none(),
-            "{log:?}"
-        );
+        assert_eq!(landings(&q.take_log()), [(us(4_000), None)]);
         assert_eq!(q.late, 1);
         // Job 2 runs from 8 ms; job 1 is idle (and frozen). The wait order from 9.5 ms.
         n.handover = false;
@@ -792,7 +844,7 @@ mod tests {
         let acts = r.replace(us(9_500), alternate(2_000, 2_000), Order::Wait);
         assert!(acts.is_empty(), "job 2's step is in force: {acts:?}");
         n.run(&mut r, us(11_000));
-        let last = r.take_log().pop().unwrap();
+        let last = switches(r.take_log()).pop().unwrap();
         assert!(!last.handover && last.frozen.is_some(), "{last:?}");
         let at_thaw: Vec<Act> = n
             .acts

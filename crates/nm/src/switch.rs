@@ -165,7 +165,8 @@ impl Gate {
                 .clamp(i32::MIN as i64, i32::MAX as i64) as i32
         };
         self.log.count += 1;
-        self.log.late += u64::from(l.frozen.is_none() && !l.outgoing.is_empty());
+        // A handover's landing is read later ([`Gate::landing`]).
+        self.log.late += u64::from(l.frozen.is_none() && !l.outgoing.is_empty() && !l.handover);
         self.keep(SwitchTiming {
             at_us: l.due.as_micros(),
             lead_us: l
@@ -179,6 +180,26 @@ impl Gate {
             incoming: l.incoming.iter().map(|&(j, _)| j).collect(),
             handover: l.handover,
         });
+    }
+
+    /// The outgoing freezes of the handover due at `due` read frozen at `frozen`, or not
+    /// (late): its timing in the log says so.
+    pub fn landing(&mut self, due: Time, frozen: Option<Time>) {
+        self.log.late += u64::from(frozen.is_none());
+        let at_us = due.as_micros();
+        if let (Some(f), Some(t)) = (
+            frozen,
+            self.recent
+                .iter_mut()
+                .rev()
+                .find(|t| t.handover && t.at_us == at_us),
+        ) {
+            t.frozen_us = Some(
+                f.since(due)
+                    .as_micros()
+                    .clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+            );
+        }
     }
 
     fn keep(&mut self, t: SwitchTiming) {

@@ -32,29 +32,29 @@ pub struct GangRow {
 /// it (the outgoing freezes written ahead by the lead, read frozen, the incoming thaw) and as
 /// the ranks lived it (their own clocks: the last outgoing rank seen running, the first and
 /// the last incoming rank running again; negative: before the instant). A late switch thawed
-/// with an outgoing job not read frozen (under the idle handover: whose outgoing freeze did
-/// not land within the bound).
+/// with an outgoing job not read frozen (under the idle handover: whose outgoing freeze had
+/// not landed by the next switch).
 ///
 /// Under the idle handover the thaw comes first, at the instant, and the outgoing freeze
-/// lands after it: its exposure is the time from the thaw to that landing, in which an
-/// outgoing rank could still run at idle weight.
+/// lands after it; the node reads it once, at the next switch, so the exposure (thaw → that
+/// landing, in which an outgoing rank could still run at idle weight) is known only to be
+/// within the step or not.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SwitchBreakdown {
     pub switches: u64,
-    /// Thawed at the bound before the outgoing job read frozen.
+    /// Thawed at the bound before the outgoing job read frozen (a handover: its outgoing
+    /// freezes not landed by the next switch).
     pub late: u64,
-    /// Switches made as the idle handover (thaw first).
+    /// Switches made as the idle handover (thaw first), and of those kept in the nodes'
+    /// logs, the ones whose outgoing freezes had landed by the next switch.
     pub handovers: u64,
-    /// Their exposure (thaw → the outgoing freezes landed), median, 90th percentile and
-    /// largest, µs (a late handover's is not known and not in them).
-    pub exposure_p50_us: f64,
-    pub exposure_p90_us: f64,
-    pub exposure_max_us: f64,
+    pub handovers_landed: u64,
     /// Median time between two switches at the node (the quantum as the node lives it).
     pub interval_ms: f64,
     /// Median lead of the outgoing freezes before the instant, µs.
     pub lead_p50_us: f64,
-    /// Due → every outgoing job read frozen, median and 90th percentile, µs.
+    /// Due → every outgoing job read frozen, median and 90th percentile, µs (switches made
+    /// in the wait order).
     pub frozen_p50_us: f64,
     pub frozen_p90_us: f64,
     /// Due → incoming jobs thawed, median and 90th percentile, µs.
@@ -97,7 +97,6 @@ fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
     let (mut frozen, mut thawed, mut interval, mut lead) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut stopped, mut first, mut last) = (Vec::new(), Vec::new(), Vec::new());
-    let mut exposure = Vec::new();
     let (mut mm, mut nm, mut gap_us, mut span_us) = (0.0, 0.0, 0.0, 0.0);
     let mut b = SwitchBreakdown::default();
     for r in runs {
@@ -107,12 +106,13 @@ fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
         nm += r.nm_cpu_ms;
         let t = &r.log.recent;
         for s in t {
-            frozen.extend(s.frozen_us.map(f64::from));
             thawed.push(f64::from(s.thawed_us));
             lead.push(f64::from(s.lead_us));
             if s.handover {
                 b.handovers += 1;
-                exposure.extend(s.frozen_us.map(|f| f64::from(f - s.thawed_us)));
+                b.handovers_landed += u64::from(s.frozen_us.is_some());
+            } else {
+                frozen.extend(s.frozen_us.map(f64::from));
             }
         }
         for w in t.windows(2) {
@@ -134,9 +134,6 @@ fn breakdown(runs: &[GangRun]) -> SwitchBreakdown {
     SwitchBreakdown {
         interval_ms: pct(&mut interval, 0.5),
         lead_p50_us: pct(&mut lead, 0.5),
-        exposure_p50_us: pct(&mut exposure, 0.5),
-        exposure_p90_us: pct(&mut exposure, 0.9),
-        exposure_max_us: pct(&mut exposure, 1.0),
         frozen_p50_us: pct(&mut frozen, 0.5),
         frozen_p90_us: pct(&mut frozen, 0.9),
         thawed_p50_us: pct(&mut thawed, 0.5),

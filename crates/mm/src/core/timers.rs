@@ -267,6 +267,22 @@ impl Core {
 
     /// The policy's rounds of the instant `now`: observe every event, decide once, apply;
     /// again while the decisions caused further events.
+    /// Handles, each at its own instant, the policy's timers before `now` that the machine
+    /// manager slept through ([`ROTATION_CATCH_UP`]), as if it had woken for them: its state
+    /// is then the one it would have had, before anything that arrived at `now` is taken in.
+    pub(super) fn catch_up(&mut self, now: Time) {
+        while !self.shutting_down
+            && let Some(Reverse((at, _, _))) = self.timers.peek().copied()
+            && at < now
+            && at > self.last_now
+        {
+            let at = self.clamp(at);
+            self.rounds(at);
+            self.flush_switch();
+            self.announce(at);
+        }
+    }
+
     pub(super) fn rounds(&mut self, now: Time) {
         let mut out = Vec::new();
         loop {

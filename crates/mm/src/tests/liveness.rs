@@ -670,3 +670,68 @@ fn a_job_requeued_and_started_again_in_one_step_is_not_killed_by_its_first_runs_
         }
     }
 }
+
+/// While the gang rotation it announced repeats, the machine manager does not wake for each
+/// quantum: it sleeps up to [`crate::core::ROTATION_CATCH_UP`] past the first timer and then
+/// handles each timer at its own instant, so every job's record comes out as if it had
+/// woken for every switch (two jobs alternating in 10-ms quanta each run half the time,
+/// within a quantum).
+#[test]
+fn the_manager_sleeps_through_an_announced_rotation_and_books_each_switch_at_its_instant() {
+    let opts = PolicyOptions {
+        quantum: Some(Dur::from_millis(10)),
+        mpl: Some(2),
+        ..PolicyOptions::default()
+    };
+    let p = crate::build_policy("gang", 1, 2, &opts).unwrap();
+    let mut c = Core::new(config(1, 2), p, t(0), Recovered::default()).unwrap();
+    let reg = Register {
+        version: Version::ours(),
+        memory: 1 << 40,
+        name: "n0".into(),
+        pes: 2,
+        addr: String::new(),
+        jobs: Vec::new(),
+        incarnation: 1,
+    };
+    c.on(t(0), Input::Register { req: 100, reg });
+    join(&mut c, t(0), 0, 1);
+    c.step(t(0));
+    submit(&mut c, t(1), 2);
+    submit(&mut c, t(1), 2);
+    let fx = c.step(t(1));
+    for (_, job) in launches(&fx) {
+        ack(&mut c, t(1), job.0, &[0]);
+    }
+    let (mut now, mut steps) = (t(1), 0);
+    let end = t(3);
+    while now < end {
+        c.on(now, Input::Heard(NodeId(0)));
+        c.step(now);
+        steps += 1;
+        let wake = c.next_wake();
+        assert!(wake > now, "{wake:?} after {now:?}");
+        now = wake.min(end);
+    }
+    c.step(end);
+    assert!(
+        steps <= 25,
+        "woken {steps} times in 2 s of 10-ms quanta (200 switches)"
+    );
+    for job in [1, 2] {
+        let info = c.job_info(c.ledger().find(JobId(job)).unwrap(), end);
+        let run = Dur::from_micros(info.run_us);
+        assert!(
+            run >= Dur::from_millis(990) && run <= Dur::from_millis(1010),
+            "job {job} ran {run:?} of 2 s in alternating 10-ms quanta: {info:?}"
+        );
+    }
+    // Job 2's first turn, the first quantum the manager slept through, booked at its instant;
+    // at 3 s, 200 quanta on, job 1's row is the active one.
+    let info = |job: u64| c.job_info(c.ledger().find(JobId(job)).unwrap(), end);
+    assert_eq!(info(2).record.start, Some(t(1) + Dur::from_millis(10)));
+    assert_eq!(
+        (info(1).state, info(2).state),
+        (JobState::Running, JobState::Suspended)
+    );
+}

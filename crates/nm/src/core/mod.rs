@@ -131,7 +131,7 @@ pub enum Input {
     CgroupEmpty { job: JobId, launch: u64 },
     /// Switches the watcher's thread made of the rotation it carries out
     /// ([`Effect::Program`]), as they went.
-    Switched(Vec<crate::program::Landed>),
+    Switched(Vec<crate::program::Logged>),
     /// Every process of a cgroup being frozen ([`CgroupOp::Freeze`]) is stopped, or none is
     /// left.
     Frozen { job: JobId, launch: u64 },

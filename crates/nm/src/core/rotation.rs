@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::program::{Cg, Landed, Program};
+use crate::program::{Cg, Logged, Program};
 use cosched_proto::rotation::Rotation;
 
 /// How often the core takes in the switches the watcher's thread made: the machine manager
@@ -169,8 +169,15 @@ impl NmCore {
     /// Switches the watcher's thread made: each job's run state here, booked at the instants
     /// they landed (stopped from its freeze's write, running from its thaw), and the
     /// switch's timing for `cluster bench gang`.
-    pub(super) fn landed(&mut self, switches: Vec<Landed>) {
+    pub(super) fn landed(&mut self, switches: Vec<Logged>) {
         for l in switches {
+            let l = match l {
+                Logged::Switch(l) => l,
+                Logged::Landing { due, frozen } => {
+                    self.gate.landing(due, frozen);
+                    continue;
+                }
+            };
             let current = |core: &NmCore, (job, launch): Cg| {
                 core.jobs.get(&job).is_some_and(|j| j.launch == launch)
             };

@@ -6,7 +6,7 @@
 //! they changed, and logs them; a new announcement takes over from where the node stands.
 
 use super::*;
-use crate::program::{Act, Cg, Landed, Order, Program, Runner};
+use crate::program::{Act, Cg, Landed, Logged, Order, Program, Runner};
 use cosched_proto::rotation::{Cycle, Rotation, Step};
 
 /// A freeze lands this long after its write (a rank on its core).
@@ -153,10 +153,10 @@ fn an_announced_rotation_is_switched_at_its_instants_by_the_watchers_thread() {
     }
 
     // The core takes the switches in: each job's runs, booked when they changed.
-    let landed: Vec<Landed> = th.runner.take_log();
+    let landed = switches(th.runner.take_log());
     assert_eq!(landed.len(), 3);
     let thaw_b = landed[0].thawed;
-    let fx = n.on(ms(60), Input::Switched(landed));
+    let fx = n.on(ms(60), Input::Switched(logged(&landed)));
     assert_eq!(runs_messages(&fx), 1, "one message for the batch: {fx:?}");
     let r = runs(&fx);
     assert_eq!(
@@ -238,9 +238,9 @@ fn a_batch_of_switches_goes_up_in_one_runs_message_with_each_changes_instant() {
         writes: Vec::new(),
     };
     th.run(ms(60) + Dur::from_micros(500));
-    let landed = th.runner.take_log();
+    let landed = switches(th.runner.take_log());
     assert_eq!(landed.len(), 50, "a switch each ms from 11 to 60 ms");
-    let fx = n.on(ms(61), Input::Switched(landed.clone()));
+    let fx = n.on(ms(61), Input::Switched(logged(&landed)));
     assert_eq!(runs_messages(&fx), 1, "{fx:?}");
     let mut r = runs(&fx);
     // Each job's first report starts with its run since its launch.
@@ -273,7 +273,7 @@ fn a_jobs_run_reports_span_its_ranks_life() {
         incoming: if out { Vec::new() } else { vec![(JobId(1), 1)] },
         handover: false,
     };
-    let fx = n.on(ms(21), Input::Switched(vec![switch(ms(20), true)]));
+    let fx = n.on(ms(21), Input::Switched(logged(&[switch(ms(20), true)])));
     assert_eq!(
         runs(&fx),
         [
@@ -282,7 +282,7 @@ fn a_jobs_run_reports_span_its_ranks_life() {
         ],
         "it ran from its first rank's start"
     );
-    n.on(ms(31), Input::Switched(vec![switch(ms(30), false)]));
+    n.on(ms(31), Input::Switched(logged(&[switch(ms(30), false)])));
     let exited = |rank: u32| Input::Exited {
         job: JobId(1),
         launch: 1,
@@ -296,6 +296,21 @@ fn a_jobs_run_reports_span_its_ranks_life() {
                 && changes.iter().map(|c| (c.runs, c.at_us)).eq([(false, ms(36).as_micros())])),
         "the run ends with the last rank, reported before its exit: {ups:?}"
     );
-    let fx = n.on(ms(41), Input::Switched(vec![switch(ms(40), false)]));
+    let fx = n.on(ms(41), Input::Switched(logged(&[switch(ms(40), false)])));
     assert_eq!(runs(&fx), [], "no run after the last rank's exit");
+}
+
+/// The switches of a runner's log (the wait order logs nothing else).
+fn switches(log: Vec<Logged>) -> Vec<Landed> {
+    log.into_iter()
+        .map(|l| match l {
+            Logged::Switch(l) => l,
+            other => panic!("a landing of the wait order: {other:?}"),
+        })
+        .collect()
+}
+
+/// `switches` as the watcher's thread hands them to the core.
+fn logged(switches: &[Landed]) -> Vec<Logged> {
+    switches.iter().cloned().map(Logged::Switch).collect()
 }

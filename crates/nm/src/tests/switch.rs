@@ -181,28 +181,42 @@ fn a_late_freeze_is_booked_stopped_when_it_lands_not_at_the_bound() {
 }
 
 /// A rotation's idle handover ([`crate::program::Order::Handover`]) thaws first: the log
-/// keeps when its outgoing freeze landed after the thaw (the exposure), or that it did not
-/// within the bound, counted late.
+/// keeps it as made, then whether its outgoing freeze had landed when read at the next switch
+/// (the exposure's bound), or not, counted late.
 #[test]
 fn a_handover_is_logged_with_its_freeze_landing_after_the_thaw() {
+    use crate::program::Logged;
     let mut n = two_jobs();
-    let handover = |due: Time, landed: Option<Time>| crate::program::Landed {
-        due,
-        frozen_written: due,
-        frozen: landed,
-        thawed: due,
-        outgoing: vec![(JobId(1), 1)],
-        incoming: vec![(JobId(2), 2)],
-        handover: true,
+    let handover = |due: Time| {
+        Logged::Switch(crate::program::Landed {
+            due,
+            frozen_written: due,
+            frozen: None,
+            thawed: due,
+            outgoing: vec![(JobId(1), 1)],
+            incoming: vec![(JobId(2), 2)],
+            handover: true,
+        })
     };
     n.on(
         ms(11),
         Input::Switched(vec![
-            handover(ms(10), Some(ms(10) + Dur::from_micros(900))),
-            handover(ms(12), None),
+            handover(ms(10)),
+            handover(ms(12)),
+            Logged::Landing {
+                due: ms(10),
+                frozen: Some(ms(10) + Dur::from_micros(900)),
+            },
         ]),
     );
-    let log = switch_log(&mut n, ms(13));
+    n.on(
+        ms(15),
+        Input::Switched(vec![Logged::Landing {
+            due: ms(12),
+            frozen: None,
+        }]),
+    );
+    let log = switch_log(&mut n, ms(16));
     assert_eq!((log.count, log.late), (2, 1));
     let timing = |at_us: i64, frozen_us: Option<i32>| SwitchTiming {
         at_us,

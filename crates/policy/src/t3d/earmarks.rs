@@ -14,6 +14,35 @@ impl T3d {
     pub(super) fn remark(&mut self) {
         self.epoch += 1;
         self.pe.set_marks(self.earmarks.iter().map(|e| &e.pes));
+        let mut counts = std::mem::take(&mut self.marked_procs);
+        self.count_marked_procs_into(&mut counts);
+        self.marked_procs = counts;
+    }
+
+    /// The processors of the waiting jobs with an earmark: in all, by class, of large jobs
+    /// ([`T3d::marked_procs`]). Every change to the earmarks, and every change to the waiting
+    /// jobs that touches an earmarked one (its load, its end), ends with [`T3d::remark`].
+    pub(super) fn count_marked_procs(&self) -> (u64, Vec<u64>, u64) {
+        let mut counts = (0, vec![0; self.cfg.classes.len()], 0);
+        self.count_marked_procs_into(&mut counts);
+        counts
+    }
+
+    /// [`T3d::count_marked_procs`] into `counts`, whose class vector is reused.
+    fn count_marked_procs_into(&self, (total, by_class, large): &mut (u64, Vec<u64>, u64)) {
+        (*total, *large) = (0, 0);
+        by_class.clear();
+        by_class.resize(self.cfg.classes.len(), 0);
+        for e in &self.earmarks {
+            if let Some(w) = self.waiting.get(&e.job) {
+                let p = w.req.procs as u64;
+                *total += p;
+                by_class[w.class] += p;
+                if w.req.procs >= self.cfg.large_job {
+                    *large += p;
+                }
+            }
+        }
     }
 
     /// Drops the earmarks `keep` refuses, updating the marks only if one went.

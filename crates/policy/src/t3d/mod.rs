@@ -161,6 +161,8 @@ pub struct T3d {
     waiting: IdMap<Waiting>,
     /// Waiting jobs by class and whether on disk, in the order of a pass.
     lanes: Vec<Lane>,
+    /// The lanes with a job, in increasing order: a pass asks only them.
+    live_lanes: Vec<usize>,
     /// Joins of the waiting jobs so far (each one's [`Waiting::seq`]).
     joins: u64,
     /// Held jobs. A hold may come before the submission and outlives a start; it goes with
@@ -177,6 +179,9 @@ pub struct T3d {
     migration: bool,
     /// Kept in [`T3d::pe`]'s marks by [`T3d::remark`] after every change.
     earmarks: Vec<Earmark>,
+    /// Processors of the waiting jobs with an earmark: in all, by class, of large jobs
+    /// (kept by [`T3d::remark`], for [`T3d::usage`]).
+    marked_procs: (u64, Vec<u64>, u64),
     pes_per_node: u32,
     /// PEs of jobs whose state is on disk.
     disk_procs: u64,
@@ -246,6 +251,7 @@ impl T3d {
             starts: 0,
             waiting: IdMap::default(),
             lanes: vec![Lane::default(); 2 * classes],
+            live_lanes: Vec::new(),
             joins: 0,
             held: HashSet::default(),
             refused: Vec::new(),
@@ -253,6 +259,7 @@ impl T3d {
             generation: 0,
             migration: true,
             earmarks: Vec::new(),
+            marked_procs: (0, vec![0; classes], 0),
             pes_per_node: 1,
             disk_procs: 0,
             asked: BTreeSet::new(),
@@ -293,6 +300,7 @@ impl T3d {
             // Priorities and do-not-disturb times changed: cached victim lists are stale.
             self.epoch += 1;
             // So did what counts as large, and every class's maximum wait.
+            self.marked_procs = self.count_marked_procs();
             let large = self.cfg.large_job;
             self.loaded_large = self
                 .loaded
@@ -308,9 +316,7 @@ impl T3d {
                 .map(|(&id, l)| (id, l.class, l.req.procs, self.dnd_end(l)))
                 .collect();
             for (id, class, procs, end) in started {
-                self.starts += 1;
-                self.protection
-                    .start(id, class, procs, end, self.starts, now);
+                self.protect(id, class, procs, end, now);
             }
             self.generation += 1;
             let wakes: Vec<_> = self
@@ -337,7 +343,14 @@ impl T3d {
         self.epoch += 1;
         w.seq = self.joins;
         self.joins += 1;
-        self.lanes[Self::lane_of(&w)].insert((w.since, w.req.id), w.req.procs, w.seq);
+        let l = Self::lane_of(&w);
+        if self.lanes[l].is_empty()
+            && let Err(at) = self.live_lanes.binary_search(&l)
+        {
+            self.live_lanes.insert(at, l);
+        }
+        self.lanes[l].insert((w.since, w.req.id), w.req.procs, w.seq);
+        self.check_live_lanes();
         self.wakes.push(Reverse((
             self.wake_of(&w),
             self.generation,
@@ -347,11 +360,26 @@ impl T3d {
         self.waiting.insert(w.req.id, w);
     }
 
+    /// Debug builds: [`T3d::live_lanes`] are the lanes with a job, in order.
+    fn check_live_lanes(&self) {
+        debug_assert!(
+            (0..self.lanes.len())
+                .filter(|&l| !self.lanes[l].is_empty())
+                .eq(self.live_lanes.iter().copied()),
+            "the live lanes are those with a job"
+        );
+    }
+
     /// Takes a waiting job out (loaded, or ended).
     fn leave(&mut self, id: JobId) -> Option<Waiting> {
         let w = self.waiting.remove(&id)?;
         self.epoch += 1;
-        self.lanes[Self::lane_of(&w)].remove(id);
+        let l = Self::lane_of(&w);
+        self.lanes[l].remove(id);
+        if self.lanes[l].is_empty() {
+            self.live_lanes.retain(|&x| x != l);
+        }
+        self.check_live_lanes();
         Some(w)
     }
 
@@ -423,6 +451,14 @@ impl T3d {
         Time::from_micros(l.ready_at.as_micros().saturating_add(dnd.as_micros()))
     }
 
+    /// Job `id` of `class` starts at `now`, protected until `end`.
+    fn protect(&mut self, id: JobId, class: usize, procs: u32, end: Time, now: Time) {
+        self.starts += 1;
+        let cost = victims::fixed_cost(procs, self.class(class).priority);
+        self.protection
+            .start(id, (class, procs, cost), end, self.starts, now);
+    }
+
     fn ask_timer(&mut self, at: Time, now: Time, out: &mut Vec<Decision>) {
         // Far-future times ("one year") need no timer: some other event comes first.
         if at <= now || at.as_micros() - now.as_micros() > config::YEAR.as_micros() / 2 {
@@ -478,9 +514,7 @@ impl T3d {
         self.started_by_class[l.class] += l.req.procs as u64;
         let l = &self.loaded[&id];
         let (class, procs, end) = (l.class, l.req.procs, self.dnd_end(l));
-        self.starts += 1;
-        self.protection
-            .start(id, class, procs, end, self.starts, now);
+        self.protect(id, class, procs, end, now);
         self.swapping_in.remove(&id);
         self.epoch += 1;
         let l = &self.loaded[&id];
@@ -666,9 +700,7 @@ impl Policy for T3d {
                     started: true,
                 };
                 let (procs, end) = (l.req.procs, self.dnd_end(&l));
-                self.starts += 1;
-                self.protection
-                    .start(id, class, procs, end, self.starts, now);
+                self.protect(id, class, procs, end, now);
                 self.loaded.insert(id, l);
             }
             // Jobs on a failed node are ended by the driver; its PEs are not used until it is up.

@@ -44,6 +44,12 @@ impl Lane {
         }
     }
 
+    /// The earliest `since` among the lane's keys: no job of the lane waits from earlier (a
+    /// job that left may answer).
+    pub fn earliest_since(&self) -> Option<Time> {
+        self.keys.first().map(|k| k.0)
+    }
+
     /// Adds a job waiting since `key.0` that asks for `procs` PEs, with a tag of the caller's.
     pub fn insert(&mut self, key: Key, procs: u32, tag: u64) {
         debug_assert!(!self.slot.contains_key(&key.1));
@@ -89,7 +95,11 @@ impl Lane {
         if self.slot.is_empty() || self.tree[1] > bound {
             return None;
         }
-        let lo = after.map_or(0, |a| self.keys.partition_point(|&k| k <= a));
+        // Keys are unique and sorted: a job still in the lane is found by its slot.
+        let lo = after.map_or(0, |a| match self.slot.get(&a.1) {
+            Some(&s) if self.keys[s] == a => s + 1,
+            _ => self.keys.partition_point(|&k| k <= a),
+        });
         let hi = until.map_or(self.keys.len(), |u| self.keys.partition_point(|k| k.0 <= u));
         let s = self.first_at_most(lo, hi, bound)?;
         Some((self.keys[s], self.tags[s]))

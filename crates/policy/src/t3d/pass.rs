@@ -35,7 +35,7 @@ struct Cursor {
 }
 
 /// What [`T3d::bounds`] says.
-struct Bounds {
+pub(super) struct Bounds {
     open: u64,
     reservation: Option<Option<u32>>,
     /// Started jobs with PEs earmarked: `(job, class, procs)`, found on first need
@@ -46,24 +46,13 @@ struct Bounds {
 impl T3d {
     /// Processors held by loaded and earmarked jobs: in total, of `class`, and of large jobs.
     fn usage(&self, class: usize) -> Usage {
-        let mut u = Usage {
-            total: self.loaded_procs,
-            class: self.loaded_by_class[class],
-            large: self.loaded_large,
-        };
-        for e in &self.earmarks {
-            if let Some(w) = self.waiting.get(&e.job) {
-                let p = w.req.procs as u64;
-                u.total += p;
-                if w.class == class {
-                    u.class += p;
-                }
-                if w.req.procs >= self.cfg.large_job {
-                    u.large += p;
-                }
-            }
+        debug_assert_eq!(self.marked_procs, self.count_marked_procs());
+        let (total, by_class, large) = &self.marked_procs;
+        Usage {
+            total: self.loaded_procs + total,
+            class: self.loaded_by_class[class] + by_class[class],
+            large: self.loaded_large + large,
         }
-        u
     }
 
     /// The job, large-job, class and system limits. A limit smaller than the job itself only
@@ -243,7 +232,7 @@ impl T3d {
     /// do-not-disturb time ends (the second).
     fn pass_changes(&self, pass: Pass, now: Time) -> Time {
         match pass {
-            Pass::Overdue => (0..self.lanes.len())
+            Pass::Overdue => (self.live_lanes.iter().copied())
                 .filter_map(|l| {
                     let wait = self.class(l / 2).wait;
                     let since = self.lanes[l].first_since_after(now - wait)?;
@@ -268,7 +257,8 @@ impl T3d {
             .map(|(prio, since, id)| (Reverse(prio), since, id));
         let mut bounds: Option<Bounds> = None;
         let mut best: Option<PassKey> = None;
-        for l in 0..self.lanes.len() {
+        // Only the lanes with a job can answer.
+        for &l in &self.live_lanes {
             let stale = match cursor.next[l] {
                 None => true,
                 Some(found) => found.is_some_and(|k| after.is_some_and(|a| k <= a)),
@@ -289,7 +279,7 @@ impl T3d {
     /// What a waiting job of each class could get now, for the pass's bounds: open PEs, the
     /// reservation's holder (and its priority, if it waits), and the started jobs with PEs
     /// earmarked (which nobody may preempt), the last on first need.
-    fn bounds(&self) -> Bounds {
+    pub(super) fn bounds(&self) -> Bounds {
         Bounds {
             open: self.pe.open_count() as u64,
             reservation: self.earmarks.iter().find(|e| e.reservation).map(|e| {
@@ -327,7 +317,14 @@ impl T3d {
     /// pass), whose do-not-disturb time is over (in the second), none of whose PEs is
     /// earmarked — [`T3d::victims_of`]'s, without a walk over the loaded jobs. With `exact`
     /// false the earmarked ones are not taken off: an upper bound that reads no earmark.
-    fn victim_procs(&self, class: usize, pass: Pass, b: &Bounds, now: Time, exact: bool) -> u64 {
+    pub(super) fn victim_procs(
+        &self,
+        class: usize,
+        pass: Pass,
+        b: &Bounds,
+        now: Time,
+        exact: bool,
+    ) -> u64 {
         let prio = self.class(class).priority;
         let first_pass = pass == Pass::Overdue;
         let may = |c: usize| {
@@ -395,6 +392,14 @@ impl T3d {
             Some((p, since, id)) if prio == p => Some((since, id)),
             _ => None,
         };
+        let until = match cursor.pass {
+            Pass::Overdue => Some(now - cls.wait),
+            Pass::Rest => None,
+        };
+        // No job of the lane is overdue yet: no bound is needed to say so.
+        if until.is_some_and(|u| lane.earliest_since().is_none_or(|e| e > u)) {
+            return None;
+        }
         let job_limit = self.cfg.job_limit as u64;
         let narrowest = lane.narrowest();
         let widest = match cursor.pass {
@@ -413,10 +418,6 @@ impl T3d {
             }
         };
         let bound = widest.min(u64::from(u32::MAX - 1)) as u32;
-        let until = match cursor.pass {
-            Pass::Overdue => Some(now - cls.wait),
-            Pass::Rest => None,
-        };
         while let Some(((since, id), joined)) = lane.first(from, until, bound) {
             let ours = joined < cursor.joined_before
                 && (self.held.is_empty() || !self.held.contains(&id))

@@ -43,6 +43,8 @@ pub(super) struct PeMap {
     mark_runs: Vec<(u32, u32)>,
     /// Bumped whenever the marks change or an earmarked PE changes holder.
     marks_version: u64,
+    /// [`PeMap::free_where`]'s list of the parts it frees.
+    gone: Vec<(u32, u32)>,
 }
 
 impl PeMap {
@@ -67,6 +69,7 @@ impl PeMap {
             open: len,
             mark_runs: Vec::new(),
             marks_version: 0,
+            gone: Vec::new(),
         }
     }
 
@@ -193,7 +196,11 @@ impl PeMap {
         if i > 0 && self.runs[i - 1].1 > s {
             i -= 1;
         }
-        let j = self.runs[i..].partition_point(|r| r.0 < e) + i;
+        // A range covers few runs: a walk to its end costs less than a second search.
+        let mut j = i;
+        while j < self.runs.len() && self.runs[j].0 < e {
+            j += 1;
+        }
         self.runs[i..j]
             .iter()
             .map(move |&(rs, re, h)| (rs.max(s), re.min(e), h))
@@ -201,7 +208,9 @@ impl PeMap {
 
     /// Frees the parts of `pes` whose holder passes `free`.
     pub fn free_where(&mut self, pes: &PeSet, free: impl Fn(Holder) -> bool) {
-        let mut gone = Vec::new();
+        // The list's buffer is kept from one call to the next.
+        let mut gone = std::mem::take(&mut self.gone);
+        gone.clear();
         for &(s, e) in pes.runs() {
             gone.extend(
                 self.holders(s, e)
@@ -209,9 +218,10 @@ impl PeMap {
                     .map(|(a, b, _)| (a, b)),
             );
         }
-        for (a, b) in gone {
+        for &(a, b) in &gone {
             self.set(a, b, None);
         }
+        self.gone = gone;
     }
 
     /// True when every PE of `pes` is free (earmarked or down or not).

@@ -6,13 +6,14 @@ use std::cell::RefMut;
 use cosched_core::{Dur, JobId, PeSet, Time};
 
 use super::pes::Holder;
-use super::{Assignment, Loaded, T3d, Victim, Victims, Waiting};
+use super::{Assignment, Loaded, Pass, T3d, Victim, Victims, Waiting};
 
 impl Victims {
     /// The `i`-th cheapest victim (from 0), if there are that many. The sorted prefix grows
     /// to at least `i + 1` and at least doubles: the cheapest of the rest are selected (in
     /// linear time) and only they are sorted, so a reservation that needs the first few
     /// victims of a long list does not sort it all.
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
     pub(super) fn nth(&mut self, i: usize) -> Option<Victim> {
         let len = self.list.len();
         if i >= len {
@@ -36,7 +37,89 @@ impl Victims {
     }
 }
 
+/// A started job's cost as a victim, besides its protected time left: its processors weighted
+/// by its class's priority.
+pub(super) fn fixed_cost(procs: u32, priority: u32) -> u64 {
+    u64::from(procs) * (1 + u64::from(priority))
+}
+
 impl T3d {
+    /// The cheapest victims `w` may take PEs from, in order, until they have `short`
+    /// processors; `None` if all of them have fewer. The order and the jobs are
+    /// [`T3d::victims_of`]'s: the jobs whose do-not-disturb time is over come in cost order
+    /// from [`Protection`](super::protect::Protection) (their cost is fixed once that time is
+    /// over), merged with the few still protected (the first pass only), ordered here.
+    fn cheapest_victims(
+        &self,
+        w: &Waiting,
+        now: Time,
+        first_pass: bool,
+        short: usize,
+    ) -> Option<Vec<Victim>> {
+        let prio = self.class(w.class).priority;
+        let may = |c: usize| {
+            let cls = self.class(c);
+            cls.preemptible
+                && if first_pass {
+                    cls.priority <= prio
+                } else {
+                    cls.priority < prio
+                }
+        };
+        let victim = |id: JobId, cost: u64| {
+            let l = &self.loaded[&id];
+            (!self.pe.any_marked(&l.pes)).then(|| (cost, id, self.dnd_end(l), l.req.procs))
+        };
+        let mut protected: Vec<Victim> = Vec::new();
+        if first_pass {
+            for (id, (class, _, fixed)) in self.protection.protected() {
+                if may(class) {
+                    let l = &self.loaded[&id];
+                    let left = (self.dnd_end(l) - now).max(Dur::ZERO).as_secs() as u64;
+                    protected.extend(victim(id, fixed + left));
+                }
+            }
+            protected.sort_unstable();
+        }
+        let mut over = (self.protection.over_by_cost())
+            .filter(|&(_, _, class)| may(class))
+            .filter_map(|(cost, id, _)| victim(id, cost))
+            .peekable();
+        let mut protected = protected.into_iter().peekable();
+        let (mut chosen, mut have) = (Vec::new(), 0);
+        while have < short {
+            let next = match (over.peek(), protected.peek()) {
+                (Some(a), Some(b)) if b < a => protected.next(),
+                (Some(_), _) => over.next(),
+                (None, _) => protected.next(),
+            };
+            let v = next?;
+            have += v.3 as usize;
+            chosen.push(v);
+        }
+        Some(chosen)
+    }
+
+    /// [`T3d::cheapest_victims`] from the whole list of [`T3d::victims_of`], for debug builds
+    /// to check it against.
+    #[cfg(debug_assertions)]
+    fn cheapest_victims_plain(
+        &self,
+        w: &Waiting,
+        now: Time,
+        first_pass: bool,
+        short: usize,
+    ) -> Option<Vec<Victim>> {
+        let mut victims = self.victims(w, now, first_pass);
+        let (mut chosen, mut have) = (Vec::new(), 0);
+        while have < short {
+            let v = victims.nth(chosen.len())?;
+            have += v.3 as usize;
+            chosen.push(v);
+        }
+        Some(chosen)
+    }
+
     /// Jobs that `w` may take PEs from ([`T3d::victims_of`]).
     fn victims(&self, w: &Waiting, now: Time, first_pass: bool) -> RefMut<'_, Victims> {
         self.victims_of(self.class(w.class).priority, now, first_pass)
@@ -140,23 +223,25 @@ impl T3d {
         if open >= need {
             return Some((self.pe.lowest_open(w.req.procs), Vec::new()));
         }
-        let mut victims = self.victims(w, now, first_pass);
-        if open as u64 + victims.procs < need as u64 {
+        let pass = if first_pass {
+            Pass::Overdue
+        } else {
+            Pass::Rest
+        };
+        let all = self.victim_procs(w.class, pass, &self.bounds(), now, true);
+        if open as u64 + all < need as u64 {
             return None; // even every victim would not make room
         }
-        let mut chosen = Vec::new();
-        let mut have = open;
-        while have < need {
-            let Some(v) = victims.nth(chosen.len()) else {
-                break;
-            };
-            have += v.3 as usize;
-            chosen.push(v);
-        }
-        drop(victims);
-        if have < need {
-            return None;
-        }
+        let chosen = self.cheapest_victims(w, now, first_pass, need - open);
+        #[cfg(debug_assertions)]
+        assert_eq!(
+            chosen,
+            self.cheapest_victims_plain(w, now, first_pass, need - open),
+            "victims of job {} at {now:?}",
+            w.req.id
+        );
+        let mut chosen = chosen?;
+        let mut have = open + chosen.iter().map(|v| v.3 as usize).sum::<usize>();
         // Drop victims that turned out unnecessary, dearest first.
         for i in (0..chosen.len()).rev() {
             let p = chosen[i].3 as usize;

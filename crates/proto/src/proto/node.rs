@@ -473,8 +473,8 @@ pub struct SwitchTiming {
     #[serde(default)]
     pub lead_us: u32,
     /// From then until every outgoing job read frozen (`None`: not before the thaw, or under
-    /// the handover not within its bound; negative: before the instant, as a rotation's
-    /// switch lands when placed by its lead).
+    /// the handover not by the next switch, when it is read; negative: before the instant,
+    /// as a rotation's switch lands when placed by its lead).
     pub frozen_us: Option<i32>,
     /// From then until the incoming jobs were thawed (negative: before the instant).
     pub thawed_us: i32,
@@ -484,8 +484,9 @@ pub struct SwitchTiming {
     #[serde(default)]
     pub incoming: Vec<JobId>,
     /// An idle handover: the incoming jobs were thawed with the outgoing ones set idle, and
-    /// their freezes landed after the thaw (`frozen_us` − `thawed_us`: the exposure, in
-    /// which an outgoing rank could still run at idle weight).
+    /// their freezes landed after the thaw, by `frozen_us` (read at the next switch: the
+    /// exposure, in which an outgoing rank could still run at idle weight, is at most
+    /// `frozen_us` − `thawed_us`).
     #[serde(default)]
     pub handover: bool,
 }

@@ -331,7 +331,7 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                     t += "no quantum measured has a slowdown <= 2%\n";
                 }
                 // Where the quanta went: per switch at the node, from its due instant.
-                t += "\nswitches at the node (from the due instant, us, median/p90; node manager: freezes written LEAD ahead, read FROZEN, THAWED; HANDOVERS thawed first, their EXPOSURE from the thaw to the outgoing freeze landed, median/p90/max):\n";
+                t += "\nswitches at the node (from the due instant, us, median/p90; node manager: freezes written LEAD ahead, read FROZEN, THAWED; HANDOVERS thawed first, LANDED: their outgoing freezes read frozen at the next switch):\n";
                 t += &table(
                     &[
                         "QUANTUM",
@@ -341,8 +341,7 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                         "LEAD(us)",
                         "FROZEN(us)",
                         "THAWED(us)",
-                        "HANDOVERS",
-                        "EXPOSURE(us)",
+                        "HANDOVERS(LANDED)",
                         "MM-CPU/SW(us)",
                         "NM-CPU/SW(us)",
                     ],
@@ -357,11 +356,7 @@ pub(super) fn bench(b: BenchCmd) -> anyhow::Result<i32> {
                             format!("{:.0}", b.lead_p50_us),
                             format!("{:.0}/{:.0}", b.frozen_p50_us, b.frozen_p90_us),
                             format!("{:.0}/{:.0}", b.thawed_p50_us, b.thawed_p90_us),
-                            b.handovers.to_string(),
-                            format!(
-                                "{:.0}/{:.0}/{:.0}",
-                                b.exposure_p50_us, b.exposure_p90_us, b.exposure_max_us
-                            ),
+                            format!("{}({})", b.handovers, b.handovers_landed),
                             format!("{:.0}", b.mm_cpu_us),
                             format!("{:.0}", b.nm_cpu_us),
                         ])
