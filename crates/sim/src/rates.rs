@@ -125,22 +125,59 @@ impl Rates {
     pub fn start(&mut self, job: usize, pes: &PeSet, now: Time) -> Result<(), Overshared> {
         debug_assert!(!self.running[job]);
         let per = self.machine.pes_per_node();
+        let per_socket = self.machine.cores_per_socket;
         let mut here: Vec<Here> = Vec::new();
-        for pe in pes.iter() {
-            let node = pe.0 / per;
-            let socket = self.machine.socket_of(pe);
-            match here.last_mut() {
-                Some(h) if h.job == node => {
-                    h.procs += 1;
-                    h.sockets |= 1 << socket;
+        // Run by run, and within a run node by node: the PEs of a run on one node are
+        // consecutive cores, so they sit on every processor from the first one's to the
+        // last one's (PEs are numbered node by node, processor by processor).
+        // A whole node is on every processor; the divisions are made for partial ones only.
+        let every = u32::MAX >> (32 - self.machine.sockets_per_node);
+        for &(lo, hi) in pes.runs() {
+            let mut node = lo / per;
+            let mut pe = lo;
+            while pe < hi {
+                let base = node * per;
+                let end = hi.min(base + per);
+                let procs = end - pe;
+                let sockets = if procs == per {
+                    every
+                } else {
+                    let first = (pe - base) / per_socket;
+                    let last = (end - 1 - base) / per_socket;
+                    (u32::MAX >> (31 - last)) & (u32::MAX << first)
+                };
+                match here.last_mut() {
+                    Some(h) if h.job == node => {
+                        h.procs += procs;
+                        h.sockets |= sockets;
+                    }
+                    // `job` holds the node number while collecting.
+                    _ => here.push(Here {
+                        job: node,
+                        procs,
+                        sockets,
+                    }),
                 }
-                // `job` holds the node number while collecting.
-                _ => here.push(Here {
-                    job: node,
-                    procs: 1,
-                    sockets: 1 << socket,
-                }),
+                pe = end;
+                node += 1;
             }
+        }
+        #[cfg(debug_assertions)]
+        {
+            let mut by_pe: Vec<(u32, u32, u32)> = Vec::new();
+            for pe in pes.iter() {
+                let (node, bit) = (pe.0 / per, 1 << self.machine.socket_of(pe));
+                match by_pe.last_mut() {
+                    Some(h) if h.0 == node => {
+                        h.1 += 1;
+                        h.2 |= bit;
+                    }
+                    _ => by_pe.push((node, 1, bit)),
+                }
+            }
+            let by_run: Vec<(u32, u32, u32)> =
+                here.iter().map(|h| (h.job, h.procs, h.sockets)).collect();
+            debug_assert_eq!(by_run, by_pe, "processes per node of job {job}");
         }
         let mut nodes = Vec::with_capacity(here.len());
         for h in here {

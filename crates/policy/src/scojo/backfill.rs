@@ -5,6 +5,7 @@ use std::cell::OnceCell;
 
 use cosched_core::{Dur, JobId, Time};
 
+use super::floor::Floors;
 use super::front::Fronts;
 use super::glomarc::{self, Cand, Primary, Variant};
 use super::vm::work_secs;
@@ -48,28 +49,57 @@ impl Scojo {
         slice_end: Time,
         out: &mut Vec<Decision>,
     ) -> bool {
-        let mut free: Vec<u32> = self.vms[k].free_nodes().collect();
+        let free_at_first = self.vms[k].free;
+        debug_assert_eq!(
+            free_at_first as usize,
+            self.vms[k].free_nodes().count(),
+            "free nodes of VM {k}"
+        );
         // Every start below (alone, in a group, or as a guest) takes at least one free node
         // now: with none there is nothing to decide, and the profile need not be built (a
         // kept plan stays as it is).
-        if free.is_empty() {
+        if free_at_first == 0 {
             return false;
         }
+        // The free nodes themselves are listed at the first start only: most passes start
+        // nothing. Starts take them from the lowest.
+        let mut free_list: Option<Vec<u32>> = None;
+        let mut free_n = free_at_first;
         let left = slice_end - now;
         let other = if k == MEDIUM { LONG } else { MEDIUM };
-        let guests: Vec<JobId> = if k == SHORT {
-            Vec::new()
+        // Guests: waiting jobs of the other queues that fit the slice and the free nodes.
+        // The pass starts only jobs of this VM's queue, so the other queues are the same
+        // after it, and the guests are listed only when the pass gets to them.
+        let guests_of = |me: &Scojo| -> Vec<JobId> {
+            if k == SHORT {
+                return Vec::new();
+            }
+            me.vms[SHORT]
+                .queue
+                .iter()
+                .chain(me.vms[other].queue.iter())
+                .copied()
+                .filter(|id| {
+                    let s = &me.jobs[id].space;
+                    !me.held.contains(id) && s.dur <= left && s.nodes <= free_at_first
+                })
+                .collect()
+        };
+        let guest = if k == SHORT {
+            (u32::MAX, Dur::MAX)
         } else {
             self.vms[SHORT]
                 .queue
                 .iter()
                 .chain(self.vms[other].queue.iter())
-                .copied()
                 .filter(|id| {
                     let s = &self.jobs[id].space;
-                    !self.held.contains(id) && s.dur <= left && s.nodes as usize <= free.len()
+                    !self.held.contains(id) && s.dur <= left && s.nodes <= free_at_first
                 })
-                .collect()
+                .map(|id| &self.jobs[id].space)
+                .fold((u32::MAX, Dur::MAX), |(n, d), s| {
+                    (n.min(s.nodes), d.min(s.dur))
+                })
         };
         let grouping = self.cfg.group_backfill && k != SHORT && self.cfg.variant != Variant::Ssp;
         let v = self.vms[k].vnow(now);
@@ -80,35 +110,39 @@ impl Scojo {
         });
         let from = kept.as_ref().map_or(0, |p| p.placed);
         let queue: Vec<JobId> = self.vms[k].queue[from..].to_vec();
+        // Each job's space, looked up once (`None` for a held job, which no pass places).
+        let spaces: Vec<Option<Space>> = queue
+            .iter()
+            .map(|id| (!self.held.contains(id)).then(|| self.jobs[id].space))
+            .collect();
         // A start needs its nodes free from now for its estimate: once no waiting job left
         // in the queue and no guest can have that, no later reservation can change what
         // starts now (reservations only take free nodes away). The test is made on the
         // Pareto front of the jobs left ([`Fronts`]), which answers it exactly. Grouping
         // while backfilling starts jobs on fewer nodes than space sharing, so it walks the
         // whole queue. A kept plan goes on from the first job it has not placed.
-        let later = Fronts::new(queue.iter().map(|id| {
+        let need = |s: &Option<Space>| {
             if grouping {
                 Some((0, Dur::ZERO))
-            } else if self.held.contains(id) {
-                None
             } else {
-                let s = &self.jobs[id].space;
-                Some((s.nodes, s.dur))
+                s.map(|s| (s.nodes, s.dur))
             }
-        }));
-        let guest = guests
+        };
+        // Reservations only take free nodes away: when neither the fewest nodes a job left
+        // needs nor a guest's fit the free nodes, no job can start now, whatever the profile
+        // holds, so neither it nor the fronts are built.
+        let fewest = spaces
             .iter()
-            .map(|id| &self.jobs[id].space)
-            .fold((u32::MAX, Dur::MAX), |(n, d), s| {
-                (n.min(s.nodes), d.min(s.dur))
-            });
-        // Reservations only take free nodes away: when neither bound fits the free nodes,
-        // no job can start now, whatever the profile holds, so it is not built.
-        let free_now = free.len() as u32;
-        if later.fewest_nodes(0) > free_now && guest.0 > free_now {
+            .filter_map(need)
+            .map(|(n, _)| n)
+            .min()
+            .unwrap_or(u32::MAX);
+        if fewest > free_at_first && guest.0 > free_at_first {
             self.vms[k].backfill = kept;
             return false;
         }
+        let later = Fronts::new(spaces.iter().map(need));
+        debug_assert_eq!(later.fewest_nodes(0), fewest);
         let (mut profile, mut next) = match kept {
             Some(mut p) => {
                 p.profile.advance(v);
@@ -123,7 +157,7 @@ impl Scojo {
                     .find(|&t| t > v)
                     .unwrap_or(Time::MAX);
                 let mut profile = Profile::default();
-                profile.rebuild(v, free.len() as u32, releases.into_iter());
+                profile.rebuild(v, free_at_first, releases.into_iter());
                 (profile, next)
             }
         };
@@ -142,36 +176,44 @@ impl Scojo {
         // Jobs of the pass's queue placed (or passed over, held) and started.
         let waiting = queue.len();
         let (mut done, mut started) = (waiting, 0);
+        // The earliest fits found so far in this pass: a later job of as many nodes and no
+        // shorter estimate fits nowhere before them ([`Floors`]).
+        let mut floors = Floors::default();
         for (pos, id) in queue.into_iter().enumerate() {
-            let free_now = free.len() as u32;
-            if known.is_none_or(|(f, n, _)| f != later.id(pos) || n != free_now) {
+            if known.is_none_or(|(f, n, _)| f != later.id(pos) || n != free_n) {
                 // The later jobs' reservations only matter to starts now, and those need a
                 // free node.
-                let (queued, reach) = later.may_start(pos, free_now, &profile);
-                if free.is_empty() || !queued && !may_start(guest, free_now, &profile) {
+                let (queued, reach) = later.may_start(pos, free_n, &profile);
+                if free_n == 0 || !queued && !may_start(guest, free_n, &profile) {
                     done = pos;
                     break;
                 }
-                let reach = if guest.0 <= free_now {
+                let reach = if guest.0 <= free_n {
                     reach.max(guest.1)
                 } else {
                     reach
                 };
-                known = Some((later.id(pos), free_now, reach));
+                known = Some((later.id(pos), free_n, reach));
             }
-            if self.held.contains(&id) {
-                continue;
-            }
-            let j = &self.jobs[&id];
-            let Space {
+            let Some(Space {
                 ppn, nodes, dur, ..
-            } = j.space;
-            let Some((at, i)) = profile.earliest(nodes, dur) else {
+            }) = spaces[pos]
+            else {
+                continue;
+            };
+            let found = match floors.floor(nodes, dur) {
+                None => profile.earliest(nodes, dur),
+                Some(Time::MAX) => None,
+                Some(floor) => profile.earliest_within(nodes, dur, floor, Time::MAX),
+            };
+            debug_assert_eq!(found, profile.earliest(nodes, dur), "floor of {id}");
+            floors.found(nodes, dur, found.map_or(Time::MAX, |(at, _)| at));
+            let Some((at, i)) = found else {
                 continue;
             };
             if grouping
-                && !(at <= v && free.len() as u32 >= nodes)
-                && let Some(m) = self.backfill_group(now, k, id, &profile, free.len())
+                && !(at <= v && free_n >= nodes)
+                && let Some(m) = self.backfill_group(now, k, id, &profile, free_n as usize)
             {
                 let ppn = self.group_ppn(&self.jobs[&id]);
                 let ratio = self.fairness(k, (id, ppn), &m, now);
@@ -183,8 +225,12 @@ impl Scojo {
             if known.is_some_and(|(_, _, reach)| at - start < reach) {
                 known = None;
             }
-            if at <= v && free.len() as u32 >= nodes {
-                let take: Vec<u32> = free.drain(..nodes as usize).collect();
+            if at <= v && free_n >= nodes {
+                let take: Vec<u32> = free_list
+                    .get_or_insert_with(|| self.vms[k].free_nodes().collect())
+                    .drain(..nodes as usize)
+                    .collect();
+                free_n -= nodes;
                 keep &= self.start_planned(now, k, id, &take, ppn, v, dur, out);
                 next = next.min(v + dur);
                 started += 1;
@@ -202,16 +248,24 @@ impl Scojo {
         // Preempted jobs are not backfilled: they keep their cores in their own VM. (The
         // short slice takes no guests: `guests` is empty there.) When the pass stopped
         // early, no guest can start either.
-        let guests = if done < waiting { Vec::new() } else { guests };
+        let guests = if done < waiting || guest.0 > free_n {
+            Vec::new()
+        } else {
+            guests_of(self)
+        };
         for id in guests {
             let Space {
                 ppn, nodes, dur, ..
             } = self.jobs[&id].space;
-            if free.len() < nodes as usize {
+            if free_n < nodes {
                 continue;
             }
             if profile.reserve_at(v, dur, nodes) {
-                let take: Vec<u32> = free.drain(..nodes as usize).collect();
+                let take: Vec<u32> = free_list
+                    .get_or_insert_with(|| self.vms[k].free_nodes().collect())
+                    .drain(..nodes as usize)
+                    .collect();
+                free_n -= nodes;
                 keep &= self.start_planned(now, k, id, &take, ppn, v, dur, out);
                 next = next.min(v + dur);
             }

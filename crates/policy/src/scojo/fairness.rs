@@ -110,7 +110,7 @@ impl Scojo {
         // (debug builds check the counts against the node walk).
         let mut counts = Vec::new();
         self.release_counts(k, v, &mut counts);
-        let free = self.vms[k].free_nodes().count() as u32;
+        let free = self.vms[k].free;
         let mut profile = Profile::default();
         profile.rebuild(v, free, counts.iter().copied());
         let waiting = self.vms[k]

@@ -40,8 +40,12 @@ impl Fronts {
             of: vec![0; len + 1],
         };
         for (pos, need) in needs.enumerate().rev() {
+            // Among the points of at most `n` nodes (a prefix), the last has the shortest
+            // estimate: it alone tells whether one of them dominates the need.
             if let Some((n, d)) = need
-                && !front.iter().any(|&(fn_, fd)| fn_ <= n && fd <= d)
+                && front[..front.partition_point(|&(fn_, _)| fn_ <= n)]
+                    .last()
+                    .is_none_or(|&(_, fd)| fd > d)
             {
                 // It dominates the points with at least its nodes and estimate, and goes
                 // after those with fewer nodes (all longer than it, or they would dominate it).

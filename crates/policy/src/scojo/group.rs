@@ -162,10 +162,10 @@ impl Scojo {
         let Some(&h) = vm.queue.iter().find(|id| !self.held.contains(id)) else {
             return false;
         };
-        let free: Vec<u32> = vm.free_nodes().collect();
+        let free = vm.free;
         // Step 1: low load, everything fits one process per node.
         let want: u32 = vm.queue.iter().map(|id| self.jobs[id].req.procs).sum();
-        if want <= free.len() as u32 {
+        if want <= free {
             self.stats.unformed.low_load += 1;
             return false;
         }
@@ -175,7 +175,7 @@ impl Scojo {
         };
         // Every group needs a free node for its waiting primary or a running primary with
         // an open lane: with neither, no plan can be formed.
-        if free.is_empty()
+        if free == 0
             && !vm
                 .alloc
                 .iter()
@@ -194,7 +194,7 @@ impl Scojo {
             sl: sl_s,
             ..
         } = head.space;
-        let ssp_gain = if nodes_s <= free.len() as u32 {
+        let ssp_gain = if nodes_s <= free {
             f64::from(ppn_s.min(head.req.procs)) / (f64::from(sl_s) / 1000.0) - 1.0
         } else {
             f64::NEG_INFINITY
@@ -282,13 +282,8 @@ impl Scojo {
                 let ppn = a.seats.iter().map(|s| s.procs).max().unwrap_or(1);
                 (ppn, a.seats.len() as u32)
             };
-            let spare = free.len() as u32
-                - if p_waiting {
-                    a_nodes.min(free.len() as u32)
-                } else {
-                    0
-                };
-            if p_waiting && a_nodes > free.len() as u32 {
+            let spare = free - if p_waiting { a_nodes.min(free) } else { 0 };
+            if p_waiting && a_nodes > free {
                 why.no_room += 1;
                 continue;
             }
@@ -375,7 +370,7 @@ impl Scojo {
                     let g = glomarc::form(&prim, &only, &params, None, &mut |m| {
                         let on: u32 = m.iter().map(|c| c.nodes).sum();
                         let need = prim.nodes.saturating_sub(on);
-                        if need > free.len() as u32 {
+                        if need > free {
                             return false;
                         }
                         let with: Vec<(Cand, u32)> =

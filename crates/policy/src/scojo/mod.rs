@@ -61,6 +61,7 @@ pub mod glomarc;
 mod backfill;
 mod config;
 mod fairness;
+mod floor;
 mod front;
 mod group;
 mod response;
@@ -284,8 +285,10 @@ impl Policy for Scojo {
                 self.down.insert(n.0);
                 for vm in &mut self.vms {
                     vm.epoch += 1;
-                    for lane in &mut vm.lanes[n.0 as usize] {
-                        lane.get_or_insert(DOWN);
+                    for lane in 0..2 {
+                        if vm.lanes[n.0 as usize][lane as usize].is_none() {
+                            vm.set_lane(n.0, lane, Some(DOWN));
+                        }
                     }
                 }
             }
@@ -293,9 +296,9 @@ impl Policy for Scojo {
                 self.down.remove(&n.0);
                 for vm in &mut self.vms {
                     vm.epoch += 1;
-                    for lane in &mut vm.lanes[n.0 as usize] {
-                        if *lane == Some(DOWN) {
-                            *lane = None;
+                    for lane in 0..2 {
+                        if vm.lanes[n.0 as usize][lane as usize] == Some(DOWN) {
+                            vm.set_lane(n.0, lane, None);
                         }
                     }
                 }

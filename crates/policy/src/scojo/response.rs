@@ -119,7 +119,7 @@ impl Scojo {
         let (from, to) = match kept {
             Some(r) => r,
             None => {
-                let free = vm.free_nodes().count() as u32;
+                let free = vm.free;
                 // The counts are gathered in a sorted run and the map is built from it at
                 // once, rather than by one search of the map per node. No release is
                 // before `vt`, so the free nodes go first.

@@ -1,7 +1,8 @@
 //! A VM's lanes and clock, and placing jobs on them: self- and coscheduling slowdowns,
 //! seats under space sharing and in groups, starts and ends.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 
 use cosched_core::multicore::mul;
 use cosched_core::{Dur, IdMap, JobId, Milli, NodeId, PeSet, Time};
@@ -12,8 +13,12 @@ use crate::Decision;
 
 #[derive(Clone, Debug)]
 pub(super) struct Vm {
-    /// Occupant of each lane of each node.
+    /// Occupant of each lane of each node (changed through [`Vm::set_lane`], which keeps
+    /// `free` counted).
     pub(super) lanes: Vec<[Option<JobId>; 2]>,
+    /// Nodes with both lanes empty: what a pass asks first, before it needs to know which
+    /// nodes they are.
+    pub(super) free: u32,
     /// VM clock accumulated before `active_since`.
     pub(super) vbase: Dur,
     pub(super) active_since: Option<Time>,
@@ -28,7 +33,13 @@ pub(super) struct Vm {
     pub(super) plan: Option<FcfsPlan>,
     /// The backfilling plan made last, as of `epoch`.
     pub(super) backfill: Option<BackfillPlan>,
+    /// The node releases counted last ([`Scojo::release_counts`]), as of `(epoch, VM clock)`:
+    /// the forecast and the backfilling plan made afresh in one decision both ask for them.
+    pub(super) releases: RefCell<Option<KeptReleases>>,
 }
+
+/// Node releases counted (`(time, nodes)` by time) as of a VM's epoch and clock.
+pub(super) type KeptReleases = (u64, Time, Vec<(Time, u32)>);
 
 /// Work is counted as the engine counts it: in thousandths of a microsecond at full speed,
 /// so a job's expected end, made from the same slowdowns, is an integer time and the same
@@ -79,6 +90,7 @@ impl Vm {
     pub(super) fn new(nodes: u32) -> Vm {
         Vm {
             lanes: vec![[None, None]; nodes as usize],
+            free: nodes,
             vbase: Dur::ZERO,
             active_since: None,
             queue: Vec::new(),
@@ -86,6 +98,7 @@ impl Vm {
             epoch: 0,
             plan: None,
             backfill: None,
+            releases: RefCell::new(None),
         }
     }
     /// The VM clock at wall time `now`: the time its slice has been active.
@@ -96,6 +109,15 @@ impl Vm {
         };
         Time::ZERO + ran
     }
+    /// Sets lane `lane` of `node` to `to`, keeping the count of free nodes.
+    pub(super) fn set_lane(&mut self, node: u32, lane: u32, to: Option<JobId>) {
+        let l = &mut self.lanes[node as usize];
+        let was = l == &[None, None];
+        l[lane as usize] = to;
+        let is = l == &[None, None];
+        self.free = self.free + u32::from(is) - u32::from(was);
+    }
+
     pub(super) fn free_nodes(&self) -> impl Iterator<Item = u32> + '_ {
         self.lanes
             .iter()
@@ -160,11 +182,18 @@ impl Scojo {
         let j = &self.jobs[&id];
         let vm = &self.vms[j.vm];
         let mut worst: Milli = 1000;
-        let mut per_node: BTreeMap<u32, u32> = BTreeMap::new();
-        for s in &j.seats {
-            *per_node.entry(s.node).or_default() += s.procs;
-        }
-        for (&node, &procs) in &per_node {
+        // Processes per node: the seats by node, the seats of one node added up (the
+        // slowdown is a maximum over nodes, so their order does not matter).
+        let mut per_node: Vec<(u32, u32)> = j.seats.iter().map(|s| (s.node, s.procs)).collect();
+        per_node.sort_unstable_by_key(|&(n, _)| n);
+        per_node.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 += later.1;
+            }
+            same
+        });
+        for &(node, procs) in &per_node {
             if procs == 0 {
                 continue;
             }
@@ -213,6 +242,36 @@ impl Scojo {
     /// per job, not one time per node.
     pub(super) fn release_counts(&self, k: usize, v: Time, out: &mut Vec<(Time, u32)>) {
         let vm = &self.vms[k];
+        // They change only with the VM's epoch (every change of its lanes, of its jobs'
+        // seats or slowdowns, or of the nodes down moves it) and its clock.
+        let kept = match &*vm.releases.borrow() {
+            Some((epoch, at, counts)) if *epoch == vm.epoch && *at == v => {
+                out.clone_from(counts);
+                true
+            }
+            _ => false,
+        };
+        if !kept {
+            self.count_releases(k, v, out);
+            *vm.releases.borrow_mut() = Some((vm.epoch, v, out.clone()));
+        }
+        if cfg!(debug_assertions) {
+            let mut by_node: Vec<Time> = self.node_releases_iter(k, v).map(|(_, t)| t).collect();
+            by_node.sort_unstable();
+            let mut counted: Vec<(Time, u32)> = Vec::new();
+            for t in by_node {
+                match counted.last_mut() {
+                    Some(last) if last.0 == t => last.1 += 1,
+                    _ => counted.push((t, 1)),
+                }
+            }
+            debug_assert_eq!(*out, counted, "node releases of VM {k} at {v:?}");
+        }
+    }
+
+    /// [`Scojo::release_counts`], counted.
+    fn count_releases(&self, k: usize, v: Time, out: &mut Vec<(Time, u32)>) {
+        let vm = &self.vms[k];
         // By id, as `alloc` holds them: a partner's end is found by a binary search.
         let ends: Vec<(JobId, Time, &Job)> = vm
             .alloc
@@ -257,28 +316,18 @@ impl Scojo {
             }
             same
         });
-        if cfg!(debug_assertions) {
-            let mut by_node: Vec<Time> = self.node_releases_iter(k, v).map(|(_, t)| t).collect();
-            by_node.sort_unstable();
-            let mut counted: Vec<(Time, u32)> = Vec::new();
-            for t in by_node {
-                match counted.last_mut() {
-                    Some(last) if last.0 == t => last.1 += 1,
-                    _ => counted.push((t, 1)),
-                }
-            }
-            debug_assert_eq!(*out, counted, "node releases of VM {k} at {v:?}");
-        }
     }
 
     /// Re-estimates the slowdowns of the jobs on `nodes` of VM `k` after a change there:
     /// as the engine does, a job whose slowdown changes has its work so far added up at the
     /// old one.
     pub(super) fn reprice(&mut self, k: usize, nodes: &[u32], v: Time) {
-        let mut ids = BTreeSet::new();
+        let mut ids: Vec<JobId> = Vec::new();
         for &n in nodes {
             ids.extend(self.vms[k].lanes[n as usize].iter().flatten().copied());
         }
+        ids.sort_unstable();
+        ids.dedup();
         let mut busy = IdMap::default();
         for id in ids {
             if !self.jobs.contains_key(&id) {
@@ -306,9 +355,11 @@ impl Scojo {
         let v = self.vms[k].vnow(now);
         let mut pes = Vec::new();
         for s in &seats {
-            let lane = &mut self.vms[k].lanes[s.node as usize][s.lane as usize];
-            debug_assert!(lane.is_none(), "lane taken");
-            *lane = Some(id);
+            debug_assert!(
+                self.vms[k].lanes[s.node as usize][s.lane as usize].is_none(),
+                "lane taken"
+            );
+            self.vms[k].set_lane(s.node, s.lane, Some(id));
             pes.extend(
                 self.machine
                     .node_cores(NodeId(s.node), s.procs, s.lane)
@@ -317,7 +368,10 @@ impl Scojo {
             );
         }
         let kind = self.jobs[&id].kind;
-        self.vms[kind].queue.retain(|&x| x != id);
+        // A job leaves the queue once: the first match is the only one.
+        if let Some(i) = self.vms[kind].queue.iter().position(|&x| x == id) {
+            self.vms[kind].queue.remove(i);
+        }
         self.vms[kind].epoch += 1;
         self.vms[k].alloc.insert(id);
         self.vms[k].epoch += 1;
@@ -408,9 +462,8 @@ impl Scojo {
         let mut nodes = Vec::new();
         for s in &j.seats {
             let down = self.down.contains(&s.node);
-            let lane = &mut vm.lanes[s.node as usize][s.lane as usize];
-            if *lane == Some(id) {
-                *lane = if down { Some(DOWN) } else { None };
+            if vm.lanes[s.node as usize][s.lane as usize] == Some(id) {
+                vm.set_lane(s.node, s.lane, if down { Some(DOWN) } else { None });
             }
             nodes.push(s.node);
         }
