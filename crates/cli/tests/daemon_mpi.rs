@@ -274,8 +274,8 @@ fn build_open_mpi_ring(dir: &Path) -> Option<PathBuf> {
 /// that every job completed with the right answers on every rank and that no process of any
 /// of them is left (none stopped, none orphaned). Returns the cluster, its directory and the
 /// jobs' records for the policy's own checks, in the order they are to be dropped (the
-/// cluster is brought down from its state in the directory); `None` (after a NOTICE) without
-/// the MPIs.
+/// cluster is brought down from its state in the directory: keep the tuple whole, as bindings
+/// of its fields drop in reverse); `None` (after a NOTICE) without the MPIs.
 fn three_mpis_of_eight_ranks(
     name: &str,
     policy: &[&str],
@@ -342,12 +342,14 @@ fn mpich_open_mpi_and_mpi4py_jobs_of_eight_ranks_complete_under_fcfs() {
 #[test]
 fn mpich_open_mpi_and_mpi4py_jobs_of_eight_ranks_complete_sharing_the_pes_under_gang() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((_c, _tmp, jobs)) = three_mpis_of_eight_ranks(
+    // Kept whole: its fields drop in order, the cluster before its directory.
+    let Some(kept) = three_mpis_of_eight_ranks(
         "three-gang",
         &["--policy", "gang", "--mpl", "2", "--quantum", "10ms"],
     ) else {
         return;
     };
+    let jobs = &kept.2;
     // Each job takes all 8 PEs, so two running at once are in two rows of the gang matrix,
     // sharing every PE by turns.
     let span = |j: &Value| (j["start"].as_f64().unwrap(), j["end"].as_f64().unwrap());
