@@ -148,17 +148,7 @@ fn what_a_change_writes_first_is_what_a_restart_finds() {
     assert_eq!(three[0].id(), JobId(3));
     written.extend(cancelled);
     written.extend(held);
-    let mut c = Core::new(
-        config(1, 2),
-        fcfs(),
-        t(10),
-        Recovered {
-            nodes: Vec::new(),
-            jobs: written,
-            admin: Default::default(),
-        },
-    )
-    .unwrap();
+    let mut c = Core::new(config(1, 2), fcfs(), t(10), recovered_jobs(written)).unwrap();
     let j = |c: &Core, id| {
         let i = c.ledger().find(JobId(id)).unwrap();
         c.job_info(i, t(10))

@@ -3,6 +3,27 @@
 
 use super::*;
 
+/// Job 1 started in row 0 and job 2 placed in row 1 at 1 s, both on PEs 0–3: two rows of a
+/// gang matrix.
+fn two_rows() -> Box<dyn Policy> {
+    let pes = PeSet::contiguous(0, 4);
+    script(vec![(
+        t(1),
+        vec![
+            Decision::Start {
+                job: JobId(1),
+                pes: pes.clone(),
+                slot: Some(0),
+            },
+            Decision::Place {
+                job: JobId(2),
+                pes,
+                slot: Some(1),
+            },
+        ],
+    )])
+}
+
 /// Node `node` reports at `now` that run `run` of `job` runs there, or stands stopped.
 fn report_runs(c: &mut Core, now: Time, node: u32, job: u64, run: u32, runs: bool) {
     let msg = FromNode::Runs {
@@ -31,23 +52,7 @@ fn report_runs(c: &mut Core, now: Time, node: u32, job: u64, run: u32, runs: boo
 /// accounting (the `gs` scheme sends no reports).
 #[test]
 fn node_reports_of_run_state_drive_the_record_of_a_placed_job() {
-    let pes = PeSet::contiguous(0, 4);
-    let p = script(vec![(
-        t(1),
-        vec![
-            Decision::Start {
-                job: JobId(1),
-                pes: pes.clone(),
-                slot: Some(0),
-            },
-            Decision::Place {
-                job: JobId(2),
-                pes,
-                slot: Some(1),
-            },
-        ],
-    )]);
-    let mut c = core(p, 2, 2);
+    let mut c = core(two_rows(), 2, 2);
     submit(&mut c, t(1), 4);
     submit(&mut c, t(1), 4);
     c.step(t(1));
@@ -675,15 +680,7 @@ fn the_manager_sleeps_through_an_announced_rotation_and_books_each_switch_at_its
     };
     let p = crate::build_policy("gang", 1, 2, &opts).unwrap();
     let mut c = Core::new(config(1, 2), p, t(0), Recovered::default()).unwrap();
-    let reg = Register {
-        version: Version::ours(),
-        memory: 1 << 40,
-        name: "n0".into(),
-        pes: 2,
-        addr: String::new(),
-        jobs: Vec::new(),
-        incarnation: 1,
-    };
+    let reg = registration("n0", 2, 1, Vec::new());
     c.on(t(0), Input::Register { req: 100, reg });
     join(&mut c, t(0), 0, 1);
     c.step(t(0));
@@ -733,31 +730,13 @@ fn the_manager_sleeps_through_an_announced_rotation_and_books_each_switch_at_its
 /// the nodes' reports after the restart carry its run time on instead of starting it afresh.
 #[test]
 fn a_restart_books_its_downtime_once_by_the_state_written_and_keeps_the_run_time() {
-    let pes = PeSet::contiguous(0, 4);
-    let policy = || {
-        script(vec![(
-            t(1),
-            vec![
-                Decision::Start {
-                    job: JobId(1),
-                    pes: pes.clone(),
-                    slot: Some(0),
-                },
-                Decision::Place {
-                    job: JobId(2),
-                    pes: pes.clone(),
-                    slot: Some(1),
-                },
-            ],
-        )])
-    };
     let runs = |c: &mut Core, now: Time, job: u64, runs: bool| {
         for node in 0..2 {
             report_runs(c, now, node, job, 1, runs);
         }
         c.step(now);
     };
-    let mut c = core(policy(), 2, 2);
+    let mut c = core(two_rows(), 2, 2);
     submit(&mut c, t(1), 4);
     submit(&mut c, t(1), 4);
     c.step(t(1));
@@ -786,17 +765,7 @@ fn a_restart_books_its_downtime_once_by_the_state_written_and_keeps_the_run_time
     assert_eq!(run_stop(&written[1]), (1, 0));
 
     // Back at 10 s: job 1 stood stopped and job 2 ran for the 6 s since the records.
-    let mut c = Core::new(
-        config(2, 2),
-        policy(),
-        t(10),
-        Recovered {
-            nodes: Vec::new(),
-            jobs: written,
-            admin: Default::default(),
-        },
-    )
-    .unwrap();
+    let mut c = Core::new(config(2, 2), two_rows(), t(10), recovered_jobs(written)).unwrap();
     for n in 0..2u32 {
         let held = HeldJob {
             job: JobId(1),
@@ -817,15 +786,7 @@ fn a_restart_books_its_downtime_once_by_the_state_written_and_keeps_the_run_time
             t(10),
             Input::Register {
                 req: 200 + u64::from(n),
-                reg: Register {
-                    version: Version::ours(),
-                    memory: 1 << 40,
-                    name: format!("n{n}"),
-                    pes: 2,
-                    addr: String::new(),
-                    jobs: vec![held, two],
-                    incarnation: 1,
-                },
+                reg: registration(&format!("n{n}"), 2, 1, vec![held, two]),
             },
         );
         join(&mut c, t(10), n, 1);

@@ -81,15 +81,7 @@ fn core(policy: Box<dyn Policy>, nodes: u32, pes: u32) -> Core {
             t(0),
             Input::Register {
                 req: 100 + n as u64,
-                reg: Register {
-                    version: Version::ours(),
-                    memory: 1 << 40,
-                    name: format!("n{n}"),
-                    pes,
-                    addr: String::new(),
-                    jobs: Vec::new(),
-                    incarnation: 1,
-                },
+                reg: registration(&format!("n{n}"), pes, 1, Vec::new()),
             },
         );
         join(&mut c, t(0), n, 1);
@@ -235,16 +227,31 @@ fn launched(fx: &[Effect]) -> Vec<JobId> {
         .collect()
 }
 
-/// The registration of node `n1` (1 PE) by node manager process `incarnation`, holding `jobs`.
-fn reg1(incarnation: u64, jobs: Vec<HeldJob>) -> Register {
+/// The registration of node `name` with `pes` PEs by node manager process `incarnation`,
+/// holding `jobs`.
+fn registration(name: &str, pes: u32, incarnation: u64, jobs: Vec<HeldJob>) -> Register {
     Register {
         version: Version::ours(),
         memory: 1 << 40,
-        name: "n1".into(),
-        pes: 1,
+        name: name.into(),
+        pes,
         addr: String::new(),
         jobs,
         incarnation,
+    }
+}
+
+/// The registration of node `n1` (1 PE) by node manager process `incarnation`, holding `jobs`.
+fn reg1(incarnation: u64, jobs: Vec<HeldJob>) -> Register {
+    registration("n1", 1, incarnation, jobs)
+}
+
+/// What a restarted machine manager reads back: these job records and nothing else.
+fn recovered_jobs(jobs: Vec<JobInfo>) -> Recovered {
+    Recovered {
+        nodes: Vec::new(),
+        jobs,
+        admin: Default::default(),
     }
 }
 
