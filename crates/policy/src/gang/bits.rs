@@ -94,30 +94,26 @@ impl SortedIds {
 mod tests {
     use super::*;
 
-    /// A merge gives what pushing the ids and sorting gives, duplicates and all.
-    #[test]
-    fn merge_is_push_then_sort() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
-        for _ in 0..2000 {
+    proptest::proptest! {
+        /// A merge gives what pushing the ids and sorting gives, duplicates and all.
+        #[test]
+        fn merge_is_push_then_sort(
+            ids in proptest::collection::vec(0u64..40, 0..12),
+            more in proptest::collection::vec(0u64..40, 0..12),
+        ) {
             let mut a = SortedIds::default();
-            for _ in 0..next(12) {
-                a.push_unsorted(JobId(next(40)));
+            for &id in &ids {
+                a.push_unsorted(JobId(id));
             }
             a.sort();
-            let mut more: Vec<JobId> = (0..next(12)).map(|_| JobId(next(40))).collect();
+            let mut more: Vec<JobId> = more.into_iter().map(JobId).collect();
             let mut want = a.clone();
             for &id in &more {
                 want.push_unsorted(id);
             }
             want.sort();
             a.merge(&mut more);
-            assert_eq!(a, want);
+            proptest::prop_assert_eq!(a, want);
         }
     }
 }
