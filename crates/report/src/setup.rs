@@ -123,7 +123,7 @@ impl OpenTrace {
     /// Reads the jobs, on all cores (see [`Reader::into_trace`]).
     pub fn read(self) -> Result<Source, SetupError> {
         let first = self.first.unwrap_or(usize::MAX);
-        let trace = self.reader.into_trace()?;
+        let trace = self.reader.stop_after(first).into_trace()?;
         Ok(Self::source(self.path, trace, first))
     }
 
@@ -141,7 +141,7 @@ impl OpenTrace {
                 feed(&r[..n]);
             }
         };
-        let trace = self.reader.into_trace_feeding(&kept)?;
+        let trace = self.reader.stop_after(first).into_trace_feeding(&kept)?;
         Ok(Self::source(self.path, trace, first))
     }
 

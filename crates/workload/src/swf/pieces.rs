@@ -112,6 +112,12 @@ impl Joined {
         st.next += 1;
     }
 
+    /// How many records are joined so far (pieces still being parsed, or parked behind one,
+    /// are not counted).
+    pub(super) fn len(&self) -> usize {
+        self.0.lock().map_or(0, |st| st.records.len())
+    }
+
     /// The records of all `pieces` pieces, in input order.
     pub(super) fn into_records(self, pieces: usize) -> Vec<SwfRecord> {
         let st = self.0.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -143,6 +149,7 @@ pub(super) fn parse_piece(
         failed: false,
         header: SwfHeader::default(),
         report: ReadReport::default(),
+        limit: usize::MAX,
     };
     records.reserve(bytes.len() / 64);
     let mut error = None;

@@ -23,6 +23,8 @@ pub struct Reader<R> {
     pub(super) failed: bool,
     pub(super) header: SwfHeader,
     pub(super) report: ReadReport,
+    /// The piecewise reads stop once this many records are in ([`Reader::stop_after`]).
+    pub(super) limit: usize,
 }
 
 impl<R: BufRead> Reader<R> {
@@ -49,6 +51,7 @@ impl<R: BufRead> Reader<R> {
             failed: false,
             header: SwfHeader::default(),
             report: ReadReport::default(),
+            limit: usize::MAX,
         };
         // Read comment lines until the first job line (kept pending) or the end.
         while reader.next_line()? {
@@ -92,6 +95,16 @@ impl<R: BufRead> Reader<R> {
     }
     pub fn into_parts(self) -> (SwfHeader, ReadReport) {
         (self.header, self.report)
+    }
+
+    /// [`Reader::into_trace`] and [`Reader::into_trace_feeding`] stop reading once `records`
+    /// records are in: a run of a trace's first jobs does not decompress and parse the rest.
+    /// The trace then holds at least `records` records (more, up to the end of the pieces
+    /// already read), or all of them if the input has fewer, and the counts, the comments
+    /// and any error are those of the lines read: a bad line after them is not seen.
+    pub fn stop_after(mut self, records: usize) -> Self {
+        self.limit = records;
+        self
     }
 
     /// Reads the rest of the input into a [`Trace`], parsing the job lines on all cores.
@@ -145,6 +158,7 @@ impl<R: BufRead> Reader<R> {
             self.report.lines -= 1;
         }
         let (name, gzip, opts, procs) = (&self.name, self.gzip, &self.opts, self.procs);
+        let limit = self.limit;
         let (tx, rx) = std::sync::mpsc::channel::<(usize, Piece)>();
         let mut input_error = None;
         let mut pieces = 0;
@@ -161,6 +175,9 @@ impl<R: BufRead> Reader<R> {
         let mut spare = Vec::new();
         in_scope(own_pool.as_ref(), |scope| {
             loop {
+                if joined.len() >= limit {
+                    break;
+                }
                 let mut block = std::mem::take(&mut spare);
                 block.clear();
                 block.append(&mut carry);

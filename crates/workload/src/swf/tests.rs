@@ -99,6 +99,70 @@ fn pieces_read_exactly_as_one_reader() {
     }
 }
 
+/// A read told to stop after `n` records holds the whole read's first records, at least
+/// `n` of them; parsed on the reading thread, it does not reach what lies well beyond them:
+/// here a bad line and an input that fails, each of which ends the whole read in an error.
+/// (Parsing threads may lag the reading by any number of pieces, each of which is read.)
+#[test]
+fn a_read_stopped_after_n_records_is_a_prefix_and_reads_no_further() {
+    struct FailsAt(std::io::Cursor<Vec<u8>>, u64);
+    impl Read for FailsAt {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.0.position() >= self.1 {
+                return Err(io::Error::other("disk gone"));
+            }
+            let room = (self.1 - self.0.position()) as usize;
+            let n = out.len().min(room);
+            self.0.read(&mut out[..n])
+        }
+    }
+    let mut body = String::from("; MaxProcs: 8\n");
+    for id in 1..2000 {
+        body += &format!(
+            "{id} {} 5 60 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1\n",
+            id * 10
+        );
+    }
+    let whole = read_trace_from(body.as_bytes(), "t.swf", &ReadOptions::default()).unwrap();
+    let bad = format!("{body}12 bad line\n");
+    let len = body.len() as u64;
+    for parsers in ALL_PARSERS {
+        for n in [0, 1, 10, 100] {
+            let at = format!("{n} records, {parsers:?}");
+            let serial = matches!(parsers, Parsers::Own(0));
+            let reader = Reader::new(bad.as_bytes(), "t.swf", ReadOptions::default()).unwrap();
+            let cut = reader
+                .stop_after(n)
+                .into_trace_in_pieces(64, 256, parsers, &|_| {});
+            let cut = match cut {
+                Ok(cut) => cut,
+                Err(_) if !serial => continue,
+                Err(e) => panic!("{at}: {e}"),
+            };
+            assert!(cut.records.len() >= n, "{at}");
+            assert_eq!(cut.records, whole.records[..cut.records.len()], "{at}");
+            if !serial {
+                continue;
+            }
+            assert!(cut.records.len() < 1000, "{at}: read {}", cut.records.len());
+            let failing = FailsAt(std::io::Cursor::new(body.clone().into_bytes()), len - 100);
+            let reader = Reader::new(BufReader::new(failing), "t.swf", ReadOptions::default());
+            let cut = reader
+                .unwrap()
+                .stop_after(n)
+                .into_trace_in_pieces(64, 256, parsers, &|_| {});
+            assert!(cut.unwrap().records.len() >= n, "{at}");
+        }
+        // Without a stop, both reach their error.
+        let reader = Reader::new(bad.as_bytes(), "t.swf", ReadOptions::default()).unwrap();
+        assert!(
+            reader
+                .into_trace_in_pieces(64, 256, parsers, &|_| {})
+                .is_err()
+        );
+    }
+}
+
 fn fixed(s: &str) -> Result<i64, LineErrorKind> {
     parse_fixed(s.as_bytes())
 }

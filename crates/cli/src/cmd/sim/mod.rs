@@ -90,7 +90,7 @@ struct SourceArgs {
     /// Model seed
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Simulate only the first N jobs of the trace
+    /// Simulate only the first N jobs of the trace (the rest of the file is not read)
     #[arg(long, value_name = "N")]
     first: Option<usize>,
     /// What the policy is told about runtimes: the trace's requested times, or exact runtimes
