@@ -14,6 +14,10 @@
  *           outgoing ones trap into the freezer whenever they next get a core)
  *   mode 3: mode 2, then wait for the outgoing freeze to land (its exposure)
  *
+ * Rank r of each job is pinned to CPU r, as the node manager pins ranks to PEs; the
+ * switching thread runs where it is started: `taskset -c 1` keeps it off the ranks' core
+ * of a 1-per-job run on two cores (the node manager's spare core).
+ *
  * Root only; cgroup v2 at /sys/fs/cgroup/unified and v1 cpu at /sys/fs/cgroup/cpu (a hybrid
  * host, as this machine is).
  *
@@ -86,6 +90,11 @@ int main(int argc, char **argv) {
         for (int r = 0; r < n; r++) {
             pid_t c = fork();
             if (c == 0) {
+                /* Rank r of each job on CPU r, as the node manager pins ranks to PEs. */
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(r, &set);
+                sched_setaffinity(0, sizeof set, &set);
                 char s[32];
                 snprintf(s, sizeof s, "%d", getpid());
                 snprintf(p, sizeof p, "%s/%s/cgroup.procs", v2, name[j]); put_path(p, s);

@@ -430,12 +430,10 @@ impl NmCore {
         let name = &self.cfg.name;
         let dir = self.job_dir(l.job);
         let files = cosched_proto::jobio::rank_files(&l.io, &ln.cwd, &dir, l.job, rank, name);
-        let all = &self.cfg.cpus;
-        let cpu_of = |pe: u32| all[(self.cfg.cpu_offset + pe) as usize % all.len().max(1)];
         let mine = l.placement.iter().find(|p| Some(p.node) == self.id);
         let mut cpus: Vec<usize> = std::iter::once(pe)
             .chain(mine.into_iter().flat_map(|p| p.pes_of(rank).skip(1)))
-            .map(cpu_of)
+            .map(|pe| self.cfg.cpu_of(pe))
             .collect();
         cpus.sort_unstable();
         cpus.dedup();

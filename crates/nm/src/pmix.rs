@@ -114,8 +114,7 @@ impl NmCore {
             .collect();
         let dir = self.job_dir(job);
         let first_pe = ln.ranks.first().map_or(0, |&(_, pe)| pe);
-        let cpus = &self.cfg.cpus;
-        let cpu = cpus[(self.cfg.cpu_offset + first_pe) as usize % cpus.len().max(1)];
+        let cpu = self.cfg.cpu_of(first_pe);
         let spec = RankSpec {
             job,
             launch: ln.launch,
@@ -140,7 +139,7 @@ impl NmCore {
             host: format!("node{me}"),
             nodes,
             dir: dir.join("pmix"),
-            oversubscribed: ln.ranks.len() > cpus.len(),
+            oversubscribed: ln.ranks.len() > self.cfg.cpus.len(),
             universe: self.jobs.get(&job).map_or(l.size, |j| j.pmi.universe()),
         };
         self.push(Effect::StartHelper(Box::new(StartHelper { spec, setup })));
