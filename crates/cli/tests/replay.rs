@@ -279,6 +279,12 @@ fn a_stopped_sleep_burner_does_not_count_the_stop() {
 /// Under gang scheduling the node manager stops a job's ranks however it does it (the cgroup
 /// freezer where it can, which sends no signal; SIGSTOP otherwise): two 1 s sleep burners
 /// time-sharing one PE both run their 1 s and stand stopped for a good part of the other's.
+///
+/// A burner counting the other's slots as work would end after about 0.5 s of run. The run
+/// booked may fall short of 1 s on a loaded machine: a burner counts its waits for a core
+/// as work (a late wake-up is running time), and an outgoing rank left runnable at idle
+/// weight until its freeze lands waits behind the other work of its core, booked stopped
+/// (measured with four CPU spinners beside the test: 0.93 s at worst).
 #[test]
 fn gang_suspended_sleep_burners_do_not_count_the_suspension() {
     let c = Cluster::up(
@@ -306,7 +312,7 @@ fn gang_suspended_sleep_burners_do_not_count_the_suspension() {
             j["suspended_s"].as_f64().unwrap(),
         );
         assert!(
-            (0.95..1.5).contains(&run) && stopped > 0.5,
+            (0.8..1.5).contains(&run) && stopped > 0.5,
             "job {}: ran {run} s, stopped {stopped} s",
             j["id"]
         );
