@@ -353,20 +353,32 @@ impl Scojo {
         out: &mut Vec<Decision>,
     ) {
         let v = self.vms[k].vnow(now);
+        let per_node = self.machine.pes_per_node();
         let mut pes = Vec::new();
+        let mut by_node = true;
+        let mut last_node = 0;
         for s in &seats {
             debug_assert!(
                 self.vms[k].lanes[s.node as usize][s.lane as usize].is_none(),
                 "lane taken"
             );
             self.vms[k].set_lane(s.node, s.lane, Some(id));
-            pes.extend(
-                self.machine
-                    .node_cores(NodeId(s.node), s.procs, s.lane)
-                    .into_iter()
-                    .map(|p| p.0),
-            );
+            by_node &= s.node >= last_node;
+            last_node = s.node;
+            if s.procs >= per_node {
+                // As many processes as cores take every core of the node, whatever the lane.
+                let base = s.node * per_node;
+                pes.extend(base..base + per_node);
+            } else {
+                pes.extend(
+                    self.machine
+                        .node_cores(NodeId(s.node), s.procs, s.lane)
+                        .into_iter()
+                        .map(|p| p.0),
+                );
+            }
         }
+        let pe_set = pe_set_of(pes, per_node, by_node);
         let kind = self.jobs[&id].kind;
         // A job leaves the queue once: the first match is the only one.
         if let Some(i) = self.vms[kind].queue.iter().position(|&x| x == id) {
@@ -388,7 +400,7 @@ impl Scojo {
         self.reprice(k, &nodes, v);
         out.push(Decision::Start {
             job: id,
-            pes: PeSet::from_pes(pes),
+            pes: pe_set,
             slot: Some(k as u32),
         });
     }
@@ -488,5 +500,56 @@ impl Scojo {
         let k = j.vm;
         let v = self.vms[k].vnow(now);
         self.reprice(k, &nodes, v);
+    }
+}
+
+/// The set of `pes`, which hold each node's cores together when `by_node` (seats by node
+/// ascending, a node's lanes one after the other): a node's cores lie below the next node's,
+/// so sorting each node's few cores alone orders the whole list, without a sort of every PE
+/// of a wide job.
+fn pe_set_of(mut pes: Vec<u32>, per_node: u32, by_node: bool) -> PeSet {
+    if !by_node || per_node == 0 {
+        return PeSet::from_pes(pes);
+    }
+    let check = cfg!(debug_assertions).then(|| PeSet::from_pes(pes.iter().copied()));
+    let mut set = PeSet::new();
+    for node in pes.chunk_by_mut(|a, b| a / per_node == b / per_node) {
+        node.sort_unstable();
+        let mut prev = None;
+        for &p in node.iter() {
+            if prev != Some(p) {
+                set.push_sorted(p, p + 1);
+                prev = Some(p);
+            }
+        }
+    }
+    if let Some(check) = check {
+        debug_assert_eq!(set, check, "PEs by node");
+    }
+    set
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Cores listed node by node, in any order within a node, make the set a sort of
+        /// the whole list makes.
+        #[test]
+        fn pes_by_node_make_the_sorted_set(
+            per_node in 1u32..9,
+            nodes in proptest::collection::vec((0u32..6, proptest::collection::vec(0u32..8, 0..10)), 0..8),
+        ) {
+            let mut nodes = nodes;
+            nodes.sort_by_key(|n| n.0);
+            let pes: Vec<u32> = nodes
+                .iter()
+                .flat_map(|(n, cores)| cores.iter().map(move |c| n * per_node + c % per_node))
+                .collect();
+            prop_assert_eq!(pe_set_of(pes.clone(), per_node, true), PeSet::from_pes(pes.clone()));
+            prop_assert_eq!(pe_set_of(pes.clone(), per_node, false), PeSet::from_pes(pes));
+        }
     }
 }
