@@ -3,20 +3,23 @@ use super::pieces::Parsers;
 use super::write::Secs;
 use super::*;
 
+/// An input that reads its bytes up to an offset, then fails.
+struct FailsAt(std::io::Cursor<Vec<u8>>, u64);
+
+impl Read for FailsAt {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.0.position() >= self.1 {
+            return Err(io::Error::other("disk gone"));
+        }
+        let room = (self.1 - self.0.position()) as usize;
+        let n = out.len().min(room);
+        self.0.read(&mut out[..n])
+    }
+}
+
 /// An input that fails partway fails the pieced read as it fails one reader.
 #[test]
 fn an_input_error_ends_a_pieced_read_as_it_ends_one_reader() {
-    struct FailsAt(std::io::Cursor<Vec<u8>>, u64);
-    impl Read for FailsAt {
-        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-            if self.0.position() >= self.1 {
-                return Err(io::Error::other("disk gone"));
-            }
-            let room = (self.1 - self.0.position()) as usize;
-            let n = out.len().min(room);
-            self.0.read(&mut out[..n])
-        }
-    }
     let mut body = String::from("; MaxProcs: 8\n");
     for id in 1..200 {
         body += &format!(
@@ -105,17 +108,6 @@ fn pieces_read_exactly_as_one_reader() {
 /// (Parsing threads may lag the reading by any number of pieces, each of which is read.)
 #[test]
 fn a_read_stopped_after_n_records_is_a_prefix_and_reads_no_further() {
-    struct FailsAt(std::io::Cursor<Vec<u8>>, u64);
-    impl Read for FailsAt {
-        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-            if self.0.position() >= self.1 {
-                return Err(io::Error::other("disk gone"));
-            }
-            let room = (self.1 - self.0.position()) as usize;
-            let n = out.len().min(room);
-            self.0.read(&mut out[..n])
-        }
-    }
     let mut body = String::from("; MaxProcs: 8\n");
     for id in 1..2000 {
         body += &format!(
