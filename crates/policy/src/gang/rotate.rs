@@ -10,6 +10,10 @@ use cosched_core::{Dur, JobId, PeSet, Time};
 use super::{Bits, Gang, IdHasher, Member, SortedIds, Switch, TimerKind};
 use crate::Decision;
 
+/// Machines above this many PEs (64 words) test candidates against the active row's `busy`
+/// in place ([`Gang::in_place`]); smaller ones copy it into the mask.
+pub(super) const IN_PLACE_FROM_PES: u32 = 64 * 64;
+
 impl Gang {
     /// The jobs that should run while the active row is active: its own jobs, then (with
     /// alternate scheduling) the jobs running now that still fit, then other rows' jobs in
@@ -113,11 +117,12 @@ impl Gang {
 
     /// The target of [`Gang::target`], into `chosen`.
     ///
-    /// Without holds, the PEs taken are the active row's `busy` (read in place) and the
-    /// mask in `self.scratch` of the jobs alternate scheduling adds: the mask is not a copy
-    /// of the row (on a machine of 80,000 PEs a copy is 1,250 words at every recomputation,
-    /// where the added jobs are a few). The mask is all clear between calls: the added
-    /// jobs' runs are cleared on the way out, which costs what setting them did.
+    /// Without holds, on a machine of more than [`IN_PLACE_FROM_PES`] PEs, the PEs taken
+    /// are the active row's `busy` (read in place) and the mask in `self.scratch` of the
+    /// jobs alternate scheduling adds: the mask is not a copy of the row (on a machine of
+    /// 80,000 PEs a copy is 1,250 words at every recomputation, where the added jobs are a
+    /// few). The mask is all clear between calls: the added jobs' runs are cleared on the
+    /// way out, which costs what setting them did.
     pub(super) fn compute_target(&mut self, chosen: &mut SortedIds) {
         chosen.clear();
         if self.rows.is_empty() {
@@ -128,7 +133,7 @@ impl Gang {
         let mut taken = std::mem::take(&mut self.taken);
         let mut free = self.pes;
         // Holds are rare: without any, no member needs looking up, and the row's jobs are
-        // all chosen, so its `busy` is the base every candidate is tested against.
+        // all chosen, so its `busy` holds their PEs (read in place, or copied into the mask).
         let none_held = self.held_members == 0;
         let row = &self.rows[self.active];
         let base = if none_held {
@@ -136,7 +141,15 @@ impl Gang {
                 free -= procs;
                 chosen.push_unsorted(id);
             }
-            Some(&row.busy)
+            // On a small machine the copy is a few words, less than a second test of
+            // every candidate that clears the row (HPC2N's 240 PEs: callgrind counts more
+            // instructions in place than with the copy).
+            if self.in_place {
+                Some(&row.busy)
+            } else {
+                mask.copy_from(&row.busy);
+                None
+            }
         } else {
             for (id, procs, pes) in &row.entries {
                 if !self.members[id].held {
@@ -214,7 +227,7 @@ impl Gang {
             chosen.merge(&mut extra);
             self.extra = extra;
         }
-        if none_held {
+        if base.is_some() {
             for &(s, e) in &taken {
                 mask.clear_range(s, e);
             }
