@@ -188,8 +188,15 @@ pub struct Gang {
     fresh: Vec<JobId>,
     /// Members held by an administrator.
     held_members: usize,
-    /// Reused by [`Gang::target`] so a switch allocates nothing for the mask.
+    /// The PEs of the jobs [`Gang::compute_target`] adds beside the active row (all of the
+    /// target's PEs while a member is held); all clear between its calls, and reused so a
+    /// switch allocates nothing for the mask.
     scratch: Bits,
+    /// The runs set in `scratch` by one [`Gang::compute_target`], so it clears just them.
+    taken: Vec<(u32, u32)>,
+    /// Whether [`Gang::compute_target`] reads the active row's `busy` in place (a machine of
+    /// more than [`rotate::IN_PLACE_FROM_PES`] PEs) rather than copying it into the mask.
+    in_place: bool,
     /// Reused by [`Gang::compute_target`] for the jobs alternate scheduling adds.
     extra: Vec<JobId>,
     /// Bumped whenever the matrix or a hold changes; [`Gang::target`] results are reused
@@ -290,6 +297,8 @@ impl Gang {
             fresh: Vec::new(),
             held_members: 0,
             scratch: Bits::new(pes),
+            taken: Vec::new(),
+            in_place: pes > rotate::IN_PLACE_FROM_PES,
             extra: Vec::new(),
             version: 0,
             cache: Vec::new(),
@@ -598,6 +607,62 @@ mod tests {
             }
         }
         assert!(saw_row_3);
+    }
+
+    proptest::proptest! {
+        /// The target computed with the mask of added jobs beside the active row's `busy`, or
+        /// with a copy of the row, is the plain one (a fresh mask of every chosen job),
+        /// through arrivals, departures, holds, releases and switches, with each packing and
+        /// a few MPLs; and the mask is left clear.
+        #[test]
+        fn the_target_is_its_definition(
+            in_place in proptest::bool::ANY,
+            packing in 0usize..3,
+            mpl in proptest::option::of(1u32..5),
+            ops in proptest::collection::vec((0u8..6, 1u32..17, 0usize..64), 1..80),
+        ) {
+            let mut c = PolicyConfig::new(MachineShape::flat(16, 1));
+            c.quantum = Some(Dur::from_secs(10));
+            c.mpl = mpl;
+            let name = ["buddy", "first-fit", "best-fit"][packing];
+            c.options.insert("packing".into(), toml::Value::from(name));
+            let mut p = Gang::new(&c).unwrap();
+            // Both ways of holding the active row's PEs, on a machine small enough to fill.
+            p.in_place = in_place;
+            let mut out = Vec::new();
+            let mut next = 1u64;
+            let mut now = 0i64;
+            for (op, procs, pick) in ops {
+                now += 1;
+                let t = Time::from_secs(now);
+                let ids: Vec<JobId> = p.members.keys().copied().collect();
+                let any = (!ids.is_empty()).then(|| {
+                    let mut ids = ids;
+                    ids.sort();
+                    ids[pick % ids.len()]
+                });
+                let event = match (op, any) {
+                    (0 | 1, _) | (_, None) => {
+                        let req = JobRequest::new(JobId(next), t, procs, Dur::from_secs(100_000));
+                        next += 1;
+                        Event::Submitted(req)
+                    }
+                    (2, Some(id)) => Event::Ended(id),
+                    (3, Some(id)) => Event::Held(id),
+                    (4, Some(id)) => Event::Released(id),
+                    _ => match p.pending {
+                        Some((token, _)) => Event::Timer(token),
+                        None => continue,
+                    },
+                };
+                out.clear();
+                p.handle(t, event, &mut out);
+                let mut got = SortedIds::default();
+                p.compute_target(&mut got);
+                proptest::prop_assert_eq!(&got, &p.target_by_definition());
+                proptest::prop_assert_eq!(p.scratch.count(), 0);
+            }
+        }
     }
 
     /// A held job is never started or resumed by a switch (the switch paths skip member
