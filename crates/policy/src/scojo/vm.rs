@@ -185,14 +185,7 @@ impl Scojo {
         // Processes per node: the seats by node, the seats of one node added up (the
         // slowdown is a maximum over nodes, so their order does not matter).
         let mut per_node: Vec<(u32, u32)> = j.seats.iter().map(|s| (s.node, s.procs)).collect();
-        per_node.sort_unstable_by_key(|&(n, _)| n);
-        per_node.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
-            if same {
-                kept.1 += later.1;
-            }
-            same
-        });
+        sum_by_key(&mut per_node);
         for &(node, procs) in &per_node {
             if procs == 0 {
                 continue;
@@ -308,14 +301,7 @@ impl Scojo {
                 out.push((end, n));
             }
         }
-        out.sort_unstable_by_key(|&(t, _)| t);
-        out.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
-            if same {
-                kept.1 += later.1;
-            }
-            same
-        });
+        sum_by_key(out);
     }
 
     /// Re-estimates the slowdowns of the jobs on `nodes` of VM `k` after a change there:
@@ -501,6 +487,18 @@ impl Scojo {
         let v = self.vms[k].vnow(now);
         self.reprice(k, &nodes, v);
     }
+}
+
+/// Sorts `counts` by key and adds up the counts of each key into one entry.
+fn sum_by_key<K: Ord + Copy>(counts: &mut Vec<(K, u32)>) {
+    counts.sort_unstable_by_key(|&(k, _)| k);
+    counts.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 += later.1;
+        }
+        same
+    });
 }
 
 /// The set of `pes`, which hold each node's cores together when `by_node` (seats by node
