@@ -281,10 +281,9 @@ fn a_stopped_sleep_burner_does_not_count_the_stop() {
 /// time-sharing one PE both run their 1 s and stand stopped for a good part of the other's.
 ///
 /// A burner counting the other's slots as work would end after about 0.5 s of run. The run
-/// booked may fall short of 1 s on a loaded machine: a burner counts its waits for a core
-/// as work (a late wake-up is running time), and an outgoing rank left runnable at idle
-/// weight until its freeze lands waits behind the other work of its core, booked stopped
-/// (measured with four CPU spinners beside the test: 0.93 s at worst).
+/// booked may fall short of 1 s on a loaded machine, because a burner counts its waits for
+/// a core as work (a late wake-up is running time) while some of those waits are booked
+/// stopped (measured with four CPU spinners beside the test: 0.93 s at worst).
 #[test]
 fn gang_suspended_sleep_burners_do_not_count_the_suspension() {
     let c = Cluster::up(
