@@ -107,9 +107,9 @@ struct Row {
     full_below: Cell<usize>,
     /// Jobs in placement order.
     jobs: Vec<JobId>,
-    /// `(job, procs, PEs)` of `jobs`, in the same order: read on every switch without a
-    /// lookup.
-    entries: Vec<(JobId, u32, PeSet)>,
+    /// `(job, procs, first and last PE, PEs)` of `jobs`, in the same order: read on every
+    /// switch without a lookup.
+    entries: Vec<(JobId, u32, [u32; 2], PeSet)>,
     /// [`Gang::clears`] when a block last left this row: a job above that found no room
     /// here after that stamp still finds none (see [`Member::settled`]).
     cleared_at: u64,
@@ -241,6 +241,10 @@ pub struct Gang {
     /// When the pending timer is due: at a cycle point a whole quantum ahead (it was armed at
     /// this instant), so that two points stand at the same offset from their next switch.
     due: Time,
+    /// Switches reused from another running set by [`Gang::same_but_clashing`]: the tests
+    /// check that the rule is exercised.
+    #[cfg(test)]
+    reused_clashing: u64,
 }
 
 /// Default time quantum when none is configured.
@@ -320,6 +324,8 @@ impl Gang {
             disturbed: false,
             period: None,
             due: Time::ZERO,
+            #[cfg(test)]
+            reused_clashing: 0,
         })
     }
 
@@ -663,6 +669,53 @@ mod tests {
                 proptest::prop_assert_eq!(p.scratch.count(), 0);
             }
         }
+    }
+
+    /// A switch reused for another running set (the jobs that differ all clash with the
+    /// active row) is what a fresh computation gives: debug builds compare the two at every
+    /// reuse (`check_carried`), and this run of many small jobs and quanta on 16 PEs, with
+    /// departures, takes that reuse often. Every target is also compared with its
+    /// definition after each event.
+    #[test]
+    fn switches_reused_across_clashing_running_sets_are_fresh() {
+        let mut c = PolicyConfig::new(MachineShape::flat(16, 1));
+        c.quantum = Some(Dur::from_secs(10));
+        let mut p = Gang::new(&c).unwrap();
+        let mut out = Vec::new();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut next = 1u64;
+        for step in 1..=3000i64 {
+            let t = Time::from_secs(step);
+            let event = match rand(10) {
+                0..=2 => {
+                    let procs = 1 + rand(8) as u32;
+                    let req = JobRequest::new(JobId(next), t, procs, Dur::from_secs(100_000));
+                    next += 1;
+                    Event::Submitted(req)
+                }
+                3 if !p.members.is_empty() => {
+                    let mut ids: Vec<JobId> = p.members.keys().copied().collect();
+                    ids.sort();
+                    Event::Ended(ids[rand(ids.len() as u64) as usize])
+                }
+                _ => match p.pending {
+                    Some((token, _)) => Event::Timer(token),
+                    None => continue,
+                },
+            };
+            out.clear();
+            p.handle(t, event, &mut out);
+            let mut got = SortedIds::default();
+            p.compute_target(&mut got);
+            assert_eq!(got, p.target_by_definition());
+        }
+        assert!(p.reused_clashing > 0, "the reuse never happened");
     }
 
     /// A held job is never started or resumed by a switch (the switch paths skip member

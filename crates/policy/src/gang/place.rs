@@ -6,7 +6,7 @@ use std::cell::Cell;
 
 use cosched_core::{JobId, PeSet};
 
-use super::{Bits, Gang, Member, Packing, Row, SortedIds};
+use super::{Bits, Gang, Member, Packing, Row, SortedIds, rotate};
 use crate::queue::{never_fits, never_placed};
 use crate::{JobRequest, Never};
 
@@ -182,7 +182,8 @@ impl Gang {
         r.reserved.set_pes(&block);
         r.reserved_count += block.len();
         r.jobs.push(req.id);
-        r.entries.push((req.id, req.procs, pes.clone()));
+        r.entries
+            .push((req.id, req.procs, rotate::ends(&pes), pes.clone()));
         r.settled = 0;
         self.mem_change(&pes, &req, true);
         self.fresh.push(req.id);
@@ -313,7 +314,8 @@ impl Gang {
                     to.jobs.push(id);
                     to.settled = 0;
                     let procs = self.members[&id].req.procs;
-                    to.entries.push((id, procs, pes.clone()));
+                    to.entries
+                        .push((id, procs, rotate::ends(&pes), pes.clone()));
                     self.members.get_mut(&id).expect("member").row = q;
                     let old = self.version;
                     self.version += 1;

@@ -14,6 +14,14 @@ use crate::Decision;
 /// in place ([`Gang::in_place`]); smaller ones copy it into the mask.
 pub(super) const IN_PLACE_FROM_PES: u32 = 64 * 64;
 
+/// The first and last PE of a job's PE set (not empty): the PEs [`Gang::compute_target`]
+/// tests first.
+#[inline(always)]
+pub(super) fn ends(pes: &PeSet) -> [u32; 2] {
+    let runs = pes.runs();
+    [runs[0].0, runs[runs.len() - 1].1 - 1]
+}
+
 impl Gang {
     /// The jobs that should run while the active row is active: its own jobs, then (with
     /// alternate scheduling) the jobs running now that still fit, then other rows' jobs in
@@ -22,11 +30,29 @@ impl Gang {
     fn target(&mut self) {
         if let Some(Some(s)) = self.cache.get(self.active)
             && s.version == self.version
-            && s.before == self.running
         {
-            #[cfg(debug_assertions)]
-            self.check_carried();
-            return;
+            if s.before == self.running {
+                #[cfg(debug_assertions)]
+                self.check_carried();
+                return;
+            }
+            if self.same_but_clashing() {
+                let s = self.cache[self.active].as_mut().expect("just read");
+                s.before.copy_from(&self.running);
+                s.stops.clear();
+                self.running
+                    .for_each_not_in(&s.after, |job| s.stops.push(job));
+                s.goes.clear();
+                s.after
+                    .for_each_not_in(&self.running, |job| s.goes.push(job));
+                #[cfg(test)]
+                {
+                    self.reused_clashing += 1;
+                }
+                #[cfg(debug_assertions)]
+                self.check_carried();
+                return;
+            }
         }
         if self.cache.len() <= self.active {
             self.cache.resize(self.active + 1, None);
@@ -49,6 +75,37 @@ impl Gang {
         s.after
             .for_each_not_in(&self.running, |job| s.goes.push(job));
         self.cache[self.active] = Some(s);
+    }
+
+    /// Whether the active row's cached switch, of the current version, has the target a
+    /// computation from the running set now would give, though it started from another
+    /// running set: true when every job in one set and not the other shares a PE with the
+    /// active row's own jobs. Without holds, the row's jobs are all chosen first, so such a
+    /// job is turned away wherever it stands among the candidates and changes nothing for
+    /// the candidates after it: the running sets differ only in jobs the computation
+    /// skips. After a change of the matrix the running set a row's turn starts from keeps
+    /// changing for a cycle or more; where it changes only by such jobs, the switch holds.
+    fn same_but_clashing(&self) -> bool {
+        if self.held_members > 0 {
+            return false;
+        }
+        let Some(Some(s)) = self.cache.get(self.active) else {
+            return false;
+        };
+        let Some(row) = self.rows.get(self.active) else {
+            return false;
+        };
+        let busy = &row.busy;
+        let members = &self.members;
+        let clashes = |id: &JobId| members.get(id).is_some_and(|m| busy.intersects_pes(&m.pes));
+        let mut all = true;
+        s.before
+            .for_each_not_in(&self.running, |id| all &= clashes(&id));
+        all && {
+            self.running
+                .for_each_not_in(&s.before, |id| all &= clashes(&id));
+            all
+        }
     }
 
     /// A switch carried past a change of the matrix (see [`Gang::carry_arrival`]) is the one a
@@ -137,7 +194,7 @@ impl Gang {
         let none_held = self.held_members == 0;
         let row = &self.rows[self.active];
         let base = if none_held {
-            for &(id, procs, _) in &row.entries {
+            for &(id, procs, _, _) in &row.entries {
                 free -= procs;
                 chosen.push_unsorted(id);
             }
@@ -151,7 +208,7 @@ impl Gang {
                 None
             }
         } else {
-            for (id, procs, pes) in &row.entries {
+            for (id, procs, _, pes) in &row.entries {
                 if !self.members[id].held {
                     mask.set_pes(pes);
                     free -= procs;
@@ -169,12 +226,15 @@ impl Gang {
             // loops below, inlined: it runs for every candidate of every recomputed target.
             // A job already chosen (of the active row, or taken before) has its PEs in
             // `base` or `mask`, so the intersection alone turns it away: no lookup in either
-            // list. Most candidates clash with the active row, so `base` is tested first,
-            // and `mask` only once it holds a job.
+            // list. Most candidates clash with the active row, and most clashes cover an end
+            // of the job (its PEs are a block, and the row's jobs are blocks): the bits of
+            // its first and last PE in `base` (or the whole `mask` on the copy path) turn
+            // most away before the test of its runs, which decides what they leave open.
+            // `mask` is tested only once it holds a job.
             #[inline(always)]
             #[allow(clippy::too_many_arguments)]
             fn consider(
-                (id, procs, pes): (JobId, u32, &PeSet),
+                (id, procs, [first, last], pes): (JobId, u32, [u32; 2], &PeSet),
                 base: Option<&Bits>,
                 mask: &mut Bits,
                 taken: &mut Vec<(u32, u32)>,
@@ -184,7 +244,11 @@ impl Gang {
                 members: &HashMap<JobId, Member, BuildHasherDefault<IdHasher>>,
             ) {
                 debug_assert!(procs > 0, "a member holds PEs");
+                debug_assert_eq!([first, last], ends(pes));
+                let front = base.unwrap_or(&*mask);
                 if procs <= *free
+                    && !front.get(first)
+                    && !front.get(last)
                     && !base.is_some_and(|b| b.intersects_pes(pes))
                     && (base.is_some() && extra.is_empty() || !mask.intersects_pes(pes))
                     && (none_held || !members[&id].held)
@@ -207,15 +271,15 @@ impl Gang {
                     continue;
                 }
                 let m = &members[&id];
-                let job = (id, m.req.procs, &m.pes);
+                let job = (id, m.req.procs, ends(&m.pes), &m.pes);
                 consider(
                     job, base, &mut mask, &mut taken, &mut free, &mut extra, none_held, members,
                 );
             }
             'rows: for k in 1..self.rows.len() {
                 let r = (self.active + k) % self.rows.len();
-                for (id, procs, pes) in &self.rows[r].entries {
-                    let job = (*id, *procs, pes);
+                for (id, procs, ends, pes) in &self.rows[r].entries {
+                    let job = (*id, *procs, *ends, pes);
                     consider(
                         job, base, &mut mask, &mut taken, &mut free, &mut extra, none_held, members,
                     );
