@@ -243,7 +243,10 @@ impl Entry {
     #[inline]
     fn account_runs(&mut self, record: &mut JobRecord, now: Time) {
         if std::mem::take(&mut self.stopped) {
-            record.suspended += now - self.since;
+            // A driver's first report may date the processes' start before a stop the
+            // policy decided while the report was on its way: that stop never happened, and
+            // the driver's own reports book the stops from then on.
+            record.suspended += (now - self.since).max(Dur::ZERO);
         }
         self.since = now;
         record.start.get_or_insert(now);

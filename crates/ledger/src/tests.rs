@@ -404,6 +404,25 @@ fn a_started_job_runs_from_the_first_report_that_its_processes_run() {
     assert_eq!(l.record(0).start, Some(s(0)));
 }
 
+/// Under gang scheduling the policy may stop a job before the driver's first report, dated
+/// earlier, says its processes began: the processes ran from the report's time, the policy's
+/// stop never happened, and the suspended time is the reported stops' alone (a negative
+/// stretch would book the job as running longer than it lived unstopped).
+#[test]
+fn a_first_report_dated_before_the_policys_stop_books_no_negative_suspension() {
+    let mut l = ledger(1, &[(1, 1)], true);
+    l.apply(s(0), start(1, 0, 1)).unwrap();
+    l.apply(s(3), Decision::Suspend { job: JobId(1) }).unwrap();
+    l.report_runs(0, s(1), true);
+    assert_eq!(l.entry(0).suspended(s(1)), Dur::ZERO);
+    l.report_runs(0, s(3), false);
+    l.apply(s(5), Decision::Resume { job: JobId(1) }).unwrap();
+    l.report_runs(0, s(5), true);
+    l.end(0, s(7), Outcome::Completed, Some(0));
+    assert_eq!(l.record(0).suspended, Dur::from_secs(2));
+    assert_eq!(l.entry(0).ran(s(20)), Dur::from_secs(4));
+}
+
 /// A seeded stream of choices for the random matrices.
 struct Rng(rand_pcg::Pcg64);
 
