@@ -209,7 +209,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     let (pmi_tx, pmi_rx) = mpsc::unbounded_channel();
     let (empty_tx, empty) = mpsc::unbounded_channel();
     let (frozen_tx, frozen) = mpsc::unbounded_channel();
-    let watcher = FreezeWatcher::start(frozen_tx)?;
+    let watcher = FreezeWatcher::start(frozen_tx, core.config().spare_cpus())?;
     let (helper_tx, helper_rx) = mpsc::unbounded_channel();
     let mut sh = Shell {
         keys: Keyring::from(cfg.key.clone()),
