@@ -573,20 +573,36 @@ impl Ledger {
         if !e.is_live() || !e.launched {
             return;
         }
+        let record = &mut self.records[i];
+        // Nothing is booked before the job's start: a node that launched it ahead of its
+        // slot held its processes until then.
+        let now = record.start.map_or(now, |s| now.max(s));
         let was = e.processes_run();
         // The first report of a job adopted with its run time is one more change.
         let first = e.reported.replace(runs).is_none() && !e.adopted;
-        match (was, runs) {
-            (false, true) => e.account_runs(&mut self.records[i], now),
-            (true, false) => e.account_stops(now),
-            (true, true) if first => e.since = e.since.max(now),
-            _ => {}
-        }
         if first {
-            // The driver speaks from its job's first process on: what the policy's phase
-            // booked as run before then (the launch on its way, the processes starting)
-            // ran nothing.
+            // The driver speaks from its job's first process on, and its accounting starts
+            // over there in the state it reports. What the policy's phase booked as run
+            // before then (the launch on its way, the processes starting) ran nothing; a
+            // stop the policy booked before it stood (the job placed, or stopped as it was
+            // launched); one it booked after it, while the report was on its way, did not
+            // happen: the reports say when the processes stopped.
+            if e.stopped && now > e.since {
+                record.suspended += now - e.since;
+            }
             e.ran = Dur::ZERO;
+            e.since = now;
+            // Stopped before it ever started is not suspended: waiting.
+            e.stopped = !runs && record.start.is_some();
+            if runs {
+                record.start.get_or_insert(now);
+            }
+            return;
+        }
+        match (was, runs) {
+            (false, true) => e.account_runs(record, now),
+            (true, false) => e.account_stops(now),
+            _ => {}
         }
     }
 

@@ -404,6 +404,53 @@ fn a_started_job_runs_from_the_first_report_that_its_processes_run() {
     assert_eq!(l.record(0).start, Some(s(0)));
 }
 
+/// Under gang scheduling the policy may stop a job before the driver's first report, dated
+/// earlier, says its processes began: the processes ran from the report's time, the policy's
+/// stop never happened, and the suspended time is the reported stops' alone (a negative
+/// stretch would book the job as running longer than it lived unstopped).
+#[test]
+fn a_first_report_dated_before_the_policys_stop_books_no_negative_suspension() {
+    let mut l = ledger(1, &[(1, 1)], true);
+    l.apply(s(0), start(1, 0, 1)).unwrap();
+    l.apply(s(3), Decision::Suspend { job: JobId(1) }).unwrap();
+    l.report_runs(0, s(1), true);
+    assert_eq!(l.entry(0).suspended(s(1)), Dur::ZERO);
+    l.report_runs(0, s(3), false);
+    l.apply(s(5), Decision::Resume { job: JobId(1) }).unwrap();
+    l.report_runs(0, s(5), true);
+    l.end(0, s(7), Outcome::Completed, Some(0));
+    assert_eq!(l.record(0).suspended, Dur::from_secs(2));
+    assert_eq!(l.entry(0).ran(s(20)), Dur::from_secs(4));
+}
+
+/// A gang node launches a job ahead of its slot and holds it: the report that its processes
+/// began, and that they were stopped, reaches the ledger after the policy started the job
+/// at its slot. Nothing before the start is booked, so run time plus suspended time is
+/// still the time from start to end.
+#[test]
+fn reports_dated_before_the_start_are_booked_at_the_start() {
+    let mut l = ledger(2, &[(1, 1), (2, 1)], true);
+    l.apply(s(0), start(1, 0, 1)).unwrap();
+    let place = Decision::Place {
+        job: JobId(2),
+        pes: PeSet::contiguous(0, 1),
+        slot: Some(1),
+    };
+    l.apply(s(0), place).unwrap();
+    l.apply(s(2), Decision::Suspend { job: JobId(1) }).unwrap();
+    l.apply(s(2), Decision::Resume { job: JobId(2) }).unwrap();
+    l.report_runs(1, s(1), true);
+    l.report_runs(1, s(1), false);
+    l.report_runs(1, s(2), true);
+    assert_eq!(l.entry(1).suspended(s(2)), Dur::ZERO);
+    l.report_runs(1, s(4), false);
+    l.report_runs(1, s(6), true);
+    l.end(1, s(7), Outcome::Completed, Some(0));
+    let r = l.record(1);
+    assert_eq!((r.start, r.suspended), (Some(s(2)), Dur::from_secs(2)));
+    assert_eq!(l.entry(1).ran(s(20)), Dur::from_secs(3));
+}
+
 /// A seeded stream of choices for the random matrices.
 struct Rng(rand_pcg::Pcg64);
 

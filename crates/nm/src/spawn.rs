@@ -257,6 +257,25 @@ pub fn exit_code(st: std::process::ExitStatus) -> i32 {
     st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
 }
 
+/// Pins the calling thread to `cpus` (best effort: a CPU set the kernel refuses leaves the
+/// thread where it may run).
+pub fn pin_this_thread(cpus: &[usize]) {
+    // SAFETY: a zeroed cpu_set_t filled by CPU_SET and passed with its own size; pid 0 is
+    // the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            tracing::warn!(
+                "could not pin a thread to CPUs {cpus:?}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
 /// The CPUs this process may run on: PEs map onto them in order (modulo their number when a
 /// node claims more PEs than the host has cores, as an embedded cluster does).
 pub fn allowed_cpus() -> Vec<usize> {

@@ -88,6 +88,19 @@ impl CoreConfig {
         let n = self.cpus.len().max(1);
         self.cpus[(self.cpu_offset as usize + pe as usize) % n]
     }
+
+    /// The CPUs of [`CoreConfig::cpus`] that no PE of this node runs on: where the node
+    /// manager's own threads take no core from a rank (none when the PEs cover them all).
+    pub fn spare_cpus(&self) -> Vec<usize> {
+        let used: std::collections::BTreeSet<usize> = (0..self.pes.min(self.cpus.len() as u32))
+            .map(|pe| self.cpu_of(pe))
+            .collect();
+        self.cpus
+            .iter()
+            .copied()
+            .filter(|c| !used.contains(c))
+            .collect()
+    }
 }
 
 /// Something that reached the node manager.
@@ -540,6 +553,11 @@ pub struct NmCore {
 }
 
 impl NmCore {
+    /// What the core was configured with.
+    pub fn config(&self) -> &CoreConfig {
+        &self.cfg
+    }
+
     /// A node manager that has just started: it registers first.
     pub fn new(cfg: CoreConfig, now: Time) -> NmCore {
         let nsched = NodeSched::new(cfg.node_scheme.clone(), &cfg.name, cfg.pes);

@@ -209,7 +209,7 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     let (pmi_tx, pmi_rx) = mpsc::unbounded_channel();
     let (empty_tx, empty) = mpsc::unbounded_channel();
     let (frozen_tx, frozen) = mpsc::unbounded_channel();
-    let watcher = FreezeWatcher::start(frozen_tx)?;
+    let watcher = FreezeWatcher::start(frozen_tx, core.config().spare_cpus())?;
     let (helper_tx, helper_rx) = mpsc::unbounded_channel();
     let mut sh = Shell {
         keys: Keyring::from(cfg.key.clone()),
@@ -286,18 +286,26 @@ async fn heartbeat(vars: Option<(Vars, i64)>) -> i64 {
 }
 
 impl Shell {
+    /// Hands the core the switches the watcher's thread made since the last call (the thread
+    /// wakes nobody); whether there were any.
+    fn take_switches(&mut self) -> bool {
+        let landed = self.watcher.landed();
+        if landed.is_empty() {
+            return false;
+        }
+        self.core.on(now(), Input::Switched(landed));
+        true
+    }
+
     async fn run(&mut self) -> Result<(), DaemonError> {
         loop {
             self.effects().await?;
             if self.done {
                 return Ok(());
             }
-            // The switches the watcher's thread made since the last turn (it wakes nobody),
-            // before the exits that followed them: a job's run is booked in the order its
-            // switches and its end happened.
-            let landed = self.watcher.landed();
-            if !landed.is_empty() {
-                self.core.on(now(), Input::Switched(landed));
+            // The switches made since the last turn before the exits that followed them: a
+            // job's run is booked in the order its switches and its end happened.
+            if self.take_switches() {
                 continue;
             }
             // Then exits: a registration reports the node as it is.
@@ -357,6 +365,9 @@ impl Shell {
                 }
                 Event::Timer => Input::Timer,
             };
+            // The switches made while the loop slept happened before what woke it: an exit
+            // taken ahead of the thaw before it would book the job's last stretch as stopped.
+            self.take_switches();
             self.core.on(now(), input);
         }
     }

@@ -541,3 +541,21 @@ fn a_pe_runs_on_the_cpu_its_offset_and_number_name() {
     cfg.cpu_offset = 3;
     assert_eq!((cfg.cpu_of(0), cfg.cpu_of(1), cfg.cpu_of(5)), (3, 0, 0));
 }
+
+/// The node manager's own threads go where no PE is: the CPUs left over by the PEs, offset
+/// and wrapped as the ranks are placed, and none when the PEs take every CPU.
+#[test]
+fn spare_cpus_are_those_no_pe_runs_on() {
+    let mut cfg = config("gs");
+    cfg.cpus = vec![0, 1, 2, 3];
+    cfg.pes = 1;
+    assert_eq!(cfg.spare_cpus(), [1, 2, 3]);
+    cfg.cpu_offset = 3;
+    cfg.pes = 2;
+    assert_eq!(cfg.spare_cpus(), [1, 2], "wrapped past the last CPU");
+    cfg.pes = 4;
+    assert!(cfg.spare_cpus().is_empty());
+    // More PEs than CPUs (an embedded cluster's node): every CPU holds a PE.
+    cfg.pes = 9;
+    assert!(cfg.spare_cpus().is_empty());
+}
