@@ -152,6 +152,18 @@ struct Switch {
     goes: Vec<JobId>,
 }
 
+impl Switch {
+    /// The switch from `running` to its target (`after`, already set).
+    fn from(&mut self, running: &SortedIds) {
+        self.before.copy_from(running);
+        self.stops.clear();
+        running.for_each_not_in(&self.after, |job| self.stops.push(job));
+        self.goes.clear();
+        self.after
+            .for_each_not_in(running, |job| self.goes.push(job));
+    }
+}
+
 /// The state at the last cycle point (see [`Policy::cycle_point`]): what must be equal for
 /// the rotation to repeat, and the counters to measure a period by.
 #[derive(Clone, Debug, Default)]
@@ -537,6 +549,14 @@ impl Policy for Gang {
 mod tests {
     use super::*;
 
+    /// The target after `event` at `t`, computed and by its definition.
+    fn target_after(p: &mut Gang, t: Time, event: Event) -> (SortedIds, SortedIds) {
+        p.handle(t, event, &mut Vec::new());
+        let mut got = SortedIds::default();
+        p.compute_target(&mut got);
+        (got, p.target_by_definition())
+    }
+
     /// Fires the quantum timer the last decisions armed, if any.
     fn fire(p: &mut Gang, now: Time, out: &mut Vec<Decision>) -> bool {
         let token = out.iter().rev().find_map(|d| match d {
@@ -635,7 +655,6 @@ mod tests {
             let mut p = Gang::new(&c).unwrap();
             // Both ways of holding the active row's PEs, on a machine small enough to fill.
             p.in_place = in_place;
-            let mut out = Vec::new();
             let mut next = 1u64;
             let mut now = 0i64;
             for (op, procs, pick) in ops {
@@ -661,11 +680,8 @@ mod tests {
                         None => continue,
                     },
                 };
-                out.clear();
-                p.handle(t, event, &mut out);
-                let mut got = SortedIds::default();
-                p.compute_target(&mut got);
-                proptest::prop_assert_eq!(&got, &p.target_by_definition());
+                let (got, by_definition) = target_after(&mut p, t, event);
+                proptest::prop_assert_eq!(got, by_definition);
                 proptest::prop_assert_eq!(p.scratch.count(), 0);
             }
         }
@@ -681,7 +697,6 @@ mod tests {
         let mut c = PolicyConfig::new(MachineShape::flat(16, 1));
         c.quantum = Some(Dur::from_secs(10));
         let mut p = Gang::new(&c).unwrap();
-        let mut out = Vec::new();
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         let mut rand = |n: u64| {
             seed ^= seed << 13;
@@ -709,11 +724,8 @@ mod tests {
                     None => continue,
                 },
             };
-            out.clear();
-            p.handle(t, event, &mut out);
-            let mut got = SortedIds::default();
-            p.compute_target(&mut got);
-            assert_eq!(got, p.target_by_definition());
+            let (got, by_definition) = target_after(&mut p, t, event);
+            assert_eq!(got, by_definition);
         }
         assert!(p.reused_clashing > 0, "the reuse never happened");
     }

@@ -38,13 +38,7 @@ impl Gang {
             }
             if self.same_but_clashing() {
                 let s = self.cache[self.active].as_mut().expect("just read");
-                s.before.copy_from(&self.running);
-                s.stops.clear();
-                self.running
-                    .for_each_not_in(&s.after, |job| s.stops.push(job));
-                s.goes.clear();
-                s.after
-                    .for_each_not_in(&self.running, |job| s.goes.push(job));
+                s.from(&self.running);
                 #[cfg(test)]
                 {
                     self.reused_clashing += 1;
@@ -67,13 +61,7 @@ impl Gang {
         });
         self.compute_target(&mut s.after);
         s.version = self.version;
-        s.before.copy_from(&self.running);
-        s.stops.clear();
-        self.running
-            .for_each_not_in(&s.after, |job| s.stops.push(job));
-        s.goes.clear();
-        s.after
-            .for_each_not_in(&self.running, |job| s.goes.push(job));
+        s.from(&self.running);
         self.cache[self.active] = Some(s);
     }
 
