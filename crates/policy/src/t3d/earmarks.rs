@@ -2,9 +2,7 @@
 //! and serving them (preempting those whose do-not-disturb time is up, loading the job once
 //! its PEs are free).
 
-use std::cell::Ref;
-
-use cosched_core::{Dur, JobId, PeSet, Time};
+use cosched_core::{Dur, JobId, Time};
 
 use super::pes::Holder;
 use super::{Earmark, T3d, config};
@@ -56,53 +54,38 @@ impl T3d {
         }
     }
 
-    /// The jobs on earmark `i`'s PEs, in id order. Each earmark keeps its list while its
-    /// PEs' holders and runs stay ([`PeMap::mark_stamp`]): gathered again only when one of
-    /// its own PEs changes holder, not when another earmark's do or the earmarks change.
-    pub(super) fn occupants(&self, i: usize) -> Ref<'_, Vec<JobId>> {
-        debug_assert_eq!(
-            self.pe.mark_sets(),
-            self.earmarks.len(),
-            "marks follow earmarks"
-        );
-        let e = &self.earmarks[i];
-        let stamp = self.pe.mark_stamp(i);
-        {
-            let mut cache = e.occupants.borrow_mut();
-            if cache.0 != stamp {
-                let list = &mut cache.1;
-                list.clear();
-                self.gather_occupants(&e.pes, list);
-                cache.0 = stamp;
-            }
-        }
-        #[cfg(debug_assertions)]
-        {
-            let mut plain = Vec::new();
-            self.gather_occupants(&e.pes, &mut plain);
-            assert_eq!(
-                e.occupants.borrow().1,
-                plain,
-                "earmark {i}'s kept occupants"
-            );
-        }
-        Ref::map(e.occupants.borrow(), |c| &c.1)
+    /// The jobs on earmark `i`'s PEs, in id order (kept while the PEs' holders and marks
+    /// stay: [`PeMap::marks_version`]).
+    fn occupants(&self, i: usize) -> Vec<JobId> {
+        self.occupants_all()[i].clone()
     }
 
-    /// The jobs on `pes`, in id order, into `list`: the walk over the holders that
-    /// [`T3d::occupants`] keeps the result of.
-    fn gather_occupants(&self, pes: &PeSet, list: &mut Vec<JobId>) {
-        list.extend(
-            pes.runs()
-                .iter()
-                .flat_map(|&(s, e)| self.pe.holders(s, e))
-                .filter_map(|(_, _, h)| match h {
-                    Holder::Job(j) => Some(j),
-                    Holder::Out(_) => None,
-                }),
-        );
-        list.sort_unstable();
-        list.dedup();
+    /// Every earmark's [`T3d::occupants`], borrowed. A rebuild reuses the lists' buffers.
+    pub(super) fn occupants_all(&self) -> std::cell::Ref<'_, Vec<Vec<JobId>>> {
+        {
+            let mut cache = self.occupants.borrow_mut();
+            if cache.0 != Some(self.pe.marks_version()) {
+                let lists = &mut cache.1;
+                lists.resize_with(self.earmarks.len(), Vec::new);
+                for (v, e) in lists.iter_mut().zip(&self.earmarks) {
+                    v.clear();
+                    v.extend(
+                        e.pes
+                            .runs()
+                            .iter()
+                            .flat_map(|&(s, e)| self.pe.holders(s, e))
+                            .filter_map(|(_, _, h)| match h {
+                                Holder::Job(j) => Some(j),
+                                Holder::Out(_) => None,
+                            }),
+                    );
+                    v.sort_unstable();
+                    v.dedup();
+                }
+                cache.0 = Some(self.pe.marks_version());
+            }
+        }
+        std::cell::Ref::map(self.occupants.borrow(), |c| &c.1)
     }
 
     /// Preempts the loaded jobs on an earmark whose do-not-disturb time is up, and loads the
@@ -124,13 +107,14 @@ impl T3d {
         let mut until = Time::MAX;
         let mut i = 0;
         while i < self.earmarks.len() {
-            let job = self.earmarks[i].job;
-            let Some(class) = self.waiting.get(&job).map(|w| w.class) else {
+            let e = self.earmarks[i].clone();
+            let Some(class) = self.waiting.get(&e.job).map(|w| w.class) else {
                 self.earmarks.remove(i);
                 self.remark();
                 continue;
             };
-            let occupants = self.occupants(i).clone();
+            let job = e.job;
+            let occupants = self.occupants(i);
             let prio = self.class(class).priority;
             let blocked = occupants.iter().any(|v| {
                 self.loaded.get(v).is_some_and(|l| {
@@ -159,10 +143,8 @@ impl T3d {
                     self.ask_timer(at, now, out);
                 }
             }
-            // Preempting changes no earmark: `i` is still this job's.
-            if self.pe.all_free(&self.earmarks[i].pes) {
-                let pes = self.earmarks[i].pes.clone();
-                self.load(job, pes, now, out);
+            if self.pe.all_free(&e.pes) {
+                self.load(job, e.pes, now, out);
                 continue; // load() removed the earmark
             }
             i += 1;

@@ -128,20 +128,6 @@ struct Earmark {
     pes: PeSet,
     /// Made by the first pass (the one reservation), else by the second.
     reservation: bool,
-    /// The jobs on its PEs, in id order, at a [`PeMap::mark_stamp`] ([`T3d::occupants`]).
-    occupants: RefCell<(u64, Vec<JobId>)>,
-}
-
-impl Earmark {
-    fn new(job: JobId, pes: PeSet, reservation: bool) -> Earmark {
-        Earmark {
-            job,
-            pes,
-            reservation,
-            // No stamp is 0: the list is gathered on first use.
-            occupants: RefCell::new((0, Vec::new())),
-        }
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -213,6 +199,8 @@ pub struct T3d {
     quiet: [Option<(u64, Time)>; 2],
     /// Likewise for [`T3d::serve_earmarks`].
     quiet_serve: Option<(u64, Time)>,
+    /// The jobs on each earmark's PEs, at this [`PeMap::marks_version`].
+    occupants: RefCell<(Option<u64>, Vec<Vec<JobId>>)>,
     /// [`Cursor`]'s lists, kept from one pass to the next.
     pass_buffers: (Vec<Option<Option<PassKey>>>, Vec<JobId>),
     /// Victim lists computed at this epoch: every waiting job of one priority that does not
@@ -282,6 +270,7 @@ impl T3d {
             epoch: 0,
             quiet: [None, None],
             quiet_serve: None,
+            occupants: RefCell::new((None, Vec::new())),
             pass_buffers: (Vec::new(), Vec::new()),
             victim_cache: RefCell::new(Vec::new()),
         }

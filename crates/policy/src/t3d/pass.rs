@@ -295,13 +295,15 @@ impl T3d {
     fn marked<'b>(&self, b: &'b Bounds) -> &'b [(JobId, usize, u32)] {
         b.marked.get_or_init(|| {
             // Only sums are taken over these: their order does not count.
-            let mut marked: Vec<(JobId, usize, u32)> = Vec::new();
-            for i in 0..self.earmarks.len() {
-                marked.extend(self.occupants(i).iter().filter_map(|j| {
+            let mut marked: Vec<(JobId, usize, u32)> = self
+                .occupants_all()
+                .iter()
+                .flatten()
+                .filter_map(|j| {
                     let l = self.loaded.get(j)?;
                     l.started.then_some((*j, l.class, l.req.procs))
-                }));
-            }
+                })
+                .collect();
             if self.earmarks.len() > 1 {
                 marked.sort_unstable_by_key(|m| m.0);
                 marked.dedup_by_key(|m| m.0);
@@ -481,7 +483,11 @@ impl T3d {
             self.retain_earmarks(|e| !e.reservation);
         }
         if let Some((pes, _victims)) = self.assignment(&w, now, true) {
-            self.earmarks.push(Earmark::new(id, pes, true));
+            self.earmarks.push(Earmark {
+                job: id,
+                pes,
+                reservation: true,
+            });
             self.remark();
         }
     }
@@ -502,7 +508,11 @@ impl T3d {
             for (v, _) in victims {
                 self.preempt(v, id, w.class, now, out);
             }
-            self.earmarks.push(Earmark::new(id, pes, false));
+            self.earmarks.push(Earmark {
+                job: id,
+                pes,
+                reservation: false,
+            });
             self.remark();
         }
     }

@@ -39,14 +39,10 @@ pub(super) struct PeMap {
     has_open: Vec<u64>,
     /// Clear bits of `blocked`.
     open: u32,
-    /// The runs set in `marked`, so the next [`PeMap::set_marks`] can clear just them, each
-    /// with the index of the set it came from.
-    mark_runs: Vec<(u32, u32, u32)>,
-    /// Per set of the last [`PeMap::set_marks`]: where its runs start in `mark_runs`, and its
-    /// stamp ([`PeMap::mark_stamp`]).
-    mark_sets: Vec<(usize, u64)>,
-    /// The last stamp handed out.
-    stamps: u64,
+    /// The runs set in `marked`, so the next [`PeMap::set_marks`] can clear just them.
+    mark_runs: Vec<(u32, u32)>,
+    /// Bumped whenever the marks change or an earmarked PE changes holder.
+    marks_version: u64,
     /// [`PeMap::free_where`]'s list of the parts it frees.
     gone: Vec<(u32, u32)>,
 }
@@ -72,8 +68,7 @@ impl PeMap {
             has_open,
             open: len,
             mark_runs: Vec::new(),
-            mark_sets: Vec::new(),
-            stamps: 0,
+            marks_version: 0,
             gone: Vec::new(),
         }
     }
@@ -82,17 +77,10 @@ impl PeMap {
         self.len
     }
 
-    /// A stamp of set `i` of the last [`PeMap::set_marks`], unique to its runs and the
-    /// holders of its PEs: it changes whenever one of its PEs changes holder, and a set
-    /// marked again with the same runs at the next [`PeMap::set_marks`] keeps it. What the
-    /// jobs on an earmark's PEs depend on.
-    pub fn mark_stamp(&self, i: usize) -> u64 {
-        self.mark_sets[i].1
-    }
-
-    /// How many sets the last [`PeMap::set_marks`] marked.
-    pub fn mark_sets(&self) -> usize {
-        self.mark_sets.len()
+    /// Changes whenever the marks change or an earmarked PE changes holder: what the jobs on
+    /// the earmarked PEs depend on.
+    pub fn marks_version(&self) -> u64 {
+        self.marks_version
     }
 
     /// PEs free, not earmarked and up.
@@ -117,11 +105,6 @@ impl PeMap {
                 b |= tail;
             }
             let old = self.blocked[w];
-            // A word refreshed again with no change (a mark set where it was cleared, a
-            // word of several runs) keeps its count and summary bit.
-            if b == old {
-                continue;
-            }
             self.open = self.open + old.count_ones() - b.count_ones();
             self.blocked[w] = b;
             let bit = 1u64 << (w % 64);
@@ -142,15 +125,7 @@ impl PeMap {
         if !self.mark_runs.is_empty() {
             let mut on_marks = false;
             PeBits::range_words(s, e, |w, m| on_marks |= self.marked[w] & m != 0);
-            if on_marks {
-                // Every set with a PE in `s..e` gets a new stamp.
-                for &(ms, me, i) in &self.mark_runs {
-                    if ms < e && s < me {
-                        self.stamps += 1;
-                        self.mark_sets[i as usize].1 = self.stamps;
-                    }
-                }
-            }
+            self.marks_version += u64::from(on_marks);
         }
         if !self.set_whole_run(s, e, holder) {
             self.set_cutting(s, e, holder);
@@ -318,55 +293,30 @@ impl PeMap {
     }
 
     /// Marks the PEs of `sets` as earmarked, and only them. Costs the runs of the old and
-    /// new marks, not the machine. A set with the runs of one of the old sets, in the same
-    /// order relative to the others that stay (sets dropped, others added), keeps its
-    /// [`PeMap::mark_stamp`]; every other set gets a new one.
+    /// new marks, not the machine.
     pub fn set_marks<'a>(&mut self, sets: impl Iterator<Item = &'a PeSet>) {
+        self.marks_version += 1;
         let old = std::mem::take(&mut self.mark_runs);
-        let old_sets = std::mem::take(&mut self.mark_sets);
-        for &(s, e, _) in &old {
+        for &(s, e) in &old {
             let marked = &mut self.marked;
             PeBits::range_words(s, e, |w, m| marked[w] &= !m);
         }
-        let mut new = Vec::with_capacity(old.len());
-        let mut new_sets = Vec::with_capacity(old_sets.len() + 1);
-        // The first old set not yet matched.
-        let mut j = 0;
-        for (i, set) in sets.enumerate() {
-            let start = new.len();
+        let mut new = Vec::new();
+        for set in sets {
             for &(s, e) in set.runs() {
                 let e = e.min(self.len);
                 if s < e {
                     let marked = &mut self.marked;
                     PeBits::range_words(s, e, |w, m| marked[w] |= m);
-                    new.push((s, e, i as u32));
+                    new.push((s, e));
                 }
             }
-            let runs = &new[start..];
-            let same = |k: usize| {
-                let end = old_sets.get(k + 1).map_or(old.len(), |m| m.0);
-                let was = &old[old_sets[k].0..end];
-                was.len() == runs.len()
-                    && was.iter().zip(runs).all(|(a, b)| (a.0, a.1) == (b.0, b.1))
-            };
-            let stamp = match (j..old_sets.len()).find(|&k| same(k)) {
-                Some(k) => {
-                    j = k + 1;
-                    old_sets[k].1
-                }
-                None => {
-                    self.stamps += 1;
-                    self.stamps
-                }
-            };
-            new_sets.push((start, stamp));
         }
         // Refresh after both, so PEs of a mark that stays keep their bit.
-        for &(s, e, _) in old.iter().chain(&new) {
+        for &(s, e) in old.iter().chain(&new) {
             self.refresh(s, e);
         }
         self.mark_runs = new;
-        self.mark_sets = new_sets;
     }
 
     /// Marks PEs `s..e` down (or up).
@@ -456,93 +406,19 @@ mod tests {
     }
 
     #[test]
-    fn a_stamp_moves_when_its_own_pes_change_holder_and_stays_when_its_runs_stay() {
+    fn marks_version_moves_when_an_earmarked_pe_changes_holder_and_only_then() {
         let mut m = PeMap::new(200);
-        let (a, b) = (PeSet::contiguous(50, 10), PeSet::contiguous(100, 5));
-        m.set_marks([a.clone(), b.clone()].iter());
-        let (sa, sb) = (m.mark_stamp(0), m.mark_stamp(1));
-        assert_ne!(sa, sb);
+        m.set_marks([PeSet::contiguous(50, 10)].iter());
+        let v = m.marks_version();
         m.set(0, 40, Some(Holder::Job(JobId(1))));
         m.set(0, 40, None);
         m.set(60, 70, Some(Holder::Job(JobId(2))));
-        assert_eq!(
-            (m.mark_stamp(0), m.mark_stamp(1)),
-            (sa, sb),
-            "no earmarked PE changed"
-        );
+        assert_eq!(m.marks_version(), v, "no earmarked PE changed holder");
         m.set(45, 52, Some(Holder::Job(JobId(3))));
-        assert_ne!(m.mark_stamp(0), sa, "PEs 50 and 51 are the first set's");
-        assert_eq!(m.mark_stamp(1), sb, "none is the second's");
-        let sa = m.mark_stamp(0);
-        // The first set goes, a new one comes: the second keeps its stamp.
-        let c = PeSet::contiguous(150, 3);
-        m.set_marks([b.clone(), c.clone()].iter());
-        assert_eq!(m.mark_stamp(0), sb);
-        assert!(
-            ![sa, sb].contains(&m.mark_stamp(1)),
-            "a new set, a new stamp"
-        );
-        // The same PEs as an old set, but another set: a new stamp all the same.
-        m.set_marks([PeSet::contiguous(100, 4), c].iter());
-        assert_ne!(m.mark_stamp(0), sb);
-    }
-
-    use proptest::prelude::*;
-
-    proptest! {
-        /// Holders changing, and the marks set again (sets kept, dropped, added): every
-        /// set's list of jobs, kept at its stamp and gathered again only when the stamp moves,
-        /// is the list a walk over its PEs finds.
-        #[test]
-        fn lists_kept_at_their_stamps_are_those_of_a_walk(
-            ops in proptest::collection::vec((0u8..4, 0u32..120, 1u32..30, 0u64..6), 1..300),
-        ) {
-            let gather = |m: &PeMap, set: &PeSet| {
-                let mut v: Vec<JobId> = set
-                    .runs()
-                    .iter()
-                    .flat_map(|&(s, e)| m.holders(s, e))
-                    .filter_map(|(_, _, h)| match h {
-                        Holder::Job(j) => Some(j),
-                        Holder::Out(_) => None,
-                    })
-                    .collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            };
-            let mut m = PeMap::new(128);
-            let mut sets: Vec<PeSet> = Vec::new();
-            let mut kept: Vec<(u64, Vec<JobId>)> = Vec::new();
-            for (op, s, n, x) in ops {
-                match op {
-                    0 => m.set(s, s + n, Some(Holder::Job(JobId(x)))),
-                    1 => m.set(s, s + n, if x % 2 == 0 { None } else { Some(Holder::Out(Time::from_secs(x as i64))) }),
-                    2 => {
-                        // Drop a set, or add one of two runs (some past the machine's end).
-                        if x % 2 == 0 && !sets.is_empty() {
-                            let i = (s as usize) % sets.len();
-                            sets.remove(i);
-                            kept.remove(i);
-                        } else {
-                            let mut set = PeSet::contiguous(s, n);
-                            set.push_sorted(s + n + 3, s + n + 4 + x as u32);
-                            sets.push(set);
-                            kept.push((0, Vec::new()));
-                        }
-                        m.set_marks(sets.iter());
-                    }
-                    _ => m.set_marks(sets.iter()),
-                }
-                prop_assert_eq!(m.mark_sets(), sets.len());
-                for (i, set) in sets.iter().enumerate() {
-                    if kept[i].0 != m.mark_stamp(i) {
-                        kept[i] = (m.mark_stamp(i), gather(&m, set));
-                    }
-                    prop_assert_eq!(&kept[i].1, &gather(&m, set), "set {}", i);
-                }
-            }
-        }
+        assert_ne!(m.marks_version(), v, "PEs 50 and 51 are earmarked");
+        let v = m.marks_version();
+        m.set_marks([PeSet::contiguous(100, 5)].iter());
+        assert_ne!(m.marks_version(), v, "the marks changed");
     }
 
     #[test]
