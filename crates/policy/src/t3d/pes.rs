@@ -105,6 +105,11 @@ impl PeMap {
                 b |= tail;
             }
             let old = self.blocked[w];
+            // A word refreshed with no change (a mark cleared and set again, a word that
+            // several runs share) keeps its count and summary bit.
+            if b == old {
+                continue;
+            }
             self.open = self.open + old.count_ones() - b.count_ones();
             self.blocked[w] = b;
             let bit = 1u64 << (w % 64);
