@@ -56,6 +56,9 @@ pub(crate) struct Rates {
     /// Per running job, its nodes counted by slowdown there: (slowdown, nodes), by
     /// decreasing slowdown.
     tally: Vec<Vec<(Milli, u32)>>,
+    /// Per job, its node and core self-slowdowns (SL_nos, SL_crs), 0 until first needed:
+    /// drawing them is a hash per call, and a wide start needs them on every node.
+    selfs: Vec<[Milli; 2]>,
     /// The jobs on each node (at most two).
     nodes: Vec<Vec<Here>>,
     /// Nodes whose jobs must be repriced.
@@ -147,6 +150,7 @@ impl Rates {
             running: vec![false; jobs],
             job_nodes: vec![Vec::new(); jobs],
             tally: vec![Vec::new(); jobs],
+            selfs: vec![[0; 2]; jobs],
             nodes: vec![Vec::new(); machine.nodes as usize],
             touched: Vec::new(),
             touched_flag: vec![false; machine.nodes as usize],
@@ -355,12 +359,18 @@ impl Rates {
                 let me = ids(j);
                 let own = if h.own != 0 {
                     h.own
+                } else if h.procs == 1 {
+                    1000
                 } else {
+                    let sc = &mut self.selfs[j];
+                    if sc[0] == 0 {
+                        *sc = [self.model.nos(me), self.model.crs(me)];
+                    }
+                    let [nos, crs] = *sc;
                     match (h.procs, h.sockets.count_ones()) {
-                        (1, _) => 1000,
-                        (c, d) if c == d => self.model.nos(me),
-                        (_, 1) => self.model.crs(me),
-                        _ => cosched_core::multicore::mul(self.model.nos(me), self.model.crs(me)),
+                        (c, d) if c == d => nos,
+                        (_, 1) => crs,
+                        _ => cosched_core::multicore::mul(nos, crs),
                     }
                 };
                 let s = if len == 2 {
@@ -459,8 +469,10 @@ mod tests {
                 if mine.is_empty() {
                     continue;
                 }
-                let sockets: std::collections::BTreeSet<u32> =
-                    mine.iter().map(|&p| m.socket_of(cosched_core::PeId(p))).collect();
+                let sockets: std::collections::BTreeSet<u32> = mine
+                    .iter()
+                    .map(|&p| m.socket_of(cosched_core::PeId(p)))
+                    .collect();
                 let own = match (mine.len(), sockets.len()) {
                     (1, _) => 1000,
                     (c, d) if c == d => self.model.nos(me),
@@ -468,10 +480,9 @@ mod tests {
                     _ => cosched_core::multicore::mul(self.model.nos(me), self.model.crs(me)),
                 };
                 let s = match self.others(node, job).first() {
-                    Some(&o) => cosched_core::multicore::mul(
-                        own,
-                        self.model.cos(me, JobId(100 + o as u64)),
-                    ),
+                    Some(&o) => {
+                        cosched_core::multicore::mul(own, self.model.cos(me, JobId(100 + o as u64)))
+                    }
                     None => own,
                 };
                 worst = worst.max(s);
