@@ -501,7 +501,7 @@ mod tests {
 
         fn reprice(&mut self, now: Time, work: &[Dur]) -> Vec<(usize, Time)> {
             let mut out = Vec::new();
-            for j in 0..JOBS {
+            for (j, work) in work.iter().enumerate() {
                 if self.pes[j].is_none() {
                     continue;
                 }
@@ -511,7 +511,7 @@ mod tests {
                 }
                 self.accrue(j, now);
                 self.slow[j] = s;
-                let need = (work[j].as_micros() as u64) * 1000;
+                let need = (work.as_micros() as u64) * 1000;
                 let left = need.saturating_sub(self.done[j]);
                 let wall = (u128::from(left) * u128::from(s)).div_ceil(1_000_000) as i64;
                 out.push((j, now + Dur::from_micros(wall)));
