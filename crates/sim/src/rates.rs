@@ -26,9 +26,19 @@ struct Here {
     procs: u32,
     /// Bit `s` set when a process sits on processor `s`.
     sockets: u32,
+    /// The job's self-slowdown on this node, 0 until it is first priced here.
+    own: Milli,
+    /// The slowdown counted for the job on this node in its tally, 0 while none is.
+    counted: Milli,
 }
 
 /// Rates of the running jobs.
+///
+/// A job's slowdown on a node changes only when the node's occupants change, so each running
+/// job keeps a tally of its nodes by slowdown (few distinct values: its self-slowdowns times
+/// its partners' coscheduling slowdowns), brought up to date on the touched nodes only. Its
+/// slowdown is then the largest value in its tally, and a start or stop costs in proportion to
+/// the nodes it touches, not to the widths of the jobs beside it.
 #[derive(Clone, Debug)]
 pub(crate) struct Rates {
     model: Slowdowns,
@@ -43,14 +53,46 @@ pub(crate) struct Rates {
     running: Vec<bool>,
     /// The nodes each running job is on.
     job_nodes: Vec<Vec<u32>>,
+    /// Per running job, its nodes counted by slowdown there: (slowdown, nodes), by
+    /// decreasing slowdown.
+    tally: Vec<Vec<(Milli, u32)>>,
+    /// Per job, its node and core self-slowdowns (SL_nos, SL_crs), 0 until first needed:
+    /// drawing them is a hash per call, and a wide start needs them on every node.
+    selfs: Vec<[Milli; 2]>,
     /// The jobs on each node (at most two).
     nodes: Vec<Vec<Here>>,
     /// Nodes whose jobs must be repriced.
     touched: Vec<u32>,
     touched_flag: Vec<bool>,
+    /// Node lists of stopped jobs, kept for the next start so that suspending and resuming
+    /// wide jobs allocates nothing.
+    spare: Vec<Vec<u32>>,
+    /// Reused buffers: a start's processes per node, and the jobs to reprice with a mark each.
+    here: Vec<Here>,
+    jobs: Vec<u32>,
+    listed: Vec<bool>,
     /// Nodes running at least one process, and processes running.
     pub busy_nodes: u32,
     pub busy_cores: u32,
+}
+
+/// One more node of a job at slowdown `v`.
+fn tally_add(t: &mut Vec<(Milli, u32)>, v: Milli) {
+    match t.binary_search_by(|e| v.cmp(&e.0)) {
+        Ok(i) => t[i].1 += 1,
+        Err(i) => t.insert(i, (v, 1)),
+    }
+}
+
+/// One node fewer of a job at slowdown `v`.
+fn tally_remove(t: &mut Vec<(Milli, u32)>, v: Milli) {
+    let i = t
+        .binary_search_by(|e| v.cmp(&e.0))
+        .expect("a counted slowdown is in the tally");
+    t[i].1 -= 1;
+    if t[i].1 == 0 {
+        t.remove(i);
+    }
 }
 
 /// Machine usage over a run by the number of jobs waiting (formulas 1–3 of seed 001): for
@@ -107,9 +149,15 @@ impl Rates {
             slow: vec![0; jobs],
             running: vec![false; jobs],
             job_nodes: vec![Vec::new(); jobs],
+            tally: vec![Vec::new(); jobs],
+            selfs: vec![[0; 2]; jobs],
             nodes: vec![Vec::new(); machine.nodes as usize],
             touched: Vec::new(),
             touched_flag: vec![false; machine.nodes as usize],
+            spare: Vec::new(),
+            here: Vec::new(),
+            jobs: Vec::new(),
+            listed: vec![false; jobs],
             busy_nodes: 0,
             busy_cores: 0,
         }
@@ -126,7 +174,8 @@ impl Rates {
         debug_assert!(!self.running[job]);
         let per = self.machine.pes_per_node();
         let per_socket = self.machine.cores_per_socket;
-        let mut here: Vec<Here> = Vec::new();
+        let mut here = std::mem::take(&mut self.here);
+        here.clear();
         // Run by run, and within a run node by node: the PEs of a run on one node are
         // consecutive cores, so they sit on every processor from the first one's to the
         // last one's (PEs are numbered node by node, processor by processor).
@@ -156,6 +205,8 @@ impl Rates {
                         job: node,
                         procs,
                         sockets,
+                        own: 0,
+                        counted: 0,
                     }),
                 }
                 pe = end;
@@ -179,8 +230,9 @@ impl Rates {
                 here.iter().map(|h| (h.job, h.procs, h.sockets)).collect();
             debug_assert_eq!(by_run, by_pe, "processes per node of job {job}");
         }
-        let mut nodes = Vec::with_capacity(here.len());
-        for h in here {
+        let mut nodes = self.spare.pop().unwrap_or_default();
+        debug_assert!(nodes.is_empty() && self.tally[job].is_empty());
+        for &h in &here {
             let node = h.job;
             let list = &mut self.nodes[node as usize];
             if list.len() >= 2 {
@@ -195,6 +247,9 @@ impl Rates {
                         self.busy_nodes -= 1;
                     }
                 }
+                nodes.clear();
+                self.spare.push(nodes);
+                self.here = here;
                 return Err(Overshared {
                     node: NodeId(node),
                     job,
@@ -209,8 +264,11 @@ impl Rates {
                 ..h
             });
             nodes.push(node);
-            self.touch(node);
+            if !std::mem::replace(&mut self.touched_flag[node as usize], true) {
+                self.touched.push(node);
+            }
         }
+        self.here = here;
         self.job_nodes[job] = nodes;
         self.running[job] = true;
         self.slow[job] = 0;
@@ -236,7 +294,9 @@ impl Rates {
         self.accrue(job, now);
         self.running[job] = false;
         self.slow[job] = 0;
-        for n in std::mem::take(&mut self.job_nodes[job]) {
+        self.tally[job].clear();
+        let mut nodes = std::mem::take(&mut self.job_nodes[job]);
+        for &n in &nodes {
             let list = &mut self.nodes[n as usize];
             if let Some(x) = list.iter().find(|x| x.job == job as u32) {
                 self.busy_cores -= x.procs;
@@ -247,10 +307,13 @@ impl Rates {
             }
             self.touch(n);
         }
+        nodes.clear();
+        self.spare.push(nodes);
     }
 
-    /// The slowdown of a running job now: the largest over its nodes.
-    pub fn slowdown(&self, job: usize, ids: &impl Fn(usize) -> JobId) -> Milli {
+    /// The slowdown of a running job now, the straightforward way: the largest over all its
+    /// nodes. The tally must agree with it.
+    fn slowdown_by_nodes(&self, job: usize, ids: &impl Fn(usize) -> JobId) -> Milli {
         let me = ids(job);
         let mut worst = 1000;
         for &n in &self.job_nodes[job] {
@@ -284,16 +347,61 @@ impl Rates {
         ids: &impl Fn(usize) -> JobId,
         mut reend: impl FnMut(usize, Time),
     ) {
-        let mut jobs: Vec<u32> = Vec::new();
-        for n in std::mem::take(&mut self.touched) {
+        let mut touched = std::mem::take(&mut self.touched);
+        let mut jobs = std::mem::take(&mut self.jobs);
+        for &n in &touched {
             self.touched_flag[n as usize] = false;
-            jobs.extend(self.nodes[n as usize].iter().map(|h| h.job));
+            let list = &mut self.nodes[n as usize];
+            let len = list.len();
+            for i in 0..len {
+                let h = list[i];
+                let j = h.job as usize;
+                let me = ids(j);
+                let own = if h.own != 0 {
+                    h.own
+                } else if h.procs == 1 {
+                    1000
+                } else {
+                    let sc = &mut self.selfs[j];
+                    if sc[0] == 0 {
+                        *sc = [self.model.nos(me), self.model.crs(me)];
+                    }
+                    let [nos, crs] = *sc;
+                    match (h.procs, h.sockets.count_ones()) {
+                        (c, d) if c == d => nos,
+                        (_, 1) => crs,
+                        _ => cosched_core::multicore::mul(nos, crs),
+                    }
+                };
+                let s = if len == 2 {
+                    let with = ids(list[1 - i].job as usize);
+                    cosched_core::multicore::mul(own, self.model.cos(me, with))
+                } else {
+                    own
+                };
+                list[i].own = own;
+                if s != h.counted {
+                    let t = &mut self.tally[j];
+                    if h.counted != 0 {
+                        tally_remove(t, h.counted);
+                    }
+                    tally_add(t, s);
+                    list[i].counted = s;
+                }
+                if !std::mem::replace(&mut self.listed[j], true) {
+                    jobs.push(h.job);
+                }
+            }
         }
+        touched.clear();
+        self.touched = touched;
+        // By job: the order in which new ends are handed out decides ties among them.
         jobs.sort_unstable();
-        jobs.dedup();
-        for j in jobs {
+        for &j in &jobs {
             let j = j as usize;
-            let s = self.slowdown(j, ids);
+            self.listed[j] = false;
+            let s = self.tally[j].first().map_or(1000, |e| e.0.max(1000));
+            debug_assert_eq!(s, self.slowdown_by_nodes(j, ids), "slowdown of job {j}");
             if s == self.slow[j] {
                 continue;
             }
@@ -304,6 +412,189 @@ impl Rates {
             // Ceiling: the job ends at the first microsecond by which its work is done.
             let wall = (u128::from(left) * u128::from(s)).div_ceil(1_000_000) as i64;
             reend(j, now + Dur::from_micros(wall));
+        }
+        jobs.clear();
+        self.jobs = jobs;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const JOBS: usize = 8;
+
+    fn machine() -> MachineShape {
+        MachineShape {
+            nodes: 4,
+            sockets_per_node: 2,
+            cores_per_socket: 2,
+            mem_per_node_mib: None,
+        }
+    }
+
+    /// The straightforward engine: every running job's slowdown from its PEs over the whole
+    /// machine after every round, repriced when it changed.
+    struct Plain {
+        model: Slowdowns,
+        pes: Vec<Option<Vec<u32>>>,
+        done: Vec<u64>,
+        since: Vec<Time>,
+        slow: Vec<Milli>,
+    }
+
+    impl Plain {
+        /// The jobs other than `job` with a process on `node`.
+        fn others(&self, node: u32, job: usize) -> Vec<usize> {
+            let per = machine().pes_per_node();
+            (0..JOBS)
+                .filter(|&o| {
+                    o != job
+                        && self.pes[o]
+                            .as_ref()
+                            .is_some_and(|p| p.iter().any(|&pe| pe / per == node))
+                })
+                .collect()
+        }
+
+        fn slowdown(&self, job: usize) -> Milli {
+            let m = machine();
+            let per = m.pes_per_node();
+            let me = JobId(100 + job as u64);
+            let pes = self.pes[job].as_ref().unwrap();
+            let mut worst = 1000;
+            for node in 0..m.nodes {
+                let mine: Vec<u32> = pes.iter().copied().filter(|&p| p / per == node).collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let sockets: std::collections::BTreeSet<u32> = mine
+                    .iter()
+                    .map(|&p| m.socket_of(cosched_core::PeId(p)))
+                    .collect();
+                let own = match (mine.len(), sockets.len()) {
+                    (1, _) => 1000,
+                    (c, d) if c == d => self.model.nos(me),
+                    (_, 1) => self.model.crs(me),
+                    _ => cosched_core::multicore::mul(self.model.nos(me), self.model.crs(me)),
+                };
+                let s = match self.others(node, job).first() {
+                    Some(&o) => {
+                        cosched_core::multicore::mul(own, self.model.cos(me, JobId(100 + o as u64)))
+                    }
+                    None => own,
+                };
+                worst = worst.max(s);
+            }
+            worst
+        }
+
+        fn accrue(&mut self, job: usize, now: Time) {
+            let s = self.slow[job];
+            if s > 0 {
+                let wall = (now - self.since[job]).as_micros().max(0) as u64;
+                self.done[job] += wall * 1_000_000 / u64::from(s);
+            }
+            self.since[job] = now;
+        }
+
+        fn reprice(&mut self, now: Time, work: &[Dur]) -> Vec<(usize, Time)> {
+            let mut out = Vec::new();
+            for (j, work) in work.iter().enumerate() {
+                if self.pes[j].is_none() {
+                    continue;
+                }
+                let s = self.slowdown(j);
+                if s == self.slow[j] {
+                    continue;
+                }
+                self.accrue(j, now);
+                self.slow[j] = s;
+                let need = (work.as_micros() as u64) * 1000;
+                let left = need.saturating_sub(self.done[j]);
+                let wall = (u128::from(left) * u128::from(s)).div_ceil(1_000_000) as i64;
+                out.push((j, now + Dur::from_micros(wall)));
+            }
+            out
+        }
+    }
+
+    proptest! {
+        /// Random starts and stops, several to a round: the tallies give every job the
+        /// slowdown of the straightforward computation and the same new ends, in the same
+        /// order; a start refused for a third job on a node leaves the state as it was.
+        #[test]
+        fn tallies_match_the_straightforward_computation(
+            seed in 0u64..1000,
+            work in proptest::collection::vec(1i64..2000, JOBS),
+            rounds in proptest::collection::vec(
+                (1i64..200, proptest::collection::vec((0usize..JOBS, any::<u16>()), 1..5)),
+                1..40,
+            ),
+        ) {
+            let m = machine();
+            let model = Slowdowns::new(seed);
+            let work: Vec<Dur> = work.into_iter().map(Dur::from_secs).collect();
+            let ids = |j: usize| JobId(100 + j as u64);
+            let mut rates = Rates::new(model, m, JOBS);
+            let mut plain = Plain {
+                model,
+                pes: vec![None; JOBS],
+                done: vec![0; JOBS],
+                since: vec![Time::ZERO; JOBS],
+                slow: vec![0; JOBS],
+            };
+            let mut now = Time::ZERO;
+            for (dt, actions) in rounds {
+                now += Dur::from_millis(dt * 137);
+                for (j, mask) in actions {
+                    if plain.pes[j].is_some() {
+                        rates.stop(j, now);
+                        plain.accrue(j, now);
+                        plain.pes[j] = None;
+                        plain.slow[j] = 0;
+                        continue;
+                    }
+                    let used: Vec<u32> = plain.pes.iter().flatten().flatten().copied().collect();
+                    let free: Vec<u32> =
+                        (0..m.total_pes()).filter(|p| !used.contains(p)).collect();
+                    let pick: Vec<u32> = free
+                        .iter()
+                        .enumerate()
+                        .filter(|&(k, _)| mask >> (k % 16) & 1 == 1)
+                        .map(|(_, &p)| p)
+                        .collect();
+                    if pick.is_empty() {
+                        continue;
+                    }
+                    let per = m.pes_per_node();
+                    let third = pick.iter().any(|&p| plain.others(p / per, j).len() >= 2);
+                    let before = (rates.busy_nodes, rates.busy_cores);
+                    let r = rates.start(j, &PeSet::from_pes(pick.iter().copied()), now);
+                    prop_assert_eq!(r.is_err(), third);
+                    if third {
+                        prop_assert_eq!((rates.busy_nodes, rates.busy_cores), before);
+                        continue;
+                    }
+                    plain.pes[j] = Some(pick);
+                    plain.slow[j] = 0;
+                    plain.since[j] = now;
+                }
+                let mut got = Vec::new();
+                rates.reprice(now, &work, &ids, |j, end| got.push((j, end)));
+                prop_assert_eq!(got, plain.reprice(now, &work));
+                for j in 0..JOBS {
+                    prop_assert_eq!(rates.slow[j], plain.slow[j], "job {}", j);
+                }
+                let used: Vec<u32> = plain.pes.iter().flatten().flatten().copied().collect();
+                let per = m.pes_per_node();
+                let mut busy: Vec<u32> = used.iter().map(|p| p / per).collect();
+                busy.sort_unstable();
+                busy.dedup();
+                prop_assert_eq!(rates.busy_cores as usize, used.len());
+                prop_assert_eq!(rates.busy_nodes as usize, busy.len());
+            }
         }
     }
 }

@@ -720,9 +720,8 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
         if launch {
             self.waiting -= 1;
         }
-        let pes = self.ledger.entry(job).pes().clone();
         let rates = self.rates.as_mut().expect("set with a slowdown model");
-        if let Err(o) = rates.start(job, &pes, now) {
+        if let Err(o) = rates.start(job, self.ledger.entry(job).pes(), now) {
             self.fault = Some((o, now));
         }
     }
