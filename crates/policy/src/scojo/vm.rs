@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use cosched_core::multicore::mul;
-use cosched_core::{Dur, IdMap, JobId, Milli, NodeId, PeSet, Time};
+use cosched_core::{Dur, IdMap, JobId, MachineShape, Milli, PeSet, Time};
 
 use super::backfill::BackfillPlan;
 use super::{DOWN, FcfsPlan, Job, Scojo, Seat, Space};
@@ -36,6 +36,28 @@ pub(super) struct Vm {
     /// The node releases counted last ([`Scojo::release_counts`]), as of `(epoch, VM clock)`:
     /// the forecast and the backfilling plan made afresh in one decision both ask for them.
     pub(super) releases: RefCell<Option<KeptReleases>>,
+    /// Where each allocated job is counted among the node releases, kept between epochs:
+    /// a start or an end changes few nodes, and counting every node of every job at each
+    /// epoch is most of what a count costs on a wide machine.
+    pub(super) holds: RefCell<Holds>,
+}
+
+/// The nodes each allocated job of a VM is counted at ([`Scojo::release_counts`]), apart
+/// from the ends that decide a shared node: kept per job, and made again only for the jobs
+/// [`Vm::set_lane`] marks as `stale` (the occupants of a node whose lanes it changes).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Holds {
+    pub(super) stale: Vec<JobId>,
+    pub(super) by_job: IdMap<JobHolds>,
+}
+
+/// A job's nodes that are up and that it occupies: `alone` those where no other job runs,
+/// and `shared`, by partner (ascending), how many it shares with that partner. A shared node
+/// is counted at the later of the two ends (on a tie, at the higher id).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct JobHolds {
+    pub(super) alone: u32,
+    pub(super) shared: Vec<(JobId, u32)>,
 }
 
 /// Node releases counted (`(time, nodes)` by time) as of a VM's epoch and clock.
@@ -99,6 +121,7 @@ impl Vm {
             plan: None,
             backfill: None,
             releases: RefCell::new(None),
+            holds: RefCell::new(Holds::default()),
         }
     }
     /// The VM clock at wall time `now`: the time its slice has been active.
@@ -111,8 +134,22 @@ impl Vm {
     }
     /// Sets lane `lane` of `node` to `to`, keeping the count of free nodes.
     pub(super) fn set_lane(&mut self, node: u32, lane: u32, to: Option<JobId>) {
+        let nodes = self.lanes.len();
         let l = &mut self.lanes[node as usize];
         let was = l == &[None, None];
+        // Who is counted at the node may change for every job there, before and after.
+        let stale = &mut self.holds.get_mut().stale;
+        for id in [l[0], l[1], to].into_iter().flatten() {
+            if id != DOWN && stale.last() != Some(&id) {
+                stale.push(id);
+            }
+        }
+        // A job starting or ending alternates with a partner on shared nodes: the list is
+        // kept to about one entry per node however long no count reads it.
+        if stale.len() > nodes + 64 {
+            stale.sort_unstable();
+            stale.dedup();
+        }
         l[lane as usize] = to;
         let is = l == &[None, None];
         self.free = self.free + u32::from(is) - u32::from(was);
@@ -182,11 +219,24 @@ impl Scojo {
         let j = &self.jobs[&id];
         let vm = &self.vms[j.vm];
         let mut worst: Milli = 1000;
-        // Processes per node: the seats by node, the seats of one node added up (the
-        // slowdown is a maximum over nodes, so their order does not matter).
-        let mut per_node: Vec<(u32, u32)> = j.seats.iter().map(|s| (s.node, s.procs)).collect();
-        sum_by_key(&mut per_node);
-        for &(node, procs) in &per_node {
+        // Processes per node: the seats of one node added up (the slowdown is a maximum
+        // over nodes, so their order does not matter). Seats listed by node, as every start
+        // lists them, are added up as they come; others are sorted first.
+        let sorted;
+        let seats: &[Seat] = if j.seats.is_sorted_by_key(|s| s.node) {
+            &j.seats
+        } else {
+            sorted = {
+                let mut v = j.seats.clone();
+                v.sort_by_key(|s| s.node);
+                v
+            };
+            &sorted
+        };
+        let per_node = seats
+            .chunk_by(|a, b| a.node == b.node)
+            .map(|n| (n[0].node, n.iter().map(|s| s.procs).sum::<u32>()));
+        for (node, procs) in per_node {
             if procs == 0 {
                 continue;
             }
@@ -262,8 +312,86 @@ impl Scojo {
         }
     }
 
-    /// [`Scojo::release_counts`], counted.
+    /// [`Scojo::release_counts`], counted from each job's [`JobHolds`], made again for the
+    /// jobs whose nodes changed.
     fn count_releases(&self, k: usize, v: Time, out: &mut Vec<(Time, u32)>) {
+        let vm = &self.vms[k];
+        let mut holds = vm.holds.borrow_mut();
+        let Holds { stale, by_job } = &mut *holds;
+        stale.sort_unstable();
+        stale.dedup();
+        for id in stale.drain(..) {
+            match self.jobs.get(&id) {
+                Some(j) if vm.alloc.contains(&id) => {
+                    by_job.insert(id, self.job_holds(k, id, j));
+                }
+                _ => {
+                    by_job.remove(&id);
+                }
+            }
+        }
+        // By id, as `alloc` holds them: a partner's end is found by a binary search.
+        let ends: Vec<(JobId, Time)> = vm
+            .alloc
+            .iter()
+            .filter_map(|&id| {
+                let j = self.jobs.get(&id)?;
+                Some((id, self.expected_end(j, v).max(v)))
+            })
+            .collect();
+        out.clear();
+        for &(id, end) in &ends {
+            let Some(h) = by_job.get(&id) else { continue };
+            if cfg!(debug_assertions) {
+                debug_assert_eq!(*h, self.job_holds(k, id, &self.jobs[&id]), "holds of {id}");
+            }
+            let mut n = h.alone;
+            for &(o, c) in &h.shared {
+                if let Ok(i) = ends.binary_search_by_key(&o, |e| e.0)
+                    && (ends[i].1, o) > (end, id)
+                {
+                    continue;
+                }
+                n += c;
+            }
+            if n > 0 {
+                out.push((end, n));
+            }
+        }
+        sum_by_key(out);
+        if cfg!(debug_assertions) {
+            let mut walked = Vec::new();
+            self.count_releases_by_seat(k, v, &mut walked);
+            debug_assert_eq!(*out, walked, "kept holds of VM {k} at {v:?}");
+        }
+    }
+
+    /// Where job `id` of VM `k` is counted among the node releases: its seats' nodes that
+    /// are up, each once.
+    fn job_holds(&self, k: usize, id: JobId, j: &Job) -> JobHolds {
+        let vm = &self.vms[k];
+        let mut h = JobHolds::default();
+        for s in &j.seats {
+            let lanes = &vm.lanes[s.node as usize];
+            if lanes.contains(&Some(DOWN)) {
+                continue;
+            }
+            // A node the job holds both lanes of is counted at its lane-0 seat.
+            if s.lane != 0 && lanes[0] == Some(id) {
+                continue;
+            }
+            match lanes[1 - s.lane as usize] {
+                Some(o) if o != id => h.shared.push((o, 1)),
+                _ => h.alone += 1,
+            }
+        }
+        sum_by_key(&mut h.shared);
+        h
+    }
+
+    /// [`Scojo::release_counts`], counted seat by seat of every allocated job (what the kept
+    /// [`JobHolds`] are checked against).
+    fn count_releases_by_seat(&self, k: usize, v: Time, out: &mut Vec<(Time, u32)>) {
         let vm = &self.vms[k];
         // By id, as `alloc` holds them: a partner's end is found by a binary search.
         let ends: Vec<(JobId, Time, &Job)> = vm
@@ -310,7 +438,12 @@ impl Scojo {
     pub(super) fn reprice(&mut self, k: usize, nodes: &[u32], v: Time) {
         let mut ids: Vec<JobId> = Vec::new();
         for &n in nodes {
-            ids.extend(self.vms[k].lanes[n as usize].iter().flatten().copied());
+            // A wide job's nodes follow each other: its id is listed once per run of them.
+            for &o in self.vms[k].lanes[n as usize].iter().flatten() {
+                if ids.last() != Some(&o) {
+                    ids.push(o);
+                }
+            }
         }
         ids.sort_unstable();
         ids.dedup();
@@ -339,32 +472,14 @@ impl Scojo {
         out: &mut Vec<Decision>,
     ) {
         let v = self.vms[k].vnow(now);
-        let per_node = self.machine.pes_per_node();
-        let mut pes = Vec::new();
-        let mut by_node = true;
-        let mut last_node = 0;
         for s in &seats {
             debug_assert!(
                 self.vms[k].lanes[s.node as usize][s.lane as usize].is_none(),
                 "lane taken"
             );
             self.vms[k].set_lane(s.node, s.lane, Some(id));
-            by_node &= s.node >= last_node;
-            last_node = s.node;
-            if s.procs >= per_node {
-                // As many processes as cores take every core of the node, whatever the lane.
-                let base = s.node * per_node;
-                pes.extend(base..base + per_node);
-            } else {
-                pes.extend(
-                    self.machine
-                        .node_cores(NodeId(s.node), s.procs, s.lane)
-                        .into_iter()
-                        .map(|p| p.0),
-                );
-            }
         }
-        let pe_set = pe_set_of(pes, per_node, by_node);
+        let pe_set = seats_pe_set(&self.machine, &seats);
         let kind = self.jobs[&id].kind;
         // A job leaves the queue once: the first match is the only one.
         if let Some(i) = self.vms[kind].queue.iter().position(|&x| x == id) {
@@ -489,6 +604,16 @@ impl Scojo {
     }
 }
 
+/// The cores a seat of fewer processes than cores takes on its node, as
+/// [`MachineShape::node_cores`] places them (not sorted: [`pe_set_of`] sorts a node's cores),
+/// without a vector per seat.
+fn seat_cores(m: &MachineShape, s: &Seat) -> impl Iterator<Item = u32> {
+    let base = s.node * m.pes_per_node();
+    let (sockets, per_socket, lane) = (m.sockets_per_node, m.cores_per_socket, s.lane);
+    (0..s.procs.min(m.pes_per_node()))
+        .map(move |c| base + (c % sockets) * per_socket + (lane + c / sockets) % per_socket)
+}
+
 /// Sorts `counts` by key and adds up the counts of each key into one entry.
 fn sum_by_key<K: Ord + Copy>(counts: &mut Vec<(K, u32)>) {
     counts.sort_unstable_by_key(|&(k, _)| k);
@@ -501,28 +626,50 @@ fn sum_by_key<K: Ord + Copy>(counts: &mut Vec<(K, u32)>) {
     });
 }
 
-/// The set of `pes`, which hold each node's cores together when `by_node` (seats by node
-/// ascending, a node's lanes one after the other): a node's cores lie below the next node's,
-/// so sorting each node's few cores alone orders the whole list, without a sort of every PE
-/// of a wide job.
-fn pe_set_of(mut pes: Vec<u32>, per_node: u32, by_node: bool) -> PeSet {
-    if !by_node || per_node == 0 {
-        return PeSet::from_pes(pes);
+/// The cores a seat takes: every core of its node when it has as many processes as cores,
+/// whatever the lane, else those [`MachineShape::node_cores`] places.
+fn seat_pes(m: &MachineShape, s: &Seat) -> impl Iterator<Item = u32> {
+    let per_node = m.pes_per_node();
+    let base = s.node * per_node;
+    let whole = (s.procs >= per_node).then(|| base..base + per_node);
+    let part = (s.procs < per_node).then(|| seat_cores(m, s));
+    whole
+        .into_iter()
+        .flatten()
+        .chain(part.into_iter().flatten())
+}
+
+/// The cores of `seats` as a set. Seats by node ascending (as every start lists them) are
+/// gathered node by node into a mask of the node's cores, whose runs go into the set in
+/// order: no list of every core of a wide job, and no sort.
+fn seats_pe_set(m: &MachineShape, seats: &[Seat]) -> PeSet {
+    let per_node = m.pes_per_node();
+    let by_node = seats.windows(2).all(|w| w[0].node <= w[1].node);
+    if !by_node || per_node == 0 || per_node > 64 {
+        return PeSet::from_pes(seats.iter().flat_map(|s| seat_pes(m, s)));
     }
-    let check = cfg!(debug_assertions).then(|| PeSet::from_pes(pes.iter().copied()));
+    let below = |n: u32| if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
     let mut set = PeSet::new();
-    for node in pes.chunk_by_mut(|a, b| a / per_node == b / per_node) {
-        node.sort_unstable();
-        let mut prev = None;
-        for &p in node.iter() {
-            if prev != Some(p) {
-                set.push_sorted(p, p + 1);
-                prev = Some(p);
+    for node in seats.chunk_by(|a, b| a.node == b.node) {
+        let base = node[0].node * per_node;
+        let mut mask = 0u64;
+        for s in node {
+            if s.procs >= per_node {
+                mask |= below(per_node);
+            } else {
+                mask = seat_cores(m, s).fold(mask, |mask, p| mask | 1 << (p - base));
             }
         }
+        while mask != 0 {
+            let lo = mask.trailing_zeros();
+            let run = (mask >> lo).trailing_ones();
+            set.push_sorted(base + lo, base + lo + run);
+            mask &= !below(lo + run);
+        }
     }
-    if let Some(check) = check {
-        debug_assert_eq!(set, check, "PEs by node");
+    if cfg!(debug_assertions) {
+        let all = PeSet::from_pes(seats.iter().flat_map(|s| seat_pes(m, s)));
+        debug_assert_eq!(set, all, "PEs of {seats:?}");
     }
     set
 }
@@ -530,24 +677,55 @@ fn pe_set_of(mut pes: Vec<u32>, per_node: u32, by_node: bool) -> PeSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosched_core::NodeId;
     use proptest::prelude::*;
 
     proptest! {
-        /// Cores listed node by node, in any order within a node, make the set a sort of
-        /// the whole list makes.
+        /// A seat's cores, listed without a vector, are the ones the machine places there.
         #[test]
-        fn pes_by_node_make_the_sorted_set(
-            per_node in 1u32..9,
-            nodes in proptest::collection::vec((0u32..6, proptest::collection::vec(0u32..8, 0..10)), 0..8),
+        fn seat_cores_are_the_machines(
+            sockets in 1u32..5,
+            per_socket in 1u32..5,
+            node in 0u32..7,
+            procs in 0u32..24,
+            lane in 0u32..2,
         ) {
-            let mut nodes = nodes;
-            nodes.sort_by_key(|n| n.0);
-            let pes: Vec<u32> = nodes
-                .iter()
-                .flat_map(|(n, cores)| cores.iter().map(move |c| n * per_node + c % per_node))
+            let m = MachineShape { nodes: 8, sockets_per_node: sockets, cores_per_socket: per_socket, mem_per_node_mib: None };
+            let mut ours: Vec<u32> = seat_cores(&m, &Seat { node, lane, procs }).collect();
+            ours.sort_unstable();
+            let theirs: Vec<u32> = m.node_cores(NodeId(node), procs, lane).into_iter().map(|p| p.0).collect();
+            prop_assert_eq!(ours, theirs);
+        }
+
+        /// The set gathered node by node from masks is the set of the machine's cores of
+        /// every seat, sorted, for seats by node and in any order.
+        #[test]
+        fn seats_make_the_set_of_their_cores(
+            sockets in 1u32..5,
+            per_socket in 1u32..5,
+            seats in proptest::collection::vec((0u32..6, 0u32..2, 0u32..20), 0..10),
+            by_node in any::<bool>(),
+        ) {
+            let m = MachineShape { nodes: 8, sockets_per_node: sockets, cores_per_socket: per_socket, mem_per_node_mib: None };
+            let mut seats: Vec<Seat> = seats
+                .into_iter()
+                .map(|(node, lane, procs)| Seat { node, lane, procs })
                 .collect();
-            prop_assert_eq!(pe_set_of(pes.clone(), per_node, true), PeSet::from_pes(pes.clone()));
-            prop_assert_eq!(pe_set_of(pes.clone(), per_node, false), PeSet::from_pes(pes));
+            if by_node {
+                seats.sort_by_key(|s| s.node);
+            }
+            let per_node = m.pes_per_node();
+            let pes: Vec<u32> = seats
+                .iter()
+                .flat_map(|s| {
+                    if s.procs >= per_node {
+                        (s.node * per_node..(s.node + 1) * per_node).collect::<Vec<_>>()
+                    } else {
+                        m.node_cores(NodeId(s.node), s.procs, s.lane).into_iter().map(|p| p.0).collect()
+                    }
+                })
+                .collect();
+            prop_assert_eq!(seats_pe_set(&m, &seats), PeSet::from_pes(pes));
         }
     }
 }
