@@ -60,6 +60,16 @@ pub(super) struct JobHolds {
     pub(super) shared: Vec<(JobId, u32)>,
 }
 
+/// The lanes of seat `s` of job `id` when the node's release is counted there: the node is
+/// up, and a node the job holds both lanes of is counted at its lane-0 seat.
+fn counted_at<'v>(vm: &'v Vm, s: &Seat, id: JobId) -> Option<&'v [Option<JobId>; 2]> {
+    let lanes = &vm.lanes[s.node as usize];
+    if lanes.contains(&Some(DOWN)) || (s.lane != 0 && lanes[0] == Some(id)) {
+        return None;
+    }
+    Some(lanes)
+}
+
 /// Node releases counted (`(time, nodes)` by time) as of a VM's epoch and clock.
 pub(super) type KeptReleases = (u64, Time, Vec<(Time, u32)>);
 
@@ -372,14 +382,9 @@ impl Scojo {
         let vm = &self.vms[k];
         let mut h = JobHolds::default();
         for s in &j.seats {
-            let lanes = &vm.lanes[s.node as usize];
-            if lanes.contains(&Some(DOWN)) {
+            let Some(lanes) = counted_at(vm, s, id) else {
                 continue;
-            }
-            // A node the job holds both lanes of is counted at its lane-0 seat.
-            if s.lane != 0 && lanes[0] == Some(id) {
-                continue;
-            }
+            };
             match lanes[1 - s.lane as usize] {
                 Some(o) if o != id => h.shared.push((o, 1)),
                 _ => h.alone += 1,
@@ -406,14 +411,9 @@ impl Scojo {
         for &(id, end, j) in &ends {
             let mut n = 0;
             for s in &j.seats {
-                let lanes = &vm.lanes[s.node as usize];
-                if lanes.contains(&Some(DOWN)) {
+                let Some(lanes) = counted_at(vm, s, id) else {
                     continue;
-                }
-                // A node the job holds both lanes of is counted at its lane-0 seat.
-                if s.lane != 0 && lanes[0] == Some(id) {
-                    continue;
-                }
+                };
                 // A node shared with another job goes with the later end (on a tie, the
                 // higher id), so that it is counted once.
                 if let Some(o) = lanes[1 - s.lane as usize]
