@@ -578,3 +578,43 @@ fn a_switch_is_its_decisions_one_by_one() {
     assert!(refusals > 100, "{refusals} refusals");
     assert!(moves > 10_000, "{moves} moves");
 }
+
+/// The inline busy updates of the switch path (`clear_busy`, `try_set_busy`) leave the PE
+/// set and answer as [`PeBits::clear_pes`] and [`PeBits::try_set_pes`] do, on random busy
+/// sets of one to several words and PE sets of one block (within a word, or across words)
+/// or several.
+#[test]
+fn inline_busy_updates_are_the_general_ones() {
+    let mut refused = 0;
+    for seed in 1..=2_000u64 {
+        let mut rng = Rng(rand::SeedableRng::seed_from_u64(seed));
+        let pes = 1 + rng.below(300) as u32;
+        let mut busy = PeBits::new(pes);
+        for p in 0..pes {
+            if rng.one_in(3) {
+                busy.set(p);
+            }
+        }
+        let mut set = PeSet::new();
+        let mut at = rng.below(u64::from(pes)) as u32;
+        for _ in 0..1 + rng.below(3) {
+            if at >= pes {
+                break;
+            }
+            let end = at + 1 + rng.below(u64::from((pes - at).min(130))) as u32;
+            set.push_sorted(at, end);
+            at = end + 1 + rng.below(8) as u32;
+        }
+        let (mut a, mut b) = (busy.clone(), busy.clone());
+        a.clear_pes(&set);
+        clear_busy(&mut b, &set);
+        assert_eq!(a, b, "seed {seed}: clear {set}");
+        let (mut a, mut b) = (busy.clone(), busy);
+        let (x, y) = (a.try_set_pes(&set), try_set_busy(&mut b, &set));
+        assert_eq!(x, y, "seed {seed}: try_set {set}");
+        assert_eq!(a, b, "seed {seed}: try_set {set}");
+        refused += usize::from(!x);
+    }
+    // Both answers were tried.
+    assert!(refused > 100 && refused < 1_900, "{refused} refusals");
+}
