@@ -264,9 +264,7 @@ impl Rates {
                 ..h
             });
             nodes.push(node);
-            if !std::mem::replace(&mut self.touched_flag[node as usize], true) {
-                self.touched.push(node);
-            }
+            self.touch(node);
         }
         self.here = here;
         self.job_nodes[job] = nodes;
