@@ -179,3 +179,65 @@ fn each_rank_is_bound_to_its_own_core() {
         assert!(seen.insert(cpus.clone()), "rank {r} shares CPU {cpus}");
     }
 }
+
+/// The CPUs each thread of process `pid` may run on, as `/proc/PID/task/TID/status` says.
+fn thread_cpus(pid: &str) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process's threads");
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_string())
+        })
+        .collect()
+}
+
+/// A node whose PEs leave CPUs over keeps the node manager there: every one of its threads
+/// (the real-time switching thread among them) may run on the spare CPUs only, while its rank
+/// runs on the PE's. On a host of one CPU there is nothing to keep apart and the test says so.
+#[test]
+fn the_node_manager_keeps_off_the_cpus_of_its_pes() {
+    let c = Cluster::up(
+        "limits",
+        "spare",
+        &["--nodes", "1", "--pes", "1", "--policy", "fcfs"],
+    );
+    let d = c.dir.display();
+    let id = c.submit(&[
+        "--",
+        "sh",
+        "-c",
+        &format!("grep Cpus_allowed_list /proc/$$/status > {d}/cpus.$COSCHED_RANK"),
+    ]);
+    assert_eq!(c.ended(id, 60)["state"], "completed");
+    let rank = cpus_of(&c, 0);
+    let nm = thread_cpus(&c.pid(c.state.nm_pid_file("n0")));
+    assert!(!nm.is_empty(), "the node manager's threads were read");
+    let host = cosched_proto::util::allowed_cpus(None);
+    if host.len() < 2 {
+        eprintln!("one CPU on this host: the node manager shares it with the rank");
+        assert!(nm.iter().all(|t| *t == rank), "{nm:?} against {rank}");
+        return;
+    }
+    assert_eq!(rank, host[0].to_string(), "PE 0 runs on the first CPU");
+    let rank: usize = rank.parse().expect("one CPU");
+    for t in &nm {
+        assert!(
+            !cpu_list(t).contains(&rank),
+            "a node manager thread may run on {t}, the rank's CPU {rank}"
+        );
+        assert!(!cpu_list(t).is_empty(), "{t}");
+    }
+}
+
+/// The CPUs of a kernel CPU list ("0-2,5").
+fn cpu_list(s: &str) -> Vec<usize> {
+    s.split(',')
+        .filter_map(|r| match r.split_once('-') {
+            Some((a, b)) => Some((a.parse().ok()?..=b.parse().ok()?).collect::<Vec<usize>>()),
+            None => Some(vec![r.parse().ok()?]),
+        })
+        .flatten()
+        .collect()
+}

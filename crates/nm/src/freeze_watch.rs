@@ -71,26 +71,18 @@ pub struct FreezeWatcher {
 }
 
 impl FreezeWatcher {
-    /// The thread runs on `cpus` when there are any: the CPUs no rank of the node is pinned
-    /// to ([`crate::core::CoreConfig::spare_cpus`]). A real-time thread wakes on the CPU it
-    /// last ran on, whatever runs there; on a rank's, every switch would preempt that rank
-    /// and put its thaws' wake-ups behind the thread's own writes (measured with
+    /// The thread runs where the node manager's threads are kept, off the PEs' CPUs where
+    /// any are spare (`pin_to_spare_cpus` in [`crate::shell`]). A real-time thread wakes on
+    /// the CPU it last ran on, whatever runs there; on a rank's, every switch would preempt
+    /// that rank and put its thaws' wake-ups behind the thread's own writes (measured with
     /// `benches/idle-handover.c`, one rank per job at 1-ms quanta: 5.7–6.3 % of the rank's
     /// core lost with the switching thread on it, 0.3–0.4 % with it on the spare core).
-    pub fn start(
-        reports: mpsc::UnboundedSender<Frozen>,
-        cpus: Vec<usize>,
-    ) -> std::io::Result<FreezeWatcher> {
+    pub fn start(reports: mpsc::UnboundedSender<Frozen>) -> std::io::Result<FreezeWatcher> {
         let (tx, rx) = std_mpsc::channel();
         let (landed_tx, landed) = std_mpsc::channel();
         std::thread::Builder::new()
             .name("freeze-watch".into())
-            .spawn(move || {
-                if !cpus.is_empty() {
-                    crate::spawn::pin_this_thread(&cpus);
-                }
-                watch(rx, reports, landed_tx)
-            })?;
+            .spawn(move || watch(rx, reports, landed_tx))?;
         Ok(FreezeWatcher { tx, landed })
     }
 

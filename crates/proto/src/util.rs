@@ -189,6 +189,57 @@ pub fn raise_priority() -> &'static str {
     "normal priority (no permission to raise it)"
 }
 
+/// The CPUs a thread may run on: this one's when `pid` is `None`, else that thread's (a
+/// process's main thread has the process's id); CPU 0 alone when the kernel does not say.
+pub fn allowed_cpus(pid: Option<i32>) -> Vec<usize> {
+    let set = match pid {
+        Some(p) => Pid::from_raw(p).map(|p| rustix::thread::sched_getaffinity(Some(p))),
+        None => Some(rustix::thread::sched_getaffinity(None)),
+    };
+    let cpus: Vec<usize> = match set {
+        Some(Ok(set)) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if cpus.is_empty() { vec![0] } else { cpus }
+}
+
+/// Pins every thread of process `pid` (this process when `None`) to `cpus`. A CPU mask belongs
+/// to a thread, not to its process, so each thread listed in `/proc/PID/task` is pinned;
+/// threads created later inherit their creator's mask, and children their parent's. Returns
+/// the first error (no such process, a CPU the kernel refuses); the threads pinned before it
+/// stay pinned.
+pub fn pin_process(pid: Option<i32>, cpus: &[usize]) -> std::io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    for &cpu in cpus
+        .iter()
+        .filter(|&&c| c < rustix::thread::CpuSet::MAX_CPU)
+    {
+        set.set(cpu);
+    }
+    let tasks = match pid {
+        Some(p) => format!("/proc/{p}/task"),
+        None => "/proc/self/task".into(),
+    };
+    for entry in std::fs::read_dir(tasks)? {
+        let Some(tid) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<i32>().ok())
+            .and_then(Pid::from_raw)
+        else {
+            continue;
+        };
+        match rustix::thread::sched_setaffinity(Some(tid), &set) {
+            // A thread that ended since the listing.
+            Err(rustix::io::Errno::SRCH) => {}
+            r => r?,
+        }
+    }
+    Ok(())
+}
+
 /// Lets this thread's sleeps end when asked rather than up to 50 µs later (the kernel's
 /// default timer slack for a thread of normal priority, which merges wake-ups to save power;
 /// a real-time thread has none): a freeze watched every 15 µs would be looked at every 65.
@@ -277,6 +328,51 @@ mod tests {
             .unwrap();
         signal_group(group.id() as i32, libc::SIGTERM);
         assert_eq!(group.wait().unwrap().signal(), Some(libc::SIGTERM));
+    }
+
+    /// Every thread of the process is pinned, including one started before the call, and
+    /// a thread the process starts afterwards inherits the mask.
+    #[test]
+    fn a_pinned_process_runs_where_it_is_pinned() {
+        let host = allowed_cpus(None);
+        let last = *host.last().unwrap();
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import threading,time,os,sys\n\
+                 t=threading.Thread(target=time.sleep,args=(30,));t.start()\n\
+                 sys.stdin.readline()\n\
+                 u=threading.Thread(target=time.sleep,args=(30,));u.start()\n\
+                 print(' '.join(str(x) for x in sorted(os.sched_getaffinity(u.native_id))),flush=True)\n\
+                 os._exit(0)",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        // Both Python threads exist once /proc lists at least two.
+        while std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .count()
+            < 2
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        pin_process(Some(pid), &[last]).unwrap();
+        for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+            let tid: i32 = t.unwrap().file_name().to_str().unwrap().parse().unwrap();
+            assert_eq!(allowed_cpus(Some(tid)), [last], "thread {tid}");
+        }
+        use std::io::{BufRead, Write};
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), last.to_string(), "a thread started later");
+        child.wait().unwrap();
+        assert!(pin_process(Some(pid), &[last]).is_err(), "an ended process");
     }
 
     #[test]

@@ -222,6 +222,38 @@ pub fn parse_gaps(out: &str) -> Vec<(i64, i64)> {
     v
 }
 
+/// The machine manager and this client moved to the CPUs the node manager keeps itself on,
+/// where the node leaves any spare (`cosched nm` pins itself off its PEs' CPUs): on a cluster
+/// they run on another host, while here, on the node's host, the machine manager's real-time
+/// wake-ups and the client's polls would otherwise take a rank's core and count as the
+/// switch's cost. The client's own CPUs come back when this is dropped, before the next
+/// cluster's daemons inherit them.
+struct OffTheNode {
+    own: Option<Vec<usize>>,
+}
+
+impl OffTheNode {
+    fn keep(mm_pid: i32, nm_pid: i32) -> OffTheNode {
+        use cosched_proto::util::{allowed_cpus, pin_process};
+        let own = allowed_cpus(None);
+        let nm = allowed_cpus(Some(nm_pid));
+        if nm_pid == 0 || nm == own {
+            return OffTheNode { own: None };
+        }
+        let _ = pin_process(Some(mm_pid), &nm);
+        let _ = pin_process(None, &nm);
+        OffTheNode { own: Some(own) }
+    }
+}
+
+impl Drop for OffTheNode {
+    fn drop(&mut self) {
+        if let Some(own) = &self.own {
+            let _ = cosched_proto::util::pin_process(None, own);
+        }
+    }
+}
+
 /// Two CPU-bound jobs filling one node at MPL 2, under FCFS and under gang at each quantum.
 pub fn gang(
     exe: &Path,
@@ -251,6 +283,7 @@ pub fn gang(
             pid(c.state_dir.mm_pid_file()),
             pid(c.state_dir.nm_pid_file(&node_name(0))),
         );
+        let _off_node = OffTheNode::keep(mm_pid, nm_pid);
         let (mm0, nm0) = (cpu_ms(mm_pid), cpu_ms(nm_pid));
         let a = c.client.submit(submit(pes, cmd.clone()))?;
         let b = c.client.submit(submit(pes, cmd))?;

@@ -189,7 +189,9 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
             mm: cfg.mm.clone(),
             addr: addr.clone(),
             incarnation,
-            cpus: super::spawn::allowed_cpus(),
+            // PEs map onto these in order (modulo their number when a node claims more PEs
+            // than the host has cores, as an embedded cluster does).
+            cpus: cosched_proto::util::allowed_cpus(None),
             cpu_offset: cfg.cpu_offset,
             keep_jobs: Dur(cfg.keep_jobs.as_micros().min(i64::MAX as u128) as i64),
             output_cap: cfg.output_cap,
@@ -209,7 +211,8 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
     let (pmi_tx, pmi_rx) = mpsc::unbounded_channel();
     let (empty_tx, empty) = mpsc::unbounded_channel();
     let (frozen_tx, frozen) = mpsc::unbounded_channel();
-    let watcher = FreezeWatcher::start(frozen_tx, core.config().spare_cpus())?;
+    pin_to_spare_cpus(&core.config().spare_cpus());
+    let watcher = FreezeWatcher::start(frozen_tx)?;
     let (helper_tx, helper_rx) = mpsc::unbounded_channel();
     let mut sh = Shell {
         keys: Keyring::from(cfg.key.clone()),
@@ -244,6 +247,22 @@ pub async fn run(mut cfg: NmConfig) -> Result<(), DaemonError> {
         done: false,
     };
     sh.run().await
+}
+
+/// Keeps the node manager off the CPUs its PEs run on, where any are left over: its threads
+/// run in the real-time class, so one that woke on a rank's CPU would take it from the rank
+/// at once (the freeze watcher's switches at every quantum, the event loop at every message),
+/// and every thread it starts later, and every helper it spawns, inherit the mask. Ranks are
+/// pinned to their own CPUs as they start ([`super::spawn`]). On a node whose PEs cover every
+/// CPU there is nowhere else to go, and nothing changes.
+fn pin_to_spare_cpus(spare: &[usize]) {
+    if spare.is_empty() {
+        return;
+    }
+    match cosched_proto::util::pin_process(None, spare) {
+        Ok(()) => tracing::info!("nm: own threads on CPUs {spare:?}, where no PE runs"),
+        Err(e) => tracing::warn!("nm: could not keep own threads on CPUs {spare:?}: {e}"),
+    }
 }
 
 /// What woke the loop.
