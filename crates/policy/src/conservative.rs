@@ -200,6 +200,10 @@ impl Conservative {
     ///   are kept, and bound those of wider and longer jobs (no earlier place) and of narrower
     ///   and shorter ones (a place at least as early), so most tests search nothing and the
     ///   rest search only between those bounds ([`Conservative::place_before`]).
+    /// - A job that moves is not given back and searched for from the profile's start: its
+    ///   new place is the start of the free run up to `t`, or an earlier whole place that the
+    ///   same bounds narrow down ([`Conservative::earliest_before`]), and the profile changes
+    ///   only where the old and new windows differ ([`Conservative::shift_reservation`]).
     ///
     /// Debug builds compare the outcome with the full compression (profile rebuilt, every
     /// reservation taken again, every job searched for again).
@@ -235,30 +239,34 @@ impl Conservative {
                 if procs > rise {
                     continue;
                 }
-                let moves = self
-                    .profile
-                    .free_until(t, procs)
-                    .is_some_and(|s| s < rise_end)
+                let run = self.profile.free_until(t, procs);
+                let moves = run.is_some_and(|s| s < rise_end)
                     || Self::place_before(&self.profile, &mut known, procs, est, t.min(rise_end));
                 if !moves {
                     continue;
                 }
-                self.profile.unreserve(t, est, procs);
-            }
-            known.clear();
-            self.reserve(k);
-            debug_assert!(
-                old.is_none() || self.s.queue.get(k).resv.is_some_and(|new| Some(new) < old),
-                "compression did not move job {} earlier",
-                self.s.queue.get(k).req.id
-            );
-            if let Some(t) = old {
+                // Its earliest place once its own is given back, found without giving it
+                // back: the start of the free run up to `t` (the rest of that window lies in
+                // its own), unless a whole place in the profile as it is starts earlier. The
+                // new place starts before `rise_end` (see above), so only starts before that
+                // are searched.
+                let limit = run.unwrap_or(t).min(rise_end);
+                let new = Self::earliest_before(&self.profile, &known, procs, est, limit)
+                    .or(run)
+                    .expect("a job that moves has an earlier place");
+                let gained = Self::shift_reservation(&mut self.profile, t, new, est, procs);
+                self.s.queue.get_mut(k).resv = Some(new);
+                known.clear();
+                // Only the steps over `[gained, end)` rose.
                 let end = t + est.max(Dur::from_micros(1));
-                let freed = self.profile.max_free(t, end);
+                let freed = self.profile.max_free(gained, end);
                 rise = rise.max(freed);
                 moved_rise = moved_rise.max(freed);
                 rise_end = rise_end.max(end);
                 moved_end = moved_end.max(end);
+            } else {
+                known.clear();
+                self.reserve(k);
             }
         }
         self.unseen_rise = moved_rise;
@@ -330,6 +338,69 @@ impl Conservative {
             None => known.push(found),
         }
         at.is_some()
+    }
+
+    /// The earliest place of `procs` PEs for `est` in `profile` starting before `limit`, with
+    /// what earlier searches in this profile found (`known`) as bounds: a place of a job at
+    /// least as wide and as long is one for this job (so the search stops there), and no
+    /// place of this job starts before the earliest of a job no wider and no longer.
+    fn earliest_before(
+        profile: &Profile,
+        known: &[Known],
+        procs: u32,
+        est: Dur,
+        limit: Time,
+    ) -> Option<Time> {
+        let mut from: Option<Time> = None;
+        let mut upper: Option<Time> = None;
+        for k in known {
+            if k.procs >= procs
+                && k.est >= est
+                && let Some(s) = k.at
+                && s < limit
+            {
+                upper = Some(upper.map_or(s, |u| u.min(s)));
+            }
+            if k.procs <= procs && k.est <= est {
+                let bound = k.at.unwrap_or(k.searched);
+                from = Some(from.map_or(bound, |f| f.max(bound)));
+            }
+        }
+        let limit = upper.map_or(limit, |u| u.min(limit));
+        if from.is_some_and(|f| f >= limit) {
+            return upper;
+        }
+        match from {
+            Some(from) => profile.earliest_within(procs, est, from, limit),
+            None => profile.earliest_before(procs, est, limit),
+        }
+        .map(|(s, _)| s)
+        .or(upper)
+    }
+
+    /// Moves a reservation of `procs` PEs for `est` from `old` to the earlier `new`. Where
+    /// the two windows overlap nothing changes, so only `[new, old)` is taken and the part of
+    /// the old window past the new one given back: a short move shifts few steps however
+    /// long the job.
+    /// Returns where the given-back part starts.
+    fn shift_reservation(
+        profile: &mut Profile,
+        old: Time,
+        new: Time,
+        est: Dur,
+        procs: u32,
+    ) -> Time {
+        debug_assert!(new < old);
+        let len = est.max(Dur::from_micros(1));
+        let (take_end, give_start) = if new + len <= old {
+            (new + len, old)
+        } else {
+            (old, new + len)
+        };
+        profile.free(give_start, old + len, procs);
+        let taken = profile.reserve_at(new, take_end - new, procs);
+        debug_assert!(taken, "the new place of a reservation is not free");
+        give_start
     }
 
     /// The full compression, as a check of [`Conservative::compress`]: the profile rebuilt
@@ -699,5 +770,62 @@ mod tests {
         assert!(out.is_empty());
         p.handle(Time::from_secs(12), Event::Released(JobId(3)), &mut out);
         assert_eq!(started(&out), vec![3]);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// A reservation moved by compression goes where giving it back and searching from the
+        /// profile's start would put it, and leaves the same free counts: the earliest place
+        /// from the free run up to it and [`Conservative::earliest_before`] (with what searches
+        /// of other widths and lengths found as bounds), the change through
+        /// [`Conservative::shift_reservation`].
+        #[test]
+        fn moved_reservation_matches_give_back_and_search(
+            releases in proptest::collection::vec((1i64..40, 0u32..6), 1..60),
+            jobs in proptest::collection::vec((0i64..600, 1i64..300, 1u32..6), 1..40),
+            probes in proptest::collection::vec((1u32..8, 1i64..300, 0i64..700), 0..6),
+            pick in 0usize..40,
+        ) {
+            let secs = Time::from_secs;
+            let mut p = Profile::default();
+            let mut at = 0;
+            let rel: Vec<(Time, u32)> = releases
+                .iter()
+                .map(|&(gap, n)| {
+                    at += gap;
+                    (secs(at), n)
+                })
+                .collect();
+            p.rebuild(Time::ZERO, 2, rel.into_iter());
+            let mut placed = Vec::new();
+            for &(start, len, procs) in &jobs {
+                if p.reserve_at(secs(start), Dur::from_secs(len), procs) {
+                    placed.push((secs(start), Dur::from_secs(len), procs));
+                }
+            }
+            proptest::prop_assume!(!placed.is_empty());
+            let (t, est, procs) = placed[pick % placed.len()];
+            // The plain way: give back, search from the start.
+            let mut plain = p.clone();
+            plain.unreserve(t, est, procs);
+            let (want, i) = plain.earliest(procs, est).expect("its own place is free");
+            plain.reserve(i, est, procs);
+            // Bounds from searches of other jobs in the profile as it is.
+            let mut known = Vec::new();
+            for &(kp, kd, lim) in &probes {
+                Conservative::place_before(&p, &mut known, kp, Dur::from_secs(kd), secs(lim));
+            }
+            let run = p.free_until(t, procs);
+            let limit = run.unwrap_or(t);
+            let got = Conservative::earliest_before(&p, &known, procs, est, limit).or(run);
+            if want < t {
+                proptest::prop_assert_eq!(got, Some(want));
+                Conservative::shift_reservation(&mut p, t, want, est, procs);
+                proptest::prop_assert_eq!(p.normalized(), plain.normalized());
+            } else {
+                proptest::prop_assert_eq!(want, t);
+                proptest::prop_assert_eq!(got, None);
+            }
+        }
     }
 }
