@@ -288,7 +288,7 @@ impl Rates {
                 alone[usize::from(k)] += 1;
                 self.busy_nodes += 1;
             } else {
-                // The first job was alone here: it shares the node from now on, and both
+                // The first job was alone here: it shares the node with this one, and both
                 // are priced here at the reprice.
                 debug_assert_eq!(first.counted, 0);
                 slots[1] = me;
@@ -319,7 +319,7 @@ impl Rates {
     }
 
     /// The job stops (suspended, preempted or ended) at `now`; its work so far is kept.
-    /// Its partners are alone on the nodes they shared with it from now on.
+    /// Its partners are left alone on the nodes they shared with it.
     pub fn stop(&mut self, job: usize, now: Time) {
         if !self.running[job] {
             return;
