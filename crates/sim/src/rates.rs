@@ -19,26 +19,49 @@
 
 use cosched_core::{Dur, JobId, MachineShape, Milli, NodeId, PeSet, Slowdowns, Time};
 
+/// An empty slot of a node.
+const NONE: u32 = u32::MAX;
+
+/// How a job's processes sit on one node, which decides its self-slowdown there: one
+/// process (none), one per processor (SL_nos), several on one processor (SL_crs), or several
+/// on several processors (both).
+fn kind(procs: u32, sockets: u32) -> u8 {
+    match (procs, sockets.count_ones()) {
+        (1, _) => 0,
+        (c, d) if c == d => 1,
+        (_, 1) => 2,
+        _ => 3,
+    }
+}
+
 /// One job's processes on one node.
 #[derive(Clone, Copy, Debug)]
 struct Here {
+    /// The job, [`NONE`] for an empty slot.
     job: u32,
-    procs: u32,
-    /// Bit `s` set when a process sits on processor `s`.
-    sockets: u32,
-    /// The job's self-slowdown on this node, 0 until it is first priced here.
-    own: Milli,
-    /// The slowdown counted for the job on this node in its tally, 0 while none is.
+    /// Its [`kind`] of placement here.
+    kind: u8,
+    /// The slowdown counted for the job on this node in its tally of shared nodes; 0 while
+    /// the job is alone here (counted in its `alone`) or the node waits to be repriced.
     counted: Milli,
 }
+
+const EMPTY: Here = Here {
+    job: NONE,
+    kind: 0,
+    counted: 0,
+};
 
 /// Rates of the running jobs.
 ///
 /// A job's slowdown on a node changes only when the node's occupants change, so each running
-/// job keeps a tally of its nodes by slowdown (few distinct values: its self-slowdowns times
-/// its partners' coscheduling slowdowns), brought up to date on the touched nodes only. Its
-/// slowdown is then the largest value in its tally, and a start or stop costs in proportion to
-/// the nodes it touches, not to the widths of the jobs beside it.
+/// job keeps its nodes counted in two ways: the nodes where it is alone, by kind of placement
+/// (its slowdown there is its self-slowdown for that kind, whoever runs elsewhere), and the
+/// nodes it shares, in a tally by slowdown (few distinct values: its self-slowdowns times its
+/// partners' coscheduling slowdowns), brought up to date on the touched nodes only. Its
+/// slowdown is then the largest of its alone kinds' and its tally's values. A start or stop
+/// writes each of the job's nodes once and prices only the nodes where a partner is (or
+/// was): a job alone on all its nodes, the common case, is priced in constant time.
 #[derive(Clone, Debug)]
 pub(crate) struct Rates {
     model: Slowdowns,
@@ -53,22 +76,27 @@ pub(crate) struct Rates {
     running: Vec<bool>,
     /// The nodes each running job is on.
     job_nodes: Vec<Vec<u32>>,
-    /// Per running job, its nodes counted by slowdown there: (slowdown, nodes), by
-    /// decreasing slowdown.
+    /// Processes of each running job.
+    procs: Vec<u32>,
+    /// Per running job, the nodes where it is alone, by [`kind`].
+    alone: Vec<[u32; 4]>,
+    /// Per running job, its priced shared nodes counted by slowdown there: (slowdown,
+    /// nodes), by decreasing slowdown.
     tally: Vec<Vec<(Milli, u32)>>,
     /// Per job, its node and core self-slowdowns (SL_nos, SL_crs), 0 until first needed:
-    /// drawing them is a hash per call, and a wide start needs them on every node.
+    /// drawing them is a hash per call.
     selfs: Vec<[Milli; 2]>,
-    /// The jobs on each node (at most two).
-    nodes: Vec<Vec<Here>>,
-    /// Nodes whose jobs must be repriced.
+    /// The jobs on each node: slot 0 holds the first, slot 1 a partner ([`EMPTY`] when none).
+    nodes: Vec<[Here; 2]>,
+    /// Nodes that gained a partner and must be repriced.
     touched: Vec<u32>,
     touched_flag: Vec<bool>,
     /// Node lists of stopped jobs, kept for the next start so that suspending and resuming
     /// wide jobs allocates nothing.
     spare: Vec<Vec<u32>>,
-    /// Reused buffers: a start's processes per node, and the jobs to reprice with a mark each.
-    here: Vec<Here>,
+    /// Reused buffers: a start's (node, processes, processors) per node, and the jobs to
+    /// reprice with a mark each.
+    here: Vec<(u32, u32, u32)>,
     jobs: Vec<u32>,
     listed: Vec<bool>,
     /// Nodes running at least one process, and processes running.
@@ -149,9 +177,11 @@ impl Rates {
             slow: vec![0; jobs],
             running: vec![false; jobs],
             job_nodes: vec![Vec::new(); jobs],
+            procs: vec![0; jobs],
+            alone: vec![[0; 4]; jobs],
             tally: vec![Vec::new(); jobs],
             selfs: vec![[0; 2]; jobs],
-            nodes: vec![Vec::new(); machine.nodes as usize],
+            nodes: vec![[EMPTY; 2]; machine.nodes as usize],
             touched: Vec::new(),
             touched_flag: vec![false; machine.nodes as usize],
             spare: Vec::new(),
@@ -169,6 +199,13 @@ impl Rates {
         }
     }
 
+    /// The job is to be repriced at the next [`Rates::reprice`].
+    fn list(&mut self, job: u32) {
+        if !std::mem::replace(&mut self.listed[job as usize], true) {
+            self.jobs.push(job);
+        }
+    }
+
     /// The job starts (or resumes) on `pes` at `now`; its price comes at [`Rates::reprice`].
     pub fn start(&mut self, job: usize, pes: &PeSet, now: Time) -> Result<(), Overshared> {
         debug_assert!(!self.running[job]);
@@ -180,6 +217,7 @@ impl Rates {
         // consecutive cores, so they sit on every processor from the first one's to the
         // last one's (PEs are numbered node by node, processor by processor).
         // A whole node is on every processor; the divisions are made for partial ones only.
+        // A node that already holds two jobs refuses the start before anything is changed.
         let every = u32::MAX >> (32 - self.machine.sockets_per_node);
         for &(lo, hi) in pes.runs() {
             let mut node = lo / per;
@@ -196,18 +234,20 @@ impl Rates {
                     (u32::MAX >> (31 - last)) & (u32::MAX << first)
                 };
                 match here.last_mut() {
-                    Some(h) if h.job == node => {
-                        h.procs += procs;
-                        h.sockets |= sockets;
+                    Some(h) if h.0 == node => {
+                        h.1 += procs;
+                        h.2 |= sockets;
                     }
-                    // `job` holds the node number while collecting.
-                    _ => here.push(Here {
-                        job: node,
-                        procs,
-                        sockets,
-                        own: 0,
-                        counted: 0,
-                    }),
+                    _ => {
+                        if self.nodes[node as usize][1].job != NONE {
+                            self.here = here;
+                            return Err(Overshared {
+                                node: NodeId(node),
+                                job,
+                            });
+                        }
+                        here.push((node, procs, sockets));
+                    }
                 }
                 pe = end;
                 node += 1;
@@ -226,51 +266,45 @@ impl Rates {
                     _ => by_pe.push((node, 1, bit)),
                 }
             }
-            let by_run: Vec<(u32, u32, u32)> =
-                here.iter().map(|h| (h.job, h.procs, h.sockets)).collect();
-            debug_assert_eq!(by_run, by_pe, "processes per node of job {job}");
+            debug_assert_eq!(here, by_pe, "processes per node of job {job}");
         }
         let mut nodes = self.spare.pop().unwrap_or_default();
         debug_assert!(nodes.is_empty() && self.tally[job].is_empty());
-        for &h in &here {
-            let node = h.job;
-            let list = &mut self.nodes[node as usize];
-            if list.len() >= 2 {
-                // Leave the state as it was before this start.
-                for &n in &nodes {
-                    let list = &mut self.nodes[n as usize];
-                    if let Some(x) = list.iter().find(|x| x.job == job as u32) {
-                        self.busy_cores -= x.procs;
-                    }
-                    list.retain(|x: &Here| x.job != job as u32);
-                    if list.is_empty() {
-                        self.busy_nodes -= 1;
-                    }
-                }
-                nodes.clear();
-                self.spare.push(nodes);
-                self.here = here;
-                return Err(Overshared {
-                    node: NodeId(node),
-                    job,
-                });
-            }
-            if list.is_empty() {
-                self.busy_nodes += 1;
-            }
-            self.busy_cores += h.procs;
-            list.push(Here {
-                job: job as u32,
-                ..h
-            });
+        let mut alone = [0u32; 4];
+        let mut procs = 0;
+        for &(node, p, sockets) in &here {
+            let k = kind(p, sockets);
+            procs += p;
             nodes.push(node);
-            self.touch(node);
+            let me = Here {
+                job: job as u32,
+                kind: k,
+                counted: 0,
+            };
+            let slots = &mut self.nodes[node as usize];
+            let first = slots[0];
+            if first.job == NONE {
+                slots[0] = me;
+                alone[usize::from(k)] += 1;
+                self.busy_nodes += 1;
+            } else {
+                // The first job was alone here: it shares the node with this one, and both
+                // are priced here at the reprice.
+                debug_assert_eq!(first.counted, 0);
+                slots[1] = me;
+                self.alone[first.job as usize][usize::from(first.kind)] -= 1;
+                self.touch(node);
+            }
         }
         self.here = here;
+        self.busy_cores += procs;
+        self.procs[job] = procs;
+        self.alone[job] = alone;
         self.job_nodes[job] = nodes;
         self.running[job] = true;
         self.slow[job] = 0;
         self.since[job] = now;
+        self.list(job as u32);
         Ok(())
     }
 
@@ -285,6 +319,7 @@ impl Rates {
     }
 
     /// The job stops (suspended, preempted or ended) at `now`; its work so far is kept.
+    /// Its partners are left alone on the nodes they shared with it.
     pub fn stop(&mut self, job: usize, now: Time) {
         if !self.running[job] {
             return;
@@ -293,39 +328,68 @@ impl Rates {
         self.running[job] = false;
         self.slow[job] = 0;
         self.tally[job].clear();
+        self.alone[job] = [0; 4];
+        self.busy_cores -= std::mem::take(&mut self.procs[job]);
         let mut nodes = std::mem::take(&mut self.job_nodes[job]);
         for &n in &nodes {
-            let list = &mut self.nodes[n as usize];
-            if let Some(x) = list.iter().find(|x| x.job == job as u32) {
-                self.busy_cores -= x.procs;
-            }
-            list.retain(|h| h.job != job as u32);
-            if list.is_empty() {
+            let slots = &mut self.nodes[n as usize];
+            let other = slots[usize::from(slots[0].job == job as u32)];
+            slots[1] = EMPTY;
+            if other.job == NONE {
+                slots[0] = EMPTY;
                 self.busy_nodes -= 1;
+                continue;
             }
-            self.touch(n);
+            slots[0] = Here {
+                counted: 0,
+                ..other
+            };
+            let o = other.job as usize;
+            if other.counted != 0 {
+                tally_remove(&mut self.tally[o], other.counted);
+            }
+            self.alone[o][usize::from(other.kind)] += 1;
+            self.list(other.job);
         }
         nodes.clear();
         self.spare.push(nodes);
     }
 
+    /// The job's self-slowdown on a node where its placement is of kind `k`.
+    fn own(&mut self, job: usize, k: u8, me: JobId) -> Milli {
+        if k == 0 {
+            return 1000;
+        }
+        let sc = &mut self.selfs[job];
+        if sc[0] == 0 {
+            *sc = [self.model.nos(me), self.model.crs(me)];
+        }
+        let [nos, crs] = *sc;
+        match k {
+            1 => nos,
+            2 => crs,
+            _ => cosched_core::multicore::mul(nos, crs),
+        }
+    }
+
     /// The slowdown of a running job now, the straightforward way: the largest over all its
-    /// nodes. The tally must agree with it.
+    /// nodes. The counts must agree with it.
+    #[cfg(debug_assertions)]
     fn slowdown_by_nodes(&self, job: usize, ids: &impl Fn(usize) -> JobId) -> Milli {
         let me = ids(job);
         let mut worst = 1000;
         for &n in &self.job_nodes[job] {
-            let list = &self.nodes[n as usize];
-            let Some(h) = list.iter().find(|h| h.job == job as u32) else {
+            let slots = &self.nodes[n as usize];
+            let Some(h) = slots.iter().find(|h| h.job == job as u32) else {
                 continue;
             };
-            let own = match (h.procs, h.sockets.count_ones()) {
-                (1, _) => 1000,
-                (c, d) if c == d => self.model.nos(me),
-                (_, 1) => self.model.crs(me),
+            let own = match h.kind {
+                0 => 1000,
+                1 => self.model.nos(me),
+                2 => self.model.crs(me),
                 _ => cosched_core::multicore::mul(self.model.nos(me), self.model.crs(me)),
             };
-            let s = match list.iter().find(|o| o.job != job as u32) {
+            let s = match slots.iter().find(|o| o.job != job as u32 && o.job != NONE) {
                 Some(o) => {
                     cosched_core::multicore::mul(own, self.model.cos(me, ids(o.job as usize)))
                 }
@@ -336,8 +400,9 @@ impl Rates {
         worst
     }
 
-    /// Reprices every running job on a touched node. For each whose price changed (or that
-    /// was just started), `reend(job, end)` is called with its new end time.
+    /// Reprices every job that started, or gained or lost a partner on a node. For each whose
+    /// price changed (or that was just started), `reend(job, end)` is called with its new end
+    /// time.
     pub fn reprice(
         &mut self,
         now: Time,
@@ -346,59 +411,50 @@ impl Rates {
         mut reend: impl FnMut(usize, Time),
     ) {
         let mut touched = std::mem::take(&mut self.touched);
-        let mut jobs = std::mem::take(&mut self.jobs);
         for &n in &touched {
             self.touched_flag[n as usize] = false;
-            let list = &mut self.nodes[n as usize];
-            let len = list.len();
-            for i in 0..len {
-                let h = list[i];
+            let slots = self.nodes[n as usize];
+            // A partner that came and went within the round leaves the node as it was.
+            if slots[1].job == NONE {
+                continue;
+            }
+            for i in 0..2 {
+                let h = slots[i];
                 let j = h.job as usize;
                 let me = ids(j);
-                let own = if h.own != 0 {
-                    h.own
-                } else if h.procs == 1 {
-                    1000
-                } else {
-                    let sc = &mut self.selfs[j];
-                    if sc[0] == 0 {
-                        *sc = [self.model.nos(me), self.model.crs(me)];
-                    }
-                    let [nos, crs] = *sc;
-                    match (h.procs, h.sockets.count_ones()) {
-                        (c, d) if c == d => nos,
-                        (_, 1) => crs,
-                        _ => cosched_core::multicore::mul(nos, crs),
-                    }
-                };
-                let s = if len == 2 {
-                    let with = ids(list[1 - i].job as usize);
-                    cosched_core::multicore::mul(own, self.model.cos(me, with))
-                } else {
-                    own
-                };
-                list[i].own = own;
+                let own = self.own(j, h.kind, me);
+                let with = ids(slots[1 - i].job as usize);
+                let s = cosched_core::multicore::mul(own, self.model.cos(me, with));
                 if s != h.counted {
                     let t = &mut self.tally[j];
                     if h.counted != 0 {
                         tally_remove(t, h.counted);
                     }
                     tally_add(t, s);
-                    list[i].counted = s;
+                    self.nodes[n as usize][i].counted = s;
                 }
-                if !std::mem::replace(&mut self.listed[j], true) {
-                    jobs.push(h.job);
-                }
+                self.list(h.job);
             }
         }
         touched.clear();
         self.touched = touched;
+        let mut jobs = std::mem::take(&mut self.jobs);
         // By job: the order in which new ends are handed out decides ties among them.
         jobs.sort_unstable();
         for &j in &jobs {
             let j = j as usize;
             self.listed[j] = false;
-            let s = self.tally[j].first().map_or(1000, |e| e.0.max(1000));
+            if !self.running[j] {
+                continue;
+            }
+            let mut s = self.tally[j].first().map_or(1000, |e| e.0.max(1000));
+            let alone = self.alone[j];
+            for (k, &count) in alone.iter().enumerate() {
+                if count > 0 {
+                    s = s.max(self.own(j, k as u8, ids(j)));
+                }
+            }
+            #[cfg(debug_assertions)]
             debug_assert_eq!(s, self.slowdown_by_nodes(j, ids), "slowdown of job {j}");
             if s == self.slow[j] {
                 continue;
@@ -425,7 +481,7 @@ mod tests {
 
     fn machine() -> MachineShape {
         MachineShape {
-            nodes: 4,
+            nodes: 6,
             sockets_per_node: 2,
             cores_per_socket: 2,
             mem_per_node_mib: None,
@@ -519,15 +575,20 @@ mod tests {
     }
 
     proptest! {
-        /// Random starts and stops, several to a round: the tallies give every job the
-        /// slowdown of the straightforward computation and the same new ends, in the same
-        /// order; a start refused for a third job on a node leaves the state as it was.
+        /// Random starts and stops, several to a round, of jobs scattered over the nodes or
+        /// on stretches of them: the counts of nodes alone and the tallies of shared ones give
+        /// every job the slowdown of the straightforward computation and the same new ends, in
+        /// the same order; a start refused for a third job on a node leaves the state as it
+        /// was.
         #[test]
         fn tallies_match_the_straightforward_computation(
             seed in 0u64..1000,
             work in proptest::collection::vec(1i64..2000, JOBS),
             rounds in proptest::collection::vec(
-                (1i64..200, proptest::collection::vec((0usize..JOBS, any::<u16>()), 1..5)),
+                (
+                    1i64..200,
+                    proptest::collection::vec((0usize..JOBS, any::<u16>(), any::<bool>()), 1..5),
+                ),
                 1..40,
             ),
         ) {
@@ -546,7 +607,7 @@ mod tests {
             let mut now = Time::ZERO;
             for (dt, actions) in rounds {
                 now += Dur::from_millis(dt * 137);
-                for (j, mask) in actions {
+                for (j, mask, contiguous) in actions {
                     if plain.pes[j].is_some() {
                         rates.stop(j, now);
                         plain.accrue(j, now);
@@ -557,12 +618,19 @@ mod tests {
                     let used: Vec<u32> = plain.pes.iter().flatten().flatten().copied().collect();
                     let free: Vec<u32> =
                         (0..m.total_pes()).filter(|p| !used.contains(p)).collect();
-                    let pick: Vec<u32> = free
-                        .iter()
-                        .enumerate()
-                        .filter(|&(k, _)| mask >> (k % 16) & 1 == 1)
-                        .map(|(_, &p)| p)
-                        .collect();
+                    // Scattered PEs, or a stretch of the free ones (whole nodes, as wide jobs
+                    // take them, and nodes alone).
+                    let pick: Vec<u32> = if contiguous {
+                        let lo = usize::from(mask & 0xff) % free.len().max(1);
+                        let len = usize::from(mask >> 8) % 16;
+                        free.iter().skip(lo).take(len).copied().collect()
+                    } else {
+                        free.iter()
+                            .enumerate()
+                            .filter(|&(k, _)| mask >> (k % 16) & 1 == 1)
+                            .map(|(_, &p)| p)
+                            .collect()
+                    };
                     if pick.is_empty() {
                         continue;
                     }
@@ -584,6 +652,10 @@ mod tests {
                 prop_assert_eq!(got, plain.reprice(now, &work));
                 for j in 0..JOBS {
                     prop_assert_eq!(rates.slow[j], plain.slow[j], "job {}", j);
+                    // After a reprice every node of a job is counted once: alone or priced.
+                    let alone: u32 = rates.alone[j].iter().sum();
+                    let shared: u32 = rates.tally[j].iter().map(|e| e.1).sum();
+                    prop_assert_eq!((alone + shared) as usize, rates.job_nodes[j].len());
                 }
                 let used: Vec<u32> = plain.pes.iter().flatten().flatten().copied().collect();
                 let per = m.pes_per_node();
