@@ -88,6 +88,36 @@ impl SortedIds {
             }
         }
     }
+    /// Calls `mine` on each id of `self` that `other` lacks and `theirs` on each id of
+    /// `other` that `self` lacks, each in order: one merge walk over the two sorted vectors
+    /// for what two calls of [`SortedIds::for_each_not_in`] find.
+    pub fn for_each_difference(
+        &self,
+        other: &SortedIds,
+        mut mine: impl FnMut(JobId),
+        mut theirs: impl FnMut(JobId),
+    ) {
+        let (a, b) = (&self.0, &other.0);
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            match a[i].cmp(&b[j]) {
+                std::cmp::Ordering::Less => {
+                    mine(a[i]);
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    theirs(b[j]);
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        a[i..].iter().for_each(|&id| mine(id));
+        b[j..].iter().for_each(|&id| theirs(id));
+    }
 }
 
 #[cfg(test)]
@@ -114,6 +144,30 @@ mod tests {
             want.sort();
             a.merge(&mut more);
             proptest::prop_assert_eq!(a, want);
+        }
+
+        /// One walk finds both differences as two calls of `for_each_not_in` do.
+        #[test]
+        fn both_differences_in_one_walk(
+            ids in proptest::collection::vec(0u64..40, 0..16),
+            other in proptest::collection::vec(0u64..40, 0..16),
+        ) {
+            let set = |v: &[u64]| {
+                let mut s = SortedIds::default();
+                for &id in v {
+                    s.push_unsorted(JobId(id));
+                }
+                s.sort();
+                s
+            };
+            let (a, b) = (set(&ids), set(&other));
+            let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+            a.for_each_difference(&b, |id| mine.push(id), |id| theirs.push(id));
+            let (mut want_mine, mut want_theirs) = (Vec::new(), Vec::new());
+            a.for_each_not_in(&b, |id| want_mine.push(id));
+            b.for_each_not_in(&a, |id| want_theirs.push(id));
+            proptest::prop_assert_eq!(mine, want_mine);
+            proptest::prop_assert_eq!(theirs, want_theirs);
         }
     }
 }

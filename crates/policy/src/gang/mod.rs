@@ -107,6 +107,8 @@ struct Row {
     full_below: Cell<usize>,
     /// Jobs in placement order.
     jobs: Vec<JobId>,
+    /// The same jobs in id order: a recomputed target starts from them without sorting.
+    ids: SortedIds,
     /// `(job, procs, first and last PE, PEs)` of `jobs`, in the same order: read on every
     /// switch without a lookup.
     entries: Vec<(JobId, u32, [u32; 2], PeSet)>,
@@ -157,10 +159,9 @@ impl Switch {
     fn from(&mut self, running: &SortedIds) {
         self.before.copy_from(running);
         self.stops.clear();
-        running.for_each_not_in(&self.after, |job| self.stops.push(job));
         self.goes.clear();
-        self.after
-            .for_each_not_in(running, |job| self.goes.push(job));
+        let (stops, goes) = (&mut self.stops, &mut self.goes);
+        running.for_each_difference(&self.after, |job| stops.push(job), |job| goes.push(job));
     }
 }
 
@@ -500,7 +501,10 @@ impl Policy for Gang {
         mark.stats = self.stats;
         self.mark = Some(mark);
         jobs.clear();
-        jobs.extend(self.rows.iter().flat_map(|r| r.jobs.iter().copied()));
+        // Row by row, each a copy of a slice: a flattened iterator goes id by id.
+        for r in &self.rows {
+            jobs.extend_from_slice(&r.jobs);
+        }
         Some(if steady {
             CyclePoint::Steady
         } else {

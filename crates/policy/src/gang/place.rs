@@ -167,6 +167,7 @@ impl Gang {
                 reserved_count: 0,
                 full_below: Cell::new(0),
                 jobs: Vec::new(),
+                ids: SortedIds::default(),
                 entries: Vec::new(),
                 cleared_at: self.clears,
                 settled: 0,
@@ -182,6 +183,7 @@ impl Gang {
         r.reserved.set_pes(&block);
         r.reserved_count += block.len();
         r.jobs.push(req.id);
+        r.ids.insert(req.id);
         r.entries
             .push((req.id, req.procs, rotate::ends(&pes), pes.clone()));
         r.settled = 0;
@@ -306,12 +308,14 @@ impl Gang {
                     from.reserved_count -= block.len();
                     from.unfill(&block);
                     from.jobs.retain(|j| *j != id);
+                    from.ids.remove(id);
                     from.entries.retain(|e| e.0 != id);
                     let to = &mut self.rows[q];
                     to.busy.set_pes(&pes);
                     to.reserved.set_pes(&block);
                     to.reserved_count += block.len();
                     to.jobs.push(id);
+                    to.ids.insert(id);
                     to.settled = 0;
                     let procs = self.members[&id].req.procs;
                     to.entries
@@ -376,6 +380,7 @@ impl Gang {
         row.reserved_count -= m.block.len();
         row.unfill(&m.block);
         row.jobs.retain(|j| *j != id);
+        row.ids.remove(id);
         row.entries.retain(|e| e.0 != id);
         self.running.remove(id);
         self.held_members -= m.held as usize;
