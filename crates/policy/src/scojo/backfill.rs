@@ -52,8 +52,14 @@ impl Scojo {
         let free_at_first = self.vms[k].free;
         debug_assert_eq!(
             free_at_first as usize,
-            self.vms[k].free_nodes().count(),
+            self.vms[k].free_nodes_by_lanes().count(),
             "free nodes of VM {k}"
+        );
+        debug_assert!(
+            self.vms[k]
+                .free_nodes()
+                .eq(self.vms[k].free_nodes_by_lanes()),
+            "free node bits of VM {k}"
         );
         // Every start below (alone, in a group, or as a guest) takes at least one free node
         // now: with none there is nothing to decide, and the profile need not be built (a
@@ -61,9 +67,9 @@ impl Scojo {
         if free_at_first == 0 {
             return false;
         }
-        // The free nodes themselves are listed at the first start only: most passes start
-        // nothing. Starts take them from the lowest.
-        let mut free_list: Option<Vec<u32>> = None;
+        // Starts take the lowest free nodes, listed when a start needs them: most passes
+        // start nothing, and a start's nodes stop being free at once (`Vm::set_lane`), so the
+        // lowest ones left are the next start's.
         let mut free_n = free_at_first;
         let left = slice_end - now;
         let other = if k == MEDIUM { LONG } else { MEDIUM };
@@ -226,10 +232,8 @@ impl Scojo {
                 known = None;
             }
             if at <= v && free_n >= nodes {
-                let take: Vec<u32> = free_list
-                    .get_or_insert_with(|| self.vms[k].free_nodes().collect())
-                    .drain(..nodes as usize)
-                    .collect();
+                let take: Vec<u32> = self.vms[k].free_nodes().take(nodes as usize).collect();
+                debug_assert_eq!(take.len(), nodes as usize, "free nodes of VM {k}");
                 free_n -= nodes;
                 keep &= self.start_planned(now, k, id, &take, ppn, v, dur, out);
                 next = next.min(v + dur);
@@ -261,10 +265,8 @@ impl Scojo {
                 continue;
             }
             if profile.reserve_at(v, dur, nodes) {
-                let take: Vec<u32> = free_list
-                    .get_or_insert_with(|| self.vms[k].free_nodes().collect())
-                    .drain(..nodes as usize)
-                    .collect();
+                let take: Vec<u32> = self.vms[k].free_nodes().take(nodes as usize).collect();
+                debug_assert_eq!(take.len(), nodes as usize, "free nodes of VM {k}");
                 free_n -= nodes;
                 keep &= self.start_planned(now, k, id, &take, ppn, v, dur, out);
                 next = next.min(v + dur);

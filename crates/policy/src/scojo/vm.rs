@@ -19,6 +19,10 @@ pub(super) struct Vm {
     /// Nodes with both lanes empty: what a pass asks first, before it needs to know which
     /// nodes they are.
     pub(super) free: u32,
+    /// The same nodes as bits (node `n` is bit `n % 64` of word `n / 64`), kept by
+    /// [`Vm::set_lane`]: a start lists the lowest free nodes from them a word at a time, where
+    /// the lanes of a machine of tens of thousands of nodes cost a read each.
+    free_bits: Vec<u64>,
     /// VM clock accumulated before `active_since`.
     pub(super) vbase: Dur,
     pub(super) active_since: Option<Time>,
@@ -123,6 +127,16 @@ impl Vm {
         Vm {
             lanes: vec![[None, None]; nodes as usize],
             free: nodes,
+            free_bits: (0..nodes.div_ceil(64))
+                .map(|w| {
+                    let left = nodes - w * 64;
+                    if left >= 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << left) - 1
+                    }
+                })
+                .collect(),
             vbase: Dur::ZERO,
             active_since: None,
             queue: Vec::new(),
@@ -163,9 +177,27 @@ impl Vm {
         l[lane as usize] = to;
         let is = l == &[None, None];
         self.free = self.free + u32::from(is) - u32::from(was);
+        if is != was {
+            self.free_bits[node as usize / 64] ^= 1u64 << (node % 64);
+        }
     }
 
+    /// The free nodes (both lanes empty), ascending.
     pub(super) fn free_nodes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.free_bits.iter().enumerate().flat_map(|(w, &bits)| {
+            let mut bits = bits;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    w as u32 * 64 + b
+                })
+            })
+        })
+    }
+
+    /// [`Vm::free_nodes`] by reading every node's lanes (what debug builds compare it with).
+    pub(super) fn free_nodes_by_lanes(&self) -> impl Iterator<Item = u32> + '_ {
         self.lanes
             .iter()
             .enumerate()
@@ -641,7 +673,10 @@ fn seat_pes(m: &MachineShape, s: &Seat) -> impl Iterator<Item = u32> {
 
 /// The cores of `seats` as a set. Seats by node ascending (as every start lists them) are
 /// gathered node by node into a mask of the node's cores, whose runs go into the set in
-/// order: no list of every core of a wide job, and no sort.
+/// order: no list of every core of a wide job, and no sort. A seat's mask depends only on
+/// its processes and lane, so each (processes, lane) a start uses is worked out once per
+/// start, and a wide job's seats cost a look-up each; a node whose cores are all taken
+/// extends the set's last run when it follows it.
 fn seats_pe_set(m: &MachineShape, seats: &[Seat]) -> PeSet {
     let per_node = m.pes_per_node();
     let by_node = seats.windows(2).all(|w| w[0].node <= w[1].node);
@@ -649,16 +684,41 @@ fn seats_pe_set(m: &MachineShape, seats: &[Seat]) -> PeSet {
         return PeSet::from_pes(seats.iter().flat_map(|s| seat_pes(m, s)));
     }
     let below = |n: u32| if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
-    let mut set = PeSet::new();
-    for node in seats.chunk_by(|a, b| a.node == b.node) {
-        let base = node[0].node * per_node;
-        let mut mask = 0u64;
-        for s in node {
-            if s.procs >= per_node {
-                mask |= below(per_node);
-            } else {
-                mask = seat_cores(m, s).fold(mask, |mask, p| mask | 1 << (p - base));
+    let full = below(per_node);
+    // Masks of lanes 0 and 1 by processes (0: not worked out yet; a seat of no processes
+    // has the empty mask, which costs nothing to work out).
+    let mut known = [[0u64; 65]; 2];
+    let mut mask_of = |s: &Seat| -> u64 {
+        if s.procs >= per_node {
+            return full;
+        }
+        let base = s.node * per_node;
+        let fresh = |s: &Seat| seat_cores(m, s).fold(0u64, |mask, p| mask | 1 << (p - base));
+        match known.get_mut(s.lane as usize) {
+            Some(row) => {
+                let slot = &mut row[s.procs as usize];
+                if *slot == 0 {
+                    *slot = fresh(s);
+                }
+                *slot
             }
+            None => fresh(s),
+        }
+    };
+    let mut set = PeSet::new();
+    let mut i = 0;
+    while i < seats.len() {
+        let node = seats[i].node;
+        let base = node * per_node;
+        let mut mask = mask_of(&seats[i]);
+        i += 1;
+        while i < seats.len() && seats[i].node == node {
+            mask |= mask_of(&seats[i]);
+            i += 1;
+        }
+        if mask == full {
+            set.push_sorted(base, base + per_node);
+            continue;
         }
         while mask != 0 {
             let lo = mask.trailing_zeros();
@@ -681,6 +741,23 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// The free-node bits follow every change of the lanes: the free nodes listed from
+        /// them are those whose lanes are both empty, ascending, and as many as counted.
+        #[test]
+        fn free_node_bits_follow_the_lanes(
+            nodes in 1u32..200,
+            changes in proptest::collection::vec((0u32..200, 0u32..2, proptest::option::of(0u64..4)), 0..300),
+        ) {
+            let mut vm = Vm::new(nodes);
+            for (node, lane, to) in changes {
+                vm.set_lane(node % nodes, lane, to.map(JobId));
+                let bits: Vec<u32> = vm.free_nodes().collect();
+                let lanes: Vec<u32> = vm.free_nodes_by_lanes().collect();
+                prop_assert_eq!(&bits, &lanes);
+                prop_assert_eq!(bits.len(), vm.free as usize);
+            }
+        }
+
         /// A seat's cores, listed without a vector, are the ones the machine places there.
         #[test]
         fn seat_cores_are_the_machines(
@@ -703,7 +780,7 @@ mod tests {
         fn seats_make_the_set_of_their_cores(
             sockets in 1u32..5,
             per_socket in 1u32..5,
-            seats in proptest::collection::vec((0u32..6, 0u32..2, 0u32..20), 0..10),
+            seats in proptest::collection::vec((0u32..6, 0u32..3, 0u32..20), 0..10),
             by_node in any::<bool>(),
         ) {
             let m = MachineShape { nodes: 8, sockets_per_node: sockets, cores_per_socket: per_socket, mem_per_node_mib: None };
