@@ -6,11 +6,12 @@
 # two binaries, alternating run by run so both see the same load:
 #   - full node: 2 PEs, 2-rank jobs, every core held by ranks (the daemons compete with them);
 #   - spare core: 1 PE, 1-rank jobs, so one core of this 2-core machine is free for the daemons.
-# Per binary, setting and quantum: the range over the runs of the slowdown against that run's
-# FCFS, of the daemons' CPU per switch (which load distorts much less than the makespan), of
-# the share of time both jobs stood stopped, and of the idle handovers whose outgoing freezes had
-# landed by the next switch, when the node reads them ("-" where the binary makes no handover
-# or does not count them).
+# Per binary, setting and quantum: the range and the median over the runs of the slowdown
+# against that run's FCFS; the range of the daemons' CPU per switch (which load distorts much
+# less than the makespan), of the share of time both jobs stood stopped, and of the idle
+# handovers whose outgoing freezes had landed by the next switch, when the node reads them
+# ("-" where the binary makes no handover or does not count them). Then each binary's FCFS makespans: their spread, with nothing
+# changed between runs, is the resolution of the slowdowns.
 #
 # Usage: BEFORE=path/to/old/cosched AFTER=path/to/new/cosched benches/gang-switch.sh
 # Knobs: RUNS (3), QUANTA (1ms,2ms,10ms), CPU (CPU time each rank burns, 2s), SETTINGS
@@ -41,24 +42,40 @@ done
 range() { # min-max of a list of numbers, one decimal
     sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.1f–%.1f", lo, hi }'
 }
+median() { # the middle of a list of numbers (the mean of the two middle ones), one decimal
+    sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f", m }'
+}
 
-printf '%-6s %-8s %-7s %-16s %-16s %-16s %-16s %-16s\n' PES QUANTUM BINARY 'SLOWDOWN%' 'MM-CPU/SW(us)' \
-    'NM-CPU/SW(us)' 'BOTH-STOPPED%' 'LANDED-BY-NEXT%'
+printf '%-6s %-8s %-7s %-16s %-8s %-16s %-16s %-16s %-16s\n' PES QUANTUM BINARY 'SLOWDOWN%' MEDIAN \
+    'MM-CPU/SW(us)' 'NM-CPU/SW(us)' 'BOTH-STOPPED%' 'LANDED-BY-NEXT%'
 for pes in $SETTINGS; do
     for q in $(echo "$QUANTA" | tr , ' '); do
         qms=$(echo "$q" | sed -e 's/ms$//')
         for which in before after; do
             files=("$OUT/$which-$pes-"*.json)
-            pick() { jq -r --argjson q "$qms" ".[] | select(.quantum_ms == \$q) | $1" "${files[@]}" | range; }
+            values() { jq -r --argjson q "$qms" ".[] | select(.quantum_ms == \$q) | $1" "${files[@]}"; }
+            pick() { values "$1" | range; }
             landed=-
             if [ "$(pick '(.switches.handovers_landed // -1)')" != "-1.0–-1.0" ] \
                 && [ "$(pick '(.switches.handovers // 0)')" != "0.0–0.0" ]; then
                 landed=$(pick '(100 * .switches.handovers_landed / .switches.handovers)')
             fi
-            printf '%-6s %-8s %-7s %-16s %-16s %-16s %-16s %-16s\n' "$pes" "$q" "$which" \
-                "$(pick .slowdown_pct)" "$(pick .switches.mm_cpu_us)" "$(pick .switches.nm_cpu_us)" \
+            printf '%-6s %-8s %-7s %-16s %-8s %-16s %-16s %-16s %-16s\n' "$pes" "$q" "$which" \
+                "$(pick .slowdown_pct)" "$(values .slowdown_pct | median)" \
+                "$(pick .switches.mm_cpu_us)" "$(pick .switches.nm_cpu_us)" \
                 "$(pick .switches.both_stopped_pct)" "$landed"
         done
+    done
+done
+# The baseline's own spread: FCFS makespans of one binary differ from run to run by this
+# much with nothing changed, the resolution of every slowdown above.
+printf '\n%-6s %-7s %-20s %-10s\n' PES BINARY 'FCFS-MAKESPAN(s)' 'SPREAD%'
+for pes in $SETTINGS; do
+    for which in before after; do
+        files=("$OUT/$which-$pes-"*.json)
+        fcfs() { jq -r '.[] | select(.quantum_ms == null) | .makespan_s' "${files[@]}"; }
+        printf '%-6s %-7s %-20s %-10s\n' "$pes" "$which" "$(fcfs | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f–%.3f", lo, hi }')" \
+            "$(fcfs | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.1f", 100 * (hi / lo - 1) }')"
     done
 done
 echo "(every run's JSON: $OUT)" >&2

@@ -288,8 +288,9 @@ pub enum ClusterCmd {
         #[arg(long)]
         runnable: bool,
         /// Then print `unfrozen_us N`: the time from its fork to its end less the time its
-        /// cgroup was frozen (the kernel's `frozen_usec`, Linux 6.17), and `startup_us N`:
-        /// from its fork to its `main`
+        /// cgroup was frozen (the kernel's `frozen_usec`, Linux 6.17); `frozen_us N`, that
+        /// frozen time; `startup_us N`: from its fork to its `main`; and `end_unix_us N`: the
+        /// wall clock at its end, µs since the epoch
         #[arg(long)]
         unfrozen: bool,
         /// Then print `gap START END` for each stretch it did not run (stopped, frozen or
@@ -495,8 +496,11 @@ pub(super) fn cluster(c: ClusterCmd) -> anyhow::Result<i32> {
             let off = cosched_client::bench::spin_cpu(cpu);
             if let Some(started) = started {
                 let (wall, frozen) = (since_fork()?, frozen()?);
+                let end = now_us();
                 println!("unfrozen_us {}", (wall - frozen).as_micros());
+                println!("frozen_us {}", frozen.as_micros());
                 println!("startup_us {}", started.as_micros());
+                println!("end_unix_us {end}");
             }
             if gaps {
                 let mut out = String::new();
