@@ -83,6 +83,26 @@ fn state(pid: u32) -> char {
         .unwrap_or('?')
 }
 
+/// The process's state as a rank stopped by signals lives it: 'R' with a SIGSTOP pending
+/// reads 'T'. A stop sent to a rank that waits for a core takes effect when the rank next
+/// runs, before any instruction of its own, so on a busy machine it reads runnable for as
+/// long as the wait lasts while it can no longer compute.
+fn signal_state(pid: u32) -> char {
+    let st = state(pid);
+    if st != 'R' {
+        return st;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let stop_pending = status.lines().any(|l| {
+        ["SigPnd:", "ShdPnd:"].iter().any(|k| {
+            l.strip_prefix(k)
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+                .is_some_and(|m| m & (1 << (libc::SIGSTOP - 1)) != 0)
+        })
+    });
+    if stop_pending { 'T' } else { 'R' }
+}
+
 /// Whether the process runs at normal cpu weight: its cpu cgroup's `cpu.idle` reads 0
 /// (`None`: it has none, or it is gone). The cgroup is the v2 one, or the v1 cpu one on a
 /// hybrid host, as `/proc/<pid>/cgroup` names them.
@@ -273,7 +293,7 @@ fn fcs_keeps_a_fine_grained_balanced_job_cs_and_never_splits_it() {
             samples += 1;
             // Split: one rank runnable while the other is stopped. (A rank blocked in its
             // wait is left alone when its slot ends, so 'S' beside 'T' is not a split.)
-            let pair = || (state(pids[0]), state(pids[1]));
+            let pair = || (signal_state(pids[0]), signal_state(pids[1]));
             let is_split = |(x, y): (char, char)| matches!((x, y), ('R', 'T') | ('T', 'R'));
             if is_split(pair()) {
                 std::thread::sleep(Duration::from_millis(5));
@@ -284,7 +304,7 @@ fn fcs_keeps_a_fine_grained_balanced_job_cs_and_never_splits_it() {
         }
         // The strobe's other half under fcs: two jobs runnable on one PE at once.
         for &(x, y) in &sharing {
-            let both = || state(x) == 'R' && state(y) == 'R';
+            let both = || signal_state(x) == 'R' && signal_state(y) == 'R';
             if both() {
                 std::thread::sleep(Duration::from_millis(5));
                 if both() {
