@@ -638,12 +638,16 @@ fn fcs_classification_scenario_on_real_processes_matches_the_simulator() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let sim_last = |job: u64, rank: u32| -> String {
-        sim.iter()
-            .rfind(|l| l["job"] == job && l["rank"] == rank)
+    let sim_hist = |job: u64, rank: u32| -> Vec<String> {
+        let h: Vec<String> = sim
+            .iter()
+            .filter(|l| l["job"] == job && l["rank"] == rank)
             .map(|l| l["class"].as_str().unwrap().to_string())
-            .unwrap_or_else(|| panic!("no simulated class for {job}.{rank}"))
+            .collect();
+        assert!(!h.is_empty(), "no simulated class for {job}.{rank}");
+        h
     };
+    let sim_last = |job: u64, rank: u32| -> String { sim_hist(job, rank).pop().unwrap() };
     let start = Instant::now();
     let mut ids = Vec::new();
     for (job, procs) in [(1, 2), (2, 2), (3, 3), (4, 1), (5, 4), (6, 4)] {
@@ -672,20 +676,29 @@ fn fcs_classification_scenario_on_real_processes_matches_the_simulator() {
                 .filter(|l| l["rank"] == rank)
                 .map(|l| l["class"].as_str().unwrap_or_default().to_string())
                 .collect();
-            table += &format!("{job}.{rank}: sim {} real {hist:?}\n", sim_last(job, rank));
+            table += &format!(
+                "{job}.{rank}: sim {:?} real {hist:?}\n",
+                sim_hist(job, rank)
+            );
             real.insert((job, rank), hist);
         }
     }
     let last = |job: u64, rank: u32| real[&(job, rank)].last().cloned().unwrap_or_default();
-    // Decided by CPU time per event, or by waits of milliseconds: exactly the simulator's.
+    // Decided by CPU time per event, or by waits of milliseconds: exactly the simulator's
+    // classes, period by period. A class is decided each time a process has used
+    // `min_ctime` of CPU, and a busy machine lengthens the ranks' spinning waits (up to
+    // `max_spin` each), so a rank can cross one period more than simulated at its very end,
+    // judged on its last moments: the periods the simulator has must match, later ones are
+    // shown, not asserted.
     let exact = [(3, 1), (3, 2), (4, 0), (5, 0), (5, 1), (5, 2), (5, 3)]
         .into_iter()
         .chain((0..4).map(|r| (6, r)));
     for (job, rank) in exact {
+        let (want, got) = (sim_hist(job, rank), &real[&(job, rank)]);
         assert_eq!(
-            last(job, rank),
-            sim_last(job, rank),
-            "{job}.{rank} ends in another class than simulated\n{table}"
+            got.get(..want.len()),
+            Some(&want[..]),
+            "{job}.{rank} goes through other classes than simulated\n{table}"
         );
     }
     for (job, rank) in [(1, 0), (1, 1), (2, 0), (2, 1), (3, 0)] {
