@@ -255,7 +255,11 @@ impl T3d {
         let victim_pes = |v: &Victim| &self.loaded[&v.1].pes;
         // Sized once: growing it run by run costs more than the merge.
         let mut runs: Vec<(u32, u32)> = Vec::with_capacity(
-            open_pes.runs().len() + chosen.iter().map(|v| victim_pes(v).runs().len()).sum::<usize>(),
+            open_pes.runs().len()
+                + chosen
+                    .iter()
+                    .map(|v| victim_pes(v).runs().len())
+                    .sum::<usize>(),
         );
         runs.extend_from_slice(open_pes.runs());
         for v in &chosen {
