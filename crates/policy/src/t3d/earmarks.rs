@@ -54,33 +54,48 @@ impl T3d {
         }
     }
 
-    /// The jobs on earmark `i`'s PEs, in id order (kept while the PEs' holders and marks
-    /// stay: [`PeMap::marks_version`]).
-    fn occupants(&self, i: usize) -> Vec<JobId> {
-        self.occupants_all()[i].clone()
-    }
-
-    /// Every earmark's [`T3d::occupants`], borrowed. A rebuild reuses the lists' buffers.
+    /// The jobs on each earmark's PEs, in id order (kept while the PEs' holders and marks
+    /// stay: [`PeMap::marks_version`]), borrowed (as many lists as earmarks or more, the
+    /// lists past the earmarks empty). A rebuild reuses the lists' buffers.
     pub(super) fn occupants_all(&self) -> std::cell::Ref<'_, Vec<Vec<JobId>>> {
         {
             let mut cache = self.occupants.borrow_mut();
             if cache.0 != Some(self.pe.marks_version()) {
                 let lists = &mut cache.1;
-                lists.resize_with(self.earmarks.len(), Vec::new);
-                for (v, e) in lists.iter_mut().zip(&self.earmarks) {
+                // Lists past the earmarks stay, empty, so that their buffers serve again.
+                if lists.len() < self.earmarks.len() {
+                    lists.resize_with(self.earmarks.len(), Vec::new);
+                }
+                lists[self.earmarks.len()..].iter_mut().for_each(Vec::clear);
+                for (v, mark) in lists.iter_mut().zip(&self.earmarks) {
                     v.clear();
-                    v.extend(
-                        e.pes
-                            .runs()
-                            .iter()
+                    for &(s, e) in mark.pes.runs() {
+                        for (_, _, h) in self.pe.holders(s, e) {
+                            // A job's neighbouring pieces are one entry: less to sort.
+                            if let Holder::Job(j) = h
+                                && v.last() != Some(&j)
+                            {
+                                v.push(j);
+                            }
+                        }
+                    }
+                    if v.len() > 1 {
+                        v.sort_unstable();
+                        v.dedup();
+                    }
+                    #[cfg(debug_assertions)]
+                    {
+                        let mut plain: Vec<JobId> = (mark.pes.runs().iter())
                             .flat_map(|&(s, e)| self.pe.holders(s, e))
                             .filter_map(|(_, _, h)| match h {
                                 Holder::Job(j) => Some(j),
                                 Holder::Out(_) => None,
-                            }),
-                    );
-                    v.sort_unstable();
-                    v.dedup();
+                            })
+                            .collect();
+                        plain.sort_unstable();
+                        plain.dedup();
+                        assert_eq!(*v, plain, "the jobs on the earmark of job {}", mark.job);
+                    }
                 }
                 cache.0 = Some(self.pe.marks_version());
             }
@@ -106,15 +121,17 @@ impl T3d {
         let epoch = self.epoch;
         let mut until = Time::MAX;
         let mut i = 0;
+        // The occupants of the earmark served, in a buffer kept from one call to the next.
+        let mut occupants = std::mem::take(&mut self.serve_buffer);
         while i < self.earmarks.len() {
-            let e = self.earmarks[i].clone();
-            let Some(class) = self.waiting.get(&e.job).map(|w| w.class) else {
+            let job = self.earmarks[i].job;
+            let Some(class) = self.waiting.get(&job).map(|w| w.class) else {
                 self.earmarks.remove(i);
                 self.remark();
                 continue;
             };
-            let job = e.job;
-            let occupants = self.occupants(i);
+            occupants.clear();
+            occupants.extend_from_slice(&self.occupants_all()[i]);
             let prio = self.class(class).priority;
             let blocked = occupants.iter().any(|v| {
                 self.loaded.get(v).is_some_and(|l| {
@@ -128,7 +145,7 @@ impl T3d {
                 self.remark();
                 continue;
             }
-            for v in occupants {
+            for &v in &occupants {
                 let Some(l) = self.loaded.get(&v) else {
                     continue;
                 };
@@ -143,12 +160,16 @@ impl T3d {
                     self.ask_timer(at, now, out);
                 }
             }
-            if self.pe.all_free(&e.pes) {
-                self.load(job, e.pes, now, out);
+            // Preempting and asking for timers leave the earmarks as they are.
+            debug_assert_eq!(self.earmarks[i].job, job);
+            if self.pe.all_free(&self.earmarks[i].pes) {
+                let pes = self.earmarks[i].pes.clone();
+                self.load(job, pes, now, out);
                 continue; // load() removed the earmark
             }
             i += 1;
         }
+        self.serve_buffer = occupants;
         if self.epoch == epoch {
             self.quiet_serve = Some((epoch, until));
         }

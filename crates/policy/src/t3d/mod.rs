@@ -201,6 +201,8 @@ pub struct T3d {
     quiet_serve: Option<(u64, Time)>,
     /// The jobs on each earmark's PEs, at this [`PeMap::marks_version`].
     occupants: RefCell<(Option<u64>, Vec<Vec<JobId>>)>,
+    /// [`T3d::serve_earmarks`]'s list of one earmark's occupants, kept between calls.
+    serve_buffer: Vec<JobId>,
     /// [`Cursor`]'s lists, kept from one pass to the next.
     pass_buffers: (Vec<Option<Option<PassKey>>>, Vec<JobId>),
     /// Victim lists computed at this epoch: every waiting job of one priority that does not
@@ -271,6 +273,7 @@ impl T3d {
             quiet: [None, None],
             quiet_serve: None,
             occupants: RefCell::new((None, Vec::new())),
+            serve_buffer: Vec::new(),
             pass_buffers: (Vec::new(), Vec::new()),
             victim_cache: RefCell::new(Vec::new()),
         }
@@ -583,12 +586,9 @@ impl T3d {
         self.protection.advance(now);
         // Swaps that are over: their PEs still swapping (not taken since) become free.
         if self.swaps.iter().any(|(t, _)| *t <= now) {
-            let (over, going): (Vec<_>, Vec<_>) = std::mem::take(&mut self.swaps)
-                .into_iter()
-                .partition(|(t, _)| *t <= now);
-            self.swaps = going;
             self.epoch += 1;
-            for (_, pes) in over {
+            // Taken out in place: the list keeps its buffer for the swaps to come.
+            for (_, pes) in self.swaps.extract_if(.., |(t, _)| *t <= now) {
                 self.pe
                     .free_where(&pes, |h| matches!(h, Holder::Out(t) if t <= now));
             }

@@ -117,39 +117,49 @@ impl Lane {
         if lo >= hi {
             return None;
         }
-        // The canonical nodes covering lo..hi, left to right: the left side's in order, the
-        // right side's in reverse.
+        // The canonical nodes covering lo..hi, left to right: the left side's in the order
+        // the climb meets them, then the right side's from the top down. The right side's
+        // node at level `k` is `(hi + cap) >> k` less one, present when that is odd, so a
+        // mask of levels stands for the list (no array to clear at every call).
         let (mut l, mut r) = (lo + self.cap, hi + self.cap);
-        let (mut left, mut right) = ([0usize; 64], [0usize; 64]);
-        let (mut nl, mut nr) = (0, 0);
+        let top = r;
+        let (mut right, mut level) = (0u64, 0u32);
         while l < r {
             if l & 1 == 1 {
-                left[nl] = l;
-                nl += 1;
+                if self.tree[l] <= bound {
+                    return Some(self.descend(l, bound));
+                }
                 l += 1;
             }
             if r & 1 == 1 {
                 r -= 1;
-                right[nr] = r;
-                nr += 1;
+                right |= 1 << level;
             }
             l >>= 1;
             r >>= 1;
+            level += 1;
         }
-        let nodes = left[..nl].iter().chain(right[..nr].iter().rev());
-        for &n in nodes {
+        while right != 0 {
+            let k = 63 - right.leading_zeros();
+            right &= !(1u64 << k);
+            let n = (top >> k) - 1;
             if self.tree[n] <= bound {
-                let mut n = n;
-                while n < self.cap {
-                    n *= 2;
-                    if self.tree[n] > bound {
-                        n += 1;
-                    }
-                }
-                return Some(n - self.cap);
+                return Some(self.descend(n, bound));
             }
         }
         None
+    }
+
+    /// The first leaf under node `n` (whose width is at most `bound`) of width at most
+    /// `bound`: its slot.
+    fn descend(&self, mut n: usize, bound: u32) -> usize {
+        while n < self.cap {
+            n *= 2;
+            if self.tree[n] > bound {
+                n += 1;
+            }
+        }
+        n - self.cap
     }
 
     fn set(&mut self, s: usize, w: u32) {

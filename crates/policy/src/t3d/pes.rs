@@ -41,6 +41,8 @@ pub(super) struct PeMap {
     open: u32,
     /// The runs set in `marked`, so the next [`PeMap::set_marks`] can clear just them.
     mark_runs: Vec<(u32, u32)>,
+    /// The buffer of the marks before the last [`PeMap::set_marks`], kept for the next.
+    mark_spare: Vec<(u32, u32)>,
     /// Bumped whenever the marks change or an earmarked PE changes holder.
     marks_version: u64,
     /// [`PeMap::free_where`]'s list of the parts it frees.
@@ -68,6 +70,7 @@ impl PeMap {
             has_open,
             open: len,
             mark_runs: Vec::new(),
+            mark_spare: Vec::new(),
             marks_version: 0,
             gone: Vec::new(),
         }
@@ -306,7 +309,8 @@ impl PeMap {
             let marked = &mut self.marked;
             PeBits::range_words(s, e, |w, m| marked[w] &= !m);
         }
-        let mut new = Vec::new();
+        let mut new = std::mem::take(&mut self.mark_spare);
+        new.clear();
         for set in sets {
             for &(s, e) in set.runs() {
                 let e = e.min(self.len);
@@ -322,6 +326,7 @@ impl PeMap {
             self.refresh(s, e);
         }
         self.mark_runs = new;
+        self.mark_spare = old;
     }
 
     /// Marks PEs `s..e` down (or up).

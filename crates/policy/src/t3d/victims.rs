@@ -251,9 +251,19 @@ impl T3d {
             }
         }
         // The lowest `need` PEs of the open ones and the victims', merged as runs.
-        let mut runs: Vec<(u32, u32)> = self.pe.lowest_open(open as u32).runs().to_vec();
-        for (_, id, _, _) in &chosen {
-            runs.extend_from_slice(self.loaded[id].pes.runs());
+        let open_pes = self.pe.lowest_open(open as u32);
+        let victim_pes = |v: &Victim| &self.loaded[&v.1].pes;
+        // Sized once: growing it run by run costs more than the merge.
+        let mut runs: Vec<(u32, u32)> = Vec::with_capacity(
+            open_pes.runs().len()
+                + chosen
+                    .iter()
+                    .map(|v| victim_pes(v).runs().len())
+                    .sum::<usize>(),
+        );
+        runs.extend_from_slice(open_pes.runs());
+        for v in &chosen {
+            runs.extend_from_slice(victim_pes(v).runs());
         }
         runs.sort_unstable();
         let mut pes = PeSet::new();
