@@ -22,7 +22,7 @@ pub(super) type Need = (u32, Dur);
 /// (each need either dominated, or put in where it goes with the points it dominates taken
 /// out, a contiguous run); what each step did is logged, and moving on past a job undoes
 /// its step. Making them costs one step per job and moving on one undo per job, where
-/// keeping every distinct front cost their sizes added up.
+/// keeping every distinct front would cost their sizes added up.
 #[derive(Debug)]
 pub(super) struct Fronts {
     /// The front of suffix `pos`, by nodes ascending.
