@@ -147,7 +147,7 @@ impl Scojo {
             self.vms[k].backfill = kept;
             return false;
         }
-        let later = Fronts::new(spaces.iter().map(need));
+        let mut later = Fronts::new(spaces.iter().map(need));
         debug_assert_eq!(later.fewest_nodes(0), fewest);
         let (mut profile, mut next) = match kept {
             Some(mut p) => {
