@@ -55,12 +55,12 @@ impl Gang {
                 self.check_carried();
                 return;
             }
-            if self.same_but_clashing() {
+            if self.same_target_for_running() {
                 let s = self.cache[self.active].as_mut().expect("just read");
                 s.from(&self.running);
                 #[cfg(test)]
                 {
-                    self.reused_clashing += 1;
+                    self.reused_for_running += 1;
                 }
                 #[cfg(debug_assertions)]
                 self.check_carried();
@@ -86,13 +86,23 @@ impl Gang {
 
     /// Whether the active row's cached switch, of the current version, has the target a
     /// computation from the running set now would give, though it started from another
-    /// running set: true when every job in one set and not the other shares a PE with the
-    /// active row's own jobs. Without holds, the row's jobs are all chosen first, so such a
-    /// job is turned away wherever it stands among the candidates and changes nothing for
-    /// the candidates after it: the running sets differ only in jobs the computation
-    /// skips. After a change of the matrix the running set a row's turn starts from keeps
-    /// changing for a cycle or more; where it changes only by such jobs, the switch holds.
-    fn same_but_clashing(&self) -> bool {
+    /// running set. Without holds, the row's jobs are all chosen first and the candidates
+    /// after them only ever meet a fuller mask and fewer free PEs, so a job's turn among
+    /// the running jobs (ahead of its place in its row) changes the target only where it
+    /// changes whether that job is chosen. The target `T` stays, one job of the difference
+    /// at a time, when:
+    /// - a job that ran and runs no more is not in `T` (it was turned away at its turn
+    ///   among the running jobs, and is turned away again at its place in its row: skipping
+    ///   a refusal leaves everything after it as it was), or is one of the row's own jobs
+    ///   (chosen whatever runs);
+    /// - a job that runs and did not is in `T` (it fitted at its place in its row, so it
+    ///   fits at its earlier turn too, beside every job chosen in between: those were
+    ///   chosen with it, so they share no PE with it and left PEs for it), or shares a PE
+    ///   with the row's own jobs (turned away wherever it stands).
+    ///
+    /// After a change of the matrix the running set a row's turn starts from keeps changing
+    /// for a cycle or more; where it changes only by such jobs, the switch holds.
+    fn same_target_for_running(&self) -> bool {
         if self.held_members > 0 {
             return false;
         }
@@ -102,15 +112,19 @@ impl Gang {
         let Some(row) = self.rows.get(self.active) else {
             return false;
         };
-        let busy = &row.busy;
+        let (busy, active, after) = (&row.busy, self.active, &s.after);
         let members = &self.members;
-        let clashes = |id: &JobId| members.get(id).is_some_and(|m| busy.intersects_pes(&m.pes));
         let mut all = true;
-        s.before
-            .for_each_not_in(&self.running, |id| all &= clashes(&id));
+        s.before.for_each_not_in(&self.running, |id| {
+            all &= !after.contains(&id) || members.get(&id).is_some_and(|m| m.row == active)
+        });
         all && {
-            self.running
-                .for_each_not_in(&s.before, |id| all &= clashes(&id));
+            self.running.for_each_not_in(&s.before, |id| {
+                all &= after.contains(&id)
+                    || members
+                        .get(&id)
+                        .is_some_and(|m| busy.intersects_pes(&m.pes))
+            });
             all
         }
     }
