@@ -258,6 +258,9 @@ pub struct Gang {
     /// check that the rule is exercised.
     #[cfg(test)]
     reused_for_running: u64,
+    /// Of those, the reuses where a job that differs shares no PE with the active row.
+    #[cfg(test)]
+    reused_beyond_clashing: u64,
 }
 
 /// Default time quantum when none is configured.
@@ -339,6 +342,8 @@ impl Gang {
             due: Time::ZERO,
             #[cfg(test)]
             reused_for_running: 0,
+            #[cfg(test)]
+            reused_beyond_clashing: 0,
         })
     }
 
@@ -732,6 +737,10 @@ mod tests {
             assert_eq!(got, by_definition);
         }
         assert!(p.reused_for_running > 0, "the reuse never happened");
+        assert!(
+            p.reused_beyond_clashing > 0,
+            "no reuse rested on the target's membership"
+        );
     }
 
     /// A held job is never started or resumed by a switch (the switch paths skip member

@@ -56,12 +56,13 @@ impl Gang {
                 return;
             }
             if self.same_target_for_running() {
-                let s = self.cache[self.active].as_mut().expect("just read");
-                s.from(&self.running);
                 #[cfg(test)]
                 {
                     self.reused_for_running += 1;
+                    self.reused_beyond_clashing += u64::from(self.differs_beyond_clashing());
                 }
+                let s = self.cache[self.active].as_mut().expect("just read");
+                s.from(&self.running);
                 #[cfg(debug_assertions)]
                 self.check_carried();
                 return;
@@ -127,6 +128,24 @@ impl Gang {
             });
             all
         }
+    }
+
+    /// Whether the running set differs from the active row's cached one by a job that does
+    /// not share a PE with the row's jobs: a reuse only the membership of the target allows.
+    #[cfg(test)]
+    fn differs_beyond_clashing(&self) -> bool {
+        let (Some(Some(s)), Some(row)) = (self.cache.get(self.active), self.rows.get(self.active))
+        else {
+            return false;
+        };
+        let clear =
+            |id: JobId| (self.members.get(&id)).is_some_and(|m| !row.busy.intersects_pes(&m.pes));
+        let mut any = false;
+        s.before
+            .for_each_not_in(&self.running, |id| any |= clear(id));
+        self.running
+            .for_each_not_in(&s.before, |id| any |= clear(id));
+        any
     }
 
     /// A switch carried past a change of the matrix (see [`Gang::carry_arrival`]) is the one a
