@@ -254,10 +254,13 @@ pub struct Gang {
     /// When the pending timer is due: at a cycle point a whole quantum ahead (it was armed at
     /// this instant), so that two points stand at the same offset from their next switch.
     due: Time,
-    /// Switches reused from another running set by [`Gang::same_but_clashing`]: the tests
+    /// Switches reused from another running set by [`Gang::same_target_for_running`]: the tests
     /// check that the rule is exercised.
     #[cfg(test)]
-    reused_clashing: u64,
+    reused_for_running: u64,
+    /// Of those, the reuses where a job that differs shares no PE with the active row.
+    #[cfg(test)]
+    reused_beyond_clashing: u64,
 }
 
 /// Default time quantum when none is configured.
@@ -338,7 +341,9 @@ impl Gang {
             period: None,
             due: Time::ZERO,
             #[cfg(test)]
-            reused_clashing: 0,
+            reused_for_running: 0,
+            #[cfg(test)]
+            reused_beyond_clashing: 0,
         })
     }
 
@@ -691,8 +696,8 @@ mod tests {
         }
     }
 
-    /// A switch reused for another running set (the jobs that differ all clash with the
-    /// active row) is what a fresh computation gives: debug builds compare the two at every
+    /// A switch reused for another running set (see [`Gang::same_target_for_running`]) is
+    /// what a fresh computation gives: debug builds compare the two at every
     /// reuse (`check_carried`), and this run of many small jobs and quanta on 16 PEs, with
     /// departures, takes that reuse often. Every target is also compared with its
     /// definition after each event.
@@ -731,7 +736,11 @@ mod tests {
             let (got, by_definition) = target_after(&mut p, t, event);
             assert_eq!(got, by_definition);
         }
-        assert!(p.reused_clashing > 0, "the reuse never happened");
+        assert!(p.reused_for_running > 0, "the reuse never happened");
+        assert!(
+            p.reused_beyond_clashing > 0,
+            "no reuse rested on the target's membership"
+        );
     }
 
     /// A held job is never started or resumed by a switch (the switch paths skip member

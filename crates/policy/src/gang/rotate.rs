@@ -55,13 +55,14 @@ impl Gang {
                 self.check_carried();
                 return;
             }
-            if self.same_but_clashing() {
-                let s = self.cache[self.active].as_mut().expect("just read");
-                s.from(&self.running);
+            if self.same_target_for_running() {
                 #[cfg(test)]
                 {
-                    self.reused_clashing += 1;
+                    self.reused_for_running += 1;
+                    self.reused_beyond_clashing += u64::from(self.differs_beyond_clashing());
                 }
+                let s = self.cache[self.active].as_mut().expect("just read");
+                s.from(&self.running);
                 #[cfg(debug_assertions)]
                 self.check_carried();
                 return;
@@ -86,13 +87,23 @@ impl Gang {
 
     /// Whether the active row's cached switch, of the current version, has the target a
     /// computation from the running set now would give, though it started from another
-    /// running set: true when every job in one set and not the other shares a PE with the
-    /// active row's own jobs. Without holds, the row's jobs are all chosen first, so such a
-    /// job is turned away wherever it stands among the candidates and changes nothing for
-    /// the candidates after it: the running sets differ only in jobs the computation
-    /// skips. After a change of the matrix the running set a row's turn starts from keeps
-    /// changing for a cycle or more; where it changes only by such jobs, the switch holds.
-    fn same_but_clashing(&self) -> bool {
+    /// running set. Without holds, the row's jobs are all chosen first and the candidates
+    /// after them only ever meet a fuller mask and fewer free PEs, so a job's turn among
+    /// the running jobs (ahead of its place in its row) changes the target only where it
+    /// changes whether that job is chosen. The target `T` stays, one job of the difference
+    /// at a time, when:
+    /// - a job that ran and runs no more is not in `T` (it was turned away at its turn
+    ///   among the running jobs, and is turned away again at its place in its row: skipping
+    ///   a refusal leaves everything after it as it was), or is one of the row's own jobs
+    ///   (chosen whatever runs);
+    /// - a job that runs and did not is in `T` (it fitted at its place in its row, so it
+    ///   fits at its earlier turn too, beside every job chosen in between: those were
+    ///   chosen with it, so they share no PE with it and left PEs for it), or shares a PE
+    ///   with the row's own jobs (turned away wherever it stands).
+    ///
+    /// After a change of the matrix the running set a row's turn starts from keeps changing
+    /// for a cycle or more; where it changes only by such jobs, the switch holds.
+    fn same_target_for_running(&self) -> bool {
         if self.held_members > 0 {
             return false;
         }
@@ -102,17 +113,39 @@ impl Gang {
         let Some(row) = self.rows.get(self.active) else {
             return false;
         };
-        let busy = &row.busy;
+        let (busy, active, after) = (&row.busy, self.active, &s.after);
         let members = &self.members;
-        let clashes = |id: &JobId| members.get(id).is_some_and(|m| busy.intersects_pes(&m.pes));
         let mut all = true;
-        s.before
-            .for_each_not_in(&self.running, |id| all &= clashes(&id));
+        s.before.for_each_not_in(&self.running, |id| {
+            all &= !after.contains(&id) || members.get(&id).is_some_and(|m| m.row == active)
+        });
         all && {
-            self.running
-                .for_each_not_in(&s.before, |id| all &= clashes(&id));
+            self.running.for_each_not_in(&s.before, |id| {
+                all &= after.contains(&id)
+                    || members
+                        .get(&id)
+                        .is_some_and(|m| busy.intersects_pes(&m.pes))
+            });
             all
         }
+    }
+
+    /// Whether the running set differs from the active row's cached one by a job that does
+    /// not share a PE with the row's jobs: a reuse only the membership of the target allows.
+    #[cfg(test)]
+    fn differs_beyond_clashing(&self) -> bool {
+        let (Some(Some(s)), Some(row)) = (self.cache.get(self.active), self.rows.get(self.active))
+        else {
+            return false;
+        };
+        let clear =
+            |id: JobId| (self.members.get(&id)).is_some_and(|m| !row.busy.intersects_pes(&m.pes));
+        let mut any = false;
+        s.before
+            .for_each_not_in(&self.running, |id| any |= clear(id));
+        self.running
+            .for_each_not_in(&s.before, |id| any |= clear(id));
+        any
     }
 
     /// A switch carried past a change of the matrix (see [`Gang::carry_arrival`]) is the one a
