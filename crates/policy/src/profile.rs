@@ -78,109 +78,10 @@ impl RunningSet {
 /// hole fits it): a block whose most is below the width is passed in one comparison, and a
 /// window whose blocks all have enough is checked block by block. A change touches one or
 /// two blocks instead of moving every later step.
-///
-/// Over the blocks' most and fewest free lies a tree ([`Summary`]): on a long profile with
-/// many reservations an earliest-fit search passes long stretches of blocks where too few
-/// PEs are free (the job's width) or where enough are (the job's length), and the tree finds
-/// the next block that matters in a few steps up and down instead of a visit to each.
 #[derive(Clone, Debug, Default)]
 pub struct Profile {
     /// Never an empty block; no block at all before the first rebuild.
     blocks: Vec<Block>,
-    /// The blocks' most and fewest free, kept equal to theirs at every change.
-    tree: Summary,
-}
-
-/// A complete binary tree over the blocks' most and fewest free PEs: leaf `cap + b` holds
-/// block `b`'s (leaves past the last block hold 0 and `u32::MAX`, which no search takes),
-/// and each inner node `i` the most and the fewest of its children `2i` and `2i + 1`.
-#[derive(Clone, Debug, Default)]
-struct Summary {
-    max: Vec<u32>,
-    min: Vec<u32>,
-    cap: usize,
-}
-
-impl Summary {
-    /// The tree of `blocks`, made again from scratch: after a rebuild, after the past is
-    /// dropped and when a block is cut in two (every few dozen splits).
-    fn build(&mut self, blocks: &[Block]) {
-        let cap = blocks.len().next_power_of_two();
-        self.cap = cap;
-        self.max.clear();
-        self.max.resize(2 * cap, 0);
-        self.min.clear();
-        self.min.resize(2 * cap, u32::MAX);
-        for (b, block) in blocks.iter().enumerate() {
-            self.max[cap + b] = block.max;
-            self.min[cap + b] = block.min;
-        }
-        for i in (1..cap).rev() {
-            self.max[i] = self.max[2 * i].max(self.max[2 * i + 1]);
-            self.min[i] = self.min[2 * i].min(self.min[2 * i + 1]);
-        }
-    }
-
-    /// Brings the path from block `b` to the root up to date with `block`'s summary. A node
-    /// left as it was leaves every node above it as it was too.
-    fn set(&mut self, b: usize, block: &Block) {
-        let mut i = self.cap + b;
-        if (self.max[i], self.min[i]) == (block.max, block.min) {
-            return;
-        }
-        self.max[i] = block.max;
-        self.min[i] = block.min;
-        while i > 1 {
-            i /= 2;
-            let max = self.max[2 * i].max(self.max[2 * i + 1]);
-            let min = self.min[2 * i].min(self.min[2 * i + 1]);
-            if (self.max[i], self.min[i]) == (max, min) {
-                return;
-            }
-            self.max[i] = max;
-            self.min[i] = min;
-        }
-    }
-
-    /// The first block from `b` on (of `len`) whose node satisfies `holds`, where a node
-    /// satisfies it whenever one of its children does: up from `b` while each subtree to
-    /// the right fails, then down to the leftmost leaf that holds.
-    fn first(&self, b: usize, len: usize, holds: impl Fn(usize) -> bool) -> Option<usize> {
-        if b >= len {
-            return None;
-        }
-        let mut i = self.cap + b;
-        loop {
-            if holds(i) {
-                while i < self.cap {
-                    i *= 2;
-                    if !holds(i) {
-                        i += 1;
-                    }
-                }
-                let b = i - self.cap;
-                return (b < len).then_some(b);
-            }
-            // The next subtree to the right: up past the right children, then across.
-            while i % 2 == 1 {
-                i /= 2;
-            }
-            if i == 0 {
-                return None;
-            }
-            i += 1;
-        }
-    }
-
-    /// The first block from `b` on with at least `procs` PEs free at some step.
-    fn first_with(&self, b: usize, len: usize, procs: u32) -> Option<usize> {
-        self.first(b, len, |i| self.max[i] >= procs)
-    }
-
-    /// The first block from `b` on with fewer than `procs` PEs free at some step.
-    fn first_short(&self, b: usize, len: usize, procs: u32) -> Option<usize> {
-        self.first(b, len, |i| self.min[i] < procs)
-    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -299,22 +200,6 @@ impl Profile {
             cur.push((t, free));
         }
         self.blocks.push(Block::of(cur));
-        self.tree.build(&self.blocks);
-        self.check_tree();
-    }
-
-    /// Debug builds: the tree equals one made from scratch.
-    fn check_tree(&self) {
-        #[cfg(debug_assertions)]
-        {
-            let mut fresh = Summary::default();
-            fresh.build(&self.blocks);
-            debug_assert_eq!(
-                (&fresh.max, &fresh.min),
-                (&self.tree.max, &self.tree.min),
-                "block tree wrong"
-            );
-        }
     }
 
     /// Forgets the past: the profile then starts at `now`.
@@ -333,12 +218,6 @@ impl Profile {
         }
         first.steps[0].0 = first.steps[0].0.max(now);
         first.start = first.steps[0].0;
-        if b > 0 {
-            self.tree.build(&self.blocks);
-        } else {
-            self.tree.set(0, &self.blocks[0]);
-        }
-        self.check_tree();
     }
 
     /// Free PEs at the profile's first instant.
@@ -396,55 +275,38 @@ impl Profile {
         Place { b, k: 0 }
     }
 
-    /// The first step from `p` on with at least `procs` free: the rest of `p`'s block, then
-    /// the first later block with that many free at some step, found through the tree.
-    fn next_with(&self, p: Place, procs: u32) -> Option<Place> {
-        let block = self.blocks.get(p.b)?;
-        if block.max >= procs
-            && let Some(k) = block.steps[p.k..].iter().position(|s| s.1 >= procs)
-        {
-            return Some(Place { b: p.b, k: p.k + k });
+    /// The first step from `p` on with at least `procs` free.
+    fn next_with(&self, mut p: Place, procs: u32) -> Option<Place> {
+        while let Some(block) = self.blocks.get(p.b) {
+            if block.max >= procs
+                && let Some(k) = block.steps[p.k..].iter().position(|s| s.1 >= procs)
+            {
+                return Some(Place { b: p.b, k: p.k + k });
+            }
+            p = Place { b: p.b + 1, k: 0 };
         }
-        let b = self.tree.first_with(p.b + 1, self.blocks.len(), procs)?;
-        let k = self.blocks[b].steps.iter().position(|s| s.1 >= procs);
-        Some(Place {
-            b,
-            k: k.expect("a block has a step with its most free"),
-        })
+        None
     }
 
-    /// The first step from `p` on that starts before `end` and has fewer than `procs` free:
-    /// the rest of `p`'s block, then the first later block with a step that short, found
-    /// through the tree, if it starts before `end`.
-    fn first_short(&self, p: Place, end: Time, procs: u32) -> Option<Place> {
-        let block = self.blocks.get(p.b)?;
-        if block.start() >= end {
-            return None;
-        }
-        if block.min < procs {
-            for (k, s) in block.steps[p.k..].iter().enumerate() {
-                if s.0 >= end {
-                    return None;
-                }
-                if s.1 < procs {
-                    return Some(Place { b: p.b, k: p.k + k });
-                }
-            }
-        }
-        let b = self.tree.first_short(p.b + 1, self.blocks.len(), procs)?;
-        let block = &self.blocks[b];
-        if block.start() >= end {
-            return None;
-        }
-        for (k, s) in block.steps.iter().enumerate() {
-            if s.0 >= end {
+    /// The first step from `p` on that starts before `end` and has fewer than `procs` free.
+    fn first_short(&self, mut p: Place, end: Time, procs: u32) -> Option<Place> {
+        while let Some(block) = self.blocks.get(p.b) {
+            if block.start() >= end {
                 return None;
             }
-            if s.1 < procs {
-                return Some(Place { b, k });
+            if block.min < procs {
+                for (k, s) in block.steps[p.k..].iter().enumerate() {
+                    if s.0 >= end {
+                        return None;
+                    }
+                    if s.1 < procs {
+                        return Some(Place { b: p.b, k: p.k + k });
+                    }
+                }
             }
+            p = Place { b: p.b + 1, k: 0 };
         }
-        unreachable!("a block has a step with its fewest free")
+        None
     }
 
     /// Whether `procs` PEs are free for `dur` from the profile's start (a job of that width
@@ -492,49 +354,17 @@ impl Profile {
         limit: Time,
     ) -> Option<(Time, Place)> {
         let dur = dur.max(Dur::from_micros(1));
-        #[cfg(debug_assertions)]
-        let from = p;
-        let found = loop {
-            let Some(next) = self.next_with(p, procs) else {
-                break None;
-            };
-            p = next;
+        loop {
+            p = self.next_with(p, procs)?;
             let t = self.at(p).0;
             if t >= limit {
-                break None;
+                return None;
             }
             match self.first_short(self.after(p), t + dur, procs) {
                 Some(short) => p = self.after(short),
-                None => break Some((t, p)),
+                None => return Some((t, p)),
             }
-        };
-        #[cfg(debug_assertions)]
-        {
-            // The walk step by step from `from`.
-            let steps: Vec<(Time, u32)> = self.blocks[from.b.min(self.blocks.len())..]
-                .iter()
-                .flat_map(|b| b.steps.iter().copied())
-                .skip(from.k)
-                .collect();
-            let mut i = 0;
-            let walk = loop {
-                if i >= steps.len() || steps[i].0 >= limit {
-                    break None;
-                }
-                if steps[i].1 < procs {
-                    i += 1;
-                    continue;
-                }
-                let end = steps[i].0 + dur;
-                let window = steps[i + 1..].iter().take_while(|s| s.0 < end);
-                match window.map(|s| s.1).position(|n| n < procs) {
-                    Some(j) => i += j + 2,
-                    None => break Some(steps[i].0),
-                }
-            };
-            debug_assert_eq!(found.map(|f| f.0), walk, "search through the tree wrong");
         }
-        found
     }
 
     /// When `procs` PEs are free all along from some time up to `at` (exclusive), the
@@ -618,7 +448,6 @@ impl Profile {
             let tail = self.blocks[b].steps.split_off(BLOCK);
             self.blocks[b].summarize();
             self.blocks.insert(b + 1, Block::of(tail));
-            self.tree.build(&self.blocks);
             if k + 1 >= BLOCK {
                 return Place {
                     b: b + 1,
@@ -663,7 +492,6 @@ impl Profile {
                 }
                 block.max = apply(block.max);
                 block.min = apply(block.min);
-                self.tree.set(p.b, block);
             } else {
                 let mut stop = None;
                 // The most and fewest free of the shifted steps, after the shift.
@@ -679,7 +507,6 @@ impl Profile {
                 }
                 if lo <= hi {
                     block.retally(hi, lo, delta);
-                    self.tree.set(p.b, block);
                 }
                 if let Some(k) = stop {
                     last = Some(Place { b: p.b, k });
@@ -704,7 +531,6 @@ impl Profile {
         self.split(end);
         let p = self.split(start);
         self.shift_from(p, end, delta);
-        self.check_tree();
     }
 
     /// Takes `procs` PEs during `[start, start + dur)` if they are free all along; returns
@@ -761,7 +587,6 @@ impl Profile {
         let end = start + dur.max(Dur::from_micros(1));
         self.split(end);
         self.shift(start, end, -(procs as i64));
-        self.check_tree();
     }
 }
 
@@ -979,79 +804,6 @@ mod tests {
                     }
                     proptest::prop_assert_eq!(steps[i].1 as i64, want, "at {} s", sec);
                 }
-            }
-        }
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
-        /// Searches through the block tree against a walk over the flat steps, on long
-        /// profiles (dozens of blocks, so that the tree has several levels) changed by
-        /// reservations at the earliest fit and at fixed times, PEs given back, and the past
-        /// dropped; the tree equal to one built from scratch after every change.
-        #[test]
-        fn tree_searches_match_a_walk_over_the_steps(
-            releases in proptest::collection::vec((1i64..20, 0u32..6), 200..3000),
-            ops in proptest::collection::vec((0u8..4, 0i64..30_000, 1i64..3_000, 1u32..40), 1..80),
-            queries in proptest::collection::vec((0i64..30_000, 0i64..40_000, 0i64..2_000, 0u32..60), 1..40),
-        ) {
-            let mut p = Profile::default();
-            let mut at = 0;
-            p.rebuild(
-                t(0),
-                1,
-                releases.iter().map(|&(gap, n)| {
-                    at += gap;
-                    (t(at), n)
-                }),
-            );
-            let walk = |s: &[(Time, u32)], procs: u32, dur: Dur, from: Time, limit: Time| {
-                let dur = dur.max(Dur::from_micros(1));
-                (0..s.len())
-                    .filter(|&i| s[i].0 >= from && s[i].0 < limit)
-                    .find(|&i| {
-                        s[i..]
-                            .iter()
-                            .take_while(|x| x.0 < s[i].0 + dur)
-                            .all(|x| x.1 >= procs)
-                    })
-                    .map(|i| s[i].0)
-            };
-            for (op, a, len, procs) in ops {
-                match op {
-                    0 => {
-                        let s = p.steps();
-                        let got = p.earliest(procs, d(len));
-                        proptest::prop_assert_eq!(
-                            got.map(|g| g.0),
-                            walk(&s, procs, d(len), Time::ZERO, Time::MAX)
-                        );
-                        if let Some((_, i)) = got {
-                            p.reserve(i, d(len), procs);
-                        }
-                    }
-                    1 => {
-                        p.reserve_at(t(a), d(len), procs);
-                    }
-                    2 => p.free(t(a), t(a + len), procs),
-                    _ => p.advance(t(a / 8).max(p.steps()[0].0)),
-                }
-                let mut fresh = Summary::default();
-                fresh.build(&p.blocks);
-                proptest::prop_assert_eq!(&fresh.max, &p.tree.max);
-                proptest::prop_assert_eq!(&fresh.min, &p.tree.min);
-            }
-            let s = p.steps();
-            for (from, limit, len, procs) in queries {
-                let (from, limit, dur) = (t(from), t(limit), d(len));
-                proptest::prop_assert_eq!(
-                    p.earliest_within(procs, dur, from, limit).map(|g| g.0),
-                    walk(&s, procs, dur, from, limit)
-                );
-                proptest::prop_assert_eq!(
-                    p.fits_at_start(procs, dur),
-                    walk(&s, procs, dur, Time::ZERO, s[0].0 + Dur::from_micros(1)).is_some()
-                );
             }
         }
     }
