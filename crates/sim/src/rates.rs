@@ -59,20 +59,9 @@ const EMPTY: Here = Here {
 /// (its slowdown there is its self-slowdown for that kind, whoever runs elsewhere), and the
 /// nodes it shares, in a tally by slowdown (few distinct values: its self-slowdowns times its
 /// partners' coscheduling slowdowns), brought up to date on the touched nodes only. Its
-/// slowdown is then the largest of its alone kinds' and its tally's values. Only the nodes
-/// where a partner is (or was) are priced: a job alone on all its nodes, the common case, is
-/// priced in constant time.
-///
-/// A start and a stop cost the runs of the job's PEs and the nodes it shares, not one visit
-/// of logic per node. A node on which a job holds every PE is *whole*: the ledger refuses two
-/// running jobs on one PE, so no partner is there when the job starts and none can come while
-/// it runs; whole nodes are only counted (in `alone`, under the kind of a full node, and in
-/// `whole`). The job's other nodes are gathered into stretches of consecutive nodes with one
-/// kind of placement; on the empty nodes of a stretch the job's slot is filled in one sweep
-/// and kept as a range, and only the nodes where a first job is already found (bits of
-/// `occupied`, read a word at a time) are written one by one. A stop clears its ranges in one
-/// sweep but for the nodes where a partner came (bits of `shared`). The debug build checks
-/// the ledger's rule on every whole node.
+/// slowdown is then the largest of its alone kinds' and its tally's values. A start or stop
+/// writes each of the job's nodes once and prices only the nodes where a partner is (or
+/// was): a job alone on all its nodes, the common case, is priced in constant time.
 #[derive(Clone, Debug)]
 pub(crate) struct Rates {
     model: Slowdowns,
@@ -85,15 +74,8 @@ pub(crate) struct Rates {
     slow: Vec<Milli>,
     /// Whether the job runs (priced or not).
     running: Vec<bool>,
-    /// Per running job, the ranges of nodes it found empty at its start (not whole): it is in
-    /// slot 0 of each of them for as long as it runs.
-    job_runs: Vec<Vec<(u32, u32)>>,
-    /// Per running job, the nodes where it found a first job at its start.
+    /// The nodes each running job is on.
     job_nodes: Vec<Vec<u32>>,
-    /// The number of whole nodes of each running job.
-    whole: Vec<u32>,
-    /// The [`kind`] of a job's placement on a whole node.
-    whole_kind: u8,
     /// Processes of each running job.
     procs: Vec<u32>,
     /// Per running job, the nodes where it is alone, by [`kind`].
@@ -104,111 +86,22 @@ pub(crate) struct Rates {
     /// Per job, its node and core self-slowdowns (SL_nos, SL_crs), 0 until first needed:
     /// drawing them is a hash per call.
     selfs: Vec<[Milli; 2]>,
-    /// The jobs on each node but its whole ones: slot 0 holds the first, slot 1 a partner
-    /// ([`EMPTY`] when none).
+    /// The jobs on each node: slot 0 holds the first, slot 1 a partner ([`EMPTY`] when none).
     nodes: Vec<[Here; 2]>,
-    /// The nodes whose slot 0, and those whose slot 1, holds a job.
-    occupied: NodeBits,
-    shared: NodeBits,
     /// Nodes that gained a partner and must be repriced.
     touched: Vec<u32>,
     touched_flag: Vec<bool>,
-    /// Node lists and ranges of stopped jobs, kept for the next start so that suspending and
-    /// resuming wide jobs allocates nothing.
+    /// Node lists of stopped jobs, kept for the next start so that suspending and resuming
+    /// wide jobs allocates nothing.
     spare: Vec<Vec<u32>>,
-    spare_runs: Vec<Vec<(u32, u32)>>,
-    /// Reused buffers: a start's stretches (first node, end, kind), and the jobs to reprice
-    /// with a mark each.
-    here: Vec<(u32, u32, u8)>,
+    /// Reused buffers: a start's (node, processes, processors) per node, and the jobs to
+    /// reprice with a mark each.
+    here: Vec<(u32, u32, u32)>,
     jobs: Vec<u32>,
     listed: Vec<bool>,
-    /// The whole node ranges of each running job and the job holding each node whole
-    /// ([`NONE`] when none), to check that no other job has a process on a whole node.
-    #[cfg(debug_assertions)]
-    whole_runs: Vec<Vec<(u32, u32)>>,
-    #[cfg(debug_assertions)]
-    whole_owner: Vec<u32>,
     /// Nodes running at least one process, and processes running.
     pub busy_nodes: u32,
     pub busy_cores: u32,
-}
-
-/// A set of nodes, a bit each, tested and changed a 64-bit word at a time.
-#[derive(Clone, Debug)]
-struct NodeBits(Vec<u64>);
-
-impl NodeBits {
-    fn new(nodes: u32) -> NodeBits {
-        NodeBits(vec![0; (nodes as usize).div_ceil(64)])
-    }
-
-    #[cfg(any(test, debug_assertions))]
-    fn get(&self, n: u32) -> bool {
-        self.0[(n / 64) as usize] >> (n % 64) & 1 == 1
-    }
-
-    fn set(&mut self, n: u32) {
-        self.0[(n / 64) as usize] |= 1 << (n % 64);
-    }
-
-    fn clear(&mut self, n: u32) {
-        self.0[(n / 64) as usize] &= !(1 << (n % 64));
-    }
-
-    /// Puts nodes `a .. b` in the set (`on`) or takes them out.
-    fn fill(&mut self, a: u32, b: u32, on: bool) {
-        if a >= b {
-            return;
-        }
-        let (wa, wb) = ((a / 64) as usize, ((b - 1) / 64) as usize);
-        let first = u64::MAX << (a % 64);
-        let last = u64::MAX >> (63 - (b - 1) % 64);
-        let mut put = |w: usize, m: u64| {
-            if on {
-                self.0[w] |= m;
-            } else {
-                self.0[w] &= !m;
-            }
-        };
-        if wa == wb {
-            put(wa, first & last);
-            return;
-        }
-        put(wa, first);
-        for w in wa + 1..wb {
-            put(w, u64::MAX);
-        }
-        put(wb, last);
-    }
-
-    /// The first node of `a .. b` in the set, `b` when none is.
-    #[inline]
-    fn first(&self, a: u32, b: u32) -> u32 {
-        if a >= b {
-            return b;
-        }
-        let mut w = (a / 64) as usize;
-        let mut word = self.0[w] & (u64::MAX << (a % 64));
-        loop {
-            if word != 0 {
-                return (w as u32 * 64 + word.trailing_zeros()).min(b);
-            }
-            w += 1;
-            if w as u32 * 64 >= b {
-                return b;
-            }
-            word = self.0[w];
-        }
-    }
-}
-
-/// Adds node `node`, where a job's placement is of kind `k`, to the stretches of a start.
-#[inline]
-fn gather(here: &mut Vec<(u32, u32, u8)>, node: u32, k: u8) {
-    match here.last_mut() {
-        Some(s) if s.1 == node && s.2 == k => s.1 += 1,
-        _ => here.push((node, node + 1, k)),
-    }
 }
 
 /// One more node of a job at slowdown `v`.
@@ -283,28 +176,15 @@ impl Rates {
             since: vec![Time::ZERO; jobs],
             slow: vec![0; jobs],
             running: vec![false; jobs],
-            job_runs: vec![Vec::new(); jobs],
             job_nodes: vec![Vec::new(); jobs],
-            whole: vec![0; jobs],
-            whole_kind: kind(
-                machine.pes_per_node(),
-                u32::MAX >> (32 - machine.sockets_per_node),
-            ),
-            #[cfg(debug_assertions)]
-            whole_runs: vec![Vec::new(); jobs],
-            #[cfg(debug_assertions)]
-            whole_owner: vec![NONE; machine.nodes as usize],
             procs: vec![0; jobs],
             alone: vec![[0; 4]; jobs],
             tally: vec![Vec::new(); jobs],
             selfs: vec![[0; 2]; jobs],
             nodes: vec![[EMPTY; 2]; machine.nodes as usize],
-            occupied: NodeBits::new(machine.nodes),
-            shared: NodeBits::new(machine.nodes),
             touched: Vec::new(),
             touched_flag: vec![false; machine.nodes as usize],
             spare: Vec::new(),
-            spare_runs: Vec::new(),
             here: Vec::new(),
             jobs: Vec::new(),
             listed: vec![false; jobs],
@@ -333,67 +213,48 @@ impl Rates {
         let per_socket = self.machine.cores_per_socket;
         let mut here = std::mem::take(&mut self.here);
         here.clear();
-        // Run by run: a run is a partial head node, whole nodes and a partial tail node (any
-        // of the three may be missing); the whole ones are only counted. The PEs of a run on
-        // one node are consecutive cores, so they sit on every processor from the first
-        // one's to the last one's (PEs are numbered node by node, processor by processor).
-        // Two runs may share a node: a node's kind is known once the next node begins.
-        let mut whole = 0u32;
-        let mut procs = 0u32;
-        #[cfg(debug_assertions)]
-        let mut whole_runs: Vec<(u32, u32)> = Vec::new();
-        // The partial node being read: (node, processes, processors).
-        let mut cur = (NONE, 0u32, 0u32);
+        // Run by run, and within a run node by node: the PEs of a run on one node are
+        // consecutive cores, so they sit on every processor from the first one's to the
+        // last one's (PEs are numbered node by node, processor by processor).
+        // A whole node is on every processor; the divisions are made for partial ones only.
+        // A node that already holds two jobs refuses the start before anything is changed.
+        let every = u32::MAX >> (32 - self.machine.sockets_per_node);
         for &(lo, hi) in pes.runs() {
-            procs += hi - lo;
-            // Whole nodes `a .. b`; when `a > b` the run lies inside one node.
-            let (a, b) = (lo.div_ceil(per), hi / per);
-            let head_end = hi.min(a * per);
-            let tail_start = head_end.max(b * per);
-            if a < b {
-                whole += b - a;
-                #[cfg(debug_assertions)]
-                whole_runs.push((a, b));
-            }
-            for (pe, end) in [(lo, head_end), (tail_start, hi)] {
-                if pe >= end {
-                    continue;
-                }
-                let node = pe / per;
+            let mut node = lo / per;
+            let mut pe = lo;
+            while pe < hi {
                 let base = node * per;
-                debug_assert!(end <= base + per);
-                let first = (pe - base) / per_socket;
-                let last = (end - 1 - base) / per_socket;
-                let sockets = (u32::MAX >> (31 - last)) & (u32::MAX << first);
-                if node == cur.0 {
-                    cur.1 += end - pe;
-                    cur.2 |= sockets;
+                let end = hi.min(base + per);
+                let procs = end - pe;
+                let sockets = if procs == per {
+                    every
                 } else {
-                    if cur.0 != NONE {
-                        gather(&mut here, cur.0, kind(cur.1, cur.2));
+                    let first = (pe - base) / per_socket;
+                    let last = (end - 1 - base) / per_socket;
+                    (u32::MAX >> (31 - last)) & (u32::MAX << first)
+                };
+                match here.last_mut() {
+                    Some(h) if h.0 == node => {
+                        h.1 += procs;
+                        h.2 |= sockets;
                     }
-                    cur = (node, end - pe, sockets);
+                    _ => {
+                        if self.nodes[node as usize][1].job != NONE {
+                            self.here = here;
+                            return Err(Overshared {
+                                node: NodeId(node),
+                                job,
+                            });
+                        }
+                        here.push((node, procs, sockets));
+                    }
                 }
-            }
-        }
-        if cur.0 != NONE {
-            gather(&mut here, cur.0, kind(cur.1, cur.2));
-        }
-        // A node that already holds two jobs refuses the start before anything is changed
-        // (whole nodes hold none).
-        for &(a, b, _) in &here {
-            let n = self.shared.first(a, b);
-            if n < b {
-                self.here = here;
-                return Err(Overshared {
-                    node: NodeId(n),
-                    job,
-                });
+                pe = end;
+                node += 1;
             }
         }
         #[cfg(debug_assertions)]
         {
-            let every = u32::MAX >> (32 - self.machine.sockets_per_node);
             let mut by_pe: Vec<(u32, u32, u32)> = Vec::new();
             for pe in pes.iter() {
                 let (node, bit) = (pe.0 / per, 1 << self.machine.socket_of(pe));
@@ -405,84 +266,41 @@ impl Rates {
                     _ => by_pe.push((node, 1, bit)),
                 }
             }
-            let by_pe: Vec<(u32, u8)> = by_pe.iter().map(|&(n, p, s)| (n, kind(p, s))).collect();
-            let mut all: Vec<(u32, u8)> = Vec::new();
-            for &(a, b, k) in &here {
-                all.extend((a..b).map(|n| (n, k)));
-            }
-            for &(a, b) in &whole_runs {
-                all.extend((a..b).map(|n| (n, kind(per, every))));
-            }
-            all.sort_unstable();
-            debug_assert_eq!(all, by_pe, "placement per node of job {job}");
-            debug_assert_eq!(procs, pes.len());
-            // The ledger's rule, which keeps partners off whole nodes.
-            for &(a, b) in &whole_runs {
-                for n in a..b {
-                    debug_assert_eq!(self.nodes[n as usize][0].job, NONE, "node {n} taken");
-                    debug_assert_eq!(self.whole_owner[n as usize], NONE, "node {n} taken");
-                }
-            }
-            for &(a, b, _) in &here {
-                for n in a..b {
-                    debug_assert_eq!(self.whole_owner[n as usize], NONE, "node {n} taken");
-                }
-            }
-            for &(a, b) in &whole_runs {
-                self.whole_owner[a as usize..b as usize].fill(job as u32);
-            }
-            self.whole_runs[job] = whole_runs;
+            debug_assert_eq!(here, by_pe, "processes per node of job {job}");
         }
         let mut nodes = self.spare.pop().unwrap_or_default();
-        let mut runs = self.spare_runs.pop().unwrap_or_default();
-        debug_assert!(nodes.is_empty() && runs.is_empty() && self.tally[job].is_empty());
+        debug_assert!(nodes.is_empty() && self.tally[job].is_empty());
         let mut alone = [0u32; 4];
-        for &(a, b, k) in &here {
+        let mut procs = 0;
+        for &(node, p, sockets) in &here {
+            let k = kind(p, sockets);
+            procs += p;
+            nodes.push(node);
             let me = Here {
                 job: job as u32,
                 kind: k,
                 counted: 0,
             };
-            let mut n = a;
-            while n < b {
-                let taken = self.occupied.first(n, b);
-                if taken > n {
-                    // Empty nodes: the job is alone there.
-                    for slots in &mut self.nodes[n as usize..taken as usize] {
-                        slots[0] = me;
-                    }
-                    self.occupied.fill(n, taken, true);
-                    alone[usize::from(k)] += taken - n;
-                    self.busy_nodes += taken - n;
-                    match runs.last_mut() {
-                        Some(r) if r.1 == n => r.1 = taken,
-                        _ => runs.push((n, taken)),
-                    }
-                }
-                if taken < b {
-                    // The first job was alone here: it shares the node with this one, and
-                    // both are priced here at the reprice.
-                    let slots = &mut self.nodes[taken as usize];
-                    let first = slots[0];
-                    debug_assert!(first.counted == 0 && slots[1].job == NONE);
-                    slots[1] = me;
-                    self.shared.set(taken);
-                    self.alone[first.job as usize][usize::from(first.kind)] -= 1;
-                    self.touch(taken);
-                    nodes.push(taken);
-                }
-                n = taken + 1;
+            let slots = &mut self.nodes[node as usize];
+            let first = slots[0];
+            if first.job == NONE {
+                slots[0] = me;
+                alone[usize::from(k)] += 1;
+                self.busy_nodes += 1;
+            } else {
+                // The first job was alone here: it shares the node with this one, and both
+                // are priced here at the reprice.
+                debug_assert_eq!(first.counted, 0);
+                slots[1] = me;
+                self.alone[first.job as usize][usize::from(first.kind)] -= 1;
+                self.touch(node);
             }
         }
         self.here = here;
-        alone[usize::from(self.whole_kind)] += whole;
-        self.busy_nodes += whole;
-        self.whole[job] = whole;
         self.busy_cores += procs;
         self.procs[job] = procs;
         self.alone[job] = alone;
         self.job_nodes[job] = nodes;
-        self.job_runs[job] = runs;
         self.running[job] = true;
         self.slow[job] = 0;
         self.since[job] = now;
@@ -512,68 +330,29 @@ impl Rates {
         self.tally[job].clear();
         self.alone[job] = [0; 4];
         self.busy_cores -= std::mem::take(&mut self.procs[job]);
-        self.busy_nodes -= std::mem::take(&mut self.whole[job]);
-        #[cfg(debug_assertions)]
-        for (a, b) in std::mem::take(&mut self.whole_runs[job]) {
-            debug_assert!(
-                self.whole_owner[a as usize..b as usize]
-                    .iter()
-                    .all(|&o| o == job as u32)
-            );
-            self.whole_owner[a as usize..b as usize].fill(NONE);
-        }
-        let mut runs = std::mem::take(&mut self.job_runs[job]);
-        for &(a, b) in &runs {
-            let mut n = a;
-            while n < b {
-                let partner = self.shared.first(n, b);
-                if partner > n {
-                    for slots in &mut self.nodes[n as usize..partner as usize] {
-                        debug_assert_eq!(slots[0].job, job as u32);
-                        slots[0] = EMPTY;
-                    }
-                    self.occupied.fill(n, partner, false);
-                    self.busy_nodes -= partner - n;
-                }
-                if partner < b {
-                    self.leave(job, partner);
-                }
-                n = partner + 1;
-            }
-        }
-        runs.clear();
-        self.spare_runs.push(runs);
         let mut nodes = std::mem::take(&mut self.job_nodes[job]);
         for &n in &nodes {
-            self.leave(job, n);
+            let slots = &mut self.nodes[n as usize];
+            let other = slots[usize::from(slots[0].job == job as u32)];
+            slots[1] = EMPTY;
+            if other.job == NONE {
+                slots[0] = EMPTY;
+                self.busy_nodes -= 1;
+                continue;
+            }
+            slots[0] = Here {
+                counted: 0,
+                ..other
+            };
+            let o = other.job as usize;
+            if other.counted != 0 {
+                tally_remove(&mut self.tally[o], other.counted);
+            }
+            self.alone[o][usize::from(other.kind)] += 1;
+            self.list(other.job);
         }
         nodes.clear();
         self.spare.push(nodes);
-    }
-
-    /// The stopping job leaves `node`; a partner there is left alone on it.
-    fn leave(&mut self, job: usize, node: u32) {
-        let slots = &mut self.nodes[node as usize];
-        debug_assert!(slots.iter().any(|h| h.job == job as u32));
-        let other = slots[usize::from(slots[0].job == job as u32)];
-        slots[1] = EMPTY;
-        if other.job == NONE {
-            slots[0] = EMPTY;
-            self.occupied.clear(node);
-            self.busy_nodes -= 1;
-            return;
-        }
-        slots[0] = Here {
-            counted: 0,
-            ..other
-        };
-        self.shared.clear(node);
-        let o = other.job as usize;
-        if other.counted != 0 {
-            tally_remove(&mut self.tally[o], other.counted);
-        }
-        self.alone[o][usize::from(other.kind)] += 1;
-        self.list(other.job);
     }
 
     /// The job's self-slowdown on a node where its placement is of kind `k`.
@@ -599,29 +378,11 @@ impl Rates {
     fn slowdown_by_nodes(&self, job: usize, ids: &impl Fn(usize) -> JobId) -> Milli {
         let me = ids(job);
         let mut worst = 1000;
-        for &(a, b) in &self.whole_runs[job] {
-            for n in a..b {
-                // Alone, on every processor.
-                debug_assert!(self.nodes[n as usize].iter().all(|h| h.job == NONE));
-                debug_assert_eq!(self.whole_owner[n as usize], job as u32);
-                let own = match self.whole_kind {
-                    0 => 1000,
-                    1 => self.model.nos(me),
-                    2 => self.model.crs(me),
-                    _ => cosched_core::multicore::mul(self.model.nos(me), self.model.crs(me)),
-                };
-                worst = worst.max(own);
-            }
-        }
-        let ranged = self.job_runs[job].iter().flat_map(|&(a, b)| a..b);
-        for n in ranged.chain(self.job_nodes[job].iter().copied()) {
+        for &n in &self.job_nodes[job] {
             let slots = &self.nodes[n as usize];
-            debug_assert_eq!(self.occupied.get(n), slots[0].job != NONE, "node {n}");
-            debug_assert_eq!(self.shared.get(n), slots[1].job != NONE, "node {n}");
-            let h = slots
-                .iter()
-                .find(|h| h.job == job as u32)
-                .expect("a job is on each of its nodes");
+            let Some(h) = slots.iter().find(|h| h.job == job as u32) else {
+                continue;
+            };
             let own = match h.kind {
                 0 => 1000,
                 1 => self.model.nos(me),
@@ -718,15 +479,11 @@ mod tests {
 
     const JOBS: usize = 8;
 
-    /// Six nodes of one of four shapes, whose full nodes are each of a different [`kind`], or
-    /// 130 one-core nodes, whose node bits take three words.
-    fn machine(shape: usize) -> MachineShape {
-        let (nodes, sockets_per_node, cores_per_socket) =
-            [(6, 2, 2), (6, 4, 1), (6, 1, 4), (6, 1, 1), (130, 1, 1)][shape];
+    fn machine() -> MachineShape {
         MachineShape {
-            nodes,
-            sockets_per_node,
-            cores_per_socket,
+            nodes: 6,
+            sockets_per_node: 2,
+            cores_per_socket: 2,
             mem_per_node_mib: None,
         }
     }
@@ -734,7 +491,6 @@ mod tests {
     /// The straightforward engine: every running job's slowdown from its PEs over the whole
     /// machine after every round, repriced when it changed.
     struct Plain {
-        m: MachineShape,
         model: Slowdowns,
         pes: Vec<Option<Vec<u32>>>,
         done: Vec<u64>,
@@ -745,7 +501,7 @@ mod tests {
     impl Plain {
         /// The jobs other than `job` with a process on `node`.
         fn others(&self, node: u32, job: usize) -> Vec<usize> {
-            let per = self.m.pes_per_node();
+            let per = machine().pes_per_node();
             (0..JOBS)
                 .filter(|&o| {
                     o != job
@@ -757,7 +513,7 @@ mod tests {
         }
 
         fn slowdown(&self, job: usize) -> Milli {
-            let m = self.m;
+            let m = machine();
             let per = m.pes_per_node();
             let me = JobId(100 + job as u64);
             let pes = self.pes[job].as_ref().unwrap();
@@ -819,51 +575,14 @@ mod tests {
     }
 
     proptest! {
-        /// Sets and clears of single nodes and of ranges over several words: every node's bit
-        /// and every range's first node in the set are those of a plain array of flags.
-        #[test]
-        fn node_bits_match_an_array_of_flags(
-            ops in proptest::collection::vec((0u32..200, 0u32..200, 0u8..4), 1..60),
-        ) {
-            let mut bits = NodeBits::new(200);
-            let mut plain = [false; 200];
-            for (x, y, op) in ops {
-                let (a, b) = (x.min(y), x.max(y));
-                match op {
-                    0 => {
-                        bits.set(x);
-                        plain[x as usize] = true;
-                    }
-                    1 => {
-                        bits.clear(x);
-                        plain[x as usize] = false;
-                    }
-                    _ => {
-                        bits.fill(a, b, op == 2);
-                        plain[a as usize..b as usize].fill(op == 2);
-                    }
-                }
-                for n in 0..200 {
-                    prop_assert_eq!(bits.get(n), plain[n as usize]);
-                }
-                for (a, b) in [(a, b), (x, 200), (0, y), (b, a)] {
-                    // An empty range (`a >= b`) answers `b`.
-                    let want = (a..b).find(|&n| plain[n as usize]).unwrap_or(b);
-                    prop_assert_eq!(bits.first(a, b), want, "{}..{}", a, b);
-                }
-            }
-        }
-
         /// Random starts and stops, several to a round, of jobs scattered over the nodes or
-        /// on stretches of them (whole nodes among them), on nodes of four shapes and on a
-        /// machine of 130 nodes: the counts of nodes alone and the tallies of shared ones give
+        /// on stretches of them: the counts of nodes alone and the tallies of shared ones give
         /// every job the slowdown of the straightforward computation and the same new ends, in
         /// the same order; a start refused for a third job on a node leaves the state as it
-        /// was; the node bits match the slots.
+        /// was.
         #[test]
         fn tallies_match_the_straightforward_computation(
             seed in 0u64..1000,
-            shape in 0usize..5,
             work in proptest::collection::vec(1i64..2000, JOBS),
             rounds in proptest::collection::vec(
                 (
@@ -873,13 +592,12 @@ mod tests {
                 1..40,
             ),
         ) {
-            let m = machine(shape);
+            let m = machine();
             let model = Slowdowns::new(seed);
             let work: Vec<Dur> = work.into_iter().map(Dur::from_secs).collect();
             let ids = |j: usize| JobId(100 + j as u64);
             let mut rates = Rates::new(model, m, JOBS);
             let mut plain = Plain {
-                m,
                 model,
                 pes: vec![None; JOBS],
                 done: vec![0; JOBS],
@@ -937,11 +655,7 @@ mod tests {
                     // After a reprice every node of a job is counted once: alone or priced.
                     let alone: u32 = rates.alone[j].iter().sum();
                     let shared: u32 = rates.tally[j].iter().map(|e| e.1).sum();
-                    let ranged: u32 = rates.job_runs[j].iter().map(|r| r.1 - r.0).sum();
-                    prop_assert_eq!(
-                        (alone + shared) as usize,
-                        rates.job_nodes[j].len() + (ranged + rates.whole[j]) as usize
-                    );
+                    prop_assert_eq!((alone + shared) as usize, rates.job_nodes[j].len());
                 }
                 let used: Vec<u32> = plain.pes.iter().flatten().flatten().copied().collect();
                 let per = m.pes_per_node();
@@ -950,11 +664,6 @@ mod tests {
                 busy.dedup();
                 prop_assert_eq!(rates.busy_cores as usize, used.len());
                 prop_assert_eq!(rates.busy_nodes as usize, busy.len());
-                // The bits of the nodes' slots, read a word at a time, match the slots.
-                for (n, slots) in rates.nodes.iter().enumerate() {
-                    prop_assert_eq!(rates.occupied.get(n as u32), slots[0].job != NONE);
-                    prop_assert_eq!(rates.shared.get(n as u32), slots[1].job != NONE);
-                }
             }
         }
     }
