@@ -14,7 +14,8 @@
 # changed between runs, is the resolution of the slowdowns.
 #
 # Usage: BEFORE=path/to/old/cosched AFTER=path/to/new/cosched benches/gang-switch.sh
-# Knobs: RUNS (3), QUANTA (1ms,2ms,10ms), CPU (CPU time each rank burns, 2s), SETTINGS
+# Knobs: RUNS (3), QUANTA (1ms,2ms,10ms), CPU (CPU time each rank burns, 8s: at 2s the
+# pair's fixed costs spread the FCFS baseline by 5-8 % between runs, at 8s by about 1 %), SETTINGS
 # ("2 1": the PEs of the node), OUT (a directory for the JSON of every run, default a
 # temporary one). Needs jq.
 set -euo pipefail
@@ -22,7 +23,7 @@ set -euo pipefail
 : "${AFTER:?set AFTER to the new cosched binary}"
 RUNS=${RUNS:-3}
 QUANTA=${QUANTA:-1ms,2ms,10ms}
-CPU=${CPU:-2s}
+CPU=${CPU:-8s}
 SETTINGS=${SETTINGS:-2 1}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
