@@ -40,8 +40,11 @@ for run in $(seq 1 "$RUNS"); do
     done
 done
 
-range() { # min-max of a list of numbers, one decimal
-    sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.1f–%.1f", lo, hi }'
+range() { # min-max of a list of numbers, with $1 decimals (one by default)
+    sort -g | awk -v d="${1:-1}" 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.*f–%.*f", d, lo, d, hi }'
+}
+spread() { # how much the largest of a list of numbers exceeds the smallest, percent
+    sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.1f", 100 * (hi / lo - 1) }'
 }
 median() { # the middle of a list of numbers (the mean of the two middle ones), one decimal
     sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f", m }'
@@ -75,8 +78,7 @@ for pes in $SETTINGS; do
     for which in before after; do
         files=("$OUT/$which-$pes-"*.json)
         fcfs() { jq -r '.[] | select(.quantum_ms == null) | .makespan_s' "${files[@]}"; }
-        printf '%-6s %-7s %-20s %-10s\n' "$pes" "$which" "$(fcfs | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f–%.3f", lo, hi }')" \
-            "$(fcfs | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.1f", 100 * (hi / lo - 1) }')"
+        printf '%-6s %-7s %-20s %-10s\n' "$pes" "$which" "$(fcfs | range 3)" "$(fcfs | spread)"
     done
 done
 echo "(every run's JSON: $OUT)" >&2
