@@ -23,8 +23,9 @@
 //!   scheduling use its PEs, counts it as nothing to switch for, and resumes it once released.
 //!
 //! - Between outside events the rotation repeats: gang answers [`Policy::cycle_point`] each
-//!   time the first row becomes active, so the simulator can skip whole rotations (see the
-//!   policy contract, `api.rs`, "Skipping quanta").
+//!   time one row becomes active (the first row to become active after the last outside
+//!   event), so the simulator can skip whole rotations (see the policy contract, `api.rs`,
+//!   "Skipping quanta").
 //!
 //! Relaxed alternate scheduling (seed 000 Fig. 2.3: single processes of a gang filling holes)
 //! is a process-level idea that the job-level decisions cannot express, since a job runs on
@@ -169,6 +170,8 @@ impl Switch {
 /// the rotation to repeat, and the counters to measure a period by.
 #[derive(Clone, Debug, Default)]
 struct CycleMark {
+    /// The row that had just become active: the phase of the points until the next mark.
+    active: usize,
     version: u64,
     running: SortedIds,
     next_token: u64,
@@ -247,7 +250,8 @@ pub struct Gang {
     quantum_over: bool,
     /// Quantum skipping: the state at the last cycle point, …
     mark: Option<CycleMark>,
-    /// … whether anything but this policy's own timers was observed since, …
+    /// … whether anything but this policy's own timers was observed since (the next row to
+    /// become active is then marked, whichever it is), …
     disturbed: bool,
     /// … and, after a `Steady` answer, the timer tokens and counters of one period.
     period: Option<(u64, GangStats)>,
@@ -473,24 +477,36 @@ impl Policy for Gang {
         self.queue.ids()
     }
 
-    /// The phase is "row 0 just became active, its quantum timer armed at this instant". There the future
-    /// depends only on the matrix (its version), the running set and what will be observed:
-    /// with equal versions and running sets and only our timers observed in between, the
-    /// rotation repeats exactly.
+    /// The phase is "row `r` just became active, its quantum timer armed at this instant", `r`
+    /// the row active at the last mark. There the future depends only on the matrix (its
+    /// version), the running set and what will be observed: with equal versions and running
+    /// sets and only our timers observed in between, the rotation repeats exactly, whichever
+    /// row it is measured from (each turn replays the switch of its row from the running set
+    /// the previous turn left). After an outside event the next row to become active is
+    /// marked: the earliest point whose state can be compared one cycle later, so a period
+    /// is measured from the first switch after the change, whichever row it brings.
     fn cycle_point(&mut self, now: Time, jobs: &mut Vec<JobId>) -> Option<CyclePoint> {
-        let at_phase = self.rows.len() > 1
-            && self.active == 0
+        let at_switch = self.rows.len() > 1
             && !self.switching
             && self.held_members == 0
             && self.fresh.is_empty()
             && matches!(self.pending, Some((_, TimerKind::QuantumEnd)))
             && self.due == now + self.quantum;
-        if !at_phase {
+        if !at_switch {
+            return None;
+        }
+        // Between marks only the marked row's turns are points: the engine measures a period
+        // from its last mark to the next point, which must stand at the same phase.
+        let other_row = |m: &CycleMark| m.active != self.active && m.active < self.rows.len();
+        if !self.disturbed && self.mark.as_ref().is_some_and(other_row) {
             return None;
         }
         let disturbed = std::mem::take(&mut self.disturbed);
         let mut mark = self.mark.take().unwrap_or_default();
-        let steady = !disturbed && mark.version == self.version && mark.running == self.running;
+        let steady = !disturbed
+            && mark.active == self.active
+            && mark.version == self.version
+            && mark.running == self.running;
         self.period = steady.then(|| {
             let (now, then) = (self.stats, mark.stats);
             let stats = GangStats {
@@ -500,6 +516,7 @@ impl Policy for Gang {
             };
             (self.next_token - mark.next_token, stats)
         });
+        mark.active = self.active;
         mark.version = self.version;
         mark.running.copy_from(&self.running);
         mark.next_token = self.next_token;
@@ -740,6 +757,117 @@ mod tests {
         assert!(
             p.reused_beyond_clashing > 0,
             "no reuse rested on the target's membership"
+        );
+    }
+
+    /// The decisions of one instant, with their times relative to `from` and timer tokens
+    /// left out (skipping renumbers them).
+    fn shifted(now: Time, from: Time, out: &[Decision]) -> Vec<(Dur, Decision)> {
+        out.iter()
+            .map(|d| match d {
+                Decision::SetTimer { at, .. } => (
+                    now - from,
+                    Decision::SetTimer {
+                        at: Time::ZERO + (*at - from),
+                        token: 0,
+                    },
+                ),
+                d => (now - from, d.clone()),
+            })
+            .collect()
+    }
+
+    /// Every `Steady` answer is a repetition, as stepping finds it: from the point, a copy of
+    /// the policy driven by its own timers alone through one more period makes the decisions
+    /// of the period measured (from the mark to the point), at the same offsets, and stands
+    /// at a steady point again at its end, answering nothing in between. Arrivals and
+    /// departures of small jobs on 16 PEs at random gaps, with the quanta stepped between
+    /// them, so marks fall at every row the first switch after an event brings.
+    #[test]
+    fn a_steady_point_repeats_the_period_stepped_before_it() {
+        let mut c = PolicyConfig::new(MachineShape::flat(16, 1));
+        c.quantum = Some(Dur::from_secs(10));
+        let mut p = Gang::new(&c).unwrap();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut next = 1u64;
+        let mut outside = Time::from_secs(5);
+        // The decisions since the last mark, relative to it.
+        let mut mark: Option<Time> = None;
+        let mut period: Vec<(Dur, Decision)> = Vec::new();
+        let (mut out, mut jobs) = (Vec::new(), Vec::new());
+        let (mut steady, mut steady_beyond_row_0) = (0, 0);
+        for _ in 0..20_000 {
+            out.clear();
+            let now = match p.pending {
+                Some((token, _)) if p.due <= outside => {
+                    let now = p.due;
+                    p.handle(now, Event::Timer(token), &mut out);
+                    now
+                }
+                _ => {
+                    let now = outside;
+                    outside = now + Dur::from_secs(1 + rand(400) as i64);
+                    let event = if rand(2) == 0 || p.members.is_empty() {
+                        let procs = 1 + rand(8) as u32;
+                        next += 1;
+                        Event::Submitted(JobRequest::new(
+                            JobId(next),
+                            now,
+                            procs,
+                            Dur::from_secs(100_000),
+                        ))
+                    } else {
+                        let mut ids: Vec<JobId> = p.members.keys().copied().collect();
+                        ids.sort();
+                        Event::Ended(ids[rand(ids.len() as u64) as usize])
+                    };
+                    p.handle(now, event, &mut out);
+                    now
+                }
+            };
+            if let Some(from) = mark {
+                period.extend(shifted(now, from, &out));
+            }
+            match p.cycle_point(now, &mut jobs) {
+                None => continue,
+                Some(CyclePoint::Mark) => {}
+                Some(CyclePoint::Steady) => {
+                    let from = mark.expect("a steady point follows a mark");
+                    let length = now - from;
+                    let mut q = p.clone();
+                    let mut again = Vec::new();
+                    let (answer, at) = loop {
+                        let (token, _) = q.pending.expect("a steady rotation keeps a timer");
+                        let at = q.due;
+                        assert!(at <= now + length, "the period overran");
+                        out.clear();
+                        q.handle(at, Event::Timer(token), &mut out);
+                        again.extend(shifted(at, now, &out));
+                        if let Some(answer) = q.cycle_point(at, &mut jobs) {
+                            break (answer, at);
+                        }
+                    };
+                    assert_eq!(answer, CyclePoint::Steady);
+                    assert_eq!(at - now, length, "periods of different lengths");
+                    assert_eq!(again, period, "the period stepped again differs");
+                    assert_eq!(q.running, p.running);
+                    steady += 1;
+                    steady_beyond_row_0 += usize::from(p.active != 0);
+                }
+            }
+            mark = Some(now);
+            period.clear();
+        }
+        assert!(steady > 100, "only {steady} steady points");
+        assert!(
+            steady_beyond_row_0 > 10,
+            "only {steady_beyond_row_0} steady points at rows other than the first"
         );
     }
 
