@@ -38,10 +38,10 @@
 //! A time-sharing policy that only rotates its matrix between two outside events wakes every
 //! quantum for nothing new. It may say so: at the end of each instant the simulator asks
 //! [`Policy::cycle_point`]. A policy answers at one fixed phase of its rotation (for gang:
-//! the first row just became active), listing every job whose accounting its rotation
-//! touches, and says [`CyclePoint::Steady`] when its whole state, apart from counters and
-//! timer tokens, equals the state at its previous cycle point and it observed nothing but its
-//! own timers in between. The cycle is then periodic: the simulator measures one period (its
+//! one row just became active, the same row until something outside happens), listing
+//! every job whose accounting its rotation touches, and says [`CyclePoint::Steady`] when its
+//! whole state, apart from counters and timer tokens, equals the state at its previous cycle
+//! point and it observed nothing but its own timers in between. The cycle is then periodic: the simulator measures one period (its
 //! length, each listed job's run time in it, the events and decisions it took), jumps over as
 //! many whole periods as end strictly before the next arrival, operation or job end, and calls
 //! [`Policy::skip_cycles`] so the policy advances its counters and its pending timer's token
