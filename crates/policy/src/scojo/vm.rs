@@ -44,6 +44,10 @@ pub(super) struct Vm {
     /// a start or an end changes few nodes, and counting every node of every job at each
     /// epoch is most of what a count costs on a wide machine.
     pub(super) holds: RefCell<Holds>,
+    /// The runs of the PE set a start gathers ([`seats_pe_set`]), kept from start to start:
+    /// a wide job's runs are gathered without growing a vector, and its set is then made at
+    /// its size.
+    pe_runs: Vec<(u32, u32)>,
 }
 
 /// The nodes each allocated job of a VM is counted at ([`Scojo::release_counts`]), apart
@@ -146,6 +150,7 @@ impl Vm {
             backfill: None,
             releases: RefCell::new(None),
             holds: RefCell::new(Holds::default()),
+            pe_runs: Vec::new(),
         }
     }
     /// The VM clock at wall time `now`: the time its slice has been active.
@@ -464,14 +469,14 @@ impl Scojo {
         sum_by_key(out);
     }
 
-    /// Re-estimates the slowdowns of the jobs on `nodes` of VM `k` after a change there:
-    /// as the engine does, a job whose slowdown changes has its work so far added up at the
-    /// old one.
-    pub(super) fn reprice(&mut self, k: usize, nodes: &[u32], v: Time) {
+    /// The jobs on `nodes` of VM `k` (the occupants of their lanes, nodes down included),
+    /// by id, each once: those [`Scojo::reprice`] re-estimates after a change there.
+    fn occupants(&self, k: usize, nodes: impl Iterator<Item = u32>) -> Vec<JobId> {
+        let lanes = &self.vms[k].lanes;
         let mut ids: Vec<JobId> = Vec::new();
-        for &n in nodes {
+        for n in nodes {
             // A wide job's nodes follow each other: its id is listed once per run of them.
-            for &o in self.vms[k].lanes[n as usize].iter().flatten() {
+            for &o in lanes[n as usize].iter().flatten() {
                 if ids.last() != Some(&o) {
                     ids.push(o);
                 }
@@ -479,6 +484,13 @@ impl Scojo {
         }
         ids.sort_unstable();
         ids.dedup();
+        ids
+    }
+
+    /// Re-estimates the slowdowns of jobs `ids` (by id, each once; [`Scojo::occupants`] of
+    /// the nodes of a change) of VM `k`: as the engine does, a job whose slowdown changes
+    /// has its work so far added up at the old one.
+    pub(super) fn reprice(&mut self, ids: Vec<JobId>, v: Time) {
         let mut busy = IdMap::default();
         for id in ids {
             if !self.jobs.contains_key(&id) {
@@ -511,7 +523,7 @@ impl Scojo {
             );
             self.vms[k].set_lane(s.node, s.lane, Some(id));
         }
-        let pe_set = seats_pe_set(&self.machine, &seats);
+        let pe_set = seats_pe_set(&self.machine, &seats, &mut self.vms[k].pe_runs);
         let kind = self.jobs[&id].kind;
         // A job leaves the queue once: the first match is the only one.
         if let Some(i) = self.vms[kind].queue.iter().position(|&x| x == id) {
@@ -520,7 +532,7 @@ impl Scojo {
         self.vms[kind].epoch += 1;
         self.vms[k].alloc.insert(id);
         self.vms[k].epoch += 1;
-        let nodes: Vec<u32> = seats.iter().map(|s| s.node).collect();
+        let ids = self.occupants(k, seats.iter().map(|s| s.node));
         {
             let j = self.jobs.get_mut(&id).expect("known");
             j.allocated = true;
@@ -530,7 +542,7 @@ impl Scojo {
             j.mark = v;
             j.sl = 1000;
         }
-        self.reprice(k, &nodes, v);
+        self.reprice(ids, v);
         out.push(Decision::Start {
             job: id,
             pes: pe_set,
@@ -543,7 +555,10 @@ impl Scojo {
     pub(super) fn ssp_seats(&self, j: &Job, nodes: &[u32], ppn: u32) -> Vec<Seat> {
         let mut left = j.req.procs;
         let sockets = self.machine.sockets_per_node;
-        let mut seats = Vec::new();
+        // Every node takes two seats when its processes outnumber its sockets, else one:
+        // sized up front, a wide job's seats are written once, not copied as they grow.
+        let per_node = if ppn <= sockets { 1 } else { 2 };
+        let mut seats = Vec::with_capacity(nodes.len() * per_node);
         for &n in nodes {
             let p = left.min(ppn);
             left -= p;
@@ -573,7 +588,12 @@ impl Scojo {
     /// Seats on lane `lane` of `nodes` for `procs` processes at `ppn` per node.
     pub(super) fn lane_seats(procs: u32, ppn: u32, nodes: &[u32], lane: u32) -> Vec<Seat> {
         let mut left = procs;
-        let mut seats = Vec::new();
+        // One seat per node until the processes run out.
+        let used = match ppn {
+            0 => nodes.len(),
+            _ => nodes.len().min(procs.div_ceil(ppn) as usize),
+        };
+        let mut seats = Vec::with_capacity(used);
         for &n in nodes {
             if left == 0 {
                 break;
@@ -604,13 +624,11 @@ impl Scojo {
         let vm = &mut self.vms[j.vm];
         vm.alloc.remove(&id);
         vm.epoch += 1;
-        let mut nodes = Vec::new();
         for s in &j.seats {
             let down = self.down.contains(&s.node);
             if vm.lanes[s.node as usize][s.lane as usize] == Some(id) {
                 vm.set_lane(s.node, s.lane, if down { Some(DOWN) } else { None });
             }
-            nodes.push(s.node);
         }
         // Disbanding: the primary's end, or its last matched job's.
         if let Some(g) = j.group {
@@ -632,7 +650,8 @@ impl Scojo {
         }
         let k = j.vm;
         let v = self.vms[k].vnow(now);
-        self.reprice(k, &nodes, v);
+        let ids = self.occupants(k, j.seats.iter().map(|s| s.node));
+        self.reprice(ids, v);
     }
 }
 
@@ -676,8 +695,9 @@ fn seat_pes(m: &MachineShape, s: &Seat) -> impl Iterator<Item = u32> {
 /// order: no list of every core of a wide job, and no sort. A seat's mask depends only on
 /// its processes and lane, so each (processes, lane) a start uses is worked out once per
 /// start, and a wide job's seats cost a look-up each; a node whose cores are all taken
-/// extends the set's last run when it follows it.
-fn seats_pe_set(m: &MachineShape, seats: &[Seat]) -> PeSet {
+/// extends the set's last run when it follows it. The runs are gathered in `runs` (emptied
+/// first; a buffer kept between starts), and the set made from them at its size.
+fn seats_pe_set(m: &MachineShape, seats: &[Seat], runs: &mut Vec<(u32, u32)>) -> PeSet {
     let per_node = m.pes_per_node();
     let by_node = seats.windows(2).all(|w| w[0].node <= w[1].node);
     if !by_node || per_node == 0 || per_node > 64 {
@@ -705,7 +725,12 @@ fn seats_pe_set(m: &MachineShape, seats: &[Seat]) -> PeSet {
             None => fresh(s),
         }
     };
-    let mut set = PeSet::new();
+    runs.clear();
+    // As `PeSet::push_sorted`: a run that starts where the last one ends extends it.
+    let push = |runs: &mut Vec<(u32, u32)>, start: u32, end: u32| match runs.last_mut() {
+        Some(last) if last.1 == start => last.1 = end,
+        _ => runs.push((start, end)),
+    };
     let mut i = 0;
     while i < seats.len() {
         let node = seats[i].node;
@@ -717,16 +742,17 @@ fn seats_pe_set(m: &MachineShape, seats: &[Seat]) -> PeSet {
             i += 1;
         }
         if mask == full {
-            set.push_sorted(base, base + per_node);
+            push(runs, base, base + per_node);
             continue;
         }
         while mask != 0 {
             let lo = mask.trailing_zeros();
             let run = (mask >> lo).trailing_ones();
-            set.push_sorted(base + lo, base + lo + run);
+            push(runs, base + lo, base + lo + run);
             mask &= !below(lo + run);
         }
     }
+    let set = PeSet::from_runs(runs);
     if cfg!(debug_assertions) {
         let all = PeSet::from_pes(seats.iter().flat_map(|s| seat_pes(m, s)));
         debug_assert_eq!(set, all, "PEs of {seats:?}");
@@ -802,7 +828,7 @@ mod tests {
                     }
                 })
                 .collect();
-            prop_assert_eq!(seats_pe_set(&m, &seats), PeSet::from_pes(pes));
+            prop_assert_eq!(seats_pe_set(&m, &seats, &mut vec![(1, 2)]), PeSet::from_pes(pes));
         }
     }
 }
