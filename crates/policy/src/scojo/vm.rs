@@ -163,27 +163,58 @@ impl Vm {
     }
     /// Sets lane `lane` of `node` to `to`, keeping the count of free nodes.
     pub(super) fn set_lane(&mut self, node: u32, lane: u32, to: Option<JobId>) {
+        let seat = Seat {
+            node,
+            lane,
+            procs: 0,
+        };
+        self.set_lanes(&[seat], |_, _| Some(to));
+    }
+
+    /// Sets the lane of each of `seats` in turn to what `to(seat, occupant)` says (`None`:
+    /// left as it is), keeping the free nodes counted and as bits: a job's start or end in
+    /// one pass, where its nodes follow each other and a word of free bits covers 64 of them.
+    pub(super) fn set_lanes(
+        &mut self,
+        seats: &[Seat],
+        mut to: impl FnMut(&Seat, Option<JobId>) -> Option<Option<JobId>>,
+    ) {
         let nodes = self.lanes.len();
-        let l = &mut self.lanes[node as usize];
-        let was = l == &[None, None];
-        // Who is counted at the node may change for every job there, before and after.
         let stale = &mut self.holds.get_mut().stale;
-        for id in [l[0], l[1], to].into_iter().flatten() {
-            if id != DOWN && stale.last() != Some(&id) {
-                stale.push(id);
+        // The free bits that flip in word `word`, written when the seats move to another.
+        let (mut word, mut flips) = (0usize, 0u64);
+        for s in seats {
+            let l = &mut self.lanes[s.node as usize];
+            let Some(to) = to(s, l[s.lane as usize]) else {
+                continue;
+            };
+            let was = l == &[None, None];
+            // Who is counted at the node may change for every job there, before and after.
+            for id in [l[0], l[1], to].into_iter().flatten() {
+                // A job starting or ending beside a partner alternates with it node after
+                // node: either is listed already if it is one of the last two.
+                let listed = stale.len() >= 2 && stale[stale.len() - 2] == id;
+                if id != DOWN && stale.last() != Some(&id) && !listed {
+                    stale.push(id);
+                }
             }
+            // The list is kept to about one entry per node however long no count reads it.
+            if stale.len() > nodes + 64 {
+                stale.sort_unstable();
+                stale.dedup();
+            }
+            l[s.lane as usize] = to;
+            let is = l == &[None, None];
+            self.free = self.free + u32::from(is) - u32::from(was);
+            let w = s.node as usize / 64;
+            if w != word {
+                self.free_bits[word] ^= flips;
+                (word, flips) = (w, 0);
+            }
+            flips ^= u64::from(is != was) << (s.node % 64);
         }
-        // A job starting or ending alternates with a partner on shared nodes: the list is
-        // kept to about one entry per node however long no count reads it.
-        if stale.len() > nodes + 64 {
-            stale.sort_unstable();
-            stale.dedup();
-        }
-        l[lane as usize] = to;
-        let is = l == &[None, None];
-        self.free = self.free + u32::from(is) - u32::from(was);
-        if is != was {
-            self.free_bits[node as usize / 64] ^= 1u64 << (node % 64);
+        if flips != 0 {
+            self.free_bits[word] ^= flips;
         }
     }
 
@@ -516,13 +547,10 @@ impl Scojo {
         out: &mut Vec<Decision>,
     ) {
         let v = self.vms[k].vnow(now);
-        for s in &seats {
-            debug_assert!(
-                self.vms[k].lanes[s.node as usize][s.lane as usize].is_none(),
-                "lane taken"
-            );
-            self.vms[k].set_lane(s.node, s.lane, Some(id));
-        }
+        self.vms[k].set_lanes(&seats, |_, was| {
+            debug_assert!(was.is_none(), "lane taken");
+            Some(Some(id))
+        });
         let pe_set = seats_pe_set(&self.machine, &seats, &mut self.vms[k].pe_runs);
         let kind = self.jobs[&id].kind;
         // A job leaves the queue once: the first match is the only one.
@@ -624,12 +652,10 @@ impl Scojo {
         let vm = &mut self.vms[j.vm];
         vm.alloc.remove(&id);
         vm.epoch += 1;
-        for s in &j.seats {
-            let down = self.down.contains(&s.node);
-            if vm.lanes[s.node as usize][s.lane as usize] == Some(id) {
-                vm.set_lane(s.node, s.lane, if down { Some(DOWN) } else { None });
-            }
-        }
+        let down = &self.down;
+        vm.set_lanes(&j.seats, |s, was| {
+            (was == Some(id)).then(|| down.contains(&s.node).then_some(DOWN))
+        });
         // Disbanding: the primary's end, or its last matched job's.
         if let Some(g) = j.group {
             // A group's members all run in the VM it was formed in.
@@ -782,6 +808,64 @@ mod tests {
                 prop_assert_eq!(&bits, &lanes);
                 prop_assert_eq!(bits.len(), vm.free as usize);
             }
+        }
+
+        /// A pass of changes over many seats leaves the lanes, the free nodes (counted and as
+        /// bits) and the jobs marked stale as the changes made one at a time do, and marks
+        /// every job that was or is on a lane it changes.
+        #[test]
+        fn lanes_set_in_one_pass_are_those_set_one_by_one(
+            nodes in 1u32..200,
+            before in proptest::collection::vec((0u32..200, 0u32..2, 0u64..4), 0..100),
+            changes in proptest::collection::vec(
+                (0u32..200, 0u32..2, proptest::option::of(proptest::option::of(0u64..4))),
+                0..300,
+            ),
+            by_node in any::<bool>(),
+        ) {
+            let mut one = Vm::new(nodes);
+            for (node, lane, to) in before {
+                one.set_lane(node % nodes, lane, Some(JobId(to)).filter(|&id| id != JobId(3)).or(Some(DOWN)));
+            }
+            one.holds.get_mut().stale.clear();
+            let mut pass = one.clone();
+            let mut changes: Vec<(Seat, Option<Option<JobId>>)> = changes
+                .into_iter()
+                .map(|(node, lane, to)| {
+                    (Seat { node: node % nodes, lane, procs: 0 }, to.map(|t| t.map(JobId)))
+                })
+                .collect();
+            if by_node {
+                changes.sort_by_key(|c| c.0.node);
+            }
+            let mut marked = Vec::new();
+            for &(s, to) in &changes {
+                if let Some(to) = to {
+                    let l = one.lanes[s.node as usize];
+                    marked.extend([l[0], l[1], to].into_iter().flatten().filter(|&id| id != DOWN));
+                    one.set_lane(s.node, s.lane, to);
+                }
+            }
+            let seats: Vec<Seat> = changes.iter().map(|c| c.0).collect();
+            let mut i = 0;
+            pass.set_lanes(&seats, |_, _| {
+                i += 1;
+                changes[i - 1].1
+            });
+            prop_assert_eq!(&pass.lanes, &one.lanes);
+            prop_assert_eq!(pass.free, one.free);
+            prop_assert_eq!(&pass.free_bits, &one.free_bits);
+            let by_lanes: Vec<u32> = pass.free_nodes_by_lanes().collect();
+            prop_assert_eq!(pass.free_nodes().collect::<Vec<u32>>(), by_lanes.clone());
+            prop_assert_eq!(pass.free as usize, by_lanes.len());
+            let set = |v: &mut Vec<JobId>| {
+                v.sort_unstable();
+                v.dedup();
+                v.clone()
+            };
+            let stale = set(&mut pass.holds.get_mut().stale);
+            prop_assert_eq!(&stale, &set(&mut one.holds.get_mut().stale));
+            prop_assert_eq!(stale, set(&mut marked));
         }
 
         /// A seat's cores, listed without a vector, are the ones the machine places there.
