@@ -139,13 +139,16 @@ impl PeBits {
     }
     #[inline]
     pub fn set_pes(&mut self, pes: &PeSet) {
-        set_words(&mut self.words, pes, |word, mask| word | mask, u64::MAX);
+        for &(s, e) in pes.runs() {
+            self.set_range(s, e);
+        }
     }
     #[inline]
     pub fn clear_pes(&mut self, pes: &PeSet) {
-        set_words(&mut self.words, pes, |word, mask| word & !mask, 0);
+        for &(s, e) in pes.runs() {
+            self.clear_range(s, e);
+        }
     }
-
     /// Sets the bits of `pes` unless one of them is set already; says whether it did. The
     /// ledger's test and update of every resume: a test of every run, then the update, each
     /// a pass over whole words that vectorises; a refusal leaves the set as it was.
@@ -158,39 +161,9 @@ impl PeBits {
         true
     }
 
-    /// True when a PE of `pes` is set: a word at a time, the bits of all the set's runs in
-    /// a word tested at once (as [`PeBits::set_pes`] writes them).
     #[inline]
     pub fn intersects_pes(&self, pes: &PeSet) -> bool {
-        let words = &self.words;
-        let (mut word, mut bits) = (0usize, 0u64);
-        for &(s, e) in pes.runs() {
-            let Some((first, last, head, tail)) = span(s, e) else {
-                continue;
-            };
-            if first != word {
-                if bits != 0 && words[word] & bits != 0 {
-                    return true;
-                }
-                (word, bits) = (first, 0);
-            }
-            if first == last {
-                bits |= head & tail;
-                continue;
-            }
-            // The run's ends first, then the words in between a few at a time, as
-            // `range_clear` tests them.
-            if words[first] & (bits | head) != 0
-                || words[last] & tail != 0
-                || !words[first + 1..last]
-                    .chunks(8)
-                    .all(|c| c.iter().fold(0, |a, w| a | w) == 0)
-            {
-                return true;
-            }
-            (word, bits) = (last, tail);
-        }
-        words.get(word).is_some_and(|w| w & bits != 0)
+        !pes.runs().iter().all(|&(s, e)| self.range_clear(s, e))
     }
     #[inline]
     pub fn or(&self, other: &PeBits) -> PeBits {
@@ -300,39 +273,6 @@ impl PeBits {
     }
 }
 
-/// Changes the words of `words` that `pes` covers, first to last: a word covered in part
-/// becomes `op(word, mask)`, with the bits of all the set's runs there at once, and a stretch
-/// of words a run covers wholly is filled with `fill` (which the compiler turns into a
-/// memset). A set of many short runs, one or two per node of a wide job, costs a write per
-/// word, not one per run.
-#[inline]
-fn set_words(words: &mut [u64], pes: &PeSet, op: impl Fn(u64, u64) -> u64, fill: u64) {
-    // The bits of word `word` gathered so far: runs are sorted, so a word's runs follow
-    // each other.
-    let (mut word, mut bits) = (0usize, 0u64);
-    for &(s, e) in pes.runs() {
-        let Some((first, last, head, tail)) = span(s, e) else {
-            continue;
-        };
-        if first != word {
-            if bits != 0 {
-                words[word] = op(words[word], bits);
-            }
-            (word, bits) = (first, 0);
-        }
-        if first == last {
-            bits |= head & tail;
-            continue;
-        }
-        words[first] = op(words[first], bits | head);
-        words[first + 1..last].fill(fill);
-        (word, bits) = (last, tail);
-    }
-    if bits != 0 {
-        words[word] = op(words[word], bits);
-    }
-}
-
 /// The words PEs `s..e` cover, `(first, last, mask of first, mask of last)`, or `None` for an
 /// empty range: the masks come from the run's ends, without a loop over bits.
 #[inline]
@@ -439,53 +379,6 @@ mod tests {
                 assert_eq!(b, want);
             } else {
                 assert_eq!(b, before, "clash at {clash:?} left bits behind");
-            }
-        }
-    }
-
-    /// Setting and clearing a set of many runs (several in a word, some across words)
-    /// changes exactly its bits, as run by run.
-    #[test]
-    fn set_operations_match_run_by_run() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rand = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        for round in 0..500 {
-            let len = 1 + (rand() % 400) as u32;
-            let mut set = PeSet::new();
-            let mut p = (rand() % 8) as u32;
-            while p < len {
-                let run = 1 + (rand() % if rand() % 4 == 0 { 150 } else { 4 }) as u32;
-                let end = (p + run).min(len);
-                set.push_sorted(p, end);
-                p = end + 1 + (rand() % 6) as u32;
-            }
-            let mut before = PeBits::new(len);
-            for p in 0..len {
-                if rand() % 3 == 0 {
-                    before.set(p);
-                }
-            }
-            let (mut set_all, mut set_runs) = (before.clone(), before.clone());
-            set_all.set_pes(&set);
-            let (mut clear_all, mut clear_runs) = (before.clone(), before.clone());
-            clear_all.clear_pes(&set);
-            for &(s, e) in set.runs() {
-                set_runs.set_range(s, e);
-                clear_runs.clear_range(s, e);
-            }
-            assert_eq!(set_all, set_runs, "round {round}: set {set}");
-            let clash = set.runs().iter().any(|&(s, e)| !before.range_clear(s, e));
-            assert_eq!(before.intersects_pes(&set), clash, "round {round}: intersects {set}");
-            assert!(!clear_all.intersects_pes(&set) && (set.is_empty() || set_all.intersects_pes(&set)));
-            assert_eq!(clear_all, clear_runs, "round {round}: clear {set}");
-            for p in 0..len {
-                assert_eq!(set_all.get(p), before.get(p) || set.contains(crate::PeId(p)));
-                assert_eq!(clear_all.get(p), before.get(p) && !set.contains(crate::PeId(p)));
             }
         }
     }
