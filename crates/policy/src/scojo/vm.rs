@@ -172,8 +172,9 @@ impl Vm {
     }
 
     /// Sets the lane of each of `seats` in turn to what `to(seat, occupant)` says (`None`:
-    /// left as it is), keeping the free nodes counted and as bits: a job's start or end in
-    /// one pass, where its nodes follow each other and a word of free bits covers 64 of them.
+    /// left as it is), keeping the free nodes counted and as bits and the jobs whose counted
+    /// nodes change marked stale: a job's start or end in one pass, where its nodes follow
+    /// each other and a word of free bits covers 64 of them.
     pub(super) fn set_lanes(
         &mut self,
         seats: &[Seat],
@@ -183,6 +184,8 @@ impl Vm {
         let stale = &mut self.holds.get_mut().stale;
         // The free bits that flip in word `word`, written when the seats move to another.
         let (mut word, mut flips) = (0usize, 0u64);
+        // The lanes and the new occupant of the last change marked.
+        let mut marked = None;
         for s in seats {
             let l = &mut self.lanes[s.node as usize];
             let Some(to) = to(s, l[s.lane as usize]) else {
@@ -190,18 +193,21 @@ impl Vm {
             };
             let was = l == &[None, None];
             // Who is counted at the node may change for every job there, before and after.
-            for id in [l[0], l[1], to].into_iter().flatten() {
-                // A job starting or ending beside a partner alternates with it node after
-                // node: either is listed already if it is one of the last two.
-                let listed = stale.len() >= 2 && stale[stale.len() - 2] == id;
-                if id != DOWN && stale.last() != Some(&id) && !listed {
-                    stale.push(id);
+            // A wide job's nodes mostly change alike, one after the other: the jobs of a
+            // change like the last one marked are marked already.
+            if marked != Some((*l, to)) {
+                marked = Some((*l, to));
+                for id in [l[0], l[1], to].into_iter().flatten() {
+                    if id != DOWN && stale.last() != Some(&id) {
+                        stale.push(id);
+                    }
                 }
-            }
-            // The list is kept to about one entry per node however long no count reads it.
-            if stale.len() > nodes + 64 {
-                stale.sort_unstable();
-                stale.dedup();
+                // The list is kept to about one entry per node however long no count reads
+                // it.
+                if stale.len() > nodes + 64 {
+                    stale.sort_unstable();
+                    stale.dedup();
+                }
             }
             l[s.lane as usize] = to;
             let is = l == &[None, None];
