@@ -325,8 +325,14 @@ impl Scojo {
                 continue;
             }
             let own = self.self_sl(j, procs);
+            let lanes = &vm.lanes[node as usize];
+            // Most nodes of a wide job hold no one else: no partner to look for.
+            if lanes.iter().all(|&o| o.is_none() || o == Some(id)) {
+                worst = worst.max(own);
+                continue;
+            }
             let mut partner = None;
-            for &o in vm.lanes[node as usize].iter().flatten() {
+            for &o in lanes.iter().flatten() {
                 if o == id {
                     continue;
                 }
@@ -511,9 +517,16 @@ impl Scojo {
     fn occupants(&self, k: usize, nodes: impl Iterator<Item = u32>) -> Vec<JobId> {
         let lanes = &self.vms[k].lanes;
         let mut ids: Vec<JobId> = Vec::new();
+        // A wide job's nodes follow each other, most with the same occupants as the node
+        // before: those add no one, and its id is listed once per run of the others.
+        let mut before = None;
         for n in nodes {
-            // A wide job's nodes follow each other: its id is listed once per run of them.
-            for &o in lanes[n as usize].iter().flatten() {
+            let here = lanes[n as usize];
+            if before == Some(here) {
+                continue;
+            }
+            before = Some(here);
+            for o in here.into_iter().flatten() {
                 if ids.last() != Some(&o) {
                     ids.push(o);
                 }
