@@ -776,6 +776,9 @@ fn seats_pe_set(m: &MachineShape, seats: &[Seat], runs: &mut Vec<(u32, u32)>) ->
         Some(last) if last.1 == start => last.1 = end,
         _ => runs.push((start, end)),
     };
+    // The runs of the mask split last, from the node's first core: a wide job's nodes
+    // mostly take the same cores, split once (a mask of 64 bits has at most 32 runs).
+    let (mut split_mask, mut split, mut split_len) = (0u64, [(0u32, 0u32); 32], 0);
     let mut i = 0;
     while i < seats.len() {
         let node = seats[i].node;
@@ -790,11 +793,18 @@ fn seats_pe_set(m: &MachineShape, seats: &[Seat], runs: &mut Vec<(u32, u32)>) ->
             push(runs, base, base + per_node);
             continue;
         }
-        while mask != 0 {
-            let lo = mask.trailing_zeros();
-            let run = (mask >> lo).trailing_ones();
-            push(runs, base + lo, base + lo + run);
-            mask &= !below(lo + run);
+        if mask != split_mask {
+            (split_mask, split_len) = (mask, 0);
+            while mask != 0 {
+                let lo = mask.trailing_zeros();
+                let run = (mask >> lo).trailing_ones();
+                split[split_len] = (lo, lo + run);
+                split_len += 1;
+                mask &= !below(lo + run);
+            }
+        }
+        for &(lo, hi) in &split[..split_len] {
+            push(runs, base + lo, base + hi);
         }
     }
     let set = PeSet::from_runs(runs);
