@@ -148,7 +148,9 @@ mod tests {
             vec![],
             vec![(0, 4)],
             vec![(0, 4), (8, 9), (10, 12)],
-            (0..2 * INLINE as u32 + 1).map(|i| (3 * i, 3 * i + 2)).collect(),
+            (0..2 * INLINE as u32 + 1)
+                .map(|i| (3 * i, 3 * i + 2))
+                .collect(),
         ] {
             let mut pushed = PeSet::new();
             for &(s, e) in &runs {
