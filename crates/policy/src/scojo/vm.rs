@@ -184,33 +184,32 @@ impl Vm {
         let stale = &mut self.holds.get_mut().stale;
         // The free bits that flip in word `word`, written when the seats move to another.
         let (mut word, mut flips) = (0usize, 0u64);
-        // The lanes and the new occupant of the last change marked.
-        let mut marked = None;
+        // The last two jobs marked stale here: a wide job's nodes change one after the
+        // other beside the same partner, if any, so those two are nearly all there is to
+        // mark. Ids as numbers, no job (and a node down) as `DOWN`'s, which is never marked.
+        let (mut last, mut before) = (DOWN.0, DOWN.0);
         for s in seats {
             let l = &mut self.lanes[s.node as usize];
             let Some(to) = to(s, l[s.lane as usize]) else {
                 continue;
             };
-            let was = l == &[None, None];
+            let was = l[0].is_none() && l[1].is_none();
             // Who is counted at the node may change for every job there, before and after.
-            // A wide job's nodes mostly change alike, one after the other: the jobs of a
-            // change like the last one marked are marked already.
-            if marked != Some((*l, to)) {
-                marked = Some((*l, to));
-                for id in [l[0], l[1], to].into_iter().flatten() {
-                    if id != DOWN && stale.last() != Some(&id) {
-                        stale.push(id);
+            for id in [l[0], l[1], to] {
+                let id = id.map_or(DOWN.0, |j| j.0);
+                if id != last && id != before && id != DOWN.0 {
+                    stale.push(JobId(id));
+                    (last, before) = (id, last);
+                    // The list is kept to about one entry per node however long no count
+                    // reads it.
+                    if stale.len() > nodes + 64 {
+                        stale.sort_unstable();
+                        stale.dedup();
                     }
-                }
-                // The list is kept to about one entry per node however long no count reads
-                // it.
-                if stale.len() > nodes + 64 {
-                    stale.sort_unstable();
-                    stale.dedup();
                 }
             }
             l[s.lane as usize] = to;
-            let is = l == &[None, None];
+            let is = l[0].is_none() && l[1].is_none();
             self.free = self.free + u32::from(is) - u32::from(was);
             let w = s.node as usize / 64;
             if w != word {
