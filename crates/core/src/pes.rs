@@ -43,6 +43,19 @@ impl PeSet {
         }
         set
     }
+    /// The set of `runs`, which must be sorted, disjoint, non-adjacent and non-empty (what
+    /// a set's runs are), stored at their number: a set gathered elsewhere is made with one
+    /// allocation of its size, not grown run by run. Panics if they are not: that is a bug
+    /// in the caller.
+    pub fn from_runs(runs: &[(u32, u32)]) -> PeSet {
+        assert!(
+            runs.iter().all(|&(s, e)| s < e) && runs.windows(2).all(|w| w[0].1 < w[1].0),
+            "PeSet::from_runs of runs not sorted, disjoint and apart"
+        );
+        PeSet {
+            runs: SmallVec::from_slice(runs),
+        }
+    }
     /// Appends a run that starts at or after the end of the last one (merging when adjacent).
     /// Panics if the run would go backwards: that is a bug in the caller.
     pub fn push_sorted(&mut self, start: u32, end: u32) {
@@ -127,6 +140,33 @@ mod tests {
         assert!(s.intersects(&PeSet::contiguous(9, 2)));
         assert!(!s.intersects(&PeSet::contiguous(4, 4)));
         assert_eq!(s.iter().count(), 7);
+    }
+
+    #[test]
+    fn from_runs_is_the_set_pushed_run_by_run() {
+        for runs in [
+            vec![],
+            vec![(0, 4)],
+            vec![(0, 4), (8, 9), (10, 12)],
+            (0..2 * INLINE as u32 + 1)
+                .map(|i| (3 * i, 3 * i + 2))
+                .collect(),
+        ] {
+            let mut pushed = PeSet::new();
+            for &(s, e) in &runs {
+                pushed.push_sorted(s, e);
+            }
+            let made = PeSet::from_runs(&runs);
+            assert_eq!(made, pushed);
+            assert_eq!(made.runs.spilled(), runs.len() > INLINE);
+            assert!(made.runs.capacity() == INLINE.max(runs.len()));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "not sorted")]
+    fn from_runs_refuses_adjacent_runs() {
+        PeSet::from_runs(&[(0, 4), (4, 6)]);
     }
 
     #[test]

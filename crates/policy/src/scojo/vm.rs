@@ -44,6 +44,10 @@ pub(super) struct Vm {
     /// a start or an end changes few nodes, and counting every node of every job at each
     /// epoch is most of what a count costs on a wide machine.
     pub(super) holds: RefCell<Holds>,
+    /// The runs of the PE set a start gathers ([`seats_pe_set`]), kept from start to start:
+    /// a wide job's runs are gathered without growing a vector, and its set is then made at
+    /// its size.
+    pe_runs: Vec<(u32, u32)>,
 }
 
 /// The nodes each allocated job of a VM is counted at ([`Scojo::release_counts`]), apart
@@ -146,6 +150,7 @@ impl Vm {
             backfill: None,
             releases: RefCell::new(None),
             holds: RefCell::new(Holds::default()),
+            pe_runs: Vec::new(),
         }
     }
     /// The VM clock at wall time `now`: the time its slice has been active.
@@ -158,27 +163,63 @@ impl Vm {
     }
     /// Sets lane `lane` of `node` to `to`, keeping the count of free nodes.
     pub(super) fn set_lane(&mut self, node: u32, lane: u32, to: Option<JobId>) {
+        let seat = Seat {
+            node,
+            lane,
+            procs: 0,
+        };
+        self.set_lanes(&[seat], |_, _| Some(to));
+    }
+
+    /// Sets the lane of each of `seats` in turn to what `to(seat, occupant)` says (`None`:
+    /// left as it is), keeping the free nodes counted and as bits and the jobs whose counted
+    /// nodes change marked stale: a job's start or end in one pass, where its nodes follow
+    /// each other and a word of free bits covers 64 of them.
+    pub(super) fn set_lanes(
+        &mut self,
+        seats: &[Seat],
+        mut to: impl FnMut(&Seat, Option<JobId>) -> Option<Option<JobId>>,
+    ) {
         let nodes = self.lanes.len();
-        let l = &mut self.lanes[node as usize];
-        let was = l == &[None, None];
-        // Who is counted at the node may change for every job there, before and after.
         let stale = &mut self.holds.get_mut().stale;
-        for id in [l[0], l[1], to].into_iter().flatten() {
-            if id != DOWN && stale.last() != Some(&id) {
-                stale.push(id);
+        // The free bits that flip in word `word`, written when the seats move to another.
+        let (mut word, mut flips) = (0usize, 0u64);
+        // The last two jobs marked stale here: a wide job's nodes change one after the
+        // other beside the same partner, if any, so those two are nearly all there is to
+        // mark. Ids as numbers, no job (and a node down) as `DOWN`'s, which is never marked.
+        let (mut last, mut before) = (DOWN.0, DOWN.0);
+        for s in seats {
+            let l = &mut self.lanes[s.node as usize];
+            let Some(to) = to(s, l[s.lane as usize]) else {
+                continue;
+            };
+            let was = l[0].is_none() && l[1].is_none();
+            // Who is counted at the node may change for every job there, before and after.
+            for id in [l[0], l[1], to] {
+                let id = id.map_or(DOWN.0, |j| j.0);
+                if id != last && id != before && id != DOWN.0 {
+                    stale.push(JobId(id));
+                    (last, before) = (id, last);
+                    // The list is kept to about one entry per node however long no count
+                    // reads it.
+                    if stale.len() > nodes + 64 {
+                        stale.sort_unstable();
+                        stale.dedup();
+                    }
+                }
             }
+            l[s.lane as usize] = to;
+            let is = l[0].is_none() && l[1].is_none();
+            self.free = self.free + u32::from(is) - u32::from(was);
+            let w = s.node as usize / 64;
+            if w != word {
+                self.free_bits[word] ^= flips;
+                (word, flips) = (w, 0);
+            }
+            flips ^= u64::from(is != was) << (s.node % 64);
         }
-        // A job starting or ending alternates with a partner on shared nodes: the list is
-        // kept to about one entry per node however long no count reads it.
-        if stale.len() > nodes + 64 {
-            stale.sort_unstable();
-            stale.dedup();
-        }
-        l[lane as usize] = to;
-        let is = l == &[None, None];
-        self.free = self.free + u32::from(is) - u32::from(was);
-        if is != was {
-            self.free_bits[node as usize / 64] ^= 1u64 << (node % 64);
+        if flips != 0 {
+            self.free_bits[word] ^= flips;
         }
     }
 
@@ -283,8 +324,14 @@ impl Scojo {
                 continue;
             }
             let own = self.self_sl(j, procs);
+            let lanes = &vm.lanes[node as usize];
+            // Most nodes of a wide job hold no one else: no partner to look for.
+            if lanes.iter().all(|&o| o.is_none() || o == Some(id)) {
+                worst = worst.max(own);
+                continue;
+            }
             let mut partner = None;
-            for &o in vm.lanes[node as usize].iter().flatten() {
+            for &o in lanes.iter().flatten() {
                 if o == id {
                     continue;
                 }
@@ -464,14 +511,21 @@ impl Scojo {
         sum_by_key(out);
     }
 
-    /// Re-estimates the slowdowns of the jobs on `nodes` of VM `k` after a change there:
-    /// as the engine does, a job whose slowdown changes has its work so far added up at the
-    /// old one.
-    pub(super) fn reprice(&mut self, k: usize, nodes: &[u32], v: Time) {
+    /// The jobs on `nodes` of VM `k` (the occupants of their lanes, nodes down included),
+    /// by id, each once: those [`Scojo::reprice`] re-estimates after a change there.
+    fn occupants(&self, k: usize, nodes: impl Iterator<Item = u32>) -> Vec<JobId> {
+        let lanes = &self.vms[k].lanes;
         let mut ids: Vec<JobId> = Vec::new();
-        for &n in nodes {
-            // A wide job's nodes follow each other: its id is listed once per run of them.
-            for &o in self.vms[k].lanes[n as usize].iter().flatten() {
+        // A wide job's nodes follow each other, most with the same occupants as the node
+        // before: those add no one, and its id is listed once per run of the others.
+        let mut before = None;
+        for n in nodes {
+            let here = lanes[n as usize];
+            if before == Some(here) {
+                continue;
+            }
+            before = Some(here);
+            for o in here.into_iter().flatten() {
                 if ids.last() != Some(&o) {
                     ids.push(o);
                 }
@@ -479,6 +533,13 @@ impl Scojo {
         }
         ids.sort_unstable();
         ids.dedup();
+        ids
+    }
+
+    /// Re-estimates the slowdowns of jobs `ids` (by id, each once; [`Scojo::occupants`] of
+    /// the nodes of a change) of VM `k`: as the engine does, a job whose slowdown changes
+    /// has its work so far added up at the old one.
+    pub(super) fn reprice(&mut self, ids: Vec<JobId>, v: Time) {
         let mut busy = IdMap::default();
         for id in ids {
             if !self.jobs.contains_key(&id) {
@@ -504,14 +565,11 @@ impl Scojo {
         out: &mut Vec<Decision>,
     ) {
         let v = self.vms[k].vnow(now);
-        for s in &seats {
-            debug_assert!(
-                self.vms[k].lanes[s.node as usize][s.lane as usize].is_none(),
-                "lane taken"
-            );
-            self.vms[k].set_lane(s.node, s.lane, Some(id));
-        }
-        let pe_set = seats_pe_set(&self.machine, &seats);
+        self.vms[k].set_lanes(&seats, |_, was| {
+            debug_assert!(was.is_none(), "lane taken");
+            Some(Some(id))
+        });
+        let pe_set = seats_pe_set(&self.machine, &seats, &mut self.vms[k].pe_runs);
         let kind = self.jobs[&id].kind;
         // A job leaves the queue once: the first match is the only one.
         if let Some(i) = self.vms[kind].queue.iter().position(|&x| x == id) {
@@ -520,7 +578,7 @@ impl Scojo {
         self.vms[kind].epoch += 1;
         self.vms[k].alloc.insert(id);
         self.vms[k].epoch += 1;
-        let nodes: Vec<u32> = seats.iter().map(|s| s.node).collect();
+        let ids = self.occupants(k, seats.iter().map(|s| s.node));
         {
             let j = self.jobs.get_mut(&id).expect("known");
             j.allocated = true;
@@ -530,7 +588,7 @@ impl Scojo {
             j.mark = v;
             j.sl = 1000;
         }
-        self.reprice(k, &nodes, v);
+        self.reprice(ids, v);
         out.push(Decision::Start {
             job: id,
             pes: pe_set,
@@ -543,7 +601,10 @@ impl Scojo {
     pub(super) fn ssp_seats(&self, j: &Job, nodes: &[u32], ppn: u32) -> Vec<Seat> {
         let mut left = j.req.procs;
         let sockets = self.machine.sockets_per_node;
-        let mut seats = Vec::new();
+        // Every node takes two seats when its processes outnumber its sockets, else one:
+        // sized up front, a wide job's seats are written once, not copied as they grow.
+        let per_node = if ppn <= sockets { 1 } else { 2 };
+        let mut seats = Vec::with_capacity(nodes.len() * per_node);
         for &n in nodes {
             let p = left.min(ppn);
             left -= p;
@@ -573,7 +634,12 @@ impl Scojo {
     /// Seats on lane `lane` of `nodes` for `procs` processes at `ppn` per node.
     pub(super) fn lane_seats(procs: u32, ppn: u32, nodes: &[u32], lane: u32) -> Vec<Seat> {
         let mut left = procs;
-        let mut seats = Vec::new();
+        // One seat per node until the processes run out.
+        let used = match ppn {
+            0 => nodes.len(),
+            _ => nodes.len().min(procs.div_ceil(ppn) as usize),
+        };
+        let mut seats = Vec::with_capacity(used);
         for &n in nodes {
             if left == 0 {
                 break;
@@ -604,14 +670,10 @@ impl Scojo {
         let vm = &mut self.vms[j.vm];
         vm.alloc.remove(&id);
         vm.epoch += 1;
-        let mut nodes = Vec::new();
-        for s in &j.seats {
-            let down = self.down.contains(&s.node);
-            if vm.lanes[s.node as usize][s.lane as usize] == Some(id) {
-                vm.set_lane(s.node, s.lane, if down { Some(DOWN) } else { None });
-            }
-            nodes.push(s.node);
-        }
+        let down = &self.down;
+        vm.set_lanes(&j.seats, |s, was| {
+            (was == Some(id)).then(|| down.contains(&s.node).then_some(DOWN))
+        });
         // Disbanding: the primary's end, or its last matched job's.
         if let Some(g) = j.group {
             // A group's members all run in the VM it was formed in.
@@ -632,7 +694,8 @@ impl Scojo {
         }
         let k = j.vm;
         let v = self.vms[k].vnow(now);
-        self.reprice(k, &nodes, v);
+        let ids = self.occupants(k, j.seats.iter().map(|s| s.node));
+        self.reprice(ids, v);
     }
 }
 
@@ -676,8 +739,9 @@ fn seat_pes(m: &MachineShape, s: &Seat) -> impl Iterator<Item = u32> {
 /// order: no list of every core of a wide job, and no sort. A seat's mask depends only on
 /// its processes and lane, so each (processes, lane) a start uses is worked out once per
 /// start, and a wide job's seats cost a look-up each; a node whose cores are all taken
-/// extends the set's last run when it follows it.
-fn seats_pe_set(m: &MachineShape, seats: &[Seat]) -> PeSet {
+/// extends the set's last run when it follows it. The runs are gathered in `runs` (emptied
+/// first; a buffer kept between starts), and the set made from them at its size.
+fn seats_pe_set(m: &MachineShape, seats: &[Seat], runs: &mut Vec<(u32, u32)>) -> PeSet {
     let per_node = m.pes_per_node();
     let by_node = seats.windows(2).all(|w| w[0].node <= w[1].node);
     if !by_node || per_node == 0 || per_node > 64 {
@@ -705,7 +769,15 @@ fn seats_pe_set(m: &MachineShape, seats: &[Seat]) -> PeSet {
             None => fresh(s),
         }
     };
-    let mut set = PeSet::new();
+    runs.clear();
+    // As `PeSet::push_sorted`: a run that starts where the last one ends extends it.
+    let push = |runs: &mut Vec<(u32, u32)>, start: u32, end: u32| match runs.last_mut() {
+        Some(last) if last.1 == start => last.1 = end,
+        _ => runs.push((start, end)),
+    };
+    // The runs of the mask split last, from the node's first core: a wide job's nodes
+    // mostly take the same cores, split once (a mask of 64 bits has at most 32 runs).
+    let (mut split_mask, mut split, mut split_len) = (0u64, [(0u32, 0u32); 32], 0);
     let mut i = 0;
     while i < seats.len() {
         let node = seats[i].node;
@@ -717,16 +789,24 @@ fn seats_pe_set(m: &MachineShape, seats: &[Seat]) -> PeSet {
             i += 1;
         }
         if mask == full {
-            set.push_sorted(base, base + per_node);
+            push(runs, base, base + per_node);
             continue;
         }
-        while mask != 0 {
-            let lo = mask.trailing_zeros();
-            let run = (mask >> lo).trailing_ones();
-            set.push_sorted(base + lo, base + lo + run);
-            mask &= !below(lo + run);
+        if mask != split_mask {
+            (split_mask, split_len) = (mask, 0);
+            while mask != 0 {
+                let lo = mask.trailing_zeros();
+                let run = (mask >> lo).trailing_ones();
+                split[split_len] = (lo, lo + run);
+                split_len += 1;
+                mask &= !below(lo + run);
+            }
+        }
+        for &(lo, hi) in &split[..split_len] {
+            push(runs, base + lo, base + hi);
         }
     }
+    let set = PeSet::from_runs(runs);
     if cfg!(debug_assertions) {
         let all = PeSet::from_pes(seats.iter().flat_map(|s| seat_pes(m, s)));
         debug_assert_eq!(set, all, "PEs of {seats:?}");
@@ -756,6 +836,64 @@ mod tests {
                 prop_assert_eq!(&bits, &lanes);
                 prop_assert_eq!(bits.len(), vm.free as usize);
             }
+        }
+
+        /// A pass of changes over many seats leaves the lanes, the free nodes (counted and as
+        /// bits) and the jobs marked stale as the changes made one at a time do, and marks
+        /// every job that was or is on a lane it changes.
+        #[test]
+        fn lanes_set_in_one_pass_are_those_set_one_by_one(
+            nodes in 1u32..200,
+            before in proptest::collection::vec((0u32..200, 0u32..2, 0u64..4), 0..100),
+            changes in proptest::collection::vec(
+                (0u32..200, 0u32..2, proptest::option::of(proptest::option::of(0u64..4))),
+                0..300,
+            ),
+            by_node in any::<bool>(),
+        ) {
+            let mut one = Vm::new(nodes);
+            for (node, lane, to) in before {
+                one.set_lane(node % nodes, lane, Some(JobId(to)).filter(|&id| id != JobId(3)).or(Some(DOWN)));
+            }
+            one.holds.get_mut().stale.clear();
+            let mut pass = one.clone();
+            let mut changes: Vec<(Seat, Option<Option<JobId>>)> = changes
+                .into_iter()
+                .map(|(node, lane, to)| {
+                    (Seat { node: node % nodes, lane, procs: 0 }, to.map(|t| t.map(JobId)))
+                })
+                .collect();
+            if by_node {
+                changes.sort_by_key(|c| c.0.node);
+            }
+            let mut marked = Vec::new();
+            for &(s, to) in &changes {
+                if let Some(to) = to {
+                    let l = one.lanes[s.node as usize];
+                    marked.extend([l[0], l[1], to].into_iter().flatten().filter(|&id| id != DOWN));
+                    one.set_lane(s.node, s.lane, to);
+                }
+            }
+            let seats: Vec<Seat> = changes.iter().map(|c| c.0).collect();
+            let mut i = 0;
+            pass.set_lanes(&seats, |_, _| {
+                i += 1;
+                changes[i - 1].1
+            });
+            prop_assert_eq!(&pass.lanes, &one.lanes);
+            prop_assert_eq!(pass.free, one.free);
+            prop_assert_eq!(&pass.free_bits, &one.free_bits);
+            let by_lanes: Vec<u32> = pass.free_nodes_by_lanes().collect();
+            prop_assert_eq!(pass.free_nodes().collect::<Vec<u32>>(), by_lanes.clone());
+            prop_assert_eq!(pass.free as usize, by_lanes.len());
+            let set = |v: &mut Vec<JobId>| {
+                v.sort_unstable();
+                v.dedup();
+                v.clone()
+            };
+            let stale = set(&mut pass.holds.get_mut().stale);
+            prop_assert_eq!(&stale, &set(&mut one.holds.get_mut().stale));
+            prop_assert_eq!(stale, set(&mut marked));
         }
 
         /// A seat's cores, listed without a vector, are the ones the machine places there.
@@ -802,7 +940,7 @@ mod tests {
                     }
                 })
                 .collect();
-            prop_assert_eq!(seats_pe_set(&m, &seats), PeSet::from_pes(pes));
+            prop_assert_eq!(seats_pe_set(&m, &seats, &mut vec![(1, 2)]), PeSet::from_pes(pes));
         }
     }
 }
