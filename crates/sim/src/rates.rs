@@ -26,11 +26,14 @@ const NONE: u32 = u32::MAX;
 /// process (none), one per processor (SL_nos), several on one processor (SL_crs), or several
 /// on several processors (both).
 fn kind(procs: u32, sockets: u32) -> u8 {
-    match (procs, sockets.count_ones()) {
-        (1, _) => 0,
-        (c, d) if c == d => 1,
-        (_, 1) => 2,
-        _ => 3,
+    if procs == 1 {
+        0
+    } else if sockets & (sockets - 1) == 0 {
+        2
+    } else if procs == sockets.count_ones() {
+        1
+    } else {
+        3
     }
 }
 
@@ -52,21 +55,31 @@ const EMPTY: Here = Here {
     counted: 0,
 };
 
+/// What a [`NodeWalk`] hands each node it reads.
+trait NodeVisit {
+    /// The node holds `procs` of the PE set's PEs, on the processors of `sockets` (a bit per
+    /// processor), a placement of [`kind`] `k`. An error ends the walk.
+    fn visit(&mut self, node: u32, procs: u32, sockets: u32, k: u8) -> Result<(), u32>;
+}
+
 /// A PE set read node by node: for each node it touches, in order, the processes there and
-/// the processors they sit on (a bit per processor).
+/// the processors they sit on.
 ///
 /// PEs are numbered node by node, processor by processor, so the PEs of a run on one node are
 /// consecutive cores and sit on every processor from the first one's to the last one's: two
 /// masks per core (the processors from its own on, and up to its own) give a piece's
-/// processors with no division. Runs are sorted and far apart at most once per start, so the
-/// node of a run is the one being read, the next one, or found by one division; a stretch of
-/// whole nodes is counted off a node at a time.
-#[derive(Clone, Debug, Default)]
+/// processors with no division. Runs are sorted, so the node of a run is the one being read,
+/// the next one, or found by a division (at the first run and after a gap of a node or more);
+/// a stretch of whole nodes is counted off a node at a time with the placement of a whole
+/// node.
+#[derive(Clone, Debug)]
 struct NodeWalk {
     /// PEs per node.
     per: u32,
     /// Every processor of a node.
     every: u32,
+    /// The [`kind`] of a whole node.
+    whole: u8,
     /// By core within a node: the processors from the core's own on.
     from: Vec<u32>,
     /// By core within a node: the processors up to the core's own.
@@ -76,23 +89,20 @@ struct NodeWalk {
 impl NodeWalk {
     fn new(machine: MachineShape) -> NodeWalk {
         let per = machine.pes_per_node();
+        let every = u32::MAX >> (32 - machine.sockets_per_node);
         let socket = |c: u32| machine.socket_of(cosched_core::PeId(c));
         NodeWalk {
             per,
-            every: u32::MAX >> (32 - machine.sockets_per_node),
+            every,
+            whole: kind(per, every),
             from: (0..per).map(|c| u32::MAX << socket(c)).collect(),
             upto: (0..per).map(|c| u32::MAX >> (31 - socket(c))).collect(),
         }
     }
 
-    /// Calls `visit(node, processes, processors)` once for each node `pes` touches, in order;
-    /// stops at the first error `visit` returns.
+    /// Visits each node `pes` touches, in order, and stops at the first error.
     #[inline(always)]
-    fn walk<E>(
-        &self,
-        pes: &PeSet,
-        mut visit: impl FnMut(u32, u32, u32) -> Result<(), E>,
-    ) -> Result<(), E> {
+    fn walk(&self, pes: &PeSet, to: &mut impl NodeVisit) -> Result<(), u32> {
         let per = self.per;
         let runs = pes.runs();
         let Some(&(first, _)) = runs.first() else {
@@ -107,7 +117,7 @@ impl NodeWalk {
             let off = lo - base;
             if off >= per {
                 if procs > 0 {
-                    visit(node, procs, sockets)?;
+                    to.visit(node, procs, sockets, kind(procs, sockets))?;
                     (procs, sockets) = (0, 0);
                 }
                 if off < 2 * per {
@@ -127,25 +137,69 @@ impl NodeWalk {
                 if end < per {
                     continue;
                 }
-                visit(node, procs, sockets)?;
+                to.visit(node, procs, sockets, kind(procs, sockets))?;
                 (procs, sockets) = (0, 0);
                 node += 1;
                 base += per;
             }
             while hi - base >= per {
-                visit(node, per, self.every)?;
+                to.visit(node, per, self.every, self.whole)?;
                 node += 1;
                 base += per;
             }
             if hi > base {
-                // The run ends inside the node, which it starts (no piece of it yet).
+                // The run ends inside a node it starts: the node's first piece.
+                debug_assert_eq!(procs, 0);
                 procs = hi - base;
                 sockets = self.upto[procs as usize - 1];
             }
         }
         if procs > 0 {
-            visit(node, procs, sockets)?;
+            to.visit(node, procs, sockets, kind(procs, sockets))?;
         }
+        Ok(())
+    }
+}
+
+/// A start's seats: the job goes on each node the walk visits, alone or beside a job that was
+/// alone there (both are priced there at the reprice); a node holding two jobs refuses it.
+struct Seating<'a> {
+    job: u32,
+    nodes: &'a mut [[Here; 2]],
+    alone_of: &'a mut [[u32; 4]],
+    touched: &'a mut Vec<u32>,
+    touched_flag: &'a mut [bool],
+    /// The job's nodes so far, its nodes alone by kind, and its processes.
+    seated: Vec<u32>,
+    alone: [u32; 4],
+    procs: u32,
+}
+
+impl NodeVisit for Seating<'_> {
+    #[inline(always)]
+    fn visit(&mut self, node: u32, procs: u32, _: u32, k: u8) -> Result<(), u32> {
+        let me = Here {
+            job: self.job,
+            kind: k,
+            counted: 0,
+        };
+        let slots = &mut self.nodes[node as usize];
+        if slots[0].job == NONE {
+            slots[0] = me;
+            self.alone[usize::from(k)] += 1;
+        } else if slots[1].job == NONE {
+            let first = slots[0];
+            debug_assert_eq!(first.counted, 0);
+            slots[1] = me;
+            self.alone_of[first.job as usize][usize::from(first.kind)] -= 1;
+            if !std::mem::replace(&mut self.touched_flag[node as usize], true) {
+                self.touched.push(node);
+            }
+        } else {
+            return Err(node);
+        }
+        self.seated.push(node);
+        self.procs += procs;
         Ok(())
     }
 }
@@ -293,12 +347,6 @@ impl Rates {
         }
     }
 
-    fn touch(&mut self, node: u32) {
-        if !std::mem::replace(&mut self.touched_flag[node as usize], true) {
-            self.touched.push(node);
-        }
-    }
-
     /// The job is to be repriced at the next [`Rates::reprice`].
     fn list(&mut self, job: u32) {
         if !std::mem::replace(&mut self.listed[job as usize], true) {
@@ -310,20 +358,26 @@ impl Rates {
     /// A node that already holds two jobs refuses the start, and the state is left as it was.
     pub fn start(&mut self, job: usize, pes: &PeSet, now: Time) -> Result<(), Overshared> {
         debug_assert!(!self.running[job]);
-        let mut nodes = self.spare.pop().unwrap_or_default();
-        debug_assert!(nodes.is_empty() && self.tally[job].is_empty());
-        let mut alone = [0u32; 4];
-        let mut procs = 0;
-        // Out of `self` for the walk, whose visits change the rest.
-        let walk = std::mem::take(&mut self.walk);
-        let seated = walk.walk(pes, |node, p, sockets| {
-            procs += p;
-            self.seat(job as u32, node, kind(p, sockets), &mut alone)?;
-            nodes.push(node);
-            Ok(())
-        });
-        self.walk = walk;
-        if let Err(node) = seated {
+        debug_assert!(self.tally[job].is_empty());
+        let mut seating = Seating {
+            job: job as u32,
+            nodes: &mut self.nodes,
+            alone_of: &mut self.alone,
+            touched: &mut self.touched,
+            touched_flag: &mut self.touched_flag,
+            seated: self.spare.pop().unwrap_or_default(),
+            alone: [0; 4],
+            procs: 0,
+        };
+        debug_assert!(seating.seated.is_empty());
+        let walked = self.walk.walk(pes, &mut seating);
+        let Seating {
+            seated: mut nodes,
+            alone,
+            procs,
+            ..
+        } = seating;
+        if let Err(node) = walked {
             self.unseat(job as u32, &nodes);
             nodes.clear();
             self.spare.push(nodes);
@@ -365,32 +419,6 @@ impl Rates {
         self.slow[job] = 0;
         self.since[job] = now;
         self.list(job as u32);
-        Ok(())
-    }
-
-    /// Puts the job on the node with a placement of kind `k`: alone, or beside a job that was
-    /// alone there (both are priced here at the reprice); a node holding two jobs refuses it.
-    #[inline(always)]
-    fn seat(&mut self, job: u32, node: u32, k: u8, alone: &mut [u32; 4]) -> Result<(), u32> {
-        let me = Here {
-            job,
-            kind: k,
-            counted: 0,
-        };
-        let slots = &mut self.nodes[node as usize];
-        if slots[0].job == NONE {
-            slots[0] = me;
-            alone[usize::from(k)] += 1;
-            return Ok(());
-        }
-        if slots[1].job != NONE {
-            return Err(node);
-        }
-        let first = slots[0];
-        debug_assert_eq!(first.counted, 0);
-        slots[1] = me;
-        self.alone[first.job as usize][usize::from(first.kind)] -= 1;
-        self.touch(node);
         Ok(())
     }
 
@@ -678,6 +706,22 @@ mod tests {
         }
     }
 
+    /// The walk's visits, refused at one node if any.
+    struct Visits {
+        nodes: Vec<(u32, u32, u32, u8)>,
+        refused: Option<u32>,
+    }
+
+    impl NodeVisit for Visits {
+        fn visit(&mut self, node: u32, procs: u32, sockets: u32, k: u8) -> Result<(), u32> {
+            if self.refused == Some(node) {
+                return Err(node);
+            }
+            self.nodes.push((node, procs, sockets, k));
+            Ok(())
+        }
+    }
+
     /// The PE set read PE by PE: (node, processes, processors) for each node it touches.
     fn nodes_by_pe(m: MachineShape, pes: &PeSet) -> Vec<(u32, u32, u32)> {
         let mut out: Vec<(u32, u32, u32)> = Vec::new();
@@ -718,13 +762,13 @@ mod tests {
                 pes.push_sorted(lo, hi);
                 pe = hi;
             }
-            let mut walked = Vec::new();
-            let r: Result<(), ()> = NodeWalk::new(m).walk(&pes, |n, p, s| {
-                walked.push((n, p, s));
-                Ok(())
-            });
-            prop_assert!(r.is_ok());
-            prop_assert_eq!(walked, nodes_by_pe(m, &pes));
+            let mut walked = Visits { nodes: Vec::new(), refused: None };
+            prop_assert!(NodeWalk::new(m).walk(&pes, &mut walked).is_ok());
+            let expected: Vec<(u32, u32, u32, u8)> = nodes_by_pe(m, &pes)
+                .into_iter()
+                .map(|(n, p, s)| (n, p, s, kind(p, s)))
+                .collect();
+            prop_assert_eq!(walked.nodes, expected);
         }
 
         /// The walk stops at the first node its visit refuses.
@@ -736,18 +780,13 @@ mod tests {
         ) {
             let m = machine();
             let pes = PeSet::contiguous(start, len.min(m.total_pes() - start.min(m.total_pes())));
-            let mut walked = Vec::new();
-            let r = NodeWalk::new(m).walk(&pes, |n, _, _| {
-                if n == refused {
-                    return Err(n);
-                }
-                walked.push(n);
-                Ok(())
-            });
+            let mut walked = Visits { nodes: Vec::new(), refused: Some(refused) };
+            let r = NodeWalk::new(m).walk(&pes, &mut walked);
             let all: Vec<u32> = nodes_by_pe(m, &pes).iter().map(|h| h.0).collect();
             let before: Vec<u32> = all.iter().copied().take_while(|&n| n != refused).collect();
-            prop_assert_eq!(r.is_err(), all.contains(&refused));
-            prop_assert_eq!(walked, before);
+            prop_assert_eq!(r, if all.contains(&refused) { Err(refused) } else { Ok(()) });
+            let got: Vec<u32> = walked.nodes.iter().map(|v| v.0).collect();
+            prop_assert_eq!(got, before);
         }
     }
 
