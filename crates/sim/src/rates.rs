@@ -26,11 +26,14 @@ const NONE: u32 = u32::MAX;
 /// process (none), one per processor (SL_nos), several on one processor (SL_crs), or several
 /// on several processors (both).
 fn kind(procs: u32, sockets: u32) -> u8 {
-    match (procs, sockets.count_ones()) {
-        (1, _) => 0,
-        (c, d) if c == d => 1,
-        (_, 1) => 2,
-        _ => 3,
+    if procs == 1 {
+        0
+    } else if sockets & (sockets - 1) == 0 {
+        2
+    } else if procs == sockets.count_ones() {
+        1
+    } else {
+        3
     }
 }
 
@@ -52,6 +55,155 @@ const EMPTY: Here = Here {
     counted: 0,
 };
 
+/// What a [`NodeWalk`] hands each node it reads.
+trait NodeVisit {
+    /// The node holds `procs` of the PE set's PEs, on the processors of `sockets` (a bit per
+    /// processor), a placement of [`kind`] `k`. An error ends the walk.
+    fn visit(&mut self, node: u32, procs: u32, sockets: u32, k: u8) -> Result<(), u32>;
+}
+
+/// A PE set read node by node: for each node it touches, in order, the processes there and
+/// the processors they sit on.
+///
+/// PEs are numbered node by node, processor by processor, so the PEs of a run on one node are
+/// consecutive cores and sit on every processor from the first one's to the last one's: two
+/// masks per core (the processors from its own on, and up to its own) give a piece's
+/// processors with no division. Runs are sorted, so the node of a run is the one being read,
+/// the next one, or found by a division (at the first run and after a gap of a node or more);
+/// a stretch of whole nodes is counted off a node at a time with the placement of a whole
+/// node.
+#[derive(Clone, Debug)]
+struct NodeWalk {
+    /// PEs per node.
+    per: u32,
+    /// Every processor of a node.
+    every: u32,
+    /// The [`kind`] of a whole node.
+    whole: u8,
+    /// By core within a node: the processors from the core's own on.
+    from: Vec<u32>,
+    /// By core within a node: the processors up to the core's own.
+    upto: Vec<u32>,
+}
+
+impl NodeWalk {
+    fn new(machine: MachineShape) -> NodeWalk {
+        let per = machine.pes_per_node();
+        let every = u32::MAX >> (32 - machine.sockets_per_node);
+        let socket = |c: u32| machine.socket_of(cosched_core::PeId(c));
+        NodeWalk {
+            per,
+            every,
+            whole: kind(per, every),
+            from: (0..per).map(|c| u32::MAX << socket(c)).collect(),
+            upto: (0..per).map(|c| u32::MAX >> (31 - socket(c))).collect(),
+        }
+    }
+
+    /// Visits each node `pes` touches, in order, and stops at the first error.
+    #[inline(always)]
+    fn walk(&self, pes: &PeSet, to: &mut impl NodeVisit) -> Result<(), u32> {
+        let per = self.per;
+        let runs = pes.runs();
+        let Some(&(first, _)) = runs.first() else {
+            return Ok(());
+        };
+        // The node being read (`base` its first PE), and its processes and processors so far:
+        // the next run may add to them.
+        let mut node = first / per;
+        let mut base = node * per;
+        let (mut procs, mut sockets) = (0, 0);
+        for &(lo, hi) in runs {
+            let off = lo - base;
+            if off >= per {
+                if procs > 0 {
+                    to.visit(node, procs, sockets, kind(procs, sockets))?;
+                    (procs, sockets) = (0, 0);
+                }
+                if off < 2 * per {
+                    node += 1;
+                    base += per;
+                } else {
+                    node = lo / per;
+                    base = node * per;
+                }
+            }
+            let off = lo - base;
+            if off > 0 {
+                // The run starts inside the node: its piece here, up to its end or the node's.
+                let end = (hi - base).min(per);
+                procs += end - off;
+                sockets |= self.from[off as usize] & self.upto[end as usize - 1];
+                if end < per {
+                    continue;
+                }
+                to.visit(node, procs, sockets, kind(procs, sockets))?;
+                (procs, sockets) = (0, 0);
+                node += 1;
+                base += per;
+            }
+            while hi - base >= per {
+                to.visit(node, per, self.every, self.whole)?;
+                node += 1;
+                base += per;
+            }
+            if hi > base {
+                // The run ends inside a node it starts: the node's first piece.
+                debug_assert_eq!(procs, 0);
+                procs = hi - base;
+                sockets = self.upto[procs as usize - 1];
+            }
+        }
+        if procs > 0 {
+            to.visit(node, procs, sockets, kind(procs, sockets))?;
+        }
+        Ok(())
+    }
+}
+
+/// A start's seats: the job goes on each node the walk visits, alone or beside a job that was
+/// alone there (both are priced there at the reprice); a node holding two jobs refuses it.
+struct Seating<'a> {
+    job: u32,
+    nodes: &'a mut [[Here; 2]],
+    alone_of: &'a mut [[u32; 4]],
+    touched: &'a mut Vec<u32>,
+    touched_flag: &'a mut [bool],
+    /// The job's nodes so far, its nodes alone by kind, and its processes.
+    seated: Vec<u32>,
+    alone: [u32; 4],
+    procs: u32,
+}
+
+impl NodeVisit for Seating<'_> {
+    #[inline(always)]
+    fn visit(&mut self, node: u32, procs: u32, _: u32, k: u8) -> Result<(), u32> {
+        let me = Here {
+            job: self.job,
+            kind: k,
+            counted: 0,
+        };
+        let slots = &mut self.nodes[node as usize];
+        if slots[0].job == NONE {
+            slots[0] = me;
+            self.alone[usize::from(k)] += 1;
+        } else if slots[1].job == NONE {
+            let first = slots[0];
+            debug_assert_eq!(first.counted, 0);
+            slots[1] = me;
+            self.alone_of[first.job as usize][usize::from(first.kind)] -= 1;
+            if !std::mem::replace(&mut self.touched_flag[node as usize], true) {
+                self.touched.push(node);
+            }
+        } else {
+            return Err(node);
+        }
+        self.seated.push(node);
+        self.procs += procs;
+        Ok(())
+    }
+}
+
 /// Rates of the running jobs.
 ///
 /// A job's slowdown on a node changes only when the node's occupants change, so each running
@@ -65,7 +217,10 @@ const EMPTY: Here = Here {
 #[derive(Clone, Debug)]
 pub(crate) struct Rates {
     model: Slowdowns,
+    /// The machine, for debug builds to read each start PE by PE beside the walk.
+    #[cfg(debug_assertions)]
     machine: MachineShape,
+    walk: NodeWalk,
     /// Work done, in thousandths of a microsecond.
     done: Vec<u64>,
     /// When `done` was last brought up to date.
@@ -94,9 +249,7 @@ pub(crate) struct Rates {
     /// Node lists of stopped jobs, kept for the next start so that suspending and resuming
     /// wide jobs allocates nothing.
     spare: Vec<Vec<u32>>,
-    /// Reused buffers: a start's (node, processes, processors) per node, and the jobs to
-    /// reprice with a mark each.
-    here: Vec<(u32, u32, u32)>,
+    /// The jobs to reprice, with a mark each.
     jobs: Vec<u32>,
     listed: Vec<bool>,
     /// Nodes running at least one process, and processes running.
@@ -171,7 +324,9 @@ impl Rates {
     pub fn new(model: Slowdowns, machine: MachineShape, jobs: usize) -> Rates {
         Rates {
             model,
+            #[cfg(debug_assertions)]
             machine,
+            walk: NodeWalk::new(machine),
             done: vec![0; jobs],
             since: vec![Time::ZERO; jobs],
             slow: vec![0; jobs],
@@ -185,17 +340,10 @@ impl Rates {
             touched: Vec::new(),
             touched_flag: vec![false; machine.nodes as usize],
             spare: Vec::new(),
-            here: Vec::new(),
             jobs: Vec::new(),
             listed: vec![false; jobs],
             busy_nodes: 0,
             busy_cores: 0,
-        }
-    }
-
-    fn touch(&mut self, node: u32) {
-        if !std::mem::replace(&mut self.touched_flag[node as usize], true) {
-            self.touched.push(node);
         }
     }
 
@@ -207,57 +355,42 @@ impl Rates {
     }
 
     /// The job starts (or resumes) on `pes` at `now`; its price comes at [`Rates::reprice`].
+    /// A node that already holds two jobs refuses the start, and the state is left as it was.
     pub fn start(&mut self, job: usize, pes: &PeSet, now: Time) -> Result<(), Overshared> {
         debug_assert!(!self.running[job]);
-        let per = self.machine.pes_per_node();
-        let per_socket = self.machine.cores_per_socket;
-        let mut here = std::mem::take(&mut self.here);
-        here.clear();
-        // Run by run, and within a run node by node: the PEs of a run on one node are
-        // consecutive cores, so they sit on every processor from the first one's to the
-        // last one's (PEs are numbered node by node, processor by processor).
-        // A whole node is on every processor; the divisions are made for partial ones only.
-        // A node that already holds two jobs refuses the start before anything is changed.
-        let every = u32::MAX >> (32 - self.machine.sockets_per_node);
-        for &(lo, hi) in pes.runs() {
-            let mut node = lo / per;
-            let mut pe = lo;
-            while pe < hi {
-                let base = node * per;
-                let end = hi.min(base + per);
-                let procs = end - pe;
-                let sockets = if procs == per {
-                    every
-                } else {
-                    let first = (pe - base) / per_socket;
-                    let last = (end - 1 - base) / per_socket;
-                    (u32::MAX >> (31 - last)) & (u32::MAX << first)
-                };
-                match here.last_mut() {
-                    Some(h) if h.0 == node => {
-                        h.1 += procs;
-                        h.2 |= sockets;
-                    }
-                    _ => {
-                        if self.nodes[node as usize][1].job != NONE {
-                            self.here = here;
-                            return Err(Overshared {
-                                node: NodeId(node),
-                                job,
-                            });
-                        }
-                        here.push((node, procs, sockets));
-                    }
-                }
-                pe = end;
-                node += 1;
-            }
+        debug_assert!(self.tally[job].is_empty());
+        let mut seating = Seating {
+            job: job as u32,
+            nodes: &mut self.nodes,
+            alone_of: &mut self.alone,
+            touched: &mut self.touched,
+            touched_flag: &mut self.touched_flag,
+            seated: self.spare.pop().unwrap_or_default(),
+            alone: [0; 4],
+            procs: 0,
+        };
+        debug_assert!(seating.seated.is_empty());
+        let walked = self.walk.walk(pes, &mut seating);
+        let Seating {
+            seated: mut nodes,
+            alone,
+            procs,
+            ..
+        } = seating;
+        if let Err(node) = walked {
+            self.unseat(job as u32, &nodes);
+            nodes.clear();
+            self.spare.push(nodes);
+            return Err(Overshared {
+                node: NodeId(node),
+                job,
+            });
         }
         #[cfg(debug_assertions)]
         {
             let mut by_pe: Vec<(u32, u32, u32)> = Vec::new();
             for pe in pes.iter() {
-                let (node, bit) = (pe.0 / per, 1 << self.machine.socket_of(pe));
+                let (node, bit) = (pe.0 / self.walk.per, 1 << self.machine.socket_of(pe));
                 match by_pe.last_mut() {
                     Some(h) if h.0 == node => {
                         h.1 += 1;
@@ -266,37 +399,18 @@ impl Rates {
                     _ => by_pe.push((node, 1, bit)),
                 }
             }
-            debug_assert_eq!(here, by_pe, "processes per node of job {job}");
+            let by_node: Vec<(u32, u8)> = nodes
+                .iter()
+                .map(|&n| {
+                    let slots = &self.nodes[n as usize];
+                    let h = slots[usize::from(slots[0].job != job as u32)];
+                    (n, h.kind)
+                })
+                .collect();
+            let expected: Vec<(u32, u8)> = by_pe.iter().map(|&(n, p, s)| (n, kind(p, s))).collect();
+            debug_assert_eq!(by_node, expected, "placement per node of job {job}");
         }
-        let mut nodes = self.spare.pop().unwrap_or_default();
-        debug_assert!(nodes.is_empty() && self.tally[job].is_empty());
-        let mut alone = [0u32; 4];
-        let mut procs = 0;
-        for &(node, p, sockets) in &here {
-            let k = kind(p, sockets);
-            procs += p;
-            nodes.push(node);
-            let me = Here {
-                job: job as u32,
-                kind: k,
-                counted: 0,
-            };
-            let slots = &mut self.nodes[node as usize];
-            let first = slots[0];
-            if first.job == NONE {
-                slots[0] = me;
-                alone[usize::from(k)] += 1;
-                self.busy_nodes += 1;
-            } else {
-                // The first job was alone here: it shares the node with this one, and both
-                // are priced here at the reprice.
-                debug_assert_eq!(first.counted, 0);
-                slots[1] = me;
-                self.alone[first.job as usize][usize::from(first.kind)] -= 1;
-                self.touch(node);
-            }
-        }
-        self.here = here;
+        self.busy_nodes += alone.iter().sum::<u32>();
         self.busy_cores += procs;
         self.procs[job] = procs;
         self.alone[job] = alone;
@@ -306,6 +420,21 @@ impl Rates {
         self.since[job] = now;
         self.list(job as u32);
         Ok(())
+    }
+
+    /// Takes a refused start back from the nodes it was seated on. A node it touched stays
+    /// listed: the reprice passes over a node without a partner.
+    fn unseat(&mut self, job: u32, nodes: &[u32]) {
+        for &n in nodes {
+            let slots = &mut self.nodes[n as usize];
+            if slots[0].job == job {
+                slots[0] = EMPTY;
+            } else {
+                slots[1] = EMPTY;
+                let first = slots[0];
+                self.alone[first.job as usize][usize::from(first.kind)] += 1;
+            }
+        }
     }
 
     /// Work done up to `now` at the price in force.
@@ -331,15 +460,17 @@ impl Rates {
         self.alone[job] = [0; 4];
         self.busy_cores -= std::mem::take(&mut self.procs[job]);
         let mut nodes = std::mem::take(&mut self.job_nodes[job]);
+        let mut freed = 0;
         for &n in &nodes {
             let slots = &mut self.nodes[n as usize];
-            let other = slots[usize::from(slots[0].job == job as u32)];
-            slots[1] = EMPTY;
-            if other.job == NONE {
+            if slots[1].job == NONE {
+                // Alone here: the job is the first.
                 slots[0] = EMPTY;
-                self.busy_nodes -= 1;
+                freed += 1;
                 continue;
             }
+            let other = slots[usize::from(slots[0].job == job as u32)];
+            slots[1] = EMPTY;
             slots[0] = Here {
                 counted: 0,
                 ..other
@@ -351,6 +482,7 @@ impl Rates {
             self.alone[o][usize::from(other.kind)] += 1;
             self.list(other.job);
         }
+        self.busy_nodes -= freed;
         nodes.clear();
         self.spare.push(nodes);
     }
@@ -571,6 +703,90 @@ mod tests {
                 out.push((j, now + Dur::from_micros(wall)));
             }
             out
+        }
+    }
+
+    /// The walk's visits, refused at one node if any.
+    struct Visits {
+        nodes: Vec<(u32, u32, u32, u8)>,
+        refused: Option<u32>,
+    }
+
+    impl NodeVisit for Visits {
+        fn visit(&mut self, node: u32, procs: u32, sockets: u32, k: u8) -> Result<(), u32> {
+            if self.refused == Some(node) {
+                return Err(node);
+            }
+            self.nodes.push((node, procs, sockets, k));
+            Ok(())
+        }
+    }
+
+    /// The PE set read PE by PE: (node, processes, processors) for each node it touches.
+    fn nodes_by_pe(m: MachineShape, pes: &PeSet) -> Vec<(u32, u32, u32)> {
+        let mut out: Vec<(u32, u32, u32)> = Vec::new();
+        for pe in pes.iter() {
+            let (node, bit) = (m.node_of(pe).0, 1 << m.socket_of(pe));
+            match out.last_mut() {
+                Some(h) if h.0 == node => {
+                    h.1 += 1;
+                    h.2 |= bit;
+                }
+                _ => out.push((node, 1, bit)),
+            }
+        }
+        out
+    }
+
+    proptest! {
+        /// On machines of 1 to 4 processors of 1 to 5 cores, PE sets of short runs, runs
+        /// across nodes, whole stretches and runs far apart are read node by node as PE by PE.
+        #[test]
+        fn the_walk_reads_nodes_as_pe_by_pe(
+            sockets in 1u32..5,
+            cores in 1u32..6,
+            nodes in 1u32..12,
+            gaps in proptest::collection::vec((0u32..30, 1u32..30), 0..12),
+        ) {
+            let m = MachineShape {
+                nodes,
+                sockets_per_node: sockets,
+                cores_per_socket: cores,
+                mem_per_node_mib: None,
+            };
+            let mut pes = PeSet::new();
+            let mut pe = 0;
+            for (gap, len) in gaps {
+                let lo = (pe + gap).min(m.total_pes());
+                let hi = (lo + len).min(m.total_pes());
+                pes.push_sorted(lo, hi);
+                pe = hi;
+            }
+            let mut walked = Visits { nodes: Vec::new(), refused: None };
+            prop_assert!(NodeWalk::new(m).walk(&pes, &mut walked).is_ok());
+            let expected: Vec<(u32, u32, u32, u8)> = nodes_by_pe(m, &pes)
+                .into_iter()
+                .map(|(n, p, s)| (n, p, s, kind(p, s)))
+                .collect();
+            prop_assert_eq!(walked.nodes, expected);
+        }
+
+        /// The walk stops at the first node its visit refuses.
+        #[test]
+        fn the_walk_stops_at_a_refusal(
+            start in 0u32..40,
+            len in 1u32..40,
+            refused in 0u32..10,
+        ) {
+            let m = machine();
+            let pes = PeSet::contiguous(start, len.min(m.total_pes() - start.min(m.total_pes())));
+            let mut walked = Visits { nodes: Vec::new(), refused: Some(refused) };
+            let r = NodeWalk::new(m).walk(&pes, &mut walked);
+            let all: Vec<u32> = nodes_by_pe(m, &pes).iter().map(|h| h.0).collect();
+            let before: Vec<u32> = all.iter().copied().take_while(|&n| n != refused).collect();
+            prop_assert_eq!(r, if all.contains(&refused) { Err(refused) } else { Ok(()) });
+            let got: Vec<u32> = walked.nodes.iter().map(|v| v.0).collect();
+            prop_assert_eq!(got, before);
         }
     }
 
