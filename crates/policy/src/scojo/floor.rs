@@ -2,38 +2,49 @@
 //!
 //! A pass places the waiting jobs in queue order, each at its earliest fit in a profile that
 //! the pass only takes free nodes away from (each placement reserves; nothing is given
-//! back). If an earlier job of `n` nodes for `d` was placed at `t`, a later job of `n` nodes
-//! for `d' ≥ d` fits nowhere before `t`: a fit of the later job at `s < t` is `n` nodes free
-//! for `d'` from `s` in a profile with no more free than the earlier one had, hence `n`
-//! nodes free for `d` from `s` then, a fit of the earlier job before the one it found. Its
-//! search starts at the latest such `t` and finds the same place. The same holds for a job
-//! that found no fit at all: no later job of as many nodes and as long an estimate finds one.
-
-use std::collections::HashMap;
+//! back). If an earlier job of `n` nodes for `d` was placed at `t`, a later job of `n' ≥ n`
+//! nodes for `d' ≥ d` fits nowhere before `t`: a fit of the later job at `s < t` is `n'`
+//! nodes free for `d'` from `s` in a profile with no more free than the earlier one had,
+//! hence `n` nodes free for `d` from `s` then, a fit of the earlier job before the one it
+//! found. Its search starts at the latest such `t` and finds the same place. The same holds
+//! for a job that found no fit at all: no later job of as many nodes and as long an estimate
+//! finds one.
 
 use cosched_core::{Dur, Time};
 
-/// For each number of nodes, the earliest fits found so far in a pass as a staircase:
-/// estimates ascending, starts strictly ascending (an entry with a longer estimate and no
-/// later start bounds nothing another does not), so the bound for an estimate is the last
-/// entry not longer than it. `Time::MAX` stands for "no fit".
+/// For each number of nodes placed, the earliest fits found so far in a pass as a
+/// staircase: estimates ascending, starts strictly ascending (an entry with a longer
+/// estimate and no later start bounds nothing another does not), so the bound for an
+/// estimate is the last entry not longer than it. `Time::MAX` stands for "no fit".
+///
+/// The counts are few (a queue's jobs come in a few dozen sizes at most) and kept sorted, so
+/// a bound reads the staircases of every count up to the job's own.
 #[derive(Debug, Default)]
 pub(super) struct Floors {
-    by_nodes: HashMap<u32, Vec<(Dur, Time)>>,
+    by_nodes: Vec<(u32, Vec<(Dur, Time)>)>,
 }
 
 impl Floors {
-    /// The latest start found for a job of `nodes` nodes and an estimate no longer than
-    /// `dur` (`Time::MAX` if one found no fit); `None` if no such job was placed.
+    /// The latest start found for a job of at most `nodes` nodes and an estimate no longer
+    /// than `dur` (`Time::MAX` if one found no fit); `None` if no such job was placed.
     pub(super) fn floor(&self, nodes: u32, dur: Dur) -> Option<Time> {
-        let s = self.by_nodes.get(&nodes)?;
-        let i = s.partition_point(|&(d, _)| d <= dur);
-        i.checked_sub(1).map(|i| s[i].1)
+        let upto = self.by_nodes.partition_point(|&(n, _)| n <= nodes);
+        self.by_nodes[..upto]
+            .iter()
+            .filter_map(|(_, s)| {
+                let i = s.partition_point(|&(d, _)| d <= dur);
+                i.checked_sub(1).map(|i| s[i].1)
+            })
+            .max()
     }
 
     /// A job of `nodes` nodes for `dur` found its earliest fit at `at` (`Time::MAX`: none).
     pub(super) fn found(&mut self, nodes: u32, dur: Dur, at: Time) {
-        let s = self.by_nodes.entry(nodes).or_default();
+        let c = self.by_nodes.partition_point(|&(n, _)| n < nodes);
+        if self.by_nodes.get(c).is_none_or(|&(n, _)| n != nodes) {
+            self.by_nodes.insert(c, (nodes, Vec::new()));
+        }
+        let s = &mut self.by_nodes[c].1;
         let i = s.partition_point(|&(d, _)| d <= dur);
         if i > 0 && s[i - 1].1 >= at {
             return;
@@ -62,7 +73,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
-        /// The staircase answers what the largest start among the jobs of as many nodes and
+        /// The staircases answer what the largest start among the jobs of no more nodes and
         /// no longer estimate says, computed over every job recorded.
         #[test]
         fn the_floor_is_the_latest_start_of_a_smaller_job(
@@ -77,7 +88,7 @@ mod tests {
             for (n, d) in asks {
                 let want = jobs
                     .iter()
-                    .filter(|&&(jn, jd, _)| jn == n && jd <= d)
+                    .filter(|&&(jn, jd, _)| jn <= n && jd <= d)
                     .map(|&(_, _, s)| if s == 49 { Time::MAX } else { t(s) })
                     .max();
                 prop_assert_eq!(f.floor(n, Dur::from_secs(d)), want);

@@ -64,6 +64,7 @@ mod fairness;
 mod floor;
 mod front;
 mod group;
+mod queue;
 mod response;
 mod stats;
 #[cfg(test)]
@@ -266,7 +267,7 @@ impl Policy for Scojo {
                     ));
                     return;
                 }
-                self.vms[kind].queue.push(id);
+                self.vms[kind].queue.push(id, job.space);
                 self.jobs.insert(id, job);
                 self.fresh.push(id);
             }
