@@ -5,7 +5,6 @@ use std::cell::OnceCell;
 
 use cosched_core::{Dur, JobId, Time};
 
-use super::floor::Floors;
 use super::front::Fronts;
 use super::glomarc::{self, Cand, Primary, Variant};
 use super::vm::work_secs;
@@ -156,9 +155,10 @@ impl Scojo {
         // Jobs of the pass's queue placed (or passed over, held) and started.
         let waiting = queue.len();
         let (mut done, mut started) = (waiting, 0);
-        // The earliest fits found so far in this pass: a later job of as many nodes and no
-        // shorter estimate fits nowhere before them ([`Floors`]).
-        let mut floors = Floors::default();
+        // The earliest fits found so far in this pass: a later job of as many nodes or more
+        // and no shorter estimate fits nowhere before them (`floor.rs`).
+        let mut floors = std::mem::take(&mut self.floors);
+        floors.clear();
         for (pos, id) in queue.into_iter().enumerate() {
             if known.is_none_or(|(f, n, _)| f != later.id(pos) || n != free_n) {
                 // The later jobs' reservations only matter to starts now, and those need a
@@ -248,6 +248,7 @@ impl Scojo {
                 next = next.min(v + dur);
             }
         }
+        self.floors = floors;
         if keep {
             let vm = &mut self.vms[k];
             vm.backfill = Some(BackfillPlan {
