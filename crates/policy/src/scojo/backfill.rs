@@ -5,7 +5,6 @@ use std::cell::OnceCell;
 
 use cosched_core::{Dur, JobId, Time};
 
-use super::floor::Floors;
 use super::front::Fronts;
 use super::glomarc::{self, Cand, Primary, Variant};
 use super::vm::work_secs;
@@ -72,41 +71,14 @@ impl Scojo {
         // lowest ones left are the next start's.
         let mut free_n = free_at_first;
         let left = slice_end - now;
-        let other = if k == MEDIUM { LONG } else { MEDIUM };
         // Guests: waiting jobs of the other queues that fit the slice and the free nodes.
         // The pass starts only jobs of this VM's queue, so the other queues are the same
         // after it, and the guests are listed only when the pass gets to them.
-        let guests_of = |me: &Scojo| -> Vec<JobId> {
-            if k == SHORT {
-                return Vec::new();
-            }
-            me.vms[SHORT]
-                .queue
-                .iter()
-                .chain(me.vms[other].queue.iter())
-                .copied()
-                .filter(|id| {
-                    let s = &me.jobs[id].space;
-                    !me.held.contains(id) && s.dur <= left && s.nodes <= free_at_first
-                })
-                .collect()
-        };
-        let guest = if k == SHORT {
-            (u32::MAX, Dur::MAX)
-        } else {
-            self.vms[SHORT]
-                .queue
-                .iter()
-                .chain(self.vms[other].queue.iter())
-                .filter(|id| {
-                    let s = &self.jobs[id].space;
-                    !self.held.contains(id) && s.dur <= left && s.nodes <= free_at_first
-                })
-                .map(|id| &self.jobs[id].space)
-                .fold((u32::MAX, Dur::MAX), |(n, d), s| {
-                    (n.min(s.nodes), d.min(s.dur))
-                })
-        };
+        let guest = self
+            .guests(k, left, free_at_first)
+            .fold((u32::MAX, Dur::MAX), |(n, d), (_, s)| {
+                (n.min(s.nodes), d.min(s.dur))
+            });
         let grouping = self.cfg.group_backfill && k != SHORT && self.cfg.variant != Variant::Ssp;
         let v = self.vms[k].vnow(now);
         let epoch = self.vms[k].epoch;
@@ -116,10 +88,11 @@ impl Scojo {
         });
         let from = kept.as_ref().map_or(0, |p| p.placed);
         let queue: Vec<JobId> = self.vms[k].queue[from..].to_vec();
-        // Each job's space, looked up once (`None` for a held job, which no pass places).
+        // Each job's space (`None` for a held job, which no pass places).
         let spaces: Vec<Option<Space>> = queue
             .iter()
-            .map(|id| (!self.held.contains(id)).then(|| self.jobs[id].space))
+            .zip(&self.vms[k].queue.spaces()[from..])
+            .map(|(id, s)| (!self.held.contains(id)).then_some(*s))
             .collect();
         // A start needs its nodes free from now for its estimate: once no waiting job left
         // in the queue and no guest can have that, no later reservation can change what
@@ -182,9 +155,10 @@ impl Scojo {
         // Jobs of the pass's queue placed (or passed over, held) and started.
         let waiting = queue.len();
         let (mut done, mut started) = (waiting, 0);
-        // The earliest fits found so far in this pass: a later job of as many nodes and no
-        // shorter estimate fits nowhere before them ([`Floors`]).
-        let mut floors = Floors::default();
+        // The earliest fits found so far in this pass: a later job of as many nodes or more
+        // and no shorter estimate fits nowhere before them (`floor.rs`).
+        let mut floors = std::mem::take(&mut self.floors);
+        floors.clear();
         for (pos, id) in queue.into_iter().enumerate() {
             if known.is_none_or(|(f, n, _)| f != later.id(pos) || n != free_n) {
                 // The later jobs' reservations only matter to starts now, and those need a
@@ -252,15 +226,17 @@ impl Scojo {
         // Preempted jobs are not backfilled: they keep their cores in their own VM. (The
         // short slice takes no guests: `guests` is empty there.) When the pass stopped
         // early, no guest can start either.
-        let guests = if done < waiting || guest.0 > free_n {
+        let guests: Vec<(JobId, Space)> = if done < waiting || guest.0 > free_n {
             Vec::new()
         } else {
-            guests_of(self)
+            self.guests(k, left, free_at_first)
+                .map(|(id, s)| (id, *s))
+                .collect()
         };
-        for id in guests {
+        for (id, space) in guests {
             let Space {
                 ppn, nodes, dur, ..
-            } = self.jobs[&id].space;
+            } = space;
             if free_n < nodes {
                 continue;
             }
@@ -272,6 +248,7 @@ impl Scojo {
                 next = next.min(v + dur);
             }
         }
+        self.floors = floors;
         if keep {
             let vm = &mut self.vms[k];
             vm.backfill = Some(BackfillPlan {
@@ -283,6 +260,17 @@ impl Scojo {
             });
         }
         false
+    }
+
+    /// The waiting jobs of the other queues that could backfill into VM `k`'s slice, in the
+    /// order they are offered (short jobs first): not held, on at most `free` nodes, their
+    /// estimate within the `left` of the slice. The short slice takes none.
+    fn guests(&self, k: usize, left: Dur, free: u32) -> impl Iterator<Item = (JobId, &Space)> {
+        let other = if k == MEDIUM { LONG } else { MEDIUM };
+        let queues = if k == SHORT { 0..0 } else { 0..2 };
+        queues
+            .flat_map(move |i| self.vms[[SHORT, other][i]].queue.with_spaces())
+            .filter(move |&(id, s)| s.dur <= left && s.nodes <= free && !self.held.contains(&id))
     }
 
     /// Starts job `id` on whole free nodes `take` of VM `k` where the backfilling plan

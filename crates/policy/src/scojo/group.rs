@@ -164,8 +164,7 @@ impl Scojo {
         };
         let free = vm.free;
         // Step 1: low load, everything fits one process per node.
-        let want: u32 = vm.queue.iter().map(|id| self.jobs[id].req.procs).sum();
-        if want <= free {
+        if vm.queue.procs() <= u64::from(free) {
             self.stats.unformed.low_load += 1;
             return false;
         }

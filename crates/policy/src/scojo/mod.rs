@@ -64,6 +64,7 @@ mod fairness;
 mod floor;
 mod front;
 mod group;
+mod queue;
 mod response;
 mod stats;
 #[cfg(test)]
@@ -78,6 +79,7 @@ use cosched_core::{Dur, IdMap, JobId, MachineShape, Milli, Slowdowns, Time};
 use crate::forecast::SharedForecaster;
 use crate::{ConfigError, Decision, Event, JobRequest, Never, Policy, PolicyConfig};
 pub use config::{OPTIONS, ScojoConfig, SlSelf};
+use floor::Floors;
 use glomarc::Variant;
 use response::FcfsPlan;
 use stats::{Stats, Unformed};
@@ -161,6 +163,8 @@ pub struct Scojo {
     fresh: Vec<JobId>,
     next_group: u64,
     stats: Stats,
+    /// The backfilling pass's bounds, kept for their buffers (see [`Floors`]).
+    floors: Floors,
     /// The simulator's engine, for the response-time estimates ([`Policy::set_forecaster`]).
     forecaster: Option<SharedForecaster>,
 }
@@ -192,6 +196,7 @@ impl Scojo {
             fresh: Vec::new(),
             next_group: 0,
             stats: Stats::default(),
+            floors: Floors::default(),
             forecaster: None,
         })
     }
@@ -266,7 +271,7 @@ impl Policy for Scojo {
                     ));
                     return;
                 }
-                self.vms[kind].queue.push(id);
+                self.vms[kind].queue.push(id, job.req.procs, job.space);
                 self.jobs.insert(id, job);
                 self.fresh.push(id);
             }

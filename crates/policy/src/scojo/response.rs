@@ -190,7 +190,7 @@ impl Scojo {
                 held: false,
             });
         }
-        for &q in &vm.queue {
+        for &q in vm.queue.iter() {
             let x = &self.jobs[&q];
             let Space { nodes, dur, .. } = x.space;
             jobs.push(LiveJob {

@@ -173,7 +173,7 @@ fn the_fairness_check_covers_the_waiting_jobs_a_group_delays() {
     // A job the group does not delay does not count, however late it already is: with W
     // running elsewhere nothing is delayed.
     let mut q = build(true);
-    q.vms[LONG].queue.retain(|&x| x != JobId(2));
+    q.vms[LONG].queue.remove(JobId(2));
     let alone = q.fairness(LONG, (JobId(3), 1), &[], now);
     assert!((alone - members_only).abs() < 1e-9, "{alone}");
     // Asked only whether the group passes, the check may stop at the first job too
@@ -229,7 +229,7 @@ fn an_fcfs_plan_carried_on_gives_the_starts_of_a_fresh_one() {
         submit(&mut p, i as u64 + 1, 0, procs, 200 + 100 * i as i64);
     }
     let now = Time::ZERO;
-    let ids: Vec<JobId> = p.vms[MEDIUM].queue.clone();
+    let ids: Vec<JobId> = p.vms[MEDIUM].queue.to_vec();
     assert_eq!(ids.len(), widths.len());
     let mut kept = Vec::new();
     for &id in &ids {

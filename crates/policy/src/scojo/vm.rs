@@ -8,6 +8,7 @@ use cosched_core::multicore::mul;
 use cosched_core::{Dur, IdMap, JobId, MachineShape, Milli, PeSet, Time};
 
 use super::backfill::BackfillPlan;
+use super::queue::Queue;
 use super::{DOWN, FcfsPlan, Job, Scojo, Seat, Space};
 use crate::Decision;
 
@@ -27,7 +28,7 @@ pub(super) struct Vm {
     pub(super) vbase: Dur,
     pub(super) active_since: Option<Time>,
     /// Waiting jobs in (submit, id) order.
-    pub(super) queue: Vec<JobId>,
+    pub(super) queue: Queue,
     /// Allocated jobs (running while the VM is active).
     pub(super) alloc: BTreeSet<JobId>,
     /// Counts the changes that can move an FCFS forecast of the VM: its lanes, its
@@ -143,7 +144,7 @@ impl Vm {
                 .collect(),
             vbase: Dur::ZERO,
             active_since: None,
-            queue: Vec::new(),
+            queue: Queue::default(),
             alloc: BTreeSet::new(),
             epoch: 0,
             plan: None,
@@ -571,10 +572,7 @@ impl Scojo {
         });
         let pe_set = seats_pe_set(&self.machine, &seats, &mut self.vms[k].pe_runs);
         let kind = self.jobs[&id].kind;
-        // A job leaves the queue once: the first match is the only one.
-        if let Some(i) = self.vms[kind].queue.iter().position(|&x| x == id) {
-            self.vms[kind].queue.remove(i);
-        }
+        self.vms[kind].queue.remove(id);
         self.vms[kind].epoch += 1;
         self.vms[k].alloc.insert(id);
         self.vms[k].epoch += 1;
@@ -663,7 +661,7 @@ impl Scojo {
         };
         self.fresh.retain(|&x| x != id);
         if !j.allocated {
-            self.vms[j.kind].queue.retain(|&x| x != id);
+            self.vms[j.kind].queue.remove(id);
             self.vms[j.kind].epoch += 1;
             return;
         }
