@@ -15,10 +15,10 @@ use cosched_core::{Dur, Time};
 /// How many node counts, the job's own and the next smaller ones placed, bound its search.
 /// Every smaller count gives a true bound, and any subset of them a weaker one that finds
 /// the same place; the nearest bound best (a job is held back most by jobs like it), and
-/// reading every count costs more than the searches it shortens: on SDSC-BLUE's first
-/// 60,000 jobs under Scojo-PECT, 15.10 G instructions with the job's own count alone, 14.71 G
-/// with the four nearest, 15.23 G with all.
-const NEAREST: usize = 4;
+/// reading every count costs more than the searches it shortens. On SDSC-BLUE's first
+/// 60,000 jobs under Scojo-PECT (callgrind): 15.10 G instructions with the job's own count
+/// alone, 14.80 G with the 2 nearest, 14.71 G with 4, 14.60 G with 8, 15.23 G with all.
+const NEAREST: usize = 8;
 
 /// For each number of nodes placed, the earliest fits found so far in a pass as a
 /// staircase: estimates ascending, starts strictly ascending (an entry with a longer
