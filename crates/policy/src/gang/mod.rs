@@ -713,6 +713,20 @@ mod tests {
         }
     }
 
+    /// Gang on 16 one-core PEs with 10 s quanta, and a xorshift stream from `seed` (`rand(n)`
+    /// is below `n`): the random runs of the tests below.
+    fn small_gang_and_stream(mut seed: u64) -> (Gang, impl FnMut(u64) -> u64) {
+        let mut c = PolicyConfig::new(MachineShape::flat(16, 1));
+        c.quantum = Some(Dur::from_secs(10));
+        let rand = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        (Gang::new(&c).unwrap(), rand)
+    }
+
     /// A switch reused for another running set (see [`Gang::same_target_for_running`]) is
     /// what a fresh computation gives: debug builds compare the two at every
     /// reuse (`check_carried`), and this run of many small jobs and quanta on 16 PEs, with
@@ -720,16 +734,7 @@ mod tests {
     /// definition after each event.
     #[test]
     fn switches_reused_across_clashing_running_sets_are_fresh() {
-        let mut c = PolicyConfig::new(MachineShape::flat(16, 1));
-        c.quantum = Some(Dur::from_secs(10));
-        let mut p = Gang::new(&c).unwrap();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rand = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let (mut p, mut rand) = small_gang_and_stream(0x2545_f491_4f6c_dd1d);
         let mut next = 1u64;
         for step in 1..=3000i64 {
             let t = Time::from_secs(step);
@@ -785,16 +790,7 @@ mod tests {
     /// them, so marks fall at every row the first switch after an event brings.
     #[test]
     fn a_steady_point_repeats_the_period_stepped_before_it() {
-        let mut c = PolicyConfig::new(MachineShape::flat(16, 1));
-        c.quantum = Some(Dur::from_secs(10));
-        let mut p = Gang::new(&c).unwrap();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rand = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let (mut p, mut rand) = small_gang_and_stream(0x9e37_79b9_7f4a_7c15);
         let mut next = 1u64;
         let mut outside = Time::from_secs(5);
         // The decisions since the last mark, relative to it.
