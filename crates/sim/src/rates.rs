@@ -204,6 +204,24 @@ impl NodeVisit for Seating<'_> {
     }
 }
 
+/// The PE set read PE by PE: (node, processes, processors) for each node it touches, what
+/// a [`NodeWalk`] must hand over; debug builds check every start against it.
+#[cfg(any(test, debug_assertions))]
+fn nodes_by_pe(m: MachineShape, pes: &PeSet) -> Vec<(u32, u32, u32)> {
+    let mut out: Vec<(u32, u32, u32)> = Vec::new();
+    for pe in pes.iter() {
+        let (node, bit) = (m.node_of(pe).0, 1 << m.socket_of(pe));
+        match out.last_mut() {
+            Some(h) if h.0 == node => {
+                h.1 += 1;
+                h.2 |= bit;
+            }
+            _ => out.push((node, 1, bit)),
+        }
+    }
+    out
+}
+
 /// Rates of the running jobs.
 ///
 /// A job's slowdown on a node changes only when the node's occupants change, so each running
@@ -388,17 +406,7 @@ impl Rates {
         }
         #[cfg(debug_assertions)]
         {
-            let mut by_pe: Vec<(u32, u32, u32)> = Vec::new();
-            for pe in pes.iter() {
-                let (node, bit) = (pe.0 / self.walk.per, 1 << self.machine.socket_of(pe));
-                match by_pe.last_mut() {
-                    Some(h) if h.0 == node => {
-                        h.1 += 1;
-                        h.2 |= bit;
-                    }
-                    _ => by_pe.push((node, 1, bit)),
-                }
-            }
+            let by_pe = nodes_by_pe(self.machine, pes);
             let by_node: Vec<(u32, u8)> = nodes
                 .iter()
                 .map(|&n| {
@@ -720,22 +728,6 @@ mod tests {
             self.nodes.push((node, procs, sockets, k));
             Ok(())
         }
-    }
-
-    /// The PE set read PE by PE: (node, processes, processors) for each node it touches.
-    fn nodes_by_pe(m: MachineShape, pes: &PeSet) -> Vec<(u32, u32, u32)> {
-        let mut out: Vec<(u32, u32, u32)> = Vec::new();
-        for pe in pes.iter() {
-            let (node, bit) = (m.node_of(pe).0, 1 << m.socket_of(pe));
-            match out.last_mut() {
-                Some(h) if h.0 == node => {
-                    h.1 += 1;
-                    h.2 |= bit;
-                }
-                _ => out.push((node, 1, bit)),
-            }
-        }
-        out
     }
 
     proptest! {

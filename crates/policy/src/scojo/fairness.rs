@@ -8,7 +8,7 @@ use cosched_core::{Dur, JobId, Milli, Time};
 
 use super::glomarc::Cand;
 use super::vm::{milli, run_for};
-use super::{DOWN, Scojo, Space};
+use super::{DOWN, Scojo};
 use crate::profile::Profile;
 
 /// What the fairness check of one search reads of a VM ([`Scojo::fair_base`]): the VM
@@ -115,12 +115,9 @@ impl Scojo {
         profile.rebuild(v, free, counts.iter().copied());
         let waiting = self.vms[k]
             .queue
-            .iter()
-            .filter(|id| !self.held.contains(id))
-            .map(|&id| {
-                let Space { nodes, dur, .. } = self.jobs[&id].space;
-                (id, nodes, dur)
-            })
+            .with_spaces()
+            .filter(|(id, _)| !self.held.contains(id))
+            .map(|(id, s)| (id, s.nodes, s.dur))
             .collect();
         FairBase {
             v,

@@ -148,9 +148,8 @@ impl Scojo {
         let vm = &mut self.vms[k];
         let plan = vm.plan.as_mut().expect("made above");
         let mut start = None;
-        for &q in &vm.queue[from..=to] {
-            let Space { nodes, dur, .. } = self.jobs[&q].space;
-            start = plan.place(nodes, dur);
+        for s in &vm.queue.spaces()[from..=to] {
+            start = plan.place(s.nodes, s.dur);
         }
         plan.placed = to + 1;
         start
