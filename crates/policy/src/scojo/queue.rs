@@ -2,8 +2,9 @@
 //! beside it.
 //!
 //! Every backfilling pass reads the needs of the jobs it may place and of the other queues'
-//! guests. Kept beside the ids, they are read in one run of memory, where looking each job
-//! up in the policy's table costs a hash and a cache miss per job at every pass.
+//! guests, and the FCFS forecast and the fairness check those of the queue they place. Kept
+//! beside the ids, they are read in one run of memory, where looking each job up in the
+//! policy's table costs a hash and a cache miss per job each time.
 
 use std::ops::Deref;
 
