@@ -5,6 +5,7 @@ use std::cell::OnceCell;
 
 use cosched_core::{Dur, JobId, Time};
 
+use super::defer::Deferred;
 use super::front::Fronts;
 use super::glomarc::{self, Cand, Primary, Variant};
 use super::vm::work_secs;
@@ -14,9 +15,9 @@ use crate::profile::Profile;
 
 /// A VM's backfilling plan kept between passes: the profile of whole nodes once the
 /// waiting jobs of its queue up to `placed` (held ones aside) have reserved their earliest
-/// fit and the jobs whose fit was now have started, as of VM clock `at` and the VM's
-/// `epoch`. A pass that stops early (no job left could start now) leaves the rest of the
-/// queue to the next pass, which goes on from there.
+/// fit or been deferred (`defer.rs`) and the jobs whose fit was now have started, as of VM
+/// clock `at` and the VM's `epoch`. A pass that stops early (no job left could start now)
+/// leaves the rest of the queue to the next pass, which goes on from there.
 ///
 /// A fresh pass at a later clock `v`, on the same state, makes the same plan, moved on to
 /// `v`, as long as no node is released and no reservation starts in between (`next`, the
@@ -33,7 +34,8 @@ pub(super) struct BackfillPlan {
     pub(super) epoch: u64,
     pub(super) at: Time,
     profile: Profile,
-    /// Jobs of the queue, from its head, that it has placed.
+    pub(super) deferred: Deferred,
+    /// Jobs of the queue, from its head, that it has placed or deferred.
     pub(super) placed: usize,
     pub(super) next: Time,
 }
@@ -122,10 +124,10 @@ impl Scojo {
         }
         let mut later = Fronts::new(spaces.iter().map(need));
         debug_assert_eq!(later.fewest_nodes(0), fewest);
-        let (mut profile, mut next) = match kept {
+        let (mut profile, mut deferred, mut next) = match kept {
             Some(mut p) => {
                 p.profile.advance(v);
-                (p.profile, p.next)
+                (p.profile, p.deferred, p.next)
             }
             None => {
                 let mut releases: Vec<(Time, u32)> = Vec::new();
@@ -137,7 +139,7 @@ impl Scojo {
                     .unwrap_or(Time::MAX);
                 let mut profile = Profile::default();
                 profile.rebuild(v, free_at_first, releases.into_iter());
-                (profile, next)
+                (profile, Deferred::new(), next)
             }
         };
         // Whether the plan, once every job has its place, is the one a fresh pass would make
@@ -181,16 +183,51 @@ impl Scojo {
             else {
                 continue;
             };
-            let found = match floors.floor(nodes, dur) {
+            let floor = floors.floor(nodes, dur);
+            // What the last test of the front read of the profile: a reservation from
+            // there on cannot stop a start now by itself (`defer.rs`).
+            let reach = known.map_or(Dur::ZERO, |(_, _, reach)| reach);
+            if !grouping
+                && self.defer
+                && let Some(bound) = floor
+                && bound != Time::MAX
+                && bound - start >= reach
+            {
+                deferred.push(nodes, dur, bound);
+                continue;
+            }
+            let search = |profile: &Profile| match floor {
                 None => profile.earliest(nodes, dur),
                 Some(Time::MAX) => None,
                 Some(floor) => profile.earliest_within(nodes, dur, floor, Time::MAX),
             };
-            debug_assert_eq!(found, profile.earliest(nodes, dur), "floor of {id}");
+            let mut found = search(&profile);
+            // A start now must see every reservation its window could meet.
+            if found.is_some_and(|(at, _)| at <= v && v + dur > deferred.horizon()) {
+                deferred.place_before(v + dur, &mut profile, |n, d, at| {
+                    floors.found(n, d, at.unwrap_or(Time::MAX));
+                    if let Some(at) = at {
+                        next = next.min(at);
+                        if at - start < reach {
+                            known = None;
+                        }
+                    }
+                });
+                found = search(&profile);
+            }
+            debug_assert!(
+                !deferred.is_empty() || found == profile.earliest(nodes, dur),
+                "floor of {id}"
+            );
             floors.found(nodes, dur, found.map_or(Time::MAX, |(at, _)| at));
             let Some((at, i)) = found else {
                 continue;
             };
+            if at + dur > deferred.horizon() {
+                debug_assert!(at > v, "a start now of {id} past the horizon");
+                deferred.push(nodes, dur, at);
+                continue;
+            }
             if grouping
                 && !(at <= v && free_n >= nodes)
                 && let Some(m) = self.backfill_group(now, k, id, &profile, free_n as usize)
@@ -240,6 +277,13 @@ impl Scojo {
             if free_n < nodes {
                 continue;
             }
+            if v + dur > deferred.horizon() {
+                deferred.place_before(v + dur, &mut profile, |_, _, at| {
+                    if let Some(at) = at {
+                        next = next.min(at);
+                    }
+                });
+            }
             if profile.reserve_at(v, dur, nodes) {
                 let take: Vec<u32> = self.vms[k].free_nodes().take(nodes as usize).collect();
                 debug_assert_eq!(take.len(), nodes as usize, "free nodes of VM {k}");
@@ -251,10 +295,13 @@ impl Scojo {
         self.floors = floors;
         if keep {
             let vm = &mut self.vms[k];
+            // A deferred job's reservation starts at its bound or later.
+            let next = next.min(deferred.horizon());
             vm.backfill = Some(BackfillPlan {
                 epoch: vm.epoch,
                 at: v,
                 profile,
+                deferred,
                 placed: from + done - started,
                 next,
             });

@@ -59,6 +59,7 @@
 pub mod glomarc;
 
 mod backfill;
+mod defer;
 mod config;
 mod fairness;
 mod floor;
@@ -165,6 +166,9 @@ pub struct Scojo {
     stats: Stats,
     /// The backfilling pass's bounds, kept for their buffers (see [`Floors`]).
     floors: Floors,
+    /// Whether backfilling passes defer the placements beyond any start now's reach
+    /// (`defer.rs`); off only in the tests that check a pass decides the same without.
+    defer: bool,
     /// The simulator's engine, for the response-time estimates ([`Policy::set_forecaster`]).
     forecaster: Option<SharedForecaster>,
 }
@@ -197,6 +201,7 @@ impl Scojo {
             next_group: 0,
             stats: Stats::default(),
             floors: Floors::default(),
+            defer: true,
             forecaster: None,
         })
     }

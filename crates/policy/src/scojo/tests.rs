@@ -447,6 +447,43 @@ fn a_kept_backfilling_plan_decides_as_a_fresh_one() {
     assert!(reused > 100, "plans kept {reused} times");
 }
 
+/// Deferring the placements beyond any start now's reach decides as placing every job: a
+/// random stream that submits faster than the machine runs (the queue grows to hundreds of
+/// jobs, most of them fitting far ahead) on 8 quad-core nodes, under Scojo-PECT and
+/// G-LOMARC-TS, with every decision made twice from the same state, with deferral and
+/// without.
+#[test]
+fn deferring_far_placements_decides_as_placing_every_job() {
+    for (name, variant) in [("scojo-pect", Variant::Ssp), ("glomarc", Variant::Glts)] {
+        let mut cfg = PolicyConfig::new(quad(8));
+        for (k, v) in [("short_max", 100), ("medium_max", 1000)] {
+            cfg.options.insert(k.into(), toml::Value::Integer(v));
+        }
+        let mut p = Scojo::new(name, variant, &cfg).unwrap();
+        let mut s = Stream::new(0x9e37_79b9_7f4a_7c15);
+        let mut kept_deferred = 0;
+        for _ in 0..3000 {
+            let t = s.step(&mut p, 2, 24);
+            let now = s.now;
+            let mut plain = p.clone();
+            plain.defer = false;
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            p.decide(t, &mut a);
+            plain.decide(t, &mut b);
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{name} at {now} s");
+            s.started(&a);
+            kept_deferred += p
+                .vms
+                .iter()
+                .filter(|vm| vm.backfill.as_ref().is_some_and(|b| !b.deferred.is_empty()))
+                .count();
+        }
+        let queued: usize = p.vms.iter().map(|vm| vm.queue.len()).sum();
+        assert!(queued > 100, "{name}: {queued} jobs waiting at the end");
+        assert!(kept_deferred > 100, "{name}: plans with deferred jobs {kept_deferred}");
+    }
+}
+
 /// The node releases counted job by job are those of the node-by-node walk, counted by
 /// time: a random stream of submissions, ends and nodes going down and up on 8 quad-core
 /// nodes, with groups (G-LOMARC-TS, two jobs on one node's lanes) and without, every VM
