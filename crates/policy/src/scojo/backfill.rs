@@ -122,6 +122,19 @@ impl Scojo {
             self.vms[k].backfill = kept;
             return false;
         }
+        // The longest window a start now in this pass can take: a waiting job's on at most
+        // the free nodes (starts only take free nodes away), or a guest's (at most the
+        // slice's rest). A reservation from its end on can change a start now only through
+        // the fits of the jobs after it, so placements from there are deferred (`defer.rs`).
+        let longest_start = spaces
+            .iter()
+            .flatten()
+            .filter(|s| s.nodes <= free_at_first)
+            .map(|s| s.dur)
+            .chain((guest.0 <= free_at_first).then_some(left))
+            .max()
+            .unwrap_or(Dur::ZERO);
+        let far = v + longest_start;
         let mut later = Fronts::new(spaces.iter().map(need));
         debug_assert_eq!(later.fewest_nodes(0), fewest);
         let (mut profile, mut deferred, mut next) = match kept {
@@ -184,14 +197,11 @@ impl Scojo {
                 continue;
             };
             let floor = floors.floor(nodes, dur);
-            // What the last test of the front read of the profile: a reservation from
-            // there on cannot stop a start now by itself (`defer.rs`).
-            let reach = known.map_or(Dur::ZERO, |(_, _, reach)| reach);
             if !grouping
                 && self.defer
                 && let Some(bound) = floor
                 && bound != Time::MAX
-                && bound - start >= reach
+                && bound >= far
             {
                 deferred.push(nodes, dur, bound);
                 continue;
@@ -202,13 +212,20 @@ impl Scojo {
                 Some(floor) => profile.earliest_within(nodes, dur, floor, Time::MAX),
             };
             let mut found = search(&profile);
-            // A start now must see every reservation its window could meet.
-            if found.is_some_and(|(at, _)| at <= v && v + dur > deferred.horizon()) {
-                deferred.place_before(v + dur, &mut profile, |n, d, at| {
+            // A fit whose window reaches the horizon is the true one only once the deferred
+            // jobs it could meet are placed; beyond any start now's window it is deferred
+            // instead (its true fit is no earlier).
+            while let Some((at, _)) = found
+                && at + dur > deferred.horizon()
+            {
+                if at >= far {
+                    break;
+                }
+                deferred.place_before(at + dur, &mut profile, |n, d, at| {
                     floors.found(n, d, at.unwrap_or(Time::MAX));
                     if let Some(at) = at {
                         next = next.min(at);
-                        if at - start < reach {
+                        if known.is_some_and(|(_, _, reach)| at - start < reach) {
                             known = None;
                         }
                     }
@@ -224,7 +241,6 @@ impl Scojo {
                 continue;
             };
             if at + dur > deferred.horizon() {
-                debug_assert!(at > v, "a start now of {id} past the horizon");
                 deferred.push(nodes, dur, at);
                 continue;
             }
