@@ -173,16 +173,43 @@ pub enum Unformed {
 /// and fits the primary's window of nodes widened by MATCHED_EXCEED_PRIM. A caller may
 /// leave out the candidates this refuses before working out their slowdowns.
 pub fn within_reach(p: &Primary, params: &Params, rem: f64, nodes: u32) -> bool {
-    rem <= p.rem + params.max_longer && nodes <= node_limit(p, params)
+    Reach::of(p, params).holds(rem, nodes)
+}
+
+/// The bounds of [`within_reach`] for one primary, worked out once for every candidate
+/// weighed beside it (the node limit rounds down a product at each use otherwise).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reach {
+    /// The most work a candidate may have: the primary's plus MAX_MATCHED_LONGER_PRIM.
+    max_rem: f64,
+    /// The most nodes it may take ([`node_limit`]).
+    max_nodes: u32,
+}
+
+impl Reach {
+    pub fn of(p: &Primary, params: &Params) -> Reach {
+        Reach {
+            max_rem: p.rem + params.max_longer,
+            max_nodes: node_limit(p, params),
+        }
+    }
+
+    /// [`within_reach`] of a candidate with `rem` seconds of work on `nodes` nodes.
+    pub fn holds(&self, rem: f64, nodes: u32) -> bool {
+        rem <= self.max_rem && nodes <= self.max_nodes
+    }
+
+    /// Step 1's pre-selection ([`preselected`]) of candidate `c`.
+    pub fn preselects(&self, params: &Params, c: &Cand) -> bool {
+        c.pre_sl <= params.max_sl && c.pre_sl_prim <= params.max_sl && self.holds(c.rem, c.nodes)
+    }
 }
 
 /// Step 1's pre-selection of candidate `c` beside primary `p`: both slowdowns within
 /// MAX_SL, and within reach. Its sort key is not read: a caller may filter candidates
 /// before working out their keys.
 pub fn preselected(p: &Primary, params: &Params, c: &Cand) -> bool {
-    c.pre_sl <= params.max_sl
-        && c.pre_sl_prim <= params.max_sl
-        && within_reach(p, params, c.rem, c.nodes)
+    Reach::of(p, params).preselects(params, c)
 }
 
 /// The most nodes a group's matched jobs may take: the primary's, widened by
@@ -227,9 +254,10 @@ pub fn form_ordered(
     fair: &mut dyn FnMut(&[Cand]) -> bool,
 ) -> Result<Group, Unformed> {
     let window = p.nodes;
-    let limit = node_limit(p, params);
+    let reach = Reach::of(p, params);
+    let limit = reach.max_nodes;
     // 1. Pre-selection.
-    let mut c = cands.filter(|c| preselected(p, params, c));
+    let mut c = cands.filter(|c| reach.preselects(params, c));
     let v = params.variant;
     // 3. Blocks, each sorted by decreasing runtime (NH: one block of every candidate).
     let bs = if v == Variant::Nh {
@@ -251,14 +279,14 @@ pub fn form_ordered(
     sort_block(&mut first);
     let first = first;
     let contains = |g: &[Cand]| must.is_none_or(|m| g.iter().any(|x| x.id == m));
-    let mut kept: Vec<Group> = Vec::new();
-    let consider = |set: &[Cand], kept: &mut Vec<Group>| {
+    // The groups kept, their matched jobs one after the other in `sets`: a search weighs
+    // many sets, and a group of its own for each would cost an allocation each.
+    let mut sets: Vec<Cand> = Vec::with_capacity(first.len() * 2);
+    let mut kept: Vec<Kept> = Vec::with_capacity(first.len() + 1);
+    let consider = |set: &[Cand], sets: &mut Vec<Cand>, kept: &mut Vec<Kept>| {
         let g = gain(p, set);
         if g >= params.min_gain {
-            kept.push(Group {
-                matched: set.to_vec(),
-                gain: g,
-            });
+            kept.push(Kept::new(sets, set, g));
         }
     };
     // The sets weighed below are made in one buffer and copied only into a group kept.
@@ -278,18 +306,15 @@ pub fn form_ordered(
             }
         }
         if !set.is_empty() {
-            consider(&set, &mut kept);
+            consider(&set, &mut sets, &mut kept);
         }
     }
     // 5. Other blocks fill what the best group leaves of the primary's nodes.
     if matches!(v, Variant::Glts | Variant::Ns | Variant::Nh)
-        && let Some(best) = kept
-            .iter()
-            .max_by(|a, b| a.gain.total_cmp(&b.gain))
-            .cloned()
+        && let Some(best) = kept.iter().max_by(|a, b| a.gain.total_cmp(&b.gain)).copied()
     {
         let mut g = best;
-        let mut acc: u32 = g.matched.iter().map(|x| x.nodes).sum();
+        let mut acc: u32 = g.of(&sets).iter().map(|x| x.nodes).sum();
         let mut block: Vec<Cand> = Vec::new();
         // The next block is read only while the primary's nodes are not filled.
         while acc < window {
@@ -305,16 +330,13 @@ pub fn form_ordered(
                 }
                 if acc + x.nodes <= limit {
                     set.clear();
-                    set.extend_from_slice(&g.matched);
+                    set.extend_from_slice(g.of(&sets));
                     set.push(*x);
                     let gg = gain(p, &set);
                     if gg > g.gain {
                         acc += x.nodes;
-                        g = Group {
-                            matched: set.clone(),
-                            gain: gg,
-                        };
-                        kept.push(g.clone());
+                        g = Kept::new(&mut sets, &set, gg);
+                        kept.push(g);
                     }
                 }
             }
@@ -322,18 +344,21 @@ pub fn form_ordered(
     }
     // 6. Purify: drop the matched job that slows the primary most if it adds no gain.
     for g in &mut kept {
-        if g.matched.len() < 2 {
+        if g.len < 2 {
             continue;
         }
-        let worst = (0..g.matched.len())
-            .max_by(|&a, &b| g.matched[a].sl_prim.total_cmp(&g.matched[b].sl_prim))
+        let matched = &mut sets[g.start..g.start + g.len];
+        let worst = (0..matched.len())
+            .max_by(|&a, &b| matched[a].sl_prim.total_cmp(&matched[b].sl_prim))
             .expect("non-empty");
         set.clear();
-        set.extend_from_slice(&g.matched);
+        set.extend_from_slice(matched);
         set.remove(worst);
         let gw = gain(p, &set);
         if gw >= g.gain {
-            g.matched.remove(worst);
+            // The others keep their order; the last place of the range falls out of it.
+            matched[worst..].rotate_left(1);
+            g.len -= 1;
             g.gain = gw;
         }
     }
@@ -344,11 +369,46 @@ pub fn form_ordered(
     if kept.is_empty() {
         return Err(Unformed::MinGain);
     }
-    let mut kept = kept.into_iter().filter(|g| contains(&g.matched)).peekable();
+    let mut kept = kept
+        .into_iter()
+        .filter(|g| contains(g.of(&sets)))
+        .peekable();
     if kept.peek().is_none() {
         return Err(Unformed::Must);
     }
-    kept.find(|g| fair(&g.matched)).ok_or(Unformed::Fairness)
+    kept.find(|g| fair(g.of(&sets)))
+        .map(|g| Group {
+            matched: g.of(&sets).to_vec(),
+            gain: g.gain,
+        })
+        .ok_or(Unformed::Fairness)
+}
+
+/// A group kept by [`form_ordered`]: its matched jobs, `len` of them from `start` in the
+/// formation's buffer of sets, and its gain.
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    start: usize,
+    len: usize,
+    gain: f64,
+}
+
+impl Kept {
+    /// Copies `set` to the end of `sets` as a group of gain `gain`.
+    fn new(sets: &mut Vec<Cand>, set: &[Cand], gain: f64) -> Kept {
+        let start = sets.len();
+        sets.extend_from_slice(set);
+        Kept {
+            start,
+            len: set.len(),
+            gain,
+        }
+    }
+
+    /// Its matched jobs.
+    fn of<'s>(&self, sets: &'s [Cand]) -> &'s [Cand] {
+        &sets[self.start..self.start + self.len]
+    }
 }
 
 #[cfg(test)]

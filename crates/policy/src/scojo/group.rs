@@ -311,11 +311,12 @@ impl Scojo {
             debug_assert_eq!(offered, pool.iter().filter(|w| offered_to_p(w)).count());
             // In queue order, which is step 2's (their sort key is their queue position),
             // and worked out only as far as group formation reads them.
+            let reach = glomarc::Reach::of(&prim, &params);
             let cands = pool
                 .iter()
                 .enumerate()
                 .filter(|(_, w)| offered_to_p(w))
-                .filter(|(_, w)| glomarc::within_reach(&prim, &params, w.rem, w.nodes))
+                .filter(|(_, w)| reach.holds(w.rem, w.nodes))
                 .map(|(pos, w)| self.cand(a, a_self, &self.jobs[&w.id], w.ppn, pos as f64, v));
             let must = if p == h { None } else { Some(h) };
             // A waiting job is matched at its group PPN, as the pool holds it.
