@@ -294,24 +294,17 @@ pub fn form_ordered(
     // 4. The window slides over the first block (two-job variants: one job at a time).
     let pairs_only = matches!(v, Variant::Cst | Variant::Cstws);
     for s in 0..first.len() {
-        set.clear();
-        let mut acc = 0;
-        for x in &first[s..] {
-            if acc + x.nodes <= limit {
-                set.push(*x);
-                acc += x.nodes;
-            }
-            if acc >= window || pairs_only {
-                break;
-            }
-        }
+        window_set(&first[s..], window, limit, pairs_only, &mut set);
         if !set.is_empty() {
             consider(&set, &mut sets, &mut kept);
         }
     }
     // 5. Other blocks fill what the best group leaves of the primary's nodes.
     if matches!(v, Variant::Glts | Variant::Ns | Variant::Nh)
-        && let Some(best) = kept.iter().max_by(|a, b| a.gain.total_cmp(&b.gain)).copied()
+        && let Some(best) = kept
+            .iter()
+            .max_by(|a, b| a.gain.total_cmp(&b.gain))
+            .copied()
     {
         let mut g = best;
         let mut acc: u32 = g.of(&sets).iter().map(|x| x.nodes).sum();
@@ -382,6 +375,60 @@ pub fn form_ordered(
             gain: g.gain,
         })
         .ok_or(Unformed::Fairness)
+}
+
+/// Step 4's set for the window starting at the first of `from` (the rest of the first
+/// block), into `set`: candidates in turn while they fit the node limit, until the window's
+/// nodes are filled (two-job variants: the first that fits).
+fn window_set(from: &[Cand], window: u32, limit: u32, pairs_only: bool, set: &mut Vec<Cand>) {
+    set.clear();
+    let mut acc = 0;
+    for x in from {
+        if acc + x.nodes <= limit {
+            set.push(*x);
+            acc += x.nodes;
+        }
+        if acc >= window || pairs_only {
+            break;
+        }
+    }
+}
+
+/// What [`form_ordered`] answers when the job every group must contain is none of the
+/// candidates that pass pre-selection: no group can hold it, so formation ends with
+/// [`Unformed::Must`] as soon as one set of step 4 reaches MIN_UTILGAIN, with
+/// [`Unformed::MinGain`] when none does, and with [`Unformed::Preselection`] when no
+/// candidate passes. Steps 5 and 6 and the fairness check change none of these answers
+/// (step 5 runs only from a set kept in step 4, and every group is left out by the rule).
+pub fn unformed_without_must(
+    p: &Primary,
+    cands: impl Iterator<Item = Cand>,
+    params: &Params,
+) -> Unformed {
+    let reach = Reach::of(p, params);
+    let v = params.variant;
+    let bs = if v == Variant::Nh {
+        usize::MAX
+    } else {
+        params.block_size.max(1)
+    };
+    let mut first: Vec<Cand> = Vec::with_capacity(bs.min(64));
+    first.extend(cands.filter(|c| reach.preselects(params, c)).take(bs));
+    if first.is_empty() {
+        return Unformed::Preselection;
+    }
+    if !matches!(v, Variant::Ns | Variant::Nh) {
+        first.sort_by(|a, b| b.rem.total_cmp(&a.rem).then(a.id.cmp(&b.id)));
+    }
+    let pairs_only = matches!(v, Variant::Cst | Variant::Cstws);
+    let mut set: Vec<Cand> = Vec::with_capacity(first.len());
+    for s in 0..first.len() {
+        window_set(&first[s..], p.nodes, reach.max_nodes, pairs_only, &mut set);
+        if !set.is_empty() && gain(p, &set) >= params.min_gain {
+            return Unformed::Must;
+        }
+    }
+    Unformed::MinGain
 }
 
 /// A group kept by [`form_ordered`]: its matched jobs, `len` of them from `start` in the
@@ -773,6 +820,21 @@ mod tests {
             let lazy = form(&p, &cands, &params, must, &mut |m| fair(&mut asked_lazy, m));
             prop_assert_eq!(&lazy, &eager);
             prop_assert_eq!(&asked_lazy, &asked_eager);
+            if let Some(m) = must
+                && !cands.iter().any(|c| c.id == m && preselected(&p, &params, c))
+            {
+                // The job every group must contain passes no pre-selection: the answer
+                // without forming the groups.
+                let sorted = {
+                    let mut c = cands.clone();
+                    if params.variant != Variant::Nh {
+                        c.sort_by(|a, b| a.key.total_cmp(&b.key).then(a.id.cmp(&b.id)));
+                    }
+                    c
+                };
+                let without = unformed_without_must(&p, sorted.into_iter(), &params);
+                prop_assert_eq!(Err::<(), Unformed>(without), eager.clone().map(|_| ()));
+            }
             if !shuffle {
                 // Already in step 2's order: handed over as they come, read lazily.
                 let mut read = 0;
