@@ -173,16 +173,43 @@ pub enum Unformed {
 /// and fits the primary's window of nodes widened by MATCHED_EXCEED_PRIM. A caller may
 /// leave out the candidates this refuses before working out their slowdowns.
 pub fn within_reach(p: &Primary, params: &Params, rem: f64, nodes: u32) -> bool {
-    rem <= p.rem + params.max_longer && nodes <= node_limit(p, params)
+    Reach::of(p, params).holds(rem, nodes)
+}
+
+/// The bounds of [`within_reach`] for one primary, worked out once for every candidate
+/// weighed beside it (the node limit rounds down a product at each use otherwise).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reach {
+    /// The most work a candidate may have: the primary's plus MAX_MATCHED_LONGER_PRIM.
+    max_rem: f64,
+    /// The most nodes it may take ([`node_limit`]).
+    max_nodes: u32,
+}
+
+impl Reach {
+    pub fn of(p: &Primary, params: &Params) -> Reach {
+        Reach {
+            max_rem: p.rem + params.max_longer,
+            max_nodes: node_limit(p, params),
+        }
+    }
+
+    /// [`within_reach`] of a candidate with `rem` seconds of work on `nodes` nodes.
+    pub fn holds(&self, rem: f64, nodes: u32) -> bool {
+        rem <= self.max_rem && nodes <= self.max_nodes
+    }
+
+    /// Step 1's pre-selection ([`preselected`]) of candidate `c`.
+    pub fn preselects(&self, params: &Params, c: &Cand) -> bool {
+        c.pre_sl <= params.max_sl && c.pre_sl_prim <= params.max_sl && self.holds(c.rem, c.nodes)
+    }
 }
 
 /// Step 1's pre-selection of candidate `c` beside primary `p`: both slowdowns within
 /// MAX_SL, and within reach. Its sort key is not read: a caller may filter candidates
 /// before working out their keys.
 pub fn preselected(p: &Primary, params: &Params, c: &Cand) -> bool {
-    c.pre_sl <= params.max_sl
-        && c.pre_sl_prim <= params.max_sl
-        && within_reach(p, params, c.rem, c.nodes)
+    Reach::of(p, params).preselects(params, c)
 }
 
 /// The most nodes a group's matched jobs may take: the primary's, widened by
@@ -227,9 +254,10 @@ pub fn form_ordered(
     fair: &mut dyn FnMut(&[Cand]) -> bool,
 ) -> Result<Group, Unformed> {
     let window = p.nodes;
-    let limit = node_limit(p, params);
+    let reach = Reach::of(p, params);
+    let limit = reach.max_nodes;
     // 1. Pre-selection.
-    let mut c = cands.filter(|c| preselected(p, params, c));
+    let mut c = cands.filter(|c| reach.preselects(params, c));
     let v = params.variant;
     // 3. Blocks, each sorted by decreasing runtime (NH: one block of every candidate).
     let bs = if v == Variant::Nh {
@@ -251,14 +279,14 @@ pub fn form_ordered(
     sort_block(&mut first);
     let first = first;
     let contains = |g: &[Cand]| must.is_none_or(|m| g.iter().any(|x| x.id == m));
-    let mut kept: Vec<Group> = Vec::new();
-    let consider = |set: &[Cand], kept: &mut Vec<Group>| {
+    // The groups kept, their matched jobs one after the other in `sets`: a search weighs
+    // many sets, and a group of its own for each would cost an allocation each.
+    let mut sets: Vec<Cand> = Vec::with_capacity(first.len() * 2);
+    let mut kept: Vec<Kept> = Vec::with_capacity(first.len() + 1);
+    let consider = |set: &[Cand], sets: &mut Vec<Cand>, kept: &mut Vec<Kept>| {
         let g = gain(p, set);
         if g >= params.min_gain {
-            kept.push(Group {
-                matched: set.to_vec(),
-                gain: g,
-            });
+            kept.push(Kept::new(sets, set, g));
         }
     };
     // The sets weighed below are made in one buffer and copied only into a group kept.
@@ -266,19 +294,9 @@ pub fn form_ordered(
     // 4. The window slides over the first block (two-job variants: one job at a time).
     let pairs_only = matches!(v, Variant::Cst | Variant::Cstws);
     for s in 0..first.len() {
-        set.clear();
-        let mut acc = 0;
-        for x in &first[s..] {
-            if acc + x.nodes <= limit {
-                set.push(*x);
-                acc += x.nodes;
-            }
-            if acc >= window || pairs_only {
-                break;
-            }
-        }
+        window_set(&first[s..], window, limit, pairs_only, &mut set);
         if !set.is_empty() {
-            consider(&set, &mut kept);
+            consider(&set, &mut sets, &mut kept);
         }
     }
     // 5. Other blocks fill what the best group leaves of the primary's nodes.
@@ -286,10 +304,10 @@ pub fn form_ordered(
         && let Some(best) = kept
             .iter()
             .max_by(|a, b| a.gain.total_cmp(&b.gain))
-            .cloned()
+            .copied()
     {
         let mut g = best;
-        let mut acc: u32 = g.matched.iter().map(|x| x.nodes).sum();
+        let mut acc: u32 = g.of(&sets).iter().map(|x| x.nodes).sum();
         let mut block: Vec<Cand> = Vec::new();
         // The next block is read only while the primary's nodes are not filled.
         while acc < window {
@@ -305,16 +323,13 @@ pub fn form_ordered(
                 }
                 if acc + x.nodes <= limit {
                     set.clear();
-                    set.extend_from_slice(&g.matched);
+                    set.extend_from_slice(g.of(&sets));
                     set.push(*x);
                     let gg = gain(p, &set);
                     if gg > g.gain {
                         acc += x.nodes;
-                        g = Group {
-                            matched: set.clone(),
-                            gain: gg,
-                        };
-                        kept.push(g.clone());
+                        g = Kept::new(&mut sets, &set, gg);
+                        kept.push(g);
                     }
                 }
             }
@@ -322,18 +337,21 @@ pub fn form_ordered(
     }
     // 6. Purify: drop the matched job that slows the primary most if it adds no gain.
     for g in &mut kept {
-        if g.matched.len() < 2 {
+        if g.len < 2 {
             continue;
         }
-        let worst = (0..g.matched.len())
-            .max_by(|&a, &b| g.matched[a].sl_prim.total_cmp(&g.matched[b].sl_prim))
+        let matched = &mut sets[g.start..g.start + g.len];
+        let worst = (0..matched.len())
+            .max_by(|&a, &b| matched[a].sl_prim.total_cmp(&matched[b].sl_prim))
             .expect("non-empty");
         set.clear();
-        set.extend_from_slice(&g.matched);
+        set.extend_from_slice(matched);
         set.remove(worst);
         let gw = gain(p, &set);
         if gw >= g.gain {
-            g.matched.remove(worst);
+            // The others keep their order; the last place of the range falls out of it.
+            matched[worst..].rotate_left(1);
+            g.len -= 1;
             g.gain = gw;
         }
     }
@@ -344,11 +362,100 @@ pub fn form_ordered(
     if kept.is_empty() {
         return Err(Unformed::MinGain);
     }
-    let mut kept = kept.into_iter().filter(|g| contains(&g.matched)).peekable();
+    let mut kept = kept
+        .into_iter()
+        .filter(|g| contains(g.of(&sets)))
+        .peekable();
     if kept.peek().is_none() {
         return Err(Unformed::Must);
     }
-    kept.find(|g| fair(&g.matched)).ok_or(Unformed::Fairness)
+    kept.find(|g| fair(g.of(&sets)))
+        .map(|g| Group {
+            matched: g.of(&sets).to_vec(),
+            gain: g.gain,
+        })
+        .ok_or(Unformed::Fairness)
+}
+
+/// Step 4's set for the window starting at the first of `from` (the rest of the first
+/// block), into `set`: candidates in turn while they fit the node limit, until the window's
+/// nodes are filled (two-job variants: the first that fits).
+fn window_set(from: &[Cand], window: u32, limit: u32, pairs_only: bool, set: &mut Vec<Cand>) {
+    set.clear();
+    let mut acc = 0;
+    for x in from {
+        if acc + x.nodes <= limit {
+            set.push(*x);
+            acc += x.nodes;
+        }
+        if acc >= window || pairs_only {
+            break;
+        }
+    }
+}
+
+/// What [`form_ordered`] answers when the job every group must contain is none of the
+/// candidates that pass pre-selection: no group can hold it, so formation ends with
+/// [`Unformed::Must`] as soon as one set of step 4 reaches MIN_UTILGAIN, with
+/// [`Unformed::MinGain`] when none does, and with [`Unformed::Preselection`] when no
+/// candidate passes. Steps 5 and 6 and the fairness check change none of these answers
+/// (step 5 runs only from a set kept in step 4, and every group is left out by the rule).
+pub fn unformed_without_must(
+    p: &Primary,
+    cands: impl Iterator<Item = Cand>,
+    params: &Params,
+) -> Unformed {
+    let reach = Reach::of(p, params);
+    let v = params.variant;
+    let bs = if v == Variant::Nh {
+        usize::MAX
+    } else {
+        params.block_size.max(1)
+    };
+    let mut first: Vec<Cand> = Vec::with_capacity(bs.min(64));
+    first.extend(cands.filter(|c| reach.preselects(params, c)).take(bs));
+    if first.is_empty() {
+        return Unformed::Preselection;
+    }
+    if !matches!(v, Variant::Ns | Variant::Nh) {
+        first.sort_by(|a, b| b.rem.total_cmp(&a.rem).then(a.id.cmp(&b.id)));
+    }
+    let pairs_only = matches!(v, Variant::Cst | Variant::Cstws);
+    let mut set: Vec<Cand> = Vec::with_capacity(first.len());
+    for s in 0..first.len() {
+        window_set(&first[s..], p.nodes, reach.max_nodes, pairs_only, &mut set);
+        if !set.is_empty() && gain(p, &set) >= params.min_gain {
+            return Unformed::Must;
+        }
+    }
+    Unformed::MinGain
+}
+
+/// A group kept by [`form_ordered`]: its matched jobs, `len` of them from `start` in the
+/// formation's buffer of sets, and its gain.
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    start: usize,
+    len: usize,
+    gain: f64,
+}
+
+impl Kept {
+    /// Copies `set` to the end of `sets` as a group of gain `gain`.
+    fn new(sets: &mut Vec<Cand>, set: &[Cand], gain: f64) -> Kept {
+        let start = sets.len();
+        sets.extend_from_slice(set);
+        Kept {
+            start,
+            len: set.len(),
+            gain,
+        }
+    }
+
+    /// Its matched jobs.
+    fn of<'s>(&self, sets: &'s [Cand]) -> &'s [Cand] {
+        &sets[self.start..self.start + self.len]
+    }
 }
 
 #[cfg(test)]
@@ -713,6 +820,21 @@ mod tests {
             let lazy = form(&p, &cands, &params, must, &mut |m| fair(&mut asked_lazy, m));
             prop_assert_eq!(&lazy, &eager);
             prop_assert_eq!(&asked_lazy, &asked_eager);
+            if let Some(m) = must
+                && !cands.iter().any(|c| c.id == m && preselected(&p, &params, c))
+            {
+                // The job every group must contain passes no pre-selection: the answer
+                // without forming the groups.
+                let sorted = {
+                    let mut c = cands.clone();
+                    if params.variant != Variant::Nh {
+                        c.sort_by(|a, b| a.key.total_cmp(&b.key).then(a.id.cmp(&b.id)));
+                    }
+                    c
+                };
+                let without = unformed_without_must(&p, sorted.into_iter(), &params);
+                prop_assert_eq!(Err::<(), Unformed>(without), eager.clone().map(|_| ()));
+            }
             if !shuffle {
                 // Already in step 2's order: handed over as they come, read lazily.
                 let mut read = 0;

@@ -311,21 +311,40 @@ impl Scojo {
             debug_assert_eq!(offered, pool.iter().filter(|w| offered_to_p(w)).count());
             // In queue order, which is step 2's (their sort key is their queue position),
             // and worked out only as far as group formation reads them.
+            let reach = glomarc::Reach::of(&prim, &params);
             let cands = pool
                 .iter()
                 .enumerate()
                 .filter(|(_, w)| offered_to_p(w))
-                .filter(|(_, w)| glomarc::within_reach(&prim, &params, w.rem, w.nodes))
+                .filter(|(_, w)| reach.holds(w.rem, w.nodes))
                 .map(|(pos, w)| self.cand(a, a_self, &self.jobs[&w.id], w.ppn, pos as f64, v));
             let must = if p == h { None } else { Some(h) };
+            // The head is the pool's first job, so the first candidate in step 2's order if
+            // it is one: when it is not, or fails pre-selection, no group of this primary
+            // holds it, and formation's answer needs only step 4's sets.
+            let head_passes = must.is_none() || {
+                let w = &pool[0];
+                debug_assert_eq!(w.id, h, "the pool starts with the head");
+                offered_to_p(w)
+                    && reach.holds(w.rem, w.nodes)
+                    && reach.preselects(
+                        &params,
+                        &self.cand(a, a_self, &self.jobs[&h], w.ppn, 0.0, v),
+                    )
+            };
             // A waiting job is matched at its group PPN, as the pool holds it.
             let waiting_ppn = |id: JobId| self.group_ppn(&self.jobs[&id]);
             let mut ratio = f64::NAN;
-            let g = glomarc::form_ordered(&prim, cands, &params, must, &mut |m| {
-                let with: Vec<(Cand, u32)> = m.iter().map(|c| (*c, waiting_ppn(c.id))).collect();
-                ratio = self.fairness_from(&base, k, (p, a_ppn), &with, now, 1.0);
-                ratio <= 1.0
-            });
+            let g = if head_passes {
+                glomarc::form_ordered(&prim, cands, &params, must, &mut |m| {
+                    let with: Vec<(Cand, u32)> =
+                        m.iter().map(|c| (*c, waiting_ppn(c.id))).collect();
+                    ratio = self.fairness_from(&base, k, (p, a_ppn), &with, now, 1.0);
+                    ratio <= 1.0
+                })
+            } else {
+                Err(glomarc::unformed_without_must(&prim, cands, &params))
+            };
             why.note(offered, &g);
             let best = g.ok().map(|g| {
                 let with: Vec<(Cand, u32)> =

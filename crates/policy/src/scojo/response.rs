@@ -1,7 +1,7 @@
 //! Response-time estimates at submission: the FCFS forecast plan of a VM, kept between
 //! submissions, and the simulator's forecast that debug builds check it against.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use cosched_core::{Dur, JobId, MachineShape, NodeId, PeSet, Time};
 
@@ -22,10 +22,12 @@ pub(super) struct FcfsPlan {
     /// How many jobs of the queue, from the head, it has placed.
     pub(super) placed: usize,
     /// How many of the nodes that are up are free of the running jobs and the jobs placed
-    /// from each time on: a job takes its nodes from the earliest times and gives them all
-    /// back at one time, so a count per time does in a few steps what a time per node does
-    /// in one step per node.
-    pub(super) free_at: BTreeMap<Time, u32>,
+    /// from each time on, by time ascending, one entry per time: a job takes its nodes from
+    /// the earliest times and gives them all back at one time, so a count per time does in
+    /// a few steps what a time per node does in one step per node. Taken from the front and
+    /// given back mostly near the back (a job ends after the releases it waited for), which
+    /// a ring buffer does in place.
+    pub(super) free_at: VecDeque<(Time, u32)>,
     /// The nodes that are up (the sum of the counts).
     pub(super) up: u32,
     /// The last placed job's start (no later job starts before it); `None` once a job
@@ -46,19 +48,23 @@ impl FcfsPlan {
         let mut at = last;
         let mut need = nodes;
         while need > 0 {
-            let mut first = self.free_at.first_entry().expect("counted above");
-            at = at.max(*first.key());
-            let n = first.get_mut();
-            if *n <= need {
-                need -= *n;
-                first.remove();
+            let first = self.free_at.front_mut().expect("counted above");
+            at = at.max(first.0);
+            if first.1 <= need {
+                need -= first.1;
+                self.free_at.pop_front();
             } else {
-                *n -= need;
+                first.1 -= need;
                 need = 0;
             }
         }
         if nodes > 0 {
-            *self.free_at.entry(at + dur).or_default() += nodes;
+            let end = at + dur;
+            let i = self.free_at.partition_point(|&(t, _)| t < end);
+            match self.free_at.get_mut(i) {
+                Some(same) if same.0 == end => same.1 += nodes,
+                _ => self.free_at.insert(i, (end, nodes)),
+            }
         }
         self.last = Some(at);
         Some(at)
@@ -120,16 +126,15 @@ impl Scojo {
             Some(r) => r,
             None => {
                 let free = vm.free;
-                // The counts are gathered in a sorted run and the map is built from it at
-                // once, rather than by one search of the map per node. No release is
-                // before `vt`, so the free nodes go first.
+                // The counts are gathered in a sorted run, which is the plan's order. No
+                // release is before `vt`, so the free nodes go first.
                 let mut steps: Vec<(Time, u32)> = Vec::new();
                 self.release_counts(k, vt, &mut steps);
                 if free > 0 {
                     steps.insert(0, (vt, free));
                 }
                 let up = steps.iter().map(|&(_, n)| n).sum();
-                let free_at: BTreeMap<Time, u32> = steps
+                let free_at: VecDeque<(Time, u32)> = steps
                     .chunk_by(|a, b| a.0 == b.0)
                     .map(|run| (run[0].0, run.iter().map(|&(_, n)| n).sum::<u32>()))
                     .collect();
@@ -216,5 +221,77 @@ impl Scojo {
         };
         let f = forecaster.forecast(&mut fcfs, &snapshot).ok()?;
         f.iter().find(|e| e.job == id)?.start
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The FCFS placement on a map of free nodes by time (one search of the map per step):
+    /// what [`FcfsPlan::place`] computes on its ring buffer.
+    fn place_on_map(
+        free_at: &mut BTreeMap<Time, u32>,
+        up: u32,
+        last: &mut Option<Time>,
+        nodes: u32,
+        dur: Dur,
+    ) -> Option<Time> {
+        let prev = (*last)?;
+        if nodes > up {
+            *last = None;
+            return None;
+        }
+        let mut at = prev;
+        let mut need = nodes;
+        while need > 0 {
+            let mut first = free_at.first_entry().expect("enough nodes up");
+            at = at.max(*first.key());
+            let n = first.get_mut();
+            if *n <= need {
+                need -= *n;
+                first.remove();
+            } else {
+                *n -= need;
+                need = 0;
+            }
+        }
+        if nodes > 0 {
+            *free_at.entry(at + dur).or_default() += nodes;
+        }
+        *last = Some(at);
+        Some(at)
+    }
+
+    proptest! {
+        /// Random releases and jobs placed one after the other: the same starts as on a map
+        /// of counts by time, and the same counts left.
+        #[test]
+        fn placing_on_the_ring_buffer_matches_the_map(
+            releases in proptest::collection::btree_map(0i64..500, 1u32..6, 1..12),
+            jobs in proptest::collection::vec((0u32..14, 0i64..300), 0..40),
+        ) {
+            let at = Time::from_secs;
+            let map: BTreeMap<Time, u32> =
+                releases.iter().map(|(&t, &n)| (at(t), n)).collect();
+            let up = map.values().sum();
+            let mut plan = FcfsPlan {
+                epoch: 0,
+                at: Time::ZERO,
+                placed: 0,
+                free_at: map.iter().map(|(&t, &n)| (t, n)).collect(),
+                up,
+                last: Some(Time::ZERO),
+            };
+            let (mut want_map, mut want_last) = (map, Some(Time::ZERO));
+            for (nodes, dur) in jobs {
+                let dur = Dur::from_secs(dur);
+                let want = place_on_map(&mut want_map, up, &mut want_last, nodes, dur);
+                prop_assert_eq!(plan.place(nodes, dur), want);
+                let left: Vec<(Time, u32)> = want_map.iter().map(|(&t, &n)| (t, n)).collect();
+                prop_assert_eq!(plan.free_at.iter().copied().collect::<Vec<_>>(), left);
+            }
+        }
     }
 }

@@ -170,8 +170,76 @@ impl Scojo {
     }
 
     /// The wall time at which VM `k`'s clock reaches `v`, from `now`, assuming no short
-    /// slices in later intervals.
+    /// slices in later intervals. The current interval is walked slice by slice (it holds
+    /// at most one slice of VM `k`); past it every interval is plain and gives VM `k` the
+    /// same active part at the same offset, so the answer is read off from how many whole
+    /// active parts the rest of `need` spans. That is [`Scojo::wall_at_walked`]'s answer
+    /// whenever the walk would reach it within its bound of slices; beyond that bound (or
+    /// with no active part of VM `k` in a plain interval) the walk itself answers.
     pub(super) fn wall_at(&self, k: usize, v: Time, now: Time) -> Time {
+        let at = self.wall_at_direct(k, v, now);
+        debug_assert_eq!(
+            at,
+            self.wall_at_walked(k, v, now),
+            "VM {k}: wall time of {v:?} from {now:?}"
+        );
+        at
+    }
+
+    fn wall_at_direct(&self, k: usize, v: Time, now: Time) -> Time {
+        let mut need = v - self.vms[k].vnow(now);
+        let Some(s) = self.slice else {
+            return now + need.max(Dur::ZERO);
+        };
+        if need <= Dur::ZERO {
+            return now;
+        }
+        // The current interval: the current slice, then those after it in the list.
+        let list = self.slices_of(self.interval_start, self.short_here);
+        let pos = list
+            .iter()
+            .position(|x| (x.kind, x.begin) == (s.kind, s.begin));
+        let rest = pos.map_or(&list[..0], |p| &list[p + 1..]);
+        let mut t = now;
+        let mut walked: i64 = 0;
+        for x in std::iter::once(&s).chain(rest) {
+            walked += 1;
+            if x.kind == k {
+                let from = t.max(x.active);
+                let avail = x.end.since(from).max(Dur::ZERO);
+                if avail >= need {
+                    return from + need;
+                }
+                need -= avail;
+            }
+            t = x.end;
+        }
+        // Plain intervals from `t0` on: VM `k`'s slice is the `q`-th of each, active for
+        // `a` from `off` after the interval's start.
+        let t0 = self.interval_start + self.cfg.interval;
+        let plain = &self.plain;
+        let Some(q) = plain.iter().position(|x| x.kind == k) else {
+            return self.wall_at_walked(k, v, now);
+        };
+        let a = (plain[q].end - plain[q].active).as_micros();
+        if a <= 0 {
+            return self.wall_at_walked(k, v, now);
+        }
+        // The walk passes `n` whole intervals at once from VM `k`'s slice of the first,
+        // having walked `q` slices of it, as far as its bound lets it.
+        walked += q as i64;
+        let n = (need.as_micros() - 1) / a;
+        if n > (100_000 - walked - 1) / plain.len() as i64 {
+            return self.wall_at_walked(k, v, now);
+        }
+        let off = plain[q].active - Time::ZERO;
+        t0 + self.cfg.interval * n + off + (need - Dur::from_micros(a * n))
+    }
+
+    /// [`Scojo::wall_at`] by walking the timeline: slice by slice through the current
+    /// interval, then whole plain intervals at once while VM `k`'s slice leaves some of
+    /// `need`, up to a bound of 100,000 slices.
+    pub(super) fn wall_at_walked(&self, k: usize, v: Time, now: Time) -> Time {
         let vm = &self.vms[k];
         let mut need = v - vm.vnow(now);
         let mut t = now;
