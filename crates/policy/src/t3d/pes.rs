@@ -518,7 +518,11 @@ mod tests {
                 }
                 6 => {
                     let marks = [PeSet::contiguous(s, e - s)];
-                    let marks = if next(3) == 0 { &marks[..0] } else { &marks[..] };
+                    let marks = if next(3) == 0 {
+                        &marks[..0]
+                    } else {
+                        &marks[..]
+                    };
                     m.set_marks(marks.iter());
                     plain.iter_mut().for_each(|p| p.1 = false);
                     for set in marks {
