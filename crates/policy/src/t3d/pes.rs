@@ -130,20 +130,89 @@ impl PeMap {
         if s >= e {
             return;
         }
-        if !self.mark_runs.is_empty() {
-            let mut on_marks = false;
-            PeBits::range_words(s, e, |w, m| on_marks |= self.marked[w] & m != 0);
-            self.marks_version += u64::from(on_marks);
-        }
         if !self.set_whole_run(s, e, holder) {
             self.set_cutting(s, e, holder);
         }
-        let taken = &mut self.taken;
-        match holder {
-            Some(_) => PeBits::range_words(s, e, |w, m| taken[w] |= m),
-            None => PeBits::range_words(s, e, |w, m| taken[w] &= !m),
+        self.set_taken(s, e, holder.is_some());
+    }
+
+    /// Sets (or clears) the taken bits of `s..e`, bringing `blocked`, its summary and the open
+    /// count along in the same walk over the words, and bumps the marks version if one of the
+    /// PEs is earmarked. `blocked` is `taken | marked | down` (and the bits past `len`) before
+    /// the call, so taking PEs only sets their bits in it, and freeing them leaves set only
+    /// those still marked or down: no word is recomputed from the four bitsets.
+    fn set_taken(&mut self, s: u32, e: u32, taken: bool) {
+        let PeMap {
+            taken: bits,
+            marked,
+            down,
+            blocked,
+            has_open,
+            open,
+            marks_version,
+            ..
+        } = self;
+        let mut on_marks = false;
+        PeBits::range_words(s, e, |w, m| {
+            on_marks |= marked[w] & m != 0;
+            let old = blocked[w];
+            let b = if taken {
+                bits[w] |= m;
+                old | m
+            } else {
+                bits[w] &= !m;
+                (old & !m) | ((marked[w] | down[w]) & m)
+            };
+            if b != old {
+                // Taking PEs only sets bits of `blocked`, freeing them only clears bits.
+                if taken {
+                    *open -= (b & !old).count_ones();
+                } else {
+                    *open += (old & !b).count_ones();
+                }
+                blocked[w] = b;
+                let bit = 1u64 << (w % 64);
+                if b == u64::MAX {
+                    has_open[w / 64] &= !bit;
+                } else {
+                    has_open[w / 64] |= bit;
+                }
+            }
+        });
+        *marks_version += u64::from(on_marks);
+        self.check_blocked(s, e);
+    }
+
+    /// Debug builds: the words of `s..e` of `blocked` are `taken | marked | down` (and the
+    /// bits past `len`), their summary bits say whether they have an open PE, and the open
+    /// count is the clear bits of all of `blocked`.
+    fn check_blocked(&self, s: u32, e: u32) {
+        #[cfg(debug_assertions)]
+        {
+            let tail = if self.len.is_multiple_of(64) {
+                0
+            } else {
+                !((1u64 << (self.len % 64)) - 1)
+            };
+            let last = self.blocked.len() - 1;
+            PeBits::range_words(s, e, |w, _| {
+                let mut b = self.taken[w] | self.marked[w] | self.down[w];
+                if w == last {
+                    b |= tail;
+                }
+                assert_eq!(self.blocked[w], b, "blocked word {w}");
+                let summary = self.has_open[w / 64] >> (w % 64) & 1 == 1;
+                assert_eq!(summary, b != u64::MAX, "summary bit of word {w}");
+            });
+            // The whole count on machines of up to 4,096 PEs: on larger ones it would cost
+            // debug builds a walk over the machine at every change.
+            if self.blocked.len() <= 64 {
+                let open: u32 = self.blocked.iter().map(|b| b.count_zeros()).sum();
+                assert_eq!(self.open, open, "open PEs");
+            }
         }
-        self.refresh(s, e);
+        #[cfg(not(debug_assertions))]
+        let _ = (s, e);
     }
 
     /// [`PeMap::set`]'s runs in the two cases most changes are (a job's own run handed on
@@ -412,6 +481,74 @@ mod tests {
                 runs_of(&cut),
                 "step {step}: set({s}, {e}, {holder:?})"
             );
+        }
+    }
+
+    /// Takes, frees, marks and nodes going down and up, against a plain walk over the PEs:
+    /// the open count and the lowest open PEs follow every change (debug builds also check
+    /// every word [`PeMap::set`] touches).
+    #[test]
+    fn open_pes_are_those_of_a_walk_over_the_pes() {
+        let len = 300;
+        let mut m = PeMap::new(len);
+        // Per PE: taken, marked, down.
+        let mut plain = vec![(false, false, false); len as usize];
+        let mut x: u64 = 11;
+        let mut next = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        for step in 0..5_000 {
+            let s = next(len as u64) as u32;
+            let e = (s + 1 + next(90) as u32).min(len);
+            match next(8) {
+                0..=2 => {
+                    m.set(s, e, Some(Holder::Job(JobId(next(20)))));
+                    plain[s as usize..e as usize]
+                        .iter_mut()
+                        .for_each(|p| p.0 = true);
+                }
+                3..=5 => {
+                    m.set(s, e, None);
+                    plain[s as usize..e as usize]
+                        .iter_mut()
+                        .for_each(|p| p.0 = false);
+                }
+                6 => {
+                    let marks = [PeSet::contiguous(s, e - s)];
+                    let marks = if next(3) == 0 {
+                        &marks[..0]
+                    } else {
+                        &marks[..]
+                    };
+                    m.set_marks(marks.iter());
+                    plain.iter_mut().for_each(|p| p.1 = false);
+                    for set in marks {
+                        for &(a, b) in set.runs() {
+                            plain[a as usize..b as usize]
+                                .iter_mut()
+                                .for_each(|p| p.1 = true);
+                        }
+                    }
+                }
+                _ => {
+                    let down = next(2) == 0;
+                    m.set_down(s, e, down);
+                    plain[s as usize..e as usize]
+                        .iter_mut()
+                        .for_each(|p| p.2 = down);
+                }
+            }
+            let open: Vec<u32> = (0..len)
+                .filter(|&i| plain[i as usize] == (false, false, false))
+                .collect();
+            assert_eq!(m.open_count() as usize, open.len(), "step {step}");
+            let want = next(len as u64 + 10) as u32;
+            let lowest: Vec<u32> = open.iter().copied().take(want as usize).collect();
+            let got: Vec<u32> = m.lowest_open(want).iter().map(|p| p.0).collect();
+            assert_eq!(got, lowest, "step {step}");
         }
     }
 

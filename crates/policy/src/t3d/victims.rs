@@ -72,11 +72,15 @@ impl T3d {
         };
         let mut protected: Vec<Victim> = Vec::new();
         if first_pass {
+            // [`victim`]'s entry, with one lookup of the job for its cost and its entry.
             for (id, (class, _, fixed)) in self.protection.protected() {
                 if may(class) {
                     let l = &self.loaded[&id];
-                    let left = (self.dnd_end(l) - now).max(Dur::ZERO).as_secs() as u64;
-                    protected.extend(victim(id, fixed + left));
+                    if !self.pe.any_marked(&l.pes) {
+                        let dnd_end = self.dnd_end(l);
+                        let left = (dnd_end - now).max(Dur::ZERO).as_secs() as u64;
+                        protected.push((fixed + left, id, dnd_end, l.req.procs));
+                    }
                 }
             }
             protected.sort_unstable();
