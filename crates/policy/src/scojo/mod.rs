@@ -59,8 +59,8 @@
 pub mod glomarc;
 
 mod backfill;
-mod defer;
 mod config;
+mod defer;
 mod fairness;
 mod floor;
 mod front;
@@ -166,8 +166,9 @@ pub struct Scojo {
     stats: Stats,
     /// The backfilling pass's bounds, kept for their buffers (see [`Floors`]).
     floors: Floors,
-    /// Whether backfilling passes defer the placements beyond any start now's reach
-    /// (`defer.rs`); off only in the tests that check a pass decides the same without.
+    /// Whether backfilling passes defer the placements beyond the longest window a start
+    /// now can take (`defer.rs`); off only in the tests that check a pass decides the same
+    /// without.
     defer: bool,
     /// The simulator's engine, for the response-time estimates ([`Policy::set_forecaster`]).
     forecaster: Option<SharedForecaster>,

@@ -447,7 +447,7 @@ fn a_kept_backfilling_plan_decides_as_a_fresh_one() {
     assert!(reused > 100, "plans kept {reused} times");
 }
 
-/// Deferring the placements beyond any start now's reach decides as placing every job: a
+/// Deferring the placements beyond any start now's window decides as placing every job: a
 /// random stream that submits faster than the machine runs (the queue grows to hundreds of
 /// jobs, most of them fitting far ahead) on 8 quad-core nodes, under Scojo-PECT and
 /// G-LOMARC-TS, with every decision made twice from the same state, with deferral and
@@ -480,7 +480,10 @@ fn deferring_far_placements_decides_as_placing_every_job() {
         }
         let queued: usize = p.vms.iter().map(|vm| vm.queue.len()).sum();
         assert!(queued > 100, "{name}: {queued} jobs waiting at the end");
-        assert!(kept_deferred > 100, "{name}: plans with deferred jobs {kept_deferred}");
+        assert!(
+            kept_deferred > 100,
+            "{name}: plans with deferred jobs {kept_deferred}"
+        );
     }
 }
 
