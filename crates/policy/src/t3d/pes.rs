@@ -443,6 +443,18 @@ mod tests {
         assert!(!m.all_free(&PeSet::contiguous(195, 10)));
     }
 
+    /// A fixed pseudo-random sequence (a linear congruential generator from `seed`): each
+    /// call draws a number below its argument.
+    fn draws(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |n| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        }
+    }
+
     /// The runs a map holds, in order.
     fn runs_of(m: &PeMap) -> Vec<(u32, u32, Holder)> {
         m.holders(0, m.len()).collect()
@@ -452,13 +464,7 @@ mod tests {
     fn whole_run_changes_leave_the_runs_that_cutting_leaves() {
         // A fixed pseudo-random walk over hand-ons, frees and lays, many on exact runs.
         let (mut fast, mut cut) = (PeMap::new(300), PeMap::new(300));
-        let mut x: u64 = 7;
-        let mut next = |n: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n
-        };
+        let mut next = draws(7);
         for step in 0..5_000 {
             let runs = runs_of(&cut);
             let (s, e) = if !runs.is_empty() && next(2) == 0 {
@@ -493,13 +499,7 @@ mod tests {
         let mut m = PeMap::new(len);
         // Per PE: taken, marked, down.
         let mut plain = vec![(false, false, false); len as usize];
-        let mut x: u64 = 11;
-        let mut next = |n: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n
-        };
+        let mut next = draws(11);
         for step in 0..5_000 {
             let s = next(len as u64) as u32;
             let e = (s + 1 + next(90) as u32).min(len);
