@@ -112,29 +112,30 @@ impl Scojo {
         // Reservations only take free nodes away: when neither the fewest nodes a job left
         // needs nor a guest's fit the free nodes, no job can start now, whatever the profile
         // holds, so neither it nor the fronts are built.
-        let fewest = spaces
-            .iter()
-            .filter_map(need)
-            .map(|(n, _)| n)
-            .min()
-            .unwrap_or(u32::MAX);
+        //
+        // And the longest window a start now in this pass can take: a waiting job's on at
+        // most the free nodes (starts only take free nodes away), or a guest's (at most the
+        // slice's rest). A reservation from its end on can change a start now only through
+        // the fits of the jobs after it, so placements from there are deferred (`defer.rs`).
+        let (fewest, longest_start) =
+            spaces
+                .iter()
+                .fold((u32::MAX, Dur::ZERO), |(fewest, longest), s| {
+                    let fewest = need(s).map_or(fewest, |(n, _)| fewest.min(n));
+                    match s {
+                        Some(s) if s.nodes <= free_at_first => (fewest, longest.max(s.dur)),
+                        _ => (fewest, longest),
+                    }
+                });
         if fewest > free_at_first && guest.0 > free_at_first {
             self.vms[k].backfill = kept;
             return false;
         }
-        // The longest window a start now in this pass can take: a waiting job's on at most
-        // the free nodes (starts only take free nodes away), or a guest's (at most the
-        // slice's rest). A reservation from its end on can change a start now only through
-        // the fits of the jobs after it, so placements from there are deferred (`defer.rs`).
-        let longest_start = spaces
-            .iter()
-            .flatten()
-            .filter(|s| s.nodes <= free_at_first)
-            .map(|s| s.dur)
-            .chain((guest.0 <= free_at_first).then_some(left))
-            .max()
-            .unwrap_or(Dur::ZERO);
-        let far = v + longest_start;
+        let far = v + if guest.0 <= free_at_first {
+            longest_start.max(left)
+        } else {
+            longest_start
+        };
         let mut later = Fronts::new(spaces.iter().map(need));
         debug_assert_eq!(later.fewest_nodes(0), fewest);
         let (mut profile, mut deferred, mut next) = match kept {
@@ -152,7 +153,7 @@ impl Scojo {
                     .unwrap_or(Time::MAX);
                 let mut profile = Profile::default();
                 profile.rebuild(v, free_at_first, releases.into_iter());
-                (profile, Deferred::new(), next)
+                (profile, Deferred::default(), next)
             }
         };
         // Whether the plan, once every job has its place, is the one a fresh pass would make

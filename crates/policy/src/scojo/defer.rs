@@ -36,7 +36,7 @@ use cosched_core::{Dur, Time};
 use crate::profile::Profile;
 
 /// The deferred jobs of a pass (or of a plan kept between passes), in queue order.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(super) struct Deferred {
     /// `(nodes, estimate, bound)`: the job's true earliest fit begins at `bound` or later.
     jobs: Vec<(u32, Dur, Time)>,
@@ -44,14 +44,17 @@ pub(super) struct Deferred {
     horizon: Time,
 }
 
-impl Deferred {
-    pub(super) fn new() -> Deferred {
+/// None deferred: the held profile is exact everywhere.
+impl Default for Deferred {
+    fn default() -> Deferred {
         Deferred {
             jobs: Vec::new(),
             horizon: Time::MAX,
         }
     }
+}
 
+impl Deferred {
     /// Before this instant the held profile is the exact one.
     pub(super) fn horizon(&self) -> Time {
         self.horizon

@@ -260,23 +260,13 @@ pub fn form_ordered(
     let mut c = cands.filter(|c| reach.preselects(params, c));
     let v = params.variant;
     // 3. Blocks, each sorted by decreasing runtime (NH: one block of every candidate).
-    let bs = if v == Variant::Nh {
-        usize::MAX
-    } else {
-        params.block_size.max(1)
-    };
-    let sort_blocks = !matches!(v, Variant::Ns | Variant::Nh);
-    let sort_block = |block: &mut [Cand]| {
-        if sort_blocks {
-            block.sort_by(|a, b| b.rem.total_cmp(&a.rem).then(a.id.cmp(&b.id)));
-        }
-    };
+    let bs = block_size(params);
     let mut first: Vec<Cand> = Vec::with_capacity(bs.min(64));
     first.extend(c.by_ref().take(bs));
     if first.is_empty() {
         return Err(Unformed::Preselection);
     }
-    sort_block(&mut first);
+    sort_block(v, &mut first);
     let first = first;
     let contains = |g: &[Cand]| must.is_none_or(|m| g.iter().any(|x| x.id == m));
     // The groups kept, their matched jobs one after the other in `sets`: a search weighs
@@ -316,7 +306,7 @@ pub fn form_ordered(
             if block.is_empty() {
                 break;
             }
-            sort_block(&mut block);
+            sort_block(v, &mut block);
             for x in &block {
                 if acc >= window {
                     break;
@@ -377,6 +367,23 @@ pub fn form_ordered(
         .ok_or(Unformed::Fairness)
 }
 
+/// Step 3's block size: NH takes every candidate in one block.
+fn block_size(params: &Params) -> usize {
+    if params.variant == Variant::Nh {
+        usize::MAX
+    } else {
+        params.block_size.max(1)
+    }
+}
+
+/// Step 3's order within a block: decreasing runtime, ties by id (NS and NH keep the
+/// queue's order).
+fn sort_block(v: Variant, block: &mut [Cand]) {
+    if !matches!(v, Variant::Ns | Variant::Nh) {
+        block.sort_by(|a, b| b.rem.total_cmp(&a.rem).then(a.id.cmp(&b.id)));
+    }
+}
+
 /// Step 4's set for the window starting at the first of `from` (the rest of the first
 /// block), into `set`: candidates in turn while they fit the node limit, until the window's
 /// nodes are filled (two-job variants: the first that fits).
@@ -407,19 +414,13 @@ pub fn unformed_without_must(
 ) -> Unformed {
     let reach = Reach::of(p, params);
     let v = params.variant;
-    let bs = if v == Variant::Nh {
-        usize::MAX
-    } else {
-        params.block_size.max(1)
-    };
+    let bs = block_size(params);
     let mut first: Vec<Cand> = Vec::with_capacity(bs.min(64));
     first.extend(cands.filter(|c| reach.preselects(params, c)).take(bs));
     if first.is_empty() {
         return Unformed::Preselection;
     }
-    if !matches!(v, Variant::Ns | Variant::Nh) {
-        first.sort_by(|a, b| b.rem.total_cmp(&a.rem).then(a.id.cmp(&b.id)));
-    }
+    sort_block(v, &mut first);
     let pairs_only = matches!(v, Variant::Cst | Variant::Cstws);
     let mut set: Vec<Cand> = Vec::with_capacity(first.len());
     for s in 0..first.len() {

@@ -96,31 +96,20 @@ impl PeMap {
         if s >= e {
             return;
         }
-        let tail = if self.len.is_multiple_of(64) {
-            0
-        } else {
-            !((1u64 << (self.len % 64)) - 1)
-        };
-        let last = self.blocked.len() - 1;
         for w in (s / 64) as usize..=((e - 1) / 64) as usize {
-            let mut b = self.taken[w] | self.marked[w] | self.down[w];
-            if w == last {
-                b |= tail;
-            }
-            let old = self.blocked[w];
-            // A word refreshed with no change (a mark cleared and set again, a word that
-            // several runs share) keeps its count and summary bit.
-            if b == old {
-                continue;
-            }
-            self.open = self.open + old.count_ones() - b.count_ones();
-            self.blocked[w] = b;
-            let bit = 1u64 << (w % 64);
-            if b == u64::MAX {
-                self.has_open[w / 64] &= !bit;
-            } else {
-                self.has_open[w / 64] |= bit;
-            }
+            let b = self.blocked_word(w);
+            put_blocked(&mut self.blocked, &mut self.has_open, &mut self.open, w, b);
+        }
+    }
+
+    /// What word `w` of `blocked` is: `taken | marked | down`, and the bits past `len` in
+    /// the last word.
+    fn blocked_word(&self, w: usize) -> u64 {
+        let b = self.taken[w] | self.marked[w] | self.down[w];
+        if w == self.blocked.len() - 1 && !self.len.is_multiple_of(64) {
+            b | !((1u64 << (self.len % 64)) - 1)
+        } else {
+            b
         }
     }
 
@@ -155,29 +144,14 @@ impl PeMap {
         let mut on_marks = false;
         PeBits::range_words(s, e, |w, m| {
             on_marks |= marked[w] & m != 0;
-            let old = blocked[w];
             let b = if taken {
                 bits[w] |= m;
-                old | m
+                blocked[w] | m
             } else {
                 bits[w] &= !m;
-                (old & !m) | ((marked[w] | down[w]) & m)
+                (blocked[w] & !m) | ((marked[w] | down[w]) & m)
             };
-            if b != old {
-                // Taking PEs only sets bits of `blocked`, freeing them only clears bits.
-                if taken {
-                    *open -= (b & !old).count_ones();
-                } else {
-                    *open += (old & !b).count_ones();
-                }
-                blocked[w] = b;
-                let bit = 1u64 << (w % 64);
-                if b == u64::MAX {
-                    has_open[w / 64] &= !bit;
-                } else {
-                    has_open[w / 64] |= bit;
-                }
-            }
+            put_blocked(blocked, has_open, open, w, b);
         });
         *marks_version += u64::from(on_marks);
         self.check_blocked(s, e);
@@ -189,17 +163,8 @@ impl PeMap {
     fn check_blocked(&self, s: u32, e: u32) {
         #[cfg(debug_assertions)]
         {
-            let tail = if self.len.is_multiple_of(64) {
-                0
-            } else {
-                !((1u64 << (self.len % 64)) - 1)
-            };
-            let last = self.blocked.len() - 1;
             PeBits::range_words(s, e, |w, _| {
-                let mut b = self.taken[w] | self.marked[w] | self.down[w];
-                if w == last {
-                    b |= tail;
-                }
+                let b = self.blocked_word(w);
                 assert_eq!(self.blocked[w], b, "blocked word {w}");
                 let summary = self.has_open[w / 64] >> (w % 64) & 1 == 1;
                 assert_eq!(summary, b != u64::MAX, "summary bit of word {w}");
@@ -404,6 +369,24 @@ impl PeMap {
         let bits = &mut self.down;
         PeBits::range_words(s, e, |w, m| if down { bits[w] |= m } else { bits[w] &= !m });
         self.refresh(s, e);
+    }
+}
+
+/// Stores `b` as word `w` of `blocked`, keeping the open count (the clear bits of `blocked`)
+/// and the word's summary bit in `has_open` with it. A word stored unchanged (a mark cleared
+/// and set again, a word that several runs share) keeps both as they are.
+fn put_blocked(blocked: &mut [u64], has_open: &mut [u64], open: &mut u32, w: usize, b: u64) {
+    let old = blocked[w];
+    if b == old {
+        return;
+    }
+    *open = *open + old.count_ones() - b.count_ones();
+    blocked[w] = b;
+    let bit = 1u64 << (w % 64);
+    if b == u64::MAX {
+        has_open[w / 64] &= !bit;
+    } else {
+        has_open[w / 64] |= bit;
     }
 }
 
