@@ -148,6 +148,30 @@ fn jobs(c: &Cluster) -> Vec<(u64, String)> {
         .collect()
 }
 
+/// A job's communication ring made on a full disk is an error the node manager reports (the
+/// job runs unmonitored), not a SIGBUS when its pages are first written: the launch of a job
+/// the machine manager placed just before the disk filled once killed the node manager so.
+#[test]
+fn a_monitor_ring_on_a_full_disk_is_refused_not_a_crash() {
+    let test = "a_monitor_ring_on_a_full_disk_is_refused_not_a_crash";
+    if !is_root() {
+        notice(&format!(
+            "{test}: not run as root, so no tmpfs can be mounted; the full disk was NOT tried"
+        ));
+        return;
+    }
+    let scratch = scratch_dir("durable", "ring");
+    let Some(disk) = Mounted::tmpfs(&scratch.path().join("disk"), "1m") else {
+        notice(&format!("{test}: cannot mount a tmpfs here; NOT tried"));
+        return;
+    };
+    let _filler = disk.fill();
+    let ranks: Vec<u32> = (0..8).collect();
+    let made = cosched_monitor::Ring::create(&disk.at.join("job.ring"), 7, "n0", &ranks, 1024, 0);
+    let e = made.err().expect("a ring was made on a full disk");
+    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+}
+
 /// With the state directory's disk full, a submission, a cancel and a suspend are
 /// refused with an error naming the directory and saying to free space, and nothing of them
 /// happens; the daemons stay up (their logs cannot be written either) and serve reads; a job
@@ -212,8 +236,9 @@ fn a_full_disk_refuses_changes_by_name_and_loses_no_acknowledged_job() {
     while !jobs(&c).contains(&(ending, "completed".to_string())) {
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "job {ending} not completed in 30 s: {:?}\n--- mm log ---\n{}\n--- nm log ---\n{}",
+            "job {ending} not completed in 30 s: {:?} (node manager alive: {})\n--- mm log ---\n{}\n--- nm log ---\n{}",
             jobs(&c),
+            alive(c.state.nm_pid_file("n0")),
             c.mm_log(),
             std::fs::read_to_string(c.state.nm_log("n0")).unwrap_or_default()
         );

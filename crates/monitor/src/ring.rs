@@ -210,6 +210,33 @@ pub fn size(slots: usize, capacity: usize) -> usize {
     HEADER + slots * (SLOT_HEADER + capacity * RECORD)
 }
 
+/// Gives the ring file its `len` bytes on disk before it is mapped. A page of a shared
+/// mapping that the file system cannot back when it is first written (a full disk, a sparse
+/// file) raises SIGBUS in whoever writes it — the node manager initialising the ring, or a
+/// rank recording — so the space is taken here, where a full disk is an error to report.
+fn allocate(f: &std::fs::File, len: usize) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    f.set_len(0)?;
+    // SAFETY: fallocate on an open descriptor; no memory is passed.
+    if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len as libc::off_t) } == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+        return Err(e);
+    }
+    // A file system without fallocate: zeros written allocate the blocks as well.
+    let zeros = vec![0u8; 64 * 1024];
+    let mut at = 0;
+    while at < len {
+        let n = zeros.len().min(len - at);
+        f.write_all_at(&zeros[..n], at as u64)?;
+        at += n;
+    }
+    Ok(())
+}
+
 impl Ring {
     /// Creates (or replaces) the ring file at `path` for `job` on `node`, with one slot per
     /// rank in `ranks` (slot i is `ranks[i]`), `capacity` records per slot and the initial
@@ -255,7 +282,7 @@ impl Ring {
     ) -> io::Result<Ring> {
         let capacity = capacity.max(1);
         let len = size(ranks.len(), capacity);
-        f.set_len(len as u64)?;
+        allocate(f, len)?;
         let ring = Ring::map(f, len)?;
         ring.init(job, node, ranks, capacity, spin_ns);
         Ok(ring)
