@@ -224,24 +224,6 @@ fn a_slow_node_throttles_the_sender_without_loss() {
             want
         );
     }
-    // The same without the slow node's pace would be far quicker: the throttle is the
-    // slow node, not the transport.
-    let v = bcast_json(
-        &c,
-        &[
-            file.to_str().unwrap(),
-            "--dest",
-            "mid2",
-            "--chunk",
-            "256K",
-            "--slots",
-            "12",
-            "--nodes",
-            "n0,n1,n3",
-        ],
-    );
-    let fast = Duration::from_secs_f64(v["streamed_seconds"].as_f64().unwrap());
-    assert!(fast < streamed, "without n2: {fast:?}, with: {streamed:?}");
 }
 
 #[test]
