@@ -335,6 +335,9 @@ pub struct Ledger {
     /// Jobs whose processes run now.
     running: usize,
     ended: usize,
+    /// Whether an ended job's record keeps the PEs it last held (see
+    /// [`Ledger::forget_ended_pes`]).
+    keep_ended_pes: bool,
 }
 
 impl Ledger {
@@ -353,7 +356,22 @@ impl Ledger {
             down: PeBits::new(machine.total_pes()),
             running: 0,
             ended: 0,
+            keep_ended_pes: true,
         }
+    }
+
+    /// From now on an ended job's record keeps no PE set ([`JobRecord::pes`] stays empty);
+    /// nothing else changes, the decisions and their checks least of all (they read the
+    /// entries' PEs, never an ended job's record).
+    ///
+    /// For a driver none of whose outputs reads where an ended job ran: the simulator, when
+    /// its caller asks no such output of the run ([`JobRecord::pes`] is read by the Gantt
+    /// chart and the Batsim jobs table; docs/sim.md). A simulation holds every job's record
+    /// to the end of the run, and a job spread over a share of many nodes' cores holds one
+    /// run per node: kept, those sets are most of the run's memory. The machine manager
+    /// keeps them: its views and its accounting show where a job ran.
+    pub fn forget_ended_pes(&mut self) {
+        self.keep_ended_pes = false;
     }
 
     /// Room for `additional` more jobs, so that adding a whole trace's jobs does not move
@@ -914,7 +932,10 @@ impl Ledger {
         r.end = Some(now);
         r.outcome = Some(outcome);
         r.exit_code = exit_code;
-        r.pes = std::mem::take(&mut e.pes);
+        let pes = std::mem::take(&mut e.pes);
+        if self.keep_ended_pes {
+            r.pes = pes;
+        }
         self.ended += 1;
         had_processes
     }

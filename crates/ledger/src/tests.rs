@@ -618,3 +618,41 @@ fn inline_busy_updates_are_the_general_ones() {
     // Both answers were tried.
     assert!(refused > 100 && refused < 1_900, "{refused} refusals");
 }
+
+/// A ledger that forgets ended jobs' PEs gives the records of one that keeps them, less their
+/// PE sets, and refuses and accepts the same decisions (a running job's PEs still clash).
+#[test]
+fn forgetting_ended_pes_empties_only_the_ended_records_pes() {
+    let jobs = [(1, 2), (2, 2), (3, 4)];
+    let mut kept = ledger(4, &jobs, true);
+    let mut forgot = ledger(4, &jobs, true);
+    forgot.forget_ended_pes();
+    for l in [&mut kept, &mut forgot] {
+        l.apply(s(0), start(1, 0, 2)).unwrap();
+        l.apply(s(0), start(2, 2, 2)).unwrap();
+        assert!(l.apply(s(1), start(3, 0, 4)).is_err(), "PEs 0-3 are taken");
+        l.apply(s(2), Decision::Suspend { job: JobId(2) }).unwrap();
+        l.apply(s(3), Decision::Resume { job: JobId(2) }).unwrap();
+        l.end(0, s(5), Outcome::Completed, Some(0));
+        assert!(
+            l.apply(s(5), start(3, 0, 4)).is_err(),
+            "job 2 runs on PEs 2-3"
+        );
+        l.apply(s(6), Decision::Kill { job: JobId(2) }).unwrap();
+        l.apply(s(6), start(3, 0, 4)).unwrap();
+        assert_eq!(
+            l.entry(2).pes(),
+            &PeSet::contiguous(0, 4),
+            "a live job's PEs"
+        );
+    }
+    assert_eq!(kept.record(0).pes, PeSet::contiguous(0, 2));
+    assert_eq!(kept.record(1).pes, PeSet::contiguous(2, 2));
+    for i in 0..jobs.len() {
+        let mut expected = kept.record(i).clone();
+        if kept.entry(i).phase() == Phase::Ended {
+            expected.pes = PeSet::new();
+        }
+        assert_eq!(forgot.record(i), &expected, "job {i}");
+    }
+}

@@ -72,6 +72,10 @@ pub struct EngineOptions {
     pub slowdowns: Option<Slowdowns>,
     /// Where the run publishes how far it got, for a progress bar on another thread.
     pub progress: Progress,
+    /// The records of ended jobs keep no PE set ([`JobRecord::pes`] stays empty; see
+    /// [`cosched_ledger::Ledger::forget_ended_pes`]): for a run none of whose outputs reads
+    /// where a job ran. Everything else in the result is the same either way.
+    pub forget_ended_pes: bool,
 }
 
 /// What a run produced: one record per job, in input order.

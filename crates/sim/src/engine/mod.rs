@@ -119,6 +119,8 @@ pub(crate) fn simulate_from(
 ) -> Result<SimResult, SimError> {
     let opts = EngineOptions {
         no_migration: !snapshot.migration,
+        // A forecast reads the starts and ends only.
+        forget_ended_pes: true,
         ..EngineOptions::default()
     };
     let mut engine = Engine::<false, _>::new(snapshot.machine, jobs, policy, opts)?;
@@ -214,7 +216,10 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
         let known = jobs.known().len();
         let mut operations = opts.operations;
         operations.sort_by_key(|o| o.0);
-        let ledger = Ledger::new(policy.name(), machine, !opts.no_migration);
+        let mut ledger = Ledger::new(policy.name(), machine, !opts.no_migration);
+        if opts.forget_ended_pes {
+            ledger.forget_ended_pes();
+        }
         let mut engine = Engine {
             machine,
             jobs,
