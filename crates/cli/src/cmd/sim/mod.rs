@@ -419,6 +419,9 @@ fn run_one(a: RunArgs) -> anyhow::Result<i32> {
         engine: EngineOptions {
             arrivals_first: a.source.arrivals_first,
             progress: watch.progress(),
+            // Of this command's outputs, only the Gantt chart and the Batsim jobs table read
+            // where an ended job ran.
+            forget_ended_pes: a.gantt_out.is_none() && a.jobs_out_batsim.is_none(),
             ..EngineOptions::default()
         },
         metrics: metrics_options(&a.policy_args),

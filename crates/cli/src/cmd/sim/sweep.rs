@@ -134,6 +134,8 @@ fn sweep_spec(a: &SweepArgs) -> anyhow::Result<SweepSpec> {
         semantics: semantics(&a.source),
         engine: EngineOptions {
             arrivals_first: a.source.arrivals_first,
+            // A sweep's tables and plots read no job's PEs.
+            forget_ended_pes: true,
             ..EngineOptions::default()
         },
         policy: policy_options(&a.policy_args),
