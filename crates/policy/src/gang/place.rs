@@ -454,8 +454,18 @@ mod tests {
         gone
     }
 
-    /// Each row's jobs, and each row's per-job lists checked against the members.
+    /// Each row's jobs (the plain repacking above keeps only these and the members' rows).
     fn rows_of(p: &Gang) -> Vec<Vec<JobId>> {
+        for (r, row) in p.rows.iter().enumerate() {
+            for id in &row.jobs {
+                assert_eq!(p.members[id].row, r);
+            }
+        }
+        p.rows.iter().map(|row| row.jobs.clone()).collect()
+    }
+
+    /// Checks each row's per-job lists against its jobs and their members.
+    fn check_lists(p: &Gang) {
         for (r, row) in p.rows.iter().enumerate() {
             assert_eq!(row.jobs.len(), row.entries.len());
             assert_eq!(row.jobs.len(), row.blocks.len());
@@ -466,8 +476,13 @@ mod tests {
                 assert_eq!(row.entries[k].3, m.pes);
                 assert_eq!(row.blocks[k].0, m.block);
             }
+            assert!(row.ids.iter().eq({
+                let mut v = row.jobs.clone();
+                v.sort();
+                v
+            }
+            .iter()));
         }
-        p.rows.iter().map(|row| row.jobs.clone()).collect()
     }
 
     proptest::proptest! {
@@ -508,6 +523,7 @@ mod tests {
                         proptest::prop_assert_eq!(p.active_gone, plain_gone);
                         proptest::prop_assert_eq!(p.active, plain.active);
                         proptest::prop_assert_eq!(rows_of(&p), rows_of(&plain));
+                        check_lists(&p);
                         p.decide(t, &mut out);
                     }
                     _ => {
