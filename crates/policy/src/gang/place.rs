@@ -401,7 +401,11 @@ impl Gang {
         row.reserved.clear_pes(&m.block);
         row.reserved_count -= m.block.len();
         row.unfill(&m.block);
-        let at = row.jobs.iter().position(|j| *j == id).expect("a member is in its row");
+        let at = row
+            .jobs
+            .iter()
+            .position(|j| *j == id)
+            .expect("a member is in its row");
         row.jobs.remove(at);
         row.ids.remove(id);
         row.entries.remove(at);
@@ -430,8 +434,7 @@ mod tests {
                     continue;
                 }
                 let m = &p.members[&id];
-                let Some(q) = (0..r).find(|&q| !p.rows[q].reserved.intersects_pes(&m.block))
-                else {
+                let Some(q) = (0..r).find(|&q| !p.rows[q].reserved.intersects_pes(&m.block)) else {
                     continue;
                 };
                 let (pes, block) = (m.pes.clone(), m.block.clone());
@@ -476,12 +479,14 @@ mod tests {
                 assert_eq!(row.entries[k].3, m.pes);
                 assert_eq!(row.blocks[k].0, m.block);
             }
-            assert!(row.ids.iter().eq({
-                let mut v = row.jobs.clone();
-                v.sort();
-                v
-            }
-            .iter()));
+            assert!(
+                row.ids.iter().eq({
+                    let mut v = row.jobs.clone();
+                    v.sort();
+                    v
+                }
+                .iter())
+            );
         }
     }
 
