@@ -113,11 +113,18 @@ struct Row {
     /// `(job, procs, first and last PE, PEs)` of `jobs`, in the same order: read on every
     /// switch without a lookup.
     entries: Vec<(JobId, u32, [u32; 2], PeSet)>,
+    /// `(block, settled)` of `jobs`, in the same order: what repacking reads of each job,
+    /// walked without a member lookup. `block` is [`Member::block`]; `settled` is
+    /// [`Gang::clears`] when repacking last found no lower row with room for the block (0:
+    /// never looked). Rows only gain reservations until a block leaves them, so only the
+    /// lower rows cleared after this stamp need looking at again: repacking after a
+    /// departure reads the rows that changed, not every row below every job.
+    blocks: Vec<(PeSet, u64)>,
     /// [`Gang::clears`] when a block last left this row: a job above that found no room
-    /// here after that stamp still finds none (see [`Member::settled`]).
+    /// here after that stamp still finds none (see [`Row::blocks`]).
     cleared_at: u64,
-    /// At most the least [`Member::settled`] of its jobs (0 once a job joins): while no
-    /// lower row was cleared after it, repacking has nothing to look at in this row.
+    /// At most the least `settled` stamp of its jobs ([`Row::blocks`]; 0 once a job joins):
+    /// while no lower row was cleared after it, repacking has nothing to look at in this row.
     settled: u64,
 }
 
@@ -131,11 +138,6 @@ struct Member {
     held: bool,
     /// A Start or Place was sent for it.
     announced: bool,
-    /// [`Gang::clears`] when repacking last found no lower row with room for its block (0:
-    /// never looked). Rows only gain reservations until a block leaves them, so only the
-    /// lower rows cleared after this stamp need looking at again: repacking after a
-    /// departure reads the rows that changed, not every row below every job.
-    settled: u64,
 }
 
 /// What making a row active does, for one running set before: computed once per matrix
@@ -234,8 +236,16 @@ pub struct Gang {
     /// Memory in use per node (KiB), summed over all rows.
     mem_used: Vec<u64>,
     /// Counts the blocks that left a row (a departure, or a job repacked lower); stamps
-    /// [`Row::cleared_at`] and [`Member::settled`]. Starts at 1, so 0 means "never".
+    /// [`Row::cleared_at`] and the jobs' `settled` stamps ([`Row::blocks`]). Starts at 1, so 0
+    /// means "never".
     clears: u64,
+    /// [`Gang::compact`]'s copy of the rows' [`Row::cleared_at`] below the row it looks at, in
+    /// row order: each job's search for a lower row cleared since it settled reads one array,
+    /// not a field of every row; reused so repacking allocates nothing for it.
+    cleared_stamps: Vec<u64>,
+    /// [`Gang::compact`]'s list of the rows below the row it looks at that were cleared since
+    /// that row's [`Row::settled`]; reused like `cleared_stamps`.
+    recent_rows: Vec<usize>,
 
     active: usize,
     running: SortedIds,
@@ -332,6 +342,8 @@ impl Gang {
             unplaceable: (0, SortedIds::default()),
             mem_used: vec![0; machine.nodes as usize],
             clears: 1,
+            cleared_stamps: Vec::new(),
+            recent_rows: Vec::new(),
             active: 0,
             running: SortedIds::default(),
             switching: false,

@@ -169,6 +169,7 @@ impl Gang {
                 jobs: Vec::new(),
                 ids: SortedIds::default(),
                 entries: Vec::new(),
+                blocks: Vec::new(),
                 cleared_at: self.clears,
                 settled: 0,
             });
@@ -186,6 +187,7 @@ impl Gang {
         r.ids.insert(req.id);
         r.entries
             .push((req.id, req.procs, rotate::ends(&pes), pes.clone()));
+        r.blocks.push((block.clone(), 0));
         r.settled = 0;
         self.mem_change(&pes, &req, true);
         self.fresh.push(req.id);
@@ -200,7 +202,6 @@ impl Gang {
                 row,
                 held,
                 announced: false,
-                settled: 0,
             },
         );
     }
@@ -266,67 +267,88 @@ impl Gang {
         if self.repack {
             // The latest clearing of any row below `r`: a job settled since has no room there.
             let mut cleared_below = 0;
+            let mut stamps = std::mem::take(&mut self.cleared_stamps);
+            let mut recent = std::mem::take(&mut self.recent_rows);
+            stamps.clear();
             for r in 1..self.rows.len() {
+                stamps.push(self.rows[r - 1].cleared_at);
                 cleared_below = cleared_below.max(self.rows[r - 1].cleared_at);
                 let row_settled = self.rows[r].settled;
                 if row_settled != 0 && cleared_below <= row_settled {
                     continue; // every job of the row settled since the rows below changed
                 }
+                // Every job of the row settled at `row_settled` or later (when it is not 0):
+                // the rows below cleared since are the only ones any of them looks at again,
+                // listed once for the row rather than found by each job among all rows below.
+                recent.clear();
+                if row_settled != 0 {
+                    recent.extend((0..r).filter(|&q| stamps[q] > row_settled));
+                }
                 // The least stamp of the jobs that stay, for the row's next look.
                 let mut least = u64::MAX;
-                let jobs = self.rows[r].jobs.clone();
-                for id in jobs {
-                    let m = self.members.get_mut(&id).expect("row jobs are members");
+                // The row's jobs by place: a job that moves down is taken out at `i`, and the
+                // next one comes to stand there, so each is looked at once, in order.
+                let mut i = 0;
+                while i < self.rows[r].jobs.len() {
+                    let id = self.rows[r].jobs[i];
+                    let settled = self.rows[r].blocks[i].1;
                     let running_in_active = r == self.active && self.running.contains(&id);
-                    if running_in_active {
-                        least = least.min(m.settled);
-                        continue;
-                    }
-                    let settled = m.settled;
-                    if settled != 0 && cleared_below <= settled {
+                    if running_in_active || settled != 0 && cleared_below <= settled {
                         least = least.min(settled);
+                        i += 1;
                         continue;
                     }
-                    m.settled = self.clears;
+                    self.rows[r].blocks[i].1 = self.clears;
                     least = least.min(self.clears);
-                    // Rows not cleared since it settled still overlap its block.
+                    // Rows not cleared since it settled still overlap its block. Moves into
+                    // the rows below do not clear them, so `stamps` stays their `cleared_at`.
                     let rows = &self.rows;
-                    let block = &m.block;
-                    let Some(q) = (0..r).find(|&q| {
-                        (settled == 0 || rows[q].cleared_at > settled)
+                    let block = &rows[r].blocks[i].0;
+                    let room = |q: usize| {
+                        (settled == 0 || stamps[q] > settled)
                             && !rows[q].reserved.intersects_pes(block)
-                    }) else {
+                    };
+                    let lowest = if row_settled != 0 {
+                        recent.iter().copied().find(|&q| room(q))
+                    } else {
+                        (0..r).find(|&q| room(q))
+                    };
+                    let Some(q) = lowest else {
+                        i += 1;
                         continue;
                     };
-                    let block = block.clone();
-                    let pes = self.members[&id].pes.clone();
                     self.clears += 1;
                     let from = &mut self.rows[r];
                     from.cleared_at = self.clears;
-                    from.busy.clear_pes(&pes);
+                    from.jobs.remove(i);
+                    from.ids.remove(id);
+                    let entry = from.entries.remove(i);
+                    let (block, stamp) = from.blocks.remove(i);
+                    debug_assert_eq!(entry.0, id, "entries follow the row's jobs");
+                    let pes = &entry.3;
+                    from.busy.clear_pes(pes);
                     from.reserved.clear_pes(&block);
                     from.reserved_count -= block.len();
                     from.unfill(&block);
-                    from.jobs.retain(|j| *j != id);
-                    from.ids.remove(id);
-                    from.entries.retain(|e| e.0 != id);
                     let to = &mut self.rows[q];
-                    to.busy.set_pes(&pes);
+                    to.busy.set_pes(pes);
                     to.reserved.set_pes(&block);
                     to.reserved_count += block.len();
                     to.jobs.push(id);
                     to.ids.insert(id);
                     to.settled = 0;
-                    let procs = self.members[&id].req.procs;
-                    to.entries
-                        .push((id, procs, rotate::ends(&pes), pes.clone()));
                     self.members.get_mut(&id).expect("member").row = q;
                     let old = self.version;
                     self.version += 1;
-                    self.carry_arrival(old, r, q, &pes);
+                    self.carry_arrival(old, r, q, pes);
+                    let to = &mut self.rows[q];
+                    to.entries.push(entry);
+                    to.blocks.push((block, stamp));
                 }
                 self.rows[r].settled = least;
             }
+            self.cleared_stamps = stamps;
+            self.recent_rows = recent;
         }
         let old = std::mem::take(&mut self.rows);
         let mut cache = std::mem::take(&mut self.cache).into_iter();
@@ -379,12 +401,143 @@ impl Gang {
         row.reserved.clear_pes(&m.block);
         row.reserved_count -= m.block.len();
         row.unfill(&m.block);
-        row.jobs.retain(|j| *j != id);
+        let at = row
+            .jobs
+            .iter()
+            .position(|j| *j == id)
+            .expect("a member is in its row");
+        row.jobs.remove(at);
         row.ids.remove(id);
-        row.entries.retain(|e| e.0 != id);
+        row.entries.remove(at);
+        row.blocks.remove(at);
         self.running.remove(id);
         self.held_members -= m.held as usize;
         self.mem_change(&m.pes, &m.req, false);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cosched_core::{Dur, JobId, MachineShape, Time};
+
+    use super::super::Gang;
+    use crate::{Event, JobRequest, Policy, PolicyConfig};
+
+    /// Repacking by its definition: every job of every row but the first, in order, except
+    /// those running in the active row, moves to the lowest row where its block is clear;
+    /// then the empty rows go (by [`Gang::compact`] with repacking off).
+    fn compact_plainly(p: &mut Gang) -> bool {
+        for r in 1..p.rows.len() {
+            for id in p.rows[r].jobs.clone() {
+                if r == p.active && p.running.contains(&id) {
+                    continue;
+                }
+                let m = &p.members[&id];
+                let Some(q) = (0..r).find(|&q| !p.rows[q].reserved.intersects_pes(&m.block)) else {
+                    continue;
+                };
+                let (pes, block) = (m.pes.clone(), m.block.clone());
+                let from = &mut p.rows[r];
+                from.busy.clear_pes(&pes);
+                from.reserved.clear_pes(&block);
+                from.reserved_count -= block.len();
+                from.jobs.retain(|j| *j != id);
+                let to = &mut p.rows[q];
+                to.busy.set_pes(&pes);
+                to.reserved.set_pes(&block);
+                to.reserved_count += block.len();
+                to.jobs.push(id);
+                p.members.get_mut(&id).expect("member").row = q;
+            }
+        }
+        p.repack = false;
+        let gone = p.compact();
+        p.repack = true;
+        gone
+    }
+
+    /// Each row's jobs (the plain repacking above keeps only these and the members' rows).
+    fn rows_of(p: &Gang) -> Vec<Vec<JobId>> {
+        for (r, row) in p.rows.iter().enumerate() {
+            for id in &row.jobs {
+                assert_eq!(p.members[id].row, r);
+            }
+        }
+        p.rows.iter().map(|row| row.jobs.clone()).collect()
+    }
+
+    /// Checks each row's per-job lists against its jobs and their members.
+    fn check_lists(p: &Gang) {
+        for (r, row) in p.rows.iter().enumerate() {
+            assert_eq!(row.jobs.len(), row.entries.len());
+            assert_eq!(row.jobs.len(), row.blocks.len());
+            for (k, id) in row.jobs.iter().enumerate() {
+                let m = &p.members[id];
+                assert_eq!(m.row, r);
+                assert_eq!(row.entries[k].0, *id);
+                assert_eq!(row.entries[k].3, m.pes);
+                assert_eq!(row.blocks[k].0, m.block);
+            }
+            assert!(
+                row.ids.iter().eq({
+                    let mut v = row.jobs.clone();
+                    v.sort();
+                    v
+                }
+                .iter())
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Repacking after a departure, which looks only at the jobs and rows that changed
+        /// since each job last found no room below (the stamps in [`super::super::Row::blocks`]),
+        /// moves the jobs its definition moves, to the same rows in the same order, through
+        /// arrivals, departures and switches with each packing; the rows' per-job lists stay
+        /// those of their members.
+        #[test]
+        fn repacking_is_its_definition(
+            packing in 0usize..3,
+            ops in proptest::collection::vec((0u8..5, 1u32..17, 0usize..64), 1..120),
+        ) {
+            let mut c = PolicyConfig::new(MachineShape::flat(16, 1));
+            c.quantum = Some(Dur::from_secs(10));
+            let name = ["buddy", "first-fit", "best-fit"][packing];
+            c.options.insert("packing".into(), toml::Value::from(name));
+            let mut p = Gang::new(&c).unwrap();
+            let mut out = Vec::new();
+            let mut next = 1u64;
+            for (step, (op, procs, pick)) in ops.into_iter().enumerate() {
+                let t = Time::from_secs(step as i64 + 1);
+                let mut ids: Vec<JobId> = p.members.keys().copied().collect();
+                ids.sort();
+                out.clear();
+                match op {
+                    0 | 1 => {
+                        let req = JobRequest::new(JobId(next), t, procs, Dur::from_secs(100_000));
+                        next += 1;
+                        p.handle(t, Event::Submitted(req), &mut out);
+                    }
+                    2 | 3 if !ids.is_empty() => {
+                        let id = ids[pick % ids.len()];
+                        let mut plain = p.clone();
+                        proptest::prop_assert!(plain.remove_member(id));
+                        let plain_gone = compact_plainly(&mut plain);
+                        p.observe(t, Event::Ended(id));
+                        proptest::prop_assert_eq!(p.active_gone, plain_gone);
+                        proptest::prop_assert_eq!(p.active, plain.active);
+                        proptest::prop_assert_eq!(rows_of(&p), rows_of(&plain));
+                        check_lists(&p);
+                        p.decide(t, &mut out);
+                    }
+                    _ => {
+                        if let Some((token, _)) = p.pending {
+                            p.handle(t, Event::Timer(token), &mut out);
+                        }
+                    }
+                }
+            }
+        }
     }
 }
