@@ -153,8 +153,8 @@ impl Scojo {
     /// the other waiting jobs, and then the VM is never read), stopping at the first ratio above
     /// `stop_above`: a caller that only asks whether the group passes (ratio ≤ 1) learns
     /// that from the first job found too late, without placing the rest of the queue.
-    /// Waiting jobs are placed in queue order without the group and with it side by side,
-    /// and each is compared as soon as it is placed in both.
+    /// Waiting jobs are placed in queue order with the group, and without it only as far as
+    /// a start there is read ([`Scojo::others_lazily`]).
     pub(super) fn fairness_from(
         &self,
         base: &OnceCell<FairBase>,
@@ -222,7 +222,6 @@ impl Scojo {
             own + waiting_matched_nodes.saturating_sub(a_nodes)
         };
         let taken = taken.min(base.free);
-        let mut before = base.profile.clone();
         let mut moved: Vec<Time> = touched
             .iter()
             .filter_map(|&n| self.node_release(k, n, v))
@@ -235,6 +234,96 @@ impl Scojo {
             base.free - taken,
             base.releases_with_group(&moved, end, taken).into_iter(),
         );
+        let eager = cfg!(debug_assertions)
+            .then(|| self.others_eagerly(k, base, &members, after.clone(), now, worst, stop_above));
+        let lazy = self.others_lazily(k, base, &members, after, now, worst, stop_above);
+        debug_assert!(
+            eager.is_none_or(|e| e.to_bits() == lazy.to_bits()),
+            "the other waiting jobs' worst ratio, placed without the group only where read: \
+             {lazy} against {eager:?}"
+        );
+        lazy
+    }
+
+    /// The worst of `worst` and the ratios of the waiting jobs of `base` but the group's
+    /// `members` that the group delays: each placed in queue order in `after` (the profile
+    /// with the group) and, only where its start there is read, in the profile without
+    /// the group. A job whose ratio with the group is no more than the worst so far
+    /// cannot raise it, delayed or not, so its start without the group is not needed; the
+    /// placement without the group catches up with the queue only for a job that would
+    /// raise it. Most waiting jobs are of the first kind, and the placement without the
+    /// group stops at the last of the second. The answer is
+    /// [`Scojo::others_eagerly`]'s: after each job both hold the same worst ratio, so
+    /// both stop at the same job.
+    #[allow(clippy::too_many_arguments)]
+    fn others_lazily(
+        &self,
+        k: usize,
+        base: &FairBase,
+        members: &BTreeSet<JobId>,
+        mut after: Profile,
+        now: Time,
+        mut worst: f64,
+        stop_above: f64,
+    ) -> f64 {
+        // The profile without the group (made on first need) holds the jobs of
+        // `base.waiting[..placed]`.
+        let mut before: Option<Profile> = None;
+        let mut placed = 0;
+        for (i, &(id, nodes, dur)) in base.waiting.iter().enumerate() {
+            if members.contains(&id) {
+                continue;
+            }
+            let Some((at, p)) = after.earliest(nodes, dur) else {
+                continue;
+            };
+            after.reserve(p, dur, nodes);
+            let j = &self.jobs[&id];
+            let r = (self.wall_at(k, at + dur, now) - j.req.submit).as_secs_f64();
+            let r = r / (self.cfg.f_slack * j.r_est);
+            if r <= worst {
+                continue;
+            }
+            let before = before.get_or_insert_with(|| base.profile.clone());
+            let mut t0 = Time::MAX;
+            for &(id, nodes, dur) in &base.waiting[placed..=i] {
+                if members.contains(&id) {
+                    continue;
+                }
+                t0 = match before.earliest(nodes, dur) {
+                    Some((at, p)) => {
+                        before.reserve(p, dur, nodes);
+                        at
+                    }
+                    None => Time::MAX,
+                };
+            }
+            placed = i + 1;
+            // Delayed by the group (a second's tolerance).
+            if at > t0 + Dur::from_secs(1) {
+                worst = worst.max(r);
+                if worst > stop_above {
+                    return worst;
+                }
+            }
+        }
+        worst
+    }
+
+    /// [`Scojo::others_lazily`] placing every waiting job in both profiles side by side
+    /// (the plain computation, which debug builds compare with it).
+    #[allow(clippy::too_many_arguments)]
+    fn others_eagerly(
+        &self,
+        k: usize,
+        base: &FairBase,
+        members: &BTreeSet<JobId>,
+        mut after: Profile,
+        now: Time,
+        mut worst: f64,
+        stop_above: f64,
+    ) -> f64 {
+        let mut before = base.profile.clone();
         for &(id, nodes, dur) in &base.waiting {
             if members.contains(&id) {
                 continue;
