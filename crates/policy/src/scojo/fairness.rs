@@ -358,6 +358,87 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The check of the other waiting jobs that places the queue without the group only
+    /// where a start there is read gives the ratio of the placement of every job in both
+    /// profiles: a random stream of submissions and ends on 8 quad-core nodes under
+    /// G-LOMARC-TS, and after each decision, in the medium and long VMs, the first waiting
+    /// job with none to two of the next as the group, a random reservation as the group's
+    /// share of the profile, from a worst ratio of 0 (every job placed may raise it) and
+    /// of 1.5, up to bounds of 1 and of none.
+    #[test]
+    fn others_placed_lazily_give_the_eager_ratio() {
+        use crate::{Decision, Event, JobRequest, Policy, PolicyConfig};
+        use cosched_core::MachineShape;
+        let machine = MachineShape {
+            nodes: 8,
+            sockets_per_node: 2,
+            cores_per_socket: 2,
+            mem_per_node_mib: None,
+        };
+        let mut cfg = PolicyConfig::new(machine);
+        for (k, v) in [("short_max", 100), ("medium_max", 1000)] {
+            cfg.options.insert(k.into(), toml::Value::Integer(v));
+        }
+        let mut p = Scojo::new("glomarc", super::super::Variant::Glts, &cfg).unwrap();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rand = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut running: Vec<JobId> = Vec::new();
+        let (mut now, mut next) = (0i64, 1u64);
+        let (mut compared, mut raised, mut stopped) = (0, 0, 0);
+        for _ in 0..800 {
+            now += 1 + rand(60) as i64;
+            let t = Time::from_secs(now);
+            if rand(3) == 0 {
+                let est = Dur::from_secs(20 + rand(2500) as i64);
+                let r = JobRequest::new(JobId(next), t, 1 + rand(24) as u32, est);
+                p.observe(t, Event::Submitted(r));
+                next += 1;
+            }
+            if !running.is_empty() && rand(4) == 0 {
+                let i = rand(running.len() as u64) as usize;
+                p.observe(t, Event::Ended(running.swap_remove(i)));
+            }
+            let mut out = Vec::new();
+            p.decide(t, &mut out);
+            running.extend(out.iter().filter_map(|d| match d {
+                Decision::Start { job, .. } => Some(*job),
+                _ => None,
+            }));
+            for k in [super::super::MEDIUM, super::super::LONG] {
+                let base = p.fair_base(k, t);
+                let Some(&(h, _, _)) = base.waiting.first() else {
+                    continue;
+                };
+                for n in 0..base.waiting.len().min(3) {
+                    let members: BTreeSet<JobId> =
+                        base.waiting[..n.max(1)].iter().map(|w| w.0).collect();
+                    debug_assert!(members.contains(&h));
+                    let mut after = base.profile.clone();
+                    let dur = Dur::from_secs(1 + rand(3000) as i64);
+                    after.reserve_at(base.v, dur, 1 + rand(4) as u32);
+                    for (worst, stop) in [(0.0, 1.0), (0.0, f64::INFINITY), (1.5, f64::INFINITY)] {
+                        let lazy =
+                            p.others_lazily(k, &base, &members, after.clone(), t, worst, stop);
+                        let eager =
+                            p.others_eagerly(k, &base, &members, after.clone(), t, worst, stop);
+                        assert_eq!(lazy.to_bits(), eager.to_bits(), "VM {k} at {now} s");
+                        compared += 1;
+                        raised += usize::from(eager > worst);
+                        stopped += usize::from(eager > stop);
+                    }
+                }
+            }
+        }
+        assert!(compared > 1000, "{compared} checks compared");
+        assert!(raised > 100, "{raised} checks raised by a delayed job");
+        assert!(stopped > 10, "{stopped} checks stopped early");
+    }
+
     proptest! {
         /// The releases with a group, made from the counted releases, are those of every
         /// node with the touched ones moved to the group's end and the taken ones added,
