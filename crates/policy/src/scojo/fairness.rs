@@ -153,8 +153,8 @@ impl Scojo {
     /// the other waiting jobs, and then the VM is never read), stopping at the first ratio above
     /// `stop_above`: a caller that only asks whether the group passes (ratio ≤ 1) learns
     /// that from the first job found too late, without placing the rest of the queue.
-    /// Waiting jobs are placed in queue order without the group and with it side by side,
-    /// and each is compared as soon as it is placed in both.
+    /// Waiting jobs are placed in queue order with the group, and without it only as far as
+    /// a start there is read ([`Scojo::others_lazily`]).
     pub(super) fn fairness_from(
         &self,
         base: &OnceCell<FairBase>,
@@ -222,7 +222,6 @@ impl Scojo {
             own + waiting_matched_nodes.saturating_sub(a_nodes)
         };
         let taken = taken.min(base.free);
-        let mut before = base.profile.clone();
         let mut moved: Vec<Time> = touched
             .iter()
             .filter_map(|&n| self.node_release(k, n, v))
@@ -235,6 +234,96 @@ impl Scojo {
             base.free - taken,
             base.releases_with_group(&moved, end, taken).into_iter(),
         );
+        let eager = cfg!(debug_assertions)
+            .then(|| self.others_eagerly(k, base, &members, after.clone(), now, worst, stop_above));
+        let lazy = self.others_lazily(k, base, &members, after, now, worst, stop_above);
+        debug_assert!(
+            eager.is_none_or(|e| e.to_bits() == lazy.to_bits()),
+            "the other waiting jobs' worst ratio, placed without the group only where read: \
+             {lazy} against {eager:?}"
+        );
+        lazy
+    }
+
+    /// The worst of `worst` and the ratios of the waiting jobs of `base` but the group's
+    /// `members` that the group delays: each placed in queue order in `after` (the profile
+    /// with the group) and, only where its start there is read, in the profile without
+    /// the group. A job whose ratio with the group is no more than the worst so far
+    /// cannot raise it, delayed or not, so its start without the group is not needed; the
+    /// placement without the group catches up with the queue only for a job that would
+    /// raise it. Most waiting jobs are of the first kind, and the placement without the
+    /// group stops at the last of the second. The answer is
+    /// [`Scojo::others_eagerly`]'s: after each job both hold the same worst ratio, so
+    /// both stop at the same job.
+    #[allow(clippy::too_many_arguments)]
+    fn others_lazily(
+        &self,
+        k: usize,
+        base: &FairBase,
+        members: &BTreeSet<JobId>,
+        mut after: Profile,
+        now: Time,
+        mut worst: f64,
+        stop_above: f64,
+    ) -> f64 {
+        // The profile without the group (made on first need) holds the jobs of
+        // `base.waiting[..placed]`.
+        let mut before: Option<Profile> = None;
+        let mut placed = 0;
+        for (i, &(id, nodes, dur)) in base.waiting.iter().enumerate() {
+            if members.contains(&id) {
+                continue;
+            }
+            let Some((at, p)) = after.earliest(nodes, dur) else {
+                continue;
+            };
+            after.reserve(p, dur, nodes);
+            let j = &self.jobs[&id];
+            let r = (self.wall_at(k, at + dur, now) - j.req.submit).as_secs_f64();
+            let r = r / (self.cfg.f_slack * j.r_est);
+            if r <= worst {
+                continue;
+            }
+            let before = before.get_or_insert_with(|| base.profile.clone());
+            let mut t0 = Time::MAX;
+            for &(id, nodes, dur) in &base.waiting[placed..=i] {
+                if members.contains(&id) {
+                    continue;
+                }
+                t0 = match before.earliest(nodes, dur) {
+                    Some((at, p)) => {
+                        before.reserve(p, dur, nodes);
+                        at
+                    }
+                    None => Time::MAX,
+                };
+            }
+            placed = i + 1;
+            // Delayed by the group (a second's tolerance).
+            if at > t0 + Dur::from_secs(1) {
+                worst = worst.max(r);
+                if worst > stop_above {
+                    return worst;
+                }
+            }
+        }
+        worst
+    }
+
+    /// [`Scojo::others_lazily`] placing every waiting job in both profiles side by side
+    /// (the plain computation, which debug builds compare with it).
+    #[allow(clippy::too_many_arguments)]
+    fn others_eagerly(
+        &self,
+        k: usize,
+        base: &FairBase,
+        members: &BTreeSet<JobId>,
+        mut after: Profile,
+        now: Time,
+        mut worst: f64,
+        stop_above: f64,
+    ) -> f64 {
+        let mut before = base.profile.clone();
         for &(id, nodes, dur) in &base.waiting {
             if members.contains(&id) {
                 continue;
@@ -268,6 +357,87 @@ impl Scojo {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The check of the other waiting jobs that places the queue without the group only
+    /// where a start there is read gives the ratio of the placement of every job in both
+    /// profiles: a random stream of submissions and ends on 8 quad-core nodes under
+    /// G-LOMARC-TS, and after each decision, in the medium and long VMs, the first waiting
+    /// job with none to two of the next as the group, a random reservation as the group's
+    /// share of the profile, from a worst ratio of 0 (every job placed may raise it) and
+    /// of 1.5, up to bounds of 1 and of none.
+    #[test]
+    fn others_placed_lazily_give_the_eager_ratio() {
+        use crate::{Decision, Event, JobRequest, Policy, PolicyConfig};
+        use cosched_core::MachineShape;
+        let machine = MachineShape {
+            nodes: 8,
+            sockets_per_node: 2,
+            cores_per_socket: 2,
+            mem_per_node_mib: None,
+        };
+        let mut cfg = PolicyConfig::new(machine);
+        for (k, v) in [("short_max", 100), ("medium_max", 1000)] {
+            cfg.options.insert(k.into(), toml::Value::Integer(v));
+        }
+        let mut p = Scojo::new("glomarc", super::super::Variant::Glts, &cfg).unwrap();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rand = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut running: Vec<JobId> = Vec::new();
+        let (mut now, mut next) = (0i64, 1u64);
+        let (mut compared, mut raised, mut stopped) = (0, 0, 0);
+        for _ in 0..800 {
+            now += 1 + rand(60) as i64;
+            let t = Time::from_secs(now);
+            if rand(3) == 0 {
+                let est = Dur::from_secs(20 + rand(2500) as i64);
+                let r = JobRequest::new(JobId(next), t, 1 + rand(24) as u32, est);
+                p.observe(t, Event::Submitted(r));
+                next += 1;
+            }
+            if !running.is_empty() && rand(4) == 0 {
+                let i = rand(running.len() as u64) as usize;
+                p.observe(t, Event::Ended(running.swap_remove(i)));
+            }
+            let mut out = Vec::new();
+            p.decide(t, &mut out);
+            running.extend(out.iter().filter_map(|d| match d {
+                Decision::Start { job, .. } => Some(*job),
+                _ => None,
+            }));
+            for k in [super::super::MEDIUM, super::super::LONG] {
+                let base = p.fair_base(k, t);
+                let Some(&(h, _, _)) = base.waiting.first() else {
+                    continue;
+                };
+                for n in 0..base.waiting.len().min(3) {
+                    let members: BTreeSet<JobId> =
+                        base.waiting[..n.max(1)].iter().map(|w| w.0).collect();
+                    debug_assert!(members.contains(&h));
+                    let mut after = base.profile.clone();
+                    let dur = Dur::from_secs(1 + rand(3000) as i64);
+                    after.reserve_at(base.v, dur, 1 + rand(4) as u32);
+                    for (worst, stop) in [(0.0, 1.0), (0.0, f64::INFINITY), (1.5, f64::INFINITY)] {
+                        let lazy =
+                            p.others_lazily(k, &base, &members, after.clone(), t, worst, stop);
+                        let eager =
+                            p.others_eagerly(k, &base, &members, after.clone(), t, worst, stop);
+                        assert_eq!(lazy.to_bits(), eager.to_bits(), "VM {k} at {now} s");
+                        compared += 1;
+                        raised += usize::from(eager > worst);
+                        stopped += usize::from(eager > stop);
+                    }
+                }
+            }
+        }
+        assert!(compared > 1000, "{compared} checks compared");
+        assert!(raised > 100, "{raised} checks raised by a delayed job");
+        assert!(stopped > 10, "{stopped} checks stopped early");
+    }
 
     proptest! {
         /// The releases with a group, made from the counted releases, are those of every

@@ -170,8 +170,9 @@ impl Scojo {
     }
 
     /// The wall time at which VM `k`'s clock reaches `v`, from `now`, assuming no short
-    /// slices in later intervals. The current interval is walked slice by slice (it holds
-    /// at most one slice of VM `k`); past it every interval is plain and gives VM `k` the
+    /// slices in later intervals. The current interval is walked slice by slice from the
+    /// current slice (it holds at most one slice of VM `k`, so when the current slice is
+    /// `k`'s the rest of the interval is passed at once); past it every interval is plain and gives VM `k` the
     /// same active part at the same offset, so the answer is read off from how many whole
     /// active parts the rest of `need` spans. That is [`Scojo::wall_at_walked`]'s answer
     /// whenever the walk would reach it within its bound of slices; beyond that bound (or
@@ -194,25 +195,41 @@ impl Scojo {
         if need <= Dur::ZERO {
             return now;
         }
-        // The current interval: the current slice, then those after it in the list.
-        let list = self.slices_of(self.interval_start, self.short_here);
-        let pos = list
-            .iter()
-            .position(|x| (x.kind, x.begin) == (s.kind, s.begin));
-        let rest = pos.map_or(&list[..0], |p| &list[p + 1..]);
-        let mut t = now;
-        let mut walked: i64 = 0;
-        for x in std::iter::once(&s).chain(rest) {
-            walked += 1;
-            if x.kind == k {
-                let from = t.max(x.active);
-                let avail = x.end.since(from).max(Dur::ZERO);
-                if avail >= need {
-                    return from + need;
-                }
-                need -= avail;
+        // The current slice.
+        let mut walked: i64 = 1;
+        if s.kind == k {
+            let from = now.max(s.active);
+            let avail = s.end.since(from).max(Dur::ZERO);
+            if avail >= need {
+                return from + need;
             }
-            t = x.end;
+            need -= avail;
+        }
+        // The slices after it in the current interval. An interval holds at most one slice
+        // of each VM, so when the current slice is VM `k`'s (as it is for every decision the
+        // VM makes) none of them gives `k` time, and the interval's slices are not made:
+        // `uncounted` then bounds how many of them the walk would have passed.
+        let mut uncounted: i64 = 2;
+        if s.kind != k {
+            let list = self.slices_of(self.interval_start, self.short_here);
+            let pos = list
+                .iter()
+                .position(|x| (x.kind, x.begin) == (s.kind, s.begin));
+            let rest = pos.map_or(&list[..0], |p| &list[p + 1..]);
+            let mut t = s.end;
+            for x in rest {
+                walked += 1;
+                if x.kind == k {
+                    let from = t.max(x.active);
+                    let avail = x.end.since(from).max(Dur::ZERO);
+                    if avail >= need {
+                        return from + need;
+                    }
+                    need -= avail;
+                }
+                t = x.end;
+            }
+            uncounted = 0;
         }
         // Plain intervals from `t0` on: VM `k`'s slice is the `q`-th of each, active for
         // `a` from `off` after the interval's start.
@@ -229,7 +246,8 @@ impl Scojo {
         // having walked `q` slices of it, as far as its bound lets it.
         walked += q as i64;
         let n = (need.as_micros() - 1) / a;
-        if n > (100_000 - walked - 1) / plain.len() as i64 {
+        // Near the walk's bound (uncounted slices taken as walked), the walk answers.
+        if n > (100_000 - walked - uncounted - 1) / plain.len() as i64 {
             return self.wall_at_walked(k, v, now);
         }
         let off = plain[q].active - Time::ZERO;
