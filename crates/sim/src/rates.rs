@@ -930,7 +930,9 @@ mod tests {
         // Job 2 takes node 1 while job 0 is stopped: job 0's seats are spoilt, and its
         // resume seats it afresh beside job 2.
         rates.stop(0, Time::from_secs(5));
-        rates.start(2, &PeSet::from_pes([7]), Time::from_secs(5)).unwrap();
+        rates
+            .start(2, &PeSet::from_pes([7]), Time::from_secs(5))
+            .unwrap();
         assert_eq!(rates.kept[0], Kept::Spoilt);
         reprice(&mut rates, Time::from_secs(5));
         rates.start(0, &pes0, Time::from_secs(6)).unwrap();
@@ -947,13 +949,24 @@ mod tests {
         reprice(&mut rates, Time::from_secs(7));
         rates.stop(0, Time::from_secs(8));
         assert_eq!(rates.kept[0], Kept::Whole);
-        rates.start(0, &PeSet::from_pes([8, 9]), Time::from_secs(9)).unwrap();
+        rates
+            .start(0, &PeSet::from_pes([8, 9]), Time::from_secs(9))
+            .unwrap();
         assert_eq!(rates.job_nodes[0], vec![2]);
-        assert!(rates.nodes[..2].iter().all(|s| s[0].job == NONE && s[1].job == NONE));
+        assert!(
+            rates.nodes[..2]
+                .iter()
+                .all(|s| s[0].job == NONE && s[1].job == NONE)
+        );
         // Ended, it keeps nothing.
         rates.end(0, Time::from_secs(10));
         assert_eq!(rates.kept[0], Kept::None);
-        assert!(rates.nodes.iter().all(|s| s[0].job == NONE && s[1].job == NONE));
+        assert!(
+            rates
+                .nodes
+                .iter()
+                .all(|s| s[0].job == NONE && s[1].job == NONE)
+        );
     }
 
     proptest! {
