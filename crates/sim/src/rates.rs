@@ -162,10 +162,14 @@ impl NodeWalk {
 }
 
 /// A start's seats: the job goes on each node the walk visits, alone or beside a job that was
-/// alone there (both are priced there at the reprice); a node holding two jobs refuses it.
+/// alone there (both are priced there at the reprice); a node holding two jobs refuses it. A
+/// first slot left by a stopped job (see [`Rates::stop`]) counts as empty: taking it spoils
+/// that job's kept seats.
 struct Seating<'a> {
     job: u32,
     nodes: &'a mut [[Here; 2]],
+    running: &'a [bool],
+    kept: &'a mut [Kept],
     alone_of: &'a mut [[u32; 4]],
     touched: &'a mut Vec<u32>,
     touched_flag: &'a mut [bool],
@@ -184,7 +188,11 @@ impl NodeVisit for Seating<'_> {
             counted: 0,
         };
         let slots = &mut self.nodes[node as usize];
-        if slots[0].job == NONE {
+        let first = slots[0].job;
+        if first == NONE || !self.running[first as usize] {
+            if first != NONE && self.kept[first as usize] == Kept::Whole {
+                self.kept[first as usize] = Kept::Spoilt;
+            }
             slots[0] = me;
             self.alone[usize::from(k)] += 1;
         } else if slots[1].job == NONE {
@@ -222,6 +230,18 @@ fn nodes_by_pe(m: MachineShape, pes: &PeSet) -> Vec<(u32, u32, u32)> {
     out
 }
 
+/// What a job that does not run keeps of its last seats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kept {
+    /// Nothing: its node list is empty and no slot names it.
+    None,
+    /// It was alone on every node when it stopped and is still in the first slot of each:
+    /// resumed on the same PEs it takes them back as they are.
+    Whole,
+    /// Another job took the first slot of some of its nodes: the rest still name it.
+    Spoilt,
+}
+
 /// Rates of the running jobs.
 ///
 /// A job's slowdown on a node changes only when the node's occupants change, so each running
@@ -232,6 +252,12 @@ fn nodes_by_pe(m: MachineShape, pes: &PeSet) -> Vec<(u32, u32, u32)> {
 /// slowdown is then the largest of its alone kinds' and its tally's values. A start or stop
 /// writes each of the job's nodes once and prices only the nodes where a partner is (or
 /// was): a job alone on all its nodes, the common case, is priced in constant time.
+///
+/// A time-sharing policy stops the jobs of one slice and resumes them, on the same PEs, a
+/// slice later, mostly alone on their nodes as before. So a job that stops alone on all its
+/// nodes leaves its seats in place ([`Kept::Whole`]): a slot naming a job that does not run
+/// counts as empty, and a resume on the PEs it stopped on (compared run by run) takes the
+/// seats back without reading a node, unless another job took one meanwhile.
 #[derive(Clone, Debug)]
 pub(crate) struct Rates {
     model: Slowdowns,
@@ -247,6 +273,11 @@ pub(crate) struct Rates {
     slow: Vec<Milli>,
     /// Whether the job runs (priced or not).
     running: Vec<bool>,
+    /// Per job that does not run, what it keeps of its last seats (its `job_nodes`, `alone`
+    /// and `procs` stay with them).
+    kept: Vec<Kept>,
+    /// Per job, the PE runs its seats were read from (kept while it runs or keeps seats).
+    seated_on: Vec<Vec<(u32, u32)>>,
     /// The nodes each running job is on.
     job_nodes: Vec<Vec<u32>>,
     /// Processes of each running job.
@@ -349,6 +380,8 @@ impl Rates {
             since: vec![Time::ZERO; jobs],
             slow: vec![0; jobs],
             running: vec![false; jobs],
+            kept: vec![Kept::None; jobs],
+            seated_on: vec![Vec::new(); jobs],
             job_nodes: vec![Vec::new(); jobs],
             procs: vec![0; jobs],
             alone: vec![[0; 4]; jobs],
@@ -377,9 +410,27 @@ impl Rates {
     pub fn start(&mut self, job: usize, pes: &PeSet, now: Time) -> Result<(), Overshared> {
         debug_assert!(!self.running[job]);
         debug_assert!(self.tally[job].is_empty());
+        match self.kept[job] {
+            Kept::Whole if self.seated_on[job] == pes.runs() => {
+                self.kept[job] = Kept::None;
+                self.busy_nodes += self.job_nodes[job].len() as u32;
+                self.busy_cores += self.procs[job];
+                self.running[job] = true;
+                #[cfg(debug_assertions)]
+                self.check_seats(job, pes);
+                self.slow[job] = 0;
+                self.since[job] = now;
+                self.list(job as u32);
+                return Ok(());
+            }
+            Kept::None => {}
+            Kept::Whole | Kept::Spoilt => self.forget(job),
+        }
         let mut seating = Seating {
             job: job as u32,
             nodes: &mut self.nodes,
+            running: &self.running,
+            kept: &mut self.kept,
             alone_of: &mut self.alone,
             touched: &mut self.touched,
             touched_flag: &mut self.touched_flag,
@@ -404,30 +455,60 @@ impl Rates {
                 job,
             });
         }
-        #[cfg(debug_assertions)]
-        {
-            let by_pe = nodes_by_pe(self.machine, pes);
-            let by_node: Vec<(u32, u8)> = nodes
-                .iter()
-                .map(|&n| {
-                    let slots = &self.nodes[n as usize];
-                    let h = slots[usize::from(slots[0].job != job as u32)];
-                    (n, h.kind)
-                })
-                .collect();
-            let expected: Vec<(u32, u8)> = by_pe.iter().map(|&(n, p, s)| (n, kind(p, s))).collect();
-            debug_assert_eq!(by_node, expected, "placement per node of job {job}");
-        }
         self.busy_nodes += alone.iter().sum::<u32>();
         self.busy_cores += procs;
         self.procs[job] = procs;
         self.alone[job] = alone;
         self.job_nodes[job] = nodes;
         self.running[job] = true;
+        let on = &mut self.seated_on[job];
+        on.clear();
+        on.extend_from_slice(pes.runs());
+        #[cfg(debug_assertions)]
+        self.check_seats(job, pes);
         self.slow[job] = 0;
         self.since[job] = now;
         self.list(job as u32);
         Ok(())
+    }
+
+    /// Debug builds: the seats of a started job are its PE set's nodes, read PE by PE, with
+    /// its placement on each.
+    #[cfg(debug_assertions)]
+    fn check_seats(&self, job: usize, pes: &PeSet) {
+        let by_pe = nodes_by_pe(self.machine, pes);
+        let by_node: Vec<(u32, u8)> = self.job_nodes[job]
+            .iter()
+            .map(|&n| {
+                let slots = &self.nodes[n as usize];
+                let h = slots[usize::from(slots[0].job != job as u32)];
+                debug_assert_eq!(h.job, job as u32, "job {job} seated on node {n}");
+                (n, h.kind)
+            })
+            .collect();
+        let expected: Vec<(u32, u8)> = by_pe.iter().map(|&(n, p, s)| (n, kind(p, s))).collect();
+        debug_assert_eq!(by_node, expected, "placement per node of job {job}");
+        let procs: u32 = by_pe.iter().map(|h| h.1).sum();
+        debug_assert_eq!(self.procs[job], procs, "processes of job {job}");
+    }
+
+    /// Clears the seats a job that does not run kept: the first slots that still name it.
+    fn forget(&mut self, job: usize) {
+        let mut nodes = std::mem::take(&mut self.job_nodes[job]);
+        if self.kept[job] != Kept::None {
+            for &n in &nodes {
+                let slots = &mut self.nodes[n as usize];
+                if slots[0].job == job as u32 {
+                    debug_assert_eq!(slots[1].job, NONE);
+                    slots[0] = EMPTY;
+                }
+            }
+            self.kept[job] = Kept::None;
+        }
+        self.alone[job] = [0; 4];
+        self.procs[job] = 0;
+        nodes.clear();
+        self.spare.push(nodes);
     }
 
     /// Takes a refused start back from the nodes it was seated on. A node it touched stays
@@ -455,12 +536,40 @@ impl Rates {
         self.since[job] = now;
     }
 
-    /// The job stops (suspended, preempted or ended) at `now`; its work so far is kept.
-    /// Its partners are left alone on the nodes they shared with it.
+    /// The job stops (suspended or preempted) at `now`; its work so far is kept. Its
+    /// partners are left alone on the nodes they shared with it. Alone on all its nodes, it
+    /// keeps its seats there ([`Kept::Whole`]) for a resume on the same PEs.
     pub fn stop(&mut self, job: usize, now: Time) {
         if !self.running[job] {
             return;
         }
+        let seats = self.job_nodes[job].len() as u32;
+        if self.alone[job].iter().sum::<u32>() == seats {
+            debug_assert!(self.tally[job].is_empty());
+            self.accrue(job, now);
+            self.running[job] = false;
+            self.slow[job] = 0;
+            self.kept[job] = Kept::Whole;
+            self.busy_cores -= self.procs[job];
+            self.busy_nodes -= seats;
+            return;
+        }
+        self.unseat_stopped(job, now);
+    }
+
+    /// The job ends at `now` (or stops for good): its seats are cleared and nothing of them
+    /// is kept.
+    pub fn end(&mut self, job: usize, now: Time) {
+        if self.running[job] {
+            self.unseat_stopped(job, now);
+        } else {
+            self.forget(job);
+        }
+        self.seated_on[job] = Vec::new();
+    }
+
+    /// A running job stops and leaves every node it is on.
+    fn unseat_stopped(&mut self, job: usize, now: Time) {
         self.accrue(job, now);
         self.running[job] = false;
         self.slow[job] = 0;
@@ -782,6 +891,84 @@ mod tests {
         }
     }
 
+    /// A job stopped alone on its nodes keeps its seats: resumed on the same PEs it takes
+    /// them back whole; once another job took one of its nodes, or on other PEs, it is seated
+    /// afresh. Its price is the same either way.
+    #[test]
+    fn a_job_stopped_alone_resumes_on_its_kept_seats() {
+        let m = machine();
+        let model = Slowdowns::new(7);
+        let work = vec![Dur::from_secs(1000); JOBS];
+        let ids = |j: usize| JobId(100 + j as u64);
+        let mut rates = Rates::new(model, m, JOBS);
+        let reprice = |r: &mut Rates, now: Time| r.reprice(now, &work, &ids, |_, _| {});
+        // Job 0 on nodes 0 and 1 (two PEs on node 1), job 1 beside it on node 1.
+        let pes0 = PeSet::from_pes([0, 1, 2, 3, 4, 6]);
+        let pes1 = PeSet::from_pes([5]);
+        rates.start(0, &pes0, Time::ZERO).unwrap();
+        reprice(&mut rates, Time::ZERO);
+        let alone_price = rates.slow[0];
+        rates.start(1, &pes1, Time::ZERO).unwrap();
+        reprice(&mut rates, Time::ZERO);
+        // Sharing node 1, job 0 clears its seats when it stops.
+        rates.stop(0, Time::from_secs(1));
+        assert_eq!(rates.kept[0], Kept::None);
+        assert!(rates.job_nodes[0].is_empty());
+        rates.end(1, Time::from_secs(1));
+        assert_eq!((rates.busy_nodes, rates.busy_cores), (0, 0));
+        // Alone, it keeps them, and a resume on the same PEs takes them back whole.
+        rates.start(0, &pes0, Time::from_secs(2)).unwrap();
+        reprice(&mut rates, Time::from_secs(2));
+        rates.stop(0, Time::from_secs(3));
+        assert_eq!(rates.kept[0], Kept::Whole);
+        assert_eq!((rates.busy_nodes, rates.busy_cores), (0, 0));
+        rates.start(0, &pes0, Time::from_secs(4)).unwrap();
+        assert_eq!(rates.kept[0], Kept::None);
+        assert_eq!((rates.busy_nodes, rates.busy_cores), (2, 6));
+        reprice(&mut rates, Time::from_secs(4));
+        assert_eq!(rates.slow[0], alone_price);
+        // Job 2 takes node 1 while job 0 is stopped: job 0's seats are spoilt, and its
+        // resume seats it afresh beside job 2.
+        rates.stop(0, Time::from_secs(5));
+        rates
+            .start(2, &PeSet::from_pes([7]), Time::from_secs(5))
+            .unwrap();
+        assert_eq!(rates.kept[0], Kept::Spoilt);
+        reprice(&mut rates, Time::from_secs(5));
+        rates.start(0, &pes0, Time::from_secs(6)).unwrap();
+        reprice(&mut rates, Time::from_secs(6));
+        let mut fresh = Rates::new(model, m, JOBS);
+        fresh.start(2, &PeSet::from_pes([7]), Time::ZERO).unwrap();
+        fresh.start(0, &pes0, Time::ZERO).unwrap();
+        reprice(&mut fresh, Time::ZERO);
+        assert_eq!(rates.slow[..3], fresh.slow[..3]);
+        assert_eq!((rates.busy_nodes, rates.busy_cores), (2, 7));
+        // Stopped alone on other PEs than it resumes on: seated afresh, its old first
+        // slots cleared.
+        rates.end(2, Time::from_secs(7));
+        reprice(&mut rates, Time::from_secs(7));
+        rates.stop(0, Time::from_secs(8));
+        assert_eq!(rates.kept[0], Kept::Whole);
+        rates
+            .start(0, &PeSet::from_pes([8, 9]), Time::from_secs(9))
+            .unwrap();
+        assert_eq!(rates.job_nodes[0], vec![2]);
+        assert!(
+            rates.nodes[..2]
+                .iter()
+                .all(|s| s[0].job == NONE && s[1].job == NONE)
+        );
+        // Ended, it keeps nothing.
+        rates.end(0, Time::from_secs(10));
+        assert_eq!(rates.kept[0], Kept::None);
+        assert!(
+            rates
+                .nodes
+                .iter()
+                .all(|s| s[0].job == NONE && s[1].job == NONE)
+        );
+    }
+
     proptest! {
         /// Random starts and stops, several to a round, of jobs scattered over the nodes or
         /// on stretches of them: the counts of nodes alone and the tallies of shared ones give
@@ -795,7 +982,10 @@ mod tests {
             rounds in proptest::collection::vec(
                 (
                     1i64..200,
-                    proptest::collection::vec((0usize..JOBS, any::<u16>(), any::<bool>()), 1..5),
+                    proptest::collection::vec(
+                        (0usize..JOBS, any::<u16>(), any::<bool>(), any::<bool>()),
+                        1..5,
+                    ),
                 ),
                 1..40,
             ),
@@ -812,23 +1002,34 @@ mod tests {
                 since: vec![Time::ZERO; JOBS],
                 slow: vec![0; JOBS],
             };
+            // The PEs each stopped (not ended) job last ran on.
+            let mut last: Vec<Option<Vec<u32>>> = vec![None; JOBS];
             let mut now = Time::ZERO;
             for (dt, actions) in rounds {
                 now += Dur::from_millis(dt * 137);
-                for (j, mask, contiguous) in actions {
+                for (j, mask, contiguous, again) in actions {
                     if plain.pes[j].is_some() {
-                        rates.stop(j, now);
+                        // Stopped to be resumed, or ended.
+                        if again {
+                            rates.stop(j, now);
+                        } else {
+                            rates.end(j, now);
+                        }
                         plain.accrue(j, now);
-                        plain.pes[j] = None;
+                        last[j] = plain.pes[j].take().filter(|_| again);
                         plain.slow[j] = 0;
                         continue;
                     }
                     let used: Vec<u32> = plain.pes.iter().flatten().flatten().copied().collect();
                     let free: Vec<u32> =
                         (0..m.total_pes()).filter(|p| !used.contains(p)).collect();
-                    // Scattered PEs, or a stretch of the free ones (whole nodes, as wide jobs
-                    // take them, and nodes alone).
-                    let pick: Vec<u32> = if contiguous {
+                    // Resumed where it stopped if those PEs are free, or scattered PEs, or a
+                    // stretch of the free ones (whole nodes, as wide jobs take them, and nodes
+                    // alone).
+                    let resume = last[j].take().filter(|p| p.iter().all(|pe| free.contains(pe)));
+                    let pick: Vec<u32> = if let Some(p) = resume {
+                        p
+                    } else if contiguous {
                         let lo = usize::from(mask & 0xff) % free.len().max(1);
                         let len = usize::from(mask >> 8) % 16;
                         free.iter().skip(lo).take(len).copied().collect()

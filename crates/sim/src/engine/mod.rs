@@ -575,12 +575,17 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
         });
     }
 
-    /// The job no longer runs: no end event, no rate.
+    /// The job no longer runs: no end event, no rate. A job that ends keeps no seats with
+    /// the rates; a stopped one may be resumed where it was.
     #[inline]
-    fn stopped(&mut self, job: usize, now: Time) {
+    fn stopped(&mut self, job: usize, now: Time, ends: bool) {
         self.ends.remove(job);
         if MC && let Some(r) = self.rates.as_mut() {
-            r.stop(job, now);
+            if ends {
+                r.end(job, now);
+            } else {
+                r.stop(job, now);
+            }
         }
     }
 
@@ -599,7 +604,7 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
         for &(_, _, i) in &due {
             let i = i as usize;
             if MC && let Some(r) = self.rates.as_mut() {
-                r.stop(i, now);
+                r.end(i, now);
             }
             let j = &self.jobs.known()[i];
             let (_, outcome) = limited_run(j.runtime, j.limit);
@@ -631,7 +636,7 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
                     if MC && !self.ledger.entry(i).launched() {
                         self.waiting -= 1;
                     }
-                    self.stopped(i, now);
+                    self.stopped(i, now, true);
                     self.ledger.end(i, now, Outcome::Cancelled, None);
                     self.tell(now, Event::Ended(job));
                 }
@@ -656,7 +661,7 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
                 if !self.ledger.is_down(node) {
                     self.tell(now, Event::NodeDown(node));
                     for i in self.ledger.node_down(node) {
-                        self.stopped(i, now);
+                        self.stopped(i, now, true);
                         self.ledger.end(i, now, Outcome::NodeFailed, None);
                         self.tell(now, Event::Ended(self.jobs.known()[i].req.id));
                     }
@@ -684,12 +689,12 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
                 self.seq += 1;
                 self.ends.insert(now + left, self.seq, job);
             }
-            Change::Stops { job } => self.stopped(job, now),
+            Change::Stops { job } => self.stopped(job, now, false),
             Change::Ends { job } => {
                 if MC && !self.ledger.entry(job).launched() {
                     self.waiting = self.waiting.saturating_sub(1);
                 }
-                self.stopped(job, now);
+                self.stopped(job, now, true);
                 self.caused
                     .push(Event::Ended(self.jobs.known()[job].req.id));
                 self.again = true;
