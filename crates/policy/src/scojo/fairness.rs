@@ -274,13 +274,10 @@ impl Scojo {
             if members.contains(&id) {
                 continue;
             }
-            let Some((at, p)) = after.earliest(nodes, dur) else {
+            let Some(at) = place(&mut after, nodes, dur) else {
                 continue;
             };
-            after.reserve(p, dur, nodes);
-            let j = &self.jobs[&id];
-            let r = (self.wall_at(k, at + dur, now) - j.req.submit).as_secs_f64();
-            let r = r / (self.cfg.f_slack * j.r_est);
+            let r = self.ratio_ending(k, id, at + dur, now);
             if r <= worst {
                 continue;
             }
@@ -290,13 +287,7 @@ impl Scojo {
                 if members.contains(&id) {
                     continue;
                 }
-                t0 = match before.earliest(nodes, dur) {
-                    Some((at, p)) => {
-                        before.reserve(p, dur, nodes);
-                        at
-                    }
-                    None => Time::MAX,
-                };
+                t0 = place(before, nodes, dur).unwrap_or(Time::MAX);
             }
             placed = i + 1;
             // Delayed by the group (a second's tolerance).
@@ -328,22 +319,13 @@ impl Scojo {
             if members.contains(&id) {
                 continue;
             }
-            let t0 = match before.earliest(nodes, dur) {
-                Some((at, i)) => {
-                    before.reserve(i, dur, nodes);
-                    at
-                }
-                None => Time::MAX,
-            };
-            let Some((at, i)) = after.earliest(nodes, dur) else {
+            let t0 = place(&mut before, nodes, dur).unwrap_or(Time::MAX);
+            let Some(at) = place(&mut after, nodes, dur) else {
                 continue;
             };
-            after.reserve(i, dur, nodes);
             // Delayed by the group (a second's tolerance).
             if at > t0 + Dur::from_secs(1) {
-                let j = &self.jobs[&id];
-                let r = (self.wall_at(k, at + dur, now) - j.req.submit).as_secs_f64();
-                worst = worst.max(r / (self.cfg.f_slack * j.r_est));
+                worst = worst.max(self.ratio_ending(k, id, at + dur, now));
                 if worst > stop_above {
                     return worst;
                 }
@@ -351,6 +333,22 @@ impl Scojo {
         }
         worst
     }
+
+    /// Waiting job `id`'s response, were it to end at VM clock `end`, over its slack
+    /// times its estimated response: the ratio the fairness check bounds.
+    fn ratio_ending(&self, k: usize, id: JobId, end: Time, now: Time) -> f64 {
+        let j = &self.jobs[&id];
+        let r = (self.wall_at(k, end, now) - j.req.submit).as_secs_f64();
+        r / (self.cfg.f_slack * j.r_est)
+    }
+}
+
+/// Reserves `nodes` nodes for `dur` at their earliest fit in `profile` and returns its
+/// start (`None`: it fits nowhere, and nothing is reserved).
+fn place(profile: &mut Profile, nodes: u32, dur: Dur) -> Option<Time> {
+    let (at, i) = profile.earliest(nodes, dur)?;
+    profile.reserve(i, dur, nodes);
+    Some(at)
 }
 
 #[cfg(test)]
