@@ -575,7 +575,7 @@ impl<'a, const MC: bool, F: Jobs> Engine<'a, MC, F> {
         });
     }
 
-    /// The job no longer runs: no end event, no rate. A job that ends keeps no seats with
+    /// The job stops running: no end event, no rate. A job that ends keeps no seats with
     /// the rates; a stopped one may be resumed where it was.
     #[inline]
     fn stopped(&mut self, job: usize, now: Time, ends: bool) {
