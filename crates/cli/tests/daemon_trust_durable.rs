@@ -149,8 +149,8 @@ fn jobs(c: &Cluster) -> Vec<(u64, String)> {
 }
 
 /// A job's communication ring made on a full disk is an error the node manager reports (the
-/// job runs unmonitored), not a SIGBUS when its pages are first written: the launch of a job
-/// the machine manager placed just before the disk filled once killed the node manager so.
+/// job runs unmonitored), not a SIGBUS when its pages are first written, which would kill a
+/// node manager launching a job placed just before the disk filled.
 #[test]
 fn a_monitor_ring_on_a_full_disk_is_refused_not_a_crash() {
     let test = "a_monitor_ring_on_a_full_disk_is_refused_not_a_crash";

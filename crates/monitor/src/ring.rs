@@ -217,7 +217,6 @@ pub fn size(slots: usize, capacity: usize) -> usize {
 fn allocate(f: &std::fs::File, len: usize) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
-    f.set_len(0)?;
     // SAFETY: fallocate on an open descriptor; no memory is passed.
     if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len as libc::off_t) } == 0 {
         return Ok(());

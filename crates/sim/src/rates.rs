@@ -254,7 +254,7 @@ enum Kept {
 /// was): a job alone on all its nodes, the common case, is priced in constant time.
 ///
 /// A time-sharing policy stops the jobs of one slice and resumes them, on the same PEs, a
-/// slice later, mostly alone on their nodes as before. So a job that stops alone on all its
+/// slice later, mostly alone on the same nodes each time. So a job that stops alone on all its
 /// nodes leaves its seats in place ([`Kept::Whole`]): a slot naming a job that does not run
 /// counts as empty, and a resume on the PEs it stopped on (compared run by run) takes the
 /// seats back without reading a node, unless another job took one meanwhile.
